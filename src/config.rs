@@ -1,0 +1,44 @@
+//! Server settings: every flag has an `ORDERLY_*` environment twin.
+
+use std::net::SocketAddr;
+
+use clap::Parser;
+
+#[derive(Parser, Clone, Debug)]
+#[command(
+    name = "orderly",
+    version,
+    about = "Amazon SQS (FIFO and standard) over the real AWS wire protocols"
+)]
+pub struct Config {
+    /// Address to listen on; port 0 picks a free port (the bound address is printed).
+    #[arg(long, env = "ORDERLY_BIND", default_value = "127.0.0.1:4566")]
+    pub bind: SocketAddr,
+    /// Region used in ARNs.
+    #[arg(long, env = "ORDERLY_REGION", default_value = "us-east-1")]
+    pub region: String,
+    /// 12-digit account id used in queue URLs and ARNs.
+    #[arg(long = "account-id", env = "ORDERLY_ACCOUNT_ID", default_value = "000000000000", value_parser = parse_account)]
+    pub account_id: String,
+    /// Host (and port) to put in queue URLs; default: the request's Host header.
+    #[arg(long, env = "ORDERLY_HOSTNAME")]
+    pub hostname: Option<String>,
+    /// Seconds a deleted queue's name stays unavailable (AWS: 60); 0 turns the rule off.
+    #[arg(long, env = "ORDERLY_DELETED_QUEUE_COOLDOWN", default_value_t = 0)]
+    pub deleted_queue_cooldown: u64,
+}
+
+fn parse_account(value: &str) -> Result<String, String> {
+    if value.len() == 12 && value.chars().all(|c| c.is_ascii_digit()) {
+        Ok(value.to_string())
+    } else {
+        Err("the account id must be 12 digits".into())
+    }
+}
+
+impl Config {
+    /// Defaults, bound to a free loopback port (for tests and embedding).
+    pub fn ephemeral() -> Self {
+        Config::parse_from(["orderly", "--bind", "127.0.0.1:0"])
+    }
+}

@@ -1,0 +1,51 @@
+//! Errors the engine reports. Each names the AWS condition; the protocol layer picks the
+//! wire code and HTTP status in one exhaustive match (see `protocol::error`).
+
+use thiserror::Error;
+
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum EngineError {
+    #[error("The specified queue does not exist.")]
+    QueueDoesNotExist,
+    #[error("A queue already exists with the same name and a different value for attribute {0}")]
+    QueueNameExists(String),
+    #[error("You must wait 60 seconds after deleting a queue before you can create another with the same name.")]
+    QueueDeletedRecently,
+    #[error("Only one PurgeQueue operation on {0} is allowed every 60 seconds.")]
+    PurgeQueueInProgress(String),
+    /// The full AWS message is carried, since it varies by parameter.
+    #[error("{0}")]
+    InvalidParameterValue(String),
+    /// Names the missing parameter.
+    #[error("The request must contain the parameter {0}.")]
+    MissingParameter(String),
+    #[error("{0}")]
+    InvalidAttributeName(String),
+    #[error("{0}")]
+    InvalidAttributeValue(String),
+    /// Carries the offending handle.
+    #[error("The input receipt handle \"{0}\" is not a valid receipt handle.")]
+    ReceiptHandleIsInvalid(String),
+    #[error("{0}")]
+    InvalidMessageContents(String),
+    #[error("{0}")]
+    OverLimit(String),
+    #[error("The message referred to is not in flight.")]
+    MessageNotInflight,
+    #[error("{0}")]
+    ResourceNotFound(String),
+    #[error("{0}")]
+    UnsupportedOperation(String),
+}
+
+impl EngineError {
+    pub fn invalid(message: impl Into<String>) -> Self {
+        EngineError::InvalidParameterValue(message.into())
+    }
+
+    pub fn missing(parameter: &str) -> Self {
+        EngineError::MissingParameter(parameter.to_string())
+    }
+}
+
+pub type EngineResult<T> = Result<T, EngineError>;

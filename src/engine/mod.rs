@@ -1,0 +1,294 @@
+//! The pure engine: queues and their rules. No tokio, axum, file I/O or clock reads: every
+//! operation takes `now`. Each queue sits behind its own mutex (never held across an await by
+//! callers); the registry lock is held only to look a queue up, create or delete one.
+//!
+//! `W` is a per-queue slot the caller owns (the server keeps a long-poll notifier there), so
+//! the engine stays free of any async runtime.
+
+pub mod error;
+pub mod message;
+pub mod move_task;
+pub mod permissions;
+pub mod queue;
+pub mod time;
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock};
+
+pub use error::{EngineError, EngineResult};
+use queue::config::RedrivePermission;
+pub use queue::{Queue, QueueConfig, ReceiveOutcome, ReceiveRequest};
+pub use time::Timestamp;
+
+/// One queue and the caller's slot beside it.
+pub struct QueueEntry<W> {
+    pub name: Arc<str>,
+    state: Mutex<Queue>,
+    pub waiters: W,
+}
+
+impl<W> QueueEntry<W> {
+    /// Locks the queue. A panic elsewhere must not take the queue down with it, so a poisoned
+    /// lock is recovered: every queue method leaves the state consistent before it can fail.
+    pub fn lock(&self) -> MutexGuard<'_, Queue> {
+        self.state
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+/// Where queues live: account, region and the set of queues by name.
+pub struct Engine<W> {
+    pub account_id: String,
+    pub region: String,
+    queues: RwLock<HashMap<Arc<str>, Arc<QueueEntry<W>>>>,
+    deleted_at: Mutex<HashMap<String, Timestamp>>,
+    move_tasks: Mutex<HashMap<String, Vec<move_task::MoveTask>>>,
+    next_uid: AtomicU64,
+    /// How long a deleted name stays unavailable (AWS: 60 s); 0 turns the rule off.
+    pub delete_cooldown_ms: u64,
+}
+
+impl<W: Default> Engine<W> {
+    pub fn new(account_id: &str, region: &str) -> Self {
+        Engine {
+            account_id: account_id.to_string(),
+            region: region.to_string(),
+            queues: RwLock::new(HashMap::new()),
+            deleted_at: Mutex::new(HashMap::new()),
+            move_tasks: Mutex::new(HashMap::new()),
+            next_uid: AtomicU64::new(1),
+            delete_cooldown_ms: 0,
+        }
+    }
+
+    pub fn queue_arn(&self, name: &str) -> String {
+        format!("arn:aws:sqs:{}:{}:{}", self.region, self.account_id, name)
+    }
+
+    /// The queue name of an SQS ARN in this account and region.
+    pub fn name_from_arn<'a>(&self, arn: &'a str) -> Option<&'a str> {
+        let rest = arn.strip_prefix("arn:aws:sqs:")?;
+        let mut parts = rest.splitn(3, ':');
+        let (region, account, name) = (parts.next()?, parts.next()?, parts.next()?);
+        (region == self.region && account == self.account_id).then_some(name)
+    }
+
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, HashMap<Arc<str>, Arc<QueueEntry<W>>>> {
+        self.queues.read().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub fn queue(&self, name: &str) -> EngineResult<Arc<QueueEntry<W>>> {
+        self.read()
+            .get(name)
+            .cloned()
+            .ok_or(EngineError::QueueDoesNotExist)
+    }
+
+    /// CreateQueue: creates, or returns the existing queue when every supplied attribute matches.
+    pub fn create_queue(
+        &self,
+        name: &str,
+        attrs: &[(String, String)],
+        tags: &[(String, String)],
+        now: Timestamp,
+    ) -> EngineResult<Arc<QueueEntry<W>>> {
+        let config = QueueConfig::for_create(name, attrs, now)?;
+        self.check_redrive(name, &config)?;
+        let mut queues = self.queues.write().unwrap_or_else(|p| p.into_inner());
+        if let Some(existing) = queues.get(name) {
+            let queue = existing.lock();
+            if let Some(differs) = queue.config.first_difference(&config, attrs) {
+                return Err(EngineError::QueueNameExists(differs));
+            }
+            return Ok(existing.clone());
+        }
+        if self.delete_cooldown_ms > 0 {
+            let deleted = self.deleted_at.lock().unwrap_or_else(|p| p.into_inner());
+            if deleted
+                .get(name)
+                .is_some_and(|at| now.millis_since(*at) < self.delete_cooldown_ms)
+            {
+                return Err(EngineError::QueueDeletedRecently);
+            }
+        }
+        check_tags(tags.iter().map(|(k, v)| (k.as_str(), v.as_str())), 0)?;
+        let uid = self.next_uid.fetch_add(1, Ordering::Relaxed);
+        let mut queue = Queue::new(name, self.queue_arn(name), uid, config);
+        queue.tags.extend(tags.iter().cloned());
+        let entry = Arc::new(QueueEntry {
+            name: name.into(),
+            state: Mutex::new(queue),
+            waiters: W::default(),
+        });
+        queues.insert(name.into(), entry.clone());
+        Ok(entry)
+    }
+
+    /// The dead-letter target must exist and be of the same type as its source.
+    fn check_redrive(&self, name: &str, config: &QueueConfig) -> EngineResult<()> {
+        let Some(policy) = &config.redrive_policy else {
+            return Ok(());
+        };
+        let invalid = |reason: &str| {
+            EngineError::invalid(format!(
+                "Value {} for parameter RedrivePolicy is invalid. Reason: {reason}",
+                policy.to_json()
+            ))
+        };
+        let target = self
+            .name_from_arn(&policy.dead_letter_target_arn)
+            .filter(|target| *target != name)
+            .ok_or_else(|| invalid("Dead letter target does not exist."))?;
+        let entry = self
+            .queue(target)
+            .map_err(|_| invalid("Dead letter target does not exist."))?;
+        let dlq = entry.lock();
+        if dlq.is_fifo() != config.fifo {
+            return Err(invalid(
+                "Dead-letter queue must be same type of queue as the source..",
+            ));
+        }
+        let source_arn = self.queue_arn(name);
+        let allowed = match dlq.config.redrive_allow_policy.as_ref().map(|p| &p.0) {
+            None | Some(RedrivePermission::AllowAll) => true,
+            Some(RedrivePermission::DenyAll) => false,
+            Some(RedrivePermission::ByQueue(arns)) => arns.contains(&source_arn),
+        };
+        if !allowed {
+            return Err(invalid(
+                "Queue is not allowed to use the dead letter queue.",
+            ));
+        }
+        Ok(())
+    }
+
+    /// SetQueueAttributes.
+    pub fn set_attributes(
+        &self,
+        name: &str,
+        attrs: &[(String, String)],
+        now: Timestamp,
+    ) -> EngineResult<()> {
+        let entry = self.queue(name)?;
+        let mut candidate = entry.lock().config.clone();
+        candidate.apply(attrs, false)?;
+        self.check_redrive(name, &candidate)?;
+        let mut queue = entry.lock();
+        queue.config.apply(attrs, false)?;
+        queue.config.last_modified_at = now;
+        Ok(())
+    }
+
+    pub fn delete_queue(&self, name: &str, now: Timestamp) -> EngineResult<Arc<QueueEntry<W>>> {
+        let mut queues = self.queues.write().unwrap_or_else(|p| p.into_inner());
+        let entry = queues.remove(name).ok_or(EngineError::QueueDoesNotExist)?;
+        drop(queues);
+        self.deleted_at
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(name.to_string(), now);
+        Ok(entry)
+    }
+
+    /// Queue names with the given prefix, sorted for stable pagination.
+    pub fn list_queues(&self, prefix: &str) -> Vec<Arc<str>> {
+        let mut names: Vec<Arc<str>> = self
+            .read()
+            .keys()
+            .filter(|name| name.starts_with(prefix))
+            .cloned()
+            .collect();
+        names.sort();
+        names
+    }
+
+    /// Queues whose redrive policy targets `dlq_name`, sorted by name.
+    pub fn dead_letter_sources(&self, dlq_name: &str) -> EngineResult<Vec<Arc<str>>> {
+        self.queue(dlq_name)?;
+        let arn = self.queue_arn(dlq_name);
+        let entries: Vec<_> = self.read().values().cloned().collect();
+        let mut names: Vec<Arc<str>> = entries
+            .into_iter()
+            .filter(|e| {
+                e.lock()
+                    .config
+                    .redrive_policy
+                    .as_ref()
+                    .is_some_and(|p| p.dead_letter_target_arn == arn)
+            })
+            .map(|e| e.name.clone())
+            .collect();
+        names.sort();
+        Ok(names)
+    }
+
+    /// ReceiveMessage on one queue, moving messages past maxReceiveCount to the dead-letter
+    /// queue, which is returned when it received any. Locks are taken one at a time (source,
+    /// then DLQ), never nested.
+    #[allow(clippy::type_complexity)]
+    pub fn receive(
+        &self,
+        entry: &QueueEntry<W>,
+        req: &ReceiveRequest,
+        now: Timestamp,
+    ) -> EngineResult<(ReceiveOutcome, Option<Arc<QueueEntry<W>>>)> {
+        let policy = {
+            let mut queue = entry.lock();
+            queue.tick(now);
+            queue.config.redrive_policy.clone()
+        };
+        let dlq = policy.as_ref().and_then(|p| {
+            let name = self.name_from_arn(&p.dead_letter_target_arn)?;
+            self.queue(name).ok()
+        });
+        let dead_letter_after = dlq
+            .as_ref()
+            .and(policy.as_ref())
+            .map(|p| p.max_receive_count);
+        let (mut outcome, source_arn) = {
+            let mut queue = entry.lock();
+            (
+                queue.receive(req, dead_letter_after, now)?,
+                queue.arn.clone(),
+            )
+        };
+        let dlq = dlq.filter(|_| !outcome.dead_letters.is_empty());
+        if let Some(dlq) = &dlq {
+            let mut target = dlq.lock();
+            target.tick(now);
+            for message in outcome.dead_letters.drain(..) {
+                target.accept_moved(message, queue::Moved::DeadLetter(source_arn.clone()), now);
+            }
+        }
+        Ok((outcome, dlq))
+    }
+}
+
+/// Tag limits: at most 50 per queue, keys 1-128 characters, values up to 256.
+pub fn check_tags<'a>(
+    tags: impl Iterator<Item = (&'a str, &'a str)>,
+    existing: usize,
+) -> EngineResult<()> {
+    let mut count = existing;
+    for (key, value) in tags {
+        count += 1;
+        if key.is_empty() || key.chars().count() > 128 {
+            return Err(EngineError::invalid(format!(
+                "Tag key {key} is invalid. Tag keys must be 1 to 128 characters long."
+            )));
+        }
+        if value.chars().count() > 256 {
+            return Err(EngineError::invalid(format!(
+                "Tag value for key {key} is invalid. Tag values can be at most 256 characters long."
+            )));
+        }
+    }
+    if count > 50 {
+        return Err(EngineError::invalid(
+            "Too many tags added for queue. A queue can have at most 50 tags.",
+        ));
+    }
+    Ok(())
+}

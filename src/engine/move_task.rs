@@ -1,0 +1,265 @@
+//! DLQ redrive tasks (StartMessageMoveTask and friends). The engine keeps their state and moves
+//! one bounded step at a time; the server calls `move_step` on a timer to pace the task.
+
+use std::sync::Arc;
+
+use base64::engine::general_purpose::STANDARD;
+use base64::Engine as _;
+
+use super::error::{EngineError, EngineResult};
+use super::queue::Moved;
+use super::time::Timestamp;
+use super::Engine;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MoveStatus {
+    Running,
+    Completed,
+    Cancelled,
+    Failed,
+}
+
+impl MoveStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            MoveStatus::Running => "RUNNING",
+            MoveStatus::Completed => "COMPLETED",
+            MoveStatus::Cancelled => "CANCELLED",
+            MoveStatus::Failed => "FAILED",
+        }
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct MoveTask {
+    pub id: String,
+    pub source_arn: String,
+    pub destination_arn: Option<String>,
+    pub rate: Option<i64>,
+    pub status: MoveStatus,
+    pub moved: u64,
+    pub to_move: u64,
+    pub started_at: Timestamp,
+    pub failure_reason: Option<String>,
+}
+
+impl MoveTask {
+    /// The opaque handle: AWS encodes the task id and source ARN; so do we.
+    pub fn handle(&self) -> String {
+        STANDARD.encode(format!("{}\n{}", self.id, self.source_arn))
+    }
+}
+
+fn decode_handle(handle: &str) -> Option<(String, String)> {
+    let raw = String::from_utf8(STANDARD.decode(handle).ok()?).ok()?;
+    let (id, arn) = raw.split_once('\n')?;
+    Some((id.to_string(), arn.to_string()))
+}
+
+/// Default pace when the request names none (AWS optimises for speed; we stay bounded).
+pub const DEFAULT_RATE: i64 = 500;
+
+impl<W: Default> Engine<W> {
+    fn arn_queue_name<'a>(&self, arn: &'a str, parameter: &str) -> EngineResult<&'a str> {
+        let well_formed = arn.split(':').count() == 6 && arn.starts_with("arn:");
+        if !well_formed {
+            return Err(EngineError::invalid(format!(
+                "You must use this format to specify the {parameter}: arn:<partition>:<service>:<region>:<account-id>:<resource-id>"
+            )));
+        }
+        self.name_from_arn(arn).ok_or_else(|| {
+            EngineError::ResourceNotFound(format!(
+                "The resource that you specified for the {parameter} parameter doesn't exist."
+            ))
+        })
+    }
+
+    pub fn start_move_task(
+        &self,
+        source_arn: &str,
+        destination_arn: Option<&str>,
+        rate: Option<i64>,
+        now: Timestamp,
+    ) -> EngineResult<MoveTask> {
+        let source_name = self.arn_queue_name(source_arn, "SourceArn")?;
+        let not_found = |p: &str| {
+            EngineError::ResourceNotFound(format!(
+                "The resource that you specified for the {p} parameter doesn't exist."
+            ))
+        };
+        let source = self
+            .queue(source_name)
+            .map_err(|_| not_found("SourceArn"))?;
+        if self.dead_letter_sources(source_name)?.is_empty() {
+            return Err(EngineError::invalid(
+                "Source queue must be configured as a Dead Letter Queue.",
+            ));
+        }
+        if let Some(dest) = destination_arn {
+            let name = self.arn_queue_name(dest, "DestinationArn")?;
+            self.queue(name).map_err(|_| not_found("DestinationArn"))?;
+        }
+        if let Some(r) = rate {
+            if !(1..=500).contains(&r) {
+                return Err(EngineError::invalid(format!(
+                    "Value {r} for parameter MaxNumberOfMessagesPerSecond is invalid. Reason: Must be between 1 and 500."
+                )));
+            }
+        }
+        let mut tasks = self.move_tasks.lock().unwrap_or_else(|p| p.into_inner());
+        let list = tasks.entry(source_arn.to_string()).or_default();
+        if list.iter().any(|t| t.status == MoveStatus::Running) {
+            return Err(EngineError::invalid(
+                "There is already a task running. Only one active task is allowed for a source queue arn at a given time.",
+            ));
+        }
+        let to_move = {
+            let mut q = source.lock();
+            q.tick(now);
+            q.counts().visible as u64
+        };
+        let task = MoveTask {
+            id: uuid::Uuid::new_v4().to_string(),
+            source_arn: source_arn.to_string(),
+            destination_arn: destination_arn.map(String::from),
+            rate,
+            status: MoveStatus::Running,
+            moved: 0,
+            to_move,
+            started_at: now,
+            failure_reason: None,
+        };
+        list.push(task.clone());
+        Ok(task)
+    }
+
+    /// Moves up to `budget` messages for a running task. Returns the destination queue names
+    /// that received messages (to wake their long polls) and whether the task still runs.
+    pub fn move_step(
+        &self,
+        task_id: &str,
+        source_arn: &str,
+        budget: usize,
+        now: Timestamp,
+    ) -> (Vec<Arc<str>>, bool) {
+        let task = {
+            let tasks = self.move_tasks.lock().unwrap_or_else(|p| p.into_inner());
+            match tasks
+                .get(source_arn)
+                .and_then(|l| l.iter().find(|t| t.id == task_id))
+            {
+                Some(t) if t.status == MoveStatus::Running => t.clone(),
+                _ => return (Vec::new(), false),
+            }
+        };
+        let remaining = task.to_move.saturating_sub(task.moved) as usize;
+        let finish = |status: MoveStatus, moved: u64, reason: Option<String>| {
+            let mut tasks = self.move_tasks.lock().unwrap_or_else(|p| p.into_inner());
+            if let Some(t) = tasks
+                .get_mut(source_arn)
+                .and_then(|l| l.iter_mut().find(|t| t.id == task_id))
+            {
+                t.moved += moved;
+                if t.status == MoveStatus::Running {
+                    t.status = status;
+                    t.failure_reason = reason;
+                }
+            }
+        };
+        let Some(source) = self
+            .name_from_arn(source_arn)
+            .and_then(|n| self.queue(n).ok())
+        else {
+            finish(
+                MoveStatus::Failed,
+                0,
+                Some("AWS.SimpleQueueService.NonExistentQueue".into()),
+            );
+            return (Vec::new(), false);
+        };
+        let messages = {
+            let mut q = source.lock();
+            q.tick(now);
+            q.take_visible(budget.min(remaining))
+        };
+        let mut touched = Vec::new();
+        let mut moved = 0;
+        let mut failed = None;
+        for message in messages {
+            let target = task
+                .destination_arn
+                .as_deref()
+                .or(message.dead_letter_source_arn.as_deref())
+                .and_then(|arn| self.name_from_arn(arn))
+                .and_then(|n| self.queue(n).ok());
+            match target {
+                Some(entry) => {
+                    entry.lock().accept_moved(message, Moved::Redrive, now);
+                    touched.push(entry.name.clone());
+                    moved += 1;
+                }
+                None => {
+                    // Put it back as it was and stop: the task cannot complete.
+                    let how = match message.dead_letter_source_arn.clone() {
+                        Some(arn) => Moved::DeadLetter(arn),
+                        None => Moved::Redrive,
+                    };
+                    source.lock().accept_moved(message, how, now);
+                    failed = Some("AWS.SimpleQueueService.NonExistentQueue".to_string());
+                }
+            }
+        }
+        let done = task.moved + moved >= task.to_move || (moved == 0 && failed.is_none());
+        match (failed, done) {
+            (Some(reason), _) => finish(MoveStatus::Failed, moved, Some(reason)),
+            (None, true) => finish(MoveStatus::Completed, moved, None),
+            (None, false) => finish(MoveStatus::Running, moved, None),
+        }
+        touched.dedup();
+        let running = self
+            .move_tasks(source_arn)
+            .iter()
+            .any(|t| t.id == task_id && t.status == MoveStatus::Running);
+        (touched, running)
+    }
+
+    /// Tasks of a source queue, most recent first.
+    pub fn move_tasks(&self, source_arn: &str) -> Vec<MoveTask> {
+        let tasks = self.move_tasks.lock().unwrap_or_else(|p| p.into_inner());
+        tasks
+            .get(source_arn)
+            .map(|l| l.iter().rev().cloned().collect())
+            .unwrap_or_default()
+    }
+
+    pub fn list_move_tasks(&self, source_arn: &str) -> EngineResult<Vec<MoveTask>> {
+        let name = self.arn_queue_name(source_arn, "SourceArn")?;
+        self.queue(name).map_err(|_| {
+            EngineError::ResourceNotFound(
+                "The resource that you specified for the SourceArn parameter doesn't exist.".into(),
+            )
+        })?;
+        Ok(self.move_tasks(source_arn))
+    }
+
+    pub fn cancel_move_task(&self, handle: &str) -> EngineResult<u64> {
+        let (id, source_arn) = decode_handle(handle)
+            .ok_or_else(|| EngineError::invalid("Value for parameter TaskHandle is invalid."))?;
+        let name = self.arn_queue_name(&source_arn, "SourceArn")?;
+        self.queue(name).map_err(|_| {
+            EngineError::ResourceNotFound(
+                "The resource that you specified for the SourceArn parameter doesn't exist.".into(),
+            )
+        })?;
+        let mut tasks = self.move_tasks.lock().unwrap_or_else(|p| p.into_inner());
+        let task = tasks
+            .get_mut(&source_arn)
+            .and_then(|l| {
+                l.iter_mut()
+                    .find(|t| t.id == id && t.status == MoveStatus::Running)
+            })
+            .ok_or_else(|| EngineError::ResourceNotFound("Task does not exist.".into()))?;
+        task.status = MoveStatus::Cancelled;
+        Ok(task.moved)
+    }
+}

@@ -1,0 +1,186 @@
+//! AddPermission / RemovePermission: statements kept in the queue's `Policy` attribute, in the
+//! shape AWS writes them.
+
+use serde_json::{json, Value};
+
+use super::error::{EngineError, EngineResult};
+
+const ACTIONS: &[&str] = &[
+    "*",
+    "SendMessage",
+    "ReceiveMessage",
+    "DeleteMessage",
+    "ChangeMessageVisibility",
+    "GetQueueAttributes",
+    "GetQueueUrl",
+    "ListDeadLetterSourceQueues",
+    "PurgeQueue",
+    "ListQueueTags",
+    "ListMessageMoveTasks",
+    "StartMessageMoveTask",
+    "CancelMessageMoveTask",
+];
+
+/// AWS allows this many statements in a queue policy.
+const MAX_STATEMENTS: usize = 20;
+
+fn single_or_list(values: Vec<String>) -> Value {
+    if values.len() == 1 {
+        Value::String(values.into_iter().next().expect("one"))
+    } else {
+        Value::Array(values.into_iter().map(Value::String).collect())
+    }
+}
+
+fn check_label(label: &str) -> EngineResult<()> {
+    let ok = !label.is_empty()
+        && label.len() <= 80
+        && label
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
+    if ok {
+        Ok(())
+    } else {
+        Err(EngineError::invalid(format!(
+            "Value {label} for parameter Label is invalid. Reason: Can only include alphanumeric characters, hyphens, or underscores. 1 to 80 in length."
+        )))
+    }
+}
+
+/// Returns the new policy document with a statement for `label` appended.
+pub fn add_permission(
+    policy: Option<&str>,
+    queue_arn: &str,
+    label: &str,
+    accounts: &[String],
+    actions: &[String],
+) -> EngineResult<String> {
+    check_label(label)?;
+    if accounts.is_empty() {
+        return Err(EngineError::missing("AWSAccountIds"));
+    }
+    if actions.is_empty() {
+        return Err(EngineError::missing("Actions"));
+    }
+    if actions.len() > 7 {
+        return Err(EngineError::OverLimit(
+            "7 Actions were found, maximum allowed is 7."
+                .replace("7 Actions", &format!("{} Actions", actions.len())),
+        ));
+    }
+    if let Some(bad) = actions.iter().find(|a| !ACTIONS.contains(&a.as_str())) {
+        return Err(EngineError::invalid(format!(
+            "Value SQS:{bad} for parameter ActionName is invalid. Reason: Please refer to the appropriate WSDL for a list of valid actions."
+        )));
+    }
+    let mut document: Value = match policy {
+        Some(p) => serde_json::from_str(p).unwrap_or_else(|_| json!({})),
+        None => json!({
+            "Version": "2008-10-17",
+            "Id": format!("{queue_arn}/SQSDefaultPolicy"),
+            "Statement": [],
+        }),
+    };
+    let statements = document
+        .as_object_mut()
+        .expect("policy documents are objects")
+        .entry("Statement")
+        .or_insert_with(|| json!([]));
+    let Some(list) = statements.as_array_mut() else {
+        return Err(EngineError::invalid(
+            "The queue policy has no statement list.",
+        ));
+    };
+    if list
+        .iter()
+        .any(|s| s.get("Sid").and_then(Value::as_str) == Some(label))
+    {
+        return Err(EngineError::invalid(format!(
+            "Value {label} for parameter Label is invalid. Reason: Already exists."
+        )));
+    }
+    if list.len() >= MAX_STATEMENTS {
+        return Err(EngineError::OverLimit(format!(
+            "{MAX_STATEMENTS} statements were found, maximum allowed is {MAX_STATEMENTS}."
+        )));
+    }
+    let principals = accounts
+        .iter()
+        .map(|a| format!("arn:aws:iam::{a}:root"))
+        .collect();
+    let actions = actions.iter().map(|a| format!("SQS:{a}")).collect();
+    list.push(json!({
+        "Sid": label,
+        "Effect": "Allow",
+        "Principal": {"AWS": single_or_list(principals)},
+        "Action": single_or_list(actions),
+        "Resource": queue_arn,
+    }));
+    Ok(document.to_string())
+}
+
+/// Returns the policy without `label`'s statement, or `None` when no statement is left.
+pub fn remove_permission(policy: Option<&str>, label: &str) -> EngineResult<Option<String>> {
+    let not_found = || {
+        EngineError::invalid(format!(
+            "Value {label} for parameter Label is invalid. Reason: can't find label."
+        ))
+    };
+    let mut document: Value = policy
+        .and_then(|p| serde_json::from_str(p).ok())
+        .ok_or_else(not_found)?;
+    let list = document
+        .get_mut("Statement")
+        .and_then(Value::as_array_mut)
+        .ok_or_else(not_found)?;
+    let before = list.len();
+    list.retain(|s| s.get("Sid").and_then(Value::as_str) != Some(label));
+    if list.len() == before {
+        return Err(not_found());
+    }
+    if list.is_empty() {
+        return Ok(None);
+    }
+    Ok(Some(document.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn add_and_remove_statements() {
+        let arn = "arn:aws:sqs:us-east-1:000000000000:q";
+        let p = add_permission(
+            None,
+            arn,
+            "one",
+            &["111111111111".into()],
+            &["SendMessage".into()],
+        )
+        .unwrap();
+        let v: Value = serde_json::from_str(&p).unwrap();
+        assert_eq!(v["Id"], format!("{arn}/SQSDefaultPolicy"));
+        assert_eq!(v["Statement"][0]["Action"], "SQS:SendMessage");
+        assert_eq!(
+            v["Statement"][0]["Principal"]["AWS"],
+            "arn:aws:iam::111111111111:root"
+        );
+        let p2 = add_permission(
+            Some(&p),
+            arn,
+            "two",
+            &["1".into(), "2".into()],
+            &["*".into()],
+        )
+        .unwrap();
+        let v2: Value = serde_json::from_str(&p2).unwrap();
+        assert_eq!(v2["Statement"].as_array().unwrap().len(), 2);
+        assert!(v2["Statement"][1]["Principal"]["AWS"].is_array());
+        assert!(add_permission(Some(&p2), arn, "one", &["1".into()], &["*".into()]).is_err());
+        assert!(add_permission(None, arn, "x", &["1".into()], &["Bogus".into()]).is_err());
+        let p3 = remove_permission(Some(&p2), "one").unwrap().unwrap();
+        assert_eq!(remove_permission(Some(&p3), "two").unwrap(), None);
+        assert!(remove_permission(Some(&p3), "zzz").is_err());
+    }
+}

@@ -1,0 +1,127 @@
+//! The FIFO group index: each group's messages in send order, and the queue of groups whose
+//! head message is visible ("ready"). Receive pops ready groups in the order they became
+//! ready, so its cost never depends on how many messages or locked groups are queued.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
+
+#[derive(Debug, Default)]
+struct Group {
+    /// Message sequence numbers in send order (in flight ones included).
+    members: BTreeSet<u64>,
+    /// Position in the ready queue while the group is ready.
+    ticket: Option<u64>,
+}
+
+#[derive(Debug, Default)]
+pub struct GroupIndex {
+    groups: HashMap<Arc<str>, Group>,
+    ready: BTreeMap<u64, Arc<str>>,
+    next_ticket: u64,
+}
+
+impl GroupIndex {
+    pub fn add(&mut self, group: &Arc<str>, seq: u64) {
+        self.groups
+            .entry(group.clone())
+            .or_default()
+            .members
+            .insert(seq);
+    }
+
+    pub fn head(&self, group: &str) -> Option<u64> {
+        self.groups.get(group)?.members.first().copied()
+    }
+
+    /// The group's messages from the head, in order.
+    pub fn members(&self, group: &str) -> impl Iterator<Item = u64> + '_ {
+        self.groups
+            .get(group)
+            .into_iter()
+            .flat_map(|g| g.members.iter().copied())
+    }
+
+    /// Removes a message; an emptied group is forgotten.
+    pub fn remove(&mut self, group: &str, seq: u64) {
+        let Some(g) = self.groups.get_mut(group) else {
+            return;
+        };
+        g.members.remove(&seq);
+        if g.members.is_empty() {
+            if let Some(ticket) = g.ticket {
+                self.ready.remove(&ticket);
+            }
+            self.groups.remove(group);
+        }
+    }
+
+    /// Puts the group at the back of the ready queue unless it is there already.
+    pub fn set_ready(&mut self, group: &str, ready: bool) {
+        let Some((key, g)) = self.groups.get_key_value(group) else {
+            return;
+        };
+        match (ready, g.ticket) {
+            (true, None) => {
+                let key = key.clone();
+                let ticket = self.next_ticket;
+                self.next_ticket += 1;
+                self.ready.insert(ticket, key);
+                self.groups.get_mut(group).expect("present").ticket = Some(ticket);
+            }
+            (false, Some(ticket)) => {
+                self.ready.remove(&ticket);
+                self.groups.get_mut(group).expect("present").ticket = None;
+            }
+            _ => {}
+        }
+    }
+
+    /// Takes the group that has been ready longest out of the ready queue.
+    pub fn pop_ready(&mut self) -> Option<Arc<str>> {
+        let (_, group) = self.ready.pop_first()?;
+        if let Some(g) = self.groups.get_mut(&group) {
+            g.ticket = None;
+        }
+        Some(group)
+    }
+
+    pub fn clear(&mut self) {
+        self.groups.clear();
+        self.ready.clear();
+    }
+
+    #[cfg(test)]
+    pub fn ready_len(&self) -> usize {
+        self.ready.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ready_queue_keeps_first_ready_order() {
+        let a: Arc<str> = "a".into();
+        let b: Arc<str> = "b".into();
+        let mut idx = GroupIndex::default();
+        idx.add(&a, 1);
+        idx.set_ready("a", true);
+        idx.add(&b, 2);
+        idx.set_ready("b", true);
+        idx.add(&a, 3);
+        idx.set_ready("a", true); // already ready: keeps its place
+        assert_eq!(idx.pop_ready().as_deref(), Some("a"));
+        assert_eq!(idx.pop_ready().as_deref(), Some("b"));
+        assert_eq!(idx.pop_ready(), None);
+        assert_eq!(idx.members("a").collect::<Vec<_>>(), vec![1, 3]);
+        idx.set_ready("a", true);
+        idx.remove("a", 1);
+        idx.remove("a", 3);
+        assert_eq!(
+            idx.ready_len(),
+            0,
+            "an emptied group leaves the ready queue"
+        );
+    }
+}

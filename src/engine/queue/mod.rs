@@ -1,0 +1,567 @@
+//! One queue's state machine: storage, visibility, delays, retention, FIFO groups and
+//! deduplication. Pure: every method takes `now`, nothing here reads a clock or does I/O.
+//!
+//! Deadlines (delays, visibility, retention) live in time-ordered sets; `tick` moves only the
+//! entries that are due, so no operation scans the backlog.
+
+pub mod config;
+mod groups;
+mod operations;
+pub mod receipt;
+mod window;
+
+#[cfg(test)]
+mod tests;
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
+
+use groups::GroupIndex;
+use window::ExpiringMap;
+
+use super::error::{EngineError, EngineResult};
+use super::message::{
+    body_md5, content_dedup_id, trace_header_md5, validate_attributes, validate_body,
+    validate_token, Message, MessageAttributes,
+};
+use super::time::Timestamp;
+pub use config::{DedupScope, QueueConfig, RedrivePolicy};
+pub use operations::{Delivery, ReceiveOutcome, ReceiveRequest};
+
+/// AWS's in-flight limit, for FIFO and standard queues alike.
+pub const INFLIGHT_LIMIT: usize = 120_000;
+/// FIFO deduplication and receive-attempt window.
+pub const DEDUP_WINDOW_MS: u64 = 5 * 60 * 1000;
+/// Only one PurgeQueue per queue in this period.
+const PURGE_INTERVAL_MS: u64 = 60_000;
+/// SequenceNumbers are 20-digit decimals, like AWS's.
+const SEQUENCE_BASE: u128 = 18_000_000_000_000_000_000;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum State {
+    Delayed(Timestamp),
+    Visible,
+    InFlight(Timestamp),
+}
+
+#[derive(Debug)]
+struct Stored {
+    message: Message,
+    state: State,
+    /// Counts receives across the queue, so each receive issues a distinct handle.
+    receive_no: u64,
+    /// Bumped on every visibility change; a cached receive attempt is valid only while it holds.
+    visibility_epoch: u32,
+    received_at: Timestamp,
+    /// Retention counts from here (a FIFO DLQ restarts it; a standard DLQ keeps the original).
+    enqueued_at: Timestamp,
+}
+
+/// What a send carries once the protocol layer has decoded it.
+#[derive(Clone, Debug, Default)]
+pub struct SendRequest {
+    pub body: String,
+    pub attributes: MessageAttributes,
+    pub trace_header: Option<String>,
+    pub group_id: Option<String>,
+    pub dedup_id: Option<String>,
+    pub delay_seconds: Option<i64>,
+    pub sender_id: Arc<str>,
+}
+
+/// What SendMessage answers.
+#[derive(Clone, Debug)]
+pub struct SendReceipt {
+    pub message_id: Arc<str>,
+    pub body_md5: Arc<str>,
+    pub attributes_md5: Option<Arc<str>>,
+    pub trace_header_md5: Option<String>,
+    pub sequence_number: Option<u128>,
+    /// True when deduplication suppressed the message (the ids are the original's).
+    pub duplicate: bool,
+}
+
+#[derive(Clone, Debug)]
+struct DedupRecord {
+    message_id: Arc<str>,
+    sequence_number: Option<u128>,
+}
+
+/// A send that passed validation and is ready to enqueue.
+struct Prepared {
+    message: Message,
+    delay_seconds: u32,
+}
+
+/// Why a message arrives from another queue.
+#[derive(Clone, Debug)]
+pub enum Moved {
+    /// Received too often in the named source queue.
+    DeadLetter(Arc<str>),
+    /// Moved back out of a dead-letter queue by a move task.
+    Redrive,
+}
+
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Counts {
+    pub visible: usize,
+    pub in_flight: usize,
+    pub delayed: usize,
+}
+
+#[derive(Debug)]
+enum Order {
+    Fifo(GroupIndex),
+    /// Visible messages of a standard queue, oldest first.
+    Standard(BTreeSet<u64>),
+}
+
+pub struct Queue {
+    pub name: Arc<str>,
+    pub arn: Arc<str>,
+    /// Distinguishes incarnations of one name, so old receipt handles are foreign.
+    pub uid: u64,
+    pub config: QueueConfig,
+    pub tags: BTreeMap<String, String>,
+    /// Dedup keeps the scope the queue was created with (AWS-observed).
+    dedup_scope: DedupScope,
+    messages: HashMap<u64, Stored>,
+    order: Order,
+    next_seq: u64,
+    next_receive_no: u64,
+    delayed: BTreeSet<(Timestamp, u64)>,
+    in_flight: BTreeSet<(Timestamp, u64)>,
+    by_enqueue: BTreeSet<(Timestamp, u64)>,
+    dedup: ExpiringMap<String, DedupRecord>,
+    attempts: ExpiringMap<String, Vec<(u64, u64, u32)>>,
+    last_purge: Option<Timestamp>,
+    pub inflight_limit: usize,
+}
+
+impl Queue {
+    pub fn new(name: &str, arn: String, uid: u64, config: QueueConfig) -> Self {
+        Queue {
+            name: name.into(),
+            arn: arn.into(),
+            uid,
+            dedup_scope: config.dedup_scope,
+            order: if config.fifo {
+                Order::Fifo(GroupIndex::default())
+            } else {
+                Order::Standard(BTreeSet::new())
+            },
+            config,
+            tags: BTreeMap::new(),
+            messages: HashMap::new(),
+            next_seq: 1,
+            next_receive_no: 1,
+            delayed: BTreeSet::new(),
+            in_flight: BTreeSet::new(),
+            by_enqueue: BTreeSet::new(),
+            dedup: ExpiringMap::default(),
+            attempts: ExpiringMap::default(),
+            last_purge: None,
+            inflight_limit: INFLIGHT_LIMIT,
+        }
+    }
+
+    pub fn is_fifo(&self) -> bool {
+        self.config.fifo
+    }
+
+    pub fn counts(&self) -> Counts {
+        Counts {
+            visible: self.messages.len() - self.delayed.len() - self.in_flight.len(),
+            in_flight: self.in_flight.len(),
+            delayed: self.delayed.len(),
+        }
+    }
+
+    /// The earliest moment a deadline falls due (delay, visibility or retention), for timers.
+    pub fn next_deadline(&self) -> Option<Timestamp> {
+        let retention = self
+            .by_enqueue
+            .first()
+            .map(|(at, _)| at.plus_seconds(self.config.retention_seconds as u64));
+        [
+            self.delayed.first().map(|e| e.0),
+            self.in_flight.first().map(|e| e.0),
+            retention,
+        ]
+        .into_iter()
+        .flatten()
+        .min()
+    }
+
+    /// Applies every deadline due by `now`: retention drops, delays and visibility timeouts end.
+    pub fn tick(&mut self, now: Timestamp) {
+        let retention_ms = self.config.retention_seconds as u64 * 1000;
+        while let Some(&(at, seq)) = self.by_enqueue.first() {
+            if at.plus_millis(retention_ms) > now {
+                break;
+            }
+            self.remove(seq);
+        }
+        while let Some(&(at, seq)) = self.delayed.first() {
+            if at > now {
+                break;
+            }
+            self.delayed.pop_first();
+            self.make_visible(seq);
+        }
+        while let Some(&(at, seq)) = self.in_flight.first() {
+            if at > now {
+                break;
+            }
+            self.in_flight.pop_first();
+            self.make_visible(seq);
+        }
+        self.dedup.expire(now);
+        self.attempts.expire(now);
+    }
+
+    fn make_visible(&mut self, seq: u64) {
+        let Some(stored) = self.messages.get_mut(&seq) else {
+            return;
+        };
+        stored.state = State::Visible;
+        let group = stored.message.group_id.clone();
+        match &mut self.order {
+            Order::Standard(ready) => {
+                ready.insert(seq);
+            }
+            Order::Fifo(_) => {
+                self.refresh_group(group.as_deref().expect("FIFO messages have groups"))
+            }
+        }
+    }
+
+    /// A FIFO group is ready exactly when its head message is visible.
+    fn refresh_group(&mut self, group: &str) {
+        let Order::Fifo(index) = &mut self.order else {
+            return;
+        };
+        let ready = index
+            .head(group)
+            .and_then(|seq| self.messages.get(&seq))
+            .is_some_and(|s| s.state == State::Visible);
+        index.set_ready(group, ready);
+    }
+
+    /// Removes a message wherever it is.
+    fn remove(&mut self, seq: u64) -> Option<Message> {
+        let stored = self.messages.remove(&seq)?;
+        match stored.state {
+            State::Delayed(at) => {
+                self.delayed.remove(&(at, seq));
+            }
+            State::InFlight(at) => {
+                self.in_flight.remove(&(at, seq));
+            }
+            State::Visible => {}
+        }
+        self.by_enqueue.remove(&(stored.enqueued_at, seq));
+        match &mut self.order {
+            Order::Standard(ready) => {
+                ready.remove(&seq);
+            }
+            Order::Fifo(index) => {
+                let group = stored
+                    .message
+                    .group_id
+                    .as_deref()
+                    .expect("FIFO messages have groups");
+                index.remove(group, seq);
+                self.refresh_group(group);
+            }
+        }
+        Some(stored.message)
+    }
+
+    /// Stores a message that passed every check.
+    fn insert(
+        &mut self,
+        mut message: Message,
+        delay_seconds: u32,
+        enqueued_at: Timestamp,
+        now: Timestamp,
+    ) -> u64 {
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        if self.config.fifo {
+            message.sequence_number = Some(SEQUENCE_BASE + seq as u128);
+        }
+        let state = if delay_seconds > 0 {
+            let until = now.plus_seconds(delay_seconds as u64);
+            self.delayed.insert((until, seq));
+            State::Delayed(until)
+        } else {
+            State::Visible
+        };
+        self.by_enqueue.insert((enqueued_at, seq));
+        let group = message.group_id.clone();
+        self.messages.insert(
+            seq,
+            Stored {
+                message,
+                state,
+                receive_no: 0,
+                visibility_epoch: 0,
+                received_at: now,
+                enqueued_at,
+            },
+        );
+        match &mut self.order {
+            Order::Standard(ready) => {
+                if state == State::Visible {
+                    ready.insert(seq);
+                }
+            }
+            Order::Fifo(index) => {
+                let group = group.expect("FIFO messages have groups");
+                index.add(&group, seq);
+                self.refresh_group(&group);
+            }
+        }
+        seq
+    }
+
+    /// Checks a send against the queue's rules and builds the message; stores nothing.
+    fn prepare(&self, req: SendRequest, now: Timestamp, in_batch: bool) -> EngineResult<Prepared> {
+        validate_body(&req.body)?;
+        validate_attributes(&req.attributes)?;
+        let size = req.body.len() + req.attributes.size();
+        if size > self.config.maximum_message_size as usize {
+            let verb = if in_batch {
+                "cannot be validated"
+            } else {
+                "are invalid"
+            };
+            return Err(EngineError::invalid(format!(
+                "One or more parameters {verb}. Reason: Message must be shorter than {} bytes.",
+                self.config.maximum_message_size
+            )));
+        }
+        let delay = match req.delay_seconds {
+            None => self.config.delay_seconds,
+            Some(d) if !(0..=900).contains(&d) => {
+                return Err(EngineError::invalid(format!(
+                    "Value {d} for parameter DelaySeconds is invalid. Reason: DelaySeconds must be >= 0 and <= 900."
+                )))
+            }
+            Some(d) if self.config.fifo && d > 0 => {
+                return Err(EngineError::invalid(format!(
+                    "Value {d} for parameter DelaySeconds is invalid. Reason: The request include parameter that is not valid for this queue type."
+                )))
+            }
+            Some(0) => self.config.delay_seconds,
+            Some(d) => d as u32,
+        };
+        if let Some(trace) = &req.trace_header {
+            if trace.is_empty() {
+                return Err(EngineError::invalid(
+                    "Message (system) attribute 'AWSTraceHeader' must contain a non-empty value of type 'String'.",
+                ));
+            }
+        }
+        if let Some(group) = &req.group_id {
+            validate_token("MessageGroupId", group)?;
+        }
+        let dedup_id = if self.config.fifo {
+            if req.group_id.is_none() {
+                return Err(EngineError::missing("MessageGroupId"));
+            }
+            match req.dedup_id {
+                Some(id) => {
+                    validate_token("MessageDeduplicationId", &id)?;
+                    Some(id)
+                }
+                None if self.config.content_based_dedup => Some(content_dedup_id(&req.body)),
+                None => return Err(EngineError::invalid(
+                    "The queue should either have ContentBasedDeduplication enabled or MessageDeduplicationId provided explicitly",
+                )),
+            }
+        } else {
+            if let Some(id) = req.dedup_id {
+                return Err(EngineError::invalid(format!(
+                    "Value {id} for parameter MessageDeduplicationId is invalid. Reason: The request include parameter that is not valid for this queue type."
+                )));
+            }
+            None
+        };
+        let attributes_md5 = req.attributes.md5().map(Arc::from);
+        let body_md5 = body_md5(&req.body);
+        Ok(Prepared {
+            message: Message {
+                id: uuid::Uuid::new_v4().to_string().into(),
+                body_md5: body_md5.into(),
+                body: req.body.into(),
+                attributes: req.attributes,
+                attributes_md5,
+                trace_header: req.trace_header.map(Arc::from),
+                sender_id: req.sender_id,
+                sent_at: now,
+                group_id: req.group_id.map(Arc::from),
+                dedup_id: dedup_id.map(Arc::from),
+                sequence_number: None,
+                receive_count: 0,
+                first_receive_at: None,
+                dead_letter_source_arn: None,
+            },
+            delay_seconds: delay,
+        })
+    }
+
+    fn dedup_key(&self, message: &Message) -> String {
+        let id = message
+            .dedup_id
+            .as_deref()
+            .expect("FIFO messages have dedup ids");
+        match self.dedup_scope {
+            DedupScope::Queue => id.to_string(),
+            DedupScope::MessageGroup => {
+                let group = message
+                    .group_id
+                    .as_deref()
+                    .expect("FIFO messages have groups");
+                format!("{}\u{0}{id}", group)
+            }
+        }
+    }
+
+    fn enqueue(&mut self, prepared: Prepared, now: Timestamp) -> SendReceipt {
+        let Prepared {
+            message,
+            delay_seconds,
+        } = prepared;
+        let trace_header_md5 = message.trace_header.as_deref().map(trace_header_md5);
+        if self.config.fifo {
+            let key = self.dedup_key(&message);
+            if let Some(original) = self.dedup.get(&key, now) {
+                return SendReceipt {
+                    message_id: original.message_id.clone(),
+                    body_md5: message.body_md5,
+                    attributes_md5: message.attributes_md5,
+                    trace_header_md5,
+                    sequence_number: original.sequence_number,
+                    duplicate: true,
+                };
+            }
+            let seq = self.insert(message, delay_seconds, now, now);
+            let stored = &self.messages[&seq].message;
+            let record = DedupRecord {
+                message_id: stored.id.clone(),
+                sequence_number: stored.sequence_number,
+            };
+            let receipt = SendReceipt {
+                message_id: stored.id.clone(),
+                body_md5: stored.body_md5.clone(),
+                attributes_md5: stored.attributes_md5.clone(),
+                trace_header_md5,
+                sequence_number: stored.sequence_number,
+                duplicate: false,
+            };
+            self.dedup
+                .insert(key, record, now.plus_millis(DEDUP_WINDOW_MS));
+            receipt
+        } else {
+            let receipt = SendReceipt {
+                message_id: message.id.clone(),
+                body_md5: message.body_md5.clone(),
+                attributes_md5: message.attributes_md5.clone(),
+                trace_header_md5,
+                sequence_number: None,
+                duplicate: false,
+            };
+            self.insert(message, delay_seconds, now, now);
+            receipt
+        }
+    }
+
+    /// SendMessage. The caller has run `tick(now)`.
+    pub fn send(&mut self, req: SendRequest, now: Timestamp) -> EngineResult<SendReceipt> {
+        let prepared = self.prepare(req, now, false)?;
+        Ok(self.enqueue(prepared, now))
+    }
+
+    /// SendMessageBatch after the batch-structure checks: FIFO group and dedup rules fail the
+    /// whole request before anything is stored; other problems fail only their entry.
+    pub fn send_batch(
+        &mut self,
+        entries: Vec<SendRequest>,
+        now: Timestamp,
+    ) -> EngineResult<Vec<EngineResult<SendReceipt>>> {
+        if self.config.fifo {
+            if entries.iter().any(|e| e.group_id.is_none()) {
+                return Err(EngineError::invalid(
+                    "The request must contain the parameter MessageGroupId.",
+                ));
+            }
+            if !self.config.content_based_dedup && entries.iter().any(|e| e.dedup_id.is_none()) {
+                return Err(EngineError::invalid(
+                    "The queue should either have ContentBasedDeduplication enabled or MessageDeduplicationId provided explicitly",
+                ));
+            }
+        }
+        Ok(entries
+            .into_iter()
+            .map(|entry| {
+                let prepared = self.prepare(entry, now, true)?;
+                Ok(self.enqueue(prepared, now))
+            })
+            .collect())
+    }
+
+    /// Stores a message moved here from another queue. Dead-lettering keeps its id, body,
+    /// attributes and receive count and records where it came from; a redrive (move task) hands
+    /// it back as if never received. Neither passes through deduplication. A FIFO queue gives it
+    /// a new sequence number and restarts its retention clock; a standard queue keeps the original.
+    pub fn accept_moved(&mut self, mut message: Message, how: Moved, now: Timestamp) {
+        match how {
+            Moved::DeadLetter(source_arn) => message.dead_letter_source_arn = Some(source_arn),
+            Moved::Redrive => {
+                message.dead_letter_source_arn = None;
+                message.receive_count = 0;
+                message.first_receive_at = None;
+            }
+        }
+        let enqueued_at = if self.config.fifo {
+            now
+        } else {
+            message.sent_at
+        };
+        if !self.config.fifo {
+            message.sequence_number = None;
+        }
+        self.insert(message, 0, enqueued_at, now);
+    }
+
+    /// PurgeQueue: drops every message; a FIFO queue also forgets its deduplication history.
+    pub fn purge(&mut self, now: Timestamp) -> EngineResult<()> {
+        if let Some(last) = self.last_purge {
+            if now.millis_since(last) < PURGE_INTERVAL_MS {
+                return Err(EngineError::PurgeQueueInProgress(self.name.to_string()));
+            }
+        }
+        self.last_purge = Some(now);
+        self.messages.clear();
+        self.delayed.clear();
+        self.in_flight.clear();
+        self.by_enqueue.clear();
+        match &mut self.order {
+            Order::Standard(ready) => ready.clear(),
+            Order::Fifo(index) => index.clear(),
+        }
+        self.dedup.clear();
+        self.attempts.clear();
+        Ok(())
+    }
+
+    pub fn len(&self) -> usize {
+        self.messages.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.messages.is_empty()
+    }
+}

@@ -1,0 +1,149 @@
+//! HTTP: one endpoint for every action. Tells the protocols apart (X-Amz-Target means JSON;
+//! otherwise form and query parameters with `Action`), builds the request context, and hands
+//! the payload to the service. Knows nothing of SQS semantics.
+
+use std::sync::Arc;
+
+use axum::body::Bytes;
+use axum::extract::{DefaultBodyLimit, State};
+use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode, Uri};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::Router;
+
+use crate::protocol::{
+    encode_error, query_params, ApiError, Encoded, ErrorCode, Payload, Protocol,
+};
+use crate::service::{RequestContext, Service};
+
+/// Large enough for a 1 MiB message after JSON or form escaping.
+const MAX_BODY_BYTES: usize = 16 * 1024 * 1024;
+
+pub fn router(service: Arc<Service>) -> Router {
+    Router::new()
+        .route("/health", get(|| async { "ok" }))
+        .fallback(handle)
+        .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
+        .with_state(service)
+}
+
+/// The access key id from a SigV4 Authorization header (`Credential=AKID/date/region/...`).
+fn access_key(headers: &HeaderMap) -> Option<String> {
+    let auth = headers.get(header::AUTHORIZATION)?.to_str().ok()?;
+    let credential = auth.split("Credential=").nth(1)?;
+    Some(credential.split('/').next()?.to_string())
+}
+
+fn respond(encoded: Encoded, request_id: &str) -> Response {
+    let mut response = (
+        StatusCode::from_u16(encoded.status).unwrap_or(StatusCode::BAD_REQUEST),
+        encoded.body,
+    )
+        .into_response();
+    let headers = response.headers_mut();
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static(encoded.content_type),
+    );
+    if let Ok(id) = HeaderValue::from_str(request_id) {
+        headers.insert("x-amzn-requestid", id);
+    }
+    if let Some(code) = encoded
+        .query_error
+        .and_then(|c| HeaderValue::from_str(&c).ok())
+    {
+        headers.insert("x-amzn-query-error", code);
+    }
+    response
+}
+
+async fn handle(
+    State(service): State<Arc<Service>>,
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let request_id = uuid::Uuid::new_v4().to_string();
+    let host = headers
+        .get(header::HOST)
+        .and_then(|h| h.to_str().ok())
+        .or_else(|| uri.authority().map(|a| a.as_str()))
+        .unwrap_or("localhost:4566")
+        .to_string();
+    let ctx = RequestContext {
+        host,
+        sender_id: access_key(&headers).unwrap_or_else(|| service.engine.account_id.clone()),
+        request_id,
+    };
+    let target = headers.get("x-amz-target").and_then(|t| t.to_str().ok());
+    let is_json = target.is_some()
+        || headers
+            .get(header::CONTENT_TYPE)
+            .and_then(|c| c.to_str().ok())
+            .is_some_and(|c| c.starts_with("application/x-amz-json"));
+    if is_json {
+        let action = target.and_then(|t| t.strip_prefix("AmazonSQS."));
+        let Some(action) = action else {
+            let error = ApiError::new(
+                ErrorCode::InvalidAction,
+                "The X-Amz-Target header does not name an SQS operation.",
+            );
+            return respond(
+                encode_error(Protocol::Json, &error, &ctx.request_id),
+                &ctx.request_id,
+            );
+        };
+        let encoded = service
+            .dispatch(Protocol::Json, action, &Payload::Json(body), &ctx)
+            .await;
+        return respond(encoded, &ctx.request_id);
+    }
+    if method != Method::POST && method != Method::GET {
+        let error = ApiError::new(
+            ErrorCode::InvalidAction,
+            format!("Method {method} is not supported."),
+        );
+        return respond(
+            encode_error(Protocol::Query, &error, &ctx.request_id),
+            &ctx.request_id,
+        );
+    }
+    // Query: form body and URL query string together.
+    let query = uri.query().unwrap_or("");
+    let params: Vec<(String, String)> = form_urlencoded::parse(query.as_bytes())
+        .chain(form_urlencoded::parse(&body))
+        .map(|(k, v)| (k.into_owned(), v.into_owned()))
+        .collect();
+    let Some(action) = params
+        .iter()
+        .find(|(k, _)| k == "Action")
+        .map(|(_, v)| v.clone())
+    else {
+        let error = ApiError::new(
+            ErrorCode::MissingAction,
+            "The request must contain the parameter Action.",
+        );
+        return respond(
+            encode_error(Protocol::Query, &error, &ctx.request_id),
+            &ctx.request_id,
+        );
+    };
+    let mut pairs: Vec<(&str, &str)> = params
+        .iter()
+        .filter(|(k, _)| k != "Action" && k != "Version")
+        .map(|(k, v)| (k.as_str(), v.as_str()))
+        .collect();
+    // Older clients post to the queue URL itself instead of passing QueueUrl.
+    let path_url;
+    let path = uri.path().trim_end_matches('/');
+    if !pairs.iter().any(|(k, _)| *k == "QueueUrl") && path.matches('/').count() == 2 {
+        path_url = format!("http://{}{path}", ctx.host);
+        pairs.push(("QueueUrl", &path_url));
+    }
+    let payload = Payload::Query(query_params::to_json(&pairs, &action));
+    let encoded = service
+        .dispatch(Protocol::Query, &action, &payload, &ctx)
+        .await;
+    respond(encoded, &ctx.request_id)
+}

@@ -1,0 +1,26 @@
+//! `orderly`: parse settings, bind, serve until SIGINT/SIGTERM.
+
+use anyhow::Context;
+use clap::Parser;
+use orderly::app::{shutdown_signal, App};
+use orderly::config::Config;
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
+        )
+        .init();
+    let config = Config::parse();
+    let app = App::bind(&config)
+        .await
+        .with_context(|| format!("cannot listen on {}", config.bind))?;
+    let addr = app.local_addr()?;
+    // Scripts and tests read this line to learn the port when binding port 0.
+    println!("orderly listening on http://{addr}");
+    tracing::info!(%addr, region = %config.region, account = %config.account_id, "started");
+    app.serve(shutdown_signal()).await?;
+    tracing::info!("stopped");
+    Ok(())
+}

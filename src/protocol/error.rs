@@ -1,0 +1,239 @@
+//! API errors: the one place where each condition gets its AWS code, fault type and HTTP status.
+//! The matches are exhaustive (no catch-all), so a new error forces a decision.
+
+use crate::engine::EngineError;
+
+/// Every error code this server can answer with.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ErrorCode {
+    QueueDoesNotExist,
+    QueueNameExists,
+    QueueDeletedRecently,
+    PurgeQueueInProgress,
+    TooManyEntriesInBatchRequest,
+    EmptyBatchRequest,
+    BatchEntryIdsNotDistinct,
+    BatchRequestTooLong,
+    InvalidBatchEntryId,
+    MessageNotInflight,
+    UnsupportedOperation,
+    OverLimit,
+    ResourceNotFound,
+    InvalidAttributeName,
+    InvalidAttributeValue,
+    ReceiptHandleIsInvalid,
+    InvalidMessageContents,
+    InvalidParameterValue,
+    MissingParameter,
+    InvalidAction,
+    MissingAction,
+    SerializationException,
+    InternalFailure,
+}
+
+impl ErrorCode {
+    /// (JSON `__type` shape with namespace, legacy Query code, HTTP status).
+    pub fn wire(self) -> (&'static str, &'static str, u16) {
+        use ErrorCode::*;
+        match self {
+            QueueDoesNotExist => (
+                "com.amazonaws.sqs#QueueDoesNotExist",
+                "AWS.SimpleQueueService.NonExistentQueue",
+                400,
+            ),
+            QueueNameExists => (
+                "com.amazonaws.sqs#QueueNameExists",
+                "QueueAlreadyExists",
+                400,
+            ),
+            QueueDeletedRecently => (
+                "com.amazonaws.sqs#QueueDeletedRecently",
+                "AWS.SimpleQueueService.QueueDeletedRecently",
+                400,
+            ),
+            PurgeQueueInProgress => (
+                "com.amazonaws.sqs#PurgeQueueInProgress",
+                "AWS.SimpleQueueService.PurgeQueueInProgress",
+                403,
+            ),
+            TooManyEntriesInBatchRequest => (
+                "com.amazonaws.sqs#TooManyEntriesInBatchRequest",
+                "AWS.SimpleQueueService.TooManyEntriesInBatchRequest",
+                400,
+            ),
+            EmptyBatchRequest => (
+                "com.amazonaws.sqs#EmptyBatchRequest",
+                "AWS.SimpleQueueService.EmptyBatchRequest",
+                400,
+            ),
+            BatchEntryIdsNotDistinct => (
+                "com.amazonaws.sqs#BatchEntryIdsNotDistinct",
+                "AWS.SimpleQueueService.BatchEntryIdsNotDistinct",
+                400,
+            ),
+            BatchRequestTooLong => (
+                "com.amazonaws.sqs#BatchRequestTooLong",
+                "AWS.SimpleQueueService.BatchRequestTooLong",
+                400,
+            ),
+            InvalidBatchEntryId => (
+                "com.amazonaws.sqs#InvalidBatchEntryId",
+                "AWS.SimpleQueueService.InvalidBatchEntryId",
+                400,
+            ),
+            MessageNotInflight => (
+                "com.amazonaws.sqs#MessageNotInflight",
+                "AWS.SimpleQueueService.MessageNotInflight",
+                400,
+            ),
+            UnsupportedOperation => (
+                "com.amazonaws.sqs#UnsupportedOperation",
+                "AWS.SimpleQueueService.UnsupportedOperation",
+                400,
+            ),
+            OverLimit => ("com.amazonaws.sqs#OverLimit", "OverLimit", 403),
+            ResourceNotFound => (
+                "com.amazonaws.sqs#ResourceNotFoundException",
+                "ResourceNotFoundException",
+                404,
+            ),
+            InvalidAttributeName => (
+                "com.amazonaws.sqs#InvalidAttributeName",
+                "InvalidAttributeName",
+                400,
+            ),
+            InvalidAttributeValue => (
+                "com.amazonaws.sqs#InvalidAttributeValue",
+                "InvalidAttributeValue",
+                400,
+            ),
+            ReceiptHandleIsInvalid => (
+                "com.amazonaws.sqs#ReceiptHandleIsInvalid",
+                "ReceiptHandleIsInvalid",
+                400,
+            ),
+            InvalidMessageContents => (
+                "com.amazonaws.sqs#InvalidMessageContents",
+                "InvalidMessageContents",
+                400,
+            ),
+            InvalidParameterValue => (
+                "com.amazon.coral.validate#InvalidParameterValueException",
+                "InvalidParameterValue",
+                400,
+            ),
+            MissingParameter => (
+                "com.amazon.coral.service#MissingRequiredParameterException",
+                "MissingParameter",
+                400,
+            ),
+            InvalidAction => (
+                "com.amazon.coral.service#UnknownOperationException",
+                "InvalidAction",
+                400,
+            ),
+            MissingAction => (
+                "com.amazon.coral.service#MissingAction",
+                "MissingAction",
+                400,
+            ),
+            SerializationException => (
+                "com.amazon.coral.service#SerializationException",
+                "SerializationException",
+                400,
+            ),
+            InternalFailure => (
+                "com.amazon.coral.service#InternalFailure",
+                "InternalFailure",
+                500,
+            ),
+        }
+    }
+
+    pub fn status(self) -> u16 {
+        self.wire().2
+    }
+
+    /// The code batch results carry in `Failed[].Code` (the Query-style code).
+    pub fn query_code(self) -> &'static str {
+        self.wire().1
+    }
+
+    /// Server faults are "Receiver"; everything a client can fix is "Sender".
+    pub fn fault(self) -> &'static str {
+        if self.status() >= 500 {
+            "Receiver"
+        } else {
+            "Sender"
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ApiError {
+    pub code: ErrorCode,
+    pub message: String,
+}
+
+impl ApiError {
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
+        ApiError {
+            code,
+            message: message.into(),
+        }
+    }
+
+    pub fn invalid(message: impl Into<String>) -> Self {
+        ApiError::new(ErrorCode::InvalidParameterValue, message)
+    }
+
+    pub fn missing(parameter: &str) -> Self {
+        ApiError::new(
+            ErrorCode::MissingParameter,
+            format!("The request must contain the parameter {parameter}."),
+        )
+    }
+}
+
+impl From<EngineError> for ApiError {
+    fn from(e: EngineError) -> Self {
+        let code = match &e {
+            EngineError::QueueDoesNotExist => ErrorCode::QueueDoesNotExist,
+            EngineError::QueueNameExists(_) => ErrorCode::QueueNameExists,
+            EngineError::QueueDeletedRecently => ErrorCode::QueueDeletedRecently,
+            EngineError::PurgeQueueInProgress(_) => ErrorCode::PurgeQueueInProgress,
+            EngineError::InvalidParameterValue(_) => ErrorCode::InvalidParameterValue,
+            EngineError::MissingParameter(_) => ErrorCode::MissingParameter,
+            EngineError::InvalidAttributeName(_) => ErrorCode::InvalidAttributeName,
+            EngineError::InvalidAttributeValue(_) => ErrorCode::InvalidAttributeValue,
+            EngineError::ReceiptHandleIsInvalid(_) => ErrorCode::ReceiptHandleIsInvalid,
+            EngineError::InvalidMessageContents(_) => ErrorCode::InvalidMessageContents,
+            EngineError::OverLimit(_) => ErrorCode::OverLimit,
+            EngineError::MessageNotInflight => ErrorCode::MessageNotInflight,
+            EngineError::ResourceNotFound(_) => ErrorCode::ResourceNotFound,
+            EngineError::UnsupportedOperation(_) => ErrorCode::UnsupportedOperation,
+        };
+        ApiError::new(code, e.to_string())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn statuses_match_aws() {
+        assert_eq!(ErrorCode::PurgeQueueInProgress.status(), 403);
+        assert_eq!(ErrorCode::OverLimit.status(), 403);
+        assert_eq!(ErrorCode::ResourceNotFound.status(), 404);
+        assert_eq!(
+            ErrorCode::QueueDoesNotExist.query_code(),
+            "AWS.SimpleQueueService.NonExistentQueue"
+        );
+        assert_eq!(
+            ErrorCode::QueueNameExists.query_code(),
+            "QueueAlreadyExists"
+        );
+        assert_eq!(ErrorCode::InternalFailure.fault(), "Receiver");
+    }
+}

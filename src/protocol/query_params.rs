@@ -1,0 +1,185 @@
+//! The Query protocol's flattened parameters (`Attribute.1.Name=...`) turned into the JSON shape
+//! the JSON protocol sends, so both protocols decode into the same typed requests.
+
+use std::collections::BTreeMap;
+
+use serde_json::{Map, Value};
+
+/// How a flattened parameter prefix maps onto a JSON member.
+enum Shape {
+    /// `P.N` -> list of strings.
+    StringList(&'static str),
+    /// `P.N.<key>` / `P.N.<value>` -> map of strings.
+    StringMap(&'static str, &'static str, &'static str),
+    /// `P.N.Name` + `P.N.Value.*` -> map of attribute-value objects.
+    AttributeMap(&'static str),
+    /// `P.N.*` -> list of objects, each converted by the same rules.
+    StructList(&'static str),
+}
+
+fn shape(prefix: &str, action: &str) -> Option<Shape> {
+    Some(match prefix {
+        "Attribute" => Shape::StringMap("Attributes", "Name", "Value"),
+        // CreateQueue's member is lower-case `tags`; TagQueue's is `Tags`.
+        "Tag" if action == "CreateQueue" => Shape::StringMap("tags", "Key", "Value"),
+        "Tag" => Shape::StringMap("Tags", "Key", "Value"),
+        "TagKey" => Shape::StringList("TagKeys"),
+        "AttributeName" => Shape::StringList("AttributeNames"),
+        "MessageAttributeName" => Shape::StringList("MessageAttributeNames"),
+        "MessageSystemAttributeName" => Shape::StringList("MessageSystemAttributeNames"),
+        "AWSAccountId" => Shape::StringList("AWSAccountIds"),
+        "ActionName" => Shape::StringList("Actions"),
+        "MessageAttribute" => Shape::AttributeMap("MessageAttributes"),
+        "MessageSystemAttribute" => Shape::AttributeMap("MessageSystemAttributes"),
+        "SendMessageBatchRequestEntry"
+        | "DeleteMessageBatchRequestEntry"
+        | "ChangeMessageVisibilityBatchRequestEntry" => Shape::StructList("Entries"),
+        _ => return None,
+    })
+}
+
+/// Splits `N.rest` into (N, rest); indices sort numerically.
+fn indexed<'a>(entries: &[(&'a str, &'a str)]) -> BTreeMap<u64, Vec<(&'a str, &'a str)>> {
+    let mut out: BTreeMap<u64, Vec<(&str, &str)>> = BTreeMap::new();
+    for (key, value) in entries {
+        let (index, rest) = key.split_once('.').unwrap_or((key, ""));
+        if let Ok(n) = index.parse::<u64>() {
+            out.entry(n).or_default().push((rest, value));
+        }
+    }
+    out
+}
+
+fn lookup<'a>(entries: &[(&str, &'a str)], key: &str) -> Option<&'a str> {
+    entries.iter().find(|(k, _)| *k == key).map(|(_, v)| *v)
+}
+
+/// Converts Query parameters (without `Action` and `Version`) into a JSON object.
+pub fn to_json(params: &[(&str, &str)], action: &str) -> Value {
+    let mut object = Map::new();
+    let mut nested: BTreeMap<&str, Vec<(&str, &str)>> = BTreeMap::new();
+    for (key, value) in params {
+        match key.split_once('.') {
+            Some((prefix, rest)) => nested.entry(prefix).or_default().push((rest, value)),
+            // An empty list may be sent as `AttributeName=`: treat it as absent.
+            None if shape(key, action).is_some() => {}
+            None => {
+                object.insert(key.to_string(), Value::String(value.to_string()));
+            }
+        }
+    }
+    for (prefix, entries) in nested {
+        let Some(shape) = shape(prefix, action) else {
+            continue;
+        };
+        let (member, value) = match shape {
+            Shape::StringList(member) => (
+                member,
+                Value::Array(
+                    indexed(&entries)
+                        .into_values()
+                        .filter_map(|e| lookup(&e, "").map(|v| Value::String(v.into())))
+                        .collect(),
+                ),
+            ),
+            Shape::StringMap(member, key_name, value_name) => {
+                let mut map = Map::new();
+                for e in indexed(&entries).into_values() {
+                    if let Some(k) = lookup(&e, key_name) {
+                        let v = lookup(&e, value_name).unwrap_or("");
+                        map.insert(k.to_string(), Value::String(v.to_string()));
+                    }
+                }
+                (member, Value::Object(map))
+            }
+            Shape::AttributeMap(member) => {
+                let mut map = Map::new();
+                for e in indexed(&entries).into_values() {
+                    let Some(name) = lookup(&e, "Name") else {
+                        continue;
+                    };
+                    let mut attr = Map::new();
+                    for (k, v) in &e {
+                        if let Some(field) = k.strip_prefix("Value.") {
+                            attr.insert(field.to_string(), Value::String(v.to_string()));
+                        }
+                    }
+                    map.insert(name.to_string(), Value::Object(attr));
+                }
+                (member, Value::Object(map))
+            }
+            Shape::StructList(member) => (
+                member,
+                Value::Array(
+                    indexed(&entries)
+                        .into_values()
+                        .map(|e| to_json(&e, action))
+                        .collect(),
+                ),
+            ),
+        };
+        object.insert(member.to_string(), value);
+    }
+    Value::Object(object)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn flattened_members_become_json() {
+        let params = [
+            ("QueueName", "q"),
+            ("Attribute.2.Name", "VisibilityTimeout"),
+            ("Attribute.2.Value", "60"),
+            ("Attribute.1.Name", "DelaySeconds"),
+            ("Attribute.1.Value", "5"),
+            ("Tag.1.Key", "team"),
+            ("Tag.1.Value", ""),
+        ];
+        assert_eq!(
+            to_json(&params, "CreateQueue"),
+            json!({"QueueName":"q","Attributes":{"DelaySeconds":"5","VisibilityTimeout":"60"},"tags":{"team":""}})
+        );
+    }
+
+    #[test]
+    fn batch_entries_with_nested_attributes_and_numeric_index_order() {
+        let params = [
+            ("QueueUrl", "u"),
+            ("SendMessageBatchRequestEntry.10.Id", "b"),
+            ("SendMessageBatchRequestEntry.10.MessageBody", "second"),
+            ("SendMessageBatchRequestEntry.2.Id", "a"),
+            ("SendMessageBatchRequestEntry.2.MessageBody", "first"),
+            (
+                "SendMessageBatchRequestEntry.2.MessageAttribute.1.Name",
+                "Foo",
+            ),
+            (
+                "SendMessageBatchRequestEntry.2.MessageAttribute.1.Value.DataType",
+                "String",
+            ),
+            (
+                "SendMessageBatchRequestEntry.2.MessageAttribute.1.Value.StringValue",
+                "Bar",
+            ),
+        ];
+        assert_eq!(
+            to_json(&params, "SendMessageBatch"),
+            json!({"QueueUrl":"u","Entries":[
+                {"Id":"a","MessageBody":"first","MessageAttributes":{"Foo":{"DataType":"String","StringValue":"Bar"}}},
+                {"Id":"b","MessageBody":"second"}]})
+        );
+    }
+
+    #[test]
+    fn string_lists_and_empty_list_marker() {
+        let params = [("AttributeName.1", "All"), ("MessageAttributeName", "")];
+        assert_eq!(
+            to_json(&params, "ReceiveMessage"),
+            json!({"AttributeNames":["All"]})
+        );
+    }
+}

@@ -1,0 +1,382 @@
+//! SQS request and response shapes, with AWS's member names. Requests decode from either
+//! protocol (see `query_params`); responses serialize to JSON directly and to XML through `xml`.
+//! Every member is optional here: the service reports a missing one as AWS does.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use super::lenient;
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "PascalCase", default)]
+pub struct CreateQueueInput {
+    pub queue_name: Option<String>,
+    pub attributes: BTreeMap<String, String>,
+    #[serde(rename = "tags")]
+    pub tags: BTreeMap<String, String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "PascalCase", default)]
+pub struct QueueNameInput {
+    pub queue_name: Option<String>,
+    #[serde(rename = "QueueOwnerAWSAccountId")]
+    pub queue_owner_account_id: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "PascalCase", default)]
+pub struct QueueUrlInput {
+    pub queue_url: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "PascalCase", default)]
+pub struct ListQueuesInput {
+    pub queue_name_prefix: Option<String>,
+    pub next_token: Option<String>,
+    #[serde(deserialize_with = "lenient::int")]
+    pub max_results: Option<i64>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "PascalCase", default)]
+pub struct ListDeadLetterSourceQueuesInput {
+    pub queue_url: Option<String>,
+    pub next_token: Option<String>,
+    #[serde(deserialize_with = "lenient::int")]
+    pub max_results: Option<i64>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "PascalCase", default)]
+pub struct GetQueueAttributesInput {
+    pub queue_url: Option<String>,
+    pub attribute_names: Vec<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "PascalCase", default)]
+pub struct SetQueueAttributesInput {
+    pub queue_url: Option<String>,
+    pub attributes: Option<BTreeMap<String, String>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "PascalCase", default)]
+pub struct TagQueueInput {
+    pub queue_url: Option<String>,
+    pub tags: Option<BTreeMap<String, String>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "PascalCase", default)]
+pub struct UntagQueueInput {
+    pub queue_url: Option<String>,
+    pub tag_keys: Option<Vec<String>>,
+}
+
+#[derive(Clone, Debug, Default, Deserialize, Serialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct AttributeValueWire {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub string_value: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub binary_value: Option<String>,
+    #[serde(default, skip_serializing)]
+    pub string_list_values: Option<Vec<String>>,
+    #[serde(default, skip_serializing)]
+    pub binary_list_values: Option<Vec<String>>,
+    #[serde(default)]
+    pub data_type: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "PascalCase", default)]
+pub struct SendMessageInput {
+    pub queue_url: Option<String>,
+    #[serde(flatten)]
+    pub entry: SendEntry,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "PascalCase", default)]
+pub struct SendEntry {
+    pub id: Option<String>,
+    pub message_body: Option<String>,
+    #[serde(deserialize_with = "lenient::int")]
+    pub delay_seconds: Option<i64>,
+    pub message_attributes: BTreeMap<String, AttributeValueWire>,
+    pub message_system_attributes: BTreeMap<String, AttributeValueWire>,
+    pub message_deduplication_id: Option<String>,
+    pub message_group_id: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "PascalCase", default)]
+pub struct SendMessageBatchInput {
+    pub queue_url: Option<String>,
+    pub entries: Option<Vec<SendEntry>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "PascalCase", default)]
+pub struct ReceiveMessageInput {
+    pub queue_url: Option<String>,
+    pub attribute_names: Option<Vec<String>>,
+    pub message_system_attribute_names: Option<Vec<String>>,
+    pub message_attribute_names: Vec<String>,
+    #[serde(deserialize_with = "lenient::int")]
+    pub max_number_of_messages: Option<i64>,
+    #[serde(deserialize_with = "lenient::int")]
+    pub visibility_timeout: Option<i64>,
+    #[serde(deserialize_with = "lenient::int")]
+    pub wait_time_seconds: Option<i64>,
+    pub receive_request_attempt_id: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "PascalCase", default)]
+pub struct HandleEntry {
+    pub id: Option<String>,
+    pub receipt_handle: Option<String>,
+    #[serde(deserialize_with = "lenient::int")]
+    pub visibility_timeout: Option<i64>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "PascalCase", default)]
+pub struct DeleteMessageInput {
+    pub queue_url: Option<String>,
+    pub receipt_handle: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "PascalCase", default)]
+pub struct ChangeMessageVisibilityInput {
+    pub queue_url: Option<String>,
+    pub receipt_handle: Option<String>,
+    #[serde(deserialize_with = "lenient::int")]
+    pub visibility_timeout: Option<i64>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "PascalCase", default)]
+pub struct HandleBatchInput {
+    pub queue_url: Option<String>,
+    pub entries: Option<Vec<HandleEntry>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "PascalCase", default)]
+pub struct AddPermissionInput {
+    pub queue_url: Option<String>,
+    pub label: Option<String>,
+    #[serde(rename = "AWSAccountIds")]
+    pub account_ids: Vec<String>,
+    pub actions: Vec<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "PascalCase", default)]
+pub struct RemovePermissionInput {
+    pub queue_url: Option<String>,
+    pub label: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "PascalCase", default)]
+pub struct StartMessageMoveTaskInput {
+    pub source_arn: Option<String>,
+    pub destination_arn: Option<String>,
+    #[serde(deserialize_with = "lenient::int")]
+    pub max_number_of_messages_per_second: Option<i64>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "PascalCase", default)]
+pub struct ListMessageMoveTasksInput {
+    pub source_arn: Option<String>,
+    #[serde(deserialize_with = "lenient::int")]
+    pub max_results: Option<i64>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "PascalCase", default)]
+pub struct CancelMessageMoveTaskInput {
+    pub task_handle: Option<String>,
+}
+
+// ---- responses ----
+
+/// A string map serialized in insertion order (AWS lists system attributes in a fixed order).
+#[derive(Debug, Default)]
+pub struct Pairs(pub Vec<(String, String)>);
+
+impl Serialize for Pairs {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut map = s.serialize_map(Some(self.0.len()))?;
+        for (k, v) in &self.0 {
+            map.serialize_entry(k, v)?;
+        }
+        map.end()
+    }
+}
+
+impl Pairs {
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+#[derive(Debug, Default, Serialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct Empty {}
+
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct QueueUrlOutput {
+    pub queue_url: String,
+}
+
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct ListQueuesOutput {
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub queue_urls: Vec<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub next_token: Option<String>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct ListDeadLetterSourceQueuesOutput {
+    #[serde(rename = "queueUrls")]
+    pub queue_urls: Vec<String>,
+    #[serde(rename = "NextToken", skip_serializing_if = "Option::is_none")]
+    pub next_token: Option<String>,
+}
+
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct AttributesOutput {
+    #[serde(skip_serializing_if = "Pairs::is_empty")]
+    pub attributes: Pairs,
+}
+
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct TagsOutput {
+    #[serde(skip_serializing_if = "Pairs::is_empty")]
+    pub tags: Pairs,
+}
+
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct SendMessageOutput {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    pub message_id: String,
+    #[serde(rename = "MD5OfMessageBody")]
+    pub md5_of_message_body: String,
+    #[serde(
+        rename = "MD5OfMessageAttributes",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub md5_of_message_attributes: Option<String>,
+    #[serde(
+        rename = "MD5OfMessageSystemAttributes",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub md5_of_message_system_attributes: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sequence_number: Option<String>,
+}
+
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct BatchError {
+    pub id: String,
+    pub sender_fault: bool,
+    pub code: String,
+    pub message: String,
+}
+
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct BatchOutput<T> {
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub successful: Vec<T>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub failed: Vec<BatchError>,
+}
+
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct IdOnly {
+    pub id: String,
+}
+
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct MessageWire {
+    pub message_id: String,
+    pub receipt_handle: String,
+    #[serde(rename = "MD5OfBody")]
+    pub md5_of_body: String,
+    pub body: String,
+    #[serde(skip_serializing_if = "Pairs::is_empty")]
+    pub attributes: Pairs,
+    #[serde(
+        rename = "MD5OfMessageAttributes",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub md5_of_message_attributes: Option<String>,
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub message_attributes: BTreeMap<String, AttributeValueWire>,
+}
+
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct ReceiveMessageOutput {
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub messages: Vec<MessageWire>,
+}
+
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct StartMessageMoveTaskOutput {
+    pub task_handle: String,
+}
+
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct MoveTaskWire {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub task_handle: Option<String>,
+    pub status: String,
+    pub source_arn: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub destination_arn: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_number_of_messages_per_second: Option<i64>,
+    pub approximate_number_of_messages_moved: u64,
+    pub approximate_number_of_messages_to_move: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub failure_reason: Option<String>,
+    pub started_timestamp: u64,
+}
+
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct ListMessageMoveTasksOutput {
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub results: Vec<MoveTaskWire>,
+}
+
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct CancelMessageMoveTaskOutput {
+    pub approximate_number_of_messages_moved: u64,
+}

@@ -1,0 +1,208 @@
+//! Query-protocol XML responses, written from the same serialized output the JSON protocol
+//! sends. Maps and flattened lists follow SQS's element names; text is escaped as SQS does it.
+
+use serde_json::{Map, Value};
+
+pub const SQS_NAMESPACE: &str = "http://queue.amazonaws.com/doc/2012-11-05/";
+
+/// Escapes text as SQS does: besides `&`, `<`, `>`, also `"` and carriage return, because XML
+/// parsers turn a literal CR into LF, which would break the client's body MD5 check.
+pub fn escape(text: &str, out: &mut String) {
+    for c in text.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\r' => out.push_str("&#xD;"),
+            _ => out.push(c),
+        }
+    }
+}
+
+/// Actions whose response has no `<{Action}Result>` element.
+fn has_result(action: &str) -> bool {
+    !matches!(
+        action,
+        "DeleteMessage"
+            | "DeleteQueue"
+            | "SetQueueAttributes"
+            | "PurgeQueue"
+            | "ChangeMessageVisibility"
+            | "TagQueue"
+            | "UntagQueue"
+            | "AddPermission"
+            | "RemovePermission"
+    )
+}
+
+/// The element name of one item of a flattened list.
+fn list_item<'a>(member: &'a str, action: &str) -> std::borrow::Cow<'a, str> {
+    match member {
+        "QueueUrls" | "queueUrls" => "QueueUrl".into(),
+        "Messages" => "Message".into(),
+        "Successful" => format!("{action}ResultEntry").into(),
+        "Failed" => "BatchResultErrorEntry".into(),
+        "Results" => format!("{action}ResultEntry").into(),
+        other => other.into(),
+    }
+}
+
+fn text(value: &Value, out: &mut String) {
+    match value {
+        Value::String(s) => escape(s, out),
+        Value::Null => {}
+        other => out.push_str(&other.to_string()),
+    }
+}
+
+fn element(name: &str, value: &Value, action: &str, out: &mut String) {
+    out.push('<');
+    out.push_str(name);
+    out.push('>');
+    match value {
+        Value::Object(members) => write_members(members, action, out),
+        other => text(other, out),
+    }
+    out.push_str("</");
+    out.push_str(name);
+    out.push('>');
+}
+
+fn write_members(members: &Map<String, Value>, action: &str, out: &mut String) {
+    for (key, value) in members {
+        match (key.as_str(), value) {
+            ("Attributes", Value::Object(map)) => {
+                for (name, v) in map {
+                    out.push_str("<Attribute><Name>");
+                    escape(name, out);
+                    out.push_str("</Name>");
+                    element("Value", v, action, out);
+                    out.push_str("</Attribute>");
+                }
+            }
+            ("Tags", Value::Object(map)) => {
+                for (name, v) in map {
+                    out.push_str("<Tag><Key>");
+                    escape(name, out);
+                    out.push_str("</Key>");
+                    element("Value", v, action, out);
+                    out.push_str("</Tag>");
+                }
+            }
+            ("MessageAttributes", Value::Object(map)) => {
+                for (name, v) in map {
+                    out.push_str("<MessageAttribute><Name>");
+                    escape(name, out);
+                    out.push_str("</Name>");
+                    element("Value", v, action, out);
+                    out.push_str("</MessageAttribute>");
+                }
+            }
+            (_, Value::Array(items)) => {
+                let item = list_item(key, action);
+                for v in items {
+                    element(&item, v, action, out);
+                }
+            }
+            _ => element(key, value, action, out),
+        }
+    }
+}
+
+/// A complete success response for `action`.
+pub fn response(action: &str, result: &Value, request_id: &str, namespace: &str) -> String {
+    let mut out = String::with_capacity(256);
+    out.push_str("<?xml version=\"1.0\"?><");
+    out.push_str(action);
+    out.push_str("Response xmlns=\"");
+    out.push_str(namespace);
+    out.push_str("\">");
+    if has_result(action) {
+        out.push('<');
+        out.push_str(action);
+        out.push_str("Result>");
+        if let Value::Object(members) = result {
+            write_members(members, action, &mut out);
+        }
+        out.push_str("</");
+        out.push_str(action);
+        out.push_str("Result>");
+    }
+    out.push_str("<ResponseMetadata><RequestId>");
+    out.push_str(request_id);
+    out.push_str("</RequestId></ResponseMetadata></");
+    out.push_str(action);
+    out.push_str("Response>");
+    out
+}
+
+/// An `ErrorResponse` document.
+pub fn error(fault: &str, code: &str, message: &str, request_id: &str, namespace: &str) -> String {
+    let mut out = String::with_capacity(256);
+    out.push_str("<?xml version=\"1.0\"?><ErrorResponse xmlns=\"");
+    out.push_str(namespace);
+    out.push_str("\"><Error><Type>");
+    out.push_str(fault);
+    out.push_str("</Type><Code>");
+    escape(code, &mut out);
+    out.push_str("</Code><Message>");
+    escape(message, &mut out);
+    out.push_str("</Message><Detail/></Error><RequestId>");
+    out.push_str(request_id);
+    out.push_str("</RequestId></ErrorResponse>");
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn escapes_carriage_return_and_quotes() {
+        let mut out = String::new();
+        escape("a\r\n\"<&>'", &mut out);
+        assert_eq!(out, "a&#xD;\n&quot;&lt;&amp;&gt;'");
+    }
+
+    #[test]
+    fn receive_message_golden() {
+        let result = json!({"Messages":[{
+            "MessageId":"m1","ReceiptHandle":"h","MD5OfBody":"5d41402abc4b2a76b9719d911017c592","Body":"hello",
+            "Attributes":{"SenderId":"s","MessageGroupId":"g1"},
+            "MD5OfMessageAttributes":"ae7155c6026991b6d54b11589678bf9c",
+            "MessageAttributes":{"Foo":{"StringValue":"Bar","DataType":"String"}}}]});
+        assert_eq!(
+            response("ReceiveMessage", &result, "rid", SQS_NAMESPACE),
+            concat!(
+                r#"<?xml version="1.0"?><ReceiveMessageResponse xmlns="http://queue.amazonaws.com/doc/2012-11-05/">"#,
+                "<ReceiveMessageResult><Message><MessageId>m1</MessageId><ReceiptHandle>h</ReceiptHandle>",
+                "<MD5OfBody>5d41402abc4b2a76b9719d911017c592</MD5OfBody><Body>hello</Body>",
+                "<Attribute><Name>SenderId</Name><Value>s</Value></Attribute>",
+                "<Attribute><Name>MessageGroupId</Name><Value>g1</Value></Attribute>",
+                "<MD5OfMessageAttributes>ae7155c6026991b6d54b11589678bf9c</MD5OfMessageAttributes>",
+                "<MessageAttribute><Name>Foo</Name><Value><StringValue>Bar</StringValue><DataType>String</DataType></Value></MessageAttribute>",
+                "</Message></ReceiveMessageResult>",
+                "<ResponseMetadata><RequestId>rid</RequestId></ResponseMetadata></ReceiveMessageResponse>"
+            )
+        );
+    }
+
+    #[test]
+    fn empty_and_no_result_shapes() {
+        assert!(response("ReceiveMessage", &json!({}), "r", SQS_NAMESPACE)
+            .contains("<ReceiveMessageResult></ReceiveMessageResult>"));
+        assert!(!response("DeleteMessage", &json!({}), "r", SQS_NAMESPACE).contains("Result"));
+        let batch = response(
+            "SendMessageBatch",
+            &json!({"Successful":[{"Id":"a"}],"Failed":[{"Id":"b","SenderFault":true,"Code":"X"}]}),
+            "r",
+            SQS_NAMESPACE,
+        );
+        assert!(
+            batch.contains("<SendMessageBatchResultEntry><Id>a</Id></SendMessageBatchResultEntry>")
+        );
+        assert!(batch.contains("<BatchResultErrorEntry><Id>b</Id><SenderFault>true</SenderFault><Code>X</Code></BatchResultErrorEntry>"));
+    }
+}

@@ -1,0 +1,109 @@
+//! DLQ redrive tasks: the engine keeps their state; a tokio task here paces each one.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::{RequestContext, Service};
+use crate::engine::move_task::{MoveTask, DEFAULT_RATE};
+use crate::protocol::sqs::*;
+use crate::protocol::ApiError;
+
+/// Steps per second of a running task; each step moves rate/10 messages.
+const STEPS_PER_SECOND: i64 = 10;
+
+fn task_wire(task: MoveTask) -> MoveTaskWire {
+    let running = task.status == crate::engine::move_task::MoveStatus::Running;
+    MoveTaskWire {
+        task_handle: running.then(|| task.handle()),
+        status: task.status.as_str().to_string(),
+        source_arn: task.source_arn,
+        destination_arn: task.destination_arn,
+        max_number_of_messages_per_second: task.rate,
+        approximate_number_of_messages_moved: task.moved,
+        approximate_number_of_messages_to_move: task.to_move,
+        failure_reason: task.failure_reason,
+        started_timestamp: task.started_at.millis(),
+    }
+}
+
+impl Service {
+    pub(super) fn start_message_move_task(
+        self: &Arc<Self>,
+        input: StartMessageMoveTaskInput,
+        _ctx: &RequestContext,
+    ) -> Result<StartMessageMoveTaskOutput, ApiError> {
+        let source = input
+            .source_arn
+            .ok_or_else(|| ApiError::missing("SourceArn"))?;
+        let task = self.engine.start_move_task(
+            &source,
+            input.destination_arn.as_deref(),
+            input.max_number_of_messages_per_second,
+            self.clock.now(),
+        )?;
+        let budget = ((task.rate.unwrap_or(DEFAULT_RATE) + STEPS_PER_SECOND - 1) / STEPS_PER_SECOND)
+            as usize;
+        let service = Arc::clone(self);
+        let (id, arn) = (task.id.clone(), task.source_arn.clone());
+        tokio::spawn(async move {
+            let mut ticker =
+                tokio::time::interval(Duration::from_millis(1000 / STEPS_PER_SECOND as u64));
+            loop {
+                ticker.tick().await;
+                let (touched, running) =
+                    service
+                        .engine
+                        .move_step(&id, &arn, budget, service.clock.now());
+                for name in touched {
+                    if let Ok(entry) = service.engine.queue(&name) {
+                        Self::wake(&entry);
+                    }
+                }
+                if !running {
+                    break;
+                }
+            }
+        });
+        Ok(StartMessageMoveTaskOutput {
+            task_handle: task.handle(),
+        })
+    }
+
+    pub(super) fn list_message_move_tasks(
+        &self,
+        input: ListMessageMoveTasksInput,
+        _ctx: &RequestContext,
+    ) -> Result<ListMessageMoveTasksOutput, ApiError> {
+        let source = input
+            .source_arn
+            .ok_or_else(|| ApiError::missing("SourceArn"))?;
+        let max = input.max_results.unwrap_or(1);
+        if !(1..=10).contains(&max) {
+            return Err(ApiError::invalid(format!(
+                "Value {max} for parameter MaxResults is invalid. Reason: Must be between 1 and 10, if provided."
+            )));
+        }
+        let tasks = self.engine.list_move_tasks(&source)?;
+        Ok(ListMessageMoveTasksOutput {
+            results: tasks
+                .into_iter()
+                .take(max as usize)
+                .map(task_wire)
+                .collect(),
+        })
+    }
+
+    pub(super) fn cancel_message_move_task(
+        &self,
+        input: CancelMessageMoveTaskInput,
+        _ctx: &RequestContext,
+    ) -> Result<CancelMessageMoveTaskOutput, ApiError> {
+        let handle = input
+            .task_handle
+            .ok_or_else(|| ApiError::missing("TaskHandle"))?;
+        let moved = self.engine.cancel_move_task(&handle)?;
+        Ok(CancelMessageMoveTaskOutput {
+            approximate_number_of_messages_moved: moved,
+        })
+    }
+}

@@ -1,0 +1,126 @@
+//! Starts a server on 127.0.0.1:0 and builds SDK clients for it.
+
+use std::net::SocketAddr;
+
+use aws_sdk_sqs::config::{BehaviorVersion, Credentials, Region};
+use aws_smithy_http_client::tls;
+use orderly::app::App;
+use orderly::config::Config;
+
+pub struct Server {
+    pub addr: SocketAddr,
+    pub sqs: aws_sdk_sqs::Client,
+}
+
+impl Server {
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    pub fn queue_url(&self, name: &str) -> String {
+        format!("http://{}/000000000000/{name}", self.addr)
+    }
+}
+
+/// Starts a server inside the current test's runtime; it stops when the test ends.
+pub async fn start() -> Server {
+    start_with(Config::ephemeral()).await
+}
+
+pub async fn start_with(config: Config) -> Server {
+    let app = App::bind(&config).await.expect("bind");
+    let addr = app.local_addr().expect("addr");
+    tokio::spawn(app.serve(std::future::pending()));
+    Server {
+        addr,
+        sqs: client(addr),
+    }
+}
+
+pub fn client(addr: SocketAddr) -> aws_sdk_sqs::Client {
+    let http = aws_smithy_http_client::Builder::new()
+        .tls_provider(tls::Provider::Rustls(
+            tls::rustls_provider::CryptoMode::Ring,
+        ))
+        .build_https();
+    let config = aws_sdk_sqs::Config::builder()
+        .behavior_version(BehaviorVersion::latest())
+        .region(Region::new("us-east-1"))
+        .endpoint_url(format!("http://{addr}"))
+        .credentials_provider(Credentials::new(
+            "AKIDORDERLY",
+            "secret",
+            None,
+            None,
+            "test",
+        ))
+        .http_client(http)
+        .build();
+    aws_sdk_sqs::Client::from_conf(config)
+}
+
+pub async fn fifo_queue(server: &Server, name: &str, extra: &[(&str, &str)]) -> String {
+    use aws_sdk_sqs::types::QueueAttributeName as A;
+    let mut req = server
+        .sqs
+        .create_queue()
+        .queue_name(name)
+        .attributes(A::FifoQueue, "true");
+    for (k, v) in extra {
+        req = req.attributes(A::from(*k), *v);
+    }
+    req.send()
+        .await
+        .expect("create fifo queue")
+        .queue_url
+        .expect("url")
+}
+
+/// Posts a Query-protocol request and returns (status, body).
+pub async fn query(server: &Server, path: &str, params: &[(&str, &str)]) -> (u16, String) {
+    let body: String = form_encode(params);
+    let response = reqwest::Client::new()
+        .post(format!("{}{path}", server.url()))
+        .header(
+            "content-type",
+            "application/x-www-form-urlencoded; charset=utf-8",
+        )
+        .body(body)
+        .send()
+        .await
+        .expect("query request");
+    let status = response.status().as_u16();
+    (status, response.text().await.expect("body"))
+}
+
+fn form_encode(params: &[(&str, &str)]) -> String {
+    let mut out = String::new();
+    for (k, v) in params {
+        if !out.is_empty() {
+            out.push('&');
+        }
+        out.push_str(&encode(k));
+        out.push('=');
+        out.push_str(&encode(v));
+    }
+    out
+}
+
+fn encode(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+/// The text of the first `<tag>` element in an XML document.
+pub fn xml_text<'a>(xml: &'a str, tag: &str) -> Option<&'a str> {
+    let open = format!("<{tag}>");
+    let start = xml.find(&open)? + open.len();
+    let end = xml[start..].find(&format!("</{tag}>"))? + start;
+    Some(&xml[start..end])
+}

@@ -1,0 +1,9 @@
+//! Integration tests: the real server on a free port, driven over HTTP by aws-sdk-sqs (JSON
+//! protocol) and by raw Query-protocol requests. One binary, so the SDK is linked once.
+
+mod common;
+mod sqs_errors;
+mod sqs_fifo;
+mod sqs_query;
+mod sqs_queues;
+mod sqs_redrive;

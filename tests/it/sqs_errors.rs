@@ -1,0 +1,270 @@
+//! Errors as SDKs see them: modeled variants, the legacy code from x-amzn-query-error, statuses.
+
+use aws_sdk_sqs::error::ProvideErrorMetadata;
+use aws_sdk_sqs::operation::get_queue_url::GetQueueUrlError;
+use aws_sdk_sqs::operation::send_message_batch::SendMessageBatchError;
+use aws_sdk_sqs::types::SendMessageBatchRequestEntry;
+
+use crate::common::{fifo_queue, start};
+
+#[tokio::test]
+async fn unknown_queue_is_the_modeled_error_with_the_legacy_code() {
+    let server = start().await;
+    let err = server
+        .sqs
+        .get_queue_url()
+        .queue_name("missing")
+        .send()
+        .await
+        .unwrap_err();
+    let raw = err.raw_response().expect("http response");
+    assert_eq!(raw.status().as_u16(), 400);
+    let service = err.into_service_error();
+    assert!(
+        matches!(service, GetQueueUrlError::QueueDoesNotExist(_)),
+        "{service:?}"
+    );
+    assert_eq!(
+        service.code(),
+        Some("AWS.SimpleQueueService.NonExistentQueue")
+    );
+    assert_eq!(
+        service.message(),
+        Some("The specified queue does not exist.")
+    );
+}
+
+#[tokio::test]
+async fn missing_group_id_is_missing_parameter() {
+    let server = start().await;
+    let url = fifo_queue(&server, "g.fifo", &[]).await;
+    let err = server
+        .sqs
+        .send_message()
+        .queue_url(&url)
+        .message_body("x")
+        .send()
+        .await
+        .unwrap_err();
+    let service = err.into_service_error();
+    assert_eq!(service.code(), Some("MissingParameter"));
+    assert_eq!(
+        service.message(),
+        Some("The request must contain the parameter MessageGroupId.")
+    );
+}
+
+#[tokio::test]
+async fn batch_structure_errors() {
+    let server = start().await;
+    let url = server
+        .sqs
+        .create_queue()
+        .queue_name("plain")
+        .send()
+        .await
+        .unwrap()
+        .queue_url
+        .unwrap();
+    let entry = |id: &str| {
+        SendMessageBatchRequestEntry::builder()
+            .id(id)
+            .message_body("x")
+            .build()
+            .unwrap()
+    };
+    let too_many: Vec<_> = (0..11).map(|i| entry(&format!("e{i}"))).collect();
+    let err = server
+        .sqs
+        .send_message_batch()
+        .queue_url(&url)
+        .set_entries(Some(too_many))
+        .send()
+        .await
+        .unwrap_err();
+    assert!(matches!(
+        err.into_service_error(),
+        SendMessageBatchError::TooManyEntriesInBatchRequest(_)
+    ));
+    let err = server
+        .sqs
+        .send_message_batch()
+        .queue_url(&url)
+        .set_entries(Some(vec![entry("a"), entry("a")]))
+        .send()
+        .await
+        .unwrap_err();
+    assert!(matches!(
+        err.into_service_error(),
+        SendMessageBatchError::BatchEntryIdsNotDistinct(_)
+    ));
+    let err = server
+        .sqs
+        .send_message_batch()
+        .queue_url(&url)
+        .set_entries(Some(vec![entry("bad id!")]))
+        .send()
+        .await
+        .unwrap_err();
+    assert!(matches!(
+        err.into_service_error(),
+        SendMessageBatchError::InvalidBatchEntryId(_)
+    ));
+    let err = server
+        .sqs
+        .send_message_batch()
+        .queue_url(&url)
+        .set_entries(Some(vec![]))
+        .send()
+        .await
+        .unwrap_err();
+    assert!(matches!(
+        err.into_service_error(),
+        SendMessageBatchError::EmptyBatchRequest(_)
+    ));
+}
+
+#[tokio::test]
+async fn oversized_batch_entry_fails_alone() {
+    let server = start().await;
+    let url = server
+        .sqs
+        .create_queue()
+        .queue_name("small")
+        .attributes(
+            aws_sdk_sqs::types::QueueAttributeName::MaximumMessageSize,
+            "1024",
+        )
+        .send()
+        .await
+        .unwrap()
+        .queue_url
+        .unwrap();
+    let out = server
+        .sqs
+        .send_message_batch()
+        .queue_url(&url)
+        .entries(
+            SendMessageBatchRequestEntry::builder()
+                .id("ok")
+                .message_body("x")
+                .build()
+                .unwrap(),
+        )
+        .entries(
+            SendMessageBatchRequestEntry::builder()
+                .id("big")
+                .message_body("y".repeat(2000))
+                .build()
+                .unwrap(),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(out.successful.len(), 1);
+    assert_eq!(out.failed[0].id, "big");
+    assert_eq!(out.failed[0].code, "InvalidParameterValue");
+    assert!(out.failed[0].sender_fault);
+    assert_eq!(
+        out.failed[0].message.as_deref(),
+        Some("One or more parameters cannot be validated. Reason: Message must be shorter than 1024 bytes.")
+    );
+}
+
+#[tokio::test]
+async fn purge_twice_within_a_minute_is_403() {
+    let server = start().await;
+    let url = server
+        .sqs
+        .create_queue()
+        .queue_name("p")
+        .send()
+        .await
+        .unwrap()
+        .queue_url
+        .unwrap();
+    server
+        .sqs
+        .purge_queue()
+        .queue_url(&url)
+        .send()
+        .await
+        .unwrap();
+    let err = server
+        .sqs
+        .purge_queue()
+        .queue_url(&url)
+        .send()
+        .await
+        .unwrap_err();
+    assert_eq!(err.raw_response().unwrap().status().as_u16(), 403);
+    let service = err.into_service_error();
+    assert!(service.is_purge_queue_in_progress());
+    assert_eq!(
+        service.message(),
+        Some("Only one PurgeQueue operation on p is allowed every 60 seconds.")
+    );
+}
+
+#[tokio::test]
+async fn bad_receipt_handles_and_parameters() {
+    let server = start().await;
+    let url = server
+        .sqs
+        .create_queue()
+        .queue_name("h")
+        .send()
+        .await
+        .unwrap()
+        .queue_url
+        .unwrap();
+    let err = server
+        .sqs
+        .delete_message()
+        .queue_url(&url)
+        .receipt_handle("garbage")
+        .send()
+        .await
+        .unwrap_err();
+    let service = err.into_service_error();
+    assert!(service.is_receipt_handle_is_invalid());
+    assert_eq!(
+        service.message(),
+        Some("The input receipt handle \"garbage\" is not a valid receipt handle.")
+    );
+    let err = server
+        .sqs
+        .receive_message()
+        .queue_url(&url)
+        .max_number_of_messages(11)
+        .send()
+        .await
+        .unwrap_err();
+    let service = err.into_service_error();
+    assert_eq!(service.code(), Some("InvalidParameterValue"));
+    assert_eq!(
+        service.message(),
+        Some("Value 11 for parameter MaxNumberOfMessages is invalid. Reason: Must be between 1 and 10, if provided.")
+    );
+    let err = server
+        .sqs
+        .receive_message()
+        .queue_url(&url)
+        .wait_time_seconds(21)
+        .send()
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err.into_service_error().code(),
+        Some("InvalidParameterValue")
+    );
+    let err = server
+        .sqs
+        .send_message()
+        .queue_url(&url)
+        .message_body("bad\u{1}")
+        .send()
+        .await
+        .unwrap_err();
+    assert!(err.into_service_error().is_invalid_message_contents());
+}

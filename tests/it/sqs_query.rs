@@ -1,0 +1,133 @@
+//! The Query protocol: form requests, XML responses (golden shapes), escaping, queue-URL paths.
+
+use crate::common::{query, start, xml_text};
+
+#[tokio::test]
+async fn query_round_trip_keeps_carriage_returns() {
+    let server = start().await;
+    let (status, body) = query(
+        &server,
+        "/",
+        &[
+            ("Action", "CreateQueue"),
+            ("Version", "2012-11-05"),
+            ("QueueName", "q.fifo"),
+            ("Attribute.1.Name", "FifoQueue"),
+            ("Attribute.1.Value", "true"),
+            ("Attribute.2.Name", "ContentBasedDeduplication"),
+            ("Attribute.2.Value", "true"),
+        ],
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    let url = xml_text(&body, "QueueUrl").unwrap().to_string();
+    assert_eq!(url, server.queue_url("q.fifo"));
+    assert!(body.starts_with(r#"<?xml version="1.0"?><CreateQueueResponse xmlns="http://queue.amazonaws.com/doc/2012-11-05/"><CreateQueueResult><QueueUrl>"#));
+
+    let body_text = "line1\r\nline2 \"quoted\" <tag> & more";
+    let (status, sent) = query(
+        &server,
+        "/",
+        &[
+            ("Action", "SendMessage"),
+            ("QueueUrl", &url),
+            ("MessageBody", body_text),
+            ("MessageGroupId", "g"),
+            ("MessageAttribute.1.Name", "Foo"),
+            ("MessageAttribute.1.Value.DataType", "String"),
+            ("MessageAttribute.1.Value.StringValue", "Bar"),
+        ],
+    )
+    .await;
+    assert_eq!(status, 200, "{sent}");
+    assert_eq!(
+        xml_text(&sent, "MD5OfMessageAttributes"),
+        Some("ae7155c6026991b6d54b11589678bf9c")
+    );
+    assert!(xml_text(&sent, "SequenceNumber").is_some());
+
+    let (_, received) = query(
+        &server,
+        "/",
+        &[
+            ("Action", "ReceiveMessage"),
+            ("QueueUrl", &url),
+            ("AttributeName.1", "All"),
+            ("MessageAttributeName.1", "All"),
+        ],
+    )
+    .await;
+    assert_eq!(
+        xml_text(&received, "Body"),
+        Some("line1&#xD;\nline2 &quot;quoted&quot; &lt;tag&gt; &amp; more")
+    );
+    assert!(received.contains("<Attribute><Name>MessageGroupId</Name><Value>g</Value></Attribute>"));
+    assert!(received.contains(
+        "<MessageAttribute><Name>Foo</Name><Value><StringValue>Bar</StringValue><DataType>String</DataType></Value></MessageAttribute>"
+    ));
+}
+
+#[tokio::test]
+async fn query_error_document_for_unknown_queue() {
+    let server = start().await;
+    let (status, body) = query(
+        &server,
+        "/",
+        &[("Action", "GetQueueUrl"), ("QueueName", "nope")],
+    )
+    .await;
+    assert_eq!(status, 400);
+    assert!(body.starts_with(r#"<?xml version="1.0"?><ErrorResponse xmlns="http://queue.amazonaws.com/doc/2012-11-05/"><Error><Type>Sender</Type><Code>AWS.SimpleQueueService.NonExistentQueue</Code>"#), "{body}");
+    assert!(body.contains("<Detail/></Error><RequestId>"));
+}
+
+#[tokio::test]
+async fn queue_url_as_path_and_no_result_shape() {
+    let server = start().await;
+    query(
+        &server,
+        "/",
+        &[("Action", "CreateQueue"), ("QueueName", "plain")],
+    )
+    .await;
+    let (status, body) = query(
+        &server,
+        "/000000000000/plain",
+        &[("Action", "SendMessage"), ("MessageBody", "x")],
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    let (_, received) = query(
+        &server,
+        "/000000000000/plain",
+        &[("Action", "ReceiveMessage")],
+    )
+    .await;
+    let handle = xml_text(&received, "ReceiptHandle").unwrap().to_string();
+    let (status, deleted) = query(
+        &server,
+        "/000000000000/plain",
+        &[("Action", "DeleteMessage"), ("ReceiptHandle", &handle)],
+    )
+    .await;
+    assert_eq!(status, 200);
+    assert!(deleted.starts_with(r#"<?xml version="1.0"?><DeleteMessageResponse xmlns="http://queue.amazonaws.com/doc/2012-11-05/"><ResponseMetadata><RequestId>"#));
+    let (_, empty) = query(
+        &server,
+        "/000000000000/plain",
+        &[("Action", "ReceiveMessage")],
+    )
+    .await;
+    assert!(empty.contains("<ReceiveMessageResult></ReceiveMessageResult>"));
+}
+
+#[tokio::test]
+async fn missing_and_unknown_actions() {
+    let server = start().await;
+    let (status, body) = query(&server, "/", &[("Version", "2012-11-05")]).await;
+    assert_eq!(status, 400);
+    assert_eq!(xml_text(&body, "Code"), Some("MissingAction"));
+    let (status, body) = query(&server, "/", &[("Action", "Frobnicate")]).await;
+    assert_eq!(status, 400);
+    assert_eq!(xml_text(&body, "Code"), Some("InvalidAction"));
+}

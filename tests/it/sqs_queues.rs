@@ -1,0 +1,277 @@
+//! Queue management through aws-sdk-sqs: creation rules, attributes, listing, tags, permissions.
+
+use aws_sdk_sqs::error::ProvideErrorMetadata;
+use aws_sdk_sqs::types::QueueAttributeName as A;
+
+use crate::common::start;
+
+#[tokio::test]
+async fn create_is_idempotent_only_with_equal_attributes() {
+    let server = start().await;
+    let create = |v: &'static str| {
+        server
+            .sqs
+            .create_queue()
+            .queue_name("q")
+            .attributes(A::VisibilityTimeout, v)
+            .send()
+    };
+    let a = create("60").await.unwrap().queue_url.unwrap();
+    let b = create("60").await.unwrap().queue_url.unwrap();
+    assert_eq!(a, b);
+    assert_eq!(
+        a,
+        server.queue_url("q"),
+        "queue URLs use the Host the client reached"
+    );
+    let err = create("61").await.unwrap_err().into_service_error();
+    assert!(err.is_queue_name_exists());
+    assert_eq!(err.code(), Some("QueueAlreadyExists"));
+    // No attributes at all: returns the existing queue.
+    assert!(server
+        .sqs
+        .create_queue()
+        .queue_name("q")
+        .send()
+        .await
+        .is_ok());
+}
+
+#[tokio::test]
+async fn attribute_validation_and_fifo_only_rules() {
+    let server = start().await;
+    let err = server
+        .sqs
+        .create_queue()
+        .queue_name("std")
+        .attributes(A::FifoQueue, "false")
+        .send()
+        .await
+        .unwrap_err()
+        .into_service_error();
+    assert!(err.is_invalid_attribute_name());
+    assert_eq!(err.message(), Some("Unknown Attribute FifoQueue."));
+    let err = server
+        .sqs
+        .create_queue()
+        .queue_name("std")
+        .attributes(A::MessageRetentionPeriod, "10")
+        .send()
+        .await
+        .unwrap_err()
+        .into_service_error();
+    assert!(err.is_invalid_attribute_value());
+    let err = server
+        .sqs
+        .create_queue()
+        .queue_name("bad name")
+        .send()
+        .await
+        .unwrap_err()
+        .into_service_error();
+    assert_eq!(err.code(), Some("InvalidParameterValue"));
+    let url = server
+        .sqs
+        .create_queue()
+        .queue_name("std")
+        .send()
+        .await
+        .unwrap()
+        .queue_url
+        .unwrap();
+    server
+        .sqs
+        .set_queue_attributes()
+        .queue_url(&url)
+        .attributes(A::DelaySeconds, "7")
+        .send()
+        .await
+        .unwrap();
+    let got = server
+        .sqs
+        .get_queue_attributes()
+        .queue_url(&url)
+        .attribute_names(A::All)
+        .send()
+        .await
+        .unwrap();
+    let attrs = got.attributes.unwrap();
+    assert_eq!(attrs[&A::DelaySeconds], "7");
+    assert_eq!(
+        attrs[&A::QueueArn],
+        "arn:aws:sqs:us-east-1:000000000000:std"
+    );
+    assert!(!attrs.contains_key(&A::FifoQueue));
+    let none = server
+        .sqs
+        .get_queue_attributes()
+        .queue_url(&url)
+        .send()
+        .await
+        .unwrap();
+    assert!(none.attributes.is_none());
+}
+
+#[tokio::test]
+async fn list_queues_by_prefix_with_pagination() {
+    let server = start().await;
+    for name in ["a1", "a2", "a3", "b1"] {
+        server
+            .sqs
+            .create_queue()
+            .queue_name(name)
+            .send()
+            .await
+            .unwrap();
+    }
+    let all = server
+        .sqs
+        .list_queues()
+        .queue_name_prefix("a")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(all.queue_urls.unwrap().len(), 3);
+    assert!(all.next_token.is_none());
+    let page1 = server
+        .sqs
+        .list_queues()
+        .max_results(2)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(page1.queue_urls.as_ref().unwrap().len(), 2);
+    let token = page1.next_token.unwrap();
+    let page2 = server
+        .sqs
+        .list_queues()
+        .max_results(2)
+        .next_token(token)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        page2.queue_urls.unwrap(),
+        vec![server.queue_url("a3"), server.queue_url("b1")]
+    );
+    assert!(page2.next_token.is_none());
+    let empty = server
+        .sqs
+        .list_queues()
+        .queue_name_prefix("zzz")
+        .send()
+        .await
+        .unwrap();
+    assert!(empty.queue_urls.is_none());
+}
+
+#[tokio::test]
+async fn tags_and_permissions() {
+    let server = start().await;
+    let url = server
+        .sqs
+        .create_queue()
+        .queue_name("t")
+        .tags("team", "prices")
+        .send()
+        .await
+        .unwrap()
+        .queue_url
+        .unwrap();
+    server
+        .sqs
+        .tag_queue()
+        .queue_url(&url)
+        .tags("env", "")
+        .send()
+        .await
+        .unwrap();
+    server
+        .sqs
+        .untag_queue()
+        .queue_url(&url)
+        .tag_keys("team")
+        .send()
+        .await
+        .unwrap();
+    let tags = server
+        .sqs
+        .list_queue_tags()
+        .queue_url(&url)
+        .send()
+        .await
+        .unwrap()
+        .tags
+        .unwrap();
+    assert_eq!(tags.len(), 1);
+    assert_eq!(tags["env"], "");
+    server
+        .sqs
+        .add_permission()
+        .queue_url(&url)
+        .label("send")
+        .aws_account_ids("111122223333")
+        .actions("SendMessage")
+        .send()
+        .await
+        .unwrap();
+    let policy = server
+        .sqs
+        .get_queue_attributes()
+        .queue_url(&url)
+        .attribute_names(A::Policy)
+        .send()
+        .await
+        .unwrap();
+    let doc: serde_json::Value =
+        serde_json::from_str(&policy.attributes.unwrap()[&A::Policy]).unwrap();
+    assert_eq!(doc["Statement"][0]["Sid"], "send");
+    assert_eq!(doc["Statement"][0]["Action"], "SQS:SendMessage");
+    server
+        .sqs
+        .remove_permission()
+        .queue_url(&url)
+        .label("send")
+        .send()
+        .await
+        .unwrap();
+    let after = server
+        .sqs
+        .get_queue_attributes()
+        .queue_url(&url)
+        .attribute_names(A::Policy)
+        .send()
+        .await
+        .unwrap();
+    assert!(after.attributes.is_none());
+}
+
+#[tokio::test]
+async fn delete_queue_then_it_is_gone() {
+    let server = start().await;
+    let url = server
+        .sqs
+        .create_queue()
+        .queue_name("gone")
+        .send()
+        .await
+        .unwrap()
+        .queue_url
+        .unwrap();
+    server
+        .sqs
+        .delete_queue()
+        .queue_url(&url)
+        .send()
+        .await
+        .unwrap();
+    let err = server
+        .sqs
+        .send_message()
+        .queue_url(&url)
+        .message_body("x")
+        .send()
+        .await
+        .unwrap_err();
+    assert!(err.into_service_error().is_queue_does_not_exist());
+}

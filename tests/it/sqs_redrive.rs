@@ -1,0 +1,187 @@
+//! Dead-letter queues: redrive after maxReceiveCount, source listing, and move tasks back.
+
+use std::time::Duration;
+
+use aws_sdk_sqs::types::{MessageSystemAttributeName as S, QueueAttributeName as A};
+
+use crate::common::start;
+
+#[tokio::test]
+async fn redrive_to_dlq_then_move_back() {
+    let server = start().await;
+    let dlq = server
+        .sqs
+        .create_queue()
+        .queue_name("dlq")
+        .send()
+        .await
+        .unwrap()
+        .queue_url
+        .unwrap();
+    let policy =
+        r#"{"deadLetterTargetArn":"arn:aws:sqs:us-east-1:000000000000:dlq","maxReceiveCount":"1"}"#;
+    let src = server
+        .sqs
+        .create_queue()
+        .queue_name("src")
+        .attributes(A::RedrivePolicy, policy)
+        .send()
+        .await
+        .unwrap()
+        .queue_url
+        .unwrap();
+    server
+        .sqs
+        .send_message()
+        .queue_url(&src)
+        .message_body("poison")
+        .send()
+        .await
+        .unwrap();
+    let first = server
+        .sqs
+        .receive_message()
+        .queue_url(&src)
+        .visibility_timeout(0)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(first.messages.unwrap().len(), 1);
+    let second = server
+        .sqs
+        .receive_message()
+        .queue_url(&src)
+        .send()
+        .await
+        .unwrap();
+    assert!(
+        second.messages.is_none(),
+        "the message went to the DLQ instead"
+    );
+    let moved = server
+        .sqs
+        .receive_message()
+        .queue_url(&dlq)
+        .message_system_attribute_names(S::All)
+        .visibility_timeout(0)
+        .send()
+        .await
+        .unwrap()
+        .messages
+        .unwrap();
+    let attrs = moved[0].attributes().unwrap();
+    assert_eq!(
+        attrs[&S::ApproximateReceiveCount],
+        "2",
+        "receive count is not reset"
+    );
+    assert_eq!(
+        attrs[&S::DeadLetterQueueSourceArn],
+        "arn:aws:sqs:us-east-1:000000000000:src"
+    );
+    let sources = server
+        .sqs
+        .list_dead_letter_source_queues()
+        .queue_url(&dlq)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(sources.queue_urls, vec![src.clone()]);
+
+    let source_arn = "arn:aws:sqs:us-east-1:000000000000:dlq";
+    let task = server
+        .sqs
+        .start_message_move_task()
+        .source_arn(source_arn)
+        .send()
+        .await
+        .unwrap();
+    assert!(task.task_handle.is_some());
+    let back = server
+        .sqs
+        .receive_message()
+        .queue_url(&src)
+        .wait_time_seconds(5)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(back.messages.unwrap()[0].body(), Some("poison"));
+    let mut status = String::new();
+    for _ in 0..50 {
+        let tasks = server
+            .sqs
+            .list_message_move_tasks()
+            .source_arn(source_arn)
+            .send()
+            .await
+            .unwrap();
+        let t = &tasks.results.unwrap()[0];
+        status = t.status().unwrap().to_string();
+        if status == "COMPLETED" {
+            assert_eq!(t.approximate_number_of_messages_moved, 1);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(status, "COMPLETED");
+}
+
+#[tokio::test]
+async fn move_task_rules() {
+    let server = start().await;
+    server
+        .sqs
+        .create_queue()
+        .queue_name("plain")
+        .send()
+        .await
+        .unwrap();
+    let err = server
+        .sqs
+        .start_message_move_task()
+        .source_arn("arn:aws:sqs:us-east-1:000000000000:plain")
+        .send()
+        .await
+        .unwrap_err();
+    let msg = aws_sdk_sqs::error::ProvideErrorMetadata::message(&err.into_service_error())
+        .map(String::from);
+    assert_eq!(
+        msg.as_deref(),
+        Some("Source queue must be configured as a Dead Letter Queue.")
+    );
+    let err = server
+        .sqs
+        .start_message_move_task()
+        .source_arn("arn:aws:sqs:us-east-1:000000000000:none")
+        .send()
+        .await
+        .unwrap_err();
+    assert!(err.into_service_error().is_resource_not_found_exception());
+}
+
+#[tokio::test]
+async fn redrive_policy_requires_same_queue_type() {
+    let server = start().await;
+    server
+        .sqs
+        .create_queue()
+        .queue_name("dlq.fifo")
+        .attributes(A::FifoQueue, "true")
+        .send()
+        .await
+        .unwrap();
+    let policy = r#"{"deadLetterTargetArn":"arn:aws:sqs:us-east-1:000000000000:dlq.fifo","maxReceiveCount":3}"#;
+    let err = server
+        .sqs
+        .create_queue()
+        .queue_name("std")
+        .attributes(A::RedrivePolicy, policy)
+        .send()
+        .await
+        .unwrap_err();
+    let message = aws_sdk_sqs::error::ProvideErrorMetadata::message(&err.into_service_error())
+        .map(String::from);
+    assert!(message
+        .unwrap()
+        .contains("Dead-letter queue must be same type of queue as the source.."));
+}
