@@ -152,6 +152,9 @@ impl Service {
                 .queue(&entry.name)
                 .map_or(true, |current| !std::sync::Arc::ptr_eq(&current, &entry));
             if !outcome.deliveries.is_empty() || now >= deadline || gone {
+                if !outcome.deliveries.is_empty() && entry.lock().has_receivable() {
+                    Self::wake(&entry);
+                }
                 let messages = outcome
                     .deliveries
                     .into_iter()

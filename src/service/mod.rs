@@ -61,8 +61,15 @@ impl Service {
         Ok(self.engine.queue(name)?)
     }
 
-    /// Wakes long polls on a queue after something became receivable.
+    /// Wakes the longest-waiting long poll on a queue after something became receivable. One is
+    /// enough: a poll that leaves receivable messages behind wakes the next (see
+    /// `receive_message`), so waiters are served in arrival order without a thundering herd.
     fn wake(entry: &Entry) {
+        entry.waiters.notify_one();
+    }
+
+    /// Wakes every long poll (the queue is gone).
+    fn wake_all(entry: &Entry) {
         entry.waiters.notify_waiters();
     }
 

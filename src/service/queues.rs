@@ -111,7 +111,7 @@ impl Service {
         let entry = self.queue_from_url(input.queue_url.as_deref())?;
         self.engine.delete_queue(&entry.name, self.clock.now())?;
         // Parked long polls notice the queue is gone and return empty.
-        Self::wake(&entry);
+        Self::wake_all(&entry);
         Ok(Empty {})
     }
 

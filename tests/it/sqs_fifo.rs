@@ -450,3 +450,102 @@ async fn receive_request_attempt_id_retries_get_the_same_receipt() {
         .unwrap();
     assert!(receive().await.unwrap().messages.is_none());
 }
+
+#[tokio::test]
+async fn one_send_of_two_messages_wakes_two_parked_polls() {
+    let server = start().await;
+    let url = server
+        .sqs
+        .create_queue()
+        .queue_name("herd")
+        .send()
+        .await
+        .unwrap()
+        .queue_url
+        .unwrap();
+    let poll = || {
+        let sqs = server.sqs.clone();
+        let url = url.clone();
+        tokio::spawn(async move {
+            let started = Instant::now();
+            let out = sqs
+                .receive_message()
+                .queue_url(&url)
+                .wait_time_seconds(10)
+                .send()
+                .await
+                .unwrap();
+            (out.messages.unwrap_or_default().len(), started.elapsed())
+        })
+    };
+    let (a, b) = (poll(), poll());
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    server
+        .sqs
+        .send_message_batch()
+        .queue_url(&url)
+        .entries(
+            SendMessageBatchRequestEntry::builder()
+                .id("1")
+                .message_body("x")
+                .build()
+                .unwrap(),
+        )
+        .entries(
+            SendMessageBatchRequestEntry::builder()
+                .id("2")
+                .message_body("y")
+                .build()
+                .unwrap(),
+        )
+        .send()
+        .await
+        .unwrap();
+    let (a, b) = (a.await.unwrap(), b.await.unwrap());
+    assert_eq!(a.0 + b.0, 2, "each poll takes one message");
+    assert!(
+        a.1 < Duration::from_secs(3) && b.1 < Duration::from_secs(3),
+        "a poll slept through: {a:?} {b:?}"
+    );
+}
+
+#[tokio::test]
+async fn deleting_a_queue_releases_its_long_polls() {
+    let server = start().await;
+    let url = server
+        .sqs
+        .create_queue()
+        .queue_name("doomed")
+        .send()
+        .await
+        .unwrap()
+        .queue_url
+        .unwrap();
+    let sqs = server.sqs.clone();
+    let poll_url = url.clone();
+    let poll = tokio::spawn(async move {
+        let started = Instant::now();
+        let out = sqs
+            .receive_message()
+            .queue_url(&poll_url)
+            .wait_time_seconds(10)
+            .send()
+            .await
+            .unwrap();
+        (out.messages.is_none(), started.elapsed())
+    });
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    server
+        .sqs
+        .delete_queue()
+        .queue_url(&url)
+        .send()
+        .await
+        .unwrap();
+    let (empty, waited) = poll.await.unwrap();
+    assert!(empty);
+    assert!(
+        waited < Duration::from_secs(3),
+        "poll outlived its queue: {waited:?}"
+    );
+}

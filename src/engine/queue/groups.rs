@@ -85,6 +85,10 @@ impl GroupIndex {
         Some(group)
     }
 
+    pub fn has_ready(&self) -> bool {
+        !self.ready.is_empty()
+    }
+
     pub fn clear(&mut self) {
         self.groups.clear();
         self.ready.clear();

@@ -177,6 +177,15 @@ impl Queue {
         }
     }
 
+    /// True when a receive would return something now (given deadlines already ticked).
+    pub fn has_receivable(&self) -> bool {
+        self.in_flight.len() < self.inflight_limit
+            && match &self.order {
+                Order::Standard(ready) => !ready.is_empty(),
+                Order::Fifo(index) => index.has_ready(),
+            }
+    }
+
     /// The earliest moment a deadline falls due (delay, visibility or retention), for timers.
     pub fn next_deadline(&self) -> Option<Timestamp> {
         let retention = self

@@ -1,0 +1,551 @@
+//! The scenarios: batched and single sends, the producer/consumer pipeline (optionally paced),
+//! and receive throughput under a large backlog.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use serde_json::Value;
+
+use crate::report::{percentile, Row};
+use crate::server::ServerProcess;
+use crate::Args;
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum System {
+    Orderly,
+    Null,
+}
+
+impl System {
+    fn name(self) -> &'static str {
+        match self {
+            System::Orderly => "orderly",
+            System::Null => "null handler",
+        }
+    }
+}
+
+async fn start(args: &Args, system: System) -> ServerProcess {
+    match system {
+        System::Orderly => ServerProcess::start(&args.orderly, &["--bind", "127.0.0.1:0"]).await,
+        System::Null => {
+            let me = std::env::current_exe().expect("own path");
+            ServerProcess::start(
+                me.to_str().expect("utf-8 path"),
+                &["--null-server", "127.0.0.1:0"],
+            )
+            .await
+        }
+    }
+}
+
+fn http_client() -> reqwest::Client {
+    reqwest::Client::builder()
+        .tcp_nodelay(true)
+        .pool_max_idle_per_host(256)
+        .build()
+        .expect("http client")
+}
+
+/// Posts one JSON-protocol call; returns the body of a 200 response.
+async fn call(
+    client: &reqwest::Client,
+    endpoint: &str,
+    action: &str,
+    body: String,
+) -> Result<String, String> {
+    let response = client
+        .post(endpoint)
+        .header("x-amz-target", format!("AmazonSQS.{action}"))
+        .header("content-type", "application/x-amz-json-1.0")
+        .body(body)
+        .send()
+        .await
+        .map_err(|e| e.to_string())?;
+    let status = response.status();
+    let text = response.text().await.map_err(|e| e.to_string())?;
+    if status.is_success() {
+        Ok(text)
+    } else {
+        Err(format!("{status}: {text}"))
+    }
+}
+
+fn now_micros() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_micros() as u64)
+        .unwrap_or(0)
+}
+
+async fn create_fifo_queue(client: &reqwest::Client, endpoint: &str, name: &str) -> String {
+    let body = format!(r#"{{"QueueName":"{name}","Attributes":{{"FifoQueue":"true"}}}}"#);
+    let text = call(client, endpoint, "CreateQueue", body)
+        .await
+        .expect("create queue");
+    let v: Value = serde_json::from_str(&text).expect("json");
+    v["QueueUrl"].as_str().expect("queue url").to_string()
+}
+
+/// A message body: `group:seq:sent_micros:` padded to the requested size.
+fn body(group: usize, seq: u64, size: usize) -> String {
+    let mut b = format!("{group}:{seq}:{}:", now_micros());
+    while b.len() < size {
+        b.push('x');
+    }
+    b
+}
+
+/// Sends one batch of `groups.len()` entries (or a single message); returns messages accepted.
+async fn send_batch(
+    client: &reqwest::Client,
+    endpoint: &str,
+    queue_url: &str,
+    entries: &[(usize, u64)],
+    size: usize,
+    batch: bool,
+) -> Result<u64, String> {
+    if !batch {
+        let (g, seq) = entries[0];
+        let req = format!(
+            r#"{{"QueueUrl":"{queue_url}","MessageBody":"{}","MessageGroupId":"g{g}","MessageDeduplicationId":"{g}-{seq}"}}"#,
+            body(g, seq, size)
+        );
+        call(client, endpoint, "SendMessage", req).await?;
+        return Ok(1);
+    }
+    let mut req = format!(r#"{{"QueueUrl":"{queue_url}","Entries":["#);
+    for (i, (g, seq)) in entries.iter().enumerate() {
+        if i > 0 {
+            req.push(',');
+        }
+        req.push_str(&format!(
+            r#"{{"Id":"e{i}","MessageBody":"{}","MessageGroupId":"g{g}","MessageDeduplicationId":"{g}-{seq}"}}"#,
+            body(*g, *seq, size)
+        ));
+    }
+    req.push_str("]}");
+    let text = call(client, endpoint, "SendMessageBatch", req).await?;
+    if text.contains("\"Failed\"") {
+        return Err(format!("partial failure: {text}"));
+    }
+    Ok(entries.len() as u64)
+}
+
+struct ProducerPlan {
+    /// The groups this producer owns (so per-group sequence numbers follow send order).
+    groups: Vec<usize>,
+    batch: bool,
+    /// Messages per second for this producer, if paced.
+    rate: Option<f64>,
+    /// Stop after this many messages.
+    limit: Option<u64>,
+}
+
+struct ProducerResult {
+    sent: u64,
+    errors: u64,
+    latencies: Vec<u64>,
+}
+
+async fn produce(
+    client: reqwest::Client,
+    endpoint: String,
+    queue_url: String,
+    plan: ProducerPlan,
+    size: usize,
+    stop: Arc<AtomicBool>,
+) -> ProducerResult {
+    let mut seqs = vec![0u64; plan.groups.len()];
+    let mut next = 0usize;
+    let per_request = if plan.batch { 10 } else { 1 };
+    let mut result = ProducerResult {
+        sent: 0,
+        errors: 0,
+        latencies: Vec::new(),
+    };
+    let interval = plan
+        .rate
+        .map(|r| Duration::from_secs_f64(per_request as f64 / r));
+    let started = Instant::now();
+    while !stop.load(Ordering::Relaxed) && plan.limit.is_none_or(|l| result.sent < l) {
+        if let Some(step) = interval {
+            let due = started + step.mul_f64((result.sent / per_request) as f64);
+            tokio::time::sleep_until(due.into()).await;
+        }
+        let entries: Vec<(usize, u64)> = (0..per_request)
+            .map(|_| {
+                let i = next % plan.groups.len();
+                next += 1;
+                seqs[i] += 1;
+                (plan.groups[i], seqs[i])
+            })
+            .collect();
+        let t0 = Instant::now();
+        match send_batch(&client, &endpoint, &queue_url, &entries, size, plan.batch).await {
+            Ok(n) => {
+                result.sent += n;
+                result.latencies.push(t0.elapsed().as_micros() as u64);
+            }
+            Err(e) => {
+                result.errors += 1;
+                if result.errors < 3 {
+                    eprintln!("send error: {e}");
+                }
+                // A failed request leaves gaps in sequence numbers; give those back.
+                for (g, _) in &entries {
+                    if let Some(i) = plan.groups.iter().position(|x| x == g) {
+                        seqs[i] -= 1;
+                    }
+                }
+            }
+        }
+    }
+    result
+}
+
+/// Spreads `groups` over `producers`, group g going to producer g % producers.
+fn owned_groups(producer: usize, producers: usize, groups: usize) -> Vec<usize> {
+    (producer..groups).step_by(producers).collect()
+}
+
+async fn run_send(args: &Args, system: System, batch: bool) -> Row {
+    let server = start(args, system).await;
+    let client = http_client();
+    let queue_url = create_fifo_queue(&client, &server.endpoint, "bench.fifo").await;
+    let stop = Arc::new(AtomicBool::new(false));
+    let cpu_before = server.cpu_micros();
+    let started = Instant::now();
+    let tasks: Vec<_> = (0..args.producers)
+        .map(|p| {
+            let plan = ProducerPlan {
+                groups: owned_groups(p, args.producers, args.groups),
+                batch,
+                rate: None,
+                limit: None,
+            };
+            tokio::spawn(produce(
+                client.clone(),
+                server.endpoint.clone(),
+                queue_url.clone(),
+                plan,
+                args.body_size,
+                stop.clone(),
+            ))
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_secs(args.duration)).await;
+    stop.store(true, Ordering::Relaxed);
+    let mut row = Row {
+        scenario: if batch {
+            "send (batches of 10)".into()
+        } else {
+            "send (single)".into()
+        },
+        system: system.name().into(),
+        ..Default::default()
+    };
+    let mut latencies = Vec::new();
+    for t in tasks {
+        let r = t.await.expect("producer");
+        row.messages += r.sent;
+        row.errors += r.errors;
+        latencies.extend(r.latencies);
+    }
+    row.seconds = started.elapsed().as_secs_f64();
+    row.server_cpu_us = server.cpu_micros() - cpu_before;
+    latencies.sort_unstable();
+    row.p50_us = percentile(&latencies, 0.5);
+    row.p99_us = percentile(&latencies, 0.99);
+    row.note = "latency per request".into();
+    row
+}
+
+struct Tally {
+    received: AtomicU64,
+    /// When the last expected message arrived (consumers may still sit in a long poll after).
+    finished_at: Mutex<Option<Instant>>,
+    violations: AtomicU64,
+    errors: AtomicU64,
+    last_seq: Vec<Mutex<u64>>,
+    latencies: Mutex<Vec<u64>>,
+}
+
+/// Receives, checks per-group order, deletes; until stopped and everything sent has arrived.
+async fn consume(
+    client: reqwest::Client,
+    endpoint: String,
+    queue_url: String,
+    tally: Arc<Tally>,
+    sent: Arc<AtomicU64>,
+    producers_done: Arc<AtomicBool>,
+    deadline: Instant,
+) {
+    let receive =
+        format!(r#"{{"QueueUrl":"{queue_url}","MaxNumberOfMessages":10,"WaitTimeSeconds":1}}"#);
+    let mut latencies = Vec::new();
+    loop {
+        let done = producers_done.load(Ordering::Relaxed);
+        if (done && tally.received.load(Ordering::Relaxed) >= sent.load(Ordering::Relaxed))
+            || Instant::now() > deadline
+        {
+            break;
+        }
+        let text = match call(&client, &endpoint, "ReceiveMessage", receive.clone()).await {
+            Ok(t) => t,
+            Err(_) => {
+                tally.errors.fetch_add(1, Ordering::Relaxed);
+                continue;
+            }
+        };
+        let v: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
+        let Some(messages) = v["Messages"].as_array() else {
+            continue;
+        };
+        let now = now_micros();
+        let mut delete = format!(r#"{{"QueueUrl":"{queue_url}","Entries":["#);
+        for (i, m) in messages.iter().enumerate() {
+            let body = m["Body"].as_str().unwrap_or("");
+            let mut parts = body.split(':');
+            let group: usize = parts.next().and_then(|p| p.parse().ok()).unwrap_or(0);
+            let seq: u64 = parts.next().and_then(|p| p.parse().ok()).unwrap_or(0);
+            let sent_at: u64 = parts.next().and_then(|p| p.parse().ok()).unwrap_or(now);
+            if let Some(slot) = tally.last_seq.get(group) {
+                let mut last = slot.lock().expect("lock");
+                if seq != *last + 1 {
+                    tally.violations.fetch_add(1, Ordering::Relaxed);
+                }
+                *last = (*last).max(seq);
+            }
+            latencies.push(now.saturating_sub(sent_at));
+            if i > 0 {
+                delete.push(',');
+            }
+            delete.push_str(&format!(
+                r#"{{"Id":"d{i}","ReceiptHandle":"{}"}}"#,
+                m["ReceiptHandle"].as_str().unwrap_or("")
+            ));
+        }
+        delete.push_str("]}");
+        let total = tally
+            .received
+            .fetch_add(messages.len() as u64, Ordering::Relaxed)
+            + messages.len() as u64;
+        if producers_done.load(Ordering::Relaxed) && total >= sent.load(Ordering::Relaxed) {
+            tally
+                .finished_at
+                .lock()
+                .expect("lock")
+                .get_or_insert_with(Instant::now);
+        }
+        if call(&client, &endpoint, "DeleteMessageBatch", delete)
+            .await
+            .is_err()
+        {
+            tally.errors.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+    tally.latencies.lock().expect("lock").extend(latencies);
+}
+
+async fn run_pipeline(args: &Args, rate: Option<u64>) -> Row {
+    let server = start(args, System::Orderly).await;
+    let client = http_client();
+    let queue_url = create_fifo_queue(&client, &server.endpoint, "pipeline.fifo").await;
+    let stop = Arc::new(AtomicBool::new(false));
+    let producers_done = Arc::new(AtomicBool::new(false));
+    let sent = Arc::new(AtomicU64::new(0));
+    let tally = Arc::new(Tally {
+        received: AtomicU64::new(0),
+        finished_at: Mutex::new(None),
+        violations: AtomicU64::new(0),
+        errors: AtomicU64::new(0),
+        last_seq: (0..args.groups).map(|_| Mutex::new(0)).collect(),
+        latencies: Mutex::new(Vec::new()),
+    });
+    let cpu_before = server.cpu_micros();
+    let started = Instant::now();
+    let drain_deadline = started + Duration::from_secs(args.duration + 30);
+    let consumers: Vec<_> = (0..args.consumers)
+        .map(|_| {
+            tokio::spawn(consume(
+                client.clone(),
+                server.endpoint.clone(),
+                queue_url.clone(),
+                tally.clone(),
+                sent.clone(),
+                producers_done.clone(),
+                drain_deadline,
+            ))
+        })
+        .collect();
+    let per_producer_rate = rate.map(|r| r as f64 / args.producers as f64);
+    let producers: Vec<_> = (0..args.producers)
+        .map(|p| {
+            let plan = ProducerPlan {
+                groups: owned_groups(p, args.producers, args.groups),
+                batch: true,
+                rate: per_producer_rate,
+                limit: None,
+            };
+            tokio::spawn(produce(
+                client.clone(),
+                server.endpoint.clone(),
+                queue_url.clone(),
+                plan,
+                args.body_size,
+                stop.clone(),
+            ))
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_secs(args.duration)).await;
+    stop.store(true, Ordering::Relaxed);
+    let mut errors = 0;
+    for p in producers {
+        let r = p.await.expect("producer");
+        sent.fetch_add(r.sent, Ordering::Relaxed);
+        errors += r.errors;
+    }
+    producers_done.store(true, Ordering::Relaxed);
+    for c in consumers {
+        c.await.expect("consumer");
+    }
+    let finished = tally
+        .finished_at
+        .lock()
+        .expect("lock")
+        .unwrap_or_else(Instant::now);
+    let seconds = finished.duration_since(started).as_secs_f64();
+    let received = tally.received.load(Ordering::Relaxed);
+    let mut latencies = std::mem::take(&mut *tally.latencies.lock().expect("lock"));
+    latencies.sort_unstable();
+    Row {
+        scenario: match rate {
+            Some(r) => format!("pipeline paced at {r} msg/s"),
+            None => "pipeline".into(),
+        },
+        system: "orderly".into(),
+        messages: received,
+        seconds,
+        p50_us: percentile(&latencies, 0.5),
+        p99_us: percentile(&latencies, 0.99),
+        errors: errors + tally.errors.load(Ordering::Relaxed),
+        order_violations: tally.violations.load(Ordering::Relaxed),
+        lost: sent.load(Ordering::Relaxed).saturating_sub(received),
+        server_cpu_us: server.cpu_micros() - cpu_before,
+        note: "send-to-receive latency; delivered msg/s".into(),
+    }
+}
+
+/// Receive+delete throughput over the first `measure` messages of a queue preloaded with
+/// `preload` messages in `groups` groups.
+async fn run_backlog(args: &Args, preload: usize, groups: usize, measure: u64) -> Row {
+    let server = start(args, System::Orderly).await;
+    let client = http_client();
+    let queue_url = create_fifo_queue(&client, &server.endpoint, "backlog.fifo").await;
+    let stop = Arc::new(AtomicBool::new(false));
+    let per_producer = (preload / args.producers) as u64;
+    let loaders: Vec<_> = (0..args.producers)
+        .map(|p| {
+            let plan = ProducerPlan {
+                groups: owned_groups(p, args.producers, groups),
+                batch: true,
+                rate: None,
+                limit: Some(per_producer),
+            };
+            tokio::spawn(produce(
+                client.clone(),
+                server.endpoint.clone(),
+                queue_url.clone(),
+                plan,
+                args.body_size,
+                stop.clone(),
+            ))
+        })
+        .collect();
+    let mut loaded = 0;
+    for l in loaders {
+        loaded += l.await.expect("loader").sent;
+    }
+    let rss = server.rss_kib();
+    let tally = Arc::new(Tally {
+        received: AtomicU64::new(0),
+        finished_at: Mutex::new(None),
+        violations: AtomicU64::new(0),
+        errors: AtomicU64::new(0),
+        last_seq: (0..groups).map(|_| Mutex::new(0)).collect(),
+        latencies: Mutex::new(Vec::new()),
+    });
+    // Consumers stop once `measure` messages were received ("sent" is the target here).
+    let target = Arc::new(AtomicU64::new(measure.min(loaded)));
+    let done = Arc::new(AtomicBool::new(true));
+    let cpu_before = server.cpu_micros();
+    let started = Instant::now();
+    let consumers: Vec<_> = (0..args.consumers)
+        .map(|_| {
+            tokio::spawn(consume(
+                client.clone(),
+                server.endpoint.clone(),
+                queue_url.clone(),
+                tally.clone(),
+                target.clone(),
+                done.clone(),
+                started + Duration::from_secs(120),
+            ))
+        })
+        .collect();
+    for c in consumers {
+        c.await.expect("consumer");
+    }
+    let received = tally.received.load(Ordering::Relaxed);
+    let finished = tally
+        .finished_at
+        .lock()
+        .expect("lock")
+        .unwrap_or_else(Instant::now);
+    Row {
+        scenario: format!("receive+delete, backlog {preload} msgs in {groups} groups"),
+        system: "orderly".into(),
+        messages: received,
+        seconds: finished.duration_since(started).as_secs_f64(),
+        errors: tally.errors.load(Ordering::Relaxed),
+        order_violations: tally.violations.load(Ordering::Relaxed),
+        server_cpu_us: server.cpu_micros() - cpu_before,
+        note: format!(
+            "first {measure} msgs; server RSS after load {} MiB",
+            rss / 1024
+        ),
+        ..Default::default()
+    }
+}
+
+pub async fn run_all(args: &Args) -> Vec<Row> {
+    let mut rows = Vec::new();
+    for scenario in args.scenarios.split(',').map(str::trim) {
+        eprintln!("running {scenario} ...");
+        match scenario {
+            "send" => {
+                rows.push(run_send(args, System::Null, true).await);
+                rows.push(run_send(args, System::Orderly, true).await);
+            }
+            "single" => {
+                rows.push(run_send(args, System::Null, false).await);
+                rows.push(run_send(args, System::Orderly, false).await);
+            }
+            "pipeline" => rows.push(run_pipeline(args, None).await),
+            "paced" => rows.push(run_pipeline(args, Some(args.rate)).await),
+            "backlog" => {
+                let measure = 100_000u64;
+                let small_groups =
+                    (measure as usize * args.backlog_groups / args.backlog_messages.max(1)).max(1);
+                rows.push(run_backlog(args, measure as usize, small_groups, measure).await);
+                rows.push(
+                    run_backlog(args, args.backlog_messages, args.backlog_groups, measure).await,
+                );
+            }
+            other => eprintln!("unknown scenario {other}"),
+        }
+    }
+    rows
+}

@@ -1,0 +1,66 @@
+//! orderly-bench: drives a server over HTTP with the SQS JSON protocol and reports throughput,
+//! latency percentiles and the server's CPU time per message (read from /proc).
+//!
+//! Each scenario starts a fresh server process (Orderly, or the null handler: a server on the
+//! same HTTP stack that parses each request and stores nothing), so figures do not leak between
+//! scenarios. Usage: `cargo run --release -p orderly-bench -- --orderly target/release/orderly`.
+
+mod load;
+mod null_server;
+mod report;
+mod server;
+
+use clap::Parser;
+
+#[derive(Parser, Debug, Clone)]
+#[command(about = "Benchmark Orderly against a null handler")]
+pub struct Args {
+    /// Path to the orderly binary (a release build).
+    #[arg(long, default_value = "target/release/orderly")]
+    pub orderly: String,
+    /// Comma-separated scenarios: send, single, pipeline, paced, backlog.
+    #[arg(long, default_value = "send,single,pipeline,paced,backlog")]
+    pub scenarios: String,
+    /// Seconds each measured phase runs.
+    #[arg(long, default_value_t = 10)]
+    pub duration: u64,
+    /// Producer connections.
+    #[arg(long, default_value_t = 8)]
+    pub producers: usize,
+    /// Consumer connections.
+    #[arg(long, default_value_t = 8)]
+    pub consumers: usize,
+    /// Message groups.
+    #[arg(long, default_value_t = 64)]
+    pub groups: usize,
+    /// Body size in bytes.
+    #[arg(long, default_value_t = 256)]
+    pub body_size: usize,
+    /// Total send rate for the paced scenario (messages per second).
+    #[arg(long, default_value_t = 1000)]
+    pub rate: u64,
+    /// Messages preloaded for the backlog scenario.
+    #[arg(long, default_value_t = 1_000_000)]
+    pub backlog_messages: usize,
+    /// Groups the backlog is spread over.
+    #[arg(long, default_value_t = 100_000)]
+    pub backlog_groups: usize,
+    /// Run as the null handler on this address (used by the benchmark itself).
+    #[arg(long, hide = true)]
+    pub null_server: Option<String>,
+}
+
+fn main() {
+    let args = Args::parse();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("tokio runtime");
+    if let Some(bind) = &args.null_server {
+        runtime.block_on(null_server::run(bind));
+        return;
+    }
+    let rows = runtime.block_on(load::run_all(&args));
+    report::print(&args, &rows);
+}

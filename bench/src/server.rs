@@ -1,0 +1,64 @@
+//! Starting a server process on a free port and reading its CPU time from /proc.
+
+use std::process::Stdio;
+
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::{Child, Command};
+
+pub struct ServerProcess {
+    pub child: Child,
+    pub endpoint: String,
+}
+
+/// Clock ticks per second for /proc/<pid>/stat CPU fields (100 on Linux).
+const TICKS_PER_SECOND: u64 = 100;
+
+impl ServerProcess {
+    /// Starts `program args... --bind 127.0.0.1:0` and waits for its "listening on" line.
+    pub async fn start(program: &str, args: &[&str]) -> ServerProcess {
+        let mut child = Command::new(program)
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start {program}: {e}"));
+        let stdout = child.stdout.take().expect("stdout");
+        let mut lines = BufReader::new(stdout).lines();
+        let endpoint = loop {
+            let line = lines
+                .next_line()
+                .await
+                .expect("read")
+                .expect("server exited before listening");
+            if let Some(url) = line.split_whitespace().find(|w| w.starts_with("http://")) {
+                break url.to_string();
+            }
+        };
+        ServerProcess { child, endpoint }
+    }
+
+    /// User plus system CPU time of the server so far, in microseconds.
+    pub fn cpu_micros(&self) -> u64 {
+        let Some(pid) = self.child.id() else { return 0 };
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        // Fields after the parenthesised command name; utime and stime are the 12th and 13th.
+        let after = stat.rsplit(')').next().unwrap_or("");
+        let fields: Vec<&str> = after.split_whitespace().collect();
+        let ticks: u64 = fields.get(11).and_then(|v| v.parse().ok()).unwrap_or(0)
+            + fields.get(12).and_then(|v| v.parse().ok()).unwrap_or(0);
+        ticks * 1_000_000 / TICKS_PER_SECOND
+    }
+
+    /// Resident memory in KiB.
+    pub fn rss_kib(&self) -> u64 {
+        let Some(pid) = self.child.id() else { return 0 };
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+        status
+            .lines()
+            .find(|l| l.starts_with("VmRSS:"))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0)
+    }
+}

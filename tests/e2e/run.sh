@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# End-to-end: the real orderly binary, driven by current boto3 (JSON protocol), by
+# boto3 1.34.89 (the last Query-protocol release) and by the AWS CLI.
+# Usage: tests/e2e/run.sh [path/to/orderly]   (default: target/debug/orderly)
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
+binary=${1:-$root/target/debug/orderly}
+venvs=${ORDERLY_E2E_VENVS:-$root/target/e2e-venvs}
+python=${PYTHON:-python3}
+
+make_venv() { # name, pip requirements...
+  local dir=$venvs/$1; shift
+  if [ ! -x "$dir/bin/python" ]; then
+    "$python" -m venv "$dir"
+    "$dir/bin/pip" install --quiet --disable-pip-version-check "$@"
+  fi
+}
+make_venv current boto3 awscli
+make_venv legacy boto3==1.34.89 botocore==1.34.89
+
+log=$(mktemp)
+"$binary" --bind 127.0.0.1:0 >"$log" 2>&1 &
+server=$!
+trap 'kill $server 2>/dev/null || true; rm -f "$log"' EXIT
+for _ in $(seq 1 100); do
+  grep -q "listening on" "$log" && break
+  sleep 0.1
+done
+endpoint=$(grep -o 'http://[0-9.:]*' "$log" | head -n 1)
+[ -n "$endpoint" ] || { echo "server did not start"; cat "$log"; exit 1; }
+echo "orderly at $endpoint"
+
+echo "== boto3 (current, JSON protocol)"
+"$venvs/current/bin/python" "$here/fifo_scenario.py" "$endpoint" json
+echo "== boto3 1.34.89 (Query protocol)"
+"$venvs/legacy/bin/python" "$here/fifo_scenario.py" "$endpoint" query
+
+echo "== AWS CLI"
+export AWS_ACCESS_KEY_ID=cli AWS_SECRET_ACCESS_KEY=cli AWS_DEFAULT_REGION=us-east-1
+aws() { "$venvs/current/bin/aws" --endpoint-url "$endpoint" --output text "$@"; }
+url=$(aws sqs create-queue --queue-name cli.fifo --attributes FifoQueue=true,ContentBasedDeduplication=true --query QueueUrl)
+aws sqs send-message --queue-url "$url" --message-body "from-cli" --message-group-id g >/dev/null
+body=$(aws sqs receive-message --queue-url "$url" --query 'Messages[0].Body')
+[ "$body" = "from-cli" ] || { echo "FAIL cli receive: $body"; exit 1; }
+aws sqs list-queues --query 'QueueUrls' | grep -q cli.fifo || { echo "FAIL cli list-queues"; exit 1; }
+aws sqs delete-queue --queue-url "$url"
+echo "ok   AWS CLI create/send/receive/list/delete"
+example=$(dirname "$binary")/examples/price_updates
+if [ -x "$example" ]; then
+  echo "== examples/price_updates"
+  "$example" "$endpoint" | tail -n 1
+fi
+echo "e2e: all scenarios passed"
