@@ -113,7 +113,10 @@ impl<W: Default> Engine<W> {
                 return Err(EngineError::QueueDeletedRecently);
             }
         }
-        check_tags(tags.iter().map(|(k, v)| (k.as_str(), v.as_str())), 0)?;
+        check_tags(
+            tags.iter().map(|(k, v)| (k.as_str(), v.as_str())),
+            tags.len(),
+        )?;
         let uid = self.next_uid.fetch_add(1, Ordering::Relaxed);
         let mut queue = Queue::new(name, self.queue_arn(name), uid, config);
         queue.tags.extend(tags.iter().cloned());
@@ -173,10 +176,10 @@ impl<W: Default> Engine<W> {
     ) -> EngineResult<()> {
         let entry = self.queue(name)?;
         let mut candidate = entry.lock().config.clone();
-        candidate.apply(attrs, false)?;
+        candidate.apply(attrs)?;
         self.check_redrive(name, &candidate)?;
         let mut queue = entry.lock();
-        queue.config.apply(attrs, false)?;
+        queue.config.apply(attrs)?;
         queue.config.last_modified_at = now;
         Ok(())
     }
@@ -266,14 +269,12 @@ impl<W: Default> Engine<W> {
     }
 }
 
-/// Tag limits: at most 50 per queue, keys 1-128 characters, values up to 256.
+/// Tag limits: keys 1-128 characters, values up to 256, at most 50 per queue once applied.
 pub fn check_tags<'a>(
     tags: impl Iterator<Item = (&'a str, &'a str)>,
-    existing: usize,
+    total_after: usize,
 ) -> EngineResult<()> {
-    let mut count = existing;
     for (key, value) in tags {
-        count += 1;
         if key.is_empty() || key.chars().count() > 128 {
             return Err(EngineError::invalid(format!(
                 "Tag key {key} is invalid. Tag keys must be 1 to 128 characters long."
@@ -285,7 +286,7 @@ pub fn check_tags<'a>(
             )));
         }
     }
-    if count > 50 {
+    if total_after > 50 {
         return Err(EngineError::invalid(
             "Too many tags added for queue. A queue can have at most 50 tags.",
         ));

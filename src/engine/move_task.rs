@@ -97,7 +97,13 @@ impl<W: Default> Engine<W> {
         }
         if let Some(dest) = destination_arn {
             let name = self.arn_queue_name(dest, "DestinationArn")?;
-            self.queue(name).map_err(|_| not_found("DestinationArn"))?;
+            let destination = self.queue(name).map_err(|_| not_found("DestinationArn"))?;
+            // FIFO messages need groups and standard ones must not keep them: types must match.
+            if destination.lock().is_fifo() != source.lock().is_fifo() {
+                return Err(EngineError::invalid(
+                    "The source queue and the destination queue must be of the same queue type.",
+                ));
+            }
         }
         if let Some(r) = rate {
             if !(1..=500).contains(&r) {

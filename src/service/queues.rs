@@ -191,7 +191,7 @@ impl Service {
         let added = tags.keys().filter(|k| !queue.tags.contains_key(*k)).count();
         check_tags(
             tags.iter().map(|(k, v)| (k.as_str(), v.as_str())),
-            queue.tags.len() + added - tags.len(),
+            queue.tags.len() + added,
         )?;
         queue.tags.extend(tags);
         Ok(Empty {})

@@ -185,3 +185,46 @@ async fn redrive_policy_requires_same_queue_type() {
         .unwrap()
         .contains("Dead-letter queue must be same type of queue as the source.."));
 }
+
+#[tokio::test]
+async fn move_task_destination_must_match_the_source_type() {
+    let server = start().await;
+    server
+        .sqs
+        .create_queue()
+        .queue_name("dlq")
+        .send()
+        .await
+        .unwrap();
+    let policy =
+        r#"{"deadLetterTargetArn":"arn:aws:sqs:us-east-1:000000000000:dlq","maxReceiveCount":1}"#;
+    server
+        .sqs
+        .create_queue()
+        .queue_name("src")
+        .attributes(A::RedrivePolicy, policy)
+        .send()
+        .await
+        .unwrap();
+    server
+        .sqs
+        .create_queue()
+        .queue_name("other.fifo")
+        .attributes(A::FifoQueue, "true")
+        .send()
+        .await
+        .unwrap();
+    let err = server
+        .sqs
+        .start_message_move_task()
+        .source_arn("arn:aws:sqs:us-east-1:000000000000:dlq")
+        .destination_arn("arn:aws:sqs:us-east-1:000000000000:other.fifo")
+        .send()
+        .await
+        .unwrap_err();
+    let service = err.into_service_error();
+    assert_eq!(
+        aws_sdk_sqs::error::ProvideErrorMetadata::code(&service),
+        Some("InvalidParameterValue")
+    );
+}

@@ -171,15 +171,15 @@ impl QueueConfig {
             ));
         }
         let mut config = QueueConfig::new(fifo, now);
-        config.apply(attrs, true)?;
+        config.apply(attrs)?;
         Ok(config)
     }
 
     /// Applies CreateQueue or SetQueueAttributes attributes; nothing changes on error.
-    pub fn apply(&mut self, attrs: &[(String, String)], creating: bool) -> EngineResult<()> {
+    pub fn apply(&mut self, attrs: &[(String, String)]) -> EngineResult<()> {
         let mut next = self.clone();
         for (name, value) in attrs {
-            next.set(name, value, creating)?;
+            next.set(name, value)?;
         }
         if next.throughput_limit == ThroughputLimit::PerMessageGroupId
             && next.dedup_scope != DedupScope::MessageGroup
@@ -207,7 +207,7 @@ impl QueueConfig {
         Ok(())
     }
 
-    fn set(&mut self, name: &str, value: &str, creating: bool) -> EngineResult<()> {
+    fn set(&mut self, name: &str, value: &str) -> EngineResult<()> {
         if READ_ONLY.contains(&name) {
             return Err(EngineError::InvalidAttributeName(format!(
                 "Unknown Attribute {name}."
@@ -277,9 +277,8 @@ impl QueueConfig {
                     "messageGroup" => DedupScope::MessageGroup,
                     _ => return Err(invalid_value(name)),
                 };
-                // Dedup keeps the scope the queue was created with (AWS-observed); the
-                // attribute still reports the new value.
-                let _ = creating;
+                // A queue's dedup keeps the scope it was created with (AWS-observed); the
+                // attribute reports the new value.
                 self.dedup_scope = scope;
             }
             "FifoThroughputLimit" => {
@@ -539,15 +538,15 @@ mod tests {
     #[test]
     fn kms_key_turns_off_managed_sse() {
         let mut c = QueueConfig::new(false, Timestamp(0));
-        c.apply(&attrs(&[("KmsMasterKeyId", "alias/aws/sqs")]), false)
+        c.apply(&attrs(&[("KmsMasterKeyId", "alias/aws/sqs")]))
             .unwrap();
         assert_eq!(c.attribute("SqsManagedSseEnabled").unwrap(), "false");
         let mut d = QueueConfig::new(false, Timestamp(0));
         assert!(d
-            .apply(
-                &attrs(&[("KmsMasterKeyId", "k"), ("SqsManagedSseEnabled", "true")]),
-                false
-            )
+            .apply(&attrs(&[
+                ("KmsMasterKeyId", "k"),
+                ("SqsManagedSseEnabled", "true")
+            ]),)
             .is_err());
     }
 }
