@@ -4,8 +4,9 @@ use std::time::Duration;
 
 use super::batch::{check_entries, failure};
 use super::render::{decode_attributes, decode_trace_header, message_wire};
-use super::{RequestContext, Service};
-use crate::engine::queue::{ReceiveRequest, SendRequest};
+use super::{Entry, RequestContext, Service};
+use crate::engine::queue::{Queue, ReceiveRequest, SendRequest};
+use crate::engine::Timestamp;
 use crate::protocol::sqs::*;
 use crate::protocol::{ApiError, ErrorCode};
 
@@ -36,12 +37,7 @@ impl Service {
     ) -> Result<SendMessageOutput, ApiError> {
         let entry = self.queue_from_url(input.queue_url.as_deref())?;
         let request = self.send_request(input.entry, ctx)?;
-        let receipt = {
-            let mut queue = entry.lock();
-            let now = self.clock.now();
-            queue.tick(now);
-            queue.send(request, now)?
-        };
+        let receipt = self.with_queue(&entry, |queue, now| queue.send(request, now))?;
         Self::wake(&entry);
         Ok(SendMessageOutput {
             id: None,
@@ -85,12 +81,7 @@ impl Service {
                 format!("Batch requests cannot be longer than {MAX_BATCH_BYTES} bytes. You have sent {total} bytes."),
             ));
         }
-        let results = {
-            let mut queue = entry.lock();
-            let now = self.clock.now();
-            queue.tick(now);
-            queue.send_batch(requests, now)?
-        };
+        let results = self.with_queue(&entry, |queue, now| queue.send_batch(requests, now))?;
         let mut successful = Vec::with_capacity(results.len());
         for (id, result) in ids.into_iter().zip(results) {
             match result {
@@ -174,6 +165,42 @@ impl Service {
         }
     }
 
+    /// Runs `f` on the queue under its lock, after applying the deadlines due by now.
+    fn with_queue<T>(&self, entry: &Entry, f: impl FnOnce(&mut Queue, Timestamp) -> T) -> T {
+        let mut queue = entry.lock();
+        let now = self.clock.now();
+        queue.tick(now);
+        f(&mut queue, now)
+    }
+
+    /// The receipt-handle batches: whole-request checks, then each entry on its own.
+    fn handle_batch(
+        &self,
+        input: HandleBatchInput,
+        entry_name: &str,
+        mut apply: impl FnMut(&mut Queue, &HandleEntry, Timestamp) -> Result<(), ApiError>,
+    ) -> Result<BatchOutput<IdOnly>, ApiError> {
+        let entry = self.queue_from_url(input.queue_url.as_deref())?;
+        let entries = input.entries.unwrap_or_default();
+        check_entries(entry_name, entries.iter().map(|e| e.id.as_deref()))?;
+        let mut output = BatchOutput {
+            successful: Vec::new(),
+            failed: Vec::new(),
+        };
+        self.with_queue(&entry, |queue, now| {
+            for e in &entries {
+                let id = e.id.clone().expect("checked above");
+                match apply(queue, e, now) {
+                    Ok(()) => output.successful.push(IdOnly { id }),
+                    Err(error) => output.failed.push(failure(&id, error)),
+                }
+            }
+        });
+        // A delete or visibility change may have unlocked a group or made messages visible.
+        Self::wake(&entry);
+        Ok(output)
+    }
+
     pub(super) fn delete_message(
         &self,
         input: DeleteMessageInput,
@@ -183,13 +210,7 @@ impl Service {
         let handle = input
             .receipt_handle
             .ok_or_else(|| ApiError::missing("ReceiptHandle"))?;
-        let removed = {
-            let mut queue = entry.lock();
-            let now = self.clock.now();
-            queue.tick(now);
-            queue.delete(&handle, now)?
-        };
-        if removed {
+        if self.with_queue(&entry, |queue, now| queue.delete(&handle, now))? {
             // Deleting a FIFO group's head unlocks the group.
             Self::wake(&entry);
         }
@@ -201,34 +222,14 @@ impl Service {
         input: HandleBatchInput,
         _ctx: &RequestContext,
     ) -> Result<BatchOutput<IdOnly>, ApiError> {
-        let entry = self.queue_from_url(input.queue_url.as_deref())?;
-        let entries = input.entries.unwrap_or_default();
-        check_entries(
-            "DeleteMessageBatchRequestEntry",
-            entries.iter().map(|e| e.id.as_deref()),
-        )?;
-        let mut output = BatchOutput {
-            successful: Vec::new(),
-            failed: Vec::new(),
-        };
-        {
-            let mut queue = entry.lock();
-            let now = self.clock.now();
-            queue.tick(now);
-            for e in entries {
-                let id = e.id.expect("checked above");
-                let result = match e.receipt_handle {
-                    Some(handle) => queue.delete(&handle, now).map_err(ApiError::from),
-                    None => Err(ApiError::missing("ReceiptHandle")),
-                };
-                match result {
-                    Ok(_) => output.successful.push(IdOnly { id }),
-                    Err(error) => output.failed.push(failure(&id, error)),
-                }
-            }
-        }
-        Self::wake(&entry);
-        Ok(output)
+        self.handle_batch(input, "DeleteMessageBatchRequestEntry", |queue, e, now| {
+            let handle = e
+                .receipt_handle
+                .as_deref()
+                .ok_or_else(|| ApiError::missing("ReceiptHandle"))?;
+            queue.delete(handle, now)?;
+            Ok(())
+        })
     }
 
     pub(super) fn change_message_visibility(
@@ -243,12 +244,9 @@ impl Service {
         let timeout = input
             .visibility_timeout
             .ok_or_else(|| ApiError::missing("VisibilityTimeout"))?;
-        {
-            let mut queue = entry.lock();
-            let now = self.clock.now();
-            queue.tick(now);
-            queue.change_visibility(&handle, timeout, now)?;
-        }
+        self.with_queue(&entry, |queue, now| {
+            queue.change_visibility(&handle, timeout, now)
+        })?;
         Self::wake(&entry);
         Ok(Empty {})
     }
@@ -258,36 +256,20 @@ impl Service {
         input: HandleBatchInput,
         _ctx: &RequestContext,
     ) -> Result<BatchOutput<IdOnly>, ApiError> {
-        let entry = self.queue_from_url(input.queue_url.as_deref())?;
-        let entries = input.entries.unwrap_or_default();
-        check_entries(
+        self.handle_batch(
+            input,
             "ChangeMessageVisibilityBatchRequestEntry",
-            entries.iter().map(|e| e.id.as_deref()),
-        )?;
-        let mut output = BatchOutput {
-            successful: Vec::new(),
-            failed: Vec::new(),
-        };
-        {
-            let mut queue = entry.lock();
-            let now = self.clock.now();
-            queue.tick(now);
-            for e in entries {
-                let id = e.id.expect("checked above");
-                let result = match (e.receipt_handle, e.visibility_timeout) {
-                    (Some(handle), Some(timeout)) => queue
-                        .change_visibility(&handle, timeout, now)
-                        .map_err(ApiError::from),
-                    (None, _) => Err(ApiError::missing("ReceiptHandle")),
-                    (_, None) => Err(ApiError::missing("VisibilityTimeout")),
-                };
-                match result {
-                    Ok(()) => output.successful.push(IdOnly { id }),
-                    Err(error) => output.failed.push(failure(&id, error)),
-                }
-            }
-        }
-        Self::wake(&entry);
-        Ok(output)
+            |queue, e, now| {
+                let handle = e
+                    .receipt_handle
+                    .as_deref()
+                    .ok_or_else(|| ApiError::missing("ReceiptHandle"))?;
+                let timeout = e
+                    .visibility_timeout
+                    .ok_or_else(|| ApiError::missing("VisibilityTimeout"))?;
+                queue.change_visibility(handle, timeout, now)?;
+                Ok(())
+            },
+        )
     }
 }

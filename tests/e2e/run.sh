@@ -47,8 +47,7 @@ aws sqs list-queues --query 'QueueUrls' | grep -q cli.fifo || { echo "FAIL cli l
 aws sqs delete-queue --queue-url "$url"
 echo "ok   AWS CLI create/send/receive/list/delete"
 example=$(dirname "$binary")/examples/price_updates
-if [ -x "$example" ]; then
-  echo "== examples/price_updates"
-  "$example" "$endpoint" | tail -n 1
-fi
+[ -x "$example" ] || { echo "FAIL $example is missing (cargo build --examples)"; exit 1; }
+echo "== examples/price_updates"
+"$example" "$endpoint" | tail -n 1
 echo "e2e: all scenarios passed"

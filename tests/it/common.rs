@@ -59,21 +59,31 @@ pub fn client(addr: SocketAddr) -> aws_sdk_sqs::Client {
     aws_sdk_sqs::Client::from_conf(config)
 }
 
-pub async fn fifo_queue(server: &Server, name: &str, extra: &[(&str, &str)]) -> String {
+/// Creates a queue with the given attributes and returns its URL.
+pub async fn create_queue(server: &Server, name: &str, attributes: &[(&str, &str)]) -> String {
     use aws_sdk_sqs::types::QueueAttributeName as A;
-    let mut req = server
-        .sqs
-        .create_queue()
-        .queue_name(name)
-        .attributes(A::FifoQueue, "true");
-    for (k, v) in extra {
+    let mut req = server.sqs.create_queue().queue_name(name);
+    for (k, v) in attributes {
         req = req.attributes(A::from(*k), *v);
     }
     req.send()
         .await
-        .expect("create fifo queue")
+        .unwrap_or_else(|e| panic!("create {name}: {e:?}"))
         .queue_url
         .expect("url")
+}
+
+pub async fn fifo_queue(server: &Server, name: &str, extra: &[(&str, &str)]) -> String {
+    let mut attributes = vec![("FifoQueue", "true")];
+    attributes.extend_from_slice(extra);
+    create_queue(server, name, &attributes).await
+}
+
+/// A redrive policy JSON naming `dlq` in the default account and region.
+pub fn redrive_to(dlq: &str, max_receive_count: u32) -> String {
+    format!(
+        r#"{{"deadLetterTargetArn":"arn:aws:sqs:us-east-1:000000000000:{dlq}","maxReceiveCount":"{max_receive_count}"}}"#
+    )
 }
 
 /// Posts a Query-protocol request and returns (status, body).

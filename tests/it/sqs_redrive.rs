@@ -4,32 +4,13 @@ use std::time::Duration;
 
 use aws_sdk_sqs::types::{MessageSystemAttributeName as S, QueueAttributeName as A};
 
-use crate::common::start;
+use crate::common::{create_queue, fifo_queue, redrive_to, start};
 
 #[tokio::test]
 async fn redrive_to_dlq_then_move_back() {
     let server = start().await;
-    let dlq = server
-        .sqs
-        .create_queue()
-        .queue_name("dlq")
-        .send()
-        .await
-        .unwrap()
-        .queue_url
-        .unwrap();
-    let policy =
-        r#"{"deadLetterTargetArn":"arn:aws:sqs:us-east-1:000000000000:dlq","maxReceiveCount":"1"}"#;
-    let src = server
-        .sqs
-        .create_queue()
-        .queue_name("src")
-        .attributes(A::RedrivePolicy, policy)
-        .send()
-        .await
-        .unwrap()
-        .queue_url
-        .unwrap();
+    let dlq = create_queue(&server, "dlq", &[]).await;
+    let src = create_queue(&server, "src", &[("RedrivePolicy", &redrive_to("dlq", 1))]).await;
     server
         .sqs
         .send_message()
@@ -129,13 +110,7 @@ async fn redrive_to_dlq_then_move_back() {
 #[tokio::test]
 async fn move_task_rules() {
     let server = start().await;
-    server
-        .sqs
-        .create_queue()
-        .queue_name("plain")
-        .send()
-        .await
-        .unwrap();
+    create_queue(&server, "plain", &[]).await;
     let err = server
         .sqs
         .start_message_move_task()
@@ -162,20 +137,12 @@ async fn move_task_rules() {
 #[tokio::test]
 async fn redrive_policy_requires_same_queue_type() {
     let server = start().await;
-    server
-        .sqs
-        .create_queue()
-        .queue_name("dlq.fifo")
-        .attributes(A::FifoQueue, "true")
-        .send()
-        .await
-        .unwrap();
-    let policy = r#"{"deadLetterTargetArn":"arn:aws:sqs:us-east-1:000000000000:dlq.fifo","maxReceiveCount":3}"#;
+    fifo_queue(&server, "dlq.fifo", &[]).await;
     let err = server
         .sqs
         .create_queue()
         .queue_name("std")
-        .attributes(A::RedrivePolicy, policy)
+        .attributes(A::RedrivePolicy, redrive_to("dlq.fifo", 3))
         .send()
         .await
         .unwrap_err();
@@ -189,31 +156,9 @@ async fn redrive_policy_requires_same_queue_type() {
 #[tokio::test]
 async fn move_task_destination_must_match_the_source_type() {
     let server = start().await;
-    server
-        .sqs
-        .create_queue()
-        .queue_name("dlq")
-        .send()
-        .await
-        .unwrap();
-    let policy =
-        r#"{"deadLetterTargetArn":"arn:aws:sqs:us-east-1:000000000000:dlq","maxReceiveCount":1}"#;
-    server
-        .sqs
-        .create_queue()
-        .queue_name("src")
-        .attributes(A::RedrivePolicy, policy)
-        .send()
-        .await
-        .unwrap();
-    server
-        .sqs
-        .create_queue()
-        .queue_name("other.fifo")
-        .attributes(A::FifoQueue, "true")
-        .send()
-        .await
-        .unwrap();
+    create_queue(&server, "dlq", &[]).await;
+    create_queue(&server, "src", &[("RedrivePolicy", &redrive_to("dlq", 1))]).await;
+    fifo_queue(&server, "other.fifo", &[]).await;
     let err = server
         .sqs
         .start_message_move_task()
