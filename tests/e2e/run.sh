@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # End-to-end: the real orderly binary, driven by current boto3 (JSON protocol), by
-# boto3 1.34.89 (the last Query-protocol release) and by the AWS CLI.
+# boto3 1.34.89 (the last Query-protocol release), by the AWS SDK for JavaScript v3, by the
+# AWS CLI and by the price_updates example.
 # Usage: tests/e2e/run.sh [path/to/orderly]   (default: target/debug/orderly)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -18,6 +19,13 @@ make_venv() { # name, pip requirements...
 }
 make_venv current boto3 awscli
 make_venv legacy boto3==1.34.89 botocore==1.34.89
+node_dir=$venvs/js
+if [ ! -d "$node_dir/node_modules/@aws-sdk/client-sqs" ]; then
+  mkdir -p "$node_dir"
+  cp "$here/js/package.json" "$node_dir/"
+  (cd "$node_dir" && npm install --silent --no-audit --no-fund --no-package-lock)
+fi
+cp "$here/js/scenario.mjs" "$node_dir/"
 
 log=$(mktemp)
 "$binary" --bind 127.0.0.1:0 >"$log" 2>&1 &
@@ -35,6 +43,9 @@ echo "== boto3 (current, JSON protocol)"
 "$venvs/current/bin/python" "$here/fifo_scenario.py" "$endpoint" json
 echo "== boto3 1.34.89 (Query protocol)"
 "$venvs/legacy/bin/python" "$here/fifo_scenario.py" "$endpoint" query
+
+echo "== AWS SDK for JavaScript v3 (JSON protocol)"
+NODE_NO_WARNINGS=1 node "$node_dir/scenario.mjs" "$endpoint"
 
 echo "== AWS CLI"
 export AWS_ACCESS_KEY_ID=cli AWS_SECRET_ACCESS_KEY=cli AWS_DEFAULT_REGION=us-east-1
