@@ -155,6 +155,13 @@ pub fn validate_body(body: &str) -> EngineResult<()> {
     if body.is_empty() {
         return Err(EngineError::missing("MessageBody"));
     }
+    // Most bodies are printable ASCII: check bytes, and decode characters only otherwise.
+    let plain = body
+        .bytes()
+        .all(|b| (0x20..0x80).contains(&b) || matches!(b, b'\t' | b'\n' | b'\r'));
+    if plain {
+        return Ok(());
+    }
     if let Some(bad) = body.chars().find(|c| !allowed_char(*c)) {
         return Err(EngineError::InvalidMessageContents(format!(
             "Invalid binary character '#x{:X}' was found in the message body, the set of allowed characters is #x9 | #xA | #xD | #x20 to #xD7FF | #xE000 to #xFFFD | #x10000 to #x10FFFF",

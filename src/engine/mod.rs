@@ -12,6 +12,10 @@ pub mod permissions;
 pub mod queue;
 pub mod time;
 
+/// Hash maps on the hot paths: foldhash is several times faster than SipHash on short keys
+/// and still randomly seeded per process, so keys chosen by clients cannot force collisions.
+pub type FastMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
+
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};

@@ -73,7 +73,9 @@ async fn handle(
         .to_string();
     let ctx = RequestContext {
         host,
-        sender_id: access_key(&headers).unwrap_or_else(|| service.engine.account_id.clone()),
+        sender_id: access_key(&headers)
+            .unwrap_or_else(|| service.engine.account_id.clone())
+            .into(),
         request_id,
     };
     let target = headers.get("x-amz-target").and_then(|t| t.to_str().ok());

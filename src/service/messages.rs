@@ -26,7 +26,7 @@ impl Service {
             group_id: entry.message_group_id,
             dedup_id: entry.message_deduplication_id,
             delay_seconds: entry.delay_seconds,
-            sender_id: ctx.sender_id.as_str().into(),
+            sender_id: ctx.sender_id.clone(),
         })
     }
 

@@ -22,7 +22,8 @@ pub type Entry = Arc<QueueEntry<Notify>>;
 #[derive(Clone, Debug)]
 pub struct RequestContext {
     pub host: String,
-    pub sender_id: String,
+    /// Shared by every message of the request.
+    pub sender_id: Arc<str>,
     pub request_id: String,
 }
 

@@ -2,8 +2,10 @@
 //! head message is visible ("ready"). Receive pops ready groups in the order they became
 //! ready, so its cost never depends on how many messages or locked groups are queued.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
+
+use crate::engine::FastMap;
 
 #[derive(Debug, Default)]
 struct Group {
@@ -15,7 +17,7 @@ struct Group {
 
 #[derive(Debug, Default)]
 pub struct GroupIndex {
-    groups: HashMap<Arc<str>, Group>,
+    groups: FastMap<Arc<str>, Group>,
     ready: BTreeMap<u64, Arc<str>>,
     next_ticket: u64,
 }

@@ -13,7 +13,7 @@ mod window;
 #[cfg(test)]
 mod tests;
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use groups::GroupIndex;
@@ -25,6 +25,7 @@ use super::message::{
     validate_token, Message, MessageAttributes,
 };
 use super::time::Timestamp;
+use super::FastMap;
 pub use config::{DedupScope, QueueConfig, RedrivePolicy};
 pub use operations::{Delivery, ReceiveOutcome, ReceiveRequest};
 
@@ -125,7 +126,7 @@ pub struct Queue {
     pub tags: BTreeMap<String, String>,
     /// Dedup keeps the scope the queue was created with (AWS-observed).
     dedup_scope: DedupScope,
-    messages: HashMap<u64, Stored>,
+    messages: FastMap<u64, Stored>,
     order: Order,
     next_seq: u64,
     next_receive_no: u64,
@@ -152,7 +153,7 @@ impl Queue {
             },
             config,
             tags: BTreeMap::new(),
-            messages: HashMap::new(),
+            messages: FastMap::default(),
             next_seq: 1,
             next_receive_no: 1,
             delayed: BTreeSet::new(),

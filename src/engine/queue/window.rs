@@ -2,21 +2,23 @@
 //! the ReceiveRequestAttemptId cache. Expiry is driven by an insertion-ordered queue, so it
 //! never scans the map.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
+
+use crate::engine::FastMap;
 use std::hash::Hash;
 
 use crate::engine::time::Timestamp;
 
 #[derive(Debug)]
 pub struct ExpiringMap<K, V> {
-    entries: HashMap<K, (Timestamp, V)>,
+    entries: FastMap<K, (Timestamp, V)>,
     order: VecDeque<(Timestamp, K)>,
 }
 
 impl<K: Hash + Eq + Clone, V> Default for ExpiringMap<K, V> {
     fn default() -> Self {
         ExpiringMap {
-            entries: HashMap::new(),
+            entries: FastMap::default(),
             order: VecDeque::new(),
         }
     }
