@@ -408,6 +408,14 @@ async fn run_pipeline(args: &Args, rate: Option<u64>) -> Row {
         errors += r.errors;
     }
     producers_done.store(true, Ordering::Relaxed);
+    if tally.received.load(Ordering::Relaxed) >= sent.load(Ordering::Relaxed) {
+        // Everything arrived before the producers were counted: the run ended now.
+        tally
+            .finished_at
+            .lock()
+            .expect("lock")
+            .get_or_insert_with(Instant::now);
+    }
     for c in consumers {
         c.await.expect("consumer");
     }

@@ -36,6 +36,20 @@ pub enum EngineError {
     ResourceNotFound(String),
     #[error("{0}")]
     UnsupportedOperation(String),
+    /// SNS's generic validation error; carries the full message ("Invalid parameter: ...").
+    #[error("{0}")]
+    InvalidParameter(String),
+    /// SNS: a message attribute broke a rule.
+    #[error("{0}")]
+    ParameterValueInvalid(String),
+    /// SNS: topic or subscription unknown.
+    #[error("{0}")]
+    NotFound(String),
+    /// SNS tagging APIs: the resource is unknown.
+    #[error("{0}")]
+    TagResourceNotFound(String),
+    #[error("{0}")]
+    TagLimitExceeded(String),
 }
 
 impl EngineError {

@@ -11,12 +11,15 @@ pub mod move_task;
 pub mod permissions;
 pub mod queue;
 pub mod time;
+pub mod topic;
+pub mod topics;
+mod window;
 
 /// Hash maps on the hot paths: foldhash is several times faster than SipHash on short keys
 /// and still randomly seeded per process, so keys chosen by clients cannot force collisions.
 pub type FastMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 
@@ -49,6 +52,7 @@ pub struct Engine<W> {
     queues: RwLock<HashMap<Arc<str>, Arc<QueueEntry<W>>>>,
     deleted_at: Mutex<HashMap<String, Timestamp>>,
     move_tasks: Mutex<HashMap<String, Vec<move_task::MoveTask>>>,
+    topics: RwLock<BTreeMap<Arc<str>, Arc<topics::TopicEntry>>>,
     next_uid: AtomicU64,
     /// How long a deleted name stays unavailable (AWS: 60 s); 0 turns the rule off.
     pub delete_cooldown_ms: u64,
@@ -62,6 +66,7 @@ impl<W: Default> Engine<W> {
             queues: RwLock::new(HashMap::new()),
             deleted_at: Mutex::new(HashMap::new()),
             move_tasks: Mutex::new(HashMap::new()),
+            topics: RwLock::new(BTreeMap::new()),
             next_uid: AtomicU64::new(1),
             delete_cooldown_ms: 0,
         }

@@ -32,8 +32,51 @@ impl Timestamp {
     }
 }
 
+impl Timestamp {
+    /// ISO-8601 UTC with milliseconds, as SNS writes `Timestamp`: `2026-03-01T12:34:56.789Z`.
+    pub fn iso8601(self) -> String {
+        let millis = self.0 % 1000;
+        let secs = self.0 / 1000;
+        let (days, rem) = (secs / 86_400, secs % 86_400);
+        // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
+        let z = days as i64 + 719_468;
+        let era = z.div_euclid(146_097);
+        let doe = z.rem_euclid(146_097);
+        let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+        let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+        let mp = (5 * doy + 2) / 153;
+        let day = doy - (153 * mp + 2) / 5 + 1;
+        let month = if mp < 10 { mp + 3 } else { mp - 9 };
+        let year = yoe + era * 400 + i64::from(month <= 2);
+        format!(
+            "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{millis:03}Z",
+            rem / 3600,
+            rem % 3600 / 60,
+            rem % 60
+        )
+    }
+}
+
 impl fmt::Display for Timestamp {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}", self.0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn iso8601_formats_utc_with_millis() {
+        assert_eq!(Timestamp(0).iso8601(), "1970-01-01T00:00:00.000Z");
+        assert_eq!(
+            Timestamp(1_772_368_496_789).iso8601(),
+            "2026-03-01T12:34:56.789Z"
+        );
+        assert_eq!(
+            Timestamp(951_782_400_000).iso8601(),
+            "2000-02-29T00:00:00.000Z"
+        );
     }
 }

@@ -1,6 +1,6 @@
-//! HTTP: one endpoint for every action. Tells the protocols apart (X-Amz-Target means JSON;
-//! otherwise form and query parameters with `Action`), builds the request context, and hands
-//! the payload to the service. Knows nothing of SQS semantics.
+//! HTTP: one endpoint for every action. Tells the protocols apart (X-Amz-Target means SQS JSON;
+//! otherwise form and query parameters with `Action`, SNS or SQS by signing service, Version or
+//! action), builds the request context, and hands the payload to the service.
 
 use std::sync::Arc;
 
@@ -12,7 +12,7 @@ use axum::routing::get;
 use axum::Router;
 
 use crate::protocol::{
-    encode_error, query_params, ApiError, Encoded, ErrorCode, Payload, Protocol,
+    encode_error, query_params, sns_query, ApiError, Encoded, ErrorCode, Payload, Protocol,
 };
 use crate::service::{RequestContext, Service};
 
@@ -27,11 +27,61 @@ pub fn router(service: Arc<Service>) -> Router {
         .with_state(service)
 }
 
-/// The access key id from a SigV4 Authorization header (`Credential=AKID/date/region/...`).
-fn access_key(headers: &HeaderMap) -> Option<String> {
-    let auth = headers.get(header::AUTHORIZATION)?.to_str().ok()?;
-    let credential = auth.split("Credential=").nth(1)?;
-    Some(credential.split('/').next()?.to_string())
+/// The access key id and signing service from a SigV4 Authorization header
+/// (`Credential=AKID/date/region/service/aws4_request`).
+fn credential_scope(headers: &HeaderMap) -> (Option<String>, Option<String>) {
+    let scope = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|a| a.to_str().ok())
+        .and_then(|a| a.split("Credential=").nth(1))
+        .map(|c| c.split([',', ' ']).next().unwrap_or("").to_string());
+    let Some(scope) = scope else {
+        return (None, None);
+    };
+    let mut parts = scope.split('/');
+    let key = parts.next().map(String::from);
+    (key, parts.nth(2).map(String::from))
+}
+
+/// Actions only SNS has; they route to SNS even without a signature or Version (the
+/// unsigned SubscribeURL/UnsubscribeURL GETs).
+const SNS_ONLY: &[&str] = &[
+    "CreateTopic",
+    "DeleteTopic",
+    "ListTopics",
+    "GetTopicAttributes",
+    "SetTopicAttributes",
+    "Subscribe",
+    "ConfirmSubscription",
+    "Unsubscribe",
+    "ListSubscriptions",
+    "ListSubscriptionsByTopic",
+    "GetSubscriptionAttributes",
+    "SetSubscriptionAttributes",
+    "Publish",
+    "PublishBatch",
+    "TagResource",
+    "UntagResource",
+    "ListTagsForResource",
+];
+
+/// SNS or SQS for a Query request, in the order spec'd: signing service, then Version, then
+/// action names (AddPermission and RemovePermission exist in both, so Action alone is a last resort).
+fn is_sns(service: Option<&str>, params: &[(String, String)], action: &str) -> bool {
+    match service {
+        Some("sns") => return true,
+        Some("sqs") => return false,
+        _ => {}
+    }
+    match params
+        .iter()
+        .find(|(k, _)| k == "Version")
+        .map(|(_, v)| v.as_str())
+    {
+        Some("2010-03-31") => true,
+        Some("2012-11-05") => false,
+        _ => SNS_ONLY.contains(&action),
+    }
 }
 
 fn respond(encoded: Encoded, request_id: &str) -> Response {
@@ -71,9 +121,10 @@ async fn handle(
         .or_else(|| uri.authority().map(|a| a.as_str()))
         .unwrap_or("localhost:4566")
         .to_string();
+    let (access_key, signing_service) = credential_scope(&headers);
     let ctx = RequestContext {
         host,
-        sender_id: access_key(&headers)
+        sender_id: access_key
             .unwrap_or_else(|| service.engine.account_id.clone())
             .into(),
         request_id,
@@ -136,6 +187,13 @@ async fn handle(
         .filter(|(k, _)| k != "Action" && k != "Version")
         .map(|(k, v)| (k.as_str(), v.as_str()))
         .collect();
+    if is_sns(signing_service.as_deref(), &params, &action) {
+        let payload = Payload::Query(sns_query::to_json(&pairs));
+        let encoded = service
+            .dispatch(Protocol::SnsQuery, &action, &payload, &ctx)
+            .await;
+        return respond(encoded, &ctx.request_id);
+    }
     // Older clients post to the queue URL itself instead of passing QueueUrl.
     let path_url;
     let path = uri.path().trim_end_matches('/');

@@ -29,6 +29,13 @@ pub enum ErrorCode {
     MissingAction,
     SerializationException,
     InternalFailure,
+    // SNS
+    InvalidParameter,
+    ParameterValueInvalid,
+    NotFound,
+    TagResourceNotFound,
+    TagLimitExceeded,
+    ValidationError,
 }
 
 impl ErrorCode {
@@ -147,6 +154,12 @@ impl ErrorCode {
                 "InternalFailure",
                 500,
             ),
+            InvalidParameter => ("InvalidParameter", "InvalidParameter", 400),
+            ParameterValueInvalid => ("ParameterValueInvalid", "ParameterValueInvalid", 400),
+            NotFound => ("NotFound", "NotFound", 404),
+            TagResourceNotFound => ("ResourceNotFound", "ResourceNotFound", 404),
+            TagLimitExceeded => ("TagLimitExceeded", "TagLimitExceeded", 400),
+            ValidationError => ("ValidationError", "ValidationError", 400),
         }
     }
 
@@ -157,6 +170,16 @@ impl ErrorCode {
     /// The code batch results carry in `Failed[].Code` (the Query-style code).
     pub fn query_code(self) -> &'static str {
         self.wire().1
+    }
+
+    /// The code SNS writes: SQS's legacy `AWS.SimpleQueueService.` prefix does not apply, and
+    /// SNS's generic server error is `InternalError`.
+    pub fn sns_code(self) -> &'static str {
+        let code = self.query_code();
+        match self {
+            ErrorCode::InternalFailure => "InternalError",
+            _ => code.strip_prefix("AWS.SimpleQueueService.").unwrap_or(code),
+        }
     }
 
     /// Server faults are "Receiver"; everything a client can fix is "Sender".
@@ -212,6 +235,11 @@ impl From<EngineError> for ApiError {
             EngineError::MessageNotInflight => ErrorCode::MessageNotInflight,
             EngineError::ResourceNotFound(_) => ErrorCode::ResourceNotFound,
             EngineError::UnsupportedOperation(_) => ErrorCode::UnsupportedOperation,
+            EngineError::InvalidParameter(_) => ErrorCode::InvalidParameter,
+            EngineError::ParameterValueInvalid(_) => ErrorCode::ParameterValueInvalid,
+            EngineError::NotFound(_) => ErrorCode::NotFound,
+            EngineError::TagResourceNotFound(_) => ErrorCode::TagResourceNotFound,
+            EngineError::TagLimitExceeded(_) => ErrorCode::TagLimitExceeded,
         };
         ApiError::new(code, e.to_string())
     }

@@ -1,9 +1,11 @@
 //! Wire protocols: request payloads to typed inputs, typed outputs and errors to bytes.
-//! Holds no state; knows nothing of queues.
+//! Holds no state; knows nothing of queues or topics.
 
 pub mod error;
 pub mod lenient;
 pub mod query_params;
+pub mod sns;
+pub mod sns_query;
 pub mod sqs;
 pub mod xml;
 
@@ -15,20 +17,23 @@ pub use error::{ApiError, ErrorCode};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Protocol {
-    /// AWS JSON 1.0 (`X-Amz-Target`).
+    /// AWS JSON 1.0 (`X-Amz-Target`), SQS.
     Json,
-    /// AWS Query (form parameters in, XML out).
+    /// AWS Query (form parameters in, XML out), SQS.
     Query,
+    /// SNS's Query dialect: its own list/map encoding, namespace and error codes.
+    SnsQuery,
 }
 
 /// A request body, decoded lazily into the action's input type.
 pub enum Payload {
     Json(bytes::Bytes),
+    /// Query parameters already reshaped into the JSON form (SQS or SNS rules).
     Query(Value),
 }
 
 impl Payload {
-    pub fn decode<T: DeserializeOwned + Default>(&self) -> Result<T, ApiError> {
+    pub fn decode<T: DeserializeOwned + Default>(&self, protocol: Protocol) -> Result<T, ApiError> {
         let result = match self {
             Payload::Json(body) if body.iter().all(u8::is_ascii_whitespace) => {
                 return Ok(T::default())
@@ -36,9 +41,13 @@ impl Payload {
             Payload::Json(body) => serde_json::from_slice(body),
             Payload::Query(value) => T::deserialize(value),
         };
-        result.map_err(|e| match self {
-            Payload::Json(_) => ApiError::new(ErrorCode::SerializationException, e.to_string()),
-            Payload::Query(_) => ApiError::invalid(e.to_string()),
+        result.map_err(|e| match protocol {
+            Protocol::Json => ApiError::new(ErrorCode::SerializationException, e.to_string()),
+            Protocol::Query => ApiError::invalid(e.to_string()),
+            Protocol::SnsQuery => ApiError::new(
+                ErrorCode::InvalidParameter,
+                format!("Invalid parameter: {e}"),
+            ),
         })
     }
 }
@@ -55,33 +64,42 @@ pub struct Encoded {
 pub const JSON_CONTENT_TYPE: &str = "application/x-amz-json-1.0";
 pub const XML_CONTENT_TYPE: &str = "text/xml";
 
+fn xml(status: u16, body: String) -> Encoded {
+    Encoded {
+        status,
+        content_type: XML_CONTENT_TYPE,
+        body: body.into_bytes(),
+        query_error: None,
+    }
+}
+
 pub fn encode_ok<T: Serialize>(
     protocol: Protocol,
     action: &str,
     output: &T,
     request_id: &str,
 ) -> Encoded {
-    match protocol {
-        Protocol::Json => Encoded {
+    if protocol == Protocol::Json {
+        return Encoded {
             status: 200,
             content_type: JSON_CONTENT_TYPE,
             body: serde_json::to_vec(output).expect("responses serialize"),
             query_error: None,
-        },
-        Protocol::Query => {
-            let value = serde_json::to_value(output).expect("responses serialize");
-            Encoded {
-                status: 200,
-                content_type: XML_CONTENT_TYPE,
-                body: xml::response(action, &value, request_id, xml::SQS_NAMESPACE).into_bytes(),
-                query_error: None,
-            }
-        }
+        };
+    }
+    let value = serde_json::to_value(output).expect("responses serialize");
+    match protocol {
+        Protocol::SnsQuery => xml(200, sns_query::response(action, &value, request_id)),
+        _ => xml(
+            200,
+            xml::response(action, &value, request_id, xml::SQS_NAMESPACE),
+        ),
     }
 }
 
 pub fn encode_error(protocol: Protocol, error: &ApiError, request_id: &str) -> Encoded {
     let (shape, query_code, status) = error.code.wire();
+    let fault = error.code.fault();
     match protocol {
         Protocol::Json => Encoded {
             status,
@@ -90,20 +108,27 @@ pub fn encode_error(protocol: Protocol, error: &ApiError, request_id: &str) -> E
                 &serde_json::json!({"__type": shape, "message": error.message}),
             )
             .expect("errors serialize"),
-            query_error: Some(format!("{query_code};{}", error.code.fault())),
+            query_error: Some(format!("{query_code};{fault}")),
         },
-        Protocol::Query => Encoded {
+        Protocol::Query => xml(
             status,
-            content_type: XML_CONTENT_TYPE,
-            body: xml::error(
-                error.code.fault(),
+            xml::error(
+                fault,
                 query_code,
                 &error.message,
                 request_id,
                 xml::SQS_NAMESPACE,
-            )
-            .into_bytes(),
-            query_error: None,
-        },
+            ),
+        ),
+        Protocol::SnsQuery => xml(
+            status,
+            xml::error(
+                fault,
+                error.code.sns_code(),
+                &error.message,
+                request_id,
+                sns_query::SNS_NAMESPACE,
+            ),
+        ),
     }
 }

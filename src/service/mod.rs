@@ -6,6 +6,7 @@ mod messages;
 mod move_tasks;
 mod queues;
 mod render;
+mod sns;
 
 use std::sync::Arc;
 
@@ -81,7 +82,12 @@ impl Service {
         payload: &Payload,
         ctx: &RequestContext,
     ) -> Encoded {
-        match self.route(protocol, action, payload, ctx).await {
+        let result = if protocol == Protocol::SnsQuery {
+            self.route_sns(action, payload, ctx)
+        } else {
+            self.route(protocol, action, payload, ctx).await
+        };
+        match result {
             Ok(encoded) => encoded,
             Err(error) => encode_error(protocol, &error, &ctx.request_id),
         }
@@ -99,7 +105,7 @@ impl Service {
                 Ok(encode_ok(
                     protocol,
                     action,
-                    &self.$handler(payload.decode()?, ctx)?,
+                    &self.$handler(payload.decode(protocol)?, ctx)?,
                     &ctx.request_id,
                 ))
             };
@@ -121,7 +127,7 @@ impl Service {
             "SendMessage" => call!(send_message),
             "SendMessageBatch" => call!(send_message_batch),
             "ReceiveMessage" => {
-                let output = self.receive_message(payload.decode()?).await?;
+                let output = self.receive_message(payload.decode(protocol)?).await?;
                 Ok(encode_ok(protocol, action, &output, &ctx.request_id))
             }
             "DeleteMessage" => call!(delete_message),

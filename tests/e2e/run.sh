@@ -43,6 +43,9 @@ echo "== boto3 (current, JSON protocol)"
 "$venvs/current/bin/python" "$here/fifo_scenario.py" "$endpoint" json
 echo "== boto3 1.34.89 (Query protocol)"
 "$venvs/legacy/bin/python" "$here/fifo_scenario.py" "$endpoint" query
+echo "== SNS FIFO fan-out, boto3 (current and 1.34.89)"
+"$venvs/current/bin/python" "$here/sns_scenario.py" "$endpoint"
+"$venvs/legacy/bin/python" "$here/sns_scenario.py" "$endpoint"
 
 echo "== AWS SDK for JavaScript v3 (JSON protocol)"
 NODE_NO_WARNINGS=1 node "$node_dir/scenario.mjs" "$endpoint"
@@ -56,7 +59,16 @@ body=$(aws sqs receive-message --queue-url "$url" --query 'Messages[0].Body')
 [ "$body" = "from-cli" ] || { echo "FAIL cli receive: $body"; exit 1; }
 aws sqs list-queues --query 'QueueUrls' | grep -q cli.fifo || { echo "FAIL cli list-queues"; exit 1; }
 aws sqs delete-queue --queue-url "$url"
-echo "ok   AWS CLI create/send/receive/list/delete"
+echo "ok   AWS CLI sqs create/send/receive/list/delete"
+topic=$(aws sns create-topic --name cli-topic.fifo --attributes FifoTopic=true,ContentBasedDeduplication=true --query TopicArn)
+url=$(aws sqs create-queue --queue-name cli-sub.fifo --attributes FifoQueue=true --query QueueUrl)
+aws sns subscribe --topic-arn "$topic" --protocol sqs --notification-endpoint arn:aws:sqs:us-east-1:000000000000:cli-sub.fifo \
+  --attributes RawMessageDelivery=true >/dev/null
+aws sns publish --topic-arn "$topic" --message "via-sns" --message-group-id g >/dev/null
+body=$(aws sqs receive-message --queue-url "$url" --query 'Messages[0].Body')
+[ "$body" = "via-sns" ] || { echo "FAIL cli sns fan-out: $body"; exit 1; }
+aws sns delete-topic --topic-arn "$topic"
+echo "ok   AWS CLI sns create-topic/subscribe/publish/delete-topic"
 example=$(dirname "$binary")/examples/price_updates
 [ -x "$example" ] || { echo "FAIL $example is missing (cargo build --examples)"; exit 1; }
 echo "== examples/price_updates"

@@ -10,6 +10,7 @@ use orderly::config::Config;
 pub struct Server {
     pub addr: SocketAddr,
     pub sqs: aws_sdk_sqs::Client,
+    pub sns: aws_sdk_sns::Client,
 }
 
 impl Server {
@@ -34,15 +35,19 @@ pub async fn start_with(config: Config) -> Server {
     Server {
         addr,
         sqs: client(addr),
+        sns: sns_client(addr),
     }
 }
 
-pub fn client(addr: SocketAddr) -> aws_sdk_sqs::Client {
-    let http = aws_smithy_http_client::Builder::new()
+fn http_client() -> aws_sdk_sqs::config::SharedHttpClient {
+    aws_smithy_http_client::Builder::new()
         .tls_provider(tls::Provider::Rustls(
             tls::rustls_provider::CryptoMode::Ring,
         ))
-        .build_https();
+        .build_https()
+}
+
+pub fn client(addr: SocketAddr) -> aws_sdk_sqs::Client {
     let config = aws_sdk_sqs::Config::builder()
         .behavior_version(BehaviorVersion::latest())
         .region(Region::new("us-east-1"))
@@ -54,9 +59,26 @@ pub fn client(addr: SocketAddr) -> aws_sdk_sqs::Client {
             None,
             "test",
         ))
-        .http_client(http)
+        .http_client(http_client())
         .build();
     aws_sdk_sqs::Client::from_conf(config)
+}
+
+pub fn sns_client(addr: SocketAddr) -> aws_sdk_sns::Client {
+    let config = aws_sdk_sns::Config::builder()
+        .behavior_version(aws_sdk_sns::config::BehaviorVersion::latest())
+        .region(aws_sdk_sns::config::Region::new("us-east-1"))
+        .endpoint_url(format!("http://{addr}"))
+        .credentials_provider(aws_sdk_sns::config::Credentials::new(
+            "AKIDORDERLY",
+            "secret",
+            None,
+            None,
+            "test",
+        ))
+        .http_client(http_client())
+        .build();
+    aws_sdk_sns::Client::from_conf(config)
 }
 
 /// Creates a queue with the given attributes and returns its URL.

@@ -2,6 +2,7 @@
 //! protocol) and by raw Query-protocol requests. One binary, so the SDK is linked once.
 
 mod common;
+mod sns_fanout;
 mod sqs_errors;
 mod sqs_fifo;
 mod sqs_query;

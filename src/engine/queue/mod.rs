@@ -8,7 +8,6 @@ pub mod config;
 mod groups;
 mod operations;
 pub mod receipt;
-mod window;
 
 #[cfg(test)]
 mod tests;
@@ -16,8 +15,8 @@ mod tests;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
+use super::window::ExpiringMap;
 use groups::GroupIndex;
-use window::ExpiringMap;
 
 use super::error::{EngineError, EngineResult};
 use super::message::{

@@ -1,5 +1,5 @@
-//! A map whose entries expire a fixed time after insertion: the FIFO deduplication history and
-//! the ReceiveRequestAttemptId cache. Expiry is driven by an insertion-ordered queue, so it
+//! A map whose entries expire a fixed time after insertion: FIFO deduplication histories (queues
+//! and topics) and the ReceiveRequestAttemptId cache. Expiry is driven by an insertion-ordered queue, so it
 //! never scans the map.
 
 use std::collections::VecDeque;

@@ -1,0 +1,588 @@
+//! SNS topics: attributes, subscriptions, and what a publish decides (validation, topic-wide
+//! deduplication, sequence numbers). Delivery into queues is in `engine::topics`. Pure.
+
+pub mod envelope;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use super::error::{EngineError, EngineResult};
+use super::message::{content_dedup_id, validate_attributes, validate_token, MessageAttributes};
+use super::queue::DEDUP_WINDOW_MS;
+use super::time::Timestamp;
+use super::window::ExpiringMap;
+
+/// SNS message size limit (body plus attributes).
+pub const MAX_MESSAGE_BYTES: usize = 262_144;
+/// SNS sequence numbers: 20-digit decimals like AWS's.
+const SEQUENCE_BASE: u128 = 10_000_000_000_000_000_000;
+
+fn invalid(message: impl Into<String>) -> EngineError {
+    EngineError::InvalidParameter(message.into())
+}
+
+const FEEDBACK_PREFIXES: &[&str] = &["HTTP", "Firehose", "Lambda", "Application", "SQS"];
+
+fn is_feedback(name: &str) -> bool {
+    FEEDBACK_PREFIXES.iter().any(|p| {
+        name.strip_prefix(p).is_some_and(|rest| {
+            matches!(
+                rest,
+                "SuccessFeedbackRoleArn" | "FailureFeedbackRoleArn" | "SuccessFeedbackSampleRate"
+            )
+        })
+    })
+}
+
+/// Topic names: 1-256 of `[A-Za-z0-9_-]`, FIFO ones ending in `.fifo`.
+pub fn validate_topic_name(name: &str, fifo: bool) -> EngineResult<()> {
+    let stem = if fifo {
+        name.strip_suffix(".fifo")
+    } else {
+        Some(name)
+    };
+    let ok = stem.is_some_and(|s| {
+        !s.is_empty()
+            && name.len() <= 256
+            && s.chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+    });
+    if ok {
+        Ok(())
+    } else {
+        Err(invalid("Invalid parameter: Topic Name"))
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct Subscription {
+    pub arn: Arc<str>,
+    pub protocol: String,
+    /// For `sqs`, the queue ARN.
+    pub endpoint: String,
+    pub owner: String,
+    pub raw_delivery: bool,
+    /// Other attributes as set (DeliveryPolicy, RedrivePolicy, SubscriptionRoleArn).
+    pub attributes: BTreeMap<String, String>,
+}
+
+impl Subscription {
+    /// Applies one attribute; `prefix` is "Attributes Reason: " for Subscribe, "" for Set.
+    pub fn set(&mut self, name: &str, value: &str, prefix: &str) -> EngineResult<()> {
+        match name {
+            "RawMessageDelivery" => {
+                self.raw_delivery = match value.to_ascii_lowercase().as_str() {
+                    "true" => true,
+                    "false" => false,
+                    _ => {
+                        return Err(invalid(format!(
+                            "Invalid parameter: {prefix}RawMessageDelivery: Invalid value [{value}]. Must be true or false."
+                        )))
+                    }
+                }
+            }
+            "FilterPolicy" | "FilterPolicyScope" if value.is_empty() => {}
+            // Refused rather than stored: a policy that is not evaluated would deliver everything.
+            "FilterPolicy" | "FilterPolicyScope" => {
+                return Err(invalid(format!(
+                    "Invalid parameter: {prefix}{name}: filter policies are not supported by this Orderly version yet"
+                )))
+            }
+            "ReplayPolicy" => {
+                return Err(invalid(format!(
+                    "Invalid parameter: {prefix}ReplayPolicy: message replay is not supported by this Orderly version yet"
+                )))
+            }
+            "DeliveryPolicy" | "RedrivePolicy" | "SubscriptionRoleArn" => {
+                if value.is_empty() {
+                    self.attributes.remove(name);
+                } else {
+                    if name != "SubscriptionRoleArn" {
+                        serde_json::from_str::<serde_json::Value>(value).map_err(|e| {
+                            invalid(format!("Invalid parameter: {prefix}{name}: failed to parse JSON. {e}"))
+                        })?;
+                    }
+                    self.attributes.insert(name.to_string(), value.to_string());
+                }
+            }
+            _ => return Err(invalid("Invalid parameter: AttributeName")),
+        }
+        Ok(())
+    }
+
+    /// The value of one settable attribute, as Get returns it.
+    fn attribute(&self, name: &str) -> Option<String> {
+        match name {
+            "RawMessageDelivery" => Some(self.raw_delivery.to_string()),
+            other => self.attributes.get(other).cloned(),
+        }
+    }
+}
+
+/// A message as published, after validation.
+#[derive(Clone, Debug)]
+pub struct PublishRequest {
+    pub message: String,
+    pub subject: Option<String>,
+    /// `MessageStructure=json`: `message` is a JSON object of per-protocol bodies.
+    pub structured: bool,
+    pub attributes: MessageAttributes,
+    pub group_id: Option<String>,
+    pub dedup_id: Option<String>,
+}
+
+/// What the topic decided for one publish.
+#[derive(Clone, Debug)]
+pub struct Publication {
+    pub message_id: Arc<str>,
+    pub sequence_number: Option<u128>,
+    /// The dedup id used (explicit or content-based), FIFO topics only.
+    pub dedup_id: Option<String>,
+    /// Deduplicated: nothing is delivered.
+    pub duplicate: bool,
+}
+
+pub struct Topic {
+    pub name: Arc<str>,
+    pub arn: Arc<str>,
+    pub fifo: bool,
+    pub owner: String,
+    /// Attributes set explicitly (computed ones are added by `attributes`).
+    settings: BTreeMap<String, String>,
+    pub tags: BTreeMap<String, String>,
+    /// In subscription order: fan-out visits them in this order.
+    pub subscriptions: Vec<Arc<Subscription>>,
+    pub deleted_subscriptions: u64,
+    dedup: ExpiringMap<String, (Arc<str>, Option<u128>)>,
+    next_seq: u64,
+}
+
+impl Topic {
+    pub fn new(
+        name: &str,
+        arn: String,
+        owner: &str,
+        attrs: &[(String, String)],
+    ) -> EngineResult<Topic> {
+        let fifo = match attrs
+            .iter()
+            .find(|(n, _)| n == "FifoTopic")
+            .map(|(_, v)| v.as_str())
+        {
+            Some(v) if v.eq_ignore_ascii_case("true") => true,
+            Some(v) if v.eq_ignore_ascii_case("false") => false,
+            Some(_) => {
+                return Err(invalid(
+                    "Invalid parameter: Attributes Reason: FifoTopic must be true or false",
+                ))
+            }
+            None => false,
+        };
+        validate_topic_name(name, fifo)?;
+        let mut topic = Topic {
+            name: name.into(),
+            arn: arn.into(),
+            fifo,
+            owner: owner.to_string(),
+            settings: BTreeMap::new(),
+            tags: BTreeMap::new(),
+            subscriptions: Vec::new(),
+            deleted_subscriptions: 0,
+            dedup: ExpiringMap::default(),
+            next_seq: 1,
+        };
+        for (n, v) in attrs.iter().filter(|(n, _)| n != "FifoTopic") {
+            topic.set(n, v, "Attributes Reason: ")?;
+        }
+        Ok(topic)
+    }
+
+    /// Sets one attribute (CreateTopic or SetTopicAttributes).
+    pub fn set(&mut self, name: &str, value: &str, prefix: &str) -> EngineResult<()> {
+        let fifo_only = matches!(
+            name,
+            "ContentBasedDeduplication" | "FifoThroughputScope" | "ArchivePolicy"
+        );
+        if fifo_only && !self.fifo {
+            return Err(invalid(format!(
+                "Invalid parameter: {prefix}{name} is only valid for FIFO topics"
+            )));
+        }
+        let bad_value = || {
+            invalid(format!(
+                "Invalid parameter: {prefix}{name}: Invalid value [{value}]"
+            ))
+        };
+        match name {
+            "FifoTopic" => return Err(invalid("Invalid parameter: AttributeName")),
+            "ContentBasedDeduplication" => {
+                if !value.eq_ignore_ascii_case("true") && !value.eq_ignore_ascii_case("false") {
+                    return Err(bad_value());
+                }
+                self.settings.insert(name.into(), value.to_ascii_lowercase());
+                return Ok(());
+            }
+            "FifoThroughputScope" if !matches!(value, "Topic" | "MessageGroup") => return Err(bad_value()),
+            "SignatureVersion" if !matches!(value, "1" | "2") => return Err(bad_value()),
+            "TracingConfig" if !matches!(value, "PassThrough" | "Active") => return Err(bad_value()),
+            "TracingConfig" if self.fifo => {
+                return Err(invalid(format!("Invalid parameter: {prefix}TracingConfig is not supported for FIFO topics")))
+            }
+            "ArchivePolicy" => {
+                return Err(invalid(format!(
+                    "Invalid parameter: {prefix}ArchivePolicy: message archiving is not supported by this Orderly version yet"
+                )))
+            }
+            "DeliveryPolicy" | "Policy" if !value.is_empty() => {
+                serde_json::from_str::<serde_json::Value>(value)
+                    .map_err(|e| invalid(format!("Invalid parameter: {prefix}{name}: failed to parse JSON. {e}")))?;
+            }
+            "FifoThroughputScope" | "SignatureVersion" | "TracingConfig" | "DeliveryPolicy" | "Policy"
+            | "DisplayName" | "KmsMasterKeyId" => {}
+            other if is_feedback(other) => {}
+            _ => return Err(invalid(format!("Invalid parameter: {prefix}Unknown attribute {name}"))),
+        }
+        if value.is_empty() && name != "DisplayName" {
+            self.settings.remove(name);
+        } else {
+            self.settings.insert(name.to_string(), value.to_string());
+        }
+        Ok(())
+    }
+
+    /// CreateTopic idempotency: every requested attribute must equal what is stored.
+    pub fn same_settings(&self, attrs: &[(String, String)]) -> bool {
+        attrs.iter().all(|(name, value)| match name.as_str() {
+            "FifoTopic" => value.eq_ignore_ascii_case(if self.fifo { "true" } else { "false" }),
+            "ContentBasedDeduplication" => {
+                self.settings
+                    .get(name)
+                    .map(String::as_str)
+                    .unwrap_or("false")
+                    == value.to_ascii_lowercase()
+            }
+            _ => self.settings.get(name) == Some(value),
+        })
+    }
+
+    fn default_policy(&self) -> String {
+        serde_json::json!({
+            "Version": "2008-10-17",
+            "Id": "__default_policy_ID",
+            "Statement": [{
+                "Sid": "__default_statement_ID",
+                "Effect": "Allow",
+                "Principal": {"AWS": "*"},
+                "Action": ["SNS:GetTopicAttributes", "SNS:SetTopicAttributes", "SNS:AddPermission",
+                    "SNS:RemovePermission", "SNS:DeleteTopic", "SNS:Subscribe",
+                    "SNS:ListSubscriptionsByTopic", "SNS:Publish"],
+                "Resource": &*self.arn,
+                "Condition": {"StringEquals": {"AWS:SourceOwner": &self.owner}},
+            }],
+        })
+        .to_string()
+    }
+
+    /// GetTopicAttributes: computed attributes plus whatever was set.
+    pub fn attributes(&self) -> Vec<(String, String)> {
+        let mut out = vec![
+            ("TopicArn".to_string(), self.arn.to_string()),
+            ("Owner".to_string(), self.owner.clone()),
+            ("DisplayName".to_string(), self.settings.get("DisplayName").cloned().unwrap_or_default()),
+            ("Policy".to_string(), self.settings.get("Policy").cloned().unwrap_or_else(|| self.default_policy())),
+            ("SubscriptionsConfirmed".to_string(), self.subscriptions.len().to_string()),
+            ("SubscriptionsPending".to_string(), "0".to_string()),
+            ("SubscriptionsDeleted".to_string(), self.deleted_subscriptions.to_string()),
+            (
+                "EffectiveDeliveryPolicy".to_string(),
+                self.settings.get("DeliveryPolicy").cloned().unwrap_or_else(|| {
+                    r#"{"http":{"defaultHealthyRetryPolicy":{"minDelayTarget":20,"maxDelayTarget":20,"numRetries":3,"numMaxDelayRetries":0,"numNoDelayRetries":0,"numMinDelayRetries":0,"backoffFunction":"linear"},"disableSubscriptionOverrides":false,"defaultRequestPolicy":{"headerContentType":"text/plain; charset=UTF-8"}}}"#.to_string()
+                }),
+            ),
+        ];
+        if self.fifo {
+            out.push(("FifoTopic".into(), "true".into()));
+            out.push((
+                "ContentBasedDeduplication".into(),
+                self.settings
+                    .get("ContentBasedDeduplication")
+                    .cloned()
+                    .unwrap_or_else(|| "false".into()),
+            ));
+        }
+        for (name, value) in &self.settings {
+            if !matches!(
+                name.as_str(),
+                "DisplayName" | "Policy" | "ContentBasedDeduplication"
+            ) {
+                out.push((name.clone(), value.clone()));
+            }
+        }
+        out
+    }
+
+    fn content_based(&self) -> bool {
+        self.settings
+            .get("ContentBasedDeduplication")
+            .is_some_and(|v| v == "true")
+    }
+
+    fn group_scoped_dedup(&self) -> bool {
+        self.settings
+            .get("FifoThroughputScope")
+            .is_some_and(|v| v == "MessageGroup")
+    }
+
+    /// Validates a publish against the topic type (attributes and size are checked by `check`).
+    pub fn check_fifo_rules(&self, req: &PublishRequest) -> EngineResult<()> {
+        if self.fifo {
+            let Some(group) = &req.group_id else {
+                return Err(invalid(
+                    "Invalid parameter: The MessageGroupId parameter is required for FIFO topics",
+                ));
+            };
+            validate_token("MessageGroupId", group)
+                .map_err(|e| invalid(format!("Invalid parameter: {e}")))?;
+            match &req.dedup_id {
+                Some(id) => validate_token("MessageDeduplicationId", id).map_err(|e| invalid(format!("Invalid parameter: {e}")))?,
+                None if self.content_based() => {}
+                None => {
+                    return Err(invalid(
+                        "Invalid parameter: The topic should either have ContentBasedDeduplication enabled or MessageDeduplicationId provided explicitly",
+                    ))
+                }
+            }
+        } else if req.dedup_id.is_some() {
+            return Err(invalid(
+                "Invalid parameter: MessageDeduplicationId Reason: The request includes MessageDeduplicationId parameter that is not valid for this topic type",
+            ));
+        }
+        Ok(())
+    }
+
+    /// Decides one publish: a FIFO duplicate inside the window gets the original's ids.
+    pub fn accept(&mut self, req: &PublishRequest, now: Timestamp) -> EngineResult<Publication> {
+        self.check_fifo_rules(req)?;
+        self.dedup.expire(now);
+        if !self.fifo {
+            return Ok(Publication {
+                message_id: uuid::Uuid::new_v4().to_string().into(),
+                sequence_number: None,
+                dedup_id: None,
+                duplicate: false,
+            });
+        }
+        let dedup_id = req
+            .dedup_id
+            .clone()
+            .unwrap_or_else(|| content_dedup_id(&req.message));
+        let key = if self.group_scoped_dedup() {
+            format!("{}\u{0}{dedup_id}", req.group_id.as_deref().unwrap_or(""))
+        } else {
+            dedup_id.clone()
+        };
+        if let Some((id, seq)) = self.dedup.get(&key, now) {
+            return Ok(Publication {
+                message_id: id.clone(),
+                sequence_number: *seq,
+                dedup_id: Some(dedup_id),
+                duplicate: true,
+            });
+        }
+        let message_id: Arc<str> = uuid::Uuid::new_v4().to_string().into();
+        let sequence_number = SEQUENCE_BASE + self.next_seq as u128 * 1000;
+        self.next_seq += 1;
+        self.dedup.insert(
+            key,
+            (message_id.clone(), Some(sequence_number)),
+            now.plus_millis(DEDUP_WINDOW_MS),
+        );
+        Ok(Publication {
+            message_id,
+            sequence_number: Some(sequence_number),
+            dedup_id: Some(dedup_id),
+            duplicate: false,
+        })
+    }
+
+    /// Subscription attributes as Get returns them.
+    pub fn subscription_attributes(
+        &self,
+        sub: &Subscription,
+        confirmed_by_owner: bool,
+    ) -> Vec<(String, String)> {
+        let mut out = vec![
+            (
+                "ConfirmationWasAuthenticated".into(),
+                confirmed_by_owner.to_string(),
+            ),
+            ("Endpoint".into(), sub.endpoint.clone()),
+            ("Owner".into(), sub.owner.clone()),
+            ("PendingConfirmation".into(), "false".into()),
+            ("Protocol".into(), sub.protocol.clone()),
+            (
+                "RawMessageDelivery".into(),
+                sub.attribute("RawMessageDelivery").unwrap_or_default(),
+            ),
+            ("SubscriptionArn".into(), sub.arn.to_string()),
+            (
+                "SubscriptionPrincipal".into(),
+                format!("arn:aws:iam::{}:root", sub.owner),
+            ),
+            ("TopicArn".into(), self.arn.to_string()),
+        ];
+        for (name, value) in &sub.attributes {
+            out.push((name.clone(), value.clone()));
+        }
+        out
+    }
+}
+
+/// Checks a publish's parts that do not depend on the topic: subject, body, attributes, size,
+/// message structure.
+pub fn check_message(req: &PublishRequest) -> EngineResult<()> {
+    if let Some(subject) = &req.subject {
+        let ok = !subject.is_empty()
+            && subject.chars().count() < 100
+            && !subject.chars().any(char::is_control);
+        if !ok {
+            return Err(invalid("Invalid parameter: Subject"));
+        }
+    }
+    if req.message.is_empty() {
+        return Err(invalid("Invalid parameter: Empty message"));
+    }
+    validate_attributes(&req.attributes)
+        .map_err(|e| EngineError::ParameterValueInvalid(e.to_string()))?;
+    if req.message.len() + req.attributes.size() > MAX_MESSAGE_BYTES {
+        return Err(invalid("Invalid parameter: Message too long"));
+    }
+    if req.structured {
+        let json: serde_json::Value = serde_json::from_str(&req.message).map_err(|_| {
+            invalid("Invalid parameter: Message Structure - JSON message body failed to parse")
+        })?;
+        if !json
+            .get("default")
+            .is_some_and(serde_json::Value::is_string)
+        {
+            return Err(invalid(
+                "Invalid parameter: Message Structure - No default entry in JSON message body",
+            ));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fifo_topic(extra: &[(&str, &str)]) -> Topic {
+        let mut attrs = vec![("FifoTopic".to_string(), "true".to_string())];
+        attrs.extend(extra.iter().map(|(a, b)| (a.to_string(), b.to_string())));
+        Topic::new(
+            "t.fifo",
+            "arn:aws:sns:us-east-1:000000000000:t.fifo".into(),
+            "000000000000",
+            &attrs,
+        )
+        .unwrap()
+    }
+
+    fn publish(body: &str, group: &str) -> PublishRequest {
+        PublishRequest {
+            message: body.into(),
+            subject: None,
+            structured: false,
+            attributes: MessageAttributes::default(),
+            group_id: Some(group.into()),
+            dedup_id: None,
+        }
+    }
+
+    #[test]
+    fn topic_wide_dedup_ignores_groups_and_returns_original_ids() {
+        let mut t = fifo_topic(&[("ContentBasedDeduplication", "true")]);
+        let first = t.accept(&publish("Test", "g1"), Timestamp(0)).unwrap();
+        assert_eq!(
+            first.dedup_id.as_deref(),
+            Some("532eaabd9574880dbf76b9b8cc00832c20a6ec113d682299550d7a6e0f345e25")
+        );
+        let dup = t.accept(&publish("Test", "g2"), Timestamp(1)).unwrap();
+        assert!(dup.duplicate);
+        assert_eq!(dup.message_id, first.message_id);
+        assert_eq!(dup.sequence_number, first.sequence_number);
+        let later = t
+            .accept(&publish("Test", "g2"), Timestamp(DEDUP_WINDOW_MS))
+            .unwrap();
+        assert!(!later.duplicate);
+        assert!(later.sequence_number > first.sequence_number);
+    }
+
+    #[test]
+    fn message_group_scope_dedups_per_group() {
+        let mut t = fifo_topic(&[
+            ("ContentBasedDeduplication", "true"),
+            ("FifoThroughputScope", "MessageGroup"),
+        ]);
+        t.accept(&publish("x", "g1"), Timestamp(0)).unwrap();
+        assert!(
+            !t.accept(&publish("x", "g2"), Timestamp(0))
+                .unwrap()
+                .duplicate
+        );
+        assert!(
+            t.accept(&publish("x", "g1"), Timestamp(0))
+                .unwrap()
+                .duplicate
+        );
+    }
+
+    #[test]
+    fn fifo_rules_and_names() {
+        let mut t = fifo_topic(&[]);
+        let mut no_group = publish("x", "g");
+        no_group.group_id = None;
+        assert!(
+            matches!(t.accept(&no_group, Timestamp(0)), Err(EngineError::InvalidParameter(m)) if m.contains("MessageGroupId parameter is required"))
+        );
+        assert!(
+            matches!(t.accept(&publish("x", "g"), Timestamp(0)), Err(EngineError::InvalidParameter(m)) if m.contains("ContentBasedDeduplication"))
+        );
+        assert!(validate_topic_name("a.fifo", false).is_err());
+        assert!(validate_topic_name("a.fifo", true).is_ok());
+        assert!(validate_topic_name("a", true).is_err());
+        assert!(validate_topic_name(&"a".repeat(257), false).is_err());
+    }
+
+    #[test]
+    fn message_checks() {
+        let mut m = publish("x", "g");
+        m.subject = Some(String::new());
+        assert_eq!(
+            check_message(&m),
+            Err(invalid("Invalid parameter: Subject"))
+        );
+        let mut big = publish(&"x".repeat(MAX_MESSAGE_BYTES + 1), "g");
+        assert_eq!(
+            check_message(&big),
+            Err(invalid("Invalid parameter: Message too long"))
+        );
+        big.message = r#"{"sqs":"only"}"#.into();
+        big.structured = true;
+        assert!(
+            matches!(check_message(&big), Err(EngineError::InvalidParameter(m)) if m.contains("No default entry"))
+        );
+    }
+
+    #[test]
+    fn create_idempotency_compares_settings() {
+        let t = fifo_topic(&[("ContentBasedDeduplication", "true")]);
+        let same = vec![
+            ("FifoTopic".to_string(), "true".to_string()),
+            ("ContentBasedDeduplication".to_string(), "true".to_string()),
+        ];
+        assert!(t.same_settings(&same));
+        assert!(!t.same_settings(&[("DisplayName".to_string(), "x".to_string())]));
+    }
+}

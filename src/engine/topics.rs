@@ -1,0 +1,412 @@
+//! Topics in the registry, subscriptions, and publish fan-out into queues.
+//!
+//! Fan-out holds the topic's lock while it enqueues into each subscribed queue (lock order is
+//! always topic, then queue; queue operations never take a topic lock). So concurrent publishers
+//! are serialised per topic: every queue receives copies in topic sequence order, and a
+//! subscription added or removed concurrently sees a publish entirely or not at all.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use super::error::{EngineError, EngineResult};
+use super::message::MessageAttributes;
+use super::queue::SendRequest;
+use super::time::Timestamp;
+use super::topic::envelope::{self, Notification};
+use super::topic::{check_message, Publication, PublishRequest, Subscription, Topic};
+use super::{Engine, QueueEntry};
+
+pub struct TopicEntry {
+    state: Mutex<Topic>,
+}
+
+impl TopicEntry {
+    pub fn lock(&self) -> MutexGuard<'_, Topic> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// What a publish did: the ids to answer with and the queues that received a copy.
+pub struct Fanout<W> {
+    pub publication: Publication,
+    pub delivered_to: Vec<Arc<QueueEntry<W>>>,
+    /// Copies no queue accepted (queue gone, message too large for it, ...).
+    pub failed: usize,
+}
+
+fn invalid(message: impl Into<String>) -> EngineError {
+    EngineError::InvalidParameter(message.into())
+}
+
+fn not_found_topic() -> EngineError {
+    EngineError::NotFound("Topic does not exist".into())
+}
+
+impl<W: Default> Engine<W> {
+    pub fn topic_arn(&self, name: &str) -> String {
+        format!("arn:aws:sns:{}:{}:{}", self.region, self.account_id, name)
+    }
+
+    /// The topic name of an SNS ARN, with AWS's errors for malformed and foreign ARNs.
+    pub fn topic_name_from_arn<'a>(&self, arn: &'a str, parameter: &str) -> EngineResult<&'a str> {
+        let parts: Vec<&str> = arn.split(':').collect();
+        if parts.len() < 6 {
+            return Err(invalid(format!(
+                "Invalid parameter: {parameter} Reason: An ARN must have at least 6 elements, not {}",
+                parts.len()
+            )));
+        }
+        if parts[0] != "arn"
+            || parts[2] != "sns"
+            || parts[3] != self.region
+            || parts[4] != self.account_id
+        {
+            return Err(invalid(format!("Invalid parameter: {parameter}")));
+        }
+        Ok(parts[5])
+    }
+
+    fn topics_read(&self) -> std::sync::RwLockReadGuard<'_, BTreeMap<Arc<str>, Arc<TopicEntry>>> {
+        self.topics.read().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub fn topic(&self, arn: &str) -> EngineResult<Arc<TopicEntry>> {
+        let name = self.topic_name_from_arn(arn, "TopicArn")?;
+        self.topics_read()
+            .get(name)
+            .cloned()
+            .ok_or_else(not_found_topic)
+    }
+
+    /// CreateTopic: idempotent while the requested attributes and tags match.
+    pub fn create_topic(
+        &self,
+        name: &str,
+        attrs: &[(String, String)],
+        tags: &[(String, String)],
+    ) -> EngineResult<Arc<str>> {
+        let mut topics = self.topics.write().unwrap_or_else(|p| p.into_inner());
+        if let Some(existing) = topics.get(name) {
+            let topic = existing.lock();
+            if !topic.same_settings(attrs) {
+                return Err(invalid("Invalid parameter: Attributes Reason: Topic already exists with different attributes"));
+            }
+            if !tags.is_empty() && tags.iter().any(|(k, v)| topic.tags.get(k) != Some(v)) {
+                return Err(invalid(
+                    "Invalid parameter: Tags Reason: Topic already exists with different tags",
+                ));
+            }
+            return Ok(topic.arn.clone());
+        }
+        super::check_tags(
+            tags.iter().map(|(k, v)| (k.as_str(), v.as_str())),
+            tags.len(),
+        )
+        .map_err(|e| EngineError::TagLimitExceeded(e.to_string()))?;
+        let mut topic = Topic::new(name, self.topic_arn(name), &self.account_id, attrs)?;
+        topic.tags.extend(tags.iter().cloned());
+        let arn = topic.arn.clone();
+        topics.insert(
+            name.into(),
+            Arc::new(TopicEntry {
+                state: Mutex::new(topic),
+            }),
+        );
+        Ok(arn)
+    }
+
+    /// DeleteTopic: idempotent; the topic's subscriptions go with it.
+    pub fn delete_topic(&self, arn: &str) -> EngineResult<()> {
+        let name = self.topic_name_from_arn(arn, "TopicArn")?;
+        self.topics
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(name);
+        Ok(())
+    }
+
+    /// Topic ARNs, sorted by name.
+    pub fn list_topics(&self) -> Vec<Arc<str>> {
+        self.topics_read()
+            .values()
+            .map(|t| t.lock().arn.clone())
+            .collect()
+    }
+
+    /// Subscribe: only SQS endpoints in this account for now; same topic, protocol and
+    /// endpoint return the existing subscription.
+    pub fn subscribe(
+        &self,
+        topic_arn: &str,
+        protocol: &str,
+        endpoint: Option<&str>,
+        attrs: &[(String, String)],
+    ) -> EngineResult<Arc<str>> {
+        const KNOWN: &[&str] = &[
+            "http",
+            "https",
+            "email",
+            "email-json",
+            "sms",
+            "sqs",
+            "application",
+            "lambda",
+            "firehose",
+        ];
+        if !KNOWN.contains(&protocol) {
+            return Err(invalid(format!(
+                "Invalid parameter: Amazon SNS does not support this protocol string: {protocol}"
+            )));
+        }
+        let entry = self.topic(topic_arn)?;
+        let fifo_topic = entry.lock().fifo;
+        if protocol != "sqs" {
+            return Err(invalid(if fifo_topic {
+                format!("Invalid parameter: Invalid protocol type: {protocol}")
+            } else {
+                format!("Invalid parameter: Orderly does not deliver to {protocol} endpoints yet (only sqs)")
+            }));
+        }
+        let endpoint = endpoint.ok_or_else(|| invalid("Invalid parameter: Endpoint"))?;
+        let queue_name = self
+            .name_from_arn(endpoint)
+            .ok_or_else(|| invalid("Invalid parameter: SQS endpoint ARN"))?;
+        // A queue that does not exist yet is allowed (AWS checks delivery, not subscription);
+        // its type is known from its name.
+        if queue_name.ends_with(".fifo") && !fifo_topic {
+            return Err(invalid(
+                "Invalid parameter: Invalid parameter: Endpoint Reason: FIFO SQS Queues can not be subscribed to standard SNS topics",
+            ));
+        }
+        let mut topic = entry.lock();
+        if let Some(existing) = topic
+            .subscriptions
+            .iter()
+            .find(|s| s.protocol == protocol && s.endpoint == endpoint)
+        {
+            let mut candidate = (**existing).clone();
+            for (name, value) in attrs {
+                candidate.set(name, value, "Attributes Reason: ")?;
+            }
+            let differs = candidate.raw_delivery != existing.raw_delivery
+                || candidate.attributes != existing.attributes;
+            if differs {
+                return Err(invalid("Invalid parameter: Attributes Reason: Subscription already exists with different attributes"));
+            }
+            return Ok(existing.arn.clone());
+        }
+        let mut subscription = Subscription {
+            arn: format!("{}:{}", topic.arn, uuid::Uuid::new_v4()).into(),
+            protocol: protocol.to_string(),
+            endpoint: endpoint.to_string(),
+            owner: self.account_id.clone(),
+            raw_delivery: false,
+            attributes: BTreeMap::new(),
+        };
+        for (name, value) in attrs {
+            subscription.set(name, value, "Attributes Reason: ")?;
+        }
+        let arn = subscription.arn.clone();
+        topic.subscriptions.push(Arc::new(subscription));
+        Ok(arn)
+    }
+
+    /// The topic of a subscription ARN (`<topic arn>:<id>`).
+    fn subscription_topic(&self, subscription_arn: &str) -> EngineResult<Arc<TopicEntry>> {
+        let parts: Vec<&str> = subscription_arn.split(':').collect();
+        if parts.len() < 6 {
+            return Err(invalid(format!(
+                "Invalid parameter: SubscriptionArn Reason: An ARN must have at least 6 elements, not {}",
+                parts.len()
+            )));
+        }
+        if parts.len() < 7 {
+            return Err(invalid("Invalid parameter: SubscriptionId"));
+        }
+        let topic_arn = parts[..6].join(":");
+        self.topic(&topic_arn)
+            .map_err(|_| EngineError::NotFound("Subscription does not exist".into()))
+    }
+
+    /// Runs `f` on a subscription (a copy, swapped in afterwards, so fan-out snapshots stay valid).
+    pub fn with_subscription<T>(
+        &self,
+        subscription_arn: &str,
+        f: impl FnOnce(&Topic, &mut Subscription) -> EngineResult<T>,
+    ) -> EngineResult<T> {
+        let entry = self.subscription_topic(subscription_arn)?;
+        let mut topic = entry.lock();
+        let index = topic
+            .subscriptions
+            .iter()
+            .position(|s| &*s.arn == subscription_arn)
+            .ok_or_else(|| EngineError::NotFound("Subscription does not exist".into()))?;
+        let mut copy = (*topic.subscriptions[index]).clone();
+        let out = f(&topic, &mut copy)?;
+        topic.subscriptions[index] = Arc::new(copy);
+        Ok(out)
+    }
+
+    /// Unsubscribe: idempotent for an unknown subscription.
+    pub fn unsubscribe(&self, subscription_arn: &str) -> EngineResult<()> {
+        let entry = match self.subscription_topic(subscription_arn) {
+            Ok(entry) => entry,
+            Err(EngineError::NotFound(_)) => return Ok(()),
+            Err(e) => return Err(e),
+        };
+        let mut topic = entry.lock();
+        let before = topic.subscriptions.len();
+        topic.subscriptions.retain(|s| &*s.arn != subscription_arn);
+        if topic.subscriptions.len() < before {
+            topic.deleted_subscriptions += 1;
+        }
+        Ok(())
+    }
+
+    /// Every subscription as (topic ARN, subscription), topics by name, then subscription order.
+    pub fn list_subscriptions(
+        &self,
+        topic_arn: Option<&str>,
+    ) -> EngineResult<Vec<(Arc<str>, Arc<Subscription>)>> {
+        let entries: Vec<Arc<TopicEntry>> = match topic_arn {
+            Some(arn) => vec![self.topic(arn)?],
+            None => self.topics_read().values().cloned().collect(),
+        };
+        Ok(entries
+            .iter()
+            .flat_map(|e| {
+                let topic = e.lock();
+                topic
+                    .subscriptions
+                    .iter()
+                    .map(|s| (topic.arn.clone(), s.clone()))
+                    .collect::<Vec<_>>()
+            })
+            .collect())
+    }
+
+    /// Publish: the topic decides (validation, dedup, sequence), then each SQS subscription gets
+    /// its copy, all under the topic lock. `unsubscribe_base` is the URL clients reach us at.
+    pub fn publish(
+        &self,
+        topic_arn: &str,
+        req: &PublishRequest,
+        unsubscribe_base: &str,
+        now: Timestamp,
+    ) -> EngineResult<Fanout<W>> {
+        check_message(req)?;
+        let entry = self.topic(topic_arn)?;
+        let mut topic = entry.lock();
+        let publication = topic.accept(req, now)?;
+        let mut fanout = Fanout {
+            publication,
+            delivered_to: Vec::new(),
+            failed: 0,
+        };
+        if fanout.publication.duplicate {
+            return Ok(fanout);
+        }
+        let no_attributes = MessageAttributes::default();
+        let structured: Option<serde_json::Value> = req
+            .structured
+            .then(|| serde_json::from_str(&req.message).unwrap_or_default());
+        for subscription in &topic.subscriptions {
+            let Some(queue) = self
+                .name_from_arn(&subscription.endpoint)
+                .and_then(|n| self.queue(n).ok())
+            else {
+                fanout.failed += 1;
+                continue;
+            };
+            let message = match &structured {
+                Some(json) => json
+                    .get("sqs")
+                    .and_then(|v| v.as_str())
+                    .or_else(|| json.get("default").and_then(|v| v.as_str()))
+                    .unwrap_or_default(),
+                None => &req.message,
+            };
+            let unsubscribe_url = format!(
+                "{unsubscribe_base}/?Action=Unsubscribe&SubscriptionArn={}",
+                subscription.arn
+            );
+            // Attributes travel as SQS attributes only with raw delivery, never with json structure.
+            let (body, attributes) = if subscription.raw_delivery {
+                let attrs = if req.structured {
+                    MessageAttributes::default()
+                } else {
+                    req.attributes.clone()
+                };
+                (message.to_string(), attrs)
+            } else {
+                let body = envelope::notification(&Notification {
+                    message_id: &fanout.publication.message_id,
+                    sequence_number: fanout.publication.sequence_number,
+                    topic_arn: &topic.arn,
+                    subject: req.subject.as_deref(),
+                    message,
+                    timestamp: now,
+                    unsubscribe_url: &unsubscribe_url,
+                    attributes: if req.structured {
+                        &no_attributes
+                    } else {
+                        &req.attributes
+                    },
+                });
+                (body, MessageAttributes::default())
+            };
+            let mut queue_state = queue.lock();
+            queue_state.tick(now);
+            let fifo_queue = queue_state.is_fifo();
+            let send = SendRequest {
+                body,
+                attributes,
+                trace_header: None,
+                // FIFO queues get the group and dedup id; a standard queue gets the group only
+                // from a standard topic (fair queues), never from a FIFO topic.
+                group_id: if fifo_queue || !topic.fifo {
+                    req.group_id.clone()
+                } else {
+                    None
+                },
+                dedup_id: if fifo_queue {
+                    fanout.publication.dedup_id.clone()
+                } else {
+                    None
+                },
+                delay_seconds: None,
+                sender_id: "sns.amazonaws.com".into(),
+            };
+            let send = if fifo_queue && send.dedup_id.is_none() {
+                // A standard topic feeding a FIFO queue cannot happen (Subscribe refuses it).
+                Err(EngineError::invalid(
+                    "FIFO queue without a deduplication id",
+                ))
+            } else {
+                queue_state.send(send, now)
+            };
+            drop(queue_state);
+            match send {
+                Ok(_) => fanout.delivered_to.push(queue),
+                Err(_) => fanout.failed += 1,
+            }
+        }
+        Ok(fanout)
+    }
+
+    /// Tags of a topic (the SNS tagging APIs answer ResourceNotFound for unknown topics).
+    pub fn with_topic_tags<T>(
+        &self,
+        arn: &str,
+        f: impl FnOnce(&mut BTreeMap<String, String>) -> EngineResult<T>,
+    ) -> EngineResult<T> {
+        let entry = self.topic(arn).map_err(|e| match e {
+            EngineError::NotFound(_) => {
+                EngineError::TagResourceNotFound("Resource does not exist".into())
+            }
+            other => other,
+        })?;
+        let mut topic = entry.lock();
+        f(&mut topic.tags)
+    }
+}

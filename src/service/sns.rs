@@ -1,0 +1,479 @@
+//! The SNS actions: topics, subscriptions, publishing and tags.
+
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use base64::Engine as _;
+
+use super::batch::failure;
+use super::render::decode_attributes;
+use super::{RequestContext, Service};
+use crate::engine::topic::PublishRequest;
+use crate::engine::{check_tags, EngineError};
+use crate::protocol::sns::*;
+use crate::protocol::sqs::Pairs;
+use crate::protocol::{encode_ok, ApiError, Encoded, ErrorCode, Payload, Protocol};
+
+/// SNS list pages hold 100 items.
+const PAGE: usize = 100;
+
+fn invalid(message: impl Into<String>) -> ApiError {
+    ApiError::new(ErrorCode::InvalidParameter, message)
+}
+
+fn required<T>(value: Option<T>, name: &str) -> Result<T, ApiError> {
+    value.ok_or_else(|| {
+        invalid(format!(
+            "Invalid parameter: {name} Reason: no value for required parameter"
+        ))
+    })
+}
+
+/// One page starting at the offset the token encodes.
+fn page<T>(items: Vec<T>, token: Option<&str>) -> Result<(Vec<T>, Option<String>), ApiError> {
+    let start = match token {
+        Some(t) => URL_SAFE_NO_PAD
+            .decode(t)
+            .ok()
+            .and_then(|b| String::from_utf8(b).ok())
+            .and_then(|s| s.parse::<usize>().ok())
+            .ok_or_else(|| invalid("Invalid parameter: NextToken"))?,
+        None => 0,
+    };
+    let total = items.len();
+    let page: Vec<T> = items.into_iter().skip(start).take(PAGE).collect();
+    let next = (start + PAGE < total).then(|| URL_SAFE_NO_PAD.encode((start + PAGE).to_string()));
+    Ok((page, next))
+}
+
+fn pairs(map: std::collections::BTreeMap<String, String>) -> Vec<(String, String)> {
+    map.into_iter().collect()
+}
+
+impl Service {
+    pub(super) fn route_sns(
+        &self,
+        action: &str,
+        payload: &Payload,
+        ctx: &RequestContext,
+    ) -> Result<Encoded, ApiError> {
+        let protocol = Protocol::SnsQuery;
+        macro_rules! call {
+            ($handler:ident) => {
+                Ok(encode_ok(
+                    protocol,
+                    action,
+                    &self.$handler(payload.decode(protocol)?, ctx)?,
+                    &ctx.request_id,
+                ))
+            };
+        }
+        match action {
+            "CreateTopic" => call!(create_topic),
+            "DeleteTopic" => call!(delete_topic),
+            "ListTopics" => call!(list_topics),
+            "GetTopicAttributes" => call!(get_topic_attributes),
+            "SetTopicAttributes" => call!(set_topic_attributes),
+            "Subscribe" => call!(subscribe),
+            "Unsubscribe" => call!(unsubscribe),
+            "ListSubscriptions" => call!(list_subscriptions),
+            "ListSubscriptionsByTopic" => call!(list_subscriptions_by_topic),
+            "GetSubscriptionAttributes" => call!(get_subscription_attributes),
+            "SetSubscriptionAttributes" => call!(set_subscription_attributes),
+            "Publish" => call!(publish),
+            "PublishBatch" => call!(publish_batch),
+            "TagResource" => call!(tag_resource),
+            "UntagResource" => call!(untag_resource),
+            "ListTagsForResource" => call!(list_tags_for_resource),
+            _ => Err(ApiError::new(
+                ErrorCode::InvalidAction,
+                format!("The action {action} is not valid for this endpoint."),
+            )),
+        }
+    }
+
+    fn create_topic(
+        &self,
+        input: CreateTopicInput,
+        _ctx: &RequestContext,
+    ) -> Result<TopicArnOutput, ApiError> {
+        let name = required(input.name, "Name")?;
+        let tags: Vec<(String, String)> =
+            input.tags.into_iter().map(|t| (t.key, t.value)).collect();
+        let arn = self
+            .engine
+            .create_topic(&name, &pairs(input.attributes), &tags)?;
+        Ok(TopicArnOutput {
+            topic_arn: arn.to_string(),
+        })
+    }
+
+    fn delete_topic(&self, input: TopicArnInput, _ctx: &RequestContext) -> Result<Empty, ApiError> {
+        self.engine
+            .delete_topic(&required(input.topic_arn, "TopicArn")?)?;
+        Ok(Empty {})
+    }
+
+    fn list_topics(
+        &self,
+        input: TopicArnInput,
+        _ctx: &RequestContext,
+    ) -> Result<ListTopicsOutput, ApiError> {
+        let (topics, next_token) = page(self.engine.list_topics(), input.next_token.as_deref())?;
+        Ok(ListTopicsOutput {
+            topics: topics
+                .into_iter()
+                .map(|arn| TopicArnOutput {
+                    topic_arn: arn.to_string(),
+                })
+                .collect(),
+            next_token,
+        })
+    }
+
+    fn get_topic_attributes(
+        &self,
+        input: TopicArnInput,
+        _ctx: &RequestContext,
+    ) -> Result<AttributesMap, ApiError> {
+        let entry = self.engine.topic(&required(input.topic_arn, "TopicArn")?)?;
+        let attributes = entry.lock().attributes();
+        Ok(AttributesMap {
+            attributes: Pairs(attributes),
+        })
+    }
+
+    fn set_topic_attributes(
+        &self,
+        input: SetAttributeInput,
+        _ctx: &RequestContext,
+    ) -> Result<Empty, ApiError> {
+        let entry = self.engine.topic(&required(input.topic_arn, "TopicArn")?)?;
+        let name = required(input.attribute_name, "AttributeName")?;
+        entry
+            .lock()
+            .set(&name, input.attribute_value.as_deref().unwrap_or(""), "")?;
+        Ok(Empty {})
+    }
+
+    fn subscribe(
+        &self,
+        input: SubscribeInput,
+        _ctx: &RequestContext,
+    ) -> Result<SubscriptionArnOutput, ApiError> {
+        let topic_arn = required(input.topic_arn, "TopicArn")?;
+        let protocol = required(input.protocol, "Protocol")?;
+        let arn = self.engine.subscribe(
+            &topic_arn,
+            &protocol,
+            input.endpoint.as_deref(),
+            &pairs(input.attributes),
+        )?;
+        // SQS endpoints in this account are confirmed at once, so the real ARN is always returned.
+        Ok(SubscriptionArnOutput {
+            subscription_arn: arn.to_string(),
+        })
+    }
+
+    fn unsubscribe(
+        &self,
+        input: SubscriptionArnInput,
+        _ctx: &RequestContext,
+    ) -> Result<Empty, ApiError> {
+        self.engine
+            .unsubscribe(&required(input.subscription_arn, "SubscriptionArn")?)?;
+        Ok(Empty {})
+    }
+
+    fn subscriptions_page(
+        &self,
+        topic_arn: Option<&str>,
+        token: Option<&str>,
+    ) -> Result<ListSubscriptionsOutput, ApiError> {
+        let all = self.engine.list_subscriptions(topic_arn)?;
+        let (items, next_token) = page(all, token)?;
+        Ok(ListSubscriptionsOutput {
+            subscriptions: items
+                .into_iter()
+                .map(|(topic, s)| SubscriptionWire {
+                    subscription_arn: s.arn.to_string(),
+                    owner: s.owner.clone(),
+                    protocol: s.protocol.clone(),
+                    endpoint: s.endpoint.clone(),
+                    topic_arn: topic.to_string(),
+                })
+                .collect(),
+            next_token,
+        })
+    }
+
+    fn list_subscriptions(
+        &self,
+        input: TopicArnInput,
+        _ctx: &RequestContext,
+    ) -> Result<ListSubscriptionsOutput, ApiError> {
+        self.subscriptions_page(None, input.next_token.as_deref())
+    }
+
+    fn list_subscriptions_by_topic(
+        &self,
+        input: TopicArnInput,
+        _ctx: &RequestContext,
+    ) -> Result<ListSubscriptionsOutput, ApiError> {
+        let topic_arn = required(input.topic_arn, "TopicArn")?;
+        self.subscriptions_page(Some(&topic_arn), input.next_token.as_deref())
+    }
+
+    fn get_subscription_attributes(
+        &self,
+        input: SubscriptionArnInput,
+        _ctx: &RequestContext,
+    ) -> Result<AttributesMap, ApiError> {
+        let arn = required(input.subscription_arn, "SubscriptionArn")?;
+        let attributes = self.engine.with_subscription(&arn, |topic, sub| {
+            Ok(topic.subscription_attributes(sub, true))
+        })?;
+        Ok(AttributesMap {
+            attributes: Pairs(attributes),
+        })
+    }
+
+    fn set_subscription_attributes(
+        &self,
+        input: SetAttributeInput,
+        _ctx: &RequestContext,
+    ) -> Result<Empty, ApiError> {
+        let arn = required(input.subscription_arn, "SubscriptionArn")?;
+        let name = required(input.attribute_name, "AttributeName")?;
+        let value = input.attribute_value.unwrap_or_default();
+        self.engine
+            .with_subscription(&arn, |_, sub| sub.set(&name, &value, ""))?;
+        Ok(Empty {})
+    }
+
+    fn publish_request(entry: PublishEntry) -> Result<PublishRequest, ApiError> {
+        let structured = match entry.message_structure.as_deref() {
+            None => false,
+            Some("json") => true,
+            Some(other) => {
+                return Err(invalid(format!(
+                    "Invalid parameter: MessageStructure Reason: {other} is not a valid value"
+                )))
+            }
+        };
+        for (name, value) in &entry.message_attributes {
+            if value.data_type.is_none() {
+                return Err(ApiError::new(
+                    ErrorCode::ValidationError,
+                    format!("1 validation error detected: Value null at 'messageAttributes.{name}.member.dataType' failed to satisfy constraint: Member must not be null"),
+                ));
+            }
+        }
+        Ok(PublishRequest {
+            message: required(entry.message, "Message")?,
+            subject: entry.subject,
+            structured,
+            attributes: decode_attributes(entry.message_attributes)?,
+            group_id: entry.message_group_id,
+            dedup_id: entry.message_deduplication_id,
+        })
+    }
+
+    /// The base of URLs we hand out (UnsubscribeURL), as the client reaches us.
+    fn base_url(&self, ctx: &RequestContext) -> String {
+        format!("http://{}", self.hostname.as_deref().unwrap_or(&ctx.host))
+    }
+
+    fn publish_one(
+        &self,
+        topic_arn: &str,
+        request: &PublishRequest,
+        ctx: &RequestContext,
+    ) -> Result<PublishOutput, ApiError> {
+        let fanout =
+            self.engine
+                .publish(topic_arn, request, &self.base_url(ctx), self.clock.now())?;
+        for queue in &fanout.delivered_to {
+            Self::wake(queue);
+        }
+        if fanout.failed > 0 {
+            tracing::warn!(
+                topic = topic_arn,
+                failed = fanout.failed,
+                "copies not delivered"
+            );
+        }
+        Ok(PublishOutput {
+            id: None,
+            message_id: fanout.publication.message_id.to_string(),
+            sequence_number: fanout.publication.sequence_number.map(|s| s.to_string()),
+        })
+    }
+
+    fn publish(
+        &self,
+        input: PublishInput,
+        ctx: &RequestContext,
+    ) -> Result<PublishOutput, ApiError> {
+        if input.phone_number.is_some() {
+            return Err(invalid(
+                "Invalid parameter: PhoneNumber Reason: SMS is not supported by Orderly",
+            ));
+        }
+        let topic_arn = input.topic_arn.or(input.target_arn).ok_or_else(|| {
+            invalid(
+                "Invalid parameter: TopicArn or TargetArn Reason: no value for required parameter",
+            )
+        })?;
+        let request = Self::publish_request(input.entry)?;
+        self.publish_one(&topic_arn, &request, ctx)
+    }
+
+    fn publish_batch(
+        &self,
+        input: PublishBatchInput,
+        ctx: &RequestContext,
+    ) -> Result<PublishBatchOutput, ApiError> {
+        let topic_arn = required(input.topic_arn, "TopicArn")?;
+        let entries = required(
+            input.publish_batch_request_entries,
+            "PublishBatchRequestEntries",
+        )?;
+        if entries.is_empty() {
+            return Err(ApiError::new(
+                ErrorCode::EmptyBatchRequest,
+                "The batch request doesn't contain any entries.",
+            ));
+        }
+        if entries.len() > 10 {
+            return Err(ApiError::new(
+                ErrorCode::TooManyEntriesInBatchRequest,
+                "The batch request contains more entries than permissible.",
+            ));
+        }
+        let mut seen = std::collections::HashSet::new();
+        let mut total = 0;
+        let mut requests = Vec::with_capacity(entries.len());
+        for entry in entries {
+            let id = required(entry.id.clone(), "Id")?;
+            if id.len() > 80 {
+                return Err(ApiError::new(
+                    ErrorCode::InvalidBatchEntryId,
+                    format!("The Id of a batch entry in the batch request is too long: {id}"),
+                ));
+            }
+            if id.is_empty()
+                || !id
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+            {
+                return Err(ApiError::new(
+                    ErrorCode::InvalidBatchEntryId,
+                    format!("The Id of a batch entry in the batch request contains an impermissible character: {id}"),
+                ));
+            }
+            if !seen.insert(id.clone()) {
+                return Err(ApiError::new(
+                    ErrorCode::BatchEntryIdsNotDistinct,
+                    "Two or more batch entries in the request have the same Id.",
+                ));
+            }
+            let request = Self::publish_request(entry)?;
+            total += request.message.len() + request.attributes.size();
+            requests.push((id, request));
+        }
+        if total > crate::engine::topic::MAX_MESSAGE_BYTES {
+            return Err(ApiError::new(
+                ErrorCode::BatchRequestTooLong,
+                "The length of all the messages put together is more than the limit.",
+            ));
+        }
+        // AWS fails the whole request for rule violations; check them all before publishing any.
+        let entry = self.engine.topic(&topic_arn)?;
+        {
+            let topic = entry.lock();
+            for (_, request) in &requests {
+                crate::engine::topic::check_message(request)?;
+                topic.check_fifo_rules(request)?;
+            }
+        }
+        let mut output = PublishBatchOutput {
+            successful: Vec::new(),
+            failed: Vec::new(),
+        };
+        for (id, request) in requests {
+            match self.publish_one(&topic_arn, &request, ctx) {
+                Ok(mut published) => {
+                    published.id = Some(id);
+                    output.successful.push(published);
+                }
+                Err(error) => output.failed.push(failure(&id, error)),
+            }
+        }
+        Ok(output)
+    }
+
+    fn tag_resource(
+        &self,
+        input: TagResourceInput,
+        _ctx: &RequestContext,
+    ) -> Result<Empty, ApiError> {
+        let arn = required(input.resource_arn, "ResourceArn")?;
+        let tags = required(input.tags, "Tags")?;
+        let mut keys = std::collections::HashSet::new();
+        if !tags.iter().all(|t| keys.insert(t.key.clone())) {
+            return Err(invalid(
+                "Invalid parameter: Duplicated keys are not allowed.",
+            ));
+        }
+        self.engine.with_topic_tags(&arn, |existing| {
+            let added = tags
+                .iter()
+                .filter(|t| !existing.contains_key(&t.key))
+                .count();
+            check_tags(
+                tags.iter().map(|t| (t.key.as_str(), t.value.as_str())),
+                existing.len() + added,
+            )
+            .map_err(|e| EngineError::TagLimitExceeded(e.to_string()))?;
+            existing.extend(tags.into_iter().map(|t| (t.key, t.value)));
+            Ok(())
+        })?;
+        Ok(Empty {})
+    }
+
+    fn untag_resource(
+        &self,
+        input: TagResourceInput,
+        _ctx: &RequestContext,
+    ) -> Result<Empty, ApiError> {
+        let arn = required(input.resource_arn, "ResourceArn")?;
+        let keys = required(input.tag_keys, "TagKeys")?;
+        self.engine.with_topic_tags(&arn, |existing| {
+            for key in &keys {
+                existing.remove(key);
+            }
+            Ok(())
+        })?;
+        Ok(Empty {})
+    }
+
+    fn list_tags_for_resource(
+        &self,
+        input: TagResourceInput,
+        _ctx: &RequestContext,
+    ) -> Result<ListTagsOutput, ApiError> {
+        let arn = required(input.resource_arn, "ResourceArn")?;
+        let tags = self.engine.with_topic_tags(&arn, |existing| {
+            Ok(existing
+                .iter()
+                .map(|(k, v)| TagOut {
+                    key: k.clone(),
+                    value: v.clone(),
+                })
+                .collect())
+        })?;
+        Ok(ListTagsOutput { tags })
+    }
+}
+
+#[derive(Debug, Default, serde::Serialize)]
+pub struct Empty {}

@@ -1,0 +1,522 @@
+//! SNS through aws-sdk-sns: FIFO topics fanning out into queues, in order, exactly once.
+
+use std::collections::HashMap;
+
+use aws_sdk_sns::error::ProvideErrorMetadata;
+use aws_sdk_sns::types::{MessageAttributeValue, PublishBatchRequestEntry};
+use aws_sdk_sqs::types::MessageSystemAttributeName as S;
+use serde_json::Value;
+
+use crate::common::{create_queue, fifo_queue, query, start, xml_text, Server};
+
+async fn fifo_topic(server: &Server, name: &str) -> String {
+    server
+        .sns
+        .create_topic()
+        .name(name)
+        .attributes("FifoTopic", "true")
+        .attributes("ContentBasedDeduplication", "true")
+        .send()
+        .await
+        .unwrap()
+        .topic_arn
+        .unwrap()
+}
+
+async fn subscribe(server: &Server, topic: &str, queue: &str, raw: bool) -> String {
+    let mut req = server
+        .sns
+        .subscribe()
+        .topic_arn(topic)
+        .protocol("sqs")
+        .endpoint(format!("arn:aws:sqs:us-east-1:000000000000:{queue}"));
+    if raw {
+        req = req.attributes("RawMessageDelivery", "true");
+    }
+    req.send().await.unwrap().subscription_arn.unwrap()
+}
+
+/// Drains a queue: (body, group id) in delivery order, deleting as it goes.
+async fn drain(server: &Server, url: &str) -> Vec<(String, Option<String>)> {
+    let mut out = Vec::new();
+    loop {
+        let got = server
+            .sqs
+            .receive_message()
+            .queue_url(url)
+            .max_number_of_messages(10)
+            .message_system_attribute_names(S::All)
+            .message_attribute_names("All")
+            .send()
+            .await
+            .unwrap();
+        let messages = got.messages.unwrap_or_default();
+        if messages.is_empty() {
+            return out;
+        }
+        for m in messages {
+            let group = m
+                .attributes()
+                .and_then(|a| a.get(&S::MessageGroupId))
+                .cloned();
+            out.push((m.body().unwrap().to_string(), group));
+            server
+                .sqs
+                .delete_message()
+                .queue_url(url)
+                .receipt_handle(m.receipt_handle().unwrap())
+                .send()
+                .await
+                .unwrap();
+        }
+    }
+}
+
+#[tokio::test]
+async fn fifo_topic_fans_out_in_group_order_with_concurrent_publishers() {
+    let server = start().await;
+    let topic = fifo_topic(&server, "prices.fifo").await;
+    let envelope_q = fifo_queue(&server, "envelope.fifo", &[]).await;
+    let raw_q = fifo_queue(&server, "raw.fifo", &[]).await;
+    subscribe(&server, &topic, "envelope.fifo", false).await;
+    subscribe(&server, &topic, "raw.fifo", true).await;
+    let publishers = 4;
+    let per_publisher = 30;
+    let mut tasks = Vec::new();
+    for p in 0..publishers {
+        let sns = server.sns.clone();
+        let topic = topic.clone();
+        tasks.push(tokio::spawn(async move {
+            for n in 0..per_publisher {
+                // Two groups per publisher, shared with nobody, plus one group all publishers share.
+                let group = if n % 3 == 0 {
+                    "shared".to_string()
+                } else {
+                    format!("p{p}-{}", n % 2)
+                };
+                sns.publish()
+                    .topic_arn(&topic)
+                    .message(format!("{p}:{n}:{group}"))
+                    .message_group_id(group)
+                    .send()
+                    .await
+                    .unwrap();
+            }
+        }));
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+    let raw = drain(&server, &raw_q).await;
+    let wrapped = drain(&server, &envelope_q).await;
+    assert_eq!(
+        raw.len(),
+        publishers * per_publisher,
+        "every copy arrives exactly once"
+    );
+    assert_eq!(wrapped.len(), raw.len());
+    // Both queues hold the same messages in the same per-group order (topic sequence order).
+    let mut raw_by_group: HashMap<String, Vec<String>> = HashMap::new();
+    for (body, group) in &raw {
+        raw_by_group
+            .entry(group.clone().unwrap())
+            .or_default()
+            .push(body.clone());
+    }
+    let mut wrapped_by_group: HashMap<String, Vec<String>> = HashMap::new();
+    let mut last_seq: HashMap<String, u128> = HashMap::new();
+    for (body, group) in &wrapped {
+        let envelope: Value = serde_json::from_str(body).unwrap();
+        let group = group.clone().unwrap();
+        let seq: u128 = envelope["SequenceNumber"]
+            .as_str()
+            .unwrap()
+            .parse()
+            .unwrap();
+        assert!(
+            seq > last_seq.get(&group).copied().unwrap_or(0),
+            "sequence goes up within group {group}"
+        );
+        last_seq.insert(group.clone(), seq);
+        wrapped_by_group
+            .entry(group)
+            .or_default()
+            .push(envelope["Message"].as_str().unwrap().to_string());
+    }
+    assert_eq!(raw_by_group, wrapped_by_group);
+    // Each publisher's own groups keep its publish order.
+    for (group, bodies) in &raw_by_group {
+        if group == "shared" {
+            continue;
+        }
+        let ns: Vec<u32> = bodies
+            .iter()
+            .map(|b| b.split(':').nth(1).unwrap().parse().unwrap())
+            .collect();
+        let mut sorted = ns.clone();
+        sorted.sort();
+        assert_eq!(ns, sorted, "group {group} out of order");
+    }
+}
+
+#[tokio::test]
+async fn topic_dedup_spans_groups_and_returns_original_ids() {
+    let server = start().await;
+    let topic = fifo_topic(&server, "dedup.fifo").await;
+    let url = fifo_queue(&server, "d.fifo", &[]).await;
+    subscribe(&server, &topic, "d.fifo", true).await;
+    let first = server
+        .sns
+        .publish()
+        .topic_arn(&topic)
+        .message("Test")
+        .message_group_id("g1")
+        .send()
+        .await
+        .unwrap();
+    let again = server
+        .sns
+        .publish()
+        .topic_arn(&topic)
+        .message("Test")
+        .message_group_id("g2")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(first.message_id, again.message_id);
+    assert_eq!(first.sequence_number, again.sequence_number);
+    let got = server
+        .sqs
+        .receive_message()
+        .queue_url(&url)
+        .max_number_of_messages(10)
+        .message_system_attribute_names(S::All)
+        .send()
+        .await
+        .unwrap()
+        .messages
+        .unwrap();
+    assert_eq!(got.len(), 1);
+    assert_eq!(
+        got[0].attributes().unwrap()[&S::MessageDeduplicationId],
+        "532eaabd9574880dbf76b9b8cc00832c20a6ec113d682299550d7a6e0f345e25"
+    );
+}
+
+#[tokio::test]
+async fn envelope_and_raw_bodies_field_by_field() {
+    let server = start().await;
+    let topic = fifo_topic(&server, "fields.fifo").await;
+    let env_q = fifo_queue(&server, "env.fifo", &[]).await;
+    let raw_q = fifo_queue(&server, "rawf.fifo", &[]).await;
+    let std_q = create_queue(&server, "plain", &[]).await;
+    let sub = subscribe(&server, &topic, "env.fifo", false).await;
+    subscribe(&server, &topic, "rawf.fifo", true).await;
+    subscribe(&server, &topic, "plain", false).await;
+    let published = server
+        .sns
+        .publish()
+        .topic_arn(&topic)
+        .message("hello")
+        .subject("greeting")
+        .message_group_id("g")
+        .message_deduplication_id("d-1")
+        .message_attributes(
+            "px",
+            MessageAttributeValue::builder()
+                .data_type("Number")
+                .string_value("1.5")
+                .build()
+                .unwrap(),
+        )
+        .send()
+        .await
+        .unwrap();
+    let env = &server
+        .sqs
+        .receive_message()
+        .queue_url(&env_q)
+        .message_system_attribute_names(S::All)
+        .send()
+        .await
+        .unwrap()
+        .messages
+        .unwrap()[0];
+    let body: Value = serde_json::from_str(env.body().unwrap()).unwrap();
+    let keys: Vec<&str> = body
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    assert_eq!(
+        keys,
+        [
+            "Type",
+            "MessageId",
+            "SequenceNumber",
+            "TopicArn",
+            "Subject",
+            "Message",
+            "Timestamp",
+            "UnsubscribeURL",
+            "MessageAttributes"
+        ]
+    );
+    assert_eq!(body["Type"], "Notification");
+    assert_eq!(body["MessageId"], published.message_id.unwrap());
+    assert_eq!(body["SequenceNumber"], published.sequence_number.unwrap());
+    assert_eq!(body["TopicArn"], topic);
+    assert_eq!(body["Message"], "hello");
+    assert_eq!(
+        body["MessageAttributes"]["px"],
+        serde_json::json!({"Type": "Number", "Value": "1.5"})
+    );
+    let ts = body["Timestamp"].as_str().unwrap();
+    assert!(
+        ts.len() == 24 && ts.ends_with('Z') && ts.as_bytes()[10] == b'T',
+        "{ts}"
+    );
+    assert_eq!(
+        body["UnsubscribeURL"],
+        format!("{}/?Action=Unsubscribe&SubscriptionArn={sub}", server.url())
+    );
+    assert!(
+        env.message_attributes.is_none(),
+        "envelope deliveries carry no SQS attributes"
+    );
+    assert_eq!(env.attributes().unwrap()[&S::MessageDeduplicationId], "d-1");
+
+    let raw = &server
+        .sqs
+        .receive_message()
+        .queue_url(&raw_q)
+        .message_attribute_names("All")
+        .send()
+        .await
+        .unwrap()
+        .messages
+        .unwrap()[0];
+    assert_eq!(raw.body(), Some("hello"));
+    let px = &raw.message_attributes().unwrap()["px"];
+    assert_eq!((px.data_type(), px.string_value()), ("Number", Some("1.5")));
+
+    let plain = &server
+        .sqs
+        .receive_message()
+        .queue_url(&std_q)
+        .message_system_attribute_names(S::All)
+        .send()
+        .await
+        .unwrap()
+        .messages
+        .unwrap()[0];
+    assert!(
+        !plain.attributes().unwrap().contains_key(&S::MessageGroupId),
+        "a standard queue gets no group from a FIFO topic"
+    );
+
+    // The UnsubscribeURL works as a plain GET.
+    let url = body["UnsubscribeURL"].as_str().unwrap();
+    let status = reqwest::get(url).await.unwrap().status();
+    assert_eq!(status, 200);
+    let subs = server
+        .sns
+        .list_subscriptions_by_topic()
+        .topic_arn(&topic)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(subs.subscriptions.unwrap().len(), 2);
+}
+
+#[tokio::test]
+async fn publish_batch_sequences_in_order_and_checks_the_whole_request() {
+    let server = start().await;
+    let topic = fifo_topic(&server, "batch.fifo").await;
+    let entry = |id: &str, body: &str| {
+        PublishBatchRequestEntry::builder()
+            .id(id)
+            .message(body)
+            .message_group_id("g")
+            .build()
+            .unwrap()
+    };
+    let out = server
+        .sns
+        .publish_batch()
+        .topic_arn(&topic)
+        .publish_batch_request_entries(entry("a", "one"))
+        .publish_batch_request_entries(entry("b", "two"))
+        .send()
+        .await
+        .unwrap();
+    let ok = out.successful.unwrap();
+    assert_eq!(
+        ok.iter().map(|e| e.id().unwrap()).collect::<Vec<_>>(),
+        ["a", "b"]
+    );
+    let seqs: Vec<u128> = ok
+        .iter()
+        .map(|e| e.sequence_number().unwrap().parse().unwrap())
+        .collect();
+    assert!(seqs[0] < seqs[1]);
+    assert!(out.failed.unwrap().is_empty());
+    let many: Vec<_> = (0..11).map(|i| entry(&format!("e{i}"), "x")).collect();
+    let err = server
+        .sns
+        .publish_batch()
+        .topic_arn(&topic)
+        .set_publish_batch_request_entries(Some(many))
+        .send()
+        .await
+        .unwrap_err();
+    assert!(err
+        .into_service_error()
+        .is_too_many_entries_in_batch_request_exception());
+    let no_group = PublishBatchRequestEntry::builder()
+        .id("n")
+        .message("x")
+        .build()
+        .unwrap();
+    let err = server
+        .sns
+        .publish_batch()
+        .topic_arn(&topic)
+        .publish_batch_request_entries(entry("ok", "fine"))
+        .publish_batch_request_entries(no_group)
+        .send()
+        .await
+        .unwrap_err();
+    assert_eq!(err.into_service_error().code(), Some("InvalidParameter"));
+}
+
+#[tokio::test]
+async fn sns_errors_as_sdks_see_them() {
+    let server = start().await;
+    let err = server
+        .sns
+        .get_topic_attributes()
+        .topic_arn("arn:aws:sns:us-east-1:000000000000:nope")
+        .send()
+        .await
+        .unwrap_err();
+    assert_eq!(err.raw_response().unwrap().status().as_u16(), 404);
+    assert!(err.into_service_error().is_not_found_exception());
+    let standard = server
+        .sns
+        .create_topic()
+        .name("std")
+        .send()
+        .await
+        .unwrap()
+        .topic_arn
+        .unwrap();
+    let err = server
+        .sns
+        .subscribe()
+        .topic_arn(&standard)
+        .protocol("sqs")
+        .endpoint("arn:aws:sqs:us-east-1:000000000000:q.fifo")
+        .send()
+        .await
+        .unwrap_err();
+    let message = err.into_service_error().message().unwrap().to_string();
+    assert!(
+        message.contains("FIFO SQS Queues can not be subscribed to standard SNS topics"),
+        "{message}"
+    );
+    let err = server
+        .sns
+        .subscribe()
+        .topic_arn(&standard)
+        .protocol("sqs")
+        .endpoint("arn:aws:sqs:us-east-1:000000000000:q")
+        .attributes("FilterPolicy", r#"{"a":["b"]}"#)
+        .send()
+        .await
+        .unwrap_err();
+    assert!(
+        err.into_service_error().is_invalid_parameter_exception(),
+        "unevaluated filters are refused, not ignored"
+    );
+    let err = server
+        .sns
+        .create_topic()
+        .name("bad.fifo")
+        .send()
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err.into_service_error().message(),
+        Some("Invalid parameter: Topic Name")
+    );
+    // Idempotent create, and a different attribute is refused.
+    let again = server.sns.create_topic().name("std").send().await.unwrap();
+    assert_eq!(again.topic_arn.unwrap(), standard);
+    let err = server
+        .sns
+        .create_topic()
+        .name("std")
+        .attributes("DisplayName", "other")
+        .send()
+        .await
+        .unwrap_err();
+    assert!(err.into_service_error().is_invalid_parameter_exception());
+}
+
+#[tokio::test]
+async fn sns_query_xml_shapes() {
+    let server = start().await;
+    let (status, body) = query(
+        &server,
+        "/",
+        &[
+            ("Action", "CreateTopic"),
+            ("Version", "2010-03-31"),
+            ("Name", "x"),
+        ],
+    )
+    .await;
+    assert_eq!(status, 200);
+    assert!(body.starts_with(r#"<?xml version="1.0"?><CreateTopicResponse xmlns="http://sns.amazonaws.com/doc/2010-03-31/"><CreateTopicResult><TopicArn>arn:aws:sns:us-east-1:000000000000:x</TopicArn></CreateTopicResult>"#), "{body}");
+    let (_, subs) = query(
+        &server,
+        "/",
+        &[
+            ("Action", "ListSubscriptionsByTopic"),
+            ("Version", "2010-03-31"),
+            ("TopicArn", "arn:aws:sns:us-east-1:000000000000:x"),
+        ],
+    )
+    .await;
+    assert!(
+        subs.contains("<Subscriptions></Subscriptions>"),
+        "empty lists are still emitted: {subs}"
+    );
+    let (status, err) = query(
+        &server,
+        "/",
+        &[
+            ("Action", "DeleteTopic"),
+            ("Version", "2010-03-31"),
+            ("TopicArn", "bad"),
+        ],
+    )
+    .await;
+    assert_eq!(status, 400);
+    assert_eq!(xml_text(&err, "Code"), Some("InvalidParameter"));
+    assert!(err.contains(r#"<ErrorResponse xmlns="http://sns.amazonaws.com/doc/2010-03-31/">"#));
+    // SQS's AddPermission and SNS's differ only by Version/signing service.
+    let (status, tags) = query(
+        &server,
+        "/",
+        &[
+            ("Action", "ListTagsForResource"),
+            ("ResourceArn", "arn:aws:sns:us-east-1:000000000000:x"),
+        ],
+    )
+    .await;
+    assert_eq!(status, 200, "{tags}");
+    assert!(tags.contains("<Tags></Tags>"));
+}
