@@ -356,6 +356,10 @@ impl Topic {
             return Err(invalid(
                 "Invalid parameter: MessageDeduplicationId Reason: The request includes MessageDeduplicationId parameter that is not valid for this topic type",
             ));
+        } else if let Some(group) = &req.group_id {
+            // Standard topics accept a group id (passed on to standard queues) of the same form.
+            validate_token("MessageGroupId", group)
+                .map_err(|e| invalid(format!("Invalid parameter: {e}")))?;
         }
         Ok(())
     }
@@ -549,6 +553,17 @@ mod tests {
         assert!(
             matches!(t.accept(&publish("x", "g"), Timestamp(0)), Err(EngineError::InvalidParameter(m)) if m.contains("ContentBasedDeduplication"))
         );
+        let standard = Topic::new(
+            "s",
+            "arn:aws:sns:us-east-1:000000000000:s".into(),
+            "000000000000",
+            &[],
+        )
+        .unwrap();
+        assert!(standard
+            .check_fifo_rules(&publish("x", "has space"))
+            .is_err());
+        assert!(standard.check_fifo_rules(&publish("x", "ok-group")).is_ok());
         assert!(validate_topic_name("a.fifo", false).is_err());
         assert!(validate_topic_name("a.fifo", true).is_ok());
         assert!(validate_topic_name("a", true).is_err());
