@@ -185,9 +185,7 @@ impl<W: Default> Engine<W> {
             .find(|s| s.protocol == protocol && s.endpoint == endpoint)
         {
             let mut candidate = (**existing).clone();
-            for (name, value) in attrs {
-                candidate.set(name, value, "Attributes Reason: ")?;
-            }
+            candidate.apply_all(attrs)?;
             let differs = candidate.raw_delivery != existing.raw_delivery
                 || candidate.attributes != existing.attributes;
             if differs {
@@ -195,17 +193,9 @@ impl<W: Default> Engine<W> {
             }
             return Ok(existing.arn.clone());
         }
-        let mut subscription = Subscription {
-            arn: format!("{}:{}", topic.arn, uuid::Uuid::new_v4()).into(),
-            protocol: protocol.to_string(),
-            endpoint: endpoint.to_string(),
-            owner: self.account_id.clone(),
-            raw_delivery: false,
-            attributes: BTreeMap::new(),
-        };
-        for (name, value) in attrs {
-            subscription.set(name, value, "Attributes Reason: ")?;
-        }
+        let arn: Arc<str> = format!("{}:{}", topic.arn, uuid::Uuid::new_v4()).into();
+        let mut subscription = Subscription::new(arn, protocol, endpoint, &self.account_id);
+        subscription.apply_all(attrs)?;
         let arn = subscription.arn.clone();
         topic.subscriptions.push(Arc::new(subscription));
         Ok(arn)
@@ -311,13 +301,6 @@ impl<W: Default> Engine<W> {
             .structured
             .then(|| serde_json::from_str(&req.message).unwrap_or_default());
         for subscription in &topic.subscriptions {
-            let Some(queue) = self
-                .name_from_arn(&subscription.endpoint)
-                .and_then(|n| self.queue(n).ok())
-            else {
-                fanout.failed += 1;
-                continue;
-            };
             let message = match &structured {
                 Some(json) => json
                     .get("sqs")
@@ -325,6 +308,17 @@ impl<W: Default> Engine<W> {
                     .or_else(|| json.get("default").and_then(|v| v.as_str()))
                     .unwrap_or_default(),
                 None => &req.message,
+            };
+            // Filtering comes after topic dedup, per subscription; a filtered copy is not an error.
+            if !subscription.accepts(&req.attributes, message) {
+                continue;
+            }
+            let Some(queue) = self
+                .name_from_arn(&subscription.endpoint)
+                .and_then(|n| self.queue(n).ok())
+            else {
+                fanout.failed += 1;
+                continue;
             };
             let unsubscribe_url = format!(
                 "{unsubscribe_base}/?Action=Unsubscribe&SubscriptionArn={}",

@@ -432,13 +432,13 @@ async fn sns_errors_as_sdks_see_them() {
         .topic_arn(&standard)
         .protocol("sqs")
         .endpoint("arn:aws:sqs:us-east-1:000000000000:q")
-        .attributes("FilterPolicy", r#"{"a":["b"]}"#)
+        .attributes("FilterPolicy", r#"{"a":[{"numeric":[">",6,"<",5]}]}"#)
         .send()
         .await
         .unwrap_err();
-    assert!(
-        err.into_service_error().is_invalid_parameter_exception(),
-        "unevaluated filters are refused, not ignored"
+    assert_eq!(
+        err.into_service_error().message(),
+        Some("Invalid parameter: Attributes Reason: FilterPolicy: Bottom must be less than top")
     );
     let err = server
         .sns
@@ -519,4 +519,130 @@ async fn sns_query_xml_shapes() {
     .await;
     assert_eq!(status, 200, "{tags}");
     assert!(tags.contains("<Tags></Tags>"));
+}
+
+#[tokio::test]
+async fn filter_policies_in_both_scopes_select_copies() {
+    let server = start().await;
+    let topic = fifo_topic(&server, "filtered.fifo").await;
+    let all_q = fifo_queue(&server, "all.fifo", &[]).await;
+    let cheap_q = fifo_queue(&server, "cheap.fifo", &[]).await;
+    let body_q = fifo_queue(&server, "body.fifo", &[]).await;
+    subscribe(&server, &topic, "all.fifo", true).await;
+    let cheap = server
+        .sns
+        .subscribe()
+        .topic_arn(&topic)
+        .protocol("sqs")
+        .endpoint("arn:aws:sqs:us-east-1:000000000000:cheap.fifo")
+        .attributes("RawMessageDelivery", "true")
+        .attributes(
+            "FilterPolicy",
+            r#"{"price":[{"numeric":["<",100]}],"symbol":[{"prefix":"A"}]}"#,
+        )
+        .send()
+        .await
+        .unwrap()
+        .subscription_arn
+        .unwrap();
+    server
+        .sns
+        .subscribe()
+        .topic_arn(&topic)
+        .protocol("sqs")
+        .endpoint("arn:aws:sqs:us-east-1:000000000000:body.fifo")
+        .attributes("RawMessageDelivery", "true")
+        .attributes("FilterPolicyScope", "MessageBody")
+        .attributes("FilterPolicy", r#"{"quote":{"venue":["XNAS"]}}"#)
+        .send()
+        .await
+        .unwrap();
+    let publish = |symbol: &'static str, price: &'static str, venue: &'static str| {
+        server
+            .sns
+            .publish()
+            .topic_arn(&topic)
+            .message(format!(
+                r#"{{"quote":{{"symbol":"{symbol}","venue":"{venue}"}}}}"#
+            ))
+            .message_group_id(symbol)
+            .message_attributes(
+                "price",
+                MessageAttributeValue::builder()
+                    .data_type("Number")
+                    .string_value(price)
+                    .build()
+                    .unwrap(),
+            )
+            .message_attributes(
+                "symbol",
+                MessageAttributeValue::builder()
+                    .data_type("String")
+                    .string_value(symbol)
+                    .build()
+                    .unwrap(),
+            )
+            .send()
+    };
+    publish("AAPL", "99.5", "XNAS").await.unwrap();
+    publish("AMZN", "150", "XNYS").await.unwrap();
+    publish("MSFT", "50", "XNAS").await.unwrap();
+    let bodies = |v: Vec<(String, Option<String>)>| {
+        v.into_iter().map(|(_, g)| g.unwrap()).collect::<Vec<_>>()
+    };
+    assert_eq!(bodies(drain(&server, &all_q).await).len(), 3);
+    assert_eq!(bodies(drain(&server, &cheap_q).await), ["AAPL"]);
+    let mut by_body = bodies(drain(&server, &body_q).await);
+    by_body.sort();
+    assert_eq!(by_body, ["AAPL", "MSFT"]);
+    let attrs = server
+        .sns
+        .get_subscription_attributes()
+        .subscription_arn(&cheap)
+        .send()
+        .await
+        .unwrap()
+        .attributes
+        .unwrap();
+    assert_eq!(attrs["FilterPolicyScope"], "MessageAttributes");
+    assert!(attrs["FilterPolicy"].contains("numeric"));
+    // A nested policy does not fit the attribute scope, so switching scope back is refused.
+    let body_sub = server
+        .sns
+        .list_subscriptions_by_topic()
+        .topic_arn(&topic)
+        .send()
+        .await
+        .unwrap()
+        .subscriptions
+        .unwrap()
+        .into_iter()
+        .find(|s| s.endpoint().unwrap().ends_with("body.fifo"))
+        .unwrap();
+    let err = server
+        .sns
+        .set_subscription_attributes()
+        .subscription_arn(body_sub.subscription_arn().unwrap())
+        .attribute_name("FilterPolicyScope")
+        .attribute_value("MessageAttributes")
+        .send()
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err.into_service_error().message(),
+        Some("Invalid parameter: Filter policy scope MessageAttributes does not support nested filter policy")
+    );
+    // Removing the policy delivers everything again.
+    server
+        .sns
+        .set_subscription_attributes()
+        .subscription_arn(&cheap)
+        .attribute_name("FilterPolicy")
+        .attribute_value("")
+        .send()
+        .await
+        .unwrap();
+    // (A new body: the same body again would be a content-based duplicate and go nowhere.)
+    publish("AMZN", "151", "XLON").await.unwrap();
+    assert_eq!(bodies(drain(&server, &cheap_q).await), ["AMZN"]);
 }

@@ -2,6 +2,9 @@
 //! deduplication, sequence numbers). Delivery into queues is in `engine::topics`. Pure.
 
 pub mod envelope;
+pub mod filter;
+
+pub use filter::{FilterPolicy, Scope};
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -62,11 +65,44 @@ pub struct Subscription {
     pub endpoint: String,
     pub owner: String,
     pub raw_delivery: bool,
-    /// Other attributes as set (DeliveryPolicy, RedrivePolicy, SubscriptionRoleArn).
+    /// Other attributes as set (FilterPolicy's text, DeliveryPolicy, RedrivePolicy, ...).
     pub attributes: BTreeMap<String, String>,
+    /// The compiled FilterPolicy, so fan-out never parses it.
+    pub filter: Option<Arc<FilterPolicy>>,
+    pub filter_scope: Scope,
 }
 
 impl Subscription {
+    pub fn new(arn: Arc<str>, protocol: &str, endpoint: &str, owner: &str) -> Self {
+        Subscription {
+            arn,
+            protocol: protocol.to_string(),
+            endpoint: endpoint.to_string(),
+            owner: owner.to_string(),
+            raw_delivery: false,
+            attributes: BTreeMap::new(),
+            filter: None,
+            filter_scope: Scope::MessageAttributes,
+        }
+    }
+
+    /// Subscribe's attributes: the scope first, so the policy is parsed for the right scope.
+    pub fn apply_all(&mut self, attrs: &[(String, String)]) -> EngineResult<()> {
+        let (scope, rest): (Vec<_>, Vec<_>) =
+            attrs.iter().partition(|(n, _)| n == "FilterPolicyScope");
+        for (name, value) in scope.into_iter().chain(rest) {
+            self.set(name, value, "Attributes Reason: ")?;
+        }
+        Ok(())
+    }
+
+    /// Does a message pass this subscription's filter? `body` is what the subscription receives.
+    pub fn accepts(&self, attributes: &MessageAttributes, body: &str) -> bool {
+        self.filter
+            .as_ref()
+            .is_none_or(|f| f.matches(attributes, body))
+    }
+
     /// Applies one attribute; `prefix` is "Attributes Reason: " for Subscribe, "" for Set.
     pub fn set(&mut self, name: &str, value: &str, prefix: &str) -> EngineResult<()> {
         match name {
@@ -81,12 +117,32 @@ impl Subscription {
                     }
                 }
             }
-            "FilterPolicy" | "FilterPolicyScope" if value.is_empty() => {}
-            // Refused rather than stored: a policy that is not evaluated would deliver everything.
-            "FilterPolicy" | "FilterPolicyScope" => {
-                return Err(invalid(format!(
-                    "Invalid parameter: {prefix}{name}: filter policies are not supported by this Orderly version yet"
-                )))
+            "FilterPolicy" if value.is_empty() => {
+                self.filter = None;
+                self.attributes.remove(name);
+            }
+            "FilterPolicy" => {
+                let policy = FilterPolicy::parse(value, self.filter_scope)
+                    .map_err(|e| invalid(format!("Invalid parameter: {prefix}{e}")))?;
+                self.filter = Some(Arc::new(policy));
+                self.attributes.insert(name.to_string(), value.to_string());
+            }
+            "FilterPolicyScope" => {
+                self.filter_scope = match value {
+                    "MessageAttributes" => Scope::MessageAttributes,
+                    "MessageBody" => Scope::MessageBody,
+                    _ => {
+                        return Err(invalid(format!(
+                            "Invalid parameter: {prefix}FilterPolicyScope: Invalid value [{value}]. Please use either MessageBody or MessageAttributes"
+                        )))
+                    }
+                };
+                // The current policy must still make sense in the new scope.
+                if let Some(text) = self.attributes.get("FilterPolicy") {
+                    let policy = FilterPolicy::parse(text, self.filter_scope)
+                        .map_err(|e| invalid(format!("Invalid parameter: {prefix}{e}")))?;
+                    self.filter = Some(Arc::new(policy));
+                }
             }
             "ReplayPolicy" => {
                 return Err(invalid(format!(
@@ -437,6 +493,13 @@ impl Topic {
         ];
         for (name, value) in &sub.attributes {
             out.push((name.clone(), value.clone()));
+        }
+        if sub.filter.is_some() {
+            let scope = match sub.filter_scope {
+                Scope::MessageAttributes => "MessageAttributes",
+                Scope::MessageBody => "MessageBody",
+            };
+            out.push(("FilterPolicyScope".into(), scope.into()));
         }
         out
     }
