@@ -69,8 +69,10 @@ body=$(aws sqs receive-message --queue-url "$url" --query 'Messages[0].Body')
 [ "$body" = "via-sns" ] || { echo "FAIL cli sns fan-out: $body"; exit 1; }
 aws sns delete-topic --topic-arn "$topic"
 echo "ok   AWS CLI sns create-topic/subscribe/publish/delete-topic"
-example=$(dirname "$binary")/examples/price_updates
-[ -x "$example" ] || { echo "FAIL $example is missing (cargo build --examples)"; exit 1; }
-echo "== examples/price_updates"
-"$example" "$endpoint" | tail -n 1
+for name in price_updates topic_fanout; do
+  example=$(dirname "$binary")/examples/$name
+  [ -x "$example" ] || { echo "FAIL $example is missing (cargo build --examples)"; exit 1; }
+  echo "== examples/$name"
+  "$example" "$endpoint" | tail -n 1
+done
 echo "e2e: all scenarios passed"
