@@ -30,8 +30,19 @@ impl TopicEntry {
 pub struct Fanout<W> {
     pub publication: Publication,
     pub delivered_to: Vec<Arc<QueueEntry<W>>>,
-    /// Copies no queue accepted (queue gone, message too large for it, ...).
+    /// Copies no queue accepted (queue gone, message too large for it, ...) and no DLQ took.
     pub failed: usize,
+    /// Copies that went to a subscription's dead-letter queue instead.
+    pub dead_lettered: usize,
+}
+
+/// One subscription's copy of a publish, before a queue decides how much of it to keep.
+struct Copy<'a> {
+    body: String,
+    attributes: MessageAttributes,
+    group_id: Option<&'a str>,
+    dedup_id: Option<&'a str>,
+    fifo_topic: bool,
 }
 
 fn invalid(message: impl Into<String>) -> EngineError {
@@ -292,6 +303,7 @@ impl<W: Default> Engine<W> {
             publication,
             delivered_to: Vec::new(),
             failed: 0,
+            dead_lettered: 0,
         };
         if fanout.publication.duplicate {
             return Ok(fanout);
@@ -313,27 +325,12 @@ impl<W: Default> Engine<W> {
             if !subscription.accepts(&req.attributes, message) {
                 continue;
             }
-            let Some(queue) = self
-                .name_from_arn(&subscription.endpoint)
-                .and_then(|n| self.queue(n).ok())
-            else {
-                fanout.failed += 1;
-                continue;
-            };
             let unsubscribe_url = format!(
                 "{unsubscribe_base}/?Action=Unsubscribe&SubscriptionArn={}",
                 subscription.arn
             );
-            // Attributes travel as SQS attributes only with raw delivery, never with json structure.
-            let (body, attributes) = if subscription.raw_delivery {
-                let attrs = if req.structured {
-                    MessageAttributes::default()
-                } else {
-                    req.attributes.clone()
-                };
-                (message.to_string(), attrs)
-            } else {
-                let body = envelope::notification(&Notification {
+            let envelope = || {
+                envelope::notification(&Notification {
                     message_id: &fanout.publication.message_id,
                     sequence_number: fanout.publication.sequence_number,
                     topic_arn: &topic.arn,
@@ -346,46 +343,94 @@ impl<W: Default> Engine<W> {
                     } else {
                         &req.attributes
                     },
-                });
-                (body, MessageAttributes::default())
+                })
             };
-            let mut queue_state = queue.lock();
-            queue_state.tick(now);
-            let fifo_queue = queue_state.is_fifo();
-            let send = SendRequest {
+            // Attributes travel as SQS attributes only with raw delivery, never with json structure.
+            let (body, attributes) = if subscription.raw_delivery {
+                let attrs = if req.structured {
+                    MessageAttributes::default()
+                } else {
+                    req.attributes.clone()
+                };
+                (message.to_string(), attrs)
+            } else {
+                (envelope(), MessageAttributes::default())
+            };
+            let mut copy = Copy {
                 body,
                 attributes,
-                trace_header: None,
-                // FIFO queues get the group and dedup id; a standard queue gets the group only
-                // from a standard topic (fair queues), never from a FIFO topic.
-                group_id: if fifo_queue || !topic.fifo {
-                    req.group_id.clone()
-                } else {
-                    None
-                },
-                dedup_id: if fifo_queue {
-                    fanout.publication.dedup_id.clone()
-                } else {
-                    None
-                },
-                delay_seconds: None,
-                sender_id: "sns.amazonaws.com".into(),
+                group_id: req.group_id.as_deref(),
+                dedup_id: fanout.publication.dedup_id.as_deref(),
+                fifo_topic: topic.fifo,
             };
-            let send = if fifo_queue && send.dedup_id.is_none() {
-                // A standard topic feeding a FIFO queue cannot happen (Subscribe refuses it).
-                Err(EngineError::invalid(
-                    "FIFO queue without a deduplication id",
-                ))
-            } else {
-                queue_state.send(send, now)
+            if let Ok(queue) = self.enqueue_copy(&subscription.endpoint, &copy, now) {
+                fanout.delivered_to.push(queue);
+                continue;
+            }
+            // A client-side failure: the same payload goes to the subscription's DLQ, if any. If
+            // the DLQ refuses a raw copy too (more than 10 attributes), it gets the envelope,
+            // which carries the attributes inside, so the message is kept.
+            let Some(dlq) = subscription.dead_letter_arn() else {
+                fanout.failed += 1;
+                continue;
             };
-            drop(queue_state);
-            match send {
-                Ok(_) => fanout.delivered_to.push(queue),
+            let mut result = self.enqueue_copy(dlq, &copy, now);
+            if result.is_err() && subscription.raw_delivery {
+                copy.body = envelope();
+                copy.attributes = MessageAttributes::default();
+                result = self.enqueue_copy(dlq, &copy, now);
+            }
+            match result {
+                Ok(queue) => {
+                    fanout.dead_lettered += 1;
+                    fanout.delivered_to.push(queue);
+                }
                 Err(_) => fanout.failed += 1,
             }
         }
         Ok(fanout)
+    }
+
+    /// Puts a copy into the queue with this ARN. FIFO queues get the group and dedup id; a
+    /// standard queue gets the group only from a standard topic (fair queues), never from a
+    /// FIFO topic. Errors: the queue is gone, or refuses the message (size, attribute count).
+    fn enqueue_copy(
+        &self,
+        queue_arn: &str,
+        copy: &Copy,
+        now: Timestamp,
+    ) -> EngineResult<Arc<QueueEntry<W>>> {
+        let queue = self
+            .name_from_arn(queue_arn)
+            .ok_or(EngineError::QueueDoesNotExist)
+            .and_then(|n| self.queue(n))?;
+        let mut state = queue.lock();
+        state.tick(now);
+        let fifo_queue = state.is_fifo();
+        if fifo_queue && copy.dedup_id.is_none() {
+            // Only a standard topic could send this, and Subscribe refuses that pairing.
+            return Err(EngineError::invalid(
+                "a FIFO queue needs a deduplication id",
+            ));
+        }
+        state.send(
+            SendRequest {
+                body: copy.body.clone(),
+                attributes: copy.attributes.clone(),
+                trace_header: None,
+                group_id: (fifo_queue || !copy.fifo_topic)
+                    .then(|| copy.group_id.map(String::from))
+                    .flatten(),
+                dedup_id: fifo_queue
+                    .then(|| copy.dedup_id.map(String::from))
+                    .flatten(),
+                delay_seconds: None,
+                sender_id: "sns.amazonaws.com".into(),
+            },
+            now,
+        )?;
+        drop(state);
+        Ok(queue)
     }
 
     /// Tags of a topic (the SNS tagging APIs answer ResourceNotFound for unknown topics).

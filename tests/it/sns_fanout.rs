@@ -646,3 +646,136 @@ async fn filter_policies_in_both_scopes_select_copies() {
     publish("AMZN", "151", "XLON").await.unwrap();
     assert_eq!(bodies(drain(&server, &cheap_q).await), ["AMZN"]);
 }
+
+#[tokio::test]
+async fn undeliverable_copies_go_to_the_subscription_dlq() {
+    let server = start().await;
+    let topic = fifo_topic(&server, "redrive.fifo").await;
+    let dlq = fifo_queue(&server, "sub-dlq.fifo", &[]).await;
+    let ok_q = fifo_queue(&server, "healthy.fifo", &[]).await;
+    let gone_q = fifo_queue(&server, "gone.fifo", &[]).await;
+    let raw_q = fifo_queue(&server, "raw-limit.fifo", &[]).await;
+    let raw_dlq = fifo_queue(&server, "raw-dlq.fifo", &[]).await;
+    subscribe(&server, &topic, "healthy.fifo", false).await;
+    // Each subscription gets its own DLQ: copies of one publish share a dedup id, so a shared
+    // FIFO DLQ would keep only one of them (as on AWS).
+    for (queue, raw, dead_letter) in [
+        ("gone.fifo", "false", "sub-dlq.fifo"),
+        ("raw-limit.fifo", "true", "raw-dlq.fifo"),
+    ] {
+        server
+            .sns
+            .subscribe()
+            .topic_arn(&topic)
+            .protocol("sqs")
+            .endpoint(format!("arn:aws:sqs:us-east-1:000000000000:{queue}"))
+            .attributes("RawMessageDelivery", raw)
+            .attributes("RedrivePolicy", format!(r#"{{"deadLetterTargetArn":"arn:aws:sqs:us-east-1:000000000000:{dead_letter}"}}"#))
+            .send()
+            .await
+            .unwrap();
+    }
+    server
+        .sqs
+        .delete_queue()
+        .queue_url(&gone_q)
+        .send()
+        .await
+        .unwrap();
+    // The deleted queue's copies are dead-lettered as envelopes.
+    server
+        .sns
+        .publish()
+        .topic_arn(&topic)
+        .message("first")
+        .message_group_id("g")
+        .send()
+        .await
+        .unwrap();
+    // Eleven attributes: fine for SNS and for envelopes, too many for raw delivery into SQS.
+    let mut many = server
+        .sns
+        .publish()
+        .topic_arn(&topic)
+        .message("second")
+        .message_group_id("g");
+    for i in 0..11 {
+        many = many.message_attributes(
+            format!("a{i}"),
+            MessageAttributeValue::builder()
+                .data_type("String")
+                .string_value("v")
+                .build()
+                .unwrap(),
+        );
+    }
+    many.send().await.unwrap();
+    assert_eq!(
+        drain(&server, &ok_q).await.len(),
+        2,
+        "other subscriptions are unaffected"
+    );
+    assert_eq!(
+        drain(&server, &raw_q)
+            .await
+            .iter()
+            .map(|(b, _)| b.as_str())
+            .collect::<Vec<_>>(),
+        ["first"]
+    );
+    let dead = drain(&server, &dlq).await;
+    let messages: Vec<Value> = dead
+        .iter()
+        .map(|(b, _)| serde_json::from_str(b).unwrap())
+        .collect();
+    assert_eq!(
+        messages
+            .iter()
+            .map(|m| m["Message"].as_str().unwrap())
+            .collect::<Vec<_>>(),
+        ["first", "second"]
+    );
+    assert!(
+        dead.iter().all(|(_, g)| g.as_deref() == Some("g")),
+        "FIFO DLQs keep the group"
+    );
+    // The DLQ refuses the raw form too (11 attributes), so it holds the envelope.
+    let raw_dead = drain(&server, &raw_dlq).await;
+    assert_eq!(raw_dead.len(), 1);
+    let envelope: Value = serde_json::from_str(&raw_dead[0].0).unwrap();
+    assert_eq!(envelope["MessageAttributes"].as_object().unwrap().len(), 11);
+    // Policy validation.
+    let sub = server
+        .sns
+        .list_subscriptions_by_topic()
+        .topic_arn(&topic)
+        .send()
+        .await
+        .unwrap()
+        .subscriptions
+        .unwrap()[1]
+        .subscription_arn
+        .clone()
+        .unwrap();
+    let set = |value: &'static str| {
+        server
+            .sns
+            .set_subscription_attributes()
+            .subscription_arn(&sub)
+            .attribute_name("RedrivePolicy")
+            .attribute_value(value)
+            .send()
+    };
+    let err = set(r#"{"deadLetterTargetArn":"nope"}"#).await.unwrap_err();
+    assert_eq!(
+        err.into_service_error().message(),
+        Some("Invalid parameter: RedrivePolicy: deadLetterTargetArn is an invalid arn")
+    );
+    let err = set(r#"{"deadLetterTargetArn":"arn:aws:sqs:us-east-1:000000000000:standard-dlq"}"#)
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err.into_service_error().message(),
+        Some("Invalid parameter: RedrivePolicy: must use a FIFO queue as DLQ for a FIFO Subscription to a FIFO Topic.")
+    );
+}

@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use super::error::{EngineError, EngineResult};
-use super::message::{content_dedup_id, validate_attributes, validate_token, MessageAttributes};
+use super::message::{content_dedup_id, validate_attribute, validate_token, MessageAttributes};
 use super::queue::DEDUP_WINDOW_MS;
 use super::time::Timestamp;
 use super::window::ExpiringMap;
@@ -70,10 +70,16 @@ pub struct Subscription {
     /// The compiled FilterPolicy, so fan-out never parses it.
     pub filter: Option<Arc<FilterPolicy>>,
     pub filter_scope: Scope,
+    /// The topic's type decides which dead-letter queues are allowed.
+    pub fifo_topic: bool,
 }
 
 impl Subscription {
     pub fn new(arn: Arc<str>, protocol: &str, endpoint: &str, owner: &str) -> Self {
+        let fifo_topic = arn
+            .split(':')
+            .nth(5)
+            .is_some_and(|topic| topic.ends_with(".fifo"));
         Subscription {
             arn,
             protocol: protocol.to_string(),
@@ -83,7 +89,15 @@ impl Subscription {
             attributes: BTreeMap::new(),
             filter: None,
             filter_scope: Scope::MessageAttributes,
+            fifo_topic,
         }
+    }
+
+    /// The queue ARN of the subscription's dead-letter queue, if it has a redrive policy.
+    pub fn dead_letter_arn(&self) -> Option<&str> {
+        let policy = self.attributes.get("RedrivePolicy")?;
+        let start = policy.find("arn:aws:sqs:")?;
+        policy[start..].split('"').next()
     }
 
     /// Subscribe's attributes: the scope first, so the policy is parsed for the right scope.
@@ -148,6 +162,27 @@ impl Subscription {
                 return Err(invalid(format!(
                     "Invalid parameter: {prefix}ReplayPolicy: message replay is not supported by this Orderly version yet"
                 )))
+            }
+            "RedrivePolicy" if !value.is_empty() => {
+                let json: serde_json::Value = serde_json::from_str(value).map_err(|e| {
+                    invalid(format!("Invalid parameter: {prefix}RedrivePolicy: failed to parse JSON. {e}"))
+                })?;
+                let target = json.get("deadLetterTargetArn").and_then(|v| v.as_str()).unwrap_or("");
+                let parts: Vec<&str> = target.split(':').collect();
+                if parts.len() != 6 || parts[0] != "arn" || parts[2] != "sqs" || parts[5].is_empty() {
+                    return Err(invalid(format!(
+                        "Invalid parameter: {prefix}RedrivePolicy: deadLetterTargetArn is an invalid arn"
+                    )));
+                }
+                let fifo_endpoint = self.endpoint.ends_with(".fifo");
+                if self.fifo_topic && fifo_endpoint && !parts[5].ends_with(".fifo") {
+                    return Err(invalid(format!(
+                        "Invalid parameter: {prefix}RedrivePolicy: must use a FIFO queue as DLQ for a FIFO Subscription to a FIFO Topic."
+                    )));
+                }
+                // Stored in a normal form so dead_letter_arn can read it back.
+                let normal = serde_json::json!({"deadLetterTargetArn": target}).to_string();
+                self.attributes.insert(name.to_string(), normal);
             }
             "DeliveryPolicy" | "RedrivePolicy" | "SubscriptionRoleArn" => {
                 if value.is_empty() {
@@ -519,7 +554,11 @@ pub fn check_message(req: &PublishRequest) -> EngineResult<()> {
     if req.message.is_empty() {
         return Err(invalid("Invalid parameter: Empty message"));
     }
-    validate_attributes(&req.attributes)
+    // Each attribute follows the rules; unlike SQS there is no count limit (raw delivery into
+    // a queue with more than 10 fails for that subscription instead).
+    req.attributes
+        .iter()
+        .try_for_each(|(name, value)| validate_attribute(name, value))
         .map_err(|e| EngineError::ParameterValueInvalid(e.to_string()))?;
     if req.message.len() + req.attributes.size() > MAX_MESSAGE_BYTES {
         return Err(invalid("Invalid parameter: Message too long"));
