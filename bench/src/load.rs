@@ -528,6 +528,258 @@ async fn run_backlog(args: &Args, preload: usize, groups: usize, measure: u64) -
     }
 }
 
+/// Percent-encodes a form value (unreserved characters kept).
+fn form(value: &str) -> String {
+    let mut out = String::with_capacity(value.len() + 16);
+    for b in value.bytes() {
+        match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                out.push(b as char)
+            }
+            _ => out.push_str(&format!("%{b:02X}")),
+        }
+    }
+    out
+}
+
+/// One SNS Query call; returns the XML body of a 200 response.
+async fn sns_call(
+    client: &reqwest::Client,
+    endpoint: &str,
+    params: &[(&str, String)],
+) -> Result<String, String> {
+    let mut body = String::from("Version=2010-03-31");
+    for (k, v) in params {
+        body.push('&');
+        body.push_str(k);
+        body.push('=');
+        body.push_str(&form(v));
+    }
+    let response = client
+        .post(endpoint)
+        .header(
+            "content-type",
+            "application/x-www-form-urlencoded; charset=utf-8",
+        )
+        .body(body)
+        .send()
+        .await
+        .map_err(|e| e.to_string())?;
+    let status = response.status();
+    let text = response.text().await.map_err(|e| e.to_string())?;
+    if status.is_success() {
+        Ok(text)
+    } else {
+        Err(format!("{status}: {text}"))
+    }
+}
+
+fn xml_text<'a>(xml: &'a str, tag: &str) -> Option<&'a str> {
+    let open = format!("<{tag}>");
+    let start = xml.find(&open)? + open.len();
+    let end = xml[start..].find(&format!("</{tag}>"))? + start;
+    Some(&xml[start..end])
+}
+
+/// Publishes batches of 10 to a FIFO topic for the phase; returns (published, errors).
+async fn publish_batches(
+    client: reqwest::Client,
+    endpoint: String,
+    topic: String,
+    groups: Vec<usize>,
+    size: usize,
+    stop: Arc<AtomicBool>,
+) -> (u64, u64) {
+    let mut seqs = vec![0u64; groups.len()];
+    let (mut published, mut errors) = (0u64, 0u64);
+    let mut next = 0;
+    while !stop.load(Ordering::Relaxed) {
+        let mut params = vec![
+            ("Action", "PublishBatch".to_string()),
+            ("TopicArn", topic.clone()),
+        ];
+        let mut keys = Vec::with_capacity(40);
+        for i in 1..=10 {
+            let slot = next % groups.len();
+            next += 1;
+            seqs[slot] += 1;
+            let (g, seq) = (groups[slot], seqs[slot]);
+            keys.push((
+                format!("PublishBatchRequestEntries.member.{i}.Id"),
+                format!("e{i}"),
+            ));
+            keys.push((
+                format!("PublishBatchRequestEntries.member.{i}.Message"),
+                body(g, seq, size),
+            ));
+            keys.push((
+                format!("PublishBatchRequestEntries.member.{i}.MessageGroupId"),
+                format!("g{g}"),
+            ));
+            keys.push((
+                format!("PublishBatchRequestEntries.member.{i}.MessageDeduplicationId"),
+                format!("{g}-{seq}"),
+            ));
+        }
+        params.extend(keys.iter().map(|(k, v)| (k.as_str(), v.clone())));
+        match sns_call(&client, &endpoint, &params).await {
+            Ok(xml) if !xml.contains("<Failed><member>") => published += 10,
+            _ => errors += 1,
+        }
+    }
+    (published, errors)
+}
+
+/// PublishBatch into one FIFO topic fanned out to `queues` FIFO queues (raw delivery), one
+/// consumer per queue draining and checking per-group order.
+async fn run_fanout(args: &Args, queues: usize) -> Row {
+    let server = start(args, System::Orderly).await;
+    let client = http_client();
+    let created = sns_call(
+        &client,
+        &server.endpoint,
+        &[
+            ("Action", "CreateTopic".into()),
+            ("Name", "fanout.fifo".into()),
+            ("Attributes.entry.1.key", "FifoTopic".into()),
+            ("Attributes.entry.1.value", "true".into()),
+        ],
+    )
+    .await
+    .expect("create topic");
+    let topic = xml_text(&created, "TopicArn")
+        .expect("topic arn")
+        .to_string();
+    let mut urls = Vec::new();
+    for q in 0..queues {
+        let url = create_fifo_queue(&client, &server.endpoint, &format!("fan{q}.fifo")).await;
+        sns_call(
+            &client,
+            &server.endpoint,
+            &[
+                ("Action", "Subscribe".into()),
+                ("TopicArn", topic.clone()),
+                ("Protocol", "sqs".into()),
+                (
+                    "Endpoint",
+                    format!("arn:aws:sqs:us-east-1:000000000000:fan{q}.fifo"),
+                ),
+                ("Attributes.entry.1.key", "RawMessageDelivery".into()),
+                ("Attributes.entry.1.value", "true".into()),
+            ],
+        )
+        .await
+        .expect("subscribe");
+        urls.push(url);
+    }
+    let stop = Arc::new(AtomicBool::new(false));
+    let producers_done = Arc::new(AtomicBool::new(false));
+    let published = Arc::new(AtomicU64::new(0));
+    let tallies: Vec<Arc<Tally>> = (0..queues)
+        .map(|_| {
+            Arc::new(Tally {
+                received: AtomicU64::new(0),
+                finished_at: Mutex::new(None),
+                violations: AtomicU64::new(0),
+                errors: AtomicU64::new(0),
+                last_seq: (0..args.groups).map(|_| Mutex::new(0)).collect(),
+                latencies: Mutex::new(Vec::new()),
+            })
+        })
+        .collect();
+    let cpu_before = server.cpu_micros();
+    let started = Instant::now();
+    let consumers: Vec<_> = urls
+        .iter()
+        .zip(&tallies)
+        .map(|(url, tally)| {
+            tokio::spawn(consume(
+                client.clone(),
+                server.endpoint.clone(),
+                url.clone(),
+                tally.clone(),
+                published.clone(),
+                producers_done.clone(),
+                started + Duration::from_secs(args.duration + 60),
+            ))
+        })
+        .collect();
+    let producers: Vec<_> = (0..args.producers)
+        .map(|p| {
+            tokio::spawn(publish_batches(
+                client.clone(),
+                server.endpoint.clone(),
+                topic.clone(),
+                owned_groups(p, args.producers, args.groups),
+                args.body_size,
+                stop.clone(),
+            ))
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_secs(args.duration)).await;
+    stop.store(true, Ordering::Relaxed);
+    let mut errors = 0;
+    for p in producers {
+        let (n, e) = p.await.expect("publisher");
+        published.fetch_add(n, Ordering::Relaxed);
+        errors += e;
+    }
+    producers_done.store(true, Ordering::Relaxed);
+    for t in &tallies {
+        if t.received.load(Ordering::Relaxed) >= published.load(Ordering::Relaxed) {
+            t.finished_at
+                .lock()
+                .expect("lock")
+                .get_or_insert_with(Instant::now);
+        }
+    }
+    for c in consumers {
+        c.await.expect("consumer");
+    }
+    let finished = tallies
+        .iter()
+        .map(|t| {
+            t.finished_at
+                .lock()
+                .expect("lock")
+                .unwrap_or_else(Instant::now)
+        })
+        .max()
+        .unwrap_or_else(Instant::now);
+    let delivered: u64 = tallies
+        .iter()
+        .map(|t| t.received.load(Ordering::Relaxed))
+        .sum();
+    let mut latencies: Vec<u64> = tallies
+        .iter()
+        .flat_map(|t| std::mem::take(&mut *t.latencies.lock().expect("lock")))
+        .collect();
+    latencies.sort_unstable();
+    Row {
+        scenario: format!("fan-out 1->{queues} FIFO queues (PublishBatch)"),
+        system: "orderly".into(),
+        messages: delivered,
+        seconds: finished.duration_since(started).as_secs_f64(),
+        p50_us: percentile(&latencies, 0.5),
+        p99_us: percentile(&latencies, 0.99),
+        errors: errors
+            + tallies
+                .iter()
+                .map(|t| t.errors.load(Ordering::Relaxed))
+                .sum::<u64>(),
+        order_violations: tallies
+            .iter()
+            .map(|t| t.violations.load(Ordering::Relaxed))
+            .sum(),
+        lost: (published.load(Ordering::Relaxed) * queues as u64).saturating_sub(delivered),
+        server_cpu_us: server.cpu_micros() - cpu_before,
+        note: format!(
+            "deliveries/s; {} published; one consumer per queue",
+            published.load(Ordering::Relaxed)
+        ),
+    }
+}
+
 pub async fn run_all(args: &Args) -> Vec<Row> {
     let mut rows = Vec::new();
     for scenario in args.scenarios.split(',').map(str::trim) {
@@ -542,6 +794,7 @@ pub async fn run_all(args: &Args) -> Vec<Row> {
                 rows.push(run_send(args, System::Orderly, false).await);
             }
             "pipeline" => rows.push(run_pipeline(args, None).await),
+            "fanout" => rows.push(run_fanout(args, 10).await),
             "paced" => rows.push(run_pipeline(args, Some(args.rate)).await),
             "backlog" => {
                 let measure = 100_000u64;
