@@ -57,6 +57,50 @@ impl Timestamp {
     }
 }
 
+impl Timestamp {
+    /// Parses `YYYY-MM-DDTHH:MM:SS[.mmm]Z` (UTC), the form replay policies use.
+    pub fn parse_iso8601(text: &str) -> Option<Timestamp> {
+        let text = text.strip_suffix('Z')?;
+        let (date, time) = text.split_once('T')?;
+        let mut d = date.split('-').map(|p| p.parse::<i64>().ok());
+        let (year, month, day) = (d.next()??, d.next()??, d.next()??);
+        let (hms, millis) = match time.split_once('.') {
+            Some((hms, frac))
+                if !frac.is_empty()
+                    && frac.len() <= 3
+                    && frac.chars().all(|c| c.is_ascii_digit()) =>
+            {
+                (
+                    hms,
+                    frac.parse::<i64>().ok()? * 10i64.pow(3 - frac.len() as u32),
+                )
+            }
+            Some(_) => return None,
+            None => (time, 0),
+        };
+        let mut t = hms.split(':').map(|p| p.parse::<i64>().ok());
+        let (hour, minute, second) = (t.next()??, t.next()??, t.next()??);
+        let valid = (1..=12).contains(&month)
+            && (1..=31).contains(&day)
+            && hour < 24
+            && minute < 60
+            && second < 60;
+        if !valid || year < 1970 {
+            return None;
+        }
+        // Days since 1970-01-01 from a civil date (Howard Hinnant's algorithm).
+        let y = if month <= 2 { year - 1 } else { year };
+        let era = y.div_euclid(400);
+        let yoe = y.rem_euclid(400);
+        let mp = (month + 9) % 12;
+        let doy = (153 * mp + 2) / 5 + day - 1;
+        let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+        let days = era * 146_097 + doe - 719_468;
+        let secs = days * 86_400 + hour * 3600 + minute * 60 + second;
+        Some(Timestamp((secs * 1000 + millis) as u64))
+    }
+}
+
 impl fmt::Display for Timestamp {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}", self.0)

@@ -13,7 +13,7 @@ use super::message::MessageAttributes;
 use super::queue::SendRequest;
 use super::time::Timestamp;
 use super::topic::envelope::{self, Notification};
-use super::topic::{check_message, Publication, PublishRequest, Subscription, Topic};
+use super::topic::{archive, check_message, Publication, PublishRequest, Subscription, Topic};
 use super::{Engine, QueueEntry};
 
 pub struct TopicEntry {
@@ -43,6 +43,22 @@ struct Copy<'a> {
     group_id: Option<&'a str>,
     dedup_id: Option<&'a str>,
     fifo_topic: bool,
+    bypass_dedup: bool,
+}
+
+/// A message on its way to subscriptions: live, or replayed from the archive.
+struct Message<'a> {
+    publication: &'a Publication,
+    request: &'a PublishRequest,
+    published_at: Timestamp,
+    replayed: bool,
+}
+
+enum Delivered<W> {
+    Queue(Arc<QueueEntry<W>>),
+    DeadLetter(Arc<QueueEntry<W>>),
+    Filtered,
+    Dropped,
 }
 
 fn invalid(message: impl Into<String>) -> EngineError {
@@ -95,6 +111,7 @@ impl<W: Default> Engine<W> {
         name: &str,
         attrs: &[(String, String)],
         tags: &[(String, String)],
+        now: Timestamp,
     ) -> EngineResult<Arc<str>> {
         let mut topics = self.topics.write().unwrap_or_else(|p| p.into_inner());
         if let Some(existing) = topics.get(name) {
@@ -114,7 +131,7 @@ impl<W: Default> Engine<W> {
             tags.len(),
         )
         .map_err(|e| EngineError::TagLimitExceeded(e.to_string()))?;
-        let mut topic = Topic::new(name, self.topic_arn(name), &self.account_id, attrs)?;
+        let mut topic = Topic::new(name, self.topic_arn(name), &self.account_id, attrs, now)?;
         topic.tags.extend(tags.iter().cloned());
         let arn = topic.arn.clone();
         topics.insert(
@@ -152,6 +169,7 @@ impl<W: Default> Engine<W> {
         protocol: &str,
         endpoint: Option<&str>,
         attrs: &[(String, String)],
+        now: Timestamp,
     ) -> EngineResult<Arc<str>> {
         const KNOWN: &[&str] = &[
             "http",
@@ -207,6 +225,7 @@ impl<W: Default> Engine<W> {
         let arn: Arc<str> = format!("{}:{}", topic.arn, uuid::Uuid::new_v4()).into();
         let mut subscription = Subscription::new(arn, protocol, endpoint, &self.account_id);
         subscription.apply_all(attrs)?;
+        topic.check_replay(&subscription, "Attributes Reason: ", now)?;
         let arn = subscription.arn.clone();
         topic.subscriptions.push(Arc::new(subscription));
         Ok(arn)
@@ -308,87 +327,166 @@ impl<W: Default> Engine<W> {
         if fanout.publication.duplicate {
             return Ok(fanout);
         }
-        let no_attributes = MessageAttributes::default();
-        let structured: Option<serde_json::Value> = req
-            .structured
-            .then(|| serde_json::from_str(&req.message).unwrap_or_default());
-        for subscription in &topic.subscriptions {
-            let message = match &structured {
-                Some(json) => json
-                    .get("sqs")
-                    .and_then(|v| v.as_str())
-                    .or_else(|| json.get("default").and_then(|v| v.as_str()))
-                    .unwrap_or_default(),
-                None => &req.message,
-            };
-            // Filtering comes after topic dedup, per subscription; a filtered copy is not an error.
-            if !subscription.accepts(&req.attributes, message) {
-                continue;
-            }
-            let unsubscribe_url = format!(
-                "{unsubscribe_base}/?Action=Unsubscribe&SubscriptionArn={}",
-                subscription.arn
-            );
-            let envelope = || {
-                envelope::notification(&Notification {
-                    message_id: &fanout.publication.message_id,
-                    sequence_number: fanout.publication.sequence_number,
-                    topic_arn: &topic.arn,
-                    subject: req.subject.as_deref(),
-                    message,
-                    timestamp: now,
-                    unsubscribe_url: &unsubscribe_url,
-                    attributes: if req.structured {
-                        &no_attributes
-                    } else {
-                        &req.attributes
-                    },
-                })
-            };
-            // Attributes travel as SQS attributes only with raw delivery, never with json structure.
-            let (body, attributes) = if subscription.raw_delivery {
-                let attrs = if req.structured {
-                    MessageAttributes::default()
-                } else {
-                    req.attributes.clone()
-                };
-                (message.to_string(), attrs)
-            } else {
-                (envelope(), MessageAttributes::default())
-            };
-            let mut copy = Copy {
-                body,
-                attributes,
-                group_id: req.group_id.as_deref(),
-                dedup_id: fanout.publication.dedup_id.as_deref(),
-                fifo_topic: topic.fifo,
-            };
-            if let Ok(queue) = self.enqueue_copy(&subscription.endpoint, &copy, now) {
-                fanout.delivered_to.push(queue);
-                continue;
-            }
-            // A client-side failure: the same payload goes to the subscription's DLQ, if any. If
-            // the DLQ refuses a raw copy too (more than 10 attributes), it gets the envelope,
-            // which carries the attributes inside, so the message is kept.
-            let Some(dlq) = subscription.dead_letter_arn() else {
-                fanout.failed += 1;
-                continue;
-            };
-            let mut result = self.enqueue_copy(dlq, &copy, now);
-            if result.is_err() && subscription.raw_delivery {
-                copy.body = envelope();
-                copy.attributes = MessageAttributes::default();
-                result = self.enqueue_copy(dlq, &copy, now);
-            }
-            match result {
-                Ok(queue) => {
+        let message = Message {
+            publication: &fanout.publication,
+            request: req,
+            published_at: now,
+            replayed: false,
+        };
+        for subscription in topic.subscriptions.iter().filter(|s| s.live) {
+            match self.deliver(&topic, subscription, &message, unsubscribe_base, now) {
+                Delivered::Queue(queue) => fanout.delivered_to.push(queue),
+                Delivered::DeadLetter(queue) => {
                     fanout.dead_lettered += 1;
                     fanout.delivered_to.push(queue);
                 }
-                Err(_) => fanout.failed += 1,
+                Delivered::Filtered => {}
+                Delivered::Dropped => fanout.failed += 1,
             }
         }
         Ok(fanout)
+    }
+
+    /// One subscription's copy of one message: filter, format (raw or envelope), enqueue, and
+    /// on a client-side failure the same payload to the subscription's DLQ. If the DLQ refuses a
+    /// raw copy too (more than 10 attributes), it gets the envelope, which carries the
+    /// attributes inside, so the message is kept.
+    fn deliver(
+        &self,
+        topic: &Topic,
+        subscription: &Subscription,
+        message: &Message,
+        unsubscribe_base: &str,
+        now: Timestamp,
+    ) -> Delivered<W> {
+        let req = message.request;
+        let structured: Option<serde_json::Value> = req
+            .structured
+            .then(|| serde_json::from_str(&req.message).unwrap_or_default());
+        let text = match &structured {
+            Some(json) => json
+                .get("sqs")
+                .and_then(|v| v.as_str())
+                .or_else(|| json.get("default").and_then(|v| v.as_str()))
+                .unwrap_or_default(),
+            None => &req.message,
+        };
+        // Filtering comes after topic dedup, per subscription; a filtered copy is not an error.
+        if !subscription.accepts(&req.attributes, text) {
+            return Delivered::Filtered;
+        }
+        let no_attributes = MessageAttributes::default();
+        // Message attributes are not delivered with a json message structure.
+        let attributes = if req.structured {
+            &no_attributes
+        } else {
+            &req.attributes
+        };
+        let unsubscribe_url = format!(
+            "{unsubscribe_base}/?Action=Unsubscribe&SubscriptionArn={}",
+            subscription.arn
+        );
+        let envelope = || {
+            envelope::notification(&Notification {
+                message_id: &message.publication.message_id,
+                sequence_number: message.publication.sequence_number,
+                topic_arn: &topic.arn,
+                subject: req.subject.as_deref(),
+                message: text,
+                timestamp: message.published_at,
+                unsubscribe_url: &unsubscribe_url,
+                attributes,
+                replayed: message.replayed,
+            })
+        };
+        let mut copy = Copy {
+            body: if subscription.raw_delivery {
+                text.to_string()
+            } else {
+                envelope()
+            },
+            attributes: if subscription.raw_delivery {
+                attributes.clone()
+            } else {
+                MessageAttributes::default()
+            },
+            group_id: req.group_id.as_deref(),
+            dedup_id: message.publication.dedup_id.as_deref(),
+            fifo_topic: topic.fifo,
+            // A replay re-sends what queues may have deduplicated minutes ago.
+            bypass_dedup: message.replayed,
+        };
+        if let Ok(queue) = self.enqueue_copy(&subscription.endpoint, &copy, now) {
+            return Delivered::Queue(queue);
+        }
+        let Some(dlq) = subscription.dead_letter_arn() else {
+            return Delivered::Dropped;
+        };
+        let mut result = self.enqueue_copy(dlq, &copy, now);
+        if result.is_err() && subscription.raw_delivery {
+            copy.body = envelope();
+            copy.attributes = MessageAttributes::default();
+            result = self.enqueue_copy(dlq, &copy, now);
+        }
+        match result {
+            Ok(queue) => Delivered::DeadLetter(queue),
+            Err(_) => Delivered::Dropped,
+        }
+    }
+
+    /// Replays a subscription's ReplayPolicy window from the topic's archive into it (filter
+    /// applied, envelopes marked as replayed), then marks the replay completed. Returns the
+    /// queues that received copies.
+    pub fn replay(
+        &self,
+        subscription_arn: &str,
+        unsubscribe_base: &str,
+        now: Timestamp,
+    ) -> EngineResult<Vec<Arc<QueueEntry<W>>>> {
+        let entry = self.subscription_topic(subscription_arn)?;
+        let mut topic = entry.lock();
+        let Some(index) = topic
+            .subscriptions
+            .iter()
+            .position(|s| &*s.arn == subscription_arn)
+        else {
+            return Err(EngineError::NotFound("Subscription does not exist".into()));
+        };
+        let subscription = topic.subscriptions[index].clone();
+        let Some(replay) = subscription
+            .replay
+            .clone()
+            .filter(|r| r.status == "Pending")
+        else {
+            return Ok(Vec::new());
+        };
+        let archived: Vec<_> = match &topic.archive {
+            Some(archive) => archive.window(replay.start, replay.end).cloned().collect(),
+            None => Vec::new(),
+        };
+        let mut touched = Vec::new();
+        for item in &archived {
+            let message = Message {
+                publication: &item.publication,
+                request: &item.request,
+                published_at: item.published_at,
+                replayed: true,
+            };
+            if let Delivered::Queue(q) | Delivered::DeadLetter(q) =
+                self.deliver(&topic, &subscription, &message, unsubscribe_base, now)
+            {
+                touched.push(q);
+            }
+        }
+        let mut updated = (*subscription).clone();
+        updated.replay = Some(archive::Replay {
+            status: "Completed",
+            ..replay.clone()
+        });
+        // With an EndingPoint the subscription stops after the replay (AWS's model).
+        updated.live = replay.end.is_none();
+        topic.subscriptions[index] = Arc::new(updated);
+        Ok(touched)
     }
 
     /// Puts a copy into the queue with this ARN. FIFO queues get the group and dedup id; a
@@ -426,6 +524,7 @@ impl<W: Default> Engine<W> {
                     .flatten(),
                 delay_seconds: None,
                 sender_id: "sns.amazonaws.com".into(),
+                bypass_dedup: copy.bypass_dedup,
             },
             now,
         )?;

@@ -27,6 +27,7 @@ impl Service {
             dedup_id: entry.message_deduplication_id,
             delay_seconds: entry.delay_seconds,
             sender_id: ctx.sender_id.clone(),
+            bypass_dedup: false,
         })
     }
 

@@ -98,9 +98,9 @@ impl Service {
         let name = required(input.name, "Name")?;
         let tags: Vec<(String, String)> =
             input.tags.into_iter().map(|t| (t.key, t.value)).collect();
-        let arn = self
-            .engine
-            .create_topic(&name, &pairs(input.attributes), &tags)?;
+        let arn =
+            self.engine
+                .create_topic(&name, &pairs(input.attributes), &tags, self.clock.now())?;
         Ok(TopicArnOutput {
             topic_arn: arn.to_string(),
         })
@@ -135,7 +135,7 @@ impl Service {
         _ctx: &RequestContext,
     ) -> Result<AttributesMap, ApiError> {
         let entry = self.engine.topic(&required(input.topic_arn, "TopicArn")?)?;
-        let attributes = entry.lock().attributes();
+        let attributes = entry.lock().attributes(self.clock.now());
         Ok(AttributesMap {
             attributes: Pairs(attributes),
         })
@@ -148,25 +148,31 @@ impl Service {
     ) -> Result<Empty, ApiError> {
         let entry = self.engine.topic(&required(input.topic_arn, "TopicArn")?)?;
         let name = required(input.attribute_name, "AttributeName")?;
-        entry
-            .lock()
-            .set(&name, input.attribute_value.as_deref().unwrap_or(""), "")?;
+        entry.lock().set(
+            &name,
+            input.attribute_value.as_deref().unwrap_or(""),
+            "",
+            self.clock.now(),
+        )?;
         Ok(Empty {})
     }
 
     fn subscribe(
         &self,
         input: SubscribeInput,
-        _ctx: &RequestContext,
+        ctx: &RequestContext,
     ) -> Result<SubscriptionArnOutput, ApiError> {
         let topic_arn = required(input.topic_arn, "TopicArn")?;
         let protocol = required(input.protocol, "Protocol")?;
+        let now = self.clock.now();
         let arn = self.engine.subscribe(
             &topic_arn,
             &protocol,
             input.endpoint.as_deref(),
             &pairs(input.attributes),
+            now,
         )?;
+        self.run_replay(&arn, ctx, now)?;
         // SQS endpoints in this account are confirmed at once, so the real ARN is always returned.
         Ok(SubscriptionArnOutput {
             subscription_arn: arn.to_string(),
@@ -239,14 +245,34 @@ impl Service {
     fn set_subscription_attributes(
         &self,
         input: SetAttributeInput,
-        _ctx: &RequestContext,
+        ctx: &RequestContext,
     ) -> Result<Empty, ApiError> {
         let arn = required(input.subscription_arn, "SubscriptionArn")?;
         let name = required(input.attribute_name, "AttributeName")?;
         let value = input.attribute_value.unwrap_or_default();
-        self.engine
-            .with_subscription(&arn, |_, sub| sub.set(&name, &value, ""))?;
+        let now = self.clock.now();
+        self.engine.with_subscription(&arn, |topic, sub| {
+            sub.set(&name, &value, "")?;
+            topic.check_replay(sub, "", now)
+        })?;
+        self.run_replay(&arn, ctx, now)?;
         Ok(Empty {})
+    }
+
+    /// Runs a subscription's pending replay, if it has one, and wakes the queues it filled.
+    fn run_replay(
+        &self,
+        subscription_arn: &str,
+        ctx: &RequestContext,
+        now: crate::engine::Timestamp,
+    ) -> Result<(), ApiError> {
+        for queue in self
+            .engine
+            .replay(subscription_arn, &self.base_url(ctx), now)?
+        {
+            Self::wake(&queue);
+        }
+        Ok(())
     }
 
     fn publish_request(entry: PublishEntry) -> Result<PublishRequest, ApiError> {

@@ -779,3 +779,186 @@ async fn undeliverable_copies_go_to_the_subscription_dlq() {
         Some("Invalid parameter: RedrivePolicy: must use a FIFO queue as DLQ for a FIFO Subscription to a FIFO Topic.")
     );
 }
+
+#[tokio::test]
+async fn archived_messages_replay_into_a_new_and_an_existing_subscription() {
+    let server = start().await;
+    let topic = server
+        .sns
+        .create_topic()
+        .name("archive.fifo")
+        .attributes("FifoTopic", "true")
+        .attributes("ContentBasedDeduplication", "true")
+        .attributes("ArchivePolicy", r#"{"MessageRetentionPeriod":"30"}"#)
+        .send()
+        .await
+        .unwrap()
+        .topic_arn
+        .unwrap();
+    let live_q = fifo_queue(&server, "live.fifo", &[]).await;
+    let live_sub = subscribe(&server, &topic, "live.fifo", false).await;
+    let attrs = server
+        .sns
+        .get_topic_attributes()
+        .topic_arn(&topic)
+        .send()
+        .await
+        .unwrap()
+        .attributes
+        .unwrap();
+    let beginning = attrs["BeginningArchiveTime"].clone();
+    assert!(beginning.ends_with('Z'), "{beginning}");
+    for (body, price) in [("m1", "1"), ("m2", "200"), ("m3", "3")] {
+        server
+            .sns
+            .publish()
+            .topic_arn(&topic)
+            .message(body)
+            .message_group_id("g")
+            .message_attributes(
+                "price",
+                MessageAttributeValue::builder()
+                    .data_type("Number")
+                    .string_value(price)
+                    .build()
+                    .unwrap(),
+            )
+            .send()
+            .await
+            .unwrap();
+    }
+    assert_eq!(drain(&server, &live_q).await.len(), 3);
+
+    // A new subscription replays the archive (its filter applied), then keeps receiving live.
+    let replay_q = fifo_queue(&server, "replay.fifo", &[]).await;
+    let policy = format!(r#"{{"PointType":"Timestamp","StartingPoint":"{beginning}"}}"#);
+    let replay_sub = server
+        .sns
+        .subscribe()
+        .topic_arn(&topic)
+        .protocol("sqs")
+        .endpoint("arn:aws:sqs:us-east-1:000000000000:replay.fifo")
+        .attributes("FilterPolicy", r#"{"price":[{"numeric":["<",100]}]}"#)
+        .attributes("ReplayPolicy", &policy)
+        .send()
+        .await
+        .unwrap()
+        .subscription_arn
+        .unwrap();
+    let replayed: Vec<Value> = drain(&server, &replay_q)
+        .await
+        .iter()
+        .map(|(b, _)| serde_json::from_str(b).unwrap())
+        .collect();
+    assert_eq!(
+        replayed
+            .iter()
+            .map(|m| m["Message"].as_str().unwrap())
+            .collect::<Vec<_>>(),
+        ["m1", "m3"]
+    );
+    assert!(replayed.iter().all(|m| m["Replayed"] == true));
+    let status = server
+        .sns
+        .get_subscription_attributes()
+        .subscription_arn(&replay_sub)
+        .send()
+        .await
+        .unwrap()
+        .attributes
+        .unwrap();
+    assert_eq!(status["ReplayStatus"], "Completed");
+    server
+        .sns
+        .publish()
+        .topic_arn(&topic)
+        .message("m4")
+        .message_group_id("g")
+        .message_attributes(
+            "price",
+            MessageAttributeValue::builder()
+                .data_type("Number")
+                .string_value("4")
+                .build()
+                .unwrap(),
+        )
+        .send()
+        .await
+        .unwrap();
+    let live_after: Vec<Value> = drain(&server, &replay_q)
+        .await
+        .iter()
+        .map(|(b, _)| serde_json::from_str(b).unwrap())
+        .collect();
+    assert_eq!(live_after.len(), 1);
+    assert_eq!(live_after[0]["Message"], "m4");
+    assert!(
+        live_after[0].get("Replayed").is_none(),
+        "live messages are not marked"
+    );
+    drain(&server, &live_q).await;
+
+    // Replaying into the existing subscription re-delivers even inside the queue's dedup window.
+    server
+        .sns
+        .set_subscription_attributes()
+        .subscription_arn(&live_sub)
+        .attribute_name("ReplayPolicy")
+        .attribute_value(&policy)
+        .send()
+        .await
+        .unwrap();
+    let again: Vec<Value> = drain(&server, &live_q)
+        .await
+        .iter()
+        .map(|(b, _)| serde_json::from_str(b).unwrap())
+        .collect();
+    assert_eq!(
+        again
+            .iter()
+            .map(|m| m["Message"].as_str().unwrap())
+            .collect::<Vec<_>>(),
+        ["m1", "m2", "m3", "m4"]
+    );
+
+    // Rules.
+    let err = server
+        .sns
+        .set_subscription_attributes()
+        .subscription_arn(&live_sub)
+        .attribute_name("ReplayPolicy")
+        .attribute_value(r#"{"PointType":"Timestamp","StartingPoint":"2000-01-01T00:00:00.000Z"}"#)
+        .send()
+        .await
+        .unwrap_err();
+    assert!(err
+        .into_service_error()
+        .message()
+        .unwrap()
+        .contains("StartingPoint must be between BeginningArchiveTime and now"));
+    let plain = fifo_topic(&server, "no-archive.fifo").await;
+    let err = server
+        .sns
+        .subscribe()
+        .topic_arn(&plain)
+        .protocol("sqs")
+        .endpoint("arn:aws:sqs:us-east-1:000000000000:replay.fifo")
+        .attributes("ReplayPolicy", &policy)
+        .send()
+        .await
+        .unwrap_err();
+    assert!(err
+        .into_service_error()
+        .message()
+        .unwrap()
+        .contains("the topic has no ArchivePolicy"));
+    let err = server
+        .sns
+        .create_topic()
+        .name("std-archive")
+        .attributes("ArchivePolicy", r#"{"MessageRetentionPeriod":"1"}"#)
+        .send()
+        .await
+        .unwrap_err();
+    assert!(err.into_service_error().is_invalid_parameter_exception());
+}

@@ -67,6 +67,8 @@ pub struct SendRequest {
     pub dedup_id: Option<String>,
     pub delay_seconds: Option<i64>,
     pub sender_id: Arc<str>,
+    /// Engine-internal (SNS replays): store even if the dedup id was seen in the window.
+    pub bypass_dedup: bool,
 }
 
 /// What SendMessage answers.
@@ -91,6 +93,7 @@ struct DedupRecord {
 struct Prepared {
     message: Message,
     delay_seconds: u32,
+    bypass_dedup: bool,
 }
 
 /// Why a message arrives from another queue.
@@ -418,6 +421,7 @@ impl Queue {
                 dead_letter_source_arn: None,
             },
             delay_seconds: delay,
+            bypass_dedup: req.bypass_dedup,
         })
     }
 
@@ -442,11 +446,12 @@ impl Queue {
         let Prepared {
             message,
             delay_seconds,
+            bypass_dedup,
         } = prepared;
         let trace_header_md5 = message.trace_header.as_deref().map(trace_header_md5);
         if self.config.fifo {
             let key = self.dedup_key(&message);
-            if let Some(original) = self.dedup.get(&key, now) {
+            if let Some(original) = self.dedup.get(&key, now).filter(|_| !bypass_dedup) {
                 return SendReceipt {
                     message_id: original.message_id.clone(),
                     body_md5: message.body_md5,

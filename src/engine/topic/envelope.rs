@@ -16,6 +16,8 @@ pub struct Notification<'a> {
     pub timestamp: Timestamp,
     pub unsubscribe_url: &'a str,
     pub attributes: &'a MessageAttributes,
+    /// Replayed from the archive (marked `"Replayed": true`; AWS's exact form is unconfirmed).
+    pub replayed: bool,
 }
 
 /// The envelope body. FIFO topics carry `SequenceNumber` after `MessageId`. Signature fields
@@ -51,6 +53,9 @@ pub fn notification(n: &Notification) -> String {
             .collect();
         body.insert("MessageAttributes".into(), Value::Object(attrs));
     }
+    if n.replayed {
+        body.insert("Replayed".into(), Value::Bool(true));
+    }
     Value::Object(body).to_string()
 }
 
@@ -77,6 +82,7 @@ mod tests {
             timestamp: Timestamp(0),
             unsubscribe_url: "http://h/?Action=Unsubscribe&SubscriptionArn=s",
             attributes: &attrs,
+            replayed: false,
         });
         assert_eq!(
             body,

@@ -1,6 +1,7 @@
 //! SNS topics: attributes, subscriptions, and what a publish decides (validation, topic-wide
 //! deduplication, sequence numbers). Delivery into queues is in `engine::topics`. Pure.
 
+pub mod archive;
 pub mod envelope;
 pub mod filter;
 
@@ -72,6 +73,10 @@ pub struct Subscription {
     pub filter_scope: Scope,
     /// The topic's type decides which dead-letter queues are allowed.
     pub fifo_topic: bool,
+    /// The last replay asked for, with its status.
+    pub replay: Option<archive::Replay>,
+    /// False once a replay with an EndingPoint completed: no more live messages (AWS's model).
+    pub live: bool,
 }
 
 impl Subscription {
@@ -90,6 +95,8 @@ impl Subscription {
             filter: None,
             filter_scope: Scope::MessageAttributes,
             fifo_topic,
+            replay: None,
+            live: true,
         }
     }
 
@@ -159,9 +166,14 @@ impl Subscription {
                 }
             }
             "ReplayPolicy" => {
-                return Err(invalid(format!(
-                    "Invalid parameter: {prefix}ReplayPolicy: message replay is not supported by this Orderly version yet"
-                )))
+                if !self.fifo_topic {
+                    return Err(invalid(format!("Invalid parameter: {prefix}ReplayPolicy: replay is only supported for FIFO topics")));
+                }
+                let replay = archive::parse_replay_policy(value)
+                    .map_err(|e| invalid(format!("Invalid parameter: {prefix}ReplayPolicy: {e}")))?;
+                self.replay = Some(replay);
+                self.live = true;
+                self.attributes.insert(name.to_string(), value.to_string());
             }
             "RedrivePolicy" if !value.is_empty() => {
                 let json: serde_json::Value = serde_json::from_str(value).map_err(|e| {
@@ -246,6 +258,7 @@ pub struct Topic {
     pub deleted_subscriptions: u64,
     dedup: ExpiringMap<String, (Arc<str>, Option<u128>)>,
     next_seq: u64,
+    pub archive: Option<archive::Archive>,
 }
 
 impl Topic {
@@ -254,6 +267,7 @@ impl Topic {
         arn: String,
         owner: &str,
         attrs: &[(String, String)],
+        now: Timestamp,
     ) -> EngineResult<Topic> {
         let fifo = match attrs
             .iter()
@@ -281,15 +295,22 @@ impl Topic {
             deleted_subscriptions: 0,
             dedup: ExpiringMap::default(),
             next_seq: 1,
+            archive: None,
         };
         for (n, v) in attrs.iter().filter(|(n, _)| n != "FifoTopic") {
-            topic.set(n, v, "Attributes Reason: ")?;
+            topic.set(n, v, "Attributes Reason: ", now)?;
         }
         Ok(topic)
     }
 
     /// Sets one attribute (CreateTopic or SetTopicAttributes).
-    pub fn set(&mut self, name: &str, value: &str, prefix: &str) -> EngineResult<()> {
+    pub fn set(
+        &mut self,
+        name: &str,
+        value: &str,
+        prefix: &str,
+        now: Timestamp,
+    ) -> EngineResult<()> {
         let fifo_only = matches!(
             name,
             "ContentBasedDeduplication" | "FifoThroughputScope" | "ArchivePolicy"
@@ -310,28 +331,61 @@ impl Topic {
                 if !value.eq_ignore_ascii_case("true") && !value.eq_ignore_ascii_case("false") {
                     return Err(bad_value());
                 }
-                self.settings.insert(name.into(), value.to_ascii_lowercase());
+                self.settings
+                    .insert(name.into(), value.to_ascii_lowercase());
                 return Ok(());
             }
-            "FifoThroughputScope" if !matches!(value, "Topic" | "MessageGroup") => return Err(bad_value()),
-            "SignatureVersion" if !matches!(value, "1" | "2") => return Err(bad_value()),
-            "TracingConfig" if !matches!(value, "PassThrough" | "Active") => return Err(bad_value()),
-            "TracingConfig" if self.fifo => {
-                return Err(invalid(format!("Invalid parameter: {prefix}TracingConfig is not supported for FIFO topics")))
+            "FifoThroughputScope" if !matches!(value, "Topic" | "MessageGroup") => {
+                return Err(bad_value())
             }
-            "ArchivePolicy" => {
+            "SignatureVersion" if !matches!(value, "1" | "2") => return Err(bad_value()),
+            "TracingConfig" if !matches!(value, "PassThrough" | "Active") => {
+                return Err(bad_value())
+            }
+            "TracingConfig" if self.fifo => {
                 return Err(invalid(format!(
-                    "Invalid parameter: {prefix}ArchivePolicy: message archiving is not supported by this Orderly version yet"
+                    "Invalid parameter: {prefix}TracingConfig is not supported for FIFO topics"
                 )))
             }
-            "DeliveryPolicy" | "Policy" if !value.is_empty() => {
-                serde_json::from_str::<serde_json::Value>(value)
-                    .map_err(|e| invalid(format!("Invalid parameter: {prefix}{name}: failed to parse JSON. {e}")))?;
+            "ArchivePolicy" => {
+                let days = archive::parse_archive_policy(value).map_err(|e| {
+                    invalid(format!("Invalid parameter: {prefix}ArchivePolicy: {e}"))
+                })?;
+                match days {
+                    None => {
+                        self.archive = None;
+                        self.settings.remove(name);
+                    }
+                    Some(days) => {
+                        match &mut self.archive {
+                            Some(archive) => archive.retention_days = days,
+                            None => self.archive = Some(archive::Archive::new(days, now)),
+                        }
+                        self.settings.insert(name.to_string(), value.to_string());
+                    }
+                }
+                return Ok(());
             }
-            "FifoThroughputScope" | "SignatureVersion" | "TracingConfig" | "DeliveryPolicy" | "Policy"
-            | "DisplayName" | "KmsMasterKeyId" => {}
+            "DeliveryPolicy" | "Policy" if !value.is_empty() => {
+                serde_json::from_str::<serde_json::Value>(value).map_err(|e| {
+                    invalid(format!(
+                        "Invalid parameter: {prefix}{name}: failed to parse JSON. {e}"
+                    ))
+                })?;
+            }
+            "FifoThroughputScope"
+            | "SignatureVersion"
+            | "TracingConfig"
+            | "DeliveryPolicy"
+            | "Policy"
+            | "DisplayName"
+            | "KmsMasterKeyId" => {}
             other if is_feedback(other) => {}
-            _ => return Err(invalid(format!("Invalid parameter: {prefix}Unknown attribute {name}"))),
+            _ => {
+                return Err(invalid(format!(
+                    "Invalid parameter: {prefix}Unknown attribute {name}"
+                )))
+            }
         }
         if value.is_empty() && name != "DisplayName" {
             self.settings.remove(name);
@@ -375,7 +429,7 @@ impl Topic {
     }
 
     /// GetTopicAttributes: computed attributes plus whatever was set.
-    pub fn attributes(&self) -> Vec<(String, String)> {
+    pub fn attributes(&self, now: Timestamp) -> Vec<(String, String)> {
         let mut out = vec![
             ("TopicArn".to_string(), self.arn.to_string()),
             ("Owner".to_string(), self.owner.clone()),
@@ -408,6 +462,12 @@ impl Topic {
             ) {
                 out.push((name.clone(), value.clone()));
             }
+        }
+        if let Some(archive) = &self.archive {
+            out.push((
+                "BeginningArchiveTime".into(),
+                archive.beginning(now).iso8601(),
+            ));
         }
         out
     }
@@ -492,12 +552,20 @@ impl Topic {
             (message_id.clone(), Some(sequence_number)),
             now.plus_millis(DEDUP_WINDOW_MS),
         );
-        Ok(Publication {
+        let publication = Publication {
             message_id,
             sequence_number: Some(sequence_number),
             dedup_id: Some(dedup_id),
             duplicate: false,
-        })
+        };
+        if let Some(archive) = &mut self.archive {
+            archive.push(archive::Archived {
+                publication: publication.clone(),
+                request: req.clone(),
+                published_at: now,
+            });
+        }
+        Ok(publication)
     }
 
     /// Subscription attributes as Get returns them.
@@ -528,6 +596,9 @@ impl Topic {
         ];
         for (name, value) in &sub.attributes {
             out.push((name.clone(), value.clone()));
+        }
+        if let Some(replay) = &sub.replay {
+            out.push(("ReplayStatus".into(), replay.status.into()));
         }
         if sub.filter.is_some() {
             let scope = match sub.filter_scope {
@@ -591,6 +662,7 @@ mod tests {
             "arn:aws:sns:us-east-1:000000000000:t.fifo".into(),
             "000000000000",
             &attrs,
+            Timestamp(0),
         )
         .unwrap()
     }
@@ -660,6 +732,7 @@ mod tests {
             "arn:aws:sns:us-east-1:000000000000:s".into(),
             "000000000000",
             &[],
+            Timestamp(0),
         )
         .unwrap();
         assert!(standard
