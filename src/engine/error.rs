@@ -50,6 +50,8 @@ pub enum EngineError {
     TagResourceNotFound(String),
     #[error("{0}")]
     TagLimitExceeded(String),
+    #[error("{0}")]
+    FilterPolicyLimitExceeded(String),
 }
 
 impl EngineError {

@@ -52,6 +52,8 @@ struct Message<'a> {
     request: &'a PublishRequest,
     published_at: Timestamp,
     replayed: bool,
+    /// The SQS body parsed as JSON, for body-scope filters: parsed at most once per message.
+    body_json: std::cell::OnceCell<Option<serde_json::Value>>,
 }
 
 enum Delivered<W> {
@@ -226,6 +228,7 @@ impl<W: Default> Engine<W> {
         let mut subscription = Subscription::new(arn, protocol, endpoint, &self.account_id);
         subscription.apply_all(attrs)?;
         topic.check_replay(&subscription, "Attributes Reason: ", now)?;
+        topic.check_filter_count(&subscription)?;
         let arn = subscription.arn.clone();
         topic.subscriptions.push(Arc::new(subscription));
         Ok(arn)
@@ -332,6 +335,7 @@ impl<W: Default> Engine<W> {
             request: req,
             published_at: now,
             replayed: false,
+            body_json: Default::default(),
         };
         for subscription in topic.subscriptions.iter().filter(|s| s.live) {
             match self.deliver(&topic, subscription, &message, unsubscribe_base, now) {
@@ -372,7 +376,13 @@ impl<W: Default> Engine<W> {
             None => &req.message,
         };
         // Filtering comes after topic dedup, per subscription; a filtered copy is not an error.
-        if !subscription.accepts(&req.attributes, text) {
+        let parsed = || {
+            message
+                .body_json
+                .get_or_init(|| serde_json::from_str(text).ok())
+                .as_ref()
+        };
+        if !subscription.accepts(&req.attributes, &parsed) {
             return Delivered::Filtered;
         }
         let no_attributes = MessageAttributes::default();
@@ -471,6 +481,7 @@ impl<W: Default> Engine<W> {
                 request: &item.request,
                 published_at: item.published_at,
                 replayed: true,
+                body_json: Default::default(),
             };
             if let Delivered::Queue(q) | Delivered::DeadLetter(q) =
                 self.deliver(&topic, &subscription, &message, unsubscribe_base, now)

@@ -35,6 +35,7 @@ pub enum ErrorCode {
     NotFound,
     TagResourceNotFound,
     TagLimitExceeded,
+    FilterPolicyLimitExceeded,
     ValidationError,
 }
 
@@ -159,6 +160,11 @@ impl ErrorCode {
             NotFound => ("NotFound", "NotFound", 404),
             TagResourceNotFound => ("ResourceNotFound", "ResourceNotFound", 404),
             TagLimitExceeded => ("TagLimitExceeded", "TagLimitExceeded", 400),
+            FilterPolicyLimitExceeded => (
+                "FilterPolicyLimitExceeded",
+                "FilterPolicyLimitExceeded",
+                403,
+            ),
             ValidationError => ("ValidationError", "ValidationError", 400),
         }
     }
@@ -240,6 +246,7 @@ impl From<EngineError> for ApiError {
             EngineError::NotFound(_) => ErrorCode::NotFound,
             EngineError::TagResourceNotFound(_) => ErrorCode::TagResourceNotFound,
             EngineError::TagLimitExceeded(_) => ErrorCode::TagLimitExceeded,
+            EngineError::FilterPolicyLimitExceeded(_) => ErrorCode::FilterPolicyLimitExceeded,
         };
         ApiError::new(code, e.to_string())
     }

@@ -50,6 +50,14 @@ pub struct SubscribeInput {
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(rename_all = "PascalCase", default)]
+pub struct ConfirmSubscriptionInput {
+    pub topic_arn: Option<String>,
+    pub token: Option<String>,
+    pub authenticate_on_unsubscribe: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "PascalCase", default)]
 pub struct SubscriptionArnInput {
     pub subscription_arn: Option<String>,
 }

@@ -74,6 +74,7 @@ impl Service {
             "SetTopicAttributes" => call!(set_topic_attributes),
             "Subscribe" => call!(subscribe),
             "Unsubscribe" => call!(unsubscribe),
+            "ConfirmSubscription" => call!(confirm_subscription),
             "ListSubscriptions" => call!(list_subscriptions),
             "ListSubscriptionsByTopic" => call!(list_subscriptions_by_topic),
             "GetSubscriptionAttributes" => call!(get_subscription_attributes),
@@ -179,6 +180,26 @@ impl Service {
         })
     }
 
+    /// ConfirmSubscription. SQS subscriptions are confirmed when made, so no token is ever
+    /// outstanding yet (http/https subscriptions, which need one, are not implemented).
+    fn confirm_subscription(
+        &self,
+        input: ConfirmSubscriptionInput,
+        _ctx: &RequestContext,
+    ) -> Result<SubscriptionArnOutput, ApiError> {
+        let topic_arn = required(input.topic_arn, "TopicArn")?;
+        let token = required(input.token, "Token")?;
+        self.engine
+            .topic_name_from_arn(&topic_arn, "Topic")
+            .map_err(|_| invalid("Invalid parameter: Topic"))?;
+        let well_formed = token.len() >= 32 && token.chars().all(|c| c.is_ascii_hexdigit());
+        Err(invalid(if well_formed {
+            "Invalid parameter: Token"
+        } else {
+            "Invalid token"
+        }))
+    }
+
     fn unsubscribe(
         &self,
         input: SubscriptionArnInput,
@@ -253,6 +274,7 @@ impl Service {
         let now = self.clock.now();
         self.engine.with_subscription(&arn, |topic, sub| {
             sub.set(&name, &value, "")?;
+            topic.check_filter_count(sub)?;
             topic.check_replay(sub, "", now)
         })?;
         self.run_replay(&arn, ctx, now)?;

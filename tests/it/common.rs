@@ -28,6 +28,26 @@ pub async fn start() -> Server {
     start_with(Config::ephemeral()).await
 }
 
+/// A server whose clock only moves when the test says so.
+pub async fn start_with_manual_clock() -> (Server, std::sync::Arc<orderly::clock::ManualClock>) {
+    let clock = std::sync::Arc::new(orderly::clock::ManualClock::new(
+        orderly::engine::Timestamp(1_700_000_000_000),
+    ));
+    let app = App::bind_with_clock(&Config::ephemeral(), clock.clone())
+        .await
+        .expect("bind");
+    let addr = app.local_addr().expect("addr");
+    tokio::spawn(app.serve(std::future::pending()));
+    (
+        Server {
+            addr,
+            sqs: client(addr),
+            sns: sns_client(addr),
+        },
+        clock,
+    )
+}
+
 pub async fn start_with(config: Config) -> Server {
     let app = App::bind(&config).await.expect("bind");
     let addr = app.local_addr().expect("addr");

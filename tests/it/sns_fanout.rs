@@ -7,7 +7,9 @@ use aws_sdk_sns::types::{MessageAttributeValue, PublishBatchRequestEntry};
 use aws_sdk_sqs::types::MessageSystemAttributeName as S;
 use serde_json::Value;
 
-use crate::common::{create_queue, fifo_queue, query, start, xml_text, Server};
+use crate::common::{
+    create_queue, fifo_queue, query, start, start_with_manual_clock, xml_text, Server,
+};
 
 async fn fifo_topic(server: &Server, name: &str) -> String {
     server
@@ -961,4 +963,175 @@ async fn archived_messages_replay_into_a_new_and_an_existing_subscription() {
         .await
         .unwrap_err();
     assert!(err.into_service_error().is_invalid_parameter_exception());
+}
+
+#[tokio::test]
+async fn topic_dedup_window_ends_after_five_minutes() {
+    let (server, clock) = start_with_manual_clock().await;
+    let topic = fifo_topic(&server, "window.fifo").await;
+    let url = fifo_queue(&server, "window-q.fifo", &[]).await;
+    subscribe(&server, &topic, "window-q.fifo", true).await;
+    let publish = || {
+        server
+            .sns
+            .publish()
+            .topic_arn(&topic)
+            .message("same")
+            .message_group_id("g")
+            .send()
+    };
+    let first = publish().await.unwrap();
+    clock.advance_millis(299_999);
+    assert_eq!(
+        publish().await.unwrap().message_id,
+        first.message_id,
+        "still inside the window"
+    );
+    assert_eq!(drain(&server, &url).await.len(), 1);
+    clock.advance_millis(1);
+    let later = publish().await.unwrap();
+    assert_ne!(later.message_id, first.message_id);
+    assert_eq!(
+        drain(&server, &url).await.len(),
+        1,
+        "delivered again once the window passed"
+    );
+}
+
+#[tokio::test]
+async fn json_structure_standard_topics_and_confirm_subscription() {
+    let server = start().await;
+    let standard = server
+        .sns
+        .create_topic()
+        .name("events")
+        .send()
+        .await
+        .unwrap()
+        .topic_arn
+        .unwrap();
+    let raw_q = create_queue(&server, "events-raw", &[]).await;
+    let env_q = create_queue(&server, "events-env", &[]).await;
+    subscribe(&server, &standard, "events-raw", true).await;
+    subscribe(&server, &standard, "events-env", false).await;
+    server
+        .sns
+        .publish()
+        .topic_arn(&standard)
+        .message_structure("json")
+        .message(r#"{"default":"for everyone","sqs":"for queues"}"#)
+        .message_attributes(
+            "k",
+            MessageAttributeValue::builder()
+                .data_type("String")
+                .string_value("v")
+                .build()
+                .unwrap(),
+        )
+        .message_group_id("fair-group")
+        .send()
+        .await
+        .unwrap();
+    let raw = server
+        .sqs
+        .receive_message()
+        .queue_url(&raw_q)
+        .message_attribute_names("All")
+        .message_system_attribute_names(S::All)
+        .send()
+        .await
+        .unwrap()
+        .messages
+        .unwrap();
+    assert_eq!(raw[0].body(), Some("for queues"));
+    assert!(
+        raw[0].message_attributes.is_none(),
+        "attributes are not delivered with a json structure"
+    );
+    assert_eq!(
+        raw[0].attributes().unwrap()[&S::MessageGroupId],
+        "fair-group",
+        "standard topics pass the group to standard queues"
+    );
+    let env = &server
+        .sqs
+        .receive_message()
+        .queue_url(&env_q)
+        .send()
+        .await
+        .unwrap()
+        .messages
+        .unwrap()[0];
+    let body: Value = serde_json::from_str(env.body().unwrap()).unwrap();
+    assert_eq!(body["Message"], "for queues");
+    assert!(body.get("SequenceNumber").is_none() && body.get("MessageAttributes").is_none());
+    let err = server
+        .sns
+        .publish()
+        .topic_arn(&standard)
+        .message("x")
+        .message_deduplication_id("d")
+        .send()
+        .await
+        .unwrap_err();
+    assert!(err
+        .into_service_error()
+        .message()
+        .unwrap()
+        .contains("MessageDeduplicationId"));
+    let err = server
+        .sns
+        .publish()
+        .topic_arn(&standard)
+        .message_structure("json")
+        .message(r#"{"sqs":"x"}"#)
+        .send()
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err.into_service_error().message(),
+        Some("Invalid parameter: Message Structure - No default entry in JSON message body")
+    );
+    let err = server
+        .sns
+        .confirm_subscription()
+        .topic_arn(&standard)
+        .token("nonsense")
+        .send()
+        .await
+        .unwrap_err();
+    assert_eq!(err.into_service_error().message(), Some("Invalid token"));
+}
+
+#[tokio::test]
+async fn at_most_200_filtered_subscriptions_per_topic() {
+    let server = start().await;
+    let topic = server
+        .sns
+        .create_topic()
+        .name("busy")
+        .send()
+        .await
+        .unwrap()
+        .topic_arn
+        .unwrap();
+    let filtered = |i: usize| {
+        server
+            .sns
+            .subscribe()
+            .topic_arn(&topic)
+            .protocol("sqs")
+            .endpoint(format!("arn:aws:sqs:us-east-1:000000000000:q{i}"))
+            .attributes("FilterPolicy", r#"{"k":["v"]}"#)
+            .send()
+    };
+    for i in 0..200 {
+        filtered(i).await.unwrap();
+    }
+    let err = filtered(200).await.unwrap_err();
+    assert_eq!(err.raw_response().unwrap().status().as_u16(), 403);
+    assert_eq!(
+        err.into_service_error().code(),
+        Some("FilterPolicyLimitExceeded")
+    );
 }

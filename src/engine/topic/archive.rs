@@ -73,6 +73,24 @@ impl Archive {
 }
 
 impl Topic {
+    /// At most 200 subscriptions of a topic may carry a filter policy.
+    pub fn check_filter_count(&self, subscription: &Subscription) -> EngineResult<()> {
+        if subscription.filter.is_none() {
+            return Ok(());
+        }
+        let others = self
+            .subscriptions
+            .iter()
+            .filter(|s| s.filter.is_some() && s.arn != subscription.arn)
+            .count();
+        if others >= super::filter::MAX_POLICIES_PER_TOPIC {
+            return Err(EngineError::FilterPolicyLimitExceeded(
+                "Filter policy limit exceeded: a topic can have at most 200 subscriptions with filter policies".into(),
+            ));
+        }
+        Ok(())
+    }
+
     /// A subscription's ReplayPolicy must start inside this topic's archive.
     pub fn check_replay(
         &self,

@@ -14,6 +14,10 @@ pub enum Scope {
 }
 
 const MAX_KEYS: usize = 5;
+/// A policy document may be at most 256 KB.
+const MAX_POLICY_BYTES: usize = 256 * 1024;
+/// Subscriptions with a filter policy, per topic.
+pub const MAX_POLICIES_PER_TOPIC: usize = 200;
 const MAX_COMBINATIONS: usize = 150;
 /// Numbers are compared with 5 decimal digits of precision.
 const PRECISION: f64 = 1e5;
@@ -297,6 +301,9 @@ fn combinations(policy: &Policy, depth: usize, scope: Scope) -> usize {
 impl FilterPolicy {
     /// Parses and validates; the error is AWS's text after the "FilterPolicy: " prefix position.
     pub fn parse(json: &str, scope: Scope) -> Result<FilterPolicy, String> {
+        if json.len() > MAX_POLICY_BYTES {
+            return Err("FilterPolicy: Filter policy is too long; the limit is 256 KB".into());
+        }
         let value: Value = serde_json::from_str(json)
             .map_err(|e| format!("FilterPolicy: failed to parse JSON. {e}"))?;
         let Value::Object(object) = value else {
@@ -328,12 +335,23 @@ impl FilterPolicy {
 
     /// Does a message pass? `body` is the text the subscription would receive (before enveloping).
     pub fn matches(&self, attributes: &MessageAttributes, body: &str) -> bool {
+        let parsed = serde_json::from_str::<Value>(body).ok();
+        self.matches_parsed(attributes, &|| parsed.as_ref())
+    }
+
+    /// As `matches`, with the body parsed by the caller, once per message for all subscriptions
+    /// (`None` when it is not JSON). It is asked for only in body scope.
+    pub fn matches_parsed<'a>(
+        &self,
+        attributes: &MessageAttributes,
+        body: &dyn Fn() -> Option<&'a Value>,
+    ) -> bool {
         match self.scope {
             Scope::MessageAttributes => {
                 matches_policy(&self.policy, &|key| attribute_values(attributes, key))
             }
-            Scope::MessageBody => match serde_json::from_str::<Value>(body) {
-                Ok(Value::Object(object)) => matches_body(&self.policy, &object),
+            Scope::MessageBody => match body() {
+                Some(Value::Object(object)) => matches_body(&self.policy, object),
                 _ => false,
             },
         }

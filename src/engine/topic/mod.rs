@@ -117,11 +117,16 @@ impl Subscription {
         Ok(())
     }
 
-    /// Does a message pass this subscription's filter? `body` is what the subscription receives.
-    pub fn accepts(&self, attributes: &MessageAttributes, body: &str) -> bool {
+    /// Does a message pass this subscription's filter? `body` yields the parsed text the
+    /// subscription would receive (parsed once per message, only if a body-scope filter asks).
+    pub fn accepts<'a>(
+        &self,
+        attributes: &MessageAttributes,
+        body: &dyn Fn() -> Option<&'a serde_json::Value>,
+    ) -> bool {
         self.filter
             .as_ref()
-            .is_none_or(|f| f.matches(attributes, body))
+            .is_none_or(|f| f.matches_parsed(attributes, body))
     }
 
     /// Applies one attribute; `prefix` is "Attributes Reason: " for Subscribe, "" for Set.
