@@ -210,6 +210,37 @@ fn owned_groups(producer: usize, producers: usize, groups: usize) -> Vec<usize> 
     (producer..groups).step_by(producers).collect()
 }
 
+/// Starts one producer task per connection, each owning its share of `groups`.
+fn spawn_producers(
+    args: &Args,
+    client: &reqwest::Client,
+    endpoint: &str,
+    queue_url: &str,
+    groups: usize,
+    pace: (bool, Option<f64>, Option<u64>),
+    stop: &Arc<AtomicBool>,
+) -> Vec<tokio::task::JoinHandle<ProducerResult>> {
+    let (batch, rate, limit) = pace;
+    (0..args.producers)
+        .map(|p| {
+            let plan = ProducerPlan {
+                groups: owned_groups(p, args.producers, groups),
+                batch,
+                rate,
+                limit,
+            };
+            tokio::spawn(produce(
+                client.clone(),
+                endpoint.to_string(),
+                queue_url.to_string(),
+                plan,
+                args.body_size,
+                stop.clone(),
+            ))
+        })
+        .collect()
+}
+
 async fn run_send(args: &Args, system: System, batch: bool) -> Row {
     let server = start(args, system).await;
     let client = http_client();
@@ -217,24 +248,15 @@ async fn run_send(args: &Args, system: System, batch: bool) -> Row {
     let stop = Arc::new(AtomicBool::new(false));
     let cpu_before = server.cpu_micros();
     let started = Instant::now();
-    let tasks: Vec<_> = (0..args.producers)
-        .map(|p| {
-            let plan = ProducerPlan {
-                groups: owned_groups(p, args.producers, args.groups),
-                batch,
-                rate: None,
-                limit: None,
-            };
-            tokio::spawn(produce(
-                client.clone(),
-                server.endpoint.clone(),
-                queue_url.clone(),
-                plan,
-                args.body_size,
-                stop.clone(),
-            ))
-        })
-        .collect();
+    let tasks = spawn_producers(
+        args,
+        &client,
+        &server.endpoint,
+        &queue_url,
+        args.groups,
+        (batch, None, None),
+        &stop,
+    );
     tokio::time::sleep(Duration::from_secs(args.duration)).await;
     stop.store(true, Ordering::Relaxed);
     let mut row = Row {
@@ -381,24 +403,15 @@ async fn run_pipeline(args: &Args, rate: Option<u64>) -> Row {
         })
         .collect();
     let per_producer_rate = rate.map(|r| r as f64 / args.producers as f64);
-    let producers: Vec<_> = (0..args.producers)
-        .map(|p| {
-            let plan = ProducerPlan {
-                groups: owned_groups(p, args.producers, args.groups),
-                batch: true,
-                rate: per_producer_rate,
-                limit: None,
-            };
-            tokio::spawn(produce(
-                client.clone(),
-                server.endpoint.clone(),
-                queue_url.clone(),
-                plan,
-                args.body_size,
-                stop.clone(),
-            ))
-        })
-        .collect();
+    let producers: Vec<_> = spawn_producers(
+        args,
+        &client,
+        &server.endpoint,
+        &queue_url,
+        args.groups,
+        (true, per_producer_rate, None),
+        &stop,
+    );
     tokio::time::sleep(Duration::from_secs(args.duration)).await;
     stop.store(true, Ordering::Relaxed);
     let mut errors = 0;
@@ -454,24 +467,15 @@ async fn run_backlog(args: &Args, preload: usize, groups: usize, measure: u64) -
     let queue_url = create_fifo_queue(&client, &server.endpoint, "backlog.fifo").await;
     let stop = Arc::new(AtomicBool::new(false));
     let per_producer = (preload / args.producers) as u64;
-    let loaders: Vec<_> = (0..args.producers)
-        .map(|p| {
-            let plan = ProducerPlan {
-                groups: owned_groups(p, args.producers, groups),
-                batch: true,
-                rate: None,
-                limit: Some(per_producer),
-            };
-            tokio::spawn(produce(
-                client.clone(),
-                server.endpoint.clone(),
-                queue_url.clone(),
-                plan,
-                args.body_size,
-                stop.clone(),
-            ))
-        })
-        .collect();
+    let loaders = spawn_producers(
+        args,
+        &client,
+        &server.endpoint,
+        &queue_url,
+        groups,
+        (true, None, Some(per_producer)),
+        &stop,
+    );
     let mut loaded = 0;
     for l in loaders {
         loaded += l.await.expect("loader").sent;

@@ -9,7 +9,7 @@ use super::{RequestContext, Service};
 use crate::engine::topic::PublishRequest;
 use crate::engine::{check_tags, EngineError};
 use crate::protocol::sns::*;
-use crate::protocol::sqs::Pairs;
+use crate::protocol::sqs::{Empty, Pairs};
 use crate::protocol::{encode_ok, ApiError, Encoded, ErrorCode, Payload, Protocol};
 
 /// SNS list pages hold 100 items.
@@ -522,6 +522,3 @@ impl Service {
         Ok(ListTagsOutput { tags })
     }
 }
-
-#[derive(Debug, Default, serde::Serialize)]
-pub struct Empty {}
