@@ -53,6 +53,8 @@ pub struct Engine<W> {
     deleted_at: Mutex<HashMap<String, Timestamp>>,
     move_tasks: Mutex<HashMap<String, Vec<move_task::MoveTask>>>,
     topics: RwLock<BTreeMap<Arc<str>, Arc<topics::TopicEntry>>>,
+    /// The SNS signing key and certificate, made on first use.
+    signer: std::sync::OnceLock<Result<Arc<topic::signing::MessageSigner>, String>>,
     next_uid: AtomicU64,
     /// How long a deleted name stays unavailable (AWS: 60 s); 0 turns the rule off.
     pub delete_cooldown_ms: u64,
@@ -67,9 +69,17 @@ impl<W: Default> Engine<W> {
             deleted_at: Mutex::new(HashMap::new()),
             move_tasks: Mutex::new(HashMap::new()),
             topics: RwLock::new(BTreeMap::new()),
+            signer: std::sync::OnceLock::new(),
             next_uid: AtomicU64::new(1),
             delete_cooldown_ms: 0,
         }
+    }
+
+    /// The SNS message signer, generated on first use (key generation takes a moment).
+    pub fn signer(&self) -> Result<Arc<topic::signing::MessageSigner>, String> {
+        self.signer
+            .get_or_init(|| topic::signing::MessageSigner::generate().map(Arc::new))
+            .clone()
     }
 
     pub fn queue_arn(&self, name: &str) -> String {

@@ -13,6 +13,7 @@ use super::message::MessageAttributes;
 use super::queue::SendRequest;
 use super::time::Timestamp;
 use super::topic::envelope::{self, Notification};
+use super::topic::signing;
 use super::topic::{archive, check_message, Publication, PublishRequest, Subscription, Topic};
 use super::{Engine, QueueEntry};
 
@@ -54,6 +55,8 @@ struct Message<'a> {
     replayed: bool,
     /// The SQS body parsed as JSON, for body-scope filters: parsed at most once per message.
     body_json: std::cell::OnceCell<Option<serde_json::Value>>,
+    /// Standard topics: (version, signature, certificate URL), computed once per message.
+    signature: std::cell::OnceCell<Option<(String, String, String)>>,
 }
 
 enum Delivered<W> {
@@ -336,6 +339,7 @@ impl<W: Default> Engine<W> {
             published_at: now,
             replayed: false,
             body_json: Default::default(),
+            signature: Default::default(),
         };
         for subscription in topic.subscriptions.iter().filter(|s| s.live) {
             match self.deliver(&topic, subscription, &message, unsubscribe_base, now) {
@@ -396,6 +400,30 @@ impl<W: Default> Engine<W> {
             "{unsubscribe_base}/?Action=Unsubscribe&SubscriptionArn={}",
             subscription.arn
         );
+        // Standard topics sign their envelopes (FIFO topics' envelopes carry no signature).
+        let signature = || {
+            message
+                .signature
+                .get_or_init(|| {
+                    let signer = self.signer().ok()?;
+                    let version = topic.signature_version().to_string();
+                    let text = signing::notification_string_to_sign(
+                        text,
+                        &message.publication.message_id,
+                        req.subject.as_deref(),
+                        &message.published_at.iso8601(),
+                        &topic.arn,
+                    );
+                    let signature = signer.sign(&version, &text);
+                    Some((
+                        version,
+                        signature,
+                        format!("{unsubscribe_base}/{}", signer.certificate_file),
+                    ))
+                })
+                .as_ref()
+                .map(|(v, s, u)| (v.as_str(), s.as_str(), u.as_str()))
+        };
         let envelope = || {
             envelope::notification(&Notification {
                 message_id: &message.publication.message_id,
@@ -407,6 +435,7 @@ impl<W: Default> Engine<W> {
                 unsubscribe_url: &unsubscribe_url,
                 attributes,
                 replayed: message.replayed,
+                signature: if topic.fifo { None } else { signature() },
             })
         };
         let mut copy = Copy {
@@ -482,6 +511,7 @@ impl<W: Default> Engine<W> {
                 published_at: item.published_at,
                 replayed: true,
                 body_json: Default::default(),
+                signature: Default::default(),
             };
             if let Delivered::Queue(q) | Delivered::DeadLetter(q) =
                 self.deliver(&topic, &subscription, &message, unsubscribe_base, now)

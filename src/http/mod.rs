@@ -107,6 +107,23 @@ fn respond(encoded: Encoded, request_id: &str) -> Response {
     response
 }
 
+/// The PEM certificate that SNS messages' `SigningCertURL` points at.
+fn signing_certificate(service: &Service, path: &str) -> Response {
+    match service.engine.signer() {
+        Ok(signer) if path.strip_prefix('/') == Some(signer.certificate_file.as_str()) => (
+            StatusCode::OK,
+            [(header::CONTENT_TYPE, "application/x-x509-ca-cert")],
+            signer.certificate_pem.clone(),
+        )
+            .into_response(),
+        Ok(_) => StatusCode::NOT_FOUND.into_response(),
+        Err(error) => {
+            tracing::error!(%error, "no SNS signing certificate");
+            StatusCode::NOT_FOUND.into_response()
+        }
+    }
+}
+
 async fn handle(
     State(service): State<Arc<Service>>,
     method: Method,
@@ -129,6 +146,9 @@ async fn handle(
             .into(),
         request_id,
     };
+    if method == Method::GET && uri.path().starts_with("/SimpleNotificationService-") {
+        return signing_certificate(&service, uri.path());
+    }
     let target = headers.get("x-amz-target").and_then(|t| t.to_str().ok());
     let is_json = target.is_some()
         || headers

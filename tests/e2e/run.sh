@@ -17,7 +17,7 @@ make_venv() { # name, pip requirements...
     "$dir/bin/pip" install --quiet --disable-pip-version-check "$@"
   fi
 }
-make_venv current boto3 awscli
+make_venv current boto3 awscli cryptography
 make_venv legacy boto3==1.34.89 botocore==1.34.89
 node_dir=$venvs/js
 if [ ! -d "$node_dir/node_modules/@aws-sdk/client-sqs" ]; then
@@ -44,7 +44,7 @@ echo "== boto3 (current, JSON protocol)"
 echo "== boto3 1.34.89 (Query protocol)"
 "$venvs/legacy/bin/python" "$here/fifo_scenario.py" "$endpoint" query
 echo "== SNS FIFO fan-out, boto3 (current and 1.34.89)"
-"$venvs/current/bin/python" "$here/sns_scenario.py" "$endpoint"
+"$venvs/current/bin/python" "$here/sns_scenario.py" "$endpoint" verify
 "$venvs/legacy/bin/python" "$here/sns_scenario.py" "$endpoint"
 
 echo "== AWS SDK for JavaScript v3 (JSON protocol)"

@@ -1,16 +1,19 @@
 """SNS FIFO fan-out with boto3: one FIFO topic, two FIFO queues (one raw, one enveloped).
 
-Usage: python sns_scenario.py ENDPOINT
+Usage: python sns_scenario.py ENDPOINT [verify]   ('verify': signatures must be checked with `cryptography`)
 Prints one line per check and a closing 'N passed, N failed' line; exits non-zero on failure.
 """
 
+import base64
 import json
 import sys
+import urllib.request
 import uuid
 
 import boto3
 
 endpoint = sys.argv[1]
+must_verify = sys.argv[2:] == ["verify"]
 session = dict(endpoint_url=endpoint, region_name="us-east-1", aws_access_key_id="AKIDE2E", aws_secret_access_key="secret")
 sns = boto3.client("sns", **session)
 sqs = boto3.client("sqs", **session)
@@ -89,6 +92,46 @@ try:
 except sns.exceptions.NotFoundException:
     check("missing topic is NotFoundException", True)
 sns.delete_topic(TopicArn=topic)
+
+
+def verify_signature(envelope):
+    """Checks an SNS signature the way subscriber code does, with an independent RSA library."""
+    try:
+        from cryptography import x509
+        from cryptography.hazmat.primitives import hashes
+        from cryptography.hazmat.primitives.asymmetric import padding
+    except ImportError:
+        return None
+    pem = urllib.request.urlopen(envelope["SigningCertURL"]).read()
+    key = x509.load_pem_x509_certificate(pem).public_key()
+    fields = ["Message", "MessageId"] + (["Subject"] if "Subject" in envelope else []) + ["Timestamp", "TopicArn", "Type"]
+    text = "".join(f"{k}\n{envelope[k]}\n" for k in fields).encode()
+    digest = hashes.SHA256() if envelope["SignatureVersion"] == "2" else hashes.SHA1()
+    try:
+        key.verify(base64.b64decode(envelope["Signature"]), text, padding.PKCS1v15(), digest)
+        return True
+    except Exception:
+        return False
+
+
+# Standard topics sign their envelopes; check both signature versions.
+for version in ("1", "2"):
+    std_topic = sns.create_topic(Name=f"signed-{version}-{suffix}", Attributes={"SignatureVersion": version})["TopicArn"]
+    url = sqs.create_queue(QueueName=f"signed-{version}-{suffix}")["QueueUrl"]
+    arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    sns.subscribe(TopicArn=std_topic, Protocol="sqs", Endpoint=arn)
+    sns.publish(TopicArn=std_topic, Message="signed body ✓", Subject="hello")
+    envelope = json.loads(sqs.receive_message(QueueUrl=url, WaitTimeSeconds=2)["Messages"][0]["Body"])
+    check(f"signature version {version} in the envelope", envelope.get("SignatureVersion") == version, envelope)
+    verified = verify_signature(envelope)
+    if must_verify and verified is None:
+        check("the cryptography package is installed for signature checks", False)
+    if verified is not None:
+        check(f"SignatureVersion {version} verifies with the certificate at SigningCertURL", verified, envelope)
+    tampered = dict(envelope, Message="changed")
+    if verified:
+        check(f"a changed message fails SignatureVersion {version}", verify_signature(tampered) is False)
+    sns.delete_topic(TopicArn=std_topic)
 
 print(f"{results['passed']} passed, {results['failed']} failed")
 sys.exit(1 if results["failed"] else 0)

@@ -1135,3 +1135,80 @@ async fn at_most_200_filtered_subscriptions_per_topic() {
         Some("FilterPolicyLimitExceeded")
     );
 }
+
+#[tokio::test]
+async fn standard_topic_envelopes_are_signed_with_a_served_certificate() {
+    let server = start().await;
+    let topic = server
+        .sns
+        .create_topic()
+        .name("signed")
+        .attributes("SignatureVersion", "2")
+        .send()
+        .await
+        .unwrap()
+        .topic_arn
+        .unwrap();
+    let url = create_queue(&server, "signed-q", &[]).await;
+    subscribe(&server, &topic, "signed-q", false).await;
+    server
+        .sns
+        .publish()
+        .topic_arn(&topic)
+        .message("hi")
+        .subject("s")
+        .send()
+        .await
+        .unwrap();
+    let message = &server
+        .sqs
+        .receive_message()
+        .queue_url(&url)
+        .send()
+        .await
+        .unwrap()
+        .messages
+        .unwrap()[0];
+    let body: Value = serde_json::from_str(message.body().unwrap()).unwrap();
+    let keys: Vec<&str> = body
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    assert_eq!(
+        keys,
+        [
+            "Type",
+            "MessageId",
+            "TopicArn",
+            "Subject",
+            "Message",
+            "Timestamp",
+            "SignatureVersion",
+            "Signature",
+            "SigningCertURL",
+            "UnsubscribeURL"
+        ]
+    );
+    assert_eq!(body["SignatureVersion"], "2");
+    assert_eq!(
+        body["Signature"].as_str().unwrap().len(),
+        344,
+        "base64 of a 2048-bit RSA signature"
+    );
+    let cert_url = body["SigningCertURL"].as_str().unwrap();
+    assert!(
+        cert_url.starts_with(&format!("{}/SimpleNotificationService-", server.url()))
+            && cert_url.ends_with(".pem")
+    );
+    let pem = reqwest::get(cert_url).await.unwrap().text().await.unwrap();
+    assert!(pem.starts_with("-----BEGIN CERTIFICATE-----"), "{pem}");
+    let missing = reqwest::get(format!(
+        "{}/SimpleNotificationService-0000.pem",
+        server.url()
+    ))
+    .await
+    .unwrap();
+    assert_eq!(missing.status(), 404);
+}

@@ -16,6 +16,8 @@ pub struct Notification<'a> {
     pub timestamp: Timestamp,
     pub unsubscribe_url: &'a str,
     pub attributes: &'a MessageAttributes,
+    /// Standard topics: (SignatureVersion, Signature, SigningCertURL).
+    pub signature: Option<(&'a str, &'a str, &'a str)>,
     /// Replayed from the archive (marked `"Replayed": true`; AWS's exact form is unconfirmed).
     pub replayed: bool,
 }
@@ -35,6 +37,11 @@ pub fn notification(n: &Notification) -> String {
     }
     body.insert("Message".into(), n.message.into());
     body.insert("Timestamp".into(), n.timestamp.iso8601().into());
+    if let Some((version, signature, cert_url)) = n.signature {
+        body.insert("SignatureVersion".into(), version.into());
+        body.insert("Signature".into(), signature.into());
+        body.insert("SigningCertURL".into(), cert_url.into());
+    }
     body.insert("UnsubscribeURL".into(), n.unsubscribe_url.into());
     if !n.attributes.is_empty() {
         let attrs: Map<String, Value> = n
@@ -83,6 +90,7 @@ mod tests {
             unsubscribe_url: "http://h/?Action=Unsubscribe&SubscriptionArn=s",
             attributes: &attrs,
             replayed: false,
+            signature: None,
         });
         assert_eq!(
             body,

@@ -4,6 +4,7 @@
 pub mod archive;
 pub mod envelope;
 pub mod filter;
+pub mod signing;
 
 pub use filter::{FilterPolicy, Scope};
 
@@ -475,6 +476,14 @@ impl Topic {
             ));
         }
         out
+    }
+
+    /// "1" (SHA1withRSA, the default) or "2" (SHA256withRSA).
+    pub fn signature_version(&self) -> &str {
+        self.settings
+            .get("SignatureVersion")
+            .map(String::as_str)
+            .unwrap_or("1")
     }
 
     fn content_based(&self) -> bool {
