@@ -1212,3 +1212,67 @@ async fn standard_topic_envelopes_are_signed_with_a_served_certificate() {
     .unwrap();
     assert_eq!(missing.status(), 404);
 }
+
+#[tokio::test]
+async fn list_topics_and_subscriptions_page_by_100() {
+    let server = start().await;
+    for i in 0..101 {
+        let topic = server
+            .sns
+            .create_topic()
+            .name(format!("t{i:03}"))
+            .send()
+            .await
+            .unwrap()
+            .topic_arn
+            .unwrap();
+        if i < 2 {
+            for q in 0..60 {
+                server
+                    .sns
+                    .subscribe()
+                    .topic_arn(&topic)
+                    .protocol("sqs")
+                    .endpoint(format!("arn:aws:sqs:us-east-1:000000000000:q{q}"))
+                    .send()
+                    .await
+                    .unwrap();
+            }
+        }
+    }
+    let first = server.sns.list_topics().send().await.unwrap();
+    assert_eq!(first.topics.as_ref().unwrap().len(), 100);
+    let second = server
+        .sns
+        .list_topics()
+        .next_token(first.next_token.unwrap())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        second.topics.unwrap()[0].topic_arn(),
+        Some("arn:aws:sns:us-east-1:000000000000:t100")
+    );
+    assert!(second.next_token.is_none());
+    let subs = server.sns.list_subscriptions().send().await.unwrap();
+    assert_eq!(subs.subscriptions.unwrap().len(), 100);
+    let rest = server
+        .sns
+        .list_subscriptions()
+        .next_token(subs.next_token.unwrap())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(rest.subscriptions.unwrap().len(), 20);
+    let err = server
+        .sns
+        .list_topics()
+        .next_token("garbage!")
+        .send()
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err.into_service_error().message(),
+        Some("Invalid parameter: NextToken")
+    );
+}
