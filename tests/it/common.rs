@@ -176,3 +176,90 @@ pub fn xml_text<'a>(xml: &'a str, tag: &str) -> Option<&'a str> {
     let end = xml[start..].find(&format!("</{tag}>"))? + start;
     Some(&xml[start..end])
 }
+
+// ---- SNS helpers ----
+
+use aws_sdk_sqs::types::MessageSystemAttributeName as S;
+
+pub async fn fifo_topic(server: &Server, name: &str) -> String {
+    server
+        .sns
+        .create_topic()
+        .name(name)
+        .attributes("FifoTopic", "true")
+        .attributes("ContentBasedDeduplication", "true")
+        .send()
+        .await
+        .unwrap()
+        .topic_arn
+        .unwrap()
+}
+
+pub async fn subscribe(server: &Server, topic: &str, queue: &str, raw: bool) -> String {
+    let mut req = server
+        .sns
+        .subscribe()
+        .topic_arn(topic)
+        .protocol("sqs")
+        .endpoint(format!("arn:aws:sqs:us-east-1:000000000000:{queue}"));
+    if raw {
+        req = req.attributes("RawMessageDelivery", "true");
+    }
+    req.send().await.unwrap().subscription_arn.unwrap()
+}
+
+/// Drains a queue: (body, group id) in delivery order, deleting as it goes.
+pub async fn drain(server: &Server, url: &str) -> Vec<(String, Option<String>)> {
+    let mut out = Vec::new();
+    loop {
+        let got = server
+            .sqs
+            .receive_message()
+            .queue_url(url)
+            .max_number_of_messages(10)
+            .message_system_attribute_names(S::All)
+            .message_attribute_names("All")
+            .send()
+            .await
+            .unwrap();
+        let messages = got.messages.unwrap_or_default();
+        if messages.is_empty() {
+            return out;
+        }
+        for m in messages {
+            let group = m
+                .attributes()
+                .and_then(|a| a.get(&S::MessageGroupId))
+                .cloned();
+            out.push((m.body().unwrap().to_string(), group));
+            server
+                .sqs
+                .delete_message()
+                .queue_url(url)
+                .receipt_handle(m.receipt_handle().unwrap())
+                .send()
+                .await
+                .unwrap();
+        }
+    }
+}
+
+/// Subscribes a queue of this account with the given subscription attributes.
+pub async fn subscribe_with(
+    server: &Server,
+    topic: &str,
+    queue: &str,
+    attributes: &[(&str, &str)],
+) -> Result<String, aws_sdk_sns::error::SdkError<aws_sdk_sns::operation::subscribe::SubscribeError>>
+{
+    let mut req = server
+        .sns
+        .subscribe()
+        .topic_arn(topic)
+        .protocol("sqs")
+        .endpoint(format!("arn:aws:sqs:us-east-1:000000000000:{queue}"));
+    for (k, v) in attributes {
+        req = req.attributes(*k, *v);
+    }
+    Ok(req.send().await?.subscription_arn.unwrap_or_default())
+}

@@ -1,0 +1,261 @@
+//! SNS API shapes: batches, errors as SDKs see them, Query XML, pagination.
+
+use aws_sdk_sns::error::ProvideErrorMetadata;
+use aws_sdk_sns::types::PublishBatchRequestEntry;
+
+use crate::common::{fifo_topic, query, start, xml_text};
+
+#[tokio::test]
+async fn publish_batch_sequences_in_order_and_checks_the_whole_request() {
+    let server = start().await;
+    let topic = fifo_topic(&server, "batch.fifo").await;
+    let entry = |id: &str, body: &str| {
+        PublishBatchRequestEntry::builder()
+            .id(id)
+            .message(body)
+            .message_group_id("g")
+            .build()
+            .unwrap()
+    };
+    let out = server
+        .sns
+        .publish_batch()
+        .topic_arn(&topic)
+        .publish_batch_request_entries(entry("a", "one"))
+        .publish_batch_request_entries(entry("b", "two"))
+        .send()
+        .await
+        .unwrap();
+    let ok = out.successful.unwrap();
+    assert_eq!(
+        ok.iter().map(|e| e.id().unwrap()).collect::<Vec<_>>(),
+        ["a", "b"]
+    );
+    let seqs: Vec<u128> = ok
+        .iter()
+        .map(|e| e.sequence_number().unwrap().parse().unwrap())
+        .collect();
+    assert!(seqs[0] < seqs[1]);
+    assert!(out.failed.unwrap().is_empty());
+    let many: Vec<_> = (0..11).map(|i| entry(&format!("e{i}"), "x")).collect();
+    let err = server
+        .sns
+        .publish_batch()
+        .topic_arn(&topic)
+        .set_publish_batch_request_entries(Some(many))
+        .send()
+        .await
+        .unwrap_err();
+    assert!(err
+        .into_service_error()
+        .is_too_many_entries_in_batch_request_exception());
+    let no_group = PublishBatchRequestEntry::builder()
+        .id("n")
+        .message("x")
+        .build()
+        .unwrap();
+    let err = server
+        .sns
+        .publish_batch()
+        .topic_arn(&topic)
+        .publish_batch_request_entries(entry("ok", "fine"))
+        .publish_batch_request_entries(no_group)
+        .send()
+        .await
+        .unwrap_err();
+    assert_eq!(err.into_service_error().code(), Some("InvalidParameter"));
+}
+
+#[tokio::test]
+async fn sns_errors_as_sdks_see_them() {
+    let server = start().await;
+    let err = server
+        .sns
+        .get_topic_attributes()
+        .topic_arn("arn:aws:sns:us-east-1:000000000000:nope")
+        .send()
+        .await
+        .unwrap_err();
+    assert_eq!(err.raw_response().unwrap().status().as_u16(), 404);
+    assert!(err.into_service_error().is_not_found_exception());
+    let standard = server
+        .sns
+        .create_topic()
+        .name("std")
+        .send()
+        .await
+        .unwrap()
+        .topic_arn
+        .unwrap();
+    let err = server
+        .sns
+        .subscribe()
+        .topic_arn(&standard)
+        .protocol("sqs")
+        .endpoint("arn:aws:sqs:us-east-1:000000000000:q.fifo")
+        .send()
+        .await
+        .unwrap_err();
+    let message = err.into_service_error().message().unwrap().to_string();
+    assert!(
+        message.contains("FIFO SQS Queues can not be subscribed to standard SNS topics"),
+        "{message}"
+    );
+    let err = server
+        .sns
+        .subscribe()
+        .topic_arn(&standard)
+        .protocol("sqs")
+        .endpoint("arn:aws:sqs:us-east-1:000000000000:q")
+        .attributes("FilterPolicy", r#"{"a":[{"numeric":[">",6,"<",5]}]}"#)
+        .send()
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err.into_service_error().message(),
+        Some("Invalid parameter: Attributes Reason: FilterPolicy: Bottom must be less than top")
+    );
+    let err = server
+        .sns
+        .create_topic()
+        .name("bad.fifo")
+        .send()
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err.into_service_error().message(),
+        Some("Invalid parameter: Topic Name")
+    );
+    // Idempotent create, and a different attribute is refused.
+    let again = server.sns.create_topic().name("std").send().await.unwrap();
+    assert_eq!(again.topic_arn.unwrap(), standard);
+    let err = server
+        .sns
+        .create_topic()
+        .name("std")
+        .attributes("DisplayName", "other")
+        .send()
+        .await
+        .unwrap_err();
+    assert!(err.into_service_error().is_invalid_parameter_exception());
+}
+
+#[tokio::test]
+async fn sns_query_xml_shapes() {
+    let server = start().await;
+    let (status, body) = query(
+        &server,
+        "/",
+        &[
+            ("Action", "CreateTopic"),
+            ("Version", "2010-03-31"),
+            ("Name", "x"),
+        ],
+    )
+    .await;
+    assert_eq!(status, 200);
+    assert!(body.starts_with(r#"<?xml version="1.0"?><CreateTopicResponse xmlns="http://sns.amazonaws.com/doc/2010-03-31/"><CreateTopicResult><TopicArn>arn:aws:sns:us-east-1:000000000000:x</TopicArn></CreateTopicResult>"#), "{body}");
+    let (_, subs) = query(
+        &server,
+        "/",
+        &[
+            ("Action", "ListSubscriptionsByTopic"),
+            ("Version", "2010-03-31"),
+            ("TopicArn", "arn:aws:sns:us-east-1:000000000000:x"),
+        ],
+    )
+    .await;
+    assert!(
+        subs.contains("<Subscriptions></Subscriptions>"),
+        "empty lists are still emitted: {subs}"
+    );
+    let (status, err) = query(
+        &server,
+        "/",
+        &[
+            ("Action", "DeleteTopic"),
+            ("Version", "2010-03-31"),
+            ("TopicArn", "bad"),
+        ],
+    )
+    .await;
+    assert_eq!(status, 400);
+    assert_eq!(xml_text(&err, "Code"), Some("InvalidParameter"));
+    assert!(err.contains(r#"<ErrorResponse xmlns="http://sns.amazonaws.com/doc/2010-03-31/">"#));
+    // SQS's AddPermission and SNS's differ only by Version/signing service.
+    let (status, tags) = query(
+        &server,
+        "/",
+        &[
+            ("Action", "ListTagsForResource"),
+            ("ResourceArn", "arn:aws:sns:us-east-1:000000000000:x"),
+        ],
+    )
+    .await;
+    assert_eq!(status, 200, "{tags}");
+    assert!(tags.contains("<Tags></Tags>"));
+}
+
+#[tokio::test]
+async fn list_topics_and_subscriptions_page_by_100() {
+    let server = start().await;
+    for i in 0..101 {
+        let topic = server
+            .sns
+            .create_topic()
+            .name(format!("t{i:03}"))
+            .send()
+            .await
+            .unwrap()
+            .topic_arn
+            .unwrap();
+        if i < 2 {
+            for q in 0..60 {
+                server
+                    .sns
+                    .subscribe()
+                    .topic_arn(&topic)
+                    .protocol("sqs")
+                    .endpoint(format!("arn:aws:sqs:us-east-1:000000000000:q{q}"))
+                    .send()
+                    .await
+                    .unwrap();
+            }
+        }
+    }
+    let first = server.sns.list_topics().send().await.unwrap();
+    assert_eq!(first.topics.as_ref().unwrap().len(), 100);
+    let second = server
+        .sns
+        .list_topics()
+        .next_token(first.next_token.unwrap())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        second.topics.unwrap()[0].topic_arn(),
+        Some("arn:aws:sns:us-east-1:000000000000:t100")
+    );
+    assert!(second.next_token.is_none());
+    let subs = server.sns.list_subscriptions().send().await.unwrap();
+    assert_eq!(subs.subscriptions.unwrap().len(), 100);
+    let rest = server
+        .sns
+        .list_subscriptions()
+        .next_token(subs.next_token.unwrap())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(rest.subscriptions.unwrap().len(), 20);
+    let err = server
+        .sns
+        .list_topics()
+        .next_token("garbage!")
+        .send()
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err.into_service_error().message(),
+        Some("Invalid parameter: NextToken")
+    );
+}
