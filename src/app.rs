@@ -38,8 +38,15 @@ impl App {
         self,
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> std::io::Result<()> {
+        use axum::serve::ListenerExt;
         let router = crate::http::router(self.service);
-        axum::serve(self.listener, router)
+        // Small request/response exchanges: do not let Nagle's algorithm hold writes back.
+        let listener = self.listener.tap_io(|tcp| {
+            if let Err(error) = tcp.set_nodelay(true) {
+                tracing::debug!(%error, "TCP_NODELAY not set");
+            }
+        });
+        axum::serve(listener, router)
             .with_graceful_shutdown(shutdown)
             .await
     }
