@@ -312,3 +312,96 @@ pub fn check_tags<'a>(
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn attrs(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+        pairs
+            .iter()
+            .map(|(a, b)| (a.to_string(), b.to_string()))
+            .collect()
+    }
+
+    fn send(engine: &Engine<()>, queue: &str, body: &str, now: Timestamp) {
+        let entry = engine.queue(queue).unwrap();
+        let mut q = entry.lock();
+        q.tick(now);
+        let req = queue::SendRequest {
+            body: body.into(),
+            sender_id: "t".into(),
+            ..Default::default()
+        };
+        q.send(req, now).unwrap();
+    }
+
+    #[test]
+    fn deleted_names_are_held_back_for_the_cooldown() {
+        let mut engine: Engine<()> = Engine::new("000000000000", "us-east-1");
+        engine.delete_cooldown_ms = 60_000;
+        engine.create_queue("q", &[], &[], Timestamp(0)).unwrap();
+        engine.delete_queue("q", Timestamp(1_000)).unwrap();
+        assert!(matches!(
+            engine.create_queue("q", &[], &[], Timestamp(60_999)),
+            Err(EngineError::QueueDeletedRecently)
+        ));
+        assert!(engine
+            .create_queue("q", &[], &[], Timestamp(61_000))
+            .is_ok());
+    }
+
+    #[test]
+    fn move_task_moves_in_budgeted_steps_back_to_the_source() {
+        let engine: Engine<()> = Engine::new("000000000000", "us-east-1");
+        engine.create_queue("dlq", &[], &[], Timestamp(0)).unwrap();
+        let policy = r#"{"deadLetterTargetArn":"arn:aws:sqs:us-east-1:000000000000:dlq","maxReceiveCount":1}"#;
+        engine
+            .create_queue(
+                "src",
+                &attrs(&[("RedrivePolicy", policy)]),
+                &[],
+                Timestamp(0),
+            )
+            .unwrap();
+        for i in 0..5 {
+            send(&engine, "src", &format!("m{i}"), Timestamp(0));
+        }
+        let src = engine.queue("src").unwrap();
+        let all = ReceiveRequest {
+            max_messages: Some(10),
+            visibility_timeout: Some(0),
+            ..Default::default()
+        };
+        engine.receive(&src, &all, Timestamp(1)).unwrap();
+        let (outcome, dlq) = engine.receive(&src, &all, Timestamp(2)).unwrap();
+        assert!(outcome.deliveries.is_empty());
+        assert_eq!(dlq.unwrap().lock().len(), 5, "all five were dead-lettered");
+        let arn = engine.queue_arn("dlq");
+        let task = engine
+            .start_move_task(&arn, None, Some(2), Timestamp(3))
+            .unwrap();
+        assert_eq!(task.to_move, 5);
+        let (touched, running) = engine.move_step(&task.id, &arn, 2, Timestamp(4));
+        assert_eq!((touched.len(), running), (1, true));
+        assert_eq!(src.lock().len(), 2);
+        engine.move_step(&task.id, &arn, 2, Timestamp(5));
+        let (_, running) = engine.move_step(&task.id, &arn, 2, Timestamp(6));
+        assert!(!running);
+        assert_eq!(src.lock().len(), 5);
+        let tasks = engine.list_move_tasks(&arn).unwrap();
+        assert_eq!(
+            (tasks[0].status, tasks[0].moved),
+            (move_task::MoveStatus::Completed, 5)
+        );
+        // Moved back as if never received: the source does not dead-letter them again at once.
+        let (outcome, _) = engine.receive(&src, &all, Timestamp(7)).unwrap();
+        assert_eq!(outcome.deliveries.len(), 5);
+        assert!(
+            engine
+                .start_move_task(&engine.queue_arn("src"), None, None, Timestamp(8))
+                .is_err(),
+            "src is not a DLQ"
+        );
+    }
+}

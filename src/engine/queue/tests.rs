@@ -531,3 +531,35 @@ proptest! {
         prop_assert!(q.is_empty());
     }
 }
+
+#[test]
+fn receive_attempt_ids_expire_after_five_minutes() {
+    let mut q = fifo(&[("VisibilityTimeout", "600")]);
+    q.send(msg("1", "g", "1"), Timestamp(0)).unwrap();
+    q.send(msg("2", "h", "2"), Timestamp(0)).unwrap();
+    let req = ReceiveRequest {
+        max_messages: Some(1),
+        attempt_id: Some("a".into()),
+        ..Default::default()
+    };
+    let first = q.receive(&req, None, Timestamp(0)).unwrap().deliveries;
+    q.tick(Timestamp(DEDUP_WINDOW_MS - 1));
+    let retry = q
+        .receive(&req, None, Timestamp(DEDUP_WINDOW_MS - 1))
+        .unwrap()
+        .deliveries;
+    assert_eq!(
+        retry[0].receipt_handle, first[0].receipt_handle,
+        "inside the window: same receive"
+    );
+    q.tick(Timestamp(DEDUP_WINDOW_MS));
+    let later = q
+        .receive(&req, None, Timestamp(DEDUP_WINDOW_MS))
+        .unwrap()
+        .deliveries;
+    assert_eq!(
+        bodies(&later),
+        ["2"],
+        "after the window the id starts a fresh receive"
+    );
+}
