@@ -55,14 +55,17 @@ async fn call(
     action: &str,
     body: String,
 ) -> Result<String, String> {
-    let response = client
+    let request = client
         .post(endpoint)
         .header("x-amz-target", format!("AmazonSQS.{action}"))
         .header("content-type", "application/x-amz-json-1.0")
-        .body(body)
-        .send()
-        .await
-        .map_err(|e| e.to_string())?;
+        .body(body);
+    send(request).await
+}
+
+/// Sends a request; the body of a 2xx response, or the status and body as the error.
+async fn send(request: reqwest::RequestBuilder) -> Result<String, String> {
+    let response = request.send().await.map_err(|e| e.to_string())?;
     let status = response.status();
     let text = response.text().await.map_err(|e| e.to_string())?;
     if status.is_success() {
@@ -559,23 +562,14 @@ async fn sns_call(
         body.push('=');
         body.push_str(&form(v));
     }
-    let response = client
+    let request = client
         .post(endpoint)
         .header(
             "content-type",
             "application/x-www-form-urlencoded; charset=utf-8",
         )
-        .body(body)
-        .send()
-        .await
-        .map_err(|e| e.to_string())?;
-    let status = response.status();
-    let text = response.text().await.map_err(|e| e.to_string())?;
-    if status.is_success() {
-        Ok(text)
-    } else {
-        Err(format!("{status}: {text}"))
-    }
+        .body(body);
+    send(request).await
 }
 
 fn xml_text<'a>(xml: &'a str, tag: &str) -> Option<&'a str> {
