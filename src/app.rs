@@ -25,7 +25,7 @@ impl App {
         let listener = TcpListener::bind(config.bind).await?;
         Ok(App {
             listener,
-            service: Service::new(config, clock),
+            service: Service::new(config, clock)?,
         })
     }
 
@@ -39,6 +39,7 @@ impl App {
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> std::io::Result<()> {
         use axum::serve::ListenerExt;
+        let deliveries = tokio::spawn(crate::delivery::run(self.service.clone()));
         let router = crate::http::router(self.service);
         // Small request/response exchanges: do not let Nagle's algorithm hold writes back.
         let listener = self.listener.tap_io(|tcp| {
@@ -46,9 +47,11 @@ impl App {
                 tracing::debug!(%error, "TCP_NODELAY not set");
             }
         });
-        axum::serve(listener, router)
+        let served = axum::serve(listener, router)
             .with_graceful_shutdown(shutdown)
-            .await
+            .await;
+        deliveries.abort();
+        served
     }
 }
 

@@ -26,6 +26,31 @@ pub struct Config {
     /// Seconds a deleted queue's name stays unavailable (AWS: 60); 0 turns the rule off.
     #[arg(long, env = "ORDERLY_DELETED_QUEUE_COOLDOWN", default_value_t = 0)]
     pub deleted_queue_cooldown: u64,
+    /// Orderly extension: accept http/https subscriptions on FIFO topics, delivered in order
+    /// per message group (AWS refuses them, and so does Orderly by default).
+    #[arg(long, env = "ORDERLY_FIFO_HTTP_SUBSCRIPTIONS")]
+    pub fifo_http_subscriptions: bool,
+    /// Webhook destinations allowed, comma-separated CIDRs, addresses, host names or
+    /// `*.suffix`es; empty (the default) allows every destination, private ones included.
+    #[arg(long, env = "ORDERLY_WEBHOOK_ALLOW", default_value = "", value_parser = parse_allow_list)]
+    pub webhook_allow: crate::delivery::AllowList,
+    /// Webhook requests in flight at once, across all subscriptions.
+    #[arg(long, env = "ORDERLY_WEBHOOK_CONCURRENCY", default_value_t = 64)]
+    pub webhook_concurrency: usize,
+    /// Seconds before a webhook request times out (and is retried), as AWS's 15.
+    #[arg(long, env = "ORDERLY_WEBHOOK_TIMEOUT", default_value_t = 15)]
+    pub webhook_timeout: u64,
+    /// Notifications waiting per webhook subscription; beyond it new ones go to the
+    /// subscription's dead-letter queue, or are dropped and counted (never silently).
+    #[arg(long, env = "ORDERLY_WEBHOOK_MAX_PENDING", default_value_t = 100_000)]
+    pub webhook_max_pending: usize,
+    /// Accept self-signed or otherwise invalid certificates from https endpoints.
+    #[arg(long, env = "ORDERLY_WEBHOOK_ACCEPT_INVALID_CERTS")]
+    pub webhook_accept_invalid_certs: bool,
+}
+
+fn parse_allow_list(value: &str) -> Result<crate::delivery::AllowList, String> {
+    crate::delivery::AllowList::parse(value)
 }
 
 fn parse_account(value: &str) -> Result<String, String> {

@@ -1,10 +1,11 @@
-//! Orderly: Amazon SQS (and, later, SNS) served over the real AWS wire protocols.
+//! Orderly: Amazon SQS and SNS served over the real AWS wire protocols.
 //!
 //! Layout (dependencies point one way: `http` -> `service` -> `protocol` / `engine`):
 //! - [`engine`]: pure queue state machines and the queue registry; takes `now` as an argument.
 //! - [`protocol`]: bytes to typed requests and back, for AWS JSON 1.0 and the Query protocol;
 //!   one exhaustive mapping of errors to AWS codes and statuses.
 //! - [`service`]: the SQS actions: decode, call the engine, encode; long polling.
+//! - [`delivery`]: webhook (HTTP/S) sending: a worker, the reqwest client, the allow-list.
 //! - [`http`]: the axum router and request context (host, credentials).
 //! - [`app`]: wiring and the server's lifetime; [`config`]: flags and environment.
 //! - [`clock`]: the only place time is read.
@@ -12,6 +13,7 @@
 pub mod app;
 pub mod clock;
 pub mod config;
+pub mod delivery;
 pub mod engine;
 pub mod http;
 pub mod protocol;

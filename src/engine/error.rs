@@ -52,6 +52,10 @@ pub enum EngineError {
     TagLimitExceeded(String),
     #[error("{0}")]
     FilterPolicyLimitExceeded(String),
+    /// SNS: the caller may not do this (an unsigned Unsubscribe of a subscription confirmed
+    /// with AuthenticateOnUnsubscribe).
+    #[error("{0}")]
+    AuthorizationError(String),
 }
 
 impl EngineError {

@@ -5,6 +5,7 @@
 //! `W` is a per-queue slot the caller owns (the server keeps a long-poll notifier there), so
 //! the engine stays free of any async runtime.
 
+pub mod delivery;
 pub mod error;
 pub mod message;
 pub mod move_task;
@@ -13,6 +14,7 @@ pub mod queue;
 pub mod time;
 pub mod topic;
 pub mod topics;
+pub mod webhooks;
 mod window;
 
 /// Hash maps on the hot paths: foldhash is several times faster than SipHash on short keys
@@ -58,6 +60,13 @@ pub struct Engine<W> {
     next_uid: AtomicU64,
     /// How long a deleted name stays unavailable (AWS: 60 s); 0 turns the rule off.
     pub delete_cooldown_ms: u64,
+    /// Webhook deliveries waiting, in flight or waiting for a retry. Lock order: topic, then outbox.
+    outbox: Mutex<delivery::Outbox>,
+    /// Confirmation tokens. Never held while a topic lock is taken.
+    tokens: Mutex<delivery::tokens::TokenBook>,
+    /// Orderly extension: accept http/https subscriptions on FIFO topics, delivered in order
+    /// per message group (AWS refuses them).
+    pub fifo_http_subscriptions: bool,
 }
 
 impl<W: Default> Engine<W> {
@@ -72,6 +81,9 @@ impl<W: Default> Engine<W> {
             signer: std::sync::OnceLock::new(),
             next_uid: AtomicU64::new(1),
             delete_cooldown_ms: 0,
+            outbox: Mutex::new(delivery::Outbox::default()),
+            tokens: Mutex::new(delivery::tokens::TokenBook::default()),
+            fifo_http_subscriptions: false,
         }
     }
 

@@ -35,16 +35,18 @@ pub struct Fanout<W> {
     pub failed: usize,
     /// Copies that went to a subscription's dead-letter queue instead.
     pub dead_lettered: usize,
+    /// Copies handed to the webhook outbox.
+    pub webhooks: usize,
 }
 
 /// One subscription's copy of a publish, before a queue decides how much of it to keep.
-struct Copy<'a> {
-    body: String,
-    attributes: MessageAttributes,
-    group_id: Option<&'a str>,
-    dedup_id: Option<&'a str>,
-    fifo_topic: bool,
-    bypass_dedup: bool,
+pub(super) struct Copy<'a> {
+    pub body: String,
+    pub attributes: MessageAttributes,
+    pub group_id: Option<&'a str>,
+    pub dedup_id: Option<&'a str>,
+    pub fifo_topic: bool,
+    pub bypass_dedup: bool,
 }
 
 /// A message on its way to subscriptions: live, or replayed from the archive.
@@ -55,13 +57,41 @@ struct Message<'a> {
     replayed: bool,
     /// The SQS body parsed as JSON, for body-scope filters: parsed at most once per message.
     body_json: std::cell::OnceCell<Option<serde_json::Value>>,
-    /// Standard topics: (version, signature, certificate URL), computed once per message.
-    signature: std::cell::OnceCell<Option<(String, String, String)>>,
+    /// (version, signature, certificate URL), computed once per message and per text the
+    /// message takes (a json-structured message may say something else to sqs, http, https).
+    signatures: [std::cell::OnceCell<Option<(String, String, String)>>; 3],
 }
 
-enum Delivered<W> {
+impl Message<'_> {
+    fn new<'a>(
+        publication: &'a Publication,
+        request: &'a PublishRequest,
+        published_at: Timestamp,
+        replayed: bool,
+    ) -> Message<'a> {
+        Message {
+            publication,
+            request,
+            published_at,
+            replayed,
+            body_json: Default::default(),
+            signatures: Default::default(),
+        }
+    }
+}
+
+/// What Subscribe did.
+pub struct Subscribed {
+    pub arn: Arc<str>,
+    /// HTTP/S: waiting for the endpoint to confirm.
+    pub pending: bool,
+}
+
+pub(super) enum Delivered<W> {
     Queue(Arc<QueueEntry<W>>),
     DeadLetter(Arc<QueueEntry<W>>),
+    /// Handed to the webhook outbox.
+    Webhook,
     Filtered,
     Dropped,
 }
@@ -148,13 +178,22 @@ impl<W: Default> Engine<W> {
         Ok(arn)
     }
 
-    /// DeleteTopic: idempotent; the topic's subscriptions go with it.
+    /// DeleteTopic: idempotent; the topic's subscriptions go with it, and so do their
+    /// pending webhook deliveries.
     pub fn delete_topic(&self, arn: &str) -> EngineResult<()> {
         let name = self.topic_name_from_arn(arn, "TopicArn")?;
-        self.topics
+        let removed = self
+            .topics
             .write()
             .unwrap_or_else(|p| p.into_inner())
             .remove(name);
+        if let Some(entry) = removed {
+            let topic = entry.lock();
+            let mut outbox = self.outbox();
+            for subscription in &topic.subscriptions {
+                outbox.remove_subscription(&subscription.arn);
+            }
+        }
         Ok(())
     }
 
@@ -166,16 +205,18 @@ impl<W: Default> Engine<W> {
             .collect()
     }
 
-    /// Subscribe: only SQS endpoints in this account for now; same topic, protocol and
-    /// endpoint return the existing subscription.
+    /// Subscribe: SQS queues in this account (confirmed at once) and HTTP/S endpoints (pending
+    /// until confirmed; a SubscriptionConfirmation goes out). Same topic, protocol and endpoint
+    /// return the existing subscription. `base_url` is where clients reach this server.
     pub fn subscribe(
         &self,
         topic_arn: &str,
         protocol: &str,
         endpoint: Option<&str>,
         attrs: &[(String, String)],
+        base_url: &str,
         now: Timestamp,
-    ) -> EngineResult<Arc<str>> {
+    ) -> EngineResult<Subscribed> {
         const KNOWN: &[&str] = &[
             "http",
             "https",
@@ -194,14 +235,23 @@ impl<W: Default> Engine<W> {
         }
         let entry = self.topic(topic_arn)?;
         let fifo_topic = entry.lock().fifo;
-        if protocol != "sqs" {
+        let webhook = matches!(protocol, "http" | "https");
+        let refused = if fifo_topic {
+            protocol != "sqs" && !(webhook && self.fifo_http_subscriptions)
+        } else {
+            protocol != "sqs" && !webhook
+        };
+        if refused {
             return Err(invalid(if fifo_topic {
                 format!("Invalid parameter: Invalid protocol type: {protocol}")
             } else {
-                format!("Invalid parameter: Orderly does not deliver to {protocol} endpoints yet (only sqs)")
+                format!("Invalid parameter: Orderly does not deliver to {protocol} endpoints (only sqs, http and https)")
             }));
         }
         let endpoint = endpoint.ok_or_else(|| invalid("Invalid parameter: Endpoint"))?;
+        if webhook {
+            return self.subscribe_webhook(&entry, protocol, endpoint, attrs, base_url, now);
+        }
         let queue_name = self
             .name_from_arn(endpoint)
             .ok_or_else(|| invalid("Invalid parameter: SQS endpoint ARN"))?;
@@ -225,7 +275,10 @@ impl<W: Default> Engine<W> {
             if differs {
                 return Err(invalid("Invalid parameter: Attributes Reason: Subscription already exists with different attributes"));
             }
-            return Ok(existing.arn.clone());
+            return Ok(Subscribed {
+                arn: existing.arn.clone(),
+                pending: existing.pending,
+            });
         }
         let arn: Arc<str> = format!("{}:{}", topic.arn, uuid::Uuid::new_v4()).into();
         let mut subscription = Subscription::new(arn, protocol, endpoint, &self.account_id);
@@ -234,11 +287,17 @@ impl<W: Default> Engine<W> {
         topic.check_filter_count(&subscription)?;
         let arn = subscription.arn.clone();
         topic.subscriptions.push(Arc::new(subscription));
-        Ok(arn)
+        Ok(Subscribed {
+            arn,
+            pending: false,
+        })
     }
 
     /// The topic of a subscription ARN (`<topic arn>:<id>`).
-    fn subscription_topic(&self, subscription_arn: &str) -> EngineResult<Arc<TopicEntry>> {
+    pub(super) fn subscription_topic(
+        &self,
+        subscription_arn: &str,
+    ) -> EngineResult<Arc<TopicEntry>> {
         let parts: Vec<&str> = subscription_arn.split(':').collect();
         if parts.len() < 6 {
             return Err(invalid(format!(
@@ -273,18 +332,40 @@ impl<W: Default> Engine<W> {
         Ok(out)
     }
 
-    /// Unsubscribe: idempotent for an unknown subscription.
-    pub fn unsubscribe(&self, subscription_arn: &str) -> EngineResult<()> {
+    /// Unsubscribe: idempotent for an unknown subscription. An HTTP/S endpoint is sent an
+    /// UnsubscribeConfirmation whose SubscribeURL restores the subscription. `authenticated`:
+    /// the call was signed (the UnsubscribeURL GET is not).
+    pub fn unsubscribe(
+        &self,
+        subscription_arn: &str,
+        authenticated: bool,
+        base_url: &str,
+        now: Timestamp,
+    ) -> EngineResult<()> {
         let entry = match self.subscription_topic(subscription_arn) {
             Ok(entry) => entry,
             Err(EngineError::NotFound(_)) => return Ok(()),
             Err(e) => return Err(e),
         };
         let mut topic = entry.lock();
-        let before = topic.subscriptions.len();
-        topic.subscriptions.retain(|s| &*s.arn != subscription_arn);
-        if topic.subscriptions.len() < before {
-            topic.deleted_subscriptions += 1;
+        let Some(index) = topic
+            .subscriptions
+            .iter()
+            .position(|s| &*s.arn == subscription_arn)
+        else {
+            return Ok(());
+        };
+        if topic.subscriptions[index].authenticate_on_unsubscribe && !authenticated {
+            return Err(EngineError::AuthorizationError(
+                "Authorization error: this subscription can only be removed by a signed request"
+                    .into(),
+            ));
+        }
+        let removed = topic.subscriptions.remove(index);
+        topic.deleted_subscriptions += 1;
+        self.outbox().remove_subscription(subscription_arn);
+        if removed.is_webhook() {
+            self.send_unsubscribe_confirmation(&topic, removed, base_url, now);
         }
         Ok(())
     }
@@ -329,25 +410,20 @@ impl<W: Default> Engine<W> {
             delivered_to: Vec::new(),
             failed: 0,
             dead_lettered: 0,
+            webhooks: 0,
         };
         if fanout.publication.duplicate {
             return Ok(fanout);
         }
-        let message = Message {
-            publication: &fanout.publication,
-            request: req,
-            published_at: now,
-            replayed: false,
-            body_json: Default::default(),
-            signature: Default::default(),
-        };
-        for subscription in topic.subscriptions.iter().filter(|s| s.live) {
+        let message = Message::new(&fanout.publication, req, now, false);
+        for subscription in topic.subscriptions.iter().filter(|s| s.live && !s.pending) {
             match self.deliver(&topic, subscription, &message, unsubscribe_base, now) {
                 Delivered::Queue(queue) => fanout.delivered_to.push(queue),
                 Delivered::DeadLetter(queue) => {
                     fanout.dead_lettered += 1;
                     fanout.delivered_to.push(queue);
                 }
+                Delivered::Webhook => fanout.webhooks += 1,
                 Delivered::Filtered => {}
                 Delivered::Dropped => fanout.failed += 1,
             }
@@ -371,13 +447,19 @@ impl<W: Default> Engine<W> {
         let structured: Option<serde_json::Value> = req
             .structured
             .then(|| serde_json::from_str(&req.message).unwrap_or_default());
+        // A json-structured message says what each protocol gets, "default" otherwise.
         let text = match &structured {
             Some(json) => json
-                .get("sqs")
+                .get(subscription.protocol.as_str())
                 .and_then(|v| v.as_str())
                 .or_else(|| json.get("default").and_then(|v| v.as_str()))
                 .unwrap_or_default(),
             None => &req.message,
+        };
+        let text_slot = match (req.structured, subscription.protocol.as_str()) {
+            (false, _) | (true, "sqs") => 0,
+            (true, "http") => 1,
+            _ => 2,
         };
         // Filtering comes after topic dedup, per subscription; a filtered copy is not an error.
         let parsed = || {
@@ -400,10 +482,10 @@ impl<W: Default> Engine<W> {
             "{unsubscribe_base}/?Action=Unsubscribe&SubscriptionArn={}",
             subscription.arn
         );
-        // Standard topics sign their envelopes (FIFO topics' envelopes carry no signature).
+        // Standard topics sign their envelopes (FIFO topics' envelopes carry no signature,
+        // except webhook ones: Orderly's extension signs them so endpoints can verify).
         let signature = || {
-            message
-                .signature
+            message.signatures[text_slot]
                 .get_or_init(|| {
                     let signer = self.signer().ok()?;
                     let version = topic.signature_version().to_string();
@@ -435,9 +517,33 @@ impl<W: Default> Engine<W> {
                 unsubscribe_url: &unsubscribe_url,
                 attributes,
                 replayed: message.replayed,
-                signature: if topic.fifo { None } else { signature() },
+                signature: if topic.fifo && !subscription.is_webhook() {
+                    None
+                } else {
+                    signature()
+                },
             })
         };
+        if subscription.is_webhook() {
+            return self.queue_notification(
+                topic,
+                subscription,
+                super::webhooks::NotificationCopy {
+                    message_id: &message.publication.message_id,
+                    body: if subscription.raw_delivery {
+                        text.to_string()
+                    } else {
+                        envelope()
+                    },
+                    attributes,
+                    envelope: &envelope,
+                    group_id: req.group_id.as_deref(),
+                    dedup_id: message.publication.dedup_id.as_deref(),
+                    sequence_number: message.publication.sequence_number,
+                },
+                now,
+            );
+        }
         let mut copy = Copy {
             body: if subscription.raw_delivery {
                 text.to_string()
@@ -505,14 +611,7 @@ impl<W: Default> Engine<W> {
         };
         let mut touched = Vec::new();
         for item in &archived {
-            let message = Message {
-                publication: &item.publication,
-                request: &item.request,
-                published_at: item.published_at,
-                replayed: true,
-                body_json: Default::default(),
-                signature: Default::default(),
-            };
+            let message = Message::new(&item.publication, &item.request, item.published_at, true);
             if let Delivered::Queue(q) | Delivered::DeadLetter(q) =
                 self.deliver(&topic, &subscription, &message, unsubscribe_base, now)
             {
@@ -533,7 +632,7 @@ impl<W: Default> Engine<W> {
     /// Puts a copy into the queue with this ARN. FIFO queues get the group and dedup id; a
     /// standard queue gets the group only from a standard topic (fair queues), never from a
     /// FIFO topic. Errors: the queue is gone, or refuses the message (size, attribute count).
-    fn enqueue_copy(
+    pub(super) fn enqueue_copy(
         &self,
         queue_arn: &str,
         copy: &Copy,

@@ -22,6 +22,7 @@ const MAX_BODY_BYTES: usize = 16 * 1024 * 1024;
 pub fn router(service: Arc<Service>) -> Router {
     Router::new()
         .route("/health", get(|| async { "ok" }))
+        .route("/_orderly/webhooks", get(webhook_stats))
         .fallback(handle)
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .with_state(service)
@@ -107,6 +108,32 @@ fn respond(encoded: Encoded, request_id: &str) -> Response {
     response
 }
 
+/// Orderly's own view of webhook delivery: per subscription, what is pending and in flight,
+/// and how many were delivered, retried, dead-lettered or dropped.
+async fn webhook_stats(State(service): State<Arc<Service>>) -> Response {
+    let subscriptions: Vec<serde_json::Value> = service
+        .engine
+        .delivery_stats()
+        .into_iter()
+        .map(|(arn, s)| {
+            serde_json::json!({
+                "SubscriptionArn": &*arn,
+                "Pending": s.pending,
+                "InFlight": s.in_flight,
+                "Delivered": s.delivered,
+                "Retries": s.retries,
+                "DeadLettered": s.dead_lettered,
+                "Dropped": s.dropped,
+            })
+        })
+        .collect();
+    (
+        [(header::CONTENT_TYPE, "application/json")],
+        serde_json::json!({ "Subscriptions": subscriptions }).to_string(),
+    )
+        .into_response()
+}
+
 /// The PEM certificate that SNS messages' `SigningCertURL` points at.
 fn signing_certificate(service: &Service, path: &str) -> Response {
     match service.engine.signer() {
@@ -139,7 +166,10 @@ async fn handle(
         .unwrap_or("localhost:4566")
         .to_string();
     let (access_key, signing_service) = credential_scope(&headers);
+    let authenticated =
+        access_key.is_some() || uri.query().is_some_and(|q| q.contains("X-Amz-Signature="));
     let ctx = RequestContext {
+        authenticated,
         host,
         sender_id: access_key
             .unwrap_or_else(|| service.engine.account_id.clone())

@@ -36,6 +36,7 @@ pub enum ErrorCode {
     TagResourceNotFound,
     TagLimitExceeded,
     FilterPolicyLimitExceeded,
+    AuthorizationError,
     ValidationError,
 }
 
@@ -165,6 +166,7 @@ impl ErrorCode {
                 "FilterPolicyLimitExceeded",
                 403,
             ),
+            AuthorizationError => ("AuthorizationError", "AuthorizationError", 403),
             ValidationError => ("ValidationError", "ValidationError", 400),
         }
     }
@@ -247,6 +249,7 @@ impl From<EngineError> for ApiError {
             EngineError::TagResourceNotFound(_) => ErrorCode::TagResourceNotFound,
             EngineError::TagLimitExceeded(_) => ErrorCode::TagLimitExceeded,
             EngineError::FilterPolicyLimitExceeded(_) => ErrorCode::FilterPolicyLimitExceeded,
+            EngineError::AuthorizationError(_) => ErrorCode::AuthorizationError,
         };
         ApiError::new(code, e.to_string())
     }

@@ -14,6 +14,7 @@ use tokio::sync::Notify;
 
 use crate::clock::Clock;
 use crate::config::Config;
+use crate::delivery::{SenderConfig, Webhooks};
 use crate::engine::{Engine, QueueEntry};
 use crate::protocol::{encode_error, encode_ok, ApiError, Encoded, ErrorCode, Payload, Protocol};
 
@@ -26,23 +27,39 @@ pub struct RequestContext {
     /// Shared by every message of the request.
     pub sender_id: Arc<str>,
     pub request_id: String,
+    /// The request was signed (SigV4). SubscribeURL and UnsubscribeURL GETs are not.
+    pub authenticated: bool,
 }
 
 pub struct Service {
     pub engine: Engine<Notify>,
     pub clock: Arc<dyn Clock>,
+    pub webhooks: Webhooks,
     hostname: Option<String>,
 }
 
 impl Service {
-    pub fn new(config: &Config, clock: Arc<dyn Clock>) -> Arc<Self> {
+    /// Fails only if the HTTP client for webhooks cannot be built (TLS setup).
+    pub fn new(config: &Config, clock: Arc<dyn Clock>) -> std::io::Result<Arc<Self>> {
         let mut engine = Engine::new(&config.account_id, &config.region);
         engine.delete_cooldown_ms = config.deleted_queue_cooldown * 1000;
-        Arc::new(Service {
+        engine.fifo_http_subscriptions = config.fifo_http_subscriptions;
+        engine.set_webhook_max_pending(config.webhook_max_pending);
+        let webhooks = Webhooks::new(
+            config.webhook_allow.clone(),
+            &SenderConfig {
+                timeout: std::time::Duration::from_secs(config.webhook_timeout.max(1)),
+                accept_invalid_certs: config.webhook_accept_invalid_certs,
+            },
+            config.webhook_concurrency,
+        )
+        .map_err(std::io::Error::other)?;
+        Ok(Arc::new(Service {
             engine,
             clock,
+            webhooks,
             hostname: config.hostname.clone(),
-        })
+        }))
     }
 
     pub fn queue_url(&self, ctx: &RequestContext, name: &str) -> String {

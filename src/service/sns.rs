@@ -165,48 +165,77 @@ impl Service {
     ) -> Result<SubscriptionArnOutput, ApiError> {
         let topic_arn = required(input.topic_arn, "TopicArn")?;
         let protocol = required(input.protocol, "Protocol")?;
+        if matches!(protocol.as_str(), "http" | "https") {
+            if let Some(endpoint) = &input.endpoint {
+                self.webhooks.allow_list.check_endpoint(endpoint)?;
+            }
+        }
         let now = self.clock.now();
-        let arn = self.engine.subscribe(
+        let subscribed = self.engine.subscribe(
             &topic_arn,
             &protocol,
             input.endpoint.as_deref(),
             &pairs(input.attributes),
+            &self.base_url(ctx),
             now,
         )?;
-        self.run_replay(&arn, ctx, now)?;
-        // SQS endpoints in this account are confirmed at once, so the real ARN is always returned.
+        self.run_replay(&subscribed.arn, ctx, now)?;
+        if subscribed.pending {
+            self.webhooks.wake();
+        }
+        let return_arn = input
+            .return_subscription_arn
+            .is_some_and(|v| v.eq_ignore_ascii_case("true"));
+        Ok(SubscriptionArnOutput {
+            subscription_arn: if subscribed.pending && !return_arn {
+                "pending confirmation".to_string()
+            } else {
+                subscribed.arn.to_string()
+            },
+        })
+    }
+
+    /// ConfirmSubscription, by a signed call or by a GET of the SubscribeURL.
+    fn confirm_subscription(
+        &self,
+        input: ConfirmSubscriptionInput,
+        ctx: &RequestContext,
+    ) -> Result<SubscriptionArnOutput, ApiError> {
+        let topic_arn = required(input.topic_arn, "TopicArn")?;
+        let token = required(input.token, "Token")?;
+        let authenticate_on_unsubscribe =
+            match input.authenticate_on_unsubscribe.as_deref() {
+                None => false,
+                Some(v) if v.eq_ignore_ascii_case("true") => true,
+                Some(v) if v.eq_ignore_ascii_case("false") => false,
+                Some(_) => return Err(invalid(
+                    "Invalid parameter: AuthenticateOnUnsubscribe Reason: must be true or false",
+                )),
+            };
+        let arn = self.engine.confirm_subscription(
+            &topic_arn,
+            &token,
+            authenticate_on_unsubscribe,
+            ctx.authenticated,
+            self.clock.now(),
+        )?;
         Ok(SubscriptionArnOutput {
             subscription_arn: arn.to_string(),
         })
     }
 
-    /// ConfirmSubscription. SQS subscriptions are confirmed when made, so no token is ever
-    /// outstanding yet (http/https subscriptions, which need one, are not implemented).
-    fn confirm_subscription(
-        &self,
-        input: ConfirmSubscriptionInput,
-        _ctx: &RequestContext,
-    ) -> Result<SubscriptionArnOutput, ApiError> {
-        let topic_arn = required(input.topic_arn, "TopicArn")?;
-        let token = required(input.token, "Token")?;
-        self.engine
-            .topic_name_from_arn(&topic_arn, "Topic")
-            .map_err(|_| invalid("Invalid parameter: Topic"))?;
-        let well_formed = token.len() >= 32 && token.chars().all(|c| c.is_ascii_hexdigit());
-        Err(invalid(if well_formed {
-            "Invalid parameter: Token"
-        } else {
-            "Invalid token"
-        }))
-    }
-
     fn unsubscribe(
         &self,
         input: SubscriptionArnInput,
-        _ctx: &RequestContext,
+        ctx: &RequestContext,
     ) -> Result<Empty, ApiError> {
-        self.engine
-            .unsubscribe(&required(input.subscription_arn, "SubscriptionArn")?)?;
+        self.engine.unsubscribe(
+            &required(input.subscription_arn, "SubscriptionArn")?,
+            ctx.authenticated,
+            &self.base_url(ctx),
+            self.clock.now(),
+        )?;
+        self.webhooks.wake();
         Ok(Empty {})
     }
 
@@ -221,7 +250,12 @@ impl Service {
             subscriptions: items
                 .into_iter()
                 .map(|(topic, s)| SubscriptionWire {
-                    subscription_arn: s.arn.to_string(),
+                    // AWS lists unconfirmed subscriptions under this placeholder.
+                    subscription_arn: if s.pending {
+                        "PendingConfirmation".to_string()
+                    } else {
+                        s.arn.to_string()
+                    },
                     owner: s.owner.clone(),
                     protocol: s.protocol.clone(),
                     endpoint: s.endpoint.clone(),
@@ -255,9 +289,9 @@ impl Service {
         _ctx: &RequestContext,
     ) -> Result<AttributesMap, ApiError> {
         let arn = required(input.subscription_arn, "SubscriptionArn")?;
-        let attributes = self.engine.with_subscription(&arn, |topic, sub| {
-            Ok(topic.subscription_attributes(sub, true))
-        })?;
+        let attributes = self
+            .engine
+            .with_subscription(&arn, |topic, sub| Ok(topic.subscription_attributes(sub)))?;
         Ok(AttributesMap {
             attributes: Pairs(attributes),
         })
@@ -294,6 +328,7 @@ impl Service {
         {
             Self::wake(&queue);
         }
+        self.webhooks.wake();
         Ok(())
     }
 
@@ -341,6 +376,9 @@ impl Service {
                 .publish(topic_arn, request, &self.base_url(ctx), self.clock.now())?;
         for queue in &fanout.delivered_to {
             Self::wake(queue);
+        }
+        if fanout.webhooks > 0 {
+            self.webhooks.wake();
         }
         if fanout.failed > 0 {
             tracing::warn!(

@@ -30,26 +30,32 @@ pub async fn start() -> Server {
 
 /// A server whose clock only moves when the test says so.
 pub async fn start_with_manual_clock() -> (Server, std::sync::Arc<orderly::clock::ManualClock>) {
-    let clock = std::sync::Arc::new(orderly::clock::ManualClock::new(
-        orderly::engine::Timestamp(1_700_000_000_000),
-    ));
-    let app = App::bind_with_clock(&Config::ephemeral(), clock.clone())
-        .await
-        .expect("bind");
-    let addr = app.local_addr().expect("addr");
-    tokio::spawn(app.serve(std::future::pending()));
+    let clock = manual_clock();
     (
-        Server {
-            addr,
-            sqs: client(addr),
-            sns: sns_client(addr),
-        },
+        start_with_clock(Config::ephemeral(), clock.clone()).await,
         clock,
     )
 }
 
+pub fn manual_clock() -> std::sync::Arc<orderly::clock::ManualClock> {
+    std::sync::Arc::new(orderly::clock::ManualClock::new(
+        orderly::engine::Timestamp(1_700_000_000_000),
+    ))
+}
+
+/// A server with these settings and a clock the test moves.
+pub async fn start_with_clock(
+    config: Config,
+    clock: std::sync::Arc<orderly::clock::ManualClock>,
+) -> Server {
+    serve(App::bind_with_clock(&config, clock).await.expect("bind"))
+}
+
 pub async fn start_with(config: Config) -> Server {
-    let app = App::bind(&config).await.expect("bind");
+    serve(App::bind(&config).await.expect("bind"))
+}
+
+fn serve(app: App) -> Server {
     let addr = app.local_addr().expect("addr");
     tokio::spawn(app.serve(std::future::pending()));
     Server {
@@ -262,4 +268,39 @@ pub async fn subscribe_with(
         req = req.attributes(*k, *v);
     }
     Ok(req.send().await?.subscription_arn.unwrap_or_default())
+}
+
+/// GetTopicAttributes as a map.
+pub async fn topic_attributes(
+    server: &Server,
+    topic: &str,
+) -> std::collections::HashMap<String, String> {
+    server
+        .sns
+        .get_topic_attributes()
+        .topic_arn(topic)
+        .send()
+        .await
+        .unwrap()
+        .attributes
+        .unwrap()
+}
+
+/// A `String` SNS message attribute.
+pub fn string_attribute(value: &str) -> aws_sdk_sns::types::MessageAttributeValue {
+    aws_sdk_sns::types::MessageAttributeValue::builder()
+        .data_type("String")
+        .string_value(value)
+        .build()
+        .unwrap()
+}
+
+/// The keys of a JSON object, in order.
+pub fn json_keys(value: &serde_json::Value) -> Vec<&str> {
+    value
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect()
 }

@@ -2,10 +2,12 @@
 //! protocol) and by raw Query-protocol requests. One binary, so the SDK is linked once.
 
 mod common;
+mod receiver;
 mod sns_api;
 mod sns_fanout;
 mod sns_filters;
 mod sns_redrive_replay;
+mod sns_webhooks;
 mod sqs_errors;
 mod sqs_fifo;
 mod sqs_query;

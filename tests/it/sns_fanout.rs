@@ -182,14 +182,8 @@ async fn envelope_and_raw_bodies_field_by_field() {
         .messages
         .unwrap()[0];
     let body: Value = serde_json::from_str(env.body().unwrap()).unwrap();
-    let keys: Vec<&str> = body
-        .as_object()
-        .unwrap()
-        .keys()
-        .map(String::as_str)
-        .collect();
     assert_eq!(
-        keys,
+        crate::common::json_keys(&body),
         [
             "Type",
             "MessageId",
@@ -441,14 +435,8 @@ async fn standard_topic_envelopes_are_signed_with_a_served_certificate() {
         .messages
         .unwrap()[0];
     let body: Value = serde_json::from_str(message.body().unwrap()).unwrap();
-    let keys: Vec<&str> = body
-        .as_object()
-        .unwrap()
-        .keys()
-        .map(String::as_str)
-        .collect();
     assert_eq!(
-        keys,
+        crate::common::json_keys(&body),
         [
             "Type",
             "MessageId",

@@ -156,15 +156,7 @@ async fn archived_messages_replay_into_a_new_and_an_existing_subscription() {
         .unwrap();
     let live_q = fifo_queue(&server, "live.fifo", &[]).await;
     let live_sub = subscribe(&server, &topic, "live.fifo", false).await;
-    let attrs = server
-        .sns
-        .get_topic_attributes()
-        .topic_arn(&topic)
-        .send()
-        .await
-        .unwrap()
-        .attributes
-        .unwrap();
+    let attrs = crate::common::topic_attributes(&server, &topic).await;
     let beginning = attrs["BeginningArchiveTime"].clone();
     assert!(beginning.ends_with('Z'), "{beginning}");
     for (body, price) in [("m1", "1"), ("m2", "200"), ("m3", "3")] {

@@ -66,6 +66,37 @@ pub fn notification(n: &Notification) -> String {
     Value::Object(body).to_string()
 }
 
+/// A SubscriptionConfirmation or UnsubscribeConfirmation message.
+pub struct Confirmation<'a> {
+    /// `SubscriptionConfirmation` or `UnsubscribeConfirmation`.
+    pub kind: &'a str,
+    pub message_id: &'a str,
+    pub token: &'a str,
+    pub topic_arn: &'a str,
+    pub message: &'a str,
+    pub subscribe_url: &'a str,
+    pub timestamp: Timestamp,
+    pub signature: Option<(&'a str, &'a str, &'a str)>,
+}
+
+/// The confirmation body, fields in AWS's order.
+pub fn confirmation(c: &Confirmation) -> String {
+    let mut body = Map::new();
+    body.insert("Type".into(), c.kind.into());
+    body.insert("MessageId".into(), c.message_id.into());
+    body.insert("Token".into(), c.token.into());
+    body.insert("TopicArn".into(), c.topic_arn.into());
+    body.insert("Message".into(), c.message.into());
+    body.insert("SubscribeURL".into(), c.subscribe_url.into());
+    body.insert("Timestamp".into(), c.timestamp.iso8601().into());
+    if let Some((version, signature, cert_url)) = c.signature {
+        body.insert("SignatureVersion".into(), version.into());
+        body.insert("Signature".into(), signature.into());
+        body.insert("SigningCertURL".into(), cert_url.into());
+    }
+    Value::Object(body).to_string()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -95,6 +126,24 @@ mod tests {
         assert_eq!(
             body,
             r#"{"Type":"Notification","MessageId":"m","SequenceNumber":"10000000000000003000","TopicArn":"arn:aws:sns:us-east-1:000000000000:t.fifo","Message":"Test","Timestamp":"1970-01-01T00:00:00.000Z","UnsubscribeURL":"http://h/?Action=Unsubscribe&SubscriptionArn=s","MessageAttributes":{"amount":{"Type":"Number","Value":"99.5"}}}"#
+        );
+    }
+
+    #[test]
+    fn confirmation_field_order() {
+        let body = confirmation(&Confirmation {
+            kind: "SubscriptionConfirmation",
+            message_id: "m",
+            token: "ab",
+            topic_arn: "arn:t",
+            message: "hi\nthere",
+            subscribe_url: "http://h/?Action=ConfirmSubscription&TopicArn=arn:t&Token=ab",
+            timestamp: Timestamp(0),
+            signature: Some(("1", "c2ln", "http://h/cert.pem")),
+        });
+        assert_eq!(
+            body,
+            r#"{"Type":"SubscriptionConfirmation","MessageId":"m","Token":"ab","TopicArn":"arn:t","Message":"hi\nthere","SubscribeURL":"http://h/?Action=ConfirmSubscription&TopicArn=arn:t&Token=ab","Timestamp":"1970-01-01T00:00:00.000Z","SignatureVersion":"1","Signature":"c2ln","SigningCertURL":"http://h/cert.pem"}"#
         );
     }
 }

@@ -8,6 +8,8 @@ pub mod signing;
 
 pub use filter::{FilterPolicy, Scope};
 
+use super::delivery::policy::{EffectivePolicy, SubscriptionPolicy, TopicPolicy};
+
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -78,6 +80,14 @@ pub struct Subscription {
     pub replay: Option<archive::Replay>,
     /// False once a replay with an EndingPoint completed: no more live messages (AWS's model).
     pub live: bool,
+    /// HTTP/S subscriptions wait for confirmation; nothing is delivered to them until then.
+    pub pending: bool,
+    /// Confirmed by a signed call (SQS subscriptions: by their owner, at once).
+    pub confirmation_authenticated: bool,
+    /// ConfirmSubscription's AuthenticateOnUnsubscribe: only signed calls may unsubscribe.
+    pub authenticate_on_unsubscribe: bool,
+    /// The parsed `DeliveryPolicy` of an HTTP/S subscription.
+    pub delivery_policy: Option<SubscriptionPolicy>,
 }
 
 impl Subscription {
@@ -98,7 +108,16 @@ impl Subscription {
             fifo_topic,
             replay: None,
             live: true,
+            pending: false,
+            confirmation_authenticated: true,
+            authenticate_on_unsubscribe: false,
+            delivery_policy: None,
         }
+    }
+
+    /// HTTP or HTTPS: delivered by POST, confirmed by the endpoint.
+    pub fn is_webhook(&self) -> bool {
+        matches!(self.protocol.as_str(), "http" | "https")
     }
 
     /// The queue ARN of the subscription's dead-letter queue, if it has a redrive policy.
@@ -202,6 +221,19 @@ impl Subscription {
                 let normal = serde_json::json!({"deadLetterTargetArn": target}).to_string();
                 self.attributes.insert(name.to_string(), normal);
             }
+            "DeliveryPolicy" if self.is_webhook() => {
+                if value.is_empty() {
+                    self.delivery_policy = None;
+                    self.attributes.remove(name);
+                } else {
+                    let policy = SubscriptionPolicy::parse(value).map_err(|e| {
+                        invalid(format!("Invalid parameter: {prefix}DeliveryPolicy: {e}"))
+                    })?;
+                    // Echoed back normalised, as AWS does.
+                    self.attributes.insert(name.to_string(), policy.to_json());
+                    self.delivery_policy = Some(policy);
+                }
+            }
             "DeliveryPolicy" | "RedrivePolicy" | "SubscriptionRoleArn" => {
                 if value.is_empty() {
                     self.attributes.remove(name);
@@ -265,6 +297,8 @@ pub struct Topic {
     dedup: ExpiringMap<String, (Arc<str>, Option<u128>)>,
     next_seq: u64,
     pub archive: Option<archive::Archive>,
+    /// The parsed `DeliveryPolicy` (HTTP/S subscriptions).
+    pub delivery_policy: Option<TopicPolicy>,
 }
 
 impl Topic {
@@ -302,6 +336,7 @@ impl Topic {
             dedup: ExpiringMap::default(),
             next_seq: 1,
             archive: None,
+            delivery_policy: None,
         };
         for (n, v) in attrs.iter().filter(|(n, _)| n != "FifoTopic") {
             topic.set(n, v, "Attributes Reason: ", now)?;
@@ -372,7 +407,16 @@ impl Topic {
                 }
                 return Ok(());
             }
-            "DeliveryPolicy" | "Policy" if !value.is_empty() => {
+            "DeliveryPolicy" => {
+                self.delivery_policy = if value.is_empty() {
+                    None
+                } else {
+                    Some(TopicPolicy::parse(value).map_err(|e| {
+                        invalid(format!("Invalid parameter: {prefix}DeliveryPolicy: {e}"))
+                    })?)
+                };
+            }
+            "Policy" if !value.is_empty() => {
                 serde_json::from_str::<serde_json::Value>(value).map_err(|e| {
                     invalid(format!(
                         "Invalid parameter: {prefix}{name}: failed to parse JSON. {e}"
@@ -382,7 +426,6 @@ impl Topic {
             "FifoThroughputScope"
             | "SignatureVersion"
             | "TracingConfig"
-            | "DeliveryPolicy"
             | "Policy"
             | "DisplayName"
             | "KmsMasterKeyId" => {}
@@ -436,19 +479,39 @@ impl Topic {
 
     /// GetTopicAttributes: computed attributes plus whatever was set.
     pub fn attributes(&self, now: Timestamp) -> Vec<(String, String)> {
+        let confirmed = self.subscriptions.iter().filter(|s| !s.pending).count();
         let mut out = vec![
             ("TopicArn".to_string(), self.arn.to_string()),
             ("Owner".to_string(), self.owner.clone()),
-            ("DisplayName".to_string(), self.settings.get("DisplayName").cloned().unwrap_or_default()),
-            ("Policy".to_string(), self.settings.get("Policy").cloned().unwrap_or_else(|| self.default_policy())),
-            ("SubscriptionsConfirmed".to_string(), self.subscriptions.len().to_string()),
-            ("SubscriptionsPending".to_string(), "0".to_string()),
-            ("SubscriptionsDeleted".to_string(), self.deleted_subscriptions.to_string()),
+            (
+                "DisplayName".to_string(),
+                self.settings
+                    .get("DisplayName")
+                    .cloned()
+                    .unwrap_or_default(),
+            ),
+            (
+                "Policy".to_string(),
+                self.settings
+                    .get("Policy")
+                    .cloned()
+                    .unwrap_or_else(|| self.default_policy()),
+            ),
+            ("SubscriptionsConfirmed".to_string(), confirmed.to_string()),
+            (
+                "SubscriptionsPending".to_string(),
+                (self.subscriptions.len() - confirmed).to_string(),
+            ),
+            (
+                "SubscriptionsDeleted".to_string(),
+                self.deleted_subscriptions.to_string(),
+            ),
             (
                 "EffectiveDeliveryPolicy".to_string(),
-                self.settings.get("DeliveryPolicy").cloned().unwrap_or_else(|| {
-                    r#"{"http":{"defaultHealthyRetryPolicy":{"minDelayTarget":20,"maxDelayTarget":20,"numRetries":3,"numMaxDelayRetries":0,"numNoDelayRetries":0,"numMinDelayRetries":0,"backoffFunction":"linear"},"disableSubscriptionOverrides":false,"defaultRequestPolicy":{"headerContentType":"text/plain; charset=UTF-8"}}}"#.to_string()
-                }),
+                self.delivery_policy
+                    .clone()
+                    .unwrap_or_default()
+                    .effective_json(),
             ),
         ];
         if self.fifo {
@@ -476,6 +539,11 @@ impl Topic {
             ));
         }
         out
+    }
+
+    /// The delivery policy an HTTP/S subscription follows.
+    pub fn effective_policy(&self, sub: &Subscription) -> EffectivePolicy {
+        EffectivePolicy::merge(self.delivery_policy.as_ref(), sub.delivery_policy.as_ref())
     }
 
     /// "1" (SHA1withRSA, the default) or "2" (SHA256withRSA).
@@ -583,19 +651,15 @@ impl Topic {
     }
 
     /// Subscription attributes as Get returns them.
-    pub fn subscription_attributes(
-        &self,
-        sub: &Subscription,
-        confirmed_by_owner: bool,
-    ) -> Vec<(String, String)> {
+    pub fn subscription_attributes(&self, sub: &Subscription) -> Vec<(String, String)> {
         let mut out = vec![
             (
                 "ConfirmationWasAuthenticated".into(),
-                confirmed_by_owner.to_string(),
+                sub.confirmation_authenticated.to_string(),
             ),
             ("Endpoint".into(), sub.endpoint.clone()),
             ("Owner".into(), sub.owner.clone()),
-            ("PendingConfirmation".into(), "false".into()),
+            ("PendingConfirmation".into(), sub.pending.to_string()),
             ("Protocol".into(), sub.protocol.clone()),
             (
                 "RawMessageDelivery".into(),
@@ -613,6 +677,12 @@ impl Topic {
         }
         if let Some(replay) = &sub.replay {
             out.push(("ReplayStatus".into(), replay.status.into()));
+        }
+        if sub.is_webhook() {
+            out.push((
+                "EffectiveDeliveryPolicy".into(),
+                self.effective_policy(sub).to_json(),
+            ));
         }
         if sub.filter.is_some() {
             let scope = match sub.filter_scope {

@@ -119,6 +119,30 @@ pub fn notification_string_to_sign(
     out
 }
 
+/// The string SNS signs for SubscriptionConfirmation and UnsubscribeConfirmation messages.
+pub fn confirmation_string_to_sign(
+    kind: &str,
+    message: &str,
+    message_id: &str,
+    subscribe_url: &str,
+    timestamp: &str,
+    token: &str,
+    topic_arn: &str,
+) -> String {
+    [
+        ("Message", message),
+        ("MessageId", message_id),
+        ("SubscribeURL", subscribe_url),
+        ("Timestamp", timestamp),
+        ("Token", token),
+        ("TopicArn", topic_arn),
+        ("Type", kind),
+    ]
+    .iter()
+    .map(|(k, v)| format!("{k}\n{v}\n"))
+    .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -132,6 +156,10 @@ mod tests {
             "Message\nm\nMessageId\nid\nSubject\ns\nTimestamp\nt\nTopicArn\narn\nType\nNotification\n"
         );
         assert!(!notification_string_to_sign("m", "id", None, "t", "arn").contains("Subject"));
+        assert_eq!(
+            confirmation_string_to_sign("SubscriptionConfirmation", "m", "id", "u", "t", "tok", "arn"),
+            "Message\nm\nMessageId\nid\nSubscribeURL\nu\nTimestamp\nt\nToken\ntok\nTopicArn\narn\nType\nSubscriptionConfirmation\n"
+        );
     }
 
     #[test]

@@ -1,0 +1,572 @@
+//! Webhook deliveries waiting to be POSTed, being POSTed, or waiting to be retried.
+//!
+//! Every pending delivery sits in one time-ordered set (`due`), so finding the next work is
+//! O(log n) whatever the backlog. Per subscription a lane counts its deliveries (the cap), and
+//! for ordered subscriptions (FIFO topics, an Orderly extension) holds one queue per message
+//! group: only a group's head is ever scheduled, so a failing message blocks its own group and
+//! nothing else. Throttled lanes hand out send slots `1/maxReceivesPerSecond` apart; a
+//! delivery that must wait is rescheduled once, to the slot it reserved. Pure: time is passed in.
+
+use std::collections::{BTreeSet, VecDeque};
+use std::sync::Arc;
+
+use super::policy::RetryPolicy;
+use crate::engine::message::MessageAttributes;
+use crate::engine::time::Timestamp;
+use crate::engine::FastMap;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    Notification,
+    SubscriptionConfirmation,
+    UnsubscribeConfirmation,
+}
+
+impl Kind {
+    /// The `Type` field and `x-amz-sns-message-type` header.
+    pub fn wire_name(self) -> &'static str {
+        match self {
+            Kind::Notification => "Notification",
+            Kind::SubscriptionConfirmation => "SubscriptionConfirmation",
+            Kind::UnsubscribeConfirmation => "UnsubscribeConfirmation",
+        }
+    }
+}
+
+/// One message for one endpoint, formatted once; retries send the same bytes.
+#[derive(Debug)]
+pub struct Delivery {
+    pub kind: Kind,
+    pub subscription_arn: Arc<str>,
+    pub topic_arn: Arc<str>,
+    pub endpoint: Arc<str>,
+    pub message_id: Arc<str>,
+    pub body: String,
+    pub content_type: String,
+    pub raw: bool,
+    pub group_id: Option<String>,
+    pub dedup_id: Option<String>,
+    pub sequence_number: Option<u128>,
+    /// Raw notifications: the attributes a dead-letter copy carries as SQS attributes.
+    pub attributes: MessageAttributes,
+    /// Raw notifications with more attributes than SQS takes: the envelope to dead-letter instead.
+    pub fallback_envelope: Option<String>,
+    pub dead_letter_arn: Option<String>,
+    pub fifo_topic: bool,
+    pub retry: RetryPolicy,
+}
+
+/// What the sender reports for one attempt.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// 2xx.
+    Delivered,
+    /// 5xx, timeouts, connection errors: retried per the policy.
+    Retryable,
+    /// 4xx and refused destinations: never retried.
+    Permanent,
+}
+
+/// What became of a delivery after an attempt.
+#[derive(Debug)]
+pub enum Finished {
+    Delivered,
+    Retrying(Timestamp),
+    /// Out of retries or permanently refused: the caller dead-letters or drops it.
+    Failed(Arc<Delivery>),
+    /// The subscription went away while the attempt ran.
+    Gone,
+}
+
+/// One attempt handed to a sender.
+#[derive(Clone, Debug)]
+pub struct Attempt {
+    pub id: u64,
+    pub delivery: Arc<Delivery>,
+    /// 1 for the first attempt.
+    pub number: u32,
+}
+
+/// Counters per subscription, for the operator (nothing is dropped without being counted).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LaneStats {
+    pub pending: usize,
+    pub in_flight: usize,
+    pub delivered: u64,
+    pub retries: u64,
+    pub dead_lettered: u64,
+    pub dropped: u64,
+}
+
+struct Item {
+    delivery: Arc<Delivery>,
+    attempts: u32,
+    in_flight: bool,
+    /// Its entry in `due`, while it has one.
+    due_at: Option<Timestamp>,
+    /// A throttle slot already reserved: send at that time without asking again.
+    reserved: bool,
+}
+
+#[derive(Default)]
+struct Lane {
+    /// Notifications pending (queued, waiting or in flight); confirmations are not counted.
+    ids: crate::engine::FastMap<u64, ()>,
+    ordered: bool,
+    groups: FastMap<String, VecDeque<u64>>,
+    throttle: Option<u32>,
+    next_slot: Timestamp,
+    stats: LaneStats,
+}
+
+pub struct Outbox {
+    next_id: u64,
+    items: FastMap<u64, Item>,
+    due: BTreeSet<(Timestamp, u64)>,
+    lanes: FastMap<Arc<str>, Lane>,
+    /// Pending notifications per subscription before new ones are refused.
+    pub max_pending: usize,
+}
+
+impl Default for Outbox {
+    fn default() -> Self {
+        Outbox {
+            next_id: 1,
+            items: FastMap::default(),
+            due: BTreeSet::new(),
+            lanes: FastMap::default(),
+            max_pending: 100_000,
+        }
+    }
+}
+
+/// How a subscription's lane delivers.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct LanePolicy {
+    /// One request in flight per message group, in publish order.
+    pub ordered: bool,
+    pub throttle: Option<u32>,
+}
+
+impl Outbox {
+    /// Queues a delivery. A notification for a subscription already holding `max_pending` is
+    /// handed back, for the caller to dead-letter or count as dropped.
+    pub fn push(
+        &mut self,
+        delivery: Delivery,
+        lane_policy: LanePolicy,
+        now: Timestamp,
+    ) -> Result<u64, Box<Delivery>> {
+        let id = self.next_id;
+        let notification = delivery.kind == Kind::Notification;
+        let mut schedule = true;
+        if notification {
+            let lane = self
+                .lanes
+                .entry(delivery.subscription_arn.clone())
+                .or_default();
+            if lane.ids.len() >= self.max_pending {
+                // Counted by the caller (record_failure) once it knows where the copy went.
+                return Err(Box::new(delivery));
+            }
+            lane.ordered = lane_policy.ordered;
+            lane.throttle = lane_policy.throttle;
+            lane.ids.insert(id, ());
+            if lane.ordered {
+                let queue = lane
+                    .groups
+                    .entry(delivery.group_id.clone().unwrap_or_default())
+                    .or_default();
+                queue.push_back(id);
+                // Behind an earlier message of its group: scheduled when that one is done.
+                schedule = queue.len() == 1;
+            }
+        }
+        self.next_id += 1;
+        self.items.insert(
+            id,
+            Item {
+                delivery: Arc::new(delivery),
+                attempts: 0,
+                in_flight: false,
+                due_at: None,
+                reserved: false,
+            },
+        );
+        if schedule {
+            self.schedule(id, now);
+        }
+        Ok(id)
+    }
+
+    fn schedule(&mut self, id: u64, at: Timestamp) {
+        if let Some(item) = self.items.get_mut(&id) {
+            item.due_at = Some(at);
+            self.due.insert((at, id));
+        }
+    }
+
+    /// When the next delivery is due, if any is waiting.
+    pub fn next_due(&self) -> Option<Timestamp> {
+        self.due.first().map(|(at, _)| *at)
+    }
+
+    /// Up to `limit` deliveries due by `now`, marked in flight.
+    pub fn take_due(&mut self, now: Timestamp, limit: usize) -> Vec<Attempt> {
+        let mut out = Vec::new();
+        while out.len() < limit {
+            let Some(&(at, id)) = self.due.first() else {
+                break;
+            };
+            if at > now {
+                break;
+            }
+            self.due.pop_first();
+            let Some(item) = self.items.get_mut(&id) else {
+                continue;
+            };
+            item.due_at = None;
+            if item.delivery.kind == Kind::Notification && !item.reserved {
+                if let Some(lane) = self.lanes.get_mut(&item.delivery.subscription_arn) {
+                    if let Some(rate) = lane.throttle {
+                        let interval = (1000 / rate as u64).max(1);
+                        let slot = lane.next_slot.max(now);
+                        lane.next_slot = slot.plus_millis(interval);
+                        if slot > now {
+                            item.reserved = true;
+                            item.due_at = Some(slot);
+                            self.due.insert((slot, id));
+                            continue;
+                        }
+                    }
+                }
+            }
+            item.reserved = false;
+            item.in_flight = true;
+            item.attempts += 1;
+            out.push(Attempt {
+                id,
+                delivery: item.delivery.clone(),
+                number: item.attempts,
+            });
+        }
+        out
+    }
+
+    /// Records an attempt's outcome.
+    pub fn finish(&mut self, id: u64, outcome: Outcome, now: Timestamp) -> Finished {
+        let Some(item) = self.items.get_mut(&id) else {
+            return Finished::Gone;
+        };
+        item.in_flight = false;
+        let delivery = item.delivery.clone();
+        let lane = self.lanes.get_mut(&delivery.subscription_arn);
+        match outcome {
+            Outcome::Delivered => {
+                if let Some(lane) = lane {
+                    lane.stats.delivered += 1;
+                }
+                self.complete(id, now);
+                Finished::Delivered
+            }
+            Outcome::Retryable => match delivery.retry.delay_before(item.attempts) {
+                Some(delay) => {
+                    let at = now.plus_millis(delay);
+                    if let Some(lane) = lane {
+                        lane.stats.retries += 1;
+                    }
+                    self.schedule(id, at);
+                    Finished::Retrying(at)
+                }
+                None => {
+                    self.complete(id, now);
+                    Finished::Failed(delivery)
+                }
+            },
+            Outcome::Permanent => {
+                self.complete(id, now);
+                Finished::Failed(delivery)
+            }
+        }
+    }
+
+    /// Removes a finished delivery; in an ordered lane the next of its group becomes due.
+    fn complete(&mut self, id: u64, now: Timestamp) {
+        let Some(item) = self.items.remove(&id) else {
+            return;
+        };
+        if let Some(at) = item.due_at {
+            self.due.remove(&(at, id));
+        }
+        if item.delivery.kind != Kind::Notification {
+            return;
+        }
+        let Some(lane) = self.lanes.get_mut(&item.delivery.subscription_arn) else {
+            return;
+        };
+        lane.ids.remove(&id);
+        if !lane.ordered {
+            return;
+        }
+        let group = item.delivery.group_id.clone().unwrap_or_default();
+        let next = lane.groups.get_mut(&group).and_then(|queue| {
+            queue.retain(|other| *other != id);
+            queue.front().copied()
+        });
+        match next {
+            Some(next) => self.schedule(next, now),
+            None => {
+                lane.groups.remove(&group);
+            }
+        }
+    }
+
+    /// Counts a failed notification as dead-lettered or dropped.
+    pub fn record_failure(&mut self, subscription_arn: &str, dead_lettered: bool) {
+        let lane = self.lanes.entry(subscription_arn.into()).or_default();
+        if dead_lettered {
+            lane.stats.dead_lettered += 1;
+        } else {
+            lane.stats.dropped += 1;
+        }
+    }
+
+    /// Forgets a subscription's notifications (it was unsubscribed or expired); its
+    /// confirmation messages still go out.
+    pub fn remove_subscription(&mut self, subscription_arn: &str) {
+        let Some(lane) = self.lanes.remove(subscription_arn) else {
+            return;
+        };
+        for id in lane.ids.keys() {
+            if let Some(item) = self.items.remove(id) {
+                if let Some(at) = item.due_at {
+                    self.due.remove(&(at, *id));
+                }
+            }
+        }
+    }
+
+    /// Counters for one subscription.
+    pub fn stats(&self, subscription_arn: &str) -> LaneStats {
+        let Some(lane) = self.lanes.get(subscription_arn) else {
+            return LaneStats::default();
+        };
+        let in_flight = lane
+            .ids
+            .keys()
+            .filter(|id| self.items.get(id).is_some_and(|i| i.in_flight))
+            .count();
+        LaneStats {
+            pending: lane.ids.len(),
+            in_flight,
+            ..lane.stats
+        }
+    }
+
+    /// Every subscription with counters.
+    pub fn all_stats(&self) -> Vec<(Arc<str>, LaneStats)> {
+        let mut out: Vec<_> = self
+            .lanes
+            .keys()
+            .map(|arn| (arn.clone(), self.stats(arn)))
+            .collect();
+        out.sort_by(|a, b| a.0.cmp(&b.0));
+        out
+    }
+
+    /// Deliveries held, confirmations included.
+    pub fn len(&self) -> usize {
+        self.items.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.items.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn delivery(sub: &str, group: Option<&str>, body: &str) -> Delivery {
+        Delivery {
+            kind: Kind::Notification,
+            subscription_arn: sub.into(),
+            topic_arn: "arn:aws:sns:us-east-1:000000000000:t".into(),
+            endpoint: "http://127.0.0.1:1/".into(),
+            message_id: body.into(),
+            body: body.into(),
+            content_type: "text/plain".into(),
+            raw: false,
+            group_id: group.map(String::from),
+            dedup_id: None,
+            sequence_number: None,
+            attributes: MessageAttributes::default(),
+            fallback_envelope: None,
+            dead_letter_arn: None,
+            fifo_topic: group.is_some(),
+            retry: RetryPolicy::default(),
+        }
+    }
+
+    fn bodies(attempts: &[Attempt]) -> Vec<&str> {
+        attempts.iter().map(|a| a.delivery.body.as_str()).collect()
+    }
+
+    const ORDERED: LanePolicy = LanePolicy {
+        ordered: true,
+        throttle: None,
+    };
+
+    #[test]
+    fn retries_follow_the_policy_then_fail() {
+        let mut outbox = Outbox::default();
+        let id = outbox
+            .push(
+                delivery("s", None, "m"),
+                LanePolicy::default(),
+                Timestamp(0),
+            )
+            .unwrap();
+        let mut now = Timestamp(0);
+        for expected_retry_at in [20_000, 40_000, 60_000] {
+            let attempts = outbox.take_due(now, 10);
+            assert_eq!(attempts.len(), 1);
+            match outbox.finish(id, Outcome::Retryable, now) {
+                Finished::Retrying(at) => assert_eq!(at, Timestamp(expected_retry_at)),
+                other => panic!("{other:?}"),
+            }
+            assert!(outbox
+                .take_due(Timestamp(expected_retry_at - 1), 10)
+                .is_empty());
+            now = Timestamp(expected_retry_at);
+        }
+        let last = outbox.take_due(now, 10);
+        assert_eq!(last[0].number, 4, "first attempt plus three retries");
+        assert!(matches!(
+            outbox.finish(id, Outcome::Retryable, now),
+            Finished::Failed(_)
+        ));
+        assert!(outbox.is_empty());
+        assert_eq!(outbox.stats("s").retries, 3);
+    }
+
+    #[test]
+    fn client_errors_are_not_retried() {
+        let mut outbox = Outbox::default();
+        let id = outbox
+            .push(
+                delivery("s", None, "m"),
+                LanePolicy::default(),
+                Timestamp(0),
+            )
+            .unwrap();
+        outbox.take_due(Timestamp(0), 1);
+        assert!(matches!(
+            outbox.finish(id, Outcome::Permanent, Timestamp(0)),
+            Finished::Failed(_)
+        ));
+        assert_eq!(outbox.next_due(), None);
+    }
+
+    #[test]
+    fn ordered_lane_blocks_only_the_failing_group() {
+        let mut outbox = Outbox::default();
+        let now = Timestamp(0);
+        for (group, body) in [("a", "a1"), ("a", "a2"), ("b", "b1"), ("b", "b2")] {
+            outbox
+                .push(delivery("s", Some(group), body), ORDERED, now)
+                .unwrap();
+        }
+        let first = outbox.take_due(now, 10);
+        assert_eq!(bodies(&first), vec!["a1", "b1"], "one head per group");
+        // a1 fails and waits for its retry; b moves on.
+        outbox.finish(first[0].id, Outcome::Retryable, now);
+        outbox.finish(first[1].id, Outcome::Delivered, now);
+        assert_eq!(bodies(&outbox.take_due(now, 10)), vec!["b2"]);
+        let retry = outbox.take_due(Timestamp(20_000), 10);
+        assert_eq!(bodies(&retry), vec!["a1"], "a2 still waits behind a1");
+        outbox.finish(retry[0].id, Outcome::Delivered, Timestamp(20_000));
+        assert_eq!(bodies(&outbox.take_due(Timestamp(20_000), 10)), vec!["a2"]);
+    }
+
+    #[test]
+    fn unordered_lane_sends_everything_at_once() {
+        let mut outbox = Outbox::default();
+        for body in ["1", "2", "3"] {
+            outbox
+                .push(
+                    delivery("s", Some("g"), body),
+                    LanePolicy::default(),
+                    Timestamp(0),
+                )
+                .unwrap();
+        }
+        assert_eq!(outbox.take_due(Timestamp(0), 10).len(), 3);
+        assert_eq!(outbox.stats("s").in_flight, 3);
+    }
+
+    #[test]
+    fn cap_hands_back_the_delivery_and_confirmations_are_exempt() {
+        let mut outbox = Outbox {
+            max_pending: 2,
+            ..Outbox::default()
+        };
+        let policy = LanePolicy::default();
+        assert!(outbox
+            .push(delivery("s", None, "1"), policy, Timestamp(0))
+            .is_ok());
+        assert!(outbox
+            .push(delivery("s", None, "2"), policy, Timestamp(0))
+            .is_ok());
+        let refused = outbox.push(delivery("s", None, "3"), policy, Timestamp(0));
+        assert_eq!(refused.unwrap_err().body, "3");
+        let mut confirmation = delivery("s", None, "c");
+        confirmation.kind = Kind::SubscriptionConfirmation;
+        assert!(outbox.push(confirmation, policy, Timestamp(0)).is_ok());
+        assert!(outbox
+            .push(delivery("other", None, "4"), policy, Timestamp(0))
+            .is_ok());
+    }
+
+    #[test]
+    fn throttle_spaces_sends() {
+        let mut outbox = Outbox::default();
+        let policy = LanePolicy {
+            ordered: false,
+            throttle: Some(2),
+        };
+        for body in ["1", "2", "3"] {
+            outbox
+                .push(delivery("s", None, body), policy, Timestamp(0))
+                .unwrap();
+        }
+        assert_eq!(bodies(&outbox.take_due(Timestamp(0), 10)), vec!["1"]);
+        assert_eq!(outbox.next_due(), Some(Timestamp(500)));
+        assert_eq!(bodies(&outbox.take_due(Timestamp(500), 10)), vec!["2"]);
+        assert!(outbox.take_due(Timestamp(999), 10).is_empty());
+        assert_eq!(bodies(&outbox.take_due(Timestamp(1000), 10)), vec!["3"]);
+    }
+
+    #[test]
+    fn removing_a_subscription_drops_its_notifications_only() {
+        let mut outbox = Outbox::default();
+        let policy = LanePolicy::default();
+        let id = outbox
+            .push(delivery("s", None, "1"), policy, Timestamp(0))
+            .unwrap();
+        outbox
+            .push(delivery("s", None, "2"), policy, Timestamp(0))
+            .unwrap();
+        let mut goodbye = delivery("s", None, "bye");
+        goodbye.kind = Kind::UnsubscribeConfirmation;
+        outbox.push(goodbye, policy, Timestamp(0)).unwrap();
+        outbox.take_due(Timestamp(0), 1);
+        outbox.remove_subscription("s");
+        assert!(matches!(
+            outbox.finish(id, Outcome::Delivered, Timestamp(0)),
+            Finished::Gone
+        ));
+        assert_eq!(bodies(&outbox.take_due(Timestamp(0), 10)), vec!["bye"]);
+    }
+}

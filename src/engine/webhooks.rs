@@ -1,0 +1,548 @@
+//! HTTP/S subscriptions in the engine: subscribing (pending, with a SubscriptionConfirmation
+//! sent), confirming by token, the UnsubscribeConfirmation, queuing notifications into the
+//! outbox, and what happens after each attempt (retry, dead-letter, drop). The HTTP sending
+//! itself is `crate::delivery`'s. Lock order: topic, then outbox; the token book is never held
+//! while a topic lock is taken.
+
+use std::sync::{Arc, MutexGuard};
+
+use super::delivery::outbox::{Delivery, Finished, Kind, LanePolicy, LaneStats, Outbox, Outcome};
+use super::delivery::tokens::{self, Grant, TokenBook};
+use super::delivery::Attempt;
+use super::error::{EngineError, EngineResult};
+use super::message::MessageAttributes;
+use super::time::Timestamp;
+use super::topic::envelope::{self, Confirmation};
+use super::topic::{signing, Subscription, Topic};
+use super::topics::{Copy, Delivered, Subscribed, TopicEntry};
+use super::{Engine, QueueEntry};
+
+/// SQS takes at most this many message attributes; a raw copy with more cannot be dead-lettered raw.
+const SQS_MAX_ATTRIBUTES: usize = 10;
+
+fn invalid(message: impl Into<String>) -> EngineError {
+    EngineError::InvalidParameter(message.into())
+}
+
+/// One subscription's formatted copy of a notification.
+pub(super) struct NotificationCopy<'a> {
+    pub message_id: &'a Arc<str>,
+    pub body: String,
+    pub attributes: &'a MessageAttributes,
+    /// Builds the envelope, for a raw copy that a dead-letter queue would refuse raw.
+    pub envelope: &'a dyn Fn() -> String,
+    pub group_id: Option<&'a str>,
+    pub dedup_id: Option<&'a str>,
+    pub sequence_number: Option<u128>,
+}
+
+/// What became of one attempt, for the sender's log and wake-ups.
+pub enum AttemptResult<W> {
+    Delivered,
+    Retrying(Timestamp),
+    /// The copy went to the subscription's dead-letter queue.
+    DeadLettered(Arc<QueueEntry<W>>),
+    /// No dead-letter queue took it; counted in the subscription's `dropped`.
+    Dropped,
+    /// A confirmation message that could not be delivered (never dead-lettered, as on AWS).
+    ConfirmationFailed,
+    /// The subscription went away meanwhile.
+    Gone,
+}
+
+/// Checks an HTTP/S endpoint: the scheme must match the protocol and a host must follow.
+fn check_endpoint(protocol: &str, endpoint: &str) -> EngineResult<()> {
+    let rest = endpoint
+        .strip_prefix(protocol)
+        .and_then(|r| r.strip_prefix("://"))
+        .ok_or_else(|| invalid("Invalid parameter: Endpoint must match the specified protocol"))?;
+    let host = rest.split(['/', '?', '#']).next().unwrap_or("");
+    if host.is_empty() || host.contains(char::is_whitespace) || endpoint.len() > 2048 {
+        return Err(invalid(
+            "Invalid parameter: Endpoint Reason: not a valid URL",
+        ));
+    }
+    Ok(())
+}
+
+impl<W: Default> Engine<W> {
+    pub(super) fn outbox(&self) -> MutexGuard<'_, Outbox> {
+        self.outbox.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn tokens(&self) -> MutexGuard<'_, TokenBook> {
+        self.tokens.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Sets the per-subscription cap on pending webhook notifications.
+    pub fn set_webhook_max_pending(&self, max: usize) {
+        self.outbox().max_pending = max;
+    }
+
+    /// Subscribe for http/https: a pending subscription and a SubscriptionConfirmation POST.
+    /// Subscribing a pending endpoint again re-sends the confirmation.
+    pub(super) fn subscribe_webhook(
+        &self,
+        entry: &TopicEntry,
+        protocol: &str,
+        endpoint: &str,
+        attrs: &[(String, String)],
+        base_url: &str,
+        now: Timestamp,
+    ) -> EngineResult<Subscribed> {
+        check_endpoint(protocol, endpoint)?;
+        let mut topic = entry.lock();
+        if let Some(existing) = topic
+            .subscriptions
+            .iter()
+            .find(|s| s.protocol == protocol && s.endpoint == endpoint)
+            .cloned()
+        {
+            let mut candidate = (*existing).clone();
+            candidate.apply_all(attrs)?;
+            if candidate.raw_delivery != existing.raw_delivery
+                || candidate.attributes != existing.attributes
+            {
+                return Err(invalid("Invalid parameter: Attributes Reason: Subscription already exists with different attributes"));
+            }
+            if existing.pending {
+                self.send_subscription_confirmation(&topic, &existing, base_url, now);
+            }
+            return Ok(Subscribed {
+                arn: existing.arn.clone(),
+                pending: existing.pending,
+            });
+        }
+        let arn: Arc<str> = format!("{}:{}", topic.arn, uuid::Uuid::new_v4()).into();
+        let mut subscription = Subscription::new(arn, protocol, endpoint, &self.account_id);
+        subscription.pending = true;
+        subscription.confirmation_authenticated = false;
+        subscription.apply_all(attrs)?;
+        topic.check_replay(&subscription, "Attributes Reason: ", now)?;
+        topic.check_filter_count(&subscription)?;
+        let subscription = Arc::new(subscription);
+        topic.subscriptions.push(subscription.clone());
+        self.send_subscription_confirmation(&topic, &subscription, base_url, now);
+        Ok(Subscribed {
+            arn: subscription.arn.clone(),
+            pending: true,
+        })
+    }
+
+    fn send_subscription_confirmation(
+        &self,
+        topic: &Topic,
+        subscription: &Subscription,
+        base_url: &str,
+        now: Timestamp,
+    ) {
+        let token = self
+            .tokens()
+            .issue(Grant::Confirm(subscription.arn.clone()), now);
+        let message = format!(
+            "You have chosen to subscribe to the topic {}.\nTo confirm the subscription, visit the SubscribeURL included in this message.",
+            topic.arn
+        );
+        self.push_confirmation(
+            topic,
+            subscription,
+            Kind::SubscriptionConfirmation,
+            &token,
+            &message,
+            base_url,
+            now,
+        );
+    }
+
+    /// After Unsubscribe: the endpoint learns of it, with a SubscribeURL that restores the
+    /// subscription as it was.
+    pub(super) fn send_unsubscribe_confirmation(
+        &self,
+        topic: &Topic,
+        removed: Arc<Subscription>,
+        base_url: &str,
+        now: Timestamp,
+    ) {
+        let token = self.tokens().issue(Grant::Restore(removed.clone()), now);
+        let message = format!(
+            "You have chosen to deactivate subscription {}.\nTo cancel this operation and restore the subscription, visit the SubscribeURL included in this message.",
+            removed.arn
+        );
+        self.push_confirmation(
+            topic,
+            &removed,
+            Kind::UnsubscribeConfirmation,
+            &token,
+            &message,
+            base_url,
+            now,
+        );
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn push_confirmation(
+        &self,
+        topic: &Topic,
+        subscription: &Subscription,
+        kind: Kind,
+        token: &str,
+        message: &str,
+        base_url: &str,
+        now: Timestamp,
+    ) {
+        let message_id = uuid::Uuid::new_v4().to_string();
+        let subscribe_url = format!(
+            "{base_url}/?Action=ConfirmSubscription&TopicArn={}&Token={token}",
+            topic.arn
+        );
+        let timestamp = now.iso8601();
+        let signed = self.signer().ok().map(|signer| {
+            let version = topic.signature_version().to_string();
+            let text = signing::confirmation_string_to_sign(
+                kind.wire_name(),
+                message,
+                &message_id,
+                &subscribe_url,
+                &timestamp,
+                token,
+                &topic.arn,
+            );
+            let signature = signer.sign(&version, &text);
+            (
+                version,
+                signature,
+                format!("{base_url}/{}", signer.certificate_file),
+            )
+        });
+        let body = envelope::confirmation(&Confirmation {
+            kind: kind.wire_name(),
+            message_id: &message_id,
+            token,
+            topic_arn: &topic.arn,
+            message,
+            subscribe_url: &subscribe_url,
+            timestamp: now,
+            signature: signed
+                .as_ref()
+                .map(|(v, s, u)| (v.as_str(), s.as_str(), u.as_str())),
+        });
+        let delivery = Delivery {
+            kind,
+            subscription_arn: subscription.arn.clone(),
+            topic_arn: topic.arn.clone(),
+            endpoint: subscription.endpoint.as_str().into(),
+            message_id: message_id.into(),
+            body,
+            content_type: super::delivery::policy::DEFAULT_CONTENT_TYPE.into(),
+            raw: false,
+            group_id: None,
+            dedup_id: None,
+            sequence_number: None,
+            attributes: MessageAttributes::default(),
+            fallback_envelope: None,
+            dead_letter_arn: None,
+            fifo_topic: topic.fifo,
+            retry: topic.effective_policy(subscription).retry,
+        };
+        // Confirmations are never refused by the cap.
+        let _ = self.outbox().push(delivery, LanePolicy::default(), now);
+    }
+
+    /// A notification for an HTTP/S subscription goes into the outbox. Over the subscription's
+    /// cap it goes to the subscription's dead-letter queue, or is dropped and counted.
+    pub(super) fn queue_notification(
+        &self,
+        topic: &Topic,
+        subscription: &Subscription,
+        copy: NotificationCopy,
+        now: Timestamp,
+    ) -> Delivered<W> {
+        let policy = topic.effective_policy(subscription);
+        let raw = subscription.raw_delivery;
+        let delivery = Delivery {
+            kind: Kind::Notification,
+            subscription_arn: subscription.arn.clone(),
+            topic_arn: topic.arn.clone(),
+            endpoint: subscription.endpoint.as_str().into(),
+            message_id: copy.message_id.clone(),
+            body: copy.body,
+            content_type: policy.content_type().to_string(),
+            raw,
+            group_id: copy.group_id.map(String::from),
+            dedup_id: copy.dedup_id.map(String::from),
+            sequence_number: copy.sequence_number,
+            attributes: if raw {
+                copy.attributes.clone()
+            } else {
+                MessageAttributes::default()
+            },
+            fallback_envelope: (raw && copy.attributes.len() > SQS_MAX_ATTRIBUTES)
+                .then(|| (copy.envelope)()),
+            dead_letter_arn: subscription.dead_letter_arn().map(String::from),
+            fifo_topic: topic.fifo,
+            retry: policy.retry,
+        };
+        let lane = LanePolicy {
+            ordered: topic.fifo,
+            throttle: policy.throttle,
+        };
+        let mut outbox = self.outbox();
+        let Err(refused) = outbox.push(delivery, lane, now) else {
+            return Delivered::Webhook;
+        };
+        drop(outbox);
+        match self.dead_letter(&refused, now) {
+            Some(queue) => {
+                self.outbox().record_failure(&subscription.arn, true);
+                Delivered::DeadLetter(queue)
+            }
+            None => {
+                self.outbox().record_failure(&subscription.arn, false);
+                Delivered::Dropped
+            }
+        }
+    }
+
+    /// The same payload that would have been POSTed, into the subscription's dead-letter
+    /// queue: the envelope, or the raw body with its attributes as SQS message attributes.
+    fn dead_letter(&self, delivery: &Delivery, now: Timestamp) -> Option<Arc<QueueEntry<W>>> {
+        let dlq = delivery.dead_letter_arn.as_deref()?;
+        let copy = |body: String, attributes: MessageAttributes| Copy {
+            body,
+            attributes,
+            group_id: delivery.group_id.as_deref(),
+            dedup_id: delivery.dedup_id.as_deref(),
+            fifo_topic: delivery.fifo_topic,
+            bypass_dedup: false,
+        };
+        let first = self.enqueue_copy(
+            dlq,
+            &copy(delivery.body.clone(), delivery.attributes.clone()),
+            now,
+        );
+        match (first, &delivery.fallback_envelope) {
+            (Ok(queue), _) => Some(queue),
+            (Err(_), Some(envelope)) => self
+                .enqueue_copy(
+                    dlq,
+                    &copy(envelope.clone(), MessageAttributes::default()),
+                    now,
+                )
+                .ok(),
+            (Err(_), None) => None,
+        }
+    }
+
+    /// ConfirmSubscription (or a GET of a SubscribeURL). The token alone names the
+    /// subscription; `authenticated` says whether the call was signed.
+    pub fn confirm_subscription(
+        &self,
+        topic_arn: &str,
+        token: &str,
+        authenticate_on_unsubscribe: bool,
+        authenticated: bool,
+        now: Timestamp,
+    ) -> EngineResult<Arc<str>> {
+        self.topic_name_from_arn(topic_arn, "Topic")
+            .map_err(|_| invalid("Invalid parameter: Topic"))?;
+        if !tokens::well_formed(token) {
+            return Err(invalid("Invalid token"));
+        }
+        let unknown = || invalid("Invalid parameter: Token");
+        let grant = self.tokens().get(token, now).cloned().ok_or_else(unknown)?;
+        match grant {
+            Grant::Confirm(arn) => self
+                .with_subscription(&arn, |_, sub| {
+                    if sub.pending {
+                        sub.pending = false;
+                        sub.confirmation_authenticated = authenticated;
+                    }
+                    if authenticate_on_unsubscribe {
+                        sub.authenticate_on_unsubscribe = true;
+                    }
+                    Ok(sub.arn.clone())
+                })
+                .map_err(|_| unknown()),
+            Grant::Restore(subscription) => {
+                let entry = self
+                    .subscription_topic(&subscription.arn)
+                    .map_err(|_| unknown())?;
+                let mut topic = entry.lock();
+                if !topic
+                    .subscriptions
+                    .iter()
+                    .any(|s| s.arn == subscription.arn)
+                {
+                    let mut restored = (*subscription).clone();
+                    restored.authenticate_on_unsubscribe |= authenticate_on_unsubscribe;
+                    topic.subscriptions.push(Arc::new(restored));
+                }
+                Ok(subscription.arn.clone())
+            }
+        }
+    }
+
+    /// Deletes subscriptions still pending when their token expires (two days).
+    pub fn expire_confirmations(&self, now: Timestamp) {
+        let expired = self.tokens().expire(now);
+        for grant in expired {
+            let Grant::Confirm(arn) = grant else {
+                continue;
+            };
+            let Ok(entry) = self.subscription_topic(&arn) else {
+                continue;
+            };
+            let mut topic = entry.lock();
+            let before = topic.subscriptions.len();
+            topic.subscriptions.retain(|s| !(s.arn == arn && s.pending));
+            if topic.subscriptions.len() < before {
+                self.outbox().remove_subscription(&arn);
+            }
+        }
+    }
+
+    /// Up to `limit` webhook deliveries due by `now`, marked in flight.
+    pub fn take_deliveries(&self, now: Timestamp, limit: usize) -> Vec<Attempt> {
+        if limit == 0 {
+            return Vec::new();
+        }
+        self.outbox().take_due(now, limit)
+    }
+
+    /// When the next webhook delivery (or retry) is due.
+    pub fn next_delivery_due(&self) -> Option<Timestamp> {
+        self.outbox().next_due()
+    }
+
+    /// Records an attempt's outcome: done, retry later, or (out of retries, or refused for
+    /// good) the subscription's dead-letter queue.
+    pub fn finish_delivery(
+        &self,
+        attempt: &Attempt,
+        outcome: Outcome,
+        now: Timestamp,
+    ) -> AttemptResult<W> {
+        let finished = self.outbox().finish(attempt.id, outcome, now);
+        match finished {
+            Finished::Delivered => AttemptResult::Delivered,
+            Finished::Retrying(at) => AttemptResult::Retrying(at),
+            Finished::Gone => AttemptResult::Gone,
+            Finished::Failed(delivery) if delivery.kind != Kind::Notification => {
+                AttemptResult::ConfirmationFailed
+            }
+            Finished::Failed(delivery) => {
+                let queue = self.dead_letter(&delivery, now);
+                self.outbox()
+                    .record_failure(&delivery.subscription_arn, queue.is_some());
+                match queue {
+                    Some(queue) => AttemptResult::DeadLettered(queue),
+                    None => AttemptResult::Dropped,
+                }
+            }
+        }
+    }
+
+    /// Delivery counters of every HTTP/S subscription that has had traffic.
+    pub fn delivery_stats(&self) -> Vec<(Arc<str>, LaneStats)> {
+        self.outbox().all_stats()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::delivery::tokens::TOKEN_LIFETIME_MS;
+
+    fn engine_with_topic() -> (Engine<()>, String) {
+        let engine = Engine::<()>::new("000000000000", "us-east-1");
+        let topic = engine
+            .create_topic("t", &[], &[], Timestamp(0))
+            .unwrap()
+            .to_string();
+        (engine, topic)
+    }
+
+    fn token_of(attempt: &Attempt) -> String {
+        let body: serde_json::Value = serde_json::from_str(&attempt.delivery.body).unwrap();
+        body["Token"].as_str().unwrap().to_string()
+    }
+
+    #[test]
+    fn pending_subscriptions_expire_with_their_token() {
+        let (engine, topic) = engine_with_topic();
+        let sub = engine
+            .subscribe(
+                &topic,
+                "http",
+                Some("http://h/x"),
+                &[],
+                "http://o",
+                Timestamp(0),
+            )
+            .unwrap();
+        assert!(sub.pending);
+        let confirmation = engine.take_deliveries(Timestamp(0), 10);
+        assert_eq!(confirmation.len(), 1);
+        assert_eq!(
+            confirmation[0].delivery.kind,
+            Kind::SubscriptionConfirmation
+        );
+        engine.expire_confirmations(Timestamp(TOKEN_LIFETIME_MS - 1));
+        assert_eq!(engine.list_subscriptions(Some(&topic)).unwrap().len(), 1);
+        engine.expire_confirmations(Timestamp(TOKEN_LIFETIME_MS));
+        assert!(engine.list_subscriptions(Some(&topic)).unwrap().is_empty());
+        // The token died with it.
+        assert_eq!(
+            engine.confirm_subscription(
+                &topic,
+                &token_of(&confirmation[0]),
+                false,
+                true,
+                Timestamp(TOKEN_LIFETIME_MS)
+            ),
+            Err(invalid("Invalid parameter: Token"))
+        );
+    }
+
+    #[test]
+    fn confirmed_subscriptions_outlive_their_token_and_get_notifications() {
+        let (engine, topic) = engine_with_topic();
+        let sub = engine
+            .subscribe(
+                &topic,
+                "https",
+                Some("https://h/x"),
+                &[],
+                "http://o",
+                Timestamp(0),
+            )
+            .unwrap();
+        let confirmation = engine.take_deliveries(Timestamp(0), 10);
+        let arn = engine
+            .confirm_subscription(
+                &topic,
+                &token_of(&confirmation[0]),
+                false,
+                false,
+                Timestamp(1),
+            )
+            .unwrap();
+        assert_eq!(arn, sub.arn);
+        engine.expire_confirmations(Timestamp(TOKEN_LIFETIME_MS));
+        let request = crate::engine::topic::PublishRequest {
+            message: "hello".into(),
+            subject: None,
+            structured: false,
+            attributes: MessageAttributes::default(),
+            group_id: None,
+            dedup_id: None,
+        };
+        let fanout = engine
+            .publish(&topic, &request, "http://o", Timestamp(TOKEN_LIFETIME_MS))
+            .unwrap();
+        assert_eq!(fanout.webhooks, 1);
+        let sent = engine.take_deliveries(Timestamp(TOKEN_LIFETIME_MS), 10);
+        assert_eq!(sent[0].delivery.kind, Kind::Notification);
+        assert_eq!(&*sent[0].delivery.endpoint, "https://h/x");
+    }
+}
