@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # End-to-end: the real orderly binary, driven by current boto3 (JSON protocol), by
 # boto3 1.34.89 (the last Query-protocol release), by the AWS SDK for JavaScript v3, by the
-# AWS CLI and by the price_updates example.
+# AWS CLI, by a Python webhook receiver and by the examples.
 # Usage: tests/e2e/run.sh [path/to/orderly]   (default: target/debug/orderly)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -28,7 +28,7 @@ fi
 cp "$here/js/scenario.mjs" "$node_dir/"
 
 log=$(mktemp)
-"$binary" --bind 127.0.0.1:0 >"$log" 2>&1 &
+"$binary" --bind 127.0.0.1:0 --fifo-http-subscriptions >"$log" 2>&1 &
 server=$!
 trap 'kill $server 2>/dev/null || true; rm -f "$log"' EXIT
 for _ in $(seq 1 100); do
@@ -46,6 +46,9 @@ echo "== boto3 1.34.89 (Query protocol)"
 echo "== SNS FIFO fan-out, boto3 (current and 1.34.89)"
 "$venvs/current/bin/python" "$here/sns_scenario.py" "$endpoint" verify
 "$venvs/legacy/bin/python" "$here/sns_scenario.py" "$endpoint"
+
+echo "== Webhooks: boto3 and a Python receiver verifying signatures with cryptography"
+"$venvs/current/bin/python" "$here/webhook_scenario.py" "$endpoint"
 
 echo "== AWS SDK for JavaScript v3 (JSON protocol)"
 NODE_NO_WARNINGS=1 node "$node_dir/scenario.mjs" "$endpoint"
@@ -69,7 +72,7 @@ body=$(aws sqs receive-message --queue-url "$url" --query 'Messages[0].Body')
 [ "$body" = "via-sns" ] || { echo "FAIL cli sns fan-out: $body"; exit 1; }
 aws sns delete-topic --topic-arn "$topic"
 echo "ok   AWS CLI sns create-topic/subscribe/publish/delete-topic"
-for name in price_updates topic_fanout; do
+for name in price_updates topic_fanout webhook_consumer; do
   example=$(dirname "$binary")/examples/$name
   [ -x "$example" ] || { echo "FAIL $example is missing (cargo build --examples)"; exit 1; }
   echo "== examples/$name"

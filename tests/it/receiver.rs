@@ -42,6 +42,8 @@ pub struct Receiver {
     pub addr: SocketAddr,
     script: Arc<Mutex<Script>>,
     requests: tokio::sync::Mutex<mpsc::UnboundedReceiver<Received>>,
+    scheme: &'static str,
+    failed_handshakes: Arc<std::sync::atomic::AtomicUsize>,
 }
 
 async fn record(
@@ -67,25 +69,101 @@ async fn record(
     StatusCode::from_u16(status).unwrap()
 }
 
+/// TLS on accepted connections, with a self-signed certificate for 127.0.0.1.
+struct TlsListener {
+    tcp: tokio::net::TcpListener,
+    acceptor: tokio_rustls::TlsAcceptor,
+    failed_handshakes: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl axum::serve::Listener for TlsListener {
+    type Io = tokio_rustls::server::TlsStream<tokio::net::TcpStream>;
+    type Addr = SocketAddr;
+
+    async fn accept(&mut self) -> (Self::Io, Self::Addr) {
+        loop {
+            let Ok((stream, addr)) = self.tcp.accept().await else {
+                continue;
+            };
+            // A client that refuses the certificate just ends its handshake.
+            match self.acceptor.accept(stream).await {
+                Ok(tls) => return (tls, addr),
+                Err(_) => {
+                    self.failed_handshakes
+                        .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                }
+            }
+        }
+    }
+
+    fn local_addr(&self) -> std::io::Result<Self::Addr> {
+        self.tcp.local_addr()
+    }
+}
+
+fn tls_acceptor() -> tokio_rustls::TlsAcceptor {
+    use rustls::pki_types::{PrivateKeyDer, PrivatePkcs8KeyDer};
+    let certified = rcgen::generate_simple_self_signed(vec!["127.0.0.1".into()]).unwrap();
+    let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(
+        certified.signing_key.serialize_der(),
+    ));
+    let config = rustls::ServerConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .with_no_client_auth()
+    .with_single_cert(vec![certified.cert.der().clone()], key)
+    .unwrap();
+    tokio_rustls::TlsAcceptor::from(Arc::new(config))
+}
+
 impl Receiver {
     pub async fn start() -> Receiver {
+        Self::start_with_tls(false).await
+    }
+
+    /// An HTTPS receiver with a self-signed certificate.
+    pub async fn start_tls() -> Receiver {
+        Self::start_with_tls(true).await
+    }
+
+    async fn start_with_tls(tls: bool) -> Receiver {
         let script = Arc::new(Mutex::new(Script::default()));
         let (tx, rx) = mpsc::unbounded_channel();
         let app = axum::Router::new()
             .fallback(record)
             .with_state((script.clone(), tx));
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        tokio::spawn(async move { axum::serve(listener, app).await });
+        let tcp = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = tcp.local_addr().unwrap();
+        let failed_handshakes = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        if tls {
+            let listener = TlsListener {
+                tcp,
+                acceptor: tls_acceptor(),
+                failed_handshakes: failed_handshakes.clone(),
+            };
+            tokio::spawn(async move { axum::serve(listener, app).await });
+        } else {
+            tokio::spawn(async move { axum::serve(tcp, app).await });
+        }
         Receiver {
             addr,
             script,
             requests: tokio::sync::Mutex::new(rx),
+            scheme: if tls { "https" } else { "http" },
+            failed_handshakes,
         }
     }
 
+    /// TLS handshakes a client broke off (it refused the certificate).
+    pub fn failed_handshakes(&self) -> usize {
+        self.failed_handshakes
+            .load(std::sync::atomic::Ordering::SeqCst)
+    }
+
     pub fn url(&self, path: &str) -> String {
-        format!("http://{}{path}", self.addr)
+        format!("{}://{}{path}", self.scheme, self.addr)
     }
 
     /// The next requests to `path` get these statuses, in order.

@@ -23,12 +23,14 @@ async fn subscribe_http(
     path: &str,
     attributes: &[(&str, &str)],
 ) -> serde_json::Value {
+    let endpoint = receiver.url(path);
+    let protocol = endpoint.split(':').next().unwrap().to_string();
     let mut req = server
         .sns
         .subscribe()
         .topic_arn(topic)
-        .protocol("http")
-        .endpoint(receiver.url(path));
+        .protocol(protocol)
+        .endpoint(endpoint);
     for (k, v) in attributes {
         req = req.attributes(*k, *v);
     }
@@ -664,4 +666,37 @@ async fn query_protocol_subscribe_can_return_the_pending_arn() {
         attributes(&server, arn).await["PendingConfirmation"],
         "true"
     );
+}
+
+#[tokio::test]
+async fn https_endpoints_need_a_valid_certificate_unless_told_otherwise() {
+    let receiver = Receiver::start_tls().await;
+    // Certificates are checked by default: a self-signed endpoint never gets the confirmation.
+    let strict = common::start().await;
+    let topic_arn = topic(&strict, "strict", &[]).await;
+    strict
+        .sns
+        .subscribe()
+        .topic_arn(&topic_arn)
+        .protocol("https")
+        .endpoint(receiver.url("/secure"))
+        .send()
+        .await
+        .unwrap();
+    assert!(receiver.within(1_000).await.is_none());
+    assert!(
+        receiver.failed_handshakes() >= 1,
+        "the confirmation was attempted and the certificate refused"
+    );
+
+    let mut config = Config::ephemeral();
+    config.webhook_accept_invalid_certs = true;
+    let lenient = common::start_with(config).await;
+    let topic_arn = topic(&lenient, "lenient", &[]).await;
+    let confirmation = subscribe_http(&lenient, &receiver, &topic_arn, "/secure", &[]).await;
+    confirm(&lenient, &confirmation).await;
+    publish(&lenient, &topic_arn, "over tls").await;
+    let notification = receiver.next().await;
+    assert_eq!(notification.json()["Message"], "over tls");
+    verify_signature(&notification.json()).await.unwrap();
 }
