@@ -34,6 +34,7 @@ impl Received {
 struct Script {
     statuses: HashMap<String, VecDeque<u16>>,
     always: HashMap<String, u16>,
+    delays: HashMap<String, Duration>,
 }
 
 type Shared = (Arc<Mutex<Script>>, mpsc::UnboundedSender<Received>);
@@ -53,12 +54,13 @@ async fn record(
     body: Bytes,
 ) -> StatusCode {
     let path = uri.path().to_string();
-    let status = {
+    let (status, delay) = {
         let mut script = script.lock().unwrap();
         let scripted = script.statuses.get_mut(&path).and_then(VecDeque::pop_front);
-        scripted
+        let status = scripted
             .or_else(|| script.always.get(&path).copied())
-            .unwrap_or(200)
+            .unwrap_or(200);
+        (status, script.delays.get(&path).copied())
     };
     let _ = tx.send(Received {
         path,
@@ -66,6 +68,9 @@ async fn record(
         body: String::from_utf8_lossy(&body).into_owned(),
         status,
     });
+    if let Some(delay) = delay {
+        tokio::time::sleep(delay).await;
+    }
     StatusCode::from_u16(status).unwrap()
 }
 
@@ -175,6 +180,15 @@ impl Receiver {
             .entry(path.to_string())
             .or_default()
             .extend(statuses);
+    }
+
+    /// Requests to `path` are answered only after this long.
+    pub fn delay(&self, path: &str, delay: Duration) {
+        self.script
+            .lock()
+            .unwrap()
+            .delays
+            .insert(path.to_string(), delay);
     }
 
     /// Every request to `path` gets this status (after any scripted ones).

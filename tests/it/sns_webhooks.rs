@@ -700,3 +700,51 @@ async fn https_endpoints_need_a_valid_certificate_unless_told_otherwise() {
     assert_eq!(notification.json()["Message"], "over tls");
     verify_signature(&notification.json()).await.unwrap();
 }
+
+#[tokio::test]
+async fn a_request_that_times_out_is_retried_then_dead_lettered() {
+    let mut config = Config::ephemeral();
+    config.webhook_timeout = 1;
+    let server = common::start_with(config).await;
+    let receiver = Receiver::start().await;
+    let dlq = common::create_queue(&server, "slow-dlq", &[]).await;
+    let topic = topic(&server, "slow", &[]).await;
+    let confirmation = subscribe_http(
+        &server,
+        &receiver,
+        &topic,
+        "/slow",
+        &[
+            (
+                "DeliveryPolicy",
+                r#"{"healthyRetryPolicy":{"minDelayTarget":1,"maxDelayTarget":1,"numRetries":1}}"#,
+            ),
+            (
+                "RedrivePolicy",
+                r#"{"deadLetterTargetArn":"arn:aws:sqs:us-east-1:000000000000:slow-dlq"}"#,
+            ),
+        ],
+    )
+    .await;
+    confirm(&server, &confirmation).await;
+    receiver.delay("/slow", std::time::Duration::from_secs(5));
+    publish(&server, &topic, "too slow").await;
+    let started = std::time::Instant::now();
+    assert_eq!(receiver.next().await.json()["Message"], "too slow");
+    assert_eq!(
+        receiver.next().await.json()["Message"],
+        "too slow",
+        "retried after the timeout"
+    );
+    let dead = wait_for_messages(&server, &dlq, 1).await;
+    assert_eq!(
+        serde_json::from_str::<serde_json::Value>(&dead[0]).unwrap()["Message"],
+        "too slow"
+    );
+    // Two 1-second timeouts and a 1-second retry delay, not the endpoint's 5-second answers.
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
+}
