@@ -6,6 +6,7 @@
 //!   one exhaustive mapping of errors to AWS codes and statuses.
 //! - [`service`]: the SQS actions: decode, call the engine, encode; long polling.
 //! - [`delivery`]: webhook (HTTP/S) sending: a worker, the reqwest client, the allow-list.
+//! - [`persist`]: the write-ahead log's framing and segments (not yet wired to the engine).
 //! - [`http`]: the axum router and request context (host, credentials).
 //! - [`app`]: wiring and the server's lifetime; [`config`]: flags and environment.
 //! - [`clock`]: the only place time is read.
@@ -16,5 +17,6 @@ pub mod config;
 pub mod delivery;
 pub mod engine;
 pub mod http;
+pub mod persist;
 pub mod protocol;
 pub mod service;
