@@ -268,13 +268,7 @@ impl<W: Default> Engine<W> {
             .iter()
             .find(|s| s.protocol == protocol && s.endpoint == endpoint)
         {
-            let mut candidate = (**existing).clone();
-            candidate.apply_all(attrs)?;
-            let differs = candidate.raw_delivery != existing.raw_delivery
-                || candidate.attributes != existing.attributes;
-            if differs {
-                return Err(invalid("Invalid parameter: Attributes Reason: Subscription already exists with different attributes"));
-            }
+            existing.check_resubscribe(attrs)?;
             return Ok(Subscribed {
                 arn: existing.arn.clone(),
                 pending: existing.pending,

@@ -98,13 +98,7 @@ impl<W: Default> Engine<W> {
             .find(|s| s.protocol == protocol && s.endpoint == endpoint)
             .cloned()
         {
-            let mut candidate = (*existing).clone();
-            candidate.apply_all(attrs)?;
-            if candidate.raw_delivery != existing.raw_delivery
-                || candidate.attributes != existing.attributes
-            {
-                return Err(invalid("Invalid parameter: Attributes Reason: Subscription already exists with different attributes"));
-            }
+            existing.check_resubscribe(attrs)?;
             if existing.pending {
                 self.send_subscription_confirmation(&topic, &existing, base_url, now);
             }

@@ -413,6 +413,17 @@ mod tests {
         attempts.iter().map(|a| a.delivery.body.as_str()).collect()
     }
 
+    /// Pushes an unordered, unthrottled notification at time 0.
+    fn push(outbox: &mut Outbox, body: &str) -> u64 {
+        outbox
+            .push(
+                delivery("s", None, body),
+                LanePolicy::default(),
+                Timestamp(0),
+            )
+            .unwrap()
+    }
+
     const ORDERED: LanePolicy = LanePolicy {
         ordered: true,
         throttle: None,
@@ -421,13 +432,7 @@ mod tests {
     #[test]
     fn retries_follow_the_policy_then_fail() {
         let mut outbox = Outbox::default();
-        let id = outbox
-            .push(
-                delivery("s", None, "m"),
-                LanePolicy::default(),
-                Timestamp(0),
-            )
-            .unwrap();
+        let id = push(&mut outbox, "m");
         let mut now = Timestamp(0);
         for expected_retry_at in [20_000, 40_000, 60_000] {
             let attempts = outbox.take_due(now, 10);
@@ -454,13 +459,7 @@ mod tests {
     #[test]
     fn client_errors_are_not_retried() {
         let mut outbox = Outbox::default();
-        let id = outbox
-            .push(
-                delivery("s", None, "m"),
-                LanePolicy::default(),
-                Timestamp(0),
-            )
-            .unwrap();
+        let id = push(&mut outbox, "m");
         outbox.take_due(Timestamp(0), 1);
         assert!(matches!(
             outbox.finish(id, Outcome::Permanent, Timestamp(0)),

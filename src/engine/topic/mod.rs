@@ -137,6 +137,17 @@ impl Subscription {
         Ok(())
     }
 
+    /// Subscribe again to the same endpoint: allowed (same ARN) when every attribute given
+    /// equals what is stored, AWS's idempotency rule.
+    pub fn check_resubscribe(&self, attrs: &[(String, String)]) -> EngineResult<()> {
+        let mut candidate = self.clone();
+        candidate.apply_all(attrs)?;
+        if candidate.raw_delivery != self.raw_delivery || candidate.attributes != self.attributes {
+            return Err(invalid("Invalid parameter: Attributes Reason: Subscription already exists with different attributes"));
+        }
+        Ok(())
+    }
+
     /// Does a message pass this subscription's filter? `body` yields the parsed text the
     /// subscription would receive (parsed once per message, only if a body-scope filter asks).
     pub fn accepts<'a>(
