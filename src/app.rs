@@ -40,6 +40,8 @@ impl App {
     ) -> std::io::Result<()> {
         use axum::serve::ListenerExt;
         let deliveries = tokio::spawn(crate::delivery::run(self.service.clone()));
+        let snapshots = tokio::spawn(snapshot_when_due(self.service.clone()));
+        let service = self.service.clone();
         let router = crate::http::router(self.service);
         // Small request/response exchanges: do not let Nagle's algorithm hold writes back.
         let listener = self.listener.tap_io(|tcp| {
@@ -51,7 +53,34 @@ impl App {
             .with_graceful_shutdown(shutdown)
             .await;
         deliveries.abort();
+        snapshots.abort();
+        // Every answered request is durable already; this flushes background changes too.
+        if let Some(data) = &service.data {
+            let journal = data.journal.clone();
+            let _ = tokio::task::spawn_blocking(move || journal.close()).await;
+        }
         served
+    }
+}
+
+/// Takes a snapshot whenever the log has grown past the threshold since the last one, so disk
+/// use and restart time follow live data rather than history.
+async fn snapshot_when_due(service: Arc<Service>) {
+    let Some(data) = &service.data else {
+        return;
+    };
+    let mut last_size = 0;
+    loop {
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+        if data.journal.bytes_since_snapshot() < service.snapshot_after.max(last_size) {
+            continue;
+        }
+        let service = service.clone();
+        match tokio::task::spawn_blocking(move || service.snapshot()).await {
+            Ok(Ok(size)) => last_size = size,
+            Ok(Err(error)) => tracing::error!(%error, "snapshot failed; the log keeps growing"),
+            Err(error) => tracing::error!(%error, "snapshot task failed"),
+        }
     }
 }
 

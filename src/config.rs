@@ -47,6 +47,21 @@ pub struct Config {
     /// Accept self-signed or otherwise invalid certificates from https endpoints.
     #[arg(long, env = "ORDERLY_WEBHOOK_ACCEPT_INVALID_CERTS")]
     pub webhook_accept_invalid_certs: bool,
+    /// Where state is kept (created if missing; one server per directory).
+    #[arg(long, env = "ORDERLY_DATA_DIR", default_value = "./orderly-data")]
+    pub data_dir: std::path::PathBuf,
+    /// Keep everything in memory only (nothing survives a restart); for tests and CI.
+    #[arg(long, env = "ORDERLY_EPHEMERAL")]
+    pub ephemeral: bool,
+    /// When the log is synced to disk: `always` (before answering; survives power loss),
+    /// `interval:MS` (at most MS later; a power loss can lose that window), or `never`
+    /// (survives a crash of the process, not of the machine).
+    #[arg(long, env = "ORDERLY_FSYNC", default_value = "always")]
+    pub fsync: crate::persist::journal::FsyncMode,
+    /// Log bytes written since the last snapshot that trigger the next one (at least the last
+    /// snapshot's size, so disk use stays within a small multiple of live data).
+    #[arg(long, env = "ORDERLY_SNAPSHOT_AFTER", default_value_t = 64 << 20)]
+    pub snapshot_after: u64,
 }
 
 fn parse_allow_list(value: &str) -> Result<crate::delivery::AllowList, String> {
@@ -64,6 +79,6 @@ fn parse_account(value: &str) -> Result<String, String> {
 impl Config {
     /// Defaults, bound to a free loopback port (for tests and embedding).
     pub fn ephemeral() -> Self {
-        Config::parse_from(["orderly", "--bind", "127.0.0.1:0"])
+        Config::parse_from(["orderly", "--bind", "127.0.0.1:0", "--ephemeral"])
     }
 }

@@ -13,22 +13,51 @@ use crate::Args;
 
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum System {
+    /// In memory (`--ephemeral`).
     Orderly,
+    /// Durable, as by default: a fresh data directory, fsync before every answer.
+    Durable,
     Null,
 }
 
 impl System {
     fn name(self) -> &'static str {
         match self {
-            System::Orderly => "orderly",
+            System::Orderly => "orderly --ephemeral",
+            System::Durable => "orderly (durable, fsync always)",
             System::Null => "null handler",
         }
     }
 }
 
+/// A fresh data directory for a durable run, removed when the scenario ends.
+fn data_dir() -> std::path::PathBuf {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let dir = std::env::temp_dir().join(format!(
+        "orderly-bench-{}-{}",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    ));
+    let _ = std::fs::remove_dir_all(&dir);
+    dir
+}
+
+async fn start_durable(args: &Args, dir: &std::path::Path) -> ServerProcess {
+    let dir = dir.to_str().expect("utf-8 path");
+    ServerProcess::start(&args.orderly, &["--bind", "127.0.0.1:0", "--data-dir", dir]).await
+}
+
 async fn start(args: &Args, system: System) -> ServerProcess {
     match system {
-        System::Orderly => ServerProcess::start(&args.orderly, &["--bind", "127.0.0.1:0"]).await,
+        System::Orderly => {
+            ServerProcess::start(&args.orderly, &["--bind", "127.0.0.1:0", "--ephemeral"]).await
+        }
+        System::Durable => {
+            let dir = data_dir();
+            let mut server = start_durable(args, &dir).await;
+            server.data_dir = Some(dir);
+            server
+        }
         System::Null => {
             let me = std::env::current_exe().expect("own path");
             ServerProcess::start(
@@ -374,8 +403,8 @@ async fn consume(
     tally.latencies.lock().expect("lock").extend(latencies);
 }
 
-async fn run_pipeline(args: &Args, rate: Option<u64>) -> Row {
-    let server = start(args, System::Orderly).await;
+async fn run_pipeline(args: &Args, system: System, rate: Option<u64>) -> Row {
+    let server = start(args, system).await;
     let client = http_client();
     let queue_url = create_fifo_queue(&client, &server.endpoint, "pipeline.fifo").await;
     let stop = Arc::new(AtomicBool::new(false));
@@ -530,6 +559,74 @@ async fn run_backlog(args: &Args, preload: usize, groups: usize, measure: u64) -
         note: format!(
             "first {measure} msgs; server RSS after load {} MiB",
             rss / 1024
+        ),
+        ..Default::default()
+    }
+}
+
+/// Restart time of a durable server holding `backlog_messages` live messages: load them, kill
+/// the server with SIGKILL, and time a fresh start on the same directory until it listens;
+/// then check that every message is back.
+async fn run_restart(args: &Args) -> Row {
+    let dir = data_dir();
+    let mut server = start_durable(args, &dir).await;
+    let client = http_client();
+    let queue_url = create_fifo_queue(&client, &server.endpoint, "restart.fifo").await;
+    let stop = Arc::new(AtomicBool::new(false));
+    let per_producer = (args.backlog_messages / args.producers) as u64;
+    let loaders = spawn_producers(
+        args,
+        &client,
+        &server.endpoint,
+        &queue_url,
+        args.backlog_groups,
+        (true, None, Some(per_producer)),
+        &stop,
+    );
+    let mut loaded = 0;
+    for l in loaders {
+        loaded += l.await.expect("loader").sent;
+    }
+    server.child.kill().await.expect("SIGKILL");
+    let disk: u64 = std::fs::read_dir(&dir)
+        .map(|entries| {
+            entries
+                .filter_map(|e| e.ok()?.metadata().ok())
+                .map(|m| m.len())
+                .sum()
+        })
+        .unwrap_or(0);
+    let started = Instant::now();
+    let mut restarted = start_durable(args, &dir).await;
+    let seconds = started.elapsed().as_secs_f64();
+    let attributes = call(
+        &client,
+        &restarted.endpoint,
+        "GetQueueAttributes",
+        serde_json::json!({"QueueUrl": queue_url, "AttributeNames": ["ApproximateNumberOfMessages"]})
+            .to_string(),
+    )
+    .await
+    .expect("attributes");
+    let back: u64 = serde_json::from_str::<Value>(&attributes)
+        .ok()
+        .and_then(|v| {
+            v["Attributes"]["ApproximateNumberOfMessages"]
+                .as_str()?
+                .parse()
+                .ok()
+        })
+        .unwrap_or(0);
+    restarted.data_dir = Some(dir);
+    Row {
+        scenario: format!("restart after SIGKILL, {loaded} live msgs"),
+        system: System::Durable.name().into(),
+        messages: back,
+        seconds,
+        errors: loaded.saturating_sub(back),
+        note: format!(
+            "time to listening; {back} of {loaded} back; data dir {} MiB",
+            disk >> 20
         ),
         ..Default::default()
     }
@@ -791,9 +888,15 @@ pub async fn run_all(args: &Args) -> Vec<Row> {
                 rows.push(run_send(args, System::Null, false).await);
                 rows.push(run_send(args, System::Orderly, false).await);
             }
-            "pipeline" => rows.push(run_pipeline(args, None).await),
+            "pipeline" => rows.push(run_pipeline(args, System::Orderly, None).await),
+            "durable" => {
+                rows.push(run_send(args, System::Durable, true).await);
+                rows.push(run_send(args, System::Durable, false).await);
+                rows.push(run_pipeline(args, System::Durable, None).await);
+            }
+            "restart" => rows.push(run_restart(args).await),
             "fanout" => rows.push(run_fanout(args, 10).await),
-            "paced" => rows.push(run_pipeline(args, Some(args.rate)).await),
+            "paced" => rows.push(run_pipeline(args, System::Orderly, Some(args.rate)).await),
             "backlog" => {
                 let measure = 100_000u64;
                 let small_groups =

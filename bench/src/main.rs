@@ -18,8 +18,12 @@ pub struct Args {
     /// Path to the orderly binary (a release build).
     #[arg(long, default_value = "target/release/orderly")]
     pub orderly: String,
-    /// Comma-separated scenarios: send, single, pipeline, paced, fanout, backlog.
-    #[arg(long, default_value = "send,single,pipeline,paced,fanout,backlog")]
+    /// Comma-separated scenarios: send, single, pipeline, paced, fanout, backlog, durable
+    /// (send, single and pipeline with fsync), restart (restart time with the backlog).
+    #[arg(
+        long,
+        default_value = "send,single,pipeline,paced,fanout,backlog,durable,restart"
+    )]
     pub scenarios: String,
     /// Seconds each measured phase runs.
     #[arg(long, default_value_t = 10)]

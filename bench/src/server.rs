@@ -8,6 +8,26 @@ use tokio::process::{Child, Command};
 pub struct ServerProcess {
     pub child: Child,
     pub endpoint: String,
+    /// A data directory to delete once the server is gone.
+    pub data_dir: Option<std::path::PathBuf>,
+}
+
+impl Drop for ServerProcess {
+    fn drop(&mut self) {
+        if let Some(dir) = &self.data_dir {
+            let _ = self.child.start_kill();
+            // The process must be gone before its files are removed.
+            if let Some(pid) = self.child.id() {
+                while std::path::Path::new(&format!("/proc/{pid}")).exists() {
+                    std::thread::sleep(std::time::Duration::from_millis(5));
+                    if matches!(self.child.try_wait(), Ok(Some(_))) {
+                        break;
+                    }
+                }
+            }
+            let _ = std::fs::remove_dir_all(dir);
+        }
+    }
 }
 
 /// Clock ticks per second for /proc/<pid>/stat CPU fields (100 on Linux).
@@ -35,7 +55,11 @@ impl ServerProcess {
                 break url.to_string();
             }
         };
-        ServerProcess { child, endpoint }
+        ServerProcess {
+            child,
+            endpoint,
+            data_dir: None,
+        }
     }
 
     /// User plus system CPU time of the server so far, in microseconds.

@@ -5,6 +5,7 @@
 use std::sync::Arc;
 
 use md5::{Digest, Md5};
+use serde::{Deserialize, Serialize};
 
 use super::error::{EngineError, EngineResult};
 use super::time::Timestamp;
@@ -13,13 +14,13 @@ use super::time::Timestamp;
 pub const MAX_MESSAGE_ATTRIBUTES: usize = 10;
 
 /// The value of one message attribute.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum AttributeData {
     String(String),
     Binary(Vec<u8>),
 }
 
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AttributeValue {
     /// Full data type, custom suffix included (`Number.float`).
     pub data_type: String,
@@ -27,7 +28,7 @@ pub struct AttributeValue {
 }
 
 /// Attributes sorted by name (byte order), the order the MD5 algorithm needs.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct MessageAttributes(Arc<[(String, AttributeValue)]>);
 
 impl MessageAttributes {
@@ -283,7 +284,7 @@ pub fn validate_token(parameter: &str, value: &str) -> EngineResult<()> {
 }
 
 /// A message as stored: immutable content plus the counters receiving changes.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Message {
     pub id: Arc<str>,
     pub body: Arc<str>,

@@ -7,10 +7,12 @@
 
 pub mod delivery;
 pub mod error;
+pub mod journal;
 pub mod message;
 pub mod move_task;
 pub mod permissions;
 pub mod queue;
+pub mod restore;
 pub mod time;
 pub mod topic;
 pub mod topics;
@@ -26,6 +28,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 
 pub use error::{EngineError, EngineResult};
+pub use journal::{Change, Journal};
 use queue::config::RedrivePermission;
 pub use queue::{Queue, QueueConfig, ReceiveOutcome, ReceiveRequest};
 pub use time::Timestamp;
@@ -35,15 +38,74 @@ pub struct QueueEntry<W> {
     pub name: Arc<str>,
     state: Mutex<Queue>,
     pub waiters: W,
+    journal: Option<Arc<dyn Journal>>,
 }
 
 impl<W> QueueEntry<W> {
     /// Locks the queue. A panic elsewhere must not take the queue down with it, so a poisoned
     /// lock is recovered: every queue method leaves the state consistent before it can fail.
-    pub fn lock(&self) -> MutexGuard<'_, Queue> {
-        self.state
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    pub fn lock(&self) -> QueueGuard<'_> {
+        QueueGuard {
+            queue: self
+                .state
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner()),
+            journal: self.journal.as_deref(),
+        }
+    }
+}
+
+/// A locked queue. Unlocking hands the changes made under the lock to the journal first, so
+/// the log sees each queue's changes in the order they were made.
+pub struct QueueGuard<'a> {
+    queue: MutexGuard<'a, Queue>,
+    journal: Option<&'a dyn Journal>,
+}
+
+impl QueueGuard<'_> {
+    /// Takes the changes made so far out of the guard, to be submitted after changes to another
+    /// queue that must reach the log first (a message is put in its new queue before its removal
+    /// from the old one is logged, so a crash between the two cannot lose it).
+    pub fn defer_changes(&mut self) -> Deferred {
+        Deferred(self.journal.is_some().then(|| {
+            (
+                self.queue.name.clone(),
+                self.queue.uid,
+                self.queue.take_changes(),
+            )
+        }))
+    }
+}
+
+/// Queue changes held back by `QueueGuard::defer_changes`; `Engine::submit` logs them.
+#[must_use]
+pub struct Deferred(Option<(Arc<str>, u64, Vec<queue::journal::QueueChange>)>);
+
+impl std::ops::Deref for QueueGuard<'_> {
+    type Target = Queue;
+    fn deref(&self) -> &Queue {
+        &self.queue
+    }
+}
+
+impl std::ops::DerefMut for QueueGuard<'_> {
+    fn deref_mut(&mut self) -> &mut Queue {
+        &mut self.queue
+    }
+}
+
+impl Drop for QueueGuard<'_> {
+    fn drop(&mut self) {
+        if let Some(journal) = self.journal {
+            let changes = self.queue.take_changes();
+            if !changes.is_empty() {
+                journal.submit(&Change::Queue {
+                    name: self.queue.name.clone(),
+                    uid: self.queue.uid,
+                    changes,
+                });
+            }
+        }
     }
 }
 
@@ -67,6 +129,8 @@ pub struct Engine<W> {
     /// Orderly extension: accept http/https subscriptions on FIFO topics, delivered in order
     /// per message group (AWS refuses them).
     pub fifo_http_subscriptions: bool,
+    /// Where changes are logged; `None` runs in memory only.
+    journal: Option<Arc<dyn Journal>>,
 }
 
 impl<W: Default> Engine<W> {
@@ -84,6 +148,25 @@ impl<W: Default> Engine<W> {
             outbox: Mutex::new(delivery::Outbox::default()),
             tokens: Mutex::new(delivery::tokens::TokenBook::default()),
             fifo_http_subscriptions: false,
+            journal: None,
+        }
+    }
+
+    /// Logs every later change to `journal`. Set before the first request.
+    pub fn set_journal(&mut self, journal: Arc<dyn Journal>) {
+        self.journal = Some(journal);
+    }
+
+    pub fn journal(&self) -> Option<&Arc<dyn Journal>> {
+        self.journal.as_ref()
+    }
+
+    /// Logs changes held back by `QueueGuard::defer_changes`.
+    pub fn submit(&self, deferred: Deferred) {
+        if let (Some(journal), Some((name, uid, changes))) = (&self.journal, deferred.0) {
+            if !changes.is_empty() {
+                journal.submit(&Change::Queue { name, uid, changes });
+            }
         }
     }
 
@@ -151,13 +234,35 @@ impl<W: Default> Engine<W> {
         let uid = self.next_uid.fetch_add(1, Ordering::Relaxed);
         let mut queue = Queue::new(name, self.queue_arn(name), uid, config);
         queue.tags.extend(tags.iter().cloned());
+        if let Some(journal) = &self.journal {
+            journal.submit(&Change::CreateQueue {
+                name: name.into(),
+                uid,
+                config: Box::new(queue.config.clone()),
+                tags: queue.tags.clone(),
+            });
+        }
+        Ok(self.register(&mut queues, queue))
+    }
+
+    /// Adds a queue to the registry, journaling its later changes if the engine has a journal.
+    fn register(
+        &self,
+        queues: &mut HashMap<Arc<str>, Arc<QueueEntry<W>>>,
+        mut queue: Queue,
+    ) -> Arc<QueueEntry<W>> {
+        if self.journal.is_some() {
+            queue.enable_journal();
+        }
+        let name = queue.name.clone();
         let entry = Arc::new(QueueEntry {
-            name: name.into(),
+            name: name.clone(),
             state: Mutex::new(queue),
             waiters: W::default(),
+            journal: self.journal.clone(),
         });
-        queues.insert(name.into(), entry.clone());
-        Ok(entry)
+        queues.insert(name, entry.clone());
+        entry
     }
 
     /// The dead-letter target must exist and be of the same type as its source.
@@ -212,17 +317,26 @@ impl<W: Default> Engine<W> {
         let mut queue = entry.lock();
         queue.config.apply(attrs)?;
         queue.config.last_modified_at = now;
+        queue.note_config();
         Ok(())
     }
 
     pub fn delete_queue(&self, name: &str, now: Timestamp) -> EngineResult<Arc<QueueEntry<W>>> {
         let mut queues = self.queues.write().unwrap_or_else(|p| p.into_inner());
         let entry = queues.remove(name).ok_or(EngineError::QueueDoesNotExist)?;
-        drop(queues);
+        if let Some(journal) = &self.journal {
+            journal.submit(&Change::DeleteQueue {
+                name: entry.name.clone(),
+                uid: entry.lock().uid,
+                at: now,
+            });
+        }
+        // Under the registry lock, so a snapshot sees the deletion and its cooldown together.
         self.deleted_at
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .insert(name.to_string(), now);
+        drop(queues);
         Ok(entry)
     }
 
@@ -281,12 +395,12 @@ impl<W: Default> Engine<W> {
             .as_ref()
             .and(policy.as_ref())
             .map(|p| p.max_receive_count);
-        let (mut outcome, source_arn) = {
+        let (mut outcome, source_arn, deferred) = {
             let mut queue = entry.lock();
-            (
-                queue.receive(req, dead_letter_after, now)?,
-                queue.arn.clone(),
-            )
+            let outcome = queue.receive(req, dead_letter_after, now)?;
+            // The removals are logged after the dead-letter queue's puts.
+            let deferred = (!outcome.dead_letters.is_empty()).then(|| queue.defer_changes());
+            (outcome, queue.arn.clone(), deferred)
         };
         let dlq = dlq.filter(|_| !outcome.dead_letters.is_empty());
         if let Some(dlq) = &dlq {
@@ -295,6 +409,9 @@ impl<W: Default> Engine<W> {
             for message in outcome.dead_letters.drain(..) {
                 target.accept_moved(message, queue::Moved::DeadLetter(source_arn.clone()), now);
             }
+        }
+        if let Some(deferred) = deferred {
+            self.submit(deferred);
         }
         Ok((outcome, dlq))
     }

@@ -183,10 +183,12 @@ impl<W: Default> Engine<W> {
             );
             return (Vec::new(), false);
         };
-        let messages = {
+        // The removals are logged after the puts into the destinations.
+        let (messages, deferred) = {
             let mut q = source.lock();
             q.tick(now);
-            q.take_visible(budget.min(remaining))
+            let messages = q.take_visible(budget.min(remaining));
+            (messages, q.defer_changes())
         };
         let mut touched = Vec::new();
         let mut moved = 0;
@@ -215,6 +217,7 @@ impl<W: Default> Engine<W> {
                 }
             }
         }
+        self.submit(deferred);
         let done = task.moved + moved >= task.to_move || (moved == 0 && failed.is_none());
         match (failed, done) {
             (Some(reason), _) => finish(MoveStatus::Failed, moved, Some(reason)),

@@ -58,6 +58,20 @@ impl<K: Hash + Eq + Clone, V> ExpiringMap<K, V> {
         }
     }
 
+    /// Live entries in expiry order, for a snapshot; inserting them in this order rebuilds the map.
+    pub fn entries(&self) -> Vec<(K, V, Timestamp)>
+    where
+        V: Clone,
+    {
+        self.order
+            .iter()
+            .filter_map(|(expires, key)| {
+                let (current, value) = self.entries.get(key)?;
+                (current == expires).then(|| (key.clone(), value.clone(), *expires))
+            })
+            .collect()
+    }
+
     pub fn clear(&mut self) {
         self.entries.clear();
         self.order.clear();

@@ -40,6 +40,7 @@ pub struct Recovered {
 pub struct SegmentLog<S: Storage> {
     storage: S,
     current: String,
+    current_number: u64,
     /// Bytes of the current segment known to be whole records.
     good_len: u64,
     next_segment: u64,
@@ -96,6 +97,7 @@ impl<S: Storage> SegmentLog<S> {
         let log = SegmentLog {
             storage,
             current: segment_name(next),
+            current_number: next,
             good_len: 0,
             next_segment: next + 1,
             segment_bytes,
@@ -110,9 +112,7 @@ impl<S: Storage> SegmentLog<S> {
             return Err(LogError::Poisoned);
         }
         if self.good_len >= self.segment_bytes {
-            self.current = segment_name(self.next_segment);
-            self.next_segment += 1;
-            self.good_len = 0;
+            self.rotate()?;
         }
         let mut bytes = Vec::with_capacity(payloads.iter().map(|p| p.len() + 8).sum());
         for payload in payloads {
@@ -142,6 +142,34 @@ impl<S: Storage> SegmentLog<S> {
             self.poisoned = true;
             LogError::Io(e)
         })
+    }
+
+    /// Makes the current segment durable and starts a new one (unless the current one is still
+    /// empty); returns the number of the segment the next append goes to.
+    pub fn rotate(&mut self) -> Result<u64, LogError> {
+        if self.good_len > 0 {
+            // The old segment is never synced again, so it must be whole now.
+            self.sync()?;
+            self.current_number = self.next_segment;
+            self.current = segment_name(self.current_number);
+            self.next_segment += 1;
+            self.good_len = 0;
+        }
+        Ok(self.current_number)
+    }
+
+    /// Deletes every segment numbered below `number` (their records are in a snapshot).
+    pub fn remove_before(&mut self, number: u64) -> Result<(), LogError> {
+        for name in self.storage.list()? {
+            let older = name
+                .trim_end_matches(".wal")
+                .parse::<u64>()
+                .is_ok_and(|n| n < number);
+            if older {
+                self.storage.remove(&name)?;
+            }
+        }
+        Ok(())
     }
 
     pub fn storage(&self) -> &S {

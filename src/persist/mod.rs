@@ -1,7 +1,149 @@
-//! Durability, first layer (issue 5, in progress): the write-ahead log's record framing
-//! (`record`), its segment files (`log`) and the file I/O trait tests inject faults through
-//! (`storage`). Not yet wired to the engine: the server still runs in memory.
+//! Durability: the data directory, recovery at startup, and the write-ahead journal.
+//!
+//! - `record`: framing with length and CRC-32C; tells a torn tail from damage.
+//! - `log`: numbered segment files of records.
+//! - `storage`: the file I/O trait (tests inject write, sync and truncate failures).
+//! - `journal`: group commit by one writer thread; requests wait for their records.
+//! - `snapshot`: the whole state in one file, so old segments can go.
+//!
+//! A data directory holds `LOCK` (held while a server uses it), segments `NNN.wal` and at most
+//! one finished snapshot `NNN.snap`.
 
+pub mod journal;
 pub mod log;
 pub mod record;
+pub mod snapshot;
 pub mod storage;
+
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use thiserror::Error;
+
+use crate::engine::Engine;
+use journal::{FileJournal, FsyncMode};
+use log::{LogError, SegmentLog, DEFAULT_SEGMENT_BYTES};
+use storage::DirStorage;
+
+#[derive(Debug, Error)]
+pub enum RecoveryError {
+    #[error("data directory {0} is in use by another process")]
+    Locked(PathBuf),
+    #[error("I/O error in the data directory: {0}")]
+    Io(#[from] std::io::Error),
+    #[error("data damaged in {file} at offset {offset}: {reason}; refusing to start rather than lose data")]
+    Corruption {
+        file: String,
+        offset: usize,
+        reason: String,
+    },
+}
+
+impl From<LogError> for RecoveryError {
+    fn from(error: LogError) -> Self {
+        match error {
+            LogError::Io(e) => RecoveryError::Io(e),
+            LogError::Corruption {
+                file,
+                offset,
+                reason,
+            } => RecoveryError::Corruption {
+                file,
+                offset,
+                reason: reason.into(),
+            },
+            LogError::Poisoned => RecoveryError::Io(std::io::Error::other(error.to_string())),
+        }
+    }
+}
+
+/// What recovery found, for the startup log line.
+#[derive(Debug, Default)]
+pub struct RecoveryReport {
+    pub snapshot: Option<String>,
+    pub snapshot_messages: u64,
+    pub replayed: u64,
+    pub skipped: u64,
+    /// A torn final record that was dropped: (file, offset, bytes).
+    pub dropped_tail: Option<(String, usize, usize)>,
+    pub next_lsn: u64,
+}
+
+/// An open data directory: the journal the engine writes to, and the lock that keeps other
+/// processes out for as long as this value lives.
+pub struct DataDir {
+    pub path: PathBuf,
+    pub journal: Arc<FileJournal>,
+    _lock: File,
+}
+
+/// Locks `dir`, loads its snapshot and replays its log into `engine` (which must be fresh),
+/// and starts the journal so that the engine's later changes are logged.
+pub fn open<W: Default>(
+    dir: &Path,
+    mode: FsyncMode,
+    engine: &mut Engine<W>,
+) -> Result<(DataDir, RecoveryReport), RecoveryError> {
+    std::fs::create_dir_all(dir)?;
+    let lock = File::options()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(dir.join("LOCK"))?;
+    match lock.try_lock() {
+        Ok(()) => {}
+        Err(std::fs::TryLockError::WouldBlock) => return Err(RecoveryError::Locked(dir.into())),
+        Err(std::fs::TryLockError::Error(e)) => return Err(e.into()),
+    }
+    let journal = FileJournal::new();
+    engine.set_journal(journal.clone());
+    let loaded = snapshot::load(dir, engine)?;
+    let (log, recovered) = SegmentLog::open(DirStorage::new(dir)?, DEFAULT_SEGMENT_BYTES)?;
+    let mut report = RecoveryReport {
+        snapshot: loaded.file.clone(),
+        snapshot_messages: loaded.messages,
+        dropped_tail: recovered.dropped_tail,
+        next_lsn: loaded.first_lsn,
+        ..RecoveryReport::default()
+    };
+    for (index, bytes) in recovered.records.iter().enumerate() {
+        let (lsn, change) =
+            journal::decode_record(bytes).map_err(|reason| RecoveryError::Corruption {
+                file: "log".into(),
+                offset: index,
+                reason,
+            })?;
+        report.next_lsn = report.next_lsn.max(lsn + 1);
+        if covered(&loaded, lsn, &change) {
+            report.skipped += 1;
+        } else {
+            engine.replay_change(change);
+            report.replayed += 1;
+        }
+    }
+    journal.start(log, report.next_lsn, mode);
+    Ok((
+        DataDir {
+            path: dir.into(),
+            journal,
+            _lock: lock,
+        },
+        report,
+    ))
+}
+
+/// True when the snapshot already contains this change.
+fn covered(loaded: &snapshot::Loaded, lsn: u64, change: &crate::engine::Change) -> bool {
+    use crate::engine::Change;
+    if lsn < loaded.first_lsn {
+        return true;
+    }
+    match change {
+        Change::CreateQueue { .. } | Change::DeleteQueue { .. } => lsn < loaded.registry_lsn,
+        Change::Queue { uid, .. } => loaded.queue_lsns.get(uid).is_some_and(|cut| lsn < *cut),
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -15,10 +15,19 @@ use tokio::sync::Notify;
 use crate::clock::Clock;
 use crate::config::Config;
 use crate::delivery::{SenderConfig, Webhooks};
-use crate::engine::{Engine, QueueEntry};
+use crate::engine::{Engine, Journal, QueueEntry};
+use crate::persist::{self, DataDir};
 use crate::protocol::{encode_error, encode_ok, ApiError, Encoded, ErrorCode, Payload, Protocol};
 
 pub type Entry = Arc<QueueEntry<Notify>>;
+
+fn log_failed() -> ApiError {
+    // SQS calls it InternalFailure; SNS answers InternalError.
+    ApiError::new(
+        ErrorCode::InternalFailure,
+        "The change could not be persisted; the server refuses changes until it is restarted.",
+    )
+}
 
 /// Who asked, and where they reached us: queue URLs are built from the Host they used.
 #[derive(Clone, Debug)]
@@ -36,12 +45,38 @@ pub struct Service {
     pub clock: Arc<dyn Clock>,
     pub webhooks: Webhooks,
     hostname: Option<String>,
+    /// The data directory and its journal; `None` with `--ephemeral`.
+    pub data: Option<DataDir>,
+    pub snapshot_after: u64,
 }
 
 impl Service {
-    /// Fails only if the HTTP client for webhooks cannot be built (TLS setup).
+    /// Recovers the data directory (unless ephemeral). Fails if it is locked, damaged or
+    /// unreadable, or if the HTTP client for webhooks cannot be built (TLS setup).
     pub fn new(config: &Config, clock: Arc<dyn Clock>) -> std::io::Result<Arc<Self>> {
         let mut engine = Engine::new(&config.account_id, &config.region);
+        let data = if config.ephemeral {
+            None
+        } else {
+            let started = std::time::Instant::now();
+            let (data, report) = persist::open(&config.data_dir, config.fsync, &mut engine)
+                .map_err(std::io::Error::other)?;
+            if let Some((file, offset, bytes)) = &report.dropped_tail {
+                tracing::warn!(
+                    %file, offset, bytes,
+                    "dropped a torn final log record (a write cut off by a crash; it was never acknowledged)"
+                );
+            }
+            tracing::info!(
+                dir = %config.data_dir.display(),
+                snapshot = report.snapshot.as_deref().unwrap_or("none"),
+                snapshot_messages = report.snapshot_messages,
+                replayed = report.replayed,
+                millis = started.elapsed().as_millis() as u64,
+                "recovered"
+            );
+            Some(data)
+        };
         engine.delete_cooldown_ms = config.deleted_queue_cooldown * 1000;
         engine.fifo_http_subscriptions = config.fifo_http_subscriptions;
         engine.set_webhook_max_pending(config.webhook_max_pending);
@@ -59,7 +94,37 @@ impl Service {
             clock,
             webhooks,
             hostname: config.hostname.clone(),
+            data,
+            snapshot_after: config.snapshot_after,
         }))
+    }
+
+    /// Writes a snapshot now and lets the log drop what it covers; returns its size in bytes
+    /// (0 when ephemeral).
+    pub fn snapshot(&self) -> std::io::Result<u64> {
+        let Some(data) = &self.data else {
+            return Ok(0);
+        };
+        let started = std::time::Instant::now();
+        let path = persist::snapshot::take(&data.path, &self.engine, &data.journal)?;
+        let size = std::fs::metadata(&path)?.len();
+        tracing::info!(
+            path = %path.display(),
+            size,
+            millis = started.elapsed().as_millis() as u64,
+            "snapshot written"
+        );
+        Ok(size)
+    }
+
+    /// Waits until the changes made so far are durable. Answers InternalError if the log
+    /// failed: what it could not persist is never acknowledged.
+    async fn persisted(&self) -> Result<(), ApiError> {
+        let Some(data) = &self.data else {
+            return Ok(());
+        };
+        let target = data.journal.next_lsn();
+        data.journal.wait(target).await.map_err(|_| log_failed())
     }
 
     pub fn queue_url(&self, ctx: &RequestContext, name: &str) -> String {
@@ -99,11 +164,21 @@ impl Service {
         payload: &Payload,
         ctx: &RequestContext,
     ) -> Encoded {
-        let result = if protocol == Protocol::SnsQuery {
+        let changes = !(action.starts_with("Get") || action.starts_with("List"));
+        if changes && self.data.as_ref().is_some_and(|d| d.journal.failed()) {
+            return encode_error(protocol, &log_failed(), &ctx.request_id);
+        }
+        let mut result = if protocol == Protocol::SnsQuery {
             self.route_sns(action, payload, ctx)
         } else {
             self.route(protocol, action, payload, ctx).await
         };
+        // Failed requests wait too: a batch can fail some entries and store others.
+        if changes {
+            if let Err(error) = self.persisted().await {
+                result = Err(error);
+            }
+        }
         match result {
             Ok(encoded) => encoded,
             Err(error) => encode_error(protocol, &error, &ctx.request_id),

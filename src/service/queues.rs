@@ -194,6 +194,7 @@ impl Service {
             queue.tags.len() + added,
         )?;
         queue.tags.extend(tags);
+        queue.note_tags();
         Ok(Empty {})
     }
 
@@ -208,6 +209,7 @@ impl Service {
         for key in keys {
             queue.tags.remove(&key);
         }
+        queue.note_tags();
         Ok(Empty {})
     }
 
@@ -245,6 +247,7 @@ impl Service {
             &input.actions,
         )?;
         queue.config.policy = Some(policy);
+        queue.note_config();
         Ok(Empty {})
     }
 
@@ -258,6 +261,7 @@ impl Service {
         let mut queue = entry.lock();
         queue.config.policy =
             permissions::remove_permission(queue.config.policy.as_deref(), &label)?;
+        queue.note_config();
         Ok(Empty {})
     }
 

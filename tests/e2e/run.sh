@@ -27,16 +27,23 @@ if [ ! -d "$node_dir/node_modules/@aws-sdk/client-sqs" ]; then
 fi
 cp "$here/js/scenario.mjs" "$node_dir/"
 
+# Durable, as by default, in a fresh data directory.
 log=$(mktemp)
-"$binary" --bind 127.0.0.1:0 --fifo-http-subscriptions >"$log" 2>&1 &
-server=$!
-trap 'kill $server 2>/dev/null || true; rm -f "$log"' EXIT
-for _ in $(seq 1 100); do
-  grep -q "listening on" "$log" && break
-  sleep 0.1
-done
-endpoint=$(grep -o 'http://[0-9.:]*' "$log" | head -n 1)
-[ -n "$endpoint" ] || { echo "server did not start"; cat "$log"; exit 1; }
+data=$(mktemp -d)
+server=
+trap 'kill $server 2>/dev/null || true; rm -rf "$log" "$data"' EXIT
+start_server() { # extra flags...
+  : >"$log"
+  "$binary" --fifo-http-subscriptions --data-dir "$data" "$@" >"$log" 2>&1 &
+  server=$!
+  for _ in $(seq 1 100); do
+    grep -q "listening on" "$log" && break
+    sleep 0.1
+  done
+  endpoint=$(grep -o 'http://[0-9.:]*' "$log" | head -n 1)
+  [ -n "$endpoint" ] || { echo "server did not start"; cat "$log"; exit 1; }
+}
+start_server --bind 127.0.0.1:0
 echo "orderly at $endpoint"
 
 echo "== boto3 (current, JSON protocol)"
@@ -78,4 +85,20 @@ for name in price_updates topic_fanout webhook_consumer; do
   echo "== examples/$name"
   "$example" "$endpoint" | tail -n 1
 done
+echo "== Restart: SIGTERM exits 0, the same data directory brings queue and message back"
+url=$(aws sqs create-queue --queue-name restart.fifo --attributes FifoQueue=true --query QueueUrl)
+aws sqs send-message --queue-url "$url" --message-body "survives" --message-group-id g \
+  --message-deduplication-id d1 >/dev/null
+port=${endpoint##*:}
+kill -TERM "$server"
+status=0; wait "$server" || status=$?
+[ "$status" = 0 ] || { echo "FAIL SIGTERM exit status $status"; cat "$log"; exit 1; }
+start_server --bind "127.0.0.1:$port"
+grep -q "recovered" "$log" || { echo "FAIL no recovery line"; cat "$log"; exit 1; }
+seq_again=$(aws sqs send-message --queue-url "$url" --message-body "survives" --message-group-id g \
+  --message-deduplication-id d1 --query SequenceNumber)
+body=$(aws sqs receive-message --queue-url "$url" --query 'Messages[0].Body')
+[ "$body" = "survives" ] || { echo "FAIL after restart: $body"; exit 1; }
+[ "$seq_again" = "18000000000000000001" ] || { echo "FAIL dedup forgot: $seq_again"; exit 1; }
+echo "ok   restart keeps the queue, the message and its deduplication id"
 echo "e2e: all scenarios passed"

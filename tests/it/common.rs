@@ -65,7 +65,7 @@ fn serve(app: App) -> Server {
     }
 }
 
-fn http_client() -> aws_sdk_sqs::config::SharedHttpClient {
+pub fn http_client() -> aws_sdk_sqs::config::SharedHttpClient {
     aws_smithy_http_client::Builder::new()
         .tls_provider(tls::Provider::Rustls(
             tls::rustls_provider::CryptoMode::Ring,

@@ -2,6 +2,7 @@
 //! protocol) and by raw Query-protocol requests. One binary, so the SDK is linked once.
 
 mod common;
+mod crash;
 mod receiver;
 mod sns_api;
 mod sns_fanout;

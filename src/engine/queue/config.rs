@@ -1,23 +1,24 @@
 //! Queue attributes: defaults, ranges, FIFO-only rules, and their string forms on the wire.
 
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::engine::error::{EngineError, EngineResult};
 use crate::engine::time::Timestamp;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum DedupScope {
     Queue,
     MessageGroup,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum ThroughputLimit {
     PerQueue,
     PerMessageGroupId,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RedrivePolicy {
     pub dead_letter_target_arn: String,
     pub max_receive_count: u32,
@@ -33,7 +34,7 @@ impl RedrivePolicy {
     }
 }
 
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum RedrivePermission {
     AllowAll,
     DenyAll,
@@ -41,7 +42,7 @@ pub enum RedrivePermission {
 }
 
 /// Every settable attribute of a queue.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct QueueConfig {
     pub fifo: bool,
     pub delay_seconds: u32,

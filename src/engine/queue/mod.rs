@@ -6,6 +6,7 @@
 
 pub mod config;
 mod groups;
+pub mod journal;
 mod operations;
 pub mod receipt;
 
@@ -37,15 +38,16 @@ const PURGE_INTERVAL_MS: u64 = 60_000;
 /// SequenceNumbers are 20-digit decimals, like AWS's.
 const SEQUENCE_BASE: u128 = 18_000_000_000_000_000_000;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum State {
+/// Where a message stands; deadlines are absolute, so a restored state needs no adjusting.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub enum State {
     Delayed(Timestamp),
     Visible,
     InFlight(Timestamp),
 }
 
-#[derive(Debug)]
-struct Stored {
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
+pub struct Stored {
     message: Message,
     state: State,
     /// Counts receives across the queue, so each receive issues a distinct handle.
@@ -83,8 +85,11 @@ pub struct SendReceipt {
     pub duplicate: bool,
 }
 
-#[derive(Clone, Debug)]
-struct DedupRecord {
+/// What a receive attempt returned, per message: (sequence, receive number, visibility epoch).
+pub type AttemptEntries = Vec<(u64, u64, u32)>;
+
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
+pub struct DedupRecord {
     message_id: Arc<str>,
     sequence_number: Option<u128>,
 }
@@ -136,9 +141,11 @@ pub struct Queue {
     in_flight: BTreeSet<(Timestamp, u64)>,
     by_enqueue: BTreeSet<(Timestamp, u64)>,
     dedup: ExpiringMap<String, DedupRecord>,
-    attempts: ExpiringMap<String, Vec<(u64, u64, u32)>>,
+    attempts: ExpiringMap<String, AttemptEntries>,
     last_purge: Option<Timestamp>,
     pub inflight_limit: usize,
+    /// Changes not yet handed to the write-ahead log; `None` when nothing is persisted.
+    journal: Option<Vec<journal::QueueChange>>,
 }
 
 impl Queue {
@@ -165,6 +172,7 @@ impl Queue {
             attempts: ExpiringMap::default(),
             last_purge: None,
             inflight_limit: INFLIGHT_LIMIT,
+            journal: None,
         }
     }
 
@@ -263,6 +271,7 @@ impl Queue {
     /// Removes a message wherever it is.
     fn remove(&mut self, seq: u64) -> Option<Message> {
         let stored = self.messages.remove(&seq)?;
+        self.note(|| journal::QueueChange::Remove { seq });
         match stored.state {
             State::Delayed(at) => {
                 self.delayed.remove(&(at, seq));
@@ -335,6 +344,7 @@ impl Queue {
                 self.refresh_group(&group);
             }
         }
+        self.note_put(seq);
         seq
     }
 
@@ -475,8 +485,13 @@ impl Queue {
                 sequence_number: stored.sequence_number,
                 duplicate: false,
             };
-            self.dedup
-                .insert(key, record, now.plus_millis(DEDUP_WINDOW_MS));
+            let expires_at = now.plus_millis(DEDUP_WINDOW_MS);
+            self.note(|| journal::QueueChange::Dedup {
+                key: key.clone(),
+                record: record.clone(),
+                expires_at,
+            });
+            self.dedup.insert(key, record, expires_at);
             receipt
         } else {
             let receipt = SendReceipt {
@@ -558,6 +573,13 @@ impl Queue {
             }
         }
         self.last_purge = Some(now);
+        self.note(|| journal::QueueChange::Purge { at: now });
+        self.clear_messages();
+        Ok(())
+    }
+
+    /// Drops every message and the deduplication and receive-attempt histories.
+    fn clear_messages(&mut self) {
         self.messages.clear();
         self.delayed.clear();
         self.in_flight.clear();
@@ -568,7 +590,6 @@ impl Queue {
         }
         self.dedup.clear();
         self.attempts.clear();
-        Ok(())
     }
 
     pub fn len(&self) -> usize {

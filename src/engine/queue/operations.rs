@@ -115,7 +115,7 @@ impl Queue {
         }
         if let Some(id) = attempt_id {
             if !outcome.deliveries.is_empty() {
-                let entries = outcome
+                let entries: Vec<(u64, u64, u32)> = outcome
                     .deliveries
                     .iter()
                     .map(|d| {
@@ -124,8 +124,13 @@ impl Queue {
                         (receipt.seq, receipt.receive_no, epoch)
                     })
                     .collect();
-                self.attempts
-                    .insert(id.clone(), entries, now.plus_millis(super::DEDUP_WINDOW_MS));
+                let expires_at = now.plus_millis(super::DEDUP_WINDOW_MS);
+                self.note(|| super::journal::QueueChange::Attempt {
+                    key: id.clone(),
+                    entries: entries.clone(),
+                    expires_at,
+                });
+                self.attempts.insert(id.clone(), entries, expires_at);
             }
         }
         Ok(outcome)
@@ -182,6 +187,8 @@ impl Queue {
         stored.message.receive_count += 1;
         stored.message.first_receive_at.get_or_insert(now);
         self.in_flight.insert((deadline, seq));
+        self.note_touch(seq);
+        let stored = &self.messages[&seq];
         let receipt = Receipt {
             queue_uid: self.uid,
             seq,
@@ -221,6 +228,8 @@ impl Queue {
             }
             stored.state = State::InFlight(deadline);
             self.in_flight.insert((deadline, seq));
+            self.note_touch(seq);
+            let stored = &self.messages[&seq];
             deliveries.push(Delivery {
                 message: stored.message.clone(),
                 receipt_handle: Receipt {
@@ -305,6 +314,7 @@ impl Queue {
                 State::InFlight(new_deadline);
             self.in_flight.insert((new_deadline, receipt.seq));
         }
+        self.note_touch(receipt.seq);
         Ok(())
     }
 

@@ -1,0 +1,43 @@
+//! The engine's side of durability: the changes it records and the sink it hands them to.
+//!
+//! A change is submitted while the lock that ordered it is still held, so the log holds each
+//! queue's changes in the order they were made. The sink only queues the record; the server
+//! waits for it to reach the disk before it answers (see `persist::journal`).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+
+use super::queue::journal::QueueChange;
+use super::queue::QueueConfig;
+use super::time::Timestamp;
+
+/// Where changes go. Implemented by the write-ahead log.
+pub trait Journal: Send + Sync {
+    /// Queues one change behind every change submitted before it; must not block on I/O.
+    fn submit(&self, change: &Change);
+    /// The log sequence number the next change will get.
+    fn next_lsn(&self) -> u64;
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub enum Change {
+    CreateQueue {
+        name: Arc<str>,
+        uid: u64,
+        config: Box<QueueConfig>,
+        tags: BTreeMap<String, String>,
+    },
+    DeleteQueue {
+        name: Arc<str>,
+        uid: u64,
+        at: Timestamp,
+    },
+    /// Changes to one incarnation of a queue (a recreated queue has a new uid).
+    Queue {
+        name: Arc<str>,
+        uid: u64,
+        changes: Vec<QueueChange>,
+    },
+}

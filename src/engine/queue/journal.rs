@@ -1,0 +1,273 @@
+//! A queue's changes as write-ahead log records, and its whole state as a snapshot image.
+//!
+//! Every record states an outcome, not a request: a `Put` carries the stored message with its
+//! sequence number, a `Touch` the new state of a received one. Replaying them needs no clock
+//! and no randomness, so a restart rebuilds exactly the state that was acknowledged. Changes
+//! that time alone makes (a delay or visibility timeout ending, retention) are not recorded:
+//! deadlines are absolute, and the first `tick` after a restart applies them.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+
+use super::{AttemptEntries, DedupRecord, Order, Queue, QueueConfig, State, Stored};
+use crate::engine::time::Timestamp;
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub enum QueueChange {
+    /// A message stored (sent, moved in, or restored) under this sequence number.
+    Put {
+        seq: u64,
+        stored: Box<Stored>,
+    },
+    /// A stored message's receive state after a receive or visibility change.
+    Touch {
+        seq: u64,
+        state: State,
+        receive_no: u64,
+        visibility_epoch: u32,
+        received_at: Timestamp,
+        receive_count: u32,
+        first_receive_at: Option<Timestamp>,
+    },
+    Remove {
+        seq: u64,
+    },
+    Dedup {
+        key: String,
+        record: DedupRecord,
+        expires_at: Timestamp,
+    },
+    Attempt {
+        key: String,
+        entries: AttemptEntries,
+        expires_at: Timestamp,
+    },
+    Purge {
+        at: Timestamp,
+    },
+    Config(Box<QueueConfig>),
+    Tags(BTreeMap<String, String>),
+}
+
+/// Everything about a queue except its messages, which a snapshot writes in chunks.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct QueueImage {
+    pub name: Arc<str>,
+    pub arn: Arc<str>,
+    pub uid: u64,
+    pub config: QueueConfig,
+    pub tags: BTreeMap<String, String>,
+    pub dedup_scope: super::DedupScope,
+    pub next_seq: u64,
+    pub next_receive_no: u64,
+    pub last_purge: Option<Timestamp>,
+    pub dedup: Vec<(String, DedupRecord, Timestamp)>,
+    pub attempts: Vec<(String, AttemptEntries, Timestamp)>,
+}
+
+impl Stored {
+    /// Bytes of body and attributes, to size snapshot chunks.
+    pub fn size(&self) -> usize {
+        self.message.size()
+    }
+}
+
+impl Queue {
+    /// Starts recording changes for the write-ahead log.
+    pub fn enable_journal(&mut self) {
+        self.journal.get_or_insert_with(Vec::new);
+    }
+
+    /// The changes recorded since the last call.
+    pub fn take_changes(&mut self) -> Vec<QueueChange> {
+        match &mut self.journal {
+            Some(changes) if !changes.is_empty() => std::mem::take(changes),
+            _ => Vec::new(),
+        }
+    }
+
+    pub(super) fn note(&mut self, change: impl FnOnce() -> QueueChange) {
+        if let Some(changes) = &mut self.journal {
+            changes.push(change());
+        }
+    }
+
+    pub(super) fn note_put(&mut self, seq: u64) {
+        if self.journal.is_some() {
+            let stored = Box::new(self.messages[&seq].clone());
+            self.note(|| QueueChange::Put { seq, stored });
+        }
+    }
+
+    pub(super) fn note_touch(&mut self, seq: u64) {
+        if self.journal.is_some() {
+            let s = &self.messages[&seq];
+            let change = QueueChange::Touch {
+                seq,
+                state: s.state,
+                receive_no: s.receive_no,
+                visibility_epoch: s.visibility_epoch,
+                received_at: s.received_at,
+                receive_count: s.message.receive_count,
+                first_receive_at: s.message.first_receive_at,
+            };
+            self.note(|| change);
+        }
+    }
+
+    /// Notes the current configuration (after SetQueueAttributes or a permission change).
+    pub fn note_config(&mut self) {
+        if self.journal.is_some() {
+            let config = Box::new(self.config.clone());
+            self.note(|| QueueChange::Config(config));
+        }
+    }
+
+    pub fn note_tags(&mut self) {
+        if self.journal.is_some() {
+            let tags = self.tags.clone();
+            self.note(|| QueueChange::Tags(tags));
+        }
+    }
+
+    /// Replays one recorded change. Records come in the order they were made, but without the
+    /// ticks in between, so each one sets its outcome whatever state the message is in now.
+    pub fn apply_change(&mut self, change: QueueChange) {
+        match change {
+            QueueChange::Put { seq, stored } => self.restore_message(seq, *stored),
+            QueueChange::Touch {
+                seq,
+                state,
+                receive_no,
+                visibility_epoch,
+                received_at,
+                receive_count,
+                first_receive_at,
+            } => {
+                let Some(mut stored) = self.take_stored(seq) else {
+                    return;
+                };
+                stored.state = state;
+                stored.receive_no = receive_no;
+                stored.visibility_epoch = visibility_epoch;
+                stored.received_at = received_at;
+                stored.message.receive_count = receive_count;
+                stored.message.first_receive_at = first_receive_at;
+                self.restore_message(seq, stored);
+            }
+            QueueChange::Remove { seq } => {
+                self.remove_quietly(seq);
+            }
+            QueueChange::Dedup {
+                key,
+                record,
+                expires_at,
+            } => self.dedup.insert(key, record, expires_at),
+            QueueChange::Attempt {
+                key,
+                entries,
+                expires_at,
+            } => self.attempts.insert(key, entries, expires_at),
+            QueueChange::Purge { at } => {
+                self.last_purge = Some(at);
+                self.clear_messages();
+            }
+            QueueChange::Config(config) => self.config = *config,
+            QueueChange::Tags(tags) => self.tags = tags,
+        }
+    }
+
+    /// Removes without recording (replay must not feed the journal it reads).
+    fn remove_quietly(&mut self, seq: u64) {
+        let journal = self.journal.take();
+        self.remove(seq);
+        self.journal = journal;
+    }
+
+    fn take_stored(&mut self, seq: u64) -> Option<Stored> {
+        let stored = self.messages.get(&seq)?.clone();
+        self.remove_quietly(seq);
+        Some(stored)
+    }
+
+    /// Stores a message exactly as it was, under its own sequence number.
+    pub fn restore_message(&mut self, seq: u64, stored: Stored) {
+        if self.messages.contains_key(&seq) {
+            self.remove_quietly(seq);
+        }
+        self.next_seq = self.next_seq.max(seq + 1);
+        self.next_receive_no = self.next_receive_no.max(stored.receive_no + 1);
+        match stored.state {
+            State::Delayed(at) => {
+                self.delayed.insert((at, seq));
+            }
+            State::InFlight(at) => {
+                self.in_flight.insert((at, seq));
+            }
+            State::Visible => {}
+        }
+        self.by_enqueue.insert((stored.enqueued_at, seq));
+        let group = stored.message.group_id.clone();
+        let visible = stored.state == State::Visible;
+        self.messages.insert(seq, stored);
+        match &mut self.order {
+            Order::Standard(ready) => {
+                if visible {
+                    ready.insert(seq);
+                }
+            }
+            Order::Fifo(index) => {
+                let group = group.expect("FIFO messages have groups");
+                index.add(&group, seq);
+                self.refresh_group(&group);
+            }
+        }
+    }
+
+    /// The queue's state apart from its messages.
+    pub fn image(&self) -> QueueImage {
+        QueueImage {
+            name: self.name.clone(),
+            arn: self.arn.clone(),
+            uid: self.uid,
+            config: self.config.clone(),
+            tags: self.tags.clone(),
+            dedup_scope: self.dedup_scope,
+            next_seq: self.next_seq,
+            next_receive_no: self.next_receive_no,
+            last_purge: self.last_purge,
+            dedup: self.dedup.entries(),
+            attempts: self.attempts.entries(),
+        }
+    }
+
+    /// Copies of the stored messages, in sequence order.
+    pub fn stored_messages(&self) -> Vec<(u64, Stored)> {
+        let mut all: Vec<(u64, Stored)> = self
+            .messages
+            .iter()
+            .map(|(seq, stored)| (*seq, stored.clone()))
+            .collect();
+        all.sort_unstable_by_key(|(seq, _)| *seq);
+        all
+    }
+
+    /// A queue rebuilt from its image; messages follow through `restore_message`.
+    pub fn from_image(image: QueueImage) -> Queue {
+        let mut queue = Queue::new(&image.name, image.arn.to_string(), image.uid, image.config);
+        queue.tags = image.tags;
+        queue.dedup_scope = image.dedup_scope;
+        queue.next_seq = image.next_seq;
+        queue.next_receive_no = image.next_receive_no;
+        queue.last_purge = image.last_purge;
+        for (key, record, expires_at) in image.dedup {
+            queue.dedup.insert(key, record, expires_at);
+        }
+        for (key, entries, expires_at) in image.attempts {
+            queue.attempts.insert(key, entries, expires_at);
+        }
+        queue
+    }
+}

@@ -1,0 +1,313 @@
+//! The write-ahead journal: changes queue up in memory, one writer thread appends whatever has
+//! gathered as one batch and syncs it once (group commit), and requests wait until the batch
+//! holding their changes is durable before they are answered.
+//!
+//! Each record is the change's log sequence number (8 bytes, little endian) followed by the
+//! change in postcard. Numbers are handed out under the same lock that queues the record, so
+//! the log holds records in number order.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use tokio::sync::watch;
+
+use super::log::{LogError, SegmentLog};
+use super::storage::Storage;
+use crate::engine::journal::{Change, Journal};
+
+/// When the log is made durable with fsync, and therefore what a crash can lose.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FsyncMode {
+    /// Before any request is answered: an acknowledged change survives power loss.
+    Always,
+    /// At most this long after a change is written: a power loss (not a process crash) can
+    /// lose the last interval of acknowledged changes.
+    Interval(Duration),
+    /// Never explicitly: survives a process crash, not a power loss.
+    Never,
+}
+
+impl std::str::FromStr for FsyncMode {
+    type Err = String;
+    fn from_str(value: &str) -> Result<Self, String> {
+        match value {
+            "always" => Ok(FsyncMode::Always),
+            "never" => Ok(FsyncMode::Never),
+            _ => value
+                .strip_prefix("interval:")
+                .and_then(|ms| ms.parse::<u64>().ok())
+                .filter(|ms| *ms > 0)
+                .map(|ms| FsyncMode::Interval(Duration::from_millis(ms)))
+                .ok_or_else(|| "expected always, never or interval:MILLISECONDS".to_string()),
+        }
+    }
+}
+
+/// How far the log is durable: every record numbered below `lsn` is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Durable {
+    pub lsn: u64,
+    /// A write or sync failed: nothing from here on will be acknowledged.
+    pub failed: bool,
+}
+
+/// A request's changes could not be made durable.
+#[derive(Debug, thiserror::Error)]
+#[error("the write-ahead log failed; changes are no longer being persisted")]
+pub struct JournalFailed;
+
+#[derive(Default)]
+struct Pending {
+    records: Vec<Vec<u8>>,
+    /// A snapshot waits for the writer to start a new segment.
+    rotate: Option<std::sync::mpsc::Sender<Result<(u64, u64), String>>>,
+    remove_before: Option<u64>,
+    closing: bool,
+}
+
+struct Shared {
+    pending: Mutex<Pending>,
+    work: Condvar,
+    next_lsn: AtomicU64,
+    durable: watch::Sender<Durable>,
+    /// Bytes appended since the last snapshot, to decide when to take the next one.
+    bytes_since_snapshot: AtomicU64,
+}
+
+pub struct FileJournal {
+    shared: Arc<Shared>,
+    writer: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl FileJournal {
+    /// A journal that queues changes but writes nothing until `start`: the engine gets it
+    /// before recovery, so the queues it restores record their later changes.
+    pub fn new() -> Arc<FileJournal> {
+        let (durable, _) = watch::channel(Durable {
+            lsn: 0,
+            failed: false,
+        });
+        Arc::new(FileJournal {
+            shared: Arc::new(Shared {
+                pending: Mutex::new(Pending::default()),
+                work: Condvar::new(),
+                next_lsn: AtomicU64::new(0),
+                durable,
+                bytes_since_snapshot: AtomicU64::new(0),
+            }),
+            writer: Mutex::new(None),
+        })
+    }
+
+    /// Starts the writer thread over an opened log whose next record is numbered `next_lsn`.
+    pub fn start<S: Storage + 'static>(&self, log: SegmentLog<S>, next_lsn: u64, mode: FsyncMode) {
+        assert!(
+            self.lock().records.is_empty(),
+            "nothing is submitted during recovery"
+        );
+        self.shared.next_lsn.store(next_lsn, Ordering::SeqCst);
+        self.shared.durable.send_modify(|d| d.lsn = next_lsn);
+        let shared = self.shared.clone();
+        let writer = std::thread::Builder::new()
+            .name("orderly-wal".into())
+            .spawn(move || write_loop(&shared, log, mode))
+            .expect("spawn the log writer thread");
+        *self.writer.lock().unwrap_or_else(|p| p.into_inner()) = Some(writer);
+    }
+
+    pub fn durable(&self) -> Durable {
+        *self.shared.durable.borrow()
+    }
+
+    pub fn failed(&self) -> bool {
+        self.durable().failed
+    }
+
+    /// Waits until every record numbered below `lsn` is durable.
+    pub async fn wait(&self, lsn: u64) -> Result<(), JournalFailed> {
+        let mut rx = self.shared.durable.subscribe();
+        let reached = rx
+            .wait_for(|d| d.failed || d.lsn >= lsn)
+            .await
+            .map_err(|_| JournalFailed)?;
+        if reached.lsn >= lsn {
+            Ok(())
+        } else {
+            Err(JournalFailed)
+        }
+    }
+
+    pub fn bytes_since_snapshot(&self) -> u64 {
+        self.shared.bytes_since_snapshot.load(Ordering::Relaxed)
+    }
+
+    /// Asks the writer to start a new segment after everything queued so far; returns the
+    /// new segment's number and the first sequence number that goes into it. Blocks.
+    pub fn rotate(&self) -> Result<(u64, u64), String> {
+        let (tx, rx) = std::sync::mpsc::channel();
+        {
+            let mut pending = self.lock();
+            pending.rotate = Some(tx);
+        }
+        self.shared.work.notify_one();
+        rx.recv()
+            .map_err(|_| "the log writer stopped".to_string())?
+    }
+
+    /// Deletes segments numbered below `segment` once a snapshot covers them.
+    pub fn remove_segments_before(&self, segment: u64) {
+        self.lock().remove_before = Some(segment);
+        self.shared.work.notify_one();
+    }
+
+    /// Writes and syncs what is queued, then stops the writer. Later submissions are dropped.
+    pub fn close(&self) {
+        self.lock().closing = true;
+        self.shared.work.notify_one();
+        let writer = self.writer.lock().unwrap_or_else(|p| p.into_inner()).take();
+        if let Some(writer) = writer {
+            let _ = writer.join();
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Pending> {
+        self.shared
+            .pending
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+impl Journal for FileJournal {
+    fn submit(&self, change: &Change) {
+        let body = match postcard::to_stdvec(change) {
+            Ok(body) => body,
+            Err(error) => {
+                // Only a bug can get here (every change type serializes); refuse to go on
+                // acknowledging changes the log does not hold.
+                tracing::error!(%error, "a change could not be encoded");
+                self.shared.durable.send_modify(|d| d.failed = true);
+                return;
+            }
+        };
+        let mut pending = self.lock();
+        let lsn = self.shared.next_lsn.fetch_add(1, Ordering::SeqCst);
+        let mut record = Vec::with_capacity(8 + body.len());
+        record.extend_from_slice(&lsn.to_le_bytes());
+        record.extend_from_slice(&body);
+        pending.records.push(record);
+        let first = pending.records.len() == 1;
+        drop(pending);
+        if first {
+            self.shared.work.notify_one();
+        }
+    }
+
+    fn next_lsn(&self) -> u64 {
+        self.shared.next_lsn.load(Ordering::SeqCst)
+    }
+}
+
+/// Splits a record into its sequence number and change.
+pub fn decode_record(record: &[u8]) -> Result<(u64, Change), String> {
+    if record.len() < 8 {
+        return Err("record shorter than its sequence number".into());
+    }
+    let lsn = u64::from_le_bytes(record[..8].try_into().expect("8 bytes"));
+    let change = postcard::from_bytes(&record[8..])
+        .map_err(|e| format!("record {lsn} does not decode: {e}"))?;
+    Ok((lsn, change))
+}
+
+fn write_loop<S: Storage>(shared: &Shared, mut log: SegmentLog<S>, mode: FsyncMode) {
+    let mut last_sync = Instant::now();
+    let mut unsynced = false;
+    loop {
+        let (records, rotate, remove_before, closing, next_lsn) = {
+            let mut pending = shared.pending.lock().unwrap_or_else(|p| p.into_inner());
+            loop {
+                if !pending.records.is_empty()
+                    || pending.rotate.is_some()
+                    || pending.remove_before.is_some()
+                    || pending.closing
+                {
+                    break;
+                }
+                let wait = match mode {
+                    FsyncMode::Interval(every) if unsynced => {
+                        every.saturating_sub(last_sync.elapsed())
+                    }
+                    _ => Duration::from_secs(3600),
+                };
+                if wait.is_zero() {
+                    break;
+                }
+                pending = shared
+                    .work
+                    .wait_timeout(pending, wait)
+                    .unwrap_or_else(|p| p.into_inner())
+                    .0;
+            }
+            (
+                std::mem::take(&mut pending.records),
+                pending.rotate.take(),
+                pending.remove_before.take(),
+                pending.closing,
+                shared.next_lsn.load(Ordering::SeqCst),
+            )
+        };
+        let failed = shared.durable.borrow().failed;
+        let mut result: Result<(), LogError> = Ok(());
+        if !records.is_empty() && !failed {
+            let bytes: u64 = records.iter().map(|r| r.len() as u64 + 8).sum();
+            let slices: Vec<&[u8]> = records.iter().map(Vec::as_slice).collect();
+            result = log.append(&slices);
+            if result.is_ok() {
+                shared
+                    .bytes_since_snapshot
+                    .fetch_add(bytes, Ordering::Relaxed);
+                unsynced = true;
+            }
+        }
+        let sync_due = match mode {
+            FsyncMode::Always => true,
+            FsyncMode::Interval(every) => last_sync.elapsed() >= every,
+            FsyncMode::Never => false,
+        };
+        if result.is_ok() && unsynced && (sync_due || closing || rotate.is_some()) {
+            result = log.sync();
+            last_sync = Instant::now();
+            unsynced = false;
+        }
+        match result {
+            Ok(()) if !failed => {
+                shared.durable.send_modify(|d| d.lsn = d.lsn.max(next_lsn));
+            }
+            Ok(()) => {}
+            Err(error) => {
+                tracing::error!(%error, "write-ahead log write failed; refusing further changes");
+                shared.durable.send_modify(|d| d.failed = true);
+            }
+        }
+        if let Some(reply) = rotate {
+            let rotated = log
+                .rotate()
+                .map(|segment| {
+                    shared.bytes_since_snapshot.store(0, Ordering::Relaxed);
+                    (segment, next_lsn)
+                })
+                .map_err(|e| e.to_string());
+            let _ = reply.send(rotated);
+        }
+        if let Some(segment) = remove_before {
+            if let Err(error) = log.remove_before(segment) {
+                tracing::warn!(%error, "old log segments not removed");
+            }
+        }
+        if closing {
+            return;
+        }
+    }
+}

@@ -1,0 +1,277 @@
+//! Snapshots: the whole state in one file, so the log before it can be deleted and a restart
+//! reads live data rather than history.
+//!
+//! A snapshot is taken while requests go on (a fuzzy checkpoint). The writer first starts a new
+//! log segment at sequence number `first_lsn`; then the registry and each queue are copied one
+//! at a time, each under its own lock, together with the sequence number the log had reached
+//! at that moment. Recovery loads the snapshot and replays the log from `first_lsn`, skipping
+//! each record that the copy it touches already contains.
+//!
+//! The file is a series of framed, checksummed records (as in the log): a header, then per
+//! queue its image followed by its messages in chunks, then an end marker. It is written under
+//! a temporary name, synced, and renamed, so a crash leaves either the old or the new one.
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use super::journal::FileJournal;
+use super::record;
+use crate::engine::journal::Journal;
+use crate::engine::queue::journal::QueueImage;
+use crate::engine::queue::{AttemptEntries, DedupRecord, Stored};
+use crate::engine::restore::RegistryImage;
+use crate::engine::Engine;
+use crate::engine::Timestamp;
+
+const FORMAT_VERSION: u32 = 1;
+/// Messages and history entries are written in chunks of about this many bytes, well under
+/// the record size limit.
+const CHUNK_BYTES: usize = 4 << 20;
+
+#[derive(Serialize, Deserialize)]
+enum Item {
+    Header {
+        version: u32,
+        first_lsn: u64,
+        registry_lsn: u64,
+        registry: RegistryImage,
+    },
+    Queue {
+        lsn: u64,
+        image: Box<QueueImage>,
+    },
+    Messages(Vec<(u64, Stored)>),
+    Dedup(Vec<(String, DedupRecord, Timestamp)>),
+    Attempts(Vec<(String, AttemptEntries, Timestamp)>),
+    End {
+        queues: u64,
+    },
+}
+
+/// What recovery needs to know about the snapshot it loaded.
+#[derive(Debug, Default)]
+pub struct Loaded {
+    pub file: Option<String>,
+    pub first_lsn: u64,
+    pub registry_lsn: u64,
+    /// Per queue uid: the first sequence number its image does not include.
+    pub queue_lsns: HashMap<u64, u64>,
+    pub messages: u64,
+}
+
+fn snapshot_name(first_lsn: u64) -> String {
+    format!("{first_lsn:020}.snap")
+}
+
+fn snapshots(dir: &Path) -> std::io::Result<Vec<String>> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)?
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".snap"))
+        .collect();
+    names.sort();
+    Ok(names)
+}
+
+/// Splits `items` into chunks of about `CHUNK_BYTES` (by `size`) and writes each as one record.
+fn write_chunks<T>(
+    out: &mut impl Write,
+    items: Vec<T>,
+    size: impl Fn(&T) -> usize,
+    wrap: impl Fn(Vec<T>) -> Item,
+    buf: &mut Vec<u8>,
+) -> std::io::Result<()> {
+    let mut chunk = Vec::new();
+    let mut bytes = 0;
+    for item in items {
+        bytes += size(&item);
+        chunk.push(item);
+        if bytes >= CHUNK_BYTES {
+            write_item(out, &wrap(std::mem::take(&mut chunk)), buf)?;
+            bytes = 0;
+        }
+    }
+    if !chunk.is_empty() {
+        write_item(out, &wrap(chunk), buf)?;
+    }
+    Ok(())
+}
+
+fn write_item(out: &mut impl Write, item: &Item, buf: &mut Vec<u8>) -> std::io::Result<()> {
+    let payload = postcard::to_stdvec(item).map_err(std::io::Error::other)?;
+    buf.clear();
+    record::encode(&payload, buf);
+    out.write_all(buf)
+}
+
+/// Takes a snapshot of `engine` into `dir` and lets the log drop what it covers. Blocks for as
+/// long as copying and writing take; each queue is locked only while it is copied.
+pub fn take<W: Default>(
+    dir: &Path,
+    engine: &Engine<W>,
+    journal: &FileJournal,
+) -> std::io::Result<PathBuf> {
+    let (segment, first_lsn) = journal.rotate().map_err(std::io::Error::other)?;
+    let (entries, registry, registry_lsn) = engine.registry_cut(|| journal.next_lsn());
+    let temporary = dir.join("snapshot.tmp");
+    let mut out = BufWriter::with_capacity(1 << 20, File::create(&temporary)?);
+    let mut buf = Vec::new();
+    write_item(
+        &mut out,
+        &Item::Header {
+            version: FORMAT_VERSION,
+            first_lsn,
+            registry_lsn,
+            registry,
+        },
+        &mut buf,
+    )?;
+    let mut queues = 0;
+    for entry in entries {
+        let (lsn, mut image, messages) = {
+            let queue = entry.lock();
+            (journal.next_lsn(), queue.image(), queue.stored_messages())
+        };
+        let dedup = std::mem::take(&mut image.dedup);
+        let attempts = std::mem::take(&mut image.attempts);
+        write_item(
+            &mut out,
+            &Item::Queue {
+                lsn,
+                image: Box::new(image),
+            },
+            &mut buf,
+        )?;
+        write_chunks(
+            &mut out,
+            messages,
+            |(_, stored)| stored.size() + 256,
+            Item::Messages,
+            &mut buf,
+        )?;
+        write_chunks(
+            &mut out,
+            dedup,
+            |(key, _, _)| key.len() + 96,
+            Item::Dedup,
+            &mut buf,
+        )?;
+        write_chunks(
+            &mut out,
+            attempts,
+            |(key, entries, _)| key.len() + entries.len() * 24 + 16,
+            Item::Attempts,
+            &mut buf,
+        )?;
+        queues += 1;
+    }
+    write_item(&mut out, &Item::End { queues }, &mut buf)?;
+    let file = out.into_inner().map_err(|e| e.into_error())?;
+    file.sync_all()?;
+    drop(file);
+    let path = dir.join(snapshot_name(first_lsn));
+    std::fs::rename(&temporary, &path)?;
+    File::open(dir)?.sync_all()?;
+    for old in snapshots(dir)? {
+        if old < snapshot_name(first_lsn) {
+            std::fs::remove_file(dir.join(old))?;
+        }
+    }
+    journal.remove_segments_before(segment);
+    Ok(path)
+}
+
+/// Loads the newest snapshot in `dir` into `engine`, if there is one. Any damage is an error
+/// naming the file and offset: the log before the snapshot is gone, so nothing could replace it.
+pub fn load<W: Default>(dir: &Path, engine: &Engine<W>) -> Result<Loaded, super::RecoveryError> {
+    let Some(name) = snapshots(dir)?.pop() else {
+        return Ok(Loaded::default());
+    };
+    let bytes = std::fs::read(dir.join(&name))?;
+    let decoded = record::decode(&bytes);
+    let damaged = |offset: usize, reason: String| super::RecoveryError::Corruption {
+        file: name.clone(),
+        offset,
+        reason,
+    };
+    match decoded.ending {
+        record::Ending::Clean => {}
+        record::Ending::TornTail { offset, .. } => {
+            return Err(damaged(offset, "snapshot cut short".into()))
+        }
+        record::Ending::Corrupt { offset, reason } => return Err(damaged(offset, reason.into())),
+    }
+    let mut loaded = Loaded {
+        file: Some(name.clone()),
+        ..Loaded::default()
+    };
+    let mut current: Option<(QueueImage, Vec<(u64, Stored)>)> = None;
+    let mut next_offset = 0;
+    let mut ended = false;
+    for (index, payload) in decoded.records.iter().enumerate() {
+        let offset = next_offset;
+        next_offset += payload.len() + record::HEADER_BYTES;
+        let item: Item = postcard::from_bytes(payload)
+            .map_err(|e| damaged(offset, format!("record {index} does not decode: {e}")))?;
+        match item {
+            Item::Header {
+                version,
+                first_lsn,
+                registry_lsn,
+                registry,
+            } if index == 0 => {
+                if version != FORMAT_VERSION {
+                    return Err(damaged(0, format!("unknown snapshot version {version}")));
+                }
+                loaded.first_lsn = first_lsn;
+                loaded.registry_lsn = registry_lsn;
+                engine.restore_registry(registry);
+            }
+            _ if index == 0 => return Err(damaged(0, "no header".into())),
+            Item::Header { .. } => return Err(damaged(offset, "second header".into())),
+            Item::Queue { lsn, image } => {
+                if let Some((image, messages)) = current.take() {
+                    engine.restore_queue(image, messages);
+                }
+                loaded.queue_lsns.insert(image.uid, lsn);
+                current = Some((*image, Vec::new()));
+            }
+            Item::Messages(chunk) => {
+                let (_, messages) = current
+                    .as_mut()
+                    .ok_or_else(|| damaged(offset, "messages before any queue".into()))?;
+                loaded.messages += chunk.len() as u64;
+                messages.extend(chunk);
+            }
+            Item::Dedup(chunk) => current
+                .as_mut()
+                .ok_or_else(|| damaged(offset, "history before any queue".into()))?
+                .0
+                .dedup
+                .extend(chunk),
+            Item::Attempts(chunk) => current
+                .as_mut()
+                .ok_or_else(|| damaged(offset, "history before any queue".into()))?
+                .0
+                .attempts
+                .extend(chunk),
+            Item::End { queues } => {
+                if let Some((image, messages)) = current.take() {
+                    engine.restore_queue(image, messages);
+                }
+                if queues as usize != loaded.queue_lsns.len() {
+                    return Err(damaged(offset, "queue count does not match".into()));
+                }
+                ended = true;
+            }
+        }
+    }
+    if !ended {
+        return Err(damaged(next_offset, "no end marker".into()));
+    }
+    Ok(loaded)
+}

@@ -1,0 +1,305 @@
+//! Reopen, damage and fault-injection tests over real directories and injected I/O failures.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use super::journal::{FileJournal, FsyncMode};
+use super::log::SegmentLog;
+use super::storage::MemStorage;
+use super::*;
+use crate::engine::queue::{ReceiveRequest, SendRequest};
+use crate::engine::{Journal, Timestamp};
+
+type TestEngine = Engine<()>;
+
+fn engine() -> TestEngine {
+    Engine::new("000000000000", "us-east-1")
+}
+
+fn open_dir(dir: &Path) -> (TestEngine, DataDir, RecoveryReport) {
+    let mut engine = engine();
+    let (data, report) = open(dir, FsyncMode::Always, &mut engine).expect("recovers");
+    (engine, data, report)
+}
+
+/// Closes like a graceful shutdown: everything queued is written and synced.
+fn close(data: DataDir) {
+    data.journal.close();
+}
+
+fn state(engine: &TestEngine) -> Vec<String> {
+    engine.state_for_tests()
+}
+
+fn fifo() -> Vec<(String, String)> {
+    vec![
+        ("FifoQueue".into(), "true".into()),
+        ("ContentBasedDeduplication".into(), "true".into()),
+    ]
+}
+
+fn send(engine: &TestEngine, queue: &str, body: &str, now: Timestamp) {
+    let entry = engine.queue(queue).unwrap();
+    let mut q = entry.lock();
+    q.tick(now);
+    q.send(
+        SendRequest {
+            body: body.into(),
+            group_id: Some(format!("g{}", body.len() % 3)),
+            sender_id: "t".into(),
+            ..Default::default()
+        },
+        now,
+    )
+    .unwrap();
+}
+
+fn receive(engine: &TestEngine, queue: &str, now: Timestamp) -> Vec<String> {
+    let entry = engine.queue(queue).unwrap();
+    let req = ReceiveRequest {
+        max_messages: Some(3),
+        visibility_timeout: Some(30),
+        attempt_id: Some("a".into()),
+    };
+    let (outcome, _) = engine.receive(&entry, &req, now).unwrap();
+    outcome
+        .deliveries
+        .into_iter()
+        .map(|d| d.receipt_handle)
+        .collect()
+}
+
+#[test]
+fn reopening_restores_the_state_across_a_snapshot_and_later_changes() {
+    let dir = tempfile::tempdir().unwrap();
+    let t = Timestamp(1_000_000);
+    let (engine, data, _) = open_dir(dir.path());
+    engine.create_queue("a.fifo", &fifo(), &[], t).unwrap();
+    for i in 0..20 {
+        send(&engine, "a.fifo", &"x".repeat(i + 1), t);
+    }
+    let handles = receive(&engine, "a.fifo", t);
+    snapshot::take(dir.path(), &engine, &data.journal).unwrap();
+    // After the snapshot: more sends, a delete, a new queue, a deleted queue.
+    for i in 20..25 {
+        send(&engine, "a.fifo", &"y".repeat(i), t.plus_millis(1));
+    }
+    engine
+        .queue("a.fifo")
+        .unwrap()
+        .lock()
+        .delete(&handles[0], t)
+        .unwrap();
+    engine.create_queue("b", &[], &[], t).unwrap();
+    engine.create_queue("c", &[], &[], t).unwrap();
+    engine.delete_queue("c", t).unwrap();
+    let before = state(&engine);
+    close(data);
+    drop(engine);
+
+    let (engine, data, report) = open_dir(dir.path());
+    assert!(
+        report.snapshot.is_some(),
+        "recovery started from the snapshot"
+    );
+    assert!(report.skipped == 0 || report.replayed > 0);
+    assert_eq!(state(&engine), before);
+    // A handle from before the restart still deletes its message.
+    engine
+        .queue("a.fifo")
+        .unwrap()
+        .lock()
+        .delete(&handles[1], t.plus_millis(2))
+        .unwrap();
+    let after_delete = state(&engine);
+    close(data);
+    drop(engine);
+    let (engine, data, _) = open_dir(dir.path());
+    assert_eq!(state(&engine), after_delete, "the delete was logged too");
+    close(data);
+}
+
+#[test]
+fn a_snapshot_drops_the_segments_it_covers() {
+    let dir = tempfile::tempdir().unwrap();
+    let (engine, data, _) = open_dir(dir.path());
+    let t = Timestamp(5);
+    engine.create_queue("q", &[], &[], t).unwrap();
+    for i in 0..50 {
+        send(&engine, "q", &format!("{i}"), t);
+    }
+    snapshot::take(dir.path(), &engine, &data.journal).unwrap();
+    send(&engine, "q", "after", t);
+    snapshot::take(dir.path(), &engine, &data.journal).unwrap();
+    let before = state(&engine);
+    close(data);
+    let names: Vec<String> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(names.iter().filter(|n| n.ends_with(".snap")).count(), 1);
+    assert!(
+        names.iter().filter(|n| n.ends_with(".wal")).count() <= 2,
+        "old segments were removed: {names:?}"
+    );
+    let (engine, data, _) = open_dir(dir.path());
+    assert_eq!(state(&engine), before);
+    close(data);
+}
+
+fn newest_segment(dir: &Path) -> std::path::PathBuf {
+    let mut segments: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "wal"))
+        .filter(|p| std::fs::metadata(p).unwrap().len() > 0)
+        .collect();
+    segments.sort();
+    segments.pop().unwrap()
+}
+
+#[test]
+fn a_torn_final_record_is_dropped_and_reported() {
+    let dir = tempfile::tempdir().unwrap();
+    let (engine, data, _) = open_dir(dir.path());
+    engine.create_queue("q", &[], &[], Timestamp(1)).unwrap();
+    send(&engine, "q", "kept", Timestamp(1));
+    let before = state(&engine);
+    close(data);
+    // A record cut off mid-write: its header promises more bytes than follow.
+    let segment = newest_segment(dir.path());
+    let mut bytes = std::fs::read(&segment).unwrap();
+    let whole = bytes.len();
+    bytes.extend_from_slice(&[200, 0, 0, 0, 1, 2, 3, 4, 5, 6]);
+    std::fs::write(&segment, &bytes).unwrap();
+
+    let (engine, data, report) = open_dir(dir.path());
+    let (file, offset, dropped) = report.dropped_tail.expect("reported");
+    assert!(segment.ends_with(&file));
+    assert_eq!((offset, dropped), (whole, 10));
+    assert_eq!(state(&engine), before);
+    close(data);
+}
+
+#[test]
+fn damage_before_the_end_stops_startup_naming_file_and_offset() {
+    let dir = tempfile::tempdir().unwrap();
+    let (engine, data, _) = open_dir(dir.path());
+    engine.create_queue("q", &[], &[], Timestamp(1)).unwrap();
+    send(&engine, "q", "one", Timestamp(1));
+    send(&engine, "q", "two", Timestamp(1));
+    close(data);
+    let segment = newest_segment(dir.path());
+    let mut bytes = std::fs::read(&segment).unwrap();
+    bytes[12] ^= 0xff; // inside the first record's payload
+    std::fs::write(&segment, &bytes).unwrap();
+    let mut engine = self::engine();
+    match open(dir.path(), FsyncMode::Always, &mut engine) {
+        Err(RecoveryError::Corruption { file, offset, .. }) => {
+            assert!(segment.ends_with(&file));
+            assert_eq!(offset, 0);
+        }
+        Err(other) => panic!("wrong error: {other}"),
+        Ok(_) => panic!("damaged log opened"),
+    }
+}
+
+#[test]
+fn a_damaged_snapshot_stops_startup() {
+    let dir = tempfile::tempdir().unwrap();
+    let (engine, data, _) = open_dir(dir.path());
+    engine.create_queue("q", &[], &[], Timestamp(1)).unwrap();
+    send(&engine, "q", "one", Timestamp(1));
+    let path = snapshot::take(dir.path(), &engine, &data.journal).unwrap();
+    close(data);
+    let mut bytes = std::fs::read(&path).unwrap();
+    let last = bytes.len() - 1;
+    bytes[last] ^= 0xff;
+    std::fs::write(&path, &bytes).unwrap();
+    let mut engine = self::engine();
+    let error = open(dir.path(), FsyncMode::Always, &mut engine)
+        .err()
+        .expect("refused");
+    assert!(
+        matches!(&error, RecoveryError::Corruption { file, .. } if file.ends_with(".snap")),
+        "{error}"
+    );
+}
+
+#[test]
+fn a_second_server_cannot_open_the_same_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_engine, data, _) = open_dir(dir.path());
+    let mut other = engine();
+    assert!(matches!(
+        open(dir.path(), FsyncMode::Always, &mut other),
+        Err(RecoveryError::Locked(_))
+    ));
+    close(data);
+    let (_engine, data, _) = open_dir(dir.path());
+    close(data);
+}
+
+fn mem_journal(storage: MemStorage) -> Arc<FileJournal> {
+    let (log, _) = SegmentLog::open(storage, 1 << 20).unwrap();
+    let journal = FileJournal::new();
+    journal.start(log, 1, FsyncMode::Always);
+    journal
+}
+
+fn rt() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+fn sample_change() -> crate::engine::Change {
+    crate::engine::Change::DeleteQueue {
+        name: "q".into(),
+        uid: 1,
+        at: Timestamp(1),
+    }
+}
+
+#[test]
+fn a_failed_fsync_fails_the_waiting_request_and_every_later_one() {
+    let journal = mem_journal(MemStorage {
+        fail_sync: true,
+        ..MemStorage::default()
+    });
+    journal.submit(&sample_change());
+    let target = journal.next_lsn();
+    assert!(rt().block_on(journal.wait(target)).is_err());
+    assert!(journal.failed());
+    journal.submit(&sample_change());
+    let target = journal.next_lsn();
+    assert!(rt().block_on(journal.wait(target)).is_err());
+    journal.close();
+}
+
+#[test]
+fn a_failed_write_is_not_acknowledged() {
+    let journal = mem_journal(MemStorage {
+        fail_append_after: Some(3),
+        ..MemStorage::default()
+    });
+    journal.submit(&sample_change());
+    let target = journal.next_lsn();
+    assert!(rt().block_on(journal.wait(target)).is_err());
+    assert!(journal.failed());
+    journal.close();
+}
+
+#[test]
+fn queued_changes_become_durable_in_order() {
+    let journal = mem_journal(MemStorage::default());
+    let runtime = rt();
+    for _ in 0..1000 {
+        journal.submit(&sample_change());
+    }
+    let target = journal.next_lsn();
+    runtime.block_on(journal.wait(target)).unwrap();
+    assert_eq!(journal.durable().lsn, 1001);
+    journal.close();
+}

@@ -1,0 +1,410 @@
+//! Crash recovery with the real binary: sustained send / receive / delete load on a FIFO queue
+//! with many groups, SIGKILL at a random moment, restart on the same data directory, verify.
+//! Rounds: 20 by default; `ORDERLY_CRASH_ROUNDS=200 cargo test crash` runs a longer campaign.
+//!
+//! After each restart:
+//! - every acknowledged send is there unless an acknowledged delete removed it;
+//! - no acknowledged delete comes back;
+//! - each group's messages arrive in send order, none twice;
+//! - messages received (acknowledged) before the crash stay invisible until their deadline,
+//!   and their receipt handles still work;
+//! - sequence numbers are never reused, and deduplication ids are remembered.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use aws_sdk_sqs::config::retry::RetryConfig;
+use aws_sdk_sqs::config::{BehaviorVersion, Credentials, Region};
+
+const QUEUE: &str = "crash.fifo";
+const SENDERS: usize = 4;
+const GROUPS_PER_SENDER: usize = 4;
+const RECEIVERS: usize = 2;
+/// Short, so messages whose receive answer was lost to the crash come back soon.
+const VISIBILITY: i32 = 2;
+
+struct Process {
+    child: Child,
+    addr: SocketAddr,
+}
+
+impl Drop for Process {
+    /// A failing test must not leave a server behind.
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn start(dir: &std::path::Path) -> Process {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_orderly"))
+        .args(["--bind", "127.0.0.1:0", "--data-dir"])
+        .arg(dir)
+        // Small, so snapshots (and segment removal) happen under load too.
+        .args(["--snapshot-after", "200000"])
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("start orderly");
+    let stdout = child.stdout.take().expect("stdout");
+    let mut lines = BufReader::new(stdout).lines();
+    let line = lines.next().expect("a line").expect("readable stdout");
+    let addr = line
+        .rsplit("http://")
+        .next()
+        .and_then(|a| a.parse().ok())
+        .unwrap_or_else(|| panic!("no address in {line:?}"));
+    // Keep draining stdout so the server never blocks on a full pipe.
+    std::thread::spawn(move || for _ in lines {});
+    Process { child, addr }
+}
+
+fn client(addr: SocketAddr) -> aws_sdk_sqs::Client {
+    let config = aws_sdk_sqs::Config::builder()
+        .behavior_version(BehaviorVersion::latest())
+        .region(Region::new("us-east-1"))
+        .endpoint_url(format!("http://{addr}"))
+        .credentials_provider(Credentials::new("AKID", "secret", None, None, "test"))
+        .http_client(crate::common::http_client())
+        .retry_config(RetryConfig::disabled())
+        .timeout_config(
+            aws_sdk_sqs::config::timeout::TimeoutConfig::builder()
+                .operation_timeout(Duration::from_secs(5))
+                .build(),
+        )
+        .build();
+    aws_sdk_sqs::Client::from_conf(config)
+}
+
+/// What the clients were told, across rounds.
+#[derive(Default)]
+struct Model {
+    /// Acknowledged sends still expected: body -> (group, number in group).
+    present: HashMap<String, (String, u64)>,
+    /// Sends whose answer never came: they may or may not be there.
+    maybe: HashSet<String>,
+    /// Acknowledged deletes: must never come back.
+    deleted: HashSet<String>,
+    /// Deletes whose answer never came.
+    maybe_deleted: HashSet<String>,
+    /// Acknowledged receives not deleted: body -> (handle, visible again at).
+    in_flight: HashMap<String, (String, Instant)>,
+    max_sequence: u128,
+    /// An acknowledged send to resend after the restart: (dedup id, body, group, message id).
+    last_send: Option<(String, String, String, String)>,
+}
+
+async fn sender(
+    sqs: aws_sdk_sqs::Client,
+    url: String,
+    model: Arc<Mutex<Model>>,
+    id: usize,
+    round: usize,
+) {
+    let mut numbers = [0u64; GROUPS_PER_SENDER];
+    for n in 0.. {
+        let g = n % GROUPS_PER_SENDER;
+        let group = format!("s{id}-g{g}");
+        numbers[g] += 1;
+        let body = format!("{group}:{round}:{}", numbers[g]);
+        let dedup = format!("r{round}-{body}");
+        model.lock().unwrap().maybe.insert(body.clone());
+        let sent = sqs
+            .send_message()
+            .queue_url(&url)
+            .message_body(&body)
+            .message_group_id(&group)
+            .message_deduplication_id(&dedup)
+            .send()
+            .await;
+        let Ok(sent) = sent else { return };
+        let sequence: u128 = sent.sequence_number().unwrap().parse().unwrap();
+        let mut m = model.lock().unwrap();
+        m.maybe.remove(&body);
+        m.max_sequence = m.max_sequence.max(sequence);
+        let order = round as u64 * 1_000_000 + numbers[g];
+        // A receiver may have got (and deleted) the message before this answer was read.
+        if !m.deleted.contains(&body) && !m.maybe_deleted.contains(&body) {
+            m.present.insert(body.clone(), (group.clone(), order));
+        }
+        m.last_send = Some((dedup, body, group, sent.message_id().unwrap().to_string()));
+    }
+}
+
+async fn receiver(sqs: aws_sdk_sqs::Client, url: String, model: Arc<Mutex<Model>>) {
+    let mut keep = false;
+    loop {
+        let asked = Instant::now();
+        let Ok(out) = sqs
+            .receive_message()
+            .queue_url(&url)
+            .max_number_of_messages(10)
+            .visibility_timeout(VISIBILITY)
+            .send()
+            .await
+        else {
+            return;
+        };
+        for message in out.messages() {
+            let body = message.body().unwrap().to_string();
+            let handle = message.receipt_handle().unwrap().to_string();
+            // Every other message stays in flight, to check its invisibility after the crash.
+            keep = !keep;
+            if keep {
+                let until = asked + Duration::from_secs(VISIBILITY as u64);
+                model
+                    .lock()
+                    .unwrap()
+                    .in_flight
+                    .insert(body, (handle, until));
+                continue;
+            }
+            model.lock().unwrap().maybe_deleted.insert(body.clone());
+            let deleted = sqs
+                .delete_message()
+                .queue_url(&url)
+                .receipt_handle(&handle)
+                .send()
+                .await;
+            let mut m = model.lock().unwrap();
+            if deleted.is_err() {
+                return;
+            }
+            m.maybe_deleted.remove(&body);
+            m.present.remove(&body);
+            m.deleted.insert(body);
+        }
+    }
+}
+
+/// Checks the restarted server against the model, then empties the queue for the next round.
+async fn verify(sqs: &aws_sdk_sqs::Client, url: &str, model: &mut Model, round: usize) {
+    // In flight before the crash, and not due yet: must stay invisible; handles still valid.
+    let now = Instant::now();
+    let hidden: HashSet<String> = model
+        .in_flight
+        .iter()
+        .filter(|(_, (_, until))| *until > now + Duration::from_millis(700))
+        .map(|(body, _)| body.clone())
+        .collect();
+    let early = sqs
+        .receive_message()
+        .queue_url(url)
+        .max_number_of_messages(10)
+        .visibility_timeout(0)
+        .send()
+        .await
+        .expect("receive after restart");
+    for message in early.messages() {
+        assert!(
+            !hidden.contains(message.body().unwrap()),
+            "round {round}: in-flight message {:?} visible before its deadline",
+            message.body()
+        );
+    }
+    for (body, (handle, until)) in &model.in_flight {
+        if *until > Instant::now() + Duration::from_millis(300) {
+            let changed = sqs
+                .change_message_visibility()
+                .queue_url(url)
+                .receipt_handle(handle)
+                .visibility_timeout(VISIBILITY)
+                .send()
+                .await;
+            assert!(
+                changed.is_ok()
+                    || model.deleted.contains(body)
+                    || model.maybe_deleted.contains(body),
+                "round {round}: receipt handle for {body} rejected after restart: {changed:?}"
+            );
+        }
+    }
+    // Dedup survives the restart: resending the last acknowledged message is a no-op.
+    if let Some((dedup, body, group, message_id)) = model.last_send.take() {
+        let again = sqs
+            .send_message()
+            .queue_url(url)
+            .message_body(&body)
+            .message_group_id(&group)
+            .message_deduplication_id(&dedup)
+            .send()
+            .await
+            .expect("resend");
+        assert_eq!(
+            again.message_id(),
+            Some(message_id.as_str()),
+            "round {round}: dedup forgot {dedup}"
+        );
+    }
+    // Everything still in flight comes back by its deadline; drain the whole queue.
+    tokio::time::sleep(Duration::from_secs(VISIBILITY as u64) + Duration::from_millis(200)).await;
+    let mut seen: BTreeMap<String, Vec<(u64, String)>> = BTreeMap::new();
+    let mut all = HashSet::new();
+    loop {
+        let out = sqs
+            .receive_message()
+            .queue_url(url)
+            .max_number_of_messages(10)
+            .visibility_timeout(120)
+            .send()
+            .await
+            .expect("drain");
+        if out.messages().is_empty() {
+            break;
+        }
+        for message in out.messages() {
+            let body = message.body().unwrap().to_string();
+            assert!(
+                all.insert(body.clone()),
+                "round {round}: {body} received twice"
+            );
+            assert!(
+                !model.deleted.contains(&body),
+                "round {round}: deleted {body} came back"
+            );
+            let (group, order) = match model.present.get(&body) {
+                Some(known) => known.clone(),
+                None => {
+                    assert!(
+                        model.maybe.contains(&body) || model.maybe_deleted.contains(&body),
+                        "round {round}: unexpected {body}"
+                    );
+                    let (group, rest) = body.split_once(':').unwrap();
+                    let (r, n) = rest.split_once(':').unwrap();
+                    (
+                        group.to_string(),
+                        r.parse::<u64>().unwrap() * 1_000_000 + n.parse::<u64>().unwrap(),
+                    )
+                }
+            };
+            seen.entry(group).or_default().push((order, body));
+            sqs.delete_message()
+                .queue_url(url)
+                .receipt_handle(message.receipt_handle().unwrap())
+                .send()
+                .await
+                .expect("delete while draining");
+        }
+    }
+    for body in model.present.keys() {
+        assert!(
+            all.contains(body),
+            "round {round}: acknowledged {body} lost"
+        );
+    }
+    for (group, messages) in &seen {
+        assert!(
+            messages.windows(2).all(|w| w[0].0 < w[1].0),
+            "round {round}: group {group} out of order: {messages:?}"
+        );
+    }
+    // Fresh sequence numbers are above every acknowledged one.
+    let probe = sqs
+        .send_message()
+        .queue_url(url)
+        .message_body("probe")
+        .message_group_id("probe")
+        .message_deduplication_id(format!("probe-{round}"))
+        .send()
+        .await
+        .expect("probe send");
+    let sequence: u128 = probe.sequence_number().unwrap().parse().unwrap();
+    assert!(
+        sequence > model.max_sequence,
+        "round {round}: sequence number reused"
+    );
+    model.max_sequence = sequence;
+    let drained = sqs
+        .receive_message()
+        .queue_url(url)
+        .send()
+        .await
+        .expect("probe receive");
+    for message in drained.messages() {
+        sqs.delete_message()
+            .queue_url(url)
+            .receipt_handle(message.receipt_handle().unwrap())
+            .send()
+            .await
+            .expect("probe delete");
+    }
+    model.present.clear();
+    model.maybe.clear();
+    model.maybe_deleted.clear();
+    model.in_flight.clear();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn acknowledged_work_survives_sigkill_at_random_moments() {
+    let rounds: usize = std::env::var("ORDERLY_CRASH_ROUNDS")
+        .ok()
+        .and_then(|r| r.parse().ok())
+        .unwrap_or(20);
+    let dir = tempfile::tempdir().unwrap();
+    let mut model = Model::default();
+    let mut rng_state = 0x9e37_79b9_7f4a_7c15u64 ^ std::process::id() as u64;
+    let mut random = move |below: u64| {
+        rng_state ^= rng_state << 13;
+        rng_state ^= rng_state >> 7;
+        rng_state ^= rng_state << 17;
+        rng_state % below
+    };
+    let mut url = String::new();
+    let mut acknowledged = 0;
+    for round in 0..rounds {
+        let mut process = start(dir.path());
+        let sqs = client(process.addr);
+        if round == 0 {
+            url = sqs
+                .create_queue()
+                .queue_name(QUEUE)
+                .attributes(aws_sdk_sqs::types::QueueAttributeName::FifoQueue, "true")
+                .send()
+                .await
+                .expect("create")
+                .queue_url
+                .unwrap();
+        } else {
+            verify(&sqs, &url, &mut model, round).await;
+        }
+        let shared = Arc::new(Mutex::new(std::mem::take(&mut model)));
+        let mut tasks = Vec::new();
+        for id in 0..SENDERS {
+            tasks.push(tokio::spawn(sender(
+                sqs.clone(),
+                url.clone(),
+                shared.clone(),
+                id,
+                round,
+            )));
+        }
+        for _ in 0..RECEIVERS {
+            tasks.push(tokio::spawn(receiver(
+                sqs.clone(),
+                url.clone(),
+                shared.clone(),
+            )));
+        }
+        tokio::time::sleep(Duration::from_millis(150 + random(600))).await;
+        process.child.kill().expect("SIGKILL");
+        process.child.wait().expect("reaped");
+        for task in tasks {
+            task.await.unwrap();
+        }
+        model = Arc::try_unwrap(shared).ok().unwrap().into_inner().unwrap();
+        acknowledged += model.present.len() + model.deleted.len();
+    }
+    let process = start(dir.path());
+    verify(&client(process.addr), &url, &mut model, rounds).await;
+    drop(process);
+    eprintln!("{rounds} rounds, {acknowledged} acknowledged sends and deletes");
+    assert!(
+        acknowledged > rounds * 10,
+        "the load did some work: {acknowledged}"
+    );
+}
