@@ -9,9 +9,11 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
+use super::delivery::journal::{OutboxChange, TokenRecord};
 use super::queue::journal::QueueChange;
 use super::queue::QueueConfig;
 use super::time::Timestamp;
+use super::topic::journal::TopicChange;
 
 /// Where changes go. Implemented by the write-ahead log.
 pub trait Journal: Send + Sync {
@@ -39,5 +41,24 @@ pub enum Change {
         name: Arc<str>,
         uid: u64,
         changes: Vec<QueueChange>,
+    },
+    /// Changes to a topic; the first one of a new topic is its settings image.
+    Topic {
+        name: Arc<str>,
+        changes: Vec<TopicChange>,
+    },
+    DeleteTopic {
+        name: Arc<str>,
+    },
+    /// Webhook deliveries queued and finished.
+    Outbox(Vec<OutboxChange>),
+    /// A confirmation token issued.
+    Token(TokenRecord),
+    /// The SNS signing key (PKCS#1 DER) and its certificate, so signatures verify across
+    /// restarts with the certificate subscribers already fetched.
+    Signer {
+        private_key_der: Vec<u8>,
+        certificate_pem: String,
+        certificate_file: String,
     },
 }

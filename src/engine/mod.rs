@@ -154,6 +154,10 @@ impl<W: Default> Engine<W> {
 
     /// Logs every later change to `journal`. Set before the first request.
     pub fn set_journal(&mut self, journal: Arc<dyn Journal>) {
+        self.outbox
+            .get_mut()
+            .unwrap_or_else(|p| p.into_inner())
+            .enable_journal();
         self.journal = Some(journal);
     }
 
@@ -171,10 +175,48 @@ impl<W: Default> Engine<W> {
     }
 
     /// The SNS message signer, generated on first use (key generation takes a moment).
+    /// A new key is logged, so signatures stay verifiable with the same certificate after a
+    /// restart.
     pub fn signer(&self) -> Result<Arc<topic::signing::MessageSigner>, String> {
         self.signer
-            .get_or_init(|| topic::signing::MessageSigner::generate().map(Arc::new))
+            .get_or_init(|| {
+                let signer = topic::signing::MessageSigner::generate()?;
+                if let Some(journal) = &self.journal {
+                    journal.submit(&Change::Signer {
+                        private_key_der: signer.private_key_der()?,
+                        certificate_pem: signer.certificate_pem.clone(),
+                        certificate_file: signer.certificate_file.clone(),
+                    });
+                }
+                Ok(Arc::new(signer))
+            })
             .clone()
+    }
+
+    /// The signer restored from the log or a snapshot (a damaged key is regenerated on use).
+    pub fn restore_signer(
+        &self,
+        private_key_der: &[u8],
+        certificate_pem: String,
+        certificate_file: String,
+    ) {
+        if let Ok(signer) = topic::signing::MessageSigner::from_parts(
+            private_key_der,
+            certificate_pem,
+            certificate_file,
+        ) {
+            let _ = self.signer.set(Ok(Arc::new(signer)));
+        }
+    }
+
+    /// The signer, if one was made, as `Change::Signer` records it (for snapshots).
+    pub fn signer_record(&self) -> Option<Change> {
+        let signer = self.signer.get()?.as_ref().ok()?;
+        Some(Change::Signer {
+            private_key_der: signer.private_key_der().ok()?,
+            certificate_pem: signer.certificate_pem.clone(),
+            certificate_file: signer.certificate_file.clone(),
+        })
     }
 
     pub fn queue_arn(&self, name: &str) -> String {

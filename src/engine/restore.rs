@@ -8,6 +8,9 @@ use super::journal::Change;
 use super::queue::journal::QueueImage;
 use super::queue::{Queue, Stored};
 use super::time::Timestamp;
+use super::topic::journal::{TopicChange, TopicImage};
+use super::topic::Topic;
+use super::topics::TopicEntry;
 use super::Engine;
 
 /// The registry's own state in a snapshot.
@@ -64,6 +67,35 @@ impl<W: Default> Engine<W> {
         self.register(&mut queues, queue);
     }
 
+    /// Puts a topic back from its snapshot image.
+    pub fn restore_topic(&self, image: TopicImage) {
+        let name = image.name.clone();
+        let entry = TopicEntry::new(Topic::from_image(image), self.journal.clone());
+        self.topics
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(name, Arc::new(entry));
+    }
+
+    /// Every topic, each with the log position its copy would be consistent with, taken
+    /// under the topic's lock. With a settings-only image and one with history (snapshots).
+    pub fn topic_images(&self, next_lsn: impl Fn() -> u64) -> Vec<(u64, TopicImage)> {
+        let entries: Vec<_> = self
+            .topics
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .values()
+            .cloned()
+            .collect();
+        entries
+            .iter()
+            .map(|entry| {
+                let topic = entry.lock();
+                (next_lsn(), topic.image(true))
+            })
+            .collect()
+    }
+
     /// Every queue's full state as text, sorted, for tests that compare two engines.
     #[cfg(test)]
     pub fn state_for_tests(&self) -> Vec<String> {
@@ -77,6 +109,12 @@ impl<W: Default> Engine<W> {
             })
             .collect();
         queues.sort();
+        // Topics are kept sorted by name; their images carry history too.
+        queues.extend(
+            self.topic_images(|| 0)
+                .into_iter()
+                .map(|(_, image)| format!("{image:?}")),
+        );
         queues
     }
 
@@ -111,6 +149,45 @@ impl<W: Default> Engine<W> {
                     .unwrap_or_else(|p| p.into_inner())
                     .insert(name.to_string(), at);
             }
+            Change::Topic { name, changes } => {
+                let mut topics = self.topics.write().unwrap_or_else(|p| p.into_inner());
+                let mut changes = changes.into_iter();
+                let entry = match topics.get(&name) {
+                    Some(entry) => entry.clone(),
+                    None => {
+                        // A topic starts with its settings image; anything else for an unknown
+                        // topic raced with its deletion.
+                        let Some(TopicChange::Settings(image)) = changes.next() else {
+                            return;
+                        };
+                        let entry = Arc::new(TopicEntry::new(
+                            Topic::from_image(*image),
+                            self.journal.clone(),
+                        ));
+                        topics.insert(name, entry.clone());
+                        entry
+                    }
+                };
+                drop(topics);
+                let mut topic = entry.lock();
+                let topic = topic.publishing();
+                for change in changes {
+                    topic.apply_change(change);
+                }
+                topic.take_changes();
+            }
+            change @ (Change::Outbox(_) | Change::Token(_)) => self.replay_delivery_change(change),
+            Change::DeleteTopic { name } => {
+                self.topics
+                    .write()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .remove(&name);
+            }
+            Change::Signer {
+                private_key_der,
+                certificate_pem,
+                certificate_file,
+            } => self.restore_signer(&private_key_der, certificate_pem, certificate_file),
             Change::Queue { name, uid, changes } => {
                 let Ok(entry) = self.queue(&name) else {
                     return;
@@ -134,6 +211,7 @@ mod tests {
     use super::*;
     use crate::engine::journal::Journal;
     use crate::engine::queue::{ReceiveRequest, SendRequest};
+    use crate::engine::topic::PublishRequest;
 
     /// Keeps every change as the bytes a log would hold.
     #[derive(Default)]
@@ -259,5 +337,219 @@ mod tests {
                 > original.queue_uid("plain").unwrap(),
             "queue uids are never reused"
         );
+    }
+
+    fn publish_request(body: &str, group: &str) -> PublishRequest {
+        PublishRequest {
+            message: body.into(),
+            subject: None,
+            structured: false,
+            attributes: Default::default(),
+            group_id: Some(group.into()),
+            dedup_id: None,
+        }
+    }
+
+    #[test]
+    fn topics_subscriptions_history_and_signer_survive_a_replay() {
+        let recorder = Arc::new(Recorder::default());
+        let mut original: Engine<()> = Engine::new("000000000000", "us-east-1");
+        original.set_journal(recorder.clone());
+        let t = Timestamp(2_000_000);
+        let fifo = pairs(&[("FifoQueue", "true"), ("ContentBasedDeduplication", "true")]);
+        original.create_queue("prices.fifo", &fifo, &[], t).unwrap();
+        let topic_attrs = pairs(&[
+            ("FifoTopic", "true"),
+            ("ContentBasedDeduplication", "true"),
+            ("ArchivePolicy", r#"{"MessageRetentionPeriod":"7"}"#),
+        ]);
+        let arn = original
+            .create_topic("prices.fifo", &topic_attrs, &pairs(&[("team", "a")]), t)
+            .unwrap();
+        let gone = original.create_topic("gone", &[], &[], t).unwrap();
+        original.delete_topic(&gone).unwrap();
+        let filter = pairs(&[
+            ("FilterPolicyScope", "MessageBody"),
+            ("FilterPolicy", r#"{"side":["buy"]}"#),
+        ]);
+        let sub = original
+            .subscribe(
+                &arn,
+                "sqs",
+                Some("arn:aws:sqs:us-east-1:000000000000:prices.fifo"),
+                &filter,
+                "http://localhost",
+                t,
+            )
+            .unwrap();
+        original
+            .with_subscription(&sub.arn, |_, s| s.set("RawMessageDelivery", "true", ""))
+            .unwrap();
+        original
+            .with_topic_tags(&arn, |tags| {
+                tags.insert("env".into(), "ci".into());
+                Ok(())
+            })
+            .unwrap();
+        let first = original
+            .publish(
+                &arn,
+                &publish_request(r#"{"side":"buy"}"#, "g"),
+                "http://x",
+                t,
+            )
+            .unwrap();
+        original
+            .publish(
+                &arn,
+                &publish_request(r#"{"side":"sell"}"#, "g"),
+                "http://x",
+                t,
+            )
+            .unwrap();
+        let certificate = original.signer().unwrap().certificate_pem.clone();
+
+        let restored: Engine<()> = Engine::new("000000000000", "us-east-1");
+        for bytes in recorder.0.lock().unwrap().iter() {
+            restored.replay_change(postcard::from_bytes(bytes).unwrap());
+        }
+        assert_eq!(restored.state_for_tests(), original.state_for_tests());
+        assert!(restored.topic(&gone).is_err());
+        assert_eq!(restored.queue("prices.fifo").unwrap().lock().len(), 1);
+        let later = t.plus_millis(1);
+        let again = restored
+            .publish(
+                &arn,
+                &publish_request(r#"{"side":"buy"}"#, "g"),
+                "http://x",
+                later,
+            )
+            .unwrap();
+        assert!(again.publication.duplicate, "dedup history restored");
+        assert_eq!(again.publication.message_id, first.publication.message_id);
+        let next = restored
+            .publish(
+                &arn,
+                &publish_request(r#"{"side":"buy","n":2}"#, "g"),
+                "http://x",
+                later,
+            )
+            .unwrap();
+        assert!(
+            next.publication.sequence_number > first.publication.sequence_number.map(|s| s + 1000),
+            "sequence numbers are not reused"
+        );
+        restored
+            .publish(
+                &arn,
+                &publish_request(r#"{"side":"sell","n":3}"#, "g"),
+                "http://x",
+                later,
+            )
+            .unwrap();
+        // The filter still applies after the restart: the new buy arrived, the sell did not.
+        assert_eq!(restored.queue("prices.fifo").unwrap().lock().len(), 2);
+        assert_eq!(restored.signer().unwrap().certificate_pem, certificate);
+        let signer = restored.signer().unwrap();
+        assert_eq!(
+            signer.sign("2", "text"),
+            original.signer().unwrap().sign("2", "text")
+        );
+    }
+
+    #[test]
+    fn pending_webhook_deliveries_and_tokens_survive_a_replay() {
+        use crate::engine::delivery::{Kind, Outcome};
+        let recorder = Arc::new(Recorder::default());
+        let mut original: Engine<()> = Engine::new("000000000000", "us-east-1");
+        original.set_journal(recorder.clone());
+        let t = Timestamp(3_000_000);
+        let arn = original.create_topic("hooks", &[], &[], t).unwrap();
+        let sub = original
+            .subscribe(&arn, "http", Some("http://h/a"), &[], "http://o", t)
+            .unwrap();
+        let confirmation = original.take_deliveries(t, 10);
+        assert_eq!(
+            confirmation[0].delivery.kind,
+            Kind::SubscriptionConfirmation
+        );
+        let body: serde_json::Value = serde_json::from_str(&confirmation[0].delivery.body).unwrap();
+        let token = body["Token"].as_str().unwrap().to_string();
+        original.finish_delivery(&confirmation[0], Outcome::Delivered, t);
+        // A second endpoint stays pending: its token must still confirm it after the restart.
+        original
+            .subscribe(&arn, "http", Some("http://h/b"), &[], "http://o", t)
+            .unwrap();
+        original
+            .confirm_subscription(&arn, &token, true, false, t)
+            .unwrap();
+        for body in ["one", "two", "three"] {
+            let mut request = publish_request(body, "g");
+            request.group_id = None;
+            original.publish(&arn, &request, "http://o", t).unwrap();
+        }
+        // "one" is delivered, "two" fails once (retry pending), "three" is untouched.
+        let attempts = original.take_deliveries(t, 10);
+        let find = |text: &str| {
+            attempts
+                .iter()
+                .find(|a| a.delivery.body.contains(text))
+                .unwrap()
+                .clone()
+        };
+        original.finish_delivery(&find("\"one\""), Outcome::Delivered, t);
+        original.finish_delivery(&find("\"two\""), Outcome::Retryable, t);
+        let pending_b = original
+            .list_subscriptions(Some(&arn))
+            .unwrap()
+            .into_iter()
+            .find(|(_, s)| s.endpoint == "http://h/b")
+            .unwrap()
+            .1;
+        assert!(pending_b.pending);
+
+        let restored: Engine<()> = Engine::new("000000000000", "us-east-1");
+        for bytes in recorder.0.lock().unwrap().iter() {
+            restored.replay_change(postcard::from_bytes(bytes).unwrap());
+        }
+        let ids = |engine: &Engine<()>| -> Vec<(u64, String)> {
+            let (_, deliveries, _) = engine.delivery_image(|| 0);
+            deliveries
+                .into_iter()
+                .map(|(id, d, _)| (id, d.body.clone()))
+                .collect()
+        };
+        assert_eq!(ids(&restored), ids(&original));
+        let pending: Vec<String> = ids(&restored).into_iter().map(|(_, b)| b).collect();
+        assert!(pending.iter().any(|b| b.contains("\"two\"")));
+        assert!(pending.iter().any(|b| b.contains("\"three\"")));
+        assert!(
+            !pending.iter().any(|b| b.contains("\"one\"")),
+            "delivered stays delivered"
+        );
+        assert!(sub.pending);
+        assert!(
+            !restored.list_subscriptions(Some(&arn)).unwrap()[0]
+                .1
+                .pending,
+            "the confirmation was logged"
+        );
+        // The pending subscription's token, issued before the restart, confirms it after.
+        let b_token = restored
+            .delivery_image(|| 0)
+            .2
+            .into_iter()
+            .find_map(|record| match record.grant {
+                crate::engine::delivery::journal::GrantImage::Confirm(arn)
+                    if arn == pending_b.arn =>
+                {
+                    Some(record.token)
+                }
+                _ => None,
+            })
+            .expect("token restored");
+        restored
+            .confirm_subscription(&arn, &b_token, true, false, t.plus_millis(5))
+            .unwrap();
     }
 }

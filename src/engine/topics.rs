@@ -13,17 +13,85 @@ use super::message::MessageAttributes;
 use super::queue::SendRequest;
 use super::time::Timestamp;
 use super::topic::envelope::{self, Notification};
+use super::topic::journal::TopicChange;
 use super::topic::signing;
 use super::topic::{archive, check_message, Publication, PublishRequest, Subscription, Topic};
-use super::{Engine, QueueEntry};
+use super::{Change, Engine, Journal, QueueEntry};
 
 pub struct TopicEntry {
     state: Mutex<Topic>,
+    journal: Option<Arc<dyn Journal>>,
 }
 
 impl TopicEntry {
-    pub fn lock(&self) -> MutexGuard<'_, Topic> {
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    pub(super) fn new(mut topic: Topic, journal: Option<Arc<dyn Journal>>) -> Self {
+        if journal.is_some() {
+            topic.enable_journal();
+        }
+        TopicEntry {
+            state: Mutex::new(topic),
+            journal,
+        }
+    }
+
+    /// Locks the topic. Changing it through the guard logs its settings image on unlock;
+    /// `publishing` changes only what the topic itself records (dedup, sequence, archive).
+    pub fn lock(&self) -> TopicGuard<'_> {
+        TopicGuard {
+            topic: self.state.lock().unwrap_or_else(|p| p.into_inner()),
+            journal: self.journal.as_deref(),
+            settings_changed: false,
+        }
+    }
+}
+
+/// A locked topic. Unlocking hands its changes to the journal, so the log holds each topic's
+/// changes in the order they were made.
+pub struct TopicGuard<'a> {
+    topic: MutexGuard<'a, Topic>,
+    journal: Option<&'a dyn Journal>,
+    settings_changed: bool,
+}
+
+impl TopicGuard<'_> {
+    /// The topic, for a publish: nothing in its settings changes.
+    pub(super) fn publishing(&mut self) -> &mut Topic {
+        &mut self.topic
+    }
+}
+
+impl std::ops::Deref for TopicGuard<'_> {
+    type Target = Topic;
+    fn deref(&self) -> &Topic {
+        &self.topic
+    }
+}
+
+impl std::ops::DerefMut for TopicGuard<'_> {
+    fn deref_mut(&mut self) -> &mut Topic {
+        self.settings_changed = true;
+        &mut self.topic
+    }
+}
+
+impl Drop for TopicGuard<'_> {
+    fn drop(&mut self) {
+        let Some(journal) = self.journal else {
+            return;
+        };
+        let mut changes = self.topic.take_changes();
+        if self.topic.deleted {
+            return;
+        }
+        if self.settings_changed {
+            changes.push(TopicChange::Settings(Box::new(self.topic.image(false))));
+        }
+        if !changes.is_empty() {
+            journal.submit(&Change::Topic {
+                name: self.topic.name.clone(),
+                changes,
+            });
+        }
     }
 }
 
@@ -169,11 +237,15 @@ impl<W: Default> Engine<W> {
         let mut topic = Topic::new(name, self.topic_arn(name), &self.account_id, attrs, now)?;
         topic.tags.extend(tags.iter().cloned());
         let arn = topic.arn.clone();
+        if let Some(journal) = &self.journal {
+            journal.submit(&Change::Topic {
+                name: topic.name.clone(),
+                changes: vec![TopicChange::Settings(Box::new(topic.image(false)))],
+            });
+        }
         topics.insert(
             name.into(),
-            Arc::new(TopicEntry {
-                state: Mutex::new(topic),
-            }),
+            Arc::new(TopicEntry::new(topic, self.journal.clone())),
         );
         Ok(arn)
     }
@@ -182,13 +254,18 @@ impl<W: Default> Engine<W> {
     /// pending webhook deliveries.
     pub fn delete_topic(&self, arn: &str) -> EngineResult<()> {
         let name = self.topic_name_from_arn(arn, "TopicArn")?;
-        let removed = self
-            .topics
-            .write()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(name);
-        if let Some(entry) = removed {
-            let topic = entry.lock();
+        let mut topics = self.topics.write().unwrap_or_else(|p| p.into_inner());
+        if let Some(entry) = topics.remove(name) {
+            // Marked and logged under both locks: no change to the old topic can follow its
+            // deletion in the log, nor be mistaken for a change to a new topic of that name.
+            let mut topic = entry.lock();
+            topic.deleted = true;
+            if let Some(journal) = &self.journal {
+                journal.submit(&Change::DeleteTopic {
+                    name: topic.name.clone(),
+                });
+            }
+            drop(topics);
             let mut outbox = self.outbox();
             for subscription in &topic.subscriptions {
                 outbox.remove_subscription(&subscription.arn);
@@ -398,7 +475,12 @@ impl<W: Default> Engine<W> {
         check_message(req)?;
         let entry = self.topic(topic_arn)?;
         let mut topic = entry.lock();
-        let publication = topic.accept(req, now)?;
+        if topic.deleted {
+            return Err(not_found_topic());
+        }
+        // Logged when the guard drops, after the copies: a crash in between loses the dedup
+        // entry, so a retry publishes again and the FIFO queues deduplicate the copies.
+        let publication = topic.publishing().accept(req, now)?;
         let mut fanout = Fanout {
             publication,
             delivered_to: Vec::new(),

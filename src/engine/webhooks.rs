@@ -6,8 +6,9 @@
 
 use std::sync::{Arc, MutexGuard};
 
+use super::delivery::journal::{OutboxChange, TokenRecord};
 use super::delivery::outbox::{Delivery, Finished, Kind, LanePolicy, LaneStats, Outbox, Outcome};
-use super::delivery::tokens::{self, Grant, TokenBook};
+use super::delivery::tokens::{self, Grant, TokenBook, TOKEN_LIFETIME_MS};
 use super::delivery::Attempt;
 use super::error::{EngineError, EngineResult};
 use super::message::MessageAttributes;
@@ -15,7 +16,7 @@ use super::time::Timestamp;
 use super::topic::envelope::{self, Confirmation};
 use super::topic::{signing, Subscription, Topic};
 use super::topics::{Copy, Delivered, Subscribed, TopicEntry};
-use super::{Engine, QueueEntry};
+use super::{Change, Engine, Journal, QueueEntry};
 
 /// SQS takes at most this many message attributes; a raw copy with more cannot be dead-lettered raw.
 const SQS_MAX_ATTRIBUTES: usize = 10;
@@ -66,8 +67,26 @@ fn check_endpoint(protocol: &str, endpoint: &str) -> EngineResult<()> {
 }
 
 impl<W: Default> Engine<W> {
-    pub(super) fn outbox(&self) -> MutexGuard<'_, Outbox> {
-        self.outbox.lock().unwrap_or_else(|p| p.into_inner())
+    /// Locks the outbox; its changes are logged when the guard drops.
+    pub(super) fn outbox(&self) -> OutboxGuard<'_> {
+        OutboxGuard {
+            outbox: self.outbox.lock().unwrap_or_else(|p| p.into_inner()),
+            journal: self.journal.as_deref(),
+        }
+    }
+
+    /// Issues a confirmation token and logs it.
+    fn issue_token(&self, grant: Grant, now: Timestamp) -> String {
+        let mut tokens = self.tokens();
+        let token = tokens.issue(grant.clone(), now);
+        if let Some(journal) = &self.journal {
+            journal.submit(&Change::Token(TokenRecord {
+                token: token.clone(),
+                expires: now.plus_millis(TOKEN_LIFETIME_MS),
+                grant: grant.image(),
+            }));
+        }
+        token
     }
 
     fn tokens(&self) -> MutexGuard<'_, TokenBook> {
@@ -130,9 +149,7 @@ impl<W: Default> Engine<W> {
         base_url: &str,
         now: Timestamp,
     ) {
-        let token = self
-            .tokens()
-            .issue(Grant::Confirm(subscription.arn.clone()), now);
+        let token = self.issue_token(Grant::Confirm(subscription.arn.clone()), now);
         let message = format!(
             "You have chosen to subscribe to the topic {}.\nTo confirm the subscription, visit the SubscribeURL included in this message.",
             topic.arn
@@ -157,7 +174,7 @@ impl<W: Default> Engine<W> {
         base_url: &str,
         now: Timestamp,
     ) {
-        let token = self.tokens().issue(Grant::Restore(removed.clone()), now);
+        let token = self.issue_token(Grant::Restore(removed.clone()), now);
         let message = format!(
             "You have chosen to deactivate subscription {}.\nTo cancel this operation and restore the subscription, visit the SubscribeURL included in this message.",
             removed.arn
@@ -416,7 +433,17 @@ impl<W: Default> Engine<W> {
         outcome: Outcome,
         now: Timestamp,
     ) -> AttemptResult<W> {
-        let finished = self.outbox().finish(attempt.id, outcome, now);
+        let mut outbox = self.outbox();
+        let finished = outbox.finish(attempt.id, outcome, now);
+        // A failed notification's removal is logged after its dead-letter copy, so a crash in
+        // between leaves it pending (sent again) rather than lost.
+        let held = match &finished {
+            Finished::Failed(delivery) if delivery.kind == Kind::Notification => {
+                outbox.take_changes()
+            }
+            _ => Vec::new(),
+        };
+        drop(outbox);
         match finished {
             Finished::Delivered => AttemptResult::Delivered,
             Finished::Retrying(at) => AttemptResult::Retrying(at),
@@ -426,6 +453,7 @@ impl<W: Default> Engine<W> {
             }
             Finished::Failed(delivery) => {
                 let queue = self.dead_letter(&delivery, now);
+                self.log_outbox(held);
                 self.outbox()
                     .record_failure(&delivery.subscription_arn, queue.is_some());
                 match queue {
@@ -439,6 +467,97 @@ impl<W: Default> Engine<W> {
     /// Delivery counters of every HTTP/S subscription that has had traffic.
     pub fn delivery_stats(&self) -> Vec<(Arc<str>, LaneStats)> {
         self.outbox().all_stats()
+    }
+}
+
+/// The locked outbox. Unlocking logs the changes made under the lock, in order.
+pub(super) struct OutboxGuard<'a> {
+    outbox: MutexGuard<'a, Outbox>,
+    journal: Option<&'a dyn Journal>,
+}
+
+impl std::ops::Deref for OutboxGuard<'_> {
+    type Target = Outbox;
+    fn deref(&self) -> &Outbox {
+        &self.outbox
+    }
+}
+
+impl std::ops::DerefMut for OutboxGuard<'_> {
+    fn deref_mut(&mut self) -> &mut Outbox {
+        &mut self.outbox
+    }
+}
+
+impl Drop for OutboxGuard<'_> {
+    fn drop(&mut self) {
+        if let Some(journal) = self.journal {
+            let changes = self.outbox.take_changes();
+            if !changes.is_empty() {
+                journal.submit(&Change::Outbox(changes));
+            }
+        }
+    }
+}
+
+impl<W: Default> Engine<W> {
+    fn log_outbox(&self, changes: Vec<OutboxChange>) {
+        if let (Some(journal), false) = (&self.journal, changes.is_empty()) {
+            journal.submit(&Change::Outbox(changes));
+        }
+    }
+
+    /// Replays a logged outbox change or token.
+    pub fn replay_delivery_change(&self, change: Change) {
+        match change {
+            Change::Outbox(changes) => {
+                let mut outbox = self.outbox.lock().unwrap_or_else(|p| p.into_inner());
+                for change in changes {
+                    outbox.apply_change(change);
+                }
+                outbox.take_changes();
+            }
+            Change::Token(record) => self.restore_token(record),
+            _ => {}
+        }
+    }
+
+    pub fn restore_deliveries(&self, deliveries: Vec<(u64, Arc<Delivery>, LanePolicy)>) {
+        let mut outbox = self.outbox.lock().unwrap_or_else(|p| p.into_inner());
+        for (id, delivery, lane) in deliveries {
+            outbox.restore(id, delivery, lane);
+        }
+    }
+
+    pub fn restore_token(&self, record: TokenRecord) {
+        self.tokens().restore(
+            record.token,
+            record.expires,
+            Grant::from_image(record.grant),
+        );
+    }
+
+    /// The outbox's pending deliveries with the log position they are consistent with, and
+    /// the live tokens (replaying a token again is harmless), for a snapshot.
+    #[allow(clippy::type_complexity)]
+    pub fn delivery_image(
+        &self,
+        next_lsn: impl Fn() -> u64,
+    ) -> (u64, Vec<(u64, Arc<Delivery>, LanePolicy)>, Vec<TokenRecord>) {
+        let (lsn, deliveries) = {
+            let outbox = self.outbox.lock().unwrap_or_else(|p| p.into_inner());
+            (next_lsn(), outbox.image())
+        };
+        let tokens = self
+            .tokens()
+            .all()
+            .map(|(token, expires, grant)| TokenRecord {
+                token: token.to_string(),
+                expires,
+                grant: grant.image(),
+            })
+            .collect();
+        (lsn, deliveries, tokens)
     }
 }
 

@@ -142,6 +142,12 @@ fn covered(loaded: &snapshot::Loaded, lsn: u64, change: &crate::engine::Change) 
     match change {
         Change::CreateQueue { .. } | Change::DeleteQueue { .. } => lsn < loaded.registry_lsn,
         Change::Queue { uid, .. } => loaded.queue_lsns.get(uid).is_some_and(|cut| lsn < *cut),
+        Change::Topic { name, .. } | Change::DeleteTopic { name } => {
+            loaded.topic_lsns.get(&**name).is_some_and(|cut| lsn < *cut)
+        }
+        Change::Signer { .. } => loaded.signer,
+        Change::Outbox(_) => loaded.outbox_lsn.is_some_and(|cut| lsn < cut),
+        Change::Token(_) => false,
     }
 }
 

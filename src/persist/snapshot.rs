@@ -20,12 +20,18 @@ use serde::{Deserialize, Serialize};
 
 use super::journal::FileJournal;
 use super::record;
+use crate::engine::delivery::journal::TokenRecord;
+use crate::engine::delivery::{Delivery, LanePolicy};
 use crate::engine::journal::Journal;
 use crate::engine::queue::journal::QueueImage;
 use crate::engine::queue::{AttemptEntries, DedupRecord, Stored};
 use crate::engine::restore::RegistryImage;
+use crate::engine::topic::archive::Archived;
+use crate::engine::topic::journal::{TopicDedup, TopicImage};
+use crate::engine::Change;
 use crate::engine::Engine;
 use crate::engine::Timestamp;
+use std::sync::Arc;
 
 const FORMAT_VERSION: u32 = 1;
 /// Messages and history entries are written in chunks of about this many bytes, well under
@@ -50,6 +56,19 @@ enum Item {
     End {
         queues: u64,
     },
+    Topic {
+        lsn: u64,
+        image: Box<TopicImage>,
+    },
+    TopicDedup(Vec<TopicDedup>),
+    TopicArchive(Vec<Archived>),
+    Signer(Change),
+    /// The outbox as of this log position; its deliveries follow in chunks.
+    Outbox {
+        lsn: u64,
+    },
+    Deliveries(Vec<(u64, Arc<Delivery>, LanePolicy)>),
+    Tokens(Vec<TokenRecord>),
 }
 
 /// What recovery needs to know about the snapshot it loaded.
@@ -60,6 +79,10 @@ pub struct Loaded {
     pub registry_lsn: u64,
     /// Per queue uid: the first sequence number its image does not include.
     pub queue_lsns: HashMap<u64, u64>,
+    /// Per topic name: the first sequence number its image does not include.
+    pub topic_lsns: HashMap<String, u64>,
+    pub signer: bool,
+    pub outbox_lsn: Option<u64>,
     pub messages: u64,
 }
 
@@ -169,6 +192,45 @@ pub fn take<W: Default>(
         )?;
         queues += 1;
     }
+    for (lsn, mut image) in engine.topic_images(|| journal.next_lsn()) {
+        let dedup = std::mem::take(&mut image.dedup);
+        let archive = std::mem::take(&mut image.archive);
+        write_item(
+            &mut out,
+            &Item::Topic {
+                lsn,
+                image: Box::new(image),
+            },
+            &mut buf,
+        )?;
+        write_chunks(
+            &mut out,
+            dedup,
+            |(key, _, _)| key.len() + 96,
+            Item::TopicDedup,
+            &mut buf,
+        )?;
+        write_chunks(
+            &mut out,
+            archive,
+            |a| a.request.message.len() + a.request.attributes.size() + 256,
+            Item::TopicArchive,
+            &mut buf,
+        )?;
+    }
+    let (lsn, deliveries, tokens) = engine.delivery_image(|| journal.next_lsn());
+    write_item(&mut out, &Item::Outbox { lsn }, &mut buf)?;
+    write_chunks(
+        &mut out,
+        deliveries,
+        |(_, d, _)| d.body.len() + d.fallback_envelope.as_ref().map_or(0, String::len) + 512,
+        Item::Deliveries,
+        &mut buf,
+    )?;
+    write_chunks(&mut out, tokens, |_| 1024, Item::Tokens, &mut buf)?;
+    if let Some(signer) = engine.signer_record() {
+        write_item(&mut out, &Item::Signer(signer), &mut buf)?;
+    }
     write_item(&mut out, &Item::End { queues }, &mut buf)?;
     let file = out.into_inner().map_err(|e| e.into_error())?;
     file.sync_all()?;
@@ -210,6 +272,7 @@ pub fn load<W: Default>(dir: &Path, engine: &Engine<W>) -> Result<Loaded, super:
         ..Loaded::default()
     };
     let mut current: Option<(QueueImage, Vec<(u64, Stored)>)> = None;
+    let mut topic: Option<TopicImage> = None;
     let mut next_offset = 0;
     let mut ended = false;
     for (index, payload) in decoded.records.iter().enumerate() {
@@ -233,6 +296,44 @@ pub fn load<W: Default>(dir: &Path, engine: &Engine<W>) -> Result<Loaded, super:
             }
             _ if index == 0 => return Err(damaged(0, "no header".into())),
             Item::Header { .. } => return Err(damaged(offset, "second header".into())),
+            Item::Topic { lsn, image } => {
+                if let Some(image) = topic.take() {
+                    engine.restore_topic(image);
+                }
+                loaded.topic_lsns.insert(image.name.to_string(), lsn);
+                topic = Some(*image);
+            }
+            Item::TopicDedup(chunk) => topic
+                .as_mut()
+                .ok_or_else(|| damaged(offset, "history before any topic".into()))?
+                .dedup
+                .extend(chunk),
+            Item::TopicArchive(chunk) => topic
+                .as_mut()
+                .ok_or_else(|| damaged(offset, "archive before any topic".into()))?
+                .archive
+                .extend(chunk),
+            Item::Signer(Change::Signer {
+                private_key_der,
+                certificate_pem,
+                certificate_file,
+            }) => {
+                engine.restore_signer(&private_key_der, certificate_pem, certificate_file);
+                loaded.signer = true;
+            }
+            Item::Signer(_) => return Err(damaged(offset, "not a signing key".into())),
+            Item::Outbox { lsn } => loaded.outbox_lsn = Some(lsn),
+            Item::Deliveries(chunk) => {
+                if loaded.outbox_lsn.is_none() {
+                    return Err(damaged(offset, "deliveries before the outbox".into()));
+                }
+                engine.restore_deliveries(chunk);
+            }
+            Item::Tokens(chunk) => {
+                for record in chunk {
+                    engine.restore_token(record);
+                }
+            }
             Item::Queue { lsn, image } => {
                 if let Some((image, messages)) = current.take() {
                     engine.restore_queue(image, messages);
@@ -262,6 +363,9 @@ pub fn load<W: Default>(dir: &Path, engine: &Engine<W>) -> Result<Loaded, super:
             Item::End { queues } => {
                 if let Some((image, messages)) = current.take() {
                     engine.restore_queue(image, messages);
+                }
+                if let Some(image) = topic.take() {
+                    engine.restore_topic(image);
                 }
                 if queues as usize != loaded.queue_lsns.len() {
                     return Err(damaged(offset, "queue count does not match".into()));

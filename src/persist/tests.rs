@@ -303,3 +303,61 @@ fn queued_changes_become_durable_in_order() {
     assert_eq!(journal.durable().lsn, 1001);
     journal.close();
 }
+
+fn publish(engine: &TestEngine, arn: &str, body: &str, now: Timestamp) -> bool {
+    let request = crate::engine::topic::PublishRequest {
+        message: body.into(),
+        subject: None,
+        structured: false,
+        attributes: Default::default(),
+        group_id: Some("g".into()),
+        dedup_id: None,
+    };
+    let fanout = engine.publish(arn, &request, "http://x", now).unwrap();
+    fanout.publication.duplicate
+}
+
+#[test]
+fn topics_and_the_signing_key_survive_a_snapshot_and_later_changes() {
+    let dir = tempfile::tempdir().unwrap();
+    let t = Timestamp(1_000_000);
+    let (engine, data, _) = open_dir(dir.path());
+    engine.create_queue("a.fifo", &fifo(), &[], t).unwrap();
+    let attrs = vec![
+        ("FifoTopic".to_string(), "true".to_string()),
+        ("ContentBasedDeduplication".to_string(), "true".to_string()),
+    ];
+    let arn = engine.create_topic("t.fifo", &attrs, &[], t).unwrap();
+    let queue_arn = "arn:aws:sqs:us-east-1:000000000000:a.fifo";
+    engine
+        .subscribe(&arn, "sqs", Some(queue_arn), &[], "http://x", t)
+        .unwrap();
+    assert!(!publish(&engine, &arn, "before", t));
+    let certificate = engine.signer().unwrap().certificate_file.clone();
+    snapshot::take(dir.path(), &engine, &data.journal).unwrap();
+    // After the snapshot: a publish, a second topic, a deleted one, new tags.
+    assert!(!publish(&engine, &arn, "after", t));
+    let other = engine.create_topic("other", &[], &[], t).unwrap();
+    let gone = engine.create_topic("gone", &[], &[], t).unwrap();
+    engine.delete_topic(&gone).unwrap();
+    engine
+        .with_topic_tags(&other, |tags| {
+            tags.insert("k".into(), "v".into());
+            Ok(())
+        })
+        .unwrap();
+    let before = state(&engine);
+    close(data);
+    drop(engine);
+
+    let (engine, data, report) = open_dir(dir.path());
+    assert!(report.snapshot.is_some());
+    assert_eq!(state(&engine), before);
+    assert!(engine.topic(&gone).is_err());
+    assert_eq!(engine.signer().unwrap().certificate_file, certificate);
+    // Dedup history from before and after the snapshot is remembered.
+    assert!(publish(&engine, &arn, "before", t.plus_millis(1)));
+    assert!(publish(&engine, &arn, "after", t.plus_millis(1)));
+    assert_eq!(engine.queue("a.fifo").unwrap().lock().len(), 2);
+    close(data);
+}

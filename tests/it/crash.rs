@@ -1,5 +1,6 @@
 //! Crash recovery with the real binary: sustained send / receive / delete load on a FIFO queue
-//! with many groups, SIGKILL at a random moment, restart on the same data directory, verify.
+//! with many groups, and publishes to a FIFO topic fanned out into a second FIFO queue; SIGKILL
+//! at a random moment, restart on the same data directory, verify.
 //! Rounds: 20 by default; `ORDERLY_CRASH_ROUNDS=200 cargo test crash` runs a longer campaign.
 //!
 //! After each restart:
@@ -8,7 +9,9 @@
 //! - each group's messages arrive in send order, none twice;
 //! - messages received (acknowledged) before the crash stay invisible until their deadline,
 //!   and their receipt handles still work;
-//! - sequence numbers are never reused, and deduplication ids are remembered.
+//! - sequence numbers are never reused, and deduplication ids are remembered;
+//! - every acknowledged publish reached the subscribed queue once, in group order, and the
+//!   topic still remembers the last one's deduplication id.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::io::{BufRead, BufReader};
@@ -21,6 +24,8 @@ use aws_sdk_sqs::config::retry::RetryConfig;
 use aws_sdk_sqs::config::{BehaviorVersion, Credentials, Region};
 
 const QUEUE: &str = "crash.fifo";
+const TOPIC: &str = "crash-topic.fifo";
+const FANOUT_QUEUE: &str = "crash-fanout.fifo";
 const SENDERS: usize = 4;
 const GROUPS_PER_SENDER: usize = 4;
 const RECEIVERS: usize = 2;
@@ -97,6 +102,156 @@ struct Model {
     max_sequence: u128,
     /// An acknowledged send to resend after the restart: (dedup id, body, group, message id).
     last_send: Option<(String, String, String, String)>,
+    /// Acknowledged publishes not yet seen in the subscribed queue: body -> (group, order).
+    published: HashMap<String, (String, u64)>,
+    /// Publishes whose answer never came.
+    maybe_published: HashSet<String>,
+    /// The last acknowledged publish: (dedup id, body, group, message id).
+    last_publish: Option<(String, String, String, String)>,
+}
+
+fn sns_client(addr: SocketAddr) -> aws_sdk_sns::Client {
+    let config = aws_sdk_sns::Config::builder()
+        .behavior_version(aws_sdk_sns::config::BehaviorVersion::latest())
+        .region(aws_sdk_sns::config::Region::new("us-east-1"))
+        .endpoint_url(format!("http://{addr}"))
+        .credentials_provider(aws_sdk_sns::config::Credentials::new(
+            "AKID", "secret", None, None, "test",
+        ))
+        .http_client(crate::common::http_client())
+        .retry_config(aws_sdk_sns::config::retry::RetryConfig::disabled())
+        .timeout_config(
+            aws_sdk_sns::config::timeout::TimeoutConfig::builder()
+                .operation_timeout(Duration::from_secs(5))
+                .build(),
+        )
+        .build();
+    aws_sdk_sns::Client::from_conf(config)
+}
+
+async fn publisher(
+    sns: aws_sdk_sns::Client,
+    topic: String,
+    model: Arc<Mutex<Model>>,
+    round: usize,
+) {
+    for n in 1u64.. {
+        let group = format!("p-g{}", n % 3);
+        let body = format!("{group}:{round}:{n}");
+        let dedup = format!("r{round}-{body}");
+        model.lock().unwrap().maybe_published.insert(body.clone());
+        let published = sns
+            .publish()
+            .topic_arn(&topic)
+            .message(&body)
+            .message_group_id(&group)
+            .message_deduplication_id(&dedup)
+            .send()
+            .await;
+        let Ok(published) = published else { return };
+        let mut m = model.lock().unwrap();
+        m.maybe_published.remove(&body);
+        m.published
+            .insert(body.clone(), (group.clone(), round as u64 * 1_000_000 + n));
+        let id = published.message_id().unwrap().to_string();
+        m.last_publish = Some((dedup, body, group, id));
+    }
+}
+
+/// The subscribed queue holds every acknowledged publish once, in group order; the topic
+/// still deduplicates the last one.
+async fn verify_fanout(
+    sqs: &aws_sdk_sqs::Client,
+    sns: &aws_sdk_sns::Client,
+    topic: &str,
+    url: &str,
+    model: &mut Model,
+    round: usize,
+) {
+    if let Some((dedup, body, group, message_id)) = model.last_publish.take() {
+        let again = sns
+            .publish()
+            .topic_arn(topic)
+            .message(&body)
+            .message_group_id(&group)
+            .message_deduplication_id(&dedup)
+            .send()
+            .await
+            .expect("publish again");
+        assert_eq!(
+            again.message_id(),
+            Some(message_id.as_str()),
+            "round {round}: topic dedup forgot {dedup}"
+        );
+    }
+    let bodies = drain(sqs, url, round).await;
+    let all: HashSet<&String> = bodies.iter().collect();
+    let mut seen: BTreeMap<String, Vec<u64>> = BTreeMap::new();
+    for body in &bodies {
+        assert!(
+            model.published.contains_key(body) || model.maybe_published.contains(body),
+            "round {round}: unexpected publish {body}"
+        );
+        let (group, order) = order_of(body);
+        seen.entry(group).or_default().push(order);
+    }
+    for body in model.published.keys() {
+        assert!(
+            all.contains(body),
+            "round {round}: acknowledged publish {body} lost"
+        );
+    }
+    for (group, orders) in &seen {
+        assert!(
+            orders.windows(2).all(|w| w[0] < w[1]),
+            "round {round}: published group {group} out of order: {orders:?}"
+        );
+    }
+    model.published.clear();
+    model.maybe_published.clear();
+}
+
+/// Receives and deletes everything the queue holds; bodies in the order they came.
+async fn drain(sqs: &aws_sdk_sqs::Client, url: &str, round: usize) -> Vec<String> {
+    let mut bodies = Vec::new();
+    let mut all = HashSet::new();
+    loop {
+        let out = sqs
+            .receive_message()
+            .queue_url(url)
+            .max_number_of_messages(10)
+            .visibility_timeout(120)
+            .send()
+            .await
+            .expect("drain");
+        if out.messages().is_empty() {
+            return bodies;
+        }
+        for message in out.messages() {
+            let body = message.body().unwrap().to_string();
+            assert!(
+                all.insert(body.clone()),
+                "round {round}: {body} received twice"
+            );
+            sqs.delete_message()
+                .queue_url(url)
+                .receipt_handle(message.receipt_handle().unwrap())
+                .send()
+                .await
+                .expect("delete while draining");
+            bodies.push(body);
+        }
+    }
+}
+
+/// Bodies are `group:round:n`; their order within a group is (round, n).
+fn order_of(body: &str) -> (String, u64) {
+    let (group, rest) = body.split_once(':').unwrap();
+    let (r, n) = rest.split_once(':').unwrap();
+    (
+        group.to_string(),
+        r.parse::<u64>().unwrap() * 1_000_000 + n.parse::<u64>().unwrap(),
+    )
 }
 
 async fn sender(
@@ -243,53 +398,25 @@ async fn verify(sqs: &aws_sdk_sqs::Client, url: &str, model: &mut Model, round: 
     }
     // Everything still in flight comes back by its deadline; drain the whole queue.
     tokio::time::sleep(Duration::from_secs(VISIBILITY as u64) + Duration::from_millis(200)).await;
+    let bodies = drain(sqs, url, round).await;
+    let all: HashSet<&String> = bodies.iter().collect();
     let mut seen: BTreeMap<String, Vec<(u64, String)>> = BTreeMap::new();
-    let mut all = HashSet::new();
-    loop {
-        let out = sqs
-            .receive_message()
-            .queue_url(url)
-            .max_number_of_messages(10)
-            .visibility_timeout(120)
-            .send()
-            .await
-            .expect("drain");
-        if out.messages().is_empty() {
-            break;
-        }
-        for message in out.messages() {
-            let body = message.body().unwrap().to_string();
-            assert!(
-                all.insert(body.clone()),
-                "round {round}: {body} received twice"
-            );
-            assert!(
-                !model.deleted.contains(&body),
-                "round {round}: deleted {body} came back"
-            );
-            let (group, order) = match model.present.get(&body) {
-                Some(known) => known.clone(),
-                None => {
-                    assert!(
-                        model.maybe.contains(&body) || model.maybe_deleted.contains(&body),
-                        "round {round}: unexpected {body}"
-                    );
-                    let (group, rest) = body.split_once(':').unwrap();
-                    let (r, n) = rest.split_once(':').unwrap();
-                    (
-                        group.to_string(),
-                        r.parse::<u64>().unwrap() * 1_000_000 + n.parse::<u64>().unwrap(),
-                    )
-                }
-            };
-            seen.entry(group).or_default().push((order, body));
-            sqs.delete_message()
-                .queue_url(url)
-                .receipt_handle(message.receipt_handle().unwrap())
-                .send()
-                .await
-                .expect("delete while draining");
-        }
+    for body in &bodies {
+        assert!(
+            !model.deleted.contains(body),
+            "round {round}: deleted {body} came back"
+        );
+        let (group, order) = match model.present.get(body) {
+            Some(known) => known.clone(),
+            None => {
+                assert!(
+                    model.maybe.contains(body) || model.maybe_deleted.contains(body),
+                    "round {round}: unexpected {body}"
+                );
+                order_of(body)
+            }
+        };
+        seen.entry(group).or_default().push((order, body.clone()));
     }
     for body in model.present.keys() {
         assert!(
@@ -355,11 +482,16 @@ async fn acknowledged_work_survives_sigkill_at_random_moments() {
         rng_state % below
     };
     let mut url = String::new();
+    let mut fanout_url = String::new();
+    let mut topic = String::new();
     let mut acknowledged = 0;
+    let mut publishes = 0;
     for round in 0..rounds {
         let mut process = start(dir.path());
         let sqs = client(process.addr);
+        let sns = sns_client(process.addr);
         if round == 0 {
+            (topic, fanout_url) = create_topic(&sqs, &sns).await;
             url = sqs
                 .create_queue()
                 .queue_name(QUEUE)
@@ -371,6 +503,7 @@ async fn acknowledged_work_survives_sigkill_at_random_moments() {
                 .unwrap();
         } else {
             verify(&sqs, &url, &mut model, round).await;
+            verify_fanout(&sqs, &sns, &topic, &fanout_url, &mut model, round).await;
         }
         let shared = Arc::new(Mutex::new(std::mem::take(&mut model)));
         let mut tasks = Vec::new();
@@ -390,6 +523,12 @@ async fn acknowledged_work_survives_sigkill_at_random_moments() {
                 shared.clone(),
             )));
         }
+        tasks.push(tokio::spawn(publisher(
+            sns.clone(),
+            topic.clone(),
+            shared.clone(),
+            round,
+        )));
         tokio::time::sleep(Duration::from_millis(150 + random(600))).await;
         process.child.kill().expect("SIGKILL");
         process.child.wait().expect("reaped");
@@ -398,13 +537,51 @@ async fn acknowledged_work_survives_sigkill_at_random_moments() {
         }
         model = Arc::try_unwrap(shared).ok().unwrap().into_inner().unwrap();
         acknowledged += model.present.len() + model.deleted.len();
+        publishes += model.published.len();
     }
     let process = start(dir.path());
-    verify(&client(process.addr), &url, &mut model, rounds).await;
+    let sqs = client(process.addr);
+    verify(&sqs, &url, &mut model, rounds).await;
+    let sns = sns_client(process.addr);
+    verify_fanout(&sqs, &sns, &topic, &fanout_url, &mut model, rounds).await;
     drop(process);
-    eprintln!("{rounds} rounds, {acknowledged} acknowledged sends and deletes");
+    eprintln!(
+        "{rounds} rounds, {acknowledged} acknowledged sends and deletes, {publishes} publishes"
+    );
     assert!(
         acknowledged > rounds * 10,
         "the load did some work: {acknowledged}"
     );
+    assert!(publishes > rounds * 5, "publishes happened: {publishes}");
+}
+
+/// A FIFO topic with a raw-delivery FIFO queue subscribed; returns (topic ARN, queue URL).
+async fn create_topic(sqs: &aws_sdk_sqs::Client, sns: &aws_sdk_sns::Client) -> (String, String) {
+    let queue_url = sqs
+        .create_queue()
+        .queue_name(FANOUT_QUEUE)
+        .attributes(aws_sdk_sqs::types::QueueAttributeName::FifoQueue, "true")
+        .send()
+        .await
+        .expect("create fan-out queue")
+        .queue_url
+        .unwrap();
+    let topic = sns
+        .create_topic()
+        .name(TOPIC)
+        .attributes("FifoTopic", "true")
+        .send()
+        .await
+        .expect("create topic")
+        .topic_arn
+        .unwrap();
+    sns.subscribe()
+        .topic_arn(&topic)
+        .protocol("sqs")
+        .endpoint(format!("arn:aws:sqs:us-east-1:000000000000:{FANOUT_QUEUE}"))
+        .attributes("RawMessageDelivery", "true")
+        .send()
+        .await
+        .expect("subscribe");
+    (topic, queue_url)
 }

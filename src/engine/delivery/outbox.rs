@@ -10,12 +10,15 @@
 use std::collections::{BTreeSet, VecDeque};
 use std::sync::Arc;
 
+use serde::{Deserialize, Serialize};
+
+use super::journal::OutboxChange;
 use super::policy::RetryPolicy;
 use crate::engine::message::MessageAttributes;
 use crate::engine::time::Timestamp;
 use crate::engine::FastMap;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Kind {
     Notification,
     SubscriptionConfirmation,
@@ -34,7 +37,7 @@ impl Kind {
 }
 
 /// One message for one endpoint, formatted once; retries send the same bytes.
-#[derive(Debug)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Delivery {
     pub kind: Kind,
     pub subscription_arn: Arc<str>,
@@ -126,6 +129,8 @@ pub struct Outbox {
     lanes: FastMap<Arc<str>, Lane>,
     /// Pending notifications per subscription before new ones are refused.
     pub max_pending: usize,
+    /// Changes for the journal, while one is attached.
+    changes: Option<Vec<OutboxChange>>,
 }
 
 impl Default for Outbox {
@@ -136,12 +141,13 @@ impl Default for Outbox {
             due: BTreeSet::new(),
             lanes: FastMap::default(),
             max_pending: 100_000,
+            changes: None,
         }
     }
 }
 
 /// How a subscription's lane delivers.
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize)]
 pub struct LanePolicy {
     /// One request in flight per message group, in publish order.
     pub ordered: bool,
@@ -158,6 +164,83 @@ impl Outbox {
         now: Timestamp,
     ) -> Result<u64, Box<Delivery>> {
         let id = self.next_id;
+        let delivery = Arc::new(delivery);
+        match self.insert(id, delivery, lane_policy, false, now) {
+            Ok(()) => {
+                if let Some(changes) = &mut self.changes {
+                    let delivery = self.items[&id].delivery.clone();
+                    changes.push(OutboxChange::Queued {
+                        id,
+                        delivery,
+                        lane: lane_policy,
+                    });
+                }
+                Ok(id)
+            }
+            Err(refused) => Err(Box::new(
+                Arc::try_unwrap(refused).unwrap_or_else(|shared| (*shared).clone()),
+            )),
+        }
+    }
+
+    /// Puts back a delivery from the log or a snapshot under its old id (never refused).
+    pub fn restore(&mut self, id: u64, delivery: Arc<Delivery>, lane_policy: LanePolicy) {
+        let _ = self.insert(id, delivery, lane_policy, true, Timestamp(0));
+    }
+
+    /// Starts recording changes for the journal.
+    pub fn enable_journal(&mut self) {
+        self.changes.get_or_insert_with(Vec::new);
+    }
+
+    pub fn take_changes(&mut self) -> Vec<OutboxChange> {
+        self.changes
+            .as_mut()
+            .map(std::mem::take)
+            .unwrap_or_default()
+    }
+
+    /// Every pending delivery in id order (queue order), with its lane's policy.
+    pub fn image(&self) -> Vec<(u64, Arc<Delivery>, LanePolicy)> {
+        let mut out: Vec<_> = self
+            .items
+            .iter()
+            .map(|(id, item)| {
+                let lane = match item.delivery.kind {
+                    Kind::Notification => self
+                        .lanes
+                        .get(&item.delivery.subscription_arn)
+                        .map(|l| LanePolicy {
+                            ordered: l.ordered,
+                            throttle: l.throttle,
+                        })
+                        .unwrap_or_default(),
+                    _ => LanePolicy::default(),
+                };
+                (*id, item.delivery.clone(), lane)
+            })
+            .collect();
+        out.sort_by_key(|(id, _, _)| *id);
+        out
+    }
+
+    /// Replays one logged change.
+    pub fn apply_change(&mut self, change: OutboxChange) {
+        match change {
+            OutboxChange::Queued { id, delivery, lane } => self.restore(id, delivery, lane),
+            OutboxChange::Done { id } => self.complete(id, Timestamp(0)),
+            OutboxChange::SubscriptionRemoved { arn } => self.remove_subscription(&arn),
+        }
+    }
+
+    fn insert(
+        &mut self,
+        id: u64,
+        delivery: Arc<Delivery>,
+        lane_policy: LanePolicy,
+        restoring: bool,
+        now: Timestamp,
+    ) -> Result<(), Arc<Delivery>> {
         let notification = delivery.kind == Kind::Notification;
         let mut schedule = true;
         if notification {
@@ -165,9 +248,9 @@ impl Outbox {
                 .lanes
                 .entry(delivery.subscription_arn.clone())
                 .or_default();
-            if lane.ids.len() >= self.max_pending {
+            if lane.ids.len() >= self.max_pending && !restoring {
                 // Counted by the caller (record_failure) once it knows where the copy went.
-                return Err(Box::new(delivery));
+                return Err(delivery);
             }
             lane.ordered = lane_policy.ordered;
             lane.throttle = lane_policy.throttle;
@@ -182,11 +265,11 @@ impl Outbox {
                 schedule = queue.len() == 1;
             }
         }
-        self.next_id += 1;
+        self.next_id = self.next_id.max(id + 1);
         self.items.insert(
             id,
             Item {
-                delivery: Arc::new(delivery),
+                delivery,
                 attempts: 0,
                 in_flight: false,
                 due_at: None,
@@ -196,7 +279,7 @@ impl Outbox {
         if schedule {
             self.schedule(id, now);
         }
-        Ok(id)
+        Ok(())
     }
 
     fn schedule(&mut self, id: u64, at: Timestamp) {
@@ -295,6 +378,9 @@ impl Outbox {
         let Some(item) = self.items.remove(&id) else {
             return;
         };
+        if let Some(changes) = &mut self.changes {
+            changes.push(OutboxChange::Done { id });
+        }
         if let Some(at) = item.due_at {
             self.due.remove(&(at, id));
         }
@@ -337,6 +423,11 @@ impl Outbox {
         let Some(lane) = self.lanes.remove(subscription_arn) else {
             return;
         };
+        if let Some(changes) = &mut self.changes {
+            changes.push(OutboxChange::SubscriptionRemoved {
+                arn: subscription_arn.into(),
+            });
+        }
         for id in lane.ids.keys() {
             if let Some(item) = self.items.remove(id) {
                 if let Some(at) = item.due_at {

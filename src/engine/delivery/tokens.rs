@@ -61,6 +61,19 @@ impl TokenBook {
         token
     }
 
+    /// Puts back a token from the log or a snapshot.
+    pub fn restore(&mut self, token: String, expires: Timestamp, grant: Grant) {
+        self.expiry.insert((expires, token.clone()));
+        self.grants.insert(token, (expires, grant));
+    }
+
+    /// Every token with its expiry and grant (expired ones are dropped on the next tick).
+    pub fn all(&self) -> impl Iterator<Item = (&str, Timestamp, &Grant)> {
+        self.grants
+            .iter()
+            .map(|(token, (expires, grant))| (token.as_str(), *expires, grant))
+    }
+
     /// The grant of a live token.
     pub fn get(&self, token: &str, now: Timestamp) -> Option<&Grant> {
         self.grants

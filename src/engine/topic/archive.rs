@@ -12,7 +12,7 @@ use crate::engine::time::Timestamp;
 const DAY_MS: u64 = 86_400_000;
 
 /// One archived publish.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct Archived {
     pub publication: Publication,
     pub request: PublishRequest,
@@ -58,6 +58,11 @@ impl Archive {
         self.since.max(Timestamp(
             now.0.saturating_sub(self.retention_days * DAY_MS),
         ))
+    }
+
+    /// Every archived message, oldest first (for snapshots).
+    pub fn all(&self) -> impl Iterator<Item = &Archived> {
+        self.messages.iter()
     }
 
     /// Archived messages published in `[start, end]`, oldest first.

@@ -4,6 +4,7 @@
 pub mod archive;
 pub mod envelope;
 pub mod filter;
+pub mod journal;
 pub mod signing;
 
 pub use filter::{FilterPolicy, Scope};
@@ -272,7 +273,7 @@ impl Subscription {
 }
 
 /// A message as published, after validation.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct PublishRequest {
     pub message: String,
     pub subject: Option<String>,
@@ -284,7 +285,7 @@ pub struct PublishRequest {
 }
 
 /// What the topic decided for one publish.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct Publication {
     pub message_id: Arc<str>,
     pub sequence_number: Option<u128>,
@@ -310,6 +311,11 @@ pub struct Topic {
     pub archive: Option<archive::Archive>,
     /// The parsed `DeliveryPolicy` (HTTP/S subscriptions).
     pub delivery_policy: Option<TopicPolicy>,
+    /// Set by DeleteTopic under the topic's lock: a request still holding the topic changes
+    /// nothing (and logs nothing) after that.
+    pub deleted: bool,
+    /// Changes for the journal, while one is attached.
+    changes: Option<Vec<journal::TopicChange>>,
 }
 
 impl Topic {
@@ -348,6 +354,8 @@ impl Topic {
             next_seq: 1,
             archive: None,
             delivery_policy: None,
+            deleted: false,
+            changes: None,
         };
         for (n, v) in attrs.iter().filter(|(n, _)| n != "FifoTopic") {
             topic.set(n, v, "Attributes Reason: ", now)?;
@@ -640,23 +648,29 @@ impl Topic {
         let message_id: Arc<str> = uuid::Uuid::new_v4().to_string().into();
         let sequence_number = SEQUENCE_BASE + self.next_seq as u128 * 1000;
         self.next_seq += 1;
-        self.dedup.insert(
-            key,
-            (message_id.clone(), Some(sequence_number)),
-            now.plus_millis(DEDUP_WINDOW_MS),
-        );
+        let expires_at = now.plus_millis(DEDUP_WINDOW_MS);
         let publication = Publication {
-            message_id,
+            message_id: message_id.clone(),
             sequence_number: Some(sequence_number),
             dedup_id: Some(dedup_id),
             duplicate: false,
         };
-        if let Some(archive) = &mut self.archive {
-            archive.push(archive::Archived {
-                publication: publication.clone(),
-                request: req.clone(),
-                published_at: now,
-            });
+        let archived = self.archive.is_some().then(|| archive::Archived {
+            publication: publication.clone(),
+            request: req.clone(),
+            published_at: now,
+        });
+        self.note_published(
+            &key,
+            &message_id,
+            sequence_number,
+            expires_at,
+            archived.as_ref(),
+        );
+        self.dedup
+            .insert(key, (message_id, Some(sequence_number)), expires_at);
+        if let (Some(archive), Some(item)) = (&mut self.archive, archived) {
+            archive.push(item);
         }
         Ok(publication)
     }

@@ -5,7 +5,7 @@
 
 use base64::engine::general_purpose::STANDARD;
 use base64::Engine as _;
-use rsa::pkcs1::EncodeRsaPublicKey;
+use rsa::pkcs1::{DecodeRsaPrivateKey, EncodeRsaPrivateKey, EncodeRsaPublicKey};
 use rsa::pkcs1v15::SigningKey;
 use rsa::signature::{SignatureEncoding, Signer};
 use rsa::RsaPrivateKey;
@@ -50,19 +50,7 @@ impl MessageSigner {
     pub fn generate() -> Result<MessageSigner, String> {
         let key = RsaPrivateKey::new(&mut rsa::rand_core::OsRng, KEY_BITS)
             .map_err(|e| format!("RSA key: {e}"))?;
-        let public_key_der = key
-            .to_public_key()
-            .to_pkcs1_der()
-            .map_err(|e| format!("public key: {e}"))?
-            .as_bytes()
-            .to_vec();
-        let mut signer = MessageSigner {
-            sha1: SigningKey::new(key.clone()),
-            sha256: SigningKey::new(key),
-            public_key_der,
-            certificate_pem: String::new(),
-            certificate_file: String::new(),
-        };
+        let mut signer = MessageSigner::from_key(key, String::new(), String::new())?;
         let mut params = rcgen::CertificateParams::new(vec!["sns.orderly.local".to_string()])
             .map_err(|e| e.to_string())?;
         params
@@ -79,6 +67,45 @@ impl MessageSigner {
         signer.certificate_file = format!("SimpleNotificationService-{}.pem", hex(&digest[..16]));
         signer.certificate_pem = certificate.pem();
         Ok(signer)
+    }
+
+    /// The private key as PKCS#1 DER, for the data directory.
+    pub fn private_key_der(&self) -> Result<Vec<u8>, String> {
+        let key: &RsaPrivateKey = self.sha256.as_ref();
+        key.to_pkcs1_der()
+            .map(|der| der.as_bytes().to_vec())
+            .map_err(|e| format!("private key: {e}"))
+    }
+
+    /// A signer from a stored key and the certificate made for it.
+    pub fn from_parts(
+        private_key_der: &[u8],
+        certificate_pem: String,
+        certificate_file: String,
+    ) -> Result<MessageSigner, String> {
+        let key =
+            RsaPrivateKey::from_pkcs1_der(private_key_der).map_err(|e| format!("RSA key: {e}"))?;
+        MessageSigner::from_key(key, certificate_pem, certificate_file)
+    }
+
+    fn from_key(
+        key: RsaPrivateKey,
+        certificate_pem: String,
+        certificate_file: String,
+    ) -> Result<MessageSigner, String> {
+        let public_key_der = key
+            .to_public_key()
+            .to_pkcs1_der()
+            .map_err(|e| format!("public key: {e}"))?
+            .as_bytes()
+            .to_vec();
+        Ok(MessageSigner {
+            sha1: SigningKey::new(key.clone()),
+            sha256: SigningKey::new(key),
+            public_key_der,
+            certificate_pem,
+            certificate_file,
+        })
     }
 
     /// Base64 signature of `string_to_sign` for SignatureVersion "1" (SHA1) or "2" (SHA256).

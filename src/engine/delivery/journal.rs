@@ -1,0 +1,59 @@
+//! What the journal records about webhook delivery: deliveries entering and leaving the outbox,
+//! and confirmation tokens. A delivery is logged once, when it is queued; attempts and retry
+//! times are not (after a restart every pending delivery starts again with attempt one).
+
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+
+use super::outbox::{Delivery, LanePolicy};
+use super::tokens::Grant;
+use crate::engine::time::Timestamp;
+use crate::engine::topic::journal::SubscriptionImage;
+use crate::engine::topic::Subscription;
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub enum OutboxChange {
+    Queued {
+        id: u64,
+        delivery: Arc<Delivery>,
+        lane: LanePolicy,
+    },
+    /// Delivered, or failed for good and dead-lettered or dropped.
+    Done {
+        id: u64,
+    },
+    SubscriptionRemoved {
+        arn: Arc<str>,
+    },
+}
+
+/// A confirmation token as logged.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct TokenRecord {
+    pub token: String,
+    pub expires: Timestamp,
+    pub grant: GrantImage,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub enum GrantImage {
+    Confirm(Arc<str>),
+    Restore(SubscriptionImage),
+}
+
+impl Grant {
+    pub fn image(&self) -> GrantImage {
+        match self {
+            Grant::Confirm(arn) => GrantImage::Confirm(arn.clone()),
+            Grant::Restore(sub) => GrantImage::Restore(sub.image()),
+        }
+    }
+
+    pub fn from_image(image: GrantImage) -> Grant {
+        match image {
+            GrantImage::Confirm(arn) => Grant::Confirm(arn),
+            GrantImage::Restore(sub) => Grant::Restore(Arc::new(Subscription::from_image(sub))),
+        }
+    }
+}

@@ -1,0 +1,283 @@
+//! A topic's durable state: what is logged when it changes and what a snapshot holds.
+//!
+//! Settings, tags and subscriptions change rarely, so any change to them logs the topic's whole
+//! settings image (replaying one is idempotent). Publishes change only the dedup history, the
+//! sequence counter and the archive, and log just that, after the copies they fanned out.
+//! Derived state (compiled filter policies, parsed delivery policies) is rebuilt on restore.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+
+use super::archive::{Archive, Archived, Replay};
+use super::{FilterPolicy, Scope, Subscription, Topic, SEQUENCE_BASE};
+use crate::engine::delivery::policy::{SubscriptionPolicy, TopicPolicy};
+use crate::engine::time::Timestamp;
+
+/// A topic's dedup entry: the original's message id and sequence number.
+pub type TopicDedup = (String, (Arc<str>, Option<u128>), Timestamp);
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub enum TopicChange {
+    /// The topic's settings, tags and subscriptions as they now are (no history).
+    Settings(Box<TopicImage>),
+    /// One accepted publish of a FIFO topic.
+    Published {
+        key: String,
+        message_id: Arc<str>,
+        sequence_number: u128,
+        expires_at: Timestamp,
+        archived: Option<Box<Archived>>,
+    },
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct SubscriptionImage {
+    pub arn: Arc<str>,
+    pub protocol: String,
+    pub endpoint: String,
+    pub owner: String,
+    pub raw_delivery: bool,
+    pub attributes: BTreeMap<String, String>,
+    pub message_body_scope: bool,
+    pub replay: Option<(Timestamp, Option<Timestamp>, String)>,
+    pub live: bool,
+    pub pending: bool,
+    pub confirmation_authenticated: bool,
+    pub authenticate_on_unsubscribe: bool,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct TopicImage {
+    pub name: Arc<str>,
+    pub arn: Arc<str>,
+    pub fifo: bool,
+    pub owner: String,
+    pub settings: BTreeMap<String, String>,
+    pub tags: BTreeMap<String, String>,
+    pub subscriptions: Vec<SubscriptionImage>,
+    pub deleted_subscriptions: u64,
+    pub next_seq: u64,
+    /// When archiving was switched on, if it is.
+    pub archive_since: Option<Timestamp>,
+    /// History: filled in snapshots only (a settings change does not repeat it).
+    pub dedup: Vec<TopicDedup>,
+    pub archive: Vec<Archived>,
+}
+
+const REPLAY_STATUSES: [&str; 4] = ["Pending", "In progress", "Completed", "Failed"];
+
+impl Subscription {
+    pub fn image(&self) -> SubscriptionImage {
+        SubscriptionImage {
+            arn: self.arn.clone(),
+            protocol: self.protocol.clone(),
+            endpoint: self.endpoint.clone(),
+            owner: self.owner.clone(),
+            raw_delivery: self.raw_delivery,
+            attributes: self.attributes.clone(),
+            message_body_scope: self.filter_scope == Scope::MessageBody,
+            replay: self
+                .replay
+                .as_ref()
+                .map(|r| (r.start, r.end, r.status.to_string())),
+            live: self.live,
+            pending: self.pending,
+            confirmation_authenticated: self.confirmation_authenticated,
+            authenticate_on_unsubscribe: self.authenticate_on_unsubscribe,
+        }
+    }
+
+    /// Rebuilds a subscription, compiling its policies again (they were valid when stored).
+    pub fn from_image(image: SubscriptionImage) -> Subscription {
+        let mut sub = Subscription::new(image.arn, &image.protocol, &image.endpoint, &image.owner);
+        sub.raw_delivery = image.raw_delivery;
+        sub.filter_scope = if image.message_body_scope {
+            Scope::MessageBody
+        } else {
+            Scope::MessageAttributes
+        };
+        sub.filter = image
+            .attributes
+            .get("FilterPolicy")
+            .and_then(|text| FilterPolicy::parse(text, sub.filter_scope).ok())
+            .map(Arc::new);
+        if sub.is_webhook() {
+            sub.delivery_policy = image
+                .attributes
+                .get("DeliveryPolicy")
+                .and_then(|text| SubscriptionPolicy::parse(text).ok());
+        }
+        sub.attributes = image.attributes;
+        sub.replay = image.replay.map(|(start, end, status)| Replay {
+            start,
+            end,
+            status: REPLAY_STATUSES
+                .into_iter()
+                .find(|s| *s == status)
+                .unwrap_or("Failed"),
+        });
+        sub.live = image.live;
+        sub.pending = image.pending;
+        sub.confirmation_authenticated = image.confirmation_authenticated;
+        sub.authenticate_on_unsubscribe = image.authenticate_on_unsubscribe;
+        sub
+    }
+}
+
+impl Topic {
+    /// Settings, tags and subscriptions; `with_history` adds dedup entries and the archive.
+    pub fn image(&self, with_history: bool) -> TopicImage {
+        TopicImage {
+            name: self.name.clone(),
+            arn: self.arn.clone(),
+            fifo: self.fifo,
+            owner: self.owner.clone(),
+            settings: self.settings.clone(),
+            tags: self.tags.clone(),
+            subscriptions: self.subscriptions.iter().map(|s| s.image()).collect(),
+            deleted_subscriptions: self.deleted_subscriptions,
+            next_seq: self.next_seq,
+            archive_since: self.archive.as_ref().map(|a| a.since),
+            dedup: if with_history {
+                self.dedup.entries()
+            } else {
+                Vec::new()
+            },
+            archive: match (&self.archive, with_history) {
+                (Some(archive), true) => archive.all().cloned().collect(),
+                _ => Vec::new(),
+            },
+        }
+    }
+
+    pub fn from_image(image: TopicImage) -> Topic {
+        let mut topic = Topic {
+            name: image.name,
+            arn: image.arn,
+            fifo: image.fifo,
+            owner: image.owner,
+            settings: BTreeMap::new(),
+            tags: image.tags,
+            subscriptions: Vec::new(),
+            deleted_subscriptions: 0,
+            dedup: Default::default(),
+            next_seq: 1,
+            archive: None,
+            delivery_policy: None,
+            deleted: false,
+            changes: None,
+        };
+        topic.restore_settings(
+            image.settings,
+            image.subscriptions,
+            image.deleted_subscriptions,
+            image.next_seq,
+            image.archive_since,
+        );
+        for (key, value, expires_at) in image.dedup {
+            topic.dedup.insert(key, value, expires_at);
+        }
+        if let Some(archive) = &mut topic.archive {
+            for item in image.archive {
+                archive.push(item);
+            }
+        }
+        topic
+    }
+
+    /// Applies a settings image to a live topic, keeping its history.
+    fn restore_settings(
+        &mut self,
+        settings: BTreeMap<String, String>,
+        subscriptions: Vec<SubscriptionImage>,
+        deleted_subscriptions: u64,
+        next_seq: u64,
+        archive_since: Option<Timestamp>,
+    ) {
+        self.delivery_policy = settings
+            .get("DeliveryPolicy")
+            .and_then(|text| TopicPolicy::parse(text).ok());
+        let days = settings
+            .get("ArchivePolicy")
+            .and_then(|text| super::archive::parse_archive_policy(text).ok().flatten());
+        match (days, archive_since) {
+            (Some(days), Some(since)) => match &mut self.archive {
+                Some(archive) => archive.retention_days = days,
+                None => self.archive = Some(Archive::new(days, since)),
+            },
+            _ => self.archive = None,
+        }
+        self.settings = settings;
+        self.subscriptions = subscriptions
+            .into_iter()
+            .map(|s| Arc::new(Subscription::from_image(s)))
+            .collect();
+        self.deleted_subscriptions = deleted_subscriptions;
+        self.next_seq = self.next_seq.max(next_seq);
+    }
+
+    /// Starts recording changes for the journal.
+    pub fn enable_journal(&mut self) {
+        self.changes.get_or_insert_with(Vec::new);
+    }
+
+    pub fn take_changes(&mut self) -> Vec<TopicChange> {
+        self.changes
+            .as_mut()
+            .map(std::mem::take)
+            .unwrap_or_default()
+    }
+
+    pub(super) fn note_published(
+        &mut self,
+        key: &str,
+        message_id: &Arc<str>,
+        sequence_number: u128,
+        expires_at: Timestamp,
+        archived: Option<&Archived>,
+    ) {
+        if let Some(changes) = &mut self.changes {
+            changes.push(TopicChange::Published {
+                key: key.to_string(),
+                message_id: message_id.clone(),
+                sequence_number,
+                expires_at,
+                archived: archived.map(|a| Box::new(a.clone())),
+            });
+        }
+    }
+
+    /// Replays one logged change.
+    pub fn apply_change(&mut self, change: TopicChange) {
+        match change {
+            TopicChange::Settings(image) => {
+                let image = *image;
+                self.tags = image.tags;
+                self.restore_settings(
+                    image.settings,
+                    image.subscriptions,
+                    image.deleted_subscriptions,
+                    image.next_seq,
+                    image.archive_since,
+                );
+            }
+            TopicChange::Published {
+                key,
+                message_id,
+                sequence_number,
+                expires_at,
+                archived,
+            } => {
+                let counter = (sequence_number.saturating_sub(SEQUENCE_BASE) / 1000) as u64;
+                self.next_seq = self.next_seq.max(counter + 1);
+                self.dedup
+                    .insert(key, (message_id, Some(sequence_number)), expires_at);
+                if let (Some(archive), Some(item)) = (&mut self.archive, archived) {
+                    archive.push(*item);
+                }
+            }
+        }
+    }
+}
