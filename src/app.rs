@@ -41,6 +41,7 @@ impl App {
         use axum::serve::ListenerExt;
         let deliveries = tokio::spawn(crate::delivery::run(self.service.clone()));
         let snapshots = tokio::spawn(snapshot_when_due(self.service.clone()));
+        self.service.resume_move_tasks();
         let service = self.service.clone();
         let router = crate::http::router(self.service);
         // Small request/response exchanges: do not let Nagle's algorithm hold writes back.

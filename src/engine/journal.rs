@@ -54,6 +54,8 @@ pub enum Change {
     Outbox(Vec<OutboxChange>),
     /// A confirmation token issued.
     Token(TokenRecord),
+    /// A DLQ redrive task's whole state after a change.
+    MoveTask(Box<super::move_task::MoveTask>),
     /// The SNS signing key (PKCS#1 DER) and its certificate, so signatures verify across
     /// restarts with the certificate subscribers already fetched.
     Signer {

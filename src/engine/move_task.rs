@@ -1,17 +1,21 @@
 //! DLQ redrive tasks (StartMessageMoveTask and friends). The engine keeps their state and moves
 //! one bounded step at a time; the server calls `move_step` on a timer to pace the task.
+//! Every change to a task is logged as its whole image, so a restart resumes running tasks
+//! where they were.
 
 use std::sync::Arc;
 
 use base64::engine::general_purpose::STANDARD;
 use base64::Engine as _;
+use serde::{Deserialize, Serialize};
 
 use super::error::{EngineError, EngineResult};
+use super::journal::Change;
 use super::queue::Moved;
 use super::time::Timestamp;
 use super::Engine;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum MoveStatus {
     Running,
     Completed,
@@ -30,7 +34,7 @@ impl MoveStatus {
     }
 }
 
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct MoveTask {
     pub id: String,
     pub source_arn: String,
@@ -136,6 +140,7 @@ impl<W: Default> Engine<W> {
             failure_reason: None,
         };
         list.push(task.clone());
+        self.log_move_task(&task);
         Ok(task)
     }
 
@@ -170,6 +175,7 @@ impl<W: Default> Engine<W> {
                     t.status = status;
                     t.failure_reason = reason;
                 }
+                self.log_move_task(t);
             }
         };
         let Some(source) = self
@@ -269,6 +275,43 @@ impl<W: Default> Engine<W> {
             })
             .ok_or_else(|| EngineError::ResourceNotFound("Task does not exist.".into()))?;
         task.status = MoveStatus::Cancelled;
+        self.log_move_task(task);
         Ok(task.moved)
+    }
+
+    /// Logs a task's new state; called under the task lock so the log keeps their order.
+    fn log_move_task(&self, task: &MoveTask) {
+        if let Some(journal) = &self.journal {
+            journal.submit(&Change::MoveTask(Box::new(task.clone())));
+        }
+    }
+
+    /// Puts a logged or snapshotted task in place of the one with its id.
+    pub fn restore_move_task(&self, task: MoveTask) {
+        let mut tasks = self.move_tasks.lock().unwrap_or_else(|p| p.into_inner());
+        let list = tasks.entry(task.source_arn.clone()).or_default();
+        match list.iter_mut().find(|t| t.id == task.id) {
+            Some(known) => *known = task,
+            None => list.push(task),
+        }
+    }
+
+    /// Every task in start order per source, with the log position the list is consistent
+    /// with, for a snapshot.
+    pub fn move_task_image(&self, next_lsn: impl Fn() -> u64) -> (u64, Vec<MoveTask>) {
+        let tasks = self.move_tasks.lock().unwrap_or_else(|p| p.into_inner());
+        let lsn = next_lsn();
+        (lsn, tasks.values().flatten().cloned().collect())
+    }
+
+    /// Tasks to resume after a restart.
+    pub fn running_move_tasks(&self) -> Vec<MoveTask> {
+        let tasks = self.move_tasks.lock().unwrap_or_else(|p| p.into_inner());
+        tasks
+            .values()
+            .flatten()
+            .filter(|t| t.status == MoveStatus::Running)
+            .cloned()
+            .collect()
     }
 }

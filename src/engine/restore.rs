@@ -115,6 +115,14 @@ impl<W: Default> Engine<W> {
                 .into_iter()
                 .map(|(_, image)| format!("{image:?}")),
         );
+        let mut tasks: Vec<String> = self
+            .move_task_image(|| 0)
+            .1
+            .iter()
+            .map(|t| format!("{t:?}"))
+            .collect();
+        tasks.sort();
+        queues.extend(tasks);
         queues
     }
 
@@ -177,6 +185,7 @@ impl<W: Default> Engine<W> {
                 topic.take_changes();
             }
             change @ (Change::Outbox(_) | Change::Token(_)) => self.replay_delivery_change(change),
+            Change::MoveTask(task) => self.restore_move_task(*task),
             Change::DeleteTopic { name } => {
                 self.topics
                     .write()

@@ -148,6 +148,7 @@ fn covered(loaded: &snapshot::Loaded, lsn: u64, change: &crate::engine::Change) 
         Change::Signer { .. } => loaded.signer,
         Change::Outbox(_) => loaded.outbox_lsn.is_some_and(|cut| lsn < cut),
         Change::Token(_) => false,
+        Change::MoveTask(_) => loaded.move_task_lsn.is_some_and(|cut| lsn < cut),
     }
 }
 

@@ -23,6 +23,7 @@ use super::record;
 use crate::engine::delivery::journal::TokenRecord;
 use crate::engine::delivery::{Delivery, LanePolicy};
 use crate::engine::journal::Journal;
+use crate::engine::move_task::MoveTask;
 use crate::engine::queue::journal::QueueImage;
 use crate::engine::queue::{AttemptEntries, DedupRecord, Stored};
 use crate::engine::restore::RegistryImage;
@@ -69,6 +70,11 @@ enum Item {
     },
     Deliveries(Vec<(u64, Arc<Delivery>, LanePolicy)>),
     Tokens(Vec<TokenRecord>),
+    /// Every DLQ redrive task as of this log position.
+    MoveTasks {
+        lsn: u64,
+        tasks: Vec<MoveTask>,
+    },
 }
 
 /// What recovery needs to know about the snapshot it loaded.
@@ -83,6 +89,7 @@ pub struct Loaded {
     pub topic_lsns: HashMap<String, u64>,
     pub signer: bool,
     pub outbox_lsn: Option<u64>,
+    pub move_task_lsn: Option<u64>,
     pub messages: u64,
 }
 
@@ -228,6 +235,8 @@ pub fn take<W: Default>(
         &mut buf,
     )?;
     write_chunks(&mut out, tokens, |_| 1024, Item::Tokens, &mut buf)?;
+    let (lsn, tasks) = engine.move_task_image(|| journal.next_lsn());
+    write_item(&mut out, &Item::MoveTasks { lsn, tasks }, &mut buf)?;
     if let Some(signer) = engine.signer_record() {
         write_item(&mut out, &Item::Signer(signer), &mut buf)?;
     }
@@ -333,6 +342,12 @@ pub fn load<W: Default>(dir: &Path, engine: &Engine<W>) -> Result<Loaded, super:
                 for record in chunk {
                     engine.restore_token(record);
                 }
+            }
+            Item::MoveTasks { lsn, tasks } => {
+                for task in tasks {
+                    engine.restore_move_task(task);
+                }
+                loaded.move_task_lsn = Some(lsn);
             }
             Item::Queue { lsn, image } => {
                 if let Some((image, messages)) = current.take() {

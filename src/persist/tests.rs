@@ -31,6 +31,17 @@ fn state(engine: &TestEngine) -> Vec<String> {
     engine.state_for_tests()
 }
 
+/// Shuts down, reopens the directory and checks the snapshot plus log rebuilt the same state.
+fn restart_from_snapshot(dir: &Path, engine: TestEngine, data: DataDir) -> (TestEngine, DataDir) {
+    let before = state(&engine);
+    close(data);
+    drop(engine);
+    let (engine, data, report) = open_dir(dir);
+    assert!(report.snapshot.is_some());
+    assert_eq!(state(&engine), before);
+    (engine, data)
+}
+
 fn fifo() -> Vec<(String, String)> {
     vec![
         ("FifoQueue".into(), "true".into()),
@@ -346,18 +357,78 @@ fn topics_and_the_signing_key_survive_a_snapshot_and_later_changes() {
             Ok(())
         })
         .unwrap();
-    let before = state(&engine);
-    close(data);
-    drop(engine);
-
-    let (engine, data, report) = open_dir(dir.path());
-    assert!(report.snapshot.is_some());
-    assert_eq!(state(&engine), before);
+    let (engine, data) = restart_from_snapshot(dir.path(), engine, data);
     assert!(engine.topic(&gone).is_err());
     assert_eq!(engine.signer().unwrap().certificate_file, certificate);
     // Dedup history from before and after the snapshot is remembered.
     assert!(publish(&engine, &arn, "before", t.plus_millis(1)));
     assert!(publish(&engine, &arn, "after", t.plus_millis(1)));
     assert_eq!(engine.queue("a.fifo").unwrap().lock().len(), 2);
+    close(data);
+}
+
+#[test]
+fn move_tasks_survive_a_snapshot_and_later_changes() {
+    use crate::engine::move_task::MoveStatus;
+    let dir = tempfile::tempdir().unwrap();
+    let t = Timestamp(1_000_000);
+    let (engine, data, _) = open_dir(dir.path());
+    engine.create_queue("dlq", &[], &[], t).unwrap();
+    let redrive =
+        r#"{"deadLetterTargetArn":"arn:aws:sqs:us-east-1:000000000000:dlq","maxReceiveCount":5}"#;
+    let source = vec![("RedrivePolicy".to_string(), redrive.to_string())];
+    let source2 = vec![("RedrivePolicy".to_string(), redrive.replace("dlq", "dlq2"))];
+    engine.create_queue("src", &source, &[], t).unwrap();
+    let dlq = engine.queue_arn("dlq");
+    let src = engine.queue_arn("src");
+    for i in 0..10 {
+        let entry = engine.queue("dlq").unwrap();
+        let mut q = entry.lock();
+        q.send(
+            SendRequest {
+                body: format!("m{i}"),
+                sender_id: "t".into(),
+                ..Default::default()
+            },
+            t,
+        )
+        .unwrap();
+    }
+    let first = engine.start_move_task(&dlq, Some(&src), None, t).unwrap();
+    engine.move_step(&first.id, &dlq, 2, t);
+    // A task on another source that is over before the snapshot: only the snapshot has it.
+    engine.create_queue("dlq2", &[], &[], t).unwrap();
+    engine.create_queue("src2", &source2, &[], t).unwrap();
+    let dlq2 = engine.queue_arn("dlq2");
+    let done = engine.start_move_task(&dlq2, None, None, t).unwrap();
+    engine.move_step(&done.id, &dlq2, 2, t);
+    snapshot::take(dir.path(), &engine, &data.journal).unwrap();
+    engine.move_step(&first.id, &dlq, 2, t);
+    let handle = engine.move_tasks(&dlq)[0].handle();
+    assert_eq!(engine.cancel_move_task(&handle).unwrap(), 4);
+    let second = engine.start_move_task(&dlq, Some(&src), None, t).unwrap();
+    engine.move_step(&second.id, &dlq, 3, t);
+    let (engine, data) = restart_from_snapshot(dir.path(), engine, data);
+    let tasks = engine.move_tasks(&dlq);
+    let summary: Vec<_> = tasks
+        .iter()
+        .map(|t| (t.id.clone(), t.status, t.moved))
+        .collect();
+    assert_eq!(
+        summary,
+        vec![
+            (second.id.clone(), MoveStatus::Running, 3),
+            (first.id.clone(), MoveStatus::Cancelled, 4),
+        ]
+    );
+    assert_eq!(engine.running_move_tasks().len(), 1);
+    let finished = engine.move_tasks(&dlq2);
+    assert_eq!(finished.len(), 1);
+    assert_eq!(finished[0].status, MoveStatus::Completed);
+    assert_eq!(engine.queue("src").unwrap().lock().len(), 7);
+    // The resumed task finishes what is left (6 - 3 = 3 of the messages it counted).
+    engine.move_step(&second.id, &dlq, 10, t);
+    assert_eq!(engine.move_tasks(&dlq)[0].status, MoveStatus::Completed);
+    assert_eq!(engine.queue("dlq").unwrap().lock().len(), 0);
     close(data);
 }

@@ -27,27 +27,17 @@ fn task_wire(task: MoveTask) -> MoveTaskWire {
 }
 
 impl Service {
-    pub(super) fn start_message_move_task(
-        self: &Arc<Self>,
-        input: StartMessageMoveTaskInput,
-        _ctx: &RequestContext,
-    ) -> Result<StartMessageMoveTaskOutput, ApiError> {
-        let source = input
-            .source_arn
-            .ok_or_else(|| ApiError::missing("SourceArn"))?;
-        let task = self.engine.start_move_task(
-            &source,
-            input.destination_arn.as_deref(),
-            input.max_number_of_messages_per_second,
-            self.clock.now(),
-        )?;
-        let budget = ((task.rate.unwrap_or(DEFAULT_RATE) + STEPS_PER_SECOND - 1) / STEPS_PER_SECOND)
-            as usize;
+    /// Paces a running task on a timer until it completes, fails or is cancelled.
+    fn run_move_task(self: &Arc<Self>, task: &MoveTask) {
+        // Up to STEPS_PER_SECOND steps a second; slow rates move one message per longer step.
+        let rate = task.rate.unwrap_or(DEFAULT_RATE).max(1);
+        let budget = (rate + STEPS_PER_SECOND - 1) / STEPS_PER_SECOND;
+        let period = Duration::from_millis((1000 * budget / rate) as u64);
+        let budget = budget as usize;
         let service = Arc::clone(self);
         let (id, arn) = (task.id.clone(), task.source_arn.clone());
         tokio::spawn(async move {
-            let mut ticker =
-                tokio::time::interval(Duration::from_millis(1000 / STEPS_PER_SECOND as u64));
+            let mut ticker = tokio::time::interval(period);
             loop {
                 ticker.tick().await;
                 let (touched, running) =
@@ -64,6 +54,31 @@ impl Service {
                 }
             }
         });
+    }
+
+    /// Restarts the tasks that were running when the server stopped.
+    pub fn resume_move_tasks(self: &Arc<Self>) {
+        for task in self.engine.running_move_tasks() {
+            tracing::info!(task = %task.id, source = %task.source_arn, moved = task.moved, "resuming message move task");
+            self.run_move_task(&task);
+        }
+    }
+
+    pub(super) fn start_message_move_task(
+        self: &Arc<Self>,
+        input: StartMessageMoveTaskInput,
+        _ctx: &RequestContext,
+    ) -> Result<StartMessageMoveTaskOutput, ApiError> {
+        let source = input
+            .source_arn
+            .ok_or_else(|| ApiError::missing("SourceArn"))?;
+        let task = self.engine.start_move_task(
+            &source,
+            input.destination_arn.as_deref(),
+            input.max_number_of_messages_per_second,
+            self.clock.now(),
+        )?;
+        self.run_move_task(&task);
         Ok(StartMessageMoveTaskOutput {
             task_handle: task.handle(),
         })
