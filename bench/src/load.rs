@@ -478,7 +478,7 @@ async fn run_pipeline(args: &Args, system: System, rate: Option<u64>) -> Row {
             Some(r) => format!("pipeline paced at {r} msg/s"),
             None => "pipeline".into(),
         },
-        system: "orderly".into(),
+        system: system.name().into(),
         messages: received,
         seconds,
         p50_us: percentile(&latencies, 0.5),
@@ -550,7 +550,7 @@ async fn run_backlog(args: &Args, preload: usize, groups: usize, measure: u64) -
         .unwrap_or_else(Instant::now);
     Row {
         scenario: format!("receive+delete, backlog {preload} msgs in {groups} groups"),
-        system: "orderly".into(),
+        system: System::Orderly.name().into(),
         messages: received,
         seconds: finished.duration_since(started).as_secs_f64(),
         errors: tally.errors.load(Ordering::Relaxed),
@@ -625,7 +625,7 @@ async fn run_restart(args: &Args) -> Row {
         seconds,
         errors: loaded.saturating_sub(back),
         note: format!(
-            "time to listening; {back} of {loaded} back; data dir {} MiB",
+            "restarted in {seconds:.2} s, to listening (msg/s here: messages recovered per second); {back} of {loaded} back; data dir {} MiB",
             disk >> 20
         ),
         ..Default::default()
@@ -852,7 +852,7 @@ async fn run_fanout(args: &Args, queues: usize) -> Row {
     latencies.sort_unstable();
     Row {
         scenario: format!("fan-out 1->{queues} FIFO queues (PublishBatch)"),
-        system: "orderly".into(),
+        system: System::Orderly.name().into(),
         messages: delivered,
         seconds: finished.duration_since(started).as_secs_f64(),
         p50_us: percentile(&latencies, 0.5),
