@@ -18,15 +18,36 @@ enum System {
     /// Durable, as by default: a fresh data directory, fsync before every answer.
     Durable,
     Null,
+    /// Another emulator, by its index in `--peer`.
+    Peer(usize),
 }
 
 impl System {
-    fn name(self) -> &'static str {
+    fn name(self, args: &Args) -> String {
         match self {
-            System::Orderly => "orderly --ephemeral",
-            System::Durable => "orderly (durable, fsync always)",
-            System::Null => "null handler",
+            System::Orderly => "orderly --ephemeral".into(),
+            System::Durable => "orderly (durable, fsync always)".into(),
+            System::Null => "null handler".into(),
+            System::Peer(i) => peer(args, i).0.to_string(),
         }
+    }
+}
+
+/// The `i`th `--peer NAME=COMMAND` as (name, command).
+fn peer(args: &Args, i: usize) -> (&str, &str) {
+    args.peers[i]
+        .split_once('=')
+        .unwrap_or(("peer", &args.peers[i]))
+}
+
+/// A row for a scenario that could not run on this system.
+fn failed_row(args: &Args, scenario: &str, system: System, why: String) -> Row {
+    Row {
+        scenario: scenario.into(),
+        system: system.name(args),
+        errors: 1,
+        note: format!("did not run: {why}"),
+        ..Default::default()
     }
 }
 
@@ -47,8 +68,8 @@ async fn start_durable(args: &Args, dir: &std::path::Path) -> ServerProcess {
     ServerProcess::start(&args.orderly, &["--bind", "127.0.0.1:0", "--data-dir", dir]).await
 }
 
-async fn start(args: &Args, system: System) -> ServerProcess {
-    match system {
+async fn start(args: &Args, system: System) -> Result<ServerProcess, String> {
+    Ok(match system {
         System::Orderly => {
             ServerProcess::start(&args.orderly, &["--bind", "127.0.0.1:0", "--ephemeral"]).await
         }
@@ -65,6 +86,26 @@ async fn start(args: &Args, system: System) -> ServerProcess {
                 &["--null-server", "127.0.0.1:0"],
             )
             .await
+        }
+        System::Peer(i) => {
+            let server = ServerProcess::start_peer(peer(args, i).1).await?;
+            wait_until_serving(&server.endpoint).await?;
+            server
+        }
+    })
+}
+
+/// Polls ListQueues until the server answers it (peers print no common "listening" line).
+async fn wait_until_serving(endpoint: &str) -> Result<(), String> {
+    let client = http_client();
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        match call(&client, endpoint, "ListQueues", "{}".into()).await {
+            Ok(_) => return Ok(()),
+            Err(e) if Instant::now() > deadline => {
+                return Err(format!("{endpoint} not serving after 120 s: {e}"))
+            }
+            Err(_) => tokio::time::sleep(Duration::from_millis(200)).await,
         }
     }
 }
@@ -88,6 +129,7 @@ async fn call(
         .post(endpoint)
         .header("x-amz-target", format!("AmazonSQS.{action}"))
         .header("content-type", "application/x-amz-json-1.0")
+        .header("authorization", authorization("sqs"))
         .body(body);
     send(request).await
 }
@@ -102,6 +144,14 @@ async fn send(request: reqwest::RequestBuilder) -> Result<String, String> {
     } else {
         Err(format!("{status}: {text}"))
     }
+}
+
+/// A SigV4-shaped Authorization header. Signatures are not checked by emulators, but some
+/// (moto) route requests by the service named in the credential scope.
+fn authorization(service: &str) -> String {
+    format!(
+        "AWS4-HMAC-SHA256 Credential=bench/20260101/us-east-1/{service}/aws4_request, SignedHeaders=host;x-amz-date, Signature=0000"
+    )
 }
 
 fn now_micros() -> u64 {
@@ -159,8 +209,15 @@ async fn send_batch(
     }
     req.push_str("]}");
     let text = call(client, endpoint, "SendMessageBatch", req).await?;
+    // Some servers list an empty "Failed" array; only entries in it are failures.
     if text.contains("\"Failed\"") {
-        return Err(format!("partial failure: {text}"));
+        let failed = serde_json::from_str::<Value>(&text)
+            .ok()
+            .and_then(|v| v["Failed"].as_array().map(|a| !a.is_empty()))
+            .unwrap_or(true);
+        if failed {
+            return Err(format!("partial failure: {text}"));
+        }
     }
     Ok(entries.len() as u64)
 }
@@ -274,7 +331,15 @@ fn spawn_producers(
 }
 
 async fn run_send(args: &Args, system: System, batch: bool) -> Row {
-    let server = start(args, system).await;
+    let scenario = if batch {
+        "send (batches of 10)"
+    } else {
+        "send (single)"
+    };
+    let server = match start(args, system).await {
+        Ok(server) => server,
+        Err(why) => return failed_row(args, scenario, system, why),
+    };
     let client = http_client();
     let queue_url = create_fifo_queue(&client, &server.endpoint, "bench.fifo").await;
     let stop = Arc::new(AtomicBool::new(false));
@@ -292,12 +357,8 @@ async fn run_send(args: &Args, system: System, batch: bool) -> Row {
     tokio::time::sleep(Duration::from_secs(args.duration)).await;
     stop.store(true, Ordering::Relaxed);
     let mut row = Row {
-        scenario: if batch {
-            "send (batches of 10)".into()
-        } else {
-            "send (single)".into()
-        },
-        system: system.name().into(),
+        scenario: scenario.into(),
+        system: system.name(args),
         ..Default::default()
     };
     let mut latencies = Vec::new();
@@ -404,7 +465,14 @@ async fn consume(
 }
 
 async fn run_pipeline(args: &Args, system: System, rate: Option<u64>) -> Row {
-    let server = start(args, system).await;
+    let scenario = match rate {
+        Some(r) => format!("pipeline paced at {r} msg/s"),
+        None => "pipeline".into(),
+    };
+    let server = match start(args, system).await {
+        Ok(server) => server,
+        Err(why) => return failed_row(args, &scenario, system, why),
+    };
     let client = http_client();
     let queue_url = create_fifo_queue(&client, &server.endpoint, "pipeline.fifo").await;
     let stop = Arc::new(AtomicBool::new(false));
@@ -474,11 +542,8 @@ async fn run_pipeline(args: &Args, system: System, rate: Option<u64>) -> Row {
     let mut latencies = std::mem::take(&mut *tally.latencies.lock().expect("lock"));
     latencies.sort_unstable();
     Row {
-        scenario: match rate {
-            Some(r) => format!("pipeline paced at {r} msg/s"),
-            None => "pipeline".into(),
-        },
-        system: system.name().into(),
+        scenario,
+        system: system.name(args),
         messages: received,
         seconds,
         p50_us: percentile(&latencies, 0.5),
@@ -493,8 +558,18 @@ async fn run_pipeline(args: &Args, system: System, rate: Option<u64>) -> Row {
 
 /// Receive+delete throughput over the first `measure` messages of a queue preloaded with
 /// `preload` messages in `groups` groups.
-async fn run_backlog(args: &Args, preload: usize, groups: usize, measure: u64) -> Row {
-    let server = start(args, System::Orderly).await;
+async fn run_backlog(
+    args: &Args,
+    system: System,
+    preload: usize,
+    groups: usize,
+    measure: u64,
+) -> Row {
+    let scenario = format!("receive+delete, backlog {preload} msgs in {groups} groups");
+    let server = match start(args, system).await {
+        Ok(server) => server,
+        Err(why) => return failed_row(args, &scenario, system, why),
+    };
     let client = http_client();
     let queue_url = create_fifo_queue(&client, &server.endpoint, "backlog.fifo").await;
     let stop = Arc::new(AtomicBool::new(false));
@@ -508,10 +583,19 @@ async fn run_backlog(args: &Args, preload: usize, groups: usize, measure: u64) -
         (true, None, Some(per_producer)),
         &stop,
     );
+    // Slow servers would take hours to load a million messages: stop loading after a while.
+    let limit = {
+        let stop = stop.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(PRELOAD_LIMIT).await;
+            stop.store(true, Ordering::Relaxed);
+        })
+    };
     let mut loaded = 0;
     for l in loaders {
         loaded += l.await.expect("loader").sent;
     }
+    limit.abort();
     let rss = server.rss_kib();
     let tally = Arc::new(Tally {
         received: AtomicU64::new(0),
@@ -548,21 +632,32 @@ async fn run_backlog(args: &Args, preload: usize, groups: usize, measure: u64) -
         .lock()
         .expect("lock")
         .unwrap_or_else(Instant::now);
+    let loaded_note = if (loaded as usize) < preload {
+        format!(
+            "; loading stopped at {loaded} msgs after {} s",
+            PRELOAD_LIMIT.as_secs()
+        )
+    } else {
+        String::new()
+    };
     Row {
-        scenario: format!("receive+delete, backlog {preload} msgs in {groups} groups"),
-        system: System::Orderly.name().into(),
+        scenario,
+        system: system.name(args),
         messages: received,
         seconds: finished.duration_since(started).as_secs_f64(),
         errors: tally.errors.load(Ordering::Relaxed),
         order_violations: tally.violations.load(Ordering::Relaxed),
         server_cpu_us: server.cpu_micros() - cpu_before,
         note: format!(
-            "first {measure} msgs; server RSS after load {} MiB",
+            "first {measure} msgs; server RSS after load {} MiB{loaded_note}",
             rss / 1024
         ),
         ..Default::default()
     }
 }
+
+/// How long the backlog scenario keeps loading before it measures what it has.
+const PRELOAD_LIMIT: Duration = Duration::from_secs(180);
 
 /// Restart time of a durable server holding `backlog_messages` live messages: load them, kill
 /// the server with SIGKILL, and time a fresh start on the same directory until it listens;
@@ -620,7 +715,7 @@ async fn run_restart(args: &Args) -> Row {
     restarted.data_dir = Some(dir);
     Row {
         scenario: format!("restart after SIGKILL, {loaded} live msgs"),
-        system: System::Durable.name().into(),
+        system: System::Durable.name(args),
         messages: back,
         seconds,
         errors: loaded.saturating_sub(back),
@@ -630,6 +725,59 @@ async fn run_restart(args: &Args) -> Row {
         ),
         ..Default::default()
     }
+}
+
+/// A FIFO topic with `queues` raw-delivery FIFO queues subscribed; (topic ARN, queue URLs).
+/// Queue ARNs are asked for, as emulators use different account ids.
+async fn fanout_setup(
+    client: &reqwest::Client,
+    endpoint: &str,
+    queues: usize,
+) -> Result<(String, Vec<String>), String> {
+    let created = sns_call(
+        client,
+        endpoint,
+        &[
+            ("Action", "CreateTopic".into()),
+            ("Name", "fanout.fifo".into()),
+            ("Attributes.entry.1.key", "FifoTopic".into()),
+            ("Attributes.entry.1.value", "true".into()),
+        ],
+    )
+    .await?;
+    let topic = xml_text(&created, "TopicArn")
+        .ok_or("no TopicArn")?
+        .to_string();
+    let mut urls = Vec::new();
+    for q in 0..queues {
+        let url = create_fifo_queue(client, endpoint, &format!("fan{q}.fifo")).await;
+        let attributes = call(
+            client,
+            endpoint,
+            "GetQueueAttributes",
+            serde_json::json!({"QueueUrl": url, "AttributeNames": ["QueueArn"]}).to_string(),
+        )
+        .await?;
+        let arn = serde_json::from_str::<Value>(&attributes)
+            .ok()
+            .and_then(|v| Some(v["Attributes"]["QueueArn"].as_str()?.to_string()))
+            .ok_or("no QueueArn")?;
+        sns_call(
+            client,
+            endpoint,
+            &[
+                ("Action", "Subscribe".into()),
+                ("TopicArn", topic.clone()),
+                ("Protocol", "sqs".into()),
+                ("Endpoint", arn),
+                ("Attributes.entry.1.key", "RawMessageDelivery".into()),
+                ("Attributes.entry.1.value", "true".into()),
+            ],
+        )
+        .await?;
+        urls.push(url);
+    }
+    Ok((topic, urls))
 }
 
 /// Percent-encodes a form value (unreserved characters kept).
@@ -665,6 +813,7 @@ async fn sns_call(
             "content-type",
             "application/x-www-form-urlencoded; charset=utf-8",
         )
+        .header("authorization", authorization("sns"))
         .body(body);
     send(request).await
 }
@@ -727,46 +876,17 @@ async fn publish_batches(
 
 /// PublishBatch into one FIFO topic fanned out to `queues` FIFO queues (raw delivery), one
 /// consumer per queue draining and checking per-group order.
-async fn run_fanout(args: &Args, queues: usize) -> Row {
-    let server = start(args, System::Orderly).await;
+async fn run_fanout(args: &Args, system: System, queues: usize) -> Row {
+    let scenario = format!("fan-out 1->{queues} FIFO queues (PublishBatch)");
+    let server = match start(args, system).await {
+        Ok(server) => server,
+        Err(why) => return failed_row(args, &scenario, system, why),
+    };
     let client = http_client();
-    let created = sns_call(
-        &client,
-        &server.endpoint,
-        &[
-            ("Action", "CreateTopic".into()),
-            ("Name", "fanout.fifo".into()),
-            ("Attributes.entry.1.key", "FifoTopic".into()),
-            ("Attributes.entry.1.value", "true".into()),
-        ],
-    )
-    .await
-    .expect("create topic");
-    let topic = xml_text(&created, "TopicArn")
-        .expect("topic arn")
-        .to_string();
-    let mut urls = Vec::new();
-    for q in 0..queues {
-        let url = create_fifo_queue(&client, &server.endpoint, &format!("fan{q}.fifo")).await;
-        sns_call(
-            &client,
-            &server.endpoint,
-            &[
-                ("Action", "Subscribe".into()),
-                ("TopicArn", topic.clone()),
-                ("Protocol", "sqs".into()),
-                (
-                    "Endpoint",
-                    format!("arn:aws:sqs:us-east-1:000000000000:fan{q}.fifo"),
-                ),
-                ("Attributes.entry.1.key", "RawMessageDelivery".into()),
-                ("Attributes.entry.1.value", "true".into()),
-            ],
-        )
-        .await
-        .expect("subscribe");
-        urls.push(url);
-    }
+    let (topic, urls) = match fanout_setup(&client, &server.endpoint, queues).await {
+        Ok(setup) => setup,
+        Err(why) => return failed_row(args, &scenario, system, why),
+    };
     let stop = Arc::new(AtomicBool::new(false));
     let producers_done = Arc::new(AtomicBool::new(false));
     let published = Arc::new(AtomicU64::new(0));
@@ -851,8 +971,8 @@ async fn run_fanout(args: &Args, queues: usize) -> Row {
         .collect();
     latencies.sort_unstable();
     Row {
-        scenario: format!("fan-out 1->{queues} FIFO queues (PublishBatch)"),
-        system: System::Orderly.name().into(),
+        scenario,
+        system: system.name(args),
         messages: delivered,
         seconds: finished.duration_since(started).as_secs_f64(),
         p50_us: percentile(&latencies, 0.5),
@@ -877,34 +997,67 @@ async fn run_fanout(args: &Args, queues: usize) -> Row {
 
 pub async fn run_all(args: &Args) -> Vec<Row> {
     let mut rows = Vec::new();
+    let peers = || (0..args.peers.len()).map(System::Peer);
     for scenario in args.scenarios.split(',').map(str::trim) {
         eprintln!("running {scenario} ...");
         match scenario {
             "send" => {
                 rows.push(run_send(args, System::Null, true).await);
                 rows.push(run_send(args, System::Orderly, true).await);
+                for peer in peers() {
+                    rows.push(run_send(args, peer, true).await);
+                }
             }
             "single" => {
                 rows.push(run_send(args, System::Null, false).await);
                 rows.push(run_send(args, System::Orderly, false).await);
+                for peer in peers() {
+                    rows.push(run_send(args, peer, false).await);
+                }
             }
-            "pipeline" => rows.push(run_pipeline(args, System::Orderly, None).await),
+            "pipeline" => {
+                rows.push(run_pipeline(args, System::Orderly, None).await);
+                for peer in peers() {
+                    rows.push(run_pipeline(args, peer, None).await);
+                }
+            }
             "durable" => {
                 rows.push(run_send(args, System::Durable, true).await);
                 rows.push(run_send(args, System::Durable, false).await);
                 rows.push(run_pipeline(args, System::Durable, None).await);
             }
             "restart" => rows.push(run_restart(args).await),
-            "fanout" => rows.push(run_fanout(args, 10).await),
-            "paced" => rows.push(run_pipeline(args, System::Orderly, Some(args.rate)).await),
+            "fanout" => {
+                rows.push(run_fanout(args, System::Orderly, 10).await);
+                for peer in peers() {
+                    rows.push(run_fanout(args, peer, 10).await);
+                }
+            }
+            "paced" => {
+                rows.push(run_pipeline(args, System::Orderly, Some(args.rate)).await);
+                for peer in peers() {
+                    rows.push(run_pipeline(args, peer, Some(args.rate)).await);
+                }
+            }
             "backlog" => {
                 let measure = 100_000u64;
                 let small_groups =
                     (measure as usize * args.backlog_groups / args.backlog_messages.max(1)).max(1);
-                rows.push(run_backlog(args, measure as usize, small_groups, measure).await);
-                rows.push(
-                    run_backlog(args, args.backlog_messages, args.backlog_groups, measure).await,
-                );
+                for system in std::iter::once(System::Orderly).chain(peers()) {
+                    rows.push(
+                        run_backlog(args, system, measure as usize, small_groups, measure).await,
+                    );
+                    rows.push(
+                        run_backlog(
+                            args,
+                            system,
+                            args.backlog_messages,
+                            args.backlog_groups,
+                            measure,
+                        )
+                        .await,
+                    );
+                }
             }
             other => eprintln!("unknown scenario {other}"),
         }

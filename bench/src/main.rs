@@ -49,6 +49,11 @@ pub struct Args {
     /// Groups the backlog is spread over.
     #[arg(long, default_value_t = 100_000)]
     pub backlog_groups: usize,
+    /// Another emulator to measure beside Orderly, as NAME=COMMAND (repeatable). COMMAND runs
+    /// under `sh -c` with `{port}` replaced by a free port; it must serve the SQS JSON protocol
+    /// on 127.0.0.1:{port}. Peers run every scenario but durable and restart.
+    #[arg(long = "peer", value_name = "NAME=COMMAND")]
+    pub peers: Vec<String>,
     /// Run as the null handler on this address (used by the benchmark itself).
     #[arg(long, hide = true)]
     pub null_server: Option<String>,

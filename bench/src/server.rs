@@ -62,15 +62,56 @@ impl ServerProcess {
         }
     }
 
-    /// User plus system CPU time of the server so far, in microseconds.
+    /// Starts another emulator: `sh -c "exec COMMAND"` with `{port}` replaced by a free port.
+    /// Its output is discarded; the caller waits until it serves.
+    pub async fn start_peer(command: &str) -> Result<ServerProcess, String> {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .map_err(|e| format!("no free port: {e}"))?
+            .port();
+        let command = command.replace("{port}", &port.to_string());
+        let child = Command::new("sh")
+            .arg("-c")
+            .arg(format!("exec {command}"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .map_err(|e| format!("cannot start {command}: {e}"))?;
+        Ok(ServerProcess {
+            child,
+            endpoint: format!("http://127.0.0.1:{port}"),
+            data_dir: None,
+        })
+    }
+
+    /// User plus system CPU time of the server and every process it started, in microseconds.
     pub fn cpu_micros(&self) -> u64 {
         let Some(pid) = self.child.id() else { return 0 };
-        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-        // Fields after the parenthesised command name; utime and stime are the 12th and 13th.
-        let after = stat.rsplit(')').next().unwrap_or("");
-        let fields: Vec<&str> = after.split_whitespace().collect();
-        let ticks: u64 = fields.get(11).and_then(|v| v.parse().ok()).unwrap_or(0)
-            + fields.get(12).and_then(|v| v.parse().ok()).unwrap_or(0);
+        let mut ticks = 0;
+        let mut family = vec![pid];
+        // Descendants: a process whose parent is already in the family (pids listed in order
+        // of creation mostly; a second pass catches the rest).
+        let stats: Vec<(u32, u32, u64)> = std::fs::read_dir("/proc")
+            .map(|entries| {
+                entries
+                    .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+                    .filter_map(|p| proc_stat(p).map(|(ppid, t)| (p, ppid, t)))
+                    .collect()
+            })
+            .unwrap_or_default();
+        for _ in 0..2 {
+            for (p, ppid, _) in &stats {
+                if family.contains(ppid) && !family.contains(p) {
+                    family.push(*p);
+                }
+            }
+        }
+        for (p, _, t) in &stats {
+            if family.contains(p) {
+                ticks += t;
+            }
+        }
         ticks * 1_000_000 / TICKS_PER_SECOND
     }
 
@@ -85,4 +126,16 @@ impl ServerProcess {
             .and_then(|v| v.parse().ok())
             .unwrap_or(0)
     }
+}
+
+/// A process's parent pid and its user plus system CPU ticks.
+fn proc_stat(pid: u32) -> Option<(u32, u64)> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // Fields after the parenthesised command name: ppid is the 2nd, utime and stime the 12th
+    // and 13th.
+    let after = stat.rsplit(')').next()?;
+    let fields: Vec<&str> = after.split_whitespace().collect();
+    let ppid = fields.get(1)?.parse().ok()?;
+    let ticks = fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?;
+    Some((ppid, ticks))
 }
