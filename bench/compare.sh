@@ -16,7 +16,7 @@ set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 peers="$root/bench/.peers"
 duration="${DURATION:-10}"
-scenarios="${SCENARIOS:-send,single,pipeline,paced,fanout,backlog,durable,restart}"
+scenarios="${SCENARIOS:-send,single,pipeline,paced,fanout,backlog,durable,restart,memory}"
 FAUXQS_VERSION=2.4.1
 MOTO_VERSION=5.2.5
 

@@ -572,30 +572,8 @@ async fn run_backlog(
     };
     let client = http_client();
     let queue_url = create_fifo_queue(&client, &server.endpoint, "backlog.fifo").await;
-    let stop = Arc::new(AtomicBool::new(false));
-    let per_producer = (preload / args.producers) as u64;
-    let loaders = spawn_producers(
-        args,
-        &client,
-        &server.endpoint,
-        &queue_url,
-        groups,
-        (true, None, Some(per_producer)),
-        &stop,
-    );
-    // Slow servers would take hours to load a million messages: stop loading after a while.
-    let limit = {
-        let stop = stop.clone();
-        tokio::spawn(async move {
-            tokio::time::sleep(PRELOAD_LIMIT).await;
-            stop.store(true, Ordering::Relaxed);
-        })
-    };
-    let mut loaded = 0;
-    for l in loaders {
-        loaded += l.await.expect("loader").sent;
-    }
-    limit.abort();
+    let (loaded, _) =
+        preload_queue(args, &client, &server.endpoint, &queue_url, preload, groups).await;
     let rss = server.rss_kib();
     let tally = Arc::new(Tally {
         received: AtomicU64::new(0),
@@ -651,6 +629,94 @@ async fn run_backlog(
         note: format!(
             "first {measure} msgs; server RSS after load {} MiB{loaded_note}",
             rss / 1024
+        ),
+        ..Default::default()
+    }
+}
+
+/// Sends `messages` in batches spread over `groups`, stopping early after `PRELOAD_LIMIT` (slow
+/// servers would take hours to load a million); returns (messages accepted, failed requests).
+async fn preload_queue(
+    args: &Args,
+    client: &reqwest::Client,
+    endpoint: &str,
+    queue_url: &str,
+    messages: usize,
+    groups: usize,
+) -> (u64, u64) {
+    let stop = Arc::new(AtomicBool::new(false));
+    let per_producer = (messages / args.producers) as u64;
+    let loaders = spawn_producers(
+        args,
+        client,
+        endpoint,
+        queue_url,
+        groups,
+        (true, None, Some(per_producer)),
+        &stop,
+    );
+    let limit = {
+        let stop = stop.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(PRELOAD_LIMIT).await;
+            stop.store(true, Ordering::Relaxed);
+        })
+    };
+    let (mut loaded, mut errors) = (0, 0);
+    for l in loaders {
+        let result = l.await.expect("loader");
+        loaded += result.sent;
+        errors += result.errors;
+    }
+    limit.abort();
+    (loaded, errors)
+}
+
+/// Messages queued by the memory scenario, and their body size.
+const MEMORY_MESSAGES: usize = 200_000;
+const MEMORY_BODY_BYTES: usize = 1024;
+
+/// Resident memory a queued 1 KiB message costs: the server's RSS before and after queueing
+/// `MEMORY_MESSAGES` of them (batched sends, 10,000 groups), per message.
+async fn run_memory(args: &Args, system: System) -> Row {
+    let scenario = format!("memory: {MEMORY_MESSAGES} queued 1 KiB msgs");
+    let server = match start(args, system).await {
+        Ok(server) => server,
+        Err(why) => return failed_row(args, &scenario, system, why),
+    };
+    let client = http_client();
+    let queue_url = create_fifo_queue(&client, &server.endpoint, "memory.fifo").await;
+    // Let start-up allocations settle before the baseline.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let before = server.rss_kib();
+    let args = &Args {
+        body_size: MEMORY_BODY_BYTES,
+        ..args.clone()
+    };
+    let started = Instant::now();
+    let (loaded, errors) = preload_queue(
+        args,
+        &client,
+        &server.endpoint,
+        &queue_url,
+        MEMORY_MESSAGES,
+        10_000,
+    )
+    .await;
+    let seconds = started.elapsed().as_secs_f64();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let grown = server.rss_kib().saturating_sub(before) * 1024;
+    let per_message = grown / loaded.max(1);
+    Row {
+        scenario,
+        system: system.name(args),
+        messages: loaded,
+        seconds,
+        errors,
+        note: format!(
+            "RSS grew {} MiB: {per_message} bytes per message ({:.2}× the body); msg/s is the load rate",
+            grown >> 20,
+            per_message as f64 / MEMORY_BODY_BYTES as f64
         ),
         ..Default::default()
     }
@@ -1057,6 +1123,14 @@ pub async fn run_all(args: &Args) -> Vec<Row> {
                         )
                         .await,
                     );
+                }
+            }
+            "memory" => {
+                for system in [System::Orderly, System::Durable]
+                    .into_iter()
+                    .chain(peers())
+                {
+                    rows.push(run_memory(args, system).await);
                 }
             }
             other => eprintln!("unknown scenario {other}"),

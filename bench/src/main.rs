@@ -19,10 +19,11 @@ pub struct Args {
     #[arg(long, default_value = "target/release/orderly")]
     pub orderly: String,
     /// Comma-separated scenarios: send, single, pipeline, paced, fanout, backlog, durable
-    /// (send, single and pipeline with fsync), restart (restart time with the backlog).
+    /// (send, single and pipeline with fsync), restart (restart time with the backlog), memory
+    /// (resident memory per queued 1 KiB message).
     #[arg(
         long,
-        default_value = "send,single,pipeline,paced,fanout,backlog,durable,restart"
+        default_value = "send,single,pipeline,paced,fanout,backlog,durable,restart,memory"
     )]
     pub scenarios: String,
     /// Seconds each measured phase runs.

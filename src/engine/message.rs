@@ -125,10 +125,150 @@ impl MessageAttributes {
     }
 }
 
-/// Lower-case hex MD5 of a message body.
-pub fn body_md5(body: &str) -> String {
-    hex(&Md5::digest(body.as_bytes()))
+/// The MD5 of a message body.
+pub fn body_md5(body: &str) -> Md5Digest {
+    Md5Digest(Md5::digest(body.as_bytes()).into())
 }
+
+/// An MD5 held as its 16 bytes and written out in lower-case hex when answered: every stored
+/// message carries one, and a heap string for it would cost more memory than the digest.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Md5Digest([u8; 16]);
+
+impl std::fmt::Display for Md5Digest {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut text = [0; 32];
+        for (i, b) in self.0.iter().enumerate() {
+            text[2 * i] = HEX_DIGITS[(b >> 4) as usize];
+            text[2 * i + 1] = HEX_DIGITS[(b & 15) as usize];
+        }
+        f.write_str(std::str::from_utf8(&text).expect("hex digits are ASCII"))
+    }
+}
+
+impl std::fmt::Debug for Md5Digest {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Display::fmt(self, f)
+    }
+}
+
+// As hex text, so logs and snapshots read the same as when the digest was a `String`.
+impl Serialize for Md5Digest {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for Md5Digest {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(deserializer)?;
+        let digit = |c: u8| HEX_DIGITS.iter().position(|d| *d == c).map(|v| v as u8);
+        let mut bytes = [0; 16];
+        let valid = text.len() == 32
+            && bytes
+                .iter_mut()
+                .zip(text.as_bytes().chunks(2))
+                .all(|(b, pair)| match (digit(pair[0]), digit(pair[1])) {
+                    (Some(hi), Some(lo)) => {
+                        *b = hi << 4 | lo;
+                        true
+                    }
+                    _ => false,
+                });
+        if valid {
+            Ok(Md5Digest(bytes))
+        } else {
+            Err(serde::de::Error::custom(
+                "an MD5 is 32 lower-case hex digits",
+            ))
+        }
+    }
+}
+
+/// A FIFO sequence number. AWS's are 20 digits, which still fit 64 bits (queues start at
+/// 18 * 10^18); held in a `NonZeroU64` so an optional one costs 8 bytes per stored message
+/// instead of a `u128`'s padded 32.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Debug)]
+pub struct SequenceNumber(std::num::NonZeroU64);
+
+impl SequenceNumber {
+    pub fn get(self) -> u128 {
+        self.0.get() as u128
+    }
+}
+
+impl From<u128> for SequenceNumber {
+    /// Saturates: reaching u64::MAX from a queue's base takes over 4 * 10^17 sends.
+    fn from(value: u128) -> SequenceNumber {
+        let value = u64::try_from(value).unwrap_or(u64::MAX);
+        SequenceNumber(std::num::NonZeroU64::new(value).unwrap_or(std::num::NonZeroU64::MIN))
+    }
+}
+
+impl std::fmt::Display for SequenceNumber {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Display::fmt(&self.0, f)
+    }
+}
+
+// As a u128, the encoding logs and snapshots used before.
+impl Serialize for SequenceNumber {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_u128(self.get())
+    }
+}
+
+impl<'de> Deserialize<'de> for SequenceNumber {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let value = u128::deserialize(deserializer)?;
+        u64::try_from(value)
+            .ok()
+            .and_then(std::num::NonZeroU64::new)
+            .map(SequenceNumber)
+            .ok_or_else(|| serde::de::Error::custom("sequence number out of range"))
+    }
+}
+
+/// A message id held as the 16 bytes of its UUID and written out when answered: a heap string
+/// per stored message would cost more memory than the id itself.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct MessageId(uuid::Uuid);
+
+impl MessageId {
+    pub fn random() -> MessageId {
+        MessageId(uuid::Uuid::new_v4())
+    }
+}
+
+impl std::fmt::Display for MessageId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Display::fmt(&self.0.hyphenated(), f)
+    }
+}
+
+impl std::fmt::Debug for MessageId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Display::fmt(self, f)
+    }
+}
+
+// As a string, so logs and snapshots read the same as when the id was a `String`.
+impl Serialize for MessageId {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(&self.0.hyphenated())
+    }
+}
+
+impl<'de> Deserialize<'de> for MessageId {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(deserializer)?;
+        uuid::Uuid::parse_str(&text)
+            .map(MessageId)
+            .map_err(serde::de::Error::custom)
+    }
+}
+
+const HEX_DIGITS: &[u8; 16] = b"0123456789abcdef";
 
 /// Lower-case hex SHA-256 of a body: the content-based deduplication id.
 pub fn content_dedup_id(body: &str) -> String {
@@ -137,11 +277,10 @@ pub fn content_dedup_id(body: &str) -> String {
 }
 
 pub fn hex(bytes: &[u8]) -> String {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
     let mut out = String::with_capacity(bytes.len() * 2);
     for b in bytes {
-        out.push(DIGITS[(b >> 4) as usize] as char);
-        out.push(DIGITS[(b & 15) as usize] as char);
+        out.push(HEX_DIGITS[(b >> 4) as usize] as char);
+        out.push(HEX_DIGITS[(b & 15) as usize] as char);
     }
     out
 }
@@ -285,23 +424,159 @@ pub fn validate_token(parameter: &str, value: &str) -> EngineResult<()> {
 
 /// A message as stored: immutable content plus the counters receiving changes.
 #[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(from = "MessageForm", into = "MessageForm")]
 pub struct Message {
-    pub id: Arc<str>,
+    pub id: MessageId,
     pub body: Arc<str>,
-    pub body_md5: Arc<str>,
+    pub body_md5: Md5Digest,
     pub attributes: MessageAttributes,
-    pub attributes_md5: Option<Arc<str>>,
-    /// The AWSTraceHeader system attribute, the only one SQS accepts.
-    pub trace_header: Option<Arc<str>>,
     pub sender_id: Arc<str>,
     pub sent_at: Timestamp,
     pub group_id: Option<Arc<str>>,
     pub dedup_id: Option<Arc<str>>,
     /// FIFO only: the queue's sequence number for this message.
-    pub sequence_number: Option<u128>,
+    pub sequence_number: Option<SequenceNumber>,
     pub receive_count: u32,
     pub first_receive_at: Option<Timestamp>,
-    pub dead_letter_source_arn: Option<Arc<str>>,
+    /// What most messages lack, behind one pointer: three empty slots inline would cost every
+    /// stored message 40 bytes.
+    extras: Option<Box<Extras>>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+struct Extras {
+    attributes_md5: Option<Arc<str>>,
+    /// The AWSTraceHeader system attribute, the only one SQS accepts.
+    trace_header: Option<Arc<str>>,
+    dead_letter_source_arn: Option<Arc<str>>,
+}
+
+impl Extras {
+    fn boxed(self) -> Option<Box<Extras>> {
+        (self != Extras::default()).then(|| Box::new(self))
+    }
+}
+
+/// How a message is written to the log and snapshots (the fields of `Message` and `Extras`
+/// in their original order, so existing data directories still read).
+#[derive(Clone, Serialize, Deserialize)]
+struct MessageForm {
+    id: MessageId,
+    body: Arc<str>,
+    body_md5: Md5Digest,
+    attributes: MessageAttributes,
+    attributes_md5: Option<Arc<str>>,
+    trace_header: Option<Arc<str>>,
+    sender_id: Arc<str>,
+    sent_at: Timestamp,
+    group_id: Option<Arc<str>>,
+    dedup_id: Option<Arc<str>>,
+    sequence_number: Option<SequenceNumber>,
+    receive_count: u32,
+    first_receive_at: Option<Timestamp>,
+    dead_letter_source_arn: Option<Arc<str>>,
+}
+
+impl From<MessageForm> for Message {
+    fn from(f: MessageForm) -> Message {
+        Message {
+            id: f.id,
+            body: f.body,
+            body_md5: f.body_md5,
+            attributes: f.attributes,
+            sender_id: f.sender_id,
+            sent_at: f.sent_at,
+            group_id: f.group_id,
+            dedup_id: f.dedup_id,
+            sequence_number: f.sequence_number,
+            receive_count: f.receive_count,
+            first_receive_at: f.first_receive_at,
+            extras: Extras {
+                attributes_md5: f.attributes_md5,
+                trace_header: f.trace_header,
+                dead_letter_source_arn: f.dead_letter_source_arn,
+            }
+            .boxed(),
+        }
+    }
+}
+
+impl From<Message> for MessageForm {
+    fn from(m: Message) -> MessageForm {
+        let extras = m.extras.map(|e| *e).unwrap_or_default();
+        MessageForm {
+            id: m.id,
+            body: m.body,
+            body_md5: m.body_md5,
+            attributes: m.attributes,
+            attributes_md5: extras.attributes_md5,
+            trace_header: extras.trace_header,
+            sender_id: m.sender_id,
+            sent_at: m.sent_at,
+            group_id: m.group_id,
+            dedup_id: m.dedup_id,
+            sequence_number: m.sequence_number,
+            receive_count: m.receive_count,
+            first_receive_at: m.first_receive_at,
+            dead_letter_source_arn: extras.dead_letter_source_arn,
+        }
+    }
+}
+
+/// The content of a new message, before a queue numbers it.
+pub struct NewMessage {
+    pub body: Arc<str>,
+    pub attributes: MessageAttributes,
+    pub attributes_md5: Option<Arc<str>>,
+    pub trace_header: Option<Arc<str>>,
+    pub sender_id: Arc<str>,
+    pub sent_at: Timestamp,
+    pub group_id: Option<Arc<str>>,
+    pub dedup_id: Option<Arc<str>>,
+}
+
+impl Message {
+    /// A message never received, with a fresh id and the body's MD5.
+    pub fn new(m: NewMessage) -> Message {
+        Message {
+            id: MessageId::random(),
+            body_md5: body_md5(&m.body),
+            body: m.body,
+            attributes: m.attributes,
+            sender_id: m.sender_id,
+            sent_at: m.sent_at,
+            group_id: m.group_id,
+            dedup_id: m.dedup_id,
+            sequence_number: None,
+            receive_count: 0,
+            first_receive_at: None,
+            extras: Extras {
+                attributes_md5: m.attributes_md5,
+                trace_header: m.trace_header,
+                dead_letter_source_arn: None,
+            }
+            .boxed(),
+        }
+    }
+
+    pub fn attributes_md5(&self) -> Option<&Arc<str>> {
+        self.extras.as_ref()?.attributes_md5.as_ref()
+    }
+
+    pub fn trace_header(&self) -> Option<&Arc<str>> {
+        self.extras.as_ref()?.trace_header.as_ref()
+    }
+
+    /// The queue a dead-lettered message came from.
+    pub fn dead_letter_source_arn(&self) -> Option<&Arc<str>> {
+        self.extras.as_ref()?.dead_letter_source_arn.as_ref()
+    }
+
+    pub fn set_dead_letter_source_arn(&mut self, arn: Option<Arc<str>>) {
+        let mut extras = self.extras.take().map(|e| *e).unwrap_or_default();
+        extras.dead_letter_source_arn = arn;
+        self.extras = extras.boxed();
+    }
 }
 
 impl Message {
@@ -326,6 +601,67 @@ pub fn trace_header_md5(trace_header: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn sample(trace_header: Option<&str>) -> Message {
+        Message::new(NewMessage {
+            body: "price 42".into(),
+            attributes: MessageAttributes::default(),
+            attributes_md5: None,
+            trace_header: trace_header.map(Arc::from),
+            sender_id: "AIDA".into(),
+            sent_at: Timestamp(7),
+            group_id: Some("g".into()),
+            dedup_id: Some("d".into()),
+        })
+    }
+
+    #[test]
+    fn compact_fields_encode_as_the_strings_and_numbers_they_replace() {
+        let digest = body_md5("hello");
+        assert_eq!(digest.to_string(), "5d41402abc4b2a76b9719d911017c592");
+        let as_text = postcard::to_stdvec(&digest.to_string()).unwrap();
+        assert_eq!(postcard::to_stdvec(&digest).unwrap(), as_text);
+        assert_eq!(postcard::from_bytes::<Md5Digest>(&as_text).unwrap(), digest);
+        let upper = postcard::to_stdvec("5D41402ABC4B2A76B9719D911017C592").unwrap();
+        assert!(postcard::from_bytes::<Md5Digest>(&upper).is_err());
+
+        let big: u128 = 18_000_000_000_000_000_123;
+        let seq = SequenceNumber::from(big);
+        assert_eq!((seq.get(), seq.to_string()), (big, big.to_string()));
+        let as_number = postcard::to_stdvec(&big).unwrap();
+        assert_eq!(postcard::to_stdvec(&seq).unwrap(), as_number);
+        assert_eq!(
+            postcard::from_bytes::<SequenceNumber>(&as_number).unwrap(),
+            seq
+        );
+        assert!(SequenceNumber::from(big) < SequenceNumber::from(big + 1));
+        assert_eq!(std::mem::size_of::<Option<SequenceNumber>>(), 8);
+
+        let id = MessageId::random();
+        let as_text = postcard::to_stdvec(&id.to_string()).unwrap();
+        assert_eq!(postcard::to_stdvec(&id).unwrap(), as_text);
+        assert_eq!(postcard::from_bytes::<MessageId>(&as_text).unwrap(), id);
+        assert_eq!(id.to_string().len(), 36);
+    }
+
+    #[test]
+    fn rare_fields_survive_encoding_and_plain_messages_carry_no_extras() {
+        let plain = sample(None);
+        assert!(plain.extras.is_none());
+        let mut traced = sample(Some("Root=1-abc"));
+        traced.set_dead_letter_source_arn(Some("arn:aws:sqs:us-east-1:0:src".into()));
+        let back: Message = postcard::from_bytes(&postcard::to_stdvec(&traced).unwrap()).unwrap();
+        assert_eq!(back.trace_header().map(|t| &**t), Some("Root=1-abc"));
+        assert_eq!(
+            back.dead_letter_source_arn().map(|a| &**a),
+            Some("arn:aws:sqs:us-east-1:0:src")
+        );
+        assert_eq!((back.id, back.body_md5), (traced.id, traced.body_md5));
+        traced.set_dead_letter_source_arn(None);
+        traced.extras.as_mut().unwrap().trace_header = None;
+        let back: Message = postcard::from_bytes(&postcard::to_stdvec(&traced).unwrap()).unwrap();
+        assert!(back.extras.is_none(), "emptied extras are dropped");
+    }
 
     fn s(name: &str, v: &str) -> (String, AttributeValue) {
         (
@@ -366,7 +702,10 @@ mod tests {
 
     #[test]
     fn body_checksums_match_aws() {
-        assert_eq!(body_md5("hello"), "5d41402abc4b2a76b9719d911017c592");
+        assert_eq!(
+            body_md5("hello").to_string(),
+            "5d41402abc4b2a76b9719d911017c592"
+        );
         assert_eq!(
             content_dedup_id("hello"),
             "2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824"

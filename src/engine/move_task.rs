@@ -203,7 +203,7 @@ impl<W: Default> Engine<W> {
             let target = task
                 .destination_arn
                 .as_deref()
-                .or(message.dead_letter_source_arn.as_deref())
+                .or(message.dead_letter_source_arn().map(|a| &**a))
                 .and_then(|arn| self.name_from_arn(arn))
                 .and_then(|n| self.queue(n).ok());
             match target {
@@ -214,7 +214,7 @@ impl<W: Default> Engine<W> {
                 }
                 None => {
                     // Put it back as it was and stop: the task cannot complete.
-                    let how = match message.dead_letter_source_arn.clone() {
+                    let how = match message.dead_letter_source_arn().cloned() {
                         Some(arn) => Moved::DeadLetter(arn),
                         None => Moved::Redrive,
                     };

@@ -52,7 +52,7 @@ enum Item {
         image: Box<QueueImage>,
     },
     Messages(Vec<(u64, Stored)>),
-    Dedup(Vec<(String, DedupRecord, Timestamp)>),
+    Dedup(Vec<(std::sync::Arc<str>, DedupRecord, Timestamp)>),
     Attempts(Vec<(String, AttemptEntries, Timestamp)>),
     End {
         queues: u64,

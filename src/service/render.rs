@@ -97,8 +97,8 @@ fn system_attribute(message: &Message, name: &str) -> Option<String> {
         "SequenceNumber" => message.sequence_number?.to_string(),
         "MessageDeduplicationId" => message.dedup_id.as_deref()?.to_string(),
         "MessageGroupId" => message.group_id.as_deref()?.to_string(),
-        "AWSTraceHeader" => message.trace_header.as_deref()?.to_string(),
-        "DeadLetterQueueSourceArn" => message.dead_letter_source_arn.as_deref()?.to_string(),
+        "AWSTraceHeader" => message.trace_header()?.to_string(),
+        "DeadLetterQueueSourceArn" => message.dead_letter_source_arn()?.to_string(),
         _ => return None,
     })
 }
@@ -119,7 +119,7 @@ pub fn message_wire(
     let selected = message.attributes.select(attribute_names);
     // The stored checksum covers every attribute; a subset needs its own.
     let md5 = if selected.len() == message.attributes.len() {
-        message.attributes_md5.as_deref().map(String::from)
+        message.attributes_md5().map(|m| m.to_string())
     } else {
         selected.md5()
     };

@@ -2,15 +2,17 @@
 //! head message is visible ("ready"). Receive pops ready groups in the order they became
 //! ready, so its cost never depends on how many messages or locked groups are queued.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 
 use crate::engine::FastMap;
 
 #[derive(Debug, Default)]
 struct Group {
-    /// Message sequence numbers in send order (in flight ones included).
-    members: BTreeSet<u64>,
+    /// Message sequence numbers in send order (in flight ones included). A sorted deque, not a
+    /// set: sends append at the back and deletes are at or near the head (a group's in-flight
+    /// messages are its first ones), and it costs a third of a B-tree's memory per message.
+    members: VecDeque<u64>,
     /// Position in the ready queue while the group is ready.
     ticket: Option<u64>,
 }
@@ -24,15 +26,25 @@ pub struct GroupIndex {
 
 impl GroupIndex {
     pub fn add(&mut self, group: &Arc<str>, seq: u64) {
+        let members = &mut self.groups.entry(group.clone()).or_default().members;
+        if members.back().is_none_or(|last| *last < seq) {
+            members.push_back(seq);
+        } else if let Err(at) = members.binary_search(&seq) {
+            // Restored messages may arrive out of order.
+            members.insert(at, seq);
+        }
+    }
+
+    /// The group's id as already held by the index, so messages of one group share one
+    /// allocation instead of one each.
+    pub fn intern(&self, group: &Arc<str>) -> Arc<str> {
         self.groups
-            .entry(group.clone())
-            .or_default()
-            .members
-            .insert(seq);
+            .get_key_value(group)
+            .map_or_else(|| group.clone(), |(held, _)| held.clone())
     }
 
     pub fn head(&self, group: &str) -> Option<u64> {
-        self.groups.get(group)?.members.first().copied()
+        self.groups.get(group)?.members.front().copied()
     }
 
     /// The group's messages from the head, in order.
@@ -48,7 +60,9 @@ impl GroupIndex {
         let Some(g) = self.groups.get_mut(group) else {
             return;
         };
-        g.members.remove(&seq);
+        if let Ok(at) = g.members.binary_search(&seq) {
+            g.members.remove(at);
+        }
         if g.members.is_empty() {
             if let Some(ticket) = g.ticket {
                 self.ready.remove(&ticket);
@@ -121,6 +135,14 @@ mod tests {
         assert_eq!(idx.pop_ready().as_deref(), Some("b"));
         assert_eq!(idx.pop_ready(), None);
         assert_eq!(idx.members("a").collect::<Vec<_>>(), vec![1, 3]);
+        idx.add(&a, 2);
+        idx.add(&a, 3);
+        assert_eq!(
+            idx.members("a").collect::<Vec<_>>(),
+            vec![1, 2, 3],
+            "late arrivals are placed in order, once"
+        );
+        idx.remove("a", 2);
         idx.set_ready("a", true);
         idx.remove("a", 1);
         idx.remove("a", 3);

@@ -35,7 +35,7 @@ pub enum QueueChange {
         seq: u64,
     },
     Dedup {
-        key: String,
+        key: Arc<str>,
         record: DedupRecord,
         expires_at: Timestamp,
     },
@@ -63,7 +63,7 @@ pub struct QueueImage {
     pub next_seq: u64,
     pub next_receive_no: u64,
     pub last_purge: Option<Timestamp>,
-    pub dedup: Vec<(String, DedupRecord, Timestamp)>,
+    pub dedup: Vec<(Arc<str>, DedupRecord, Timestamp)>,
     pub attempts: Vec<(String, AttemptEntries, Timestamp)>,
 }
 
@@ -96,7 +96,7 @@ impl Queue {
 
     pub(super) fn note_put(&mut self, seq: u64) {
         if self.journal.is_some() {
-            let stored = Box::new(self.messages[&seq].clone());
+            let stored = self.messages[&seq].clone();
             self.note(|| QueueChange::Put { seq, stored });
         }
     }
@@ -189,7 +189,7 @@ impl Queue {
     fn take_stored(&mut self, seq: u64) -> Option<Stored> {
         let stored = self.messages.get(&seq)?.clone();
         self.remove_quietly(seq);
-        Some(stored)
+        Some(*stored)
     }
 
     /// Stores a message exactly as it was, under its own sequence number.
@@ -211,7 +211,7 @@ impl Queue {
         self.by_enqueue.insert((stored.enqueued_at, seq));
         let group = stored.message.group_id.clone();
         let visible = stored.state == State::Visible;
-        self.messages.insert(seq, stored);
+        self.messages.insert(seq, Box::new(stored));
         match &mut self.order {
             Order::Standard(ready) => {
                 if visible {
@@ -248,7 +248,7 @@ impl Queue {
         let mut all: Vec<(u64, Stored)> = self
             .messages
             .iter()
-            .map(|(seq, stored)| (*seq, stored.clone()))
+            .map(|(seq, stored)| (*seq, Stored::clone(stored)))
             .collect();
         all.sort_unstable_by_key(|(seq, _)| *seq);
         all

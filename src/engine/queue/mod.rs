@@ -21,8 +21,8 @@ use groups::GroupIndex;
 
 use super::error::{EngineError, EngineResult};
 use super::message::{
-    body_md5, content_dedup_id, trace_header_md5, validate_attributes, validate_body,
-    validate_token, Message, MessageAttributes,
+    content_dedup_id, trace_header_md5, validate_attributes, validate_body, validate_token,
+    Md5Digest, Message, MessageAttributes, MessageId, NewMessage, SequenceNumber,
 };
 use super::time::Timestamp;
 use super::FastMap;
@@ -76,8 +76,8 @@ pub struct SendRequest {
 /// What SendMessage answers.
 #[derive(Clone, Debug)]
 pub struct SendReceipt {
-    pub message_id: Arc<str>,
-    pub body_md5: Arc<str>,
+    pub message_id: MessageId,
+    pub body_md5: Md5Digest,
     pub attributes_md5: Option<Arc<str>>,
     pub trace_header_md5: Option<String>,
     pub sequence_number: Option<u128>,
@@ -90,8 +90,8 @@ pub type AttemptEntries = Vec<(u64, u64, u32)>;
 
 #[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct DedupRecord {
-    message_id: Arc<str>,
-    sequence_number: Option<u128>,
+    message_id: MessageId,
+    sequence_number: Option<SequenceNumber>,
 }
 
 /// A send that passed validation and is ready to enqueue.
@@ -133,14 +133,17 @@ pub struct Queue {
     pub tags: BTreeMap<String, String>,
     /// Dedup keeps the scope the queue was created with (AWS-observed).
     dedup_scope: DedupScope,
-    messages: FastMap<u64, Stored>,
+    /// Boxed: the table keeps spare buckets, and a spare pointer costs less than a spare
+    /// `Stored`.
+    messages: FastMap<u64, Box<Stored>>,
     order: Order,
     next_seq: u64,
     next_receive_no: u64,
     delayed: BTreeSet<(Timestamp, u64)>,
     in_flight: BTreeSet<(Timestamp, u64)>,
     by_enqueue: BTreeSet<(Timestamp, u64)>,
-    dedup: ExpiringMap<String, DedupRecord>,
+    /// Keyed by the message's own dedup id `Arc` (queue scope), so the history shares it.
+    dedup: ExpiringMap<Arc<str>, DedupRecord>,
     attempts: ExpiringMap<String, AttemptEntries>,
     last_purge: Option<Timestamp>,
     pub inflight_limit: usize,
@@ -310,7 +313,7 @@ impl Queue {
         let seq = self.next_seq;
         self.next_seq += 1;
         if self.config.fifo {
-            message.sequence_number = Some(SEQUENCE_BASE + seq as u128);
+            message.sequence_number = Some((SEQUENCE_BASE + seq as u128).into());
         }
         let state = if delay_seconds > 0 {
             let until = now.plus_seconds(delay_seconds as u64);
@@ -320,17 +323,20 @@ impl Queue {
             State::Visible
         };
         self.by_enqueue.insert((enqueued_at, seq));
+        if let (Order::Fifo(index), Some(group)) = (&self.order, &mut message.group_id) {
+            *group = index.intern(group);
+        }
         let group = message.group_id.clone();
         self.messages.insert(
             seq,
-            Stored {
+            Box::new(Stored {
                 message,
                 state,
                 receive_no: 0,
                 visibility_epoch: 0,
                 received_at: now,
                 enqueued_at,
-            },
+            }),
         );
         match &mut self.order {
             Order::Standard(ready) => {
@@ -411,43 +417,35 @@ impl Queue {
             }
             None
         };
-        let attributes_md5 = req.attributes.md5().map(Arc::from);
-        let body_md5 = body_md5(&req.body);
         Ok(Prepared {
-            message: Message {
-                id: uuid::Uuid::new_v4().to_string().into(),
-                body_md5: body_md5.into(),
+            message: Message::new(NewMessage {
+                attributes_md5: req.attributes.md5().map(Arc::from),
                 body: req.body.into(),
                 attributes: req.attributes,
-                attributes_md5,
                 trace_header: req.trace_header.map(Arc::from),
                 sender_id: req.sender_id,
                 sent_at: now,
                 group_id: req.group_id.map(Arc::from),
                 dedup_id: dedup_id.map(Arc::from),
-                sequence_number: None,
-                receive_count: 0,
-                first_receive_at: None,
-                dead_letter_source_arn: None,
-            },
+            }),
             delay_seconds: delay,
             bypass_dedup: req.bypass_dedup,
         })
     }
 
-    fn dedup_key(&self, message: &Message) -> String {
+    fn dedup_key(&self, message: &Message) -> Arc<str> {
         let id = message
             .dedup_id
-            .as_deref()
+            .as_ref()
             .expect("FIFO messages have dedup ids");
         match self.dedup_scope {
-            DedupScope::Queue => id.to_string(),
+            DedupScope::Queue => id.clone(),
             DedupScope::MessageGroup => {
                 let group = message
                     .group_id
                     .as_deref()
                     .expect("FIFO messages have groups");
-                format!("{}\u{0}{id}", group)
+                format!("{}\u{0}{id}", group).into()
             }
         }
     }
@@ -458,31 +456,31 @@ impl Queue {
             delay_seconds,
             bypass_dedup,
         } = prepared;
-        let trace_header_md5 = message.trace_header.as_deref().map(trace_header_md5);
+        let trace_header_md5 = message.trace_header().map(|t| trace_header_md5(t));
         if self.config.fifo {
             let key = self.dedup_key(&message);
             if let Some(original) = self.dedup.get(&key, now).filter(|_| !bypass_dedup) {
                 return SendReceipt {
-                    message_id: original.message_id.clone(),
+                    message_id: original.message_id,
                     body_md5: message.body_md5,
-                    attributes_md5: message.attributes_md5,
+                    attributes_md5: message.attributes_md5().cloned(),
                     trace_header_md5,
-                    sequence_number: original.sequence_number,
+                    sequence_number: original.sequence_number.map(SequenceNumber::get),
                     duplicate: true,
                 };
             }
             let seq = self.insert(message, delay_seconds, now, now);
             let stored = &self.messages[&seq].message;
             let record = DedupRecord {
-                message_id: stored.id.clone(),
+                message_id: stored.id,
                 sequence_number: stored.sequence_number,
             };
             let receipt = SendReceipt {
-                message_id: stored.id.clone(),
-                body_md5: stored.body_md5.clone(),
-                attributes_md5: stored.attributes_md5.clone(),
+                message_id: stored.id,
+                body_md5: stored.body_md5,
+                attributes_md5: stored.attributes_md5().cloned(),
                 trace_header_md5,
-                sequence_number: stored.sequence_number,
+                sequence_number: stored.sequence_number.map(SequenceNumber::get),
                 duplicate: false,
             };
             let expires_at = now.plus_millis(DEDUP_WINDOW_MS);
@@ -495,9 +493,9 @@ impl Queue {
             receipt
         } else {
             let receipt = SendReceipt {
-                message_id: message.id.clone(),
-                body_md5: message.body_md5.clone(),
-                attributes_md5: message.attributes_md5.clone(),
+                message_id: message.id,
+                body_md5: message.body_md5,
+                attributes_md5: message.attributes_md5().cloned(),
                 trace_header_md5,
                 sequence_number: None,
                 duplicate: false,
@@ -547,9 +545,9 @@ impl Queue {
     /// a new sequence number and restarts its retention clock; a standard queue keeps the original.
     pub fn accept_moved(&mut self, mut message: Message, how: Moved, now: Timestamp) {
         match how {
-            Moved::DeadLetter(source_arn) => message.dead_letter_source_arn = Some(source_arn),
+            Moved::DeadLetter(source_arn) => message.set_dead_letter_source_arn(Some(source_arn)),
             Moved::Redrive => {
-                message.dead_letter_source_arn = None;
+                message.set_dead_letter_source_arn(None);
                 message.receive_count = 0;
                 message.first_receive_at = None;
             }

@@ -387,7 +387,7 @@ fn dead_lettering_keeps_receive_count_and_unlocks_group() {
     let got = receive(&mut dlq, 1, 1_001);
     assert_eq!(got[0].message.receive_count, 2);
     assert_eq!(
-        got[0].message.dead_letter_source_arn.as_deref(),
+        got[0].message.dead_letter_source_arn().map(|a| &**a),
         Some("arn:source")
     );
 }
