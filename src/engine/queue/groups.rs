@@ -25,22 +25,22 @@ pub struct GroupIndex {
 }
 
 impl GroupIndex {
-    pub fn add(&mut self, group: &Arc<str>, seq: u64) {
-        let members = &mut self.groups.entry(group.clone()).or_default().members;
+    /// Adds a message to its group and returns the group's id as the index holds it, so that
+    /// messages of one group share one allocation instead of one each.
+    pub fn add(&mut self, group: &Arc<str>, seq: u64) -> Arc<str> {
+        use std::collections::hash_map::Entry;
+        let (held, g) = match self.groups.entry(group.clone()) {
+            Entry::Occupied(o) => (o.key().clone(), o.into_mut()),
+            Entry::Vacant(v) => (v.key().clone(), v.insert(Group::default())),
+        };
+        let members = &mut g.members;
         if members.back().is_none_or(|last| *last < seq) {
             members.push_back(seq);
         } else if let Err(at) = members.binary_search(&seq) {
             // Restored messages may arrive out of order.
             members.insert(at, seq);
         }
-    }
-
-    /// The group's id as already held by the index, so messages of one group share one
-    /// allocation instead of one each.
-    pub fn intern(&self, group: &Arc<str>) -> Arc<str> {
-        self.groups
-            .get_key_value(group)
-            .map_or_else(|| group.clone(), |(held, _)| held.clone())
+        held
     }
 
     pub fn head(&self, group: &str) -> Option<u64> {

@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use super::{AttemptEntries, DedupRecord, Order, Queue, QueueConfig, State, Stored};
+use super::{AttemptEntries, DedupRecord, Queue, QueueConfig, State, Stored};
 use crate::engine::time::Timestamp;
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -199,31 +199,7 @@ impl Queue {
         }
         self.next_seq = self.next_seq.max(seq + 1);
         self.next_receive_no = self.next_receive_no.max(stored.receive_no + 1);
-        match stored.state {
-            State::Delayed(at) => {
-                self.delayed.insert((at, seq));
-            }
-            State::InFlight(at) => {
-                self.in_flight.insert((at, seq));
-            }
-            State::Visible => {}
-        }
-        self.by_enqueue.insert((stored.enqueued_at, seq));
-        let group = stored.message.group_id.clone();
-        let visible = stored.state == State::Visible;
-        self.messages.insert(seq, Box::new(stored));
-        match &mut self.order {
-            Order::Standard(ready) => {
-                if visible {
-                    ready.insert(seq);
-                }
-            }
-            Order::Fifo(index) => {
-                let group = group.expect("FIFO messages have groups");
-                index.add(&group, seq);
-                self.refresh_group(&group);
-            }
-        }
+        self.place(seq, stored);
     }
 
     /// The queue's state apart from its messages.

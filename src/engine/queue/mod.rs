@@ -302,6 +302,42 @@ impl Queue {
         Some(stored.message)
     }
 
+    /// Stores a message under `seq` and enters it in the indexes its state and queue type need.
+    fn place(&mut self, seq: u64, mut stored: Stored) {
+        match stored.state {
+            State::Delayed(at) => {
+                self.delayed.insert((at, seq));
+            }
+            State::InFlight(at) => {
+                self.in_flight.insert((at, seq));
+            }
+            State::Visible => {}
+        }
+        self.by_enqueue.insert((stored.enqueued_at, seq));
+        let mut fifo_group = None;
+        match &mut self.order {
+            Order::Standard(ready) => {
+                if stored.state == State::Visible {
+                    ready.insert(seq);
+                }
+            }
+            Order::Fifo(index) => {
+                let group = stored
+                    .message
+                    .group_id
+                    .as_mut()
+                    .expect("FIFO messages have groups");
+                *group = index.add(group, seq);
+                fifo_group = Some(group.clone());
+            }
+        }
+        self.messages.insert(seq, Box::new(stored));
+        // After the message is stored: whether its group is ready depends on its state.
+        if let Some(group) = fifo_group {
+            self.refresh_group(&group);
+        }
+    }
+
     /// Stores a message that passed every check.
     fn insert(
         &mut self,
@@ -316,40 +352,21 @@ impl Queue {
             message.sequence_number = Some((SEQUENCE_BASE + seq as u128).into());
         }
         let state = if delay_seconds > 0 {
-            let until = now.plus_seconds(delay_seconds as u64);
-            self.delayed.insert((until, seq));
-            State::Delayed(until)
+            State::Delayed(now.plus_seconds(delay_seconds as u64))
         } else {
             State::Visible
         };
-        self.by_enqueue.insert((enqueued_at, seq));
-        if let (Order::Fifo(index), Some(group)) = (&self.order, &mut message.group_id) {
-            *group = index.intern(group);
-        }
-        let group = message.group_id.clone();
-        self.messages.insert(
+        self.place(
             seq,
-            Box::new(Stored {
+            Stored {
                 message,
                 state,
                 receive_no: 0,
                 visibility_epoch: 0,
                 received_at: now,
                 enqueued_at,
-            }),
+            },
         );
-        match &mut self.order {
-            Order::Standard(ready) => {
-                if state == State::Visible {
-                    ready.insert(seq);
-                }
-            }
-            Order::Fifo(index) => {
-                let group = group.expect("FIFO messages have groups");
-                index.add(&group, seq);
-                self.refresh_group(&group);
-            }
-        }
         self.note_put(seq);
         seq
     }
