@@ -7,6 +7,7 @@ use std::sync::Arc;
 use md5::{Digest, Md5};
 use serde::{Deserialize, Serialize};
 
+use super::body::Body;
 use super::error::{EngineError, EngineResult};
 use super::time::Timestamp;
 
@@ -27,36 +28,44 @@ pub struct AttributeValue {
     pub data: AttributeData,
 }
 
-/// Attributes sorted by name (byte order), the order the MD5 algorithm needs.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct MessageAttributes(Arc<[(String, AttributeValue)]>);
+/// Attributes sorted by name (byte order), the order the MD5 algorithm needs. Most messages
+/// have none, and hold no allocation for them (an empty `Arc<[_]>` still allocates its counts).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct MessageAttributes(Option<Arc<[(String, AttributeValue)]>>);
 
 impl MessageAttributes {
     pub fn new(mut entries: Vec<(String, AttributeValue)>) -> Self {
         entries.sort_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
-        MessageAttributes(entries.into())
+        Self::sorted(entries)
+    }
+
+    fn sorted(entries: Vec<(String, AttributeValue)>) -> Self {
+        MessageAttributes((!entries.is_empty()).then(|| entries.into()))
+    }
+
+    fn entries(&self) -> &[(String, AttributeValue)] {
+        self.0.as_deref().unwrap_or_default()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
+        self.0.is_none()
     }
 
     pub fn len(&self) -> usize {
-        self.0.len()
+        self.entries().len()
     }
 
     pub fn iter(&self) -> impl Iterator<Item = &(String, AttributeValue)> {
-        self.0.iter()
+        self.entries().iter()
     }
 
     pub fn get(&self, name: &str) -> Option<&AttributeValue> {
-        self.0.iter().find(|(n, _)| n == name).map(|(_, v)| v)
+        self.iter().find(|(n, _)| n == name).map(|(_, v)| v)
     }
 
     /// Bytes counted toward the message size: name, data type and value of each attribute.
     pub fn size(&self) -> usize {
-        self.0
-            .iter()
+        self.iter()
             .map(|(name, value)| {
                 name.len()
                     + value.data_type.len()
@@ -78,7 +87,6 @@ impl MessageAttributes {
             return self.clone();
         }
         let chosen: Vec<_> = self
-            .0
             .iter()
             .filter(|(name, _)| {
                 names
@@ -93,7 +101,7 @@ impl MessageAttributes {
         if chosen.len() == self.len() {
             self.clone()
         } else {
-            MessageAttributes(chosen.into())
+            Self::sorted(chosen)
         }
     }
 
@@ -107,7 +115,7 @@ impl MessageAttributes {
             digest.update(bytes);
         }
         let mut digest = Md5::new();
-        for (name, value) in self.0.iter() {
+        for (name, value) in self.iter() {
             put(&mut digest, name.as_bytes());
             put(&mut digest, value.data_type.as_bytes());
             match &value.data {
@@ -125,15 +133,32 @@ impl MessageAttributes {
     }
 }
 
-/// The MD5 of a message body.
-pub fn body_md5(body: &str) -> Md5Digest {
-    Md5Digest(Md5::digest(body.as_bytes()).into())
+// Written as the sequence of pairs it always was, so logs and snapshots read unchanged.
+impl Serialize for MessageAttributes {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_newtype_struct("MessageAttributes", self.entries())
+    }
+}
+
+impl<'de> Deserialize<'de> for MessageAttributes {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        struct MessageAttributes(Vec<(String, AttributeValue)>);
+        let MessageAttributes(entries) = MessageAttributes::deserialize(deserializer)?;
+        Ok(Self::sorted(entries))
+    }
 }
 
 /// An MD5 held as its 16 bytes and written out in lower-case hex when answered: every stored
 /// message carries one, and a heap string for it would cost more memory than the digest.
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Md5Digest([u8; 16]);
+
+impl Md5Digest {
+    pub fn from_bytes(bytes: [u8; 16]) -> Md5Digest {
+        Md5Digest(bytes)
+    }
+}
 
 impl std::fmt::Display for Md5Digest {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -286,29 +311,9 @@ pub fn hex(bytes: &[u8]) -> String {
 }
 
 /// True for characters SQS accepts in bodies and string attribute values.
-fn allowed_char(c: char) -> bool {
+pub(super) fn allowed_char(c: char) -> bool {
     matches!(c as u32,
         0x9 | 0xA | 0xD | 0x20..=0xD7FF | 0xE000..=0xFFFD | 0x10000..=0x10FFFF)
-}
-
-pub fn validate_body(body: &str) -> EngineResult<()> {
-    if body.is_empty() {
-        return Err(EngineError::missing("MessageBody"));
-    }
-    // Most bodies are printable ASCII: check bytes, and decode characters only otherwise.
-    let plain = body
-        .bytes()
-        .all(|b| (0x20..0x80).contains(&b) || matches!(b, b'\t' | b'\n' | b'\r'));
-    if plain {
-        return Ok(());
-    }
-    if let Some(bad) = body.chars().find(|c| !allowed_char(*c)) {
-        return Err(EngineError::InvalidMessageContents(format!(
-            "Invalid binary character '#x{:X}' was found in the message body, the set of allowed characters is #x9 | #xA | #xD | #x20 to #xD7FF | #xE000 to #xFFFD | #x10000 to #x10FFFF",
-            bad as u32
-        )));
-    }
-    Ok(())
 }
 
 /// Checks one message attribute against AWS's name, type and value rules.
@@ -525,7 +530,7 @@ impl From<Message> for MessageForm {
 
 /// The content of a new message, before a queue numbers it.
 pub struct NewMessage {
-    pub body: Arc<str>,
+    pub body: Body,
     pub attributes: MessageAttributes,
     pub attributes_md5: Option<Arc<str>>,
     pub trace_header: Option<Arc<str>>,
@@ -540,8 +545,8 @@ impl Message {
     pub fn new(m: NewMessage) -> Message {
         Message {
             id: MessageId::random(),
-            body_md5: body_md5(&m.body),
-            body: m.body,
+            body_md5: m.body.md5(),
+            body: m.body.into_text(),
             attributes: m.attributes,
             sender_id: m.sender_id,
             sent_at: m.sent_at,
@@ -617,7 +622,7 @@ mod tests {
 
     #[test]
     fn compact_fields_encode_as_the_strings_and_numbers_they_replace() {
-        let digest = body_md5("hello");
+        let digest = super::super::body::body_md5("hello");
         assert_eq!(digest.to_string(), "5d41402abc4b2a76b9719d911017c592");
         let as_text = postcard::to_stdvec(&digest.to_string()).unwrap();
         assert_eq!(postcard::to_stdvec(&digest).unwrap(), as_text);
@@ -674,6 +679,21 @@ mod tests {
     }
 
     #[test]
+    fn attributes_encode_as_their_pairs_and_none_hold_no_allocation() {
+        let pairs = vec![s("a", "1"), s("b", "2")];
+        let attributes = MessageAttributes::new(vec![s("b", "2"), s("a", "1")]);
+        let encoded = postcard::to_stdvec(&attributes).unwrap();
+        assert_eq!(encoded, postcard::to_stdvec(&pairs).unwrap());
+        let back: MessageAttributes = postcard::from_bytes(&encoded).unwrap();
+        assert_eq!(back, attributes);
+        let empty = postcard::to_stdvec(&Vec::<(String, AttributeValue)>::new()).unwrap();
+        let none: MessageAttributes = postcard::from_bytes(&empty).unwrap();
+        assert_eq!(none, MessageAttributes::default());
+        assert!(none.0.is_none() && MessageAttributes::new(vec![]).0.is_none());
+        assert!(attributes.select(&["c".into()]).0.is_none());
+    }
+
+    #[test]
     fn md5_of_attributes_matches_aws_vectors() {
         let one = MessageAttributes::new(vec![s("Foo", "Bar")]);
         assert_eq!(one.md5().unwrap(), "ae7155c6026991b6d54b11589678bf9c");
@@ -701,27 +721,10 @@ mod tests {
     }
 
     #[test]
-    fn body_checksums_match_aws() {
-        assert_eq!(
-            body_md5("hello").to_string(),
-            "5d41402abc4b2a76b9719d911017c592"
-        );
+    fn content_dedup_id_is_the_hex_sha256_of_the_body() {
         assert_eq!(
             content_dedup_id("hello"),
             "2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824"
-        );
-    }
-
-    #[test]
-    fn body_rejects_control_characters_and_empty() {
-        assert!(validate_body("ok\r\n\t").is_ok());
-        assert!(matches!(
-            validate_body("bad\u{1b}"),
-            Err(EngineError::InvalidMessageContents(m)) if m.contains("#x1B")
-        ));
-        assert_eq!(
-            validate_body(""),
-            Err(EngineError::MissingParameter("MessageBody".into()))
         );
     }
 

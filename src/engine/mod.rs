@@ -5,6 +5,7 @@
 //! `W` is a per-queue slot the caller owns (the server keeps a long-poll notifier there), so
 //! the engine stays free of any async runtime.
 
+pub mod body;
 pub mod delivery;
 pub mod error;
 pub mod journal;

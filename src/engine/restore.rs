@@ -245,7 +245,7 @@ mod tests {
         q.send(
             SendRequest {
                 body: body.into(),
-                group_id: group.map(String::from),
+                group_id: group.map(Arc::from),
                 sender_id: "t".into(),
                 ..Default::default()
             },

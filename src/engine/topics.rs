@@ -8,6 +8,7 @@
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use super::body::Body;
 use super::error::{EngineError, EngineResult};
 use super::message::MessageAttributes;
 use super::queue::SendRequest;
@@ -109,7 +110,7 @@ pub struct Fanout<W> {
 
 /// One subscription's copy of a publish, before a queue decides how much of it to keep.
 pub(super) struct Copy<'a> {
-    pub body: String,
+    pub body: Body,
     pub attributes: MessageAttributes,
     pub group_id: Option<&'a str>,
     pub dedup_id: Option<&'a str>,
@@ -622,9 +623,9 @@ impl<W: Default> Engine<W> {
         }
         let mut copy = Copy {
             body: if subscription.raw_delivery {
-                text.to_string()
+                Body::new(text)
             } else {
-                envelope()
+                envelope().into()
             },
             attributes: if subscription.raw_delivery {
                 attributes.clone()
@@ -645,7 +646,7 @@ impl<W: Default> Engine<W> {
         };
         let mut result = self.enqueue_copy(dlq, &copy, now);
         if result.is_err() && subscription.raw_delivery {
-            copy.body = envelope();
+            copy.body = envelope().into();
             copy.attributes = MessageAttributes::default();
             result = self.enqueue_copy(dlq, &copy, now);
         }
@@ -733,11 +734,9 @@ impl<W: Default> Engine<W> {
                 attributes: copy.attributes.clone(),
                 trace_header: None,
                 group_id: (fifo_queue || !copy.fifo_topic)
-                    .then(|| copy.group_id.map(String::from))
+                    .then(|| copy.group_id.map(Arc::from))
                     .flatten(),
-                dedup_id: fifo_queue
-                    .then(|| copy.dedup_id.map(String::from))
-                    .flatten(),
+                dedup_id: fifo_queue.then(|| copy.dedup_id.map(Arc::from)).flatten(),
                 delay_seconds: None,
                 sender_id: "sns.amazonaws.com".into(),
                 bypass_dedup: copy.bypass_dedup,

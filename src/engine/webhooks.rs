@@ -6,6 +6,7 @@
 
 use std::sync::{Arc, MutexGuard};
 
+use super::body::Body;
 use super::delivery::journal::{OutboxChange, TokenRecord};
 use super::delivery::outbox::{Delivery, Finished, Kind, LanePolicy, LaneStats, Outbox, Outcome};
 use super::delivery::tokens::{self, Grant, TokenBook, TOKEN_LIFETIME_MS};
@@ -318,27 +319,19 @@ impl<W: Default> Engine<W> {
     /// queue: the envelope, or the raw body with its attributes as SQS message attributes.
     fn dead_letter(&self, delivery: &Delivery, now: Timestamp) -> Option<Arc<QueueEntry<W>>> {
         let dlq = delivery.dead_letter_arn.as_deref()?;
-        let copy = |body: String, attributes: MessageAttributes| Copy {
-            body,
+        let copy = |body: &str, attributes: MessageAttributes| Copy {
+            body: Body::new(body),
             attributes,
             group_id: delivery.group_id.as_deref(),
             dedup_id: delivery.dedup_id.as_deref(),
             fifo_topic: delivery.fifo_topic,
             bypass_dedup: false,
         };
-        let first = self.enqueue_copy(
-            dlq,
-            &copy(delivery.body.clone(), delivery.attributes.clone()),
-            now,
-        );
+        let first = self.enqueue_copy(dlq, &copy(&delivery.body, delivery.attributes.clone()), now);
         match (first, &delivery.fallback_envelope) {
             (Ok(queue), _) => Some(queue),
             (Err(_), Some(envelope)) => self
-                .enqueue_copy(
-                    dlq,
-                    &copy(envelope.clone(), MessageAttributes::default()),
-                    now,
-                )
+                .enqueue_copy(dlq, &copy(envelope, MessageAttributes::default()), now)
                 .ok(),
             (Err(_), None) => None,
         }

@@ -56,7 +56,7 @@ fn send(engine: &TestEngine, queue: &str, body: &str, now: Timestamp) {
     q.send(
         SendRequest {
             body: body.into(),
-            group_id: Some(format!("g{}", body.len() % 3)),
+            group_id: Some(format!("g{}", body.len() % 3).into()),
             sender_id: "t".into(),
             ..Default::default()
         },
@@ -386,7 +386,7 @@ fn move_tasks_survive_a_snapshot_and_later_changes() {
         let mut q = entry.lock();
         q.send(
             SendRequest {
-                body: format!("m{i}"),
+                body: format!("m{i}").into(),
                 sender_id: "t".into(),
                 ..Default::default()
             },

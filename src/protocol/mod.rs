@@ -1,6 +1,7 @@
 //! Wire protocols: request payloads to typed inputs, typed outputs and errors to bytes.
 //! Holds no state; knows nothing of queues or topics.
 
+pub mod borrowed;
 pub mod error;
 pub mod lenient;
 pub mod query_params;
@@ -9,8 +10,7 @@ pub mod sns_query;
 pub mod sqs;
 pub mod xml;
 
-use serde::de::DeserializeOwned;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 pub use error::{ApiError, ErrorCode};
@@ -33,7 +33,11 @@ pub enum Payload {
 }
 
 impl Payload {
-    pub fn decode<T: DeserializeOwned + Default>(&self, protocol: Protocol) -> Result<T, ApiError> {
+    /// Decodes the input; it may borrow strings from this payload.
+    pub fn decode<'a, T: Deserialize<'a> + Default>(
+        &'a self,
+        protocol: Protocol,
+    ) -> Result<T, ApiError> {
         let result = match self {
             Payload::Json(body) if body.iter().all(u8::is_ascii_whitespace) => {
                 return Ok(T::default())
@@ -80,10 +84,13 @@ pub fn encode_ok<T: Serialize>(
     request_id: &str,
 ) -> Encoded {
     if protocol == Protocol::Json {
+        // Room for a batch answer up front: growing from empty would reallocate ten times.
+        let mut body = Vec::with_capacity(2048);
+        serde_json::to_writer(&mut body, output).expect("responses serialize");
         return Encoded {
             status: 200,
             content_type: JSON_CONTENT_TYPE,
-            body: serde_json::to_vec(output).expect("responses serialize"),
+            body,
             query_error: None,
         };
     }

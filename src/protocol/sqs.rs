@@ -2,11 +2,12 @@
 //! protocol (see `query_params`); responses serialize to JSON directly and to XML through `xml`.
 //! Every member is optional here: the service reports a missing one as AWS does.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::lenient;
+use super::{borrowed, lenient};
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(rename_all = "PascalCase", default)]
@@ -92,32 +93,37 @@ pub struct AttributeValueWire {
     pub data_type: Option<String>,
 }
 
-#[derive(Debug, Default, Deserialize)]
-#[serde(rename_all = "PascalCase", default)]
-pub struct SendMessageInput {
-    pub queue_url: Option<String>,
-    #[serde(flatten)]
-    pub entry: SendEntry,
-}
+/// SendMessage's input: one entry plus the queue.
+pub type SendMessageInput<'a> = SendEntry<'a>;
 
+/// One message to send. Strings borrow from the request body where JSON needs no unescaping,
+/// so a send copies each only once, into the stored message.
 #[derive(Debug, Default, Deserialize)]
 #[serde(rename_all = "PascalCase", default)]
-pub struct SendEntry {
-    pub id: Option<String>,
-    pub message_body: Option<String>,
+pub struct SendEntry<'a> {
+    /// SendMessage's; entries of a batch ignore it, as they ignore any unknown member.
+    #[serde(borrow, deserialize_with = "borrowed::text")]
+    pub queue_url: Option<Cow<'a, str>>,
+    #[serde(borrow, deserialize_with = "borrowed::text")]
+    pub id: Option<Cow<'a, str>>,
+    #[serde(borrow, deserialize_with = "borrowed::text")]
+    pub message_body: Option<Cow<'a, str>>,
     #[serde(deserialize_with = "lenient::int")]
     pub delay_seconds: Option<i64>,
     pub message_attributes: BTreeMap<String, AttributeValueWire>,
     pub message_system_attributes: BTreeMap<String, AttributeValueWire>,
-    pub message_deduplication_id: Option<String>,
-    pub message_group_id: Option<String>,
+    #[serde(borrow, deserialize_with = "borrowed::text")]
+    pub message_deduplication_id: Option<Cow<'a, str>>,
+    #[serde(borrow, deserialize_with = "borrowed::text")]
+    pub message_group_id: Option<Cow<'a, str>>,
 }
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(rename_all = "PascalCase", default)]
-pub struct SendMessageBatchInput {
+pub struct SendMessageBatchInput<'a> {
     pub queue_url: Option<String>,
-    pub entries: Option<Vec<SendEntry>>,
+    #[serde(borrow)]
+    pub entries: Option<Vec<SendEntry<'a>>>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -1,10 +1,12 @@
 //! Message actions: send, receive (with long polling), delete, change visibility, and batches.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use super::batch::{check_entries, failure};
 use super::render::{decode_attributes, decode_trace_header, message_wire};
 use super::{Entry, RequestContext, Service};
+use crate::engine::body::Body;
 use crate::engine::queue::{Queue, ReceiveRequest, SendRequest};
 use crate::engine::Timestamp;
 use crate::protocol::sqs::*;
@@ -14,17 +16,18 @@ use crate::protocol::{ApiError, ErrorCode};
 const MAX_BATCH_BYTES: usize = 1_048_576;
 
 impl Service {
+    /// The engine's request. The body's MD5 is computed here, before any queue lock is taken.
     fn send_request(
         &self,
-        entry: SendEntry,
+        entry: SendEntry<'_>,
         ctx: &RequestContext,
     ) -> Result<SendRequest, ApiError> {
         Ok(SendRequest {
-            body: entry.message_body.unwrap_or_default(),
+            body: Body::new(entry.message_body.as_deref().unwrap_or_default()),
             attributes: decode_attributes(entry.message_attributes)?,
-            trace_header: decode_trace_header(entry.message_system_attributes)?,
-            group_id: entry.message_group_id,
-            dedup_id: entry.message_deduplication_id,
+            trace_header: decode_trace_header(entry.message_system_attributes)?.map(Arc::from),
+            group_id: entry.message_group_id.as_deref().map(Arc::from),
+            dedup_id: entry.message_deduplication_id.as_deref().map(Arc::from),
             delay_seconds: entry.delay_seconds,
             sender_id: ctx.sender_id.clone(),
             bypass_dedup: false,
@@ -33,11 +36,11 @@ impl Service {
 
     pub(super) fn send_message(
         &self,
-        input: SendMessageInput,
+        input: SendMessageInput<'_>,
         ctx: &RequestContext,
     ) -> Result<SendMessageOutput, ApiError> {
         let entry = self.queue_from_url(input.queue_url.as_deref())?;
-        let request = self.send_request(input.entry, ctx)?;
+        let request = self.send_request(input, ctx)?;
         let receipt = self.with_queue(&entry, |queue, now| queue.send(request, now))?;
         Self::wake(&entry);
         Ok(SendMessageOutput {
@@ -52,7 +55,7 @@ impl Service {
 
     pub(super) fn send_message_batch(
         &self,
-        input: SendMessageBatchInput,
+        input: SendMessageBatchInput<'_>,
         ctx: &RequestContext,
     ) -> Result<BatchOutput<SendMessageOutput>, ApiError> {
         let entry = self.queue_from_url(input.queue_url.as_deref())?;
@@ -66,7 +69,7 @@ impl Service {
         let mut requests = Vec::with_capacity(entries.len());
         let mut total = 0;
         for e in entries {
-            let id = e.id.clone().expect("checked above");
+            let id = e.id.as_deref().expect("checked above").to_string();
             match self.send_request(e, ctx) {
                 Ok(request) => {
                     total += request.body.len() + request.attributes.size();
@@ -190,7 +193,7 @@ impl Service {
         };
         self.with_queue(&entry, |queue, now| {
             for e in &entries {
-                let id = e.id.clone().expect("checked above");
+                let id = e.id.as_deref().expect("checked above").to_string();
                 match apply(queue, e, now) {
                     Ok(()) => output.successful.push(IdOnly { id }),
                     Err(error) => output.failed.push(failure(&id, error)),

@@ -19,10 +19,11 @@ use std::sync::Arc;
 use super::window::ExpiringMap;
 use groups::GroupIndex;
 
+use super::body::{validate_body, Body};
 use super::error::{EngineError, EngineResult};
 use super::message::{
-    content_dedup_id, trace_header_md5, validate_attributes, validate_body, validate_token,
-    Md5Digest, Message, MessageAttributes, MessageId, NewMessage, SequenceNumber,
+    content_dedup_id, trace_header_md5, validate_attributes, validate_token, Md5Digest, Message,
+    MessageAttributes, MessageId, NewMessage, SequenceNumber,
 };
 use super::time::Timestamp;
 use super::FastMap;
@@ -62,11 +63,11 @@ pub struct Stored {
 /// What a send carries once the protocol layer has decoded it.
 #[derive(Clone, Debug, Default)]
 pub struct SendRequest {
-    pub body: String,
+    pub body: Body,
     pub attributes: MessageAttributes,
-    pub trace_header: Option<String>,
-    pub group_id: Option<String>,
-    pub dedup_id: Option<String>,
+    pub trace_header: Option<Arc<str>>,
+    pub group_id: Option<Arc<str>>,
+    pub dedup_id: Option<Arc<str>>,
     pub delay_seconds: Option<i64>,
     pub sender_id: Arc<str>,
     /// Engine-internal (SNS replays): store even if the dedup id was seen in the window.
@@ -421,7 +422,9 @@ impl Queue {
                     validate_token("MessageDeduplicationId", &id)?;
                     Some(id)
                 }
-                None if self.config.content_based_dedup => Some(content_dedup_id(&req.body)),
+                None if self.config.content_based_dedup => {
+                    Some(content_dedup_id(&req.body).into())
+                }
                 None => return Err(EngineError::invalid(
                     "The queue should either have ContentBasedDeduplication enabled or MessageDeduplicationId provided explicitly",
                 )),
@@ -437,13 +440,13 @@ impl Queue {
         Ok(Prepared {
             message: Message::new(NewMessage {
                 attributes_md5: req.attributes.md5().map(Arc::from),
-                body: req.body.into(),
+                body: req.body,
                 attributes: req.attributes,
-                trace_header: req.trace_header.map(Arc::from),
+                trace_header: req.trace_header,
                 sender_id: req.sender_id,
                 sent_at: now,
-                group_id: req.group_id.map(Arc::from),
-                dedup_id: dedup_id.map(Arc::from),
+                group_id: req.group_id,
+                dedup_id,
             }),
             delay_seconds: delay,
             bypass_dedup: req.bypass_dedup,

@@ -402,7 +402,7 @@ fn batch_send_whole_request_rules() {
         .is_err());
     assert!(q.is_empty(), "nothing is stored when the whole batch fails");
     let mut big = msg(&"x".repeat(2_000), "g", "big");
-    big.body = "x".repeat(1_048_577);
+    big.body = "x".repeat(1_048_577).into();
     let results = q
         .send_batch(vec![msg("a", "g", "a"), big], Timestamp(0))
         .unwrap();
