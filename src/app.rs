@@ -53,8 +53,13 @@ impl App {
         let served = axum::serve(listener, router)
             .with_graceful_shutdown(shutdown)
             .await;
+        // Background work stops before the log closes (a snapshot already writing on a
+        // blocking thread is not interrupted; the log's close waits for its own writer only).
         deliveries.abort();
         snapshots.abort();
+        let _ = deliveries.await;
+        let _ = snapshots.await;
+        service.stop_move_tasks().await;
         // Every answered request is durable already; this flushes background changes too.
         if let Some(data) = &service.data {
             let journal = data.journal.clone();

@@ -48,6 +48,8 @@ pub struct Service {
     /// The data directory and its journal; `None` with `--ephemeral`.
     pub data: Option<DataDir>,
     pub snapshot_after: u64,
+    /// The tasks pacing running message move tasks, stopped before the log closes.
+    move_runners: std::sync::Mutex<tokio::task::JoinSet<()>>,
 }
 
 impl Service {
@@ -96,6 +98,7 @@ impl Service {
             hostname: config.hostname.clone(),
             data,
             snapshot_after: config.snapshot_after,
+            move_runners: Default::default(),
         }))
     }
 

@@ -36,7 +36,9 @@ impl Service {
         let budget = budget as usize;
         let service = Arc::clone(self);
         let (id, arn) = (task.id.clone(), task.source_arn.clone());
-        tokio::spawn(async move {
+        let mut runners = self.move_runners.lock().unwrap_or_else(|p| p.into_inner());
+        while runners.try_join_next().is_some() {}
+        runners.spawn(async move {
             let mut ticker = tokio::time::interval(period);
             loop {
                 ticker.tick().await;
@@ -54,6 +56,15 @@ impl Service {
                 }
             }
         });
+    }
+
+    /// Stops every pacing task between two steps (a step runs without awaiting, so none is cut
+    /// in half). The tasks stay Running in the engine and resume at the next start.
+    pub async fn stop_move_tasks(&self) {
+        let mut runners =
+            std::mem::take(&mut *self.move_runners.lock().unwrap_or_else(|p| p.into_inner()));
+        runners.abort_all();
+        while runners.join_next().await.is_some() {}
     }
 
     /// Restarts the tasks that were running when the server stopped.

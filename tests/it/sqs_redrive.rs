@@ -173,3 +173,55 @@ async fn move_task_destination_must_match_the_source_type() {
         Some("InvalidParameterValue")
     );
 }
+
+#[tokio::test]
+async fn graceful_shutdown_stops_move_tasks_between_steps() {
+    let app = orderly::app::App::bind(&orderly::config::Config::ephemeral())
+        .await
+        .unwrap();
+    let addr = app.local_addr().unwrap();
+    let service = app.service.clone();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let serving = tokio::spawn(app.serve(async {
+        let _ = stopped.await;
+    }));
+    let server = crate::common::Server {
+        addr,
+        sqs: crate::common::client(addr),
+        sns: crate::common::sns_client(addr),
+    };
+    let dlq = create_queue(&server, "dlq", &[]).await;
+    create_queue(&server, "src", &[("RedrivePolicy", &redrive_to("dlq", 1))]).await;
+    for i in 0..30 {
+        server
+            .sqs
+            .send_message()
+            .queue_url(&dlq)
+            .message_body(format!("m{i}"))
+            .send()
+            .await
+            .unwrap();
+    }
+    // Ten messages a second: one per 100 ms step, so the task outlives the server.
+    server
+        .sqs
+        .start_message_move_task()
+        .source_arn("arn:aws:sqs:us-east-1:000000000000:dlq")
+        .destination_arn("arn:aws:sqs:us-east-1:000000000000:src")
+        .max_number_of_messages_per_second(10)
+        .send()
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(350)).await;
+    stop.send(()).unwrap();
+    serving.await.unwrap().unwrap();
+
+    let left = || service.engine.queue("dlq").unwrap().lock().counts().visible;
+    let at_stop = left();
+    assert!(
+        (1..30).contains(&at_stop),
+        "the task was mid-way: {at_stop}"
+    );
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(left(), at_stop, "no step runs after shutdown");
+}
