@@ -160,14 +160,31 @@ impl Md5Digest {
     }
 }
 
-impl std::fmt::Display for Md5Digest {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+impl Md5Digest {
+    /// The digest as 32 lowercase hex digits, without going through `fmt` or the heap
+    /// (every send answers with one and logs one).
+    pub fn hex(&self) -> HexDigest {
         let mut text = [0; 32];
         for (i, b) in self.0.iter().enumerate() {
             text[2 * i] = HEX_DIGITS[(b >> 4) as usize];
             text[2 * i + 1] = HEX_DIGITS[(b & 15) as usize];
         }
-        f.write_str(std::str::from_utf8(&text).expect("hex digits are ASCII"))
+        HexDigest(text)
+    }
+}
+
+/// An MD5 digest spelt out in hex.
+pub struct HexDigest([u8; 32]);
+
+impl HexDigest {
+    pub fn as_str(&self) -> &str {
+        std::str::from_utf8(&self.0).expect("hex digits are ASCII")
+    }
+}
+
+impl std::fmt::Display for Md5Digest {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.hex().as_str())
     }
 }
 
@@ -180,7 +197,7 @@ impl std::fmt::Debug for Md5Digest {
 // As hex text, so logs and snapshots read the same as when the digest was a `String`.
 impl Serialize for Md5Digest {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.collect_str(self)
+        serializer.serialize_str(self.hex().as_str())
     }
 }
 
@@ -280,7 +297,11 @@ impl std::fmt::Debug for MessageId {
 // As a string, so logs and snapshots read the same as when the id was a `String`.
 impl Serialize for MessageId {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.collect_str(&self.0.hyphenated())
+        serializer.serialize_str(
+            self.0
+                .hyphenated()
+                .encode_lower(&mut uuid::Uuid::encode_buffer()),
+        )
     }
 }
 

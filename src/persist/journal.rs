@@ -6,7 +6,7 @@
 //! change in postcard. Numbers are handed out under the same lock that queues the record, so
 //! the log holds records in number order.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -74,6 +74,9 @@ struct Shared {
     durable: watch::Sender<Durable>,
     /// Bytes appended since the last snapshot, to decide when to take the next one.
     bytes_since_snapshot: AtomicU64,
+    /// The last record's size: the next one is encoded into a buffer this large, so a
+    /// stream of similar records (a busy queue's batches) grows no buffer while encoding.
+    record_size_hint: AtomicUsize,
 }
 
 pub struct FileJournal {
@@ -96,6 +99,7 @@ impl FileJournal {
                 next_lsn: AtomicU64::new(0),
                 durable,
                 bytes_since_snapshot: AtomicU64::new(0),
+                record_size_hint: AtomicUsize::new(0),
             }),
             writer: Mutex::new(None),
         })
@@ -182,8 +186,11 @@ impl FileJournal {
 
 impl Journal for FileJournal {
     fn submit(&self, change: &Change) {
-        let body = match postcard::to_stdvec(change) {
-            Ok(body) => body,
+        // The sequence number goes in front once it is known; until then, room for it.
+        let mut record = Vec::with_capacity(self.shared.record_size_hint.load(Ordering::Relaxed));
+        record.extend_from_slice(&[0; 8]);
+        let mut record = match postcard::serialize_with_flavor(change, Buffer(record)) {
+            Ok(record) => record,
             Err(error) => {
                 // Only a bug can get here (every change type serializes); refuse to go on
                 // acknowledging changes the log does not hold.
@@ -192,11 +199,12 @@ impl Journal for FileJournal {
                 return;
             }
         };
+        self.shared
+            .record_size_hint
+            .store(record.len(), Ordering::Relaxed);
         let mut pending = self.lock();
         let lsn = self.shared.next_lsn.fetch_add(1, Ordering::SeqCst);
-        let mut record = Vec::with_capacity(8 + body.len());
-        record.extend_from_slice(&lsn.to_le_bytes());
-        record.extend_from_slice(&body);
+        record[..8].copy_from_slice(&lsn.to_le_bytes());
         pending.records.push(record);
         let first = pending.records.len() == 1;
         drop(pending);
@@ -207,6 +215,27 @@ impl Journal for FileJournal {
 
     fn next_lsn(&self) -> u64 {
         self.shared.next_lsn.load(Ordering::SeqCst)
+    }
+}
+
+/// A postcard output that appends to a vector the caller made (postcard's own start empty).
+struct Buffer(Vec<u8>);
+
+impl postcard::ser_flavors::Flavor for Buffer {
+    type Output = Vec<u8>;
+
+    fn try_push(&mut self, byte: u8) -> postcard::Result<()> {
+        self.0.push(byte);
+        Ok(())
+    }
+
+    fn try_extend(&mut self, bytes: &[u8]) -> postcard::Result<()> {
+        self.0.extend_from_slice(bytes);
+        Ok(())
+    }
+
+    fn finalize(self) -> postcard::Result<Vec<u8>> {
+        Ok(self.0)
     }
 }
 

@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use super::{borrowed, lenient};
+use crate::engine::message::{Md5Digest, MessageId};
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(rename_all = "PascalCase", default)]
@@ -280,12 +281,13 @@ pub struct TagsOutput {
 
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "PascalCase")]
-pub struct SendMessageOutput {
+pub struct SendMessageOutput<'a> {
+    /// A batch entry's id, borrowed from the request.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub id: Option<String>,
-    pub message_id: String,
+    pub id: Option<Cow<'a, str>>,
+    pub message_id: MessageId,
     #[serde(rename = "MD5OfMessageBody")]
-    pub md5_of_message_body: String,
+    pub md5_of_message_body: Md5Digest,
     #[serde(
         rename = "MD5OfMessageAttributes",
         skip_serializing_if = "Option::is_none"
@@ -296,8 +298,23 @@ pub struct SendMessageOutput {
         skip_serializing_if = "Option::is_none"
     )]
     pub md5_of_message_system_attributes: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub sequence_number: Option<String>,
+    #[serde(
+        skip_serializing_if = "Option::is_none",
+        serialize_with = "decimal_text"
+    )]
+    pub sequence_number: Option<u128>,
+}
+
+/// A sequence number as the decimal string SQS answers with, written straight into the
+/// response (no intermediate `String`).
+fn decimal_text<S: serde::Serializer>(
+    value: &Option<u128>,
+    serializer: S,
+) -> Result<S::Ok, S::Error> {
+    match value {
+        Some(number) => serializer.collect_str(number),
+        None => serializer.serialize_none(),
+    }
 }
 
 #[derive(Debug, Serialize)]

@@ -38,26 +38,26 @@ impl Service {
         &self,
         input: SendMessageInput<'_>,
         ctx: &RequestContext,
-    ) -> Result<SendMessageOutput, ApiError> {
+    ) -> Result<SendMessageOutput<'static>, ApiError> {
         let entry = self.queue_from_url(input.queue_url.as_deref())?;
         let request = self.send_request(input, ctx)?;
         let receipt = self.with_queue(&entry, |queue, now| queue.send(request, now))?;
         Self::wake(&entry);
         Ok(SendMessageOutput {
             id: None,
-            message_id: receipt.message_id.to_string(),
-            md5_of_message_body: receipt.body_md5.to_string(),
+            message_id: receipt.message_id,
+            md5_of_message_body: receipt.body_md5,
             md5_of_message_attributes: receipt.attributes_md5.as_deref().map(String::from),
             md5_of_message_system_attributes: receipt.trace_header_md5,
-            sequence_number: receipt.sequence_number.map(|s| s.to_string()),
+            sequence_number: receipt.sequence_number,
         })
     }
 
-    pub(super) fn send_message_batch(
+    pub(super) fn send_message_batch<'a>(
         &self,
-        input: SendMessageBatchInput<'_>,
+        input: SendMessageBatchInput<'a>,
         ctx: &RequestContext,
-    ) -> Result<BatchOutput<SendMessageOutput>, ApiError> {
+    ) -> Result<BatchOutput<SendMessageOutput<'a>>, ApiError> {
         let entry = self.queue_from_url(input.queue_url.as_deref())?;
         let entries = input.entries.unwrap_or_default();
         check_entries(
@@ -68,8 +68,8 @@ impl Service {
         let mut failed = Vec::new();
         let mut requests = Vec::with_capacity(entries.len());
         let mut total = 0;
-        for e in entries {
-            let id = e.id.as_deref().expect("checked above").to_string();
+        for mut e in entries {
+            let id = e.id.take().expect("checked above");
             match self.send_request(e, ctx) {
                 Ok(request) => {
                     total += request.body.len() + request.attributes.size();
@@ -91,11 +91,11 @@ impl Service {
             match result {
                 Ok(receipt) => successful.push(SendMessageOutput {
                     id: Some(id),
-                    message_id: receipt.message_id.to_string(),
-                    md5_of_message_body: receipt.body_md5.to_string(),
+                    message_id: receipt.message_id,
+                    md5_of_message_body: receipt.body_md5,
                     md5_of_message_attributes: receipt.attributes_md5.as_deref().map(String::from),
                     md5_of_message_system_attributes: receipt.trace_header_md5,
-                    sequence_number: receipt.sequence_number.map(|s| s.to_string()),
+                    sequence_number: receipt.sequence_number,
                 }),
                 Err(error) => failed.push(failure(&id, error.into())),
             }
