@@ -105,7 +105,9 @@ impl<W: Default> Engine<W> {
             .iter()
             .map(|entry| {
                 let q = entry.lock();
-                format!("{:?}\n{:?}", q.image(), q.stored_messages())
+                let mut messages = q.stored_messages();
+                messages.sort_unstable_by_key(|(seq, _)| *seq);
+                format!("{:?}\n{:?}", q.image(), messages)
             })
             .collect();
         queues.sort();

@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::watch;
 
 use super::log::{LogError, SegmentLog};
+use super::record::Buffer;
 use super::storage::Storage;
 use crate::engine::journal::{Change, Journal};
 
@@ -215,27 +216,6 @@ impl Journal for FileJournal {
 
     fn next_lsn(&self) -> u64 {
         self.shared.next_lsn.load(Ordering::SeqCst)
-    }
-}
-
-/// A postcard output that appends to a vector the caller made (postcard's own start empty).
-struct Buffer(Vec<u8>);
-
-impl postcard::ser_flavors::Flavor for Buffer {
-    type Output = Vec<u8>;
-
-    fn try_push(&mut self, byte: u8) -> postcard::Result<()> {
-        self.0.push(byte);
-        Ok(())
-    }
-
-    fn try_extend(&mut self, bytes: &[u8]) -> postcard::Result<()> {
-        self.0.extend_from_slice(bytes);
-        Ok(())
-    }
-
-    fn finalize(self) -> postcard::Result<Vec<u8>> {
-        Ok(self.0)
     }
 }
 

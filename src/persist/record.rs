@@ -24,6 +24,44 @@ pub fn encode(payload: &[u8], out: &mut Vec<u8>) {
     out.extend_from_slice(payload);
 }
 
+/// Frames in place a payload written after `HEADER_BYTES` of room at the start of `framed`
+/// (the same bytes `encode` would produce, without copying the payload).
+pub fn seal(framed: &mut [u8]) {
+    let payload = &framed[HEADER_BYTES..];
+    assert!(!payload.is_empty(), "log records are never empty");
+    assert!(
+        payload.len() <= MAX_PAYLOAD_BYTES,
+        "log record of {} bytes exceeds the {MAX_PAYLOAD_BYTES}-byte limit",
+        payload.len()
+    );
+    let length = (payload.len() as u32).to_le_bytes();
+    let checksum = crc32c::crc32c(payload).to_le_bytes();
+    framed[..4].copy_from_slice(&length);
+    framed[4..HEADER_BYTES].copy_from_slice(&checksum);
+}
+
+/// A postcard output that appends to a vector the caller made (postcard's own start empty),
+/// so a record's header or sequence number can be left room for in front.
+pub struct Buffer(pub Vec<u8>);
+
+impl postcard::ser_flavors::Flavor for Buffer {
+    type Output = Vec<u8>;
+
+    fn try_push(&mut self, byte: u8) -> postcard::Result<()> {
+        self.0.push(byte);
+        Ok(())
+    }
+
+    fn try_extend(&mut self, bytes: &[u8]) -> postcard::Result<()> {
+        self.0.extend_from_slice(bytes);
+        Ok(())
+    }
+
+    fn finalize(self) -> postcard::Result<Vec<u8>> {
+        Ok(self.0)
+    }
+}
+
 /// How a segment's bytes ended.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Ending {
@@ -110,6 +148,14 @@ mod tests {
             encode(p, &mut out);
         }
         out
+    }
+
+    #[test]
+    fn sealing_in_place_frames_as_encode_does() {
+        let mut framed = vec![0; HEADER_BYTES];
+        framed.extend_from_slice(b"payload");
+        seal(&mut framed);
+        assert_eq!(framed, segment(&[b"payload"]));
     }
 
     #[test]

@@ -39,8 +39,10 @@ const FORMAT_VERSION: u32 = 1;
 /// the record size limit.
 const CHUNK_BYTES: usize = 4 << 20;
 
+/// One snapshot record. Written with messages borrowed (`Item<&Stored>`, the same bytes) so
+/// they are not copied again on their way out; read back as `Item`.
 #[derive(Serialize, Deserialize)]
-enum Item {
+enum Item<M = Stored> {
     Header {
         version: u32,
         first_lsn: u64,
@@ -51,7 +53,7 @@ enum Item {
         lsn: u64,
         image: Box<QueueImage>,
     },
-    Messages(Vec<(u64, Stored)>),
+    Messages(Vec<(u64, M)>),
     Dedup(Vec<(std::sync::Arc<str>, DedupRecord, Timestamp)>),
     Attempts(Vec<(String, AttemptEntries, Timestamp)>),
     End {
@@ -108,11 +110,11 @@ fn snapshots(dir: &Path) -> std::io::Result<Vec<String>> {
 }
 
 /// Splits `items` into chunks of about `CHUNK_BYTES` (by `size`) and writes each as one record.
-fn write_chunks<T>(
+fn write_chunks<'a, T>(
     out: &mut impl Write,
-    items: Vec<T>,
+    items: impl IntoIterator<Item = T>,
     size: impl Fn(&T) -> usize,
-    wrap: impl Fn(Vec<T>) -> Item,
+    wrap: impl Fn(Vec<T>) -> Item<&'a Stored>,
     buf: &mut Vec<u8>,
 ) -> std::io::Result<()> {
     let mut chunk = Vec::new();
@@ -131,11 +133,21 @@ fn write_chunks<T>(
     Ok(())
 }
 
-fn write_item(out: &mut impl Write, item: &Item, buf: &mut Vec<u8>) -> std::io::Result<()> {
-    let payload = postcard::to_stdvec(item).map_err(std::io::Error::other)?;
-    buf.clear();
-    record::encode(&payload, buf);
-    out.write_all(buf)
+/// Encodes `item` straight into `buf` behind room for its frame header, then frames it there.
+fn write_item(
+    out: &mut impl Write,
+    item: &Item<&Stored>,
+    buf: &mut Vec<u8>,
+) -> std::io::Result<()> {
+    let mut framed = std::mem::take(buf);
+    framed.clear();
+    framed.resize(record::HEADER_BYTES, 0);
+    let mut framed = postcard::serialize_with_flavor(item, record::Buffer(framed))
+        .map_err(std::io::Error::other)?;
+    record::seal(&mut framed);
+    out.write_all(&framed)?;
+    *buf = framed;
+    Ok(())
 }
 
 /// Takes a snapshot of `engine` into `dir` and lets the log drop what it covers. Blocks for as
@@ -176,9 +188,18 @@ pub fn take<W: Default>(
             },
             &mut buf,
         )?;
+        // In sequence order, so a restart appends to each group rather than inserting into it;
+        // sorted here rather than under the queue lock, and by index: a message copy is a few
+        // hundred bytes, too many to move around while sorting.
+        let mut order: Vec<(u64, usize)> = messages
+            .iter()
+            .enumerate()
+            .map(|(at, (seq, _))| (*seq, at))
+            .collect();
+        order.sort_unstable();
         write_chunks(
             &mut out,
-            messages,
+            order.iter().map(|&(seq, at)| (seq, &messages[at].1)),
             |(_, stored)| stored.size() + 256,
             Item::Messages,
             &mut buf,

@@ -219,15 +219,13 @@ impl Queue {
         }
     }
 
-    /// Copies of the stored messages, in sequence order.
+    /// Copies of the stored messages in no particular order: taken under the queue lock, so
+    /// sorting is left to the caller.
     pub fn stored_messages(&self) -> Vec<(u64, Stored)> {
-        let mut all: Vec<(u64, Stored)> = self
-            .messages
+        self.messages
             .iter()
             .map(|(seq, stored)| (*seq, Stored::clone(stored)))
-            .collect();
-        all.sort_unstable_by_key(|(seq, _)| *seq);
-        all
+            .collect()
     }
 
     /// A queue rebuilt from its image; messages follow through `restore_message`.
