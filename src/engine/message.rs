@@ -158,9 +158,7 @@ impl Md5Digest {
     pub fn from_bytes(bytes: [u8; 16]) -> Md5Digest {
         Md5Digest(bytes)
     }
-}
 
-impl Md5Digest {
     /// The digest as 32 lowercase hex digits, without going through `fmt` or the heap
     /// (every send answers with one and logs one).
     pub fn hex(&self) -> HexDigest {

@@ -139,15 +139,12 @@ fn write_item(
     item: &Item<&Stored>,
     buf: &mut Vec<u8>,
 ) -> std::io::Result<()> {
-    let mut framed = std::mem::take(buf);
-    framed.clear();
-    framed.resize(record::HEADER_BYTES, 0);
-    let mut framed = postcard::serialize_with_flavor(item, record::Buffer(framed))
+    buf.clear();
+    buf.resize(record::HEADER_BYTES, 0);
+    *buf = postcard::serialize_with_flavor(item, record::Buffer(std::mem::take(buf)))
         .map_err(std::io::Error::other)?;
-    record::seal(&mut framed);
-    out.write_all(&framed)?;
-    *buf = framed;
-    Ok(())
+    record::seal(buf);
+    out.write_all(buf)
 }
 
 /// Takes a snapshot of `engine` into `dir` and lets the log drop what it covers. Blocks for as
