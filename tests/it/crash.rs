@@ -211,10 +211,19 @@ async fn verify_fanout(
     model.maybe_published.clear();
 }
 
-/// Receives and deletes everything the queue holds; bodies in the order they came.
+/// Receives and deletes everything the queue holds; bodies in the order they came, each once.
 async fn drain(sqs: &aws_sdk_sqs::Client, url: &str, round: usize) -> Vec<String> {
-    let mut bodies = Vec::new();
+    let bodies = drain_all(sqs, url).await;
     let mut all = HashSet::new();
+    for body in &bodies {
+        assert!(all.insert(body), "round {round}: {body} received twice");
+    }
+    bodies
+}
+
+/// Receives and deletes everything the queue holds; bodies in the order they came.
+async fn drain_all(sqs: &aws_sdk_sqs::Client, url: &str) -> Vec<String> {
+    let mut bodies = Vec::new();
     loop {
         let out = sqs
             .receive_message()
@@ -229,10 +238,6 @@ async fn drain(sqs: &aws_sdk_sqs::Client, url: &str, round: usize) -> Vec<String
         }
         for message in out.messages() {
             let body = message.body().unwrap().to_string();
-            assert!(
-                all.insert(body.clone()),
-                "round {round}: {body} received twice"
-            );
             sqs.delete_message()
                 .queue_url(url)
                 .receipt_handle(message.receipt_handle().unwrap())
@@ -671,7 +676,12 @@ async fn a_running_move_task_resumes_after_sigkill() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     assert!(drain(&sqs, &dlq_url, 0).await.is_empty(), "left in the DLQ");
-    // A kill between a move's put and its removal may leave one duplicate; none is lost.
-    let back: HashSet<String> = drain(&sqs, &source_url, 0).await.into_iter().collect();
-    assert_eq!(back, bodies);
+    // A kill between a move's put and its removal may leave one duplicate (a step moves one
+    // message at this rate, and the puts are logged before the removals); none is lost.
+    let back = drain_all(&sqs, &source_url).await;
+    assert!(
+        back.len() <= bodies.len() + 1,
+        "more than one duplicate: {back:?}"
+    );
+    assert_eq!(back.into_iter().collect::<HashSet<String>>(), bodies);
 }
