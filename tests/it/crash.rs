@@ -4,7 +4,8 @@
 //! Rounds: 20 by default; `ORDERLY_CRASH_ROUNDS=200 cargo test crash` runs a longer campaign.
 //!
 //! After each restart:
-//! - every acknowledged send is there unless an acknowledged delete removed it;
+//! - every acknowledged send is there unless a delete removed it (an acknowledged one, or one
+//!   whose answer the crash cut off);
 //! - no acknowledged delete comes back;
 //! - each group's messages arrive in send order, none twice;
 //! - messages received (acknowledged) before the crash stay invisible until their deadline,
