@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use axum::body::Bytes;
 use axum::extract::{DefaultBodyLimit, State};
-use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode, Uri};
+use axum::http::{header, HeaderMap, HeaderName, HeaderValue, Method, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::Router;
@@ -29,19 +29,19 @@ pub fn router(service: Arc<Service>) -> Router {
 }
 
 /// The access key id and signing service from a SigV4 Authorization header
-/// (`Credential=AKID/date/region/service/aws4_request`).
-fn credential_scope(headers: &HeaderMap) -> (Option<String>, Option<String>) {
+/// (`Credential=AKID/date/region/service/aws4_request`), borrowed from it.
+fn credential_scope(headers: &HeaderMap) -> (Option<&str>, Option<&str>) {
     let scope = headers
         .get(header::AUTHORIZATION)
         .and_then(|a| a.to_str().ok())
         .and_then(|a| a.split("Credential=").nth(1))
-        .map(|c| c.split([',', ' ']).next().unwrap_or("").to_string());
+        .map(|c| c.split([',', ' ']).next().unwrap_or(""));
     let Some(scope) = scope else {
         return (None, None);
     };
     let mut parts = scope.split('/');
-    let key = parts.next().map(String::from);
-    (key, parts.nth(2).map(String::from))
+    let key = parts.next();
+    (key, parts.nth(2))
 }
 
 /// Actions only SNS has; they route to SNS even without a signature or Version (the
@@ -85,6 +85,10 @@ fn is_sns(service: Option<&str>, params: &[(String, String)], action: &str) -> b
     }
 }
 
+// Named once: inserting a header by a `&str` name copies the name into a new allocation.
+const REQUEST_ID: HeaderName = HeaderName::from_static("x-amzn-requestid");
+const QUERY_ERROR: HeaderName = HeaderName::from_static("x-amzn-query-error");
+
 fn respond(encoded: Encoded, request_id: &str) -> Response {
     let mut response = (
         StatusCode::from_u16(encoded.status).unwrap_or(StatusCode::BAD_REQUEST),
@@ -97,13 +101,13 @@ fn respond(encoded: Encoded, request_id: &str) -> Response {
         HeaderValue::from_static(encoded.content_type),
     );
     if let Ok(id) = HeaderValue::from_str(request_id) {
-        headers.insert("x-amzn-requestid", id);
+        headers.insert(REQUEST_ID, id);
     }
     if let Some(code) = encoded
         .query_error
         .and_then(|c| HeaderValue::from_str(&c).ok())
     {
-        headers.insert("x-amzn-query-error", code);
+        headers.insert(QUERY_ERROR, code);
     }
     response
 }
@@ -171,9 +175,7 @@ async fn handle(
     let ctx = RequestContext {
         authenticated,
         host,
-        sender_id: access_key
-            .unwrap_or_else(|| service.engine.account_id.clone())
-            .into(),
+        sender_id: access_key.unwrap_or(&service.engine.account_id).into(),
         request_id,
     };
     if method == Method::GET && uri.path().starts_with("/SimpleNotificationService-") {
@@ -237,7 +239,7 @@ async fn handle(
         .filter(|(k, _)| k != "Action" && k != "Version")
         .map(|(k, v)| (k.as_str(), v.as_str()))
         .collect();
-    if is_sns(signing_service.as_deref(), &params, &action) {
+    if is_sns(signing_service, &params, &action) {
         let payload = Payload::Query(sns_query::to_json(&pairs));
         let encoded = service
             .dispatch(Protocol::SnsQuery, &action, &payload, &ctx)

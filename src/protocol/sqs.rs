@@ -4,6 +4,7 @@
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
@@ -129,8 +130,9 @@ pub struct SendMessageBatchInput<'a> {
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(rename_all = "PascalCase", default)]
-pub struct ReceiveMessageInput {
-    pub queue_url: Option<String>,
+pub struct ReceiveMessageInput<'a> {
+    #[serde(borrow, deserialize_with = "borrowed::text")]
+    pub queue_url: Option<Cow<'a, str>>,
     pub attribute_names: Option<Vec<String>>,
     pub message_system_attribute_names: Option<Vec<String>>,
     pub message_attribute_names: Vec<String>,
@@ -145,34 +147,42 @@ pub struct ReceiveMessageInput {
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(rename_all = "PascalCase", default)]
-pub struct HandleEntry {
-    pub id: Option<String>,
-    pub receipt_handle: Option<String>,
+pub struct HandleEntry<'a> {
+    #[serde(borrow, deserialize_with = "borrowed::text")]
+    pub id: Option<Cow<'a, str>>,
+    #[serde(borrow, deserialize_with = "borrowed::text")]
+    pub receipt_handle: Option<Cow<'a, str>>,
     #[serde(deserialize_with = "lenient::int")]
     pub visibility_timeout: Option<i64>,
 }
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(rename_all = "PascalCase", default)]
-pub struct DeleteMessageInput {
-    pub queue_url: Option<String>,
-    pub receipt_handle: Option<String>,
+pub struct DeleteMessageInput<'a> {
+    #[serde(borrow, deserialize_with = "borrowed::text")]
+    pub queue_url: Option<Cow<'a, str>>,
+    #[serde(borrow, deserialize_with = "borrowed::text")]
+    pub receipt_handle: Option<Cow<'a, str>>,
 }
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(rename_all = "PascalCase", default)]
-pub struct ChangeMessageVisibilityInput {
-    pub queue_url: Option<String>,
-    pub receipt_handle: Option<String>,
+pub struct ChangeMessageVisibilityInput<'a> {
+    #[serde(borrow, deserialize_with = "borrowed::text")]
+    pub queue_url: Option<Cow<'a, str>>,
+    #[serde(borrow, deserialize_with = "borrowed::text")]
+    pub receipt_handle: Option<Cow<'a, str>>,
     #[serde(deserialize_with = "lenient::int")]
     pub visibility_timeout: Option<i64>,
 }
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(rename_all = "PascalCase", default)]
-pub struct HandleBatchInput {
-    pub queue_url: Option<String>,
-    pub entries: Option<Vec<HandleEntry>>,
+pub struct HandleBatchInput<'a> {
+    #[serde(borrow, deserialize_with = "borrowed::text")]
+    pub queue_url: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    pub entries: Option<Vec<HandleEntry<'a>>>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -337,18 +347,20 @@ pub struct BatchOutput<T> {
 
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "PascalCase")]
-pub struct IdOnly {
-    pub id: String,
+pub struct IdOnly<'a> {
+    /// Borrowed from the request's entry.
+    pub id: Cow<'a, str>,
 }
 
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "PascalCase")]
 pub struct MessageWire {
-    pub message_id: String,
+    pub message_id: MessageId,
     pub receipt_handle: String,
     #[serde(rename = "MD5OfBody")]
-    pub md5_of_body: String,
-    pub body: String,
+    pub md5_of_body: Md5Digest,
+    /// Shared with the stored message, not copied.
+    pub body: Arc<str>,
     #[serde(skip_serializing_if = "Pairs::is_empty")]
     pub attributes: Pairs,
     #[serde(

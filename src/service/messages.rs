@@ -110,7 +110,7 @@ impl Service {
     /// a message becomes receivable, a deadline inside the queue falls due, or time runs out.
     pub(super) async fn receive_message(
         &self,
-        input: ReceiveMessageInput,
+        input: ReceiveMessageInput<'_>,
     ) -> Result<ReceiveMessageOutput, ApiError> {
         let entry = self.queue_from_url(input.queue_url.as_deref())?;
         let wait_seconds = match input.wait_time_seconds {
@@ -178,12 +178,12 @@ impl Service {
     }
 
     /// The receipt-handle batches: whole-request checks, then each entry on its own.
-    fn handle_batch(
+    fn handle_batch<'a>(
         &self,
-        input: HandleBatchInput,
+        input: HandleBatchInput<'a>,
         entry_name: &str,
         mut apply: impl FnMut(&mut Queue, &HandleEntry, Timestamp) -> Result<(), ApiError>,
-    ) -> Result<BatchOutput<IdOnly>, ApiError> {
+    ) -> Result<BatchOutput<IdOnly<'a>>, ApiError> {
         let entry = self.queue_from_url(input.queue_url.as_deref())?;
         let entries = input.entries.unwrap_or_default();
         check_entries(entry_name, entries.iter().map(|e| e.id.as_deref()))?;
@@ -192,9 +192,9 @@ impl Service {
             failed: Vec::new(),
         };
         self.with_queue(&entry, |queue, now| {
-            for e in &entries {
-                let id = e.id.as_deref().expect("checked above").to_string();
-                match apply(queue, e, now) {
+            for e in entries {
+                let id = e.id.clone().expect("checked above");
+                match apply(queue, &e, now) {
                     Ok(()) => output.successful.push(IdOnly { id }),
                     Err(error) => output.failed.push(failure(&id, error)),
                 }
@@ -207,7 +207,7 @@ impl Service {
 
     pub(super) fn delete_message(
         &self,
-        input: DeleteMessageInput,
+        input: DeleteMessageInput<'_>,
         _ctx: &RequestContext,
     ) -> Result<Empty, ApiError> {
         let entry = self.queue_from_url(input.queue_url.as_deref())?;
@@ -221,11 +221,11 @@ impl Service {
         Ok(Empty {})
     }
 
-    pub(super) fn delete_message_batch(
+    pub(super) fn delete_message_batch<'a>(
         &self,
-        input: HandleBatchInput,
+        input: HandleBatchInput<'a>,
         _ctx: &RequestContext,
-    ) -> Result<BatchOutput<IdOnly>, ApiError> {
+    ) -> Result<BatchOutput<IdOnly<'a>>, ApiError> {
         self.handle_batch(input, "DeleteMessageBatchRequestEntry", |queue, e, now| {
             let handle = e
                 .receipt_handle
@@ -238,7 +238,7 @@ impl Service {
 
     pub(super) fn change_message_visibility(
         &self,
-        input: ChangeMessageVisibilityInput,
+        input: ChangeMessageVisibilityInput<'_>,
         _ctx: &RequestContext,
     ) -> Result<Empty, ApiError> {
         let entry = self.queue_from_url(input.queue_url.as_deref())?;
@@ -255,11 +255,11 @@ impl Service {
         Ok(Empty {})
     }
 
-    pub(super) fn change_message_visibility_batch(
+    pub(super) fn change_message_visibility_batch<'a>(
         &self,
-        input: HandleBatchInput,
+        input: HandleBatchInput<'a>,
         _ctx: &RequestContext,
-    ) -> Result<BatchOutput<IdOnly>, ApiError> {
+    ) -> Result<BatchOutput<IdOnly<'a>>, ApiError> {
         self.handle_batch(
             input,
             "ChangeMessageVisibilityBatchRequestEntry",

@@ -124,10 +124,10 @@ pub fn message_wire(
         selected.md5()
     };
     MessageWire {
-        message_id: message.id.to_string(),
+        message_id: message.id,
         receipt_handle: delivery.receipt_handle,
-        md5_of_body: message.body_md5.to_string(),
-        body: message.body.to_string(),
+        md5_of_body: message.body_md5,
+        body: message.body,
         attributes: Pairs(attributes),
         md5_of_message_attributes: md5,
         message_attributes: encode_attributes(&selected),

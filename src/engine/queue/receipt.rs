@@ -27,22 +27,40 @@ fn check(bytes: &[u8]) -> [u8; 6] {
     out
 }
 
+/// The handle's bytes: version, the three numbers, then the first 6 bytes of their SHA-256.
+const BYTES: usize = 1 + 3 * 8 + 6;
+/// The handle's text: the prefix, then the bytes in unpadded URL-safe base64.
+const TEXT_LEN: usize = PREFIX.len() + (BYTES * 4).div_ceil(3);
+
 impl Receipt {
+    /// One allocation, the handle itself: receives issue one per message.
     pub fn encode(&self) -> String {
-        let mut bytes = Vec::with_capacity(31);
-        bytes.push(VERSION);
-        bytes.extend_from_slice(&self.queue_uid.to_be_bytes());
-        bytes.extend_from_slice(&self.seq.to_be_bytes());
-        bytes.extend_from_slice(&self.receive_no.to_be_bytes());
-        let sum = check(&bytes);
-        bytes.extend_from_slice(&sum);
-        format!("{PREFIX}{}", URL_SAFE_NO_PAD.encode(bytes))
+        let mut bytes = [0u8; BYTES];
+        bytes[0] = VERSION;
+        bytes[1..9].copy_from_slice(&self.queue_uid.to_be_bytes());
+        bytes[9..17].copy_from_slice(&self.seq.to_be_bytes());
+        bytes[17..25].copy_from_slice(&self.receive_no.to_be_bytes());
+        let sum = check(&bytes[..25]);
+        bytes[25..].copy_from_slice(&sum);
+        let mut text = String::with_capacity(TEXT_LEN);
+        text.push_str(PREFIX);
+        URL_SAFE_NO_PAD.encode_string(bytes, &mut text);
+        text
     }
 
-    /// `None` for anything this server did not issue.
+    /// `None` for anything this server did not issue. Decodes on the stack (deletes and
+    /// visibility changes decode one per entry).
     pub fn decode(handle: &str) -> Option<Receipt> {
-        let bytes = URL_SAFE_NO_PAD.decode(handle.strip_prefix(PREFIX)?).ok()?;
-        if bytes.len() != 31 || bytes[0] != VERSION {
+        if handle.len() != TEXT_LEN {
+            return None;
+        }
+        // Room for what base64 may estimate for the text, beyond the exact 31 bytes.
+        let mut buffer = [0u8; BYTES + 3];
+        let decoded = URL_SAFE_NO_PAD
+            .decode_slice(handle.strip_prefix(PREFIX)?, &mut buffer)
+            .ok()?;
+        let bytes = &buffer[..decoded];
+        if bytes.len() != BYTES || bytes[0] != VERSION {
             return None;
         }
         if check(&bytes[..25]) != bytes[25..] {
@@ -70,6 +88,8 @@ mod tests {
         };
         let h = r.encode();
         assert!(h.starts_with("AQEB"));
+        assert_eq!(h.len(), TEXT_LEN);
+        assert_eq!(h.capacity(), TEXT_LEN, "sized exactly, no regrowth");
         assert_eq!(Receipt::decode(&h), Some(r));
         let mut tampered = h.clone().into_bytes();
         let last = tampered.len() - 3;
@@ -80,5 +100,9 @@ mod tests {
         );
         assert_eq!(Receipt::decode("garbage"), None);
         assert_eq!(Receipt::decode(""), None);
+        // Right length, wrong alphabet or prefix.
+        assert_eq!(Receipt::decode(&"A".repeat(TEXT_LEN)), None);
+        assert_eq!(Receipt::decode(&format!("{h}=")), None);
+        assert_eq!(Receipt::decode(&h.replace("AQEB", "BQEB")), None);
     }
 }
