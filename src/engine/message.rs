@@ -278,6 +278,22 @@ impl MessageId {
     pub fn random() -> MessageId {
         MessageId(uuid::Uuid::new_v4())
     }
+
+    /// The id in its hyphenated form, without going through `fmt` or the heap.
+    pub fn text(&self) -> IdText {
+        let mut text = [0; uuid::fmt::Hyphenated::LENGTH];
+        self.0.hyphenated().encode_lower(&mut text);
+        IdText(text)
+    }
+}
+
+/// A message id spelt out.
+pub struct IdText([u8; uuid::fmt::Hyphenated::LENGTH]);
+
+impl IdText {
+    pub fn as_str(&self) -> &str {
+        std::str::from_utf8(&self.0).expect("a hyphenated UUID is ASCII")
+    }
 }
 
 impl std::fmt::Display for MessageId {
@@ -295,11 +311,7 @@ impl std::fmt::Debug for MessageId {
 // As a string, so logs and snapshots read the same as when the id was a `String`.
 impl Serialize for MessageId {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.serialize_str(
-            self.0
-                .hyphenated()
-                .encode_lower(&mut uuid::Uuid::encode_buffer()),
-        )
+        serializer.serialize_str(self.text().as_str())
     }
 }
 

@@ -3,6 +3,7 @@
 
 pub mod borrowed;
 pub mod error;
+pub mod json_answer;
 pub mod lenient;
 pub mod query_params;
 pub mod sns;
@@ -101,6 +102,27 @@ pub fn encode_ok<T: Serialize>(
             200,
             xml::response(action, &value, request_id, xml::SQS_NAMESPACE),
         ),
+    }
+}
+
+/// An answer of the hot path: its JSON is written by hand (see `json_answer`); the Query
+/// protocol's XML as for every other answer.
+pub fn encode_answer<T: Serialize + json_answer::JsonAnswer>(
+    protocol: Protocol,
+    action: &str,
+    output: &T,
+    request_id: &str,
+) -> Encoded {
+    if protocol != Protocol::Json {
+        return encode_ok(protocol, action, output, request_id);
+    }
+    let mut body = Vec::with_capacity(output.size_hint());
+    output.write_json(&mut body);
+    Encoded {
+        status: 200,
+        content_type: JSON_CONTENT_TYPE,
+        body,
+        query_error: None,
     }
 }
 

@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
+use super::json_answer::{JsonAnswer, Object};
 use super::{borrowed, lenient};
 use crate::engine::message::{Md5Digest, MessageId};
 
@@ -379,6 +380,91 @@ pub struct ReceiveMessageOutput {
     pub messages: Vec<MessageWire>,
 }
 
+// The answers of sends, receives and deletes write their own JSON (see `json_answer`), in
+// the member order and with the omissions of their serde derives above.
+
+impl JsonAnswer for MessageWire {
+    fn write_json(&self, out: &mut Vec<u8>) {
+        let mut object = Object::open(out);
+        object
+            .str("MessageId", self.message_id.text().as_str())
+            .str("ReceiptHandle", &self.receipt_handle)
+            .str("MD5OfBody", self.md5_of_body.hex().as_str())
+            .str("Body", &self.body);
+        if !self.attributes.is_empty() {
+            object.serde("Attributes", &self.attributes);
+        }
+        object.opt_str(
+            "MD5OfMessageAttributes",
+            self.md5_of_message_attributes.as_deref(),
+        );
+        if !self.message_attributes.is_empty() {
+            object.serde("MessageAttributes", &self.message_attributes);
+        }
+        object.close();
+    }
+}
+
+impl JsonAnswer for ReceiveMessageOutput {
+    fn size_hint(&self) -> usize {
+        // Ids, handle and digest take about 200 bytes beside each body.
+        self.messages
+            .iter()
+            .map(|m| m.body.len() + 256)
+            .sum::<usize>()
+            + 16
+    }
+
+    fn write_json(&self, out: &mut Vec<u8>) {
+        let mut object = Object::open(out);
+        if !self.messages.is_empty() {
+            object.array("Messages", &self.messages);
+        }
+        object.close();
+    }
+}
+
+impl JsonAnswer for SendMessageOutput<'_> {
+    fn write_json(&self, out: &mut Vec<u8>) {
+        let mut object = Object::open(out);
+        object
+            .opt_str("Id", self.id.as_deref())
+            .str("MessageId", self.message_id.text().as_str())
+            .str("MD5OfMessageBody", self.md5_of_message_body.hex().as_str())
+            .opt_str(
+                "MD5OfMessageAttributes",
+                self.md5_of_message_attributes.as_deref(),
+            )
+            .opt_str(
+                "MD5OfMessageSystemAttributes",
+                self.md5_of_message_system_attributes.as_deref(),
+            );
+        if let Some(number) = self.sequence_number {
+            object.str("SequenceNumber", &number.to_string());
+        }
+        object.close();
+    }
+}
+
+impl JsonAnswer for IdOnly<'_> {
+    fn write_json(&self, out: &mut Vec<u8>) {
+        Object::open(out).str("Id", &self.id).close();
+    }
+}
+
+impl<T: JsonAnswer> JsonAnswer for BatchOutput<T> {
+    fn write_json(&self, out: &mut Vec<u8>) {
+        let mut object = Object::open(out);
+        if !self.successful.is_empty() {
+            object.array("Successful", &self.successful);
+        }
+        if !self.failed.is_empty() {
+            object.serde("Failed", &self.failed);
+        }
+        object.close();
+    }
+}
+
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "PascalCase")]
 pub struct StartMessageMoveTaskOutput {
@@ -414,4 +500,109 @@ pub struct ListMessageMoveTasksOutput {
 #[serde(rename_all = "PascalCase")]
 pub struct CancelMessageMoveTaskOutput {
     pub approximate_number_of_messages_moved: u64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn same_as_serde<T: Serialize + JsonAnswer>(answer: &T) {
+        let mut hand = Vec::new();
+        answer.write_json(&mut hand);
+        let serde = serde_json::to_vec(answer).unwrap();
+        assert_eq!(
+            String::from_utf8(hand).unwrap(),
+            String::from_utf8(serde).unwrap()
+        );
+    }
+
+    fn message(body: &str, extras: bool) -> MessageWire {
+        let mut message_attributes = BTreeMap::new();
+        let mut attributes = Pairs::default();
+        if extras {
+            attributes.0.push(("SenderId".into(), "AIDA\"x".into()));
+            attributes
+                .0
+                .push(("SentTimestamp".into(), "1700000000000".into()));
+            for (name, string_value, binary_value, data_type) in [
+                ("price", Some("42.5"), None, "Number"),
+                ("blob", None, Some("AAEC"), "Binary"),
+                ("note\n", Some("tab\there"), None, "String.custom"),
+            ] {
+                message_attributes.insert(
+                    name.to_string(),
+                    AttributeValueWire {
+                        string_value: string_value.map(String::from),
+                        binary_value: binary_value.map(String::from),
+                        string_list_values: None,
+                        binary_list_values: None,
+                        data_type: Some(data_type.into()),
+                    },
+                );
+            }
+        }
+        MessageWire {
+            message_id: MessageId::random(),
+            receipt_handle: "AQEBabc-_123".into(),
+            md5_of_body: Md5Digest::from_bytes([0xab; 16]),
+            body: body.into(),
+            attributes,
+            md5_of_message_attributes: extras.then(|| "0123456789abcdef0123456789abcdef".into()),
+            message_attributes,
+        }
+    }
+
+    #[test]
+    fn receive_answers_are_written_as_serde_writes_them() {
+        same_as_serde(&ReceiveMessageOutput { messages: vec![] });
+        same_as_serde(&ReceiveMessageOutput {
+            messages: vec![
+                message(&"plain ".repeat(50), false),
+                message(
+                    "quote \" backslash \\ newline \n nul \u{0} é 😀 \u{2028}",
+                    true,
+                ),
+                message("{\"json\":[1,2]}", true),
+            ],
+        });
+    }
+
+    fn sent(id: Option<&str>, full: bool) -> SendMessageOutput<'_> {
+        SendMessageOutput {
+            id: id.map(Cow::Borrowed),
+            message_id: MessageId::random(),
+            md5_of_message_body: Md5Digest::from_bytes([7; 16]),
+            md5_of_message_attributes: full.then(|| "a".repeat(32)),
+            md5_of_message_system_attributes: full.then(|| "b".repeat(32)),
+            sequence_number: full.then_some(18_000_000_000_000_000_123),
+        }
+    }
+
+    #[test]
+    fn send_and_batch_answers_are_written_as_serde_writes_them() {
+        same_as_serde(&sent(None, false));
+        same_as_serde(&sent(None, true));
+        let failure = || BatchError {
+            id: "e-2".into(),
+            sender_fault: true,
+            code: "InvalidParameterValue".into(),
+            message: "bad \"value\"".into(),
+        };
+        same_as_serde(&BatchOutput {
+            successful: vec![sent(Some("e-0"), true), sent(Some("e_1"), false)],
+            failed: vec![failure()],
+        });
+        same_as_serde(&BatchOutput::<SendMessageOutput> {
+            successful: vec![],
+            failed: vec![],
+        });
+        same_as_serde(&BatchOutput {
+            successful: vec![IdOnly { id: "a".into() }, IdOnly { id: "b".into() }],
+            failed: vec![],
+        });
+        same_as_serde(&BatchOutput::<IdOnly> {
+            successful: vec![],
+            failed: vec![failure(), failure()],
+        });
+    }
 }

@@ -17,7 +17,9 @@ use crate::config::Config;
 use crate::delivery::{SenderConfig, Webhooks};
 use crate::engine::{Engine, Journal, QueueEntry};
 use crate::persist::{self, DataDir};
-use crate::protocol::{encode_error, encode_ok, ApiError, Encoded, ErrorCode, Payload, Protocol};
+use crate::protocol::{
+    encode_answer, encode_error, encode_ok, ApiError, Encoded, ErrorCode, Payload, Protocol,
+};
 
 pub type Entry = Arc<QueueEntry<Notify>>;
 
@@ -195,9 +197,13 @@ impl Service {
         payload: &Payload,
         ctx: &RequestContext,
     ) -> Result<Encoded, ApiError> {
+        // The hot path's answers write their JSON by hand (`encode_answer`).
         macro_rules! call {
             ($handler:ident) => {
-                Ok(encode_ok(
+                call!($handler, encode_ok)
+            };
+            ($handler:ident, $encode:ident) => {
+                Ok($encode(
                     protocol,
                     action,
                     &self.$handler(payload.decode(protocol)?, ctx)?,
@@ -219,16 +225,16 @@ impl Service {
             "AddPermission" => call!(add_permission),
             "RemovePermission" => call!(remove_permission),
             "ListDeadLetterSourceQueues" => call!(list_dead_letter_source_queues),
-            "SendMessage" => call!(send_message),
-            "SendMessageBatch" => call!(send_message_batch),
+            "SendMessage" => call!(send_message, encode_answer),
+            "SendMessageBatch" => call!(send_message_batch, encode_answer),
             "ReceiveMessage" => {
                 let output = self.receive_message(payload.decode(protocol)?).await?;
-                Ok(encode_ok(protocol, action, &output, &ctx.request_id))
+                Ok(encode_answer(protocol, action, &output, &ctx.request_id))
             }
             "DeleteMessage" => call!(delete_message),
-            "DeleteMessageBatch" => call!(delete_message_batch),
+            "DeleteMessageBatch" => call!(delete_message_batch, encode_answer),
             "ChangeMessageVisibility" => call!(change_message_visibility),
-            "ChangeMessageVisibilityBatch" => call!(change_message_visibility_batch),
+            "ChangeMessageVisibilityBatch" => call!(change_message_visibility_batch, encode_answer),
             "StartMessageMoveTask" => call!(start_message_move_task),
             "ListMessageMoveTasks" => call!(list_message_move_tasks),
             "CancelMessageMoveTask" => call!(cancel_message_move_task),
