@@ -564,73 +564,142 @@ async fn run_pipeline(args: &Args, system: System, rate: Option<u64>) -> Row {
 
 /// Receive+delete throughput over the first `measure` messages of a queue preloaded with
 /// `preload` messages in `groups` groups.
-async fn run_backlog(
-    args: &Args,
-    system: System,
+/// One server of the backlog scenario: its queue preloaded, then drained in windows.
+struct Backlog {
+    server: ServerProcess,
+    client: reqwest::Client,
+    queue_url: String,
+    scenario: String,
     preload: usize,
-    groups: usize,
-    measure: u64,
-) -> Row {
-    let scenario = format!("receive+delete, backlog {preload} msgs in {groups} groups");
-    let server = match start(args, system).await {
-        Ok(server) => server,
-        Err(why) => return failed_row(args, &scenario, system, why),
-    };
-    let client = http_client();
-    let queue_url = create_fifo_queue(&client, &server.endpoint, "backlog.fifo").await;
-    let (loaded, _) =
-        preload_queue(args, &client, &server.endpoint, &queue_url, preload, groups).await;
-    let rss = server.rss_kib();
-    let tally = Arc::new(Tally {
-        received: AtomicU64::new(0),
-        finished_at: Mutex::new(None),
-        violations: AtomicU64::new(0),
-        errors: AtomicU64::new(0),
-        last_seq: (0..groups).map(|_| Mutex::new(0)).collect(),
-        latencies: Mutex::new(Vec::new()),
-    });
-    // Consumers stop once `measure` messages were received ("sent" is the target here).
-    let target = Arc::new(AtomicU64::new(measure.min(loaded)));
-    let done = Arc::new(AtomicBool::new(true));
-    let cpu_before = server.cpu_micros();
-    let started = Instant::now();
-    let consumers: Vec<_> = (0..args.consumers)
-        .map(|_| {
-            tokio::spawn(consume(
-                client.clone(),
-                server.endpoint.clone(),
-                queue_url.clone(),
-                tally.clone(),
-                target.clone(),
-                done.clone(),
-                started + Duration::from_secs(120),
-            ))
+    loaded: u64,
+    rss_kib: u64,
+    tally: Arc<Tally>,
+    seconds: f64,
+    cpu_us: u64,
+}
+
+impl Backlog {
+    async fn load(
+        args: &Args,
+        system: System,
+        preload: usize,
+        groups: usize,
+    ) -> Result<Backlog, Row> {
+        let scenario = format!("receive+delete, backlog {preload} msgs in {groups} groups");
+        let server = match start(args, system).await {
+            Ok(server) => server,
+            Err(why) => return Err(failed_row(args, &scenario, system, why)),
+        };
+        let client = http_client();
+        let queue_url = create_fifo_queue(&client, &server.endpoint, "backlog.fifo").await;
+        let (loaded, _) =
+            preload_queue(args, &client, &server.endpoint, &queue_url, preload, groups).await;
+        let rss_kib = server.rss_kib();
+        let tally = Arc::new(Tally {
+            received: AtomicU64::new(0),
+            finished_at: Mutex::new(None),
+            violations: AtomicU64::new(0),
+            errors: AtomicU64::new(0),
+            last_seq: (0..groups).map(|_| Mutex::new(0)).collect(),
+            latencies: Mutex::new(Vec::new()),
+        });
+        Ok(Backlog {
+            server,
+            client,
+            queue_url,
+            scenario,
+            preload,
+            loaded,
+            rss_kib,
+            tally,
+            seconds: 0.0,
+            cpu_us: 0,
         })
-        .collect();
-    for c in consumers {
-        c.await.expect("consumer");
     }
-    let received = tally.received.load(Ordering::Relaxed);
-    let finished = tally
-        .finished_at
-        .lock()
-        .expect("lock")
-        .unwrap_or_else(Instant::now);
-    let loaded_note = stopped_loading_note(loaded, preload);
-    Row {
-        scenario,
-        system: system.name(args),
-        messages: received,
-        seconds: finished.duration_since(started).as_secs_f64(),
-        errors: tally.errors.load(Ordering::Relaxed),
-        order_violations: tally.violations.load(Ordering::Relaxed),
-        server_cpu_us: server.cpu_micros() - cpu_before,
-        note: format!(
-            "first {measure} msgs; server RSS after load {} MiB{loaded_note}",
-            rss / 1024
-        ),
-        ..Default::default()
+
+    /// Receives and deletes about `count` more messages (consumers finish the receive they are
+    /// in), adding the time and server CPU it took.
+    async fn drain(&mut self, args: &Args, count: u64, deadline: Duration) {
+        let target = self.tally.received.load(Ordering::Relaxed) + count;
+        let target = Arc::new(AtomicU64::new(target.min(self.loaded)));
+        let done = Arc::new(AtomicBool::new(true));
+        *self.tally.finished_at.lock().expect("lock") = None;
+        let cpu_before = self.server.cpu_micros();
+        let started = Instant::now();
+        let consumers: Vec<_> = (0..args.consumers)
+            .map(|_| {
+                tokio::spawn(consume(
+                    self.client.clone(),
+                    self.server.endpoint.clone(),
+                    self.queue_url.clone(),
+                    self.tally.clone(),
+                    target.clone(),
+                    done.clone(),
+                    started + deadline,
+                ))
+            })
+            .collect();
+        for c in consumers {
+            c.await.expect("consumer");
+        }
+        // Until the last wanted message arrived: consumers may then sit in a long poll.
+        let finished = self
+            .tally
+            .finished_at
+            .lock()
+            .expect("lock")
+            .unwrap_or_else(Instant::now);
+        self.seconds += finished.duration_since(started).as_secs_f64();
+        self.cpu_us += self.server.cpu_micros() - cpu_before;
     }
+
+    fn row(&self, args: &Args, system: System, windows: u64) -> Row {
+        Row {
+            scenario: self.scenario.clone(),
+            system: system.name(args),
+            messages: self.tally.received.load(Ordering::Relaxed),
+            seconds: self.seconds,
+            errors: self.tally.errors.load(Ordering::Relaxed),
+            order_violations: self.tally.violations.load(Ordering::Relaxed),
+            server_cpu_us: self.cpu_us,
+            note: format!(
+                "{windows} windows alternating with the other backlog; server RSS after load {} MiB{}",
+                self.rss_kib / 1024,
+                stopped_loading_note(self.loaded, self.preload)
+            ),
+            ..Default::default()
+        }
+    }
+}
+
+/// Measuring windows per backlog: each server is drained in this many windows, alternating
+/// with the other, so that both see the same moments of a noisy machine.
+const BACKLOG_WINDOWS: u64 = 6;
+
+/// Receive throughput from a small backlog and from a large one. Both servers are loaded
+/// first and stay up; then `measure` messages are received from each in alternating windows.
+async fn run_backlog(args: &Args, system: System, small: (usize, usize), measure: u64) -> Vec<Row> {
+    let big = (args.backlog_messages, args.backlog_groups);
+    let mut loaded = Vec::new();
+    for (preload, groups) in [small, big] {
+        match Backlog::load(args, system, preload, groups).await {
+            Ok(backlog) => loaded.push(backlog),
+            Err(row) => return vec![row],
+        }
+    }
+    let window = measure.div_ceil(BACKLOG_WINDOWS);
+    // A slow server gets at most two minutes in all.
+    let deadline = Duration::from_secs(120) / (2 * BACKLOG_WINDOWS as u32);
+    for round in 0..BACKLOG_WINDOWS as usize {
+        // Alternate which goes first, so neither always follows the other.
+        for index in [round % 2, 1 - round % 2] {
+            loaded[index].drain(args, window, deadline).await;
+        }
+    }
+    loaded
+        .iter()
+        .map(|backlog| backlog.row(args, system, BACKLOG_WINDOWS))
+        .collect()
 }
 
 /// Sends `messages` in batches spread over `groups`, stopping early after `PRELOAD_LIMIT` (slow
@@ -1142,18 +1211,8 @@ pub async fn run_all(args: &Args) -> Vec<Row> {
                 let small_groups =
                     (measure as usize * args.backlog_groups / args.backlog_messages.max(1)).max(1);
                 for system in std::iter::once(System::Orderly).chain(peers()) {
-                    rows.push(
-                        run_backlog(args, system, measure as usize, small_groups, measure).await,
-                    );
-                    rows.push(
-                        run_backlog(
-                            args,
-                            system,
-                            args.backlog_messages,
-                            args.backlog_groups,
-                            measure,
-                        )
-                        .await,
+                    rows.extend(
+                        run_backlog(args, system, (measure as usize, small_groups), measure).await,
                     );
                 }
             }
