@@ -562,8 +562,6 @@ async fn run_pipeline(args: &Args, system: System, rate: Option<u64>) -> Row {
     }
 }
 
-/// Receive+delete throughput over the first `measure` messages of a queue preloaded with
-/// `preload` messages in `groups` groups.
 /// One server of the backlog scenario: its queue preloaded, then drained in windows.
 struct Backlog {
     server: ServerProcess,
@@ -653,7 +651,7 @@ impl Backlog {
         self.cpu_us += self.server.cpu_micros() - cpu_before;
     }
 
-    fn row(&self, args: &Args, system: System, windows: u64) -> Row {
+    fn row(&self, args: &Args, system: System) -> Row {
         Row {
             scenario: self.scenario.clone(),
             system: system.name(args),
@@ -663,7 +661,7 @@ impl Backlog {
             order_violations: self.tally.violations.load(Ordering::Relaxed),
             server_cpu_us: self.cpu_us,
             note: format!(
-                "{windows} windows alternating with the other backlog; server RSS after load {} MiB{}",
+                "{BACKLOG_WINDOWS} windows alternating with the other backlog; server RSS after load {} MiB{}",
                 self.rss_kib / 1024,
                 stopped_loading_note(self.loaded, self.preload)
             ),
@@ -698,7 +696,7 @@ async fn run_backlog(args: &Args, system: System, small: (usize, usize), measure
     }
     loaded
         .iter()
-        .map(|backlog| backlog.row(args, system, BACKLOG_WINDOWS))
+        .map(|backlog| backlog.row(args, system))
         .collect()
 }
 

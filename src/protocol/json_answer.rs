@@ -75,6 +75,14 @@ impl<'a> Object<'a> {
         self
     }
 
+    /// A string member whose text never needs escaping (a number spelt out), formatted
+    /// straight into the answer.
+    pub fn display(&mut self, name: &str, value: impl std::fmt::Display) -> &mut Self {
+        use std::io::Write as _;
+        write!(self.name(name), "\"{value}\"").expect("writing to a Vec cannot fail");
+        self
+    }
+
     /// A member serde writes (maps, numbers): rare enough to leave to serde_json.
     pub fn serde(&mut self, name: &str, value: &impl Serialize) -> &mut Self {
         serde_json::to_writer(self.name(name), value).expect("writing to a Vec cannot fail");

@@ -69,6 +69,15 @@ pub struct Encoded {
 pub const JSON_CONTENT_TYPE: &str = "application/x-amz-json-1.0";
 pub const XML_CONTENT_TYPE: &str = "text/xml";
 
+fn json_ok(body: Vec<u8>) -> Encoded {
+    Encoded {
+        status: 200,
+        content_type: JSON_CONTENT_TYPE,
+        body,
+        query_error: None,
+    }
+}
+
 fn xml(status: u16, body: String) -> Encoded {
     Encoded {
         status,
@@ -88,12 +97,7 @@ pub fn encode_ok<T: Serialize>(
         // Room for a batch answer up front: growing from empty would reallocate ten times.
         let mut body = Vec::with_capacity(2048);
         serde_json::to_writer(&mut body, output).expect("responses serialize");
-        return Encoded {
-            status: 200,
-            content_type: JSON_CONTENT_TYPE,
-            body,
-            query_error: None,
-        };
+        return json_ok(body);
     }
     let value = serde_json::to_value(output).expect("responses serialize");
     match protocol {
@@ -118,12 +122,7 @@ pub fn encode_answer<T: Serialize + json_answer::JsonAnswer>(
     }
     let mut body = Vec::with_capacity(output.size_hint());
     output.write_json(&mut body);
-    Encoded {
-        status: 200,
-        content_type: JSON_CONTENT_TYPE,
-        body,
-        query_error: None,
-    }
+    json_ok(body)
 }
 
 pub fn encode_error(protocol: Protocol, error: &ApiError, request_id: &str) -> Encoded {

@@ -440,7 +440,7 @@ impl JsonAnswer for SendMessageOutput<'_> {
                 self.md5_of_message_system_attributes.as_deref(),
             );
         if let Some(number) = self.sequence_number {
-            object.str("SequenceNumber", &number.to_string());
+            object.display("SequenceNumber", number);
         }
         object.close();
     }
