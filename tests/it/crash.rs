@@ -670,7 +670,14 @@ async fn a_running_move_task_resumes_after_sigkill() {
     loop {
         let (status, count) = moved(sqs.clone()).await;
         if status == "COMPLETED" {
-            assert_eq!(count, 6);
+            // A step logs its puts, then the removals, then the task's count. A kill after
+            // the removals but before the count leaves the count one short (the message did
+            // move; AWS calls the figure approximate). A kill before the removals moves that
+            // message again and counts it once. So the count is exact or one short.
+            assert!(
+                (bodies.len() as i64 - 1..=bodies.len() as i64).contains(&count),
+                "moved count {count}"
+            );
             break;
         }
         assert_eq!(status, "RUNNING");
