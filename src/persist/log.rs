@@ -46,8 +46,6 @@ pub struct SegmentLog<S: Storage> {
     next_segment: u64,
     segment_bytes: u64,
     poisoned: bool,
-    /// `prepare` was called for `next_segment`.
-    next_prepared: bool,
 }
 
 fn segment_name(number: u64) -> String {
@@ -62,29 +60,27 @@ impl<S: Storage> SegmentLog<S> {
     ) -> Result<(SegmentLog<S>, Recovered), LogError> {
         let names = storage.list()?;
         let mut recovered = Recovered::default();
-        // A torn tail is only allowed in the newest segment that holds anything: segments of
-        // zeros (made ready but never written) come after it and are removed.
-        let mut torn: Option<(String, usize, usize)> = None;
-        for name in &names {
+        for (index, name) in names.iter().enumerate() {
             let bytes = storage.read(name)?;
-            if bytes.iter().all(|b| *b == 0) {
-                storage.remove(name)?;
-                continue;
-            }
-            if let Some((file, offset, _)) = torn.take() {
-                return Err(LogError::Corruption {
-                    file,
-                    offset,
-                    reason: "incomplete record before the newest segment",
-                });
-            }
             let decoded = record::decode(&bytes);
             recovered
                 .records
                 .extend(decoded.records.iter().map(|r| r.to_vec()));
             match decoded.ending {
                 Ending::Clean => {}
-                Ending::TornTail { offset, bytes } => torn = Some((name.clone(), offset, bytes)),
+                Ending::TornTail { offset, bytes } if index + 1 == names.len() => {
+                    // Cut off, so that once later segments exist it does not read as damage.
+                    storage.truncate(name, offset as u64)?;
+                    storage.sync(name)?;
+                    recovered.dropped_tail = Some((name.clone(), offset, bytes));
+                }
+                Ending::TornTail { offset, .. } => {
+                    return Err(LogError::Corruption {
+                        file: name.clone(),
+                        offset,
+                        reason: "incomplete record before the newest segment",
+                    })
+                }
                 Ending::Corrupt { offset, reason } => {
                     return Err(LogError::Corruption {
                         file: name.clone(),
@@ -93,12 +89,6 @@ impl<S: Storage> SegmentLog<S> {
                     })
                 }
             }
-        }
-        if let Some((name, offset, bytes)) = torn {
-            // Cut off, so that once later segments exist it does not read as damage.
-            storage.truncate(&name, offset as u64)?;
-            storage.sync(&name)?;
-            recovered.dropped_tail = Some((name, offset, bytes));
         }
         let next = names
             .last()
@@ -112,19 +102,8 @@ impl<S: Storage> SegmentLog<S> {
             next_segment: next + 1,
             segment_bytes,
             poisoned: false,
-            next_prepared: false,
         };
         Ok((log, recovered))
-    }
-
-    /// Once the current segment is a quarter full (so small logs never pay for it), lets
-    /// storage get the next one ready while this one fills.
-    fn prepare_next(&mut self) {
-        if !self.next_prepared && self.good_len >= self.segment_bytes / 4 {
-            self.next_prepared = true;
-            self.storage
-                .prepare(&segment_name(self.next_segment), self.segment_bytes);
-        }
     }
 
     /// Appends records (one batch, one write). Not durable until `sync`.
@@ -146,7 +125,6 @@ impl<S: Storage> SegmentLog<S> {
             return Err(error.into());
         }
         self.good_len += bytes.len() as u64;
-        self.prepare_next();
         Ok(())
     }
 
@@ -176,7 +154,6 @@ impl<S: Storage> SegmentLog<S> {
             self.current = segment_name(self.current_number);
             self.next_segment += 1;
             self.good_len = 0;
-            self.next_prepared = false;
         }
         Ok(self.current_number)
     }
@@ -253,30 +230,6 @@ mod tests {
     }
 
     #[test]
-    fn zero_filled_segments_are_removed_and_a_torn_tail_before_them_is_still_a_tail() {
-        let (mut log, _) = open(MemStorage::default());
-        log.append(&[b"kept"]).unwrap();
-        let mut storage = log.storage;
-        let first = segment_name(1);
-        storage
-            .files
-            .get_mut(&first)
-            .unwrap()
-            .extend_from_slice(&[9, 0, 0, 0, 1, 2]);
-        // The next segment was made ready (zeros) but never written when the crash came.
-        storage.files.insert(segment_name(2), vec![0; 100]);
-        let (mut log, recovered) = open(storage);
-        assert_eq!(recovered.records, vec![b"kept".to_vec()]);
-        assert_eq!(recovered.dropped_tail, Some((first, 12, 6)));
-        assert!(!log.storage().files.contains_key(&segment_name(2)));
-        // Numbers are not reused: writing resumes after the removed segment.
-        log.append(&[b"after"]).unwrap();
-        assert!(log.storage().files.contains_key(&segment_name(3)));
-        let recovered = reopen(log);
-        assert_eq!(recovered.records, vec![b"kept".to_vec(), b"after".to_vec()]);
-    }
-
-    #[test]
     fn damage_before_the_end_stops_recovery_with_file_and_offset() {
         let (mut log, _) = open(MemStorage::default());
         log.append(&[b"first", b"second"]).unwrap();
@@ -314,55 +267,6 @@ mod tests {
     }
 
     #[test]
-    fn real_segments_are_made_ready_ahead_and_written_from_their_start() {
-        use crate::persist::storage::DirStorage;
-        let dir = std::env::temp_dir().join(format!("orderly-log-{}", uuid::Uuid::new_v4()));
-        let segment_bytes = 64 * 1024;
-        let (mut log, _) = SegmentLog::open(DirStorage::new(&dir).unwrap(), segment_bytes).unwrap();
-        let record = vec![7u8; 1000];
-        let mut written = 0;
-        let mut append = |log: &mut SegmentLog<DirStorage>| {
-            log.append(&[&record]).unwrap();
-            log.sync().unwrap();
-            written += 1;
-        };
-        while log.good_len < segment_bytes / 4 {
-            append(&mut log);
-        }
-        // The next segment is zero-filled by a helper before the log gets to it.
-        let next = dir.join(segment_name(2));
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-        while std::fs::metadata(&next).map_or(0, |m| m.len()) < segment_bytes {
-            assert!(
-                std::time::Instant::now() < deadline,
-                "segment 2 never made ready"
-            );
-            std::thread::sleep(std::time::Duration::from_millis(5));
-        }
-        assert!(std::fs::read(&next).unwrap().iter().all(|b| *b == 0));
-        while log.current_number < 4 {
-            append(&mut log);
-        }
-        for number in 2..=3 {
-            let bytes = std::fs::read(dir.join(segment_name(number))).unwrap();
-            let decoded = record::decode(&bytes);
-            assert_eq!(decoded.ending, Ending::Clean);
-            assert!(decoded.records.len() > 60, "written from the start");
-        }
-        drop(log);
-        // A segment made ready but never written is dropped on the next start.
-        std::fs::write(dir.join(segment_name(9)), vec![0u8; 4096]).unwrap();
-        let (log, recovered) =
-            SegmentLog::open(DirStorage::new(&dir).unwrap(), segment_bytes).unwrap();
-        assert_eq!(recovered.records.len(), written);
-        assert!(recovered.records.iter().all(|r| *r == record));
-        assert!(recovered.dropped_tail.is_none());
-        assert!(!log.storage().list().unwrap().contains(&segment_name(9)));
-        assert_eq!(log.current_number, 10);
-        std::fs::remove_dir_all(&dir).unwrap();
-    }
-
-    #[test]
     fn real_files_survive_reopen_and_a_cut_tail() {
         use crate::persist::storage::DirStorage;
         let dir = std::env::temp_dir().join(format!("orderly-log-{}", uuid::Uuid::new_v4()));
@@ -371,18 +275,15 @@ mod tests {
         log.append(&[b"gamma"]).unwrap();
         log.sync().unwrap();
         drop(log);
-        // A crash mid-write: the last record's final bytes never reached the zeros made
-        // ready for them.
+        // A crash mid-write: the last record loses its final bytes.
         let file = dir.join(segment_name(1));
-        let mut bytes = std::fs::read(&file).unwrap();
-        assert!(
-            bytes.len() >= 1 << 20,
-            "space past the records is zero-filled"
-        );
-        let end = bytes.iter().rposition(|b| *b != 0).unwrap() + 1;
-        assert_eq!(end, 38, "three records of 8-byte headers and 14 bytes");
-        bytes[end - 2..end].fill(0);
-        std::fs::write(&file, &bytes).unwrap();
+        let len = std::fs::metadata(&file).unwrap().len();
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(&file)
+            .unwrap()
+            .set_len(len - 2)
+            .unwrap();
         let (mut log, recovered) =
             SegmentLog::open(DirStorage::new(&dir).unwrap(), 1 << 20).unwrap();
         assert_eq!(recovered.records, vec![b"alpha".to_vec(), b"beta".to_vec()]);

@@ -79,20 +79,12 @@ pub struct Decoded<'a> {
 pub fn decode(bytes: &[u8]) -> Decoded<'_> {
     let mut records = Vec::new();
     let mut offset = 0;
-    // The zeros after a torn record were never written, so they are not counted as dropped.
     let torn = |offset: usize| Ending::TornTail {
         offset,
-        bytes: bytes[offset..]
-            .iter()
-            .rposition(|b| *b != 0)
-            .map_or(0, |last| last + 1),
+        bytes: bytes.len() - offset,
     };
     while offset < bytes.len() {
         let rest = &bytes[offset..];
-        if rest.iter().take(HEADER_BYTES).all(|b| *b == 0) && rest.iter().all(|b| *b == 0) {
-            // Space made ready for records that never came (see `storage::PREZERO_BYTES`).
-            break;
-        }
         if rest.len() < HEADER_BYTES {
             return Decoded {
                 records,
@@ -102,13 +94,15 @@ pub fn decode(bytes: &[u8]) -> Decoded<'_> {
         let length = u32::from_le_bytes([rest[0], rest[1], rest[2], rest[3]]) as usize;
         let checksum = u32::from_le_bytes([rest[4], rest[5], rest[6], rest[7]]);
         if length == 0 || length > MAX_PAYLOAD_BYTES {
-            return Decoded {
-                records,
-                ending: Ending::Corrupt {
+            let ending = if rest.iter().all(|b| *b == 0) {
+                torn(offset)
+            } else {
+                Ending::Corrupt {
                     offset,
                     reason: "record length out of range",
-                },
+                }
             };
+            return Decoded { records, ending };
         }
         let end = HEADER_BYTES + length;
         if rest.len() < end {
@@ -174,22 +168,15 @@ mod tests {
         let whole = segment(&[b"first", b"second record"]);
         let second_at = HEADER_BYTES + 5;
         for cut in second_at + 1..whole.len() {
-            // The same cut in a file of zeros made ready beforehand.
-            let mut prepared = whole[..cut].to_vec();
-            prepared.resize(whole.len() + 100, 0);
-            // Zeros the cut ends with (a length's high bytes) cannot be told from unwritten.
-            let written = whole[..cut].iter().rposition(|b| *b != 0).unwrap() + 1;
-            for bytes in [&whole[..cut], &prepared[..]] {
-                let decoded = decode(bytes);
-                assert_eq!(decoded.records, vec![&b"first"[..]], "cut at {cut}");
-                assert_eq!(
-                    decoded.ending,
-                    Ending::TornTail {
-                        offset: second_at,
-                        bytes: written - second_at
-                    }
-                );
-            }
+            let decoded = decode(&whole[..cut]);
+            assert_eq!(decoded.records, vec![&b"first"[..]], "cut at {cut}");
+            assert_eq!(
+                decoded.ending,
+                Ending::TornTail {
+                    offset: second_at,
+                    bytes: cut - second_at
+                }
+            );
         }
     }
 
@@ -214,25 +201,20 @@ mod tests {
     }
 
     #[test]
-    fn zeros_after_the_last_record_are_the_end_and_a_wild_length_is_corruption() {
-        for zeros in [1, 7, 8, 32, 4096] {
-            let mut bytes = segment(&[b"first"]);
-            bytes.resize(bytes.len() + zeros, 0);
-            let decoded = decode(&bytes);
-            assert_eq!(decoded.records, vec![&b"first"[..]]);
-            assert_eq!(decoded.ending, Ending::Clean, "{zeros} zeros");
-        }
-        assert_eq!(decode(&[0; 64]).ending, Ending::Clean);
+    fn zeroed_tail_is_torn_and_a_wild_length_is_corruption() {
+        let mut bytes = segment(&[b"first"]);
+        bytes.extend_from_slice(&[0; 32]);
+        let decoded = decode(&bytes);
+        assert_eq!(decoded.records.len(), 1);
+        assert!(matches!(
+            decoded.ending,
+            Ending::TornTail {
+                offset: 13,
+                bytes: 32
+            }
+        ));
         let mut bytes = segment(&[b"first"]);
         bytes.extend_from_slice(&[0xff; 12]);
-        assert!(matches!(
-            decode(&bytes).ending,
-            Ending::Corrupt { offset: 13, .. }
-        ));
-        // A zero length with data after it is damage, not the end.
-        let mut bytes = segment(&[b"first"]);
-        bytes.extend_from_slice(&[0; 8]);
-        bytes.extend_from_slice(&segment(&[b"second"]));
         assert!(matches!(
             decode(&bytes).ending,
             Ending::Corrupt { offset: 13, .. }
