@@ -29,12 +29,14 @@ pub enum LogError {
     Poisoned,
 }
 
+/// A torn final record that was dropped: (file, offset, bytes).
+pub type DroppedTail = (String, usize, usize);
+
 /// What opening found.
 #[derive(Debug, Default)]
 pub struct Recovered {
     pub records: Vec<Vec<u8>>,
-    /// A torn final record that was dropped: (file, offset, bytes).
-    pub dropped_tail: Option<(String, usize, usize)>,
+    pub dropped_tail: Option<DroppedTail>,
 }
 
 pub struct SegmentLog<S: Storage> {
@@ -54,39 +56,62 @@ fn segment_name(number: u64) -> String {
 
 impl<S: Storage> SegmentLog<S> {
     /// Reads every record and prepares to append to a new segment.
-    pub fn open(
+    pub fn open(storage: S, segment_bytes: u64) -> Result<(SegmentLog<S>, Recovered), LogError> {
+        let mut records = Vec::new();
+        let (log, dropped_tail) = Self::replay(storage, segment_bytes, |record| {
+            records.push(record.to_vec());
+            Ok::<(), LogError>(())
+        })?;
+        Ok((
+            log,
+            Recovered {
+                records,
+                dropped_tail,
+            },
+        ))
+    }
+
+    /// Hands every record to `each` in order, straight from the segment it was read from (a
+    /// restart replays millions; copying each first cost a fifth of the time), and prepares
+    /// to append to a new segment. Returns the torn final record it dropped, if any.
+    pub fn replay<E: From<LogError>>(
         mut storage: S,
         segment_bytes: u64,
-    ) -> Result<(SegmentLog<S>, Recovered), LogError> {
-        let names = storage.list()?;
-        let mut recovered = Recovered::default();
+        mut each: impl FnMut(&[u8]) -> Result<(), E>,
+    ) -> Result<(SegmentLog<S>, Option<DroppedTail>), E> {
+        let names = storage.list().map_err(LogError::from)?;
+        let mut dropped_tail = None;
         for (index, name) in names.iter().enumerate() {
-            let bytes = storage.read(name)?;
+            let bytes = storage.read(name).map_err(LogError::from)?;
             let decoded = record::decode(&bytes);
-            recovered
-                .records
-                .extend(decoded.records.iter().map(|r| r.to_vec()));
+            for record in &decoded.records {
+                each(record)?;
+            }
             match decoded.ending {
                 Ending::Clean => {}
                 Ending::TornTail { offset, bytes } if index + 1 == names.len() => {
                     // Cut off, so that once later segments exist it does not read as damage.
-                    storage.truncate(name, offset as u64)?;
-                    storage.sync(name)?;
-                    recovered.dropped_tail = Some((name.clone(), offset, bytes));
+                    storage
+                        .truncate(name, offset as u64)
+                        .map_err(LogError::from)?;
+                    storage.sync(name).map_err(LogError::from)?;
+                    dropped_tail = Some((name.clone(), offset, bytes));
                 }
                 Ending::TornTail { offset, .. } => {
                     return Err(LogError::Corruption {
                         file: name.clone(),
                         offset,
                         reason: "incomplete record before the newest segment",
-                    })
+                    }
+                    .into())
                 }
                 Ending::Corrupt { offset, reason } => {
                     return Err(LogError::Corruption {
                         file: name.clone(),
                         offset,
                         reason,
-                    })
+                    }
+                    .into())
                 }
             }
         }
@@ -103,7 +128,7 @@ impl<S: Storage> SegmentLog<S> {
             segment_bytes,
             poisoned: false,
         };
-        Ok((log, recovered))
+        Ok((log, dropped_tail))
     }
 
     /// Appends records (one batch, one write). Not durable until `sync`.

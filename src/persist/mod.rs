@@ -99,29 +99,32 @@ pub fn open<W: Default>(
     let journal = FileJournal::new();
     engine.set_journal(journal.clone());
     let loaded = snapshot::load(dir, engine)?;
-    let (log, recovered) = SegmentLog::open(DirStorage::new(dir)?, DEFAULT_SEGMENT_BYTES)?;
     let mut report = RecoveryReport {
         snapshot: loaded.file.clone(),
         snapshot_messages: loaded.messages,
-        dropped_tail: recovered.dropped_tail,
         next_lsn: loaded.first_lsn,
         ..RecoveryReport::default()
     };
-    for (index, bytes) in recovered.records.iter().enumerate() {
-        let (lsn, change) =
-            journal::decode_record(bytes).map_err(|reason| RecoveryError::Corruption {
-                file: "log".into(),
-                offset: index,
-                reason,
-            })?;
-        report.next_lsn = report.next_lsn.max(lsn + 1);
-        if covered(&loaded, lsn, &change) {
-            report.skipped += 1;
-        } else {
-            engine.replay_change(change);
-            report.replayed += 1;
-        }
-    }
+    let mut index = 0;
+    let (log, dropped_tail) =
+        SegmentLog::replay(DirStorage::new(dir)?, DEFAULT_SEGMENT_BYTES, |bytes| {
+            let (lsn, change) =
+                journal::decode_record(bytes).map_err(|reason| RecoveryError::Corruption {
+                    file: "log".into(),
+                    offset: index,
+                    reason,
+                })?;
+            index += 1;
+            report.next_lsn = report.next_lsn.max(lsn + 1);
+            if covered(&loaded, lsn, &change) {
+                report.skipped += 1;
+            } else {
+                engine.replay_change(change);
+                report.replayed += 1;
+            }
+            Ok::<(), RecoveryError>(())
+        })?;
+    report.dropped_tail = dropped_tail;
     journal.start(log, report.next_lsn, mode);
     Ok((
         DataDir {
