@@ -726,6 +726,28 @@ mod tests {
     }
 
     #[test]
+    fn the_logged_bytes_estimate_is_near_a_typical_fifo_record() {
+        let mut m = Message::new(NewMessage {
+            body: "x".repeat(256).as_str().into(),
+            attributes: MessageAttributes::default(),
+            attributes_md5: None,
+            trace_header: None,
+            sender_id: "AIDAIT2UOQQY3AUEKVGXU".into(),
+            sent_at: Timestamp(1_763_900_000_000),
+            group_id: Some("group-12".into()),
+            // Content-based deduplication: the body's SHA-256 in hex.
+            dedup_id: Some("a".repeat(64).as_str().into()),
+        });
+        m.sequence_number = Some(SequenceNumber::from(18_000_000_000_000_000_123u128));
+        let overhead = postcard::to_stdvec(&m).unwrap().len() - m.size();
+        let estimate = crate::engine::queue::LOGGED_BYTES as usize;
+        assert!(
+            (overhead..overhead + 40).contains(&estimate),
+            "{overhead} bytes besides the body, plus about 20 of framing, against {estimate}"
+        );
+    }
+
+    #[test]
     fn a_message_encodes_as_its_owned_form() {
         let mut full = sample(Some("Root=1-abc"));
         full.set_dead_letter_source_arn(Some("arn:aws:sqs:us-east-1:0:src".into()));

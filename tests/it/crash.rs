@@ -51,7 +51,7 @@ fn start(dir: &std::path::Path) -> Process {
         .args(["--bind", "127.0.0.1:0", "--data-dir"])
         .arg(dir)
         // Small, so snapshots (and segment removal) happen under load too.
-        .args(["--snapshot-after", "200000"])
+        .args(["--snapshot-after", "20000"])
         .env("RUST_LOG", "warn")
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
@@ -560,6 +560,17 @@ async fn acknowledged_work_survives_sigkill_at_random_moments() {
         "the load did some work: {acknowledged}"
     );
     assert!(publishes > rounds * 5, "publishes happened: {publishes}");
+    let snapshots = std::fs::read_dir(dir.path())
+        .unwrap()
+        .filter(|e| {
+            e.as_ref()
+                .unwrap()
+                .path()
+                .extension()
+                .is_some_and(|x| x == "snap")
+        })
+        .count();
+    assert_eq!(snapshots, 1, "snapshots were taken under the load");
 }
 
 /// A FIFO topic with a raw-delivery FIFO queue subscribed; returns (topic ARN, queue URL).

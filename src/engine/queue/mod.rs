@@ -60,6 +60,14 @@ pub struct Stored {
     enqueued_at: Timestamp,
 }
 
+/// What a stored message takes in a log record or snapshot besides its body and attributes
+/// (id, MD5, sender, group and deduplication ids, sequence number, times, framing), about.
+pub const LOGGED_BYTES: u64 = 200;
+
+fn logged_bytes(stored: &Stored) -> u64 {
+    stored.message.size() as u64 + LOGGED_BYTES
+}
+
 /// What a send carries once the protocol layer has decoded it.
 #[derive(Clone, Debug, Default)]
 pub struct SendRequest {
@@ -137,6 +145,8 @@ pub struct Queue {
     /// Boxed: the table keeps spare buckets, and a spare pointer costs less than a spare
     /// `Stored`.
     messages: FastMap<u64, Box<Stored>>,
+    /// About what the stored messages take in a log or snapshot (see `LOGGED_BYTES`).
+    stored_bytes: u64,
     order: Order,
     next_seq: u64,
     next_receive_no: u64,
@@ -167,6 +177,7 @@ impl Queue {
             config,
             tags: BTreeMap::new(),
             messages: FastMap::default(),
+            stored_bytes: 0,
             next_seq: 1,
             next_receive_no: 1,
             delayed: BTreeSet::new(),
@@ -275,6 +286,7 @@ impl Queue {
     /// Removes a message wherever it is.
     fn remove(&mut self, seq: u64) -> Option<Message> {
         let stored = self.messages.remove(&seq)?;
+        self.stored_bytes -= logged_bytes(&stored);
         self.note(|| journal::QueueChange::Remove { seq });
         match stored.state {
             State::Delayed(at) => {
@@ -332,6 +344,7 @@ impl Queue {
                 fifo_group = Some(group.clone());
             }
         }
+        self.stored_bytes += logged_bytes(&stored);
         self.messages.insert(seq, Box::new(stored));
         // After the message is stored: whether its group is ready depends on its state.
         if let Some(group) = fifo_group {
@@ -599,6 +612,7 @@ impl Queue {
     /// Drops every message and the deduplication and receive-attempt histories.
     fn clear_messages(&mut self) {
         self.messages.clear();
+        self.stored_bytes = 0;
         self.delayed.clear();
         self.in_flight.clear();
         self.by_enqueue.clear();
@@ -612,6 +626,11 @@ impl Queue {
 
     pub fn len(&self) -> usize {
         self.messages.len()
+    }
+
+    /// About how many bytes the stored messages take in a snapshot or log.
+    pub fn stored_bytes(&self) -> u64 {
+        self.stored_bytes
     }
 
     pub fn is_empty(&self) -> bool {
