@@ -383,14 +383,14 @@ impl<W: Default> Engine<W> {
         Ok(entry)
     }
 
-    /// Queue names with the given prefix, sorted for stable pagination.
     /// About how many bytes every queue's messages take in a snapshot: a snapshot is only
-    /// worth taking once the log holds more than that growth (see `app::snapshot_when_due`).
+    /// worth taking once the log holds more than their growth (see `app::snapshot_when_due`).
     pub fn stored_bytes(&self) -> u64 {
         let entries: Vec<_> = self.read().values().cloned().collect();
         entries.iter().map(|e| e.lock().stored_bytes()).sum()
     }
 
+    /// Queue names with the given prefix, sorted for stable pagination.
     pub fn list_queues(&self, prefix: &str) -> Vec<Arc<str>> {
         let mut names: Vec<Arc<str>> = self
             .read()

@@ -345,7 +345,9 @@ impl Queue {
             }
         }
         self.stored_bytes += logged_bytes(&stored);
-        self.messages.insert(seq, Box::new(stored));
+        if let Some(replaced) = self.messages.insert(seq, Box::new(stored)) {
+            self.stored_bytes -= logged_bytes(&replaced);
+        }
         // After the message is stored: whether its group is ready depends on its state.
         if let Some(group) = fifo_group {
             self.refresh_group(&group);

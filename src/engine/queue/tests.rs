@@ -218,6 +218,27 @@ fn fifo_send_rules() {
 }
 
 #[test]
+fn stored_bytes_follow_the_messages_through_receive_delete_and_purge() {
+    let mut q = fifo(&[("VisibilityTimeout", "1")]);
+    let each = |body: &str| body.len() as u64 + LOGGED_BYTES;
+    q.send(msg("first", "g", "1"), Timestamp(0)).unwrap();
+    q.send(msg("second body", "h", "2"), Timestamp(0)).unwrap();
+    q.send(msg("first", "g", "1"), Timestamp(0)).unwrap(); // a duplicate stores nothing
+    assert_eq!(q.stored_bytes(), each("first") + each("second body"));
+    let got = receive(&mut q, 10, 1);
+    assert_eq!(got.len(), 2);
+    // In flight, then back after the visibility timeout: still stored once.
+    assert_eq!(receive(&mut q, 10, 2_000).len(), 2);
+    assert_eq!(q.stored_bytes(), each("first") + each("second body"));
+    let again = receive(&mut q, 10, 4_000);
+    q.delete(&again[0].receipt_handle, Timestamp(4_001))
+        .unwrap();
+    assert_eq!(q.stored_bytes(), each(&again[1].message.body));
+    q.purge(Timestamp(4_002)).unwrap();
+    assert_eq!(q.stored_bytes(), 0);
+}
+
+#[test]
 fn purge_clears_dedup_history_and_is_limited_to_once_a_minute() {
     let mut q = fifo(&[]);
     q.send(msg("x", "g", "d"), Timestamp(0)).unwrap();
