@@ -76,7 +76,7 @@ async fn snapshot_when_due(service: Arc<Service>) {
         return;
     };
     let mut last_size = 0;
-    let mut live_at_last = service.engine.stored_bytes();
+    let mut live_at_last = data.live_at_snapshot;
     loop {
         tokio::time::sleep(std::time::Duration::from_millis(500)).await;
         let live = service.engine.stored_bytes();

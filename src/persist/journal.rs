@@ -144,6 +144,13 @@ impl FileJournal {
         }
     }
 
+    /// Adds log bytes written before this process started (the log replayed at start).
+    pub fn count_logged(&self, bytes: u64) {
+        self.shared
+            .bytes_since_snapshot
+            .fetch_add(bytes, Ordering::Relaxed);
+    }
+
     pub fn bytes_since_snapshot(&self) -> u64 {
         self.shared.bytes_since_snapshot.load(Ordering::Relaxed)
     }

@@ -75,6 +75,8 @@ pub struct RecoveryReport {
 pub struct DataDir {
     pub path: PathBuf,
     pub journal: Arc<FileJournal>,
+    /// `Engine::stored_bytes` as the snapshot left it (before the log was replayed).
+    pub live_at_snapshot: u64,
     _lock: File,
 }
 
@@ -99,6 +101,8 @@ pub fn open<W: Default>(
     let journal = FileJournal::new();
     engine.set_journal(journal.clone());
     let loaded = snapshot::load(dir, engine)?;
+    let live_at_snapshot = engine.stored_bytes();
+    let mut log_bytes = 0;
     let mut report = RecoveryReport {
         snapshot: loaded.file.clone(),
         snapshot_messages: loaded.messages,
@@ -115,6 +119,7 @@ pub fn open<W: Default>(
                     reason,
                 })?;
             index += 1;
+            log_bytes += (bytes.len() + record::HEADER_BYTES) as u64;
             report.next_lsn = report.next_lsn.max(lsn + 1);
             if covered(&loaded, lsn, &change) {
                 report.skipped += 1;
@@ -125,11 +130,15 @@ pub fn open<W: Default>(
             Ok::<(), RecoveryError>(())
         })?;
     report.dropped_tail = dropped_tail;
+    // The log kept since the snapshot counts toward the next one, as if written by this
+    // process: else a log of a filled-then-drained queue could outlive every restart.
+    journal.count_logged(log_bytes);
     journal.start(log, report.next_lsn, mode);
     Ok((
         DataDir {
             path: dir.into(),
             journal,
+            live_at_snapshot,
             _lock: lock,
         },
         report,

@@ -218,6 +218,38 @@ fn newest_segment(dir: &Path) -> std::path::PathBuf {
 }
 
 #[test]
+fn the_log_kept_at_a_restart_counts_toward_the_next_snapshot() {
+    let dir = tempfile::tempdir().unwrap();
+    let (engine, data, _) = open_dir(dir.path());
+    assert_eq!(
+        (data.journal.bytes_since_snapshot(), data.live_at_snapshot),
+        (0, 0)
+    );
+    engine.create_queue("q", &[], &[], Timestamp(1)).unwrap();
+    for body in ["one", "two", "three"] {
+        send(&engine, "q", body, Timestamp(1));
+    }
+    close(data);
+    let written = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "wal"))
+        .map(|p| std::fs::metadata(p).unwrap().len())
+        .sum::<u64>();
+    let (engine, data, _) = open_dir(dir.path());
+    assert!(written > 0);
+    assert_eq!(data.journal.bytes_since_snapshot(), written);
+    assert_eq!(data.live_at_snapshot, 0, "no snapshot yet");
+    let live = engine.stored_bytes();
+    assert!(live > 0);
+    snapshot::take(dir.path(), &engine, &data.journal).unwrap();
+    close(data);
+    let (_engine, data, _) = open_dir(dir.path());
+    assert_eq!(data.live_at_snapshot, live, "what the snapshot held");
+    close(data);
+}
+
+#[test]
 fn a_torn_final_record_is_dropped_and_reported() {
     let dir = tempfile::tempdir().unwrap();
     let (engine, data, _) = open_dir(dir.path());
