@@ -7,7 +7,10 @@ use orderly::config::Config;
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
+    // Logs go to stderr: stdout carries only the "listening" line scripts read, and a warning
+    // written before it at startup (a torn log tail, say) must not take its place.
     tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
         )

@@ -60,11 +60,15 @@ fn start(dir: &std::path::Path) -> Process {
     let stdout = child.stdout.take().expect("stdout");
     let mut lines = BufReader::new(stdout).lines();
     let line = lines.next().expect("a line").expect("readable stdout");
-    let addr = line
-        .rsplit("http://")
-        .next()
+    // The first stdout line, even after a restart that logged a warning (logs go to stderr).
+    let Some(addr) = line
+        .strip_prefix("orderly listening on http://")
         .and_then(|a| a.parse().ok())
-        .unwrap_or_else(|| panic!("no address in {line:?}"));
+    else {
+        let _ = child.kill();
+        let _ = child.wait();
+        panic!("not the listening line: {line:?}");
+    };
     // Keep draining stdout so the server never blocks on a full pipe.
     std::thread::spawn(move || for _ in lines {});
     Process { child, addr }
@@ -602,6 +606,45 @@ async fn create_topic(sqs: &aws_sdk_sqs::Client, sns: &aws_sdk_sns::Client) -> (
         .await
         .expect("subscribe");
     (topic, queue_url)
+}
+
+/// A warning logged at startup (here: a torn log tail being dropped) goes to stderr, so the
+/// first stdout line is still the listening line that scripts and `start` read. It used to be
+/// the warning, which failed the SIGKILL test whenever a kill had torn a record.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_startup_warning_does_not_displace_the_listening_line() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mut process = start(dir.path());
+    client(process.addr)
+        .create_queue()
+        .queue_name("kept")
+        .send()
+        .await
+        .expect("create");
+    process.child.kill().expect("SIGKILL");
+    process.child.wait().expect("reaped");
+    let newest = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "wal"))
+        .filter(|p| std::fs::metadata(p).unwrap().len() > 0)
+        .max()
+        .expect("a log segment");
+    // A record cut off mid-write: its header promises more bytes than follow.
+    let mut file = std::fs::OpenOptions::new()
+        .append(true)
+        .open(&newest)
+        .unwrap();
+    std::io::Write::write_all(&mut file, &[200, 0, 0, 0, 1, 2, 3]).unwrap();
+    drop(file);
+    let process = start(dir.path());
+    let url = client(process.addr)
+        .get_queue_url()
+        .queue_name("kept")
+        .send()
+        .await
+        .expect("the queue survived");
+    assert!(url.queue_url().unwrap().ends_with("/kept"));
 }
 
 /// A DLQ redrive task running when the server is killed picks up where it was after the
