@@ -32,7 +32,8 @@ pub enum LogError {
 /// A torn final record that was dropped: (file, offset, bytes).
 pub type DroppedTail = (String, usize, usize);
 
-/// What opening found.
+/// What opening found, collected (tests; recovery replays through `replay`).
+#[cfg(test)]
 #[derive(Debug, Default)]
 pub struct Recovered {
     pub records: Vec<Vec<u8>>,
@@ -56,6 +57,7 @@ fn segment_name(number: u64) -> String {
 
 impl<S: Storage> SegmentLog<S> {
     /// Reads every record and prepares to append to a new segment.
+    #[cfg(test)]
     pub fn open(storage: S, segment_bytes: u64) -> Result<(SegmentLog<S>, Recovered), LogError> {
         let mut records = Vec::new();
         let (log, dropped_tail) = Self::replay(storage, segment_bytes, |record| {
