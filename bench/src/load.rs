@@ -1161,6 +1161,17 @@ async fn run_fanout(args: &Args, system: System, queues: usize) -> Row {
 }
 
 pub async fn run_all(args: &Args) -> Vec<Row> {
+    let mut rounds = Vec::new();
+    for round in 1..=args.rounds {
+        if args.rounds > 1 {
+            eprintln!("round {round} of {}", args.rounds);
+        }
+        rounds.push(run_round(args).await);
+    }
+    crate::report::median_of_rounds(rounds)
+}
+
+async fn run_round(args: &Args) -> Vec<Row> {
     let mut rows = Vec::new();
     let peers = || (0..args.peers.len()).map(System::Peer);
     for scenario in args.scenarios.split(',').map(str::trim) {

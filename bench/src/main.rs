@@ -29,6 +29,11 @@ pub struct Args {
     /// Seconds each measured phase runs.
     #[arg(long, default_value_t = 10)]
     pub duration: u64,
+    /// Runs the scenario list this many times in turn and reports, per row, the round with the
+    /// median throughput (the median p99 for paced runs): on a shared machine one slow moment
+    /// would otherwise decide a comparison between systems measured a minute apart.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
+    pub rounds: u32,
     /// Producer connections.
     #[arg(long, default_value_t = 8)]
     pub producers: usize,
