@@ -8,7 +8,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use serde_json::Value;
 
 use crate::report::{percentile, Row};
-use crate::server::ServerProcess;
+use crate::server::{own_cpu_micros, ServerProcess};
 use crate::Args;
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -344,6 +344,7 @@ async fn run_send(args: &Args, system: System, batch: bool) -> Row {
     let queue_url = create_fifo_queue(&client, &server.endpoint, "bench.fifo").await;
     let stop = Arc::new(AtomicBool::new(false));
     let cpu_before = server.cpu_micros();
+    let client_cpu_before = own_cpu_micros();
     let started = Instant::now();
     let tasks = spawn_producers(
         args,
@@ -370,6 +371,7 @@ async fn run_send(args: &Args, system: System, batch: bool) -> Row {
     }
     row.seconds = started.elapsed().as_secs_f64();
     row.server_cpu_us = server.cpu_micros() - cpu_before;
+    row.client_cpu_us = own_cpu_micros() - client_cpu_before;
     latencies.sort_unstable();
     row.p50_us = percentile(&latencies, 0.5);
     row.p99_us = percentile(&latencies, 0.99);
@@ -487,6 +489,7 @@ async fn run_pipeline(args: &Args, system: System, rate: Option<u64>) -> Row {
         latencies: Mutex::new(Vec::new()),
     });
     let cpu_before = server.cpu_micros();
+    let client_cpu_before = own_cpu_micros();
     let started = Instant::now();
     let drain_deadline = started + Duration::from_secs(args.duration + PIPELINE_DRAIN_SECS);
     let consumers: Vec<_> = (0..args.consumers)
@@ -552,6 +555,7 @@ async fn run_pipeline(args: &Args, system: System, rate: Option<u64>) -> Row {
         order_violations: tally.violations.load(Ordering::Relaxed),
         lost: sent.load(Ordering::Relaxed).saturating_sub(received),
         server_cpu_us: server.cpu_micros() - cpu_before,
+        client_cpu_us: own_cpu_micros() - client_cpu_before,
         note: format!(
             "send-to-receive latency; delivered msg/s{}",
             undelivered_note(
@@ -1064,6 +1068,7 @@ async fn run_fanout(args: &Args, system: System, queues: usize) -> Row {
         })
         .collect();
     let cpu_before = server.cpu_micros();
+    let client_cpu_before = own_cpu_micros();
     let started = Instant::now();
     let consumers: Vec<_> = urls
         .iter()
@@ -1149,6 +1154,7 @@ async fn run_fanout(args: &Args, system: System, queues: usize) -> Row {
             .sum(),
         lost: (published.load(Ordering::Relaxed) * queues as u64).saturating_sub(delivered),
         server_cpu_us: server.cpu_micros() - cpu_before,
+        client_cpu_us: own_cpu_micros() - client_cpu_before,
         note: format!(
             "deliveries/s; {} published; one consumer per queue{}",
             published.load(Ordering::Relaxed),

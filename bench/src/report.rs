@@ -15,6 +15,8 @@ pub struct Row {
     pub order_violations: u64,
     pub lost: u64,
     pub server_cpu_us: u64,
+    /// The load generator's own CPU time (0: not measured for this scenario).
+    pub client_cpu_us: u64,
     pub note: String,
 }
 
@@ -50,17 +52,22 @@ pub fn print(args: &Args, rows: &[Row]) {
             .unwrap_or(0)
     );
     println!(
-        "| scenario | system | msg/s | p50 ms | p99 ms | errors | order violations | lost | server CPU µs/msg | note |"
+        "| scenario | system | msg/s | p50 ms | p99 ms | errors | order violations | lost | server CPU µs/msg | load generator CPU µs/msg | note |"
     );
-    println!("|---|---|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|");
     for r in rows {
         let cpu = if r.messages > 0 {
             r.server_cpu_us as f64 / r.messages as f64
         } else {
             0.0
         };
+        let client = if r.client_cpu_us > 0 && r.messages > 0 {
+            format!("{:.1}", r.client_cpu_us as f64 / r.messages as f64)
+        } else {
+            "—".to_string()
+        };
         println!(
-            "| {} | {} | {:.0} | {:.2} | {:.2} | {} | {} | {} | {:.1} | {} |",
+            "| {} | {} | {:.0} | {:.2} | {:.2} | {} | {} | {} | {:.1} | {} | {} |",
             r.scenario,
             r.system,
             r.rate(),
@@ -70,6 +77,7 @@ pub fn print(args: &Args, rows: &[Row]) {
             r.order_violations,
             r.lost,
             cpu,
+            client,
             r.note
         );
     }

@@ -128,6 +128,12 @@ impl ServerProcess {
     }
 }
 
+/// CPU time this load generator has used, in microseconds: what the load itself takes of the
+/// cores it shares with the server.
+pub fn own_cpu_micros() -> u64 {
+    proc_stat(std::process::id()).map_or(0, |(_, ticks)| ticks * 1_000_000 / TICKS_PER_SECOND)
+}
+
 /// A process's parent pid and its user plus system CPU ticks.
 fn proc_stat(pid: u32) -> Option<(u32, u64)> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
