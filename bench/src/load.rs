@@ -578,6 +578,7 @@ struct Backlog {
     tally: Arc<Tally>,
     seconds: f64,
     cpu_us: u64,
+    client_cpu_us: u64,
 }
 
 impl Backlog {
@@ -616,17 +617,19 @@ impl Backlog {
             tally,
             seconds: 0.0,
             cpu_us: 0,
+            client_cpu_us: 0,
         })
     }
 
     /// Receives and deletes about `count` more messages (consumers finish the receive they are
-    /// in), adding the time and server CPU it took.
+    /// in), adding the time and the server's and load generator's CPU it took.
     async fn drain(&mut self, args: &Args, count: u64, deadline: Duration) {
         let target = self.tally.received.load(Ordering::Relaxed) + count;
         let target = Arc::new(AtomicU64::new(target.min(self.loaded)));
         let done = Arc::new(AtomicBool::new(true));
         *self.tally.finished_at.lock().expect("lock") = None;
         let cpu_before = self.server.cpu_micros();
+        let client_cpu_before = own_cpu_micros();
         let started = Instant::now();
         let consumers: Vec<_> = (0..args.consumers)
             .map(|_| {
@@ -653,6 +656,7 @@ impl Backlog {
             .unwrap_or_else(Instant::now);
         self.seconds += finished.duration_since(started).as_secs_f64();
         self.cpu_us += self.server.cpu_micros() - cpu_before;
+        self.client_cpu_us += own_cpu_micros() - client_cpu_before;
     }
 
     fn row(&self, args: &Args, system: System) -> Row {
@@ -664,6 +668,7 @@ impl Backlog {
             errors: self.tally.errors.load(Ordering::Relaxed),
             order_violations: self.tally.violations.load(Ordering::Relaxed),
             server_cpu_us: self.cpu_us,
+            client_cpu_us: self.client_cpu_us,
             note: format!(
                 "{BACKLOG_WINDOWS} windows alternating with the other backlog; server RSS after load {} MiB{}",
                 self.rss_kib / 1024,
