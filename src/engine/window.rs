@@ -5,7 +5,7 @@
 use std::collections::VecDeque;
 use std::hash::{BuildHasher, Hash};
 
-use hashbrown::HashTable;
+use hashbrown::{hash_table, HashTable};
 
 use crate::engine::time::Timestamp;
 
@@ -53,22 +53,19 @@ impl<K: Hash + Eq + Clone, V> ExpiringMap<K, V> {
     pub fn insert(&mut self, key: K, value: V, expires_at: Timestamp) {
         self.order.push_back((expires_at, key.clone()));
         let hash = self.hasher.hash_one(&key);
-        match self.entries.find_mut(hash, |e| e.key == key) {
-            Some(entry) => {
+        match self.entries.entry(hash, |e| e.key == key, |e| e.hash) {
+            hash_table::Entry::Occupied(mut held) => {
+                let entry = held.get_mut();
                 entry.expires = expires_at;
                 entry.value = value;
             }
-            None => {
-                self.entries.insert_unique(
+            hash_table::Entry::Vacant(slot) => {
+                slot.insert(Entry {
                     hash,
-                    Entry {
-                        hash,
-                        key,
-                        expires: expires_at,
-                        value,
-                    },
-                    |e| e.hash,
-                );
+                    key,
+                    expires: expires_at,
+                    value,
+                });
             }
         }
     }
