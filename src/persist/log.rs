@@ -1,14 +1,17 @@
-//! The segmented write-ahead log: numbered segment files of framed records. Appends go to the
-//! newest segment until it passes the size limit, then a new one starts. Opening reads every
-//! segment in order: a torn final record of the newest segment is cut off and reported; damage
-//! anywhere else stops with the file and offset. After opening, writing starts in a fresh
-//! segment.
+//! The segmented write-ahead log: numbered segment files of sync batches of framed records
+//! (`batch`). Appends go to the newest segment until it passes the size limit, then a new one
+//! starts. Opening reads every segment in order: a torn tail of the newest segment that holds
+//! anything is cut off and reported; damage anywhere else stops with the file and offset.
+//! Segments of zeros only (made ready, never written) are removed. After opening, writing
+//! starts in a fresh segment. Segments of earlier versions (records without batches) are
+//! still read.
 //!
 //! A failed append is undone (the file is cut back to its last good length) and reported; if
 //! even that fails, the log refuses every later write rather than risk a hole in the middle.
 
 use thiserror::Error;
 
+use super::batch;
 use super::record::{self, Ending};
 use super::storage::Storage;
 
@@ -48,7 +51,12 @@ pub struct SegmentLog<S: Storage> {
     good_len: u64,
     next_segment: u64,
     segment_bytes: u64,
+    /// Bytes of the current segment known to be synced: each batch records it, so recovery
+    /// can tell a hole that was never synced from damage.
+    synced_len: u64,
     poisoned: bool,
+    /// `prepare` was called for `next_segment`.
+    next_prepared: bool,
 }
 
 fn segment_name(number: u64) -> String {
@@ -82,31 +90,33 @@ impl<S: Storage> SegmentLog<S> {
         mut each: impl FnMut(&[u8]) -> Result<(), E>,
     ) -> Result<(SegmentLog<S>, Option<DroppedTail>), E> {
         let names = storage.list().map_err(LogError::from)?;
-        let mut dropped_tail = None;
-        for (index, name) in names.iter().enumerate() {
+        // A torn tail is only allowed in the newest segment that holds anything.
+        let mut torn: Option<DroppedTail> = None;
+        for name in &names {
             let bytes = storage.read(name).map_err(LogError::from)?;
-            let decoded = record::decode(&bytes);
+            if bytes.iter().all(|b| *b == 0) {
+                storage.remove(name).map_err(LogError::from)?;
+                continue;
+            }
+            if let Some((file, offset, _)) = torn.take() {
+                return Err(LogError::Corruption {
+                    file,
+                    offset,
+                    reason: "incomplete record before the newest segment",
+                }
+                .into());
+            }
+            let decoded = if batch::is_batched(&bytes) {
+                batch::decode(&bytes)
+            } else {
+                record::decode(&bytes)
+            };
             for record in &decoded.records {
                 each(record)?;
             }
             match decoded.ending {
                 Ending::Clean => {}
-                Ending::TornTail { offset, bytes } if index + 1 == names.len() => {
-                    // Cut off, so that once later segments exist it does not read as damage.
-                    storage
-                        .truncate(name, offset as u64)
-                        .map_err(LogError::from)?;
-                    storage.sync(name).map_err(LogError::from)?;
-                    dropped_tail = Some((name.clone(), offset, bytes));
-                }
-                Ending::TornTail { offset, .. } => {
-                    return Err(LogError::Corruption {
-                        file: name.clone(),
-                        offset,
-                        reason: "incomplete record before the newest segment",
-                    }
-                    .into())
-                }
+                Ending::TornTail { offset, bytes } => torn = Some((name.clone(), offset, bytes)),
                 Ending::Corrupt { offset, reason } => {
                     return Err(LogError::Corruption {
                         file: name.clone(),
@@ -116,6 +126,13 @@ impl<S: Storage> SegmentLog<S> {
                     .into())
                 }
             }
+        }
+        if let Some((name, offset, _)) = &torn {
+            // Cut off, so that once later segments exist it does not read as damage.
+            storage
+                .truncate(name, *offset as u64)
+                .map_err(LogError::from)?;
+            storage.sync(name).map_err(LogError::from)?;
         }
         let next = names
             .last()
@@ -128,12 +145,24 @@ impl<S: Storage> SegmentLog<S> {
             good_len: 0,
             next_segment: next + 1,
             segment_bytes,
+            synced_len: 0,
             poisoned: false,
+            next_prepared: false,
         };
-        Ok((log, dropped_tail))
+        Ok((log, torn))
     }
 
-    /// Appends records (one batch, one write). Not durable until `sync`.
+    /// Once the current segment is a quarter full (so small logs never pay for it), lets
+    /// storage get the next one ready while this one fills.
+    fn prepare_next(&mut self) {
+        if !self.next_prepared && self.good_len >= self.segment_bytes / 4 {
+            self.next_prepared = true;
+            self.storage
+                .prepare(&segment_name(self.next_segment), self.segment_bytes);
+        }
+    }
+
+    /// Appends records as one batch (one write). Not durable until `sync`.
     pub fn append(&mut self, payloads: &[&[u8]]) -> Result<(), LogError> {
         if self.poisoned {
             return Err(LogError::Poisoned);
@@ -141,7 +170,16 @@ impl<S: Storage> SegmentLog<S> {
         if self.good_len >= self.segment_bytes {
             self.rotate()?;
         }
-        let mut bytes = Vec::with_capacity(payloads.iter().map(|p| p.len() + 8).sum());
+        let body_len: usize = payloads
+            .iter()
+            .map(|p| p.len() + record::HEADER_BYTES)
+            .sum();
+        // The padding up to the batch's boundary overwrites zeros with zeros.
+        let padding =
+            (self.good_len.next_multiple_of(batch::ALIGN as u64) - self.good_len) as usize;
+        let mut bytes = Vec::with_capacity(padding + batch::HEADER_BYTES + body_len);
+        bytes.resize(padding, 0);
+        batch::encode_header(body_len, self.synced_len, &mut bytes);
         for payload in payloads {
             record::encode(payload, &mut bytes);
         }
@@ -152,6 +190,7 @@ impl<S: Storage> SegmentLog<S> {
             return Err(error.into());
         }
         self.good_len += bytes.len() as u64;
+        self.prepare_next();
         Ok(())
     }
 
@@ -168,7 +207,9 @@ impl<S: Storage> SegmentLog<S> {
         self.storage.sync(&self.current).map_err(|e| {
             self.poisoned = true;
             LogError::Io(e)
-        })
+        })?;
+        self.synced_len = self.good_len;
+        Ok(())
     }
 
     /// Makes the current segment durable and starts a new one (unless the current one is still
@@ -181,6 +222,8 @@ impl<S: Storage> SegmentLog<S> {
             self.current = segment_name(self.current_number);
             self.next_segment += 1;
             self.good_len = 0;
+            self.synced_len = 0;
+            self.next_prepared = false;
         }
         Ok(self.current_number)
     }
@@ -238,15 +281,16 @@ mod tests {
     fn a_torn_tail_is_dropped_and_reported_and_writing_resumes_in_a_new_segment() {
         let (mut log, _) = open(MemStorage::default());
         log.append(&[b"kept"]).unwrap();
-        log.storage
-            .files
-            .values_mut()
-            .next()
-            .unwrap()
-            .extend_from_slice(&[9, 0, 0, 0, 1, 2]);
+        // The next batch starts on the next boundary; a crash left the start of a record.
+        let file = log.storage.files.values_mut().next().unwrap();
+        file.resize(batch::ALIGN, 0);
+        file.extend_from_slice(&[9, 0, 0, 0, 1, 2]);
         let (mut log, recovered) = open(log.storage);
         assert_eq!(recovered.records, vec![b"kept".to_vec()]);
-        assert_eq!(recovered.dropped_tail, Some((segment_name(1), 12, 6)));
+        assert_eq!(
+            recovered.dropped_tail,
+            Some((segment_name(1), batch::ALIGN, 6))
+        );
         log.append(&[b"after"]).unwrap();
         let recovered = reopen(log);
         assert_eq!(recovered.records, vec![b"kept".to_vec(), b"after".to_vec()]);
@@ -260,7 +304,11 @@ mod tests {
     fn damage_before_the_end_stops_recovery_with_file_and_offset() {
         let (mut log, _) = open(MemStorage::default());
         log.append(&[b"first", b"second"]).unwrap();
-        log.storage.files.get_mut(&segment_name(1)).unwrap()[9] ^= 0xff;
+        log.sync().unwrap();
+        // Written after the first batch was synced: that one cannot have been torn.
+        log.append(&[b"third"]).unwrap();
+        let first_payload = batch::HEADER_BYTES + record::HEADER_BYTES;
+        log.storage.files.get_mut(&segment_name(1)).unwrap()[first_payload] ^= 0xff;
         match SegmentLog::open(log.storage, 64) {
             Err(LogError::Corruption { file, offset, .. }) => {
                 assert_eq!((file.as_str(), offset), ("00000000000000000001.wal", 0));
@@ -302,19 +350,23 @@ mod tests {
         log.append(&[b"gamma"]).unwrap();
         log.sync().unwrap();
         drop(log);
-        // A crash mid-write: the last record loses its final bytes.
+        // The records were written over zeros made ready ahead of them.
         let file = dir.join(segment_name(1));
         let len = std::fs::metadata(&file).unwrap().len();
-        std::fs::OpenOptions::new()
-            .write(true)
-            .open(&file)
-            .unwrap()
-            .set_len(len - 2)
-            .unwrap();
+        assert_eq!(len, crate::persist::storage::ZERO_CHUNK_BYTES);
+        // A crash mid-write: the second batch (at 512) loses its final 2 bytes.
+        let mut bytes = std::fs::read(&file).unwrap();
+        let end = 512 + batch::HEADER_BYTES + record::HEADER_BYTES + 5;
+        assert_eq!(&bytes[end - 5..end], b"gamma");
+        bytes[end - 2..end].fill(0);
+        std::fs::write(&file, &bytes).unwrap();
         let (mut log, recovered) =
             SegmentLog::open(DirStorage::new(&dir).unwrap(), 1 << 20).unwrap();
         assert_eq!(recovered.records, vec![b"alpha".to_vec(), b"beta".to_vec()]);
-        assert_eq!(recovered.dropped_tail, Some((segment_name(1), 25, 11)));
+        assert_eq!(
+            recovered.dropped_tail,
+            Some((segment_name(1), 512, end - 2 - 512))
+        );
         log.append(&[b"delta"]).unwrap();
         log.sync().unwrap();
         drop(log);
@@ -324,5 +376,42 @@ mod tests {
             vec![b"alpha".to_vec(), b"beta".to_vec(), b"delta".to_vec()]
         );
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn the_next_segment_is_made_ready_in_zeros_and_removed_if_never_written() {
+        use crate::persist::storage::DirStorage;
+        let dir = tempfile::tempdir().unwrap();
+        let segment_bytes = 64 * 1024;
+        let (mut log, _) =
+            SegmentLog::open(DirStorage::new(dir.path()).unwrap(), segment_bytes).unwrap();
+        let payload = vec![7u8; 1000];
+        // A quarter of the segment: the next one is being zero-filled.
+        for _ in 0..20 {
+            log.append(&[&payload]).unwrap();
+            log.sync().unwrap();
+        }
+        let next = dir.path().join(segment_name(2));
+        let ready = (0..500).any(|_| {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+            std::fs::metadata(&next).is_ok_and(|m| m.len() == segment_bytes)
+        });
+        assert!(ready, "the next segment was made ready");
+        drop(log);
+        let (mut log, recovered) =
+            SegmentLog::open(DirStorage::new(dir.path()).unwrap(), segment_bytes).unwrap();
+        assert_eq!(recovered.records.len(), 20);
+        assert!(recovered.dropped_tail.is_none());
+        assert!(!next.exists(), "a segment of zeros only is removed");
+        // Writing resumes in a fresh segment, and fills the made-ready one after it.
+        for _ in 0..80 {
+            log.append(&[&payload]).unwrap();
+        }
+        log.sync().unwrap();
+        drop(log);
+        let (_, recovered) =
+            SegmentLog::open(DirStorage::new(dir.path()).unwrap(), segment_bytes).unwrap();
+        assert_eq!(recovered.records.len(), 100);
+        assert!(recovered.records.iter().all(|r| r == &payload));
     }
 }

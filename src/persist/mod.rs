@@ -1,7 +1,9 @@
 //! Durability: the data directory, recovery at startup, and the write-ahead journal.
 //!
-//! - `record`: framing with length and CRC-32C; tells a torn tail from damage.
-//! - `log`: numbered segment files of records.
+//! - `record`: framing with length and CRC-32C.
+//! - `batch`: each write as one batch on a sector boundary; tells a torn tail from damage in
+//!   segments written over zeros.
+//! - `log`: numbered segment files of batches.
 //! - `storage`: the file I/O trait (tests inject write, sync and truncate failures).
 //! - `journal`: group commit by one writer thread; requests wait for their records.
 //! - `snapshot`: the whole state in one file, so old segments can go.
@@ -9,6 +11,7 @@
 //! A data directory holds `LOCK` (held while a server uses it), segments `NNN.wal` and at most
 //! one finished snapshot `NNN.snap`.
 
+pub mod batch;
 pub mod journal;
 pub mod log;
 pub mod record;

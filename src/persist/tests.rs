@@ -229,13 +229,11 @@ fn the_log_kept_at_a_restart_counts_toward_the_next_snapshot() {
     for body in ["one", "two", "three"] {
         send(&engine, "q", body, Timestamp(1));
     }
+    let journal = data.journal.clone();
     close(data);
-    let written = std::fs::read_dir(dir.path())
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|e| e == "wal"))
-        .map(|p| std::fs::metadata(p).unwrap().len())
-        .sum::<u64>();
+    // Records and their frames, as the writer counted them (segments are zero-filled ahead,
+    // so their sizes say nothing).
+    let written = journal.bytes_since_snapshot();
     let (engine, data, _) = open_dir(dir.path());
     assert!(written > 0);
     assert_eq!(data.journal.bytes_since_snapshot(), written);
@@ -257,11 +255,13 @@ fn a_torn_final_record_is_dropped_and_reported() {
     send(&engine, "q", "kept", Timestamp(1));
     let before = state(&engine);
     close(data);
-    // A record cut off mid-write: its header promises more bytes than follow.
+    // A batch cut off mid-write, where the next one starts (a sector boundary past the last
+    // written byte): its header promises more bytes than follow.
     let segment = newest_segment(dir.path());
     let mut bytes = std::fs::read(&segment).unwrap();
-    let whole = bytes.len();
-    bytes.extend_from_slice(&[200, 0, 0, 0, 1, 2, 3, 4, 5, 6]);
+    let whole =
+        (bytes.iter().rposition(|b| *b != 0).unwrap() + 1).next_multiple_of(super::batch::ALIGN);
+    bytes[whole..whole + 10].copy_from_slice(b"ORDLYSB1\x01\x02");
     std::fs::write(&segment, &bytes).unwrap();
 
     let (engine, data, report) = open_dir(dir.path());
@@ -270,6 +270,66 @@ fn a_torn_final_record_is_dropped_and_reported() {
     assert_eq!((offset, dropped), (whole, 10));
     assert_eq!(state(&engine), before);
     close(data);
+}
+
+/// Opening `dir` stops with damage in `segment` at `offset`.
+fn assert_damaged_at(dir: &Path, segment: &Path, at: usize) {
+    let mut engine = self::engine();
+    match open(dir, FsyncMode::Always, &mut engine) {
+        Err(RecoveryError::Corruption { file, offset, .. }) => {
+            assert!(segment.ends_with(&file));
+            assert_eq!(offset, at);
+        }
+        Err(other) => panic!("wrong error: {other}"),
+        Ok(_) => panic!("damaged log opened"),
+    }
+}
+
+/// Waits until everything the engine has logged so far is durable, so the next change goes
+/// into a batch of its own, written after this one was synced.
+fn settle(data: &DataDir) {
+    let lsn = data.journal.next_lsn();
+    rt().block_on(data.journal.wait(lsn)).unwrap();
+}
+
+/// Where each batch of a segment starts.
+fn batch_starts(bytes: &[u8]) -> Vec<usize> {
+    (0..bytes.len())
+        .step_by(super::batch::ALIGN)
+        .filter(|at| bytes[*at..].starts_with(&super::batch::MAGIC))
+        .collect()
+}
+
+#[test]
+fn a_power_cut_that_kept_only_later_sectors_of_the_last_write_is_a_torn_tail() {
+    let dir = tempfile::tempdir().unwrap();
+    let (engine, data, _) = open_dir(dir.path());
+    engine.create_queue("q", &[], &[], Timestamp(1)).unwrap();
+    send(&engine, "q", "kept", Timestamp(1));
+    settle(&data);
+    let before = state(&engine);
+    // Spans several sectors.
+    send(&engine, "q", &"x".repeat(3000), Timestamp(2));
+    close(data);
+    let segment = newest_segment(dir.path());
+    let whole = std::fs::read(&segment).unwrap();
+    let starts = batch_starts(&whole);
+    let (previous, last) = (starts[starts.len() - 2], starts[starts.len() - 1]);
+    // The last write's first sector never reached the disk; its later ones did.
+    let mut bytes = whole.clone();
+    bytes[last..last + super::batch::ALIGN].fill(0);
+    std::fs::write(&segment, &bytes).unwrap();
+    let (engine, data, report) = open_dir(dir.path());
+    let (file, offset, _) = report.dropped_tail.expect("reported");
+    assert!(segment.ends_with(&file));
+    assert_eq!(offset, last);
+    assert_eq!(state(&engine), before);
+    close(data);
+    // The same hole in the write before it, which the last one proves was synced, is damage.
+    let mut bytes = whole;
+    bytes[previous..previous + super::batch::ALIGN].fill(0);
+    std::fs::write(&segment, &bytes).unwrap();
+    assert_damaged_at(dir.path(), &segment, previous);
 }
 
 #[test]
@@ -281,18 +341,16 @@ fn damage_before_the_end_stops_startup_naming_file_and_offset() {
     send(&engine, "q", "two", Timestamp(1));
     close(data);
     let segment = newest_segment(dir.path());
+    // A later segment: the first one was complete and synced, so damage in it is damage.
+    let (engine, data, _) = open_dir(dir.path());
+    send(&engine, "q", "three", Timestamp(1));
+    close(data);
+    assert_ne!(newest_segment(dir.path()), segment);
     let mut bytes = std::fs::read(&segment).unwrap();
-    bytes[12] ^= 0xff; // inside the first record's payload
+    // Inside the first record's payload (after the batch and record headers).
+    bytes[super::batch::HEADER_BYTES + super::record::HEADER_BYTES + 4] ^= 0xff;
     std::fs::write(&segment, &bytes).unwrap();
-    let mut engine = self::engine();
-    match open(dir.path(), FsyncMode::Always, &mut engine) {
-        Err(RecoveryError::Corruption { file, offset, .. }) => {
-            assert!(segment.ends_with(&file));
-            assert_eq!(offset, 0);
-        }
-        Err(other) => panic!("wrong error: {other}"),
-        Ok(_) => panic!("damaged log opened"),
-    }
+    assert_damaged_at(dir.path(), &segment, 0);
 }
 
 #[test]
