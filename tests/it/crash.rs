@@ -630,13 +630,12 @@ async fn a_startup_warning_does_not_displace_the_listening_line() {
         .filter(|p| std::fs::metadata(p).unwrap().len() > 0)
         .max()
         .expect("a log segment");
-    // A record cut off mid-write: its header promises more bytes than follow.
-    let mut file = std::fs::OpenOptions::new()
-        .append(true)
-        .open(&newest)
-        .unwrap();
-    std::io::Write::write_all(&mut file, &[200, 0, 0, 0, 1, 2, 3]).unwrap();
-    drop(file);
+    // A write cut off mid-way where the next one would start (the segment is zero-filled
+    // ahead; writes start on 512-byte boundaries): the start of a batch header only.
+    let mut bytes = std::fs::read(&newest).unwrap();
+    let end = (bytes.iter().rposition(|b| *b != 0).unwrap() + 1).next_multiple_of(512);
+    bytes[end..end + 7].copy_from_slice(b"ORDLYSB");
+    std::fs::write(&newest, &bytes).unwrap();
     let process = start(dir.path());
     let url = client(process.addr)
         .get_queue_url()
