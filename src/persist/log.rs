@@ -301,6 +301,26 @@ mod tests {
     }
 
     #[test]
+    fn segments_of_earlier_versions_are_still_read() {
+        // Records one after another, without batches.
+        let mut legacy = Vec::new();
+        for payload in [&b"old one"[..], b"old two"] {
+            record::encode(payload, &mut legacy);
+        }
+        assert!(!batch::is_batched(&legacy));
+        let mut storage = MemStorage::default();
+        storage.files.insert(segment_name(1), legacy);
+        let (mut log, recovered) = open(storage);
+        assert_eq!(recovered.records, vec![b"old one".to_vec(), b"old two".to_vec()]);
+        log.append(&[b"new"]).unwrap();
+        let recovered = reopen(log);
+        assert_eq!(
+            recovered.records,
+            vec![b"old one".to_vec(), b"old two".to_vec(), b"new".to_vec()]
+        );
+    }
+
+    #[test]
     fn damage_before_the_end_stops_recovery_with_file_and_offset() {
         let (mut log, _) = open(MemStorage::default());
         log.append(&[b"first", b"second"]).unwrap();
