@@ -311,7 +311,10 @@ mod tests {
         let mut storage = MemStorage::default();
         storage.files.insert(segment_name(1), legacy);
         let (mut log, recovered) = open(storage);
-        assert_eq!(recovered.records, vec![b"old one".to_vec(), b"old two".to_vec()]);
+        assert_eq!(
+            recovered.records,
+            vec![b"old one".to_vec(), b"old two".to_vec()]
+        );
         log.append(&[b"new"]).unwrap();
         let recovered = reopen(log);
         assert_eq!(

@@ -27,7 +27,8 @@ pub trait Storage: Send {
 /// Space past the end of the records is filled with zeros and synced this much at a time
 /// when no prepared file is there. Overwriting blocks that are already on disk lets
 /// `fdatasync` skip the file's metadata (size, block map): on this ext4 disk its median fell
-/// from about 290 to 180 µs. Readers take zeros after the last record as the end.
+/// from about 290 to 180 µs. Readers take zeros after the last batch as the end; `batch`
+/// says how they tell the holes a power cut can leave in such a file from damage.
 pub const ZERO_CHUNK_BYTES: u64 = 1024 * 1024;
 
 /// Zeros to write from, 64 KiB at a time.
