@@ -300,6 +300,42 @@ mod tests {
         );
     }
 
+    /// A power cut that lost the first sector of the second of three batches, each 600 bytes
+    /// of payload (so each spans two sectors), with a sync after each batch or only after
+    /// the first.
+    fn lose_second_batch_start(sync_each: bool) -> Result<Recovered, LogError> {
+        let (mut log, _) = open(MemStorage::default());
+        log.segment_bytes = 1 << 20;
+        let payload = [5u8; 600];
+        let mut second = 0;
+        for i in 0..3 {
+            if i == 1 {
+                second = log.good_len as usize;
+            }
+            log.append(&[&payload]).unwrap();
+            if sync_each || i == 0 {
+                log.sync().unwrap();
+            }
+        }
+        let file = log.storage.files.get_mut(&segment_name(1)).unwrap();
+        file[second..second + batch::ALIGN].fill(0);
+        SegmentLog::open(log.storage, 1 << 20).map(|(_, recovered)| recovered)
+    }
+
+    #[test]
+    fn each_batch_records_how_far_the_segment_was_synced() {
+        // Synced after each batch: the third proves the second was durable, so it is damage.
+        assert!(matches!(
+            lose_second_batch_start(true),
+            Err(LogError::Corruption { offset: 1024, .. })
+        ));
+        // Not synced since the first (interval or never): the second and third were never
+        // durable, a torn tail.
+        let recovered = lose_second_batch_start(false).unwrap();
+        assert_eq!(recovered.records, vec![vec![5u8; 600]]);
+        assert!(matches!(recovered.dropped_tail, Some((_, 1024, _))));
+    }
+
     #[test]
     fn segments_of_earlier_versions_are_still_read() {
         // Records one after another, without batches.
