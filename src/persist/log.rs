@@ -337,6 +337,38 @@ mod tests {
     }
 
     #[test]
+    fn a_segment_needed_before_its_helper_is_done_starts_afresh_without_waiting() {
+        use crate::persist::storage::{DirStorage, ZERO_CHUNK_BYTES};
+        let dir = tempfile::tempdir().unwrap();
+        let mut storage = DirStorage::new(dir.path()).unwrap();
+        let (release, hold) = std::sync::mpsc::channel();
+        storage.hold_helper = Some(hold);
+        let name = segment_name(2);
+        storage.prepare(&name, 4 * ZERO_CHUNK_BYTES);
+        // Needed while its helper has not even started.
+        storage.append(&name, b"first").unwrap();
+        storage.sync(&name).unwrap();
+        let path = dir.path().join(&name);
+        assert_eq!(
+            std::fs::metadata(&path).unwrap().len(),
+            ZERO_CHUNK_BYTES,
+            "grown in a chunk of its own, not the helper's file"
+        );
+        release.send(()).unwrap();
+        storage.finish_abandoned();
+        let names: Vec<String> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(names, vec![name.clone()], "the helper's file is gone");
+        // A file a helper was filling when a process stopped is deleted at the next start.
+        std::fs::write(dir.path().join(format!("{name}.filling")), [0u8; 512]).unwrap();
+        drop(DirStorage::new(dir.path()).unwrap());
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
+        assert!(path.exists());
+    }
+
+    #[test]
     fn segments_of_earlier_versions_are_still_read() {
         // Records one after another, without batches.
         let mut legacy = Vec::new();
@@ -450,7 +482,8 @@ mod tests {
             log.append(&[&payload]).unwrap();
             log.sync().unwrap();
         }
-        let next = dir.path().join(segment_name(2));
+        // Filled under another name, so that it reads as a segment only once it is used.
+        let next = dir.path().join(segment_name(2) + ".filling");
         let ready = (0..500).any(|_| {
             std::thread::sleep(std::time::Duration::from_millis(10));
             std::fs::metadata(&next).is_ok_and(|m| m.len() == segment_bytes)
@@ -461,7 +494,10 @@ mod tests {
             SegmentLog::open(DirStorage::new(dir.path()).unwrap(), segment_bytes).unwrap();
         assert_eq!(recovered.records.len(), 20);
         assert!(recovered.dropped_tail.is_none());
-        assert!(!next.exists(), "a segment of zeros only is removed");
+        assert!(
+            !next.exists(),
+            "a segment made ready but not used is removed"
+        );
         // Writing resumes in a fresh segment, and fills the made-ready one after it.
         for _ in 0..80 {
             log.append(&[&payload]).unwrap();

@@ -40,7 +40,17 @@ pub struct DirStorage {
     open: Option<OpenSegment>,
     /// The next segment, being zero-filled by a helper thread while the current one fills.
     prepared: Option<(String, ZeroFiller)>,
+    /// Helpers that were not done when their segment was needed, and their files, to delete
+    /// once they are.
+    abandoned: Vec<(PathBuf, ZeroFiller)>,
+    /// The next helper waits for a message here before it starts (tests).
+    #[cfg(test)]
+    pub hold_helper: Option<std::sync::mpsc::Receiver<()>>,
 }
+
+/// A helper fills a segment under this suffix and it gets its `.wal` name only when used, so
+/// a segment needed before its helper is done can be started afresh, without waiting.
+const FILLING_SUFFIX: &str = ".filling";
 
 /// A helper thread's result: the zero-filled file and its length.
 type ZeroFiller = JoinHandle<io::Result<(File, u64)>>;
@@ -65,8 +75,8 @@ fn write_zeros(file: &File, from: u64, to: u64) -> io::Result<()> {
     file.sync_data()
 }
 
-/// Creates `path` as `bytes` of synced zeros. A crash part way leaves a file of zeros, which
-/// reads as an empty segment.
+/// Creates `path` as `bytes` of synced zeros. A crash part way leaves a file that the next
+/// start deletes (`DirStorage::new`).
 fn zero_filled(dir: &Path, path: &Path, bytes: u64) -> io::Result<(File, u64)> {
     let file = OpenOptions::new()
         .create_new(true)
@@ -94,37 +104,81 @@ impl OpenSegment {
 impl DirStorage {
     pub fn new(dir: &Path) -> io::Result<DirStorage> {
         std::fs::create_dir_all(dir)?;
+        // Segments a helper was filling when the last process stopped.
+        for entry in std::fs::read_dir(dir)? {
+            let path = entry?.path();
+            if path.to_string_lossy().ends_with(FILLING_SUFFIX) {
+                std::fs::remove_file(&path)?;
+            }
+        }
         Ok(DirStorage {
             dir: dir.to_path_buf(),
             open: None,
             prepared: None,
+            abandoned: Vec::new(),
+            #[cfg(test)]
+            hold_helper: None,
         })
     }
 
-    /// The prepared file if it is `name` (waiting for its helper), else the file opened or
-    /// created as it is on disk.
+    /// Waits for abandoned helpers and deletes their files (tests).
+    #[cfg(test)]
+    pub fn finish_abandoned(&mut self) {
+        for (path, helper) in self.abandoned.drain(..) {
+            let _ = helper.join();
+            let _ = std::fs::remove_file(path);
+        }
+    }
+
+    fn filling_path(&self, name: &str) -> PathBuf {
+        self.dir.join(format!("{name}{FILLING_SUFFIX}"))
+    }
+
+    /// Deletes the files of abandoned helpers that are done.
+    fn reap_abandoned(&mut self) {
+        self.abandoned.retain(|(path, helper)| {
+            if !helper.is_finished() {
+                return true;
+            }
+            let _ = std::fs::remove_file(path);
+            false
+        });
+    }
+
+    /// The prepared file if it is `name` and its helper is done, else the file opened or
+    /// created as it is on disk. A helper not yet done is left to finish and its file deleted
+    /// later: waiting for it would hold up every request waiting on the log (zero-filling
+    /// 64 MiB takes ~90 ms here), and a snapshot can turn the log over at any moment.
     fn open_segment(&mut self, name: &str) -> io::Result<OpenSegment> {
+        self.reap_abandoned();
         if self.prepared.as_ref().is_some_and(|(n, _)| n == name) {
             let (_, helper) = self.prepared.take().expect("checked");
-            let ready = helper
-                .join()
-                .unwrap_or_else(|_| Err(io::Error::other("segment helper panicked")));
-            match ready {
-                Ok((file, zeroed)) => {
-                    return Ok(OpenSegment {
-                        name: name.to_string(),
-                        file,
-                        written: 0,
-                        zeroed,
-                    })
-                }
-                // Not the helper's file: leave it as it is.
-                Err(error) if error.kind() == io::ErrorKind::AlreadyExists => {}
-                Err(_) => {
-                    // Whatever zeros the helper wrote must not sit in front of the records.
-                    if let Ok(file) = OpenOptions::new().write(true).open(self.dir.join(name)) {
-                        file.set_len(0)?;
-                        file.sync_all()?;
+            let filling = self.filling_path(name);
+            if !helper.is_finished() {
+                self.abandoned.push((filling, helper));
+            } else {
+                let ready = helper
+                    .join()
+                    .unwrap_or_else(|_| Err(io::Error::other("segment helper panicked")));
+                // A link, not a rename: it never replaces a file already of that name.
+                match ready.and_then(|ready| {
+                    std::fs::hard_link(&filling, self.dir.join(name))?;
+                    // Left behind, it is deleted at the next start.
+                    let _ = std::fs::remove_file(&filling);
+                    Ok(ready)
+                }) {
+                    // Named like a segment only now, so the name must be made durable.
+                    Ok((file, zeroed)) => {
+                        File::open(&self.dir)?.sync_all()?;
+                        return Ok(OpenSegment {
+                            name: name.to_string(),
+                            file,
+                            written: 0,
+                            zeroed,
+                        });
+                    }
+                    Err(_) => {
+                        let _ = std::fs::remove_file(&filling);
                     }
                 }
             }
@@ -196,11 +250,20 @@ impl Storage for DirStorage {
         if self.prepared.is_some() || self.open.as_ref().is_some_and(|open| open.name == name) {
             return;
         }
+        self.reap_abandoned();
         let dir = self.dir.clone();
-        let path = self.dir.join(name);
+        let path = self.filling_path(name);
+        #[cfg(test)]
+        let hold = self.hold_helper.take();
         let helper = std::thread::Builder::new()
             .name("orderly-segment".into())
-            .spawn(move || zero_filled(&dir, &path, bytes));
+            .spawn(move || {
+                #[cfg(test)]
+                if let Some(hold) = hold {
+                    let _ = hold.recv();
+                }
+                zero_filled(&dir, &path, bytes)
+            });
         // Without a helper thread the segment simply grows chunk by chunk.
         if let Ok(helper) = helper {
             self.prepared = Some((name.to_string(), helper));
