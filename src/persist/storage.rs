@@ -104,11 +104,12 @@ impl OpenSegment {
 impl DirStorage {
     pub fn new(dir: &Path) -> io::Result<DirStorage> {
         std::fs::create_dir_all(dir)?;
-        // Segments a helper was filling when the last process stopped.
+        // Segments a helper was filling when the last process stopped. One that cannot be
+        // deleted does no harm: a helper meant to fill it finds it there and gives up.
         for entry in std::fs::read_dir(dir)? {
             let path = entry?.path();
             if path.to_string_lossy().ends_with(FILLING_SUFFIX) {
-                std::fs::remove_file(&path)?;
+                let _ = std::fs::remove_file(&path);
             }
         }
         Ok(DirStorage {
