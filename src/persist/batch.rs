@@ -19,7 +19,7 @@
 use super::record::{self, Ending};
 
 /// Batches start on multiples of this (a disk sector), so a search after a hole can find
-/// them. The padding is zeros that are already in the file, never written.
+/// them. The padding before a batch is zeros, written over the zeros already there.
 pub const ALIGN: usize = 512;
 pub const MAGIC: [u8; 8] = *b"ORDLYSB1";
 pub const HEADER_BYTES: usize = 24;
