@@ -57,10 +57,20 @@ pub struct SegmentLog<S: Storage> {
     poisoned: bool,
     /// `prepare` was called for `next_segment`.
     next_prepared: bool,
+    /// The data directory's key, which seals batch headers (`batch::Seal`).
+    key: u64,
 }
+
+/// The key the log tests seal with.
+#[cfg(test)]
+pub const TEST_KEY: u64 = 0x0de7_0f7e_5700;
 
 fn segment_name(number: u64) -> String {
     format!("{number:020}.wal")
+}
+
+fn segment_number(name: &str) -> Option<u64> {
+    name.trim_end_matches(".wal").parse().ok()
 }
 
 impl<S: Storage> SegmentLog<S> {
@@ -68,7 +78,7 @@ impl<S: Storage> SegmentLog<S> {
     #[cfg(test)]
     pub fn open(storage: S, segment_bytes: u64) -> Result<(SegmentLog<S>, Recovered), LogError> {
         let mut records = Vec::new();
-        let (log, dropped_tail) = Self::replay(storage, segment_bytes, |record| {
+        let (log, dropped_tail) = Self::replay(storage, segment_bytes, TEST_KEY, |record| {
             records.push(record.to_vec());
             Ok::<(), LogError>(())
         })?;
@@ -83,10 +93,12 @@ impl<S: Storage> SegmentLog<S> {
 
     /// Hands every record to `each` in order, straight from the segment it was read from (a
     /// restart replays millions; copying each first cost a fifth of the time), and prepares
-    /// to append to a new segment. Returns the torn final record it dropped, if any.
+    /// to append to a new segment. Returns the torn final record it dropped, if any. `key`
+    /// seals the batches (see `batch`): the data directory's.
     pub fn replay<E: From<LogError>>(
         mut storage: S,
         segment_bytes: u64,
+        key: u64,
         mut each: impl FnMut(&[u8]) -> Result<(), E>,
     ) -> Result<(SegmentLog<S>, Option<DroppedTail>), E> {
         let names = storage.list().map_err(LogError::from)?;
@@ -107,7 +119,11 @@ impl<S: Storage> SegmentLog<S> {
                 .into());
             }
             let decoded = if batch::is_batched(&bytes) {
-                batch::decode(&bytes)
+                let seal = batch::Seal {
+                    key,
+                    segment: segment_number(name).unwrap_or(0),
+                };
+                batch::decode(&bytes, seal)
             } else {
                 record::decode(&bytes)
             };
@@ -136,7 +152,7 @@ impl<S: Storage> SegmentLog<S> {
         }
         let next = names
             .last()
-            .and_then(|n| n.trim_end_matches(".wal").parse::<u64>().ok())
+            .and_then(|n| segment_number(n))
             .map_or(1, |n| n + 1);
         let log = SegmentLog {
             storage,
@@ -148,6 +164,7 @@ impl<S: Storage> SegmentLog<S> {
             synced_len: 0,
             poisoned: false,
             next_prepared: false,
+            key,
         };
         Ok((log, torn))
     }
@@ -179,7 +196,12 @@ impl<S: Storage> SegmentLog<S> {
             (self.good_len.next_multiple_of(batch::ALIGN as u64) - self.good_len) as usize;
         let mut bytes = Vec::with_capacity(padding + batch::HEADER_BYTES + body_len);
         bytes.resize(padding, 0);
-        batch::encode_header(body_len, self.synced_len, &mut bytes);
+        let seal = batch::Seal {
+            key: self.key,
+            segment: self.current_number,
+        };
+        let at = self.good_len as usize + padding;
+        batch::encode_header(seal, at, body_len, self.synced_len, &mut bytes);
         for payload in payloads {
             record::encode(payload, &mut bytes);
         }
@@ -231,10 +253,7 @@ impl<S: Storage> SegmentLog<S> {
     /// Deletes every segment numbered below `number` (their records are in a snapshot).
     pub fn remove_before(&mut self, number: u64) -> Result<(), LogError> {
         for name in self.storage.list()? {
-            let older = name
-                .trim_end_matches(".wal")
-                .parse::<u64>()
-                .is_ok_and(|n| n < number);
+            let older = segment_number(&name).is_some_and(|n| n < number);
             if older {
                 self.storage.remove(&name)?;
             }
@@ -376,19 +395,45 @@ mod tests {
             record::encode(payload, &mut legacy);
         }
         assert!(!batch::is_batched(&legacy));
+        // Batches with unsealed headers.
+        let mut unsealed = Vec::new();
+        let mut body = Vec::new();
+        record::encode(b"old three", &mut body);
+        batch::encode_unsealed_header(body.len(), 0, &mut unsealed);
+        unsealed.extend_from_slice(&body);
+        unsealed.resize(4 * batch::ALIGN, 0);
+        assert!(batch::is_batched(&unsealed));
         let mut storage = MemStorage::default();
         storage.files.insert(segment_name(1), legacy);
+        storage.files.insert(segment_name(2), unsealed);
         let (mut log, recovered) = open(storage);
-        assert_eq!(
-            recovered.records,
-            vec![b"old one".to_vec(), b"old two".to_vec()]
-        );
+        let old: Vec<Vec<u8>> = ["old one", "old two", "old three"]
+            .map(|r| r.as_bytes().to_vec())
+            .into();
+        assert_eq!(recovered.records, old);
         log.append(&[b"new"]).unwrap();
         let recovered = reopen(log);
-        assert_eq!(
-            recovered.records,
-            vec![b"old one".to_vec(), b"old two".to_vec(), b"new".to_vec()]
-        );
+        assert_eq!(recovered.records[..3], old);
+        assert_eq!(recovered.records[3..], [b"new".to_vec()]);
+    }
+
+    #[test]
+    fn a_batch_read_with_another_key_or_in_another_segment_fails_its_checksum() {
+        let (mut log, _) = open(MemStorage::default());
+        log.append(&[b"one"]).unwrap();
+        log.append(&[b"two"]).unwrap();
+        log.sync().unwrap();
+        let storage = log.storage;
+        let read = |storage: MemStorage, key| {
+            SegmentLog::replay(storage, 64, key, |_| Ok::<(), LogError>(())).map(|(_, torn)| torn)
+        };
+        assert!(matches!(read(storage.clone(), TEST_KEY), Ok(None)));
+        // The newest segment, so its unreadable start is taken for a torn tail.
+        assert!(matches!(read(storage.clone(), TEST_KEY + 1), Ok(Some(_))));
+        let mut moved = MemStorage::default();
+        let bytes = storage.files.values().next().unwrap().clone();
+        moved.files.insert(segment_name(5), bytes);
+        assert!(matches!(read(moved, TEST_KEY), Ok(Some((_, 0, _)))));
     }
 
     #[test]

@@ -8,7 +8,8 @@
 //! - `journal`: group commit by one writer thread; requests wait for their records.
 //! - `snapshot`: the whole state in one file, so old segments can go.
 //!
-//! A data directory holds `LOCK` (held while a server uses it), segments `NNN.wal` and at most
+//! A data directory holds `LOCK` (held while a server uses it), `KEY` (a random number made
+//! with the directory, which seals the log's batch headers), segments `NNN.wal` and at most
 //! one finished snapshot `NNN.snap`.
 
 pub mod batch;
@@ -101,6 +102,7 @@ pub fn open<W: Default>(
         Err(std::fs::TryLockError::WouldBlock) => return Err(RecoveryError::Locked(dir.into())),
         Err(std::fs::TryLockError::Error(e)) => return Err(e.into()),
     }
+    let key = log_key(dir)?;
     let journal = FileJournal::new();
     engine.set_journal(journal.clone());
     let loaded = snapshot::load(dir, engine)?;
@@ -114,7 +116,7 @@ pub fn open<W: Default>(
     };
     let mut index = 0;
     let (log, dropped_tail) =
-        SegmentLog::replay(DirStorage::new(dir)?, DEFAULT_SEGMENT_BYTES, |bytes| {
+        SegmentLog::replay(DirStorage::new(dir)?, DEFAULT_SEGMENT_BYTES, key, |bytes| {
             let (lsn, change) =
                 journal::decode_record(bytes).map_err(|reason| RecoveryError::Corruption {
                     file: "log".into(),
@@ -146,6 +148,60 @@ pub fn open<W: Default>(
         },
         report,
     ))
+}
+
+const KEY_MAGIC: [u8; 8] = *b"ORDLYKEY";
+
+/// Reads the directory's log key (`batch::Seal`), or makes one if the directory has none yet:
+/// written to the side, synced and renamed into place, so it is whole or absent.
+fn log_key(dir: &Path) -> Result<u64, RecoveryError> {
+    let path = dir.join("KEY");
+    let damaged = |reason: &str| RecoveryError::Corruption {
+        file: "KEY".into(),
+        offset: 0,
+        reason: reason.into(),
+    };
+    match std::fs::read(&path) {
+        Ok(bytes) => {
+            let valid = bytes.len() == 20
+                && bytes[..8] == KEY_MAGIC
+                && crc32c::crc32c(&bytes[..16]).to_le_bytes() == bytes[16..20];
+            if !valid {
+                return Err(damaged("not a log key"));
+            }
+            Ok(u64::from_le_bytes(
+                bytes[8..16].try_into().expect("8 bytes"),
+            ))
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            for entry in std::fs::read_dir(dir)? {
+                let entry = entry?;
+                if !entry.file_name().to_string_lossy().ends_with(".wal") {
+                    continue;
+                }
+                let mut head = [0u8; 8];
+                let read = std::io::Read::read(&mut File::open(entry.path())?, &mut head)?;
+                if read == head.len() && head == batch::MAGIC {
+                    return Err(damaged(
+                        "missing, and the log segments sealed with it cannot be checked",
+                    ));
+                }
+            }
+            let key = uuid::Uuid::new_v4().as_u64_pair().0;
+            let mut bytes = KEY_MAGIC.to_vec();
+            bytes.extend_from_slice(&key.to_le_bytes());
+            let checksum = crc32c::crc32c(&bytes);
+            bytes.extend_from_slice(&checksum.to_le_bytes());
+            let side = dir.join("KEY.new");
+            let mut file = File::create(&side)?;
+            std::io::Write::write_all(&mut file, &bytes)?;
+            file.sync_all()?;
+            std::fs::rename(&side, &path)?;
+            File::open(dir)?.sync_all()?;
+            Ok(key)
+        }
+        Err(e) => Err(e.into()),
+    }
 }
 
 /// True when the snapshot already contains this change.

@@ -280,7 +280,7 @@ impl Storage for DirStorage {
 }
 
 /// In-memory files with switchable failures, for tests.
-#[derive(Default)]
+#[derive(Default, Clone)]
 pub struct MemStorage {
     pub files: BTreeMap<String, Vec<u8>>,
     /// The next append writes only this many bytes, then fails.

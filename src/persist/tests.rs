@@ -261,7 +261,7 @@ fn a_torn_final_record_is_dropped_and_reported() {
     let mut bytes = std::fs::read(&segment).unwrap();
     let whole =
         (bytes.iter().rposition(|b| *b != 0).unwrap() + 1).next_multiple_of(super::batch::ALIGN);
-    bytes[whole..whole + 10].copy_from_slice(b"ORDLYSB1\x01\x02");
+    bytes[whole..whole + 10].copy_from_slice(b"ORDLYSB2\x01\x02");
     std::fs::write(&segment, &bytes).unwrap();
 
     let (engine, data, report) = open_dir(dir.path());
@@ -351,6 +351,42 @@ fn damage_before_the_end_stops_startup_naming_file_and_offset() {
     bytes[super::batch::HEADER_BYTES + super::record::HEADER_BYTES + 4] ^= 0xff;
     std::fs::write(&segment, &bytes).unwrap();
     assert_damaged_at(dir.path(), &segment, 0);
+}
+
+#[test]
+fn the_log_key_is_made_once_and_a_damaged_or_missing_one_stops_startup() {
+    let dir = tempfile::tempdir().unwrap();
+    let key = dir.path().join("KEY");
+    let (engine, data, _) = open_dir(dir.path());
+    let made = std::fs::read(&key).unwrap();
+    engine.create_queue("q", &[], &[], Timestamp(1)).unwrap();
+    send(&engine, "q", "one", Timestamp(1));
+    let before = state(&engine);
+    close(data);
+    let (engine, data, report) = open_dir(dir.path());
+    assert!(report.dropped_tail.is_none());
+    assert_eq!(state(&engine), before, "read with the same key");
+    assert_eq!(std::fs::read(&key).unwrap(), made, "not made anew");
+    close(data);
+    let refused = |dir: &Path| match open(dir, FsyncMode::Always, &mut self::engine()) {
+        Err(RecoveryError::Corruption { file, .. }) => file == "KEY",
+        _ => false,
+    };
+    let mut damaged = made.clone();
+    damaged[10] ^= 1;
+    std::fs::write(&key, &damaged).unwrap();
+    assert!(refused(dir.path()), "a damaged key");
+    std::fs::remove_file(&key).unwrap();
+    assert!(
+        refused(dir.path()),
+        "a missing key, with segments sealed by it"
+    );
+    // Without segments, a new directory key is simply made.
+    let empty = tempfile::tempdir().unwrap();
+    close(open_dir(empty.path()).1);
+    std::fs::remove_file(empty.path().join("KEY")).unwrap();
+    close(open_dir(empty.path()).1);
+    assert_ne!(std::fs::read(empty.path().join("KEY")).unwrap(), made);
 }
 
 #[test]
