@@ -224,4 +224,6 @@ fn covered(loaded: &snapshot::Loaded, lsn: u64, change: &crate::engine::Change) 
 }
 
 #[cfg(test)]
+mod power_cut_tests;
+#[cfg(test)]
 mod tests;
