@@ -226,4 +226,6 @@ fn covered(loaded: &snapshot::Loaded, lsn: u64, change: &crate::engine::Change) 
 #[cfg(test)]
 mod power_cut_tests;
 #[cfg(test)]
+mod reopen_props;
+#[cfg(test)]
 mod tests;
