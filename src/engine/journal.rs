@@ -21,6 +21,34 @@ pub trait Journal: Send + Sync {
     fn submit(&self, change: &Change);
     /// The log sequence number the next change will get.
     fn next_lsn(&self) -> u64;
+    /// Opens a group: the changes submitted from now until the matching `release` (and any
+    /// submitted meanwhile by others) reach the log in one write, so a crash keeps all of them
+    /// or none. Must not block.
+    fn hold(&self) {}
+    fn release(&self) {}
+}
+
+/// An open group of changes (`Journal::hold`), closed when dropped. Changes that span
+/// several queues or a topic and its queues (a move, a dead-lettering, a publish's fan-out)
+/// are made inside one, so a crash cannot keep half of them.
+#[must_use]
+pub struct Atomic<'a>(Option<&'a dyn Journal>);
+
+impl<'a> Atomic<'a> {
+    pub fn new(journal: Option<&'a dyn Journal>) -> Self {
+        if let Some(journal) = journal {
+            journal.hold();
+        }
+        Atomic(journal)
+    }
+}
+
+impl Drop for Atomic<'_> {
+    fn drop(&mut self) {
+        if let Some(journal) = self.0 {
+            journal.release();
+        }
+    }
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]

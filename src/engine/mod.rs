@@ -166,6 +166,11 @@ impl<W: Default> Engine<W> {
         self.journal.as_ref()
     }
 
+    /// Keeps the changes made while the returned guard lives in one write of the log.
+    pub fn atomic(&self) -> journal::Atomic<'_> {
+        journal::Atomic::new(self.journal.as_deref())
+    }
+
     /// Logs changes held back by `QueueGuard::defer_changes`.
     pub fn submit(&self, deferred: Deferred) {
         if let (Some(journal), Some((name, uid, changes))) = (&self.journal, deferred.0) {
@@ -445,6 +450,8 @@ impl<W: Default> Engine<W> {
             .as_ref()
             .and(policy.as_ref())
             .map(|p| p.max_receive_count);
+        // A message dead-lettered is put in the DLQ and removed here in one write of the log.
+        let _atomic = dead_letter_after.map(|_| self.atomic());
         let (mut outcome, source_arn, deferred) = {
             let mut queue = entry.lock();
             let outcome = queue.receive(req, dead_letter_after, now)?;

@@ -189,7 +189,9 @@ impl<W: Default> Engine<W> {
             );
             return (Vec::new(), false);
         };
-        // The removals are logged after the puts into the destinations.
+        // The puts into the destinations, the removals after them and the task's new count
+        // reach the log in one write: a crash keeps the whole step or none of it.
+        let _atomic = self.atomic();
         let (messages, deferred) = {
             let mut q = source.lock();
             q.tick(now);

@@ -263,20 +263,29 @@ mod tests {
             .collect()
     }
 
+    /// An engine logging to `journal` with `src.fifo` (tagged `tags`), which dead-letters to
+    /// `dlq.fifo` after one receive.
+    fn source_and_dlq(
+        journal: Arc<dyn Journal>,
+        tags: &[(String, String)],
+        t: Timestamp,
+    ) -> Engine<()> {
+        let mut engine: Engine<()> = Engine::new("000000000000", "us-east-1");
+        engine.set_journal(journal);
+        let fifo = pairs(&[("FifoQueue", "true"), ("ContentBasedDeduplication", "true")]);
+        engine.create_queue("dlq.fifo", &fifo, &[], t).unwrap();
+        let redrive = r#"{"deadLetterTargetArn":"arn:aws:sqs:us-east-1:000000000000:dlq.fifo","maxReceiveCount":1}"#;
+        let mut source = fifo;
+        source.push(("RedrivePolicy".into(), redrive.into()));
+        engine.create_queue("src.fifo", &source, tags, t).unwrap();
+        engine
+    }
+
     #[test]
     fn replaying_the_recorded_changes_rebuilds_the_same_state() {
         let recorder = Arc::new(Recorder::default());
-        let mut original: Engine<()> = Engine::new("000000000000", "us-east-1");
-        original.set_journal(recorder.clone());
         let t = Timestamp(1_000_000);
-        let fifo = pairs(&[("FifoQueue", "true"), ("ContentBasedDeduplication", "true")]);
-        original.create_queue("dlq.fifo", &fifo, &[], t).unwrap();
-        let redrive = r#"{"deadLetterTargetArn":"arn:aws:sqs:us-east-1:000000000000:dlq.fifo","maxReceiveCount":1}"#;
-        let mut source = fifo.clone();
-        source.push(("RedrivePolicy".into(), redrive.into()));
-        original
-            .create_queue("src.fifo", &source, &pairs(&[("team", "a")]), t)
-            .unwrap();
+        let original = source_and_dlq(recorder.clone(), &pairs(&[("team", "a")]), t);
         original.create_queue("plain", &[], &[], t).unwrap();
         original.create_queue("gone", &[], &[], t).unwrap();
         for i in 0..6 {
@@ -348,6 +357,94 @@ mod tests {
                 > original.queue_uid("plain").unwrap(),
             "queue uids are never reused"
         );
+    }
+
+    /// Notes, for each change, how many groups (`Journal::hold`) were open when it came.
+    #[derive(Default)]
+    struct GroupWatch {
+        open: Mutex<usize>,
+        submitted: Mutex<Vec<usize>>,
+    }
+
+    impl Journal for GroupWatch {
+        fn submit(&self, _change: &Change) {
+            let open = *self.open.lock().unwrap();
+            self.submitted.lock().unwrap().push(open);
+        }
+        fn next_lsn(&self) -> u64 {
+            self.submitted.lock().unwrap().len() as u64
+        }
+        fn hold(&self) {
+            *self.open.lock().unwrap() += 1;
+        }
+        fn release(&self) {
+            *self.open.lock().unwrap() -= 1;
+        }
+    }
+
+    impl GroupWatch {
+        /// The changes since the last call, each with whether a group was open; and whether
+        /// every group opened was closed.
+        fn take(&self) -> (Vec<bool>, bool) {
+            let submitted = std::mem::take(&mut *self.submitted.lock().unwrap());
+            let closed = *self.open.lock().unwrap() == 0;
+            (submitted.into_iter().map(|open| open > 0).collect(), closed)
+        }
+    }
+
+    #[test]
+    fn changes_spanning_queues_are_made_inside_one_group() {
+        let watch = Arc::new(GroupWatch::default());
+        let t = Timestamp(3_000_000);
+        let engine = source_and_dlq(watch.clone(), &[], t);
+        let topic_attrs = pairs(&[("FifoTopic", "true"), ("ContentBasedDeduplication", "true")]);
+        let arn = engine.create_topic("t.fifo", &topic_attrs, &[], t).unwrap();
+        for queue in ["src.fifo", "dlq.fifo"] {
+            let endpoint = format!("arn:aws:sqs:us-east-1:000000000000:{queue}");
+            engine
+                .subscribe(&arn, "sqs", Some(&endpoint), &[], "http://localhost", t)
+                .unwrap();
+        }
+        watch.take();
+
+        // A publish: a copy to each queue and the topic's dedup entry.
+        engine
+            .publish(&arn, &publish_request("p", "g"), "http://localhost", t)
+            .unwrap();
+        let (published, closed) = watch.take();
+        assert!(closed);
+        assert_eq!(published, vec![true; 3]);
+
+        // A receive that dead-letters: the DLQ's put and the source's removal.
+        let src = engine.queue("src.fifo").unwrap();
+        let once = ReceiveRequest {
+            max_messages: Some(1),
+            visibility_timeout: Some(0),
+            attempt_id: None,
+        };
+        engine.receive(&src, &once, t.plus_millis(1)).unwrap();
+        watch.take();
+        let (outcome, dlq) = engine.receive(&src, &once, t.plus_millis(2)).unwrap();
+        assert!(
+            outcome.deliveries.is_empty() && dlq.is_some(),
+            "dead-lettered"
+        );
+        let (dead_lettered, closed) = watch.take();
+        assert!(closed);
+        assert!(dead_lettered.len() >= 2, "{dead_lettered:?}");
+        assert!(dead_lettered.iter().all(|open| *open));
+
+        // A move task's step: the put back, the removal from the DLQ, the task's count.
+        let dlq_arn = "arn:aws:sqs:us-east-1:000000000000:dlq.fifo";
+        let task = engine
+            .start_move_task(dlq_arn, None, None, t.plus_millis(3))
+            .unwrap();
+        watch.take();
+        engine.move_step(&task.id, dlq_arn, 10, t.plus_millis(4));
+        let (step, closed) = watch.take();
+        assert!(closed);
+        assert!(step.len() >= 3, "{step:?}");
+        assert!(step.iter().all(|open| *open));
     }
 
     fn publish_request(body: &str, group: &str) -> PublishRequest {

@@ -475,12 +475,14 @@ impl<W: Default> Engine<W> {
     ) -> EngineResult<Fanout<W>> {
         check_message(req)?;
         let entry = self.topic(topic_arn)?;
+        // Every copy, webhook delivery and the topic's dedup entry reach the log in one write,
+        // so a crash keeps the whole fan-out or none of it (declared first: dropped last).
+        let _atomic = self.atomic();
         let mut topic = entry.lock();
         if topic.deleted {
             return Err(not_found_topic());
         }
-        // Logged when the guard drops, after the copies: a crash in between loses the dedup
-        // entry, so a retry publishes again and the FIFO queues deduplicate the copies.
+        // Logged when the guard drops, after the copies.
         let publication = topic.publishing().accept(req, now)?;
         let mut fanout = Fanout {
             publication,

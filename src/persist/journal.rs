@@ -5,6 +5,11 @@
 //! Each record is the change's log sequence number (8 bytes, little endian) followed by the
 //! change in postcard. Numbers are handed out under the same lock that queues the record, so
 //! the log holds records in number order.
+//!
+//! Changes that belong together (`Journal::hold`) are never split between two writes: the
+//! writer takes records only up to where the groups still open began, and a batch is whole
+//! or dropped at recovery, so a crash keeps a group entirely or not at all. Groups are short
+//! (in-memory work under the engine's locks), so the writer is held back for microseconds.
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
@@ -62,6 +67,14 @@ pub struct JournalFailed;
 #[derive(Default)]
 struct Pending {
     records: Vec<Vec<u8>>,
+    /// Records handed to the writer so far: the position of `records[0]` among all records.
+    taken: u64,
+    /// Groups open (`Journal::hold`). Groups open at the same time form one region, which
+    /// starts where the first of them did and ends when the last closes: their records
+    /// interleave, so they can only be written together. The writer takes no record from
+    /// `region_start` on while any is open.
+    holders: usize,
+    region_start: u64,
     /// A snapshot waits for the writer to start a new segment.
     rotate: Option<std::sync::mpsc::Sender<Result<(u64, u64), String>>>,
     remove_before: Option<u64>,
@@ -192,6 +205,17 @@ impl FileJournal {
     }
 }
 
+impl Pending {
+    /// How many records the writer may take: those before the open region, if any.
+    fn ready(&self) -> usize {
+        if self.holders == 0 {
+            self.records.len()
+        } else {
+            (self.region_start - self.taken) as usize
+        }
+    }
+}
+
 impl Journal for FileJournal {
     fn submit(&self, change: &Change) {
         // The sequence number goes in front once it is known; until then, room for it.
@@ -214,15 +238,34 @@ impl Journal for FileJournal {
         let lsn = self.shared.next_lsn.fetch_add(1, Ordering::SeqCst);
         record[..8].copy_from_slice(&lsn.to_le_bytes());
         pending.records.push(record);
-        let first = pending.records.len() == 1;
+        // Inside an open group the writer is woken when the group closes.
+        let wake = pending.records.len() == 1 && pending.holders == 0;
         drop(pending);
-        if first {
+        if wake {
             self.shared.work.notify_one();
         }
     }
 
     fn next_lsn(&self) -> u64 {
         self.shared.next_lsn.load(Ordering::SeqCst)
+    }
+
+    fn hold(&self) {
+        let mut pending = self.lock();
+        if pending.holders == 0 {
+            pending.region_start = pending.taken + pending.records.len() as u64;
+        }
+        pending.holders += 1;
+    }
+
+    fn release(&self) {
+        let mut pending = self.lock();
+        pending.holders = pending.holders.saturating_sub(1);
+        let wake = pending.ready() > 0 || pending.closing;
+        drop(pending);
+        if wake {
+            self.shared.work.notify_one();
+        }
     }
 }
 
@@ -244,10 +287,12 @@ fn write_loop<S: Storage>(shared: &Shared, mut log: SegmentLog<S>, mode: FsyncMo
         let (records, rotate, remove_before, closing, next_lsn) = {
             let mut pending = shared.pending.lock().unwrap_or_else(|p| p.into_inner());
             loop {
-                if !pending.records.is_empty()
+                // Closing waits for open groups, so that none is cut short.
+                let closing = pending.closing && pending.holders == 0;
+                if pending.ready() > 0
                     || pending.rotate.is_some()
                     || pending.remove_before.is_some()
-                    || pending.closing
+                    || closing
                 {
                     break;
                 }
@@ -266,12 +311,19 @@ fn write_loop<S: Storage>(shared: &Shared, mut log: SegmentLog<S>, mode: FsyncMo
                     .unwrap_or_else(|p| p.into_inner())
                     .0;
             }
+            let ready = pending.ready();
+            let held = pending.records.split_off(ready);
+            let records = std::mem::replace(&mut pending.records, held);
+            pending.taken += ready as u64;
+            // Numbers are handed out in record order, so the records held back for open
+            // groups are the last ones numbered.
+            let next_lsn = shared.next_lsn.load(Ordering::SeqCst) - pending.records.len() as u64;
             (
-                std::mem::take(&mut pending.records),
+                records,
                 pending.rotate.take(),
                 pending.remove_before.take(),
-                pending.closing,
-                shared.next_lsn.load(Ordering::SeqCst),
+                pending.closing && pending.holders == 0,
+                next_lsn,
             )
         };
         let failed = shared.durable.borrow().failed;

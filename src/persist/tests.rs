@@ -489,6 +489,50 @@ fn queued_changes_become_durable_in_order() {
     journal.close();
 }
 
+#[test]
+fn a_group_is_written_in_one_batch_and_holds_back_only_what_follows_its_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_engine, data, _) = open_dir(dir.path());
+    let journal = data.journal.clone();
+    let runtime = rt();
+    let first = journal.next_lsn();
+    journal.submit(&sample_change());
+    journal.hold();
+    journal.submit(&sample_change());
+    // The change before the group is written while the group is open; the group's is not.
+    runtime.block_on(journal.wait(first + 1)).unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(50));
+    assert_eq!(
+        journal.durable().lsn,
+        first + 1,
+        "an open group is held back"
+    );
+    journal.submit(&sample_change());
+    journal.release();
+    runtime.block_on(journal.wait(first + 3)).unwrap();
+    // Overlapping groups: nothing of either is written before the last one closes.
+    journal.hold();
+    journal.submit(&sample_change());
+    journal.hold();
+    journal.submit(&sample_change());
+    journal.release();
+    std::thread::sleep(std::time::Duration::from_millis(50));
+    assert_eq!(
+        journal.durable().lsn,
+        first + 3,
+        "the inner group is still open"
+    );
+    journal.release();
+    runtime.block_on(journal.wait(first + 5)).unwrap();
+    close(data);
+    let bytes = std::fs::read(newest_segment(dir.path())).unwrap();
+    assert_eq!(
+        batch_starts(&bytes).len(),
+        3,
+        "the first change alone, then each group's changes in one write"
+    );
+}
+
 fn publish(engine: &TestEngine, arn: &str, body: &str, now: Timestamp) -> bool {
     let request = crate::engine::topic::PublishRequest {
         message: body.into(),
