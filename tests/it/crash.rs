@@ -1,5 +1,5 @@
 //! Crash recovery with the real binary: sustained send / receive / delete load on a FIFO queue
-//! with many groups, and publishes to a FIFO topic fanned out into a second FIFO queue; SIGKILL
+//! with many groups, and publishes to a FIFO topic fanned out into two more FIFO queues; SIGKILL
 //! at a random moment, restart on the same data directory, verify.
 //! Rounds: 20 by default; `ORDERLY_CRASH_ROUNDS=200 cargo test crash` runs a longer campaign.
 //!
@@ -11,8 +11,10 @@
 //! - messages received (acknowledged) before the crash stay invisible until their deadline,
 //!   and their receipt handles still work;
 //! - sequence numbers are never reused, and deduplication ids are remembered;
-//! - every acknowledged publish reached the subscribed queue once, in group order, and the
-//!   topic still remembers the last one's deduplication id.
+//! - every acknowledged publish reached each subscribed queue once, in group order, and the
+//!   topic still remembers the last one's deduplication id;
+//! - every publish, acknowledged or cut off by the crash, reached both subscribed queues or
+//!   neither (a fan-out is logged in one write).
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::io::{BufRead, BufReader};
@@ -26,7 +28,7 @@ use aws_sdk_sqs::config::{BehaviorVersion, Credentials, Region};
 
 const QUEUE: &str = "crash.fifo";
 const TOPIC: &str = "crash-topic.fifo";
-const FANOUT_QUEUE: &str = "crash-fanout.fifo";
+const FANOUT_QUEUES: [&str; 2] = ["crash-fanout.fifo", "crash-fanout-2.fifo"];
 const SENDERS: usize = 4;
 const GROUPS_PER_SENDER: usize = 4;
 const RECEIVERS: usize = 2;
@@ -163,13 +165,13 @@ async fn publisher(
     }
 }
 
-/// The subscribed queue holds every acknowledged publish once, in group order; the topic
-/// still deduplicates the last one.
+/// Each subscribed queue holds every acknowledged publish once, in group order, and both
+/// hold the same publishes; the topic still deduplicates the last one.
 async fn verify_fanout(
     sqs: &aws_sdk_sqs::Client,
     sns: &aws_sdk_sns::Client,
     topic: &str,
-    url: &str,
+    urls: &[String],
     model: &mut Model,
     round: usize,
 ) {
@@ -189,10 +191,29 @@ async fn verify_fanout(
             "round {round}: topic dedup forgot {dedup}"
         );
     }
-    let bodies = drain(sqs, url, round).await;
+    let mut copies = Vec::new();
+    for url in urls {
+        let bodies = drain(sqs, url, round).await;
+        check_copies(&bodies, model, round);
+        copies.push(bodies.into_iter().collect::<HashSet<String>>());
+    }
+    assert!(
+        copies.windows(2).all(|w| w[0] == w[1]),
+        "round {round}: a publish reached one subscribed queue and not the other: {:?}",
+        copies[0]
+            .symmetric_difference(&copies[1])
+            .collect::<Vec<_>>()
+    );
+    model.published.clear();
+    model.maybe_published.clear();
+}
+
+/// One subscribed queue's copies: nothing unexpected, no acknowledged publish missing, each
+/// group in order.
+fn check_copies(bodies: &[String], model: &Model, round: usize) {
     let all: HashSet<&String> = bodies.iter().collect();
     let mut seen: BTreeMap<String, Vec<u64>> = BTreeMap::new();
-    for body in &bodies {
+    for body in bodies {
         assert!(
             model.published.contains_key(body) || model.maybe_published.contains(body),
             "round {round}: unexpected publish {body}"
@@ -212,8 +233,6 @@ async fn verify_fanout(
             "round {round}: published group {group} out of order: {orders:?}"
         );
     }
-    model.published.clear();
-    model.maybe_published.clear();
 }
 
 /// Receives and deletes everything the queue holds; bodies in the order they came, each once.
@@ -493,7 +512,7 @@ async fn acknowledged_work_survives_sigkill_at_random_moments() {
         rng_state % below
     };
     let mut url = String::new();
-    let mut fanout_url = String::new();
+    let mut fanout_urls = Vec::new();
     let mut topic = String::new();
     let mut acknowledged = 0;
     let mut publishes = 0;
@@ -502,7 +521,7 @@ async fn acknowledged_work_survives_sigkill_at_random_moments() {
         let sqs = client(process.addr);
         let sns = sns_client(process.addr);
         if round == 0 {
-            (topic, fanout_url) = create_topic(&sqs, &sns).await;
+            (topic, fanout_urls) = create_topic(&sqs, &sns).await;
             url = sqs
                 .create_queue()
                 .queue_name(QUEUE)
@@ -514,7 +533,7 @@ async fn acknowledged_work_survives_sigkill_at_random_moments() {
                 .unwrap();
         } else {
             verify(&sqs, &url, &mut model, round).await;
-            verify_fanout(&sqs, &sns, &topic, &fanout_url, &mut model, round).await;
+            verify_fanout(&sqs, &sns, &topic, &fanout_urls, &mut model, round).await;
         }
         let shared = Arc::new(Mutex::new(std::mem::take(&mut model)));
         let mut tasks = Vec::new();
@@ -554,7 +573,7 @@ async fn acknowledged_work_survives_sigkill_at_random_moments() {
     let sqs = client(process.addr);
     verify(&sqs, &url, &mut model, rounds).await;
     let sns = sns_client(process.addr);
-    verify_fanout(&sqs, &sns, &topic, &fanout_url, &mut model, rounds).await;
+    verify_fanout(&sqs, &sns, &topic, &fanout_urls, &mut model, rounds).await;
     drop(process);
     eprintln!(
         "{rounds} rounds, {acknowledged} acknowledged sends and deletes, {publishes} publishes"
@@ -577,17 +596,11 @@ async fn acknowledged_work_survives_sigkill_at_random_moments() {
     assert_eq!(snapshots, 1, "snapshots were taken under the load");
 }
 
-/// A FIFO topic with a raw-delivery FIFO queue subscribed; returns (topic ARN, queue URL).
-async fn create_topic(sqs: &aws_sdk_sqs::Client, sns: &aws_sdk_sns::Client) -> (String, String) {
-    let queue_url = sqs
-        .create_queue()
-        .queue_name(FANOUT_QUEUE)
-        .attributes(aws_sdk_sqs::types::QueueAttributeName::FifoQueue, "true")
-        .send()
-        .await
-        .expect("create fan-out queue")
-        .queue_url
-        .unwrap();
+/// A FIFO topic with two raw-delivery FIFO queues subscribed; returns (topic ARN, queue URLs).
+async fn create_topic(
+    sqs: &aws_sdk_sqs::Client,
+    sns: &aws_sdk_sns::Client,
+) -> (String, Vec<String>) {
     let topic = sns
         .create_topic()
         .name(TOPIC)
@@ -597,15 +610,28 @@ async fn create_topic(sqs: &aws_sdk_sqs::Client, sns: &aws_sdk_sns::Client) -> (
         .expect("create topic")
         .topic_arn
         .unwrap();
-    sns.subscribe()
-        .topic_arn(&topic)
-        .protocol("sqs")
-        .endpoint(format!("arn:aws:sqs:us-east-1:000000000000:{FANOUT_QUEUE}"))
-        .attributes("RawMessageDelivery", "true")
-        .send()
-        .await
-        .expect("subscribe");
-    (topic, queue_url)
+    let mut urls = Vec::new();
+    for queue in FANOUT_QUEUES {
+        let url = sqs
+            .create_queue()
+            .queue_name(queue)
+            .attributes(aws_sdk_sqs::types::QueueAttributeName::FifoQueue, "true")
+            .send()
+            .await
+            .expect("create fan-out queue")
+            .queue_url
+            .unwrap();
+        sns.subscribe()
+            .topic_arn(&topic)
+            .protocol("sqs")
+            .endpoint(format!("arn:aws:sqs:us-east-1:000000000000:{queue}"))
+            .attributes("RawMessageDelivery", "true")
+            .send()
+            .await
+            .expect("subscribe");
+        urls.push(url);
+    }
+    (topic, urls)
 }
 
 /// A warning logged at startup (here: a torn log tail being dropped) goes to stderr, so the
