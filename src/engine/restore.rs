@@ -397,7 +397,11 @@ mod tests {
         let watch = Arc::new(GroupWatch::default());
         let t = Timestamp(3_000_000);
         let engine = source_and_dlq(watch.clone(), &[], t);
-        let topic_attrs = pairs(&[("FifoTopic", "true"), ("ContentBasedDeduplication", "true")]);
+        let topic_attrs = pairs(&[
+            ("FifoTopic", "true"),
+            ("ContentBasedDeduplication", "true"),
+            ("ArchivePolicy", r#"{"MessageRetentionPeriod":"1"}"#),
+        ]);
         let arn = engine.create_topic("t.fifo", &topic_attrs, &[], t).unwrap();
         for queue in ["src.fifo", "dlq.fifo"] {
             let endpoint = format!("arn:aws:sqs:us-east-1:000000000000:{queue}");
@@ -445,6 +449,34 @@ mod tests {
         assert!(closed);
         assert!(step.len() >= 3, "{step:?}");
         assert!(step.iter().all(|open| *open));
+
+        // A replay from the archive: the copy and the replay's completion.
+        let fifo = pairs(&[("FifoQueue", "true"), ("ContentBasedDeduplication", "true")]);
+        engine.create_queue("late.fifo", &fifo, &[], t).unwrap();
+        // The publish above was at t: 1970-01-01T00:50:00Z.
+        let replay = pairs(&[(
+            "ReplayPolicy",
+            r#"{"PointType":"Timestamp","StartingPoint":"1970-01-01T00:50:00.000Z"}"#,
+        )]);
+        let endpoint = "arn:aws:sqs:us-east-1:000000000000:late.fifo";
+        let late = engine
+            .subscribe(
+                &arn,
+                "sqs",
+                Some(endpoint),
+                &replay,
+                "http://localhost",
+                t.plus_millis(5),
+            )
+            .unwrap();
+        watch.take();
+        let touched = engine
+            .replay(&late.arn, "http://localhost", t.plus_millis(6))
+            .unwrap();
+        assert_eq!(touched.len(), 1, "the archived publish was replayed");
+        let (replayed, closed) = watch.take();
+        assert!(closed);
+        assert_eq!(replayed, vec![true; 2]);
     }
 
     fn publish_request(body: &str, group: &str) -> PublishRequest {

@@ -668,6 +668,9 @@ impl<W: Default> Engine<W> {
         now: Timestamp,
     ) -> EngineResult<Vec<Arc<QueueEntry<W>>>> {
         let entry = self.subscription_topic(subscription_arn)?;
+        // The copies and the replay's completion reach the log in one write: a crash cannot
+        // leave copies made and the replay still pending (to run again).
+        let _atomic = self.atomic();
         let mut topic = entry.lock();
         let Some(index) = topic
             .subscriptions
