@@ -477,6 +477,37 @@ mod tests {
         let (replayed, closed) = watch.take();
         assert!(closed);
         assert_eq!(replayed, vec![true; 2]);
+
+        // A webhook notification out of retries: its dead-letter copy and its removal.
+        use crate::engine::delivery::Outcome;
+        engine.create_queue("hooks-dlq", &[], &[], t).unwrap();
+        let hooks = engine.create_topic("hooks", &[], &[], t).unwrap();
+        let redrive = pairs(&[(
+            "RedrivePolicy",
+            r#"{"deadLetterTargetArn":"arn:aws:sqs:us-east-1:000000000000:hooks-dlq"}"#,
+        )]);
+        engine
+            .subscribe(&hooks, "http", Some("http://h/a"), &redrive, "http://o", t)
+            .unwrap();
+        let confirmation = engine.take_deliveries(t, 10);
+        let body: serde_json::Value = serde_json::from_str(&confirmation[0].delivery.body).unwrap();
+        engine.finish_delivery(&confirmation[0], Outcome::Delivered, t);
+        engine
+            .confirm_subscription(&hooks, body["Token"].as_str().unwrap(), true, false, t)
+            .unwrap();
+        let mut request = publish_request("hook", "g");
+        request.group_id = None;
+        engine.publish(&hooks, &request, "http://o", t).unwrap();
+        let attempt = engine.take_deliveries(t, 10).remove(0);
+        watch.take();
+        let result = engine.finish_delivery(&attempt, Outcome::Permanent, t);
+        assert!(matches!(
+            result,
+            crate::engine::webhooks::AttemptResult::DeadLettered(_)
+        ));
+        let (dead_lettered, closed) = watch.take();
+        assert!(closed);
+        assert_eq!(dead_lettered, vec![true; 2]);
     }
 
     fn publish_request(body: &str, group: &str) -> PublishRequest {

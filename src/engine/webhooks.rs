@@ -426,10 +426,11 @@ impl<W: Default> Engine<W> {
         outcome: Outcome,
         now: Timestamp,
     ) -> AttemptResult<W> {
+        // A failed notification's dead-letter copy and its removal reach the log in one write.
+        let _atomic = self.atomic();
         let mut outbox = self.outbox();
         let finished = outbox.finish(attempt.id, outcome, now);
-        // A failed notification's removal is logged after its dead-letter copy, so a crash in
-        // between leaves it pending (sent again) rather than lost.
+        // The removal is logged after the dead-letter copy, as the copy must exist first.
         let held = match &finished {
             Finished::Failed(delivery) if delivery.kind == Kind::Notification => {
                 outbox.take_changes()
