@@ -522,15 +522,7 @@ async fn acknowledged_work_survives_sigkill_at_random_moments() {
         let sns = sns_client(process.addr);
         if round == 0 {
             (topic, fanout_urls) = create_topic(&sqs, &sns).await;
-            url = sqs
-                .create_queue()
-                .queue_name(QUEUE)
-                .attributes(aws_sdk_sqs::types::QueueAttributeName::FifoQueue, "true")
-                .send()
-                .await
-                .expect("create")
-                .queue_url
-                .unwrap();
+            url = create_fifo_queue(&sqs, QUEUE).await;
         } else {
             verify(&sqs, &url, &mut model, round).await;
             verify_fanout(&sqs, &sns, &topic, &fanout_urls, &mut model, round).await;
@@ -596,6 +588,17 @@ async fn acknowledged_work_survives_sigkill_at_random_moments() {
     assert_eq!(snapshots, 1, "snapshots were taken under the load");
 }
 
+async fn create_fifo_queue(sqs: &aws_sdk_sqs::Client, name: &str) -> String {
+    sqs.create_queue()
+        .queue_name(name)
+        .attributes(aws_sdk_sqs::types::QueueAttributeName::FifoQueue, "true")
+        .send()
+        .await
+        .expect("create queue")
+        .queue_url
+        .unwrap()
+}
+
 /// A FIFO topic with two raw-delivery FIFO queues subscribed; returns (topic ARN, queue URLs).
 async fn create_topic(
     sqs: &aws_sdk_sqs::Client,
@@ -612,15 +615,7 @@ async fn create_topic(
         .unwrap();
     let mut urls = Vec::new();
     for queue in FANOUT_QUEUES {
-        let url = sqs
-            .create_queue()
-            .queue_name(queue)
-            .attributes(aws_sdk_sqs::types::QueueAttributeName::FifoQueue, "true")
-            .send()
-            .await
-            .expect("create fan-out queue")
-            .queue_url
-            .unwrap();
+        let url = create_fifo_queue(sqs, queue).await;
         sns.subscribe()
             .topic_arn(&topic)
             .protocol("sqs")
