@@ -228,6 +228,9 @@ struct ProducerPlan {
     batch: bool,
     /// Messages per second for this producer, if paced.
     rate: Option<f64>,
+    /// This producer's place among `of` paced producers: each starts its own share of one
+    /// interval later, so that together they send evenly rather than all at the same moment.
+    slot: (usize, usize),
     /// Stop after this many messages.
     limit: Option<u64>,
 }
@@ -258,9 +261,11 @@ async fn produce(
         .rate
         .map(|r| Duration::from_secs_f64(per_request as f64 / r));
     let started = Instant::now();
+    let (slot, of) = plan.slot;
     while !stop.load(Ordering::Relaxed) && plan.limit.is_none_or(|l| result.sent < l) {
         if let Some(step) = interval {
-            let due = started + step.mul_f64((result.sent / per_request) as f64);
+            let request = (result.sent / per_request) as f64 + slot as f64 / of as f64;
+            let due = started + step.mul_f64(request);
             tokio::time::sleep_until(due.into()).await;
         }
         let entries: Vec<(usize, u64)> = (0..per_request)
@@ -316,6 +321,7 @@ fn spawn_producers(
                 groups: owned_groups(p, args.producers, groups),
                 batch,
                 rate,
+                slot: (p, args.producers),
                 limit,
             };
             tokio::spawn(produce(
