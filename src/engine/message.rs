@@ -342,7 +342,7 @@ pub fn hex(bytes: &[u8]) -> String {
 }
 
 /// True for characters SQS accepts in bodies and string attribute values.
-pub(super) fn allowed_char(c: char) -> bool {
+pub(crate) fn allowed_char(c: char) -> bool {
     matches!(c as u32,
         0x9 | 0xA | 0xD | 0x20..=0xD7FF | 0xE000..=0xFFFD | 0x10000..=0x10FFFF)
 }

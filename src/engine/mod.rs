@@ -480,6 +480,17 @@ pub fn check_tags<'a>(
     total_after: usize,
 ) -> EngineResult<()> {
     for (key, value) in tags {
+        // Tags come back in XML answers, which cannot carry these characters.
+        if let Some(bad) = key
+            .chars()
+            .chain(value.chars())
+            .find(|c| !message::allowed_char(*c))
+        {
+            return Err(EngineError::invalid(format!(
+                "Tags contain the invalid character '#x{:X}'.",
+                bad as u32
+            )));
+        }
         if key.is_empty() || key.chars().count() > 128 {
             return Err(EngineError::invalid(format!(
                 "Tag key {key} is invalid. Tag keys must be 1 to 128 characters long."
@@ -508,6 +519,19 @@ mod tests {
             .iter()
             .map(|(a, b)| (a.to_string(), b.to_string()))
             .collect()
+    }
+
+    #[test]
+    fn tags_must_fit_in_an_xml_answer() {
+        let ok = check_tags([("team", "prices é ✓")].into_iter(), 1);
+        assert!(ok.is_ok());
+        for (key, value) in [("a\u{1}", "v"), ("k", "v\u{fffe}"), ("k", "\u{0}")] {
+            let refused = check_tags([(key, value)].into_iter(), 1);
+            assert!(
+                matches!(&refused, Err(EngineError::InvalidParameterValue(m)) if m.contains("invalid character")),
+                "{key:?}={value:?}: {refused:?}"
+            );
+        }
     }
 
     fn send(engine: &Engine<()>, queue: &str, body: &str, now: Timestamp) {

@@ -3,6 +3,8 @@
 
 use serde_json::{Map, Value};
 
+use crate::engine::message::allowed_char;
+
 pub const SQS_NAMESPACE: &str = "http://queue.amazonaws.com/doc/2012-11-05/";
 
 /// Escapes text as SQS does: besides `&`, `<`, `>`, also `"` and carriage return, because XML
@@ -15,6 +17,9 @@ pub fn escape(text: &str, out: &mut String) {
             '>' => out.push_str("&gt;"),
             '"' => out.push_str("&quot;"),
             '\r' => out.push_str("&#xD;"),
+            // XML cannot carry these even as references; they only get here echoed in an
+            // error message (stored text is checked on the way in).
+            c if !allowed_char(c) => out.push(char::REPLACEMENT_CHARACTER),
             _ => out.push(c),
         }
     }
@@ -164,6 +169,13 @@ mod tests {
         let mut out = String::new();
         escape("a\r\n\"<&>'", &mut out);
         assert_eq!(out, "a&#xD;\n&quot;&lt;&amp;&gt;'");
+    }
+
+    #[test]
+    fn characters_xml_cannot_hold_become_replacement_characters() {
+        let mut out = String::new();
+        escape("a\u{0}b\u{1b}c\u{fffe}d\te\u{10000}", &mut out);
+        assert_eq!(out, "a\u{fffd}b\u{fffd}c\u{fffd}d\te\u{10000}");
     }
 
     #[test]
