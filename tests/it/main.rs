@@ -3,6 +3,7 @@
 
 mod common;
 mod crash;
+mod hostile_input;
 mod receiver;
 mod sns_api;
 mod sns_fanout;
