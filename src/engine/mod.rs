@@ -479,18 +479,18 @@ pub fn check_tags<'a>(
     tags: impl Iterator<Item = (&'a str, &'a str)>,
     total_after: usize,
 ) -> EngineResult<()> {
+    check_tag_text(tags)?;
+    check_tag_count(total_after)
+}
+
+/// Tag keys and values: their lengths, and only characters an XML answer can carry.
+pub fn check_tag_text<'a>(tags: impl Iterator<Item = (&'a str, &'a str)>) -> EngineResult<()> {
     for (key, value) in tags {
-        // Tags come back in XML answers, which cannot carry these characters.
-        if let Some(bad) = key
-            .chars()
-            .chain(value.chars())
-            .find(|c| !message::allowed_char(*c))
-        {
-            return Err(EngineError::invalid(format!(
-                "Tags contain the invalid character '#x{:X}'.",
-                bad as u32
-            )));
-        }
+        check_xml_text(key)
+            .and_then(|()| check_xml_text(value))
+            .map_err(|bad| {
+                EngineError::invalid(format!("Tags contain the invalid character '#x{bad:X}'."))
+            })?;
         if key.is_empty() || key.chars().count() > 128 {
             return Err(EngineError::invalid(format!(
                 "Tag key {key} is invalid. Tag keys must be 1 to 128 characters long."
@@ -502,12 +502,25 @@ pub fn check_tags<'a>(
             )));
         }
     }
+    Ok(())
+}
+
+pub fn check_tag_count(total_after: usize) -> EngineResult<()> {
     if total_after > 50 {
         return Err(EngineError::invalid(
             "Too many tags added for queue. A queue can have at most 50 tags.",
         ));
     }
     Ok(())
+}
+
+/// Text kept and later answered in XML (tags, topic and subscription attributes) holds only
+/// the characters a message body may; `Err` names the first other one.
+pub fn check_xml_text(text: &str) -> Result<(), u32> {
+    match text.chars().find(|c| !message::allowed_char(*c)) {
+        Some(bad) => Err(bad as u32),
+        None => Ok(()),
+    }
 }
 
 #[cfg(test)]

@@ -230,11 +230,10 @@ impl<W: Default> Engine<W> {
             }
             return Ok(topic.arn.clone());
         }
-        super::check_tags(
+        check_topic_tags(
             tags.iter().map(|(k, v)| (k.as_str(), v.as_str())),
             tags.len(),
-        )
-        .map_err(|e| EngineError::TagLimitExceeded(e.to_string()))?;
+        )?;
         let mut topic = Topic::new(name, self.topic_arn(name), &self.account_id, attrs, now)?;
         topic.tags.extend(tags.iter().cloned());
         let arn = topic.arn.clone();
@@ -767,4 +766,23 @@ impl<W: Default> Engine<W> {
         let mut topic = entry.lock();
         f(&mut topic.tags)
     }
+}
+
+/// Tags for a topic: the queue rules, with SNS's error codes (InvalidParameter, and
+/// TagLimitExceeded past 50 tags).
+pub fn check_topic_tags<'a>(
+    tags: impl Iterator<Item = (&'a str, &'a str)>,
+    total_after: usize,
+) -> EngineResult<()> {
+    super::check_tag_text(tags).map_err(|e| match e {
+        EngineError::InvalidParameterValue(m) => {
+            invalid(format!("Invalid parameter: Tags Reason: {m}"))
+        }
+        other => other,
+    })?;
+    super::check_tag_count(total_after).map_err(|_| {
+        EngineError::TagLimitExceeded(
+            "Could not complete request: tag quota of per resource exceeded".into(),
+        )
+    })
 }

@@ -7,7 +7,7 @@ use super::batch::failure;
 use super::render::decode_attributes;
 use super::{RequestContext, Service};
 use crate::engine::topic::PublishRequest;
-use crate::engine::{check_tags, EngineError};
+use crate::engine::topics::check_topic_tags;
 use crate::protocol::sns::*;
 use crate::protocol::sqs::{Empty, Pairs};
 use crate::protocol::{encode_ok, ApiError, Encoded, ErrorCode, Payload, Protocol};
@@ -515,11 +515,10 @@ impl Service {
                 .iter()
                 .filter(|t| !existing.contains_key(&t.key))
                 .count();
-            check_tags(
+            check_topic_tags(
                 tags.iter().map(|t| (t.key.as_str(), t.value.as_str())),
                 existing.len() + added,
-            )
-            .map_err(|e| EngineError::TagLimitExceeded(e.to_string()))?;
+            )?;
             existing.extend(tags.into_iter().map(|t| (t.key, t.value)));
             Ok(())
         })?;

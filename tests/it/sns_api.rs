@@ -259,3 +259,72 @@ async fn list_topics_and_subscriptions_page_by_100() {
         Some("Invalid parameter: NextToken")
     );
 }
+
+/// Text SNS keeps and answers in XML must be text XML can carry; SNS's codes for tag errors.
+#[tokio::test]
+async fn tags_and_attributes_refuse_characters_xml_cannot_hold() {
+    let server = start().await;
+    let topic = fifo_topic(&server, "t.fifo").await;
+    let err = server
+        .sns
+        .create_topic()
+        .name("named")
+        .attributes("DisplayName", "a\u{1}b")
+        .send()
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Some("InvalidParameter"), "{err:?}");
+    let err = server
+        .sns
+        .tag_resource()
+        .resource_arn(&topic)
+        .tags(
+            aws_sdk_sns::types::Tag::builder()
+                .key("k")
+                .value("v\u{fffe}")
+                .build()
+                .unwrap(),
+        )
+        .send()
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Some("InvalidParameter"), "{err:?}");
+    let many: Vec<_> = (0..51)
+        .map(|i| {
+            aws_sdk_sns::types::Tag::builder()
+                .key(format!("k{i}"))
+                .value("v")
+                .build()
+                .unwrap()
+        })
+        .collect();
+    let err = server
+        .sns
+        .tag_resource()
+        .resource_arn(&topic)
+        .set_tags(Some(many))
+        .send()
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Some("TagLimitExceeded"), "{err:?}");
+    let subscription = crate::common::subscribe(&server, &topic, "q.fifo", true).await;
+    let err = server
+        .sns
+        .set_subscription_attributes()
+        .subscription_arn(&subscription)
+        .attribute_name("FilterPolicy")
+        .attribute_value("{\"a\":[\"\u{fffe}\"]}")
+        .send()
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Some("InvalidParameter"), "{err:?}");
+    // Nothing of it was kept.
+    let tags = server
+        .sns
+        .list_tags_for_resource()
+        .resource_arn(&topic)
+        .send()
+        .await
+        .unwrap();
+    assert!(tags.tags().is_empty(), "{tags:?}");
+}

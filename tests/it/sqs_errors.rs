@@ -268,3 +268,40 @@ async fn bad_receipt_handles_and_parameters() {
         .unwrap_err();
     assert!(err.into_service_error().is_invalid_message_contents());
 }
+
+/// Text that XML cannot carry: tags refuse it; an error echoing it answers U+FFFD in XML.
+#[tokio::test]
+async fn characters_xml_cannot_hold() {
+    let server = start().await;
+    let url = fifo_queue(&server, "x.fifo", &[]).await;
+    let err = server
+        .sqs
+        .tag_queue()
+        .queue_url(&url)
+        .tags("team", "a\u{1}b")
+        .send()
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Some("InvalidParameterValue"), "{err:?}");
+    let tags = server
+        .sqs
+        .list_queue_tags()
+        .queue_url(&url)
+        .send()
+        .await
+        .unwrap();
+    assert!(tags.tags().is_none_or(|t| t.is_empty()), "{tags:?}");
+    let (status, body) = crate::common::query(
+        &server,
+        "/",
+        &[
+            ("Action", "DeleteMessage"),
+            ("QueueUrl", url.as_str()),
+            ("ReceiptHandle", "bad\u{0}handle"),
+        ],
+    )
+    .await;
+    assert_eq!(status, 400, "{body}");
+    assert!(!body.contains('\u{0}'), "{body:?}");
+    assert!(body.contains("bad\u{fffd}handle"), "{body}");
+}

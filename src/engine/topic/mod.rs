@@ -14,6 +14,7 @@ use super::delivery::policy::{EffectivePolicy, SubscriptionPolicy, TopicPolicy};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use super::check_xml_text;
 use super::error::{EngineError, EngineResult};
 use super::message::{content_dedup_id, validate_attribute, validate_token, MessageAttributes};
 use super::queue::DEDUP_WINDOW_MS;
@@ -163,6 +164,7 @@ impl Subscription {
 
     /// Applies one attribute; `prefix` is "Attributes Reason: " for Subscribe, "" for Set.
     pub fn set(&mut self, name: &str, value: &str, prefix: &str) -> EngineResult<()> {
+        check_xml_text(value).map_err(|_| invalid(format!("Invalid parameter: {prefix}{name}")))?;
         match name {
             "RawMessageDelivery" => {
                 self.raw_delivery = match value.to_ascii_lowercase().as_str() {
@@ -371,6 +373,7 @@ impl Topic {
         prefix: &str,
         now: Timestamp,
     ) -> EngineResult<()> {
+        check_xml_text(value).map_err(|_| invalid(format!("Invalid parameter: {prefix}{name}")))?;
         let fifo_only = matches!(
             name,
             "ContentBasedDeduplication" | "FifoThroughputScope" | "ArchivePolicy"
