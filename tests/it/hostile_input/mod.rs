@@ -23,9 +23,17 @@ use values::{queue_url, HANDLE, SUBSCRIPTION};
 
 #[derive(Debug, Clone)]
 enum Hostile {
-    Json { action: String, body: Vec<u8> },
-    SqsQuery { params: Vec<(String, String)> },
-    SnsQuery { params: Vec<(String, String)> },
+    Json {
+        action: String,
+        body: Vec<u8>,
+    },
+    SqsQuery {
+        params: Vec<(String, String)>,
+        path: String,
+    },
+    SnsQuery {
+        params: Vec<(String, String)>,
+    },
 }
 
 /// A long poll would make the barrage slow, not wrong: waits of 1–20 s become 0.
@@ -222,7 +230,11 @@ impl Barrage {
                     .await;
                 (0, action.clone(), response)
             }
-            Hostile::SqsQuery { params } | Hostile::SnsQuery { params } => {
+            Hostile::SqsQuery { params, .. } | Hostile::SnsQuery { params } => {
+                let path = match request {
+                    Hostile::SqsQuery { path, .. } => path.trim_start_matches('/'),
+                    _ => "",
+                };
                 let mut params = params.clone();
                 no_long_polls_query(&mut params);
                 for (_, v) in params.iter_mut() {
@@ -232,7 +244,7 @@ impl Barrage {
                 let service = if sns { "sns" } else { "sqs" };
                 let response = self
                     .http
-                    .post(&self.base)
+                    .post(format!("{}{path}", self.base))
                     .header("content-type", "application/x-www-form-urlencoded")
                     .header(
                         "authorization",

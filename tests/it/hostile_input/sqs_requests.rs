@@ -345,14 +345,28 @@ pub(super) fn odd_index() -> impl Strategy<Value = String> {
     prop_oneof![6 => Just(String::new()), 1 => select(vec!["0", "x", "-1", "99999999999999999999"]).prop_map(String::from)]
 }
 
+/// Old clients post to the queue's URL and leave `QueueUrl` out; any path must be safe.
+fn query_path() -> impl Strategy<Value = String> {
+    prop_oneof![
+        4 => Just("/".to_string()),
+        2 => select(QUEUES).prop_map(|q| format!("/{ACCOUNT}/{q}")),
+        1 => select(vec!["/000000000000/", "/x/y/z", "/%00", "/000000000000/fz.fifo/x"]).prop_map(String::from),
+    ]
+}
+
 pub(super) fn sqs_query_request() -> BoxedStrategy<Hostile> {
-    (sqs_action_and_fields(), odd_index(), any::<bool>())
-        .prop_map(|((action, fields), odd, version)| {
+    (
+        sqs_action_and_fields(),
+        odd_index(),
+        any::<bool>(),
+        query_path(),
+    )
+        .prop_map(|((action, fields), odd, version, path)| {
             let mut params = flatten(&action, fields, &odd);
             if version {
                 params.push(("Version".into(), "2012-11-05".into()));
             }
-            Hostile::SqsQuery { params }
+            Hostile::SqsQuery { params, path }
         })
         .boxed()
 }
