@@ -1,5 +1,5 @@
-//! AddPermission / RemovePermission: statements kept in the queue's `Policy` attribute, in the
-//! shape AWS writes them.
+//! AddPermission / RemovePermission, of SQS and of SNS: statements kept in the queue's or
+//! topic's `Policy` attribute, in the shape AWS writes them.
 
 use serde_json::{json, Value};
 
@@ -104,18 +104,101 @@ pub fn add_permission(
             "{MAX_STATEMENTS} statements were found, maximum allowed is {MAX_STATEMENTS}."
         )));
     }
+    list.push(statement(label, accounts, "SQS", actions, queue_arn));
+    Ok(document.to_string())
+}
+
+/// An Allow statement for `accounts`' root principals and `service:action`s on `resource`.
+fn statement(
+    label: &str,
+    accounts: &[String],
+    service: &str,
+    actions: &[String],
+    resource: &str,
+) -> Value {
     let principals = accounts
         .iter()
         .map(|a| format!("arn:aws:iam::{a}:root"))
         .collect();
-    let actions = actions.iter().map(|a| format!("SQS:{a}")).collect();
-    list.push(json!({
+    let actions = actions.iter().map(|a| format!("{service}:{a}")).collect();
+    json!({
         "Sid": label,
         "Effect": "Allow",
         "Principal": {"AWS": single_or_list(principals)},
         "Action": single_or_list(actions),
-        "Resource": queue_arn,
-    }));
+        "Resource": resource,
+    })
+}
+
+/// Actions a topic policy statement may name (AddPermission's `ActionName`).
+const TOPIC_ACTIONS: &[&str] = &[
+    "Publish",
+    "Subscribe",
+    "Receive",
+    "DeleteTopic",
+    "GetTopicAttributes",
+    "SetTopicAttributes",
+    "AddPermission",
+    "RemovePermission",
+    "ListSubscriptionsByTopic",
+    "ListTagsForResource",
+    "TagResource",
+    "UntagResource",
+    "GetDataProtectionPolicy",
+    "PutDataProtectionPolicy",
+];
+
+fn sns_invalid(what: &str) -> EngineError {
+    EngineError::InvalidParameter(format!("Invalid parameter: {what}"))
+}
+
+/// SNS AddPermission: `policy` is the topic's current policy document (its default one if
+/// none was set); returns it with a statement for `label` appended.
+pub fn add_topic_permission(
+    policy: &str,
+    topic_arn: &str,
+    label: &str,
+    accounts: &[String],
+    actions: &[String],
+) -> EngineResult<String> {
+    check_label(label).map_err(|_| sns_invalid("Label"))?;
+    if accounts.is_empty() {
+        return Err(sns_invalid("AWSAccountId"));
+    }
+    if actions.is_empty() {
+        return Err(sns_invalid("ActionName"));
+    }
+    if !actions.iter().all(|a| TOPIC_ACTIONS.contains(&a.as_str())) {
+        return Err(sns_invalid("Policy statement action out of service scope!"));
+    }
+    let mut document: Value = serde_json::from_str(policy).unwrap_or_else(|_| json!({}));
+    let Some(list) = document
+        .as_object_mut()
+        .map(|d| d.entry("Statement").or_insert_with(|| json!([])))
+        .and_then(Value::as_array_mut)
+    else {
+        return Err(sns_invalid("Policy has no statement list"));
+    };
+    if list
+        .iter()
+        .any(|s| s.get("Sid").and_then(Value::as_str) == Some(label))
+    {
+        return Err(sns_invalid("Statement already exists"));
+    }
+    list.push(statement(label, accounts, "SNS", actions, topic_arn));
+    Ok(document.to_string())
+}
+
+/// SNS RemovePermission: the policy without `label`'s statement. A label that is not there
+/// changes nothing.
+pub fn remove_topic_permission(policy: &str, label: &str) -> EngineResult<String> {
+    if label.is_empty() {
+        return Err(sns_invalid("Label"));
+    }
+    let mut document: Value = serde_json::from_str(policy).unwrap_or_else(|_| json!({}));
+    if let Some(list) = document.get_mut("Statement").and_then(Value::as_array_mut) {
+        list.retain(|s| s.get("Sid").and_then(Value::as_str) != Some(label));
+    }
     Ok(document.to_string())
 }
 
@@ -182,5 +265,64 @@ mod tests {
         let p3 = remove_permission(Some(&p2), "one").unwrap().unwrap();
         assert_eq!(remove_permission(Some(&p3), "two").unwrap(), None);
         assert!(remove_permission(Some(&p3), "zzz").is_err());
+    }
+
+    #[test]
+    fn topic_statements_follow_the_default_one() {
+        let arn = "arn:aws:sns:us-east-1:000000000000:t";
+        let default = r#"{"Version":"2008-10-17","Statement":[{"Sid":"__default_statement_ID"}]}"#;
+        let p = add_topic_permission(
+            default,
+            arn,
+            "pub",
+            &["111111111111".into(), "222222222222".into()],
+            &["Publish".into()],
+        )
+        .unwrap();
+        let v: Value = serde_json::from_str(&p).unwrap();
+        assert_eq!(v["Statement"][1]["Sid"], "pub");
+        assert_eq!(v["Statement"][1]["Action"], "SNS:Publish");
+        assert_eq!(v["Statement"][1]["Resource"], arn);
+        assert_eq!(
+            v["Statement"][1]["Principal"]["AWS"][1],
+            "arn:aws:iam::222222222222:root"
+        );
+        let code = |r: EngineResult<String>| match r {
+            Err(EngineError::InvalidParameter(m)) => m,
+            other => panic!("{other:?}"),
+        };
+        let one = |a: &str| vec![a.to_string()];
+        assert_eq!(
+            code(add_topic_permission(
+                &p,
+                arn,
+                "pub",
+                &one("1"),
+                &one("Publish")
+            )),
+            "Invalid parameter: Statement already exists"
+        );
+        assert!(code(add_topic_permission(
+            &p,
+            arn,
+            "x",
+            &one("1"),
+            &one("SendMessage")
+        ))
+        .contains("out of service scope"));
+        assert_eq!(
+            code(add_topic_permission(
+                &p,
+                arn,
+                "a b",
+                &one("1"),
+                &one("Publish")
+            )),
+            "Invalid parameter: Label"
+        );
+        let back = remove_topic_permission(&p, "pub").unwrap();
+        let v: Value = serde_json::from_str(&back).unwrap();
+        assert_eq!(v["Statement"].as_array().unwrap().len(), 1);
+        assert_eq!(remove_topic_permission(&back, "pub").unwrap(), back);
     }
 }

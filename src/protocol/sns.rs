@@ -93,6 +93,16 @@ pub struct PublishBatchInput {
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(rename_all = "PascalCase", default)]
+pub struct PermissionInput {
+    pub topic_arn: Option<String>,
+    pub label: Option<String>,
+    #[serde(rename = "AWSAccountId")]
+    pub aws_account_id: Option<Vec<String>>,
+    pub action_name: Option<Vec<String>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "PascalCase", default)]
 pub struct TagResourceInput {
     pub resource_arn: Option<String>,
     pub tags: Option<Vec<TagWire>>,

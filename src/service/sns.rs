@@ -8,6 +8,7 @@ use super::render::decode_attributes;
 use super::{RequestContext, Service};
 use crate::engine::topic::PublishRequest;
 use crate::engine::topics::check_topic_tags;
+use crate::engine::{permissions, EngineError};
 use crate::protocol::sns::*;
 use crate::protocol::sqs::{Empty, Pairs};
 use crate::protocol::{encode_ok, ApiError, Encoded, ErrorCode, Payload, Protocol};
@@ -84,6 +85,8 @@ impl Service {
             "TagResource" => call!(tag_resource),
             "UntagResource" => call!(untag_resource),
             "ListTagsForResource" => call!(list_tags_for_resource),
+            "AddPermission" => call!(add_topic_permission),
+            "RemovePermission" => call!(remove_topic_permission),
             _ => Err(ApiError::new(
                 ErrorCode::InvalidAction,
                 format!("The action {action} is not valid for this endpoint."),
@@ -140,6 +143,45 @@ impl Service {
         Ok(AttributesMap {
             attributes: Pairs(attributes),
         })
+    }
+
+    /// AddPermission: a statement appended to the topic's policy.
+    fn add_topic_permission(
+        &self,
+        input: PermissionInput,
+        _ctx: &RequestContext,
+    ) -> Result<Empty, ApiError> {
+        let accounts = required(input.aws_account_id, "AWSAccountId")?;
+        let actions = required(input.action_name, "ActionName")?;
+        self.edit_topic_policy(input.topic_arn, input.label, |policy, arn, label| {
+            permissions::add_topic_permission(policy, arn, label, &accounts, &actions)
+        })
+    }
+
+    /// RemovePermission: the labelled statement taken out of the topic's policy.
+    fn remove_topic_permission(
+        &self,
+        input: PermissionInput,
+        _ctx: &RequestContext,
+    ) -> Result<Empty, ApiError> {
+        self.edit_topic_policy(input.topic_arn, input.label, |policy, _, label| {
+            permissions::remove_topic_permission(policy, label)
+        })
+    }
+
+    /// Rewrites a topic's policy under its lock: `edit(policy, topic ARN, label)`.
+    fn edit_topic_policy(
+        &self,
+        topic_arn: Option<String>,
+        label: Option<String>,
+        edit: impl FnOnce(&str, &str, &str) -> Result<String, EngineError>,
+    ) -> Result<Empty, ApiError> {
+        let entry = self.engine.topic(&required(topic_arn, "TopicArn")?)?;
+        let label = required(label, "Label")?;
+        let mut topic = entry.lock();
+        let policy = edit(&topic.policy(), &topic.arn, &label)?;
+        topic.set("Policy", &policy, "", self.clock.now())?;
+        Ok(Empty {})
     }
 
     fn set_topic_attributes(

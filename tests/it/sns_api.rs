@@ -328,3 +328,90 @@ async fn tags_and_attributes_refuse_characters_xml_cannot_hold() {
         .unwrap();
     assert!(tags.tags().is_empty(), "{tags:?}");
 }
+
+/// AddPermission and RemovePermission edit the topic's policy, after its default statement.
+#[tokio::test]
+async fn permissions_edit_the_topic_policy() {
+    let server = start().await;
+    let topic = fifo_topic(&server, "p.fifo").await;
+    let policy = |server: &crate::common::Server, topic: String| {
+        let sns = server.sns.clone();
+        async move {
+            let attributes = sns
+                .get_topic_attributes()
+                .topic_arn(topic)
+                .send()
+                .await
+                .unwrap();
+            let text = attributes.attributes().unwrap()["Policy"].clone();
+            serde_json::from_str::<serde_json::Value>(&text).unwrap()
+        }
+    };
+    server
+        .sns
+        .add_permission()
+        .topic_arn(&topic)
+        .label("partners")
+        .aws_account_id("111122223333")
+        .action_name("Publish")
+        .action_name("Subscribe")
+        .send()
+        .await
+        .unwrap();
+    let with = policy(&server, topic.clone()).await;
+    let statements = with["Statement"].as_array().unwrap();
+    assert_eq!(statements[0]["Sid"], "__default_statement_ID");
+    assert_eq!(statements[1]["Sid"], "partners");
+    assert_eq!(
+        statements[1]["Principal"]["AWS"],
+        "arn:aws:iam::111122223333:root"
+    );
+    assert_eq!(
+        statements[1]["Action"],
+        serde_json::json!(["SNS:Publish", "SNS:Subscribe"])
+    );
+    assert_eq!(statements[1]["Resource"], topic.as_str());
+    for (label, action) in [("partners", "Publish"), ("other", "SendMessage")] {
+        let err = server
+            .sns
+            .add_permission()
+            .topic_arn(&topic)
+            .label(label)
+            .aws_account_id("111122223333")
+            .action_name(action)
+            .send()
+            .await
+            .unwrap_err();
+        assert_eq!(err.code(), Some("InvalidParameter"), "{label}: {err:?}");
+    }
+    let err = server
+        .sns
+        .add_permission()
+        .topic_arn("arn:aws:sns:us-east-1:000000000000:missing")
+        .label("x")
+        .aws_account_id("111122223333")
+        .action_name("Publish")
+        .send()
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Some("NotFound"), "{err:?}");
+    for _ in 0..2 {
+        // The second removal finds nothing to remove and changes nothing.
+        server
+            .sns
+            .remove_permission()
+            .topic_arn(&topic)
+            .label("partners")
+            .send()
+            .await
+            .unwrap();
+        let without = policy(&server, topic.clone()).await;
+        let sids: Vec<_> = without["Statement"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s["Sid"].clone())
+            .collect();
+        assert_eq!(sids, ["__default_statement_ID"]);
+    }
+}

@@ -481,6 +481,14 @@ impl Topic {
         })
     }
 
+    /// The topic's access policy: the one set, or the default AWS gives a new topic.
+    pub fn policy(&self) -> String {
+        self.settings
+            .get("Policy")
+            .cloned()
+            .unwrap_or_else(|| self.default_policy())
+    }
+
     fn default_policy(&self) -> String {
         serde_json::json!({
             "Version": "2008-10-17",
@@ -512,13 +520,7 @@ impl Topic {
                     .cloned()
                     .unwrap_or_default(),
             ),
-            (
-                "Policy".to_string(),
-                self.settings
-                    .get("Policy")
-                    .cloned()
-                    .unwrap_or_else(|| self.default_policy()),
-            ),
+            ("Policy".to_string(), self.policy()),
             ("SubscriptionsConfirmed".to_string(), confirmed.to_string()),
             (
                 "SubscriptionsPending".to_string(),

@@ -56,6 +56,8 @@ pub(super) const SNS_KEYS: &[&str] = &[
     "ResourceArn",
     "TagKeys",
     "Label",
+    "AWSAccountId",
+    "ActionName",
 ];
 
 pub(super) const TOPICS: &[&str] = &["ft.fifo", "ft", "missing.fifo"];
@@ -91,7 +93,7 @@ pub(super) fn sns_value(key: &'static str) -> BoxedStrategy<Value> {
         "MessageStructure" => select(vec!["json", "raw", ""]).prop_map(Value::from).boxed(),
         "MessageAttributes" => message_attributes(),
         "Tags" => value_for("Tags"),
-        "TagKeys" => value_for("TagKeys"),
+        "TagKeys" | "AWSAccountId" | "ActionName" => value_for("TagKeys"),
         "PublishBatchRequestEntries" => prop::collection::vec(
             (token(), text(), token()).prop_map(|(id, message, group)| {
                 json!({"Id": id, "Message": message, "MessageGroupId": group})
@@ -162,6 +164,8 @@ pub(super) fn sns_required(action: &str) -> &'static [&'static str] {
         "TagResource" => &["ResourceArn", "Tags"],
         "UntagResource" => &["ResourceArn", "TagKeys"],
         "ListTagsForResource" => &["ResourceArn"],
+        "AddPermission" => &["TopicArn", "Label", "AWSAccountId", "ActionName"],
+        "RemovePermission" => &["TopicArn", "Label"],
         _ => &["TopicArn"],
     }
 }

@@ -73,7 +73,7 @@ pub(super) fn value_for(key: &'static str) -> BoxedStrategy<Value> {
             "bogus",
         ]),
         "TagKeys" | "AWSAccountIds" | "Actions" => {
-            strings(&["SendMessage", "*", "ReceiveMessage", ACCOUNT, "k"])
+            strings(&["SendMessage", "*", "ReceiveMessage", "Publish", ACCOUNT, "k"])
         }
         "Tags" => prop::collection::btree_map("[a-z]{0,4}", text(), 0..3)
             .prop_map(|m| Value::Object(m.into_iter().map(|(k, v)| (k, v.into())).collect()))
