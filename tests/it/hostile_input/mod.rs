@@ -27,12 +27,15 @@ enum Hostile {
         action: String,
         body: Vec<u8>,
     },
+    /// `get`: the parameters go in the URL, as in a SubscribeURL or UnsubscribeURL.
     SqsQuery {
         params: Vec<(String, String)>,
         path: String,
+        get: bool,
     },
     SnsQuery {
         params: Vec<(String, String)>,
+        get: bool,
     },
 }
 
@@ -230,7 +233,7 @@ impl Barrage {
                     .await;
                 (0, action.clone(), response)
             }
-            Hostile::SqsQuery { params, .. } | Hostile::SnsQuery { params } => {
+            Hostile::SqsQuery { params, get, .. } | Hostile::SnsQuery { params, get } => {
                 let path = match request {
                     Hostile::SqsQuery { path, .. } => path.trim_start_matches('/'),
                     _ => "",
@@ -242,17 +245,26 @@ impl Barrage {
                 }
                 let sns = matches!(request, Hostile::SnsQuery { .. });
                 let service = if sns { "sns" } else { "sqs" };
-                let response = self
-                    .http
-                    .post(format!("{}{path}", self.base))
-                    .header("content-type", "application/x-www-form-urlencoded")
-                    .header(
-                        "authorization",
-                        format!("AWS4-HMAC-SHA256 Credential=AKID/20260101/us-east-1/{service}/aws4_request, SignedHeaders=host, Signature=0"),
-                    )
-                    .body(form(&params))
-                    .send()
-                    .await;
+                let form = form(&params);
+                // A URL holds a few kilobytes at most; longer parameters are posted. A GET
+                // goes unsigned, as a SubscribeURL or UnsubscribeURL is followed.
+                let response = if *get && form.len() < 8_000 {
+                    self.http
+                        .get(format!("{}{path}?{form}", self.base))
+                        .send()
+                        .await
+                } else {
+                    self.http
+                        .post(format!("{}{path}", self.base))
+                        .header("content-type", "application/x-www-form-urlencoded")
+                        .header(
+                            "authorization",
+                            format!("AWS4-HMAC-SHA256 Credential=AKID/20260101/us-east-1/{service}/aws4_request, SignedHeaders=host, Signature=0"),
+                        )
+                        .body(form)
+                        .send()
+                        .await
+                };
                 (if sns { 2 } else { 1 }, params[0].1.clone(), response)
             }
         };

@@ -190,9 +190,13 @@ pub(super) fn sns_query_request() -> BoxedStrategy<Hostile> {
             (action.to_string(), fields)
         })
     });
-    prop_oneof![1 => random, 2 => templated]
-        .prop_map(|(action, fields)| Hostile::SnsQuery {
+    (
+        prop_oneof![1 => random, 2 => templated],
+        prop::bool::weighted(0.2),
+    )
+        .prop_map(|((action, fields), get)| Hostile::SnsQuery {
             params: sns_flatten(&action, fields),
+            get,
         })
         .boxed()
 }

@@ -360,13 +360,14 @@ pub(super) fn sqs_query_request() -> BoxedStrategy<Hostile> {
         odd_index(),
         any::<bool>(),
         query_path(),
+        prop::bool::weighted(0.2),
     )
-        .prop_map(|((action, fields), odd, version, path)| {
+        .prop_map(|((action, fields), odd, version, path, get)| {
             let mut params = flatten(&action, fields, &odd);
             if version {
                 params.push(("Version".into(), "2012-11-05".into()));
             }
-            Hostile::SqsQuery { params, path }
+            Hostile::SqsQuery { params, path, get }
         })
         .boxed()
 }
