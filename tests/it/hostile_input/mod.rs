@@ -124,7 +124,7 @@ struct Barrage {
 const SEEN: [(&str, &str); 2] = [(HANDLE, "ReceiptHandle"), (SUBSCRIPTION, "SubscriptionArn")];
 
 impl Barrage {
-    /// Moves the clock past the 60-second rules (recreating a deleted queue, purging again)
+    /// Moves the clock past the 60-second rules (purging again; recreating a deleted queue)
     /// and makes sure the target queues and topic exist and hold messages.
     async fn replenish(&self) {
         self.clock.advance_millis(61_000);
