@@ -110,6 +110,112 @@ fn check_xml(body: &str) -> Result<(), TestCaseError> {
     Ok(())
 }
 
+/// SQS errors as the JSON protocol names them (the shape after `#`), their Query code and
+/// status: spec sqs.md 1.4, plus the JSON protocol's own errors for unreadable requests.
+const SQS_ERRORS: &[(&str, &str, u16)] = &[
+    (
+        "QueueDoesNotExist",
+        "AWS.SimpleQueueService.NonExistentQueue",
+        400,
+    ),
+    ("QueueNameExists", "QueueAlreadyExists", 400),
+    (
+        "QueueDeletedRecently",
+        "AWS.SimpleQueueService.QueueDeletedRecently",
+        400,
+    ),
+    (
+        "PurgeQueueInProgress",
+        "AWS.SimpleQueueService.PurgeQueueInProgress",
+        403,
+    ),
+    (
+        "TooManyEntriesInBatchRequest",
+        "AWS.SimpleQueueService.TooManyEntriesInBatchRequest",
+        400,
+    ),
+    (
+        "EmptyBatchRequest",
+        "AWS.SimpleQueueService.EmptyBatchRequest",
+        400,
+    ),
+    (
+        "BatchEntryIdsNotDistinct",
+        "AWS.SimpleQueueService.BatchEntryIdsNotDistinct",
+        400,
+    ),
+    (
+        "BatchRequestTooLong",
+        "AWS.SimpleQueueService.BatchRequestTooLong",
+        400,
+    ),
+    (
+        "InvalidBatchEntryId",
+        "AWS.SimpleQueueService.InvalidBatchEntryId",
+        400,
+    ),
+    (
+        "MessageNotInflight",
+        "AWS.SimpleQueueService.MessageNotInflight",
+        400,
+    ),
+    (
+        "UnsupportedOperation",
+        "AWS.SimpleQueueService.UnsupportedOperation",
+        400,
+    ),
+    ("OverLimit", "OverLimit", 403),
+    (
+        "ResourceNotFoundException",
+        "ResourceNotFoundException",
+        404,
+    ),
+    ("InvalidAttributeName", "InvalidAttributeName", 400),
+    ("InvalidAttributeValue", "InvalidAttributeValue", 400),
+    ("ReceiptHandleIsInvalid", "ReceiptHandleIsInvalid", 400),
+    ("InvalidMessageContents", "InvalidMessageContents", 400),
+    (
+        "InvalidParameterValueException",
+        "InvalidParameterValue",
+        400,
+    ),
+    ("MissingRequiredParameterException", "MissingParameter", 400),
+    ("SerializationException", "SerializationException", 400),
+    ("UnknownOperationException", "InvalidAction", 400),
+];
+
+/// SNS error codes and their statuses: spec sns.md 1.4, plus the generic Query ones.
+const SNS_ERRORS: &[(&str, u16)] = &[
+    ("InvalidParameter", 400),
+    ("ParameterValueInvalid", 400),
+    ("NotFound", 404),
+    ("ResourceNotFound", 404),
+    ("AuthorizationError", 403),
+    ("TopicLimitExceeded", 403),
+    ("SubscriptionLimitExceeded", 403),
+    ("FilterPolicyLimitExceeded", 403),
+    ("ReplayLimitExceeded", 403),
+    ("TagLimitExceeded", 400),
+    ("InvalidState", 400),
+    ("BatchEntryIdsNotDistinct", 400),
+    ("BatchRequestTooLong", 400),
+    ("EmptyBatchRequest", 400),
+    ("InvalidBatchEntryId", 400),
+    ("TooManyEntriesInBatchRequest", 400),
+    ("ValidationError", 400),
+    ("InvalidAction", 400),
+    ("MissingAction", 400),
+    ("MissingParameter", 400),
+];
+
+/// A Query error's code and status are a pair one of the services answers. (An unsigned GET
+/// of an action both services have, such as AddPermission, goes to SQS, so SNS requests may
+/// get SQS's codes.)
+fn known_query_error(code: &str, status: u16) -> bool {
+    SQS_ERRORS.iter().any(|&(_, c, s)| (c, s) == (code, status))
+        || SNS_ERRORS.contains(&(code, status))
+}
+
 struct Barrage {
     http: reqwest::Client,
     base: String,
@@ -302,6 +408,15 @@ impl Barrage {
                     query_error.as_deref().is_some_and(|h| h.ends_with(";Sender")),
                     "JSON error without x-amzn-query-error ...;Sender ({query_error:?}): {body:.300}"
                 );
+                let shape = value["__type"].as_str().unwrap_or("");
+                let shape = shape.rsplit('#').next().unwrap_or(shape);
+                let code = query_error
+                    .as_deref()
+                    .and_then(|h| h.strip_suffix(";Sender"));
+                prop_assert!(
+                    SQS_ERRORS.contains(&(shape, code.unwrap_or(""), status)),
+                    "({shape}, {code:?}, {status}) is no error of the spec's table"
+                );
             }
         } else {
             check_xml(&body)?;
@@ -312,10 +427,13 @@ impl Barrage {
                 );
             } else {
                 prop_assert!(
-                    body.contains("<ErrorResponse")
-                        && body.contains("<Code>")
-                        && body.contains("<Type>Sender</Type>"),
+                    body.contains("<ErrorResponse") && body.contains("<Type>Sender</Type>"),
                     "{status} without an ErrorResponse naming a Sender fault: {body:.300}"
+                );
+                let code = common::xml_text(&body, "Code").unwrap_or("");
+                prop_assert!(
+                    known_query_error(code, status),
+                    "({code}, {status}) is no error of the spec's tables: {body:.300}"
                 );
             }
         }
