@@ -81,20 +81,12 @@ pub fn add_permission(
             "Statement": [],
         }),
     };
-    let statements = document
-        .as_object_mut()
-        .expect("policy documents are objects")
-        .entry("Statement")
-        .or_insert_with(|| json!([]));
-    let Some(list) = statements.as_array_mut() else {
+    let Some(list) = statement_list(&mut document) else {
         return Err(EngineError::invalid(
             "The queue policy has no statement list.",
         ));
     };
-    if list
-        .iter()
-        .any(|s| s.get("Sid").and_then(Value::as_str) == Some(label))
-    {
+    if has_statement(list, label) {
         return Err(EngineError::invalid(format!(
             "Value {label} for parameter Label is invalid. Reason: Already exists."
         )));
@@ -106,6 +98,21 @@ pub fn add_permission(
     }
     list.push(statement(label, accounts, "SQS", actions, queue_arn));
     Ok(document.to_string())
+}
+
+/// A policy document's statements, made an empty list if it has none; `None` if the document
+/// is not an object or its `Statement` is not a list.
+fn statement_list(document: &mut Value) -> Option<&mut Vec<Value>> {
+    document
+        .as_object_mut()?
+        .entry("Statement")
+        .or_insert_with(|| json!([]))
+        .as_array_mut()
+}
+
+fn has_statement(list: &[Value], label: &str) -> bool {
+    list.iter()
+        .any(|s| s.get("Sid").and_then(Value::as_str) == Some(label))
 }
 
 /// An Allow statement for `accounts`' root principals and `service:action`s on `resource`.
@@ -172,17 +179,10 @@ pub fn add_topic_permission(
         return Err(sns_invalid("Policy statement action out of service scope!"));
     }
     let mut document: Value = serde_json::from_str(policy).unwrap_or_else(|_| json!({}));
-    let Some(list) = document
-        .as_object_mut()
-        .map(|d| d.entry("Statement").or_insert_with(|| json!([])))
-        .and_then(Value::as_array_mut)
-    else {
+    let Some(list) = statement_list(&mut document) else {
         return Err(sns_invalid("Policy has no statement list"));
     };
-    if list
-        .iter()
-        .any(|s| s.get("Sid").and_then(Value::as_str) == Some(label))
-    {
+    if has_statement(list, label) {
         return Err(sns_invalid("Statement already exists"));
     }
     list.push(statement(label, accounts, "SNS", actions, topic_arn));
