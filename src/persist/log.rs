@@ -515,6 +515,41 @@ mod tests {
     }
 
     #[test]
+    fn appends_to_a_made_ready_segment_read_back_exactly_with_zeros_after() {
+        use crate::persist::storage::DirStorage;
+        let dir = tempfile::tempdir().unwrap();
+        let mut storage = DirStorage::new(dir.path()).unwrap();
+        let name = segment_name(1);
+        let bytes = 256 * 1024;
+        storage.prepare(&name, bytes);
+        let done = (0..500).any(|_| {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+            storage.prepared_done()
+        });
+        assert!(done, "the segment was made ready");
+        // Appends are padded with zeros to whole pages: sizes that end anywhere in a page,
+        // within one page, across pages and exactly on a page's end.
+        let mut expected = Vec::new();
+        for (i, size) in [100usize, 5000, 3092, 4096, 1, 9000, 511]
+            .into_iter()
+            .enumerate()
+        {
+            let chunk = vec![i as u8 + 1; size];
+            storage.append(&name, &chunk).unwrap();
+            expected.extend_from_slice(&chunk);
+        }
+        storage.sync(&name).unwrap();
+        let file = storage.read(&name).unwrap();
+        assert_eq!(
+            file.len() as u64,
+            bytes,
+            "written within the made-ready space"
+        );
+        assert_eq!(&file[..expected.len()], &expected[..]);
+        assert!(file[expected.len()..].iter().all(|b| *b == 0));
+    }
+
+    #[test]
     fn the_next_segment_is_made_ready_in_zeros_and_removed_if_never_written() {
         use crate::persist::storage::DirStorage;
         let dir = tempfile::tempdir().unwrap();
