@@ -11,7 +11,8 @@
 //! or dropped at recovery, so a crash keeps a group entirely or not at all. Groups are short
 //! (in-memory work under the engine's locks), so the writer is held back for microseconds.
 
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::cell::RefCell;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -64,9 +65,69 @@ pub struct Durable {
 #[error("the write-ahead log failed; changes are no longer being persisted")]
 pub struct JournalFailed;
 
+/// Records one after another in one buffer. Submitters copy theirs in and the writer swaps
+/// the whole buffer for its emptied one, so a steady stream allocates and frees nothing: a
+/// record allocated on a runtime thread and freed by the writer made the two contend for the
+/// allocator's lock (a futex call per record).
+#[derive(Default)]
+struct Records {
+    bytes: Vec<u8>,
+    /// Where each record ends in `bytes`.
+    ends: Vec<usize>,
+}
+
+/// A buffer grown past this by a burst is let go once written, rather than kept for good.
+const KEEP_BUFFER_BYTES: usize = 16 * 1024 * 1024;
+
+impl Records {
+    fn len(&self) -> usize {
+        self.ends.len()
+    }
+
+    fn is_empty(&self) -> bool {
+        self.ends.is_empty()
+    }
+
+    fn push(&mut self, record: &[u8]) {
+        self.bytes.extend_from_slice(record);
+        self.ends.push(self.bytes.len());
+    }
+
+    fn iter(&self) -> impl Iterator<Item = &[u8]> {
+        let starts = std::iter::once(0).chain(self.ends.iter().copied());
+        starts
+            .zip(&self.ends)
+            .map(|(start, end)| &self.bytes[start..*end])
+    }
+
+    /// Moves the records from index `at` on into `rest`, which must be empty.
+    fn split_into(&mut self, at: usize, rest: &mut Records) {
+        debug_assert!(rest.is_empty());
+        let cut = at.checked_sub(1).map_or(0, |last| self.ends[last]);
+        rest.bytes.extend_from_slice(&self.bytes[cut..]);
+        rest.ends
+            .extend(self.ends[at..].iter().map(|end| end - cut));
+        self.bytes.truncate(cut);
+        self.ends.truncate(at);
+    }
+
+    fn clear(&mut self) {
+        if self.bytes.capacity() > KEEP_BUFFER_BYTES {
+            *self = Records::default();
+        }
+        self.bytes.clear();
+        self.ends.clear();
+    }
+}
+
+thread_local! {
+    /// Where a change is encoded before it is copied into the queue of records.
+    static ENCODE_BUFFER: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
+}
+
 #[derive(Default)]
 struct Pending {
-    records: Vec<Vec<u8>>,
+    records: Records,
     /// Records handed to the writer so far: the position of `records[0]` among all records.
     taken: u64,
     /// Groups open (`Journal::hold`). Groups open at the same time form one region, which
@@ -79,6 +140,10 @@ struct Pending {
     rotate: Option<std::sync::mpsc::Sender<Result<(u64, u64), String>>>,
     remove_before: Option<u64>,
     closing: bool,
+    /// The writer sleeps on `Shared::work` and nobody has woken it yet: only then does a
+    /// submission pay for a wake-up call (it used to make one per sync while the writer
+    /// was busy syncing and not listening).
+    writer_asleep: bool,
 }
 
 struct Shared {
@@ -88,9 +153,6 @@ struct Shared {
     durable: watch::Sender<Durable>,
     /// Bytes appended since the last snapshot, to decide when to take the next one.
     bytes_since_snapshot: AtomicU64,
-    /// The last record's size: the next one is encoded into a buffer this large, so a
-    /// stream of similar records (a busy queue's batches) grows no buffer while encoding.
-    record_size_hint: AtomicUsize,
 }
 
 pub struct FileJournal {
@@ -113,7 +175,6 @@ impl FileJournal {
                 next_lsn: AtomicU64::new(0),
                 durable,
                 bytes_since_snapshot: AtomicU64::new(0),
-                record_size_hint: AtomicUsize::new(0),
             }),
             writer: Mutex::new(None),
         })
@@ -218,32 +279,35 @@ impl Pending {
 
 impl Journal for FileJournal {
     fn submit(&self, change: &Change) {
-        // The sequence number goes in front once it is known; until then, room for it.
-        let mut record = Vec::with_capacity(self.shared.record_size_hint.load(Ordering::Relaxed));
-        record.extend_from_slice(&[0; 8]);
-        let mut record = match postcard::serialize_with_flavor(change, Buffer(record)) {
-            Ok(record) => record,
-            Err(error) => {
-                // Only a bug can get here (every change type serializes); refuse to go on
-                // acknowledging changes the log does not hold.
-                tracing::error!(%error, "a change could not be encoded");
-                self.shared.durable.send_modify(|d| d.failed = true);
-                return;
+        ENCODE_BUFFER.with_borrow_mut(|buffer| {
+            // The sequence number goes in front once it is known; until then, room for it.
+            buffer.clear();
+            buffer.extend_from_slice(&[0; 8]);
+            let encoded = postcard::serialize_with_flavor(change, Buffer(std::mem::take(buffer)));
+            *buffer = match encoded {
+                Ok(record) => record,
+                Err(error) => {
+                    // Only a bug can get here (every change type serializes); refuse to go
+                    // on acknowledging changes the log does not hold.
+                    tracing::error!(%error, "a change could not be encoded");
+                    self.shared.durable.send_modify(|d| d.failed = true);
+                    return;
+                }
+            };
+            let mut pending = self.lock();
+            let lsn = self.shared.next_lsn.fetch_add(1, Ordering::SeqCst);
+            buffer[..8].copy_from_slice(&lsn.to_le_bytes());
+            pending.records.push(buffer);
+            // Inside an open group the writer is woken when the group closes.
+            let wake = pending.holders == 0 && std::mem::take(&mut pending.writer_asleep);
+            drop(pending);
+            if wake {
+                self.shared.work.notify_one();
             }
-        };
-        self.shared
-            .record_size_hint
-            .store(record.len(), Ordering::Relaxed);
-        let mut pending = self.lock();
-        let lsn = self.shared.next_lsn.fetch_add(1, Ordering::SeqCst);
-        record[..8].copy_from_slice(&lsn.to_le_bytes());
-        pending.records.push(record);
-        // Inside an open group the writer is woken when the group closes.
-        let wake = pending.records.len() == 1 && pending.holders == 0;
-        drop(pending);
-        if wake {
-            self.shared.work.notify_one();
-        }
+            if buffer.capacity() > KEEP_BUFFER_BYTES {
+                *buffer = Vec::new();
+            }
+        });
     }
 
     fn next_lsn(&self) -> u64 {
@@ -261,7 +325,8 @@ impl Journal for FileJournal {
     fn release(&self) {
         let mut pending = self.lock();
         pending.holders = pending.holders.saturating_sub(1);
-        let wake = pending.ready() > 0 || pending.closing;
+        let wake =
+            (pending.ready() > 0 || pending.closing) && std::mem::take(&mut pending.writer_asleep);
         drop(pending);
         if wake {
             self.shared.work.notify_one();
@@ -283,8 +348,11 @@ pub fn decode_record(record: &[u8]) -> Result<(u64, Change), String> {
 fn write_loop<S: Storage>(shared: &Shared, mut log: SegmentLog<S>, mode: FsyncMode) {
     let mut last_sync = Instant::now();
     let mut unsynced = false;
+    // The records being written; swapped with `Pending::records` each round.
+    let mut records = Records::default();
     loop {
-        let (records, rotate, remove_before, closing, next_lsn) = {
+        records.clear();
+        let (rotate, remove_before, closing, next_lsn) = {
             let mut pending = shared.pending.lock().unwrap_or_else(|p| p.into_inner());
             loop {
                 // Closing waits for open groups, so that none is cut short.
@@ -305,21 +373,22 @@ fn write_loop<S: Storage>(shared: &Shared, mut log: SegmentLog<S>, mode: FsyncMo
                 if wait.is_zero() {
                     break;
                 }
+                pending.writer_asleep = true;
                 pending = shared
                     .work
                     .wait_timeout(pending, wait)
                     .unwrap_or_else(|p| p.into_inner())
                     .0;
+                pending.writer_asleep = false;
             }
             let ready = pending.ready();
-            let held = pending.records.split_off(ready);
-            let records = std::mem::replace(&mut pending.records, held);
+            std::mem::swap(&mut pending.records, &mut records);
+            records.split_into(ready, &mut pending.records);
             pending.taken += ready as u64;
             // Numbers are handed out in record order, so the records held back for open
             // groups are the last ones numbered.
             let next_lsn = shared.next_lsn.load(Ordering::SeqCst) - pending.records.len() as u64;
             (
-                records,
                 pending.rotate.take(),
                 pending.remove_before.take(),
                 pending.closing && pending.holders == 0,
@@ -329,8 +398,8 @@ fn write_loop<S: Storage>(shared: &Shared, mut log: SegmentLog<S>, mode: FsyncMo
         let failed = shared.durable.borrow().failed;
         let mut result: Result<(), LogError> = Ok(());
         if !records.is_empty() && !failed {
-            let bytes: u64 = records.iter().map(|r| r.len() as u64 + 8).sum();
-            let slices: Vec<&[u8]> = records.iter().map(Vec::as_slice).collect();
+            let bytes = (records.bytes.len() + 8 * records.len()) as u64;
+            let slices: Vec<&[u8]> = records.iter().collect();
             result = log.append(&slices);
             if result.is_ok() {
                 shared
@@ -377,5 +446,38 @@ fn write_loop<S: Storage>(shared: &Shared, mut log: SegmentLog<S>, mode: FsyncMo
         if closing {
             return;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Records;
+
+    fn contents(records: &Records) -> Vec<&[u8]> {
+        records.iter().collect()
+    }
+
+    #[test]
+    fn records_split_where_the_writer_must_stop_and_keep_their_bytes() {
+        let mut records = Records::default();
+        for record in [&b"one"[..], b"", b"three", b"four"] {
+            records.push(record);
+        }
+        assert_eq!(contents(&records), [&b"one"[..], b"", b"three", b"four"]);
+        let mut held = Records::default();
+        records.split_into(2, &mut held);
+        assert_eq!(contents(&records), [&b"one"[..], b""]);
+        assert_eq!(contents(&held), [&b"three"[..], b"four"]);
+        // Later records follow the held ones.
+        held.push(b"five");
+        assert_eq!(contents(&held), [&b"three"[..], b"four", b"five"]);
+        let mut rest = Records::default();
+        held.split_into(0, &mut rest);
+        assert!(held.is_empty());
+        assert_eq!(rest.len(), 3);
+        rest.split_into(3, &mut held);
+        assert!(held.is_empty() && rest.len() == 3);
+        rest.clear();
+        assert!(rest.is_empty() && rest.bytes.is_empty());
     }
 }

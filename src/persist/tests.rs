@@ -490,6 +490,59 @@ fn queued_changes_become_durable_in_order() {
 }
 
 #[test]
+fn changes_from_many_threads_are_each_logged_once_in_number_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_engine, data, _) = open_dir(dir.path());
+    let journal = data.journal.clone();
+    let first = journal.next_lsn();
+    let threads = 4;
+    let each = 300;
+    std::thread::scope(|scope| {
+        for thread in 0..threads {
+            let journal = &journal;
+            scope.spawn(move || {
+                let runtime = rt();
+                for i in 0..each {
+                    // Names of many lengths, so records straddle pages; waiting for every
+                    // third lets the writer fall asleep and be woken again and again.
+                    let name = "q".repeat(1 + (i * 37 + thread * 11) % 300);
+                    journal.submit(&crate::engine::Change::DeleteQueue {
+                        name: name.into(),
+                        uid: (thread * each + i) as u64,
+                        at: Timestamp(1),
+                    });
+                    if i % 3 == 0 {
+                        runtime.block_on(journal.wait(journal.next_lsn())).unwrap();
+                    }
+                }
+            });
+        }
+    });
+    let last = journal.next_lsn();
+    assert_eq!(last - first, (threads * each) as u64);
+    close(data);
+    let key = log_key(dir.path()).unwrap();
+    let mut lsns = Vec::new();
+    let mut uids = std::collections::BTreeSet::new();
+    SegmentLog::replay(
+        storage::DirStorage::new(dir.path()).unwrap(),
+        log::DEFAULT_SEGMENT_BYTES,
+        key,
+        |bytes| {
+            let (lsn, change) = journal::decode_record(bytes).unwrap();
+            if let crate::engine::Change::DeleteQueue { uid, .. } = change {
+                uids.insert(uid);
+            }
+            lsns.push(lsn);
+            Ok::<(), LogError>(())
+        },
+    )
+    .unwrap();
+    assert_eq!(lsns, (first..last).collect::<Vec<_>>());
+    assert_eq!(uids.len(), threads * each, "every change once");
+}
+
+#[test]
 fn a_group_is_written_in_one_batch_and_holds_back_only_what_follows_its_start() {
     let dir = tempfile::tempdir().unwrap();
     let (_engine, data, _) = open_dir(dir.path());
