@@ -114,26 +114,55 @@ pub fn open<W: Default>(
         next_lsn: loaded.first_lsn,
         ..RecoveryReport::default()
     };
-    let mut index = 0;
-    let (log, dropped_tail) =
-        SegmentLog::replay(DirStorage::new(dir)?, DEFAULT_SEGMENT_BYTES, key, |bytes| {
-            let (lsn, change) =
-                journal::decode_record(bytes).map_err(|reason| RecoveryError::Corruption {
-                    file: "log".into(),
-                    offset: index,
-                    reason,
-                })?;
-            index += 1;
-            log_bytes += (bytes.len() + record::HEADER_BYTES) as u64;
-            report.next_lsn = report.next_lsn.max(lsn + 1);
-            if covered(&loaded, lsn, &change) {
-                report.skipped += 1;
-            } else {
-                engine.replay_change(change);
-                report.replayed += 1;
+    // One thread reads and decodes the log while this one applies it, in order: decoding
+    // (postcard, UTF-8 checks, allocation) is about as much work as applying.
+    let (decoded_tx, decoded_rx) = std::sync::mpsc::sync_channel::<Vec<Decoded>>(8);
+    let storage = DirStorage::new(dir)?;
+    let (log, dropped_tail) = std::thread::scope(|scope| {
+        let reader = scope.spawn(move || {
+            let mut index = 0;
+            let mut batch = Vec::with_capacity(REPLAY_BATCH);
+            let replayed = SegmentLog::replay(storage, DEFAULT_SEGMENT_BYTES, key, |bytes| {
+                let (lsn, change) =
+                    journal::decode_record(bytes).map_err(|reason| RecoveryError::Corruption {
+                        file: "log".into(),
+                        offset: index,
+                        reason,
+                    })?;
+                index += 1;
+                batch.push((lsn, change, bytes.len()));
+                if batch.len() == REPLAY_BATCH {
+                    // The applier only stops once this thread is done, so this cannot fail.
+                    let _ = decoded_tx.send(std::mem::replace(
+                        &mut batch,
+                        Vec::with_capacity(REPLAY_BATCH),
+                    ));
+                }
+                Ok::<(), RecoveryError>(())
+            });
+            if !batch.is_empty() {
+                let _ = decoded_tx.send(batch);
             }
-            Ok::<(), RecoveryError>(())
-        })?;
+            replayed
+        });
+        for batch in decoded_rx {
+            for (lsn, change, len) in batch {
+                log_bytes += (len + record::HEADER_BYTES) as u64;
+                report.next_lsn = report.next_lsn.max(lsn + 1);
+                if covered(&loaded, lsn, &change) {
+                    report.skipped += 1;
+                } else {
+                    engine.replay_change(change);
+                    report.replayed += 1;
+                }
+            }
+        }
+        reader.join().unwrap_or_else(|_| {
+            Err(RecoveryError::Io(std::io::Error::other(
+                "log reader panicked",
+            )))
+        })
+    })?;
     report.dropped_tail = dropped_tail;
     // The log kept since the snapshot counts toward the next one, as if written by this
     // process: else a log of a filled-then-drained queue could outlive every restart.
@@ -149,6 +178,12 @@ pub fn open<W: Default>(
         report,
     ))
 }
+
+/// A log record decoded for replay: its sequence number, change and size.
+type Decoded = (u64, crate::engine::Change, usize);
+
+/// Records handed from the log reader to the applier at a time.
+const REPLAY_BATCH: usize = 1024;
 
 const KEY_MAGIC: [u8; 8] = *b"ORDLYKEY";
 

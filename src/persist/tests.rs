@@ -490,6 +490,29 @@ fn queued_changes_become_durable_in_order() {
 }
 
 #[test]
+fn a_log_longer_than_a_replay_batch_comes_back_in_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let (engine, data, _) = open_dir(dir.path());
+    engine
+        .create_queue("q.fifo", &fifo(), &[], Timestamp(1))
+        .unwrap();
+    // Several of the reader's batches, then a receive.
+    let changes = 3 * super::REPLAY_BATCH + 17;
+    for i in 0..changes {
+        send(&engine, "q.fifo", &format!("body {i}"), Timestamp(2));
+    }
+    let handles = receive(&engine, "q.fifo", Timestamp(3));
+    assert!(!handles.is_empty());
+    let before = state(&engine);
+    close(data);
+    drop(engine);
+    let (engine, data, report) = open_dir(dir.path());
+    assert!(report.replayed as usize > changes, "every send replayed");
+    assert_eq!(state(&engine), before);
+    close(data);
+}
+
+#[test]
 fn changes_from_many_threads_are_each_logged_once_in_number_order() {
     let dir = tempfile::tempdir().unwrap();
     let (_engine, data, _) = open_dir(dir.path());
