@@ -104,8 +104,12 @@ impl<S: Storage> SegmentLog<S> {
         let names = storage.list().map_err(LogError::from)?;
         // A torn tail is only allowed in the newest segment that holds anything.
         let mut torn: Option<DroppedTail> = None;
+        let mut buffer = Vec::new();
         for name in &names {
-            let bytes = storage.read(name).map_err(LogError::from)?;
+            storage
+                .read_into(name, &mut buffer)
+                .map_err(LogError::from)?;
+            let bytes = &buffer[..];
             if bytes.iter().all(|b| *b == 0) {
                 storage.remove(name).map_err(LogError::from)?;
                 continue;
@@ -118,14 +122,14 @@ impl<S: Storage> SegmentLog<S> {
                 }
                 .into());
             }
-            let decoded = if batch::is_batched(&bytes) {
+            let decoded = if batch::is_batched(bytes) {
                 let seal = batch::Seal {
                     key,
                     segment: segment_number(name).unwrap_or(0),
                 };
-                batch::decode(&bytes, seal)
+                batch::decode(bytes, seal)
             } else {
-                record::decode(&bytes)
+                record::decode(bytes)
             };
             for record in &decoded.records {
                 each(record)?;

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions};
-use std::io;
+use std::io::{self, Read};
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::thread::JoinHandle;
@@ -12,6 +12,12 @@ pub trait Storage: Send {
     /// Segment file names, sorted.
     fn list(&self) -> io::Result<Vec<String>>;
     fn read(&self, name: &str) -> io::Result<Vec<u8>>;
+    /// Reads the named file into `buffer`, replacing what it held; a buffer reused from file
+    /// to file spares the kernel mapping and zeroing fresh pages for each 64 MiB segment.
+    fn read_into(&self, name: &str, buffer: &mut Vec<u8>) -> io::Result<()> {
+        *buffer = self.read(name)?;
+        Ok(())
+    }
     /// Appends to the named file, creating it if needed.
     fn append(&mut self, name: &str, bytes: &[u8]) -> io::Result<()>;
     /// Makes the named file's contents durable.
@@ -251,6 +257,12 @@ impl Storage for DirStorage {
 
     fn read(&self, name: &str) -> io::Result<Vec<u8>> {
         std::fs::read(self.dir.join(name))
+    }
+
+    fn read_into(&self, name: &str, buffer: &mut Vec<u8>) -> io::Result<()> {
+        buffer.clear();
+        File::open(self.dir.join(name))?.read_to_end(buffer)?;
+        Ok(())
     }
 
     fn append(&mut self, name: &str, bytes: &[u8]) -> io::Result<()> {
