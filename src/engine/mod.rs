@@ -100,11 +100,15 @@ impl Drop for QueueGuard<'_> {
         if let Some(journal) = self.journal {
             let changes = self.queue.take_changes();
             if !changes.is_empty() {
-                journal.submit(&Change::Queue {
+                let change = Change::Queue {
                     name: self.queue.name.clone(),
                     uid: self.queue.uid,
                     changes,
-                });
+                };
+                journal.submit(&change);
+                if let Change::Queue { changes, .. } = change {
+                    self.queue.recycle_changes(changes);
+                }
             }
         }
     }

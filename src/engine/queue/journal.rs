@@ -88,6 +88,20 @@ impl Queue {
         }
     }
 
+    /// Gives back the list `take_changes` returned once its changes are logged, so the next
+    /// operation fills it without growing a new one (under durable load those reallocations
+    /// were a good part of the allocator's work).
+    pub fn recycle_changes(&mut self, mut changes: Vec<QueueChange>) {
+        /// Lists longer than this (a purge, a move) are not worth keeping.
+        const KEEP_CAPACITY: usize = 64;
+        changes.clear();
+        if let Some(journal) = &mut self.journal {
+            if journal.is_empty() && changes.capacity() <= KEEP_CAPACITY {
+                *journal = changes;
+            }
+        }
+    }
+
     pub(super) fn note(&mut self, change: impl FnOnce() -> QueueChange) {
         if let Some(changes) = &mut self.journal {
             changes.push(change());

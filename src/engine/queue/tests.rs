@@ -584,3 +584,34 @@ fn receive_attempt_ids_expire_after_five_minutes() {
         "after the window the id starts a fresh receive"
     );
 }
+
+#[test]
+fn a_recycled_change_list_is_reused_but_never_replaces_pending_changes() {
+    let mut q = fifo(&[]);
+    q.enable_journal();
+    q.send(msg("a", "g", "1"), Timestamp(0)).unwrap();
+    let logged = q.take_changes();
+    assert!(!logged.is_empty());
+    let buffer = logged.as_ptr();
+    q.recycle_changes(logged);
+    q.send(msg("b", "g", "2"), Timestamp(1)).unwrap();
+    let next = q.take_changes();
+    assert!(!next.is_empty());
+    assert_eq!(
+        next.as_ptr(),
+        buffer,
+        "the logged list's buffer is filled again"
+    );
+
+    // Changes recorded before the list comes back must stay where they are.
+    q.send(msg("c", "g", "3"), Timestamp(2)).unwrap();
+    q.recycle_changes(next);
+    assert!(!q.take_changes().is_empty());
+
+    // A huge list (a purge of many messages) is dropped rather than kept.
+    let mut huge = Vec::with_capacity(10_000);
+    huge.push(journal::QueueChange::Purge { at: Timestamp(3) });
+    q.recycle_changes(huge);
+    q.send(msg("d", "g", "4"), Timestamp(4)).unwrap();
+    assert!(q.take_changes().capacity() < 10_000);
+}
