@@ -12,7 +12,7 @@ use crate::server::{own_cpu_micros, ServerProcess};
 use crate::Args;
 
 #[derive(Clone, Copy, PartialEq, Eq)]
-enum System {
+pub enum System {
     /// In memory (`--ephemeral`).
     Orderly,
     /// Durable, as by default: a fresh data directory, fsync before every answer.
@@ -25,10 +25,18 @@ enum System {
 impl System {
     fn name(self, args: &Args) -> String {
         match self {
-            System::Orderly => "orderly --ephemeral".into(),
-            System::Durable => "orderly (durable, fsync always)".into(),
-            System::Null => "null handler".into(),
             System::Peer(i) => peer(args, i).0.to_string(),
+            own => own.label().into(),
+        }
+    }
+
+    /// The name of one of Orderly's own systems (a peer's comes from `--peer`).
+    pub fn label(self) -> &'static str {
+        match self {
+            System::Orderly => "orderly --ephemeral",
+            System::Durable => "orderly (durable, fsync always)",
+            System::Null => "null handler",
+            System::Peer(_) => "peer",
         }
     }
 }
@@ -336,7 +344,7 @@ fn spawn_producers(
         .collect()
 }
 
-async fn run_send(args: &Args, system: System, batch: bool) -> Row {
+pub async fn run_send(args: &Args, system: System, batch: bool) -> Row {
     let scenario = if batch {
         "send (batches of 10)"
     } else {
@@ -387,6 +395,8 @@ async fn run_send(args: &Args, system: System, batch: bool) -> Row {
 
 struct Tally {
     received: AtomicU64,
+    /// ReceiveMessage calls answered, empty ones included.
+    receives: AtomicU64,
     /// When the last expected message arrived (consumers may still sit in a long poll after).
     finished_at: Mutex<Option<Instant>>,
     violations: AtomicU64,
@@ -422,6 +432,7 @@ async fn consume(
                 continue;
             }
         };
+        tally.receives.fetch_add(1, Ordering::Relaxed);
         let v: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
         let Some(messages) = v["Messages"].as_array() else {
             continue;
@@ -472,7 +483,7 @@ async fn consume(
     tally.latencies.lock().expect("lock").extend(latencies);
 }
 
-async fn run_pipeline(args: &Args, system: System, rate: Option<u64>) -> Row {
+pub async fn run_pipeline(args: &Args, system: System, rate: Option<u64>) -> Row {
     let scenario = match rate {
         Some(r) => format!("pipeline paced at {r} msg/s"),
         None => "pipeline".into(),
@@ -488,6 +499,7 @@ async fn run_pipeline(args: &Args, system: System, rate: Option<u64>) -> Row {
     let sent = Arc::new(AtomicU64::new(0));
     let tally = Arc::new(Tally {
         received: AtomicU64::new(0),
+        receives: AtomicU64::new(0),
         finished_at: Mutex::new(None),
         violations: AtomicU64::new(0),
         errors: AtomicU64::new(0),
@@ -562,8 +574,10 @@ async fn run_pipeline(args: &Args, system: System, rate: Option<u64>) -> Row {
         lost: sent.load(Ordering::Relaxed).saturating_sub(received),
         server_cpu_us: server.cpu_micros() - cpu_before,
         client_cpu_us: own_cpu_micros() - client_cpu_before,
+        connections: 0,
         note: format!(
-            "send-to-receive latency; delivered msg/s{}",
+            "send-to-receive latency; delivered msg/s; {:.1} msgs per receive{}",
+            received as f64 / tally.receives.load(Ordering::Relaxed).max(1) as f64,
             undelivered_note(
                 sent.load(Ordering::Relaxed).saturating_sub(received),
                 PIPELINE_DRAIN_SECS
@@ -606,6 +620,7 @@ impl Backlog {
         let rss_kib = server.rss_kib();
         let tally = Arc::new(Tally {
             received: AtomicU64::new(0),
+            receives: AtomicU64::new(0),
             finished_at: Mutex::new(None),
             violations: AtomicU64::new(0),
             errors: AtomicU64::new(0),
@@ -1070,6 +1085,7 @@ async fn run_fanout(args: &Args, system: System, queues: usize) -> Row {
         .map(|_| {
             Arc::new(Tally {
                 received: AtomicU64::new(0),
+                receives: AtomicU64::new(0),
                 finished_at: Mutex::new(None),
                 violations: AtomicU64::new(0),
                 errors: AtomicU64::new(0),
@@ -1166,6 +1182,7 @@ async fn run_fanout(args: &Args, system: System, queues: usize) -> Row {
         lost: (published.load(Ordering::Relaxed) * queues as u64).saturating_sub(delivered),
         server_cpu_us: server.cpu_micros() - cpu_before,
         client_cpu_us: own_cpu_micros() - client_cpu_before,
+        connections: 0,
         note: format!(
             "deliveries/s; {} published; one consumer per queue{}",
             published.load(Ordering::Relaxed),
@@ -1219,6 +1236,7 @@ async fn run_round(args: &Args) -> Vec<Row> {
                 rows.push(run_send(args, System::Durable, false).await);
                 rows.push(run_pipeline(args, System::Durable, None).await);
             }
+            "durable-share" => rows.extend(crate::share::run(args).await),
             "restart" => rows.push(run_restart(args).await),
             "fanout" => {
                 rows.push(run_fanout(args, System::Orderly, 10).await);

@@ -9,6 +9,7 @@ mod load;
 mod null_server;
 mod report;
 mod server;
+mod share;
 
 use clap::Parser;
 
@@ -19,11 +20,13 @@ pub struct Args {
     #[arg(long, default_value = "target/release/orderly")]
     pub orderly: String,
     /// Comma-separated scenarios: send, single, pipeline, paced, fanout, backlog, durable
-    /// (send, single and pipeline with fsync), restart (restart time with the backlog), memory
-    /// (resident memory per queued 1 KiB message).
+    /// (send, single and pipeline with fsync), durable-share (send, single and pipeline, in
+    /// memory and durable, at each count of --share-connections, compared at their peaks),
+    /// restart (restart time with the backlog), memory (resident memory per queued 1 KiB
+    /// message).
     #[arg(
         long,
-        default_value = "send,single,pipeline,paced,fanout,backlog,durable,restart,memory"
+        default_value = "send,single,pipeline,paced,fanout,backlog,durable,durable-share,restart,memory"
     )]
     pub scenarios: String,
     /// Seconds each measured phase runs.
@@ -40,6 +43,9 @@ pub struct Args {
     /// Consumer connections.
     #[arg(long, default_value_t = 8)]
     pub consumers: usize,
+    /// Producer connection counts (as many consumers) the durable-share scenario runs at.
+    #[arg(long, value_delimiter = ',', default_value = "8,16,32,64")]
+    pub share_connections: Vec<usize>,
     /// Message groups.
     #[arg(long, default_value_t = 64)]
     pub groups: usize,
@@ -78,4 +84,5 @@ fn main() {
     }
     let rows = runtime.block_on(load::run_all(&args));
     report::print(&args, &rows);
+    share::print(&args, &rows);
 }

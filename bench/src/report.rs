@@ -17,6 +17,9 @@ pub struct Row {
     pub server_cpu_us: u64,
     /// The load generator's own CPU time (0: not measured for this scenario).
     pub client_cpu_us: u64,
+    /// Producer connections (as many consumers), where a scenario runs at several counts;
+    /// 0 where it runs at `--producers`/`--consumers` only.
+    pub connections: usize,
     pub note: String,
 }
 
@@ -56,6 +59,11 @@ pub fn print(args: &Args, rows: &[Row]) {
     );
     println!("|---|---|---|---|---|---|---|---|---|---|---|");
     for r in rows {
+        let scenario = if r.connections > 0 {
+            format!("{} at {n}+{n} connections", r.scenario, n = r.connections)
+        } else {
+            r.scenario.clone()
+        };
         let cpu = if r.messages > 0 {
             r.server_cpu_us as f64 / r.messages as f64
         } else {
@@ -68,7 +76,7 @@ pub fn print(args: &Args, rows: &[Row]) {
         };
         println!(
             "| {} | {} | {:.0} | {:.2} | {:.2} | {} | {} | {} | {:.1} | {} | {} |",
-            r.scenario,
+            scenario,
             r.system,
             r.rate(),
             r.p50_us as f64 / 1000.0,
@@ -88,9 +96,9 @@ pub fn print(args: &Args, rows: &[Row]) {
 /// With more than one round the note says the spread, so a reader sees how steady it was.
 pub fn median_of_rounds(rounds: Vec<Vec<Row>>) -> Vec<Row> {
     let count = rounds.len();
-    let mut keyed: Vec<((String, String), Vec<Row>)> = Vec::new();
+    let mut keyed: Vec<((String, String, usize), Vec<Row>)> = Vec::new();
     for row in rounds.into_iter().flatten() {
-        let key = (row.scenario.clone(), row.system.clone());
+        let key = (row.scenario.clone(), row.system.clone(), row.connections);
         match keyed.iter_mut().find(|(k, _)| *k == key) {
             Some((_, rows)) => rows.push(row),
             None => keyed.push((key, vec![row])),
@@ -98,7 +106,7 @@ pub fn median_of_rounds(rounds: Vec<Vec<Row>>) -> Vec<Row> {
     }
     keyed
         .into_iter()
-        .map(|((scenario, _), mut rows)| {
+        .map(|((scenario, _, _), mut rows)| {
             if rows.len() == 1 {
                 return rows.pop().expect("one row");
             }

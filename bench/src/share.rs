@@ -1,0 +1,209 @@
+//! The durable-share scenario: durable against in-memory throughput for batched sends, single
+//! sends and the pipeline, at several connection counts.
+//!
+//! Throughput is what a server sustains once it has enough work. With few connections a
+//! client waits for each answer before it sends again, so a durable answer, which waits for a
+//! sync, caps the rate long before the server is busy (a measure of latency, not capacity).
+//! Both systems are therefore measured at every count in `--share-connections` and compared at
+//! their peaks; the share at each count is printed as well.
+
+use crate::load::{run_pipeline, run_send, System};
+use crate::report::Row;
+use crate::Args;
+
+#[derive(Clone, Copy)]
+enum Kind {
+    Batched,
+    Single,
+    Pipeline,
+}
+
+/// Runs every kind at every count, in memory then durable right after, so that both rows of
+/// a comparison come from the same minute.
+pub async fn run(args: &Args) -> Vec<Row> {
+    let mut rows = Vec::new();
+    for kind in [Kind::Batched, Kind::Single, Kind::Pipeline] {
+        for &n in &args.share_connections {
+            let at_n = Args {
+                producers: n,
+                consumers: n,
+                ..args.clone()
+            };
+            for system in [System::Orderly, System::Durable] {
+                let mut row = match kind {
+                    Kind::Batched => run_send(&at_n, system, true).await,
+                    Kind::Single => run_send(&at_n, system, false).await,
+                    Kind::Pipeline => run_pipeline(&at_n, system, None).await,
+                };
+                row.connections = n;
+                rows.push(row);
+            }
+        }
+    }
+    rows
+}
+
+/// One scenario's comparison.
+#[derive(Debug, PartialEq)]
+pub struct Share {
+    pub scenario: String,
+    /// (msg/s, connections) of the best count.
+    pub memory_peak: (f64, usize),
+    pub durable_peak: (f64, usize),
+    /// Durable ÷ in memory at each count both ran at, in count order.
+    pub at: Vec<(usize, f64)>,
+}
+
+impl Share {
+    pub fn at_peak(&self) -> f64 {
+        self.durable_peak.0 / self.memory_peak.0
+    }
+}
+
+/// Compares the rows `run` produced (after `median_of_rounds`); other rows are ignored.
+pub fn compare(rows: &[Row]) -> Vec<Share> {
+    let memory = System::Orderly.label();
+    let durable = System::Durable.label();
+    let mut scenarios: Vec<&str> = Vec::new();
+    for row in rows.iter().filter(|r| r.connections > 0) {
+        if !scenarios.contains(&row.scenario.as_str()) {
+            scenarios.push(&row.scenario);
+        }
+    }
+    scenarios
+        .into_iter()
+        .filter_map(|scenario| {
+            let of = |system: &str| -> Vec<(usize, f64)> {
+                let mut points: Vec<(usize, f64)> = rows
+                    .iter()
+                    .filter(|r| r.connections > 0 && r.scenario == scenario && r.system == system)
+                    .map(|r| (r.connections, r.rate()))
+                    .collect();
+                points.sort_by_key(|p| p.0);
+                points
+            };
+            let (memory, durable) = (of(memory), of(durable));
+            let peak = |points: &[(usize, f64)]| {
+                points
+                    .iter()
+                    .max_by(|a, b| a.1.total_cmp(&b.1))
+                    .map(|&(n, rate)| (rate, n))
+            };
+            let at = memory
+                .iter()
+                .filter_map(|&(n, m)| {
+                    let d = durable.iter().find(|p| p.0 == n)?.1;
+                    (m > 0.0).then_some((n, d / m))
+                })
+                .collect();
+            Some(Share {
+                scenario: scenario.to_string(),
+                memory_peak: peak(&memory).filter(|p| p.0 > 0.0)?,
+                durable_peak: peak(&durable)?,
+                at,
+            })
+        })
+        .collect()
+}
+
+pub fn print(args: &Args, rows: &[Row]) {
+    let shares = compare(rows);
+    if shares.is_empty() {
+        return;
+    }
+    let counts: Vec<String> = args
+        .share_connections
+        .iter()
+        .map(|n| n.to_string())
+        .collect();
+    println!();
+    println!(
+        "Durable against in memory, each at its peak over {} producer connections (as many consumers):",
+        counts.join(", ")
+    );
+    let at_heads: Vec<String> = counts.iter().map(|n| format!("at {n}")).collect();
+    println!(
+        "| scenario | in memory peak msg/s (connections) | durable peak msg/s (connections) | durable / in memory, peaks | {} |",
+        at_heads.join(" | ")
+    );
+    println!("|---|---|---|---|{}", "---|".repeat(counts.len()));
+    for share in shares {
+        let at: Vec<String> = args
+            .share_connections
+            .iter()
+            .map(|n| match share.at.iter().find(|p| p.0 == *n) {
+                Some((_, s)) => format!("{:.0} %", s * 100.0),
+                None => "—".into(),
+            })
+            .collect();
+        println!(
+            "| {} | {:.0} ({}) | {:.0} ({}) | {:.0} % | {} |",
+            share.scenario,
+            share.memory_peak.0,
+            share.memory_peak.1,
+            share.durable_peak.0,
+            share.durable_peak.1,
+            share.at_peak() * 100.0,
+            at.join(" | ")
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(scenario: &str, system: System, connections: usize, messages: u64) -> Row {
+        Row {
+            scenario: scenario.into(),
+            system: system.label().into(),
+            messages,
+            seconds: 2.0,
+            connections,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn each_system_is_taken_at_its_own_peak_and_shares_are_listed_per_count() {
+        let rows = vec![
+            row("send (single)", System::Orderly, 8, 200),
+            row("send (single)", System::Durable, 8, 80),
+            row("send (single)", System::Orderly, 32, 180),
+            row("send (single)", System::Durable, 32, 120),
+            row("pipeline", System::Orderly, 8, 100),
+            row("pipeline", System::Durable, 8, 30),
+            // Rows of other scenarios (no connection count) are not compared.
+            row("send (single)", System::Durable, 0, 1_000),
+        ];
+        let shares = compare(&rows);
+        assert_eq!(
+            shares,
+            vec![
+                Share {
+                    scenario: "send (single)".into(),
+                    memory_peak: (100.0, 8),
+                    durable_peak: (60.0, 32),
+                    at: vec![(8, 0.4), (32, 120.0 / 180.0)],
+                },
+                Share {
+                    scenario: "pipeline".into(),
+                    memory_peak: (50.0, 8),
+                    durable_peak: (15.0, 8),
+                    at: vec![(8, 0.3)],
+                },
+            ]
+        );
+        assert!((shares[0].at_peak() - 0.6).abs() < 1e-9);
+    }
+
+    #[test]
+    fn a_scenario_missing_one_system_or_with_nothing_in_memory_is_left_out() {
+        let rows = vec![
+            row("send (single)", System::Durable, 8, 80),
+            row("pipeline", System::Orderly, 8, 0),
+            row("pipeline", System::Durable, 8, 30),
+        ];
+        assert_eq!(compare(&rows), vec![]);
+    }
+}
