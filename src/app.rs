@@ -4,16 +4,42 @@ use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
+use std::time::Duration;
+
 use tokio::net::TcpListener;
 
 use crate::clock::{Clock, SystemClock};
 use crate::config::Config;
+use crate::http::body::BodyLimits;
+use crate::http::connection::ConnectionTimeouts;
+use crate::http::server::ServerLimits;
 use crate::service::Service;
+
+/// Descriptors kept out of the connection limit: log segments, snapshots, webhook connections
+/// (`--webhook-concurrency`), the listener, standard streams and what libraries open.
+const RESERVED_DESCRIPTORS: u64 = 256;
+
+/// Connections allowed when `--max-connections` is not given: the open-file limit (raised to
+/// its hard limit first) less the reserve, so connections alone never starve the log of the
+/// descriptor its next segment needs.
+fn default_max_connections() -> usize {
+    let limit = match rlimit::increase_nofile_limit(u64::MAX) {
+        Ok(limit) => limit,
+        Err(error) => {
+            tracing::warn!(%error, "open-file limit unknown; assuming 1024");
+            1024
+        }
+    };
+    let connections = limit.saturating_sub(RESERVED_DESCRIPTORS).clamp(16, 65_536);
+    usize::try_from(connections).unwrap_or(65_536)
+}
 
 /// A server bound to its port, not yet serving.
 pub struct App {
     pub listener: TcpListener,
     pub service: Arc<Service>,
+    limits: ServerLimits,
+    body: BodyLimits,
 }
 
 impl App {
@@ -23,9 +49,24 @@ impl App {
 
     pub async fn bind_with_clock(config: &Config, clock: Arc<dyn Clock>) -> std::io::Result<App> {
         let listener = TcpListener::bind(config.bind).await?;
+        let limits = ServerLimits {
+            max_connections: config
+                .max_connections
+                .unwrap_or_else(default_max_connections),
+            timeouts: ConnectionTimeouts {
+                idle: Duration::from_secs(config.idle_timeout),
+                header: Duration::from_secs(config.header_timeout),
+            },
+        };
+        let body = BodyLimits {
+            max_bytes: config.max_request_bytes,
+            timeout: Duration::from_secs(config.body_timeout),
+        };
         Ok(App {
             listener,
             service: Service::new(config, clock)?,
+            limits,
+            body,
         })
     }
 
@@ -38,21 +79,12 @@ impl App {
         self,
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> std::io::Result<()> {
-        use axum::serve::ListenerExt;
         let deliveries = tokio::spawn(crate::delivery::run(self.service.clone()));
         let snapshots = tokio::spawn(snapshot_when_due(self.service.clone()));
         self.service.resume_move_tasks();
         let service = self.service.clone();
-        let router = crate::http::router(self.service);
-        // Small request/response exchanges: do not let Nagle's algorithm hold writes back.
-        let listener = self.listener.tap_io(|tcp| {
-            if let Err(error) = tcp.set_nodelay(true) {
-                tracing::debug!(%error, "TCP_NODELAY not set");
-            }
-        });
-        let served = axum::serve(listener, router)
-            .with_graceful_shutdown(shutdown)
-            .await;
+        let router = crate::http::router(self.service, self.body);
+        let served = crate::http::server::serve(self.listener, router, self.limits, shutdown).await;
         // Background work stops before the log closes (a snapshot already writing on a
         // blocking thread is not interrupted; the log's close waits for its own writer only).
         deliveries.abort();

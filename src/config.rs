@@ -62,6 +62,24 @@ pub struct Config {
     /// snapshot's size, so disk use stays within a small multiple of live data).
     #[arg(long, env = "ORDERLY_SNAPSHOT_AFTER", default_value_t = 64 << 20)]
     pub snapshot_after: u64,
+    /// Seconds a client has to send a request's headers, from its first byte.
+    #[arg(long, env = "ORDERLY_HEADER_TIMEOUT", default_value_t = 10)]
+    pub header_timeout: u64,
+    /// Seconds a client has to send a request's body, once its headers are in.
+    #[arg(long, env = "ORDERLY_BODY_TIMEOUT", default_value_t = 30)]
+    pub body_timeout: u64,
+    /// Seconds a kept-alive connection may wait for its next request before it is closed.
+    #[arg(long, env = "ORDERLY_IDLE_TIMEOUT", default_value_t = 60)]
+    pub idle_timeout: u64,
+    /// Connections open at once; beyond it new ones are closed at once and the open ones keep
+    /// working. Default: the open-file limit less room for the log, webhooks and the rest.
+    #[arg(long, env = "ORDERLY_MAX_CONNECTIONS")]
+    pub max_connections: Option<usize>,
+    /// Largest request body accepted (413 `RequestEntityTooLarge` beyond it), judged from
+    /// Content-Length or while it streams. The default holds a 1 MiB message (SQS's largest)
+    /// escaped threefold, as form encoding or ASCII-only JSON may, plus parameter names.
+    #[arg(long, env = "ORDERLY_MAX_REQUEST_BYTES", default_value_t = 3 * 1024 * 1024 + 256 * 1024)]
+    pub max_request_bytes: usize,
 }
 
 fn parse_allow_list(value: &str) -> Result<crate::delivery::AllowList, String> {

@@ -1,31 +1,40 @@
 //! HTTP: one endpoint for every action. Tells the protocols apart (X-Amz-Target means SQS JSON;
 //! otherwise form and query parameters with `Action`, SNS or SQS by signing service, Version or
-//! action), builds the request context, and hands the payload to the service.
+//! action), builds the request context, and hands the payload to the service. Every request is
+//! bounded: its head by the server (`server.rs`), its body here (`body.rs`).
+
+pub mod body;
+pub mod connection;
+pub mod server;
+mod unsigned;
 
 use std::sync::Arc;
 
-use axum::body::Bytes;
-use axum::extract::{DefaultBodyLimit, State};
-use axum::http::{header, HeaderMap, HeaderName, HeaderValue, Method, StatusCode, Uri};
+use axum::extract::{Request, State};
+use axum::http::{header, HeaderMap, HeaderName, HeaderValue, Method, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::Router;
 
 use crate::protocol::{
-    encode_error, query_params, sns_query, ApiError, Encoded, ErrorCode, Payload, Protocol,
+    encode_error, form, query_params, sns_query, ApiError, Encoded, ErrorCode, Payload, Protocol,
 };
 use crate::service::{RequestContext, Service};
+use body::BodyLimits;
 
-/// Large enough for a 1 MiB message after JSON or form escaping.
-const MAX_BODY_BYTES: usize = 16 * 1024 * 1024;
+/// What every request handler needs: the service and the bounds on a request body.
+#[derive(Clone)]
+struct HttpState {
+    service: Arc<Service>,
+    body: BodyLimits,
+}
 
-pub fn router(service: Arc<Service>) -> Router {
+pub fn router(service: Arc<Service>, body: BodyLimits) -> Router {
     Router::new()
         .route("/health", get(|| async { "ok" }))
         .route("/_orderly/webhooks", get(webhook_stats))
         .fallback(handle)
-        .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
-        .with_state(service)
+        .with_state(HttpState { service, body })
 }
 
 /// The access key id and signing service from a SigV4 Authorization header
@@ -114,8 +123,9 @@ fn respond(encoded: Encoded, request_id: &str) -> Response {
 
 /// Orderly's own view of webhook delivery: per subscription, what is pending and in flight,
 /// and how many were delivered, retried, dead-lettered or dropped.
-async fn webhook_stats(State(service): State<Arc<Service>>) -> Response {
-    let subscriptions: Vec<serde_json::Value> = service
+async fn webhook_stats(State(state): State<HttpState>) -> Response {
+    let subscriptions: Vec<serde_json::Value> = state
+        .service
         .engine
         .delivery_stats()
         .into_iter()
@@ -155,20 +165,73 @@ fn signing_certificate(service: &Service, path: &str) -> Response {
     }
 }
 
-async fn handle(
-    State(service): State<Arc<Service>>,
-    method: Method,
-    uri: Uri,
-    headers: HeaderMap,
-    body: Bytes,
-) -> Response {
-    let request_id = uuid::Uuid::new_v4().to_string();
+/// Longest `Host` used in queue and subscription URLs: a DNS name (253) and a port.
+const MAX_HOST_BYTES: usize = 260;
+
+/// An error answered before the action is known, in the protocol the headers point to.
+fn early_error(headers: &HeaderMap, error: &ApiError, request_id: &str) -> Response {
+    let protocol = if is_json(headers) {
+        Protocol::Json
+    } else if credential_scope(headers).1 == Some("sns") {
+        Protocol::SnsQuery
+    } else {
+        Protocol::Query
+    };
+    respond(encode_error(protocol, error, request_id), request_id)
+}
+
+fn is_json(headers: &HeaderMap) -> bool {
+    headers.contains_key("x-amz-target")
+        || headers
+            .get(header::CONTENT_TYPE)
+            .and_then(|c| c.to_str().ok())
+            .is_some_and(|c| c.starts_with("application/x-amz-json"))
+}
+
+/// The request's host for the URLs Orderly hands out, if it is one a URL can hold.
+fn usable_host(headers: &HeaderMap, uri: &axum::http::Uri) -> Result<String, ApiError> {
     let host = headers
         .get(header::HOST)
-        .and_then(|h| h.to_str().ok())
+        .map(|h| h.to_str().unwrap_or("\u{0}"))
         .or_else(|| uri.authority().map(|a| a.as_str()))
-        .unwrap_or("localhost:4566")
-        .to_string();
+        .unwrap_or("localhost:4566");
+    let fits = host.len() <= MAX_HOST_BYTES
+        && !host.is_empty()
+        && host
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b".-:[]_".contains(&b));
+    if fits {
+        Ok(host.to_string())
+    } else {
+        Err(ApiError::invalid(
+            "The Host header is not a host name or address with an optional port.",
+        ))
+    }
+}
+
+async fn handle(State(state): State<HttpState>, request: Request) -> Response {
+    let (parts, body) = request.into_parts();
+    let request_id = uuid::Uuid::new_v4().to_string();
+    let (method, uri, headers) = (parts.method, parts.uri, parts.headers);
+    let service = &state.service;
+    if method == Method::GET && uri.path().starts_with("/SimpleNotificationService-") {
+        return signing_certificate(service, uri.path());
+    }
+    let body = match body::read(&headers, body, state.body).await {
+        Ok(body) => body,
+        Err(error) => {
+            let mut response = early_error(&headers, &error.to_api_error(), &request_id);
+            // The rest of the body is unread: this connection cannot carry another request.
+            response
+                .headers_mut()
+                .insert(header::CONNECTION, HeaderValue::from_static("close"));
+            return response;
+        }
+    };
+    let host = match usable_host(&headers, &uri) {
+        Ok(host) => host,
+        Err(error) => return early_error(&headers, &error, &request_id),
+    };
     let (access_key, signing_service) = credential_scope(&headers);
     let authenticated =
         access_key.is_some() || uri.query().is_some_and(|q| q.contains("X-Amz-Signature="));
@@ -178,16 +241,8 @@ async fn handle(
         sender_id: access_key.unwrap_or(&service.engine.account_id).into(),
         request_id,
     };
-    if method == Method::GET && uri.path().starts_with("/SimpleNotificationService-") {
-        return signing_certificate(&service, uri.path());
-    }
-    let target = headers.get("x-amz-target").and_then(|t| t.to_str().ok());
-    let is_json = target.is_some()
-        || headers
-            .get(header::CONTENT_TYPE)
-            .and_then(|c| c.to_str().ok())
-            .is_some_and(|c| c.starts_with("application/x-amz-json"));
-    if is_json {
+    if is_json(&headers) {
+        let target = headers.get("x-amz-target").and_then(|t| t.to_str().ok());
         let action = target.and_then(|t| t.strip_prefix("AmazonSQS."));
         let Some(action) = action else {
             let error = ApiError::new(
@@ -199,6 +254,12 @@ async fn handle(
                 &ctx.request_id,
             );
         };
+        if let Err(error) = unsigned::check(&ctx, Protocol::Json, action) {
+            return respond(
+                encode_error(Protocol::Json, &error, &ctx.request_id),
+                &ctx.request_id,
+            );
+        }
         let encoded = service
             .dispatch(Protocol::Json, action, &Payload::Json(body), &ctx)
             .await;
@@ -214,12 +275,44 @@ async fn handle(
             &ctx.request_id,
         );
     }
-    // Query: form body and URL query string together.
-    let query = uri.query().unwrap_or("");
-    let params: Vec<(String, String)> = form_urlencoded::parse(query.as_bytes())
-        .chain(form_urlencoded::parse(&body))
-        .map(|(k, v)| (k.into_owned(), v.into_owned()))
-        .collect();
+    query(service, &uri, &body, signing_service, &ctx).await
+}
+
+/// A Query request: form body and URL query string together.
+async fn query(
+    service: &Arc<Service>,
+    uri: &axum::http::Uri,
+    body: &[u8],
+    signing_service: Option<&str>,
+    ctx: &RequestContext,
+) -> Response {
+    let decoded = form::decode(uri.query().unwrap_or("").as_bytes()).and_then(|mut params| {
+        params.extend(form::decode(body)?);
+        Ok(params)
+    });
+    let protocol_guess = if signing_service == Some("sns") {
+        Protocol::SnsQuery
+    } else {
+        Protocol::Query
+    };
+    let fail = |protocol, error: ApiError| {
+        respond(
+            encode_error(protocol, &error, &ctx.request_id),
+            &ctx.request_id,
+        )
+    };
+    let Ok(params) = decoded else {
+        return fail(
+            protocol_guess,
+            ApiError::invalid("The request's parameters are not valid UTF-8 once decoded."),
+        );
+    };
+    // A presigned URL names its signing service in its credential, as the header does.
+    let presigned_service = params
+        .iter()
+        .find(|(k, _)| k == "X-Amz-Credential")
+        .and_then(|(_, v)| v.split('/').nth(3));
+    let signing_service = signing_service.or(presigned_service);
     let Some(action) = params
         .iter()
         .find(|(k, _)| k == "Action")
@@ -229,21 +322,27 @@ async fn handle(
             ErrorCode::MissingAction,
             "The request must contain the parameter Action.",
         );
-        return respond(
-            encode_error(Protocol::Query, &error, &ctx.request_id),
-            &ctx.request_id,
-        );
+        return fail(Protocol::Query, error);
     };
     let mut pairs: Vec<(&str, &str)> = params
         .iter()
-        .filter(|(k, _)| k != "Action" && k != "Version")
+        .filter(|(k, _)| k != "Action" && k != "Version" && !k.starts_with("X-Amz-"))
         .map(|(k, v)| (k.as_str(), v.as_str()))
         .collect();
-    if is_sns(signing_service, &params, &action) {
-        let payload = Payload::Query(sns_query::to_json(&pairs));
-        let encoded = service
-            .dispatch(Protocol::SnsQuery, &action, &payload, &ctx)
-            .await;
+    let protocol = if is_sns(signing_service, &params, &action) {
+        Protocol::SnsQuery
+    } else {
+        Protocol::Query
+    };
+    if let Err(error) = unsigned::check(ctx, protocol, &action) {
+        return fail(protocol, error);
+    }
+    if protocol == Protocol::SnsQuery {
+        let payload = match sns_query::to_json(&pairs) {
+            Ok(json) => Payload::Query(json),
+            Err(error) => return fail(protocol, error),
+        };
+        let encoded = service.dispatch(protocol, &action, &payload, ctx).await;
         return respond(encoded, &ctx.request_id);
     }
     // Older clients post to the queue URL itself instead of passing QueueUrl.
@@ -253,9 +352,10 @@ async fn handle(
         path_url = format!("http://{}{path}", ctx.host);
         pairs.push(("QueueUrl", &path_url));
     }
-    let payload = Payload::Query(query_params::to_json(&pairs, &action));
-    let encoded = service
-        .dispatch(Protocol::Query, &action, &payload, &ctx)
-        .await;
+    let payload = match query_params::to_json(&pairs, &action) {
+        Ok(json) => Payload::Query(json),
+        Err(error) => return fail(protocol, error),
+    };
+    let encoded = service.dispatch(protocol, &action, &payload, ctx).await;
     respond(encoded, &ctx.request_id)
 }

@@ -91,8 +91,9 @@ pub fn open<W: Default>(
     mode: FsyncMode,
     engine: &mut Engine<W>,
 ) -> Result<(DataDir, RecoveryReport), RecoveryError> {
-    std::fs::create_dir_all(dir)?;
-    let lock = File::options()
+    storage::create_private_dir(dir)?;
+    storage::warn_if_shared(dir)?;
+    let lock = storage::private_file()
         .create(true)
         .truncate(false)
         .write(true)
@@ -228,7 +229,11 @@ fn log_key(dir: &Path) -> Result<u64, RecoveryError> {
             let checksum = crc32c::crc32c(&bytes);
             bytes.extend_from_slice(&checksum.to_le_bytes());
             let side = dir.join("KEY.new");
-            let mut file = File::create(&side)?;
+            let mut file = storage::private_file()
+                .write(true)
+                .create(true)
+                .truncate(true)
+                .open(&side)?;
             std::io::Write::write_all(&mut file, &bytes)?;
             file.sync_all()?;
             std::fs::rename(&side, &path)?;

@@ -157,7 +157,14 @@ pub fn take<W: Default>(
     let (segment, first_lsn) = journal.rotate().map_err(std::io::Error::other)?;
     let (entries, registry, registry_lsn) = engine.registry_cut(|| journal.next_lsn());
     let temporary = dir.join("snapshot.tmp");
-    let mut out = BufWriter::with_capacity(1 << 20, File::create(&temporary)?);
+    let mut out = BufWriter::with_capacity(
+        1 << 20,
+        super::storage::private_file()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&temporary)?,
+    );
     let mut buf = Vec::new();
     write_item(
         &mut out,

@@ -92,7 +92,7 @@ fn write_zeros(file: &File, from: u64, to: u64) -> io::Result<()> {
 /// Creates `path` as `bytes` of synced zeros. A crash part way leaves a file that the next
 /// start deletes (`DirStorage::new`).
 fn zero_filled(dir: &Path, path: &Path, bytes: u64) -> io::Result<(File, u64)> {
-    let file = OpenOptions::new()
+    let file = private_file()
         .create_new(true)
         .read(true)
         .write(true)
@@ -125,9 +125,42 @@ impl OpenSegment {
     }
 }
 
+/// Options for a file of the data directory: readable by the server's user only (the log holds
+/// every message body and the SNS signing key), whatever the umask.
+pub fn private_file() -> OpenOptions {
+    let mut options = OpenOptions::new();
+    options.mode(0o600);
+    options
+}
+
+/// Creates the data directory (and missing parents) readable by the server's user only.
+pub fn create_private_dir(dir: &Path) -> io::Result<()> {
+    use std::os::unix::fs::DirBuilderExt;
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+}
+
+/// Warns when others may read or enter `dir` (one made before Orderly made it private, or
+/// opened up by hand); the directory is used as it is.
+pub fn warn_if_shared(dir: &Path) -> io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(dir)?.permissions().mode();
+    if mode & 0o077 != 0 {
+        tracing::warn!(
+            dir = %dir.display(),
+            mode = format!("{:o}", mode & 0o777),
+            "the data directory is open to other users; it holds every message and the SNS \
+             signing key (chmod 700 it)"
+        );
+    }
+    Ok(())
+}
+
 impl DirStorage {
     pub fn new(dir: &Path) -> io::Result<DirStorage> {
-        std::fs::create_dir_all(dir)?;
+        create_private_dir(dir)?;
         // Segments a helper was filling when the last process stopped. One that cannot be
         // deleted does no harm: a helper meant to fill it finds it there and gives up.
         for entry in std::fs::read_dir(dir)? {
@@ -215,7 +248,7 @@ impl DirStorage {
                 }
             }
         }
-        let file = OpenOptions::new()
+        let file = private_file()
             .create(true)
             .truncate(false)
             .read(true)

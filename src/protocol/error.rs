@@ -29,6 +29,12 @@ pub enum ErrorCode {
     MissingAction,
     SerializationException,
     InternalFailure,
+    /// A request body past `--max-request-bytes` (AWS's front end answers 413 as well).
+    RequestEntityTooLarge,
+    /// A request body not received within `--body-timeout`.
+    RequestTimeout,
+    /// An unsigned request for an action that changes state.
+    MissingAuthenticationToken,
     // SNS
     InvalidParameter,
     ParameterValueInvalid,
@@ -155,6 +161,21 @@ impl ErrorCode {
                 "com.amazon.coral.service#InternalFailure",
                 "InternalFailure",
                 500,
+            ),
+            RequestEntityTooLarge => (
+                "com.amazon.coral.service#RequestEntityTooLargeException",
+                "RequestEntityTooLarge",
+                413,
+            ),
+            RequestTimeout => (
+                "com.amazon.coral.service#RequestTimeoutException",
+                "RequestTimeout",
+                408,
+            ),
+            MissingAuthenticationToken => (
+                "com.amazon.coral.service#MissingAuthenticationTokenException",
+                "MissingAuthenticationToken",
+                403,
             ),
             InvalidParameter => ("InvalidParameter", "InvalidParameter", 400),
             ParameterValueInvalid => ("ParameterValueInvalid", "ParameterValueInvalid", 400),

@@ -3,6 +3,7 @@
 
 pub mod borrowed;
 pub mod error;
+pub mod form;
 pub mod json_answer;
 pub mod lenient;
 pub mod query_params;
@@ -42,6 +43,15 @@ impl Payload {
         let result = match self {
             Payload::Json(body) if body.iter().all(u8::is_ascii_whitespace) => {
                 return Ok(T::default())
+            }
+            // serde would build a request from a JSON array too (fields in order); AWS wants an object.
+            Payload::Json(body)
+                if body.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') =>
+            {
+                return Err(ApiError::new(
+                    ErrorCode::SerializationException,
+                    "The request body must be a JSON object.",
+                ))
             }
             Payload::Json(body) => serde_json::from_slice(body),
             Payload::Query(value) => T::deserialize(value),

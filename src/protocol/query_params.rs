@@ -5,6 +5,27 @@ use std::collections::BTreeMap;
 
 use serde_json::{Map, Value};
 
+use super::ApiError;
+
+/// Dots a parameter name may hold. The deepest name an SDK sends has seven
+/// (`PublishBatchRequestEntries.member.N.MessageAttributes.entry.N.Value.DataType`); a name
+/// far deeper is refused before any decoder walks it, so no crafted name can exhaust the stack.
+pub const MAX_NAME_DOTS: usize = 12;
+
+/// The first parameter name nested deeper than any AWS parameter, if there is one.
+pub fn too_deep<'a>(params: &[(&'a str, &str)]) -> Option<&'a str> {
+    params
+        .iter()
+        .map(|(k, _)| *k)
+        .find(|k| k.bytes().filter(|b| *b == b'.').count() > MAX_NAME_DOTS)
+}
+
+/// The message both Query decoders refuse a too-deep name with.
+pub(crate) fn too_deep_message(name: &str) -> String {
+    let shown: String = name.chars().take(64).collect();
+    format!("The parameter name {shown}... is nested more than {MAX_NAME_DOTS} levels deep.")
+}
+
 /// How a flattened parameter prefix maps onto a JSON member.
 enum Shape {
     /// `P.N` -> list of strings.
@@ -54,8 +75,17 @@ fn lookup<'a>(entries: &[(&str, &'a str)], key: &str) -> Option<&'a str> {
     entries.iter().find(|(k, _)| *k == key).map(|(_, v)| *v)
 }
 
-/// Converts Query parameters (without `Action` and `Version`) into a JSON object.
-pub fn to_json(params: &[(&str, &str)], action: &str) -> Value {
+/// Converts Query parameters (without `Action` and `Version`) into a JSON object; a name
+/// nested deeper than any AWS parameter is `InvalidParameterValue`.
+pub fn to_json(params: &[(&str, &str)], action: &str) -> Result<Value, ApiError> {
+    if let Some(name) = too_deep(params) {
+        return Err(ApiError::invalid(too_deep_message(name)));
+    }
+    Ok(reshape(params, action))
+}
+
+/// `to_json` on names already checked: recursion follows the dots, so it is bounded.
+fn reshape(params: &[(&str, &str)], action: &str) -> Value {
     let mut object = Map::new();
     let mut nested: BTreeMap<&str, Vec<(&str, &str)>> = BTreeMap::new();
     for (key, value) in params {
@@ -113,7 +143,7 @@ pub fn to_json(params: &[(&str, &str)], action: &str) -> Value {
                 Value::Array(
                     indexed(&entries)
                         .into_values()
-                        .map(|e| to_json(&e, action))
+                        .map(|e| reshape(&e, action))
                         .collect(),
                 ),
             ),
@@ -140,7 +170,7 @@ mod tests {
             ("Tag.1.Value", ""),
         ];
         assert_eq!(
-            to_json(&params, "CreateQueue"),
+            to_json(&params, "CreateQueue").unwrap(),
             json!({"QueueName":"q","Attributes":{"DelaySeconds":"5","VisibilityTimeout":"60"},"tags":{"team":""}})
         );
     }
@@ -167,7 +197,7 @@ mod tests {
             ),
         ];
         assert_eq!(
-            to_json(&params, "SendMessageBatch"),
+            to_json(&params, "SendMessageBatch").unwrap(),
             json!({"QueueUrl":"u","Entries":[
                 {"Id":"a","MessageBody":"first","MessageAttributes":{"Foo":{"DataType":"String","StringValue":"Bar"}}},
                 {"Id":"b","MessageBody":"second"}]})
@@ -178,8 +208,25 @@ mod tests {
     fn string_lists_and_empty_list_marker() {
         let params = [("AttributeName.1", "All"), ("MessageAttributeName", "")];
         assert_eq!(
-            to_json(&params, "ReceiveMessage"),
+            to_json(&params, "ReceiveMessage").unwrap(),
             json!({"AttributeNames":["All"]})
         );
+    }
+
+    #[test]
+    fn a_name_nested_past_the_bound_is_refused_without_recursing() {
+        // 1,300 levels overflowed the stack before the bound.
+        let name = "SendMessageBatchRequestEntry.1.".repeat(1_300) + "Id";
+        let error = to_json(&[(name.as_str(), "x")], "SendMessageBatch").unwrap_err();
+        assert_eq!(
+            error.code,
+            crate::protocol::ErrorCode::InvalidParameterValue
+        );
+        let deepest_real = "SendMessageBatchRequestEntry.1.MessageAttribute.1.Value.StringValue";
+        assert!(to_json(&[(deepest_real, "x")], "SendMessageBatch").is_ok());
+        let at_bound = "a.".repeat(MAX_NAME_DOTS) + "b";
+        assert!(to_json(&[(at_bound.as_str(), "x")], "SendMessageBatch").is_ok());
+        let past = "a.".repeat(MAX_NAME_DOTS + 1) + "b";
+        assert!(to_json(&[(past.as_str(), "x")], "SendMessageBatch").is_err());
     }
 }

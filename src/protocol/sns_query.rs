@@ -6,7 +6,9 @@ use std::collections::BTreeMap;
 
 use serde_json::{Map, Value};
 
+use super::query_params::{too_deep, too_deep_message};
 use super::xml::escape;
+use super::{ApiError, ErrorCode};
 
 pub const SNS_NAMESPACE: &str = "http://sns.amazonaws.com/doc/2010-03-31/";
 
@@ -83,20 +85,27 @@ impl Node {
     }
 }
 
-/// Converts SNS Query parameters (without `Action` and `Version`) into a JSON object.
-pub fn to_json(params: &[(&str, &str)]) -> Value {
+/// Converts SNS Query parameters (without `Action` and `Version`) into a JSON object; a name
+/// nested deeper than any AWS parameter is `InvalidParameter` (the tree is walked recursively).
+pub fn to_json(params: &[(&str, &str)]) -> Result<Value, ApiError> {
+    if let Some(name) = too_deep(params) {
+        return Err(ApiError::new(
+            ErrorCode::InvalidParameter,
+            too_deep_message(name),
+        ));
+    }
     let mut root = Node::default();
     for (key, value) in params {
         let path: Vec<&str> = key.split('.').collect();
         root.insert(&path, value);
     }
     // The top level is always an object, even for a request with no parameters.
-    Value::Object(
+    Ok(Value::Object(
         root.children
             .iter()
             .map(|(k, v)| (k.clone(), v.to_json(k)))
             .collect(),
-    )
+    ))
 }
 
 fn escape_sns(text: &str, out: &mut String) {
@@ -199,7 +208,7 @@ mod tests {
             ("Tags.member.1.Value", "dev"),
         ];
         assert_eq!(
-            to_json(&params),
+            to_json(&params).unwrap(),
             json!({
                 "Attributes": {"FifoTopic": "true"},
                 "PublishBatchRequestEntries": [
@@ -209,10 +218,21 @@ mod tests {
                 "TopicArn": "arn"})
         );
         assert_eq!(
-            to_json(&[("PublishBatchRequestEntries", "")]),
+            to_json(&[("PublishBatchRequestEntries", "")]).unwrap(),
             json!({"PublishBatchRequestEntries": []})
         );
-        assert_eq!(to_json(&[]), json!({}));
+        assert_eq!(to_json(&[]).unwrap(), json!({}));
+    }
+
+    #[test]
+    fn a_name_nested_past_the_bound_is_refused_without_recursing() {
+        // 2,100 dots overflowed the stack in `Node::insert` before the bound.
+        let name = "a.".repeat(2_100) + "b";
+        let error = to_json(&[(name.as_str(), "1")]).unwrap_err();
+        assert_eq!(error.code, ErrorCode::InvalidParameter);
+        let deepest_real =
+            "PublishBatchRequestEntries.member.1.MessageAttributes.entry.1.Value.DataType";
+        assert!(to_json(&[(deepest_real, "String")]).is_ok());
     }
 
     #[test]

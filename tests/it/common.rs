@@ -134,15 +134,24 @@ pub fn redrive_to(dlq: &str, max_receive_count: u32) -> String {
     )
 }
 
-/// Posts a Query-protocol request and returns (status, body).
+/// A SigV4 Authorization header of the shape SDKs send for `service`; the signature is not
+/// checked (Orderly checks signatures only with --auth).
+pub fn signed(service: &str) -> String {
+    format!("AWS4-HMAC-SHA256 Credential=AKID/20260101/us-east-1/{service}/aws4_request, SignedHeaders=host, Signature=0")
+}
+
+/// Posts a signed Query-protocol request and returns (status, body).
 pub async fn query(server: &Server, path: &str, params: &[(&str, &str)]) -> (u16, String) {
     let body: String = form_encode(params);
+    let sns = params.contains(&("Version", "2010-03-31"));
+    let service = if sns { "sns" } else { "sqs" };
     let response = reqwest::Client::new()
         .post(format!("{}{path}", server.url()))
         .header(
             "content-type",
             "application/x-www-form-urlencoded; charset=utf-8",
         )
+        .header("authorization", signed(service))
         .body(body)
         .send()
         .await

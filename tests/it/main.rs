@@ -3,6 +3,7 @@
 
 mod common;
 mod crash;
+mod hostile_clients;
 mod hostile_input;
 mod receiver;
 mod sns_api;

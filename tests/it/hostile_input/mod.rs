@@ -206,6 +206,8 @@ const SNS_ERRORS: &[(&str, u16)] = &[
     ("InvalidAction", 400),
     ("MissingAction", 400),
     ("MissingParameter", 400),
+    // Unsigned requests for actions that change state (see `http/unsigned.rs`).
+    ("MissingAuthenticationToken", 403),
 ];
 
 /// A Query error's code and status are a pair one of the services answers. (An unsigned GET
@@ -334,6 +336,7 @@ impl Barrage {
                     .post(&self.base)
                     .header("content-type", "application/x-amz-json-1.0")
                     .header("x-amz-target", format!("AmazonSQS.{action}"))
+                    .header("authorization", common::signed("sqs"))
                     .body(body)
                     .send()
                     .await;
@@ -355,8 +358,15 @@ impl Barrage {
                 // A URL holds a few kilobytes at most; longer parameters are posted. A GET
                 // goes unsigned, as a SubscribeURL or UnsubscribeURL is followed.
                 let response = if *get && form.len() < 8_000 {
+                    // Every other GET is presigned; the rest go unsigned, as a SubscribeURL
+                    // is followed, and may only read.
+                    let presigned = if self.sent.get().is_multiple_of(2) {
+                        format!("&X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Credential=AKID%2F20260101%2Fus-east-1%2F{service}%2Faws4_request&X-Amz-Signature=0")
+                    } else {
+                        String::new()
+                    };
                     self.http
-                        .get(format!("{}{path}?{form}", self.base))
+                        .get(format!("{}{path}?{form}{presigned}", self.base))
                         .send()
                         .await
                 } else {

@@ -1,0 +1,477 @@
+//! Clients that are broken or malicious (issue 28's probes): each request here once crashed
+//! the server, held a resource forever, or ran an action nobody signed for. Timeouts are set
+//! to a second so that the waits these tests must do on real sockets stay short.
+
+use std::time::{Duration, Instant};
+
+use orderly::config::Config;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+use crate::common::{self, query, signed, xml_text};
+
+fn quick_timeouts() -> Config {
+    let mut config = Config::ephemeral();
+    config.idle_timeout = 1;
+    config.header_timeout = 1;
+    config.body_timeout = 1;
+    config
+}
+
+/// Reads what the server sends until it closes the connection (or `within` passes).
+async fn read_until_closed(stream: &mut TcpStream, within: Duration) -> Option<String> {
+    let mut answer = Vec::new();
+    let mut buf = [0u8; 8192];
+    let deadline = tokio::time::Instant::now() + within;
+    loop {
+        match tokio::time::timeout_at(deadline, stream.read(&mut buf)).await {
+            Err(_) => return None,
+            Ok(Ok(0)) | Ok(Err(_)) => return Some(String::from_utf8_lossy(&answer).into()),
+            Ok(Ok(n)) => answer.extend_from_slice(&buf[..n]),
+        }
+    }
+}
+
+async fn unsigned_post(server: &common::Server, content_type: &str, body: &str) -> (u16, String) {
+    let response = reqwest::Client::new()
+        .post(server.url())
+        .header("content-type", content_type)
+        .body(body.to_string())
+        .send()
+        .await
+        .expect("answer");
+    (response.status().as_u16(), response.text().await.unwrap())
+}
+
+#[tokio::test]
+async fn parameter_names_nested_thousands_deep_get_errors_and_the_server_lives() {
+    let server = common::start().await;
+    // SNS: ~2,100 dots overflowed the stack, also as an unsigned GET.
+    let name = "a.".repeat(2_100) + "a";
+    let response = reqwest::get(format!("{}/?Action=ListTopics&{name}=1", server.url()))
+        .await
+        .expect("an answer, not a dropped connection");
+    assert_eq!(response.status().as_u16(), 400);
+    let body = response.text().await.unwrap();
+    assert_eq!(
+        xml_text(&body, "Code"),
+        Some("InvalidParameter"),
+        "{body:.300}"
+    );
+    // SQS: ~1,300 levels of batch entries did the same.
+    let queue = common::create_queue(&server, "deep", &[]).await;
+    let name = "SendMessageBatchRequestEntry.1.".repeat(1_300) + "Id";
+    let (status, body) = query(
+        &server,
+        "/",
+        &[
+            ("Action", "SendMessageBatch"),
+            ("QueueUrl", &queue),
+            (&name, "x"),
+        ],
+    )
+    .await;
+    assert_eq!(status, 400, "{body:.300}");
+    assert_eq!(xml_text(&body, "Code"), Some("InvalidParameterValue"));
+    let health = reqwest::get(format!("{}/health", server.url()))
+        .await
+        .unwrap();
+    assert_eq!(health.text().await.unwrap(), "ok");
+}
+
+#[tokio::test]
+async fn a_body_past_the_limit_gets_an_aws_413_whether_declared_or_streamed() {
+    let mut config = Config::ephemeral();
+    config.max_request_bytes = 64 * 1024;
+    let server = common::start_with(config).await;
+    // Declared: refused before the body is read.
+    let response = reqwest::Client::new()
+        .post(server.url())
+        .header("content-type", "application/x-amz-json-1.0")
+        .header("x-amz-target", "AmazonSQS.ListQueues")
+        .header("authorization", signed("sqs"))
+        .body(vec![b' '; 64 * 1024 + 1])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 413);
+    let error: serde_json::Value = serde_json::from_str(&response.text().await.unwrap()).unwrap();
+    assert!(
+        error["__type"]
+            .as_str()
+            .unwrap()
+            .ends_with("#RequestEntityTooLargeException"),
+        "{error}"
+    );
+    // Streamed in chunks with no length: cut off once past the limit.
+    let mut stream = TcpStream::connect(server.addr).await.unwrap();
+    let head = format!(
+        "POST / HTTP/1.1\r\nHost: {}\r\nContent-Type: application/x-www-form-urlencoded\r\nTransfer-Encoding: chunked\r\n\r\n",
+        server.addr
+    );
+    stream.write_all(head.as_bytes()).await.unwrap();
+    let chunk = format!("4000\r\n{}\r\n", "a".repeat(0x4000));
+    let mut sent = 0;
+    while sent <= 64 * 1024 {
+        if stream.write_all(chunk.as_bytes()).await.is_err() {
+            break;
+        }
+        sent += 0x4000;
+    }
+    let answer = read_until_closed(&mut stream, Duration::from_secs(5))
+        .await
+        .expect("closed");
+    assert!(answer.starts_with("HTTP/1.1 413"), "{answer:.300}");
+    assert!(
+        answer.contains("<Code>RequestEntityTooLarge</Code>"),
+        "{answer:.500}"
+    );
+}
+
+#[tokio::test]
+async fn the_largest_message_fits_when_every_character_is_escaped_threefold() {
+    let server = common::start().await;
+    let queue = common::create_queue(&server, "big", &[]).await;
+    // 1 MiB of two-byte characters: each is six bytes once form encoded (%C3%A9).
+    let body = "é".repeat(512 * 1024);
+    let (status, answer) = query(
+        &server,
+        "/",
+        &[
+            ("Action", "SendMessage"),
+            ("QueueUrl", &queue),
+            ("MessageBody", &body),
+        ],
+    )
+    .await;
+    assert_eq!(status, 200, "{answer:.300}");
+}
+
+#[tokio::test]
+async fn idle_connections_and_slow_headers_are_closed() {
+    let server = common::start_with(quick_timeouts()).await;
+    // Opened, never used.
+    let started = Instant::now();
+    let mut idle = TcpStream::connect(server.addr).await.unwrap();
+    assert!(read_until_closed(&mut idle, Duration::from_secs(5))
+        .await
+        .is_some());
+    assert!(started.elapsed() >= Duration::from_millis(900));
+    // Slowloris: a header byte every 200 ms keeps the socket busy but the headers never end.
+    let mut slow = TcpStream::connect(server.addr).await.unwrap();
+    let started = Instant::now();
+    let closed = async {
+        for byte in b"GET /health HTTP/1.1\r\nHost: x\r\nX-Slow: aaaaaaaaaaaaaaaaaaaaaaaaaa" {
+            if slow.write_all(&[*byte]).await.is_err() {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    };
+    closed.await;
+    assert!(
+        started.elapsed() < Duration::from_secs(4),
+        "headers were still read after {:?}",
+        started.elapsed()
+    );
+    // Kept alive after a request: closed once idle for the timeout.
+    let mut kept = TcpStream::connect(server.addr).await.unwrap();
+    kept.write_all(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+        .await
+        .unwrap();
+    let answer = read_until_closed(&mut kept, Duration::from_secs(5))
+        .await
+        .expect("closed after idling");
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+}
+
+#[tokio::test]
+async fn a_long_poll_outlives_the_idle_and_header_timeouts() {
+    let server = common::start_with(quick_timeouts()).await;
+    let queue = common::create_queue(&server, "long", &[]).await;
+    let started = Instant::now();
+    let received = server
+        .sqs
+        .receive_message()
+        .queue_url(&queue)
+        .wait_time_seconds(3)
+        .send()
+        .await
+        .expect("the long poll's connection stays open while it waits");
+    assert!(received.messages.unwrap_or_default().is_empty());
+    assert!(started.elapsed() >= Duration::from_millis(2_900));
+}
+
+#[tokio::test]
+async fn a_stalled_body_is_answered_408_and_closed() {
+    let server = common::start_with(quick_timeouts()).await;
+    let mut stream = TcpStream::connect(server.addr).await.unwrap();
+    let head = format!(
+        "POST / HTTP/1.1\r\nHost: {}\r\nContent-Type: application/x-www-form-urlencoded\r\nContent-Length: 100\r\n\r\nAction=ListQueues",
+        server.addr
+    );
+    stream.write_all(head.as_bytes()).await.unwrap();
+    let answer = read_until_closed(&mut stream, Duration::from_secs(5))
+        .await
+        .expect("closed");
+    assert!(answer.starts_with("HTTP/1.1 408"), "{answer:.300}");
+    assert!(
+        answer.contains("<Code>RequestTimeout</Code>"),
+        "{answer:.500}"
+    );
+}
+
+#[tokio::test]
+async fn connections_past_the_limit_are_closed_and_the_open_ones_keep_working() {
+    let mut config = Config::ephemeral();
+    config.max_connections = Some(4);
+    let server = common::start_with(config).await;
+    let mut open = Vec::new();
+    for _ in 0..4 {
+        open.push(TcpStream::connect(server.addr).await.unwrap());
+    }
+    // Let the server accept all four before the fifth arrives.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let mut refused = TcpStream::connect(server.addr).await.unwrap();
+    assert!(
+        read_until_closed(&mut refused, Duration::from_secs(5))
+            .await
+            .is_some_and(|answer| answer.is_empty()),
+        "the fifth connection is closed without an answer"
+    );
+    for stream in &mut open {
+        stream
+            .write_all(b"GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            .await
+            .unwrap();
+        let answer = read_until_closed(stream, Duration::from_secs(5))
+            .await
+            .unwrap();
+        assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    }
+    // Their slots are free again.
+    let health = reqwest::get(format!("{}/health", server.url()))
+        .await
+        .unwrap();
+    assert_eq!(health.status().as_u16(), 200);
+}
+
+#[tokio::test]
+async fn unsigned_requests_may_read_but_not_change_anything() {
+    let server = common::start().await;
+    let queue = common::create_queue(&server, "kept", &[]).await;
+    // A form a web page could post cross-origin without a preflight.
+    let (status, body) = unsigned_post(
+        &server,
+        "text/plain",
+        &format!("Action=DeleteQueue&QueueUrl={queue}"),
+    )
+    .await;
+    assert_eq!(status, 403, "{body}");
+    assert_eq!(xml_text(&body, "Code"), Some("MissingAuthenticationToken"));
+    let response = reqwest::Client::new()
+        .post(server.url())
+        .header("content-type", "application/x-amz-json-1.0")
+        .header("x-amz-target", "AmazonSQS.SendMessage")
+        .body(format!(r#"{{"QueueUrl":"{queue}","MessageBody":"x"}}"#))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 403);
+    // SNS as an unsigned GET.
+    let response = reqwest::get(format!("{}/?Action=CreateTopic&Name=t", server.url()))
+        .await
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 403);
+    // Reads stay open to hand-written scripts.
+    let listed = reqwest::get(format!("{}/?Action=ListQueues", server.url()))
+        .await
+        .unwrap();
+    assert_eq!(listed.status().as_u16(), 200);
+    assert!(listed.text().await.unwrap().contains(&queue));
+    let attributes = server
+        .sqs
+        .get_queue_attributes()
+        .queue_url(&queue)
+        .attribute_names(aws_sdk_sqs::types::QueueAttributeName::ApproximateNumberOfMessages)
+        .send()
+        .await
+        .expect("the queue is still there");
+    assert_eq!(
+        attributes.attributes.unwrap()
+            [&aws_sdk_sqs::types::QueueAttributeName::ApproximateNumberOfMessages],
+        "0"
+    );
+    let topics = server.sns.list_topics().send().await.unwrap();
+    assert!(topics.topics.unwrap_or_default().is_empty());
+}
+
+#[tokio::test]
+async fn a_webhook_pointed_at_orderly_cannot_run_an_action() {
+    let server = common::start().await;
+    let queue = common::create_queue(&server, "target", &[]).await;
+    let topic = server
+        .sns
+        .create_topic()
+        .name("hooks")
+        .send()
+        .await
+        .unwrap()
+        .topic_arn
+        .unwrap();
+    // The subscription confirmation is posted at Subscribe, to the endpoint's URL with its query.
+    let endpoint = format!(
+        "{}/?Action=DeleteQueue&Version=2012-11-05&QueueUrl={queue}",
+        server.url()
+    );
+    server
+        .sns
+        .subscribe()
+        .topic_arn(&topic)
+        .protocol("http")
+        .endpoint(&endpoint)
+        .send()
+        .await
+        .unwrap();
+    // Wait until the confirmation has been attempted (and answered 403).
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let stats = reqwest::get(format!("{}/_orderly/webhooks", server.url()))
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        let stats: serde_json::Value = serde_json::from_str(&stats).unwrap();
+        let done = stats["Subscriptions"]
+            .as_array()
+            .is_some_and(|subs| subs.iter().all(|s| s["InFlight"] == 0 && s["Pending"] == 0));
+        if done || Instant::now() > deadline {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    server
+        .sqs
+        .get_queue_url()
+        .queue_name("target")
+        .send()
+        .await
+        .expect("the queue survived the webhook");
+}
+
+#[tokio::test]
+async fn query_parameters_that_are_not_utf8_are_refused_and_nothing_is_stored() {
+    let server = common::start().await;
+    let queue = common::create_queue(&server, "utf8", &[]).await;
+    let response = reqwest::Client::new()
+        .post(server.url())
+        .header("content-type", "application/x-www-form-urlencoded")
+        .header("authorization", signed("sqs"))
+        .body(format!(
+            "Action=SendMessage&QueueUrl={queue}&MessageBody=ok%FF%FE"
+        ))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 400);
+    let body = response.text().await.unwrap();
+    assert_eq!(
+        xml_text(&body, "Code"),
+        Some("InvalidParameterValue"),
+        "{body}"
+    );
+    let received = server
+        .sqs
+        .receive_message()
+        .queue_url(&queue)
+        .send()
+        .await
+        .unwrap();
+    assert!(received.messages.unwrap_or_default().is_empty());
+}
+
+#[tokio::test]
+async fn a_json_array_is_no_request() {
+    let server = common::start().await;
+    let response = reqwest::Client::new()
+        .post(server.url())
+        .header("content-type", "application/x-amz-json-1.0")
+        .header("x-amz-target", "AmazonSQS.ListQueues")
+        .header("authorization", signed("sqs"))
+        .body("[]")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 400);
+    let error: serde_json::Value = serde_json::from_str(&response.text().await.unwrap()).unwrap();
+    assert!(
+        error["__type"]
+            .as_str()
+            .unwrap()
+            .ends_with("#SerializationException"),
+        "{error}"
+    );
+}
+
+#[tokio::test]
+async fn a_host_no_url_can_hold_is_refused_and_a_huge_one_never_read() {
+    let server = common::start().await;
+    let mut stream = TcpStream::connect(server.addr).await.unwrap();
+    let host = "h".repeat(1_000);
+    let request =
+        format!("GET /?Action=ListQueues HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n");
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let answer = read_until_closed(&mut stream, Duration::from_secs(5))
+        .await
+        .unwrap();
+    assert!(answer.starts_with("HTTP/1.1 400"), "{answer:.300}");
+    assert!(!answer.contains(&host));
+    // 200 KB of Host: past the head limit, refused by the HTTP layer without an echo.
+    let mut stream = TcpStream::connect(server.addr).await.unwrap();
+    let host = "h".repeat(200_000);
+    let request = format!("GET /?Action=ListQueues HTTP/1.1\r\nHost: {host}\r\n\r\n");
+    let _ = stream.write_all(request.as_bytes()).await;
+    let answer = read_until_closed(&mut stream, Duration::from_secs(5))
+        .await
+        .unwrap_or_default();
+    assert!(answer.len() < 1_000, "{answer:.300}");
+    assert!(!answer.starts_with("HTTP/1.1 200"), "{answer:.300}");
+}
+
+#[tokio::test]
+async fn the_data_directory_and_its_files_are_private() {
+    use std::os::unix::fs::PermissionsExt;
+    let parent = tempfile::tempdir().unwrap();
+    let dir = parent.path().join("data");
+    let mut config = Config::ephemeral();
+    config.ephemeral = false;
+    config.data_dir = dir.clone();
+    let server = common::start_with(config).await;
+    let queue = common::create_queue(&server, "private", &[]).await;
+    server
+        .sqs
+        .send_message()
+        .queue_url(&queue)
+        .message_body("secret")
+        .send()
+        .await
+        .unwrap();
+    let mode =
+        |path: &std::path::Path| std::fs::metadata(path).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(&dir), 0o700);
+    let files: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert!(
+        files
+            .iter()
+            .any(|f| f.extension().is_some_and(|e| e == "wal")),
+        "{files:?}"
+    );
+    for file in files {
+        assert_eq!(mode(&file), 0o600, "{}", file.display());
+    }
+}
