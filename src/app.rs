@@ -49,6 +49,7 @@ impl App {
 
     pub async fn bind_with_clock(config: &Config, clock: Arc<dyn Clock>) -> std::io::Result<App> {
         let listener = TcpListener::bind(config.bind).await?;
+        let listening = listener.local_addr()?;
         let limits = ServerLimits {
             max_connections: config
                 .max_connections
@@ -64,7 +65,7 @@ impl App {
         };
         Ok(App {
             listener,
-            service: Service::new(config, clock)?,
+            service: Service::new(config, clock, listening)?,
             limits,
             body,
         })

@@ -44,6 +44,10 @@ pub struct Config {
     /// subscription's dead-letter queue, or are dropped and counted (never silently).
     #[arg(long, env = "ORDERLY_WEBHOOK_MAX_PENDING", default_value_t = 100_000)]
     pub webhook_max_pending: usize,
+    /// Proxy for webhook requests (`http://host:port`); proxy variables in the environment are
+    /// ignored. The allow-list still applies to each destination, resolved here first.
+    #[arg(long, env = "ORDERLY_WEBHOOK_PROXY")]
+    pub webhook_proxy: Option<String>,
     /// Accept self-signed or otherwise invalid certificates from https endpoints.
     #[arg(long, env = "ORDERLY_WEBHOOK_ACCEPT_INVALID_CERTS")]
     pub webhook_accept_invalid_certs: bool,

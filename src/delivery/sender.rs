@@ -49,17 +49,29 @@ impl Resolve for AllowListResolver {
 pub struct Sender {
     client: reqwest::Client,
     allow: Arc<AllowList>,
+    /// Names are resolved by the proxy, not by `AllowListResolver`: checked here first.
+    proxied: bool,
+    listening: Option<SocketAddr>,
 }
 
 /// Sender settings, from the command line.
 pub struct SenderConfig {
     pub timeout: Duration,
     pub accept_invalid_certs: bool,
+    /// `--webhook-proxy`: the only proxy used (proxy variables in the environment are not).
+    pub proxy: Option<String>,
+    /// Orderly's own listening address: never a destination unless the allow-list names it.
+    pub listening: Option<SocketAddr>,
 }
 
 impl Sender {
     pub fn new(allow: Arc<AllowList>, config: &SenderConfig) -> Result<Sender, reqwest::Error> {
-        let client = reqwest::Client::builder()
+        let builder = match &config.proxy {
+            Some(proxy) => reqwest::Client::builder().proxy(reqwest::Proxy::all(proxy)?),
+            // HTTP_PROXY and friends would send webhooks where the allow-list cannot see.
+            None => reqwest::Client::builder().no_proxy(),
+        };
+        let client = builder
             .user_agent("Amazon Simple Notification Service Agent")
             .timeout(config.timeout)
             .connect_timeout(config.timeout)
@@ -68,7 +80,54 @@ impl Sender {
             .danger_accept_invalid_certs(config.accept_invalid_certs)
             .tcp_nodelay(true)
             .build()?;
-        Ok(Sender { client, allow })
+        Ok(Sender {
+            client,
+            allow,
+            proxied: config.proxy.is_some(),
+            listening: config.listening,
+        })
+    }
+
+    /// Checks what the resolver cannot: a destination reached through a proxy (which resolves
+    /// names itself) against the allow-list, and any destination against Orderly's own
+    /// listening address (the resolver does not see ports).
+    async fn destination_refused(&self, url: &reqwest::Url) -> Option<String> {
+        let host = url.host_str()?;
+        let port = url.port_or_known_default()?;
+        let own_port = self.listening.is_some_and(|l| l.port() == port);
+        if !own_port && !(self.proxied && !self.allow.is_open()) {
+            return None;
+        }
+        let bare = host.trim_start_matches('[').trim_end_matches(']');
+        let addrs: Vec<SocketAddr> = match tokio::net::lookup_host((bare, port)).await {
+            Ok(addrs) => addrs.collect(),
+            // Unresolvable here: through a proxy it would go unchecked.
+            Err(_) if self.proxied => return Some(format!("{host} does not resolve")),
+            Err(_) => return None,
+        };
+        let trusted = self.allow.names_host(bare);
+        for addr in addrs {
+            let ip = addr.ip();
+            let listed = trusted || (!self.allow.is_open() && self.allow.allows_ip(ip));
+            if self.proxied && !listed && !self.allow.is_open() {
+                return Some(format!("{ip} is not in the webhook allow-list"));
+            }
+            if own_port && !listed && self.is_own(ip) {
+                return Some(format!("{addr} is this server's own address"));
+            }
+        }
+        None
+    }
+
+    fn is_own(&self, ip: std::net::IpAddr) -> bool {
+        let Some(listening) = self.listening else {
+            return false;
+        };
+        ip.is_loopback()
+            || ip.is_unspecified()
+            || ip == listening.ip()
+            // Bound to every interface: any address could be ours; refuse the local ranges.
+            || (listening.ip().is_unspecified() && is_private(ip))
     }
 
     /// One attempt; never panics, every failure is an outcome.
@@ -81,6 +140,12 @@ impl Sender {
         if !host.as_deref().is_some_and(|h| self.allow.admits_host(h)) {
             tracing::warn!(endpoint = %delivery.endpoint, "webhook endpoint refused by the allow-list");
             return Outcome::Permanent;
+        }
+        if let Ok(url) = reqwest::Url::parse(&delivery.endpoint) {
+            if let Some(reason) = self.destination_refused(&url).await {
+                tracing::warn!(endpoint = %delivery.endpoint, %reason, "webhook endpoint refused");
+                return Outcome::Permanent;
+            }
         }
         let mut request = self
             .client
@@ -123,6 +188,13 @@ impl Sender {
     }
 }
 
+fn is_private(ip: std::net::IpAddr) -> bool {
+    match ip {
+        std::net::IpAddr::V4(v4) => v4.is_private() || v4.is_link_local(),
+        std::net::IpAddr::V6(v6) => v6.is_unique_local() || v6.is_unicast_link_local(),
+    }
+}
+
 fn refused_by_resolver(error: &reqwest::Error) -> bool {
     let mut source: Option<&(dyn StdError + 'static)> = Some(error);
     while let Some(e) = source {
@@ -146,6 +218,43 @@ pub fn classify(status: u16) -> Outcome {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn sender(allow: &str, proxy: Option<&str>) -> Sender {
+        let config = SenderConfig {
+            timeout: Duration::from_secs(1),
+            accept_invalid_certs: false,
+            proxy: proxy.map(String::from),
+            listening: Some("127.0.0.1:4566".parse().unwrap()),
+        };
+        Sender::new(Arc::new(AllowList::parse(allow).unwrap()), &config).unwrap()
+    }
+
+    async fn refused(sender: &Sender, url: &str) -> bool {
+        let url = reqwest::Url::parse(url).unwrap();
+        sender.destination_refused(&url).await.is_some()
+    }
+
+    #[tokio::test]
+    async fn orderlys_own_address_is_no_destination_unless_listed() {
+        let open = sender("", None);
+        assert!(refused(&open, "http://127.0.0.1:4566/?Action=DeleteQueue").await);
+        assert!(refused(&open, "http://localhost:4566/").await);
+        assert!(refused(&open, "http://0.0.0.0:4566/").await);
+        assert!(!refused(&open, "http://127.0.0.1:4567/hook").await);
+        let listed = sender("127.0.0.1", None);
+        assert!(!refused(&listed, "http://127.0.0.1:4566/hook").await);
+    }
+
+    #[tokio::test]
+    async fn through_a_proxy_the_allow_list_is_checked_on_the_destination() {
+        let proxied = sender("127.0.0.0/8", Some("http://127.0.0.1:9"));
+        assert!(refused(&proxied, "http://10.1.2.3/hook").await);
+        assert!(!refused(&proxied, "http://127.0.0.1:8080/hook").await);
+        assert!(!refused(&proxied, "http://localhost:8080/hook").await);
+        // Without a list, a proxy is trusted as any destination is.
+        let open = sender("", Some("http://127.0.0.1:9"));
+        assert!(!refused(&open, "http://10.1.2.3/hook").await);
+    }
 
     #[test]
     fn statuses_are_classified_as_aws_does() {

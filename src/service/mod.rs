@@ -57,7 +57,12 @@ pub struct Service {
 impl Service {
     /// Recovers the data directory (unless ephemeral). Fails if it is locked, damaged or
     /// unreadable, or if the HTTP client for webhooks cannot be built (TLS setup).
-    pub fn new(config: &Config, clock: Arc<dyn Clock>) -> std::io::Result<Arc<Self>> {
+    /// `listening` is the bound address, which webhooks may not be sent to unless allowed.
+    pub fn new(
+        config: &Config,
+        clock: Arc<dyn Clock>,
+        listening: std::net::SocketAddr,
+    ) -> std::io::Result<Arc<Self>> {
         let mut engine = Engine::new(&config.account_id, &config.region);
         let data = if config.ephemeral {
             None
@@ -89,6 +94,8 @@ impl Service {
             &SenderConfig {
                 timeout: std::time::Duration::from_secs(config.webhook_timeout.max(1)),
                 accept_invalid_certs: config.webhook_accept_invalid_certs,
+                proxy: config.webhook_proxy.clone(),
+                listening: Some(listening),
             },
             config.webhook_concurrency,
         )

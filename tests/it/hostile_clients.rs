@@ -307,7 +307,7 @@ async fn unsigned_requests_may_read_but_not_change_anything() {
 }
 
 #[tokio::test]
-async fn a_webhook_pointed_at_orderly_cannot_run_an_action() {
+async fn webhooks_are_not_sent_to_orderly_itself() {
     let server = common::start().await;
     let queue = common::create_queue(&server, "target", &[]).await;
     let topic = server
@@ -333,25 +333,42 @@ async fn a_webhook_pointed_at_orderly_cannot_run_an_action() {
         .send()
         .await
         .unwrap();
-    // Wait until the confirmation has been attempted (and answered 403).
-    let deadline = Instant::now() + Duration::from_secs(5);
-    loop {
-        let stats = reqwest::get(format!("{}/_orderly/webhooks", server.url()))
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap();
-        let stats: serde_json::Value = serde_json::from_str(&stats).unwrap();
-        let done = stats["Subscriptions"]
-            .as_array()
-            .is_some_and(|subs| subs.iter().all(|s| s["InFlight"] == 0 && s["Pending"] == 0));
-        if done || Instant::now() > deadline {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
+    // Unsubscribe is open to unsigned requests (it is the UnsubscribeURL), so only the
+    // own-address rule keeps a webhook from unsubscribing someone else.
+    let victim = server
+        .sns
+        .subscribe()
+        .topic_arn(&topic)
+        .protocol("sqs")
+        .endpoint("arn:aws:sqs:us-east-1:000000000000:target")
+        .send()
+        .await
+        .unwrap()
+        .subscription_arn
+        .unwrap();
+    let unsubscriber = format!(
+        "{}/?Action=Unsubscribe&SubscriptionArn={victim}",
+        server.url()
+    );
+    server
+        .sns
+        .subscribe()
+        .topic_arn(&topic)
+        .protocol("http")
+        .endpoint(&unsubscriber)
+        .send()
+        .await
+        .unwrap();
+    for _ in 0..20 {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let attributes = server
+            .sns
+            .get_subscription_attributes()
+            .subscription_arn(&victim)
+            .send()
+            .await;
+        assert!(attributes.is_ok(), "the webhook unsubscribed {victim}");
     }
-    tokio::time::sleep(Duration::from_millis(200)).await;
     server
         .sqs
         .get_queue_url()
