@@ -95,7 +95,8 @@ impl Sender {
         let host = url.host_str()?;
         let port = url.port_or_known_default()?;
         let own_port = self.listening.is_some_and(|l| l.port() == port);
-        if !own_port && !(self.proxied && !self.allow.is_open()) {
+        let check_list = self.proxied && !self.allow.is_open();
+        if !own_port && !check_list {
             return None;
         }
         let bare = host.trim_start_matches('[').trim_end_matches(']');
