@@ -44,20 +44,24 @@ pub async fn serve(
         .max_headers(128);
     tokio::pin!(shutdown);
     let mut refused: u64 = 0;
+    let mut failing = false;
     loop {
         let (stream, _peer) = tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok(accepted) => accepted,
                 Err(error) => {
                     // Out of descriptors or similar: the open connections keep working; wait
-                    // for some to close rather than spinning.
-                    tracing::warn!(%error, "accept failed");
+                    // for some to close rather than spinning. Said once per streak.
+                    if !std::mem::replace(&mut failing, true) {
+                        tracing::warn!(%error, "accept failed; retrying every 50 ms");
+                    }
                     tokio::time::sleep(Duration::from_millis(50)).await;
                     continue;
                 }
             },
             () = &mut shutdown => break,
         };
+        failing = false;
         let Ok(slot) = slots.clone().try_acquire_owned() else {
             refused += 1;
             if refused.is_power_of_two() {

@@ -56,7 +56,9 @@ impl std::str::FromStr for FsyncMode {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Durable {
     pub lsn: u64,
-    /// A write or sync failed: nothing from here on will be acknowledged.
+    /// A write or sync failed: nothing is acknowledged while it is set. A failed write is
+    /// tried again (every `RETRY_EVERY`) and clears it once written and synced; a failed sync
+    /// sets it for good (the page cache may have dropped what it held: restart to recover).
     pub failed: bool,
 }
 
@@ -78,6 +80,13 @@ struct Records {
 
 /// A buffer grown past this by a burst is let go once written, rather than kept for good.
 const KEEP_BUFFER_BYTES: usize = 16 * 1024 * 1024;
+
+/// How often a write that failed (out of descriptors, disk full) is tried again.
+const RETRY_EVERY: Duration = Duration::from_millis(250);
+
+/// Records kept for a retry beyond this are dropped and the log stays failed for good.
+/// Requests are refused while the log fails, so only background work adds records meanwhile.
+const MAX_RETAINED_BYTES: usize = 256 * 1024 * 1024;
 
 impl Records {
     fn len(&self) -> usize {
@@ -111,6 +120,13 @@ impl Records {
         self.ends.truncate(at);
     }
 
+    /// Copies every record of `other` after this one's (the rare path of a retry).
+    fn extend_from(&mut self, other: &Records) {
+        let base = self.bytes.len();
+        self.bytes.extend_from_slice(&other.bytes);
+        self.ends.extend(other.ends.iter().map(|end| end + base));
+    }
+
     fn clear(&mut self) {
         if self.bytes.capacity() > KEEP_BUFFER_BYTES {
             *self = Records::default();
@@ -136,6 +152,8 @@ struct Pending {
     /// `region_start` on while any is open.
     holders: usize,
     region_start: u64,
+    /// A change could not even be encoded: the log can never hold everything again.
+    lost: bool,
     /// A snapshot waits for the writer to start a new segment.
     rotate: Option<std::sync::mpsc::Sender<Result<(u64, u64), String>>>,
     remove_before: Option<u64>,
@@ -290,6 +308,7 @@ impl Journal for FileJournal {
                     // Only a bug can get here (every change type serializes); refuse to go
                     // on acknowledging changes the log does not hold.
                     tracing::error!(%error, "a change could not be encoded");
+                    self.lock().lost = true;
                     self.shared.durable.send_modify(|d| d.failed = true);
                     return;
                 }
@@ -350,8 +369,17 @@ fn write_loop<S: Storage>(shared: &Shared, mut log: SegmentLog<S>, mode: FsyncMo
     let mut unsynced = false;
     // The records being written; swapped with `Pending::records` each round.
     let mut records = Records::default();
+    // `records` holds a batch whose write failed (and was undone): it is written again,
+    // with whatever came since after it, until a write and sync succeed.
+    let mut retrying = false;
+    // Records were dropped: the log can never again hold everything, so it stays failed.
+    let mut lost = false;
+    let mut taken = Records::default();
     loop {
-        records.clear();
+        if !retrying {
+            records.clear();
+        }
+        let retry_at = Instant::now() + RETRY_EVERY;
         let (rotate, remove_before, closing, next_lsn) = {
             let mut pending = shared.pending.lock().unwrap_or_else(|p| p.into_inner());
             loop {
@@ -365,6 +393,7 @@ fn write_loop<S: Storage>(shared: &Shared, mut log: SegmentLog<S>, mode: FsyncMo
                     break;
                 }
                 let wait = match mode {
+                    _ if retrying => retry_at.saturating_duration_since(Instant::now()),
                     FsyncMode::Interval(every) if unsynced => {
                         every.saturating_sub(last_sync.elapsed())
                     }
@@ -382,9 +411,17 @@ fn write_loop<S: Storage>(shared: &Shared, mut log: SegmentLog<S>, mode: FsyncMo
                 pending.writer_asleep = false;
             }
             let ready = pending.ready();
-            std::mem::swap(&mut pending.records, &mut records);
-            records.split_into(ready, &mut pending.records);
+            if retrying {
+                taken.clear();
+                std::mem::swap(&mut pending.records, &mut taken);
+                taken.split_into(ready, &mut pending.records);
+                records.extend_from(&taken);
+            } else {
+                std::mem::swap(&mut pending.records, &mut records);
+                records.split_into(ready, &mut pending.records);
+            }
             pending.taken += ready as u64;
+            lost |= pending.lost;
             // Numbers are handed out in record order, so the records held back for open
             // groups are the last ones numbered.
             let next_lsn = shared.next_lsn.load(Ordering::SeqCst) - pending.records.len() as u64;
@@ -395,7 +432,7 @@ fn write_loop<S: Storage>(shared: &Shared, mut log: SegmentLog<S>, mode: FsyncMo
                 next_lsn,
             )
         };
-        let failed = shared.durable.borrow().failed;
+        let failed = lost;
         let mut result: Result<(), LogError> = Ok(());
         if !records.is_empty() && !failed {
             let bytes = (records.bytes.len() + 8 * records.len()) as u64;
@@ -420,11 +457,35 @@ fn write_loop<S: Storage>(shared: &Shared, mut log: SegmentLog<S>, mode: FsyncMo
         }
         match result {
             Ok(()) if !failed => {
-                shared.durable.send_modify(|d| d.lsn = d.lsn.max(next_lsn));
+                if retrying {
+                    tracing::warn!("the write-ahead log is written again; accepting changes");
+                }
+                retrying = false;
+                shared.durable.send_modify(|d| {
+                    d.lsn = d.lsn.max(next_lsn);
+                    d.failed = false;
+                });
             }
-            Ok(()) => {}
+            Ok(()) => records.clear(),
             Err(error) => {
-                tracing::error!(%error, "write-ahead log write failed; refusing further changes");
+                // A write is undone when it fails, so it can be tried again; a failed fsync or
+                // undo poisons the log (the page cache may have dropped what it held).
+                let permanent =
+                    log.poisoned() || records.bytes.len() > MAX_RETAINED_BYTES || closing;
+                if !retrying || permanent {
+                    tracing::error!(
+                        %error,
+                        retry = !permanent,
+                        "write-ahead log write failed; refusing changes until it is written again"
+                    );
+                }
+                if permanent {
+                    lost = true;
+                    retrying = false;
+                    records.clear();
+                } else {
+                    retrying = true;
+                }
                 shared.durable.send_modify(|d| d.failed = true);
             }
         }

@@ -220,6 +220,11 @@ impl<S: Storage> SegmentLog<S> {
         Ok(())
     }
 
+    /// A failed fsync or undo left the log untrustworthy: it takes no more writes.
+    pub fn poisoned(&self) -> bool {
+        self.poisoned
+    }
+
     /// Makes everything appended so far durable (fsync).
     pub fn sync(&mut self) -> Result<(), LogError> {
         if self.poisoned {

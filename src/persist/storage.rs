@@ -6,6 +6,7 @@ use std::fs::{File, OpenOptions};
 use std::io::{self, Read};
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::thread::JoinHandle;
 
 pub trait Storage: Send {
@@ -49,7 +50,12 @@ const PAGE_BYTES: u64 = 4096;
 /// Segments as files of one directory; the file being appended to stays open.
 pub struct DirStorage {
     dir: PathBuf,
+    /// Opened once, to sync the directory after a segment is named: a sync must not need a
+    /// new descriptor when the process has run out of them.
+    dir_handle: Arc<File>,
     open: Option<OpenSegment>,
+    /// The segment the last append failed to open (so it wrote nothing to it).
+    unopened: Option<String>,
     /// The next segment, being zero-filled by a helper thread while the current one fills.
     prepared: Option<(String, ZeroFiller)>,
     /// Helpers that were not done when their segment was needed, and their files, to delete
@@ -91,23 +97,28 @@ fn write_zeros(file: &File, from: u64, to: u64) -> io::Result<()> {
 
 /// Creates `path` as `bytes` of synced zeros. A crash part way leaves a file that the next
 /// start deletes (`DirStorage::new`).
-fn zero_filled(dir: &Path, path: &Path, bytes: u64) -> io::Result<(File, u64)> {
+fn zero_filled(dir: &File, path: &Path, bytes: u64) -> io::Result<(File, u64)> {
     let file = private_file()
         .create_new(true)
         .read(true)
         .write(true)
         .open(path)?;
-    File::open(dir)?.sync_all()?;
+    dir.sync_all()?;
     // Direct I/O skips copying 64 MiB of zeros into the page cache, which cost the server
     // more CPU than anything but request handling. Filesystems without it take the copy.
     let direct = OpenOptions::new()
         .write(true)
         .custom_flags(libc::O_DIRECT)
         .open(path);
-    match direct.and_then(|direct| write_zeros(&direct, 0, bytes)) {
-        Ok(()) => {}
-        Err(e) if e.raw_os_error() == Some(libc::EINVAL) => write_zeros(&file, 0, bytes)?,
-        Err(e) => return Err(e),
+    match direct {
+        Ok(direct) => match write_zeros(&direct, 0, bytes) {
+            Ok(()) => {}
+            Err(e) if e.raw_os_error() == Some(libc::EINVAL) => write_zeros(&file, 0, bytes)?,
+            Err(e) => return Err(e),
+        },
+        // No direct I/O here, or no descriptor to spare for a second handle: write through
+        // the one already open.
+        Err(_) => write_zeros(&file, 0, bytes)?,
     }
     Ok((file, bytes))
 }
@@ -171,7 +182,9 @@ impl DirStorage {
         }
         Ok(DirStorage {
             dir: dir.to_path_buf(),
+            dir_handle: Arc::new(File::open(dir)?),
             open: None,
+            unopened: None,
             prepared: None,
             abandoned: Vec::new(),
             #[cfg(test)]
@@ -233,7 +246,7 @@ impl DirStorage {
                 }) {
                     // Named like a segment only now, so the name must be made durable.
                     Ok((file, zeroed)) => {
-                        File::open(&self.dir)?.sync_all()?;
+                        self.dir_handle.sync_all()?;
                         return Ok(OpenSegment {
                             name: name.to_string(),
                             file,
@@ -255,7 +268,7 @@ impl DirStorage {
             .write(true)
             .open(self.dir.join(name))?;
         // A new file's directory entry must be durable too.
-        File::open(&self.dir)?.sync_all()?;
+        self.dir_handle.sync_all()?;
         let len = file.metadata()?.len();
         Ok(OpenSegment {
             name: name.to_string(),
@@ -299,7 +312,14 @@ impl Storage for DirStorage {
     }
 
     fn append(&mut self, name: &str, bytes: &[u8]) -> io::Result<()> {
-        let segment = self.segment(name)?;
+        self.unopened = None;
+        let segment = match self.segment(name) {
+            Ok(segment) => segment,
+            Err(error) => {
+                self.unopened = Some(name.to_string());
+                return Err(error);
+            }
+        };
         segment.reserve(bytes.len() as u64)?;
         let end = segment.written + bytes.len() as u64;
         let page_end = end.next_multiple_of(PAGE_BYTES);
@@ -326,6 +346,12 @@ impl Storage for DirStorage {
     }
 
     fn truncate(&mut self, name: &str, len: u64) -> io::Result<()> {
+        // An append that could not even open its segment (out of descriptors, say) wrote
+        // nothing: there is nothing to undo, and undoing must not need the descriptor either.
+        if self.unopened.as_deref() == Some(name) {
+            self.unopened = None;
+            return Ok(());
+        }
         let segment = self.segment(name)?;
         segment.file.set_len(len)?;
         segment.written = len;
@@ -338,7 +364,7 @@ impl Storage for DirStorage {
             return;
         }
         self.reap_abandoned();
-        let dir = self.dir.clone();
+        let dir = self.dir_handle.clone();
         let path = self.filling_path(name);
         #[cfg(test)]
         let hold = self.hold_helper.take();

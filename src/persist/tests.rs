@@ -464,15 +464,47 @@ fn a_failed_fsync_fails_the_waiting_request_and_every_later_one() {
 }
 
 #[test]
-fn a_failed_write_is_not_acknowledged() {
+fn a_failed_write_is_not_acknowledged_and_is_written_when_the_log_can_be_written_again() {
     let journal = mem_journal(MemStorage {
+        // One write fails part way (out of space, say) and is undone; the next succeeds.
         fail_append_after: Some(3),
         ..MemStorage::default()
     });
     journal.submit(&sample_change());
     let target = journal.next_lsn();
     assert!(rt().block_on(journal.wait(target)).is_err());
-    assert!(journal.failed());
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while journal.failed() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the log never resumed"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    // The refused change was written by the retry, before the next one.
+    assert_eq!(journal.durable().lsn, target);
+    journal.submit(&sample_change());
+    let next = journal.next_lsn();
+    rt().block_on(journal.wait(next)).unwrap();
+    assert_eq!(journal.durable().lsn, 3);
+    journal.close();
+}
+
+#[test]
+fn a_write_that_cannot_be_undone_fails_the_log_for_good() {
+    let journal = mem_journal(MemStorage {
+        fail_append_after: Some(3),
+        fail_truncate: true,
+        ..MemStorage::default()
+    });
+    journal.submit(&sample_change());
+    let target = journal.next_lsn();
+    assert!(rt().block_on(journal.wait(target)).is_err());
+    std::thread::sleep(std::time::Duration::from_millis(600));
+    assert!(journal.failed(), "a poisoned log resumed");
+    journal.submit(&sample_change());
+    let next = journal.next_lsn();
+    assert!(rt().block_on(journal.wait(next)).is_err());
     journal.close();
 }
 

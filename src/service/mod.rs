@@ -27,7 +27,7 @@ fn log_failed() -> ApiError {
     // SQS calls it InternalFailure; SNS answers InternalError.
     ApiError::new(
         ErrorCode::InternalFailure,
-        "The change could not be persisted; the server refuses changes until it is restarted.",
+        "The change could not be persisted; the server refuses changes until its log can be written again.",
     )
 }
 

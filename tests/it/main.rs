@@ -5,6 +5,7 @@ mod common;
 mod crash;
 mod hostile_clients;
 mod hostile_input;
+mod log_outage;
 mod receiver;
 mod sns_api;
 mod sns_fanout;
