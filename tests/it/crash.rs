@@ -17,14 +17,14 @@
 //!   neither (a fan-out is logged in one write).
 
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
-use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use aws_sdk_sqs::config::retry::RetryConfig;
 use aws_sdk_sqs::config::{BehaviorVersion, Credentials, Region};
+
+use crate::binary::{self, Process};
 
 const QUEUE: &str = "crash.fifo";
 const TOPIC: &str = "crash-topic.fifo";
@@ -35,45 +35,9 @@ const RECEIVERS: usize = 2;
 /// Short, so messages whose receive answer was lost to the crash come back soon.
 const VISIBILITY: i32 = 2;
 
-struct Process {
-    child: Child,
-    addr: SocketAddr,
-}
-
-impl Drop for Process {
-    /// A failing test must not leave a server behind.
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 fn start(dir: &std::path::Path) -> Process {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_orderly"))
-        .args(["--bind", "127.0.0.1:0", "--data-dir"])
-        .arg(dir)
-        // Small, so snapshots (and segment removal) happen under load too.
-        .args(["--snapshot-after", "20000"])
-        .env("RUST_LOG", "warn")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("start orderly");
-    let stdout = child.stdout.take().expect("stdout");
-    let mut lines = BufReader::new(stdout).lines();
-    let line = lines.next().expect("a line").expect("readable stdout");
-    // The first stdout line, even after a restart that logged a warning (logs go to stderr).
-    let Some(addr) = line
-        .strip_prefix("orderly listening on http://")
-        .and_then(|a| a.parse().ok())
-    else {
-        let _ = child.kill();
-        let _ = child.wait();
-        panic!("not the listening line: {line:?}");
-    };
-    // Keep draining stdout so the server never blocks on a full pipe.
-    std::thread::spawn(move || for _ in lines {});
-    Process { child, addr }
+    // Small, so snapshots (and segment removal) happen under load too.
+    binary::start(dir, &["--snapshot-after", "20000"], "warn")
 }
 
 fn client(addr: SocketAddr) -> aws_sdk_sqs::Client {

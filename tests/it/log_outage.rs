@@ -3,48 +3,20 @@
 //! meanwhile, nothing acknowledged is lost, and the server resumes by itself once space is
 //! free, without a restart).
 
-use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
+use crate::binary::{self, Process};
 use crate::common::signed;
 
-struct Process {
-    child: Child,
-    addr: SocketAddr,
-}
-
-impl Drop for Process {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 fn start(dir: &std::path::Path) -> Process {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_orderly"))
-        .args(["--bind", "127.0.0.1:0", "--data-dir"])
-        .arg(dir)
-        // Any history makes a snapshot due, and a snapshot turns the log to a new segment,
-        // which needs a new descriptor.
-        .args(["--snapshot-after", "1"])
-        .env("RUST_LOG", "error")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start orderly");
-    let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
-    let line = lines.next().expect("a line").expect("readable");
-    let addr = line
-        .strip_prefix("orderly listening on http://")
-        .and_then(|a| a.parse().ok())
-        .unwrap_or_else(|| panic!("not the listening line: {line}"));
-    std::thread::spawn(move || for _ in lines {});
-    Process { child, addr }
+    // Any history makes a snapshot due, and a snapshot turns the log to a new segment, which
+    // needs a new descriptor. The errors these tests cause on purpose are not logged.
+    binary::start(dir, &["--snapshot-after", "1"], "off")
 }
 
 /// One kept-alive connection speaking the SQS JSON protocol by hand, so that no new

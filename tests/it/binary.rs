@@ -1,0 +1,48 @@
+//! The `orderly` binary as a child process, for tests that kill it, restart it or change its
+//! limits from outside.
+
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
+use std::process::{Child, Command, Stdio};
+
+pub struct Process {
+    pub child: Child,
+    pub addr: SocketAddr,
+}
+
+impl Drop for Process {
+    /// A failing test must not leave a server behind.
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Starts the binary on a free port with `dir` as its data directory and `args` besides,
+/// logging at `log` (RUST_LOG) to the test's stderr; returns once it listens.
+pub fn start(dir: &std::path::Path, args: &[&str], log: &str) -> Process {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_orderly"))
+        .args(["--bind", "127.0.0.1:0", "--data-dir"])
+        .arg(dir)
+        .args(args)
+        .env("RUST_LOG", log)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("start orderly");
+    let stdout = child.stdout.take().expect("stdout");
+    let mut lines = BufReader::new(stdout).lines();
+    let line = lines.next().expect("a line").expect("readable stdout");
+    // The first stdout line, even after a restart that logged a warning (logs go to stderr).
+    let Some(addr) = line
+        .strip_prefix("orderly listening on http://")
+        .and_then(|a| a.parse().ok())
+    else {
+        let _ = child.kill();
+        let _ = child.wait();
+        panic!("not the listening line: {line:?}");
+    };
+    // Keep draining stdout so the server never blocks on a full pipe.
+    std::thread::spawn(move || for _ in lines {});
+    Process { child, addr }
+}
