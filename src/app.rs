@@ -11,6 +11,7 @@ use tokio::net::TcpListener;
 use crate::clock::{Clock, SystemClock};
 use crate::config::Config;
 use crate::http::body::BodyLimits;
+use crate::http::browser::{self, BrowserRules};
 use crate::http::connection::ConnectionTimeouts;
 use crate::http::server::ServerLimits;
 use crate::service::Service;
@@ -40,6 +41,7 @@ pub struct App {
     pub service: Arc<Service>,
     limits: ServerLimits,
     body: BodyLimits,
+    browser: BrowserRules,
 }
 
 impl App {
@@ -63,11 +65,18 @@ impl App {
             max_bytes: config.max_request_bytes,
             timeout: Duration::from_secs(config.body_timeout),
         };
+        let browser = BrowserRules {
+            cors_allow: browser::parse_list(&config.cors_allow),
+            allow_host: browser::parse_list(&config.allow_host),
+            loopback_only: listening.ip().is_loopback(),
+            hostname: config.hostname.clone(),
+        };
         Ok(App {
             listener,
             service: Service::new(config, clock, listening)?,
             limits,
             body,
+            browser,
         })
     }
 
@@ -84,7 +93,7 @@ impl App {
         let snapshots = tokio::spawn(snapshot_when_due(self.service.clone()));
         self.service.resume_move_tasks();
         let service = self.service.clone();
-        let router = crate::http::router(self.service, self.body);
+        let router = crate::http::router(self.service, self.body, self.browser);
         let served = crate::http::server::serve(self.listener, router, self.limits, shutdown).await;
         // Background work stops before the log closes (a snapshot already writing on a
         // blocking thread is not interrupted; the log's close waits for its own writer only).

@@ -66,6 +66,15 @@ pub struct Config {
     /// snapshot's size, so disk use stays within a small multiple of live data).
     #[arg(long, env = "ORDERLY_SNAPSHOT_AFTER", default_value_t = 64 << 20)]
     pub snapshot_after: u64,
+    /// Origins (`scheme://host[:port]`, comma-separated, or `*`) whose browser pages may call
+    /// this server; requests from any other origin are refused.
+    #[arg(long, env = "ORDERLY_CORS_ALLOW", default_value = "")]
+    pub cors_allow: String,
+    /// Host names requests may name besides loopback ones and --hostname (comma-separated,
+    /// `*.suffix` allowed). Listening on loopback, other names are always refused (DNS
+    /// rebinding); elsewhere they are refused only when this is given.
+    #[arg(long, env = "ORDERLY_ALLOW_HOST", default_value = "")]
+    pub allow_host: String,
     /// Seconds a client has to send a request's headers, from its first byte.
     #[arg(long, env = "ORDERLY_HEADER_TIMEOUT", default_value_t = 10)]
     pub header_timeout: u64,

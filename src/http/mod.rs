@@ -4,6 +4,7 @@
 //! bounded: its head by the server (`server.rs`), its body here (`body.rs`).
 
 pub mod body;
+pub mod browser;
 pub mod connection;
 pub mod server;
 mod unsigned;
@@ -21,6 +22,7 @@ use crate::protocol::{
 };
 use crate::service::{RequestContext, Service};
 use body::BodyLimits;
+use browser::BrowserRules;
 
 /// What every request handler needs: the service and the bounds on a request body.
 #[derive(Clone)]
@@ -29,12 +31,16 @@ struct HttpState {
     body: BodyLimits,
 }
 
-pub fn router(service: Arc<Service>, body: BodyLimits) -> Router {
+pub fn router(service: Arc<Service>, body: BodyLimits, browser: BrowserRules) -> Router {
     Router::new()
         .route("/health", get(|| async { "ok" }))
         .route("/_orderly/webhooks", get(webhook_stats))
         .fallback(handle)
         .with_state(HttpState { service, body })
+        .layer(axum::middleware::from_fn_with_state(
+            Arc::new(browser),
+            browser::guard,
+        ))
 }
 
 /// The access key id and signing service from a SigV4 Authorization header

@@ -35,6 +35,8 @@ pub enum ErrorCode {
     RequestTimeout,
     /// An unsigned request for an action that changes state.
     MissingAuthenticationToken,
+    /// A browser's request from an origin, or by a host name, this server does not allow.
+    AccessDenied,
     // SNS
     InvalidParameter,
     ParameterValueInvalid,
@@ -177,6 +179,11 @@ impl ErrorCode {
                 "MissingAuthenticationToken",
                 403,
             ),
+            AccessDenied => (
+                "com.amazon.coral.service#AccessDeniedException",
+                "AccessDenied",
+                403,
+            ),
             InvalidParameter => ("InvalidParameter", "InvalidParameter", 400),
             ParameterValueInvalid => ("ParameterValueInvalid", "ParameterValueInvalid", 400),
             NotFound => ("NotFound", "NotFound", 404),
@@ -207,6 +214,8 @@ impl ErrorCode {
         let code = self.query_code();
         match self {
             ErrorCode::InternalFailure => "InternalError",
+            // SNS's own 403 for a caller it will not serve.
+            ErrorCode::AccessDenied => "AuthorizationError",
             _ => code.strip_prefix("AWS.SimpleQueueService.").unwrap_or(code),
         }
     }

@@ -161,7 +161,8 @@ async fn idle_connections_and_slow_headers_are_closed() {
     let mut slow = TcpStream::connect(server.addr).await.unwrap();
     let started = Instant::now();
     let closed = async {
-        for byte in b"GET /health HTTP/1.1\r\nHost: x\r\nX-Slow: aaaaaaaaaaaaaaaaaaaaaaaaaa" {
+        for byte in b"GET /health HTTP/1.1\r\nHost: localhost\r\nX-Slow: aaaaaaaaaaaaaaaaaaaaaaaaaa"
+        {
             if slow.write_all(&[*byte]).await.is_err() {
                 return;
             }
@@ -176,7 +177,7 @@ async fn idle_connections_and_slow_headers_are_closed() {
     );
     // Kept alive after a request: closed once idle for the timeout.
     let mut kept = TcpStream::connect(server.addr).await.unwrap();
-    kept.write_all(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+    kept.write_all(b"GET /health HTTP/1.1\r\nHost: localhost\r\n\r\n")
         .await
         .unwrap();
     let answer = read_until_closed(&mut kept, Duration::from_secs(5))
@@ -241,7 +242,7 @@ async fn connections_past_the_limit_are_closed_and_the_open_ones_keep_working() 
     );
     for stream in &mut open {
         stream
-            .write_all(b"GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            .write_all(b"GET /health HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
             .await
             .unwrap();
         let answer = read_until_closed(stream, Duration::from_secs(5))
@@ -436,7 +437,8 @@ async fn a_json_array_is_no_request() {
 async fn a_host_no_url_can_hold_is_refused_and_a_huge_one_never_read() {
     let server = common::start().await;
     let mut stream = TcpStream::connect(server.addr).await.unwrap();
-    let host = "h".repeat(1_000);
+    // Under .localhost, so that it passes the loopback-name rule and meets the length rule.
+    let host = "h".repeat(1_000) + ".localhost";
     let request =
         format!("GET /?Action=ListQueues HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n");
     stream.write_all(request.as_bytes()).await.unwrap();
@@ -490,5 +492,91 @@ async fn the_data_directory_and_its_files_are_private() {
     );
     for file in files {
         assert_eq!(mode(&file), 0o600, "{}", file.display());
+    }
+}
+
+#[tokio::test]
+async fn pages_on_other_origins_are_refused_and_allowed_ones_get_cors_answers() {
+    let server = common::start().await;
+    let create = |origin: &'static str, url: String| {
+        reqwest::Client::new()
+            .post(url)
+            .header("content-type", "application/x-www-form-urlencoded")
+            .header("authorization", signed("sqs"))
+            .header("origin", origin)
+            .body("Action=CreateQueue&QueueName=from-a-page")
+            .send()
+    };
+    let refused = create("http://evil.test", server.url()).await.unwrap();
+    assert_eq!(refused.status().as_u16(), 403);
+    let body = refused.text().await.unwrap();
+    assert_eq!(xml_text(&body, "Code"), Some("AccessDenied"), "{body}");
+    let queues = server.sqs.list_queues().send().await.unwrap();
+    assert!(queues.queue_urls.unwrap_or_default().is_empty());
+
+    let mut config = Config::ephemeral();
+    config.cors_allow = "http://app.test".into();
+    let server = common::start_with(config).await;
+    let preflight = reqwest::Client::new()
+        .request(reqwest::Method::OPTIONS, server.url())
+        .header("origin", "http://app.test")
+        .header("access-control-request-method", "POST")
+        .header(
+            "access-control-request-headers",
+            "authorization, x-amz-target",
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(preflight.status().as_u16(), 200);
+    let headers = preflight.headers();
+    assert_eq!(headers["access-control-allow-origin"], "http://app.test");
+    assert!(headers["access-control-allow-headers"]
+        .to_str()
+        .unwrap()
+        .contains("x-amz-target"));
+    let allowed = create("http://app.test", server.url()).await.unwrap();
+    assert_eq!(allowed.status().as_u16(), 200);
+    assert_eq!(
+        allowed.headers()["access-control-allow-origin"],
+        "http://app.test"
+    );
+    assert!(allowed.headers()["access-control-expose-headers"]
+        .to_str()
+        .unwrap()
+        .contains("x-amzn-requestid"));
+    let other = create("http://evil.test", server.url()).await.unwrap();
+    assert_eq!(other.status().as_u16(), 403);
+}
+
+#[tokio::test]
+async fn a_rebound_host_name_is_refused_while_listening_on_loopback() {
+    let server = common::start().await;
+    let ask = |host: &'static str| {
+        let addr = server.addr;
+        async move {
+            let mut stream = TcpStream::connect(addr).await.unwrap();
+            let request = format!(
+                "GET /?Action=ListQueues HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"
+            );
+            stream.write_all(request.as_bytes()).await.unwrap();
+            read_until_closed(&mut stream, Duration::from_secs(5))
+                .await
+                .unwrap()
+        }
+    };
+    let answer = ask("attacker.example:4566").await;
+    assert!(answer.starts_with("HTTP/1.1 403"), "{answer:.300}");
+    assert!(
+        answer.contains("<Code>AccessDenied</Code>"),
+        "{answer:.500}"
+    );
+    for host in [
+        "localhost:4566",
+        "127.0.0.1:4566",
+        "sqs.localhost.localstack.cloud:4566",
+    ] {
+        let answer = ask(host).await;
+        assert!(answer.starts_with("HTTP/1.1 200"), "{host}: {answer:.300}");
     }
 }
