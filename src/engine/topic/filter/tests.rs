@@ -419,3 +419,32 @@ fn validation_messages() {
     // Nested policies are fine in body scope.
     assert!(FilterPolicy::parse(r#"{"a":{"b":["x"]}}"#, Scope::MessageBody).is_ok());
 }
+
+/// Runs `work` on a thread with a tokio worker's stack (2 MiB), where requests are handled.
+fn on_a_worker_stack(work: impl FnOnce() + Send + 'static) {
+    std::thread::Builder::new()
+        .stack_size(2 << 20)
+        .spawn(work)
+        .unwrap()
+        .join()
+        .expect("no stack overflow");
+}
+
+#[test]
+fn policies_and_bodies_nested_as_deep_as_json_allows_fit_a_worker_stack() {
+    on_a_worker_stack(|| {
+        // serde_json refuses nesting past 128; everything below must parse and match.
+        let depth = 126;
+        let policy = "{\"a\":".repeat(depth) + "[\"x\"]" + &"}".repeat(depth);
+        let filter = FilterPolicy::parse(&policy, Scope::MessageBody);
+        let body = "{\"a\":".repeat(depth) + "\"x\"" + &"}".repeat(depth);
+        if let Ok(filter) = filter {
+            assert!(filter.matches(&MessageAttributes::default(), &body));
+        }
+        let ors = "{\"$or\":[".repeat(40) + "{\"a\":[\"x\"]}" + &"]}".repeat(40);
+        let _ = FilterPolicy::parse(&ors, Scope::MessageAttributes);
+        let _ = FilterPolicy::parse(&ors, Scope::MessageBody);
+        let too_deep = "{\"a\":".repeat(200) + "[\"x\"]" + &"}".repeat(200);
+        assert!(FilterPolicy::parse(&too_deep, Scope::MessageBody).is_err());
+    });
+}
