@@ -49,7 +49,15 @@ impl BrowserRules {
     }
 
     fn allows_host(&self, host: &str) -> bool {
-        let name = host_name(host).to_ascii_lowercase();
+        let name = host_name(host);
+        // Clients send lower case; only other spellings pay for a copy.
+        let lowered;
+        let name = if name.bytes().any(|b| b.is_ascii_uppercase()) {
+            lowered = name.to_ascii_lowercase();
+            lowered.as_str()
+        } else {
+            name
+        };
         let listed = self
             .allow_host
             .iter()
@@ -61,7 +69,7 @@ impl BrowserRules {
             .hostname
             .as_deref()
             .is_some_and(|h| host_name(h) == name);
-        if listed || own || is_loopback_name(&name) {
+        if listed || own || is_loopback_name(name) {
             return true;
         }
         // Any other name is fine only where nothing restricts it.

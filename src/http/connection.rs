@@ -7,7 +7,7 @@
 use std::future::Future;
 use std::io;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
@@ -26,7 +26,10 @@ pub struct ConnectionTimeouts {
 #[derive(Debug)]
 pub struct ConnectionState {
     in_flight: AtomicUsize,
-    idle_since: Mutex<Instant>,
+    /// When the connection opened; `idle_since` counts nanoseconds from here (an atomic, so a
+    /// socket read costs no lock).
+    opened: Instant,
+    idle_since: AtomicU64,
     /// A read that waited while a request was in flight has no timer running: woken when the
     /// request ends, it starts the idle clock.
     reader: Mutex<Option<Waker>>,
@@ -36,7 +39,8 @@ impl ConnectionState {
     pub fn new() -> Arc<Self> {
         Arc::new(ConnectionState {
             in_flight: AtomicUsize::new(0),
-            idle_since: Mutex::new(Instant::now()),
+            opened: Instant::now(),
+            idle_since: AtomicU64::new(0),
             reader: Mutex::new(None),
         })
     }
@@ -51,7 +55,8 @@ impl ConnectionState {
         if self.in_flight.load(Ordering::Acquire) > 0 {
             return None;
         }
-        Some(*self.idle_since.lock().expect("idle clock"))
+        let nanos = self.idle_since.load(Ordering::Acquire);
+        Some(self.opened + Duration::from_nanos(nanos))
     }
 }
 
@@ -60,7 +65,8 @@ pub struct InFlight(Arc<ConnectionState>);
 impl Drop for InFlight {
     fn drop(&mut self) {
         // Set the clock before the count drops, so a reader never sees zero with an old time.
-        *self.0.idle_since.lock().expect("idle clock") = Instant::now();
+        let nanos = u64::try_from(self.0.opened.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        self.0.idle_since.store(nanos, Ordering::Release);
         self.0.in_flight.fetch_sub(1, Ordering::AcqRel);
         if let Some(reader) = self.0.reader.lock().expect("reader").take() {
             reader.wake();
