@@ -227,10 +227,12 @@ async fn handle(State(state): State<HttpState>, request: Request) -> Response {
         Ok(body) => body,
         Err(error) => {
             let mut response = early_error(&headers, &error.to_api_error(), &request_id);
-            // The rest of the body is unread: this connection cannot carry another request.
-            response
-                .headers_mut()
-                .insert(header::CONNECTION, HeaderValue::from_static("close"));
+            if error.leaves_bytes_unread() {
+                // This connection cannot carry another request.
+                response
+                    .headers_mut()
+                    .insert(header::CONNECTION, HeaderValue::from_static("close"));
+            }
             return response;
         }
     };

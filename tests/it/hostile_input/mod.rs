@@ -182,6 +182,12 @@ const SQS_ERRORS: &[(&str, &str, u16)] = &[
     ("MissingRequiredParameterException", "MissingParameter", 400),
     ("SerializationException", "SerializationException", 400),
     ("UnknownOperationException", "InvalidAction", 400),
+    // A body past --max-request-bytes: AWS's front end answers 413 too.
+    (
+        "RequestEntityTooLargeException",
+        "RequestEntityTooLarge",
+        413,
+    ),
 ];
 
 /// SNS error codes and their statuses: spec sns.md 1.4, plus the generic Query ones.
@@ -208,6 +214,7 @@ const SNS_ERRORS: &[(&str, u16)] = &[
     ("MissingParameter", 400),
     // Unsigned requests for actions that change state (see `http/unsigned.rs`).
     ("MissingAuthenticationToken", 403),
+    ("RequestEntityTooLarge", 413),
 ];
 
 /// A Query error's code and status are a pair one of the services answers. (An unsigned GET
