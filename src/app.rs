@@ -42,6 +42,7 @@ pub struct App {
     limits: ServerLimits,
     body: BodyLimits,
     browser: BrowserRules,
+    tls: Option<tokio_rustls::TlsAcceptor>,
 }
 
 impl App {
@@ -71,17 +72,34 @@ impl App {
             loopback_only: listening.ip().is_loopback(),
             hostname: config.hostname.clone(),
         };
+        let tls = match (&config.tls_cert, &config.tls_key) {
+            (Some(cert), Some(key)) => Some(
+                crate::http::tls::acceptor(cert, key)
+                    .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?,
+            ),
+            _ => None,
+        };
         Ok(App {
             listener,
             service: Service::new(config, clock, listening)?,
             limits,
             body,
             browser,
+            tls,
         })
     }
 
     pub fn local_addr(&self) -> std::io::Result<SocketAddr> {
         self.listener.local_addr()
+    }
+
+    /// `https` when serving TLS, else `http`.
+    pub fn scheme(&self) -> &'static str {
+        if self.tls.is_some() {
+            "https"
+        } else {
+            "http"
+        }
     }
 
     /// Serves until `shutdown` completes, then lets in-flight requests finish.
@@ -93,8 +111,11 @@ impl App {
         let snapshots = tokio::spawn(snapshot_when_due(self.service.clone()));
         self.service.resume_move_tasks();
         let service = self.service.clone();
-        let router = crate::http::router(self.service, self.body, self.browser);
-        let served = crate::http::server::serve(self.listener, router, self.limits, shutdown).await;
+        let scheme = self.scheme();
+        let router = crate::http::router(self.service, self.body, self.browser, scheme);
+        let served =
+            crate::http::server::serve(self.listener, router, self.limits, self.tls, shutdown)
+                .await;
         // Background work stops before the log closes (a snapshot already writing on a
         // blocking thread is not interrupted; the log's close waits for its own writer only).
         deliveries.abort();

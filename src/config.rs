@@ -75,6 +75,13 @@ pub struct Config {
     /// rebinding); elsewhere they are refused only when this is given.
     #[arg(long, env = "ORDERLY_ALLOW_HOST", default_value = "")]
     pub allow_host: String,
+    /// PEM certificate chain to serve HTTPS with on the listening port (with --tls-key);
+    /// queue URLs and SubscribeURLs then use https.
+    #[arg(long, env = "ORDERLY_TLS_CERT", requires = "tls_key")]
+    pub tls_cert: Option<std::path::PathBuf>,
+    /// PEM private key of --tls-cert.
+    #[arg(long, env = "ORDERLY_TLS_KEY", requires = "tls_cert")]
+    pub tls_key: Option<std::path::PathBuf>,
     /// Seconds a client has to send a request's headers, from its first byte.
     #[arg(long, env = "ORDERLY_HEADER_TIMEOUT", default_value_t = 10)]
     pub header_timeout: u64,

@@ -21,7 +21,7 @@ async fn main() -> anyhow::Result<()> {
         .with_context(|| format!("cannot listen on {}", config.bind))?;
     let addr = app.local_addr()?;
     // Scripts and tests read this line to learn the port when binding port 0.
-    println!("orderly listening on http://{addr}");
+    println!("orderly listening on {}://{addr}", app.scheme());
     tracing::info!(%addr, region = %config.region, account = %config.account_id, "started");
     app.serve(shutdown_signal()).await?;
     tracing::info!("stopped");

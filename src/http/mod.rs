@@ -7,6 +7,7 @@ pub mod body;
 pub mod browser;
 pub mod connection;
 pub mod server;
+pub mod tls;
 mod unsigned;
 
 use std::sync::Arc;
@@ -24,19 +25,30 @@ use crate::service::{RequestContext, Service};
 use body::BodyLimits;
 use browser::BrowserRules;
 
-/// What every request handler needs: the service and the bounds on a request body.
+/// What every request handler needs: the service, the bounds on a request body, and the
+/// scheme clients reach this server by (for the URLs it hands out).
 #[derive(Clone)]
 struct HttpState {
     service: Arc<Service>,
     body: BodyLimits,
+    scheme: &'static str,
 }
 
-pub fn router(service: Arc<Service>, body: BodyLimits, browser: BrowserRules) -> Router {
+pub fn router(
+    service: Arc<Service>,
+    body: BodyLimits,
+    browser: BrowserRules,
+    scheme: &'static str,
+) -> Router {
     Router::new()
         .route("/health", get(|| async { "ok" }))
         .route("/_orderly/webhooks", get(webhook_stats))
         .fallback(handle)
-        .with_state(HttpState { service, body })
+        .with_state(HttpState {
+            service,
+            body,
+            scheme,
+        })
         .layer(axum::middleware::from_fn_with_state(
             Arc::new(browser),
             browser::guard,
@@ -245,6 +257,7 @@ async fn handle(State(state): State<HttpState>, request: Request) -> Response {
         access_key.is_some() || uri.query().is_some_and(|q| q.contains("X-Amz-Signature="));
     let ctx = RequestContext {
         authenticated,
+        scheme: state.scheme,
         host,
         sender_id: access_key.unwrap_or(&service.engine.account_id).into(),
         request_id,
@@ -357,7 +370,7 @@ async fn query(
     let path_url;
     let path = uri.path().trim_end_matches('/');
     if !pairs.iter().any(|(k, _)| *k == "QueueUrl") && path.matches('/').count() == 2 {
-        path_url = format!("http://{}{path}", ctx.host);
+        path_url = format!("{}://{}{path}", ctx.scheme, ctx.host);
         pairs.push(("QueueUrl", &path_url));
     }
     let payload = match query_params::to_json(&pairs, &action) {

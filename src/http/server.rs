@@ -8,10 +8,13 @@ use std::time::Duration;
 
 use axum::Router;
 use hyper::body::Incoming;
+use hyper::server::conn::http1::Builder;
 use hyper_util::rt::{TokioIo, TokioTimer};
-use hyper_util::server::graceful::GracefulShutdown;
+use hyper_util::server::graceful::{GracefulShutdown, Watcher};
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
+use tokio_rustls::TlsAcceptor;
 use tower::Service;
 
 use super::connection::{ConnectionState, ConnectionTimeouts, Watched};
@@ -26,17 +29,44 @@ pub struct ServerLimits {
     pub timeouts: ConnectionTimeouts,
 }
 
+/// One connection, plain or TLS, served until it closes or the server shuts down.
+async fn serve_connection<IO>(
+    io: IO,
+    http: Builder,
+    router: Router,
+    timeouts: ConnectionTimeouts,
+    watcher: Watcher,
+) where
+    IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let state = ConnectionState::new();
+    let io = TokioIo::new(Watched::new(io, state.clone(), timeouts));
+    let service = hyper::service::service_fn(move |request: hyper::Request<Incoming>| {
+        let in_flight = state.begin();
+        let answer = router.clone().call(request.map(axum::body::Body::new));
+        async move {
+            let response = answer.await;
+            drop(in_flight);
+            response
+        }
+    });
+    if let Err(error) = watcher.watch(http.serve_connection(io, service)).await {
+        tracing::debug!(%error, "connection closed");
+    }
+}
+
 /// Serves `router` on `listener` until `shutdown` completes, then waits for open connections
 /// to finish their requests.
 pub async fn serve(
     listener: TcpListener,
     router: Router,
     limits: ServerLimits,
+    tls: Option<TlsAcceptor>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     let slots = Arc::new(Semaphore::new(limits.max_connections));
     let graceful = GracefulShutdown::new();
-    let mut http = hyper::server::conn::http1::Builder::new();
+    let mut http = Builder::new();
     http.timer(TokioTimer::new())
         // Our own deadlines apply (idle vs. headers); hyper's would count idle time as header time.
         .header_read_timeout(None)
@@ -78,22 +108,26 @@ pub async fn serve(
         if let Err(error) = stream.set_nodelay(true) {
             tracing::debug!(%error, "TCP_NODELAY not set");
         }
-        let state = ConnectionState::new();
-        let io = TokioIo::new(Watched::new(stream, state.clone(), limits.timeouts));
-        let router = router.clone();
-        let service = hyper::service::service_fn(move |request: hyper::Request<Incoming>| {
-            let in_flight = state.begin();
-            let answer = router.clone().call(request.map(axum::body::Body::new));
-            async move {
-                let response = answer.await;
-                drop(in_flight);
-                response
-            }
-        });
-        let connection = graceful.watch(http.serve_connection(io, service));
+        let (router, http, watcher, tls) = (
+            router.clone(),
+            http.clone(),
+            graceful.watcher(),
+            tls.clone(),
+        );
+        let timeouts = limits.timeouts;
         tokio::spawn(async move {
-            if let Err(error) = connection.await {
-                tracing::debug!(%error, "connection closed");
+            match tls {
+                None => serve_connection(stream, http, router, timeouts, watcher).await,
+                // The handshake counts as reading the first request's headers.
+                Some(tls) => {
+                    match tokio::time::timeout(timeouts.header, tls.accept(stream)).await {
+                        Ok(Ok(stream)) => {
+                            serve_connection(stream, http, router, timeouts, watcher).await;
+                        }
+                        Ok(Err(error)) => tracing::debug!(%error, "TLS handshake failed"),
+                        Err(_) => tracing::debug!("TLS handshake timed out"),
+                    }
+                }
             }
             drop(slot);
         });

@@ -55,6 +55,7 @@ mod tests {
     fn context(authenticated: bool) -> RequestContext {
         RequestContext {
             authenticated,
+            scheme: "http",
             host: "localhost".into(),
             sender_id: "000000000000".into(),
             request_id: "r".into(),

@@ -34,6 +34,8 @@ fn log_failed() -> ApiError {
 /// Who asked, and where they reached us: queue URLs are built from the Host they used.
 #[derive(Clone, Debug)]
 pub struct RequestContext {
+    /// `http`, or `https` when Orderly serves TLS: the scheme of the URLs it hands out.
+    pub scheme: &'static str,
     pub host: String,
     /// Shared by every message of the request.
     pub sender_id: Arc<str>,
@@ -141,7 +143,7 @@ impl Service {
 
     pub fn queue_url(&self, ctx: &RequestContext, name: &str) -> String {
         let host = self.hostname.as_deref().unwrap_or(&ctx.host);
-        format!("http://{host}/{}/{name}", self.engine.account_id)
+        format!("{}://{host}/{}/{name}", ctx.scheme, self.engine.account_id)
     }
 
     /// Resolves a QueueUrl by its last path segment (scheme, host and port are ignored, as

@@ -404,7 +404,11 @@ impl Service {
 
     /// The base of URLs we hand out (UnsubscribeURL), as the client reaches us.
     fn base_url(&self, ctx: &RequestContext) -> String {
-        format!("http://{}", self.hostname.as_deref().unwrap_or(&ctx.host))
+        format!(
+            "{}://{}",
+            ctx.scheme,
+            self.hostname.as_deref().unwrap_or(&ctx.host)
+        )
     }
 
     fn publish_one(

@@ -18,3 +18,4 @@ mod sqs_fifo;
 mod sqs_query;
 mod sqs_queues;
 mod sqs_redrive;
+mod tls;
