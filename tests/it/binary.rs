@@ -21,6 +21,11 @@ impl Drop for Process {
 /// Starts the binary on a free port with `dir` as its data directory and `args` besides,
 /// logging at `log` (RUST_LOG) to the test's stderr; returns once it listens.
 pub fn start(dir: &std::path::Path, args: &[&str], log: &str) -> Process {
+    // Temporary directories are made 0755; Orderly would warn about each at every restart.
+    if dir.exists() {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700)).expect("chmod");
+    }
     let mut child = Command::new(env!("CARGO_BIN_EXE_orderly"))
         .args(["--bind", "127.0.0.1:0", "--data-dir"])
         .arg(dir)
