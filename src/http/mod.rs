@@ -7,6 +7,7 @@ pub mod body;
 pub mod browser;
 pub mod connection;
 pub mod server;
+pub mod sigv4;
 pub mod tls;
 mod unsigned;
 
