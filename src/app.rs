@@ -43,6 +43,7 @@ pub struct App {
     body: BodyLimits,
     browser: BrowserRules,
     tls: Option<tokio_rustls::TlsAcceptor>,
+    auth: Option<Arc<crate::http::auth::Auth>>,
 }
 
 impl App {
@@ -79,6 +80,13 @@ impl App {
             ),
             _ => None,
         };
+        let auth = match &config.auth {
+            Some(path) => Some(Arc::new(
+                crate::http::auth::Auth::load(path, &config.account_id)
+                    .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?,
+            )),
+            None => None,
+        };
         Ok(App {
             listener,
             service: Service::new(config, clock, listening)?,
@@ -86,6 +94,7 @@ impl App {
             body,
             browser,
             tls,
+            auth,
         })
     }
 
@@ -112,7 +121,7 @@ impl App {
         self.service.resume_move_tasks();
         let service = self.service.clone();
         let scheme = self.scheme();
-        let router = crate::http::router(self.service, self.body, self.browser, scheme);
+        let router = crate::http::router(self.service, self.body, self.browser, scheme, self.auth);
         let served =
             crate::http::server::serve(self.listener, router, self.limits, self.tls, shutdown)
                 .await;

@@ -75,6 +75,10 @@ pub struct Config {
     /// rebinding); elsewhere they are refused only when this is given.
     #[arg(long, env = "ORDERLY_ALLOW_HOST", default_value = "")]
     pub allow_host: String,
+    /// JSON file of access keys (`{"Keys":[{"AccessKeyId","SecretAccessKey","Account"}]}`):
+    /// every request must then carry a valid SigV4 signature (the SNS links excepted).
+    #[arg(long, env = "ORDERLY_AUTH")]
+    pub auth: Option<std::path::PathBuf>,
     /// PEM certificate chain to serve HTTPS with on the listening port (with --tls-key);
     /// queue URLs and SubscribeURLs then use https.
     #[arg(long, env = "ORDERLY_TLS_CERT", requires = "tls_key")]

@@ -3,6 +3,7 @@
 //! action), builds the request context, and hands the payload to the service. Every request is
 //! bounded: its head by the server (`server.rs`), its body here (`body.rs`).
 
+pub mod auth;
 pub mod body;
 pub mod browser;
 pub mod connection;
@@ -23,6 +24,7 @@ use crate::protocol::{
     encode_error, form, query_params, sns_query, ApiError, Encoded, ErrorCode, Payload, Protocol,
 };
 use crate::service::{RequestContext, Service};
+use auth::Auth;
 use body::BodyLimits;
 use browser::BrowserRules;
 
@@ -33,6 +35,8 @@ struct HttpState {
     service: Arc<Service>,
     body: BodyLimits,
     scheme: &'static str,
+    /// `--auth`: signatures are checked.
+    auth: Option<Arc<Auth>>,
 }
 
 pub fn router(
@@ -40,6 +44,7 @@ pub fn router(
     body: BodyLimits,
     browser: BrowserRules,
     scheme: &'static str,
+    auth: Option<Arc<Auth>>,
 ) -> Router {
     Router::new()
         .route("/health", get(|| async { "ok" }))
@@ -49,6 +54,7 @@ pub fn router(
             service,
             body,
             scheme,
+            auth,
         })
         .layer(axum::middleware::from_fn_with_state(
             Arc::new(browser),
@@ -254,13 +260,34 @@ async fn handle(State(state): State<HttpState>, request: Request) -> Response {
         Err(error) => return early_error(&headers, &error, &request_id),
     };
     let (access_key, signing_service) = credential_scope(&headers);
-    let authenticated =
+    let mut authenticated =
         access_key.is_some() || uri.query().is_some_and(|q| q.contains("X-Amz-Signature="));
+    let mut sender_id: Arc<str> = access_key.unwrap_or(&service.engine.account_id).into();
+    if let Some(auth) = &state.auth {
+        let list: Vec<(&str, &str)> = headers
+            .iter()
+            .filter_map(|(name, value)| value.to_str().ok().map(|v| (name.as_str(), v)))
+            .collect();
+        let arrived = sigv4::Arrived {
+            method: method.as_str(),
+            path: uri.path(),
+            query: uri.query().unwrap_or(""),
+            headers: &list,
+            body: &body,
+        };
+        let now = (service.clock.now().millis() / 1000) as i64;
+        match auth.check(&arrived, now) {
+            Ok(Some(key)) => sender_id = key.into(),
+            Ok(None) => authenticated = false,
+            Err(error) => return early_error(&headers, &error, &request_id),
+        }
+    }
+    let strict = state.auth.is_some();
     let ctx = RequestContext {
         authenticated,
         scheme: state.scheme,
         host,
-        sender_id: access_key.unwrap_or(&service.engine.account_id).into(),
+        sender_id,
         request_id,
     };
     if is_json(&headers) {
@@ -276,7 +303,7 @@ async fn handle(State(state): State<HttpState>, request: Request) -> Response {
                 &ctx.request_id,
             );
         };
-        if let Err(error) = unsigned::check(&ctx, Protocol::Json, action) {
+        if let Err(error) = unsigned::check(&ctx, Protocol::Json, action, strict) {
             return respond(
                 encode_error(Protocol::Json, &error, &ctx.request_id),
                 &ctx.request_id,
@@ -297,7 +324,7 @@ async fn handle(State(state): State<HttpState>, request: Request) -> Response {
             &ctx.request_id,
         );
     }
-    query(service, &uri, &body, signing_service, &ctx).await
+    query(service, &uri, &body, signing_service, &ctx, strict).await
 }
 
 /// A Query request: form body and URL query string together.
@@ -307,6 +334,7 @@ async fn query(
     body: &[u8],
     signing_service: Option<&str>,
     ctx: &RequestContext,
+    strict: bool,
 ) -> Response {
     let decoded = form::decode(uri.query().unwrap_or("").as_bytes()).and_then(|mut params| {
         params.extend(form::decode(body)?);
@@ -356,7 +384,7 @@ async fn query(
     } else {
         Protocol::Query
     };
-    if let Err(error) = unsigned::check(ctx, protocol, &action) {
+    if let Err(error) = unsigned::check(ctx, protocol, &action, strict) {
         return fail(protocol, error);
     }
     if protocol == Protocol::SnsQuery {

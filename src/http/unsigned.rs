@@ -30,14 +30,25 @@ const SNS_OPEN: &[&str] = &[
     "Unsubscribe",
 ];
 
-/// Refuses an unsigned request for an action outside the open ones.
-pub fn check(ctx: &RequestContext, protocol: Protocol, action: &str) -> Result<(), ApiError> {
+/// The links SNS hands out, which AWS serves unsigned even where signatures are checked.
+const SNS_LINKS: &[&str] = &["ConfirmSubscription", "Unsubscribe"];
+
+/// Refuses an unsigned request for an action outside the open ones; `strict` (with `--auth`)
+/// leaves only the SNS links open.
+pub fn check(
+    ctx: &RequestContext,
+    protocol: Protocol,
+    action: &str,
+    strict: bool,
+) -> Result<(), ApiError> {
     if ctx.authenticated {
         return Ok(());
     }
-    let open = match protocol {
-        Protocol::Json | Protocol::Query => SQS_READS,
-        Protocol::SnsQuery => SNS_OPEN,
+    let open = match (protocol, strict) {
+        (Protocol::SnsQuery, true) => SNS_LINKS,
+        (_, true) => &[],
+        (Protocol::Json | Protocol::Query, false) => SQS_READS,
+        (Protocol::SnsQuery, false) => SNS_OPEN,
     };
     if open.contains(&action) {
         return Ok(());
@@ -73,7 +84,7 @@ mod tests {
             (Protocol::SnsQuery, "Subscribe"),
             (Protocol::Query, "NoSuchAction"),
         ] {
-            let error = check(&unsigned, protocol, action).unwrap_err();
+            let error = check(&unsigned, protocol, action, false).unwrap_err();
             assert_eq!(
                 error.code,
                 ErrorCode::MissingAuthenticationToken,
@@ -87,8 +98,16 @@ mod tests {
             (Protocol::SnsQuery, "ConfirmSubscription"),
             (Protocol::SnsQuery, "Unsubscribe"),
         ] {
-            assert!(check(&unsigned, protocol, action).is_ok(), "{action}");
+            assert!(
+                check(&unsigned, protocol, action, false).is_ok(),
+                "{action}"
+            );
         }
-        assert!(check(&context(true), Protocol::Query, "DeleteQueue").is_ok());
+        assert!(check(&context(true), Protocol::Query, "DeleteQueue", true).is_ok());
+        // With --auth only the SNS links stay open.
+        assert!(check(&unsigned, Protocol::SnsQuery, "ConfirmSubscription", true).is_ok());
+        assert!(check(&unsigned, Protocol::SnsQuery, "Unsubscribe", true).is_ok());
+        assert!(check(&unsigned, Protocol::Query, "ListQueues", true).is_err());
+        assert!(check(&unsigned, Protocol::SnsQuery, "ListTopics", true).is_err());
     }
 }

@@ -37,6 +37,11 @@ pub enum ErrorCode {
     MissingAuthenticationToken,
     /// A browser's request from an origin, or by a host name, this server does not allow.
     AccessDenied,
+    // SigV4 checking (`--auth`).
+    IncompleteSignature,
+    InvalidClientTokenId,
+    SignatureDoesNotMatch,
+    RequestExpired,
     // SNS
     InvalidParameter,
     ParameterValueInvalid,
@@ -183,6 +188,26 @@ impl ErrorCode {
                 "com.amazon.coral.service#AccessDeniedException",
                 "AccessDenied",
                 403,
+            ),
+            IncompleteSignature => (
+                "com.amazon.coral.service#IncompleteSignatureException",
+                "IncompleteSignature",
+                400,
+            ),
+            InvalidClientTokenId => (
+                "com.amazon.coral.service#InvalidClientTokenIdException",
+                "InvalidClientTokenId",
+                403,
+            ),
+            SignatureDoesNotMatch => (
+                "com.amazon.coral.service#SignatureDoesNotMatchException",
+                "SignatureDoesNotMatch",
+                403,
+            ),
+            RequestExpired => (
+                "com.amazon.coral.service#RequestExpiredException",
+                "RequestExpired",
+                400,
             ),
             InvalidParameter => ("InvalidParameter", "InvalidParameter", 400),
             ParameterValueInvalid => ("ParameterValueInvalid", "ParameterValueInvalid", 400),

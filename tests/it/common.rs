@@ -74,17 +74,16 @@ pub fn http_client() -> aws_sdk_sqs::config::SharedHttpClient {
 }
 
 pub fn client(addr: SocketAddr) -> aws_sdk_sqs::Client {
+    client_as(addr, "AKIDORDERLY", "secret")
+}
+
+/// An SQS client signing with this access key and secret.
+pub fn client_as(addr: SocketAddr, key: &str, secret: &str) -> aws_sdk_sqs::Client {
     let config = aws_sdk_sqs::Config::builder()
         .behavior_version(BehaviorVersion::latest())
         .region(Region::new("us-east-1"))
         .endpoint_url(format!("http://{addr}"))
-        .credentials_provider(Credentials::new(
-            "AKIDORDERLY",
-            "secret",
-            None,
-            None,
-            "test",
-        ))
+        .credentials_provider(Credentials::new(key, secret, None, None, "test"))
         .http_client(http_client())
         .build();
     aws_sdk_sqs::Client::from_conf(config)

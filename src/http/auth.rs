@@ -1,0 +1,112 @@
+//! `--auth FILE`: the access keys Orderly accepts, each with its secret and account. With it,
+//! every request must carry a valid SigV4 signature (`sigv4.rs`) except the SubscribeURL and
+//! UnsubscribeURL links, which AWS serves unsigned too; without it, signatures are not checked.
+//!
+//! The file is JSON: `{"Keys": [{"AccessKeyId": "…", "SecretAccessKey": "…", "Account": "…"}]}`
+//! (`Account` defaults to `--account-id`). Keys of another account are refused with
+//! `AccessDenied`: Orderly serves one account, and cross-account access by queue or topic
+//! policy is not checked yet.
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use serde::Deserialize;
+
+use super::sigv4::{self, Arrived, SignatureError};
+use crate::protocol::{ApiError, ErrorCode};
+
+#[derive(Deserialize)]
+#[serde(rename_all = "PascalCase")]
+struct File {
+    keys: Vec<KeyEntry>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "PascalCase")]
+struct KeyEntry {
+    access_key_id: String,
+    secret_access_key: String,
+    account: Option<String>,
+}
+
+struct Key {
+    secret: String,
+    account: String,
+}
+
+pub struct Auth {
+    keys: HashMap<String, Key>,
+    account: String,
+}
+
+impl Auth {
+    /// Reads the key file; `account` is the server's (`--account-id`).
+    pub fn load(path: &Path, account: &str) -> Result<Auth, String> {
+        let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+        let file: File =
+            serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+        if file.keys.is_empty() {
+            return Err(format!("{}: no keys", path.display()));
+        }
+        let keys = file
+            .keys
+            .into_iter()
+            .map(|k| {
+                let key = Key {
+                    secret: k.secret_access_key,
+                    account: k.account.unwrap_or_else(|| account.to_string()),
+                };
+                (k.access_key_id, key)
+            })
+            .collect();
+        Ok(Auth {
+            keys,
+            account: account.to_string(),
+        })
+    }
+
+    /// The verified access key id; `Ok(None)` for a request with no signature at all (which
+    /// may only follow the SNS links). `now` is Unix seconds.
+    pub fn check(&self, request: &Arrived<'_>, now: i64) -> Result<Option<String>, ApiError> {
+        let verified = match sigv4::verify(request, now, |key| {
+            self.keys.get(key).map(|k| k.secret.as_str())
+        }) {
+            Ok(verified) => verified,
+            Err(SignatureError::Missing) => return Ok(None),
+            Err(error) => return Err(to_api_error(error)),
+        };
+        let key = &self.keys[&verified.access_key];
+        if key.account != self.account {
+            return Err(ApiError::new(
+                ErrorCode::AccessDenied,
+                format!(
+                    "Access to the resource is denied: the key of account {} has no access to account {}.",
+                    key.account, self.account
+                ),
+            ));
+        }
+        Ok(Some(verified.access_key))
+    }
+}
+
+fn to_api_error(error: SignatureError) -> ApiError {
+    match error {
+        SignatureError::Missing => ApiError::new(
+            ErrorCode::MissingAuthenticationToken,
+            "Request is missing Authentication Token",
+        ),
+        SignatureError::Incomplete(what) => ApiError::new(ErrorCode::IncompleteSignature, what),
+        SignatureError::UnknownKey(key) => ApiError::new(
+            ErrorCode::InvalidClientTokenId,
+            format!("The security token included in the request is invalid: no access key {key}."),
+        ),
+        SignatureError::Mismatch => ApiError::new(
+            ErrorCode::SignatureDoesNotMatch,
+            "The request signature we calculated does not match the signature you provided.",
+        ),
+        SignatureError::Expired => ApiError::new(
+            ErrorCode::RequestExpired,
+            "Request has expired: its date is more than 5 minutes from the server's time, or a presigned URL has expired.",
+        ),
+    }
+}

@@ -1,0 +1,175 @@
+//! `--auth`: requests are checked against the key file's secrets with real SDK signatures.
+
+use std::time::{Duration, SystemTime};
+
+use aws_sdk_sqs::error::ProvideErrorMetadata;
+use aws_sdk_sqs::types::{MessageSystemAttributeName, QueueAttributeName};
+use orderly::config::Config;
+
+use crate::common::{self, Server};
+
+fn keys_file(dir: &std::path::Path) -> std::path::PathBuf {
+    let path = dir.join("keys.json");
+    std::fs::write(
+        &path,
+        r#"{"Keys": [
+            {"AccessKeyId": "AKIDORDERLY", "SecretAccessKey": "secret"},
+            {"AccessKeyId": "AKIDOTHER", "SecretAccessKey": "other", "Account": "111111111111"}
+        ]}"#,
+    )
+    .unwrap();
+    path
+}
+
+fn client(server: &Server, key: &str, secret: &str) -> aws_sdk_sqs::Client {
+    common::client_as(server.addr, key, secret)
+}
+
+async fn error_code(sqs: &aws_sdk_sqs::Client) -> String {
+    let error = sqs.list_queues().send().await.expect_err("refused");
+    error.code().unwrap_or("none").to_string()
+}
+
+#[tokio::test]
+async fn the_right_key_works_and_names_the_sender_others_get_aws_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = Config::ephemeral();
+    config.auth = Some(keys_file(dir.path()));
+    let server = common::start_with(config).await;
+    // common's clients sign with AKIDORDERLY / secret.
+    let queue = common::create_queue(&server, "signed", &[]).await;
+    server
+        .sqs
+        .send_message()
+        .queue_url(&queue)
+        .message_body("from a verified key")
+        .send()
+        .await
+        .unwrap();
+    let received = server
+        .sqs
+        .receive_message()
+        .queue_url(&queue)
+        .message_system_attribute_names(MessageSystemAttributeName::SenderId)
+        .send()
+        .await
+        .unwrap();
+    let message = &received.messages.unwrap()[0];
+    assert_eq!(
+        message.attributes.as_ref().unwrap()[&MessageSystemAttributeName::SenderId],
+        "AKIDORDERLY"
+    );
+    server
+        .sns
+        .create_topic()
+        .name("signed")
+        .send()
+        .await
+        .unwrap();
+
+    assert_eq!(
+        error_code(&client(&server, "AKIDORDERLY", "wrong")).await,
+        "SignatureDoesNotMatch"
+    );
+    assert_eq!(
+        error_code(&client(&server, "AKIDNOBODY", "secret")).await,
+        "InvalidClientTokenId"
+    );
+    assert_eq!(
+        error_code(&client(&server, "AKIDOTHER", "other")).await,
+        "AccessDenied"
+    );
+    // Unsigned: even reads are refused, but the SNS links get through to SNS.
+    let listed = reqwest::get(format!("{}/?Action=ListQueues", server.url()))
+        .await
+        .unwrap();
+    assert_eq!(listed.status().as_u16(), 403);
+    assert!(listed
+        .text()
+        .await
+        .unwrap()
+        .contains("MissingAuthenticationToken"));
+    let link = reqwest::get(format!(
+        "{}/?Action=ConfirmSubscription&TopicArn=arn:aws:sns:us-east-1:000000000000:signed&Token=nope",
+        server.url()
+    ))
+    .await
+    .unwrap();
+    let body = link.text().await.unwrap();
+    assert!(!body.contains("MissingAuthenticationToken"), "{body}");
+    // Nothing the refused clients sent changed anything.
+    let attributes = server
+        .sqs
+        .get_queue_attributes()
+        .queue_url(&queue)
+        .attribute_names(QueueAttributeName::ApproximateNumberOfMessagesNotVisible)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        attributes.attributes.unwrap()[&QueueAttributeName::ApproximateNumberOfMessagesNotVisible],
+        "1"
+    );
+}
+
+#[tokio::test]
+async fn a_request_signed_at_another_time_is_expired() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = Config::ephemeral();
+    config.auth = Some(keys_file(dir.path()));
+    // The server's clock is in 2023; the SDK signs with today's time.
+    let server = common::start_with_clock(config, common::manual_clock()).await;
+    assert_eq!(error_code(&server.sqs).await, "RequestExpired");
+}
+
+#[tokio::test]
+async fn a_presigned_url_works_until_tampered_with() {
+    use aws_sigv4::http_request::{
+        sign, SignableBody, SignableRequest, SignatureLocation, SigningSettings,
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = Config::ephemeral();
+    config.auth = Some(keys_file(dir.path()));
+    let server = common::start_with(config).await;
+    common::create_queue(&server, "presigned", &[]).await;
+    let identity =
+        aws_credential_types::Credentials::new("AKIDORDERLY", "secret", None, None, "t").into();
+    let mut settings = SigningSettings::default();
+    settings.signature_location = SignatureLocation::QueryParams;
+    settings.expires_in = Some(Duration::from_secs(300));
+    let params = aws_sigv4::sign::v4::SigningParams::builder()
+        .identity(&identity)
+        .region("us-east-1")
+        .name("sqs")
+        .time(SystemTime::now())
+        .settings(settings)
+        .build()
+        .unwrap()
+        .into();
+    let url = format!("{}/?Action=ListQueues&Version=2012-11-05", server.url());
+    let host = server.addr.to_string();
+    let signable = SignableRequest::new(
+        "GET",
+        url.as_str(),
+        [("host", host.as_str())].into_iter(),
+        SignableBody::Bytes(b""),
+    )
+    .unwrap();
+    let (instructions, _) = sign(signable, &params).unwrap().into_parts();
+    let mut request = reqwest::Client::new().get(&url).build().unwrap();
+    for (name, value) in instructions.params() {
+        request.url_mut().query_pairs_mut().append_pair(name, value);
+    }
+    let presigned = request.url().to_string();
+    let answer = reqwest::get(&presigned).await.unwrap();
+    assert_eq!(answer.status().as_u16(), 200);
+    assert!(answer.text().await.unwrap().contains("presigned"));
+    let tampered = presigned.replace("ListQueues", "ListQueueTags");
+    let answer = reqwest::get(&tampered).await.unwrap();
+    assert_eq!(answer.status().as_u16(), 403);
+    assert!(answer
+        .text()
+        .await
+        .unwrap()
+        .contains("SignatureDoesNotMatch"));
+}
