@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # End-to-end: the real orderly binary, driven by current boto3 (JSON protocol), by
 # boto3 1.34.89 (the last Query-protocol release), by the AWS SDK for JavaScript v3, by the
-# AWS CLI, by a Python webhook receiver and by the examples.
+# AWS CLI, by a Python webhook receiver and by the examples; then boto3 against --auth.
 # Usage: tests/e2e/run.sh [path/to/orderly]   (default: target/debug/orderly)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -101,4 +101,18 @@ body=$(aws sqs receive-message --queue-url "$url" --query 'Messages[0].Body')
 [ "$body" = "survives" ] || { echo "FAIL after restart: $body"; exit 1; }
 [ "$seq_again" = "18000000000000000001" ] || { echo "FAIL dedup forgot: $seq_again"; exit 1; }
 echo "ok   restart keeps the queue, the message and its deduplication id"
+
+echo "== --auth: boto3 (current and 1.34.89) with right, wrong, unknown and other-account keys"
+keys=$(mktemp)
+auth_log=$(mktemp)
+printf '%s' '{"Keys":[{"AccessKeyId":"AKIDE2E","SecretAccessKey":"secret"},{"AccessKeyId":"AKIDOTHER","SecretAccessKey":"other","Account":"111111111111"}]}' >"$keys"
+"$binary" --ephemeral --bind 127.0.0.1:0 --auth "$keys" >"$auth_log" 2>&1 &
+auth_server=$!
+for _ in $(seq 1 100); do grep -q "listening on" "$auth_log" && break; sleep 0.1; done
+auth_endpoint=$(grep -o 'http://[0-9.:]*' "$auth_log" | head -n 1)
+[ -n "$auth_endpoint" ] || { echo "auth server did not start"; cat "$auth_log"; exit 1; }
+"$venvs/current/bin/python" "$here/auth_scenario.py" "$auth_endpoint"
+"$venvs/legacy/bin/python" "$here/auth_scenario.py" "$auth_endpoint"
+kill "$auth_server"
+rm -f "$keys" "$auth_log"
 echo "e2e: all scenarios passed"

@@ -1,0 +1,81 @@
+"""boto3 against an Orderly started with --auth (keys AKIDE2E/secret, AKIDOTHER/other of
+another account). Usage: python auth_scenario.py ENDPOINT
+Prints one line per check and a closing 'N passed, N failed' line; exits non-zero on failure.
+"""
+
+import sys
+import time
+import urllib.error
+import urllib.request
+
+import boto3
+import botocore
+from botocore.config import Config
+from botocore.exceptions import ClientError
+
+endpoint = sys.argv[1]
+results = {"passed": 0, "failed": 0}
+
+
+def check(name, condition, detail=""):
+    results["passed" if condition else "failed"] += 1
+    print(("ok   " if condition else "FAIL ") + name + ("" if condition else f"  ({detail})"))
+
+
+def client(key, secret):
+    return boto3.client(
+        "sqs",
+        endpoint_url=endpoint,
+        region_name="us-east-1",
+        aws_access_key_id=key,
+        aws_secret_access_key=secret,
+        config=Config(retries={"max_attempts": 1}),
+    )
+
+
+def code_of(call):
+    try:
+        call()
+    except ClientError as error:
+        return error.response["Error"]["Code"]
+    return "no error"
+
+
+version = botocore.__version__
+sqs = client("AKIDE2E", "secret")
+url = sqs.create_queue(QueueName="auth-e2e")["QueueUrl"]
+sqs.send_message(QueueUrl=url, MessageBody="signed")
+got = sqs.receive_message(QueueUrl=url, AttributeNames=["SenderId"])["Messages"][0]
+check(f"botocore {version}: the right key works and SenderId is it",
+      got["Attributes"]["SenderId"] == "AKIDE2E", got)
+check(f"botocore {version}: a wrong secret is SignatureDoesNotMatch",
+      code_of(lambda: client("AKIDE2E", "wrong").list_queues()) == "SignatureDoesNotMatch")
+check(f"botocore {version}: an unknown key is InvalidClientTokenId",
+      code_of(lambda: client("AKIDNOBODY", "secret").list_queues()) == "InvalidClientTokenId")
+check(f"botocore {version}: another account's key is AccessDenied",
+      code_of(lambda: client("AKIDOTHER", "other").list_queues()) == "AccessDenied")
+
+# Presigned URLs: the Query protocol's GET form (boto3 up to 1.34.89).
+if sqs.meta.service_model.protocol == "query":
+    def fetch(target):
+        try:
+            with urllib.request.urlopen(target) as response:
+                return response.status, response.read().decode()
+        except urllib.error.HTTPError as error:
+            return error.code, error.read().decode()
+
+    # botocore signs for the operation's method (POST) unless told the URL will be a GET.
+    presigned = sqs.generate_presigned_url("list_queues", ExpiresIn=2, HttpMethod="GET")
+    status, body = fetch(presigned)
+    check("presigned ListQueues URL works", status == 200 and "auth-e2e" in body, (status, body))
+    time.sleep(3)
+    status, body = fetch(presigned)
+    check("an expired presigned URL is RequestExpired",
+          status == 400 and "RequestExpired" in body, (status, body))
+    status, body = fetch(endpoint + "/?Action=ListQueues")
+    check("an unsigned request is MissingAuthenticationToken",
+          status == 403 and "MissingAuthenticationToken" in body, (status, body))
+
+sqs.delete_queue(QueueUrl=url)
+print(f"{results['passed']} passed, {results['failed']} failed")
+sys.exit(1 if results["failed"] else 0)
