@@ -1,5 +1,6 @@
 //! HTTPS on the listening port: the AWS SDK trusting a CA the test makes reaches Orderly,
-//! the queue URLs it hands out use https, and plain HTTP to the port gets no answer.
+//! the queue URLs and SNS links it hands out use https, and plain HTTP to the port gets no
+//! answer.
 
 use std::time::Duration;
 
@@ -46,15 +47,42 @@ async fn the_sdk_trusting_our_ca_speaks_https_and_gets_https_urls() {
         ))
         .tls_context(trust)
         .build_https();
+    let endpoint = format!("https://localhost:{}", addr.port());
     let sqs = aws_sdk_sqs::Client::from_conf(
         aws_sdk_sqs::Config::builder()
             .behavior_version(BehaviorVersion::latest())
             .region(Region::new("us-east-1"))
-            .endpoint_url(format!("https://localhost:{}", addr.port()))
+            .endpoint_url(&endpoint)
             .credentials_provider(Credentials::new("AKID", "secret", None, None, "test"))
+            .http_client(http.clone())
+            .build(),
+    );
+    let sns = aws_sdk_sns::Client::from_conf(
+        aws_sdk_sns::Config::builder()
+            .behavior_version(aws_sdk_sns::config::BehaviorVersion::latest())
+            .region(aws_sdk_sns::config::Region::new("us-east-1"))
+            .endpoint_url(&endpoint)
+            .credentials_provider(aws_sdk_sns::config::Credentials::new(
+                "AKID", "secret", None, None, "test",
+            ))
             .http_client(http)
             .build(),
     );
+    // A webhook's confirmation links back over https.
+    let receiver = crate::receiver::Receiver::start().await;
+    let topic = sns.create_topic().name("secure").send().await.unwrap();
+    sns.subscribe()
+        .topic_arn(topic.topic_arn().unwrap())
+        .protocol("http")
+        .endpoint(receiver.url("/hook"))
+        .send()
+        .await
+        .unwrap();
+    let confirmation = receiver.next().await.json();
+    for link in ["SubscribeURL", "SigningCertURL"] {
+        let url = confirmation[link].as_str().unwrap();
+        assert!(url.starts_with(&format!("{endpoint}/")), "{link}: {url}");
+    }
     let url = sqs
         .create_queue()
         .queue_name("secure")
