@@ -21,6 +21,16 @@ impl Drop for Process {
 /// Starts the binary on a free port with `dir` as its data directory and `args` besides,
 /// logging at `log` (RUST_LOG) to the test's stderr; returns once it listens.
 pub fn start(dir: &std::path::Path, args: &[&str], log: &str) -> Process {
+    start_with_env(dir, args, log, &[])
+}
+
+/// As `start`, with these variables added to the server's environment.
+pub fn start_with_env(
+    dir: &std::path::Path,
+    args: &[&str],
+    log: &str,
+    env: &[(&str, &str)],
+) -> Process {
     // Temporary directories are made 0755; Orderly would warn about each at every restart.
     if dir.exists() {
         use std::os::unix::fs::PermissionsExt;
@@ -31,6 +41,9 @@ pub fn start(dir: &std::path::Path, args: &[&str], log: &str) -> Process {
         .arg(dir)
         .args(args)
         .env("RUST_LOG", log)
+        .env_remove("NO_PROXY")
+        .env_remove("no_proxy")
+        .envs(env.iter().copied())
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
         .spawn()

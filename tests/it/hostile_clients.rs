@@ -579,3 +579,35 @@ async fn a_rebound_host_name_is_refused_while_listening_on_loopback() {
         assert!(answer.starts_with("HTTP/1.1 200"), "{host}: {answer:.300}");
     }
 }
+
+#[tokio::test]
+async fn a_proxy_in_the_environment_is_not_used_for_webhooks() {
+    let proxy = crate::receiver::Receiver::start().await;
+    let endpoint = crate::receiver::Receiver::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let proxy_url = proxy.url("");
+    let server = crate::binary::start_with_env(
+        dir.path(),
+        &[],
+        "error",
+        &[
+            ("HTTP_PROXY", proxy_url.as_str()),
+            ("http_proxy", proxy_url.as_str()),
+            ("ALL_PROXY", proxy_url.as_str()),
+        ],
+    );
+    let sns = common::sns_client(server.addr);
+    let topic = sns.create_topic().name("proxied").send().await.unwrap();
+    // A host name, which a proxy would resolve where the allow-list cannot see.
+    let hook = endpoint.url("/hook").replace("127.0.0.1", "localhost");
+    sns.subscribe()
+        .topic_arn(topic.topic_arn().unwrap())
+        .protocol("http")
+        .endpoint(&hook)
+        .send()
+        .await
+        .unwrap();
+    let confirmation = endpoint.within(5_000).await;
+    assert!(confirmation.is_some(), "the endpoint got no confirmation");
+    assert!(proxy.within(300).await.is_none(), "the proxy was used");
+}
