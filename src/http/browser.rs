@@ -12,7 +12,7 @@ use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
-use crate::protocol::{encode_error, ApiError, ErrorCode, Protocol};
+use crate::protocol::{ApiError, ErrorCode};
 
 /// The browser-facing rules, from the command line.
 #[derive(Clone, Debug, Default)]
@@ -102,23 +102,8 @@ fn is_loopback_name(name: &str) -> bool {
 
 fn refuse(headers: &HeaderMap, message: &str) -> Response {
     let request_id = uuid::Uuid::new_v4().to_string();
-    let protocol = if headers.contains_key("x-amz-target") {
-        Protocol::Json
-    } else {
-        Protocol::Query
-    };
-    let encoded = encode_error(
-        protocol,
-        &ApiError::new(ErrorCode::AccessDenied, message),
-        &request_id,
-    );
-    let status = StatusCode::from_u16(encoded.status).unwrap_or(StatusCode::FORBIDDEN);
-    let mut response = (status, encoded.body).into_response();
-    response.headers_mut().insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static(encoded.content_type),
-    );
-    response
+    let error = ApiError::new(ErrorCode::AccessDenied, message);
+    super::early_error(headers, &error, &request_id)
 }
 
 /// The middleware: checks Host and Origin, answers preflights, and marks allowed answers.

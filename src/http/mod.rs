@@ -194,7 +194,7 @@ fn signing_certificate(service: &Service, path: &str) -> Response {
 const MAX_HOST_BYTES: usize = 260;
 
 /// An error answered before the action is known, in the protocol the headers point to.
-fn early_error(headers: &HeaderMap, error: &ApiError, request_id: &str) -> Response {
+pub(super) fn early_error(headers: &HeaderMap, error: &ApiError, request_id: &str) -> Response {
     let protocol = if is_json(headers) {
         Protocol::Json
     } else if credential_scope(headers).1 == Some("sns") {
