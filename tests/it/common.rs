@@ -312,3 +312,35 @@ pub fn json_keys(value: &serde_json::Value) -> Vec<&str> {
         .map(String::as_str)
         .collect()
 }
+
+pub async fn subscription_attributes(
+    server: &Server,
+    arn: &str,
+) -> std::collections::HashMap<String, String> {
+    server
+        .sns
+        .get_subscription_attributes()
+        .subscription_arn(arn)
+        .send()
+        .await
+        .unwrap()
+        .attributes
+        .unwrap()
+}
+
+/// Every attribute of a queue.
+pub async fn queue_attributes(
+    server: &Server,
+    url: &str,
+) -> std::collections::HashMap<aws_sdk_sqs::types::QueueAttributeName, String> {
+    server
+        .sqs
+        .get_queue_attributes()
+        .queue_url(url)
+        .attribute_names(aws_sdk_sqs::types::QueueAttributeName::All)
+        .send()
+        .await
+        .unwrap()
+        .attributes
+        .unwrap()
+}

@@ -5,6 +5,7 @@ mod auth;
 mod binary;
 mod common;
 mod crash;
+mod format_upgrade;
 mod hostile_clients;
 mod hostile_input;
 mod log_outage;

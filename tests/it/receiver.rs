@@ -128,18 +128,38 @@ impl Receiver {
         Self::start_with_tls(false).await
     }
 
+    /// A receiver on a fixed port (a data directory written earlier names its endpoint).
+    pub async fn start_on(port: u16) -> Receiver {
+        Self::listen(("127.0.0.1", port), false).await
+    }
+
     /// An HTTPS receiver with a self-signed certificate.
     pub async fn start_tls() -> Receiver {
         Self::start_with_tls(true).await
     }
 
     async fn start_with_tls(tls: bool) -> Receiver {
+        Self::listen(("127.0.0.1", 0), tls).await
+    }
+
+    async fn listen(addr: (&str, u16), tls: bool) -> Receiver {
         let script = Arc::new(Mutex::new(Script::default()));
         let (tx, rx) = mpsc::unbounded_channel();
         let app = axum::Router::new()
             .fallback(record)
             .with_state((script.clone(), tx));
-        let tcp = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        // A fixed port may still be held for a moment by the previous test's runtime.
+        let mut tries = 0;
+        let tcp = loop {
+            match tokio::net::TcpListener::bind(addr).await {
+                Ok(tcp) => break tcp,
+                Err(e) if tries < 50 && e.kind() == std::io::ErrorKind::AddrInUse => {
+                    tries += 1;
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+                Err(e) => panic!("receiver cannot listen on {addr:?}: {e}"),
+            }
+        };
         let addr = tcp.local_addr().unwrap();
         let failed_handshakes = Arc::new(std::sync::atomic::AtomicUsize::new(0));
         if tls {

@@ -65,18 +65,6 @@ async fn confirm(server: &Server, confirmation: &serde_json::Value) -> String {
         .unwrap()
 }
 
-async fn attributes(server: &Server, arn: &str) -> std::collections::HashMap<String, String> {
-    server
-        .sns
-        .get_subscription_attributes()
-        .subscription_arn(arn)
-        .send()
-        .await
-        .unwrap()
-        .attributes
-        .unwrap()
-}
-
 async fn publish(server: &Server, topic: &str, body: &str) {
     server
         .sns
@@ -151,7 +139,7 @@ async fn subscribe_url_get_confirms_and_notifications_are_signed() {
     let xml = response.text().await.unwrap();
     let arn = xml_text(&xml, "SubscriptionArn").unwrap().to_string();
     assert!(arn.starts_with(&format!("{topic}:")), "{xml}");
-    let attrs = attributes(&server, &arn).await;
+    let attrs = crate::common::subscription_attributes(&server, &arn).await;
     assert_eq!(attrs["PendingConfirmation"], "false");
     assert_eq!(attrs["ConfirmationWasAuthenticated"], "false");
     assert!(attrs["EffectiveDeliveryPolicy"].contains(r#""numRetries":3"#));
@@ -246,7 +234,7 @@ async fn confirm_subscription_by_token_with_signature_version_2() {
 
     let arn = confirm(&server, &confirmation).await;
     assert_eq!(
-        attributes(&server, &arn).await["ConfirmationWasAuthenticated"],
+        crate::common::subscription_attributes(&server, &arn).await["ConfirmationWasAuthenticated"],
         "true"
     );
     // Confirming again is idempotent.
@@ -278,7 +266,7 @@ async fn raw_delivery_with_a_request_policy_content_type() {
     )
     .await;
     let arn = confirm(&server, &confirmation).await;
-    let attrs = attributes(&server, &arn).await;
+    let attrs = crate::common::subscription_attributes(&server, &arn).await;
     assert_eq!(
         attrs["DeliveryPolicy"],
         r#"{"healthyRetryPolicy":null,"sicklyRetryPolicy":null,"throttlePolicy":null,"requestPolicy":{"headerContentType":"application/json"},"guaranteed":false}"#
@@ -518,7 +506,7 @@ async fn authenticate_on_unsubscribe_refuses_the_unsigned_unsubscribe_url() {
         .unwrap()
         .contains("AuthorizationError"));
     assert_eq!(
-        attributes(&server, &arn).await["PendingConfirmation"],
+        crate::common::subscription_attributes(&server, &arn).await["PendingConfirmation"],
         "false"
     );
 }
@@ -663,7 +651,7 @@ async fn query_protocol_subscribe_can_return_the_pending_arn() {
         Some("SubscriptionConfirmation")
     );
     assert_eq!(
-        attributes(&server, arn).await["PendingConfirmation"],
+        crate::common::subscription_attributes(&server, arn).await["PendingConfirmation"],
         "true"
     );
 }
