@@ -6,7 +6,8 @@
 //!   one exhaustive mapping of errors to AWS codes and statuses.
 //! - [`service`]: the SQS actions: decode, call the engine, encode; long polling.
 //! - [`delivery`]: webhook (HTTP/S) sending: a worker, the reqwest client, the allow-list.
-//! - [`persist`]: the write-ahead log's framing and segments (not yet wired to the engine).
+//! - [`persist`]: the data directory: write-ahead log, snapshots, recovery, and the versioned
+//!   on-disk format (`persist::format`). See ARCHITECTURE.md.
 //! - [`http`]: the axum router and request context (host, credentials).
 //! - [`app`]: wiring and the server's lifetime; [`config`]: flags and environment.
 //! - [`clock`]: the only place time is read.

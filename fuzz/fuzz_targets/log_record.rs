@@ -4,7 +4,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use orderly::persist::journal::decode_record;
+use orderly::persist::format::decode_record;
 use orderly::persist::log::{LogError, SegmentLog};
 use orderly::persist::storage::MemStorage;
 

@@ -7,8 +7,6 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use serde::{Deserialize, Serialize};
-
 use super::delivery::journal::{OutboxChange, TokenRecord};
 use super::queue::journal::QueueChange;
 use super::queue::QueueConfig;
@@ -51,7 +49,7 @@ impl Drop for Atomic<'_> {
     }
 }
 
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug)]
 pub enum Change {
     CreateQueue {
         name: Arc<str>,

@@ -5,7 +5,6 @@
 use std::sync::Arc;
 
 use md5::{Digest, Md5};
-use serde::{Deserialize, Serialize};
 
 use super::body::Body;
 use super::error::{EngineError, EngineResult};
@@ -15,13 +14,13 @@ use super::time::Timestamp;
 pub const MAX_MESSAGE_ATTRIBUTES: usize = 10;
 
 /// The value of one message attribute.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum AttributeData {
     String(String),
     Binary(Vec<u8>),
 }
 
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct AttributeValue {
     /// Full data type, custom suffix included (`Number.float`).
     pub data_type: String,
@@ -36,14 +35,15 @@ pub struct MessageAttributes(Option<Arc<[(String, AttributeValue)]>>);
 impl MessageAttributes {
     pub fn new(mut entries: Vec<(String, AttributeValue)>) -> Self {
         entries.sort_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
-        Self::sorted(entries)
+        Self::from_sorted(entries)
     }
 
-    fn sorted(entries: Vec<(String, AttributeValue)>) -> Self {
+    /// Attributes already in byte order of their names (as stored).
+    pub(crate) fn from_sorted(entries: Vec<(String, AttributeValue)>) -> Self {
         MessageAttributes((!entries.is_empty()).then(|| entries.into()))
     }
 
-    fn entries(&self) -> &[(String, AttributeValue)] {
+    pub(crate) fn entries(&self) -> &[(String, AttributeValue)] {
         self.0.as_deref().unwrap_or_default()
     }
 
@@ -101,7 +101,7 @@ impl MessageAttributes {
         if chosen.len() == self.len() {
             self.clone()
         } else {
-            Self::sorted(chosen)
+            Self::from_sorted(chosen)
         }
     }
 
@@ -130,22 +130,6 @@ impl MessageAttributes {
             }
         }
         Some(hex(&digest.finalize()))
-    }
-}
-
-// Written as the sequence of pairs it always was, so logs and snapshots read unchanged.
-impl Serialize for MessageAttributes {
-    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.serialize_newtype_struct("MessageAttributes", self.entries())
-    }
-}
-
-impl<'de> Deserialize<'de> for MessageAttributes {
-    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        #[derive(Deserialize)]
-        struct MessageAttributes(Vec<(String, AttributeValue)>);
-        let MessageAttributes(entries) = MessageAttributes::deserialize(deserializer)?;
-        Ok(Self::sorted(entries))
     }
 }
 
@@ -192,16 +176,9 @@ impl std::fmt::Debug for Md5Digest {
     }
 }
 
-// As hex text, so logs and snapshots read the same as when the digest was a `String`.
-impl Serialize for Md5Digest {
-    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.serialize_str(self.hex().as_str())
-    }
-}
-
-impl<'de> Deserialize<'de> for Md5Digest {
-    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        let text = String::deserialize(deserializer)?;
+impl Md5Digest {
+    /// Reads 32 lower-case hex digits.
+    pub fn parse_hex(text: &str) -> Option<Md5Digest> {
         let digit = |c: u8| HEX_DIGITS.iter().position(|d| *d == c).map(|v| v as u8);
         let mut bytes = [0; 16];
         let valid = text.len() == 32
@@ -215,13 +192,7 @@ impl<'de> Deserialize<'de> for Md5Digest {
                     }
                     _ => false,
                 });
-        if valid {
-            Ok(Md5Digest(bytes))
-        } else {
-            Err(serde::de::Error::custom(
-                "an MD5 is 32 lower-case hex digits",
-            ))
-        }
+        valid.then_some(Md5Digest(bytes))
     }
 }
 
@@ -251,21 +222,13 @@ impl std::fmt::Display for SequenceNumber {
     }
 }
 
-// As a u128, the encoding logs and snapshots used before.
-impl Serialize for SequenceNumber {
-    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.serialize_u128(self.get())
-    }
-}
-
-impl<'de> Deserialize<'de> for SequenceNumber {
-    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        let value = u128::deserialize(deserializer)?;
+impl SequenceNumber {
+    /// The number itself, if it fits (`From` saturates instead).
+    pub fn exact(value: u128) -> Option<SequenceNumber> {
         u64::try_from(value)
             .ok()
             .and_then(std::num::NonZeroU64::new)
             .map(SequenceNumber)
-            .ok_or_else(|| serde::de::Error::custom("sequence number out of range"))
     }
 }
 
@@ -308,19 +271,9 @@ impl std::fmt::Debug for MessageId {
     }
 }
 
-// As a string, so logs and snapshots read the same as when the id was a `String`.
-impl Serialize for MessageId {
-    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.serialize_str(self.text().as_str())
-    }
-}
-
-impl<'de> Deserialize<'de> for MessageId {
-    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        let text = String::deserialize(deserializer)?;
-        uuid::Uuid::parse_str(&text)
-            .map(MessageId)
-            .map_err(serde::de::Error::custom)
+impl MessageId {
+    pub fn parse(text: &str) -> Option<MessageId> {
+        uuid::Uuid::parse_str(text).ok().map(MessageId)
     }
 }
 
@@ -459,8 +412,7 @@ pub fn validate_token(parameter: &str, value: &str) -> EngineResult<()> {
 }
 
 /// A message as stored: immutable content plus the counters receiving changes.
-#[derive(Clone, Debug, Deserialize)]
-#[serde(from = "MessageForm")]
+#[derive(Clone, Debug)]
 pub struct Message {
     pub id: MessageId,
     pub body: Arc<str>,
@@ -493,73 +445,26 @@ impl Extras {
     }
 }
 
-/// How a message is written to the log and snapshots (the fields of `Message` and `Extras`
-/// in their original order, so existing data directories still read).
-#[derive(Serialize, Deserialize)]
-struct MessageForm {
-    id: MessageId,
-    body: Arc<str>,
-    body_md5: Md5Digest,
-    attributes: MessageAttributes,
-    attributes_md5: Option<Arc<str>>,
-    trace_header: Option<Arc<str>>,
-    sender_id: Arc<str>,
-    sent_at: Timestamp,
-    group_id: Option<Arc<str>>,
-    dedup_id: Option<Arc<str>>,
-    sequence_number: Option<SequenceNumber>,
-    receive_count: u32,
-    first_receive_at: Option<Timestamp>,
-    dead_letter_source_arn: Option<Arc<str>>,
+/// Every field of a stored message, flat (what recovery rebuilds one from).
+pub struct MessageParts {
+    pub id: MessageId,
+    pub body: Arc<str>,
+    pub body_md5: Md5Digest,
+    pub attributes: MessageAttributes,
+    pub attributes_md5: Option<Arc<str>>,
+    pub trace_header: Option<Arc<str>>,
+    pub sender_id: Arc<str>,
+    pub sent_at: Timestamp,
+    pub group_id: Option<Arc<str>>,
+    pub dedup_id: Option<Arc<str>>,
+    pub sequence_number: Option<SequenceNumber>,
+    pub receive_count: u32,
+    pub first_receive_at: Option<Timestamp>,
+    pub dead_letter_source_arn: Option<Arc<str>>,
 }
 
-/// `MessageForm` borrowed from a message: the same encoding, written without cloning the
-/// message first (serde's `into` would, costing every log record and snapshot entry a round of
-/// reference-count traffic on five strings and an allocation for the extras).
-#[derive(Serialize)]
-#[serde(rename = "MessageForm")]
-struct MessageFormRef<'a> {
-    id: &'a MessageId,
-    body: &'a str,
-    body_md5: &'a Md5Digest,
-    attributes: &'a MessageAttributes,
-    attributes_md5: Option<&'a str>,
-    trace_header: Option<&'a str>,
-    sender_id: &'a str,
-    sent_at: Timestamp,
-    group_id: Option<&'a str>,
-    dedup_id: Option<&'a str>,
-    sequence_number: Option<SequenceNumber>,
-    receive_count: u32,
-    first_receive_at: Option<Timestamp>,
-    dead_letter_source_arn: Option<&'a str>,
-}
-
-impl Serialize for Message {
-    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        let extras = self.extras.as_deref();
-        MessageFormRef {
-            id: &self.id,
-            body: &self.body,
-            body_md5: &self.body_md5,
-            attributes: &self.attributes,
-            attributes_md5: extras.and_then(|e| e.attributes_md5.as_deref()),
-            trace_header: extras.and_then(|e| e.trace_header.as_deref()),
-            sender_id: &self.sender_id,
-            sent_at: self.sent_at,
-            group_id: self.group_id.as_deref(),
-            dedup_id: self.dedup_id.as_deref(),
-            sequence_number: self.sequence_number,
-            receive_count: self.receive_count,
-            first_receive_at: self.first_receive_at,
-            dead_letter_source_arn: extras.and_then(|e| e.dead_letter_source_arn.as_deref()),
-        }
-        .serialize(serializer)
-    }
-}
-
-impl From<MessageForm> for Message {
-    fn from(f: MessageForm) -> Message {
+impl From<MessageParts> for Message {
+    fn from(f: MessageParts) -> Message {
         Message {
             id: f.id,
             body: f.body,
@@ -578,28 +483,6 @@ impl From<MessageForm> for Message {
                 dead_letter_source_arn: f.dead_letter_source_arn,
             }
             .boxed(),
-        }
-    }
-}
-
-impl From<Message> for MessageForm {
-    fn from(m: Message) -> MessageForm {
-        let extras = m.extras.map(|e| *e).unwrap_or_default();
-        MessageForm {
-            id: m.id,
-            body: m.body,
-            body_md5: m.body_md5,
-            attributes: m.attributes,
-            attributes_md5: extras.attributes_md5,
-            trace_header: extras.trace_header,
-            sender_id: m.sender_id,
-            sent_at: m.sent_at,
-            group_id: m.group_id,
-            dedup_id: m.dedup_id,
-            sequence_number: m.sequence_number,
-            receive_count: m.receive_count,
-            first_receive_at: m.first_receive_at,
-            dead_letter_source_arn: extras.dead_letter_source_arn,
         }
     }
 }
@@ -683,110 +566,6 @@ pub fn trace_header_md5(trace_header: &str) -> String {
 mod tests {
     use super::*;
 
-    fn sample(trace_header: Option<&str>) -> Message {
-        Message::new(NewMessage {
-            body: "price 42".into(),
-            attributes: MessageAttributes::default(),
-            attributes_md5: None,
-            trace_header: trace_header.map(Arc::from),
-            sender_id: "AIDA".into(),
-            sent_at: Timestamp(7),
-            group_id: Some("g".into()),
-            dedup_id: Some("d".into()),
-        })
-    }
-
-    #[test]
-    fn compact_fields_encode_as_the_strings_and_numbers_they_replace() {
-        let digest = super::super::body::body_md5("hello");
-        assert_eq!(digest.to_string(), "5d41402abc4b2a76b9719d911017c592");
-        let as_text = postcard::to_stdvec(&digest.to_string()).unwrap();
-        assert_eq!(postcard::to_stdvec(&digest).unwrap(), as_text);
-        assert_eq!(postcard::from_bytes::<Md5Digest>(&as_text).unwrap(), digest);
-        let upper = postcard::to_stdvec("5D41402ABC4B2A76B9719D911017C592").unwrap();
-        assert!(postcard::from_bytes::<Md5Digest>(&upper).is_err());
-
-        let big: u128 = 18_000_000_000_000_000_123;
-        let seq = SequenceNumber::from(big);
-        assert_eq!((seq.get(), seq.to_string()), (big, big.to_string()));
-        let as_number = postcard::to_stdvec(&big).unwrap();
-        assert_eq!(postcard::to_stdvec(&seq).unwrap(), as_number);
-        assert_eq!(
-            postcard::from_bytes::<SequenceNumber>(&as_number).unwrap(),
-            seq
-        );
-        assert!(SequenceNumber::from(big) < SequenceNumber::from(big + 1));
-        assert_eq!(std::mem::size_of::<Option<SequenceNumber>>(), 8);
-
-        let id = MessageId::random();
-        let as_text = postcard::to_stdvec(&id.to_string()).unwrap();
-        assert_eq!(postcard::to_stdvec(&id).unwrap(), as_text);
-        assert_eq!(postcard::from_bytes::<MessageId>(&as_text).unwrap(), id);
-        assert_eq!(id.to_string().len(), 36);
-    }
-
-    #[test]
-    fn the_logged_bytes_estimate_is_near_a_typical_fifo_record() {
-        let mut m = Message::new(NewMessage {
-            body: "x".repeat(256).as_str().into(),
-            attributes: MessageAttributes::default(),
-            attributes_md5: None,
-            trace_header: None,
-            sender_id: "AIDAIT2UOQQY3AUEKVGXU".into(),
-            sent_at: Timestamp(1_763_900_000_000),
-            group_id: Some("group-12".into()),
-            // Content-based deduplication: the body's SHA-256 in hex.
-            dedup_id: Some("a".repeat(64).as_str().into()),
-        });
-        m.sequence_number = Some(SequenceNumber::from(18_000_000_000_000_000_123u128));
-        let overhead = postcard::to_stdvec(&m).unwrap().len() - m.size();
-        let estimate = crate::engine::queue::LOGGED_BYTES as usize;
-        assert!(
-            (overhead..overhead + 40).contains(&estimate),
-            "{overhead} bytes besides the body, plus about 20 of framing, against {estimate}"
-        );
-    }
-
-    #[test]
-    fn a_message_encodes_as_its_owned_form() {
-        let mut full = sample(Some("Root=1-abc"));
-        full.set_dead_letter_source_arn(Some("arn:aws:sqs:us-east-1:0:src".into()));
-        full.extras.as_mut().unwrap().attributes_md5 = Some("0123".into());
-        full.attributes = MessageAttributes::new(vec![s("a", "1")]);
-        full.sequence_number = Some(SequenceNumber::from(18_000_000_000_000_000_123u128));
-        full.receive_count = 3;
-        full.first_receive_at = Some(Timestamp(9));
-        let mut bare = sample(None);
-        bare.group_id = None;
-        bare.dedup_id = None;
-        for message in [full, bare] {
-            let owned = MessageForm::from(message.clone());
-            assert_eq!(
-                postcard::to_stdvec(&message).unwrap(),
-                postcard::to_stdvec(&owned).unwrap()
-            );
-        }
-    }
-
-    #[test]
-    fn rare_fields_survive_encoding_and_plain_messages_carry_no_extras() {
-        let plain = sample(None);
-        assert!(plain.extras.is_none());
-        let mut traced = sample(Some("Root=1-abc"));
-        traced.set_dead_letter_source_arn(Some("arn:aws:sqs:us-east-1:0:src".into()));
-        let back: Message = postcard::from_bytes(&postcard::to_stdvec(&traced).unwrap()).unwrap();
-        assert_eq!(back.trace_header().map(|t| &**t), Some("Root=1-abc"));
-        assert_eq!(
-            back.dead_letter_source_arn().map(|a| &**a),
-            Some("arn:aws:sqs:us-east-1:0:src")
-        );
-        assert_eq!((back.id, back.body_md5), (traced.id, traced.body_md5));
-        traced.set_dead_letter_source_arn(None);
-        traced.extras.as_mut().unwrap().trace_header = None;
-        let back: Message = postcard::from_bytes(&postcard::to_stdvec(&traced).unwrap()).unwrap();
-        assert!(back.extras.is_none(), "emptied extras are dropped");
-    }
-
     fn s(name: &str, v: &str) -> (String, AttributeValue) {
         (
             name.to_string(),
@@ -798,17 +577,29 @@ mod tests {
     }
 
     #[test]
-    fn attributes_encode_as_their_pairs_and_none_hold_no_allocation() {
-        let pairs = vec![s("a", "1"), s("b", "2")];
+    fn plain_messages_carry_no_extras_and_no_attributes_hold_no_allocation() {
+        let parts = |trace_header: Option<&str>| MessageParts {
+            id: MessageId::random(),
+            body: "price 42".into(),
+            body_md5: super::super::body::body_md5("price 42"),
+            attributes: MessageAttributes::new(vec![]),
+            attributes_md5: None,
+            trace_header: trace_header.map(Arc::from),
+            sender_id: "AIDA".into(),
+            sent_at: Timestamp(7),
+            group_id: None,
+            dedup_id: None,
+            sequence_number: None,
+            receive_count: 0,
+            first_receive_at: None,
+            dead_letter_source_arn: None,
+        };
+        assert!(Message::from(parts(None)).extras.is_none());
+        let traced = Message::from(parts(Some("Root=1-abc")));
+        assert_eq!(traced.trace_header().map(|t| &**t), Some("Root=1-abc"));
+        assert!(MessageAttributes::new(vec![]).0.is_none());
         let attributes = MessageAttributes::new(vec![s("b", "2"), s("a", "1")]);
-        let encoded = postcard::to_stdvec(&attributes).unwrap();
-        assert_eq!(encoded, postcard::to_stdvec(&pairs).unwrap());
-        let back: MessageAttributes = postcard::from_bytes(&encoded).unwrap();
-        assert_eq!(back, attributes);
-        let empty = postcard::to_stdvec(&Vec::<(String, AttributeValue)>::new()).unwrap();
-        let none: MessageAttributes = postcard::from_bytes(&empty).unwrap();
-        assert_eq!(none, MessageAttributes::default());
-        assert!(none.0.is_none() && MessageAttributes::new(vec![]).0.is_none());
+        assert_eq!(attributes.entries()[0].0, "a");
         assert!(attributes.select(&["c".into()]).0.is_none());
     }
 

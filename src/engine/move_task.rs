@@ -7,7 +7,6 @@ use std::sync::Arc;
 
 use base64::engine::general_purpose::STANDARD;
 use base64::Engine as _;
-use serde::{Deserialize, Serialize};
 
 use super::error::{EngineError, EngineResult};
 use super::journal::Change;
@@ -15,7 +14,7 @@ use super::queue::Moved;
 use super::time::Timestamp;
 use super::Engine;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum MoveStatus {
     Running,
     Completed,
@@ -34,7 +33,7 @@ impl MoveStatus {
     }
 }
 
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug)]
 pub struct MoveTask {
     pub id: String,
     pub source_arn: String,

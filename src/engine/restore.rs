@@ -14,7 +14,7 @@ use super::topics::TopicEntry;
 use super::Engine;
 
 /// The registry's own state in a snapshot.
-#[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
+#[derive(Clone, Debug, Default)]
 pub struct RegistryImage {
     pub next_uid: u64,
     /// Recently deleted names and when (the CreateQueue cooldown).
@@ -224,16 +224,16 @@ mod tests {
     use crate::engine::queue::{ReceiveRequest, SendRequest};
     use crate::engine::topic::PublishRequest;
 
-    /// Keeps every change as the bytes a log would hold.
+    /// Keeps every change as the bytes a log would hold (the engine's state must come back
+    /// from what the log format keeps, not from shared values).
     #[derive(Default)]
     struct Recorder(Mutex<Vec<Vec<u8>>>);
 
     impl Journal for Recorder {
         fn submit(&self, change: &Change) {
-            self.0
-                .lock()
-                .unwrap()
-                .push(postcard::to_stdvec(change).unwrap());
+            let mut records = self.0.lock().unwrap();
+            let lsn = records.len() as u64;
+            records.push(crate::persist::format::to_record(lsn, change));
         }
         fn next_lsn(&self) -> u64 {
             self.0.lock().unwrap().len() as u64
@@ -342,7 +342,7 @@ mod tests {
 
         let restored: Engine<()> = Engine::new("000000000000", "us-east-1");
         for bytes in recorder.0.lock().unwrap().iter() {
-            restored.replay_change(postcard::from_bytes(bytes).unwrap());
+            restored.replay_change(crate::persist::format::decode_record(bytes).unwrap().1);
         }
         assert_eq!(restored.state_for_tests(), original.state_for_tests());
         assert!(restored.queue("gone").is_err());
@@ -582,7 +582,7 @@ mod tests {
 
         let restored: Engine<()> = Engine::new("000000000000", "us-east-1");
         for bytes in recorder.0.lock().unwrap().iter() {
-            restored.replay_change(postcard::from_bytes(bytes).unwrap());
+            restored.replay_change(crate::persist::format::decode_record(bytes).unwrap().1);
         }
         assert_eq!(restored.state_for_tests(), original.state_for_tests());
         assert!(restored.topic(&gone).is_err());
@@ -681,7 +681,7 @@ mod tests {
 
         let restored: Engine<()> = Engine::new("000000000000", "us-east-1");
         for bytes in recorder.0.lock().unwrap().iter() {
-            restored.replay_change(postcard::from_bytes(bytes).unwrap());
+            restored.replay_change(crate::persist::format::decode_record(bytes).unwrap().1);
         }
         let ids = |engine: &Engine<()>| -> Vec<(u64, String)> {
             let (_, deliveries, _) = engine.delivery_image(|| 0);

@@ -2,8 +2,8 @@
 //! gathered as one batch and syncs it once (group commit), and requests wait until the batch
 //! holding their changes is durable before they are answered.
 //!
-//! Each record is the change's log sequence number (8 bytes, little endian) followed by the
-//! change in postcard. Numbers are handed out under the same lock that queues the record, so
+//! Each record is the change's log sequence number with the format version (8 bytes) followed
+//! by the change in postcard (see `format`). Numbers are handed out under the same lock that queues the record, so
 //! the log holds records in number order.
 //!
 //! Changes that belong together (`Journal::hold`) are never split between two writes: the
@@ -19,6 +19,7 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::watch;
 
+use super::format;
 use super::log::{LogError, SegmentLog};
 use super::record::Buffer;
 use super::storage::Storage;
@@ -301,7 +302,7 @@ impl Journal for FileJournal {
             // The sequence number goes in front once it is known; until then, room for it.
             buffer.clear();
             buffer.extend_from_slice(&[0; 8]);
-            let encoded = postcard::serialize_with_flavor(change, Buffer(std::mem::take(buffer)));
+            let encoded = format::encode_change(change, Buffer(std::mem::take(buffer)));
             *buffer = match encoded {
                 Ok(record) => record,
                 Err(error) => {
@@ -315,7 +316,7 @@ impl Journal for FileJournal {
             };
             let mut pending = self.lock();
             let lsn = self.shared.next_lsn.fetch_add(1, Ordering::SeqCst);
-            buffer[..8].copy_from_slice(&lsn.to_le_bytes());
+            buffer[..8].copy_from_slice(&format::record_header(lsn));
             pending.records.push(buffer);
             // Inside an open group the writer is woken when the group closes.
             let wake = pending.holders == 0 && std::mem::take(&mut pending.writer_asleep);
@@ -351,17 +352,6 @@ impl Journal for FileJournal {
             self.shared.work.notify_one();
         }
     }
-}
-
-/// Splits a record into its sequence number and change.
-pub fn decode_record(record: &[u8]) -> Result<(u64, Change), String> {
-    if record.len() < 8 {
-        return Err("record shorter than its sequence number".into());
-    }
-    let lsn = u64::from_le_bytes(record[..8].try_into().expect("8 bytes"));
-    let change = postcard::from_bytes(&record[8..])
-        .map_err(|e| format!("record {lsn} does not decode: {e}"))?;
-    Ok((lsn, change))
 }
 
 fn write_loop<S: Storage>(shared: &Shared, mut log: SegmentLog<S>, mode: FsyncMode) {

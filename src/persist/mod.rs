@@ -5,6 +5,8 @@
 //!   segments written over zeros.
 //! - `log`: numbered segment files of batches.
 //! - `storage`: the file I/O trait (tests inject write, sync and truncate failures).
+//! - `format`: what records hold, persist's own types mapped to and from engine state, and
+//!   their format version.
 //! - `journal`: group commit by one writer thread; requests wait for their records.
 //! - `snapshot`: the whole state in one file, so old segments can go.
 //!
@@ -13,6 +15,7 @@
 //! one finished snapshot `NNN.snap`.
 
 pub mod batch;
+pub mod format;
 pub mod journal;
 pub mod log;
 pub mod record;
@@ -36,6 +39,8 @@ pub enum RecoveryError {
     Locked(PathBuf),
     #[error("I/O error in the data directory: {0}")]
     Io(#[from] std::io::Error),
+    #[error("{0}")]
+    NewerFormat(String),
     #[error("data damaged in {file} at offset {offset}: {reason}; refusing to start rather than lose data")]
     Corruption {
         file: String,
@@ -124,12 +129,16 @@ pub fn open<W: Default>(
             let mut index = 0;
             let mut batch = Vec::with_capacity(REPLAY_BATCH);
             let replayed = SegmentLog::replay(storage, DEFAULT_SEGMENT_BYTES, key, |bytes| {
-                let (lsn, change) =
-                    journal::decode_record(bytes).map_err(|reason| RecoveryError::Corruption {
+                let (lsn, change) = format::decode_record(bytes).map_err(|error| match error {
+                    format::FormatError::Newer { .. } => {
+                        RecoveryError::NewerFormat(error.to_string())
+                    }
+                    format::FormatError::Damaged(reason) => RecoveryError::Corruption {
                         file: "log".into(),
                         offset: index,
                         reason,
-                    })?;
+                    },
+                })?;
                 index += 1;
                 batch.push((lsn, change, bytes.len()));
                 if batch.len() == REPLAY_BATCH {

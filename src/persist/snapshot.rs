@@ -16,68 +16,20 @@ use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 
-use serde::{Deserialize, Serialize};
-
+use super::format::list::List;
+use super::format::snapshot::{Item, Numbered};
+use super::format::{self, change::Change};
 use super::journal::FileJournal;
 use super::record;
-use crate::engine::delivery::journal::TokenRecord;
-use crate::engine::delivery::{Delivery, LanePolicy};
 use crate::engine::journal::Journal;
-use crate::engine::move_task::MoveTask;
 use crate::engine::queue::journal::QueueImage;
-use crate::engine::queue::{AttemptEntries, DedupRecord, Stored};
-use crate::engine::restore::RegistryImage;
-use crate::engine::topic::archive::Archived;
-use crate::engine::topic::journal::{TopicDedup, TopicImage};
-use crate::engine::Change;
+use crate::engine::queue::Stored;
+use crate::engine::topic::journal::TopicImage;
 use crate::engine::Engine;
-use crate::engine::Timestamp;
-use std::sync::Arc;
 
-const FORMAT_VERSION: u32 = 1;
 /// Messages and history entries are written in chunks of about this many bytes, well under
 /// the record size limit.
 const CHUNK_BYTES: usize = 4 << 20;
-
-/// One snapshot record. Written with messages borrowed (`Item<&Stored>`, the same bytes) so
-/// they are not copied again on their way out; read back as `Item`.
-#[derive(Serialize, Deserialize)]
-enum Item<M = Stored> {
-    Header {
-        version: u32,
-        first_lsn: u64,
-        registry_lsn: u64,
-        registry: RegistryImage,
-    },
-    Queue {
-        lsn: u64,
-        image: Box<QueueImage>,
-    },
-    Messages(Vec<(u64, M)>),
-    Dedup(Vec<(std::sync::Arc<str>, DedupRecord, Timestamp)>),
-    Attempts(Vec<(String, AttemptEntries, Timestamp)>),
-    End {
-        queues: u64,
-    },
-    Topic {
-        lsn: u64,
-        image: Box<TopicImage>,
-    },
-    TopicDedup(Vec<TopicDedup>),
-    TopicArchive(Vec<Archived>),
-    Signer(Change),
-    /// The outbox as of this log position; its deliveries follow in chunks.
-    Outbox {
-        lsn: u64,
-    },
-    Deliveries(Vec<(u64, Arc<Delivery>, LanePolicy)>),
-    Tokens(Vec<TokenRecord>),
-    /// Every DLQ redrive task as of this log position.
-    MoveTasks {
-        lsn: u64,
-        tasks: Vec<MoveTask>,
-    },
-}
 
 /// What recovery needs to know about the snapshot it loaded.
 #[derive(Debug, Default)]
@@ -110,11 +62,11 @@ fn snapshots(dir: &Path) -> std::io::Result<Vec<String>> {
 }
 
 /// Splits `items` into chunks of about `CHUNK_BYTES` (by `size`) and writes each as one record.
-fn write_chunks<'a, T>(
+fn write_chunks<T>(
     out: &mut impl Write,
     items: impl IntoIterator<Item = T>,
     size: impl Fn(&T) -> usize,
-    wrap: impl Fn(Vec<T>) -> Item<&'a Stored>,
+    wrap: impl for<'c> Fn(&'c [T]) -> Item<'c>,
     buf: &mut Vec<u8>,
 ) -> std::io::Result<()> {
     let mut chunk = Vec::new();
@@ -123,22 +75,19 @@ fn write_chunks<'a, T>(
         bytes += size(&item);
         chunk.push(item);
         if bytes >= CHUNK_BYTES {
-            write_item(out, &wrap(std::mem::take(&mut chunk)), buf)?;
+            write_item(out, &wrap(&chunk), buf)?;
+            chunk.clear();
             bytes = 0;
         }
     }
     if !chunk.is_empty() {
-        write_item(out, &wrap(chunk), buf)?;
+        write_item(out, &wrap(&chunk), buf)?;
     }
     Ok(())
 }
 
 /// Encodes `item` straight into `buf` behind room for its frame header, then frames it there.
-fn write_item(
-    out: &mut impl Write,
-    item: &Item<&Stored>,
-    buf: &mut Vec<u8>,
-) -> std::io::Result<()> {
+fn write_item(out: &mut impl Write, item: &Item<'_>, buf: &mut Vec<u8>) -> std::io::Result<()> {
     buf.clear();
     buf.resize(record::HEADER_BYTES, 0);
     *buf = postcard::serialize_with_flavor(item, record::Buffer(std::mem::take(buf)))
@@ -169,10 +118,10 @@ pub fn take<W: Default>(
     write_item(
         &mut out,
         &Item::Header {
-            version: FORMAT_VERSION,
+            version: format::VERSION.into(),
             first_lsn,
             registry_lsn,
-            registry,
+            registry: (&registry).into(),
         },
         &mut buf,
     )?;
@@ -188,7 +137,7 @@ pub fn take<W: Default>(
             &mut out,
             &Item::Queue {
                 lsn,
-                image: Box::new(image),
+                image: (&image).into(),
             },
             &mut buf,
         )?;
@@ -205,21 +154,21 @@ pub fn take<W: Default>(
             &mut out,
             order.iter().map(|&(seq, at)| (seq, &messages[at].1)),
             |(_, stored)| stored.size() + 256,
-            Item::Messages,
+            |chunk| Item::Messages(List::Write(chunk)),
             &mut buf,
         )?;
         write_chunks(
             &mut out,
             dedup,
             |(key, _, _)| key.len() + 96,
-            Item::Dedup,
+            |chunk| Item::Dedup(List::Write(chunk)),
             &mut buf,
         )?;
         write_chunks(
             &mut out,
             attempts,
             |(key, entries, _)| key.len() + entries.len() * 24 + 16,
-            Item::Attempts,
+            |chunk| Item::Attempts(List::Write(chunk)),
             &mut buf,
         )?;
         queues += 1;
@@ -231,7 +180,7 @@ pub fn take<W: Default>(
             &mut out,
             &Item::Topic {
                 lsn,
-                image: Box::new(image),
+                image: (&image).into(),
             },
             &mut buf,
         )?;
@@ -239,14 +188,14 @@ pub fn take<W: Default>(
             &mut out,
             dedup,
             |(key, _, _)| key.len() + 96,
-            Item::TopicDedup,
+            |chunk| Item::TopicDedup(List::Write(chunk)),
             &mut buf,
         )?;
         write_chunks(
             &mut out,
             archive,
             |a| a.request.message.len() + a.request.attributes.size() + 256,
-            Item::TopicArchive,
+            |chunk| Item::TopicArchive(List::Write(chunk)),
             &mut buf,
         )?;
     }
@@ -256,14 +205,24 @@ pub fn take<W: Default>(
         &mut out,
         deliveries,
         |(_, d, _)| d.body.len() + d.fallback_envelope.as_ref().map_or(0, String::len) + 512,
-        Item::Deliveries,
+        |chunk| Item::Deliveries(List::Write(chunk)),
         &mut buf,
     )?;
-    write_chunks(&mut out, tokens, |_| 1024, Item::Tokens, &mut buf)?;
+    write_chunks(
+        &mut out,
+        tokens,
+        |_| 1024,
+        |chunk| Item::Tokens(List::Write(chunk)),
+        &mut buf,
+    )?;
     let (lsn, tasks) = engine.move_task_image(|| journal.next_lsn());
-    write_item(&mut out, &Item::MoveTasks { lsn, tasks }, &mut buf)?;
+    let tasks = Item::MoveTasks {
+        lsn,
+        tasks: List::Write(&tasks),
+    };
+    write_item(&mut out, &tasks, &mut buf)?;
     if let Some(signer) = engine.signer_record() {
-        write_item(&mut out, &Item::Signer(signer), &mut buf)?;
+        write_item(&mut out, &Item::Signer(Change::from(&signer)), &mut buf)?;
     }
     write_item(&mut out, &Item::End { queues }, &mut buf)?;
     let file = out.into_inner().map_err(|e| e.into_error())?;
@@ -312,21 +271,26 @@ pub fn load<W: Default>(dir: &Path, engine: &Engine<W>) -> Result<Loaded, super:
     for (index, payload) in decoded.records.iter().enumerate() {
         let offset = next_offset;
         next_offset += payload.len() + record::HEADER_BYTES;
+        if index == 0 {
+            format::check_snapshot_version(payload).map_err(|error| match error {
+                format::FormatError::Newer { .. } => {
+                    super::RecoveryError::NewerFormat(format!("{name}: {error}"))
+                }
+                format::FormatError::Damaged(reason) => damaged(0, reason),
+            })?;
+        }
         let item: Item = postcard::from_bytes(payload)
             .map_err(|e| damaged(offset, format!("record {index} does not decode: {e}")))?;
         match item {
             Item::Header {
-                version,
                 first_lsn,
                 registry_lsn,
                 registry,
+                ..
             } if index == 0 => {
-                if version != FORMAT_VERSION {
-                    return Err(damaged(0, format!("unknown snapshot version {version}")));
-                }
                 loaded.first_lsn = first_lsn;
                 loaded.registry_lsn = registry_lsn;
-                engine.restore_registry(registry);
+                engine.restore_registry(registry.into());
             }
             _ if index == 0 => return Err(damaged(0, "no header".into())),
             Item::Header { .. } => return Err(damaged(offset, "second header".into())),
@@ -335,24 +299,28 @@ pub fn load<W: Default>(dir: &Path, engine: &Engine<W>) -> Result<Loaded, super:
                     engine.restore_topic(image);
                 }
                 loaded.topic_lsns.insert(image.name.to_string(), lsn);
-                topic = Some(*image);
+                topic = Some(image.into_live());
             }
             Item::TopicDedup(chunk) => topic
                 .as_mut()
                 .ok_or_else(|| damaged(offset, "history before any topic".into()))?
                 .dedup
-                .extend(chunk),
+                .extend(chunk.into_vec().into_iter().map(|d| d.into_live())),
             Item::TopicArchive(chunk) => topic
                 .as_mut()
                 .ok_or_else(|| damaged(offset, "archive before any topic".into()))?
                 .archive
-                .extend(chunk),
+                .extend(chunk.into_vec().into_iter().map(|a| a.into_live())),
             Item::Signer(Change::Signer {
                 private_key_der,
                 certificate_pem,
                 certificate_file,
             }) => {
-                engine.restore_signer(&private_key_der, certificate_pem, certificate_file);
+                engine.restore_signer(
+                    private_key_der,
+                    certificate_pem.into(),
+                    certificate_file.into(),
+                );
                 loaded.signer = true;
             }
             Item::Signer(_) => return Err(damaged(offset, "not a signing key".into())),
@@ -361,16 +329,22 @@ pub fn load<W: Default>(dir: &Path, engine: &Engine<W>) -> Result<Loaded, super:
                 if loaded.outbox_lsn.is_none() {
                     return Err(damaged(offset, "deliveries before the outbox".into()));
                 }
-                engine.restore_deliveries(chunk);
+                engine.restore_deliveries(
+                    chunk
+                        .into_vec()
+                        .into_iter()
+                        .map(|q| q.into_live())
+                        .collect(),
+                );
             }
             Item::Tokens(chunk) => {
-                for record in chunk {
-                    engine.restore_token(record);
+                for token in chunk.into_vec() {
+                    engine.restore_token(token.into_live());
                 }
             }
             Item::MoveTasks { lsn, tasks } => {
-                for task in tasks {
-                    engine.restore_move_task(task);
+                for task in tasks.into_vec() {
+                    engine.restore_move_task(task.into_live());
                 }
                 loaded.move_task_lsn = Some(lsn);
             }
@@ -379,27 +353,32 @@ pub fn load<W: Default>(dir: &Path, engine: &Engine<W>) -> Result<Loaded, super:
                     engine.restore_queue(image, messages);
                 }
                 loaded.queue_lsns.insert(image.uid, lsn);
-                current = Some((*image, Vec::new()));
+                current = Some((image.into_live(), Vec::new()));
             }
             Item::Messages(chunk) => {
                 let (_, messages) = current
                     .as_mut()
                     .ok_or_else(|| damaged(offset, "messages before any queue".into()))?;
+                let chunk = chunk.into_vec();
                 loaded.messages += chunk.len() as u64;
-                messages.extend(chunk);
+                messages.extend(
+                    chunk
+                        .into_iter()
+                        .map(|Numbered { seq, stored }| (seq, stored.into_live())),
+                );
             }
             Item::Dedup(chunk) => current
                 .as_mut()
                 .ok_or_else(|| damaged(offset, "history before any queue".into()))?
                 .0
                 .dedup
-                .extend(chunk),
+                .extend(chunk.into_vec().into_iter().map(|d| d.into_live())),
             Item::Attempts(chunk) => current
                 .as_mut()
                 .ok_or_else(|| damaged(offset, "history before any queue".into()))?
                 .0
                 .attempts
-                .extend(chunk),
+                .extend(chunk.into_vec().into_iter().map(|a| a.into_live())),
             Item::End { queues } => {
                 if let Some((image, messages)) = current.take() {
                     engine.restore_queue(image, messages);

@@ -584,7 +584,7 @@ fn changes_from_many_threads_are_each_logged_once_in_number_order() {
         log::DEFAULT_SEGMENT_BYTES,
         key,
         |bytes| {
-            let (lsn, change) = journal::decode_record(bytes).unwrap();
+            let (lsn, change) = super::format::decode_record(bytes).unwrap();
             if let crate::engine::Change::DeleteQueue { uid, .. } = change {
                 uids.insert(uid);
             }

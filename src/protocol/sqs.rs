@@ -296,8 +296,9 @@ pub struct SendMessageOutput<'a> {
     /// A batch entry's id, borrowed from the request.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub id: Option<Cow<'a, str>>,
+    #[serde(serialize_with = "id_text")]
     pub message_id: MessageId,
-    #[serde(rename = "MD5OfMessageBody")]
+    #[serde(rename = "MD5OfMessageBody", serialize_with = "md5_text")]
     pub md5_of_message_body: Md5Digest,
     #[serde(
         rename = "MD5OfMessageAttributes",
@@ -314,6 +315,16 @@ pub struct SendMessageOutput<'a> {
         serialize_with = "decimal_text"
     )]
     pub sequence_number: Option<u128>,
+}
+
+/// A message id in its hyphenated form, written without going through the heap.
+fn id_text<S: serde::Serializer>(id: &MessageId, serializer: S) -> Result<S::Ok, S::Error> {
+    serializer.serialize_str(id.text().as_str())
+}
+
+/// An MD5 in lower-case hex, written without going through the heap.
+fn md5_text<S: serde::Serializer>(md5: &Md5Digest, serializer: S) -> Result<S::Ok, S::Error> {
+    serializer.serialize_str(md5.hex().as_str())
 }
 
 /// A sequence number as the decimal string SQS answers with, written straight into the
@@ -356,9 +367,10 @@ pub struct IdOnly<'a> {
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "PascalCase")]
 pub struct MessageWire {
+    #[serde(serialize_with = "id_text")]
     pub message_id: MessageId,
     pub receipt_handle: String,
-    #[serde(rename = "MD5OfBody")]
+    #[serde(rename = "MD5OfBody", serialize_with = "md5_text")]
     pub md5_of_body: Md5Digest,
     /// Shared with the stored message, not copied.
     pub body: Arc<str>,

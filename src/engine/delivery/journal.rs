@@ -4,15 +4,13 @@
 
 use std::sync::Arc;
 
-use serde::{Deserialize, Serialize};
-
 use super::outbox::{Delivery, LanePolicy};
 use super::tokens::Grant;
 use crate::engine::time::Timestamp;
 use crate::engine::topic::journal::SubscriptionImage;
 use crate::engine::topic::Subscription;
 
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug)]
 pub enum OutboxChange {
     Queued {
         id: u64,
@@ -29,14 +27,14 @@ pub enum OutboxChange {
 }
 
 /// A confirmation token as logged.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug)]
 pub struct TokenRecord {
     pub token: String,
     pub expires: Timestamp,
     pub grant: GrantImage,
 }
 
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug)]
 pub enum GrantImage {
     Confirm(Arc<str>),
     Restore(SubscriptionImage),

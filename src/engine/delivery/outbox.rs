@@ -10,15 +10,13 @@
 use std::collections::{BTreeSet, VecDeque};
 use std::sync::Arc;
 
-use serde::{Deserialize, Serialize};
-
 use super::journal::OutboxChange;
 use super::policy::RetryPolicy;
 use crate::engine::message::MessageAttributes;
 use crate::engine::time::Timestamp;
 use crate::engine::FastMap;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Kind {
     Notification,
     SubscriptionConfirmation,
@@ -37,7 +35,7 @@ impl Kind {
 }
 
 /// One message for one endpoint, formatted once; retries send the same bytes.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug)]
 pub struct Delivery {
     pub kind: Kind,
     pub subscription_arn: Arc<str>,
@@ -147,7 +145,7 @@ impl Default for Outbox {
 }
 
 /// How a subscription's lane delivers.
-#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default)]
 pub struct LanePolicy {
     /// One request in flight per message group, in publish order.
     pub ordered: bool,

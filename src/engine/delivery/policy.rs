@@ -18,7 +18,7 @@ pub const MAX_RETRIES: u32 = 100;
 /// Content type of notification POSTs unless a request policy says otherwise.
 pub const DEFAULT_CONTENT_TYPE: &str = "text/plain; charset=UTF-8";
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Backoff {
     Linear,
     Arithmetic,
@@ -48,7 +48,7 @@ impl Backoff {
 }
 
 /// `healthyRetryPolicy`: delays in whole seconds, counts of retries per phase.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RetryPolicy {
     pub min_delay: u32,
     pub max_delay: u32,

@@ -1,24 +1,23 @@
 //! Queue attributes: defaults, ranges, FIFO-only rules, and their string forms on the wire.
 
-use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::engine::error::{EngineError, EngineResult};
 use crate::engine::time::Timestamp;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum DedupScope {
     Queue,
     MessageGroup,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ThroughputLimit {
     PerQueue,
     PerMessageGroupId,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RedrivePolicy {
     pub dead_letter_target_arn: String,
     pub max_receive_count: u32,
@@ -34,7 +33,7 @@ impl RedrivePolicy {
     }
 }
 
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum RedrivePermission {
     AllowAll,
     DenyAll,
@@ -42,7 +41,7 @@ pub enum RedrivePermission {
 }
 
 /// Every settable attribute of a queue.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug)]
 pub struct QueueConfig {
     pub fifo: bool,
     pub delay_seconds: u32,

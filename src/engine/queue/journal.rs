@@ -9,12 +9,10 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use serde::{Deserialize, Serialize};
-
 use super::{AttemptEntries, DedupRecord, Queue, QueueConfig, State, Stored};
 use crate::engine::time::Timestamp;
 
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug)]
 pub enum QueueChange {
     /// A message stored (sent, moved in, or restored) under this sequence number.
     Put {
@@ -52,7 +50,7 @@ pub enum QueueChange {
 }
 
 /// Everything about a queue except its messages, which a snapshot writes in chunks.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug)]
 pub struct QueueImage {
     pub name: Arc<str>,
     pub arn: Arc<str>,

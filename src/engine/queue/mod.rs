@@ -40,24 +40,24 @@ const PURGE_INTERVAL_MS: u64 = 60_000;
 const SEQUENCE_BASE: u128 = 18_000_000_000_000_000_000;
 
 /// Where a message stands; deadlines are absolute, so a restored state needs no adjusting.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum State {
     Delayed(Timestamp),
     Visible,
     InFlight(Timestamp),
 }
 
-#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
+#[derive(Clone, Debug)]
 pub struct Stored {
-    message: Message,
-    state: State,
+    pub(crate) message: Message,
+    pub(crate) state: State,
     /// Counts receives across the queue, so each receive issues a distinct handle.
-    receive_no: u64,
+    pub(crate) receive_no: u64,
     /// Bumped on every visibility change; a cached receive attempt is valid only while it holds.
-    visibility_epoch: u32,
-    received_at: Timestamp,
+    pub(crate) visibility_epoch: u32,
+    pub(crate) received_at: Timestamp,
     /// Retention counts from here (a FIFO DLQ restarts it; a standard DLQ keeps the original).
-    enqueued_at: Timestamp,
+    pub(crate) enqueued_at: Timestamp,
 }
 
 /// What a stored message takes in a log record or snapshot besides its body and attributes
@@ -97,10 +97,10 @@ pub struct SendReceipt {
 /// What a receive attempt returned, per message: (sequence, receive number, visibility epoch).
 pub type AttemptEntries = Vec<(u64, u64, u32)>;
 
-#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
+#[derive(Clone, Debug)]
 pub struct DedupRecord {
-    message_id: MessageId,
-    sequence_number: Option<SequenceNumber>,
+    pub(crate) message_id: MessageId,
+    pub(crate) sequence_number: Option<SequenceNumber>,
 }
 
 /// A send that passed validation and is ready to enqueue.

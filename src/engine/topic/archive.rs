@@ -12,7 +12,7 @@ use crate::engine::time::Timestamp;
 const DAY_MS: u64 = 86_400_000;
 
 /// One archived publish.
-#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
+#[derive(Clone, Debug)]
 pub struct Archived {
     pub publication: Publication,
     pub request: PublishRequest,

@@ -8,8 +8,6 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use serde::{Deserialize, Serialize};
-
 use super::archive::{Archive, Archived, Replay};
 use super::{FilterPolicy, Scope, Subscription, Topic, SEQUENCE_BASE};
 use crate::engine::delivery::policy::{SubscriptionPolicy, TopicPolicy};
@@ -18,7 +16,7 @@ use crate::engine::time::Timestamp;
 /// A topic's dedup entry: the original's message id and sequence number.
 pub type TopicDedup = (String, (Arc<str>, Option<u128>), Timestamp);
 
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug)]
 pub enum TopicChange {
     /// The topic's settings, tags and subscriptions as they now are (no history).
     Settings(Box<TopicImage>),
@@ -32,7 +30,7 @@ pub enum TopicChange {
     },
 }
 
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug)]
 pub struct SubscriptionImage {
     pub arn: Arc<str>,
     pub protocol: String,
@@ -48,7 +46,7 @@ pub struct SubscriptionImage {
     pub authenticate_on_unsubscribe: bool,
 }
 
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug)]
 pub struct TopicImage {
     pub name: Arc<str>,
     pub arn: Arc<str>,

@@ -275,7 +275,7 @@ impl Subscription {
 }
 
 /// A message as published, after validation.
-#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
+#[derive(Clone, Debug)]
 pub struct PublishRequest {
     pub message: String,
     pub subject: Option<String>,
@@ -287,7 +287,7 @@ pub struct PublishRequest {
 }
 
 /// What the topic decided for one publish.
-#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
+#[derive(Clone, Debug)]
 pub struct Publication {
     pub message_id: Arc<str>,
     pub sequence_number: Option<u128>,

@@ -1,0 +1,370 @@
+//! Queues: settings, the changes a queue records, and its image in a snapshot.
+
+use std::borrow::Cow;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+
+use super::list::List;
+use super::message::{AttemptEntries, AttemptEntry, DedupEntry, DedupRecord, State, Stored};
+use crate::engine::queue::config::{
+    RedrivePermission as LivePermission, ThroughputLimit as LiveLimit,
+};
+use crate::engine::queue::{self as live, journal as live_journal};
+use crate::engine::Timestamp;
+
+pub type Tags<'a> = Cow<'a, BTreeMap<String, String>>;
+
+#[derive(Clone, Copy, Serialize, Deserialize)]
+pub enum DedupScope {
+    Queue,
+    MessageGroup,
+}
+
+impl From<live::DedupScope> for DedupScope {
+    fn from(scope: live::DedupScope) -> Self {
+        match scope {
+            live::DedupScope::Queue => DedupScope::Queue,
+            live::DedupScope::MessageGroup => DedupScope::MessageGroup,
+        }
+    }
+}
+
+impl From<DedupScope> for live::DedupScope {
+    fn from(scope: DedupScope) -> Self {
+        match scope {
+            DedupScope::Queue => live::DedupScope::Queue,
+            DedupScope::MessageGroup => live::DedupScope::MessageGroup,
+        }
+    }
+}
+
+#[derive(Clone, Copy, Serialize, Deserialize)]
+pub enum ThroughputLimit {
+    PerQueue,
+    PerMessageGroupId,
+}
+
+#[derive(Serialize, Deserialize)]
+pub struct RedrivePolicy {
+    pub dead_letter_target_arn: String,
+    pub max_receive_count: u32,
+}
+
+#[derive(Serialize, Deserialize)]
+pub enum RedrivePermission {
+    AllowAll,
+    DenyAll,
+    ByQueue(Vec<String>),
+}
+
+/// Every settable attribute of a queue.
+#[derive(Serialize, Deserialize)]
+pub struct QueueConfig {
+    pub fifo: bool,
+    pub delay_seconds: u32,
+    pub maximum_message_size: u32,
+    pub retention_seconds: u32,
+    pub receive_wait_seconds: u32,
+    pub visibility_timeout: u32,
+    pub policy: Option<String>,
+    pub redrive_policy: Option<RedrivePolicy>,
+    pub redrive_allow_policy: Option<(RedrivePermission, String)>,
+    pub kms_master_key_id: Option<String>,
+    pub kms_data_key_reuse_seconds: Option<u32>,
+    pub sqs_managed_sse: bool,
+    pub content_based_dedup: bool,
+    pub dedup_scope: DedupScope,
+    pub throughput_limit: ThroughputLimit,
+    pub created_at: u64,
+    pub last_modified_at: u64,
+}
+
+impl From<&live::QueueConfig> for QueueConfig {
+    fn from(c: &live::QueueConfig) -> Self {
+        QueueConfig {
+            fifo: c.fifo,
+            delay_seconds: c.delay_seconds,
+            maximum_message_size: c.maximum_message_size,
+            retention_seconds: c.retention_seconds,
+            receive_wait_seconds: c.receive_wait_seconds,
+            visibility_timeout: c.visibility_timeout,
+            policy: c.policy.clone(),
+            redrive_policy: c.redrive_policy.as_ref().map(|p| RedrivePolicy {
+                dead_letter_target_arn: p.dead_letter_target_arn.clone(),
+                max_receive_count: p.max_receive_count,
+            }),
+            redrive_allow_policy: c.redrive_allow_policy.as_ref().map(|(permission, text)| {
+                let permission = match permission {
+                    LivePermission::AllowAll => RedrivePermission::AllowAll,
+                    LivePermission::DenyAll => RedrivePermission::DenyAll,
+                    LivePermission::ByQueue(q) => RedrivePermission::ByQueue(q.clone()),
+                };
+                (permission, text.clone())
+            }),
+            kms_master_key_id: c.kms_master_key_id.clone(),
+            kms_data_key_reuse_seconds: c.kms_data_key_reuse_seconds,
+            sqs_managed_sse: c.sqs_managed_sse,
+            content_based_dedup: c.content_based_dedup,
+            dedup_scope: c.dedup_scope.into(),
+            throughput_limit: match c.throughput_limit {
+                LiveLimit::PerQueue => ThroughputLimit::PerQueue,
+                LiveLimit::PerMessageGroupId => ThroughputLimit::PerMessageGroupId,
+            },
+            created_at: c.created_at.0,
+            last_modified_at: c.last_modified_at.0,
+        }
+    }
+}
+
+impl From<QueueConfig> for live::QueueConfig {
+    fn from(c: QueueConfig) -> Self {
+        live::QueueConfig {
+            fifo: c.fifo,
+            delay_seconds: c.delay_seconds,
+            maximum_message_size: c.maximum_message_size,
+            retention_seconds: c.retention_seconds,
+            receive_wait_seconds: c.receive_wait_seconds,
+            visibility_timeout: c.visibility_timeout,
+            policy: c.policy,
+            redrive_policy: c.redrive_policy.map(|p| live::RedrivePolicy {
+                dead_letter_target_arn: p.dead_letter_target_arn,
+                max_receive_count: p.max_receive_count,
+            }),
+            redrive_allow_policy: c.redrive_allow_policy.map(|(permission, text)| {
+                let permission = match permission {
+                    RedrivePermission::AllowAll => LivePermission::AllowAll,
+                    RedrivePermission::DenyAll => LivePermission::DenyAll,
+                    RedrivePermission::ByQueue(q) => LivePermission::ByQueue(q),
+                };
+                (permission, text)
+            }),
+            kms_master_key_id: c.kms_master_key_id,
+            kms_data_key_reuse_seconds: c.kms_data_key_reuse_seconds,
+            sqs_managed_sse: c.sqs_managed_sse,
+            content_based_dedup: c.content_based_dedup,
+            dedup_scope: c.dedup_scope.into(),
+            throughput_limit: match c.throughput_limit {
+                ThroughputLimit::PerQueue => LiveLimit::PerQueue,
+                ThroughputLimit::PerMessageGroupId => LiveLimit::PerMessageGroupId,
+            },
+            created_at: Timestamp(c.created_at),
+            last_modified_at: Timestamp(c.last_modified_at),
+        }
+    }
+}
+
+/// One change to a queue.
+#[derive(Serialize, Deserialize)]
+pub enum QueueChange<'a> {
+    /// A message stored (sent, moved in, or restored) under this sequence number.
+    Put {
+        seq: u64,
+        #[serde(borrow)]
+        stored: Stored<'a>,
+    },
+    /// A stored message's receive state after a receive or visibility change.
+    Touch {
+        seq: u64,
+        state: State,
+        receive_no: u64,
+        visibility_epoch: u32,
+        received_at: u64,
+        receive_count: u32,
+        first_receive_at: Option<u64>,
+    },
+    Remove {
+        seq: u64,
+    },
+    Dedup {
+        key: &'a str,
+        record: DedupRecord,
+        expires_at: u64,
+    },
+    Attempt {
+        key: &'a str,
+        #[serde(borrow)]
+        entries: AttemptEntries<'a>,
+        expires_at: u64,
+    },
+    Purge {
+        at: u64,
+    },
+    Config(QueueConfig),
+    Tags(Tags<'a>),
+}
+
+impl<'a> From<&'a live_journal::QueueChange> for QueueChange<'a> {
+    fn from(change: &'a live_journal::QueueChange) -> Self {
+        use live_journal::QueueChange as C;
+        match change {
+            C::Put { seq, stored } => QueueChange::Put {
+                seq: *seq,
+                stored: Stored::from(&**stored),
+            },
+            C::Touch {
+                seq,
+                state,
+                receive_no,
+                visibility_epoch,
+                received_at,
+                receive_count,
+                first_receive_at,
+            } => QueueChange::Touch {
+                seq: *seq,
+                state: (*state).into(),
+                receive_no: *receive_no,
+                visibility_epoch: *visibility_epoch,
+                received_at: received_at.0,
+                receive_count: *receive_count,
+                first_receive_at: first_receive_at.map(|t| t.0),
+            },
+            C::Remove { seq } => QueueChange::Remove { seq: *seq },
+            C::Dedup {
+                key,
+                record,
+                expires_at,
+            } => QueueChange::Dedup {
+                key,
+                record: record.into(),
+                expires_at: expires_at.0,
+            },
+            C::Attempt {
+                key,
+                entries,
+                expires_at,
+            } => QueueChange::Attempt {
+                key,
+                entries: List::Write(entries),
+                expires_at: expires_at.0,
+            },
+            C::Purge { at } => QueueChange::Purge { at: at.0 },
+            C::Config(config) => QueueChange::Config((&**config).into()),
+            C::Tags(tags) => QueueChange::Tags(Cow::Borrowed(tags)),
+        }
+    }
+}
+
+impl QueueChange<'_> {
+    pub fn into_live(self) -> live_journal::QueueChange {
+        use live_journal::QueueChange as C;
+        match self {
+            QueueChange::Put { seq, stored } => C::Put {
+                seq,
+                stored: Box::new(stored.into_live()),
+            },
+            QueueChange::Touch {
+                seq,
+                state,
+                receive_no,
+                visibility_epoch,
+                received_at,
+                receive_count,
+                first_receive_at,
+            } => C::Touch {
+                seq,
+                state: state.into(),
+                receive_no,
+                visibility_epoch,
+                received_at: Timestamp(received_at),
+                receive_count,
+                first_receive_at: first_receive_at.map(Timestamp),
+            },
+            QueueChange::Remove { seq } => C::Remove { seq },
+            QueueChange::Dedup {
+                key,
+                record,
+                expires_at,
+            } => C::Dedup {
+                key: key.into(),
+                record: record.into(),
+                expires_at: Timestamp(expires_at),
+            },
+            QueueChange::Attempt {
+                key,
+                entries,
+                expires_at,
+            } => {
+                let (key, entries, expires_at) = AttemptEntry {
+                    key,
+                    entries,
+                    expires_at,
+                }
+                .into_live();
+                C::Attempt {
+                    key,
+                    entries,
+                    expires_at,
+                }
+            }
+            QueueChange::Purge { at } => C::Purge { at: Timestamp(at) },
+            QueueChange::Config(config) => C::Config(Box::new(config.into())),
+            QueueChange::Tags(tags) => C::Tags(tags.into_owned()),
+        }
+    }
+}
+
+/// Everything about a queue except its messages, which a snapshot writes in chunks.
+#[derive(Serialize, Deserialize)]
+pub struct QueueImage<'a> {
+    pub name: &'a str,
+    pub arn: &'a str,
+    pub uid: u64,
+    pub config: QueueConfig,
+    pub tags: Tags<'a>,
+    pub dedup_scope: DedupScope,
+    pub next_seq: u64,
+    pub next_receive_no: u64,
+    pub last_purge: Option<u64>,
+    #[serde(borrow)]
+    pub dedup: List<'a, (Arc<str>, live::DedupRecord, Timestamp), DedupEntry<'a>>,
+    #[serde(borrow)]
+    pub attempts: List<'a, (String, live::AttemptEntries, Timestamp), AttemptEntry<'a>>,
+}
+
+impl<'a> From<&'a live_journal::QueueImage> for QueueImage<'a> {
+    fn from(image: &'a live_journal::QueueImage) -> Self {
+        QueueImage {
+            name: &image.name,
+            arn: &image.arn,
+            uid: image.uid,
+            config: (&image.config).into(),
+            tags: Cow::Borrowed(&image.tags),
+            dedup_scope: image.dedup_scope.into(),
+            next_seq: image.next_seq,
+            next_receive_no: image.next_receive_no,
+            last_purge: image.last_purge.map(|t| t.0),
+            dedup: List::Write(&image.dedup),
+            attempts: List::Write(&image.attempts),
+        }
+    }
+}
+
+impl QueueImage<'_> {
+    pub fn into_live(self) -> live_journal::QueueImage {
+        live_journal::QueueImage {
+            name: self.name.into(),
+            arn: self.arn.into(),
+            uid: self.uid,
+            config: self.config.into(),
+            tags: self.tags.into_owned(),
+            dedup_scope: self.dedup_scope.into(),
+            next_seq: self.next_seq,
+            next_receive_no: self.next_receive_no,
+            last_purge: self.last_purge.map(Timestamp),
+            dedup: self
+                .dedup
+                .into_vec()
+                .into_iter()
+                .map(DedupEntry::into_live)
+                .collect(),
+            attempts: self
+                .attempts
+                .into_vec()
+                .into_iter()
+                .map(AttemptEntry::into_live)
+                .collect(),
+        }
+    }
+}

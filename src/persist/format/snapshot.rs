@@ -1,0 +1,83 @@
+//! The records of a snapshot file.
+
+use serde::{Deserialize, Serialize};
+
+use super::change::{Change, MoveTask, Registry};
+use super::list::List;
+use super::message::{AttemptEntry, DedupEntry, Stored};
+use super::queue::QueueImage;
+use super::topic::{Archived, TopicDedup, TopicImage};
+use super::webhook::{Queued, Token};
+use crate::engine::delivery::journal::TokenRecord;
+use crate::engine::delivery::{Delivery, LanePolicy};
+use crate::engine::move_task::MoveTask as LiveMoveTask;
+use crate::engine::queue::{self as live_queue, AttemptEntries, DedupRecord};
+use crate::engine::topic::{
+    archive::Archived as LiveArchived, journal::TopicDedup as LiveTopicDedup,
+};
+use crate::engine::Timestamp;
+use std::sync::Arc;
+
+/// A stored message and its sequence number within its queue.
+#[derive(Serialize, Deserialize)]
+pub struct Numbered<'a> {
+    pub seq: u64,
+    #[serde(borrow)]
+    pub stored: Stored<'a>,
+}
+
+impl<'x, 'a: 'x> From<&'x (u64, &'a live_queue::Stored)> for Numbered<'x> {
+    fn from((seq, stored): &'x (u64, &'a live_queue::Stored)) -> Self {
+        Numbered {
+            seq: *seq,
+            stored: Stored::from(&**stored),
+        }
+    }
+}
+
+/// Messages as a snapshot writer holds them: borrowed from their queue's copy.
+pub type Messages<'a> = List<'a, (u64, &'a live_queue::Stored), Numbered<'a>>;
+
+/// One record of a snapshot file: a header, then per queue its image followed by its
+/// messages and history in chunks, then topics, webhooks, move tasks, the signer, an end.
+#[derive(Serialize, Deserialize)]
+pub enum Item<'a> {
+    Header {
+        version: u32,
+        first_lsn: u64,
+        registry_lsn: u64,
+        registry: Registry,
+    },
+    Queue {
+        lsn: u64,
+        #[serde(borrow)]
+        image: QueueImage<'a>,
+    },
+    Messages(#[serde(borrow)] Messages<'a>),
+    Dedup(#[serde(borrow)] List<'a, (Arc<str>, DedupRecord, Timestamp), DedupEntry<'a>>),
+    Attempts(#[serde(borrow)] List<'a, (String, AttemptEntries, Timestamp), AttemptEntry<'a>>),
+    End {
+        queues: u64,
+    },
+    Topic {
+        lsn: u64,
+        #[serde(borrow)]
+        image: TopicImage<'a>,
+    },
+    TopicDedup(#[serde(borrow)] List<'a, LiveTopicDedup, TopicDedup<'a>>),
+    TopicArchive(#[serde(borrow)] List<'a, LiveArchived, Archived<'a>>),
+    /// Always a `Change::Signer`.
+    Signer(#[serde(borrow)] Change<'a>),
+    /// The outbox as of this log position; its deliveries follow in chunks.
+    Outbox {
+        lsn: u64,
+    },
+    Deliveries(#[serde(borrow)] List<'a, (u64, Arc<Delivery>, LanePolicy), Queued<'a>>),
+    Tokens(#[serde(borrow)] List<'a, TokenRecord, Token<'a>>),
+    /// Every DLQ redrive task as of this log position.
+    MoveTasks {
+        lsn: u64,
+        #[serde(borrow)]
+        tasks: List<'a, LiveMoveTask, MoveTask<'a>>,
+    },
+}

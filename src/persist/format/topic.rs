@@ -1,0 +1,320 @@
+//! Topics: settings and subscriptions, accepted FIFO publishes, and the archive.
+
+use serde::{Deserialize, Serialize};
+
+use super::list::List;
+use super::message::{attributes, live_attributes, Attributes};
+use super::queue::Tags;
+use crate::engine::topic::{self as live, archive as live_archive, journal as live_journal};
+use crate::engine::Timestamp;
+
+fn owned(s: Option<&str>) -> Option<String> {
+    s.map(str::to_string)
+}
+
+#[derive(Serialize, Deserialize)]
+pub struct Replay<'a> {
+    pub start: u64,
+    pub end: Option<u64>,
+    pub status: &'a str,
+}
+
+#[derive(Serialize, Deserialize)]
+pub struct Subscription<'a> {
+    pub arn: &'a str,
+    pub protocol: &'a str,
+    pub endpoint: &'a str,
+    pub owner: &'a str,
+    pub raw_delivery: bool,
+    pub attributes: Tags<'a>,
+    pub message_body_scope: bool,
+    #[serde(borrow)]
+    pub replay: Option<Replay<'a>>,
+    pub live: bool,
+    pub pending: bool,
+    pub confirmation_authenticated: bool,
+    pub authenticate_on_unsubscribe: bool,
+}
+
+impl<'a> From<&'a live_journal::SubscriptionImage> for Subscription<'a> {
+    fn from(s: &'a live_journal::SubscriptionImage) -> Self {
+        Subscription {
+            arn: &s.arn,
+            protocol: &s.protocol,
+            endpoint: &s.endpoint,
+            owner: &s.owner,
+            raw_delivery: s.raw_delivery,
+            attributes: std::borrow::Cow::Borrowed(&s.attributes),
+            message_body_scope: s.message_body_scope,
+            replay: s.replay.as_ref().map(|(start, end, status)| Replay {
+                start: start.0,
+                end: end.map(|t| t.0),
+                status,
+            }),
+            live: s.live,
+            pending: s.pending,
+            confirmation_authenticated: s.confirmation_authenticated,
+            authenticate_on_unsubscribe: s.authenticate_on_unsubscribe,
+        }
+    }
+}
+
+impl Subscription<'_> {
+    pub fn into_live(self) -> live_journal::SubscriptionImage {
+        live_journal::SubscriptionImage {
+            arn: self.arn.into(),
+            protocol: self.protocol.into(),
+            endpoint: self.endpoint.into(),
+            owner: self.owner.into(),
+            raw_delivery: self.raw_delivery,
+            attributes: self.attributes.into_owned(),
+            message_body_scope: self.message_body_scope,
+            replay: self
+                .replay
+                .map(|r| (Timestamp(r.start), r.end.map(Timestamp), r.status.into())),
+            live: self.live,
+            pending: self.pending,
+            confirmation_authenticated: self.confirmation_authenticated,
+            authenticate_on_unsubscribe: self.authenticate_on_unsubscribe,
+        }
+    }
+}
+
+/// A FIFO topic's deduplication entry: key, the original's id and sequence number, expiry.
+#[derive(Serialize, Deserialize)]
+pub struct TopicDedup<'a> {
+    pub key: &'a str,
+    pub original: (&'a str, Option<u128>),
+    pub expires_at: u64,
+}
+
+impl<'a> From<&'a live_journal::TopicDedup> for TopicDedup<'a> {
+    fn from((key, (message_id, seq), expires_at): &'a live_journal::TopicDedup) -> Self {
+        TopicDedup {
+            key,
+            original: (message_id, *seq),
+            expires_at: expires_at.0,
+        }
+    }
+}
+
+impl TopicDedup<'_> {
+    pub fn into_live(self) -> live_journal::TopicDedup {
+        let (message_id, seq) = self.original;
+        (
+            self.key.into(),
+            (message_id.into(), seq),
+            Timestamp(self.expires_at),
+        )
+    }
+}
+
+#[derive(Serialize, Deserialize)]
+pub struct Publication<'a> {
+    pub message_id: &'a str,
+    pub sequence_number: Option<u128>,
+    pub dedup_id: Option<&'a str>,
+    pub duplicate: bool,
+}
+
+#[derive(Serialize, Deserialize)]
+pub struct PublishRequest<'a> {
+    pub message: &'a str,
+    pub subject: Option<&'a str>,
+    pub structured: bool,
+    #[serde(borrow)]
+    pub attributes: Attributes<'a>,
+    pub group_id: Option<&'a str>,
+    pub dedup_id: Option<&'a str>,
+}
+
+/// One archived publish.
+#[derive(Serialize, Deserialize)]
+pub struct Archived<'a> {
+    #[serde(borrow)]
+    pub publication: Publication<'a>,
+    #[serde(borrow)]
+    pub request: PublishRequest<'a>,
+    pub published_at: u64,
+}
+
+impl<'a> From<&'a live_archive::Archived> for Archived<'a> {
+    fn from(a: &'a live_archive::Archived) -> Self {
+        let (p, r) = (&a.publication, &a.request);
+        Archived {
+            publication: Publication {
+                message_id: &p.message_id,
+                sequence_number: p.sequence_number,
+                dedup_id: p.dedup_id.as_deref(),
+                duplicate: p.duplicate,
+            },
+            request: PublishRequest {
+                message: &r.message,
+                subject: r.subject.as_deref(),
+                structured: r.structured,
+                attributes: attributes(&r.attributes),
+                group_id: r.group_id.as_deref(),
+                dedup_id: r.dedup_id.as_deref(),
+            },
+            published_at: a.published_at.0,
+        }
+    }
+}
+
+impl Archived<'_> {
+    pub fn into_live(self) -> live_archive::Archived {
+        let (p, r) = (self.publication, self.request);
+        live_archive::Archived {
+            publication: live::Publication {
+                message_id: p.message_id.into(),
+                sequence_number: p.sequence_number,
+                dedup_id: owned(p.dedup_id),
+                duplicate: p.duplicate,
+            },
+            request: live::PublishRequest {
+                message: r.message.into(),
+                subject: owned(r.subject),
+                structured: r.structured,
+                attributes: live_attributes(r.attributes),
+                group_id: owned(r.group_id),
+                dedup_id: owned(r.dedup_id),
+            },
+            published_at: Timestamp(self.published_at),
+        }
+    }
+}
+
+/// A topic's settings, tags and subscriptions; in snapshots also its history.
+#[derive(Serialize, Deserialize)]
+pub struct TopicImage<'a> {
+    pub name: &'a str,
+    pub arn: &'a str,
+    pub fifo: bool,
+    pub owner: &'a str,
+    pub settings: Tags<'a>,
+    pub tags: Tags<'a>,
+    #[serde(borrow)]
+    pub subscriptions: List<'a, live_journal::SubscriptionImage, Subscription<'a>>,
+    pub deleted_subscriptions: u64,
+    pub next_seq: u64,
+    pub archive_since: Option<u64>,
+    #[serde(borrow)]
+    pub dedup: List<'a, live_journal::TopicDedup, TopicDedup<'a>>,
+    #[serde(borrow)]
+    pub archive: List<'a, live_archive::Archived, Archived<'a>>,
+}
+
+impl<'a> From<&'a live_journal::TopicImage> for TopicImage<'a> {
+    fn from(t: &'a live_journal::TopicImage) -> Self {
+        TopicImage {
+            name: &t.name,
+            arn: &t.arn,
+            fifo: t.fifo,
+            owner: &t.owner,
+            settings: std::borrow::Cow::Borrowed(&t.settings),
+            tags: std::borrow::Cow::Borrowed(&t.tags),
+            subscriptions: List::Write(&t.subscriptions),
+            deleted_subscriptions: t.deleted_subscriptions,
+            next_seq: t.next_seq,
+            archive_since: t.archive_since.map(|t| t.0),
+            dedup: List::Write(&t.dedup),
+            archive: List::Write(&t.archive),
+        }
+    }
+}
+
+impl TopicImage<'_> {
+    pub fn into_live(self) -> live_journal::TopicImage {
+        live_journal::TopicImage {
+            name: self.name.into(),
+            arn: self.arn.into(),
+            fifo: self.fifo,
+            owner: self.owner.into(),
+            settings: self.settings.into_owned(),
+            tags: self.tags.into_owned(),
+            subscriptions: self
+                .subscriptions
+                .into_vec()
+                .into_iter()
+                .map(Subscription::into_live)
+                .collect(),
+            deleted_subscriptions: self.deleted_subscriptions,
+            next_seq: self.next_seq,
+            archive_since: self.archive_since.map(Timestamp),
+            dedup: self
+                .dedup
+                .into_vec()
+                .into_iter()
+                .map(TopicDedup::into_live)
+                .collect(),
+            archive: self
+                .archive
+                .into_vec()
+                .into_iter()
+                .map(Archived::into_live)
+                .collect(),
+        }
+    }
+}
+
+/// One change to a topic.
+#[derive(Serialize, Deserialize)]
+pub enum TopicChange<'a> {
+    /// The topic's settings, tags and subscriptions as they now are (no history).
+    Settings(#[serde(borrow)] TopicImage<'a>),
+    /// One accepted publish of a FIFO topic.
+    Published {
+        key: &'a str,
+        message_id: &'a str,
+        sequence_number: u128,
+        expires_at: u64,
+        #[serde(borrow)]
+        archived: Option<Archived<'a>>,
+    },
+}
+
+impl<'a> From<&'a live_journal::TopicChange> for TopicChange<'a> {
+    fn from(change: &'a live_journal::TopicChange) -> Self {
+        match change {
+            live_journal::TopicChange::Settings(image) => {
+                TopicChange::Settings(TopicImage::from(&**image))
+            }
+            live_journal::TopicChange::Published {
+                key,
+                message_id,
+                sequence_number,
+                expires_at,
+                archived,
+            } => TopicChange::Published {
+                key,
+                message_id,
+                sequence_number: *sequence_number,
+                expires_at: expires_at.0,
+                archived: archived.as_deref().map(Archived::from),
+            },
+        }
+    }
+}
+
+impl TopicChange<'_> {
+    pub fn into_live(self) -> live_journal::TopicChange {
+        match self {
+            TopicChange::Settings(image) => {
+                live_journal::TopicChange::Settings(Box::new(image.into_live()))
+            }
+            TopicChange::Published {
+                key,
+                message_id,
+                sequence_number,
+                expires_at,
+                archived,
+            } => live_journal::TopicChange::Published {
+                key: key.into(),
+                message_id: message_id.into(),
+                sequence_number,
+                expires_at: Timestamp(expires_at),
+                archived: archived.map(|a| Box::new(a.into_live())),
+            },
+        }
+    }
+}
