@@ -141,6 +141,9 @@ impl App {
     }
 }
 
+/// Wait after a failed snapshot before the next try.
+const SNAPSHOT_RETRY: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// Takes a snapshot whenever the log holds enough history to be worth compacting, so disk use
 /// and restart time follow live data rather than history.
 async fn snapshot_when_due(service: Arc<Service>) {
@@ -149,15 +152,19 @@ async fn snapshot_when_due(service: Arc<Service>) {
     };
     let mut last_size = 0;
     let mut live_at_last = data.live_at_snapshot;
+    // The least log that could make a snapshot due; the writer wakes this task when the log
+    // reaches it (no polling).
+    let mut wait_for = service.snapshot_after;
     loop {
-        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+        data.journal.log_reaches(wait_for).await;
         let live = service.engine.stored_bytes();
-        let due = snapshot_due(
-            data.journal.bytes_since_snapshot(),
-            live.saturating_sub(live_at_last),
-            service.snapshot_after.max(last_size),
-        );
-        if !due {
+        let threshold = service.snapshot_after.max(last_size);
+        let log_bytes = data.journal.bytes_since_snapshot();
+        let growth = live.saturating_sub(live_at_last);
+        if !snapshot_due(log_bytes, growth, threshold) {
+            // History must reach the threshold: at least this much more log is needed.
+            let history = log_bytes.saturating_sub(growth);
+            wait_for = log_bytes + threshold.saturating_sub(history).max(1);
             continue;
         }
         let snapshotting = service.clone();
@@ -165,9 +172,17 @@ async fn snapshot_when_due(service: Arc<Service>) {
             Ok(Ok(size)) => {
                 last_size = size;
                 live_at_last = live;
+                wait_for = service.snapshot_after.max(last_size);
             }
-            Ok(Err(error)) => tracing::error!(%error, "snapshot failed; the log keeps growing"),
-            Err(error) => tracing::error!(%error, "snapshot task failed"),
+            Ok(Err(error)) => {
+                tracing::error!(%error, "snapshot failed; the log keeps growing");
+                // An I/O failure (disk full, say): try again later, not at once.
+                tokio::time::sleep(SNAPSHOT_RETRY).await;
+            }
+            Err(error) => {
+                tracing::error!(%error, "snapshot task failed");
+                tokio::time::sleep(SNAPSHOT_RETRY).await;
+            }
         }
     }
 }

@@ -12,11 +12,9 @@ use crate::engine::Timestamp;
 pub trait Clock: Send + Sync {
     fn now(&self) -> Timestamp;
 
-    /// Completes when the clock jumps (a test moved it), so timers computed from an earlier
-    /// `now` are looked at again. A real clock never jumps.
-    fn advanced(&self) -> Pin<Box<dyn Future<Output = ()> + Send + '_>> {
-        Box::pin(std::future::pending())
-    }
+    /// Completes once `now()` has reached `deadline` (at once if it has). Every wait for an
+    /// engine deadline goes through here, so a test that moves a manual clock wakes them all.
+    fn sleep_until(&self, deadline: Timestamp) -> Pin<Box<dyn Future<Output = ()> + Send + '_>>;
 }
 
 /// Wall-clock time, never going backwards (engine deadlines assume monotonic `now`).
@@ -33,6 +31,11 @@ impl Clock for SystemClock {
             .unwrap_or(0);
         let previous = self.last.fetch_max(wall, Ordering::Relaxed);
         Timestamp(previous.max(wall))
+    }
+
+    fn sleep_until(&self, deadline: Timestamp) -> Pin<Box<dyn Future<Output = ()> + Send + '_>> {
+        let wait = std::time::Duration::from_millis(deadline.millis_since(self.now()));
+        Box::pin(tokio::time::sleep(wait))
     }
 }
 
@@ -51,18 +54,63 @@ impl ManualClock {
     }
 
     pub fn advance_millis(&self, millis: u64) {
-        self.millis.fetch_add(millis, Ordering::Relaxed);
-        // One background waiter (the webhook worker); a stored permit if it is busy.
-        self.moved.notify_one();
+        self.millis.fetch_add(millis, Ordering::SeqCst);
+        // Every sleeper looks again; one that is about to sleep registered before it read the
+        // time (`sleep_until`), so none misses this.
+        self.moved.notify_waiters();
     }
 }
 
 impl Clock for ManualClock {
     fn now(&self) -> Timestamp {
-        Timestamp(self.millis.load(Ordering::Relaxed))
+        Timestamp(self.millis.load(Ordering::SeqCst))
     }
 
-    fn advanced(&self) -> Pin<Box<dyn Future<Output = ()> + Send + '_>> {
-        Box::pin(self.moved.notified())
+    fn sleep_until(&self, deadline: Timestamp) -> Pin<Box<dyn Future<Output = ()> + Send + '_>> {
+        Box::pin(async move {
+            loop {
+                let moved = self.moved.notified();
+                tokio::pin!(moved);
+                moved.as_mut().enable();
+                if self.now() >= deadline {
+                    return;
+                }
+                moved.await;
+            }
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn every_sleeper_wakes_when_the_manual_clock_reaches_its_deadline_and_not_before() {
+        let clock = std::sync::Arc::new(ManualClock::new(Timestamp(1_000)));
+        let sleepers: Vec<_> = [1_500, 2_000, 2_000]
+            .into_iter()
+            .map(|at| {
+                let clock = clock.clone();
+                tokio::spawn(async move { clock.sleep_until(Timestamp(at)).await })
+            })
+            .collect();
+        tokio::task::yield_now().await;
+        clock.advance_millis(499);
+        tokio::task::yield_now().await;
+        assert!(sleepers.iter().all(|s| !s.is_finished()));
+        clock.advance_millis(1);
+        tokio::task::yield_now().await;
+        assert!(sleepers[0].is_finished());
+        assert!(!sleepers[1].is_finished() && !sleepers[2].is_finished());
+        clock.advance_millis(500);
+        for sleeper in sleepers {
+            tokio::time::timeout(std::time::Duration::from_secs(5), sleeper)
+                .await
+                .expect("both later sleepers wake on one move")
+                .unwrap();
+        }
+        // A deadline already passed does not wait at all.
+        clock.sleep_until(Timestamp(0)).await;
     }
 }

@@ -16,7 +16,8 @@ use crate::service::Service;
 pub use allow::AllowList;
 pub use sender::{Sender, SenderConfig};
 
-/// Longest the worker sleeps without looking (pending confirmations expire meanwhile).
+/// Longest the worker sleeps without looking, on the server's clock (pending confirmations
+/// expire meanwhile).
 const MAX_IDLE: Duration = Duration::from_secs(60);
 
 /// The service's handle on webhook delivery.
@@ -96,16 +97,16 @@ pub async fn run(service: Arc<Service>) {
                 service.webhooks.wake();
             });
         }
-        let wait = match service.engine.next_delivery_due() {
+        let idle_until = now.plus_millis(MAX_IDLE.as_millis() as u64);
+        let wake_at = match service.engine.next_delivery_due() {
             // Due already: only a finished attempt (freeing a permit) can help; it wakes us.
-            Some(at) if at <= now => MAX_IDLE,
-            Some(at) => Duration::from_millis(at.millis_since(now)).min(MAX_IDLE),
-            None => MAX_IDLE,
+            Some(at) if at <= now => idle_until,
+            Some(at) => at.min(idle_until),
+            None => idle_until,
         };
         tokio::select! {
             _ = service.webhooks.work.notified() => {}
-            _ = service.clock.advanced() => {}
-            _ = tokio::time::sleep(wait) => {}
+            _ = service.clock.sleep_until(wake_at) => {}
         }
     }
 }

@@ -172,6 +172,10 @@ struct Shared {
     durable: watch::Sender<Durable>,
     /// Bytes appended since the last snapshot, to decide when to take the next one.
     bytes_since_snapshot: AtomicU64,
+    /// The snapshotter waits for `bytes_since_snapshot` to reach this (`u64::MAX`: nobody
+    /// waits), and is woken through `log_grown` once it does.
+    wake_at_bytes: AtomicU64,
+    log_grown: tokio::sync::Notify,
 }
 
 pub struct FileJournal {
@@ -194,6 +198,8 @@ impl FileJournal {
                 next_lsn: AtomicU64::new(0),
                 durable,
                 bytes_since_snapshot: AtomicU64::new(0),
+                wake_at_bytes: AtomicU64::new(u64::MAX),
+                log_grown: tokio::sync::Notify::new(),
             }),
             writer: Mutex::new(None),
         })
@@ -217,6 +223,23 @@ impl FileJournal {
 
     pub fn durable(&self) -> Durable {
         *self.shared.durable.borrow()
+    }
+
+    /// Blocks until the writer has taken every record it may and gone to sleep, so a test can
+    /// look at what is durable knowing nothing more is on its way (no sleeping in hope).
+    #[cfg(test)]
+    pub fn wait_until_idle(&self) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            {
+                let pending = self.lock();
+                if pending.writer_asleep && pending.ready() == 0 {
+                    return;
+                }
+            }
+            assert!(Instant::now() < deadline, "the log writer never went idle");
+            std::thread::yield_now();
+        }
     }
 
     pub fn failed(&self) -> bool {
@@ -246,6 +269,23 @@ impl FileJournal {
 
     pub fn bytes_since_snapshot(&self) -> u64 {
         self.shared.bytes_since_snapshot.load(Ordering::Relaxed)
+    }
+
+    /// Completes once the log written since the last snapshot holds at least `bytes` (the
+    /// writer wakes the one waiter when it gets there, rather than being polled).
+    pub async fn log_reaches(&self, bytes: u64) {
+        let shared = &self.shared;
+        loop {
+            let grown = shared.log_grown.notified();
+            tokio::pin!(grown);
+            grown.as_mut().enable();
+            shared.wake_at_bytes.store(bytes, Ordering::SeqCst);
+            if self.bytes_since_snapshot() >= bytes {
+                shared.wake_at_bytes.store(u64::MAX, Ordering::SeqCst);
+                return;
+            }
+            grown.await;
+        }
     }
 
     /// Asks the writer to start a new segment after everything queued so far; returns the
@@ -429,9 +469,13 @@ fn write_loop<S: Storage>(shared: &Shared, mut log: SegmentLog<S>, mode: FsyncMo
             let slices: Vec<&[u8]> = records.iter().collect();
             result = log.append(&slices);
             if result.is_ok() {
-                shared
+                let total = shared
                     .bytes_since_snapshot
-                    .fetch_add(bytes, Ordering::Relaxed);
+                    .fetch_add(bytes, Ordering::SeqCst)
+                    + bytes;
+                if total >= shared.wake_at_bytes.load(Ordering::SeqCst) {
+                    shared.log_grown.notify_one();
+                }
                 unsynced = true;
             }
         }

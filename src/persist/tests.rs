@@ -609,7 +609,7 @@ fn a_group_is_written_in_one_batch_and_holds_back_only_what_follows_its_start() 
     journal.submit(&sample_change());
     // The change before the group is written while the group is open; the group's is not.
     runtime.block_on(journal.wait(first + 1)).unwrap();
-    std::thread::sleep(std::time::Duration::from_millis(50));
+    journal.wait_until_idle();
     assert_eq!(
         journal.durable().lsn,
         first + 1,
@@ -624,7 +624,7 @@ fn a_group_is_written_in_one_batch_and_holds_back_only_what_follows_its_start() 
     journal.hold();
     journal.submit(&sample_change());
     journal.release();
-    std::thread::sleep(std::time::Duration::from_millis(50));
+    journal.wait_until_idle();
     assert_eq!(
         journal.durable().lsn,
         first + 3,
@@ -757,4 +757,31 @@ fn move_tasks_survive_a_snapshot_and_later_changes() {
     assert_eq!(engine.move_tasks(&dlq)[0].status, MoveStatus::Completed);
     assert_eq!(engine.queue("dlq").unwrap().lock().len(), 0);
     close(data);
+}
+
+#[test]
+fn the_snapshotter_is_woken_when_the_log_reaches_what_it_waits_for_and_not_before() {
+    let journal = mem_journal(MemStorage::default());
+    let runtime = rt();
+    journal.submit(&sample_change());
+    runtime.block_on(journal.wait(journal.next_lsn())).unwrap();
+    let one = journal.bytes_since_snapshot();
+    assert!(one > 0);
+    let waiting = journal.clone();
+    let reached = runtime.spawn(async move { waiting.log_reaches(3 * one).await });
+    // Registered, then one more record: still short of three.
+    runtime.block_on(tokio::task::yield_now());
+    journal.submit(&sample_change());
+    runtime.block_on(journal.wait(journal.next_lsn())).unwrap();
+    journal.wait_until_idle();
+    runtime.block_on(tokio::task::yield_now());
+    assert!(!reached.is_finished(), "woken at two records of three");
+    journal.submit(&sample_change());
+    runtime.block_on(async {
+        tokio::time::timeout(std::time::Duration::from_secs(5), reached)
+            .await
+            .expect("woken at three records")
+            .unwrap()
+    });
+    journal.close();
 }

@@ -1,7 +1,6 @@
 //! Message actions: send, receive (with long polling), delete, change visibility, and batches.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use super::batch::{check_entries, failure};
 use super::render::{decode_attributes, decode_trace_header, message_wire};
@@ -161,10 +160,9 @@ impl Service {
                 .lock()
                 .next_deadline()
                 .map_or(deadline, |d| d.min(deadline));
-            let pause = Duration::from_millis(wake_at.millis_since(now).max(1));
             tokio::select! {
                 _ = notified => {}
-                _ = tokio::time::sleep(pause) => {}
+                _ = self.clock.sleep_until(wake_at.max(now.plus_millis(1))) => {}
             }
         }
     }

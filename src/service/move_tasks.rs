@@ -1,7 +1,6 @@
 //! DLQ redrive tasks: the engine keeps their state; a tokio task here paces each one.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use super::{RequestContext, Service};
 use crate::engine::move_task::{MoveTask, DEFAULT_RATE};
@@ -27,21 +26,24 @@ fn task_wire(task: MoveTask) -> MoveTaskWire {
 }
 
 impl Service {
-    /// Paces a running task on a timer until it completes, fails or is cancelled.
+    /// Paces a running task on the server's clock until it completes, fails or is cancelled.
     fn run_move_task(self: &Arc<Self>, task: &MoveTask) {
         // Up to STEPS_PER_SECOND steps a second; slow rates move one message per longer step.
         let rate = task.rate.unwrap_or(DEFAULT_RATE).max(1);
         let budget = (rate + STEPS_PER_SECOND - 1) / STEPS_PER_SECOND;
-        let period = Duration::from_millis((1000 * budget / rate) as u64);
+        let period = (1000 * budget / rate) as u64;
         let budget = budget as usize;
         let service = Arc::clone(self);
         let (id, arn) = (task.id.clone(), task.source_arn.clone());
         let mut runners = self.move_runners.lock().unwrap_or_else(|p| p.into_inner());
         while runners.try_join_next().is_some() {}
         runners.spawn(async move {
-            let mut ticker = tokio::time::interval(period);
+            // Steps fall due on the server's clock; after a jump (a test moving it) the steps
+            // owed are taken at once.
+            let mut due = service.clock.now();
             loop {
-                ticker.tick().await;
+                service.clock.sleep_until(due).await;
+                due = due.plus_millis(period);
                 let (touched, running) =
                     service
                         .engine
@@ -54,6 +56,8 @@ impl Service {
                 if !running {
                     break;
                 }
+                // Steps owed after a jump come one after another: let other tasks in between.
+                tokio::task::yield_now().await;
             }
         });
     }

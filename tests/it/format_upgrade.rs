@@ -69,6 +69,20 @@ async fn everything_back(fixture: &str) {
         dir.to_str().unwrap(),
     ]);
     let server = start_with_clock(config, clock.clone()).await;
+    let task = || async {
+        server
+            .sqs
+            .list_message_move_tasks()
+            .source_arn("arn:aws:sqs:us-east-1:000000000000:jobs-dlq")
+            .send()
+            .await
+            .unwrap()
+            .results
+            .unwrap()[0]
+            .clone()
+    };
+    // Before the clock moves: the task is where the directory left it.
+    let running = task().await;
 
     queues_are_back(&server).await;
     fifo_state_is_back(&server).await;
@@ -104,51 +118,26 @@ async fn everything_back(fixture: &str) {
     assert_eq!(by_path["/ordered"], ["u0", "u1", "u2"]);
     assert_eq!(by_path["/news"].len(), 2, "{by_path:?}");
 
-    // The move task that was running goes on from where it was (it paces itself in real time,
-    // one message a second); cancelled, every job is in one of the two queues, once.
-    let jobs_dlq = "arn:aws:sqs:us-east-1:000000000000:jobs-dlq";
-    let task = || async {
-        let tasks = server
-            .sqs
-            .list_message_move_tasks()
-            .source_arn(jobs_dlq)
-            .send()
-            .await
-            .unwrap()
-            .results
-            .unwrap();
-        assert_eq!(tasks[0].status(), Some("RUNNING"));
-        tasks[0].clone()
-    };
-    let moved = || async { task().await.approximate_number_of_messages_moved };
-    let before = moved().await;
-    assert!(before < 20, "{before} moved");
-    let mut after = before;
-    for _ in 0..50 {
-        tokio::time::sleep(Duration::from_millis(100)).await;
-        after = moved().await;
-        if after > before {
+    // The move task that was running goes on from where it was, one message a second of the
+    // server's clock (moved above), and finishes: every job is back in its source queue, once.
+    assert_eq!(running.status(), Some("RUNNING"));
+    assert!(running.approximate_number_of_messages_moved < 20);
+    clock.advance_millis(30_000);
+    let mut status = String::new();
+    for _ in 0..100 {
+        status = task().await.status().unwrap().to_string();
+        if status == "COMPLETED" {
             break;
         }
+        tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    assert!(after > before, "the task did not resume: {before} moved");
-    let handle = task().await.task_handle.unwrap();
-    server
-        .sqs
-        .cancel_message_move_task()
-        .task_handle(handle)
-        .send()
+    assert_eq!(status, "COMPLETED");
+    assert_eq!(task().await.approximate_number_of_messages_moved, 20);
+    let mut jobs: Vec<String> = drain(&server, &server.queue_url("jobs"))
         .await
-        .unwrap();
-    let mut jobs: Vec<String> = Vec::new();
-    for queue in ["jobs", "jobs-dlq"] {
-        jobs.extend(
-            drain(&server, &server.queue_url(queue))
-                .await
-                .into_iter()
-                .map(|(body, _)| body),
-        );
-    }
+        .into_iter()
+        .map(|(body, _)| body)
+        .collect();
     jobs.sort();
     assert_eq!(
         jobs,

@@ -2,14 +2,14 @@
 //! deduplication, attributes and checksums, long polling.
 
 use std::collections::HashMap;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use aws_sdk_sqs::types::{
     DeleteMessageBatchRequestEntry, MessageAttributeValue, MessageSystemAttributeName,
     SendMessageBatchRequestEntry,
 };
 
-use crate::common::{fifo_queue, start};
+use crate::common::{fifo_queue, start, start_with_manual_clock, Server};
 
 #[tokio::test]
 async fn concurrent_producers_keep_per_group_order() {
@@ -309,50 +309,31 @@ async fn attributes_and_checksums_round_trip() {
 
 #[tokio::test]
 async fn long_poll_returns_as_soon_as_a_message_arrives() {
-    let server = start().await;
+    // The clock never moves: the poll can only end because of the send.
+    let (server, _clock) = start_with_manual_clock().await;
     let url = fifo_queue(
         &server,
         "poll.fifo",
         &[("ContentBasedDeduplication", "true")],
     )
     .await;
-    let sqs = server.sqs.clone();
-    let sender_url = url.clone();
-    let sender = tokio::spawn(async move {
-        tokio::time::sleep(Duration::from_millis(300)).await;
-        sqs.send_message()
-            .queue_url(&sender_url)
-            .message_body("late")
-            .message_group_id("g")
-            .send()
-            .await
-            .unwrap();
-    });
-    let started = Instant::now();
-    let got = server
+    let poll = long_poll(&server, &url, 10);
+    still_waiting(&poll).await;
+    server
         .sqs
-        .receive_message()
+        .send_message()
         .queue_url(&url)
-        .wait_time_seconds(10)
+        .message_body("late")
+        .message_group_id("g")
         .send()
         .await
         .unwrap();
-    let waited = started.elapsed();
-    sender.await.unwrap();
-    assert_eq!(got.messages.unwrap()[0].body(), Some("late"));
-    assert!(
-        waited >= Duration::from_millis(250),
-        "returned before the send: {waited:?}"
-    );
-    assert!(
-        waited < Duration::from_secs(5),
-        "did not wake on send: {waited:?}"
-    );
+    assert_eq!(answered(poll).await, ["late"]);
 }
 
 #[tokio::test]
 async fn long_poll_wakes_when_a_visibility_timeout_expires() {
-    let server = start().await;
+    let (server, clock) = start_with_manual_clock().await;
     let url = fifo_queue(
         &server,
         "expiry.fifo",
@@ -377,38 +358,59 @@ async fn long_poll_wakes_when_a_visibility_timeout_expires() {
         .await
         .unwrap();
     assert_eq!(first.messages.unwrap().len(), 1);
-    let started = Instant::now();
-    let again = server
-        .sqs
-        .receive_message()
-        .queue_url(&url)
-        .wait_time_seconds(5)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(again.messages.unwrap()[0].body(), Some("x"));
-    let waited = started.elapsed();
-    assert!(
-        waited < Duration::from_millis(2_500),
-        "expiry did not wake the poll: {waited:?}"
-    );
+    let poll = long_poll(&server, &url, 5);
+    still_waiting(&poll).await;
+    clock.advance_millis(999);
+    still_waiting(&poll).await;
+    clock.advance_millis(1);
+    assert_eq!(answered(poll).await, ["x"]);
 }
 
 #[tokio::test]
 async fn empty_long_poll_times_out_with_no_messages() {
-    let server = start().await;
+    let (server, clock) = start_with_manual_clock().await;
     let url = fifo_queue(&server, "empty.fifo", &[]).await;
-    let started = Instant::now();
-    let got = server
+    let poll = long_poll(&server, &url, 20);
+    still_waiting(&poll).await;
+    clock.advance_millis(19_999);
+    still_waiting(&poll).await;
+    clock.advance_millis(1);
+    assert!(answered(poll).await.is_empty());
+}
+
+/// A ReceiveMessage with this wait time, running on its own: the bodies it answers with.
+fn long_poll(server: &Server, url: &str, wait: i32) -> tokio::task::JoinHandle<Vec<String>> {
+    let request = server
         .sqs
         .receive_message()
-        .queue_url(&url)
-        .wait_time_seconds(1)
-        .send()
+        .queue_url(url)
+        .max_number_of_messages(1)
+        .wait_time_seconds(wait);
+    tokio::spawn(async move {
+        let out = request.send().await.unwrap();
+        out.messages
+            .unwrap_or_default()
+            .iter()
+            .map(|m| m.body().unwrap().to_string())
+            .collect()
+    })
+}
+
+/// Gives a request time to reach the server and park; with the clock held still, a long poll
+/// that has answered by then had no cause to.
+async fn still_waiting<T>(poll: &tokio::task::JoinHandle<T>) {
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert!(
+        !poll.is_finished(),
+        "the poll answered before it had cause to"
+    );
+}
+
+async fn answered<T>(poll: tokio::task::JoinHandle<T>) -> T {
+    tokio::time::timeout(Duration::from_secs(5), poll)
         .await
-        .unwrap();
-    assert!(got.messages.is_none());
-    assert!(started.elapsed() >= Duration::from_millis(900));
+        .expect("the poll did not answer")
+        .unwrap()
 }
 
 #[tokio::test]
@@ -453,7 +455,7 @@ async fn receive_request_attempt_id_retries_get_the_same_receipt() {
 
 #[tokio::test]
 async fn one_send_of_two_messages_wakes_two_parked_polls() {
-    let server = start().await;
+    let (server, _clock) = start_with_manual_clock().await;
     let url = server
         .sqs
         .create_queue()
@@ -463,23 +465,9 @@ async fn one_send_of_two_messages_wakes_two_parked_polls() {
         .unwrap()
         .queue_url
         .unwrap();
-    let poll = || {
-        let sqs = server.sqs.clone();
-        let url = url.clone();
-        tokio::spawn(async move {
-            let started = Instant::now();
-            let out = sqs
-                .receive_message()
-                .queue_url(&url)
-                .wait_time_seconds(10)
-                .send()
-                .await
-                .unwrap();
-            (out.messages.unwrap_or_default().len(), started.elapsed())
-        })
-    };
-    let (a, b) = (poll(), poll());
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    let (a, b) = (long_poll(&server, &url, 10), long_poll(&server, &url, 10));
+    still_waiting(&a).await;
+    still_waiting(&b).await;
     server
         .sqs
         .send_message_batch()
@@ -501,17 +489,13 @@ async fn one_send_of_two_messages_wakes_two_parked_polls() {
         .send()
         .await
         .unwrap();
-    let (a, b) = (a.await.unwrap(), b.await.unwrap());
-    assert_eq!(a.0 + b.0, 2, "each poll takes one message");
-    assert!(
-        a.1 < Duration::from_secs(3) && b.1 < Duration::from_secs(3),
-        "a poll slept through: {a:?} {b:?}"
-    );
+    let (a, b) = (answered(a).await, answered(b).await);
+    assert_eq!(a.len() + b.len(), 2, "each poll takes one message");
 }
 
 #[tokio::test]
 async fn deleting_a_queue_releases_its_long_polls() {
-    let server = start().await;
+    let (server, _clock) = start_with_manual_clock().await;
     let url = server
         .sqs
         .create_queue()
@@ -521,20 +505,8 @@ async fn deleting_a_queue_releases_its_long_polls() {
         .unwrap()
         .queue_url
         .unwrap();
-    let sqs = server.sqs.clone();
-    let poll_url = url.clone();
-    let poll = tokio::spawn(async move {
-        let started = Instant::now();
-        let out = sqs
-            .receive_message()
-            .queue_url(&poll_url)
-            .wait_time_seconds(10)
-            .send()
-            .await
-            .unwrap();
-        (out.messages.is_none(), started.elapsed())
-    });
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    let poll = long_poll(&server, &url, 10);
+    still_waiting(&poll).await;
     server
         .sqs
         .delete_queue()
@@ -542,10 +514,5 @@ async fn deleting_a_queue_releases_its_long_polls() {
         .send()
         .await
         .unwrap();
-    let (empty, waited) = poll.await.unwrap();
-    assert!(empty);
-    assert!(
-        waited < Duration::from_secs(3),
-        "poll outlived its queue: {waited:?}"
-    );
+    assert!(answered(poll).await.is_empty());
 }

@@ -176,9 +176,11 @@ async fn move_task_destination_must_match_the_source_type() {
 
 #[tokio::test]
 async fn graceful_shutdown_stops_move_tasks_between_steps() {
-    let app = orderly::app::App::bind(&orderly::config::Config::ephemeral())
-        .await
-        .unwrap();
+    let clock = crate::common::manual_clock();
+    let app =
+        orderly::app::App::bind_with_clock(&orderly::config::Config::ephemeral(), clock.clone())
+            .await
+            .unwrap();
     let addr = app.local_addr().unwrap();
     let service = app.service.clone();
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
@@ -202,7 +204,7 @@ async fn graceful_shutdown_stops_move_tasks_between_steps() {
             .await
             .unwrap();
     }
-    // Ten messages a second: one per 100 ms step, so the task outlives the server.
+    // Ten messages a second of the server's clock: one per 100 ms step.
     server
         .sqs
         .start_message_move_task()
@@ -212,16 +214,20 @@ async fn graceful_shutdown_stops_move_tasks_between_steps() {
         .send()
         .await
         .unwrap();
-    tokio::time::sleep(Duration::from_millis(350)).await;
+    let left = || service.engine.queue("dlq").unwrap().lock().counts().visible;
+    // Steps fall due at 0, 100, 200 and 300 ms.
+    clock.advance_millis(350);
+    for _ in 0..100 {
+        if left() == 26 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(left(), 26, "four steps by 350 ms");
     stop.send(()).unwrap();
     serving.await.unwrap().unwrap();
-
-    let left = || service.engine.queue("dlq").unwrap().lock().counts().visible;
-    let at_stop = left();
-    assert!(
-        (1..30).contains(&at_stop),
-        "the task was mid-way: {at_stop}"
-    );
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    assert_eq!(left(), at_stop, "no step runs after shutdown");
+    // Shutdown waited for the pacing tasks to end: however far the clock goes, none steps.
+    clock.advance_millis(10_000);
+    tokio::task::yield_now().await;
+    assert_eq!(left(), 26, "no step runs after shutdown");
 }
