@@ -11,7 +11,6 @@ pub mod error;
 pub mod journal;
 pub mod message;
 pub mod move_task;
-pub mod permissions;
 pub mod queue;
 pub mod restore;
 pub mod time;

@@ -78,28 +78,6 @@ fn credential_scope(headers: &HeaderMap) -> (Option<&str>, Option<&str>) {
     (key, parts.nth(2))
 }
 
-/// Actions only SNS has; they route to SNS even without a signature or Version (the
-/// unsigned SubscribeURL/UnsubscribeURL GETs).
-const SNS_ONLY: &[&str] = &[
-    "CreateTopic",
-    "DeleteTopic",
-    "ListTopics",
-    "GetTopicAttributes",
-    "SetTopicAttributes",
-    "Subscribe",
-    "ConfirmSubscription",
-    "Unsubscribe",
-    "ListSubscriptions",
-    "ListSubscriptionsByTopic",
-    "GetSubscriptionAttributes",
-    "SetSubscriptionAttributes",
-    "Publish",
-    "PublishBatch",
-    "TagResource",
-    "UntagResource",
-    "ListTagsForResource",
-];
-
 /// SNS or SQS for a Query request, in the order spec'd: signing service, then Version, then
 /// action names (AddPermission and RemovePermission exist in both, so Action alone is a last resort).
 fn is_sns(service: Option<&str>, params: &[(String, String)], action: &str) -> bool {
@@ -115,7 +93,9 @@ fn is_sns(service: Option<&str>, params: &[(String, String)], action: &str) -> b
     {
         Some("2010-03-31") => true,
         Some("2012-11-05") => false,
-        _ => SNS_ONLY.contains(&action),
+        // Actions only SNS has route to SNS even without a signature or Version (the
+        // unsigned SubscribeURL/UnsubscribeURL GETs).
+        _ => crate::protocol::actions::sns_only(action),
     }
 }
 

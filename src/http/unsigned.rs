@@ -5,33 +5,8 @@
 //! developer opens, or a webhook pointed at Orderly itself, cannot change anything: an SDK and
 //! the AWS CLI always sign.
 
-use crate::protocol::{ApiError, ErrorCode, Protocol};
+use crate::protocol::{ApiError, ErrorCode, Protocol, SnsAction, SqsAction};
 use crate::service::RequestContext;
-
-/// SQS actions that change nothing (ReceiveMessage changes visibility, so it is not one).
-const SQS_READS: &[&str] = &[
-    "GetQueueUrl",
-    "GetQueueAttributes",
-    "ListQueues",
-    "ListQueueTags",
-    "ListDeadLetterSourceQueues",
-    "ListMessageMoveTasks",
-];
-
-/// SNS actions that change nothing, and the links SNS's messages carry.
-const SNS_OPEN: &[&str] = &[
-    "ListTopics",
-    "GetTopicAttributes",
-    "ListSubscriptions",
-    "ListSubscriptionsByTopic",
-    "GetSubscriptionAttributes",
-    "ListTagsForResource",
-    "ConfirmSubscription",
-    "Unsubscribe",
-];
-
-/// The links SNS hands out, which AWS serves unsigned even where signatures are checked.
-const SNS_LINKS: &[&str] = &["ConfirmSubscription", "Unsubscribe"];
 
 /// Refuses an unsigned request for an action outside the open ones; `strict` (with `--auth`)
 /// leaves only the SNS links open.
@@ -44,13 +19,18 @@ pub fn check(
     if ctx.authenticated {
         return Ok(());
     }
-    let open = match (protocol, strict) {
-        (Protocol::SnsQuery, true) => SNS_LINKS,
-        (_, true) => &[],
-        (Protocol::Json | Protocol::Query, false) => SQS_READS,
-        (Protocol::SnsQuery, false) => SNS_OPEN,
+    // Reads change nothing (ReceiveMessage changes visibility, so it is not one); the links
+    // are what SNS's messages carry, which AWS serves unsigned even where signatures are
+    // checked.
+    let open = match protocol {
+        Protocol::SnsQuery => {
+            SnsAction::parse(action).is_some_and(|a| a.link() || (a.reads() && !strict))
+        }
+        Protocol::Json | Protocol::Query => {
+            !strict && SqsAction::parse(action).is_some_and(SqsAction::reads)
+        }
     };
-    if open.contains(&action) {
+    if open {
         return Ok(());
     }
     Err(ApiError::new(

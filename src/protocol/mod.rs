@@ -1,6 +1,7 @@
 //! Wire protocols: request payloads to typed inputs, typed outputs and errors to bytes.
 //! Holds no state; knows nothing of queues or topics.
 
+pub mod actions;
 pub mod borrowed;
 pub mod error;
 pub mod form;
@@ -15,6 +16,7 @@ pub mod xml;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+pub use actions::{Action, Shape, SnsAction, SqsAction};
 pub use error::{ApiError, ErrorCode};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -99,7 +101,7 @@ fn xml(status: u16, body: String) -> Encoded {
 
 pub fn encode_ok<T: Serialize>(
     protocol: Protocol,
-    action: &str,
+    action: Action,
     output: &T,
     request_id: &str,
 ) -> Encoded {
@@ -110,9 +112,9 @@ pub fn encode_ok<T: Serialize>(
         return json_ok(body);
     }
     let value = serde_json::to_value(output).expect("responses serialize");
-    match protocol {
-        Protocol::SnsQuery => xml(200, sns_query::response(action, &value, request_id)),
-        _ => xml(
+    match action {
+        Action::Sns(action) => xml(200, sns_query::response(action, &value, request_id)),
+        Action::Sqs(action) => xml(
             200,
             xml::response(action, &value, request_id, xml::SQS_NAMESPACE),
         ),
@@ -123,7 +125,7 @@ pub fn encode_ok<T: Serialize>(
 /// protocol's XML as for every other answer.
 pub fn encode_answer<T: Serialize + json_answer::JsonAnswer>(
     protocol: Protocol,
-    action: &str,
+    action: Action,
     output: &T,
     request_id: &str,
 ) -> Encoded {

@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 
 use serde_json::{Map, Value};
 
+use super::actions::SnsAction;
 use super::query_params::{too_deep, too_deep_message};
 use super::xml::escape;
 use super::{ApiError, ErrorCode};
@@ -153,22 +154,11 @@ fn write_value(name: &str, value: &Value, out: &mut String) {
     out.push('>');
 }
 
-/// Actions whose response has no `<{Action}Result>` element.
-fn has_result(action: &str) -> bool {
-    !matches!(
-        action,
-        "DeleteTopic"
-            | "SetTopicAttributes"
-            | "Unsubscribe"
-            | "SetSubscriptionAttributes"
-            | "AddPermission"
-            | "RemovePermission"
-    )
-}
-
-pub fn response(action: &str, result: &Value, request_id: &str) -> String {
+pub fn response(action: SnsAction, result: &Value, request_id: &str) -> String {
+    let has_result = action.xml_result();
+    let action = action.name();
     let mut out = format!("<?xml version=\"1.0\"?><{action}Response xmlns=\"{SNS_NAMESPACE}\">");
-    if has_result(action) {
+    if has_result {
         write_value(&format!("{action}Result"), result, &mut out);
     }
     out.push_str(&format!(
@@ -240,7 +230,7 @@ mod tests {
         let result =
             json!({"Topics": [{"TopicArn": "a'b"}], "Attributes": {"k": "v"}, "Failed": []});
         assert_eq!(
-            response("ListTopics", &result, "r"),
+            response(SnsAction::ListTopics, &result, "r"),
             concat!(
                 r#"<?xml version="1.0"?><ListTopicsResponse xmlns="http://sns.amazonaws.com/doc/2010-03-31/">"#,
                 "<ListTopicsResult><Topics><member><TopicArn>a&apos;b</TopicArn></member></Topics>",
@@ -248,6 +238,6 @@ mod tests {
                 "<ResponseMetadata><RequestId>r</RequestId></ResponseMetadata></ListTopicsResponse>"
             )
         );
-        assert!(!response("DeleteTopic", &json!({}), "r").contains("Result"));
+        assert!(!response(SnsAction::DeleteTopic, &json!({}), "r").contains("Result"));
     }
 }

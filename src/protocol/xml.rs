@@ -3,6 +3,8 @@
 
 use serde_json::{Map, Value};
 
+use super::actions::SqsAction;
+
 use crate::engine::message::allowed_char;
 
 pub const SQS_NAMESPACE: &str = "http://queue.amazonaws.com/doc/2012-11-05/";
@@ -23,22 +25,6 @@ pub fn escape(text: &str, out: &mut String) {
             _ => out.push(c),
         }
     }
-}
-
-/// Actions whose response has no `<{Action}Result>` element.
-fn has_result(action: &str) -> bool {
-    !matches!(
-        action,
-        "DeleteMessage"
-            | "DeleteQueue"
-            | "SetQueueAttributes"
-            | "PurgeQueue"
-            | "ChangeMessageVisibility"
-            | "TagQueue"
-            | "UntagQueue"
-            | "AddPermission"
-            | "RemovePermission"
-    )
 }
 
 /// The element name of one item of a flattened list.
@@ -116,14 +102,16 @@ fn write_members(members: &Map<String, Value>, action: &str, out: &mut String) {
 }
 
 /// A complete success response for `action`.
-pub fn response(action: &str, result: &Value, request_id: &str, namespace: &str) -> String {
+pub fn response(action: SqsAction, result: &Value, request_id: &str, namespace: &str) -> String {
+    let (name, has_result) = (action.name(), action.xml_result());
+    let action = name;
     let mut out = String::with_capacity(256);
     out.push_str("<?xml version=\"1.0\"?><");
     out.push_str(action);
     out.push_str("Response xmlns=\"");
     out.push_str(namespace);
     out.push_str("\">");
-    if has_result(action) {
+    if has_result {
         out.push('<');
         out.push_str(action);
         out.push_str("Result>");
@@ -186,7 +174,7 @@ mod tests {
             "MD5OfMessageAttributes":"ae7155c6026991b6d54b11589678bf9c",
             "MessageAttributes":{"Foo":{"StringValue":"Bar","DataType":"String"}}}]});
         assert_eq!(
-            response("ReceiveMessage", &result, "rid", SQS_NAMESPACE),
+            response(SqsAction::ReceiveMessage, &result, "rid", SQS_NAMESPACE),
             concat!(
                 r#"<?xml version="1.0"?><ReceiveMessageResponse xmlns="http://queue.amazonaws.com/doc/2012-11-05/">"#,
                 "<ReceiveMessageResult><Message><MessageId>m1</MessageId><ReceiptHandle>h</ReceiptHandle>",
@@ -203,11 +191,15 @@ mod tests {
 
     #[test]
     fn empty_and_no_result_shapes() {
-        assert!(response("ReceiveMessage", &json!({}), "r", SQS_NAMESPACE)
-            .contains("<ReceiveMessageResult></ReceiveMessageResult>"));
-        assert!(!response("DeleteMessage", &json!({}), "r", SQS_NAMESPACE).contains("Result"));
+        assert!(
+            response(SqsAction::ReceiveMessage, &json!({}), "r", SQS_NAMESPACE)
+                .contains("<ReceiveMessageResult></ReceiveMessageResult>")
+        );
+        assert!(
+            !response(SqsAction::DeleteMessage, &json!({}), "r", SQS_NAMESPACE).contains("Result")
+        );
         let batch = response(
-            "SendMessageBatch",
+            SqsAction::SendMessageBatch,
             &json!({"Successful":[{"Id":"a"}],"Failed":[{"Id":"b","SenderFault":true,"Code":"X"}]}),
             "r",
             SQS_NAMESPACE,

@@ -4,6 +4,7 @@
 mod batch;
 mod messages;
 mod move_tasks;
+mod permissions;
 mod queues;
 mod render;
 mod sns;
@@ -18,7 +19,8 @@ use crate::delivery::{SenderConfig, Webhooks};
 use crate::engine::{Engine, Journal, QueueEntry};
 use crate::persist::{self, DataDir};
 use crate::protocol::{
-    encode_answer, encode_error, encode_ok, ApiError, Encoded, ErrorCode, Payload, Protocol,
+    encode_answer, encode_error, encode_ok, Action, ApiError, Encoded, ErrorCode, Payload,
+    Protocol, Shape, SnsAction, SqsAction,
 };
 
 pub type Entry = Arc<QueueEntry<Notify>>;
@@ -178,14 +180,24 @@ impl Service {
         payload: &Payload,
         ctx: &RequestContext,
     ) -> Encoded {
-        let changes = !(action.starts_with("Get") || action.starts_with("List"));
+        let parsed = match protocol {
+            Protocol::SnsQuery => SnsAction::parse(action).map(Action::Sns),
+            Protocol::Json | Protocol::Query => SqsAction::parse(action).map(Action::Sqs),
+        };
+        let Some(action) = parsed else {
+            let error = ApiError::new(
+                ErrorCode::InvalidAction,
+                format!("The action {action} is not valid for this endpoint."),
+            );
+            return encode_error(protocol, &error, &ctx.request_id);
+        };
+        let changes = !action.reads();
         if changes && self.data.as_ref().is_some_and(|d| d.journal.failed()) {
             return encode_error(protocol, &log_failed(), &ctx.request_id);
         }
-        let mut result = if protocol == Protocol::SnsQuery {
-            self.route_sns(action, payload, ctx)
-        } else {
-            self.route(protocol, action, payload, ctx).await
+        let mut result = match action {
+            Action::Sns(action) => self.route_sns(action, payload, ctx),
+            Action::Sqs(action) => self.route(protocol, action, payload, ctx).await,
         };
         // Failed requests wait too: a batch can fail some entries and store others.
         if changes {
@@ -202,55 +214,71 @@ impl Service {
     async fn route(
         self: &Arc<Self>,
         protocol: Protocol,
-        action: &str,
+        action: SqsAction,
         payload: &Payload,
         ctx: &RequestContext,
     ) -> Result<Encoded, ApiError> {
+        use crate::protocol::actions::sqs_shape;
+        // Each handler must take and answer what its action declares (`protocol::actions`).
         // The hot path's answers write their JSON by hand (`encode_answer`).
         macro_rules! call {
-            ($handler:ident) => {
-                call!($handler, encode_ok)
+            ($action:ident, $handler:ident) => {
+                call!($action, $handler, encode_ok)
             };
-            ($handler:ident, $encode:ident) => {
+            ($action:ident, $handler:ident, $encode:ident) => {{
+                let input: <sqs_shape::$action as Shape>::Input<'_> = payload.decode(protocol)?;
+                let output: <sqs_shape::$action as Shape>::Output<'_> =
+                    self.$handler(input, ctx)?;
                 Ok($encode(
                     protocol,
-                    action,
-                    &self.$handler(payload.decode(protocol)?, ctx)?,
+                    Action::Sqs(action),
+                    &output,
                     &ctx.request_id,
                 ))
-            };
+            }};
         }
+        use SqsAction as A;
         match action {
-            "CreateQueue" => call!(create_queue),
-            "GetQueueUrl" => call!(get_queue_url),
-            "ListQueues" => call!(list_queues),
-            "DeleteQueue" => call!(delete_queue),
-            "GetQueueAttributes" => call!(get_queue_attributes),
-            "SetQueueAttributes" => call!(set_queue_attributes),
-            "PurgeQueue" => call!(purge_queue),
-            "TagQueue" => call!(tag_queue),
-            "UntagQueue" => call!(untag_queue),
-            "ListQueueTags" => call!(list_queue_tags),
-            "AddPermission" => call!(add_permission),
-            "RemovePermission" => call!(remove_permission),
-            "ListDeadLetterSourceQueues" => call!(list_dead_letter_source_queues),
-            "SendMessage" => call!(send_message, encode_answer),
-            "SendMessageBatch" => call!(send_message_batch, encode_answer),
-            "ReceiveMessage" => {
-                let output = self.receive_message(payload.decode(protocol)?).await?;
-                Ok(encode_answer(protocol, action, &output, &ctx.request_id))
+            A::CreateQueue => call!(CreateQueue, create_queue),
+            A::GetQueueUrl => call!(GetQueueUrl, get_queue_url),
+            A::ListQueues => call!(ListQueues, list_queues),
+            A::DeleteQueue => call!(DeleteQueue, delete_queue),
+            A::GetQueueAttributes => call!(GetQueueAttributes, get_queue_attributes),
+            A::SetQueueAttributes => call!(SetQueueAttributes, set_queue_attributes),
+            A::PurgeQueue => call!(PurgeQueue, purge_queue),
+            A::TagQueue => call!(TagQueue, tag_queue),
+            A::UntagQueue => call!(UntagQueue, untag_queue),
+            A::ListQueueTags => call!(ListQueueTags, list_queue_tags),
+            A::AddPermission => call!(AddPermission, add_permission),
+            A::RemovePermission => call!(RemovePermission, remove_permission),
+            A::ListDeadLetterSourceQueues => {
+                call!(ListDeadLetterSourceQueues, list_dead_letter_source_queues)
             }
-            "DeleteMessage" => call!(delete_message),
-            "DeleteMessageBatch" => call!(delete_message_batch, encode_answer),
-            "ChangeMessageVisibility" => call!(change_message_visibility),
-            "ChangeMessageVisibilityBatch" => call!(change_message_visibility_batch, encode_answer),
-            "StartMessageMoveTask" => call!(start_message_move_task),
-            "ListMessageMoveTasks" => call!(list_message_move_tasks),
-            "CancelMessageMoveTask" => call!(cancel_message_move_task),
-            _ => Err(ApiError::new(
-                ErrorCode::InvalidAction,
-                format!("The action {action} is not valid for this endpoint."),
-            )),
+            A::SendMessage => call!(SendMessage, send_message, encode_answer),
+            A::SendMessageBatch => call!(SendMessageBatch, send_message_batch, encode_answer),
+            A::ReceiveMessage => {
+                let input: <sqs_shape::ReceiveMessage as Shape>::Input<'_> =
+                    payload.decode(protocol)?;
+                let output: <sqs_shape::ReceiveMessage as Shape>::Output<'_> =
+                    self.receive_message(input).await?;
+                Ok(encode_answer(
+                    protocol,
+                    Action::Sqs(action),
+                    &output,
+                    &ctx.request_id,
+                ))
+            }
+            A::DeleteMessage => call!(DeleteMessage, delete_message),
+            A::DeleteMessageBatch => call!(DeleteMessageBatch, delete_message_batch, encode_answer),
+            A::ChangeMessageVisibility => call!(ChangeMessageVisibility, change_message_visibility),
+            A::ChangeMessageVisibilityBatch => call!(
+                ChangeMessageVisibilityBatch,
+                change_message_visibility_batch,
+                encode_answer
+            ),
+            A::StartMessageMoveTask => call!(StartMessageMoveTask, start_message_move_task),
+            A::ListMessageMoveTasks => call!(ListMessageMoveTasks, list_message_move_tasks),
+            A::CancelMessageMoveTask => call!(CancelMessageMoveTask, cancel_message_move_task),
         }
     }
 }

@@ -3,9 +3,10 @@
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine as _;
 
+use super::permissions;
 use super::{RequestContext, Service};
+use crate::engine::check_tags;
 use crate::engine::queue::config::ATTRIBUTE_NAMES;
-use crate::engine::{check_tags, permissions};
 use crate::protocol::sqs::*;
 use crate::protocol::ApiError;
 

@@ -4,14 +4,17 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine as _;
 
 use super::batch::failure;
+use super::permissions;
 use super::render::decode_attributes;
 use super::{RequestContext, Service};
 use crate::engine::topic::PublishRequest;
 use crate::engine::topics::check_topic_tags;
-use crate::engine::{permissions, EngineError};
+use crate::engine::EngineError;
 use crate::protocol::sns::*;
 use crate::protocol::sqs::{Empty, Pairs};
-use crate::protocol::{encode_ok, ApiError, Encoded, ErrorCode, Payload, Protocol};
+use crate::protocol::{
+    encode_ok, Action, ApiError, Encoded, ErrorCode, Payload, Protocol, Shape, SnsAction,
+};
 
 /// SNS list pages hold 100 items.
 const PAGE: usize = 100;
@@ -52,45 +55,53 @@ fn pairs(map: std::collections::BTreeMap<String, String>) -> Vec<(String, String
 impl Service {
     pub(super) fn route_sns(
         &self,
-        action: &str,
+        action: SnsAction,
         payload: &Payload,
         ctx: &RequestContext,
     ) -> Result<Encoded, ApiError> {
+        use crate::protocol::actions::sns_shape;
         let protocol = Protocol::SnsQuery;
+        // Each handler must take and answer what its action declares (`protocol::actions`).
         macro_rules! call {
-            ($handler:ident) => {
+            ($action:ident, $handler:ident) => {{
+                let input: <sns_shape::$action as Shape>::Input<'_> = payload.decode(protocol)?;
+                let output: <sns_shape::$action as Shape>::Output<'_> =
+                    self.$handler(input, ctx)?;
                 Ok(encode_ok(
                     protocol,
-                    action,
-                    &self.$handler(payload.decode(protocol)?, ctx)?,
+                    Action::Sns(action),
+                    &output,
                     &ctx.request_id,
                 ))
-            };
+            }};
         }
+        use SnsAction as A;
         match action {
-            "CreateTopic" => call!(create_topic),
-            "DeleteTopic" => call!(delete_topic),
-            "ListTopics" => call!(list_topics),
-            "GetTopicAttributes" => call!(get_topic_attributes),
-            "SetTopicAttributes" => call!(set_topic_attributes),
-            "Subscribe" => call!(subscribe),
-            "Unsubscribe" => call!(unsubscribe),
-            "ConfirmSubscription" => call!(confirm_subscription),
-            "ListSubscriptions" => call!(list_subscriptions),
-            "ListSubscriptionsByTopic" => call!(list_subscriptions_by_topic),
-            "GetSubscriptionAttributes" => call!(get_subscription_attributes),
-            "SetSubscriptionAttributes" => call!(set_subscription_attributes),
-            "Publish" => call!(publish),
-            "PublishBatch" => call!(publish_batch),
-            "TagResource" => call!(tag_resource),
-            "UntagResource" => call!(untag_resource),
-            "ListTagsForResource" => call!(list_tags_for_resource),
-            "AddPermission" => call!(add_topic_permission),
-            "RemovePermission" => call!(remove_topic_permission),
-            _ => Err(ApiError::new(
-                ErrorCode::InvalidAction,
-                format!("The action {action} is not valid for this endpoint."),
-            )),
+            A::CreateTopic => call!(CreateTopic, create_topic),
+            A::DeleteTopic => call!(DeleteTopic, delete_topic),
+            A::ListTopics => call!(ListTopics, list_topics),
+            A::GetTopicAttributes => call!(GetTopicAttributes, get_topic_attributes),
+            A::SetTopicAttributes => call!(SetTopicAttributes, set_topic_attributes),
+            A::Subscribe => call!(Subscribe, subscribe),
+            A::Unsubscribe => call!(Unsubscribe, unsubscribe),
+            A::ConfirmSubscription => call!(ConfirmSubscription, confirm_subscription),
+            A::ListSubscriptions => call!(ListSubscriptions, list_subscriptions),
+            A::ListSubscriptionsByTopic => {
+                call!(ListSubscriptionsByTopic, list_subscriptions_by_topic)
+            }
+            A::GetSubscriptionAttributes => {
+                call!(GetSubscriptionAttributes, get_subscription_attributes)
+            }
+            A::SetSubscriptionAttributes => {
+                call!(SetSubscriptionAttributes, set_subscription_attributes)
+            }
+            A::Publish => call!(Publish, publish),
+            A::PublishBatch => call!(PublishBatch, publish_batch),
+            A::TagResource => call!(TagResource, tag_resource),
+            A::UntagResource => call!(UntagResource, untag_resource),
+            A::ListTagsForResource => call!(ListTagsForResource, list_tags_for_resource),
+            A::AddPermission => call!(AddPermission, add_topic_permission),
+            A::RemovePermission => call!(RemovePermission, remove_topic_permission),
         }
     }
 

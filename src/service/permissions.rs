@@ -1,25 +1,11 @@
 //! AddPermission / RemovePermission, of SQS and of SNS: statements kept in the queue's or
-//! topic's `Policy` attribute, in the shape AWS writes them.
+//! topic's `Policy` attribute, in the shape AWS writes them. Pure policy-document work, above
+//! the engine; the actions a statement may name come from the action declarations.
 
 use serde_json::{json, Value};
 
-use super::error::{EngineError, EngineResult};
-
-const ACTIONS: &[&str] = &[
-    "*",
-    "SendMessage",
-    "ReceiveMessage",
-    "DeleteMessage",
-    "ChangeMessageVisibility",
-    "GetQueueAttributes",
-    "GetQueueUrl",
-    "ListDeadLetterSourceQueues",
-    "PurgeQueue",
-    "ListQueueTags",
-    "ListMessageMoveTasks",
-    "StartMessageMoveTask",
-    "CancelMessageMoveTask",
-];
+use crate::engine::error::{EngineError, EngineResult};
+use crate::protocol::actions::{sns_grantable, sqs_grantable};
 
 /// AWS allows this many statements in a queue policy.
 const MAX_STATEMENTS: usize = 20;
@@ -68,7 +54,7 @@ pub fn add_permission(
                 .replace("7 Actions", &format!("{} Actions", actions.len())),
         ));
     }
-    if let Some(bad) = actions.iter().find(|a| !ACTIONS.contains(&a.as_str())) {
+    if let Some(bad) = actions.iter().find(|a| !sqs_grantable(a)) {
         return Err(EngineError::invalid(format!(
             "Value SQS:{bad} for parameter ActionName is invalid. Reason: Please refer to the appropriate WSDL for a list of valid actions."
         )));
@@ -137,24 +123,6 @@ fn statement(
     })
 }
 
-/// Actions a topic policy statement may name (AddPermission's `ActionName`).
-const TOPIC_ACTIONS: &[&str] = &[
-    "Publish",
-    "Subscribe",
-    "Receive",
-    "DeleteTopic",
-    "GetTopicAttributes",
-    "SetTopicAttributes",
-    "AddPermission",
-    "RemovePermission",
-    "ListSubscriptionsByTopic",
-    "ListTagsForResource",
-    "TagResource",
-    "UntagResource",
-    "GetDataProtectionPolicy",
-    "PutDataProtectionPolicy",
-];
-
 fn sns_invalid(what: &str) -> EngineError {
     EngineError::InvalidParameter(format!("Invalid parameter: {what}"))
 }
@@ -175,7 +143,7 @@ pub fn add_topic_permission(
     if actions.is_empty() {
         return Err(sns_invalid("ActionName"));
     }
-    if !actions.iter().all(|a| TOPIC_ACTIONS.contains(&a.as_str())) {
+    if !actions.iter().all(|a| sns_grantable(a)) {
         return Err(sns_invalid("Policy statement action out of service scope!"));
     }
     let mut document: Value = serde_json::from_str(policy).unwrap_or_else(|_| json!({}));
