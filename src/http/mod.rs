@@ -389,3 +389,6 @@ async fn query(
     let encoded = service.dispatch(protocol, &action, &payload, ctx).await;
     respond(encoded, &ctx.request_id)
 }
+
+#[cfg(test)]
+mod router_tests;
