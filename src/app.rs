@@ -1,4 +1,6 @@
-//! Wiring: service, HTTP server, and shutdown.
+//! Wiring, in one place: the data directory and recovery, the engine, the webhook sender and its
+//! worker, move-task runners, the snapshotter, the service and the HTTP server; and the order
+//! they stop in.
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -10,11 +12,15 @@ use tokio::net::TcpListener;
 
 use crate::clock::{Clock, SystemClock};
 use crate::config::Config;
+use crate::delivery::{SenderConfig, Webhooks};
+use crate::engine::Engine;
 use crate::http::body::BodyLimits;
 use crate::http::browser::{self, BrowserRules};
 use crate::http::connection::ConnectionTimeouts;
 use crate::http::server::ServerLimits;
-use crate::service::Service;
+use crate::persist::{self, DataDir};
+use crate::service::{Service, ServiceSettings};
+use tokio::sync::Notify;
 
 /// Descriptors kept out of the connection limit: log segments, snapshots, webhook connections
 /// (`--webhook-concurrency`), the listener, standard streams and what libraries open.
@@ -33,6 +39,71 @@ fn default_max_connections() -> usize {
     };
     let connections = limit.saturating_sub(RESERVED_DESCRIPTORS).clamp(16, 65_536);
     usize::try_from(connections).unwrap_or(65_536)
+}
+
+/// Opens the data directory (recovering the engine from it) unless ephemeral, builds the
+/// webhook sender, and hands both to the service. Fails if the directory is locked, damaged or
+/// unreadable, or if the webhook client cannot be built (TLS setup). `listening` is the bound
+/// address, which webhooks may not be sent to unless allowed.
+pub fn build_service(
+    config: &Config,
+    clock: Arc<dyn Clock>,
+    listening: SocketAddr,
+) -> std::io::Result<Arc<Service>> {
+    let (engine, data) = open_engine(config)?;
+    let webhooks = Webhooks::new(
+        config.webhook_allow.clone(),
+        &SenderConfig {
+            timeout: Duration::from_secs(config.webhook_timeout.max(1)),
+            accept_invalid_certs: config.webhook_accept_invalid_certs,
+            proxy: config.webhook_proxy.clone(),
+            listening: Some(listening),
+        },
+        config.webhook_concurrency,
+    )
+    .map_err(std::io::Error::other)?;
+    let settings = ServiceSettings {
+        hostname: config.hostname.clone(),
+        snapshot_after: config.snapshot_after,
+    };
+    Ok(Service::new(
+        Arc::new(engine),
+        data,
+        Arc::new(webhooks),
+        clock,
+        settings,
+    ))
+}
+
+/// The engine with its settings, recovered from the data directory unless ephemeral.
+fn open_engine(config: &Config) -> std::io::Result<(Engine<Notify>, Option<DataDir>)> {
+    let mut engine = Engine::new(&config.account_id, &config.region);
+    let data = if config.ephemeral {
+        None
+    } else {
+        let started = std::time::Instant::now();
+        let (data, report) = persist::open(&config.data_dir, config.fsync, &mut engine)
+            .map_err(std::io::Error::other)?;
+        if let Some((file, offset, bytes)) = &report.dropped_tail {
+            tracing::warn!(
+                %file, offset, bytes,
+                "dropped a torn final log record (a write cut off by a crash; it was never acknowledged)"
+            );
+        }
+        tracing::info!(
+            dir = %config.data_dir.display(),
+            snapshot = report.snapshot.as_deref().unwrap_or("none"),
+            snapshot_messages = report.snapshot_messages,
+            replayed = report.replayed,
+            millis = started.elapsed().as_millis() as u64,
+            "recovered"
+        );
+        Some(data)
+    };
+    engine.delete_cooldown_ms = config.deleted_queue_cooldown * 1000;
+    engine.fifo_http_subscriptions = config.fifo_http_subscriptions;
+    engine.set_webhook_max_pending(config.webhook_max_pending);
+    Ok((engine, data))
 }
 
 /// A server bound to its port, not yet serving.
@@ -89,7 +160,7 @@ impl App {
         };
         Ok(App {
             listener,
-            service: Service::new(config, clock, listening)?,
+            service: build_service(config, clock, listening)?,
             limits,
             body,
             browser,
@@ -116,7 +187,12 @@ impl App {
         self,
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> std::io::Result<()> {
-        let deliveries = tokio::spawn(crate::delivery::run(self.service.clone()));
+        let service = &self.service;
+        let deliveries = tokio::spawn(crate::delivery::run(
+            service.engine.clone(),
+            service.clock.clone(),
+            service.webhooks.clone(),
+        ));
         let snapshots = tokio::spawn(snapshot_when_due(self.service.clone()));
         self.service.resume_move_tasks();
         let service = self.service.clone();

@@ -11,8 +11,9 @@ use std::time::Duration;
 
 use tokio::sync::{Notify, Semaphore};
 
+use crate::clock::Clock;
 use crate::engine::webhooks::AttemptResult;
-use crate::service::Service;
+use crate::engine::Engine;
 pub use allow::AllowList;
 pub use sender::{Sender, SenderConfig};
 
@@ -50,27 +51,26 @@ impl Webhooks {
     }
 }
 
-/// The delivery loop; runs for the server's lifetime.
-pub async fn run(service: Arc<Service>) {
-    let permits = Arc::new(Semaphore::new(service.webhooks.concurrency));
+/// The delivery loop; runs for the server's lifetime. It needs the engine's outbox, the clock
+/// and the sender, nothing of the service.
+pub async fn run(engine: Arc<Engine<Notify>>, clock: Arc<dyn Clock>, webhooks: Arc<Webhooks>) {
+    let permits = Arc::new(Semaphore::new(webhooks.concurrency));
     loop {
-        let now = service.clock.now();
-        service.engine.expire_confirmations(now);
-        let attempts = service
-            .engine
-            .take_deliveries(now, permits.available_permits());
+        let now = clock.now();
+        engine.expire_confirmations(now);
+        let attempts = engine.take_deliveries(now, permits.available_permits());
         for attempt in attempts {
             let Ok(permit) = permits.clone().try_acquire_owned() else {
                 // Only this loop acquires, and it took no more than were available.
                 tracing::error!("webhook permits exhausted unexpectedly");
                 break;
             };
-            let service = service.clone();
+            let (engine, clock, webhooks) = (engine.clone(), clock.clone(), webhooks.clone());
             tokio::spawn(async move {
-                let outcome = service.webhooks.sender.send(&attempt).await;
-                let now = service.clock.now();
+                let outcome = webhooks.sender.send(&attempt).await;
+                let now = clock.now();
                 let delivery = &attempt.delivery;
-                match service.engine.finish_delivery(&attempt, outcome, now) {
+                match engine.finish_delivery(&attempt, outcome, now) {
                     AttemptResult::Delivered | AttemptResult::Gone => {}
                     AttemptResult::Retrying(at) => tracing::debug!(
                         endpoint = %delivery.endpoint,
@@ -94,19 +94,19 @@ pub async fn run(service: Arc<Service>) {
                     ),
                 }
                 drop(permit);
-                service.webhooks.wake();
+                webhooks.wake();
             });
         }
         let idle_until = now.plus_millis(MAX_IDLE.as_millis() as u64);
-        let wake_at = match service.engine.next_delivery_due() {
+        let wake_at = match engine.next_delivery_due() {
             // Due already: only a finished attempt (freeing a permit) can help; it wakes us.
             Some(at) if at <= now => idle_until,
             Some(at) => at.min(idle_until),
             None => idle_until,
         };
         tokio::select! {
-            _ = service.webhooks.work.notified() => {}
-            _ = service.clock.sleep_until(wake_at) => {}
+            _ = webhooks.work.notified() => {}
+            _ = clock.sleep_until(wake_at) => {}
         }
     }
 }

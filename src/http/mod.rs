@@ -131,8 +131,7 @@ fn respond(encoded: Encoded, request_id: &str) -> Response {
 async fn webhook_stats(State(state): State<HttpState>) -> Response {
     let subscriptions: Vec<serde_json::Value> = state
         .service
-        .engine
-        .delivery_stats()
+        .webhook_stats()
         .into_iter()
         .map(|(arn, s)| {
             serde_json::json!({
@@ -155,14 +154,14 @@ async fn webhook_stats(State(state): State<HttpState>) -> Response {
 
 /// The PEM certificate that SNS messages' `SigningCertURL` points at.
 fn signing_certificate(service: &Service, path: &str) -> Response {
-    match service.engine.signer() {
-        Ok(signer) if path.strip_prefix('/') == Some(signer.certificate_file.as_str()) => (
+    match service.signing_certificate(path.strip_prefix('/').unwrap_or("")) {
+        Ok(Some(pem)) => (
             StatusCode::OK,
             [(header::CONTENT_TYPE, "application/x-x509-ca-cert")],
-            signer.certificate_pem.clone(),
+            pem,
         )
             .into_response(),
-        Ok(_) => StatusCode::NOT_FOUND.into_response(),
+        Ok(None) => StatusCode::NOT_FOUND.into_response(),
         Err(error) => {
             tracing::error!(%error, "no SNS signing certificate");
             StatusCode::NOT_FOUND.into_response()
@@ -242,7 +241,7 @@ async fn handle(State(state): State<HttpState>, request: Request) -> Response {
     let (access_key, signing_service) = credential_scope(&headers);
     let mut authenticated =
         access_key.is_some() || uri.query().is_some_and(|q| q.contains("X-Amz-Signature="));
-    let mut sender_id: Arc<str> = access_key.unwrap_or(&service.engine.account_id).into();
+    let mut sender_id: Arc<str> = access_key.unwrap_or(service.account_id()).into();
     if let Some(auth) = &state.auth {
         let list: Vec<(&str, &str)> = headers
             .iter()

@@ -20,7 +20,6 @@ use super::browser::BrowserRules;
 use crate::clock::ManualClock;
 use crate::config::Config;
 use crate::engine::Timestamp;
-use crate::service::Service;
 
 /// Headers the documented examples leave out: the host the queue URLs name, and a signature
 /// for `service` (unsigned requests may only read; the signing service tells SNS from SQS).
@@ -47,7 +46,8 @@ fn app(region: &str, account: &str) -> Router {
         account,
     ]);
     let clock = Arc::new(ManualClock::new(Timestamp(1_735_689_600_000)));
-    let service = Service::new(&config, clock, "127.0.0.1:9324".parse().unwrap()).unwrap();
+    let service =
+        crate::app::build_service(&config, clock, "127.0.0.1:9324".parse().unwrap()).unwrap();
     let body = BodyLimits {
         max_bytes: config.max_request_bytes,
         timeout: Duration::from_secs(30),

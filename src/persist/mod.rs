@@ -277,4 +277,6 @@ mod power_cut_tests;
 #[cfg(test)]
 mod reopen_props;
 #[cfg(test)]
+mod replay_tests;
+#[cfg(test)]
 mod tests;

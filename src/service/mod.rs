@@ -14,8 +14,7 @@ use std::sync::Arc;
 use tokio::sync::Notify;
 
 use crate::clock::Clock;
-use crate::config::Config;
-use crate::delivery::{SenderConfig, Webhooks};
+use crate::delivery::Webhooks;
 use crate::engine::{Engine, Journal, QueueEntry};
 use crate::persist::{self, DataDir};
 use crate::protocol::{
@@ -47,9 +46,9 @@ pub struct RequestContext {
 }
 
 pub struct Service {
-    pub engine: Engine<Notify>,
+    pub engine: Arc<Engine<Notify>>,
     pub clock: Arc<dyn Clock>,
-    pub webhooks: Webhooks,
+    pub webhooks: Arc<Webhooks>,
     hostname: Option<String>,
     /// The data directory and its journal; `None` with `--ephemeral`.
     pub data: Option<DataDir>,
@@ -58,61 +57,48 @@ pub struct Service {
     move_runners: std::sync::Mutex<tokio::task::JoinSet<()>>,
 }
 
+/// The service's own settings (the rest of the configuration goes to the parts `app` builds).
+pub struct ServiceSettings {
+    /// `--hostname`: the host queue URLs name instead of the request's.
+    pub hostname: Option<String>,
+    pub snapshot_after: u64,
+}
+
 impl Service {
-    /// Recovers the data directory (unless ephemeral). Fails if it is locked, damaged or
-    /// unreadable, or if the HTTP client for webhooks cannot be built (TLS setup).
-    /// `listening` is the bound address, which webhooks may not be sent to unless allowed.
+    /// The actions over an engine already recovered (`app` opens the data directory and builds
+    /// the webhook sender); does no I/O.
     pub fn new(
-        config: &Config,
+        engine: Arc<Engine<Notify>>,
+        data: Option<DataDir>,
+        webhooks: Arc<Webhooks>,
         clock: Arc<dyn Clock>,
-        listening: std::net::SocketAddr,
-    ) -> std::io::Result<Arc<Self>> {
-        let mut engine = Engine::new(&config.account_id, &config.region);
-        let data = if config.ephemeral {
-            None
-        } else {
-            let started = std::time::Instant::now();
-            let (data, report) = persist::open(&config.data_dir, config.fsync, &mut engine)
-                .map_err(std::io::Error::other)?;
-            if let Some((file, offset, bytes)) = &report.dropped_tail {
-                tracing::warn!(
-                    %file, offset, bytes,
-                    "dropped a torn final log record (a write cut off by a crash; it was never acknowledged)"
-                );
-            }
-            tracing::info!(
-                dir = %config.data_dir.display(),
-                snapshot = report.snapshot.as_deref().unwrap_or("none"),
-                snapshot_messages = report.snapshot_messages,
-                replayed = report.replayed,
-                millis = started.elapsed().as_millis() as u64,
-                "recovered"
-            );
-            Some(data)
-        };
-        engine.delete_cooldown_ms = config.deleted_queue_cooldown * 1000;
-        engine.fifo_http_subscriptions = config.fifo_http_subscriptions;
-        engine.set_webhook_max_pending(config.webhook_max_pending);
-        let webhooks = Webhooks::new(
-            config.webhook_allow.clone(),
-            &SenderConfig {
-                timeout: std::time::Duration::from_secs(config.webhook_timeout.max(1)),
-                accept_invalid_certs: config.webhook_accept_invalid_certs,
-                proxy: config.webhook_proxy.clone(),
-                listening: Some(listening),
-            },
-            config.webhook_concurrency,
-        )
-        .map_err(std::io::Error::other)?;
-        Ok(Arc::new(Service {
+        settings: ServiceSettings,
+    ) -> Arc<Self> {
+        Arc::new(Service {
             engine,
             clock,
             webhooks,
-            hostname: config.hostname.clone(),
+            hostname: settings.hostname,
             data,
-            snapshot_after: config.snapshot_after,
+            snapshot_after: settings.snapshot_after,
             move_runners: Default::default(),
-        }))
+        })
+    }
+
+    /// The account this server serves.
+    pub fn account_id(&self) -> &str {
+        &self.engine.account_id
+    }
+
+    /// The PEM certificate SNS messages point at, if `file` is its name.
+    pub fn signing_certificate(&self, file: &str) -> Result<Option<String>, String> {
+        let signer = self.engine.signer()?;
+        Ok((file == signer.certificate_file).then(|| signer.certificate_pem.clone()))
+    }
+
+    /// Per webhook subscription: what is pending and in flight, and what happened so far.
+    pub fn webhook_stats(&self) -> Vec<(Arc<str>, crate::engine::delivery::outbox::LaneStats)> {
+        self.engine.delivery_stats()
     }
 
     /// Writes a snapshot now and lets the log drop what it covers; returns its size in bytes
