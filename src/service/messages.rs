@@ -119,7 +119,7 @@ impl Service {
                 )))
             }
             Some(w) => w as u64,
-            None => entry.lock().config.receive_wait_seconds as u64,
+            None => entry.lock().config().receive_wait_seconds as u64,
         };
         let request = ReceiveRequest {
             max_messages: input.max_number_of_messages,

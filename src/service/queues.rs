@@ -5,7 +5,6 @@ use base64::Engine as _;
 
 use super::permissions;
 use super::{RequestContext, Service};
-use crate::engine::check_tags;
 use crate::engine::queue::config::ATTRIBUTE_NAMES;
 use crate::protocol::sqs::*;
 use crate::protocol::ApiError;
@@ -145,7 +144,7 @@ impl Service {
                     "ApproximateNumberOfMessagesNotVisible" => Some(counts.in_flight.to_string()),
                     "ApproximateNumberOfMessagesDelayed" => Some(counts.delayed.to_string()),
                     "QueueArn" => Some(queue.arn.to_string()),
-                    other => queue.config.attribute(other),
+                    other => queue.config().attribute(other),
                 };
                 value.map(|v| (name.to_string(), v))
             })
@@ -188,14 +187,7 @@ impl Service {
     ) -> Result<Empty, ApiError> {
         let entry = self.queue_from_url(input.queue_url.as_deref())?;
         let tags = input.tags.ok_or_else(|| ApiError::missing("Tags"))?;
-        let mut queue = entry.lock();
-        let added = tags.keys().filter(|k| !queue.tags.contains_key(*k)).count();
-        check_tags(
-            tags.iter().map(|(k, v)| (k.as_str(), v.as_str())),
-            queue.tags.len() + added,
-        )?;
-        queue.tags.extend(tags);
-        queue.note_tags();
+        entry.lock().tag(tags)?;
         Ok(Empty {})
     }
 
@@ -206,11 +198,7 @@ impl Service {
     ) -> Result<Empty, ApiError> {
         let entry = self.queue_from_url(input.queue_url.as_deref())?;
         let keys = input.tag_keys.ok_or_else(|| ApiError::missing("TagKeys"))?;
-        let mut queue = entry.lock();
-        for key in keys {
-            queue.tags.remove(&key);
-        }
-        queue.note_tags();
+        entry.lock().untag(&keys);
         Ok(Empty {})
     }
 
@@ -224,7 +212,7 @@ impl Service {
         Ok(TagsOutput {
             tags: Pairs(
                 queue
-                    .tags
+                    .tags()
                     .iter()
                     .map(|(k, v)| (k.clone(), v.clone()))
                     .collect(),
@@ -239,16 +227,10 @@ impl Service {
     ) -> Result<Empty, ApiError> {
         let entry = self.queue_from_url(input.queue_url.as_deref())?;
         let label = input.label.ok_or_else(|| ApiError::missing("Label"))?;
-        let mut queue = entry.lock();
-        let policy = permissions::add_permission(
-            queue.config.policy.as_deref(),
-            &queue.arn,
-            &label,
-            &input.account_ids,
-            &input.actions,
-        )?;
-        queue.config.policy = Some(policy);
-        queue.note_config();
+        entry.lock().edit_policy(|policy, arn| {
+            permissions::add_permission(policy, arn, &label, &input.account_ids, &input.actions)
+                .map(Some)
+        })?;
         Ok(Empty {})
     }
 
@@ -259,10 +241,9 @@ impl Service {
     ) -> Result<Empty, ApiError> {
         let entry = self.queue_from_url(input.queue_url.as_deref())?;
         let label = input.label.ok_or_else(|| ApiError::missing("Label"))?;
-        let mut queue = entry.lock();
-        queue.config.policy =
-            permissions::remove_permission(queue.config.policy.as_deref(), &label)?;
-        queue.note_config();
+        entry
+            .lock()
+            .edit_policy(|policy, _| permissions::remove_permission(policy, &label))?;
         Ok(Empty {})
     }
 

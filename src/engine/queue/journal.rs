@@ -10,6 +10,8 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use super::{AttemptEntries, DedupRecord, Queue, QueueConfig, State, Stored};
+use crate::engine::error::EngineResult;
+use crate::engine::check_tags;
 use crate::engine::time::Timestamp;
 
 #[derive(Clone, Debug)]
@@ -129,15 +131,55 @@ impl Queue {
         }
     }
 
+    pub fn config(&self) -> &QueueConfig {
+        &self.config
+    }
+
+    pub fn tags(&self) -> &BTreeMap<String, String> {
+        &self.tags
+    }
+
+    /// TagQueue: adds or replaces tags within AWS's limits (counted with the tags already
+    /// there); recorded.
+    pub fn tag(&mut self, tags: BTreeMap<String, String>) -> EngineResult<()> {
+        let added = tags.keys().filter(|k| !self.tags.contains_key(*k)).count();
+        check_tags(
+            tags.iter().map(|(k, v)| (k.as_str(), v.as_str())),
+            self.tags.len() + added,
+        )?;
+        self.tags.extend(tags);
+        self.note_tags();
+        Ok(())
+    }
+
+    /// UntagQueue: removes these keys (absent ones are no error); recorded.
+    pub fn untag(&mut self, keys: &[String]) {
+        for key in keys {
+            self.tags.remove(key);
+        }
+        self.note_tags();
+    }
+
+    /// AddPermission / RemovePermission: the policy becomes what `edit` makes of the current
+    /// one (given with the queue's ARN); recorded.
+    pub fn edit_policy(
+        &mut self,
+        edit: impl FnOnce(Option<&str>, &str) -> EngineResult<Option<String>>,
+    ) -> EngineResult<()> {
+        self.config.policy = edit(self.config.policy.as_deref(), &self.arn)?;
+        self.note_config();
+        Ok(())
+    }
+
     /// Notes the current configuration (after SetQueueAttributes or a permission change).
-    pub fn note_config(&mut self) {
+    pub(in crate::engine) fn note_config(&mut self) {
         if self.journal.is_some() {
             let config = Box::new(self.config.clone());
             self.note(|| QueueChange::Config(config));
         }
     }
 
-    pub fn note_tags(&mut self) {
+    fn note_tags(&mut self) {
         if self.journal.is_some() {
             let tags = self.tags.clone();
             self.note(|| QueueChange::Tags(tags));

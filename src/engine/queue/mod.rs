@@ -138,8 +138,9 @@ pub struct Queue {
     pub arn: Arc<str>,
     /// Distinguishes incarnations of one name, so old receipt handles are foreign.
     pub uid: u64,
-    pub config: QueueConfig,
-    pub tags: BTreeMap<String, String>,
+    /// Changed only through methods that record the change (`journal.rs`).
+    pub(in crate::engine) config: QueueConfig,
+    pub(in crate::engine) tags: BTreeMap<String, String>,
     /// Dedup keeps the scope the queue was created with (AWS-observed).
     dedup_scope: DedupScope,
     /// Boxed: the table keeps spare buckets, and a spare pointer costs less than a spare
