@@ -61,7 +61,7 @@ pub struct Config {
     /// `interval:MS` (at most MS later; a power loss can lose that window), or `never`
     /// (survives a crash of the process, not of the machine).
     #[arg(long, env = "ORDERLY_FSYNC", default_value = "always")]
-    pub fsync: crate::persist::journal::FsyncMode,
+    pub fsync: crate::persist::writer::FsyncMode,
     /// Log bytes written since the last snapshot that trigger the next one (at least the last
     /// snapshot's size, so disk use stays within a small multiple of live data).
     #[arg(long, env = "ORDERLY_SNAPSHOT_AFTER", default_value_t = 64 << 20)]

@@ -1,7 +1,7 @@
 //! Webhook delivery: one tokio task takes due deliveries from the engine's outbox and runs
 //! each attempt on its own task, at most `--webhook-concurrency` at a time, through one pooled
 //! reqwest client. Everything about order, retries and dead-lettering is decided by the engine
-//! (`engine::webhooks`); this module only moves bytes and reads the clock.
+//! (`engine::webhook::lifecycle`); this module only moves bytes and reads the clock.
 
 pub mod allow;
 pub mod sender;
@@ -12,7 +12,7 @@ use std::time::Duration;
 use tokio::sync::{Notify, Semaphore};
 
 use crate::clock::Clock;
-use crate::engine::webhooks::AttemptResult;
+use crate::engine::webhook::lifecycle::AttemptResult;
 use crate::engine::Engine;
 pub use allow::AllowList;
 pub use sender::{Sender, SenderConfig};

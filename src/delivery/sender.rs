@@ -11,7 +11,7 @@ use reqwest::dns::{Addrs, Name, Resolve, Resolving};
 use reqwest::header::{HeaderValue, ACCEPT_ENCODING, CONTENT_TYPE};
 
 use super::allow::AllowList;
-use crate::engine::delivery::{Attempt, Kind, Outcome};
+use crate::engine::webhook::{Attempt, Kind, Outcome};
 
 /// The resolver refused every address of a host (allow-list).
 #[derive(Debug)]

@@ -6,9 +6,8 @@
 //! the engine stays free of any async runtime.
 
 pub mod body;
-pub mod delivery;
+pub mod changes;
 pub mod error;
-pub mod journal;
 pub mod message;
 pub mod move_task;
 pub mod queue;
@@ -16,7 +15,7 @@ pub mod restore;
 pub mod time;
 pub mod topic;
 pub mod topics;
-pub mod webhooks;
+pub mod webhook;
 mod window;
 
 /// Hash maps on the hot paths: foldhash is several times faster than SipHash on short keys
@@ -27,8 +26,8 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 
+pub use changes::{Change, Journal};
 pub use error::{EngineError, EngineResult};
-pub use journal::{Change, Journal};
 use queue::config::RedrivePermission;
 pub use queue::{Queue, QueueConfig, ReceiveOutcome, ReceiveRequest};
 pub use time::Timestamp;
@@ -79,7 +78,7 @@ impl QueueGuard<'_> {
 
 /// Queue changes held back by `QueueGuard::defer_changes`; `Engine::submit` logs them.
 #[must_use]
-pub struct Deferred(Option<(Arc<str>, u64, Vec<queue::journal::QueueChange>)>);
+pub struct Deferred(Option<(Arc<str>, u64, Vec<queue::changes::QueueChange>)>);
 
 impl std::ops::Deref for QueueGuard<'_> {
     type Target = Queue;
@@ -127,9 +126,9 @@ pub struct Engine<W> {
     /// How long a deleted name stays unavailable (AWS: 60 s); 0 turns the rule off.
     pub delete_cooldown_ms: u64,
     /// Webhook deliveries waiting, in flight or waiting for a retry. Lock order: topic, then outbox.
-    outbox: Mutex<delivery::Outbox>,
+    outbox: Mutex<webhook::Outbox>,
     /// Confirmation tokens. Never held while a topic lock is taken.
-    tokens: Mutex<delivery::tokens::TokenBook>,
+    tokens: Mutex<webhook::tokens::TokenBook>,
     /// Orderly extension: accept http/https subscriptions on FIFO topics, delivered in order
     /// per message group (AWS refuses them).
     pub fifo_http_subscriptions: bool,
@@ -149,8 +148,8 @@ impl<W: Default> Engine<W> {
             signer: std::sync::OnceLock::new(),
             next_uid: AtomicU64::new(1),
             delete_cooldown_ms: 0,
-            outbox: Mutex::new(delivery::Outbox::default()),
-            tokens: Mutex::new(delivery::tokens::TokenBook::default()),
+            outbox: Mutex::new(webhook::Outbox::default()),
+            tokens: Mutex::new(webhook::tokens::TokenBook::default()),
             fifo_http_subscriptions: false,
             journal: None,
         }
@@ -170,8 +169,8 @@ impl<W: Default> Engine<W> {
     }
 
     /// Keeps the changes made while the returned guard lives in one write of the log.
-    pub fn atomic(&self) -> journal::Atomic<'_> {
-        journal::Atomic::new(self.journal.as_deref())
+    pub fn atomic(&self) -> changes::Atomic<'_> {
+        changes::Atomic::new(self.journal.as_deref())
     }
 
     /// Logs changes held back by `QueueGuard::defer_changes`.

@@ -8,8 +8,8 @@ use std::sync::Arc;
 use base64::engine::general_purpose::STANDARD;
 use base64::Engine as _;
 
+use super::changes::Change;
 use super::error::{EngineError, EngineResult};
-use super::journal::Change;
 use super::queue::Moved;
 use super::time::Timestamp;
 use super::Engine;

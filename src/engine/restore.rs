@@ -4,11 +4,11 @@
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use super::journal::Change;
-use super::queue::journal::QueueImage;
+use super::changes::Change;
+use super::queue::changes::QueueImage;
 use super::queue::{Queue, Stored};
 use super::time::Timestamp;
-use super::topic::journal::{TopicChange, TopicImage};
+use super::topic::changes::{TopicChange, TopicImage};
 use super::topic::Topic;
 use super::topics::TopicEntry;
 use super::Engine;

@@ -13,8 +13,8 @@ use super::error::{EngineError, EngineResult};
 use super::message::MessageAttributes;
 use super::queue::SendRequest;
 use super::time::Timestamp;
+use super::topic::changes::TopicChange;
 use super::topic::envelope::{self, Notification};
-use super::topic::journal::TopicChange;
 use super::topic::signing;
 use super::topic::{archive, check_message, Publication, PublishRequest, Subscription, Topic};
 use super::{Change, Engine, Journal, QueueEntry};
@@ -606,7 +606,7 @@ impl<W: Default> Engine<W> {
             return self.queue_notification(
                 topic,
                 subscription,
-                super::webhooks::NotificationCopy {
+                super::webhook::lifecycle::NotificationCopy {
                     message_id: &message.publication.message_id,
                     body: if subscription.raw_delivery {
                         text.to_string()

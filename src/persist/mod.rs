@@ -7,7 +7,8 @@
 //! - `storage`: the file I/O trait (tests inject write, sync and truncate failures).
 //! - `format`: what records hold, persist's own types mapped to and from engine state, and
 //!   their format version.
-//! - `journal`: group commit by one writer thread; requests wait for their records.
+//! - `writer`: the log writer (`FileJournal`): group commit by one writer thread; requests wait
+//!   for their records.
 //! - `snapshot`: the whole state in one file, so old segments can go.
 //!
 //! A data directory holds `LOCK` (held while a server uses it), `KEY` (a random number made
@@ -16,11 +17,11 @@
 
 pub mod batch;
 pub mod format;
-pub mod journal;
 pub mod log;
 pub mod record;
 pub mod snapshot;
 pub mod storage;
+pub mod writer;
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
@@ -29,9 +30,9 @@ use std::sync::Arc;
 use thiserror::Error;
 
 use crate::engine::Engine;
-use journal::{FileJournal, FsyncMode};
 use log::{LogError, SegmentLog, DEFAULT_SEGMENT_BYTES};
 use storage::DirStorage;
+use writer::{FileJournal, FsyncMode};
 
 #[derive(Debug, Error)]
 pub enum RecoveryError {

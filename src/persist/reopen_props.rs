@@ -6,7 +6,7 @@ use std::path::Path;
 
 use proptest::prelude::*;
 
-use super::journal::FsyncMode;
+use super::writer::FsyncMode;
 use super::*;
 use crate::engine::queue::{ReceiveRequest, SendRequest};
 use crate::engine::Timestamp;

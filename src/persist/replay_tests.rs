@@ -4,8 +4,8 @@
 
 use std::sync::{Arc, Mutex};
 
-use crate::engine::journal::Change;
-use crate::engine::journal::Journal;
+use crate::engine::changes::Change;
+use crate::engine::changes::Journal;
 use crate::engine::queue::{ReceiveRequest, SendRequest};
 use crate::engine::time::Timestamp;
 use crate::engine::topic::PublishRequest;
@@ -265,7 +265,7 @@ fn changes_spanning_queues_are_made_inside_one_group() {
     assert_eq!(replayed, vec![true; 2]);
 
     // A webhook notification out of retries: its dead-letter copy and its removal.
-    use crate::engine::delivery::Outcome;
+    use crate::engine::webhook::Outcome;
     engine.create_queue("hooks-dlq", &[], &[], t).unwrap();
     let hooks = engine.create_topic("hooks", &[], &[], t).unwrap();
     let redrive = pairs(&[(
@@ -289,7 +289,7 @@ fn changes_spanning_queues_are_made_inside_one_group() {
     let result = engine.finish_delivery(&attempt, Outcome::Permanent, t);
     assert!(matches!(
         result,
-        crate::engine::webhooks::AttemptResult::DeadLettered(_)
+        crate::engine::webhook::lifecycle::AttemptResult::DeadLettered(_)
     ));
     let (dead_lettered, closed) = watch.take();
     assert!(closed);
@@ -416,7 +416,7 @@ fn topics_subscriptions_history_and_signer_survive_a_replay() {
 
 #[test]
 fn pending_webhook_deliveries_and_tokens_survive_a_replay() {
-    use crate::engine::delivery::{Kind, Outcome};
+    use crate::engine::webhook::{Kind, Outcome};
     let recorder = Arc::new(Recorder::default());
     let mut original: Engine<()> = Engine::new("000000000000", "us-east-1");
     original.set_journal(recorder.clone());
@@ -497,7 +497,7 @@ fn pending_webhook_deliveries_and_tokens_survive_a_replay() {
         .2
         .into_iter()
         .find_map(|record| match record.grant {
-            crate::engine::delivery::journal::GrantImage::Confirm(arn) if arn == pending_b.arn => {
+            crate::engine::webhook::changes::GrantImage::Confirm(arn) if arn == pending_b.arn => {
                 Some(record.token)
             }
             _ => None,

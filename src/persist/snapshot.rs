@@ -19,12 +19,12 @@ use std::path::{Path, PathBuf};
 use super::format::list::List;
 use super::format::snapshot::{Item, Numbered};
 use super::format::{self, change::Change};
-use super::journal::FileJournal;
 use super::record;
-use crate::engine::journal::Journal;
-use crate::engine::queue::journal::QueueImage;
+use super::writer::FileJournal;
+use crate::engine::changes::Journal;
+use crate::engine::queue::changes::QueueImage;
 use crate::engine::queue::Stored;
-use crate::engine::topic::journal::TopicImage;
+use crate::engine::topic::changes::TopicImage;
 use crate::engine::Engine;
 
 /// Messages and history entries are written in chunks of about this many bytes, well under

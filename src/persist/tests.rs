@@ -3,9 +3,9 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use super::journal::{FileJournal, FsyncMode};
 use super::log::SegmentLog;
 use super::storage::MemStorage;
+use super::writer::{FileJournal, FsyncMode};
 use super::*;
 use crate::engine::queue::{ReceiveRequest, SendRequest};
 use crate::engine::{Journal, Timestamp};

@@ -97,7 +97,7 @@ impl Service {
     }
 
     /// Per webhook subscription: what is pending and in flight, and what happened so far.
-    pub fn webhook_stats(&self) -> Vec<(Arc<str>, crate::engine::delivery::outbox::LaneStats)> {
+    pub fn webhook_stats(&self) -> Vec<(Arc<str>, crate::engine::webhook::outbox::LaneStats)> {
         self.engine.delivery_stats()
     }
 

@@ -4,9 +4,9 @@
 //! Deadlines (delays, visibility, retention) live in time-ordered sets; `tick` moves only the
 //! entries that are due, so no operation scans the backlog.
 
+pub mod changes;
 pub mod config;
 mod groups;
-pub mod journal;
 mod operations;
 pub mod receipt;
 
@@ -138,7 +138,7 @@ pub struct Queue {
     pub arn: Arc<str>,
     /// Distinguishes incarnations of one name, so old receipt handles are foreign.
     pub uid: u64,
-    /// Changed only through methods that record the change (`journal.rs`).
+    /// Changed only through methods that record the change (`changes.rs`).
     pub(in crate::engine) config: QueueConfig,
     pub(in crate::engine) tags: BTreeMap<String, String>,
     /// Dedup keeps the scope the queue was created with (AWS-observed).
@@ -160,7 +160,7 @@ pub struct Queue {
     last_purge: Option<Timestamp>,
     pub inflight_limit: usize,
     /// Changes not yet handed to the write-ahead log; `None` when nothing is persisted.
-    journal: Option<Vec<journal::QueueChange>>,
+    journal: Option<Vec<changes::QueueChange>>,
 }
 
 impl Queue {
@@ -288,7 +288,7 @@ impl Queue {
     fn remove(&mut self, seq: u64) -> Option<Message> {
         let stored = self.messages.remove(&seq)?;
         self.stored_bytes -= logged_bytes(&stored);
-        self.note(|| journal::QueueChange::Remove { seq });
+        self.note(|| changes::QueueChange::Remove { seq });
         match stored.state {
             State::Delayed(at) => {
                 self.delayed.remove(&(at, seq));
@@ -520,7 +520,7 @@ impl Queue {
                 duplicate: false,
             };
             let expires_at = now.plus_millis(DEDUP_WINDOW_MS);
-            self.note(|| journal::QueueChange::Dedup {
+            self.note(|| changes::QueueChange::Dedup {
                 key: key.clone(),
                 record: record.clone(),
                 expires_at,
@@ -607,7 +607,7 @@ impl Queue {
             }
         }
         self.last_purge = Some(now);
-        self.note(|| journal::QueueChange::Purge { at: now });
+        self.note(|| changes::QueueChange::Purge { at: now });
         self.clear_messages();
         Ok(())
     }

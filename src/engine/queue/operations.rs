@@ -125,7 +125,7 @@ impl Queue {
                     })
                     .collect();
                 let expires_at = now.plus_millis(super::DEDUP_WINDOW_MS);
-                self.note(|| super::journal::QueueChange::Attempt {
+                self.note(|| super::changes::QueueChange::Attempt {
                     key: id.clone(),
                     entries: entries.clone(),
                     expires_at,

@@ -610,7 +610,7 @@ fn a_recycled_change_list_is_reused_but_never_replaces_pending_changes() {
 
     // A huge list (a purge of many messages) is dropped rather than kept.
     let mut huge = Vec::with_capacity(10_000);
-    huge.push(journal::QueueChange::Purge { at: Timestamp(3) });
+    huge.push(changes::QueueChange::Purge { at: Timestamp(3) });
     q.recycle_changes(huge);
     q.send(msg("d", "g", "4"), Timestamp(4)).unwrap();
     assert!(q.take_changes().capacity() < 10_000);

@@ -2,14 +2,14 @@
 //! deduplication, sequence numbers). Delivery into queues is in `engine::topics`. Pure.
 
 pub mod archive;
+pub mod changes;
 pub mod envelope;
 pub mod filter;
-pub mod journal;
 pub mod signing;
 
 pub use filter::{FilterPolicy, Scope};
 
-use super::delivery::policy::{EffectivePolicy, SubscriptionPolicy, TopicPolicy};
+use super::webhook::policy::{EffectivePolicy, SubscriptionPolicy, TopicPolicy};
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -317,7 +317,7 @@ pub struct Topic {
     /// nothing (and logs nothing) after that.
     pub deleted: bool,
     /// Changes for the journal, while one is attached.
-    changes: Option<Vec<journal::TopicChange>>,
+    changes: Option<Vec<changes::TopicChange>>,
 }
 
 impl Topic {

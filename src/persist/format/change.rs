@@ -7,7 +7,7 @@ use super::list::List;
 use super::queue::{QueueChange, QueueConfig, Tags};
 use super::topic::TopicChange;
 use super::webhook::{OutboxChange, Token};
-use crate::engine::journal as live;
+use crate::engine::changes as live;
 use crate::engine::move_task as live_move;
 use crate::engine::restore::RegistryImage;
 use crate::engine::Timestamp;
@@ -126,18 +126,18 @@ pub enum Change<'a> {
         name: &'a str,
         uid: u64,
         #[serde(borrow)]
-        changes: List<'a, crate::engine::queue::journal::QueueChange, QueueChange<'a>>,
+        changes: List<'a, crate::engine::queue::changes::QueueChange, QueueChange<'a>>,
     },
     Topic {
         name: &'a str,
         #[serde(borrow)]
-        changes: List<'a, crate::engine::topic::journal::TopicChange, TopicChange<'a>>,
+        changes: List<'a, crate::engine::topic::changes::TopicChange, TopicChange<'a>>,
     },
     DeleteTopic {
         name: &'a str,
     },
     Outbox(
-        #[serde(borrow)] List<'a, crate::engine::delivery::journal::OutboxChange, OutboxChange<'a>>,
+        #[serde(borrow)] List<'a, crate::engine::webhook::changes::OutboxChange, OutboxChange<'a>>,
     ),
     Token(#[serde(borrow)] Token<'a>),
     MoveTask(#[serde(borrow)] MoveTask<'a>),

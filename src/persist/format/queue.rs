@@ -11,7 +11,7 @@ use super::message::{AttemptEntries, AttemptEntry, DedupEntry, DedupRecord, Stat
 use crate::engine::queue::config::{
     RedrivePermission as LivePermission, ThroughputLimit as LiveLimit,
 };
-use crate::engine::queue::{self as live, journal as live_journal};
+use crate::engine::queue::{self as live, changes as live_changes};
 use crate::engine::Timestamp;
 
 pub type Tags<'a> = Cow<'a, BTreeMap<String, String>>;
@@ -195,9 +195,9 @@ pub enum QueueChange<'a> {
     Tags(Tags<'a>),
 }
 
-impl<'a> From<&'a live_journal::QueueChange> for QueueChange<'a> {
-    fn from(change: &'a live_journal::QueueChange) -> Self {
-        use live_journal::QueueChange as C;
+impl<'a> From<&'a live_changes::QueueChange> for QueueChange<'a> {
+    fn from(change: &'a live_changes::QueueChange) -> Self {
+        use live_changes::QueueChange as C;
         match change {
             C::Put { seq, stored } => QueueChange::Put {
                 seq: *seq,
@@ -247,8 +247,8 @@ impl<'a> From<&'a live_journal::QueueChange> for QueueChange<'a> {
 }
 
 impl QueueChange<'_> {
-    pub fn into_live(self) -> live_journal::QueueChange {
-        use live_journal::QueueChange as C;
+    pub fn into_live(self) -> live_changes::QueueChange {
+        use live_changes::QueueChange as C;
         match self {
             QueueChange::Put { seq, stored } => C::Put {
                 seq,
@@ -323,8 +323,8 @@ pub struct QueueImage<'a> {
     pub attempts: List<'a, (String, live::AttemptEntries, Timestamp), AttemptEntry<'a>>,
 }
 
-impl<'a> From<&'a live_journal::QueueImage> for QueueImage<'a> {
-    fn from(image: &'a live_journal::QueueImage) -> Self {
+impl<'a> From<&'a live_changes::QueueImage> for QueueImage<'a> {
+    fn from(image: &'a live_changes::QueueImage) -> Self {
         QueueImage {
             name: &image.name,
             arn: &image.arn,
@@ -342,8 +342,8 @@ impl<'a> From<&'a live_journal::QueueImage> for QueueImage<'a> {
 }
 
 impl QueueImage<'_> {
-    pub fn into_live(self) -> live_journal::QueueImage {
-        live_journal::QueueImage {
+    pub fn into_live(self) -> live_changes::QueueImage {
+        live_changes::QueueImage {
             name: self.name.into(),
             arn: self.arn.into(),
             uid: self.uid,

@@ -8,13 +8,13 @@ use super::message::{AttemptEntry, DedupEntry, Stored};
 use super::queue::QueueImage;
 use super::topic::{Archived, TopicDedup, TopicImage};
 use super::webhook::{Queued, Token};
-use crate::engine::delivery::journal::TokenRecord;
-use crate::engine::delivery::{Delivery, LanePolicy};
 use crate::engine::move_task::MoveTask as LiveMoveTask;
 use crate::engine::queue::{self as live_queue, AttemptEntries, DedupRecord};
 use crate::engine::topic::{
-    archive::Archived as LiveArchived, journal::TopicDedup as LiveTopicDedup,
+    archive::Archived as LiveArchived, changes::TopicDedup as LiveTopicDedup,
 };
+use crate::engine::webhook::changes::TokenRecord;
+use crate::engine::webhook::{Delivery, LanePolicy};
 use crate::engine::Timestamp;
 use std::sync::Arc;
 

@@ -224,9 +224,9 @@ mod at_startup {
     use std::path::Path;
 
     use crate::engine::{Engine, Timestamp};
-    use crate::persist::journal::FsyncMode;
     use crate::persist::log::{LogError, SegmentLog, DEFAULT_SEGMENT_BYTES};
     use crate::persist::storage::DirStorage;
+    use crate::persist::writer::FsyncMode;
     use crate::persist::{open, record, snapshot, RecoveryError};
 
     /// A directory holding one queue, closed; `snapshot` takes one first.

@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 use super::list::List;
 use super::message::{attributes, live_attributes, Attributes};
 use super::queue::Tags;
-use crate::engine::topic::{self as live, archive as live_archive, journal as live_journal};
+use crate::engine::topic::{self as live, archive as live_archive, changes as live_changes};
 use crate::engine::Timestamp;
 
 fn owned(s: Option<&str>) -> Option<String> {
@@ -36,8 +36,8 @@ pub struct Subscription<'a> {
     pub authenticate_on_unsubscribe: bool,
 }
 
-impl<'a> From<&'a live_journal::SubscriptionImage> for Subscription<'a> {
-    fn from(s: &'a live_journal::SubscriptionImage) -> Self {
+impl<'a> From<&'a live_changes::SubscriptionImage> for Subscription<'a> {
+    fn from(s: &'a live_changes::SubscriptionImage) -> Self {
         Subscription {
             arn: &s.arn,
             protocol: &s.protocol,
@@ -60,8 +60,8 @@ impl<'a> From<&'a live_journal::SubscriptionImage> for Subscription<'a> {
 }
 
 impl Subscription<'_> {
-    pub fn into_live(self) -> live_journal::SubscriptionImage {
-        live_journal::SubscriptionImage {
+    pub fn into_live(self) -> live_changes::SubscriptionImage {
+        live_changes::SubscriptionImage {
             arn: self.arn.into(),
             protocol: self.protocol.into(),
             endpoint: self.endpoint.into(),
@@ -88,8 +88,8 @@ pub struct TopicDedup<'a> {
     pub expires_at: u64,
 }
 
-impl<'a> From<&'a live_journal::TopicDedup> for TopicDedup<'a> {
-    fn from((key, (message_id, seq), expires_at): &'a live_journal::TopicDedup) -> Self {
+impl<'a> From<&'a live_changes::TopicDedup> for TopicDedup<'a> {
+    fn from((key, (message_id, seq), expires_at): &'a live_changes::TopicDedup) -> Self {
         TopicDedup {
             key,
             original: (message_id, *seq),
@@ -99,7 +99,7 @@ impl<'a> From<&'a live_journal::TopicDedup> for TopicDedup<'a> {
 }
 
 impl TopicDedup<'_> {
-    pub fn into_live(self) -> live_journal::TopicDedup {
+    pub fn into_live(self) -> live_changes::TopicDedup {
         let (message_id, seq) = self.original;
         (
             self.key.into(),
@@ -194,18 +194,18 @@ pub struct TopicImage<'a> {
     pub settings: Tags<'a>,
     pub tags: Tags<'a>,
     #[serde(borrow)]
-    pub subscriptions: List<'a, live_journal::SubscriptionImage, Subscription<'a>>,
+    pub subscriptions: List<'a, live_changes::SubscriptionImage, Subscription<'a>>,
     pub deleted_subscriptions: u64,
     pub next_seq: u64,
     pub archive_since: Option<u64>,
     #[serde(borrow)]
-    pub dedup: List<'a, live_journal::TopicDedup, TopicDedup<'a>>,
+    pub dedup: List<'a, live_changes::TopicDedup, TopicDedup<'a>>,
     #[serde(borrow)]
     pub archive: List<'a, live_archive::Archived, Archived<'a>>,
 }
 
-impl<'a> From<&'a live_journal::TopicImage> for TopicImage<'a> {
-    fn from(t: &'a live_journal::TopicImage) -> Self {
+impl<'a> From<&'a live_changes::TopicImage> for TopicImage<'a> {
+    fn from(t: &'a live_changes::TopicImage) -> Self {
         TopicImage {
             name: &t.name,
             arn: &t.arn,
@@ -224,8 +224,8 @@ impl<'a> From<&'a live_journal::TopicImage> for TopicImage<'a> {
 }
 
 impl TopicImage<'_> {
-    pub fn into_live(self) -> live_journal::TopicImage {
-        live_journal::TopicImage {
+    pub fn into_live(self) -> live_changes::TopicImage {
+        live_changes::TopicImage {
             name: self.name.into(),
             arn: self.arn.into(),
             fifo: self.fifo,
@@ -273,13 +273,13 @@ pub enum TopicChange<'a> {
     },
 }
 
-impl<'a> From<&'a live_journal::TopicChange> for TopicChange<'a> {
-    fn from(change: &'a live_journal::TopicChange) -> Self {
+impl<'a> From<&'a live_changes::TopicChange> for TopicChange<'a> {
+    fn from(change: &'a live_changes::TopicChange) -> Self {
         match change {
-            live_journal::TopicChange::Settings(image) => {
+            live_changes::TopicChange::Settings(image) => {
                 TopicChange::Settings(TopicImage::from(&**image))
             }
-            live_journal::TopicChange::Published {
+            live_changes::TopicChange::Published {
                 key,
                 message_id,
                 sequence_number,
@@ -297,10 +297,10 @@ impl<'a> From<&'a live_journal::TopicChange> for TopicChange<'a> {
 }
 
 impl TopicChange<'_> {
-    pub fn into_live(self) -> live_journal::TopicChange {
+    pub fn into_live(self) -> live_changes::TopicChange {
         match self {
             TopicChange::Settings(image) => {
-                live_journal::TopicChange::Settings(Box::new(image.into_live()))
+                live_changes::TopicChange::Settings(Box::new(image.into_live()))
             }
             TopicChange::Published {
                 key,
@@ -308,7 +308,7 @@ impl TopicChange<'_> {
                 sequence_number,
                 expires_at,
                 archived,
-            } => live_journal::TopicChange::Published {
+            } => live_changes::TopicChange::Published {
                 key: key.into(),
                 message_id: message_id.into(),
                 sequence_number,

@@ -6,8 +6,8 @@ use serde::{Deserialize, Serialize};
 
 use super::message::{attributes, live_attributes, Attributes};
 use super::topic::Subscription;
-use crate::engine::delivery::{journal as live_journal, policy as live_policy};
-use crate::engine::delivery::{Delivery as LiveDelivery, Kind as LiveKind, LanePolicy as LiveLane};
+use crate::engine::webhook::{changes as live_changes, policy as live_policy};
+use crate::engine::webhook::{Delivery as LiveDelivery, Kind as LiveKind, LanePolicy as LiveLane};
 use crate::engine::Timestamp;
 
 fn owned(s: Option<&str>) -> Option<String> {
@@ -230,16 +230,16 @@ pub enum OutboxChange<'a> {
     },
 }
 
-impl<'a> From<&'a live_journal::OutboxChange> for OutboxChange<'a> {
-    fn from(change: &'a live_journal::OutboxChange) -> Self {
+impl<'a> From<&'a live_changes::OutboxChange> for OutboxChange<'a> {
+    fn from(change: &'a live_changes::OutboxChange) -> Self {
         match change {
-            live_journal::OutboxChange::Queued { id, delivery, lane } => OutboxChange::Queued {
+            live_changes::OutboxChange::Queued { id, delivery, lane } => OutboxChange::Queued {
                 id: *id,
                 delivery: Delivery::from(&**delivery),
                 lane: (*lane).into(),
             },
-            live_journal::OutboxChange::Done { id } => OutboxChange::Done { id: *id },
-            live_journal::OutboxChange::SubscriptionRemoved { arn } => {
+            live_changes::OutboxChange::Done { id } => OutboxChange::Done { id: *id },
+            live_changes::OutboxChange::SubscriptionRemoved { arn } => {
                 OutboxChange::SubscriptionRemoved { arn }
             }
         }
@@ -247,16 +247,16 @@ impl<'a> From<&'a live_journal::OutboxChange> for OutboxChange<'a> {
 }
 
 impl OutboxChange<'_> {
-    pub fn into_live(self) -> live_journal::OutboxChange {
+    pub fn into_live(self) -> live_changes::OutboxChange {
         match self {
-            OutboxChange::Queued { id, delivery, lane } => live_journal::OutboxChange::Queued {
+            OutboxChange::Queued { id, delivery, lane } => live_changes::OutboxChange::Queued {
                 id,
                 delivery: Arc::new(delivery.into_live()),
                 lane: lane.into(),
             },
-            OutboxChange::Done { id } => live_journal::OutboxChange::Done { id },
+            OutboxChange::Done { id } => live_changes::OutboxChange::Done { id },
             OutboxChange::SubscriptionRemoved { arn } => {
-                live_journal::OutboxChange::SubscriptionRemoved { arn: arn.into() }
+                live_changes::OutboxChange::SubscriptionRemoved { arn: arn.into() }
             }
         }
     }
@@ -277,27 +277,27 @@ pub struct Token<'a> {
     pub grant: Grant<'a>,
 }
 
-impl<'a> From<&'a live_journal::TokenRecord> for Token<'a> {
-    fn from(t: &'a live_journal::TokenRecord) -> Self {
+impl<'a> From<&'a live_changes::TokenRecord> for Token<'a> {
+    fn from(t: &'a live_changes::TokenRecord) -> Self {
         Token {
             token: &t.token,
             expires: t.expires.0,
             grant: match &t.grant {
-                live_journal::GrantImage::Confirm(arn) => Grant::Confirm(arn),
-                live_journal::GrantImage::Restore(sub) => Grant::Restore(sub.into()),
+                live_changes::GrantImage::Confirm(arn) => Grant::Confirm(arn),
+                live_changes::GrantImage::Restore(sub) => Grant::Restore(sub.into()),
             },
         }
     }
 }
 
 impl Token<'_> {
-    pub fn into_live(self) -> live_journal::TokenRecord {
-        live_journal::TokenRecord {
+    pub fn into_live(self) -> live_changes::TokenRecord {
+        live_changes::TokenRecord {
             token: self.token.into(),
             expires: Timestamp(self.expires),
             grant: match self.grant {
-                Grant::Confirm(arn) => live_journal::GrantImage::Confirm(arn.into()),
-                Grant::Restore(sub) => live_journal::GrantImage::Restore(sub.into_live()),
+                Grant::Confirm(arn) => live_changes::GrantImage::Confirm(arn.into()),
+                Grant::Restore(sub) => live_changes::GrantImage::Restore(sub.into_live()),
             },
         }
     }

@@ -10,8 +10,8 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use super::{AttemptEntries, DedupRecord, Queue, QueueConfig, State, Stored};
-use crate::engine::error::EngineResult;
 use crate::engine::check_tags;
+use crate::engine::error::EngineResult;
 use crate::engine::time::Timestamp;
 
 #[derive(Clone, Debug)]

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use super::outbox::{Delivery, LanePolicy};
 use super::tokens::Grant;
 use crate::engine::time::Timestamp;
-use crate::engine::topic::journal::SubscriptionImage;
+use crate::engine::topic::changes::SubscriptionImage;
 use crate::engine::topic::Subscription;
 
 #[derive(Clone, Debug)]

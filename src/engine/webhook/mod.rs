@@ -1,7 +1,8 @@
 //! Webhook (HTTP/S) delivery state: policies and retry schedules, the outbox of pending
 //! deliveries, and confirmation tokens. Pure; the sender lives in `crate::delivery`.
 
-pub mod journal;
+pub mod changes;
+pub mod lifecycle;
 pub mod outbox;
 pub mod policy;
 pub mod tokens;

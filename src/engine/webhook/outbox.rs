@@ -10,7 +10,7 @@
 use std::collections::{BTreeSet, VecDeque};
 use std::sync::Arc;
 
-use super::journal::OutboxChange;
+use super::changes::OutboxChange;
 use super::policy::RetryPolicy;
 use crate::engine::message::MessageAttributes;
 use crate::engine::time::Timestamp;

@@ -23,7 +23,7 @@ use super::format;
 use super::log::{LogError, SegmentLog};
 use super::record::Buffer;
 use super::storage::Storage;
-use crate::engine::journal::{Change, Journal};
+use crate::engine::changes::{Change, Journal};
 
 /// When the log is made durable with fsync, and therefore what a crash can lose.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

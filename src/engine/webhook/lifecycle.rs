@@ -6,18 +6,18 @@
 
 use std::sync::{Arc, MutexGuard};
 
-use super::body::Body;
-use super::delivery::journal::{OutboxChange, TokenRecord};
-use super::delivery::outbox::{Delivery, Finished, Kind, LanePolicy, LaneStats, Outbox, Outcome};
-use super::delivery::tokens::{self, Grant, TokenBook, TOKEN_LIFETIME_MS};
-use super::delivery::Attempt;
-use super::error::{EngineError, EngineResult};
-use super::message::MessageAttributes;
-use super::time::Timestamp;
-use super::topic::envelope::{self, Confirmation};
-use super::topic::{signing, Subscription, Topic};
-use super::topics::{Copy, Delivered, Subscribed, TopicEntry};
-use super::{Change, Engine, Journal, QueueEntry};
+use super::changes::{OutboxChange, TokenRecord};
+use super::outbox::{Delivery, Finished, Kind, LanePolicy, LaneStats, Outbox, Outcome};
+use super::tokens::{self, Grant, TokenBook, TOKEN_LIFETIME_MS};
+use super::Attempt;
+use crate::engine::body::Body;
+use crate::engine::error::{EngineError, EngineResult};
+use crate::engine::message::MessageAttributes;
+use crate::engine::time::Timestamp;
+use crate::engine::topic::envelope::{self, Confirmation};
+use crate::engine::topic::{signing, Subscription, Topic};
+use crate::engine::topics::{Copy, Delivered, Subscribed, TopicEntry};
+use crate::engine::{Change, Engine, Journal, QueueEntry};
 
 /// SQS takes at most this many message attributes; a raw copy with more cannot be dead-lettered raw.
 const SQS_MAX_ATTRIBUTES: usize = 10;
@@ -27,7 +27,7 @@ fn invalid(message: impl Into<String>) -> EngineError {
 }
 
 /// One subscription's formatted copy of a notification.
-pub(super) struct NotificationCopy<'a> {
+pub(in crate::engine) struct NotificationCopy<'a> {
     pub message_id: &'a Arc<str>,
     pub body: String,
     pub attributes: &'a MessageAttributes,
@@ -69,7 +69,7 @@ fn check_endpoint(protocol: &str, endpoint: &str) -> EngineResult<()> {
 
 impl<W: Default> Engine<W> {
     /// Locks the outbox; its changes are logged when the guard drops.
-    pub(super) fn outbox(&self) -> OutboxGuard<'_> {
+    pub(in crate::engine) fn outbox(&self) -> OutboxGuard<'_> {
         OutboxGuard {
             outbox: self.outbox.lock().unwrap_or_else(|p| p.into_inner()),
             journal: self.journal.as_deref(),
@@ -101,7 +101,7 @@ impl<W: Default> Engine<W> {
 
     /// Subscribe for http/https: a pending subscription and a SubscriptionConfirmation POST.
     /// Subscribing a pending endpoint again re-sends the confirmation.
-    pub(super) fn subscribe_webhook(
+    pub(in crate::engine) fn subscribe_webhook(
         &self,
         entry: &TopicEntry,
         protocol: &str,
@@ -168,7 +168,7 @@ impl<W: Default> Engine<W> {
 
     /// After Unsubscribe: the endpoint learns of it, with a SubscribeURL that restores the
     /// subscription as it was.
-    pub(super) fn send_unsubscribe_confirmation(
+    pub(in crate::engine) fn send_unsubscribe_confirmation(
         &self,
         topic: &Topic,
         removed: Arc<Subscription>,
@@ -245,7 +245,7 @@ impl<W: Default> Engine<W> {
             endpoint: subscription.endpoint.as_str().into(),
             message_id: message_id.into(),
             body,
-            content_type: super::delivery::policy::DEFAULT_CONTENT_TYPE.into(),
+            content_type: super::policy::DEFAULT_CONTENT_TYPE.into(),
             raw: false,
             group_id: None,
             dedup_id: None,
@@ -262,7 +262,7 @@ impl<W: Default> Engine<W> {
 
     /// A notification for an HTTP/S subscription goes into the outbox. Over the subscription's
     /// cap it goes to the subscription's dead-letter queue, or is dropped and counted.
-    pub(super) fn queue_notification(
+    pub(in crate::engine) fn queue_notification(
         &self,
         topic: &Topic,
         subscription: &Subscription,
@@ -465,7 +465,7 @@ impl<W: Default> Engine<W> {
 }
 
 /// The locked outbox. Unlocking logs the changes made under the lock, in order.
-pub(super) struct OutboxGuard<'a> {
+pub(in crate::engine) struct OutboxGuard<'a> {
     outbox: MutexGuard<'a, Outbox>,
     journal: Option<&'a dyn Journal>,
 }
@@ -558,7 +558,7 @@ impl<W: Default> Engine<W> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::delivery::tokens::TOKEN_LIFETIME_MS;
+    use crate::engine::webhook::tokens::TOKEN_LIFETIME_MS;
 
     fn engine_with_topic() -> (Engine<()>, String) {
         let engine = Engine::<()>::new("000000000000", "us-east-1");

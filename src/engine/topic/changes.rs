@@ -10,8 +10,8 @@ use std::sync::Arc;
 
 use super::archive::{Archive, Archived, Replay};
 use super::{FilterPolicy, Scope, Subscription, Topic, SEQUENCE_BASE};
-use crate::engine::delivery::policy::{SubscriptionPolicy, TopicPolicy};
 use crate::engine::time::Timestamp;
+use crate::engine::webhook::policy::{SubscriptionPolicy, TopicPolicy};
 
 /// A topic's dedup entry: the original's message id and sequence number.
 pub type TopicDedup = (String, (Arc<str>, Option<u128>), Timestamp);

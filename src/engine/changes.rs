@@ -2,16 +2,16 @@
 //!
 //! A change is submitted while the lock that ordered it is still held, so the log holds each
 //! queue's changes in the order they were made. The sink only queues the record; the server
-//! waits for it to reach the disk before it answers (see `persist::journal`).
+//! waits for it to reach the disk before it answers (see `persist::writer`).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use super::delivery::journal::{OutboxChange, TokenRecord};
-use super::queue::journal::QueueChange;
+use super::queue::changes::QueueChange;
 use super::queue::QueueConfig;
 use super::time::Timestamp;
-use super::topic::journal::TopicChange;
+use super::topic::changes::TopicChange;
+use super::webhook::changes::{OutboxChange, TokenRecord};
 
 /// Where changes go. Implemented by the write-ahead log.
 pub trait Journal: Send + Sync {
