@@ -6,7 +6,7 @@ use libfuzzer_sys::fuzz_target;
 use orderly::protocol::sqs::{
     CreateQueueInput, HandleBatchInput, ReceiveMessageInput, SendMessageBatchInput,
 };
-use orderly::protocol::{form, query_params, Payload, Protocol};
+use orderly::protocol::{form, query_params, Payload, Protocol, SqsAction};
 
 fuzz_target!(|data: &[u8]| {
     let Ok(params) = form::decode(data) else {
@@ -21,7 +21,8 @@ fuzz_target!(|data: &[u8]| {
         .iter()
         .map(|(k, v)| (k.as_str(), v.as_str()))
         .collect();
-    let Ok(json) = query_params::to_json(&pairs, action) else {
+    let lists = SqsAction::parse(action).map_or(&[][..], |a| a.query_lists());
+    let Ok(json) = query_params::to_json(&pairs, lists) else {
         return;
     };
     let payload = Payload::Query(json);

@@ -381,7 +381,9 @@ async fn query(
         path_url = format!("{}://{}{path}", ctx.scheme, ctx.host);
         pairs.push(("QueueUrl", &path_url));
     }
-    let payload = match query_params::to_json(&pairs, &action) {
+    // An action not declared has no lists; dispatch refuses it.
+    let lists = crate::protocol::SqsAction::parse(&action).map_or(&[][..], |a| a.query_lists());
+    let payload = match query_params::to_json(&pairs, lists) {
         Ok(json) => Payload::Query(json),
         Err(error) => return fail(protocol, error),
     };

@@ -15,6 +15,7 @@
 //! or answering other types than declared does not compile, and an action declared without an
 //! answer type does not parse.
 
+use super::query_params::*;
 use super::sns::*;
 use super::sqs::*;
 
@@ -37,7 +38,7 @@ macro_rules! declare_actions {
     (
         $(#[$doc:meta])*
         $enum:ident, $shapes:ident, $lt:lifetime;
-        $( $name:ident ( $input:ty ) -> $output:ty $(, $flag:ident)* ; )*
+        $( $name:ident ( $input:ty ) -> $output:ty [ $($list:ident),* ] $(, $flag:ident)* ; )*
     ) => {
         $(#[$doc])*
         #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -64,6 +65,13 @@ macro_rules! declare_actions {
             fn flags(self) -> &'static [Flag] {
                 match self {
                     $($enum::$name => &[$(Flag::$flag),*]),*
+                }
+            }
+
+            /// Its Query list and map parameters (`protocol::query_params`).
+            pub fn query_lists(self) -> &'static [QueryList] {
+                match self {
+                    $($enum::$name => &[$($list),*]),*
                 }
             }
 
@@ -106,54 +114,54 @@ macro_rules! declare_actions {
 declare_actions! {
     /// The SQS actions (both protocols).
     SqsAction, sqs_shape, 'p;
-    CreateQueue(CreateQueueInput) -> QueueUrlOutput;
-    GetQueueUrl(QueueNameInput) -> QueueUrlOutput, Reads, Grantable;
-    ListQueues(ListQueuesInput) -> ListQueuesOutput, Reads;
-    DeleteQueue(QueueUrlInput) -> Empty, NoResult;
-    GetQueueAttributes(GetQueueAttributesInput) -> AttributesOutput, Reads, Grantable;
-    SetQueueAttributes(SetQueueAttributesInput) -> Empty, NoResult;
-    PurgeQueue(QueueUrlInput) -> Empty, NoResult, Grantable;
-    TagQueue(TagQueueInput) -> Empty, NoResult;
-    UntagQueue(UntagQueueInput) -> Empty, NoResult;
-    ListQueueTags(QueueUrlInput) -> TagsOutput, Reads, Grantable;
-    AddPermission(AddPermissionInput) -> Empty, NoResult;
-    RemovePermission(RemovePermissionInput) -> Empty, NoResult;
+    CreateQueue(CreateQueueInput) -> QueueUrlOutput [ATTRIBUTES, CREATION_TAGS];
+    GetQueueUrl(QueueNameInput) -> QueueUrlOutput [], Reads, Grantable;
+    ListQueues(ListQueuesInput) -> ListQueuesOutput [], Reads;
+    DeleteQueue(QueueUrlInput) -> Empty [], NoResult;
+    GetQueueAttributes(GetQueueAttributesInput) -> AttributesOutput [ATTRIBUTE_NAMES], Reads, Grantable;
+    SetQueueAttributes(SetQueueAttributesInput) -> Empty [ATTRIBUTES], NoResult;
+    PurgeQueue(QueueUrlInput) -> Empty [], NoResult, Grantable;
+    TagQueue(TagQueueInput) -> Empty [TAGS], NoResult;
+    UntagQueue(UntagQueueInput) -> Empty [TAG_KEYS], NoResult;
+    ListQueueTags(QueueUrlInput) -> TagsOutput [], Reads, Grantable;
+    AddPermission(AddPermissionInput) -> Empty [ACCOUNT_IDS, ACTION_NAMES], NoResult;
+    RemovePermission(RemovePermissionInput) -> Empty [], NoResult;
     ListDeadLetterSourceQueues(ListDeadLetterSourceQueuesInput)
-        -> ListDeadLetterSourceQueuesOutput, Reads, Grantable;
-    SendMessage(SendMessageInput<'p>) -> SendMessageOutput<'p>, Grantable;
-    SendMessageBatch(SendMessageBatchInput<'p>) -> BatchOutput<SendMessageOutput<'p>>;
-    ReceiveMessage(ReceiveMessageInput<'p>) -> ReceiveMessageOutput, Grantable;
-    DeleteMessage(DeleteMessageInput<'p>) -> Empty, NoResult, Grantable;
-    DeleteMessageBatch(HandleBatchInput<'p>) -> BatchOutput<IdOnly<'p>>;
-    ChangeMessageVisibility(ChangeMessageVisibilityInput<'p>) -> Empty, NoResult, Grantable;
-    ChangeMessageVisibilityBatch(HandleBatchInput<'p>) -> BatchOutput<IdOnly<'p>>;
-    StartMessageMoveTask(StartMessageMoveTaskInput) -> StartMessageMoveTaskOutput, Grantable;
-    ListMessageMoveTasks(ListMessageMoveTasksInput) -> ListMessageMoveTasksOutput, Reads, Grantable;
-    CancelMessageMoveTask(CancelMessageMoveTaskInput) -> CancelMessageMoveTaskOutput, Grantable;
+        -> ListDeadLetterSourceQueuesOutput [], Reads, Grantable;
+    SendMessage(SendMessageInput<'p>) -> SendMessageOutput<'p> [MESSAGE_ATTRIBUTES, MESSAGE_SYSTEM_ATTRIBUTES], Grantable;
+    SendMessageBatch(SendMessageBatchInput<'p>) -> BatchOutput<SendMessageOutput<'p>> [SEND_ENTRIES];
+    ReceiveMessage(ReceiveMessageInput<'p>) -> ReceiveMessageOutput [ATTRIBUTE_NAMES, MESSAGE_ATTRIBUTE_NAMES, MESSAGE_SYSTEM_ATTRIBUTE_NAMES], Grantable;
+    DeleteMessage(DeleteMessageInput<'p>) -> Empty [], NoResult, Grantable;
+    DeleteMessageBatch(HandleBatchInput<'p>) -> BatchOutput<IdOnly<'p>> [DELETE_ENTRIES];
+    ChangeMessageVisibility(ChangeMessageVisibilityInput<'p>) -> Empty [], NoResult, Grantable;
+    ChangeMessageVisibilityBatch(HandleBatchInput<'p>) -> BatchOutput<IdOnly<'p>> [VISIBILITY_ENTRIES];
+    StartMessageMoveTask(StartMessageMoveTaskInput) -> StartMessageMoveTaskOutput [], Grantable;
+    ListMessageMoveTasks(ListMessageMoveTasksInput) -> ListMessageMoveTasksOutput [], Reads, Grantable;
+    CancelMessageMoveTask(CancelMessageMoveTaskInput) -> CancelMessageMoveTaskOutput [], Grantable;
 }
 
 declare_actions! {
     /// The SNS actions (Query protocol).
     SnsAction, sns_shape, 'p;
-    CreateTopic(CreateTopicInput) -> TopicArnOutput;
-    DeleteTopic(TopicArnInput) -> Empty, NoResult, Grantable;
-    ListTopics(TopicArnInput) -> ListTopicsOutput, Reads;
-    GetTopicAttributes(TopicArnInput) -> AttributesMap, Reads, Grantable;
-    SetTopicAttributes(SetAttributeInput) -> Empty, NoResult, Grantable;
-    Subscribe(SubscribeInput) -> SubscriptionArnOutput, Grantable;
-    ConfirmSubscription(ConfirmSubscriptionInput) -> SubscriptionArnOutput, Link;
-    Unsubscribe(SubscriptionArnInput) -> Empty, NoResult, Link;
-    ListSubscriptions(TopicArnInput) -> ListSubscriptionsOutput, Reads;
-    ListSubscriptionsByTopic(TopicArnInput) -> ListSubscriptionsOutput, Reads, Grantable;
-    GetSubscriptionAttributes(SubscriptionArnInput) -> AttributesMap, Reads;
-    SetSubscriptionAttributes(SetAttributeInput) -> Empty, NoResult;
-    Publish(PublishInput) -> PublishOutput, Grantable;
-    PublishBatch(PublishBatchInput) -> PublishBatchOutput;
-    TagResource(TagResourceInput) -> Empty, Grantable;
-    UntagResource(TagResourceInput) -> Empty, Grantable;
-    ListTagsForResource(TagResourceInput) -> ListTagsOutput, Reads, Grantable;
-    AddPermission(PermissionInput) -> Empty, NoResult, Grantable;
-    RemovePermission(PermissionInput) -> Empty, NoResult, Grantable;
+    CreateTopic(CreateTopicInput) -> TopicArnOutput [];
+    DeleteTopic(TopicArnInput) -> Empty [], NoResult, Grantable;
+    ListTopics(TopicArnInput) -> ListTopicsOutput [], Reads;
+    GetTopicAttributes(TopicArnInput) -> AttributesMap [], Reads, Grantable;
+    SetTopicAttributes(SetAttributeInput) -> Empty [], NoResult, Grantable;
+    Subscribe(SubscribeInput) -> SubscriptionArnOutput [], Grantable;
+    ConfirmSubscription(ConfirmSubscriptionInput) -> SubscriptionArnOutput [], Link;
+    Unsubscribe(SubscriptionArnInput) -> Empty [], NoResult, Link;
+    ListSubscriptions(TopicArnInput) -> ListSubscriptionsOutput [], Reads;
+    ListSubscriptionsByTopic(TopicArnInput) -> ListSubscriptionsOutput [], Reads, Grantable;
+    GetSubscriptionAttributes(SubscriptionArnInput) -> AttributesMap [], Reads;
+    SetSubscriptionAttributes(SetAttributeInput) -> Empty [], NoResult;
+    Publish(PublishInput) -> PublishOutput [], Grantable;
+    PublishBatch(PublishBatchInput) -> PublishBatchOutput [];
+    TagResource(TagResourceInput) -> Empty [], Grantable;
+    UntagResource(TagResourceInput) -> Empty [], Grantable;
+    ListTagsForResource(TagResourceInput) -> ListTagsOutput [], Reads, Grantable;
+    AddPermission(PermissionInput) -> Empty [], NoResult, Grantable;
+    RemovePermission(PermissionInput) -> Empty [], NoResult, Grantable;
 }
 
 /// What a topic policy may name beyond the actions Orderly serves (AWS's list).

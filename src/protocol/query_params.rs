@@ -26,6 +26,13 @@ pub(crate) fn too_deep_message(name: &str) -> String {
     format!("The parameter name {shown}... is nested more than {MAX_NAME_DOTS} levels deep.")
 }
 
+/// One list or map parameter of a Query request: its flattened prefix and the JSON member it
+/// becomes. Each action declares its own (`protocol::actions`); others are not decoded.
+pub struct QueryList {
+    prefix: &'static str,
+    shape: Shape,
+}
+
 /// How a flattened parameter prefix maps onto a JSON member.
 enum Shape {
     /// `P.N` -> list of strings.
@@ -34,29 +41,52 @@ enum Shape {
     StringMap(&'static str, &'static str, &'static str),
     /// `P.N.Name` + `P.N.Value.*` -> map of attribute-value objects.
     AttributeMap(&'static str),
-    /// `P.N.*` -> list of objects, each converted by the same rules.
-    StructList(&'static str),
+    /// `P.N.*` -> list of objects, each with these lists of its own.
+    StructList(&'static str, &'static [QueryList]),
 }
 
-fn shape(prefix: &str, action: &str) -> Option<Shape> {
-    Some(match prefix {
-        "Attribute" => Shape::StringMap("Attributes", "Name", "Value"),
-        // CreateQueue's member is lower-case `tags`; TagQueue's is `Tags`.
-        "Tag" if action == "CreateQueue" => Shape::StringMap("tags", "Key", "Value"),
-        "Tag" => Shape::StringMap("Tags", "Key", "Value"),
-        "TagKey" => Shape::StringList("TagKeys"),
-        "AttributeName" => Shape::StringList("AttributeNames"),
-        "MessageAttributeName" => Shape::StringList("MessageAttributeNames"),
-        "MessageSystemAttributeName" => Shape::StringList("MessageSystemAttributeNames"),
-        "AWSAccountId" => Shape::StringList("AWSAccountIds"),
-        "ActionName" => Shape::StringList("Actions"),
-        "MessageAttribute" => Shape::AttributeMap("MessageAttributes"),
-        "MessageSystemAttribute" => Shape::AttributeMap("MessageSystemAttributes"),
-        "SendMessageBatchRequestEntry"
-        | "DeleteMessageBatchRequestEntry"
-        | "ChangeMessageVisibilityBatchRequestEntry" => Shape::StructList("Entries"),
-        _ => return None,
-    })
+const fn list(prefix: &'static str, shape: Shape) -> QueryList {
+    QueryList { prefix, shape }
+}
+
+pub const ATTRIBUTES: QueryList =
+    list("Attribute", Shape::StringMap("Attributes", "Name", "Value"));
+/// CreateQueue's member is lower-case `tags`; TagQueue's is `Tags`.
+pub const CREATION_TAGS: QueryList = list("Tag", Shape::StringMap("tags", "Key", "Value"));
+pub const TAGS: QueryList = list("Tag", Shape::StringMap("Tags", "Key", "Value"));
+pub const TAG_KEYS: QueryList = list("TagKey", Shape::StringList("TagKeys"));
+pub const ATTRIBUTE_NAMES: QueryList = list("AttributeName", Shape::StringList("AttributeNames"));
+pub const MESSAGE_ATTRIBUTE_NAMES: QueryList = list(
+    "MessageAttributeName",
+    Shape::StringList("MessageAttributeNames"),
+);
+pub const MESSAGE_SYSTEM_ATTRIBUTE_NAMES: QueryList = list(
+    "MessageSystemAttributeName",
+    Shape::StringList("MessageSystemAttributeNames"),
+);
+pub const ACCOUNT_IDS: QueryList = list("AWSAccountId", Shape::StringList("AWSAccountIds"));
+pub const ACTION_NAMES: QueryList = list("ActionName", Shape::StringList("Actions"));
+pub const MESSAGE_ATTRIBUTES: QueryList =
+    list("MessageAttribute", Shape::AttributeMap("MessageAttributes"));
+pub const MESSAGE_SYSTEM_ATTRIBUTES: QueryList = list(
+    "MessageSystemAttribute",
+    Shape::AttributeMap("MessageSystemAttributes"),
+);
+pub const SEND_ENTRIES: QueryList = list(
+    "SendMessageBatchRequestEntry",
+    Shape::StructList("Entries", &[MESSAGE_ATTRIBUTES, MESSAGE_SYSTEM_ATTRIBUTES]),
+);
+pub const DELETE_ENTRIES: QueryList = list(
+    "DeleteMessageBatchRequestEntry",
+    Shape::StructList("Entries", &[]),
+);
+pub const VISIBILITY_ENTRIES: QueryList = list(
+    "ChangeMessageVisibilityBatchRequestEntry",
+    Shape::StructList("Entries", &[]),
+);
+
+fn shape<'a>(prefix: &str, lists: &'a [QueryList]) -> Option<&'a Shape> {
+    lists.iter().find(|l| l.prefix == prefix).map(|l| &l.shape)
 }
 
 /// Splits `N.rest` into (N, rest); indices sort numerically.
@@ -77,34 +107,35 @@ fn lookup<'a>(entries: &[(&str, &'a str)], key: &str) -> Option<&'a str> {
 
 /// Converts Query parameters (without `Action` and `Version`) into a JSON object; a name
 /// nested deeper than any AWS parameter is `InvalidParameterValue`.
-pub fn to_json(params: &[(&str, &str)], action: &str) -> Result<Value, ApiError> {
+/// `lists` are the action's declared list and map parameters.
+pub fn to_json(params: &[(&str, &str)], lists: &[QueryList]) -> Result<Value, ApiError> {
     if let Some(name) = too_deep(params) {
         return Err(ApiError::invalid(too_deep_message(name)));
     }
-    Ok(reshape(params, action))
+    Ok(reshape(params, lists))
 }
 
 /// `to_json` on names already checked: recursion follows the dots, so it is bounded.
-fn reshape(params: &[(&str, &str)], action: &str) -> Value {
+fn reshape(params: &[(&str, &str)], lists: &[QueryList]) -> Value {
     let mut object = Map::new();
     let mut nested: BTreeMap<&str, Vec<(&str, &str)>> = BTreeMap::new();
     for (key, value) in params {
         match key.split_once('.') {
             Some((prefix, rest)) => nested.entry(prefix).or_default().push((rest, value)),
             // An empty list may be sent as `AttributeName=`: treat it as absent.
-            None if shape(key, action).is_some() => {}
+            None if shape(key, lists).is_some() => {}
             None => {
                 object.insert(key.to_string(), Value::String(value.to_string()));
             }
         }
     }
     for (prefix, entries) in nested {
-        let Some(shape) = shape(prefix, action) else {
+        let Some(shape) = shape(prefix, lists) else {
             continue;
         };
         let (member, value) = match shape {
             Shape::StringList(member) => (
-                member,
+                *member,
                 Value::Array(
                     indexed(&entries)
                         .into_values()
@@ -112,7 +143,7 @@ fn reshape(params: &[(&str, &str)], action: &str) -> Value {
                         .collect(),
                 ),
             ),
-            Shape::StringMap(member, key_name, value_name) => {
+            &Shape::StringMap(member, key_name, value_name) => {
                 let mut map = Map::new();
                 for e in indexed(&entries).into_values() {
                     if let Some(k) = lookup(&e, key_name) {
@@ -122,7 +153,7 @@ fn reshape(params: &[(&str, &str)], action: &str) -> Value {
                 }
                 (member, Value::Object(map))
             }
-            Shape::AttributeMap(member) => {
+            &Shape::AttributeMap(member) => {
                 let mut map = Map::new();
                 for e in indexed(&entries).into_values() {
                     let Some(name) = lookup(&e, "Name") else {
@@ -138,12 +169,12 @@ fn reshape(params: &[(&str, &str)], action: &str) -> Value {
                 }
                 (member, Value::Object(map))
             }
-            Shape::StructList(member) => (
+            &Shape::StructList(member, nested) => (
                 member,
                 Value::Array(
                     indexed(&entries)
                         .into_values()
-                        .map(|e| reshape(&e, action))
+                        .map(|e| reshape(&e, nested))
                         .collect(),
                 ),
             ),
@@ -156,6 +187,9 @@ fn reshape(params: &[(&str, &str)], action: &str) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::protocol::SqsAction;
+
+    const SEND: &[QueryList] = &[SEND_ENTRIES];
     use serde_json::json;
 
     #[test]
@@ -170,7 +204,7 @@ mod tests {
             ("Tag.1.Value", ""),
         ];
         assert_eq!(
-            to_json(&params, "CreateQueue").unwrap(),
+            to_json(&params, SqsAction::CreateQueue.query_lists()).unwrap(),
             json!({"QueueName":"q","Attributes":{"DelaySeconds":"5","VisibilityTimeout":"60"},"tags":{"team":""}})
         );
     }
@@ -197,7 +231,7 @@ mod tests {
             ),
         ];
         assert_eq!(
-            to_json(&params, "SendMessageBatch").unwrap(),
+            to_json(&params, SqsAction::SendMessageBatch.query_lists()).unwrap(),
             json!({"QueueUrl":"u","Entries":[
                 {"Id":"a","MessageBody":"first","MessageAttributes":{"Foo":{"DataType":"String","StringValue":"Bar"}}},
                 {"Id":"b","MessageBody":"second"}]})
@@ -205,10 +239,23 @@ mod tests {
     }
 
     #[test]
+    fn a_prefix_means_what_its_action_declares() {
+        let params = [("Tag.1.Key", "team"), ("Tag.1.Value", "x")];
+        let decoded = |action: SqsAction| to_json(&params, action.query_lists()).unwrap();
+        assert_eq!(
+            decoded(SqsAction::CreateQueue),
+            json!({"tags":{"team":"x"}})
+        );
+        assert_eq!(decoded(SqsAction::TagQueue), json!({"Tags":{"team":"x"}}));
+        // Not one of SendMessage's parameters: not decoded at all.
+        assert_eq!(decoded(SqsAction::SendMessage), json!({}));
+    }
+
+    #[test]
     fn string_lists_and_empty_list_marker() {
         let params = [("AttributeName.1", "All"), ("MessageAttributeName", "")];
         assert_eq!(
-            to_json(&params, "ReceiveMessage").unwrap(),
+            to_json(&params, SqsAction::ReceiveMessage.query_lists()).unwrap(),
             json!({"AttributeNames":["All"]})
         );
     }
@@ -217,16 +264,16 @@ mod tests {
     fn a_name_nested_past_the_bound_is_refused_without_recursing() {
         // 1,300 levels overflowed the stack before the bound.
         let name = "SendMessageBatchRequestEntry.1.".repeat(1_300) + "Id";
-        let error = to_json(&[(name.as_str(), "x")], "SendMessageBatch").unwrap_err();
+        let error = to_json(&[(name.as_str(), "x")], SEND).unwrap_err();
         assert_eq!(
             error.code,
             crate::protocol::ErrorCode::InvalidParameterValue
         );
         let deepest_real = "SendMessageBatchRequestEntry.1.MessageAttribute.1.Value.StringValue";
-        assert!(to_json(&[(deepest_real, "x")], "SendMessageBatch").is_ok());
+        assert!(to_json(&[(deepest_real, "x")], SEND).is_ok());
         let at_bound = "a.".repeat(MAX_NAME_DOTS) + "b";
-        assert!(to_json(&[(at_bound.as_str(), "x")], "SendMessageBatch").is_ok());
+        assert!(to_json(&[(at_bound.as_str(), "x")], SEND).is_ok());
         let past = "a.".repeat(MAX_NAME_DOTS + 1) + "b";
-        assert!(to_json(&[(past.as_str(), "x")], "SendMessageBatch").is_err());
+        assert!(to_json(&[(past.as_str(), "x")], SEND).is_err());
     }
 }
