@@ -14,7 +14,6 @@ pub mod queue;
 pub mod restore;
 pub mod time;
 pub mod topic;
-pub mod topics;
 pub mod webhook;
 mod window;
 
@@ -119,7 +118,7 @@ pub struct Engine<W> {
     queues: RwLock<HashMap<Arc<str>, Arc<QueueEntry<W>>>>,
     deleted_at: Mutex<HashMap<String, Timestamp>>,
     move_tasks: Mutex<HashMap<String, Vec<move_task::MoveTask>>>,
-    topics: RwLock<BTreeMap<Arc<str>, Arc<topics::TopicEntry>>>,
+    topics: RwLock<BTreeMap<Arc<str>, Arc<topic::registry::TopicEntry>>>,
     /// The SNS signing key and certificate, made on first use.
     signer: std::sync::OnceLock<Result<Arc<topic::signing::MessageSigner>, String>>,
     next_uid: AtomicU64,

@@ -9,8 +9,8 @@ use super::queue::changes::QueueImage;
 use super::queue::{Queue, Stored};
 use super::time::Timestamp;
 use super::topic::changes::{TopicChange, TopicImage};
+use super::topic::registry::TopicEntry;
 use super::topic::Topic;
-use super::topics::TopicEntry;
 use super::Engine;
 
 /// The registry's own state in a snapshot.

@@ -4,7 +4,9 @@
 pub mod archive;
 pub mod changes;
 pub mod envelope;
+pub mod fanout;
 pub mod filter;
+pub mod registry;
 pub mod signing;
 
 pub use filter::{FilterPolicy, Scope};

@@ -15,8 +15,9 @@ use crate::engine::error::{EngineError, EngineResult};
 use crate::engine::message::MessageAttributes;
 use crate::engine::time::Timestamp;
 use crate::engine::topic::envelope::{self, Confirmation};
+use crate::engine::topic::fanout::{Delivered, SubscriptionCopy};
+use crate::engine::topic::registry::{Subscribed, TopicEntry};
 use crate::engine::topic::{signing, Subscription, Topic};
-use crate::engine::topics::{Copy, Delivered, Subscribed, TopicEntry};
 use crate::engine::{Change, Engine, Journal, QueueEntry};
 
 /// SQS takes at most this many message attributes; a raw copy with more cannot be dead-lettered raw.
@@ -319,7 +320,7 @@ impl<W: Default> Engine<W> {
     /// queue: the envelope, or the raw body with its attributes as SQS message attributes.
     fn dead_letter(&self, delivery: &Delivery, now: Timestamp) -> Option<Arc<QueueEntry<W>>> {
         let dlq = delivery.dead_letter_arn.as_deref()?;
-        let copy = |body: &str, attributes: MessageAttributes| Copy {
+        let copy = |body: &str, attributes: MessageAttributes| SubscriptionCopy {
             body: Body::new(body),
             attributes,
             group_id: delivery.group_id.as_deref(),

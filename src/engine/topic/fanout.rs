@@ -1,0 +1,374 @@
+//! Publish fan-out: the topic decides (validation, deduplication, sequence), then every
+//! subscription gets its copy (a queue, its dead-letter queue, or the webhook outbox), all under
+//! the topic's lock; and archive replays the same way.
+//!
+//! Fan-out holds the topic's lock while it enqueues into each subscribed queue (lock order is
+//! always topic, then queue; queue operations never take a topic lock). So concurrent publishers
+//! are serialised per topic: every queue receives copies in topic sequence order, and a
+//! subscription added or removed concurrently sees a publish entirely or not at all.
+
+use std::sync::Arc;
+
+use crate::engine::body::Body;
+use crate::engine::error::{EngineError, EngineResult};
+use crate::engine::message::MessageAttributes;
+use crate::engine::queue::SendRequest;
+use crate::engine::time::Timestamp;
+use crate::engine::topic::envelope::{self, Notification};
+use crate::engine::topic::signing;
+use crate::engine::topic::{
+    archive, check_message, Publication, PublishRequest, Subscription, Topic,
+};
+use crate::engine::{Engine, QueueEntry};
+
+/// What a publish did: the ids to answer with and the queues that received a copy.
+pub struct Fanout<W> {
+    pub publication: Publication,
+    pub delivered_to: Vec<Arc<QueueEntry<W>>>,
+    /// Copies no queue accepted (queue gone, message too large for it, ...) and no DLQ took.
+    pub failed: usize,
+    /// Copies that went to a subscription's dead-letter queue instead.
+    pub dead_lettered: usize,
+    /// Copies handed to the webhook outbox.
+    pub webhooks: usize,
+}
+
+/// One subscription's copy of a publish, before a queue decides how much of it to keep.
+pub(in crate::engine) struct SubscriptionCopy<'a> {
+    pub body: Body,
+    pub attributes: MessageAttributes,
+    pub group_id: Option<&'a str>,
+    pub dedup_id: Option<&'a str>,
+    pub fifo_topic: bool,
+    pub bypass_dedup: bool,
+}
+
+/// A message on its way to subscriptions: live, or replayed from the archive.
+struct Outgoing<'a> {
+    publication: &'a Publication,
+    request: &'a PublishRequest,
+    published_at: Timestamp,
+    replayed: bool,
+    /// The SQS body parsed as JSON, for body-scope filters: parsed at most once per message.
+    body_json: std::cell::OnceCell<Option<serde_json::Value>>,
+    /// (version, signature, certificate URL), computed once per message and per text the
+    /// message takes (a json-structured message may say something else to sqs, http, https).
+    signatures: [std::cell::OnceCell<Option<(String, String, String)>>; 3],
+}
+
+impl Outgoing<'_> {
+    fn new<'a>(
+        publication: &'a Publication,
+        request: &'a PublishRequest,
+        published_at: Timestamp,
+        replayed: bool,
+    ) -> Outgoing<'a> {
+        Outgoing {
+            publication,
+            request,
+            published_at,
+            replayed,
+            body_json: Default::default(),
+            signatures: Default::default(),
+        }
+    }
+}
+
+pub(in crate::engine) enum Delivered<W> {
+    Queue(Arc<QueueEntry<W>>),
+    DeadLetter(Arc<QueueEntry<W>>),
+    /// Handed to the webhook outbox.
+    Webhook,
+    Filtered,
+    Dropped,
+}
+
+impl<W: Default> Engine<W> {
+    /// Publish: the topic decides (validation, dedup, sequence), then each SQS subscription gets
+    /// its copy, all under the topic lock. `unsubscribe_base` is the URL clients reach us at.
+    pub fn publish(
+        &self,
+        topic_arn: &str,
+        req: &PublishRequest,
+        unsubscribe_base: &str,
+        now: Timestamp,
+    ) -> EngineResult<Fanout<W>> {
+        check_message(req)?;
+        let entry = self.topic(topic_arn)?;
+        // Every copy, webhook delivery and the topic's dedup entry reach the log in one write,
+        // so a crash keeps the whole fan-out or none of it (declared first: dropped last).
+        let _atomic = self.atomic();
+        let mut topic = entry.lock();
+        if topic.deleted {
+            return Err(crate::engine::topic::registry::not_found_topic());
+        }
+        // Logged when the guard drops, after the copies.
+        let publication = topic.publishing().accept(req, now)?;
+        let mut fanout = Fanout {
+            publication,
+            delivered_to: Vec::new(),
+            failed: 0,
+            dead_lettered: 0,
+            webhooks: 0,
+        };
+        if fanout.publication.duplicate {
+            return Ok(fanout);
+        }
+        let message = Outgoing::new(&fanout.publication, req, now, false);
+        for subscription in topic.subscriptions.iter().filter(|s| s.live && !s.pending) {
+            match self.deliver(&topic, subscription, &message, unsubscribe_base, now) {
+                Delivered::Queue(queue) => fanout.delivered_to.push(queue),
+                Delivered::DeadLetter(queue) => {
+                    fanout.dead_lettered += 1;
+                    fanout.delivered_to.push(queue);
+                }
+                Delivered::Webhook => fanout.webhooks += 1,
+                Delivered::Filtered => {}
+                Delivered::Dropped => fanout.failed += 1,
+            }
+        }
+        Ok(fanout)
+    }
+
+    /// One subscription's copy of one message: filter, format (raw or envelope), enqueue, and
+    /// on a client-side failure the same payload to the subscription's DLQ. If the DLQ refuses a
+    /// raw copy too (more than 10 attributes), it gets the envelope, which carries the
+    /// attributes inside, so the message is kept.
+    fn deliver(
+        &self,
+        topic: &Topic,
+        subscription: &Subscription,
+        message: &Outgoing,
+        unsubscribe_base: &str,
+        now: Timestamp,
+    ) -> Delivered<W> {
+        let req = message.request;
+        let structured: Option<serde_json::Value> = req
+            .structured
+            .then(|| serde_json::from_str(&req.message).unwrap_or_default());
+        // A json-structured message says what each protocol gets, "default" otherwise.
+        let text = match &structured {
+            Some(json) => json
+                .get(subscription.protocol.as_str())
+                .and_then(|v| v.as_str())
+                .or_else(|| json.get("default").and_then(|v| v.as_str()))
+                .unwrap_or_default(),
+            None => &req.message,
+        };
+        let text_slot = match (req.structured, subscription.protocol.as_str()) {
+            (false, _) | (true, "sqs") => 0,
+            (true, "http") => 1,
+            _ => 2,
+        };
+        // Filtering comes after topic dedup, per subscription; a filtered copy is not an error.
+        let parsed = || {
+            message
+                .body_json
+                .get_or_init(|| serde_json::from_str(text).ok())
+                .as_ref()
+        };
+        if !subscription.accepts(&req.attributes, &parsed) {
+            return Delivered::Filtered;
+        }
+        let no_attributes = MessageAttributes::default();
+        // Message attributes are not delivered with a json message structure.
+        let attributes = if req.structured {
+            &no_attributes
+        } else {
+            &req.attributes
+        };
+        let unsubscribe_url = format!(
+            "{unsubscribe_base}/?Action=Unsubscribe&SubscriptionArn={}",
+            subscription.arn
+        );
+        // Standard topics sign their envelopes (FIFO topics' envelopes carry no signature,
+        // except webhook ones: Orderly's extension signs them so endpoints can verify).
+        let signature = || {
+            message.signatures[text_slot]
+                .get_or_init(|| {
+                    let signer = self.signer().ok()?;
+                    let version = topic.signature_version().to_string();
+                    let text = signing::notification_string_to_sign(
+                        text,
+                        &message.publication.message_id,
+                        req.subject.as_deref(),
+                        &message.published_at.iso8601(),
+                        &topic.arn,
+                    );
+                    let signature = signer.sign(&version, &text);
+                    Some((
+                        version,
+                        signature,
+                        format!("{unsubscribe_base}/{}", signer.certificate_file),
+                    ))
+                })
+                .as_ref()
+                .map(|(v, s, u)| (v.as_str(), s.as_str(), u.as_str()))
+        };
+        let envelope = || {
+            envelope::notification(&Notification {
+                message_id: &message.publication.message_id,
+                sequence_number: message.publication.sequence_number,
+                topic_arn: &topic.arn,
+                subject: req.subject.as_deref(),
+                message: text,
+                timestamp: message.published_at,
+                unsubscribe_url: &unsubscribe_url,
+                attributes,
+                replayed: message.replayed,
+                signature: if topic.fifo && !subscription.is_webhook() {
+                    None
+                } else {
+                    signature()
+                },
+            })
+        };
+        if subscription.is_webhook() {
+            return self.queue_notification(
+                topic,
+                subscription,
+                crate::engine::webhook::lifecycle::NotificationCopy {
+                    message_id: &message.publication.message_id,
+                    body: if subscription.raw_delivery {
+                        text.to_string()
+                    } else {
+                        envelope()
+                    },
+                    attributes,
+                    envelope: &envelope,
+                    group_id: req.group_id.as_deref(),
+                    dedup_id: message.publication.dedup_id.as_deref(),
+                    sequence_number: message.publication.sequence_number,
+                },
+                now,
+            );
+        }
+        let mut copy = SubscriptionCopy {
+            body: if subscription.raw_delivery {
+                Body::new(text)
+            } else {
+                envelope().into()
+            },
+            attributes: if subscription.raw_delivery {
+                attributes.clone()
+            } else {
+                MessageAttributes::default()
+            },
+            group_id: req.group_id.as_deref(),
+            dedup_id: message.publication.dedup_id.as_deref(),
+            fifo_topic: topic.fifo,
+            // A replay re-sends what queues may have deduplicated minutes ago.
+            bypass_dedup: message.replayed,
+        };
+        if let Ok(queue) = self.enqueue_copy(&subscription.endpoint, &copy, now) {
+            return Delivered::Queue(queue);
+        }
+        let Some(dlq) = subscription.dead_letter_arn() else {
+            return Delivered::Dropped;
+        };
+        let mut result = self.enqueue_copy(dlq, &copy, now);
+        if result.is_err() && subscription.raw_delivery {
+            copy.body = envelope().into();
+            copy.attributes = MessageAttributes::default();
+            result = self.enqueue_copy(dlq, &copy, now);
+        }
+        match result {
+            Ok(queue) => Delivered::DeadLetter(queue),
+            Err(_) => Delivered::Dropped,
+        }
+    }
+
+    /// Replays a subscription's ReplayPolicy window from the topic's archive into it (filter
+    /// applied, envelopes marked as replayed), then marks the replay completed. Returns the
+    /// queues that received copies.
+    pub fn replay(
+        &self,
+        subscription_arn: &str,
+        unsubscribe_base: &str,
+        now: Timestamp,
+    ) -> EngineResult<Vec<Arc<QueueEntry<W>>>> {
+        let entry = self.subscription_topic(subscription_arn)?;
+        // The copies and the replay's completion reach the log in one write: a crash cannot
+        // leave copies made and the replay still pending (to run again).
+        let _atomic = self.atomic();
+        let mut topic = entry.lock();
+        let Some(index) = topic
+            .subscriptions
+            .iter()
+            .position(|s| &*s.arn == subscription_arn)
+        else {
+            return Err(EngineError::NotFound("Subscription does not exist".into()));
+        };
+        let subscription = topic.subscriptions[index].clone();
+        let Some(replay) = subscription
+            .replay
+            .clone()
+            .filter(|r| r.status == "Pending")
+        else {
+            return Ok(Vec::new());
+        };
+        let archived: Vec<_> = match &topic.archive {
+            Some(archive) => archive.window(replay.start, replay.end).cloned().collect(),
+            None => Vec::new(),
+        };
+        let mut touched = Vec::new();
+        for item in &archived {
+            let message = Outgoing::new(&item.publication, &item.request, item.published_at, true);
+            if let Delivered::Queue(q) | Delivered::DeadLetter(q) =
+                self.deliver(&topic, &subscription, &message, unsubscribe_base, now)
+            {
+                touched.push(q);
+            }
+        }
+        let mut updated = (*subscription).clone();
+        updated.replay = Some(archive::Replay {
+            status: "Completed",
+            ..replay.clone()
+        });
+        // With an EndingPoint the subscription stops after the replay (AWS's model).
+        updated.live = replay.end.is_none();
+        topic.subscriptions[index] = Arc::new(updated);
+        Ok(touched)
+    }
+
+    /// Puts a copy into the queue with this ARN. FIFO queues get the group and dedup id; a
+    /// standard queue gets the group only from a standard topic (fair queues), never from a
+    /// FIFO topic. Errors: the queue is gone, or refuses the message (size, attribute count).
+    pub(in crate::engine) fn enqueue_copy(
+        &self,
+        queue_arn: &str,
+        copy: &SubscriptionCopy,
+        now: Timestamp,
+    ) -> EngineResult<Arc<QueueEntry<W>>> {
+        let queue = self
+            .name_from_arn(queue_arn)
+            .ok_or(EngineError::QueueDoesNotExist)
+            .and_then(|n| self.queue(n))?;
+        let mut state = queue.lock();
+        state.tick(now);
+        let fifo_queue = state.is_fifo();
+        if fifo_queue && copy.dedup_id.is_none() {
+            // Only a standard topic could send this, and Subscribe refuses that pairing.
+            return Err(EngineError::invalid(
+                "a FIFO queue needs a deduplication id",
+            ));
+        }
+        state.send(
+            SendRequest {
+                body: copy.body.clone(),
+                attributes: copy.attributes.clone(),
+                trace_header: None,
+                group_id: (fifo_queue || !copy.fifo_topic)
+                    .then(|| copy.group_id.map(Arc::from))
+                    .flatten(),
+                dedup_id: fifo_queue.then(|| copy.dedup_id.map(Arc::from)).flatten(),
+                delay_seconds: None,
+                sender_id: "sns.amazonaws.com".into(),
+                bypass_dedup: copy.bypass_dedup,
+            },
+            now,
+        )?;
+        drop(state);
+        Ok(queue)
+    }
+}

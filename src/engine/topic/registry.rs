@@ -1,0 +1,432 @@
+//! Topics in the registry and their subscriptions: lookup, create, delete, subscribe,
+//! unsubscribe, tags; and the guard through which a topic's changes reach the log.
+//!
+//! Lock order is always topic, then queue (see `fanout`); queue operations never take a topic
+//! lock.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use crate::engine::error::{EngineError, EngineResult};
+use crate::engine::time::Timestamp;
+use crate::engine::topic::changes::TopicChange;
+use crate::engine::topic::{Subscription, Topic};
+use crate::engine::{Change, Engine, Journal};
+
+/// What Subscribe did.
+pub struct Subscribed {
+    pub arn: Arc<str>,
+    /// HTTP/S: waiting for the endpoint to confirm.
+    pub pending: bool,
+}
+
+pub struct TopicEntry {
+    state: Mutex<Topic>,
+    journal: Option<Arc<dyn Journal>>,
+}
+
+impl TopicEntry {
+    pub(in crate::engine) fn new(mut topic: Topic, journal: Option<Arc<dyn Journal>>) -> Self {
+        if journal.is_some() {
+            topic.enable_journal();
+        }
+        TopicEntry {
+            state: Mutex::new(topic),
+            journal,
+        }
+    }
+
+    /// Locks the topic. Changing it through the guard logs its settings image on unlock;
+    /// `publishing` changes only what the topic itself records (dedup, sequence, archive).
+    pub fn lock(&self) -> TopicGuard<'_> {
+        TopicGuard {
+            topic: self.state.lock().unwrap_or_else(|p| p.into_inner()),
+            journal: self.journal.as_deref(),
+            settings_changed: false,
+        }
+    }
+}
+
+/// A locked topic. Unlocking hands its changes to the journal, so the log holds each topic's
+/// changes in the order they were made.
+pub struct TopicGuard<'a> {
+    topic: MutexGuard<'a, Topic>,
+    journal: Option<&'a dyn Journal>,
+    settings_changed: bool,
+}
+
+impl TopicGuard<'_> {
+    /// The topic, for a publish: nothing in its settings changes.
+    pub(in crate::engine) fn publishing(&mut self) -> &mut Topic {
+        &mut self.topic
+    }
+}
+
+impl std::ops::Deref for TopicGuard<'_> {
+    type Target = Topic;
+    fn deref(&self) -> &Topic {
+        &self.topic
+    }
+}
+
+impl std::ops::DerefMut for TopicGuard<'_> {
+    fn deref_mut(&mut self) -> &mut Topic {
+        self.settings_changed = true;
+        &mut self.topic
+    }
+}
+
+impl Drop for TopicGuard<'_> {
+    fn drop(&mut self) {
+        let Some(journal) = self.journal else {
+            return;
+        };
+        let mut changes = self.topic.take_changes();
+        if self.topic.deleted {
+            return;
+        }
+        if self.settings_changed {
+            changes.push(TopicChange::Settings(Box::new(self.topic.image(false))));
+        }
+        if !changes.is_empty() {
+            journal.submit(&Change::Topic {
+                name: self.topic.name.clone(),
+                changes,
+            });
+        }
+    }
+}
+
+fn invalid(message: impl Into<String>) -> EngineError {
+    EngineError::InvalidParameter(message.into())
+}
+
+pub(in crate::engine) fn not_found_topic() -> EngineError {
+    EngineError::NotFound("Topic does not exist".into())
+}
+
+impl<W: Default> Engine<W> {
+    pub fn topic_arn(&self, name: &str) -> String {
+        format!("arn:aws:sns:{}:{}:{}", self.region, self.account_id, name)
+    }
+
+    /// The topic name of an SNS ARN, with AWS's errors for malformed and foreign ARNs.
+    pub fn topic_name_from_arn<'a>(&self, arn: &'a str, parameter: &str) -> EngineResult<&'a str> {
+        let parts: Vec<&str> = arn.split(':').collect();
+        if parts.len() < 6 {
+            return Err(invalid(format!(
+                "Invalid parameter: {parameter} Reason: An ARN must have at least 6 elements, not {}",
+                parts.len()
+            )));
+        }
+        if parts[0] != "arn"
+            || parts[2] != "sns"
+            || parts[3] != self.region
+            || parts[4] != self.account_id
+        {
+            return Err(invalid(format!("Invalid parameter: {parameter}")));
+        }
+        Ok(parts[5])
+    }
+
+    fn topics_read(&self) -> std::sync::RwLockReadGuard<'_, BTreeMap<Arc<str>, Arc<TopicEntry>>> {
+        self.topics.read().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub fn topic(&self, arn: &str) -> EngineResult<Arc<TopicEntry>> {
+        let name = self.topic_name_from_arn(arn, "TopicArn")?;
+        self.topics_read()
+            .get(name)
+            .cloned()
+            .ok_or_else(not_found_topic)
+    }
+
+    /// CreateTopic: idempotent while the requested attributes and tags match.
+    pub fn create_topic(
+        &self,
+        name: &str,
+        attrs: &[(String, String)],
+        tags: &[(String, String)],
+        now: Timestamp,
+    ) -> EngineResult<Arc<str>> {
+        let mut topics = self.topics.write().unwrap_or_else(|p| p.into_inner());
+        if let Some(existing) = topics.get(name) {
+            let topic = existing.lock();
+            if !topic.same_settings(attrs) {
+                return Err(invalid("Invalid parameter: Attributes Reason: Topic already exists with different attributes"));
+            }
+            if !tags.is_empty() && tags.iter().any(|(k, v)| topic.tags.get(k) != Some(v)) {
+                return Err(invalid(
+                    "Invalid parameter: Tags Reason: Topic already exists with different tags",
+                ));
+            }
+            return Ok(topic.arn.clone());
+        }
+        check_topic_tags(
+            tags.iter().map(|(k, v)| (k.as_str(), v.as_str())),
+            tags.len(),
+        )?;
+        let mut topic = Topic::new(name, self.topic_arn(name), &self.account_id, attrs, now)?;
+        topic.tags.extend(tags.iter().cloned());
+        let arn = topic.arn.clone();
+        if let Some(journal) = &self.journal {
+            journal.submit(&Change::Topic {
+                name: topic.name.clone(),
+                changes: vec![TopicChange::Settings(Box::new(topic.image(false)))],
+            });
+        }
+        topics.insert(
+            name.into(),
+            Arc::new(TopicEntry::new(topic, self.journal.clone())),
+        );
+        Ok(arn)
+    }
+
+    /// DeleteTopic: idempotent; the topic's subscriptions go with it, and so do their
+    /// pending webhook deliveries.
+    pub fn delete_topic(&self, arn: &str) -> EngineResult<()> {
+        let name = self.topic_name_from_arn(arn, "TopicArn")?;
+        let mut topics = self.topics.write().unwrap_or_else(|p| p.into_inner());
+        if let Some(entry) = topics.remove(name) {
+            // Marked and logged under both locks: no change to the old topic can follow its
+            // deletion in the log, nor be mistaken for a change to a new topic of that name.
+            let mut topic = entry.lock();
+            topic.deleted = true;
+            if let Some(journal) = &self.journal {
+                journal.submit(&Change::DeleteTopic {
+                    name: topic.name.clone(),
+                });
+            }
+            drop(topics);
+            let mut outbox = self.outbox();
+            for subscription in &topic.subscriptions {
+                outbox.remove_subscription(&subscription.arn);
+            }
+        }
+        Ok(())
+    }
+
+    /// Topic ARNs, sorted by name.
+    pub fn list_topics(&self) -> Vec<Arc<str>> {
+        self.topics_read()
+            .values()
+            .map(|t| t.lock().arn.clone())
+            .collect()
+    }
+
+    /// Subscribe: SQS queues in this account (confirmed at once) and HTTP/S endpoints (pending
+    /// until confirmed; a SubscriptionConfirmation goes out). Same topic, protocol and endpoint
+    /// return the existing subscription. `base_url` is where clients reach this server.
+    pub fn subscribe(
+        &self,
+        topic_arn: &str,
+        protocol: &str,
+        endpoint: Option<&str>,
+        attrs: &[(String, String)],
+        base_url: &str,
+        now: Timestamp,
+    ) -> EngineResult<Subscribed> {
+        const KNOWN: &[&str] = &[
+            "http",
+            "https",
+            "email",
+            "email-json",
+            "sms",
+            "sqs",
+            "application",
+            "lambda",
+            "firehose",
+        ];
+        if !KNOWN.contains(&protocol) {
+            return Err(invalid(format!(
+                "Invalid parameter: Amazon SNS does not support this protocol string: {protocol}"
+            )));
+        }
+        let entry = self.topic(topic_arn)?;
+        let fifo_topic = entry.lock().fifo;
+        let webhook = matches!(protocol, "http" | "https");
+        let refused = if fifo_topic {
+            protocol != "sqs" && !(webhook && self.fifo_http_subscriptions)
+        } else {
+            protocol != "sqs" && !webhook
+        };
+        if refused {
+            return Err(invalid(if fifo_topic {
+                format!("Invalid parameter: Invalid protocol type: {protocol}")
+            } else {
+                format!("Invalid parameter: Orderly does not deliver to {protocol} endpoints (only sqs, http and https)")
+            }));
+        }
+        let endpoint = endpoint.ok_or_else(|| invalid("Invalid parameter: Endpoint"))?;
+        if webhook {
+            return self.subscribe_webhook(&entry, protocol, endpoint, attrs, base_url, now);
+        }
+        let queue_name = self
+            .name_from_arn(endpoint)
+            .ok_or_else(|| invalid("Invalid parameter: SQS endpoint ARN"))?;
+        // A queue that does not exist yet is allowed (AWS checks delivery, not subscription);
+        // its type is known from its name.
+        if queue_name.ends_with(".fifo") && !fifo_topic {
+            return Err(invalid(
+                "Invalid parameter: Invalid parameter: Endpoint Reason: FIFO SQS Queues can not be subscribed to standard SNS topics",
+            ));
+        }
+        let mut topic = entry.lock();
+        if let Some(existing) = topic
+            .subscriptions
+            .iter()
+            .find(|s| s.protocol == protocol && s.endpoint == endpoint)
+        {
+            existing.check_resubscribe(attrs)?;
+            return Ok(Subscribed {
+                arn: existing.arn.clone(),
+                pending: existing.pending,
+            });
+        }
+        let arn: Arc<str> = format!("{}:{}", topic.arn, uuid::Uuid::new_v4()).into();
+        let mut subscription = Subscription::new(arn, protocol, endpoint, &self.account_id);
+        subscription.apply_all(attrs)?;
+        topic.check_replay(&subscription, "Attributes Reason: ", now)?;
+        topic.check_filter_count(&subscription)?;
+        let arn = subscription.arn.clone();
+        topic.subscriptions.push(Arc::new(subscription));
+        Ok(Subscribed {
+            arn,
+            pending: false,
+        })
+    }
+
+    /// The topic of a subscription ARN (`<topic arn>:<id>`).
+    pub(in crate::engine) fn subscription_topic(
+        &self,
+        subscription_arn: &str,
+    ) -> EngineResult<Arc<TopicEntry>> {
+        let parts: Vec<&str> = subscription_arn.split(':').collect();
+        if parts.len() < 6 {
+            return Err(invalid(format!(
+                "Invalid parameter: SubscriptionArn Reason: An ARN must have at least 6 elements, not {}",
+                parts.len()
+            )));
+        }
+        if parts.len() < 7 {
+            return Err(invalid("Invalid parameter: SubscriptionId"));
+        }
+        let topic_arn = parts[..6].join(":");
+        self.topic(&topic_arn)
+            .map_err(|_| EngineError::NotFound("Subscription does not exist".into()))
+    }
+
+    /// Runs `f` on a subscription (a copy, swapped in afterwards, so fan-out snapshots stay valid).
+    pub fn with_subscription<T>(
+        &self,
+        subscription_arn: &str,
+        f: impl FnOnce(&Topic, &mut Subscription) -> EngineResult<T>,
+    ) -> EngineResult<T> {
+        let entry = self.subscription_topic(subscription_arn)?;
+        let mut topic = entry.lock();
+        let index = topic
+            .subscriptions
+            .iter()
+            .position(|s| &*s.arn == subscription_arn)
+            .ok_or_else(|| EngineError::NotFound("Subscription does not exist".into()))?;
+        let mut copy = (*topic.subscriptions[index]).clone();
+        let out = f(&topic, &mut copy)?;
+        topic.subscriptions[index] = Arc::new(copy);
+        Ok(out)
+    }
+
+    /// Unsubscribe: idempotent for an unknown subscription. An HTTP/S endpoint is sent an
+    /// UnsubscribeConfirmation whose SubscribeURL restores the subscription. `authenticated`:
+    /// the call was signed (the UnsubscribeURL GET is not).
+    pub fn unsubscribe(
+        &self,
+        subscription_arn: &str,
+        authenticated: bool,
+        base_url: &str,
+        now: Timestamp,
+    ) -> EngineResult<()> {
+        let entry = match self.subscription_topic(subscription_arn) {
+            Ok(entry) => entry,
+            Err(EngineError::NotFound(_)) => return Ok(()),
+            Err(e) => return Err(e),
+        };
+        let mut topic = entry.lock();
+        let Some(index) = topic
+            .subscriptions
+            .iter()
+            .position(|s| &*s.arn == subscription_arn)
+        else {
+            return Ok(());
+        };
+        if topic.subscriptions[index].authenticate_on_unsubscribe && !authenticated {
+            return Err(EngineError::AuthorizationError(
+                "Authorization error: this subscription can only be removed by a signed request"
+                    .into(),
+            ));
+        }
+        let removed = topic.subscriptions.remove(index);
+        topic.deleted_subscriptions += 1;
+        self.outbox().remove_subscription(subscription_arn);
+        if removed.is_webhook() {
+            self.send_unsubscribe_confirmation(&topic, removed, base_url, now);
+        }
+        Ok(())
+    }
+
+    /// Every subscription as (topic ARN, subscription), topics by name, then subscription order.
+    pub fn list_subscriptions(
+        &self,
+        topic_arn: Option<&str>,
+    ) -> EngineResult<Vec<(Arc<str>, Arc<Subscription>)>> {
+        let entries: Vec<Arc<TopicEntry>> = match topic_arn {
+            Some(arn) => vec![self.topic(arn)?],
+            None => self.topics_read().values().cloned().collect(),
+        };
+        Ok(entries
+            .iter()
+            .flat_map(|e| {
+                let topic = e.lock();
+                topic
+                    .subscriptions
+                    .iter()
+                    .map(|s| (topic.arn.clone(), s.clone()))
+                    .collect::<Vec<_>>()
+            })
+            .collect())
+    }
+
+    /// Tags of a topic (the SNS tagging APIs answer ResourceNotFound for unknown topics).
+    pub fn with_topic_tags<T>(
+        &self,
+        arn: &str,
+        f: impl FnOnce(&mut BTreeMap<String, String>) -> EngineResult<T>,
+    ) -> EngineResult<T> {
+        let entry = self.topic(arn).map_err(|e| match e {
+            EngineError::NotFound(_) => {
+                EngineError::TagResourceNotFound("Resource does not exist".into())
+            }
+            other => other,
+        })?;
+        let mut topic = entry.lock();
+        f(&mut topic.tags)
+    }
+}
+
+/// Tags for a topic: the queue rules, with SNS's error codes (InvalidParameter, and
+/// TagLimitExceeded past 50 tags).
+pub fn check_topic_tags<'a>(
+    tags: impl Iterator<Item = (&'a str, &'a str)>,
+    total_after: usize,
+) -> EngineResult<()> {
+    crate::engine::check_tag_text(tags).map_err(|e| match e {
+        EngineError::InvalidParameterValue(m) => {
+            invalid(format!("Invalid parameter: Tags Reason: {m}"))
+        }
+        other => other,
+    })?;
+    crate::engine::check_tag_count(total_after).map_err(|_| {
+        EngineError::TagLimitExceeded(
+            "Could not complete request: tag quota of per resource exceeded".into(),
+        )
+    })
+}
