@@ -5,7 +5,7 @@ use aws_sdk_sqs::operation::get_queue_url::GetQueueUrlError;
 use aws_sdk_sqs::operation::send_message_batch::SendMessageBatchError;
 use aws_sdk_sqs::types::SendMessageBatchRequestEntry;
 
-use crate::common::{fifo_queue, start};
+use crate::common::{create_queue, fifo_queue, start};
 
 #[tokio::test]
 async fn unknown_queue_is_the_modeled_error_with_the_legacy_code() {
@@ -57,15 +57,7 @@ async fn missing_group_id_is_missing_parameter() {
 #[tokio::test]
 async fn batch_structure_errors() {
     let server = start().await;
-    let url = server
-        .sqs
-        .create_queue()
-        .queue_name("plain")
-        .send()
-        .await
-        .unwrap()
-        .queue_url
-        .unwrap();
+    let url = create_queue(&server, "plain", &[]).await;
     let entry = |id: &str| {
         SendMessageBatchRequestEntry::builder()
             .id(id)
@@ -174,15 +166,7 @@ async fn oversized_batch_entry_fails_alone() {
 #[tokio::test]
 async fn purge_twice_within_a_minute_is_403() {
     let server = start().await;
-    let url = server
-        .sqs
-        .create_queue()
-        .queue_name("p")
-        .send()
-        .await
-        .unwrap()
-        .queue_url
-        .unwrap();
+    let url = create_queue(&server, "p", &[]).await;
     server
         .sqs
         .purge_queue()
@@ -209,15 +193,7 @@ async fn purge_twice_within_a_minute_is_403() {
 #[tokio::test]
 async fn bad_receipt_handles_and_parameters() {
     let server = start().await;
-    let url = server
-        .sqs
-        .create_queue()
-        .queue_name("h")
-        .send()
-        .await
-        .unwrap()
-        .queue_url
-        .unwrap();
+    let url = create_queue(&server, "h", &[]).await;
     let err = server
         .sqs
         .delete_message()

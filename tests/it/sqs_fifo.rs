@@ -9,7 +9,7 @@ use aws_sdk_sqs::types::{
     SendMessageBatchRequestEntry,
 };
 
-use crate::common::{fifo_queue, start, start_with_manual_clock, Server};
+use crate::common::{create_queue, fifo_queue, start, start_with_manual_clock, Server};
 
 #[tokio::test]
 async fn concurrent_producers_keep_per_group_order() {
@@ -456,15 +456,7 @@ async fn receive_request_attempt_id_retries_get_the_same_receipt() {
 #[tokio::test]
 async fn one_send_of_two_messages_wakes_two_parked_polls() {
     let (server, _clock) = start_with_manual_clock().await;
-    let url = server
-        .sqs
-        .create_queue()
-        .queue_name("herd")
-        .send()
-        .await
-        .unwrap()
-        .queue_url
-        .unwrap();
+    let url = create_queue(&server, "herd", &[]).await;
     let (a, b) = (long_poll(&server, &url, 10), long_poll(&server, &url, 10));
     still_waiting(&a).await;
     still_waiting(&b).await;
@@ -496,15 +488,7 @@ async fn one_send_of_two_messages_wakes_two_parked_polls() {
 #[tokio::test]
 async fn deleting_a_queue_releases_its_long_polls() {
     let (server, _clock) = start_with_manual_clock().await;
-    let url = server
-        .sqs
-        .create_queue()
-        .queue_name("doomed")
-        .send()
-        .await
-        .unwrap()
-        .queue_url
-        .unwrap();
+    let url = create_queue(&server, "doomed", &[]).await;
     let poll = long_poll(&server, &url, 10);
     still_waiting(&poll).await;
     server

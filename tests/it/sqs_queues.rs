@@ -3,7 +3,7 @@
 use aws_sdk_sqs::error::ProvideErrorMetadata;
 use aws_sdk_sqs::types::QueueAttributeName as A;
 
-use crate::common::start;
+use crate::common::{create_queue, start};
 
 #[tokio::test]
 async fn create_is_idempotent_only_with_equal_attributes() {
@@ -70,15 +70,7 @@ async fn attribute_validation_and_fifo_only_rules() {
         .unwrap_err()
         .into_service_error();
     assert_eq!(err.code(), Some("InvalidParameterValue"));
-    let url = server
-        .sqs
-        .create_queue()
-        .queue_name("std")
-        .send()
-        .await
-        .unwrap()
-        .queue_url
-        .unwrap();
+    let url = create_queue(&server, "std", &[]).await;
     server
         .sqs
         .set_queue_attributes()
@@ -249,15 +241,7 @@ async fn tags_and_permissions() {
 #[tokio::test]
 async fn delete_queue_then_it_is_gone() {
     let server = start().await;
-    let url = server
-        .sqs
-        .create_queue()
-        .queue_name("gone")
-        .send()
-        .await
-        .unwrap()
-        .queue_url
-        .unwrap();
+    let url = create_queue(&server, "gone", &[]).await;
     server
         .sqs
         .delete_queue()
