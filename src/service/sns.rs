@@ -530,14 +530,8 @@ impl Service {
             ));
         }
         // AWS fails the whole request for rule violations; check them all before publishing any.
-        let entry = self.engine.topic(&topic_arn)?;
-        {
-            let topic = entry.lock();
-            for (_, request) in &requests {
-                crate::engine::topic::check_message(request)?;
-                topic.check_fifo_rules(request)?;
-            }
-        }
+        self.engine
+            .check_publishes(&topic_arn, requests.iter().map(|(_, r)| r))?;
         let mut output = PublishBatchOutput {
             successful: Vec::new(),
             failed: Vec::new(),

@@ -84,6 +84,23 @@ pub(in crate::engine) enum Delivered<W> {
 }
 
 impl<W: Default> Engine<W> {
+    /// The rules a publish must pass (message and FIFO rules), for every one of a batch: AWS
+    /// fails the whole PublishBatch if one entry breaks them, before publishing any. Each
+    /// publish checks again under its lock (settings may change in between).
+    pub fn check_publishes<'r>(
+        &self,
+        topic_arn: &str,
+        requests: impl IntoIterator<Item = &'r PublishRequest>,
+    ) -> EngineResult<()> {
+        let entry = self.topic(topic_arn)?;
+        let topic = entry.lock();
+        for request in requests {
+            check_message(request)?;
+            topic.check_fifo_rules(request)?;
+        }
+        Ok(())
+    }
+
     /// Publish: the topic decides (validation, dedup, sequence), then each SQS subscription gets
     /// its copy, all under the topic lock. `unsubscribe_base` is the URL clients reach us at.
     pub fn publish(
