@@ -163,6 +163,8 @@ struct Pending {
     /// submission pay for a wake-up call (it used to make one per sync while the writer
     /// was busy syncing and not listening).
     writer_asleep: bool,
+    /// The writer sleeps until a failed write is due to be tried again (tests look at it).
+    retry_scheduled: bool,
 }
 
 struct Shared {
@@ -240,6 +242,12 @@ impl FileJournal {
             assert!(Instant::now() < deadline, "the log writer never went idle");
             std::thread::yield_now();
         }
+    }
+
+    /// Whether the idle writer will try a failed write again (see `wait_until_idle`).
+    #[cfg(test)]
+    pub fn will_retry(&self) -> bool {
+        self.lock().retry_scheduled
     }
 
     pub fn failed(&self) -> bool {
@@ -433,6 +441,7 @@ fn write_loop<S: Storage>(shared: &Shared, mut log: SegmentLog<S>, mode: FsyncMo
                     break;
                 }
                 pending.writer_asleep = true;
+                pending.retry_scheduled = retrying;
                 pending = shared
                     .work
                     .wait_timeout(pending, wait)
