@@ -66,8 +66,15 @@ pub fn build_service(
         hostname: config.hostname.clone(),
         snapshot_after: config.snapshot_after,
     };
+    let engine = Arc::new(engine);
+    let journal = data.as_ref().map(|d| d.journal.clone());
+    let queues = Arc::new(crate::backend::embedded::Embedded::new(
+        engine.clone(),
+        journal,
+    ));
     Ok(Service::new(
-        Arc::new(engine),
+        queues,
+        engine,
         data,
         Arc::new(webhooks),
         clock,

@@ -6,6 +6,8 @@
 //!   one exhaustive mapping of errors to AWS codes and statuses.
 //! - [`service`]: the SQS actions: decode, call the engine, encode; long polling.
 //! - [`delivery`]: webhook (HTTP/S) sending: a worker, the reqwest client, the allow-list.
+//! - [`backend`]: the storage seam the service calls (queue administration so far); the
+//!   embedded engine with its log is the first implementation.
 //! - [`persist`]: the data directory: write-ahead log, snapshots, recovery, and the versioned
 //!   on-disk format (`persist::format`). See ARCHITECTURE.md.
 //! - [`http`]: the axum router and request context (host, credentials).
@@ -13,6 +15,7 @@
 //! - [`clock`]: the only place time is read.
 
 pub mod app;
+pub mod backend;
 pub mod clock;
 pub mod config;
 pub mod delivery;

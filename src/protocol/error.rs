@@ -1,6 +1,7 @@
 //! API errors: the one place where each condition gets its AWS code, fault type and HTTP status.
 //! The matches are exhaustive (no catch-all), so a new error forces a decision.
 
+use crate::backend::BackendError;
 use crate::engine::EngineError;
 
 /// Every error code this server can answer with.
@@ -278,6 +279,19 @@ impl ApiError {
             ErrorCode::MissingParameter,
             format!("The request must contain the parameter {parameter}."),
         )
+    }
+}
+
+impl From<BackendError> for ApiError {
+    fn from(e: BackendError) -> Self {
+        match e {
+            BackendError::Rejected(e) => e.into(),
+            // SQS calls it InternalFailure; SNS answers InternalError.
+            BackendError::Unavailable(_) => ApiError::new(
+                ErrorCode::InternalFailure,
+                "The change could not be persisted; the server refuses changes until its log can be written again.",
+            ),
+        }
     }
 }
 

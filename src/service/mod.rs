@@ -13,6 +13,7 @@ use std::sync::Arc;
 
 use tokio::sync::Notify;
 
+use crate::backend::QueueAdmin;
 use crate::clock::Clock;
 use crate::delivery::Webhooks;
 use crate::engine::{Engine, Journal, QueueEntry};
@@ -32,6 +33,17 @@ fn log_failed() -> ApiError {
     )
 }
 
+/// The queue name a queue URL ends in (whatever host it names).
+fn queue_name_in(url: Option<&str>) -> Result<&str, ApiError> {
+    let url = url.ok_or_else(|| ApiError::missing("QueueUrl"))?;
+    let path = url
+        .split(['?', '#'])
+        .next()
+        .unwrap_or("")
+        .trim_end_matches('/');
+    Ok(path.rsplit('/').next().unwrap_or(path))
+}
+
 /// Who asked, and where they reached us: queue URLs are built from the Host they used.
 #[derive(Clone, Debug)]
 pub struct RequestContext {
@@ -46,6 +58,9 @@ pub struct RequestContext {
 }
 
 pub struct Service {
+    /// Storage for queue administration (the seam; see `backend`).
+    pub queues: Arc<dyn QueueAdmin>,
+    /// The engine, for the actions not yet behind the seam.
     pub engine: Arc<Engine<Notify>>,
     pub clock: Arc<dyn Clock>,
     pub webhooks: Arc<Webhooks>,
@@ -68,6 +83,7 @@ impl Service {
     /// The actions over an engine already recovered (`app` opens the data directory and builds
     /// the webhook sender); does no I/O.
     pub fn new(
+        queues: Arc<dyn QueueAdmin>,
         engine: Arc<Engine<Notify>>,
         data: Option<DataDir>,
         webhooks: Arc<Webhooks>,
@@ -75,6 +91,7 @@ impl Service {
         settings: ServiceSettings,
     ) -> Arc<Self> {
         Arc::new(Service {
+            queues,
             engine,
             clock,
             webhooks,
@@ -137,14 +154,7 @@ impl Service {
     /// Resolves a QueueUrl by its last path segment (scheme, host and port are ignored, as
     /// clients reach one server under many names).
     fn queue_from_url(&self, url: Option<&str>) -> Result<Entry, ApiError> {
-        let url = url.ok_or_else(|| ApiError::missing("QueueUrl"))?;
-        let path = url
-            .split(['?', '#'])
-            .next()
-            .unwrap_or("")
-            .trim_end_matches('/');
-        let name = path.rsplit('/').next().unwrap_or(path);
-        Ok(self.engine.queue(name)?)
+        Ok(self.engine.queue(queue_name_in(url)?)?)
     }
 
     /// Wakes the longest-waiting long poll on a queue after something became receivable. One is
@@ -152,11 +162,6 @@ impl Service {
     /// `receive_message`), so waiters are served in arrival order without a thundering herd.
     fn wake(entry: &Entry) {
         entry.waiters.notify_one();
-    }
-
-    /// Wakes every long poll (the queue is gone).
-    fn wake_all(entry: &Entry) {
-        entry.waiters.notify_waiters();
     }
 
     pub async fn dispatch(
@@ -211,6 +216,17 @@ impl Service {
             ($action:ident, $handler:ident) => {
                 call!($action, $handler, encode_ok)
             };
+            (async $action:ident, $handler:ident) => {{
+                let input: <sqs_shape::$action as Shape>::Input<'_> = payload.decode(protocol)?;
+                let output: <sqs_shape::$action as Shape>::Output<'_> =
+                    self.$handler(input, ctx).await?;
+                Ok(encode_ok(
+                    protocol,
+                    Action::Sqs(action),
+                    &output,
+                    &ctx.request_id,
+                ))
+            }};
             ($action:ident, $handler:ident, $encode:ident) => {{
                 let input: <sqs_shape::$action as Shape>::Input<'_> = payload.decode(protocol)?;
                 let output: <sqs_shape::$action as Shape>::Output<'_> =
@@ -225,21 +241,22 @@ impl Service {
         }
         use SqsAction as A;
         match action {
-            A::CreateQueue => call!(CreateQueue, create_queue),
-            A::GetQueueUrl => call!(GetQueueUrl, get_queue_url),
-            A::ListQueues => call!(ListQueues, list_queues),
-            A::DeleteQueue => call!(DeleteQueue, delete_queue),
-            A::GetQueueAttributes => call!(GetQueueAttributes, get_queue_attributes),
-            A::SetQueueAttributes => call!(SetQueueAttributes, set_queue_attributes),
-            A::PurgeQueue => call!(PurgeQueue, purge_queue),
-            A::TagQueue => call!(TagQueue, tag_queue),
-            A::UntagQueue => call!(UntagQueue, untag_queue),
-            A::ListQueueTags => call!(ListQueueTags, list_queue_tags),
-            A::AddPermission => call!(AddPermission, add_permission),
-            A::RemovePermission => call!(RemovePermission, remove_permission),
-            A::ListDeadLetterSourceQueues => {
-                call!(ListDeadLetterSourceQueues, list_dead_letter_source_queues)
-            }
+            A::CreateQueue => call!(async CreateQueue, create_queue),
+            A::GetQueueUrl => call!(async GetQueueUrl, get_queue_url),
+            A::ListQueues => call!(async ListQueues, list_queues),
+            A::DeleteQueue => call!(async DeleteQueue, delete_queue),
+            A::GetQueueAttributes => call!(async GetQueueAttributes, get_queue_attributes),
+            A::SetQueueAttributes => call!(async SetQueueAttributes, set_queue_attributes),
+            A::PurgeQueue => call!(async PurgeQueue, purge_queue),
+            A::TagQueue => call!(async TagQueue, tag_queue),
+            A::UntagQueue => call!(async UntagQueue, untag_queue),
+            A::ListQueueTags => call!(async ListQueueTags, list_queue_tags),
+            A::AddPermission => call!(async AddPermission, add_permission),
+            A::RemovePermission => call!(async RemovePermission, remove_permission),
+            A::ListDeadLetterSourceQueues => call!(
+                async ListDeadLetterSourceQueues,
+                list_dead_letter_source_queues
+            ),
             A::SendMessage => call!(SendMessage, send_message, encode_answer),
             A::SendMessageBatch => call!(SendMessageBatch, send_message_batch, encode_answer),
             A::ReceiveMessage => {

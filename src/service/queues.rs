@@ -3,8 +3,11 @@
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine as _;
 
+use std::sync::Arc;
+
 use super::permissions;
-use super::{RequestContext, Service};
+use super::{queue_name_in, RequestContext, Service};
+use crate::backend::{CreateQueue, PolicyEdit};
 use crate::engine::queue::config::ATTRIBUTE_NAMES;
 use crate::protocol::sqs::*;
 use crate::protocol::ApiError;
@@ -50,7 +53,12 @@ fn paginate(
 }
 
 impl Service {
-    pub(super) fn create_queue(
+    /// The name a queue URL names, if that queue exists (`queue_from_url`, through the seam).
+    async fn queue_named(&self, url: Option<&str>) -> Result<Arc<str>, ApiError> {
+        Ok(self.queues.find_queue(queue_name_in(url)?).await?)
+    }
+
+    pub(super) async fn create_queue(
         &self,
         input: CreateQueueInput,
         ctx: &RequestContext,
@@ -58,16 +66,19 @@ impl Service {
         let name = input
             .queue_name
             .ok_or_else(|| ApiError::missing("QueueName"))?;
-        let now = self.clock.now();
-        let entry =
-            self.engine
-                .create_queue(&name, &pairs(input.attributes), &pairs(input.tags), now)?;
+        let request = CreateQueue {
+            name,
+            attributes: pairs(input.attributes),
+            tags: pairs(input.tags),
+            now: self.clock.now(),
+        };
+        let name = self.queues.create_queue(request).await?;
         Ok(QueueUrlOutput {
-            queue_url: self.queue_url(ctx, &entry.name),
+            queue_url: self.queue_url(ctx, &name),
         })
     }
 
-    pub(super) fn get_queue_url(
+    pub(super) async fn get_queue_url(
         &self,
         input: QueueNameInput,
         ctx: &RequestContext,
@@ -78,24 +89,23 @@ impl Service {
         if input
             .queue_owner_account_id
             .as_deref()
-            .is_some_and(|a| a != self.engine.account_id)
+            .is_some_and(|a| a != self.account_id())
         {
             return Err(crate::engine::EngineError::QueueDoesNotExist.into());
         }
-        let entry = self.engine.queue(&name)?;
+        let name = self.queues.find_queue(&name).await?;
         Ok(QueueUrlOutput {
-            queue_url: self.queue_url(ctx, &entry.name),
+            queue_url: self.queue_url(ctx, &name),
         })
     }
 
-    pub(super) fn list_queues(
+    pub(super) async fn list_queues(
         &self,
         input: ListQueuesInput,
         ctx: &RequestContext,
     ) -> Result<ListQueuesOutput, ApiError> {
-        let names = self
-            .engine
-            .list_queues(input.queue_name_prefix.as_deref().unwrap_or(""));
+        let prefix = input.queue_name_prefix.as_deref().unwrap_or("");
+        let names = self.queues.list_queues(prefix).await?;
         let (page, next_token) = paginate(names, input.next_token.as_deref(), input.max_results)?;
         Ok(ListQueuesOutput {
             queue_urls: page.iter().map(|n| self.queue_url(ctx, n)).collect(),
@@ -103,24 +113,22 @@ impl Service {
         })
     }
 
-    pub(super) fn delete_queue(
+    pub(super) async fn delete_queue(
         &self,
         input: QueueUrlInput,
         _ctx: &RequestContext,
     ) -> Result<Empty, ApiError> {
-        let entry = self.queue_from_url(input.queue_url.as_deref())?;
-        self.engine.delete_queue(&entry.name, self.clock.now())?;
-        // Parked long polls notice the queue is gone and return empty.
-        Self::wake_all(&entry);
+        let name = self.queue_named(input.queue_url.as_deref()).await?;
+        self.queues.delete_queue(&name, self.clock.now()).await?;
         Ok(Empty {})
     }
 
-    pub(super) fn get_queue_attributes(
+    pub(super) async fn get_queue_attributes(
         &self,
         input: GetQueueAttributesInput,
         _ctx: &RequestContext,
     ) -> Result<AttributesOutput, ApiError> {
-        let entry = self.queue_from_url(input.queue_url.as_deref())?;
+        let name = self.queue_named(input.queue_url.as_deref()).await?;
         let all = input.attribute_names.iter().any(|n| n == "All");
         if let Some(unknown) = input
             .attribute_names
@@ -132,9 +140,8 @@ impl Service {
             ))
             .into());
         }
-        let mut queue = entry.lock();
-        queue.tick(self.clock.now());
-        let counts = queue.counts();
+        let queue = self.queues.describe_queue(&name, self.clock.now()).await?;
+        let counts = queue.counts;
         let attributes = ATTRIBUTE_NAMES
             .iter()
             .filter(|name| all || input.attribute_names.iter().any(|n| n == *name))
@@ -144,7 +151,7 @@ impl Service {
                     "ApproximateNumberOfMessagesNotVisible" => Some(counts.in_flight.to_string()),
                     "ApproximateNumberOfMessagesDelayed" => Some(counts.delayed.to_string()),
                     "QueueArn" => Some(queue.arn.to_string()),
-                    other => queue.config().attribute(other),
+                    other => queue.config.attribute(other),
                 };
                 value.map(|v| (name.to_string(), v))
             })
@@ -154,106 +161,101 @@ impl Service {
         })
     }
 
-    pub(super) fn set_queue_attributes(
+    pub(super) async fn set_queue_attributes(
         &self,
         input: SetQueueAttributesInput,
         _ctx: &RequestContext,
     ) -> Result<Empty, ApiError> {
-        let entry = self.queue_from_url(input.queue_url.as_deref())?;
+        let name = self.queue_named(input.queue_url.as_deref()).await?;
         let attributes = input
             .attributes
             .ok_or_else(|| ApiError::missing("Attributes"))?;
-        self.engine
-            .set_attributes(&entry.name, &pairs(attributes), self.clock.now())?;
-        // A shorter delay or visibility default may make messages receivable sooner.
-        Self::wake(&entry);
+        let now = self.clock.now();
+        self.queues
+            .set_queue_attributes(&name, pairs(attributes), now)
+            .await?;
         Ok(Empty {})
     }
 
-    pub(super) fn purge_queue(
+    pub(super) async fn purge_queue(
         &self,
         input: QueueUrlInput,
         _ctx: &RequestContext,
     ) -> Result<Empty, ApiError> {
-        let entry = self.queue_from_url(input.queue_url.as_deref())?;
-        entry.lock().purge(self.clock.now())?;
+        let name = self.queue_named(input.queue_url.as_deref()).await?;
+        self.queues.purge_queue(&name, self.clock.now()).await?;
         Ok(Empty {})
     }
 
-    pub(super) fn tag_queue(
+    pub(super) async fn tag_queue(
         &self,
         input: TagQueueInput,
         _ctx: &RequestContext,
     ) -> Result<Empty, ApiError> {
-        let entry = self.queue_from_url(input.queue_url.as_deref())?;
+        let name = self.queue_named(input.queue_url.as_deref()).await?;
         let tags = input.tags.ok_or_else(|| ApiError::missing("Tags"))?;
-        entry.lock().tag(tags)?;
+        self.queues.tag_queue(&name, tags).await?;
         Ok(Empty {})
     }
 
-    pub(super) fn untag_queue(
+    pub(super) async fn untag_queue(
         &self,
         input: UntagQueueInput,
         _ctx: &RequestContext,
     ) -> Result<Empty, ApiError> {
-        let entry = self.queue_from_url(input.queue_url.as_deref())?;
+        let name = self.queue_named(input.queue_url.as_deref()).await?;
         let keys = input.tag_keys.ok_or_else(|| ApiError::missing("TagKeys"))?;
-        entry.lock().untag(&keys);
+        self.queues.untag_queue(&name, keys).await?;
         Ok(Empty {})
     }
 
-    pub(super) fn list_queue_tags(
+    pub(super) async fn list_queue_tags(
         &self,
         input: QueueUrlInput,
         _ctx: &RequestContext,
     ) -> Result<TagsOutput, ApiError> {
-        let entry = self.queue_from_url(input.queue_url.as_deref())?;
-        let queue = entry.lock();
+        let name = self.queue_named(input.queue_url.as_deref()).await?;
+        let tags = self.queues.queue_tags(&name).await?;
         Ok(TagsOutput {
-            tags: Pairs(
-                queue
-                    .tags()
-                    .iter()
-                    .map(|(k, v)| (k.clone(), v.clone()))
-                    .collect(),
-            ),
+            tags: Pairs(tags.into_iter().collect()),
         })
     }
 
-    pub(super) fn add_permission(
+    pub(super) async fn add_permission(
         &self,
         input: AddPermissionInput,
         _ctx: &RequestContext,
     ) -> Result<Empty, ApiError> {
-        let entry = self.queue_from_url(input.queue_url.as_deref())?;
+        let name = self.queue_named(input.queue_url.as_deref()).await?;
         let label = input.label.ok_or_else(|| ApiError::missing("Label"))?;
-        entry.lock().edit_policy(|policy, arn| {
-            permissions::add_permission(policy, arn, &label, &input.account_ids, &input.actions)
-                .map(Some)
-        })?;
+        let (accounts, actions) = (input.account_ids, input.actions);
+        let edit: PolicyEdit = Box::new(move |policy, arn| {
+            permissions::add_permission(policy, arn, &label, &accounts, &actions).map(Some)
+        });
+        self.queues.edit_queue_policy(&name, edit).await?;
         Ok(Empty {})
     }
 
-    pub(super) fn remove_permission(
+    pub(super) async fn remove_permission(
         &self,
         input: RemovePermissionInput,
         _ctx: &RequestContext,
     ) -> Result<Empty, ApiError> {
-        let entry = self.queue_from_url(input.queue_url.as_deref())?;
+        let name = self.queue_named(input.queue_url.as_deref()).await?;
         let label = input.label.ok_or_else(|| ApiError::missing("Label"))?;
-        entry
-            .lock()
-            .edit_policy(|policy, _| permissions::remove_permission(policy, &label))?;
+        let edit: PolicyEdit =
+            Box::new(move |policy, _| permissions::remove_permission(policy, &label));
+        self.queues.edit_queue_policy(&name, edit).await?;
         Ok(Empty {})
     }
 
-    pub(super) fn list_dead_letter_source_queues(
+    pub(super) async fn list_dead_letter_source_queues(
         &self,
         input: ListDeadLetterSourceQueuesInput,
         ctx: &RequestContext,
     ) -> Result<ListDeadLetterSourceQueuesOutput, ApiError> {
-        let entry = self.queue_from_url(input.queue_url.as_deref())?;
-        let names = self.engine.dead_letter_sources(&entry.name)?;
+        let name = self.queue_named(input.queue_url.as_deref()).await?;
+        let names = self.queues.dead_letter_sources(&name).await?;
         let (page, next_token) = paginate(names, input.next_token.as_deref(), input.max_results)?;
         Ok(ListDeadLetterSourceQueuesOutput {
             queue_urls: page.iter().map(|n| self.queue_url(ctx, n)).collect(),
