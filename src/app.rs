@@ -225,7 +225,7 @@ impl App {
 }
 
 /// Wait after a failed snapshot before the next try.
-const SNAPSHOT_RETRY: std::time::Duration = std::time::Duration::from_secs(5);
+const SNAPSHOT_RETRY: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// Takes a snapshot whenever the log holds enough history to be worth compacting, so disk use
 /// and restart time follow live data rather than history.

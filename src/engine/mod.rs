@@ -599,7 +599,7 @@ mod tests {
         };
         engine.receive(&src, &all, Timestamp(1)).unwrap();
         let (outcome, dlq) = engine.receive(&src, &all, Timestamp(2)).unwrap();
-        assert!(outcome.deliveries.is_empty());
+        assert!(outcome.received.is_empty());
         assert_eq!(dlq.unwrap().lock().len(), 5, "all five were dead-lettered");
         let arn = engine.queue_arn("dlq");
         let task = engine
@@ -620,7 +620,7 @@ mod tests {
         );
         // Moved back as if never received: the source does not dead-letter them again at once.
         let (outcome, _) = engine.receive(&src, &all, Timestamp(7)).unwrap();
-        assert_eq!(outcome.deliveries.len(), 5);
+        assert_eq!(outcome.received.len(), 5);
         assert!(
             engine
                 .start_move_task(&engine.queue_arn("src"), None, None, Timestamp(8))

@@ -156,7 +156,7 @@ impl Run {
                     attempt_id: None,
                 };
                 if let Ok((outcome, _)) = engine.receive(&entry, &request, now) {
-                    for delivery in outcome.deliveries {
+                    for delivery in outcome.received {
                         self.handles.push((*queue, delivery.receipt_handle));
                     }
                 }

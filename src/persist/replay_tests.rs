@@ -104,7 +104,7 @@ fn replaying_the_recorded_changes_rebuilds_the_same_state() {
     original.receive(&src, &again, t.plus_millis(3)).unwrap();
     send(&original, "src.fifo", "late", Some("g1"), t.plus_millis(4));
     let (outcome, _) = original.receive(&src, &again, t.plus_millis(5)).unwrap();
-    let handle = outcome.deliveries[0].receipt_handle.clone();
+    let handle = outcome.received[0].receipt_handle.clone();
     src.lock()
         .change_visibility(&handle, 60, t.plus_millis(6))
         .unwrap();
@@ -112,7 +112,7 @@ fn replaying_the_recorded_changes_rebuilds_the_same_state() {
     let (outcome, _) = original.receive(&plain, &again, t.plus_millis(7)).unwrap();
     plain
         .lock()
-        .delete(&outcome.deliveries[1].receipt_handle, t.plus_millis(8))
+        .delete(&outcome.received[1].receipt_handle, t.plus_millis(8))
         .unwrap();
     original
         .set_attributes("plain", &pairs(&[("VisibilityTimeout", "45")]), t)
@@ -216,7 +216,7 @@ fn changes_spanning_queues_are_made_inside_one_group() {
     watch.take();
     let (outcome, dlq) = engine.receive(&src, &once, t.plus_millis(2)).unwrap();
     assert!(
-        outcome.deliveries.is_empty() && dlq.is_some(),
+        outcome.received.is_empty() && dlq.is_some(),
         "dead-lettered"
     );
     let (dead_lettered, closed) = watch.take();

@@ -74,7 +74,7 @@ fn receive(engine: &TestEngine, queue: &str, now: Timestamp) -> Vec<String> {
     };
     let (outcome, _) = engine.receive(&entry, &req, now).unwrap();
     outcome
-        .deliveries
+        .received
         .into_iter()
         .map(|d| d.receipt_handle)
         .collect()
@@ -164,7 +164,7 @@ fn a_group_keeps_its_order_across_a_snapshot() {
         attempt_id: None,
     };
     loop {
-        let deliveries = q.receive(&req, None, t).unwrap().deliveries;
+        let deliveries = q.receive(&req, None, t).unwrap().received;
         if deliveries.is_empty() {
             break;
         }

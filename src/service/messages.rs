@@ -145,14 +145,14 @@ impl Service {
                 .engine
                 .queue(&entry.name)
                 .map_or(true, |current| !std::sync::Arc::ptr_eq(&current, &entry));
-            if !outcome.deliveries.is_empty() || now >= deadline || gone {
-                if !outcome.deliveries.is_empty() && entry.lock().has_receivable() {
+            if !outcome.received.is_empty() || now >= deadline || gone {
+                if !outcome.received.is_empty() && entry.lock().has_receivable() {
                     Self::wake(&entry);
                 }
                 let messages = outcome
-                    .deliveries
+                    .received
                     .into_iter()
-                    .map(|d| message_wire(d, &system_names, &input.message_attribute_names))
+                    .map(|r| message_wire(r, &system_names, &input.message_attribute_names))
                     .collect();
                 return Ok(ReceiveMessageOutput { messages });
             }

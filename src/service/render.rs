@@ -6,7 +6,7 @@ use base64::engine::general_purpose::STANDARD;
 use base64::Engine as _;
 
 use crate::engine::message::{AttributeData, AttributeValue, Message, MessageAttributes};
-use crate::engine::queue::Delivery;
+use crate::engine::queue::Received;
 use crate::protocol::sqs::{AttributeValueWire, MessageWire, Pairs};
 use crate::protocol::ApiError;
 
@@ -105,11 +105,11 @@ fn system_attribute(message: &Message, name: &str) -> Option<String> {
 
 /// A received message with the requested system and message attributes.
 pub fn message_wire(
-    delivery: Delivery,
+    received: Received,
     system_names: &[String],
     attribute_names: &[String],
 ) -> MessageWire {
-    let message = delivery.message;
+    let message = received.message;
     let all = system_names.iter().any(|n| n == "All");
     let attributes = SYSTEM_ATTRIBUTES
         .iter()
@@ -125,7 +125,7 @@ pub fn message_wire(
     };
     MessageWire {
         message_id: message.id,
-        receipt_handle: delivery.receipt_handle,
+        receipt_handle: received.receipt_handle,
         md5_of_body: message.body_md5,
         body: message.body,
         attributes: Pairs(attributes),

@@ -28,7 +28,7 @@ use super::message::{
 use super::time::Timestamp;
 use super::FastMap;
 pub use config::{DedupScope, QueueConfig, RedrivePolicy};
-pub use operations::{Delivery, ReceiveOutcome, ReceiveRequest};
+pub use operations::{ReceiveOutcome, ReceiveRequest, Received};
 
 /// AWS's in-flight limit, for FIFO and standard queues alike.
 pub const INFLIGHT_LIMIT: usize = 120_000;

@@ -17,14 +17,14 @@ pub struct ReceiveRequest {
 
 /// One received message: a snapshot with its counters as of this receive, and its handle.
 #[derive(Clone, Debug)]
-pub struct Delivery {
+pub struct Received {
     pub message: Message,
     pub receipt_handle: String,
 }
 
 #[derive(Debug, Default)]
 pub struct ReceiveOutcome {
-    pub deliveries: Vec<Delivery>,
+    pub received: Vec<Received>,
     /// Messages past the redrive policy's maxReceiveCount, already removed from this queue,
     /// for the caller to store in the dead-letter queue.
     pub dead_letters: Vec<Message>,
@@ -82,7 +82,7 @@ impl Queue {
         if let Some(id) = attempt_id {
             if let Some(replayed) = self.replay_attempt(id, deadline, now) {
                 return Ok(ReceiveOutcome {
-                    deliveries: replayed,
+                    received: replayed,
                     dead_letters: Vec::new(),
                 });
             }
@@ -94,7 +94,7 @@ impl Queue {
             )));
         }
         let mut outcome = ReceiveOutcome::default();
-        while outcome.deliveries.len() < max && self.in_flight.len() < self.inflight_limit {
+        while outcome.received.len() < max && self.in_flight.len() < self.inflight_limit {
             match &mut self.order {
                 Order::Standard(ready) => match ready.pop_first() {
                     Some(seq) => self.take(seq, deadline, dead_letter_after, now, &mut outcome),
@@ -114,9 +114,9 @@ impl Queue {
             }
         }
         if let Some(id) = attempt_id {
-            if !outcome.deliveries.is_empty() {
+            if !outcome.received.is_empty() {
                 let entries: Vec<(u64, u64, u32)> = outcome
-                    .deliveries
+                    .received
                     .iter()
                     .map(|d| {
                         let receipt = Receipt::decode(&d.receipt_handle).expect("own handle");
@@ -147,7 +147,7 @@ impl Queue {
         now: Timestamp,
         outcome: &mut ReceiveOutcome,
     ) {
-        let room = (max - outcome.deliveries.len()).min(self.inflight_limit - self.in_flight.len());
+        let room = (max - outcome.received.len()).min(self.inflight_limit - self.in_flight.len());
         let Order::Fifo(index) = &self.order else {
             unreachable!("called for FIFO queues only")
         };
@@ -194,7 +194,7 @@ impl Queue {
             seq,
             receive_no,
         };
-        outcome.deliveries.push(Delivery {
+        outcome.received.push(Received {
             message: stored.message.clone(),
             receipt_handle: receipt.encode(),
         });
@@ -207,7 +207,7 @@ impl Queue {
         id: &str,
         deadline: Timestamp,
         now: Timestamp,
-    ) -> Option<Vec<Delivery>> {
+    ) -> Option<Vec<Received>> {
         let entries = self.attempts.get(&id.to_string(), now)?.clone();
         let intact = entries.iter().all(|(seq, receive_no, epoch)| {
             self.messages.get(seq).is_some_and(|s| {
@@ -230,7 +230,7 @@ impl Queue {
             self.in_flight.insert((deadline, seq));
             self.note_touch(seq);
             let stored = &self.messages[&seq];
-            deliveries.push(Delivery {
+            deliveries.push(Received {
                 message: stored.message.clone(),
                 receipt_handle: Receipt {
                     queue_uid: self.uid,

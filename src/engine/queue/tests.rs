@@ -54,16 +54,16 @@ fn plain(body: &str) -> SendRequest {
     }
 }
 
-fn receive(q: &mut Queue, max: i64, now: u64) -> Vec<Delivery> {
+fn receive(q: &mut Queue, max: i64, now: u64) -> Vec<Received> {
     q.tick(Timestamp(now));
     let req = ReceiveRequest {
         max_messages: Some(max),
         ..Default::default()
     };
-    q.receive(&req, None, Timestamp(now)).unwrap().deliveries
+    q.receive(&req, None, Timestamp(now)).unwrap().received
 }
 
-fn bodies(d: &[Delivery]) -> Vec<&str> {
+fn bodies(d: &[Received]) -> Vec<&str> {
     d.iter().map(|d| &*d.message.body).collect()
 }
 
@@ -338,9 +338,9 @@ fn receive_attempt_id_replays_same_handles_until_invalidated() {
         attempt_id: Some("attempt".into()),
         ..Default::default()
     };
-    let first = q.receive(&req, None, Timestamp(1)).unwrap().deliveries;
-    let retry = q.receive(&req, None, Timestamp(2)).unwrap().deliveries;
-    let handles = |d: &[Delivery]| {
+    let first = q.receive(&req, None, Timestamp(1)).unwrap().received;
+    let retry = q.receive(&req, None, Timestamp(2)).unwrap().received;
+    let handles = |d: &[Received]| {
         d.iter()
             .map(|d| d.receipt_handle.clone())
             .collect::<Vec<_>>()
@@ -352,7 +352,7 @@ fn receive_attempt_id_replays_same_handles_until_invalidated() {
     );
     q.change_visibility(&first[0].receipt_handle, 0, Timestamp(3))
         .unwrap();
-    let after = q.receive(&req, None, Timestamp(4)).unwrap().deliveries;
+    let after = q.receive(&req, None, Timestamp(4)).unwrap().received;
     assert_eq!(bodies(&after), ["1"]);
     assert_ne!(after[0].receipt_handle, first[0].receipt_handle);
 }
@@ -388,13 +388,13 @@ fn dead_lettering_keeps_receive_count_and_unlocks_group() {
         ..Default::default()
     };
     let first = q.receive(&req, Some(1), Timestamp(0)).unwrap();
-    assert_eq!(bodies(&first.deliveries), ["1"]);
+    assert_eq!(bodies(&first.received), ["1"]);
     q.tick(Timestamp(1_000));
     let second = q.receive(&req, Some(1), Timestamp(1_000)).unwrap();
     assert_eq!(second.dead_letters.len(), 1);
     assert_eq!(second.dead_letters[0].receive_count, 1);
     assert_eq!(
-        bodies(&second.deliveries),
+        bodies(&second.received),
         ["2"],
         "the group moves on once its head is dead-lettered"
     );
@@ -472,7 +472,7 @@ proptest! {
         let mut now = 0u64;
         let mut sent: HashMap<String, Vec<String>> = HashMap::new();
         let mut deleted: HashSet<String> = HashSet::new();
-        let mut in_flight: Vec<Delivery> = Vec::new();
+        let mut in_flight: Vec<Received> = Vec::new();
         let mut counter = 0;
         for op in ops {
             now += 1;
@@ -563,12 +563,12 @@ fn receive_attempt_ids_expire_after_five_minutes() {
         attempt_id: Some("a".into()),
         ..Default::default()
     };
-    let first = q.receive(&req, None, Timestamp(0)).unwrap().deliveries;
+    let first = q.receive(&req, None, Timestamp(0)).unwrap().received;
     q.tick(Timestamp(DEDUP_WINDOW_MS - 1));
     let retry = q
         .receive(&req, None, Timestamp(DEDUP_WINDOW_MS - 1))
         .unwrap()
-        .deliveries;
+        .received;
     assert_eq!(
         retry[0].receipt_handle, first[0].receipt_handle,
         "inside the window: same receive"
@@ -577,7 +577,7 @@ fn receive_attempt_ids_expire_after_five_minutes() {
     let later = q
         .receive(&req, None, Timestamp(DEDUP_WINDOW_MS))
         .unwrap()
-        .deliveries;
+        .received;
     assert_eq!(
         bodies(&later),
         ["2"],

@@ -1,5 +1,5 @@
 //! SNS topics: attributes, subscriptions, and what a publish decides (validation, topic-wide
-//! deduplication, sequence numbers). Delivery into queues is in `engine::topics`. Pure.
+//! deduplication, sequence numbers). Fan-out into subscriptions is in `fanout`. Pure.
 
 pub mod archive;
 pub mod changes;
