@@ -103,16 +103,31 @@ pub fn take<W: Default>(
     engine: &Engine<W>,
     journal: &FileJournal,
 ) -> std::io::Result<PathBuf> {
+    let temporary = dir.join("snapshot.tmp");
+    let taken = write(dir, &temporary, engine, journal);
+    if taken.is_err() {
+        // A half-written snapshot would hold disk space the log needs (a full disk is the
+        // likeliest reason to be here).
+        let _ = std::fs::remove_file(&temporary);
+    }
+    taken
+}
+
+fn write<W: Default>(
+    dir: &Path,
+    temporary: &Path,
+    engine: &Engine<W>,
+    journal: &FileJournal,
+) -> std::io::Result<PathBuf> {
     let (segment, first_lsn) = journal.rotate().map_err(std::io::Error::other)?;
     let (entries, registry, registry_lsn) = engine.registry_cut(|| journal.next_lsn());
-    let temporary = dir.join("snapshot.tmp");
     let mut out = BufWriter::with_capacity(
         1 << 20,
         super::storage::private_file()
             .write(true)
             .create(true)
             .truncate(true)
-            .open(&temporary)?,
+            .open(temporary)?,
     );
     let mut buf = Vec::new();
     write_item(
@@ -229,7 +244,7 @@ pub fn take<W: Default>(
     file.sync_all()?;
     drop(file);
     let path = dir.join(snapshot_name(first_lsn));
-    std::fs::rename(&temporary, &path)?;
+    std::fs::rename(temporary, &path)?;
     File::open(dir)?.sync_all()?;
     for old in snapshots(dir)? {
         if old < snapshot_name(first_lsn) {
