@@ -68,12 +68,13 @@ pub fn build_service(
     };
     let engine = Arc::new(engine);
     let journal = data.as_ref().map(|d| d.journal.clone());
-    let queues = Arc::new(crate::backend::embedded::Embedded::new(
+    let backend = Arc::new(crate::backend::embedded::Embedded::new(
         engine.clone(),
         journal,
+        clock.clone(),
     ));
     Ok(Service::new(
-        queues,
+        backend,
         engine,
         data,
         Arc::new(webhooks),

@@ -4,10 +4,11 @@
 //! - [`engine`]: pure queue state machines and the queue registry; takes `now` as an argument.
 //! - [`protocol`]: bytes to typed requests and back, for AWS JSON 1.0 and the Query protocol;
 //!   one exhaustive mapping of errors to AWS codes and statuses.
-//! - [`service`]: the SQS actions: decode, call the engine, encode; long polling.
+//! - [`service`]: the SQS and SNS actions: check what needs no storage, call the backend (or,
+//!   for what is not behind it yet, the engine), encode.
 //! - [`delivery`]: webhook (HTTP/S) sending: a worker, the reqwest client, the allow-list.
-//! - [`backend`]: the storage seam the service calls (queue administration so far); the
-//!   embedded engine with its log is the first implementation.
+//! - [`backend`]: the storage seam the service calls (queues and messages so far); the
+//!   embedded engine with its log is the first implementation, and serves long polls.
 //! - [`persist`]: the data directory: write-ahead log, snapshots, recovery, and the versioned
 //!   on-disk format (`persist::format`). See ARCHITECTURE.md.
 //! - [`http`]: the axum router and request context (host, credentials).

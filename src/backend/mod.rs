@@ -7,8 +7,8 @@
 //! reads or changes stored state. A method answers once its change is durable, so the service
 //! never waits on a particular log.
 //!
-//! So far the queue administration actions go through here (`QueueAdmin`); messages, topics,
-//! subscriptions and move tasks still call the engine directly (issue 29 is not done).
+//! So far queue administration (`QueueAdmin`) and messages (`Messages`) go through here;
+//! topics, subscriptions and move tasks still call the engine directly (issue 29 is not done).
 
 pub mod embedded;
 
@@ -19,7 +19,7 @@ use std::sync::Arc;
 
 use thiserror::Error;
 
-use crate::engine::queue::Counts;
+use crate::engine::queue::{Counts, ReceiveRequest, Received, SendReceipt, SendRequest};
 use crate::engine::{EngineError, EngineResult, QueueConfig, Timestamp};
 
 #[derive(Debug, Error)]
@@ -80,3 +80,41 @@ pub trait QueueAdmin: Send + Sync {
     /// Queues whose redrive policy names this one as their dead-letter queue, sorted.
     fn dead_letter_sources<'a>(&'a self, name: &'a str) -> Answer<'a, Vec<Arc<str>>>;
 }
+
+/// Sending, receiving, deleting and changing the visibility of messages. Each reads the time
+/// once it holds the queue, so a queue's timestamps never run backwards.
+pub trait Messages: Send + Sync {
+    fn send<'a>(&'a self, queue: &'a str, request: SendRequest) -> Answer<'a, SendReceipt>;
+    /// SendMessageBatch: the FIFO rules every entry must meet fail the whole batch; anything
+    /// else fails only its entry.
+    fn send_batch<'a>(
+        &'a self,
+        queue: &'a str,
+        requests: Vec<SendRequest>,
+    ) -> Answer<'a, Vec<EngineResult<SendReceipt>>>;
+    /// Up to the request's maximum of messages, waiting up to `wait_seconds` (the queue's
+    /// ReceiveMessageWaitTimeSeconds when `None`) for the first to become receivable.
+    fn receive<'a>(
+        &'a self,
+        queue: &'a str,
+        request: ReceiveRequest,
+        wait_seconds: Option<u64>,
+    ) -> Answer<'a, Vec<Received>>;
+    /// DeleteMessage for each handle, each answered on its own.
+    fn delete<'a>(
+        &'a self,
+        queue: &'a str,
+        handles: Vec<&'a str>,
+    ) -> Answer<'a, Vec<EngineResult<()>>>;
+    /// ChangeMessageVisibility for each (handle, timeout in seconds), each answered on its own.
+    fn change_visibility<'a>(
+        &'a self,
+        queue: &'a str,
+        changes: Vec<(&'a str, i64)>,
+    ) -> Answer<'a, Vec<EngineResult<()>>>;
+}
+
+/// Everything the service asks of storage.
+pub trait Backend: QueueAdmin + Messages {}
+
+impl<T: QueueAdmin + Messages> Backend for T {}

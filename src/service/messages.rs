@@ -1,18 +1,36 @@
 //! Message actions: send, receive (with long polling), delete, change visibility, and batches.
+//! What the request must hold is checked here; the backend applies it.
 
 use std::sync::Arc;
 
 use super::batch::{check_entries, failure};
 use super::render::{decode_attributes, decode_trace_header, message_wire};
-use super::{Entry, RequestContext, Service};
+use super::{queue_name_in, RequestContext, Service};
 use crate::engine::body::Body;
-use crate::engine::queue::{Queue, ReceiveRequest, SendRequest};
-use crate::engine::Timestamp;
+use crate::engine::queue::{ReceiveRequest, SendReceipt, SendRequest};
 use crate::protocol::sqs::*;
 use crate::protocol::{ApiError, ErrorCode};
 
 /// Batch requests may carry at most this many bytes of bodies and attributes in total.
 const MAX_BATCH_BYTES: usize = 1_048_576;
+
+/// What a receipt-handle batch does to each entry.
+#[derive(Clone, Copy)]
+enum HandleAction {
+    Delete,
+    ChangeVisibility,
+}
+
+fn sent<'a>(id: Option<std::borrow::Cow<'a, str>>, receipt: SendReceipt) -> SendMessageOutput<'a> {
+    SendMessageOutput {
+        id,
+        message_id: receipt.message_id,
+        md5_of_message_body: receipt.body_md5,
+        md5_of_message_attributes: receipt.attributes_md5.as_deref().map(String::from),
+        md5_of_message_system_attributes: receipt.trace_header_md5,
+        sequence_number: receipt.sequence_number,
+    }
+}
 
 impl Service {
     /// The engine's request. The body's MD5 is computed here, before any queue lock is taken.
@@ -33,31 +51,24 @@ impl Service {
         })
     }
 
-    pub(super) fn send_message(
+    pub(super) async fn send_message(
         &self,
-        input: SendMessageInput<'_>,
+        mut input: SendMessageInput<'_>,
         ctx: &RequestContext,
     ) -> Result<SendMessageOutput<'static>, ApiError> {
-        let entry = self.queue_from_url(input.queue_url.as_deref())?;
+        let url = input.queue_url.take();
+        let queue = queue_name_in(url.as_deref())?;
         let request = self.send_request(input, ctx)?;
-        let receipt = self.with_queue(&entry, |queue, now| queue.send(request, now))?;
-        Self::wake(&entry);
-        Ok(SendMessageOutput {
-            id: None,
-            message_id: receipt.message_id,
-            md5_of_message_body: receipt.body_md5,
-            md5_of_message_attributes: receipt.attributes_md5.as_deref().map(String::from),
-            md5_of_message_system_attributes: receipt.trace_header_md5,
-            sequence_number: receipt.sequence_number,
-        })
+        let receipt = self.backend.send(queue, request).await?;
+        Ok(sent(None, receipt))
     }
 
-    pub(super) fn send_message_batch<'a>(
+    pub(super) async fn send_message_batch<'a>(
         &self,
         input: SendMessageBatchInput<'a>,
         ctx: &RequestContext,
     ) -> Result<BatchOutput<SendMessageOutput<'a>>, ApiError> {
-        let entry = self.queue_from_url(input.queue_url.as_deref())?;
+        let queue = queue_name_in(input.queue_url.as_deref())?;
         let entries = input.entries.unwrap_or_default();
         check_entries(
             "SendMessageBatchRequestEntry",
@@ -84,194 +95,159 @@ impl Service {
                 format!("Batch requests cannot be longer than {MAX_BATCH_BYTES} bytes. You have sent {total} bytes."),
             ));
         }
-        let results = self.with_queue(&entry, |queue, now| queue.send_batch(requests, now))?;
+        let results = self.backend.send_batch(queue, requests).await?;
         let mut successful = Vec::with_capacity(results.len());
         for (id, result) in ids.into_iter().zip(results) {
             match result {
-                Ok(receipt) => successful.push(SendMessageOutput {
-                    id: Some(id),
-                    message_id: receipt.message_id,
-                    md5_of_message_body: receipt.body_md5,
-                    md5_of_message_attributes: receipt.attributes_md5.as_deref().map(String::from),
-                    md5_of_message_system_attributes: receipt.trace_header_md5,
-                    sequence_number: receipt.sequence_number,
-                }),
+                Ok(receipt) => successful.push(sent(Some(id), receipt)),
                 Err(error) => failed.push(failure(&id, error.into())),
             }
-        }
-        if !successful.is_empty() {
-            Self::wake(&entry);
         }
         Ok(BatchOutput { successful, failed })
     }
 
-    /// ReceiveMessage. With a wait time it parks on the queue's notifier (holding no lock) until
-    /// a message becomes receivable, a deadline inside the queue falls due, or time runs out.
+    /// ReceiveMessage; a wait time makes it a long poll, which the backend serves.
     pub(super) async fn receive_message(
         &self,
         input: ReceiveMessageInput<'_>,
+        _ctx: &RequestContext,
     ) -> Result<ReceiveMessageOutput, ApiError> {
-        let entry = self.queue_from_url(input.queue_url.as_deref())?;
+        let queue = queue_name_in(input.queue_url.as_deref())?;
         let wait_seconds = match input.wait_time_seconds {
             Some(w) if !(0..=20).contains(&w) => {
                 return Err(ApiError::invalid(format!(
                     "Value {w} for parameter WaitTimeSeconds is invalid. Reason: Must be >= 0 and <= 20, if provided."
                 )))
             }
-            Some(w) => w as u64,
-            None => entry.lock().config().receive_wait_seconds as u64,
+            Some(w) => Some(w as u64),
+            None => None,
         };
         let request = ReceiveRequest {
             max_messages: input.max_number_of_messages,
             visibility_timeout: input.visibility_timeout,
             attempt_id: input.receive_request_attempt_id.clone(),
         };
+        let received = self.backend.receive(queue, request, wait_seconds).await?;
         // Newer SDKs send MessageSystemAttributeNames; it wins over the deprecated AttributeNames.
         let system_names = input
             .message_system_attribute_names
             .or(input.attribute_names)
             .unwrap_or_default();
-        let deadline = self.clock.now().plus_seconds(wait_seconds);
-        loop {
-            let notified = entry.waiters.notified();
-            tokio::pin!(notified);
-            notified.as_mut().enable();
-            let now = self.clock.now();
-            let (outcome, dead_letter_queue) = self.engine.receive(&entry, &request, now)?;
-            if let Some(dlq) = dead_letter_queue {
-                Self::wake(&dlq);
-            }
-            let gone = self
-                .engine
-                .queue(&entry.name)
-                .map_or(true, |current| !std::sync::Arc::ptr_eq(&current, &entry));
-            if !outcome.received.is_empty() || now >= deadline || gone {
-                if !outcome.received.is_empty() && entry.lock().has_receivable() {
-                    Self::wake(&entry);
-                }
-                let messages = outcome
-                    .received
-                    .into_iter()
-                    .map(|r| message_wire(r, &system_names, &input.message_attribute_names))
-                    .collect();
-                return Ok(ReceiveMessageOutput { messages });
-            }
-            let wake_at = entry
-                .lock()
-                .next_deadline()
-                .map_or(deadline, |d| d.min(deadline));
-            tokio::select! {
-                _ = notified => {}
-                _ = self.clock.sleep_until(wake_at.max(now.plus_millis(1))) => {}
-            }
-        }
-    }
-
-    /// Runs `f` on the queue under its lock, after applying the deadlines due by now.
-    fn with_queue<T>(&self, entry: &Entry, f: impl FnOnce(&mut Queue, Timestamp) -> T) -> T {
-        let mut queue = entry.lock();
-        let now = self.clock.now();
-        queue.tick(now);
-        f(&mut queue, now)
+        let messages = received
+            .into_iter()
+            .map(|r| message_wire(r, &system_names, &input.message_attribute_names))
+            .collect();
+        Ok(ReceiveMessageOutput { messages })
     }
 
     /// The receipt-handle batches: whole-request checks, then each entry on its own.
-    fn handle_batch<'a>(
+    async fn handle_batch<'a>(
         &self,
         input: HandleBatchInput<'a>,
-        entry_name: &str,
-        mut apply: impl FnMut(&mut Queue, &HandleEntry, Timestamp) -> Result<(), ApiError>,
+        action: HandleAction,
     ) -> Result<BatchOutput<IdOnly<'a>>, ApiError> {
-        let entry = self.queue_from_url(input.queue_url.as_deref())?;
+        let entry_name = match action {
+            HandleAction::Delete => "DeleteMessageBatchRequestEntry",
+            HandleAction::ChangeVisibility => "ChangeMessageVisibilityBatchRequestEntry",
+        };
+        let queue = queue_name_in(input.queue_url.as_deref())?;
         let entries = input.entries.unwrap_or_default();
         check_entries(entry_name, entries.iter().map(|e| e.id.as_deref()))?;
         let mut output = BatchOutput {
             successful: Vec::new(),
             failed: Vec::new(),
         };
-        self.with_queue(&entry, |queue, now| {
-            for e in entries {
-                let id = e.id.clone().expect("checked above");
-                match apply(queue, &e, now) {
-                    Ok(()) => output.successful.push(IdOnly { id }),
-                    Err(error) => output.failed.push(failure(&id, error)),
+        let mut ids = Vec::with_capacity(entries.len());
+        let mut changes = Vec::with_capacity(entries.len());
+        for e in &entries {
+            let id = e.id.clone().expect("checked above");
+            let checked = e
+                .receipt_handle
+                .as_deref()
+                .ok_or_else(|| ApiError::missing("ReceiptHandle"))
+                .and_then(|handle| match action {
+                    HandleAction::Delete => Ok((handle, 0)),
+                    HandleAction::ChangeVisibility => e
+                        .visibility_timeout
+                        .map(|timeout| (handle, timeout))
+                        .ok_or_else(|| ApiError::missing("VisibilityTimeout")),
+                });
+            match checked {
+                Ok(change) => {
+                    ids.push(id);
+                    changes.push(change);
                 }
+                Err(error) => output.failed.push(failure(&id, error)),
             }
-        });
-        // A delete or visibility change may have unlocked a group or made messages visible.
-        Self::wake(&entry);
+        }
+        let results = match action {
+            HandleAction::Delete => {
+                let handles = changes.into_iter().map(|(handle, _)| handle).collect();
+                self.backend.delete(queue, handles).await?
+            }
+            HandleAction::ChangeVisibility => {
+                self.backend.change_visibility(queue, changes).await?
+            }
+        };
+        for (id, result) in ids.into_iter().zip(results) {
+            match result {
+                Ok(()) => output.successful.push(IdOnly { id }),
+                Err(error) => output.failed.push(failure(&id, error.into())),
+            }
+        }
         Ok(output)
     }
 
-    pub(super) fn delete_message(
+    pub(super) async fn delete_message(
         &self,
         input: DeleteMessageInput<'_>,
         _ctx: &RequestContext,
     ) -> Result<Empty, ApiError> {
-        let entry = self.queue_from_url(input.queue_url.as_deref())?;
+        let queue = queue_name_in(input.queue_url.as_deref())?;
         let handle = input
             .receipt_handle
+            .as_deref()
             .ok_or_else(|| ApiError::missing("ReceiptHandle"))?;
-        if self.with_queue(&entry, |queue, now| queue.delete(&handle, now))? {
-            // Deleting a FIFO group's head unlocks the group.
-            Self::wake(&entry);
-        }
+        let mut results = self.backend.delete(queue, vec![handle]).await?;
+        results.pop().expect("one answer per handle")?;
         Ok(Empty {})
     }
 
-    pub(super) fn delete_message_batch<'a>(
+    pub(super) async fn delete_message_batch<'a>(
         &self,
         input: HandleBatchInput<'a>,
         _ctx: &RequestContext,
     ) -> Result<BatchOutput<IdOnly<'a>>, ApiError> {
-        self.handle_batch(input, "DeleteMessageBatchRequestEntry", |queue, e, now| {
-            let handle = e
-                .receipt_handle
-                .as_deref()
-                .ok_or_else(|| ApiError::missing("ReceiptHandle"))?;
-            queue.delete(handle, now)?;
-            Ok(())
-        })
+        self.handle_batch(input, HandleAction::Delete).await
     }
 
-    pub(super) fn change_message_visibility(
+    pub(super) async fn change_message_visibility(
         &self,
         input: ChangeMessageVisibilityInput<'_>,
         _ctx: &RequestContext,
     ) -> Result<Empty, ApiError> {
-        let entry = self.queue_from_url(input.queue_url.as_deref())?;
+        let queue = queue_name_in(input.queue_url.as_deref())?;
         let handle = input
             .receipt_handle
+            .as_deref()
             .ok_or_else(|| ApiError::missing("ReceiptHandle"))?;
         let timeout = input
             .visibility_timeout
             .ok_or_else(|| ApiError::missing("VisibilityTimeout"))?;
-        self.with_queue(&entry, |queue, now| {
-            queue.change_visibility(&handle, timeout, now)
-        })?;
-        Self::wake(&entry);
+        let mut results = self
+            .backend
+            .change_visibility(queue, vec![(handle, timeout)])
+            .await?;
+        results.pop().expect("one answer per handle")?;
         Ok(Empty {})
     }
 
-    pub(super) fn change_message_visibility_batch<'a>(
+    pub(super) async fn change_message_visibility_batch<'a>(
         &self,
         input: HandleBatchInput<'a>,
         _ctx: &RequestContext,
     ) -> Result<BatchOutput<IdOnly<'a>>, ApiError> {
-        self.handle_batch(
-            input,
-            "ChangeMessageVisibilityBatchRequestEntry",
-            |queue, e, now| {
-                let handle = e
-                    .receipt_handle
-                    .as_deref()
-                    .ok_or_else(|| ApiError::missing("ReceiptHandle"))?;
-                let timeout = e
-                    .visibility_timeout
-                    .ok_or_else(|| ApiError::missing("VisibilityTimeout"))?;
-                queue.change_visibility(handle, timeout, now)?;
-                Ok(())
-            },
-        )
+        self.handle_batch(input, HandleAction::ChangeVisibility)
+            .await
     }
 }

@@ -1,5 +1,6 @@
-//! The SQS actions: decode a request, apply it to the engine, encode the answer. Reads the
-//! clock once per step and hands `now` to the engine; long polls wait here, never in the engine.
+//! The SQS and SNS actions: decode a request, check what needs no storage, apply it through the
+//! backend (or, for what is not behind it yet, the engine with the clock's `now`), encode the
+//! answer. Long polls wait in the backend, never in the engine.
 
 mod batch;
 mod messages;
@@ -13,7 +14,7 @@ use std::sync::Arc;
 
 use tokio::sync::Notify;
 
-use crate::backend::QueueAdmin;
+use crate::backend::Backend;
 use crate::clock::Clock;
 use crate::delivery::Webhooks;
 use crate::engine::{Engine, Journal, QueueEntry};
@@ -58,8 +59,8 @@ pub struct RequestContext {
 }
 
 pub struct Service {
-    /// Storage for queue administration (the seam; see `backend`).
-    pub queues: Arc<dyn QueueAdmin>,
+    /// Storage for queues and messages (the seam; see `backend`).
+    pub backend: Arc<dyn Backend>,
     /// The engine, for the actions not yet behind the seam.
     pub engine: Arc<Engine<Notify>>,
     pub clock: Arc<dyn Clock>,
@@ -83,7 +84,7 @@ impl Service {
     /// The actions over an engine already recovered (`app` opens the data directory and builds
     /// the webhook sender); does no I/O.
     pub fn new(
-        queues: Arc<dyn QueueAdmin>,
+        backend: Arc<dyn Backend>,
         engine: Arc<Engine<Notify>>,
         data: Option<DataDir>,
         webhooks: Arc<Webhooks>,
@@ -91,7 +92,7 @@ impl Service {
         settings: ServiceSettings,
     ) -> Arc<Self> {
         Arc::new(Service {
-            queues,
+            backend,
             engine,
             clock,
             webhooks,
@@ -151,12 +152,6 @@ impl Service {
         format!("{}://{host}/{}/{name}", ctx.scheme, self.engine.account_id)
     }
 
-    /// Resolves a QueueUrl by its last path segment (scheme, host and port are ignored, as
-    /// clients reach one server under many names).
-    fn queue_from_url(&self, url: Option<&str>) -> Result<Entry, ApiError> {
-        Ok(self.engine.queue(queue_name_in(url)?)?)
-    }
-
     /// Wakes the longest-waiting long poll on a queue after something became receivable. One is
     /// enough: a poll that leaves receivable messages behind wakes the next (see
     /// `receive_message`), so waiters are served in arrival order without a thundering herd.
@@ -182,24 +177,36 @@ impl Service {
             );
             return encode_error(protocol, &error, &ctx.request_id);
         };
-        let changes = !action.reads();
-        if changes && self.data.as_ref().is_some_and(|d| d.journal.failed()) {
-            return encode_error(protocol, &log_failed(), &ctx.request_id);
-        }
-        let mut result = match action {
-            Action::Sns(action) => self.route_sns(action, payload, ctx),
+        let result = match action {
+            Action::Sns(action) => {
+                self.through_engine(!action.reads(), || self.route_sns(action, payload, ctx))
+                    .await
+            }
             Action::Sqs(action) => self.route(protocol, action, payload, ctx).await,
         };
-        // Failed requests wait too: a batch can fail some entries and store others.
-        if changes {
-            if let Err(error) = self.persisted().await {
-                result = Err(error);
-            }
-        }
         match result {
             Ok(encoded) => encoded,
             Err(error) => encode_error(protocol, &error, &ctx.request_id),
         }
+    }
+
+    /// Runs an action not yet behind the backend seam directly on the engine: refused while
+    /// the log is failed if it changes anything, and answered once its changes are durable.
+    async fn through_engine(
+        &self,
+        changes: bool,
+        run: impl FnOnce() -> Result<Encoded, ApiError>,
+    ) -> Result<Encoded, ApiError> {
+        if !changes {
+            return run();
+        }
+        if self.data.as_ref().is_some_and(|d| d.journal.failed()) {
+            return Err(log_failed());
+        }
+        let result = run();
+        // Failed requests wait too: a batch can fail some entries and store others.
+        self.persisted().await?;
+        result
     }
 
     async fn route(
@@ -211,26 +218,16 @@ impl Service {
     ) -> Result<Encoded, ApiError> {
         use crate::protocol::actions::sqs_shape;
         // Each handler must take and answer what its action declares (`protocol::actions`).
-        // The hot path's answers write their JSON by hand (`encode_answer`).
+        // The hot path's answers write their JSON by hand (`encode_answer`). `async` handlers
+        // go through the backend, which answers once durable; the others run on the engine.
         macro_rules! call {
-            ($action:ident, $handler:ident) => {
-                call!($action, $handler, encode_ok)
+            (async $action:ident, $handler:ident) => {
+                call!(async $action, $handler, encode_ok)
             };
-            (async $action:ident, $handler:ident) => {{
+            (async $action:ident, $handler:ident, $encode:ident) => {{
                 let input: <sqs_shape::$action as Shape>::Input<'_> = payload.decode(protocol)?;
                 let output: <sqs_shape::$action as Shape>::Output<'_> =
                     self.$handler(input, ctx).await?;
-                Ok(encode_ok(
-                    protocol,
-                    Action::Sqs(action),
-                    &output,
-                    &ctx.request_id,
-                ))
-            }};
-            ($action:ident, $handler:ident, $encode:ident) => {{
-                let input: <sqs_shape::$action as Shape>::Input<'_> = payload.decode(protocol)?;
-                let output: <sqs_shape::$action as Shape>::Output<'_> =
-                    self.$handler(input, ctx)?;
                 Ok($encode(
                     protocol,
                     Action::Sqs(action),
@@ -238,6 +235,21 @@ impl Service {
                     &ctx.request_id,
                 ))
             }};
+            ($action:ident, $handler:ident) => {
+                self.through_engine(!action.reads(), || {
+                    let input: <sqs_shape::$action as Shape>::Input<'_> =
+                        payload.decode(protocol)?;
+                    let output: <sqs_shape::$action as Shape>::Output<'_> =
+                        self.$handler(input, ctx)?;
+                    Ok(encode_ok(
+                        protocol,
+                        Action::Sqs(action),
+                        &output,
+                        &ctx.request_id,
+                    ))
+                })
+                .await
+            };
         }
         use SqsAction as A;
         match action {
@@ -257,25 +269,20 @@ impl Service {
                 async ListDeadLetterSourceQueues,
                 list_dead_letter_source_queues
             ),
-            A::SendMessage => call!(SendMessage, send_message, encode_answer),
-            A::SendMessageBatch => call!(SendMessageBatch, send_message_batch, encode_answer),
-            A::ReceiveMessage => {
-                let input: <sqs_shape::ReceiveMessage as Shape>::Input<'_> =
-                    payload.decode(protocol)?;
-                let output: <sqs_shape::ReceiveMessage as Shape>::Output<'_> =
-                    self.receive_message(input).await?;
-                Ok(encode_answer(
-                    protocol,
-                    Action::Sqs(action),
-                    &output,
-                    &ctx.request_id,
-                ))
+            A::SendMessage => call!(async SendMessage, send_message, encode_answer),
+            A::SendMessageBatch => {
+                call!(async SendMessageBatch, send_message_batch, encode_answer)
             }
-            A::DeleteMessage => call!(DeleteMessage, delete_message),
-            A::DeleteMessageBatch => call!(DeleteMessageBatch, delete_message_batch, encode_answer),
-            A::ChangeMessageVisibility => call!(ChangeMessageVisibility, change_message_visibility),
+            A::ReceiveMessage => call!(async ReceiveMessage, receive_message, encode_answer),
+            A::DeleteMessage => call!(async DeleteMessage, delete_message),
+            A::DeleteMessageBatch => {
+                call!(async DeleteMessageBatch, delete_message_batch, encode_answer)
+            }
+            A::ChangeMessageVisibility => {
+                call!(async ChangeMessageVisibility, change_message_visibility)
+            }
             A::ChangeMessageVisibilityBatch => call!(
-                ChangeMessageVisibilityBatch,
+                async ChangeMessageVisibilityBatch,
                 change_message_visibility_batch,
                 encode_answer
             ),

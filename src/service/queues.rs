@@ -55,7 +55,7 @@ fn paginate(
 impl Service {
     /// The name a queue URL names, if that queue exists (`queue_from_url`, through the seam).
     async fn queue_named(&self, url: Option<&str>) -> Result<Arc<str>, ApiError> {
-        Ok(self.queues.find_queue(queue_name_in(url)?).await?)
+        Ok(self.backend.find_queue(queue_name_in(url)?).await?)
     }
 
     pub(super) async fn create_queue(
@@ -72,7 +72,7 @@ impl Service {
             tags: pairs(input.tags),
             now: self.clock.now(),
         };
-        let name = self.queues.create_queue(request).await?;
+        let name = self.backend.create_queue(request).await?;
         Ok(QueueUrlOutput {
             queue_url: self.queue_url(ctx, &name),
         })
@@ -93,7 +93,7 @@ impl Service {
         {
             return Err(crate::engine::EngineError::QueueDoesNotExist.into());
         }
-        let name = self.queues.find_queue(&name).await?;
+        let name = self.backend.find_queue(&name).await?;
         Ok(QueueUrlOutput {
             queue_url: self.queue_url(ctx, &name),
         })
@@ -105,7 +105,7 @@ impl Service {
         ctx: &RequestContext,
     ) -> Result<ListQueuesOutput, ApiError> {
         let prefix = input.queue_name_prefix.as_deref().unwrap_or("");
-        let names = self.queues.list_queues(prefix).await?;
+        let names = self.backend.list_queues(prefix).await?;
         let (page, next_token) = paginate(names, input.next_token.as_deref(), input.max_results)?;
         Ok(ListQueuesOutput {
             queue_urls: page.iter().map(|n| self.queue_url(ctx, n)).collect(),
@@ -119,7 +119,7 @@ impl Service {
         _ctx: &RequestContext,
     ) -> Result<Empty, ApiError> {
         let name = self.queue_named(input.queue_url.as_deref()).await?;
-        self.queues.delete_queue(&name, self.clock.now()).await?;
+        self.backend.delete_queue(&name, self.clock.now()).await?;
         Ok(Empty {})
     }
 
@@ -140,7 +140,7 @@ impl Service {
             ))
             .into());
         }
-        let queue = self.queues.describe_queue(&name, self.clock.now()).await?;
+        let queue = self.backend.describe_queue(&name, self.clock.now()).await?;
         let counts = queue.counts;
         let attributes = ATTRIBUTE_NAMES
             .iter()
@@ -171,7 +171,7 @@ impl Service {
             .attributes
             .ok_or_else(|| ApiError::missing("Attributes"))?;
         let now = self.clock.now();
-        self.queues
+        self.backend
             .set_queue_attributes(&name, pairs(attributes), now)
             .await?;
         Ok(Empty {})
@@ -183,7 +183,7 @@ impl Service {
         _ctx: &RequestContext,
     ) -> Result<Empty, ApiError> {
         let name = self.queue_named(input.queue_url.as_deref()).await?;
-        self.queues.purge_queue(&name, self.clock.now()).await?;
+        self.backend.purge_queue(&name, self.clock.now()).await?;
         Ok(Empty {})
     }
 
@@ -194,7 +194,7 @@ impl Service {
     ) -> Result<Empty, ApiError> {
         let name = self.queue_named(input.queue_url.as_deref()).await?;
         let tags = input.tags.ok_or_else(|| ApiError::missing("Tags"))?;
-        self.queues.tag_queue(&name, tags).await?;
+        self.backend.tag_queue(&name, tags).await?;
         Ok(Empty {})
     }
 
@@ -205,7 +205,7 @@ impl Service {
     ) -> Result<Empty, ApiError> {
         let name = self.queue_named(input.queue_url.as_deref()).await?;
         let keys = input.tag_keys.ok_or_else(|| ApiError::missing("TagKeys"))?;
-        self.queues.untag_queue(&name, keys).await?;
+        self.backend.untag_queue(&name, keys).await?;
         Ok(Empty {})
     }
 
@@ -215,7 +215,7 @@ impl Service {
         _ctx: &RequestContext,
     ) -> Result<TagsOutput, ApiError> {
         let name = self.queue_named(input.queue_url.as_deref()).await?;
-        let tags = self.queues.queue_tags(&name).await?;
+        let tags = self.backend.queue_tags(&name).await?;
         Ok(TagsOutput {
             tags: Pairs(tags.into_iter().collect()),
         })
@@ -232,7 +232,7 @@ impl Service {
         let edit: PolicyEdit = Box::new(move |policy, arn| {
             permissions::add_permission(policy, arn, &label, &accounts, &actions).map(Some)
         });
-        self.queues.edit_queue_policy(&name, edit).await?;
+        self.backend.edit_queue_policy(&name, edit).await?;
         Ok(Empty {})
     }
 
@@ -245,7 +245,7 @@ impl Service {
         let label = input.label.ok_or_else(|| ApiError::missing("Label"))?;
         let edit: PolicyEdit =
             Box::new(move |policy, _| permissions::remove_permission(policy, &label));
-        self.queues.edit_queue_policy(&name, edit).await?;
+        self.backend.edit_queue_policy(&name, edit).await?;
         Ok(Empty {})
     }
 
@@ -255,7 +255,7 @@ impl Service {
         ctx: &RequestContext,
     ) -> Result<ListDeadLetterSourceQueuesOutput, ApiError> {
         let name = self.queue_named(input.queue_url.as_deref()).await?;
-        let names = self.queues.dead_letter_sources(&name).await?;
+        let names = self.backend.dead_letter_sources(&name).await?;
         let (page, next_token) = paginate(names, input.next_token.as_deref(), input.max_results)?;
         Ok(ListDeadLetterSourceQueuesOutput {
             queue_urls: page.iter().map(|n| self.queue_url(ctx, n)).collect(),

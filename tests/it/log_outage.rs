@@ -166,17 +166,22 @@ async fn check_survivors(
     // Restarted on a nearly full disk, the server may begin with a snapshot (the log it found
     // is due one); while the snapshot holds space, changes (a receive is one) are refused, never
     // lost, and the server takes them again by itself once the snapshot is done or given up.
+    // A receive refused after taking messages leaves them in flight, as a lost answer would on
+    // AWS: they come back once their visibility timeout lapses.
+    const VISIBILITY_SECONDS: u64 = 3;
     let deadline = Instant::now() + Duration::from_secs(10);
+    let mut refused = false;
     loop {
         let (status, body) = connection
             .call(
                 "ReceiveMessage",
                 &format!(
-                    r#"{{"QueueUrl":"{queue}","MaxNumberOfMessages":10,"VisibilityTimeout":60}}"#
+                    r#"{{"QueueUrl":"{queue}","MaxNumberOfMessages":10,"VisibilityTimeout":{VISIBILITY_SECONDS}}}"#
                 ),
             )
             .await;
         if status == 500 && Instant::now() < deadline {
+            refused = true;
             tokio::time::sleep(Duration::from_millis(100)).await;
             continue;
         }
@@ -184,6 +189,10 @@ async fn check_survivors(
         let value: serde_json::Value = serde_json::from_str(&body).unwrap();
         let messages = value["Messages"].as_array().cloned().unwrap_or_default();
         if messages.is_empty() {
+            if std::mem::take(&mut refused) {
+                tokio::time::sleep(Duration::from_millis(VISIBILITY_SECONDS * 1000 + 500)).await;
+                continue;
+            }
             break;
         }
         received.extend(

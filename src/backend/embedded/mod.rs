@@ -1,0 +1,103 @@
+//! The embedded backend: the in-process engine, durable through its write-ahead log. Each
+//! change is made under the engine's locks (which record it, see `engine::changes`) and
+//! answered once the log holds it.
+
+mod messages;
+mod queues;
+
+use std::sync::Arc;
+
+use tokio::sync::Notify;
+
+use super::{Answer, BackendError, BackendResult};
+use crate::clock::Clock;
+use crate::engine::{Engine, EngineResult, Journal, Queue, QueueEntry, Timestamp};
+use crate::persist::writer::FileJournal;
+
+type Entry = Arc<QueueEntry<Notify>>;
+
+pub struct Embedded {
+    engine: Arc<Engine<Notify>>,
+    /// `None` when ephemeral: changes are done once made.
+    journal: Option<Arc<FileJournal>>,
+    clock: Arc<dyn Clock>,
+}
+
+fn log_failed() -> BackendError {
+    BackendError::Unavailable("the write-ahead log cannot be written".into())
+}
+
+impl Embedded {
+    pub fn new(
+        engine: Arc<Engine<Notify>>,
+        journal: Option<Arc<FileJournal>>,
+        clock: Arc<dyn Clock>,
+    ) -> Self {
+        Embedded {
+            engine,
+            journal,
+            clock,
+        }
+    }
+
+    /// Changes are refused while the log cannot be written: made in memory only, they would
+    /// vanish on restart.
+    fn refuse_if_failed(&self) -> BackendResult<()> {
+        match &self.journal {
+            Some(journal) if journal.failed() => Err(log_failed()),
+            _ => Ok(()),
+        }
+    }
+
+    /// Runs `f` on the named queue under its lock, after applying the deadlines due by now (read
+    /// under the lock, so a queue's times never run backwards).
+    fn on_queue<T>(
+        &self,
+        name: &str,
+        f: impl FnOnce(&mut Queue, Timestamp) -> EngineResult<T>,
+    ) -> BackendResult<(Entry, T)> {
+        let entry = self.engine.queue(name)?;
+        let answer = {
+            let mut queue = entry.lock();
+            let now = self.clock.now();
+            queue.tick(now);
+            f(&mut queue, now)?
+        };
+        Ok((entry, answer))
+    }
+
+    /// Waits until everything changed so far is in the log.
+    async fn durable(&self) -> BackendResult<()> {
+        let Some(journal) = &self.journal else {
+            return Ok(());
+        };
+        journal
+            .wait(journal.next_lsn())
+            .await
+            .map_err(|_| log_failed())
+    }
+
+    /// Runs `change` on the engine, then waits for the log.
+    fn changing<'a, T: Send + 'a>(
+        &'a self,
+        change: impl FnOnce(&Engine<Notify>) -> BackendResult<T> + Send + 'a,
+    ) -> Answer<'a, T> {
+        Box::pin(async move {
+            self.refuse_if_failed()?;
+            let answer = change(&self.engine)?;
+            self.durable().await?;
+            Ok(answer)
+        })
+    }
+
+    /// Runs `read` on the engine.
+    fn reading<'a, T: Send + 'a>(
+        &'a self,
+        read: impl FnOnce(&Engine<Notify>) -> BackendResult<T> + Send + 'a,
+    ) -> Answer<'a, T> {
+        Box::pin(async move { read(&self.engine) })
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,129 @@
+use super::*;
+use crate::backend::{BackendError, CreateQueue, Messages, QueueAdmin};
+use crate::clock::ManualClock;
+use crate::engine::body::Body;
+use crate::engine::queue::{ReceiveRequest, SendRequest};
+use crate::persist::log::SegmentLog;
+use crate::persist::storage::MemStorage;
+use crate::persist::writer::FsyncMode;
+
+/// The embedded backend over a journal whose storage is `storage`.
+fn backend(storage: MemStorage) -> (Embedded, Arc<FileJournal>) {
+    let (backend, journal, _) = backend_on_clock(storage);
+    (backend, journal)
+}
+
+/// The embedded backend, its journal and the manual clock it reads.
+fn backend_on_clock(storage: MemStorage) -> (Embedded, Arc<FileJournal>, Arc<ManualClock>) {
+    let (log, _) = SegmentLog::open(storage, 1 << 20).unwrap();
+    let journal = FileJournal::new();
+    journal.start(log, 1, FsyncMode::Always);
+    let mut engine = Engine::new("000000000000", "us-east-1");
+    engine.set_journal(journal.clone());
+    let clock = Arc::new(ManualClock::new(Timestamp(1)));
+    let backend = Embedded::new(Arc::new(engine), Some(journal.clone()), clock.clone());
+    (backend, journal, clock)
+}
+
+fn create(name: &str) -> CreateQueue {
+    CreateQueue {
+        name: name.into(),
+        attributes: Vec::new(),
+        tags: vec![("team".into(), "prices".into())],
+        now: Timestamp(1),
+    }
+}
+
+#[tokio::test]
+async fn a_change_is_answered_once_the_log_holds_it() {
+    let (backend, journal) = backend(MemStorage::default());
+    let name = backend.create_queue(create("q")).await.unwrap();
+    assert_eq!(&*name, "q");
+    // Answered means durable: the record is already synced.
+    assert_eq!(journal.durable().lsn, journal.next_lsn());
+    assert_eq!(backend.queue_tags("q").await.unwrap()["team"], "prices");
+    let error = backend.find_queue("missing").await.unwrap_err();
+    assert!(matches!(error, BackendError::Rejected(_)), "{error}");
+    journal.close();
+}
+
+#[tokio::test]
+async fn a_change_the_log_cannot_take_is_answered_unavailable() {
+    let (backend, journal) = backend(MemStorage {
+        fail_append_after: Some(3),
+        fail_truncate: true,
+        ..MemStorage::default()
+    });
+    let error = backend.create_queue(create("q")).await.unwrap_err();
+    assert!(matches!(error, BackendError::Unavailable(_)), "{error}");
+    journal.close();
+}
+
+fn message(body: &str) -> SendRequest {
+    SendRequest {
+        body: Body::new(body),
+        attributes: Default::default(),
+        trace_header: None,
+        group_id: None,
+        dedup_id: None,
+        delay_seconds: None,
+        sender_id: "AIDEXAMPLE".into(),
+        bypass_dedup: false,
+    }
+}
+
+fn receive_one() -> ReceiveRequest {
+    ReceiveRequest {
+        max_messages: Some(1),
+        visibility_timeout: None,
+        attempt_id: None,
+    }
+}
+
+#[tokio::test]
+async fn a_long_poll_is_woken_by_a_send_and_ends_when_the_clock_reaches_its_deadline() {
+    let (backend, journal, clock) = backend_on_clock(MemStorage::default());
+    let backend = Arc::new(backend);
+    backend.create_queue(create("q")).await.unwrap();
+    let poll = |backend: Arc<Embedded>| {
+        tokio::spawn(async move { backend.receive("q", receive_one(), Some(20)).await })
+    };
+
+    let woken = poll(backend.clone());
+    tokio::task::yield_now().await;
+    assert!(!woken.is_finished(), "nothing to receive yet");
+    backend.send("q", message("price")).await.unwrap();
+    let received = tokio::time::timeout(std::time::Duration::from_secs(5), woken)
+        .await
+        .expect("the send wakes the poll")
+        .unwrap()
+        .unwrap();
+    assert_eq!(received.len(), 1);
+    assert_eq!(&*received[0].message.body, "price");
+    // The receive is durable before it is answered, as sends are.
+    assert_eq!(journal.durable().lsn, journal.next_lsn());
+
+    let waiting = poll(backend.clone());
+    tokio::task::yield_now().await;
+    clock.advance_millis(19_999);
+    tokio::task::yield_now().await;
+    assert!(!waiting.is_finished(), "answered before its wait time");
+    clock.advance_millis(1);
+    assert!(waiting.await.unwrap().unwrap().is_empty());
+    journal.close();
+}
+
+#[tokio::test]
+async fn each_handle_of_a_batch_is_answered_on_its_own() {
+    let (backend, journal) = backend(MemStorage::default());
+    backend.create_queue(create("q")).await.unwrap();
+    backend.send("q", message("a")).await.unwrap();
+    let received = backend.receive("q", receive_one(), Some(0)).await.unwrap();
+    let handle = received[0].receipt_handle.as_str();
+    let results = backend.delete("q", vec![handle, "garbage"]).await.unwrap();
+    assert!(results[0].is_ok());
+    assert!(results[1].is_err(), "a malformed handle fails its entry");
+    let missing = backend.delete("missing", vec![handle]).await.unwrap_err();
+    assert!(matches!(missing, BackendError::Rejected(_)), "{missing}");
+    journal.close();
+}
