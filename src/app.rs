@@ -72,6 +72,7 @@ pub fn build_service(
         engine.clone(),
         journal,
         clock.clone(),
+        webhooks.wake_signal(),
     ));
     Ok(Service::new(
         backend,
@@ -202,7 +203,7 @@ impl App {
             service.webhooks.clone(),
         ));
         let snapshots = tokio::spawn(snapshot_when_due(self.service.clone()));
-        self.service.resume_move_tasks();
+        self.service.backend.resume_move_tasks();
         let service = self.service.clone();
         let scheme = self.scheme();
         let router = crate::http::router(self.service, self.body, self.browser, scheme, self.auth);
@@ -215,7 +216,7 @@ impl App {
         snapshots.abort();
         let _ = deliveries.await;
         let _ = snapshots.await;
-        service.stop_move_tasks().await;
+        let _ = service.backend.stop_move_tasks().await;
         // Every answered request is durable already; this flushes background changes too.
         if let Some(data) = &service.data {
             let journal = data.journal.clone();

@@ -7,7 +7,7 @@
 //! - [`service`]: the SQS and SNS actions: check what needs no storage, call the backend (or,
 //!   for what is not behind it yet, the engine), encode.
 //! - [`delivery`]: webhook (HTTP/S) sending: a worker, the reqwest client, the allow-list.
-//! - [`backend`]: the storage seam the service calls (queues and messages so far); the
+//! - [`backend`]: the storage seam the service calls (every action); the
 //!   embedded engine with its log is the first implementation, and serves long polls.
 //! - [`persist`]: the data directory: write-ahead log, snapshots, recovery, and the versioned
 //!   on-disk format (`persist::format`). See ARCHITECTURE.md.

@@ -7,8 +7,9 @@
 //! reads or changes stored state. A method answers once its change is durable, so the service
 //! never waits on a particular log.
 //!
-//! So far queue administration (`QueueAdmin`) and messages (`Messages`) go through here;
-//! topics, subscriptions and move tasks still call the engine directly (issue 29 is not done).
+//! Four families of operations: queue administration (`QueueAdmin`), messages (`Messages`),
+//! topics with their subscriptions (`Topics`) and message move tasks (`MoveTasks`). A backend
+//! also runs its own background work for them (long polls, pacing move tasks).
 
 pub mod embedded;
 
@@ -19,7 +20,10 @@ use std::sync::Arc;
 
 use thiserror::Error;
 
+use crate::engine::move_task::MoveTask;
 use crate::engine::queue::{Counts, ReceiveRequest, Received, SendReceipt, SendRequest};
+use crate::engine::topic::registry::Subscribed;
+use crate::engine::topic::{Publication, PublishRequest, Subscription};
 use crate::engine::{EngineError, EngineResult, QueueConfig, Timestamp};
 
 #[derive(Debug, Error)]
@@ -114,7 +118,124 @@ pub trait Messages: Send + Sync {
     ) -> Answer<'a, Vec<EngineResult<()>>>;
 }
 
-/// Everything the service asks of storage.
-pub trait Backend: QueueAdmin + Messages {}
+/// What CreateTopic asks for (an existing topic of the name is no error if they agree).
+pub struct CreateTopic {
+    pub name: String,
+    pub attributes: Vec<(String, String)>,
+    pub tags: Vec<(String, String)>,
+}
 
-impl<T: QueueAdmin + Messages> Backend for T {}
+/// What Subscribe asks for. `base_url` is where clients reach this server (the UnsubscribeURL
+/// of an HTTP/S subscription's messages points there).
+pub struct Subscribe<'a> {
+    pub topic_arn: &'a str,
+    pub protocol: &'a str,
+    pub endpoint: Option<&'a str>,
+    pub attributes: Vec<(String, String)>,
+    pub base_url: &'a str,
+}
+
+/// What ConfirmSubscription (or a GET of a SubscribeURL) asks for.
+pub struct Confirm<'a> {
+    pub topic_arn: &'a str,
+    pub token: &'a str,
+    pub authenticate_on_unsubscribe: bool,
+    /// The call was signed.
+    pub authenticated: bool,
+}
+
+/// Turns a topic's policy (and its ARN) into its new policy: AddPermission, RemovePermission.
+pub type TopicPolicyEdit = Box<dyn FnOnce(&str, &str) -> EngineResult<String> + Send>;
+
+/// Topics, subscriptions and publishing. Copies a publish fans into queues and webhook
+/// deliveries are stored with it, all or none.
+pub trait Topics: Send + Sync {
+    /// The topic's ARN, created if it does not exist.
+    fn create_topic(&self, request: CreateTopic) -> Answer<'_, Arc<str>>;
+    /// Idempotent; the topic's subscriptions go with it.
+    fn delete_topic<'a>(&'a self, arn: &'a str) -> Answer<'a, ()>;
+    /// Every topic's ARN, sorted by name.
+    fn list_topics(&self) -> Answer<'_, Vec<Arc<str>>>;
+    fn topic_attributes<'a>(&'a self, arn: &'a str) -> Answer<'a, Vec<(String, String)>>;
+    fn set_topic_attribute<'a>(
+        &'a self,
+        arn: &'a str,
+        name: &'a str,
+        value: &'a str,
+    ) -> Answer<'a, ()>;
+    fn edit_topic_policy<'a>(&'a self, arn: &'a str, edit: TopicPolicyEdit) -> Answer<'a, ()>;
+    /// Subscribes (or finds the subscription of the same topic, protocol and endpoint), then
+    /// replays the archive into the subscription if its ReplayPolicy asks.
+    fn subscribe<'a>(&'a self, request: Subscribe<'a>) -> Answer<'a, Subscribed>;
+    /// The confirmed subscription's ARN.
+    fn confirm_subscription<'a>(&'a self, request: Confirm<'a>) -> Answer<'a, Arc<str>>;
+    /// Idempotent for an unknown subscription. `authenticated`: the call was signed.
+    fn unsubscribe<'a>(
+        &'a self,
+        arn: &'a str,
+        authenticated: bool,
+        base_url: &'a str,
+    ) -> Answer<'a, ()>;
+    /// (topic ARN, subscription) of one topic or of all, topics by name, then subscription order.
+    #[allow(clippy::type_complexity)]
+    fn list_subscriptions<'a>(
+        &'a self,
+        topic_arn: Option<&'a str>,
+    ) -> Answer<'a, Vec<(Arc<str>, Arc<Subscription>)>>;
+    fn subscription_attributes<'a>(&'a self, arn: &'a str) -> Answer<'a, Vec<(String, String)>>;
+    /// Sets one attribute, then replays the archive if a new ReplayPolicy asks.
+    fn set_subscription_attribute<'a>(
+        &'a self,
+        arn: &'a str,
+        name: &'a str,
+        value: &'a str,
+        base_url: &'a str,
+    ) -> Answer<'a, ()>;
+    fn publish<'a>(
+        &'a self,
+        topic_arn: &'a str,
+        request: PublishRequest,
+        base_url: &'a str,
+    ) -> Answer<'a, Publication>;
+    /// PublishBatch: the rules every entry must meet fail the whole batch before anything is
+    /// published; anything else fails only its entry.
+    fn publish_batch<'a>(
+        &'a self,
+        topic_arn: &'a str,
+        requests: Vec<PublishRequest>,
+        base_url: &'a str,
+    ) -> Answer<'a, Vec<EngineResult<Publication>>>;
+    /// Tags of a topic (an unknown one is ResourceNotFound, as the tagging APIs answer).
+    fn tag_topic<'a>(&'a self, arn: &'a str, tags: Vec<(String, String)>) -> Answer<'a, ()>;
+    fn untag_topic<'a>(&'a self, arn: &'a str, keys: Vec<String>) -> Answer<'a, ()>;
+    fn topic_tags<'a>(&'a self, arn: &'a str) -> Answer<'a, BTreeMap<String, String>>;
+}
+
+/// What StartMessageMoveTask asks for.
+pub struct StartMove<'a> {
+    pub source_arn: &'a str,
+    /// `None`: back to each message's source queue.
+    pub destination_arn: Option<&'a str>,
+    /// Messages per second; `None`: as fast as the backend's default allows.
+    pub rate: Option<i64>,
+}
+
+/// Moving messages out of a dead-letter queue. The backend runs each task it starts until it
+/// completes, fails or is cancelled, resuming those that were running when it last stopped.
+pub trait MoveTasks: Send + Sync {
+    fn start_move_task<'a>(&'a self, request: StartMove<'a>) -> Answer<'a, MoveTask>;
+    /// The source's tasks, newest first.
+    fn list_move_tasks<'a>(&'a self, source_arn: &'a str) -> Answer<'a, Vec<MoveTask>>;
+    /// Cancels the running task the handle names; answers how many it had moved.
+    fn cancel_move_task<'a>(&'a self, handle: &'a str) -> Answer<'a, u64>;
+    /// Runs again the tasks that were running when the server stopped.
+    fn resume_move_tasks(&self);
+    /// Stops running tasks between two steps; they stay running in storage and resume at the
+    /// next start.
+    fn stop_move_tasks(&self) -> Answer<'_, ()>;
+}
+
+/// Everything the service asks of storage.
+pub trait Backend: QueueAdmin + Messages + Topics + MoveTasks {}
+
+impl<T: QueueAdmin + Messages + Topics + MoveTasks> Backend for T {}

@@ -25,7 +25,7 @@ const MAX_IDLE: Duration = Duration::from_secs(60);
 pub struct Webhooks {
     pub allow_list: Arc<AllowList>,
     /// Signalled when deliveries were queued or an attempt finished.
-    work: Notify,
+    work: Arc<Notify>,
     sender: Sender,
     concurrency: usize,
 }
@@ -40,7 +40,7 @@ impl Webhooks {
         Ok(Webhooks {
             sender: Sender::new(allow_list.clone(), sender)?,
             allow_list,
-            work: Notify::new(),
+            work: Arc::new(Notify::new()),
             concurrency: concurrency.max(1),
         })
     }
@@ -48,6 +48,11 @@ impl Webhooks {
     /// Tells the worker to look for due deliveries (a stored permit if it is busy: no wake is lost).
     pub fn wake(&self) {
         self.work.notify_one();
+    }
+
+    /// What `wake` signals, for storage to signal once it has queued deliveries.
+    pub fn wake_signal(&self) -> Arc<Notify> {
+        self.work.clone()
     }
 }
 

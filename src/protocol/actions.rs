@@ -1,12 +1,11 @@
 //! Every SQS and SNS action, declared once: its name, its request and answer types, and what
 //! the layers need to know about it. Routing (an exhaustive match in `service`), SNS/SQS
-//! detection and the unsigned-request rule (`http`), the read/write decision (waiting for the
-//! log), XML answers (whether a `<{Action}Result>` element is written) and the actions a policy
+//! detection and the unsigned-request rule (`http`), XML answers (whether a `<{Action}Result>` element is written) and the actions a policy
 //! may grant are all derived from here; nothing below the protocol matches on action names.
 //!
 //! Flags:
-//! - `Reads`: changes nothing (served unsigned; no wait for the log). ReceiveMessage is not one:
-//!   it changes visibility.
+//! - `Reads`: changes nothing (so SNS may serve it unsigned). ReceiveMessage is not one: it
+//!   changes visibility.
 //! - `NoResult`: the XML answer has no `<{Action}Result>` element.
 //! - `Grantable`: AddPermission may name it in a policy.
 //! - `Link`: SNS hands it out as a link (SubscribeURL, UnsubscribeURL), served unsigned.
@@ -183,13 +182,6 @@ impl Action {
         match self {
             Action::Sqs(a) => a.name(),
             Action::Sns(a) => a.name(),
-        }
-    }
-
-    pub fn reads(self) -> bool {
-        match self {
-            Action::Sqs(a) => a.reads(),
-            Action::Sns(a) => a.reads(),
         }
     }
 

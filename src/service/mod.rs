@@ -1,6 +1,5 @@
 //! The SQS and SNS actions: decode a request, check what needs no storage, apply it through the
-//! backend (or, for what is not behind it yet, the engine with the clock's `now`), encode the
-//! answer. Long polls wait in the backend, never in the engine.
+//! backend, encode the answer. Long polls wait in the backend, never in the engine.
 
 mod batch;
 mod messages;
@@ -17,22 +16,12 @@ use tokio::sync::Notify;
 use crate::backend::Backend;
 use crate::clock::Clock;
 use crate::delivery::Webhooks;
-use crate::engine::{Engine, Journal, QueueEntry};
+use crate::engine::Engine;
 use crate::persist::{self, DataDir};
 use crate::protocol::{
     encode_answer, encode_error, encode_ok, Action, ApiError, Encoded, ErrorCode, Payload,
     Protocol, Shape, SnsAction, SqsAction,
 };
-
-pub type Entry = Arc<QueueEntry<Notify>>;
-
-fn log_failed() -> ApiError {
-    // SQS calls it InternalFailure; SNS answers InternalError.
-    ApiError::new(
-        ErrorCode::InternalFailure,
-        "The change could not be persisted; the server refuses changes until its log can be written again.",
-    )
-}
 
 /// The queue name a queue URL ends in (whatever host it names).
 fn queue_name_in(url: Option<&str>) -> Result<&str, ApiError> {
@@ -59,9 +48,10 @@ pub struct RequestContext {
 }
 
 pub struct Service {
-    /// Storage for queues and messages (the seam; see `backend`).
+    /// Storage: every action goes through it (see `backend`).
     pub backend: Arc<dyn Backend>,
-    /// The engine, for the actions not yet behind the seam.
+    /// The engine behind the embedded backend, for what is not an action yet: the signing
+    /// certificate, webhook statistics, snapshots and the webhook worker.
     pub engine: Arc<Engine<Notify>>,
     pub clock: Arc<dyn Clock>,
     pub webhooks: Arc<Webhooks>,
@@ -69,8 +59,6 @@ pub struct Service {
     /// The data directory and its journal; `None` with `--ephemeral`.
     pub data: Option<DataDir>,
     pub snapshot_after: u64,
-    /// The tasks pacing running message move tasks, stopped before the log closes.
-    move_runners: std::sync::Mutex<tokio::task::JoinSet<()>>,
 }
 
 /// The service's own settings (the rest of the configuration goes to the parts `app` builds).
@@ -99,7 +87,6 @@ impl Service {
             hostname: settings.hostname,
             data,
             snapshot_after: settings.snapshot_after,
-            move_runners: Default::default(),
         })
     }
 
@@ -137,26 +124,9 @@ impl Service {
         Ok(size)
     }
 
-    /// Waits until the changes made so far are durable. Answers InternalError if the log
-    /// failed: what it could not persist is never acknowledged.
-    async fn persisted(&self) -> Result<(), ApiError> {
-        let Some(data) = &self.data else {
-            return Ok(());
-        };
-        let target = data.journal.next_lsn();
-        data.journal.wait(target).await.map_err(|_| log_failed())
-    }
-
     pub fn queue_url(&self, ctx: &RequestContext, name: &str) -> String {
         let host = self.hostname.as_deref().unwrap_or(&ctx.host);
         format!("{}://{host}/{}/{name}", ctx.scheme, self.engine.account_id)
-    }
-
-    /// Wakes the longest-waiting long poll on a queue after something became receivable. One is
-    /// enough: a poll that leaves receivable messages behind wakes the next (see
-    /// `receive_message`), so waiters are served in arrival order without a thundering herd.
-    fn wake(entry: &Entry) {
-        entry.waiters.notify_one();
     }
 
     pub async fn dispatch(
@@ -178,35 +148,13 @@ impl Service {
             return encode_error(protocol, &error, &ctx.request_id);
         };
         let result = match action {
-            Action::Sns(action) => {
-                self.through_engine(!action.reads(), || self.route_sns(action, payload, ctx))
-                    .await
-            }
+            Action::Sns(action) => self.route_sns(action, payload, ctx).await,
             Action::Sqs(action) => self.route(protocol, action, payload, ctx).await,
         };
         match result {
             Ok(encoded) => encoded,
             Err(error) => encode_error(protocol, &error, &ctx.request_id),
         }
-    }
-
-    /// Runs an action not yet behind the backend seam directly on the engine: refused while
-    /// the log is failed if it changes anything, and answered once its changes are durable.
-    async fn through_engine(
-        &self,
-        changes: bool,
-        run: impl FnOnce() -> Result<Encoded, ApiError>,
-    ) -> Result<Encoded, ApiError> {
-        if !changes {
-            return run();
-        }
-        if self.data.as_ref().is_some_and(|d| d.journal.failed()) {
-            return Err(log_failed());
-        }
-        let result = run();
-        // Failed requests wait too: a batch can fail some entries and store others.
-        self.persisted().await?;
-        result
     }
 
     async fn route(
@@ -218,13 +166,13 @@ impl Service {
     ) -> Result<Encoded, ApiError> {
         use crate::protocol::actions::sqs_shape;
         // Each handler must take and answer what its action declares (`protocol::actions`).
-        // The hot path's answers write their JSON by hand (`encode_answer`). `async` handlers
-        // go through the backend, which answers once durable; the others run on the engine.
+        // The hot path's answers write their JSON by hand (`encode_answer`). Handlers go through
+        // the backend, which answers once durable.
         macro_rules! call {
-            (async $action:ident, $handler:ident) => {
-                call!(async $action, $handler, encode_ok)
+            ($action:ident, $handler:ident) => {
+                call!($action, $handler, encode_ok)
             };
-            (async $action:ident, $handler:ident, $encode:ident) => {{
+            ($action:ident, $handler:ident, $encode:ident) => {{
                 let input: <sqs_shape::$action as Shape>::Input<'_> = payload.decode(protocol)?;
                 let output: <sqs_shape::$action as Shape>::Output<'_> =
                     self.$handler(input, ctx).await?;
@@ -235,54 +183,38 @@ impl Service {
                     &ctx.request_id,
                 ))
             }};
-            ($action:ident, $handler:ident) => {
-                self.through_engine(!action.reads(), || {
-                    let input: <sqs_shape::$action as Shape>::Input<'_> =
-                        payload.decode(protocol)?;
-                    let output: <sqs_shape::$action as Shape>::Output<'_> =
-                        self.$handler(input, ctx)?;
-                    Ok(encode_ok(
-                        protocol,
-                        Action::Sqs(action),
-                        &output,
-                        &ctx.request_id,
-                    ))
-                })
-                .await
-            };
         }
         use SqsAction as A;
         match action {
-            A::CreateQueue => call!(async CreateQueue, create_queue),
-            A::GetQueueUrl => call!(async GetQueueUrl, get_queue_url),
-            A::ListQueues => call!(async ListQueues, list_queues),
-            A::DeleteQueue => call!(async DeleteQueue, delete_queue),
-            A::GetQueueAttributes => call!(async GetQueueAttributes, get_queue_attributes),
-            A::SetQueueAttributes => call!(async SetQueueAttributes, set_queue_attributes),
-            A::PurgeQueue => call!(async PurgeQueue, purge_queue),
-            A::TagQueue => call!(async TagQueue, tag_queue),
-            A::UntagQueue => call!(async UntagQueue, untag_queue),
-            A::ListQueueTags => call!(async ListQueueTags, list_queue_tags),
-            A::AddPermission => call!(async AddPermission, add_permission),
-            A::RemovePermission => call!(async RemovePermission, remove_permission),
-            A::ListDeadLetterSourceQueues => call!(
-                async ListDeadLetterSourceQueues,
-                list_dead_letter_source_queues
-            ),
-            A::SendMessage => call!(async SendMessage, send_message, encode_answer),
-            A::SendMessageBatch => {
-                call!(async SendMessageBatch, send_message_batch, encode_answer)
+            A::CreateQueue => call!(CreateQueue, create_queue),
+            A::GetQueueUrl => call!(GetQueueUrl, get_queue_url),
+            A::ListQueues => call!(ListQueues, list_queues),
+            A::DeleteQueue => call!(DeleteQueue, delete_queue),
+            A::GetQueueAttributes => call!(GetQueueAttributes, get_queue_attributes),
+            A::SetQueueAttributes => call!(SetQueueAttributes, set_queue_attributes),
+            A::PurgeQueue => call!(PurgeQueue, purge_queue),
+            A::TagQueue => call!(TagQueue, tag_queue),
+            A::UntagQueue => call!(UntagQueue, untag_queue),
+            A::ListQueueTags => call!(ListQueueTags, list_queue_tags),
+            A::AddPermission => call!(AddPermission, add_permission),
+            A::RemovePermission => call!(RemovePermission, remove_permission),
+            A::ListDeadLetterSourceQueues => {
+                call!(ListDeadLetterSourceQueues, list_dead_letter_source_queues)
             }
-            A::ReceiveMessage => call!(async ReceiveMessage, receive_message, encode_answer),
-            A::DeleteMessage => call!(async DeleteMessage, delete_message),
+            A::SendMessage => call!(SendMessage, send_message, encode_answer),
+            A::SendMessageBatch => {
+                call!(SendMessageBatch, send_message_batch, encode_answer)
+            }
+            A::ReceiveMessage => call!(ReceiveMessage, receive_message, encode_answer),
+            A::DeleteMessage => call!(DeleteMessage, delete_message),
             A::DeleteMessageBatch => {
-                call!(async DeleteMessageBatch, delete_message_batch, encode_answer)
+                call!(DeleteMessageBatch, delete_message_batch, encode_answer)
             }
             A::ChangeMessageVisibility => {
-                call!(async ChangeMessageVisibility, change_message_visibility)
+                call!(ChangeMessageVisibility, change_message_visibility)
             }
             A::ChangeMessageVisibilityBatch => call!(
-                async ChangeMessageVisibilityBatch,
+                ChangeMessageVisibilityBatch,
                 change_message_visibility_batch,
                 encode_answer
             ),

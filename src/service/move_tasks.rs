@@ -1,17 +1,13 @@
-//! DLQ redrive tasks: the engine keeps their state; a tokio task here paces each one.
-
-use std::sync::Arc;
+//! DLQ redrive tasks: the request checks; the backend stores and runs them.
 
 use super::{RequestContext, Service};
-use crate::engine::move_task::{MoveTask, DEFAULT_RATE};
+use crate::backend::StartMove;
+use crate::engine::move_task::{MoveStatus, MoveTask};
 use crate::protocol::sqs::*;
 use crate::protocol::ApiError;
 
-/// Steps per second of a running task; each step moves rate/10 messages.
-const STEPS_PER_SECOND: i64 = 10;
-
 fn task_wire(task: MoveTask) -> MoveTaskWire {
-    let running = task.status == crate::engine::move_task::MoveStatus::Running;
+    let running = task.status == MoveStatus::Running;
     MoveTaskWire {
         task_handle: running.then(|| task.handle()),
         status: task.status.as_str().to_string(),
@@ -26,80 +22,28 @@ fn task_wire(task: MoveTask) -> MoveTaskWire {
 }
 
 impl Service {
-    /// Paces a running task on the server's clock until it completes, fails or is cancelled.
-    fn run_move_task(self: &Arc<Self>, task: &MoveTask) {
-        // Up to STEPS_PER_SECOND steps a second; slow rates move one message per longer step.
-        let rate = task.rate.unwrap_or(DEFAULT_RATE).max(1);
-        let budget = (rate + STEPS_PER_SECOND - 1) / STEPS_PER_SECOND;
-        let period = (1000 * budget / rate) as u64;
-        let budget = budget as usize;
-        let service = Arc::clone(self);
-        let (id, arn) = (task.id.clone(), task.source_arn.clone());
-        let mut runners = self.move_runners.lock().unwrap_or_else(|p| p.into_inner());
-        while runners.try_join_next().is_some() {}
-        runners.spawn(async move {
-            // Steps fall due on the server's clock; after a jump (a test moving it) the steps
-            // owed are taken at once.
-            let mut due = service.clock.now();
-            loop {
-                service.clock.sleep_until(due).await;
-                due = due.plus_millis(period);
-                let (touched, running) =
-                    service
-                        .engine
-                        .move_step(&id, &arn, budget, service.clock.now());
-                for name in touched {
-                    if let Ok(entry) = service.engine.queue(&name) {
-                        Self::wake(&entry);
-                    }
-                }
-                if !running {
-                    break;
-                }
-                // Steps owed after a jump come one after another: let other tasks in between.
-                tokio::task::yield_now().await;
-            }
-        });
-    }
-
-    /// Stops every pacing task between two steps (a step runs without awaiting, so none is cut
-    /// in half). The tasks stay Running in the engine and resume at the next start.
-    pub async fn stop_move_tasks(&self) {
-        let mut runners =
-            std::mem::take(&mut *self.move_runners.lock().unwrap_or_else(|p| p.into_inner()));
-        runners.abort_all();
-        while runners.join_next().await.is_some() {}
-    }
-
-    /// Restarts the tasks that were running when the server stopped.
-    pub fn resume_move_tasks(self: &Arc<Self>) {
-        for task in self.engine.running_move_tasks() {
-            tracing::info!(task = %task.id, source = %task.source_arn, moved = task.moved, "resuming message move task");
-            self.run_move_task(&task);
-        }
-    }
-
-    pub(super) fn start_message_move_task(
-        self: &Arc<Self>,
+    pub(super) async fn start_message_move_task(
+        &self,
         input: StartMessageMoveTaskInput,
         _ctx: &RequestContext,
     ) -> Result<StartMessageMoveTaskOutput, ApiError> {
         let source = input
             .source_arn
             .ok_or_else(|| ApiError::missing("SourceArn"))?;
-        let task = self.engine.start_move_task(
-            &source,
-            input.destination_arn.as_deref(),
-            input.max_number_of_messages_per_second,
-            self.clock.now(),
-        )?;
-        self.run_move_task(&task);
+        let task = self
+            .backend
+            .start_move_task(StartMove {
+                source_arn: &source,
+                destination_arn: input.destination_arn.as_deref(),
+                rate: input.max_number_of_messages_per_second,
+            })
+            .await?;
         Ok(StartMessageMoveTaskOutput {
             task_handle: task.handle(),
         })
     }
 
-    pub(super) fn list_message_move_tasks(
+    pub(super) async fn list_message_move_tasks(
         &self,
         input: ListMessageMoveTasksInput,
         _ctx: &RequestContext,
@@ -113,7 +57,7 @@ impl Service {
                 "Value {max} for parameter MaxResults is invalid. Reason: Must be between 1 and 10, if provided."
             )));
         }
-        let tasks = self.engine.list_move_tasks(&source)?;
+        let tasks = self.backend.list_move_tasks(&source).await?;
         Ok(ListMessageMoveTasksOutput {
             results: tasks
                 .into_iter()
@@ -123,7 +67,7 @@ impl Service {
         })
     }
 
-    pub(super) fn cancel_message_move_task(
+    pub(super) async fn cancel_message_move_task(
         &self,
         input: CancelMessageMoveTaskInput,
         _ctx: &RequestContext,
@@ -131,7 +75,7 @@ impl Service {
         let handle = input
             .task_handle
             .ok_or_else(|| ApiError::missing("TaskHandle"))?;
-        let moved = self.engine.cancel_move_task(&handle)?;
+        let moved = self.backend.cancel_move_task(&handle).await?;
         Ok(CancelMessageMoveTaskOutput {
             approximate_number_of_messages_moved: moved,
         })

@@ -7,8 +7,8 @@ use super::batch::failure;
 use super::permissions;
 use super::render::decode_attributes;
 use super::{RequestContext, Service};
-use crate::engine::topic::registry::check_topic_tags;
-use crate::engine::topic::PublishRequest;
+use crate::backend::{Confirm, CreateTopic, Subscribe};
+use crate::engine::topic::{Publication, PublishRequest};
 use crate::engine::EngineError;
 use crate::protocol::sns::*;
 use crate::protocol::sqs::{Empty, Pairs};
@@ -52,8 +52,16 @@ fn pairs(map: std::collections::BTreeMap<String, String>) -> Vec<(String, String
     map.into_iter().collect()
 }
 
+fn published(id: Option<String>, publication: Publication) -> PublishOutput {
+    PublishOutput {
+        id,
+        message_id: publication.message_id.to_string(),
+        sequence_number: publication.sequence_number.map(|s| s.to_string()),
+    }
+}
+
 impl Service {
-    pub(super) fn route_sns(
+    pub(super) async fn route_sns(
         &self,
         action: SnsAction,
         payload: &Payload,
@@ -66,7 +74,7 @@ impl Service {
             ($action:ident, $handler:ident) => {{
                 let input: <sns_shape::$action as Shape>::Input<'_> = payload.decode(protocol)?;
                 let output: <sns_shape::$action as Shape>::Output<'_> =
-                    self.$handler(input, ctx)?;
+                    self.$handler(input, ctx).await?;
                 Ok(encode_ok(
                     protocol,
                     Action::Sns(action),
@@ -105,7 +113,7 @@ impl Service {
         }
     }
 
-    fn create_topic(
+    async fn create_topic(
         &self,
         input: CreateTopicInput,
         _ctx: &RequestContext,
@@ -113,26 +121,37 @@ impl Service {
         let name = required(input.name, "Name")?;
         let tags: Vec<(String, String)> =
             input.tags.into_iter().map(|t| (t.key, t.value)).collect();
-        let arn =
-            self.engine
-                .create_topic(&name, &pairs(input.attributes), &tags, self.clock.now())?;
+        let arn = self
+            .backend
+            .create_topic(CreateTopic {
+                name,
+                attributes: pairs(input.attributes),
+                tags,
+            })
+            .await?;
         Ok(TopicArnOutput {
             topic_arn: arn.to_string(),
         })
     }
 
-    fn delete_topic(&self, input: TopicArnInput, _ctx: &RequestContext) -> Result<Empty, ApiError> {
-        self.engine
-            .delete_topic(&required(input.topic_arn, "TopicArn")?)?;
+    async fn delete_topic(
+        &self,
+        input: TopicArnInput,
+        _ctx: &RequestContext,
+    ) -> Result<Empty, ApiError> {
+        self.backend
+            .delete_topic(&required(input.topic_arn, "TopicArn")?)
+            .await?;
         Ok(Empty {})
     }
 
-    fn list_topics(
+    async fn list_topics(
         &self,
         input: TopicArnInput,
         _ctx: &RequestContext,
     ) -> Result<ListTopicsOutput, ApiError> {
-        let (topics, next_token) = page(self.engine.list_topics(), input.next_token.as_deref())?;
+        let all = self.backend.list_topics().await?;
+        let (topics, next_token) = page(all, input.next_token.as_deref())?;
         Ok(ListTopicsOutput {
             topics: topics
                 .into_iter()
@@ -144,33 +163,34 @@ impl Service {
         })
     }
 
-    fn get_topic_attributes(
+    async fn get_topic_attributes(
         &self,
         input: TopicArnInput,
         _ctx: &RequestContext,
     ) -> Result<AttributesMap, ApiError> {
-        let entry = self.engine.topic(&required(input.topic_arn, "TopicArn")?)?;
-        let attributes = entry.lock().attributes(self.clock.now());
+        let arn = required(input.topic_arn, "TopicArn")?;
+        let attributes = self.backend.topic_attributes(&arn).await?;
         Ok(AttributesMap {
             attributes: Pairs(attributes),
         })
     }
 
     /// AddPermission: a statement appended to the topic's policy.
-    fn add_topic_permission(
+    async fn add_topic_permission(
         &self,
         input: PermissionInput,
         _ctx: &RequestContext,
     ) -> Result<Empty, ApiError> {
         let accounts = required(input.aws_account_id, "AWSAccountId")?;
         let actions = required(input.action_name, "ActionName")?;
-        self.edit_topic_policy(input.topic_arn, input.label, |policy, arn, label| {
+        self.edit_topic_policy(input.topic_arn, input.label, move |policy, arn, label| {
             permissions::add_topic_permission(policy, arn, label, &accounts, &actions)
         })
+        .await
     }
 
     /// RemovePermission: the labelled statement taken out of the topic's policy.
-    fn remove_topic_permission(
+    async fn remove_topic_permission(
         &self,
         input: PermissionInput,
         _ctx: &RequestContext,
@@ -178,40 +198,42 @@ impl Service {
         self.edit_topic_policy(input.topic_arn, input.label, |policy, _, label| {
             permissions::remove_topic_permission(policy, label)
         })
+        .await
     }
 
-    /// Rewrites a topic's policy under its lock: `edit(policy, topic ARN, label)`.
-    fn edit_topic_policy(
+    /// Rewrites a topic's policy in storage: `edit(policy, topic ARN, label)`.
+    async fn edit_topic_policy(
         &self,
         topic_arn: Option<String>,
         label: Option<String>,
-        edit: impl FnOnce(&str, &str, &str) -> Result<String, EngineError>,
+        edit: impl FnOnce(&str, &str, &str) -> Result<String, EngineError> + Send + 'static,
     ) -> Result<Empty, ApiError> {
-        let entry = self.engine.topic(&required(topic_arn, "TopicArn")?)?;
+        let topic_arn = required(topic_arn, "TopicArn")?;
         let label = required(label, "Label")?;
-        let mut topic = entry.lock();
-        let policy = edit(&topic.policy(), &topic.arn, &label)?;
-        topic.set("Policy", &policy, "", self.clock.now())?;
+        self.backend
+            .edit_topic_policy(
+                &topic_arn,
+                Box::new(move |policy, arn| edit(policy, arn, &label)),
+            )
+            .await?;
         Ok(Empty {})
     }
 
-    fn set_topic_attributes(
+    async fn set_topic_attributes(
         &self,
         input: SetAttributeInput,
         _ctx: &RequestContext,
     ) -> Result<Empty, ApiError> {
-        let entry = self.engine.topic(&required(input.topic_arn, "TopicArn")?)?;
+        let arn = required(input.topic_arn, "TopicArn")?;
         let name = required(input.attribute_name, "AttributeName")?;
-        entry.lock().set(
-            &name,
-            input.attribute_value.as_deref().unwrap_or(""),
-            "",
-            self.clock.now(),
-        )?;
+        let value = input.attribute_value.unwrap_or_default();
+        self.backend
+            .set_topic_attribute(&arn, &name, &value)
+            .await?;
         Ok(Empty {})
     }
 
-    fn subscribe(
+    async fn subscribe(
         &self,
         input: SubscribeInput,
         ctx: &RequestContext,
@@ -223,19 +245,17 @@ impl Service {
                 self.webhooks.allow_list.check_endpoint(endpoint)?;
             }
         }
-        let now = self.clock.now();
-        let subscribed = self.engine.subscribe(
-            &topic_arn,
-            &protocol,
-            input.endpoint.as_deref(),
-            &pairs(input.attributes),
-            &self.base_url(ctx),
-            now,
-        )?;
-        self.run_replay(&subscribed.arn, ctx, now)?;
-        if subscribed.pending {
-            self.webhooks.wake();
-        }
+        let base_url = self.base_url(ctx);
+        let subscribed = self
+            .backend
+            .subscribe(Subscribe {
+                topic_arn: &topic_arn,
+                protocol: &protocol,
+                endpoint: input.endpoint.as_deref(),
+                attributes: pairs(input.attributes),
+                base_url: &base_url,
+            })
+            .await?;
         let return_arn = input
             .return_subscription_arn
             .is_some_and(|v| v.eq_ignore_ascii_case("true"));
@@ -249,7 +269,7 @@ impl Service {
     }
 
     /// ConfirmSubscription, by a signed call or by a GET of the SubscribeURL.
-    fn confirm_subscription(
+    async fn confirm_subscription(
         &self,
         input: ConfirmSubscriptionInput,
         ctx: &RequestContext,
@@ -265,39 +285,38 @@ impl Service {
                     "Invalid parameter: AuthenticateOnUnsubscribe Reason: must be true or false",
                 )),
             };
-        let arn = self.engine.confirm_subscription(
-            &topic_arn,
-            &token,
-            authenticate_on_unsubscribe,
-            ctx.authenticated,
-            self.clock.now(),
-        )?;
+        let arn = self
+            .backend
+            .confirm_subscription(Confirm {
+                topic_arn: &topic_arn,
+                token: &token,
+                authenticate_on_unsubscribe,
+                authenticated: ctx.authenticated,
+            })
+            .await?;
         Ok(SubscriptionArnOutput {
             subscription_arn: arn.to_string(),
         })
     }
 
-    fn unsubscribe(
+    async fn unsubscribe(
         &self,
         input: SubscriptionArnInput,
         ctx: &RequestContext,
     ) -> Result<Empty, ApiError> {
-        self.engine.unsubscribe(
-            &required(input.subscription_arn, "SubscriptionArn")?,
-            ctx.authenticated,
-            &self.base_url(ctx),
-            self.clock.now(),
-        )?;
-        self.webhooks.wake();
+        let arn = required(input.subscription_arn, "SubscriptionArn")?;
+        self.backend
+            .unsubscribe(&arn, ctx.authenticated, &self.base_url(ctx))
+            .await?;
         Ok(Empty {})
     }
 
-    fn subscriptions_page(
+    async fn subscriptions_page(
         &self,
         topic_arn: Option<&str>,
         token: Option<&str>,
     ) -> Result<ListSubscriptionsOutput, ApiError> {
-        let all = self.engine.list_subscriptions(topic_arn)?;
+        let all = self.backend.list_subscriptions(topic_arn).await?;
         let (items, next_token) = page(all, token)?;
         Ok(ListSubscriptionsOutput {
             subscriptions: items
@@ -319,38 +338,38 @@ impl Service {
         })
     }
 
-    fn list_subscriptions(
+    async fn list_subscriptions(
         &self,
         input: TopicArnInput,
         _ctx: &RequestContext,
     ) -> Result<ListSubscriptionsOutput, ApiError> {
         self.subscriptions_page(None, input.next_token.as_deref())
+            .await
     }
 
-    fn list_subscriptions_by_topic(
+    async fn list_subscriptions_by_topic(
         &self,
         input: TopicArnInput,
         _ctx: &RequestContext,
     ) -> Result<ListSubscriptionsOutput, ApiError> {
         let topic_arn = required(input.topic_arn, "TopicArn")?;
         self.subscriptions_page(Some(&topic_arn), input.next_token.as_deref())
+            .await
     }
 
-    fn get_subscription_attributes(
+    async fn get_subscription_attributes(
         &self,
         input: SubscriptionArnInput,
         _ctx: &RequestContext,
     ) -> Result<AttributesMap, ApiError> {
         let arn = required(input.subscription_arn, "SubscriptionArn")?;
-        let attributes = self
-            .engine
-            .with_subscription(&arn, |topic, sub| Ok(topic.subscription_attributes(sub)))?;
+        let attributes = self.backend.subscription_attributes(&arn).await?;
         Ok(AttributesMap {
             attributes: Pairs(attributes),
         })
     }
 
-    fn set_subscription_attributes(
+    async fn set_subscription_attributes(
         &self,
         input: SetAttributeInput,
         ctx: &RequestContext,
@@ -358,31 +377,10 @@ impl Service {
         let arn = required(input.subscription_arn, "SubscriptionArn")?;
         let name = required(input.attribute_name, "AttributeName")?;
         let value = input.attribute_value.unwrap_or_default();
-        let now = self.clock.now();
-        self.engine.with_subscription(&arn, |topic, sub| {
-            sub.set(&name, &value, "")?;
-            topic.check_filter_count(sub)?;
-            topic.check_replay(sub, "", now)
-        })?;
-        self.run_replay(&arn, ctx, now)?;
+        self.backend
+            .set_subscription_attribute(&arn, &name, &value, &self.base_url(ctx))
+            .await?;
         Ok(Empty {})
-    }
-
-    /// Runs a subscription's pending replay, if it has one, and wakes the queues it filled.
-    fn run_replay(
-        &self,
-        subscription_arn: &str,
-        ctx: &RequestContext,
-        now: crate::engine::Timestamp,
-    ) -> Result<(), ApiError> {
-        for queue in self
-            .engine
-            .replay(subscription_arn, &self.base_url(ctx), now)?
-        {
-            Self::wake(&queue);
-        }
-        self.webhooks.wake();
-        Ok(())
     }
 
     fn publish_request(entry: PublishEntry) -> Result<PublishRequest, ApiError> {
@@ -422,36 +420,7 @@ impl Service {
         )
     }
 
-    fn publish_one(
-        &self,
-        topic_arn: &str,
-        request: &PublishRequest,
-        ctx: &RequestContext,
-    ) -> Result<PublishOutput, ApiError> {
-        let fanout =
-            self.engine
-                .publish(topic_arn, request, &self.base_url(ctx), self.clock.now())?;
-        for queue in &fanout.delivered_to {
-            Self::wake(queue);
-        }
-        if fanout.webhooks > 0 {
-            self.webhooks.wake();
-        }
-        if fanout.failed > 0 {
-            tracing::warn!(
-                topic = topic_arn,
-                failed = fanout.failed,
-                "copies not delivered"
-            );
-        }
-        Ok(PublishOutput {
-            id: None,
-            message_id: fanout.publication.message_id.to_string(),
-            sequence_number: fanout.publication.sequence_number.map(|s| s.to_string()),
-        })
-    }
-
-    fn publish(
+    async fn publish(
         &self,
         input: PublishInput,
         ctx: &RequestContext,
@@ -467,10 +436,14 @@ impl Service {
             )
         })?;
         let request = Self::publish_request(input.entry)?;
-        self.publish_one(&topic_arn, &request, ctx)
+        let publication = self
+            .backend
+            .publish(&topic_arn, request, &self.base_url(ctx))
+            .await?;
+        Ok(published(None, publication))
     }
 
-    fn publish_batch(
+    async fn publish_batch(
         &self,
         input: PublishBatchInput,
         ctx: &RequestContext,
@@ -494,6 +467,7 @@ impl Service {
         }
         let mut seen = std::collections::HashSet::new();
         let mut total = 0;
+        let mut ids = Vec::with_capacity(entries.len());
         let mut requests = Vec::with_capacity(entries.len());
         for entry in entries {
             let id = required(entry.id.clone(), "Id")?;
@@ -521,7 +495,8 @@ impl Service {
             }
             let request = Self::publish_request(entry)?;
             total += request.message.len() + request.attributes.size();
-            requests.push((id, request));
+            ids.push(id);
+            requests.push(request);
         }
         if total > crate::engine::topic::MAX_MESSAGE_BYTES {
             return Err(ApiError::new(
@@ -529,26 +504,24 @@ impl Service {
                 "The length of all the messages put together is more than the limit.",
             ));
         }
-        // AWS fails the whole request for rule violations; check them all before publishing any.
-        self.engine
-            .check_publishes(&topic_arn, requests.iter().map(|(_, r)| r))?;
+        let results = self
+            .backend
+            .publish_batch(&topic_arn, requests, &self.base_url(ctx))
+            .await?;
         let mut output = PublishBatchOutput {
             successful: Vec::new(),
             failed: Vec::new(),
         };
-        for (id, request) in requests {
-            match self.publish_one(&topic_arn, &request, ctx) {
-                Ok(mut published) => {
-                    published.id = Some(id);
-                    output.successful.push(published);
-                }
-                Err(error) => output.failed.push(failure(&id, error)),
+        for (id, result) in ids.into_iter().zip(results) {
+            match result {
+                Ok(publication) => output.successful.push(published(Some(id), publication)),
+                Err(error) => output.failed.push(failure(&id, error.into())),
             }
         }
         Ok(output)
     }
 
-    fn tag_resource(
+    async fn tag_resource(
         &self,
         input: TagResourceInput,
         _ctx: &RequestContext,
@@ -561,52 +534,34 @@ impl Service {
                 "Invalid parameter: Duplicated keys are not allowed.",
             ));
         }
-        self.engine.with_topic_tags(&arn, |existing| {
-            let added = tags
-                .iter()
-                .filter(|t| !existing.contains_key(&t.key))
-                .count();
-            check_topic_tags(
-                tags.iter().map(|t| (t.key.as_str(), t.value.as_str())),
-                existing.len() + added,
-            )?;
-            existing.extend(tags.into_iter().map(|t| (t.key, t.value)));
-            Ok(())
-        })?;
+        let tags = tags.into_iter().map(|t| (t.key, t.value)).collect();
+        self.backend.tag_topic(&arn, tags).await?;
         Ok(Empty {})
     }
 
-    fn untag_resource(
+    async fn untag_resource(
         &self,
         input: TagResourceInput,
         _ctx: &RequestContext,
     ) -> Result<Empty, ApiError> {
         let arn = required(input.resource_arn, "ResourceArn")?;
         let keys = required(input.tag_keys, "TagKeys")?;
-        self.engine.with_topic_tags(&arn, |existing| {
-            for key in &keys {
-                existing.remove(key);
-            }
-            Ok(())
-        })?;
+        self.backend.untag_topic(&arn, keys).await?;
         Ok(Empty {})
     }
 
-    fn list_tags_for_resource(
+    async fn list_tags_for_resource(
         &self,
         input: TagResourceInput,
         _ctx: &RequestContext,
     ) -> Result<ListTagsOutput, ApiError> {
         let arn = required(input.resource_arn, "ResourceArn")?;
-        let tags = self.engine.with_topic_tags(&arn, |existing| {
-            Ok(existing
-                .iter()
-                .map(|(k, v)| TagOut {
-                    key: k.clone(),
-                    value: v.clone(),
-                })
-                .collect())
-        })?;
-        Ok(ListTagsOutput { tags })
+        let tags = self.backend.topic_tags(&arn).await?;
+        Ok(ListTagsOutput {
+            tags: tags
+                .into_iter()
+                .map(|(key, value)| TagOut { key, value })
+                .collect(),
+        })
     }
 }

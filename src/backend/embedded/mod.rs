@@ -3,7 +3,9 @@
 //! answered once the log holds it.
 
 mod messages;
+mod move_tasks;
 mod queues;
+mod topics;
 
 use std::sync::Arc;
 
@@ -21,6 +23,10 @@ pub struct Embedded {
     /// `None` when ephemeral: changes are done once made.
     journal: Option<Arc<FileJournal>>,
     clock: Arc<dyn Clock>,
+    /// Signalled when webhook deliveries were queued (the webhook worker waits on it).
+    deliveries: Arc<Notify>,
+    /// The tasks pacing running message move tasks, stopped before the log closes.
+    move_runners: std::sync::Mutex<tokio::task::JoinSet<()>>,
 }
 
 fn log_failed() -> BackendError {
@@ -32,11 +38,14 @@ impl Embedded {
         engine: Arc<Engine<Notify>>,
         journal: Option<Arc<FileJournal>>,
         clock: Arc<dyn Clock>,
+        deliveries: Arc<Notify>,
     ) -> Self {
         Embedded {
             engine,
             journal,
             clock,
+            deliveries,
+            move_runners: Default::default(),
         }
     }
 
@@ -77,16 +86,17 @@ impl Embedded {
             .map_err(|_| log_failed())
     }
 
-    /// Runs `change` on the engine, then waits for the log.
+    /// Runs `change` on the engine, then waits for the log. A refused change waits too: it may
+    /// have stored part of its work (a subscription whose replay then failed).
     fn changing<'a, T: Send + 'a>(
         &'a self,
         change: impl FnOnce(&Engine<Notify>) -> BackendResult<T> + Send + 'a,
     ) -> Answer<'a, T> {
         Box::pin(async move {
             self.refuse_if_failed()?;
-            let answer = change(&self.engine)?;
+            let answer = change(&self.engine);
             self.durable().await?;
-            Ok(answer)
+            answer
         })
     }
 

@@ -21,7 +21,12 @@ fn backend_on_clock(storage: MemStorage) -> (Embedded, Arc<FileJournal>, Arc<Man
     let mut engine = Engine::new("000000000000", "us-east-1");
     engine.set_journal(journal.clone());
     let clock = Arc::new(ManualClock::new(Timestamp(1)));
-    let backend = Embedded::new(Arc::new(engine), Some(journal.clone()), clock.clone());
+    let backend = Embedded::new(
+        Arc::new(engine),
+        Some(journal.clone()),
+        clock.clone(),
+        Default::default(),
+    );
     (backend, journal, clock)
 }
 

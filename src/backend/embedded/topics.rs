@@ -1,0 +1,231 @@
+//! Topics, subscriptions and publishing on the embedded engine. A publish stores its copies in
+//! the subscribed queues and its webhook deliveries in the outbox in one write of the log, then
+//! wakes the queues' long polls and the webhook worker.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use super::Embedded;
+use crate::backend::{
+    Answer, BackendResult, Confirm, CreateTopic, Subscribe, TopicPolicyEdit, Topics,
+};
+use crate::engine::topic::registry::check_topic_tags;
+use crate::engine::topic::registry::Subscribed;
+use crate::engine::topic::{Publication, PublishRequest, Subscription};
+use crate::engine::{EngineResult, Timestamp};
+
+impl Embedded {
+    /// Replays a subscription's pending ReplayPolicy window, if it has one, and wakes what it
+    /// filled.
+    fn replay(&self, subscription_arn: &str, base_url: &str, now: Timestamp) -> BackendResult<()> {
+        for queue in self.engine.replay(subscription_arn, base_url, now)? {
+            queue.waiters.notify_one();
+        }
+        self.deliveries.notify_one();
+        Ok(())
+    }
+
+    fn publish_one(
+        &self,
+        topic_arn: &str,
+        request: &PublishRequest,
+        base_url: &str,
+    ) -> EngineResult<Publication> {
+        let fanout = self
+            .engine
+            .publish(topic_arn, request, base_url, self.clock.now())?;
+        for queue in &fanout.delivered_to {
+            queue.waiters.notify_one();
+        }
+        if fanout.webhooks > 0 {
+            self.deliveries.notify_one();
+        }
+        if fanout.failed > 0 {
+            tracing::warn!(
+                topic = topic_arn,
+                failed = fanout.failed,
+                "copies not delivered"
+            );
+        }
+        Ok(fanout.publication)
+    }
+}
+
+impl Topics for Embedded {
+    fn create_topic(&self, request: CreateTopic) -> Answer<'_, Arc<str>> {
+        self.changing(move |engine| {
+            Ok(engine.create_topic(
+                &request.name,
+                &request.attributes,
+                &request.tags,
+                self.clock.now(),
+            )?)
+        })
+    }
+
+    fn delete_topic<'a>(&'a self, arn: &'a str) -> Answer<'a, ()> {
+        self.changing(move |engine| Ok(engine.delete_topic(arn)?))
+    }
+
+    fn list_topics(&self) -> Answer<'_, Vec<Arc<str>>> {
+        self.reading(move |engine| Ok(engine.list_topics()))
+    }
+
+    fn topic_attributes<'a>(&'a self, arn: &'a str) -> Answer<'a, Vec<(String, String)>> {
+        self.reading(move |engine| Ok(engine.topic(arn)?.lock().attributes(self.clock.now())))
+    }
+
+    fn set_topic_attribute<'a>(
+        &'a self,
+        arn: &'a str,
+        name: &'a str,
+        value: &'a str,
+    ) -> Answer<'a, ()> {
+        self.changing(move |engine| {
+            let entry = engine.topic(arn)?;
+            let mut topic = entry.lock();
+            Ok(topic.set(name, value, "", self.clock.now())?)
+        })
+    }
+
+    fn edit_topic_policy<'a>(&'a self, arn: &'a str, edit: TopicPolicyEdit) -> Answer<'a, ()> {
+        self.changing(move |engine| {
+            let entry = engine.topic(arn)?;
+            let mut topic = entry.lock();
+            let policy = edit(&topic.policy(), &topic.arn)?;
+            Ok(topic.set("Policy", &policy, "", self.clock.now())?)
+        })
+    }
+
+    fn subscribe<'a>(&'a self, request: Subscribe<'a>) -> Answer<'a, Subscribed> {
+        self.changing(move |engine| {
+            let now = self.clock.now();
+            let subscribed = engine.subscribe(
+                request.topic_arn,
+                request.protocol,
+                request.endpoint,
+                &request.attributes,
+                request.base_url,
+                now,
+            )?;
+            self.replay(&subscribed.arn, request.base_url, now)?;
+            Ok(subscribed)
+        })
+    }
+
+    fn confirm_subscription<'a>(&'a self, request: Confirm<'a>) -> Answer<'a, Arc<str>> {
+        self.changing(move |engine| {
+            Ok(engine.confirm_subscription(
+                request.topic_arn,
+                request.token,
+                request.authenticate_on_unsubscribe,
+                request.authenticated,
+                self.clock.now(),
+            )?)
+        })
+    }
+
+    fn unsubscribe<'a>(
+        &'a self,
+        arn: &'a str,
+        authenticated: bool,
+        base_url: &'a str,
+    ) -> Answer<'a, ()> {
+        self.changing(move |engine| {
+            engine.unsubscribe(arn, authenticated, base_url, self.clock.now())?;
+            // An HTTP/S endpoint is sent an UnsubscribeConfirmation.
+            self.deliveries.notify_one();
+            Ok(())
+        })
+    }
+
+    fn list_subscriptions<'a>(
+        &'a self,
+        topic_arn: Option<&'a str>,
+    ) -> Answer<'a, Vec<(Arc<str>, Arc<Subscription>)>> {
+        self.reading(move |engine| Ok(engine.list_subscriptions(topic_arn)?))
+    }
+
+    fn subscription_attributes<'a>(&'a self, arn: &'a str) -> Answer<'a, Vec<(String, String)>> {
+        self.reading(move |engine| {
+            Ok(engine
+                .with_subscription(arn, |topic, sub| Ok(topic.subscription_attributes(sub)))?)
+        })
+    }
+
+    fn set_subscription_attribute<'a>(
+        &'a self,
+        arn: &'a str,
+        name: &'a str,
+        value: &'a str,
+        base_url: &'a str,
+    ) -> Answer<'a, ()> {
+        self.changing(move |engine| {
+            let now = self.clock.now();
+            engine.with_subscription(arn, |topic, sub| {
+                sub.set(name, value, "")?;
+                topic.check_filter_count(sub)?;
+                topic.check_replay(sub, "", now)
+            })?;
+            self.replay(arn, base_url, now)
+        })
+    }
+
+    fn publish<'a>(
+        &'a self,
+        topic_arn: &'a str,
+        request: PublishRequest,
+        base_url: &'a str,
+    ) -> Answer<'a, Publication> {
+        self.changing(move |_| Ok(self.publish_one(topic_arn, &request, base_url)?))
+    }
+
+    fn publish_batch<'a>(
+        &'a self,
+        topic_arn: &'a str,
+        requests: Vec<PublishRequest>,
+        base_url: &'a str,
+    ) -> Answer<'a, Vec<EngineResult<Publication>>> {
+        self.changing(move |engine| {
+            engine.check_publishes(topic_arn, &requests)?;
+            Ok(requests
+                .iter()
+                .map(|request| self.publish_one(topic_arn, request, base_url))
+                .collect())
+        })
+    }
+
+    fn tag_topic<'a>(&'a self, arn: &'a str, tags: Vec<(String, String)>) -> Answer<'a, ()> {
+        self.changing(move |engine| {
+            Ok(engine.with_topic_tags(arn, |existing| {
+                let added = tags
+                    .iter()
+                    .filter(|(key, _)| !existing.contains_key(key))
+                    .count();
+                check_topic_tags(
+                    tags.iter().map(|(k, v)| (k.as_str(), v.as_str())),
+                    existing.len() + added,
+                )?;
+                existing.extend(tags);
+                Ok(())
+            })?)
+        })
+    }
+
+    fn untag_topic<'a>(&'a self, arn: &'a str, keys: Vec<String>) -> Answer<'a, ()> {
+        self.changing(move |engine| {
+            Ok(engine.with_topic_tags(arn, |existing| {
+                for key in &keys {
+                    existing.remove(key);
+                }
+                Ok(())
+            })?)
+        })
+    }
+
+    fn topic_tags<'a>(&'a self, arn: &'a str) -> Answer<'a, BTreeMap<String, String>> {
+        self.reading(
+            move |engine| Ok(engine.with_topic_tags(arn, |existing| Ok(existing.clone()))?),
+        )
+    }
+}
