@@ -8,6 +8,7 @@
 pub mod body;
 pub mod changes;
 pub mod error;
+pub mod guard;
 pub mod message;
 pub mod move_task;
 pub mod queue;
@@ -23,10 +24,11 @@ pub type FastMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomS
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 
 pub use changes::{Change, Journal};
 pub use error::{EngineError, EngineResult};
+use guard::{Guard, Recording};
 use queue::config::RedrivePermission;
 pub use queue::{Queue, QueueConfig, ReceiveOutcome, ReceiveRequest};
 pub use time::Timestamp;
@@ -34,82 +36,35 @@ pub use time::Timestamp;
 /// One queue and the caller's slot beside it.
 pub struct QueueEntry<W> {
     pub name: Arc<str>,
-    state: Mutex<Queue>,
+    state: Recording<Queue>,
     pub waiters: W,
-    journal: Option<Arc<dyn Journal>>,
 }
 
 impl<W> QueueEntry<W> {
-    /// Locks the queue. A panic elsewhere must not take the queue down with it, so a poisoned
-    /// lock is recovered: every queue method leaves the state consistent before it can fail.
+    /// Locks the queue; its changes are logged when the guard drops.
     pub fn lock(&self) -> QueueGuard<'_> {
-        QueueGuard {
-            queue: self
-                .state
-                .lock()
-                .unwrap_or_else(|poisoned| poisoned.into_inner()),
-            journal: self.journal.as_deref(),
-        }
+        self.state.lock()
     }
 }
 
 /// A locked queue. Unlocking hands the changes made under the lock to the journal first, so
 /// the log sees each queue's changes in the order they were made.
-pub struct QueueGuard<'a> {
-    queue: MutexGuard<'a, Queue>,
-    journal: Option<&'a dyn Journal>,
-}
+pub type QueueGuard<'a> = Guard<'a, Queue>;
 
 impl QueueGuard<'_> {
     /// Takes the changes made so far out of the guard, to be submitted after changes to another
     /// queue that must reach the log first (a message is put in its new queue before its removal
     /// from the old one is logged, so a crash between the two cannot lose it).
     pub fn defer_changes(&mut self) -> Deferred {
-        Deferred(self.journal.is_some().then(|| {
-            (
-                self.queue.name.clone(),
-                self.queue.uid,
-                self.queue.take_changes(),
-            )
-        }))
+        let recording = self.recording();
+        let queue = self.untouched();
+        Deferred(recording.then(|| (queue.name.clone(), queue.uid, queue.take_changes())))
     }
 }
 
 /// Queue changes held back by `QueueGuard::defer_changes`; `Engine::submit` logs them.
 #[must_use]
 pub struct Deferred(Option<(Arc<str>, u64, Vec<queue::changes::QueueChange>)>);
-
-impl std::ops::Deref for QueueGuard<'_> {
-    type Target = Queue;
-    fn deref(&self) -> &Queue {
-        &self.queue
-    }
-}
-
-impl std::ops::DerefMut for QueueGuard<'_> {
-    fn deref_mut(&mut self) -> &mut Queue {
-        &mut self.queue
-    }
-}
-
-impl Drop for QueueGuard<'_> {
-    fn drop(&mut self) {
-        if let Some(journal) = self.journal {
-            let changes = self.queue.take_changes();
-            if !changes.is_empty() {
-                let change = Change::Queue {
-                    name: self.queue.name.clone(),
-                    uid: self.queue.uid,
-                    changes,
-                };
-                journal.submit(&change);
-                if let Change::Queue { changes, .. } = change {
-                    self.queue.recycle_changes(changes);
-                }
-            }
-        }
-    }
-}
 
 /// Where queues live: account, region and the set of queues by name.
 pub struct Engine<W> {
@@ -125,7 +80,7 @@ pub struct Engine<W> {
     /// How long a deleted name stays unavailable (AWS: 60 s); 0 turns the rule off.
     pub delete_cooldown_ms: u64,
     /// Webhook deliveries waiting, in flight or waiting for a retry. Lock order: topic, then outbox.
-    outbox: Mutex<webhook::Outbox>,
+    outbox: Recording<webhook::Outbox>,
     /// Confirmation tokens. Never held while a topic lock is taken.
     tokens: Mutex<webhook::tokens::TokenBook>,
     /// Orderly extension: accept http/https subscriptions on FIFO topics, delivered in order
@@ -147,7 +102,7 @@ impl<W: Default> Engine<W> {
             signer: std::sync::OnceLock::new(),
             next_uid: AtomicU64::new(1),
             delete_cooldown_ms: 0,
-            outbox: Mutex::new(webhook::Outbox::default()),
+            outbox: Recording::new(webhook::Outbox::default(), None),
             tokens: Mutex::new(webhook::tokens::TokenBook::default()),
             fifo_http_subscriptions: false,
             journal: None,
@@ -156,10 +111,7 @@ impl<W: Default> Engine<W> {
 
     /// Logs every later change to `journal`. Set before the first request.
     pub fn set_journal(&mut self, journal: Arc<dyn Journal>) {
-        self.outbox
-            .get_mut()
-            .unwrap_or_else(|p| p.into_inner())
-            .enable_journal();
+        self.outbox.set_journal(journal.clone());
         self.journal = Some(journal);
     }
 
@@ -298,17 +250,13 @@ impl<W: Default> Engine<W> {
     fn register(
         &self,
         queues: &mut HashMap<Arc<str>, Arc<QueueEntry<W>>>,
-        mut queue: Queue,
+        queue: Queue,
     ) -> Arc<QueueEntry<W>> {
-        if self.journal.is_some() {
-            queue.enable_journal();
-        }
         let name = queue.name.clone();
         let entry = Arc::new(QueueEntry {
             name: name.clone(),
-            state: Mutex::new(queue),
+            state: Recording::new(queue, self.journal.clone()),
             waiters: W::default(),
-            journal: self.journal.clone(),
         });
         queues.insert(name, entry.clone());
         entry

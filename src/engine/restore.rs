@@ -179,8 +179,8 @@ impl<W: Default> Engine<W> {
                     }
                 };
                 drop(topics);
-                let mut topic = entry.lock();
-                let topic = topic.publishing();
+                // Replayed changes are not logged again (what applying them recorded is dropped).
+                let mut topic = entry.lock_unrecorded();
                 for change in changes {
                     topic.apply_change(change);
                 }

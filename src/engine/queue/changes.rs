@@ -74,6 +74,27 @@ impl Stored {
     }
 }
 
+impl crate::engine::guard::Recorded for Queue {
+    fn start_recording(&mut self) {
+        self.enable_journal();
+    }
+
+    fn take_record(&mut self, _touched: bool) -> Option<crate::engine::Change> {
+        let changes = self.take_changes();
+        (!changes.is_empty()).then(|| crate::engine::Change::Queue {
+            name: self.name.clone(),
+            uid: self.uid,
+            changes,
+        })
+    }
+
+    fn recycle(&mut self, record: crate::engine::Change) {
+        if let crate::engine::Change::Queue { changes, .. } = record {
+            self.recycle_changes(changes);
+        }
+    }
+}
+
 impl Queue {
     /// Starts recording changes for the write-ahead log.
     pub fn enable_journal(&mut self) {

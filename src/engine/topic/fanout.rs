@@ -120,7 +120,7 @@ impl<W: Default> Engine<W> {
             return Err(crate::engine::topic::registry::not_found_topic());
         }
         // Logged when the guard drops, after the copies.
-        let publication = topic.publishing().accept(req, now)?;
+        let publication = topic.untouched().accept(req, now)?;
         let mut fanout = Fanout {
             publication,
             delivered_to: Vec::new(),

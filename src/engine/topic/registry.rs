@@ -1,17 +1,18 @@
 //! Topics in the registry and their subscriptions: lookup, create, delete, subscribe,
-//! unsubscribe, tags; and the guard through which a topic's changes reach the log.
+//! unsubscribe, tags.
 //!
 //! Lock order is always topic, then queue (see `fanout`); queue operations never take a topic
 //! lock.
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
 
 use crate::engine::error::{EngineError, EngineResult};
+use crate::engine::guard::Recording;
 use crate::engine::time::Timestamp;
 use crate::engine::topic::changes::TopicChange;
 use crate::engine::topic::{Subscription, Topic};
-use crate::engine::{Change, Engine, Journal};
+use crate::engine::{Change, Engine};
 
 /// What Subscribe did.
 pub struct Subscribed {
@@ -20,82 +21,10 @@ pub struct Subscribed {
     pub pending: bool,
 }
 
-pub struct TopicEntry {
-    state: Mutex<Topic>,
-    journal: Option<Arc<dyn Journal>>,
-}
-
-impl TopicEntry {
-    pub(in crate::engine) fn new(mut topic: Topic, journal: Option<Arc<dyn Journal>>) -> Self {
-        if journal.is_some() {
-            topic.enable_journal();
-        }
-        TopicEntry {
-            state: Mutex::new(topic),
-            journal,
-        }
-    }
-
-    /// Locks the topic. Changing it through the guard logs its settings image on unlock;
-    /// `publishing` changes only what the topic itself records (dedup, sequence, archive).
-    pub fn lock(&self) -> TopicGuard<'_> {
-        TopicGuard {
-            topic: self.state.lock().unwrap_or_else(|p| p.into_inner()),
-            journal: self.journal.as_deref(),
-            settings_changed: false,
-        }
-    }
-}
-
-/// A locked topic. Unlocking hands its changes to the journal, so the log holds each topic's
-/// changes in the order they were made.
-pub struct TopicGuard<'a> {
-    topic: MutexGuard<'a, Topic>,
-    journal: Option<&'a dyn Journal>,
-    settings_changed: bool,
-}
-
-impl TopicGuard<'_> {
-    /// The topic, for a publish: nothing in its settings changes.
-    pub(in crate::engine) fn publishing(&mut self) -> &mut Topic {
-        &mut self.topic
-    }
-}
-
-impl std::ops::Deref for TopicGuard<'_> {
-    type Target = Topic;
-    fn deref(&self) -> &Topic {
-        &self.topic
-    }
-}
-
-impl std::ops::DerefMut for TopicGuard<'_> {
-    fn deref_mut(&mut self) -> &mut Topic {
-        self.settings_changed = true;
-        &mut self.topic
-    }
-}
-
-impl Drop for TopicGuard<'_> {
-    fn drop(&mut self) {
-        let Some(journal) = self.journal else {
-            return;
-        };
-        let mut changes = self.topic.take_changes();
-        if self.topic.deleted {
-            return;
-        }
-        if self.settings_changed {
-            changes.push(TopicChange::Settings(Box::new(self.topic.image(false))));
-        }
-        if !changes.is_empty() {
-            journal.submit(&Change::Topic {
-                name: self.topic.name.clone(),
-                changes,
-            });
-        }
-    }
-}
+/// A topic; changing it through its guard logs its settings image on unlock, and
+/// `untouched` (a publish) changes only what the topic records itself (dedup, sequence,
+/// archive). See `engine::guard`.
+pub type TopicEntry = Recording<Topic>;
 
 fn invalid(message: impl Into<String>) -> EngineError {
     EngineError::InvalidParameter(message.into())

@@ -12,13 +12,14 @@ use super::tokens::{self, Grant, TokenBook, TOKEN_LIFETIME_MS};
 use super::Attempt;
 use crate::engine::body::Body;
 use crate::engine::error::{EngineError, EngineResult};
+use crate::engine::guard::Guard;
 use crate::engine::message::MessageAttributes;
 use crate::engine::time::Timestamp;
 use crate::engine::topic::envelope::{self, Confirmation};
 use crate::engine::topic::fanout::{Delivered, SubscriptionCopy};
 use crate::engine::topic::registry::{Subscribed, TopicEntry};
 use crate::engine::topic::{signing, Subscription, Topic};
-use crate::engine::{Change, Engine, Journal, QueueEntry};
+use crate::engine::{Change, Engine, QueueEntry};
 
 /// SQS takes at most this many message attributes; a raw copy with more cannot be dead-lettered raw.
 const SQS_MAX_ATTRIBUTES: usize = 10;
@@ -70,11 +71,8 @@ fn check_endpoint(protocol: &str, endpoint: &str) -> EngineResult<()> {
 
 impl<W: Default> Engine<W> {
     /// Locks the outbox; its changes are logged when the guard drops.
-    pub(in crate::engine) fn outbox(&self) -> OutboxGuard<'_> {
-        OutboxGuard {
-            outbox: self.outbox.lock().unwrap_or_else(|p| p.into_inner()),
-            journal: self.journal.as_deref(),
-        }
+    pub(in crate::engine) fn outbox(&self) -> Guard<'_, Outbox> {
+        self.outbox.lock()
     }
 
     /// Issues a confirmation token and logs it.
@@ -465,36 +463,6 @@ impl<W: Default> Engine<W> {
     }
 }
 
-/// The locked outbox. Unlocking logs the changes made under the lock, in order.
-pub(in crate::engine) struct OutboxGuard<'a> {
-    outbox: MutexGuard<'a, Outbox>,
-    journal: Option<&'a dyn Journal>,
-}
-
-impl std::ops::Deref for OutboxGuard<'_> {
-    type Target = Outbox;
-    fn deref(&self) -> &Outbox {
-        &self.outbox
-    }
-}
-
-impl std::ops::DerefMut for OutboxGuard<'_> {
-    fn deref_mut(&mut self) -> &mut Outbox {
-        &mut self.outbox
-    }
-}
-
-impl Drop for OutboxGuard<'_> {
-    fn drop(&mut self) {
-        if let Some(journal) = self.journal {
-            let changes = self.outbox.take_changes();
-            if !changes.is_empty() {
-                journal.submit(&Change::Outbox(changes));
-            }
-        }
-    }
-}
-
 impl<W: Default> Engine<W> {
     fn log_outbox(&self, changes: Vec<OutboxChange>) {
         if let (Some(journal), false) = (&self.journal, changes.is_empty()) {
@@ -506,7 +474,7 @@ impl<W: Default> Engine<W> {
     pub fn replay_delivery_change(&self, change: Change) {
         match change {
             Change::Outbox(changes) => {
-                let mut outbox = self.outbox.lock().unwrap_or_else(|p| p.into_inner());
+                let mut outbox = self.outbox.lock_unrecorded();
                 for change in changes {
                     outbox.apply_change(change);
                 }
@@ -518,7 +486,7 @@ impl<W: Default> Engine<W> {
     }
 
     pub fn restore_deliveries(&self, deliveries: Vec<(u64, Arc<Delivery>, LanePolicy)>) {
-        let mut outbox = self.outbox.lock().unwrap_or_else(|p| p.into_inner());
+        let mut outbox = self.outbox.lock_unrecorded();
         for (id, delivery, lane) in deliveries {
             outbox.restore(id, delivery, lane);
         }
@@ -540,7 +508,7 @@ impl<W: Default> Engine<W> {
         next_lsn: impl Fn() -> u64,
     ) -> (u64, Vec<(u64, Arc<Delivery>, LanePolicy)>, Vec<TokenRecord>) {
         let (lsn, deliveries) = {
-            let outbox = self.outbox.lock().unwrap_or_else(|p| p.into_inner());
+            let outbox = self.outbox.lock_unrecorded();
             (next_lsn(), outbox.image())
         };
         let tokens = self
@@ -557,100 +525,4 @@ impl<W: Default> Engine<W> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::engine::webhook::tokens::TOKEN_LIFETIME_MS;
-
-    fn engine_with_topic() -> (Engine<()>, String) {
-        let engine = Engine::<()>::new("000000000000", "us-east-1");
-        let topic = engine
-            .create_topic("t", &[], &[], Timestamp(0))
-            .unwrap()
-            .to_string();
-        (engine, topic)
-    }
-
-    fn token_of(attempt: &Attempt) -> String {
-        let body: serde_json::Value = serde_json::from_str(&attempt.delivery.body).unwrap();
-        body["Token"].as_str().unwrap().to_string()
-    }
-
-    #[test]
-    fn pending_subscriptions_expire_with_their_token() {
-        let (engine, topic) = engine_with_topic();
-        let sub = engine
-            .subscribe(
-                &topic,
-                "http",
-                Some("http://h/x"),
-                &[],
-                "http://o",
-                Timestamp(0),
-            )
-            .unwrap();
-        assert!(sub.pending);
-        let confirmation = engine.take_deliveries(Timestamp(0), 10);
-        assert_eq!(confirmation.len(), 1);
-        assert_eq!(
-            confirmation[0].delivery.kind,
-            Kind::SubscriptionConfirmation
-        );
-        engine.expire_confirmations(Timestamp(TOKEN_LIFETIME_MS - 1));
-        assert_eq!(engine.list_subscriptions(Some(&topic)).unwrap().len(), 1);
-        engine.expire_confirmations(Timestamp(TOKEN_LIFETIME_MS));
-        assert!(engine.list_subscriptions(Some(&topic)).unwrap().is_empty());
-        // The token died with it.
-        assert_eq!(
-            engine.confirm_subscription(
-                &topic,
-                &token_of(&confirmation[0]),
-                false,
-                true,
-                Timestamp(TOKEN_LIFETIME_MS)
-            ),
-            Err(invalid("Invalid parameter: Token"))
-        );
-    }
-
-    #[test]
-    fn confirmed_subscriptions_outlive_their_token_and_get_notifications() {
-        let (engine, topic) = engine_with_topic();
-        let sub = engine
-            .subscribe(
-                &topic,
-                "https",
-                Some("https://h/x"),
-                &[],
-                "http://o",
-                Timestamp(0),
-            )
-            .unwrap();
-        let confirmation = engine.take_deliveries(Timestamp(0), 10);
-        let arn = engine
-            .confirm_subscription(
-                &topic,
-                &token_of(&confirmation[0]),
-                false,
-                false,
-                Timestamp(1),
-            )
-            .unwrap();
-        assert_eq!(arn, sub.arn);
-        engine.expire_confirmations(Timestamp(TOKEN_LIFETIME_MS));
-        let request = crate::engine::topic::PublishRequest {
-            message: "hello".into(),
-            subject: None,
-            structured: false,
-            attributes: MessageAttributes::default(),
-            group_id: None,
-            dedup_id: None,
-        };
-        let fanout = engine
-            .publish(&topic, &request, "http://o", Timestamp(TOKEN_LIFETIME_MS))
-            .unwrap();
-        assert_eq!(fanout.webhooks, 1);
-        let sent = engine.take_deliveries(Timestamp(TOKEN_LIFETIME_MS), 10);
-        assert_eq!(sent[0].delivery.kind, Kind::Notification);
-        assert_eq!(&*sent[0].delivery.endpoint, "https://h/x");
-    }
-}
+mod tests;
