@@ -15,7 +15,7 @@ use std::cell::RefCell;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use tokio::sync::watch;
 
@@ -24,6 +24,9 @@ use super::log::{LogError, SegmentLog};
 use super::record::Buffer;
 use super::storage::Storage;
 use crate::engine::changes::{Change, Journal};
+use write_loop::Writer;
+
+mod write_loop;
 
 /// When the log is made durable with fsync, and therefore what a crash can lose.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -218,7 +221,7 @@ impl FileJournal {
         let shared = self.shared.clone();
         let writer = std::thread::Builder::new()
             .name("orderly-wal".into())
-            .spawn(move || write_loop(&shared, log, mode))
+            .spawn(move || Writer::new(&shared, log, mode).run())
             .expect("spawn the log writer thread");
         *self.writer.lock().unwrap_or_else(|p| p.into_inner()) = Some(writer);
     }
@@ -231,7 +234,7 @@ impl FileJournal {
     /// look at what is durable knowing nothing more is on its way (no sleeping in hope).
     #[cfg(test)]
     pub fn wait_until_idle(&self) {
-        let deadline = Instant::now() + Duration::from_secs(10);
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
         loop {
             {
                 let pending = self.lock();
@@ -239,7 +242,10 @@ impl FileJournal {
                     return;
                 }
             }
-            assert!(Instant::now() < deadline, "the log writer never went idle");
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the log writer never went idle"
+            );
             std::thread::yield_now();
         }
     }
@@ -398,157 +404,6 @@ impl Journal for FileJournal {
         drop(pending);
         if wake {
             self.shared.work.notify_one();
-        }
-    }
-}
-
-fn write_loop<S: Storage>(shared: &Shared, mut log: SegmentLog<S>, mode: FsyncMode) {
-    let mut last_sync = Instant::now();
-    let mut unsynced = false;
-    // The records being written; swapped with `Pending::records` each round.
-    let mut records = Records::default();
-    // `records` holds a batch whose write failed (and was undone): it is written again,
-    // with whatever came since after it, until a write and sync succeed.
-    let mut retrying = false;
-    // Records were dropped: the log can never again hold everything, so it stays failed.
-    let mut lost = false;
-    let mut taken = Records::default();
-    loop {
-        if !retrying {
-            records.clear();
-        }
-        let retry_at = Instant::now() + RETRY_EVERY;
-        let (rotate, remove_before, closing, next_lsn) = {
-            let mut pending = shared.pending.lock().unwrap_or_else(|p| p.into_inner());
-            loop {
-                // Closing waits for open groups, so that none is cut short.
-                let closing = pending.closing && pending.holders == 0;
-                if pending.ready() > 0
-                    || pending.rotate.is_some()
-                    || pending.remove_before.is_some()
-                    || closing
-                {
-                    break;
-                }
-                let wait = match mode {
-                    _ if retrying => retry_at.saturating_duration_since(Instant::now()),
-                    FsyncMode::Interval(every) if unsynced => {
-                        every.saturating_sub(last_sync.elapsed())
-                    }
-                    _ => Duration::from_secs(3600),
-                };
-                if wait.is_zero() {
-                    break;
-                }
-                pending.writer_asleep = true;
-                pending.retry_scheduled = retrying;
-                pending = shared
-                    .work
-                    .wait_timeout(pending, wait)
-                    .unwrap_or_else(|p| p.into_inner())
-                    .0;
-                pending.writer_asleep = false;
-            }
-            let ready = pending.ready();
-            if retrying {
-                taken.clear();
-                std::mem::swap(&mut pending.records, &mut taken);
-                taken.split_into(ready, &mut pending.records);
-                records.extend_from(&taken);
-            } else {
-                std::mem::swap(&mut pending.records, &mut records);
-                records.split_into(ready, &mut pending.records);
-            }
-            pending.taken += ready as u64;
-            lost |= pending.lost;
-            // Numbers are handed out in record order, so the records held back for open
-            // groups are the last ones numbered.
-            let next_lsn = shared.next_lsn.load(Ordering::SeqCst) - pending.records.len() as u64;
-            (
-                pending.rotate.take(),
-                pending.remove_before.take(),
-                pending.closing && pending.holders == 0,
-                next_lsn,
-            )
-        };
-        let failed = lost;
-        let mut result: Result<(), LogError> = Ok(());
-        if !records.is_empty() && !failed {
-            let bytes = (records.bytes.len() + 8 * records.len()) as u64;
-            let slices: Vec<&[u8]> = records.iter().collect();
-            result = log.append(&slices);
-            if result.is_ok() {
-                let total = shared
-                    .bytes_since_snapshot
-                    .fetch_add(bytes, Ordering::SeqCst)
-                    + bytes;
-                if total >= shared.wake_at_bytes.load(Ordering::SeqCst) {
-                    shared.log_grown.notify_one();
-                }
-                unsynced = true;
-            }
-        }
-        let sync_due = match mode {
-            FsyncMode::Always => true,
-            FsyncMode::Interval(every) => last_sync.elapsed() >= every,
-            FsyncMode::Never => false,
-        };
-        if result.is_ok() && unsynced && (sync_due || closing || rotate.is_some()) {
-            result = log.sync();
-            last_sync = Instant::now();
-            unsynced = false;
-        }
-        match result {
-            Ok(()) if !failed => {
-                if retrying {
-                    tracing::warn!("the write-ahead log is written again; accepting changes");
-                }
-                retrying = false;
-                shared.durable.send_modify(|d| {
-                    d.lsn = d.lsn.max(next_lsn);
-                    d.failed = false;
-                });
-            }
-            Ok(()) => records.clear(),
-            Err(error) => {
-                // A write is undone when it fails, so it can be tried again; a failed fsync or
-                // undo poisons the log (the page cache may have dropped what it held).
-                let permanent =
-                    log.poisoned() || records.bytes.len() > MAX_RETAINED_BYTES || closing;
-                if !retrying || permanent {
-                    tracing::error!(
-                        %error,
-                        retry = !permanent,
-                        "write-ahead log write failed; refusing changes until it is written again"
-                    );
-                }
-                if permanent {
-                    lost = true;
-                    retrying = false;
-                    records.clear();
-                } else {
-                    retrying = true;
-                }
-                shared.durable.send_modify(|d| d.failed = true);
-            }
-        }
-        if let Some(reply) = rotate {
-            let rotated = log
-                .rotate()
-                .map(|segment| {
-                    shared.bytes_since_snapshot.store(0, Ordering::Relaxed);
-                    (segment, next_lsn)
-                })
-                .map_err(|e| e.to_string());
-            let _ = reply.send(rotated);
-        }
-        if let Some(segment) = remove_before {
-            if let Err(error) = log.remove_before(segment) {
-                tracing::warn!(%error, "old log segments not removed");
-            }
-        }
-        if closing {
-            return;
         }
     }
 }

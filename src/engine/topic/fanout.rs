@@ -7,6 +7,7 @@
 //! are serialised per topic: every queue receives copies in topic sequence order, and a
 //! subscription added or removed concurrently sees a publish entirely or not at all.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use crate::engine::body::Body;
@@ -71,6 +72,86 @@ impl Outgoing<'_> {
             body_json: Default::default(),
             signatures: Default::default(),
         }
+    }
+}
+
+/// The text a subscription's protocol gets, and which of `Outgoing::signatures` signs it: a
+/// json-structured message says what each protocol gets, "default" otherwise.
+fn protocol_text<'a>(req: &'a PublishRequest, protocol: &str) -> (Cow<'a, str>, usize) {
+    if !req.structured {
+        return (Cow::Borrowed(&req.message), 0);
+    }
+    let json: serde_json::Value = serde_json::from_str(&req.message).unwrap_or_default();
+    let text = json
+        .get(protocol)
+        .and_then(|v| v.as_str())
+        .or_else(|| json.get("default").and_then(|v| v.as_str()))
+        .unwrap_or_default()
+        .to_string();
+    let slot = match protocol {
+        "sqs" => 0,
+        "http" => 1,
+        _ => 2,
+    };
+    (Cow::Owned(text), slot)
+}
+
+/// One message addressed to one subscription, with what its envelope needs.
+struct Addressed<'a> {
+    topic: &'a Topic,
+    subscription: &'a Subscription,
+    message: &'a Outgoing<'a>,
+    text: &'a str,
+    text_slot: usize,
+    attributes: &'a MessageAttributes,
+    unsubscribe_base: &'a str,
+    unsubscribe_url: String,
+}
+
+impl Addressed<'_> {
+    /// The JSON notification envelope. Standard topics sign their envelopes (FIFO topics'
+    /// envelopes carry no signature, except webhook ones: Orderly's extension signs them so
+    /// endpoints can verify).
+    fn envelope<W: Default>(&self, engine: &Engine<W>) -> String {
+        let (topic, message) = (self.topic, self.message);
+        let signed = !topic.fifo || self.subscription.is_webhook();
+        envelope::notification(&Notification {
+            message_id: &message.publication.message_id,
+            sequence_number: message.publication.sequence_number,
+            topic_arn: &topic.arn,
+            subject: message.request.subject.as_deref(),
+            message: self.text,
+            timestamp: message.published_at,
+            unsubscribe_url: &self.unsubscribe_url,
+            attributes: self.attributes,
+            replayed: message.replayed,
+            signature: if signed { self.signature(engine) } else { None },
+        })
+    }
+
+    /// (version, signature, certificate URL), computed once per message and text.
+    fn signature<W: Default>(&self, engine: &Engine<W>) -> Option<(&str, &str, &str)> {
+        let message = self.message;
+        message.signatures[self.text_slot]
+            .get_or_init(|| {
+                let signer = engine.signer().ok()?;
+                let version = self.topic.signature_version().to_string();
+                let text = signing::notification_string_to_sign(
+                    self.text,
+                    &message.publication.message_id,
+                    message.request.subject.as_deref(),
+                    &message.published_at.iso8601(),
+                    &self.topic.arn,
+                );
+                let signature = signer.sign(&version, &text);
+                Some((
+                    version,
+                    signature,
+                    format!("{}/{}", self.unsubscribe_base, signer.certificate_file),
+                ))
+            })
+            .as_ref()
+            .map(|(v, s, u)| (v.as_str(), s.as_str(), u.as_str()))
     }
 }
 
@@ -147,10 +228,8 @@ impl<W: Default> Engine<W> {
         Ok(fanout)
     }
 
-    /// One subscription's copy of one message: filter, format (raw or envelope), enqueue, and
-    /// on a client-side failure the same payload to the subscription's DLQ. If the DLQ refuses a
-    /// raw copy too (more than 10 attributes), it gets the envelope, which carries the
-    /// attributes inside, so the message is kept.
+    /// One subscription's copy of one message: filter, format (raw or envelope), then the
+    /// webhook outbox or the subscribed queue.
     fn deliver(
         &self,
         topic: &Topic,
@@ -160,86 +239,37 @@ impl<W: Default> Engine<W> {
         now: Timestamp,
     ) -> Delivered<W> {
         let req = message.request;
-        let structured: Option<serde_json::Value> = req
-            .structured
-            .then(|| serde_json::from_str(&req.message).unwrap_or_default());
-        // A json-structured message says what each protocol gets, "default" otherwise.
-        let text = match &structured {
-            Some(json) => json
-                .get(subscription.protocol.as_str())
-                .and_then(|v| v.as_str())
-                .or_else(|| json.get("default").and_then(|v| v.as_str()))
-                .unwrap_or_default(),
-            None => &req.message,
-        };
-        let text_slot = match (req.structured, subscription.protocol.as_str()) {
-            (false, _) | (true, "sqs") => 0,
-            (true, "http") => 1,
-            _ => 2,
-        };
+        let (text, text_slot) = protocol_text(req, &subscription.protocol);
         // Filtering comes after topic dedup, per subscription; a filtered copy is not an error.
         let parsed = || {
             message
                 .body_json
-                .get_or_init(|| serde_json::from_str(text).ok())
+                .get_or_init(|| serde_json::from_str(&text).ok())
                 .as_ref()
         };
         if !subscription.accepts(&req.attributes, &parsed) {
             return Delivered::Filtered;
         }
         let no_attributes = MessageAttributes::default();
-        // Message attributes are not delivered with a json message structure.
-        let attributes = if req.structured {
-            &no_attributes
-        } else {
-            &req.attributes
+        let addressed = Addressed {
+            topic,
+            subscription,
+            message,
+            text: &text,
+            text_slot,
+            // Message attributes are not delivered with a json message structure.
+            attributes: if req.structured {
+                &no_attributes
+            } else {
+                &req.attributes
+            },
+            unsubscribe_base,
+            unsubscribe_url: format!(
+                "{unsubscribe_base}/?Action=Unsubscribe&SubscriptionArn={}",
+                subscription.arn
+            ),
         };
-        let unsubscribe_url = format!(
-            "{unsubscribe_base}/?Action=Unsubscribe&SubscriptionArn={}",
-            subscription.arn
-        );
-        // Standard topics sign their envelopes (FIFO topics' envelopes carry no signature,
-        // except webhook ones: Orderly's extension signs them so endpoints can verify).
-        let signature = || {
-            message.signatures[text_slot]
-                .get_or_init(|| {
-                    let signer = self.signer().ok()?;
-                    let version = topic.signature_version().to_string();
-                    let text = signing::notification_string_to_sign(
-                        text,
-                        &message.publication.message_id,
-                        req.subject.as_deref(),
-                        &message.published_at.iso8601(),
-                        &topic.arn,
-                    );
-                    let signature = signer.sign(&version, &text);
-                    Some((
-                        version,
-                        signature,
-                        format!("{unsubscribe_base}/{}", signer.certificate_file),
-                    ))
-                })
-                .as_ref()
-                .map(|(v, s, u)| (v.as_str(), s.as_str(), u.as_str()))
-        };
-        let envelope = || {
-            envelope::notification(&Notification {
-                message_id: &message.publication.message_id,
-                sequence_number: message.publication.sequence_number,
-                topic_arn: &topic.arn,
-                subject: req.subject.as_deref(),
-                message: text,
-                timestamp: message.published_at,
-                unsubscribe_url: &unsubscribe_url,
-                attributes,
-                replayed: message.replayed,
-                signature: if topic.fifo && !subscription.is_webhook() {
-                    None
-                } else {
-                    signature()
-                },
-            })
-        };
+        let envelope = || addressed.envelope(self);
         if subscription.is_webhook() {
             return self.queue_notification(
                 topic,
@@ -251,7 +281,7 @@ impl<W: Default> Engine<W> {
                     } else {
                         envelope()
                     },
-                    attributes,
+                    attributes: addressed.attributes,
                     envelope: &envelope,
                     group_id: req.group_id.as_deref(),
                     dedup_id: message.publication.dedup_id.as_deref(),
@@ -260,20 +290,29 @@ impl<W: Default> Engine<W> {
                 now,
             );
         }
+        self.copy_to_queue(&addressed, now)
+    }
+
+    /// Enqueues the copy in the subscribed queue, and on a client-side failure the same payload
+    /// in the subscription's DLQ. If the DLQ refuses a raw copy too (more than 10 attributes),
+    /// it gets the envelope, which carries the attributes inside, so the message is kept.
+    fn copy_to_queue(&self, addressed: &Addressed, now: Timestamp) -> Delivered<W> {
+        let (subscription, message) = (addressed.subscription, addressed.message);
+        let req = message.request;
         let mut copy = SubscriptionCopy {
             body: if subscription.raw_delivery {
-                Body::new(text)
+                Body::new(addressed.text)
             } else {
-                envelope().into()
+                addressed.envelope(self).into()
             },
             attributes: if subscription.raw_delivery {
-                attributes.clone()
+                addressed.attributes.clone()
             } else {
                 MessageAttributes::default()
             },
             group_id: req.group_id.as_deref(),
             dedup_id: message.publication.dedup_id.as_deref(),
-            fifo_topic: topic.fifo,
+            fifo_topic: addressed.topic.fifo,
             // A replay re-sends what queues may have deduplicated minutes ago.
             bypass_dedup: message.replayed,
         };
@@ -285,7 +324,7 @@ impl<W: Default> Engine<W> {
         };
         let mut result = self.enqueue_copy(dlq, &copy, now);
         if result.is_err() && subscription.raw_delivery {
-            copy.body = envelope().into();
+            copy.body = addressed.envelope(self).into();
             copy.attributes = MessageAttributes::default();
             result = self.enqueue_copy(dlq, &copy, now);
         }

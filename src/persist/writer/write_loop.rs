@@ -1,0 +1,226 @@
+//! The writer thread: takes what has gathered, appends it as one batch, syncs it when the
+//! fsync mode says so, and tells waiting requests how far the log is durable. A failed write
+//! is undone by the log and tried again, with whatever came since after it, until it succeeds.
+
+use std::sync::atomic::Ordering;
+use std::sync::MutexGuard;
+use std::time::{Duration, Instant};
+
+use super::{
+    FsyncMode, LogError, Pending, Records, SegmentLog, Shared, Storage, MAX_RETAINED_BYTES,
+    RETRY_EVERY,
+};
+
+type RotateReply = std::sync::mpsc::Sender<Result<(u64, u64), String>>;
+
+/// What one round took from `Pending` besides records.
+struct Round {
+    rotate: Option<RotateReply>,
+    remove_before: Option<u64>,
+    closing: bool,
+    /// Every record numbered below this is in `records` or already written.
+    next_lsn: u64,
+}
+
+pub(super) struct Writer<'a, S: Storage> {
+    shared: &'a Shared,
+    log: SegmentLog<S>,
+    mode: FsyncMode,
+    last_sync: Instant,
+    unsynced: bool,
+    /// The records being written; swapped with `Pending::records` each round.
+    records: Records,
+    /// `records` holds a batch whose write failed (and was undone): it is written again,
+    /// with whatever came since after it, until a write and sync succeed.
+    retrying: bool,
+    /// Records were dropped: the log can never again hold everything, so it stays failed.
+    lost: bool,
+    /// Scratch for what a retrying round takes.
+    taken: Records,
+}
+
+impl<'a, S: Storage> Writer<'a, S> {
+    pub(super) fn new(shared: &'a Shared, log: SegmentLog<S>, mode: FsyncMode) -> Self {
+        Writer {
+            shared,
+            log,
+            mode,
+            last_sync: Instant::now(),
+            unsynced: false,
+            records: Records::default(),
+            retrying: false,
+            lost: false,
+            taken: Records::default(),
+        }
+    }
+
+    /// Runs until the journal closes.
+    pub(super) fn run(mut self) {
+        loop {
+            if !self.retrying {
+                self.records.clear();
+            }
+            let round = self.take_round();
+            let failed = self.lost;
+            let result = self.write(&round, failed);
+            self.settle(result, failed, &round);
+            let closing = round.closing;
+            self.maintain(round);
+            if closing {
+                return;
+            }
+        }
+    }
+
+    /// Waits for work, then takes the records that may be written (none from an open group).
+    fn take_round(&mut self) -> Round {
+        let retry_at = Instant::now() + RETRY_EVERY;
+        let mut pending = self.wait_for_work(retry_at);
+        let ready = pending.ready();
+        if self.retrying {
+            self.taken.clear();
+            std::mem::swap(&mut pending.records, &mut self.taken);
+            self.taken.split_into(ready, &mut pending.records);
+            self.records.extend_from(&self.taken);
+        } else {
+            std::mem::swap(&mut pending.records, &mut self.records);
+            self.records.split_into(ready, &mut pending.records);
+        }
+        pending.taken += ready as u64;
+        self.lost |= pending.lost;
+        // Numbers are handed out in record order, so the records held back for open groups
+        // are the last ones numbered.
+        let next_lsn = self.shared.next_lsn.load(Ordering::SeqCst) - pending.records.len() as u64;
+        Round {
+            rotate: pending.rotate.take(),
+            remove_before: pending.remove_before.take(),
+            closing: pending.closing && pending.holders == 0,
+            next_lsn,
+        }
+    }
+
+    /// Sleeps until there is something to do: records ready, a rotation or removal asked for,
+    /// the journal closing, a sync or a retry due.
+    fn wait_for_work(&self, retry_at: Instant) -> MutexGuard<'a, Pending> {
+        let shared = self.shared;
+        let mut pending = shared.pending.lock().unwrap_or_else(|p| p.into_inner());
+        loop {
+            // Closing waits for open groups, so that none is cut short.
+            let closing = pending.closing && pending.holders == 0;
+            if pending.ready() > 0
+                || pending.rotate.is_some()
+                || pending.remove_before.is_some()
+                || closing
+            {
+                return pending;
+            }
+            let wait = match self.mode {
+                _ if self.retrying => retry_at.saturating_duration_since(Instant::now()),
+                FsyncMode::Interval(every) if self.unsynced => {
+                    every.saturating_sub(self.last_sync.elapsed())
+                }
+                _ => Duration::from_secs(3600),
+            };
+            if wait.is_zero() {
+                return pending;
+            }
+            pending.writer_asleep = true;
+            pending.retry_scheduled = self.retrying;
+            pending = shared
+                .work
+                .wait_timeout(pending, wait)
+                .unwrap_or_else(|p| p.into_inner())
+                .0;
+            pending.writer_asleep = false;
+        }
+    }
+
+    /// Appends the round's records (unless records were lost: the log stays failed), then
+    /// syncs what is written if the mode, a close or a rotation asks.
+    fn write(&mut self, round: &Round, failed: bool) -> Result<(), LogError> {
+        if !self.records.is_empty() && !failed {
+            let bytes = (self.records.bytes.len() + 8 * self.records.len()) as u64;
+            let slices: Vec<&[u8]> = self.records.iter().collect();
+            self.log.append(&slices)?;
+            let total = self
+                .shared
+                .bytes_since_snapshot
+                .fetch_add(bytes, Ordering::SeqCst)
+                + bytes;
+            if total >= self.shared.wake_at_bytes.load(Ordering::SeqCst) {
+                self.shared.log_grown.notify_one();
+            }
+            self.unsynced = true;
+        }
+        let sync_due = match self.mode {
+            FsyncMode::Always => true,
+            FsyncMode::Interval(every) => self.last_sync.elapsed() >= every,
+            FsyncMode::Never => false,
+        };
+        if self.unsynced && (sync_due || round.closing || round.rotate.is_some()) {
+            self.log.sync()?;
+            self.last_sync = Instant::now();
+            self.unsynced = false;
+        }
+        Ok(())
+    }
+
+    /// Tells waiting requests the outcome: durable up to the round's records, or failed.
+    fn settle(&mut self, result: Result<(), LogError>, failed: bool, round: &Round) {
+        match result {
+            Ok(()) if !failed => {
+                if self.retrying {
+                    tracing::warn!("the write-ahead log is written again; accepting changes");
+                }
+                self.retrying = false;
+                self.shared.durable.send_modify(|d| {
+                    d.lsn = d.lsn.max(round.next_lsn);
+                    d.failed = false;
+                });
+            }
+            Ok(()) => self.records.clear(),
+            Err(error) => {
+                // A write is undone when it fails, so it can be tried again; a failed fsync or
+                // undo poisons the log (the page cache may have dropped what it held).
+                let permanent = self.log.poisoned()
+                    || self.records.bytes.len() > MAX_RETAINED_BYTES
+                    || round.closing;
+                if !self.retrying || permanent {
+                    tracing::error!(
+                        %error,
+                        retry = !permanent,
+                        "write-ahead log write failed; refusing changes until it is written again"
+                    );
+                }
+                if permanent {
+                    self.lost = true;
+                    self.retrying = false;
+                    self.records.clear();
+                } else {
+                    self.retrying = true;
+                }
+                self.shared.durable.send_modify(|d| d.failed = true);
+            }
+        }
+    }
+
+    /// Turns to a new segment (for a snapshot) and removes segments a snapshot covers.
+    fn maintain(&mut self, round: Round) {
+        if let Some(reply) = round.rotate {
+            let rotated = self
+                .log
+                .rotate()
+                .map(|segment| {
+                    self.shared.bytes_since_snapshot.store(0, Ordering::Relaxed);
+                    (segment, round.next_lsn)
+                })
+                .map_err(|e| e.to_string());
+            let _ = reply.send(rotated);
+        }
+        if let Some(segment) = round.remove_before {
+            if let Err(error) = self.log.remove_before(segment) {
+                tracing::warn!(%error, "old log segments not removed");
+            }
+        }
+    }
+}
