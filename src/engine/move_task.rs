@@ -10,9 +10,10 @@ use base64::Engine as _;
 
 use super::changes::Change;
 use super::error::{EngineError, EngineResult};
+use super::message::Message;
 use super::queue::Moved;
 use super::time::Timestamp;
-use super::Engine;
+use super::{Engine, QueueEntry};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum MoveStatus {
@@ -58,6 +59,9 @@ fn decode_handle(handle: &str) -> Option<(String, String)> {
     let (id, arn) = raw.split_once('\n')?;
     Some((id.to_string(), arn.to_string()))
 }
+
+/// Why a task failed: its source or a destination queue no longer exists.
+const NO_QUEUE: &str = "AWS.SimpleQueueService.NonExistentQueue";
 
 /// Default pace when the request names none (AWS optimises for speed; we stay bounded).
 pub const DEFAULT_RATE: i64 = 500;
@@ -162,35 +166,17 @@ impl<W: Default> Engine<W> {
                 _ => return (Vec::new(), false),
             }
         };
-        let remaining = task.to_move.saturating_sub(task.moved) as usize;
-        let finish = |status: MoveStatus, moved: u64, reason: Option<String>| {
-            let mut tasks = self.move_tasks.lock().unwrap_or_else(|p| p.into_inner());
-            if let Some(t) = tasks
-                .get_mut(source_arn)
-                .and_then(|l| l.iter_mut().find(|t| t.id == task_id))
-            {
-                t.moved += moved;
-                if t.status == MoveStatus::Running {
-                    t.status = status;
-                    t.failure_reason = reason;
-                }
-                self.log_move_task(t);
-            }
-        };
         let Some(source) = self
             .name_from_arn(source_arn)
             .and_then(|n| self.queue(n).ok())
         else {
-            finish(
-                MoveStatus::Failed,
-                0,
-                Some("AWS.SimpleQueueService.NonExistentQueue".into()),
-            );
+            self.finish_step(&task, MoveStatus::Failed, 0, Some(NO_QUEUE.into()));
             return (Vec::new(), false);
         };
         // The puts into the destinations, the removals after them and the task's new count
         // reach the log in one write: a crash keeps the whole step or none of it.
         let _atomic = self.atomic();
+        let remaining = task.to_move.saturating_sub(task.moved) as usize;
         let (messages, deferred) = {
             let mut q = source.lock();
             q.tick(now);
@@ -201,35 +187,20 @@ impl<W: Default> Engine<W> {
         let mut moved = 0;
         let mut failed = None;
         for message in messages {
-            let target = task
-                .destination_arn
-                .as_deref()
-                .or(message.dead_letter_source_arn().map(|a| &**a))
-                .and_then(|arn| self.name_from_arn(arn))
-                .and_then(|n| self.queue(n).ok());
-            match target {
-                Some(entry) => {
-                    entry.lock().accept_moved(message, Moved::Redrive, now);
-                    touched.push(entry.name.clone());
+            match self.redrive(&task, &source, message, now) {
+                Some(destination) => {
+                    touched.push(destination);
                     moved += 1;
                 }
-                None => {
-                    // Put it back as it was and stop: the task cannot complete.
-                    let how = match message.dead_letter_source_arn().cloned() {
-                        Some(arn) => Moved::DeadLetter(arn),
-                        None => Moved::Redrive,
-                    };
-                    source.lock().accept_moved(message, how, now);
-                    failed = Some("AWS.SimpleQueueService.NonExistentQueue".to_string());
-                }
+                None => failed = Some(NO_QUEUE.to_string()),
             }
         }
         self.submit(deferred);
         let done = task.moved + moved >= task.to_move || (moved == 0 && failed.is_none());
         match (failed, done) {
-            (Some(reason), _) => finish(MoveStatus::Failed, moved, Some(reason)),
-            (None, true) => finish(MoveStatus::Completed, moved, None),
-            (None, false) => finish(MoveStatus::Running, moved, None),
+            (Some(reason), _) => self.finish_step(&task, MoveStatus::Failed, moved, Some(reason)),
+            (None, true) => self.finish_step(&task, MoveStatus::Completed, moved, None),
+            (None, false) => self.finish_step(&task, MoveStatus::Running, moved, None),
         }
         touched.dedup();
         let running = self
@@ -237,6 +208,49 @@ impl<W: Default> Engine<W> {
             .iter()
             .any(|t| t.id == task_id && t.status == MoveStatus::Running);
         (touched, running)
+    }
+
+    /// Moves one message to the task's destination (or back to the queue it was dead-lettered
+    /// from) and returns that queue's name; if it is gone, puts the message back as it was.
+    fn redrive(
+        &self,
+        task: &MoveTask,
+        source: &QueueEntry<W>,
+        message: Message,
+        now: Timestamp,
+    ) -> Option<Arc<str>> {
+        let target = task
+            .destination_arn
+            .as_deref()
+            .or(message.dead_letter_source_arn().map(|a| &**a))
+            .and_then(|arn| self.name_from_arn(arn))
+            .and_then(|n| self.queue(n).ok());
+        if let Some(entry) = target {
+            entry.lock().accept_moved(message, Moved::Redrive, now);
+            return Some(entry.name.clone());
+        }
+        let how = match message.dead_letter_source_arn().cloned() {
+            Some(arn) => Moved::DeadLetter(arn),
+            None => Moved::Redrive,
+        };
+        source.lock().accept_moved(message, how, now);
+        None
+    }
+
+    /// Counts a step's moves into the task and, if it still runs, gives it `status`; logged.
+    fn finish_step(&self, task: &MoveTask, status: MoveStatus, moved: u64, reason: Option<String>) {
+        let mut tasks = self.move_tasks.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(t) = tasks
+            .get_mut(&task.source_arn)
+            .and_then(|l| l.iter_mut().find(|t| t.id == task.id))
+        {
+            t.moved += moved;
+            if t.status == MoveStatus::Running {
+                t.status = status;
+                t.failure_reason = reason;
+            }
+            self.log_move_task(t);
+        }
     }
 
     /// Tasks of a source queue, most recent first.

@@ -238,29 +238,11 @@ async fn handle(State(state): State<HttpState>, request: Request) -> Response {
         Ok(host) => host,
         Err(error) => return early_error(&headers, &error, &request_id),
     };
-    let (access_key, signing_service) = credential_scope(&headers);
-    let mut authenticated =
-        access_key.is_some() || uri.query().is_some_and(|q| q.contains("X-Amz-Signature="));
-    let mut sender_id: Arc<str> = access_key.unwrap_or(service.account_id()).into();
-    if let Some(auth) = &state.auth {
-        let list: Vec<(&str, &str)> = headers
-            .iter()
-            .filter_map(|(name, value)| value.to_str().ok().map(|v| (name.as_str(), v)))
-            .collect();
-        let arrived = sigv4::Arrived {
-            method: method.as_str(),
-            path: uri.path(),
-            query: uri.query().unwrap_or(""),
-            headers: &list,
-            body: &body,
-        };
-        let now = (service.clock.now().millis() / 1000) as i64;
-        match auth.check(&arrived, now) {
-            Ok(Some(key)) => sender_id = key.into(),
-            Ok(None) => authenticated = false,
-            Err(error) => return early_error(&headers, &error, &request_id),
-        }
-    }
+    let (_, signing_service) = credential_scope(&headers);
+    let (authenticated, sender_id) = match signer(&state, &method, &uri, &headers, &body) {
+        Ok(who) => who,
+        Err(error) => return early_error(&headers, &error, &request_id),
+    };
     let strict = state.auth.is_some();
     let ctx = RequestContext {
         authenticated,
@@ -270,28 +252,7 @@ async fn handle(State(state): State<HttpState>, request: Request) -> Response {
         request_id,
     };
     if is_json(&headers) {
-        let target = headers.get("x-amz-target").and_then(|t| t.to_str().ok());
-        let action = target.and_then(|t| t.strip_prefix("AmazonSQS."));
-        let Some(action) = action else {
-            let error = ApiError::new(
-                ErrorCode::InvalidAction,
-                "The X-Amz-Target header does not name an SQS operation.",
-            );
-            return respond(
-                encode_error(Protocol::Json, &error, &ctx.request_id),
-                &ctx.request_id,
-            );
-        };
-        if let Err(error) = unsigned::check(&ctx, Protocol::Json, action, strict) {
-            return respond(
-                encode_error(Protocol::Json, &error, &ctx.request_id),
-                &ctx.request_id,
-            );
-        }
-        let encoded = service
-            .dispatch(Protocol::Json, action, &Payload::Json(body), &ctx)
-            .await;
-        return respond(encoded, &ctx.request_id);
+        return json(service, &headers, body, &ctx, strict).await;
     }
     if method != Method::POST && method != Method::GET {
         let error = ApiError::new(
@@ -304,6 +265,71 @@ async fn handle(State(state): State<HttpState>, request: Request) -> Response {
         );
     }
     query(service, &uri, &body, signing_service, &ctx, strict).await
+}
+
+/// Whether the request is signed, and by whom (the sender id its messages carry). With
+/// `--auth`, a signature that does not verify is refused; without it, a credential is taken
+/// at its word.
+fn signer(
+    state: &HttpState,
+    method: &Method,
+    uri: &axum::http::Uri,
+    headers: &HeaderMap,
+    body: &[u8],
+) -> Result<(bool, Arc<str>), ApiError> {
+    let (access_key, _) = credential_scope(headers);
+    let authenticated =
+        access_key.is_some() || uri.query().is_some_and(|q| q.contains("X-Amz-Signature="));
+    let sender_id: Arc<str> = access_key.unwrap_or(state.service.account_id()).into();
+    let Some(auth) = &state.auth else {
+        return Ok((authenticated, sender_id));
+    };
+    let list: Vec<(&str, &str)> = headers
+        .iter()
+        .filter_map(|(name, value)| value.to_str().ok().map(|v| (name.as_str(), v)))
+        .collect();
+    let arrived = sigv4::Arrived {
+        method: method.as_str(),
+        path: uri.path(),
+        query: uri.query().unwrap_or(""),
+        headers: &list,
+        body,
+    };
+    let now = (state.service.clock.now().millis() / 1000) as i64;
+    match auth.check(&arrived, now)? {
+        Some(key) => Ok((authenticated, key.into())),
+        None => Ok((false, sender_id)),
+    }
+}
+
+/// An AWS JSON request: the action is in `X-Amz-Target`.
+async fn json(
+    service: &Arc<Service>,
+    headers: &HeaderMap,
+    body: bytes::Bytes,
+    ctx: &RequestContext,
+    strict: bool,
+) -> Response {
+    let fail = |error: ApiError| {
+        respond(
+            encode_error(Protocol::Json, &error, &ctx.request_id),
+            &ctx.request_id,
+        )
+    };
+    let target = headers.get("x-amz-target").and_then(|t| t.to_str().ok());
+    let Some(action) = target.and_then(|t| t.strip_prefix("AmazonSQS.")) else {
+        return fail(ApiError::new(
+            ErrorCode::InvalidAction,
+            "The X-Amz-Target header does not name an SQS operation.",
+        ));
+    };
+    if let Err(error) = unsigned::check(ctx, Protocol::Json, action, strict) {
+        return fail(error);
+    }
+    let encoded = service
+        .dispatch(Protocol::Json, action, &Payload::Json(body), ctx)
+        .await;
+    respond(encoded, &ctx.request_id)
 }
 
 /// A Query request: form body and URL query string together.
@@ -381,13 +407,30 @@ async fn query(
         path_url = format!("{}://{}{path}", ctx.scheme, ctx.host);
         pairs.push(("QueueUrl", &path_url));
     }
+    sqs_query(service, &action, &pairs, ctx).await
+}
+
+/// An SQS Query request, its parameters decoded by the lists its action declares.
+async fn sqs_query(
+    service: &Arc<Service>,
+    action: &str,
+    pairs: &[(&str, &str)],
+    ctx: &RequestContext,
+) -> Response {
     // An action not declared has no lists; dispatch refuses it.
-    let lists = crate::protocol::SqsAction::parse(&action).map_or(&[][..], |a| a.query_lists());
-    let payload = match query_params::to_json(&pairs, lists) {
+    let lists = crate::protocol::SqsAction::parse(action).map_or(&[][..], |a| a.query_lists());
+    let payload = match query_params::to_json(pairs, lists) {
         Ok(json) => Payload::Query(json),
-        Err(error) => return fail(protocol, error),
+        Err(error) => {
+            return respond(
+                encode_error(Protocol::Query, &error, &ctx.request_id),
+                &ctx.request_id,
+            )
+        }
     };
-    let encoded = service.dispatch(protocol, &action, &payload, ctx).await;
+    let encoded = service
+        .dispatch(Protocol::Query, action, &payload, ctx)
+        .await;
     respond(encoded, &ctx.request_id)
 }
 

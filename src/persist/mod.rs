@@ -97,6 +97,36 @@ pub fn open<W: Default>(
     mode: FsyncMode,
     engine: &mut Engine<W>,
 ) -> Result<(DataDir, RecoveryReport), RecoveryError> {
+    let lock = lock_dir(dir)?;
+    let key = log_key(dir)?;
+    let journal = FileJournal::new();
+    engine.set_journal(journal.clone());
+    let loaded = snapshot::load(dir, engine)?;
+    let live_at_snapshot = engine.stored_bytes();
+    let mut report = RecoveryReport {
+        snapshot: loaded.file.clone(),
+        snapshot_messages: loaded.messages,
+        next_lsn: loaded.first_lsn,
+        ..RecoveryReport::default()
+    };
+    let (log, log_bytes) = replay_log(dir, key, engine, &loaded, &mut report)?;
+    // The log kept since the snapshot counts toward the next one, as if written by this
+    // process: else a log of a filled-then-drained queue could outlive every restart.
+    journal.count_logged(log_bytes);
+    journal.start(log, report.next_lsn, mode);
+    Ok((
+        DataDir {
+            path: dir.into(),
+            journal,
+            live_at_snapshot,
+            _lock: lock,
+        },
+        report,
+    ))
+}
+
+/// Creates the directory (private) if needed and takes its lock: one process at a time.
+fn lock_dir(dir: &Path) -> Result<std::fs::File, RecoveryError> {
     storage::create_private_dir(dir)?;
     storage::warn_if_shared(dir)?;
     let lock = storage::private_file()
@@ -105,26 +135,26 @@ pub fn open<W: Default>(
         .write(true)
         .open(dir.join("LOCK"))?;
     match lock.try_lock() {
-        Ok(()) => {}
-        Err(std::fs::TryLockError::WouldBlock) => return Err(RecoveryError::Locked(dir.into())),
-        Err(std::fs::TryLockError::Error(e)) => return Err(e.into()),
+        Ok(()) => Ok(lock),
+        Err(std::fs::TryLockError::WouldBlock) => Err(RecoveryError::Locked(dir.into())),
+        Err(std::fs::TryLockError::Error(e)) => Err(e.into()),
     }
-    let key = log_key(dir)?;
-    let journal = FileJournal::new();
-    engine.set_journal(journal.clone());
-    let loaded = snapshot::load(dir, engine)?;
-    let live_at_snapshot = engine.stored_bytes();
-    let mut log_bytes = 0;
-    let mut report = RecoveryReport {
-        snapshot: loaded.file.clone(),
-        snapshot_messages: loaded.messages,
-        next_lsn: loaded.first_lsn,
-        ..RecoveryReport::default()
-    };
-    // One thread reads and decodes the log while this one applies it, in order: decoding
-    // (postcard, UTF-8 checks, allocation) is about as much work as applying.
+}
+
+/// Applies the log's records the snapshot does not cover, counting them (and the torn tail
+/// dropped, if any) in `report`; returns the log opened for appending and the bytes it holds.
+/// One thread reads and decodes the log while this one applies it, in order: decoding
+/// (postcard, UTF-8 checks, allocation) is about as much work as applying.
+fn replay_log<W: Default>(
+    dir: &Path,
+    key: u64,
+    engine: &Engine<W>,
+    loaded: &snapshot::Loaded,
+    report: &mut RecoveryReport,
+) -> Result<(SegmentLog<DirStorage>, u64), RecoveryError> {
     let (decoded_tx, decoded_rx) = std::sync::mpsc::sync_channel::<Vec<Decoded>>(8);
     let storage = DirStorage::new(dir)?;
+    let mut log_bytes = 0;
     let (log, dropped_tail) = std::thread::scope(|scope| {
         let reader = scope.spawn(move || {
             let mut index = 0;
@@ -160,7 +190,7 @@ pub fn open<W: Default>(
             for (lsn, change, len) in batch {
                 log_bytes += (len + record::HEADER_BYTES) as u64;
                 report.next_lsn = report.next_lsn.max(lsn + 1);
-                if covered(&loaded, lsn, &change) {
+                if covered(loaded, lsn, &change) {
                     report.skipped += 1;
                 } else {
                     engine.replay_change(change);
@@ -175,19 +205,7 @@ pub fn open<W: Default>(
         })
     })?;
     report.dropped_tail = dropped_tail;
-    // The log kept since the snapshot counts toward the next one, as if written by this
-    // process: else a log of a filled-then-drained queue could outlive every restart.
-    journal.count_logged(log_bytes);
-    journal.start(log, report.next_lsn, mode);
-    Ok((
-        DataDir {
-            path: dir.into(),
-            journal,
-            live_at_snapshot,
-            _lock: lock,
-        },
-        report,
-    ))
+    Ok((log, log_bytes))
 }
 
 /// A log record decoded for replay: its sequence number, change and size.

@@ -1,0 +1,208 @@
+//! Writing a snapshot: the registry, then each queue, each topic, the webhook outbox, move
+//! tasks and the signing key, each copied under its own lock with the sequence number the log
+//! had reached; then the file is synced and renamed into place.
+
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+
+use super::{snapshot_name, snapshots, CHUNK_BYTES};
+use crate::engine::changes::Journal;
+use crate::engine::{Engine, QueueEntry};
+use crate::persist::format::change::Change;
+use crate::persist::format::list::List;
+use crate::persist::format::snapshot::Item;
+use crate::persist::format::{self};
+use crate::persist::record;
+use crate::persist::writer::FileJournal;
+
+/// The snapshot file being written, with the buffer items are encoded in.
+struct Out {
+    file: BufWriter<File>,
+    buf: Vec<u8>,
+}
+
+impl Out {
+    fn create(path: &Path) -> std::io::Result<Out> {
+        let file = crate::persist::storage::private_file()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(path)?;
+        Ok(Out {
+            file: BufWriter::with_capacity(1 << 20, file),
+            buf: Vec::new(),
+        })
+    }
+
+    /// Encodes `item` straight into the buffer behind room for its frame header, then frames
+    /// it there.
+    fn item(&mut self, item: &Item<'_>) -> std::io::Result<()> {
+        let buf = &mut self.buf;
+        buf.clear();
+        buf.resize(record::HEADER_BYTES, 0);
+        *buf = postcard::serialize_with_flavor(item, record::Buffer(std::mem::take(buf)))
+            .map_err(std::io::Error::other)?;
+        record::seal(buf);
+        self.file.write_all(buf)
+    }
+
+    /// Splits `items` into chunks of about `CHUNK_BYTES` (by `size`), each one record.
+    fn chunks<T>(
+        &mut self,
+        items: impl IntoIterator<Item = T>,
+        size: impl Fn(&T) -> usize,
+        wrap: impl for<'c> Fn(&'c [T]) -> Item<'c>,
+    ) -> std::io::Result<()> {
+        let mut chunk = Vec::new();
+        let mut bytes = 0;
+        for item in items {
+            bytes += size(&item);
+            chunk.push(item);
+            if bytes >= CHUNK_BYTES {
+                self.item(&wrap(&chunk))?;
+                chunk.clear();
+                bytes = 0;
+            }
+        }
+        if !chunk.is_empty() {
+            self.item(&wrap(&chunk))?;
+        }
+        Ok(())
+    }
+
+    /// Flushes and syncs the file.
+    fn finish(self) -> std::io::Result<()> {
+        let file = self.file.into_inner().map_err(|e| e.into_error())?;
+        file.sync_all()
+    }
+}
+
+pub(super) fn write<W: Default>(
+    dir: &Path,
+    temporary: &Path,
+    engine: &Engine<W>,
+    journal: &FileJournal,
+) -> std::io::Result<PathBuf> {
+    let (segment, first_lsn) = journal.rotate().map_err(std::io::Error::other)?;
+    let (entries, registry, registry_lsn) = engine.registry_cut(|| journal.next_lsn());
+    let mut out = Out::create(temporary)?;
+    out.item(&Item::Header {
+        version: format::VERSION.into(),
+        first_lsn,
+        registry_lsn,
+        registry: (&registry).into(),
+    })?;
+    for entry in &entries {
+        write_queue(&mut out, entry, journal)?;
+    }
+    write_topics(&mut out, engine, journal)?;
+    write_deliveries(&mut out, engine, journal)?;
+    let (lsn, tasks) = engine.move_task_image(|| journal.next_lsn());
+    out.item(&Item::MoveTasks {
+        lsn,
+        tasks: List::Write(&tasks),
+    })?;
+    if let Some(signer) = engine.signer_record() {
+        out.item(&Item::Signer(Change::from(&signer)))?;
+    }
+    out.item(&Item::End {
+        queues: entries.len() as u64,
+    })?;
+    out.finish()?;
+    let path = dir.join(snapshot_name(first_lsn));
+    std::fs::rename(temporary, &path)?;
+    File::open(dir)?.sync_all()?;
+    for old in snapshots(dir)? {
+        if old < snapshot_name(first_lsn) {
+            std::fs::remove_file(dir.join(old))?;
+        }
+    }
+    journal.remove_segments_before(segment);
+    Ok(path)
+}
+
+/// A queue's image, then its messages, deduplication history and receive attempts in chunks.
+fn write_queue<W>(
+    out: &mut Out,
+    entry: &QueueEntry<W>,
+    journal: &FileJournal,
+) -> std::io::Result<()> {
+    let (lsn, mut image, messages) = {
+        let queue = entry.lock();
+        (journal.next_lsn(), queue.image(), queue.stored_messages())
+    };
+    let dedup = std::mem::take(&mut image.dedup);
+    let attempts = std::mem::take(&mut image.attempts);
+    out.item(&Item::Queue {
+        lsn,
+        image: (&image).into(),
+    })?;
+    // In sequence order, so a restart appends to each group rather than inserting into it;
+    // sorted here rather than under the queue lock, and by index: a message copy is a few
+    // hundred bytes, too many to move around while sorting.
+    let mut order: Vec<(u64, usize)> = messages
+        .iter()
+        .enumerate()
+        .map(|(at, (seq, _))| (*seq, at))
+        .collect();
+    order.sort_unstable();
+    out.chunks(
+        order.iter().map(|&(seq, at)| (seq, &messages[at].1)),
+        |(_, stored)| stored.size() + 256,
+        |chunk| Item::Messages(List::Write(chunk)),
+    )?;
+    out.chunks(
+        dedup,
+        |(key, _, _)| key.len() + 96,
+        |chunk| Item::Dedup(List::Write(chunk)),
+    )?;
+    out.chunks(
+        attempts,
+        |(key, entries, _)| key.len() + entries.len() * 24 + 16,
+        |chunk| Item::Attempts(List::Write(chunk)),
+    )
+}
+
+/// Each topic's image, then its deduplication history and archive in chunks.
+fn write_topics<W: Default>(
+    out: &mut Out,
+    engine: &Engine<W>,
+    journal: &FileJournal,
+) -> std::io::Result<()> {
+    for (lsn, mut image) in engine.topic_images(|| journal.next_lsn()) {
+        let dedup = std::mem::take(&mut image.dedup);
+        let archive = std::mem::take(&mut image.archive);
+        out.item(&Item::Topic {
+            lsn,
+            image: (&image).into(),
+        })?;
+        out.chunks(
+            dedup,
+            |(key, _, _)| key.len() + 96,
+            |chunk| Item::TopicDedup(List::Write(chunk)),
+        )?;
+        out.chunks(
+            archive,
+            |a| a.request.message.len() + a.request.attributes.size() + 256,
+            |chunk| Item::TopicArchive(List::Write(chunk)),
+        )?;
+    }
+    Ok(())
+}
+
+/// The webhook outbox: pending deliveries and confirmation tokens.
+fn write_deliveries<W: Default>(
+    out: &mut Out,
+    engine: &Engine<W>,
+    journal: &FileJournal,
+) -> std::io::Result<()> {
+    let (lsn, deliveries, tokens) = engine.delivery_image(|| journal.next_lsn());
+    out.item(&Item::Outbox { lsn })?;
+    out.chunks(
+        deliveries,
+        |(_, d, _)| d.body.len() + d.fallback_envelope.as_ref().map_or(0, String::len) + 512,
+        |chunk| Item::Deliveries(List::Write(chunk)),
+    )?;
+    out.chunks(tokens, |_| 1024, |chunk| Item::Tokens(List::Write(chunk)))
+}
