@@ -18,6 +18,7 @@ use crate::http::body::BodyLimits;
 use crate::http::browser::{self, BrowserRules};
 use crate::http::connection::ConnectionTimeouts;
 use crate::http::server::ServerLimits;
+use crate::persist::snapshot::Snapshotter;
 use crate::persist::{self, DataDir};
 use crate::service::{Service, ServiceSettings};
 use tokio::sync::Notify;
@@ -41,6 +42,13 @@ fn default_max_connections() -> usize {
     usize::try_from(connections).unwrap_or(65_536)
 }
 
+/// What `build_service` makes: the service, and the snapshotter of the data directory it
+/// opened (`None` when ephemeral).
+pub struct Built {
+    pub service: Arc<Service>,
+    pub snapshots: Option<Arc<Snapshotter>>,
+}
+
 /// Opens the data directory (recovering the engine from it) unless ephemeral, builds the
 /// webhook sender, and hands both to the service. Fails if the directory is locked, damaged or
 /// unreadable, or if the webhook client cannot be built (TLS setup). `listening` is the bound
@@ -49,7 +57,7 @@ pub fn build_service(
     config: &Config,
     clock: Arc<dyn Clock>,
     listening: SocketAddr,
-) -> std::io::Result<Arc<Service>> {
+) -> std::io::Result<Built> {
     let (engine, data) = open_engine(config)?;
     let webhooks = Webhooks::new(
         config.webhook_allow.clone(),
@@ -64,7 +72,7 @@ pub fn build_service(
     .map_err(std::io::Error::other)?;
     let settings = ServiceSettings {
         hostname: config.hostname.clone(),
-        snapshot_after: config.snapshot_after,
+        account_id: config.account_id.clone(),
     };
     let engine = Arc::new(engine);
     let journal = data.as_ref().map(|d| d.journal.clone());
@@ -74,14 +82,12 @@ pub fn build_service(
         clock.clone(),
         webhooks.wake_signal(),
     ));
-    Ok(Service::new(
-        backend,
-        engine,
-        data,
-        Arc::new(webhooks),
-        clock,
-        settings,
-    ))
+    let snapshots =
+        data.map(|data| Arc::new(Snapshotter::new(engine, data, config.snapshot_after)));
+    Ok(Built {
+        service: Service::new(backend, Arc::new(webhooks), clock, settings),
+        snapshots,
+    })
 }
 
 /// The engine with its settings, recovered from the data directory unless ephemeral.
@@ -119,6 +125,7 @@ fn open_engine(config: &Config) -> std::io::Result<(Engine<Notify>, Option<DataD
 pub struct App {
     pub listener: TcpListener,
     pub service: Arc<Service>,
+    snapshots: Option<Arc<Snapshotter>>,
     limits: ServerLimits,
     body: BodyLimits,
     browser: BrowserRules,
@@ -167,9 +174,11 @@ impl App {
             )),
             None => None,
         };
+        let built = build_service(config, clock, listening)?;
         Ok(App {
             listener,
-            service: build_service(config, clock, listening)?,
+            service: built.service,
+            snapshots: built.snapshots,
             limits,
             body,
             browser,
@@ -198,11 +207,11 @@ impl App {
     ) -> std::io::Result<()> {
         let service = &self.service;
         let deliveries = tokio::spawn(crate::delivery::run(
-            service.engine.clone(),
+            service.backend.clone(),
             service.clock.clone(),
             service.webhooks.clone(),
         ));
-        let snapshots = tokio::spawn(snapshot_when_due(self.service.clone()));
+        let snapshotting = self.snapshots.clone().map(|s| tokio::spawn(s.run()));
         self.service.backend.resume_move_tasks();
         let service = self.service.clone();
         let scheme = self.scheme();
@@ -213,73 +222,19 @@ impl App {
         // Background work stops before the log closes (a snapshot already writing on a
         // blocking thread is not interrupted; the log's close waits for its own writer only).
         deliveries.abort();
-        snapshots.abort();
         let _ = deliveries.await;
-        let _ = snapshots.await;
+        if let Some(snapshotting) = snapshotting {
+            snapshotting.abort();
+            let _ = snapshotting.await;
+        }
         let _ = service.backend.stop_move_tasks().await;
         // Every answered request is durable already; this flushes background changes too.
-        if let Some(data) = &service.data {
-            let journal = data.journal.clone();
+        if let Some(snapshots) = &self.snapshots {
+            let journal = snapshots.data().journal.clone();
             let _ = tokio::task::spawn_blocking(move || journal.close()).await;
         }
         served
     }
-}
-
-/// Wait after a failed snapshot before the next try.
-const SNAPSHOT_RETRY: std::time::Duration = std::time::Duration::from_secs(1);
-
-/// Takes a snapshot whenever the log holds enough history to be worth compacting, so disk use
-/// and restart time follow live data rather than history.
-async fn snapshot_when_due(service: Arc<Service>) {
-    let Some(data) = &service.data else {
-        return;
-    };
-    let mut last_size = 0;
-    let mut live_at_last = data.live_at_snapshot;
-    // The least log that could make a snapshot due; the writer wakes this task when the log
-    // reaches it (no polling).
-    let mut wait_for = service.snapshot_after;
-    loop {
-        data.journal.log_reaches(wait_for).await;
-        let live = service.engine.stored_bytes();
-        let threshold = service.snapshot_after.max(last_size);
-        let log_bytes = data.journal.bytes_since_snapshot();
-        let growth = live.saturating_sub(live_at_last);
-        if !snapshot_due(log_bytes, growth, threshold) {
-            // History must reach the threshold: at least this much more log is needed.
-            let history = log_bytes.saturating_sub(growth);
-            wait_for = log_bytes + threshold.saturating_sub(history).max(1);
-            continue;
-        }
-        let snapshotting = service.clone();
-        match tokio::task::spawn_blocking(move || snapshotting.snapshot()).await {
-            Ok(Ok(size)) => {
-                last_size = size;
-                live_at_last = live;
-                wait_for = service.snapshot_after.max(last_size);
-            }
-            Ok(Err(error)) => {
-                tracing::error!(%error, "snapshot failed; the log keeps growing");
-                // An I/O failure (disk full, say): try again later, not at once.
-                tokio::time::sleep(SNAPSHOT_RETRY).await;
-            }
-            Err(error) => {
-                tracing::error!(%error, "snapshot task failed");
-                tokio::time::sleep(SNAPSHOT_RETRY).await;
-            }
-        }
-    }
-}
-
-/// A snapshot pays once the log written since the last one holds at least `threshold` bytes
-/// of history: records of messages since deleted, and other changes. The part that only
-/// added live messages (`live_growth`) is left out: a snapshot would write those messages
-/// again, about as many bytes as the log already holds, and shorten neither the disk nor the
-/// restart. So a queue filling up is never snapshotted over and over (each snapshot larger
-/// than the last), which cost a durable send load a sixth of the server's CPU.
-fn snapshot_due(log_bytes: u64, live_growth: u64, threshold: u64) -> bool {
-    log_bytes.saturating_sub(live_growth) >= threshold
 }
 
 /// Completes on SIGINT or SIGTERM.
@@ -301,23 +256,5 @@ pub async fn shutdown_signal() {
     tokio::select! {
         _ = ctrl_c => {},
         _ = terminate => {},
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::snapshot_due;
-
-    #[test]
-    fn a_snapshot_waits_for_history_not_for_growth() {
-        const MIB: u64 = 1 << 20;
-        // Steady send and delete: everything logged is history.
-        assert!(snapshot_due(64 * MIB, 0, 64 * MIB));
-        assert!(!snapshot_due(63 * MIB, 0, 64 * MIB));
-        // A filling queue: the log is the new messages themselves.
-        assert!(!snapshot_due(500 * MIB, 490 * MIB, 64 * MIB));
-        assert!(snapshot_due(600 * MIB, 500 * MIB, 64 * MIB));
-        // More growth than log (estimates are approximate) is no history at all.
-        assert!(!snapshot_due(10 * MIB, 20 * MIB, 1));
     }
 }

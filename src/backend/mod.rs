@@ -7,9 +7,10 @@
 //! reads or changes stored state. A method answers once its change is durable, so the service
 //! never waits on a particular log.
 //!
-//! Four families of operations: queue administration (`QueueAdmin`), messages (`Messages`),
-//! topics with their subscriptions (`Topics`) and message move tasks (`MoveTasks`). A backend
-//! also runs its own background work for them (long polls, pacing move tasks).
+//! Five families of operations: queue administration (`QueueAdmin`), messages (`Messages`),
+//! topics with their subscriptions (`Topics`), message move tasks (`MoveTasks`) and the webhook
+//! outbox the delivery worker drains (`Deliveries`). A backend also runs its own background
+//! work for them (long polls, pacing move tasks).
 
 pub mod embedded;
 
@@ -24,6 +25,7 @@ use crate::engine::move_task::MoveTask;
 use crate::engine::queue::{Counts, ReceiveRequest, Received, SendReceipt, SendRequest};
 use crate::engine::topic::registry::Subscribed;
 use crate::engine::topic::{Publication, PublishRequest, Subscription};
+use crate::engine::webhook::outbox::{Attempt, LaneStats, Outcome};
 use crate::engine::{EngineError, EngineResult, QueueConfig, Timestamp};
 
 #[derive(Debug, Error)]
@@ -41,10 +43,12 @@ pub type BackendResult<T> = Result<T, BackendError>;
 /// A backend's answer, to be awaited.
 pub type Answer<'a, T> = Pin<Box<dyn Future<Output = BackendResult<T>> + Send + 'a>>;
 
-/// What CreateQueue asks for: attributes and tags as given (the backend checks them against an
-/// existing queue of the name, which is no error if they agree).
+/// What CreateQueue asks for: the configuration its name and attributes make (validated above
+/// the seam), the attributes as given (the backend compares them with an existing queue of the
+/// name, which is no error if they agree) and the tags.
 pub struct CreateQueue {
     pub name: String,
+    pub config: QueueConfig,
     pub attributes: Vec<(String, String)>,
     pub tags: Vec<(String, String)>,
     pub now: Timestamp,
@@ -235,7 +239,44 @@ pub trait MoveTasks: Send + Sync {
     fn stop_move_tasks(&self) -> Answer<'_, ()>;
 }
 
-/// Everything the service asks of storage.
-pub trait Backend: QueueAdmin + Messages + Topics + MoveTasks {}
+/// What became of one webhook attempt, for the delivery worker's log.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DeliveryResult {
+    Delivered,
+    /// To be tried again at this time.
+    Retrying(Timestamp),
+    /// Out of retries or refused for good: the copy went to the subscription's dead-letter queue.
+    DeadLettered,
+    /// Out of retries and no dead-letter queue took it; counted in the subscription's `dropped`.
+    Dropped,
+    /// A confirmation message that could not be delivered (never dead-lettered, as on AWS).
+    ConfirmationFailed,
+    /// The subscription went away while the attempt ran.
+    Gone,
+}
 
-impl<T: QueueAdmin + Messages + Topics + MoveTasks> Backend for T {}
+/// The webhook outbox: what the delivery worker takes, sends and reports back. Order, retries
+/// and dead-lettering are decided here, so every node of a backend agrees on them.
+pub trait Deliveries: Send + Sync {
+    /// Drops subscriptions whose confirmation expired by `now`, then takes up to `limit`
+    /// deliveries due by `now`, marked in flight (no other worker gets them meanwhile).
+    fn take_deliveries(&self, now: Timestamp, limit: usize) -> Answer<'_, Vec<Attempt>>;
+    /// Records an attempt's outcome: done, retry later, dead-letter or drop.
+    fn finish_delivery<'a>(
+        &'a self,
+        attempt: &'a Attempt,
+        outcome: Outcome,
+        now: Timestamp,
+    ) -> Answer<'a, DeliveryResult>;
+    /// When the next delivery or retry falls due, if any is waiting.
+    fn next_delivery_due(&self) -> Answer<'_, Option<Timestamp>>;
+    /// Counters of every HTTP/S subscription that has had traffic.
+    fn delivery_stats(&self) -> Answer<'_, Vec<(Arc<str>, LaneStats)>>;
+    /// The PEM certificate SNS messages point at, if `file` is its name.
+    fn signing_certificate<'a>(&'a self, file: &'a str) -> Answer<'a, Option<String>>;
+}
+
+/// Everything the service and its workers ask of storage.
+pub trait Backend: QueueAdmin + Messages + Topics + MoveTasks + Deliveries {}
+
+impl<T: QueueAdmin + Messages + Topics + MoveTasks + Deliveries> Backend for T {}

@@ -1,7 +1,8 @@
-//! Webhook delivery: one tokio task takes due deliveries from the engine's outbox and runs
-//! each attempt on its own task, at most `--webhook-concurrency` at a time, through one pooled
-//! reqwest client. Everything about order, retries and dead-lettering is decided by the engine
-//! (`engine::webhook::lifecycle`); this module only moves bytes and reads the clock.
+//! Webhook delivery: one tokio task takes due deliveries from storage's outbox
+//! (`backend::Deliveries`) and runs each attempt on its own task, at most
+//! `--webhook-concurrency` at a time, through one pooled reqwest client. Everything about
+//! order, retries and dead-lettering is decided by storage (on the embedded backend,
+//! `engine::webhook::lifecycle`); this module only moves bytes and reads the clock.
 
 pub mod allow;
 pub mod sender;
@@ -11,15 +12,19 @@ use std::time::Duration;
 
 use tokio::sync::{Notify, Semaphore};
 
+use crate::backend::{Backend, DeliveryResult};
 use crate::clock::Clock;
-use crate::engine::webhook::lifecycle::AttemptResult;
-use crate::engine::Engine;
+use crate::engine::webhook::outbox::Attempt;
+use crate::engine::Timestamp;
 pub use allow::AllowList;
 pub use sender::{Sender, SenderConfig};
 
 /// Longest the worker sleeps without looking, on the server's clock (pending confirmations
 /// expire meanwhile).
 const MAX_IDLE: Duration = Duration::from_secs(60);
+
+/// Wait, on the server's clock, before asking storage again after it failed to answer.
+const RETRY_AFTER_ERROR: Duration = Duration::from_secs(1);
 
 /// The service's handle on webhook delivery.
 pub struct Webhooks {
@@ -56,62 +61,80 @@ impl Webhooks {
     }
 }
 
-/// The delivery loop; runs for the server's lifetime. It needs the engine's outbox, the clock
-/// and the sender, nothing of the service.
-pub async fn run(engine: Arc<Engine<Notify>>, clock: Arc<dyn Clock>, webhooks: Arc<Webhooks>) {
+/// The delivery loop; runs for the server's lifetime. It needs storage's outbox, the clock and
+/// the sender, nothing of the service.
+pub async fn run(backend: Arc<dyn Backend>, clock: Arc<dyn Clock>, webhooks: Arc<Webhooks>) {
     let permits = Arc::new(Semaphore::new(webhooks.concurrency));
     loop {
         let now = clock.now();
-        engine.expire_confirmations(now);
-        let attempts = engine.take_deliveries(now, permits.available_permits());
+        let available = permits.available_permits();
+        let attempts = match backend.take_deliveries(now, available).await {
+            Ok(attempts) => attempts,
+            Err(error) => {
+                tracing::warn!(%error, "webhook deliveries could not be taken; trying again");
+                Vec::new()
+            }
+        };
         for attempt in attempts {
             let Ok(permit) = permits.clone().try_acquire_owned() else {
                 // Only this loop acquires, and it took no more than were available.
                 tracing::error!("webhook permits exhausted unexpectedly");
                 break;
             };
-            let (engine, clock, webhooks) = (engine.clone(), clock.clone(), webhooks.clone());
+            let (backend, clock, webhooks) = (backend.clone(), clock.clone(), webhooks.clone());
             tokio::spawn(async move {
                 let outcome = webhooks.sender.send(&attempt).await;
                 let now = clock.now();
-                let delivery = &attempt.delivery;
-                match engine.finish_delivery(&attempt, outcome, now) {
-                    AttemptResult::Delivered | AttemptResult::Gone => {}
-                    AttemptResult::Retrying(at) => tracing::debug!(
-                        endpoint = %delivery.endpoint,
-                        attempt = attempt.number,
-                        retry_in_ms = at.millis_since(now),
-                        "webhook delivery will be retried"
-                    ),
-                    AttemptResult::DeadLettered(queue) => {
-                        tracing::info!(subscription = %delivery.subscription_arn, message = %delivery.message_id, "webhook delivery failed; moved to the dead-letter queue");
-                        queue.waiters.notify_one();
+                match backend.finish_delivery(&attempt, outcome, now).await {
+                    Ok(result) => log_result(&attempt, result, now),
+                    Err(error) => {
+                        tracing::warn!(%error, "a webhook attempt's outcome may not be durable")
                     }
-                    AttemptResult::Dropped => tracing::warn!(
-                        subscription = %delivery.subscription_arn,
-                        message = %delivery.message_id,
-                        "webhook delivery failed and the subscription has no dead-letter queue; message dropped"
-                    ),
-                    AttemptResult::ConfirmationFailed => tracing::warn!(
-                        endpoint = %delivery.endpoint,
-                        kind = delivery.kind.wire_name(),
-                        "confirmation message could not be delivered"
-                    ),
                 }
                 drop(permit);
                 webhooks.wake();
             });
         }
         let idle_until = now.plus_millis(MAX_IDLE.as_millis() as u64);
-        let wake_at = match engine.next_delivery_due() {
+        let wake_at = match backend.next_delivery_due().await {
             // Due already: only a finished attempt (freeing a permit) can help; it wakes us.
-            Some(at) if at <= now => idle_until,
-            Some(at) => at.min(idle_until),
-            None => idle_until,
+            Ok(Some(at)) if at <= now => idle_until,
+            Ok(Some(at)) => at.min(idle_until),
+            Ok(None) => idle_until,
+            Err(_) => now.plus_millis(RETRY_AFTER_ERROR.as_millis() as u64),
         };
         tokio::select! {
             _ = webhooks.work.notified() => {}
             _ = clock.sleep_until(wake_at) => {}
         }
+    }
+}
+
+/// What the operator is told of an attempt: failures once, with their reason.
+fn log_result(attempt: &Attempt, result: DeliveryResult, now: Timestamp) {
+    let delivery = &attempt.delivery;
+    match result {
+        DeliveryResult::Delivered | DeliveryResult::Gone => {}
+        DeliveryResult::Retrying(at) => tracing::debug!(
+            endpoint = %delivery.endpoint,
+            attempt = attempt.number,
+            retry_in_ms = at.millis_since(now),
+            "webhook delivery will be retried"
+        ),
+        DeliveryResult::DeadLettered => tracing::info!(
+            subscription = %delivery.subscription_arn,
+            message = %delivery.message_id,
+            "webhook delivery failed; moved to the dead-letter queue"
+        ),
+        DeliveryResult::Dropped => tracing::warn!(
+            subscription = %delivery.subscription_arn,
+            message = %delivery.message_id,
+            "webhook delivery failed and the subscription has no dead-letter queue; message dropped"
+        ),
+        DeliveryResult::ConfirmationFailed => tracing::warn!(
+            endpoint = %delivery.endpoint,
+            kind = delivery.kind.wire_name(),
+            "confirmation message could not be delivered"
+        ),
     }
 }

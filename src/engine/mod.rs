@@ -202,14 +202,16 @@ impl<W: Default> Engine<W> {
     }
 
     /// CreateQueue: creates, or returns the existing queue when every supplied attribute matches.
+    /// `config` is what the name and `attrs` make (`QueueConfig::for_create`, checked by the
+    /// caller: it needs no stored state).
     pub fn create_queue(
         &self,
         name: &str,
+        config: QueueConfig,
         attrs: &[(String, String)],
         tags: &[(String, String)],
         now: Timestamp,
     ) -> EngineResult<Arc<QueueEntry<W>>> {
-        let config = QueueConfig::for_create(name, attrs, now)?;
         self.check_redrive(name, &config)?;
         let mut queues = self.queues.write().unwrap_or_else(|p| p.into_inner());
         if let Some(existing) = queues.get(name) {
@@ -244,6 +246,19 @@ impl<W: Default> Engine<W> {
             });
         }
         Ok(self.register(&mut queues, queue))
+    }
+
+    /// `create_queue` with the configuration its name and attributes make (tests' shorthand).
+    #[cfg(test)]
+    pub fn create_queue_from(
+        &self,
+        name: &str,
+        attrs: &[(String, String)],
+        tags: &[(String, String)],
+        now: Timestamp,
+    ) -> EngineResult<Arc<QueueEntry<W>>> {
+        let config = QueueConfig::for_create(name, attrs, now)?;
+        self.create_queue(name, config, attrs, tags, now)
     }
 
     /// Adds a queue to the registry, journaling its later changes if the engine has a journal.
@@ -512,24 +527,28 @@ mod tests {
     fn deleted_names_are_held_back_for_the_cooldown() {
         let mut engine: Engine<()> = Engine::new("000000000000", "us-east-1");
         engine.delete_cooldown_ms = 60_000;
-        engine.create_queue("q", &[], &[], Timestamp(0)).unwrap();
+        engine
+            .create_queue_from("q", &[], &[], Timestamp(0))
+            .unwrap();
         engine.delete_queue("q", Timestamp(1_000)).unwrap();
         assert!(matches!(
-            engine.create_queue("q", &[], &[], Timestamp(60_999)),
+            engine.create_queue_from("q", &[], &[], Timestamp(60_999)),
             Err(EngineError::QueueDeletedRecently)
         ));
         assert!(engine
-            .create_queue("q", &[], &[], Timestamp(61_000))
+            .create_queue_from("q", &[], &[], Timestamp(61_000))
             .is_ok());
     }
 
     #[test]
     fn move_task_moves_in_budgeted_steps_back_to_the_source() {
         let engine: Engine<()> = Engine::new("000000000000", "us-east-1");
-        engine.create_queue("dlq", &[], &[], Timestamp(0)).unwrap();
+        engine
+            .create_queue_from("dlq", &[], &[], Timestamp(0))
+            .unwrap();
         let policy = r#"{"deadLetterTargetArn":"arn:aws:sqs:us-east-1:000000000000:dlq","maxReceiveCount":1}"#;
         engine
-            .create_queue(
+            .create_queue_from(
                 "src",
                 &attrs(&[("RedrivePolicy", policy)]),
                 &[],

@@ -129,9 +129,14 @@ fn respond(encoded: Encoded, request_id: &str) -> Response {
 /// Orderly's own view of webhook delivery: per subscription, what is pending and in flight,
 /// and how many were delivered, retried, dead-lettered or dropped.
 async fn webhook_stats(State(state): State<HttpState>) -> Response {
-    let subscriptions: Vec<serde_json::Value> = state
-        .service
-        .webhook_stats()
+    let stats = match state.service.backend.delivery_stats().await {
+        Ok(stats) => stats,
+        Err(error) => {
+            tracing::error!(%error, "webhook statistics unavailable");
+            return StatusCode::SERVICE_UNAVAILABLE.into_response();
+        }
+    };
+    let subscriptions: Vec<serde_json::Value> = stats
         .into_iter()
         .map(|(arn, s)| {
             serde_json::json!({
@@ -153,8 +158,9 @@ async fn webhook_stats(State(state): State<HttpState>) -> Response {
 }
 
 /// The PEM certificate that SNS messages' `SigningCertURL` points at.
-fn signing_certificate(service: &Service, path: &str) -> Response {
-    match service.signing_certificate(path.strip_prefix('/').unwrap_or("")) {
+async fn signing_certificate(service: &Service, path: &str) -> Response {
+    let file = path.strip_prefix('/').unwrap_or("");
+    match service.backend.signing_certificate(file).await {
         Ok(Some(pem)) => (
             StatusCode::OK,
             [(header::CONTENT_TYPE, "application/x-x509-ca-cert")],
@@ -219,7 +225,7 @@ async fn handle(State(state): State<HttpState>, request: Request) -> Response {
     let (method, uri, headers) = (parts.method, parts.uri, parts.headers);
     let service = &state.service;
     if method == Method::GET && uri.path().starts_with("/SimpleNotificationService-") {
-        return signing_certificate(service, uri.path());
+        return signing_certificate(service, uri.path()).await;
     }
     let body = match body::read(&headers, body, state.body).await {
         Ok(body) => body,

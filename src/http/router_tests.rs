@@ -46,8 +46,9 @@ fn app(region: &str, account: &str) -> Router {
         account,
     ]);
     let clock = Arc::new(ManualClock::new(Timestamp(1_735_689_600_000)));
-    let service =
-        crate::app::build_service(&config, clock, "127.0.0.1:9324".parse().unwrap()).unwrap();
+    let service = crate::app::build_service(&config, clock, "127.0.0.1:9324".parse().unwrap())
+        .unwrap()
+        .service;
     let body = BodyLimits {
         max_bytes: config.max_request_bytes,
         timeout: Duration::from_secs(30),

@@ -185,7 +185,7 @@ impl Run {
             }
             Work::Recreate { queue } => {
                 let _ = engine.delete_queue(QUEUES[*queue], now);
-                let _ = engine.create_queue(QUEUES[*queue], &attributes(*queue), &[], now);
+                let _ = engine.create_queue_from(QUEUES[*queue], &attributes(*queue), &[], now);
             }
         }
     }
@@ -220,7 +220,7 @@ proptest! {
             handles: Vec::new(),
         };
         for queue in [1, 0, 2] {
-            engine.create_queue(QUEUES[queue], &attributes(queue), &[], run.now).unwrap();
+            engine.create_queue_from(QUEUES[queue], &attributes(queue), &[], run.now).unwrap();
         }
         let fifo = [("FifoTopic", "true"), ("ContentBasedDeduplication", "true")]
             .map(|(k, v)| (k.to_string(), v.to_string()));

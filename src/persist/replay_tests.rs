@@ -60,11 +60,13 @@ fn source_and_dlq(
     let mut engine: Engine<()> = Engine::new("000000000000", "us-east-1");
     engine.set_journal(journal);
     let fifo = pairs(&[("FifoQueue", "true"), ("ContentBasedDeduplication", "true")]);
-    engine.create_queue("dlq.fifo", &fifo, &[], t).unwrap();
+    engine.create_queue_from("dlq.fifo", &fifo, &[], t).unwrap();
     let redrive = r#"{"deadLetterTargetArn":"arn:aws:sqs:us-east-1:000000000000:dlq.fifo","maxReceiveCount":1}"#;
     let mut source = fifo;
     source.push(("RedrivePolicy".into(), redrive.into()));
-    engine.create_queue("src.fifo", &source, tags, t).unwrap();
+    engine
+        .create_queue_from("src.fifo", &source, tags, t)
+        .unwrap();
     engine
 }
 
@@ -73,8 +75,8 @@ fn replaying_the_recorded_changes_rebuilds_the_same_state() {
     let recorder = Arc::new(Recorder::default());
     let t = Timestamp(1_000_000);
     let original = source_and_dlq(recorder.clone(), &pairs(&[("team", "a")]), t);
-    original.create_queue("plain", &[], &[], t).unwrap();
-    original.create_queue("gone", &[], &[], t).unwrap();
+    original.create_queue_from("plain", &[], &[], t).unwrap();
+    original.create_queue_from("gone", &[], &[], t).unwrap();
     for i in 0..6 {
         send(
             &original,
@@ -238,7 +240,9 @@ fn changes_spanning_queues_are_made_inside_one_group() {
 
     // A replay from the archive: the copy and the replay's completion.
     let fifo = pairs(&[("FifoQueue", "true"), ("ContentBasedDeduplication", "true")]);
-    engine.create_queue("late.fifo", &fifo, &[], t).unwrap();
+    engine
+        .create_queue_from("late.fifo", &fifo, &[], t)
+        .unwrap();
     // The publish above was at t: 1970-01-01T00:50:00Z.
     let replay = pairs(&[(
         "ReplayPolicy",
@@ -266,7 +270,7 @@ fn changes_spanning_queues_are_made_inside_one_group() {
 
     // A webhook notification out of retries: its dead-letter copy and its removal.
     use crate::engine::webhook::Outcome;
-    engine.create_queue("hooks-dlq", &[], &[], t).unwrap();
+    engine.create_queue_from("hooks-dlq", &[], &[], t).unwrap();
     let hooks = engine.create_topic("hooks", &[], &[], t).unwrap();
     let redrive = pairs(&[(
         "RedrivePolicy",
@@ -314,7 +318,9 @@ fn topics_subscriptions_history_and_signer_survive_a_replay() {
     original.set_journal(recorder.clone());
     let t = Timestamp(2_000_000);
     let fifo = pairs(&[("FifoQueue", "true"), ("ContentBasedDeduplication", "true")]);
-    original.create_queue("prices.fifo", &fifo, &[], t).unwrap();
+    original
+        .create_queue_from("prices.fifo", &fifo, &[], t)
+        .unwrap();
     let topic_attrs = pairs(&[
         ("FifoTopic", "true"),
         ("ContentBasedDeduplication", "true"),

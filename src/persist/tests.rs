@@ -85,7 +85,7 @@ fn reopening_restores_the_state_across_a_snapshot_and_later_changes() {
     let dir = tempfile::tempdir().unwrap();
     let t = Timestamp(1_000_000);
     let (engine, data, _) = open_dir(dir.path());
-    engine.create_queue("a.fifo", &fifo(), &[], t).unwrap();
+    engine.create_queue_from("a.fifo", &fifo(), &[], t).unwrap();
     for i in 0..20 {
         send(&engine, "a.fifo", &"x".repeat(i + 1), t);
     }
@@ -101,8 +101,8 @@ fn reopening_restores_the_state_across_a_snapshot_and_later_changes() {
         .lock()
         .delete(&handles[0], t)
         .unwrap();
-    engine.create_queue("b", &[], &[], t).unwrap();
-    engine.create_queue("c", &[], &[], t).unwrap();
+    engine.create_queue_from("b", &[], &[], t).unwrap();
+    engine.create_queue_from("c", &[], &[], t).unwrap();
     engine.delete_queue("c", t).unwrap();
     let before = state(&engine);
     close(data);
@@ -137,7 +137,9 @@ fn a_group_keeps_its_order_across_a_snapshot() {
     let dir = tempfile::tempdir().unwrap();
     let t = Timestamp(1_000);
     let (engine, data, _) = open_dir(dir.path());
-    engine.create_queue("order.fifo", &fifo(), &[], t).unwrap();
+    engine
+        .create_queue_from("order.fifo", &fifo(), &[], t)
+        .unwrap();
     let sent: Vec<String> = (0..500).map(|i| format!("m{i}")).collect();
     for body in &sent {
         let entry = engine.queue("order.fifo").unwrap();
@@ -183,7 +185,7 @@ fn a_snapshot_drops_the_segments_it_covers() {
     let dir = tempfile::tempdir().unwrap();
     let (engine, data, _) = open_dir(dir.path());
     let t = Timestamp(5);
-    engine.create_queue("q", &[], &[], t).unwrap();
+    engine.create_queue_from("q", &[], &[], t).unwrap();
     for i in 0..50 {
         send(&engine, "q", &format!("{i}"), t);
     }
@@ -225,7 +227,9 @@ fn the_log_kept_at_a_restart_counts_toward_the_next_snapshot() {
         (data.journal.bytes_since_snapshot(), data.live_at_snapshot),
         (0, 0)
     );
-    engine.create_queue("q", &[], &[], Timestamp(1)).unwrap();
+    engine
+        .create_queue_from("q", &[], &[], Timestamp(1))
+        .unwrap();
     for body in ["one", "two", "three"] {
         send(&engine, "q", body, Timestamp(1));
     }
@@ -251,7 +255,9 @@ fn the_log_kept_at_a_restart_counts_toward_the_next_snapshot() {
 fn a_torn_final_record_is_dropped_and_reported() {
     let dir = tempfile::tempdir().unwrap();
     let (engine, data, _) = open_dir(dir.path());
-    engine.create_queue("q", &[], &[], Timestamp(1)).unwrap();
+    engine
+        .create_queue_from("q", &[], &[], Timestamp(1))
+        .unwrap();
     send(&engine, "q", "kept", Timestamp(1));
     let before = state(&engine);
     close(data);
@@ -304,7 +310,9 @@ fn batch_starts(bytes: &[u8]) -> Vec<usize> {
 fn a_power_cut_that_kept_only_later_sectors_of_the_last_write_is_a_torn_tail() {
     let dir = tempfile::tempdir().unwrap();
     let (engine, data, _) = open_dir(dir.path());
-    engine.create_queue("q", &[], &[], Timestamp(1)).unwrap();
+    engine
+        .create_queue_from("q", &[], &[], Timestamp(1))
+        .unwrap();
     send(&engine, "q", "kept", Timestamp(1));
     settle(&data);
     let before = state(&engine);
@@ -336,7 +344,9 @@ fn a_power_cut_that_kept_only_later_sectors_of_the_last_write_is_a_torn_tail() {
 fn damage_before_the_end_stops_startup_naming_file_and_offset() {
     let dir = tempfile::tempdir().unwrap();
     let (engine, data, _) = open_dir(dir.path());
-    engine.create_queue("q", &[], &[], Timestamp(1)).unwrap();
+    engine
+        .create_queue_from("q", &[], &[], Timestamp(1))
+        .unwrap();
     send(&engine, "q", "one", Timestamp(1));
     send(&engine, "q", "two", Timestamp(1));
     close(data);
@@ -359,7 +369,9 @@ fn the_log_key_is_made_once_and_a_damaged_or_missing_one_stops_startup() {
     let key = dir.path().join("KEY");
     let (engine, data, _) = open_dir(dir.path());
     let made = std::fs::read(&key).unwrap();
-    engine.create_queue("q", &[], &[], Timestamp(1)).unwrap();
+    engine
+        .create_queue_from("q", &[], &[], Timestamp(1))
+        .unwrap();
     send(&engine, "q", "one", Timestamp(1));
     let before = state(&engine);
     close(data);
@@ -393,7 +405,9 @@ fn the_log_key_is_made_once_and_a_damaged_or_missing_one_stops_startup() {
 fn a_damaged_snapshot_stops_startup() {
     let dir = tempfile::tempdir().unwrap();
     let (engine, data, _) = open_dir(dir.path());
-    engine.create_queue("q", &[], &[], Timestamp(1)).unwrap();
+    engine
+        .create_queue_from("q", &[], &[], Timestamp(1))
+        .unwrap();
     send(&engine, "q", "one", Timestamp(1));
     let path = snapshot::take(dir.path(), &engine, &data.journal).unwrap();
     close(data);
@@ -528,7 +542,7 @@ fn a_log_longer_than_a_replay_batch_comes_back_in_order() {
     let dir = tempfile::tempdir().unwrap();
     let (engine, data, _) = open_dir(dir.path());
     engine
-        .create_queue("q.fifo", &fifo(), &[], Timestamp(1))
+        .create_queue_from("q.fifo", &fifo(), &[], Timestamp(1))
         .unwrap();
     // Several of the reader's batches, then a receive.
     let changes = 3 * super::REPLAY_BATCH + 17;
@@ -661,7 +675,7 @@ fn topics_and_the_signing_key_survive_a_snapshot_and_later_changes() {
     let dir = tempfile::tempdir().unwrap();
     let t = Timestamp(1_000_000);
     let (engine, data, _) = open_dir(dir.path());
-    engine.create_queue("a.fifo", &fifo(), &[], t).unwrap();
+    engine.create_queue_from("a.fifo", &fifo(), &[], t).unwrap();
     let attrs = vec![
         ("FifoTopic".to_string(), "true".to_string()),
         ("ContentBasedDeduplication".to_string(), "true".to_string()),
@@ -701,12 +715,12 @@ fn move_tasks_survive_a_snapshot_and_later_changes() {
     let dir = tempfile::tempdir().unwrap();
     let t = Timestamp(1_000_000);
     let (engine, data, _) = open_dir(dir.path());
-    engine.create_queue("dlq", &[], &[], t).unwrap();
+    engine.create_queue_from("dlq", &[], &[], t).unwrap();
     let redrive =
         r#"{"deadLetterTargetArn":"arn:aws:sqs:us-east-1:000000000000:dlq","maxReceiveCount":5}"#;
     let source = vec![("RedrivePolicy".to_string(), redrive.to_string())];
     let source2 = vec![("RedrivePolicy".to_string(), redrive.replace("dlq", "dlq2"))];
-    engine.create_queue("src", &source, &[], t).unwrap();
+    engine.create_queue_from("src", &source, &[], t).unwrap();
     let dlq = engine.queue_arn("dlq");
     let src = engine.queue_arn("src");
     for i in 0..10 {
@@ -725,8 +739,8 @@ fn move_tasks_survive_a_snapshot_and_later_changes() {
     let first = engine.start_move_task(&dlq, Some(&src), None, t).unwrap();
     engine.move_step(&first.id, &dlq, 2, t);
     // A task on another source that is over before the snapshot: only the snapshot has it.
-    engine.create_queue("dlq2", &[], &[], t).unwrap();
-    engine.create_queue("src2", &source2, &[], t).unwrap();
+    engine.create_queue_from("dlq2", &[], &[], t).unwrap();
+    engine.create_queue_from("src2", &source2, &[], t).unwrap();
     let dlq2 = engine.queue_arn("dlq2");
     let done = engine.start_move_task(&dlq2, None, None, t).unwrap();
     engine.move_step(&done.id, &dlq2, 2, t);

@@ -11,13 +11,9 @@ mod sns;
 
 use std::sync::Arc;
 
-use tokio::sync::Notify;
-
 use crate::backend::Backend;
 use crate::clock::Clock;
 use crate::delivery::Webhooks;
-use crate::engine::Engine;
-use crate::persist::{self, DataDir};
 use crate::protocol::{
     encode_answer, encode_error, encode_ok, Action, ApiError, Encoded, ErrorCode, Payload,
     Protocol, Shape, SnsAction, SqsAction,
@@ -50,83 +46,46 @@ pub struct RequestContext {
 pub struct Service {
     /// Storage: every action goes through it (see `backend`).
     pub backend: Arc<dyn Backend>,
-    /// The engine behind the embedded backend, for what is not an action yet: the signing
-    /// certificate, webhook statistics, snapshots and the webhook worker.
-    pub engine: Arc<Engine<Notify>>,
     pub clock: Arc<dyn Clock>,
     pub webhooks: Arc<Webhooks>,
     hostname: Option<String>,
-    /// The data directory and its journal; `None` with `--ephemeral`.
-    pub data: Option<DataDir>,
-    pub snapshot_after: u64,
+    account_id: String,
 }
 
 /// The service's own settings (the rest of the configuration goes to the parts `app` builds).
 pub struct ServiceSettings {
     /// `--hostname`: the host queue URLs name instead of the request's.
     pub hostname: Option<String>,
-    pub snapshot_after: u64,
+    /// `--account-id`: the account in queue URLs.
+    pub account_id: String,
 }
 
 impl Service {
-    /// The actions over an engine already recovered (`app` opens the data directory and builds
-    /// the webhook sender); does no I/O.
+    /// The actions over a backend already opened (`app` opens storage and builds the webhook
+    /// sender); does no I/O.
     pub fn new(
         backend: Arc<dyn Backend>,
-        engine: Arc<Engine<Notify>>,
-        data: Option<DataDir>,
         webhooks: Arc<Webhooks>,
         clock: Arc<dyn Clock>,
         settings: ServiceSettings,
     ) -> Arc<Self> {
         Arc::new(Service {
             backend,
-            engine,
             clock,
             webhooks,
             hostname: settings.hostname,
-            data,
-            snapshot_after: settings.snapshot_after,
+            account_id: settings.account_id,
         })
     }
 
     /// The account this server serves.
     pub fn account_id(&self) -> &str {
-        &self.engine.account_id
-    }
-
-    /// The PEM certificate SNS messages point at, if `file` is its name.
-    pub fn signing_certificate(&self, file: &str) -> Result<Option<String>, String> {
-        let signer = self.engine.signer()?;
-        Ok((file == signer.certificate_file).then(|| signer.certificate_pem.clone()))
-    }
-
-    /// Per webhook subscription: what is pending and in flight, and what happened so far.
-    pub fn webhook_stats(&self) -> Vec<(Arc<str>, crate::engine::webhook::outbox::LaneStats)> {
-        self.engine.delivery_stats()
-    }
-
-    /// Writes a snapshot now and lets the log drop what it covers; returns its size in bytes
-    /// (0 when ephemeral).
-    pub fn snapshot(&self) -> std::io::Result<u64> {
-        let Some(data) = &self.data else {
-            return Ok(0);
-        };
-        let started = std::time::Instant::now();
-        let path = persist::snapshot::take(&data.path, &self.engine, &data.journal)?;
-        let size = std::fs::metadata(&path)?.len();
-        tracing::info!(
-            path = %path.display(),
-            size,
-            millis = started.elapsed().as_millis() as u64,
-            "snapshot written"
-        );
-        Ok(size)
+        &self.account_id
     }
 
     pub fn queue_url(&self, ctx: &RequestContext, name: &str) -> String {
         let host = self.hostname.as_deref().unwrap_or(&ctx.host);
-        format!("{}://{host}/{}/{name}", ctx.scheme, self.engine.account_id)
+        format!("{}://{host}/{}/{name}", ctx.scheme, self.account_id)
     }
 
     pub async fn dispatch(

@@ -9,6 +9,7 @@ use super::permissions;
 use super::{queue_name_in, RequestContext, Service};
 use crate::backend::{CreateQueue, PolicyEdit};
 use crate::engine::queue::config::ATTRIBUTE_NAMES;
+use crate::engine::QueueConfig;
 use crate::protocol::sqs::*;
 use crate::protocol::ApiError;
 
@@ -66,11 +67,15 @@ impl Service {
         let name = input
             .queue_name
             .ok_or_else(|| ApiError::missing("QueueName"))?;
+        let attributes = pairs(input.attributes);
+        let now = self.clock.now();
+        let config = QueueConfig::for_create(&name, &attributes, now)?;
         let request = CreateQueue {
             name,
-            attributes: pairs(input.attributes),
+            config,
+            attributes,
             tags: pairs(input.tags),
-            now: self.clock.now(),
+            now,
         };
         let name = self.backend.create_queue(request).await?;
         Ok(QueueUrlOutput {

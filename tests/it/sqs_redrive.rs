@@ -214,20 +214,26 @@ async fn graceful_shutdown_stops_move_tasks_between_steps() {
         .send()
         .await
         .unwrap();
-    let left = || service.engine.queue("dlq").unwrap().lock().counts().visible;
+    let left = || async {
+        let view = service
+            .backend
+            .describe_queue("dlq", orderly::clock::Clock::now(&*clock))
+            .await;
+        view.unwrap().counts.visible
+    };
     // Steps fall due at 0, 100, 200 and 300 ms.
     clock.advance_millis(350);
     for _ in 0..100 {
-        if left() == 26 {
+        if left().await == 26 {
             break;
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    assert_eq!(left(), 26, "four steps by 350 ms");
+    assert_eq!(left().await, 26, "four steps by 350 ms");
     stop.send(()).unwrap();
     serving.await.unwrap().unwrap();
     // Shutdown waited for the pacing tasks to end: however far the clock goes, none steps.
     clock.advance_millis(10_000);
     tokio::task::yield_now().await;
-    assert_eq!(left(), 26, "no step runs after shutdown");
+    assert_eq!(left().await, 26, "no step runs after shutdown");
 }

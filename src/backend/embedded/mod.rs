@@ -2,6 +2,7 @@
 //! change is made under the engine's locks (which record it, see `engine::changes`) and
 //! answered once the log holds it.
 
+mod deliveries;
 mod messages;
 mod move_tasks;
 mod queues;

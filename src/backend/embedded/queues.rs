@@ -12,6 +12,7 @@ impl QueueAdmin for Embedded {
         self.changing(move |engine| {
             let entry = engine.create_queue(
                 &request.name,
+                request.config,
                 &request.attributes,
                 &request.tags,
                 request.now,

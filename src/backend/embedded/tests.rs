@@ -33,6 +33,7 @@ fn backend_on_clock(storage: MemStorage) -> (Embedded, Arc<FileJournal>, Arc<Man
 fn create(name: &str) -> CreateQueue {
     CreateQueue {
         name: name.into(),
+        config: crate::engine::QueueConfig::for_create(name, &[], Timestamp(1)).unwrap(),
         attributes: Vec::new(),
         tags: vec![("team".into(), "prices".into())],
         now: Timestamp(1),

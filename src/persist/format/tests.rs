@@ -234,7 +234,9 @@ mod at_startup {
         let dir = tempfile::tempdir().unwrap();
         let mut engine: Engine<()> = Engine::new("000000000000", "us-east-1");
         let (data, _) = open(dir.path(), FsyncMode::Always, &mut engine).unwrap();
-        engine.create_queue("q", &[], &[], Timestamp(1)).unwrap();
+        engine
+            .create_queue_from("q", &[], &[], Timestamp(1))
+            .unwrap();
         if snapshot {
             snapshot::take(dir.path(), &engine, &data.journal).unwrap();
         }

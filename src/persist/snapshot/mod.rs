@@ -12,6 +12,7 @@
 //! a temporary name, synced, and renamed, so a crash leaves either the old or the new one.
 
 mod load;
+mod schedule;
 mod write;
 
 use std::collections::HashMap;
@@ -20,6 +21,7 @@ use std::path::{Path, PathBuf};
 use super::writer::FileJournal;
 use crate::engine::Engine;
 pub use load::load;
+pub use schedule::Snapshotter;
 
 /// Messages and history entries are written in chunks of about this many bytes, well under
 /// the record size limit.
