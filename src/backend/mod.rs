@@ -12,7 +12,10 @@
 //! outbox the delivery worker drains (`Deliveries`). A backend also runs its own background
 //! work for them (long polls, pacing move tasks).
 
+#[cfg(test)]
+mod conformance;
 pub mod embedded;
+pub mod postgres;
 
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -55,6 +58,7 @@ pub struct CreateQueue {
 }
 
 /// A queue as GetQueueAttributes reports it.
+#[derive(Debug)]
 pub struct QueueView {
     pub arn: Arc<str>,
     pub config: QueueConfig,

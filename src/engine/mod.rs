@@ -29,7 +29,7 @@ use std::sync::{Arc, Mutex, RwLock};
 pub use changes::{Change, Journal};
 pub use error::{EngineError, EngineResult};
 use guard::{Guard, Recording};
-use queue::config::RedrivePermission;
+use queue::config::check_dead_letter_target;
 pub use queue::{Queue, QueueConfig, ReceiveOutcome, ReceiveRequest};
 pub use time::Timestamp;
 
@@ -184,10 +184,7 @@ impl<W: Default> Engine<W> {
 
     /// The queue name of an SQS ARN in this account and region.
     pub fn name_from_arn<'a>(&self, arn: &'a str) -> Option<&'a str> {
-        let rest = arn.strip_prefix("arn:aws:sqs:")?;
-        let mut parts = rest.splitn(3, ':');
-        let (region, account, name) = (parts.next()?, parts.next()?, parts.next()?);
-        (region == self.region && account == self.account_id).then_some(name)
+        queue_name_in_arn(arn, &self.region, &self.account_id)
     }
 
     fn read(&self) -> std::sync::RwLockReadGuard<'_, HashMap<Arc<str>, Arc<QueueEntry<W>>>> {
@@ -282,37 +279,13 @@ impl<W: Default> Engine<W> {
         let Some(policy) = &config.redrive_policy else {
             return Ok(());
         };
-        let invalid = |reason: &str| {
-            EngineError::invalid(format!(
-                "Value {} for parameter RedrivePolicy is invalid. Reason: {reason}",
-                policy.to_json()
-            ))
-        };
         let target = self
             .name_from_arn(&policy.dead_letter_target_arn)
             .filter(|target| *target != name)
-            .ok_or_else(|| invalid("Dead letter target does not exist."))?;
-        let entry = self
-            .queue(target)
-            .map_err(|_| invalid("Dead letter target does not exist."))?;
-        let dlq = entry.lock();
-        if dlq.is_fifo() != config.fifo {
-            return Err(invalid(
-                "Dead-letter queue must be same type of queue as the source..",
-            ));
-        }
+            .and_then(|target| self.queue(target).ok());
+        let target = target.as_ref().map(|entry| entry.lock());
         let source_arn = self.queue_arn(name);
-        let allowed = match dlq.config.redrive_allow_policy.as_ref().map(|p| &p.0) {
-            None | Some(RedrivePermission::AllowAll) => true,
-            Some(RedrivePermission::DenyAll) => false,
-            Some(RedrivePermission::ByQueue(arns)) => arns.contains(&source_arn),
-        };
-        if !allowed {
-            return Err(invalid(
-                "Queue is not allowed to use the dead letter queue.",
-            ));
-        }
-        Ok(())
+        check_dead_letter_target(config, &source_arn, target.as_ref().map(|q| &q.config))
     }
 
     /// SetQueueAttributes.
@@ -439,6 +412,14 @@ impl<W: Default> Engine<W> {
 }
 
 /// Tag limits: keys 1-128 characters, values up to 256, at most 50 per queue once applied.
+/// The queue name in an SQS ARN of this region and account.
+pub fn queue_name_in_arn<'a>(arn: &'a str, region: &str, account_id: &str) -> Option<&'a str> {
+    let rest = arn.strip_prefix("arn:aws:sqs:")?;
+    let mut parts = rest.splitn(3, ':');
+    let (in_region, in_account, name) = (parts.next()?, parts.next()?, parts.next()?);
+    (in_region == region && in_account == account_id).then_some(name)
+}
+
 pub fn check_tags<'a>(
     tags: impl Iterator<Item = (&'a str, &'a str)>,
     total_after: usize,

@@ -133,3 +133,9 @@ async fn each_handle_of_a_batch_is_answered_on_its_own() {
     assert!(matches!(missing, BackendError::Rejected(_)), "{missing}");
     journal.close();
 }
+
+#[tokio::test]
+async fn keeps_the_rules_of_queue_administration() {
+    let (backend, _journal, clock) = backend_on_clock(MemStorage::default());
+    crate::backend::conformance::queue_administration(&backend, clock.now()).await;
+}

@@ -35,7 +35,7 @@ pub const INFLIGHT_LIMIT: usize = 120_000;
 /// FIFO deduplication and receive-attempt window.
 pub const DEDUP_WINDOW_MS: u64 = 5 * 60 * 1000;
 /// Only one PurgeQueue per queue in this period.
-const PURGE_INTERVAL_MS: u64 = 60_000;
+pub const PURGE_INTERVAL_MS: u64 = 60_000;
 /// SequenceNumbers are 20-digit decimals, like AWS's.
 const SEQUENCE_BASE: u128 = 18_000_000_000_000_000_000;
 

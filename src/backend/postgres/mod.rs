@@ -1,0 +1,112 @@
+//! The PostgreSQL backend: every node keeps its state in one shared database, so several
+//! stateless Orderly nodes serve one set of queues and topics (issue 30).
+//!
+//! Under construction: queue administration (`QueueAdmin`) is implemented and tested against
+//! a real PostgreSQL; messages, topics, move tasks and the webhook outbox are not yet, so the
+//! backend cannot be selected with `--storage` until they are.
+//!
+//! Each operation runs in one transaction at READ COMMITTED, taking row locks (`FOR UPDATE`)
+//! on what it changes, so nodes changing the same queue take turns. The rules that need no
+//! stored state are the service's; those that do are the engine's own pure functions
+//! (`QueueConfig::apply`, `check_dead_letter_target`, `check_tags`), so both backends apply
+//! the same ones.
+
+mod queues;
+pub mod schema;
+
+use std::sync::Arc;
+
+use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
+use thiserror::Error;
+use tokio_postgres::NoTls;
+
+use super::{BackendError, BackendResult};
+use crate::clock::Clock;
+
+#[derive(Debug, Error)]
+pub enum PostgresError {
+    #[error("invalid PostgreSQL URL: {0}")]
+    Url(String),
+    #[error("cannot reach PostgreSQL: {0}")]
+    Connect(String),
+    #[error(
+        "the database's schema is version {found}, newer than this build of Orderly knows \
+         ({known}): a newer Orderly has upgraded it; run that version"
+    )]
+    NewerSchema { found: i32, known: i32 },
+    #[error("PostgreSQL: {0}")]
+    Database(#[from] tokio_postgres::Error),
+}
+
+/// What the backend needs besides the database.
+pub struct Settings {
+    /// `postgres://USER@HOST:PORT/DB` (any libpq-style URL tokio-postgres accepts).
+    pub url: String,
+    pub account_id: String,
+    pub region: String,
+    /// `--deleted-queue-cooldown`, in milliseconds (0: off).
+    pub delete_cooldown_ms: u64,
+    /// Connections this node keeps at most.
+    pub pool_size: usize,
+}
+
+pub struct Postgres {
+    pool: Pool,
+    account_id: String,
+    region: String,
+    delete_cooldown_ms: u64,
+    clock: Arc<dyn Clock>,
+}
+
+/// A database failure, as the service reports it (nothing is acknowledged that did not commit).
+fn unavailable(error: impl std::fmt::Display) -> BackendError {
+    BackendError::Unavailable(format!("PostgreSQL: {error}"))
+}
+
+impl Postgres {
+    /// Connects and brings the schema up to date (refusing a newer one).
+    pub async fn connect(settings: Settings, clock: Arc<dyn Clock>) -> Result<Self, PostgresError> {
+        let config: tokio_postgres::Config = settings
+            .url
+            .parse()
+            .map_err(|e: tokio_postgres::Error| PostgresError::Url(e.to_string()))?;
+        let manager = Manager::from_config(
+            config,
+            NoTls,
+            ManagerConfig {
+                // A connection is checked before reuse, so one broken by a database restart
+                // is replaced rather than handed out.
+                recycling_method: RecyclingMethod::Verified,
+            },
+        );
+        let pool = Pool::builder(manager)
+            .max_size(settings.pool_size.max(1))
+            .build()
+            .map_err(|e| PostgresError::Connect(e.to_string()))?;
+        let mut client = pool
+            .get()
+            .await
+            .map_err(|e| PostgresError::Connect(e.to_string()))?;
+        schema::migrate(&mut client).await?;
+        drop(client);
+        Ok(Postgres {
+            pool,
+            account_id: settings.account_id,
+            region: settings.region,
+            delete_cooldown_ms: settings.delete_cooldown_ms,
+            clock,
+        })
+    }
+
+    /// A pooled connection.
+    async fn client(&self) -> BackendResult<deadpool_postgres::Object> {
+        self.pool.get().await.map_err(unavailable)
+    }
+
+    fn queue_arn(&self, name: &str) -> String {
+        format!("arn:aws:sqs:{}:{}:{name}", self.region, self.account_id)
+    }
+}
+
+#[cfg(test)]
+mod tests;

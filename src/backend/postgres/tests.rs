@@ -1,0 +1,205 @@
+//! Against a real PostgreSQL: `ORDERLY_TEST_POSTGRES` names a database whose user may create
+//! databases (`scripts/postgres-cluster start` makes one; `scripts/test` and CI do so). Each
+//! test works in a database of its own.
+
+use std::sync::Arc;
+
+use super::*;
+use crate::backend::QueueAdmin;
+use crate::clock::{Clock, ManualClock};
+use crate::engine::{EngineError, QueueConfig, Timestamp};
+
+/// A fresh, empty database's URL; `None` (the test then passes vacuously, saying so) when no
+/// server is configured outside CI. In CI a missing server fails the test.
+async fn fresh_database() -> Option<String> {
+    let Ok(base) = std::env::var("ORDERLY_TEST_POSTGRES") else {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "ORDERLY_TEST_POSTGRES must name a PostgreSQL server in CI"
+        );
+        eprintln!("skipped: ORDERLY_TEST_POSTGRES is not set (scripts/postgres-cluster start)");
+        return None;
+    };
+    let (client, connection) = tokio_postgres::connect(&base, NoTls)
+        .await
+        .expect("the test server answers");
+    tokio::spawn(connection);
+    let name = format!("t_{}", uuid::Uuid::new_v4().simple());
+    client
+        .batch_execute(&format!("CREATE DATABASE {name}"))
+        .await
+        .unwrap();
+    let (stem, _) = base.rsplit_once('/').expect("a URL naming a database");
+    Some(format!("{stem}/{name}"))
+}
+
+fn settings(url: &str) -> Settings {
+    Settings {
+        url: url.into(),
+        account_id: "000000000000".into(),
+        region: "us-east-1".into(),
+        delete_cooldown_ms: 0,
+        pool_size: 4,
+    }
+}
+
+async fn node(url: &str, clock: &Arc<ManualClock>) -> Postgres {
+    Postgres::connect(settings(url), clock.clone())
+        .await
+        .expect("connects and migrates")
+}
+
+fn clock() -> Arc<ManualClock> {
+    Arc::new(ManualClock::new(Timestamp(1_764_000_000_000)))
+}
+
+#[tokio::test]
+async fn keeps_the_rules_of_queue_administration() {
+    let Some(url) = fresh_database().await else {
+        return;
+    };
+    let clock = clock();
+    let backend = node(&url, &clock).await;
+    crate::backend::conformance::queue_administration(&backend, clock.now()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_schema_is_created_once_and_a_newer_one_is_refused() {
+    let Some(url) = fresh_database().await else {
+        return;
+    };
+    let clock = clock();
+    // Four nodes starting together: one migrates, the others find it done.
+    let starts: Vec<_> = (0..4)
+        .map(|_| tokio::spawn(Postgres::connect(settings(&url), clock.clone())))
+        .collect();
+    for started in starts {
+        started.await.unwrap().expect("every node starts");
+    }
+    let (client, connection) = tokio_postgres::connect(&url, NoTls).await.unwrap();
+    tokio::spawn(connection);
+    let version: i32 = client
+        .query_one("SELECT version FROM orderly_schema", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(version, schema::VERSION);
+    let rows = client
+        .query("SELECT * FROM orderly_schema", &[])
+        .await
+        .unwrap();
+    assert_eq!(rows.len(), 1);
+    // What a newer Orderly would leave behind.
+    client
+        .execute("UPDATE orderly_schema SET version = version + 1", &[])
+        .await
+        .unwrap();
+    match Postgres::connect(settings(&url), clock.clone()).await {
+        Err(PostgresError::NewerSchema { found, known }) => {
+            assert_eq!((found, known), (schema::VERSION + 1, schema::VERSION));
+        }
+        Err(other) => panic!("refused for another reason: {other}"),
+        Ok(_) => panic!("a newer schema was accepted"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nodes_share_one_set_of_queues() {
+    let Some(url) = fresh_database().await else {
+        return;
+    };
+    let clock = clock();
+    let (a, b) = (
+        Arc::new(node(&url, &clock).await),
+        Arc::new(node(&url, &clock).await),
+    );
+    // Both nodes create the same queue at once: one row, both answered with it.
+    let create = |backend: Arc<Postgres>| {
+        let now = clock.now();
+        tokio::spawn(async move {
+            let attributes = vec![("VisibilityTimeout".to_string(), "40".to_string())];
+            let config = QueueConfig::for_create("prices", &attributes, now).unwrap();
+            let request = crate::backend::CreateQueue {
+                name: "prices".into(),
+                config,
+                attributes,
+                tags: Vec::new(),
+                now,
+            };
+            backend.create_queue(request).await
+        })
+    };
+    let (first, second) = (create(a.clone()), create(b.clone()));
+    assert_eq!(&*first.await.unwrap().unwrap(), "prices");
+    assert_eq!(&*second.await.unwrap().unwrap(), "prices");
+    let attributes = vec![("DelaySeconds".to_string(), "3".to_string())];
+    a.set_queue_attributes("prices", attributes, clock.now())
+        .await
+        .unwrap();
+    let seen = b.describe_queue("prices", clock.now()).await.unwrap();
+    assert_eq!(
+        (seen.config.delay_seconds, seen.config.visibility_timeout),
+        (3, 40)
+    );
+    b.delete_queue("prices", clock.now()).await.unwrap();
+    let gone = a.find_queue("prices").await;
+    assert!(matches!(
+        gone,
+        Err(crate::backend::BackendError::Rejected(
+            EngineError::QueueDoesNotExist
+        ))
+    ));
+}
+
+#[tokio::test]
+async fn a_deleted_name_waits_out_the_cooldown() {
+    let Some(url) = fresh_database().await else {
+        return;
+    };
+    let clock = clock();
+    let backend = Postgres::connect(
+        Settings {
+            delete_cooldown_ms: 60_000,
+            ..settings(&url)
+        },
+        clock.clone(),
+    )
+    .await
+    .unwrap();
+    let create = |now| crate::backend::CreateQueue {
+        name: "q".into(),
+        config: QueueConfig::for_create("q", &[], now).unwrap(),
+        attributes: Vec::new(),
+        tags: Vec::new(),
+        now,
+    };
+    backend.create_queue(create(clock.now())).await.unwrap();
+    backend.delete_queue("q", clock.now()).await.unwrap();
+    clock.advance_millis(59_999);
+    let early = backend.create_queue(create(clock.now())).await;
+    assert!(matches!(
+        early,
+        Err(crate::backend::BackendError::Rejected(
+            EngineError::QueueDeletedRecently
+        ))
+    ));
+    clock.advance_millis(1);
+    backend.create_queue(create(clock.now())).await.unwrap();
+}
+
+#[tokio::test]
+async fn an_unreachable_database_is_reported_at_start() {
+    let clock = clock();
+    // A port nothing listens on (bound, then released).
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let url = format!("postgres://orderly@127.0.0.1:{port}/orderly?connect_timeout=2");
+    match Postgres::connect(settings(&url), clock).await {
+        Err(PostgresError::Connect(_)) => {}
+        Err(other) => panic!("another error: {other}"),
+        Ok(_) => panic!("connected to nothing"),
+    }
+}
