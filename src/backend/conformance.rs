@@ -3,8 +3,14 @@
 //! backends fails here, not in a user's deployment.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
-use super::{BackendError, CreateQueue, QueueAdmin};
+use md5::Digest;
+
+use super::{BackendError, CreateQueue, Messages, QueueAdmin};
+use crate::clock::{Clock, ManualClock};
+use crate::engine::body::Body;
+use crate::engine::queue::{ReceiveRequest, Received, SendRequest};
 use crate::engine::{EngineError, QueueConfig, Timestamp};
 
 const ARN: &str = "arn:aws:sqs:us-east-1:000000000000:";
@@ -243,4 +249,283 @@ pub async fn queue_administration(backend: &dyn QueueAdmin, now: Timestamp) {
         (view.config.visibility_timeout, view.config.created_at),
         (30, t(70_002))
     );
+}
+
+fn message(body: &str, group: Option<&str>, dedup: Option<&str>) -> SendRequest {
+    SendRequest {
+        body: Body::new(body),
+        group_id: group.map(Arc::from),
+        dedup_id: dedup.map(Arc::from),
+        sender_id: "AIDATEST".into(),
+        ..SendRequest::default()
+    }
+}
+
+fn bodies(received: &[Received]) -> Vec<&str> {
+    received.iter().map(|r| &*r.message.body).collect()
+}
+
+async fn receive(backend: &dyn Messages, queue: &str, max: i64) -> Vec<Received> {
+    let request = ReceiveRequest {
+        max_messages: Some(max),
+        ..ReceiveRequest::default()
+    };
+    backend.receive(queue, request, Some(0)).await.unwrap()
+}
+
+async fn counts(
+    backend: &dyn QueueAdmin,
+    queue: &str,
+    clock: &ManualClock,
+) -> (usize, usize, usize) {
+    let c = backend
+        .describe_queue(queue, clock.now())
+        .await
+        .unwrap()
+        .counts;
+    (c.visible, c.in_flight, c.delayed)
+}
+
+/// Sending, receiving, deleting and visibility on standard and FIFO queues: the group lock,
+/// deduplication, delays, dead-letter queues and long polls. Time moves on `clock`, which the
+/// backend reads.
+pub async fn messages<B: QueueAdmin + Messages>(backend: &B, clock: &ManualClock) {
+    let (admin, messages): (&dyn QueueAdmin, &dyn Messages) = (backend, backend);
+    let now = || clock.now();
+    let fifo = [("FifoQueue", "true")];
+    admin.create_queue(create("std", &[], now())).await.unwrap();
+    admin
+        .create_queue(create("q.fifo", &fifo, now()))
+        .await
+        .unwrap();
+
+    // Standard: in flight once received, back after the visibility timeout (30 s).
+    for body in ["a", "b", "c"] {
+        let receipt = messages
+            .send("std", message(body, None, None))
+            .await
+            .unwrap();
+        assert_eq!(
+            receipt.body_md5.hex().as_str(),
+            format!("{:x}", md5::Md5::digest(body))
+        );
+        assert!(receipt.sequence_number.is_none() && !receipt.duplicate);
+    }
+    let first = receive(messages, "std", 10).await;
+    let mut got = bodies(&first);
+    got.sort();
+    assert_eq!(got, ["a", "b", "c"]);
+    assert!(first.iter().all(|r| r.message.receive_count == 1));
+    assert!(receive(messages, "std", 10).await.is_empty());
+    assert_eq!(counts(admin, "std", clock).await, (0, 3, 0));
+    clock.advance_millis(30_000);
+    let second = receive(messages, "std", 10).await;
+    assert_eq!(second.len(), 3);
+    assert!(second.iter().all(|r| r.message.receive_count == 2));
+    // A standard queue deletes with the earlier handle too.
+    let handles: Vec<&str> = first.iter().map(|r| r.receipt_handle.as_str()).collect();
+    let deleted = messages.delete("std", handles).await.unwrap();
+    assert!(deleted.iter().all(Result::is_ok), "{deleted:?}");
+    assert_eq!(counts(admin, "std", clock).await, (0, 0, 0));
+    let garbage = messages
+        .delete("std", vec!["AQEBnot-a-handle"])
+        .await
+        .unwrap();
+    assert!(matches!(
+        garbage[0],
+        Err(EngineError::ReceiptHandleIsInvalid(_))
+    ));
+
+    // FIFO: a group's run in order, groups in the order of their first message.
+    let sent = [("g1", "a1", "d1"), ("g1", "a2", "d2"), ("g2", "b1", "d3")];
+    let mut receipts = Vec::new();
+    for (group, body, dedup) in sent {
+        let request = message(body, Some(group), Some(dedup));
+        receipts.push(messages.send("q.fifo", request).await.unwrap());
+    }
+    let sequence: Vec<u128> = receipts
+        .iter()
+        .map(|r| r.sequence_number.unwrap())
+        .collect();
+    assert!(sequence.windows(2).all(|w| w[0] < w[1]), "{sequence:?}");
+    // Deduplicated within five minutes: the original's id and sequence number.
+    let again = messages
+        .send("q.fifo", message("other", Some("g1"), Some("d1")))
+        .await
+        .unwrap();
+    assert!(again.duplicate);
+    assert_eq!(
+        (again.message_id, again.sequence_number),
+        (receipts[0].message_id, receipts[0].sequence_number)
+    );
+    let run = receive(messages, "q.fifo", 10).await;
+    assert_eq!(bodies(&run), ["a1", "a2", "b1"]);
+    assert_eq!(run[0].message.id, receipts[0].message_id);
+    // Both groups are locked while their messages are in flight.
+    assert!(receive(messages, "q.fifo", 10).await.is_empty());
+    let deleted = messages
+        .delete("q.fifo", vec![&run[0].receipt_handle])
+        .await
+        .unwrap();
+    assert!(deleted[0].is_ok());
+    assert!(
+        receive(messages, "q.fifo", 10).await.is_empty(),
+        "a2 still holds g1"
+    );
+    // Visible again at once: back at the head of its group.
+    let changed = messages
+        .change_visibility("q.fifo", vec![(&run[1].receipt_handle, 0)])
+        .await
+        .unwrap();
+    assert!(changed[0].is_ok());
+    let back = receive(messages, "q.fifo", 10).await;
+    assert_eq!(bodies(&back), ["a2"]);
+    assert_eq!(back[0].message.receive_count, 2);
+    // The earlier receive's handle has expired on a FIFO queue.
+    let stale = messages
+        .delete("q.fifo", vec![&run[1].receipt_handle])
+        .await
+        .unwrap();
+    assert!(stale[0]
+        .as_ref()
+        .unwrap_err()
+        .to_string()
+        .ends_with("The receipt handle has expired."));
+    let stale = messages
+        .change_visibility("q.fifo", vec![(&run[1].receipt_handle, 5)])
+        .await
+        .unwrap();
+    assert!(stale[0].is_err());
+    assert_eq!(counts(admin, "q.fifo", clock).await, (0, 2, 0));
+    // After the window the same deduplication id is a new message.
+    clock.advance_millis(5 * 60_000);
+    let later = messages
+        .send("q.fifo", message("a3", Some("g1"), Some("d1")))
+        .await
+        .unwrap();
+    assert!(!later.duplicate);
+    assert!(later.sequence_number > receipts[2].sequence_number);
+    // A head made visible again comes back alone: what follows it is still in flight.
+    for body in ["m1", "m2", "m3"] {
+        messages
+            .send("q.fifo", message(body, Some("g4"), Some(body)))
+            .await
+            .unwrap();
+    }
+    let all = receive(messages, "q.fifo", 10).await;
+    let g4: Vec<&Received> = all
+        .iter()
+        .filter(|r| r.message.group_id.as_deref() == Some("g4"))
+        .collect();
+    assert_eq!(
+        g4.iter().map(|r| &*r.message.body).collect::<Vec<_>>(),
+        ["m1", "m2", "m3"]
+    );
+    let changed = messages
+        .change_visibility("q.fifo", vec![(&g4[0].receipt_handle, 0)])
+        .await
+        .unwrap();
+    assert!(changed[0].is_ok());
+    assert_eq!(bodies(&receive(messages, "q.fifo", 10).await), ["m1"]);
+    let batch = vec![
+        message("x", Some("g3"), Some("d9")),
+        message("y", None, Some("d10")),
+    ];
+    let refused = messages.send_batch("q.fifo", batch).await;
+    assert!(matches!(
+        refused,
+        Err(BackendError::Rejected(EngineError::InvalidParameterValue(
+            _
+        )))
+    ));
+
+    delays_and_dead_letters(backend, clock).await;
+    long_polls(backend, clock).await;
+}
+
+/// A queue's delay holds messages back; a message received maxReceiveCount times moves to
+/// the dead-letter queue on the next receive, keeping its id and count.
+async fn delays_and_dead_letters<B: QueueAdmin + Messages>(backend: &B, clock: &ManualClock) {
+    let now = || clock.now();
+    backend
+        .create_queue(create("slow", &[("DelaySeconds", "5")], now()))
+        .await
+        .unwrap();
+    backend
+        .send("slow", message("late", None, None))
+        .await
+        .unwrap();
+    assert_eq!(counts(backend, "slow", clock).await, (0, 0, 1));
+    assert!(receive(backend, "slow", 1).await.is_empty());
+    clock.advance_millis(5_000);
+    assert_eq!(bodies(&receive(backend, "slow", 1).await), ["late"]);
+
+    let fifo = ("FifoQueue", "true");
+    backend
+        .create_queue(create("dead.fifo", &[fifo], now()))
+        .await
+        .unwrap();
+    let redrive = format!(r#"{{"deadLetterTargetArn":"{ARN}dead.fifo","maxReceiveCount":2}}"#);
+    let attributes = [
+        fifo,
+        ("RedrivePolicy", &redrive),
+        ("VisibilityTimeout", "10"),
+    ];
+    backend
+        .create_queue(create("live.fifo", &attributes, now()))
+        .await
+        .unwrap();
+    let sent = backend
+        .send("live.fifo", message("poison", Some("g"), Some("p")))
+        .await
+        .unwrap();
+    for _ in 0..2 {
+        assert_eq!(bodies(&receive(backend, "live.fifo", 1).await), ["poison"]);
+        clock.advance_millis(10_000);
+    }
+    assert!(
+        receive(backend, "live.fifo", 1).await.is_empty(),
+        "moved, not received"
+    );
+    assert_eq!(counts(backend, "live.fifo", clock).await, (0, 0, 0));
+    let moved = receive(backend, "dead.fifo", 1).await;
+    assert_eq!(bodies(&moved), ["poison"]);
+    assert_eq!(moved[0].message.id, sent.message_id);
+    assert_eq!(moved[0].message.receive_count, 3);
+    let source = moved[0]
+        .message
+        .dead_letter_source_arn()
+        .map(|a| a.to_string());
+    assert_eq!(source, Some(format!("{ARN}live.fifo")));
+}
+
+/// A long poll returns as soon as a message arrives, and empty when its wait ends.
+async fn long_polls<B: QueueAdmin + Messages>(backend: &B, clock: &ManualClock) {
+    backend
+        .create_queue(create("polled", &[], clock.now()))
+        .await
+        .unwrap();
+    let poll = backend.receive("polled", ReceiveRequest::default(), Some(20));
+    let send = async {
+        // Let the poll find the queue empty and wait (real time: only orders the two).
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        backend
+            .send("polled", message("woken", None, None))
+            .await
+            .unwrap();
+    };
+    let guard = std::time::Duration::from_secs(10);
+    let (got, ()) = tokio::time::timeout(guard, async { tokio::join!(poll, send) })
+        .await
+        .expect("woken");
+    assert_eq!(bodies(&got.unwrap()), ["woken"]);
+    let poll = backend.receive("polled", ReceiveRequest::default(), Some(20));
+    let wait_out = async {
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        clock.advance_millis(20_000);
+    };
+    let (got, ()) = tokio::time::timeout(guard, async { tokio::join!(poll, wait_out) })
+        .await
+        .expect("ended");
+    assert!(got.unwrap().is_empty());
 }

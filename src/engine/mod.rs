@@ -411,7 +411,6 @@ impl<W: Default> Engine<W> {
     }
 }
 
-/// Tag limits: keys 1-128 characters, values up to 256, at most 50 per queue once applied.
 /// The queue name in an SQS ARN of this region and account.
 pub fn queue_name_in_arn<'a>(arn: &'a str, region: &str, account_id: &str) -> Option<&'a str> {
     let rest = arn.strip_prefix("arn:aws:sqs:")?;
@@ -420,6 +419,7 @@ pub fn queue_name_in_arn<'a>(arn: &'a str, region: &str, account_id: &str) -> Op
     (in_region == region && in_account == account_id).then_some(name)
 }
 
+/// Tag limits: keys 1-128 characters, values up to 256, at most 50 per queue once applied.
 pub fn check_tags<'a>(
     tags: impl Iterator<Item = (&'a str, &'a str)>,
     total_after: usize,

@@ -139,3 +139,9 @@ async fn keeps_the_rules_of_queue_administration() {
     let (backend, _journal, clock) = backend_on_clock(MemStorage::default());
     crate::backend::conformance::queue_administration(&backend, clock.now()).await;
 }
+
+#[tokio::test]
+async fn keeps_the_rules_of_messages() {
+    let (backend, _journal, clock) = backend_on_clock(MemStorage::default());
+    crate::backend::conformance::messages(&backend, &clock).await;
+}

@@ -1,9 +1,11 @@
 //! The PostgreSQL backend: every node keeps its state in one shared database, so several
 //! stateless Orderly nodes serve one set of queues and topics (issue 30).
 //!
-//! Under construction: queue administration (`QueueAdmin`) is implemented and tested against
-//! a real PostgreSQL; messages, topics, move tasks and the webhook outbox are not yet, so the
-//! backend cannot be selected with `--storage` until they are.
+//! Under construction: queue administration (`QueueAdmin`) and messages (`Messages`: FIFO
+//! groups and their lock, deduplication, visibility, dead-letter queues; not yet retention,
+//! receive attempt ids, the in-flight cap or waking long polls across nodes) are implemented
+//! and tested against a real PostgreSQL; topics, move tasks and the webhook outbox are not,
+//! so the backend cannot be selected with `--storage` until they are.
 //!
 //! Each operation runs in one transaction at READ COMMITTED, taking row locks (`FOR UPDATE`)
 //! on what it changes, so nodes changing the same queue take turns. The rules that need no
@@ -11,13 +13,17 @@
 //! (`QueueConfig::apply`, `check_dead_letter_target`, `check_tags`), so both backends apply
 //! the same ones.
 
+mod message_store;
+mod messages;
 mod queues;
 pub mod schema;
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
 use thiserror::Error;
+use tokio::sync::Notify;
 use tokio_postgres::NoTls;
 
 use super::{BackendError, BackendResult};
@@ -56,6 +62,8 @@ pub struct Postgres {
     region: String,
     delete_cooldown_ms: u64,
     clock: Arc<dyn Clock>,
+    /// Per queue (by uid), what wakes this node's long polls on it.
+    wakers: Mutex<HashMap<i64, Arc<Notify>>>,
 }
 
 /// A database failure, as the service reports it (nothing is acknowledged that did not commit).
@@ -95,12 +103,39 @@ impl Postgres {
             region: settings.region,
             delete_cooldown_ms: settings.delete_cooldown_ms,
             clock,
+            wakers: Mutex::default(),
         })
     }
 
     /// A pooled connection.
     async fn client(&self) -> BackendResult<deadpool_postgres::Object> {
         self.pool.get().await.map_err(unavailable)
+    }
+
+    /// What a long poll on the queue waits for.
+    fn waker(&self, uid: i64) -> Arc<Notify> {
+        let mut wakers = self.wakers.lock().unwrap_or_else(|p| p.into_inner());
+        wakers.entry(uid).or_default().clone()
+    }
+
+    /// Wakes one long poll on the queue (it wakes the next if it leaves messages behind).
+    fn wake(&self, uid: i64) {
+        let wakers = self.wakers.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(waker) = wakers.get(&uid) {
+            waker.notify_one();
+        }
+    }
+
+    /// Forgets a deleted queue's waker, waking every poll on it (they find it empty).
+    fn forget_waker(&self, uid: i64) {
+        let removed = self
+            .wakers
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&uid);
+        if let Some(waker) = removed {
+            waker.notify_waiters();
+        }
     }
 
     fn queue_arn(&self, name: &str) -> String {

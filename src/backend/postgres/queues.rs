@@ -9,18 +9,18 @@ use tokio_postgres::Row;
 
 use super::{unavailable, Postgres};
 use crate::backend::{Answer, BackendResult, CreateQueue, PolicyEdit, QueueAdmin, QueueView};
-use crate::engine::queue::config::check_dead_letter_target;
+use crate::engine::queue::config::{check_dead_letter_target, DedupScope};
 use crate::engine::queue::{Counts, PURGE_INTERVAL_MS};
 use crate::engine::{check_tags, queue_name_in_arn, EngineError, QueueConfig, Timestamp};
 
 /// The columns `config_of` reads.
 const CONFIG: &str = "fifo, attributes, created_at, last_modified_at";
 
-fn millis(at: Timestamp) -> i64 {
+pub(super) fn millis(at: Timestamp) -> i64 {
     i64::try_from(at.millis()).unwrap_or(i64::MAX)
 }
 
-fn timestamp(millis: i64) -> Timestamp {
+pub(super) fn timestamp(millis: i64) -> Timestamp {
     Timestamp(u64::try_from(millis).unwrap_or(0))
 }
 
@@ -47,7 +47,7 @@ fn object_of<'a>(pairs: impl IntoIterator<Item = (&'a String, &'a String)>) -> V
     )
 }
 
-fn config_of(row: &Row) -> BackendResult<QueueConfig> {
+pub(super) fn config_of(row: &Row) -> BackendResult<QueueConfig> {
     let attributes = pairs_of(row.try_get("attributes").map_err(unavailable)?);
     QueueConfig::from_stored(
         row.try_get("fifo").map_err(unavailable)?,
@@ -158,8 +158,8 @@ impl Postgres {
             let inserted = tx
                 .execute(
                     "INSERT INTO queues (name, fifo, attributes, tags, created_at, \
-                     last_modified_at, dead_letter_target_arn) \
-                     VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (name) DO NOTHING",
+                     last_modified_at, dead_letter_target_arn, dedup_by_group) \
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT (name) DO NOTHING",
                     &[
                         &request.name,
                         &config.fifo,
@@ -168,6 +168,7 @@ impl Postgres {
                         &millis(config.created_at),
                         &millis(config.last_modified_at),
                         &dead_letter_target(config),
+                        &(config.dedup_scope == DedupScope::MessageGroup),
                     ],
                 )
                 .await
@@ -179,19 +180,35 @@ impl Postgres {
         }
     }
 
-    async fn describe(&self, name: &str) -> BackendResult<QueueView> {
+    async fn describe(&self, name: &str, now: Timestamp) -> BackendResult<QueueView> {
         let client = self.client().await?;
-        let sql = format!("SELECT {CONFIG} FROM queues WHERE name = $1");
+        let sql = format!("SELECT uid, {CONFIG} FROM queues WHERE name = $1");
         let row = client
             .query_opt(&sql, &[&name])
             .await
             .map_err(unavailable)?
             .ok_or(EngineError::QueueDoesNotExist)?;
+        let uid: i64 = row.get("uid");
+        // Approximate on AWS too; a scan of the queue's messages (not a hot path).
+        let counts = client
+            .query_one(
+                "SELECT count(*) FILTER (WHERE visible_at <= $2), \
+                 count(*) FILTER (WHERE visible_at > $2 AND received), \
+                 count(*) FILTER (WHERE visible_at > $2 AND NOT received) \
+                 FROM messages WHERE queue_uid = $1",
+                &[&uid, &millis(now)],
+            )
+            .await
+            .map_err(unavailable)?;
+        let count = |i: usize| usize::try_from(counts.get::<_, i64>(i)).unwrap_or(0);
         Ok(QueueView {
             arn: self.queue_arn(name).into(),
             config: config_of(&row)?,
-            // No message is stored on this backend yet (sending is still to come).
-            counts: Counts::default(),
+            counts: Counts {
+                visible: count(0),
+                in_flight: count(1),
+                delayed: count(2),
+            },
         })
     }
 
@@ -238,12 +255,10 @@ impl Postgres {
         let mut client = self.client().await?;
         let tx = client.transaction().await.map_err(unavailable)?;
         let deleted = tx
-            .execute("DELETE FROM queues WHERE name = $1", &[&name])
+            .query_opt("DELETE FROM queues WHERE name = $1 RETURNING uid", &[&name])
             .await
-            .map_err(unavailable)?;
-        if deleted == 0 {
-            return Err(EngineError::QueueDoesNotExist.into());
-        }
+            .map_err(unavailable)?
+            .ok_or(EngineError::QueueDoesNotExist)?;
         tx.execute(
             "INSERT INTO deleted_queues (name, deleted_at) VALUES ($1, $2) \
              ON CONFLICT (name) DO UPDATE SET deleted_at = EXCLUDED.deleted_at",
@@ -251,7 +266,9 @@ impl Postgres {
         )
         .await
         .map_err(unavailable)?;
-        tx.commit().await.map_err(unavailable)
+        tx.commit().await.map_err(unavailable)?;
+        self.forget_waker(deleted.get("uid"));
+        Ok(())
     }
 
     async fn purge(&self, name: &str, now: Timestamp) -> BackendResult<()> {
@@ -259,15 +276,20 @@ impl Postgres {
         let tx = client.transaction().await.map_err(unavailable)?;
         let row = tx
             .query_opt(
-                "SELECT last_purge FROM queues WHERE name = $1 FOR UPDATE",
+                "SELECT uid, last_purge FROM queues WHERE name = $1 FOR UPDATE",
                 &[&name],
             )
             .await
             .map_err(unavailable)?
             .ok_or(EngineError::QueueDoesNotExist)?;
-        let last: Option<i64> = row.get(0);
+        let (uid, last): (i64, Option<i64>) = (row.get(0), row.get(1));
         if last.is_some_and(|last| now.millis_since(timestamp(last)) < PURGE_INTERVAL_MS) {
             return Err(EngineError::PurgeQueueInProgress(name.to_string()).into());
+        }
+        // Every message, and with them the groups and the deduplication history.
+        for table in ["messages", "fifo_groups", "dedup"] {
+            let sql = format!("DELETE FROM {table} WHERE queue_uid = $1");
+            tx.execute(&sql, &[&uid]).await.map_err(unavailable)?;
         }
         tx.execute(
             "UPDATE queues SET last_purge = $2 WHERE name = $1",
@@ -360,8 +382,8 @@ impl QueueAdmin for Postgres {
         Box::pin(self.delete(name, now))
     }
 
-    fn describe_queue<'a>(&'a self, name: &'a str, _now: Timestamp) -> Answer<'a, QueueView> {
-        Box::pin(self.describe(name))
+    fn describe_queue<'a>(&'a self, name: &'a str, now: Timestamp) -> Answer<'a, QueueView> {
+        Box::pin(self.describe(name, now))
     }
 
     fn set_queue_attributes<'a>(

@@ -9,7 +9,10 @@ use tokio_postgres::Client;
 use super::PostgresError;
 
 /// Each migration's SQL, in order: version N is the first N of them.
-const MIGRATIONS: &[&str] = &[include_str!("migrations/001_queues.sql")];
+const MIGRATIONS: &[&str] = &[
+    include_str!("migrations/001_queues.sql"),
+    include_str!("migrations/002_messages.sql"),
+];
 
 /// The schema version this build writes.
 pub const VERSION: i32 = MIGRATIONS.len() as i32;

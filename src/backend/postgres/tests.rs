@@ -203,3 +203,98 @@ async fn an_unreachable_database_is_reported_at_start() {
         Ok(_) => panic!("connected to nothing"),
     }
 }
+
+#[tokio::test]
+async fn keeps_the_rules_of_messages() {
+    let Some(url) = fresh_database().await else {
+        return;
+    };
+    let clock = clock();
+    let backend = node(&url, &clock).await;
+    crate::backend::conformance::messages(&backend, &clock).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn consumers_on_two_nodes_never_hold_one_group_at_once() {
+    use crate::backend::Messages;
+    use crate::engine::body::Body;
+    use crate::engine::queue::{ReceiveRequest, SendRequest};
+    const GROUPS: usize = 16;
+    const PER_GROUP: usize = 20;
+    let Some(url) = fresh_database().await else {
+        return;
+    };
+    let clock = clock();
+    let nodes = [
+        Arc::new(node(&url, &clock).await),
+        Arc::new(node(&url, &clock).await),
+    ];
+    let attributes = vec![("FifoQueue".to_string(), "true".to_string())];
+    let now = clock.now();
+    let request = crate::backend::CreateQueue {
+        name: "q.fifo".into(),
+        config: QueueConfig::for_create("q.fifo", &attributes, now).unwrap(),
+        attributes,
+        tags: Vec::new(),
+        now,
+    };
+    nodes[0].create_queue(request).await.unwrap();
+    // Each group's messages in order, in batches of 10, alternating between the nodes.
+    for i in (0..PER_GROUP).step_by(10) {
+        for group in 0..GROUPS {
+            let batch = (i..i + 10)
+                .map(|n| SendRequest {
+                    body: Body::new(format!("{group}:{n}")),
+                    group_id: Some(format!("g{group}").into()),
+                    dedup_id: Some(format!("{group}-{n}").into()),
+                    sender_id: "test".into(),
+                    ..SendRequest::default()
+                })
+                .collect();
+            let sent = nodes[group % 2].send_batch("q.fifo", batch).await.unwrap();
+            assert!(sent.iter().all(Result::is_ok));
+        }
+    }
+    // Four consumers, two per node: record what each receive returned, then delete it.
+    let seen = Arc::new(std::sync::Mutex::new(Vec::<(usize, usize)>::new()));
+    let consumers: Vec<_> = (0..4)
+        .map(|c| {
+            let (node, seen) = (nodes[c % 2].clone(), seen.clone());
+            tokio::spawn(async move {
+                while seen.lock().unwrap().len() < GROUPS * PER_GROUP {
+                    let request = ReceiveRequest {
+                        max_messages: Some(10),
+                        ..ReceiveRequest::default()
+                    };
+                    let got = node.receive("q.fifo", request, Some(0)).await.unwrap();
+                    seen.lock().unwrap().extend(got.iter().map(|r| {
+                        let (group, n) = r.message.body.split_once(':').unwrap();
+                        (group.parse().unwrap(), n.parse().unwrap())
+                    }));
+                    let handles = got.iter().map(|r| r.receipt_handle.as_str()).collect();
+                    let deleted = node.delete("q.fifo", handles).await.unwrap();
+                    assert!(deleted.iter().all(Result::is_ok), "{deleted:?}");
+                }
+            })
+        })
+        .collect();
+    let guard = std::time::Duration::from_secs(60);
+    for consumer in consumers {
+        tokio::time::timeout(guard, consumer)
+            .await
+            .expect("done in time")
+            .unwrap();
+    }
+    // Every group's messages, once each, in order: a second consumer never got a group while
+    // the first still held messages of it.
+    let seen = seen.lock().unwrap();
+    assert_eq!(seen.len(), GROUPS * PER_GROUP);
+    for group in 0..GROUPS {
+        let order: Vec<usize> = seen
+            .iter()
+            .filter(|(g, _)| *g == group)
+            .map(|(_, n)| *n)
+            .collect();
+        assert_eq!(order, (0..PER_GROUP).collect::<Vec<_>>(), "group {group}");
+    }
+}

@@ -9,6 +9,7 @@ pub mod config;
 mod groups;
 mod operations;
 pub mod receipt;
+pub mod send;
 
 #[cfg(test)]
 mod tests;
@@ -19,16 +20,17 @@ use std::sync::Arc;
 use super::window::ExpiringMap;
 use groups::GroupIndex;
 
-use super::body::{validate_body, Body};
+use super::body::Body;
 use super::error::{EngineError, EngineResult};
-use super::message::{
-    content_dedup_id, trace_header_md5, validate_attributes, validate_token, Md5Digest, Message,
-    MessageAttributes, MessageId, NewMessage, SequenceNumber,
-};
+use super::message::{Md5Digest, Message, MessageAttributes, MessageId, SequenceNumber};
 use super::time::Timestamp;
 use super::FastMap;
 pub use config::{DedupScope, QueueConfig, RedrivePolicy};
-pub use operations::{ReceiveOutcome, ReceiveRequest, Received};
+pub use operations::{
+    check_receive, check_visibility, expired_handle, ReceiveOutcome, ReceiveRequest, Received,
+    MAX_VISIBILITY_SECONDS,
+};
+use send::Prepared;
 
 /// AWS's in-flight limit, for FIFO and standard queues alike.
 pub const INFLIGHT_LIMIT: usize = 120_000;
@@ -36,8 +38,6 @@ pub const INFLIGHT_LIMIT: usize = 120_000;
 pub const DEDUP_WINDOW_MS: u64 = 5 * 60 * 1000;
 /// Only one PurgeQueue per queue in this period.
 pub const PURGE_INTERVAL_MS: u64 = 60_000;
-/// SequenceNumbers are 20-digit decimals, like AWS's.
-const SEQUENCE_BASE: u128 = 18_000_000_000_000_000_000;
 
 /// Where a message stands; deadlines are absolute, so a restored state needs no adjusting.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -101,13 +101,6 @@ pub type AttemptEntries = Vec<(u64, u64, u32)>;
 pub struct DedupRecord {
     pub(crate) message_id: MessageId,
     pub(crate) sequence_number: Option<SequenceNumber>,
-}
-
-/// A send that passed validation and is ready to enqueue.
-struct Prepared {
-    message: Message,
-    delay_seconds: u32,
-    bypass_dedup: bool,
 }
 
 /// Why a message arrives from another queue.
@@ -366,7 +359,7 @@ impl Queue {
         let seq = self.next_seq;
         self.next_seq += 1;
         if self.config.fifo {
-            message.sequence_number = Some((SEQUENCE_BASE + seq as u128).into());
+            message.sequence_number = Some(send::sequence_number(seq));
         }
         let state = if delay_seconds > 0 {
             State::Delayed(now.plus_seconds(delay_seconds as u64))
@@ -388,162 +381,44 @@ impl Queue {
         seq
     }
 
-    /// Checks a send against the queue's rules and builds the message; stores nothing.
-    fn prepare(&self, req: SendRequest, now: Timestamp, in_batch: bool) -> EngineResult<Prepared> {
-        validate_body(&req.body)?;
-        validate_attributes(&req.attributes)?;
-        let size = req.body.len() + req.attributes.size();
-        if size > self.config.maximum_message_size as usize {
-            let verb = if in_batch {
-                "cannot be validated"
-            } else {
-                "are invalid"
-            };
-            return Err(EngineError::invalid(format!(
-                "One or more parameters {verb}. Reason: Message must be shorter than {} bytes.",
-                self.config.maximum_message_size
-            )));
-        }
-        let delay = match req.delay_seconds {
-            None => self.config.delay_seconds,
-            Some(d) if !(0..=900).contains(&d) => {
-                return Err(EngineError::invalid(format!(
-                    "Value {d} for parameter DelaySeconds is invalid. Reason: DelaySeconds must be >= 0 and <= 900."
-                )))
-            }
-            Some(d) if self.config.fifo && d > 0 => {
-                return Err(EngineError::invalid(format!(
-                    "Value {d} for parameter DelaySeconds is invalid. Reason: The request include parameter that is not valid for this queue type."
-                )))
-            }
-            Some(0) => self.config.delay_seconds,
-            Some(d) => d as u32,
-        };
-        if let Some(trace) = &req.trace_header {
-            if trace.is_empty() {
-                return Err(EngineError::invalid(
-                    "Message (system) attribute 'AWSTraceHeader' must contain a non-empty value of type 'String'.",
-                ));
-            }
-        }
-        if let Some(group) = &req.group_id {
-            validate_token("MessageGroupId", group)?;
-        }
-        let dedup_id = if self.config.fifo {
-            if req.group_id.is_none() {
-                return Err(EngineError::missing("MessageGroupId"));
-            }
-            match req.dedup_id {
-                Some(id) => {
-                    validate_token("MessageDeduplicationId", &id)?;
-                    Some(id)
-                }
-                None if self.config.content_based_dedup => {
-                    Some(content_dedup_id(&req.body).into())
-                }
-                None => return Err(EngineError::invalid(
-                    "The queue should either have ContentBasedDeduplication enabled or MessageDeduplicationId provided explicitly",
-                )),
-            }
-        } else {
-            if let Some(id) = req.dedup_id {
-                return Err(EngineError::invalid(format!(
-                    "Value {id} for parameter MessageDeduplicationId is invalid. Reason: The request include parameter that is not valid for this queue type."
-                )));
-            }
-            None
-        };
-        Ok(Prepared {
-            message: Message::new(NewMessage {
-                attributes_md5: req.attributes.md5().map(Arc::from),
-                body: req.body,
-                attributes: req.attributes,
-                trace_header: req.trace_header,
-                sender_id: req.sender_id,
-                sent_at: now,
-                group_id: req.group_id,
-                dedup_id,
-            }),
-            delay_seconds: delay,
-            bypass_dedup: req.bypass_dedup,
-        })
-    }
-
-    fn dedup_key(&self, message: &Message) -> Arc<str> {
-        let id = message
-            .dedup_id
-            .as_ref()
-            .expect("FIFO messages have dedup ids");
-        match self.dedup_scope {
-            DedupScope::Queue => id.clone(),
-            DedupScope::MessageGroup => {
-                let group = message
-                    .group_id
-                    .as_deref()
-                    .expect("FIFO messages have groups");
-                format!("{}\u{0}{id}", group).into()
-            }
-        }
-    }
-
     fn enqueue(&mut self, prepared: Prepared, now: Timestamp) -> SendReceipt {
         let Prepared {
             message,
             delay_seconds,
             bypass_dedup,
         } = prepared;
-        let trace_header_md5 = message.trace_header().map(|t| trace_header_md5(t));
-        if self.config.fifo {
-            let key = self.dedup_key(&message);
-            if let Some(original) = self.dedup.get(&key, now).filter(|_| !bypass_dedup) {
-                return SendReceipt {
-                    message_id: original.message_id,
-                    body_md5: message.body_md5,
-                    attributes_md5: message.attributes_md5().cloned(),
-                    trace_header_md5,
-                    sequence_number: original.sequence_number.map(SequenceNumber::get),
-                    duplicate: true,
-                };
-            }
-            let seq = self.insert(message, delay_seconds, now, now);
-            let stored = &self.messages[&seq].message;
-            let record = DedupRecord {
-                message_id: stored.id,
-                sequence_number: stored.sequence_number,
-            };
-            let receipt = SendReceipt {
-                message_id: stored.id,
-                body_md5: stored.body_md5,
-                attributes_md5: stored.attributes_md5().cloned(),
-                trace_header_md5,
-                sequence_number: stored.sequence_number.map(SequenceNumber::get),
-                duplicate: false,
-            };
-            let expires_at = now.plus_millis(DEDUP_WINDOW_MS);
-            self.note(|| changes::QueueChange::Dedup {
-                key: key.clone(),
-                record: record.clone(),
-                expires_at,
-            });
-            self.dedup.insert(key, record, expires_at);
-            receipt
-        } else {
-            let receipt = SendReceipt {
-                message_id: message.id,
-                body_md5: message.body_md5,
-                attributes_md5: message.attributes_md5().cloned(),
-                trace_header_md5,
-                sequence_number: None,
-                duplicate: false,
-            };
+        if !self.config.fifo {
+            let receipt = send::receipt(&message, None);
             self.insert(message, delay_seconds, now, now);
-            receipt
+            return receipt;
         }
+        let key = send::dedup_key(self.dedup_scope, &message);
+        if let Some(original) = self.dedup.get(&key, now).filter(|_| !bypass_dedup) {
+            return send::receipt(
+                &message,
+                Some((original.message_id, original.sequence_number)),
+            );
+        }
+        let seq = self.insert(message, delay_seconds, now, now);
+        let stored = &self.messages[&seq].message;
+        let record = DedupRecord {
+            message_id: stored.id,
+            sequence_number: stored.sequence_number,
+        };
+        let receipt = send::receipt(stored, None);
+        let expires_at = now.plus_millis(DEDUP_WINDOW_MS);
+        self.note(|| changes::QueueChange::Dedup {
+            key: key.clone(),
+            record: record.clone(),
+            expires_at,
+        });
+        self.dedup.insert(key, record, expires_at);
+        receipt
     }
 
     /// SendMessage. The caller has run `tick(now)`.
     pub fn send(&mut self, req: SendRequest, now: Timestamp) -> EngineResult<SendReceipt> {
-        let prepared = self.prepare(req, now, false)?;
+        let prepared = send::prepare(&self.config, req, now, false)?;
         Ok(self.enqueue(prepared, now))
     }
 
@@ -554,22 +429,11 @@ impl Queue {
         entries: Vec<SendRequest>,
         now: Timestamp,
     ) -> EngineResult<Vec<EngineResult<SendReceipt>>> {
-        if self.config.fifo {
-            if entries.iter().any(|e| e.group_id.is_none()) {
-                return Err(EngineError::invalid(
-                    "The request must contain the parameter MessageGroupId.",
-                ));
-            }
-            if !self.config.content_based_dedup && entries.iter().any(|e| e.dedup_id.is_none()) {
-                return Err(EngineError::invalid(
-                    "The queue should either have ContentBasedDeduplication enabled or MessageDeduplicationId provided explicitly",
-                ));
-            }
-        }
+        send::check_batch(&self.config, &entries)?;
         Ok(entries
             .into_iter()
             .map(|entry| {
-                let prepared = self.prepare(entry, now, true)?;
+                let prepared = send::prepare(&self.config, entry, now, true)?;
                 Ok(self.enqueue(prepared, now))
             })
             .collect())

@@ -2,6 +2,7 @@
 
 use std::sync::Arc;
 
+use super::config::QueueConfig;
 use super::receipt::Receipt;
 use super::{Order, Queue, State};
 use crate::engine::error::{EngineError, EngineResult};
@@ -30,9 +31,11 @@ pub struct ReceiveOutcome {
     pub dead_letters: Vec<Message>,
 }
 
-const MAX_VISIBILITY_SECONDS: i64 = 43_200;
+/// The longest a message may stay in flight from one receive, however often it is extended.
+pub const MAX_VISIBILITY_SECONDS: i64 = 43_200;
 
-fn check_visibility(value: i64) -> EngineResult<u64> {
+/// A visibility timeout in seconds, checked against AWS's range.
+pub fn check_visibility(value: i64) -> EngineResult<u64> {
     if (0..=MAX_VISIBILITY_SECONDS).contains(&value) {
         Ok(value as u64)
     } else {
@@ -42,7 +45,27 @@ fn check_visibility(value: i64) -> EngineResult<u64> {
     }
 }
 
-fn expired_handle(handle: &str) -> EngineError {
+/// ReceiveMessage's own parameters against the queue's defaults: how many messages at most,
+/// and the visibility timeout in seconds.
+pub fn check_receive(config: &QueueConfig, req: &ReceiveRequest) -> EngineResult<(usize, u64)> {
+    let max = req.max_messages.unwrap_or(1);
+    if !(1..=10).contains(&max) {
+        return Err(EngineError::invalid(format!(
+            "Value {max} for parameter MaxNumberOfMessages is invalid. Reason: Must be between 1 and 10, if provided."
+        )));
+    }
+    let visibility = match req.visibility_timeout {
+        Some(v) => check_visibility(v)?,
+        None => config.visibility_timeout as u64,
+    };
+    if let Some(id) = &req.attempt_id {
+        validate_token("ReceiveRequestAttemptId", id)?;
+    }
+    Ok((max as usize, visibility))
+}
+
+/// A FIFO handle whose receive is no longer the message's current one.
+pub fn expired_handle(handle: &str) -> EngineError {
     EngineError::invalid(format!(
         "Value {handle} for parameter ReceiptHandle is invalid. Reason: The receipt handle has expired."
     ))
@@ -51,20 +74,7 @@ fn expired_handle(handle: &str) -> EngineError {
 impl Queue {
     /// Validates a receive's parameters and returns (max messages, visibility seconds).
     pub fn check_receive(&self, req: &ReceiveRequest) -> EngineResult<(usize, u64)> {
-        let max = req.max_messages.unwrap_or(1);
-        if !(1..=10).contains(&max) {
-            return Err(EngineError::invalid(format!(
-                "Value {max} for parameter MaxNumberOfMessages is invalid. Reason: Must be between 1 and 10, if provided."
-            )));
-        }
-        let visibility = match req.visibility_timeout {
-            Some(v) => check_visibility(v)?,
-            None => self.config.visibility_timeout as u64,
-        };
-        if let Some(id) = &req.attempt_id {
-            validate_token("ReceiveRequestAttemptId", id)?;
-        }
-        Ok((max as usize, visibility))
+        check_receive(&self.config, req)
     }
 
     /// ReceiveMessage. `dead_letter_to` is the redrive policy's maxReceiveCount when the

@@ -114,5 +114,31 @@ pub fn check_snapshot_version(header: &[u8]) -> Result<(), FormatError> {
     Ok(())
 }
 
+/// One message on its own, for storage that keeps messages as rows (the PostgreSQL backend):
+/// this build's version byte, then the message as the log writes it.
+pub fn encode_message(message: &engine::message::Message) -> Vec<u8> {
+    let mut out = vec![VERSION];
+    let encoded =
+        postcard::to_allocvec(&message::Message::from(message)).expect("a message always encodes");
+    out.extend_from_slice(&encoded);
+    out
+}
+
+/// A message `encode_message` wrote (by this build or an older one).
+pub fn decode_message(bytes: &[u8]) -> Result<engine::message::Message, FormatError> {
+    let Some((&version, rest)) = bytes.split_first() else {
+        return Err(FormatError::Damaged("an empty message record".into()));
+    };
+    if version > VERSION {
+        return Err(FormatError::Newer {
+            what: "a stored message".into(),
+            found: u32::from(version),
+        });
+    }
+    let stored: message::Message = postcard::from_bytes(rest)
+        .map_err(|e| FormatError::Damaged(format!("a stored message does not decode: {e}")))?;
+    Ok(stored.into_live())
+}
+
 #[cfg(test)]
 mod tests;

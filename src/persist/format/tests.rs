@@ -301,3 +301,22 @@ mod at_startup {
         );
     }
 }
+
+#[test]
+fn a_message_stored_alone_carries_its_version() {
+    let mut full = sample(Some("Root=1-abc"));
+    full.receive_count = 2;
+    let bytes = encode_message(&full);
+    assert_eq!(bytes[0], VERSION);
+    let back = decode_message(&bytes).unwrap();
+    assert_eq!(format!("{back:?}"), format!("{full:?}"));
+    let mut newer = bytes.clone();
+    newer[0] = VERSION + 1;
+    let refused = decode_message(&newer).unwrap_err().to_string();
+    assert!(refused.contains("newer than this build"), "{refused}");
+    assert!(matches!(decode_message(&[]), Err(FormatError::Damaged(_))));
+    assert!(matches!(
+        decode_message(&bytes[..bytes.len() - 3]),
+        Err(FormatError::Damaged(_))
+    ));
+}

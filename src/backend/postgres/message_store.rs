@@ -1,0 +1,609 @@
+//! Messages in PostgreSQL's tables: storing a send, one receive, deleting and changing the
+//! visibility of one message, with FIFO groups, their lock and deduplication (schema:
+//! `migrations/002_messages.sql`). `messages.rs` builds the actions on these.
+//!
+//! Lock order, the same in every transaction so two never wait on each other: a send's
+//! deduplication row, then FIFO group rows, then message rows.
+
+use std::sync::Arc;
+
+use deadpool_postgres::{GenericClient, Transaction};
+use tokio_postgres::Row;
+
+use super::queues::{config_of, millis, timestamp};
+use super::{unavailable, Postgres};
+use crate::backend::{BackendError, BackendResult};
+use crate::engine::message::{Message, MessageId};
+use crate::engine::queue::config::DedupScope;
+use crate::engine::queue::receipt::Receipt;
+use crate::engine::queue::send::{self, Prepared};
+use crate::engine::queue::{
+    check_visibility, expired_handle, QueueConfig, Received, SendReceipt, DEDUP_WINDOW_MS,
+    MAX_VISIBILITY_SECONDS,
+};
+use crate::engine::{queue_name_in_arn, EngineError, EngineResult, Timestamp};
+use crate::persist::format::{decode_message, encode_message};
+
+/// A queue as message operations need it.
+pub(super) struct QueueRow {
+    pub uid: i64,
+    pub name: String,
+    pub config: QueueConfig,
+    pub dedup_scope: DedupScope,
+}
+
+/// The columns `received_of` reads.
+const RECEIVED: &str = "seq, receive_no, receive_count, first_receive_at, content";
+
+fn message_of(row: &Row) -> BackendResult<Message> {
+    let content: &[u8] = row.try_get("content").map_err(unavailable)?;
+    let mut message = decode_message(content).map_err(unavailable)?;
+    message.receive_count = u32::try_from(row.get::<_, i32>("receive_count")).unwrap_or(0);
+    message.first_receive_at = row.get::<_, Option<i64>>("first_receive_at").map(timestamp);
+    Ok(message)
+}
+
+impl Postgres {
+    pub(super) async fn queue_row(
+        &self,
+        client: &impl GenericClient,
+        name: &str,
+    ) -> BackendResult<QueueRow> {
+        let row = client
+            .query_opt(
+                "SELECT uid, fifo, attributes, created_at, last_modified_at, dedup_by_group \
+                 FROM queues WHERE name = $1",
+                &[&name],
+            )
+            .await
+            .map_err(unavailable)?
+            .ok_or(EngineError::QueueDoesNotExist)?;
+        Ok(QueueRow {
+            uid: row.get("uid"),
+            name: name.to_string(),
+            config: config_of(&row)?,
+            dedup_scope: if row.get("dedup_by_group") {
+                DedupScope::MessageGroup
+            } else {
+                DedupScope::Queue
+            },
+        })
+    }
+
+    /// Stores a checked send; a FIFO duplicate within the window answers the original's ids.
+    pub(super) async fn store(
+        &self,
+        tx: &Transaction<'_>,
+        queue: &QueueRow,
+        prepared: Prepared,
+        now: Timestamp,
+    ) -> BackendResult<SendReceipt> {
+        let Prepared {
+            mut message,
+            delay_seconds,
+            bypass_dedup,
+        } = prepared;
+        let visible_at = now.plus_seconds(u64::from(delay_seconds));
+        if !queue.config.fifo {
+            let seq = next_seq(tx).await?;
+            self.insert(tx, queue.uid, seq, &message, visible_at, now)
+                .await?;
+            return Ok(send::receipt(&message, None));
+        }
+        let key = send::dedup_key(queue.dedup_scope, &message);
+        let claimed = tx
+            .query_opt(
+                "INSERT INTO dedup (queue_uid, key, message_id, seq, expires_at) \
+                 VALUES ($1, $2, $3, 0, $4) ON CONFLICT (queue_uid, key) DO UPDATE \
+                 SET message_id = EXCLUDED.message_id, seq = 0, expires_at = EXCLUDED.expires_at \
+                 WHERE dedup.expires_at <= $5 OR $6 RETURNING 1",
+                &[
+                    &queue.uid,
+                    &&*key,
+                    &message.id.text().as_str(),
+                    &millis(now.plus_millis(DEDUP_WINDOW_MS)),
+                    &millis(now),
+                    &bypass_dedup,
+                ],
+            )
+            .await
+            .map_err(unavailable)?;
+        if claimed.is_none() {
+            let row = tx
+                .query_one(
+                    "SELECT message_id, seq FROM dedup WHERE queue_uid = $1 AND key = $2",
+                    &[&queue.uid, &&*key],
+                )
+                .await
+                .map_err(unavailable)?;
+            let id = MessageId::parse(row.get(0))
+                .ok_or_else(|| unavailable("a stored deduplication record is damaged"))?;
+            let seq = send::sequence_number(row.get::<_, i64>(1) as u64);
+            return Ok(send::receipt(&message, Some((id, Some(seq)))));
+        }
+        let group = message.group_id.clone().expect("FIFO messages have groups");
+        let head = lock_group(tx, queue.uid, &group).await?;
+        let seq = next_seq(tx).await?;
+        message.sequence_number = Some(send::sequence_number(seq as u64));
+        self.insert(tx, queue.uid, seq, &message, visible_at, now)
+            .await?;
+        if head.is_none() {
+            set_group_head(tx, queue.uid, &group, seq, visible_at).await?;
+        }
+        tx.execute(
+            "UPDATE dedup SET seq = $3 WHERE queue_uid = $1 AND key = $2",
+            &[&queue.uid, &&*key, &seq],
+        )
+        .await
+        .map_err(unavailable)?;
+        Ok(send::receipt(&message, None))
+    }
+
+    async fn insert(
+        &self,
+        tx: &impl GenericClient,
+        uid: i64,
+        seq: i64,
+        message: &Message,
+        visible_at: Timestamp,
+        enqueued_at: Timestamp,
+    ) -> BackendResult<()> {
+        tx.execute(
+            "INSERT INTO messages (queue_uid, seq, group_id, visible_at, receive_count, \
+             first_receive_at, enqueued_at, content) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+            &[
+                &uid,
+                &seq,
+                &message.group_id.as_deref(),
+                &millis(visible_at),
+                &i32::try_from(message.receive_count).unwrap_or(i32::MAX),
+                &message.first_receive_at.map(millis),
+                &millis(enqueued_at),
+                &encode_message(message),
+            ],
+        )
+        .await
+        .map_err(unavailable)?;
+        Ok(())
+    }
+
+    /// One receive, without waiting: up to `max` messages put in flight until `deadline`;
+    /// messages received `dead_letter_after` times already go to the dead-letter queue instead.
+    pub(super) async fn receive_now(
+        &self,
+        queue: &QueueRow,
+        max: usize,
+        deadline: Timestamp,
+        now: Timestamp,
+    ) -> BackendResult<Vec<Received>> {
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(unavailable)?;
+        let dead_letter = self.dead_letter_target(&tx, queue).await?;
+        let mut taken = Taken::default();
+        if queue.config.fifo {
+            let groups = tx
+                .query(
+                    "SELECT group_id FROM fifo_groups WHERE queue_uid = $1 AND available_at <= $2 \
+                     ORDER BY available_at, head_seq LIMIT $3 FOR UPDATE SKIP LOCKED",
+                    &[&queue.uid, &millis(now), &(max as i64)],
+                )
+                .await
+                .map_err(unavailable)?;
+            for group in &groups {
+                let room = max - taken.received.len();
+                if room == 0 {
+                    break;
+                }
+                let group: &str = group.get(0);
+                let rows = tx
+                    .query(
+                        "SELECT seq, visible_at, receive_count FROM messages \
+                         WHERE queue_uid = $1 AND group_id = $2 ORDER BY seq LIMIT $3",
+                        &[&queue.uid, &group, &(room as i64)],
+                    )
+                    .await
+                    .map_err(unavailable)?;
+                // The group lock: nothing behind a message that is not visible.
+                let run: Vec<&Row> = rows
+                    .iter()
+                    .take_while(|r| r.get::<_, i64>("visible_at") <= millis(now))
+                    .collect();
+                self.take(&tx, queue, &run, &dead_letter, deadline, now, &mut taken)
+                    .await?;
+                refresh_group(&tx, queue.uid, group).await?;
+            }
+        } else {
+            let rows = tx
+                .query(
+                    "SELECT seq, visible_at, receive_count FROM messages \
+                     WHERE queue_uid = $1 AND visible_at <= $2 ORDER BY visible_at, seq \
+                     LIMIT $3 FOR UPDATE SKIP LOCKED",
+                    &[&queue.uid, &millis(now), &(max as i64)],
+                )
+                .await
+                .map_err(unavailable)?;
+            let run: Vec<&Row> = rows.iter().collect();
+            self.take(&tx, queue, &run, &dead_letter, deadline, now, &mut taken)
+                .await?;
+        }
+        if let (Some(target), false) = (&dead_letter, taken.dead_letters.is_empty()) {
+            self.dead_letter(&tx, queue, target, taken.dead_letters, now)
+                .await?;
+        }
+        tx.commit().await.map_err(unavailable)?;
+        Ok(taken.received)
+    }
+
+    /// The dead-letter queue and maxReceiveCount, if the queue has a redrive policy whose
+    /// target exists.
+    async fn dead_letter_target(
+        &self,
+        client: &impl GenericClient,
+        queue: &QueueRow,
+    ) -> BackendResult<Option<(QueueRow, u32)>> {
+        let Some(policy) = &queue.config.redrive_policy else {
+            return Ok(None);
+        };
+        let Some(name) = queue_name_in_arn(
+            &policy.dead_letter_target_arn,
+            &self.region,
+            &self.account_id,
+        ) else {
+            return Ok(None);
+        };
+        match self.queue_row(client, name).await {
+            Ok(target) => Ok(Some((target, policy.max_receive_count))),
+            Err(BackendError::Rejected(EngineError::QueueDoesNotExist)) => Ok(None),
+            Err(other) => Err(other),
+        }
+    }
+
+    /// Puts `run` in flight, in order, except those received often enough to be dead-lettered
+    /// (removed here, handed back in `taken.dead_letters`).
+    #[allow(clippy::too_many_arguments)]
+    async fn take(
+        &self,
+        tx: &Transaction<'_>,
+        queue: &QueueRow,
+        run: &[&Row],
+        dead_letter: &Option<(QueueRow, u32)>,
+        deadline: Timestamp,
+        now: Timestamp,
+        taken: &mut Taken,
+    ) -> BackendResult<()> {
+        let limit = dead_letter.as_ref().map(|(_, max)| *max);
+        let (mut expired, mut live) = (Vec::new(), Vec::new());
+        for row in run {
+            let seq: i64 = row.get("seq");
+            let count: i32 = row.get("receive_count");
+            if limit.is_some_and(|max| count as u32 >= max) {
+                expired.push(seq);
+            } else {
+                live.push(seq);
+            }
+        }
+        if !expired.is_empty() {
+            let sql = format!(
+                "DELETE FROM messages WHERE queue_uid = $1 AND seq = ANY($2) RETURNING {RECEIVED}, enqueued_at"
+            );
+            let rows = tx
+                .query(&sql, &[&queue.uid, &expired])
+                .await
+                .map_err(unavailable)?;
+            for row in &rows {
+                taken
+                    .dead_letters
+                    .push((message_of(row)?, timestamp(row.get("enqueued_at"))));
+            }
+        }
+        if live.is_empty() {
+            return Ok(());
+        }
+        let sql = format!(
+            "UPDATE messages SET visible_at = $3, received = true, \
+             receive_no = nextval('receive_no'), receive_count = receive_count + 1, \
+             first_receive_at = COALESCE(first_receive_at, $4), received_at = $4 \
+             WHERE queue_uid = $1 AND seq = ANY($2) RETURNING {RECEIVED}"
+        );
+        let mut rows = tx
+            .query(&sql, &[&queue.uid, &live, &millis(deadline), &millis(now)])
+            .await
+            .map_err(unavailable)?;
+        // In the order they were chosen (a group's in sequence).
+        rows.sort_by_key(|row| {
+            let seq: i64 = row.get("seq");
+            live.iter().position(|s| *s == seq)
+        });
+        for row in &rows {
+            let receipt = Receipt {
+                queue_uid: queue.uid as u64,
+                seq: row.get::<_, i64>("seq") as u64,
+                receive_no: row.get::<_, i64>("receive_no") as u64,
+            };
+            taken.received.push(Received {
+                message: message_of(row)?,
+                receipt_handle: receipt.encode(),
+            });
+        }
+        Ok(())
+    }
+
+    /// Stores messages received too often in the dead-letter queue: they keep their id, body,
+    /// attributes and receive count and name their source. A FIFO target gives each a new
+    /// position and restarts its retention; a standard one keeps the original send time.
+    async fn dead_letter(
+        &self,
+        tx: &Transaction<'_>,
+        source: &QueueRow,
+        (target, _): &(QueueRow, u32),
+        messages: Vec<(Message, Timestamp)>,
+        now: Timestamp,
+    ) -> BackendResult<()> {
+        let source_arn: Arc<str> = self.queue_arn(&source.name).into();
+        for (mut message, _) in messages {
+            message.set_dead_letter_source_arn(Some(source_arn.clone()));
+            let seq = match (&message.group_id, target.config.fifo) {
+                (Some(group), true) => {
+                    let group = group.clone();
+                    let head = lock_group(tx, target.uid, &group).await?;
+                    let seq = next_seq(tx).await?;
+                    if head.is_none() {
+                        set_group_head(tx, target.uid, &group, seq, now).await?;
+                    }
+                    message.sequence_number = Some(send::sequence_number(seq as u64));
+                    seq
+                }
+                _ => {
+                    message.sequence_number = None;
+                    next_seq(tx).await?
+                }
+            };
+            let enqueued_at = if target.config.fifo {
+                now
+            } else {
+                message.sent_at
+            };
+            self.insert(tx, target.uid, seq, &message, now, enqueued_at)
+                .await?;
+        }
+        Ok(())
+    }
+
+    /// DeleteMessage for one handle (inside the caller's transaction).
+    pub(super) async fn delete_one(
+        &self,
+        tx: &Transaction<'_>,
+        queue: &QueueRow,
+        handle: &str,
+        last_seq: i64,
+        now: Timestamp,
+    ) -> BackendResult<EngineResult<()>> {
+        let Some(receipt) = decode_handle(queue, handle, last_seq) else {
+            return Ok(Err(EngineError::ReceiptHandleIsInvalid(handle.to_string())));
+        };
+        let seq = receipt.seq as i64;
+        if !queue.config.fifo {
+            // Standard queues delete even with a stale handle (AWS-recorded).
+            tx.execute(
+                "DELETE FROM messages WHERE queue_uid = $1 AND seq = $2",
+                &[&queue.uid, &seq],
+            )
+            .await
+            .map_err(unavailable)?;
+            return Ok(Ok(()));
+        }
+        let Some((group, row)) = lock_fifo_message(tx, queue.uid, seq).await? else {
+            // Already deleted: deleting again succeeds.
+            return Ok(Ok(()));
+        };
+        if !in_flight_by(&row, &receipt, now) {
+            return Ok(Err(expired_handle(handle)));
+        }
+        tx.execute(
+            "DELETE FROM messages WHERE queue_uid = $1 AND seq = $2",
+            &[&queue.uid, &seq],
+        )
+        .await
+        .map_err(unavailable)?;
+        refresh_group(tx, queue.uid, &group).await?;
+        Ok(Ok(()))
+    }
+
+    /// ChangeMessageVisibility for one handle (inside the caller's transaction).
+    pub(super) async fn change_visibility_one(
+        &self,
+        tx: &Transaction<'_>,
+        queue: &QueueRow,
+        (handle, timeout): (&str, i64),
+        last_seq: i64,
+        now: Timestamp,
+    ) -> BackendResult<EngineResult<()>> {
+        let Some(receipt) = decode_handle(queue, handle, last_seq) else {
+            return Ok(Err(EngineError::ReceiptHandleIsInvalid(handle.to_string())));
+        };
+        let timeout = match check_visibility(timeout) {
+            Ok(timeout) => timeout,
+            Err(error) => return Ok(Err(error)),
+        };
+        let seq = receipt.seq as i64;
+        let locked = if queue.config.fifo {
+            lock_fifo_message(tx, queue.uid, seq).await?
+        } else {
+            tx.query_opt(
+                "SELECT visible_at, received, receive_no, received_at FROM messages \
+                 WHERE queue_uid = $1 AND seq = $2 FOR UPDATE",
+                &[&queue.uid, &seq],
+            )
+            .await
+            .map_err(unavailable)?
+            .map(|row| (String::new(), row))
+        };
+        let Some((group, row)) = locked else {
+            return Ok(Err(EngineError::invalid(format!(
+                "Value {handle} for parameter ReceiptHandle is invalid. Reason: Message does not exist or is not available for visibility timeout change."
+            ))));
+        };
+        if !in_flight_by(&row, &receipt, now) {
+            // Standard queues accept a change after the timeout lapsed or from an earlier
+            // receive (AWS-recorded) and do nothing.
+            return Ok(if queue.config.fifo {
+                Err(expired_handle(handle))
+            } else {
+                Ok(())
+            });
+        }
+        let new_deadline = now.plus_seconds(timeout);
+        let received_at = timestamp(row.get::<_, Option<i64>>("received_at").unwrap_or(0));
+        if new_deadline.millis_since(received_at) > MAX_VISIBILITY_SECONDS as u64 * 1000 {
+            return Ok(Err(EngineError::invalid(format!(
+                "Value {timeout} for parameter VisibilityTimeout is invalid. Reason: Total VisibilityTimeout for the message is beyond the limit [43200 seconds]"
+            ))));
+        }
+        tx.execute(
+            "UPDATE messages SET visible_at = $3 WHERE queue_uid = $1 AND seq = $2",
+            &[&queue.uid, &seq, &millis(new_deadline)],
+        )
+        .await
+        .map_err(unavailable)?;
+        if queue.config.fifo {
+            refresh_group(tx, queue.uid, &group).await?;
+        }
+        Ok(Ok(()))
+    }
+}
+
+/// What one receive took.
+#[derive(Default)]
+struct Taken {
+    received: Vec<Received>,
+    /// Removed for the dead-letter queue, with when each was enqueued.
+    dead_letters: Vec<(Message, Timestamp)>,
+}
+
+async fn next_seq(tx: &impl GenericClient) -> BackendResult<i64> {
+    let row = tx
+        .query_one("SELECT nextval('message_seq')", &[])
+        .await
+        .map_err(unavailable)?;
+    Ok(row.get(0))
+}
+
+/// Locks a FIFO group's row, creating it if the group has no messages; answers its head if
+/// it had one. Held until commit, so sends to one group take positions in commit order.
+async fn lock_group(tx: &impl GenericClient, uid: i64, group: &str) -> BackendResult<Option<i64>> {
+    let row = tx
+        .query_one(
+            "INSERT INTO fifo_groups (queue_uid, group_id, head_seq, available_at) \
+             VALUES ($1, $2, 0, 0) ON CONFLICT (queue_uid, group_id) \
+             DO UPDATE SET head_seq = fifo_groups.head_seq RETURNING head_seq",
+            &[&uid, &group],
+        )
+        .await
+        .map_err(unavailable)?;
+    let head: i64 = row.get(0);
+    Ok((head != 0).then_some(head))
+}
+
+async fn set_group_head(
+    tx: &impl GenericClient,
+    uid: i64,
+    group: &str,
+    seq: i64,
+    available_at: Timestamp,
+) -> BackendResult<()> {
+    tx.execute(
+        "UPDATE fifo_groups SET head_seq = $3, available_at = $4 \
+         WHERE queue_uid = $1 AND group_id = $2",
+        &[&uid, &group, &seq, &millis(available_at)],
+    )
+    .await
+    .map_err(unavailable)?;
+    Ok(())
+}
+
+/// Points a group's row at its first message (the group can be received when that one is
+/// visible), or drops the row when the group is empty.
+async fn refresh_group(tx: &impl GenericClient, uid: i64, group: &str) -> BackendResult<()> {
+    let head = tx
+        .query_opt(
+            "SELECT seq, visible_at FROM messages WHERE queue_uid = $1 AND group_id = $2 \
+             ORDER BY seq LIMIT 1",
+            &[&uid, &group],
+        )
+        .await
+        .map_err(unavailable)?;
+    match head {
+        Some(row) => {
+            let available_at = timestamp(row.get(1));
+            set_group_head(tx, uid, group, row.get(0), available_at).await
+        }
+        None => {
+            tx.execute(
+                "DELETE FROM fifo_groups WHERE queue_uid = $1 AND group_id = $2",
+                &[&uid, &group],
+            )
+            .await
+            .map_err(unavailable)?;
+            Ok(())
+        }
+    }
+}
+
+/// A FIFO message's group and row, the group's row locked first (the lock order), then the
+/// message's. `None` if it is gone.
+async fn lock_fifo_message(
+    tx: &impl GenericClient,
+    uid: i64,
+    seq: i64,
+) -> BackendResult<Option<(String, Row)>> {
+    let group = tx
+        .query_opt(
+            "SELECT group_id FROM messages WHERE queue_uid = $1 AND seq = $2",
+            &[&uid, &seq],
+        )
+        .await
+        .map_err(unavailable)?;
+    let Some(group) = group.and_then(|row| row.get::<_, Option<String>>(0)) else {
+        return Ok(None);
+    };
+    tx.execute(
+        "SELECT 1 FROM fifo_groups WHERE queue_uid = $1 AND group_id = $2 FOR UPDATE",
+        &[&uid, &group],
+    )
+    .await
+    .map_err(unavailable)?;
+    let row = tx
+        .query_opt(
+            "SELECT visible_at, received, receive_no, received_at FROM messages \
+             WHERE queue_uid = $1 AND seq = $2 FOR UPDATE",
+            &[&uid, &seq],
+        )
+        .await
+        .map_err(unavailable)?;
+    Ok(row.map(|row| (group, row)))
+}
+
+/// The message is in flight from the receive that issued `receipt`.
+fn in_flight_by(row: &Row, receipt: &Receipt, now: Timestamp) -> bool {
+    row.get::<_, bool>("received")
+        && row.get::<_, i64>("visible_at") > millis(now)
+        && row.get::<_, i64>("receive_no") as u64 == receipt.receive_no
+}
+
+/// The handle, if this queue issued it: its queue incarnation, and a position already given.
+fn decode_handle(queue: &QueueRow, handle: &str, last_seq: i64) -> Option<Receipt> {
+    Receipt::decode(handle)
+        .filter(|r| r.queue_uid == queue.uid as u64 && r.seq as i64 <= last_seq && r.seq > 0)
+}
+
+/// The last position handed out (handles naming a later one were never issued).
+pub(super) async fn last_seq(client: &impl GenericClient) -> BackendResult<i64> {
+    let row = client
+        .query_one(
+            "SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM message_seq",
+            &[],
+        )
+        .await
+        .map_err(unavailable)?;
+    Ok(row.get(0))
+}

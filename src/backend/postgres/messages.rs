@@ -1,0 +1,153 @@
+//! The message actions on PostgreSQL, each one transaction (`message_store.rs` has the SQL).
+//!
+//! A long poll looks for messages, then waits until a send on this node wakes it, the next
+//! look-again interval passes (`LOOK_AGAIN`: how a send on another node is seen for now; waking
+//! across nodes by LISTEN/NOTIFY is still to come), or its wait time ends, on the injected clock.
+
+use std::time::Duration;
+
+use super::{unavailable, Postgres};
+use crate::backend::BackendResult;
+use crate::backend::{Answer, Messages};
+use crate::engine::queue::send::{check_batch, prepare};
+use crate::engine::queue::{check_receive, ReceiveRequest, Received, SendReceipt, SendRequest};
+use crate::engine::EngineResult;
+
+/// How often a waiting long poll looks again without being woken.
+const LOOK_AGAIN: Duration = Duration::from_millis(500);
+
+impl Messages for Postgres {
+    fn send<'a>(&'a self, queue: &'a str, request: SendRequest) -> Answer<'a, SendReceipt> {
+        Box::pin(async move {
+            let mut client = self.client().await?;
+            let queue = self.queue_row(&client, queue).await?;
+            let now = self.clock.now();
+            let prepared = prepare(&queue.config, request, now, false)?;
+            let tx = client.transaction().await.map_err(unavailable)?;
+            let receipt = self.store(&tx, &queue, prepared, now).await?;
+            tx.commit().await.map_err(unavailable)?;
+            self.wake(queue.uid);
+            Ok(receipt)
+        })
+    }
+
+    fn send_batch<'a>(
+        &'a self,
+        queue: &'a str,
+        requests: Vec<SendRequest>,
+    ) -> Answer<'a, Vec<EngineResult<SendReceipt>>> {
+        Box::pin(async move {
+            let mut client = self.client().await?;
+            let queue = self.queue_row(&client, queue).await?;
+            check_batch(&queue.config, &requests)?;
+            let now = self.clock.now();
+            let tx = client.transaction().await.map_err(unavailable)?;
+            let mut results = Vec::with_capacity(requests.len());
+            for request in requests {
+                match prepare(&queue.config, request, now, true) {
+                    Ok(prepared) => {
+                        results.push(Ok(self.store(&tx, &queue, prepared, now).await?))
+                    }
+                    Err(error) => results.push(Err(error)),
+                }
+            }
+            tx.commit().await.map_err(unavailable)?;
+            if results.iter().any(Result::is_ok) {
+                self.wake(queue.uid);
+            }
+            Ok(results)
+        })
+    }
+
+    fn receive<'a>(
+        &'a self,
+        queue: &'a str,
+        request: ReceiveRequest,
+        wait_seconds: Option<u64>,
+    ) -> Answer<'a, Vec<Received>> {
+        Box::pin(async move {
+            let queue = {
+                let client = self.client().await?;
+                self.queue_row(&client, queue).await?
+            };
+            let (max, visibility) = check_receive(&queue.config, &request)?;
+            let wait_seconds = wait_seconds.unwrap_or(u64::from(queue.config.receive_wait_seconds));
+            let until = self.clock.now().plus_seconds(wait_seconds);
+            let waker = self.waker(queue.uid);
+            loop {
+                let woken = waker.notified();
+                tokio::pin!(woken);
+                woken.as_mut().enable();
+                let now = self.clock.now();
+                let received = self
+                    .receive_now(&queue, max, now.plus_seconds(visibility), now)
+                    .await?;
+                if !received.is_empty() || now >= until {
+                    if !received.is_empty() {
+                        // Others waiting may find what this one left.
+                        waker.notify_one();
+                    }
+                    return Ok(received);
+                }
+                let look_again = now.plus_millis(LOOK_AGAIN.as_millis() as u64);
+                tokio::select! {
+                    _ = woken => {}
+                    _ = self.clock.sleep_until(look_again.min(until)) => {}
+                }
+            }
+        })
+    }
+
+    fn delete<'a>(
+        &'a self,
+        queue: &'a str,
+        handles: Vec<&'a str>,
+    ) -> Answer<'a, Vec<EngineResult<()>>> {
+        let changes = handles.into_iter().map(|handle| (handle, None)).collect();
+        Box::pin(self.on_handles(queue, changes))
+    }
+
+    fn change_visibility<'a>(
+        &'a self,
+        queue: &'a str,
+        changes: Vec<(&'a str, i64)>,
+    ) -> Answer<'a, Vec<EngineResult<()>>> {
+        let changes = changes
+            .into_iter()
+            .map(|(h, timeout)| (h, Some(timeout)))
+            .collect();
+        Box::pin(self.on_handles(queue, changes))
+    }
+}
+
+impl Postgres {
+    /// Deletes (`None`) or changes the visibility of (`Some(seconds)`) each handle's message, in
+    /// one transaction, answering each on its own; then wakes the queue's long polls (deleting
+    /// a FIFO group's head unlocks the group; a message made visible may be the next one).
+    async fn on_handles(
+        &self,
+        queue: &str,
+        changes: Vec<(&str, Option<i64>)>,
+    ) -> BackendResult<Vec<EngineResult<()>>> {
+        let mut client = self.client().await?;
+        let queue = self.queue_row(&client, queue).await?;
+        let last_seq = super::message_store::last_seq(&client).await?;
+        let now = self.clock.now();
+        let tx = client.transaction().await.map_err(unavailable)?;
+        let mut results = Vec::with_capacity(changes.len());
+        for (handle, timeout) in changes {
+            let result = match timeout {
+                None => self.delete_one(&tx, &queue, handle, last_seq, now).await?,
+                Some(timeout) => {
+                    let change = (handle, timeout);
+                    self.change_visibility_one(&tx, &queue, change, last_seq, now)
+                        .await?
+                }
+            };
+            results.push(result);
+        }
+        tx.commit().await.map_err(unavailable)?;
+        self.wake(queue.uid);
+        Ok(results)
+    }
+}
