@@ -47,7 +47,15 @@ fn names(list: &[std::sync::Arc<str>]) -> Vec<&str> {
 /// Creating, finding, listing, describing and changing queues, with every refusal a user can
 /// meet. `now` is the backend's clock reading (creation times are compared with it).
 pub async fn queue_administration(backend: &dyn QueueAdmin, now: Timestamp) {
-    let t = |plus: u64| Timestamp(now.millis() + plus);
+    let t = move |plus: u64| Timestamp(now.millis() + plus);
+    creating_and_finding(backend, &t).await;
+    dead_letter_targets(backend, &t).await;
+    refusals_and_tags(backend, &t).await;
+    policies_purges_and_deletes(backend, &t).await;
+}
+
+/// Create, find, list and describe.
+async fn creating_and_finding(backend: &dyn QueueAdmin, t: &dyn Fn(u64) -> Timestamp) {
     // Create, and create again: the same attributes are no error, other values are.
     let visibility = [("VisibilityTimeout", "45")];
     assert_eq!(
@@ -98,8 +106,10 @@ pub async fn queue_administration(backend: &dyn QueueAdmin, now: Timestamp) {
     assert_eq!(view.config.visibility_timeout, 45);
     assert_eq!(view.config.created_at, t(0));
     assert_eq!(view.counts, Default::default());
+}
 
-    // Dead-letter targets must exist, be of the same type, and not be the queue itself.
+/// Dead-letter targets must exist, be of the same type, not be the queue itself, and allow it.
+async fn dead_letter_targets(backend: &dyn QueueAdmin, t: &dyn Fn(u64) -> Timestamp) {
     let redrive =
         |target: &str| format!(r#"{{"deadLetterTargetArn":"{ARN}{target}","maxReceiveCount":3}}"#);
     for (target, reason) in [
@@ -143,8 +153,10 @@ pub async fn queue_administration(backend: &dyn QueueAdmin, now: Timestamp) {
     assert!(rejected(refused.await)
         .to_string()
         .ends_with("Queue is not allowed to use the dead letter queue."));
+}
 
-    // A refused change leaves everything as it was.
+/// Refused changes leave everything as it was; tags are added, replaced and removed.
+async fn refusals_and_tags(backend: &dyn QueueAdmin, t: &dyn Fn(u64) -> Timestamp) {
     let refused = backend.set_queue_attributes(
         "b-prices",
         attrs(&[("DelaySeconds", "5"), ("VisibilityTimeout", "x")]),
@@ -189,7 +201,10 @@ pub async fn queue_administration(backend: &dyn QueueAdmin, now: Timestamp) {
         rejected(backend.queue_tags("nope").await),
         EngineError::QueueDoesNotExist
     );
+}
 
+/// Policy edits, purges at most once a minute, and deletion.
+async fn policies_purges_and_deletes(backend: &dyn QueueAdmin, t: &dyn Fn(u64) -> Timestamp) {
     // Policies are edited from what is stored, with the queue's ARN.
     let edit = |step: u32| -> super::PolicyEdit {
         Box::new(move |current: Option<&str>, arn: &str| {
@@ -287,19 +302,24 @@ async fn counts(
 }
 
 /// Sending, receiving, deleting and visibility on standard and FIFO queues: the group lock,
-/// deduplication, delays, dead-letter queues and long polls. Time moves on `clock`, which the
-/// backend reads.
+/// deduplication, delays, dead-letter queues, receive attempts and long polls. Time moves on
+/// `clock`, which the backend reads.
 pub async fn messages<B: QueueAdmin + Messages>(backend: &B, clock: &ManualClock) {
+    standard_messages(backend, clock).await;
+    let last = fifo_groups_and_deduplication(backend, clock).await;
+    fifo_window_and_batches(backend, clock, last).await;
+    delays_and_dead_letters(backend, clock).await;
+    receive_attempts(backend, clock).await;
+    long_polls(backend, clock).await;
+}
+
+/// A standard queue: in flight once received, back after the visibility timeout (30 s).
+async fn standard_messages<B: QueueAdmin + Messages>(backend: &B, clock: &ManualClock) {
     let (admin, messages): (&dyn QueueAdmin, &dyn Messages) = (backend, backend);
-    let now = || clock.now();
-    let fifo = [("FifoQueue", "true")];
-    admin.create_queue(create("std", &[], now())).await.unwrap();
     admin
-        .create_queue(create("q.fifo", &fifo, now()))
+        .create_queue(create("std", &[], clock.now()))
         .await
         .unwrap();
-
-    // Standard: in flight once received, back after the visibility timeout (30 s).
     for body in ["a", "b", "c"] {
         let receipt = messages
             .send("std", message(body, None, None))
@@ -335,8 +355,20 @@ pub async fn messages<B: QueueAdmin + Messages>(backend: &B, clock: &ManualClock
         garbage[0],
         Err(EngineError::ReceiptHandleIsInvalid(_))
     ));
+}
 
-    // FIFO: a group's run in order, groups in the order of their first message.
+/// FIFO: a group's run in order, groups in the order of their first message, the group lock,
+/// deduplication. Answers the last send's sequence number.
+async fn fifo_groups_and_deduplication<B: QueueAdmin + Messages>(
+    backend: &B,
+    clock: &ManualClock,
+) -> Option<u128> {
+    let (admin, messages): (&dyn QueueAdmin, &dyn Messages) = (backend, backend);
+    let fifo = [("FifoQueue", "true")];
+    admin
+        .create_queue(create("q.fifo", &fifo, clock.now()))
+        .await
+        .unwrap();
     let sent = [("g1", "a1", "d1"), ("g1", "a2", "d2"), ("g2", "b1", "d3")];
     let mut receipts = Vec::new();
     for (group, body, dedup) in sent {
@@ -397,6 +429,16 @@ pub async fn messages<B: QueueAdmin + Messages>(backend: &B, clock: &ManualClock
         .unwrap();
     assert!(stale[0].is_err());
     assert_eq!(counts(admin, "q.fifo", clock).await, (0, 2, 0));
+    receipts[2].sequence_number
+}
+
+/// After five minutes a deduplication id is new again; a FIFO batch missing a group fails whole.
+async fn fifo_window_and_batches<B: QueueAdmin + Messages>(
+    backend: &B,
+    clock: &ManualClock,
+    last: Option<u128>,
+) {
+    let messages: &dyn Messages = backend;
     // After the window the same deduplication id is a new message.
     clock.advance_millis(5 * 60_000);
     let later = messages
@@ -404,7 +446,7 @@ pub async fn messages<B: QueueAdmin + Messages>(backend: &B, clock: &ManualClock
         .await
         .unwrap();
     assert!(!later.duplicate);
-    assert!(later.sequence_number > receipts[2].sequence_number);
+    assert!(later.sequence_number > last);
     // A head made visible again comes back alone: what follows it is still in flight.
     for body in ["m1", "m2", "m3"] {
         messages
@@ -438,9 +480,60 @@ pub async fn messages<B: QueueAdmin + Messages>(backend: &B, clock: &ManualClock
             _
         )))
     ));
+}
 
-    delays_and_dead_letters(backend, clock).await;
-    long_polls(backend, clock).await;
+async fn receive_with(backend: &dyn Messages, queue: &str, attempt: &str) -> Vec<Received> {
+    let request = ReceiveRequest {
+        max_messages: Some(10),
+        attempt_id: Some(attempt.into()),
+        ..ReceiveRequest::default()
+    };
+    backend.receive(queue, request, Some(0)).await.unwrap()
+}
+
+fn handles(received: &[Received]) -> Vec<&str> {
+    received.iter().map(|r| r.receipt_handle.as_str()).collect()
+}
+
+/// A FIFO receive retried with its attempt id gets the same messages and handles while they
+/// stand as it left them; once one had its visibility changed, it is a new receive.
+async fn receive_attempts<B: QueueAdmin + Messages>(backend: &B, clock: &ManualClock) {
+    backend
+        .create_queue(create("tries.fifo", &[("FifoQueue", "true")], clock.now()))
+        .await
+        .unwrap();
+    for body in ["t1", "t2"] {
+        backend
+            .send("tries.fifo", message(body, Some("g"), Some(body)))
+            .await
+            .unwrap();
+    }
+    let first = receive_with(backend, "tries.fifo", "a1").await;
+    assert_eq!(bodies(&first), ["t1", "t2"]);
+    clock.advance_millis(20_000);
+    let retried = receive_with(backend, "tries.fifo", "a1").await;
+    assert_eq!(handles(&retried), handles(&first));
+    // The retry restarted the visibility timeout: 20 s later they are still in flight.
+    clock.advance_millis(20_000);
+    assert!(receive_with(backend, "tries.fifo", "a2").await.is_empty());
+    // A visibility change (even one that keeps it in flight) ends the replay.
+    let extended = backend
+        .change_visibility("tries.fifo", vec![(handles(&first)[1], 100)])
+        .await
+        .unwrap();
+    assert!(extended[0].is_ok());
+    assert!(
+        receive_with(backend, "tries.fifo", "a1").await.is_empty(),
+        "t1 holds the group"
+    );
+    let changed = backend
+        .change_visibility("tries.fifo", vec![(handles(&first)[0], 0)])
+        .await
+        .unwrap();
+    assert!(changed[0].is_ok());
+    let fresh = receive_with(backend, "tries.fifo", "a1").await;
+    assert_eq!(bodies(&fresh), ["t1"]);
+    assert_ne!(handles(&fresh), handles(&first)[..1]);
 }
 
 /// A queue's delay holds messages back; a message received maxReceiveCount times moves to

@@ -33,9 +33,9 @@ pub(super) struct QueueRow {
 }
 
 /// The columns `received_of` reads.
-const RECEIVED: &str = "seq, receive_no, receive_count, first_receive_at, content";
+pub(super) const RECEIVED: &str = "seq, receive_no, receive_count, first_receive_at, content";
 
-fn message_of(row: &Row) -> BackendResult<Message> {
+pub(super) fn message_of(row: &Row) -> BackendResult<Message> {
     let content: &[u8] = row.try_get("content").map_err(unavailable)?;
     let mut message = decode_message(content).map_err(unavailable)?;
     message.receive_count = u32::try_from(row.get::<_, i32>("receive_count")).unwrap_or(0);
@@ -168,16 +168,25 @@ impl Postgres {
     }
 
     /// One receive, without waiting: up to `max` messages put in flight until `deadline`;
-    /// messages received `dead_letter_after` times already go to the dead-letter queue instead.
+    /// messages received as often as the redrive policy allows go to the dead-letter queue
+    /// instead. A FIFO retry of `attempt_id` gets what that attempt got, if it still stands.
     pub(super) async fn receive_now(
         &self,
         queue: &QueueRow,
-        max: usize,
+        (max, attempt_id): (usize, Option<&str>),
         deadline: Timestamp,
         now: Timestamp,
     ) -> BackendResult<Vec<Received>> {
         let mut client = self.client().await?;
         let tx = client.transaction().await.map_err(unavailable)?;
+        // Attempt ids are a FIFO feature; standard queues ignore them.
+        let attempt_id = attempt_id.filter(|_| queue.config.fifo);
+        if let Some(id) = attempt_id {
+            if let Some(replayed) = self.replay_attempt(&tx, queue, id, deadline, now).await? {
+                tx.commit().await.map_err(unavailable)?;
+                return Ok(replayed);
+            }
+        }
         let dead_letter = self.dead_letter_target(&tx, queue).await?;
         let mut taken = Taken::default();
         if queue.config.fifo {
@@ -228,6 +237,11 @@ impl Postgres {
         }
         if let (Some(target), false) = (&dead_letter, taken.dead_letters.is_empty()) {
             self.dead_letter(&tx, queue, target, taken.dead_letters, now)
+                .await?;
+            notify(&tx, target.0.uid).await?;
+        }
+        if let (Some(id), false) = (attempt_id, taken.received.is_empty()) {
+            self.record_attempt(&tx, queue, id, &taken.received, now)
                 .await?;
         }
         tx.commit().await.map_err(unavailable)?;
@@ -460,7 +474,8 @@ impl Postgres {
             ))));
         }
         tx.execute(
-            "UPDATE messages SET visible_at = $3 WHERE queue_uid = $1 AND seq = $2",
+            "UPDATE messages SET visible_at = $3, visibility_epoch = visibility_epoch + 1 \
+             WHERE queue_uid = $1 AND seq = $2",
             &[&queue.uid, &seq, &millis(new_deadline)],
         )
         .await
@@ -478,6 +493,17 @@ struct Taken {
     received: Vec<Received>,
     /// Removed for the dead-letter queue, with when each was enqueued.
     dead_letters: Vec<(Message, Timestamp)>,
+}
+
+/// Tells every node's long polls on the queue to look, once this transaction commits.
+pub(super) async fn notify(tx: &impl GenericClient, uid: i64) -> BackendResult<()> {
+    tx.execute(
+        "SELECT pg_notify($1, $2)",
+        &[&super::wakeup::CHANNEL, &uid.to_string()],
+    )
+    .await
+    .map_err(unavailable)?;
+    Ok(())
 }
 
 async fn next_seq(tx: &impl GenericClient) -> BackendResult<i64> {
@@ -523,7 +549,11 @@ async fn set_group_head(
 
 /// Points a group's row at its first message (the group can be received when that one is
 /// visible), or drops the row when the group is empty.
-async fn refresh_group(tx: &impl GenericClient, uid: i64, group: &str) -> BackendResult<()> {
+pub(super) async fn refresh_group(
+    tx: &impl GenericClient,
+    uid: i64,
+    group: &str,
+) -> BackendResult<()> {
     let head = tx
         .query_opt(
             "SELECT seq, visible_at FROM messages WHERE queue_uid = $1 AND group_id = $2 \

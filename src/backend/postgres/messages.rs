@@ -1,11 +1,12 @@
 //! The message actions on PostgreSQL, each one transaction (`message_store.rs` has the SQL).
 //!
-//! A long poll looks for messages, then waits until a send on this node wakes it, the next
-//! look-again interval passes (`LOOK_AGAIN`: how a send on another node is seen for now; waking
-//! across nodes by LISTEN/NOTIFY is still to come), or its wait time ends, on the injected clock.
+//! A long poll looks for messages, then waits until a send wakes it (`wakeup.rs`: at once on
+//! this node, by notification from others), the look-again interval passes (`LOOK_AGAIN`, in
+//! case a notification was lost), or its wait time ends, on the injected clock.
 
 use std::time::Duration;
 
+use super::message_store::notify;
 use super::{unavailable, Postgres};
 use crate::backend::BackendResult;
 use crate::backend::{Answer, Messages};
@@ -25,6 +26,7 @@ impl Messages for Postgres {
             let prepared = prepare(&queue.config, request, now, false)?;
             let tx = client.transaction().await.map_err(unavailable)?;
             let receipt = self.store(&tx, &queue, prepared, now).await?;
+            notify(&tx, queue.uid).await?;
             tx.commit().await.map_err(unavailable)?;
             self.wake(queue.uid);
             Ok(receipt)
@@ -51,6 +53,9 @@ impl Messages for Postgres {
                     Err(error) => results.push(Err(error)),
                 }
             }
+            if results.iter().any(Result::is_ok) {
+                notify(&tx, queue.uid).await?;
+            }
             tx.commit().await.map_err(unavailable)?;
             if results.iter().any(Result::is_ok) {
                 self.wake(queue.uid);
@@ -73,14 +78,15 @@ impl Messages for Postgres {
             let (max, visibility) = check_receive(&queue.config, &request)?;
             let wait_seconds = wait_seconds.unwrap_or(u64::from(queue.config.receive_wait_seconds));
             let until = self.clock.now().plus_seconds(wait_seconds);
-            let waker = self.waker(queue.uid);
+            let waker = self.wakers.waker(queue.uid);
             loop {
                 let woken = waker.notified();
                 tokio::pin!(woken);
                 woken.as_mut().enable();
                 let now = self.clock.now();
+                let asked = (max, request.attempt_id.as_deref());
                 let received = self
-                    .receive_now(&queue, max, now.plus_seconds(visibility), now)
+                    .receive_now(&queue, asked, now.plus_seconds(visibility), now)
                     .await?;
                 if !received.is_empty() || now >= until {
                     if !received.is_empty() {
@@ -146,6 +152,7 @@ impl Postgres {
             };
             results.push(result);
         }
+        notify(&tx, queue.uid).await?;
         tx.commit().await.map_err(unavailable)?;
         self.wake(queue.uid);
         Ok(results)

@@ -2,8 +2,8 @@
 //! stateless Orderly nodes serve one set of queues and topics (issue 30).
 //!
 //! Under construction: queue administration (`QueueAdmin`) and messages (`Messages`: FIFO
-//! groups and their lock, deduplication, visibility, dead-letter queues; not yet retention,
-//! receive attempt ids, the in-flight cap or waking long polls across nodes) are implemented
+//! groups and their lock, deduplication, visibility, dead-letter queues, long polls woken across
+//! nodes, receive attempt ids; not yet retention or the in-flight cap) are implemented
 //! and tested against a real PostgreSQL; topics, move tasks and the webhook outbox are not,
 //! so the backend cannot be selected with `--storage` until they are.
 //!
@@ -13,17 +13,17 @@
 //! (`QueueConfig::apply`, `check_dead_letter_target`, `check_tags`), so both backends apply
 //! the same ones.
 
+mod attempts;
 mod message_store;
 mod messages;
 mod queues;
 pub mod schema;
+mod wakeup;
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
 use thiserror::Error;
-use tokio::sync::Notify;
 use tokio_postgres::NoTls;
 
 use super::{BackendError, BackendResult};
@@ -62,8 +62,15 @@ pub struct Postgres {
     region: String,
     delete_cooldown_ms: u64,
     clock: Arc<dyn Clock>,
-    /// Per queue (by uid), what wakes this node's long polls on it.
-    wakers: Mutex<HashMap<i64, Arc<Notify>>>,
+    wakers: Arc<wakeup::Wakers>,
+    /// Listens for other nodes' sends (`wakeup::listen`).
+    listener: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for Postgres {
+    fn drop(&mut self) {
+        self.listener.abort();
+    }
 }
 
 /// A database failure, as the service reports it (nothing is acknowledged that did not commit).
@@ -79,7 +86,7 @@ impl Postgres {
             .parse()
             .map_err(|e: tokio_postgres::Error| PostgresError::Url(e.to_string()))?;
         let manager = Manager::from_config(
-            config,
+            config.clone(),
             NoTls,
             ManagerConfig {
                 // A connection is checked before reuse, so one broken by a database restart
@@ -97,13 +104,16 @@ impl Postgres {
             .map_err(|e| PostgresError::Connect(e.to_string()))?;
         schema::migrate(&mut client).await?;
         drop(client);
+        let wakers = Arc::new(wakeup::Wakers::default());
+        let listener = tokio::spawn(wakeup::listen(config, wakers.clone()));
         Ok(Postgres {
             pool,
             account_id: settings.account_id,
             region: settings.region,
             delete_cooldown_ms: settings.delete_cooldown_ms,
             clock,
-            wakers: Mutex::default(),
+            wakers,
+            listener,
         })
     }
 
@@ -112,30 +122,9 @@ impl Postgres {
         self.pool.get().await.map_err(unavailable)
     }
 
-    /// What a long poll on the queue waits for.
-    fn waker(&self, uid: i64) -> Arc<Notify> {
-        let mut wakers = self.wakers.lock().unwrap_or_else(|p| p.into_inner());
-        wakers.entry(uid).or_default().clone()
-    }
-
-    /// Wakes one long poll on the queue (it wakes the next if it leaves messages behind).
+    /// Wakes this node's long polls on the queue at once (other nodes by notification).
     fn wake(&self, uid: i64) {
-        let wakers = self.wakers.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(waker) = wakers.get(&uid) {
-            waker.notify_one();
-        }
-    }
-
-    /// Forgets a deleted queue's waker, waking every poll on it (they find it empty).
-    fn forget_waker(&self, uid: i64) {
-        let removed = self
-            .wakers
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(&uid);
-        if let Some(waker) = removed {
-            waker.notify_waiters();
-        }
+        self.wakers.wake(uid);
     }
 
     fn queue_arn(&self, name: &str) -> String {

@@ -267,7 +267,7 @@ impl Postgres {
         .await
         .map_err(unavailable)?;
         tx.commit().await.map_err(unavailable)?;
-        self.forget_waker(deleted.get("uid"));
+        self.wakers.forget(deleted.get("uid"));
         Ok(())
     }
 
@@ -286,8 +286,8 @@ impl Postgres {
         if last.is_some_and(|last| now.millis_since(timestamp(last)) < PURGE_INTERVAL_MS) {
             return Err(EngineError::PurgeQueueInProgress(name.to_string()).into());
         }
-        // Every message, and with them the groups and the deduplication history.
-        for table in ["messages", "fifo_groups", "dedup"] {
+        // Every message, and with them the groups, the deduplication history and receive attempts.
+        for table in ["messages", "fifo_groups", "dedup", "receive_attempts"] {
             let sql = format!("DELETE FROM {table} WHERE queue_uid = $1");
             tx.execute(&sql, &[&uid]).await.map_err(unavailable)?;
         }

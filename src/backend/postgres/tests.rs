@@ -298,3 +298,42 @@ async fn consumers_on_two_nodes_never_hold_one_group_at_once() {
         assert_eq!(order, (0..PER_GROUP).collect::<Vec<_>>(), "group {group}");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_send_on_one_node_wakes_a_long_poll_on_another() {
+    use crate::backend::Messages;
+    use crate::engine::body::Body;
+    use crate::engine::queue::{ReceiveRequest, SendRequest};
+    let Some(url) = fresh_database().await else {
+        return;
+    };
+    // The clock never moves: only a notification can end the poll before the guard.
+    let clock = clock();
+    let (a, b) = (node(&url, &clock).await, node(&url, &clock).await);
+    let now = clock.now();
+    let request = crate::backend::CreateQueue {
+        name: "q".into(),
+        config: QueueConfig::for_create("q", &[], now).unwrap(),
+        attributes: Vec::new(),
+        tags: Vec::new(),
+        now,
+    };
+    a.create_queue(request).await.unwrap();
+    let poll = a.receive("q", ReceiveRequest::default(), Some(20));
+    let send = async {
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+        let message = SendRequest {
+            body: Body::new("from b"),
+            sender_id: "test".into(),
+            ..SendRequest::default()
+        };
+        b.send("q", message).await.unwrap();
+    };
+    let guard = std::time::Duration::from_secs(10);
+    let (got, ()) = tokio::time::timeout(guard, async { tokio::join!(poll, send) })
+        .await
+        .expect("woken by the other node's send");
+    let got = got.unwrap();
+    assert_eq!(got.len(), 1);
+    assert_eq!(&*got[0].message.body, "from b");
+}

@@ -29,6 +29,9 @@ CREATE TABLE messages (
     first_receive_at bigint,
     -- When the current visibility timeout started (its total may not pass 12 hours).
     received_at bigint,
+    -- Bumped by every visibility change: a retried receive attempt is replayed only while it
+    -- holds.
+    visibility_epoch integer NOT NULL DEFAULT 0,
     -- Retention counts from here.
     enqueued_at bigint NOT NULL,
     content bytea NOT NULL,
@@ -62,4 +65,15 @@ CREATE TABLE dedup (
     seq bigint NOT NULL,
     expires_at bigint NOT NULL,
     PRIMARY KEY (queue_uid, key)
+);
+
+-- FIFO receive attempts (ReceiveRequestAttemptId) of the last five minutes: what each returned,
+-- in order, as [position, receive number, visibility epoch] triples. A retry gets the same
+-- messages and handles while none was deleted, received again or had its visibility changed.
+CREATE TABLE receive_attempts (
+    queue_uid bigint NOT NULL REFERENCES queues (uid) ON DELETE CASCADE,
+    attempt_id text COLLATE "C" NOT NULL,
+    entries jsonb NOT NULL,
+    expires_at bigint NOT NULL,
+    PRIMARY KEY (queue_uid, attempt_id)
 );
