@@ -310,7 +310,51 @@ pub async fn messages<B: QueueAdmin + Messages>(backend: &B, clock: &ManualClock
     fifo_window_and_batches(backend, clock, last).await;
     delays_and_dead_letters(backend, clock).await;
     receive_attempts(backend, clock).await;
+    retention(backend, clock).await;
     long_polls(backend, clock).await;
+}
+
+/// A message enqueued longer ago than the retention period is gone, even from flight; a FIFO
+/// group then continues with the next.
+async fn retention<B: QueueAdmin + Messages>(backend: &B, clock: &ManualClock) {
+    let keep = ("MessageRetentionPeriod", "60");
+    let now = clock.now();
+    backend
+        .create_queue(create("brief", &[keep], now))
+        .await
+        .unwrap();
+    let fifo = [
+        keep,
+        ("FifoQueue", "true"),
+        ("ContentBasedDeduplication", "true"),
+        ("VisibilityTimeout", "120"),
+    ];
+    backend
+        .create_queue(create("brief.fifo", &fifo, now))
+        .await
+        .unwrap();
+    for queue in ["brief", "brief.fifo"] {
+        let group = queue.ends_with(".fifo").then_some("g");
+        backend
+            .send(queue, message("old", group, None))
+            .await
+            .unwrap();
+    }
+    assert_eq!(bodies(&receive(backend, "brief.fifo", 1).await), ["old"]);
+    clock.advance_millis(30_000);
+    for queue in ["brief", "brief.fifo"] {
+        let group = queue.ends_with(".fifo").then_some("g");
+        backend
+            .send(queue, message("new", group, None))
+            .await
+            .unwrap();
+    }
+    clock.advance_millis(30_000);
+    assert_eq!(counts(backend, "brief", clock).await, (1, 0, 0));
+    assert_eq!(bodies(&receive(backend, "brief", 10).await), ["new"]);
+    // "old" was still in flight (120 s) when it expired, and no longer holds its group.
+    assert_eq!(bodies(&receive(backend, "brief.fifo", 10).await), ["new"]);
+    assert_eq!(counts(backend, "brief.fifo", clock).await, (0, 1, 0));
 }
 
 /// A standard queue: in flight once received, back after the visibility timeout (30 s).

@@ -84,6 +84,7 @@ impl Messages for Postgres {
                 tokio::pin!(woken);
                 woken.as_mut().enable();
                 let now = self.clock.now();
+                self.expire(&queue, now).await?;
                 let asked = (max, request.attempt_id.as_deref());
                 let received = self
                     .receive_now(&queue, asked, now.plus_seconds(visibility), now)

@@ -3,7 +3,7 @@
 //!
 //! Under construction: queue administration (`QueueAdmin`) and messages (`Messages`: FIFO
 //! groups and their lock, deduplication, visibility, dead-letter queues, long polls woken across
-//! nodes, receive attempt ids; not yet retention or the in-flight cap) are implemented
+//! nodes, receive attempt ids, retention; not yet the in-flight cap) are implemented
 //! and tested against a real PostgreSQL; topics, move tasks and the webhook outbox are not,
 //! so the backend cannot be selected with `--storage` until they are.
 //!
@@ -17,6 +17,7 @@ mod attempts;
 mod message_store;
 mod messages;
 mod queues;
+mod retention;
 pub mod schema;
 mod wakeup;
 
@@ -63,6 +64,7 @@ pub struct Postgres {
     delete_cooldown_ms: u64,
     clock: Arc<dyn Clock>,
     wakers: Arc<wakeup::Wakers>,
+    sweeps: retention::Sweeps,
     /// Listens for other nodes' sends (`wakeup::listen`).
     listener: tokio::task::JoinHandle<()>,
 }
@@ -113,6 +115,7 @@ impl Postgres {
             delete_cooldown_ms: settings.delete_cooldown_ms,
             clock,
             wakers,
+            sweeps: retention::Sweeps::default(),
             listener,
         })
     }

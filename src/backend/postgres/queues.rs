@@ -182,13 +182,9 @@ impl Postgres {
 
     async fn describe(&self, name: &str, now: Timestamp) -> BackendResult<QueueView> {
         let client = self.client().await?;
-        let sql = format!("SELECT uid, {CONFIG} FROM queues WHERE name = $1");
-        let row = client
-            .query_opt(&sql, &[&name])
-            .await
-            .map_err(unavailable)?
-            .ok_or(EngineError::QueueDoesNotExist)?;
-        let uid: i64 = row.get("uid");
+        let queue = self.queue_row(&client, name).await?;
+        self.expire(&queue, now).await?;
+        let uid = queue.uid;
         // Approximate on AWS too; a scan of the queue's messages (not a hot path).
         let counts = client
             .query_one(
@@ -203,7 +199,7 @@ impl Postgres {
         let count = |i: usize| usize::try_from(counts.get::<_, i64>(i)).unwrap_or(0);
         Ok(QueueView {
             arn: self.queue_arn(name).into(),
-            config: config_of(&row)?,
+            config: queue.config,
             counts: Counts {
                 visible: count(0),
                 in_flight: count(1),
