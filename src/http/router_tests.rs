@@ -182,6 +182,18 @@ async fn expect_xml(app: &Router, service: &str, request: &str, documented: &str
     assert_eq!(masked_xml(&body), masked_xml(documented));
 }
 
+/// Replays `request` and compares its XML error answer and status with `documented`.
+async fn expect_xml_error(
+    app: &Router,
+    service: &str,
+    (request, status): (&str, StatusCode),
+    documented: &str,
+) {
+    let (answered, body) = replay_to(app, service, request).await;
+    assert_eq!(answered, status, "{body}");
+    assert_eq!(masked_xml(&body), masked_xml(documented));
+}
+
 /// Replays `request` and compares its JSON answer with `documented`.
 async fn expect_json(app: &Router, request: &str, documented: &str) {
     let (status, body) = replay(app, request).await;
@@ -378,6 +390,21 @@ async fn the_examples_of_the_sns_spec_answer_as_documented() {
   </PublishResult>
   <ResponseMetadata><RequestId>c4f1</RequestId></ResponseMetadata>
 </PublishResponse>"#,
+    )
+    .await;
+    // An SNS error has no <Detail/> (SQS's have one).
+    expect_xml_error(
+        &app,
+        "sns",
+        (&format!("{sns}Action=Publish&Version=2010-03-31&TopicArn=arn%3Aaws%3Asns%3Aeu-west-1%3A123456789012%3Aorders.fifo&Message=x"), StatusCode::BAD_REQUEST),
+        r#"<ErrorResponse xmlns="http://sns.amazonaws.com/doc/2010-03-31/">
+  <Error>
+    <Type>Sender</Type>
+    <Code>InvalidParameter</Code>
+    <Message>Invalid parameter: The MessageGroupId parameter is required for FIFO topics</Message>
+  </Error>
+  <RequestId>e8a1</RequestId>
+</ErrorResponse>"#,
     )
     .await;
     // The raw, filtered copy reached the subscribed queue as the bare message.

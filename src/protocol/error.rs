@@ -262,7 +262,20 @@ pub struct ApiError {
     pub message: String,
 }
 
+/// What AWS says of a missing queue over JSON, and (longer) over Query. Source:
+/// shared/spec/sqs.md §1.6, the Query error example and the note after it.
+const NO_QUEUE_JSON: &str = "The specified queue does not exist.";
+const NO_QUEUE_QUERY: &str = "The specified queue does not exist for this wsdl version.";
+
 impl ApiError {
+    /// The message as SQS's Query protocol words it.
+    pub fn query_message(&self) -> &str {
+        match self.code {
+            ErrorCode::QueueDoesNotExist if self.message == NO_QUEUE_JSON => NO_QUEUE_QUERY,
+            _ => &self.message,
+        }
+    }
+
     pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
         ApiError {
             code,

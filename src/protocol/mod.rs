@@ -153,9 +153,9 @@ pub fn encode_error(protocol: Protocol, error: &ApiError, request_id: &str) -> E
         Protocol::Query => xml(
             status,
             xml::error(
-                fault,
-                query_code,
-                &error.message,
+                xml::ErrorShape::Sqs,
+                (fault, query_code),
+                error.query_message(),
                 request_id,
                 xml::SQS_NAMESPACE,
             ),
@@ -163,8 +163,8 @@ pub fn encode_error(protocol: Protocol, error: &ApiError, request_id: &str) -> E
         Protocol::SnsQuery => xml(
             status,
             xml::error(
-                fault,
-                error.code.sns_code(),
+                xml::ErrorShape::Sns,
+                (fault, error.code.sns_code()),
                 &error.message,
                 request_id,
                 sns_query::SNS_NAMESPACE,

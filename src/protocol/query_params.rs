@@ -85,6 +85,24 @@ pub const VISIBILITY_ENTRIES: QueryList = list(
     Shape::StructList("Entries", &[]),
 );
 
+impl Shape {
+    /// The JSON member the list becomes.
+    fn member(&self) -> &'static str {
+        match self {
+            Shape::StringList(member)
+            | Shape::StringMap(member, _, _)
+            | Shape::AttributeMap(member)
+            | Shape::StructList(member, _) => member,
+        }
+    }
+}
+
+/// Whether `name` is a declared list's JSON member name: botocore's Query serializer writes an
+/// empty list as `Member=` (`Entries=`), under that name rather than the list's prefix.
+fn is_member(name: &str, lists: &[QueryList]) -> bool {
+    lists.iter().any(|l| l.shape.member() == name)
+}
+
 fn shape<'a>(prefix: &str, lists: &'a [QueryList]) -> Option<&'a Shape> {
     lists.iter().find(|l| l.prefix == prefix).map(|l| &l.shape)
 }
@@ -122,8 +140,9 @@ fn reshape(params: &[(&str, &str)], lists: &[QueryList]) -> Value {
     for (key, value) in params {
         match key.split_once('.') {
             Some((prefix, rest)) => nested.entry(prefix).or_default().push((rest, value)),
-            // An empty list may be sent as `AttributeName=`: treat it as absent.
+            // An empty list may be sent as `AttributeName=` or `Entries=`: treat it as absent.
             None if shape(key, lists).is_some() => {}
+            None if value.is_empty() && is_member(key, lists) => {}
             None => {
                 object.insert(key.to_string(), Value::String(value.to_string()));
             }

@@ -130,8 +130,23 @@ pub fn response(action: SqsAction, result: &Value, request_id: &str, namespace: 
     out
 }
 
+/// Which service's error shape: SQS's carries an empty `<Detail/>`, SNS's has none (AWS's
+/// answers differ so, and botocore reports `Error.Detail` only when the element is there).
+/// Source: shared/spec/sns.md §8, "Error: FIFO publish without group id"; sqs.md's Query errors.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum ErrorShape {
+    Sqs,
+    Sns,
+}
+
 /// An `ErrorResponse` document.
-pub fn error(fault: &str, code: &str, message: &str, request_id: &str, namespace: &str) -> String {
+pub fn error(
+    shape: ErrorShape,
+    (fault, code): (&str, &str),
+    message: &str,
+    request_id: &str,
+    namespace: &str,
+) -> String {
     let mut out = String::with_capacity(256);
     out.push_str("<?xml version=\"1.0\"?><ErrorResponse xmlns=\"");
     out.push_str(namespace);
@@ -141,7 +156,11 @@ pub fn error(fault: &str, code: &str, message: &str, request_id: &str, namespace
     escape(code, &mut out);
     out.push_str("</Code><Message>");
     escape(message, &mut out);
-    out.push_str("</Message><Detail/></Error><RequestId>");
+    out.push_str("</Message>");
+    if shape == ErrorShape::Sqs {
+        out.push_str("<Detail/>");
+    }
+    out.push_str("</Error><RequestId>");
     out.push_str(request_id);
     out.push_str("</RequestId></ErrorResponse>");
     out

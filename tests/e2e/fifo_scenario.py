@@ -95,6 +95,21 @@ except ClientError as e:
     code = e.response["Error"]["Code"]
     check("missing queue code", code == "AWS.SimpleQueueService.NonExistentQueue", code)
     check("missing queue is the modeled exception", isinstance(e, sqs.exceptions.QueueDoesNotExist), type(e))
+    if expected_protocol == "query":
+        # SQS's Query error shape carries an empty <Detail/> (SNS's does not).
+        check("SQS Query errors carry Detail", "Detail" in e.response["Error"], e.response["Error"])
+    expected = {
+        "query": "The specified queue does not exist for this wsdl version.",
+        "json": "The specified queue does not exist.",
+    }[expected_protocol]
+    check("missing queue worded as AWS does in this protocol", e.response["Error"]["Message"] == expected, e.response["Error"])
+
+try:
+    sqs.send_message_batch(QueueUrl=url, Entries=[])
+    check("an empty batch raises", False)
+except ClientError as e:
+    code = e.response["Error"]["Code"]
+    check("an empty batch is EmptyBatchRequest", code == "AWS.SimpleQueueService.EmptyBatchRequest", e.response["Error"])
 
 try:
     sqs.send_message(QueueUrl=url, MessageBody="no group")

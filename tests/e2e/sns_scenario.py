@@ -11,6 +11,7 @@ import urllib.request
 import uuid
 
 import boto3
+from botocore.exceptions import ClientError
 
 endpoint = sys.argv[1]
 must_verify = sys.argv[2:] == ["verify"]
@@ -52,6 +53,14 @@ for tick in range(5):
         sent.append(body)
         sns.publish(TopicArn=topic, Message=body, MessageGroupId=symbol)
 dup = sns.publish(TopicArn=topic, Message=sent[0], MessageGroupId="AAPL")
+try:
+    sns.publish(TopicArn=topic, Message="no group")
+    check("FIFO publish without a group raises", False)
+except ClientError as e:
+    error = e.response["Error"]
+    check("FIFO publish without a group is InvalidParameter", error["Code"] == "InvalidParameter", error)
+    # SNS's error shape has no <Detail/> (SQS's has), and botocore shows exactly that.
+    check("SNS errors carry no Detail", "Detail" not in error, error)
 check("duplicate publish accepted", "MessageId" in dup)
 batch = sns.publish_batch(
     TopicArn=topic,

@@ -79,6 +79,13 @@ async fn query_error_document_for_unknown_queue() {
     assert_eq!(status, 400);
     assert!(body.starts_with(r#"<?xml version="1.0"?><ErrorResponse xmlns="http://queue.amazonaws.com/doc/2012-11-05/"><Error><Type>Sender</Type><Code>AWS.SimpleQueueService.NonExistentQueue</Code>"#), "{body}");
     assert!(body.contains("<Detail/></Error><RequestId>"));
+    // Query's wording is longer than JSON's (sqs.md §1.6).
+    assert!(
+        body.contains(
+            "<Message>The specified queue does not exist for this wsdl version.</Message>"
+        ),
+        "{body}"
+    );
 }
 
 #[tokio::test]
@@ -130,4 +137,45 @@ async fn missing_and_unknown_actions() {
     let (status, body) = query(&server, "/", &[("Action", "Frobnicate")]).await;
     assert_eq!(status, 400);
     assert_eq!(xml_text(&body, "Code"), Some("InvalidAction"));
+}
+
+#[tokio::test]
+async fn an_empty_list_written_under_its_member_name_is_an_empty_list() {
+    // botocore's Query serializer writes an empty list as `Entries=` (its member name).
+    let server = start().await;
+    query(
+        &server,
+        "/",
+        &[("Action", "CreateQueue"), ("QueueName", "q")],
+    )
+    .await;
+    let url = format!("http://{}/000000000000/q", server.addr);
+    for action in [
+        "SendMessageBatch",
+        "DeleteMessageBatch",
+        "ChangeMessageVisibilityBatch",
+    ] {
+        let (status, body) = query(
+            &server,
+            "/",
+            &[("Action", action), ("QueueUrl", &url), ("Entries", "")],
+        )
+        .await;
+        assert_eq!(status, 400, "{action}: {body}");
+        assert!(
+            body.contains("<Code>AWS.SimpleQueueService.EmptyBatchRequest</Code>"),
+            "{action}: {body}"
+        );
+    }
+    let (status, body) = query(
+        &server,
+        "/",
+        &[
+            ("Action", "ReceiveMessage"),
+            ("QueueUrl", &url),
+            ("AttributeNames", ""),
+        ],
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
 }
