@@ -48,14 +48,22 @@ pub struct MoveTask {
 }
 
 impl MoveTask {
-    /// The opaque handle: AWS encodes the task id and source ARN; so do we.
+    /// The opaque handle, as AWS makes it: base64 of `{"taskId":…,"sourceArn":…}` (issue 32,
+    /// item 5, from handles recorded on AWS).
     pub fn handle(&self) -> String {
-        STANDARD.encode(format!("{}\n{}", self.id, self.source_arn))
+        let json = serde_json::json!({"taskId": self.id, "sourceArn": self.source_arn});
+        STANDARD.encode(json.to_string())
     }
 }
 
+/// (task id, source ARN) from a handle: AWS's form, or `id\nARN` as Orderly wrote them before
+/// (handles a client still holds from then keep working).
 fn decode_handle(handle: &str) -> Option<(String, String)> {
     let raw = String::from_utf8(STANDARD.decode(handle).ok()?).ok()?;
+    if let Ok(serde_json::Value::Object(fields)) = serde_json::from_str(&raw) {
+        let field = |name: &str| fields.get(name)?.as_str().map(String::from);
+        return Some((field("taskId")?, field("sourceArn")?));
+    }
     let (id, arn) = raw.split_once('\n')?;
     Some((id.to_string(), arn.to_string()))
 }
@@ -328,5 +336,23 @@ impl<W: Default> Engine<W> {
             .filter(|t| t.status == MoveStatus::Running)
             .cloned()
             .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn handles_of_both_forms_decode_and_others_do_not() {
+        let arn = "arn:aws:sqs:us-east-1:000000000000:dlq";
+        let aws = STANDARD.encode(format!(r#"{{"taskId":"t-1","sourceArn":"{arn}"}}"#));
+        assert_eq!(decode_handle(&aws), Some(("t-1".into(), arn.into())));
+        // As Orderly wrote them before: still honoured after an upgrade.
+        let before = STANDARD.encode(format!("t-2\n{arn}"));
+        assert_eq!(decode_handle(&before), Some(("t-2".into(), arn.into())));
+        for garbage in ["not base64!", "", &STANDARD.encode(r#"{"taskId":1}"#)] {
+            assert_eq!(decode_handle(garbage), None, "{garbage}");
+        }
     }
 }

@@ -237,3 +237,67 @@ async fn graceful_shutdown_stops_move_tasks_between_steps() {
     tokio::task::yield_now().await;
     assert_eq!(left().await, 26, "no step runs after shutdown");
 }
+
+#[tokio::test]
+async fn move_task_handles_are_aws_shaped_and_an_unknown_task_is_not_found() {
+    use base64::Engine as _;
+    let server = start().await;
+    create_queue(&server, "dead", &[]).await;
+    let src = create_queue(
+        &server,
+        "live",
+        &[("RedrivePolicy", &redrive_to("dead", 1))],
+    )
+    .await;
+    assert!(!src.is_empty());
+    let source_arn = "arn:aws:sqs:us-east-1:000000000000:dead";
+    // A handle as AWS writes one, naming a task that does not exist: 404, not a bad handle.
+    let foreign = base64::engine::general_purpose::STANDARD.encode(format!(
+        r#"{{"taskId":"00000000-0000-0000-0000-000000000000","sourceArn":"{source_arn}"}}"#
+    ));
+    let err = server
+        .sqs
+        .cancel_message_move_task()
+        .task_handle(&foreign)
+        .send()
+        .await
+        .unwrap_err();
+    assert_eq!(err.raw_response().unwrap().status().as_u16(), 404);
+    let service = err.into_service_error();
+    assert!(service.is_resource_not_found_exception(), "{service:?}");
+    // Ours decode to the same shape, and cancel the task they name (five messages at one a
+    // second: still running when cancelled).
+    let dead = format!("http://{}/000000000000/dead", server.addr);
+    for n in 0..5 {
+        let body = format!("m{n}");
+        let sent = server
+            .sqs
+            .send_message()
+            .queue_url(&dead)
+            .message_body(body);
+        sent.send().await.unwrap();
+    }
+    let task = server
+        .sqs
+        .start_message_move_task()
+        .source_arn(source_arn)
+        .max_number_of_messages_per_second(1)
+        .send()
+        .await
+        .unwrap();
+    let handle = task.task_handle.unwrap();
+    let decoded = base64::engine::general_purpose::STANDARD
+        .decode(&handle)
+        .unwrap();
+    let fields: serde_json::Value = serde_json::from_slice(&decoded).unwrap();
+    assert_eq!(fields["sourceArn"], source_arn);
+    assert!(fields["taskId"].as_str().is_some_and(|id| !id.is_empty()));
+    let cancelled = server
+        .sqs
+        .cancel_message_move_task()
+        .task_handle(&handle)
+        .send()
+        .await
+        .unwrap();
+    assert!(cancelled.approximate_number_of_messages_moved < 5);
+}
