@@ -270,7 +270,22 @@ async fn handle(State(state): State<HttpState>, request: Request) -> Response {
             &ctx.request_id,
         );
     }
-    query(service, &uri, &body, signing_service, &ctx, strict).await
+    // AWS answers an SQS Query request in JSON when it accepts JSON (the SDKs' query-compatible
+    // mode and some hand-written clients ask so). Source: issue 32, item 3, recorded on AWS.
+    let answer = if accepts_json(&headers) {
+        Protocol::Json
+    } else {
+        Protocol::Query
+    };
+    query(
+        service,
+        &uri,
+        &body,
+        (signing_service, answer),
+        &ctx,
+        strict,
+    )
+    .await
 }
 
 /// Whether the request is signed, and by whom (the sender id its messages carry). With
@@ -338,12 +353,22 @@ async fn json(
     respond(encoded, &ctx.request_id)
 }
 
-/// A Query request: form body and URL query string together.
+/// Whether the request's `Accept` names JSON.
+fn accepts_json(headers: &HeaderMap) -> bool {
+    headers
+        .get_all(header::ACCEPT)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .any(|v| v.contains("application/json") || v.contains("application/x-amz-json"))
+}
+
+/// A Query request: form body and URL query string together. `answer`: the protocol an SQS
+/// action is answered in (Query's XML, or JSON when the client accepts it).
 async fn query(
     service: &Arc<Service>,
     uri: &axum::http::Uri,
     body: &[u8],
-    signing_service: Option<&str>,
+    (signing_service, answer): (Option<&str>, Protocol),
     ctx: &RequestContext,
     strict: bool,
 ) -> Response {
@@ -413,13 +438,13 @@ async fn query(
         path_url = format!("{}://{}{path}", ctx.scheme, ctx.host);
         pairs.push(("QueueUrl", &path_url));
     }
-    sqs_query(service, &action, &pairs, ctx).await
+    sqs_query(service, (&action, answer), &pairs, ctx).await
 }
 
 /// An SQS Query request, its parameters decoded by the lists its action declares.
 async fn sqs_query(
     service: &Arc<Service>,
-    action: &str,
+    (action, answer): (&str, Protocol),
     pairs: &[(&str, &str)],
     ctx: &RequestContext,
 ) -> Response {
@@ -429,14 +454,12 @@ async fn sqs_query(
         Ok(json) => Payload::Query(json),
         Err(error) => {
             return respond(
-                encode_error(Protocol::Query, &error, &ctx.request_id),
+                encode_error(answer, &error, &ctx.request_id),
                 &ctx.request_id,
             )
         }
     };
-    let encoded = service
-        .dispatch(Protocol::Query, action, &payload, ctx)
-        .await;
+    let encoded = service.dispatch(answer, action, &payload, ctx).await;
     respond(encoded, &ctx.request_id)
 }
 

@@ -1,6 +1,6 @@
 //! The Query protocol: form requests, XML responses (golden shapes), escaping, queue-URL paths.
 
-use crate::common::{query, start, xml_text};
+use crate::common::{query, start, xml_text, Server};
 
 #[tokio::test]
 async fn query_round_trip_keeps_carriage_returns() {
@@ -178,4 +178,73 @@ async fn an_empty_list_written_under_its_member_name_is_an_empty_list() {
     )
     .await;
     assert_eq!(status, 200, "{body}");
+}
+
+/// Posts a signed SQS Query request that accepts JSON; returns (status, content type, body).
+async fn query_accepting_json(server: &Server, params: &[(&str, &str)]) -> (u16, String, String) {
+    let body = form_urlencoded::Serializer::new(String::new())
+        .extend_pairs(params)
+        .finish();
+    let response = reqwest::Client::new()
+        .post(server.url())
+        .header(
+            "content-type",
+            "application/x-www-form-urlencoded; charset=utf-8",
+        )
+        .header("accept", "application/json")
+        .header("authorization", crate::common::signed("sqs"))
+        .body(body)
+        .send()
+        .await
+        .unwrap();
+    let status = response.status().as_u16();
+    let content_type = response.headers()["content-type"]
+        .to_str()
+        .unwrap()
+        .to_string();
+    (status, content_type, response.text().await.unwrap())
+}
+
+#[tokio::test]
+async fn a_query_request_accepting_json_is_answered_in_json() {
+    let server = start().await;
+    let (status, content_type, body) =
+        query_accepting_json(&server, &[("Action", "CreateQueue"), ("QueueName", "q")]).await;
+    assert_eq!(
+        (status, content_type.as_str()),
+        (200, "application/x-amz-json-1.0"),
+        "{body}"
+    );
+    let url = serde_json::from_str::<serde_json::Value>(&body).unwrap()["QueueUrl"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(url.ends_with("/000000000000/q"), "{url}");
+    let send = [
+        ("Action", "SendMessage"),
+        ("QueueUrl", &url),
+        ("MessageBody", "hi"),
+    ];
+    let (status, _, body) = query_accepting_json(&server, &send).await;
+    assert_eq!(status, 200, "{body}");
+    let receive = [
+        ("Action", "ReceiveMessage"),
+        ("QueueUrl", url.as_str()),
+        ("MaxNumberOfMessages", "10"),
+    ];
+    let (_, _, body) = query_accepting_json(&server, &receive).await;
+    let received: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(received["Messages"][0]["Body"], "hi", "{body}");
+    // Errors too, in AWS JSON's shape.
+    let missing = [("Action", "GetQueueUrl"), ("QueueName", "nope")];
+    let (status, _, body) = query_accepting_json(&server, &missing).await;
+    assert_eq!(status, 400);
+    let error: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(
+        error["__type"], "com.amazonaws.sqs#QueueDoesNotExist",
+        "{body}"
+    );
+    // Without the header, the same request is answered in XML.
+    let (_, body) = query(&server, "/", &missing).await;
+    assert!(body.starts_with("<?xml"), "{body}");
 }
