@@ -305,9 +305,10 @@ pub fn validate_attribute(name: &str, value: &AttributeValue) -> EngineResult<()
     let lower = name.to_ascii_lowercase();
     let name_ok = !name.is_empty()
         && name.len() <= 256
+        // Letters and digits of any script: AWS accepts `attr.1øßä` (issue 32, item 6).
         && name
             .chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-' || c == '.')
+            .all(|c| c.is_alphanumeric() || c == '_' || c == '-' || c == '.')
         && !name.starts_with('.')
         && !name.ends_with('.')
         && !name.contains("..")

@@ -405,7 +405,7 @@ async fn query(
         .map(|(_, v)| v.clone())
     else {
         let error = ApiError::new(
-            ErrorCode::MissingAction,
+            ErrorCode::UnknownOperation,
             "The request must contain the parameter Action.",
         );
         return fail(Protocol::Query, error);
@@ -431,10 +431,19 @@ async fn query(
         let encoded = service.dispatch(protocol, &action, &payload, ctx).await;
         return respond(encoded, &ctx.request_id);
     }
-    // Older clients post to the queue URL itself instead of passing QueueUrl.
+    // Older clients post to the queue URL itself instead of passing QueueUrl. Actions that take
+    // no queue are not a queue's (AWS answers InvalidAction there: issue 32, item 3).
     let path_url;
     let path = uri.path().trim_end_matches('/');
-    if !pairs.iter().any(|(k, _)| *k == "QueueUrl") && path.matches('/').count() == 2 {
+    let on_queue_url = path.matches('/').count() == 2;
+    if on_queue_url && matches!(action.as_str(), "CreateQueue" | "ListQueues") {
+        let error = ApiError::new(
+            ErrorCode::InvalidAction,
+            format!("The action {action} is not valid for this endpoint."),
+        );
+        return fail(answer, error);
+    }
+    if !pairs.iter().any(|(k, _)| *k == "QueueUrl") && on_queue_url {
         path_url = format!("{}://{}{path}", ctx.scheme, ctx.host);
         pairs.push(("QueueUrl", &path_url));
     }

@@ -27,7 +27,7 @@ pub enum ErrorCode {
     InvalidParameterValue,
     MissingParameter,
     InvalidAction,
-    MissingAction,
+    UnknownOperation,
     SerializationException,
     InternalFailure,
     /// A request body past `--max-request-bytes` (AWS's front end answers 413 as well).
@@ -155,10 +155,11 @@ impl ErrorCode {
                 "InvalidAction",
                 400,
             ),
-            MissingAction => (
-                "com.amazon.coral.service#MissingAction",
-                "MissingAction",
-                400,
+            // A Query request without Action (AWS-recorded: issue 32, item 3).
+            UnknownOperation => (
+                "com.amazon.coral.service#UnknownOperationException",
+                "UnknownOperationException",
+                404,
             ),
             SerializationException => (
                 "com.amazon.coral.service#SerializationException",

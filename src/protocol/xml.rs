@@ -104,6 +104,9 @@ fn write_members(members: &Map<String, Value>, action: &str, out: &mut String) {
 /// A complete success response for `action`.
 pub fn response(action: SqsAction, result: &Value, request_id: &str, namespace: &str) -> String {
     let (name, has_result) = (action.name(), action.xml_result());
+    // AWS writes a receive that found nothing as `<ReceiveMessageResult/>` (issue 32, item 3,
+    // recorded on AWS; other empty results are not known to differ, so they keep both tags).
+    let self_closing = action == SqsAction::ReceiveMessage;
     let action = name;
     let mut out = String::with_capacity(256);
     out.push_str("<?xml version=\"1.0\"?><");
@@ -115,12 +118,18 @@ pub fn response(action: SqsAction, result: &Value, request_id: &str, namespace: 
         out.push('<');
         out.push_str(action);
         out.push_str("Result>");
+        let empty = out.len();
         if let Value::Object(members) = result {
             write_members(members, action, &mut out);
         }
-        out.push_str("</");
-        out.push_str(action);
-        out.push_str("Result>");
+        if self_closing && out.len() == empty {
+            out.truncate(empty - 1);
+            out.push_str("/>");
+        } else {
+            out.push_str("</");
+            out.push_str(action);
+            out.push_str("Result>");
+        }
     }
     out.push_str("<ResponseMetadata><RequestId>");
     out.push_str(request_id);
@@ -212,7 +221,7 @@ mod tests {
     fn empty_and_no_result_shapes() {
         assert!(
             response(SqsAction::ReceiveMessage, &json!({}), "r", SQS_NAMESPACE)
-                .contains("<ReceiveMessageResult></ReceiveMessageResult>")
+                .contains("<ReceiveMessageResult/><ResponseMetadata>")
         );
         assert!(
             !response(SqsAction::DeleteMessage, &json!({}), "r", SQS_NAMESPACE).contains("Result")

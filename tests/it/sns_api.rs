@@ -415,3 +415,33 @@ async fn permissions_edit_the_topic_policy() {
         assert_eq!(sids, ["__default_statement_ID"]);
     }
 }
+
+#[tokio::test]
+async fn a_type_prefix_with_nothing_after_its_dot_is_refused_by_sns() {
+    use aws_sdk_sns::types::MessageAttributeValue;
+    let server = start().await;
+    let topic = server.sns.create_topic().name("t").send().await.unwrap();
+    let value = MessageAttributeValue::builder()
+        .data_type("String.")
+        .string_value("v")
+        .build()
+        .unwrap();
+    let err = server
+        .sns
+        .publish()
+        .topic_arn(topic.topic_arn.unwrap())
+        .message("m")
+        .message_attributes("label", value)
+        .send()
+        .await
+        .unwrap_err();
+    let service = err.into_service_error();
+    assert!(
+        service.is_invalid_parameter_value_exception(),
+        "{service:?}"
+    );
+    assert_eq!(
+        service.message(),
+        Some("The message attribute 'label' has an invalid message attribute type, the set of supported type prefixes is Binary, Number, and String.")
+    );
+}

@@ -125,18 +125,37 @@ async fn queue_url_as_path_and_no_result_shape() {
         &[("Action", "ReceiveMessage")],
     )
     .await;
-    assert!(empty.contains("<ReceiveMessageResult></ReceiveMessageResult>"));
+    assert!(
+        empty.contains("<ReceiveMessageResult/><ResponseMetadata>"),
+        "{empty}"
+    );
 }
 
 #[tokio::test]
 async fn missing_and_unknown_actions() {
     let server = start().await;
+    // No Action: 404 UnknownOperationException, as AWS answers (issue 32, item 3).
     let (status, body) = query(&server, "/", &[("Version", "2012-11-05")]).await;
-    assert_eq!(status, 400);
-    assert_eq!(xml_text(&body, "Code"), Some("MissingAction"));
+    assert_eq!(status, 404);
+    assert_eq!(xml_text(&body, "Code"), Some("UnknownOperationException"));
     let (status, body) = query(&server, "/", &[("Action", "Frobnicate")]).await;
     assert_eq!(status, 400);
     assert_eq!(xml_text(&body, "Code"), Some("InvalidAction"));
+    // Actions that take no queue are not actions of a queue's URL.
+    query(
+        &server,
+        "/",
+        &[("Action", "CreateQueue"), ("QueueName", "plain")],
+    )
+    .await;
+    for action in ["CreateQueue", "ListQueues"] {
+        let params = [("Action", action), ("QueueName", "other")];
+        let (status, body) = query(&server, "/000000000000/plain", &params).await;
+        assert_eq!(status, 400, "{action}: {body}");
+        assert_eq!(xml_text(&body, "Code"), Some("InvalidAction"), "{action}");
+    }
+    let (status, _) = query(&server, "/", &[("Action", "ListQueues")]).await;
+    assert_eq!(status, 200);
 }
 
 #[tokio::test]

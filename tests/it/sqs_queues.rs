@@ -259,3 +259,36 @@ async fn delete_queue_then_it_is_gone() {
         .unwrap_err();
     assert!(err.into_service_error().is_queue_does_not_exist());
 }
+
+#[tokio::test]
+async fn message_attribute_names_may_hold_letters_of_any_script() {
+    use aws_sdk_sqs::types::MessageAttributeValue;
+    let server = start().await;
+    let url = create_queue(&server, "intl", &[]).await;
+    let value = MessageAttributeValue::builder()
+        .data_type("String")
+        .string_value("v")
+        .build()
+        .unwrap();
+    // The SDK checks the attributes' MD5 on the answer, so the name's bytes are compared too.
+    server
+        .sqs
+        .send_message()
+        .queue_url(&url)
+        .message_body("m")
+        .message_attributes("attr.1øßä", value)
+        .send()
+        .await
+        .unwrap();
+    let received = server
+        .sqs
+        .receive_message()
+        .queue_url(&url)
+        .message_attribute_names("All")
+        .send()
+        .await
+        .unwrap();
+    let message = &received.messages.unwrap()[0];
+    let attributes = message.message_attributes.as_ref().unwrap();
+    assert_eq!(attributes["attr.1øßä"].string_value(), Some("v"));
+}

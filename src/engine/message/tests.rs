@@ -83,6 +83,9 @@ fn attribute_rules() {
         )
     };
     assert!(ok("price", "Number.float", "1.5e3").is_ok());
+    assert!(ok("attr.1øßä", "String", "v").is_ok());
+    assert!(ok("a b", "String", "v").is_err());
+    assert!(ok("a\u{7}", "String", "v").is_err());
     assert!(ok("AWS.x", "String", "v").is_err());
     assert!(ok("a..b", "String", "v").is_err());
     assert!(ok(".a", "String", "v").is_err());

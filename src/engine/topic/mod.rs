@@ -533,6 +533,17 @@ pub fn check_message(req: &PublishRequest) -> EngineResult<()> {
     if req.message.is_empty() {
         return Err(invalid("Invalid parameter: Empty message"));
     }
+    // A type prefix with nothing after its dot (`String.`) is SNS's error, not SQS's (issue 32,
+    // item 6; the text is SNS's, sns.md §3.11 step 3).
+    if let Some((name, _)) = req
+        .attributes
+        .iter()
+        .find(|(_, v)| v.data_type.ends_with('.'))
+    {
+        return Err(EngineError::ParameterValueInvalid(format!(
+            "The message attribute '{name}' has an invalid message attribute type, the set of supported type prefixes is Binary, Number, and String."
+        )));
+    }
     // Each attribute follows the rules; unlike SQS there is no count limit (raw delivery into
     // a queue with more than 10 fails for that subscription instead).
     req.attributes

@@ -210,7 +210,7 @@ const SNS_ERRORS: &[(&str, u16)] = &[
     ("TooManyEntriesInBatchRequest", 400),
     ("ValidationError", 400),
     ("InvalidAction", 400),
-    ("MissingAction", 400),
+    ("UnknownOperationException", 404),
     ("MissingParameter", 400),
     // Unsigned requests for actions that change state (see `http/unsigned.rs`).
     ("MissingAuthenticationToken", 403),
