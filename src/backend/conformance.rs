@@ -108,7 +108,8 @@ async fn creating_and_finding(backend: &dyn QueueAdmin, t: &dyn Fn(u64) -> Times
     assert_eq!(view.counts, Default::default());
 }
 
-/// Dead-letter targets must exist, be of the same type, not be the queue itself, and allow it.
+/// Dead-letter targets must exist, be of the same type and allow the source; a queue may name
+/// itself.
 async fn dead_letter_targets(backend: &dyn QueueAdmin, t: &dyn Fn(u64) -> Timestamp) {
     let redrive =
         |target: &str| format!(r#"{{"deadLetterTargetArn":"{ARN}{target}","maxReceiveCount":3}}"#);
@@ -118,7 +119,6 @@ async fn dead_letter_targets(backend: &dyn QueueAdmin, t: &dyn Fn(u64) -> Timest
             "a-dlq.fifo",
             "Dead-letter queue must be same type of queue as the source..",
         ),
-        ("b-prices", "Dead letter target does not exist."),
     ] {
         let policy = redrive(target);
         let refused =
@@ -126,6 +126,15 @@ async fn dead_letter_targets(backend: &dyn QueueAdmin, t: &dyn Fn(u64) -> Timest
         let message = rejected(refused.await).to_string();
         assert!(message.ends_with(reason), "{target}: {message}");
     }
+    let itself = redrive("b-prices");
+    backend
+        .set_queue_attributes("b-prices", attrs(&[("RedrivePolicy", &itself)]), t(4))
+        .await
+        .unwrap();
+    assert_eq!(
+        names(&backend.dead_letter_sources("b-prices").await.unwrap()),
+        ["b-prices"]
+    );
     let policy = redrive("a-dlq");
     backend
         .set_queue_attributes("b-prices", attrs(&[("RedrivePolicy", &policy)]), t(5))
@@ -386,6 +395,16 @@ async fn standard_messages<B: QueueAdmin + Messages>(backend: &B, clock: &Manual
     let second = receive(messages, "std", 10).await;
     assert_eq!(second.len(), 3);
     assert!(second.iter().all(|r| r.message.receive_count == 2));
+    // An earlier receive's handle still changes the visibility on a standard queue.
+    let extended = messages
+        .change_visibility("std", vec![(&first[0].receipt_handle, 100)])
+        .await
+        .unwrap();
+    assert!(extended[0].is_ok());
+    clock.advance_millis(31_000);
+    let third = receive(messages, "std", 10).await;
+    assert_eq!(third.len(), 2, "the extended one stays in flight");
+    assert!(third.iter().all(|r| r.message.id != first[0].message.id));
     // A standard queue deletes with the earlier handle too.
     let handles: Vec<&str> = first.iter().map(|r| r.receipt_handle.as_str()).collect();
     let deleted = messages.delete("std", handles).await.unwrap();

@@ -279,9 +279,9 @@ impl<W: Default> Engine<W> {
         let Some(policy) = &config.redrive_policy else {
             return Ok(());
         };
+        // A queue may name itself (issue 32, item 6, recorded on AWS).
         let target = self
             .name_from_arn(&policy.dead_letter_target_arn)
-            .filter(|target| *target != name)
             .and_then(|target| self.queue(target).ok());
         let target = target.as_ref().map(|entry| entry.lock());
         let source_arn = self.queue_arn(name);

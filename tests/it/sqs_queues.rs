@@ -292,3 +292,40 @@ async fn message_attribute_names_may_hold_letters_of_any_script() {
     let attributes = message.message_attributes.as_ref().unwrap();
     assert_eq!(attributes["attr.1øßä"].string_value(), Some("v"));
 }
+
+#[tokio::test]
+async fn an_earlier_receive_handle_still_changes_visibility_on_a_standard_queue() {
+    let server = start().await;
+    let url = create_queue(&server, "std", &[]).await;
+    server
+        .sqs
+        .send_message()
+        .queue_url(&url)
+        .message_body("m")
+        .send()
+        .await
+        .unwrap();
+    let receive = |visibility: i32| {
+        server
+            .sqs
+            .receive_message()
+            .queue_url(&url)
+            .visibility_timeout(visibility)
+            .send()
+    };
+    let first = receive(0).await.unwrap().messages.unwrap().remove(0);
+    let second = receive(30).await.unwrap().messages.unwrap().remove(0);
+    assert_ne!(first.receipt_handle, second.receipt_handle);
+    // The first receive's handle makes the message visible again at once.
+    server
+        .sqs
+        .change_message_visibility()
+        .queue_url(&url)
+        .receipt_handle(first.receipt_handle.unwrap())
+        .visibility_timeout(0)
+        .send()
+        .await
+        .unwrap();
+    let again = receive(30).await.unwrap().messages.unwrap_or_default();
+    assert_eq!(again.len(), 1, "the change applied");
+}

@@ -301,3 +301,25 @@ async fn move_task_handles_are_aws_shaped_and_an_unknown_task_is_not_found() {
         .unwrap();
     assert!(cancelled.approximate_number_of_messages_moved < 5);
 }
+
+#[tokio::test]
+async fn a_queue_may_name_itself_as_its_dead_letter_queue() {
+    let server = start().await;
+    let url = create_queue(&server, "loop", &[]).await;
+    server
+        .sqs
+        .set_queue_attributes()
+        .queue_url(&url)
+        .attributes(A::RedrivePolicy, redrive_to("loop", 2))
+        .send()
+        .await
+        .unwrap();
+    let sources = server
+        .sqs
+        .list_dead_letter_source_queues()
+        .queue_url(&url)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(sources.queue_urls, vec![url]);
+}

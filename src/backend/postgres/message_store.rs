@@ -457,14 +457,15 @@ impl Postgres {
                 "Value {handle} for parameter ReceiptHandle is invalid. Reason: Message does not exist or is not available for visibility timeout change."
             ))));
         };
-        if !in_flight_by(&row, &receipt, now) {
-            // Standard queues accept a change after the timeout lapsed or from an earlier
-            // receive (AWS-recorded) and do nothing.
-            return Ok(if queue.config.fifo {
-                Err(expired_handle(handle))
-            } else {
-                Ok(())
-            });
+        // A FIFO handle must be the current receive's; a standard queue applies an earlier
+        // receive's handle too, and accepts (doing nothing) a change after the timeout lapsed
+        // (both AWS-recorded).
+        let in_flight = in_flight(&row, now);
+        if queue.config.fifo && !in_flight_by(&row, &receipt, now) {
+            return Ok(Err(expired_handle(handle)));
+        }
+        if !in_flight {
+            return Ok(Ok(()));
         }
         let new_deadline = now.plus_seconds(timeout);
         let received_at = timestamp(row.get::<_, Option<i64>>("received_at").unwrap_or(0));
@@ -613,11 +614,14 @@ async fn lock_fifo_message(
     Ok(row.map(|row| (group, row)))
 }
 
+/// The message is in flight.
+fn in_flight(row: &Row, now: Timestamp) -> bool {
+    row.get::<_, bool>("received") && row.get::<_, i64>("visible_at") > millis(now)
+}
+
 /// The message is in flight from the receive that issued `receipt`.
 fn in_flight_by(row: &Row, receipt: &Receipt, now: Timestamp) -> bool {
-    row.get::<_, bool>("received")
-        && row.get::<_, i64>("visible_at") > millis(now)
-        && row.get::<_, i64>("receive_no") as u64 == receipt.receive_no
+    in_flight(row, now) && row.get::<_, i64>("receive_no") as u64 == receipt.receive_no
 }
 
 /// The handle, if this queue issued it: its queue incarnation, and a position already given.

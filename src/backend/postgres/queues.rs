@@ -77,17 +77,16 @@ impl Postgres {
         config_of(&row.ok_or(EngineError::QueueDoesNotExist)?)
     }
 
-    /// The redrive policy's target must exist (not as the queue itself), be of the same type
-    /// and let this queue in.
+    /// The redrive policy's target must exist, be of the same type and let this queue in.
     async fn check_redrive(
         &self,
         client: &impl GenericClient,
         name: &str,
         config: &QueueConfig,
     ) -> BackendResult<()> {
+        // A queue may name itself (issue 32, item 6); its row is read as any other.
         let target_name = dead_letter_target(config)
-            .and_then(|arn| queue_name_in_arn(arn, &self.region, &self.account_id))
-            .filter(|target| *target != name);
+            .and_then(|arn| queue_name_in_arn(arn, &self.region, &self.account_id));
         let target = match target_name {
             Some(target) => {
                 let sql = format!("SELECT {CONFIG} FROM queues WHERE name = $1");

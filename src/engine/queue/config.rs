@@ -366,7 +366,7 @@ impl QueueConfig {
 }
 
 /// The rules a redrive policy's dead-letter target must meet: it exists (`target` is its
-/// configuration; `None` when there is no such queue, or it is the source itself), is of the
+/// configuration, `None` when there is no such queue; it may be the source itself), is of the
 /// source's type, and its redrive allow policy lets `source_arn` in.
 pub fn check_dead_letter_target(
     config: &QueueConfig,

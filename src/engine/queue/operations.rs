@@ -302,12 +302,10 @@ impl Queue {
                 Ok(())
             };
         };
-        if !current {
-            return if self.config.fifo {
-                Err(expired_handle(handle))
-            } else {
-                Ok(())
-            };
+        // A standard queue applies the change with an earlier receive's handle too (issue 32,
+        // item 6, recorded on AWS); a FIFO handle must be the current receive's.
+        if !current && self.config.fifo {
+            return Err(expired_handle(handle));
         }
         let new_deadline = now.plus_seconds(timeout);
         if new_deadline.millis_since(stored.received_at) > MAX_VISIBILITY_SECONDS as u64 * 1000 {
