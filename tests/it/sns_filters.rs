@@ -166,3 +166,37 @@ async fn at_most_200_filtered_subscriptions_per_topic() {
         Some("FilterPolicyLimitExceeded")
     );
 }
+
+#[tokio::test]
+async fn a_body_filter_matches_keys_that_mix_nesting_and_dots() {
+    let server = start().await;
+    let topic = fifo_topic(&server, "dotted.fifo").await;
+    let queue = fifo_queue(&server, "dotted.fifo", &[]).await;
+    server
+        .sns
+        .subscribe()
+        .topic_arn(&topic)
+        .protocol("sqs")
+        .endpoint("arn:aws:sqs:us-east-1:000000000000:dotted.fifo")
+        .attributes("RawMessageDelivery", "true")
+        .attributes("FilterPolicyScope", "MessageBody")
+        .attributes("FilterPolicy", r#"{"object":{"nested":{"test":["yes"]}}}"#)
+        .send()
+        .await
+        .unwrap();
+    for (group, body) in [
+        ("a", r#"{"object.nested":{"test":"yes"}}"#),
+        ("b", r#"{"object":{"nested.test":"yes"}}"#),
+        ("c", r#"{"object":{"nested.test":"no"}}"#),
+    ] {
+        let publish = server.sns.publish().topic_arn(&topic).message(body);
+        publish.message_group_id(group).send().await.unwrap();
+    }
+    let mut groups: Vec<String> = drain(&server, &queue)
+        .await
+        .into_iter()
+        .map(|(_, group)| group.unwrap())
+        .collect();
+    groups.sort();
+    assert_eq!(groups, ["a", "b"]);
+}

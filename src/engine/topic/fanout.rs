@@ -244,7 +244,7 @@ impl<W: Default> Engine<W> {
         let parsed = || {
             message
                 .body_json
-                .get_or_init(|| serde_json::from_str(&text).ok())
+                .get_or_init(|| crate::engine::topic::filter::parse_body(&text))
                 .as_ref()
         };
         if !subscription.accepts(&req.attributes, &parsed) {

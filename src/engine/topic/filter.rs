@@ -335,7 +335,7 @@ impl FilterPolicy {
 
     /// Does a message pass? `body` is the text the subscription would receive (before enveloping).
     pub fn matches(&self, attributes: &MessageAttributes, body: &str) -> bool {
-        let parsed = serde_json::from_str::<Value>(body).ok();
+        let parsed = parse_body(body);
         self.matches_parsed(attributes, &|| parsed.as_ref())
     }
 
@@ -354,6 +354,80 @@ impl FilterPolicy {
                 Some(Value::Object(object)) => matches_body(&self.policy, object),
                 _ => false,
             },
+        }
+    }
+}
+
+/// A message body as body-scope policies see it (`None` when it is not JSON): a dotted key
+/// is read as the nested path it spells, so `{"a.b": {"c": 1}}` and `{"a": {"b.c": 1}}` are
+/// both `{"a": {"b": {"c": 1}}}` (AWS documents dotted keys so: issue 32, item 6). Two
+/// values at one path are both kept, as an array, so either may match.
+pub fn parse_body(text: &str) -> Option<Value> {
+    serde_json::from_str(text).ok().map(expand_dotted)
+}
+
+fn expand_dotted(value: Value) -> Value {
+    match value {
+        Value::Array(items) => Value::Array(items.into_iter().map(expand_dotted).collect()),
+        Value::Object(object) => {
+            let mut out = Map::new();
+            for (key, value) in object {
+                insert_path(&mut out, &key, expand_dotted(value));
+            }
+            Value::Object(out)
+        }
+        other => other,
+    }
+}
+
+/// Puts `value` at the path `key` spells (creating objects on the way); a key with an empty
+/// part, or whose path runs into a non-object, stays as written.
+fn insert_path(out: &mut Map<String, Value>, key: &str, value: Value) {
+    let parts: Vec<&str> = key.split('.').collect();
+    let (last, path) = parts.split_last().expect("split yields a part");
+    let blocked = || {
+        let mut current = &*out;
+        for part in path {
+            match current.get(*part) {
+                None => return false,
+                Some(Value::Object(next)) => current = next,
+                Some(_) => return true,
+            }
+        }
+        false
+    };
+    if path.is_empty() || parts.iter().any(|p| p.is_empty()) || blocked() {
+        merge(out, key, value);
+        return;
+    }
+    let mut current = out;
+    for part in path {
+        let next = current
+            .entry(part.to_string())
+            .or_insert_with(|| Value::Object(Map::new()));
+        current = next.as_object_mut().expect("checked: objects all the way");
+    }
+    merge(current, last, value);
+}
+
+/// Adds `value` under `key`: objects merge, other values already there are kept beside it.
+fn merge(out: &mut Map<String, Value>, key: &str, value: Value) {
+    match (out.get_mut(key), value) {
+        (None, value) => {
+            out.insert(key.to_string(), value);
+        }
+        (Some(Value::Object(existing)), Value::Object(more)) => {
+            for (k, v) in more {
+                merge(existing, &k, v);
+            }
+        }
+        (Some(existing), value) => {
+            let mut both = match existing.take() {
+                Value::Array(items) => items,
+                other => vec![other],
+            };
+            both.push(value);
+            *existing = Value::Array(both);
         }
     }
 }

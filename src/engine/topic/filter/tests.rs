@@ -316,6 +316,31 @@ fn body_scope_examples() {
 }
 
 #[test]
+fn dotted_body_keys_are_the_nested_paths_they_spell() {
+    let nested = r#"{"object":{"nested":{"test":["yes"]}}}"#;
+    let dotted_policy = r#"{"object.nested.test":["yes"]}"#;
+    for body in [
+        r#"{"object":{"nested":{"test":"yes"}}}"#,
+        r#"{"object.nested":{"test":"yes"}}"#,
+        r#"{"object":{"nested.test":"yes"}}"#,
+        r#"{"object.nested.test":"yes"}"#,
+    ] {
+        assert!(by_body(nested, body), "{nested} on {body}");
+        assert!(by_body(dotted_policy, body), "{dotted_policy} on {body}");
+    }
+    for body in [
+        r#"{"object.nested":{"test":"no"}}"#,
+        r#"{"object":{"nested.other":"yes"}}"#,
+        r#"{"object":5,"object.nested":{"test":"yes"}}"#,
+    ] {
+        assert!(!by_body(nested, body), "{nested} on {body}");
+    }
+    // Two values at one path: either may match.
+    let both = r#"{"object":{"nested":{"test":"no"}},"object.nested.test":"yes"}"#;
+    assert!(by_body(nested, both));
+}
+
+#[test]
 fn validation_messages() {
     let err = |policy: &str| FilterPolicy::parse(policy, Scope::MessageAttributes).unwrap_err();
     let cases: &[(&str, &str)] = &[
