@@ -417,31 +417,70 @@ async fn permissions_edit_the_topic_policy() {
 }
 
 #[tokio::test]
-async fn a_type_prefix_with_nothing_after_its_dot_is_refused_by_sns() {
+async fn sns_refuses_attributes_in_its_own_words() {
     use aws_sdk_sns::types::MessageAttributeValue;
     let server = start().await;
     let topic = server.sns.create_topic().name("t").send().await.unwrap();
-    let value = MessageAttributeValue::builder()
-        .data_type("String.")
-        .string_value("v")
+    let topic = topic.topic_arn.unwrap();
+    let value = |data_type: &str, text: &str| {
+        let builder = MessageAttributeValue::builder().data_type(data_type);
+        match data_type {
+            "Binary" => builder.binary_value(aws_sdk_sns::primitives::Blob::new(text)),
+            _ => builder.string_value(text),
+        }
         .build()
-        .unwrap();
-    let err = server
+        .unwrap()
+    };
+    let cases = [
+        ("label", value("String.", "v"), "The message attribute 'label' has an invalid message attribute type, the set of supported type prefixes is Binary, Number, and String."),
+        ("a^b", value("String", "v"), "Invalid non-alphanumeric character '#x5E' was found in the message attribute name. Can only include alphanumeric characters, hyphens, underscores, or dots."),
+        ("a..b", value("String", "v"), "Message attribute name can not have successive '.' character."),
+    ];
+    for (name, value, expected) in cases {
+        let err = server
+            .sns
+            .publish()
+            .topic_arn(&topic)
+            .message("m")
+            .message_attributes(name, value)
+            .send()
+            .await
+            .unwrap_err();
+        let service = err.into_service_error();
+        assert!(
+            service.is_invalid_parameter_value_exception(),
+            "{service:?}"
+        );
+        assert_eq!(service.message(), Some(expected), "{name}");
+    }
+}
+
+#[tokio::test]
+async fn turning_a_standard_topic_fifo_names_the_topic_name() {
+    let server = start().await;
+    let topic = server
         .sns
-        .publish()
-        .topic_arn(topic.topic_arn.unwrap())
-        .message("m")
-        .message_attributes("label", value)
+        .create_topic()
+        .name("plain")
         .send()
         .await
-        .unwrap_err();
-    let service = err.into_service_error();
-    assert!(
-        service.is_invalid_parameter_value_exception(),
-        "{service:?}"
-    );
-    assert_eq!(
-        service.message(),
-        Some("The message attribute 'label' has an invalid message attribute type, the set of supported type prefixes is Binary, Number, and String.")
-    );
+        .unwrap();
+    let topic = topic.topic_arn.unwrap();
+    for (value, expected) in [
+        ("true", "Invalid parameter: Topic Name"),
+        ("false", "Invalid parameter: AttributeName"),
+    ] {
+        let err = server
+            .sns
+            .set_topic_attributes()
+            .topic_arn(&topic)
+            .attribute_name("FifoTopic")
+            .attribute_value(value)
+            .send()
+            .await
+            .unwrap_err();
+        let service = err.into_service_error();
+        assert!(service.is_invalid_parameter_exception(), "{service:?}");
+        assert_eq!(service.message(), Some(expected), "FifoTopic={value}");
+    }
 }

@@ -2,6 +2,7 @@
 //! deduplication, sequence numbers). Fan-out into subscriptions is in `fanout`. Pure.
 
 pub mod archive;
+mod attribute_errors;
 pub mod changes;
 pub mod envelope;
 pub mod fanout;
@@ -183,6 +184,12 @@ impl Topic {
             ))
         };
         match name {
+            // Turning a standard topic FIFO names its (non-.fifo) name as the fault (issue 32,
+            // item 6, recorded on AWS); any other FifoTopic change is refused as an attribute
+            // that cannot be set (sns.md §3.5, AWS-observed).
+            "FifoTopic" if !self.fifo && value.eq_ignore_ascii_case("true") => {
+                return Err(invalid("Invalid parameter: Topic Name"))
+            }
             "FifoTopic" => return Err(invalid("Invalid parameter: AttributeName")),
             "ContentBasedDeduplication" => {
                 if !value.eq_ignore_ascii_case("true") && !value.eq_ignore_ascii_case("false") {
@@ -533,23 +540,16 @@ pub fn check_message(req: &PublishRequest) -> EngineResult<()> {
     if req.message.is_empty() {
         return Err(invalid("Invalid parameter: Empty message"));
     }
-    // A type prefix with nothing after its dot (`String.`) is SNS's error, not SQS's (issue 32,
-    // item 6; the text is SNS's, sns.md §3.11 step 3).
-    if let Some((name, _)) = req
-        .attributes
-        .iter()
-        .find(|(_, v)| v.data_type.ends_with('.'))
-    {
-        return Err(EngineError::ParameterValueInvalid(format!(
-            "The message attribute '{name}' has an invalid message attribute type, the set of supported type prefixes is Binary, Number, and String."
-        )));
+    // Each attribute follows the rules, refused in SNS's own words where they are known (issue
+    // 32, item 6); unlike SQS there is no count limit (raw delivery into a queue with more
+    // than 10 fails for that subscription instead).
+    for (name, value) in req.attributes.iter() {
+        if let Some(text) = attribute_errors::sns_attribute_error(name, value) {
+            return Err(EngineError::ParameterValueInvalid(text));
+        }
+        validate_attribute(name, value)
+            .map_err(|e| EngineError::ParameterValueInvalid(e.to_string()))?;
     }
-    // Each attribute follows the rules; unlike SQS there is no count limit (raw delivery into
-    // a queue with more than 10 fails for that subscription instead).
-    req.attributes
-        .iter()
-        .try_for_each(|(name, value)| validate_attribute(name, value))
-        .map_err(|e| EngineError::ParameterValueInvalid(e.to_string()))?;
     if req.message.len() + req.attributes.size() > MAX_MESSAGE_BYTES {
         return Err(invalid("Invalid parameter: Message too long"));
     }
