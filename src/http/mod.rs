@@ -250,8 +250,14 @@ async fn handle(State(state): State<HttpState>, request: Request) -> Response {
         Err(error) => return early_error(&headers, &error, &request_id),
     };
     let strict = state.auth.is_some();
+    let trace_header = headers
+        .get("x-amzn-trace-id")
+        .and_then(|v| v.to_str().ok())
+        .filter(|v| !v.is_empty())
+        .map(Arc::from);
     let ctx = RequestContext {
         authenticated,
+        trace_header,
         scheme: state.scheme,
         host,
         sender_id,

@@ -46,6 +46,7 @@ mod tests {
     fn context(authenticated: bool) -> RequestContext {
         RequestContext {
             authenticated,
+            trace_header: None,
             scheme: "http",
             host: "localhost".into(),
             sender_id: "000000000000".into(),

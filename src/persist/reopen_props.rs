@@ -139,6 +139,7 @@ impl Run {
                     attributes: Default::default(),
                     group_id: Some(format!("g{group}")),
                     dedup_id: None,
+                    trace_header: None,
                 };
                 let _ = engine.publish(TOPIC, &request, "http://localhost", now);
             }

@@ -308,6 +308,7 @@ fn publish_request(body: &str, group: &str) -> PublishRequest {
         attributes: Default::default(),
         group_id: Some(group.into()),
         dedup_id: None,
+        trace_header: None,
     }
 }
 

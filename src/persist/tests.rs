@@ -665,6 +665,7 @@ fn publish(engine: &TestEngine, arn: &str, body: &str, now: Timestamp) -> bool {
         attributes: Default::default(),
         group_id: Some("g".into()),
         dedup_id: None,
+        trace_header: None,
     };
     let fanout = engine.publish(arn, &request, "http://x", now).unwrap();
     fanout.publication.duplicate

@@ -42,7 +42,9 @@ impl Service {
         Ok(SendRequest {
             body: Body::new(entry.message_body.as_deref().unwrap_or_default()),
             attributes: decode_attributes(entry.message_attributes)?,
-            trace_header: decode_trace_header(entry.message_system_attributes)?.map(Arc::from),
+            trace_header: decode_trace_header(entry.message_system_attributes)?
+                .map(Arc::from)
+                .or_else(|| ctx.trace_header.clone()),
             group_id: entry.message_group_id.as_deref().map(Arc::from),
             dedup_id: entry.message_deduplication_id.as_deref().map(Arc::from),
             delay_seconds: entry.delay_seconds,

@@ -41,6 +41,9 @@ pub struct RequestContext {
     pub request_id: String,
     /// The request was signed (SigV4). SubscribeURL and UnsubscribeURL GETs are not.
     pub authenticated: bool,
+    /// The `X-Amzn-Trace-Id` header: stored as a message's `AWSTraceHeader` when the request
+    /// gives none itself, and passed to an SNS publish's SQS copies (issue 32, item 4).
+    pub trace_header: Option<Arc<str>>,
 }
 
 pub struct Service {

@@ -383,7 +383,10 @@ impl Service {
         Ok(Empty {})
     }
 
-    fn publish_request(entry: PublishEntry) -> Result<PublishRequest, ApiError> {
+    fn publish_request(
+        entry: PublishEntry,
+        ctx: &RequestContext,
+    ) -> Result<PublishRequest, ApiError> {
         let structured = match entry.message_structure.as_deref() {
             None => false,
             Some("json") => true,
@@ -408,6 +411,7 @@ impl Service {
             attributes: decode_attributes(entry.message_attributes)?,
             group_id: entry.message_group_id,
             dedup_id: entry.message_deduplication_id,
+            trace_header: ctx.trace_header.clone(),
         })
     }
 
@@ -435,7 +439,7 @@ impl Service {
                 "Invalid parameter: TopicArn or TargetArn Reason: no value for required parameter",
             )
         })?;
-        let request = Self::publish_request(input.entry)?;
+        let request = Self::publish_request(input.entry, ctx)?;
         let publication = self
             .backend
             .publish(&topic_arn, request, &self.base_url(ctx))
@@ -493,7 +497,7 @@ impl Service {
                     "Two or more batch entries in the request have the same Id.",
                 ));
             }
-            let request = Self::publish_request(entry)?;
+            let request = Self::publish_request(entry, ctx)?;
             total += request.message.len() + request.attributes.size();
             ids.push(id);
             requests.push(request);

@@ -21,3 +21,4 @@ mod sqs_query;
 mod sqs_queues;
 mod sqs_redrive;
 mod tls;
+mod trace_header;

@@ -207,6 +207,7 @@ mod tests {
                 attributes: MessageAttributes::default(),
                 group_id: Some("g".into()),
                 dedup_id: None,
+                trace_header: None,
             },
             published_at: Timestamp(at),
         }

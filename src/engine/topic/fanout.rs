@@ -42,6 +42,7 @@ pub(in crate::engine) struct SubscriptionCopy<'a> {
     pub dedup_id: Option<&'a str>,
     pub fifo_topic: bool,
     pub bypass_dedup: bool,
+    pub trace_header: Option<Arc<str>>,
 }
 
 /// A message on its way to subscriptions: live, or replayed from the archive.
@@ -315,6 +316,7 @@ impl<W: Default> Engine<W> {
             fifo_topic: addressed.topic.fifo,
             // A replay re-sends what queues may have deduplicated minutes ago.
             bypass_dedup: message.replayed,
+            trace_header: req.trace_header.clone(),
         };
         if let Ok(queue) = self.enqueue_copy(&subscription.endpoint, &copy, now) {
             return Delivered::Queue(queue);
@@ -413,7 +415,7 @@ impl<W: Default> Engine<W> {
             SendRequest {
                 body: copy.body.clone(),
                 attributes: copy.attributes.clone(),
-                trace_header: None,
+                trace_header: copy.trace_header.clone(),
                 group_id: (fifo_queue || !copy.fifo_topic)
                     .then(|| copy.group_id.map(Arc::from))
                     .flatten(),

@@ -79,6 +79,9 @@ pub struct PublishRequest {
     pub attributes: MessageAttributes,
     pub group_id: Option<String>,
     pub dedup_id: Option<String>,
+    /// The request's `X-Amzn-Trace-Id`: the `AWSTraceHeader` of its SQS copies (issue 32,
+    /// item 4). Not archived, so a replay's copies carry none.
+    pub trace_header: Option<Arc<str>>,
 }
 
 /// What the topic decided for one publish.

@@ -21,6 +21,7 @@ fn publish(body: &str, group: &str) -> PublishRequest {
         attributes: MessageAttributes::default(),
         group_id: Some(group.into()),
         dedup_id: None,
+        trace_header: None,
     }
 }
 

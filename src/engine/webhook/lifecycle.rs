@@ -325,6 +325,8 @@ impl<W: Default> Engine<W> {
             dedup_id: delivery.dedup_id.as_deref(),
             fifo_topic: delivery.fifo_topic,
             bypass_dedup: false,
+            // The outbox keeps no trace header: a webhook's dead-lettered copy carries none.
+            trace_header: None,
         };
         let first = self.enqueue_copy(dlq, &copy(&delivery.body, delivery.attributes.clone()), now);
         match (first, &delivery.fallback_envelope) {

@@ -178,6 +178,7 @@ impl Archived<'_> {
                 attributes: live_attributes(r.attributes),
                 group_id: owned(r.group_id),
                 dedup_id: owned(r.dedup_id),
+                trace_header: None,
             },
             published_at: Timestamp(self.published_at),
         }

@@ -84,6 +84,7 @@ fn confirmed_subscriptions_outlive_their_token_and_get_notifications() {
         attributes: MessageAttributes::default(),
         group_id: None,
         dedup_id: None,
+        trace_header: None,
     };
     let fanout = engine
         .publish(&topic, &request, "http://o", Timestamp(TOKEN_LIFETIME_MS))
