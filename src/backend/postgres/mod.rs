@@ -45,6 +45,9 @@ pub enum PostgresError {
     Database(#[from] tokio_postgres::Error),
 }
 
+/// Longest a request waits for a database connection (free, new, or checked for reuse).
+const POOL_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// What the backend needs besides the database.
 pub struct Settings {
     /// `postgres://USER@HOST:PORT/DB` (any libpq-style URL tokio-postgres accepts).
@@ -96,8 +99,14 @@ impl Postgres {
                 recycling_method: RecyclingMethod::Verified,
             },
         );
+        // Every wait is bounded: for a free connection, for a new one, and for the check
+        // before reuse (a database that drops packets must not hang requests).
         let pool = Pool::builder(manager)
             .max_size(settings.pool_size.max(1))
+            .runtime(deadpool_postgres::Runtime::Tokio1)
+            .wait_timeout(Some(POOL_TIMEOUT))
+            .create_timeout(Some(POOL_TIMEOUT))
+            .recycle_timeout(Some(POOL_TIMEOUT))
             .build()
             .map_err(|e| PostgresError::Connect(e.to_string()))?;
         let mut client = pool

@@ -14,6 +14,9 @@ use tokio_postgres::{AsyncMessage, NoTls};
 /// The notification channel sends signal on.
 pub const CHANNEL: &str = "orderly_queue";
 
+/// Longest one connection attempt of the listener may take.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
 /// Wait before connecting the listener again (real time: a database restart is real).
 const RECONNECT: Duration = Duration::from_millis(500);
 
@@ -55,7 +58,11 @@ impl Wakers {
 }
 
 /// Listens for other nodes' sends for as long as it runs (the backend aborts it when dropped).
-pub async fn listen(config: tokio_postgres::Config, wakers: Arc<Wakers>) {
+pub async fn listen(mut config: tokio_postgres::Config, wakers: Arc<Wakers>) {
+    // A connection attempt to an unreachable server gives up, then the loop tries again.
+    if config.get_connect_timeout().is_none() {
+        config.connect_timeout(CONNECT_TIMEOUT);
+    }
     loop {
         if let Ok((client, mut connection)) = config.connect(NoTls).await {
             let forwarding = wakers.clone();
