@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use tokio::net::TcpListener;
 
-use crate::clock::{Clock, SystemClock};
+use crate::clock::{Clock, ClockMode, ManualClock, SystemClock};
 use crate::config::Config;
 use crate::delivery::{SenderConfig, Webhooks};
 use crate::engine::Engine;
@@ -131,13 +131,25 @@ pub struct App {
     browser: BrowserRules,
     tls: Option<tokio_rustls::TlsAcceptor>,
     auth: Option<Arc<crate::http::auth::Auth>>,
+    /// `--clock manual`: the clock `POST /_orderly/clock` moves.
+    clock_control: Option<Arc<ManualClock>>,
 }
 
 impl App {
+    /// Binds with the clock `--clock` asks for: the machine's, or one that starts at the
+    /// machine's time and moves only through `POST /_orderly/clock`.
     pub async fn bind(config: &Config) -> std::io::Result<App> {
-        Self::bind_with_clock(config, Arc::new(SystemClock::default())).await
+        let system = Arc::new(SystemClock::default());
+        if config.clock == ClockMode::System {
+            return Self::bind_with_clock(config, system).await;
+        }
+        let manual = Arc::new(ManualClock::new(system.now()));
+        let mut app = Self::bind_with_clock(config, manual.clone()).await?;
+        app.clock_control = Some(manual);
+        Ok(app)
     }
 
+    /// Binds with `clock` (tests bring their own); the clock endpoint stays off.
     pub async fn bind_with_clock(config: &Config, clock: Arc<dyn Clock>) -> std::io::Result<App> {
         let listener = TcpListener::bind(config.bind).await?;
         let listening = listener.local_addr()?;
@@ -184,6 +196,7 @@ impl App {
             browser,
             tls,
             auth,
+            clock_control: None,
         })
     }
 
@@ -215,7 +228,13 @@ impl App {
         self.service.backend.resume_move_tasks();
         let service = self.service.clone();
         let scheme = self.scheme();
-        let router = crate::http::router(self.service, self.body, self.browser, scheme, self.auth);
+        let router = crate::http::router(
+            self.service,
+            self.body,
+            self.browser,
+            (scheme, self.clock_control.clone()),
+            self.auth,
+        );
         let served =
             crate::http::server::serve(self.listener, router, self.limits, self.tls, shutdown)
                 .await;

@@ -39,7 +39,16 @@ impl Clock for SystemClock {
     }
 }
 
-/// A clock tests move by hand.
+/// How the server keeps time: `--clock`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum ClockMode {
+    /// The machine's clock.
+    System,
+    /// Starts at the machine's time and moves only when told (`POST /_orderly/clock`).
+    Manual,
+}
+
+/// A clock moved by hand: by tests, and by `POST /_orderly/clock` with `--clock manual`.
 pub struct ManualClock {
     millis: AtomicU64,
     moved: Notify,
@@ -51,6 +60,18 @@ impl ManualClock {
             millis: AtomicU64::new(start.0),
             moved: Notify::new(),
         }
+    }
+
+    /// Moves the clock to `to`; refused (answering the time it stays at) if that is earlier:
+    /// queue deadlines assume time never runs backwards.
+    pub fn set(&self, to: Timestamp) -> Result<(), Timestamp> {
+        self.millis
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |now| {
+                (to.0 >= now).then_some(to.0)
+            })
+            .map_err(Timestamp)?;
+        self.moved.notify_waiters();
+        Ok(())
     }
 
     pub fn advance_millis(&self, millis: u64) {

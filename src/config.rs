@@ -54,6 +54,10 @@ pub struct Config {
     /// Where state is kept (created if missing; one server per directory).
     #[arg(long, env = "ORDERLY_DATA_DIR", default_value = "./orderly-data")]
     pub data_dir: std::path::PathBuf,
+    /// `system`, or `manual`: the server's clock starts at the machine's time and then moves
+    /// only when told (`POST /_orderly/clock`), so tests pass long timeouts at once.
+    #[arg(long, env = "ORDERLY_CLOCK", value_enum, default_value = "system")]
+    pub clock: crate::clock::ClockMode,
     /// Keep everything in memory only (nothing survives a restart); for tests and CI.
     #[arg(long, env = "ORDERLY_EPHEMERAL")]
     pub ephemeral: bool,

@@ -6,6 +6,7 @@
 pub mod auth;
 pub mod body;
 pub mod browser;
+mod clock_control;
 pub mod connection;
 pub mod server;
 pub mod sigv4;
@@ -37,24 +38,33 @@ struct HttpState {
     scheme: &'static str,
     /// `--auth`: signatures are checked.
     auth: Option<Arc<Auth>>,
+    /// `--clock manual`: the clock `/_orderly/clock` moves.
+    clock_control: Option<Arc<crate::clock::ManualClock>>,
 }
 
+/// `clock`: the scheme URLs are handed out with, and with `--clock manual` the clock
+/// `/_orderly/clock` moves.
 pub fn router(
     service: Arc<Service>,
     body: BodyLimits,
     browser: BrowserRules,
-    scheme: &'static str,
+    (scheme, clock_control): (&'static str, Option<Arc<crate::clock::ManualClock>>),
     auth: Option<Arc<Auth>>,
 ) -> Router {
     Router::new()
         .route("/health", get(|| async { "ok" }))
         .route("/_orderly/webhooks", get(webhook_stats))
+        .route(
+            "/_orderly/clock",
+            get(clock_control::read).post(clock_control::move_clock),
+        )
         .fallback(handle)
         .with_state(HttpState {
             service,
             body,
             scheme,
             auth,
+            clock_control,
         })
         .layer(axum::middleware::from_fn_with_state(
             Arc::new(browser),

@@ -59,7 +59,7 @@ fn app(region: &str, account: &str) -> Router {
         loopback_only: true,
         hostname: None,
     };
-    super::router(service, body, browser, "http", None)
+    super::router(service, body, browser, ("http", None), None)
 }
 
 /// Sends a request written as on the wire (`METHOD PATH HTTP/1.1`, headers, blank line,

@@ -3,6 +3,7 @@
 
 mod auth;
 mod binary;
+mod clock_control;
 mod common;
 mod crash;
 mod format_upgrade;

@@ -1,0 +1,100 @@
+//! `/_orderly/clock`: with `--clock manual`, the server's time moves only when a test says
+//! so. `POST {"advance": "5m"}` moves it forward (a humantime duration: `500ms`, `12h`,
+//! `1h 30m`); `POST {"set": "2026-12-01T00:00:00Z"}` (RFC 3339, or epoch milliseconds) moves
+//! it to that instant, never backwards. `GET` answers the time. Every deadline (visibility,
+//! delays, deduplication and attempt windows, retention, long polls, webhook retries, move
+//! tasks, archive windows) follows it. Without the flag: 403.
+
+use std::sync::Arc;
+
+use axum::extract::State;
+use axum::http::{header, StatusCode};
+use axum::response::{IntoResponse, Response};
+use serde_json::{json, Value};
+
+use super::HttpState;
+use crate::clock::{Clock, ManualClock};
+use crate::engine::Timestamp;
+
+/// `GET /_orderly/clock`.
+pub async fn read(State(state): State<HttpState>) -> Response {
+    match &state.clock_control {
+        Some(clock) => answer(StatusCode::OK, now(clock)),
+        None => refused(),
+    }
+}
+
+/// `POST /_orderly/clock`.
+pub async fn move_clock(State(state): State<HttpState>, body: bytes::Bytes) -> Response {
+    let Some(clock) = &state.clock_control else {
+        return refused();
+    };
+    let request: Value = match serde_json::from_slice(&body) {
+        Ok(Value::Object(fields)) => Value::Object(fields),
+        _ => return bad(r#"the body must be {"advance": "<duration>"} or {"set": "<time>"}"#),
+    };
+    match (request.get("advance"), request.get("set")) {
+        (Some(Value::String(text)), None) => match humantime::parse_duration(text) {
+            Ok(by) => {
+                clock.advance_millis(u64::try_from(by.as_millis()).unwrap_or(u64::MAX));
+                answer(StatusCode::OK, now(clock))
+            }
+            Err(error) => bad(&format!("advance: {error} ({text})")),
+        },
+        (None, Some(to)) => {
+            let Some(to) = instant(to) else {
+                return bad("set: an RFC 3339 time (2026-12-01T00:00:00Z) or epoch milliseconds");
+            };
+            match clock.set(to) {
+                Ok(()) => answer(StatusCode::OK, now(clock)),
+                Err(stays) => answer(
+                    StatusCode::CONFLICT,
+                    json!({"message": "the clock never moves backwards", "now": rfc3339(stays)}),
+                ),
+            }
+        }
+        _ => bad(r#"give one of "advance" (a duration such as "5m") or "set" (a time)"#),
+    }
+}
+
+fn instant(value: &Value) -> Option<Timestamp> {
+    match value {
+        Value::Number(n) => n.as_u64().map(Timestamp),
+        Value::String(text) => {
+            let at = humantime::parse_rfc3339_weak(text).ok()?;
+            let millis = at.duration_since(std::time::UNIX_EPOCH).ok()?.as_millis();
+            u64::try_from(millis).ok().map(Timestamp)
+        }
+        _ => None,
+    }
+}
+
+fn rfc3339(at: Timestamp) -> String {
+    let time = std::time::UNIX_EPOCH + std::time::Duration::from_millis(at.millis());
+    humantime::format_rfc3339_millis(time).to_string()
+}
+
+fn now(clock: &Arc<ManualClock>) -> Value {
+    let at = clock.now();
+    json!({"now": rfc3339(at), "epochMillis": at.millis()})
+}
+
+fn answer(status: StatusCode, body: Value) -> Response {
+    (
+        status,
+        [(header::CONTENT_TYPE, "application/json")],
+        body.to_string(),
+    )
+        .into_response()
+}
+
+fn refused() -> Response {
+    answer(
+        StatusCode::FORBIDDEN,
+        json!({"message": "the clock moves only when the server runs with --clock manual"}),
+    )
+}
+
+fn bad(message: &str) -> Response {
+    answer(StatusCode::BAD_REQUEST, json!({ "message": message }))
+}

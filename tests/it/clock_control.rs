@@ -1,0 +1,153 @@
+//! `--clock manual`: the server's clock moves only through `POST /_orderly/clock`, so a
+//! 5-minute deduplication window and a 12-hour visibility timeout pass at once, in each SQS
+//! protocol (issue 31, time control).
+
+use aws_sdk_sqs::types::QueueAttributeName as A;
+use orderly::config::Config;
+
+use crate::common::{query, start, start_with, xml_text, Server};
+
+async fn manual() -> Server {
+    let args = [
+        "orderly",
+        "--bind",
+        "127.0.0.1:0",
+        "--ephemeral",
+        "--clock",
+        "manual",
+    ];
+    let config = <Config as clap::Parser>::parse_from(args);
+    start_with(config).await
+}
+
+/// Posts to the clock endpoint; answers (status, JSON body).
+async fn clock(server: &Server, body: &str) -> (u16, serde_json::Value) {
+    let response = reqwest::Client::new()
+        .post(format!("{}/_orderly/clock", server.url()))
+        .body(body.to_string())
+        .send()
+        .await
+        .unwrap();
+    let status = response.status().as_u16();
+    (
+        status,
+        serde_json::from_str(&response.text().await.unwrap()).unwrap(),
+    )
+}
+
+#[tokio::test]
+async fn the_clock_is_moved_only_with_the_flag() {
+    let server = start().await;
+    let (status, body) = clock(&server, r#"{"advance":"5m"}"#).await;
+    assert_eq!(status, 403, "{body}");
+    let server = manual().await;
+    let (status, before) = clock(&server, r#"{"advance":"0s"}"#).await;
+    assert_eq!(status, 200);
+    let start = before["epochMillis"].as_u64().unwrap();
+    let (_, after) = clock(&server, r#"{"advance":"1h 30m"}"#).await;
+    assert_eq!(after["epochMillis"].as_u64().unwrap(), start + 90 * 60_000);
+    // Set: forward only.
+    let (status, _) = clock(&server, &format!(r#"{{"set":{}}}"#, start + 100 * 60_000)).await;
+    assert_eq!(status, 200);
+    let (status, body) = clock(&server, r#"{"set":"2001-01-01T00:00:00Z"}"#).await;
+    assert_eq!(status, 409, "{body}");
+    for bad in [
+        "{}",
+        r#"{"advance":"soon"}"#,
+        "[1]",
+        r#"{"advance":"1s","set":5}"#,
+    ] {
+        assert_eq!(clock(&server, bad).await.0, 400, "{bad}");
+    }
+    // Time as the server tells it, standing still while nobody moves it.
+    let read = reqwest::get(format!("{}/_orderly/clock", server.url()))
+        .await
+        .unwrap();
+    let read: serde_json::Value = serde_json::from_str(&read.text().await.unwrap()).unwrap();
+    assert_eq!(read["epochMillis"].as_u64().unwrap(), start + 100 * 60_000);
+}
+
+#[tokio::test]
+async fn long_windows_pass_at_once_over_json() {
+    let server = manual().await;
+    let url = crate::common::fifo_queue(&server, "q.fifo", &[]).await;
+    let send = || {
+        server
+            .sqs
+            .send_message()
+            .queue_url(&url)
+            .message_body("m")
+            .message_group_id("g")
+            .message_deduplication_id("d")
+            .send()
+    };
+    let first = send().await.unwrap();
+    let receive = || {
+        server
+            .sqs
+            .receive_message()
+            .queue_url(&url)
+            .visibility_timeout(43_200)
+            .message_system_attribute_names(
+                aws_sdk_sqs::types::MessageSystemAttributeName::ApproximateReceiveCount,
+            )
+            .send()
+    };
+    assert_eq!(receive().await.unwrap().messages.unwrap().len(), 1);
+    // In flight for 12 hours, and deduplicated for 5 minutes.
+    assert!(receive().await.unwrap().messages.is_none());
+    assert_eq!(send().await.unwrap().message_id, first.message_id);
+    assert_eq!(clock(&server, r#"{"advance":"12h"}"#).await.0, 200);
+    let again = receive().await.unwrap().messages.unwrap();
+    let count = again[0].attributes().unwrap()
+        [&aws_sdk_sqs::types::MessageSystemAttributeName::ApproximateReceiveCount]
+        .clone();
+    assert_eq!(count, "2");
+    // Twelve hours on, the same deduplication id is a new message.
+    assert_ne!(send().await.unwrap().message_id, first.message_id);
+    let attributes = server
+        .sqs
+        .get_queue_attributes()
+        .queue_url(&url)
+        .attribute_names(A::ApproximateNumberOfMessages)
+        .send()
+        .await
+        .unwrap()
+        .attributes
+        .unwrap();
+    // The new message; the first is in flight again for another 12 hours.
+    assert_eq!(attributes[&A::ApproximateNumberOfMessages], "1");
+}
+
+#[tokio::test]
+async fn long_windows_pass_at_once_over_query() {
+    let server = manual().await;
+    let create = [
+        ("Action", "CreateQueue"),
+        ("QueueName", "q.fifo"),
+        ("Attribute.1.Name", "FifoQueue"),
+        ("Attribute.1.Value", "true"),
+    ];
+    query(&server, "/", &create).await;
+    let path = "/000000000000/q.fifo";
+    let send = [
+        ("Action", "SendMessage"),
+        ("MessageBody", "m"),
+        ("MessageGroupId", "g"),
+        ("MessageDeduplicationId", "d"),
+    ];
+    let receive = [("Action", "ReceiveMessage"), ("VisibilityTimeout", "43200")];
+    let (_, sent) = query(&server, path, &send).await;
+    let first = xml_text(&sent, "MessageId").unwrap().to_string();
+    let (_, got) = query(&server, path, &receive).await;
+    assert!(got.contains("<Body>m</Body>"), "{got}");
+    let (_, got) = query(&server, path, &receive).await;
+    assert!(!got.contains("<Body>"), "in flight: {got}");
+    let (_, duplicate) = query(&server, path, &send).await;
+    assert_eq!(xml_text(&duplicate, "MessageId"), Some(first.as_str()));
+    assert_eq!(clock(&server, r#"{"advance":"12h"}"#).await.0, 200);
+    let (_, got) = query(&server, path, &receive).await;
+    assert!(got.contains("<Body>m</Body>"), "visible again: {got}");
+    let (_, fresh) = query(&server, path, &send).await;
+    assert_ne!(xml_text(&fresh, "MessageId"), Some(first.as_str()));
+}
