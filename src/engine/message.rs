@@ -300,21 +300,49 @@ pub(crate) fn allowed_char(c: char) -> bool {
         0x9 | 0xA | 0xD | 0x20..=0xD7FF | 0xE000..=0xFFFD | 0x10000..=0x10FFFF)
 }
 
+/// Which rule a message attribute's name breaks. SQS and SNS share the rules and word them
+/// differently (SNS: `topic::attribute_errors`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NameFault {
+    Empty,
+    /// Over 256 bytes.
+    TooLong,
+    /// The first character that is not a letter, digit, `_`, `-` or `.`.
+    Character(char),
+    LeadingDot,
+    TrailingDot,
+    SuccessiveDots,
+    /// `AWS.` or `Amazon.`, in any case.
+    Reserved,
+}
+
+/// The first rule the name breaks, in the order SNS reports them.
+pub fn attribute_name_fault(name: &str) -> Option<NameFault> {
+    let lower = name.to_ascii_lowercase();
+    // Letters and digits of any script: AWS accepts `attr.1øßä` (issue 32, item 6).
+    let allowed = |c: char| c.is_alphanumeric() || matches!(c, '_' | '-' | '.');
+    if name.is_empty() {
+        Some(NameFault::Empty)
+    } else if name.len() > 256 {
+        Some(NameFault::TooLong)
+    } else if let Some(bad) = name.chars().find(|c| !allowed(*c)) {
+        Some(NameFault::Character(bad))
+    } else if name.starts_with('.') {
+        Some(NameFault::LeadingDot)
+    } else if name.ends_with('.') {
+        Some(NameFault::TrailingDot)
+    } else if name.contains("..") {
+        Some(NameFault::SuccessiveDots)
+    } else if lower.starts_with("aws.") || lower.starts_with("amazon.") {
+        Some(NameFault::Reserved)
+    } else {
+        None
+    }
+}
+
 /// Checks one message attribute against AWS's name, type and value rules.
 pub fn validate_attribute(name: &str, value: &AttributeValue) -> EngineResult<()> {
-    let lower = name.to_ascii_lowercase();
-    let name_ok = !name.is_empty()
-        && name.len() <= 256
-        // Letters and digits of any script: AWS accepts `attr.1øßä` (issue 32, item 6).
-        && name
-            .chars()
-            .all(|c| c.is_alphanumeric() || c == '_' || c == '-' || c == '.')
-        && !name.starts_with('.')
-        && !name.ends_with('.')
-        && !name.contains("..")
-        && !lower.starts_with("aws.")
-        && !lower.starts_with("amazon.");
-    if !name_ok {
+    if attribute_name_fault(name).is_some() {
         return Err(EngineError::invalid(format!(
             "Message (user) attribute name '{name}' is invalid. Attribute names can contain only alphanumeric characters, hyphens, underscores and periods, cannot start or end with a period, cannot contain consecutive periods and cannot start with 'AWS.' or 'Amazon.'."
         )));

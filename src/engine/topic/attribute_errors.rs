@@ -2,10 +2,7 @@
 //! AWS-observed). SQS words the same faults differently (`message::validate_attribute`), and
 //! SDK users read these texts, so each service answers in its own.
 
-use crate::engine::message::{AttributeData, AttributeValue};
-
-/// The longest attribute name, in bytes.
-const MAX_NAME_BYTES: usize = 256;
+use crate::engine::message::{attribute_name_fault, AttributeData, AttributeValue, NameFault};
 
 /// What SNS says of this attribute's name, type or value, if it refuses one of them. Rules
 /// SNS's texts are not known for (reserved prefixes, number syntax, characters in values) are
@@ -16,31 +13,26 @@ pub fn sns_attribute_error(name: &str, value: &AttributeValue) -> Option<String>
         .or_else(|| value_error(name, value))
 }
 
+/// SNS's words for the name rules (`message::attribute_name_fault`); an empty or reserved
+/// name is left to the shared check.
 fn name_error(name: &str) -> Option<String> {
-    if name.len() > MAX_NAME_BYTES {
-        return Some("Length of message attribute name must be less than 256 bytes.".into());
-    }
-    if let Some(bad) = name
-        .chars()
-        .find(|c| !(c.is_alphanumeric() || matches!(c, '_' | '-' | '.')))
-    {
-        return Some(format!(
+    Some(match attribute_name_fault(name)? {
+        NameFault::TooLong => "Length of message attribute name must be less than 256 bytes.".into(),
+        NameFault::Character(bad) => format!(
             "Invalid non-alphanumeric character '#x{:X}' was found in the message attribute name. Can only include alphanumeric characters, hyphens, underscores, or dots.",
             bad as u32
-        ));
-    }
-    if name.starts_with('.') {
-        return Some(
-            "Invalid message attribute name starting with character '.' was found.".into(),
-        );
-    }
-    if name.ends_with('.') {
-        return Some("Invalid message attribute name ending with character '.' was found.".into());
-    }
-    if name.contains("..") {
-        return Some("Message attribute name can not have successive '.' character.".into());
-    }
-    None
+        ),
+        NameFault::LeadingDot => {
+            "Invalid message attribute name starting with character '.' was found.".into()
+        }
+        NameFault::TrailingDot => {
+            "Invalid message attribute name ending with character '.' was found.".into()
+        }
+        NameFault::SuccessiveDots => {
+            "Message attribute name can not have successive '.' character.".into()
+        }
+        NameFault::Empty | NameFault::Reserved => return None,
+    })
 }
 
 /// A type is `String`, `Number` or `Binary`, optionally followed by `.label`; a prefix with
