@@ -7,9 +7,10 @@
 //! reads or changes stored state. A method answers once its change is durable, so the service
 //! never waits on a particular log.
 //!
-//! Five families of operations: queue administration (`QueueAdmin`), messages (`Messages`),
-//! topics with their subscriptions (`Topics`), message move tasks (`MoveTasks`) and the webhook
-//! outbox the delivery worker drains (`Deliveries`). A backend also runs its own background
+//! Six families of operations: queue administration (`QueueAdmin`), messages (`Messages`),
+//! topics with their subscriptions (`Topics`), message move tasks (`MoveTasks`), the webhook
+//! outbox the delivery worker drains (`Deliveries`), and looking inside or starting over
+//! (`Inspection`). A backend also runs its own background
 //! work for them (long polls, pacing move tasks).
 
 #[cfg(test)]
@@ -25,6 +26,7 @@ use std::sync::Arc;
 use thiserror::Error;
 
 use crate::engine::move_task::MoveTask;
+use crate::engine::queue::inspect::{Peeked, QueueOverview, StateFilter};
 use crate::engine::queue::{Counts, ReceiveRequest, Received, SendReceipt, SendRequest};
 use crate::engine::topic::registry::Subscribed;
 use crate::engine::topic::{Publication, PublishRequest, Subscription};
@@ -280,7 +282,34 @@ pub trait Deliveries: Send + Sync {
     fn signing_certificate<'a>(&'a self, file: &'a str) -> Answer<'a, Option<String>>;
 }
 
-/// Everything the service and its workers ask of storage.
-pub trait Backend: QueueAdmin + Messages + Topics + MoveTasks + Deliveries {}
+/// What `POST /_orderly/reset` drops.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ResetScope {
+    /// Every message and deduplication history; queues, topics and subscriptions stay.
+    Messages,
+    /// Every queue and topic too.
+    Everything,
+}
 
-impl<T: QueueAdmin + Messages + Topics + MoveTasks + Deliveries> Backend for T {}
+/// Looking inside without changing anything (no receive count, visibility or group lock moves),
+/// and starting over between tests: the inspection API, LocalStack's developer endpoints and
+/// the console all read through here.
+pub trait Inspection: Send + Sync {
+    /// Every queue at a glance, sorted by name.
+    fn queue_overviews(&self) -> Answer<'_, Vec<QueueOverview>>;
+    /// Up to `limit` of the queue's messages in the states `filter` admits, oldest enqueued
+    /// first.
+    fn peek_messages<'a>(
+        &'a self,
+        queue: &'a str,
+        filter: StateFilter,
+        limit: usize,
+    ) -> Answer<'a, Vec<Peeked>>;
+    /// Durable once answered.
+    fn reset(&self, scope: ResetScope) -> Answer<'_, ()>;
+}
+
+/// Everything the service and its workers ask of storage.
+pub trait Backend: QueueAdmin + Messages + Topics + MoveTasks + Deliveries + Inspection {}
+
+impl<T: QueueAdmin + Messages + Topics + MoveTasks + Deliveries + Inspection> Backend for T {}

@@ -12,6 +12,7 @@ pub mod guard;
 pub mod message;
 pub mod move_task;
 pub mod queue;
+mod reset;
 pub mod restore;
 pub mod time;
 pub mod topic;

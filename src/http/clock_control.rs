@@ -15,6 +15,7 @@ use serde_json::{json, Value};
 use super::HttpState;
 use crate::clock::{Clock, ManualClock};
 use crate::engine::Timestamp;
+use crate::service::inspect::rfc3339;
 
 /// `GET /_orderly/clock`.
 pub async fn read(State(state): State<HttpState>) -> Response {
@@ -67,11 +68,6 @@ fn instant(value: &Value) -> Option<Timestamp> {
         }
         _ => None,
     }
-}
-
-fn rfc3339(at: Timestamp) -> String {
-    let time = std::time::UNIX_EPOCH + std::time::Duration::from_millis(at.millis());
-    humantime::format_rfc3339_millis(time).to_string()
 }
 
 fn now(clock: &Arc<ManualClock>) -> Value {

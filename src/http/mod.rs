@@ -8,6 +8,8 @@ pub mod body;
 pub mod browser;
 mod clock_control;
 pub mod connection;
+mod inspect;
+mod localstack;
 pub mod server;
 pub mod sigv4;
 pub mod tls;
@@ -18,7 +20,7 @@ use std::sync::Arc;
 use axum::extract::{Request, State};
 use axum::http::{header, HeaderMap, HeaderName, HeaderValue, Method, StatusCode};
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
+use axum::routing::{get, post};
 use axum::Router;
 
 use crate::protocol::{
@@ -58,6 +60,18 @@ pub fn router(
             "/_orderly/clock",
             get(clock_control::read).post(clock_control::move_clock),
         )
+        .route("/_orderly/queues", get(inspect::queues))
+        .route("/_orderly/queues/{name}/messages", get(inspect::messages))
+        .route("/_orderly/reset", post(inspect::reset))
+        .route(
+            "/_aws/sqs/messages",
+            get(localstack::messages).post(localstack::messages),
+        )
+        .route(
+            "/_aws/sqs/messages/{region}/{account}/{queue}",
+            get(localstack::messages_at).post(localstack::messages_at),
+        )
+        .route("/_localstack/health", get(localstack::health))
         .fallback(handle)
         .with_state(HttpState {
             service,

@@ -2,6 +2,7 @@
 //! backend, encode the answer. Long polls wait in the backend, never in the engine.
 
 mod batch;
+pub mod inspect;
 mod messages;
 mod move_tasks;
 mod permissions;
@@ -87,8 +88,13 @@ impl Service {
     }
 
     pub fn queue_url(&self, ctx: &RequestContext, name: &str) -> String {
-        let host = self.hostname.as_deref().unwrap_or(&ctx.host);
-        format!("{}://{host}/{}/{name}", ctx.scheme, self.account_id)
+        self.url_of_queue(ctx.scheme, &ctx.host, name)
+    }
+
+    /// A queue's URL for a client that reached the server at `scheme://host`.
+    pub fn url_of_queue(&self, scheme: &str, host: &str, name: &str) -> String {
+        let host = self.hostname.as_deref().unwrap_or(host);
+        format!("{scheme}://{host}/{}/{name}", self.account_id)
     }
 
     pub async fn dispatch(

@@ -53,7 +53,7 @@ pub fn decode_trace_header(
     Ok(trace)
 }
 
-fn encode_attributes(attributes: &MessageAttributes) -> BTreeMap<String, AttributeValueWire> {
+pub fn encode_attributes(attributes: &MessageAttributes) -> BTreeMap<String, AttributeValueWire> {
     attributes
         .iter()
         .map(|(name, value)| {

@@ -173,3 +173,35 @@ async fn a_presigned_url_works_until_tampered_with() {
         .unwrap()
         .contains("SignatureDoesNotMatch"));
 }
+
+#[tokio::test]
+async fn the_developer_endpoints_are_off_with_auth() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = Config::ephemeral();
+    config.auth = Some(keys_file(dir.path()));
+    let server = common::start_with(config).await;
+    common::create_queue(&server, "private", &[]).await;
+    let http = reqwest::Client::new();
+    let url = |path: &str| format!("{}{path}", server.url());
+    for request in [
+        http.get(url("/_orderly/queues")),
+        http.get(url("/_orderly/queues/private/messages")),
+        http.post(url("/_orderly/reset?all=true")),
+        http.get(url("/_aws/sqs/messages/us-east-1/000000000000/private")),
+    ] {
+        let response = request.send().await.unwrap();
+        assert_eq!(response.status(), 403);
+    }
+    // Nothing was reset.
+    assert_eq!(
+        server
+            .sqs
+            .list_queues()
+            .send()
+            .await
+            .unwrap()
+            .queue_urls()
+            .len(),
+        1
+    );
+}

@@ -3,6 +3,7 @@
 //! answered once the log holds it.
 
 mod deliveries;
+mod inspection;
 mod messages;
 mod move_tasks;
 mod queues;

@@ -49,6 +49,9 @@ pub enum QueueChange {
     },
     Config(Box<QueueConfig>),
     Tags(BTreeMap<String, String>),
+    /// `POST /_orderly/reset`: every message and the deduplication, attempt and purge
+    /// histories gone; the queue as if just created.
+    Reset,
 }
 
 /// Everything about a queue except its messages, which a snapshot writes in chunks.
@@ -251,6 +254,7 @@ impl Queue {
             }
             QueueChange::Config(config) => self.config = *config,
             QueueChange::Tags(tags) => self.tags = tags,
+            QueueChange::Reset => self.clear_all(),
         }
     }
 

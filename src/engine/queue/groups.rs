@@ -101,6 +101,11 @@ impl GroupIndex {
         Some(group)
     }
 
+    /// Groups holding messages.
+    pub fn len(&self) -> usize {
+        self.groups.len()
+    }
+
     pub fn has_ready(&self) -> bool {
         !self.ready.is_empty()
     }

@@ -7,6 +7,7 @@
 pub mod changes;
 pub mod config;
 mod groups;
+pub mod inspect;
 mod operations;
 pub mod receipt;
 pub mod send;
@@ -474,6 +475,18 @@ impl Queue {
         self.note(|| changes::QueueChange::Purge { at: now });
         self.clear_messages();
         Ok(())
+    }
+
+    /// `POST /_orderly/reset`: drops every message and forgets the deduplication, attempt
+    /// and purge histories (a test suite's next PurgeQueue is not refused as too soon).
+    pub fn reset(&mut self) {
+        self.note(|| changes::QueueChange::Reset);
+        self.clear_all();
+    }
+
+    fn clear_all(&mut self) {
+        self.last_purge = None;
+        self.clear_messages();
     }
 
     /// Drops every message and the deduplication and receive-attempt histories.

@@ -60,6 +60,10 @@ impl Archive {
         ))
     }
 
+    pub fn clear(&mut self) {
+        self.messages.clear();
+    }
+
     /// Every archived message, oldest first (for snapshots).
     pub fn all(&self) -> impl Iterator<Item = &Archived> {
         self.messages.iter()

@@ -28,6 +28,8 @@ pub enum TopicChange {
         expires_at: Timestamp,
         archived: Option<Box<Archived>>,
     },
+    /// `POST /_orderly/reset`: the deduplication history and the archive emptied.
+    Reset,
 }
 
 #[derive(Clone, Debug)]
@@ -228,6 +230,22 @@ impl Topic {
             .unwrap_or_default()
     }
 
+    /// `POST /_orderly/reset`: forgets the deduplication history and empties the archive;
+    /// settings and subscriptions stay.
+    pub fn reset(&mut self) {
+        if let Some(changes) = &mut self.changes {
+            changes.push(TopicChange::Reset);
+        }
+        self.clear_history();
+    }
+
+    fn clear_history(&mut self) {
+        self.dedup.clear();
+        if let Some(archive) = &mut self.archive {
+            archive.clear();
+        }
+    }
+
     pub(super) fn note_published(
         &mut self,
         key: &str,
@@ -276,6 +294,7 @@ impl Topic {
                     archive.push(*item);
                 }
             }
+            TopicChange::Reset => self.clear_history(),
         }
     }
 }

@@ -58,7 +58,9 @@ impl<W: Default> Engine<W> {
         Ok(parts[5])
     }
 
-    fn topics_read(&self) -> std::sync::RwLockReadGuard<'_, BTreeMap<Arc<str>, Arc<TopicEntry>>> {
+    pub(in crate::engine) fn topics_read(
+        &self,
+    ) -> std::sync::RwLockReadGuard<'_, BTreeMap<Arc<str>, Arc<TopicEntry>>> {
         self.topics.read().unwrap_or_else(|p| p.into_inner())
     }
 

@@ -193,6 +193,8 @@ pub enum QueueChange<'a> {
     },
     Config(QueueConfig),
     Tags(Tags<'a>),
+    /// Since version 2.
+    Reset,
 }
 
 impl<'a> From<&'a live_changes::QueueChange> for QueueChange<'a> {
@@ -242,6 +244,7 @@ impl<'a> From<&'a live_changes::QueueChange> for QueueChange<'a> {
             C::Purge { at } => QueueChange::Purge { at: at.0 },
             C::Config(config) => QueueChange::Config((&**config).into()),
             C::Tags(tags) => QueueChange::Tags(Cow::Borrowed(tags)),
+            C::Reset => QueueChange::Reset,
         }
     }
 }
@@ -301,6 +304,7 @@ impl QueueChange<'_> {
             QueueChange::Purge { at } => C::Purge { at: Timestamp(at) },
             QueueChange::Config(config) => C::Config(Box::new(config.into())),
             QueueChange::Tags(tags) => C::Tags(tags.into_owned()),
+            QueueChange::Reset => C::Reset,
         }
     }
 }

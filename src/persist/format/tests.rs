@@ -142,7 +142,7 @@ fn sample_change() -> LiveChange {
 fn records_carry_their_version_and_older_unversioned_ones_read_as_version_1() {
     let record = to_record(5, &sample_change());
     let word = u64::from_le_bytes(record[..8].try_into().unwrap());
-    assert_eq!((word >> 56, word & MAX_LSN), (1, 5));
+    assert_eq!((word >> 56, word & MAX_LSN), (u64::from(VERSION), 5));
     let (lsn, change) = decode_record(&record).unwrap();
     assert_eq!(lsn, 5);
     assert!(matches!(change, LiveChange::DeleteTopic { name } if &*name == "prices"));
@@ -156,23 +156,55 @@ fn records_carry_their_version_and_older_unversioned_ones_read_as_version_1() {
 #[test]
 fn a_record_of_a_newer_version_is_refused_saying_so() {
     let mut record = to_record(5, &sample_change());
-    record[7] = 2;
+    let newer = VERSION + 1;
+    record[7] = newer;
     let error = decode_record(&record).unwrap_err();
-    assert!(matches!(error, FormatError::Newer { found: 2, .. }));
+    assert!(matches!(error, FormatError::Newer { found, .. } if found == u32::from(newer)));
     let text = error.to_string();
     assert!(
-        text.contains("format version 2") && text.contains("up to 1"),
+        text.contains(&format!("format version {newer}"))
+            && text.contains(&format!("up to {VERSION}")),
         "{text}"
     );
 }
 
 #[test]
+fn a_version_1_record_reads_as_it_always_did_and_resets_round_trip() {
+    use crate::engine::queue::changes::QueueChange;
+    use crate::engine::topic::changes::TopicChange;
+    // Version 2 only added variants after the others: a version 1 record decodes unchanged.
+    let mut v1 = to_record(9, &sample_change());
+    v1[7] = 1;
+    assert!(matches!(
+        decode_record(&v1).unwrap().1,
+        LiveChange::DeleteTopic { .. }
+    ));
+    let queue = LiveChange::Queue {
+        name: "q".into(),
+        uid: 3,
+        changes: vec![QueueChange::Reset],
+    };
+    let (_, back) = decode_record(&to_record(10, &queue)).unwrap();
+    assert!(matches!(back, LiveChange::Queue { uid: 3, changes, .. }
+        if matches!(changes[..], [QueueChange::Reset])));
+    let topic = LiveChange::Topic {
+        name: "t".into(),
+        changes: vec![TopicChange::Reset],
+    };
+    let (_, back) = decode_record(&to_record(11, &topic)).unwrap();
+    assert!(matches!(back, LiveChange::Topic { changes, .. }
+        if matches!(changes[..], [TopicChange::Reset])));
+}
+
+#[test]
 fn a_snapshot_header_of_a_newer_version_is_refused() {
     let header = |tag: u32, version: u32| postcard::to_stdvec(&(tag, version, 7u64)).unwrap();
+    let newer = u32::from(VERSION) + 1;
     assert!(check_snapshot_version(&header(0, 1)).is_ok());
+    assert!(check_snapshot_version(&header(0, u32::from(VERSION))).is_ok());
     assert!(matches!(
-        check_snapshot_version(&header(0, 2)),
-        Err(FormatError::Newer { found: 2, .. })
+        check_snapshot_version(&header(0, newer)),
+        Err(FormatError::Newer { found, .. }) if found == newer
     ));
     assert!(matches!(
         check_snapshot_version(&header(3, 1)),
@@ -263,13 +295,14 @@ mod at_startup {
         })
         .unwrap();
         let mut newer = super::to_record(100, &super::sample_change());
-        newer[7] = 2;
+        newer[7] = super::VERSION + 1;
         log.append(&[&newer]).unwrap();
         log.sync().unwrap();
         drop(log);
         let text = refused(dir.path());
+        let expected = format!("format version {}", super::VERSION + 1);
         assert!(
-            text.contains("log record 100") && text.contains("format version 2"),
+            text.contains("log record 100") && text.contains(&expected),
             "{text}"
         );
     }
@@ -288,17 +321,15 @@ mod at_startup {
             let mut payload = payload.to_vec();
             if i == 0 {
                 // The header's tag (0), then its version.
-                assert_eq!(payload[..2], [0, 1]);
-                payload[1] = 2;
+                assert_eq!(payload[..2], [0, super::VERSION]);
+                payload[1] = super::VERSION + 1;
             }
             record::encode(&payload, &mut rewritten);
         }
         std::fs::write(&name, rewritten).unwrap();
         let text = refused(dir.path());
-        assert!(
-            text.contains(".snap") && text.contains("format version 2"),
-            "{text}"
-        );
+        let expected = format!("format version {}", super::VERSION + 1);
+        assert!(text.contains(".snap") && text.contains(&expected), "{text}");
     }
 }
 

@@ -272,6 +272,8 @@ pub enum TopicChange<'a> {
         #[serde(borrow)]
         archived: Option<Archived<'a>>,
     },
+    /// Since version 2.
+    Reset,
 }
 
 impl<'a> From<&'a live_changes::TopicChange> for TopicChange<'a> {
@@ -293,6 +295,7 @@ impl<'a> From<&'a live_changes::TopicChange> for TopicChange<'a> {
                 expires_at: expires_at.0,
                 archived: archived.as_deref().map(Archived::from),
             },
+            live_changes::TopicChange::Reset => TopicChange::Reset,
         }
     }
 }
@@ -316,6 +319,7 @@ impl TopicChange<'_> {
                 expires_at: Timestamp(expires_at),
                 archived: archived.map(|a| Box::new(a.into_live())),
             },
+            TopicChange::Reset => live_changes::TopicChange::Reset,
         }
     }
 }

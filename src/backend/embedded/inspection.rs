@@ -1,0 +1,52 @@
+//! Looking inside and starting over, on the embedded engine.
+
+use super::Embedded;
+use crate::backend::{Answer, Inspection, ResetScope};
+use crate::engine::queue::inspect::{Peeked, QueueOverview, StateFilter};
+
+impl Inspection for Embedded {
+    fn queue_overviews(&self) -> Answer<'_, Vec<QueueOverview>> {
+        self.reading(move |engine| {
+            let mut overviews = Vec::new();
+            for name in engine.list_queues("") {
+                // A queue deleted since the listing is simply left out.
+                let Ok(entry) = engine.queue(&name) else {
+                    continue;
+                };
+                let mut queue = entry.lock();
+                queue.tick(self.clock.now());
+                overviews.push(queue.overview());
+            }
+            Ok(overviews)
+        })
+    }
+
+    fn peek_messages<'a>(
+        &'a self,
+        queue: &'a str,
+        filter: StateFilter,
+        limit: usize,
+    ) -> Answer<'a, Vec<Peeked>> {
+        self.reading(move |engine| {
+            let entry = engine.queue(queue)?;
+            let mut queue = entry.lock();
+            queue.tick(self.clock.now());
+            Ok(queue.peek(filter, limit))
+        })
+    }
+
+    fn reset(&self, scope: ResetScope) -> Answer<'_, ()> {
+        self.changing(move |engine| {
+            match scope {
+                ResetScope::Messages => engine.reset_messages(),
+                ResetScope::Everything => {
+                    for entry in engine.reset_everything(self.clock.now())? {
+                        // Parked long polls notice the queue is gone and return empty.
+                        entry.waiters.notify_waiters();
+                    }
+                }
+            }
+            Ok(())
+        })
+    }
+}

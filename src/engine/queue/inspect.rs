@@ -1,0 +1,103 @@
+//! Looking inside a queue without changing it (the inspection API, LocalStack's developer
+//! endpoint, the console): counts by state, FIFO groups, and messages in the order they were
+//! enqueued. Nothing here touches receive counts, visibility or group locks.
+
+use std::collections::HashSet;
+
+use super::{Order, Queue, State};
+use crate::engine::message::Message;
+use crate::engine::time::Timestamp;
+
+/// A queue at a glance.
+#[derive(Clone, Debug)]
+pub struct QueueOverview {
+    pub name: std::sync::Arc<str>,
+    pub arn: std::sync::Arc<str>,
+    pub fifo: bool,
+    pub counts: super::Counts,
+    /// FIFO: groups holding messages, and those locked by a message in flight.
+    pub groups: usize,
+    pub locked_groups: usize,
+    /// When the longest-held message was enqueued (a FIFO dead-letter queue restarts it).
+    pub oldest_enqueued_at: Option<Timestamp>,
+    pub dead_letter_target_arn: Option<String>,
+}
+
+/// Which states a peek shows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StateFilter {
+    pub visible: bool,
+    pub in_flight: bool,
+    pub delayed: bool,
+}
+
+impl StateFilter {
+    pub const ALL: StateFilter = StateFilter {
+        visible: true,
+        in_flight: true,
+        delayed: true,
+    };
+
+    fn admits(&self, state: &State) -> bool {
+        match state {
+            State::Visible => self.visible,
+            State::InFlight(_) => self.in_flight,
+            State::Delayed(_) => self.delayed,
+        }
+    }
+}
+
+/// A copy of one stored message with its state (deadlines absolute).
+#[derive(Clone, Debug)]
+pub struct Peeked {
+    pub message: Message,
+    pub state: State,
+}
+
+impl Queue {
+    /// The caller has run `tick(now)`, so states are current.
+    pub fn overview(&self) -> QueueOverview {
+        let (groups, locked_groups) = match &self.order {
+            Order::Standard(_) => (0, 0),
+            Order::Fifo(index) => {
+                // In-flight messages are few next to the backlog; their groups are the locked ones.
+                let locked: HashSet<&str> = self
+                    .in_flight
+                    .iter()
+                    .filter_map(|(_, seq)| self.messages.get(seq))
+                    .filter_map(|s| s.message.group_id.as_deref())
+                    .collect();
+                (index.len(), locked.len())
+            }
+        };
+        QueueOverview {
+            name: self.name.clone(),
+            arn: self.arn.clone(),
+            fifo: self.config.fifo,
+            counts: self.counts(),
+            groups,
+            locked_groups,
+            oldest_enqueued_at: self.by_enqueue.first().map(|(at, _)| *at),
+            dead_letter_target_arn: self
+                .config
+                .redrive_policy
+                .as_ref()
+                .map(|p| p.dead_letter_target_arn.clone()),
+        }
+    }
+
+    /// Up to `limit` messages in the states `filter` admits, oldest enqueued first (a FIFO
+    /// queue's groups each in their order). The caller has run `tick(now)`.
+    pub fn peek(&self, filter: StateFilter, limit: usize) -> Vec<Peeked> {
+        self.by_enqueue
+            .iter()
+            .filter_map(|(_, seq)| self.messages.get(seq))
+            .filter(|stored| filter.admits(&stored.state))
+            .take(limit)
+            .map(|stored| Peeked {
+                message: stored.message.clone(),
+                state: stored.state,
+            })
+            .collect()
+    }
+}

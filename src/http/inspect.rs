@@ -1,0 +1,157 @@
+//! The inspection API and reset, for developers and test suites (issue 31):
+//! - `GET /_orderly/queues`: every queue's counts, FIFO groups and oldest message age;
+//! - `GET /_orderly/queues/{name}/messages[?state=visible,inFlight,delayed][&limit=N]`: the
+//!   stored messages, oldest first, without receiving them;
+//! - `POST /_orderly/reset[?all=true]`: drops every message (or everything), durably.
+//!
+//! With `--auth` they are off (403): they would show and drop messages without credentials.
+
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, StatusCode, Uri};
+use axum::response::{IntoResponse, Response};
+use serde_json::{json, Value};
+
+use super::HttpState;
+use crate::backend::ResetScope;
+use crate::engine::queue::inspect::StateFilter;
+use crate::protocol::ApiError;
+use crate::service::inspect::Origin;
+
+/// Messages a peek answers unless `limit` says otherwise, and the most it may ask for.
+const DEFAULT_PEEK: usize = 100;
+const MAX_PEEK: usize = 10_000;
+
+/// `Some(403)` while signatures are checked.
+pub(super) fn refused_with_auth(state: &HttpState) -> Option<Response> {
+    state.auth.as_ref().map(|_| {
+        answer(
+            StatusCode::FORBIDDEN,
+            json!({"message": "the developer endpoints are off while --auth is on"}),
+        )
+    })
+}
+
+pub(super) fn answer(status: StatusCode, body: Value) -> Response {
+    (
+        status,
+        [(axum::http::header::CONTENT_TYPE, "application/json")],
+        body.to_string(),
+    )
+        .into_response()
+}
+
+fn failed(error: ApiError) -> Response {
+    let (code, _, status) = error.code.wire();
+    let code = code.rsplit('#').next().unwrap_or(code);
+    let status = match error.code {
+        crate::protocol::ErrorCode::QueueDoesNotExist => StatusCode::NOT_FOUND,
+        _ => StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_REQUEST),
+    };
+    answer(status, json!({"code": code, "message": error.message}))
+}
+
+fn bad(message: impl Into<String>) -> Response {
+    answer(
+        StatusCode::BAD_REQUEST,
+        json!({ "message": message.into() }),
+    )
+}
+
+/// `GET /_orderly/queues`.
+pub async fn queues(State(state): State<HttpState>, headers: HeaderMap, uri: Uri) -> Response {
+    if let Some(refused) = refused_with_auth(&state) {
+        return refused;
+    }
+    let host = match super::usable_host(&headers, &uri) {
+        Ok(host) => host,
+        Err(error) => return failed(error),
+    };
+    let origin = Origin {
+        scheme: state.scheme,
+        host: &host,
+    };
+    match state.service.queue_overviews(&origin).await {
+        Ok(body) => answer(StatusCode::OK, body),
+        Err(error) => failed(error),
+    }
+}
+
+/// The last value of the query parameter `name`, if given.
+pub(super) fn query_param(uri: &Uri, name: &str) -> Option<String> {
+    form_urlencoded::parse(uri.query()?.as_bytes())
+        .filter(|(key, _)| key == name)
+        .last()
+        .map(|(_, value)| value.into_owned())
+}
+
+/// `GET /_orderly/queues/{name}/messages`.
+pub async fn messages(
+    State(state): State<HttpState>,
+    Path(name): Path<String>,
+    uri: Uri,
+) -> Response {
+    if let Some(refused) = refused_with_auth(&state) {
+        return refused;
+    }
+    let filter = match query_param(&uri, "state").as_deref().map(parse_states) {
+        None => StateFilter::ALL,
+        Some(Ok(filter)) => filter,
+        Some(Err(message)) => return bad(message),
+    };
+    let limit = match query_param(&uri, "limit").map(|l| l.parse::<usize>()) {
+        None => DEFAULT_PEEK,
+        Some(Ok(limit)) if (1..=MAX_PEEK).contains(&limit) => limit,
+        Some(_) => return bad(format!("limit must be a number from 1 to {MAX_PEEK}")),
+    };
+    match state.service.peek_messages(&name, filter, limit).await {
+        Ok(body) => answer(StatusCode::OK, body),
+        Err(error) => failed(error),
+    }
+}
+
+/// `visible,inFlight,delayed` (any of them, any case; `all` for every state).
+fn parse_states(text: &str) -> Result<StateFilter, String> {
+    let mut filter = StateFilter {
+        visible: false,
+        in_flight: false,
+        delayed: false,
+    };
+    for word in text.split(',').map(str::trim) {
+        match word.to_ascii_lowercase().as_str() {
+            "visible" => filter.visible = true,
+            "inflight" | "in_flight" | "in-flight" => filter.in_flight = true,
+            "delayed" => filter.delayed = true,
+            "all" => filter = StateFilter::ALL,
+            _ => {
+                return Err(format!(
+                    "state: {word:?} is none of visible, inFlight, delayed, all"
+                ))
+            }
+        }
+    }
+    Ok(filter)
+}
+
+/// `POST /_orderly/reset[?all=true]`.
+pub async fn reset(State(state): State<HttpState>, uri: Uri) -> Response {
+    if let Some(refused) = refused_with_auth(&state) {
+        return refused;
+    }
+    let all = query_param(&uri, "all").map(|a| a.to_ascii_lowercase());
+    let scope = match all.as_deref() {
+        None | Some("false") => ResetScope::Messages,
+        Some("true") | Some("") => ResetScope::Everything,
+        Some(other) => return bad(format!("all: {other:?} is neither true nor false")),
+    };
+    match state.service.backend.reset(scope).await {
+        Ok(()) => {
+            let what = match scope {
+                ResetScope::Messages => "messages",
+                ResetScope::Everything => "everything",
+            };
+            tracing::info!(what, "reset");
+            answer(StatusCode::OK, json!({ "reset": what }))
+        }
+        Err(error) => failed(error.into()),
+    }
+}

@@ -1,0 +1,150 @@
+//! The inspection API's answers (`GET /_orderly/queues`, `.../messages`) and LocalStack's
+//! developer endpoint (`/_aws/sqs/messages`): what is stored, read through the backend without
+//! changing anything.
+
+use serde_json::{json, Value};
+
+use super::render::{encode_attributes, message_wire};
+use super::Service;
+use crate::engine::queue::inspect::{Peeked, StateFilter};
+use crate::engine::queue::{Received, State};
+use crate::engine::Timestamp;
+use crate::protocol::sqs::ReceiveMessageOutput;
+use crate::protocol::{encode_answer, Action, ApiError, Encoded, Protocol, SqsAction};
+
+/// Peeked messages carry this instead of a receipt handle: nothing was received, so nothing can
+/// be deleted with it (LocalStack's developer endpoint answers the same text).
+pub const PEEK_RECEIPT_HANDLE: &str = "SQS/BACKDOOR/ACCESS";
+
+/// Where clients reach the server, for the URLs an answer names.
+pub struct Origin<'a> {
+    pub scheme: &'a str,
+    pub host: &'a str,
+}
+
+impl Service {
+    /// Every queue with its counts, FIFO groups and the age of its oldest message.
+    pub async fn queue_overviews(&self, origin: &Origin<'_>) -> Result<Value, ApiError> {
+        let now = self.clock.now();
+        let queues: Vec<Value> = self
+            .backend
+            .queue_overviews()
+            .await?
+            .into_iter()
+            .map(|q| {
+                json!({
+                    "name": &*q.name,
+                    "url": self.url_of_queue(origin.scheme, origin.host, &q.name),
+                    "arn": &*q.arn,
+                    "fifo": q.fifo,
+                    "visible": q.counts.visible,
+                    "inFlight": q.counts.in_flight,
+                    "delayed": q.counts.delayed,
+                    "groups": q.fifo.then_some(q.groups),
+                    "lockedGroups": q.fifo.then_some(q.locked_groups),
+                    "oldestMessageAgeSeconds": q.oldest_enqueued_at.map(|at| now.millis_since(at) / 1000),
+                    "deadLetterQueue": q.dead_letter_target_arn.as_deref()
+                        .and_then(|arn| arn.rsplit(':').next()),
+                })
+            })
+            .collect();
+        Ok(json!({ "queues": queues }))
+    }
+
+    /// Up to `limit` of a queue's messages in the states `filter` admits, oldest first.
+    pub async fn peek_messages(
+        &self,
+        queue: &str,
+        filter: StateFilter,
+        limit: usize,
+    ) -> Result<Value, ApiError> {
+        let messages: Vec<Value> = self
+            .backend
+            .peek_messages(queue, filter, limit)
+            .await?
+            .iter()
+            .map(peeked_json)
+            .collect();
+        Ok(json!({ "queue": queue, "messages": messages }))
+    }
+
+    /// LocalStack's `/_aws/sqs/messages`: the queue's visible messages (in-flight and delayed
+    /// ones too when asked) as a ReceiveMessage answer with every attribute, in XML or JSON.
+    pub async fn localstack_messages(
+        &self,
+        queue: &str,
+        (show_invisible, show_delayed): (bool, bool),
+        protocol: Protocol,
+        request_id: &str,
+    ) -> Result<Encoded, ApiError> {
+        let filter = StateFilter {
+            visible: true,
+            in_flight: show_invisible,
+            delayed: show_delayed,
+        };
+        let all = ["All".to_string()];
+        let messages = self
+            .backend
+            .peek_messages(queue, filter, usize::MAX)
+            .await?
+            .into_iter()
+            .map(|peeked| {
+                let received = Received {
+                    message: peeked.message,
+                    receipt_handle: PEEK_RECEIPT_HANDLE.to_string(),
+                };
+                let mut wire = message_wire(received, &all, &all);
+                let (visible, delayed) = match peeked.state {
+                    State::Visible => (true, false),
+                    State::InFlight(_) => (false, false),
+                    State::Delayed(_) => (false, true),
+                };
+                wire.attributes
+                    .0
+                    .push(("IsVisible".into(), visible.to_string()));
+                wire.attributes
+                    .0
+                    .push(("IsDelayed".into(), delayed.to_string()));
+                wire
+            })
+            .collect();
+        Ok(encode_answer(
+            protocol,
+            Action::Sqs(SqsAction::ReceiveMessage),
+            &ReceiveMessageOutput { messages },
+            request_id,
+        ))
+    }
+}
+
+/// RFC 3339 with milliseconds, as the inspection API writes times.
+pub fn rfc3339(at: Timestamp) -> String {
+    let time = std::time::UNIX_EPOCH + std::time::Duration::from_millis(at.millis());
+    humantime::format_rfc3339_millis(time).to_string()
+}
+
+fn peeked_json(peeked: &Peeked) -> Value {
+    let m = &peeked.message;
+    let (state, until) = match peeked.state {
+        State::Visible => ("visible", None),
+        State::InFlight(at) => ("inFlight", Some(at)),
+        State::Delayed(at) => ("delayed", Some(at)),
+    };
+    json!({
+        "messageId": m.id.text().as_str(),
+        "body": &*m.body,
+        "messageAttributes": encode_attributes(&m.attributes),
+        "groupId": m.group_id.as_deref(),
+        "deduplicationId": m.dedup_id.as_deref(),
+        "sequenceNumber": m.sequence_number.map(|s| s.to_string()),
+        "receiveCount": m.receive_count,
+        "state": state,
+        // In flight: when the visibility timeout ends; delayed: when the delay does.
+        "invisibleUntil": until.map(rfc3339),
+        "sentAt": rfc3339(m.sent_at),
+        "firstReceivedAt": m.first_receive_at.map(rfc3339),
+        "senderId": &*m.sender_id,
+        "traceHeader": m.trace_header().map(|t| &**t),
+        "deadLetterSourceArn": m.dead_letter_source_arn().map(|a| &**a),
+    })
+}

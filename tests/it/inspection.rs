@@ -1,0 +1,271 @@
+//! Looking without consuming (issue 31): `GET /_orderly/queues`, `GET
+//! /_orderly/queues/{name}/messages`, and LocalStack's `/_aws/sqs/messages` and
+//! `/_localstack/health`, read by the way test helpers read them. None of them may change a
+//! receive count, a visibility timeout or a group lock.
+
+use aws_sdk_sqs::types::MessageSystemAttributeName as S;
+use serde_json::Value;
+
+use crate::common::{create_queue, fifo_queue, start_with_manual_clock, xml_text, Server};
+
+async fn get_json(server: &Server, path: &str) -> (u16, Value) {
+    let response = reqwest::get(format!("{}{path}", server.url()))
+        .await
+        .unwrap();
+    let status = response.status().as_u16();
+    (
+        status,
+        serde_json::from_str(&response.text().await.unwrap()).unwrap(),
+    )
+}
+
+async fn send(server: &Server, url: &str, body: &str, group: &str) {
+    server
+        .sqs
+        .send_message()
+        .queue_url(url)
+        .message_body(body)
+        .message_group_id(group)
+        .message_deduplication_id(body)
+        .message_attributes(
+            "kind",
+            aws_sdk_sqs::types::MessageAttributeValue::builder()
+                .data_type("String")
+                .string_value("price")
+                .build()
+                .unwrap(),
+        )
+        .send()
+        .await
+        .unwrap();
+}
+
+/// A FIFO queue with two groups, the first locked by one received message.
+async fn seeded(server: &Server) -> String {
+    let url = fifo_queue(server, "prices.fifo", &[("VisibilityTimeout", "30")]).await;
+    for (body, group) in [("a1", "a"), ("a2", "a"), ("b1", "b")] {
+        send(server, &url, body, group).await;
+    }
+    let got = server
+        .sqs
+        .receive_message()
+        .queue_url(&url)
+        .max_number_of_messages(1)
+        .send()
+        .await
+        .unwrap()
+        .messages
+        .unwrap();
+    assert_eq!(got[0].body(), Some("a1"));
+    url
+}
+
+#[tokio::test]
+async fn queues_and_messages_are_shown_without_being_received() {
+    let (server, clock) = start_with_manual_clock().await;
+    let url = seeded(&server).await;
+    create_queue(&server, "plain", &[("DelaySeconds", "60")]).await;
+    server
+        .sqs
+        .send_message()
+        .queue_url(server.queue_url("plain"))
+        .message_body("later")
+        .send()
+        .await
+        .unwrap();
+    clock.advance_millis(4_000);
+
+    let (status, overview) = get_json(&server, "/_orderly/queues").await;
+    assert_eq!(status, 200, "{overview}");
+    let queues = overview["queues"].as_array().unwrap();
+    let names: Vec<&str> = queues.iter().map(|q| q["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["plain", "prices.fifo"]);
+    let fifo = &queues[1];
+    assert_eq!(fifo["url"], url.as_str());
+    assert_eq!(
+        (&fifo["visible"], &fifo["inFlight"], &fifo["delayed"]),
+        (&Value::from(2), &Value::from(1), &Value::from(0))
+    );
+    assert_eq!(
+        (&fifo["groups"], &fifo["lockedGroups"]),
+        (&2.into(), &1.into())
+    );
+    assert_eq!(fifo["oldestMessageAgeSeconds"], 4);
+    assert_eq!(queues[0]["delayed"], 1);
+    assert_eq!(
+        queues[0]["groups"],
+        Value::Null,
+        "standard queues have no groups"
+    );
+
+    let path = "/_orderly/queues/prices.fifo/messages";
+    let (_, all) = get_json(&server, path).await;
+    let messages = all["messages"].as_array().unwrap();
+    let bodies: Vec<&str> = messages
+        .iter()
+        .map(|m| m["body"].as_str().unwrap())
+        .collect();
+    assert_eq!(bodies, ["a1", "a2", "b1"], "in the order they were sent");
+    let first = &messages[0];
+    assert_eq!(
+        (&first["state"], &first["receiveCount"], &first["groupId"]),
+        (&"inFlight".into(), &1.into(), &"a".into())
+    );
+    assert_eq!(first["deduplicationId"], "a1");
+    assert_eq!(first["messageAttributes"]["kind"]["StringValue"], "price");
+    assert!(first["invisibleUntil"].as_str().unwrap().ends_with('Z'));
+    assert!(first["sequenceNumber"].as_str().unwrap().len() >= 20);
+    assert_eq!(messages[1]["state"], "visible");
+
+    let (_, in_flight) = get_json(&server, &format!("{path}?state=inFlight")).await;
+    assert_eq!(in_flight["messages"].as_array().unwrap().len(), 1);
+    let (_, limited) = get_json(&server, &format!("{path}?state=visible&limit=1")).await;
+    assert_eq!(limited["messages"][0]["body"], "a2");
+    for bad in ["?state=gone", "?limit=0", "?limit=x"] {
+        assert_eq!(
+            get_json(&server, &format!("{path}{bad}")).await.0,
+            400,
+            "{bad}"
+        );
+    }
+    let (status, missing) = get_json(&server, "/_orderly/queues/nope/messages").await;
+    assert_eq!(
+        (status, &missing["code"]),
+        (404, &"QueueDoesNotExist".into())
+    );
+
+    // Nothing moved: group a is still locked, so a receive gets b1; a1 comes back with its
+    // second receive once its timeout ends.
+    let next = server
+        .sqs
+        .receive_message()
+        .queue_url(&url)
+        .max_number_of_messages(10)
+        .send()
+        .await
+        .unwrap()
+        .messages
+        .unwrap();
+    let bodies: Vec<_> = next.iter().map(|m| m.body().unwrap()).collect();
+    assert_eq!(bodies, ["b1"]);
+    clock.advance_millis(30_000);
+    let again = server
+        .sqs
+        .receive_message()
+        .queue_url(&url)
+        .message_system_attribute_names(S::ApproximateReceiveCount)
+        .send()
+        .await
+        .unwrap()
+        .messages
+        .unwrap();
+    assert_eq!(again[0].body(), Some("a1"));
+    assert_eq!(
+        again[0].attributes().unwrap()[&S::ApproximateReceiveCount],
+        "2"
+    );
+}
+
+/// A test helper as written for LocalStack: it reads a queue through `/_aws/sqs/messages`.
+async fn localstack_peek(server: &Server, queue_url: &str, extra: &str) -> Vec<Value> {
+    let response = reqwest::Client::new()
+        .post(format!("{}/_aws/sqs/messages", server.url()))
+        .header("accept", "application/json")
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(format!("QueueUrl={}{extra}", urlencode(queue_url)))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    let answer: Value = serde_json::from_str(&response.text().await.unwrap()).unwrap();
+    answer["Messages"].as_array().cloned().unwrap_or_default()
+}
+
+fn urlencode(text: &str) -> String {
+    form_urlencoded::byte_serialize(text.as_bytes()).collect()
+}
+
+#[tokio::test]
+async fn a_localstack_style_helper_reads_messages_unchanged() {
+    let (server, _clock) = start_with_manual_clock().await;
+    let url = seeded(&server).await;
+
+    let visible = localstack_peek(&server, &url, "").await;
+    let bodies: Vec<&str> = visible
+        .iter()
+        .map(|m| m["Body"].as_str().unwrap())
+        .collect();
+    assert_eq!(bodies, ["a2", "b1"]);
+    let all = localstack_peek(&server, &url, "&ShowInvisible=true").await;
+    assert_eq!(all.len(), 3);
+    let a1 = &all[0];
+    assert_eq!(a1["Attributes"]["MessageGroupId"], "a");
+    assert_eq!(a1["Attributes"]["ApproximateReceiveCount"], "1");
+    assert_eq!(a1["Attributes"]["IsVisible"], "false");
+    assert_eq!(a1["MessageAttributes"]["kind"]["StringValue"], "price");
+    // The MD5s an SDK would check are the stored ones.
+    assert_eq!(a1["MD5OfBody"], md5_hex("a1"));
+
+    // XML by default, by GET and the path form too.
+    let xml = reqwest::get(format!(
+        "{}/_aws/sqs/messages/us-east-1/000000000000/prices.fifo?ShowInvisible=true",
+        server.url()
+    ))
+    .await
+    .unwrap()
+    .text()
+    .await
+    .unwrap();
+    assert!(xml.contains("<ReceiveMessageResponse"), "{xml}");
+    assert_eq!(xml.matches("<Message>").count(), 3, "{xml}");
+    assert_eq!(xml_text(&xml, "Body"), Some("a1"));
+
+    // A handle from a peek deletes nothing.
+    let handle = a1["ReceiptHandle"].as_str().unwrap();
+    let deleted = server
+        .sqs
+        .delete_message()
+        .queue_url(&url)
+        .receipt_handle(handle)
+        .send()
+        .await;
+    assert!(deleted.is_err());
+    assert_eq!(
+        localstack_peek(&server, &url, "&ShowInvisible=true")
+            .await
+            .len(),
+        3
+    );
+
+    // An unknown queue is answered as SQS answers it.
+    let response = reqwest::Client::new()
+        .get(format!(
+            "{}/_aws/sqs/messages?QueueUrl={}",
+            server.url(),
+            urlencode(&server.queue_url("nope"))
+        ))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 400);
+    let text = response.text().await.unwrap();
+    assert!(
+        text.contains("AWS.SimpleQueueService.NonExistentQueue"),
+        "{text}"
+    );
+
+    let (status, health) = get_json(&server, "/_localstack/health").await;
+    assert_eq!(status, 200);
+    assert_eq!(
+        (&health["services"]["sqs"], &health["services"]["sns"]),
+        (&"running".into(), &"running".into())
+    );
+}
+
+fn md5_hex(text: &str) -> String {
+    use md5::Digest;
+    md5::Md5::digest(text.as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}

@@ -1,0 +1,164 @@
+//! `POST /_orderly/reset` (issue 31): a suite that reuses one server resets it between test
+//! cases. Messages and every history that would leak into the next case go; queues, topics and
+//! subscriptions stay. `?all=true` removes those too. Both survive a restart.
+
+use orderly::config::Config;
+
+use crate::common::{fifo_queue, fifo_topic, start_with, subscribe, Server};
+
+async fn reset(server: &Server, query: &str) -> serde_json::Value {
+    let response = reqwest::Client::new()
+        .post(format!("{}/_orderly/reset{query}", server.url()))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    serde_json::from_str(&response.text().await.unwrap()).unwrap()
+}
+
+/// One test case of the suite: publishes `body` through the topic with a fixed deduplication
+/// id, purges the queue, publishes again, and answers what the queue then holds.
+async fn case(server: &Server, topic: &str, queue: &str, body: &str) -> Vec<String> {
+    let publish = || {
+        server
+            .sns
+            .publish()
+            .topic_arn(topic)
+            .message(body)
+            .message_group_id("g")
+            .message_deduplication_id("same-id-every-case")
+            .send()
+    };
+    publish().await.unwrap();
+    server
+        .sqs
+        .purge_queue()
+        .queue_url(queue)
+        .send()
+        .await
+        .unwrap();
+    server
+        .sqs
+        .send_message()
+        .queue_url(queue)
+        .message_body(body)
+        .message_group_id("g")
+        .message_deduplication_id("same-id-every-case")
+        .send()
+        .await
+        .unwrap();
+    let received = server
+        .sqs
+        .receive_message()
+        .queue_url(queue)
+        .max_number_of_messages(10)
+        .send()
+        .await
+        .unwrap();
+    received
+        .messages
+        .unwrap_or_default()
+        .iter()
+        .map(|m| m.body().unwrap().to_string())
+        .collect()
+}
+
+fn durable(dir: &std::path::Path) -> Config {
+    let mut config = Config::ephemeral();
+    config.ephemeral = false;
+    config.data_dir = dir.to_path_buf();
+    config
+}
+
+#[tokio::test]
+async fn a_suite_resets_between_cases_and_the_reset_is_durable() {
+    let dir = tempfile::tempdir().unwrap();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let app = orderly::app::App::bind(&durable(dir.path())).await.unwrap();
+    let addr = app.local_addr().unwrap();
+    let serving = tokio::spawn(app.serve(async {
+        let _ = stopped.await;
+    }));
+    let server = Server {
+        addr,
+        sqs: crate::common::client(addr),
+        sns: crate::common::sns_client(addr),
+    };
+    let queue = fifo_queue(&server, "prices.fifo", &[]).await;
+    let topic = fifo_topic(&server, "prices.fifo").await;
+    subscribe(&server, &topic, "prices.fifo", true).await;
+
+    // The first case: the purge empties the queue, then its own send is stored.
+    assert_eq!(
+        case(&server, &topic, &queue, "case one").await,
+        ["case one"]
+    );
+    // Without a reset the next case would be deduplicated and refused its purge.
+    let refused = server.sqs.purge_queue().queue_url(&queue).send().await;
+    assert!(refused.is_err(), "a second purge within 60 s is refused");
+
+    assert_eq!(reset(&server, "").await["reset"], "messages");
+    assert_eq!(
+        case(&server, &topic, &queue, "case two").await,
+        ["case two"]
+    );
+    // The subscription stayed: a publish still reaches the queue.
+    reset(&server, "").await;
+    server
+        .sns
+        .publish()
+        .topic_arn(&topic)
+        .message("fanned")
+        .message_group_id("g")
+        .message_deduplication_id("same-id-every-case")
+        .send()
+        .await
+        .unwrap();
+    reset(&server, "").await;
+
+    // After a restart: still empty, and the histories still forgotten.
+    stop.send(()).unwrap();
+    serving.await.unwrap().unwrap();
+    let server = start_with(durable(dir.path())).await;
+    let depth = server
+        .sqs
+        .get_queue_attributes()
+        .queue_url(server.queue_url("prices.fifo"))
+        .attribute_names(aws_sdk_sqs::types::QueueAttributeName::ApproximateNumberOfMessages)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        depth.attributes().unwrap()
+            [&aws_sdk_sqs::types::QueueAttributeName::ApproximateNumberOfMessages],
+        "0"
+    );
+    let queue = server.queue_url("prices.fifo");
+    assert_eq!(
+        case(&server, &topic, &queue, "case three").await,
+        ["case three"]
+    );
+
+    assert_eq!(reset(&server, "?all=true").await["reset"], "everything");
+    let queues = server.sqs.list_queues().send().await.unwrap();
+    assert!(queues.queue_urls().is_empty());
+    let topics = server.sns.list_topics().send().await.unwrap();
+    assert!(topics.topics().is_empty());
+    // The names are free again at once.
+    fifo_queue(&server, "prices.fifo", &[]).await;
+}
+
+#[tokio::test]
+async fn reset_takes_no_other_argument_and_only_post() {
+    let server = crate::common::start().await;
+    let response = reqwest::Client::new()
+        .post(format!("{}/_orderly/reset?all=maybe", server.url()))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 400);
+    let get = reqwest::get(format!("{}/_orderly/reset", server.url()))
+        .await
+        .unwrap();
+    assert_eq!(get.status(), 405, "only POST resets");
+}
