@@ -121,6 +121,43 @@ fn open_engine(config: &Config) -> std::io::Result<(Engine<Notify>, Option<DataD
     Ok((engine, data))
 }
 
+/// Reads and applies `--init`, logging what it created and each difference it left alone.
+async fn apply_init(
+    config: &Config,
+    path: &std::path::Path,
+    service: &Service,
+    scheme: &'static str,
+    listening: SocketAddr,
+) -> std::io::Result<crate::service::init::InitReport> {
+    let invalid =
+        |e: crate::init::InitError| std::io::Error::new(std::io::ErrorKind::InvalidData, e);
+    let file = crate::init::InitFile::read(path).map_err(invalid)?;
+    let ctx = crate::service::RequestContext {
+        scheme,
+        host: config
+            .hostname
+            .clone()
+            .unwrap_or_else(|| listening.to_string()),
+        sender_id: config.account_id.as_str().into(),
+        request_id: "init".into(),
+        authenticated: true,
+        trace_header: None,
+    };
+    let place = crate::service::init::InitPlace {
+        file: path,
+        region: &config.region,
+    };
+    let report = service
+        .apply_init(&file, &place, &ctx)
+        .await
+        .map_err(invalid)?;
+    for difference in &report.differences {
+        tracing::warn!("{difference}");
+    }
+    tracing::info!(file = %path.display(), created = report.created.len(), "init file applied");
+    Ok(report)
+}
+
 /// A server bound to its port, not yet serving.
 pub struct App {
     pub listener: TcpListener,
@@ -133,6 +170,8 @@ pub struct App {
     auth: Option<Arc<crate::http::auth::Auth>>,
     /// `--clock manual`: the clock `POST /_orderly/clock` moves.
     clock_control: Option<Arc<ManualClock>>,
+    /// What `--init` created and where it differed from what existed.
+    pub init_report: Option<crate::service::init::InitReport>,
 }
 
 impl App {
@@ -187,6 +226,11 @@ impl App {
             None => None,
         };
         let built = build_service(config, clock, listening)?;
+        let scheme = if tls.is_some() { "https" } else { "http" };
+        let init_report = match &config.init {
+            Some(path) => Some(apply_init(config, path, &built.service, scheme, listening).await?),
+            None => None,
+        };
         Ok(App {
             listener,
             service: built.service,
@@ -197,6 +241,7 @@ impl App {
             tls,
             auth,
             clock_control: None,
+            init_report,
         })
     }
 

@@ -58,6 +58,10 @@ pub struct Config {
     /// only when told (`POST /_orderly/clock`), so tests pass long timeouts at once.
     #[arg(long, env = "ORDERLY_CLOCK", value_enum, default_value = "system")]
     pub clock: crate::clock::ClockMode,
+    /// A TOML file of queues, topics and subscriptions to create at start, before listening
+    /// (see `init`): what exists already is kept, and differences from the file are logged.
+    #[arg(long, env = "ORDERLY_INIT")]
+    pub init: Option<std::path::PathBuf>,
     /// Keep everything in memory only (nothing survives a restart); for tests and CI.
     #[arg(long, env = "ORDERLY_EPHEMERAL")]
     pub ephemeral: bool,

@@ -22,6 +22,7 @@ pub mod config;
 pub mod delivery;
 pub mod engine;
 pub mod http;
+pub mod init;
 pub mod persist;
 pub mod protocol;
 pub mod service;

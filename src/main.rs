@@ -18,7 +18,7 @@ async fn main() -> anyhow::Result<()> {
     let config = Config::parse();
     let app = App::bind(&config)
         .await
-        .with_context(|| format!("cannot listen on {}", config.bind))?;
+        .with_context(|| format!("cannot start (listening on {})", config.bind))?;
     let addr = app.local_addr()?;
     // Scripts and tests read this line to learn the port when binding port 0.
     println!("orderly listening on {}://{addr}", app.scheme());

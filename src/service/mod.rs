@@ -2,6 +2,7 @@
 //! backend, encode the answer. Long polls wait in the backend, never in the engine.
 
 mod batch;
+pub mod init;
 pub mod inspect;
 mod messages;
 mod move_tasks;

@@ -113,7 +113,7 @@ impl Service {
         }
     }
 
-    async fn create_topic(
+    pub(super) async fn create_topic(
         &self,
         input: CreateTopicInput,
         _ctx: &RequestContext,
@@ -163,7 +163,7 @@ impl Service {
         })
     }
 
-    async fn get_topic_attributes(
+    pub(super) async fn get_topic_attributes(
         &self,
         input: TopicArnInput,
         _ctx: &RequestContext,
@@ -233,7 +233,7 @@ impl Service {
         Ok(Empty {})
     }
 
-    async fn subscribe(
+    pub(super) async fn subscribe(
         &self,
         input: SubscribeInput,
         ctx: &RequestContext,
@@ -357,7 +357,7 @@ impl Service {
             .await
     }
 
-    async fn get_subscription_attributes(
+    pub(super) async fn get_subscription_attributes(
         &self,
         input: SubscriptionArnInput,
         _ctx: &RequestContext,

@@ -55,6 +55,49 @@ pub async fn start_with(config: Config) -> Server {
     serve(App::bind(&config).await.expect("bind"))
 }
 
+/// A server the test stops (`Stoppable::stop`), to start another on the same data directory.
+pub struct Stoppable {
+    pub server: Server,
+    stop: tokio::sync::oneshot::Sender<()>,
+    serving: tokio::task::JoinHandle<std::io::Result<()>>,
+}
+
+impl Stoppable {
+    pub async fn start(app: App) -> Stoppable {
+        let addr = app.local_addr().expect("addr");
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let serving = tokio::spawn(app.serve(async {
+            let _ = stopped.await;
+        }));
+        Stoppable {
+            server: Server {
+                addr,
+                sqs: client(addr),
+                sns: sns_client(addr),
+            },
+            stop,
+            serving,
+        }
+    }
+
+    /// Stops serving and waits until the data directory is closed.
+    pub async fn stop(self) {
+        let _ = self.stop.send(());
+        self.serving
+            .await
+            .expect("served")
+            .expect("stopped cleanly");
+    }
+}
+
+/// Settings that keep state in `dir`.
+pub fn durable(dir: &std::path::Path) -> Config {
+    let mut config = Config::ephemeral();
+    config.ephemeral = false;
+    config.data_dir = dir.to_path_buf();
+    config
+}
+
 fn serve(app: App) -> Server {
     let addr = app.local_addr().expect("addr");
     tokio::spawn(app.serve(std::future::pending()));

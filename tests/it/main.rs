@@ -9,6 +9,7 @@ mod crash;
 mod format_upgrade;
 mod hostile_clients;
 mod hostile_input;
+mod init_file;
 mod inspection;
 mod log_outage;
 mod receiver;

@@ -2,9 +2,7 @@
 //! cases. Messages and every history that would leak into the next case go; queues, topics and
 //! subscriptions stay. `?all=true` removes those too. Both survive a restart.
 
-use orderly::config::Config;
-
-use crate::common::{fifo_queue, fifo_topic, start_with, subscribe, Server};
+use crate::common::{durable, fifo_queue, fifo_topic, start_with, subscribe, Server, Stoppable};
 
 async fn reset(server: &Server, query: &str) -> serde_json::Value {
     let response = reqwest::Client::new()
@@ -63,47 +61,32 @@ async fn case(server: &Server, topic: &str, queue: &str, body: &str) -> Vec<Stri
         .collect()
 }
 
-fn durable(dir: &std::path::Path) -> Config {
-    let mut config = Config::ephemeral();
-    config.ephemeral = false;
-    config.data_dir = dir.to_path_buf();
-    config
-}
-
 #[tokio::test]
 async fn a_suite_resets_between_cases_and_the_reset_is_durable() {
     let dir = tempfile::tempdir().unwrap();
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let app = orderly::app::App::bind(&durable(dir.path())).await.unwrap();
-    let addr = app.local_addr().unwrap();
-    let serving = tokio::spawn(app.serve(async {
-        let _ = stopped.await;
-    }));
-    let server = Server {
-        addr,
-        sqs: crate::common::client(addr),
-        sns: crate::common::sns_client(addr),
-    };
-    let queue = fifo_queue(&server, "prices.fifo", &[]).await;
-    let topic = fifo_topic(&server, "prices.fifo").await;
-    subscribe(&server, &topic, "prices.fifo", true).await;
+    let running = Stoppable::start(app).await;
+    let server = &running.server;
+    let queue = fifo_queue(server, "prices.fifo", &[]).await;
+    let topic = fifo_topic(server, "prices.fifo").await;
+    subscribe(server, &topic, "prices.fifo", true).await;
 
     // The first case: the purge empties the queue, then its own send is stored.
     assert_eq!(
-        case(&server, &topic, &queue, "case one").await,
+        case(server, &topic, &queue, "case one").await,
         ["case one"]
     );
     // Without a reset the next case would be deduplicated and refused its purge.
     let refused = server.sqs.purge_queue().queue_url(&queue).send().await;
     assert!(refused.is_err(), "a second purge within 60 s is refused");
 
-    assert_eq!(reset(&server, "").await["reset"], "messages");
+    assert_eq!(reset(server, "").await["reset"], "messages");
     assert_eq!(
-        case(&server, &topic, &queue, "case two").await,
+        case(server, &topic, &queue, "case two").await,
         ["case two"]
     );
     // The subscription stayed: a publish still reaches the queue.
-    reset(&server, "").await;
+    reset(server, "").await;
     server
         .sns
         .publish()
@@ -114,11 +97,10 @@ async fn a_suite_resets_between_cases_and_the_reset_is_durable() {
         .send()
         .await
         .unwrap();
-    reset(&server, "").await;
+    reset(server, "").await;
 
     // After a restart: still empty, and the histories still forgotten.
-    stop.send(()).unwrap();
-    serving.await.unwrap().unwrap();
+    running.stop().await;
     let server = start_with(durable(dir.path())).await;
     let depth = server
         .sqs
