@@ -40,9 +40,10 @@ pub struct InitFile {
     pub subscriptions: Vec<SubscriptionDecl>,
 }
 
+/// A queue or a topic: its name, attributes and tags.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct QueueDecl {
+pub struct NamedDecl {
     pub name: String,
     #[serde(default)]
     pub attributes: BTreeMap<String, toml::Value>,
@@ -50,15 +51,8 @@ pub struct QueueDecl {
     pub tags: BTreeMap<String, String>,
 }
 
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct TopicDecl {
-    pub name: String,
-    #[serde(default)]
-    pub attributes: BTreeMap<String, toml::Value>,
-    #[serde(default)]
-    pub tags: BTreeMap<String, String>,
-}
+pub type QueueDecl = NamedDecl;
+pub type TopicDecl = NamedDecl;
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
