@@ -73,6 +73,7 @@ pub fn build_service(
     let settings = ServiceSettings {
         hostname: config.hostname.clone(),
         account_id: config.account_id.clone(),
+        region: config.region.clone(),
     };
     let engine = Arc::new(engine);
     let journal = data.as_ref().map(|d| d.journal.clone());
@@ -143,10 +144,7 @@ async fn apply_init(
         authenticated: true,
         trace_header: None,
     };
-    let place = crate::service::init::InitPlace {
-        file: path,
-        region: &config.region,
-    };
+    let place = crate::service::init::InitPlace { file: path };
     let report = service
         .apply_init(&file, &place, &ctx)
         .await

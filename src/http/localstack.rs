@@ -2,19 +2,35 @@
 //! helpers written for it work against Orderly unchanged:
 //! - `/_aws/sqs/messages` (GET or POST; `QueueUrl` in the query string or the body, or the
 //!   path form `/_aws/sqs/messages/<region>/<account>/<queue>`; `ShowInvisible` and
-//!   `ShowDelayed`): a queue's messages as a ReceiveMessage answer, JSON when the request's
-//!   `Accept` or `Content-Type` names JSON, XML otherwise; nothing is received or changed;
+//!   `ShowDelayed`): every message of the queue as a ReceiveMessage answer, changing nothing.
+//!   The answer's form follows the request: an SDK pointed at the endpoint (JSON protocol with
+//!   `X-Amz-Target`, or Query with `Action`) gets its protocol's answer; a plain request gets
+//!   the XML, or with `Accept: application/json` that XML read as JSON (xmltodict's shape).
+//!   Any action but ReceiveMessage is refused (`InvalidRequest`).
 //! - `/_localstack/health`: `sqs` and `sns` running.
 
 use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::http::{header, HeaderMap, StatusCode, Uri};
-use axum::response::Response;
+use axum::response::{IntoResponse, Response};
 use serde_json::json;
 
 use super::inspect::{answer, refused_with_auth};
 use super::{respond, HttpState};
-use crate::protocol::{encode_error, ApiError, Protocol};
+use crate::protocol::{
+    encode_answer, encode_error, xml_json, Action, ApiError, ErrorCode, Protocol, SqsAction,
+};
+
+/// How the answer is written.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Form {
+    /// The Query protocol's XML.
+    Xml,
+    /// That XML read as JSON.
+    XmlAsJson,
+    /// The SQS JSON protocol (an SDK with the endpoint as its endpoint URL).
+    AwsJson,
+}
 
 /// `/_aws/sqs/messages`.
 pub async fn messages(
@@ -24,71 +40,127 @@ pub async fn messages(
     body: Bytes,
 ) -> Response {
     let params = Params::read(&headers, &uri, &body);
-    let queue = params.get("QueueUrl").map(|url| {
-        let path = url.split(['?', '#']).next().unwrap_or("");
-        path.trim_end_matches('/')
-            .rsplit('/')
-            .next()
-            .unwrap_or("")
-            .to_string()
-    });
+    let queue = match params.get("QueueUrl") {
+        None => Err(ApiError::new(
+            ErrorCode::QueueDoesNotExist,
+            "The specified queue does not exist.",
+        )),
+        Some(url) => queue_in_url(url),
+    };
     peek(&state, &headers, queue, &params).await
 }
 
-/// `/_aws/sqs/messages/<region>/<account>/<queue>`. The region and account are not checked:
-/// Orderly serves one namespace whatever a request names (as its API does).
+/// `/_aws/sqs/messages/<region>/<account>/<queue>`.
 pub async fn messages_at(
     State(state): State<HttpState>,
-    Path((_region, _account, queue)): Path<(String, String, String)>,
+    Path((region, account, queue)): Path<(String, String, String)>,
     headers: HeaderMap,
     uri: Uri,
     body: Bytes,
 ) -> Response {
     let params = Params::read(&headers, &uri, &body);
-    peek(&state, &headers, Some(queue), &params).await
+    let service = &state.service;
+    // Orderly serves one region and account: a queue named in another is not here.
+    let queue = if region == service.region() && account == service.account_id() {
+        Ok(queue)
+    } else {
+        Err(crate::engine::EngineError::QueueDoesNotExist.into())
+    };
+    peek(&state, &headers, queue, &params).await
+}
+
+/// The queue name a queue URL ends in; a URL without an account and a name is no queue's.
+fn queue_in_url(url: &str) -> Result<String, ApiError> {
+    let path = url.split(['?', '#']).next().unwrap_or("");
+    let path = path.split("://").nth(1).unwrap_or(path);
+    let segments: Vec<&str> = path.split('/').skip(1).filter(|s| !s.is_empty()).collect();
+    match segments.as_slice() {
+        [.., _account, name] => Ok(name.to_string()),
+        _ => Err(ApiError::new(
+            ErrorCode::InvalidAddress,
+            format!("The address {url} is not valid for this endpoint."),
+        )),
+    }
 }
 
 async fn peek(
     state: &HttpState,
     headers: &HeaderMap,
-    queue: Option<String>,
+    queue: Result<String, ApiError>,
     params: &Params,
 ) -> Response {
     if let Some(refused) = refused_with_auth(state) {
         return refused;
     }
     let request_id = uuid::Uuid::new_v4().to_string();
-    let protocol = if wants_json(headers) {
-        Protocol::Json
-    } else {
-        Protocol::Query
-    };
+    let form = form(headers);
     let flag = |name: &str| {
         params
             .get(name)
             .is_some_and(|v| v.eq_ignore_ascii_case("true"))
     };
-    let result = match queue.filter(|q| !q.is_empty()) {
-        None => Err(ApiError::missing("QueueUrl")),
-        Some(queue) => {
+    let only_receive = ApiError::new(
+        ErrorCode::InvalidRequest,
+        "This endpoint only accepts ReceiveMessage calls",
+    );
+    let action = match form {
+        Form::AwsJson => headers
+            .get("x-amz-target")
+            .and_then(|t| t.to_str().ok())
+            .and_then(|t| t.rsplit('.').next())
+            .map(str::to_string),
+        _ => params.get("Action").map(str::to_string),
+    };
+    let result = match (action.as_deref(), queue) {
+        (Some(action), _) if action != "ReceiveMessage" => Err(only_receive),
+        (_, Err(error)) => Err(error),
+        (_, Ok(queue)) => {
             let shown = (flag("ShowInvisible"), flag("ShowDelayed"));
-            state
-                .service
-                .localstack_messages(&queue, shown, protocol, &request_id)
-                .await
+            state.service.localstack_messages(&queue, shown).await
         }
     };
-    let encoded = result.unwrap_or_else(|error| encode_error(protocol, &error, &request_id));
-    respond(encoded, &request_id)
+    let receive = Action::Sqs(SqsAction::ReceiveMessage);
+    match (form, result) {
+        (Form::XmlAsJson, Ok(output)) => {
+            let value = serde_json::to_value(&output).unwrap_or_default();
+            let body = xml_json::response(SqsAction::ReceiveMessage, &value, &request_id);
+            answer(StatusCode::OK, body)
+        }
+        (Form::XmlAsJson, Err(error)) => {
+            let (_, code, status) = error.code.wire();
+            let body = xml_json::error(error.code.fault(), code, &error.message, &request_id);
+            let status = StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_REQUEST);
+            answer(status, body)
+        }
+        (form, result) => {
+            let protocol = if form == Form::AwsJson {
+                Protocol::Json
+            } else {
+                Protocol::Query
+            };
+            let encoded = match result {
+                Ok(output) => encode_answer(protocol, receive, &output, &request_id),
+                Err(error) => encode_error(protocol, &error, &request_id),
+            };
+            respond(encoded, &request_id)
+        }
+    }
 }
 
-fn wants_json(headers: &HeaderMap) -> bool {
-    [header::ACCEPT, header::CONTENT_TYPE].iter().any(|name| {
+fn form(headers: &HeaderMap) -> Form {
+    let names = |name: header::HeaderName, part: &str| {
         headers
             .get(name)
             .and_then(|v| v.to_str().ok())
-            .is_some_and(|v| v.contains("json"))
-    })
+            .is_some_and(|v| v.contains(part))
+    };
+    if headers.contains_key("x-amz-target") || names(header::CONTENT_TYPE, "x-amz-json") {
+        Form::AwsJson
+    } else if names(header::ACCEPT, "json") {
+        Form::XmlAsJson
+    } else {
+        Form::Xml
+    }
 }
 
 /// The request's parameters: the query string's, then a form or JSON body's.
@@ -141,6 +213,11 @@ pub async fn health() -> Response {
     )
 }
 
+/// A HEAD of the health endpoint: up, no body.
+pub async fn health_head() -> Response {
+    StatusCode::OK.into_response()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -150,17 +227,32 @@ mod tests {
         let uri: Uri = "/_aws/sqs/messages?QueueUrl=http%3A%2F%2Fh%2F1%2Fq&ShowDelayed=true"
             .parse()
             .unwrap();
-        let form = Params::read(&HeaderMap::new(), &uri, b"ShowInvisible=True");
-        assert_eq!(form.get("QueueUrl"), Some("http://h/1/q"));
-        assert_eq!(form.get("ShowInvisible"), Some("True"));
+        let params = Params::read(&HeaderMap::new(), &uri, b"ShowInvisible=True");
+        assert_eq!(params.get("QueueUrl"), Some("http://h/1/q"));
+        assert_eq!(params.get("ShowInvisible"), Some("True"));
         let mut headers = HeaderMap::new();
-        headers.insert(header::CONTENT_TYPE, "application/json".parse().unwrap());
+        headers.insert(
+            header::CONTENT_TYPE,
+            "application/x-amz-json-1.0".parse().unwrap(),
+        );
         let plain: Uri = "/_aws/sqs/messages".parse().unwrap();
         let json = Params::read(&headers, &plain, br#"{"QueueUrl":"u","ShowDelayed":true}"#);
         assert_eq!(
             (json.get("QueueUrl"), json.get("ShowDelayed")),
             (Some("u"), Some("true"))
         );
-        assert!(wants_json(&headers));
+        assert_eq!(form(&headers), Form::AwsJson);
+        let mut accept = HeaderMap::new();
+        accept.insert(header::ACCEPT, "application/json".parse().unwrap());
+        assert_eq!(form(&accept), Form::XmlAsJson);
+        assert_eq!(form(&HeaderMap::new()), Form::Xml);
+    }
+
+    #[test]
+    fn a_queue_url_needs_an_account_and_a_name() {
+        assert_eq!(queue_in_url("http://h:4566/000000000000/q").unwrap(), "q");
+        assert_eq!(queue_in_url("http://h/000000000000/q/").unwrap(), "q");
+        let error = queue_in_url("http://localhost:4566/nonsense").unwrap_err();
+        assert_eq!(error.code, ErrorCode::InvalidAddress);
     }
 }

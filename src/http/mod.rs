@@ -67,11 +67,19 @@ pub fn router(
             "/_aws/sqs/messages",
             get(localstack::messages).post(localstack::messages),
         )
+        // An SDK given the endpoint as its endpoint URL may add a slash.
+        .route(
+            "/_aws/sqs/messages/",
+            get(localstack::messages).post(localstack::messages),
+        )
         .route(
             "/_aws/sqs/messages/{region}/{account}/{queue}",
             get(localstack::messages_at).post(localstack::messages_at),
         )
-        .route("/_localstack/health", get(localstack::health))
+        .route(
+            "/_localstack/health",
+            get(localstack::health).head(localstack::health_head),
+        )
         .fallback(handle)
         .with_state(HttpState {
             service,

@@ -52,6 +52,11 @@ pub enum ErrorCode {
     FilterPolicyLimitExceeded,
     AuthorizationError,
     ValidationError,
+    // LocalStack's developer endpoint (`/_aws/sqs/messages`), answered as LocalStack answers.
+    /// Any action but ReceiveMessage sent to the developer endpoint.
+    InvalidRequest,
+    /// A queue URL with no account and queue name in its path.
+    InvalidAddress,
 }
 
 impl ErrorCode {
@@ -223,6 +228,8 @@ impl ErrorCode {
             ),
             AuthorizationError => ("AuthorizationError", "AuthorizationError", 403),
             ValidationError => ("ValidationError", "ValidationError", 400),
+            InvalidRequest => ("InvalidRequest", "InvalidRequest", 400),
+            InvalidAddress => ("InvalidAddress", "InvalidAddress", 404),
         }
     }
 

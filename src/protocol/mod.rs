@@ -12,6 +12,7 @@ pub mod sns;
 pub mod sns_query;
 pub mod sqs;
 pub mod xml;
+pub mod xml_json;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;

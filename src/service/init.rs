@@ -24,10 +24,9 @@ pub struct InitReport {
     pub differences: Vec<String>,
 }
 
-/// Where the file's names resolve: the file (for messages), the region and account of ARNs.
+/// The file, for messages.
 pub struct InitPlace<'a> {
     pub file: &'a std::path::Path,
-    pub region: &'a str,
 }
 
 struct Entry<'a> {
@@ -76,7 +75,7 @@ impl Service {
     ) -> Result<InitReport, InitError> {
         let mut report = InitReport::default();
         let arns = Arns {
-            region: place.region,
+            region: self.region(),
             account: self.account_id(),
         };
         // Redrive policies wait until every queue exists.

@@ -10,7 +10,7 @@ use crate::engine::queue::inspect::{Peeked, StateFilter};
 use crate::engine::queue::{Received, State};
 use crate::engine::Timestamp;
 use crate::protocol::sqs::ReceiveMessageOutput;
-use crate::protocol::{encode_answer, Action, ApiError, Encoded, Protocol, SqsAction};
+use crate::protocol::ApiError;
 
 /// Peeked messages carry this instead of a receipt handle: nothing was received, so nothing can
 /// be deleted with it (LocalStack's developer endpoint answers the same text).
@@ -69,14 +69,14 @@ impl Service {
     }
 
     /// LocalStack's `/_aws/sqs/messages`: the queue's visible messages (in-flight and delayed
-    /// ones too when asked) as a ReceiveMessage answer with every attribute, in XML or JSON.
+    /// ones too when asked) as a ReceiveMessage answer with every attribute, plus LocalStack's
+    /// `IsVisible` and `IsDelayed` (and `ApproximateFirstReceiveTimestamp` 0 for a message
+    /// never received, which LocalStack always lists).
     pub async fn localstack_messages(
         &self,
         queue: &str,
         (show_invisible, show_delayed): (bool, bool),
-        protocol: Protocol,
-        request_id: &str,
-    ) -> Result<Encoded, ApiError> {
+    ) -> Result<ReceiveMessageOutput, ApiError> {
         let filter = StateFilter {
             visible: true,
             in_flight: show_invisible,
@@ -93,27 +93,23 @@ impl Service {
                     message: peeked.message,
                     receipt_handle: PEEK_RECEIPT_HANDLE.to_string(),
                 };
+                let never_received = received.message.first_receive_at.is_none();
                 let mut wire = message_wire(received, &all, &all);
                 let (visible, delayed) = match peeked.state {
                     State::Visible => (true, false),
                     State::InFlight(_) => (false, false),
                     State::Delayed(_) => (false, true),
                 };
-                wire.attributes
-                    .0
-                    .push(("IsVisible".into(), visible.to_string()));
-                wire.attributes
-                    .0
-                    .push(("IsDelayed".into(), delayed.to_string()));
+                let attributes = &mut wire.attributes.0;
+                if never_received {
+                    attributes.push(("ApproximateFirstReceiveTimestamp".into(), "0".into()));
+                }
+                attributes.push(("IsVisible".into(), visible.to_string()));
+                attributes.push(("IsDelayed".into(), delayed.to_string()));
                 wire
             })
             .collect();
-        Ok(encode_answer(
-            protocol,
-            Action::Sqs(SqsAction::ReceiveMessage),
-            &ReceiveMessageOutput { messages },
-            request_id,
-        ))
+        Ok(ReceiveMessageOutput { messages })
     }
 }
 

@@ -55,6 +55,7 @@ pub struct Service {
     pub webhooks: Arc<Webhooks>,
     hostname: Option<String>,
     account_id: String,
+    region: String,
 }
 
 /// The service's own settings (the rest of the configuration goes to the parts `app` builds).
@@ -63,6 +64,8 @@ pub struct ServiceSettings {
     pub hostname: Option<String>,
     /// `--account-id`: the account in queue URLs.
     pub account_id: String,
+    /// `--region`: the region in ARNs.
+    pub region: String,
 }
 
 impl Service {
@@ -80,12 +83,18 @@ impl Service {
             webhooks,
             hostname: settings.hostname,
             account_id: settings.account_id,
+            region: settings.region,
         })
     }
 
     /// The account this server serves.
     pub fn account_id(&self) -> &str {
         &self.account_id
+    }
+
+    /// The region this server serves.
+    pub fn region(&self) -> &str {
+        &self.region
     }
 
     pub fn queue_url(&self, ctx: &RequestContext, name: &str) -> String {

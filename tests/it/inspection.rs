@@ -166,7 +166,8 @@ async fn queues_and_messages_are_shown_without_being_received() {
     );
 }
 
-/// A test helper as written for LocalStack: it reads a queue through `/_aws/sqs/messages`.
+/// A test helper as written for LocalStack: it reads a queue through `/_aws/sqs/messages`,
+/// accepting JSON, and gets the XML answer's structure (a lone message as an object).
 async fn localstack_peek(server: &Server, queue_url: &str, extra: &str) -> Vec<Value> {
     let response = reqwest::Client::new()
         .post(format!("{}/_aws/sqs/messages", server.url()))
@@ -178,7 +179,22 @@ async fn localstack_peek(server: &Server, queue_url: &str, extra: &str) -> Vec<V
         .unwrap();
     assert_eq!(response.status(), 200);
     let answer: Value = serde_json::from_str(&response.text().await.unwrap()).unwrap();
-    answer["Messages"].as_array().cloned().unwrap_or_default()
+    match &answer["ReceiveMessageResponse"]["ReceiveMessageResult"]["Message"] {
+        Value::Array(messages) => messages.clone(),
+        Value::Null => Vec::new(),
+        one => vec![one.clone()],
+    }
+}
+
+/// LocalStack's JSON lists attributes as `[{"Name", "Value"}]`.
+fn attribute<'a>(message: &'a Value, name: &str) -> Option<&'a str> {
+    let list = match &message["Attribute"] {
+        Value::Array(list) => list.clone(),
+        one => vec![one.clone()],
+    };
+    list.iter()
+        .position(|a| a["Name"] == name)
+        .and_then(|i| message["Attribute"][i]["Value"].as_str())
 }
 
 fn urlencode(text: &str) -> String {
@@ -199,10 +215,16 @@ async fn a_localstack_style_helper_reads_messages_unchanged() {
     let all = localstack_peek(&server, &url, "&ShowInvisible=true").await;
     assert_eq!(all.len(), 3);
     let a1 = &all[0];
-    assert_eq!(a1["Attributes"]["MessageGroupId"], "a");
-    assert_eq!(a1["Attributes"]["ApproximateReceiveCount"], "1");
-    assert_eq!(a1["Attributes"]["IsVisible"], "false");
-    assert_eq!(a1["MessageAttributes"]["kind"]["StringValue"], "price");
+    assert_eq!(attribute(a1, "MessageGroupId"), Some("a"));
+    assert_eq!(attribute(a1, "ApproximateReceiveCount"), Some("1"));
+    assert_eq!(attribute(a1, "IsVisible"), Some("false"));
+    assert_eq!(attribute(&all[1], "IsVisible"), Some("true"));
+    assert_eq!(
+        attribute(&all[1], "ApproximateFirstReceiveTimestamp"),
+        Some("0")
+    );
+    assert_eq!(a1["MessageAttribute"]["Name"], "kind");
+    assert_eq!(a1["MessageAttribute"]["Value"]["StringValue"], "price");
     // The MD5s an SDK would check are the stored ones.
     assert_eq!(a1["MD5OfBody"], md5_hex("a1"));
 
@@ -237,6 +259,86 @@ async fn a_localstack_style_helper_reads_messages_unchanged() {
         3
     );
 
+    // An SDK pointed at the endpoint receives every message, receiving none of them.
+    for endpoint in ["/_aws/sqs/messages", "/_aws/sqs/messages/"] {
+        let peeking = aws_sdk_sqs::Client::from_conf(
+            server
+                .sqs
+                .config()
+                .to_builder()
+                .endpoint_url(format!("{}{endpoint}", server.url()))
+                .build(),
+        );
+        let got = peeking
+            .receive_message()
+            .queue_url(&url)
+            .max_number_of_messages(1)
+            .send()
+            .await
+            .unwrap();
+        let bodies: Vec<_> = got.messages().iter().map(|m| m.body().unwrap()).collect();
+        assert_eq!(
+            bodies,
+            ["a2", "b1"],
+            "max messages ignored; in-flight a1 hidden"
+        );
+        let refused = peeking
+            .send_message()
+            .queue_url(&url)
+            .message_body("x")
+            .send()
+            .await
+            .unwrap_err();
+        assert_eq!(
+            aws_sdk_sqs::error::ProvideErrorMetadata::code(&refused),
+            Some("InvalidRequest")
+        );
+    }
+    assert_eq!(
+        localstack_peek(&server, &url, "").await.len(),
+        2,
+        "nothing was received"
+    );
+
+    // Errors: no queue URL, a URL that is no queue's, another region's queue.
+    let base = server.url();
+    let json_error = |path: String| {
+        let url = format!("{base}{path}");
+        async move {
+            let response = reqwest::Client::new()
+                .get(url)
+                .header("accept", "application/json")
+                .send()
+                .await
+                .unwrap();
+            let status = response.status().as_u16();
+            let body: Value = serde_json::from_str(&response.text().await.unwrap()).unwrap();
+            (
+                status,
+                body["ErrorResponse"]["Error"]["Code"]
+                    .as_str()
+                    .unwrap()
+                    .to_string(),
+            )
+        }
+    };
+    let missing = json_error("/_aws/sqs/messages".into()).await;
+    assert_eq!(
+        missing,
+        (400, "AWS.SimpleQueueService.NonExistentQueue".into())
+    );
+    let nonsense = format!(
+        "/_aws/sqs/messages?QueueUrl={}",
+        urlencode("http://localhost:4566/nonsense")
+    );
+    assert_eq!(json_error(nonsense).await, (404, "InvalidAddress".into()));
+    let elsewhere =
+        json_error("/_aws/sqs/messages/us-east-2/000000000000/prices.fifo".into()).await;
+    assert_eq!(
+        elsewhere,
+        (400, "AWS.SimpleQueueService.NonExistentQueue".into())
+    );
+
     // An unknown queue is answered as SQS answers it.
     let response = reqwest::Client::new()
         .get(format!(
@@ -253,6 +355,29 @@ async fn a_localstack_style_helper_reads_messages_unchanged() {
         text.contains("AWS.SimpleQueueService.NonExistentQueue"),
         "{text}"
     );
+
+    // A lone message is an object, as xmltodict reads a lone element.
+    let single = create_queue(&server, "single", &[]).await;
+    server
+        .sqs
+        .send_message()
+        .queue_url(&single)
+        .message_body("only")
+        .send()
+        .await
+        .unwrap();
+    let one = reqwest::Client::new()
+        .get(format!(
+            "{}/_aws/sqs/messages/us-east-1/000000000000/single",
+            server.url()
+        ))
+        .header("accept", "application/json")
+        .send()
+        .await
+        .unwrap();
+    let one: Value = serde_json::from_str(&one.text().await.unwrap()).unwrap();
+    let message = &one["ReceiveMessageResponse"]["ReceiveMessageResult"]["Message"];
+    assert_eq!(message["Body"], "only");
 
     let (status, health) = get_json(&server, "/_localstack/health").await;
     assert_eq!(status, 200);

@@ -72,19 +72,13 @@ async fn a_suite_resets_between_cases_and_the_reset_is_durable() {
     subscribe(server, &topic, "prices.fifo", true).await;
 
     // The first case: the purge empties the queue, then its own send is stored.
-    assert_eq!(
-        case(server, &topic, &queue, "case one").await,
-        ["case one"]
-    );
+    assert_eq!(case(server, &topic, &queue, "case one").await, ["case one"]);
     // Without a reset the next case would be deduplicated and refused its purge.
     let refused = server.sqs.purge_queue().queue_url(&queue).send().await;
     assert!(refused.is_err(), "a second purge within 60 s is refused");
 
     assert_eq!(reset(server, "").await["reset"], "messages");
-    assert_eq!(
-        case(server, &topic, &queue, "case two").await,
-        ["case two"]
-    );
+    assert_eq!(case(server, &topic, &queue, "case two").await, ["case two"]);
     // The subscription stayed: a publish still reaches the queue.
     reset(server, "").await;
     server
