@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # End-to-end: the real orderly binary, driven by current boto3 (JSON protocol), by
 # boto3 1.34.89 (the last Query-protocol release), by the AWS SDK for JavaScript v3, by the
-# AWS CLI, by a Python webhook receiver and by the examples; then boto3 against --auth.
+# AWS CLI, by a Python webhook receiver and by the examples; then boto3 against --auth, and
+# the developer endpoints (peek helper, reset between cases) on a server of their own.
 # Usage: tests/e2e/run.sh [path/to/orderly]   (default: target/debug/orderly)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -115,4 +116,14 @@ auth_endpoint=$(grep -o 'http://[0-9.:]*' "$auth_log" | head -n 1)
 "$venvs/legacy/bin/python" "$here/auth_scenario.py" "$auth_endpoint"
 kill "$auth_server"
 rm -f "$keys" "$auth_log"
+echo "== Developer endpoints: a LocalStack-style peek helper and a suite resetting between cases (boto3)"
+dev_log=$(mktemp)
+"$binary" --ephemeral --bind 127.0.0.1:0 >"$dev_log" 2>&1 &
+dev_server=$!
+for _ in $(seq 1 100); do grep -q "listening on" "$dev_log" && break; sleep 0.1; done
+dev_endpoint=$(grep -o 'http://[0-9.:]*' "$dev_log" | head -n 1)
+[ -n "$dev_endpoint" ] || { echo "developer server did not start"; cat "$dev_log"; exit 1; }
+"$venvs/current/bin/python" "$here/developer_scenario.py" "$dev_endpoint"
+kill "$dev_server"
+rm -f "$dev_log"
 echo "e2e: all scenarios passed"
