@@ -28,6 +28,7 @@ use thiserror::Error;
 use crate::engine::move_task::MoveTask;
 use crate::engine::queue::inspect::{Peeked, QueueOverview, StateFilter};
 use crate::engine::queue::{Counts, ReceiveRequest, Received, SendReceipt, SendRequest};
+use crate::engine::topic::recent::DeliveryNote;
 use crate::engine::topic::registry::Subscribed;
 use crate::engine::topic::{Publication, PublishRequest, Subscription};
 use crate::engine::webhook::outbox::{Attempt, LaneStats, Outcome};
@@ -291,6 +292,14 @@ pub enum ResetScope {
     Everything,
 }
 
+/// A subscription with what became of the last messages published to it.
+pub struct SubscriptionActivity {
+    pub topic_arn: Arc<str>,
+    pub subscription: Arc<Subscription>,
+    /// Fan-out's notes and, for HTTP/S, the attempts', by time (not kept across restarts).
+    pub recent: Vec<DeliveryNote>,
+}
+
 /// Looking inside without changing anything (no receive count, visibility or group lock moves),
 /// and starting over between tests: the inspection API, LocalStack's developer endpoints and
 /// the console all read through here.
@@ -305,6 +314,8 @@ pub trait Inspection: Send + Sync {
         filter: StateFilter,
         limit: usize,
     ) -> Answer<'a, Vec<Peeked>>;
+    /// Every subscription, topics by name, with its last deliveries.
+    fn subscription_activity(&self) -> Answer<'_, Vec<SubscriptionActivity>>;
     /// Durable once answered.
     fn reset(&self, scope: ResetScope) -> Answer<'_, ()>;
 }

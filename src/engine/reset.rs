@@ -18,7 +18,8 @@ impl<W: Default> Engine<W> {
         }
         let topics: Vec<_> = self.topics_read().values().cloned().collect();
         for entry in &topics {
-            entry.lock().reset();
+            // Only the history changes; the topic logs that itself (no settings image).
+            entry.lock().untouched().reset();
         }
         let mut outbox = self.outbox();
         for (arn, _) in outbox.all_stats() {

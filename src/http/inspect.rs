@@ -2,6 +2,7 @@
 //! - `GET /_orderly/queues`: every queue's counts, FIFO groups and oldest message age;
 //! - `GET /_orderly/queues/{name}/messages[?state=visible,inFlight,delayed][&limit=N]`: the
 //!   stored messages, oldest first, without receiving them;
+//! - `GET /_orderly/subscriptions`: every subscription with what became of its last messages;
 //! - `POST /_orderly/reset[?all=true]`: drops every message (or everything), durably.
 //!
 //! With `--auth` they are off (403): they would show and drop messages without credentials.
@@ -104,6 +105,17 @@ pub async fn messages(
         Some(_) => return bad(format!("limit must be a number from 1 to {MAX_PEEK}")),
     };
     match state.service.peek_messages(&name, filter, limit).await {
+        Ok(body) => answer(StatusCode::OK, body),
+        Err(error) => failed(error),
+    }
+}
+
+/// `GET /_orderly/subscriptions`.
+pub async fn subscriptions(State(state): State<HttpState>) -> Response {
+    if let Some(refused) = refused_with_auth(&state) {
+        return refused;
+    }
+    match state.service.subscription_activity().await {
         Ok(body) => answer(StatusCode::OK, body),
         Err(error) => failed(error),
     }

@@ -68,6 +68,43 @@ impl Service {
         Ok(json!({ "queue": queue, "messages": messages }))
     }
 
+    /// Every subscription with its settings and what became of its last messages.
+    pub async fn subscription_activity(&self) -> Result<Value, ApiError> {
+        let subscriptions: Vec<Value> = self
+            .backend
+            .subscription_activity()
+            .await?
+            .iter()
+            .map(|activity| {
+                let s = &activity.subscription;
+                let recent: Vec<Value> = activity
+                    .recent
+                    .iter()
+                    .map(|note| {
+                        json!({
+                            "messageId": &*note.message_id,
+                            "at": rfc3339(note.at),
+                            "fate": note.fate.name(),
+                        })
+                    })
+                    .collect();
+                json!({
+                    "topicArn": &*activity.topic_arn,
+                    "subscriptionArn": &*s.arn,
+                    "protocol": s.protocol,
+                    "endpoint": s.endpoint,
+                    "rawMessageDelivery": s.raw_delivery,
+                    "filterPolicy": s.attributes.get("FilterPolicy"),
+                    "filterPolicyScope": s.attributes.get("FilterPolicyScope")
+                        .map_or("MessageAttributes", String::as_str),
+                    "pendingConfirmation": s.pending,
+                    "lastDeliveries": recent,
+                })
+            })
+            .collect();
+        Ok(json!({ "subscriptions": subscriptions }))
+    }
+
     /// LocalStack's `/_aws/sqs/messages`: the queue's visible messages (in-flight and delayed
     /// ones too when asked) as a ReceiveMessage answer with every attribute, plus LocalStack's
     /// `IsVisible` and `IsDelayed` (and `ApproximateFirstReceiveTimestamp` 0 for a message

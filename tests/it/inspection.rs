@@ -394,3 +394,79 @@ fn md5_hex(text: &str) -> String {
         .map(|b| format!("{b:02x}"))
         .collect()
 }
+
+#[tokio::test]
+async fn each_subscription_shows_what_became_of_its_last_messages() {
+    let (server, _clock) = start_with_manual_clock().await;
+    let topic = crate::common::fifo_topic(&server, "prices.fifo").await;
+    fifo_queue(&server, "all.fifo", &[]).await;
+    fifo_queue(&server, "eu.fifo", &[]).await;
+    crate::common::subscribe(&server, &topic, "all.fifo", true).await;
+    crate::common::subscribe_with(
+        &server,
+        &topic,
+        "eu.fifo",
+        &[
+            ("RawMessageDelivery", "true"),
+            ("FilterPolicy", r#"{"region":["eu"]}"#),
+        ],
+    )
+    .await
+    .unwrap();
+    let mut ids = Vec::new();
+    for (body, region) in [("us price", "us"), ("eu price", "eu")] {
+        let published = server
+            .sns
+            .publish()
+            .topic_arn(&topic)
+            .message(body)
+            .message_group_id("g")
+            .message_deduplication_id(region)
+            .message_attributes("region", crate::common::string_attribute(region))
+            .send()
+            .await
+            .unwrap();
+        ids.push(published.message_id.unwrap());
+    }
+    let (status, listing) = get_json(&server, "/_orderly/subscriptions").await;
+    assert_eq!(status, 200);
+    let subscriptions = listing["subscriptions"].as_array().unwrap();
+    assert_eq!(subscriptions.len(), 2);
+    let fates = |s: &Value| -> Vec<(String, String)> {
+        s["lastDeliveries"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|d| {
+                (
+                    d["messageId"].as_str().unwrap().to_string(),
+                    d["fate"].as_str().unwrap().to_string(),
+                )
+            })
+            .collect()
+    };
+    let all = subscriptions
+        .iter()
+        .find(|s| s["endpoint"].as_str().unwrap().ends_with("all.fifo"))
+        .unwrap();
+    let eu = subscriptions
+        .iter()
+        .find(|s| s["endpoint"].as_str().unwrap().ends_with("eu.fifo"))
+        .unwrap();
+    assert_eq!(
+        fates(all),
+        [
+            (ids[0].clone(), "queued".to_string()),
+            (ids[1].clone(), "queued".to_string())
+        ]
+    );
+    assert_eq!(
+        fates(eu),
+        [
+            (ids[0].clone(), "filteredOut".to_string()),
+            (ids[1].clone(), "queued".to_string())
+        ]
+    );
+    assert_eq!(eu["filterPolicy"], r#"{"region":["eu"]}"#);
+    assert_eq!(eu["rawMessageDelivery"], true);
+}

@@ -742,3 +742,40 @@ async fn a_request_that_times_out_is_retried_then_dead_lettered() {
         started.elapsed()
     );
 }
+
+/// `GET /_orderly/subscriptions`: a webhook's last deliveries, the hand-over to the outbox
+/// and then the attempt.
+#[tokio::test]
+async fn the_inspection_api_shows_a_webhooks_last_deliveries() {
+    let server = common::start().await;
+    let receiver = Receiver::start().await;
+    let topic = topic(&server, "watched", &[]).await;
+    let confirmation = subscribe_http(&server, &receiver, &topic, "/hook", &[]).await;
+    let arn = confirm(&server, &confirmation).await;
+    publish(&server, &topic, "one").await;
+    assert_eq!(receiver.next().await.json()["Message"], "one");
+    let mut fates = Vec::new();
+    for _ in 0..100 {
+        let text = reqwest::get(format!("{}/_orderly/subscriptions", server.url()))
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        let listing: serde_json::Value = serde_json::from_str(&text).unwrap();
+        let subscription = &listing["subscriptions"][0];
+        assert_eq!(subscription["subscriptionArn"], arn.as_str());
+        fates = subscription["lastDeliveries"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|d| d["fate"].as_str().unwrap().to_string())
+            .collect();
+        if fates.len() == 2 {
+            break;
+        }
+        // The worker records the attempt just after the receiver answered.
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    assert_eq!(fates, ["toWebhook", "delivered"]);
+}

@@ -1,7 +1,7 @@
 //! Looking inside and starting over, on the embedded engine.
 
 use super::Embedded;
-use crate::backend::{Answer, Inspection, ResetScope};
+use crate::backend::{Answer, Inspection, ResetScope, SubscriptionActivity};
 use crate::engine::queue::inspect::{Peeked, QueueOverview, StateFilter};
 
 impl Inspection for Embedded {
@@ -32,6 +32,29 @@ impl Inspection for Embedded {
             let mut queue = entry.lock();
             queue.tick(self.clock.now());
             Ok(queue.peek(filter, limit))
+        })
+    }
+
+    fn subscription_activity(&self) -> Answer<'_, Vec<SubscriptionActivity>> {
+        self.reading(move |engine| {
+            let activity = engine
+                .list_subscriptions(None)?
+                .into_iter()
+                .map(|(topic_arn, subscription)| {
+                    let mut recent = subscription.recent.list();
+                    if subscription.is_webhook() {
+                        recent.extend(engine.recent_attempts(&subscription.arn));
+                        // Stable: a publish's note stays ahead of its attempts at one instant.
+                        recent.sort_by_key(|note| note.at);
+                    }
+                    SubscriptionActivity {
+                        topic_arn,
+                        subscription,
+                        recent,
+                    }
+                })
+                .collect();
+            Ok(activity)
         })
     }
 

@@ -16,6 +16,7 @@ use crate::engine::message::MessageAttributes;
 use crate::engine::queue::SendRequest;
 use crate::engine::time::Timestamp;
 use crate::engine::topic::envelope::{self, Notification};
+use crate::engine::topic::recent::{DeliveryNote, Fate};
 use crate::engine::topic::signing;
 use crate::engine::topic::{
     archive, check_message, Publication, PublishRequest, Subscription, Topic,
@@ -215,16 +216,31 @@ impl<W: Default> Engine<W> {
         }
         let message = Outgoing::new(&fanout.publication, req, now, false);
         for subscription in topic.subscriptions.iter().filter(|s| s.live && !s.pending) {
-            match self.deliver(&topic, subscription, &message, unsubscribe_base, now) {
-                Delivered::Queue(queue) => fanout.delivered_to.push(queue),
+            let fate = match self.deliver(&topic, subscription, &message, unsubscribe_base, now) {
+                Delivered::Queue(queue) => {
+                    fanout.delivered_to.push(queue);
+                    Fate::Queued
+                }
                 Delivered::DeadLetter(queue) => {
                     fanout.dead_lettered += 1;
                     fanout.delivered_to.push(queue);
+                    Fate::DeadLettered
                 }
-                Delivered::Webhook => fanout.webhooks += 1,
-                Delivered::Filtered => {}
-                Delivered::Dropped => fanout.failed += 1,
-            }
+                Delivered::Webhook => {
+                    fanout.webhooks += 1;
+                    Fate::ToWebhook
+                }
+                Delivered::Filtered => Fate::FilteredOut,
+                Delivered::Dropped => {
+                    fanout.failed += 1;
+                    Fate::Failed
+                }
+            };
+            subscription.recent.note(DeliveryNote {
+                message_id: fanout.publication.message_id.clone(),
+                at: now,
+                fate,
+            });
         }
         Ok(fanout)
     }

@@ -7,6 +7,7 @@ pub mod changes;
 pub mod envelope;
 pub mod fanout;
 pub mod filter;
+pub mod recent;
 pub mod registry;
 pub mod signing;
 pub mod subscription;

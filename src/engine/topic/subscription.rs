@@ -38,6 +38,8 @@ pub struct Subscription {
     pub authenticate_on_unsubscribe: bool,
     /// The parsed `DeliveryPolicy` of an HTTP/S subscription.
     pub delivery_policy: Option<SubscriptionPolicy>,
+    /// What became of the last messages published to it (not persisted).
+    pub recent: super::recent::Recent,
 }
 
 impl Subscription {
@@ -62,6 +64,7 @@ impl Subscription {
             confirmation_authenticated: true,
             authenticate_on_unsubscribe: false,
             delivery_policy: None,
+            recent: Default::default(),
         }
     }
 

@@ -17,6 +17,7 @@ use crate::engine::message::MessageAttributes;
 use crate::engine::time::Timestamp;
 use crate::engine::topic::envelope::{self, Confirmation};
 use crate::engine::topic::fanout::{Delivered, SubscriptionCopy};
+use crate::engine::topic::recent::DeliveryNote;
 use crate::engine::topic::registry::{Subscribed, TopicEntry};
 use crate::engine::topic::{signing, Subscription, Topic};
 use crate::engine::{Change, Engine, QueueEntry};
@@ -462,6 +463,11 @@ impl<W: Default> Engine<W> {
     /// Delivery counters of every HTTP/S subscription that has had traffic.
     pub fn delivery_stats(&self) -> Vec<(Arc<str>, LaneStats)> {
         self.outbox().all_stats()
+    }
+
+    /// What an HTTP/S subscription's last attempts came to, oldest first.
+    pub fn recent_attempts(&self, subscription_arn: &str) -> Vec<DeliveryNote> {
+        self.outbox().recent(subscription_arn)
     }
 }
 

@@ -14,6 +14,7 @@ use super::changes::OutboxChange;
 use super::policy::RetryPolicy;
 use crate::engine::message::MessageAttributes;
 use crate::engine::time::Timestamp;
+use crate::engine::topic::recent::{DeliveryNote, Fate};
 use crate::engine::FastMap;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -118,6 +119,8 @@ struct Lane {
     throttle: Option<u32>,
     next_slot: Timestamp,
     stats: LaneStats,
+    /// What the last attempts came to.
+    recent: VecDeque<DeliveryNote>,
 }
 
 pub struct Outbox {
@@ -341,30 +344,39 @@ impl Outbox {
         };
         item.in_flight = false;
         let delivery = item.delivery.clone();
-        let lane = self.lanes.get_mut(&delivery.subscription_arn);
-        match outcome {
-            Outcome::Delivered => {
-                if let Some(lane) = lane {
-                    lane.stats.delivered += 1;
-                }
+        let retry_delay = match outcome {
+            Outcome::Retryable => delivery.retry.delay_before(item.attempts),
+            _ => None,
+        };
+        let fate = match (outcome, retry_delay) {
+            (Outcome::Delivered, _) => Fate::Delivered,
+            (Outcome::Retryable, Some(_)) => Fate::Retrying,
+            _ => Fate::GaveUp,
+        };
+        if let Some(lane) = self.lanes.get_mut(&delivery.subscription_arn) {
+            match fate {
+                Fate::Delivered => lane.stats.delivered += 1,
+                Fate::Retrying => lane.stats.retries += 1,
+                _ => {}
+            }
+            let note = DeliveryNote {
+                message_id: delivery.message_id.clone(),
+                at: now,
+                fate,
+            };
+            crate::engine::topic::recent::push(&mut lane.recent, note);
+        }
+        match (fate, retry_delay) {
+            (Fate::Delivered, _) => {
                 self.complete(id, now);
                 Finished::Delivered
             }
-            Outcome::Retryable => match delivery.retry.delay_before(item.attempts) {
-                Some(delay) => {
-                    let at = now.plus_millis(delay);
-                    if let Some(lane) = lane {
-                        lane.stats.retries += 1;
-                    }
-                    self.schedule(id, at);
-                    Finished::Retrying(at)
-                }
-                None => {
-                    self.complete(id, now);
-                    Finished::Failed(delivery)
-                }
-            },
-            Outcome::Permanent => {
+            (Fate::Retrying, Some(delay)) => {
+                let at = now.plus_millis(delay);
+                self.schedule(id, at);
+                Finished::Retrying(at)
+            }
+            _ => {
                 self.complete(id, now);
                 Finished::Failed(delivery)
             }
@@ -450,6 +462,14 @@ impl Outbox {
             in_flight,
             ..lane.stats
         }
+    }
+
+    /// What the subscription's last webhook attempts came to, oldest first.
+    pub fn recent(&self, subscription_arn: &str) -> Vec<DeliveryNote> {
+        self.lanes
+            .get(subscription_arn)
+            .map(|lane| lane.recent.iter().cloned().collect())
+            .unwrap_or_default()
     }
 
     /// Every subscription with counters.
