@@ -145,3 +145,9 @@ async fn keeps_the_rules_of_messages() {
     let (backend, _journal, clock) = backend_on_clock(MemStorage::default());
     crate::backend::conformance::messages(&backend, &clock).await;
 }
+
+#[tokio::test]
+async fn keeps_the_rules_of_inspection() {
+    let (backend, _journal, clock) = backend_on_clock(MemStorage::default());
+    crate::backend::conformance::inspection(&backend, &clock).await;
+}

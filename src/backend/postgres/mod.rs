@@ -14,6 +14,7 @@
 //! the same ones.
 
 mod attempts;
+mod inspection;
 mod message_store;
 mod messages;
 mod queues;

@@ -530,3 +530,13 @@ async fn a_database_crash_under_load_loses_nothing_acknowledged() {
     );
     drop(cluster);
 }
+
+#[tokio::test]
+async fn keeps_the_rules_of_inspection() {
+    let Some(url) = fresh_database().await else {
+        return;
+    };
+    let clock = clock();
+    let backend = node(&url, &clock).await;
+    crate::backend::conformance::inspection(&backend, &clock).await;
+}

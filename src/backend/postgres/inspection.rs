@@ -1,0 +1,172 @@
+//! Looking inside and starting over, on PostgreSQL: plain reads of the message table (states
+//! from the times, as everywhere in this backend) and one transaction per reset.
+
+use super::message_store::{message_of, QueueRow};
+use super::queues::{millis, timestamp};
+use super::{unavailable, Postgres};
+use crate::backend::{Answer, BackendResult, Inspection, ResetScope, SubscriptionActivity};
+use crate::engine::queue::inspect::{Peeked, QueueOverview, StateFilter};
+use crate::engine::queue::{Counts, State};
+use crate::engine::Timestamp;
+
+impl Postgres {
+    async fn overview(&self, queue: &QueueRow, now: Timestamp) -> BackendResult<QueueOverview> {
+        self.expire(queue, now).await?;
+        let client = self.client().await?;
+        // A scan of the queue's messages, as GetQueueAttributes does (not a hot path).
+        let row = client
+            .query_one(
+                "SELECT count(*) FILTER (WHERE visible_at <= $2), \
+                 count(*) FILTER (WHERE visible_at > $2 AND received), \
+                 count(*) FILTER (WHERE visible_at > $2 AND NOT received), \
+                 count(DISTINCT group_id), \
+                 count(DISTINCT group_id) FILTER (WHERE visible_at > $2 AND received), \
+                 min(enqueued_at) \
+                 FROM messages WHERE queue_uid = $1",
+                &[&queue.uid, &millis(now)],
+            )
+            .await
+            .map_err(unavailable)?;
+        let count = |i: usize| usize::try_from(row.get::<_, i64>(i)).unwrap_or(0);
+        let fifo = queue.config.fifo;
+        Ok(QueueOverview {
+            name: queue.name.as_str().into(),
+            arn: self.queue_arn(&queue.name).into(),
+            fifo,
+            counts: Counts {
+                visible: count(0),
+                in_flight: count(1),
+                delayed: count(2),
+            },
+            groups: if fifo { count(3) } else { 0 },
+            locked_groups: if fifo { count(4) } else { 0 },
+            oldest_enqueued_at: row.get::<_, Option<i64>>(5).map(timestamp),
+            dead_letter_target_arn: queue
+                .config
+                .redrive_policy
+                .as_ref()
+                .map(|p| p.dead_letter_target_arn.clone()),
+        })
+    }
+
+    async fn peek(
+        &self,
+        name: &str,
+        filter: StateFilter,
+        limit: usize,
+    ) -> BackendResult<Vec<Peeked>> {
+        let now = self.clock.now();
+        let client = self.client().await?;
+        let queue = self.queue_row(&client, name).await?;
+        self.expire(&queue, now).await?;
+        let rows = client
+            .query(
+                "SELECT visible_at, received, receive_count, first_receive_at, content \
+                 FROM messages WHERE queue_uid = $1 \
+                 AND ((visible_at <= $2 AND $3) OR (visible_at > $2 AND received AND $4) \
+                      OR (visible_at > $2 AND NOT received AND $5)) \
+                 ORDER BY enqueued_at, seq LIMIT $6",
+                &[
+                    &queue.uid,
+                    &millis(now),
+                    &filter.visible,
+                    &filter.in_flight,
+                    &filter.delayed,
+                    &i64::try_from(limit).unwrap_or(i64::MAX),
+                ],
+            )
+            .await
+            .map_err(unavailable)?;
+        rows.iter()
+            .map(|row| {
+                let at: i64 = row.get("visible_at");
+                let state = match (at <= millis(now), row.get::<_, bool>("received")) {
+                    (true, _) => State::Visible,
+                    (false, true) => State::InFlight(timestamp(at)),
+                    (false, false) => State::Delayed(timestamp(at)),
+                };
+                Ok(Peeked {
+                    message: message_of(row)?,
+                    state,
+                })
+            })
+            .collect()
+    }
+
+    async fn reset_all(&self, scope: ResetScope) -> BackendResult<()> {
+        let now = self.clock.now();
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(unavailable)?;
+        let gone = match scope {
+            ResetScope::Messages => {
+                for table in ["messages", "fifo_groups", "dedup", "receive_attempts"] {
+                    let sql = format!("DELETE FROM {table}");
+                    tx.execute(&sql, &[]).await.map_err(unavailable)?;
+                }
+                tx.execute("UPDATE queues SET last_purge = NULL", &[])
+                    .await
+                    .map_err(unavailable)?;
+                Vec::new()
+            }
+            ResetScope::Everything => {
+                // As DeleteQueue of each: the names cool down if --deleted-queue-cooldown asks.
+                tx.execute(
+                    "INSERT INTO deleted_queues (name, deleted_at) SELECT name, $1 FROM queues \
+                     ON CONFLICT (name) DO UPDATE SET deleted_at = EXCLUDED.deleted_at",
+                    &[&millis(now)],
+                )
+                .await
+                .map_err(unavailable)?;
+                tx.query("DELETE FROM queues RETURNING uid", &[])
+                    .await
+                    .map_err(unavailable)?
+            }
+        };
+        tx.commit().await.map_err(unavailable)?;
+        for row in gone {
+            self.wakers.forget(row.get("uid"));
+        }
+        Ok(())
+    }
+}
+
+impl Inspection for Postgres {
+    fn queue_overviews(&self) -> Answer<'_, Vec<QueueOverview>> {
+        Box::pin(async move {
+            let now = self.clock.now();
+            let client = self.client().await?;
+            let names = client
+                .query("SELECT name FROM queues ORDER BY name", &[])
+                .await
+                .map_err(unavailable)?;
+            let mut overviews = Vec::with_capacity(names.len());
+            for row in names {
+                let name: String = row.get(0);
+                // A queue deleted since the listing is left out.
+                let Ok(queue) = self.queue_row(&client, &name).await else {
+                    continue;
+                };
+                overviews.push(self.overview(&queue, now).await?);
+            }
+            Ok(overviews)
+        })
+    }
+
+    fn peek_messages<'a>(
+        &'a self,
+        queue: &'a str,
+        filter: StateFilter,
+        limit: usize,
+    ) -> Answer<'a, Vec<Peeked>> {
+        Box::pin(self.peek(queue, filter, limit))
+    }
+
+    /// Topics are not on PostgreSQL yet (issue 30), so there are no subscriptions to show.
+    fn subscription_activity(&self) -> Answer<'_, Vec<SubscriptionActivity>> {
+        Box::pin(async { Ok(Vec::<SubscriptionActivity>::new()) })
+    }
+
+    fn reset(&self, scope: ResetScope) -> Answer<'_, ()> {
+        Box::pin(self.reset_all(scope))
+    }
+}
