@@ -156,7 +156,7 @@ fn form(headers: &HeaderMap) -> Form {
     };
     if headers.contains_key("x-amz-target") || names(header::CONTENT_TYPE, "x-amz-json") {
         Form::AwsJson
-    } else if names(header::ACCEPT, "json") {
+    } else if names(header::ACCEPT, "json") || names(header::CONTENT_TYPE, "json") {
         Form::XmlAsJson
     } else {
         Form::Xml
@@ -245,6 +245,9 @@ mod tests {
         let mut accept = HeaderMap::new();
         accept.insert(header::ACCEPT, "application/json".parse().unwrap());
         assert_eq!(form(&accept), Form::XmlAsJson);
+        let mut plain_json = HeaderMap::new();
+        plain_json.insert(header::CONTENT_TYPE, "application/json".parse().unwrap());
+        assert_eq!(form(&plain_json), Form::XmlAsJson);
         assert_eq!(form(&HeaderMap::new()), Form::Xml);
     }
 
