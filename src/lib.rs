@@ -23,6 +23,7 @@ pub mod delivery;
 pub mod engine;
 pub mod http;
 pub mod init;
+pub mod metrics;
 pub mod persist;
 pub mod protocol;
 pub mod service;

@@ -121,6 +121,33 @@ pub async fn subscriptions(State(state): State<HttpState>) -> Response {
     }
 }
 
+/// `GET /metrics`: Prometheus text (OpenMetrics).
+pub async fn metrics(State(state): State<HttpState>) -> Response {
+    if let Some(refused) = refused_with_auth(&state) {
+        return refused;
+    }
+    let service = &state.service;
+    let queues = service.backend.queue_overviews().await;
+    let webhooks = service.backend.delivery_stats().await;
+    let (Ok(queues), Ok(webhooks)) = (queues, webhooks) else {
+        return answer(
+            StatusCode::SERVICE_UNAVAILABLE,
+            json!({"message": "storage unavailable"}),
+        );
+    };
+    let text = service
+        .metrics
+        .render(&queues, &webhooks, service.clock.now());
+    (
+        [(
+            axum::http::header::CONTENT_TYPE,
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        )],
+        text,
+    )
+        .into_response()
+}
+
 /// `visible,inFlight,delayed` (any of them, any case; `all` for every state).
 fn parse_states(text: &str) -> Result<StateFilter, String> {
     let mut filter = StateFilter {

@@ -63,6 +63,7 @@ pub fn router(
         .route("/_orderly/queues", get(inspect::queues))
         .route("/_orderly/queues/{name}/messages", get(inspect::messages))
         .route("/_orderly/subscriptions", get(inspect::subscriptions))
+        .route("/metrics", get(inspect::metrics))
         .route("/_orderly/reset", post(inspect::reset))
         .route(
             "/_aws/sqs/messages",

@@ -51,6 +51,8 @@ pub struct RequestContext {
 pub struct Service {
     /// Storage: every action goes through it (see `backend`).
     pub backend: Arc<dyn Backend>,
+    /// Requests, errors and durations per action (`GET /metrics`).
+    pub metrics: crate::metrics::Metrics,
     pub clock: Arc<dyn Clock>,
     pub webhooks: Arc<Webhooks>,
     hostname: Option<String>,
@@ -79,6 +81,7 @@ impl Service {
     ) -> Arc<Self> {
         Arc::new(Service {
             backend,
+            metrics: Default::default(),
             clock,
             webhooks,
             hostname: settings.hostname,
@@ -125,10 +128,16 @@ impl Service {
             );
             return encode_error(protocol, &error, &ctx.request_id);
         };
+        let started = std::time::Instant::now();
         let result = match action {
             Action::Sns(action) => self.route_sns(action, payload, ctx).await,
             Action::Sqs(action) => self.route(protocol, action, payload, ctx).await,
         };
+        let error = result.as_ref().err().map(|e| {
+            let code = e.code.query_code();
+            code.strip_prefix("AWS.SimpleQueueService.").unwrap_or(code)
+        });
+        self.metrics.record(action, started.elapsed(), error);
         match result {
             Ok(encoded) => encoded,
             Err(error) => encode_error(protocol, &error, &ctx.request_id),

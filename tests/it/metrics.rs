@@ -1,0 +1,150 @@
+//! `GET /metrics` (issue 33): scraped, parsed with a Prometheus text-format parser, and checked
+//! against the work the test did.
+
+use prometheus_parse::{Scrape, Value};
+
+use crate::common::{create_queue, fifo_queue, start_with_manual_clock, Server};
+
+async fn scrape(server: &Server) -> Scrape {
+    let response = reqwest::get(format!("{}/metrics", server.url()))
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    let content_type = response.headers()["content-type"]
+        .to_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        content_type.starts_with("application/openmetrics-text"),
+        "{content_type}"
+    );
+    let text = response.text().await.unwrap();
+    assert!(text.ends_with("# EOF\n"), "{text}");
+    Scrape::parse(text.lines().map(|l| Ok(l.to_string()))).unwrap()
+}
+
+/// The value of the sample named `metric` whose labels include all of `labels`.
+fn value(scrape: &Scrape, metric: &str, labels: &[(&str, &str)]) -> Option<f64> {
+    scrape
+        .samples
+        .iter()
+        .filter(|s| s.metric == metric)
+        .find(|s| labels.iter().all(|(k, v)| s.labels.get(k) == Some(*v)))
+        .map(|s| match &s.value {
+            Value::Counter(v) | Value::Gauge(v) | Value::Untyped(v) => *v,
+            Value::Histogram(buckets) => buckets.last().map_or(0.0, |b| b.count),
+            Value::Summary(_) => f64::NAN,
+        })
+}
+
+#[tokio::test]
+async fn the_scrape_counts_what_was_done() {
+    let (server, clock) = start_with_manual_clock().await;
+    let plain = create_queue(&server, "work", &[]).await;
+    let fifo = fifo_queue(&server, "orders.fifo", &[]).await;
+    for i in 0..3 {
+        server
+            .sqs
+            .send_message()
+            .queue_url(&plain)
+            .message_body(format!("m{i}"))
+            .send()
+            .await
+            .unwrap();
+    }
+    for group in ["a", "b"] {
+        server
+            .sqs
+            .send_message()
+            .queue_url(&fifo)
+            .message_body(group)
+            .message_group_id(group)
+            .message_deduplication_id(group)
+            .send()
+            .await
+            .unwrap();
+    }
+    server
+        .sqs
+        .receive_message()
+        .queue_url(&plain)
+        .send()
+        .await
+        .unwrap();
+    server
+        .sqs
+        .receive_message()
+        .queue_url(&fifo)
+        .send()
+        .await
+        .unwrap();
+    let missing = server.sqs.get_queue_url().queue_name("nope").send().await;
+    assert!(missing.is_err());
+    clock.advance_millis(7_000);
+
+    let scrape = scrape(&server).await;
+    let sqs = |action| vec![("service", "sqs"), ("action", action)];
+    assert_eq!(
+        value(&scrape, "orderly_requests_total", &sqs("SendMessage")),
+        Some(5.0)
+    );
+    assert_eq!(
+        value(&scrape, "orderly_requests_total", &sqs("ReceiveMessage")),
+        Some(2.0)
+    );
+    assert_eq!(
+        value(&scrape, "orderly_requests_total", &sqs("DeleteQueue")),
+        Some(0.0),
+        "every action is listed from the start"
+    );
+    let mut error = sqs("GetQueueUrl");
+    error.push(("code", "NonExistentQueue"));
+    assert_eq!(
+        value(&scrape, "orderly_request_errors_total", &error),
+        Some(1.0)
+    );
+    assert_eq!(
+        value(
+            &scrape,
+            "orderly_request_duration_seconds_count",
+            &sqs("SendMessage")
+        )
+        .or_else(|| value(
+            &scrape,
+            "orderly_request_duration_seconds",
+            &sqs("SendMessage")
+        )),
+        Some(5.0)
+    );
+
+    let state = |queue, state| vec![("queue", queue), ("state", state)];
+    assert_eq!(
+        value(&scrape, "orderly_queue_messages", &state("work", "visible")),
+        Some(2.0)
+    );
+    assert_eq!(
+        value(
+            &scrape,
+            "orderly_queue_messages",
+            &state("work", "in_flight")
+        ),
+        Some(1.0)
+    );
+    let fifo_labels = [("queue", "orders.fifo"), ("fifo", "true")];
+    assert_eq!(
+        value(&scrape, "orderly_queue_groups", &fifo_labels),
+        Some(2.0)
+    );
+    assert_eq!(
+        value(&scrape, "orderly_queue_locked_groups", &fifo_labels),
+        Some(1.0)
+    );
+    assert_eq!(
+        value(
+            &scrape,
+            "orderly_queue_oldest_message_age_seconds",
+            &[("queue", "work")]
+        ),
+        Some(7.0)
+    );
+}
