@@ -761,6 +761,22 @@ pub async fn inspection<B: QueueAdmin + Messages + super::Inspection>(
         in_flight: false,
         delayed: false,
     };
+    let groups = backend.queue_groups("i.fifo", 10).await.unwrap();
+    let groups: Vec<(&str, usize, usize)> = groups
+        .iter()
+        .map(|g| (&*g.group, g.messages, g.in_flight))
+        .collect();
+    assert_eq!(
+        groups,
+        [("a", 2, 1), ("b", 1, 0)],
+        "a is locked, a2 waits behind a1"
+    );
+    assert_eq!(backend.queue_groups("i.fifo", 1).await.unwrap().len(), 1);
+    assert!(backend
+        .queue_groups("i-plain", 10)
+        .await
+        .unwrap()
+        .is_empty());
     let one = backend.peek_messages("i.fifo", visible, 1).await.unwrap();
     assert_eq!(&*one[0].message.body, "a2");
     // Peeking held nothing: group a stays locked, b is received.

@@ -26,7 +26,7 @@ use std::sync::Arc;
 use thiserror::Error;
 
 use crate::engine::move_task::MoveTask;
-use crate::engine::queue::inspect::{Peeked, QueueOverview, StateFilter};
+use crate::engine::queue::inspect::{GroupView, Peeked, QueueOverview, StateFilter};
 use crate::engine::queue::{Counts, ReceiveRequest, Received, SendReceipt, SendRequest};
 use crate::engine::topic::recent::DeliveryNote;
 use crate::engine::topic::registry::Subscribed;
@@ -314,6 +314,8 @@ pub trait Inspection: Send + Sync {
         filter: StateFilter,
         limit: usize,
     ) -> Answer<'a, Vec<Peeked>>;
+    /// Up to `limit` of a FIFO queue's groups, oldest head first (none for a standard queue).
+    fn queue_groups<'a>(&'a self, queue: &'a str, limit: usize) -> Answer<'a, Vec<GroupView>>;
     /// Every subscription, topics by name, with its last deliveries.
     fn subscription_activity(&self) -> Answer<'_, Vec<SubscriptionActivity>>;
     /// Durable once answered.

@@ -48,7 +48,16 @@ impl BrowserRules {
         self.cors_allow.iter().any(|o| o == "*" || *o == origin)
     }
 
-    fn allows_host(&self, host: &str) -> bool {
+    /// A page of this server itself (the console): its origin is the `Host` it was loaded
+    /// by, and that host is one this server knows as its own (a loopback name,
+    /// `--hostname` or an `--allow-host` entry), so a rebound attacker's name cannot pass.
+    fn same_origin(&self, origin: &str, host: &str) -> bool {
+        let authority = origin.split_once("://").map_or("", |(_, rest)| rest);
+        authority.eq_ignore_ascii_case(host) && self.names_as_own(host)
+    }
+
+    /// A loopback name or address, `--hostname` or an `--allow-host` entry.
+    fn names_as_own(&self, host: &str) -> bool {
         let name = host_name(host);
         // Clients send lower case; only other spellings pay for a copy.
         let lowered;
@@ -69,11 +78,12 @@ impl BrowserRules {
             .hostname
             .as_deref()
             .is_some_and(|h| host_name(h) == name);
-        if listed || own || is_loopback_name(name) {
-            return true;
-        }
+        listed || own || is_loopback_name(name)
+    }
+
+    fn allows_host(&self, host: &str) -> bool {
         // Any other name is fine only where nothing restricts it.
-        !self.loopback_only && self.allow_host.is_empty()
+        self.names_as_own(host) || (!self.loopback_only && self.allow_host.is_empty())
     }
 }
 
@@ -126,6 +136,9 @@ pub async fn guard(
     let Some(origin) = headers.get(header::ORIGIN).cloned() else {
         return next.run(request).await;
     };
+    if origin.to_str().is_ok_and(|o| rules.same_origin(o, host)) {
+        return next.run(request).await;
+    }
     if !origin.to_str().is_ok_and(|o| rules.allows_origin(o)) {
         return refuse(
             headers,
@@ -208,6 +221,19 @@ mod tests {
         assert!(listed.allows_host("orderly.test"));
         assert!(listed.allows_host("localhost:4566"));
         assert!(!listed.allows_host("evil.example"));
+    }
+
+    #[test]
+    fn the_servers_own_pages_are_same_origin_only_on_names_it_knows_as_its_own() {
+        let local = rules("", "", true);
+        assert!(local.same_origin("http://127.0.0.1:4566", "127.0.0.1:4566"));
+        assert!(local.same_origin("https://orderly.test:4566", "orderly.test:4566"));
+        assert!(!local.same_origin("http://127.0.0.1:4567", "127.0.0.1:4566"));
+        assert!(!local.same_origin("null", "127.0.0.1:4566"));
+        // Exposed with no --allow-host, any Host passes; a rebound name is still no origin of ours.
+        let open = rules("", "", false);
+        assert!(open.allows_host("evil.example:4566"));
+        assert!(!open.same_origin("http://evil.example:4566", "evil.example:4566"));
     }
 
     #[test]

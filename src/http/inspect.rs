@@ -2,6 +2,8 @@
 //! - `GET /_orderly/queues`: every queue's counts, FIFO groups and oldest message age;
 //! - `GET /_orderly/queues/{name}/messages[?state=visible,inFlight,delayed][&limit=N]`: the
 //!   stored messages, oldest first, without receiving them;
+//! - `GET /_orderly/queues/{name}/groups[?limit=N]`: a FIFO queue's groups, oldest head first,
+//!   with their depth and whether a message in flight locks them;
 //! - `GET /_orderly/subscriptions`: every subscription with what became of its last messages;
 //! - `POST /_orderly/reset[?all=true]`: drops every message (or everything), durably.
 //!
@@ -99,12 +101,30 @@ pub async fn messages(
         Some(Ok(filter)) => filter,
         Some(Err(message)) => return bad(message),
     };
-    let limit = match query_param(&uri, "limit").map(|l| l.parse::<usize>()) {
-        None => DEFAULT_PEEK,
-        Some(Ok(limit)) if (1..=MAX_PEEK).contains(&limit) => limit,
-        Some(_) => return bad(format!("limit must be a number from 1 to {MAX_PEEK}")),
+    let limit = match limit(&uri) {
+        Ok(limit) => limit,
+        Err(refused) => return refused,
     };
     match state.service.peek_messages(&name, filter, limit).await {
+        Ok(body) => answer(StatusCode::OK, body),
+        Err(error) => failed(error),
+    }
+}
+
+/// `GET /_orderly/queues/{name}/groups[?limit=N]`.
+pub async fn groups(
+    State(state): State<HttpState>,
+    Path(name): Path<String>,
+    uri: Uri,
+) -> Response {
+    if let Some(refused) = refused_with_auth(&state) {
+        return refused;
+    }
+    let limit = match limit(&uri) {
+        Ok(limit) => limit,
+        Err(refused) => return refused,
+    };
+    match state.service.queue_groups(&name, limit).await {
         Ok(body) => answer(StatusCode::OK, body),
         Err(error) => failed(error),
     }
@@ -146,6 +166,15 @@ pub async fn metrics(State(state): State<HttpState>) -> Response {
         text,
     )
         .into_response()
+}
+
+/// `?limit=N`: 1 to `MAX_PEEK`, `DEFAULT_PEEK` when absent.
+fn limit(uri: &Uri) -> Result<usize, Response> {
+    match query_param(uri, "limit").map(|l| l.parse::<usize>()) {
+        None => Ok(DEFAULT_PEEK),
+        Some(Ok(limit)) if (1..=MAX_PEEK).contains(&limit) => Ok(limit),
+        Some(_) => Err(bad(format!("limit must be a number from 1 to {MAX_PEEK}"))),
+    }
 }
 
 /// `visible,inFlight,delayed` (any of them, any case; `all` for every state).

@@ -8,6 +8,7 @@ pub mod body;
 pub mod browser;
 mod clock_control;
 pub mod connection;
+mod console;
 mod inspect;
 mod localstack;
 pub mod server;
@@ -62,6 +63,9 @@ pub fn router(
         )
         .route("/_orderly/queues", get(inspect::queues))
         .route("/_orderly/queues/{name}/messages", get(inspect::messages))
+        .route("/_orderly/queues/{name}/groups", get(inspect::groups))
+        .route("/_orderly/console", get(console::page))
+        .route("/_orderly/console/{asset}", get(console::asset))
         .route("/_orderly/subscriptions", get(inspect::subscriptions))
         .route("/metrics", get(inspect::metrics))
         .route("/_orderly/reset", post(inspect::reset))

@@ -68,6 +68,27 @@ impl Service {
         Ok(json!({ "queue": queue, "messages": messages }))
     }
 
+    /// Up to `limit` of a FIFO queue's groups: depth, in flight, locked and blocked.
+    pub async fn queue_groups(&self, queue: &str, limit: usize) -> Result<Value, ApiError> {
+        let groups: Vec<Value> = self
+            .backend
+            .queue_groups(queue, limit)
+            .await?
+            .iter()
+            .map(|g| {
+                json!({
+                    "group": &*g.group,
+                    "messages": g.messages,
+                    "inFlight": g.in_flight,
+                    "locked": g.in_flight > 0,
+                    // Messages waiting behind the one in flight.
+                    "blocked": if g.in_flight > 0 { g.messages - g.in_flight } else { 0 },
+                })
+            })
+            .collect();
+        Ok(json!({ "queue": queue, "groups": groups }))
+    }
+
     /// Every subscription with its settings and what became of its last messages.
     pub async fn subscription_activity(&self) -> Result<Value, ApiError> {
         let subscriptions: Vec<Value> = self
@@ -95,8 +116,10 @@ impl Service {
                     "endpoint": s.endpoint,
                     "rawMessageDelivery": s.raw_delivery,
                     "filterPolicy": s.attributes.get("FilterPolicy"),
-                    "filterPolicyScope": s.attributes.get("FilterPolicyScope")
-                        .map_or("MessageAttributes", String::as_str),
+                    "filterPolicyScope": match s.filter_scope {
+                        crate::engine::topic::Scope::MessageBody => "MessageBody",
+                        crate::engine::topic::Scope::MessageAttributes => "MessageAttributes",
+                    },
                     "pendingConfirmation": s.pending,
                     "lastDeliveries": recent,
                 })

@@ -21,12 +21,12 @@ make_venv() { # name, pip requirements...
 make_venv current boto3 awscli cryptography
 make_venv legacy boto3==1.34.89 botocore==1.34.89
 node_dir=$venvs/js
-if [ ! -d "$node_dir/node_modules/@aws-sdk/client-sqs" ]; then
+if [ ! -d "$node_dir/node_modules/@aws-sdk/client-sqs" ] || [ ! -d "$node_dir/node_modules/playwright-core" ]; then
   mkdir -p "$node_dir"
   cp "$here/js/package.json" "$node_dir/"
   (cd "$node_dir" && npm install --silent --no-audit --no-fund --no-package-lock)
 fi
-cp "$here/js/scenario.mjs" "$node_dir/"
+cp "$here/js/scenario.mjs" "$here/js/console.mjs" "$node_dir/"
 
 # Durable, as by default, in a fresh data directory.
 log=$(mktemp)
@@ -126,4 +126,22 @@ dev_endpoint=$(grep -o 'http://[0-9.:]*' "$dev_log" | head -n 1)
 "$venvs/current/bin/python" "$here/developer_scenario.py" "$dev_endpoint"
 kill "$dev_server"
 rm -f "$dev_log"
+echo "== Web console in headless Chromium (playwright-core), seeded by --init examples/price-updates.toml"
+chromium=${CHROMIUM:-/usr/bin/chromium}
+if [ -x "$chromium" ]; then
+  console_log=$(mktemp)
+  "$binary" --ephemeral --bind 127.0.0.1:0 --init "$root/examples/price-updates.toml" >"$console_log" 2>&1 &
+  console_server=$!
+  for _ in $(seq 1 100); do grep -q "listening on" "$console_log" && break; sleep 0.1; done
+  console_endpoint=$(grep -o 'http://[0-9.:]*' "$console_log" | head -n 1)
+  [ -n "$console_endpoint" ] || { echo "console server did not start"; cat "$console_log"; exit 1; }
+  CHROMIUM="$chromium" NODE_NO_WARNINGS=1 node "$node_dir/console.mjs" "$console_endpoint" "$root/target/console.png"
+  kill "$console_server"
+  rm -f "$console_log"
+  echo "screenshot: target/console.png"
+elif [ -n "${CI:-}" ]; then
+  echo "FAIL no Chromium at $chromium (.ci/run installs Debian's chromium)"; exit 1
+else
+  echo "skipped: no Chromium at $chromium (apt-get install chromium, or set CHROMIUM)"
+fi
 echo "e2e: all scenarios passed"

@@ -117,6 +117,14 @@ async fn queues_and_messages_are_shown_without_being_received() {
     assert!(first["sequenceNumber"].as_str().unwrap().len() >= 20);
     assert_eq!(messages[1]["state"], "visible");
 
+    let (_, groups) = get_json(&server, "/_orderly/queues/prices.fifo/groups").await;
+    assert_eq!(groups["groups"][0]["group"], "a");
+    assert_eq!(
+        (&groups["groups"][0]["locked"], &groups["groups"][0]["blocked"]),
+        (&Value::Bool(true), &Value::from(1))
+    );
+    assert_eq!(groups["groups"][1]["locked"], false);
+
     let (_, in_flight) = get_json(&server, &format!("{path}?state=inFlight")).await;
     assert_eq!(in_flight["messages"].as_array().unwrap().len(), 1);
     let (_, limited) = get_json(&server, &format!("{path}?state=visible&limit=1")).await;

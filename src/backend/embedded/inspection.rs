@@ -2,7 +2,7 @@
 
 use super::Embedded;
 use crate::backend::{Answer, Inspection, ResetScope, SubscriptionActivity};
-use crate::engine::queue::inspect::{Peeked, QueueOverview, StateFilter};
+use crate::engine::queue::inspect::{GroupView, Peeked, QueueOverview, StateFilter};
 
 impl Inspection for Embedded {
     fn queue_overviews(&self) -> Answer<'_, Vec<QueueOverview>> {
@@ -32,6 +32,15 @@ impl Inspection for Embedded {
             let mut queue = entry.lock();
             queue.tick(self.clock.now());
             Ok(queue.peek(filter, limit))
+        })
+    }
+
+    fn queue_groups<'a>(&'a self, queue: &'a str, limit: usize) -> Answer<'a, Vec<GroupView>> {
+        self.reading(move |engine| {
+            let entry = engine.queue(queue)?;
+            let mut queue = entry.lock();
+            queue.tick(self.clock.now());
+            Ok(queue.groups(limit))
         })
     }
 

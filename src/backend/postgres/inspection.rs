@@ -5,7 +5,7 @@ use super::message_store::{message_of, QueueRow};
 use super::queues::{millis, timestamp};
 use super::{unavailable, Postgres};
 use crate::backend::{Answer, BackendResult, Inspection, ResetScope, SubscriptionActivity};
-use crate::engine::queue::inspect::{Peeked, QueueOverview, StateFilter};
+use crate::engine::queue::inspect::{GroupView, Peeked, QueueOverview, StateFilter};
 use crate::engine::queue::{Counts, State};
 use crate::engine::Timestamp;
 
@@ -159,6 +159,35 @@ impl Inspection for Postgres {
         limit: usize,
     ) -> Answer<'a, Vec<Peeked>> {
         Box::pin(self.peek(queue, filter, limit))
+    }
+
+    fn queue_groups<'a>(&'a self, queue: &'a str, limit: usize) -> Answer<'a, Vec<GroupView>> {
+        Box::pin(async move {
+            let now = self.clock.now();
+            let client = self.client().await?;
+            let queue = self.queue_row(&client, queue).await?;
+            self.expire(&queue, now).await?;
+            let rows = client
+                .query(
+                    "SELECT group_id, count(*), count(*) FILTER (WHERE visible_at > $2 AND received) \
+                     FROM messages WHERE queue_uid = $1 AND group_id IS NOT NULL \
+                     GROUP BY group_id ORDER BY min(seq) LIMIT $3",
+                    &[&queue.uid, &millis(now), &i64::try_from(limit).unwrap_or(i64::MAX)],
+                )
+                .await
+                .map_err(unavailable)?;
+            let count = |row: &tokio_postgres::Row, i: usize| {
+                usize::try_from(row.get::<_, i64>(i)).unwrap_or(0)
+            };
+            Ok(rows
+                .iter()
+                .map(|row| GroupView {
+                    group: row.get::<_, String>(0).into(),
+                    messages: count(row, 1),
+                    in_flight: count(row, 2),
+                })
+                .collect())
+        })
     }
 
     /// Topics are not on PostgreSQL yet (issue 30), so there are no subscriptions to show.

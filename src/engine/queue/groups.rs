@@ -101,6 +101,11 @@ impl GroupIndex {
         Some(group)
     }
 
+    /// Every group with its messages from the head, in no particular order.
+    pub fn groups(&self) -> impl Iterator<Item = (&Arc<str>, &VecDeque<u64>)> {
+        self.groups.iter().map(|(name, g)| (name, &g.members))
+    }
+
     /// Groups holding messages.
     pub fn len(&self) -> usize {
         self.groups.len()

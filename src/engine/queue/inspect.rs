@@ -47,6 +47,15 @@ impl StateFilter {
     }
 }
 
+/// One FIFO group: how many messages it holds and how many of them are in flight (a group
+/// with one in flight is locked; the rest of its messages wait behind it).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GroupView {
+    pub group: std::sync::Arc<str>,
+    pub messages: usize,
+    pub in_flight: usize,
+}
+
 /// A copy of one stored message with its state (deadlines absolute).
 #[derive(Clone, Debug)]
 pub struct Peeked {
@@ -84,6 +93,35 @@ impl Queue {
                 .as_ref()
                 .map(|p| p.dead_letter_target_arn.clone()),
         }
+    }
+
+    /// Up to `limit` FIFO groups, the one with the oldest head first (none for a standard
+    /// queue). Reads every message of the groups it reports: for looking, not for serving.
+    pub fn groups(&self, limit: usize) -> Vec<GroupView> {
+        let Order::Fifo(index) = &self.order else {
+            return Vec::new();
+        };
+        let mut heads: Vec<(u64, &std::sync::Arc<str>, &std::collections::VecDeque<u64>)> = index
+            .groups()
+            .filter_map(|(name, members)| Some((*members.front()?, name, members)))
+            .collect();
+        heads.sort_unstable_by_key(|(head, _, _)| *head);
+        heads
+            .into_iter()
+            .take(limit)
+            .map(|(_, name, members)| GroupView {
+                group: name.clone(),
+                messages: members.len(),
+                in_flight: members
+                    .iter()
+                    .filter(|seq| {
+                        self.messages
+                            .get(seq)
+                            .is_some_and(|s| matches!(s.state, State::InFlight(_)))
+                    })
+                    .count(),
+            })
+            .collect()
     }
 
     /// Up to `limit` messages in the states `filter` admits, oldest enqueued first (a FIFO

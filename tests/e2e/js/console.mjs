@@ -1,0 +1,87 @@
+// The web console in a real headless Chromium (Debian's, driven by playwright-core): it shows
+// the seeded queues' depths, a FIFO queue's locked group and a peeked message, and a message
+// sent from its form arrives through the AWS SDK. Saves a screenshot.
+// Usage: node console.mjs ENDPOINT SCREENSHOT.png   (the server runs with
+// --init examples/price-updates.toml)
+import { chromium } from "playwright-core";
+import {
+  SQSClient,
+  SendMessageCommand,
+  ReceiveMessageCommand,
+  GetQueueUrlCommand,
+} from "@aws-sdk/client-sqs";
+
+const [endpoint, screenshot] = process.argv.slice(2);
+const sqs = new SQSClient({
+  endpoint,
+  region: "us-east-1",
+  credentials: { accessKeyId: "AKIDCONSOLE", secretAccessKey: "secret" },
+});
+let passed = 0;
+let failed = 0;
+const check = (name, ok, detail = "") => {
+  ok ? passed++ : failed++;
+  console.log(`${ok ? "ok  " : "FAIL"} ${name}${ok ? "" : `  (${detail})`}`);
+};
+
+const { QueueUrl: url } = await sqs.send(new GetQueueUrlCommand({ QueueName: "prices-eu.fifo" }));
+for (const [body, group] of [["AAPL 189.50", "AAPL"], ["AAPL 189.75", "AAPL"], ["MSFT 410.10", "MSFT"]]) {
+  await sqs.send(new SendMessageCommand({ QueueUrl: url, MessageBody: body, MessageGroupId: group, MessageDeduplicationId: body.replace(/\W/g, "") }));
+}
+// Holds AAPL's first message for five minutes: the group is locked, its second waits.
+const held = await sqs.send(new ReceiveMessageCommand({ QueueUrl: url, MaxNumberOfMessages: 1, VisibilityTimeout: 300 }));
+check("seeded: AAPL's head is in flight", held.Messages?.[0]?.Body === "AAPL 189.50", JSON.stringify(held.Messages));
+
+const browser = await chromium.launch({
+  executablePath: process.env.CHROMIUM || "/usr/bin/chromium",
+  args: ["--no-sandbox"],
+});
+const page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
+const pageErrors = [];
+page.on("pageerror", (error) => pageErrors.push(error.message));
+await page.goto(`${endpoint}/_orderly/console`);
+
+const row = page.locator('#queues tr[data-queue="prices-eu.fifo"]');
+await row.waitFor();
+const text = async (locator) => (await locator.textContent()).trim();
+check("queue depth: 2 visible", (await text(row.locator("td.visible"))) === "2", await text(row));
+check("queue depth: 1 in flight", (await text(row.locator("td.in-flight"))) === "1", await text(row));
+check(
+  "the dead-letter queue is linked",
+  (await text(row)).includes("prices-dlq.fifo"),
+  await text(row),
+);
+
+await row.locator("a", { hasText: "prices-eu.fifo" }).click();
+const aapl = page.locator('#groups tr[data-group="AAPL"]');
+await aapl.waitFor();
+check("AAPL is locked with one waiting", (await text(aapl)).includes("locked, 1 waiting behind"), await text(aapl));
+const msft = page.locator('#groups tr[data-group="MSFT"]');
+check("MSFT is ready", (await text(msft)).includes("ready"), await text(msft));
+const peeked = page.locator("#messages tbody tr", { hasText: "AAPL 189.50" });
+await peeked.waitFor();
+check("the in-flight message is peeked", (await text(peeked)).includes("inFlight"), await text(peeked));
+
+const subscriptions = page.locator("#subscriptions tbody tr");
+check("the three subscriptions are listed", (await subscriptions.count()) === 3, await subscriptions.count());
+
+await page.fill("#send-body", "GOOG 175.20 from the console");
+await page.fill("#send-group", "GOOG");
+await page.click('#send button[type="submit"]');
+const result = page.locator("#action-result");
+await result.filter({ hasText: /^(sent|not sent)/ }).waitFor();
+check("the form sends", (await text(result)).startsWith("sent "), await text(result));
+await page.locator("#messages tbody tr", { hasText: "from the console" }).waitFor();
+await page.screenshot({ path: screenshot, fullPage: true });
+
+const received = await sqs.send(new ReceiveMessageCommand({ QueueUrl: url, MaxNumberOfMessages: 10 }));
+const bodies = (received.Messages || []).map((m) => m.Body);
+check(
+  "the console's message arrives through the SDK (AAPL still locked)",
+  JSON.stringify(bodies) === JSON.stringify(["MSFT 410.10", "GOOG 175.20 from the console"]),
+  JSON.stringify(bodies),
+);
+check("no script errors on the page", pageErrors.length === 0, pageErrors.join("; "));
+await browser.close();
+console.log(`${passed} passed, ${failed} failed`);
+process.exit(failed ? 1 : 0);
