@@ -103,7 +103,7 @@ pub async fn messages(
     };
     let limit = match limit(&uri) {
         Ok(limit) => limit,
-        Err(refused) => return refused,
+        Err(message) => return bad(message),
     };
     match state.service.peek_messages(&name, filter, limit).await {
         Ok(body) => answer(StatusCode::OK, body),
@@ -122,7 +122,7 @@ pub async fn groups(
     }
     let limit = match limit(&uri) {
         Ok(limit) => limit,
-        Err(refused) => return refused,
+        Err(message) => return bad(message),
     };
     match state.service.queue_groups(&name, limit).await {
         Ok(body) => answer(StatusCode::OK, body),
@@ -169,11 +169,11 @@ pub async fn metrics(State(state): State<HttpState>) -> Response {
 }
 
 /// `?limit=N`: 1 to `MAX_PEEK`, `DEFAULT_PEEK` when absent.
-fn limit(uri: &Uri) -> Result<usize, Response> {
+fn limit(uri: &Uri) -> Result<usize, String> {
     match query_param(uri, "limit").map(|l| l.parse::<usize>()) {
         None => Ok(DEFAULT_PEEK),
         Some(Ok(limit)) if (1..=MAX_PEEK).contains(&limit) => Ok(limit),
-        Some(_) => Err(bad(format!("limit must be a number from 1 to {MAX_PEEK}"))),
+        Some(_) => Err(format!("limit must be a number from 1 to {MAX_PEEK}")),
     }
 }
 

@@ -120,7 +120,10 @@ async fn queues_and_messages_are_shown_without_being_received() {
     let (_, groups) = get_json(&server, "/_orderly/queues/prices.fifo/groups").await;
     assert_eq!(groups["groups"][0]["group"], "a");
     assert_eq!(
-        (&groups["groups"][0]["locked"], &groups["groups"][0]["blocked"]),
+        (
+            &groups["groups"][0]["locked"],
+            &groups["groups"][0]["blocked"]
+        ),
         (&Value::Bool(true), &Value::from(1))
     );
     assert_eq!(groups["groups"][1]["locked"], false);
