@@ -58,6 +58,14 @@ pub struct Config {
     /// only when told (`POST /_orderly/clock`), so tests pass long timeouts at once.
     #[arg(long, env = "ORDERLY_CLOCK", value_enum, default_value = "system")]
     pub clock: crate::clock::ClockMode,
+    /// `text` (the default), or `json`: one JSON object a line, for log collectors.
+    #[arg(
+        long = "log-format",
+        env = "ORDERLY_LOG_FORMAT",
+        value_enum,
+        default_value = "text"
+    )]
+    pub log_format: LogFormat,
     /// A TOML file of queues, topics and subscriptions to create at start, before listening
     /// (see `init`): what exists already is kept, and differences from the file are logged.
     #[arg(long, env = "ORDERLY_INIT")]
@@ -124,6 +132,13 @@ fn parse_account(value: &str) -> Result<String, String> {
     } else {
         Err("the account id must be 12 digits".into())
     }
+}
+
+/// How log lines are written (to stderr).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogFormat {
+    Text,
+    Json,
 }
 
 impl Config {

@@ -3,19 +3,23 @@
 use anyhow::Context;
 use clap::Parser;
 use orderly::app::{shutdown_signal, App};
-use orderly::config::Config;
+use orderly::config::{Config, LogFormat};
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
+    let config = Config::parse();
     // Logs go to stderr: stdout carries only the "listening" line scripts read, and a warning
     // written before it at startup (a torn log tail, say) must not take its place.
-    tracing_subscriber::fmt()
+    let logs = tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
-        )
-        .init();
-    let config = Config::parse();
+        );
+    match config.log_format {
+        LogFormat::Text => logs.init(),
+        // One object a line, the event's fields at its top level.
+        LogFormat::Json => logs.json().flatten_event(true).init(),
+    }
     let app = App::bind(&config)
         .await
         .with_context(|| format!("cannot start (listening on {})", config.bind))?;

@@ -46,6 +46,22 @@ pub enum BackendError {
 
 pub type BackendResult<T> = Result<T, BackendError>;
 
+/// Logs a message moved to a dead-letter queue, once, after the move is made.
+pub(crate) fn log_dead_lettered(
+    queue: &str,
+    dead_letter_queue: &str,
+    message_id: crate::engine::message::MessageId,
+    receive_count: u32,
+) {
+    tracing::info!(
+        queue,
+        dead_letter_queue,
+        message_id = message_id.text().as_str(),
+        receive_count,
+        "dead-lettered: received more often than the redrive policy's maxReceiveCount"
+    );
+}
+
 /// A backend's answer, to be awaited.
 pub type Answer<'a, T> = Pin<Box<dyn Future<Output = BackendResult<T>> + Send + 'a>>;
 

@@ -123,12 +123,12 @@ fn log_result(attempt: &Attempt, result: DeliveryResult, now: Timestamp) {
         ),
         DeliveryResult::DeadLettered => tracing::info!(
             subscription = %delivery.subscription_arn,
-            message = %delivery.message_id,
+            message_id = %delivery.message_id,
             "webhook delivery failed; moved to the dead-letter queue"
         ),
         DeliveryResult::Dropped => tracing::warn!(
             subscription = %delivery.subscription_arn,
-            message = %delivery.message_id,
+            message_id = %delivery.message_id,
             "webhook delivery failed and the subscription has no dead-letter queue; message dropped"
         ),
         DeliveryResult::ConfirmationFailed => tracing::warn!(

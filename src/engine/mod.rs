@@ -402,6 +402,9 @@ impl<W: Default> Engine<W> {
             let mut target = dlq.lock();
             target.tick(now);
             for message in outcome.dead_letters.drain(..) {
+                outcome
+                    .dead_lettered
+                    .push((message.id, message.receive_count));
                 target.accept_moved(message, queue::Moved::DeadLetter(source_arn.clone()), now);
             }
         }

@@ -70,6 +70,32 @@ impl Payload {
     }
 }
 
+/// The request parameters that name what it acts on, first found first.
+const RESOURCE_PARAMETERS: [&str; 6] = [
+    "QueueUrl",
+    "QueueName",
+    "TopicArn",
+    "SubscriptionArn",
+    "SourceArn",
+    "ResourceArn",
+];
+
+impl Payload {
+    /// The queue or topic a request names (for logs; parses a JSON body, so call it only
+    /// when the line is written).
+    pub fn resource(&self) -> Option<String> {
+        let find = |value: &Value| {
+            RESOURCE_PARAMETERS
+                .iter()
+                .find_map(|name| value.get(name)?.as_str().map(str::to_string))
+        };
+        match self {
+            Payload::Query(value) => find(value),
+            Payload::Json(body) => find(&serde_json::from_slice(body).ok()?),
+        }
+    }
+}
+
 /// A response ready for HTTP.
 pub struct Encoded {
     pub status: u16,

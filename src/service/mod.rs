@@ -48,6 +48,43 @@ pub struct RequestContext {
     pub trace_header: Option<Arc<str>>,
 }
 
+/// One line per request: every error answer at info (once, with its code and message), every
+/// other at debug. The resource is read from the payload only when the line is written.
+fn log_request(
+    action: Action,
+    payload: &Payload,
+    ctx: &RequestContext,
+    result: &Result<Encoded, ApiError>,
+    took: std::time::Duration,
+) {
+    let name = match action {
+        Action::Sqs(a) => a.name(),
+        Action::Sns(a) => a.name(),
+    };
+    let duration_ms = took.as_secs_f64() * 1000.0;
+    match result {
+        Err(error) => tracing::info!(
+            request_id = %ctx.request_id,
+            action = name,
+            resource = payload.resource().as_deref().unwrap_or(""),
+            status = error.code.status(),
+            code = error.code.query_code(),
+            duration_ms,
+            reason = %error.message,
+            "error answer"
+        ),
+        Ok(encoded) if tracing::enabled!(tracing::Level::DEBUG) => tracing::debug!(
+            request_id = %ctx.request_id,
+            action = name,
+            resource = payload.resource().as_deref().unwrap_or(""),
+            status = encoded.status,
+            duration_ms,
+            "request"
+        ),
+        Ok(_) => {}
+    }
+}
+
 pub struct Service {
     /// Storage: every action goes through it (see `backend`).
     pub backend: Arc<dyn Backend>,
@@ -133,11 +170,13 @@ impl Service {
             Action::Sns(action) => self.route_sns(action, payload, ctx).await,
             Action::Sqs(action) => self.route(protocol, action, payload, ctx).await,
         };
+        let took = started.elapsed();
         let error = result.as_ref().err().map(|e| {
             let code = e.code.query_code();
             code.strip_prefix("AWS.SimpleQueueService.").unwrap_or(code)
         });
-        self.metrics.record(action, started.elapsed(), error);
+        self.metrics.record(action, took, error);
+        log_request(action, payload, ctx, &result, took);
         match result {
             Ok(encoded) => encoded,
             Err(error) => encode_error(protocol, &error, &ctx.request_id),

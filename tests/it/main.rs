@@ -12,6 +12,7 @@ mod hostile_input;
 mod init_file;
 mod inspection;
 mod log_outage;
+mod logs;
 mod metrics;
 mod receiver;
 mod reset;

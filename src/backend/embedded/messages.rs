@@ -59,6 +59,14 @@ impl Messages for Embedded {
                 let (outcome, dead_letter_queue) = self.engine.receive(&entry, &request, now)?;
                 if let Some(dlq) = dead_letter_queue {
                     wake(&dlq);
+                    for (id, receive_count) in &outcome.dead_lettered {
+                        crate::backend::log_dead_lettered(
+                            &entry.name,
+                            &dlq.name,
+                            *id,
+                            *receive_count,
+                        );
+                    }
                 }
                 let gone = self
                     .engine

@@ -43,8 +43,9 @@ impl Embedded {
         if fanout.failed > 0 {
             tracing::warn!(
                 topic = topic_arn,
+                message_id = &*fanout.publication.message_id,
                 failed = fanout.failed,
-                "copies not delivered"
+                "copies dropped: no subscribed queue nor dead-letter queue took them"
             );
         }
         Ok(fanout.publication)

@@ -235,6 +235,11 @@ impl Postgres {
             self.take(&tx, queue, &run, &dead_letter, deadline, now, &mut taken)
                 .await?;
         }
+        let dead_lettered: Vec<_> = taken
+            .dead_letters
+            .iter()
+            .map(|(m, _)| (m.id, m.receive_count))
+            .collect();
         if let (Some(target), false) = (&dead_letter, taken.dead_letters.is_empty()) {
             self.dead_letter(&tx, queue, target, taken.dead_letters, now)
                 .await?;
@@ -245,6 +250,11 @@ impl Postgres {
                 .await?;
         }
         tx.commit().await.map_err(unavailable)?;
+        if let Some((target, _)) = &dead_letter {
+            for (id, receive_count) in dead_lettered {
+                crate::backend::log_dead_lettered(&queue.name, &target.name, id, receive_count);
+            }
+        }
         Ok(taken.received)
     }
 

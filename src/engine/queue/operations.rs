@@ -29,6 +29,8 @@ pub struct ReceiveOutcome {
     /// Messages past the redrive policy's maxReceiveCount, already removed from this queue,
     /// for the caller to store in the dead-letter queue.
     pub dead_letters: Vec<Message>,
+    /// Once moved to the dead-letter queue: each message's id and receive count (for the log).
+    pub dead_lettered: Vec<(crate::engine::message::MessageId, u32)>,
 }
 
 /// The longest a message may stay in flight from one receive, however often it is extended.
@@ -93,7 +95,7 @@ impl Queue {
             if let Some(replayed) = self.replay_attempt(id, deadline, now) {
                 return Ok(ReceiveOutcome {
                     received: replayed,
-                    dead_letters: Vec::new(),
+                    ..ReceiveOutcome::default()
                 });
             }
         }
