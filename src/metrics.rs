@@ -48,6 +48,12 @@ struct QueueStateLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct DeadLetterLabels {
+    queue: String,
+    target: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct SubscriptionLabels {
     subscription: String,
 }
@@ -171,7 +177,15 @@ fn register_queues(registry: &mut Registry, queues: &[QueueOverview], now: Times
     let oldest = Family::<QueueLabels, Gauge>::default();
     let groups = Family::<QueueLabels, Gauge>::default();
     let locked = Family::<QueueLabels, Gauge>::default();
+    let dead_letter = Family::<DeadLetterLabels, Gauge>::default();
     for q in queues {
+        if let Some(target) = q.dead_letter_target_arn.as_deref() {
+            let labels = DeadLetterLabels {
+                queue: q.name.to_string(),
+                target: target.rsplit(':').next().unwrap_or(target).to_string(),
+            };
+            dead_letter.get_or_create(&labels).set(1);
+        }
         let fifo = if q.fifo { "true" } else { "false" };
         let queue = QueueLabels {
             queue: q.name.to_string(),
@@ -207,6 +221,11 @@ fn register_queues(registry: &mut Registry, queues: &[QueueOverview], now: Times
         oldest,
     );
     registry.register("queue_groups", "FIFO groups holding messages", groups);
+    registry.register(
+        "queue_dead_letter_target",
+        "1 for each queue (queue) whose redrive policy names a dead-letter queue (target)",
+        dead_letter,
+    );
     registry.register(
         "queue_locked_groups",
         "FIFO groups with a message in flight",

@@ -40,7 +40,9 @@ fn value(scrape: &Scrape, metric: &str, labels: &[(&str, &str)]) -> Option<f64> 
 #[tokio::test]
 async fn the_scrape_counts_what_was_done() {
     let (server, clock) = start_with_manual_clock().await;
-    let plain = create_queue(&server, "work", &[]).await;
+    create_queue(&server, "work-dlq", &[]).await;
+    let redrive = crate::common::redrive_to("work-dlq", 3);
+    let plain = create_queue(&server, "work", &[("RedrivePolicy", &redrive)]).await;
     let fifo = fifo_queue(&server, "orders.fifo", &[]).await;
     for i in 0..3 {
         server
@@ -132,6 +134,14 @@ async fn the_scrape_counts_what_was_done() {
     );
     let fifo_labels = [("queue", "orders.fifo"), ("fifo", "true")];
     assert_eq!(
+        value(
+            &scrape,
+            "orderly_queue_dead_letter_target",
+            &[("queue", "work"), ("target", "work-dlq")]
+        ),
+        Some(1.0)
+    );
+    assert_eq!(
         value(&scrape, "orderly_queue_groups", &fifo_labels),
         Some(2.0)
     );
@@ -147,4 +157,90 @@ async fn the_scrape_counts_what_was_done() {
         ),
         Some(7.0)
     );
+}
+
+/// The sample dashboard and alert rules name only metrics the server exports.
+#[tokio::test]
+async fn the_examples_use_exported_metrics() {
+    let (server, _clock) = start_with_manual_clock().await;
+    create_queue(&server, "dlq", &[]).await;
+    let redrive = crate::common::redrive_to("dlq", 3);
+    create_queue(&server, "q", &[("RedrivePolicy", &redrive)]).await;
+    fifo_queue(&server, "f.fifo", &[]).await;
+    // A webhook with traffic, so its families have samples.
+    let receiver = crate::receiver::Receiver::start().await;
+    let topic = server
+        .sns
+        .create_topic()
+        .name("t")
+        .send()
+        .await
+        .unwrap()
+        .topic_arn
+        .unwrap();
+    server
+        .sns
+        .subscribe()
+        .topic_arn(&topic)
+        .protocol("http")
+        .endpoint(receiver.url("/hook"))
+        .send()
+        .await
+        .unwrap();
+    let confirmation = receiver.next().await.json();
+    server
+        .sns
+        .confirm_subscription()
+        .topic_arn(&topic)
+        .token(confirmation["Token"].as_str().unwrap())
+        .send()
+        .await
+        .unwrap();
+    server
+        .sns
+        .publish()
+        .topic_arn(&topic)
+        .message("m")
+        .send()
+        .await
+        .unwrap();
+    receiver.next().await;
+    // And an error answer.
+    assert!(server
+        .sqs
+        .get_queue_url()
+        .queue_name("nope")
+        .send()
+        .await
+        .is_err());
+    let text = reqwest::get(format!("{}/metrics", server.url()))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let exported: Vec<&str> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("# TYPE "))
+        .filter_map(|l| l.split(' ').next())
+        .collect();
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/monitoring");
+    for file in ["orderly-alerts.yml", "orderly-dashboard.json"] {
+        let example = std::fs::read_to_string(root.join(file)).unwrap();
+        let named: Vec<&str> = example
+            .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+            .filter(|token| token.starts_with("orderly_"))
+            .collect();
+        assert!(!named.is_empty(), "{file}");
+        for name in named {
+            let family = ["_total", "_bucket", "_count", "_sum"]
+                .iter()
+                .find_map(|suffix| name.strip_suffix(suffix))
+                .unwrap_or(name);
+            assert!(
+                exported.contains(&family),
+                "{file} names {name}, not exported"
+            );
+        }
+    }
 }
