@@ -178,7 +178,50 @@ fn register_queues(registry: &mut Registry, queues: &[QueueOverview], now: Times
     let groups = Family::<QueueLabels, Gauge>::default();
     let locked = Family::<QueueLabels, Gauge>::default();
     let dead_letter = Family::<DeadLetterLabels, Gauge>::default();
+    let activity: [(&str, &str, Family<QueueLabels, Counter>); 6] = [
+        (
+            "queue_sent",
+            "Messages stored by a send or publish",
+            Family::default(),
+        ),
+        (
+            "queue_deduplicated",
+            "Sends suppressed as duplicates",
+            Family::default(),
+        ),
+        (
+            "queue_received",
+            "Messages handed to a receive",
+            Family::default(),
+        ),
+        ("queue_deleted", "Messages deleted", Family::default()),
+        (
+            "queue_dead_lettered",
+            "Messages moved to the dead-letter queue",
+            Family::default(),
+        ),
+        (
+            "queue_expired",
+            "Messages dropped at the end of their retention",
+            Family::default(),
+        ),
+    ];
     for q in queues {
+        let counts = [
+            q.activity.sent,
+            q.activity.deduplicated,
+            q.activity.received,
+            q.activity.deleted,
+            q.activity.dead_lettered,
+            q.activity.expired,
+        ];
+        let labels = QueueLabels {
+            queue: q.name.to_string(),
+            fifo: if q.fifo { "true" } else { "false" },
+        };
+        for ((_, _, family), count) in activity.iter().zip(counts) {
+            family.get_or_create(&labels).inc_by(count);
+        }
         if let Some(target) = q.dead_letter_target_arn.as_deref() {
             let labels = DeadLetterLabels {
                 queue: q.name.to_string(),
@@ -215,6 +258,9 @@ fn register_queues(registry: &mut Registry, queues: &[QueueOverview], now: Times
         }
     }
     registry.register("queue_messages", "Messages in a queue, by state", messages);
+    for (name, help, family) in activity {
+        registry.register(name, help, family);
+    }
     registry.register(
         "queue_oldest_message_age_seconds",
         "Age of the longest-held message (0 when empty)",

@@ -119,6 +119,16 @@ async fn the_scrape_counts_what_was_done() {
         Some(5.0)
     );
 
+    let work = [("queue", "work")];
+    assert_eq!(value(&scrape, "orderly_queue_sent_total", &work), Some(3.0));
+    assert_eq!(
+        value(&scrape, "orderly_queue_received_total", &work),
+        Some(1.0)
+    );
+    assert_eq!(
+        value(&scrape, "orderly_queue_deleted_total", &work),
+        Some(0.0)
+    );
     let state = |queue, state| vec![("queue", queue), ("state", state)];
     assert_eq!(
         value(&scrape, "orderly_queue_messages", &state("work", "visible")),

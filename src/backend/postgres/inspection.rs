@@ -46,6 +46,8 @@ impl Postgres {
                 .redrive_policy
                 .as_ref()
                 .map(|p| p.dead_letter_target_arn.clone()),
+            // Not counted on PostgreSQL yet: each node would see only its own share.
+            activity: Default::default(),
         })
     }
 

@@ -21,6 +21,8 @@ pub struct QueueOverview {
     /// When the longest-held message was enqueued (a FIFO dead-letter queue restarts it).
     pub oldest_enqueued_at: Option<Timestamp>,
     pub dead_letter_target_arn: Option<String>,
+    /// Since the server started; a backend that cannot count leaves it zero.
+    pub activity: super::Activity,
 }
 
 /// Which states a peek shows.
@@ -92,6 +94,7 @@ impl Queue {
                 .redrive_policy
                 .as_ref()
                 .map(|p| p.dead_letter_target_arn.clone()),
+            activity: self.activity,
         }
     }
 

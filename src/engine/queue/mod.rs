@@ -113,6 +113,23 @@ pub enum Moved {
     Redrive,
 }
 
+/// What happened to a queue's messages since the server started (for metrics; kept under
+/// the queue's lock, not in the log).
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Activity {
+    /// Stored by a send or a publish (moves in are not counted).
+    pub sent: u64,
+    /// Sends suppressed as duplicates within the deduplication window.
+    pub deduplicated: u64,
+    /// Handed to a receive (each receive of a message counts).
+    pub received: u64,
+    pub deleted: u64,
+    /// Moved to the dead-letter queue after too many receives.
+    pub dead_lettered: u64,
+    /// Dropped at the end of the retention period.
+    pub expired: u64,
+}
+
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct Counts {
     pub visible: usize,
@@ -153,6 +170,7 @@ pub struct Queue {
     attempts: ExpiringMap<String, AttemptEntries>,
     last_purge: Option<Timestamp>,
     pub inflight_limit: usize,
+    pub activity: Activity,
     /// Changes not yet handed to the write-ahead log; `None` when nothing is persisted.
     journal: Option<Vec<changes::QueueChange>>,
 }
@@ -182,6 +200,7 @@ impl Queue {
             attempts: ExpiringMap::default(),
             last_purge: None,
             inflight_limit: INFLIGHT_LIMIT,
+            activity: Activity::default(),
             journal: None,
         }
     }
@@ -231,6 +250,7 @@ impl Queue {
                 break;
             }
             self.remove(seq);
+            self.activity.expired += 1;
         }
         while let Some(&(at, seq)) = self.delayed.first() {
             if at > now {
@@ -391,16 +411,19 @@ impl Queue {
         if !self.config.fifo {
             let receipt = send::receipt(&message, None);
             self.insert(message, delay_seconds, now, now);
+            self.activity.sent += 1;
             return receipt;
         }
         let key = send::dedup_key(self.dedup_scope, &message);
         if let Some(original) = self.dedup.get(&key, now).filter(|_| !bypass_dedup) {
+            self.activity.deduplicated += 1;
             return send::receipt(
                 &message,
                 Some((original.message_id, original.sequence_number)),
             );
         }
         let seq = self.insert(message, delay_seconds, now, now);
+        self.activity.sent += 1;
         let stored = &self.messages[&seq].message;
         let record = DedupRecord {
             message_id: stored.id,

@@ -187,11 +187,13 @@ impl Queue {
             if self.messages[&seq].message.receive_count >= limit {
                 let message = self.remove(seq).expect("present");
                 outcome.dead_letters.push(message);
+                self.activity.dead_lettered += 1;
                 return;
             }
         }
         let receive_no = self.next_receive_no;
         self.next_receive_no += 1;
+        self.activity.received += 1;
         let stored = self.messages.get_mut(&seq).expect("present");
         stored.state = State::InFlight(deadline);
         stored.receive_no = receive_no;
@@ -277,6 +279,7 @@ impl Queue {
         }
         // Standard queues delete even with a stale handle (AWS-recorded).
         self.remove(receipt.seq);
+        self.activity.deleted += 1;
         Ok(true)
     }
 

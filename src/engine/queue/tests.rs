@@ -615,3 +615,40 @@ fn a_recycled_change_list_is_reused_but_never_replaces_pending_changes() {
     q.send(msg("d", "g", "4"), Timestamp(4)).unwrap();
     assert!(q.take_changes().capacity() < 10_000);
 }
+
+#[test]
+fn activity_counts_what_happened_to_messages() {
+    let mut q = fifo(&[("VisibilityTimeout", "1")]);
+    q.send(msg("1", "g", "1"), Timestamp(0)).unwrap();
+    q.send(msg("1 again", "g", "1"), Timestamp(0)).unwrap();
+    q.send(msg("2", "h", "2"), Timestamp(0)).unwrap();
+    q.send(msg("3", "i", "3"), Timestamp(0)).unwrap();
+    let req = ReceiveRequest {
+        max_messages: Some(10),
+        ..Default::default()
+    };
+    let got = q.receive(&req, Some(1), Timestamp(0)).unwrap();
+    assert_eq!(bodies(&got.received), ["1", "2", "3"]);
+    q.delete(&got.received[1].receipt_handle, Timestamp(0))
+        .unwrap();
+    // Back from flight, "1" and "3" have been received as often as the policy allows.
+    q.tick(Timestamp(1_000));
+    let again = q.receive(&req, Some(1), Timestamp(1_000)).unwrap();
+    assert_eq!(again.dead_letters.len(), 2);
+    let a = q.activity;
+    assert_eq!(
+        (
+            a.sent,
+            a.deduplicated,
+            a.received,
+            a.deleted,
+            a.dead_lettered
+        ),
+        (3, 1, 3, 1, 2)
+    );
+
+    let mut short = standard(&[("MessageRetentionPeriod", "60")]);
+    short.send(plain("old"), Timestamp(0)).unwrap();
+    short.tick(Timestamp(61_000));
+    assert_eq!((short.activity.sent, short.activity.expired), (1, 1));
+}
