@@ -266,7 +266,9 @@ async fn move_task_handles_are_aws_shaped_and_an_unknown_task_is_not_found() {
     let service = err.into_service_error();
     assert!(service.is_resource_not_found_exception(), "{service:?}");
     // Ours decode to the same shape, and cancel the task they name (five messages at one a
-    // second: still running when cancelled).
+    // second: still running when cancelled). They were sent to the DLQ directly, so they have
+    // no source to go back to: the task names its destination, or its first step would fail
+    // it (a race with the cancel this test once lost).
     let dead = format!("http://{}/000000000000/dead", server.addr);
     for n in 0..5 {
         let body = format!("m{n}");
@@ -281,6 +283,7 @@ async fn move_task_handles_are_aws_shaped_and_an_unknown_task_is_not_found() {
         .sqs
         .start_message_move_task()
         .source_arn(source_arn)
+        .destination_arn("arn:aws:sqs:us-east-1:000000000000:live")
         .max_number_of_messages_per_second(1)
         .send()
         .await
