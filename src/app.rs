@@ -77,16 +77,23 @@ pub fn build_service(
     };
     let engine = Arc::new(engine);
     let journal = data.as_ref().map(|d| d.journal.clone());
-    let backend = Arc::new(crate::backend::embedded::Embedded::new(
-        engine.clone(),
-        journal,
-        clock.clone(),
-        webhooks.wake_signal(),
-    ));
+    let metrics = crate::metrics::Metrics::default();
+    if let Some(journal) = &journal {
+        metrics.set_log(journal.metrics());
+    }
+    let backend = Arc::new(
+        crate::backend::embedded::Embedded::new(
+            engine.clone(),
+            journal,
+            clock.clone(),
+            webhooks.wake_signal(),
+        )
+        .counting_long_polls(metrics.long_polls_waiting.clone()),
+    );
     let snapshots =
         data.map(|data| Arc::new(Snapshotter::new(engine, data, config.snapshot_after)));
     Ok(Built {
-        service: Service::new(backend, Arc::new(webhooks), clock, settings),
+        service: Service::new(backend, Arc::new(webhooks), clock, settings, metrics),
         snapshots,
     })
 }
@@ -198,6 +205,7 @@ impl App {
                 idle: Duration::from_secs(config.idle_timeout),
                 header: Duration::from_secs(config.header_timeout),
             },
+            open: Default::default(),
         };
         let body = BodyLimits {
             max_bytes: config.max_request_bytes,
@@ -224,6 +232,8 @@ impl App {
             None => None,
         };
         let built = build_service(config, clock, listening)?;
+        let mut limits = limits;
+        limits.open = built.service.metrics.open_connections.clone();
         let scheme = if tls.is_some() { "https" } else { "http" };
         let init_report = match &config.init {
             Some(path) => Some(apply_init(config, path, &built.service, scheme, listening).await?),

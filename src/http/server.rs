@@ -23,10 +23,12 @@ use super::connection::{ConnectionState, ConnectionTimeouts, Watched};
 /// 431. Presigned URLs and SigV4 headers take a few kilobytes.
 const MAX_HEAD_BYTES: usize = 64 * 1024;
 
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub struct ServerLimits {
     pub max_connections: usize,
     pub timeouts: ConnectionTimeouts,
+    /// Kept at the number of connections open (`GET /metrics`).
+    pub open: prometheus_client::metrics::gauge::Gauge,
 }
 
 /// One connection, plain or TLS, served until it closes or the server shuts down.
@@ -104,6 +106,8 @@ pub async fn serve(
             drop(stream);
             continue;
         };
+        let open = limits.open.clone();
+        open.inc();
         // Small request/response exchanges: do not let Nagle's algorithm hold writes back.
         if let Err(error) = stream.set_nodelay(true) {
             tracing::debug!(%error, "TCP_NODELAY not set");
@@ -130,6 +134,7 @@ pub async fn serve(
                 }
             }
             drop(slot);
+            open.dec();
         });
     }
     drop(listener);

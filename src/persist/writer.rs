@@ -181,6 +181,8 @@ struct Shared {
     /// waits), and is woken through `log_grown` once it does.
     wake_at_bytes: AtomicU64,
     log_grown: tokio::sync::Notify,
+    /// Records, bytes and sync times, for `GET /metrics`.
+    metrics: Arc<crate::metrics::LogMetrics>,
 }
 
 pub struct FileJournal {
@@ -205,6 +207,7 @@ impl FileJournal {
                 bytes_since_snapshot: AtomicU64::new(0),
                 wake_at_bytes: AtomicU64::new(u64::MAX),
                 log_grown: tokio::sync::Notify::new(),
+                metrics: Default::default(),
             }),
             writer: Mutex::new(None),
         })
@@ -224,6 +227,11 @@ impl FileJournal {
             .spawn(move || Writer::new(&shared, log, mode).run())
             .expect("spawn the log writer thread");
         *self.writer.lock().unwrap_or_else(|p| p.into_inner()) = Some(writer);
+    }
+
+    /// The log's figures (records, bytes, sync and snapshot times).
+    pub fn metrics(&self) -> Arc<crate::metrics::LogMetrics> {
+        self.shared.metrics.clone()
     }
 
     pub fn durable(&self) -> Durable {

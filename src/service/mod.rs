@@ -115,10 +115,11 @@ impl Service {
         webhooks: Arc<Webhooks>,
         clock: Arc<dyn Clock>,
         settings: ServiceSettings,
+        metrics: crate::metrics::Metrics,
     ) -> Arc<Self> {
         Arc::new(Service {
             backend,
-            metrics: Default::default(),
+            metrics,
             clock,
             webhooks,
             hostname: settings.hostname,

@@ -254,3 +254,70 @@ async fn the_examples_use_exported_metrics() {
         }
     }
 }
+
+#[tokio::test]
+async fn waiting_long_polls_open_connections_and_the_log_are_reported() {
+    let (server, clock) = start_with_manual_clock().await;
+    let url = create_queue(&server, "empty", &[]).await;
+    let sqs = server.sqs.clone();
+    let waiting = tokio::spawn(async move {
+        sqs.receive_message()
+            .queue_url(url)
+            .wait_time_seconds(20)
+            .send()
+            .await
+            .unwrap()
+    });
+    let mut polls = None;
+    for _ in 0..200 {
+        polls = value(&scrape(&server).await, "orderly_long_polls_waiting", &[]);
+        if polls == Some(1.0) {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    assert_eq!(polls, Some(1.0));
+    let open = value(&scrape(&server).await, "orderly_open_connections", &[]).unwrap();
+    assert!(
+        open >= 2.0,
+        "the poll's connection and the scrape's: {open}"
+    );
+    clock.advance_millis(20_000);
+    assert!(waiting.await.unwrap().messages().is_empty());
+    assert_eq!(
+        value(&scrape(&server).await, "orderly_long_polls_waiting", &[]),
+        Some(0.0)
+    );
+
+    // A server with a data directory reports its log.
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = crate::common::durable(dir.path());
+    // A snapshot as soon as the log holds anything.
+    config.snapshot_after = 1;
+    let durable = crate::common::start_with(config).await;
+    let queue = create_queue(&durable, "kept", &[]).await;
+    durable
+        .sqs
+        .send_message()
+        .queue_url(&queue)
+        .message_body("m")
+        .send()
+        .await
+        .unwrap();
+    let log = scrape(&durable).await;
+    assert!(value(&log, "orderly_log_records_total", &[]).unwrap() >= 2.0);
+    assert!(value(&log, "orderly_log_bytes_total", &[]).unwrap() > 100.0);
+    let syncs = value(&log, "orderly_log_sync_seconds_count", &[])
+        .or_else(|| value(&log, "orderly_log_sync_seconds", &[]))
+        .unwrap();
+    assert!(syncs >= 2.0, "{syncs}");
+    let mut snapshots = None;
+    for _ in 0..300 {
+        snapshots = value(&scrape(&durable).await, "orderly_snapshots_total", &[]);
+        if snapshots.is_some_and(|n| n >= 1.0) {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    assert!(snapshots.is_some_and(|n| n >= 1.0), "{snapshots:?}");
+}

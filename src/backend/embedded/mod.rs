@@ -29,6 +29,8 @@ pub struct Embedded {
     deliveries: Arc<Notify>,
     /// The tasks pacing running message move tasks, stopped before the log closes.
     move_runners: std::sync::Mutex<tokio::task::JoinSet<()>>,
+    /// ReceiveMessage calls waiting now (`GET /metrics`).
+    long_polls: prometheus_client::metrics::gauge::Gauge,
 }
 
 fn log_failed() -> BackendError {
@@ -48,7 +50,14 @@ impl Embedded {
             clock,
             deliveries,
             move_runners: Default::default(),
+            long_polls: Default::default(),
         }
+    }
+
+    /// Keeps `gauge` at the number of receives waiting for a message.
+    pub fn counting_long_polls(mut self, gauge: prometheus_client::metrics::gauge::Gauge) -> Self {
+        self.long_polls = gauge;
+        self
     }
 
     /// Changes are refused while the log cannot be written: made in memory only, they would

@@ -38,6 +38,11 @@ impl Snapshotter {
         let started = Instant::now();
         let path = super::take(&self.data.path, &self.engine, &self.data.journal)?;
         let size = std::fs::metadata(&path)?.len();
+        let metrics = self.data.journal.metrics();
+        metrics.snapshots.inc();
+        metrics
+            .snapshot_seconds
+            .observe(started.elapsed().as_secs_f64());
         tracing::info!(
             path = %path.display(),
             size,

@@ -142,6 +142,9 @@ impl<'a, S: Storage> Writer<'a, S> {
             let bytes = (self.records.bytes.len() + 8 * self.records.len()) as u64;
             let slices: Vec<&[u8]> = self.records.iter().collect();
             self.log.append(&slices)?;
+            let metrics = &self.shared.metrics;
+            metrics.records.inc_by(self.records.len() as u64);
+            metrics.bytes.inc_by(bytes);
             let total = self
                 .shared
                 .bytes_since_snapshot
@@ -158,8 +161,13 @@ impl<'a, S: Storage> Writer<'a, S> {
             FsyncMode::Never => false,
         };
         if self.unsynced && (sync_due || round.closing || round.rotate.is_some()) {
+            let started = Instant::now();
             self.log.sync()?;
             self.last_sync = Instant::now();
+            self.shared
+                .metrics
+                .sync_seconds
+                .observe(self.last_sync.duration_since(started).as_secs_f64());
             self.unsynced = false;
         }
         Ok(())
