@@ -16,6 +16,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::Registry;
 
+use crate::backend::{SubscriptionActivity, TopicActivity};
 use crate::engine::queue::inspect::QueueOverview;
 use crate::engine::webhook::outbox::LaneStats;
 use crate::engine::Timestamp;
@@ -119,6 +120,14 @@ impl LogMetrics {
     }
 }
 
+/// What a scrape reads from the backend.
+pub struct Scraped {
+    pub queues: Vec<QueueOverview>,
+    pub topics: Vec<TopicActivity>,
+    pub subscriptions: Vec<SubscriptionActivity>,
+    pub webhooks: Vec<(std::sync::Arc<str>, LaneStats)>,
+}
+
 pub struct Metrics {
     /// Connections open now (the HTTP server keeps it).
     pub open_connections: Gauge,
@@ -202,14 +211,9 @@ impl Metrics {
         }
     }
 
-    /// The text a scrape answers: the request metrics, and the queues and webhook
+    /// The text a scrape answers: the request metrics, and the queues, topics and
     /// subscriptions as they are at `now`.
-    pub fn render(
-        &self,
-        queues: &[QueueOverview],
-        webhooks: &[(std::sync::Arc<str>, LaneStats)],
-        now: Timestamp,
-    ) -> String {
+    pub fn render(&self, state: &Scraped, now: Timestamp) -> String {
         let mut registry = Registry::with_prefix("orderly");
         registry.register(
             "requests",
@@ -239,8 +243,9 @@ impl Metrics {
         if let Some(log) = self.log.get() {
             log.register(&mut registry);
         }
-        register_queues(&mut registry, queues, now);
-        register_webhooks(&mut registry, webhooks);
+        register_queues(&mut registry, &state.queues, now);
+        register_topics(&mut registry, &state.topics, &state.subscriptions);
+        register_webhooks(&mut registry, &state.webhooks);
         let mut out = String::new();
         // Writing to a String cannot fail.
         let _ = prometheus_client::encoding::text::encode(&mut out, &registry);
@@ -352,6 +357,60 @@ fn register_queues(registry: &mut Registry, queues: &[QueueOverview], now: Times
         "queue_locked_groups",
         "FIFO groups with a message in flight",
         locked,
+    );
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct TopicLabels {
+    topic: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct CopyLabels {
+    topic: String,
+    subscription: String,
+    fate: &'static str,
+}
+
+fn last_part(arn: &str) -> String {
+    arn.rsplit(':').next().unwrap_or(arn).to_string()
+}
+
+fn register_topics(
+    registry: &mut Registry,
+    topics: &[TopicActivity],
+    subscriptions: &[SubscriptionActivity],
+) {
+    let published = Family::<TopicLabels, Counter>::default();
+    let deduplicated = Family::<TopicLabels, Counter>::default();
+    for t in topics {
+        let labels = TopicLabels {
+            topic: last_part(&t.arn),
+        };
+        published.get_or_create(&labels).inc_by(t.published);
+        deduplicated.get_or_create(&labels).inc_by(t.deduplicated);
+    }
+    let copies = Family::<CopyLabels, Counter>::default();
+    for s in subscriptions {
+        for (fate, count) in &s.counts {
+            let labels = CopyLabels {
+                topic: last_part(&s.topic_arn),
+                subscription: s.subscription.arn.to_string(),
+                fate: fate.name(),
+            };
+            copies.get_or_create(&labels).inc_by(*count);
+        }
+    }
+    registry.register("topic_published", "Publishes accepted", published);
+    registry.register(
+        "topic_deduplicated",
+        "FIFO publishes suppressed as duplicates",
+        deduplicated,
+    );
+    registry.register(
+        "subscription_copies",
+        "What became of each published message for a subscription: queued, deadLettered, filteredOut, failed, toWebhook",
+        copies,
     );
 }
 

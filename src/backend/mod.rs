@@ -28,8 +28,9 @@ use thiserror::Error;
 use crate::engine::move_task::MoveTask;
 use crate::engine::queue::inspect::{GroupView, Peeked, QueueOverview, StateFilter};
 use crate::engine::queue::{Counts, ReceiveRequest, Received, SendReceipt, SendRequest};
-use crate::engine::topic::recent::DeliveryNote;
+use crate::engine::topic::recent::{DeliveryNote, Fate};
 use crate::engine::topic::registry::Subscribed;
+pub use crate::engine::topic::registry::TopicActivity;
 use crate::engine::topic::{Publication, PublishRequest, Subscription};
 use crate::engine::webhook::outbox::{Attempt, LaneStats, Outcome};
 use crate::engine::{EngineError, EngineResult, QueueConfig, Timestamp};
@@ -314,6 +315,8 @@ pub struct SubscriptionActivity {
     pub subscription: Arc<Subscription>,
     /// Fan-out's notes and, for HTTP/S, the attempts', by time (not kept across restarts).
     pub recent: Vec<DeliveryNote>,
+    /// Fan-out's notes ever made, by fate, since the server started.
+    pub counts: Vec<(Fate, u64)>,
 }
 
 /// Looking inside without changing anything (no receive count, visibility or group lock moves),
@@ -334,6 +337,8 @@ pub trait Inspection: Send + Sync {
     fn queue_groups<'a>(&'a self, queue: &'a str, limit: usize) -> Answer<'a, Vec<GroupView>>;
     /// Every subscription, topics by name, with its last deliveries.
     fn subscription_activity(&self) -> Answer<'_, Vec<SubscriptionActivity>>;
+    /// Every topic, by name, with its publish counts.
+    fn topic_activity(&self) -> Answer<'_, Vec<TopicActivity>>;
     /// Durable once answered.
     fn reset(&self, scope: ResetScope) -> Answer<'_, ()>;
 }

@@ -147,17 +147,22 @@ pub async fn metrics(State(state): State<HttpState>) -> Response {
         return refused;
     }
     let service = &state.service;
-    let queues = service.backend.queue_overviews().await;
-    let webhooks = service.backend.delivery_stats().await;
-    let (Ok(queues), Ok(webhooks)) = (queues, webhooks) else {
+    let backend = &service.backend;
+    let read = async {
+        Ok::<_, crate::backend::BackendError>(crate::metrics::Scraped {
+            queues: backend.queue_overviews().await?,
+            topics: backend.topic_activity().await?,
+            subscriptions: backend.subscription_activity().await?,
+            webhooks: backend.delivery_stats().await?,
+        })
+    };
+    let Ok(scraped) = read.await else {
         return answer(
             StatusCode::SERVICE_UNAVAILABLE,
             json!({"message": "storage unavailable"}),
         );
     };
-    let text = service
-        .metrics
-        .render(&queues, &webhooks, service.clock.now());
+    let text = service.metrics.render(&scraped, service.clock.now());
     (
         [(
             axum::http::header::CONTENT_TYPE,

@@ -321,3 +321,53 @@ async fn waiting_long_polls_open_connections_and_the_log_are_reported() {
     }
     assert!(snapshots.is_some_and(|n| n >= 1.0), "{snapshots:?}");
 }
+
+#[tokio::test]
+async fn topics_and_subscriptions_are_counted() {
+    let (server, _clock) = start_with_manual_clock().await;
+    let topic = crate::common::fifo_topic(&server, "prices.fifo").await;
+    fifo_queue(&server, "all.fifo", &[]).await;
+    fifo_queue(&server, "eu.fifo", &[]).await;
+    let all = crate::common::subscribe(&server, &topic, "all.fifo", true).await;
+    let eu = crate::common::subscribe_with(
+        &server,
+        &topic,
+        "eu.fifo",
+        &[("FilterPolicy", r#"{"region":["eu"]}"#)],
+    )
+    .await
+    .unwrap();
+    for (dedup, region) in [("a", "eu"), ("a", "eu"), ("b", "us")] {
+        server
+            .sns
+            .publish()
+            .topic_arn(&topic)
+            .message(region)
+            .message_group_id("g")
+            .message_deduplication_id(dedup)
+            .message_attributes("region", crate::common::string_attribute(region))
+            .send()
+            .await
+            .unwrap();
+    }
+    let scrape = scrape(&server).await;
+    let prices = [("topic", "prices.fifo")];
+    assert_eq!(
+        value(&scrape, "orderly_topic_published_total", &prices),
+        Some(2.0)
+    );
+    assert_eq!(
+        value(&scrape, "orderly_topic_deduplicated_total", &prices),
+        Some(1.0)
+    );
+    let copies = |subscription: &str, fate| {
+        value(
+            &scrape,
+            "orderly_subscription_copies_total",
+            &[("subscription", subscription), ("fate", fate)],
+        )
+    };
+    assert_eq!(copies(&all, "queued"), Some(2.0));
+    assert_eq!(copies(&eu, "queued"), Some(1.0));
+    assert_eq!(copies(&eu, "filteredOut"), Some(1.0));
+}

@@ -1,7 +1,7 @@
 //! Looking inside and starting over, on the embedded engine.
 
 use super::Embedded;
-use crate::backend::{Answer, Inspection, ResetScope, SubscriptionActivity};
+use crate::backend::{Answer, Inspection, ResetScope, SubscriptionActivity, TopicActivity};
 use crate::engine::queue::inspect::{GroupView, Peeked, QueueOverview, StateFilter};
 
 impl Inspection for Embedded {
@@ -58,6 +58,7 @@ impl Inspection for Embedded {
                     }
                     SubscriptionActivity {
                         topic_arn,
+                        counts: subscription.recent.counts(),
                         subscription,
                         recent,
                     }
@@ -65,6 +66,10 @@ impl Inspection for Embedded {
                 .collect();
             Ok(activity)
         })
+    }
+
+    fn topic_activity(&self) -> Answer<'_, Vec<TopicActivity>> {
+        self.reading(move |engine| Ok(engine.topic_activity()))
     }
 
     fn reset(&self, scope: ResetScope) -> Answer<'_, ()> {

@@ -4,7 +4,9 @@
 use super::message_store::{message_of, QueueRow};
 use super::queues::{millis, timestamp};
 use super::{unavailable, Postgres};
-use crate::backend::{Answer, BackendResult, Inspection, ResetScope, SubscriptionActivity};
+use crate::backend::{
+    Answer, BackendResult, Inspection, ResetScope, SubscriptionActivity, TopicActivity,
+};
 use crate::engine::queue::inspect::{GroupView, Peeked, QueueOverview, StateFilter};
 use crate::engine::queue::{Counts, State};
 use crate::engine::Timestamp;
@@ -195,6 +197,11 @@ impl Inspection for Postgres {
     /// Topics are not on PostgreSQL yet (issue 30), so there are no subscriptions to show.
     fn subscription_activity(&self) -> Answer<'_, Vec<SubscriptionActivity>> {
         Box::pin(async { Ok(Vec::<SubscriptionActivity>::new()) })
+    }
+
+    /// No topics on PostgreSQL yet (issue 30).
+    fn topic_activity(&self) -> Answer<'_, Vec<TopicActivity>> {
+        Box::pin(async { Ok(Vec::<TopicActivity>::new()) })
     }
 
     fn reset(&self, scope: ResetScope) -> Answer<'_, ()> {

@@ -167,6 +167,8 @@ impl Topic {
             archive: None,
             delivery_policy: None,
             deleted: false,
+            published: 0,
+            deduplicated: 0,
             changes: None,
         };
         topic.restore_settings(

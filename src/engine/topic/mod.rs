@@ -115,6 +115,10 @@ pub struct Topic {
     /// Set by DeleteTopic under the topic's lock: a request still holding the topic changes
     /// nothing (and logs nothing) after that.
     pub deleted: bool,
+    /// Publishes accepted, and FIFO publishes suppressed as duplicates, since the server
+    /// started (for metrics; not logged).
+    pub published: u64,
+    pub deduplicated: u64,
     /// Changes for the journal, while one is attached.
     changes: Option<Vec<changes::TopicChange>>,
 }
@@ -156,6 +160,8 @@ impl Topic {
             archive: None,
             delivery_policy: None,
             deleted: false,
+            published: 0,
+            deduplicated: 0,
             changes: None,
         };
         for (n, v) in attrs.iter().filter(|(n, _)| n != "FifoTopic") {
@@ -431,6 +437,7 @@ impl Topic {
         self.check_fifo_rules(req)?;
         self.dedup.expire(now);
         if !self.fifo {
+            self.published += 1;
             return Ok(Publication {
                 message_id: uuid::Uuid::new_v4().to_string().into(),
                 sequence_number: None,
@@ -448,6 +455,7 @@ impl Topic {
             dedup_id.clone()
         };
         if let Some((id, seq)) = self.dedup.get(&key, now) {
+            self.deduplicated += 1;
             return Ok(Publication {
                 message_id: id.clone(),
                 sequence_number: *seq,
@@ -455,6 +463,7 @@ impl Topic {
                 duplicate: true,
             });
         }
+        self.published += 1;
         let message_id: Arc<str> = uuid::Uuid::new_v4().to_string().into();
         let sequence_number = SEQUENCE_BASE + self.next_seq as u128 * 1000;
         self.next_seq += 1;

@@ -1,5 +1,6 @@
 //! Each subscription's last deliveries, for the inspection API: what became of the last few
-//! messages published to it. Kept in memory only (a restart starts them empty) and bounded.
+//! messages published to it, and how often each fate came up (for metrics). Kept in memory
+//! only (a restart starts them empty) and bounded.
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
@@ -31,6 +32,17 @@ pub enum Fate {
 }
 
 impl Fate {
+    pub const ALL: [Fate; 8] = [
+        Fate::Queued,
+        Fate::DeadLettered,
+        Fate::FilteredOut,
+        Fate::Failed,
+        Fate::ToWebhook,
+        Fate::Delivered,
+        Fate::Retrying,
+        Fate::GaveUp,
+    ];
+
     pub fn name(self) -> &'static str {
         match self {
             Fate::Queued => "queued",
@@ -52,19 +64,38 @@ pub struct DeliveryNote {
     pub fate: Fate,
 }
 
-/// The last `KEPT` notes, oldest first.
+#[derive(Clone, Debug, Default)]
+struct Kept {
+    /// The last `KEPT` notes, oldest first.
+    notes: VecDeque<DeliveryNote>,
+    /// Notes ever made, by fate (`Fate as usize`).
+    counts: [u64; Fate::ALL.len()],
+}
+
+/// A subscription's last notes and its counts by fate.
 #[derive(Debug, Default)]
-pub struct Recent(Mutex<VecDeque<DeliveryNote>>);
+pub struct Recent(Mutex<Kept>);
 
 impl Recent {
     pub fn note(&self, note: DeliveryNote) {
-        let mut notes = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        push(&mut notes, note);
+        let mut kept = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        kept.counts[note.fate as usize] += 1;
+        push(&mut kept.notes, note);
     }
 
     pub fn list(&self) -> Vec<DeliveryNote> {
-        let notes = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        notes.iter().cloned().collect()
+        let kept = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        kept.notes.iter().cloned().collect()
+    }
+
+    /// How many notes of each fate were ever made (fates never noted left out).
+    pub fn counts(&self) -> Vec<(Fate, u64)> {
+        let kept = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        Fate::ALL
+            .iter()
+            .map(|fate| (*fate, kept.counts[*fate as usize]))
+            .filter(|(_, n)| *n > 0)
+            .collect()
     }
 }
 
@@ -78,8 +109,8 @@ pub fn push(notes: &mut VecDeque<DeliveryNote>, note: DeliveryNote) {
 
 impl Clone for Recent {
     fn clone(&self) -> Self {
-        let notes = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        Recent(Mutex::new(notes.clone()))
+        let kept = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        Recent(Mutex::new(kept.clone()))
     }
 }
 
@@ -97,6 +128,7 @@ mod tests {
                 fate: Fate::Queued,
             });
         }
+        assert_eq!(recent.counts(), [(Fate::Queued, KEPT as u64 + 3)]);
         let kept = recent.list();
         assert_eq!(kept.len(), KEPT);
         assert_eq!(&*kept[0].message_id, "3");

@@ -14,6 +14,13 @@ use crate::engine::topic::changes::TopicChange;
 use crate::engine::topic::{Subscription, Topic};
 use crate::engine::{Change, Engine};
 
+/// A topic's publishes since the server started.
+pub struct TopicActivity {
+    pub arn: Arc<str>,
+    pub published: u64,
+    pub deduplicated: u64,
+}
+
 /// What Subscribe did.
 pub struct Subscribed {
     pub arn: Arc<str>,
@@ -135,6 +142,21 @@ impl<W: Default> Engine<W> {
             }
         }
         Ok(())
+    }
+
+    /// Every topic's publish counts, sorted by name.
+    pub fn topic_activity(&self) -> Vec<TopicActivity> {
+        self.topics_read()
+            .values()
+            .map(|t| {
+                let topic = t.lock();
+                TopicActivity {
+                    arn: topic.arn.clone(),
+                    published: topic.published,
+                    deduplicated: topic.deduplicated,
+                }
+            })
+            .collect()
     }
 
     /// Topic ARNs, sorted by name.
