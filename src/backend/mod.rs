@@ -292,6 +292,8 @@ pub trait Deliveries: Send + Sync {
         outcome: Outcome,
         now: Timestamp,
     ) -> Answer<'a, DeliveryResult>;
+    /// Keeps what went wrong with an attempt as its subscription's last error (in memory).
+    fn note_delivery_error(&self, attempt: &Attempt, error: &str, now: Timestamp);
     /// When the next delivery or retry falls due, if any is waiting.
     fn next_delivery_due(&self) -> Answer<'_, Option<Timestamp>>;
     /// Counters of every HTTP/S subscription that has had traffic.
@@ -317,6 +319,8 @@ pub struct SubscriptionActivity {
     pub recent: Vec<DeliveryNote>,
     /// Fan-out's notes ever made, by fate, since the server started.
     pub counts: Vec<(Fate, u64)>,
+    /// HTTP/S: what went wrong with the last failed attempt, and when.
+    pub last_error: Option<(Timestamp, Arc<str>)>,
 }
 
 /// Looking inside without changing anything (no receive count, visibility or group lock moves),

@@ -83,8 +83,11 @@ pub async fn run(backend: Arc<dyn Backend>, clock: Arc<dyn Clock>, webhooks: Arc
             };
             let (backend, clock, webhooks) = (backend.clone(), clock.clone(), webhooks.clone());
             tokio::spawn(async move {
-                let outcome = webhooks.sender.send(&attempt).await;
+                let (outcome, error) = webhooks.sender.send(&attempt).await;
                 let now = clock.now();
+                if let Some(error) = error {
+                    backend.note_delivery_error(&attempt, &error, now);
+                }
                 match backend.finish_delivery(&attempt, outcome, now).await {
                     Ok(result) => log_result(&attempt, result, now),
                     Err(error) => {

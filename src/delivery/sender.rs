@@ -131,8 +131,8 @@ impl Sender {
             || (listening.ip().is_unspecified() && is_private(ip))
     }
 
-    /// One attempt; never panics, every failure is an outcome.
-    pub async fn send(&self, attempt: &Attempt) -> Outcome {
+    /// One attempt; never panics, every failure is an outcome, with what went wrong.
+    pub async fn send(&self, attempt: &Attempt) -> (Outcome, Option<String>) {
         let delivery = &attempt.delivery;
         let host = reqwest::Url::parse(&delivery.endpoint)
             .ok()
@@ -140,12 +140,15 @@ impl Sender {
         // Address literals never reach the resolver, so they are checked here.
         if !host.as_deref().is_some_and(|h| self.allow.admits_host(h)) {
             tracing::warn!(endpoint = %delivery.endpoint, "webhook endpoint refused by the allow-list");
-            return Outcome::Permanent;
+            return (
+                Outcome::Permanent,
+                Some("refused by --webhook-allow".into()),
+            );
         }
         if let Ok(url) = reqwest::Url::parse(&delivery.endpoint) {
             if let Some(reason) = self.destination_refused(&url).await {
                 tracing::warn!(endpoint = %delivery.endpoint, %reason, "webhook endpoint refused");
-                return Outcome::Permanent;
+                return (Outcome::Permanent, Some(format!("refused: {reason}")));
             }
         }
         let mut request = self
@@ -176,14 +179,19 @@ impl Sender {
             }
         }
         match request.body(delivery.body.clone()).send().await {
-            Ok(response) => classify(response.status().as_u16()),
+            Ok(response) => {
+                let status = response.status();
+                let outcome = classify(status.as_u16());
+                let reason = (outcome != Outcome::Delivered).then(|| format!("HTTP {status}"));
+                (outcome, reason)
+            }
             Err(error) if refused_by_resolver(&error) => {
                 tracing::warn!(endpoint = %delivery.endpoint, %error, "webhook endpoint refused");
-                Outcome::Permanent
+                (Outcome::Permanent, Some(format!("refused: {error}")))
             }
             Err(error) => {
                 tracing::debug!(endpoint = %delivery.endpoint, %error, "webhook attempt failed");
-                Outcome::Retryable
+                (Outcome::Retryable, Some(error.to_string()))
             }
         }
     }

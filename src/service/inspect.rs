@@ -122,6 +122,9 @@ impl Service {
                     },
                     "pendingConfirmation": s.pending,
                     "lastDeliveries": recent,
+                    "lastError": activity.last_error.as_ref().map(|(at, error)| {
+                        json!({ "at": rfc3339(*at), "error": &**error })
+                    }),
                 })
             })
             .collect();

@@ -743,18 +743,29 @@ async fn a_request_that_times_out_is_retried_then_dead_lettered() {
     );
 }
 
-/// `GET /_orderly/subscriptions`: a webhook's last deliveries, the hand-over to the outbox
-/// and then the attempt.
+/// `GET /_orderly/subscriptions`: a webhook's last deliveries (the hand-over to the outbox,
+/// a failed attempt, its retry) and its last error.
 #[tokio::test]
 async fn the_inspection_api_shows_a_webhooks_last_deliveries() {
-    let server = common::start().await;
+    let (server, clock) = common::start_with_manual_clock().await;
     let receiver = Receiver::start().await;
     let topic = topic(&server, "watched", &[]).await;
     let confirmation = subscribe_http(&server, &receiver, &topic, "/hook", &[]).await;
     let arn = confirm(&server, &confirmation).await;
+    // The first attempt fails with 503, the retry succeeds.
+    receiver.respond("/hook", &[503]);
     publish(&server, &topic, "one").await;
-    assert_eq!(receiver.next().await.json()["Message"], "one");
+    assert_eq!(receiver.next().await.status, 503);
+    // The retry is due after the delivery policy's delay, on the server's clock.
+    let retried = loop {
+        if let Some(request) = receiver.within(50).await {
+            break request;
+        }
+        clock.advance_millis(1_000);
+    };
+    assert_eq!(retried.json()["Message"], "one");
     let mut fates = Vec::new();
+    let mut last_error = serde_json::Value::Null;
     for _ in 0..100 {
         let text = reqwest::get(format!("{}/_orderly/subscriptions", server.url()))
             .await
@@ -771,11 +782,13 @@ async fn the_inspection_api_shows_a_webhooks_last_deliveries() {
             .iter()
             .map(|d| d["fate"].as_str().unwrap().to_string())
             .collect();
-        if fates.len() == 2 {
+        last_error = subscription["lastError"].clone();
+        if fates.len() == 3 {
             break;
         }
         // The worker records the attempt just after the receiver answered.
         tokio::time::sleep(std::time::Duration::from_millis(10)).await;
     }
-    assert_eq!(fates, ["toWebhook", "delivered"]);
+    assert_eq!(fates, ["toWebhook", "retrying", "delivered"]);
+    assert_eq!(last_error["error"], "HTTP 503 Service Unavailable");
 }

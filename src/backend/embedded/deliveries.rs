@@ -16,6 +16,11 @@ impl Deliveries for Embedded {
         })
     }
 
+    fn note_delivery_error(&self, attempt: &Attempt, error: &str, now: Timestamp) {
+        self.engine
+            .note_delivery_error(&attempt.delivery.subscription_arn, error, now);
+    }
+
     fn finish_delivery<'a>(
         &'a self,
         attempt: &'a Attempt,

@@ -58,6 +58,7 @@ impl Inspection for Embedded {
                     }
                     SubscriptionActivity {
                         topic_arn,
+                        last_error: engine.last_delivery_error(&subscription.arn),
                         counts: subscription.recent.counts(),
                         subscription,
                         recent,

@@ -465,6 +465,18 @@ impl<W: Default> Engine<W> {
         self.outbox().all_stats()
     }
 
+    /// Keeps `error` as the subscription's last delivery error.
+    pub fn note_delivery_error(&self, subscription_arn: &str, error: &str, now: Timestamp) {
+        self.outbox()
+            .untouched()
+            .note_error(subscription_arn, error, now);
+    }
+
+    /// The subscription's last delivery error, and when.
+    pub fn last_delivery_error(&self, subscription_arn: &str) -> Option<(Timestamp, Arc<str>)> {
+        self.outbox().last_error(subscription_arn)
+    }
+
     /// What an HTTP/S subscription's last attempts came to, oldest first.
     pub fn recent_attempts(&self, subscription_arn: &str) -> Vec<DeliveryNote> {
         self.outbox().recent(subscription_arn)

@@ -121,6 +121,8 @@ struct Lane {
     stats: LaneStats,
     /// What the last attempts came to.
     recent: VecDeque<DeliveryNote>,
+    /// What went wrong with the last failed attempt, and when.
+    last_error: Option<(Timestamp, Arc<str>)>,
 }
 
 pub struct Outbox {
@@ -462,6 +464,17 @@ impl Outbox {
             in_flight,
             ..lane.stats
         }
+    }
+
+    /// Keeps what went wrong with an attempt (not logged: a restart forgets it).
+    pub fn note_error(&mut self, subscription_arn: &str, error: &str, now: Timestamp) {
+        if let Some(lane) = self.lanes.get_mut(subscription_arn) {
+            lane.last_error = Some((now, error.into()));
+        }
+    }
+
+    pub fn last_error(&self, subscription_arn: &str) -> Option<(Timestamp, Arc<str>)> {
+        self.lanes.get(subscription_arn)?.last_error.clone()
     }
 
     /// What the subscription's last webhook attempts came to, oldest first.

@@ -139,7 +139,8 @@ async function renderSubscriptions() {
       const tr = document.createElement("tr");
       tr.dataset.subscription = s.subscriptionArn;
       const lane = lanes.get(s.subscriptionArn);
-      const webhook = lane ? `${lane.Pending} / ${lane.Retries} / ${lane.DeadLettered}` : "";
+      let webhook = lane ? `${lane.Pending} / ${lane.Retries} / ${lane.DeadLettered}` : "";
+      if (s.lastError) webhook += ` — last error: ${s.lastError.error} (${s.lastError.at})`;
       const recent = s.lastDeliveries
         .slice(-5)
         .map((d) => d.fate)
