@@ -1,6 +1,8 @@
 //! `--auth FILE`: the access keys Orderly accepts, each with its secret and account. With it,
 //! every request must carry a valid SigV4 signature (`sigv4.rs`) except the SubscribeURL and
-//! UnsubscribeURL links, which AWS serves unsigned too; without it, signatures are not checked.
+//! UnsubscribeURL links, which AWS serves unsigned too, and Orderly's own endpoints (metrics,
+//! console, inspection, clock), which take HTTP Basic credentials of a key instead; without
+//! it, signatures are not checked.
 //!
 //! The file is JSON: `{"Keys": [{"AccessKeyId": "…", "SecretAccessKey": "…", "Account": "…"}]}`
 //! (`Account` defaults to `--account-id`). Keys of another account are refused with
@@ -86,6 +88,33 @@ impl Auth {
             ));
         }
         Ok(Some(verified.access_key))
+    }
+}
+
+impl Auth {
+    /// HTTP Basic credentials (`access key id:secret`) of a key of this server's account: how
+    /// Prometheus and a browser reach Orderly's own endpoints (`/metrics`, the console, the
+    /// inspection API), which cannot sign requests.
+    pub fn check_basic(&self, authorization: Option<&str>) -> bool {
+        use base64::Engine as _;
+        use sha2::{Digest, Sha256};
+        let Some(encoded) = authorization.and_then(|a| a.strip_prefix("Basic ")) else {
+            return false;
+        };
+        let Ok(decoded) = base64::engine::general_purpose::STANDARD.decode(encoded.trim()) else {
+            return false;
+        };
+        let Ok(text) = std::str::from_utf8(&decoded) else {
+            return false;
+        };
+        let Some((id, secret)) = text.split_once(':') else {
+            return false;
+        };
+        // Digests compared, so the time taken says nothing about how much of the secret matched.
+        self.keys.get(id).is_some_and(|key| {
+            key.account == self.account
+                && Sha256::digest(key.secret.as_bytes()) == Sha256::digest(secret.as_bytes())
+        })
     }
 }
 

@@ -8,7 +8,7 @@
 use std::sync::Arc;
 
 use axum::extract::State;
-use axum::http::{header, StatusCode};
+use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde_json::{json, Value};
 
@@ -18,7 +18,10 @@ use crate::engine::Timestamp;
 use crate::service::inspect::rfc3339;
 
 /// `GET /_orderly/clock`.
-pub async fn read(State(state): State<HttpState>) -> Response {
+pub async fn read(State(state): State<HttpState>, headers: HeaderMap) -> Response {
+    if let Some(refused) = super::inspect::unauthorized(&state, &headers) {
+        return refused;
+    }
     match &state.clock_control {
         Some(clock) => answer(StatusCode::OK, now(clock)),
         None => refused(),
@@ -26,7 +29,14 @@ pub async fn read(State(state): State<HttpState>) -> Response {
 }
 
 /// `POST /_orderly/clock`.
-pub async fn move_clock(State(state): State<HttpState>, body: bytes::Bytes) -> Response {
+pub async fn move_clock(
+    State(state): State<HttpState>,
+    headers: HeaderMap,
+    body: bytes::Bytes,
+) -> Response {
+    if let Some(refused) = super::inspect::unauthorized(&state, &headers) {
+        return refused;
+    }
     let Some(clock) = &state.clock_control else {
         return refused();
     };

@@ -2,13 +2,14 @@
 //! compiled in (no CDN, works offline). Plain HTML, CSS and a little JavaScript with no build
 //! step: nothing to upgrade but the browser. It reads the same inspection API tests call and
 //! acts through the AWS API (SendMessage, PurgeQueue, StartMessageMoveTask) like any client.
-//! Off (403) with `--auth`, like the rest of Orderly's own endpoints.
+//! With `--auth` it asks for HTTP Basic credentials (an access key id and its secret); its
+//! reads then work, its actions (SQS calls it cannot sign) are refused.
 
 use axum::extract::{Path, State};
-use axum::http::{header, StatusCode};
+use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 
-use super::inspect::refused_with_auth;
+use super::inspect::unauthorized;
 use super::HttpState;
 
 const PAGE: &str = include_str!("console/index.html");
@@ -16,16 +17,20 @@ const SCRIPT: &str = include_str!("console/console.js");
 const STYLE: &str = include_str!("console/console.css");
 
 /// `GET /_orderly/console`.
-pub async fn page(State(state): State<HttpState>) -> Response {
-    if let Some(refused) = refused_with_auth(&state) {
+pub async fn page(State(state): State<HttpState>, headers: HeaderMap) -> Response {
+    if let Some(refused) = unauthorized(&state, &headers) {
         return refused;
     }
     serve("text/html; charset=utf-8", PAGE)
 }
 
 /// `GET /_orderly/console/{asset}`.
-pub async fn asset(State(state): State<HttpState>, Path(asset): Path<String>) -> Response {
-    if let Some(refused) = refused_with_auth(&state) {
+pub async fn asset(
+    State(state): State<HttpState>,
+    Path(asset): Path<String>,
+    headers: HeaderMap,
+) -> Response {
+    if let Some(refused) = unauthorized(&state, &headers) {
         return refused;
     }
     match asset.as_str() {

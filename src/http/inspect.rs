@@ -7,7 +7,8 @@
 //! - `GET /_orderly/subscriptions`: every subscription with what became of its last messages;
 //! - `POST /_orderly/reset[?all=true]`: drops every message (or everything), durably.
 //!
-//! With `--auth` they are off (403): they would show and drop messages without credentials.
+//! With `--auth` they ask for HTTP Basic credentials of a key in the auth file (`access key
+//! id:secret`), which Prometheus and browsers can send; SigV4 they could not.
 
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode, Uri};
@@ -24,14 +25,25 @@ use crate::service::inspect::Origin;
 const DEFAULT_PEEK: usize = 100;
 const MAX_PEEK: usize = 10_000;
 
-/// `Some(403)` while signatures are checked.
-pub(super) fn refused_with_auth(state: &HttpState) -> Option<Response> {
-    state.auth.as_ref().map(|_| {
-        answer(
-            StatusCode::FORBIDDEN,
-            json!({"message": "the developer endpoints are off while --auth is on"}),
-        )
-    })
+/// `Some(401)` while signatures are checked and the request has no Basic credentials of a
+/// known key.
+pub(super) fn unauthorized(state: &HttpState, headers: &HeaderMap) -> Option<Response> {
+    let auth = state.auth.as_ref()?;
+    let given = headers
+        .get(axum::http::header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok());
+    if auth.check_basic(given) {
+        return None;
+    }
+    let mut response = answer(
+        StatusCode::UNAUTHORIZED,
+        json!({"message": "with --auth, give an access key id and its secret (HTTP Basic)"}),
+    );
+    response.headers_mut().insert(
+        axum::http::header::WWW_AUTHENTICATE,
+        axum::http::HeaderValue::from_static("Basic realm=\"Orderly\", charset=\"UTF-8\""),
+    );
+    Some(response)
 }
 
 pub(super) fn answer(status: StatusCode, body: Value) -> Response {
@@ -62,7 +74,7 @@ fn bad(message: impl Into<String>) -> Response {
 
 /// `GET /_orderly/queues`.
 pub async fn queues(State(state): State<HttpState>, headers: HeaderMap, uri: Uri) -> Response {
-    if let Some(refused) = refused_with_auth(&state) {
+    if let Some(refused) = unauthorized(&state, &headers) {
         return refused;
     }
     let host = match super::usable_host(&headers, &uri) {
@@ -91,9 +103,10 @@ pub(super) fn query_param(uri: &Uri, name: &str) -> Option<String> {
 pub async fn messages(
     State(state): State<HttpState>,
     Path(name): Path<String>,
+    headers: HeaderMap,
     uri: Uri,
 ) -> Response {
-    if let Some(refused) = refused_with_auth(&state) {
+    if let Some(refused) = unauthorized(&state, &headers) {
         return refused;
     }
     let filter = match query_param(&uri, "state").as_deref().map(parse_states) {
@@ -115,9 +128,10 @@ pub async fn messages(
 pub async fn groups(
     State(state): State<HttpState>,
     Path(name): Path<String>,
+    headers: HeaderMap,
     uri: Uri,
 ) -> Response {
-    if let Some(refused) = refused_with_auth(&state) {
+    if let Some(refused) = unauthorized(&state, &headers) {
         return refused;
     }
     let limit = match limit(&uri) {
@@ -131,8 +145,8 @@ pub async fn groups(
 }
 
 /// `GET /_orderly/subscriptions`.
-pub async fn subscriptions(State(state): State<HttpState>) -> Response {
-    if let Some(refused) = refused_with_auth(&state) {
+pub async fn subscriptions(State(state): State<HttpState>, headers: HeaderMap) -> Response {
+    if let Some(refused) = unauthorized(&state, &headers) {
         return refused;
     }
     match state.service.subscription_activity().await {
@@ -142,8 +156,8 @@ pub async fn subscriptions(State(state): State<HttpState>) -> Response {
 }
 
 /// `GET /metrics`: Prometheus text (OpenMetrics).
-pub async fn metrics(State(state): State<HttpState>) -> Response {
-    if let Some(refused) = refused_with_auth(&state) {
+pub async fn metrics(State(state): State<HttpState>, headers: HeaderMap) -> Response {
+    if let Some(refused) = unauthorized(&state, &headers) {
         return refused;
     }
     let service = &state.service;
@@ -206,8 +220,8 @@ fn parse_states(text: &str) -> Result<StateFilter, String> {
 }
 
 /// `POST /_orderly/reset[?all=true]`.
-pub async fn reset(State(state): State<HttpState>, uri: Uri) -> Response {
-    if let Some(refused) = refused_with_auth(&state) {
+pub async fn reset(State(state): State<HttpState>, headers: HeaderMap, uri: Uri) -> Response {
+    if let Some(refused) = unauthorized(&state, &headers) {
         return refused;
     }
     let all = query_param(&uri, "all").map(|a| a.to_ascii_lowercase());

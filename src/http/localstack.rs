@@ -15,7 +15,7 @@ use axum::http::{header, HeaderMap, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
 
-use super::inspect::{answer, refused_with_auth};
+use super::inspect::{answer, unauthorized};
 use super::{respond, HttpState};
 use crate::protocol::{
     encode_answer, encode_error, xml_json, Action, ApiError, ErrorCode, Protocol, SqsAction,
@@ -89,7 +89,7 @@ async fn peek(
     queue: Result<String, ApiError>,
     params: &Params,
 ) -> Response {
-    if let Some(refused) = refused_with_auth(state) {
+    if let Some(refused) = unauthorized(state, headers) {
         return refused;
     }
     let request_id = uuid::Uuid::new_v4().to_string();

@@ -166,7 +166,10 @@ fn respond(encoded: Encoded, request_id: &str) -> Response {
 
 /// Orderly's own view of webhook delivery: per subscription, what is pending and in flight,
 /// and how many were delivered, retried, dead-lettered or dropped.
-async fn webhook_stats(State(state): State<HttpState>) -> Response {
+async fn webhook_stats(State(state): State<HttpState>, headers: HeaderMap) -> Response {
+    if let Some(refused) = inspect::unauthorized(&state, &headers) {
+        return refused;
+    }
     let stats = match state.service.backend.delivery_stats().await {
         Ok(stats) => stats,
         Err(error) => {

@@ -175,7 +175,7 @@ async fn a_presigned_url_works_until_tampered_with() {
 }
 
 #[tokio::test]
-async fn the_developer_endpoints_are_off_with_auth() {
+async fn orderlys_own_endpoints_ask_for_a_key_by_http_basic() {
     let dir = tempfile::tempdir().unwrap();
     let mut config = Config::ephemeral();
     config.auth = Some(keys_file(dir.path()));
@@ -183,15 +183,47 @@ async fn the_developer_endpoints_are_off_with_auth() {
     common::create_queue(&server, "private", &[]).await;
     let http = reqwest::Client::new();
     let url = |path: &str| format!("{}{path}", server.url());
-    for request in [
-        http.get(url("/_orderly/queues")),
-        http.get(url("/_orderly/queues/private/messages")),
-        http.post(url("/_orderly/reset?all=true")),
-        http.get(url("/_aws/sqs/messages/us-east-1/000000000000/private")),
-    ] {
-        let response = request.send().await.unwrap();
-        assert_eq!(response.status(), 403);
+    let paths = [
+        "/metrics",
+        "/_orderly/queues",
+        "/_orderly/queues/private/messages",
+        "/_orderly/subscriptions",
+        "/_orderly/webhooks",
+        "/_orderly/console",
+        "/_aws/sqs/messages/us-east-1/000000000000/private",
+    ];
+    for path in paths {
+        let bare = http.get(url(path)).send().await.unwrap();
+        assert_eq!(bare.status(), 401, "{path}");
+        let challenge = bare.headers()["www-authenticate"].to_str().unwrap();
+        assert!(challenge.starts_with("Basic realm="), "{challenge}");
+        for (key, secret) in [
+            ("AKIDORDERLY", "wrong"),
+            ("AKIDOTHER", "other"),
+            ("nobody", "x"),
+        ] {
+            let refused = http
+                .get(url(path))
+                .basic_auth(key, Some(secret))
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(refused.status(), 401, "{path} as {key}");
+        }
+        let allowed = http
+            .get(url(path))
+            .basic_auth("AKIDORDERLY", Some("secret"))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(allowed.status(), 200, "{path}");
     }
+    let reset = http
+        .post(url("/_orderly/reset?all=true"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(reset.status(), 401);
     // Nothing was reset.
     assert_eq!(
         server
