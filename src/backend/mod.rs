@@ -63,6 +63,24 @@ pub(crate) fn log_dead_lettered(
     );
 }
 
+/// Logs messages retention dropped, each once.
+pub(crate) fn log_expired(queue: &str, (ids, more): (Vec<crate::engine::message::MessageId>, u64)) {
+    for id in ids {
+        tracing::info!(
+            queue,
+            message_id = id.text().as_str(),
+            "expired: past the queue's MessageRetentionPeriod"
+        );
+    }
+    if more > 0 {
+        tracing::info!(
+            queue,
+            count = more,
+            "expired: past the queue's MessageRetentionPeriod (not listed one by one)"
+        );
+    }
+}
+
 /// A backend's answer, to be awaited.
 pub type Answer<'a, T> = Pin<Box<dyn Future<Output = BackendResult<T>> + Send + 'a>>;
 

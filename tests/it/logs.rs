@@ -1,6 +1,6 @@
 //! `--log-format json` (issue 33): one JSON object a line on stderr, every error answer
-//! logged once with its request id, action, resource, code and reason, and every
-//! dead-lettered message once with its queues.
+//! logged once with its request id, action, resource, code and reason, every dead-lettered
+//! message once with its queues, and every message retention drops once.
 
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
@@ -18,6 +18,8 @@ async fn json_lines_name_error_answers_and_dead_letters() {
             "--ephemeral",
             "--log-format",
             "json",
+            "--clock",
+            "manual",
         ])
         .env("RUST_LOG", "info")
         .stdout(Stdio::piped())
@@ -69,6 +71,44 @@ async fn json_lines_name_error_answers_and_dead_letters() {
     );
     assert!(sqs.get_queue_url().queue_name("nope").send().await.is_err());
 
+    // A message past its retention, dropped when the queue is next looked at.
+    let brief = sqs
+        .create_queue()
+        .queue_name("brief")
+        .attributes(A::MessageRetentionPeriod, "60")
+        .send()
+        .await
+        .unwrap()
+        .queue_url
+        .unwrap();
+    let old = sqs
+        .send_message()
+        .queue_url(&brief)
+        .message_body("old")
+        .send()
+        .await
+        .unwrap();
+    let moved = reqwest::Client::new()
+        .post(format!("http://{addr}/_orderly/clock"))
+        .body(r#"{"advance":"2m"}"#)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(moved.status(), 200);
+    for _ in 0..2 {
+        let attributes = sqs
+            .get_queue_attributes()
+            .queue_url(&brief)
+            .attribute_names(A::ApproximateNumberOfMessages)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(
+            attributes.attributes().unwrap()[&A::ApproximateNumberOfMessages],
+            "0"
+        );
+    }
+
     let _ = child.kill();
     let _ = child.wait();
     let text = std::fs::read_to_string(&log_path).unwrap();
@@ -102,4 +142,21 @@ async fn json_lines_name_error_answers_and_dead_letters() {
         (&"src".into(), &"dlq".into())
     );
     assert_eq!(dead[0]["message_id"], sent.message_id.unwrap().as_str());
+    let expired: Vec<_> = lines
+        .iter()
+        .filter(|l| {
+            l["message"]
+                .as_str()
+                .is_some_and(|m| m.starts_with("expired"))
+        })
+        .collect();
+    assert_eq!(
+        expired.len(),
+        1,
+        "once, though the queue was looked at twice: {text}"
+    );
+    assert_eq!(
+        (&expired[0]["queue"], &expired[0]["message_id"]),
+        (&"brief".into(), &old.message_id.unwrap().as_str().into())
+    );
 }

@@ -13,9 +13,12 @@ impl Inspection for Embedded {
                 let Ok(entry) = engine.queue(&name) else {
                     continue;
                 };
-                let mut queue = entry.lock();
-                queue.tick(self.clock.now());
-                overviews.push(queue.overview());
+                {
+                    let mut queue = entry.lock();
+                    queue.tick(self.clock.now());
+                    overviews.push(queue.overview());
+                }
+                self.log_expired(&entry);
             }
             Ok(overviews)
         })
@@ -29,18 +32,26 @@ impl Inspection for Embedded {
     ) -> Answer<'a, Vec<Peeked>> {
         self.reading(move |engine| {
             let entry = engine.queue(queue)?;
-            let mut queue = entry.lock();
-            queue.tick(self.clock.now());
-            Ok(queue.peek(filter, limit))
+            let peeked = {
+                let mut queue = entry.lock();
+                queue.tick(self.clock.now());
+                queue.peek(filter, limit)
+            };
+            self.log_expired(&entry);
+            Ok(peeked)
         })
     }
 
     fn queue_groups<'a>(&'a self, queue: &'a str, limit: usize) -> Answer<'a, Vec<GroupView>> {
         self.reading(move |engine| {
             let entry = engine.queue(queue)?;
-            let mut queue = entry.lock();
-            queue.tick(self.clock.now());
-            Ok(queue.groups(limit))
+            let groups = {
+                let mut queue = entry.lock();
+                queue.tick(self.clock.now());
+                queue.groups(limit)
+            };
+            self.log_expired(&entry);
+            Ok(groups)
         })
     }
 

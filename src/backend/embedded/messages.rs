@@ -57,6 +57,7 @@ impl Messages for Embedded {
                 notified.as_mut().enable();
                 let now = self.clock.now();
                 let (outcome, dead_letter_queue) = self.engine.receive(&entry, &request, now)?;
+                self.log_expired(&entry);
                 if let Some(dlq) = dead_letter_queue {
                     wake(&dlq);
                     for (id, receive_count) in &outcome.dead_lettered {

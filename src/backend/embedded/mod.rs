@@ -77,13 +77,21 @@ impl Embedded {
         f: impl FnOnce(&mut Queue, Timestamp) -> EngineResult<T>,
     ) -> BackendResult<(Entry, T)> {
         let entry = self.engine.queue(name)?;
-        let answer = {
+        let (answer, expired) = {
             let mut queue = entry.lock();
             let now = self.clock.now();
             queue.tick(now);
-            f(&mut queue, now)?
+            let answer = f(&mut queue, now);
+            (answer, queue.take_expired())
         };
-        Ok((entry, answer))
+        super::log_expired(&entry.name, expired);
+        Ok((entry, answer?))
+    }
+
+    /// Logs what retention dropped from the queue (outside its lock).
+    fn log_expired(&self, entry: &Entry) {
+        let expired = entry.lock().take_expired();
+        super::log_expired(&entry.name, expired);
     }
 
     /// Waits until everything changed so far is in the log.

@@ -41,13 +41,17 @@ impl QueueAdmin for Embedded {
     fn describe_queue<'a>(&'a self, name: &'a str, now: Timestamp) -> Answer<'a, QueueView> {
         self.reading(move |engine| {
             let entry = engine.queue(name)?;
-            let mut queue = entry.lock();
-            queue.tick(now);
-            Ok(QueueView {
-                arn: queue.arn.clone(),
-                config: queue.config().clone(),
-                counts: queue.counts(),
-            })
+            let view = {
+                let mut queue = entry.lock();
+                queue.tick(now);
+                QueueView {
+                    arn: queue.arn.clone(),
+                    config: queue.config().clone(),
+                    counts: queue.counts(),
+                }
+            };
+            self.log_expired(&entry);
+            Ok(view)
         })
     }
 

@@ -37,6 +37,8 @@ use send::Prepared;
 pub const INFLIGHT_LIMIT: usize = 120_000;
 /// FIFO deduplication and receive-attempt window.
 pub const DEDUP_WINDOW_MS: u64 = 5 * 60 * 1000;
+/// Ids of expired messages kept for the log between two backend calls on a queue.
+const EXPIRED_KEPT: usize = 1_000;
 /// Only one PurgeQueue per queue in this period.
 pub const PURGE_INTERVAL_MS: u64 = 60_000;
 
@@ -171,6 +173,9 @@ pub struct Queue {
     last_purge: Option<Timestamp>,
     pub inflight_limit: usize,
     pub activity: Activity,
+    /// Ids of messages retention dropped, for the backend to log once (`take_expired`); past
+    /// `EXPIRED_KEPT` only counted.
+    expired: (Vec<MessageId>, u64),
     /// Changes not yet handed to the write-ahead log; `None` when nothing is persisted.
     journal: Option<Vec<changes::QueueChange>>,
 }
@@ -201,6 +206,7 @@ impl Queue {
             last_purge: None,
             inflight_limit: INFLIGHT_LIMIT,
             activity: Activity::default(),
+            expired: (Vec::new(), 0),
             journal: None,
         }
     }
@@ -249,7 +255,13 @@ impl Queue {
             if at.plus_millis(retention_ms) > now {
                 break;
             }
-            self.remove(seq);
+            if let Some(message) = self.remove(seq) {
+                if self.expired.0.len() < EXPIRED_KEPT {
+                    self.expired.0.push(message.id);
+                } else {
+                    self.expired.1 += 1;
+                }
+            }
             self.activity.expired += 1;
         }
         while let Some(&(at, seq)) = self.delayed.first() {
@@ -529,6 +541,12 @@ impl Queue {
 
     pub fn len(&self) -> usize {
         self.messages.len()
+    }
+
+    /// The ids of messages retention dropped since the last call, and how many more were
+    /// dropped past what is kept.
+    pub fn take_expired(&mut self) -> (Vec<MessageId>, u64) {
+        std::mem::take(&mut self.expired)
     }
 
     /// About how many bytes the stored messages take in a snapshot or log.
