@@ -784,11 +784,30 @@ pub async fn inspection<B: QueueAdmin + Messages + super::Inspection>(
     let missing = backend.peek_messages("nope", StateFilter::ALL, 1).await;
     assert_eq!(rejected(missing), EngineError::QueueDoesNotExist);
 
+    // A peek answers at most PEEK_BYTES (8 MiB) of messages: 27 of 30 bodies of 300 kB.
+    backend
+        .create_queue(create("i-big", &[], clock.now()))
+        .await
+        .unwrap();
+    let big = "x".repeat(300_000);
+    for _ in 0..30 {
+        let request = SendRequest {
+            body: Body::new(big.as_str()),
+            ..SendRequest::default()
+        };
+        backend.send("i-big", request).await.unwrap();
+    }
+    let peeked = backend
+        .peek_messages("i-big", StateFilter::ALL, 100)
+        .await
+        .unwrap();
+    assert_eq!(peeked.len(), 27);
+
     // Reset: every message and history goes, queues stay; a purge is allowed at once.
     backend.purge_queue("i-plain", clock.now()).await.unwrap();
     backend.reset(super::ResetScope::Messages).await.unwrap();
     let after: Vec<_> = backend.queue_overviews().await.unwrap();
-    assert_eq!(after.len(), 2);
+    assert_eq!(after.len(), 3);
     assert!(after.iter().all(|q| q.counts == Default::default()));
     backend.purge_queue("i-plain", clock.now()).await.unwrap();
     let again = SendRequest {

@@ -7,7 +7,7 @@ use super::{unavailable, Postgres};
 use crate::backend::{
     Answer, BackendResult, Inspection, ResetScope, SubscriptionActivity, TopicActivity,
 };
-use crate::engine::queue::inspect::{GroupView, Peeked, QueueOverview, StateFilter};
+use crate::engine::queue::inspect::{GroupView, Peeked, QueueOverview, StateFilter, PEEK_BYTES};
 use crate::engine::queue::{Counts, State};
 use crate::engine::Timestamp;
 
@@ -65,11 +65,16 @@ impl Postgres {
         self.expire(&queue, now).await?;
         let rows = client
             .query(
-                "SELECT visible_at, received, receive_count, first_receive_at, content \
-                 FROM messages WHERE queue_uid = $1 \
-                 AND ((visible_at <= $2 AND $3) OR (visible_at > $2 AND received AND $4) \
-                      OR (visible_at > $2 AND NOT received AND $5)) \
-                 ORDER BY enqueued_at, seq LIMIT $6",
+                // The running total of content sizes keeps the answer within PEEK_BYTES (the
+                // first message always comes).
+                "SELECT visible_at, received, receive_count, first_receive_at, content FROM ( \
+                   SELECT *, sum(length(content)) OVER (ORDER BY enqueued_at, seq) AS running \
+                   FROM (SELECT * FROM messages WHERE queue_uid = $1 \
+                     AND ((visible_at <= $2 AND $3) OR (visible_at > $2 AND received AND $4) \
+                          OR (visible_at > $2 AND NOT received AND $5)) \
+                     ORDER BY enqueued_at, seq LIMIT $6) AS admitted \
+                 ) AS sized WHERE running <= $7 OR running = length(content) \
+                 ORDER BY enqueued_at, seq",
                 &[
                     &queue.uid,
                     &millis(now),
@@ -77,6 +82,7 @@ impl Postgres {
                     &filter.in_flight,
                     &filter.delayed,
                     &i64::try_from(limit).unwrap_or(i64::MAX),
+                    &(PEEK_BYTES as i64),
                 ],
             )
             .await

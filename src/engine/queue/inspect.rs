@@ -25,6 +25,10 @@ pub struct QueueOverview {
     pub activity: super::Activity,
 }
 
+/// Bytes of bodies and attributes one peek answers at most (past it, the messages after are
+/// left out), so looking at a deep queue of large messages cannot exhaust memory.
+pub const PEEK_BYTES: usize = 8 << 20;
+
 /// Which states a peek shows.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct StateFilter {
@@ -128,13 +132,20 @@ impl Queue {
     }
 
     /// Up to `limit` messages in the states `filter` admits, oldest enqueued first (a FIFO
-    /// queue's groups each in their order). The caller has run `tick(now)`.
+    /// queue's groups each in their order), and no more than `PEEK_BYTES` of them (always at
+    /// least one). The caller has run `tick(now)`.
     pub fn peek(&self, filter: StateFilter, limit: usize) -> Vec<Peeked> {
+        let mut bytes = 0;
         self.by_enqueue
             .iter()
             .filter_map(|(_, seq)| self.messages.get(seq))
             .filter(|stored| filter.admits(&stored.state))
             .take(limit)
+            .take_while(|stored| {
+                let first = bytes == 0;
+                bytes += stored.message.size().max(1);
+                first || bytes <= PEEK_BYTES
+            })
             .map(|stored| Peeked {
                 message: stored.message.clone(),
                 state: stored.state,
