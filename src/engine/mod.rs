@@ -392,7 +392,8 @@ impl<W: Default> Engine<W> {
         let _atomic = dead_letter_after.map(|_| self.atomic());
         let (mut outcome, source_arn, deferred) = {
             let mut queue = entry.lock();
-            let outcome = queue.receive(req, dead_letter_after, now)?;
+            let mut outcome = queue.receive(req, dead_letter_after, now)?;
+            outcome.expired = queue.take_expired();
             // The removals are logged after the dead-letter queue's puts.
             let deferred = (!outcome.dead_letters.is_empty()).then(|| queue.defer_changes());
             (outcome, queue.arn.clone(), deferred)

@@ -65,6 +65,14 @@ fn failed(error: ApiError) -> Response {
     answer(status, json!({"code": code, "message": error.message}))
 }
 
+/// A JSON answer, or the error as `failed` writes it.
+fn reply(result: Result<Value, ApiError>) -> Response {
+    match result {
+        Ok(body) => answer(StatusCode::OK, body),
+        Err(error) => failed(error),
+    }
+}
+
 fn bad(message: impl Into<String>) -> Response {
     answer(
         StatusCode::BAD_REQUEST,
@@ -85,10 +93,7 @@ pub async fn queues(State(state): State<HttpState>, headers: HeaderMap, uri: Uri
         scheme: state.scheme,
         host: &host,
     };
-    match state.service.queue_overviews(&origin).await {
-        Ok(body) => answer(StatusCode::OK, body),
-        Err(error) => failed(error),
-    }
+    reply(state.service.queue_overviews(&origin).await)
 }
 
 /// The last value of the query parameter `name`, if given.
@@ -118,10 +123,7 @@ pub async fn messages(
         Ok(limit) => limit,
         Err(message) => return bad(message),
     };
-    match state.service.peek_messages(&name, filter, limit).await {
-        Ok(body) => answer(StatusCode::OK, body),
-        Err(error) => failed(error),
-    }
+    reply(state.service.peek_messages(&name, filter, limit).await)
 }
 
 /// `GET /_orderly/queues/{name}/groups[?limit=N]`.
@@ -138,10 +140,7 @@ pub async fn groups(
         Ok(limit) => limit,
         Err(message) => return bad(message),
     };
-    match state.service.queue_groups(&name, limit).await {
-        Ok(body) => answer(StatusCode::OK, body),
-        Err(error) => failed(error),
-    }
+    reply(state.service.queue_groups(&name, limit).await)
 }
 
 /// `GET /_orderly/subscriptions`.
@@ -149,10 +148,7 @@ pub async fn subscriptions(State(state): State<HttpState>, headers: HeaderMap) -
     if let Some(refused) = unauthorized(&state, &headers) {
         return refused;
     }
-    match state.service.subscription_activity().await {
-        Ok(body) => answer(StatusCode::OK, body),
-        Err(error) => failed(error),
-    }
+    reply(state.service.subscription_activity().await)
 }
 
 /// `GET /metrics`: Prometheus text (OpenMetrics).

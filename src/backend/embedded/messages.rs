@@ -56,8 +56,9 @@ impl Messages for Embedded {
                 tokio::pin!(notified);
                 notified.as_mut().enable();
                 let now = self.clock.now();
-                let (outcome, dead_letter_queue) = self.engine.receive(&entry, &request, now)?;
-                self.log_expired(&entry);
+                let (mut outcome, dead_letter_queue) =
+                    self.engine.receive(&entry, &request, now)?;
+                crate::backend::log_expired(&entry.name, std::mem::take(&mut outcome.expired));
                 if let Some(dlq) = dead_letter_queue {
                     wake(&dlq);
                     for (id, receive_count) in &outcome.dead_lettered {

@@ -31,6 +31,9 @@ pub struct ReceiveOutcome {
     pub dead_letters: Vec<Message>,
     /// Once moved to the dead-letter queue: each message's id and receive count (for the log).
     pub dead_lettered: Vec<(crate::engine::message::MessageId, u32)>,
+    /// What retention dropped from the queue since it was last asked (`Queue::take_expired`),
+    /// taken under the receive's own lock, for the log.
+    pub expired: (Vec<crate::engine::message::MessageId>, u64),
 }
 
 /// The longest a message may stay in flight from one receive, however often it is extended.
