@@ -95,26 +95,21 @@ impl Auth {
     /// HTTP Basic credentials (`access key id:secret`) of a key of this server's account: how
     /// Prometheus and a browser reach Orderly's own endpoints (`/metrics`, the console, the
     /// inspection API), which cannot sign requests.
-    pub fn check_basic(&self, authorization: Option<&str>) -> bool {
+    /// Answers the key's access key id.
+    pub fn basic_key(&self, authorization: Option<&str>) -> Option<String> {
         use base64::Engine as _;
         use sha2::{Digest, Sha256};
-        let Some(encoded) = authorization.and_then(|a| a.strip_prefix("Basic ")) else {
-            return false;
-        };
-        let Ok(decoded) = base64::engine::general_purpose::STANDARD.decode(encoded.trim()) else {
-            return false;
-        };
-        let Ok(text) = std::str::from_utf8(&decoded) else {
-            return false;
-        };
-        let Some((id, secret)) = text.split_once(':') else {
-            return false;
-        };
+        let encoded = authorization?.strip_prefix("Basic ")?;
+        let decoded = base64::engine::general_purpose::STANDARD
+            .decode(encoded.trim())
+            .ok()?;
+        let text = std::str::from_utf8(&decoded).ok()?;
+        let (id, secret) = text.split_once(':')?;
         // Digests compared, so the time taken says nothing about how much of the secret matched.
-        self.keys.get(id).is_some_and(|key| {
-            key.account == self.account
-                && Sha256::digest(key.secret.as_bytes()) == Sha256::digest(secret.as_bytes())
-        })
+        let key = self.keys.get(id)?;
+        let valid = key.account == self.account
+            && Sha256::digest(key.secret.as_bytes()) == Sha256::digest(secret.as_bytes());
+        valid.then(|| id.to_string())
     }
 }
 

@@ -1,16 +1,20 @@
 //! `/_orderly/console`: a read-mostly web console, served by the binary itself with its assets
 //! compiled in (no CDN, works offline). Plain HTML, CSS and a little JavaScript with no build
 //! step: nothing to upgrade but the browser. It reads the same inspection API tests call and
-//! acts through the AWS API (SendMessage, PurgeQueue, StartMessageMoveTask) like any client.
-//! With `--auth` it asks for HTTP Basic credentials (an access key id and its secret); its
-//! reads then work, its actions (SQS calls it cannot sign) are refused.
+//! acts through SQS's own actions (SendMessage, PurgeQueue, StartMessageMoveTask) in the AWS
+//! JSON protocol, posted to `/_orderly/sqs`. With `--auth` it asks for HTTP Basic credentials
+//! (an access key id and its secret), which the browser then sends with its reads and actions:
+//! a page cannot SigV4-sign without holding the secret in script.
 
-use axum::extract::{Path, State};
+use std::sync::Arc;
+
+use axum::extract::{Path, Request, State};
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 
 use super::inspect::unauthorized;
 use super::HttpState;
+use crate::service::RequestContext;
 
 const PAGE: &str = include_str!("console/index.html");
 const SCRIPT: &str = include_str!("console/console.js");
@@ -54,4 +58,42 @@ fn serve(content_type: &'static str, body: &'static str) -> Response {
         body,
     )
         .into_response()
+}
+
+/// `POST /_orderly/sqs`: an SQS action in the AWS JSON protocol (`X-Amz-Target`, JSON body),
+/// answered as AWS answers it, taken from HTTP Basic credentials instead of a signature. Its
+/// messages carry the Basic key as their sender, as a signed request's carry its key.
+/// Another origin's page cannot use a browser's remembered credentials here: the browser
+/// guard refuses origins not allowed, and no answer allows credentials.
+pub async fn action(State(state): State<HttpState>, request: Request) -> Response {
+    let (parts, body) = request.into_parts();
+    let headers = parts.headers;
+    if let Some(refused) = unauthorized(&state, &headers) {
+        return refused;
+    }
+    let request_id = uuid::Uuid::new_v4().to_string();
+    let body = match super::read_body(&state, &headers, body, &request_id).await {
+        Ok(body) => body,
+        Err(refused) => return refused,
+    };
+    let host = match super::usable_host(&headers, &parts.uri) {
+        Ok(host) => host,
+        Err(error) => return super::early_error(&headers, &error, &request_id),
+    };
+    let given = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok());
+    let sender_id: Arc<str> = match state.auth.as_ref().and_then(|a| a.basic_key(given)) {
+        Some(key) => key.into(),
+        None => state.service.account_id().into(),
+    };
+    let ctx = RequestContext {
+        scheme: state.scheme,
+        host,
+        sender_id,
+        request_id,
+        authenticated: true,
+        trace_header: None,
+    };
+    super::json(&state.service, &headers, body, &ctx, false).await
 }

@@ -32,7 +32,7 @@ pub(super) fn unauthorized(state: &HttpState, headers: &HeaderMap) -> Option<Res
     let given = headers
         .get(axum::http::header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok());
-    if auth.check_basic(given) {
+    if auth.basic_key(given).is_some() {
         return None;
     }
     let mut response = answer(

@@ -66,6 +66,7 @@ pub fn router(
         .route("/_orderly/queues/{name}/groups", get(inspect::groups))
         .route("/_orderly/console", get(console::page))
         .route("/_orderly/console/{asset}", get(console::asset))
+        .route("/_orderly/sqs", post(console::action))
         .route("/_orderly/subscriptions", get(inspect::subscriptions))
         .route("/metrics", get(inspect::metrics))
         .route("/_orderly/reset", post(inspect::reset))
@@ -260,6 +261,27 @@ fn usable_host(headers: &HeaderMap, uri: &axum::http::Uri) -> Result<String, Api
     }
 }
 
+/// The request's body within the bounds, or the error answering it.
+async fn read_body(
+    state: &HttpState,
+    headers: &HeaderMap,
+    body: axum::body::Body,
+    request_id: &str,
+) -> Result<bytes::Bytes, Response> {
+    body::read(headers, body, state.body)
+        .await
+        .map_err(|error| {
+            let mut response = early_error(headers, &error.to_api_error(), request_id);
+            if error.leaves_bytes_unread() {
+                // This connection cannot carry another request.
+                response
+                    .headers_mut()
+                    .insert(header::CONNECTION, HeaderValue::from_static("close"));
+            }
+            response
+        })
+}
+
 async fn handle(State(state): State<HttpState>, request: Request) -> Response {
     let (parts, body) = request.into_parts();
     let request_id = uuid::Uuid::new_v4().to_string();
@@ -268,18 +290,9 @@ async fn handle(State(state): State<HttpState>, request: Request) -> Response {
     if method == Method::GET && uri.path().starts_with("/SimpleNotificationService-") {
         return signing_certificate(service, uri.path()).await;
     }
-    let body = match body::read(&headers, body, state.body).await {
+    let body = match read_body(&state, &headers, body, &request_id).await {
         Ok(body) => body,
-        Err(error) => {
-            let mut response = early_error(&headers, &error.to_api_error(), &request_id);
-            if error.leaves_bytes_unread() {
-                // This connection cannot carry another request.
-                response
-                    .headers_mut()
-                    .insert(header::CONNECTION, HeaderValue::from_static("close"));
-            }
-            return response;
-        }
+        Err(refused) => return refused,
     };
     let host = match usable_host(&headers, &uri) {
         Ok(host) => host,
@@ -370,7 +383,8 @@ fn signer(
     }
 }
 
-/// An AWS JSON request: the action is in `X-Amz-Target`.
+/// An AWS JSON request: the action is in `X-Amz-Target`. `strict`: an unsigned request may
+/// only follow the SNS links.
 async fn json(
     service: &Arc<Service>,
     headers: &HeaderMap,

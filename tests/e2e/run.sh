@@ -126,18 +126,20 @@ dev_endpoint=$(grep -o 'http://[0-9.:]*' "$dev_log" | head -n 1)
 "$venvs/current/bin/python" "$here/developer_scenario.py" "$dev_endpoint"
 kill "$dev_server"
 rm -f "$dev_log"
-echo "== Web console in headless Chromium (playwright-core), seeded by --init examples/price-updates.toml"
+echo "== Web console in headless Chromium (playwright-core), seeded by --init examples/price-updates.toml, with --auth"
 chromium=${CHROMIUM:-/usr/bin/chromium}
 if [ -x "$chromium" ]; then
   console_log=$(mktemp)
-  "$binary" --ephemeral --bind 127.0.0.1:0 --init "$root/examples/price-updates.toml" >"$console_log" 2>&1 &
+  console_keys=$(mktemp)
+  printf '%s' '{"Keys":[{"AccessKeyId":"AKIDCONSOLE","SecretAccessKey":"console-secret"}]}' >"$console_keys"
+  "$binary" --ephemeral --bind 127.0.0.1:0 --init "$root/examples/price-updates.toml" --auth "$console_keys" >"$console_log" 2>&1 &
   console_server=$!
   for _ in $(seq 1 100); do grep -q "listening on" "$console_log" && break; sleep 0.1; done
   console_endpoint=$(grep -o 'http://[0-9.:]*' "$console_log" | head -n 1)
   [ -n "$console_endpoint" ] || { echo "console server did not start"; cat "$console_log"; exit 1; }
-  CHROMIUM="$chromium" NODE_NO_WARNINGS=1 node "$node_dir/console.mjs" "$console_endpoint" "$root/target/console.png"
+  CHROMIUM="$chromium" NODE_NO_WARNINGS=1 node "$node_dir/console.mjs" "$console_endpoint" "$root/target/console.png" AKIDCONSOLE:console-secret
   kill "$console_server"
-  rm -f "$console_log"
+  rm -f "$console_log" "$console_keys"
   echo "screenshot: target/console.png"
 elif [ -n "${CI:-}" ]; then
   echo "FAIL no Chromium at $chromium (.ci/run installs Debian's chromium)"; exit 1

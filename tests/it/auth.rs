@@ -237,3 +237,77 @@ async fn orderlys_own_endpoints_ask_for_a_key_by_http_basic() {
         1
     );
 }
+
+/// The console's actions (`POST /_orderly/sqs`): SQS's JSON protocol taken from the Basic key,
+/// never from a browser page of another origin.
+#[tokio::test]
+async fn the_consoles_actions_act_as_the_basic_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = Config::ephemeral();
+    config.auth = Some(keys_file(dir.path()));
+    let server = common::start_with(config).await;
+    let queue = common::create_queue(&server, "console", &[]).await;
+    let http = reqwest::Client::new();
+    let send = |body: &str| {
+        http.post(format!("{}/_orderly/sqs", server.url()))
+            .header("X-Amz-Target", "AmazonSQS.SendMessage")
+            .header("Content-Type", "application/x-amz-json-1.0")
+            .body(serde_json::json!({"QueueUrl": queue, "MessageBody": body}).to_string())
+    };
+    let bare = send("bare").send().await.unwrap();
+    assert_eq!(bare.status(), 401);
+    let wrong = send("wrong")
+        .basic_auth("AKIDORDERLY", Some("guess"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(wrong.status(), 401);
+    let foreign = send("foreign")
+        .basic_auth("AKIDORDERLY", Some("secret"))
+        .header("Origin", "http://evil.example")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(foreign.status(), 403);
+    let sent = send("from the console")
+        .basic_auth("AKIDORDERLY", Some("secret"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(sent.status(), 200);
+    let answer: serde_json::Value = serde_json::from_str(&sent.text().await.unwrap()).unwrap();
+    assert!(answer["MessageId"].is_string(), "{answer}");
+    let unknown = http
+        .post(format!("{}/_orderly/sqs", server.url()))
+        .basic_auth("AKIDORDERLY", Some("secret"))
+        .header("X-Amz-Target", "AmazonSQS.PurgeQueue")
+        .header("Content-Type", "application/x-amz-json-1.0")
+        .body(r#"{"QueueUrl": "http://localhost/000000000000/nope"}"#)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(unknown.status(), 400);
+    let error: serde_json::Value = serde_json::from_str(&unknown.text().await.unwrap()).unwrap();
+    assert!(
+        error["__type"]
+            .as_str()
+            .unwrap()
+            .ends_with("QueueDoesNotExist"),
+        "{error}"
+    );
+
+    let received = server
+        .sqs
+        .receive_message()
+        .queue_url(&queue)
+        .max_number_of_messages(10)
+        .message_system_attribute_names(MessageSystemAttributeName::SenderId)
+        .send()
+        .await
+        .unwrap();
+    let messages = received.messages();
+    assert_eq!(messages.len(), 1, "only the authorised send arrived");
+    assert_eq!(messages[0].body(), Some("from the console"));
+    let sender = &messages[0].attributes().unwrap()[&MessageSystemAttributeName::SenderId];
+    assert_eq!(sender, "AKIDORDERLY");
+}

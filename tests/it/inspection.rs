@@ -481,3 +481,31 @@ async fn each_subscription_shows_what_became_of_its_last_messages() {
     assert_eq!(eu["filterPolicy"], r#"{"region":["eu"]}"#);
     assert_eq!(eu["rawMessageDelivery"], true);
 }
+
+/// Without `--auth`, the console's actions (`POST /_orderly/sqs`) need no credentials and
+/// act as the server's account.
+#[tokio::test]
+async fn the_consoles_actions_need_no_key_without_auth() {
+    let server = crate::common::start().await;
+    let url = create_queue(&server, "console", &[]).await;
+    let sent = reqwest::Client::new()
+        .post(format!("{}/_orderly/sqs", server.url()))
+        .header("X-Amz-Target", "AmazonSQS.SendMessage")
+        .header("Content-Type", "application/x-amz-json-1.0")
+        .body(serde_json::json!({"QueueUrl": url, "MessageBody": "hello"}).to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(sent.status(), 200);
+    let got = server
+        .sqs
+        .receive_message()
+        .queue_url(&url)
+        .message_system_attribute_names(S::SenderId)
+        .send()
+        .await
+        .unwrap();
+    let message = &got.messages()[0];
+    assert_eq!(message.body(), Some("hello"));
+    assert_eq!(message.attributes().unwrap()[&S::SenderId], "000000000000");
+}

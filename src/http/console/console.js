@@ -1,12 +1,10 @@
-// The Orderly console: reads the inspection API every two seconds and acts through the AWS
-// API like any client. Everything shown is set as text, never as HTML: message bodies are
+// The Orderly console: reads the inspection API every two seconds and acts through SQS's own
+// actions, posted to /_orderly/sqs (with --auth the browser sends the Basic credentials the
+// page was opened with). Everything shown is set as text, never as HTML: message bodies are
 // whatever clients sent.
 "use strict";
 
 const REFRESH_MS = 2000;
-// Orderly reads unsigned requests only; without --auth any signature-shaped header will do.
-const AUTHORIZATION =
-  "AWS4-HMAC-SHA256 Credential=console/20260101/us-east-1/sqs/aws4_request, SignedHeaders=host, Signature=0";
 
 const state = { queues: [], selected: null, filter: "all" };
 
@@ -39,12 +37,11 @@ async function read(path) {
 
 /** An SQS action over the AWS JSON protocol; answers its JSON or throws its message. */
 async function sqs(action, input) {
-  const response = await fetch("/", {
+  const response = await fetch("/_orderly/sqs", {
     method: "POST",
     headers: {
       "Content-Type": "application/x-amz-json-1.0",
       "X-Amz-Target": `AmazonSQS.${action}`,
-      Authorization: AUTHORIZATION,
     },
     body: JSON.stringify(input),
   });

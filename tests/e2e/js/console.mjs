@@ -1,8 +1,9 @@
 // The web console in a real headless Chromium (Debian's, driven by playwright-core): it shows
 // the seeded queues' depths, a FIFO queue's locked group and a peeked message, and a message
 // sent from its form arrives through the AWS SDK. Saves a screenshot.
-// Usage: node console.mjs ENDPOINT SCREENSHOT.png   (the server runs with
-// --init examples/price-updates.toml)
+// Usage: node console.mjs ENDPOINT SCREENSHOT.png KEY:SECRET   (the server runs with
+// --init examples/price-updates.toml and --auth holding that key: the browser opens the console
+// with HTTP Basic credentials and its form acts with them)
 import { chromium } from "playwright-core";
 import {
   SQSClient,
@@ -11,11 +12,12 @@ import {
   GetQueueUrlCommand,
 } from "@aws-sdk/client-sqs";
 
-const [endpoint, screenshot] = process.argv.slice(2);
+const [endpoint, screenshot, key] = process.argv.slice(2);
+const [username, password] = key.split(":");
 const sqs = new SQSClient({
   endpoint,
   region: "us-east-1",
-  credentials: { accessKeyId: "AKIDCONSOLE", secretAccessKey: "secret" },
+  credentials: { accessKeyId: username, secretAccessKey: password },
 });
 let passed = 0;
 let failed = 0;
@@ -36,7 +38,21 @@ const browser = await chromium.launch({
   executablePath: process.env.CHROMIUM || "/usr/bin/chromium",
   args: ["--no-sandbox"],
 });
-const page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
+const stranger = await browser.newPage();
+// (Chromium's navigation turns a refused challenge into an error page; its request API shows the answer.)
+const challenged = await stranger.request.get(`${endpoint}/_orderly/console`);
+check("without credentials the console answers 401", challenged.status() === 401, challenged.status());
+const wrong = await stranger.request.post(`${endpoint}/_orderly/sqs`, {
+  headers: { "X-Amz-Target": "AmazonSQS.PurgeQueue", "Content-Type": "application/x-amz-json-1.0" },
+  data: JSON.stringify({ QueueUrl: url }),
+});
+check("without credentials an action is refused", wrong.status() === 401, wrong.status());
+await stranger.close();
+
+const page = await browser.newPage({
+  viewport: { width: 1280, height: 900 },
+  httpCredentials: { username, password },
+});
 const pageErrors = [];
 page.on("pageerror", (error) => pageErrors.push(error.message));
 await page.goto(`${endpoint}/_orderly/console`);
@@ -70,17 +86,19 @@ await page.fill("#send-group", "GOOG");
 await page.click('#send button[type="submit"]');
 const result = page.locator("#action-result");
 await result.filter({ hasText: /^(sent|not sent)/ }).waitFor();
-check("the form sends", (await text(result)).startsWith("sent "), await text(result));
+check("the form sends (with the Basic credentials)", (await text(result)).startsWith("sent "), await text(result));
 await page.locator("#messages tbody tr", { hasText: "from the console" }).waitFor();
 await page.screenshot({ path: screenshot, fullPage: true });
 
-const received = await sqs.send(new ReceiveMessageCommand({ QueueUrl: url, MaxNumberOfMessages: 10 }));
+const received = await sqs.send(new ReceiveMessageCommand({ QueueUrl: url, MaxNumberOfMessages: 10, MessageSystemAttributeNames: ["SenderId"] }));
 const bodies = (received.Messages || []).map((m) => m.Body);
 check(
   "the console's message arrives through the SDK (AAPL still locked)",
   JSON.stringify(bodies) === JSON.stringify(["MSFT 410.10", "GOOG 175.20 from the console"]),
   JSON.stringify(bodies),
 );
+const sender = (received.Messages || []).find((m) => m.Body.endsWith("from the console"))?.Attributes?.SenderId;
+check("it was sent as the key the console was opened with", sender === username, sender);
 check("no script errors on the page", pageErrors.length === 0, pageErrors.join("; "));
 await browser.close();
 console.log(`${passed} passed, ${failed} failed`);
