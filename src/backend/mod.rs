@@ -16,6 +16,7 @@
 #[cfg(test)]
 mod conformance;
 pub mod embedded;
+mod pacing;
 pub mod postgres;
 
 use std::collections::BTreeMap;

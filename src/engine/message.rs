@@ -570,6 +570,13 @@ impl Message {
         extras.dead_letter_source_arn = arn;
         self.extras = extras.boxed();
     }
+
+    /// Moved back out of a dead-letter queue: it starts over, as if sent again.
+    pub fn redriven(&mut self) {
+        self.set_dead_letter_source_arn(None);
+        self.receive_count = 0;
+        self.first_receive_at = None;
+    }
 }
 
 impl Message {

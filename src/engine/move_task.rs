@@ -24,6 +24,17 @@ pub enum MoveStatus {
 }
 
 impl MoveStatus {
+    pub fn parse(text: &str) -> Option<MoveStatus> {
+        [
+            MoveStatus::Running,
+            MoveStatus::Completed,
+            MoveStatus::Cancelled,
+            MoveStatus::Failed,
+        ]
+        .into_iter()
+        .find(|s| s.as_str() == text)
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             MoveStatus::Running => "RUNNING",
@@ -58,7 +69,7 @@ impl MoveTask {
 
 /// (task id, source ARN) from a handle: AWS's form, or `id\nARN` as Orderly wrote them before
 /// (handles a client still holds from then keep working).
-fn decode_handle(handle: &str) -> Option<(String, String)> {
+pub fn decode_handle(handle: &str) -> Option<(String, String)> {
     let raw = String::from_utf8(STANDARD.decode(handle).ok()?).ok()?;
     if let Ok(serde_json::Value::Object(fields)) = serde_json::from_str(&raw) {
         let field = |name: &str| fields.get(name)?.as_str().map(String::from);
@@ -69,24 +80,87 @@ fn decode_handle(handle: &str) -> Option<(String, String)> {
 }
 
 /// Why a task failed: its source or a destination queue no longer exists.
-const NO_QUEUE: &str = "AWS.SimpleQueueService.NonExistentQueue";
+pub const NO_QUEUE: &str = "AWS.SimpleQueueService.NonExistentQueue";
 
 /// Default pace when the request names none (AWS optimises for speed; we stay bounded).
 pub const DEFAULT_RATE: i64 = 500;
 
-impl<W: Default> Engine<W> {
-    fn arn_queue_name<'a>(&self, arn: &'a str, parameter: &str) -> EngineResult<&'a str> {
-        let well_formed = arn.split(':').count() == 6 && arn.starts_with("arn:");
-        if !well_formed {
+/// The queue `parameter` (SourceArn, DestinationArn) names, if it is a well-formed ARN of this
+/// region and account. Whether that queue exists is the caller's to check (`not_found`).
+pub fn queue_in_arn<'a>(
+    arn: &'a str,
+    parameter: &str,
+    region: &str,
+    account_id: &str,
+) -> EngineResult<&'a str> {
+    let well_formed = arn.split(':').count() == 6 && arn.starts_with("arn:");
+    if !well_formed {
+        return Err(EngineError::invalid(format!(
+            "You must use this format to specify the {parameter}: arn:<partition>:<service>:<region>:<account-id>:<resource-id>"
+        )));
+    }
+    super::queue_name_in_arn(arn, region, account_id).ok_or_else(|| not_found(parameter))
+}
+
+/// A move task's queue that does not exist.
+pub fn not_found(parameter: &str) -> EngineError {
+    EngineError::ResourceNotFound(format!(
+        "The resource that you specified for the {parameter} parameter doesn't exist."
+    ))
+}
+
+/// StartMessageMoveTask's first check of an existing source: some queue dead-letters into it.
+pub fn check_source(has_dead_letter_sources: bool) -> EngineResult<()> {
+    if has_dead_letter_sources {
+        return Ok(());
+    }
+    Err(EngineError::invalid(
+        "Source queue must be configured as a Dead Letter Queue.",
+    ))
+}
+
+/// StartMessageMoveTask's checks after `check_source`: queue types (`destination_fifo` if a
+/// destination is named; it exists) and the rate.
+pub fn check_start(
+    (source_fifo, destination_fifo): (bool, Option<bool>),
+    rate: Option<i64>,
+) -> EngineResult<()> {
+    // FIFO messages need groups and standard ones must not keep them: types must match.
+    if destination_fifo.is_some_and(|fifo| fifo != source_fifo) {
+        return Err(EngineError::invalid(
+            "The source queue and the destination queue must be of the same queue type.",
+        ));
+    }
+    if let Some(r) = rate {
+        if !(1..=500).contains(&r) {
             return Err(EngineError::invalid(format!(
-                "You must use this format to specify the {parameter}: arn:<partition>:<service>:<region>:<account-id>:<resource-id>"
+                "Value {r} for parameter MaxNumberOfMessagesPerSecond is invalid. Reason: Must be between 1 and 500."
             )));
         }
-        self.name_from_arn(arn).ok_or_else(|| {
-            EngineError::ResourceNotFound(format!(
-                "The resource that you specified for the {parameter} parameter doesn't exist."
-            ))
-        })
+    }
+    Ok(())
+}
+
+/// Refusal of a second running task for one source.
+pub fn already_running() -> EngineError {
+    EngineError::invalid(
+        "There is already a task running. Only one active task is allowed for a source queue arn at a given time.",
+    )
+}
+
+/// A handle that does not decode.
+pub fn invalid_handle() -> EngineError {
+    EngineError::invalid("Value for parameter TaskHandle is invalid.")
+}
+
+/// A handle that decodes but names no running task.
+pub fn no_such_task() -> EngineError {
+    EngineError::ResourceNotFound("Task does not exist.".into())
+}
+
+impl<W: Default> Engine<W> {
+    fn arn_queue_name<'a>(&self, arn: &'a str, parameter: &str) -> EngineResult<&'a str> {
+        queue_in_arn(arn, parameter, &self.region, &self.account_id)
     }
 
     pub fn start_move_task(
@@ -97,42 +171,25 @@ impl<W: Default> Engine<W> {
         now: Timestamp,
     ) -> EngineResult<MoveTask> {
         let source_name = self.arn_queue_name(source_arn, "SourceArn")?;
-        let not_found = |p: &str| {
-            EngineError::ResourceNotFound(format!(
-                "The resource that you specified for the {p} parameter doesn't exist."
-            ))
-        };
         let source = self
             .queue(source_name)
             .map_err(|_| not_found("SourceArn"))?;
-        if self.dead_letter_sources(source_name)?.is_empty() {
-            return Err(EngineError::invalid(
-                "Source queue must be configured as a Dead Letter Queue.",
-            ));
-        }
-        if let Some(dest) = destination_arn {
-            let name = self.arn_queue_name(dest, "DestinationArn")?;
-            let destination = self.queue(name).map_err(|_| not_found("DestinationArn"))?;
-            // FIFO messages need groups and standard ones must not keep them: types must match.
-            if destination.lock().is_fifo() != source.lock().is_fifo() {
-                return Err(EngineError::invalid(
-                    "The source queue and the destination queue must be of the same queue type.",
-                ));
+        check_source(!self.dead_letter_sources(source_name)?.is_empty())?;
+        let destination_fifo = match destination_arn {
+            Some(dest) => {
+                let name = self.arn_queue_name(dest, "DestinationArn")?;
+                let destination = self.queue(name).map_err(|_| not_found("DestinationArn"))?;
+                let fifo = destination.lock().is_fifo();
+                Some(fifo)
             }
-        }
-        if let Some(r) = rate {
-            if !(1..=500).contains(&r) {
-                return Err(EngineError::invalid(format!(
-                    "Value {r} for parameter MaxNumberOfMessagesPerSecond is invalid. Reason: Must be between 1 and 500."
-                )));
-            }
-        }
+            None => None,
+        };
+        let source_fifo = source.lock().is_fifo();
+        check_start((source_fifo, destination_fifo), rate)?;
         let mut tasks = self.move_tasks.lock().unwrap_or_else(|p| p.into_inner());
         let list = tasks.entry(source_arn.to_string()).or_default();
         if list.iter().any(|t| t.status == MoveStatus::Running) {
-            return Err(EngineError::invalid(
-                "There is already a task running. Only one active task is allowed for a source queue arn at a given time.",
-            ));
+            return Err(already_running());
         }
         let to_move = {
             let mut q = source.lock();
@@ -272,23 +329,14 @@ impl<W: Default> Engine<W> {
 
     pub fn list_move_tasks(&self, source_arn: &str) -> EngineResult<Vec<MoveTask>> {
         let name = self.arn_queue_name(source_arn, "SourceArn")?;
-        self.queue(name).map_err(|_| {
-            EngineError::ResourceNotFound(
-                "The resource that you specified for the SourceArn parameter doesn't exist.".into(),
-            )
-        })?;
+        self.queue(name).map_err(|_| not_found("SourceArn"))?;
         Ok(self.move_tasks(source_arn))
     }
 
     pub fn cancel_move_task(&self, handle: &str) -> EngineResult<u64> {
-        let (id, source_arn) = decode_handle(handle)
-            .ok_or_else(|| EngineError::invalid("Value for parameter TaskHandle is invalid."))?;
+        let (id, source_arn) = decode_handle(handle).ok_or_else(invalid_handle)?;
         let name = self.arn_queue_name(&source_arn, "SourceArn")?;
-        self.queue(name).map_err(|_| {
-            EngineError::ResourceNotFound(
-                "The resource that you specified for the SourceArn parameter doesn't exist.".into(),
-            )
-        })?;
+        self.queue(name).map_err(|_| not_found("SourceArn"))?;
         let mut tasks = self.move_tasks.lock().unwrap_or_else(|p| p.into_inner());
         let task = tasks
             .get_mut(&source_arn)
@@ -296,7 +344,7 @@ impl<W: Default> Engine<W> {
                 l.iter_mut()
                     .find(|t| t.id == id && t.status == MoveStatus::Running)
             })
-            .ok_or_else(|| EngineError::ResourceNotFound("Task does not exist.".into()))?;
+            .ok_or_else(no_such_task)?;
         task.status = MoveStatus::Cancelled;
         self.log_move_task(task);
         Ok(task.moved)

@@ -28,7 +28,7 @@ pub struct Embedded {
     /// Signalled when webhook deliveries were queued (the webhook worker waits on it).
     deliveries: Arc<Notify>,
     /// The tasks pacing running message move tasks, stopped before the log closes.
-    move_runners: std::sync::Mutex<tokio::task::JoinSet<()>>,
+    move_runners: super::pacing::Runners,
     /// ReceiveMessage calls waiting now (`GET /metrics`).
     long_polls: prometheus_client::metrics::gauge::Gauge,
 }

@@ -6,45 +6,34 @@ use std::sync::Arc;
 use tokio::sync::Notify;
 
 use super::Embedded;
-use crate::backend::{Answer, MoveTasks, StartMove};
-use crate::clock::Clock;
-use crate::engine::move_task::{MoveTask, DEFAULT_RATE};
-use crate::engine::Engine;
+use crate::backend::{pacing, Answer, MoveTasks, StartMove};
+use crate::engine::move_task::MoveTask;
+use crate::engine::{Engine, Timestamp};
 
-/// Steps per second of a running task; each step moves rate/10 messages.
-const STEPS_PER_SECOND: i64 = 10;
-
-/// Paces a running task until it completes, fails or is cancelled. Steps fall due on the
-/// clock; after a jump (a test moving it) the steps owed are taken at once.
-async fn pace(engine: Arc<Engine<Notify>>, clock: Arc<dyn Clock>, task: MoveTask) {
-    // Up to STEPS_PER_SECOND steps a second; slow rates move one message per longer step.
-    let rate = task.rate.unwrap_or(DEFAULT_RATE).max(1);
-    let budget = (rate + STEPS_PER_SECOND - 1) / STEPS_PER_SECOND;
-    let period = (1000 * budget / rate) as u64;
-    let budget = budget as usize;
-    let mut due = clock.now();
-    loop {
-        clock.sleep_until(due).await;
-        due = due.plus_millis(period);
-        let (touched, running) = engine.move_step(&task.id, &task.source_arn, budget, clock.now());
-        for name in touched {
-            if let Ok(entry) = engine.queue(&name) {
-                entry.waiters.notify_one();
-            }
+/// One step of a running task, waking the long polls of the queues it moved messages into;
+/// whether the task still runs.
+fn step(engine: &Engine<Notify>, task: &MoveTask, budget: usize, now: Timestamp) -> bool {
+    let (touched, running) = engine.move_step(&task.id, &task.source_arn, budget, now);
+    for name in touched {
+        if let Ok(entry) = engine.queue(&name) {
+            entry.waiters.notify_one();
         }
-        if !running {
-            break;
-        }
-        // Steps owed after a jump come one after another: let other tasks in between.
-        tokio::task::yield_now().await;
     }
+    running
 }
 
 impl Embedded {
     fn run_move_task(&self, task: MoveTask) {
-        let mut runners = self.move_runners.lock().unwrap_or_else(|p| p.into_inner());
-        while runners.try_join_next().is_some() {}
-        runners.spawn(pace(self.engine.clone(), self.clock.clone(), task));
+        let engine: Arc<Engine<Notify>> = self.engine.clone();
+        let rate = task.rate;
+        self.move_runners.spawn(pacing::pace(
+            self.clock.clone(),
+            rate,
+            move |budget, now| {
+                let running = step(&engine, &task, budget, now);
+                std::future::ready(running)
+            },
+        ));
     }
 }
 
@@ -80,10 +69,7 @@ impl MoveTasks for Embedded {
     fn stop_move_tasks(&self) -> Answer<'_, ()> {
         Box::pin(async move {
             // A step runs without awaiting, so aborting between awaits never cuts one in half.
-            let mut runners =
-                std::mem::take(&mut *self.move_runners.lock().unwrap_or_else(|p| p.into_inner()));
-            runners.abort_all();
-            while runners.join_next().await.is_some() {}
+            self.move_runners.stop().await;
             Ok(())
         })
     }

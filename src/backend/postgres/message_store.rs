@@ -366,31 +366,44 @@ impl Postgres {
         let source_arn: Arc<str> = self.queue_arn(&source.name).into();
         for (mut message, _) in messages {
             message.set_dead_letter_source_arn(Some(source_arn.clone()));
-            let seq = match (&message.group_id, target.config.fifo) {
-                (Some(group), true) => {
-                    let group = group.clone();
-                    let head = lock_group(tx, target.uid, &group).await?;
-                    let seq = next_seq(tx).await?;
-                    if head.is_none() {
-                        set_group_head(tx, target.uid, &group, seq, now).await?;
-                    }
-                    message.sequence_number = Some(send::sequence_number(seq as u64));
-                    seq
-                }
-                _ => {
-                    message.sequence_number = None;
-                    next_seq(tx).await?
-                }
-            };
-            let enqueued_at = if target.config.fifo {
-                now
-            } else {
-                message.sent_at
-            };
-            self.insert(tx, target.uid, seq, &message, now, enqueued_at)
-                .await?;
+            self.put_moved(tx, target, message, now).await?;
         }
         Ok(())
+    }
+
+    /// Stores a message moved from another queue (dead-lettered or redriven), visible at once,
+    /// as the embedded engine's `accept_moved` does: a FIFO target gives it a new position and
+    /// restarts its retention; a standard one keeps the original send time.
+    pub(super) async fn put_moved(
+        &self,
+        tx: &impl GenericClient,
+        target: &QueueRow,
+        mut message: Message,
+        now: Timestamp,
+    ) -> BackendResult<()> {
+        let seq = match (&message.group_id, target.config.fifo) {
+            (Some(group), true) => {
+                let group = group.clone();
+                let head = lock_group(tx, target.uid, &group).await?;
+                let seq = next_seq(tx).await?;
+                if head.is_none() {
+                    set_group_head(tx, target.uid, &group, seq, now).await?;
+                }
+                message.sequence_number = Some(send::sequence_number(seq as u64));
+                seq
+            }
+            _ => {
+                message.sequence_number = None;
+                next_seq(tx).await?
+            }
+        };
+        let enqueued_at = if target.config.fifo {
+            now
+        } else {
+            message.sent_at
+        };
+        self.insert(tx, target.uid, seq, &message, now, enqueued_at)
+            .await
     }
 
     /// DeleteMessage for one handle (inside the caller's transaction).

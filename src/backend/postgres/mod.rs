@@ -3,8 +3,8 @@
 //!
 //! Under construction: queue administration (`QueueAdmin`) and messages (`Messages`: FIFO
 //! groups and their lock, deduplication, visibility, dead-letter queues, long polls woken across
-//! nodes, receive attempt ids, retention; not yet the in-flight cap) are implemented
-//! and tested against a real PostgreSQL; topics, move tasks and the webhook outbox are not,
+//! nodes, receive attempt ids, retention; not yet the in-flight cap) and move tasks are
+//! implemented and tested against a real PostgreSQL; topics and the webhook outbox are not,
 //! so the backend cannot be selected with `--storage` until they are.
 //!
 //! Each operation runs in one transaction at READ COMMITTED, taking row locks (`FOR UPDATE`)
@@ -17,12 +17,13 @@ mod attempts;
 mod inspection;
 mod message_store;
 mod messages;
+mod move_tasks;
 mod queues;
 mod retention;
 pub mod schema;
 mod wakeup;
 
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
 use thiserror::Error;
@@ -71,6 +72,12 @@ pub struct Postgres {
     sweeps: retention::Sweeps,
     /// Listens for other nodes' sends (`wakeup::listen`).
     listener: tokio::task::JoinHandle<()>,
+    /// This node's name in the database (the runner of the move tasks it paces).
+    node: String,
+    /// The backend itself, for the tasks it spawns (which stop once it is dropped).
+    me: Weak<Postgres>,
+    /// The tasks pacing move tasks, and the one taking over other nodes' lapsed ones.
+    move_runners: super::pacing::Runners,
 }
 
 impl Drop for Postgres {
@@ -86,7 +93,10 @@ fn unavailable(error: impl std::fmt::Display) -> BackendError {
 
 impl Postgres {
     /// Connects and brings the schema up to date (refusing a newer one).
-    pub async fn connect(settings: Settings, clock: Arc<dyn Clock>) -> Result<Self, PostgresError> {
+    pub async fn connect(
+        settings: Settings,
+        clock: Arc<dyn Clock>,
+    ) -> Result<Arc<Self>, PostgresError> {
         let config: tokio_postgres::Config = settings
             .url
             .parse()
@@ -118,7 +128,7 @@ impl Postgres {
         drop(client);
         let wakers = Arc::new(wakeup::Wakers::default());
         let listener = tokio::spawn(wakeup::listen(config, wakers.clone()));
-        Ok(Postgres {
+        Ok(Arc::new_cyclic(|me| Postgres {
             pool,
             account_id: settings.account_id,
             region: settings.region,
@@ -127,7 +137,10 @@ impl Postgres {
             wakers,
             sweeps: retention::Sweeps::default(),
             listener,
-        })
+            node: uuid::Uuid::new_v4().to_string(),
+            me: me.clone(),
+            move_runners: Default::default(),
+        }))
     }
 
     /// A pooled connection.

@@ -12,6 +12,7 @@ use super::PostgresError;
 const MIGRATIONS: &[&str] = &[
     include_str!("migrations/001_queues.sql"),
     include_str!("migrations/002_messages.sql"),
+    include_str!("migrations/003_move_tasks.sql"),
 ];
 
 /// The schema version this build writes.

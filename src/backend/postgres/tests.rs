@@ -43,7 +43,7 @@ fn settings(url: &str) -> Settings {
     }
 }
 
-async fn node(url: &str, clock: &Arc<ManualClock>) -> Postgres {
+async fn node(url: &str, clock: &Arc<ManualClock>) -> Arc<Postgres> {
     Postgres::connect(settings(url), clock.clone())
         .await
         .expect("connects and migrates")
@@ -60,7 +60,7 @@ async fn keeps_the_rules_of_queue_administration() {
     };
     let clock = clock();
     let backend = node(&url, &clock).await;
-    crate::backend::conformance::queue_administration(&backend, clock.now()).await;
+    crate::backend::conformance::queue_administration(&*backend, clock.now()).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -109,10 +109,7 @@ async fn nodes_share_one_set_of_queues() {
         return;
     };
     let clock = clock();
-    let (a, b) = (
-        Arc::new(node(&url, &clock).await),
-        Arc::new(node(&url, &clock).await),
-    );
+    let (a, b) = (node(&url, &clock).await, node(&url, &clock).await);
     // Both nodes create the same queue at once: one row, both answered with it.
     let create = |backend: Arc<Postgres>| {
         let now = clock.now();
@@ -211,7 +208,7 @@ async fn keeps_the_rules_of_messages() {
     };
     let clock = clock();
     let backend = node(&url, &clock).await;
-    crate::backend::conformance::messages(&backend, &clock).await;
+    crate::backend::conformance::messages(&*backend, &clock).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -538,5 +535,112 @@ async fn keeps_the_rules_of_inspection() {
     };
     let clock = clock();
     let backend = node(&url, &clock).await;
-    crate::backend::conformance::inspection(&backend, &clock).await;
+    crate::backend::conformance::inspection(&*backend, &clock).await;
+}
+
+#[tokio::test]
+async fn keeps_the_rules_of_move_tasks() {
+    let Some(url) = fresh_database().await else {
+        return;
+    };
+    let clock = clock();
+    let backend = node(&url, &clock).await;
+    crate::backend::conformance::move_tasks(&*backend, &clock).await;
+}
+
+/// A move task is paced by one node at a time: another takes it over only once that node
+/// stops (or its lease lapses), and the task moves each message once.
+#[tokio::test]
+async fn a_move_task_runs_on_one_node_and_another_takes_over() {
+    use crate::backend::{Messages, MoveTasks, StartMove};
+    use crate::engine::move_task::MoveStatus;
+    let Some(url) = fresh_database().await else {
+        return;
+    };
+    let clock = clock();
+    let (a, b) = (node(&url, &clock).await, node(&url, &clock).await);
+    let arn = |name: &str| format!("arn:aws:sqs:us-east-1:000000000000:{name}");
+    let create = |name: &str, attributes: Vec<(String, String)>| crate::backend::CreateQueue {
+        name: name.into(),
+        config: QueueConfig::for_create(name, &attributes, clock.now()).unwrap(),
+        attributes,
+        tags: Vec::new(),
+        now: clock.now(),
+    };
+    a.create_queue(create("dlq", Vec::new())).await.unwrap();
+    let redrive = format!(
+        r#"{{"deadLetterTargetArn":"{}","maxReceiveCount":1}}"#,
+        arn("dlq")
+    );
+    let policy = vec![("RedrivePolicy".to_string(), redrive)];
+    a.create_queue(create("work", policy)).await.unwrap();
+    for i in 0..20 {
+        let request = crate::engine::queue::SendRequest {
+            body: crate::engine::body::Body::new(format!("m{i}")),
+            ..Default::default()
+        };
+        a.send("dlq", request).await.unwrap();
+    }
+    let (source, destination) = (arn("dlq"), arn("work"));
+    let task = a
+        .start_move_task(StartMove {
+            source_arn: &source,
+            destination_arn: Some(&destination),
+            rate: Some(5),
+        })
+        .await
+        .unwrap();
+    b.resume_move_tasks();
+    let runner = || async {
+        let client = a.client().await.unwrap();
+        let row = client
+            .query_one(
+                "SELECT runner, moved FROM move_tasks WHERE id = $1",
+                &[&task.id],
+            )
+            .await
+            .unwrap();
+        (row.get::<_, String>(0), row.get::<_, i64>(1))
+    };
+    let tick = || async {
+        clock.advance_millis(100);
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    };
+    for _ in 0..10 {
+        tick().await;
+    }
+    let (holder, moved) = runner().await;
+    assert_eq!(holder, a.node, "B does not take a task A holds");
+    assert!((1..20).contains(&moved), "{moved}");
+
+    a.stop_move_tasks().await.unwrap();
+    let mut finished = None;
+    for _ in 0..300 {
+        tick().await;
+        let listed = b.list_move_tasks(&source).await.unwrap();
+        if listed[0].status != MoveStatus::Running {
+            finished = Some(listed[0].clone());
+            break;
+        }
+    }
+    let finished = finished.expect("B finished the task");
+    assert_eq!(
+        (finished.status, finished.moved),
+        (MoveStatus::Completed, 20)
+    );
+    assert_eq!(runner().await.0, b.node);
+    let visible = |name: &'static str| {
+        let backend = b.clone();
+        let now = clock.now();
+        async move {
+            backend
+                .describe_queue(name, now)
+                .await
+                .unwrap()
+                .counts
+                .visible
+        }
+    };
+    assert_eq!((visible("dlq").await, visible("work").await), (0, 20));
+    b.stop_move_tasks().await.unwrap();
 }

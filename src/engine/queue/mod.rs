@@ -482,11 +482,7 @@ impl Queue {
     pub fn accept_moved(&mut self, mut message: Message, how: Moved, now: Timestamp) {
         match how {
             Moved::DeadLetter(source_arn) => message.set_dead_letter_source_arn(Some(source_arn)),
-            Moved::Redrive => {
-                message.set_dead_letter_source_arn(None);
-                message.receive_count = 0;
-                message.first_receive_at = None;
-            }
+            Moved::Redrive => message.redriven(),
         }
         let enqueued_at = if self.config.fifo {
             now
