@@ -17,7 +17,7 @@ use crate::engine::queue::SendRequest;
 use crate::engine::time::Timestamp;
 use crate::engine::topic::envelope::{self, Notification};
 use crate::engine::topic::recent::{DeliveryNote, Fate};
-use crate::engine::topic::signing;
+use crate::engine::topic::signing::{self, MessageSigner};
 use crate::engine::topic::{
     archive, check_message, Publication, PublishRequest, Subscription, Topic,
 };
@@ -36,7 +36,7 @@ pub struct Fanout<W> {
 }
 
 /// One subscription's copy of a publish, before a queue decides how much of it to keep.
-pub(in crate::engine) struct SubscriptionCopy<'a> {
+pub struct SubscriptionCopy<'a> {
     pub body: Body,
     pub attributes: MessageAttributes,
     pub group_id: Option<&'a str>,
@@ -98,6 +98,10 @@ fn protocol_text<'a>(req: &'a PublishRequest, protocol: &str) -> (Cow<'a, str>, 
     (Cow::Owned(text), slot)
 }
 
+/// Where the signing key comes from: asked for only when an envelope is signed (a FIFO-only
+/// workload never needs one).
+pub type SignerSource<'a> = &'a dyn Fn() -> Option<Arc<MessageSigner>>;
+
 /// One message addressed to one subscription, with what its envelope needs.
 struct Addressed<'a> {
     topic: &'a Topic,
@@ -114,7 +118,7 @@ impl Addressed<'_> {
     /// The JSON notification envelope. Standard topics sign their envelopes (FIFO topics'
     /// envelopes carry no signature, except webhook ones: Orderly's extension signs them so
     /// endpoints can verify).
-    fn envelope<W: Default>(&self, engine: &Engine<W>) -> String {
+    fn envelope(&self, signer: SignerSource) -> String {
         let (topic, message) = (self.topic, self.message);
         let signed = !topic.fifo || self.subscription.is_webhook();
         envelope::notification(&Notification {
@@ -127,16 +131,16 @@ impl Addressed<'_> {
             unsubscribe_url: &self.unsubscribe_url,
             attributes: self.attributes,
             replayed: message.replayed,
-            signature: if signed { self.signature(engine) } else { None },
+            signature: if signed { self.signature(signer) } else { None },
         })
     }
 
     /// (version, signature, certificate URL), computed once per message and text.
-    fn signature<W: Default>(&self, engine: &Engine<W>) -> Option<(&str, &str, &str)> {
+    fn signature(&self, signer: SignerSource) -> Option<(&str, &str, &str)> {
         let message = self.message;
         message.signatures[self.text_slot]
             .get_or_init(|| {
-                let signer = engine.signer().ok()?;
+                let signer = signer()?;
                 let version = self.topic.signature_version().to_string();
                 let text = signing::notification_string_to_sign(
                     self.text,
@@ -255,38 +259,27 @@ impl<W: Default> Engine<W> {
         unsubscribe_base: &str,
         now: Timestamp,
     ) -> Delivered<W> {
+        let signer = || self.signer().ok();
+        let signer: SignerSource = &signer;
+        addressed(topic, subscription, message, unsubscribe_base, |addressed| {
+            let Some(addressed) = addressed else {
+                return Delivered::Filtered;
+            };
+            self.deliver_addressed(addressed, signer, now)
+        })
+    }
+
+    fn deliver_addressed(
+        &self,
+        addressed: &Addressed,
+        signer: SignerSource,
+        now: Timestamp,
+    ) -> Delivered<W> {
+        let (topic, subscription, message) =
+            (addressed.topic, addressed.subscription, addressed.message);
         let req = message.request;
-        let (text, text_slot) = protocol_text(req, &subscription.protocol);
-        // Filtering comes after topic dedup, per subscription; a filtered copy is not an error.
-        let parsed = || {
-            message
-                .body_json
-                .get_or_init(|| crate::engine::topic::filter::parse_body(&text))
-                .as_ref()
-        };
-        if !subscription.accepts(&req.attributes, &parsed) {
-            return Delivered::Filtered;
-        }
-        let no_attributes = MessageAttributes::default();
-        let addressed = Addressed {
-            topic,
-            subscription,
-            message,
-            text: &text,
-            text_slot,
-            // Message attributes are not delivered with a json message structure.
-            attributes: if req.structured {
-                &no_attributes
-            } else {
-                &req.attributes
-            },
-            unsubscribe_base,
-            unsubscribe_url: format!(
-                "{unsubscribe_base}/?Action=Unsubscribe&SubscriptionArn={}",
-                subscription.arn
-            ),
-        };
-        let envelope = || addressed.envelope(self);
+        let text = addressed.text;
+        let envelope = || addressed.envelope(signer);
         if subscription.is_webhook() {
             return self.queue_notification(
                 topic,
@@ -307,33 +300,20 @@ impl<W: Default> Engine<W> {
                 now,
             );
         }
-        self.copy_to_queue(&addressed, now)
+        self.copy_to_queue(addressed, signer, now)
     }
 
     /// Enqueues the copy in the subscribed queue, and on a client-side failure the same payload
     /// in the subscription's DLQ. If the DLQ refuses a raw copy too (more than 10 attributes),
     /// it gets the envelope, which carries the attributes inside, so the message is kept.
-    fn copy_to_queue(&self, addressed: &Addressed, now: Timestamp) -> Delivered<W> {
-        let (subscription, message) = (addressed.subscription, addressed.message);
-        let req = message.request;
-        let mut copy = SubscriptionCopy {
-            body: if subscription.raw_delivery {
-                Body::new(addressed.text)
-            } else {
-                addressed.envelope(self).into()
-            },
-            attributes: if subscription.raw_delivery {
-                addressed.attributes.clone()
-            } else {
-                MessageAttributes::default()
-            },
-            group_id: req.group_id.as_deref(),
-            dedup_id: message.publication.dedup_id.as_deref(),
-            fifo_topic: addressed.topic.fifo,
-            // A replay re-sends what queues may have deduplicated minutes ago.
-            bypass_dedup: message.replayed,
-            trace_header: req.trace_header.clone(),
-        };
+    fn copy_to_queue(
+        &self,
+        addressed: &Addressed,
+        signer: SignerSource,
+        now: Timestamp,
+    ) -> Delivered<W> {
+        let subscription = addressed.subscription;
+        let mut copy = addressed.queue_copy(signer);
         if let Ok(queue) = self.enqueue_copy(&subscription.endpoint, &copy, now) {
             return Delivered::Queue(queue);
         }
@@ -342,7 +322,7 @@ impl<W: Default> Engine<W> {
         };
         let mut result = self.enqueue_copy(dlq, &copy, now);
         if result.is_err() && subscription.raw_delivery {
-            copy.body = addressed.envelope(self).into();
+            copy.body = addressed.envelope(signer).into();
             copy.attributes = MessageAttributes::default();
             result = self.enqueue_copy(dlq, &copy, now);
         }
@@ -420,29 +400,184 @@ impl<W: Default> Engine<W> {
             .and_then(|n| self.queue(n))?;
         let mut state = queue.lock();
         state.tick(now);
-        let fifo_queue = state.is_fifo();
-        if fifo_queue && copy.dedup_id.is_none() {
+        let request = copy.send_request(state.is_fifo())?;
+        state.send(request, now)?;
+        drop(state);
+        Ok(queue)
+    }
+}
+
+impl SubscriptionCopy<'_> {
+    /// The send that puts this copy into a queue. FIFO queues get the group and dedup id; a
+    /// standard queue gets the group only from a standard topic (fair queues), never from a
+    /// FIFO topic.
+    pub fn send_request(&self, fifo_queue: bool) -> EngineResult<SendRequest> {
+        if fifo_queue && self.dedup_id.is_none() {
             // Only a standard topic could send this, and Subscribe refuses that pairing.
             return Err(EngineError::invalid(
                 "a FIFO queue needs a deduplication id",
             ));
         }
-        state.send(
-            SendRequest {
-                body: copy.body.clone(),
-                attributes: copy.attributes.clone(),
-                trace_header: copy.trace_header.clone(),
-                group_id: (fifo_queue || !copy.fifo_topic)
-                    .then(|| copy.group_id.map(Arc::from))
-                    .flatten(),
-                dedup_id: fifo_queue.then(|| copy.dedup_id.map(Arc::from)).flatten(),
-                delay_seconds: None,
-                sender_id: "sns.amazonaws.com".into(),
-                bypass_dedup: copy.bypass_dedup,
-            },
-            now,
-        )?;
-        drop(state);
-        Ok(queue)
+        Ok(SendRequest {
+            body: self.body.clone(),
+            attributes: self.attributes.clone(),
+            trace_header: self.trace_header.clone(),
+            group_id: (fifo_queue || !self.fifo_topic)
+                .then(|| self.group_id.map(Arc::from))
+                .flatten(),
+            dedup_id: fifo_queue.then(|| self.dedup_id.map(Arc::from)).flatten(),
+            delay_seconds: None,
+            sender_id: "sns.amazonaws.com".into(),
+            bypass_dedup: self.bypass_dedup,
+        })
     }
+}
+
+impl Addressed<'_> {
+    /// What the subscribed queue gets: the text raw with its attributes, or the envelope.
+    fn queue_copy(&self, signer: SignerSource) -> SubscriptionCopy<'_> {
+        let (subscription, message) = (self.subscription, self.message);
+        let req = message.request;
+        SubscriptionCopy {
+            body: if subscription.raw_delivery {
+                Body::new(self.text)
+            } else {
+                self.envelope(signer).into()
+            },
+            attributes: if subscription.raw_delivery {
+                self.attributes.clone()
+            } else {
+                MessageAttributes::default()
+            },
+            group_id: req.group_id.as_deref(),
+            dedup_id: message.publication.dedup_id.as_deref(),
+            fifo_topic: self.topic.fifo,
+            // A replay re-sends what queues may have deduplicated minutes ago.
+            bypass_dedup: message.replayed,
+            trace_header: req.trace_header.clone(),
+        }
+    }
+}
+
+/// Filters one message for one subscription and, if it passes, addresses it: calls `then`
+/// with the addressed copy, or with `None` when the subscription's filter policy drops it.
+fn addressed<R>(
+    topic: &Topic,
+    subscription: &Subscription,
+    message: &Outgoing,
+    unsubscribe_base: &str,
+    then: impl FnOnce(Option<&Addressed>) -> R,
+) -> R {
+    let req = message.request;
+    let (text, text_slot) = protocol_text(req, &subscription.protocol);
+    // Filtering comes after topic dedup, per subscription; a filtered copy is not an error.
+    let parsed = || {
+        message
+            .body_json
+            .get_or_init(|| crate::engine::topic::filter::parse_body(&text))
+            .as_ref()
+    };
+    if !subscription.accepts(&req.attributes, &parsed) {
+        return then(None);
+    }
+    let no_attributes = MessageAttributes::default();
+    let addressed = Addressed {
+        topic,
+        subscription,
+        message,
+        text: &text,
+        text_slot,
+        // Message attributes are not delivered with a json message structure.
+        attributes: if req.structured {
+            &no_attributes
+        } else {
+            &req.attributes
+        },
+        unsubscribe_base,
+        unsubscribe_url: format!(
+            "{unsubscribe_base}/?Action=Unsubscribe&SubscriptionArn={}",
+            subscription.arn
+        ),
+    };
+    then(Some(&addressed))
+}
+
+/// A queue subscription's copy of a publish, decided without storing anything: for backends
+/// that store the copies themselves (PostgreSQL), with the same filter, body and envelope as
+/// the engine's fan-out.
+pub struct PlannedCopy {
+    pub subscription: Arc<Subscription>,
+    body: Body,
+    attributes: MessageAttributes,
+    /// A raw copy's envelope, for a dead-letter queue that refuses the raw copy.
+    envelope: Option<Body>,
+    group_id: Option<String>,
+    dedup_id: Option<String>,
+    fifo_topic: bool,
+    bypass_dedup: bool,
+    trace_header: Option<Arc<str>>,
+}
+
+impl PlannedCopy {
+    /// The copy as the subscribed queue gets it.
+    pub fn copy(&self) -> SubscriptionCopy<'_> {
+        SubscriptionCopy {
+            body: self.body.clone(),
+            attributes: self.attributes.clone(),
+            group_id: self.group_id.as_deref(),
+            dedup_id: self.dedup_id.as_deref(),
+            fifo_topic: self.fifo_topic,
+            bypass_dedup: self.bypass_dedup,
+            trace_header: self.trace_header.clone(),
+        }
+    }
+
+    /// The copy a dead-letter queue gets when it refused `copy()`: the envelope instead of a
+    /// raw body, if the copy was raw.
+    pub fn enveloped(&self) -> Option<SubscriptionCopy<'_>> {
+        let envelope = self.envelope.clone()?;
+        Some(SubscriptionCopy {
+            body: envelope,
+            attributes: MessageAttributes::default(),
+            ..self.copy()
+        })
+    }
+}
+
+/// What a publish gives each of the topic's confirmed queue subscriptions, in subscription
+/// order: its copy, or `None` when its filter policy drops the message. Webhook subscriptions
+/// are left out.
+pub fn plan_queue_copies(
+    topic: &Topic,
+    (publication, request): (&Publication, &PublishRequest),
+    (published_at, replayed): (Timestamp, bool),
+    unsubscribe_base: &str,
+    signer: SignerSource,
+) -> Vec<(Arc<Subscription>, Option<PlannedCopy>)> {
+    let message = Outgoing::new(publication, request, published_at, replayed);
+    topic
+        .subscriptions
+        .iter()
+        .filter(|s| s.live && !s.pending && !s.is_webhook())
+        .map(|subscription| {
+            let planned = addressed(topic, subscription, &message, unsubscribe_base, |a| {
+                let addressed = a?;
+                let copy = addressed.queue_copy(signer);
+                let has_dead_letter = subscription.dead_letter_arn().is_some();
+                Some(PlannedCopy {
+                    subscription: subscription.clone(),
+                    envelope: (subscription.raw_delivery && has_dead_letter)
+                        .then(|| addressed.envelope(signer).into()),
+                    body: copy.body,
+                    attributes: copy.attributes,
+                    group_id: copy.group_id.map(String::from),
+                    dedup_id: copy.dedup_id.map(String::from),
+                    fifo_topic: copy.fifo_topic,
+                    bypass_dedup: copy.bypass_dedup,
+                    trace_header: copy.trace_header,
+                })
+            });
+            (subscription.clone(), planned)
+        })
+        .collect()
 }

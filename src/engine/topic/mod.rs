@@ -445,15 +445,7 @@ impl Topic {
                 duplicate: false,
             });
         }
-        let dedup_id = req
-            .dedup_id
-            .clone()
-            .unwrap_or_else(|| content_dedup_id(&req.message));
-        let key = if self.group_scoped_dedup() {
-            format!("{}\u{0}{dedup_id}", req.group_id.as_deref().unwrap_or(""))
-        } else {
-            dedup_id.clone()
-        };
+        let (key, dedup_id) = self.dedup_key(req);
         if let Some((id, seq)) = self.dedup.get(&key, now) {
             self.deduplicated += 1;
             return Ok(Publication {
@@ -465,7 +457,7 @@ impl Topic {
         }
         self.published += 1;
         let message_id: Arc<str> = uuid::Uuid::new_v4().to_string().into();
-        let sequence_number = SEQUENCE_BASE + self.next_seq as u128 * 1000;
+        let sequence_number = sequence_number(self.next_seq);
         self.next_seq += 1;
         let expires_at = now.plus_millis(DEDUP_WINDOW_MS);
         let publication = Publication {
@@ -492,6 +484,21 @@ impl Topic {
             archive.push(item);
         }
         Ok(publication)
+    }
+
+    /// A FIFO publish's (deduplication key, deduplication id): the id given or the body's
+    /// SHA-256; the key adds the group when deduplication is scoped by group.
+    pub fn dedup_key(&self, req: &PublishRequest) -> (String, String) {
+        let dedup_id = req
+            .dedup_id
+            .clone()
+            .unwrap_or_else(|| content_dedup_id(&req.message));
+        let key = if self.group_scoped_dedup() {
+            format!("{}\u{0}{dedup_id}", req.group_id.as_deref().unwrap_or(""))
+        } else {
+            dedup_id.clone()
+        };
+        (key, dedup_id)
     }
 
     /// Subscription attributes as Get returns them.
@@ -537,6 +544,11 @@ impl Topic {
         }
         out
     }
+}
+
+/// The sequence number of a FIFO topic's `n`th publish: 20 digits, like AWS's.
+pub fn sequence_number(n: u64) -> u128 {
+    SEQUENCE_BASE + n as u128 * 1000
 }
 
 /// Checks a publish's parts that do not depend on the topic: subject, body, attributes, size,

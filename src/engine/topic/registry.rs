@@ -41,6 +41,186 @@ pub(in crate::engine) fn not_found_topic() -> EngineError {
     EngineError::NotFound("Topic does not exist".into())
 }
 
+/// The topic name of an SNS ARN, with AWS's errors for malformed and foreign ARNs.
+pub fn topic_name_in_arn<'a>(
+    arn: &'a str,
+    parameter: &str,
+    (region, account_id): (&str, &str),
+) -> EngineResult<&'a str> {
+    let parts: Vec<&str> = arn.split(':').collect();
+    if parts.len() < 6 {
+        return Err(invalid(format!(
+            "Invalid parameter: {parameter} Reason: An ARN must have at least 6 elements, not {}",
+            parts.len()
+        )));
+    }
+    if parts[0] != "arn" || parts[2] != "sns" || parts[3] != region || parts[4] != account_id {
+        return Err(invalid(format!("Invalid parameter: {parameter}")));
+    }
+    Ok(parts[5])
+}
+
+/// The topic ARN of a subscription ARN (`<topic arn>:<id>`), with AWS's errors.
+pub fn subscription_topic_arn(subscription_arn: &str) -> EngineResult<String> {
+    let parts: Vec<&str> = subscription_arn.split(':').collect();
+    if parts.len() < 6 {
+        return Err(invalid(format!(
+            "Invalid parameter: SubscriptionArn Reason: An ARN must have at least 6 elements, not {}",
+            parts.len()
+        )));
+    }
+    if parts.len() < 7 {
+        return Err(invalid("Invalid parameter: SubscriptionId"));
+    }
+    Ok(parts[..6].join(":"))
+}
+
+pub fn no_such_subscription() -> EngineError {
+    EngineError::NotFound("Subscription does not exist".into())
+}
+
+/// The SNS tagging APIs' answer for a topic that does not exist.
+pub fn no_tagged_resource() -> EngineError {
+    EngineError::TagResourceNotFound("Resource does not exist".into())
+}
+
+/// Subscribe's protocol rules: every AWS protocol is known, but Orderly delivers to queues and
+/// (on standard topics, or FIFO ones with the ordered extension) HTTP/S. Answers whether it
+/// is a webhook.
+pub fn check_protocol(protocol: &str, fifo_topic: bool, fifo_http: bool) -> EngineResult<bool> {
+    const KNOWN: &[&str] = &[
+        "http",
+        "https",
+        "email",
+        "email-json",
+        "sms",
+        "sqs",
+        "application",
+        "lambda",
+        "firehose",
+    ];
+    if !KNOWN.contains(&protocol) {
+        return Err(invalid(format!(
+            "Invalid parameter: Amazon SNS does not support this protocol string: {protocol}"
+        )));
+    }
+    let webhook = matches!(protocol, "http" | "https");
+    let refused = if fifo_topic {
+        protocol != "sqs" && !(webhook && fifo_http)
+    } else {
+        protocol != "sqs" && !webhook
+    };
+    if refused {
+        return Err(invalid(if fifo_topic {
+            format!("Invalid parameter: Invalid protocol type: {protocol}")
+        } else {
+            format!("Invalid parameter: Orderly does not deliver to {protocol} endpoints (only sqs, http and https)")
+        }));
+    }
+    Ok(webhook)
+}
+
+impl Topic {
+    /// CreateTopic of a name that exists: the same attributes and tags are no error.
+    pub fn check_recreate(
+        &self,
+        attrs: &[(String, String)],
+        tags: &[(String, String)],
+    ) -> EngineResult<()> {
+        if !self.same_settings(attrs) {
+            return Err(invalid("Invalid parameter: Attributes Reason: Topic already exists with different attributes"));
+        }
+        if !tags.is_empty() && tags.iter().any(|(k, v)| self.tags.get(k) != Some(v)) {
+            return Err(invalid(
+                "Invalid parameter: Tags Reason: Topic already exists with different tags",
+            ));
+        }
+        Ok(())
+    }
+
+    /// Subscribes the queue `endpoint` (named `queue_name`), or answers the existing
+    /// subscription of the same endpoint. A queue that does not exist yet is allowed (AWS
+    /// checks delivery, not subscription); its type is known from its name.
+    pub fn subscribe_queue(
+        &mut self,
+        (endpoint, queue_name): (&str, &str),
+        attrs: &[(String, String)],
+        owner: &str,
+        now: Timestamp,
+    ) -> EngineResult<Subscribed> {
+        if queue_name.ends_with(".fifo") && !self.fifo {
+            return Err(invalid(
+                "Invalid parameter: Invalid parameter: Endpoint Reason: FIFO SQS Queues can not be subscribed to standard SNS topics",
+            ));
+        }
+        if let Some(existing) = self
+            .subscriptions
+            .iter()
+            .find(|s| s.protocol == "sqs" && s.endpoint == endpoint)
+        {
+            existing.check_resubscribe(attrs)?;
+            return Ok(Subscribed {
+                arn: existing.arn.clone(),
+                pending: existing.pending,
+            });
+        }
+        let arn: Arc<str> = format!("{}:{}", self.arn, uuid::Uuid::new_v4()).into();
+        let mut subscription = Subscription::new(arn, "sqs", endpoint, owner);
+        subscription.apply_all(attrs)?;
+        self.check_replay(&subscription, "Attributes Reason: ", now)?;
+        self.check_filter_count(&subscription)?;
+        let arn = subscription.arn.clone();
+        self.subscriptions.push(Arc::new(subscription));
+        Ok(Subscribed {
+            arn,
+            pending: false,
+        })
+    }
+
+    fn subscription_index(&self, subscription_arn: &str) -> Option<usize> {
+        self.subscriptions
+            .iter()
+            .position(|s| &*s.arn == subscription_arn)
+    }
+
+    /// Runs `f` on a copy of a subscription, swapped in afterwards (fan-out snapshots taken
+    /// before stay valid).
+    pub fn edit_subscription<T>(
+        &mut self,
+        subscription_arn: &str,
+        f: impl FnOnce(&Topic, &mut Subscription) -> EngineResult<T>,
+    ) -> EngineResult<T> {
+        let index = self
+            .subscription_index(subscription_arn)
+            .ok_or_else(no_such_subscription)?;
+        let mut copy = (*self.subscriptions[index]).clone();
+        let out = f(self, &mut copy)?;
+        self.subscriptions[index] = Arc::new(copy);
+        Ok(out)
+    }
+
+    /// Unsubscribe's change to the topic: the removed subscription, `None` if unknown.
+    /// `authenticated`: the call was signed.
+    pub fn remove_subscription(
+        &mut self,
+        subscription_arn: &str,
+        authenticated: bool,
+    ) -> EngineResult<Option<Arc<Subscription>>> {
+        let Some(index) = self.subscription_index(subscription_arn) else {
+            return Ok(None);
+        };
+        if self.subscriptions[index].authenticate_on_unsubscribe && !authenticated {
+            return Err(EngineError::AuthorizationError(
+                "Authorization error: this subscription can only be removed by a signed request"
+                    .into(),
+            ));
+        }
+        let removed = self.subscriptions.remove(index);
+        self.deleted_subscriptions += 1;
+        Ok(Some(removed))
+    }
+}
+
 impl<W: Default> Engine<W> {
     pub fn topic_arn(&self, name: &str) -> String {
         format!("arn:aws:sns:{}:{}:{}", self.region, self.account_id, name)
@@ -48,21 +228,7 @@ impl<W: Default> Engine<W> {
 
     /// The topic name of an SNS ARN, with AWS's errors for malformed and foreign ARNs.
     pub fn topic_name_from_arn<'a>(&self, arn: &'a str, parameter: &str) -> EngineResult<&'a str> {
-        let parts: Vec<&str> = arn.split(':').collect();
-        if parts.len() < 6 {
-            return Err(invalid(format!(
-                "Invalid parameter: {parameter} Reason: An ARN must have at least 6 elements, not {}",
-                parts.len()
-            )));
-        }
-        if parts[0] != "arn"
-            || parts[2] != "sns"
-            || parts[3] != self.region
-            || parts[4] != self.account_id
-        {
-            return Err(invalid(format!("Invalid parameter: {parameter}")));
-        }
-        Ok(parts[5])
+        topic_name_in_arn(arn, parameter, (&self.region, &self.account_id))
     }
 
     pub(in crate::engine) fn topics_read(
@@ -90,14 +256,7 @@ impl<W: Default> Engine<W> {
         let mut topics = self.topics.write().unwrap_or_else(|p| p.into_inner());
         if let Some(existing) = topics.get(name) {
             let topic = existing.lock();
-            if !topic.same_settings(attrs) {
-                return Err(invalid("Invalid parameter: Attributes Reason: Topic already exists with different attributes"));
-            }
-            if !tags.is_empty() && tags.iter().any(|(k, v)| topic.tags.get(k) != Some(v)) {
-                return Err(invalid(
-                    "Invalid parameter: Tags Reason: Topic already exists with different tags",
-                ));
-            }
+            topic.check_recreate(attrs, tags)?;
             return Ok(topic.arn.clone());
         }
         check_topic_tags(
@@ -179,37 +338,9 @@ impl<W: Default> Engine<W> {
         base_url: &str,
         now: Timestamp,
     ) -> EngineResult<Subscribed> {
-        const KNOWN: &[&str] = &[
-            "http",
-            "https",
-            "email",
-            "email-json",
-            "sms",
-            "sqs",
-            "application",
-            "lambda",
-            "firehose",
-        ];
-        if !KNOWN.contains(&protocol) {
-            return Err(invalid(format!(
-                "Invalid parameter: Amazon SNS does not support this protocol string: {protocol}"
-            )));
-        }
         let entry = self.topic(topic_arn)?;
         let fifo_topic = entry.lock().fifo;
-        let webhook = matches!(protocol, "http" | "https");
-        let refused = if fifo_topic {
-            protocol != "sqs" && !(webhook && self.fifo_http_subscriptions)
-        } else {
-            protocol != "sqs" && !webhook
-        };
-        if refused {
-            return Err(invalid(if fifo_topic {
-                format!("Invalid parameter: Invalid protocol type: {protocol}")
-            } else {
-                format!("Invalid parameter: Orderly does not deliver to {protocol} endpoints (only sqs, http and https)")
-            }));
-        }
+        let webhook = check_protocol(protocol, fifo_topic, self.fifo_http_subscriptions)?;
         let endpoint = endpoint.ok_or_else(|| invalid("Invalid parameter: Endpoint"))?;
         if webhook {
             return self.subscribe_webhook(&entry, protocol, endpoint, attrs, base_url, now);
@@ -217,36 +348,8 @@ impl<W: Default> Engine<W> {
         let queue_name = self
             .name_from_arn(endpoint)
             .ok_or_else(|| invalid("Invalid parameter: SQS endpoint ARN"))?;
-        // A queue that does not exist yet is allowed (AWS checks delivery, not subscription);
-        // its type is known from its name.
-        if queue_name.ends_with(".fifo") && !fifo_topic {
-            return Err(invalid(
-                "Invalid parameter: Invalid parameter: Endpoint Reason: FIFO SQS Queues can not be subscribed to standard SNS topics",
-            ));
-        }
         let mut topic = entry.lock();
-        if let Some(existing) = topic
-            .subscriptions
-            .iter()
-            .find(|s| s.protocol == protocol && s.endpoint == endpoint)
-        {
-            existing.check_resubscribe(attrs)?;
-            return Ok(Subscribed {
-                arn: existing.arn.clone(),
-                pending: existing.pending,
-            });
-        }
-        let arn: Arc<str> = format!("{}:{}", topic.arn, uuid::Uuid::new_v4()).into();
-        let mut subscription = Subscription::new(arn, protocol, endpoint, &self.account_id);
-        subscription.apply_all(attrs)?;
-        topic.check_replay(&subscription, "Attributes Reason: ", now)?;
-        topic.check_filter_count(&subscription)?;
-        let arn = subscription.arn.clone();
-        topic.subscriptions.push(Arc::new(subscription));
-        Ok(Subscribed {
-            arn,
-            pending: false,
-        })
+        topic.subscribe_queue((endpoint, queue_name), attrs, &self.account_id, now)
     }
 
     /// The topic of a subscription ARN (`<topic arn>:<id>`).
@@ -254,19 +357,8 @@ impl<W: Default> Engine<W> {
         &self,
         subscription_arn: &str,
     ) -> EngineResult<Arc<TopicEntry>> {
-        let parts: Vec<&str> = subscription_arn.split(':').collect();
-        if parts.len() < 6 {
-            return Err(invalid(format!(
-                "Invalid parameter: SubscriptionArn Reason: An ARN must have at least 6 elements, not {}",
-                parts.len()
-            )));
-        }
-        if parts.len() < 7 {
-            return Err(invalid("Invalid parameter: SubscriptionId"));
-        }
-        let topic_arn = parts[..6].join(":");
-        self.topic(&topic_arn)
-            .map_err(|_| EngineError::NotFound("Subscription does not exist".into()))
+        let topic_arn = subscription_topic_arn(subscription_arn)?;
+        self.topic(&topic_arn).map_err(|_| no_such_subscription())
     }
 
     /// Runs `f` on a subscription (a copy, swapped in afterwards, so fan-out snapshots stay valid).
@@ -277,15 +369,7 @@ impl<W: Default> Engine<W> {
     ) -> EngineResult<T> {
         let entry = self.subscription_topic(subscription_arn)?;
         let mut topic = entry.lock();
-        let index = topic
-            .subscriptions
-            .iter()
-            .position(|s| &*s.arn == subscription_arn)
-            .ok_or_else(|| EngineError::NotFound("Subscription does not exist".into()))?;
-        let mut copy = (*topic.subscriptions[index]).clone();
-        let out = f(&topic, &mut copy)?;
-        topic.subscriptions[index] = Arc::new(copy);
-        Ok(out)
+        topic.edit_subscription(subscription_arn, f)
     }
 
     /// Unsubscribe: idempotent for an unknown subscription. An HTTP/S endpoint is sent an
@@ -304,21 +388,9 @@ impl<W: Default> Engine<W> {
             Err(e) => return Err(e),
         };
         let mut topic = entry.lock();
-        let Some(index) = topic
-            .subscriptions
-            .iter()
-            .position(|s| &*s.arn == subscription_arn)
-        else {
+        let Some(removed) = topic.remove_subscription(subscription_arn, authenticated)? else {
             return Ok(());
         };
-        if topic.subscriptions[index].authenticate_on_unsubscribe && !authenticated {
-            return Err(EngineError::AuthorizationError(
-                "Authorization error: this subscription can only be removed by a signed request"
-                    .into(),
-            ));
-        }
-        let removed = topic.subscriptions.remove(index);
-        topic.deleted_subscriptions += 1;
         self.outbox().remove_subscription(subscription_arn);
         if removed.is_webhook() {
             self.send_unsubscribe_confirmation(&topic, removed, base_url, now);
@@ -355,9 +427,7 @@ impl<W: Default> Engine<W> {
         f: impl FnOnce(&mut BTreeMap<String, String>) -> EngineResult<T>,
     ) -> EngineResult<T> {
         let entry = self.topic(arn).map_err(|e| match e {
-            EngineError::NotFound(_) => {
-                EngineError::TagResourceNotFound("Resource does not exist".into())
-            }
+            EngineError::NotFound(_) => no_tagged_resource(),
             other => other,
         })?;
         let mut topic = entry.lock();
