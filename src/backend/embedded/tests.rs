@@ -157,3 +157,9 @@ async fn keeps_the_rules_of_move_tasks() {
     let (backend, _journal, clock) = backend_on_clock(MemStorage::default());
     crate::backend::conformance::move_tasks(&backend, &clock).await;
 }
+
+#[tokio::test]
+async fn keeps_the_rules_of_topics() {
+    let (backend, _journal, clock) = backend_on_clock(MemStorage::default());
+    crate::backend::conformance::topics(&backend, &clock).await;
+}

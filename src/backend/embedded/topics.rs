@@ -9,7 +9,7 @@ use super::Embedded;
 use crate::backend::{
     Answer, BackendResult, Confirm, CreateTopic, Subscribe, TopicPolicyEdit, Topics,
 };
-use crate::engine::topic::registry::check_topic_tags;
+use crate::engine::topic::registry::add_topic_tags;
 use crate::engine::topic::registry::Subscribed;
 use crate::engine::topic::{Publication, PublishRequest, Subscription};
 use crate::engine::{EngineResult, Timestamp};
@@ -198,18 +198,7 @@ impl Topics for Embedded {
 
     fn tag_topic<'a>(&'a self, arn: &'a str, tags: Vec<(String, String)>) -> Answer<'a, ()> {
         self.changing(move |engine| {
-            Ok(engine.with_topic_tags(arn, |existing| {
-                let added = tags
-                    .iter()
-                    .filter(|(key, _)| !existing.contains_key(key))
-                    .count();
-                check_topic_tags(
-                    tags.iter().map(|(k, v)| (k.as_str(), v.as_str())),
-                    existing.len() + added,
-                )?;
-                existing.extend(tags);
-                Ok(())
-            })?)
+            Ok(engine.with_topic_tags(arn, |existing| add_topic_tags(existing, tags))?)
         })
     }
 

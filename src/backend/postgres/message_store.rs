@@ -70,6 +70,22 @@ impl Postgres {
         })
     }
 
+    /// The queue an ARN names, if it is one of this region and account and exists.
+    pub(super) async fn queue_at(
+        &self,
+        tx: &impl GenericClient,
+        arn: &str,
+    ) -> BackendResult<Option<QueueRow>> {
+        let Some(name) = queue_name_in_arn(arn, &self.region, &self.account_id) else {
+            return Ok(None);
+        };
+        match self.queue_row(tx, name).await {
+            Ok(queue) => Ok(Some(queue)),
+            Err(BackendError::Rejected(EngineError::QueueDoesNotExist)) => Ok(None),
+            Err(other) => Err(other),
+        }
+    }
+
     /// Stores a checked send; a FIFO duplicate within the window answers the original's ids.
     pub(super) async fn store(
         &self,

@@ -14,13 +14,16 @@
 //! the same ones.
 
 mod attempts;
+mod deliveries;
 mod inspection;
 mod message_store;
 mod messages;
 mod move_tasks;
+mod publish;
 mod queues;
 mod retention;
 pub mod schema;
+mod topics;
 mod wakeup;
 
 use std::sync::{Arc, Weak};
@@ -78,6 +81,8 @@ pub struct Postgres {
     me: Weak<Postgres>,
     /// The tasks pacing move tasks, and the one taking over other nodes' lapsed ones.
     move_runners: super::pacing::Runners,
+    /// The SNS signing key once read or made (`publish::signer`).
+    signer: tokio::sync::OnceCell<Arc<crate::engine::topic::signing::MessageSigner>>,
 }
 
 impl Drop for Postgres {
@@ -140,6 +145,7 @@ impl Postgres {
             node: uuid::Uuid::new_v4().to_string(),
             me: me.clone(),
             move_runners: Default::default(),
+            signer: Default::default(),
         }))
     }
 

@@ -18,7 +18,7 @@ use crate::engine::move_task::{
     already_running, check_source, check_start, decode_handle, invalid_handle, no_such_task,
     not_found, queue_in_arn, MoveStatus, MoveTask, NO_QUEUE,
 };
-use crate::engine::{queue_name_in_arn, EngineError, Timestamp};
+use crate::engine::{EngineError, Timestamp};
 
 /// How long a node holds a task without a step before another node may take it over.
 const LEASE_MS: u64 = 30_000;
@@ -263,22 +263,6 @@ impl Postgres {
         step.touched.sort_unstable();
         step.touched.dedup();
         Ok(step)
-    }
-
-    /// The queue an ARN names, if it is one of this region and account and exists.
-    async fn queue_at(
-        &self,
-        tx: &impl GenericClient,
-        arn: &str,
-    ) -> BackendResult<Option<QueueRow>> {
-        let Some(name) = queue_name_in_arn(arn, &self.region, &self.account_id) else {
-            return Ok(None);
-        };
-        match self.queue_row(tx, name).await {
-            Ok(queue) => Ok(Some(queue)),
-            Err(BackendError::Rejected(EngineError::QueueDoesNotExist)) => Ok(None),
-            Err(other) => Err(other),
-        }
     }
 
     /// Paces a task this node holds, until it stops running here.

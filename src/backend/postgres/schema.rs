@@ -13,6 +13,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("migrations/001_queues.sql"),
     include_str!("migrations/002_messages.sql"),
     include_str!("migrations/003_move_tasks.sql"),
+    include_str!("migrations/004_topics.sql"),
 ];
 
 /// The schema version this build writes.

@@ -644,3 +644,13 @@ async fn a_move_task_runs_on_one_node_and_another_takes_over() {
     assert_eq!((visible("dlq").await, visible("work").await), (0, 20));
     b.stop_move_tasks().await.unwrap();
 }
+
+#[tokio::test]
+async fn keeps_the_rules_of_topics() {
+    let Some(url) = fresh_database().await else {
+        return;
+    };
+    let clock = clock();
+    let backend = node(&url, &clock).await;
+    crate::backend::conformance::topics(&*backend, &clock).await;
+}

@@ -261,12 +261,18 @@ impl<W: Default> Engine<W> {
     ) -> Delivered<W> {
         let signer = || self.signer().ok();
         let signer: SignerSource = &signer;
-        addressed(topic, subscription, message, unsubscribe_base, |addressed| {
-            let Some(addressed) = addressed else {
-                return Delivered::Filtered;
-            };
-            self.deliver_addressed(addressed, signer, now)
-        })
+        addressed(
+            topic,
+            subscription,
+            message,
+            unsubscribe_base,
+            |addressed| {
+                let Some(addressed) = addressed else {
+                    return Delivered::Filtered;
+                };
+                self.deliver_addressed(addressed, signer, now)
+            },
+        )
     }
 
     fn deliver_addressed(

@@ -22,6 +22,7 @@ pub struct TopicActivity {
 }
 
 /// What Subscribe did.
+#[derive(Debug)]
 pub struct Subscribed {
     pub arn: Arc<str>,
     /// HTTP/S: waiting for the endpoint to confirm.
@@ -37,7 +38,7 @@ fn invalid(message: impl Into<String>) -> EngineError {
     EngineError::InvalidParameter(message.into())
 }
 
-pub(in crate::engine) fn not_found_topic() -> EngineError {
+pub fn not_found_topic() -> EngineError {
     EngineError::NotFound("Topic does not exist".into())
 }
 
@@ -433,6 +434,23 @@ impl<W: Default> Engine<W> {
         let mut topic = entry.lock();
         f(&mut topic.tags)
     }
+}
+
+/// TagResource on a topic: adds or replaces `tags` if the result keeps the rules.
+pub fn add_topic_tags(
+    existing: &mut BTreeMap<String, String>,
+    tags: Vec<(String, String)>,
+) -> EngineResult<()> {
+    let added = tags
+        .iter()
+        .filter(|(key, _)| !existing.contains_key(key))
+        .count();
+    check_topic_tags(
+        tags.iter().map(|(k, v)| (k.as_str(), v.as_str())),
+        existing.len() + added,
+    )?;
+    existing.extend(tags);
+    Ok(())
 }
 
 /// Tags for a topic: the queue rules, with SNS's error codes (InvalidParameter, and

@@ -128,18 +128,42 @@ pub fn encode_message(message: &engine::message::Message) -> Vec<u8> {
 
 /// A message `encode_message` wrote (by this build or an older one).
 pub fn decode_message(bytes: &[u8]) -> Result<engine::message::Message, FormatError> {
-    let Some((&version, rest)) = bytes.split_first() else {
-        return Err(FormatError::Damaged("an empty message record".into()));
-    };
-    if version > VERSION {
-        return Err(FormatError::Newer {
-            what: "a stored message".into(),
-            found: u32::from(version),
-        });
-    }
+    let rest = versioned(bytes, "a stored message")?;
     let stored: message::Message = postcard::from_bytes(rest)
         .map_err(|e| FormatError::Damaged(format!("a stored message does not decode: {e}")))?;
     Ok(stored.into_live())
+}
+
+/// A topic's settings, tags and subscriptions on their own (no history), for storage that
+/// keeps topics as rows: the version byte, then the image as the log writes it.
+pub fn encode_topic(image: &engine::topic::changes::TopicImage) -> Vec<u8> {
+    let mut out = vec![VERSION];
+    let encoded =
+        postcard::to_allocvec(&topic::TopicImage::from(image)).expect("a topic always encodes");
+    out.extend_from_slice(&encoded);
+    out
+}
+
+/// A topic `encode_topic` wrote (by this build or an older one).
+pub fn decode_topic(bytes: &[u8]) -> Result<engine::topic::changes::TopicImage, FormatError> {
+    let rest = versioned(bytes, "a stored topic")?;
+    let stored: topic::TopicImage = postcard::from_bytes(rest)
+        .map_err(|e| FormatError::Damaged(format!("a stored topic does not decode: {e}")))?;
+    Ok(stored.into_live())
+}
+
+/// What follows a record's version byte, if this build reads that version.
+fn versioned<'a>(bytes: &'a [u8], what: &str) -> Result<&'a [u8], FormatError> {
+    let Some((&version, rest)) = bytes.split_first() else {
+        return Err(FormatError::Damaged(format!("{what}: an empty record")));
+    };
+    if version > VERSION {
+        return Err(FormatError::Newer {
+            what: what.into(),
+            found: u32::from(version),
+        });
+    }
+    Ok(rest)
 }
 
 #[cfg(test)]

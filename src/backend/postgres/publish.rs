@@ -1,0 +1,270 @@
+//! Publishing on PostgreSQL: in one transaction the topic decides (its rules, topic-wide
+//! deduplication, the sequence number) and every subscribed queue gets its copy, or its
+//! subscription's dead-letter queue does, with the engine's own filter, body and envelope
+//! (`plan_queue_copies`). The topic's row is locked throughout, so a topic's publishes reach
+//! every queue in one order, and a crash keeps a publish whole or not at all.
+
+use std::sync::Arc;
+
+use deadpool_postgres::{GenericClient, Transaction};
+
+use super::queues::millis;
+use super::{unavailable, Postgres};
+use crate::backend::BackendResult;
+use crate::engine::queue::send::prepare;
+use crate::engine::queue::DEDUP_WINDOW_MS;
+use crate::engine::topic::fanout::{plan_queue_copies, PlannedCopy, SubscriptionCopy};
+use crate::engine::topic::signing::MessageSigner;
+use crate::engine::topic::{check_message, sequence_number, Publication, PublishRequest, Topic};
+use crate::engine::{EngineResult, Timestamp};
+
+impl Postgres {
+    /// Publishes each request in turn, in one transaction. The rules every entry must meet
+    /// are checked for all before any is published (as PublishBatch fails the whole batch).
+    pub(super) async fn publish_all(
+        &self,
+        topic_arn: &str,
+        requests: &[PublishRequest],
+        base_url: &str,
+    ) -> BackendResult<Vec<EngineResult<Publication>>> {
+        let name = self.topic_name(topic_arn, "TopicArn")?;
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(unavailable)?;
+        let topic = self.load_topic(&tx, name, true).await?;
+        for request in requests {
+            check_message(request)?;
+            topic.check_fifo_rules(request)?;
+        }
+        // Standard topics sign their envelopes.
+        let signer = if topic.fifo {
+            None
+        } else {
+            Some(self.signer().await?)
+        };
+        let now = self.clock.now();
+        let mut touched = Vec::new();
+        let mut published = Vec::with_capacity(requests.len());
+        for request in requests {
+            let publication = self.decide(&tx, &topic, request, now).await?;
+            if !publication.duplicate {
+                let source = || signer.clone();
+                let plans = plan_queue_copies(
+                    &topic,
+                    (&publication, request),
+                    (now, false),
+                    base_url,
+                    &source,
+                );
+                for (_, plan) in plans {
+                    let Some(plan) = plan else { continue };
+                    match self.deliver_copy(&tx, &plan, now).await? {
+                        Some(uid) => touched.push(uid),
+                        None => tracing::warn!(
+                            topic = topic_arn,
+                            message_id = &*publication.message_id,
+                            subscription = &*plan.subscription.arn,
+                            "copy dropped: neither the subscribed queue nor a dead-letter queue took it"
+                        ),
+                    }
+                }
+            }
+            published.push(Ok(publication));
+        }
+        touched.sort_unstable();
+        touched.dedup();
+        for uid in &touched {
+            super::message_store::notify(&tx, *uid).await?;
+        }
+        tx.commit().await.map_err(unavailable)?;
+        for uid in touched {
+            self.wake(uid);
+        }
+        Ok(published)
+    }
+
+    /// What the topic decides for one publish: a FIFO duplicate within five minutes gets the
+    /// original's ids and is delivered nowhere; anything else gets a new id (and a FIFO topic
+    /// the next sequence number).
+    async fn decide(
+        &self,
+        tx: &Transaction<'_>,
+        topic: &Topic,
+        request: &PublishRequest,
+        now: Timestamp,
+    ) -> BackendResult<Publication> {
+        let message_id: Arc<str> = uuid::Uuid::new_v4().to_string().into();
+        let name: &str = &topic.name;
+        if !topic.fifo {
+            tx.execute(
+                "UPDATE topics SET published = published + 1 WHERE name = $1",
+                &[&name],
+            )
+            .await
+            .map_err(unavailable)?;
+            return Ok(Publication {
+                message_id,
+                sequence_number: None,
+                dedup_id: None,
+                duplicate: false,
+            });
+        }
+        let (key, dedup_id) = topic.dedup_key(request);
+        let claimed = tx
+            .query_opt(
+                "INSERT INTO topic_dedup (topic, key, message_id, seq, expires_at) \
+                 VALUES ($1, $2, $3, 0, $4) ON CONFLICT (topic, key) DO UPDATE \
+                 SET message_id = EXCLUDED.message_id, seq = 0, expires_at = EXCLUDED.expires_at \
+                 WHERE topic_dedup.expires_at <= $5 RETURNING 1",
+                &[
+                    &name,
+                    &key,
+                    &&*message_id,
+                    &millis(now.plus_millis(DEDUP_WINDOW_MS)),
+                    &millis(now),
+                ],
+            )
+            .await
+            .map_err(unavailable)?;
+        if claimed.is_none() {
+            let row = tx
+                .query_one(
+                    "SELECT message_id, seq FROM topic_dedup WHERE topic = $1 AND key = $2",
+                    &[&name, &key],
+                )
+                .await
+                .map_err(unavailable)?;
+            tx.execute(
+                "UPDATE topics SET deduplicated = deduplicated + 1 WHERE name = $1",
+                &[&name],
+            )
+            .await
+            .map_err(unavailable)?;
+            return Ok(Publication {
+                message_id: row.get::<_, &str>(0).into(),
+                sequence_number: Some(sequence_number(row.get::<_, i64>(1) as u64)),
+                dedup_id: Some(dedup_id),
+                duplicate: true,
+            });
+        }
+        let seq: i64 = tx
+            .query_one(
+                "UPDATE topics SET next_seq = next_seq + 1, published = published + 1 \
+                 WHERE name = $1 RETURNING next_seq - 1",
+                &[&name],
+            )
+            .await
+            .map_err(unavailable)?
+            .get(0);
+        tx.execute(
+            "UPDATE topic_dedup SET seq = $3 WHERE topic = $1 AND key = $2",
+            &[&name, &key, &seq],
+        )
+        .await
+        .map_err(unavailable)?;
+        Ok(Publication {
+            message_id,
+            sequence_number: Some(sequence_number(seq as u64)),
+            dedup_id: Some(dedup_id),
+            duplicate: false,
+        })
+    }
+
+    /// Stores a planned copy in its queue; if the queue is gone or refuses it, in the
+    /// subscription's dead-letter queue (enveloped if it refuses the raw copy too). Answers
+    /// the queue that took it.
+    async fn deliver_copy(
+        &self,
+        tx: &Transaction<'_>,
+        plan: &PlannedCopy,
+        now: Timestamp,
+    ) -> BackendResult<Option<i64>> {
+        let copy = plan.copy();
+        let subscription = &plan.subscription;
+        if let Some(uid) = self
+            .copy_into(tx, &subscription.endpoint, &copy, now)
+            .await?
+        {
+            return Ok(Some(uid));
+        }
+        let Some(dlq) = subscription.dead_letter_arn() else {
+            return Ok(None);
+        };
+        if let Some(uid) = self.copy_into(tx, dlq, &copy, now).await? {
+            return Ok(Some(uid));
+        }
+        match plan.enveloped() {
+            Some(enveloped) => self.copy_into(tx, dlq, &enveloped, now).await,
+            None => Ok(None),
+        }
+    }
+
+    /// Stores a copy in the queue an ARN names; `None` if that queue is gone or refuses it
+    /// (too large for it, too many attributes).
+    async fn copy_into(
+        &self,
+        tx: &Transaction<'_>,
+        queue_arn: &str,
+        copy: &SubscriptionCopy<'_>,
+        now: Timestamp,
+    ) -> BackendResult<Option<i64>> {
+        let Some(queue) = self.queue_at(tx, queue_arn).await? else {
+            return Ok(None);
+        };
+        let Ok(prepared) = copy
+            .send_request(queue.config.fifo)
+            .and_then(|request| prepare(&queue.config, request, now, false))
+        else {
+            return Ok(None);
+        };
+        self.store(tx, &queue, prepared, now).await?;
+        Ok(Some(queue.uid))
+    }
+
+    /// The key SNS messages are signed with, shared by every node: read from the database,
+    /// or made and stored by the first node that needs one.
+    pub(super) async fn signer(&self) -> BackendResult<Arc<MessageSigner>> {
+        self.signer
+            .get_or_try_init(|| async {
+                let client = self.client().await?;
+                if let Some(found) = stored_signer(&client).await? {
+                    return Ok(found);
+                }
+                let made = MessageSigner::generate().map_err(unavailable)?;
+                client
+                    .execute(
+                        "INSERT INTO signing_key (id, private_key_der, certificate_pem, \
+                         certificate_file) VALUES (1, $1, $2, $3) ON CONFLICT (id) DO NOTHING",
+                        &[
+                            &made.private_key_der().map_err(unavailable)?,
+                            &made.certificate_pem,
+                            &made.certificate_file,
+                        ],
+                    )
+                    .await
+                    .map_err(unavailable)?;
+                // Another node may have stored its key first: every node signs with that one.
+                stored_signer(&client)
+                    .await?
+                    .ok_or_else(|| unavailable("the signing key was not stored"))
+            })
+            .await
+            .cloned()
+    }
+}
+
+/// The stored signing key, if one was made.
+pub(super) async fn stored_signer(
+    client: &impl GenericClient,
+) -> BackendResult<Option<Arc<MessageSigner>>> {
+    let row = client
+        .query_opt(
+            "SELECT private_key_der, certificate_pem, certificate_file FROM signing_key",
+            &[],
+        )
+        .await
+        .map_err(unavailable)?;
+    let Some(row) = row else { return Ok(None) };
+    let signer =
+        MessageSigner::from_parts(row.get(0), row.get(1), row.get(2)).map_err(unavailable)?;
+    Ok(Some(Arc::new(signer)))
+}
