@@ -59,22 +59,7 @@ pub fn build_service(
     listening: SocketAddr,
 ) -> std::io::Result<Built> {
     let (engine, data) = open_engine(config)?;
-    let webhooks = Webhooks::new(
-        config.webhook_allow.clone(),
-        &SenderConfig {
-            timeout: Duration::from_secs(config.webhook_timeout.max(1)),
-            accept_invalid_certs: config.webhook_accept_invalid_certs,
-            proxy: config.webhook_proxy.clone(),
-            listening: Some(listening),
-        },
-        config.webhook_concurrency,
-    )
-    .map_err(std::io::Error::other)?;
-    let settings = ServiceSettings {
-        hostname: config.hostname.clone(),
-        account_id: config.account_id.clone(),
-        region: config.region.clone(),
-    };
+    let (webhooks, settings) = service_parts(config, listening)?;
     let engine = Arc::new(engine);
     let journal = data.as_ref().map(|d| d.journal.clone());
     let metrics = crate::metrics::Metrics::default();
@@ -95,6 +80,60 @@ pub fn build_service(
     Ok(Built {
         service: Service::new(backend, Arc::new(webhooks), clock, settings, metrics),
         snapshots,
+    })
+}
+
+/// What every backend's service needs: the webhook sender and the service's settings.
+fn service_parts(
+    config: &Config,
+    listening: SocketAddr,
+) -> std::io::Result<(Webhooks, ServiceSettings)> {
+    let webhooks = Webhooks::new(
+        config.webhook_allow.clone(),
+        &SenderConfig {
+            timeout: Duration::from_secs(config.webhook_timeout.max(1)),
+            accept_invalid_certs: config.webhook_accept_invalid_certs,
+            proxy: config.webhook_proxy.clone(),
+            listening: Some(listening),
+        },
+        config.webhook_concurrency,
+    )
+    .map_err(std::io::Error::other)?;
+    let settings = ServiceSettings {
+        hostname: config.hostname.clone(),
+        account_id: config.account_id.clone(),
+        region: config.region.clone(),
+    };
+    Ok((webhooks, settings))
+}
+
+/// `--storage postgres://…`: the service on a PostgreSQL database (created or upgraded on
+/// connecting). Fails if the database cannot be reached or is newer than this build.
+pub async fn build_service_on_postgres(
+    config: &Config,
+    url: &str,
+    clock: Arc<dyn Clock>,
+    listening: SocketAddr,
+) -> std::io::Result<Built> {
+    let (webhooks, settings) = service_parts(config, listening)?;
+    let metrics = crate::metrics::Metrics::default();
+    let backend = crate::backend::postgres::Postgres::connect(
+        crate::backend::postgres::Settings {
+            url: url.to_string(),
+            account_id: config.account_id.clone(),
+            region: config.region.clone(),
+            delete_cooldown_ms: config.deleted_queue_cooldown * 1000,
+            pool_size: config.storage_pool_size,
+            long_polls: metrics.long_polls_waiting.clone(),
+        },
+        clock.clone(),
+    )
+    .await
+    .map_err(std::io::Error::other)?;
+    tracing::info!(pool = config.storage_pool_size, "storage: PostgreSQL");
+    Ok(Built {
+        service: Service::new(backend, Arc::new(webhooks), clock, settings, metrics),
+        snapshots: None,
     })
 }
 
@@ -231,7 +270,10 @@ impl App {
             )),
             None => None,
         };
-        let built = build_service(config, clock, listening)?;
+        let built = match &config.storage {
+            Some(url) => build_service_on_postgres(config, url, clock, listening).await?,
+            None => build_service(config, clock, listening)?,
+        };
         let mut limits = limits;
         limits.open = built.service.metrics.open_connections.clone();
         let scheme = if tls.is_some() { "https" } else { "http" };

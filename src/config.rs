@@ -54,6 +54,14 @@ pub struct Config {
     /// Where state is kept (created if missing; one server per directory).
     #[arg(long, env = "ORDERLY_DATA_DIR", default_value = "./orderly-data")]
     pub data_dir: std::path::PathBuf,
+    /// `postgres://USER@HOST:PORT/DB`: keep all state in that PostgreSQL database instead of
+    /// the data directory, so several Orderly nodes can serve one set of queues and topics.
+    /// The schema is created or upgraded at start.
+    #[arg(long, env = "ORDERLY_STORAGE", conflicts_with = "ephemeral", value_parser = parse_storage)]
+    pub storage: Option<String>,
+    /// Database connections this node keeps at most (with --storage).
+    #[arg(long, env = "ORDERLY_STORAGE_POOL_SIZE", default_value_t = 32)]
+    pub storage_pool_size: usize,
     /// `system`, or `manual`: the server's clock starts at the machine's time and then moves
     /// only when told (`POST /_orderly/clock`), so tests pass long timeouts at once.
     #[arg(long, env = "ORDERLY_CLOCK", value_enum, default_value = "system")]
@@ -124,6 +132,14 @@ pub struct Config {
 
 fn parse_allow_list(value: &str) -> Result<crate::delivery::AllowList, String> {
     crate::delivery::AllowList::parse(value)
+}
+
+fn parse_storage(value: &str) -> Result<String, String> {
+    if value.starts_with("postgres://") || value.starts_with("postgresql://") {
+        Ok(value.to_string())
+    } else {
+        Err("give a PostgreSQL URL: postgres://USER@HOST:PORT/DB".into())
+    }
 }
 
 fn parse_account(value: &str) -> Result<String, String> {

@@ -370,3 +370,20 @@ pub trait Inspection: Send + Sync {
 pub trait Backend: QueueAdmin + Messages + Topics + MoveTasks + Deliveries + Inspection {}
 
 impl<T: QueueAdmin + Messages + Topics + MoveTasks + Deliveries + Inspection> Backend for T {}
+
+/// One waiting receive in the long-poll gauge (`GET /metrics`), for as long as it lives: a
+/// client that hangs up drops the receive mid-wait, and the count still goes down.
+pub(crate) struct Waiting<'a>(&'a prometheus_client::metrics::gauge::Gauge);
+
+impl<'a> Waiting<'a> {
+    pub(crate) fn start(gauge: &'a prometheus_client::metrics::gauge::Gauge) -> Self {
+        gauge.inc();
+        Waiting(gauge)
+    }
+}
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        self.0.dec();
+    }
+}

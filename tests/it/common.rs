@@ -1,4 +1,8 @@
 //! Starts a server on 127.0.0.1:0 and builds SDK clients for it.
+//!
+//! With `ORDERLY_TEST_STORAGE=postgres` (and `ORDERLY_TEST_POSTGRES` naming a server whose
+//! user may create databases), every server a test starts without a data directory keeps its
+//! state in a fresh PostgreSQL database instead: the same tests then run on both backends.
 
 use std::net::SocketAddr;
 
@@ -48,11 +52,41 @@ pub async fn start_with_clock(
     config: Config,
     clock: std::sync::Arc<orderly::clock::ManualClock>,
 ) -> Server {
+    let config = on_test_storage(config).await;
     serve(App::bind_with_clock(&config, clock).await.expect("bind"))
 }
 
 pub async fn start_with(config: Config) -> Server {
+    let config = on_test_storage(config).await;
     serve(App::bind(&config).await.expect("bind"))
+}
+
+/// Whether this run keeps servers' state in PostgreSQL (`ORDERLY_TEST_STORAGE=postgres`).
+pub fn on_postgres() -> bool {
+    std::env::var("ORDERLY_TEST_STORAGE").is_ok_and(|s| s == "postgres")
+}
+
+/// An ephemeral server's settings, moved to a fresh PostgreSQL database when this run asks.
+async fn on_test_storage(mut config: Config) -> Config {
+    if !on_postgres() || !config.ephemeral {
+        return config;
+    }
+    let base = std::env::var("ORDERLY_TEST_POSTGRES")
+        .expect("ORDERLY_TEST_STORAGE=postgres needs ORDERLY_TEST_POSTGRES (scripts/postgres-cluster start)");
+    let (client, connection) = tokio_postgres::connect(&base, tokio_postgres::NoTls)
+        .await
+        .expect("the test server answers");
+    tokio::spawn(connection);
+    let name = format!("it_{}", uuid::Uuid::new_v4().simple());
+    client
+        .batch_execute(&format!("CREATE DATABASE {name}"))
+        .await
+        .expect("a database of the test's own");
+    let (stem, _) = base.rsplit_once('/').expect("a URL naming a database");
+    config.ephemeral = false;
+    config.storage = Some(format!("{stem}/{name}"));
+    config.storage_pool_size = 8;
+    config
 }
 
 /// A server the test stops (`Stoppable::stop`), to start another on the same data directory.

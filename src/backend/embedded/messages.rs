@@ -87,7 +87,7 @@ impl Messages for Embedded {
                     .map_or(deadline, |d| d.min(deadline));
                 // Counted while it waits, and uncounted however the wait ends (a client that
                 // hangs up drops this future mid-wait).
-                let _waiting = Waiting::start(&self.long_polls);
+                let _waiting = crate::backend::Waiting::start(&self.long_polls);
                 tokio::select! {
                     _ = notified => {}
                     _ = self.clock.sleep_until(wake_at.max(now.plus_millis(1))) => {}
@@ -136,21 +136,5 @@ impl Messages for Embedded {
             wake(&entry);
             Ok(results)
         })
-    }
-}
-
-/// One waiting receive in the long-poll gauge, for as long as it lives.
-struct Waiting<'a>(&'a prometheus_client::metrics::gauge::Gauge);
-
-impl<'a> Waiting<'a> {
-    fn start(gauge: &'a prometheus_client::metrics::gauge::Gauge) -> Self {
-        gauge.inc();
-        Waiting(gauge)
-    }
-}
-
-impl Drop for Waiting<'_> {
-    fn drop(&mut self) {
-        self.0.dec();
     }
 }

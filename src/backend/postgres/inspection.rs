@@ -48,8 +48,8 @@ impl Postgres {
                 .redrive_policy
                 .as_ref()
                 .map(|p| p.dead_letter_target_arn.clone()),
-            // Not counted on PostgreSQL yet: each node would see only its own share.
-            activity: Default::default(),
+            // This node's share, since it started (as a Prometheus counter is).
+            activity: self.activity.of(queue.uid),
         })
     }
 
@@ -209,20 +209,22 @@ impl Inspection for Postgres {
         })
     }
 
-    /// Every subscription. What became of its recent messages is not kept on PostgreSQL yet
-    /// (issue 30): the notes and counts are empty.
+    /// Every subscription, with what became of the last messages this node published to it.
     fn subscription_activity(&self) -> Answer<'_, Vec<SubscriptionActivity>> {
         Box::pin(async {
             use crate::backend::Topics;
             let subscriptions = self.list_subscriptions(None).await?;
             Ok(subscriptions
                 .into_iter()
-                .map(|(topic_arn, subscription)| SubscriptionActivity {
-                    topic_arn,
-                    subscription,
-                    recent: Vec::new(),
-                    counts: Vec::new(),
-                    last_error: None,
+                .map(|(topic_arn, subscription)| {
+                    let (recent, counts) = self.activity.recent(&subscription.arn);
+                    SubscriptionActivity {
+                        topic_arn,
+                        subscription,
+                        recent,
+                        counts,
+                        last_error: None,
+                    }
                 })
                 .collect())
         })

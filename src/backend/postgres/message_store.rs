@@ -266,6 +266,10 @@ impl Postgres {
                 .await?;
         }
         tx.commit().await.map_err(unavailable)?;
+        self.activity.count(queue.uid, |a| {
+            a.received += taken.received.len() as u64;
+            a.dead_lettered += dead_lettered.len() as u64;
+        });
         if let Some((target, _)) = &dead_letter {
             for (id, receive_count) in dead_lettered {
                 crate::backend::log_dead_lettered(&queue.name, &target.name, id, receive_count);

@@ -7,12 +7,13 @@
 use std::time::Duration;
 
 use super::message_store::notify;
+use super::queues::{millis, timestamp};
 use super::{unavailable, Postgres};
 use crate::backend::BackendResult;
 use crate::backend::{Answer, Messages};
 use crate::engine::queue::send::{check_batch, prepare};
 use crate::engine::queue::{check_receive, ReceiveRequest, Received, SendReceipt, SendRequest};
-use crate::engine::EngineResult;
+use crate::engine::{EngineResult, Timestamp};
 
 /// How often a waiting long poll looks again without being woken.
 const LOOK_AGAIN: Duration = Duration::from_millis(500);
@@ -29,6 +30,7 @@ impl Messages for Postgres {
             notify(&tx, queue.uid).await?;
             tx.commit().await.map_err(unavailable)?;
             self.wake(queue.uid);
+            self.count_sent(queue.uid, std::slice::from_ref(&receipt));
             Ok(receipt)
         })
     }
@@ -60,6 +62,8 @@ impl Messages for Postgres {
             if results.iter().any(Result::is_ok) {
                 self.wake(queue.uid);
             }
+            let stored: Vec<SendReceipt> = results.iter().flatten().cloned().collect();
+            self.count_sent(queue.uid, &stored);
             Ok(results)
         })
     }
@@ -96,10 +100,21 @@ impl Messages for Postgres {
                     }
                     return Ok(received);
                 }
-                let look_again = now.plus_millis(LOOK_AGAIN.as_millis() as u64);
-                tokio::select! {
-                    _ = woken => {}
-                    _ = self.clock.sleep_until(look_again.min(until)) => {}
+                // Woken by a send or a change, by the look-again interval, or when a message
+                // in flight or delayed here becomes visible, whichever is first.
+                let mut wake_at = now.plus_millis(LOOK_AGAIN.as_millis() as u64).min(until);
+                if let Some(next) = self.next_visible(queue.uid, now).await? {
+                    wake_at = wake_at.min(next);
+                }
+                let _waiting = crate::backend::Waiting::start(&self.long_polls);
+                let woke = tokio::select! {
+                    _ = woken => true,
+                    _ = self.clock.sleep_until(wake_at) => false,
+                };
+                if woke && !self.queue_exists(queue.uid).await? {
+                    // Deleted while waiting: answered empty, and the next poll on it is woken.
+                    waker.notify_one();
+                    return Ok(Vec::new());
                 }
             }
         })
@@ -128,6 +143,29 @@ impl Messages for Postgres {
 }
 
 impl Postgres {
+    /// When the next of the queue's messages in flight or delayed becomes visible, if any.
+    async fn next_visible(&self, uid: i64, now: Timestamp) -> BackendResult<Option<Timestamp>> {
+        let client = self.client().await?;
+        let row = client
+            .query_one(
+                "SELECT min(visible_at) FROM messages WHERE queue_uid = $1 AND visible_at > $2",
+                &[&uid, &millis(now)],
+            )
+            .await
+            .map_err(unavailable)?;
+        Ok(row.get::<_, Option<i64>>(0).map(timestamp))
+    }
+
+    /// Whether this incarnation of a queue still exists.
+    async fn queue_exists(&self, uid: i64) -> BackendResult<bool> {
+        let client = self.client().await?;
+        let row = client
+            .query_opt("SELECT 1 FROM queues WHERE uid = $1", &[&uid])
+            .await
+            .map_err(unavailable)?;
+        Ok(row.is_some())
+    }
+
     /// Deletes (`None`) or changes the visibility of (`Some(seconds)`) each handle's message, in
     /// one transaction, answering each on its own; then wakes the queue's long polls (deleting
     /// a FIFO group's head unlocks the group; a message made visible may be the next one).
@@ -142,9 +180,14 @@ impl Postgres {
         let now = self.clock.now();
         let tx = client.transaction().await.map_err(unavailable)?;
         let mut results = Vec::with_capacity(changes.len());
+        let mut deleted = 0;
         for (handle, timeout) in changes {
             let result = match timeout {
-                None => self.delete_one(&tx, &queue, handle, last_seq, now).await?,
+                None => {
+                    let result = self.delete_one(&tx, &queue, handle, last_seq, now).await?;
+                    deleted += u64::from(result.is_ok());
+                    result
+                }
                 Some(timeout) => {
                     let change = (handle, timeout);
                     self.change_visibility_one(&tx, &queue, change, last_seq, now)
@@ -156,6 +199,16 @@ impl Postgres {
         notify(&tx, queue.uid).await?;
         tx.commit().await.map_err(unavailable)?;
         self.wake(queue.uid);
+        self.activity.count(queue.uid, |a| a.deleted += deleted);
         Ok(results)
+    }
+
+    /// Counts stored sends and suppressed duplicates, once committed.
+    pub(super) fn count_sent(&self, uid: i64, receipts: &[SendReceipt]) {
+        let duplicates = receipts.iter().filter(|r| r.duplicate).count() as u64;
+        self.activity.count(uid, |a| {
+            a.deduplicated += duplicates;
+            a.sent += receipts.len() as u64 - duplicates;
+        });
     }
 }

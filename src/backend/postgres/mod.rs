@@ -13,6 +13,7 @@
 //! (`QueueConfig::apply`, `check_dead_letter_target`, `check_tags`), so both backends apply
 //! the same ones.
 
+mod activity;
 mod attempts;
 mod deliveries;
 mod inspection;
@@ -63,6 +64,8 @@ pub struct Settings {
     pub delete_cooldown_ms: u64,
     /// Connections this node keeps at most.
     pub pool_size: usize,
+    /// Kept at the number of receives waiting for a message (`GET /metrics`).
+    pub long_polls: prometheus_client::metrics::gauge::Gauge,
 }
 
 pub struct Postgres {
@@ -81,6 +84,9 @@ pub struct Postgres {
     me: Weak<Postgres>,
     /// The tasks pacing move tasks, and the one taking over other nodes' lapsed ones.
     move_runners: super::pacing::Runners,
+    /// What this node did (`/metrics`, the inspection API).
+    activity: activity::NodeActivity,
+    long_polls: prometheus_client::metrics::gauge::Gauge,
     /// The SNS signing key once read or made (`publish::signer`).
     signer: tokio::sync::OnceCell<Arc<crate::engine::topic::signing::MessageSigner>>,
 }
@@ -146,6 +152,8 @@ impl Postgres {
             me: me.clone(),
             move_runners: Default::default(),
             signer: Default::default(),
+            activity: Default::default(),
+            long_polls: settings.long_polls,
         }))
     }
 

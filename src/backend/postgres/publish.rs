@@ -12,8 +12,9 @@ use super::queues::millis;
 use super::{unavailable, Postgres};
 use crate::backend::BackendResult;
 use crate::engine::queue::send::prepare;
-use crate::engine::queue::DEDUP_WINDOW_MS;
+use crate::engine::queue::{SendReceipt, DEDUP_WINDOW_MS};
 use crate::engine::topic::fanout::{plan_queue_copies, PlannedCopy, SubscriptionCopy};
+use crate::engine::topic::recent::{DeliveryNote, Fate};
 use crate::engine::topic::signing::MessageSigner;
 use crate::engine::topic::{check_message, sequence_number, Publication, PublishRequest, Topic};
 use crate::engine::{EngineResult, Timestamp};
@@ -42,7 +43,9 @@ impl Postgres {
             Some(self.signer().await?)
         };
         let now = self.clock.now();
-        let mut touched = Vec::new();
+        // (queue uid, its receipt) of each stored copy, and each subscription's note.
+        let mut stored: Vec<(i64, SendReceipt)> = Vec::new();
+        let mut notes: Vec<(Arc<str>, DeliveryNote)> = Vec::new();
         let mut published = Vec::with_capacity(requests.len());
         for request in requests {
             let publication = self.decide(&tx, &topic, request, now).await?;
@@ -55,21 +58,36 @@ impl Postgres {
                     base_url,
                     &source,
                 );
-                for (_, plan) in plans {
-                    let Some(plan) = plan else { continue };
-                    match self.deliver_copy(&tx, &plan, now).await? {
-                        Some(uid) => touched.push(uid),
-                        None => tracing::warn!(
-                            topic = topic_arn,
-                            message_id = &*publication.message_id,
-                            subscription = &*plan.subscription.arn,
-                            "copy dropped: neither the subscribed queue nor a dead-letter queue took it"
-                        ),
-                    }
+                for (subscription, plan) in plans {
+                    let fate = match plan {
+                        None => Fate::FilteredOut,
+                        Some(plan) => match self.deliver_copy(&tx, &plan, now).await? {
+                            Some((fate, uid, receipt)) => {
+                                stored.push((uid, receipt));
+                                fate
+                            }
+                            None => {
+                                tracing::warn!(
+                                    topic = topic_arn,
+                                    message_id = &*publication.message_id,
+                                    subscription = &*subscription.arn,
+                                    "copy dropped: neither the subscribed queue nor a dead-letter queue took it"
+                                );
+                                Fate::Failed
+                            }
+                        },
+                    };
+                    let note = DeliveryNote {
+                        message_id: publication.message_id.clone(),
+                        at: now,
+                        fate,
+                    };
+                    notes.push((subscription.arn.clone(), note));
                 }
             }
             published.push(Ok(publication));
         }
+        let mut touched: Vec<i64> = stored.iter().map(|(uid, _)| *uid).collect();
         touched.sort_unstable();
         touched.dedup();
         for uid in &touched {
@@ -78,6 +96,12 @@ impl Postgres {
         tx.commit().await.map_err(unavailable)?;
         for uid in touched {
             self.wake(uid);
+        }
+        for (uid, receipt) in stored {
+            self.count_sent(uid, std::slice::from_ref(&receipt));
+        }
+        for (subscription, note) in notes {
+            self.activity.note(&subscription, note);
         }
         Ok(published)
     }
@@ -171,42 +195,40 @@ impl Postgres {
 
     /// Stores a planned copy in its queue; if the queue is gone or refuses it, in the
     /// subscription's dead-letter queue (enveloped if it refuses the raw copy too). Answers
-    /// the queue that took it.
+    /// where it went, the queue that took it and that queue's receipt.
     async fn deliver_copy(
         &self,
         tx: &Transaction<'_>,
         plan: &PlannedCopy,
         now: Timestamp,
-    ) -> BackendResult<Option<i64>> {
+    ) -> BackendResult<Option<(Fate, i64, SendReceipt)>> {
         let copy = plan.copy();
         let subscription = &plan.subscription;
-        if let Some(uid) = self
+        let queued = self
             .copy_into(tx, &subscription.endpoint, &copy, now)
-            .await?
-        {
-            return Ok(Some(uid));
+            .await?;
+        if let Some((uid, receipt)) = queued {
+            return Ok(Some((Fate::Queued, uid, receipt)));
         }
         let Some(dlq) = subscription.dead_letter_arn() else {
             return Ok(None);
         };
-        if let Some(uid) = self.copy_into(tx, dlq, &copy, now).await? {
-            return Ok(Some(uid));
+        let mut dead_lettered = self.copy_into(tx, dlq, &copy, now).await?;
+        if let (None, Some(enveloped)) = (&dead_lettered, plan.enveloped()) {
+            dead_lettered = self.copy_into(tx, dlq, &enveloped, now).await?;
         }
-        match plan.enveloped() {
-            Some(enveloped) => self.copy_into(tx, dlq, &enveloped, now).await,
-            None => Ok(None),
-        }
+        Ok(dead_lettered.map(|(uid, receipt)| (Fate::DeadLettered, uid, receipt)))
     }
 
-    /// Stores a copy in the queue an ARN names; `None` if that queue is gone or refuses it
-    /// (too large for it, too many attributes).
+    /// Stores a copy in the queue an ARN names, answering that queue's uid and receipt;
+    /// `None` if the queue is gone or refuses it (too large for it, too many attributes).
     async fn copy_into(
         &self,
         tx: &Transaction<'_>,
         queue_arn: &str,
         copy: &SubscriptionCopy<'_>,
         now: Timestamp,
-    ) -> BackendResult<Option<i64>> {
+    ) -> BackendResult<Option<(i64, SendReceipt)>> {
         let Some(queue) = self.queue_at(tx, queue_arn).await? else {
             return Ok(None);
         };
@@ -216,8 +238,8 @@ impl Postgres {
         else {
             return Ok(None);
         };
-        self.store(tx, &queue, prepared, now).await?;
-        Ok(Some(queue.uid))
+        let receipt = self.store(tx, &queue, prepared, now).await?;
+        Ok(Some((queue.uid, receipt)))
     }
 
     /// The key SNS messages are signed with, shared by every node: read from the database,

@@ -261,8 +261,11 @@ impl Postgres {
         )
         .await
         .map_err(unavailable)?;
+        // Other nodes' long polls on it look again, find it gone and answer.
+        super::message_store::notify(&tx, deleted.get("uid")).await?;
         tx.commit().await.map_err(unavailable)?;
         self.wakers.forget(deleted.get("uid"));
+        self.activity.forget(deleted.get("uid"));
         Ok(())
     }
 

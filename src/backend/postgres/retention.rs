@@ -43,13 +43,14 @@ impl Postgres {
         let cutoff = millis(now) - i64::try_from(retention_ms).unwrap_or(i64::MAX);
         let mut client = self.client().await?;
         if !queue.config.fifo {
-            client
+            let expired = client
                 .execute(
                     "DELETE FROM messages WHERE queue_uid = $1 AND enqueued_at <= $2",
                     &[&queue.uid, &cutoff],
                 )
                 .await
                 .map_err(unavailable)?;
+            self.activity.count(queue.uid, |a| a.expired += expired);
             return Ok(());
         }
         let groups = client
@@ -65,6 +66,7 @@ impl Postgres {
         }
         let tx = client.transaction().await.map_err(unavailable)?;
         // The lock order: each group's row, then its messages.
+        let mut expired = 0;
         for group in &groups {
             let group: &str = group.get(0);
             tx.execute(
@@ -73,14 +75,17 @@ impl Postgres {
             )
             .await
             .map_err(unavailable)?;
-            tx.execute(
-                "DELETE FROM messages WHERE queue_uid = $1 AND group_id = $2 AND enqueued_at <= $3",
-                &[&queue.uid, &group, &cutoff],
-            )
-            .await
-            .map_err(unavailable)?;
+            expired += tx
+                .execute(
+                    "DELETE FROM messages WHERE queue_uid = $1 AND group_id = $2 AND enqueued_at <= $3",
+                    &[&queue.uid, &group, &cutoff],
+                )
+                .await
+                .map_err(unavailable)?;
             refresh_group(&tx, queue.uid, group).await?;
         }
-        tx.commit().await.map_err(unavailable)
+        tx.commit().await.map_err(unavailable)?;
+        self.activity.count(queue.uid, |a| a.expired += expired);
+        Ok(())
     }
 }

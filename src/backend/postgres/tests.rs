@@ -40,6 +40,7 @@ fn settings(url: &str) -> Settings {
         region: "us-east-1".into(),
         delete_cooldown_ms: 0,
         pool_size: 4,
+        long_polls: Default::default(),
     }
 }
 

@@ -274,7 +274,12 @@ impl Topics for Postgres {
         Box::pin(async move {
             self.topic_name(request.topic_arn, "Topic")
                 .map_err(|_| EngineError::InvalidParameter("Invalid parameter: Topic".into()))?;
-            Err(EngineError::InvalidParameter("Invalid parameter: Token".into()).into())
+            let refusal = if crate::engine::webhook::tokens::well_formed(request.token) {
+                "Invalid parameter: Token"
+            } else {
+                "Invalid token"
+            };
+            Err(EngineError::InvalidParameter(refusal.into()).into())
         })
     }
 
