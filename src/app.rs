@@ -125,6 +125,7 @@ pub async fn build_service_on_postgres(
             delete_cooldown_ms: config.deleted_queue_cooldown * 1000,
             pool_size: config.storage_pool_size,
             long_polls: metrics.long_polls_waiting.clone(),
+            in_flight_limit: crate::engine::queue::INFLIGHT_LIMIT,
         },
         clock.clone(),
     )

@@ -307,11 +307,16 @@ impl From<BackendError> for ApiError {
     fn from(e: BackendError) -> Self {
         match e {
             BackendError::Rejected(e) => e.into(),
-            // SQS calls it InternalFailure; SNS answers InternalError.
-            BackendError::Unavailable(_) => ApiError::new(
-                ErrorCode::InternalFailure,
-                "The change could not be persisted; the server refuses changes until its log can be written again.",
-            ),
+            // SQS calls it InternalFailure; SNS answers InternalError. The cause (a log that
+            // cannot be written, a database that cannot be reached) is the operator's to read,
+            // logged here once, not the client's.
+            BackendError::Unavailable(cause) => {
+                tracing::warn!(%cause, "storage unavailable: request refused");
+                ApiError::new(
+                    ErrorCode::InternalFailure,
+                    "The change could not be persisted: storage is unavailable. Nothing of the request was kept; try again.",
+                )
+            }
         }
     }
 }

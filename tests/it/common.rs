@@ -71,23 +71,16 @@ async fn on_test_storage(mut config: Config) -> Config {
     if !on_postgres() || !config.ephemeral {
         return config;
     }
-    let base = std::env::var("ORDERLY_TEST_POSTGRES")
+    let url = fresh_database()
+        .await
         .expect("ORDERLY_TEST_STORAGE=postgres needs ORDERLY_TEST_POSTGRES (scripts/postgres-cluster start)");
-    let (client, connection) = tokio_postgres::connect(&base, tokio_postgres::NoTls)
-        .await
-        .expect("the test server answers");
-    tokio::spawn(connection);
-    let name = format!("it_{}", uuid::Uuid::new_v4().simple());
-    client
-        .batch_execute(&format!("CREATE DATABASE {name}"))
-        .await
-        .expect("a database of the test's own");
-    let (stem, _) = base.rsplit_once('/').expect("a URL naming a database");
     config.ephemeral = false;
-    config.storage = Some(format!("{stem}/{name}"));
+    config.storage = Some(url);
     config.storage_pool_size = 8;
     config
 }
+
+pub use orderly::backend::postgres::test_database::fresh_database;
 
 /// A server the test stops (`Stoppable::stop`), to start another on the same data directory.
 pub struct Stoppable {

@@ -40,7 +40,8 @@ fn start(dir: &std::path::Path) -> Process {
     binary::start(dir, &["--snapshot-after", "20000"], "warn")
 }
 
-fn client(addr: SocketAddr) -> aws_sdk_sqs::Client {
+/// A client that never retries and gives up after 5 s: a crash must show as a failed call.
+pub fn client(addr: SocketAddr) -> aws_sdk_sqs::Client {
     let config = aws_sdk_sqs::Config::builder()
         .behavior_version(BehaviorVersion::latest())
         .region(Region::new("us-east-1"))

@@ -14,6 +14,7 @@ mod inspection;
 mod log_outage;
 mod logs;
 mod metrics;
+mod multi_node;
 mod receiver;
 mod reset;
 mod sns_api;

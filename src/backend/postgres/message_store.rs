@@ -203,6 +203,15 @@ impl Postgres {
                 return Ok(replayed);
             }
         }
+        let room = self.in_flight_room(&tx, queue.uid, now).await?;
+        if room == 0 && !queue.config.fifo {
+            return Err(EngineError::OverLimit(format!(
+                "Maximum number of inflight messages reached for queue {}.",
+                queue.name
+            ))
+            .into());
+        }
+        let max = max.min(room);
         let dead_letter = self.dead_letter_target(&tx, queue).await?;
         let mut taken = Taken::default();
         if queue.config.fifo {
@@ -266,6 +275,7 @@ impl Postgres {
                 .await?;
         }
         tx.commit().await.map_err(unavailable)?;
+        self.in_flight.add(queue.uid, taken.received.len());
         self.activity.count(queue.uid, |a| {
             a.received += taken.received.len() as u64;
             a.dead_lettered += dead_lettered.len() as u64;

@@ -1,11 +1,11 @@
 //! The PostgreSQL backend: every node keeps its state in one shared database, so several
 //! stateless Orderly nodes serve one set of queues and topics (issue 30).
 //!
-//! Under construction: queue administration (`QueueAdmin`) and messages (`Messages`: FIFO
-//! groups and their lock, deduplication, visibility, dead-letter queues, long polls woken across
-//! nodes, receive attempt ids, retention; not yet the in-flight cap) and move tasks are
-//! implemented and tested against a real PostgreSQL; topics and the webhook outbox are not,
-//! so the backend cannot be selected with `--storage` until they are.
+//! Selected with `--storage postgres://…`. Under construction: queue administration, messages
+//! (FIFO groups and their lock, deduplication, visibility, dead-letter queues, long polls woken
+//! across nodes, receive attempt ids, retention, the in-flight limit), move tasks, topics
+//! fanning out into queues and inspection are implemented and tested against a real
+//! PostgreSQL; the webhook outbox is not (HTTP/S subscriptions are refused), nor are archives.
 //!
 //! Each operation runs in one transaction at READ COMMITTED, taking row locks (`FOR UPDATE`)
 //! on what it changes, so nodes changing the same queue take turns. The rules that need no
@@ -16,6 +16,7 @@
 mod activity;
 mod attempts;
 mod deliveries;
+mod in_flight;
 mod inspection;
 mod message_store;
 mod messages;
@@ -24,6 +25,8 @@ mod publish;
 mod queues;
 mod retention;
 pub mod schema;
+#[doc(hidden)]
+pub mod test_database;
 mod topics;
 mod wakeup;
 
@@ -66,6 +69,8 @@ pub struct Settings {
     pub pool_size: usize,
     /// Kept at the number of receives waiting for a message (`GET /metrics`).
     pub long_polls: prometheus_client::metrics::gauge::Gauge,
+    /// Messages a queue may have in flight (AWS's 120,000, `INFLIGHT_LIMIT`).
+    pub in_flight_limit: usize,
 }
 
 pub struct Postgres {
@@ -87,6 +92,8 @@ pub struct Postgres {
     /// What this node did (`/metrics`, the inspection API).
     activity: activity::NodeActivity,
     long_polls: prometheus_client::metrics::gauge::Gauge,
+    in_flight: in_flight::InFlight,
+    in_flight_limit: usize,
     /// The SNS signing key once read or made (`publish::signer`).
     signer: tokio::sync::OnceCell<Arc<crate::engine::topic::signing::MessageSigner>>,
 }
@@ -154,6 +161,8 @@ impl Postgres {
             signer: Default::default(),
             activity: Default::default(),
             long_polls: settings.long_polls,
+            in_flight: Default::default(),
+            in_flight_limit: settings.in_flight_limit,
         }))
     }
 

@@ -9,29 +9,7 @@ use crate::backend::QueueAdmin;
 use crate::clock::{Clock, ManualClock};
 use crate::engine::{EngineError, QueueConfig, Timestamp};
 
-/// A fresh, empty database's URL; `None` (the test then passes vacuously, saying so) when no
-/// server is configured outside CI. In CI a missing server fails the test.
-async fn fresh_database() -> Option<String> {
-    let Ok(base) = std::env::var("ORDERLY_TEST_POSTGRES") else {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "ORDERLY_TEST_POSTGRES must name a PostgreSQL server in CI"
-        );
-        eprintln!("skipped: ORDERLY_TEST_POSTGRES is not set (scripts/postgres-cluster start)");
-        return None;
-    };
-    let (client, connection) = tokio_postgres::connect(&base, NoTls)
-        .await
-        .expect("the test server answers");
-    tokio::spawn(connection);
-    let name = format!("t_{}", uuid::Uuid::new_v4().simple());
-    client
-        .batch_execute(&format!("CREATE DATABASE {name}"))
-        .await
-        .unwrap();
-    let (stem, _) = base.rsplit_once('/').expect("a URL naming a database");
-    Some(format!("{stem}/{name}"))
-}
+use super::test_database::fresh_database;
 
 fn settings(url: &str) -> Settings {
     Settings {
@@ -41,6 +19,7 @@ fn settings(url: &str) -> Settings {
         delete_cooldown_ms: 0,
         pool_size: 4,
         long_polls: Default::default(),
+        in_flight_limit: crate::engine::queue::INFLIGHT_LIMIT,
     }
 }
 
@@ -654,4 +633,68 @@ async fn keeps_the_rules_of_topics() {
     let clock = clock();
     let backend = node(&url, &clock).await;
     crate::backend::conformance::topics(&*backend, &clock).await;
+}
+
+/// The in-flight limit: a receive takes only the room left; a standard queue at the limit
+/// answers OverLimit until messages leave flight and the next count sees it.
+#[tokio::test]
+async fn the_in_flight_limit_holds() {
+    use crate::backend::Messages;
+    use crate::engine::body::Body;
+    use crate::engine::queue::{ReceiveRequest, SendRequest};
+    let Some(url) = fresh_database().await else {
+        return;
+    };
+    let clock = clock();
+    let lowered = Settings {
+        in_flight_limit: 2,
+        ..settings(&url)
+    };
+    let backend = Postgres::connect(lowered, clock.clone()).await.unwrap();
+    backend
+        .create_queue(crate::backend::CreateQueue {
+            name: "busy".into(),
+            config: QueueConfig::for_create("busy", &[], clock.now()).unwrap(),
+            attributes: Vec::new(),
+            tags: Vec::new(),
+            now: clock.now(),
+        })
+        .await
+        .unwrap();
+    for body in ["a", "b", "c"] {
+        let request = SendRequest {
+            body: Body::new(body),
+            ..SendRequest::default()
+        };
+        backend.send("busy", request).await.unwrap();
+    }
+    let receive = || {
+        let request = ReceiveRequest {
+            max_messages: Some(10),
+            ..ReceiveRequest::default()
+        };
+        backend.receive("busy", request, Some(0))
+    };
+    let first = receive().await.unwrap();
+    assert_eq!(first.len(), 2, "only the room left");
+    let over = receive().await;
+    assert!(
+        matches!(
+            over,
+            Err(crate::backend::BackendError::Rejected(
+                EngineError::OverLimit(_)
+            ))
+        ),
+        "{over:?}"
+    );
+    backend
+        .delete("busy", vec![first[0].receipt_handle.as_str()])
+        .await
+        .unwrap();
+    clock.advance_millis(1_000);
+    assert_eq!(
+        receive().await.unwrap().len(),
+        1,
+        "counted again: room for one"
+    );
 }

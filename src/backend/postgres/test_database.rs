@@ -1,0 +1,27 @@
+//! For tests, the unit tests here and the SDK suite in `tests/it` alike: a fresh database on
+//! the server `ORDERLY_TEST_POSTGRES` names (`scripts/postgres-cluster start` makes one;
+//! `scripts/test` and CI do so).
+
+/// A fresh, empty database's URL; `None` (the test then passes vacuously, saying so) when no
+/// server is configured outside CI. In CI a missing server fails the test.
+pub async fn fresh_database() -> Option<String> {
+    let Ok(base) = std::env::var("ORDERLY_TEST_POSTGRES") else {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "ORDERLY_TEST_POSTGRES must name a PostgreSQL server in CI"
+        );
+        eprintln!("skipped: ORDERLY_TEST_POSTGRES is not set (scripts/postgres-cluster start)");
+        return None;
+    };
+    let (client, connection) = tokio_postgres::connect(&base, tokio_postgres::NoTls)
+        .await
+        .expect("the test server answers");
+    tokio::spawn(connection);
+    let name = format!("t_{}", uuid::Uuid::new_v4().simple());
+    client
+        .batch_execute(&format!("CREATE DATABASE {name}"))
+        .await
+        .expect("a database of the test's own");
+    let (stem, _) = base.rsplit_once('/').expect("a URL naming a database");
+    Some(format!("{stem}/{name}"))
+}
