@@ -44,6 +44,11 @@ pub enum BackendError {
     /// Storage could not make the change durable; nothing unacknowledged is reported done.
     #[error("storage unavailable: {0}")]
     Unavailable(String),
+    /// The database aborted the transaction to settle a conflict with another one (a
+    /// deadlock, a serialization failure): nothing of it was kept, and running it again may
+    /// succeed. The PostgreSQL backend does so before answering with it.
+    #[error("storage conflict: {0}")]
+    Conflict(String),
 }
 
 pub type BackendResult<T> = Result<T, BackendError>;

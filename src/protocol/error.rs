@@ -310,7 +310,7 @@ impl From<BackendError> for ApiError {
             // SQS calls it InternalFailure; SNS answers InternalError. The cause (a log that
             // cannot be written, a database that cannot be reached) is the operator's to read,
             // logged here once, not the client's.
-            BackendError::Unavailable(cause) => {
+            BackendError::Unavailable(cause) | BackendError::Conflict(cause) => {
                 tracing::warn!(%cause, "storage unavailable: request refused");
                 ApiError::new(
                     ErrorCode::InternalFailure,

@@ -8,6 +8,7 @@ use serde_json::Value;
 
 use super::message_store::{message_of, refresh_group, QueueRow, RECEIVED};
 use super::queues::millis;
+use super::statements::Cached;
 use super::{unavailable, Postgres};
 use crate::backend::BackendResult;
 use crate::engine::queue::receipt::Receipt;
@@ -44,7 +45,7 @@ impl Postgres {
         now: Timestamp,
     ) -> BackendResult<Option<Vec<Received>>> {
         let row = tx
-            .query_opt(
+            .maybe_row(
                 "SELECT entries, expires_at FROM receive_attempts \
                  WHERE queue_uid = $1 AND attempt_id = $2 FOR UPDATE",
                 &[&queue.uid, &attempt_id],
@@ -61,7 +62,7 @@ impl Postgres {
             None => None,
         };
         if replayed.is_none() {
-            tx.execute(
+            tx.run(
                 "DELETE FROM receive_attempts WHERE queue_uid = $1 AND attempt_id = $2",
                 &[&queue.uid, &attempt_id],
             )
@@ -84,7 +85,7 @@ impl Postgres {
         let seqs: Vec<i64> = entries.iter().map(|(seq, _, _)| *seq).collect();
         // The lock order: the groups' rows, then the messages'.
         let groups = tx
-            .query(
+            .rows(
                 "SELECT DISTINCT group_id FROM messages WHERE queue_uid = $1 AND seq = ANY($2) \
                  ORDER BY group_id",
                 &[&queue.uid, &seqs],
@@ -92,7 +93,7 @@ impl Postgres {
             .await
             .map_err(unavailable)?;
         let groups: Vec<String> = groups.iter().filter_map(|r| r.get(0)).collect();
-        tx.execute(
+        tx.run(
             "SELECT 1 FROM fifo_groups WHERE queue_uid = $1 AND group_id = ANY($2) \
              ORDER BY group_id FOR UPDATE",
             &[&queue.uid, &groups],
@@ -100,7 +101,7 @@ impl Postgres {
         .await
         .map_err(unavailable)?;
         let standing = tx
-            .query(
+            .rows(
                 "SELECT seq, receive_no, visibility_epoch, received, visible_at FROM messages \
                  WHERE queue_uid = $1 AND seq = ANY($2) FOR UPDATE",
                 &[&queue.uid, &seqs],
@@ -124,7 +125,7 @@ impl Postgres {
              RETURNING {RECEIVED}"
         );
         let rows = tx
-            .query(&sql, &[&queue.uid, &seqs, &millis(deadline)])
+            .rows(&sql, &[&queue.uid, &seqs, &millis(deadline)])
             .await
             .map_err(unavailable)?;
         for group in &groups {
@@ -164,7 +165,7 @@ impl Postgres {
             .collect();
         let seqs: Vec<i64> = receipts.iter().map(|r| r.seq as i64).collect();
         let epochs = tx
-            .query(
+            .rows(
                 "SELECT seq, visibility_epoch FROM messages WHERE queue_uid = $1 AND seq = ANY($2)",
                 &[&queue.uid, &seqs],
             )
@@ -180,7 +181,7 @@ impl Postgres {
                 serde_json::json!([r.seq, r.receive_no, epoch])
             })
             .collect();
-        tx.execute(
+        tx.run(
             "INSERT INTO receive_attempts (queue_uid, attempt_id, entries, expires_at) \
              VALUES ($1, $2, $3, $4) ON CONFLICT (queue_uid, attempt_id) \
              DO UPDATE SET entries = EXCLUDED.entries, expires_at = EXCLUDED.expires_at",

@@ -10,6 +10,7 @@ use std::sync::Mutex;
 use deadpool_postgres::GenericClient;
 
 use super::queues::millis;
+use super::statements::Cached;
 use super::{unavailable, Postgres};
 use crate::backend::BackendResult;
 use crate::engine::Timestamp;
@@ -49,7 +50,7 @@ impl Postgres {
             Some((count, at)) if at <= now && now.millis_since(at) < RECOUNT_MS => count,
             _ => {
                 let row = client
-                    .query_one(
+                    .row(
                         "SELECT count(*) FROM (SELECT 1 FROM messages WHERE queue_uid = $1 \
                          AND visible_at > $2 AND received LIMIT $3) AS held",
                         &[&uid, &millis(now), &(limit as i64)],

@@ -3,6 +3,7 @@
 
 use super::message_store::{message_of, QueueRow};
 use super::queues::{millis, timestamp};
+use super::statements::Cached;
 use super::{unavailable, Postgres};
 use crate::backend::{
     Answer, BackendResult, Inspection, ResetScope, SubscriptionActivity, TopicActivity,
@@ -17,7 +18,7 @@ impl Postgres {
         let client = self.client().await?;
         // A scan of the queue's messages, as GetQueueAttributes does (not a hot path).
         let row = client
-            .query_one(
+            .row(
                 "SELECT count(*) FILTER (WHERE visible_at <= $2), \
                  count(*) FILTER (WHERE visible_at > $2 AND received), \
                  count(*) FILTER (WHERE visible_at > $2 AND NOT received), \
@@ -64,7 +65,7 @@ impl Postgres {
         let queue = self.queue_row(&client, name).await?;
         self.expire(&queue, now).await?;
         let rows = client
-            .query(
+            .rows(
                 // The running total of content sizes keeps the answer within PEEK_BYTES (the
                 // first message always comes).
                 "SELECT visible_at, received, receive_count, first_receive_at, content FROM ( \
@@ -117,26 +118,26 @@ impl Postgres {
                     "topic_dedup",
                 ] {
                     let sql = format!("DELETE FROM {table}");
-                    tx.execute(&sql, &[]).await.map_err(unavailable)?;
+                    tx.run(&sql, &[]).await.map_err(unavailable)?;
                 }
-                tx.execute("UPDATE queues SET last_purge = NULL", &[])
+                tx.run("UPDATE queues SET last_purge = NULL", &[])
                     .await
                     .map_err(unavailable)?;
                 Vec::new()
             }
             ResetScope::Everything => {
                 // As DeleteQueue of each: the names cool down if --deleted-queue-cooldown asks.
-                tx.execute(
+                tx.run(
                     "INSERT INTO deleted_queues (name, deleted_at) SELECT name, $1 FROM queues \
                      ON CONFLICT (name) DO UPDATE SET deleted_at = EXCLUDED.deleted_at",
                     &[&millis(now)],
                 )
                 .await
                 .map_err(unavailable)?;
-                tx.execute("DELETE FROM topics", &[])
+                tx.run("DELETE FROM topics", &[])
                     .await
                     .map_err(unavailable)?;
-                tx.query("DELETE FROM queues RETURNING uid", &[])
+                tx.rows("DELETE FROM queues RETURNING uid", &[])
                     .await
                     .map_err(unavailable)?
             }
@@ -155,7 +156,7 @@ impl Inspection for Postgres {
             let now = self.clock.now();
             let client = self.client().await?;
             let names = client
-                .query("SELECT name FROM queues ORDER BY name", &[])
+                .rows("SELECT name FROM queues ORDER BY name", &[])
                 .await
                 .map_err(unavailable)?;
             let mut overviews = Vec::with_capacity(names.len());
@@ -187,7 +188,7 @@ impl Inspection for Postgres {
             let queue = self.queue_row(&client, queue).await?;
             self.expire(&queue, now).await?;
             let rows = client
-                .query(
+                .rows(
                     "SELECT group_id, count(*), count(*) FILTER (WHERE visible_at > $2 AND received) \
                      FROM messages WHERE queue_uid = $1 AND group_id IS NOT NULL \
                      GROUP BY group_id ORDER BY min(seq) LIMIT $3",
@@ -235,7 +236,7 @@ impl Inspection for Postgres {
         Box::pin(async {
             let client = self.client().await?;
             let rows = client
-                .query(
+                .rows(
                     "SELECT name, published, deduplicated FROM topics ORDER BY name",
                     &[],
                 )

@@ -11,6 +11,7 @@ use deadpool_postgres::{GenericClient, Transaction};
 use tokio_postgres::Row;
 
 use super::queues::{config_of, millis, timestamp};
+use super::statements::Cached;
 use super::{unavailable, Postgres};
 use crate::backend::{BackendError, BackendResult};
 use crate::engine::message::{Message, MessageId};
@@ -50,7 +51,7 @@ impl Postgres {
         name: &str,
     ) -> BackendResult<QueueRow> {
         let row = client
-            .query_opt(
+            .maybe_row(
                 "SELECT uid, fifo, attributes, created_at, last_modified_at, dedup_by_group \
                  FROM queues WHERE name = $1",
                 &[&name],
@@ -108,7 +109,7 @@ impl Postgres {
         }
         let key = send::dedup_key(queue.dedup_scope, &message);
         let claimed = tx
-            .query_opt(
+            .maybe_row(
                 "INSERT INTO dedup (queue_uid, key, message_id, seq, expires_at) \
                  VALUES ($1, $2, $3, 0, $4) ON CONFLICT (queue_uid, key) DO UPDATE \
                  SET message_id = EXCLUDED.message_id, seq = 0, expires_at = EXCLUDED.expires_at \
@@ -126,7 +127,7 @@ impl Postgres {
             .map_err(unavailable)?;
         if claimed.is_none() {
             let row = tx
-                .query_one(
+                .row(
                     "SELECT message_id, seq FROM dedup WHERE queue_uid = $1 AND key = $2",
                     &[&queue.uid, &&*key],
                 )
@@ -146,7 +147,7 @@ impl Postgres {
         if head.is_none() {
             set_group_head(tx, queue.uid, &group, seq, visible_at).await?;
         }
-        tx.execute(
+        tx.run(
             "UPDATE dedup SET seq = $3 WHERE queue_uid = $1 AND key = $2",
             &[&queue.uid, &&*key, &seq],
         )
@@ -164,7 +165,7 @@ impl Postgres {
         visible_at: Timestamp,
         enqueued_at: Timestamp,
     ) -> BackendResult<()> {
-        tx.execute(
+        tx.run(
             "INSERT INTO messages (queue_uid, seq, group_id, visible_at, receive_count, \
              first_receive_at, enqueued_at, content) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
             &[
@@ -186,7 +187,18 @@ impl Postgres {
     /// One receive, without waiting: up to `max` messages put in flight until `deadline`;
     /// messages received as often as the redrive policy allows go to the dead-letter queue
     /// instead. A FIFO retry of `attempt_id` gets what that attempt got, if it still stands.
+    /// Run again if a conflict with another transaction aborts it.
     pub(super) async fn receive_now(
+        &self,
+        queue: &QueueRow,
+        asked: (usize, Option<&str>),
+        deadline: Timestamp,
+        now: Timestamp,
+    ) -> BackendResult<Vec<Received>> {
+        super::retrying(|| self.receive_once(queue, asked, deadline, now)).await
+    }
+
+    async fn receive_once(
         &self,
         queue: &QueueRow,
         (max, attempt_id): (usize, Option<&str>),
@@ -216,7 +228,7 @@ impl Postgres {
         let mut taken = Taken::default();
         if queue.config.fifo {
             let groups = tx
-                .query(
+                .rows(
                     "SELECT group_id FROM fifo_groups WHERE queue_uid = $1 AND available_at <= $2 \
                      ORDER BY available_at, head_seq LIMIT $3 FOR UPDATE SKIP LOCKED",
                     &[&queue.uid, &millis(now), &(max as i64)],
@@ -230,7 +242,7 @@ impl Postgres {
                 }
                 let group: &str = group.get(0);
                 let rows = tx
-                    .query(
+                    .rows(
                         "SELECT seq, visible_at, receive_count FROM messages \
                          WHERE queue_uid = $1 AND group_id = $2 ORDER BY seq LIMIT $3",
                         &[&queue.uid, &group, &(room as i64)],
@@ -248,7 +260,7 @@ impl Postgres {
             }
         } else {
             let rows = tx
-                .query(
+                .rows(
                     "SELECT seq, visible_at, receive_count FROM messages \
                      WHERE queue_uid = $1 AND visible_at <= $2 ORDER BY visible_at, seq \
                      LIMIT $3 FOR UPDATE SKIP LOCKED",
@@ -341,7 +353,7 @@ impl Postgres {
                 "DELETE FROM messages WHERE queue_uid = $1 AND seq = ANY($2) RETURNING {RECEIVED}, enqueued_at"
             );
             let rows = tx
-                .query(&sql, &[&queue.uid, &expired])
+                .rows(&sql, &[&queue.uid, &expired])
                 .await
                 .map_err(unavailable)?;
             for row in &rows {
@@ -360,7 +372,7 @@ impl Postgres {
              WHERE queue_uid = $1 AND seq = ANY($2) RETURNING {RECEIVED}"
         );
         let mut rows = tx
-            .query(&sql, &[&queue.uid, &live, &millis(deadline), &millis(now)])
+            .rows(&sql, &[&queue.uid, &live, &millis(deadline), &millis(now)])
             .await
             .map_err(unavailable)?;
         // In the order they were chosen (a group's in sequence).
@@ -451,7 +463,7 @@ impl Postgres {
         let seq = receipt.seq as i64;
         if !queue.config.fifo {
             // Standard queues delete even with a stale handle (AWS-recorded).
-            tx.execute(
+            tx.run(
                 "DELETE FROM messages WHERE queue_uid = $1 AND seq = $2",
                 &[&queue.uid, &seq],
             )
@@ -466,7 +478,7 @@ impl Postgres {
         if !in_flight_by(&row, &receipt, now) {
             return Ok(Err(expired_handle(handle)));
         }
-        tx.execute(
+        tx.run(
             "DELETE FROM messages WHERE queue_uid = $1 AND seq = $2",
             &[&queue.uid, &seq],
         )
@@ -496,7 +508,7 @@ impl Postgres {
         let locked = if queue.config.fifo {
             lock_fifo_message(tx, queue.uid, seq).await?
         } else {
-            tx.query_opt(
+            tx.maybe_row(
                 "SELECT visible_at, received, receive_no, received_at FROM messages \
                  WHERE queue_uid = $1 AND seq = $2 FOR UPDATE",
                 &[&queue.uid, &seq],
@@ -527,7 +539,7 @@ impl Postgres {
                 "Value {timeout} for parameter VisibilityTimeout is invalid. Reason: Total VisibilityTimeout for the message is beyond the limit [43200 seconds]"
             ))));
         }
-        tx.execute(
+        tx.run(
             "UPDATE messages SET visible_at = $3, visibility_epoch = visibility_epoch + 1 \
              WHERE queue_uid = $1 AND seq = $2",
             &[&queue.uid, &seq, &millis(new_deadline)],
@@ -551,7 +563,7 @@ struct Taken {
 
 /// Tells every node's long polls on the queue to look, once this transaction commits.
 pub(super) async fn notify(tx: &impl GenericClient, uid: i64) -> BackendResult<()> {
-    tx.execute(
+    tx.run(
         "SELECT pg_notify($1, $2)",
         &[&super::wakeup::CHANNEL, &uid.to_string()],
     )
@@ -562,7 +574,7 @@ pub(super) async fn notify(tx: &impl GenericClient, uid: i64) -> BackendResult<(
 
 async fn next_seq(tx: &impl GenericClient) -> BackendResult<i64> {
     let row = tx
-        .query_one("SELECT nextval('message_seq')", &[])
+        .row("SELECT nextval('message_seq')", &[])
         .await
         .map_err(unavailable)?;
     Ok(row.get(0))
@@ -572,7 +584,7 @@ async fn next_seq(tx: &impl GenericClient) -> BackendResult<i64> {
 /// it had one. Held until commit, so sends to one group take positions in commit order.
 async fn lock_group(tx: &impl GenericClient, uid: i64, group: &str) -> BackendResult<Option<i64>> {
     let row = tx
-        .query_one(
+        .row(
             "INSERT INTO fifo_groups (queue_uid, group_id, head_seq, available_at) \
              VALUES ($1, $2, 0, 0) ON CONFLICT (queue_uid, group_id) \
              DO UPDATE SET head_seq = fifo_groups.head_seq RETURNING head_seq",
@@ -591,7 +603,7 @@ async fn set_group_head(
     seq: i64,
     available_at: Timestamp,
 ) -> BackendResult<()> {
-    tx.execute(
+    tx.run(
         "UPDATE fifo_groups SET head_seq = $3, available_at = $4 \
          WHERE queue_uid = $1 AND group_id = $2",
         &[&uid, &group, &seq, &millis(available_at)],
@@ -609,7 +621,7 @@ pub(super) async fn refresh_group(
     group: &str,
 ) -> BackendResult<()> {
     let head = tx
-        .query_opt(
+        .maybe_row(
             "SELECT seq, visible_at FROM messages WHERE queue_uid = $1 AND group_id = $2 \
              ORDER BY seq LIMIT 1",
             &[&uid, &group],
@@ -622,7 +634,7 @@ pub(super) async fn refresh_group(
             set_group_head(tx, uid, group, row.get(0), available_at).await
         }
         None => {
-            tx.execute(
+            tx.run(
                 "DELETE FROM fifo_groups WHERE queue_uid = $1 AND group_id = $2",
                 &[&uid, &group],
             )
@@ -641,7 +653,7 @@ async fn lock_fifo_message(
     seq: i64,
 ) -> BackendResult<Option<(String, Row)>> {
     let group = tx
-        .query_opt(
+        .maybe_row(
             "SELECT group_id FROM messages WHERE queue_uid = $1 AND seq = $2",
             &[&uid, &seq],
         )
@@ -650,14 +662,14 @@ async fn lock_fifo_message(
     let Some(group) = group.and_then(|row| row.get::<_, Option<String>>(0)) else {
         return Ok(None);
     };
-    tx.execute(
+    tx.run(
         "SELECT 1 FROM fifo_groups WHERE queue_uid = $1 AND group_id = $2 FOR UPDATE",
         &[&uid, &group],
     )
     .await
     .map_err(unavailable)?;
     let row = tx
-        .query_opt(
+        .maybe_row(
             "SELECT visible_at, received, receive_no, received_at FROM messages \
              WHERE queue_uid = $1 AND seq = $2 FOR UPDATE",
             &[&uid, &seq],
@@ -686,7 +698,7 @@ fn decode_handle(queue: &QueueRow, handle: &str, last_seq: i64) -> Option<Receip
 /// The last position handed out (handles naming a later one were never issued).
 pub(super) async fn last_seq(client: &impl GenericClient) -> BackendResult<i64> {
     let row = client
-        .query_one(
+        .row(
             "SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM message_seq",
             &[],
         )

@@ -7,13 +7,16 @@
 use std::time::Duration;
 
 use super::message_store::notify;
+use super::message_store::QueueRow;
 use super::queues::{millis, timestamp};
-use super::{unavailable, Postgres};
+use super::statements::Cached;
+use super::{retrying, unavailable, Postgres};
 use crate::backend::BackendResult;
 use crate::backend::{Answer, Messages};
-use crate::engine::queue::send::{check_batch, prepare};
+use crate::engine::queue::receipt::Receipt;
+use crate::engine::queue::send::{check_batch, prepare, Prepared};
 use crate::engine::queue::{check_receive, ReceiveRequest, Received, SendReceipt, SendRequest};
-use crate::engine::{EngineResult, Timestamp};
+use crate::engine::{EngineError, EngineResult, Timestamp};
 
 /// How often a waiting long poll looks again without being woken.
 const LOOK_AGAIN: Duration = Duration::from_millis(500);
@@ -21,17 +24,14 @@ const LOOK_AGAIN: Duration = Duration::from_millis(500);
 impl Messages for Postgres {
     fn send<'a>(&'a self, queue: &'a str, request: SendRequest) -> Answer<'a, SendReceipt> {
         Box::pin(async move {
-            let mut client = self.client().await?;
-            let queue = self.queue_row(&client, queue).await?;
+            let queue = {
+                let client = self.client().await?;
+                self.queue_row(&client, queue).await?
+            };
             let now = self.clock.now();
-            let prepared = prepare(&queue.config, request, now, false)?;
-            let tx = client.transaction().await.map_err(unavailable)?;
-            let receipt = self.store(&tx, &queue, prepared, now).await?;
-            notify(&tx, queue.uid).await?;
-            tx.commit().await.map_err(unavailable)?;
-            self.wake(queue.uid);
-            self.count_sent(queue.uid, std::slice::from_ref(&receipt));
-            Ok(receipt)
+            let prepared = vec![Ok(prepare(&queue.config, request, now, false)?)];
+            let mut stored = self.store_sends(&queue, &prepared, now).await?;
+            Ok(stored.pop().expect("one receipt per send")?)
         })
     }
 
@@ -41,30 +41,17 @@ impl Messages for Postgres {
         requests: Vec<SendRequest>,
     ) -> Answer<'a, Vec<EngineResult<SendReceipt>>> {
         Box::pin(async move {
-            let mut client = self.client().await?;
-            let queue = self.queue_row(&client, queue).await?;
+            let queue = {
+                let client = self.client().await?;
+                self.queue_row(&client, queue).await?
+            };
             check_batch(&queue.config, &requests)?;
             let now = self.clock.now();
-            let tx = client.transaction().await.map_err(unavailable)?;
-            let mut results = Vec::with_capacity(requests.len());
-            for request in requests {
-                match prepare(&queue.config, request, now, true) {
-                    Ok(prepared) => {
-                        results.push(Ok(self.store(&tx, &queue, prepared, now).await?))
-                    }
-                    Err(error) => results.push(Err(error)),
-                }
-            }
-            if results.iter().any(Result::is_ok) {
-                notify(&tx, queue.uid).await?;
-            }
-            tx.commit().await.map_err(unavailable)?;
-            if results.iter().any(Result::is_ok) {
-                self.wake(queue.uid);
-            }
-            let stored: Vec<SendReceipt> = results.iter().flatten().cloned().collect();
-            self.count_sent(queue.uid, &stored);
-            Ok(results)
+            let prepared: Vec<_> = requests
+                .into_iter()
+                .map(|request| prepare(&queue.config, request, now, true))
+                .collect();
+            self.store_sends(&queue, &prepared, now).await
         })
     }
 
@@ -147,7 +134,7 @@ impl Postgres {
     async fn next_visible(&self, uid: i64, now: Timestamp) -> BackendResult<Option<Timestamp>> {
         let client = self.client().await?;
         let row = client
-            .query_one(
+            .row(
                 "SELECT min(visible_at) FROM messages WHERE queue_uid = $1 AND visible_at > $2",
                 &[&uid, &millis(now)],
             )
@@ -160,7 +147,7 @@ impl Postgres {
     async fn queue_exists(&self, uid: i64) -> BackendResult<bool> {
         let client = self.client().await?;
         let row = client
-            .query_opt("SELECT 1 FROM queues WHERE uid = $1", &[&uid])
+            .maybe_row("SELECT 1 FROM queues WHERE uid = $1", &[&uid])
             .await
             .map_err(unavailable)?;
         Ok(row.is_some())
@@ -174,32 +161,120 @@ impl Postgres {
         queue: &str,
         changes: Vec<(&str, Option<i64>)>,
     ) -> BackendResult<Vec<EngineResult<()>>> {
-        let mut client = self.client().await?;
+        let client = self.client().await?;
         let queue = self.queue_row(&client, queue).await?;
         let last_seq = super::message_store::last_seq(&client).await?;
+        let order = self.group_order(&client, &queue, &changes).await?;
+        drop(client);
         let now = self.clock.now();
-        let tx = client.transaction().await.map_err(unavailable)?;
-        let mut results = Vec::with_capacity(changes.len());
-        let mut deleted = 0;
-        for (handle, timeout) in changes {
-            let result = match timeout {
-                None => {
-                    let result = self.delete_one(&tx, &queue, handle, last_seq, now).await?;
-                    deleted += u64::from(result.is_ok());
-                    result
-                }
-                Some(timeout) => {
-                    let change = (handle, timeout);
-                    self.change_visibility_one(&tx, &queue, change, last_seq, now)
-                        .await?
-                }
-            };
-            results.push(result);
-        }
-        notify(&tx, queue.uid).await?;
-        tx.commit().await.map_err(unavailable)?;
+        let (results, deleted) = retrying(|| async {
+            let mut client = self.client().await?;
+            let tx = client.transaction().await.map_err(unavailable)?;
+            let mut results: Vec<EngineResult<()>> = vec![Ok(()); changes.len()];
+            let mut deleted = 0;
+            for &i in &order {
+                let (handle, timeout) = changes[i];
+                results[i] = match timeout {
+                    None => {
+                        let result = self.delete_one(&tx, &queue, handle, last_seq, now).await?;
+                        deleted += u64::from(result.is_ok());
+                        result
+                    }
+                    Some(timeout) => {
+                        let change = (handle, timeout);
+                        self.change_visibility_one(&tx, &queue, change, last_seq, now)
+                            .await?
+                    }
+                };
+            }
+            notify(&tx, queue.uid).await?;
+            tx.commit().await.map_err(unavailable)?;
+            Ok((results, deleted))
+        })
+        .await?;
         self.wake(queue.uid);
         self.activity.count(queue.uid, |a| a.deleted += deleted);
+        Ok(results)
+    }
+
+    /// The order to act on handles in: a FIFO queue's by their messages' groups (the lock
+    /// order every transaction keeps); handles naming no stored message lock no group.
+    async fn group_order(
+        &self,
+        client: &impl deadpool_postgres::GenericClient,
+        queue: &QueueRow,
+        changes: &[(&str, Option<i64>)],
+    ) -> BackendResult<Vec<usize>> {
+        let mut order: Vec<usize> = (0..changes.len()).collect();
+        if !queue.config.fifo || changes.len() < 2 {
+            return Ok(order);
+        }
+        let seqs: Vec<i64> = changes
+            .iter()
+            .filter_map(|(handle, _)| Receipt::decode(handle).map(|r| r.seq as i64))
+            .collect();
+        let rows = client
+            .rows(
+                "SELECT seq, group_id FROM messages WHERE queue_uid = $1 AND seq = ANY($2)",
+                &[&queue.uid, &seqs],
+            )
+            .await
+            .map_err(unavailable)?;
+        let groups: std::collections::HashMap<i64, Option<String>> =
+            rows.iter().map(|row| (row.get(0), row.get(1))).collect();
+        let group_of = |i: usize| {
+            let seq = Receipt::decode(changes[i].0).map(|r| r.seq as i64)?;
+            groups.get(&seq).cloned().flatten()
+        };
+        // `None` sorts first; handles without a group take no group lock, so any place works.
+        order.sort_by_cached_key(|&i| group_of(i));
+        Ok(order)
+    }
+
+    /// Stores the checked sends in one transaction (run again if a conflict aborts it), each
+    /// answered in place (one that failed its checks keeps its error). Sends go in order of
+    /// their groups, a group's in the order given, so group rows are locked in one order by
+    /// every transaction (a delete batch's too) and two never wait on each other.
+    async fn store_sends(
+        &self,
+        queue: &QueueRow,
+        prepared: &[EngineResult<Prepared>],
+        now: Timestamp,
+    ) -> BackendResult<Vec<EngineResult<SendReceipt>>> {
+        let mut order: Vec<usize> = (0..prepared.len()).collect();
+        order.sort_by_key(|&i| {
+            prepared[i]
+                .as_ref()
+                .ok()
+                .and_then(|p| p.message.group_id.clone())
+        });
+        let results = retrying(|| async {
+            let mut client = self.client().await?;
+            let tx = client.transaction().await.map_err(unavailable)?;
+            let mut results: Vec<EngineResult<SendReceipt>> = prepared
+                .iter()
+                .map(|p| match p {
+                    Ok(_) => Err(EngineError::QueueDoesNotExist),
+                    Err(error) => Err(error.clone()),
+                })
+                .collect();
+            for &i in &order {
+                if let Ok(send) = &prepared[i] {
+                    results[i] = Ok(self.store(&tx, queue, send.clone(), now).await?);
+                }
+            }
+            if prepared.iter().any(Result::is_ok) {
+                notify(&tx, queue.uid).await?;
+            }
+            tx.commit().await.map_err(unavailable)?;
+            Ok(results)
+        })
+        .await?;
+        if results.iter().any(Result::is_ok) {
+            self.wake(queue.uid);
+        }
+        let stored: Vec<SendReceipt> = results.iter().flatten().cloned().collect();
+        self.count_sent(queue.uid, &stored);
         Ok(results)
     }
 

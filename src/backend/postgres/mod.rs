@@ -25,6 +25,7 @@ mod publish;
 mod queues;
 mod retention;
 pub mod schema;
+mod statements;
 #[doc(hidden)]
 pub mod test_database;
 mod topics;
@@ -105,8 +106,48 @@ impl Drop for Postgres {
 }
 
 /// A database failure, as the service reports it (nothing is acknowledged that did not commit).
-fn unavailable(error: impl std::fmt::Display) -> BackendError {
-    BackendError::Unavailable(format!("PostgreSQL: {error}"))
+/// A transaction PostgreSQL aborted to settle a conflict (deadlock, serialization failure) is
+/// a `Conflict`, which `retrying` runs again.
+fn unavailable(error: impl std::fmt::Display + 'static) -> BackendError {
+    use tokio_postgres::error::SqlState;
+    let any: &dyn std::any::Any = &error;
+    let conflict = any
+        .downcast_ref::<tokio_postgres::Error>()
+        .and_then(tokio_postgres::Error::code)
+        .is_some_and(|code| {
+            *code == SqlState::T_R_DEADLOCK_DETECTED || *code == SqlState::T_R_SERIALIZATION_FAILURE
+        });
+    if conflict {
+        BackendError::Conflict(format!("PostgreSQL: {error}"))
+    } else {
+        BackendError::Unavailable(format!("PostgreSQL: {error}"))
+    }
+}
+
+/// Times a transaction aborted by a conflict is run in all before the conflict is answered.
+const ATTEMPTS: u32 = 5;
+
+/// Runs `attempt` (a whole transaction) again while PostgreSQL aborts it to settle a conflict
+/// with another, after a short random pause, up to `ATTEMPTS` times in all.
+async fn retrying<T, F, Fut>(mut attempt: F) -> BackendResult<T>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = BackendResult<T>>,
+{
+    let mut tries = 1;
+    loop {
+        match attempt().await {
+            Err(BackendError::Conflict(cause)) if tries < ATTEMPTS => {
+                tracing::debug!(%cause, tries, "transaction aborted by a conflict; running it again");
+                // Real time: the other transaction is real. Random, so the two do not meet again.
+                let pause = 1 + u64::from(uuid::Uuid::new_v4().as_bytes()[0] % 20);
+                tokio::time::sleep(std::time::Duration::from_millis(pause * u64::from(tries)))
+                    .await;
+                tries += 1;
+            }
+            other => return other,
+        }
+    }
 }
 
 impl Postgres {

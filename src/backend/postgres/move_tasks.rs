@@ -11,6 +11,7 @@ use tokio_postgres::Row;
 
 use super::message_store::{message_of, notify, refresh_group, QueueRow, RECEIVED};
 use super::queues::{millis, timestamp};
+use super::statements::Cached;
 use super::{unavailable, Postgres};
 use crate::backend::{pacing, Answer, BackendError, BackendResult, MoveTasks, StartMove};
 use crate::engine::message::Message;
@@ -76,7 +77,7 @@ impl Postgres {
         let tx = client.transaction().await.map_err(unavailable)?;
         let source = self.arn_queue(&tx, request.source_arn, "SourceArn").await?;
         let has_sources = tx
-            .query_opt(
+            .maybe_row(
                 "SELECT 1 FROM queues WHERE dead_letter_target_arn = $1 LIMIT 1",
                 &[&request.source_arn],
             )
@@ -95,7 +96,7 @@ impl Postgres {
         };
         check_start((source.config.fifo, destination_fifo), request.rate)?;
         let to_move: i64 = tx
-            .query_one(
+            .row(
                 "SELECT count(*) FROM messages WHERE queue_uid = $1 AND visible_at <= $2",
                 &[&source.uid, &millis(now)],
             )
@@ -114,7 +115,7 @@ impl Postgres {
             failure_reason: None,
         };
         let inserted = tx
-            .execute(
+            .run(
                 "INSERT INTO move_tasks (id, source_arn, destination_arn, rate, status, to_move, \
                  started_at, runner, lease_until) VALUES ($1, $2, $3, $4, 'RUNNING', $5, $6, $7, $8) \
                  ON CONFLICT (source_arn) WHERE status = 'RUNNING' DO NOTHING",
@@ -143,7 +144,7 @@ impl Postgres {
         let mut client = self.client().await?;
         let tx = client.transaction().await.map_err(unavailable)?;
         let row = tx
-            .query_opt(
+            .maybe_row(
                 &format!("SELECT {COLUMNS}, runner FROM move_tasks WHERE id = $1 FOR UPDATE"),
                 &[&id],
             )
@@ -175,7 +176,7 @@ impl Postgres {
             (None, true) => MoveStatus::Completed,
             (None, false) => MoveStatus::Running,
         };
-        tx.execute(
+        tx.run(
             "UPDATE move_tasks SET moved = $2, status = $3, failure_reason = $4, lease_until = $5 \
              WHERE id = $1",
             &[
@@ -219,7 +220,7 @@ impl Postgres {
                  FOR UPDATE SKIP LOCKED) RETURNING {RECEIVED}"
             );
             let mut rows = tx
-                .query(&sql, &[&source.uid, &millis(now), &(limit as i64)])
+                .rows(&sql, &[&source.uid, &millis(now), &(limit as i64)])
                 .await
                 .map_err(unavailable)?;
             rows.sort_by_key(|row| row.get::<_, i64>("seq"));
@@ -296,7 +297,7 @@ impl Postgres {
     async fn claim_lapsed(&self, now: Timestamp) -> BackendResult<()> {
         let client = self.client().await?;
         let rows = client
-            .query(
+            .rows(
                 &format!(
                     "UPDATE move_tasks SET runner = $1, lease_until = $2 \
                      WHERE status = 'RUNNING' AND lease_until <= $3 RETURNING {COLUMNS}"
@@ -325,7 +326,7 @@ async fn take_fifo_heads(
     let mut taken = Vec::new();
     while taken.len() < limit {
         let group = tx
-            .query_opt(
+            .maybe_row(
                 "SELECT group_id, head_seq FROM fifo_groups WHERE queue_uid = $1 \
                  AND available_at <= $2 ORDER BY available_at, head_seq LIMIT 1 \
                  FOR UPDATE SKIP LOCKED",
@@ -336,7 +337,7 @@ async fn take_fifo_heads(
         let Some(group) = group else { break };
         let (group_id, head): (&str, i64) = (group.get(0), group.get(1));
         let row = tx
-            .query_opt(
+            .maybe_row(
                 &format!(
                     "DELETE FROM messages WHERE queue_uid = $1 AND seq = $2 RETURNING {RECEIVED}"
                 ),
@@ -366,7 +367,7 @@ impl MoveTasks for Postgres {
             let client = self.client().await?;
             self.arn_queue(&client, source_arn, "SourceArn").await?;
             let rows = client
-                .query(
+                .rows(
                     &format!(
                         "SELECT {COLUMNS} FROM move_tasks WHERE source_arn = $1 \
                          ORDER BY started_at DESC, ord DESC"
@@ -385,7 +386,7 @@ impl MoveTasks for Postgres {
             let client = self.client().await?;
             self.arn_queue(&client, &source_arn, "SourceArn").await?;
             let row = client
-                .query_opt(
+                .maybe_row(
                     "UPDATE move_tasks SET status = 'CANCELLED' \
                      WHERE id = $1 AND source_arn = $2 AND status = 'RUNNING' RETURNING moved",
                     &[&id, &source_arn],
@@ -421,7 +422,7 @@ impl MoveTasks for Postgres {
             // Another node may take this node's tasks over at once.
             let client = self.client().await?;
             client
-                .execute(
+                .run(
                     "UPDATE move_tasks SET lease_until = 0 WHERE runner = $1 AND status = 'RUNNING'",
                     &[&self.node],
                 )

@@ -9,6 +9,7 @@ use std::sync::Arc;
 use deadpool_postgres::{GenericClient, Transaction};
 
 use super::queues::millis;
+use super::statements::Cached;
 use super::{unavailable, Postgres};
 use crate::backend::BackendResult;
 use crate::engine::queue::send::prepare;
@@ -20,9 +21,19 @@ use crate::engine::topic::{check_message, sequence_number, Publication, PublishR
 use crate::engine::{EngineResult, Timestamp};
 
 impl Postgres {
-    /// Publishes each request in turn, in one transaction. The rules every entry must meet
-    /// are checked for all before any is published (as PublishBatch fails the whole batch).
+    /// Publishes each request in turn, in one transaction (run again if a conflict with
+    /// another transaction aborts it). The rules every entry must meet are checked for all
+    /// before any is published (as PublishBatch fails the whole batch).
     pub(super) async fn publish_all(
+        &self,
+        topic_arn: &str,
+        requests: &[PublishRequest],
+        base_url: &str,
+    ) -> BackendResult<Vec<EngineResult<Publication>>> {
+        super::retrying(|| self.publish_once(topic_arn, requests, base_url)).await
+    }
+
+    async fn publish_once(
         &self,
         topic_arn: &str,
         requests: &[PublishRequest],
@@ -119,7 +130,7 @@ impl Postgres {
         let message_id: Arc<str> = uuid::Uuid::new_v4().to_string().into();
         let name: &str = &topic.name;
         if !topic.fifo {
-            tx.execute(
+            tx.run(
                 "UPDATE topics SET published = published + 1 WHERE name = $1",
                 &[&name],
             )
@@ -134,7 +145,7 @@ impl Postgres {
         }
         let (key, dedup_id) = topic.dedup_key(request);
         let claimed = tx
-            .query_opt(
+            .maybe_row(
                 "INSERT INTO topic_dedup (topic, key, message_id, seq, expires_at) \
                  VALUES ($1, $2, $3, 0, $4) ON CONFLICT (topic, key) DO UPDATE \
                  SET message_id = EXCLUDED.message_id, seq = 0, expires_at = EXCLUDED.expires_at \
@@ -151,13 +162,13 @@ impl Postgres {
             .map_err(unavailable)?;
         if claimed.is_none() {
             let row = tx
-                .query_one(
+                .row(
                     "SELECT message_id, seq FROM topic_dedup WHERE topic = $1 AND key = $2",
                     &[&name, &key],
                 )
                 .await
                 .map_err(unavailable)?;
-            tx.execute(
+            tx.run(
                 "UPDATE topics SET deduplicated = deduplicated + 1 WHERE name = $1",
                 &[&name],
             )
@@ -171,7 +182,7 @@ impl Postgres {
             });
         }
         let seq: i64 = tx
-            .query_one(
+            .row(
                 "UPDATE topics SET next_seq = next_seq + 1, published = published + 1 \
                  WHERE name = $1 RETURNING next_seq - 1",
                 &[&name],
@@ -179,7 +190,7 @@ impl Postgres {
             .await
             .map_err(unavailable)?
             .get(0);
-        tx.execute(
+        tx.run(
             "UPDATE topic_dedup SET seq = $3 WHERE topic = $1 AND key = $2",
             &[&name, &key, &seq],
         )
@@ -253,7 +264,7 @@ impl Postgres {
                 }
                 let made = MessageSigner::generate().map_err(unavailable)?;
                 client
-                    .execute(
+                    .run(
                         "INSERT INTO signing_key (id, private_key_der, certificate_pem, \
                          certificate_file) VALUES (1, $1, $2, $3) ON CONFLICT (id) DO NOTHING",
                         &[
@@ -279,7 +290,7 @@ pub(super) async fn stored_signer(
     client: &impl GenericClient,
 ) -> BackendResult<Option<Arc<MessageSigner>>> {
     let row = client
-        .query_opt(
+        .maybe_row(
             "SELECT private_key_der, certificate_pem, certificate_file FROM signing_key",
             &[],
         )

@@ -7,6 +7,7 @@ use deadpool_postgres::GenericClient;
 use serde_json::Value;
 use tokio_postgres::Row;
 
+use super::statements::Cached;
 use super::{unavailable, Postgres};
 use crate::backend::{Answer, BackendResult, CreateQueue, PolicyEdit, QueueAdmin, QueueView};
 use crate::engine::queue::config::{check_dead_letter_target, DedupScope};
@@ -73,7 +74,7 @@ impl Postgres {
         name: &str,
     ) -> BackendResult<QueueConfig> {
         let sql = format!("SELECT {CONFIG} FROM queues WHERE name = $1 FOR UPDATE");
-        let row = tx.query_opt(&sql, &[&name]).await.map_err(unavailable)?;
+        let row = tx.maybe_row(&sql, &[&name]).await.map_err(unavailable)?;
         config_of(&row.ok_or(EngineError::QueueDoesNotExist)?)
     }
 
@@ -91,7 +92,7 @@ impl Postgres {
             Some(target) => {
                 let sql = format!("SELECT {CONFIG} FROM queues WHERE name = $1");
                 let row = client
-                    .query_opt(&sql, &[&target])
+                    .maybe_row(&sql, &[&target])
                     .await
                     .map_err(unavailable)?;
                 row.as_ref().map(config_of).transpose()?
@@ -111,7 +112,7 @@ impl Postgres {
             return Ok(());
         }
         let row = client
-            .query_opt(
+            .maybe_row(
                 "SELECT deleted_at FROM deleted_queues WHERE name = $1",
                 &[&name],
             )
@@ -135,7 +136,7 @@ impl Postgres {
                 .await?;
             let sql = format!("SELECT {CONFIG} FROM queues WHERE name = $1 FOR UPDATE");
             let existing = tx
-                .query_opt(&sql, &[&request.name])
+                .maybe_row(&sql, &[&request.name])
                 .await
                 .map_err(unavailable)?;
             if let Some(row) = existing {
@@ -155,7 +156,7 @@ impl Postgres {
             let config = &request.config;
             let attributes = config.stored_attributes();
             let inserted = tx
-                .execute(
+                .run(
                     "INSERT INTO queues (name, fifo, attributes, tags, created_at, \
                      last_modified_at, dead_letter_target_arn, dedup_by_group) \
                      VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT (name) DO NOTHING",
@@ -186,7 +187,7 @@ impl Postgres {
         let uid = queue.uid;
         // Approximate on AWS too; a scan of the queue's messages (not a hot path).
         let counts = client
-            .query_one(
+            .row(
                 "SELECT count(*) FILTER (WHERE visible_at <= $2), \
                  count(*) FILTER (WHERE visible_at > $2 AND received), \
                  count(*) FILTER (WHERE visible_at > $2 AND NOT received) \
@@ -231,7 +232,7 @@ impl Postgres {
     ) -> BackendResult<()> {
         let attributes = config.stored_attributes();
         client
-            .execute(
+            .run(
                 "UPDATE queues SET attributes = $2, last_modified_at = $3, \
                  dead_letter_target_arn = $4 WHERE name = $1",
                 &[
@@ -250,11 +251,11 @@ impl Postgres {
         let mut client = self.client().await?;
         let tx = client.transaction().await.map_err(unavailable)?;
         let deleted = tx
-            .query_opt("DELETE FROM queues WHERE name = $1 RETURNING uid", &[&name])
+            .maybe_row("DELETE FROM queues WHERE name = $1 RETURNING uid", &[&name])
             .await
             .map_err(unavailable)?
             .ok_or(EngineError::QueueDoesNotExist)?;
-        tx.execute(
+        tx.run(
             "INSERT INTO deleted_queues (name, deleted_at) VALUES ($1, $2) \
              ON CONFLICT (name) DO UPDATE SET deleted_at = EXCLUDED.deleted_at",
             &[&name, &millis(now)],
@@ -273,7 +274,7 @@ impl Postgres {
         let mut client = self.client().await?;
         let tx = client.transaction().await.map_err(unavailable)?;
         let row = tx
-            .query_opt(
+            .maybe_row(
                 "SELECT uid, last_purge FROM queues WHERE name = $1 FOR UPDATE",
                 &[&name],
             )
@@ -287,9 +288,9 @@ impl Postgres {
         // Every message, and with them the groups, the deduplication history and receive attempts.
         for table in ["messages", "fifo_groups", "dedup", "receive_attempts"] {
             let sql = format!("DELETE FROM {table} WHERE queue_uid = $1");
-            tx.execute(&sql, &[&uid]).await.map_err(unavailable)?;
+            tx.run(&sql, &[&uid]).await.map_err(unavailable)?;
         }
-        tx.execute(
+        tx.run(
             "UPDATE queues SET last_purge = $2 WHERE name = $1",
             &[&name, &millis(now)],
         )
@@ -304,7 +305,7 @@ impl Postgres {
         name: &str,
     ) -> BackendResult<BTreeMap<String, String>> {
         let row = client
-            .query_opt(
+            .maybe_row(
                 "SELECT tags FROM queues WHERE name = $1 FOR UPDATE",
                 &[&name],
             )
@@ -324,7 +325,7 @@ impl Postgres {
         let tx = client.transaction().await.map_err(unavailable)?;
         let mut tags = self.locked_tags(&tx, name).await?;
         edit(&mut tags)?;
-        tx.execute(
+        tx.run(
             "UPDATE queues SET tags = $2 WHERE name = $1",
             &[&name, &object_of(tags.iter())],
         )
@@ -344,7 +345,7 @@ impl Postgres {
 
     async fn names(&self, sql: &str, value: &str) -> BackendResult<Vec<Arc<str>>> {
         let client = self.client().await?;
-        let rows = client.query(sql, &[&value]).await.map_err(unavailable)?;
+        let rows = client.rows(sql, &[&value]).await.map_err(unavailable)?;
         Ok(rows
             .iter()
             .map(|row| Arc::from(row.get::<_, &str>(0)))
@@ -422,7 +423,7 @@ impl QueueAdmin for Postgres {
         Box::pin(async move {
             let client = self.client().await?;
             let row = client
-                .query_opt("SELECT tags FROM queues WHERE name = $1", &[&name])
+                .maybe_row("SELECT tags FROM queues WHERE name = $1", &[&name])
                 .await
                 .map_err(unavailable)?
                 .ok_or(EngineError::QueueDoesNotExist)?;

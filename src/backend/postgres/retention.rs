@@ -8,6 +8,7 @@ use std::sync::Mutex;
 
 use super::message_store::{refresh_group, QueueRow};
 use super::queues::millis;
+use super::statements::Cached;
 use super::{unavailable, Postgres};
 use crate::backend::BackendResult;
 use crate::engine::Timestamp;
@@ -44,7 +45,7 @@ impl Postgres {
         let mut client = self.client().await?;
         if !queue.config.fifo {
             let expired = client
-                .execute(
+                .run(
                     "DELETE FROM messages WHERE queue_uid = $1 AND enqueued_at <= $2",
                     &[&queue.uid, &cutoff],
                 )
@@ -54,7 +55,7 @@ impl Postgres {
             return Ok(());
         }
         let groups = client
-            .query(
+            .rows(
                 "SELECT DISTINCT group_id FROM messages \
                  WHERE queue_uid = $1 AND enqueued_at <= $2 ORDER BY group_id",
                 &[&queue.uid, &cutoff],
@@ -69,14 +70,14 @@ impl Postgres {
         let mut expired = 0;
         for group in &groups {
             let group: &str = group.get(0);
-            tx.execute(
+            tx.run(
                 "SELECT 1 FROM fifo_groups WHERE queue_uid = $1 AND group_id = $2 FOR UPDATE",
                 &[&queue.uid, &group],
             )
             .await
             .map_err(unavailable)?;
             expired += tx
-                .execute(
+                .run(
                     "DELETE FROM messages WHERE queue_uid = $1 AND group_id = $2 AND enqueued_at <= $3",
                     &[&queue.uid, &group, &cutoff],
                 )

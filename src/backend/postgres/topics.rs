@@ -10,6 +10,7 @@ use std::sync::Arc;
 
 use deadpool_postgres::GenericClient;
 
+use super::statements::Cached;
 use super::{unavailable, Postgres};
 use crate::backend::{
     Answer, BackendError, BackendResult, Confirm, CreateTopic, Subscribe, TopicPolicyEdit, Topics,
@@ -60,7 +61,7 @@ impl Postgres {
             "SELECT image, next_seq FROM topics WHERE name = $1"
         };
         let row = client
-            .query_opt(sql, &[&name])
+            .maybe_row(sql, &[&name])
             .await
             .map_err(unavailable)?
             .ok_or_else(not_found_topic)?;
@@ -69,7 +70,7 @@ impl Postgres {
 
     async fn save_topic(&self, client: &impl GenericClient, topic: &Topic) -> BackendResult<()> {
         client
-            .execute(
+            .run(
                 "UPDATE topics SET image = $2 WHERE name = $1",
                 &[&&*topic.name, &encode_topic(&topic.image(false))],
             )
@@ -78,7 +79,7 @@ impl Postgres {
         Ok(())
     }
 
-    /// Runs `edit` on the topic named by `arn`, its row locked, and stores the result.
+    /// Runs `edit` on the topic named `name`, its row locked, and stores the result.
     async fn edit_topic<T>(
         &self,
         name: &str,
@@ -113,7 +114,7 @@ impl Postgres {
         topic.tags.extend(tags.iter().cloned());
         let client = self.client().await?;
         let inserted = client
-            .execute(
+            .run(
                 "INSERT INTO topics (name, fifo, image) VALUES ($1, $2, $3) \
                  ON CONFLICT (name) DO NOTHING",
                 &[&&**name, &topic.fifo, &encode_topic(&topic.image(false))],
@@ -208,7 +209,7 @@ impl Topics for Postgres {
             let name = self.topic_name(arn, "TopicArn")?;
             let client = self.client().await?;
             client
-                .execute("DELETE FROM topics WHERE name = $1", &[&name])
+                .run("DELETE FROM topics WHERE name = $1", &[&name])
                 .await
                 .map_err(unavailable)?;
             Ok(())
@@ -219,7 +220,7 @@ impl Topics for Postgres {
         Box::pin(async move {
             let client = self.client().await?;
             let rows = client
-                .query("SELECT name FROM topics ORDER BY name", &[])
+                .rows("SELECT name FROM topics ORDER BY name", &[])
                 .await
                 .map_err(unavailable)?;
             Ok(rows
@@ -317,7 +318,7 @@ impl Topics for Postgres {
                 }
                 None => {
                     let rows = client
-                        .query("SELECT image, next_seq FROM topics ORDER BY name", &[])
+                        .rows("SELECT image, next_seq FROM topics ORDER BY name", &[])
                         .await
                         .map_err(unavailable)?;
                     rows.iter()

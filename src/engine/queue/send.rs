@@ -23,6 +23,7 @@ pub fn sequence_number(seq: u64) -> SequenceNumber {
 }
 
 /// A send that passed its checks and is ready to store.
+#[derive(Clone)]
 pub struct Prepared {
     pub message: Message,
     pub delay_seconds: u32,
