@@ -203,6 +203,12 @@ impl Md5Digest {
 pub struct SequenceNumber(std::num::NonZeroU64);
 
 impl SequenceNumber {
+    /// 18 * 10^18: a queue's first message is one past it.
+    pub const BASE: SequenceNumber = match std::num::NonZeroU64::new(18_000_000_000_000_000_000) {
+        Some(base) => SequenceNumber(base),
+        None => panic!("nonzero"),
+    };
+
     pub fn get(self) -> u128 {
         self.0.get() as u128
     }

@@ -68,7 +68,7 @@ impl Postgres {
             .rows(
                 // The running total of content sizes keeps the answer within PEEK_BYTES (the
                 // first message always comes).
-                "SELECT visible_at, received, receive_count, first_receive_at, content FROM ( \
+                "SELECT seq, visible_at, received, receive_count, first_receive_at, content FROM ( \
                    SELECT *, sum(length(content)) OVER (ORDER BY enqueued_at, seq) AS running \
                    FROM (SELECT * FROM messages WHERE queue_uid = $1 \
                      AND ((visible_at <= $2 AND $3) OR (visible_at > $2 AND received AND $4) \

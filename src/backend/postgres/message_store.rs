@@ -33,12 +33,22 @@ pub(super) struct QueueRow {
     pub dedup_scope: DedupScope,
 }
 
+/// The sequence number a FIFO message's content carries when `orderly_send` stored it: that of
+/// position 0, which no message has (positions start at 1). Its real one is its position's.
+pub(super) const SEQUENCE_PLACEHOLDER: crate::engine::message::SequenceNumber =
+    crate::engine::message::SequenceNumber::BASE;
+
 /// The columns `received_of` reads.
 pub(super) const RECEIVED: &str = "seq, receive_no, receive_count, first_receive_at, content";
 
 pub(super) fn message_of(row: &Row) -> BackendResult<Message> {
     let content: &[u8] = row.try_get("content").map_err(unavailable)?;
     let mut message = decode_message(content).map_err(unavailable)?;
+    // Stored by `orderly_send`: the position gives the sequence number.
+    if message.sequence_number == Some(SEQUENCE_PLACEHOLDER) {
+        let seq: i64 = row.try_get("seq").map_err(unavailable)?;
+        message.sequence_number = Some(send::sequence_number(seq as u64));
+    }
     message.receive_count = u32::try_from(row.get::<_, i32>("receive_count")).unwrap_or(0);
     message.first_receive_at = row.get::<_, Option<i64>>("first_receive_at").map(timestamp);
     Ok(message)

@@ -7,14 +7,17 @@
 use std::time::Duration;
 
 use super::message_store::notify;
-use super::message_store::QueueRow;
+use super::message_store::{QueueRow, SEQUENCE_PLACEHOLDER};
 use super::queues::{millis, timestamp};
 use super::statements::Cached;
 use super::{retrying, unavailable, Postgres};
 use crate::backend::BackendResult;
 use crate::backend::{Answer, Messages};
 use crate::engine::queue::receipt::Receipt;
-use crate::engine::queue::send::{check_batch, prepare, Prepared};
+use crate::engine::message::MessageId;
+use crate::engine::queue::send::{self, check_batch, prepare, Prepared};
+use crate::engine::queue::DEDUP_WINDOW_MS;
+use crate::persist::format::encode_message;
 use crate::engine::queue::{check_receive, ReceiveRequest, Received, SendReceipt, SendRequest};
 use crate::engine::{EngineError, EngineResult, Timestamp};
 
@@ -231,46 +234,78 @@ impl Postgres {
         Ok(order)
     }
 
-    /// Stores the checked sends in one transaction (run again if a conflict aborts it), each
-    /// answered in place (one that failed its checks keeps its error). Sends go in order of
-    /// their groups, a group's in the order given, so group rows are locked in one order by
-    /// every transaction (a delete batch's too) and two never wait on each other.
+    /// Stores the checked sends in one round trip (`orderly_send`, one statement, so one
+    /// transaction; run again if a conflict aborts it), each answered in place (one that
+    /// failed its checks keeps its error). Sends go in order of their groups, a group's in
+    /// the order given, so group rows are locked in one order by every transaction (a delete
+    /// batch's too) and two never wait on each other.
     async fn store_sends(
         &self,
         queue: &QueueRow,
         prepared: &[EngineResult<Prepared>],
         now: Timestamp,
     ) -> BackendResult<Vec<EngineResult<SendReceipt>>> {
-        let mut order: Vec<usize> = (0..prepared.len()).collect();
+        let mut order: Vec<usize> = (0..prepared.len())
+            .filter(|&i| prepared[i].is_ok())
+            .collect();
         order.sort_by_key(|&i| {
             prepared[i]
                 .as_ref()
                 .ok()
                 .and_then(|p| p.message.group_id.clone())
         });
-        let results = retrying(|| async {
-            let mut client = self.client().await?;
-            let tx = client.transaction().await.map_err(unavailable)?;
-            let mut results: Vec<EngineResult<SendReceipt>> = prepared
-                .iter()
-                .map(|p| match p {
-                    Ok(_) => Err(EngineError::QueueDoesNotExist),
-                    Err(error) => Err(error.clone()),
-                })
-                .collect();
-            for &i in &order {
-                if let Ok(send) = &prepared[i] {
-                    results[i] = Ok(self.store(&tx, queue, send.clone(), now).await?);
-                }
-            }
-            if prepared.iter().any(Result::is_ok) {
-                notify(&tx, queue.uid).await?;
-            }
-            tx.commit().await.map_err(unavailable)?;
-            Ok(results)
+        let batch = SendBatch::new(queue, prepared, &order, now);
+        let rows = retrying(|| async {
+            let client = self.client().await?;
+            client
+                .rows(
+                    "SELECT entry, message_id, seq, duplicate FROM orderly_send(\
+                     $1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
+                    &[
+                        &queue.uid,
+                        &queue.config.fifo,
+                        &millis(now),
+                        &millis(now.plus_millis(DEDUP_WINDOW_MS)),
+                        &batch.groups,
+                        &batch.keys,
+                        &batch.ids,
+                        &batch.visible_at,
+                        &batch.bypass,
+                        &batch.contents,
+                    ],
+                )
+                .await
+                .map_err(unavailable)
         })
         .await?;
-        if results.iter().any(Result::is_ok) {
+        let mut results: Vec<EngineResult<SendReceipt>> = prepared
+            .iter()
+            .map(|p| match p {
+                Ok(_) => Err(EngineError::QueueDoesNotExist),
+                Err(error) => Err(error.clone()),
+            })
+            .collect();
+        for row in &rows {
+            let entry = order[row.get::<_, i32>(0) as usize - 1];
+            let mut message = prepared[entry]
+                .as_ref()
+                .expect("only checked sends are stored")
+                .message
+                .clone();
+            let seq = row.get::<_, i64>(2) as u64;
+            let original = if row.get::<_, bool>(3) {
+                let id = MessageId::parse(row.get(1))
+                    .ok_or_else(|| unavailable("a stored deduplication record is damaged"))?;
+                Some((id, Some(send::sequence_number(seq))))
+            } else {
+                if queue.config.fifo {
+                    message.sequence_number = Some(send::sequence_number(seq));
+                }
+                None
+            };
+            results[entry] = Ok(send::receipt(&message, original));
+        }
+        if !rows.is_empty() {
             self.wake(queue.uid);
         }
         let stored: Vec<SendReceipt> = results.iter().flatten().cloned().collect();
@@ -285,5 +320,53 @@ impl Postgres {
             a.deduplicated += duplicates;
             a.sent += receipts.len() as u64 - duplicates;
         });
+    }
+}
+
+/// A batch of checked sends as `orderly_send`'s arrays, in the order they are stored.
+struct SendBatch {
+    groups: Vec<Option<String>>,
+    keys: Vec<Option<String>>,
+    ids: Vec<String>,
+    visible_at: Vec<i64>,
+    bypass: Vec<bool>,
+    contents: Vec<Vec<u8>>,
+}
+
+impl SendBatch {
+    fn new(
+        queue: &QueueRow,
+        prepared: &[EngineResult<Prepared>],
+        order: &[usize],
+        now: Timestamp,
+    ) -> SendBatch {
+        let mut batch = SendBatch {
+            groups: Vec::with_capacity(order.len()),
+            keys: Vec::with_capacity(order.len()),
+            ids: Vec::with_capacity(order.len()),
+            visible_at: Vec::with_capacity(order.len()),
+            bypass: Vec::with_capacity(order.len()),
+            contents: Vec::with_capacity(order.len()),
+        };
+        for &i in order {
+            let Ok(send) = &prepared[i] else { continue };
+            let mut message = send.message.clone();
+            let key = queue
+                .config
+                .fifo
+                .then(|| send::dedup_key(queue.dedup_scope, &message).to_string());
+            if queue.config.fifo {
+                message.sequence_number = Some(SEQUENCE_PLACEHOLDER);
+            }
+            batch.groups.push(message.group_id.as_deref().map(String::from));
+            batch.keys.push(key);
+            batch.ids.push(message.id.text().as_str().to_string());
+            batch
+                .visible_at
+                .push(millis(now.plus_seconds(u64::from(send.delay_seconds))));
+            batch.bypass.push(send.bypass_dedup);
+            batch.contents.push(encode_message(&message));
+        }
+        batch
     }
 }

@@ -14,6 +14,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("migrations/002_messages.sql"),
     include_str!("migrations/003_move_tasks.sql"),
     include_str!("migrations/004_topics.sql"),
+    include_str!("migrations/005_send_function.sql"),
 ];
 
 /// The schema version this build writes.
