@@ -13,13 +13,13 @@ use super::statements::Cached;
 use super::{retrying, unavailable, Postgres};
 use crate::backend::BackendResult;
 use crate::backend::{Answer, Messages};
-use crate::engine::queue::receipt::Receipt;
 use crate::engine::message::MessageId;
+use crate::engine::queue::receipt::Receipt;
 use crate::engine::queue::send::{self, check_batch, prepare, Prepared};
 use crate::engine::queue::DEDUP_WINDOW_MS;
-use crate::persist::format::encode_message;
 use crate::engine::queue::{check_receive, ReceiveRequest, Received, SendReceipt, SendRequest};
 use crate::engine::{EngineError, EngineResult, Timestamp};
+use crate::persist::format::encode_message;
 
 /// How often a waiting long poll looks again without being woken.
 const LOOK_AGAIN: Duration = Duration::from_millis(500);
@@ -358,7 +358,9 @@ impl SendBatch {
             if queue.config.fifo {
                 message.sequence_number = Some(SEQUENCE_PLACEHOLDER);
             }
-            batch.groups.push(message.group_id.as_deref().map(String::from));
+            batch
+                .groups
+                .push(message.group_id.as_deref().map(String::from));
             batch.keys.push(key);
             batch.ids.push(message.id.text().as_str().to_string());
             batch

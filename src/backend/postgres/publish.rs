@@ -40,6 +40,13 @@ impl Postgres {
         base_url: &str,
     ) -> BackendResult<Vec<EngineResult<Publication>>> {
         let name = self.topic_name(topic_arn, "TopicArn")?;
+        // Standard topics (their names never end in .fifo) sign their envelopes. The key is
+        // read (on a connection of its own) before this request holds one in a transaction.
+        let signer = if name.ends_with(".fifo") {
+            None
+        } else {
+            Some(self.signer().await?)
+        };
         let mut client = self.client().await?;
         let tx = client.transaction().await.map_err(unavailable)?;
         let topic = self.load_topic(&tx, name, true).await?;
@@ -47,12 +54,6 @@ impl Postgres {
             check_message(request)?;
             topic.check_fifo_rules(request)?;
         }
-        // Standard topics sign their envelopes.
-        let signer = if topic.fifo {
-            None
-        } else {
-            Some(self.signer().await?)
-        };
         let now = self.clock.now();
         // (queue uid, its receipt) of each stored copy, and each subscription's note.
         let mut stored: Vec<(i64, SendReceipt)> = Vec::new();
