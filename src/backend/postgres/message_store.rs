@@ -205,7 +205,79 @@ impl Postgres {
         deadline: Timestamp,
         now: Timestamp,
     ) -> BackendResult<Vec<Received>> {
+        // Attempt ids are a FIFO feature; standard queues ignore them.
+        if asked.1.filter(|_| queue.config.fifo).is_none() {
+            let fast = super::retrying(|| self.receive_in_one(queue, asked.0, deadline, now));
+            if let Some(received) = fast.await? {
+                return Ok(received);
+            }
+        }
         super::retrying(|| self.receive_once(queue, asked, deadline, now)).await
+    }
+
+    /// A receive without an attempt id in one round trip (`orderly_receive`); `None` when a
+    /// message is due its dead-letter queue, which the full path (`receive_once`) moves.
+    async fn receive_in_one(
+        &self,
+        queue: &QueueRow,
+        max: usize,
+        deadline: Timestamp,
+        now: Timestamp,
+    ) -> BackendResult<Option<Vec<Received>>> {
+        let client = self.client().await?;
+        let room = self.in_flight_room(&client, queue.uid, now).await?;
+        if room == 0 && !queue.config.fifo {
+            return Err(EngineError::OverLimit(format!(
+                "Maximum number of inflight messages reached for queue {}.",
+                queue.name
+            ))
+            .into());
+        }
+        let max_receives = self
+            .dead_letter_target(&client, queue)
+            .await?
+            .map(|(_, max_receives)| i32::try_from(max_receives).unwrap_or(i32::MAX));
+        let taken = client
+            .rows(
+                "SELECT seq, receive_no, receive_count, first_receive_at, content \
+                 FROM orderly_receive($1, $2, $3, $4, $5, $6)",
+                &[
+                    &queue.uid,
+                    &queue.config.fifo,
+                    &millis(now),
+                    &millis(deadline),
+                    &(max.min(room) as i32),
+                    &max_receives,
+                ],
+            )
+            .await;
+        let rows = match taken {
+            Ok(rows) => rows,
+            Err(error)
+                if error.code() == Some(&tokio_postgres::error::SqlState::RAISE_EXCEPTION) =>
+            {
+                return Ok(None)
+            }
+            Err(error) => return Err(unavailable(error)),
+        };
+        let received = rows
+            .iter()
+            .map(|row| {
+                let receipt = Receipt {
+                    queue_uid: queue.uid as u64,
+                    seq: row.get::<_, i64>("seq") as u64,
+                    receive_no: row.get::<_, i64>("receive_no") as u64,
+                };
+                Ok(Received {
+                    message: message_of(row)?,
+                    receipt_handle: receipt.encode(),
+                })
+            })
+            .collect::<BackendResult<Vec<_>>>()?;
+        self.in_flight.add(queue.uid, received.len());
+        self.activity
+            .count(queue.uid, |a| a.received += received.len() as u64);
+        Ok(Some(received))
     }
 
     async fn receive_once(
@@ -458,46 +530,6 @@ impl Postgres {
             .await
     }
 
-    /// DeleteMessage for one handle (inside the caller's transaction).
-    pub(super) async fn delete_one(
-        &self,
-        tx: &Transaction<'_>,
-        queue: &QueueRow,
-        handle: &str,
-        last_seq: i64,
-        now: Timestamp,
-    ) -> BackendResult<EngineResult<()>> {
-        let Some(receipt) = decode_handle(queue, handle, last_seq) else {
-            return Ok(Err(EngineError::ReceiptHandleIsInvalid(handle.to_string())));
-        };
-        let seq = receipt.seq as i64;
-        if !queue.config.fifo {
-            // Standard queues delete even with a stale handle (AWS-recorded).
-            tx.run(
-                "DELETE FROM messages WHERE queue_uid = $1 AND seq = $2",
-                &[&queue.uid, &seq],
-            )
-            .await
-            .map_err(unavailable)?;
-            return Ok(Ok(()));
-        }
-        let Some((group, row)) = lock_fifo_message(tx, queue.uid, seq).await? else {
-            // Already deleted: deleting again succeeds.
-            return Ok(Ok(()));
-        };
-        if !in_flight_by(&row, &receipt, now) {
-            return Ok(Err(expired_handle(handle)));
-        }
-        tx.run(
-            "DELETE FROM messages WHERE queue_uid = $1 AND seq = $2",
-            &[&queue.uid, &seq],
-        )
-        .await
-        .map_err(unavailable)?;
-        refresh_group(tx, queue.uid, &group).await?;
-        Ok(Ok(()))
-    }
-
     /// ChangeMessageVisibility for one handle (inside the caller's transaction).
     pub(super) async fn change_visibility_one(
         &self,
@@ -700,7 +732,7 @@ fn in_flight_by(row: &Row, receipt: &Receipt, now: Timestamp) -> bool {
 }
 
 /// The handle, if this queue issued it: its queue incarnation, and a position already given.
-fn decode_handle(queue: &QueueRow, handle: &str, last_seq: i64) -> Option<Receipt> {
+pub(super) fn decode_handle(queue: &QueueRow, handle: &str, last_seq: i64) -> Option<Receipt> {
     Receipt::decode(handle)
         .filter(|r| r.queue_uid == queue.uid as u64 && r.seq as i64 <= last_seq && r.seq > 0)
 }

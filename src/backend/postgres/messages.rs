@@ -7,7 +7,7 @@
 use std::time::Duration;
 
 use super::message_store::notify;
-use super::message_store::{QueueRow, SEQUENCE_PLACEHOLDER};
+use super::message_store::{decode_handle, QueueRow, SEQUENCE_PLACEHOLDER};
 use super::queues::{millis, timestamp};
 use super::statements::Cached;
 use super::{retrying, unavailable, Postgres};
@@ -16,8 +16,8 @@ use crate::backend::{Answer, Messages};
 use crate::engine::message::MessageId;
 use crate::engine::queue::receipt::Receipt;
 use crate::engine::queue::send::{self, check_batch, prepare, Prepared};
-use crate::engine::queue::DEDUP_WINDOW_MS;
 use crate::engine::queue::{check_receive, ReceiveRequest, Received, SendReceipt, SendRequest};
+use crate::engine::queue::{expired_handle, DEDUP_WINDOW_MS};
 use crate::engine::{EngineError, EngineResult, Timestamp};
 use crate::persist::format::encode_message;
 
@@ -115,8 +115,7 @@ impl Messages for Postgres {
         queue: &'a str,
         handles: Vec<&'a str>,
     ) -> Answer<'a, Vec<EngineResult<()>>> {
-        let changes = handles.into_iter().map(|handle| (handle, None)).collect();
-        Box::pin(self.on_handles(queue, changes))
+        Box::pin(self.delete_handles(queue, handles))
     }
 
     fn change_visibility<'a>(
@@ -124,11 +123,7 @@ impl Messages for Postgres {
         queue: &'a str,
         changes: Vec<(&'a str, i64)>,
     ) -> Answer<'a, Vec<EngineResult<()>>> {
-        let changes = changes
-            .into_iter()
-            .map(|(h, timeout)| (h, Some(timeout)))
-            .collect();
-        Box::pin(self.on_handles(queue, changes))
+        Box::pin(self.change_visibilities(queue, changes))
     }
 }
 
@@ -156,45 +151,92 @@ impl Postgres {
         Ok(row.is_some())
     }
 
-    /// Deletes (`None`) or changes the visibility of (`Some(seconds)`) each handle's message, in
-    /// one transaction, answering each on its own; then wakes the queue's long polls (deleting
-    /// a FIFO group's head unlocks the group; a message made visible may be the next one).
-    async fn on_handles(
+    /// Changes the visibility of each handle's message, in one transaction (run again if a
+    /// conflict aborts it), answering each on its own; then wakes the queue's long polls (a
+    /// message made visible may be the next one).
+    async fn change_visibilities(
         &self,
         queue: &str,
-        changes: Vec<(&str, Option<i64>)>,
+        changes: Vec<(&str, i64)>,
     ) -> BackendResult<Vec<EngineResult<()>>> {
         let client = self.client().await?;
         let queue = self.queue_row(&client, queue).await?;
         let last_seq = super::message_store::last_seq(&client).await?;
-        let order = self.group_order(&client, &queue, &changes).await?;
+        let handles: Vec<&str> = changes.iter().map(|(h, _)| *h).collect();
+        let order = self.group_order(&client, &queue, &handles).await?;
         drop(client);
         let now = self.clock.now();
-        let (results, deleted) = retrying(|| async {
+        let results = retrying(|| async {
             let mut client = self.client().await?;
             let tx = client.transaction().await.map_err(unavailable)?;
             let mut results: Vec<EngineResult<()>> = vec![Ok(()); changes.len()];
-            let mut deleted = 0;
             for &i in &order {
-                let (handle, timeout) = changes[i];
-                results[i] = match timeout {
-                    None => {
-                        let result = self.delete_one(&tx, &queue, handle, last_seq, now).await?;
-                        deleted += u64::from(result.is_ok());
-                        result
-                    }
-                    Some(timeout) => {
-                        let change = (handle, timeout);
-                        self.change_visibility_one(&tx, &queue, change, last_seq, now)
-                            .await?
-                    }
-                };
+                results[i] = self
+                    .change_visibility_one(&tx, &queue, changes[i], last_seq, now)
+                    .await?;
             }
             notify(&tx, queue.uid).await?;
             tx.commit().await.map_err(unavailable)?;
-            Ok((results, deleted))
+            Ok(results)
         })
         .await?;
+        self.wake(queue.uid);
+        Ok(results)
+    }
+
+    /// DeleteMessage(Batch) in one round trip (`orderly_delete`; run again if a conflict
+    /// aborts it), each handle answered in place.
+    async fn delete_handles(
+        &self,
+        queue: &str,
+        handles: Vec<&str>,
+    ) -> BackendResult<Vec<EngineResult<()>>> {
+        let client = self.client().await?;
+        let queue = self.queue_row(&client, queue).await?;
+        let last_seq = super::message_store::last_seq(&client).await?;
+        let order = self.group_order(&client, &queue, &handles).await?;
+        drop(client);
+        let mut results: Vec<EngineResult<()>> = vec![Ok(()); handles.len()];
+        let (mut entries, mut seqs, mut receive_nos) = (Vec::new(), Vec::new(), Vec::new());
+        for &i in &order {
+            match decode_handle(&queue, handles[i], last_seq) {
+                Some(receipt) => {
+                    entries.push(i);
+                    seqs.push(receipt.seq as i64);
+                    receive_nos.push(receipt.receive_no as i64);
+                }
+                None => {
+                    results[i] = Err(EngineError::ReceiptHandleIsInvalid(handles[i].to_string()))
+                }
+            }
+        }
+        let now = self.clock.now();
+        let rows = retrying(|| async {
+            let client = self.client().await?;
+            client
+                .rows(
+                    "SELECT entry, expired FROM orderly_delete($1, $2, $3, $4, $5)",
+                    &[
+                        &queue.uid,
+                        &queue.config.fifo,
+                        &millis(now),
+                        &seqs,
+                        &receive_nos,
+                    ],
+                )
+                .await
+                .map_err(unavailable)
+        })
+        .await?;
+        let mut deleted = 0;
+        for row in &rows {
+            let i = entries[row.get::<_, i32>(0) as usize - 1];
+            if row.get::<_, bool>(1) {
+                results[i] = Err(expired_handle(handles[i]));
+            } else {
+                deleted += 1;
+            }
+        }
         self.wake(queue.uid);
         self.activity.count(queue.uid, |a| a.deleted += deleted);
         Ok(results)
@@ -206,15 +248,15 @@ impl Postgres {
         &self,
         client: &impl deadpool_postgres::GenericClient,
         queue: &QueueRow,
-        changes: &[(&str, Option<i64>)],
+        handles: &[&str],
     ) -> BackendResult<Vec<usize>> {
-        let mut order: Vec<usize> = (0..changes.len()).collect();
-        if !queue.config.fifo || changes.len() < 2 {
+        let mut order: Vec<usize> = (0..handles.len()).collect();
+        if !queue.config.fifo || handles.len() < 2 {
             return Ok(order);
         }
-        let seqs: Vec<i64> = changes
+        let seqs: Vec<i64> = handles
             .iter()
-            .filter_map(|(handle, _)| Receipt::decode(handle).map(|r| r.seq as i64))
+            .filter_map(|handle| Receipt::decode(handle).map(|r| r.seq as i64))
             .collect();
         let rows = client
             .rows(
@@ -226,7 +268,7 @@ impl Postgres {
         let groups: std::collections::HashMap<i64, Option<String>> =
             rows.iter().map(|row| (row.get(0), row.get(1))).collect();
         let group_of = |i: usize| {
-            let seq = Receipt::decode(changes[i].0).map(|r| r.seq as i64)?;
+            let seq = Receipt::decode(handles[i]).map(|r| r.seq as i64)?;
             groups.get(&seq).cloned().flatten()
         };
         // `None` sorts first; handles without a group take no group lock, so any place works.

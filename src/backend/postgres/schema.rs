@@ -15,6 +15,8 @@ const MIGRATIONS: &[&str] = &[
     include_str!("migrations/003_move_tasks.sql"),
     include_str!("migrations/004_topics.sql"),
     include_str!("migrations/005_send_function.sql"),
+    include_str!("migrations/006_delete_function.sql"),
+    include_str!("migrations/007_receive_function.sql"),
 ];
 
 /// The schema version this build writes.
