@@ -14,13 +14,12 @@ use super::queues::{config_of, millis, timestamp};
 use super::statements::Cached;
 use super::{unavailable, Postgres};
 use crate::backend::{BackendError, BackendResult};
-use crate::engine::message::{Message, MessageId};
+use crate::engine::message::Message;
 use crate::engine::queue::config::DedupScope;
 use crate::engine::queue::receipt::Receipt;
-use crate::engine::queue::send::{self, Prepared};
+use crate::engine::queue::send;
 use crate::engine::queue::{
-    check_visibility, expired_handle, QueueConfig, Received, SendReceipt, DEDUP_WINDOW_MS,
-    MAX_VISIBILITY_SECONDS,
+    check_visibility, expired_handle, QueueConfig, Received, MAX_VISIBILITY_SECONDS,
 };
 use crate::engine::{queue_name_in_arn, EngineError, EngineResult, Timestamp};
 use crate::persist::format::{decode_message, encode_message};
@@ -95,75 +94,6 @@ impl Postgres {
             Err(BackendError::Rejected(EngineError::QueueDoesNotExist)) => Ok(None),
             Err(other) => Err(other),
         }
-    }
-
-    /// Stores a checked send; a FIFO duplicate within the window answers the original's ids.
-    pub(super) async fn store(
-        &self,
-        tx: &Transaction<'_>,
-        queue: &QueueRow,
-        prepared: Prepared,
-        now: Timestamp,
-    ) -> BackendResult<SendReceipt> {
-        let Prepared {
-            mut message,
-            delay_seconds,
-            bypass_dedup,
-        } = prepared;
-        let visible_at = now.plus_seconds(u64::from(delay_seconds));
-        if !queue.config.fifo {
-            let seq = next_seq(tx).await?;
-            self.insert(tx, queue.uid, seq, &message, visible_at, now)
-                .await?;
-            return Ok(send::receipt(&message, None));
-        }
-        let key = send::dedup_key(queue.dedup_scope, &message);
-        let claimed = tx
-            .maybe_row(
-                "INSERT INTO dedup (queue_uid, key, message_id, seq, expires_at) \
-                 VALUES ($1, $2, $3, 0, $4) ON CONFLICT (queue_uid, key) DO UPDATE \
-                 SET message_id = EXCLUDED.message_id, seq = 0, expires_at = EXCLUDED.expires_at \
-                 WHERE dedup.expires_at <= $5 OR $6 RETURNING 1",
-                &[
-                    &queue.uid,
-                    &&*key,
-                    &message.id.text().as_str(),
-                    &millis(now.plus_millis(DEDUP_WINDOW_MS)),
-                    &millis(now),
-                    &bypass_dedup,
-                ],
-            )
-            .await
-            .map_err(unavailable)?;
-        if claimed.is_none() {
-            let row = tx
-                .row(
-                    "SELECT message_id, seq FROM dedup WHERE queue_uid = $1 AND key = $2",
-                    &[&queue.uid, &&*key],
-                )
-                .await
-                .map_err(unavailable)?;
-            let id = MessageId::parse(row.get(0))
-                .ok_or_else(|| unavailable("a stored deduplication record is damaged"))?;
-            let seq = send::sequence_number(row.get::<_, i64>(1) as u64);
-            return Ok(send::receipt(&message, Some((id, Some(seq)))));
-        }
-        let group = message.group_id.clone().expect("FIFO messages have groups");
-        let head = lock_group(tx, queue.uid, &group).await?;
-        let seq = next_seq(tx).await?;
-        message.sequence_number = Some(send::sequence_number(seq as u64));
-        self.insert(tx, queue.uid, seq, &message, visible_at, now)
-            .await?;
-        if head.is_none() {
-            set_group_head(tx, queue.uid, &group, seq, visible_at).await?;
-        }
-        tx.run(
-            "UPDATE dedup SET seq = $3 WHERE queue_uid = $1 AND key = $2",
-            &[&queue.uid, &&*key, &seq],
-        )
-        .await
-        .map_err(unavailable)?;
-        Ok(send::receipt(&message, None))
     }
 
     async fn insert(

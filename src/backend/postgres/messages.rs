@@ -287,6 +287,29 @@ impl Postgres {
         prepared: &[EngineResult<Prepared>],
         now: Timestamp,
     ) -> BackendResult<Vec<EngineResult<SendReceipt>>> {
+        let results = retrying(|| async {
+            let client = self.client().await?;
+            self.send_in_one(&client, queue, prepared, now).await
+        })
+        .await?;
+        if results.iter().any(Result::is_ok) {
+            self.wake(queue.uid);
+        }
+        let stored: Vec<SendReceipt> = results.iter().flatten().cloned().collect();
+        self.count_sent(queue.uid, &stored);
+        Ok(results)
+    }
+
+    /// `orderly_send` for these checked sends on `client` (a pooled connection, or the
+    /// transaction a publish holds), each answered in place. Sends go in order of their
+    /// groups, a group's in the order given (the lock order).
+    pub(super) async fn send_in_one(
+        &self,
+        client: &impl deadpool_postgres::GenericClient,
+        queue: &QueueRow,
+        prepared: &[EngineResult<Prepared>],
+        now: Timestamp,
+    ) -> BackendResult<Vec<EngineResult<SendReceipt>>> {
         let mut order: Vec<usize> = (0..prepared.len())
             .filter(|&i| prepared[i].is_ok())
             .collect();
@@ -297,29 +320,25 @@ impl Postgres {
                 .and_then(|p| p.message.group_id.clone())
         });
         let batch = SendBatch::new(queue, prepared, &order, now);
-        let rows = retrying(|| async {
-            let client = self.client().await?;
-            client
-                .rows(
-                    "SELECT entry, message_id, seq, duplicate FROM orderly_send(\
-                     $1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
-                    &[
-                        &queue.uid,
-                        &queue.config.fifo,
-                        &millis(now),
-                        &millis(now.plus_millis(DEDUP_WINDOW_MS)),
-                        &batch.groups,
-                        &batch.keys,
-                        &batch.ids,
-                        &batch.visible_at,
-                        &batch.bypass,
-                        &batch.contents,
-                    ],
-                )
-                .await
-                .map_err(unavailable)
-        })
-        .await?;
+        let rows = client
+            .rows(
+                "SELECT entry, message_id, seq, duplicate FROM orderly_send(\
+                 $1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
+                &[
+                    &queue.uid,
+                    &queue.config.fifo,
+                    &millis(now),
+                    &millis(now.plus_millis(DEDUP_WINDOW_MS)),
+                    &batch.groups,
+                    &batch.keys,
+                    &batch.ids,
+                    &batch.visible_at,
+                    &batch.bypass,
+                    &batch.contents,
+                ],
+            )
+            .await
+            .map_err(unavailable)?;
         let mut results: Vec<EngineResult<SendReceipt>> = prepared
             .iter()
             .map(|p| match p {
@@ -347,11 +366,6 @@ impl Postgres {
             };
             results[entry] = Ok(send::receipt(&message, original));
         }
-        if !rows.is_empty() {
-            self.wake(queue.uid);
-        }
-        let stored: Vec<SendReceipt> = results.iter().flatten().cloned().collect();
-        self.count_sent(queue.uid, &stored);
         Ok(results)
     }
 

@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use deadpool_postgres::{GenericClient, Transaction};
 
+use super::message_store::QueueRow;
 use super::queues::millis;
 use super::statements::Cached;
 use super::{unavailable, Postgres};
@@ -19,6 +20,9 @@ use crate::engine::topic::recent::{DeliveryNote, Fate};
 use crate::engine::topic::signing::MessageSigner;
 use crate::engine::topic::{check_message, sequence_number, Publication, PublishRequest, Topic};
 use crate::engine::{EngineResult, Timestamp};
+
+/// The queues a publish's copies go to, looked up once per publish: `None` if one is gone.
+type QueueCache = std::collections::HashMap<String, Option<QueueRow>>;
 
 impl Postgres {
     /// Publishes each request in turn, in one transaction (run again if a conflict with
@@ -58,6 +62,7 @@ impl Postgres {
         // (queue uid, its receipt) of each stored copy, and each subscription's note.
         let mut stored: Vec<(i64, SendReceipt)> = Vec::new();
         let mut notes: Vec<(Arc<str>, DeliveryNote)> = Vec::new();
+        let mut queues = QueueCache::new();
         let mut published = Vec::with_capacity(requests.len());
         for request in requests {
             let publication = self.decide(&tx, &topic, request, now).await?;
@@ -73,21 +78,23 @@ impl Postgres {
                 for (subscription, plan) in plans {
                     let fate = match plan {
                         None => Fate::FilteredOut,
-                        Some(plan) => match self.deliver_copy(&tx, &plan, now).await? {
-                            Some((fate, uid, receipt)) => {
-                                stored.push((uid, receipt));
-                                fate
-                            }
-                            None => {
-                                tracing::warn!(
+                        Some(plan) => {
+                            match self.deliver_copy(&tx, &plan, &mut queues, now).await? {
+                                Some((fate, uid, receipt)) => {
+                                    stored.push((uid, receipt));
+                                    fate
+                                }
+                                None => {
+                                    tracing::warn!(
                                     topic = topic_arn,
                                     message_id = &*publication.message_id,
                                     subscription = &*subscription.arn,
                                     "copy dropped: neither the subscribed queue nor a dead-letter queue took it"
                                 );
-                                Fate::Failed
+                                    Fate::Failed
+                                }
                             }
-                        },
+                        }
                     };
                     let note = DeliveryNote {
                         message_id: publication.message_id.clone(),
@@ -99,12 +106,10 @@ impl Postgres {
             }
             published.push(Ok(publication));
         }
+        // Each copy's `orderly_send` notified its queue's long polls, on commit.
         let mut touched: Vec<i64> = stored.iter().map(|(uid, _)| *uid).collect();
         touched.sort_unstable();
         touched.dedup();
-        for uid in &touched {
-            super::message_store::notify(&tx, *uid).await?;
-        }
         tx.commit().await.map_err(unavailable)?;
         for uid in touched {
             self.wake(uid);
@@ -212,12 +217,13 @@ impl Postgres {
         &self,
         tx: &Transaction<'_>,
         plan: &PlannedCopy,
+        queues: &mut QueueCache,
         now: Timestamp,
     ) -> BackendResult<Option<(Fate, i64, SendReceipt)>> {
         let copy = plan.copy();
         let subscription = &plan.subscription;
         let queued = self
-            .copy_into(tx, &subscription.endpoint, &copy, now)
+            .copy_into(tx, (&subscription.endpoint, queues), &copy, now)
             .await?;
         if let Some((uid, receipt)) = queued {
             return Ok(Some((Fate::Queued, uid, receipt)));
@@ -225,9 +231,9 @@ impl Postgres {
         let Some(dlq) = subscription.dead_letter_arn() else {
             return Ok(None);
         };
-        let mut dead_lettered = self.copy_into(tx, dlq, &copy, now).await?;
+        let mut dead_lettered = self.copy_into(tx, (dlq, queues), &copy, now).await?;
         if let (None, Some(enveloped)) = (&dead_lettered, plan.enveloped()) {
-            dead_lettered = self.copy_into(tx, dlq, &enveloped, now).await?;
+            dead_lettered = self.copy_into(tx, (dlq, queues), &enveloped, now).await?;
         }
         Ok(dead_lettered.map(|(uid, receipt)| (Fate::DeadLettered, uid, receipt)))
     }
@@ -237,11 +243,15 @@ impl Postgres {
     async fn copy_into(
         &self,
         tx: &Transaction<'_>,
-        queue_arn: &str,
+        (queue_arn, queues): (&str, &mut QueueCache),
         copy: &SubscriptionCopy<'_>,
         now: Timestamp,
     ) -> BackendResult<Option<(i64, SendReceipt)>> {
-        let Some(queue) = self.queue_at(tx, queue_arn).await? else {
+        if !queues.contains_key(queue_arn) {
+            let found = self.queue_at(tx, queue_arn).await?;
+            queues.insert(queue_arn.to_string(), found);
+        }
+        let Some(queue) = &queues[queue_arn] else {
             return Ok(None);
         };
         let Ok(prepared) = copy
@@ -250,7 +260,8 @@ impl Postgres {
         else {
             return Ok(None);
         };
-        let receipt = self.store(tx, &queue, prepared, now).await?;
+        let mut stored = self.send_in_one(tx, queue, &[Ok(prepared)], now).await?;
+        let receipt = stored.pop().expect("one receipt per send")?;
         Ok(Some((queue.uid, receipt)))
     }
 
