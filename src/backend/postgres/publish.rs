@@ -76,24 +76,21 @@ impl Postgres {
                     &source,
                 );
                 for (subscription, plan) in plans {
-                    let fate = match plan {
+                    let delivered = match plan {
+                        None => None,
+                        Some(plan) => Some(self.deliver_copy(&tx, &plan, &mut queues, now).await?),
+                    };
+                    let fate = match delivered {
                         None => Fate::FilteredOut,
-                        Some(plan) => {
-                            match self.deliver_copy(&tx, &plan, &mut queues, now).await? {
-                                Some((fate, uid, receipt)) => {
-                                    stored.push((uid, receipt));
-                                    fate
-                                }
-                                None => {
-                                    tracing::warn!(
-                                    topic = topic_arn,
-                                    message_id = &*publication.message_id,
-                                    subscription = &*subscription.arn,
-                                    "copy dropped: neither the subscribed queue nor a dead-letter queue took it"
-                                );
-                                    Fate::Failed
-                                }
-                            }
+                        Some(Some((fate, uid, receipt))) => {
+                            stored.push((uid, receipt));
+                            fate
+                        }
+                        Some(None) => {
+                            let (id, arn) = (&*publication.message_id, &*subscription.arn);
+                            tracing::warn!(topic = topic_arn, message_id = id, subscription = arn,
+                                "copy dropped: neither the subscribed queue nor a dead-letter queue took it");
+                            Fate::Failed
                         }
                     };
                     let note = DeliveryNote {

@@ -13,13 +13,10 @@ use crate::engine::message::{
 };
 use crate::engine::time::Timestamp;
 
-/// FIFO sequence numbers start here (AWS's are 20 digits); a message's is this plus its
-/// position in the queue.
-const SEQUENCE_BASE: u128 = 18_000_000_000_000_000_000;
-
-/// The sequence number of the message at `seq`.
+/// The sequence number of the message at `seq`: AWS's are 20 digits, so a queue's start at
+/// `SequenceNumber::BASE` and a message's is that plus its position.
 pub fn sequence_number(seq: u64) -> SequenceNumber {
-    (SEQUENCE_BASE + seq as u128).into()
+    (SequenceNumber::BASE.get() + seq as u128).into()
 }
 
 /// A send that passed its checks and is ready to store.

@@ -1,0 +1,380 @@
+//! Messages: sends, receives, deletes, visibility, FIFO groups, deduplication, delays,
+//! dead-letter queues, receive attempts, retention and long polls.
+
+use super::*;
+
+/// Sending, receiving, deleting and visibility on standard and FIFO queues: the group lock,
+/// deduplication, delays, dead-letter queues, receive attempts and long polls. Time moves on
+/// `clock`, which the backend reads.
+pub async fn messages<B: QueueAdmin + Messages>(backend: &B, clock: &ManualClock) {
+    standard_messages(backend, clock).await;
+    let last = fifo_groups_and_deduplication(backend, clock).await;
+    fifo_window_and_batches(backend, clock, last).await;
+    delays_and_dead_letters(backend, clock).await;
+    receive_attempts(backend, clock).await;
+    retention(backend, clock).await;
+    long_polls(backend, clock).await;
+}
+
+/// A message enqueued longer ago than the retention period is gone, even from flight; a FIFO
+/// group then continues with the next.
+async fn retention<B: QueueAdmin + Messages>(backend: &B, clock: &ManualClock) {
+    let keep = ("MessageRetentionPeriod", "60");
+    let now = clock.now();
+    backend
+        .create_queue(create("brief", &[keep], now))
+        .await
+        .unwrap();
+    let fifo = [
+        keep,
+        ("FifoQueue", "true"),
+        ("ContentBasedDeduplication", "true"),
+        ("VisibilityTimeout", "120"),
+    ];
+    backend
+        .create_queue(create("brief.fifo", &fifo, now))
+        .await
+        .unwrap();
+    for queue in ["brief", "brief.fifo"] {
+        let group = queue.ends_with(".fifo").then_some("g");
+        backend
+            .send(queue, message("old", group, None))
+            .await
+            .unwrap();
+    }
+    assert_eq!(bodies(&receive(backend, "brief.fifo", 1).await), ["old"]);
+    clock.advance_millis(30_000);
+    for queue in ["brief", "brief.fifo"] {
+        let group = queue.ends_with(".fifo").then_some("g");
+        backend
+            .send(queue, message("new", group, None))
+            .await
+            .unwrap();
+    }
+    clock.advance_millis(30_000);
+    assert_eq!(counts(backend, "brief", clock).await, (1, 0, 0));
+    assert_eq!(bodies(&receive(backend, "brief", 10).await), ["new"]);
+    // "old" was still in flight (120 s) when it expired, and no longer holds its group.
+    assert_eq!(bodies(&receive(backend, "brief.fifo", 10).await), ["new"]);
+    assert_eq!(counts(backend, "brief.fifo", clock).await, (0, 1, 0));
+}
+
+/// A standard queue: in flight once received, back after the visibility timeout (30 s).
+async fn standard_messages<B: QueueAdmin + Messages>(backend: &B, clock: &ManualClock) {
+    let (admin, messages): (&dyn QueueAdmin, &dyn Messages) = (backend, backend);
+    admin
+        .create_queue(create("std", &[], clock.now()))
+        .await
+        .unwrap();
+    for body in ["a", "b", "c"] {
+        let receipt = messages
+            .send("std", message(body, None, None))
+            .await
+            .unwrap();
+        assert_eq!(
+            receipt.body_md5.hex().as_str(),
+            format!("{:x}", md5::Md5::digest(body))
+        );
+        assert!(receipt.sequence_number.is_none() && !receipt.duplicate);
+    }
+    let first = receive(messages, "std", 10).await;
+    let mut got = bodies(&first);
+    got.sort();
+    assert_eq!(got, ["a", "b", "c"]);
+    assert!(first.iter().all(|r| r.message.receive_count == 1));
+    assert!(receive(messages, "std", 10).await.is_empty());
+    assert_eq!(counts(admin, "std", clock).await, (0, 3, 0));
+    clock.advance_millis(30_000);
+    let second = receive(messages, "std", 10).await;
+    assert_eq!(second.len(), 3);
+    assert!(second.iter().all(|r| r.message.receive_count == 2));
+    // An earlier receive's handle still changes the visibility on a standard queue.
+    let extended = messages
+        .change_visibility("std", vec![(&first[0].receipt_handle, 100)])
+        .await
+        .unwrap();
+    assert!(extended[0].is_ok());
+    clock.advance_millis(31_000);
+    let third = receive(messages, "std", 10).await;
+    assert_eq!(third.len(), 2, "the extended one stays in flight");
+    assert!(third.iter().all(|r| r.message.id != first[0].message.id));
+    // A standard queue deletes with the earlier handle too.
+    let handles: Vec<&str> = first.iter().map(|r| r.receipt_handle.as_str()).collect();
+    let deleted = messages.delete("std", handles).await.unwrap();
+    assert!(deleted.iter().all(Result::is_ok), "{deleted:?}");
+    assert_eq!(counts(admin, "std", clock).await, (0, 0, 0));
+    let garbage = messages
+        .delete("std", vec!["AQEBnot-a-handle"])
+        .await
+        .unwrap();
+    assert!(matches!(
+        garbage[0],
+        Err(EngineError::ReceiptHandleIsInvalid(_))
+    ));
+}
+
+/// FIFO: a group's run in order, groups in the order of their first message, the group lock,
+/// deduplication. Answers the last send's sequence number.
+async fn fifo_groups_and_deduplication<B: QueueAdmin + Messages>(
+    backend: &B,
+    clock: &ManualClock,
+) -> Option<u128> {
+    let (admin, messages): (&dyn QueueAdmin, &dyn Messages) = (backend, backend);
+    let fifo = [("FifoQueue", "true")];
+    admin
+        .create_queue(create("q.fifo", &fifo, clock.now()))
+        .await
+        .unwrap();
+    let sent = [("g1", "a1", "d1"), ("g1", "a2", "d2"), ("g2", "b1", "d3")];
+    let mut receipts = Vec::new();
+    for (group, body, dedup) in sent {
+        let request = message(body, Some(group), Some(dedup));
+        receipts.push(messages.send("q.fifo", request).await.unwrap());
+    }
+    let sequence: Vec<u128> = receipts
+        .iter()
+        .map(|r| r.sequence_number.unwrap())
+        .collect();
+    assert!(sequence.windows(2).all(|w| w[0] < w[1]), "{sequence:?}");
+    // Deduplicated within five minutes: the original's id and sequence number.
+    let again = messages
+        .send("q.fifo", message("other", Some("g1"), Some("d1")))
+        .await
+        .unwrap();
+    assert!(again.duplicate);
+    assert_eq!(
+        (again.message_id, again.sequence_number),
+        (receipts[0].message_id, receipts[0].sequence_number)
+    );
+    let run = receive(messages, "q.fifo", 10).await;
+    assert_eq!(bodies(&run), ["a1", "a2", "b1"]);
+    assert_eq!(run[0].message.id, receipts[0].message_id);
+    // Both groups are locked while their messages are in flight.
+    assert!(receive(messages, "q.fifo", 10).await.is_empty());
+    let deleted = messages
+        .delete("q.fifo", vec![&run[0].receipt_handle])
+        .await
+        .unwrap();
+    assert!(deleted[0].is_ok());
+    assert!(
+        receive(messages, "q.fifo", 10).await.is_empty(),
+        "a2 still holds g1"
+    );
+    // Visible again at once: back at the head of its group.
+    let changed = messages
+        .change_visibility("q.fifo", vec![(&run[1].receipt_handle, 0)])
+        .await
+        .unwrap();
+    assert!(changed[0].is_ok());
+    let back = receive(messages, "q.fifo", 10).await;
+    assert_eq!(bodies(&back), ["a2"]);
+    assert_eq!(back[0].message.receive_count, 2);
+    // The earlier receive's handle has expired on a FIFO queue.
+    let stale = messages
+        .delete("q.fifo", vec![&run[1].receipt_handle])
+        .await
+        .unwrap();
+    assert!(stale[0]
+        .as_ref()
+        .unwrap_err()
+        .to_string()
+        .ends_with("The receipt handle has expired."));
+    let stale = messages
+        .change_visibility("q.fifo", vec![(&run[1].receipt_handle, 5)])
+        .await
+        .unwrap();
+    assert!(stale[0].is_err());
+    assert_eq!(counts(admin, "q.fifo", clock).await, (0, 2, 0));
+    receipts[2].sequence_number
+}
+
+/// After five minutes a deduplication id is new again; a FIFO batch missing a group fails whole.
+async fn fifo_window_and_batches<B: QueueAdmin + Messages>(
+    backend: &B,
+    clock: &ManualClock,
+    last: Option<u128>,
+) {
+    let messages: &dyn Messages = backend;
+    // After the window the same deduplication id is a new message.
+    clock.advance_millis(5 * 60_000);
+    let later = messages
+        .send("q.fifo", message("a3", Some("g1"), Some("d1")))
+        .await
+        .unwrap();
+    assert!(!later.duplicate);
+    assert!(later.sequence_number > last);
+    // A head made visible again comes back alone: what follows it is still in flight.
+    for body in ["m1", "m2", "m3"] {
+        messages
+            .send("q.fifo", message(body, Some("g4"), Some(body)))
+            .await
+            .unwrap();
+    }
+    let all = receive(messages, "q.fifo", 10).await;
+    let g4: Vec<&Received> = all
+        .iter()
+        .filter(|r| r.message.group_id.as_deref() == Some("g4"))
+        .collect();
+    assert_eq!(
+        g4.iter().map(|r| &*r.message.body).collect::<Vec<_>>(),
+        ["m1", "m2", "m3"]
+    );
+    let changed = messages
+        .change_visibility("q.fifo", vec![(&g4[0].receipt_handle, 0)])
+        .await
+        .unwrap();
+    assert!(changed[0].is_ok());
+    assert_eq!(bodies(&receive(messages, "q.fifo", 10).await), ["m1"]);
+    let batch = vec![
+        message("x", Some("g3"), Some("d9")),
+        message("y", None, Some("d10")),
+    ];
+    let refused = messages.send_batch("q.fifo", batch).await;
+    assert!(matches!(
+        refused,
+        Err(BackendError::Rejected(EngineError::InvalidParameterValue(
+            _
+        )))
+    ));
+}
+
+async fn receive_with(backend: &dyn Messages, queue: &str, attempt: &str) -> Vec<Received> {
+    let request = ReceiveRequest {
+        max_messages: Some(10),
+        attempt_id: Some(attempt.into()),
+        ..ReceiveRequest::default()
+    };
+    backend.receive(queue, request, Some(0)).await.unwrap()
+}
+
+fn handles(received: &[Received]) -> Vec<&str> {
+    received.iter().map(|r| r.receipt_handle.as_str()).collect()
+}
+
+/// A FIFO receive retried with its attempt id gets the same messages and handles while they
+/// stand as it left them; once one had its visibility changed, it is a new receive.
+async fn receive_attempts<B: QueueAdmin + Messages>(backend: &B, clock: &ManualClock) {
+    backend
+        .create_queue(create("tries.fifo", &[("FifoQueue", "true")], clock.now()))
+        .await
+        .unwrap();
+    for body in ["t1", "t2"] {
+        backend
+            .send("tries.fifo", message(body, Some("g"), Some(body)))
+            .await
+            .unwrap();
+    }
+    let first = receive_with(backend, "tries.fifo", "a1").await;
+    assert_eq!(bodies(&first), ["t1", "t2"]);
+    clock.advance_millis(20_000);
+    let retried = receive_with(backend, "tries.fifo", "a1").await;
+    assert_eq!(handles(&retried), handles(&first));
+    // The retry restarted the visibility timeout: 20 s later they are still in flight.
+    clock.advance_millis(20_000);
+    assert!(receive_with(backend, "tries.fifo", "a2").await.is_empty());
+    // A visibility change (even one that keeps it in flight) ends the replay.
+    let extended = backend
+        .change_visibility("tries.fifo", vec![(handles(&first)[1], 100)])
+        .await
+        .unwrap();
+    assert!(extended[0].is_ok());
+    assert!(
+        receive_with(backend, "tries.fifo", "a1").await.is_empty(),
+        "t1 holds the group"
+    );
+    let changed = backend
+        .change_visibility("tries.fifo", vec![(handles(&first)[0], 0)])
+        .await
+        .unwrap();
+    assert!(changed[0].is_ok());
+    let fresh = receive_with(backend, "tries.fifo", "a1").await;
+    assert_eq!(bodies(&fresh), ["t1"]);
+    assert_ne!(handles(&fresh), handles(&first)[..1]);
+}
+
+/// A queue's delay holds messages back; a message received maxReceiveCount times moves to
+/// the dead-letter queue on the next receive, keeping its id and count.
+async fn delays_and_dead_letters<B: QueueAdmin + Messages>(backend: &B, clock: &ManualClock) {
+    let now = || clock.now();
+    backend
+        .create_queue(create("slow", &[("DelaySeconds", "5")], now()))
+        .await
+        .unwrap();
+    backend
+        .send("slow", message("late", None, None))
+        .await
+        .unwrap();
+    assert_eq!(counts(backend, "slow", clock).await, (0, 0, 1));
+    assert!(receive(backend, "slow", 1).await.is_empty());
+    clock.advance_millis(5_000);
+    assert_eq!(bodies(&receive(backend, "slow", 1).await), ["late"]);
+
+    let fifo = ("FifoQueue", "true");
+    backend
+        .create_queue(create("dead.fifo", &[fifo], now()))
+        .await
+        .unwrap();
+    let redrive = format!(r#"{{"deadLetterTargetArn":"{ARN}dead.fifo","maxReceiveCount":2}}"#);
+    let attributes = [
+        fifo,
+        ("RedrivePolicy", &redrive),
+        ("VisibilityTimeout", "10"),
+    ];
+    backend
+        .create_queue(create("live.fifo", &attributes, now()))
+        .await
+        .unwrap();
+    let sent = backend
+        .send("live.fifo", message("poison", Some("g"), Some("p")))
+        .await
+        .unwrap();
+    for _ in 0..2 {
+        assert_eq!(bodies(&receive(backend, "live.fifo", 1).await), ["poison"]);
+        clock.advance_millis(10_000);
+    }
+    assert!(
+        receive(backend, "live.fifo", 1).await.is_empty(),
+        "moved, not received"
+    );
+    assert_eq!(counts(backend, "live.fifo", clock).await, (0, 0, 0));
+    let moved = receive(backend, "dead.fifo", 1).await;
+    assert_eq!(bodies(&moved), ["poison"]);
+    assert_eq!(moved[0].message.id, sent.message_id);
+    assert_eq!(moved[0].message.receive_count, 3);
+    let source = moved[0]
+        .message
+        .dead_letter_source_arn()
+        .map(|a| a.to_string());
+    assert_eq!(source, Some(format!("{ARN}live.fifo")));
+}
+
+/// A long poll returns as soon as a message arrives, and empty when its wait ends.
+async fn long_polls<B: QueueAdmin + Messages>(backend: &B, clock: &ManualClock) {
+    backend
+        .create_queue(create("polled", &[], clock.now()))
+        .await
+        .unwrap();
+    let poll = backend.receive("polled", ReceiveRequest::default(), Some(20));
+    let send = async {
+        // Let the poll find the queue empty and wait (real time: only orders the two).
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        backend
+            .send("polled", message("woken", None, None))
+            .await
+            .unwrap();
+    };
+    let guard = std::time::Duration::from_secs(10);
+    let (got, ()) = tokio::time::timeout(guard, async { tokio::join!(poll, send) })
+        .await
+        .expect("woken");
+    assert_eq!(bodies(&got.unwrap()), ["woken"]);
+    let poll = backend.receive("polled", ReceiveRequest::default(), Some(20));
+    let wait_out = async {
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        clock.advance_millis(20_000);
+    };
+    let (got, ()) = tokio::time::timeout(guard, async { tokio::join!(poll, wait_out) })
+        .await
+        .expect("ended");
+    assert!(got.unwrap().is_empty());
+}

@@ -1,0 +1,92 @@
+//! One suite of the rules every backend must keep, run against each of them (the embedded
+//! engine in `embedded/tests.rs`, PostgreSQL in `postgres/tests.rs`): a rule differing between
+//! backends fails here, not in a user's deployment.
+
+mod inspection;
+mod messages;
+mod move_tasks;
+mod queues;
+mod topics;
+
+pub use inspection::inspection;
+pub use messages::messages;
+pub use move_tasks::move_tasks;
+pub use queues::queue_administration;
+pub use topics::topics;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use md5::Digest;
+
+use super::{BackendError, CreateQueue, Messages, QueueAdmin};
+use crate::clock::{Clock, ManualClock};
+use crate::engine::body::Body;
+use crate::engine::queue::{ReceiveRequest, Received, SendRequest};
+use crate::engine::{EngineError, QueueConfig, Timestamp};
+
+const ARN: &str = "arn:aws:sqs:us-east-1:000000000000:";
+
+fn attrs(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+    pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+fn create(name: &str, attributes: &[(&str, &str)], now: Timestamp) -> CreateQueue {
+    let attributes = attrs(attributes);
+    CreateQueue {
+        name: name.into(),
+        config: QueueConfig::for_create(name, &attributes, now).expect("valid attributes"),
+        attributes,
+        tags: vec![("team".into(), "prices".into())],
+        now,
+    }
+}
+
+fn rejected(result: Result<impl std::fmt::Debug, BackendError>) -> EngineError {
+    match result {
+        Err(BackendError::Rejected(error)) => error,
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+}
+
+fn names(list: &[std::sync::Arc<str>]) -> Vec<&str> {
+    list.iter().map(|n| &**n).collect()
+}
+
+fn message(body: &str, group: Option<&str>, dedup: Option<&str>) -> SendRequest {
+    SendRequest {
+        body: Body::new(body),
+        group_id: group.map(Arc::from),
+        dedup_id: dedup.map(Arc::from),
+        sender_id: "AIDATEST".into(),
+        ..SendRequest::default()
+    }
+}
+
+fn bodies(received: &[Received]) -> Vec<&str> {
+    received.iter().map(|r| &*r.message.body).collect()
+}
+
+async fn receive(backend: &dyn Messages, queue: &str, max: i64) -> Vec<Received> {
+    let request = ReceiveRequest {
+        max_messages: Some(max),
+        ..ReceiveRequest::default()
+    };
+    backend.receive(queue, request, Some(0)).await.unwrap()
+}
+
+async fn counts(
+    backend: &dyn QueueAdmin,
+    queue: &str,
+    clock: &ManualClock,
+) -> (usize, usize, usize) {
+    let c = backend
+        .describe_queue(queue, clock.now())
+        .await
+        .unwrap()
+        .counts;
+    (c.visible, c.in_flight, c.delayed)
+}
