@@ -126,6 +126,12 @@ pub async fn build_service_on_postgres(
             pool_size: config.storage_pool_size,
             long_polls: metrics.long_polls_waiting.clone(),
             in_flight_limit: crate::engine::queue::INFLIGHT_LIMIT,
+            webhook_max_pending: config.webhook_max_pending,
+            // Twice an attempt's timeout and a minute more: a live node's lease never ends
+            // while its attempt runs.
+            webhook_lease_ms: (2 * config.webhook_timeout.max(1) + 60) * 1000,
+            fifo_http_subscriptions: config.fifo_http_subscriptions,
+            deliveries: webhooks.wake_signal(),
         },
         clock.clone(),
     )

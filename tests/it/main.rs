@@ -15,6 +15,7 @@ mod log_outage;
 mod logs;
 mod metrics;
 mod multi_node;
+mod multi_node_webhooks;
 mod receiver;
 mod reset;
 mod sns_api;

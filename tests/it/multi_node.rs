@@ -192,16 +192,7 @@ async fn three_nodes_keep_every_fifo_rule() {
         return;
     };
     let clock = common::manual_clock();
-    let mut servers = Vec::new();
-    for _ in 0..NODES {
-        let mut config = Config::ephemeral();
-        config.ephemeral = false;
-        config.storage = Some(url.clone());
-        config.storage_pool_size = 8;
-        servers.push(Arc::new(
-            common::start_with_clock(config, clock.clone()).await,
-        ));
-    }
+    let servers = start_nodes(&url, NODES, &clock, |_| {}).await;
     let queue = common::fifo_queue(&servers[0], "load.fifo", &[("VisibilityTimeout", "2")]).await;
     let ledger = Arc::new(Mutex::new(Ledger::default()));
 
@@ -264,6 +255,27 @@ async fn three_nodes_keep_every_fifo_rule() {
     ] {
         assert_eq!(attributes[&name], "0", "{name:?}");
     }
+}
+
+/// `count` nodes in this process on the database at `url`, sharing one manual clock.
+pub async fn start_nodes(
+    url: &str,
+    count: usize,
+    clock: &Arc<orderly::clock::ManualClock>,
+    configure: impl Fn(&mut Config),
+) -> Vec<Arc<Server>> {
+    let mut servers = Vec::new();
+    for _ in 0..count {
+        let mut config = Config::ephemeral();
+        config.ephemeral = false;
+        config.storage = Some(url.to_string());
+        config.storage_pool_size = 8;
+        configure(&mut config);
+        servers.push(Arc::new(
+            common::start_with_clock(config, clock.clone()).await,
+        ));
+    }
+    servers
 }
 
 /// What the clients of the kill test were told.

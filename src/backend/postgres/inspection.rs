@@ -116,10 +116,15 @@ impl Postgres {
                     "dedup",
                     "receive_attempts",
                     "topic_dedup",
+                    "webhook_lanes",
                 ] {
                     let sql = format!("DELETE FROM {table}");
                     tx.run(&sql, &[]).await.map_err(unavailable)?;
                 }
+                // Pending notifications go; confirmations still go out, as on the embedded engine.
+                tx.run("DELETE FROM webhook_deliveries WHERE notification", &[])
+                    .await
+                    .map_err(unavailable)?;
                 tx.run("UPDATE queues SET last_purge = NULL", &[])
                     .await
                     .map_err(unavailable)?;
@@ -134,6 +139,10 @@ impl Postgres {
                 )
                 .await
                 .map_err(unavailable)?;
+                for table in ["webhook_deliveries", "webhook_lanes", "webhook_tokens"] {
+                    let sql = format!("DELETE FROM {table}");
+                    tx.run(&sql, &[]).await.map_err(unavailable)?;
+                }
                 tx.run("DELETE FROM topics", &[])
                     .await
                     .map_err(unavailable)?;
@@ -218,13 +227,19 @@ impl Inspection for Postgres {
             Ok(subscriptions
                 .into_iter()
                 .map(|(topic_arn, subscription)| {
-                    let (recent, counts) = self.activity.recent(&subscription.arn);
+                    let (mut recent, counts) = self.activity.recent(&subscription.arn);
+                    let (attempts, last_error) = self.activity.attempts(&subscription.arn);
+                    if !attempts.is_empty() {
+                        recent.extend(attempts);
+                        // Stable: a publish's note stays ahead of its attempts at one instant.
+                        recent.sort_by_key(|note| note.at);
+                    }
                     SubscriptionActivity {
                         topic_arn,
                         subscription,
                         recent,
                         counts,
-                        last_error: None,
+                        last_error,
                     }
                 })
                 .collect())

@@ -4,8 +4,8 @@
 //! Selected with `--storage postgres://…`. Under construction: queue administration, messages
 //! (FIFO groups and their lock, deduplication, visibility, dead-letter queues, long polls woken
 //! across nodes, receive attempt ids, retention, the in-flight limit), move tasks, topics
-//! fanning out into queues and inspection are implemented and tested against a real
-//! PostgreSQL; the webhook outbox is not (HTTP/S subscriptions are refused), nor are archives.
+//! fanning out into queues and HTTP/S endpoints (the webhook outbox, shared by all nodes) and
+//! inspection are implemented and tested against a real PostgreSQL; archives are not yet.
 //!
 //! Each operation runs in one transaction at READ COMMITTED, taking row locks (`FOR UPDATE`)
 //! on what it changes, so nodes changing the same queue take turns. The rules that need no
@@ -30,6 +30,7 @@ mod statements;
 pub mod test_database;
 mod topics;
 mod wakeup;
+mod webhooks;
 
 use std::sync::{Arc, Weak};
 
@@ -72,6 +73,16 @@ pub struct Settings {
     pub long_polls: prometheus_client::metrics::gauge::Gauge,
     /// Messages a queue may have in flight (AWS's 120,000, `INFLIGHT_LIMIT`).
     pub in_flight_limit: usize,
+    /// `--webhook-max-pending`: notifications an HTTP/S subscription holds before new ones
+    /// go to its dead-letter queue.
+    pub webhook_max_pending: usize,
+    /// How long a node holds a webhook delivery it is sending before another node may take
+    /// it (longer than an attempt can last).
+    pub webhook_lease_ms: u64,
+    /// `--fifo-http-subscriptions`: FIFO topics take HTTP/S subscriptions (ordered webhooks).
+    pub fifo_http_subscriptions: bool,
+    /// Signalled once webhook deliveries were queued (this node's delivery worker).
+    pub deliveries: Arc<tokio::sync::Notify>,
 }
 
 pub struct Postgres {
@@ -95,6 +106,10 @@ pub struct Postgres {
     long_polls: prometheus_client::metrics::gauge::Gauge,
     in_flight: in_flight::InFlight,
     in_flight_limit: usize,
+    webhook_max_pending: usize,
+    webhook_lease_ms: u64,
+    fifo_http_subscriptions: bool,
+    deliveries: Arc<tokio::sync::Notify>,
     /// The SNS signing key once read or made (`publish::signer`).
     signer: tokio::sync::OnceCell<Arc<crate::engine::topic::signing::MessageSigner>>,
 }
@@ -204,6 +219,10 @@ impl Postgres {
             long_polls: settings.long_polls,
             in_flight: Default::default(),
             in_flight_limit: settings.in_flight_limit,
+            webhook_max_pending: settings.webhook_max_pending,
+            webhook_lease_ms: settings.webhook_lease_ms,
+            fifo_http_subscriptions: settings.fifo_http_subscriptions,
+            deliveries: settings.deliveries,
         }))
     }
 

@@ -1,13 +1,14 @@
 //! Publishing on PostgreSQL: in one transaction the topic decides (its rules, topic-wide
 //! deduplication, the sequence number) and every subscribed queue gets its copy, or its
-//! subscription's dead-letter queue does, with the engine's own filter, body and envelope
-//! (`plan_queue_copies`). The topic's row is locked throughout, so a topic's publishes reach
+//! subscription's dead-letter queue does, and every HTTP/S subscription's delivery enters the
+//! webhook outbox, with the engine's own filter, body and envelope (`plan_copies`). The topic's row is locked throughout, so a topic's publishes reach
 //! every queue in one order, and a crash keeps a publish whole or not at all.
 
 use std::sync::Arc;
 
 use deadpool_postgres::{GenericClient, Transaction};
 
+use super::deliveries::Queued;
 use super::message_store::QueueRow;
 use super::queues::millis;
 use super::statements::Cached;
@@ -15,14 +16,14 @@ use super::{unavailable, Postgres};
 use crate::backend::BackendResult;
 use crate::engine::queue::send::prepare;
 use crate::engine::queue::{SendReceipt, DEDUP_WINDOW_MS};
-use crate::engine::topic::fanout::{plan_queue_copies, PlannedCopy, SubscriptionCopy};
+use crate::engine::topic::fanout::{plan_copies, Planned, PlannedCopy, SubscriptionCopy};
 use crate::engine::topic::recent::{DeliveryNote, Fate};
 use crate::engine::topic::signing::MessageSigner;
 use crate::engine::topic::{check_message, sequence_number, Publication, PublishRequest, Topic};
 use crate::engine::{EngineResult, Timestamp};
 
 /// The queues a publish's copies go to, looked up once per publish: `None` if one is gone.
-type QueueCache = std::collections::HashMap<String, Option<QueueRow>>;
+pub(super) type QueueCache = std::collections::HashMap<String, Option<QueueRow>>;
 
 impl Postgres {
     /// Publishes each request in turn, in one transaction (run again if a conflict with
@@ -44,9 +45,10 @@ impl Postgres {
         base_url: &str,
     ) -> BackendResult<Vec<EngineResult<Publication>>> {
         let name = self.topic_name(topic_arn, "TopicArn")?;
-        // Standard topics (their names never end in .fifo) sign their envelopes. The key is
+        // Standard topics (their names never end in .fifo) sign their envelopes, and FIFO
+        // topics their webhooks' ones when HTTP/S subscriptions are allowed on them. The key is
         // read (on a connection of its own) before this request holds one in a transaction.
-        let signer = if name.ends_with(".fifo") {
+        let signer = if name.ends_with(".fifo") && !self.fifo_http_subscriptions {
             None
         } else {
             Some(self.signer().await?)
@@ -64,11 +66,12 @@ impl Postgres {
         let mut notes: Vec<(Arc<str>, DeliveryNote)> = Vec::new();
         let mut queues = QueueCache::new();
         let mut published = Vec::with_capacity(requests.len());
+        let mut to_webhooks = false;
         for request in requests {
             let publication = self.decide(&tx, &topic, request, now).await?;
             if !publication.duplicate {
                 let source = || signer.clone();
-                let plans = plan_queue_copies(
+                let plans = plan_copies(
                     &topic,
                     (&publication, request),
                     (now, false),
@@ -78,12 +81,30 @@ impl Postgres {
                 for (subscription, plan) in plans {
                     let delivered = match plan {
                         None => None,
-                        Some(plan) => Some(self.deliver_copy(&tx, &plan, &mut queues, now).await?),
+                        Some(Planned::Queue(plan)) => {
+                            Some(self.deliver_copy(&tx, &plan, &mut queues, now).await?)
+                        }
+                        Some(Planned::Webhook(delivery, lane)) => {
+                            let queued = (&*delivery, lane);
+                            match self
+                                .queue_notification(&tx, queued, &mut queues, now)
+                                .await?
+                            {
+                                Queued::Outbox => {
+                                    to_webhooks = true;
+                                    Some(Some((Fate::ToWebhook, None)))
+                                }
+                                Queued::DeadLettered(uid, receipt) => {
+                                    Some(Some((Fate::DeadLettered, Some((uid, receipt)))))
+                                }
+                                Queued::Dropped => Some(None),
+                            }
+                        }
                     };
                     let fate = match delivered {
                         None => Fate::FilteredOut,
-                        Some(Some((fate, uid, receipt))) => {
-                            stored.push((uid, receipt));
+                        Some(Some((fate, stored_copy))) => {
+                            stored.extend(stored_copy);
                             fate
                         }
                         Some(None) => {
@@ -108,6 +129,9 @@ impl Postgres {
         touched.sort_unstable();
         touched.dedup();
         tx.commit().await.map_err(unavailable)?;
+        if to_webhooks {
+            self.deliveries.notify_one();
+        }
         for uid in touched {
             self.wake(uid);
         }
@@ -216,14 +240,14 @@ impl Postgres {
         plan: &PlannedCopy,
         queues: &mut QueueCache,
         now: Timestamp,
-    ) -> BackendResult<Option<(Fate, i64, SendReceipt)>> {
+    ) -> BackendResult<Option<(Fate, Option<(i64, SendReceipt)>)>> {
         let copy = plan.copy();
         let subscription = &plan.subscription;
         let queued = self
             .copy_into(tx, (&subscription.endpoint, queues), &copy, now)
             .await?;
-        if let Some((uid, receipt)) = queued {
-            return Ok(Some((Fate::Queued, uid, receipt)));
+        if let Some(stored) = queued {
+            return Ok(Some((Fate::Queued, Some(stored))));
         }
         let Some(dlq) = subscription.dead_letter_arn() else {
             return Ok(None);
@@ -232,12 +256,12 @@ impl Postgres {
         if let (None, Some(enveloped)) = (&dead_lettered, plan.enveloped()) {
             dead_lettered = self.copy_into(tx, (dlq, queues), &enveloped, now).await?;
         }
-        Ok(dead_lettered.map(|(uid, receipt)| (Fate::DeadLettered, uid, receipt)))
+        Ok(dead_lettered.map(|stored| (Fate::DeadLettered, Some(stored))))
     }
 
     /// Stores a copy in the queue an ARN names, answering that queue's uid and receipt;
     /// `None` if the queue is gone or refuses it (too large for it, too many attributes).
-    async fn copy_into(
+    pub(super) async fn copy_into(
         &self,
         tx: &Transaction<'_>,
         (queue_arn, queues): (&str, &mut QueueCache),

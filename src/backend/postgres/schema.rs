@@ -17,6 +17,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("migrations/005_send_function.sql"),
     include_str!("migrations/006_delete_function.sql"),
     include_str!("migrations/007_receive_function.sql"),
+    include_str!("migrations/008_webhooks.sql"),
 ];
 
 /// The schema version this build writes.

@@ -20,6 +20,10 @@ fn settings(url: &str) -> Settings {
         pool_size: 4,
         long_polls: Default::default(),
         in_flight_limit: crate::engine::queue::INFLIGHT_LIMIT,
+        webhook_max_pending: 100_000,
+        webhook_lease_ms: 90_000,
+        fifo_http_subscriptions: true,
+        deliveries: Default::default(),
     }
 }
 
@@ -697,4 +701,61 @@ async fn the_in_flight_limit_holds() {
         1,
         "counted again: room for one"
     );
+}
+
+#[tokio::test]
+async fn a_webhook_delivery_a_dead_node_held_is_taken_when_its_lease_ends() {
+    use crate::backend::{CreateTopic, Deliveries, DeliveryResult, Subscribe, Topics};
+    use crate::engine::webhook::{Kind, Outcome};
+    let Some(url) = fresh_database().await else {
+        return;
+    };
+    let clock = clock();
+    let (a, b) = (node(&url, &clock).await, node(&url, &clock).await);
+    let topic = a
+        .create_topic(CreateTopic {
+            name: "alerts".into(),
+            attributes: Vec::new(),
+            tags: Vec::new(),
+        })
+        .await
+        .unwrap();
+    a.subscribe(Subscribe {
+        topic_arn: &topic,
+        protocol: "http",
+        endpoint: Some("http://127.0.0.1:9/hook"),
+        attributes: Vec::new(),
+        base_url: "http://localhost:4566",
+    })
+    .await
+    .unwrap();
+    // The SubscriptionConfirmation is due on every node; A takes it.
+    let now = clock.now();
+    assert_eq!(b.next_delivery_due().await.unwrap(), Some(now));
+    let taken = a.take_deliveries(now, 10).await.unwrap();
+    assert_eq!(taken.len(), 1);
+    assert_eq!(
+        (taken[0].delivery.kind, taken[0].number),
+        (Kind::SubscriptionConfirmation, 1)
+    );
+    assert!(
+        b.take_deliveries(now, 10).await.unwrap().is_empty(),
+        "A holds it"
+    );
+    // A dies with it in flight: B takes it once A's lease (90 s in these settings) ends.
+    clock.advance_millis(89_999);
+    assert!(b.take_deliveries(clock.now(), 10).await.unwrap().is_empty());
+    clock.advance_millis(1);
+    let again = b.take_deliveries(clock.now(), 10).await.unwrap();
+    assert_eq!(
+        (again.len(), again[0].id, again[0].number),
+        (1, taken[0].id, 2)
+    );
+    // A's late report does not count: B's attempt decides.
+    let late = a.finish_delivery(&taken[0], Outcome::Delivered, clock.now());
+    assert_eq!(late.await.unwrap(), DeliveryResult::Gone);
+    assert!(b.next_delivery_due().await.unwrap().is_some(), "still B's");
+    let done = b.finish_delivery(&again[0], Outcome::Delivered, clock.now());
+    assert_eq!(done.await.unwrap(), DeliveryResult::Delivered);
+    assert_eq!(a.next_delivery_due().await.unwrap(), None);
 }

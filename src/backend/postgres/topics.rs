@@ -2,8 +2,10 @@
 //! locks the topic's row, applies the engine's own topic rules to the stored image and writes
 //! it back, so both backends refuse and answer alike. Publishing is in `publish.rs`.
 //!
-//! Not yet here (issue 30): HTTP/S subscriptions (the webhook outbox) and archives; both are
-//! refused with a message saying so, never accepted and ignored.
+//! HTTP/S subscriptions' confirmation and unsubscribe messages are in `webhooks.rs`.
+//!
+//! Not yet here (issue 30): archives, refused with a message saying so, never accepted and
+//! ignored.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -68,7 +70,11 @@ impl Postgres {
         topic_of(row.get("image"), row.get("next_seq"))
     }
 
-    async fn save_topic(&self, client: &impl GenericClient, topic: &Topic) -> BackendResult<()> {
+    pub(super) async fn save_topic(
+        &self,
+        client: &impl GenericClient,
+        topic: &Topic,
+    ) -> BackendResult<()> {
         client
             .run(
                 "UPDATE topics SET image = $2 WHERE name = $1",
@@ -80,7 +86,7 @@ impl Postgres {
     }
 
     /// Runs `edit` on the topic named `name`, its row locked, and stores the result.
-    async fn edit_topic<T>(
+    pub(super) async fn edit_topic<T>(
         &self,
         name: &str,
         edit: impl FnOnce(&mut Topic) -> EngineResult<T>,
@@ -134,8 +140,8 @@ impl Postgres {
         let client = self.client().await?;
         let fifo = self.load_topic(&client, name, false).await?.fifo;
         drop(client);
-        if check_protocol(request.protocol, fifo, false)? {
-            return Err(not_yet("HTTP/S subscriptions").into());
+        if check_protocol(request.protocol, fifo, self.fifo_http_subscriptions)? {
+            return self.subscribe_webhook(name, request).await;
         }
         let endpoint = request
             .endpoint
@@ -207,11 +213,21 @@ impl Topics for Postgres {
     fn delete_topic<'a>(&'a self, arn: &'a str) -> Answer<'a, ()> {
         Box::pin(async move {
             let name = self.topic_name(arn, "TopicArn")?;
-            let client = self.client().await?;
-            client
-                .run("DELETE FROM topics WHERE name = $1", &[&name])
+            let mut client = self.client().await?;
+            let tx = client.transaction().await.map_err(unavailable)?;
+            let topic = match self.load_topic(&tx, name, true).await {
+                Ok(topic) => topic,
+                Err(BackendError::Rejected(EngineError::NotFound(_))) => return Ok(()),
+                Err(other) => return Err(other),
+            };
+            // Its webhooks' pending notifications go with it (confirmations still go out).
+            for subscription in topic.subscriptions.iter().filter(|s| s.is_webhook()) {
+                self.remove_lane(&tx, &subscription.arn).await?;
+            }
+            tx.run("DELETE FROM topics WHERE name = $1", &[&name])
                 .await
                 .map_err(unavailable)?;
+            tx.commit().await.map_err(unavailable)?;
             Ok(())
         })
     }
@@ -269,40 +285,17 @@ impl Topics for Postgres {
         Box::pin(async move { self.subscribe_queue(&request).await })
     }
 
-    /// No subscription waits for confirmation here (HTTP/S ones are not taken yet), so no
-    /// token is valid.
     fn confirm_subscription<'a>(&'a self, request: Confirm<'a>) -> Answer<'a, Arc<str>> {
-        Box::pin(async move {
-            self.topic_name(request.topic_arn, "Topic")
-                .map_err(|_| EngineError::InvalidParameter("Invalid parameter: Topic".into()))?;
-            let refusal = if crate::engine::webhook::tokens::well_formed(request.token) {
-                "Invalid parameter: Token"
-            } else {
-                "Invalid token"
-            };
-            Err(EngineError::InvalidParameter(refusal.into()).into())
-        })
+        Box::pin(async move { self.confirm_by_token(&request).await })
     }
 
     fn unsubscribe<'a>(
         &'a self,
         arn: &'a str,
         authenticated: bool,
-        _base_url: &'a str,
+        base_url: &'a str,
     ) -> Answer<'a, ()> {
-        Box::pin(async move {
-            let topic_arn = subscription_topic_arn(arn)?;
-            let Ok(name) = self.topic_name(&topic_arn, "TopicArn") else {
-                return Ok(());
-            };
-            match self
-                .edit_topic(name, |topic| topic.remove_subscription(arn, authenticated))
-                .await
-            {
-                Ok(_) | Err(BackendError::Rejected(EngineError::NotFound(_))) => Ok(()),
-                Err(other) => Err(other),
-            }
-        })
+        Box::pin(self.unsubscribe_any(arn, authenticated, base_url))
     }
 
     fn list_subscriptions<'a>(

@@ -21,6 +21,8 @@ use crate::engine::topic::signing::{self, MessageSigner};
 use crate::engine::topic::{
     archive, check_message, Publication, PublishRequest, Subscription, Topic,
 };
+use crate::engine::webhook::delivery::{notification_delivery, NotificationCopy};
+use crate::engine::webhook::{Delivery, LanePolicy};
 use crate::engine::{Engine, QueueEntry};
 
 /// What a publish did: the ids to answer with and the queues that received a copy.
@@ -281,28 +283,13 @@ impl<W: Default> Engine<W> {
         signer: SignerSource,
         now: Timestamp,
     ) -> Delivered<W> {
-        let (topic, subscription, message) =
-            (addressed.topic, addressed.subscription, addressed.message);
-        let req = message.request;
-        let text = addressed.text;
+        let (topic, subscription) = (addressed.topic, addressed.subscription);
         let envelope = || addressed.envelope(signer);
         if subscription.is_webhook() {
             return self.queue_notification(
                 topic,
                 subscription,
-                crate::engine::webhook::lifecycle::NotificationCopy {
-                    message_id: &message.publication.message_id,
-                    body: if subscription.raw_delivery {
-                        text.to_string()
-                    } else {
-                        envelope()
-                    },
-                    attributes: addressed.attributes,
-                    envelope: &envelope,
-                    group_id: req.group_id.as_deref(),
-                    dedup_id: message.publication.dedup_id.as_deref(),
-                    sequence_number: message.publication.sequence_number,
-                },
+                addressed.webhook_copy(&envelope),
                 now,
             );
         }
@@ -440,6 +427,24 @@ impl SubscriptionCopy<'_> {
 }
 
 impl Addressed<'_> {
+    /// What an HTTP/S endpoint gets: the text raw, or the envelope `envelope` builds.
+    fn webhook_copy<'e>(&'e self, envelope: &'e dyn Fn() -> String) -> NotificationCopy<'e> {
+        let message = self.message;
+        NotificationCopy {
+            message_id: &message.publication.message_id,
+            body: if self.subscription.raw_delivery {
+                self.text.to_string()
+            } else {
+                envelope()
+            },
+            attributes: self.attributes,
+            envelope,
+            group_id: message.request.group_id.as_deref(),
+            dedup_id: message.publication.dedup_id.as_deref(),
+            sequence_number: message.publication.sequence_number,
+        }
+    }
+
     /// What the subscribed queue gets: the text raw with its attributes, or the envelope.
     fn queue_copy(&self, signer: SignerSource) -> SubscriptionCopy<'_> {
         let (subscription, message) = (self.subscription, self.message);
@@ -550,27 +555,42 @@ impl PlannedCopy {
     }
 }
 
-/// What a publish gives each of the topic's confirmed queue subscriptions, in subscription
-/// order: its copy, or `None` when its filter policy drops the message. Webhook subscriptions
-/// are left out.
-pub fn plan_queue_copies(
+/// One subscription's share of a publish, planned: a queue's copy, or an HTTP/S endpoint's
+/// delivery with how its lane delivers.
+pub enum Planned {
+    Queue(PlannedCopy),
+    Webhook(Box<Delivery>, LanePolicy),
+}
+
+/// What a publish gives each of the topic's confirmed subscriptions, in subscription order:
+/// its copy or delivery, or `None` when its filter policy drops the message.
+pub fn plan_copies(
     topic: &Topic,
     (publication, request): (&Publication, &PublishRequest),
     (published_at, replayed): (Timestamp, bool),
     unsubscribe_base: &str,
     signer: SignerSource,
-) -> Vec<(Arc<Subscription>, Option<PlannedCopy>)> {
+) -> Vec<(Arc<Subscription>, Option<Planned>)> {
     let message = Outgoing::new(publication, request, published_at, replayed);
     topic
         .subscriptions
         .iter()
-        .filter(|s| s.live && !s.pending && !s.is_webhook())
+        .filter(|s| s.live && !s.pending)
         .map(|subscription| {
             let planned = addressed(topic, subscription, &message, unsubscribe_base, |a| {
                 let addressed = a?;
+                if subscription.is_webhook() {
+                    let envelope = || addressed.envelope(signer);
+                    let (delivery, lane) = notification_delivery(
+                        topic,
+                        subscription,
+                        addressed.webhook_copy(&envelope),
+                    );
+                    return Some(Planned::Webhook(Box::new(delivery), lane));
+                }
                 let copy = addressed.queue_copy(signer);
                 let has_dead_letter = subscription.dead_letter_arn().is_some();
-                Some(PlannedCopy {
+                Some(Planned::Queue(PlannedCopy {
                     subscription: subscription.clone(),
                     envelope: (subscription.raw_delivery && has_dead_letter)
                         .then(|| addressed.envelope(signer).into()),
@@ -581,7 +601,7 @@ pub fn plan_queue_copies(
                     fifo_topic: copy.fifo_topic,
                     bypass_dedup: copy.bypass_dedup,
                     trace_header: copy.trace_header,
-                })
+                }))
             });
             (subscription.clone(), planned)
         })

@@ -7,38 +7,21 @@
 use std::sync::{Arc, MutexGuard};
 
 use super::changes::{OutboxChange, TokenRecord};
+use super::delivery::{confirmation_delivery, notification_delivery, ConfirmationFor};
 use super::outbox::{Delivery, Finished, Kind, LanePolicy, LaneStats, Outbox, Outcome};
 use super::tokens::{self, Grant, TokenBook, TOKEN_LIFETIME_MS};
 use super::Attempt;
-use crate::engine::body::Body;
 use crate::engine::error::{EngineError, EngineResult};
 use crate::engine::guard::Guard;
-use crate::engine::message::MessageAttributes;
 use crate::engine::time::Timestamp;
-use crate::engine::topic::envelope::{self, Confirmation};
-use crate::engine::topic::fanout::{Delivered, SubscriptionCopy};
+use crate::engine::topic::fanout::Delivered;
 use crate::engine::topic::recent::DeliveryNote;
 use crate::engine::topic::registry::{Subscribed, TopicEntry};
-use crate::engine::topic::{signing, Subscription, Topic};
+use crate::engine::topic::{Subscription, Topic};
 use crate::engine::{Change, Engine, QueueEntry};
-
-/// SQS takes at most this many message attributes; a raw copy with more cannot be dead-lettered raw.
-const SQS_MAX_ATTRIBUTES: usize = 10;
 
 fn invalid(message: impl Into<String>) -> EngineError {
     EngineError::InvalidParameter(message.into())
-}
-
-/// One subscription's formatted copy of a notification.
-pub(in crate::engine) struct NotificationCopy<'a> {
-    pub message_id: &'a Arc<str>,
-    pub body: String,
-    pub attributes: &'a MessageAttributes,
-    /// Builds the envelope, for a raw copy that a dead-letter queue would refuse raw.
-    pub envelope: &'a dyn Fn() -> String,
-    pub group_id: Option<&'a str>,
-    pub dedup_id: Option<&'a str>,
-    pub sequence_number: Option<u128>,
 }
 
 /// What became of one attempt, for the sender's log and wake-ups.
@@ -68,6 +51,80 @@ fn check_endpoint(protocol: &str, endpoint: &str) -> EngineResult<()> {
         ));
     }
     Ok(())
+}
+
+impl Topic {
+    /// Subscribe's change to the topic for an HTTP/S endpoint: a new subscription, pending, or
+    /// the existing one of this protocol and endpoint. Answers also the subscription a
+    /// SubscriptionConfirmation must go to (a new one, or one still pending).
+    pub fn subscribe_webhook(
+        &mut self,
+        (protocol, endpoint): (&str, &str),
+        attrs: &[(String, String)],
+        owner: &str,
+        now: Timestamp,
+    ) -> EngineResult<(Subscribed, Option<Arc<Subscription>>)> {
+        check_endpoint(protocol, endpoint)?;
+        if let Some(existing) = self
+            .subscriptions
+            .iter()
+            .find(|s| s.protocol == protocol && s.endpoint == endpoint)
+            .cloned()
+        {
+            existing.check_resubscribe(attrs)?;
+            let subscribed = Subscribed {
+                arn: existing.arn.clone(),
+                pending: existing.pending,
+            };
+            return Ok((subscribed, existing.pending.then_some(existing)));
+        }
+        let arn: Arc<str> = format!("{}:{}", self.arn, uuid::Uuid::new_v4()).into();
+        let mut subscription = Subscription::new(arn, protocol, endpoint, owner);
+        subscription.pending = true;
+        subscription.confirmation_authenticated = false;
+        subscription.apply_all(attrs)?;
+        self.check_replay(&subscription, "Attributes Reason: ", now)?;
+        self.check_filter_count(&subscription)?;
+        let subscription = Arc::new(subscription);
+        self.subscriptions.push(subscription.clone());
+        let subscribed = Subscribed {
+            arn: subscription.arn.clone(),
+            pending: true,
+        };
+        Ok((subscribed, Some(subscription)))
+    }
+
+    /// What a confirmation token does to this topic (the token's subscription's): confirms a
+    /// pending subscription, or restores an unsubscribed one as it was. Answers its ARN.
+    pub fn apply_grant(
+        &mut self,
+        grant: &Grant,
+        authenticate_on_unsubscribe: bool,
+        authenticated: bool,
+    ) -> EngineResult<Arc<str>> {
+        match grant {
+            Grant::Confirm(arn) => self
+                .edit_subscription(arn, |_, sub| {
+                    if sub.pending {
+                        sub.pending = false;
+                        sub.confirmation_authenticated = authenticated;
+                    }
+                    if authenticate_on_unsubscribe {
+                        sub.authenticate_on_unsubscribe = true;
+                    }
+                    Ok(sub.arn.clone())
+                })
+                .map_err(|_| invalid("Invalid parameter: Token")),
+            Grant::Restore(subscription) => {
+                if !self.subscriptions.iter().any(|s| s.arn == subscription.arn) {
+                    let mut restored = (**subscription).clone();
+                    restored.authenticate_on_unsubscribe |= authenticate_on_unsubscribe;
+                    self.subscriptions.push(Arc::new(restored));
+                }
+                Ok(subscription.arn.clone())
+            }
+        }
+    }
 }
 
 impl<W: Default> Engine<W> {
@@ -110,37 +167,13 @@ impl<W: Default> Engine<W> {
         base_url: &str,
         now: Timestamp,
     ) -> EngineResult<Subscribed> {
-        check_endpoint(protocol, endpoint)?;
         let mut topic = entry.lock();
-        if let Some(existing) = topic
-            .subscriptions
-            .iter()
-            .find(|s| s.protocol == protocol && s.endpoint == endpoint)
-            .cloned()
-        {
-            existing.check_resubscribe(attrs)?;
-            if existing.pending {
-                self.send_subscription_confirmation(&topic, &existing, base_url, now);
-            }
-            return Ok(Subscribed {
-                arn: existing.arn.clone(),
-                pending: existing.pending,
-            });
+        let (subscribed, to_confirm) =
+            topic.subscribe_webhook((protocol, endpoint), attrs, &self.account_id, now)?;
+        if let Some(subscription) = to_confirm {
+            self.send_subscription_confirmation(&topic, &subscription, base_url, now);
         }
-        let arn: Arc<str> = format!("{}:{}", topic.arn, uuid::Uuid::new_v4()).into();
-        let mut subscription = Subscription::new(arn, protocol, endpoint, &self.account_id);
-        subscription.pending = true;
-        subscription.confirmation_authenticated = false;
-        subscription.apply_all(attrs)?;
-        topic.check_replay(&subscription, "Attributes Reason: ", now)?;
-        topic.check_filter_count(&subscription)?;
-        let subscription = Arc::new(subscription);
-        topic.subscriptions.push(subscription.clone());
-        self.send_subscription_confirmation(&topic, &subscription, base_url, now);
-        Ok(Subscribed {
-            arn: subscription.arn.clone(),
-            pending: true,
-        })
+        Ok(subscribed)
     }
 
     fn send_subscription_confirmation(
@@ -151,19 +184,20 @@ impl<W: Default> Engine<W> {
         now: Timestamp,
     ) {
         let token = self.issue_token(Grant::Confirm(subscription.arn.clone()), now);
-        let message = format!(
-            "You have chosen to subscribe to the topic {}.\nTo confirm the subscription, visit the SubscribeURL included in this message.",
-            topic.arn
-        );
-        self.push_confirmation(
+        let confirmation = ConfirmationFor {
+            kind: Kind::SubscriptionConfirmation,
+            token: &token,
+            base_url,
+        };
+        let delivery = confirmation_delivery(
             topic,
             subscription,
-            Kind::SubscriptionConfirmation,
-            &token,
-            &message,
-            base_url,
+            confirmation,
+            self.signer().ok().as_deref(),
             now,
         );
+        // Confirmations are never refused by the cap.
+        let _ = self.outbox().push(delivery, LanePolicy::default(), now);
     }
 
     /// After Unsubscribe: the endpoint learns of it, with a SubscribeURL that restores the
@@ -176,87 +210,18 @@ impl<W: Default> Engine<W> {
         now: Timestamp,
     ) {
         let token = self.issue_token(Grant::Restore(removed.clone()), now);
-        let message = format!(
-            "You have chosen to deactivate subscription {}.\nTo cancel this operation and restore the subscription, visit the SubscribeURL included in this message.",
-            removed.arn
-        );
-        self.push_confirmation(
+        let confirmation = ConfirmationFor {
+            kind: Kind::UnsubscribeConfirmation,
+            token: &token,
+            base_url,
+        };
+        let delivery = confirmation_delivery(
             topic,
             &removed,
-            Kind::UnsubscribeConfirmation,
-            &token,
-            &message,
-            base_url,
+            confirmation,
+            self.signer().ok().as_deref(),
             now,
         );
-    }
-
-    #[allow(clippy::too_many_arguments)]
-    fn push_confirmation(
-        &self,
-        topic: &Topic,
-        subscription: &Subscription,
-        kind: Kind,
-        token: &str,
-        message: &str,
-        base_url: &str,
-        now: Timestamp,
-    ) {
-        let message_id = uuid::Uuid::new_v4().to_string();
-        let subscribe_url = format!(
-            "{base_url}/?Action=ConfirmSubscription&TopicArn={}&Token={token}",
-            topic.arn
-        );
-        let timestamp = now.iso8601();
-        let signed = self.signer().ok().map(|signer| {
-            let version = topic.signature_version().to_string();
-            let text = signing::confirmation_string_to_sign(
-                kind.wire_name(),
-                message,
-                &message_id,
-                &subscribe_url,
-                &timestamp,
-                token,
-                &topic.arn,
-            );
-            let signature = signer.sign(&version, &text);
-            (
-                version,
-                signature,
-                format!("{base_url}/{}", signer.certificate_file),
-            )
-        });
-        let body = envelope::confirmation(&Confirmation {
-            kind: kind.wire_name(),
-            message_id: &message_id,
-            token,
-            topic_arn: &topic.arn,
-            message,
-            subscribe_url: &subscribe_url,
-            timestamp: now,
-            signature: signed
-                .as_ref()
-                .map(|(v, s, u)| (v.as_str(), s.as_str(), u.as_str())),
-        });
-        let delivery = Delivery {
-            kind,
-            subscription_arn: subscription.arn.clone(),
-            topic_arn: topic.arn.clone(),
-            endpoint: subscription.endpoint.as_str().into(),
-            message_id: message_id.into(),
-            body,
-            content_type: super::policy::DEFAULT_CONTENT_TYPE.into(),
-            raw: false,
-            group_id: None,
-            dedup_id: None,
-            sequence_number: None,
-            attributes: MessageAttributes::default(),
-            fallback_envelope: None,
-            dead_letter_arn: None,
-            fifo_topic: topic.fifo,
-            retry: topic.effective_policy(subscription).retry,
-        };
-        // Confirmations are never refused by the cap.
         let _ = self.outbox().push(delivery, LanePolicy::default(), now);
     }
 
@@ -266,38 +231,10 @@ impl<W: Default> Engine<W> {
         &self,
         topic: &Topic,
         subscription: &Subscription,
-        copy: NotificationCopy,
+        copy: super::delivery::NotificationCopy,
         now: Timestamp,
     ) -> Delivered<W> {
-        let policy = topic.effective_policy(subscription);
-        let raw = subscription.raw_delivery;
-        let delivery = Delivery {
-            kind: Kind::Notification,
-            subscription_arn: subscription.arn.clone(),
-            topic_arn: topic.arn.clone(),
-            endpoint: subscription.endpoint.as_str().into(),
-            message_id: copy.message_id.clone(),
-            body: copy.body,
-            content_type: policy.content_type().to_string(),
-            raw,
-            group_id: copy.group_id.map(String::from),
-            dedup_id: copy.dedup_id.map(String::from),
-            sequence_number: copy.sequence_number,
-            attributes: if raw {
-                copy.attributes.clone()
-            } else {
-                MessageAttributes::default()
-            },
-            fallback_envelope: (raw && copy.attributes.len() > SQS_MAX_ATTRIBUTES)
-                .then(|| (copy.envelope)()),
-            dead_letter_arn: subscription.dead_letter_arn().map(String::from),
-            fifo_topic: topic.fifo,
-            retry: policy.retry,
-        };
-        let lane = LanePolicy {
-            ordered: topic.fifo,
-            throttle: policy.throttle,
-        };
+        let (delivery, lane) = notification_delivery(topic, subscription, copy);
         let mut outbox = self.outbox();
         let Err(refused) = outbox.push(delivery, lane, now) else {
             return Delivered::Webhook;
@@ -319,22 +256,10 @@ impl<W: Default> Engine<W> {
     /// queue: the envelope, or the raw body with its attributes as SQS message attributes.
     fn dead_letter(&self, delivery: &Delivery, now: Timestamp) -> Option<Arc<QueueEntry<W>>> {
         let dlq = delivery.dead_letter_arn.as_deref()?;
-        let copy = |body: &str, attributes: MessageAttributes| SubscriptionCopy {
-            body: Body::new(body),
-            attributes,
-            group_id: delivery.group_id.as_deref(),
-            dedup_id: delivery.dedup_id.as_deref(),
-            fifo_topic: delivery.fifo_topic,
-            bypass_dedup: false,
-            // The outbox keeps no trace header: a webhook's dead-lettered copy carries none.
-            trace_header: None,
-        };
-        let first = self.enqueue_copy(dlq, &copy(&delivery.body, delivery.attributes.clone()), now);
-        match (first, &delivery.fallback_envelope) {
+        let (raw, enveloped) = delivery.dead_letter_copies();
+        match (self.enqueue_copy(dlq, &raw, now), enveloped) {
             (Ok(queue), _) => Some(queue),
-            (Err(_), Some(envelope)) => self
-                .enqueue_copy(dlq, &copy(envelope, MessageAttributes::default()), now)
-                .ok(),
+            (Err(_), Some(envelope)) => self.enqueue_copy(dlq, &envelope, now).ok(),
             (Err(_), None) => None,
         }
     }
@@ -356,36 +281,11 @@ impl<W: Default> Engine<W> {
         }
         let unknown = || invalid("Invalid parameter: Token");
         let grant = self.tokens().get(token, now).cloned().ok_or_else(unknown)?;
-        match grant {
-            Grant::Confirm(arn) => self
-                .with_subscription(&arn, |_, sub| {
-                    if sub.pending {
-                        sub.pending = false;
-                        sub.confirmation_authenticated = authenticated;
-                    }
-                    if authenticate_on_unsubscribe {
-                        sub.authenticate_on_unsubscribe = true;
-                    }
-                    Ok(sub.arn.clone())
-                })
-                .map_err(|_| unknown()),
-            Grant::Restore(subscription) => {
-                let entry = self
-                    .subscription_topic(&subscription.arn)
-                    .map_err(|_| unknown())?;
-                let mut topic = entry.lock();
-                if !topic
-                    .subscriptions
-                    .iter()
-                    .any(|s| s.arn == subscription.arn)
-                {
-                    let mut restored = (*subscription).clone();
-                    restored.authenticate_on_unsubscribe |= authenticate_on_unsubscribe;
-                    topic.subscriptions.push(Arc::new(restored));
-                }
-                Ok(subscription.arn.clone())
-            }
-        }
+        let entry = self
+            .subscription_topic(grant.subscription_arn())
+            .map_err(|_| unknown())?;
+        let mut topic = entry.lock();
+        topic.apply_grant(&grant, authenticate_on_unsubscribe, authenticated)
     }
 
     /// Deletes subscriptions still pending when their token expires (two days).

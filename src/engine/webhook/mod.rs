@@ -2,6 +2,7 @@
 //! deliveries, and confirmation tokens. Pure; the sender lives in `crate::delivery`.
 
 pub mod changes;
+pub mod delivery;
 pub mod lifecycle;
 pub mod outbox;
 pub mod policy;

@@ -116,40 +116,64 @@ pub fn check_snapshot_version(header: &[u8]) -> Result<(), FormatError> {
     Ok(())
 }
 
-/// One message on its own, for storage that keeps messages as rows (the PostgreSQL backend):
-/// this build's version byte, then the message as the log writes it.
+// Items on their own, for storage that keeps them as rows (the PostgreSQL backend): this
+// build's version byte, then the item as the log writes it. Each decoder reads what this
+// build or an older one wrote.
+
+fn to_row(stored: &impl serde::Serialize) -> Vec<u8> {
+    let mut out = vec![VERSION];
+    out.extend(postcard::to_allocvec(stored).expect("stored items always encode"));
+    out
+}
+
+fn from_row<'a, T: serde::Deserialize<'a>>(bytes: &'a [u8], what: &str) -> Result<T, FormatError> {
+    let rest = versioned(bytes, what)?;
+    postcard::from_bytes(rest)
+        .map_err(|e| FormatError::Damaged(format!("{what} does not decode: {e}")))
+}
+
 pub fn encode_message(message: &engine::message::Message) -> Vec<u8> {
-    let mut out = vec![VERSION];
-    let encoded =
-        postcard::to_allocvec(&message::Message::from(message)).expect("a message always encodes");
-    out.extend_from_slice(&encoded);
-    out
+    to_row(&message::Message::from(message))
 }
 
-/// A message `encode_message` wrote (by this build or an older one).
 pub fn decode_message(bytes: &[u8]) -> Result<engine::message::Message, FormatError> {
-    let rest = versioned(bytes, "a stored message")?;
-    let stored: message::Message = postcard::from_bytes(rest)
-        .map_err(|e| FormatError::Damaged(format!("a stored message does not decode: {e}")))?;
-    Ok(stored.into_live())
+    from_row(bytes, "a stored message").map(message::Message::into_live)
 }
 
-/// A topic's settings, tags and subscriptions on their own (no history), for storage that
-/// keeps topics as rows: the version byte, then the image as the log writes it.
+/// A topic's settings, tags and subscriptions (no history).
 pub fn encode_topic(image: &engine::topic::changes::TopicImage) -> Vec<u8> {
-    let mut out = vec![VERSION];
-    let encoded =
-        postcard::to_allocvec(&topic::TopicImage::from(image)).expect("a topic always encodes");
-    out.extend_from_slice(&encoded);
-    out
+    to_row(&topic::TopicImage::from(image))
 }
 
-/// A topic `encode_topic` wrote (by this build or an older one).
 pub fn decode_topic(bytes: &[u8]) -> Result<engine::topic::changes::TopicImage, FormatError> {
-    let rest = versioned(bytes, "a stored topic")?;
-    let stored: topic::TopicImage = postcard::from_bytes(rest)
-        .map_err(|e| FormatError::Damaged(format!("a stored topic does not decode: {e}")))?;
-    Ok(stored.into_live())
+    from_row(bytes, "a stored topic").map(topic::TopicImage::into_live)
+}
+
+/// One publish kept in a topic's archive.
+pub fn encode_archived(archived: &engine::topic::archive::Archived) -> Vec<u8> {
+    to_row(&topic::Archived::from(archived))
+}
+
+pub fn decode_archived(bytes: &[u8]) -> Result<engine::topic::archive::Archived, FormatError> {
+    from_row(bytes, "an archived publish").map(topic::Archived::into_live)
+}
+
+/// A webhook delivery, formatted.
+pub fn encode_delivery(delivery: &engine::webhook::Delivery) -> Vec<u8> {
+    to_row(&webhook::Delivery::from(delivery))
+}
+
+pub fn decode_delivery(bytes: &[u8]) -> Result<engine::webhook::Delivery, FormatError> {
+    from_row(bytes, "a stored webhook delivery").map(webhook::Delivery::into_live)
+}
+
+/// A confirmation token: its grant and expiry.
+pub fn encode_token(token: &engine::webhook::changes::TokenRecord) -> Vec<u8> {
+    to_row(&webhook::Token::from(token))
+}
+
+pub fn decode_token(bytes: &[u8]) -> Result<engine::webhook::changes::TokenRecord, FormatError> {
+    from_row(bytes, "a stored confirmation token").map(webhook::Token::into_live)
 }
 
 /// What follows a record's version byte, if this build reads that version.

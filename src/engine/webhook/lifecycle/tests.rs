@@ -1,4 +1,5 @@
 use super::*;
+use crate::engine::message::MessageAttributes;
 use crate::engine::webhook::tokens::TOKEN_LIFETIME_MS;
 
 fn engine_with_topic() -> (Engine<()>, String) {
