@@ -116,6 +116,7 @@ impl Postgres {
                     "dedup",
                     "receive_attempts",
                     "topic_dedup",
+                    "topic_archive",
                     "webhook_lanes",
                 ] {
                     let sql = format!("DELETE FROM {table}");

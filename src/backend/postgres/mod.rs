@@ -4,8 +4,8 @@
 //! Selected with `--storage postgres://…`. Under construction: queue administration, messages
 //! (FIFO groups and their lock, deduplication, visibility, dead-letter queues, long polls woken
 //! across nodes, receive attempt ids, retention, the in-flight limit), move tasks, topics
-//! fanning out into queues and HTTP/S endpoints (the webhook outbox, shared by all nodes) and
-//! inspection are implemented and tested against a real PostgreSQL; archives are not yet.
+//! fanning out into queues and HTTP/S endpoints (the webhook outbox, shared by all nodes),
+//! archives and replay, and inspection are implemented and tested against a real PostgreSQL.
 //!
 //! Each operation runs in one transaction at READ COMMITTED, taking row locks (`FOR UPDATE`)
 //! on what it changes, so nodes changing the same queue take turns. The rules that need no
@@ -14,6 +14,7 @@
 //! the same ones.
 
 mod activity;
+mod archive;
 mod attempts;
 mod deliveries;
 mod in_flight;

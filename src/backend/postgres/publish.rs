@@ -16,6 +16,7 @@ use super::{unavailable, Postgres};
 use crate::backend::BackendResult;
 use crate::engine::queue::send::prepare;
 use crate::engine::queue::{SendReceipt, DEDUP_WINDOW_MS};
+use crate::engine::topic::archive::Archived;
 use crate::engine::topic::fanout::{plan_copies, Planned, PlannedCopy, SubscriptionCopy};
 use crate::engine::topic::recent::{DeliveryNote, Fate};
 use crate::engine::topic::signing::MessageSigner;
@@ -69,6 +70,14 @@ impl Postgres {
         let mut to_webhooks = false;
         for request in requests {
             let publication = self.decide(&tx, &topic, request, now).await?;
+            if !publication.duplicate && topic.archive.is_some() {
+                let archived = Archived {
+                    publication: publication.clone(),
+                    request: request.clone(),
+                    published_at: now,
+                };
+                self.archive(&tx, &topic, &archived).await?;
+            }
             if !publication.duplicate {
                 let source = || signer.clone();
                 let plans = plan_copies(
@@ -234,7 +243,7 @@ impl Postgres {
     /// Stores a planned copy in its queue; if the queue is gone or refuses it, in the
     /// subscription's dead-letter queue (enveloped if it refuses the raw copy too). Answers
     /// where it went, the queue that took it and that queue's receipt.
-    async fn deliver_copy(
+    pub(super) async fn deliver_copy(
         &self,
         tx: &Transaction<'_>,
         plan: &PlannedCopy,

@@ -18,6 +18,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("migrations/006_delete_function.sql"),
     include_str!("migrations/007_receive_function.sql"),
     include_str!("migrations/008_webhooks.sql"),
+    include_str!("migrations/009_topic_archive.sql"),
 ];
 
 /// The schema version this build writes.

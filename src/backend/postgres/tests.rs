@@ -759,3 +759,60 @@ async fn a_webhook_delivery_a_dead_node_held_is_taken_when_its_lease_ends() {
     assert_eq!(done.await.unwrap(), DeliveryResult::Delivered);
     assert_eq!(a.next_delivery_due().await.unwrap(), None);
 }
+
+#[tokio::test]
+async fn an_archive_keeps_its_retention_and_goes_when_switched_off() {
+    use crate::backend::{CreateTopic, Topics};
+    use crate::engine::topic::PublishRequest;
+    let Some(url) = fresh_database().await else {
+        return;
+    };
+    let clock = clock();
+    let backend = node(&url, &clock).await;
+    let topic = backend
+        .create_topic(CreateTopic {
+            name: "kept.fifo".into(),
+            attributes: vec![
+                ("FifoTopic".into(), "true".into()),
+                (
+                    "ArchivePolicy".into(),
+                    r#"{"MessageRetentionPeriod":"1"}"#.into(),
+                ),
+            ],
+            tags: Vec::new(),
+        })
+        .await
+        .unwrap();
+    let publish = |n: u32| PublishRequest {
+        message: format!("m{n}"),
+        subject: None,
+        structured: false,
+        attributes: Default::default(),
+        group_id: Some("g".into()),
+        dedup_id: Some(format!("d{n}")),
+        trace_header: None,
+    };
+    let kept = || async {
+        let client = backend.client().await.unwrap();
+        let row = client
+            .query_one("SELECT count(*) FROM topic_archive", &[])
+            .await
+            .unwrap();
+        row.get::<_, i64>(0)
+    };
+    for n in 0..3 {
+        backend.publish(&topic, publish(n), "").await.unwrap();
+    }
+    // A duplicate is not archived again.
+    backend.publish(&topic, publish(2), "").await.unwrap();
+    assert_eq!(kept().await, 3);
+    // A day later the next publish drops what passed the one-day retention.
+    clock.advance_millis(86_400_001);
+    backend.publish(&topic, publish(3), "").await.unwrap();
+    assert_eq!(kept().await, 1);
+    backend
+        .set_topic_attribute(&topic, "ArchivePolicy", "{}")
+        .await
+        .unwrap();
+    assert_eq!(kept().await, 0, "switched off, the archive goes");
+}

@@ -2,10 +2,8 @@
 //! locks the topic's row, applies the engine's own topic rules to the stored image and writes
 //! it back, so both backends refuse and answer alike. Publishing is in `publish.rs`.
 //!
-//! HTTP/S subscriptions' confirmation and unsubscribe messages are in `webhooks.rs`.
-//!
-//! Not yet here (issue 30): archives, refused with a message saying so, never accepted and
-//! ignored.
+//! HTTP/S subscriptions' confirmation and unsubscribe messages are in `webhooks.rs`, archives
+//! and replay in `archive.rs`.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -24,21 +22,6 @@ use crate::engine::topic::registry::{
 use crate::engine::topic::{Publication, PublishRequest, Subscription, Topic};
 use crate::engine::{EngineError, EngineResult};
 use crate::persist::format::{decode_topic, encode_topic};
-
-/// What the PostgreSQL backend does not do yet, refused in words that say so.
-pub(super) fn not_yet(what: &str) -> EngineError {
-    EngineError::InvalidParameter(format!(
-        "Invalid parameter: {what} are not available with Orderly's PostgreSQL storage yet"
-    ))
-}
-
-/// Refuses a topic whose settings ask for what this backend does not do yet.
-fn check_supported(topic: &Topic) -> EngineResult<()> {
-    if topic.archive.is_some() {
-        return Err(not_yet("message archives (ArchivePolicy)"));
-    }
-    Ok(())
-}
 
 impl Postgres {
     fn topic_arn(&self, name: &str) -> String {
@@ -95,8 +78,8 @@ impl Postgres {
         let tx = client.transaction().await.map_err(unavailable)?;
         let mut topic = self.load_topic(&tx, name, true).await?;
         let out = edit(&mut topic)?;
-        check_supported(&topic)?;
         self.save_topic(&tx, &topic).await?;
+        self.drop_archive_unless_kept(&tx, &topic).await?;
         tx.commit().await.map_err(unavailable)?;
         Ok(out)
     }
@@ -111,7 +94,6 @@ impl Postgres {
             &request.attributes,
             now,
         )?;
-        check_supported(&topic)?;
         let tags = &request.tags;
         check_topic_tags(
             tags.iter().map(|(k, v)| (k.as_str(), v.as_str())),
@@ -135,7 +117,7 @@ impl Postgres {
         Ok(topic.arn.clone())
     }
 
-    async fn subscribe_queue(&self, request: &Subscribe<'_>) -> BackendResult<Subscribed> {
+    async fn subscribe_endpoint(&self, request: &Subscribe<'_>) -> BackendResult<Subscribed> {
         let name = self.topic_name(request.topic_arn, "TopicArn")?;
         let client = self.client().await?;
         let fifo = self.load_topic(&client, name, false).await?.fifo;
@@ -282,7 +264,17 @@ impl Topics for Postgres {
     }
 
     fn subscribe<'a>(&'a self, request: Subscribe<'a>) -> Answer<'a, Subscribed> {
-        Box::pin(async move { self.subscribe_queue(&request).await })
+        Box::pin(async move {
+            let subscribed = self.subscribe_endpoint(&request).await?;
+            if request
+                .attributes
+                .iter()
+                .any(|(name, _)| name == "ReplayPolicy")
+            {
+                self.replay(&subscribed.arn, request.base_url).await?;
+            }
+            Ok(subscribed)
+        })
     }
 
     fn confirm_subscription<'a>(&'a self, request: Confirm<'a>) -> Answer<'a, Arc<str>> {
@@ -349,7 +341,7 @@ impl Topics for Postgres {
         arn: &'a str,
         name: &'a str,
         value: &'a str,
-        _base_url: &'a str,
+        base_url: &'a str,
     ) -> Answer<'a, ()> {
         Box::pin(async move {
             let client = self.client().await?;
@@ -369,7 +361,9 @@ impl Topics for Postgres {
                 Err(BackendError::Rejected(EngineError::NotFound(_))) => {
                     Err(no_such_subscription().into())
                 }
-                other => other,
+                Err(other) => Err(other),
+                Ok(()) if name == "ReplayPolicy" => self.replay(arn, base_url).await,
+                Ok(()) => Ok(()),
             }
         })
     }

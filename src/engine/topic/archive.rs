@@ -82,6 +82,43 @@ impl Archive {
 }
 
 impl Topic {
+    /// A subscription's replay still to run, with the subscription as it is now: `None` if it
+    /// asked for none or its replay ran. NotFound if there is no such subscription.
+    pub fn pending_replay(
+        &self,
+        subscription_arn: &str,
+    ) -> EngineResult<Option<(std::sync::Arc<Subscription>, Replay)>> {
+        let subscription = self
+            .subscriptions
+            .iter()
+            .find(|s| &*s.arn == subscription_arn)
+            .ok_or_else(|| EngineError::NotFound("Subscription does not exist".into()))?;
+        let replay = subscription
+            .replay
+            .clone()
+            .filter(|r| r.status == "Pending");
+        Ok(replay.map(|replay| (subscription.clone(), replay)))
+    }
+
+    /// Marks a subscription's replay as run. With an EndingPoint the subscription stops after
+    /// the replay (AWS's model).
+    pub fn complete_replay(&mut self, subscription_arn: &str, replay: &Replay) {
+        let Some(index) = self
+            .subscriptions
+            .iter()
+            .position(|s| &*s.arn == subscription_arn)
+        else {
+            return;
+        };
+        let mut updated = (*self.subscriptions[index]).clone();
+        updated.replay = Some(Replay {
+            status: "Completed",
+            ..replay.clone()
+        });
+        updated.live = replay.end.is_none();
+        self.subscriptions[index] = std::sync::Arc::new(updated);
+    }
+
     /// At most 200 subscriptions of a topic may carry a filter policy.
     pub fn check_filter_count(&self, subscription: &Subscription) -> EngineResult<()> {
         if subscription.filter.is_none() {

@@ -339,19 +339,7 @@ impl<W: Default> Engine<W> {
         // leave copies made and the replay still pending (to run again).
         let _atomic = self.atomic();
         let mut topic = entry.lock();
-        let Some(index) = topic
-            .subscriptions
-            .iter()
-            .position(|s| &*s.arn == subscription_arn)
-        else {
-            return Err(EngineError::NotFound("Subscription does not exist".into()));
-        };
-        let subscription = topic.subscriptions[index].clone();
-        let Some(replay) = subscription
-            .replay
-            .clone()
-            .filter(|r| r.status == "Pending")
-        else {
+        let Some((subscription, replay)) = topic.pending_replay(subscription_arn)? else {
             return Ok(Vec::new());
         };
         let archived: Vec<_> = match &topic.archive {
@@ -367,14 +355,7 @@ impl<W: Default> Engine<W> {
                 touched.push(q);
             }
         }
-        let mut updated = (*subscription).clone();
-        updated.replay = Some(archive::Replay {
-            status: "Completed",
-            ..replay.clone()
-        });
-        // With an EndingPoint the subscription stops after the replay (AWS's model).
-        updated.live = replay.end.is_none();
-        topic.subscriptions[index] = Arc::new(updated);
+        topic.complete_replay(subscription_arn, &replay);
         Ok(touched)
     }
 
@@ -577,33 +558,58 @@ pub fn plan_copies(
         .iter()
         .filter(|s| s.live && !s.pending)
         .map(|subscription| {
-            let planned = addressed(topic, subscription, &message, unsubscribe_base, |a| {
-                let addressed = a?;
-                if subscription.is_webhook() {
-                    let envelope = || addressed.envelope(signer);
-                    let (delivery, lane) = notification_delivery(
-                        topic,
-                        subscription,
-                        addressed.webhook_copy(&envelope),
-                    );
-                    return Some(Planned::Webhook(Box::new(delivery), lane));
-                }
-                let copy = addressed.queue_copy(signer);
-                let has_dead_letter = subscription.dead_letter_arn().is_some();
-                Some(Planned::Queue(PlannedCopy {
-                    subscription: subscription.clone(),
-                    envelope: (subscription.raw_delivery && has_dead_letter)
-                        .then(|| addressed.envelope(signer).into()),
-                    body: copy.body,
-                    attributes: copy.attributes,
-                    group_id: copy.group_id.map(String::from),
-                    dedup_id: copy.dedup_id.map(String::from),
-                    fifo_topic: copy.fifo_topic,
-                    bypass_dedup: copy.bypass_dedup,
-                    trace_header: copy.trace_header,
-                }))
-            });
+            let planned = plan(topic, subscription, &message, unsubscribe_base, signer);
             (subscription.clone(), planned)
         })
         .collect()
+}
+
+/// What an archived publish gives one subscription being replayed into (envelopes marked as
+/// replayed), or `None` when its filter policy drops the message.
+pub fn plan_replayed_copy(
+    topic: &Topic,
+    subscription: &Arc<Subscription>,
+    archived: &archive::Archived,
+    unsubscribe_base: &str,
+    signer: SignerSource,
+) -> Option<Planned> {
+    let message = Outgoing::new(
+        &archived.publication,
+        &archived.request,
+        archived.published_at,
+        true,
+    );
+    plan(topic, subscription, &message, unsubscribe_base, signer)
+}
+
+fn plan(
+    topic: &Topic,
+    subscription: &Arc<Subscription>,
+    message: &Outgoing,
+    unsubscribe_base: &str,
+    signer: SignerSource,
+) -> Option<Planned> {
+    addressed(topic, subscription, message, unsubscribe_base, |a| {
+        let addressed = a?;
+        if subscription.is_webhook() {
+            let envelope = || addressed.envelope(signer);
+            let copy = addressed.webhook_copy(&envelope);
+            let (delivery, lane) = notification_delivery(topic, subscription, copy);
+            return Some(Planned::Webhook(Box::new(delivery), lane));
+        }
+        let copy = addressed.queue_copy(signer);
+        let has_dead_letter = subscription.dead_letter_arn().is_some();
+        Some(Planned::Queue(PlannedCopy {
+            subscription: subscription.clone(),
+            envelope: (subscription.raw_delivery && has_dead_letter)
+                .then(|| addressed.envelope(signer).into()),
+            body: copy.body,
+            attributes: copy.attributes,
+            group_id: copy.group_id.map(String::from),
+            dedup_id: copy.dedup_id.map(String::from),
+            fifo_topic: copy.fifo_topic,
+            bypass_dedup: copy.bypass_dedup,
+            trace_header: copy.trace_header,
+        }))
+    })
 }
