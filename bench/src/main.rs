@@ -5,6 +5,7 @@
 //! same HTTP stack that parses each request and stores nothing), so figures do not leak between
 //! scenarios. Usage: `cargo run --release -p orderly-bench -- --orderly target/release/orderly`.
 
+mod balance;
 mod load;
 mod null_server;
 mod report;
@@ -66,6 +67,10 @@ pub struct Args {
     /// on 127.0.0.1:{port}. Peers run every scenario but durable and restart.
     #[arg(long = "peer", value_name = "NAME=COMMAND")]
     pub peers: Vec<String>,
+    /// Run as a round-robin TCP balancer: LISTEN=UPSTREAM[,UPSTREAM...] (used by
+    /// `bench/orderly-nodes-on-postgres.sh` to put several nodes behind one endpoint).
+    #[arg(long, hide = true)]
+    pub balance: Option<String>,
     /// Run as the null handler on this address (used by the benchmark itself).
     #[arg(long, hide = true)]
     pub null_server: Option<String>,
@@ -78,6 +83,20 @@ fn main() {
         .enable_all()
         .build()
         .expect("tokio runtime");
+    if let Some(spec) = &args.balance {
+        let (listen, upstreams) = spec
+            .split_once('=')
+            .expect("--balance LISTEN=UPSTREAM[,UPSTREAM...]");
+        let upstreams = upstreams
+            .split(',')
+            .map(|u| u.parse().expect("an upstream is HOST:PORT"))
+            .collect();
+        if let Err(error) = runtime.block_on(balance::run(listen, upstreams)) {
+            eprintln!("balancer: {error}");
+            std::process::exit(1);
+        }
+        return;
+    }
     if let Some(bind) = &args.null_server {
         runtime.block_on(null_server::run(bind));
         return;
