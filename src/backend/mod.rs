@@ -261,6 +261,10 @@ pub trait Topics: Send + Sync {
     fn tag_topic<'a>(&'a self, arn: &'a str, tags: Vec<(String, String)>) -> Answer<'a, ()>;
     fn untag_topic<'a>(&'a self, arn: &'a str, keys: Vec<String>) -> Answer<'a, ()>;
     fn topic_tags<'a>(&'a self, arn: &'a str) -> Answer<'a, BTreeMap<String, String>>;
+    /// PutDataProtectionPolicy (`Topic::set_data_protection_policy`).
+    fn put_data_protection_policy<'a>(&'a self, arn: &'a str, policy: String) -> Answer<'a, ()>;
+    /// GetDataProtectionPolicy: empty if the topic has none.
+    fn data_protection_policy<'a>(&'a self, arn: &'a str) -> Answer<'a, String>;
 }
 
 /// What StartMessageMoveTask asks for.

@@ -20,6 +20,21 @@ pub struct CreateTopicInput {
     pub name: Option<String>,
     pub attributes: BTreeMap<String, String>,
     pub tags: Vec<TagWire>,
+    pub data_protection_policy: Option<String>,
+}
+
+/// PutDataProtectionPolicy and GetDataProtectionPolicy.
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "PascalCase", default)]
+pub struct DataProtectionPolicyInput {
+    pub resource_arn: Option<String>,
+    pub data_protection_policy: Option<String>,
+}
+
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct DataProtectionPolicyOutput {
+    pub data_protection_policy: String,
 }
 
 #[derive(Debug, Default, Deserialize)]

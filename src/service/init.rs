@@ -180,6 +180,7 @@ impl Service {
                         value: value.clone(),
                     })
                     .collect(),
+                data_protection_policy: None,
             };
             self.create_topic(input, ctx)
                 .await

@@ -110,6 +110,12 @@ impl Service {
             A::ListTagsForResource => call!(ListTagsForResource, list_tags_for_resource),
             A::AddPermission => call!(AddPermission, add_topic_permission),
             A::RemovePermission => call!(RemovePermission, remove_topic_permission),
+            A::GetDataProtectionPolicy => {
+                call!(GetDataProtectionPolicy, get_data_protection_policy)
+            }
+            A::PutDataProtectionPolicy => {
+                call!(PutDataProtectionPolicy, put_data_protection_policy)
+            }
         }
     }
 
@@ -121,6 +127,16 @@ impl Service {
         let name = required(input.name, "Name")?;
         let tags: Vec<(String, String)> =
             input.tags.into_iter().map(|t| (t.key, t.value)).collect();
+        // Checked before the topic is made, so a refused policy leaves no topic behind.
+        let protection = input.data_protection_policy.filter(|p| !p.is_empty());
+        if let Some(policy) = &protection {
+            if name.ends_with(".fifo") {
+                return Err(invalid(
+                    "Invalid parameter: DataProtectionPolicy Reason: message data protection is not supported for FIFO topics",
+                ));
+            }
+            crate::engine::topic::data_protection::check_policy(policy)?;
+        }
         let arn = self
             .backend
             .create_topic(CreateTopic {
@@ -129,6 +145,11 @@ impl Service {
                 tags,
             })
             .await?;
+        if let Some(policy) = protection {
+            self.backend
+                .put_data_protection_policy(&arn, policy)
+                .await?;
+        }
         Ok(TopicArnOutput {
             topic_arn: arn.to_string(),
         })
@@ -551,6 +572,31 @@ impl Service {
         let arn = required(input.resource_arn, "ResourceArn")?;
         let keys = required(input.tag_keys, "TagKeys")?;
         self.backend.untag_topic(&arn, keys).await?;
+        Ok(Empty {})
+    }
+
+    async fn get_data_protection_policy(
+        &self,
+        input: DataProtectionPolicyInput,
+        _ctx: &RequestContext,
+    ) -> Result<DataProtectionPolicyOutput, ApiError> {
+        let arn = required(input.resource_arn, "ResourceArn")?;
+        let policy = self.backend.data_protection_policy(&arn).await?;
+        Ok(DataProtectionPolicyOutput {
+            data_protection_policy: policy,
+        })
+    }
+
+    async fn put_data_protection_policy(
+        &self,
+        input: DataProtectionPolicyInput,
+        _ctx: &RequestContext,
+    ) -> Result<Empty, ApiError> {
+        let arn = required(input.resource_arn, "ResourceArn")?;
+        let policy = required(input.data_protection_policy, "DataProtectionPolicy")?;
+        self.backend
+            .put_data_protection_policy(&arn, policy)
+            .await?;
         Ok(Empty {})
     }
 

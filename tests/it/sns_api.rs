@@ -3,7 +3,7 @@
 use aws_sdk_sns::error::ProvideErrorMetadata;
 use aws_sdk_sns::types::PublishBatchRequestEntry;
 
-use crate::common::{fifo_topic, query, start, xml_text};
+use crate::common::{self, fifo_topic, query, start, xml_text};
 
 #[tokio::test]
 async fn publish_batch_sequences_in_order_and_checks_the_whole_request() {
@@ -483,4 +483,121 @@ async fn turning_a_standard_topic_fifo_names_the_topic_name() {
         assert!(service.is_invalid_parameter_exception(), "{service:?}");
         assert_eq!(service.message(), Some(expected), "FifoTopic={value}");
     }
+}
+
+/// PutDataProtectionPolicy and GetDataProtectionPolicy (issue 32, item 8): stored as given,
+/// checked for AWS's documented shape, returned; not a topic attribute.
+#[tokio::test]
+async fn data_protection_policies_are_stored_checked_and_returned() {
+    let server = common::start().await;
+    let policy = r#"{"Name":"basicPII-protection","Version":"2021-06-01","Statement":[{"DataDirection":"Inbound","Principal":["*"],"DataIdentifier":["arn:aws:dataprotection::aws:data-identifier/EmailAddress"],"Operation":{"Deny":{}}}]}"#;
+    let created = server
+        .sns
+        .create_topic()
+        .name("guarded")
+        .data_protection_policy(policy)
+        .send()
+        .await
+        .unwrap();
+    let arn = created.topic_arn().unwrap().to_string();
+    let get = || {
+        server
+            .sns
+            .get_data_protection_policy()
+            .resource_arn(&arn)
+            .send()
+    };
+    assert_eq!(get().await.unwrap().data_protection_policy(), Some(policy));
+    // Not among the topic's attributes, and not settable as one.
+    let attributes = common::topic_attributes(&server, &arn).await;
+    assert!(
+        !attributes.contains_key("DataProtectionPolicy"),
+        "{attributes:?}"
+    );
+    let as_attribute = server
+        .sns
+        .set_topic_attributes()
+        .topic_arn(&arn)
+        .attribute_name("DataProtectionPolicy")
+        .attribute_value(policy)
+        .send()
+        .await
+        .unwrap_err();
+    assert_eq!(
+        as_attribute.into_service_error().code(),
+        Some("InvalidParameter")
+    );
+
+    let audited = policy.replace(r#"{"Deny":{}}"#, r#"{"Audit":{"SampleRate":"10"}}"#);
+    server
+        .sns
+        .put_data_protection_policy()
+        .resource_arn(&arn)
+        .data_protection_policy(&audited)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        get().await.unwrap().data_protection_policy(),
+        Some(audited.as_str())
+    );
+
+    let put = |text: String, arn: String| {
+        server
+            .sns
+            .put_data_protection_policy()
+            .resource_arn(arn)
+            .data_protection_policy(text)
+            .send()
+    };
+    for broken in [
+        "{not json".to_string(),
+        policy.replace("2021-06-01", "2012-10-17"),
+        policy.replace("Inbound", "Sideways"),
+        policy.replace(r#"{"Deny":{}}"#, r#"{"Block":{}}"#),
+    ] {
+        let error = put(broken.clone(), arn.clone()).await.unwrap_err();
+        let error = error.into_service_error();
+        assert_eq!(error.code(), Some("InvalidParameter"), "{broken}");
+        assert!(
+            error
+                .message()
+                .unwrap()
+                .starts_with("Invalid parameter: DataProtectionPolicy"),
+            "{error:?}"
+        );
+    }
+    // A refused policy changed nothing.
+    assert_eq!(
+        get().await.unwrap().data_protection_policy(),
+        Some(audited.as_str())
+    );
+    // An empty policy removes it.
+    put(String::new(), arn.clone()).await.unwrap();
+    assert_eq!(get().await.unwrap().data_protection_policy(), Some(""));
+
+    let missing = arn.replace("guarded", "missing");
+    let error = put(policy.to_string(), missing).await.unwrap_err();
+    assert!(error.into_service_error().is_not_found_exception());
+    let fifo = common::fifo_topic(&server, "guarded.fifo").await;
+    let error = put(policy.to_string(), fifo).await.unwrap_err();
+    assert_eq!(error.into_service_error().code(), Some("InvalidParameter"));
+    // CreateTopic checks the policy before it makes the topic.
+    let refused = server
+        .sns
+        .create_topic()
+        .name("never")
+        .data_protection_policy("{not json")
+        .send()
+        .await
+        .unwrap_err();
+    assert_eq!(
+        refused.into_service_error().code(),
+        Some("InvalidParameter")
+    );
+    let topics = server.sns.list_topics().send().await.unwrap();
+    assert!(topics
+        .topics()
+        .iter()
+        .all(|t| !t.topic_arn().unwrap().ends_with(":never")));
 }

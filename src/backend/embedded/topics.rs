@@ -218,4 +218,20 @@ impl Topics for Embedded {
             move |engine| Ok(engine.with_topic_tags(arn, |existing| Ok(existing.clone()))?),
         )
     }
+
+    fn put_data_protection_policy<'a>(&'a self, arn: &'a str, policy: String) -> Answer<'a, ()> {
+        self.changing(move |engine| {
+            engine.topic_name_from_arn(arn, "ResourceArn")?;
+            let entry = engine.topic(arn)?;
+            let mut topic = entry.lock();
+            Ok(topic.set_data_protection_policy(&policy)?)
+        })
+    }
+
+    fn data_protection_policy<'a>(&'a self, arn: &'a str) -> Answer<'a, String> {
+        self.reading(move |engine| {
+            engine.topic_name_from_arn(arn, "ResourceArn")?;
+            Ok(engine.topic(arn)?.lock().data_protection_policy())
+        })
+    }
 }

@@ -410,6 +410,23 @@ impl Topics for Postgres {
         })
     }
 
+    fn put_data_protection_policy<'a>(&'a self, arn: &'a str, policy: String) -> Answer<'a, ()> {
+        Box::pin(async move {
+            let name = self.topic_name(arn, "ResourceArn")?;
+            self.edit_topic(name, |topic| topic.set_data_protection_policy(&policy))
+                .await
+        })
+    }
+
+    fn data_protection_policy<'a>(&'a self, arn: &'a str) -> Answer<'a, String> {
+        Box::pin(async move {
+            let name = self.topic_name(arn, "ResourceArn")?;
+            let client = self.client().await?;
+            let topic = self.load_topic(&client, name, false).await?;
+            Ok(topic.data_protection_policy())
+        })
+    }
+
     fn topic_tags<'a>(&'a self, arn: &'a str) -> Answer<'a, BTreeMap<String, String>> {
         Box::pin(async move {
             let name = self.topic_name(arn, "TopicArn")?;

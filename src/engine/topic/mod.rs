@@ -4,6 +4,7 @@
 pub mod archive;
 mod attribute_errors;
 pub mod changes;
+pub mod data_protection;
 pub mod envelope;
 pub mod fanout;
 pub mod filter;
@@ -362,7 +363,7 @@ impl Topic {
         for (name, value) in &self.settings {
             if !matches!(
                 name.as_str(),
-                "DisplayName" | "Policy" | "ContentBasedDeduplication"
+                "DisplayName" | "Policy" | "ContentBasedDeduplication" | data_protection::SETTING
             ) {
                 out.push((name.clone(), value.clone()));
             }
