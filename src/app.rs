@@ -193,6 +193,7 @@ async fn apply_init(
             .clone()
             .unwrap_or_else(|| listening.to_string()),
         sender_id: config.account_id.as_str().into(),
+        principal: format!("arn:aws:iam::{}:root", config.account_id).into(),
         request_id: "init".into(),
         authenticated: true,
         trace_header: None,

@@ -185,6 +185,8 @@ pub struct Subscribe<'a> {
     pub endpoint: Option<&'a str>,
     pub attributes: Vec<(String, String)>,
     pub base_url: &'a str,
+    /// The subscriber's principal ARN (`SubscriptionPrincipal`).
+    pub principal: &'a str,
 }
 
 /// What ConfirmSubscription (or a GET of a SubscribeURL) asks for.

@@ -4,8 +4,9 @@
 //! console, inspection, clock), which take HTTP Basic credentials of a key instead; without
 //! it, signatures are not checked.
 //!
-//! The file is JSON: `{"Keys": [{"AccessKeyId": "…", "SecretAccessKey": "…", "Account": "…"}]}`
-//! (`Account` defaults to `--account-id`). Keys of another account are refused with
+//! The file is JSON: `{"Keys": [{"AccessKeyId": "…", "SecretAccessKey": "…", "Account": "…",
+//! "UserName": "…", "UserId": "…"}]}` (`Account` defaults to `--account-id`; `UserName` and
+//! `UserId`, the IAM user the key stands for, default as `identity.rs` says). Keys of another account are refused with
 //! `AccessDenied`: Orderly serves one account, and cross-account access by queue or topic
 //! policy is not checked yet.
 
@@ -14,6 +15,7 @@ use std::path::Path;
 
 use serde::Deserialize;
 
+use super::identity::{derived_user_id, Caller};
 use super::sigv4::{self, Arrived, SignatureError};
 use crate::protocol::{ApiError, ErrorCode};
 
@@ -29,11 +31,15 @@ struct KeyEntry {
     access_key_id: String,
     secret_access_key: String,
     account: Option<String>,
+    user_name: Option<String>,
+    user_id: Option<String>,
 }
 
 struct Key {
     secret: String,
     account: String,
+    user_name: Option<String>,
+    user_id: Option<String>,
 }
 
 pub struct Auth {
@@ -57,6 +63,8 @@ impl Auth {
                 let key = Key {
                     secret: k.secret_access_key,
                     account: k.account.unwrap_or_else(|| account.to_string()),
+                    user_name: k.user_name,
+                    user_id: k.user_id,
                 };
                 (k.access_key_id, key)
             })
@@ -92,6 +100,18 @@ impl Auth {
 }
 
 impl Auth {
+    /// The IAM user a key of this server's account stands for.
+    pub fn caller(&self, access_key: &str) -> Caller {
+        let Some(key) = self.keys.get(access_key) else {
+            return Caller::of_key(&self.account, access_key);
+        };
+        let name = key.user_name.as_deref().unwrap_or(access_key);
+        match &key.user_id {
+            Some(id) => Caller::user(&key.account, name, id),
+            None => Caller::user(&key.account, name, &derived_user_id(access_key)),
+        }
+    }
+
     /// HTTP Basic credentials (`access key id:secret`) of a key of this server's account: how
     /// Prometheus and a browser reach Orderly's own endpoints (`/metrics`, the console, the
     /// inspection API), which cannot sign requests.

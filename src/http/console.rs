@@ -6,12 +6,11 @@
 //! (an access key id and its secret), which the browser then sends with its reads and actions:
 //! a page cannot SigV4-sign without holding the secret in script.
 
-use std::sync::Arc;
-
 use axum::extract::{Path, Request, State};
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 
+use super::identity::Caller;
 use super::inspect::unauthorized;
 use super::HttpState;
 use crate::service::RequestContext;
@@ -83,14 +82,18 @@ pub async fn action(State(state): State<HttpState>, request: Request) -> Respons
     let given = headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok());
-    let sender_id: Arc<str> = match state.auth.as_ref().and_then(|a| a.basic_key(given)) {
-        Some(key) => key.into(),
-        None => state.service.account_id().into(),
+    let caller = match &state.auth {
+        Some(auth) => match auth.basic_key(given) {
+            Some(key) => auth.caller(&key),
+            None => Caller::account(state.service.account_id()),
+        },
+        None => Caller::account(state.service.account_id()),
     };
     let ctx = RequestContext {
         scheme: state.scheme,
         host,
-        sender_id,
+        sender_id: caller.user_id,
+        principal: caller.principal,
         request_id,
         authenticated: true,
         trace_header: None,

@@ -9,6 +9,7 @@ pub mod browser;
 mod clock_control;
 pub mod connection;
 mod console;
+pub mod identity;
 mod inspect;
 mod localstack;
 pub mod server;
@@ -31,6 +32,7 @@ use crate::service::{RequestContext, Service};
 use auth::Auth;
 use body::BodyLimits;
 use browser::BrowserRules;
+use identity::Caller;
 
 /// What every request handler needs: the service, the bounds on a request body, and the
 /// scheme clients reach this server by (for the URLs it hands out).
@@ -299,7 +301,7 @@ async fn handle(State(state): State<HttpState>, request: Request) -> Response {
         Err(error) => return early_error(&headers, &error, &request_id),
     };
     let (_, signing_service) = credential_scope(&headers);
-    let (authenticated, sender_id) = match signer(&state, &method, &uri, &headers, &body) {
+    let (authenticated, caller) = match signer(&state, &method, &uri, &headers, &body) {
         Ok(who) => who,
         Err(error) => return early_error(&headers, &error, &request_id),
     };
@@ -314,7 +316,8 @@ async fn handle(State(state): State<HttpState>, request: Request) -> Response {
         trace_header,
         scheme: state.scheme,
         host,
-        sender_id,
+        sender_id: caller.user_id,
+        principal: caller.principal,
         request_id,
     };
     if is_json(&headers) {
@@ -348,22 +351,25 @@ async fn handle(State(state): State<HttpState>, request: Request) -> Response {
     .await
 }
 
-/// Whether the request is signed, and by whom (the sender id its messages carry). With
-/// `--auth`, a signature that does not verify is refused; without it, a credential is taken
-/// at its word.
+/// Whether the request is signed, and by whom (`identity`). With `--auth`, a signature that
+/// does not verify is refused; without it, a credential is taken at its word.
 fn signer(
     state: &HttpState,
     method: &Method,
     uri: &axum::http::Uri,
     headers: &HeaderMap,
     body: &[u8],
-) -> Result<(bool, Arc<str>), ApiError> {
+) -> Result<(bool, Caller), ApiError> {
     let (access_key, _) = credential_scope(headers);
     let authenticated =
         access_key.is_some() || uri.query().is_some_and(|q| q.contains("X-Amz-Signature="));
-    let sender_id: Arc<str> = access_key.unwrap_or(state.service.account_id()).into();
+    let account = state.service.account_id();
     let Some(auth) = &state.auth else {
-        return Ok((authenticated, sender_id));
+        let caller = match access_key {
+            Some(key) => Caller::of_key(account, key),
+            None => Caller::account(account),
+        };
+        return Ok((authenticated, caller));
     };
     let list: Vec<(&str, &str)> = headers
         .iter()
@@ -378,8 +384,8 @@ fn signer(
     };
     let now = (state.service.clock.now().millis() / 1000) as i64;
     match auth.check(&arrived, now)? {
-        Some(key) => Ok((authenticated, key.into())),
-        None => Ok((false, sender_id)),
+        Some(key) => Ok((authenticated, auth.caller(&key))),
+        None => Ok((false, Caller::account(account))),
     }
 }
 

@@ -50,6 +50,7 @@ mod tests {
             scheme: "http",
             host: "localhost".into(),
             sender_id: "000000000000".into(),
+            principal: "arn:aws:iam::000000000000:root".into(),
             request_id: "r".into(),
         }
     }

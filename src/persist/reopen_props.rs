@@ -230,7 +230,7 @@ proptest! {
         for queue in &QUEUES[..2] {
             let endpoint = format!("arn:aws:sqs:us-east-1:000000000000:{queue}");
             engine
-                .subscribe(TOPIC, "sqs", Some(&endpoint), &[], "http://localhost", run.now)
+                .subscribe(TOPIC, "sqs", Some(&endpoint), &[], "http://localhost", None, run.now)
                 .unwrap();
         }
         for step in &steps {

@@ -194,7 +194,15 @@ fn changes_spanning_queues_are_made_inside_one_group() {
     for queue in ["src.fifo", "dlq.fifo"] {
         let endpoint = format!("arn:aws:sqs:us-east-1:000000000000:{queue}");
         engine
-            .subscribe(&arn, "sqs", Some(&endpoint), &[], "http://localhost", t)
+            .subscribe(
+                &arn,
+                "sqs",
+                Some(&endpoint),
+                &[],
+                "http://localhost",
+                None,
+                t,
+            )
             .unwrap();
     }
     watch.take();
@@ -256,6 +264,7 @@ fn changes_spanning_queues_are_made_inside_one_group() {
             Some(endpoint),
             &replay,
             "http://localhost",
+            None,
             t.plus_millis(5),
         )
         .unwrap();
@@ -277,7 +286,15 @@ fn changes_spanning_queues_are_made_inside_one_group() {
         r#"{"deadLetterTargetArn":"arn:aws:sqs:us-east-1:000000000000:hooks-dlq"}"#,
     )]);
     engine
-        .subscribe(&hooks, "http", Some("http://h/a"), &redrive, "http://o", t)
+        .subscribe(
+            &hooks,
+            "http",
+            Some("http://h/a"),
+            &redrive,
+            "http://o",
+            None,
+            t,
+        )
         .unwrap();
     let confirmation = engine.take_deliveries(t, 10);
     let body: serde_json::Value = serde_json::from_str(&confirmation[0].delivery.body).unwrap();
@@ -343,6 +360,7 @@ fn topics_subscriptions_history_and_signer_survive_a_replay() {
             Some("arn:aws:sqs:us-east-1:000000000000:prices.fifo"),
             &filter,
             "http://localhost",
+            None,
             t,
         )
         .unwrap();
@@ -430,7 +448,7 @@ fn pending_webhook_deliveries_and_tokens_survive_a_replay() {
     let t = Timestamp(3_000_000);
     let arn = original.create_topic("hooks", &[], &[], t).unwrap();
     let sub = original
-        .subscribe(&arn, "http", Some("http://h/a"), &[], "http://o", t)
+        .subscribe(&arn, "http", Some("http://h/a"), &[], "http://o", None, t)
         .unwrap();
     let confirmation = original.take_deliveries(t, 10);
     assert_eq!(
@@ -442,7 +460,7 @@ fn pending_webhook_deliveries_and_tokens_survive_a_replay() {
     original.finish_delivery(&confirmation[0], Outcome::Delivered, t);
     // A second endpoint stays pending: its token must still confirm it after the restart.
     original
-        .subscribe(&arn, "http", Some("http://h/b"), &[], "http://o", t)
+        .subscribe(&arn, "http", Some("http://h/b"), &[], "http://o", None, t)
         .unwrap();
     original
         .confirm_subscription(&arn, &token, true, false, t)

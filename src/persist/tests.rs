@@ -684,7 +684,7 @@ fn topics_and_the_signing_key_survive_a_snapshot_and_later_changes() {
     let arn = engine.create_topic("t.fifo", &attrs, &[], t).unwrap();
     let queue_arn = "arn:aws:sqs:us-east-1:000000000000:a.fifo";
     engine
-        .subscribe(&arn, "sqs", Some(queue_arn), &[], "http://x", t)
+        .subscribe(&arn, "sqs", Some(queue_arn), &[], "http://x", None, t)
         .unwrap();
     assert!(!publish(&engine, &arn, "before", t));
     let certificate = engine.signer().unwrap().certificate_file.clone();

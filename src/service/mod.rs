@@ -38,8 +38,10 @@ pub struct RequestContext {
     /// `http`, or `https` when Orderly serves TLS: the scheme of the URLs it hands out.
     pub scheme: &'static str,
     pub host: String,
-    /// Shared by every message of the request.
+    /// The caller's IAM user id (`SenderId`), shared by every message of the request.
     pub sender_id: Arc<str>,
+    /// The caller's principal ARN (a subscription's `SubscriptionPrincipal`).
+    pub principal: Arc<str>,
     pub request_id: String,
     /// The request was signed (SigV4). SubscribeURL and UnsubscribeURL GETs are not.
     pub authenticated: bool,

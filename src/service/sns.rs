@@ -275,6 +275,7 @@ impl Service {
                 endpoint: input.endpoint.as_deref(),
                 attributes: pairs(input.attributes),
                 base_url: &base_url,
+                principal: &ctx.principal,
             })
             .await?;
         let return_arn = input

@@ -46,8 +46,8 @@ sqs = client("AKIDE2E", "secret")
 url = sqs.create_queue(QueueName="auth-e2e")["QueueUrl"]
 sqs.send_message(QueueUrl=url, MessageBody="signed")
 got = sqs.receive_message(QueueUrl=url, AttributeNames=["SenderId"])["Messages"][0]
-check(f"botocore {version}: the right key works and SenderId is it",
-      got["Attributes"]["SenderId"] == "AKIDE2E", got)
+check(f"botocore {version}: the right key works and SenderId is its user's id",
+      got["Attributes"]["SenderId"] == "AIDAE2EUSER0000000001", got)
 check(f"botocore {version}: a wrong secret is SignatureDoesNotMatch",
       code_of(lambda: client("AKIDE2E", "wrong").list_queues()) == "SignatureDoesNotMatch")
 check(f"botocore {version}: an unknown key is InvalidClientTokenId",

@@ -106,7 +106,7 @@ echo "ok   restart keeps the queue, the message and its deduplication id"
 echo "== --auth: boto3 (current and 1.34.89) with right, wrong, unknown and other-account keys"
 keys=$(mktemp)
 auth_log=$(mktemp)
-printf '%s' '{"Keys":[{"AccessKeyId":"AKIDE2E","SecretAccessKey":"secret"},{"AccessKeyId":"AKIDOTHER","SecretAccessKey":"other","Account":"111111111111"}]}' >"$keys"
+printf '%s' '{"Keys":[{"AccessKeyId":"AKIDE2E","SecretAccessKey":"secret","UserName":"e2e","UserId":"AIDAE2EUSER0000000001"},{"AccessKeyId":"AKIDOTHER","SecretAccessKey":"other","Account":"111111111111"}]}' >"$keys"
 "$binary" --ephemeral --bind 127.0.0.1:0 --auth "$keys" >"$auth_log" 2>&1 &
 auth_server=$!
 for _ in $(seq 1 100); do grep -q "listening on" "$auth_log" && break; sleep 0.1; done
@@ -131,13 +131,13 @@ chromium=${CHROMIUM:-/usr/bin/chromium}
 if [ -x "$chromium" ]; then
   console_log=$(mktemp)
   console_keys=$(mktemp)
-  printf '%s' '{"Keys":[{"AccessKeyId":"AKIDCONSOLE","SecretAccessKey":"console-secret"}]}' >"$console_keys"
+  printf '%s' '{"Keys":[{"AccessKeyId":"AKIDCONSOLE","SecretAccessKey":"console-secret","UserName":"console","UserId":"AIDACONSOLEUSER000001"}]}' >"$console_keys"
   "$binary" --ephemeral --bind 127.0.0.1:0 --init "$root/examples/price-updates.toml" --auth "$console_keys" >"$console_log" 2>&1 &
   console_server=$!
   for _ in $(seq 1 100); do grep -q "listening on" "$console_log" && break; sleep 0.1; done
   console_endpoint=$(grep -o 'http://[0-9.:]*' "$console_log" | head -n 1)
   [ -n "$console_endpoint" ] || { echo "console server did not start"; cat "$console_log"; exit 1; }
-  CHROMIUM="$chromium" NODE_NO_WARNINGS=1 node "$node_dir/console.mjs" "$console_endpoint" "$root/target/console.png" AKIDCONSOLE:console-secret
+  CHROMIUM="$chromium" NODE_NO_WARNINGS=1 node "$node_dir/console.mjs" "$console_endpoint" "$root/target/console.png" AKIDCONSOLE:console-secret AIDACONSOLEUSER000001
   kill "$console_server"
   rm -f "$console_log" "$console_keys"
   echo "screenshot: target/console.png"

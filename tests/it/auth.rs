@@ -13,7 +13,8 @@ fn keys_file(dir: &std::path::Path) -> std::path::PathBuf {
     std::fs::write(
         &path,
         r#"{"Keys": [
-            {"AccessKeyId": "AKIDORDERLY", "SecretAccessKey": "secret"},
+            {"AccessKeyId": "AKIDORDERLY", "SecretAccessKey": "secret",
+             "UserName": "alice", "UserId": "AIDAALICE000000000001"},
             {"AccessKeyId": "AKIDOTHER", "SecretAccessKey": "other", "Account": "111111111111"}
         ]}"#,
     )
@@ -55,17 +56,27 @@ async fn the_right_key_works_and_names_the_sender_others_get_aws_errors() {
         .await
         .unwrap();
     let message = &received.messages.unwrap()[0];
+    // The key file names the IAM user the key stands for (issue 32, item 7).
     assert_eq!(
         message.attributes.as_ref().unwrap()[&MessageSystemAttributeName::SenderId],
-        "AKIDORDERLY"
+        "AIDAALICE000000000001"
     );
-    server
+    let topic = server
         .sns
         .create_topic()
         .name("signed")
         .send()
         .await
+        .unwrap()
+        .topic_arn
         .unwrap();
+    let queue_arn = "arn:aws:sqs:us-east-1:000000000000:signed";
+    let subscription = common::subscribe(&server, &topic, queue_arn, false).await;
+    let attributes = common::subscription_attributes(&server, &subscription).await;
+    assert_eq!(
+        attributes["SubscriptionPrincipal"],
+        "arn:aws:iam::000000000000:user/alice"
+    );
 
     assert_eq!(
         error_code(&client(&server, "AKIDORDERLY", "wrong")).await,
@@ -309,5 +320,5 @@ async fn the_consoles_actions_act_as_the_basic_key() {
     assert_eq!(messages.len(), 1, "only the authorised send arrived");
     assert_eq!(messages[0].body(), Some("from the console"));
     let sender = &messages[0].attributes().unwrap()[&MessageSystemAttributeName::SenderId];
-    assert_eq!(sender, "AKIDORDERLY");
+    assert_eq!(sender, "AIDAALICE000000000001", "the key's user");
 }

@@ -331,6 +331,17 @@ async fn topics_are_back(server: &Server) {
     assert_eq!(statuses["unconfirmed"], "PendingConfirmation");
     let raw = subscription_attributes(server, &statuses["fanout-a.fifo"]).await;
     assert_eq!(raw["RawMessageDelivery"], "true");
+    // Recorded before subscribers' principals were: the owner account's root, as before.
+    assert_eq!(
+        raw["SubscriptionPrincipal"],
+        "arn:aws:iam::000000000000:root"
+    );
+    assert_eq!(
+        raw.keys()
+            .filter(|k| k.contains("SubscriptionPrincipal"))
+            .count(),
+        1
+    );
     let filtered = subscription_attributes(server, &statuses["fanout-b.fifo"]).await;
     assert!(filtered["FilterPolicy"].contains("AAPL"));
     assert!(filtered["RedrivePolicy"].contains("sub-dlq.fifo"));

@@ -601,3 +601,19 @@ async fn data_protection_policies_are_stored_checked_and_returned() {
         .iter()
         .all(|t| !t.topic_arn().unwrap().ends_with(":never")));
 }
+
+/// SubscriptionPrincipal is the subscriber's ARN (issue 32, item 7): without --auth, the user
+/// named as the access key the request was signed with.
+#[tokio::test]
+async fn the_subscription_principal_is_the_subscriber() {
+    let server = start().await;
+    let topic = fifo_topic(&server, "principal.fifo").await;
+    common::fifo_queue(&server, "principal.fifo", &[]).await;
+    let queue_arn = "arn:aws:sqs:us-east-1:000000000000:principal.fifo";
+    let subscription = common::subscribe(&server, &topic, queue_arn, false).await;
+    let attributes = common::subscription_attributes(&server, &subscription).await;
+    assert_eq!(
+        attributes["SubscriptionPrincipal"],
+        "arn:aws:iam::000000000000:user/AKIDORDERLY"
+    );
+}

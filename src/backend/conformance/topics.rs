@@ -33,6 +33,7 @@ fn publish_request(
 pub async fn topics<B: crate::backend::Backend>(backend: &B, clock: &ManualClock) {
     use crate::backend::{CreateTopic, Subscribe};
     const BASE: &str = "http://localhost:4566";
+    const SUBSCRIBER: &str = "arn:aws:iam::000000000000:user/subscriber";
     let sns = "arn:aws:sns:us-east-1:000000000000:";
     let topic = |name: &str, attributes: &[(&str, &str)]| CreateTopic {
         name: name.into(),
@@ -76,6 +77,7 @@ pub async fn topics<B: crate::backend::Backend>(backend: &B, clock: &ManualClock
             endpoint: Some(Box::leak(endpoint.into_boxed_str())),
             attributes: attrs(attributes),
             base_url: BASE,
+            principal: SUBSCRIBER,
         })
     };
     let eu_only = [
@@ -187,6 +189,8 @@ pub async fn topics<B: crate::backend::Backend>(backend: &B, clock: &ManualClock
 
     let listed = backend.subscription_attributes(&all.arn).await.unwrap();
     assert!(listed.contains(&("Endpoint".into(), format!("{ARN}all.fifo"))));
+    let principal = ("SubscriptionPrincipal".to_string(), SUBSCRIBER.to_string());
+    assert!(listed.contains(&principal), "{listed:?}");
     backend
         .set_subscription_attribute(&all.arn, "FilterPolicy", r#"{"region":["us"]}"#, BASE)
         .await
@@ -222,6 +226,7 @@ pub async fn topics<B: crate::backend::Backend>(backend: &B, clock: &ManualClock
                 endpoint: Some(&format!("{ARN}eu.fifo")),
                 attributes: Vec::new(),
                 base_url: BASE,
+                principal: SUBSCRIBER,
             })
             .await,
     );
@@ -238,6 +243,7 @@ pub async fn topics<B: crate::backend::Backend>(backend: &B, clock: &ManualClock
             endpoint: Some(&format!("{ARN}inbox")),
             attributes: Vec::new(),
             base_url: BASE,
+            principal: SUBSCRIBER,
         })
         .await
         .unwrap();

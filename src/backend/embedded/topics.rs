@@ -107,6 +107,7 @@ impl Topics for Embedded {
                 request.endpoint,
                 &request.attributes,
                 request.base_url,
+                Some(request.principal),
                 now,
             )?;
             self.replay(&subscribed.arn, request.base_url, now)?;

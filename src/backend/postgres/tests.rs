@@ -726,6 +726,7 @@ async fn a_webhook_delivery_a_dead_node_held_is_taken_when_its_lease_ends() {
         endpoint: Some("http://127.0.0.1:9/hook"),
         attributes: Vec::new(),
         base_url: "http://localhost:4566",
+        principal: "arn:aws:iam::000000000000:root",
     })
     .await
     .unwrap();

@@ -17,7 +17,7 @@ use crate::backend::{
 };
 use crate::engine::topic::registry::{
     add_topic_tags, check_protocol, check_topic_tags, no_such_subscription, no_tagged_resource,
-    not_found_topic, subscription_topic_arn, topic_name_in_arn, Subscribed,
+    not_found_topic, subscription_topic_arn, topic_name_in_arn, Subscribed, Subscriber,
 };
 use crate::engine::topic::{Publication, PublishRequest, Subscription, Topic};
 use crate::engine::{EngineError, EngineResult};
@@ -137,7 +137,10 @@ impl Postgres {
             topic.subscribe_queue(
                 (endpoint, queue_name),
                 &request.attributes,
-                &self.account_id,
+                Subscriber {
+                    owner: &self.account_id,
+                    principal: Some(request.principal),
+                },
                 now,
             )
         })

@@ -12,7 +12,7 @@ use super::queues::millis;
 use super::statements::Cached;
 use super::{unavailable, Postgres};
 use crate::backend::{BackendError, BackendResult, Confirm, Subscribe};
-use crate::engine::topic::registry::{subscription_topic_arn, Subscribed};
+use crate::engine::topic::registry::{subscription_topic_arn, Subscribed, Subscriber};
 use crate::engine::topic::signing::MessageSigner;
 use crate::engine::topic::{Subscription, Topic};
 use crate::engine::webhook::changes::TokenRecord;
@@ -51,7 +51,10 @@ impl Postgres {
             let (subscribed, to_confirm) = topic.subscribe_webhook(
                 (request.protocol, endpoint),
                 &request.attributes,
-                &self.account_id,
+                Subscriber {
+                    owner: &self.account_id,
+                    principal: Some(request.principal),
+                },
                 now,
             )?;
             self.save_topic(&tx, &topic).await?;

@@ -46,6 +46,7 @@ pub struct SubscriptionImage {
     pub pending: bool,
     pub confirmation_authenticated: bool,
     pub authenticate_on_unsubscribe: bool,
+    pub principal: Option<Arc<str>>,
 }
 
 #[derive(Clone, Debug)]
@@ -86,6 +87,7 @@ impl Subscription {
             pending: self.pending,
             confirmation_authenticated: self.confirmation_authenticated,
             authenticate_on_unsubscribe: self.authenticate_on_unsubscribe,
+            principal: self.principal.clone(),
         }
     }
 
@@ -122,6 +124,7 @@ impl Subscription {
         sub.pending = image.pending;
         sub.confirmation_authenticated = image.confirmation_authenticated;
         sub.authenticate_on_unsubscribe = image.authenticate_on_unsubscribe;
+        sub.principal = image.principal;
         sub
     }
 }

@@ -518,10 +518,7 @@ impl Topic {
                 sub.attribute("RawMessageDelivery").unwrap_or_default(),
             ),
             ("SubscriptionArn".into(), sub.arn.to_string()),
-            (
-                "SubscriptionPrincipal".into(),
-                format!("arn:aws:iam::{}:root", sub.owner),
-            ),
+            ("SubscriptionPrincipal".into(), sub.principal()),
             ("TopicArn".into(), self.arn.to_string()),
         ];
         for (name, value) in &sub.attributes {

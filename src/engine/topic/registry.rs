@@ -21,6 +21,14 @@ pub struct TopicActivity {
     pub deduplicated: u64,
 }
 
+/// Who subscribes: the account that owns the subscription, and the principal that asked
+/// (`SubscriptionPrincipal`; `None` reports the owner's root).
+#[derive(Clone, Copy)]
+pub struct Subscriber<'a> {
+    pub owner: &'a str,
+    pub principal: Option<&'a str>,
+}
+
 /// What Subscribe did.
 #[derive(Debug)]
 pub struct Subscribed {
@@ -146,7 +154,7 @@ impl Topic {
         &mut self,
         (endpoint, queue_name): (&str, &str),
         attrs: &[(String, String)],
-        owner: &str,
+        subscriber: Subscriber,
         now: Timestamp,
     ) -> EngineResult<Subscribed> {
         if queue_name.ends_with(".fifo") && !self.fifo {
@@ -166,7 +174,8 @@ impl Topic {
             });
         }
         let arn: Arc<str> = format!("{}:{}", self.arn, uuid::Uuid::new_v4()).into();
-        let mut subscription = Subscription::new(arn, "sqs", endpoint, owner);
+        let mut subscription = Subscription::new(arn, "sqs", endpoint, subscriber.owner);
+        subscription.principal = subscriber.principal.map(Arc::from);
         subscription.apply_all(attrs)?;
         self.check_replay(&subscription, "Attributes Reason: ", now)?;
         self.check_filter_count(&subscription)?;
@@ -329,7 +338,9 @@ impl<W: Default> Engine<W> {
 
     /// Subscribe: SQS queues in this account (confirmed at once) and HTTP/S endpoints (pending
     /// until confirmed; a SubscriptionConfirmation goes out). Same topic, protocol and endpoint
-    /// return the existing subscription. `base_url` is where clients reach this server.
+    /// return the existing subscription. `base_url` is where clients reach this server;
+    /// `principal` the subscriber's ARN (`SubscriptionPrincipal`).
+    #[allow(clippy::too_many_arguments)]
     pub fn subscribe(
         &self,
         topic_arn: &str,
@@ -337,20 +348,26 @@ impl<W: Default> Engine<W> {
         endpoint: Option<&str>,
         attrs: &[(String, String)],
         base_url: &str,
+        principal: Option<&str>,
         now: Timestamp,
     ) -> EngineResult<Subscribed> {
+        let subscriber = Subscriber {
+            owner: &self.account_id,
+            principal,
+        };
         let entry = self.topic(topic_arn)?;
         let fifo_topic = entry.lock().fifo;
         let webhook = check_protocol(protocol, fifo_topic, self.fifo_http_subscriptions)?;
         let endpoint = endpoint.ok_or_else(|| invalid("Invalid parameter: Endpoint"))?;
         if webhook {
-            return self.subscribe_webhook(&entry, protocol, endpoint, attrs, base_url, now);
+            let request = (protocol, endpoint, attrs);
+            return self.subscribe_webhook(&entry, request, subscriber, base_url, now);
         }
         let queue_name = self
             .name_from_arn(endpoint)
             .ok_or_else(|| invalid("Invalid parameter: SQS endpoint ARN"))?;
         let mut topic = entry.lock();
-        topic.subscribe_queue((endpoint, queue_name), attrs, &self.account_id, now)
+        topic.subscribe_queue((endpoint, queue_name), attrs, subscriber, now)
     }
 
     /// The topic of a subscription ARN (`<topic arn>:<id>`).

@@ -40,6 +40,9 @@ pub struct Subscription {
     pub delivery_policy: Option<SubscriptionPolicy>,
     /// What became of the last messages published to it (not persisted).
     pub recent: super::recent::Recent,
+    /// `SubscriptionPrincipal`: the ARN of whoever subscribed; `None` for subscriptions made
+    /// before it was recorded (reported as the owner account's root).
+    pub principal: Option<Arc<str>>,
 }
 
 impl Subscription {
@@ -65,10 +68,19 @@ impl Subscription {
             authenticate_on_unsubscribe: false,
             delivery_policy: None,
             recent: Default::default(),
+            principal: None,
         }
     }
 
     /// HTTP or HTTPS: delivered by POST, confirmed by the endpoint.
+    /// `SubscriptionPrincipal` as GetSubscriptionAttributes reports it.
+    pub fn principal(&self) -> String {
+        match &self.principal {
+            Some(principal) => principal.to_string(),
+            None => format!("arn:aws:iam::{}:root", self.owner),
+        }
+    }
+
     pub fn is_webhook(&self) -> bool {
         matches!(self.protocol.as_str(), "http" | "https")
     }

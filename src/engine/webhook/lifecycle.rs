@@ -16,7 +16,7 @@ use crate::engine::guard::Guard;
 use crate::engine::time::Timestamp;
 use crate::engine::topic::fanout::Delivered;
 use crate::engine::topic::recent::DeliveryNote;
-use crate::engine::topic::registry::{Subscribed, TopicEntry};
+use crate::engine::topic::registry::{Subscribed, Subscriber, TopicEntry};
 use crate::engine::topic::{Subscription, Topic};
 use crate::engine::{Change, Engine, QueueEntry};
 
@@ -61,7 +61,7 @@ impl Topic {
         &mut self,
         (protocol, endpoint): (&str, &str),
         attrs: &[(String, String)],
-        owner: &str,
+        subscriber: Subscriber,
         now: Timestamp,
     ) -> EngineResult<(Subscribed, Option<Arc<Subscription>>)> {
         check_endpoint(protocol, endpoint)?;
@@ -79,7 +79,8 @@ impl Topic {
             return Ok((subscribed, existing.pending.then_some(existing)));
         }
         let arn: Arc<str> = format!("{}:{}", self.arn, uuid::Uuid::new_v4()).into();
-        let mut subscription = Subscription::new(arn, protocol, endpoint, owner);
+        let mut subscription = Subscription::new(arn, protocol, endpoint, subscriber.owner);
+        subscription.principal = subscriber.principal.map(Arc::from);
         subscription.pending = true;
         subscription.confirmation_authenticated = false;
         subscription.apply_all(attrs)?;
@@ -161,15 +162,14 @@ impl<W: Default> Engine<W> {
     pub(in crate::engine) fn subscribe_webhook(
         &self,
         entry: &TopicEntry,
-        protocol: &str,
-        endpoint: &str,
-        attrs: &[(String, String)],
+        (protocol, endpoint, attrs): (&str, &str, &[(String, String)]),
+        subscriber: Subscriber,
         base_url: &str,
         now: Timestamp,
     ) -> EngineResult<Subscribed> {
         let mut topic = entry.lock();
         let (subscribed, to_confirm) =
-            topic.subscribe_webhook((protocol, endpoint), attrs, &self.account_id, now)?;
+            topic.subscribe_webhook((protocol, endpoint), attrs, subscriber, now)?;
         if let Some(subscription) = to_confirm {
             self.send_subscription_confirmation(&topic, &subscription, base_url, now);
         }

@@ -351,3 +351,36 @@ fn a_message_stored_alone_carries_its_version() {
         Err(FormatError::Damaged(_))
     ));
 }
+
+#[test]
+fn a_subscribers_principal_round_trips_and_older_subscriptions_have_none() {
+    use crate::engine::topic::{Subscription, Topic};
+    let mut topic = Topic::new(
+        "t",
+        "arn:aws:sns:us-east-1:000000000000:t".into(),
+        "000000000000",
+        &[],
+        crate::engine::Timestamp(0),
+    )
+    .unwrap();
+    let mut with = Subscription::new(
+        "arn:aws:sns:us-east-1:000000000000:t:1".into(),
+        "sqs",
+        "arn:aws:sqs:us-east-1:000000000000:q",
+        "000000000000",
+    );
+    with.principal = Some("arn:aws:iam::000000000000:user/alice".into());
+    let without = Subscription::new(
+        "arn:aws:sns:us-east-1:000000000000:t:2".into(),
+        "sqs",
+        "arn:aws:sqs:us-east-1:000000000000:r",
+        "000000000000",
+    );
+    topic.subscriptions = vec![with.into(), without.into()];
+    let back = Topic::from_image(decode_topic(&encode_topic(&topic.image(false))).unwrap());
+    let (alice, older) = (&back.subscriptions[0], &back.subscriptions[1]);
+    assert_eq!(alice.principal(), "arn:aws:iam::000000000000:user/alice");
+    assert!(alice.attributes.is_empty(), "{:?}", alice.attributes);
+    assert_eq!(older.principal, None);
+    assert_eq!(older.principal(), "arn:aws:iam::000000000000:root");
+}

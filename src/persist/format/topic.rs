@@ -1,5 +1,7 @@
 //! Topics: settings and subscriptions, accepted FIFO publishes, and the archive.
 
+use std::sync::Arc;
+
 use serde::{Deserialize, Serialize};
 
 use super::list::List;
@@ -18,6 +20,11 @@ pub struct Replay<'a> {
     pub end: Option<u64>,
     pub status: &'a str,
 }
+
+/// The attributes-map key a subscription's principal is stored under: no attribute can have
+/// it (SetSubscriptionAttributes takes only AWS's names), and a record written before the
+/// principal was recorded simply lacks it, so every record reads in this one layout.
+const PRINCIPAL_KEY: &str = "\u{0}SubscriptionPrincipal";
 
 #[derive(Serialize, Deserialize)]
 pub struct Subscription<'a> {
@@ -44,7 +51,14 @@ impl<'a> From<&'a live_changes::SubscriptionImage> for Subscription<'a> {
             endpoint: &s.endpoint,
             owner: &s.owner,
             raw_delivery: s.raw_delivery,
-            attributes: std::borrow::Cow::Borrowed(&s.attributes),
+            attributes: match &s.principal {
+                None => std::borrow::Cow::Borrowed(&s.attributes),
+                Some(principal) => {
+                    let mut with = s.attributes.clone();
+                    with.insert(PRINCIPAL_KEY.into(), principal.to_string());
+                    std::borrow::Cow::Owned(with)
+                }
+            },
             message_body_scope: s.message_body_scope,
             replay: s.replay.as_ref().map(|(start, end, status)| Replay {
                 start: start.0,
@@ -61,13 +75,16 @@ impl<'a> From<&'a live_changes::SubscriptionImage> for Subscription<'a> {
 
 impl Subscription<'_> {
     pub fn into_live(self) -> live_changes::SubscriptionImage {
+        let mut attributes = self.attributes.into_owned();
+        let principal = attributes.remove(PRINCIPAL_KEY).map(Arc::from);
         live_changes::SubscriptionImage {
+            principal,
             arn: self.arn.into(),
             protocol: self.protocol.into(),
             endpoint: self.endpoint.into(),
             owner: self.owner.into(),
             raw_delivery: self.raw_delivery,
-            attributes: self.attributes.into_owned(),
+            attributes,
             message_body_scope: self.message_body_scope,
             replay: self
                 .replay

@@ -12,7 +12,8 @@ import {
   GetQueueUrlCommand,
 } from "@aws-sdk/client-sqs";
 
-const [endpoint, screenshot, key] = process.argv.slice(2);
+// userId: the IAM user id the key file gives the key (its messages' SenderId).
+const [endpoint, screenshot, key, userId] = process.argv.slice(2);
 const [username, password] = key.split(":");
 const sqs = new SQSClient({
   endpoint,
@@ -98,7 +99,7 @@ check(
   JSON.stringify(bodies),
 );
 const sender = (received.Messages || []).find((m) => m.Body.endsWith("from the console"))?.Attributes?.SenderId;
-check("it was sent as the key the console was opened with", sender === username, sender);
+check("it was sent as the user of the key the console was opened with", sender === userId, sender);
 check("no script errors on the page", pageErrors.length === 0, pageErrors.join("; "));
 await browser.close();
 console.log(`${passed} passed, ${failed} failed`);

@@ -26,6 +26,7 @@ fn pending_subscriptions_expire_with_their_token() {
             Some("http://h/x"),
             &[],
             "http://o",
+            None,
             Timestamp(0),
         )
         .unwrap();
@@ -63,6 +64,7 @@ fn confirmed_subscriptions_outlive_their_token_and_get_notifications() {
             Some("https://h/x"),
             &[],
             "http://o",
+            None,
             Timestamp(0),
         )
         .unwrap();
