@@ -18,6 +18,7 @@ mod conformance;
 pub mod embedded;
 mod pacing;
 pub mod postgres;
+pub mod recorded;
 
 use std::collections::BTreeMap;
 use std::future::Future;

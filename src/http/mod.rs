@@ -12,6 +12,7 @@ mod console;
 pub mod identity;
 mod inspect;
 mod localstack;
+mod recorded;
 pub mod server;
 pub mod sigv4;
 pub mod tls;
@@ -70,6 +71,14 @@ pub fn router(
         .route("/_orderly/console/{asset}", get(console::asset))
         .route("/_orderly/sqs", post(console::action))
         .route("/_orderly/subscriptions", get(inspect::subscriptions))
+        .route(
+            "/_orderly/sns/deliveries",
+            get(recorded::deliveries).delete(recorded::forget_deliveries),
+        )
+        .route(
+            "/_aws/sns/sms-messages",
+            get(recorded::sms_messages).delete(recorded::forget_sms_messages),
+        )
         .route("/metrics", get(inspect::metrics))
         .route("/_orderly/reset", post(inspect::reset))
         .route(

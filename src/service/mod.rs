@@ -8,6 +8,7 @@ mod messages;
 mod move_tasks;
 mod permissions;
 mod queues;
+pub mod recorded;
 mod render;
 mod sns;
 
@@ -94,6 +95,9 @@ pub struct Service {
     pub metrics: crate::metrics::Metrics,
     pub clock: Arc<dyn Clock>,
     pub webhooks: Arc<Webhooks>,
+    /// What endpoints of the recorded protocols would have received (email, sms, ...): the
+    /// backend keeps fan-out's, the service a Publish to a phone number's.
+    pub recorded: Arc<crate::backend::recorded::RecordedMessages>,
     hostname: Option<String>,
     account_id: String,
     region: String,
@@ -118,9 +122,11 @@ impl Service {
         clock: Arc<dyn Clock>,
         settings: ServiceSettings,
         metrics: crate::metrics::Metrics,
+        recorded: Arc<crate::backend::recorded::RecordedMessages>,
     ) -> Arc<Self> {
         Arc::new(Service {
             backend,
+            recorded,
             metrics,
             clock,
             webhooks,

@@ -451,10 +451,19 @@ impl Service {
         input: PublishInput,
         ctx: &RequestContext,
     ) -> Result<PublishOutput, ApiError> {
-        if input.phone_number.is_some() {
-            return Err(invalid(
-                "Invalid parameter: PhoneNumber Reason: SMS is not supported by Orderly",
-            ));
+        if let Some(number) = &input.phone_number {
+            if input.topic_arn.is_some() || input.target_arn.is_some() {
+                return Err(invalid(
+                    "Invalid parameter: PhoneNumber Reason: only one of TopicArn, TargetArn and PhoneNumber may be given",
+                ));
+            }
+            let request = Self::publish_request(input.entry, ctx)?;
+            let message_id = self.publish_to_phone(number, &request)?;
+            return Ok(PublishOutput {
+                id: None,
+                message_id: message_id.to_string(),
+                sequence_number: None,
+            });
         }
         let topic_arn = input.topic_arn.or(input.target_arn).ok_or_else(|| {
             invalid(

@@ -21,6 +21,7 @@ mod reset;
 mod sns_api;
 mod sns_fanout;
 mod sns_filters;
+mod sns_recorded_protocols;
 mod sns_redrive_replay;
 mod sns_webhooks;
 mod sqs_errors;

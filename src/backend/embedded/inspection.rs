@@ -86,6 +86,7 @@ impl Inspection for Embedded {
 
     fn reset(&self, scope: ResetScope) -> Answer<'_, ()> {
         self.changing(move |engine| {
+            self.recorded.forget(|_| true);
             match scope {
                 ResetScope::Messages => engine.reset_messages(),
                 ResetScope::Everything => {

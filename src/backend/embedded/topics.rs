@@ -31,9 +31,10 @@ impl Embedded {
         request: &PublishRequest,
         base_url: &str,
     ) -> EngineResult<Publication> {
-        let fanout = self
+        let mut fanout = self
             .engine
             .publish(topic_arn, request, base_url, self.clock.now())?;
+        self.recorded.keep(std::mem::take(&mut fanout.recorded));
         for queue in &fanout.delivered_to {
             queue.waiters.notify_one();
         }
@@ -101,7 +102,7 @@ impl Topics for Embedded {
     fn subscribe<'a>(&'a self, request: Subscribe<'a>) -> Answer<'a, Subscribed> {
         self.changing(move |engine| {
             let now = self.clock.now();
-            let subscribed = engine.subscribe(
+            let mut subscribed = engine.subscribe(
                 request.topic_arn,
                 request.protocol,
                 request.endpoint,
@@ -111,6 +112,9 @@ impl Topics for Embedded {
                 now,
             )?;
             self.replay(&subscribed.arn, request.base_url, now)?;
+            if let Some(confirmation) = subscribed.confirmation.take() {
+                self.recorded.keep([*confirmation]);
+            }
             Ok(subscribed)
         })
     }

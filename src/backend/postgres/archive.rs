@@ -115,6 +115,8 @@ impl Postgres {
                             stored.push((uid, receipt));
                         }
                     }
+                    // Archives are FIFO topics', which take no recorded protocols.
+                    Some(Planned::Recorded(_)) => {}
                 }
             }
             topic.complete_replay(subscription_arn, &replay);

@@ -105,6 +105,8 @@ impl Postgres {
     }
 
     async fn reset_all(&self, scope: ResetScope) -> BackendResult<()> {
+        // This node's records; other nodes keep theirs (they are each node's own).
+        self.recorded.forget(|_| true);
         let now = self.clock.now();
         let mut client = self.client().await?;
         let tx = client.transaction().await.map_err(unavailable)?;

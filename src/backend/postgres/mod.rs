@@ -84,6 +84,8 @@ pub struct Settings {
     pub fifo_http_subscriptions: bool,
     /// Signalled once webhook deliveries were queued (this node's delivery worker).
     pub deliveries: Arc<tokio::sync::Notify>,
+    /// What the recorded protocols' endpoints would have received, from this node's publishes.
+    pub recorded: Arc<super::recorded::RecordedMessages>,
 }
 
 pub struct Postgres {
@@ -111,6 +113,7 @@ pub struct Postgres {
     webhook_lease_ms: u64,
     fifo_http_subscriptions: bool,
     deliveries: Arc<tokio::sync::Notify>,
+    recorded: Arc<super::recorded::RecordedMessages>,
     /// The SNS signing key once read or made (`publish::signer`).
     signer: tokio::sync::OnceCell<Arc<crate::engine::topic::signing::MessageSigner>>,
 }
@@ -224,6 +227,7 @@ impl Postgres {
             webhook_lease_ms: settings.webhook_lease_ms,
             fifo_http_subscriptions: settings.fifo_http_subscriptions,
             deliveries: settings.deliveries,
+            recorded: settings.recorded,
         }))
     }
 

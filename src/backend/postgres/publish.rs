@@ -68,6 +68,7 @@ impl Postgres {
         let mut queues = QueueCache::new();
         let mut published = Vec::with_capacity(requests.len());
         let mut to_webhooks = false;
+        let mut recorded = Vec::new();
         for request in requests {
             let publication = self.decide(&tx, &topic, request, now).await?;
             if !publication.duplicate && topic.archive.is_some() {
@@ -109,6 +110,10 @@ impl Postgres {
                                 Queued::Dropped => Some(None),
                             }
                         }
+                        Some(Planned::Recorded(record)) => {
+                            recorded.push(*record);
+                            Some(Some((Fate::Recorded, None)))
+                        }
                     };
                     let fate = match delivered {
                         None => Fate::FilteredOut,
@@ -138,6 +143,7 @@ impl Postgres {
         touched.sort_unstable();
         touched.dedup();
         tx.commit().await.map_err(unavailable)?;
+        self.recorded.keep(recorded);
         if to_webhooks {
             self.deliveries.notify_one();
         }

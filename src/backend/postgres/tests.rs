@@ -24,6 +24,7 @@ fn settings(url: &str) -> Settings {
         webhook_lease_ms: 90_000,
         fifo_http_subscriptions: true,
         deliveries: Default::default(),
+        recorded: Default::default(),
     }
 }
 

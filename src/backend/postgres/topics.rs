@@ -17,7 +17,8 @@ use crate::backend::{
 };
 use crate::engine::topic::registry::{
     add_topic_tags, check_protocol, check_topic_tags, no_such_subscription, no_tagged_resource,
-    not_found_topic, subscription_topic_arn, topic_name_in_arn, Subscribed, Subscriber,
+    not_found_topic, subscription_topic_arn, topic_name_in_arn, EndpointKind, Subscribed,
+    Subscriber,
 };
 use crate::engine::topic::{Publication, PublishRequest, Subscription, Topic};
 use crate::engine::{EngineError, EngineResult};
@@ -122,8 +123,10 @@ impl Postgres {
         let client = self.client().await?;
         let fifo = self.load_topic(&client, name, false).await?.fifo;
         drop(client);
-        if check_protocol(request.protocol, fifo, self.fifo_http_subscriptions)? {
-            return self.subscribe_webhook(name, request).await;
+        match check_protocol(request.protocol, fifo, self.fifo_http_subscriptions)? {
+            EndpointKind::Webhook => return self.subscribe_webhook(name, request).await,
+            EndpointKind::Recorded => return self.subscribe_recorded(name, request).await,
+            EndpointKind::Queue => {}
         }
         let endpoint = request
             .endpoint

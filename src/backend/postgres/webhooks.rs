@@ -14,7 +14,7 @@ use super::{unavailable, Postgres};
 use crate::backend::{BackendError, BackendResult, Confirm, Subscribe};
 use crate::engine::topic::registry::{subscription_topic_arn, Subscribed, Subscriber};
 use crate::engine::topic::signing::MessageSigner;
-use crate::engine::topic::{Subscription, Topic};
+use crate::engine::topic::{recorded, Subscription, Topic};
 use crate::engine::webhook::changes::TokenRecord;
 use crate::engine::webhook::delivery::{confirmation_delivery, ConfirmationFor};
 use crate::engine::webhook::tokens::{self, Grant, TOKEN_LIFETIME_MS};
@@ -76,6 +76,89 @@ impl Postgres {
         Ok(subscribed)
     }
 
+    /// Subscribe for a recorded protocol (`engine::topic::recorded`) on the topic named
+    /// `name`: an email endpoint pends, its SubscriptionConfirmation recorded by this node (the
+    /// token in it confirms on any node); the others are confirmed at once.
+    pub(super) async fn subscribe_recorded(
+        &self,
+        name: &str,
+        request: &Subscribe<'_>,
+    ) -> BackendResult<Subscribed> {
+        let endpoint = request
+            .endpoint
+            .ok_or_else(|| EngineError::InvalidParameter("Invalid parameter: Endpoint".into()))?;
+        let signer = self.signer().await?;
+        let (subscribed, record) = super::retrying(|| async {
+            let mut client = self.client().await?;
+            let tx = client.transaction().await.map_err(unavailable)?;
+            let mut topic = self.load_topic(&tx, name, true).await?;
+            let now = self.clock.now();
+            let subscriber = Subscriber {
+                owner: &self.account_id,
+                principal: Some(request.principal),
+            };
+            let (subscribed, to_confirm) = topic.subscribe_recorded(
+                (request.protocol, endpoint),
+                &request.attributes,
+                subscriber,
+                now,
+            )?;
+            self.save_topic(&tx, &topic).await?;
+            let mut record = None;
+            if let Some(subscription) = to_confirm {
+                let grant = Grant::Confirm(subscription.arn.clone());
+                let token = self.issue_token(&tx, grant, now).await?;
+                let which = ConfirmationFor {
+                    kind: Kind::SubscriptionConfirmation,
+                    token: &token,
+                    base_url: request.base_url,
+                };
+                let document =
+                    confirmation_delivery(&topic, &subscription, which, Some(&signer), now);
+                record = Some(recorded::confirmation_record(
+                    &topic,
+                    &subscription,
+                    document.body,
+                    document.message_id,
+                    now,
+                ));
+            }
+            tx.commit().await.map_err(unavailable)?;
+            Ok((subscribed, record))
+        })
+        .await?;
+        self.recorded.keep(record);
+        Ok(subscribed)
+    }
+
+    /// Issues a confirmation token for `grant`, valid two days, stored for every node.
+    async fn issue_token(
+        &self,
+        tx: &Transaction<'_>,
+        grant: Grant,
+        now: Timestamp,
+    ) -> BackendResult<String> {
+        let token = tokens::new_token();
+        let expires = now.plus_millis(TOKEN_LIFETIME_MS);
+        let pending = match &grant {
+            Grant::Confirm(arn) => Some(arn.to_string()),
+            Grant::Restore(_) => None,
+        };
+        let record = TokenRecord {
+            token: token.clone(),
+            expires,
+            grant: grant.image(),
+        };
+        tx.run(
+            "INSERT INTO webhook_tokens (token, pending_subscription, record, expires_at) \
+             VALUES ($1, $2, $3, $4)",
+            &[&token, &pending, &encode_token(&record), &millis(expires)],
+        )
+        .await
+        .map_err(unavailable)?;
+        Ok(token)
+    }
+
     /// Issues a token for `confirmation.grant` and queues the confirmation message carrying it.
     async fn send_confirmation(
         &self,
@@ -85,24 +168,7 @@ impl Postgres {
         confirmation: ConfirmationRequest<'_>,
         now: Timestamp,
     ) -> BackendResult<()> {
-        let token = tokens::new_token();
-        let expires = now.plus_millis(TOKEN_LIFETIME_MS);
-        let pending = match &confirmation.grant {
-            Grant::Confirm(arn) => Some(arn.to_string()),
-            Grant::Restore(_) => None,
-        };
-        let record = TokenRecord {
-            token: token.clone(),
-            expires,
-            grant: confirmation.grant.image(),
-        };
-        tx.run(
-            "INSERT INTO webhook_tokens (token, pending_subscription, record, expires_at) \
-             VALUES ($1, $2, $3, $4)",
-            &[&token, &pending, &encode_token(&record), &millis(expires)],
-        )
-        .await
-        .map_err(unavailable)?;
+        let token = self.issue_token(tx, confirmation.grant, now).await?;
         let which = ConfirmationFor {
             kind: confirmation.kind,
             token: &token,

@@ -17,6 +17,7 @@ use crate::engine::queue::SendRequest;
 use crate::engine::time::Timestamp;
 use crate::engine::topic::envelope::{self, Notification};
 use crate::engine::topic::recent::{DeliveryNote, Fate};
+use crate::engine::topic::recorded::{self, RecordedMessage};
 use crate::engine::topic::signing::{self, MessageSigner};
 use crate::engine::topic::{
     archive, check_message, Publication, PublishRequest, Subscription, Topic,
@@ -35,6 +36,8 @@ pub struct Fanout<W> {
     pub dead_lettered: usize,
     /// Copies handed to the webhook outbox.
     pub webhooks: usize,
+    /// What the recorded protocols' endpoints would have received (`recorded`).
+    pub recorded: Vec<RecordedMessage>,
 }
 
 /// One subscription's copy of a publish, before a queue decides how much of it to keep.
@@ -81,7 +84,7 @@ impl Outgoing<'_> {
 
 /// The text a subscription's protocol gets, and which of `Outgoing::signatures` signs it: a
 /// json-structured message says what each protocol gets, "default" otherwise.
-fn protocol_text<'a>(req: &'a PublishRequest, protocol: &str) -> (Cow<'a, str>, usize) {
+pub(crate) fn protocol_text<'a>(req: &'a PublishRequest, protocol: &str) -> (Cow<'a, str>, usize) {
     if !req.structured {
         return (Cow::Borrowed(&req.message), 0);
     }
@@ -168,6 +171,8 @@ pub(in crate::engine) enum Delivered<W> {
     DeadLetter(Arc<QueueEntry<W>>),
     /// Handed to the webhook outbox.
     Webhook,
+    /// For the caller to record (`recorded`).
+    Recorded(Box<RecordedMessage>),
     Filtered,
     Dropped,
 }
@@ -216,6 +221,7 @@ impl<W: Default> Engine<W> {
             failed: 0,
             dead_lettered: 0,
             webhooks: 0,
+            recorded: Vec::new(),
         };
         if fanout.publication.duplicate {
             return Ok(fanout);
@@ -235,6 +241,10 @@ impl<W: Default> Engine<W> {
                 Delivered::Webhook => {
                     fanout.webhooks += 1;
                     Fate::ToWebhook
+                }
+                Delivered::Recorded(record) => {
+                    fanout.recorded.push(*record);
+                    Fate::Recorded
                 }
                 Delivered::Filtered => Fate::FilteredOut,
                 Delivered::Dropped => {
@@ -285,6 +295,9 @@ impl<W: Default> Engine<W> {
     ) -> Delivered<W> {
         let (topic, subscription) = (addressed.topic, addressed.subscription);
         let envelope = || addressed.envelope(signer);
+        if let Some(record) = addressed.record(&envelope, now) {
+            return Delivered::Recorded(Box::new(record));
+        }
         if subscription.is_webhook() {
             return self.queue_notification(
                 topic,
@@ -408,6 +421,26 @@ impl SubscriptionCopy<'_> {
 }
 
 impl Addressed<'_> {
+    /// What a recorded protocol's endpoint would have received; `None` for other protocols.
+    fn record(&self, envelope: &dyn Fn() -> String, now: Timestamp) -> Option<RecordedMessage> {
+        let subscription = self.subscription;
+        if !recorded::PROTOCOLS.contains(&subscription.protocol.as_str()) {
+            return None;
+        }
+        let message = self.message;
+        let notified = recorded::Notified {
+            topic_arn: &self.topic.arn,
+            message_id: &message.publication.message_id,
+            subject: message.request.subject.as_deref(),
+            text: self.text,
+            attributes: self.attributes,
+            structured: message.request.structured,
+            envelope,
+            at: now,
+        };
+        Some(recorded::notification_record(subscription, notified))
+    }
+
     /// What an HTTP/S endpoint gets: the text raw, or the envelope `envelope` builds.
     fn webhook_copy<'e>(&'e self, envelope: &'e dyn Fn() -> String) -> NotificationCopy<'e> {
         let message = self.message;
@@ -541,6 +574,8 @@ impl PlannedCopy {
 pub enum Planned {
     Queue(PlannedCopy),
     Webhook(Box<Delivery>, LanePolicy),
+    /// A recorded protocol's message (`recorded`), kept by the node that published.
+    Recorded(Box<RecordedMessage>),
 }
 
 /// What a publish gives each of the topic's confirmed subscriptions, in subscription order:
@@ -591,8 +626,11 @@ fn plan(
 ) -> Option<Planned> {
     addressed(topic, subscription, message, unsubscribe_base, |a| {
         let addressed = a?;
+        let envelope = || addressed.envelope(signer);
+        if let Some(record) = addressed.record(&envelope, message.published_at) {
+            return Some(Planned::Recorded(Box::new(record)));
+        }
         if subscription.is_webhook() {
-            let envelope = || addressed.envelope(signer);
             let copy = addressed.webhook_copy(&envelope);
             let (delivery, lane) = notification_delivery(topic, subscription, copy);
             return Some(Planned::Webhook(Box::new(delivery), lane));

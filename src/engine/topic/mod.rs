@@ -9,6 +9,7 @@ pub mod envelope;
 pub mod fanout;
 pub mod filter;
 pub mod recent;
+pub mod recorded;
 pub mod registry;
 pub mod signing;
 pub mod subscription;

@@ -29,10 +29,12 @@ pub enum Fate {
     Retrying,
     /// Out of webhook retries, or refused for good.
     GaveUp,
+    /// Kept for the inspection API: a protocol Orderly records instead of delivering.
+    Recorded,
 }
 
 impl Fate {
-    pub const ALL: [Fate; 8] = [
+    pub const ALL: [Fate; 9] = [
         Fate::Queued,
         Fate::DeadLettered,
         Fate::FilteredOut,
@@ -41,6 +43,7 @@ impl Fate {
         Fate::Delivered,
         Fate::Retrying,
         Fate::GaveUp,
+        Fate::Recorded,
     ];
 
     pub fn name(self) -> &'static str {
@@ -53,6 +56,7 @@ impl Fate {
             Fate::Delivered => "delivered",
             Fate::Retrying => "retrying",
             Fate::GaveUp => "gaveUp",
+            Fate::Recorded => "recorded",
         }
     }
 }

@@ -11,6 +11,7 @@ use crate::engine::error::{EngineError, EngineResult};
 use crate::engine::guard::Recording;
 use crate::engine::time::Timestamp;
 use crate::engine::topic::changes::TopicChange;
+use crate::engine::topic::recorded::RecordedMessage;
 use crate::engine::topic::{Subscription, Topic};
 use crate::engine::{Change, Engine};
 
@@ -33,8 +34,22 @@ pub struct Subscriber<'a> {
 #[derive(Debug)]
 pub struct Subscribed {
     pub arn: Arc<str>,
-    /// HTTP/S: waiting for the endpoint to confirm.
+    /// HTTP/S and email: waiting for the endpoint to confirm.
     pub pending: bool,
+    /// An email endpoint's SubscriptionConfirmation, for the caller to record (nothing is
+    /// sent; see `recorded`).
+    pub confirmation: Option<Box<RecordedMessage>>,
+}
+
+/// Where a subscription's copies go.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EndpointKind {
+    /// An SQS queue of this account.
+    Queue,
+    /// An HTTP/S endpoint (the webhook outbox).
+    Webhook,
+    /// A protocol Orderly records instead of delivering (`recorded`).
+    Recorded,
 }
 
 /// A topic; changing it through its guard logs its settings image on unlock, and
@@ -96,7 +111,11 @@ pub fn no_tagged_resource() -> EngineError {
 /// Subscribe's protocol rules: every AWS protocol is known, but Orderly delivers to queues and
 /// (on standard topics, or FIFO ones with the ordered extension) HTTP/S. Answers whether it
 /// is a webhook.
-pub fn check_protocol(protocol: &str, fifo_topic: bool, fifo_http: bool) -> EngineResult<bool> {
+pub fn check_protocol(
+    protocol: &str,
+    fifo_topic: bool,
+    fifo_http: bool,
+) -> EngineResult<EndpointKind> {
     const KNOWN: &[&str] = &[
         "http",
         "https",
@@ -113,20 +132,24 @@ pub fn check_protocol(protocol: &str, fifo_topic: bool, fifo_http: bool) -> Engi
             "Invalid parameter: Amazon SNS does not support this protocol string: {protocol}"
         )));
     }
-    let webhook = matches!(protocol, "http" | "https");
-    let refused = if fifo_topic {
-        protocol != "sqs" && !(webhook && fifo_http)
-    } else {
-        protocol != "sqs" && !webhook
+    let kind = match protocol {
+        "sqs" => EndpointKind::Queue,
+        "http" | "https" => EndpointKind::Webhook,
+        _ => EndpointKind::Recorded,
     };
+    // FIFO topics take only queues (sns.md §3.6), and HTTP/S with Orderly's extension.
+    let refused = fifo_topic
+        && match kind {
+            EndpointKind::Queue => false,
+            EndpointKind::Webhook => !fifo_http,
+            EndpointKind::Recorded => true,
+        };
     if refused {
-        return Err(invalid(if fifo_topic {
-            format!("Invalid parameter: Invalid protocol type: {protocol}")
-        } else {
-            format!("Invalid parameter: Orderly does not deliver to {protocol} endpoints (only sqs, http and https)")
-        }));
+        return Err(invalid(format!(
+            "Invalid parameter: Invalid protocol type: {protocol}"
+        )));
     }
-    Ok(webhook)
+    Ok(kind)
 }
 
 impl Topic {
@@ -171,6 +194,7 @@ impl Topic {
             return Ok(Subscribed {
                 arn: existing.arn.clone(),
                 pending: existing.pending,
+                confirmation: None,
             });
         }
         let arn: Arc<str> = format!("{}:{}", self.arn, uuid::Uuid::new_v4()).into();
@@ -184,6 +208,7 @@ impl Topic {
         Ok(Subscribed {
             arn,
             pending: false,
+            confirmation: None,
         })
     }
 
@@ -357,11 +382,17 @@ impl<W: Default> Engine<W> {
         };
         let entry = self.topic(topic_arn)?;
         let fifo_topic = entry.lock().fifo;
-        let webhook = check_protocol(protocol, fifo_topic, self.fifo_http_subscriptions)?;
+        let kind = check_protocol(protocol, fifo_topic, self.fifo_http_subscriptions)?;
         let endpoint = endpoint.ok_or_else(|| invalid("Invalid parameter: Endpoint"))?;
-        if webhook {
-            let request = (protocol, endpoint, attrs);
-            return self.subscribe_webhook(&entry, request, subscriber, base_url, now);
+        let request = (protocol, endpoint, attrs);
+        match kind {
+            EndpointKind::Webhook => {
+                return self.subscribe_webhook(&entry, request, subscriber, base_url, now)
+            }
+            EndpointKind::Recorded => {
+                return self.subscribe_recorded(&entry, request, subscriber, base_url, now)
+            }
+            EndpointKind::Queue => {}
         }
         let queue_name = self
             .name_from_arn(endpoint)

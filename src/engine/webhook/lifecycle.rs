@@ -17,7 +17,7 @@ use crate::engine::time::Timestamp;
 use crate::engine::topic::fanout::Delivered;
 use crate::engine::topic::recent::DeliveryNote;
 use crate::engine::topic::registry::{Subscribed, Subscriber, TopicEntry};
-use crate::engine::topic::{Subscription, Topic};
+use crate::engine::topic::{recorded, Subscription, Topic};
 use crate::engine::{Change, Engine, QueueEntry};
 
 fn invalid(message: impl Into<String>) -> EngineError {
@@ -65,6 +65,20 @@ impl Topic {
         now: Timestamp,
     ) -> EngineResult<(Subscribed, Option<Arc<Subscription>>)> {
         check_endpoint(protocol, endpoint)?;
+        self.subscribe_confirmable((protocol, endpoint), attrs, subscriber, (true, now))
+    }
+
+    /// Subscribe's change for an endpoint that may have to confirm (HTTP/S, the recorded
+    /// protocols): the existing subscription of this protocol and endpoint, or a new one,
+    /// pending if `pending`. Answers also the subscription a SubscriptionConfirmation must go
+    /// to (a new pending one, or one still pending).
+    pub fn subscribe_confirmable(
+        &mut self,
+        (protocol, endpoint): (&str, &str),
+        attrs: &[(String, String)],
+        subscriber: Subscriber,
+        (pending, now): (bool, Timestamp),
+    ) -> EngineResult<(Subscribed, Option<Arc<Subscription>>)> {
         if let Some(existing) = self
             .subscriptions
             .iter()
@@ -75,14 +89,15 @@ impl Topic {
             let subscribed = Subscribed {
                 arn: existing.arn.clone(),
                 pending: existing.pending,
+                confirmation: None,
             };
             return Ok((subscribed, existing.pending.then_some(existing)));
         }
         let arn: Arc<str> = format!("{}:{}", self.arn, uuid::Uuid::new_v4()).into();
         let mut subscription = Subscription::new(arn, protocol, endpoint, subscriber.owner);
         subscription.principal = subscriber.principal.map(Arc::from);
-        subscription.pending = true;
-        subscription.confirmation_authenticated = false;
+        subscription.pending = pending;
+        subscription.confirmation_authenticated = !pending;
         subscription.apply_all(attrs)?;
         self.check_replay(&subscription, "Attributes Reason: ", now)?;
         self.check_filter_count(&subscription)?;
@@ -90,9 +105,10 @@ impl Topic {
         self.subscriptions.push(subscription.clone());
         let subscribed = Subscribed {
             arn: subscription.arn.clone(),
-            pending: true,
+            pending,
+            confirmation: None,
         };
-        Ok((subscribed, Some(subscription)))
+        Ok((subscribed, pending.then_some(subscription)))
     }
 
     /// What a confirmation token does to this topic (the token's subscription's): confirms a
@@ -172,6 +188,41 @@ impl<W: Default> Engine<W> {
             topic.subscribe_webhook((protocol, endpoint), attrs, subscriber, now)?;
         if let Some(subscription) = to_confirm {
             self.send_subscription_confirmation(&topic, &subscription, base_url, now);
+        }
+        Ok(subscribed)
+    }
+
+    /// Subscribe for a recorded protocol (`topic::recorded`): an email endpoint pends, with
+    /// its SubscriptionConfirmation (and a token to confirm with) handed back to be recorded.
+    pub(in crate::engine) fn subscribe_recorded(
+        &self,
+        entry: &TopicEntry,
+        (protocol, endpoint, attrs): (&str, &str, &[(String, String)]),
+        subscriber: Subscriber,
+        base_url: &str,
+        now: Timestamp,
+    ) -> EngineResult<Subscribed> {
+        let mut topic = entry.lock();
+        let (mut subscribed, to_confirm) =
+            topic.subscribe_recorded((protocol, endpoint), attrs, subscriber, now)?;
+        if let Some(subscription) = to_confirm {
+            let token = self.issue_token(Grant::Confirm(subscription.arn.clone()), now);
+            let confirmation = ConfirmationFor {
+                kind: Kind::SubscriptionConfirmation,
+                token: &token,
+                base_url,
+            };
+            let signer = self.signer().ok();
+            let document =
+                confirmation_delivery(&topic, &subscription, confirmation, signer.as_deref(), now);
+            let record = recorded::confirmation_record(
+                &topic,
+                &subscription,
+                document.body,
+                document.message_id,
+                now,
+            );
+            subscribed.confirmation = Some(Box::new(record));
         }
         Ok(subscribed)
     }

@@ -1,0 +1,112 @@
+//! The recorded protocols' messages, read and forgotten over HTTP (issue 32, item 9):
+//! `GET /_orderly/sns/deliveries` in Orderly's shape, and LocalStack's
+//! `GET /_aws/sns/sms-messages` (`{"sms_messages": {number: [...]}, "region": ...}`, its
+//! field names; LocalStack's `internal_api.py`). Also Publish to a phone number, which is
+//! recorded and never sent.
+
+use std::sync::Arc;
+
+use serde_json::{json, Map, Value};
+
+use super::render::encode_attributes;
+use super::Service;
+use crate::engine::topic::recorded::{self, RecordedMessage};
+use crate::engine::topic::PublishRequest;
+use crate::engine::EngineError;
+
+/// Which recorded messages a read or a DELETE means.
+#[derive(Default)]
+pub struct RecordedFilter {
+    pub protocol: Option<String>,
+    pub endpoint: Option<String>,
+}
+
+impl RecordedFilter {
+    fn wants(&self, m: &RecordedMessage) -> bool {
+        self.protocol.as_deref().is_none_or(|p| *m.protocol == *p)
+            && self.endpoint.as_deref().is_none_or(|e| *m.endpoint == *e)
+    }
+}
+
+impl Service {
+    /// `GET /_orderly/sns/deliveries`: oldest first.
+    pub fn recorded_messages(&self, filter: &RecordedFilter) -> Value {
+        let (listed, dropped) = self.recorded.list(|m| filter.wants(m));
+        let deliveries: Vec<Value> = listed
+            .iter()
+            .map(|m| {
+                json!({
+                    "protocol": &*m.protocol,
+                    "endpoint": &*m.endpoint,
+                    "subscriptionArn": m.subscription_arn.as_deref(),
+                    "topicArn": m.topic_arn.as_deref(),
+                    "messageId": &*m.message_id,
+                    "type": m.kind,
+                    "subject": m.subject,
+                    "message": m.body,
+                    "messageAttributes": encode_attributes(&m.attributes),
+                    "messageStructure": m.structure,
+                    "at": m.at.iso8601(),
+                })
+            })
+            .collect();
+        json!({ "deliveries": deliveries, "dropped": dropped })
+    }
+
+    pub fn forget_recorded(&self, filter: &RecordedFilter) {
+        self.recorded.forget(|m| filter.wants(m));
+    }
+
+    /// LocalStack's `GET /_aws/sns/sms-messages[?phoneNumber=]`: SMS messages by number.
+    pub fn sms_messages(&self, number: Option<&str>) -> Value {
+        let (listed, _) = self
+            .recorded
+            .list(|m| *m.protocol == *"sms" && number.is_none_or(|n| *m.endpoint == *n));
+        let mut by_number: Map<String, Value> = Map::new();
+        if let Some(number) = number {
+            by_number.insert(number.into(), Value::Array(Vec::new()));
+        }
+        for m in listed.iter().filter(|m| m.kind == "Notification") {
+            let entry = json!({
+                "PhoneNumber": &*m.endpoint,
+                "TopicArn": m.topic_arn.as_deref(),
+                "SubscriptionArn": m.subscription_arn.as_deref(),
+                "MessageId": &*m.message_id,
+                "Message": m.body,
+                "MessageAttributes": encode_attributes(&m.attributes),
+                "MessageStructure": m.structure,
+                "Subject": m.subject,
+            });
+            let list = by_number
+                .entry(m.endpoint.to_string())
+                .or_insert_with(|| Value::Array(Vec::new()));
+            if let Value::Array(list) = list {
+                list.push(entry);
+            }
+        }
+        json!({ "sms_messages": by_number, "region": self.region })
+    }
+
+    pub fn forget_sms(&self, number: Option<&str>) {
+        self.recorded
+            .forget(|m| *m.protocol == *"sms" && number.is_none_or(|n| *m.endpoint == *n));
+    }
+
+    /// Publish with PhoneNumber: checked like any publish, recorded, never sent.
+    pub(super) fn publish_to_phone(
+        &self,
+        number: &str,
+        request: &PublishRequest,
+    ) -> Result<Arc<str>, EngineError> {
+        if !recorded::check_phone_number(number) {
+            return Err(EngineError::InvalidParameter(format!(
+                "Invalid parameter: PhoneNumber Reason: {number} is not valid to publish to"
+            )));
+        }
+        crate::engine::topic::check_message(request)?;
+        let message_id: Arc<str> = uuid::Uuid::new_v4().to_string().into();
+        let record = recorded::sms_to_number(number, request, &message_id, self.clock.now());
+        self.recorded.keep([record]);
+        Ok(message_id)
+    }
+}
