@@ -19,6 +19,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("migrations/007_receive_function.sql"),
     include_str!("migrations/008_webhooks.sql"),
     include_str!("migrations/009_topic_archive.sql"),
+    include_str!("migrations/010_send_group_lock.sql"),
 ];
 
 /// The schema version this build writes.
