@@ -134,12 +134,22 @@ fn lock_dir(dir: &Path) -> Result<std::fs::File, RecoveryError> {
         .truncate(false)
         .write(true)
         .open(dir.join("LOCK"))?;
-    match lock.try_lock() {
-        Ok(()) => Ok(lock),
-        Err(std::fs::TryLockError::WouldBlock) => Err(RecoveryError::Locked(dir.into())),
-        Err(std::fs::TryLockError::Error(e)) => Err(e.into()),
+    // A lock held only for an instant is waited for: a child process forked by another thread
+    // holds a copy of every descriptor until it execs (they close then), so a directory just
+    // closed can look locked for a moment. Another server holding it is refused after a second.
+    for _ in 0..LOCK_TRIES {
+        match lock.try_lock() {
+            Ok(()) => return Ok(lock),
+            Err(std::fs::TryLockError::WouldBlock) => std::thread::sleep(LOCK_RETRY_PAUSE),
+            Err(std::fs::TryLockError::Error(e)) => return Err(e.into()),
+        }
     }
+    Err(RecoveryError::Locked(dir.into()))
 }
+
+/// How long `lock_dir` waits for a lock held for an instant: `LOCK_TRIES` times this pause.
+const LOCK_TRIES: u32 = 100;
+const LOCK_RETRY_PAUSE: std::time::Duration = std::time::Duration::from_millis(10);
 
 /// Applies the log's records the snapshot does not cover, counting them (and the torn tail
 /// dropped, if any) in `report`; returns the log opened for appending and the bytes it holds.
