@@ -372,6 +372,9 @@ pub trait Inspection: Send + Sync {
     fn queue_groups<'a>(&'a self, queue: &'a str, limit: usize) -> Answer<'a, Vec<GroupView>>;
     /// Every subscription, topics by name, with its last deliveries.
     fn subscription_activity(&self) -> Answer<'_, Vec<SubscriptionActivity>>;
+    /// A live token that confirms the subscription with this ARN, if one was issued (the
+    /// newest), for test helpers that confirm without reading the confirmation message.
+    fn confirmation_token<'a>(&'a self, subscription_arn: &'a str) -> Answer<'a, Option<String>>;
     /// Every topic, by name, with its publish counts.
     fn topic_activity(&self) -> Answer<'_, Vec<TopicActivity>>;
     /// Durable once answered.

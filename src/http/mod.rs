@@ -77,7 +77,15 @@ pub fn router(
         )
         .route(
             "/_aws/sns/sms-messages",
-            get(recorded::sms_messages).delete(recorded::forget_sms_messages),
+            recorded::localstack_listing(&crate::service::recorded::SMS_MESSAGES),
+        )
+        .route(
+            "/_aws/sns/platform-endpoint-messages",
+            recorded::localstack_listing(&crate::service::recorded::PLATFORM_ENDPOINT_MESSAGES),
+        )
+        .route(
+            "/_aws/sns/subscription-tokens/{*arn}",
+            get(recorded::subscription_token),
         )
         .route("/metrics", get(inspect::metrics))
         .route("/_orderly/reset", post(inspect::reset))

@@ -2,17 +2,23 @@
 //! - `GET /_orderly/sns/deliveries[?protocol=sms][&endpoint=…]`: what email, email-json, sms,
 //!   application, lambda and firehose endpoints would have received, oldest first, email
 //!   confirmations included; `DELETE` with the same filters forgets them;
-//! - LocalStack's `GET /_aws/sns/sms-messages[?phoneNumber=…]` and its `DELETE`.
+//! - LocalStack's `GET /_aws/sns/sms-messages[?phoneNumber=…]` and
+//!   `/_aws/sns/platform-endpoint-messages[?endpointArn=…]`, and their `DELETE`s;
+//! - LocalStack's `GET /_aws/sns/subscription-tokens/<subscription ARN>`: the token that
+//!   confirms a pending subscription (HTTP/S or email), for tests that confirm it directly.
 //!
 //! With `--auth` they ask for HTTP Basic credentials, as the inspection API does.
 
-use axum::extract::State;
+use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
+use axum::routing::{get, MethodRouter};
+use serde_json::json;
 
 use super::inspect::{answer, query_param, unauthorized};
 use super::HttpState;
-use crate::service::recorded::RecordedFilter;
+
+use crate::service::recorded::{LocalStackListing, RecordedFilter};
 
 fn filter(uri: &Uri) -> RecordedFilter {
     RecordedFilter {
@@ -43,31 +49,56 @@ pub async fn forget_deliveries(
     StatusCode::NO_CONTENT.into_response()
 }
 
-pub async fn sms_messages(
-    State(state): State<HttpState>,
-    headers: HeaderMap,
-    uri: Uri,
-) -> Response {
-    if let Some(refused) = unauthorized(&state, &headers) {
-        return refused;
-    }
-    let number = query_param(&uri, "phoneNumber");
-    answer(
-        StatusCode::OK,
-        state.service.sms_messages(number.as_deref()),
-    )
+/// One of LocalStack's listings (`GET`, and `DELETE` to forget), filtered by its parameter.
+pub fn localstack_listing(listing: &'static LocalStackListing) -> MethodRouter<HttpState> {
+    let list = move |State(state): State<HttpState>, headers: HeaderMap, uri: Uri| async move {
+        if let Some(refused) = unauthorized(&state, &headers) {
+            return refused;
+        }
+        let endpoint = query_param(&uri, listing.parameter);
+        let listed = state
+            .service
+            .localstack_listing(listing, endpoint.as_deref());
+        answer(StatusCode::OK, listed)
+    };
+    let forget = move |State(state): State<HttpState>, headers: HeaderMap, uri: Uri| async move {
+        if let Some(refused) = unauthorized(&state, &headers) {
+            return refused;
+        }
+        let endpoint = query_param(&uri, listing.parameter);
+        state.service.forget_listed(listing, endpoint.as_deref());
+        StatusCode::NO_CONTENT.into_response()
+    };
+    get(list).delete(forget)
 }
 
-pub async fn forget_sms_messages(
+/// LocalStack's answers: 400 for an ARN that is none, 404 for one with no token.
+pub async fn subscription_token(
     State(state): State<HttpState>,
     headers: HeaderMap,
-    uri: Uri,
+    Path(arn): Path<String>,
 ) -> Response {
     if let Some(refused) = unauthorized(&state, &headers) {
         return refused;
     }
-    state
-        .service
-        .forget_sms(query_param(&uri, "phoneNumber").as_deref());
-    StatusCode::NO_CONTENT.into_response()
+    let failed = |status: StatusCode, error: &str| {
+        answer(status, json!({ "error": error, "subscription_arn": arn }))
+    };
+    if crate::engine::topic::registry::subscription_topic_arn(&arn).is_err() {
+        return failed(
+            StatusCode::BAD_REQUEST,
+            "The provided SubscriptionARN is invalid",
+        );
+    }
+    match state.service.backend.confirmation_token(&arn).await {
+        Ok(Some(token)) => answer(
+            StatusCode::OK,
+            json!({ "subscription_token": token, "subscription_arn": arn }),
+        ),
+        Ok(None) => failed(
+            StatusCode::NOT_FOUND,
+            "The provided SubscriptionARN is not found",
+        ),
+        Err(error) => failed(StatusCode::SERVICE_UNAVAILABLE, &error.to_string()),
+    }
 }

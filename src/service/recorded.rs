@@ -1,8 +1,9 @@
 //! The recorded protocols' messages, read and forgotten over HTTP (issue 32, item 9):
 //! `GET /_orderly/sns/deliveries` in Orderly's shape, and LocalStack's
-//! `GET /_aws/sns/sms-messages` (`{"sms_messages": {number: [...]}, "region": ...}`, its
-//! field names; LocalStack's `internal_api.py`). Also Publish to a phone number, which is
-//! recorded and never sent.
+//! `GET /_aws/sns/sms-messages` (`{"sms_messages": {number: [...]}, "region": ...}`) and
+//! `GET /_aws/sns/platform-endpoint-messages` (`{"platform_endpoint_messages": {arn: [...]},
+//! "region": ...}`), with LocalStack's field names (its `internal_api.py`). Also Publish to a
+//! phone number, which is recorded and never sent.
 
 use std::sync::Arc;
 
@@ -25,6 +26,37 @@ impl RecordedFilter {
     fn wants(&self, m: &RecordedMessage) -> bool {
         self.protocol.as_deref().is_none_or(|p| *m.protocol == *p)
             && self.endpoint.as_deref().is_none_or(|e| *m.endpoint == *e)
+    }
+}
+
+/// One of LocalStack's listings of recorded messages by endpoint: the protocol, the query
+/// parameter naming one endpoint, the answer's key and each message's endpoint field.
+pub struct LocalStackListing {
+    pub protocol: &'static str,
+    pub parameter: &'static str,
+    key: &'static str,
+    endpoint_field: &'static str,
+}
+
+/// `GET /_aws/sns/sms-messages[?phoneNumber=]`.
+pub const SMS_MESSAGES: LocalStackListing = LocalStackListing {
+    protocol: "sms",
+    parameter: "phoneNumber",
+    key: "sms_messages",
+    endpoint_field: "PhoneNumber",
+};
+
+/// `GET /_aws/sns/platform-endpoint-messages[?endpointArn=]`: `application` endpoints'.
+pub const PLATFORM_ENDPOINT_MESSAGES: LocalStackListing = LocalStackListing {
+    protocol: "application",
+    parameter: "endpointArn",
+    key: "platform_endpoint_messages",
+    endpoint_field: "TargetArn",
+};
+
+impl LocalStackListing {
+    fn lists(&self, m: &RecordedMessage, endpoint: Option<&str>) -> bool {
+        *m.protocol == *self.protocol && endpoint.is_none_or(|e| *m.endpoint == *e)
     }
 }
 
@@ -57,18 +89,16 @@ impl Service {
         self.recorded.forget(|m| filter.wants(m));
     }
 
-    /// LocalStack's `GET /_aws/sns/sms-messages[?phoneNumber=]`: SMS messages by number.
-    pub fn sms_messages(&self, number: Option<&str>) -> Value {
-        let (listed, _) = self
-            .recorded
-            .list(|m| *m.protocol == *"sms" && number.is_none_or(|n| *m.endpoint == *n));
-        let mut by_number: Map<String, Value> = Map::new();
-        if let Some(number) = number {
-            by_number.insert(number.into(), Value::Array(Vec::new()));
+    /// One of LocalStack's listings: the protocol's notifications by endpoint.
+    pub fn localstack_listing(&self, listing: &LocalStackListing, endpoint: Option<&str>) -> Value {
+        let (listed, _) = self.recorded.list(|m| listing.lists(m, endpoint));
+        let mut by_endpoint: Map<String, Value> = Map::new();
+        if let Some(endpoint) = endpoint {
+            by_endpoint.insert(endpoint.into(), Value::Array(Vec::new()));
         }
         for m in listed.iter().filter(|m| m.kind == "Notification") {
             let entry = json!({
-                "PhoneNumber": &*m.endpoint,
+                listing.endpoint_field: &*m.endpoint,
                 "TopicArn": m.topic_arn.as_deref(),
                 "SubscriptionArn": m.subscription_arn.as_deref(),
                 "MessageId": &*m.message_id,
@@ -77,19 +107,19 @@ impl Service {
                 "MessageStructure": m.structure,
                 "Subject": m.subject,
             });
-            let list = by_number
+            if let Value::Array(list) = by_endpoint
                 .entry(m.endpoint.to_string())
-                .or_insert_with(|| Value::Array(Vec::new()));
-            if let Value::Array(list) = list {
+                .or_insert_with(|| Value::Array(Vec::new()))
+            {
                 list.push(entry);
             }
         }
-        json!({ "sms_messages": by_number, "region": self.region })
+        json!({ listing.key: by_endpoint, "region": self.region })
     }
 
-    pub fn forget_sms(&self, number: Option<&str>) {
-        self.recorded
-            .forget(|m| *m.protocol == *"sms" && number.is_none_or(|n| *m.endpoint == *n));
+    /// A LocalStack listing's `DELETE`.
+    pub fn forget_listed(&self, listing: &LocalStackListing, endpoint: Option<&str>) {
+        self.recorded.forget(|m| listing.lists(m, endpoint));
     }
 
     /// Publish with PhoneNumber: checked like any publish, recorded, never sent.

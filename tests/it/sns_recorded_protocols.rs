@@ -192,6 +192,43 @@ async fn other_protocols_are_recorded_never_sent() {
         notifications("application").await[0]["message"],
         "disk almost full"
     );
+    // LocalStack's view of the same, by endpoint ARN.
+    let platform = get_json(&server, "/_aws/sns/platform-endpoint-messages").await;
+    let to_app = &platform["platform_endpoint_messages"][APP];
+    assert_eq!(to_app.as_array().map(Vec::len), Some(2), "{platform}");
+    assert_eq!(to_app[0]["Message"], "disk almost full");
+    assert_eq!(to_app[0]["TargetArn"], APP);
+
+    // LocalStack's token endpoint confirms the email-json subscription without its message.
+    let token = get_json(
+        &server,
+        &format!("/_aws/sns/subscription-tokens/{email_json}"),
+    )
+    .await;
+    assert_eq!(token["subscription_arn"], email_json.as_str());
+    server
+        .sns
+        .confirm_subscription()
+        .topic_arn(&topic)
+        .token(token["subscription_token"].as_str().unwrap())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(pending(&server, &email_json).await, "false");
+    let unknown = reqwest::get(format!(
+        "{}/_aws/sns/subscription-tokens/{topic}:00000000-0000-0000-0000-000000000000",
+        server.url()
+    ))
+    .await
+    .unwrap();
+    assert_eq!(unknown.status(), 404);
+    let garbage = reqwest::get(format!(
+        "{}/_aws/sns/subscription-tokens/nothing",
+        server.url()
+    ))
+    .await
+    .unwrap();
+    assert_eq!(garbage.status(), 400);
 
     // Publish straight to a phone number; LocalStack's endpoint lists SMS by number.
     let direct = server

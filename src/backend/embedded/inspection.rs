@@ -80,6 +80,12 @@ impl Inspection for Embedded {
         })
     }
 
+    fn confirmation_token<'a>(&'a self, subscription_arn: &'a str) -> Answer<'a, Option<String>> {
+        self.reading(
+            move |engine| Ok(engine.confirmation_token(subscription_arn, self.clock.now())),
+        )
+    }
+
     fn topic_activity(&self) -> Answer<'_, Vec<TopicActivity>> {
         self.reading(move |engine| Ok(engine.topic_activity()))
     }

@@ -249,6 +249,21 @@ impl Inspection for Postgres {
         })
     }
 
+    fn confirmation_token<'a>(&'a self, subscription_arn: &'a str) -> Answer<'a, Option<String>> {
+        Box::pin(async move {
+            let client = self.client().await?;
+            let row = client
+                .maybe_row(
+                    "SELECT token FROM webhook_tokens WHERE pending_subscription = $1 \
+                     AND expires_at > $2 ORDER BY expires_at DESC LIMIT 1",
+                    &[&subscription_arn, &millis(self.clock.now())],
+                )
+                .await
+                .map_err(unavailable)?;
+            Ok(row.map(|row| row.get(0)))
+        })
+    }
+
     /// Every topic's publishes and suppressed duplicates, across all nodes.
     fn topic_activity(&self) -> Answer<'_, Vec<TopicActivity>> {
         Box::pin(async {

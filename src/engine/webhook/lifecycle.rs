@@ -339,6 +339,17 @@ impl<W: Default> Engine<W> {
         topic.apply_grant(&grant, authenticate_on_unsubscribe, authenticated)
     }
 
+    /// The newest live token that confirms `subscription_arn`, if any.
+    pub fn confirmation_token(&self, subscription_arn: &str, now: Timestamp) -> Option<String> {
+        self.tokens()
+            .all()
+            .filter(|(_, expires, grant)| {
+                *expires > now && matches!(grant, Grant::Confirm(arn) if &**arn == subscription_arn)
+            })
+            .max_by_key(|(_, expires, _)| *expires)
+            .map(|(token, _, _)| token.to_string())
+    }
+
     /// Deletes subscriptions still pending when their token expires (two days).
     pub fn expire_confirmations(&self, now: Timestamp) {
         let expired = self.tokens().expire(now);
