@@ -51,21 +51,16 @@ impl Postgres {
         Ok(())
     }
 
-    /// Empties the archive of a topic that keeps none (its ArchivePolicy was switched off).
-    pub(super) async fn drop_archive_unless_kept(
+    /// Empties a topic's archive (its ArchivePolicy was switched off).
+    pub(super) async fn drop_archive(
         &self,
         client: &impl GenericClient,
-        topic: &Topic,
+        topic: &str,
     ) -> BackendResult<()> {
-        if topic.archive.is_none() {
-            client
-                .run(
-                    "DELETE FROM topic_archive WHERE topic = $1",
-                    &[&&*topic.name],
-                )
-                .await
-                .map_err(unavailable)?;
-        }
+        client
+            .run("DELETE FROM topic_archive WHERE topic = $1", &[&topic])
+            .await
+            .map_err(unavailable)?;
         Ok(())
     }
 

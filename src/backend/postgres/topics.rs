@@ -78,9 +78,12 @@ impl Postgres {
         let mut client = self.client().await?;
         let tx = client.transaction().await.map_err(unavailable)?;
         let mut topic = self.load_topic(&tx, name, true).await?;
+        let archived = topic.archive.is_some();
         let out = edit(&mut topic)?;
         self.save_topic(&tx, &topic).await?;
-        self.drop_archive_unless_kept(&tx, &topic).await?;
+        if archived && topic.archive.is_none() {
+            self.drop_archive(&tx, &topic.name).await?;
+        }
         tx.commit().await.map_err(unavailable)?;
         Ok(out)
     }
@@ -124,9 +127,8 @@ impl Postgres {
         let fifo = self.load_topic(&client, name, false).await?.fifo;
         drop(client);
         match check_protocol(request.protocol, fifo, self.fifo_http_subscriptions)? {
-            EndpointKind::Webhook => return self.subscribe_webhook(name, request).await,
-            EndpointKind::Recorded => return self.subscribe_recorded(name, request).await,
             EndpointKind::Queue => {}
+            kind => return self.subscribe_confirmable(name, request, kind).await,
         }
         let endpoint = request
             .endpoint

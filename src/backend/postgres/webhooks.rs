@@ -12,7 +12,9 @@ use super::queues::millis;
 use super::statements::Cached;
 use super::{unavailable, Postgres};
 use crate::backend::{BackendError, BackendResult, Confirm, Subscribe};
-use crate::engine::topic::registry::{subscription_topic_arn, Subscribed, Subscriber};
+use crate::engine::topic::registry::{
+    subscription_topic_arn, EndpointKind, Subscribed, Subscriber,
+};
 use crate::engine::topic::signing::MessageSigner;
 use crate::engine::topic::{recorded, Subscription, Topic};
 use crate::engine::webhook::changes::TokenRecord;
@@ -31,62 +33,21 @@ struct ConfirmationRequest<'a> {
 }
 
 impl Postgres {
-    /// Subscribe for http/https on the topic named `name`: a pending subscription and a
-    /// SubscriptionConfirmation, or for an endpoint already pending, the confirmation again.
-    pub(super) async fn subscribe_webhook(
+    /// Subscribe for an endpoint that may have to confirm, on the topic named `name`: http/https
+    /// (`kind` Webhook: a pending subscription and a SubscriptionConfirmation queued, sent
+    /// again for an endpoint still pending), or a recorded protocol (`engine::topic::recorded`:
+    /// an email endpoint pends, its SubscriptionConfirmation recorded by this node; the others
+    /// are confirmed at once). The token confirms on any node.
+    pub(super) async fn subscribe_confirmable(
         &self,
         name: &str,
         request: &Subscribe<'_>,
+        kind: EndpointKind,
     ) -> BackendResult<Subscribed> {
         let endpoint = request
             .endpoint
             .ok_or_else(|| EngineError::InvalidParameter("Invalid parameter: Endpoint".into()))?;
         // Read before this request holds a connection in a transaction.
-        let signer = self.signer().await?;
-        let subscribed = super::retrying(|| async {
-            let mut client = self.client().await?;
-            let tx = client.transaction().await.map_err(unavailable)?;
-            let mut topic = self.load_topic(&tx, name, true).await?;
-            let now = self.clock.now();
-            let (subscribed, to_confirm) = topic.subscribe_webhook(
-                (request.protocol, endpoint),
-                &request.attributes,
-                Subscriber {
-                    owner: &self.account_id,
-                    principal: Some(request.principal),
-                },
-                now,
-            )?;
-            self.save_topic(&tx, &topic).await?;
-            if let Some(subscription) = to_confirm {
-                let confirmation = ConfirmationRequest {
-                    grant: Grant::Confirm(subscription.arn.clone()),
-                    kind: Kind::SubscriptionConfirmation,
-                    base_url: request.base_url,
-                    signer: &signer,
-                };
-                self.send_confirmation(&tx, &topic, &subscription, confirmation, now)
-                    .await?;
-            }
-            tx.commit().await.map_err(unavailable)?;
-            Ok(subscribed)
-        })
-        .await?;
-        self.deliveries.notify_one();
-        Ok(subscribed)
-    }
-
-    /// Subscribe for a recorded protocol (`engine::topic::recorded`) on the topic named
-    /// `name`: an email endpoint pends, its SubscriptionConfirmation recorded by this node (the
-    /// token in it confirms on any node); the others are confirmed at once.
-    pub(super) async fn subscribe_recorded(
-        &self,
-        name: &str,
-        request: &Subscribe<'_>,
-    ) -> BackendResult<Subscribed> {
-        let endpoint = request
-            .endpoint
-            .ok_or_else(|| EngineError::InvalidParameter("Invalid parameter: Endpoint".into()))?;
         let signer = self.signer().await?;
         let (subscribed, record) = super::retrying(|| async {
             let mut client = self.client().await?;
@@ -97,12 +58,13 @@ impl Postgres {
                 owner: &self.account_id,
                 principal: Some(request.principal),
             };
-            let (subscribed, to_confirm) = topic.subscribe_recorded(
-                (request.protocol, endpoint),
-                &request.attributes,
-                subscriber,
-                now,
-            )?;
+            let asked = (request.protocol, endpoint);
+            let (subscribed, to_confirm) = match kind {
+                EndpointKind::Webhook => {
+                    topic.subscribe_webhook(asked, &request.attributes, subscriber, now)?
+                }
+                _ => topic.subscribe_recorded(asked, &request.attributes, subscriber, now)?,
+            };
             self.save_topic(&tx, &topic).await?;
             let mut record = None;
             if let Some(subscription) = to_confirm {
@@ -115,18 +77,25 @@ impl Postgres {
                 };
                 let document =
                     confirmation_delivery(&topic, &subscription, which, Some(&signer), now);
-                record = Some(recorded::confirmation_record(
-                    &topic,
-                    &subscription,
-                    document.body,
-                    document.message_id,
-                    now,
-                ));
+                if kind == EndpointKind::Webhook {
+                    self.queue_confirmation(&tx, &document, now).await?;
+                } else {
+                    record = Some(recorded::confirmation_record(
+                        &topic,
+                        &subscription,
+                        document.body,
+                        document.message_id,
+                        now,
+                    ));
+                }
             }
             tx.commit().await.map_err(unavailable)?;
             Ok((subscribed, record))
         })
         .await?;
+        if kind == EndpointKind::Webhook {
+            self.deliveries.notify_one();
+        }
         self.recorded.keep(record);
         Ok(subscribed)
     }

@@ -206,15 +206,7 @@ impl<W: Default> Engine<W> {
         let (mut subscribed, to_confirm) =
             topic.subscribe_recorded((protocol, endpoint), attrs, subscriber, now)?;
         if let Some(subscription) = to_confirm {
-            let token = self.issue_token(Grant::Confirm(subscription.arn.clone()), now);
-            let confirmation = ConfirmationFor {
-                kind: Kind::SubscriptionConfirmation,
-                token: &token,
-                base_url,
-            };
-            let signer = self.signer().ok();
-            let document =
-                confirmation_delivery(&topic, &subscription, confirmation, signer.as_deref(), now);
+            let document = self.subscription_confirmation(&topic, &subscription, base_url, now);
             let record = recorded::confirmation_record(
                 &topic,
                 &subscription,
@@ -234,21 +226,27 @@ impl<W: Default> Engine<W> {
         base_url: &str,
         now: Timestamp,
     ) {
+        let delivery = self.subscription_confirmation(topic, subscription, base_url, now);
+        // Confirmations are never refused by the cap.
+        let _ = self.outbox().push(delivery, LanePolicy::default(), now);
+    }
+
+    /// A pending subscription's SubscriptionConfirmation, with a fresh token to confirm it.
+    fn subscription_confirmation(
+        &self,
+        topic: &Topic,
+        subscription: &Subscription,
+        base_url: &str,
+        now: Timestamp,
+    ) -> Delivery {
         let token = self.issue_token(Grant::Confirm(subscription.arn.clone()), now);
         let confirmation = ConfirmationFor {
             kind: Kind::SubscriptionConfirmation,
             token: &token,
             base_url,
         };
-        let delivery = confirmation_delivery(
-            topic,
-            subscription,
-            confirmation,
-            self.signer().ok().as_deref(),
-            now,
-        );
-        // Confirmations are never refused by the cap.
-        let _ = self.outbox().push(delivery, LanePolicy::default(), now);
+        let signer = self.signer().ok();
+        confirmation_delivery(topic, subscription, confirmation, signer.as_deref(), now)
     }
 
     /// After Unsubscribe: the endpoint learns of it, with a SubscribeURL that restores the
