@@ -112,6 +112,7 @@ fn service_parts(
         hostname: config.hostname.clone(),
         account_id: config.account_id.clone(),
         region: config.region.clone(),
+        single_namespace: config.single_namespace,
     };
     Ok((webhooks, settings))
 }
@@ -213,6 +214,8 @@ async fn apply_init(
         sender_id: config.account_id.as_str().into(),
         principal: format!("arn:aws:iam::{}:root", config.account_id).into(),
         request_id: "init".into(),
+        namespace: service.namespaces().home().clone(),
+        operator: true,
         authenticated: true,
         trace_header: None,
     };
@@ -291,7 +294,7 @@ impl App {
         };
         let auth = match &config.auth {
             Some(path) => Some(Arc::new(
-                crate::http::auth::Auth::load(path, &config.account_id)
+                crate::http::auth::Auth::load(path, &config.account_id, config.single_namespace)
                     .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?,
             )),
             None => None,

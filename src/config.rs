@@ -20,6 +20,10 @@ pub struct Config {
     /// 12-digit account id used in queue URLs and ARNs.
     #[arg(long = "account-id", env = "ORDERLY_ACCOUNT_ID", default_value = "000000000000", value_parser = parse_account)]
     pub account_id: String,
+    /// Serve one namespace: every request acts in `--region` and `--account-id`, whatever its
+    /// credentials say (Orderly before 0.x served only that one).
+    #[arg(long, env = "ORDERLY_SINGLE_NAMESPACE")]
+    pub single_namespace: bool,
     /// Host (and port) to put in queue URLs; default: the request's Host header.
     #[arg(long, env = "ORDERLY_HOSTNAME")]
     pub hostname: Option<String>,

@@ -11,6 +11,7 @@ pub mod error;
 pub mod guard;
 pub mod message;
 pub mod move_task;
+pub mod namespace;
 pub mod queue;
 mod reset;
 pub mod restore;
@@ -67,10 +68,9 @@ impl QueueGuard<'_> {
 #[must_use]
 pub struct Deferred(Option<(Arc<str>, u64, Vec<queue::changes::QueueChange>)>);
 
-/// Where queues live: account, region and the set of queues by name.
+/// Where queues and topics live, by key (`namespace`: a bare name at home).
 pub struct Engine<W> {
-    pub account_id: String,
-    pub region: String,
+    pub namespaces: namespace::Namespaces,
     queues: RwLock<HashMap<Arc<str>, Arc<QueueEntry<W>>>>,
     deleted_at: Mutex<HashMap<String, Timestamp>>,
     move_tasks: Mutex<HashMap<String, Vec<move_task::MoveTask>>>,
@@ -94,8 +94,7 @@ pub struct Engine<W> {
 impl<W: Default> Engine<W> {
     pub fn new(account_id: &str, region: &str) -> Self {
         Engine {
-            account_id: account_id.to_string(),
-            region: region.to_string(),
+            namespaces: namespace::Namespaces::new(namespace::Namespace::new(region, account_id)),
             queues: RwLock::new(HashMap::new()),
             deleted_at: Mutex::new(HashMap::new()),
             move_tasks: Mutex::new(HashMap::new()),
@@ -180,12 +179,12 @@ impl<W: Default> Engine<W> {
     }
 
     pub fn queue_arn(&self, name: &str) -> String {
-        format!("arn:aws:sqs:{}:{}:{}", self.region, self.account_id, name)
+        self.namespaces.arn("sqs", name)
     }
 
-    /// The queue name of an SQS ARN in this account and region.
+    /// The queue key of an SQS ARN, in whichever region and account it names.
     pub fn name_from_arn<'a>(&self, arn: &'a str) -> Option<&'a str> {
-        queue_name_in_arn(arn, &self.region, &self.account_id)
+        self.namespaces.key_in_arn("sqs", arn)
     }
 
     fn read(&self) -> std::sync::RwLockReadGuard<'_, HashMap<Arc<str>, Arc<QueueEntry<W>>>> {
@@ -280,9 +279,11 @@ impl<W: Default> Engine<W> {
         let Some(policy) = &config.redrive_policy else {
             return Ok(());
         };
-        // A queue may name itself (issue 32, item 6, recorded on AWS).
+        // A queue may name itself (issue 32, item 6, recorded on AWS). The target must live in
+        // the source's region and account (AWS SQS Developer Guide, dead-letter queues).
         let target = self
             .name_from_arn(&policy.dead_letter_target_arn)
+            .filter(|target| self.namespaces.same_place(target, name))
             .and_then(|target| self.queue(target).ok());
         let target = target.as_ref().map(|entry| entry.lock());
         let source_arn = self.queue_arn(name);
@@ -414,14 +415,6 @@ impl<W: Default> Engine<W> {
         }
         Ok((outcome, dlq))
     }
-}
-
-/// The queue name in an SQS ARN of this region and account.
-pub fn queue_name_in_arn<'a>(arn: &'a str, region: &str, account_id: &str) -> Option<&'a str> {
-    let rest = arn.strip_prefix("arn:aws:sqs:")?;
-    let mut parts = rest.splitn(3, ':');
-    let (in_region, in_account, name) = (parts.next()?, parts.next()?, parts.next()?);
-    (in_region == region && in_account == account_id).then_some(name)
 }
 
 /// Tag limits: keys 1-128 characters, values up to 256, at most 50 per queue once applied.

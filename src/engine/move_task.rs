@@ -85,13 +85,12 @@ pub const NO_QUEUE: &str = "AWS.SimpleQueueService.NonExistentQueue";
 /// Default pace when the request names none (AWS optimises for speed; we stay bounded).
 pub const DEFAULT_RATE: i64 = 500;
 
-/// The queue `parameter` (SourceArn, DestinationArn) names, if it is a well-formed ARN of this
-/// region and account. Whether that queue exists is the caller's to check (`not_found`).
+/// The queue key `parameter` (SourceArn, DestinationArn) names, if it is a well-formed SQS
+/// ARN. Whether that queue exists is the caller's to check (`not_found`).
 pub fn queue_in_arn<'a>(
     arn: &'a str,
     parameter: &str,
-    region: &str,
-    account_id: &str,
+    namespaces: &super::namespace::Namespaces,
 ) -> EngineResult<&'a str> {
     let well_formed = arn.split(':').count() == 6 && arn.starts_with("arn:");
     if !well_formed {
@@ -99,7 +98,9 @@ pub fn queue_in_arn<'a>(
             "You must use this format to specify the {parameter}: arn:<partition>:<service>:<region>:<account-id>:<resource-id>"
         )));
     }
-    super::queue_name_in_arn(arn, region, account_id).ok_or_else(|| not_found(parameter))
+    namespaces
+        .key_in_arn("sqs", arn)
+        .ok_or_else(|| not_found(parameter))
 }
 
 /// A move task's queue that does not exist.
@@ -160,7 +161,7 @@ pub fn no_such_task() -> EngineError {
 
 impl<W: Default> Engine<W> {
     fn arn_queue_name<'a>(&self, arn: &'a str, parameter: &str) -> EngineResult<&'a str> {
-        queue_in_arn(arn, parameter, &self.region, &self.account_id)
+        queue_in_arn(arn, parameter, &self.namespaces)
     }
 
     pub fn start_move_task(

@@ -6,9 +6,10 @@
 //!
 //! The file is JSON: `{"Keys": [{"AccessKeyId": "…", "SecretAccessKey": "…", "Account": "…",
 //! "UserName": "…", "UserId": "…"}]}` (`Account` defaults to `--account-id`; `UserName` and
-//! `UserId`, the IAM user the key stands for, default as `identity.rs` says). Keys of another account are refused with
-//! `AccessDenied`: Orderly serves one account, and cross-account access by queue or topic
-//! policy is not checked yet.
+//! `UserId`, the IAM user the key stands for, default as `identity.rs` says). A key of another
+//! account acts in that account (`service::access` judges its use of this one's queues and
+//! topics by their policies); with `--single-namespace` such keys are refused with
+//! `AccessDenied`, as Orderly serves only the one account then.
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -45,11 +46,13 @@ struct Key {
 pub struct Auth {
     keys: HashMap<String, Key>,
     account: String,
+    one_account: bool,
 }
 
 impl Auth {
-    /// Reads the key file; `account` is the server's (`--account-id`).
-    pub fn load(path: &Path, account: &str) -> Result<Auth, String> {
+    /// Reads the key file; `account` is the server's (`--account-id`); `one_account`: keys of
+    /// other accounts are refused (`--single-namespace`).
+    pub fn load(path: &Path, account: &str, one_account: bool) -> Result<Auth, String> {
         let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
         let file: File =
             serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?;
@@ -72,6 +75,7 @@ impl Auth {
         Ok(Auth {
             keys,
             account: account.to_string(),
+            one_account,
         })
     }
 
@@ -86,7 +90,7 @@ impl Auth {
             Err(error) => return Err(to_api_error(error)),
         };
         let key = &self.keys[&verified.access_key];
-        if key.account != self.account {
+        if self.one_account && key.account != self.account {
             return Err(ApiError::new(
                 ErrorCode::AccessDenied,
                 format!(

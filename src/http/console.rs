@@ -90,6 +90,8 @@ pub async fn action(State(state): State<HttpState>, request: Request) -> Respons
         None => Caller::account(state.service.account_id()),
     };
     let ctx = RequestContext {
+        namespace: state.service.namespaces().home().clone(),
+        operator: true,
         scheme: state.scheme,
         host,
         sender_id: caller.user_id,

@@ -17,6 +17,8 @@ use sha2::{Digest, Sha256};
 /// The identity a request's messages and subscriptions carry.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Caller {
+    /// The account the caller acts in (its namespace's account).
+    pub account: Arc<str>,
     /// `SenderId`.
     pub user_id: Arc<str>,
     /// `SubscriptionPrincipal`.
@@ -27,6 +29,7 @@ impl Caller {
     /// A call without credentials: the account itself.
     pub fn account(account: &str) -> Caller {
         Caller {
+            account: account.into(),
             user_id: account.into(),
             principal: format!("arn:aws:iam::{account}:root").into(),
         }
@@ -35,15 +38,27 @@ impl Caller {
     /// An IAM user of `account`.
     pub fn user(account: &str, name: &str, user_id: &str) -> Caller {
         Caller {
+            account: account.into(),
             user_id: user_id.into(),
             principal: format!("arn:aws:iam::{account}:user/{name}").into(),
         }
     }
 
-    /// The user an access key stands for when nothing names it.
+    /// The user an access key stands for when nothing names it: of the account the key
+    /// names if it is 12 digits (LocalStack's convention, issue 32 item 2), else of `account`.
     pub fn of_key(account: &str, access_key: &str) -> Caller {
+        let account = if is_account_id(access_key) {
+            access_key
+        } else {
+            account
+        };
         Caller::user(account, access_key, &derived_user_id(access_key))
     }
+}
+
+/// Whether `text` is an AWS account id: 12 digits.
+pub fn is_account_id(text: &str) -> bool {
+    text.len() == 12 && text.bytes().all(|b| b.is_ascii_digit())
 }
 
 /// An IAM user id for an access key: `AIDA` and 17 characters of base32 (AWS's alphabet for
@@ -88,6 +103,16 @@ mod tests {
         assert_eq!(
             &*Caller::account("000000000000").principal,
             "arn:aws:iam::000000000000:root"
+        );
+        let numbered = Caller::of_key("000000000000", "123456789012");
+        assert_eq!(&*numbered.account, "123456789012");
+        assert_eq!(
+            &*numbered.principal,
+            "arn:aws:iam::123456789012:user/123456789012"
+        );
+        assert_eq!(
+            &*Caller::of_key("000000000000", "12345678901").account,
+            "000000000000"
         );
     }
 }

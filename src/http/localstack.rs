@@ -45,7 +45,7 @@ pub async fn messages(
             ErrorCode::QueueDoesNotExist,
             "The specified queue does not exist.",
         )),
-        Some(url) => queue_in_url(url),
+        Some(url) => queue_in_url(state.service.namespaces(), url),
     };
     peek(&state, &headers, queue, &params).await
 }
@@ -60,22 +60,37 @@ pub async fn messages_at(
 ) -> Response {
     let params = Params::read(&headers, &uri, &body);
     let service = &state.service;
-    // Orderly serves one region and account: a queue named in another is not here.
-    let queue = if region == service.region() && account == service.account_id() {
-        Ok(queue)
-    } else {
-        Err(crate::engine::EngineError::QueueDoesNotExist.into())
-    };
+    let namespace = crate::engine::namespace::Namespace::new(&region, &account);
+    let queue = service
+        .namespaces()
+        .key(&namespace, &queue)
+        .map(|key| key.into_owned())
+        .ok_or_else(|| crate::engine::EngineError::QueueDoesNotExist.into());
     peek(&state, &headers, queue, &params).await
 }
 
-/// The queue name a queue URL ends in; a URL without an account and a name is no queue's.
-fn queue_in_url(url: &str) -> Result<String, ApiError> {
+/// The key of the queue a queue URL names (`service::access::url_place`, the home namespace
+/// filling what it leaves out); a URL without an account and a name is no queue's.
+fn queue_in_url(
+    namespaces: &crate::engine::namespace::Namespaces,
+    url: &str,
+) -> Result<String, ApiError> {
     let path = url.split(['?', '#']).next().unwrap_or("");
     let path = path.split("://").nth(1).unwrap_or(path);
     let segments: Vec<&str> = path.split('/').skip(1).filter(|s| !s.is_empty()).collect();
     match segments.as_slice() {
-        [.., _account, name] => Ok(name.to_string()),
+        [.., _, _] => {
+            let place = crate::service::access::url_place(url);
+            let home = namespaces.home();
+            let namespace = crate::engine::namespace::Namespace::new(
+                place.region.unwrap_or(&home.region),
+                place.account.unwrap_or(&home.account),
+            );
+            namespaces
+                .key(&namespace, place.name)
+                .map(|key| key.into_owned())
+                .ok_or_else(|| crate::engine::EngineError::QueueDoesNotExist.into())
+        }
         _ => Err(ApiError::new(
             ErrorCode::InvalidAddress,
             format!("The address {url} is not valid for this endpoint."),
@@ -253,9 +268,18 @@ mod tests {
 
     #[test]
     fn a_queue_url_needs_an_account_and_a_name() {
-        assert_eq!(queue_in_url("http://h:4566/000000000000/q").unwrap(), "q");
-        assert_eq!(queue_in_url("http://h/000000000000/q/").unwrap(), "q");
-        let error = queue_in_url("http://localhost:4566/nonsense").unwrap_err();
+        use crate::engine::namespace::{Namespace, Namespaces};
+        let ns = Namespaces::new(Namespace::new("us-east-1", "000000000000"));
+        assert_eq!(
+            queue_in_url(&ns, "http://h:4566/000000000000/q").unwrap(),
+            "q"
+        );
+        assert_eq!(queue_in_url(&ns, "http://h/000000000000/q/").unwrap(), "q");
+        assert_eq!(
+            queue_in_url(&ns, "http://h/123456789012/q").unwrap(),
+            "us-east-1:123456789012:q"
+        );
+        let error = queue_in_url(&ns, "http://localhost:4566/nonsense").unwrap_err();
         assert_eq!(error.code, ErrorCode::InvalidAddress);
     }
 }

@@ -120,6 +120,29 @@ pub fn router(
         ))
 }
 
+/// The region of a request's SigV4 credential scope, from its Authorization header or, for a
+/// presigned URL, its `X-Amz-Credential` parameter (`AKID/date/region/service/aws4_request`).
+fn signing_region(headers: &HeaderMap, uri: &axum::http::Uri) -> Option<String> {
+    let scope = match headers
+        .get(header::AUTHORIZATION)
+        .and_then(|a| a.to_str().ok())
+        .and_then(|a| a.split("Credential=").nth(1))
+    {
+        Some(credential) => credential
+            .split([',', ' '])
+            .next()
+            .unwrap_or("")
+            .to_string(),
+        None => {
+            let query = uri.query()?;
+            let (_, value) = form_urlencoded::parse(query.as_bytes())
+                .find(|(name, _)| name == "X-Amz-Credential")?;
+            value.into_owned()
+        }
+    };
+    scope.split('/').nth(2).map(str::to_string)
+}
+
 /// The access key id and signing service from a SigV4 Authorization header
 /// (`Credential=AKID/date/region/service/aws4_request`), borrowed from it.
 fn credential_scope(headers: &HeaderMap) -> (Option<&str>, Option<&str>) {
@@ -328,7 +351,10 @@ async fn handle(State(state): State<HttpState>, request: Request) -> Response {
         .and_then(|v| v.to_str().ok())
         .filter(|v| !v.is_empty())
         .map(Arc::from);
+    let region = signing_region(&headers, &uri);
     let ctx = RequestContext {
+        namespace: service.namespace_of(region.as_deref(), &caller.account),
+        operator: false,
         authenticated,
         trace_header,
         scheme: state.scheme,
@@ -519,7 +545,12 @@ async fn query(
     // no queue are not a queue's (AWS answers InvalidAction there: issue 32, item 3).
     let path_url;
     let path = uri.path().trim_end_matches('/');
-    let on_queue_url = path.matches('/').count() == 2;
+    // `/<account>/<name>`, or `/queue/<region>/<account>/<name>` outside the home region.
+    let on_queue_url = match path.matches('/').count() {
+        2 => true,
+        4 => path.starts_with("/queue/"),
+        _ => false,
+    };
     if on_queue_url && matches!(action.as_str(), "CreateQueue" | "ListQueues") {
         let error = ApiError::new(
             ErrorCode::InvalidAction,

@@ -52,6 +52,8 @@ mod tests {
             sender_id: "000000000000".into(),
             principal: "arn:aws:iam::000000000000:root".into(),
             request_id: "r".into(),
+            namespace: crate::engine::namespace::Namespace::new("us-east-1", "000000000000"),
+            operator: false,
         }
     }
 

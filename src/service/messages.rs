@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use super::batch::{check_entries, failure};
 use super::render::{decode_attributes, decode_trace_header, message_wire};
-use super::{queue_name_in, RequestContext, Service};
+use super::{RequestContext, Service};
 use crate::engine::body::Body;
 use crate::engine::queue::{ReceiveRequest, SendReceipt, SendRequest};
 use crate::protocol::sqs::*;
@@ -59,7 +59,8 @@ impl Service {
         ctx: &RequestContext,
     ) -> Result<SendMessageOutput<'static>, ApiError> {
         let url = input.queue_url.take();
-        let queue = queue_name_in(url.as_deref())?;
+        let queue = self.queue_key(ctx, url.as_deref(), "SendMessage").await?;
+        let queue = &*queue;
         let request = self.send_request(input, ctx)?;
         let receipt = self.backend.send(queue, request).await?;
         Ok(sent(None, receipt))
@@ -70,7 +71,10 @@ impl Service {
         input: SendMessageBatchInput<'a>,
         ctx: &RequestContext,
     ) -> Result<BatchOutput<SendMessageOutput<'a>>, ApiError> {
-        let queue = queue_name_in(input.queue_url.as_deref())?;
+        let queue = self
+            .queue_key(ctx, input.queue_url.as_deref(), "SendMessage")
+            .await?;
+        let queue = &*queue;
         let entries = input.entries.unwrap_or_default();
         check_entries(
             "SendMessageBatchRequestEntry",
@@ -112,9 +116,12 @@ impl Service {
     pub(super) async fn receive_message(
         &self,
         input: ReceiveMessageInput<'_>,
-        _ctx: &RequestContext,
+        ctx: &RequestContext,
     ) -> Result<ReceiveMessageOutput, ApiError> {
-        let queue = queue_name_in(input.queue_url.as_deref())?;
+        let queue = self
+            .queue_key(ctx, input.queue_url.as_deref(), "ReceiveMessage")
+            .await?;
+        let queue = &*queue;
         let wait_seconds = match input.wait_time_seconds {
             Some(w) if !(0..=20).contains(&w) => {
                 return Err(ApiError::invalid(format!(
@@ -147,12 +154,19 @@ impl Service {
         &self,
         input: HandleBatchInput<'a>,
         action: HandleAction,
+        ctx: &RequestContext,
     ) -> Result<BatchOutput<IdOnly<'a>>, ApiError> {
-        let entry_name = match action {
-            HandleAction::Delete => "DeleteMessageBatchRequestEntry",
-            HandleAction::ChangeVisibility => "ChangeMessageVisibilityBatchRequestEntry",
+        let (entry_name, iam_action) = match action {
+            HandleAction::Delete => ("DeleteMessageBatchRequestEntry", "DeleteMessage"),
+            HandleAction::ChangeVisibility => (
+                "ChangeMessageVisibilityBatchRequestEntry",
+                "ChangeMessageVisibility",
+            ),
         };
-        let queue = queue_name_in(input.queue_url.as_deref())?;
+        let queue = self
+            .queue_key(ctx, input.queue_url.as_deref(), iam_action)
+            .await?;
+        let queue = &*queue;
         let entries = input.entries.unwrap_or_default();
         check_entries(entry_name, entries.iter().map(|e| e.id.as_deref()))?;
         let mut output = BatchOutput {
@@ -203,9 +217,12 @@ impl Service {
     pub(super) async fn delete_message(
         &self,
         input: DeleteMessageInput<'_>,
-        _ctx: &RequestContext,
+        ctx: &RequestContext,
     ) -> Result<Empty, ApiError> {
-        let queue = queue_name_in(input.queue_url.as_deref())?;
+        let queue = self
+            .queue_key(ctx, input.queue_url.as_deref(), "DeleteMessage")
+            .await?;
+        let queue = &*queue;
         let handle = input
             .receipt_handle
             .as_deref()
@@ -218,17 +235,20 @@ impl Service {
     pub(super) async fn delete_message_batch<'a>(
         &self,
         input: HandleBatchInput<'a>,
-        _ctx: &RequestContext,
+        ctx: &RequestContext,
     ) -> Result<BatchOutput<IdOnly<'a>>, ApiError> {
-        self.handle_batch(input, HandleAction::Delete).await
+        self.handle_batch(input, HandleAction::Delete, ctx).await
     }
 
     pub(super) async fn change_message_visibility(
         &self,
         input: ChangeMessageVisibilityInput<'_>,
-        _ctx: &RequestContext,
+        ctx: &RequestContext,
     ) -> Result<Empty, ApiError> {
-        let queue = queue_name_in(input.queue_url.as_deref())?;
+        let queue = self
+            .queue_key(ctx, input.queue_url.as_deref(), "ChangeMessageVisibility")
+            .await?;
+        let queue = &*queue;
         let handle = input
             .receipt_handle
             .as_deref()
@@ -247,9 +267,9 @@ impl Service {
     pub(super) async fn change_message_visibility_batch<'a>(
         &self,
         input: HandleBatchInput<'a>,
-        _ctx: &RequestContext,
+        ctx: &RequestContext,
     ) -> Result<BatchOutput<IdOnly<'a>>, ApiError> {
-        self.handle_batch(input, HandleAction::ChangeVisibility)
+        self.handle_batch(input, HandleAction::ChangeVisibility, ctx)
             .await
     }
 }

@@ -1,6 +1,7 @@
 //! The SQS and SNS actions: decode a request, check what needs no storage, apply it through the
 //! backend, encode the answer. Long polls wait in the backend, never in the engine.
 
+pub mod access;
 mod batch;
 pub mod init;
 pub mod inspect;
@@ -22,17 +23,6 @@ use crate::protocol::{
     Protocol, Shape, SnsAction, SqsAction,
 };
 
-/// The queue name a queue URL ends in (whatever host it names).
-fn queue_name_in(url: Option<&str>) -> Result<&str, ApiError> {
-    let url = url.ok_or_else(|| ApiError::missing("QueueUrl"))?;
-    let path = url
-        .split(['?', '#'])
-        .next()
-        .unwrap_or("")
-        .trim_end_matches('/');
-    Ok(path.rsplit('/').next().unwrap_or(path))
-}
-
 /// Who asked, and where they reached us: queue URLs are built from the Host they used.
 #[derive(Clone, Debug)]
 pub struct RequestContext {
@@ -44,6 +34,12 @@ pub struct RequestContext {
     /// The caller's principal ARN (a subscription's `SubscriptionPrincipal`).
     pub principal: Arc<str>,
     pub request_id: String,
+    /// The region and account the request acts in: its credential scope's region and its
+    /// key's account (`http::identity`); the home namespace when unsigned.
+    pub namespace: crate::engine::namespace::Namespace,
+    /// Orderly's own console and set-up file: they act as every resource's owner, whatever
+    /// account it is in (`access`).
+    pub operator: bool,
     /// The request was signed (SigV4). SubscribeURL and UnsubscribeURL GETs are not.
     pub authenticated: bool,
     /// The `X-Amzn-Trace-Id` header: stored as a message's `AWSTraceHeader` when the request
@@ -99,8 +95,10 @@ pub struct Service {
     /// backend keeps fan-out's, the service a Publish to a phone number's.
     pub recorded: Arc<crate::backend::recorded::RecordedMessages>,
     hostname: Option<String>,
-    account_id: String,
-    region: String,
+    /// Keys of queues and topics, relative to `--region` and `--account-id`.
+    namespaces: crate::engine::namespace::Namespaces,
+    /// `--single-namespace`: every request acts at home.
+    single_namespace: bool,
 }
 
 /// The service's own settings (the rest of the configuration goes to the parts `app` builds).
@@ -111,6 +109,8 @@ pub struct ServiceSettings {
     pub account_id: String,
     /// `--region`: the region in ARNs.
     pub region: String,
+    /// `--single-namespace`.
+    pub single_namespace: bool,
 }
 
 impl Service {
@@ -131,29 +131,65 @@ impl Service {
             clock,
             webhooks,
             hostname: settings.hostname,
-            account_id: settings.account_id,
-            region: settings.region,
+            namespaces: crate::engine::namespace::Namespaces::new(
+                crate::engine::namespace::Namespace::new(&settings.region, &settings.account_id),
+            ),
+            single_namespace: settings.single_namespace,
         })
     }
 
-    /// The account this server serves.
+    /// `--account-id`: the home namespace's account, where unsigned requests act.
     pub fn account_id(&self) -> &str {
-        &self.account_id
+        &self.namespaces.home().account
     }
 
-    /// The region this server serves.
+    /// `--region`: the home namespace's region.
     pub fn region(&self) -> &str {
-        &self.region
+        &self.namespaces.home().region
+    }
+
+    pub fn namespaces(&self) -> &crate::engine::namespace::Namespaces {
+        &self.namespaces
+    }
+
+    /// Where a request acts: its credential scope's region (`--region` if unsigned) and its
+    /// caller's account; always at home with `--single-namespace`.
+    pub fn namespace_of(
+        &self,
+        region: Option<&str>,
+        account: &Arc<str>,
+    ) -> crate::engine::namespace::Namespace {
+        let home = self.namespaces.home();
+        if self.single_namespace {
+            return home.clone();
+        }
+        let region = match region {
+            Some(region) if region != &*home.region && !region.is_empty() => region.into(),
+            _ => home.region.clone(),
+        };
+        crate::engine::namespace::Namespace {
+            region,
+            account: account.clone(),
+        }
     }
 
     pub fn queue_url(&self, ctx: &RequestContext, name: &str) -> String {
         self.url_of_queue(ctx.scheme, &ctx.host, name)
     }
 
-    /// A queue's URL for a client that reached the server at `scheme://host`.
-    pub fn url_of_queue(&self, scheme: &str, host: &str, name: &str) -> String {
+    /// A queue's URL (by key) for a client that reached the server at `scheme://host`.
+    pub fn url_of_queue(&self, scheme: &str, host: &str, key: &str) -> String {
         let host = self.hostname.as_deref().unwrap_or(host);
-        format!("{scheme}://{host}/{}/{name}", self.account_id)
+        let place = self.namespaces.place(key);
+        if place.region == &*self.namespaces.home().region {
+            format!("{scheme}://{host}/{}/{}", place.account, place.name)
+        } else {
+            // One endpoint serves every region: the path says which (`access::url_place`).
+            format!(
+                "{scheme}://{host}/queue/{}/{}/{}",
+                place.region, place.account, place.name
+            )
+        }
     }
 
     pub async fn dispatch(

@@ -3,8 +3,9 @@
 use super::{RequestContext, Service};
 use crate::backend::StartMove;
 use crate::engine::move_task::{MoveStatus, MoveTask};
+use crate::engine::namespace::Namespaces;
 use crate::protocol::sqs::*;
-use crate::protocol::ApiError;
+use crate::protocol::{ApiError, ErrorCode};
 
 fn task_wire(task: MoveTask) -> MoveTaskWire {
     let running = task.status == MoveStatus::Running;
@@ -21,15 +22,37 @@ fn task_wire(task: MoveTask) -> MoveTaskWire {
     }
 }
 
+/// Move tasks are their queues' owner's alone ("Cross-account permissions don't apply to this
+/// action", SQS API reference), and a queue of another region is not found from this one.
+fn check_own_queue(ctx: &RequestContext, arn: &str, parameter: &str) -> Result<(), ApiError> {
+    let Some(namespace) = Namespaces::of_arn(arn) else {
+        return Ok(());
+    };
+    if !ctx.authenticated || ctx.operator || namespace == ctx.namespace {
+        return Ok(());
+    }
+    if namespace.region != ctx.namespace.region {
+        return Err(crate::engine::move_task::not_found(parameter).into());
+    }
+    Err(ApiError::new(
+        ErrorCode::AccessDenied,
+        format!("Access to the resource {arn} is denied."),
+    ))
+}
+
 impl Service {
     pub(super) async fn start_message_move_task(
         &self,
         input: StartMessageMoveTaskInput,
-        _ctx: &RequestContext,
+        ctx: &RequestContext,
     ) -> Result<StartMessageMoveTaskOutput, ApiError> {
         let source = input
             .source_arn
             .ok_or_else(|| ApiError::missing("SourceArn"))?;
+        check_own_queue(ctx, &source, "SourceArn")?;
+        if let Some(destination) = &input.destination_arn {
+            check_own_queue(ctx, destination, "DestinationArn")?;
+        }
         let task = self
             .backend
             .start_move_task(StartMove {
@@ -46,11 +69,12 @@ impl Service {
     pub(super) async fn list_message_move_tasks(
         &self,
         input: ListMessageMoveTasksInput,
-        _ctx: &RequestContext,
+        ctx: &RequestContext,
     ) -> Result<ListMessageMoveTasksOutput, ApiError> {
         let source = input
             .source_arn
             .ok_or_else(|| ApiError::missing("SourceArn"))?;
+        check_own_queue(ctx, &source, "SourceArn")?;
         let max = input.max_results.unwrap_or(1);
         if !(1..=10).contains(&max) {
             return Err(ApiError::invalid(format!(
@@ -70,11 +94,14 @@ impl Service {
     pub(super) async fn cancel_message_move_task(
         &self,
         input: CancelMessageMoveTaskInput,
-        _ctx: &RequestContext,
+        ctx: &RequestContext,
     ) -> Result<CancelMessageMoveTaskOutput, ApiError> {
         let handle = input
             .task_handle
             .ok_or_else(|| ApiError::missing("TaskHandle"))?;
+        if let Some((_, source)) = crate::engine::move_task::decode_handle(&handle) {
+            check_own_queue(ctx, &source, "SourceArn")?;
+        }
         let moved = self.backend.cancel_move_task(&handle).await?;
         Ok(CancelMessageMoveTaskOutput {
             approximate_number_of_messages_moved: moved,

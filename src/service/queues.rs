@@ -6,8 +6,9 @@ use base64::Engine as _;
 use std::sync::Arc;
 
 use super::permissions;
-use super::{queue_name_in, RequestContext, Service};
+use super::{RequestContext, Service};
 use crate::backend::{CreateQueue, PolicyEdit};
+use crate::engine::namespace::Namespace;
 use crate::engine::queue::config::ATTRIBUTE_NAMES;
 use crate::engine::QueueConfig;
 use crate::protocol::sqs::*;
@@ -54,9 +55,16 @@ fn paginate(
 }
 
 impl Service {
-    /// The name a queue URL names, if that queue exists (`queue_from_url`, through the seam).
-    async fn queue_named(&self, url: Option<&str>) -> Result<Arc<str>, ApiError> {
-        Ok(self.backend.find_queue(queue_name_in(url)?).await?)
+    /// The key of the queue a queue URL names, if it exists and the caller may call `action`
+    /// on it (`access::queue_key`).
+    async fn queue_named(
+        &self,
+        ctx: &RequestContext,
+        url: Option<&str>,
+        action: &str,
+    ) -> Result<Arc<str>, ApiError> {
+        let key = self.queue_key(ctx, url, action).await?;
+        Ok(self.backend.find_queue(&key).await?)
     }
 
     pub(super) async fn create_queue(
@@ -69,6 +77,16 @@ impl Service {
             .ok_or_else(|| ApiError::missing("QueueName"))?;
         let attributes = pairs(input.attributes);
         let now = self.clock.now();
+        let name = match self.namespaces.key(&ctx.namespace, &name) {
+            Some(key) => key.into_owned(),
+            // A name no queue can have: refused in AWS's words.
+            None => {
+                return Err(crate::engine::queue::config::validate_queue_name(&name)
+                    .err()
+                    .unwrap_or(crate::engine::EngineError::QueueDoesNotExist)
+                    .into())
+            }
+        };
         let config = QueueConfig::for_create(&name, &attributes, now)?;
         let request = CreateQueue {
             name,
@@ -91,14 +109,24 @@ impl Service {
         let name = input
             .queue_name
             .ok_or_else(|| ApiError::missing("QueueName"))?;
-        if input
+        // A queue of another account is found when its policy lets the caller GetQueueUrl.
+        let owner = input
             .queue_owner_account_id
             .as_deref()
-            .is_some_and(|a| a != self.account_id())
-        {
-            return Err(crate::engine::EngineError::QueueDoesNotExist.into());
+            .filter(|owner| *owner != &*ctx.namespace.account);
+        let namespace = match owner {
+            Some(owner) => Namespace::new(&ctx.namespace.region, owner),
+            None => ctx.namespace.clone(),
+        };
+        let key = self
+            .namespaces
+            .key(&namespace, &name)
+            .ok_or(crate::engine::EngineError::QueueDoesNotExist)?;
+        if owner.is_some() {
+            let url = self.queue_url(ctx, &key);
+            self.check_queue_use(ctx, &key, "GetQueueUrl", &url).await?;
         }
-        let name = self.backend.find_queue(&name).await?;
+        let name = self.backend.find_queue(&key).await?;
         Ok(QueueUrlOutput {
             queue_url: self.queue_url(ctx, &name),
         })
@@ -110,7 +138,15 @@ impl Service {
         ctx: &RequestContext,
     ) -> Result<ListQueuesOutput, ApiError> {
         let prefix = input.queue_name_prefix.as_deref().unwrap_or("");
-        let names = self.backend.list_queues(prefix).await?;
+        // Keys of the caller's namespace begin with its key prefix (`engine::namespace`).
+        let Some(prefix) = self.namespaces.key(&ctx.namespace, prefix) else {
+            return Ok(ListQueuesOutput {
+                queue_urls: Vec::new(),
+                next_token: None,
+            });
+        };
+        let mut names = self.backend.list_queues(&prefix).await?;
+        names.retain(|key| self.namespaces.holds(&ctx.namespace, key));
         let (page, next_token) = paginate(names, input.next_token.as_deref(), input.max_results)?;
         Ok(ListQueuesOutput {
             queue_urls: page.iter().map(|n| self.queue_url(ctx, n)).collect(),
@@ -121,9 +157,11 @@ impl Service {
     pub(super) async fn delete_queue(
         &self,
         input: QueueUrlInput,
-        _ctx: &RequestContext,
+        ctx: &RequestContext,
     ) -> Result<Empty, ApiError> {
-        let name = self.queue_named(input.queue_url.as_deref()).await?;
+        let name = self
+            .queue_named(ctx, input.queue_url.as_deref(), "DeleteQueue")
+            .await?;
         self.backend.delete_queue(&name, self.clock.now()).await?;
         Ok(Empty {})
     }
@@ -131,9 +169,11 @@ impl Service {
     pub(super) async fn get_queue_attributes(
         &self,
         input: GetQueueAttributesInput,
-        _ctx: &RequestContext,
+        ctx: &RequestContext,
     ) -> Result<AttributesOutput, ApiError> {
-        let name = self.queue_named(input.queue_url.as_deref()).await?;
+        let name = self
+            .queue_named(ctx, input.queue_url.as_deref(), "GetQueueAttributes")
+            .await?;
         let all = input.attribute_names.iter().any(|n| n == "All");
         if let Some(unknown) = input
             .attribute_names
@@ -169,9 +209,11 @@ impl Service {
     pub(super) async fn set_queue_attributes(
         &self,
         input: SetQueueAttributesInput,
-        _ctx: &RequestContext,
+        ctx: &RequestContext,
     ) -> Result<Empty, ApiError> {
-        let name = self.queue_named(input.queue_url.as_deref()).await?;
+        let name = self
+            .queue_named(ctx, input.queue_url.as_deref(), "SetQueueAttributes")
+            .await?;
         let attributes = input
             .attributes
             .ok_or_else(|| ApiError::missing("Attributes"))?;
@@ -185,9 +227,11 @@ impl Service {
     pub(super) async fn purge_queue(
         &self,
         input: QueueUrlInput,
-        _ctx: &RequestContext,
+        ctx: &RequestContext,
     ) -> Result<Empty, ApiError> {
-        let name = self.queue_named(input.queue_url.as_deref()).await?;
+        let name = self
+            .queue_named(ctx, input.queue_url.as_deref(), "PurgeQueue")
+            .await?;
         self.backend.purge_queue(&name, self.clock.now()).await?;
         Ok(Empty {})
     }
@@ -195,9 +239,11 @@ impl Service {
     pub(super) async fn tag_queue(
         &self,
         input: TagQueueInput,
-        _ctx: &RequestContext,
+        ctx: &RequestContext,
     ) -> Result<Empty, ApiError> {
-        let name = self.queue_named(input.queue_url.as_deref()).await?;
+        let name = self
+            .queue_named(ctx, input.queue_url.as_deref(), "TagQueue")
+            .await?;
         let tags = input.tags.ok_or_else(|| ApiError::missing("Tags"))?;
         self.backend.tag_queue(&name, tags).await?;
         Ok(Empty {})
@@ -206,9 +252,11 @@ impl Service {
     pub(super) async fn untag_queue(
         &self,
         input: UntagQueueInput,
-        _ctx: &RequestContext,
+        ctx: &RequestContext,
     ) -> Result<Empty, ApiError> {
-        let name = self.queue_named(input.queue_url.as_deref()).await?;
+        let name = self
+            .queue_named(ctx, input.queue_url.as_deref(), "UntagQueue")
+            .await?;
         let keys = input.tag_keys.ok_or_else(|| ApiError::missing("TagKeys"))?;
         self.backend.untag_queue(&name, keys).await?;
         Ok(Empty {})
@@ -217,9 +265,11 @@ impl Service {
     pub(super) async fn list_queue_tags(
         &self,
         input: QueueUrlInput,
-        _ctx: &RequestContext,
+        ctx: &RequestContext,
     ) -> Result<TagsOutput, ApiError> {
-        let name = self.queue_named(input.queue_url.as_deref()).await?;
+        let name = self
+            .queue_named(ctx, input.queue_url.as_deref(), "ListQueueTags")
+            .await?;
         let tags = self.backend.queue_tags(&name).await?;
         Ok(TagsOutput {
             tags: Pairs(tags.into_iter().collect()),
@@ -229,9 +279,11 @@ impl Service {
     pub(super) async fn add_permission(
         &self,
         input: AddPermissionInput,
-        _ctx: &RequestContext,
+        ctx: &RequestContext,
     ) -> Result<Empty, ApiError> {
-        let name = self.queue_named(input.queue_url.as_deref()).await?;
+        let name = self
+            .queue_named(ctx, input.queue_url.as_deref(), "AddPermission")
+            .await?;
         let label = input.label.ok_or_else(|| ApiError::missing("Label"))?;
         let (accounts, actions) = (input.account_ids, input.actions);
         let edit: PolicyEdit = Box::new(move |policy, arn| {
@@ -244,9 +296,11 @@ impl Service {
     pub(super) async fn remove_permission(
         &self,
         input: RemovePermissionInput,
-        _ctx: &RequestContext,
+        ctx: &RequestContext,
     ) -> Result<Empty, ApiError> {
-        let name = self.queue_named(input.queue_url.as_deref()).await?;
+        let name = self
+            .queue_named(ctx, input.queue_url.as_deref(), "RemovePermission")
+            .await?;
         let label = input.label.ok_or_else(|| ApiError::missing("Label"))?;
         let edit: PolicyEdit =
             Box::new(move |policy, _| permissions::remove_permission(policy, &label));
@@ -259,7 +313,13 @@ impl Service {
         input: ListDeadLetterSourceQueuesInput,
         ctx: &RequestContext,
     ) -> Result<ListDeadLetterSourceQueuesOutput, ApiError> {
-        let name = self.queue_named(input.queue_url.as_deref()).await?;
+        let name = self
+            .queue_named(
+                ctx,
+                input.queue_url.as_deref(),
+                "ListDeadLetterSourceQueues",
+            )
+            .await?;
         let names = self.backend.dead_letter_sources(&name).await?;
         let (page, next_token) = paginate(names, input.next_token.as_deref(), input.max_results)?;
         Ok(ListDeadLetterSourceQueuesOutput {

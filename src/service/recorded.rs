@@ -114,7 +114,7 @@ impl Service {
                 list.push(entry);
             }
         }
-        json!({ listing.key: by_endpoint, "region": self.region })
+        json!({ listing.key: by_endpoint, "region": self.region() })
     }
 
     /// A LocalStack listing's `DELETE`.

@@ -48,6 +48,12 @@ fn page<T>(items: Vec<T>, token: Option<&str>) -> Result<(Vec<T>, Option<String>
     Ok((page, next))
 }
 
+/// Whether an ARN (a topic's or a subscription's) lives in the caller's region and account:
+/// the List actions show only those.
+fn in_namespace(arn: &str, ctx: &RequestContext) -> bool {
+    crate::engine::namespace::Namespaces::of_arn(arn).is_some_and(|ns| ns == ctx.namespace)
+}
+
 fn pairs(map: std::collections::BTreeMap<String, String>) -> Vec<(String, String)> {
     map.into_iter().collect()
 }
@@ -83,6 +89,7 @@ impl Service {
                 ))
             }};
         }
+        self.check_sns_request(action, payload, ctx).await?;
         use SnsAction as A;
         match action {
             A::CreateTopic => call!(CreateTopic, create_topic),
@@ -119,12 +126,40 @@ impl Service {
         }
     }
 
+    /// The region and account rules for the ARN a request names (`access::check_sns_use`).
+    async fn check_sns_request(
+        &self,
+        action: SnsAction,
+        payload: &Payload,
+        ctx: &RequestContext,
+    ) -> Result<(), ApiError> {
+        let Payload::Query(parameters) = payload else {
+            return Ok(());
+        };
+        let named = ["TopicArn", "SubscriptionArn", "ResourceArn", "TargetArn"]
+            .into_iter()
+            .find_map(|name| Some((name, parameters.get(name)?.as_str()?)));
+        let Some((parameter, arn)) = named else {
+            return Ok(());
+        };
+        // AWS names the parameter "Topic" in ConfirmSubscription's refusal (shared/spec/sns.md).
+        let parameter = match action {
+            SnsAction::ConfirmSubscription => "Topic",
+            _ => parameter,
+        };
+        self.check_sns_use(ctx, action.name(), parameter, arn).await
+    }
+
     pub(super) async fn create_topic(
         &self,
         input: CreateTopicInput,
-        _ctx: &RequestContext,
+        ctx: &RequestContext,
     ) -> Result<TopicArnOutput, ApiError> {
         let name = required(input.name, "Name")?;
+        let name = match self.namespaces.key(&ctx.namespace, &name) {
+            Some(key) => key.into_owned(),
+            None => return Err(invalid("Invalid parameter: Topic Name")),
+        };
         let tags: Vec<(String, String)> =
             input.tags.into_iter().map(|t| (t.key, t.value)).collect();
         // Checked before the topic is made, so a refused policy leaves no topic behind.
@@ -169,9 +204,10 @@ impl Service {
     async fn list_topics(
         &self,
         input: TopicArnInput,
-        _ctx: &RequestContext,
+        ctx: &RequestContext,
     ) -> Result<ListTopicsOutput, ApiError> {
-        let all = self.backend.list_topics().await?;
+        let mut all = self.backend.list_topics().await?;
+        all.retain(|arn| in_namespace(arn, ctx));
         let (topics, next_token) = page(all, input.next_token.as_deref())?;
         Ok(ListTopicsOutput {
             topics: topics
@@ -337,8 +373,12 @@ impl Service {
         &self,
         topic_arn: Option<&str>,
         token: Option<&str>,
+        ctx: &RequestContext,
     ) -> Result<ListSubscriptionsOutput, ApiError> {
-        let all = self.backend.list_subscriptions(topic_arn).await?;
+        let mut all = self.backend.list_subscriptions(topic_arn).await?;
+        if topic_arn.is_none() {
+            all.retain(|(_, subscription)| in_namespace(&subscription.arn, ctx));
+        }
         let (items, next_token) = page(all, token)?;
         Ok(ListSubscriptionsOutput {
             subscriptions: items
@@ -363,19 +403,19 @@ impl Service {
     async fn list_subscriptions(
         &self,
         input: TopicArnInput,
-        _ctx: &RequestContext,
+        ctx: &RequestContext,
     ) -> Result<ListSubscriptionsOutput, ApiError> {
-        self.subscriptions_page(None, input.next_token.as_deref())
+        self.subscriptions_page(None, input.next_token.as_deref(), ctx)
             .await
     }
 
     async fn list_subscriptions_by_topic(
         &self,
         input: TopicArnInput,
-        _ctx: &RequestContext,
+        ctx: &RequestContext,
     ) -> Result<ListSubscriptionsOutput, ApiError> {
         let topic_arn = required(input.topic_arn, "TopicArn")?;
-        self.subscriptions_page(Some(&topic_arn), input.next_token.as_deref())
+        self.subscriptions_page(Some(&topic_arn), input.next_token.as_deref(), ctx)
             .await
     }
 

@@ -52,8 +52,11 @@ check(f"botocore {version}: a wrong secret is SignatureDoesNotMatch",
       code_of(lambda: client("AKIDE2E", "wrong").list_queues()) == "SignatureDoesNotMatch")
 check(f"botocore {version}: an unknown key is InvalidClientTokenId",
       code_of(lambda: client("AKIDNOBODY", "secret").list_queues()) == "InvalidClientTokenId")
-check(f"botocore {version}: another account's key is AccessDenied",
-      code_of(lambda: client("AKIDOTHER", "other").list_queues()) == "AccessDenied")
+other = client("AKIDOTHER", "other")
+check(f"botocore {version}: another account's key sees none of this account's queues",
+      "QueueUrls" not in other.list_queues())
+check(f"botocore {version}: another account's key is AccessDenied on this account's queue",
+      code_of(lambda: other.send_message(QueueUrl=url, MessageBody="x")) == "AccessDenied")
 
 # Presigned URLs: the Query protocol's GET form (boto3 up to 1.34.89).
 if sqs.meta.service_model.protocol == "query":

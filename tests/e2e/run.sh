@@ -55,6 +55,10 @@ echo "== SNS FIFO fan-out, boto3 (current and 1.34.89)"
 "$venvs/current/bin/python" "$here/sns_scenario.py" "$endpoint" verify
 "$venvs/legacy/bin/python" "$here/sns_scenario.py" "$endpoint"
 
+echo "== Regions and accounts, boto3 (current and 1.34.89)"
+"$venvs/current/bin/python" "$here/regions_scenario.py" "$endpoint"
+"$venvs/legacy/bin/python" "$here/regions_scenario.py" "$endpoint"
+
 echo "== Webhooks: boto3 and a Python receiver verifying signatures with cryptography"
 "$venvs/current/bin/python" "$here/webhook_scenario.py" "$endpoint"
 
@@ -80,6 +84,11 @@ body=$(aws sqs receive-message --queue-url "$url" --query 'Messages[0].Body')
 [ "$body" = "via-sns" ] || { echo "FAIL cli sns fan-out: $body"; exit 1; }
 aws sns delete-topic --topic-arn "$topic"
 echo "ok   AWS CLI sns create-topic/subscribe/publish/delete-topic"
+url=$(aws --region eu-west-1 sqs create-queue --queue-name cli-west --query QueueUrl)
+case "$url" in */queue/eu-west-1/000000000000/cli-west) ;; *) echo "FAIL cli region URL: $url"; exit 1 ;; esac
+if aws sqs list-queues --query 'QueueUrls' | grep -q cli-west; then echo "FAIL cli region listed in us-east-1"; exit 1; fi
+aws --region eu-west-1 sqs delete-queue --queue-url "$url"
+echo "ok   AWS CLI --region eu-west-1 acts in its own region"
 for name in price_updates topic_fanout webhook_consumer; do
   example=$(dirname "$binary")/examples/$name
   [ -x "$example" ] || { echo "FAIL $example is missing (cargo build --examples)"; exit 1; }

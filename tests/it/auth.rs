@@ -32,6 +32,24 @@ async fn error_code(sqs: &aws_sdk_sqs::Client) -> String {
 }
 
 #[tokio::test]
+async fn with_one_namespace_another_accounts_key_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = Config::ephemeral();
+    config.auth = Some(keys_file(dir.path()));
+    config.single_namespace = true;
+    let server = common::start_with(config).await;
+    assert_eq!(
+        error_code(&client(&server, "AKIDOTHER", "other")).await,
+        "AccessDenied"
+    );
+    assert!(client(&server, "AKIDORDERLY", "secret")
+        .list_queues()
+        .send()
+        .await
+        .is_ok());
+}
+
+#[tokio::test]
 async fn the_right_key_works_and_names_the_sender_others_get_aws_errors() {
     let dir = tempfile::tempdir().unwrap();
     let mut config = Config::ephemeral();
@@ -86,10 +104,19 @@ async fn the_right_key_works_and_names_the_sender_others_get_aws_errors() {
         error_code(&client(&server, "AKIDNOBODY", "secret")).await,
         "InvalidClientTokenId"
     );
-    assert_eq!(
-        error_code(&client(&server, "AKIDOTHER", "other")).await,
-        "AccessDenied"
-    );
+    // Another account's key acts in its own account: it sees none of this one's queues and
+    // may not use them (their policies grant it nothing).
+    let other = client(&server, "AKIDOTHER", "other");
+    let listed = other.list_queues().send().await.unwrap();
+    assert!(listed.queue_urls.unwrap_or_default().is_empty());
+    let denied = other
+        .send_message()
+        .queue_url(server.queue_url("signed"))
+        .message_body("x")
+        .send()
+        .await
+        .unwrap_err();
+    assert_eq!(denied.code(), Some("AccessDenied"));
     // Unsigned: even reads are refused, but the SNS links get through to SNS.
     let listed = reqwest::get(format!("{}/?Action=ListQueues", server.url()))
         .await

@@ -149,9 +149,14 @@ pub fn client(addr: SocketAddr) -> aws_sdk_sqs::Client {
 
 /// An SQS client signing with this access key and secret.
 pub fn client_as(addr: SocketAddr, key: &str, secret: &str) -> aws_sdk_sqs::Client {
+    sqs_in(addr, "us-east-1", key, secret)
+}
+
+/// An SQS client of this region, signing with this access key and secret.
+pub fn sqs_in(addr: SocketAddr, region: &str, key: &str, secret: &str) -> aws_sdk_sqs::Client {
     let config = aws_sdk_sqs::Config::builder()
         .behavior_version(BehaviorVersion::latest())
-        .region(Region::new("us-east-1"))
+        .region(Region::new(region.to_string()))
         .endpoint_url(format!("http://{addr}"))
         .credentials_provider(Credentials::new(key, secret, None, None, "test"))
         .http_client(http_client())
@@ -160,16 +165,17 @@ pub fn client_as(addr: SocketAddr, key: &str, secret: &str) -> aws_sdk_sqs::Clie
 }
 
 pub fn sns_client(addr: SocketAddr) -> aws_sdk_sns::Client {
+    sns_in(addr, "us-east-1", "AKIDORDERLY")
+}
+
+/// An SNS client of this region, signing with this access key.
+pub fn sns_in(addr: SocketAddr, region: &str, key: &str) -> aws_sdk_sns::Client {
     let config = aws_sdk_sns::Config::builder()
         .behavior_version(aws_sdk_sns::config::BehaviorVersion::latest())
-        .region(aws_sdk_sns::config::Region::new("us-east-1"))
+        .region(aws_sdk_sns::config::Region::new(region.to_string()))
         .endpoint_url(format!("http://{addr}"))
         .credentials_provider(aws_sdk_sns::config::Credentials::new(
-            "AKIDORDERLY",
-            "secret",
-            None,
-            None,
-            "test",
+            key, "secret", None, None, "test",
         ))
         .http_client(http_client())
         .build();

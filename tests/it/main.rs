@@ -17,6 +17,7 @@ mod metrics;
 mod multi_node;
 mod multi_node_webhooks;
 mod receiver;
+mod regions_and_accounts;
 mod reset;
 mod sns_api;
 mod sns_fanout;

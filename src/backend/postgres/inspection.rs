@@ -278,13 +278,7 @@ impl Inspection for Postgres {
             Ok(rows
                 .iter()
                 .map(|row| TopicActivity {
-                    arn: format!(
-                        "arn:aws:sns:{}:{}:{}",
-                        self.region,
-                        self.account_id,
-                        row.get::<_, &str>(0)
-                    )
-                    .into(),
+                    arn: self.namespaces.arn("sns", row.get::<_, &str>(0)).into(),
                     published: row.get::<_, i64>(1) as u64,
                     deduplicated: row.get::<_, i64>(2) as u64,
                 })

@@ -21,7 +21,7 @@ use crate::engine::queue::send;
 use crate::engine::queue::{
     check_visibility, expired_handle, QueueConfig, Received, MAX_VISIBILITY_SECONDS,
 };
-use crate::engine::{queue_name_in_arn, EngineError, EngineResult, Timestamp};
+use crate::engine::{EngineError, EngineResult, Timestamp};
 use crate::persist::format::{decode_message, encode_message};
 
 /// A queue as message operations need it.
@@ -86,7 +86,7 @@ impl Postgres {
         tx: &impl GenericClient,
         arn: &str,
     ) -> BackendResult<Option<QueueRow>> {
-        let Some(name) = queue_name_in_arn(arn, &self.region, &self.account_id) else {
+        let Some(name) = self.namespaces.key_in_arn("sqs", arn) else {
             return Ok(None);
         };
         match self.queue_row(tx, name).await {
@@ -322,11 +322,11 @@ impl Postgres {
         let Some(policy) = &queue.config.redrive_policy else {
             return Ok(None);
         };
-        let Some(name) = queue_name_in_arn(
-            &policy.dead_letter_target_arn,
-            &self.region,
-            &self.account_id,
-        ) else {
+        let Some(name) = self
+            .namespaces
+            .key_in_arn("sqs", &policy.dead_letter_target_arn)
+            .filter(|target| self.namespaces.same_place(target, &queue.name))
+        else {
             return Ok(None);
         };
         match self.queue_row(client, name).await {

@@ -90,8 +90,8 @@ pub struct Settings {
 
 pub struct Postgres {
     pool: Pool,
-    account_id: String,
-    region: String,
+    /// Keys of queues and topics (`engine::namespace`): table rows are named by key.
+    namespaces: crate::engine::namespace::Namespaces,
     delete_cooldown_ms: u64,
     clock: Arc<dyn Clock>,
     wakers: Arc<wakeup::Wakers>,
@@ -208,8 +208,9 @@ impl Postgres {
         let listener = tokio::spawn(wakeup::listen(config, wakers.clone()));
         Ok(Arc::new_cyclic(|me| Postgres {
             pool,
-            account_id: settings.account_id,
-            region: settings.region,
+            namespaces: crate::engine::namespace::Namespaces::new(
+                crate::engine::namespace::Namespace::new(&settings.region, &settings.account_id),
+            ),
             delete_cooldown_ms: settings.delete_cooldown_ms,
             clock,
             wakers,
@@ -242,7 +243,7 @@ impl Postgres {
     }
 
     fn queue_arn(&self, name: &str) -> String {
-        format!("arn:aws:sqs:{}:{}:{name}", self.region, self.account_id)
+        self.namespaces.arn("sqs", name)
     }
 }
 

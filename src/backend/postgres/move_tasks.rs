@@ -62,7 +62,7 @@ impl Postgres {
         arn: &str,
         parameter: &str,
     ) -> BackendResult<QueueRow> {
-        let name = queue_in_arn(arn, parameter, &self.region, &self.account_id)?;
+        let name = queue_in_arn(arn, parameter, &self.namespaces)?;
         match self.queue_row(client, name).await {
             Err(BackendError::Rejected(EngineError::QueueDoesNotExist)) => {
                 Err(not_found(parameter).into())

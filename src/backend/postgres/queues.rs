@@ -12,7 +12,7 @@ use super::{unavailable, Postgres};
 use crate::backend::{Answer, BackendResult, CreateQueue, PolicyEdit, QueueAdmin, QueueView};
 use crate::engine::queue::config::{check_dead_letter_target, DedupScope};
 use crate::engine::queue::{Counts, PURGE_INTERVAL_MS};
-use crate::engine::{check_tags, queue_name_in_arn, EngineError, QueueConfig, Timestamp};
+use crate::engine::{check_tags, EngineError, QueueConfig, Timestamp};
 
 /// The columns `config_of` reads.
 const CONFIG: &str = "fifo, attributes, created_at, last_modified_at";
@@ -85,9 +85,11 @@ impl Postgres {
         name: &str,
         config: &QueueConfig,
     ) -> BackendResult<()> {
-        // A queue may name itself (issue 32, item 6); its row is read as any other.
+        // A queue may name itself (issue 32, item 6); its row is read as any other. The target
+        // must live in the source's region and account.
         let target_name = dead_letter_target(config)
-            .and_then(|arn| queue_name_in_arn(arn, &self.region, &self.account_id));
+            .and_then(|arn| self.namespaces.key_in_arn("sqs", arn))
+            .filter(|target| self.namespaces.same_place(target, name));
         let target = match target_name {
             Some(target) => {
                 let sql = format!("SELECT {CONFIG} FROM queues WHERE name = $1");

@@ -26,12 +26,12 @@ use crate::persist::format::{decode_topic, encode_topic};
 
 impl Postgres {
     fn topic_arn(&self, name: &str) -> String {
-        format!("arn:aws:sns:{}:{}:{name}", self.region, self.account_id)
+        self.namespaces.arn("sns", name)
     }
 
     /// The topic name an ARN parameter names, with AWS's errors.
     pub(super) fn topic_name<'a>(&self, arn: &'a str, parameter: &str) -> EngineResult<&'a str> {
-        topic_name_in_arn(arn, parameter, (&self.region, &self.account_id))
+        topic_name_in_arn(arn, parameter, &self.namespaces)
     }
 
     /// The topic named `name`; with `lock`, its row is locked until the transaction ends.
@@ -94,7 +94,7 @@ impl Postgres {
         let mut topic = Topic::new(
             name,
             self.topic_arn(name),
-            &self.account_id,
+            self.namespaces.place(name).account,
             &request.attributes,
             now,
         )?;
@@ -133,17 +133,16 @@ impl Postgres {
         let endpoint = request
             .endpoint
             .ok_or_else(|| EngineError::InvalidParameter("Invalid parameter: Endpoint".into()))?;
-        let queue_name = crate::engine::queue_name_in_arn(endpoint, &self.region, &self.account_id)
-            .ok_or_else(|| {
-                EngineError::InvalidParameter("Invalid parameter: SQS endpoint ARN".into())
-            })?;
+        let queue_name = self.namespaces.key_in_arn("sqs", endpoint).ok_or_else(|| {
+            EngineError::InvalidParameter("Invalid parameter: SQS endpoint ARN".into())
+        })?;
         let now = self.clock.now();
         self.edit_topic(name, |topic| {
             topic.subscribe_queue(
                 (endpoint, queue_name),
                 &request.attributes,
                 Subscriber {
-                    owner: &self.account_id,
+                    owner: self.namespaces.place(name).account,
                     principal: Some(request.principal),
                 },
                 now,

@@ -55,7 +55,7 @@ impl Postgres {
             let mut topic = self.load_topic(&tx, name, true).await?;
             let now = self.clock.now();
             let subscriber = Subscriber {
-                owner: &self.account_id,
+                owner: self.namespaces.place(name).account,
                 principal: Some(request.principal),
             };
             let asked = (request.protocol, endpoint);

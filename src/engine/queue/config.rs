@@ -153,6 +153,7 @@ impl QueueConfig {
         attrs: &[(String, String)],
         now: Timestamp,
     ) -> EngineResult<Self> {
+        let name = crate::engine::namespace::name_of(name);
         validate_queue_name(name)?;
         let fifo_attr = attrs.iter().find(|(n, _)| n == "FifoQueue");
         let fifo = match fifo_attr {

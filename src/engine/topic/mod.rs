@@ -147,7 +147,7 @@ impl Topic {
             }
             None => false,
         };
-        validate_topic_name(name, fifo)?;
+        validate_topic_name(crate::engine::namespace::name_of(name), fifo)?;
         let mut topic = Topic {
             name: name.into(),
             arn: arn.into(),

@@ -69,7 +69,7 @@ pub fn not_found_topic() -> EngineError {
 pub fn topic_name_in_arn<'a>(
     arn: &'a str,
     parameter: &str,
-    (region, account_id): (&str, &str),
+    namespaces: &crate::engine::namespace::Namespaces,
 ) -> EngineResult<&'a str> {
     let parts: Vec<&str> = arn.split(':').collect();
     if parts.len() < 6 {
@@ -78,10 +78,10 @@ pub fn topic_name_in_arn<'a>(
             parts.len()
         )));
     }
-    if parts[0] != "arn" || parts[2] != "sns" || parts[3] != region || parts[4] != account_id {
-        return Err(invalid(format!("Invalid parameter: {parameter}")));
-    }
-    Ok(parts[5])
+    // Which region and account may use the ARN is the service's to judge (`service::access`).
+    namespaces
+        .key_in_arn("sns", arn)
+        .ok_or_else(|| invalid(format!("Invalid parameter: {parameter}")))
 }
 
 /// The topic ARN of a subscription ARN (`<topic arn>:<id>`), with AWS's errors.
@@ -258,12 +258,12 @@ impl Topic {
 
 impl<W: Default> Engine<W> {
     pub fn topic_arn(&self, name: &str) -> String {
-        format!("arn:aws:sns:{}:{}:{}", self.region, self.account_id, name)
+        self.namespaces.arn("sns", name)
     }
 
     /// The topic name of an SNS ARN, with AWS's errors for malformed and foreign ARNs.
     pub fn topic_name_from_arn<'a>(&self, arn: &'a str, parameter: &str) -> EngineResult<&'a str> {
-        topic_name_in_arn(arn, parameter, (&self.region, &self.account_id))
+        topic_name_in_arn(arn, parameter, &self.namespaces)
     }
 
     pub(in crate::engine) fn topics_read(
@@ -298,7 +298,8 @@ impl<W: Default> Engine<W> {
             tags.iter().map(|(k, v)| (k.as_str(), v.as_str())),
             tags.len(),
         )?;
-        let mut topic = Topic::new(name, self.topic_arn(name), &self.account_id, attrs, now)?;
+        let owner = self.namespaces.place(name).account;
+        let mut topic = Topic::new(name, self.topic_arn(name), owner, attrs, now)?;
         topic.tags.extend(tags.iter().cloned());
         let arn = topic.arn.clone();
         if let Some(journal) = &self.journal {
@@ -376,11 +377,12 @@ impl<W: Default> Engine<W> {
         principal: Option<&str>,
         now: Timestamp,
     ) -> EngineResult<Subscribed> {
+        let entry = self.topic(topic_arn)?;
+        let owner = entry.lock().owner.clone();
         let subscriber = Subscriber {
-            owner: &self.account_id,
+            owner: &owner,
             principal,
         };
-        let entry = self.topic(topic_arn)?;
         let fifo_topic = entry.lock().fifo;
         let kind = check_protocol(protocol, fifo_topic, self.fifo_http_subscriptions)?;
         let endpoint = endpoint.ok_or_else(|| invalid("Invalid parameter: Endpoint"))?;
