@@ -18,6 +18,13 @@ pub fn name_of(key: &str) -> &str {
     key.rsplit(':').next().unwrap_or(key)
 }
 
+/// The account of an IAM principal ARN (`arn:aws:iam::<account>:user/<name>` or `:root`): a
+/// subscription's `Owner` is its subscriber's account, which may not be the topic's.
+pub fn account_of_principal(principal: &str) -> Option<&str> {
+    let rest = principal.strip_prefix("arn:aws:iam::")?;
+    rest.split(':').next().filter(|account| !account.is_empty())
+}
+
 /// A region and an account: where a request acts, or where a queue or topic lives.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Namespace {
@@ -164,6 +171,11 @@ mod tests {
         assert!(!ns.holds(&home, "eu-west-1:123456789012:q"));
         assert!(ns.holds(&away, "eu-west-1:123456789012:q"));
         assert_eq!(ns.place("eu-west-1:123456789012:q").name, "q");
+        assert_eq!(
+            account_of_principal("arn:aws:iam::123456789012:user/alice"),
+            Some("123456789012")
+        );
+        assert_eq!(account_of_principal("AIDAEXAMPLE"), None);
     }
 
     #[test]

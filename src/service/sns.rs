@@ -8,6 +8,7 @@ use super::permissions;
 use super::render::decode_attributes;
 use super::{RequestContext, Service};
 use crate::backend::{Confirm, CreateTopic, Subscribe};
+use crate::engine::namespace::Namespaces;
 use crate::engine::topic::{Publication, PublishRequest};
 use crate::engine::EngineError;
 use crate::protocol::sns::*;
@@ -48,10 +49,9 @@ fn page<T>(items: Vec<T>, token: Option<&str>) -> Result<(Vec<T>, Option<String>
     Ok((page, next))
 }
 
-/// Whether an ARN (a topic's or a subscription's) lives in the caller's region and account:
-/// the List actions show only those.
+/// Whether a topic's ARN lives in the caller's region and account: ListTopics shows only those.
 fn in_namespace(arn: &str, ctx: &RequestContext) -> bool {
-    crate::engine::namespace::Namespaces::of_arn(arn).is_some_and(|ns| ns == ctx.namespace)
+    Namespaces::of_arn(arn).is_some_and(|ns| ns == ctx.namespace)
 }
 
 fn pairs(map: std::collections::BTreeMap<String, String>) -> Vec<(String, String)> {
@@ -377,7 +377,13 @@ impl Service {
     ) -> Result<ListSubscriptionsOutput, ApiError> {
         let mut all = self.backend.list_subscriptions(topic_arn).await?;
         if topic_arn.is_none() {
-            all.retain(|(_, subscription)| in_namespace(&subscription.arn, ctx));
+            // The caller's own subscriptions in its region, to any account's topics.
+            all.retain(|(_, subscription)| {
+                Namespaces::of_arn(&subscription.arn).is_some_and(|ns| {
+                    ns.region == ctx.namespace.region
+                        && subscription.owner == *ctx.namespace.account
+                })
+            });
         }
         let (items, next_token) = page(all, token)?;
         Ok(ListSubscriptionsOutput {

@@ -323,6 +323,62 @@ async fn another_account_publishes_to_a_topic_only_as_its_policy_allows() {
         ),
         "AuthorizationError"
     );
+    // Granted Subscribe, the other account subscribes its own queue: the subscription is its
+    // (Owner), and the topic delivers into the other account.
+    owner
+        .add_permission()
+        .topic_arn(&topic)
+        .label("partner-subscribe")
+        .aws_account_id("222222222222")
+        .action_name("Subscribe")
+        .send()
+        .await
+        .unwrap();
+    let other_sqs = sqs_in(server.addr, "us-east-1", "222222222222", "secret");
+    let mine = create(&other_sqs, "mine").await;
+    let subscription = other
+        .subscribe()
+        .topic_arn(&topic)
+        .protocol("sqs")
+        .endpoint("arn:aws:sqs:us-east-1:222222222222:mine")
+        .attributes("RawMessageDelivery", "true")
+        .return_subscription_arn(true)
+        .send()
+        .await
+        .unwrap()
+        .subscription_arn
+        .unwrap();
+    let attributes = owner
+        .get_subscription_attributes()
+        .subscription_arn(&subscription)
+        .send()
+        .await
+        .unwrap()
+        .attributes
+        .unwrap();
+    assert_eq!(attributes["Owner"], "222222222222");
+    // ListSubscriptions lists the caller's own, whichever account's topic they are on.
+    let listed = |sns: aws_sdk_sns::Client| async move {
+        let page = sns.list_subscriptions().send().await.unwrap();
+        let found = page.subscriptions.unwrap_or_default();
+        found
+            .into_iter()
+            .filter_map(|s| s.subscription_arn)
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(listed(other.clone()).await, vec![subscription.clone()]);
+    assert!(listed(owner.clone()).await.is_empty());
+    owner
+        .publish()
+        .topic_arn(&topic)
+        .message("to both accounts")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        bodies(&other_sqs, &mine).await,
+        vec!["to both accounts".to_string()]
+    );
 }
 
 #[tokio::test]

@@ -15,6 +15,7 @@ use super::{unavailable, Postgres};
 use crate::backend::{
     Answer, BackendError, BackendResult, Confirm, CreateTopic, Subscribe, TopicPolicyEdit, Topics,
 };
+use crate::engine::namespace::account_of_principal;
 use crate::engine::topic::registry::{
     add_topic_tags, check_protocol, check_topic_tags, no_such_subscription, no_tagged_resource,
     not_found_topic, subscription_topic_arn, topic_name_in_arn, EndpointKind, Subscribed,
@@ -142,7 +143,8 @@ impl Postgres {
                 (endpoint, queue_name),
                 &request.attributes,
                 Subscriber {
-                    owner: self.namespaces.place(name).account,
+                    owner: account_of_principal(request.principal)
+                        .unwrap_or(self.namespaces.place(name).account),
                     principal: Some(request.principal),
                 },
                 now,

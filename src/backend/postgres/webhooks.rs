@@ -55,7 +55,8 @@ impl Postgres {
             let mut topic = self.load_topic(&tx, name, true).await?;
             let now = self.clock.now();
             let subscriber = Subscriber {
-                owner: self.namespaces.place(name).account,
+                owner: crate::engine::namespace::account_of_principal(request.principal)
+                    .unwrap_or(self.namespaces.place(name).account),
                 principal: Some(request.principal),
             };
             let asked = (request.protocol, endpoint);

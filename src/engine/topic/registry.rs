@@ -378,9 +378,11 @@ impl<W: Default> Engine<W> {
         now: Timestamp,
     ) -> EngineResult<Subscribed> {
         let entry = self.topic(topic_arn)?;
-        let owner = entry.lock().owner.clone();
+        let topic_owner = entry.lock().owner.clone();
         let subscriber = Subscriber {
-            owner: &owner,
+            owner: principal
+                .and_then(crate::engine::namespace::account_of_principal)
+                .unwrap_or(&topic_owner),
             principal,
         };
         let fifo_topic = entry.lock().fifo;
