@@ -2,7 +2,8 @@
 # End-to-end: the real orderly binary, driven by current boto3 (JSON protocol), by
 # boto3 1.34.89 (the last Query-protocol release), by the AWS SDK for JavaScript v3, by the
 # AWS CLI, by a Python webhook receiver and by the examples; then boto3 against --auth, and
-# the developer endpoints (peek helper, reset between cases) on a server of their own.
+# the developer endpoints (peek helper, reset between cases) on a server of their own, and
+# docker-compose's PostgreSQL profile run without Docker (compose_profile.sh).
 # Usage: tests/e2e/run.sh [path/to/orderly]   (default: target/debug/orderly)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -18,7 +19,7 @@ make_venv() { # name, pip requirements...
     "$dir/bin/pip" install --quiet --disable-pip-version-check "$@"
   fi
 }
-make_venv current boto3 awscli cryptography
+make_venv current boto3 awscli cryptography pyyaml
 make_venv legacy boto3==1.34.89 botocore==1.34.89
 node_dir=$venvs/js
 if [ ! -d "$node_dir/node_modules/@aws-sdk/client-sqs" ] || [ ! -d "$node_dir/node_modules/playwright-core" ]; then
@@ -154,5 +155,14 @@ elif [ -n "${CI:-}" ]; then
   echo "FAIL no Chromium at $chromium (.ci/run installs Debian's chromium)"; exit 1
 else
   echo "skipped: no Chromium at $chromium (apt-get install chromium, or set CHROMIUM)"
+fi
+echo "== docker compose --profile postgres, without Docker: its two nodes on PostgreSQL behind deploy/nginx.conf in nginx"
+nginx=$(command -v nginx || echo /usr/sbin/nginx)
+if [ -x "$nginx" ] && [ -n "${ORDERLY_TEST_POSTGRES:-}" ]; then
+  "$here/compose_profile.sh" "$binary" "$venvs/current/bin/python" "$ORDERLY_TEST_POSTGRES"
+elif [ -n "${CI:-}" ]; then
+  echo "FAIL no nginx or no PostgreSQL (.ci/run installs both; scripts/test starts the cluster)"; exit 1
+else
+  echo "skipped: needs nginx (apt-get install nginx) and ORDERLY_TEST_POSTGRES (scripts/test sets it)"
 fi
 echo "e2e: all scenarios passed"
