@@ -122,25 +122,28 @@ pub fn router(
 
 /// The region of a request's SigV4 credential scope, from its Authorization header or, for a
 /// presigned URL, its `X-Amz-Credential` parameter (`AKID/date/region/service/aws4_request`).
-fn signing_region(headers: &HeaderMap, uri: &axum::http::Uri) -> Option<String> {
-    let scope = match headers
+fn signing_region<'a>(
+    headers: &'a HeaderMap,
+    uri: &axum::http::Uri,
+) -> Option<std::borrow::Cow<'a, str>> {
+    use std::borrow::Cow;
+    let header = headers
         .get(header::AUTHORIZATION)
         .and_then(|a| a.to_str().ok())
-        .and_then(|a| a.split("Credential=").nth(1))
-    {
-        Some(credential) => credential
-            .split([',', ' '])
-            .next()
-            .unwrap_or("")
-            .to_string(),
+        .and_then(|a| a.split("Credential=").nth(1));
+    match header {
+        // Borrowed from the header: every signed request passes here.
+        Some(credential) => {
+            let scope = credential.split([',', ' ']).next()?;
+            scope.split('/').nth(2).map(Cow::Borrowed)
+        }
         None => {
             let query = uri.query()?;
             let (_, value) = form_urlencoded::parse(query.as_bytes())
                 .find(|(name, _)| name == "X-Amz-Credential")?;
-            value.into_owned()
+            value.split('/').nth(2).map(|r| Cow::Owned(r.to_string()))
         }
-    };
-    scope.split('/').nth(2).map(str::to_string)
+    }
 }
 
 /// The access key id and signing service from a SigV4 Authorization header

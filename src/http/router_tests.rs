@@ -440,3 +440,28 @@ async fn an_undeclared_action_is_refused_in_each_protocol() {
     assert_eq!(status, StatusCode::BAD_REQUEST);
     assert!(body.contains("<Code>InvalidAction</Code>"), "{body}");
 }
+
+#[test]
+fn the_region_is_read_from_the_credential_scope_or_a_presigned_url() {
+    use axum::http::{HeaderMap, HeaderValue, Uri};
+    let mut headers = HeaderMap::new();
+    headers.insert(
+        "authorization",
+        HeaderValue::from_static(
+            "AWS4-HMAC-SHA256 Credential=AKID/20260210/eu-west-1/sqs/aws4_request, SignedHeaders=host, Signature=0",
+        ),
+    );
+    let root: Uri = "/".parse().unwrap();
+    assert_eq!(
+        super::signing_region(&headers, &root).as_deref(),
+        Some("eu-west-1")
+    );
+    let presigned: Uri = "/?Action=ListQueues&X-Amz-Credential=AKID%2F20260210%2Fap-south-1%2Fsqs%2Faws4_request&X-Amz-Signature=0"
+        .parse()
+        .unwrap();
+    assert_eq!(
+        super::signing_region(&HeaderMap::new(), &presigned).as_deref(),
+        Some("ap-south-1")
+    );
+    assert_eq!(super::signing_region(&HeaderMap::new(), &root), None);
+}
