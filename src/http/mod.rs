@@ -412,6 +412,10 @@ fn signer(
     let account = state.service.account_id();
     let Some(auth) = &state.auth else {
         let caller = match access_key {
+            // With one namespace, a 12-digit key is a user of the one account too.
+            Some(key) if state.service.single_namespace() => {
+                Caller::user(account, key, &identity::derived_user_id(key))
+            }
             Some(key) => Caller::of_key(account, key),
             None => Caller::account(account),
         };

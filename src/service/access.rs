@@ -275,6 +275,28 @@ impl Service {
         }
     }
 
+    /// An SNS ARN of another region than a signed request's is refused (`InvalidParameter`,
+    /// shared/spec/sns.md §3). Malformed ARNs are left to the action.
+    pub(super) fn check_sns_region(
+        &self,
+        ctx: &RequestContext,
+        parameter: &str,
+        arn: &str,
+    ) -> Result<(), ApiError> {
+        let parts: Vec<&str> = arn.split(':').collect();
+        let foreign = parts.len() >= 6
+            && parts[0] == "arn"
+            && parts[2] == "sns"
+            && parts[3] != &*ctx.namespace.region;
+        if ctx.authenticated && !ctx.operator && foreign {
+            return Err(ApiError::new(
+                ErrorCode::InvalidParameter,
+                format!("Invalid parameter: {parameter}"),
+            ));
+        }
+        Ok(())
+    }
+
     /// SNS's rules for the ARN a signed request names: one of another region is refused
     /// (`InvalidParameter`, shared/spec/sns.md §3), and a topic of another account must allow
     /// the action in its policy (`AuthorizationError`). Malformed ARNs are left to the action.
@@ -289,15 +311,10 @@ impl Service {
             // The unsigned SubscribeURL and UnsubscribeURL links carry no region: the ARN's own.
             return Ok(());
         }
+        self.check_sns_region(ctx, parameter, arn)?;
         let parts: Vec<&str> = arn.split(':').collect();
         if parts.len() < 6 || parts[0] != "arn" || parts[2] != "sns" {
             return Ok(());
-        }
-        if parts[3] != &*ctx.namespace.region {
-            return Err(ApiError::new(
-                ErrorCode::InvalidParameter,
-                format!("Invalid parameter: {parameter}"),
-            ));
         }
         if parts[4] == &*ctx.namespace.account {
             return Ok(());

@@ -152,6 +152,11 @@ impl Service {
         &self.namespaces
     }
 
+    /// `--single-namespace`.
+    pub fn single_namespace(&self) -> bool {
+        self.single_namespace
+    }
+
     /// Where a request acts: its credential scope's region (`--region` if unsigned) and its
     /// caller's account; always at home with `--single-namespace`.
     pub fn namespace_of(

@@ -143,10 +143,10 @@ impl Service {
             return Ok(());
         };
         // AWS names the parameter "Topic" in ConfirmSubscription's refusal (shared/spec/sns.md).
-        let parameter = match action {
-            SnsAction::ConfirmSubscription => "Topic",
-            _ => parameter,
-        };
+        // Its token is its authority: a queue's owner confirms another account's topic.
+        if action == SnsAction::ConfirmSubscription {
+            return self.check_sns_region(ctx, "Topic", arn);
+        }
         self.check_sns_use(ctx, action.name(), parameter, arn).await
     }
 

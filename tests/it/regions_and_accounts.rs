@@ -382,6 +382,74 @@ async fn another_account_publishes_to_a_topic_only_as_its_policy_allows() {
 }
 
 #[tokio::test]
+async fn a_queue_of_another_account_confirms_the_subscription_it_is_given() {
+    let server = common::start().await;
+    let owner = sns_in(server.addr, "us-east-1", "111111111111");
+    let other_sns = sns_in(server.addr, "us-east-1", "222222222222");
+    let other = sqs_in(server.addr, "us-east-1", "222222222222", "secret");
+    let inbox = create(&other, "inbox").await;
+    let topic = create_topic(&owner, "news").await;
+    // The topic's owner subscribes the other account's queue: it pends, and the queue is sent
+    // a SubscriptionConfirmation (SNS Developer Guide, cross-account SQS subscriptions).
+    let subscribed = owner
+        .subscribe()
+        .topic_arn(&topic)
+        .protocol("sqs")
+        .endpoint("arn:aws:sqs:us-east-1:222222222222:inbox")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        subscribed.subscription_arn.as_deref(),
+        Some("pending confirmation")
+    );
+    let received = other
+        .receive_message()
+        .queue_url(&inbox)
+        .send()
+        .await
+        .unwrap()
+        .messages
+        .unwrap_or_default();
+    assert_eq!(received.len(), 1);
+    let document: serde_json::Value =
+        serde_json::from_str(received[0].body.as_deref().unwrap()).unwrap();
+    assert_eq!(document["Type"], "SubscriptionConfirmation");
+    assert_eq!(document["TopicArn"], topic.as_str());
+    assert!(document["SubscribeURL"]
+        .as_str()
+        .unwrap()
+        .contains("Action=ConfirmSubscription"));
+    let token = document["Token"].as_str().unwrap().to_string();
+    let handle = received[0].receipt_handle.clone().unwrap();
+    let delete = other
+        .delete_message()
+        .queue_url(&inbox)
+        .receipt_handle(handle);
+    delete.send().await.unwrap();
+    let publish = |text: &'static str| owner.publish().topic_arn(&topic).message(text).send();
+    publish("before").await.unwrap();
+    assert!(
+        bodies(&other, &inbox).await.is_empty(),
+        "pending gets nothing"
+    );
+    // The queue's owner confirms with the token, though the topic's policy grants it nothing.
+    let confirmed = other_sns
+        .confirm_subscription()
+        .topic_arn(&topic)
+        .token(token)
+        .send()
+        .await
+        .unwrap();
+    assert!(confirmed.subscription_arn.unwrap().starts_with(&topic));
+    publish("after").await.unwrap();
+    let delivered = bodies(&other, &inbox).await;
+    assert_eq!(delivered.len(), 1);
+    let envelope: serde_json::Value = serde_json::from_str(&delivered[0]).unwrap();
+    assert_eq!(envelope["Message"], "after");
+}
+
+#[tokio::test]
 async fn one_namespace_when_asked() {
     let mut config = orderly::config::Config::ephemeral();
     config.single_namespace = true;
@@ -391,4 +459,16 @@ async fn one_namespace_when_asked() {
     let url = create(&west, "shared").await;
     assert_eq!(url, server.queue_url("shared"));
     assert_eq!(listed(&east).await, vec![url]);
+    // A 12-digit key is a user of the one account: its subscription needs no confirmation.
+    let sns = sns_in(server.addr, "us-east-1", "111111111111");
+    let topic = create_topic(&sns, "one").await;
+    let subscribed = sns
+        .subscribe()
+        .topic_arn(&topic)
+        .protocol("sqs")
+        .endpoint("arn:aws:sqs:us-east-1:000000000000:shared")
+        .send()
+        .await
+        .unwrap();
+    assert!(subscribed.subscription_arn.unwrap().starts_with(&topic));
 }

@@ -115,6 +115,15 @@ impl Topics for Embedded {
             if let Some(confirmation) = subscribed.confirmation.take() {
                 self.recorded.keep([*confirmation]);
             }
+            // A queue of another account may have been sent its SubscriptionConfirmation.
+            let confirming = (subscribed.pending && request.protocol == "sqs")
+                .then_some(request.endpoint)
+                .flatten()
+                .and_then(|arn| engine.name_from_arn(arn))
+                .and_then(|key| engine.queue(key).ok());
+            if let Some(queue) = confirming {
+                queue.waiters.notify_one();
+            }
             Ok(subscribed)
         })
     }

@@ -18,8 +18,8 @@ use crate::backend::{
 use crate::engine::namespace::account_of_principal;
 use crate::engine::topic::registry::{
     add_topic_tags, check_protocol, check_topic_tags, no_such_subscription, no_tagged_resource,
-    not_found_topic, subscription_topic_arn, topic_name_in_arn, EndpointKind, Subscribed,
-    Subscriber,
+    not_found_topic, queue_pends, subscription_topic_arn, topic_name_in_arn, EndpointKind,
+    Subscribed, Subscriber,
 };
 use crate::engine::topic::{Publication, PublishRequest, Subscription, Topic};
 use crate::engine::{EngineError, EngineResult};
@@ -137,18 +137,23 @@ impl Postgres {
         let queue_name = self.namespaces.key_in_arn("sqs", endpoint).ok_or_else(|| {
             EngineError::InvalidParameter("Invalid parameter: SQS endpoint ARN".into())
         })?;
+        let owner =
+            account_of_principal(request.principal).unwrap_or(self.namespaces.place(name).account);
+        if queue_pends(&self.namespaces, queue_name, owner) {
+            return self
+                .subscribe_confirmable(name, request, EndpointKind::Queue)
+                .await;
+        }
         let now = self.clock.now();
         self.edit_topic(name, |topic| {
-            topic.subscribe_queue(
-                (endpoint, queue_name),
-                &request.attributes,
-                Subscriber {
-                    owner: account_of_principal(request.principal)
-                        .unwrap_or(self.namespaces.place(name).account),
-                    principal: Some(request.principal),
-                },
-                now,
-            )
+            let subscriber = Subscriber {
+                owner,
+                principal: Some(request.principal),
+            };
+            let asked = (endpoint, queue_name);
+            let (subscribed, _) =
+                topic.subscribe_queue(asked, &request.attributes, subscriber, (false, now))?;
+            Ok(subscribed)
         })
         .await
     }

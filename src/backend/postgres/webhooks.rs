@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use deadpool_postgres::Transaction;
 
+use super::publish::QueueCache;
 use super::queues::millis;
 use super::statements::Cached;
 use super::{unavailable, Postgres};
@@ -35,7 +36,9 @@ struct ConfirmationRequest<'a> {
 impl Postgres {
     /// Subscribe for an endpoint that may have to confirm, on the topic named `name`: http/https
     /// (`kind` Webhook: a pending subscription and a SubscriptionConfirmation queued, sent
-    /// again for an endpoint still pending), or a recorded protocol (`engine::topic::recorded`:
+    /// again for an endpoint still pending), an SQS queue of another account (`kind` Queue: its
+    /// SubscriptionConfirmation stored in the queue, `topic::registry::queue_pends`), or a
+    /// recorded protocol (`engine::topic::recorded`:
     /// an email endpoint pends, its SubscriptionConfirmation recorded by this node; the others
     /// are confirmed at once). The token confirms on any node.
     pub(super) async fn subscribe_confirmable(
@@ -49,7 +52,7 @@ impl Postgres {
             .ok_or_else(|| EngineError::InvalidParameter("Invalid parameter: Endpoint".into()))?;
         // Read before this request holds a connection in a transaction.
         let signer = self.signer().await?;
-        let (subscribed, record) = super::retrying(|| async {
+        let (subscribed, record, woken) = super::retrying(|| async {
             let mut client = self.client().await?;
             let tx = client.transaction().await.map_err(unavailable)?;
             let mut topic = self.load_topic(&tx, name, true).await?;
@@ -60,14 +63,21 @@ impl Postgres {
                 principal: Some(request.principal),
             };
             let asked = (request.protocol, endpoint);
+            let attributes = &request.attributes;
             let (subscribed, to_confirm) = match kind {
                 EndpointKind::Webhook => {
-                    topic.subscribe_webhook(asked, &request.attributes, subscriber, now)?
+                    topic.subscribe_webhook(asked, attributes, subscriber, now)?
                 }
-                _ => topic.subscribe_recorded(asked, &request.attributes, subscriber, now)?,
+                EndpointKind::Queue => {
+                    let queue = self.namespaces.key_in_arn("sqs", endpoint).ok_or_else(|| {
+                        EngineError::InvalidParameter("Invalid parameter: SQS endpoint ARN".into())
+                    })?;
+                    topic.subscribe_queue((endpoint, queue), attributes, subscriber, (true, now))?
+                }
+                _ => topic.subscribe_recorded(asked, attributes, subscriber, now)?,
             };
             self.save_topic(&tx, &topic).await?;
-            let mut record = None;
+            let (mut record, mut woken) = (None, None);
             if let Some(subscription) = to_confirm {
                 let grant = Grant::Confirm(subscription.arn.clone());
                 let token = self.issue_token(&tx, grant, now).await?;
@@ -80,6 +90,14 @@ impl Postgres {
                     confirmation_delivery(&topic, &subscription, which, Some(&signer), now);
                 if kind == EndpointKind::Webhook {
                     self.queue_confirmation(&tx, &document, now).await?;
+                } else if kind == EndpointKind::Queue {
+                    // A queue that does not exist (yet) loses its confirmation, as on AWS.
+                    let copy = document.queue_confirmation_copy();
+                    let mut queues = QueueCache::new();
+                    let stored = self
+                        .copy_into(&tx, (endpoint, &mut queues), &copy, now)
+                        .await?;
+                    woken = stored.map(|(uid, _)| uid);
                 } else {
                     record = Some(recorded::confirmation_record(
                         &topic,
@@ -91,11 +109,14 @@ impl Postgres {
                 }
             }
             tx.commit().await.map_err(unavailable)?;
-            Ok((subscribed, record))
+            Ok((subscribed, record, woken))
         })
         .await?;
         if kind == EndpointKind::Webhook {
             self.deliveries.notify_one();
+        }
+        if let Some(uid) = woken {
+            self.wake(uid);
         }
         self.recorded.keep(record);
         Ok(subscribed)

@@ -84,6 +84,18 @@ pub fn topic_name_in_arn<'a>(
         .ok_or_else(|| invalid(format!("Invalid parameter: {parameter}")))
 }
 
+/// Whether subscribing the queue `queue_key` waits for its owner to confirm: when the queue is
+/// another account's than the subscriber's (SNS Developer Guide, "Sending Amazon SNS messages
+/// to an Amazon SQS queue in a different account"; shared/spec/sns.md §3.6). A queue's owner
+/// subscribing it to another account's topic needs no confirmation.
+pub fn queue_pends(
+    namespaces: &crate::engine::namespace::Namespaces,
+    queue_key: &str,
+    subscriber_account: &str,
+) -> bool {
+    namespaces.place(queue_key).account != subscriber_account
+}
+
 /// The topic ARN of a subscription ARN (`<topic arn>:<id>`), with AWS's errors.
 pub fn subscription_topic_arn(subscription_arn: &str) -> EngineResult<String> {
     let parts: Vec<&str> = subscription_arn.split(':').collect();
@@ -170,46 +182,24 @@ impl Topic {
         Ok(())
     }
 
-    /// Subscribes the queue `endpoint` (named `queue_name`), or answers the existing
+    /// Subscribes the queue `endpoint` (keyed `queue_name`), or answers the existing
     /// subscription of the same endpoint. A queue that does not exist yet is allowed (AWS
-    /// checks delivery, not subscription); its type is known from its name.
+    /// checks delivery, not subscription); its type is known from its name. A queue of another
+    /// account than the subscriber's pends (`queue_pends`): answered too is the subscription
+    /// its SubscriptionConfirmation is for.
     pub fn subscribe_queue(
         &mut self,
         (endpoint, queue_name): (&str, &str),
         attrs: &[(String, String)],
         subscriber: Subscriber,
-        now: Timestamp,
-    ) -> EngineResult<Subscribed> {
+        (pending, now): (bool, Timestamp),
+    ) -> EngineResult<(Subscribed, Option<Arc<Subscription>>)> {
         if queue_name.ends_with(".fifo") && !self.fifo {
             return Err(invalid(
                 "Invalid parameter: Invalid parameter: Endpoint Reason: FIFO SQS Queues can not be subscribed to standard SNS topics",
             ));
         }
-        if let Some(existing) = self
-            .subscriptions
-            .iter()
-            .find(|s| s.protocol == "sqs" && s.endpoint == endpoint)
-        {
-            existing.check_resubscribe(attrs)?;
-            return Ok(Subscribed {
-                arn: existing.arn.clone(),
-                pending: existing.pending,
-                confirmation: None,
-            });
-        }
-        let arn: Arc<str> = format!("{}:{}", self.arn, uuid::Uuid::new_v4()).into();
-        let mut subscription = Subscription::new(arn, "sqs", endpoint, subscriber.owner);
-        subscription.principal = subscriber.principal.map(Arc::from);
-        subscription.apply_all(attrs)?;
-        self.check_replay(&subscription, "Attributes Reason: ", now)?;
-        self.check_filter_count(&subscription)?;
-        let arn = subscription.arn.clone();
-        self.subscriptions.push(Arc::new(subscription));
-        Ok(Subscribed {
-            arn,
-            pending: false,
-            confirmation: None,
-        })
+        self.subscribe_confirmable(("sqs", endpoint), attrs, subscriber, (pending, now))
     }
 
     fn subscription_index(&self, subscription_arn: &str) -> Option<usize> {
@@ -401,8 +391,17 @@ impl<W: Default> Engine<W> {
         let queue_name = self
             .name_from_arn(endpoint)
             .ok_or_else(|| invalid("Invalid parameter: SQS endpoint ARN"))?;
+        let pending = queue_pends(&self.namespaces, queue_name, subscriber.owner);
         let mut topic = entry.lock();
-        topic.subscribe_queue((endpoint, queue_name), attrs, subscriber, now)
+        let (subscribed, to_confirm) =
+            topic.subscribe_queue((endpoint, queue_name), attrs, subscriber, (pending, now))?;
+        if let Some(subscription) = to_confirm {
+            let document = self.subscription_confirmation(&topic, &subscription, base_url, now);
+            drop(topic);
+            // A queue that does not exist (yet) loses its confirmation, as on AWS.
+            let _ = self.enqueue_copy(endpoint, &document.queue_confirmation_copy(), now);
+        }
+        Ok(subscribed)
     }
 
     /// The topic of a subscription ARN (`<topic arn>:<id>`).

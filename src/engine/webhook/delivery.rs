@@ -156,6 +156,22 @@ pub fn confirmation_delivery(
 }
 
 impl Delivery {
+    /// A SubscriptionConfirmation as the message an SQS queue of another account is sent: the
+    /// document is the body (SNS Developer Guide, "Sending Amazon SNS messages to an Amazon SQS
+    /// queue in a different account"). A FIFO queue gets it as a group of its own, deduplicated
+    /// by its message id (Orderly's choice: what AWS does there is not recorded).
+    pub fn queue_confirmation_copy(&self) -> SubscriptionCopy<'_> {
+        SubscriptionCopy {
+            body: Body::new(self.body.as_str()),
+            attributes: MessageAttributes::default(),
+            group_id: Some(&self.message_id),
+            dedup_id: Some(&self.message_id),
+            fifo_topic: true,
+            bypass_dedup: false,
+            trace_header: None,
+        }
+    }
+
     /// What a failed notification leaves in its subscription's dead-letter queue: the payload
     /// that would have been POSTed (the envelope, or the raw body with its attributes as SQS
     /// message attributes), and for a raw copy with more attributes than SQS takes, the

@@ -232,7 +232,7 @@ impl<W: Default> Engine<W> {
     }
 
     /// A pending subscription's SubscriptionConfirmation, with a fresh token to confirm it.
-    fn subscription_confirmation(
+    pub(in crate::engine) fn subscription_confirmation(
         &self,
         topic: &Topic,
         subscription: &Subscription,
