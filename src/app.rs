@@ -66,7 +66,6 @@ pub fn build_service(
     if let Some(journal) = &journal {
         metrics.set_log(journal.metrics());
     }
-    let recorded = Arc::new(crate::backend::recorded::RecordedMessages::default());
     let backend = Arc::new(
         crate::backend::embedded::Embedded::new(
             engine.clone(),
@@ -74,20 +73,12 @@ pub fn build_service(
             clock.clone(),
             webhooks.wake_signal(),
         )
-        .counting_long_polls(metrics.long_polls_waiting.clone())
-        .keeping_records(recorded.clone()),
+        .counting_long_polls(metrics.long_polls_waiting.clone()),
     );
     let snapshots =
         data.map(|data| Arc::new(Snapshotter::new(engine, data, config.snapshot_after)));
     Ok(Built {
-        service: Service::new(
-            backend,
-            Arc::new(webhooks),
-            clock,
-            settings,
-            metrics,
-            recorded,
-        ),
+        service: Service::new(backend, Arc::new(webhooks), clock, settings, metrics),
         snapshots,
     })
 }
@@ -127,7 +118,6 @@ pub async fn build_service_on_postgres(
 ) -> std::io::Result<Built> {
     let (webhooks, settings) = service_parts(config, listening)?;
     let metrics = crate::metrics::Metrics::default();
-    let recorded = Arc::new(crate::backend::recorded::RecordedMessages::default());
     let backend = crate::backend::postgres::Postgres::connect(
         crate::backend::postgres::Settings {
             url: url.to_string(),
@@ -143,7 +133,6 @@ pub async fn build_service_on_postgres(
             webhook_lease_ms: (2 * config.webhook_timeout.max(1) + 60) * 1000,
             fifo_http_subscriptions: config.fifo_http_subscriptions,
             deliveries: webhooks.wake_signal(),
-            recorded: recorded.clone(),
         },
         clock.clone(),
     )
@@ -151,14 +140,7 @@ pub async fn build_service_on_postgres(
     .map_err(std::io::Error::other)?;
     tracing::info!(pool = config.storage_pool_size, "storage: PostgreSQL");
     Ok(Built {
-        service: Service::new(
-            backend,
-            Arc::new(webhooks),
-            clock,
-            settings,
-            metrics,
-            recorded,
-        ),
+        service: Service::new(backend, Arc::new(webhooks), clock, settings, metrics),
         snapshots: None,
     })
 }

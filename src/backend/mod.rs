@@ -31,6 +31,7 @@ use crate::engine::move_task::MoveTask;
 use crate::engine::queue::inspect::{GroupView, Peeked, QueueOverview, StateFilter};
 use crate::engine::queue::{Counts, ReceiveRequest, Received, SendReceipt, SendRequest};
 use crate::engine::topic::recent::{DeliveryNote, Fate};
+use crate::engine::topic::recorded::RecordedMessage;
 use crate::engine::topic::registry::Subscribed;
 pub use crate::engine::topic::registry::TopicActivity;
 use crate::engine::topic::{Publication, PublishRequest, Subscription};
@@ -379,6 +380,12 @@ pub trait Inspection: Send + Sync {
     fn topic_activity(&self) -> Answer<'_, Vec<TopicActivity>>;
     /// Durable once answered.
     fn reset(&self, scope: ResetScope) -> Answer<'_, ()>;
+    /// What the recorded protocols' endpoints would have received (`recorded`), oldest first.
+    fn recorded_messages(&self) -> Answer<'_, recorded::Listed>;
+    /// Records what a Publish to a phone number would have sent.
+    fn record(&self, records: Vec<RecordedMessage>) -> Answer<'_, ()>;
+    /// Forgets recorded messages by the ids `recorded_messages` gave them.
+    fn forget_recorded(&self, ids: Vec<u64>) -> Answer<'_, ()>;
 }
 
 /// Everything the service and its workers ask of storage.

@@ -1,9 +1,9 @@
 //! What the recorded protocols' endpoints would have received (`engine::topic::recorded`):
 //! email, email-json, sms, application, lambda and firehose subscriptions' messages, email
-//! endpoints' confirmations, and Publish to a phone number. Kept in memory by the node that
-//! published, the newest `KEPT` of them (older ones are dropped and counted), for
-//! `GET /_orderly/sns/deliveries` and LocalStack's `/_aws/sns/sms-messages`. A restart, a
-//! reset or a DELETE empties it.
+//! endpoints' confirmations, and Publish to a phone number. The newest `KEPT` of them are kept
+//! (older ones are dropped and counted), for `GET /_orderly/sns/deliveries` and LocalStack's
+//! `/_aws/sns/sms-messages`; a reset or a DELETE forgets them. The embedded backend keeps them
+//! here, in memory (a restart empties it); PostgreSQL in a table every node reads.
 
 use std::collections::VecDeque;
 use std::sync::Mutex;
@@ -13,6 +13,10 @@ use crate::engine::topic::recorded::RecordedMessage;
 /// Messages kept, across all endpoints.
 pub const KEPT: usize = 10_000;
 
+/// Recorded messages, oldest first, each with the id `forget` takes; and how many were
+/// dropped for room.
+pub type Listed = (Vec<(u64, RecordedMessage)>, u64);
+
 #[derive(Default)]
 pub struct RecordedMessages {
     inner: Mutex<Kept>,
@@ -20,38 +24,40 @@ pub struct RecordedMessages {
 
 #[derive(Default)]
 struct Kept {
-    messages: VecDeque<RecordedMessage>,
+    messages: VecDeque<(u64, RecordedMessage)>,
+    next_id: u64,
     /// Dropped to stay within `KEPT`, since the start.
     dropped: u64,
 }
 
 impl RecordedMessages {
+    fn kept(&self) -> std::sync::MutexGuard<'_, Kept> {
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
     pub fn keep(&self, records: impl IntoIterator<Item = RecordedMessage>) {
-        let mut kept = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        let mut kept = self.kept();
         for record in records {
             if kept.messages.len() == KEPT {
                 kept.messages.pop_front();
                 kept.dropped += 1;
             }
-            kept.messages.push_back(record);
+            kept.next_id += 1;
+            let id = kept.next_id;
+            kept.messages.push_back((id, record));
         }
     }
 
-    /// Those `wanted` picks, oldest first, and how many were dropped for room.
-    pub fn list(&self, wanted: impl Fn(&RecordedMessage) -> bool) -> (Vec<RecordedMessage>, u64) {
-        let kept = self.inner.lock().unwrap_or_else(|p| p.into_inner());
-        let listed = kept
-            .messages
-            .iter()
-            .filter(|m| wanted(m))
-            .cloned()
-            .collect();
-        (listed, kept.dropped)
+    pub fn list(&self) -> Listed {
+        let kept = self.kept();
+        (kept.messages.iter().cloned().collect(), kept.dropped)
     }
 
-    /// Forgets those `unwanted` picks.
-    pub fn forget(&self, unwanted: impl Fn(&RecordedMessage) -> bool) {
-        let mut kept = self.inner.lock().unwrap_or_else(|p| p.into_inner());
-        kept.messages.retain(|m| !unwanted(m));
+    pub fn forget(&self, ids: &[u64]) {
+        self.kept().messages.retain(|(id, _)| !ids.contains(id));
+    }
+
+    pub fn clear(&self) {
+        self.kept().messages.clear();
     }
 }

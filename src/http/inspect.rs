@@ -55,7 +55,7 @@ pub(super) fn answer(status: StatusCode, body: Value) -> Response {
         .into_response()
 }
 
-fn failed(error: ApiError) -> Response {
+pub(super) fn failed(error: ApiError) -> Response {
     let (code, _, status) = error.code.wire();
     let code = code.rsplit('#').next().unwrap_or(code);
     let status = match error.code {
@@ -66,7 +66,7 @@ fn failed(error: ApiError) -> Response {
 }
 
 /// A JSON answer, or the error as `failed` writes it.
-fn reply(result: Result<Value, ApiError>) -> Response {
+pub(super) fn reply(result: Result<Value, ApiError>) -> Response {
     match result {
         Ok(body) => answer(StatusCode::OK, body),
         Err(error) => failed(error),

@@ -15,7 +15,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, MethodRouter};
 use serde_json::json;
 
-use super::inspect::{answer, query_param, unauthorized};
+use super::inspect::{answer, failed, query_param, reply, unauthorized};
 use super::HttpState;
 
 use crate::service::recorded::{LocalStackListing, RecordedFilter};
@@ -31,10 +31,15 @@ pub async fn deliveries(State(state): State<HttpState>, headers: HeaderMap, uri:
     if let Some(refused) = unauthorized(&state, &headers) {
         return refused;
     }
-    answer(
-        StatusCode::OK,
-        state.service.recorded_messages(&filter(&uri)),
-    )
+    reply(state.service.recorded_messages(&filter(&uri)).await)
+}
+
+/// 204 once forgotten.
+fn forgotten(result: Result<(), crate::protocol::ApiError>) -> Response {
+    match result {
+        Ok(()) => StatusCode::NO_CONTENT.into_response(),
+        Err(error) => failed(error),
+    }
 }
 
 pub async fn forget_deliveries(
@@ -45,8 +50,7 @@ pub async fn forget_deliveries(
     if let Some(refused) = unauthorized(&state, &headers) {
         return refused;
     }
-    state.service.forget_recorded(&filter(&uri));
-    StatusCode::NO_CONTENT.into_response()
+    forgotten(state.service.forget_recorded(&filter(&uri)).await)
 }
 
 /// One of LocalStack's listings (`GET`, and `DELETE` to forget), filtered by its parameter.
@@ -58,16 +62,21 @@ pub fn localstack_listing(listing: &'static LocalStackListing) -> MethodRouter<H
         let endpoint = query_param(&uri, listing.parameter);
         let listed = state
             .service
-            .localstack_listing(listing, endpoint.as_deref());
-        answer(StatusCode::OK, listed)
+            .localstack_listing(listing, endpoint.as_deref())
+            .await;
+        reply(listed)
     };
     let forget = move |State(state): State<HttpState>, headers: HeaderMap, uri: Uri| async move {
         if let Some(refused) = unauthorized(&state, &headers) {
             return refused;
         }
         let endpoint = query_param(&uri, listing.parameter);
-        state.service.forget_listed(listing, endpoint.as_deref());
-        StatusCode::NO_CONTENT.into_response()
+        forgotten(
+            state
+                .service
+                .forget_listed(listing, endpoint.as_deref())
+                .await,
+        )
     };
     get(list).delete(forget)
 }

@@ -91,9 +91,6 @@ pub struct Service {
     pub metrics: crate::metrics::Metrics,
     pub clock: Arc<dyn Clock>,
     pub webhooks: Arc<Webhooks>,
-    /// What endpoints of the recorded protocols would have received (email, sms, ...): the
-    /// backend keeps fan-out's, the service a Publish to a phone number's.
-    pub recorded: Arc<crate::backend::recorded::RecordedMessages>,
     hostname: Option<String>,
     /// Keys of queues and topics, relative to `--region` and `--account-id`.
     namespaces: crate::engine::namespace::Namespaces,
@@ -122,11 +119,9 @@ impl Service {
         clock: Arc<dyn Clock>,
         settings: ServiceSettings,
         metrics: crate::metrics::Metrics,
-        recorded: Arc<crate::backend::recorded::RecordedMessages>,
     ) -> Arc<Self> {
         Arc::new(Service {
             backend,
-            recorded,
             metrics,
             clock,
             webhooks,

@@ -14,6 +14,7 @@ use super::Service;
 use crate::engine::topic::recorded::{self, RecordedMessage};
 use crate::engine::topic::PublishRequest;
 use crate::engine::EngineError;
+use crate::protocol::ApiError;
 
 /// Which recorded messages a read or a DELETE means.
 #[derive(Default)]
@@ -61,12 +62,33 @@ impl LocalStackListing {
 }
 
 impl Service {
+    /// Recorded messages `wanted` picks, oldest first, with their ids; and how many were
+    /// dropped for room.
+    async fn recorded_where(
+        &self,
+        wanted: impl Fn(&RecordedMessage) -> bool,
+    ) -> Result<(Vec<(u64, RecordedMessage)>, u64), ApiError> {
+        let (mut listed, dropped) = self.backend.recorded_messages().await?;
+        listed.retain(|(_, m)| wanted(m));
+        Ok((listed, dropped))
+    }
+
+    /// Forgets the recorded messages `unwanted` picks.
+    async fn forget_where(
+        &self,
+        unwanted: impl Fn(&RecordedMessage) -> bool,
+    ) -> Result<(), ApiError> {
+        let (listed, _) = self.recorded_where(unwanted).await?;
+        let ids = listed.into_iter().map(|(id, _)| id).collect();
+        Ok(self.backend.forget_recorded(ids).await?)
+    }
+
     /// `GET /_orderly/sns/deliveries`: oldest first.
-    pub fn recorded_messages(&self, filter: &RecordedFilter) -> Value {
-        let (listed, dropped) = self.recorded.list(|m| filter.wants(m));
+    pub async fn recorded_messages(&self, filter: &RecordedFilter) -> Result<Value, ApiError> {
+        let (listed, dropped) = self.recorded_where(|m| filter.wants(m)).await?;
         let deliveries: Vec<Value> = listed
             .iter()
-            .map(|m| {
+            .map(|(_, m)| {
                 json!({
                     "protocol": &*m.protocol,
                     "endpoint": &*m.endpoint,
@@ -82,21 +104,25 @@ impl Service {
                 })
             })
             .collect();
-        json!({ "deliveries": deliveries, "dropped": dropped })
+        Ok(json!({ "deliveries": deliveries, "dropped": dropped }))
     }
 
-    pub fn forget_recorded(&self, filter: &RecordedFilter) {
-        self.recorded.forget(|m| filter.wants(m));
+    pub async fn forget_recorded(&self, filter: &RecordedFilter) -> Result<(), ApiError> {
+        self.forget_where(|m| filter.wants(m)).await
     }
 
     /// One of LocalStack's listings: the protocol's notifications by endpoint.
-    pub fn localstack_listing(&self, listing: &LocalStackListing, endpoint: Option<&str>) -> Value {
-        let (listed, _) = self.recorded.list(|m| listing.lists(m, endpoint));
+    pub async fn localstack_listing(
+        &self,
+        listing: &LocalStackListing,
+        endpoint: Option<&str>,
+    ) -> Result<Value, ApiError> {
+        let (listed, _) = self.recorded_where(|m| listing.lists(m, endpoint)).await?;
         let mut by_endpoint: Map<String, Value> = Map::new();
         if let Some(endpoint) = endpoint {
             by_endpoint.insert(endpoint.into(), Value::Array(Vec::new()));
         }
-        for m in listed.iter().filter(|m| m.kind == "Notification") {
+        for (_, m) in listed.iter().filter(|(_, m)| m.kind == "Notification") {
             let entry = json!({
                 listing.endpoint_field: &*m.endpoint,
                 "TopicArn": m.topic_arn.as_deref(),
@@ -114,29 +140,34 @@ impl Service {
                 list.push(entry);
             }
         }
-        json!({ listing.key: by_endpoint, "region": self.region() })
+        Ok(json!({ listing.key: by_endpoint, "region": self.region() }))
     }
 
     /// A LocalStack listing's `DELETE`.
-    pub fn forget_listed(&self, listing: &LocalStackListing, endpoint: Option<&str>) {
-        self.recorded.forget(|m| listing.lists(m, endpoint));
+    pub async fn forget_listed(
+        &self,
+        listing: &LocalStackListing,
+        endpoint: Option<&str>,
+    ) -> Result<(), ApiError> {
+        self.forget_where(|m| listing.lists(m, endpoint)).await
     }
 
     /// Publish with PhoneNumber: checked like any publish, recorded, never sent.
-    pub(super) fn publish_to_phone(
+    pub(super) async fn publish_to_phone(
         &self,
         number: &str,
         request: &PublishRequest,
-    ) -> Result<Arc<str>, EngineError> {
+    ) -> Result<Arc<str>, ApiError> {
         if !recorded::check_phone_number(number) {
             return Err(EngineError::InvalidParameter(format!(
                 "Invalid parameter: PhoneNumber Reason: {number} is not valid to publish to"
-            )));
+            ))
+            .into());
         }
         crate::engine::topic::check_message(request)?;
         let message_id: Arc<str> = uuid::Uuid::new_v4().to_string().into();
         let record = recorded::sms_to_number(number, request, &message_id, self.clock.now());
-        self.recorded.keep([record]);
+        self.backend.record(vec![record]).await?;
         Ok(message_id)
     }
 }

@@ -504,7 +504,7 @@ impl Service {
                 ));
             }
             let request = Self::publish_request(input.entry, ctx)?;
-            let message_id = self.publish_to_phone(number, &request)?;
+            let message_id = self.publish_to_phone(number, &request).await?;
             return Ok(PublishOutput {
                 id: None,
                 message_id: message_id.to_string(),

@@ -448,3 +448,50 @@ async fn a_node_killed_under_load_loses_nothing_acknowledged() {
         .collect();
     assert!(lost.is_empty(), "acknowledged, then lost: {lost:?}");
 }
+
+/// What the recorded protocols' endpoints would have received is kept in the database: any node
+/// lists (and forgets) what any node recorded, a fan-out's and a Publish to a phone number's.
+#[tokio::test]
+async fn every_node_lists_every_nodes_recorded_messages() {
+    let Some(url) = common::fresh_database().await else {
+        return;
+    };
+    let nodes = start_nodes(&url, 2, &common::manual_clock(), |_| {}).await;
+    let (a, b) = (&nodes[0], &nodes[1]);
+    let created = a.sns.create_topic().name("alerts").send().await.unwrap();
+    let topic = created.topic_arn.unwrap();
+    let subscription = a.sns.subscribe().topic_arn(&topic).protocol("sms");
+    subscription.endpoint("+15555550100").send().await.unwrap();
+    let publish = a.sns.publish().topic_arn(&topic).message("from a");
+    publish.send().await.unwrap();
+    let direct = b
+        .sns
+        .publish()
+        .phone_number("+15555550199")
+        .message("from b");
+    direct.send().await.unwrap();
+    use crate::sns_recorded_protocols::{deliveries, get_json};
+    let bodies = |listed: Vec<serde_json::Value>| {
+        let texts = listed
+            .iter()
+            .map(|d| d["message"].as_str().unwrap().to_string());
+        texts.collect::<Vec<_>>()
+    };
+    for node in [a, b] {
+        let listing = deliveries(node, "?protocol=sms").await;
+        assert_eq!(bodies(listing), ["from a", "from b"]);
+        let localstack = get_json(node, "/_aws/sns/sms-messages").await;
+        let numbers = localstack["sms_messages"].as_object().unwrap();
+        assert_eq!(numbers.len(), 2, "{localstack}");
+    }
+    let forget = reqwest::Client::new()
+        .delete(format!(
+            "{}/_orderly/sns/deliveries?endpoint=%2B15555550100",
+            b.url()
+        ))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(forget.status(), 204);
+    assert_eq!(bodies(deliveries(a, "").await), ["from b"]);
+}

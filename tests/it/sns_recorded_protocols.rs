@@ -38,7 +38,7 @@ async fn subscribe(
     }
 }
 
-async fn get_json(server: &Server, path: &str) -> Value {
+pub async fn get_json(server: &Server, path: &str) -> Value {
     let text = reqwest::get(format!("{}{path}", server.url()))
         .await
         .unwrap()
@@ -48,7 +48,7 @@ async fn get_json(server: &Server, path: &str) -> Value {
     serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}"))
 }
 
-async fn deliveries(server: &Server, query: &str) -> Vec<Value> {
+pub async fn deliveries(server: &Server, query: &str) -> Vec<Value> {
     let listed = get_json(server, &format!("/_orderly/sns/deliveries{query}")).await;
     listed["deliveries"].as_array().unwrap().clone()
 }

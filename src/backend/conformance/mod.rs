@@ -8,7 +8,7 @@ mod move_tasks;
 mod queues;
 mod topics;
 
-pub use inspection::inspection;
+pub use inspection::{inspection, recorded_messages};
 pub use messages::messages;
 pub use move_tasks::move_tasks;
 pub use queues::queue_administration;

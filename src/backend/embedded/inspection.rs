@@ -3,6 +3,7 @@
 use super::Embedded;
 use crate::backend::{Answer, Inspection, ResetScope, SubscriptionActivity, TopicActivity};
 use crate::engine::queue::inspect::{GroupView, Peeked, QueueOverview, StateFilter};
+use crate::engine::topic::recorded::RecordedMessage;
 
 impl Inspection for Embedded {
     fn queue_overviews(&self) -> Answer<'_, Vec<QueueOverview>> {
@@ -92,7 +93,7 @@ impl Inspection for Embedded {
 
     fn reset(&self, scope: ResetScope) -> Answer<'_, ()> {
         self.changing(move |engine| {
-            self.recorded.forget(|_| true);
+            self.recorded.clear();
             match scope {
                 ResetScope::Messages => engine.reset_messages(),
                 ResetScope::Everything => {
@@ -104,5 +105,20 @@ impl Inspection for Embedded {
             }
             Ok(())
         })
+    }
+
+    fn recorded_messages(&self) -> Answer<'_, crate::backend::recorded::Listed> {
+        let listed = self.recorded.list();
+        Box::pin(async move { Ok(listed) })
+    }
+
+    fn record(&self, records: Vec<RecordedMessage>) -> Answer<'_, ()> {
+        self.recorded.keep(records);
+        Box::pin(async { Ok(()) })
+    }
+
+    fn forget_recorded(&self, ids: Vec<u64>) -> Answer<'_, ()> {
+        self.recorded.forget(&ids);
+        Box::pin(async { Ok(()) })
     }
 }

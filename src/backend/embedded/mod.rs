@@ -31,8 +31,8 @@ pub struct Embedded {
     move_runners: super::pacing::Runners,
     /// ReceiveMessage calls waiting now (`GET /metrics`).
     long_polls: prometheus_client::metrics::gauge::Gauge,
-    /// What the recorded protocols' endpoints would have received.
-    recorded: Arc<crate::backend::recorded::RecordedMessages>,
+    /// What the recorded protocols' endpoints would have received (in memory only).
+    recorded: crate::backend::recorded::RecordedMessages,
 }
 
 fn log_failed() -> BackendError {
@@ -55,15 +55,6 @@ impl Embedded {
             long_polls: Default::default(),
             recorded: Default::default(),
         }
-    }
-
-    /// Keeps what the recorded protocols' endpoints would have received in `recorded`.
-    pub fn keeping_records(
-        mut self,
-        recorded: Arc<crate::backend::recorded::RecordedMessages>,
-    ) -> Self {
-        self.recorded = recorded;
-        self
     }
 
     /// Keeps `gauge` at the number of receives waiting for a message.

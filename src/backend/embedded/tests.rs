@@ -153,6 +153,12 @@ async fn keeps_the_rules_of_inspection() {
 }
 
 #[tokio::test]
+async fn keeps_the_rules_of_recorded_messages() {
+    let (backend, _journal, _clock) = backend_on_clock(MemStorage::default());
+    crate::backend::conformance::recorded_messages(&backend).await;
+}
+
+#[tokio::test]
 async fn keeps_the_rules_of_move_tasks() {
     let (backend, _journal, clock) = backend_on_clock(MemStorage::default());
     crate::backend::conformance::move_tasks(&backend, &clock).await;

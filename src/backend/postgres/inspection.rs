@@ -10,6 +10,7 @@ use crate::backend::{
 };
 use crate::engine::queue::inspect::{GroupView, Peeked, QueueOverview, StateFilter, PEEK_BYTES};
 use crate::engine::queue::{Counts, State};
+use crate::engine::topic::recorded::RecordedMessage;
 use crate::engine::Timestamp;
 
 impl Postgres {
@@ -105,11 +106,13 @@ impl Postgres {
     }
 
     async fn reset_all(&self, scope: ResetScope) -> BackendResult<()> {
-        // This node's records; other nodes keep theirs (they are each node's own).
-        self.recorded.forget(|_| true);
         let now = self.clock.now();
         let mut client = self.client().await?;
         let tx = client.transaction().await.map_err(unavailable)?;
+        // Every node's records go, as the embedded engine's do on either reset.
+        tx.run("DELETE FROM recorded_messages", &[])
+            .await
+            .map_err(unavailable)?;
         let gone = match scope {
             ResetScope::Messages => {
                 for table in [
@@ -288,5 +291,20 @@ impl Inspection for Postgres {
 
     fn reset(&self, scope: ResetScope) -> Answer<'_, ()> {
         Box::pin(self.reset_all(scope))
+    }
+
+    fn recorded_messages(&self) -> Answer<'_, crate::backend::recorded::Listed> {
+        Box::pin(self.list_recorded())
+    }
+
+    fn record(&self, records: Vec<RecordedMessage>) -> Answer<'_, ()> {
+        Box::pin(async move {
+            let client = self.client().await?;
+            self.keep_recorded(&client, &records).await
+        })
+    }
+
+    fn forget_recorded(&self, ids: Vec<u64>) -> Answer<'_, ()> {
+        Box::pin(self.forget_recorded_ids(ids))
     }
 }

@@ -24,6 +24,7 @@ mod messages;
 mod move_tasks;
 mod publish;
 mod queues;
+mod recorded;
 mod retention;
 pub mod schema;
 mod statements;
@@ -84,8 +85,6 @@ pub struct Settings {
     pub fifo_http_subscriptions: bool,
     /// Signalled once webhook deliveries were queued (this node's delivery worker).
     pub deliveries: Arc<tokio::sync::Notify>,
-    /// What the recorded protocols' endpoints would have received, from this node's publishes.
-    pub recorded: Arc<super::recorded::RecordedMessages>,
 }
 
 pub struct Postgres {
@@ -113,7 +112,6 @@ pub struct Postgres {
     webhook_lease_ms: u64,
     fifo_http_subscriptions: bool,
     deliveries: Arc<tokio::sync::Notify>,
-    recorded: Arc<super::recorded::RecordedMessages>,
     /// The SNS signing key once read or made (`publish::signer`).
     signer: tokio::sync::OnceCell<Arc<crate::engine::topic::signing::MessageSigner>>,
 }
@@ -228,7 +226,6 @@ impl Postgres {
             webhook_lease_ms: settings.webhook_lease_ms,
             fifo_http_subscriptions: settings.fifo_http_subscriptions,
             deliveries: settings.deliveries,
-            recorded: settings.recorded,
         }))
     }
 

@@ -142,8 +142,8 @@ impl Postgres {
         let mut touched: Vec<i64> = stored.iter().map(|(uid, _)| *uid).collect();
         touched.sort_unstable();
         touched.dedup();
+        self.keep_recorded(&tx, &recorded).await?;
         tx.commit().await.map_err(unavailable)?;
-        self.recorded.keep(recorded);
         if to_webhooks {
             self.deliveries.notify_one();
         }

@@ -24,7 +24,6 @@ fn settings(url: &str) -> Settings {
         webhook_lease_ms: 90_000,
         fifo_http_subscriptions: true,
         deliveries: Default::default(),
-        recorded: Default::default(),
     }
 }
 
@@ -521,6 +520,15 @@ async fn keeps_the_rules_of_inspection() {
     let clock = clock();
     let backend = node(&url, &clock).await;
     crate::backend::conformance::inspection(&*backend, &clock).await;
+}
+
+#[tokio::test]
+async fn keeps_the_rules_of_recorded_messages() {
+    let Some(url) = fresh_database().await else {
+        return;
+    };
+    let backend = node(&url, &clock()).await;
+    crate::backend::conformance::recorded_messages(&*backend).await;
 }
 
 #[tokio::test]

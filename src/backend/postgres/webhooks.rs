@@ -39,7 +39,7 @@ impl Postgres {
     /// again for an endpoint still pending), an SQS queue of another account (`kind` Queue: its
     /// SubscriptionConfirmation stored in the queue, `topic::registry::queue_pends`), or a
     /// recorded protocol (`engine::topic::recorded`:
-    /// an email endpoint pends, its SubscriptionConfirmation recorded by this node; the others
+    /// an email endpoint pends, its SubscriptionConfirmation recorded for every node; the others
     /// are confirmed at once). The token confirms on any node.
     pub(super) async fn subscribe_confirmable(
         &self,
@@ -52,7 +52,7 @@ impl Postgres {
             .ok_or_else(|| EngineError::InvalidParameter("Invalid parameter: Endpoint".into()))?;
         // Read before this request holds a connection in a transaction.
         let signer = self.signer().await?;
-        let (subscribed, record, woken) = super::retrying(|| async {
+        let (subscribed, woken) = super::retrying(|| async {
             let mut client = self.client().await?;
             let tx = client.transaction().await.map_err(unavailable)?;
             let mut topic = self.load_topic(&tx, name, true).await?;
@@ -77,7 +77,7 @@ impl Postgres {
                 _ => topic.subscribe_recorded(asked, attributes, subscriber, now)?,
             };
             self.save_topic(&tx, &topic).await?;
-            let (mut record, mut woken) = (None, None);
+            let mut woken = None;
             if let Some(subscription) = to_confirm {
                 let grant = Grant::Confirm(subscription.arn.clone());
                 let token = self.issue_token(&tx, grant, now).await?;
@@ -99,17 +99,18 @@ impl Postgres {
                         .await?;
                     woken = stored.map(|(uid, _)| uid);
                 } else {
-                    record = Some(recorded::confirmation_record(
+                    let record = recorded::confirmation_record(
                         &topic,
                         &subscription,
                         document.body,
                         document.message_id,
                         now,
-                    ));
+                    );
+                    self.keep_recorded(&tx, &[record]).await?;
                 }
             }
             tx.commit().await.map_err(unavailable)?;
-            Ok((subscribed, record, woken))
+            Ok((subscribed, woken))
         })
         .await?;
         if kind == EndpointKind::Webhook {
@@ -118,7 +119,6 @@ impl Postgres {
         if let Some(uid) = woken {
             self.wake(uid);
         }
-        self.recorded.keep(record);
         Ok(subscribed)
     }
 

@@ -26,6 +26,7 @@ pub mod change;
 pub mod list;
 pub mod message;
 pub mod queue;
+pub mod recorded;
 pub mod snapshot;
 pub mod topic;
 pub mod webhook;
@@ -174,6 +175,17 @@ pub fn encode_token(token: &engine::webhook::changes::TokenRecord) -> Vec<u8> {
 
 pub fn decode_token(bytes: &[u8]) -> Result<engine::webhook::changes::TokenRecord, FormatError> {
     from_row(bytes, "a stored confirmation token").map(webhook::Token::into_live)
+}
+
+/// What a recorded protocol's endpoint would have received.
+pub fn encode_recorded(message: &engine::topic::recorded::RecordedMessage) -> Vec<u8> {
+    to_row(&recorded::Recorded::from(message))
+}
+
+pub fn decode_recorded(
+    bytes: &[u8],
+) -> Result<engine::topic::recorded::RecordedMessage, FormatError> {
+    from_row(bytes, "a recorded message").map(recorded::Recorded::into_live)
 }
 
 /// What follows a record's version byte, if this build reads that version.
