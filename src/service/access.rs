@@ -176,10 +176,12 @@ const OWNER_ONLY_SQS: [&str; 11] = [
     "CreateQueue",
 ];
 
-/// What a queue URL's path names: `/<account>/<name>`, or LocalStack's path form
+/// What a queue URL names: `/<account>/<name>`, or LocalStack's path form
 /// `/queue/<region>/<account>/<name>` that Orderly hands out for queues outside the home region
-/// (one endpoint serves every region, so the host cannot tell them apart). Whatever the URL
-/// leaves out is the caller's. The host is never looked at.
+/// (one endpoint serves every region, so the host it is reached by cannot tell them apart). A
+/// host of AWS's regional forms, `sqs.<region>.…` (AWS, and LocalStack's default URLs such as
+/// `sqs.eu-west-1.localhost.localstack.cloud`) or the legacy `<region>.queue.…`, names the
+/// region too; the path's region wins. Whatever the URL leaves out is the caller's.
 #[derive(Debug, PartialEq, Eq)]
 pub struct UrlPlace<'a> {
     pub region: Option<&'a str>,
@@ -196,15 +198,38 @@ pub fn url_place(url: &str) -> UrlPlace<'_> {
     let mut segments = path.rsplit('/');
     let name = segments.next().unwrap_or(path);
     let account = segments.next().filter(|a| is_account_id(a));
-    let region = match (account, segments.next(), segments.next()) {
+    let in_path = match (account, segments.next(), segments.next()) {
         (Some(_), Some(region), Some("queue")) if !region.is_empty() => Some(region),
         _ => None,
     };
+    let region = in_path.or_else(|| region_of_host(url));
     UrlPlace {
         region,
         account,
         name,
     }
+}
+
+/// The region a queue URL's host names, if it is of AWS's regional forms.
+fn region_of_host(url: &str) -> Option<&str> {
+    let host = url
+        .split_once("://")?
+        .1
+        .split(['/', ':', '?', '#'])
+        .next()?;
+    let mut labels = host.split('.');
+    let region = match (labels.next()?, labels.next()?) {
+        ("sqs", region) => region,
+        (region, "queue") => region,
+        _ => return None,
+    };
+    // us-east-1, eu-west-2, us-gov-west-1, cn-north-1: letters, dashes, a final digit.
+    let looks_like_one = region.contains('-')
+        && region.ends_with(|c: char| c.is_ascii_digit())
+        && region
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-');
+    looks_like_one.then_some(region)
 }
 
 fn access_denied(url: &str) -> ApiError {
@@ -224,7 +249,11 @@ impl Service {
         action: &str,
     ) -> Result<Cow<'a, str>, ApiError> {
         let url = url.ok_or_else(|| ApiError::missing("QueueUrl"))?;
-        let place = url_place(url);
+        let mut place = url_place(url);
+        if self.single_namespace() {
+            // One namespace: a URL names a queue by its name alone, as before namespaces.
+            (place.region, place.account) = (None, None);
+        }
         let here = &ctx.namespace;
         let foreign_account = place.account.filter(|a| *a != &*here.account);
         let foreign_region = place.region.filter(|r| *r != &*here.region);
@@ -420,7 +449,7 @@ mod tests {
                 name: "q.fifo"
             }
         );
-        let plain = url_place("https://sqs.us-east-1.amazonaws.com/000000000000/q/");
+        let plain = url_place("http://localhost:4566/000000000000/q/");
         assert_eq!(
             (plain.region, plain.account, plain.name),
             (None, Some("000000000000"), "q")
@@ -429,5 +458,28 @@ mod tests {
         assert_eq!((bare.region, bare.account, bare.name), (None, None, "q"));
         let odd = url_place("http://h/eu-west-1/000000000000/q");
         assert_eq!(odd.region, None);
+        // Hosts of AWS's and LocalStack's regional forms name the region; the path's wins.
+        for (url, region) in [
+            (
+                "https://sqs.eu-west-1.amazonaws.com/000000000000/q",
+                Some("eu-west-1"),
+            ),
+            (
+                "http://sqs.ap-south-1.localhost.localstack.cloud:4566/000000000000/q",
+                Some("ap-south-1"),
+            ),
+            (
+                "https://us-west-2.queue.amazonaws.com/000000000000/q",
+                Some("us-west-2"),
+            ),
+            ("http://sqs.localhost:4566/000000000000/q", None),
+            ("http://queue.amazonaws.com/000000000000/q", None),
+            (
+                "http://sqs.eu-west-1.localhost/queue/us-east-2/000000000000/q",
+                Some("us-east-2"),
+            ),
+        ] {
+            assert_eq!(url_place(url).region, region, "{url}");
+        }
     }
 }

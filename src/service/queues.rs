@@ -115,6 +115,9 @@ impl Service {
             .as_deref()
             .filter(|owner| *owner != &*ctx.namespace.account);
         let namespace = match owner {
+            Some(_) if self.single_namespace() => {
+                return Err(crate::engine::EngineError::QueueDoesNotExist.into())
+            }
             Some(owner) => Namespace::new(&ctx.namespace.region, owner),
             None => ctx.namespace.clone(),
         };

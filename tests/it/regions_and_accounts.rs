@@ -92,6 +92,12 @@ async fn one_name_in_two_regions_is_two_queues() {
         queue_arn(&west, &urls[1]).await,
         "arn:aws:sqs:eu-west-1:000000000000:prices"
     );
+    // LocalStack's and AWS's regional hosts name the region (a client of us-east-1 here).
+    let by_host = "http://sqs.eu-west-1.localhost.localstack.cloud:4566/000000000000/prices";
+    assert_eq!(
+        queue_arn(&east, by_host).await,
+        "arn:aws:sqs:eu-west-1:000000000000:prices"
+    );
     assert_eq!(listed(&east).await, vec![urls[0].clone()]);
     assert_eq!(listed(&west).await, vec![urls[1].clone()]);
     let found = west
@@ -458,7 +464,16 @@ async fn one_namespace_when_asked() {
     let west = sqs_in(server.addr, "eu-west-1", "AKIDORDERLY", "secret");
     let url = create(&west, "shared").await;
     assert_eq!(url, server.queue_url("shared"));
-    assert_eq!(listed(&east).await, vec![url]);
+    assert_eq!(listed(&east).await, vec![url.clone()]);
+    // A URL's region and account are not looked at: the name alone finds the queue.
+    let regional = "http://sqs.eu-west-1.localhost/999999999999/shared";
+    east.send_message()
+        .queue_url(regional)
+        .message_body("by name")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(bodies(&west, &url).await, vec!["by name".to_string()]);
     // A 12-digit key is a user of the one account: its subscription needs no confirmation.
     let sns = sns_in(server.addr, "us-east-1", "111111111111");
     let topic = create_topic(&sns, "one").await;
