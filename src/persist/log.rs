@@ -57,6 +57,8 @@ pub struct SegmentLog<S: Storage> {
     poisoned: bool,
     /// `prepare` was called for `next_segment`.
     next_prepared: bool,
+    /// `reserve` was called for `next_segment`.
+    next_reserved: bool,
     /// The data directory's key, which seals batch headers (`batch::Seal`).
     key: u64,
 }
@@ -168,6 +170,7 @@ impl<S: Storage> SegmentLog<S> {
             synced_len: 0,
             poisoned: false,
             next_prepared: false,
+            next_reserved: false,
             key,
         };
         Ok((log, torn))
@@ -216,6 +219,10 @@ impl<S: Storage> SegmentLog<S> {
             return Err(error.into());
         }
         self.good_len += bytes.len() as u64;
+        if !self.next_reserved {
+            self.next_reserved = true;
+            self.storage.reserve(&segment_name(self.next_segment));
+        }
         self.prepare_next();
         Ok(())
     }
@@ -255,6 +262,11 @@ impl<S: Storage> SegmentLog<S> {
             self.good_len = 0;
             self.synced_len = 0;
             self.next_prepared = false;
+            // Turned now, while whoever asked for the turn (a snapshot) waits, so that the
+            // descriptor the old segment frees goes to the next one's reservation.
+            self.storage.turn_to(&self.current);
+            self.storage.reserve(&segment_name(self.next_segment));
+            self.next_reserved = true;
         }
         Ok(self.current_number)
     }

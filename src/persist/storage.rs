@@ -29,6 +29,13 @@ pub trait Storage: Send {
     /// A hint that `name`, which does not exist yet, will be appended to next, about `bytes`
     /// of it; storage may get it ready meanwhile.
     fn prepare(&mut self, _name: &str, _bytes: u64) {}
+    /// Opens `name`, which does not exist yet, so that turning to it later needs no new
+    /// descriptor: out of descriptors, the one a turn frees could be taken by another thread
+    /// before the turn opens its new segment.
+    fn reserve(&mut self, _name: &str) {}
+    /// Makes `name` the file appends go to now rather than at the first append, closing the
+    /// one before; a failure is left for that append to meet.
+    fn turn_to(&mut self, _name: &str) {}
 }
 
 /// Space past the end of the records is filled with zeros and synced this much at a time
@@ -56,8 +63,9 @@ pub struct DirStorage {
     open: Option<OpenSegment>,
     /// The segment the last append failed to open (so it wrote nothing to it).
     unopened: Option<String>,
-    /// The next segment, being zero-filled by a helper thread while the current one fills.
-    prepared: Option<(String, ZeroFiller)>,
+    /// The next segment: opened ahead, or being zero-filled by a helper thread while the
+    /// current one fills.
+    prepared: Option<(String, NextSegment)>,
     /// Helpers that were not done when their segment was needed, and their files, to delete
     /// once they are.
     abandoned: Vec<(PathBuf, ZeroFiller)>,
@@ -72,6 +80,12 @@ const FILLING_SUFFIX: &str = ".filling";
 
 /// A helper thread's result: the zero-filled file and its length.
 type ZeroFiller = JoinHandle<io::Result<(File, u64)>>;
+
+enum NextSegment {
+    /// Created empty under its filling name and held open (`Storage::reserve`).
+    Reserved(File),
+    Filling(ZeroFiller),
+}
 
 struct OpenSegment {
     name: String,
@@ -95,14 +109,18 @@ fn write_zeros(file: &File, from: u64, to: u64) -> io::Result<()> {
     file.sync_data()
 }
 
-/// Creates `path` as `bytes` of synced zeros. A crash part way leaves a file that the next
-/// start deletes (`DirStorage::new`).
-fn zero_filled(dir: &File, path: &Path, bytes: u64) -> io::Result<(File, u64)> {
-    let file = private_file()
+/// Creates the next segment's file under its filling name. A crash leaves a file that the
+/// next start deletes (`DirStorage::new`).
+fn create_filling(path: &Path) -> io::Result<File> {
+    private_file()
         .create_new(true)
         .read(true)
         .write(true)
-        .open(path)?;
+        .open(path)
+}
+
+/// Fills `file`, found at `path`, with `bytes` of synced zeros.
+fn zero_filled(dir: &File, file: File, path: &Path, bytes: u64) -> io::Result<(File, u64)> {
     dir.sync_all()?;
     // Direct I/O skips copying 64 MiB of zeros into the page cache, which cost the server
     // more CPU than anything but request handling. Filesystems without it take the copy.
@@ -204,7 +222,9 @@ impl DirStorage {
     /// True once the helper preparing the next segment is done (tests).
     #[cfg(test)]
     pub fn prepared_done(&self) -> bool {
-        self.prepared.as_ref().is_some_and(|(_, h)| h.is_finished())
+        self.prepared
+            .as_ref()
+            .is_some_and(|(_, next)| matches!(next, NextSegment::Filling(h) if h.is_finished()))
     }
 
     fn filling_path(&self, name: &str) -> PathBuf {
@@ -229,14 +249,21 @@ impl DirStorage {
     fn open_segment(&mut self, name: &str) -> io::Result<OpenSegment> {
         self.reap_abandoned();
         if self.prepared.as_ref().is_some_and(|(n, _)| n == name) {
-            let (_, helper) = self.prepared.take().expect("checked");
+            let (_, next) = self.prepared.take().expect("checked");
             let filling = self.filling_path(name);
-            if !helper.is_finished() {
-                self.abandoned.push((filling, helper));
-            } else {
-                let ready = helper
-                    .join()
-                    .unwrap_or_else(|_| Err(io::Error::other("segment helper panicked")));
+            let ready = match next {
+                NextSegment::Reserved(file) => Some(Ok((file, 0))),
+                NextSegment::Filling(helper) if !helper.is_finished() => {
+                    self.abandoned.push((filling.clone(), helper));
+                    None
+                }
+                NextSegment::Filling(helper) => Some(
+                    helper
+                        .join()
+                        .unwrap_or_else(|_| Err(io::Error::other("segment helper panicked"))),
+                ),
+            };
+            if let Some(ready) = ready {
                 // A link, not a rename: it never replaces a file already of that name.
                 match ready.and_then(|ready| {
                     std::fs::hard_link(&filling, self.dir.join(name))?;
@@ -360,9 +387,17 @@ impl Storage for DirStorage {
     }
 
     fn prepare(&mut self, name: &str, bytes: u64) {
-        if self.prepared.is_some() || self.open.as_ref().is_some_and(|open| open.name == name) {
+        if self.open.as_ref().is_some_and(|open| open.name == name) {
             return;
         }
+        let reserved = match self.prepared.take() {
+            None => None,
+            Some((n, NextSegment::Reserved(file))) if n == name => Some(file),
+            Some(other) => {
+                self.prepared = Some(other);
+                return;
+            }
+        };
         self.reap_abandoned();
         let dir = self.dir_handle.clone();
         let path = self.filling_path(name);
@@ -375,12 +410,30 @@ impl Storage for DirStorage {
                 if let Some(hold) = hold {
                     let _ = hold.recv();
                 }
-                zero_filled(&dir, &path, bytes)
+                let file = match reserved {
+                    Some(file) => file,
+                    None => create_filling(&path)?,
+                };
+                zero_filled(&dir, file, &path, bytes)
             });
         // Without a helper thread the segment simply grows chunk by chunk.
         if let Ok(helper) = helper {
-            self.prepared = Some((name.to_string(), helper));
+            self.prepared = Some((name.to_string(), NextSegment::Filling(helper)));
         }
+    }
+
+    fn reserve(&mut self, name: &str) {
+        if self.prepared.is_some() || self.open.as_ref().is_some_and(|open| open.name == name) {
+            return;
+        }
+        // Out of descriptors this fails, and the turn opens its segment as it comes.
+        if let Ok(file) = create_filling(&self.filling_path(name)) {
+            self.prepared = Some((name.to_string(), NextSegment::Reserved(file)));
+        }
+    }
+
+    fn turn_to(&mut self, name: &str) {
+        let _ = self.segment(name);
     }
 
     fn remove(&mut self, name: &str) -> io::Result<()> {

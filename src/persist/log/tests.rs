@@ -318,3 +318,32 @@ fn the_next_segment_is_made_ready_in_zeros_and_removed_if_never_written() {
     assert_eq!(recovered.records.len(), 100);
     assert!(recovered.records.iter().all(|r| r == &payload));
 }
+
+#[test]
+fn a_turn_opens_the_reserved_segment_at_once_and_reserves_the_one_after() {
+    use crate::persist::storage::DirStorage;
+    let dir = tempfile::tempdir().unwrap();
+    let (mut log, _) = SegmentLog::open(DirStorage::new(dir.path()).unwrap(), 64 * 1024).unwrap();
+    let filling = |n: u64| dir.path().join(segment_name(n) + ".filling");
+    log.append(&[b"first"]).unwrap();
+    log.sync().unwrap();
+    assert!(filling(2).exists(), "the next segment is held open ahead");
+    let turned_to = log.rotate().unwrap();
+    assert_eq!(turned_to, 2);
+    // Named and opened by the turn itself, before anything is appended to it.
+    assert!(dir.path().join(segment_name(2)).exists());
+    assert!(!filling(2).exists());
+    assert!(filling(3).exists(), "the one after is reserved in turn");
+    log.append(&[b"second"]).unwrap();
+    log.sync().unwrap();
+    drop(log);
+    let (_, recovered) = SegmentLog::open(DirStorage::new(dir.path()).unwrap(), 64 * 1024).unwrap();
+    assert_eq!(
+        recovered.records,
+        vec![b"first".to_vec(), b"second".to_vec()]
+    );
+    assert!(
+        !filling(3).exists(),
+        "an unused reservation is removed at start"
+    );
+}
