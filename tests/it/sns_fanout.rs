@@ -9,6 +9,7 @@ use serde_json::Value;
 
 use crate::common::{
     create_queue, drain, fifo_queue, fifo_topic, start, start_with_manual_clock, subscribe,
+    subscribe_with,
 };
 
 #[tokio::test]
@@ -470,4 +471,124 @@ async fn standard_topic_envelopes_are_signed_with_a_served_certificate() {
     .await
     .unwrap();
     assert_eq!(missing.status(), 404);
+}
+
+/// A batch's copies are stored together per queue (one statement per queue on PostgreSQL):
+/// each queue still gets them in the topic's order within every group, a filtered
+/// subscription only its matches, a topic-wide duplicate goes nowhere, and the copies meant
+/// for a deleted queue reach that subscription's dead-letter queue.
+#[tokio::test]
+async fn a_publish_batch_reaches_every_queue_in_topic_order_per_group() {
+    let server = start().await;
+    let topic = fifo_topic(&server, "batched.fifo").await;
+    let all_q = fifo_queue(&server, "all.fifo", &[]).await;
+    let odd_q = fifo_queue(&server, "odd.fifo", &[]).await;
+    let gone_q = fifo_queue(&server, "gone.fifo", &[]).await;
+    let dlq = fifo_queue(&server, "gone-dlq.fifo", &[]).await;
+    subscribe(&server, &topic, "all.fifo", true).await;
+    subscribe_with(
+        &server,
+        &topic,
+        "odd.fifo",
+        &[
+            ("RawMessageDelivery", "true"),
+            ("FilterPolicyScope", "MessageBody"),
+            ("FilterPolicy", r#"{"odd":[true]}"#),
+        ],
+    )
+    .await
+    .unwrap();
+    let policy = r#"{"deadLetterTargetArn":"arn:aws:sqs:us-east-1:000000000000:gone-dlq.fifo"}"#;
+    subscribe_with(
+        &server,
+        &topic,
+        "gone.fifo",
+        &[("RawMessageDelivery", "true"), ("RedrivePolicy", policy)],
+    )
+    .await
+    .unwrap();
+    server
+        .sqs
+        .delete_queue()
+        .queue_url(&gone_q)
+        .send()
+        .await
+        .unwrap();
+    let body = |n: usize| format!(r#"{{"n":{n},"odd":{}}}"#, n % 2 == 1);
+    // Published before: the batch's entry with the same body is a topic-wide duplicate.
+    server
+        .sns
+        .publish()
+        .topic_arn(&topic)
+        .message(body(0))
+        .message_group_id("g0")
+        .send()
+        .await
+        .unwrap();
+    let entry = |id: String, body: String, group: String| {
+        aws_sdk_sns::types::PublishBatchRequestEntry::builder()
+            .id(id)
+            .message(body)
+            .message_group_id(group)
+    };
+    let publish_batch = |entries: Vec<_>| {
+        server
+            .sns
+            .publish_batch()
+            .topic_arn(&topic)
+            .set_publish_batch_request_entries(Some(entries))
+            .send()
+    };
+    let entries = (0..10)
+        .map(|n| entry(format!("e{n}"), body(n), format!("g{}", n % 3)).build())
+        .collect::<Result<_, _>>()
+        .unwrap();
+    let out = publish_batch(entries).await.unwrap();
+    assert_eq!(out.successful().len(), 10);
+    let in_groups = |got: Vec<(String, Option<String>)>| {
+        let mut groups: std::collections::BTreeMap<String, Vec<u64>> = Default::default();
+        for (body, group) in got {
+            let value: serde_json::Value = serde_json::from_str(&body).unwrap();
+            groups
+                .entry(group.unwrap())
+                .or_default()
+                .push(value["n"].as_u64().unwrap());
+        }
+        groups
+    };
+    // Body 0 arrives from the single publish, where the filter lets it through.
+    let expected = |keep: fn(u64) -> bool| {
+        let mut groups: std::collections::BTreeMap<String, Vec<u64>> = Default::default();
+        for n in (0..10u64).filter(|n| keep(*n)) {
+            groups.entry(format!("g{}", n % 3)).or_default().push(n);
+        }
+        groups
+    };
+    // Entry 0 repeats the earlier publish: no queue gets it twice.
+    assert_eq!(in_groups(drain(&server, &all_q).await), expected(|_| true));
+    assert_eq!(
+        in_groups(drain(&server, &odd_q).await),
+        expected(|n| n % 2 == 1)
+    );
+    assert_eq!(in_groups(drain(&server, &dlq).await), expected(|_| true));
+    // Within one batch, a repeated deduplication id answers the first entry's ids.
+    let twice = ["first", "second"]
+        .map(|id| {
+            let body = format!(r#"{{"n":100,"from":"{id}"}}"#);
+            entry(id.into(), body, "g0".into())
+                .message_deduplication_id("same")
+                .build()
+        })
+        .into_iter()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    let out = publish_batch(twice).await.unwrap();
+    let [first, second] = out.successful() else {
+        panic!("two entries published: {out:?}")
+    };
+    assert_eq!(first.message_id(), second.message_id());
+    assert_eq!(first.sequence_number(), second.sequence_number());
+    let got = drain(&server, &all_q).await;
+    assert_eq!(got.len(), 1, "{got:?}");
+    assert!(got[0].0.contains("first"), "{got:?}");
 }

@@ -98,7 +98,11 @@ impl Postgres {
                 match plan {
                     None => {}
                     Some(Planned::Queue(copy)) => {
-                        let delivered = self.deliver_copy(&tx, &copy, &mut queues, now).await?;
+                        let delivered = self
+                            .deliver_copies(&tx, &[&copy], &mut queues, now)
+                            .await?
+                            .pop()
+                            .expect("one outcome per copy");
                         stored.extend(delivered.and_then(|(_, stored)| stored));
                     }
                     Some(Planned::Webhook(delivery, lane)) => {

@@ -7,6 +7,7 @@
 use std::sync::Arc;
 
 use deadpool_postgres::{GenericClient, Transaction};
+use futures_util::future::try_join_all;
 
 use super::deliveries::Queued;
 use super::message_store::QueueRow;
@@ -14,7 +15,7 @@ use super::queues::millis;
 use super::statements::Cached;
 use super::{unavailable, Postgres};
 use crate::backend::BackendResult;
-use crate::engine::queue::send::prepare;
+use crate::engine::queue::send::{prepare, Prepared};
 use crate::engine::queue::{SendReceipt, DEDUP_WINDOW_MS};
 use crate::engine::topic::archive::Archived;
 use crate::engine::topic::fanout::{plan_copies, Planned, PlannedCopy, SubscriptionCopy};
@@ -25,6 +26,18 @@ use crate::engine::{EngineResult, Timestamp};
 
 /// The queues a publish's copies go to, looked up once per publish: `None` if one is gone.
 pub(super) type QueueCache = std::collections::HashMap<String, Option<QueueRow>>;
+
+/// Where a copy was stored: its fate, and the queue that took it and its receipt. `None`: no
+/// queue took it.
+type Stored = Option<(Fate, Option<(i64, SendReceipt)>)>;
+
+/// The copies a publish stores in one queue: where each is in the publish's list of copies,
+/// and its send, in the order given.
+struct QueueBatch<'q> {
+    queue: &'q QueueRow,
+    places: Vec<usize>,
+    sends: Vec<EngineResult<Prepared>>,
+}
 
 impl Postgres {
     /// Publishes each request in turn, in one transaction (run again if a conflict with
@@ -69,72 +82,93 @@ impl Postgres {
         let mut published = Vec::with_capacity(requests.len());
         let mut to_webhooks = false;
         let mut recorded = Vec::new();
-        for request in requests {
-            let publication = self.decide(&tx, &topic, request, now).await?;
-            if !publication.duplicate && topic.archive.is_some() {
-                let archived = Archived {
-                    publication: publication.clone(),
-                    request: request.clone(),
-                    published_at: now,
-                };
-                self.archive(&tx, &topic, &archived).await?;
-            }
+        // The topic decides on every request first, then every queue copy is stored at once:
+        // a publish holds the topic's lock until it commits, so its round trips bound the
+        // topic's publish rate.
+        let publications = self.decide(&tx, &topic, requests, now).await?;
+        let mut decided = Vec::with_capacity(requests.len());
+        for (request, publication) in requests.iter().zip(publications) {
+            let mut plans = Vec::new();
             if !publication.duplicate {
+                if topic.archive.is_some() {
+                    let archived = Archived {
+                        publication: publication.clone(),
+                        request: request.clone(),
+                        published_at: now,
+                    };
+                    self.archive(&tx, &topic, &archived).await?;
+                }
                 let source = || signer.clone();
-                let plans = plan_copies(
+                plans = plan_copies(
                     &topic,
                     (&publication, request),
                     (now, false),
                     base_url,
                     &source,
                 );
-                for (subscription, plan) in plans {
-                    let delivered = match plan {
-                        None => None,
-                        Some(Planned::Queue(plan)) => {
-                            Some(self.deliver_copy(&tx, &plan, &mut queues, now).await?)
-                        }
-                        Some(Planned::Webhook(delivery, lane)) => {
-                            let queued = (&*delivery, lane);
-                            match self
-                                .queue_notification(&tx, queued, &mut queues, now)
-                                .await?
-                            {
-                                Queued::Outbox => {
-                                    to_webhooks = true;
-                                    Some(Some((Fate::ToWebhook, None)))
-                                }
-                                Queued::DeadLettered(uid, receipt) => {
-                                    Some(Some((Fate::DeadLettered, Some((uid, receipt)))))
-                                }
-                                Queued::Dropped => Some(None),
+            }
+            decided.push((publication, plans));
+        }
+        let queue_plans: Vec<&PlannedCopy> = decided
+            .iter()
+            .flat_map(|(_, plans)| plans)
+            .filter_map(|(_, plan)| match plan {
+                Some(Planned::Queue(plan)) => Some(plan),
+                _ => None,
+            })
+            .collect();
+        let copies = self
+            .deliver_copies(&tx, &queue_plans, &mut queues, now)
+            .await?;
+        drop(queue_plans);
+        let mut copies = copies.into_iter();
+        for (publication, plans) in decided {
+            for (subscription, plan) in plans {
+                let delivered = match plan {
+                    None => None,
+                    Some(Planned::Queue(_)) => {
+                        Some(copies.next().expect("one outcome per queue copy"))
+                    }
+                    Some(Planned::Webhook(delivery, lane)) => {
+                        let queued = (&*delivery, lane);
+                        match self
+                            .queue_notification(&tx, queued, &mut queues, now)
+                            .await?
+                        {
+                            Queued::Outbox => {
+                                to_webhooks = true;
+                                Some(Some((Fate::ToWebhook, None)))
                             }
+                            Queued::DeadLettered(uid, receipt) => {
+                                Some(Some((Fate::DeadLettered, Some((uid, receipt)))))
+                            }
+                            Queued::Dropped => Some(None),
                         }
-                        Some(Planned::Recorded(record)) => {
-                            recorded.push(*record);
-                            Some(Some((Fate::Recorded, None)))
-                        }
-                    };
-                    let fate = match delivered {
-                        None => Fate::FilteredOut,
-                        Some(Some((fate, stored_copy))) => {
-                            stored.extend(stored_copy);
-                            fate
-                        }
-                        Some(None) => {
-                            let (id, arn) = (&*publication.message_id, &*subscription.arn);
-                            tracing::warn!(topic = topic_arn, message_id = id, subscription = arn,
-                                "copy dropped: neither the subscribed queue nor a dead-letter queue took it");
-                            Fate::Failed
-                        }
-                    };
-                    let note = DeliveryNote {
-                        message_id: publication.message_id.clone(),
-                        at: now,
-                        fate,
-                    };
-                    notes.push((subscription.arn.clone(), note));
-                }
+                    }
+                    Some(Planned::Recorded(record)) => {
+                        recorded.push(*record);
+                        Some(Some((Fate::Recorded, None)))
+                    }
+                };
+                let fate = match delivered {
+                    None => Fate::FilteredOut,
+                    Some(Some((fate, stored_copy))) => {
+                        stored.extend(stored_copy);
+                        fate
+                    }
+                    Some(None) => {
+                        let (id, arn) = (&*publication.message_id, &*subscription.arn);
+                        tracing::warn!(topic = topic_arn, message_id = id, subscription = arn,
+                            "copy dropped: neither the subscribed queue nor a dead-letter queue took it");
+                        Fate::Failed
+                    }
+                };
+                let note = DeliveryNote {
+                    message_id: publication.message_id.clone(),
+                    at: now,
+                    fate,
+                };
+                notes.push((subscription.arn.clone(), note));
             }
             published.push(Ok(publication));
         }
@@ -159,119 +193,137 @@ impl Postgres {
         Ok(published)
     }
 
-    /// What the topic decides for one publish: a FIFO duplicate within five minutes gets the
-    /// original's ids and is delivered nowhere; anything else gets a new id (and a FIFO topic
-    /// the next sequence number).
+    /// What the topic decides for each publish, in one statement: a FIFO duplicate within
+    /// five minutes gets the original's ids and is delivered nowhere; anything else gets a new
+    /// id (and a FIFO topic the next sequence number).
     async fn decide(
         &self,
         tx: &Transaction<'_>,
         topic: &Topic,
-        request: &PublishRequest,
+        requests: &[PublishRequest],
         now: Timestamp,
-    ) -> BackendResult<Publication> {
-        let message_id: Arc<str> = uuid::Uuid::new_v4().to_string().into();
+    ) -> BackendResult<Vec<Publication>> {
+        let ids: Vec<String> = requests
+            .iter()
+            .map(|_| uuid::Uuid::new_v4().to_string())
+            .collect();
         let name: &str = &topic.name;
         if !topic.fifo {
             tx.run(
-                "UPDATE topics SET published = published + 1 WHERE name = $1",
-                &[&name],
+                "UPDATE topics SET published = published + $2 WHERE name = $1",
+                &[&name, &(requests.len() as i64)],
             )
             .await
             .map_err(unavailable)?;
-            return Ok(Publication {
-                message_id,
+            let fresh = ids.into_iter().map(|id| Publication {
+                message_id: id.into(),
                 sequence_number: None,
                 dedup_id: None,
                 duplicate: false,
             });
+            return Ok(fresh.collect());
         }
-        let (key, dedup_id) = topic.dedup_key(request);
-        let claimed = tx
-            .maybe_row(
-                "INSERT INTO topic_dedup (topic, key, message_id, seq, expires_at) \
-                 VALUES ($1, $2, $3, 0, $4) ON CONFLICT (topic, key) DO UPDATE \
-                 SET message_id = EXCLUDED.message_id, seq = 0, expires_at = EXCLUDED.expires_at \
-                 WHERE topic_dedup.expires_at <= $5 RETURNING 1",
+        let (keys, dedup_ids): (Vec<String>, Vec<_>) =
+            requests.iter().map(|r| topic.dedup_key(r)).unzip();
+        let rows = tx
+            .rows(
+                "SELECT entry, message_id, seq, duplicate FROM orderly_decide($1, $2, $3, $4, $5) ORDER BY entry",
                 &[
                     &name,
-                    &key,
-                    &&*message_id,
-                    &millis(now.plus_millis(DEDUP_WINDOW_MS)),
                     &millis(now),
+                    &millis(now.plus_millis(DEDUP_WINDOW_MS)),
+                    &keys,
+                    &ids,
                 ],
             )
             .await
             .map_err(unavailable)?;
-        if claimed.is_none() {
-            let row = tx
-                .row(
-                    "SELECT message_id, seq FROM topic_dedup WHERE topic = $1 AND key = $2",
-                    &[&name, &key],
-                )
-                .await
-                .map_err(unavailable)?;
-            tx.run(
-                "UPDATE topics SET deduplicated = deduplicated + 1 WHERE name = $1",
-                &[&name],
-            )
-            .await
-            .map_err(unavailable)?;
-            return Ok(Publication {
-                message_id: row.get::<_, &str>(0).into(),
-                sequence_number: Some(sequence_number(row.get::<_, i64>(1) as u64)),
-                dedup_id: Some(dedup_id),
-                duplicate: true,
-            });
+        if rows.len() != requests.len() {
+            return Err(unavailable("a topic decided a different number of entries"));
         }
-        let seq: i64 = tx
-            .row(
-                "UPDATE topics SET next_seq = next_seq + 1, published = published + 1 \
-                 WHERE name = $1 RETURNING next_seq - 1",
-                &[&name],
-            )
-            .await
-            .map_err(unavailable)?
-            .get(0);
-        tx.run(
-            "UPDATE topic_dedup SET seq = $3 WHERE topic = $1 AND key = $2",
-            &[&name, &key, &seq],
-        )
-        .await
-        .map_err(unavailable)?;
-        Ok(Publication {
-            message_id,
-            sequence_number: Some(sequence_number(seq as u64)),
-            dedup_id: Some(dedup_id),
-            duplicate: false,
-        })
+        let decided = rows
+            .iter()
+            .zip(dedup_ids)
+            .map(|(row, dedup_id)| Publication {
+                message_id: row.get::<_, &str>(1).into(),
+                sequence_number: Some(sequence_number(row.get::<_, i64>(2) as u64)),
+                dedup_id: Some(dedup_id),
+                duplicate: row.get(3),
+            });
+        Ok(decided.collect())
     }
 
-    /// Stores a planned copy in its queue; if the queue is gone or refuses it, in the
-    /// subscription's dead-letter queue (enveloped if it refuses the raw copy too). Answers
-    /// where it went, the queue that took it and that queue's receipt.
-    pub(super) async fn deliver_copy(
+    /// Stores planned copies, each in its queue or, if the queue is gone or refuses it, in
+    /// its subscription's dead-letter queue (enveloped if that refuses the raw copy too).
+    /// Answers, in order, where each went, the queue that took it and that queue's receipt.
+    /// Where a copy goes is known once the queues are looked up, so the look-ups are sent to
+    /// the database together, then one send per queue with its copies in the order given:
+    /// two round trips, and one `orderly_send` per queue, however many copies.
+    pub(super) async fn deliver_copies(
         &self,
         tx: &Transaction<'_>,
-        plan: &PlannedCopy,
+        plans: &[&PlannedCopy],
         queues: &mut QueueCache,
         now: Timestamp,
-    ) -> BackendResult<Option<(Fate, Option<(i64, SendReceipt)>)>> {
-        let copy = plan.copy();
-        let subscription = &plan.subscription;
-        let queued = self
-            .copy_into(tx, (&subscription.endpoint, queues), &copy, now)
-            .await?;
-        if let Some(stored) = queued {
-            return Ok(Some((Fate::Queued, Some(stored))));
+    ) -> BackendResult<Vec<Stored>> {
+        let mut arns = Vec::with_capacity(plans.len());
+        for plan in plans {
+            arns.push(plan.subscription.endpoint.as_str());
+            arns.extend(plan.subscription.dead_letter_arn());
         }
-        let Some(dlq) = subscription.dead_letter_arn() else {
-            return Ok(None);
-        };
-        let mut dead_lettered = self.copy_into(tx, (dlq, queues), &copy, now).await?;
-        if let (None, Some(enveloped)) = (&dead_lettered, plan.enveloped()) {
-            dead_lettered = self.copy_into(tx, (dlq, queues), &enveloped, now).await?;
+        self.look_up_queues(tx, arns, queues).await?;
+        let mut fates = vec![None; plans.len()];
+        // Per queue, in the order queues are first named: the copies' places and sends.
+        let mut batches: Vec<QueueBatch> = Vec::new();
+        let mut batch_of: std::collections::HashMap<i64, usize> = Default::default();
+        for (at, plan) in plans.iter().enumerate() {
+            let Some((fate, queue, prepared)) = place(plan, queues, now) else {
+                continue;
+            };
+            fates[at] = Some(fate);
+            let batch = *batch_of.entry(queue.uid).or_insert_with(|| {
+                batches.push(QueueBatch {
+                    queue,
+                    places: Vec::new(),
+                    sends: Vec::new(),
+                });
+                batches.len() - 1
+            });
+            batches[batch].places.push(at);
+            batches[batch].sends.push(Ok(prepared));
         }
-        Ok(dead_lettered.map(|stored| (Fate::DeadLettered, Some(stored))))
+        let mut sends = Vec::with_capacity(batches.len());
+        for batch in &batches {
+            sends.push(self.send_in_one(tx, batch.queue, &batch.sends, now));
+        }
+        let answers = try_join_all(sends).await?;
+        let mut stored: Vec<Stored> = vec![None; plans.len()];
+        for (batch, receipts) in batches.iter().zip(answers) {
+            for (&at, receipt) in batch.places.iter().zip(receipts) {
+                let fate = fates[at].expect("placed");
+                stored[at] = Some((fate, Some((batch.queue.uid, receipt?))));
+            }
+        }
+        Ok(stored)
+    }
+
+    /// Looks up, together, the queues ARNs name that `queues` does not hold yet.
+    async fn look_up_queues(
+        &self,
+        tx: &Transaction<'_>,
+        mut missing: Vec<&str>,
+        queues: &mut QueueCache,
+    ) -> BackendResult<()> {
+        missing.retain(|arn| !queues.contains_key(*arn));
+        missing.sort_unstable();
+        missing.dedup();
+        let mut look_ups = Vec::with_capacity(missing.len());
+        for arn in &missing {
+            look_ups.push(self.queue_at(tx, arn));
+        }
+        let found = try_join_all(look_ups).await?;
+        queues.extend(missing.into_iter().map(String::from).zip(found));
+        Ok(())
     }
 
     /// Stores a copy in the queue an ARN names, answering that queue's uid and receipt;
@@ -283,17 +335,8 @@ impl Postgres {
         copy: &SubscriptionCopy<'_>,
         now: Timestamp,
     ) -> BackendResult<Option<(i64, SendReceipt)>> {
-        if !queues.contains_key(queue_arn) {
-            let found = self.queue_at(tx, queue_arn).await?;
-            queues.insert(queue_arn.to_string(), found);
-        }
-        let Some(queue) = &queues[queue_arn] else {
-            return Ok(None);
-        };
-        let Ok(prepared) = copy
-            .send_request(queue.config.fifo)
-            .and_then(|request| prepare(&queue.config, request, now, false))
-        else {
+        self.look_up_queues(tx, vec![queue_arn], queues).await?;
+        let Some((queue, prepared)) = prepared_for(queues, queue_arn, copy, now) else {
             return Ok(None);
         };
         let mut stored = self.send_in_one(tx, queue, &[Ok(prepared)], now).await?;
@@ -331,6 +374,38 @@ impl Postgres {
             .await
             .cloned()
     }
+}
+
+/// Where a planned copy goes among looked-up `queues`: its queue, else its subscription's
+/// dead-letter queue, raw or else enveloped; with the send prepared for it. `None`: nowhere.
+fn place<'q>(
+    plan: &PlannedCopy,
+    queues: &'q QueueCache,
+    now: Timestamp,
+) -> Option<(Fate, &'q QueueRow, Prepared)> {
+    let copy = plan.copy();
+    let subscription = &plan.subscription;
+    if let Some((queue, prepared)) = prepared_for(queues, &subscription.endpoint, &copy, now) {
+        return Some((Fate::Queued, queue, prepared));
+    }
+    let dlq = subscription.dead_letter_arn()?;
+    prepared_for(queues, dlq, &copy, now)
+        .or_else(|| prepared_for(queues, dlq, &plan.enveloped()?, now))
+        .map(|(queue, prepared)| (Fate::DeadLettered, queue, prepared))
+}
+
+/// The looked-up queue an ARN names and `copy` prepared as a send into it, unless the queue
+/// is gone or refuses the copy (too large for it, too many attributes).
+fn prepared_for<'q>(
+    queues: &'q QueueCache,
+    arn: &str,
+    copy: &SubscriptionCopy<'_>,
+    now: Timestamp,
+) -> Option<(&'q QueueRow, Prepared)> {
+    let queue = queues.get(arn)?.as_ref()?;
+    let request = copy.send_request(queue.config.fifo).ok()?;
+    let prepared = prepare(&queue.config, request, now, false).ok()?;
+    Some((queue, prepared))
 }
 
 /// The stored signing key, if one was made.
