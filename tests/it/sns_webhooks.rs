@@ -325,6 +325,9 @@ async fn retries_wait_for_the_policy_delays_on_a_manual_clock() {
     let last = receiver.next().await;
     assert_eq!(last.status, 200);
     assert_eq!(last.json()["Message"], "eventually");
+    // The receiver answered before the server recorded the delivery: on PostgreSQL, moving the
+    // clock past the delivery's lease before then would hand it out again.
+    wait_for_count(&server, "Delivered", 1).await;
     clock.advance_millis(3_600_000);
     assert!(receiver.within(300).await.is_none(), "delivered once only");
 }
@@ -397,20 +400,25 @@ async fn webhook_stats(server: &Server) -> serde_json::Value {
 
 /// Waits until the server has scheduled `n` retries in all (so moving the clock is safe).
 async fn wait_for_retries(server: &Server, n: u64) {
+    wait_for_count(server, "Retries", n).await;
+}
+
+/// Waits until the subscriptions' `counter` (of `GET /_orderly/webhooks`) adds up to `n`.
+async fn wait_for_count(server: &Server, counter: &str, n: u64) {
     for _ in 0..200 {
         let stats = webhook_stats(server).await;
-        let retries: u64 = stats["Subscriptions"]
+        let sum: u64 = stats["Subscriptions"]
             .as_array()
             .unwrap()
             .iter()
-            .map(|s| s["Retries"].as_u64().unwrap())
+            .map(|s| s[counter].as_u64().unwrap())
             .sum();
-        if retries >= n {
+        if sum >= n {
             return;
         }
         tokio::time::sleep(std::time::Duration::from_millis(10)).await;
     }
-    panic!("{n} retries were never scheduled");
+    panic!("{counter} never reached {n}");
 }
 
 /// Receives (and deletes) `n` messages from a queue, waiting for them to arrive.
