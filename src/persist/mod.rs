@@ -12,11 +12,12 @@
 //! - `snapshot`: the whole state in one file, so old segments can go.
 //!
 //! A data directory holds `LOCK` (held while a server uses it), `KEY` (a random number made
-//! with the directory, which seals the log's batch headers), segments `NNN.wal` and at most
-//! one finished snapshot `NNN.snap`.
+//! with the directory, which seals the log's batch headers), `HOME` (the region and account
+//! it belongs to, `home`), segments `NNN.wal` and at most one finished snapshot `NNN.snap`.
 
 pub mod batch;
 pub mod format;
+pub mod home;
 pub mod log;
 pub mod record;
 pub mod snapshot;
@@ -42,6 +43,15 @@ pub enum RecoveryError {
     Io(#[from] std::io::Error),
     #[error("{0}")]
     NewerFormat(String),
+    #[error(
+        "data directory {dir} belongs to region {region} and account {account}: start with \
+         --region {region} --account-id {account}, or use another data directory"
+    )]
+    OtherHome {
+        dir: PathBuf,
+        region: String,
+        account: String,
+    },
     #[error("data damaged in {file} at offset {offset}: {reason}; refusing to start rather than lose data")]
     Corruption {
         file: String,
@@ -98,6 +108,7 @@ pub fn open<W: Default>(
     engine: &mut Engine<W>,
 ) -> Result<(DataDir, RecoveryReport), RecoveryError> {
     let lock = lock_dir(dir)?;
+    home::check(dir, engine.namespaces.home())?;
     let key = log_key(dir)?;
     let journal = FileJournal::new();
     engine.set_journal(journal.clone());
@@ -266,16 +277,7 @@ fn log_key(dir: &Path) -> Result<u64, RecoveryError> {
             bytes.extend_from_slice(&key.to_le_bytes());
             let checksum = crc32c::crc32c(&bytes);
             bytes.extend_from_slice(&checksum.to_le_bytes());
-            let side = dir.join("KEY.new");
-            let mut file = storage::private_file()
-                .write(true)
-                .create(true)
-                .truncate(true)
-                .open(&side)?;
-            std::io::Write::write_all(&mut file, &bytes)?;
-            file.sync_all()?;
-            std::fs::rename(&side, &path)?;
-            File::open(dir)?.sync_all()?;
+            storage::write_whole(dir, "KEY", &bytes)?;
             Ok(key)
         }
         Err(e) => Err(e.into()),

@@ -154,6 +154,21 @@ impl OpenSegment {
     }
 }
 
+/// Writes `name` in `dir` whole or not at all: to the side, synced, renamed into place, and
+/// the directory synced.
+pub fn write_whole(dir: &Path, name: &str, bytes: &[u8]) -> io::Result<()> {
+    let side = dir.join(format!("{name}.new"));
+    let mut file = private_file()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(&side)?;
+    std::io::Write::write_all(&mut file, bytes)?;
+    file.sync_all()?;
+    std::fs::rename(&side, dir.join(name))?;
+    File::open(dir)?.sync_all()
+}
+
 /// Options for a file of the data directory: readable by the server's user only (the log holds
 /// every message body and the SNS signing key), whatever the umask.
 pub fn private_file() -> OpenOptions {

@@ -64,3 +64,36 @@ pub fn start_with_env(
     std::thread::spawn(move || for _ in lines {});
     Process { child, addr }
 }
+
+/// Runs the binary on `dir` with `args`, expecting it to refuse to start; returns what it said
+/// on stderr. Fails the test if it starts listening instead.
+pub fn refused(dir: &std::path::Path, args: &[&str]) -> String {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_orderly"))
+        .args(["--bind", "127.0.0.1:0", "--data-dir"])
+        .arg(dir)
+        .args(args)
+        .env("RUST_LOG", "off")
+        .env_remove("RUST_BACKTRACE")
+        .env_remove("RUST_LIB_BACKTRACE")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start orderly");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        if let Some(status) = child.try_wait().expect("wait") {
+            assert!(!status.success(), "it stopped, but said it succeeded");
+            break;
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("it started instead of refusing");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let mut said = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().expect("stderr"), &mut said)
+        .expect("stderr readable");
+    said
+}

@@ -487,3 +487,20 @@ async fn one_namespace_when_asked() {
         .unwrap();
     assert!(subscribed.subscription_arn.unwrap().starts_with(&topic));
 }
+
+/// A data directory's stored names are relative to its home region and account, so another
+/// `--region` or `--account-id` is refused rather than moving every queue elsewhere.
+#[tokio::test]
+async fn a_data_directory_opens_only_with_its_own_region_and_account() {
+    let dir = tempfile::tempdir().unwrap();
+    drop(crate::binary::start(dir.path(), &[], "off"));
+    for other in [["--region", "eu-west-1"], ["--account-id", "111111111111"]] {
+        let said = crate::binary::refused(dir.path(), &other);
+        assert!(
+            said.contains("start with --region us-east-1 --account-id 000000000000"),
+            "{said}"
+        );
+    }
+    let again = crate::binary::start(dir.path(), &["--region", "us-east-1"], "off");
+    drop(again);
+}

@@ -54,6 +54,11 @@ pub enum PostgresError {
          ({known}): a newer Orderly has upgraded it; run that version"
     )]
     NewerSchema { found: i32, known: i32 },
+    #[error(
+        "the database belongs to region {region} and account {account}: start every node with \
+         --region {region} --account-id {account}"
+    )]
+    OtherHome { region: String, account: String },
     #[error("PostgreSQL: {0}")]
     Database(#[from] tokio_postgres::Error),
 }
@@ -201,6 +206,7 @@ impl Postgres {
             .await
             .map_err(|e| PostgresError::Connect(e.to_string()))?;
         schema::migrate(&mut client).await?;
+        check_home(&client, &settings.region, &settings.account_id).await?;
         drop(client);
         let wakers = Arc::new(wakeup::Wakers::default());
         let listener = tokio::spawn(wakeup::listen(config, wakers.clone()));
@@ -242,6 +248,33 @@ impl Postgres {
     fn queue_arn(&self, name: &str) -> String {
         self.namespaces.arn("sqs", name)
     }
+}
+
+/// Refuses a database whose home region and account (`orderly_home`) are not these,
+/// recording these if it has none yet.
+async fn check_home(
+    client: &tokio_postgres::Client,
+    region: &str,
+    account: &str,
+) -> Result<(), PostgresError> {
+    client
+        .execute(
+            "INSERT INTO orderly_home (id, region, account) VALUES (1, $1, $2) \
+             ON CONFLICT (id) DO NOTHING",
+            &[&region, &account],
+        )
+        .await?;
+    let row = client
+        .query_one("SELECT region, account FROM orderly_home", &[])
+        .await?;
+    let (found_region, found_account): (String, String) = (row.get(0), row.get(1));
+    if found_region != region || found_account != account {
+        return Err(PostgresError::OtherHome {
+            region: found_region,
+            account: found_account,
+        });
+    }
+    Ok(())
 }
 
 #[cfg(test)]

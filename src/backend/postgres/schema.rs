@@ -22,6 +22,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("migrations/010_send_group_lock.sql"),
     include_str!("migrations/011_recorded_messages.sql"),
     include_str!("migrations/012_publish_decide.sql"),
+    include_str!("migrations/013_home.sql"),
 ];
 
 /// The schema version this build writes.

@@ -87,6 +87,33 @@ async fn the_schema_is_created_once_and_a_newer_one_is_refused() {
     }
 }
 
+#[tokio::test]
+async fn every_node_must_run_with_the_databases_region_and_account() {
+    let Some(url) = fresh_database().await else {
+        return;
+    };
+    let clock = clock();
+    let first = node(&url, &clock).await;
+    let _second = node(&url, &clock).await;
+    for (region, account) in [("eu-west-1", "000000000000"), ("us-east-1", "111111111111")] {
+        let mut elsewhere = settings(&url);
+        elsewhere.region = region.into();
+        elsewhere.account_id = account.into();
+        match Postgres::connect(elsewhere, clock.clone()).await {
+            Err(error @ PostgresError::OtherHome { .. }) => {
+                let said = error.to_string();
+                assert!(
+                    said.contains("--region us-east-1 --account-id 000000000000"),
+                    "{said}"
+                );
+            }
+            Err(other) => panic!("refused for another reason: {other}"),
+            Ok(_) => panic!("a node of {region}/{account} was let in"),
+        }
+    }
+    drop(first);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn nodes_share_one_set_of_queues() {
     let Some(url) = fresh_database().await else {
