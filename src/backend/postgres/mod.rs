@@ -35,6 +35,7 @@ mod wakeup;
 mod webhooks;
 
 use std::sync::{Arc, Weak};
+use std::time::Duration;
 
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
 use thiserror::Error;
@@ -64,7 +65,11 @@ pub enum PostgresError {
 }
 
 /// Longest a request waits for a database connection (free, new, or checked for reuse).
-const POOL_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+const POOL_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// How long a connection may go without an answer from the database's host before it counts
+/// as dead (TCP user timeout and keepalive idle time).
+const DEAD_CONNECTION: Duration = Duration::from_secs(10);
 
 /// What the backend needs besides the database.
 pub struct Settings {
@@ -178,17 +183,29 @@ impl Postgres {
         settings: Settings,
         clock: Arc<dyn Clock>,
     ) -> Result<Arc<Self>, PostgresError> {
-        let config: tokio_postgres::Config = settings
+        let mut config: tokio_postgres::Config = settings
             .url
             .parse()
             .map_err(|e: tokio_postgres::Error| PostgresError::Url(e.to_string()))?;
+        // A query on a connection whose peer vanished without closing it (a network cut, a
+        // host gone) fails once its data goes unacknowledged this long, and an idle one is
+        // probed: no request waits on a dead connection for the kernel's quarter of an hour.
+        if config.get_tcp_user_timeout().is_none() {
+            config.tcp_user_timeout(DEAD_CONNECTION);
+        }
+        config.keepalives(true);
+        if config.get_keepalives_idle() == Duration::from_secs(2 * 60 * 60) {
+            config.keepalives_idle(DEAD_CONNECTION);
+        }
         let manager = Manager::from_config(
             config.clone(),
             NoTls,
             ManagerConfig {
-                // A connection is checked before reuse, so one broken by a database restart
-                // is replaced rather than handed out.
-                recycling_method: RecyclingMethod::Verified,
+                // Reused as long as its connection is open: one a database restart closed is
+                // replaced rather than handed out. Checking each with a query before reuse
+                // (`Verified`) cost a round trip per request (a single send made four where
+                // two do; stop 41).
+                recycling_method: RecyclingMethod::Fast,
             },
         );
         // Every wait is bounded: for a free connection, for a new one, and for the check
