@@ -690,11 +690,27 @@ async fn a_running_move_task_resumes_after_sigkill() {
             task.approximate_number_of_messages_moved,
         )
     };
+    let fence_url = sqs
+        .create_queue()
+        .queue_name("fence")
+        .send()
+        .await
+        .expect("create fence")
+        .queue_url
+        .unwrap();
     let deadline = Instant::now() + Duration::from_secs(10);
     while moved(sqs.clone()).await.1 < 2 {
         assert!(Instant::now() < deadline, "the task moved nothing");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+    // A step is visible before its log write is synced (nobody waits for it). A send answered
+    // after it is synced after it, and with it everything logged before: what the list showed.
+    sqs.send_message()
+        .queue_url(&fence_url)
+        .message_body("fence")
+        .send()
+        .await
+        .expect("send the fence");
     process.child.kill().expect("SIGKILL");
     process.child.wait().expect("reaped");
 
