@@ -194,6 +194,7 @@ impl Postgres {
             config.tcp_user_timeout(DEAD_CONNECTION);
         }
         config.keepalives(true);
+        // tokio-postgres's default idle time (two hours) means the URL set none.
         if config.get_keepalives_idle() == Duration::from_secs(2 * 60 * 60) {
             config.keepalives_idle(DEAD_CONNECTION);
         }
