@@ -10,6 +10,7 @@ pub async fn messages<B: QueueAdmin + Messages>(backend: &B, clock: &ManualClock
     standard_messages(backend, clock).await;
     let last = fifo_groups_and_deduplication(backend, clock).await;
     fifo_window_and_batches(backend, clock, last).await;
+    fifo_batch_delete(backend, clock).await;
     delays_and_dead_letters(backend, clock).await;
     receive_attempts(backend, clock).await;
     retention(backend, clock).await;
@@ -186,6 +187,65 @@ async fn fifo_groups_and_deduplication<B: QueueAdmin + Messages>(
     assert!(stale[0].is_err());
     assert_eq!(counts(admin, "q.fifo", clock).await, (0, 2, 0));
     receipts[2].sequence_number
+}
+
+/// A FIFO delete batch whose handles span groups, out of the groups' order, answers each handle
+/// in its own place: deleted, expired or invalid; the groups it empties take new messages.
+async fn fifo_batch_delete<B: QueueAdmin + Messages>(backend: &B, clock: &ManualClock) {
+    let (admin, messages): (&dyn QueueAdmin, &dyn Messages) = (backend, backend);
+    admin
+        .create_queue(create("batch.fifo", &[("FifoQueue", "true")], clock.now()))
+        .await
+        .unwrap();
+    for (body, group) in [("z1", "z"), ("a1", "a"), ("a2", "a"), ("m1", "m")] {
+        let request = message(body, Some(group), Some(body));
+        messages.send("batch.fifo", request).await.unwrap();
+    }
+    let first = receive(messages, "batch.fifo", 10).await;
+    let handle = |run: &[Received], body: &str| {
+        let found = run.iter().find(|r| &*r.message.body == body);
+        found.expect("received").receipt_handle.clone()
+    };
+    let stale = handle(&first, "m1");
+    let changed = messages
+        .change_visibility("batch.fifo", vec![(&stale, 0)])
+        .await
+        .unwrap();
+    assert!(changed[0].is_ok());
+    let again = receive(messages, "batch.fifo", 10).await;
+    assert_eq!(bodies(&again), ["m1"]);
+    let (z1, a1, a2) = (
+        handle(&first, "z1"),
+        handle(&first, "a1"),
+        handle(&first, "a2"),
+    );
+    let answers = messages
+        .delete(
+            "batch.fifo",
+            vec![&*z1, &*stale, "AQEBnot-a-handle", &*a2, &*a1],
+        )
+        .await
+        .unwrap();
+    assert!(answers[0].is_ok(), "{answers:?}");
+    let expired = answers[1].as_ref().unwrap_err().to_string();
+    assert!(
+        expired.ends_with("The receipt handle has expired."),
+        "{expired}"
+    );
+    assert!(matches!(
+        answers[2],
+        Err(EngineError::ReceiptHandleIsInvalid(_))
+    ));
+    assert!(answers[3].is_ok() && answers[4].is_ok(), "{answers:?}");
+    assert_eq!(counts(admin, "batch.fifo", clock).await, (0, 1, 0));
+    for (body, group) in [("a3", "a"), ("z2", "z")] {
+        let request = message(body, Some(group), Some(body));
+        messages.send("batch.fifo", request).await.unwrap();
+    }
+    let next = receive(messages, "batch.fifo", 10).await;
+    let mut next = bodies(&next);
+    next.sort_unstable();
+    assert_eq!(next, ["a3", "z2"]);
 }
 
 /// After five minutes a deduplication id is new again; a FIFO batch missing a group fails whole.

@@ -159,12 +159,8 @@ impl Postgres {
         queue: &str,
         changes: Vec<(&str, i64)>,
     ) -> BackendResult<Vec<EngineResult<()>>> {
-        let client = self.client().await?;
-        let queue = self.queue_row(&client, queue).await?;
-        let last_seq = super::message_store::last_seq(&client).await?;
         let handles: Vec<&str> = changes.iter().map(|(h, _)| *h).collect();
-        let order = self.group_order(&client, &queue, &handles).await?;
-        drop(client);
+        let (queue, last_seq, order) = self.handle_context(queue, &handles).await?;
         let now = self.clock.now();
         let results = retrying(|| async {
             let mut client = self.client().await?;
@@ -184,18 +180,14 @@ impl Postgres {
         Ok(results)
     }
 
-    /// DeleteMessage(Batch) in one round trip (`orderly_delete`; run again if a conflict
-    /// aborts it), each handle answered in place.
+    /// DeleteMessage(Batch) in two round trips: the look-ups (`handle_context`), then
+    /// `orderly_delete` (run again if a conflict aborts it); each handle answered in place.
     async fn delete_handles(
         &self,
         queue: &str,
         handles: Vec<&str>,
     ) -> BackendResult<Vec<EngineResult<()>>> {
-        let client = self.client().await?;
-        let queue = self.queue_row(&client, queue).await?;
-        let last_seq = super::message_store::last_seq(&client).await?;
-        let order = self.group_order(&client, &queue, &handles).await?;
-        drop(client);
+        let (queue, last_seq, order) = self.handle_context(queue, &handles).await?;
         let mut results: Vec<EngineResult<()>> = vec![Ok(()); handles.len()];
         let (mut entries, mut seqs, mut receive_nos) = (Vec::new(), Vec::new(), Vec::new());
         for &i in &order {
@@ -242,38 +234,54 @@ impl Postgres {
         Ok(results)
     }
 
-    /// The order to act on handles in: a FIFO queue's by their messages' groups (the lock
-    /// order every transaction keeps); handles naming no stored message lock no group.
-    async fn group_order(
+    /// What acting on receipt handles needs, asked in one round trip (the statements are
+    /// pipelined): the queue, the last position handed out (handles naming a later one were
+    /// never issued), and the order to act in: a FIFO queue's by its messages' groups (the
+    /// lock order every transaction keeps). Groups are looked up by the handles' own queue,
+    /// before the queue's row is in, only for a FIFO name; handles of another queue are
+    /// refused later, and any naming no stored message lock no group.
+    async fn handle_context(
         &self,
-        client: &impl deadpool_postgres::GenericClient,
-        queue: &QueueRow,
+        name: &str,
         handles: &[&str],
-    ) -> BackendResult<Vec<usize>> {
-        let mut order: Vec<usize> = (0..handles.len()).collect();
-        if !queue.config.fifo || handles.len() < 2 {
-            return Ok(order);
-        }
-        let seqs: Vec<i64> = handles
-            .iter()
-            .filter_map(|handle| Receipt::decode(handle).map(|r| r.seq as i64))
-            .collect();
-        let rows = client
-            .rows(
-                "SELECT seq, group_id FROM messages WHERE queue_uid = $1 AND seq = ANY($2)",
-                &[&queue.uid, &seqs],
-            )
-            .await
-            .map_err(unavailable)?;
-        let groups: std::collections::HashMap<i64, Option<String>> =
-            rows.iter().map(|row| (row.get(0), row.get(1))).collect();
-        let group_of = |i: usize| {
-            let seq = Receipt::decode(handles[i]).map(|r| r.seq as i64)?;
-            groups.get(&seq).cloned().flatten()
+    ) -> BackendResult<(QueueRow, i64, Vec<usize>)> {
+        let receipts: Vec<Option<Receipt>> = handles.iter().map(|h| Receipt::decode(h)).collect();
+        let seqs: Vec<i64> = receipts.iter().flatten().map(|r| r.seq as i64).collect();
+        let uid = receipts.iter().flatten().next().map(|r| r.queue_uid as i64);
+        let client = self.client().await?;
+        let groups = async {
+            match uid {
+                Some(uid) if handles.len() > 1 && name.ends_with(".fifo") => client
+                    .rows(
+                        "SELECT seq, group_id FROM messages \
+                         WHERE queue_uid = $1 AND seq = ANY($2)",
+                        &[&uid, &seqs],
+                    )
+                    .await
+                    .map_err(unavailable),
+                _ => Ok(Vec::new()),
+            }
         };
-        // `None` sorts first; handles without a group take no group lock, so any place works.
-        order.sort_by_cached_key(|&i| group_of(i));
-        Ok(order)
+        let (queue, last_seq, rows) = tokio::try_join!(
+            self.queue_row(&client, name),
+            super::message_store::last_seq(&client),
+            groups,
+        )?;
+        let mut order: Vec<usize> = (0..handles.len()).collect();
+        if queue.config.fifo {
+            let groups: std::collections::HashMap<i64, Option<String>> =
+                rows.iter().map(|row| (row.get(0), row.get(1))).collect();
+            let group_of = |i: usize| {
+                let receipt = receipts[i].as_ref()?;
+                if receipt.queue_uid != queue.uid as u64 {
+                    return None;
+                }
+                groups.get(&(receipt.seq as i64)).cloned().flatten()
+            };
+            // `None` sorts first; handles without a group take no group lock, so any place works.
+            order.sort_by_cached_key(|&i| group_of(i));
+        }
+        Ok((queue, last_seq, order))
     }
 
     /// Stores the checked sends in one round trip (`orderly_send`, one statement, so one
