@@ -93,8 +93,8 @@ impl Messages for Postgres {
                 // Woken by a send or a change, by the look-again interval, or when a message
                 // in flight or delayed here becomes visible, whichever is first.
                 let mut wake_at = now.plus_millis(LOOK_AGAIN.as_millis() as u64).min(until);
-                if let Some(next) = self.next_visible(queue.uid, now).await? {
-                    wake_at = wake_at.min(next);
+                if let Some(next) = self.next_visible(queue.uid, now, wake_at).await? {
+                    wake_at = next;
                 }
                 let _waiting = crate::backend::Waiting::start(&self.long_polls);
                 let woke = tokio::select! {
@@ -128,13 +128,22 @@ impl Messages for Postgres {
 }
 
 impl Postgres {
-    /// When the next of the queue's messages in flight or delayed becomes visible, if any.
-    async fn next_visible(&self, uid: i64, now: Timestamp) -> BackendResult<Option<Timestamp>> {
+    /// When the next of the queue's messages in flight or delayed becomes visible, if that is
+    /// before `before`. Bounded so the index scan stays short: entries of messages deleted in
+    /// flight keep their visibility's end until vacuumed, so an open range from `now` would
+    /// walk every message deleted within the last visibility timeout.
+    async fn next_visible(
+        &self,
+        uid: i64,
+        now: Timestamp,
+        before: Timestamp,
+    ) -> BackendResult<Option<Timestamp>> {
         let client = self.client().await?;
         let row = client
             .row(
-                "SELECT min(visible_at) FROM messages WHERE queue_uid = $1 AND visible_at > $2",
-                &[&uid, &millis(now)],
+                "SELECT min(visible_at) FROM messages \
+                 WHERE queue_uid = $1 AND visible_at > $2 AND visible_at < $3",
+                &[&uid, &millis(now), &millis(before)],
             )
             .await
             .map_err(unavailable)?;
