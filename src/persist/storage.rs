@@ -119,8 +119,22 @@ fn create_filling(path: &Path) -> io::Result<File> {
         .open(path)
 }
 
-/// Fills `file`, found at `path`, with `bytes` of synced zeros.
+/// Fills `file`, found at `path`, with `bytes` of synced zeros; answers the file and how much
+/// of it is zeroed. A fill that fails (a full disk, say) gives back what it wrote and leaves
+/// the file empty, to grow chunk by chunk when used: left holding the space, a file nobody
+/// may write to would keep the disk full and the log refusing changes until the log turned
+/// to it, which it cannot while refusing them.
 fn zero_filled(dir: &File, file: File, path: &Path, bytes: u64) -> io::Result<(File, u64)> {
+    match fill_with_zeros(dir, &file, path, bytes) {
+        Ok(()) => Ok((file, bytes)),
+        Err(error) => match file.set_len(0) {
+            Ok(()) => Ok((file, 0)),
+            Err(_) => Err(error),
+        },
+    }
+}
+
+fn fill_with_zeros(dir: &File, file: &File, path: &Path, bytes: u64) -> io::Result<()> {
     dir.sync_all()?;
     // Direct I/O skips copying 64 MiB of zeros into the page cache, which cost the server
     // more CPU than anything but request handling. Filesystems without it take the copy.
@@ -130,24 +144,33 @@ fn zero_filled(dir: &File, file: File, path: &Path, bytes: u64) -> io::Result<(F
         .open(path);
     match direct {
         Ok(direct) => match write_zeros(&direct, 0, bytes) {
-            Ok(()) => {}
-            Err(e) if e.raw_os_error() == Some(libc::EINVAL) => write_zeros(&file, 0, bytes)?,
-            Err(e) => return Err(e),
+            Err(e) if e.raw_os_error() == Some(libc::EINVAL) => write_zeros(file, 0, bytes),
+            other => other,
         },
         // No direct I/O here, or no descriptor to spare for a second handle: write through
         // the one already open.
-        Err(_) => write_zeros(&file, 0, bytes)?,
+        Err(_) => write_zeros(file, 0, bytes),
     }
-    Ok((file, bytes))
 }
 
 impl OpenSegment {
-    /// Makes sure `bytes` more fit in synced zero-filled space.
+    /// Makes sure `bytes` more fit in synced zero-filled space: a whole chunk ahead, or on a
+    /// disk without room for one, just the pages they take, so that what still fits is taken.
     fn reserve(&mut self, bytes: u64) -> io::Result<()> {
         let end = self.written + bytes;
         if end > self.zeroed {
-            let target = end.next_multiple_of(ZERO_CHUNK_BYTES);
-            write_zeros(&self.file, self.zeroed.max(self.written), target)?;
+            let from = self.zeroed.max(self.written);
+            let chunk = end.next_multiple_of(ZERO_CHUNK_BYTES);
+            let target = match write_zeros(&self.file, from, chunk) {
+                Ok(()) => chunk,
+                Err(_) => {
+                    // Gives back the part of the chunk that was written.
+                    self.file.set_len(from)?;
+                    let pages = end.next_multiple_of(PAGE_BYTES);
+                    write_zeros(&self.file, from, pages)?;
+                    pages
+                }
+            };
             self.zeroed = target;
         }
         Ok(())

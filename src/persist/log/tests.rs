@@ -347,3 +347,105 @@ fn a_turn_opens_the_reserved_segment_at_once_and_reserves_the_one_after() {
         "an unused reservation is removed at start"
     );
 }
+
+/// A tmpfs of a given size, for what a nearly full disk does; unmounted when dropped.
+struct SmallDisk(tempfile::TempDir);
+
+impl SmallDisk {
+    /// None, said on stderr, unless this runs as root (CI does).
+    fn mount(bytes: u64, test: &str) -> Option<SmallDisk> {
+        let uid = std::process::Command::new("id").arg("-u").output().unwrap();
+        if uid.stdout != b"0\n" {
+            eprintln!("SKIPPED: {test} needs root to mount a tmpfs");
+            return None;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let status = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={bytes}"), "tmpfs"])
+            .arg(dir.path())
+            .status()
+            .unwrap();
+        assert!(status.success(), "mounting a tmpfs");
+        Some(SmallDisk(dir))
+    }
+
+    fn path(&self) -> &std::path::Path {
+        self.0.path()
+    }
+
+    /// Takes all the room left but `spare` bytes.
+    fn fill_but(&self, spare: u64) {
+        use std::io::Write;
+        let path = self.path().join("ballast");
+        let mut ballast = std::fs::File::create(&path).unwrap();
+        while ballast.write_all(&[1u8; 4096]).is_ok() {}
+        let len = std::fs::metadata(&path).unwrap().len();
+        ballast.set_len(len - spare).unwrap();
+    }
+}
+
+impl Drop for SmallDisk {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount")
+            .arg(self.path())
+            .status();
+    }
+}
+
+#[test]
+fn an_append_takes_the_room_left_when_a_whole_chunk_of_zeros_does_not_fit() {
+    use crate::persist::storage::DirStorage;
+    let test = "an_append_takes_the_room_left…";
+    let Some(disk) = SmallDisk::mount(2 << 20, test) else {
+        return;
+    };
+    let dir = disk.path().join("data");
+    let open = || SegmentLog::open(DirStorage::new(&dir).unwrap(), DEFAULT_SEGMENT_BYTES).unwrap();
+    let (mut log, _) = open();
+    // The first append zero-fills a whole chunk ahead; the second still fits in it.
+    let records = [vec![1u8; 100], vec![2u8; 1_000_000], vec![3u8; 100_000]];
+    for record in &records[..2] {
+        log.append(&[record]).unwrap();
+        log.sync().unwrap();
+    }
+    // Less room than a chunk, more than the third record needs.
+    disk.fill_but(256 << 10);
+    log.append(&[&records[2]]).unwrap();
+    log.sync().unwrap();
+    drop(log);
+    assert_eq!(open().1.records, records);
+}
+
+#[test]
+fn a_next_segment_that_does_not_fit_gives_back_the_room_it_took() {
+    use crate::persist::storage::DirStorage;
+    let test = "a_next_segment_that_does_not_fit…";
+    let Some(disk) = SmallDisk::mount(4 << 20, test) else {
+        return;
+    };
+    let dir = disk.path().join("data");
+    // Segments larger than the disk: the helper's zero-fill of the next one cannot finish.
+    let segment_bytes = 8 << 20;
+    let open = || SegmentLog::open(DirStorage::new(&dir).unwrap(), segment_bytes).unwrap();
+    let (mut log, _) = open();
+    let record = |n: u8| vec![n; 256 << 10];
+    // A quarter of a segment written: the helper starts on the next one.
+    for n in 0..9 {
+        log.append(&[&record(n)]).unwrap();
+        log.sync().unwrap();
+    }
+    let done = (0..500).any(|_| {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+        log.storage().prepared_done()
+    });
+    assert!(done, "the helper finished");
+    let next = dir.join(segment_name(2) + ".filling");
+    assert_eq!(std::fs::metadata(&next).unwrap().len(), 0);
+    // The room the helper had taken is the log's again.
+    for n in 9..12 {
+        log.append(&[&record(n)]).unwrap();
+        log.sync().unwrap();
+    }
+    drop(log);
+    assert_eq!(open().1.records, (0..12).map(record).collect::<Vec<_>>());
+}
