@@ -8,6 +8,7 @@ use super::*;
 /// `clock`, which the backend reads.
 pub async fn messages<B: QueueAdmin + Messages>(backend: &B, clock: &ManualClock) {
     standard_messages(backend, clock).await;
+    visibility_changes(backend, clock).await;
     let last = fifo_groups_and_deduplication(backend, clock).await;
     fifo_window_and_batches(backend, clock, last).await;
     fifo_batch_delete(backend, clock).await;
@@ -112,6 +113,81 @@ async fn standard_messages<B: QueueAdmin + Messages>(backend: &B, clock: &Manual
         garbage[0],
         Err(EngineError::ReceiptHandleIsInvalid(_))
     ));
+}
+
+/// A ChangeMessageVisibility batch answers each entry in its own place: a timeout out of
+/// range, a handle never issued, a total past 12 hours since the receive, a lapsed standard
+/// message (accepted, nothing done) and a deleted one.
+async fn visibility_changes<B: QueueAdmin + Messages>(backend: &B, clock: &ManualClock) {
+    let (admin, messages): (&dyn QueueAdmin, &dyn Messages) = (backend, backend);
+    admin
+        .create_queue(create("vis", &[], clock.now()))
+        .await
+        .unwrap();
+    for body in ["a", "b", "c"] {
+        messages
+            .send("vis", message(body, None, None))
+            .await
+            .unwrap();
+    }
+    let run = receive(messages, "vis", 10).await;
+    let handle = |body: &str| {
+        let found = run.iter().find(|r| &*r.message.body == body);
+        found.expect("received").receipt_handle.as_str()
+    };
+    let reason =
+        |answer: &crate::engine::EngineResult<()>| answer.as_ref().unwrap_err().to_string();
+    let answers = messages
+        .change_visibility(
+            "vis",
+            vec![
+                (handle("a"), 43_201),
+                (handle("b"), 43_200),
+                ("AQEBnot-a-handle", 5),
+                (handle("c"), 60),
+            ],
+        )
+        .await
+        .unwrap();
+    assert!(
+        reason(&answers[0]).contains("VisibilityTimeout"),
+        "{answers:?}"
+    );
+    assert!(answers[1].is_ok() && answers[3].is_ok(), "{answers:?}");
+    assert!(matches!(
+        answers[2],
+        Err(EngineError::ReceiptHandleIsInvalid(_))
+    ));
+    // Twelve hours at most from the receive, however the time is asked for.
+    clock.advance_millis(100_000);
+    let beyond = messages
+        .change_visibility("vis", vec![(handle("b"), 43_200)])
+        .await
+        .unwrap();
+    assert!(
+        reason(&beyond[0]).ends_with("beyond the limit [43200 seconds]"),
+        "{beyond:?}"
+    );
+    // a's 30 s and c's 60 s have lapsed: c's change is accepted and does nothing.
+    let lapsed = messages
+        .change_visibility("vis", vec![(handle("c"), 600)])
+        .await
+        .unwrap();
+    assert!(lapsed[0].is_ok());
+    let back = receive(messages, "vis", 10).await;
+    let mut back = bodies(&back);
+    back.sort_unstable();
+    assert_eq!(back, ["a", "c"], "b stays in flight for 12 hours");
+    let deleted = messages.delete("vis", vec![handle("b")]).await.unwrap();
+    assert!(deleted[0].is_ok());
+    let gone = messages
+        .change_visibility("vis", vec![(handle("b"), 5)])
+        .await
+        .unwrap();
+    assert!(
+        reason(&gone[0]).contains("not available for visibility timeout change"),
+        "{gone:?}"
+    );
 }
 
 /// FIFO: a group's run in order, groups in the order of their first message, the group lock,

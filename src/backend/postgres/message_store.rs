@@ -18,10 +18,8 @@ use crate::engine::message::Message;
 use crate::engine::queue::config::DedupScope;
 use crate::engine::queue::receipt::Receipt;
 use crate::engine::queue::send;
-use crate::engine::queue::{
-    check_visibility, expired_handle, QueueConfig, Received, MAX_VISIBILITY_SECONDS,
-};
-use crate::engine::{EngineError, EngineResult, Timestamp};
+use crate::engine::queue::{QueueConfig, Received};
+use crate::engine::{EngineError, Timestamp};
 use crate::persist::format::{decode_message, encode_message};
 
 /// A queue as message operations need it.
@@ -459,70 +457,6 @@ impl Postgres {
         self.insert(tx, target.uid, seq, &message, now, enqueued_at)
             .await
     }
-
-    /// ChangeMessageVisibility for one handle (inside the caller's transaction).
-    pub(super) async fn change_visibility_one(
-        &self,
-        tx: &Transaction<'_>,
-        queue: &QueueRow,
-        (handle, timeout): (&str, i64),
-        last_seq: i64,
-        now: Timestamp,
-    ) -> BackendResult<EngineResult<()>> {
-        let Some(receipt) = decode_handle(queue, handle, last_seq) else {
-            return Ok(Err(EngineError::ReceiptHandleIsInvalid(handle.to_string())));
-        };
-        let timeout = match check_visibility(timeout) {
-            Ok(timeout) => timeout,
-            Err(error) => return Ok(Err(error)),
-        };
-        let seq = receipt.seq as i64;
-        let locked = if queue.config.fifo {
-            lock_fifo_message(tx, queue.uid, seq).await?
-        } else {
-            tx.maybe_row(
-                "SELECT visible_at, received, receive_no, received_at FROM messages \
-                 WHERE queue_uid = $1 AND seq = $2 FOR UPDATE",
-                &[&queue.uid, &seq],
-            )
-            .await
-            .map_err(unavailable)?
-            .map(|row| (String::new(), row))
-        };
-        let Some((group, row)) = locked else {
-            return Ok(Err(EngineError::invalid(format!(
-                "Value {handle} for parameter ReceiptHandle is invalid. Reason: Message does not exist or is not available for visibility timeout change."
-            ))));
-        };
-        // A FIFO handle must be the current receive's; a standard queue applies an earlier
-        // receive's handle too, and accepts (doing nothing) a change after the timeout lapsed
-        // (both AWS-recorded).
-        let in_flight = in_flight(&row, now);
-        if queue.config.fifo && !in_flight_by(&row, &receipt, now) {
-            return Ok(Err(expired_handle(handle)));
-        }
-        if !in_flight {
-            return Ok(Ok(()));
-        }
-        let new_deadline = now.plus_seconds(timeout);
-        let received_at = timestamp(row.get::<_, Option<i64>>("received_at").unwrap_or(0));
-        if new_deadline.millis_since(received_at) > MAX_VISIBILITY_SECONDS as u64 * 1000 {
-            return Ok(Err(EngineError::invalid(format!(
-                "Value {timeout} for parameter VisibilityTimeout is invalid. Reason: Total VisibilityTimeout for the message is beyond the limit [43200 seconds]"
-            ))));
-        }
-        tx.run(
-            "UPDATE messages SET visible_at = $3, visibility_epoch = visibility_epoch + 1 \
-             WHERE queue_uid = $1 AND seq = $2",
-            &[&queue.uid, &seq, &millis(new_deadline)],
-        )
-        .await
-        .map_err(unavailable)?;
-        if queue.config.fifo {
-            refresh_group(tx, queue.uid, &group).await?;
-        }
-        Ok(Ok(()))
-    }
 }
 
 /// What one receive took.
@@ -615,50 +549,6 @@ pub(super) async fn refresh_group(
             Ok(())
         }
     }
-}
-
-/// A FIFO message's group and row, the group's row locked first (the lock order), then the
-/// message's. `None` if it is gone.
-async fn lock_fifo_message(
-    tx: &impl GenericClient,
-    uid: i64,
-    seq: i64,
-) -> BackendResult<Option<(String, Row)>> {
-    let group = tx
-        .maybe_row(
-            "SELECT group_id FROM messages WHERE queue_uid = $1 AND seq = $2",
-            &[&uid, &seq],
-        )
-        .await
-        .map_err(unavailable)?;
-    let Some(group) = group.and_then(|row| row.get::<_, Option<String>>(0)) else {
-        return Ok(None);
-    };
-    tx.run(
-        "SELECT 1 FROM fifo_groups WHERE queue_uid = $1 AND group_id = $2 FOR UPDATE",
-        &[&uid, &group],
-    )
-    .await
-    .map_err(unavailable)?;
-    let row = tx
-        .maybe_row(
-            "SELECT visible_at, received, receive_no, received_at FROM messages \
-             WHERE queue_uid = $1 AND seq = $2 FOR UPDATE",
-            &[&uid, &seq],
-        )
-        .await
-        .map_err(unavailable)?;
-    Ok(row.map(|row| (group, row)))
-}
-
-/// The message is in flight.
-fn in_flight(row: &Row, now: Timestamp) -> bool {
-    row.get::<_, bool>("received") && row.get::<_, i64>("visible_at") > millis(now)
-}
-
-/// The message is in flight from the receive that issued `receipt`.
-fn in_flight_by(row: &Row, receipt: &Receipt, now: Timestamp) -> bool {
-    in_flight(row, now) && row.get::<_, i64>("receive_no") as u64 == receipt.receive_no
 }
 
 /// The handle, if this queue issued it: its queue incarnation, and a position already given.

@@ -6,7 +6,6 @@
 
 use std::time::Duration;
 
-use super::message_store::notify;
 use super::message_store::{decode_handle, QueueRow, SEQUENCE_PLACEHOLDER};
 use super::queues::{millis, timestamp};
 use super::statements::Cached;
@@ -17,7 +16,9 @@ use crate::engine::message::MessageId;
 use crate::engine::queue::receipt::Receipt;
 use crate::engine::queue::send::{self, check_batch, prepare, Prepared};
 use crate::engine::queue::{check_receive, ReceiveRequest, Received, SendReceipt, SendRequest};
-use crate::engine::queue::{expired_handle, DEDUP_WINDOW_MS};
+use crate::engine::queue::{
+    check_visibility, expired_handle, DEDUP_WINDOW_MS, MAX_VISIBILITY_SECONDS,
+};
 use crate::engine::{EngineError, EngineResult, Timestamp};
 use crate::persist::format::encode_message;
 
@@ -160,9 +161,9 @@ impl Postgres {
         Ok(row.is_some())
     }
 
-    /// Changes the visibility of each handle's message, in one transaction (run again if a
-    /// conflict aborts it), answering each on its own; then wakes the queue's long polls (a
-    /// message made visible may be the next one).
+    /// ChangeMessageVisibility(Batch) in two round trips: the look-ups (`handle_context`), then
+    /// `orderly_change_visibility` (run again if a conflict aborts it); each handle answered
+    /// in place. Then wakes the queue's long polls (a message made visible may be the next).
     async fn change_visibilities(
         &self,
         queue: &str,
@@ -171,20 +172,62 @@ impl Postgres {
         let handles: Vec<&str> = changes.iter().map(|(h, _)| *h).collect();
         let (queue, last_seq, order) = self.handle_context(queue, &handles).await?;
         let now = self.clock.now();
-        let results = retrying(|| async {
-            let mut client = self.client().await?;
-            let tx = client.transaction().await.map_err(unavailable)?;
-            let mut results: Vec<EngineResult<()>> = vec![Ok(()); changes.len()];
-            for &i in &order {
-                results[i] = self
-                    .change_visibility_one(&tx, &queue, changes[i], last_seq, now)
-                    .await?;
+        let mut results: Vec<EngineResult<()>> = vec![Ok(()); changes.len()];
+        let (mut entries, mut seqs, mut receive_nos, mut deadlines) =
+            (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        for &i in &order {
+            let (handle, timeout) = changes[i];
+            let Some(receipt) = decode_handle(&queue, handle, last_seq) else {
+                results[i] = Err(EngineError::ReceiptHandleIsInvalid(handle.to_string()));
+                continue;
+            };
+            match check_visibility(timeout) {
+                Ok(seconds) => {
+                    entries.push(i);
+                    seqs.push(receipt.seq as i64);
+                    receive_nos.push(receipt.receive_no as i64);
+                    deadlines.push(millis(now.plus_seconds(seconds)));
+                }
+                Err(error) => results[i] = Err(error),
             }
-            notify(&tx, queue.uid).await?;
-            tx.commit().await.map_err(unavailable)?;
-            Ok(results)
+        }
+        if entries.is_empty() {
+            return Ok(results);
+        }
+        let limit = MAX_VISIBILITY_SECONDS * 1000;
+        let rows = retrying(|| async {
+            let client = self.client().await?;
+            client
+                .rows(
+                    "SELECT entry, outcome FROM orderly_change_visibility($1, $2, $3, $4, $5, $6, $7)",
+                    &[
+                        &queue.uid,
+                        &queue.config.fifo,
+                        &millis(now),
+                        &seqs,
+                        &receive_nos,
+                        &deadlines,
+                        &limit,
+                    ],
+                )
+                .await
+                .map_err(unavailable)
         })
         .await?;
+        for row in &rows {
+            let i = entries[row.get::<_, i32>(0) as usize - 1];
+            let (handle, timeout) = changes[i];
+            results[i] = match row.get::<_, &str>(1) {
+                "gone" => Err(EngineError::invalid(format!(
+                    "Value {handle} for parameter ReceiptHandle is invalid. Reason: Message does not exist or is not available for visibility timeout change."
+                ))),
+                "expired" => Err(expired_handle(handle)),
+                "beyond" => Err(EngineError::invalid(format!(
+                    "Value {timeout} for parameter VisibilityTimeout is invalid. Reason: Total VisibilityTimeout for the message is beyond the limit [{MAX_VISIBILITY_SECONDS} seconds]"
+                ))),
+                _ => Ok(()),
+            };
+        }
         self.wake(queue.uid);
         Ok(results)
     }

@@ -23,6 +23,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("migrations/011_recorded_messages.sql"),
     include_str!("migrations/012_publish_decide.sql"),
     include_str!("migrations/013_home.sql"),
+    include_str!("migrations/014_change_visibility_function.sql"),
 ];
 
 /// The schema version this build writes.
