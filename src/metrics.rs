@@ -55,6 +55,11 @@ struct DeadLetterLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct SnapshotFailureLabels {
+    reason: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct SubscriptionLabels {
     subscription: String,
 }
@@ -78,6 +83,19 @@ pub struct LogMetrics {
     pub sync_seconds: Histogram,
     pub snapshots: Counter,
     pub snapshot_seconds: Histogram,
+    /// Snapshots due and not written, by reason: `no_room` (not tried: the disk has less room
+    /// than the messages' bodies take) or `error` (the write failed).
+    pub snapshot_failures: Family<SnapshotFailureLabels, Counter>,
+}
+
+impl LogMetrics {
+    /// Counts a snapshot due and not written.
+    pub fn snapshot_failed(&self, no_room: bool) {
+        let reason = if no_room { "no_room" } else { "error" };
+        self.snapshot_failures
+            .get_or_create(&SnapshotFailureLabels { reason })
+            .inc();
+    }
 }
 
 impl Default for LogMetrics {
@@ -90,6 +108,14 @@ impl Default for LogMetrics {
             snapshots: Counter::default(),
             // 1 ms to about 65 s.
             snapshot_seconds: Histogram::new(exponential_buckets(0.001, 2.0, 17)),
+            snapshot_failures: {
+                // Both reasons exported from the start, at zero, so an increase shows.
+                let family: Family<SnapshotFailureLabels, Counter> = Family::default();
+                for reason in ["no_room", "error"] {
+                    let _ = family.get_or_create(&SnapshotFailureLabels { reason });
+                }
+                family
+            },
         }
     }
 }
@@ -116,6 +142,11 @@ impl LogMetrics {
             "snapshot_duration_seconds",
             "Time each snapshot took to write",
             self.snapshot_seconds.clone(),
+        );
+        registry.register(
+            "snapshot_failures",
+            "Snapshots due and not written: no_room (not tried) or error",
+            self.snapshot_failures.clone(),
         );
     }
 }

@@ -334,6 +334,19 @@ impl<W: Default> Engine<W> {
         entries.iter().map(|e| e.lock().stored_bytes()).sum()
     }
 
+    /// The bytes of every queue's message bodies and attributes: the least a snapshot takes.
+    pub fn payload_bytes(&self) -> u64 {
+        let entries: Vec<_> = self.read().values().cloned().collect();
+        entries
+            .iter()
+            .map(|e| {
+                let queue = e.lock();
+                let framing = queue.len() as u64 * queue::LOGGED_BYTES;
+                queue.stored_bytes().saturating_sub(framing)
+            })
+            .sum()
+    }
+
     /// Queue names with the given prefix, sorted for stable pagination.
     pub fn list_queues(&self, prefix: &str) -> Vec<Arc<str>> {
         let mut names: Vec<Arc<str>> = self

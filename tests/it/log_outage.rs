@@ -147,31 +147,33 @@ async fn out_of_descriptors_at_a_segment_turn_writes_go_on() {
         "the log never turned to a new segment ({segments})"
     );
     drop(hogs);
+    // A refusal is allowed here: the restart may begin with a snapshot.
     check_survivors(dir.path(), server, connection, queue, &acknowledged).await;
 }
 
 /// Kills the server, starts it again on `dir` and checks every acknowledged body is there.
+/// Restarts the server and receives every message, checking that each acknowledged one is
+/// there; answers the restarted server and whether it refused a receive on the way.
 async fn check_survivors(
     dir: &std::path::Path,
     server: Process,
     connection: Connection,
     queue: &str,
     acknowledged: &[String],
-) {
+) -> (Process, bool) {
     drop(connection);
     drop(server);
     let server = start(dir);
     let mut connection = Connection::open(server.addr).await;
     let mut received = Vec::new();
-    // Restarted on a nearly full disk, the server may begin with a snapshot (the log it found
-    // is due one); while the snapshot holds space, changes (a receive is one) are refused, never
-    // lost, and the server takes them again by itself once the snapshot is done or given up.
-    // A receive refused after taking messages leaves them in flight, as a lost answer would on
-    // AWS: they come back once their visibility timeout lapses.
+    // A restarted server may refuse changes (a receive is one) for a while, never losing them:
+    // while a snapshot it began holds room, say. A receive refused after taking messages leaves
+    // them in flight, as a lost answer would on AWS: they come back once their visibility
+    // timeout lapses. Callers say whether a refusal is allowed.
     const VISIBILITY_SECONDS: u64 = 3;
     // Generous: on a loaded CI machine the snapshot alone once took longer than 10 s.
     let deadline = Instant::now() + Duration::from_secs(30);
-    let mut refused = false;
+    let (mut refused, mut ever_refused) = (false, false);
     loop {
         let (status, body) = connection
             .call(
@@ -182,7 +184,7 @@ async fn check_survivors(
             )
             .await;
         if status == 500 && Instant::now() < deadline {
-            refused = true;
+            (refused, ever_refused) = (true, true);
             tokio::time::sleep(Duration::from_millis(100)).await;
             continue;
         }
@@ -208,7 +210,25 @@ async fn check_survivors(
             "{body} was acknowledged and lost: {received:?}"
         );
     }
-    drop(server);
+    (server, ever_refused)
+}
+
+/// Snapshots the server found due and did not write, by reason (`no_room`, `error`).
+async fn snapshot_failures(server: &Process) -> (u64, u64) {
+    let metrics = reqwest::get(format!("http://{}/metrics", server.addr))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let count = |reason: &str| {
+        let line = format!("orderly_snapshot_failures_total{{reason=\"{reason}\"}} ");
+        metrics
+            .lines()
+            .find_map(|l| l.strip_prefix(line.as_str()))
+            .map_or(0, |n| n.trim().parse().unwrap())
+    };
+    (count("no_room"), count("error"))
 }
 
 /// A tmpfs of `bytes` at a fresh directory; unmounted on drop.
@@ -305,5 +325,28 @@ async fn a_full_disk_refuses_changes_and_the_server_resumes_once_space_is_freed(
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    check_survivors(&data, server, connection, queue, &acknowledged).await;
+    let (server, refused) = check_survivors(&data, server, connection, queue, &acknowledged).await;
+    assert!(!refused, "the restarted server refused a receive");
+    // History (changes that add no messages) makes a snapshot due, and it cannot fit: it is
+    // not tried, so it never takes the room the changes need.
+    let mut connection = Connection::open(server.addr).await;
+    let tag = "t".repeat(200);
+    for n in 0..200 {
+        let tags = format!(r#"{{"QueueUrl":"{queue}","Tags":{{"k":"{tag}{n}"}}}}"#);
+        let (status, answer) = connection.call("TagQueue", &tags).await;
+        assert_eq!(status, 200, "{answer}");
+    }
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let (no_room, error) = loop {
+        let (no_room, error) = snapshot_failures(&server).await;
+        if no_room > 0 || error > 0 || Instant::now() > deadline {
+            break (no_room, error);
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(
+        (error, no_room > 0),
+        (0, true),
+        "snapshots failed or not found due"
+    );
 }

@@ -172,7 +172,13 @@ async fn the_scrape_counts_what_was_done() {
 /// The sample dashboard and alert rules name only metrics the server exports.
 #[tokio::test]
 async fn the_examples_use_exported_metrics() {
-    let (server, _clock) = start_with_manual_clock().await;
+    // With a data directory, so the log's and snapshots' families are exported too.
+    let dir = tempfile::tempdir().unwrap();
+    let server = crate::common::start_with_clock(
+        crate::common::durable(dir.path()),
+        crate::common::manual_clock(),
+    )
+    .await;
     create_queue(&server, "dlq", &[]).await;
     let redrive = crate::common::redrive_to("dlq", 3);
     create_queue(&server, "q", &[("RedrivePolicy", &redrive)]).await;

@@ -60,6 +60,8 @@ impl Snapshotter {
         // The least log that could make a snapshot due; the writer wakes this task when the
         // log reaches it (no polling).
         let mut wait_for = self.after;
+        // Said once for each time the disk runs short.
+        let mut short_of_room = false;
         loop {
             journal.log_reaches(wait_for).await;
             let live = self.engine.stored_bytes();
@@ -72,6 +74,22 @@ impl Snapshotter {
                 wait_for = log_bytes + threshold.saturating_sub(history).max(1);
                 continue;
             }
+            // A snapshot that cannot fit would only take the log's room while it is written.
+            let least = self.engine.payload_bytes();
+            if free_bytes(&self.data.path).is_some_and(|free| free < least) {
+                journal.metrics().snapshot_failed(true);
+                if !short_of_room {
+                    tracing::warn!(
+                        needs_at_least = least,
+                        "no room for a snapshot on the data directory's disk; the log keeps \
+                         growing until there is"
+                    );
+                    short_of_room = true;
+                }
+                tokio::time::sleep(RETRY).await;
+                continue;
+            }
+            short_of_room = false;
             let taking = self.clone();
             match tokio::task::spawn_blocking(move || taking.take()).await {
                 Ok(Ok(size)) => {
@@ -80,17 +98,25 @@ impl Snapshotter {
                     wait_for = self.after.max(last_size);
                 }
                 Ok(Err(error)) => {
+                    journal.metrics().snapshot_failed(false);
                     tracing::error!(%error, "snapshot failed; the log keeps growing");
                     // An I/O failure (disk full, say): try again later, not at once.
                     tokio::time::sleep(RETRY).await;
                 }
                 Err(error) => {
+                    journal.metrics().snapshot_failed(false);
                     tracing::error!(%error, "snapshot task failed");
                     tokio::time::sleep(RETRY).await;
                 }
             }
         }
     }
+}
+
+/// Bytes the filesystem holding `dir` has for this process, if it says.
+fn free_bytes(dir: &std::path::Path) -> Option<u64> {
+    let stats = rustix::fs::statvfs(dir).ok()?;
+    Some(stats.f_bavail.saturating_mul(stats.f_frsize))
 }
 
 /// A snapshot pays once the log written since the last one holds at least `threshold` bytes
