@@ -144,10 +144,23 @@ fn unavailable(error: impl std::fmt::Display + 'static) -> BackendError {
         .is_some_and(|code| {
             *code == SqlState::T_R_DEADLOCK_DETECTED || *code == SqlState::T_R_SERIALIZATION_FAILURE
         });
+    // tokio-postgres shows a server error only as "db error"; the log needs what it was.
+    let cause = match any
+        .downcast_ref::<tokio_postgres::Error>()
+        .and_then(tokio_postgres::Error::as_db_error)
+    {
+        Some(db) => format!(
+            "PostgreSQL: {}: {} ({})",
+            db.severity(),
+            db.message(),
+            db.code().code()
+        ),
+        None => format!("PostgreSQL: {error}"),
+    };
     if conflict {
-        BackendError::Conflict(format!("PostgreSQL: {error}"))
+        BackendError::Conflict(cause)
     } else {
-        BackendError::Unavailable(format!("PostgreSQL: {error}"))
+        BackendError::Unavailable(cause)
     }
 }
 

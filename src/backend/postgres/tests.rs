@@ -853,3 +853,22 @@ async fn an_archive_keeps_its_retention_and_goes_when_switched_off() {
         .unwrap();
     assert_eq!(kept().await, 0, "switched off, the archive goes");
 }
+
+/// A server error is told by its message and code, not tokio-postgres's bare "db error".
+#[tokio::test]
+async fn a_database_error_says_what_it_was() {
+    let Some(url) = fresh_database().await else {
+        return;
+    };
+    let (client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(connection);
+    let error = client.query("SELECT 1 / 0", &[]).await.unwrap_err();
+    match unavailable(error) {
+        crate::backend::BackendError::Unavailable(cause) => {
+            assert_eq!(cause, "PostgreSQL: ERROR: division by zero (22012)")
+        }
+        other => panic!("{other:?}"),
+    }
+}
