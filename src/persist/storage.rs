@@ -100,13 +100,23 @@ struct OpenSegment {
 
 /// Writes zeros over `[from, to)` of `file` and syncs them.
 fn write_zeros(file: &File, from: u64, to: u64) -> io::Result<()> {
+    write_zeros_unsynced(file, from, to)?;
+    file.sync_data()
+}
+
+fn write_zeros_unsynced(file: &File, from: u64, to: u64) -> io::Result<()> {
     let mut at = from;
     while at < to {
         let n = (to - at).min(ZEROS.0.len() as u64);
         file.write_all_at(&ZEROS.0[..n as usize], at)?;
         at += n;
     }
-    file.sync_data()
+    Ok(())
+}
+
+/// The filesystem (or the user's quota on it) has no room for the write.
+fn out_of_room(error: &io::Error) -> bool {
+    matches!(error.raw_os_error(), Some(libc::ENOSPC | libc::EDQUOT))
 }
 
 /// Creates the next segment's file under its filling name. A crash leaves a file that the
@@ -120,17 +130,21 @@ fn create_filling(path: &Path) -> io::Result<File> {
 }
 
 /// Fills `file`, found at `path`, with `bytes` of synced zeros; answers the file and how much
-/// of it is zeroed. A fill that fails (a full disk, say) gives back what it wrote and leaves
-/// the file empty, to grow chunk by chunk when used: left holding the space, a file nobody
-/// may write to would keep the disk full and the log refusing changes until the log turned
-/// to it, which it cannot while refusing them.
+/// of it is zeroed. A fill that fails gives back what it wrote: left holding the space, a
+/// file nobody may write to would keep a full disk full, and the log refusing changes until
+/// it turned to that file, which it cannot while refusing them. Out of room, the file is
+/// then used empty, to grow chunk by chunk; on another error it is not used at all.
 fn zero_filled(dir: &File, file: File, path: &Path, bytes: u64) -> io::Result<(File, u64)> {
     match fill_with_zeros(dir, &file, path, bytes) {
         Ok(()) => Ok((file, bytes)),
-        Err(error) => match file.set_len(0) {
-            Ok(()) => Ok((file, 0)),
-            Err(_) => Err(error),
-        },
+        Err(error) => {
+            file.set_len(0)?;
+            if out_of_room(&error) {
+                Ok((file, 0))
+            } else {
+                Err(error)
+            }
+        }
     }
 }
 
@@ -156,21 +170,25 @@ fn fill_with_zeros(dir: &File, file: &File, path: &Path, bytes: u64) -> io::Resu
 impl OpenSegment {
     /// Makes sure `bytes` more fit in synced zero-filled space: a whole chunk ahead, or on a
     /// disk without room for one, just the pages they take, so that what still fits is taken.
+    /// Only a write out of room falls back; any other error, and any failed sync, is the
+    /// caller's (a failed sync may have lost records written before).
     fn reserve(&mut self, bytes: u64) -> io::Result<()> {
         let end = self.written + bytes;
         if end > self.zeroed {
             let from = self.zeroed.max(self.written);
             let chunk = end.next_multiple_of(ZERO_CHUNK_BYTES);
-            let target = match write_zeros(&self.file, from, chunk) {
+            let target = match write_zeros_unsynced(&self.file, from, chunk) {
                 Ok(()) => chunk,
-                Err(_) => {
+                Err(error) if out_of_room(&error) => {
                     // Gives back the part of the chunk that was written.
                     self.file.set_len(from)?;
                     let pages = end.next_multiple_of(PAGE_BYTES);
-                    write_zeros(&self.file, from, pages)?;
+                    write_zeros_unsynced(&self.file, from, pages)?;
                     pages
                 }
+                Err(error) => return Err(error),
             };
+            self.file.sync_data()?;
             self.zeroed = target;
         }
         Ok(())
