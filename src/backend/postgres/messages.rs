@@ -298,21 +298,24 @@ impl Postgres {
         handles: &[&str],
     ) -> BackendResult<(QueueRow, i64, Vec<usize>)> {
         let receipts: Vec<Option<Receipt>> = handles.iter().map(|h| Receipt::decode(h)).collect();
-        let seqs: Vec<i64> = receipts.iter().flatten().map(|r| r.seq as i64).collect();
-        let uid = receipts.iter().flatten().next().map(|r| r.queue_uid as i64);
+        let (uids, seqs): (Vec<i64>, Vec<i64>) = receipts
+            .iter()
+            .flatten()
+            .map(|r| (r.queue_uid as i64, r.seq as i64))
+            .unzip();
         let client = self.client().await?;
         let groups = async {
-            match uid {
-                Some(uid) if handles.len() > 1 && name.ends_with(".fifo") => client
-                    .rows(
-                        "SELECT seq, group_id FROM messages \
-                         WHERE queue_uid = $1 AND seq = ANY($2)",
-                        &[&uid, &seqs],
-                    )
-                    .await
-                    .map_err(unavailable),
-                _ => Ok(Vec::new()),
+            if handles.len() < 2 || !name.ends_with(".fifo") {
+                return Ok(Vec::new());
             }
+            client
+                .rows(
+                    "SELECT m.seq, m.group_id FROM unnest($1::bigint[], $2::bigint[]) AS h(uid, seq) \
+                     JOIN messages m ON m.queue_uid = h.uid AND m.seq = h.seq",
+                    &[&uids, &seqs],
+                )
+                .await
+                .map_err(unavailable)
         };
         let (queue, last_seq, rows) = tokio::try_join!(
             self.queue_row(&client, name),
