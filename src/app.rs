@@ -11,7 +11,7 @@ use std::time::Duration;
 use tokio::net::TcpListener;
 
 use crate::clock::{Clock, ClockMode, ManualClock, SystemClock};
-use crate::config::Config;
+use crate::config::{Config, StorageMode};
 use crate::delivery::{SenderConfig, Webhooks};
 use crate::engine::Engine;
 use crate::http::body::BodyLimits;
@@ -42,11 +42,12 @@ fn default_max_connections() -> usize {
     usize::try_from(connections).unwrap_or(65_536)
 }
 
-/// What `build_service` makes: the service, and the snapshotter of the data directory it
-/// opened (`None` when ephemeral).
+/// What `build_service` makes: the service, the snapshotter of the log it opened (`None` when
+/// ephemeral), and the lease on a log kept in a database.
 pub struct Built {
     pub service: Arc<Service>,
     pub snapshots: Option<Arc<Snapshotter>>,
+    pub lease: Option<Arc<crate::persist::database::Keeper>>,
 }
 
 /// Opens the data directory (recovering the engine from it) unless ephemeral, builds the
@@ -59,9 +60,28 @@ pub fn build_service(
     listening: SocketAddr,
 ) -> std::io::Result<Built> {
     let (engine, data) = open_engine(config)?;
-    let (webhooks, settings) = service_parts(config, listening)?;
-    let engine = Arc::new(engine);
     let journal = data.as_ref().map(|d| d.journal.clone());
+    let engine = Arc::new(engine);
+    let snapshots = data.map(|data| {
+        Arc::new(Snapshotter::of_dir(
+            engine.clone(),
+            data,
+            config.snapshot_after,
+        ))
+    });
+    serve_engine(config, clock, listening, engine, journal, snapshots)
+}
+
+/// The service on `engine`, whose changes `journal` logs (none when ephemeral).
+fn serve_engine(
+    config: &Config,
+    clock: Arc<dyn Clock>,
+    listening: SocketAddr,
+    engine: Arc<Engine<Notify>>,
+    journal: Option<Arc<crate::persist::writer::FileJournal>>,
+    snapshots: Option<Arc<Snapshotter>>,
+) -> std::io::Result<Built> {
+    let (webhooks, settings) = service_parts(config, listening)?;
     let metrics = crate::metrics::Metrics::default();
     if let Some(journal) = &journal {
         metrics.set_log(journal.metrics());
@@ -75,12 +95,68 @@ pub fn build_service(
         )
         .counting_long_polls(metrics.long_polls_waiting.clone()),
     );
-    let snapshots =
-        data.map(|data| Arc::new(Snapshotter::new(engine, data, config.snapshot_after)));
     Ok(Built {
         service: Service::new(backend, Arc::new(webhooks), clock, settings, metrics),
         snapshots,
+        lease: None,
     })
+}
+
+/// `--storage URL --storage-mode log`: the engine recovered from the log and snapshots in that
+/// database, once this node holds the lease on it (waiting while another node does).
+pub async fn build_service_on_log_database(
+    config: &Config,
+    url: &str,
+    clock: Arc<dyn Clock>,
+    listening: SocketAddr,
+    scheme: &str,
+) -> std::io::Result<Built> {
+    let settings = crate::persist::database::Settings {
+        url: url.to_string(),
+        region: config.region.clone(),
+        account_id: config.account_id.clone(),
+        advertise_url: config
+            .advertise_url
+            .clone()
+            .unwrap_or_else(|| format!("{scheme}://{listening}")),
+    };
+    let mut engine = Engine::new(&config.account_id, &config.region);
+    let started = std::time::Instant::now();
+    let (engine, log) = tokio::task::spawn_blocking(move || {
+        let log = crate::persist::database::open(&settings, &mut engine);
+        (engine, log)
+    })
+    .await
+    .map_err(std::io::Error::other)?;
+    let log = log.map_err(std::io::Error::other)?;
+    tracing::info!(
+        epoch = log.lease.epoch(),
+        snapshot = log.report.snapshot.as_deref().unwrap_or("none"),
+        snapshot_messages = log.report.snapshot_messages,
+        replayed = log.report.replayed,
+        millis = started.elapsed().as_millis() as u64,
+        "storage: the log in PostgreSQL; leading, recovered"
+    );
+    let mut engine = engine;
+    configure_engine(config, &mut engine);
+    let engine = Arc::new(engine);
+    let snapshots = Arc::new(Snapshotter::new(
+        engine.clone(),
+        log.journal.clone(),
+        Box::new(log.snapshots),
+        log.live_at_snapshot,
+        config.snapshot_after,
+    ));
+    let mut built = serve_engine(
+        config,
+        clock,
+        listening,
+        engine,
+        Some(log.journal),
+        Some(snapshots),
+    )?;
+    built.lease = Some(log.lease);
+    Ok(built)
 }
 
 /// What every backend's service needs: the webhook sender and the service's settings.
@@ -142,6 +218,7 @@ pub async fn build_service_on_postgres(
     Ok(Built {
         service: Service::new(backend, Arc::new(webhooks), clock, settings, metrics),
         snapshots: None,
+        lease: None,
     })
 }
 
@@ -170,10 +247,34 @@ fn open_engine(config: &Config) -> std::io::Result<(Engine<Notify>, Option<DataD
         );
         Some(data)
     };
+    configure_engine(config, &mut engine);
+    Ok((engine, data))
+}
+
+/// The engine's settings from the flags.
+fn configure_engine(config: &Config, engine: &mut Engine<Notify>) {
     engine.delete_cooldown_ms = config.deleted_queue_cooldown * 1000;
     engine.fifo_http_subscriptions = config.fifo_http_subscriptions;
     engine.set_webhook_max_pending(config.webhook_max_pending);
-    Ok((engine, data))
+}
+
+/// How `GET /_orderly/cluster` reads this node's state: leading a log in a database, or single.
+fn cluster_status(built: &Built, own_url: String) -> crate::service::cluster::ClusterStatus {
+    let journal = built.snapshots.as_ref().map(|s| s.journal().clone());
+    let applied = move || journal.as_ref().map_or(0, |j| j.durable().lsn);
+    match &built.lease {
+        Some(lease) => {
+            let epoch = lease.epoch() as u64;
+            Arc::new(move || crate::service::cluster::ClusterState {
+                role: "leader",
+                epoch,
+                leader: own_url.clone(),
+                applied: applied(),
+                lag: 0,
+            })
+        }
+        None => crate::service::cluster::single(own_url, applied),
+    }
 }
 
 /// Reads and applies `--init`, logging what it created and each difference it left alone.
@@ -218,6 +319,7 @@ pub struct App {
     pub listener: TcpListener,
     pub service: Arc<Service>,
     snapshots: Option<Arc<Snapshotter>>,
+    lease: Option<Arc<crate::persist::database::Keeper>>,
     limits: ServerLimits,
     body: BodyLimits,
     browser: BrowserRules,
@@ -281,13 +383,25 @@ impl App {
             )),
             None => None,
         };
-        let built = match &config.storage {
-            Some(url) => build_service_on_postgres(config, url, clock, listening).await?,
-            None => build_service(config, clock, listening)?,
+        let scheme = if tls.is_some() { "https" } else { "http" };
+        let built = match (&config.storage, config.storage_mode) {
+            (Some(url), StorageMode::Rows) => {
+                build_service_on_postgres(config, url, clock, listening).await?
+            }
+            (Some(url), StorageMode::Log) => {
+                build_service_on_log_database(config, url, clock, listening, scheme).await?
+            }
+            (None, _) => build_service(config, clock, listening)?,
         };
+        let own_url = config
+            .advertise_url
+            .clone()
+            .unwrap_or_else(|| format!("{scheme}://{listening}"));
+        built
+            .service
+            .set_cluster_status(cluster_status(&built, own_url));
         let mut limits = limits;
         limits.open = built.service.metrics.open_connections.clone();
-        let scheme = if tls.is_some() { "https" } else { "http" };
         let init_report = match &config.init {
             Some(path) => Some(apply_init(config, path, &built.service, scheme, listening).await?),
             None => None,
@@ -296,6 +410,7 @@ impl App {
             listener,
             service: built.service,
             snapshots: built.snapshots,
+            lease: built.lease,
             limits,
             body,
             browser,
@@ -345,7 +460,7 @@ impl App {
             crate::http::server::serve(self.listener, router, self.limits, self.tls, shutdown)
                 .await;
         // Background work stops before the log closes (a snapshot already writing on a
-        // blocking thread is not interrupted; the log's close waits for its own writer only).
+        // blocking thread is not interrupted, but waited for).
         deliveries.abort();
         let _ = deliveries.await;
         if let Some(snapshotting) = snapshotting {
@@ -353,10 +468,18 @@ impl App {
             let _ = snapshotting.await;
         }
         let _ = service.backend.stop_move_tasks().await;
-        // Every answered request is durable already; this flushes background changes too.
-        if let Some(snapshots) = &self.snapshots {
-            let journal = snapshots.data().journal.clone();
-            let _ = tokio::task::spawn_blocking(move || journal.close()).await;
+        // Every answered request is durable already; this flushes background changes too,
+        // once a snapshot still being written is done.
+        if let Some(snapshots) = self.snapshots.clone() {
+            let _ = tokio::task::spawn_blocking(move || {
+                snapshots.finish();
+                snapshots.journal().close();
+            })
+            .await;
+        }
+        // Given up only once nothing more is written, so the next leader reads it all.
+        if let Some(lease) = self.lease {
+            let _ = tokio::task::spawn_blocking(move || lease.release()).await;
         }
         served
     }

@@ -63,6 +63,15 @@ pub struct Config {
     /// The schema is created or upgraded at start.
     #[arg(long, env = "ORDERLY_STORAGE", conflicts_with = "ephemeral", value_parser = parse_storage)]
     pub storage: Option<String>,
+    /// How the database keeps state (with --storage): `rows`, a row per message shared by
+    /// every node (the default for now); or `log`, the engine's own log and snapshots, written
+    /// by one leader that holds a lease in the database while other nodes wait to take over.
+    #[arg(long, env = "ORDERLY_STORAGE_MODE", value_enum, default_value = "rows")]
+    pub storage_mode: StorageMode,
+    /// The URL other nodes and operators reach this node at, kept in the database while it
+    /// leads (with --storage-mode log). Default: the address it listens on.
+    #[arg(long, env = "ORDERLY_ADVERTISE_URL")]
+    pub advertise_url: Option<String>,
     /// Database connections this node keeps at most (with --storage).
     #[arg(long, env = "ORDERLY_STORAGE_POOL_SIZE", default_value_t = 32)]
     pub storage_pool_size: usize,
@@ -152,6 +161,15 @@ fn parse_account(value: &str) -> Result<String, String> {
     } else {
         Err("the account id must be 12 digits".into())
     }
+}
+
+/// How a database keeps state (`--storage-mode`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum StorageMode {
+    /// A row per message, queue and topic, every node changing them in transactions.
+    Rows,
+    /// The engine's log and snapshots, written by the node holding the lease.
+    Log,
 }
 
 /// How log lines are written (to stderr).

@@ -46,6 +46,10 @@ pub enum BackendError {
     /// Storage could not make the change durable; nothing unacknowledged is reported done.
     #[error("storage unavailable: {0}")]
     Unavailable(String),
+    /// The change was made, but storage did not confirm it durable: it may yet be kept (a
+    /// write tried again, a commit whose answer was lost) or not.
+    #[error("storage did not confirm the change: {0}")]
+    Unconfirmed(String),
     /// The database aborted the transaction to settle a conflict with another one (a
     /// deadlock, a serialization failure): nothing of it was kept, and running it again may
     /// succeed. The PostgreSQL backend does so before answering with it.

@@ -60,6 +60,7 @@ pub fn router(
     Router::new()
         .route("/health", get(|| async { "ok" }))
         .route("/_orderly/webhooks", get(webhook_stats))
+        .route("/_orderly/cluster", get(cluster_state))
         .route(
             "/_orderly/clock",
             get(clock_control::read).post(clock_control::move_clock),
@@ -212,6 +213,16 @@ fn respond(encoded: Encoded, request_id: &str) -> Response {
 
 /// Orderly's own view of webhook delivery: per subscription, what is pending and in flight,
 /// and how many were delivered, retried, dead-lettered or dropped.
+/// `GET /_orderly/cluster`: this node's role, the lease's epoch, the leader's URL and how far
+/// the log is applied here.
+async fn cluster_state(State(state): State<HttpState>, headers: HeaderMap) -> Response {
+    if let Some(refused) = inspect::unauthorized(&state, &headers) {
+        return refused;
+    }
+    let body = serde_json::to_value(state.service.cluster_state()).unwrap_or_default();
+    inspect::answer(StatusCode::OK, body)
+}
+
 async fn webhook_stats(State(state): State<HttpState>, headers: HeaderMap) -> Response {
     if let Some(refused) = inspect::unauthorized(&state, &headers) {
         return refused;

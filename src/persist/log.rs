@@ -30,6 +30,10 @@ pub enum LogError {
     },
     #[error("the log refuses writes after an earlier write could not be undone")]
     Poisoned,
+    /// The log is in a database and another node took the lease on it: this node may never
+    /// write it again.
+    #[error("another node leads now: this node's lease on the log (epoch {0}) is over")]
+    Deposed(u64),
 }
 
 /// A torn final record that was dropped: (file, offset, bytes).

@@ -16,6 +16,7 @@
 //! it belongs to, `home`), segments `NNN.wal` and at most one finished snapshot `NNN.snap`.
 
 pub mod batch;
+pub mod database;
 pub mod format;
 pub mod home;
 pub mod log;
@@ -73,7 +74,9 @@ impl From<LogError> for RecoveryError {
                 offset,
                 reason: reason.into(),
             },
-            LogError::Poisoned => RecoveryError::Io(std::io::Error::other(error.to_string())),
+            LogError::Poisoned | LogError::Deposed(_) => {
+                RecoveryError::Io(std::io::Error::other(error.to_string()))
+            }
         }
     }
 }
@@ -285,7 +288,7 @@ fn log_key(dir: &Path) -> Result<u64, RecoveryError> {
 }
 
 /// True when the snapshot already contains this change.
-fn covered(loaded: &snapshot::Loaded, lsn: u64, change: &crate::engine::Change) -> bool {
+pub(crate) fn covered(loaded: &snapshot::Loaded, lsn: u64, change: &crate::engine::Change) -> bool {
     use crate::engine::Change;
     if lsn < loaded.first_lsn {
         return true;

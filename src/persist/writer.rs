@@ -24,6 +24,42 @@ use super::log::{LogError, SegmentLog};
 use super::record::Buffer;
 use super::storage::Storage;
 use crate::engine::changes::{Change, Journal};
+
+/// Where the writer's batches go: the data directory's segments (`SegmentLog`), or a
+/// database's log table (`persist::database`). One writer, one batching and retry policy for
+/// both.
+pub trait LogSink: Send + 'static {
+    /// Appends records as one batch, whole or not at all; a failure is undone, so the same
+    /// records (with later ones after them) can be appended again.
+    fn append(&mut self, records: &[&[u8]]) -> Result<(), LogError>;
+    /// Makes everything appended so far durable.
+    fn sync(&mut self) -> Result<(), LogError>;
+    /// The sink takes no more writes, ever (a failed sync, or another node leads now).
+    fn poisoned(&self) -> bool;
+    /// Starts a new part of the log after everything appended (for a snapshot); returns the
+    /// number that `remove_before` is later given to drop what came before it.
+    fn rotate(&mut self) -> Result<u64, LogError>;
+    /// Drops the parts of the log numbered below `number` (a snapshot covers them).
+    fn remove_before(&mut self, number: u64) -> Result<(), LogError>;
+}
+
+impl<S: Storage + 'static> LogSink for SegmentLog<S> {
+    fn append(&mut self, records: &[&[u8]]) -> Result<(), LogError> {
+        SegmentLog::append(self, records)
+    }
+    fn sync(&mut self) -> Result<(), LogError> {
+        SegmentLog::sync(self)
+    }
+    fn poisoned(&self) -> bool {
+        SegmentLog::poisoned(self)
+    }
+    fn rotate(&mut self) -> Result<u64, LogError> {
+        SegmentLog::rotate(self)
+    }
+    fn remove_before(&mut self, number: u64) -> Result<(), LogError> {
+        SegmentLog::remove_before(self, number)
+    }
+}
 use write_loop::Writer;
 
 mod write_loop;
@@ -214,7 +250,7 @@ impl FileJournal {
     }
 
     /// Starts the writer thread over an opened log whose next record is numbered `next_lsn`.
-    pub fn start<S: Storage + 'static>(&self, log: SegmentLog<S>, next_lsn: u64, mode: FsyncMode) {
+    pub fn start(&self, log: impl LogSink, next_lsn: u64, mode: FsyncMode) {
         assert!(
             self.lock().records.is_empty(),
             "nothing is submitted during recovery"
@@ -266,6 +302,14 @@ impl FileJournal {
 
     pub fn failed(&self) -> bool {
         self.durable().failed
+    }
+
+    /// Acknowledges nothing from now on: the log may no longer be this process's to write (a
+    /// leader that could not renew its lease). Changes already waiting are refused too.
+    pub fn fail_for_good(&self) {
+        self.lock().lost = true;
+        self.shared.durable.send_modify(|d| d.failed = true);
+        self.shared.work.notify_one();
     }
 
     /// Waits until every record numbered below `lsn` is durable.
@@ -344,6 +388,16 @@ impl FileJournal {
             .pending
             .lock()
             .unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+impl Drop for FileJournal {
+    /// A journal nobody holds any more (a server dropped without stopping, as tests do) lets
+    /// its writer finish what is queued and end, with whatever it holds (a database
+    /// connection) rather than keep it for the life of the process.
+    fn drop(&mut self) {
+        self.lock().closing = true;
+        self.shared.work.notify_one();
     }
 }
 

@@ -317,6 +317,13 @@ impl From<BackendError> for ApiError {
                     "The change could not be persisted: storage is unavailable. Nothing of the request was kept; try again.",
                 )
             }
+            BackendError::Unconfirmed(cause) => {
+                tracing::warn!(%cause, "storage did not confirm a change: outcome unknown");
+                ApiError::new(
+                    ErrorCode::InternalFailure,
+                    "Storage did not confirm the change: it may or may not have taken effect.",
+                )
+            }
         }
     }
 }

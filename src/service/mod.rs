@@ -3,6 +3,7 @@
 
 pub mod access;
 mod batch;
+pub mod cluster;
 pub mod init;
 pub mod inspect;
 mod messages;
@@ -96,6 +97,8 @@ pub struct Service {
     namespaces: crate::engine::namespace::Namespaces,
     /// `--single-namespace`: every request acts at home.
     single_namespace: bool,
+    /// This node's place among nodes (`GET /_orderly/cluster`).
+    cluster: std::sync::OnceLock<cluster::ClusterStatus>,
 }
 
 /// The service's own settings (the rest of the configuration goes to the parts `app` builds).
@@ -130,7 +133,27 @@ impl Service {
                 crate::engine::namespace::Namespace::new(&settings.region, &settings.account_id),
             ),
             single_namespace: settings.single_namespace,
+            cluster: std::sync::OnceLock::new(),
         })
+    }
+
+    /// Says how `GET /_orderly/cluster` reads this node's state (`app`, once at start).
+    pub fn set_cluster_status(&self, status: cluster::ClusterStatus) {
+        let _ = self.cluster.set(status);
+    }
+
+    /// This node's place among nodes; a node never told is single, with no log.
+    pub fn cluster_state(&self) -> cluster::ClusterState {
+        match self.cluster.get() {
+            Some(status) => status(),
+            None => cluster::ClusterState {
+                role: "single",
+                epoch: 0,
+                leader: String::new(),
+                applied: 0,
+                lag: 0,
+            },
+        }
     }
 
     /// `--account-id`: the home namespace's account, where unsigned requests act.

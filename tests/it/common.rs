@@ -3,13 +3,15 @@
 //! With `ORDERLY_TEST_STORAGE=postgres` (and `ORDERLY_TEST_POSTGRES` naming a server whose
 //! user may create databases), every server a test starts without a data directory keeps its
 //! state in a fresh PostgreSQL database instead: the same tests then run on both backends.
+//! `ORDERLY_TEST_STORAGE=postgres-log` does the same with the engine's log in the database
+//! (`--storage-mode log`).
 
 use std::net::SocketAddr;
 
 use aws_sdk_sqs::config::{BehaviorVersion, Credentials, Region};
 use aws_smithy_http_client::tls;
 use orderly::app::App;
-use orderly::config::Config;
+use orderly::config::{Config, StorageMode};
 
 pub struct Server {
     pub addr: SocketAddr,
@@ -61,14 +63,22 @@ pub async fn start_with(config: Config) -> Server {
     serve(App::bind(&config).await.expect("bind"))
 }
 
-/// Whether this run keeps servers' state in PostgreSQL (`ORDERLY_TEST_STORAGE=postgres`).
-pub fn on_postgres() -> bool {
-    std::env::var("ORDERLY_TEST_STORAGE").is_ok_and(|s| s == "postgres")
+/// How this run keeps servers' state in PostgreSQL, if it does (`ORDERLY_TEST_STORAGE`:
+/// `postgres` for rows, `postgres-log` for the engine's log).
+pub fn test_storage() -> Option<StorageMode> {
+    match std::env::var("ORDERLY_TEST_STORAGE").ok()?.as_str() {
+        "postgres" => Some(StorageMode::Rows),
+        "postgres-log" => Some(StorageMode::Log),
+        _ => None,
+    }
 }
 
 /// An ephemeral server's settings, moved to a fresh PostgreSQL database when this run asks.
 async fn on_test_storage(mut config: Config) -> Config {
-    if !on_postgres() || !config.ephemeral {
+    let Some(mode) = test_storage() else {
+        return config;
+    };
+    if !config.ephemeral {
         return config;
     }
     let url = fresh_database()
@@ -76,6 +86,7 @@ async fn on_test_storage(mut config: Config) -> Config {
         .expect("ORDERLY_TEST_STORAGE=postgres needs ORDERLY_TEST_POSTGRES (scripts/postgres-cluster start)");
     config.ephemeral = false;
     config.storage = Some(url);
+    config.storage_mode = mode;
     config.storage_pool_size = 8;
     config
 }

@@ -509,3 +509,17 @@ async fn the_consoles_actions_need_no_key_without_auth() {
     assert_eq!(message.body(), Some("hello"));
     assert_eq!(message.attributes().unwrap()[&S::SenderId], "000000000000");
 }
+
+#[tokio::test]
+async fn a_node_on_its_own_says_it_is_single() {
+    let (server, _clock) = start_with_manual_clock().await;
+    let (status, state) = get_json(&server, "/_orderly/cluster").await;
+    assert_eq!(status, 200);
+    // Moved to a log in a database by this run, it leads that log.
+    let leads = crate::common::test_storage() == Some(orderly::config::StorageMode::Log);
+    let (role, epoch) = if leads { ("leader", 1) } else { ("single", 0) };
+    assert_eq!(state["role"], role, "{state}");
+    assert_eq!(state["epoch"], epoch, "{state}");
+    assert_eq!(state["leader"], server.url(), "{state}");
+    assert_eq!(state["lag"], 0, "{state}");
+}

@@ -11,6 +11,7 @@ mod hostile_clients;
 mod hostile_input;
 mod init_file;
 mod inspection;
+mod log_in_database;
 mod log_outage;
 mod logs;
 mod metrics;

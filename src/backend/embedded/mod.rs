@@ -105,7 +105,9 @@ impl Embedded {
         journal
             .wait(journal.next_lsn())
             .await
-            .map_err(|_| log_failed())
+            // The change is made in memory: the log may still write it (a failed write is
+            // tried again), and a snapshot would keep it.
+            .map_err(|_| BackendError::Unconfirmed("the write-ahead log failed".into()))
     }
 
     /// Runs `change` on the engine, then waits for the log. A refused change waits too: it may

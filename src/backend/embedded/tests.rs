@@ -54,13 +54,16 @@ async fn a_change_is_answered_once_the_log_holds_it() {
 }
 
 #[tokio::test]
-async fn a_change_the_log_cannot_take_is_answered_unavailable() {
+async fn a_change_the_log_cannot_take_is_unconfirmed_and_the_next_refused() {
     let (backend, journal) = backend(MemStorage {
         fail_append_after: Some(3),
         fail_truncate: true,
         ..MemStorage::default()
     });
     let error = backend.create_queue(create("q")).await.unwrap_err();
+    assert!(matches!(error, BackendError::Unconfirmed(_)), "{error}");
+    // Once the log is known to fail, a change is refused before it is made.
+    let error = backend.create_queue(create("r")).await.unwrap_err();
     assert!(matches!(error, BackendError::Unavailable(_)), "{error}");
     journal.close();
 }

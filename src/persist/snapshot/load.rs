@@ -20,12 +20,21 @@ pub fn load<W: Default>(dir: &Path, engine: &Engine<W>) -> Result<Loaded, Recove
         return Ok(Loaded::default());
     };
     let bytes = std::fs::read(dir.join(&name))?;
-    let decoded = record::decode(&bytes);
+    load_bytes(&name, &bytes, engine)
+}
+
+/// Loads a snapshot's bytes (`name` says where they came from, for errors) into `engine`.
+pub fn load_bytes<W: Default>(
+    name: &str,
+    bytes: &[u8],
+    engine: &Engine<W>,
+) -> Result<Loaded, RecoveryError> {
+    let decoded = record::decode(bytes);
     let mut loader = Loader {
         engine,
-        name: &name,
+        name,
         loaded: Loaded {
-            file: Some(name.clone()),
+            file: Some(name.to_string()),
             ..Loaded::default()
         },
         queue: None,

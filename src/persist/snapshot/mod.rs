@@ -20,8 +20,9 @@ use std::path::{Path, PathBuf};
 
 use super::writer::FileJournal;
 use crate::engine::Engine;
-pub use load::load;
-pub use schedule::Snapshotter;
+pub use load::{load, load_bytes};
+pub use schedule::{SnapshotStore, Snapshotter};
+pub use write::{write_to, Written};
 
 /// Messages and history entries are written in chunks of about this many bytes, well under
 /// the record size limit.

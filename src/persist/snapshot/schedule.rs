@@ -7,44 +7,103 @@ use std::time::{Duration, Instant};
 use tokio::sync::Notify;
 
 use crate::engine::Engine;
+use crate::persist::writer::FileJournal;
 use crate::persist::DataDir;
 
 /// Wait after a failed snapshot before the next try.
 const RETRY: Duration = Duration::from_secs(1);
 
-/// Takes the snapshots of one data directory.
+/// Where snapshots are kept: the data directory, or the database (`persist::database`).
+pub trait SnapshotStore: Send + Sync + 'static {
+    /// Writes a snapshot of `engine`, makes it the one recovery reads, and lets the log drop
+    /// what it covers; returns where it went and its size in bytes.
+    fn take(
+        &self,
+        engine: &Engine<Notify>,
+        journal: &FileJournal,
+    ) -> std::io::Result<(String, u64)>;
+    /// Bytes of room there is for a snapshot, if the store can say.
+    fn free_bytes(&self) -> Option<u64> {
+        None
+    }
+}
+
+impl SnapshotStore for DataDir {
+    fn take(
+        &self,
+        engine: &Engine<Notify>,
+        journal: &FileJournal,
+    ) -> std::io::Result<(String, u64)> {
+        let path = super::take(&self.path, engine, journal)?;
+        let size = std::fs::metadata(&path)?.len();
+        Ok((path.display().to_string(), size))
+    }
+
+    fn free_bytes(&self) -> Option<u64> {
+        free_bytes(&self.path)
+    }
+}
+
+/// Takes the snapshots of one log.
 pub struct Snapshotter {
     engine: Arc<Engine<Notify>>,
-    data: DataDir,
+    journal: Arc<FileJournal>,
+    store: Box<dyn SnapshotStore>,
+    /// `Engine::stored_bytes` as the last snapshot left it (before the log was replayed).
+    live_at_snapshot: u64,
     /// `--snapshot-after`: bytes of history that make a snapshot due.
     after: u64,
+    /// Held while a snapshot is taken (`finish`).
+    taking: std::sync::Mutex<()>,
 }
 
 impl Snapshotter {
-    pub fn new(engine: Arc<Engine<Notify>>, data: DataDir, after: u64) -> Self {
+    pub fn new(
+        engine: Arc<Engine<Notify>>,
+        journal: Arc<FileJournal>,
+        store: Box<dyn SnapshotStore>,
+        live_at_snapshot: u64,
+        after: u64,
+    ) -> Self {
         Snapshotter {
             engine,
-            data,
+            journal,
+            store,
+            live_at_snapshot,
             after,
+            taking: std::sync::Mutex::new(()),
         }
     }
 
-    pub fn data(&self) -> &DataDir {
-        &self.data
+    /// Waits for a snapshot being taken to end (blocks): a stopping server closes its log only
+    /// after, so no snapshot is kept once it has stopped.
+    pub fn finish(&self) {
+        drop(self.taking.lock().unwrap_or_else(|p| p.into_inner()));
+    }
+
+    /// The data directory's snapshots, which keep it locked while they live.
+    pub fn of_dir(engine: Arc<Engine<Notify>>, data: DataDir, after: u64) -> Self {
+        let journal = data.journal.clone();
+        let live = data.live_at_snapshot;
+        Self::new(engine, journal, Box::new(data), live, after)
+    }
+
+    pub fn journal(&self) -> &Arc<FileJournal> {
+        &self.journal
     }
 
     /// Writes a snapshot now and lets the log drop what it covers; returns its size in bytes.
     pub fn take(&self) -> std::io::Result<u64> {
+        let _taking = self.taking.lock().unwrap_or_else(|p| p.into_inner());
         let started = Instant::now();
-        let path = super::take(&self.data.path, &self.engine, &self.data.journal)?;
-        let size = std::fs::metadata(&path)?.len();
-        let metrics = self.data.journal.metrics();
+        let (path, size) = self.store.take(&self.engine, &self.journal)?;
+        let metrics = self.journal.metrics();
         metrics.snapshots.inc();
         metrics
             .snapshot_seconds
             .observe(started.elapsed().as_secs_f64());
         tracing::info!(
-            path = %path.display(),
+            path = %path,
             size,
             millis = started.elapsed().as_millis() as u64,
             "snapshot written"
@@ -54,9 +113,9 @@ impl Snapshotter {
 
     /// Snapshots whenever one is due; runs until aborted.
     pub async fn run(self: Arc<Self>) {
-        let journal = &self.data.journal;
+        let journal = &self.journal;
         let mut last_size = 0;
-        let mut live_at_last = self.data.live_at_snapshot;
+        let mut live_at_last = self.live_at_snapshot;
         // The least log that could make a snapshot due; the writer wakes this task when the
         // log reaches it (no polling).
         let mut wait_for = self.after;
@@ -76,7 +135,7 @@ impl Snapshotter {
             }
             // A snapshot that cannot fit would only take the log's room while it is written.
             let least = self.engine.payload_bytes();
-            if free_bytes(&self.data.path).is_some_and(|free| free < least) {
+            if self.store.free_bytes().is_some_and(|free| free < least) {
                 journal.metrics().snapshot_failed(true);
                 if !short_of_room {
                     tracing::warn!(

@@ -16,25 +16,14 @@ use crate::persist::format::{self};
 use crate::persist::record;
 use crate::persist::writer::FileJournal;
 
-/// The snapshot file being written, with the buffer items are encoded in.
-struct Out {
-    file: BufWriter<File>,
+/// Where a snapshot is being written (a file, or a database's chunks), with the buffer items
+/// are encoded in.
+struct Out<O: Write> {
+    file: O,
     buf: Vec<u8>,
 }
 
-impl Out {
-    fn create(path: &Path) -> std::io::Result<Out> {
-        let file = crate::persist::storage::private_file()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .open(path)?;
-        Ok(Out {
-            file: BufWriter::with_capacity(1 << 20, file),
-            buf: Vec::new(),
-        })
-    }
-
+impl<O: Write> Out<O> {
     /// Encodes `item` straight into the buffer behind room for its frame header, then frames
     /// it there.
     fn item(&mut self, item: &Item<'_>) -> std::io::Result<()> {
@@ -70,23 +59,32 @@ impl Out {
         }
         Ok(())
     }
-
-    /// Flushes and syncs the file.
-    fn finish(self) -> std::io::Result<()> {
-        let file = self.file.into_inner().map_err(|e| e.into_error())?;
-        file.sync_all()
-    }
 }
 
-pub(super) fn write<W: Default>(
-    dir: &Path,
-    temporary: &Path,
+/// A snapshot written: where it went, and the log it makes unneeded.
+pub struct Written<O> {
+    pub out: O,
+    /// What `FileJournal::remove_segments_before` drops once the snapshot is kept.
+    pub segment: u64,
+    /// The first sequence number the snapshot does not cover whole.
+    pub first_lsn: u64,
+}
+
+/// Writes a snapshot of `engine` to what `create` makes: turns the log first (before `create`,
+/// which may fail for want of a descriptor, while the turn must still happen), then copies
+/// each part of the state under its own lock. The caller makes it durable and then drops the
+/// log it covers.
+pub fn write_to<W: Default, O: Write>(
+    create: impl FnOnce() -> std::io::Result<O>,
     engine: &Engine<W>,
     journal: &FileJournal,
-) -> std::io::Result<PathBuf> {
+) -> std::io::Result<Written<O>> {
     let (segment, first_lsn) = journal.rotate().map_err(std::io::Error::other)?;
     let (entries, registry, registry_lsn) = engine.registry_cut(|| journal.next_lsn());
-    let mut out = Out::create(temporary)?;
+    let mut out = Out {
+        file: create()?,
+        buf: Vec::new(),
+    };
     out.item(&Item::Header {
         version: format::VERSION.into(),
         first_lsn,
@@ -109,7 +107,33 @@ pub(super) fn write<W: Default>(
     out.item(&Item::End {
         queues: entries.len() as u64,
     })?;
-    out.finish()?;
+    Ok(Written {
+        out: out.file,
+        segment,
+        first_lsn,
+    })
+}
+
+pub(super) fn write<W: Default>(
+    dir: &Path,
+    temporary: &Path,
+    engine: &Engine<W>,
+    journal: &FileJournal,
+) -> std::io::Result<PathBuf> {
+    let create = || {
+        let file = crate::persist::storage::private_file()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(temporary)?;
+        Ok(BufWriter::with_capacity(1 << 20, file))
+    };
+    let Written {
+        out,
+        segment,
+        first_lsn,
+    } = write_to(create, engine, journal)?;
+    out.into_inner().map_err(|e| e.into_error())?.sync_all()?;
     let path = dir.join(snapshot_name(first_lsn));
     std::fs::rename(temporary, &path)?;
     File::open(dir)?.sync_all()?;
@@ -123,8 +147,8 @@ pub(super) fn write<W: Default>(
 }
 
 /// A queue's image, then its messages, deduplication history and receive attempts in chunks.
-fn write_queue<W>(
-    out: &mut Out,
+fn write_queue<W, O: Write>(
+    out: &mut Out<O>,
     entry: &QueueEntry<W>,
     journal: &FileJournal,
 ) -> std::io::Result<()> {
@@ -165,8 +189,8 @@ fn write_queue<W>(
 }
 
 /// Each topic's image, then its deduplication history and archive in chunks.
-fn write_topics<W: Default>(
-    out: &mut Out,
+fn write_topics<W: Default, O: Write>(
+    out: &mut Out<O>,
     engine: &Engine<W>,
     journal: &FileJournal,
 ) -> std::io::Result<()> {
@@ -192,8 +216,8 @@ fn write_topics<W: Default>(
 }
 
 /// The webhook outbox: pending deliveries and confirmation tokens.
-fn write_deliveries<W: Default>(
-    out: &mut Out,
+fn write_deliveries<W: Default, O: Write>(
+    out: &mut Out<O>,
     engine: &Engine<W>,
     journal: &FileJournal,
 ) -> std::io::Result<()> {

@@ -7,8 +7,7 @@ use std::sync::MutexGuard;
 use std::time::{Duration, Instant};
 
 use super::{
-    FsyncMode, LogError, Pending, Records, SegmentLog, Shared, Storage, MAX_RETAINED_BYTES,
-    RETRY_EVERY,
+    FsyncMode, LogError, LogSink, Pending, Records, Shared, MAX_RETAINED_BYTES, RETRY_EVERY,
 };
 
 type RotateReply = std::sync::mpsc::Sender<Result<(u64, u64), String>>;
@@ -22,9 +21,9 @@ struct Round {
     next_lsn: u64,
 }
 
-pub(super) struct Writer<'a, S: Storage> {
+pub(super) struct Writer<'a, S: LogSink> {
     shared: &'a Shared,
-    log: SegmentLog<S>,
+    log: S,
     mode: FsyncMode,
     last_sync: Instant,
     unsynced: bool,
@@ -39,8 +38,8 @@ pub(super) struct Writer<'a, S: Storage> {
     taken: Records,
 }
 
-impl<'a, S: Storage> Writer<'a, S> {
-    pub(super) fn new(shared: &'a Shared, log: SegmentLog<S>, mode: FsyncMode) -> Self {
+impl<'a, S: LogSink> Writer<'a, S> {
+    pub(super) fn new(shared: &'a Shared, log: S, mode: FsyncMode) -> Self {
         Writer {
             shared,
             log,

@@ -1,0 +1,253 @@
+//! Which node leads: a lease in the database (`log_leader`) with an epoch, taken and renewed on
+//! the database's clock. A node takes the lease only once it has lapsed, adding one to the
+//! epoch; every write of the log checks the epoch in its own statement (`table_log`), so a node
+//! that lost the lease can never write, even before it notices. A leader that cannot renew
+//! within the lease's length stops acknowledging anything; one that stops cleanly gives the
+//! lease up, so the next node takes it at once.
+
+use std::sync::{Arc, Condvar, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use tokio_postgres::Client;
+
+use super::connection::{Blocking, Work};
+use super::OpenError;
+use crate::persist::writer::FileJournal;
+
+/// How long a lease lasts from its last renewal: a leader that vanishes is replaced after at
+/// most this long.
+pub const LEASE: Duration = Duration::from_secs(5);
+
+/// How often the leader renews: several times a lease, so one slow renewal costs nothing.
+const RENEW_EVERY: Duration = Duration::from_secs(1);
+
+/// Longest a renewal may take before it counts as failed.
+const RENEW_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// Who holds the lease, as the database says.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Holder {
+    pub epoch: i64,
+    pub node: String,
+    pub url: String,
+    /// Milliseconds until the lease ends (negative: lapsed).
+    pub remaining_ms: i64,
+}
+
+/// Takes the lease for `node` (serving at `url`) once it is free or lapsed, waiting for as long
+/// as another node holds it; returns the new epoch.
+pub fn acquire(db: &mut Blocking, node: &str, url: &str) -> Result<i64, OpenError> {
+    let mut said: Option<String> = None;
+    loop {
+        let (node_owned, url_owned) = (node.to_string(), url.to_string());
+        let taken = db.run(
+            super::STARTUP_TIMEOUT,
+            move |client: &mut Client| -> Work<'_, _> {
+                Box::pin(async move {
+                    let lease_ms = LEASE.as_millis() as f64;
+                    let taken = client
+                        .query_opt(
+                            "UPDATE log_leader SET epoch = epoch + 1, node = $1, url = $2, \
+                         expires = now() + $3 * interval '1 millisecond' \
+                         WHERE id = 1 AND expires <= now() RETURNING epoch",
+                            &[&node_owned, &url_owned, &lease_ms],
+                        )
+                        .await?;
+                    if let Some(row) = taken {
+                        return Ok(Ok(row.get::<_, i64>(0)));
+                    }
+                    let row = client
+                        .query_one(
+                            "SELECT epoch, node, url, \
+                         (extract(epoch FROM expires - now()) * 1000)::bigint FROM log_leader",
+                            &[],
+                        )
+                        .await?;
+                    Ok(Err(Holder {
+                        epoch: row.get(0),
+                        node: row.get(1),
+                        url: row.get(2),
+                        remaining_ms: row.get(3),
+                    }))
+                })
+            },
+        );
+        let wait = match taken {
+            Ok(Ok(epoch)) => return Ok(epoch),
+            Ok(Err(holder)) => {
+                let news = format!("{} {}", holder.epoch, holder.url);
+                if said.as_ref() != Some(&news) {
+                    tracing::info!(
+                        leader = %holder.url,
+                        epoch = holder.epoch,
+                        "another node leads; waiting for its lease to lapse"
+                    );
+                    said = Some(news);
+                }
+                Duration::from_millis(holder.remaining_ms.clamp(10, 1000) as u64)
+            }
+            Err(failed) => {
+                if said.as_ref() != Some(&failed.cause) {
+                    tracing::warn!(cause = %failed.cause, "cannot reach the database to take the lease; trying again");
+                    said = Some(failed.cause);
+                }
+                Duration::from_secs(1)
+            }
+        };
+        std::thread::sleep(wait);
+    }
+}
+
+/// What the keeper is told to do.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Order {
+    Renew,
+    /// Give the lease up and stop.
+    Release,
+    /// Stop; the lease lapses by itself.
+    Abandon,
+}
+
+type Orders = (Mutex<Order>, Condvar);
+
+/// Renews the lease of `epoch` until told to stop; if it cannot, the journal stops
+/// acknowledging anything.
+pub struct Keeper {
+    epoch: i64,
+    orders: Arc<Orders>,
+    thread: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl Keeper {
+    pub fn start(db: Blocking, epoch: i64, journal: Arc<FileJournal>) -> std::io::Result<Keeper> {
+        let orders = Arc::new((Mutex::new(Order::Renew), Condvar::new()));
+        let taken = orders.clone();
+        let thread = std::thread::Builder::new()
+            .name("orderly-lease".into())
+            .spawn(move || {
+                let mut db = db;
+                if renew(&mut db, epoch, &journal, &taken) == Order::Release {
+                    release(&mut db, epoch);
+                }
+            })?;
+        Ok(Keeper {
+            epoch,
+            orders,
+            thread: Mutex::new(Some(thread)),
+        })
+    }
+
+    pub fn epoch(&self) -> i64 {
+        self.epoch
+    }
+
+    fn order(&self, order: Order) {
+        *self.orders.0.lock().unwrap_or_else(|p| p.into_inner()) = order;
+        self.orders.1.notify_all();
+    }
+
+    /// Stops renewing and gives the lease up, so that another node (or this one restarted)
+    /// takes it at once. Call once the log is closed: nothing is written after. Blocks.
+    pub fn release(&self) {
+        self.order(Order::Release);
+        let thread = self.thread.lock().unwrap_or_else(|p| p.into_inner()).take();
+        if let Some(thread) = thread {
+            let _ = thread.join();
+        }
+    }
+}
+
+impl Drop for Keeper {
+    /// A keeper dropped without `release` (a server dropped without stopping) stops renewing,
+    /// so the lease lapses and its connection closes.
+    fn drop(&mut self) {
+        let mut order = self.orders.0.lock().unwrap_or_else(|p| p.into_inner());
+        if *order == Order::Renew {
+            *order = Order::Abandon;
+        }
+        drop(order);
+        self.orders.1.notify_all();
+    }
+}
+
+fn release(db: &mut Blocking, epoch: i64) {
+    let released = db.run(RENEW_TIMEOUT, move |client: &mut Client| -> Work<'_, _> {
+        Box::pin(async move {
+            client
+                .execute(
+                    "UPDATE log_leader SET expires = '-infinity' WHERE id = 1 AND epoch = $1",
+                    &[&epoch],
+                )
+                .await
+        })
+    });
+    if let Err(failed) = released {
+        tracing::warn!(cause = %failed, "the lease was not given up; it lapses by itself");
+    }
+}
+
+/// Renews until ordered to stop (returning the order) or until the lease is lost.
+fn renew(db: &mut Blocking, epoch: i64, journal: &FileJournal, orders: &Orders) -> Order {
+    // The lease was taken (or last renewed) no earlier than this.
+    let mut held_since = Instant::now();
+    let mut failing = false;
+    loop {
+        {
+            let order = orders.0.lock().unwrap_or_else(|p| p.into_inner());
+            let (order, _) = orders
+                .1
+                .wait_timeout_while(order, RENEW_EVERY, |order| *order == Order::Renew)
+                .unwrap_or_else(|p| p.into_inner());
+            if *order != Order::Renew {
+                return *order;
+            }
+        }
+        let started = Instant::now();
+        let renewed = db.run(RENEW_TIMEOUT, move |client: &mut Client| -> Work<'_, _> {
+            Box::pin(async move {
+                let lease_ms = LEASE.as_millis() as f64;
+                client
+                    .execute(
+                        "UPDATE log_leader SET expires = now() + $2 * interval '1 millisecond' \
+                         WHERE id = 1 AND epoch = $1",
+                        &[&epoch, &lease_ms],
+                    )
+                    .await
+            })
+        });
+        match renewed {
+            Ok(1) => {
+                if failing {
+                    tracing::info!(epoch, "the lease is renewed again");
+                    failing = false;
+                }
+                held_since = started;
+            }
+            Ok(_) => {
+                tracing::error!(
+                    epoch,
+                    "another node took the lease: this node acknowledges nothing more (restart it)"
+                );
+                journal.fail_for_good();
+                return Order::Abandon;
+            }
+            Err(failed) if held_since.elapsed() >= LEASE => {
+                tracing::error!(
+                    epoch,
+                    cause = %failed,
+                    "the lease could not be renewed in time: this node acknowledges nothing more, \
+                     as another may lead now (restart it)"
+                );
+                journal.fail_for_good();
+                return Order::Abandon;
+            }
+            Err(failed) => {
+                if !failing {
+                    tracing::warn!(epoch, cause = %failed, "the lease was not renewed; trying again");
+                    failing = true;
+                }
+            }
+        }
+    }
+}

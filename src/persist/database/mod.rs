@@ -1,0 +1,119 @@
+//! The engine's log and snapshots in PostgreSQL (`--storage URL --storage-mode log`): the same
+//! engine and the same log records as with a data directory, kept by a database that provides
+//! durability, replication and the arbiter of which node leads.
+//!
+//! - `schema`: the tables, their version, and the region and account the data belongs to.
+//! - `lease`: one leader at a time, fenced by an epoch; taking, renewing and giving up the lease.
+//! - `table_log`: the log writer's batches as rows, each insert checking the epoch.
+//! - `snapshots`: snapshots in chunks, kept by a transaction that drops the log they cover.
+//! - `recovery`: the snapshot and the batches after it, into a fresh engine.
+//! - `connection`: the blocking, time-bounded connection the threads above use.
+//!
+//! A node that finds the lease held waits until it lapses (another node's crash) or is given up
+//! (a clean stop), then recovers everything from the database and leads.
+
+mod connection;
+pub mod lease;
+mod recovery;
+mod schema;
+mod snapshots;
+mod table_log;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use thiserror::Error;
+
+use super::writer::{FileJournal, FsyncMode};
+use super::{RecoveryError, RecoveryReport};
+use crate::engine::Engine;
+pub use lease::Keeper;
+pub use snapshots::DatabaseSnapshots;
+
+/// Longest a start-up request (the schema, the lease, a page of recovery) may take.
+const STARTUP_TIMEOUT: Duration = Duration::from_secs(30);
+
+#[derive(Debug, Error)]
+pub enum OpenError {
+    #[error("{0}")]
+    Url(String),
+    #[error("{0}")]
+    Database(String),
+    #[error(
+        "the database holds Orderly's row storage (--storage-mode rows); the log is kept in a \
+         database of its own: give another database"
+    )]
+    RowStorage,
+    #[error(
+        "the database's log tables are version {found}, newer than this build of Orderly knows \
+         ({known}): run the newer Orderly that wrote them",
+        known = schema::VERSION
+    )]
+    Newer { found: i32 },
+    #[error(
+        "the database belongs to region {region} and account {account}: start every node with \
+         --region {region} --account-id {account}"
+    )]
+    OtherHome { region: String, account: String },
+    #[error(transparent)]
+    Recovery(#[from] RecoveryError),
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// Where the log is and who this node is.
+pub struct Settings {
+    pub url: String,
+    pub region: String,
+    pub account_id: String,
+    /// The URL other nodes and operators reach this node at (`--advertise-url`).
+    pub advertise_url: String,
+}
+
+/// The log in the database, led by this node: the journal the engine writes to, the lease that
+/// lets it, and where its snapshots go.
+pub struct DatabaseLog {
+    pub journal: Arc<FileJournal>,
+    pub lease: Arc<Keeper>,
+    pub snapshots: DatabaseSnapshots,
+    pub live_at_snapshot: u64,
+    pub report: RecoveryReport,
+}
+
+/// Takes the lease (waiting while another node holds it), recovers `engine` (which must be
+/// fresh) from the database and starts the journal, so the engine's later changes are logged.
+pub fn open<W: Default>(
+    settings: &Settings,
+    engine: &mut Engine<W>,
+) -> Result<DatabaseLog, OpenError> {
+    let config = connection::config(&settings.url).map_err(OpenError::Url)?;
+    let mut db = connection::Blocking::new(config.clone())?;
+    schema::prepare(&mut db, &settings.region, &settings.account_id)?;
+    let node = uuid::Uuid::new_v4().to_string();
+    let epoch = lease::acquire(&mut db, &node, &settings.advertise_url)?;
+    let journal = FileJournal::new();
+    engine.set_journal(journal.clone());
+    let recovered = recovery::recover(&mut db, engine)?;
+    let next_lsn = recovered.report.next_lsn;
+    journal.count_logged(recovered.log_bytes);
+    journal.start(
+        table_log::TableLog::new(db, epoch, next_lsn),
+        next_lsn,
+        FsyncMode::Always,
+    );
+    let lease = Keeper::start(
+        connection::Blocking::new(config.clone())?,
+        epoch,
+        journal.clone(),
+    )?;
+    Ok(DatabaseLog {
+        journal,
+        lease: Arc::new(lease),
+        snapshots: DatabaseSnapshots::new(config, epoch),
+        live_at_snapshot: recovered.live_at_snapshot,
+        report: recovered.report,
+    })
+}
+
+#[cfg(test)]
+mod tests;

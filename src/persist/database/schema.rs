@@ -1,0 +1,113 @@
+//! The tables that hold the engine's log in a database, made at the first start and checked at
+//! every start: the format version, the region and account the data belongs to, the lease that
+//! says which node leads, the log's batches and the snapshots.
+//!
+//! - `log_home`: one row, the format version of these tables and the home region and account.
+//! - `log_leader`: one row, the lease: its epoch (one more each time a node takes it), the
+//!   node holding it, the URL it serves on and when it ends (on the database's clock).
+//! - `log_batches`: a row per write of the log writer: the sequence numbers of its first and
+//!   last record, the epoch that wrote it, and its records framed as in a log segment
+//!   (`persist::record`: length, CRC-32C, the record as `persist::format` lays it out).
+//! - `log_snapshots`: the snapshot recovery starts from (one once a snapshot is kept; a
+//!   snapshot is numbered at random when its writing starts), and `log_snapshot_chunks`, its
+//!   bytes in order, as a snapshot file holds them. Chunks of a snapshot never finished are
+//!   dropped when the next one is kept.
+
+use tokio_postgres::Client;
+
+use super::connection::{Blocking, Work};
+use super::OpenError;
+
+/// The version of these tables this build writes and reads.
+pub const VERSION: i32 = 1;
+
+const CREATE: &str = "
+CREATE TABLE IF NOT EXISTS log_home (
+    id integer PRIMARY KEY CHECK (id = 1),
+    version integer NOT NULL,
+    region text NOT NULL,
+    account text NOT NULL
+);
+CREATE TABLE IF NOT EXISTS log_leader (
+    id integer PRIMARY KEY CHECK (id = 1),
+    epoch bigint NOT NULL,
+    node text NOT NULL,
+    url text NOT NULL,
+    expires timestamptz NOT NULL
+);
+CREATE TABLE IF NOT EXISTS log_batches (
+    first_lsn bigint PRIMARY KEY,
+    last_lsn bigint NOT NULL,
+    epoch bigint NOT NULL,
+    records bytea NOT NULL
+);
+CREATE TABLE IF NOT EXISTS log_snapshots (
+    id bigint PRIMARY KEY,
+    first_lsn bigint NOT NULL,
+    epoch bigint NOT NULL,
+    chunks integer NOT NULL,
+    bytes bigint NOT NULL,
+    taken timestamptz NOT NULL DEFAULT now()
+);
+CREATE TABLE IF NOT EXISTS log_snapshot_chunks (
+    snapshot bigint NOT NULL,
+    chunk integer NOT NULL,
+    bytes bytea NOT NULL,
+    PRIMARY KEY (snapshot, chunk)
+);
+INSERT INTO log_leader (id, epoch, node, url, expires)
+    VALUES (1, 0, '', '', '-infinity') ON CONFLICT (id) DO NOTHING;
+";
+
+/// Makes the tables if they are missing (nodes starting together take turns under an advisory
+/// lock), then checks the version and home; a database of another region or account, of a
+/// newer Orderly, or holding the row storage of earlier versions is refused.
+pub fn prepare(db: &mut Blocking, region: &str, account: &str) -> Result<(), OpenError> {
+    let (home_region, home_account) = (region.to_string(), account.to_string());
+    let found = db
+        .run(
+            super::STARTUP_TIMEOUT,
+            move |client: &mut Client| -> Work<'_, _> {
+                Box::pin(async move {
+                    let tx = client.transaction().await?;
+                    // "already exists" notices of every later start say nothing worth a log line.
+                    tx.batch_execute("SET LOCAL client_min_messages = warning")
+                        .await?;
+                    tx.execute("SELECT pg_advisory_xact_lock(7105112710)", &[])
+                        .await?;
+                    let rows_backend = tx
+                        .query_one("SELECT to_regclass('orderly_schema') IS NOT NULL", &[])
+                        .await?
+                        .get::<_, bool>(0);
+                    tx.batch_execute(CREATE).await?;
+                    tx.execute(
+                    "INSERT INTO log_home (id, version, region, account) VALUES (1, $1, $2, $3) \
+                     ON CONFLICT (id) DO NOTHING",
+                    &[&VERSION, &home_region, &home_account],
+                )
+                .await?;
+                    let row = tx
+                        .query_one("SELECT version, region, account FROM log_home", &[])
+                        .await?;
+                    let found: (i32, String, String) = (row.get(0), row.get(1), row.get(2));
+                    tx.commit().await?;
+                    Ok((rows_backend, found))
+                })
+            },
+        )
+        .map_err(|e| OpenError::Database(e.cause))?;
+    let (rows_backend, (version, found_region, found_account)) = found;
+    if rows_backend {
+        return Err(OpenError::RowStorage);
+    }
+    if version > VERSION {
+        return Err(OpenError::Newer { found: version });
+    }
+    if found_region != region || found_account != account {
+        return Err(OpenError::OtherHome {
+            region: found_region,
+            account: found_account,
+        });
+    }
+    Ok(())
+}

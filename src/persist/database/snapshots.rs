@@ -1,0 +1,240 @@
+//! Snapshots in the database: the same bytes as a snapshot file (`persist::snapshot`), written
+//! in chunks as they are made, then kept by one transaction that checks the lease's epoch,
+//! records the snapshot, and drops the snapshots and log batches it makes unneeded. A snapshot
+//! cut off before that transaction is simply not there; its chunks go with the next one.
+
+use std::io::Write;
+use std::time::Duration;
+
+use tokio::sync::Notify;
+use tokio_postgres::types::Type;
+use tokio_postgres::{Client, Config};
+
+use super::connection::{Blocking, Failed, Work};
+use crate::engine::Engine;
+use crate::persist::snapshot::{self, Loaded, SnapshotStore, Written};
+use crate::persist::writer::FileJournal;
+use crate::persist::RecoveryError;
+
+/// Bytes per chunk row.
+const CHUNK_BYTES: usize = 8 << 20;
+
+/// Longest one chunk's insert, or the keeping transaction, may take.
+const WRITE_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// The leader's snapshots, written through a connection of their own.
+pub struct DatabaseSnapshots {
+    config: Config,
+    epoch: i64,
+}
+
+impl DatabaseSnapshots {
+    pub fn new(config: Config, epoch: i64) -> Self {
+        DatabaseSnapshots { config, epoch }
+    }
+}
+
+/// A snapshot's bytes on their way into `log_snapshot_chunks`.
+struct Chunks {
+    db: Blocking,
+    id: i64,
+    next: i32,
+    buffer: Vec<u8>,
+    bytes: u64,
+}
+
+impl Chunks {
+    fn flush_chunk(&mut self) -> std::io::Result<()> {
+        if self.buffer.is_empty() {
+            return Ok(());
+        }
+        let bytes = std::mem::replace(&mut self.buffer, Vec::with_capacity(CHUNK_BYTES));
+        let (id, chunk) = (self.id, self.next);
+        self.bytes += bytes.len() as u64;
+        self.db
+            .run(WRITE_TIMEOUT, move |client: &mut Client| -> Work<'_, _> {
+                Box::pin(async move {
+                    client
+                        .query_typed(
+                            "INSERT INTO log_snapshot_chunks (snapshot, chunk, bytes) \
+                             VALUES ($1, $2, $3)",
+                            &[
+                                (&id, Type::INT8),
+                                (&chunk, Type::INT4),
+                                (&bytes, Type::BYTEA),
+                            ],
+                        )
+                        .await
+                })
+            })
+            .map_err(io_error)?;
+        self.next += 1;
+        Ok(())
+    }
+}
+
+impl Write for Chunks {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        let room = CHUNK_BYTES - self.buffer.len();
+        let taken = bytes.len().min(room);
+        self.buffer.extend_from_slice(&bytes[..taken]);
+        if self.buffer.len() == CHUNK_BYTES {
+            self.flush_chunk()?;
+        }
+        Ok(taken)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+fn io_error(failed: Failed) -> std::io::Error {
+    std::io::Error::other(failed.cause)
+}
+
+impl SnapshotStore for DatabaseSnapshots {
+    fn take(
+        &self,
+        engine: &Engine<Notify>,
+        journal: &FileJournal,
+    ) -> std::io::Result<(String, u64)> {
+        let id = (uuid::Uuid::new_v4().as_u64_pair().0 >> 1) as i64;
+        let create = || {
+            Ok(Chunks {
+                db: Blocking::new(self.config.clone())?,
+                id,
+                next: 0,
+                buffer: Vec::with_capacity(CHUNK_BYTES),
+                bytes: 0,
+            })
+        };
+        let Written {
+            out: mut chunks,
+            first_lsn,
+            ..
+        } = snapshot::write_to(create, engine, journal)?;
+        chunks.flush_chunk()?;
+        let (epoch, count, size) = (self.epoch, chunks.next, chunks.bytes);
+        let first_lsn = first_lsn as i64;
+        let kept = chunks
+            .db
+            .run(WRITE_TIMEOUT, move |client: &mut Client| -> Work<'_, _> {
+                Box::pin(async move {
+                    let tx = client.transaction().await?;
+                    let leads = tx
+                        .query_opt(
+                            "SELECT 1 FROM log_leader WHERE id = 1 AND epoch = $1 FOR SHARE",
+                            &[&epoch],
+                        )
+                        .await?
+                        .is_some();
+                    if !leads {
+                        return Ok(false);
+                    }
+                    tx.execute(
+                        "INSERT INTO log_snapshots (id, first_lsn, epoch, chunks, bytes) \
+                         VALUES ($1, $2, $3, $4, $5)",
+                        &[&id, &first_lsn, &epoch, &count, &(size as i64)],
+                    )
+                    .await?;
+                    tx.execute("DELETE FROM log_snapshots WHERE id <> $1", &[&id])
+                        .await?;
+                    tx.execute(
+                        "DELETE FROM log_snapshot_chunks WHERE snapshot <> $1",
+                        &[&id],
+                    )
+                    .await?;
+                    tx.execute("DELETE FROM log_batches WHERE last_lsn < $1", &[&first_lsn])
+                        .await?;
+                    tx.commit().await?;
+                    Ok(true)
+                })
+            })
+            .map_err(io_error)?;
+        if !kept {
+            return Err(std::io::Error::other(
+                "another node leads now: the snapshot was not kept",
+            ));
+        }
+        Ok((
+            format!("database snapshot {id} (from record {first_lsn})"),
+            size,
+        ))
+    }
+}
+
+/// Loads the snapshot recovery starts from, if there is one, into `engine`.
+pub fn load<W: Default>(db: &mut Blocking, engine: &Engine<W>) -> Result<Loaded, RecoveryError> {
+    let found = db
+        .run(
+            super::STARTUP_TIMEOUT,
+            |client: &mut Client| -> Work<'_, _> {
+                Box::pin(async move {
+                    let Some(row) = client
+                        .query_opt(
+                            "SELECT id, first_lsn, chunks, bytes FROM log_snapshots \
+                         ORDER BY first_lsn DESC LIMIT 1",
+                            &[],
+                        )
+                        .await?
+                    else {
+                        return Ok(None);
+                    };
+                    let id: i64 = row.get(0);
+                    let chunks = client
+                        .query(
+                            "SELECT chunk, bytes FROM log_snapshot_chunks WHERE snapshot = $1 \
+                         ORDER BY chunk",
+                            &[&id],
+                        )
+                        .await?;
+                    let chunks: Vec<(i32, Vec<u8>)> =
+                        chunks.iter().map(|c| (c.get(0), c.get(1))).collect();
+                    Ok(Some((
+                        id,
+                        row.get::<_, i64>(1),
+                        row.get::<_, i32>(2),
+                        row.get::<_, i64>(3),
+                        chunks,
+                    )))
+                })
+            },
+        )
+        .map_err(|failed| RecoveryError::Io(std::io::Error::other(failed.cause)))?;
+    let Some((id, first_lsn, count, size, chunks)) = found else {
+        return Ok(Loaded::default());
+    };
+    let name = format!("log_snapshot_chunks of snapshot {id} (from record {first_lsn})");
+    let mut bytes = Vec::with_capacity(usize::try_from(size).unwrap_or(0));
+    let seen = chunks.len();
+    for (expected, (chunk, part)) in chunks.into_iter().enumerate() {
+        if chunk != expected as i32 {
+            return Err(RecoveryError::Corruption {
+                file: name,
+                offset: bytes.len(),
+                reason: format!("chunk {expected} of {count} is missing"),
+            });
+        }
+        bytes.extend_from_slice(&part);
+    }
+    if seen < count as usize {
+        return Err(RecoveryError::Corruption {
+            file: name,
+            offset: bytes.len(),
+            reason: format!("chunk {seen} of {count} is missing"),
+        });
+    }
+    let whole = i64::try_from(bytes.len()).ok() == Some(size);
+    if !whole || seen != count as usize {
+        return Err(RecoveryError::Corruption {
+            file: name,
+            offset: bytes.len(),
+            reason: format!(
+                "{} bytes in {seen} chunks where the snapshot has {size} in {count}",
+                bytes.len()
+            ),
+        });
+    }
+    snapshot::load_bytes(&name, &bytes, engine)
+}

@@ -1,0 +1,128 @@
+//! The fence and the lease against a real PostgreSQL (`ORDERLY_TEST_POSTGRES`).
+
+use super::connection::{config, Blocking, Work};
+use super::table_log::TableLog;
+use super::{lease, schema};
+use crate::persist::format;
+use crate::persist::log::LogError;
+use crate::persist::writer::LogSink;
+
+fn database() -> Option<String> {
+    let runtime = tokio::runtime::Runtime::new().expect("runtime");
+    runtime.block_on(crate::backend::postgres::test_database::fresh_database())
+}
+
+fn connect(url: &str) -> Blocking {
+    Blocking::new(config(url).expect("a URL")).expect("a runtime")
+}
+
+fn record(lsn: u64) -> Vec<u8> {
+    let mut bytes = format::record_header(lsn).to_vec();
+    bytes.extend_from_slice(b"payload");
+    bytes
+}
+
+fn sql(db: &mut Blocking, statement: &'static str) -> u64 {
+    db.run(super::STARTUP_TIMEOUT, move |client| -> Work<'_, _> {
+        Box::pin(async move { client.execute(statement, &[]).await })
+    })
+    .expect("the statement runs")
+}
+
+fn batches(db: &mut Blocking) -> Vec<(i64, i64, i64)> {
+    db.run(super::STARTUP_TIMEOUT, |client| -> Work<'_, _> {
+        Box::pin(async move {
+            let rows = client
+                .query(
+                    "SELECT first_lsn, last_lsn, epoch FROM log_batches ORDER BY first_lsn",
+                    &[],
+                )
+                .await?;
+            Ok(rows
+                .iter()
+                .map(|r| (r.get(0), r.get(1), r.get(2)))
+                .collect())
+        })
+    })
+    .expect("read the log")
+}
+
+#[test]
+fn an_append_after_another_node_took_the_lease_is_refused_for_good() {
+    let Some(url) = database() else { return };
+    let mut admin = connect(&url);
+    schema::prepare(&mut admin, "us-east-1", "000000000000").expect("tables");
+    let epoch = lease::acquire(&mut admin, "first", "http://first").expect("a free lease");
+    assert_eq!(epoch, 1);
+    let mut log = TableLog::new(connect(&url), epoch, 0);
+    let (zero, one, two) = (record(0), record(1), record(2));
+    log.append(&[&zero, &one]).expect("the leader appends");
+    assert_eq!(batches(&mut admin), [(0, 1, 1)]);
+
+    // The lease lapses and another node takes it.
+    sql(&mut admin, "UPDATE log_leader SET expires = '-infinity'");
+    let next = lease::acquire(&mut admin, "second", "http://second").expect("lapsed");
+    assert_eq!(next, 2);
+    assert!(matches!(log.append(&[&two]), Err(LogError::Deposed(1))));
+    assert!(log.poisoned(), "a deposed log never writes again");
+    assert!(matches!(log.append(&[&two]), Err(LogError::Deposed(1))));
+    assert_eq!(
+        batches(&mut admin),
+        [(0, 1, 1)],
+        "nothing of the old epoch after"
+    );
+
+    // The new leader goes on from where the log ends.
+    let mut second = TableLog::new(connect(&url), next, 2);
+    second.append(&[&two]).expect("the new leader appends");
+    assert_eq!(batches(&mut admin), [(0, 1, 1), (2, 2, 2)]);
+}
+
+#[test]
+fn a_held_lease_is_not_taken_and_records_already_stored_are_not_stored_twice() {
+    let Some(url) = database() else { return };
+    let mut admin = connect(&url);
+    schema::prepare(&mut admin, "us-east-1", "000000000000").expect("tables");
+    lease::acquire(&mut admin, "first", "http://first").expect("a free lease");
+    // A second taker waits while the lease runs; here it is only asked once, by hand.
+    let held: i64 = admin
+        .run(super::STARTUP_TIMEOUT, |client| -> Work<'_, _> {
+            Box::pin(async move {
+                let rows = client
+                    .query(
+                        "UPDATE log_leader SET epoch = epoch + 1 WHERE expires <= now() \
+                         RETURNING epoch",
+                        &[],
+                    )
+                    .await?;
+                Ok(rows.len() as i64)
+            })
+        })
+        .expect("asked");
+    assert_eq!(held, 0, "a running lease is not taken");
+
+    // A retry of records partly stored already (an insert whose answer was lost) stores only
+    // the new ones.
+    let mut log = TableLog::new(connect(&url), 1, 0);
+    let records: Vec<Vec<u8>> = (0..4).map(record).collect();
+    log.append(&[&records[0], &records[1]]).expect("append");
+    let mut again = TableLog::new(connect(&url), 1, 0);
+    again.assume_unsure();
+    again
+        .append(&[&records[0], &records[1], &records[2], &records[3]])
+        .expect("the rest");
+    assert_eq!(batches(&mut admin), [(0, 1, 1), (2, 3, 1)]);
+}
+
+#[test]
+fn a_database_of_another_home_is_refused() {
+    let Some(url) = database() else { return };
+    let mut admin = connect(&url);
+    schema::prepare(&mut admin, "us-east-1", "000000000000").expect("tables");
+    schema::prepare(&mut admin, "us-east-1", "000000000000").expect("again");
+    let refused = schema::prepare(&mut admin, "eu-west-1", "000000000000");
+    assert!(
+        matches!(refused, Err(super::OpenError::OtherHome { ref region, .. }) if region == "us-east-1"),
+        "{refused:?}"
+    );
+}

@@ -1,0 +1,34 @@
+//! This node's place among the nodes that share one log (`GET /_orderly/cluster`): `app` knows
+//! the storage and hands the service a way to read it at request time.
+
+use std::sync::Arc;
+
+/// What `GET /_orderly/cluster` answers.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct ClusterState {
+    /// `leader` (holds the lease on a log in a database), `standby`, or `single` (a data
+    /// directory, memory, or the row storage, where no node leads).
+    pub role: &'static str,
+    /// The lease's epoch (0 when there is none).
+    pub epoch: u64,
+    /// The URL of the node that leads (this one's own when single).
+    pub leader: String,
+    /// Records of the log applied here (written, on the leader).
+    pub applied: u64,
+    /// Records the leader has that this node has not applied yet.
+    pub lag: u64,
+}
+
+/// Reads the state when asked.
+pub type ClusterStatus = Arc<dyn Fn() -> ClusterState + Send + Sync>;
+
+/// A node that leads no one: its own URL, and how far its log is written (if it keeps one).
+pub fn single(url: String, applied: impl Fn() -> u64 + Send + Sync + 'static) -> ClusterStatus {
+    Arc::new(move || ClusterState {
+        role: "single",
+        epoch: 0,
+        leader: url.clone(),
+        applied: applied(),
+        lag: 0,
+    })
+}

@@ -1,0 +1,610 @@
+//! The engine's log and snapshots in PostgreSQL (`--storage-mode log`): what a restart, a
+//! takeover, a deposed leader and a damaged log do, against a real database.
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use orderly::app::App;
+use orderly::config::{Config, StorageMode};
+
+use crate::common::{self, Stoppable};
+
+fn on_log(url: &str) -> Config {
+    let mut config = Config::ephemeral();
+    config.ephemeral = false;
+    config.storage = Some(url.to_string());
+    config.storage_mode = StorageMode::Log;
+    config
+}
+
+async fn database(url: &str) -> tokio_postgres::Client {
+    let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
+        .await
+        .expect("the test database answers");
+    tokio::spawn(connection);
+    client
+}
+
+async fn leader(client: &tokio_postgres::Client) -> (i64, String) {
+    let row = client
+        .query_one("SELECT epoch, url FROM log_leader", &[])
+        .await
+        .expect("the lease row");
+    (row.get(0), row.get(1))
+}
+
+/// A FIFO queue deduplicating by content.
+async fn fifo(server: &common::Server, name: &str) -> String {
+    common::fifo_queue(server, name, &[("ContentBasedDeduplication", "true")]).await
+}
+
+async fn send(server: &common::Server, queue: &str, group: &str, body: &str) {
+    server
+        .sqs
+        .send_message()
+        .queue_url(queue)
+        .message_group_id(group)
+        .message_body(body)
+        .send()
+        .await
+        .unwrap_or_else(|e| panic!("send {body}: {e:?}"));
+}
+
+/// Receives up to ten and deletes them; returns their bodies.
+async fn take(server: &common::Server, queue: &str, count: i32) -> Vec<String> {
+    let got = server
+        .sqs
+        .receive_message()
+        .queue_url(queue)
+        .max_number_of_messages(count)
+        .send()
+        .await
+        .expect("receive");
+    let mut bodies = Vec::new();
+    for message in got.messages.unwrap_or_default() {
+        bodies.push(message.body().unwrap_or_default().to_string());
+        server
+            .sqs
+            .delete_message()
+            .queue_url(queue)
+            .receipt_handle(message.receipt_handle().unwrap_or_default())
+            .send()
+            .await
+            .expect("delete");
+    }
+    bodies
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restarted_leader_recovers_every_message_from_snapshots_and_batches() {
+    let Some(url) = common::fresh_database().await else {
+        return;
+    };
+    let clock = common::manual_clock();
+    let mut config = on_log(&url);
+    // A snapshot as soon as there is any history, so several are taken and kept mid-load.
+    config.snapshot_after = 1;
+    let first = Stoppable::start(
+        App::bind_with_clock(&config, clock.clone())
+            .await
+            .expect("leads"),
+    )
+    .await;
+    let server = &first.server;
+    let fifo = fifo(server, "prices.fifo").await;
+    let standard = common::create_queue(server, "audit", &[]).await;
+    let mut sent = Vec::new();
+    for i in 0..40 {
+        let body = format!("p{i}");
+        send(server, &fifo, &format!("g{}", i % 4), &body).await;
+        sent.push(body);
+    }
+    for i in 0..10 {
+        server
+            .sqs
+            .send_message()
+            .queue_url(&standard)
+            .message_body(format!("a{i}"))
+            .send()
+            .await
+            .expect("send");
+    }
+    // Twelve deleted, four more received and left in flight.
+    let mut deleted = Vec::new();
+    while deleted.len() < 12 {
+        deleted.extend(take(server, &fifo, 4).await);
+    }
+    let in_flight = server
+        .sqs
+        .receive_message()
+        .queue_url(&fifo)
+        .max_number_of_messages(4)
+        .send()
+        .await
+        .expect("receive")
+        .messages
+        .unwrap_or_default();
+    assert!(!in_flight.is_empty());
+    first.stop().await;
+
+    let client = database(&url).await;
+    let snapshots: i64 = client
+        .query_one("SELECT count(*) FROM log_snapshots", &[])
+        .await
+        .expect("count")
+        .get(0);
+    assert_eq!(snapshots, 1, "one snapshot is kept, the older ones dropped");
+    let (epoch, _) = leader(&client).await;
+
+    let second = Stoppable::start(
+        App::bind_with_clock(&config, clock.clone())
+            .await
+            .expect("leads again"),
+    )
+    .await;
+    assert_eq!(
+        leader(&client).await.0,
+        epoch + 1,
+        "each leader a new epoch"
+    );
+    let server = &second.server;
+    // What was in flight is still in flight; once its visibility ends it comes back.
+    let none = server
+        .sqs
+        .receive_message()
+        .queue_url(&fifo)
+        .max_number_of_messages(10)
+        .send()
+        .await
+        .expect("receive")
+        .messages
+        .unwrap_or_default();
+    let held: Vec<_> = in_flight
+        .iter()
+        .map(|m| m.body().unwrap_or_default())
+        .collect();
+    for message in &none {
+        assert!(
+            !held.contains(&message.body().unwrap_or_default()),
+            "a message in flight came back early"
+        );
+    }
+    let mut rest: Vec<(String, Option<String>)> = none
+        .iter()
+        .map(|m| (m.body().unwrap_or_default().to_string(), None))
+        .collect();
+    for message in &none {
+        server
+            .sqs
+            .delete_message()
+            .queue_url(&fifo)
+            .receipt_handle(message.receipt_handle().unwrap_or_default())
+            .send()
+            .await
+            .expect("delete");
+    }
+    clock.advance_millis(3_600_000);
+    rest.extend(common::drain(server, &fifo).await);
+    let mut expected: Vec<String> = sent
+        .iter()
+        .filter(|b| !deleted.contains(b))
+        .cloned()
+        .collect();
+    let mut got: Vec<String> = rest.iter().map(|(b, _)| b.clone()).collect();
+    // Within each group, in the order sent.
+    for group in 0..4 {
+        let order: Vec<usize> = got
+            .iter()
+            .map(|b| b[1..].parse::<usize>().expect("numbered"))
+            .filter(|n| n % 4 == group)
+            .collect();
+        let mut sorted = order.clone();
+        sorted.sort_unstable();
+        assert_eq!(order, sorted, "group g{group} out of order");
+    }
+    got.sort();
+    expected.sort();
+    assert_eq!(
+        got, expected,
+        "every message not deleted, once; none deleted"
+    );
+    let audit = common::drain(server, &standard).await;
+    assert_eq!(audit.len(), 10);
+    second.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deposed_leader_acknowledges_nothing_more() {
+    let Some(url) = common::fresh_database().await else {
+        return;
+    };
+    let config = on_log(&url);
+    let first = Stoppable::start(App::bind(&config).await.expect("leads")).await;
+    let fifo = fifo(&first.server, "orders.fifo").await;
+    send(&first.server, &fifo, "g", "kept").await;
+
+    // Another node takes the lease, as one does once it lapses: one more epoch.
+    let client = database(&url).await;
+    client
+        .execute(
+            "UPDATE log_leader SET epoch = epoch + 1, node = 'usurper', url = 'http://usurper', \
+             expires = now() + interval '1 hour'",
+            &[],
+        )
+        .await
+        .expect("take the lease");
+    for body in ["refused", "refused again"] {
+        let answer = first
+            .server
+            .sqs
+            .send_message()
+            .queue_url(&fifo)
+            .message_group_id("g")
+            .message_body(body)
+            .send()
+            .await;
+        assert!(answer.is_err(), "a deposed leader acknowledged {body}");
+    }
+    let stored: i64 = client
+        .query_one(
+            "SELECT count(*) FROM log_batches WHERE epoch <> (SELECT epoch FROM log_leader)",
+            &[],
+        )
+        .await
+        .expect("count")
+        .get(0);
+    let kept: i64 = client
+        .query_one("SELECT count(*) FROM log_batches", &[])
+        .await
+        .expect("count")
+        .get(0);
+    assert_eq!(stored, kept, "only the first epoch ever wrote");
+
+    // The usurper goes away; the next leader finds only what was acknowledged.
+    client
+        .execute("UPDATE log_leader SET expires = '-infinity'", &[])
+        .await
+        .expect("lapse");
+    let next = Stoppable::start(App::bind(&config).await.expect("leads")).await;
+    assert_eq!(bodies(&next.server, &fifo).await, ["kept"]);
+    next.stop().await;
+    drop(first);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiting_node_takes_over_once_the_leader_gives_up_its_lease() {
+    let Some(url) = common::fresh_database().await else {
+        return;
+    };
+    let config = on_log(&url);
+    let first = Stoppable::start(App::bind(&config).await.expect("leads")).await;
+    let fifo = fifo(&first.server, "handover.fifo").await;
+    let client = database(&url).await;
+    let (epoch, first_url) = leader(&client).await;
+    assert_eq!(first_url, first.server.url());
+
+    let waiting = tokio::spawn({
+        let config = config.clone();
+        async move { App::bind(&config).await.expect("leads in turn") }
+    });
+    // The leader keeps serving while the other waits for the lease.
+    for i in 0..5 {
+        send(&first.server, &fifo, "g", &format!("m{i}")).await;
+    }
+    assert_eq!(leader(&client).await, (epoch, first_url));
+    assert!(!waiting.is_finished(), "took the lease while it was held");
+    first.stop().await;
+
+    let started = Instant::now();
+    let app = tokio::time::timeout(Duration::from_secs(20), waiting)
+        .await
+        .expect("takes over soon after the lease is given up")
+        .expect("bound");
+    // Given up, not lapsed: no need to wait out the lease.
+    assert!(started.elapsed() < orderly::persist::database::lease::LEASE);
+    let second = Stoppable::start(app).await;
+    assert_eq!(leader(&client).await, (epoch + 1, second.server.url()));
+    let state = reqwest::get(format!("{}/_orderly/cluster", second.server.url()))
+        .await
+        .expect("answered")
+        .text()
+        .await
+        .expect("a body");
+    let state: serde_json::Value = serde_json::from_str(&state).expect("JSON");
+    assert_eq!(state["role"], "leader", "{state}");
+    assert_eq!(state["epoch"], epoch + 1, "{state}");
+    assert_eq!(state["leader"], second.server.url(), "{state}");
+    assert_eq!(state["lag"], 0, "{state}");
+    // The queue's creation and five sends were logged before this leader took over.
+    assert!(state["applied"].as_u64().is_some_and(|n| n >= 6), "{state}");
+    assert_eq!(
+        bodies(&second.server, &fifo).await,
+        ["m0", "m1", "m2", "m3", "m4"]
+    );
+    second.stop().await;
+}
+
+/// Starts a leader, sends `count` messages, stops it; returns the queue's URL.
+async fn some_history(config: &Config, count: usize) {
+    let server = Stoppable::start(App::bind(config).await.expect("leads")).await;
+    let fifo = fifo(&server.server, "history.fifo").await;
+    for i in 0..count {
+        send(&server.server, &fifo, "g", &format!("h{i}")).await;
+    }
+    server.stop().await;
+}
+
+async fn refused(config: &Config) -> String {
+    match App::bind(config).await {
+        Ok(_) => panic!("started on a damaged log"),
+        Err(error) => error.to_string(),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_missing_batch_is_refused_with_where_it_was() {
+    let Some(url) = common::fresh_database().await else {
+        return;
+    };
+    let mut config = on_log(&url);
+    config.snapshot_after = u64::MAX;
+    some_history(&config, 6).await;
+    let client = database(&url).await;
+    let gone: i64 = client
+        .query_one(
+            "DELETE FROM log_batches WHERE first_lsn = \
+             (SELECT first_lsn FROM log_batches ORDER BY first_lsn OFFSET 3 LIMIT 1) \
+             RETURNING first_lsn",
+            &[],
+        )
+        .await
+        .expect("delete a batch")
+        .get(0);
+    let said = refused(&config).await;
+    assert!(said.contains("log_batches row"), "{said}");
+    assert!(said.contains(&format!("records {gone} to")), "{said}");
+    assert!(said.contains("missing"), "{said}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_missing_snapshot_or_chunk_is_refused() {
+    let Some(url) = common::fresh_database().await else {
+        return;
+    };
+    let mut config = on_log(&url);
+    config.snapshot_after = 1;
+    some_history(&config, 20).await;
+    let client = database(&url).await;
+    let first_lsn: i64 = client
+        .query_one("SELECT first_lsn FROM log_snapshots", &[])
+        .await
+        .expect("a snapshot was kept")
+        .get(0);
+    assert!(first_lsn > 0);
+    // A chunk gone.
+    let chunk: Vec<u8> = client
+        .query_one(
+            "DELETE FROM log_snapshot_chunks WHERE chunk = 0 RETURNING bytes",
+            &[],
+        )
+        .await
+        .expect("a chunk")
+        .get(0);
+    let said = refused(&config).await;
+    assert!(said.contains("chunk 0 of 1 is missing"), "{said}");
+    client
+        .execute(
+            "INSERT INTO log_snapshot_chunks (snapshot, chunk, bytes) \
+             SELECT id, 0, $1 FROM log_snapshots",
+            &[&chunk],
+        )
+        .await
+        .expect("put it back");
+    // The whole snapshot gone: the log it covered is gone too, and cannot replace it.
+    client
+        .execute("DELETE FROM log_snapshots", &[])
+        .await
+        .expect("delete the snapshot");
+    let said = refused(&config).await;
+    assert!(said.contains("records from 0 on are missing"), "{said}");
+}
+
+/// Bodies left in the queue, each deleted once received.
+async fn bodies(server: &common::Server, queue: &str) -> Vec<String> {
+    common::drain(server, queue)
+        .await
+        .into_iter()
+        .map(|(body, _)| body)
+        .collect()
+}
+
+/// A server started as a process, for the SDK helpers.
+fn process_server(addr: std::net::SocketAddr) -> common::Server {
+    common::Server {
+        addr,
+        sqs: common::client(addr),
+        sns: common::sns_client(addr),
+    }
+}
+
+#[derive(Default)]
+struct Ledger {
+    sent: Vec<String>,
+    deleted: Vec<String>,
+    /// Deletes whose answer never came: they may or may not have taken effect.
+    unanswered: Vec<String>,
+}
+
+const GROUPS: usize = 4;
+
+/// Sends to `group` until a send fails, noting each one acknowledged.
+async fn produce(
+    server: Arc<common::Server>,
+    queue: String,
+    group: usize,
+    ledger: Arc<Mutex<Ledger>>,
+) {
+    for i in 0.. {
+        let body = format!("g{group}-{i:05}");
+        let sent = server
+            .sqs
+            .send_message()
+            .queue_url(&queue)
+            .message_group_id(format!("g{group}"))
+            .message_body(&body)
+            .send()
+            .await;
+        if sent.is_err() {
+            return;
+        }
+        ledger.lock().expect("ledger").sent.push(body);
+    }
+}
+
+/// Receives and deletes until a call fails, noting each delete acknowledged.
+async fn consume(server: Arc<common::Server>, queue: String, ledger: Arc<Mutex<Ledger>>) {
+    loop {
+        let Ok(got) = server
+            .sqs
+            .receive_message()
+            .queue_url(&queue)
+            .max_number_of_messages(3)
+            .send()
+            .await
+        else {
+            return;
+        };
+        for message in got.messages.unwrap_or_default() {
+            let deleted = server
+                .sqs
+                .delete_message()
+                .queue_url(&queue)
+                .receipt_handle(message.receipt_handle().unwrap_or_default())
+                .send()
+                .await;
+            let body = message.body().unwrap_or_default().to_string();
+            let mut ledger = ledger.lock().expect("ledger");
+            if deleted.is_err() {
+                ledger.unanswered.push(body);
+                return;
+            }
+            ledger.deleted.push(body);
+        }
+    }
+}
+
+#[test]
+fn a_killed_leader_is_replaced_within_the_lease_and_loses_nothing_acknowledged() {
+    let runtime = tokio::runtime::Runtime::new().expect("runtime");
+    let Some(url) = runtime.block_on(common::fresh_database()) else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    // A manual clock, so the survivor can pass the visibility of what was in flight at once.
+    let args = [
+        "--storage",
+        url.as_str(),
+        "--storage-mode",
+        "log",
+        "--clock",
+        "manual",
+    ];
+    let mut first = crate::binary::start(dir.path(), &args, "warn");
+    let standby = std::thread::spawn({
+        let (dir, url) = (dir.path().to_path_buf(), url.clone());
+        move || {
+            let args = [
+                "--storage",
+                url.as_str(),
+                "--storage-mode",
+                "log",
+                "--clock",
+                "manual",
+            ];
+            crate::binary::start(&dir, &args, "warn")
+        }
+    });
+    let server = Arc::new(process_server(first.addr));
+    let ledger = Arc::new(Mutex::new(Ledger::default()));
+    let queue = runtime.block_on(fifo(&server, "kill.fifo"));
+    let mut work = Vec::new();
+    for group in 0..GROUPS {
+        let (server, queue, ledger) = (server.clone(), queue.clone(), ledger.clone());
+        work.push(runtime.spawn(produce(server, queue, group, ledger)));
+    }
+    for _ in 0..2 {
+        let (server, queue, ledger) = (server.clone(), queue.clone(), ledger.clone());
+        work.push(runtime.spawn(consume(server, queue, ledger)));
+    }
+    // Killed under load, once there is something of each kind to lose.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let (sent, deleted) = {
+            let ledger = ledger.lock().expect("ledger");
+            (ledger.sent.len(), ledger.deleted.len())
+        };
+        if sent >= 200 && deleted >= 50 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no load: {sent} sent, {deleted} deleted"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    first.child.kill().expect("SIGKILL");
+    let killed = Instant::now();
+    let second = standby.join().expect("the standby leads");
+    let took = killed.elapsed();
+    eprintln!("a killed leader was replaced in {} ms", took.as_millis());
+    assert!(
+        took < orderly::persist::database::lease::LEASE + Duration::from_secs(10),
+        "{took:?}"
+    );
+    runtime.block_on(async {
+        for task in work {
+            task.await.expect("no task panicked");
+        }
+    });
+    let ledger = ledger.lock().expect("ledger");
+    let second = process_server(second.addr);
+    let queue = format!("{}/000000000000/kill.fifo", second.url());
+    // What was received and not deleted when the leader died is still in flight: let its
+    // visibility pass.
+    let moved = runtime.block_on(async {
+        reqwest::Client::new()
+            .post(format!("{}/_orderly/clock", second.url()))
+            .body(r#"{"advance": "1h"}"#)
+            .send()
+            .await
+            .expect("the clock answers")
+            .status()
+    });
+    assert!(moved.is_success(), "{moved}");
+    let left = runtime.block_on(bodies(&second, &queue));
+    for body in &left {
+        assert!(
+            !ledger.deleted.contains(body),
+            "{body} was deleted, and came back"
+        );
+    }
+    for body in &ledger.sent {
+        assert!(
+            ledger.deleted.contains(body)
+                || ledger.unanswered.contains(body)
+                || left.contains(body),
+            "{body} was acknowledged, and is lost"
+        );
+    }
+    for group in 0..GROUPS {
+        let prefix = format!("g{group}-");
+        let order: Vec<&String> = left.iter().filter(|b| b.starts_with(&prefix)).collect();
+        let mut sorted = order.clone();
+        sorted.sort();
+        sorted.dedup();
+        assert_eq!(
+            order, sorted,
+            "group g{group} out of order, or a message twice"
+        );
+    }
+}
