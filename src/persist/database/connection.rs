@@ -69,6 +69,8 @@ pub struct Blocking {
     config: Config,
     runtime: tokio::runtime::Runtime,
     client: Option<Client>,
+    /// One more for each connection made: statements prepared on an earlier one are gone.
+    generation: u64,
 }
 
 impl Blocking {
@@ -80,7 +82,13 @@ impl Blocking {
             config,
             runtime,
             client: None,
+            generation: 0,
         })
+    }
+
+    /// Which connection is (or was last) in use: a statement prepared on another is gone.
+    pub fn generation(&self) -> u64 {
+        self.generation
     }
 
     /// Runs `work` on the connection (made first if there is none), waiting at most `limit`.
@@ -111,6 +119,7 @@ impl Blocking {
             };
             self.runtime.spawn(connection);
             self.client = Some(client);
+            self.generation += 1;
         }
         let client = self.client.as_mut().expect("connected above");
         let answer = self

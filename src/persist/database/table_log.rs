@@ -13,7 +13,7 @@
 use std::time::Duration;
 
 use tokio_postgres::types::Type;
-use tokio_postgres::Client;
+use tokio_postgres::{Client, Statement};
 
 use super::connection::{Blocking, Work};
 use crate::persist::format;
@@ -36,6 +36,9 @@ pub struct TableLog {
     /// The last insert's outcome is unknown.
     unsure: bool,
     deposed: bool,
+    /// The insert, prepared on the connection of this generation (`Blocking::generation`):
+    /// planned once, not at every batch.
+    append: Option<(u64, Statement)>,
 }
 
 impl TableLog {
@@ -46,6 +49,7 @@ impl TableLog {
             next_lsn,
             unsure: false,
             deposed: false,
+            append: None,
         }
     }
 
@@ -108,23 +112,33 @@ impl LogSink for TableLog {
             record::encode(record, &mut frames);
         }
         let epoch = self.epoch;
+        let generation = self.db.generation();
+        let prepared = self
+            .append
+            .take()
+            .filter(|(made_on, _)| *made_on == generation)
+            .map(|(_, statement)| statement);
         let inserted = self
             .db
             .run(APPEND_TIMEOUT, move |client: &mut Client| -> Work<'_, _> {
                 Box::pin(async move {
+                    let statement = match prepared {
+                        Some(statement) => statement,
+                        None => {
+                            let types = [Type::INT8, Type::INT8, Type::INT8, Type::BYTEA];
+                            client.prepare_typed(APPEND, &types).await?
+                        }
+                    };
+                    let (first, last) = (first as i64, last as i64);
                     let rows = client
-                        .query_typed(
-                            APPEND,
-                            &[
-                                (&(first as i64), Type::INT8),
-                                (&(last as i64), Type::INT8),
-                                (&epoch, Type::INT8),
-                                (&frames, Type::BYTEA),
-                            ],
-                        )
+                        .query(&statement, &[&first, &last, &epoch, &frames])
                         .await?;
-                    Ok(rows.len())
+                    Ok((rows.len(), statement))
                 })
+            })
+            .map(|(rows, statement)| {
+                self.append = Some((self.db.generation(), statement));
+                rows
             });
         match inserted {
             Ok(1) => {
