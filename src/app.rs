@@ -119,6 +119,7 @@ pub async fn build_service_on_log_database(
             .advertise_url
             .clone()
             .unwrap_or_else(|| format!("{scheme}://{listening}")),
+        wait_for_lease: true,
     };
     let mut engine = Engine::new(&config.account_id, &config.region);
     let started = std::time::Instant::now();
@@ -275,6 +276,54 @@ fn cluster_status(built: &Built, own_url: String) -> crate::service::cluster::Cl
         }
         None => crate::service::cluster::single(own_url, applied),
     }
+}
+
+/// `--import-from DIR` or `--export-to DIR`: moves the whole state between a data directory
+/// and the database `--storage` names; `None` when neither is asked for. Says what it moved.
+pub async fn transfer(config: &Config) -> Option<std::io::Result<String>> {
+    let (import, dir) = match (&config.import_from, &config.export_to) {
+        (Some(dir), _) => (true, dir.clone()),
+        (None, Some(dir)) => (false, dir.clone()),
+        (None, None) => return None,
+    };
+    let invalid = |message: &str| std::io::Error::new(std::io::ErrorKind::InvalidInput, message);
+    let (Some(url), StorageMode::Log) = (&config.storage, config.storage_mode) else {
+        return Some(Err(invalid(
+            "--import-from and --export-to move a state to or from --storage URL with \
+             --storage-mode log",
+        )));
+    };
+    let settings = crate::persist::database::Settings {
+        url: url.clone(),
+        region: config.region.clone(),
+        account_id: config.account_id.clone(),
+        advertise_url: format!(
+            "{} of {}",
+            if import { "import" } else { "export" },
+            dir.display()
+        ),
+        wait_for_lease: false,
+    };
+    let moved = tokio::task::spawn_blocking(move || {
+        use crate::persist::database::transfer;
+        if import {
+            transfer::import(&dir, &settings)
+        } else {
+            transfer::export(&dir, &settings)
+        }
+    })
+    .await;
+    Some(match moved {
+        Ok(Ok(moved)) => Ok(format!(
+            "{} {} queues and {} messages: {}",
+            if import { "imported" } else { "exported" },
+            moved.queues,
+            moved.messages,
+            moved.snapshot
+        )),
+        Ok(Err(error)) => Err(std::io::Error::other(error)),
+        Err(error) => Err(std::io::Error::other(error)),
+    })
 }
 
 /// Reads and applies `--init`, logging what it created and each difference it left alone.

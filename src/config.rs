@@ -68,6 +68,19 @@ pub struct Config {
     /// by one leader that holds a lease in the database while other nodes wait to take over.
     #[arg(long, env = "ORDERLY_STORAGE_MODE", value_enum, default_value = "rows")]
     pub storage_mode: StorageMode,
+    /// Copy the whole state of this data directory into the database --storage names (with
+    /// --storage-mode log; it must hold nothing yet and no node may lead it), then exit.
+    #[arg(
+        long,
+        env = "ORDERLY_IMPORT_FROM",
+        requires = "storage",
+        conflicts_with = "export_to"
+    )]
+    pub import_from: Option<std::path::PathBuf>,
+    /// Copy the whole state kept in the database --storage names (with --storage-mode log; no
+    /// node may lead it) into this new data directory, then exit.
+    #[arg(long, env = "ORDERLY_EXPORT_TO", requires = "storage")]
+    pub export_to: Option<std::path::PathBuf>,
     /// The URL other nodes and operators reach this node at, kept in the database while it
     /// leads (with --storage-mode log). Default: the address it listens on.
     #[arg(long, env = "ORDERLY_ADVERTISE_URL")]

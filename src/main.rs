@@ -20,6 +20,10 @@ async fn main() -> anyhow::Result<()> {
         // One object a line, the event's fields at its top level.
         LogFormat::Json => logs.json().flatten_event(true).init(),
     }
+    if let Some(moved) = orderly::app::transfer(&config).await {
+        println!("{}", moved.context("the state was not moved")?);
+        return Ok(());
+    }
     let app = App::bind(&config)
         .await
         .with_context(|| format!("cannot start (listening on {})", config.bind))?;

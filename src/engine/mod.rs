@@ -334,6 +334,12 @@ impl<W: Default> Engine<W> {
         entries.iter().map(|e| e.lock().stored_bytes()).sum()
     }
 
+    /// Messages stored in every queue (visible, in flight or delayed).
+    pub fn message_count(&self) -> u64 {
+        let entries: Vec<_> = self.read().values().cloned().collect();
+        entries.iter().map(|e| e.lock().len() as u64).sum()
+    }
+
     /// The bytes of every queue's message bodies and attributes: the least a snapshot takes.
     pub fn payload_bytes(&self) -> u64 {
         let entries: Vec<_> = self.read().values().cloned().collect();

@@ -9,7 +9,8 @@ use orderly::config::{Config, StorageMode};
 
 use crate::common::{self, Stoppable};
 
-fn on_log(url: &str) -> Config {
+/// Settings that keep the log in the database at `url`.
+pub(crate) fn on_log(url: &str) -> Config {
     let mut config = Config::ephemeral();
     config.ephemeral = false;
     config.storage = Some(url.to_string());

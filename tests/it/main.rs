@@ -13,6 +13,7 @@ mod init_file;
 mod inspection;
 mod log_in_database;
 mod log_outage;
+mod log_transfer;
 mod logs;
 mod metrics;
 mod multi_node;

@@ -36,8 +36,9 @@ pub struct Holder {
 }
 
 /// Takes the lease for `node` (serving at `url`) once it is free or lapsed, waiting for as long
-/// as another node holds it; returns the new epoch.
-pub fn acquire(db: &mut Blocking, node: &str, url: &str) -> Result<i64, OpenError> {
+/// as another node holds it (unless `wait` is false: then that is an error); returns the new
+/// epoch.
+pub fn acquire(db: &mut Blocking, node: &str, url: &str, wait: bool) -> Result<i64, OpenError> {
     let mut said: Option<String> = None;
     loop {
         let (node_owned, url_owned) = (node.to_string(), url.to_string());
@@ -75,6 +76,12 @@ pub fn acquire(db: &mut Blocking, node: &str, url: &str) -> Result<i64, OpenErro
         );
         let wait = match taken {
             Ok(Ok(epoch)) => return Ok(epoch),
+            Ok(Err(holder)) if !wait => {
+                return Err(OpenError::Led {
+                    url: holder.url,
+                    epoch: holder.epoch,
+                })
+            }
             Ok(Err(holder)) => {
                 let news = format!("{} {}", holder.epoch, holder.url);
                 if said.as_ref() != Some(&news) {

@@ -18,6 +18,7 @@ mod recovery;
 mod schema;
 mod snapshots;
 mod table_log;
+pub mod transfer;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -55,6 +56,10 @@ pub enum OpenError {
          --region {region} --account-id {account}"
     )]
     OtherHome { region: String, account: String },
+    #[error("the node at {url} leads this database (epoch {epoch}): stop it first")]
+    Led { url: String, epoch: i64 },
+    #[error("{0}")]
+    NotEmpty(String),
     #[error(transparent)]
     Recovery(#[from] RecoveryError),
     #[error("{0}")]
@@ -68,6 +73,9 @@ pub struct Settings {
     pub account_id: String,
     /// The URL other nodes and operators reach this node at (`--advertise-url`).
     pub advertise_url: String,
+    /// Wait while another node holds the lease (a node starting to serve); else refuse (an
+    /// import or export, which must not run beside a leader).
+    pub wait_for_lease: bool,
 }
 
 /// The log in the database, led by this node: the journal the engine writes to, the lease that
@@ -90,7 +98,12 @@ pub fn open<W: Default>(
     let mut db = connection::Blocking::new(config.clone())?;
     schema::prepare(&mut db, &settings.region, &settings.account_id)?;
     let node = uuid::Uuid::new_v4().to_string();
-    let epoch = lease::acquire(&mut db, &node, &settings.advertise_url)?;
+    let epoch = lease::acquire(
+        &mut db,
+        &node,
+        &settings.advertise_url,
+        settings.wait_for_lease,
+    )?;
     let journal = FileJournal::new();
     engine.set_journal(journal.clone());
     let recovered = recovery::recover(&mut db, engine)?;

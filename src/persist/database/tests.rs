@@ -52,7 +52,7 @@ fn an_append_after_another_node_took_the_lease_is_refused_for_good() {
     let Some(url) = database() else { return };
     let mut admin = connect(&url);
     schema::prepare(&mut admin, "us-east-1", "000000000000").expect("tables");
-    let epoch = lease::acquire(&mut admin, "first", "http://first").expect("a free lease");
+    let epoch = lease::acquire(&mut admin, "first", "http://first", true).expect("a free lease");
     assert_eq!(epoch, 1);
     let mut log = TableLog::new(connect(&url), epoch, 0);
     let (zero, one, two) = (record(0), record(1), record(2));
@@ -61,7 +61,7 @@ fn an_append_after_another_node_took_the_lease_is_refused_for_good() {
 
     // The lease lapses and another node takes it.
     sql(&mut admin, "UPDATE log_leader SET expires = '-infinity'");
-    let next = lease::acquire(&mut admin, "second", "http://second").expect("lapsed");
+    let next = lease::acquire(&mut admin, "second", "http://second", true).expect("lapsed");
     assert_eq!(next, 2);
     assert!(matches!(log.append(&[&two]), Err(LogError::Deposed(1))));
     assert!(log.poisoned(), "a deposed log never writes again");
@@ -83,7 +83,7 @@ fn a_held_lease_is_not_taken_and_records_already_stored_are_not_stored_twice() {
     let Some(url) = database() else { return };
     let mut admin = connect(&url);
     schema::prepare(&mut admin, "us-east-1", "000000000000").expect("tables");
-    lease::acquire(&mut admin, "first", "http://first").expect("a free lease");
+    lease::acquire(&mut admin, "first", "http://first", true).expect("a free lease");
     // A second taker waits while the lease runs; here it is only asked once, by hand.
     let held: i64 = admin
         .run(super::STARTUP_TIMEOUT, |client| -> Work<'_, _> {
