@@ -58,9 +58,10 @@ pub struct Config {
     /// Where state is kept (created if missing; one server per directory).
     #[arg(long, env = "ORDERLY_DATA_DIR", default_value = "./orderly-data")]
     pub data_dir: std::path::PathBuf,
-    /// `postgres://USER@HOST:PORT/DB`: keep all state in that PostgreSQL database instead of
-    /// the data directory, so several Orderly nodes can serve one set of queues and topics.
-    /// The schema is created or upgraded at start.
+    /// `postgres://USER@HOST:PORT/DB` (several hosts as `HOST:PORT,HOST:PORT`, or the
+    /// key-value form `host=… port=… user=… dbname=…`): keep all state in that PostgreSQL
+    /// database instead of the data directory (see --storage-mode). The tables are created or
+    /// upgraded at start.
     #[arg(long, env = "ORDERLY_STORAGE", conflicts_with = "ephemeral", value_parser = parse_storage)]
     pub storage: Option<String>,
     /// How the database keeps state (with --storage): `rows`, a row per message shared by
@@ -160,12 +161,22 @@ fn parse_allow_list(value: &str) -> Result<crate::delivery::AllowList, String> {
     crate::delivery::AllowList::parse(value)
 }
 
+/// A PostgreSQL URL (`postgres://USER@HOST:PORT[,HOST:PORT…]/DB?…`) or key-value connection
+/// string (`host=A,B port=5432 user=… dbname=…`), as libpq takes them.
 fn parse_storage(value: &str) -> Result<String, String> {
-    if value.starts_with("postgres://") || value.starts_with("postgresql://") {
-        Ok(value.to_string())
-    } else {
-        Err("give a PostgreSQL URL: postgres://USER@HOST:PORT/DB".into())
+    let url = value.starts_with("postgres://") || value.starts_with("postgresql://");
+    let key_value = !url && value.contains('=');
+    if !url && !key_value {
+        return Err(
+            "give a PostgreSQL URL (postgres://USER@HOST:PORT/DB) or connection string \
+             (host=HOST port=PORT user=USER dbname=DB)"
+                .into(),
+        );
     }
+    value
+        .parse::<tokio_postgres::Config>()
+        .map(|_| value.to_string())
+        .map_err(|e| format!("not a PostgreSQL connection string: {e}"))
 }
 
 fn parse_account(value: &str) -> Result<String, String> {

@@ -157,6 +157,16 @@ pub struct Scraped {
     pub topics: Vec<TopicActivity>,
     pub subscriptions: Vec<SubscriptionActivity>,
     pub webhooks: Vec<(std::sync::Arc<str>, LaneStats)>,
+    /// This node's role among nodes (`leader`, `standby` or `single`), the lease's epoch and
+    /// the records it has still to apply.
+    pub role: &'static str,
+    pub epoch: u64,
+    pub lag: u64,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RoleLabels {
+    role: &'static str,
 }
 
 pub struct Metrics {
@@ -274,6 +284,26 @@ impl Metrics {
         if let Some(log) = self.log.get() {
             log.register(&mut registry);
         }
+        let role = Family::<RoleLabels, Gauge>::default();
+        for name in ["leader", "standby", "single"] {
+            role.get_or_create(&RoleLabels { role: name })
+                .set(i64::from(name == state.role));
+        }
+        registry.register("cluster_role", "1 for this node's role among nodes", role);
+        let epoch = Gauge::<i64>::default();
+        epoch.set(i64::try_from(state.epoch).unwrap_or(i64::MAX));
+        registry.register(
+            "cluster_epoch",
+            "The epoch of the lease on the log (0 without one)",
+            epoch,
+        );
+        let lag = Gauge::<i64>::default();
+        lag.set(i64::try_from(state.lag).unwrap_or(i64::MAX));
+        registry.register(
+            "cluster_lag_records",
+            "Log records the leader has that this node has not applied",
+            lag,
+        );
         register_queues(&mut registry, &state.queues, now);
         register_topics(&mut registry, &state.topics, &state.subscriptions);
         register_webhooks(&mut registry, &state.webhooks);

@@ -158,12 +158,16 @@ pub async fn metrics(State(state): State<HttpState>, headers: HeaderMap) -> Resp
     }
     let service = &state.service;
     let backend = &service.backend;
+    let cluster = service.cluster_state();
     let read = async {
         Ok::<_, crate::backend::BackendError>(crate::metrics::Scraped {
             queues: backend.queue_overviews().await?,
             topics: backend.topic_activity().await?,
             subscriptions: backend.subscription_activity().await?,
             webhooks: backend.delivery_stats().await?,
+            role: cluster.role,
+            epoch: cluster.epoch,
+            lag: cluster.lag,
         })
     };
     let Ok(scraped) = read.await else {

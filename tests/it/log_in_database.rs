@@ -318,11 +318,62 @@ async fn a_waiting_node_takes_over_once_the_leader_gives_up_its_lease() {
     assert_eq!(state["lag"], 0, "{state}");
     // The queue's creation and five sends were logged before this leader took over.
     assert!(state["applied"].as_u64().is_some_and(|n| n >= 6), "{state}");
+    let metrics = reqwest::get(format!("{}/metrics", second.server.url()))
+        .await
+        .expect("answered")
+        .text()
+        .await
+        .expect("a body");
+    for line in [
+        "orderly_cluster_role{role=\"leader\"} 1".to_string(),
+        "orderly_cluster_role{role=\"single\"} 0".to_string(),
+        format!("orderly_cluster_epoch {}", epoch + 1),
+        "orderly_cluster_lag_records 0".to_string(),
+    ] {
+        assert!(
+            metrics.lines().any(|l| l == line),
+            "no {line} in\n{metrics}"
+        );
+    }
     assert_eq!(
         bodies(&second.server, &fifo).await,
         ["m0", "m1", "m2", "m3", "m4"]
     );
     second.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_first_host_that_never_answers_is_left_for_the_next() {
+    let Some(url) = common::fresh_database().await else {
+        return;
+    };
+    let (stem, database) = url.rsplit_once('/').expect("a database in the URL");
+    let (user_part, host) = stem.rsplit_once('@').expect("a user in the URL");
+    let (_, port) = host.rsplit_once(':').expect("a port in the URL");
+    // Accepted by the kernel, never answered: a frozen primary.
+    let hung = std::net::TcpListener::bind("127.0.0.1:0").expect("a port");
+    let hung_port = hung.local_addr().expect("bound").port();
+    let both = format!("{user_part}@127.0.0.1:{hung_port},{host}/{database}");
+    let started = Instant::now();
+    let first = Stoppable::start(App::bind(&on_log(&both)).await.expect("leads")).await;
+    let took = started.elapsed();
+    eprintln!("led past a hung first host in {} ms", took.as_millis());
+    assert!(took < Duration::from_secs(15), "{took:?}");
+    let queue = fifo(&first.server, "hosts.fifo").await;
+    send(&first.server, &queue, "g", "through the second host").await;
+    first.stop().await;
+
+    // The key-value form names the same hosts.
+    let user = user_part.rsplit('/').next().unwrap_or("orderly");
+    let key_value =
+        format!("host=127.0.0.1,127.0.0.1 port={hung_port},{port} user={user} dbname={database}");
+    let second = Stoppable::start(App::bind(&on_log(&key_value)).await.expect("leads")).await;
+    assert_eq!(
+        bodies(&second.server, &queue).await,
+        ["through the second host"]
+    );
+    second.stop().await;
+    drop(hung);
 }
 
 /// Starts a leader, sends `count` messages, stops it; returns the queue's URL.

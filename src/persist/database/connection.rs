@@ -35,6 +35,72 @@ pub fn config(url: &str) -> Result<Config, String> {
     Ok(config)
 }
 
+/// One configuration per host of `config`, in order, each with every other setting of it: a
+/// connection is tried host by host, each bounded by its own timeout, so a host that accepts
+/// and then never answers costs its own timeout, not the whole attempt. tokio-postgres bounds
+/// only the socket's connect per host, and one overall timeout would fire before the second
+/// host of a multi-host URL is tried.
+fn per_host(config: &Config) -> Vec<Config> {
+    let hosts = config.get_hosts();
+    let ports = config.get_ports();
+    let addrs = config.get_hostaddrs();
+    (0..hosts.len().max(1))
+        .map(|at| {
+            let mut one = Config::new();
+            if let Some(user) = config.get_user() {
+                one.user(user);
+            }
+            if let Some(password) = config.get_password() {
+                one.password(password);
+            }
+            if let Some(dbname) = config.get_dbname() {
+                one.dbname(dbname);
+            }
+            if let Some(options) = config.get_options() {
+                one.options(options);
+            }
+            if let Some(name) = config.get_application_name() {
+                one.application_name(name);
+            }
+            one.ssl_mode(config.get_ssl_mode())
+                .ssl_negotiation(config.get_ssl_negotiation())
+                .target_session_attrs(config.get_target_session_attrs())
+                .channel_binding(config.get_channel_binding())
+                .keepalives(config.get_keepalives())
+                .keepalives_idle(config.get_keepalives_idle());
+            match hosts.get(at) {
+                Some(tokio_postgres::config::Host::Tcp(host)) => {
+                    one.host(host);
+                }
+                Some(tokio_postgres::config::Host::Unix(path)) => {
+                    one.host_path(path);
+                }
+                None => {}
+            }
+            if let Some(addr) = addrs.get(at) {
+                one.hostaddr(*addr);
+            }
+            // One port for every host, or one each.
+            if let Some(port) = ports.get(at).or(ports.first().filter(|_| ports.len() == 1)) {
+                one.port(*port);
+            }
+            if let Some(timeout) = config.get_connect_timeout() {
+                one.connect_timeout(*timeout);
+            }
+            if let Some(timeout) = config.get_tcp_user_timeout() {
+                one.tcp_user_timeout(*timeout);
+            }
+            if let Some(interval) = config.get_keepalives_interval() {
+                one.keepalives_interval(interval);
+            }
+            if let Some(retries) = config.get_keepalives_retries() {
+                one.keepalives_retries(retries);
+            }
+            one
+        })
+        .collect()
+}
+
 /// What went wrong talking to the database, with the database's own words when it said any.
 pub fn describe(error: &tokio_postgres::Error) -> String {
     match error.as_db_error() {
@@ -65,12 +131,24 @@ impl std::fmt::Display for Failed {
 /// A request's work on the connection, as `Blocking::run` takes it.
 pub type Work<'c, T> = Pin<Box<dyn Future<Output = Result<T, tokio_postgres::Error>> + 'c>>;
 
+/// A host as an operator wrote it, for messages.
+fn host_name(config: &Config) -> String {
+    let port = config.get_ports().first().copied().unwrap_or(5432);
+    match config.get_hosts().first() {
+        Some(tokio_postgres::config::Host::Tcp(host)) => format!("{host}:{port}"),
+        Some(tokio_postgres::config::Host::Unix(path)) => path.display().to_string(),
+        None => "the default host".into(),
+    }
+}
+
 pub struct Blocking {
     config: Config,
     runtime: tokio::runtime::Runtime,
     client: Option<Client>,
     /// One more for each connection made: statements prepared on an earlier one are gone.
     generation: u64,
+    /// The host the last connection was made to, tried first next time.
+    preferred: usize,
 }
 
 impl Blocking {
@@ -83,6 +161,7 @@ impl Blocking {
             runtime,
             client: None,
             generation: 0,
+            preferred: 0,
         })
     }
 
@@ -106,20 +185,33 @@ impl Blocking {
             self.client = None;
         }
         if self.client.is_none() {
-            let config = self.config.clone();
-            let connected = self.runtime.block_on(async move {
-                // The connect timeout bounds each host; this bounds a host that accepts and
-                // then never answers the start-up exchange.
-                tokio::time::timeout(CONNECT_TIMEOUT * 3, config.connect(NoTls)).await
-            });
-            let (client, connection) = match connected {
-                Ok(Ok(pair)) => pair,
-                Ok(Err(error)) => return Err(not_sent(describe(&error))),
-                Err(_) => return Err(not_sent("PostgreSQL: no answer while connecting".into())),
-            };
-            self.runtime.spawn(connection);
-            self.client = Some(client);
-            self.generation += 1;
+            let mut causes = Vec::new();
+            let hosts = per_host(&self.config);
+            let order = (0..hosts.len()).map(|at| (at + self.preferred) % hosts.len());
+            for (at, host) in order.map(|at| (at, &hosts[at])) {
+                let connected = self.runtime.block_on(async {
+                    // The start-up exchange too: a host that accepts and never answers.
+                    tokio::time::timeout(CONNECT_TIMEOUT, host.connect(NoTls)).await
+                });
+                match connected {
+                    Ok(Ok((client, connection))) => {
+                        self.runtime.spawn(connection);
+                        self.client = Some(client);
+                        self.generation += 1;
+                        self.preferred = at;
+                        break;
+                    }
+                    Ok(Err(error)) => causes.push(describe(&error)),
+                    Err(_) => causes.push(format!(
+                        "PostgreSQL: no answer from {} within {} ms",
+                        host_name(host),
+                        CONNECT_TIMEOUT.as_millis()
+                    )),
+                }
+            }
+            if self.client.is_none() {
+                return Err(not_sent(causes.join("; ")));
+            }
         }
         let client = self.client.as_mut().expect("connected above");
         let answer = self
