@@ -30,6 +30,9 @@ pub enum ErrorCode {
     UnknownOperation,
     SerializationException,
     InternalFailure,
+    /// Storage refused a change before making it (a log that cannot be written, a node that no
+    /// longer leads): AWS's common error for a temporary failure, which SDKs retry.
+    ServiceUnavailable,
     /// A request body past `--max-request-bytes` (AWS's front end answers 413 as well).
     RequestEntityTooLarge,
     /// A request body not received within `--body-timeout`.
@@ -176,6 +179,11 @@ impl ErrorCode {
                 "InternalFailure",
                 500,
             ),
+            ServiceUnavailable => (
+                "com.amazon.coral.service#ServiceUnavailableException",
+                "ServiceUnavailable",
+                503,
+            ),
             RequestEntityTooLarge => (
                 "com.amazon.coral.service#RequestEntityTooLargeException",
                 "RequestEntityTooLarge",
@@ -307,16 +315,17 @@ impl From<BackendError> for ApiError {
     fn from(e: BackendError) -> Self {
         match e {
             BackendError::Rejected(e) => e.into(),
-            // SQS calls it InternalFailure; SNS answers InternalError. The cause (a log that
-            // cannot be written, a database that cannot be reached) is the operator's to read,
-            // logged here once, not the client's.
+            // Refused before anything was changed: a temporary failure (503), retried by SDKs.
+            // The cause (a log that cannot be written, a database that cannot be reached) is
+            // the operator's to read, logged here once, not the client's.
             BackendError::Unavailable(cause) | BackendError::Conflict(cause) => {
                 tracing::warn!(%cause, "storage unavailable: request refused");
                 ApiError::new(
-                    ErrorCode::InternalFailure,
+                    ErrorCode::ServiceUnavailable,
                     "The change could not be persisted: storage is unavailable. Nothing of the request was kept; try again.",
                 )
             }
+            // SQS calls it InternalFailure; SNS answers InternalError.
             BackendError::Unconfirmed(cause) => {
                 tracing::warn!(%cause, "storage did not confirm a change: outcome unknown");
                 ApiError::new(
