@@ -15,6 +15,7 @@ mod localstack;
 mod recorded;
 pub mod server;
 pub mod sigv4;
+pub mod standby;
 pub mod tls;
 mod unsigned;
 
@@ -324,18 +325,27 @@ async fn read_body(
     body: axum::body::Body,
     request_id: &str,
 ) -> Result<bytes::Bytes, Response> {
-    body::read(headers, body, state.body)
-        .await
-        .map_err(|error| {
-            let mut response = early_error(headers, &error.to_api_error(), request_id);
-            if error.leaves_bytes_unread() {
-                // This connection cannot carry another request.
-                response
-                    .headers_mut()
-                    .insert(header::CONNECTION, HeaderValue::from_static("close"));
-            }
+    read_limited(headers, body, state.body, request_id).await
+}
+
+/// A request's body within `limits`, or the AWS error for one past them (its connection then
+/// closed when bytes are left unread).
+pub(super) async fn read_limited(
+    headers: &HeaderMap,
+    body: axum::body::Body,
+    limits: BodyLimits,
+    request_id: &str,
+) -> Result<bytes::Bytes, Response> {
+    body::read(headers, body, limits).await.map_err(|error| {
+        let mut response = early_error(headers, &error.to_api_error(), request_id);
+        if error.leaves_bytes_unread() {
+            // This connection cannot carry another request.
             response
-        })
+                .headers_mut()
+                .insert(header::CONNECTION, HeaderValue::from_static("close"));
+        }
+        response
+    })
 }
 
 async fn handle(State(state): State<HttpState>, request: Request) -> Response {

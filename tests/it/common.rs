@@ -4,7 +4,8 @@
 //! user may create databases), every server a test starts without a data directory keeps its
 //! state in a fresh PostgreSQL database instead: the same tests then run on both backends.
 //! `ORDERLY_TEST_STORAGE=postgres-log` does the same with the engine's log in the database
-//! (`--storage-mode log`).
+//! (`--storage-mode log`), and `postgres-standby` too, with a leader started first on the
+//! database, so the test's server is a standby that passes every request on to it.
 
 use std::net::SocketAddr;
 
@@ -54,28 +55,43 @@ pub async fn start_with_clock(
     config: Config,
     clock: std::sync::Arc<orderly::clock::ManualClock>,
 ) -> Server {
-    let config = on_test_storage(config).await;
+    let config = on_test_storage(config, Some(clock.clone())).await;
     serve(App::bind_with_clock(&config, clock).await.expect("bind"))
 }
 
 pub async fn start_with(config: Config) -> Server {
-    let config = on_test_storage(config).await;
+    let config = on_test_storage(config, None).await;
     serve(App::bind(&config).await.expect("bind"))
 }
 
-/// How this run keeps servers' state in PostgreSQL, if it does (`ORDERLY_TEST_STORAGE`:
-/// `postgres` for rows, `postgres-log` for the engine's log).
-pub fn test_storage() -> Option<StorageMode> {
+/// How this run keeps servers' state in PostgreSQL, if it does (`ORDERLY_TEST_STORAGE`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TestStorage {
+    /// `postgres`: the row storage.
+    Rows,
+    /// `postgres-log`: the engine's log, the test's server leading it.
+    Log,
+    /// `postgres-standby`: the engine's log, the test's server a standby of another.
+    Standby,
+}
+
+pub fn test_storage() -> Option<TestStorage> {
     match std::env::var("ORDERLY_TEST_STORAGE").ok()?.as_str() {
-        "postgres" => Some(StorageMode::Rows),
-        "postgres-log" => Some(StorageMode::Log),
+        "postgres" => Some(TestStorage::Rows),
+        "postgres-log" => Some(TestStorage::Log),
+        "postgres-standby" => Some(TestStorage::Standby),
         _ => None,
     }
 }
 
-/// An ephemeral server's settings, moved to a fresh PostgreSQL database when this run asks.
-async fn on_test_storage(mut config: Config) -> Config {
-    let Some(mode) = test_storage() else {
+/// An ephemeral server's settings, moved to a fresh PostgreSQL database when this run asks;
+/// for a standby, a leader (on `clock`, if given) serves that database first, until the test
+/// ends.
+async fn on_test_storage(
+    mut config: Config,
+    clock: Option<std::sync::Arc<orderly::clock::ManualClock>>,
+) -> Config {
+    let Some(storage) = test_storage() else {
         return config;
     };
     if !config.ephemeral {
@@ -86,8 +102,18 @@ async fn on_test_storage(mut config: Config) -> Config {
         .expect("ORDERLY_TEST_STORAGE=postgres needs ORDERLY_TEST_POSTGRES (scripts/postgres-cluster start)");
     config.ephemeral = false;
     config.storage = Some(url);
-    config.storage_mode = mode;
+    config.storage_mode = match storage {
+        TestStorage::Rows => StorageMode::Rows,
+        TestStorage::Log | TestStorage::Standby => StorageMode::Log,
+    };
     config.storage_pool_size = 8;
+    if storage == TestStorage::Standby {
+        let leader = match clock {
+            Some(clock) => App::bind_with_clock(&config, clock).await,
+            None => App::bind(&config).await,
+        };
+        tokio::spawn(leader.expect("the leader").serve(std::future::pending()));
+    }
     config
 }
 

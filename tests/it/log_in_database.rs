@@ -277,46 +277,71 @@ async fn a_deposed_leader_acknowledges_nothing_more() {
     drop(first);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_waiting_node_takes_over_once_the_leader_gives_up_its_lease() {
-    let Some(url) = common::fresh_database().await else {
-        return;
-    };
-    let config = on_log(&url);
-    let first = Stoppable::start(App::bind(&config).await.expect("leads")).await;
-    let fifo = fifo(&first.server, "handover.fifo").await;
-    let client = database(&url).await;
-    let (epoch, first_url) = leader(&client).await;
-    assert_eq!(first_url, first.server.url());
-
-    let waiting = tokio::spawn({
-        let config = config.clone();
-        async move { App::bind(&config).await.expect("leads in turn") }
-    });
-    // The leader keeps serving while the other waits for the lease.
-    for i in 0..5 {
-        send(&first.server, &fifo, "g", &format!("m{i}")).await;
-    }
-    assert_eq!(leader(&client).await, (epoch, first_url));
-    assert!(!waiting.is_finished(), "took the lease while it was held");
-    first.stop().await;
-
-    let started = Instant::now();
-    let app = tokio::time::timeout(Duration::from_secs(20), waiting)
-        .await
-        .expect("takes over soon after the lease is given up")
-        .expect("bound");
-    // Given up, not lapsed: no need to wait out the lease.
-    assert!(started.elapsed() < orderly::persist::database::lease::LEASE);
-    let second = Stoppable::start(app).await;
-    assert_eq!(leader(&client).await, (epoch + 1, second.server.url()));
-    let state = reqwest::get(format!("{}/_orderly/cluster", second.server.url()))
+/// `GET /_orderly/cluster` of a node.
+async fn cluster(server: &common::Server) -> serde_json::Value {
+    let state = reqwest::get(format!("{}/_orderly/cluster", server.url()))
         .await
         .expect("answered")
         .text()
         .await
         .expect("a body");
-    let state: serde_json::Value = serde_json::from_str(&state).expect("JSON");
+    serde_json::from_str(&state).expect("JSON")
+}
+
+/// Waits (a bound of 20 s, polling: the lease runs on real time) until `server` leads; returns
+/// how long that took.
+async fn until_it_leads(server: &common::Server) -> Duration {
+    let started = Instant::now();
+    loop {
+        if cluster(server).await["role"] == "leader" {
+            return started.elapsed();
+        }
+        assert!(started.elapsed() < Duration::from_secs(20), "never led");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_standby_passes_requests_on_and_leads_once_the_leader_gives_up_its_lease() {
+    let Some(url) = common::fresh_database().await else {
+        return;
+    };
+    let config = on_log(&url);
+    let first = Stoppable::start(App::bind(&config).await.expect("leads")).await;
+    let client = database(&url).await;
+    let (epoch, first_url) = leader(&client).await;
+    assert_eq!(first_url, first.server.url());
+
+    // Another node serves at once, as a standby.
+    let second = Stoppable::start(App::bind(&config).await.expect("a standby")).await;
+    let state = cluster(&second.server).await;
+    assert_eq!(state["role"], "standby", "{state}");
+    assert_eq!(state["leader"], first_url, "{state}");
+    assert_eq!(state["epoch"], epoch, "{state}");
+    // Every request through it is the leader's, and the URLs handed out name the standby.
+    let fifo = fifo(&second.server, "handover.fifo").await;
+    assert!(fifo.starts_with(&second.server.url()), "{fifo}");
+    for i in 0..5 {
+        send(&second.server, &fifo, "g", &format!("m{i}")).await;
+    }
+    let on_leader = reqwest::get(format!(
+        "{}/_orderly/queues/handover.fifo/messages",
+        first.server.url()
+    ))
+    .await
+    .expect("answered")
+    .text()
+    .await
+    .expect("a body");
+    assert!(on_leader.contains("\"m4\""), "{on_leader}");
+    assert_eq!(leader(&client).await, (epoch, first_url));
+    first.stop().await;
+
+    // Given up, not lapsed: no need to wait out the lease.
+    let took = until_it_leads(&second.server).await;
+    assert!(took < orderly::persist::database::lease::LEASE, "{took:?}");
+    assert_eq!(leader(&client).await, (epoch + 1, second.server.url()));
+    let state = cluster(&second.server).await;
     assert_eq!(state["role"], "leader", "{state}");
     assert_eq!(state["epoch"], epoch + 1, "{state}");
     assert_eq!(state["leader"], second.server.url(), "{state}");
@@ -566,31 +591,26 @@ fn a_killed_leader_is_replaced_within_the_lease_and_loses_nothing_acknowledged()
         "--clock",
         "manual",
     ];
+    // Three nodes: the first leads, the others pass requests on to it.
     let mut first = crate::binary::start(dir.path(), &args, "warn");
-    let standby = std::thread::spawn({
-        let (dir, url) = (dir.path().to_path_buf(), url.clone());
-        move || {
-            let args = [
-                "--storage",
-                url.as_str(),
-                "--storage-mode",
-                "log",
-                "--clock",
-                "manual",
-            ];
-            crate::binary::start(&dir, &args, "warn")
-        }
-    });
-    let server = Arc::new(process_server(first.addr));
+    let others = [
+        crate::binary::start(dir.path(), &args, "warn"),
+        crate::binary::start(dir.path(), &args, "warn"),
+    ];
+    let nodes: Vec<Arc<common::Server>> = [first.addr, others[0].addr, others[1].addr]
+        .into_iter()
+        .map(|addr| Arc::new(process_server(addr)))
+        .collect();
     let ledger = Arc::new(Mutex::new(Ledger::default()));
-    let queue = runtime.block_on(fifo(&server, "kill.fifo"));
+    let queue = runtime.block_on(fifo(&nodes[1], "kill.fifo"));
+    // The load spread over the three nodes.
     let mut work = Vec::new();
     for group in 0..GROUPS {
-        let (server, queue, ledger) = (server.clone(), queue.clone(), ledger.clone());
+        let (server, queue, ledger) = (nodes[group % 3].clone(), queue.clone(), ledger.clone());
         work.push(runtime.spawn(produce(server, queue, group, ledger)));
     }
-    for _ in 0..2 {
-        let (server, queue, ledger) = (server.clone(), queue.clone(), ledger.clone());
+    for consumer in 0..2 {
+        let (server, queue, ledger) = (nodes[consumer + 1].clone(), queue.clone(), ledger.clone());
         work.push(runtime.spawn(consume(server, queue, ledger)));
     }
     // Killed under load, once there is something of each kind to lose.
@@ -611,26 +631,49 @@ fn a_killed_leader_is_replaced_within_the_lease_and_loses_nothing_acknowledged()
     }
     first.child.kill().expect("SIGKILL");
     let killed = Instant::now();
-    let second = standby.join().expect("the standby leads");
+    runtime.block_on(async {
+        for task in work {
+            task.await.expect("no task panicked");
+        }
+    });
+    // One of the others leads within the lease; the third passes requests on to it.
+    let (new_leader, standby) = runtime.block_on(async {
+        loop {
+            let roles = [
+                cluster(&nodes[1]).await["role"].clone(),
+                cluster(&nodes[2]).await["role"].clone(),
+            ];
+            match roles.iter().position(|role| role == "leader") {
+                Some(at) => break (nodes[at + 1].clone(), nodes[2 - at].clone()),
+                None => {
+                    assert!(killed.elapsed() < Duration::from_secs(30), "nobody leads");
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+            }
+        }
+    });
     let took = killed.elapsed();
     eprintln!("a killed leader was replaced in {} ms", took.as_millis());
     assert!(
         took < orderly::persist::database::lease::LEASE + Duration::from_secs(10),
         "{took:?}"
     );
+    let ledger = ledger.lock().expect("ledger");
+    // The standby learns who leads now at its next look at the lease (within a second).
     runtime.block_on(async {
-        for task in work {
-            task.await.expect("no task panicked");
+        while cluster(&standby).await["leader"] != new_leader.url() {
+            assert!(
+                killed.elapsed() < Duration::from_secs(30),
+                "the standby follows no one"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
         }
     });
-    let ledger = ledger.lock().expect("ledger");
-    let second = process_server(second.addr);
-    let queue = format!("{}/000000000000/kill.fifo", second.url());
     // What was received and not deleted when the leader died is still in flight: let its
-    // visibility pass.
+    // visibility pass (through the standby, which passes it on).
     let moved = runtime.block_on(async {
         reqwest::Client::new()
-            .post(format!("{}/_orderly/clock", second.url()))
+            .post(format!("{}/_orderly/clock", standby.url()))
             .body(r#"{"advance": "1h"}"#)
             .send()
             .await
@@ -638,7 +681,7 @@ fn a_killed_leader_is_replaced_within_the_lease_and_loses_nothing_acknowledged()
             .status()
     });
     assert!(moved.is_success(), "{moved}");
-    let left = runtime.block_on(bodies(&second, &queue));
+    let left = runtime.block_on(bodies(&standby, &queue));
     for body in &left {
         assert!(
             !ledger.deleted.contains(body),

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use tokio_postgres::Client;
 
-use super::connection::{Blocking, Work};
+use super::connection::{Blocking, Failed, Work};
 use super::OpenError;
 use crate::persist::writer::FileJournal;
 
@@ -35,46 +35,57 @@ pub struct Holder {
     pub remaining_ms: i64,
 }
 
+/// Takes the lease for `node` (serving at `url`) if it is free or lapsed: the new epoch, or
+/// who holds it.
+pub fn try_take(db: &mut Blocking, node: &str, url: &str) -> Result<Result<i64, Holder>, Failed> {
+    let (node, url) = (node.to_string(), url.to_string());
+    db.run(
+        super::STARTUP_TIMEOUT,
+        move |client: &mut Client| -> Work<'_, _> {
+            Box::pin(async move {
+                let lease_ms = LEASE.as_millis() as f64;
+                let taken = client
+                    .query_opt(
+                        "UPDATE log_leader SET epoch = epoch + 1, node = $1, url = $2, \
+                         expires = now() + $3 * interval '1 millisecond' \
+                         WHERE id = 1 AND expires <= now() RETURNING epoch",
+                        &[&node, &url, &lease_ms],
+                    )
+                    .await?;
+                if let Some(row) = taken {
+                    return Ok(Ok(row.get::<_, i64>(0)));
+                }
+                let row = client
+                    .query_one(
+                        "SELECT epoch, node, url, \
+                         (extract(epoch FROM expires - now()) * 1000)::bigint FROM log_leader",
+                        &[],
+                    )
+                    .await?;
+                Ok(Err(Holder {
+                    epoch: row.get(0),
+                    node: row.get(1),
+                    url: row.get(2),
+                    remaining_ms: row.get(3),
+                }))
+            })
+        },
+    )
+}
+
+/// How long to wait before asking for a lease `holder` holds again: until it would lapse, at
+/// most a second.
+pub fn retry_after(holder: &Holder) -> Duration {
+    Duration::from_millis(holder.remaining_ms.clamp(10, 1000) as u64)
+}
+
 /// Takes the lease for `node` (serving at `url`) once it is free or lapsed, waiting for as long
 /// as another node holds it (unless `wait` is false: then that is an error); returns the new
 /// epoch.
 pub fn acquire(db: &mut Blocking, node: &str, url: &str, wait: bool) -> Result<i64, OpenError> {
     let mut said: Option<String> = None;
     loop {
-        let (node_owned, url_owned) = (node.to_string(), url.to_string());
-        let taken = db.run(
-            super::STARTUP_TIMEOUT,
-            move |client: &mut Client| -> Work<'_, _> {
-                Box::pin(async move {
-                    let lease_ms = LEASE.as_millis() as f64;
-                    let taken = client
-                        .query_opt(
-                            "UPDATE log_leader SET epoch = epoch + 1, node = $1, url = $2, \
-                         expires = now() + $3 * interval '1 millisecond' \
-                         WHERE id = 1 AND expires <= now() RETURNING epoch",
-                            &[&node_owned, &url_owned, &lease_ms],
-                        )
-                        .await?;
-                    if let Some(row) = taken {
-                        return Ok(Ok(row.get::<_, i64>(0)));
-                    }
-                    let row = client
-                        .query_one(
-                            "SELECT epoch, node, url, \
-                         (extract(epoch FROM expires - now()) * 1000)::bigint FROM log_leader",
-                            &[],
-                        )
-                        .await?;
-                    Ok(Err(Holder {
-                        epoch: row.get(0),
-                        node: row.get(1),
-                        url: row.get(2),
-                        remaining_ms: row.get(3),
-                    }))
-                })
-            },
-        );
-        let wait = match taken {
+        let wait = match try_take(db, node, url) {
             Ok(Ok(epoch)) => return Ok(epoch),
             Ok(Err(holder)) if !wait => {
                 return Err(OpenError::Led {
@@ -92,7 +103,7 @@ pub fn acquire(db: &mut Blocking, node: &str, url: &str, wait: bool) -> Result<i
                     );
                     said = Some(news);
                 }
-                Duration::from_millis(holder.remaining_ms.clamp(10, 1000) as u64)
+                retry_after(&holder)
             }
             Err(failed) => {
                 if said.as_ref() != Some(&failed.cause) {
@@ -178,7 +189,8 @@ impl Drop for Keeper {
     }
 }
 
-fn release(db: &mut Blocking, epoch: i64) {
+/// Gives the lease of `epoch` up, so the next node takes it at once.
+pub fn release(db: &mut Blocking, epoch: i64) {
     let released = db.run(RENEW_TIMEOUT, move |client: &mut Client| -> Work<'_, _> {
         Box::pin(async move {
             client

@@ -94,38 +94,110 @@ pub fn open<W: Default>(
     settings: &Settings,
     engine: &mut Engine<W>,
 ) -> Result<DatabaseLog, OpenError> {
-    let config = connection::config(&settings.url).map_err(OpenError::Url)?;
-    let mut db = connection::Blocking::new(config.clone())?;
-    schema::prepare(&mut db, &settings.region, &settings.account_id)?;
-    let node = uuid::Uuid::new_v4().to_string();
+    let mut prepared = Prepared::new(settings, engine)?;
     let epoch = lease::acquire(
-        &mut db,
-        &node,
+        &mut prepared.db,
+        &prepared.node,
         &settings.advertise_url,
         settings.wait_for_lease,
     )?;
-    let journal = FileJournal::new();
-    engine.set_journal(journal.clone());
-    let recovered = recovery::recover(&mut db, engine)?;
-    let next_lsn = recovered.report.next_lsn;
-    journal.count_logged(recovered.log_bytes);
-    journal.start(
-        table_log::TableLog::new(db, epoch, next_lsn),
-        next_lsn,
-        FsyncMode::Always,
-    );
-    let lease = Keeper::start(
-        connection::Blocking::new(config.clone())?,
-        epoch,
-        journal.clone(),
-    )?;
-    Ok(DatabaseLog {
-        journal,
-        lease: Arc::new(lease),
-        snapshots: DatabaseSnapshots::new(config, epoch),
-        live_at_snapshot: recovered.live_at_snapshot,
-        report: recovered.report,
-    })
+    prepared.lead(engine, epoch)
+}
+
+/// A database made ready for this node's engine, before it leads: the tables checked, a
+/// connection, and the journal the engine was given (not writing yet).
+pub struct Prepared {
+    config: tokio_postgres::Config,
+    db: connection::Blocking,
+    node: String,
+    pub journal: Arc<FileJournal>,
+}
+
+/// What asking for the lease found.
+pub enum Asked {
+    /// This node leads now, in this epoch.
+    Leads(i64),
+    /// Another node leads, at this URL, in this epoch; ask again after the pause.
+    Held {
+        url: String,
+        epoch: i64,
+        again_after: Duration,
+    },
+    /// The database did not answer; ask again after the pause.
+    Unreachable {
+        cause: String,
+        again_after: Duration,
+    },
+}
+
+impl Prepared {
+    /// Checks the tables and gives `engine` (fresh) the journal it will log to.
+    pub fn new<W: Default>(settings: &Settings, engine: &mut Engine<W>) -> Result<Self, OpenError> {
+        let config = connection::config(&settings.url).map_err(OpenError::Url)?;
+        let mut db = connection::Blocking::new(config.clone())?;
+        schema::prepare(&mut db, &settings.region, &settings.account_id)?;
+        let journal = FileJournal::new();
+        engine.set_journal(journal.clone());
+        Ok(Prepared {
+            config,
+            db,
+            node: uuid::Uuid::new_v4().to_string(),
+            journal,
+        })
+    }
+
+    /// Takes the lease if it is free or lapsed, advertising `url`.
+    pub fn ask(&mut self, url: &str) -> Asked {
+        match lease::try_take(&mut self.db, &self.node, url) {
+            Ok(Ok(epoch)) => Asked::Leads(epoch),
+            Ok(Err(holder)) => Asked::Held {
+                again_after: lease::retry_after(&holder),
+                url: holder.url,
+                epoch: holder.epoch,
+            },
+            Err(failed) => Asked::Unreachable {
+                cause: failed.cause,
+                again_after: Duration::from_secs(1),
+            },
+        }
+    }
+
+    /// With the lease of `epoch` taken: recovers `engine` (which holds nothing yet) from the
+    /// database and starts the journal and the lease's renewal.
+    pub fn lead<W: Default>(
+        mut self,
+        engine: &Engine<W>,
+        epoch: i64,
+    ) -> Result<DatabaseLog, OpenError> {
+        let recovered = match recovery::recover(&mut self.db, engine) {
+            Ok(recovered) => recovered,
+            Err(error) => {
+                // Not leading after all: the next node need not wait out the lease.
+                lease::release(&mut self.db, epoch);
+                return Err(error.into());
+            }
+        };
+        let next_lsn = recovered.report.next_lsn;
+        let journal = self.journal;
+        journal.count_logged(recovered.log_bytes);
+        journal.start(
+            table_log::TableLog::new(self.db, epoch, next_lsn),
+            next_lsn,
+            FsyncMode::Always,
+        );
+        let lease = Keeper::start(
+            connection::Blocking::new(self.config.clone())?,
+            epoch,
+            journal.clone(),
+        )?;
+        Ok(DatabaseLog {
+            journal,
+            lease: Arc::new(lease),
+            snapshots: DatabaseSnapshots::new(self.config, epoch),
+            live_at_snapshot: recovered.live_at_snapshot,
+            report: recovered.report,
+        })
+    }
 }
 
 #[cfg(test)]

@@ -23,6 +23,7 @@ const CHUNK_BYTES: usize = 8 << 20;
 const WRITE_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// The leader's snapshots, written through a connection of their own.
+#[derive(Clone)]
 pub struct DatabaseSnapshots {
     config: Config,
     epoch: i64,

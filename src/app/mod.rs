@@ -2,6 +2,8 @@
 //! worker, move-task runners, the snapshotter, the service and the HTTP server; and the order
 //! they stop in.
 
+mod log_database;
+
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -48,6 +50,8 @@ pub struct Built {
     pub service: Arc<Service>,
     pub snapshots: Option<Arc<Snapshotter>>,
     pub lease: Option<Arc<crate::persist::database::Keeper>>,
+    /// How `GET /_orderly/cluster` reads this node's state, when not single.
+    pub cluster: Option<crate::service::cluster::ClusterStatus>,
 }
 
 /// Opens the data directory (recovering the engine from it) unless ephemeral, builds the
@@ -99,65 +103,8 @@ fn serve_engine(
         service: Service::new(backend, Arc::new(webhooks), clock, settings, metrics),
         snapshots,
         lease: None,
+        cluster: None,
     })
-}
-
-/// `--storage URL --storage-mode log`: the engine recovered from the log and snapshots in that
-/// database, once this node holds the lease on it (waiting while another node does).
-pub async fn build_service_on_log_database(
-    config: &Config,
-    url: &str,
-    clock: Arc<dyn Clock>,
-    listening: SocketAddr,
-    scheme: &str,
-) -> std::io::Result<Built> {
-    let settings = crate::persist::database::Settings {
-        url: url.to_string(),
-        region: config.region.clone(),
-        account_id: config.account_id.clone(),
-        advertise_url: config
-            .advertise_url
-            .clone()
-            .unwrap_or_else(|| format!("{scheme}://{listening}")),
-        wait_for_lease: true,
-    };
-    let mut engine = Engine::new(&config.account_id, &config.region);
-    let started = std::time::Instant::now();
-    let (engine, log) = tokio::task::spawn_blocking(move || {
-        let log = crate::persist::database::open(&settings, &mut engine);
-        (engine, log)
-    })
-    .await
-    .map_err(std::io::Error::other)?;
-    let log = log.map_err(std::io::Error::other)?;
-    tracing::info!(
-        epoch = log.lease.epoch(),
-        snapshot = log.report.snapshot.as_deref().unwrap_or("none"),
-        snapshot_messages = log.report.snapshot_messages,
-        replayed = log.report.replayed,
-        millis = started.elapsed().as_millis() as u64,
-        "storage: the log in PostgreSQL; leading, recovered"
-    );
-    let mut engine = engine;
-    configure_engine(config, &mut engine);
-    let engine = Arc::new(engine);
-    let snapshots = Arc::new(Snapshotter::new(
-        engine.clone(),
-        log.journal.clone(),
-        Box::new(log.snapshots),
-        log.live_at_snapshot,
-        config.snapshot_after,
-    ));
-    let mut built = serve_engine(
-        config,
-        clock,
-        listening,
-        engine,
-        Some(log.journal),
-        Some(snapshots),
-    )?;
-    built.lease = Some(log.lease);
-    Ok(built)
 }
 
 /// What every backend's service needs: the webhook sender and the service's settings.
@@ -220,6 +167,7 @@ pub async fn build_service_on_postgres(
         service: Service::new(backend, Arc::new(webhooks), clock, settings, metrics),
         snapshots: None,
         lease: None,
+        cluster: None,
     })
 }
 
@@ -259,23 +207,13 @@ fn configure_engine(config: &Config, engine: &mut Engine<Notify>) {
     engine.set_webhook_max_pending(config.webhook_max_pending);
 }
 
-/// How `GET /_orderly/cluster` reads this node's state: leading a log in a database, or single.
-fn cluster_status(built: &Built, own_url: String) -> crate::service::cluster::ClusterStatus {
+/// How `GET /_orderly/cluster` reads a node on its own: its URL, and how far its log is
+/// written (when it keeps one).
+fn single_status(built: &Built, own_url: String) -> crate::service::cluster::ClusterStatus {
     let journal = built.snapshots.as_ref().map(|s| s.journal().clone());
-    let applied = move || journal.as_ref().map_or(0, |j| j.durable().lsn);
-    match &built.lease {
-        Some(lease) => {
-            let epoch = lease.epoch() as u64;
-            Arc::new(move || crate::service::cluster::ClusterState {
-                role: "leader",
-                epoch,
-                leader: own_url.clone(),
-                applied: applied(),
-                lag: 0,
-            })
-        }
-        None => crate::service::cluster::single(own_url, applied),
-    }
+    crate::service::cluster::single(own_url, move || {
+        journal.as_ref().map_or(0, |j| j.durable().lsn)
+    })
 }
 
 /// `--import-from DIR` or `--export-to DIR`: moves the whole state between a data directory
@@ -369,6 +307,8 @@ pub struct App {
     pub service: Arc<Service>,
     snapshots: Option<Arc<Snapshotter>>,
     lease: Option<Arc<crate::persist::database::Keeper>>,
+    /// A standby's way to leadership (`--storage-mode log`, the lease held by another node).
+    waiting: Option<log_database::Waiting>,
     limits: ServerLimits,
     body: BodyLimits,
     browser: BrowserRules,
@@ -433,25 +373,33 @@ impl App {
             None => None,
         };
         let scheme = if tls.is_some() { "https" } else { "http" };
-        let built = match (&config.storage, config.storage_mode) {
-            (Some(url), StorageMode::Rows) => {
-                build_service_on_postgres(config, url, clock, listening).await?
-            }
-            (Some(url), StorageMode::Log) => {
-                build_service_on_log_database(config, url, clock, listening, scheme).await?
-            }
-            (None, _) => build_service(config, clock, listening)?,
-        };
         let own_url = config
             .advertise_url
             .clone()
             .unwrap_or_else(|| format!("{scheme}://{listening}"));
-        built
-            .service
-            .set_cluster_status(cluster_status(&built, own_url));
+        let (built, waiting) = match (&config.storage, config.storage_mode) {
+            (Some(url), StorageMode::Rows) => (
+                build_service_on_postgres(config, url, clock, listening).await?,
+                None,
+            ),
+            (Some(url), StorageMode::Log) => {
+                log_database::build(config, url, clock, listening, own_url.clone(), body).await?
+            }
+            (None, _) => (build_service(config, clock, listening)?, None),
+        };
+        let status = match &built.cluster {
+            Some(status) => status.clone(),
+            None => single_status(&built, own_url),
+        };
+        built.service.set_cluster_status(status);
         let mut limits = limits;
         limits.open = built.service.metrics.open_connections.clone();
+        // A standby changes nothing itself: the leader's state is what an init file set up.
         let init_report = match &config.init {
+            Some(_) if waiting.is_some() => {
+                tracing::info!("a standby applies no --init file: the leader's state holds it");
+                None
+            }
             Some(path) => Some(apply_init(config, path, &built.service, scheme, listening).await?),
             None => None,
         };
@@ -460,6 +408,7 @@ impl App {
             service: built.service,
             snapshots: built.snapshots,
             lease: built.lease,
+            waiting,
             limits,
             body,
             browser,
@@ -483,43 +432,101 @@ impl App {
         }
     }
 
-    /// Serves until `shutdown` completes, then lets in-flight requests finish.
+    /// Serves until `shutdown` completes, then lets in-flight requests finish. A standby passes
+    /// requests on to the leader until it leads itself.
     pub async fn serve(
         self,
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> std::io::Result<()> {
-        let service = &self.service;
-        let deliveries = tokio::spawn(crate::delivery::run(
-            service.backend.clone(),
-            service.clock.clone(),
-            service.webhooks.clone(),
-        ));
-        let snapshotting = self.snapshots.clone().map(|s| tokio::spawn(s.run()));
-        self.service.backend.resume_move_tasks();
         let service = self.service.clone();
         let scheme = self.scheme();
-        let router = crate::http::router(
+        let started = Arc::new(Started::default());
+        let standby = self.waiting.as_ref().map(|w| w.standby.clone());
+        let promotion = match self.waiting {
+            Some(waiting) => Some(tokio::spawn(log_database::promote(
+                waiting,
+                service.clone(),
+                started.clone(),
+            ))),
+            None => {
+                started.begin(&service, self.snapshots, self.lease);
+                None
+            }
+        };
+        let mut router = crate::http::router(
             self.service,
             self.body,
             self.browser,
             (scheme, self.clock_control.clone()),
             self.auth,
         );
+        if let Some(standby) = standby {
+            router = router.layer(axum::middleware::from_fn_with_state(
+                standby,
+                crate::http::standby::forward_unless_leading,
+            ));
+        }
         let served =
             crate::http::server::serve(self.listener, router, self.limits, self.tls, shutdown)
                 .await;
-        // Background work stops before the log closes (a snapshot already writing on a
-        // blocking thread is not interrupted, but waited for).
-        deliveries.abort();
-        let _ = deliveries.await;
-        if let Some(snapshotting) = snapshotting {
-            snapshotting.abort();
-            let _ = snapshotting.await;
+        if let Some(promotion) = promotion {
+            promotion.abort();
+            let _ = promotion.await;
         }
-        let _ = service.backend.stop_move_tasks().await;
+        started.stop(&service).await;
+        served
+    }
+}
+
+/// The work a serving node runs beside requests, started at once or when a standby comes to
+/// lead, and stopped in order when the server stops.
+#[derive(Default)]
+pub struct Started {
+    tasks: std::sync::Mutex<Vec<tokio::task::JoinHandle<()>>>,
+    snapshots: std::sync::OnceLock<Arc<Snapshotter>>,
+    lease: std::sync::OnceLock<Arc<crate::persist::database::Keeper>>,
+}
+
+impl Started {
+    /// Starts the webhook worker, the snapshotter and the move tasks.
+    fn begin(
+        &self,
+        service: &Arc<Service>,
+        snapshots: Option<Arc<Snapshotter>>,
+        lease: Option<Arc<crate::persist::database::Keeper>>,
+    ) {
+        let mut tasks = self.tasks.lock().unwrap_or_else(|p| p.into_inner());
+        tasks.push(tokio::spawn(crate::delivery::run(
+            service.backend.clone(),
+            service.clock.clone(),
+            service.webhooks.clone(),
+        )));
+        if let Some(snapshots) = snapshots {
+            tasks.push(tokio::spawn(snapshots.clone().run()));
+            let _ = self.snapshots.set(snapshots);
+        }
+        if let Some(lease) = lease {
+            let _ = self.lease.set(lease);
+        }
+        drop(tasks);
+        service.backend.resume_move_tasks();
+    }
+
+    /// Background work stops before the log closes (a snapshot already writing on a blocking
+    /// thread is not interrupted, but waited for); the lease is given up last.
+    async fn stop(&self, service: &Service) {
+        let tasks = std::mem::take(&mut *self.tasks.lock().unwrap_or_else(|p| p.into_inner()));
+        let began = !tasks.is_empty();
+        for task in tasks {
+            task.abort();
+            let _ = task.await;
+        }
+        if began {
+            let _ = service.backend.stop_move_tasks().await;
+        }
         // Every answered request is durable already; this flushes background changes too,
         // once a snapshot still being written is done.
-        if let Some(snapshots) = self.snapshots.clone() {
+        if let Some(snapshots) = self.snapshots.get().cloned() {
             let _ = tokio::task::spawn_blocking(move || {
                 snapshots.finish();
                 snapshots.journal().close();
@@ -527,10 +534,9 @@ impl App {
             .await;
         }
         // Given up only once nothing more is written, so the next leader reads it all.
-        if let Some(lease) = self.lease {
+        if let Some(lease) = self.lease.get().cloned() {
             let _ = tokio::task::spawn_blocking(move || lease.release()).await;
         }
-        served
     }
 }
 

@@ -1,0 +1,254 @@
+//! `--storage URL --storage-mode log`: the engine recovered from the log and snapshots in that
+//! database by the node holding the lease. A node that finds the lease held starts as a
+//! standby: it serves at once by passing every request on to the leader (`http::standby`), and
+//! keeps asking for the lease; once it has it, it recovers the engine and serves it itself.
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::Arc;
+
+use tokio::sync::Notify;
+
+use super::{configure_engine, serve_engine, Built, Started};
+use crate::clock::Clock;
+use crate::config::Config;
+use crate::engine::Engine;
+use crate::http::standby::Standby;
+use crate::persist::database::{Asked, DatabaseLog, Prepared, Settings};
+use crate::persist::snapshot::Snapshotter;
+use crate::service::cluster::{ClusterState, ClusterStatus};
+use crate::service::Service;
+
+/// A standby's way to leadership, handed from `build` to `App::serve`.
+pub struct Waiting {
+    prepared: OffThread,
+    engine: Arc<Engine<Notify>>,
+    pub standby: Arc<Standby>,
+    own_url: String,
+    snapshot_after: u64,
+    epoch: Arc<AtomicI64>,
+}
+
+/// Holds the database's preparation and drops it on a thread of its own: it owns a runtime,
+/// which must not be dropped inside the server's (a standby stopped while it waits).
+struct OffThread(Option<Prepared>);
+
+impl Drop for OffThread {
+    fn drop(&mut self) {
+        if let Some(prepared) = self.0.take() {
+            let _ = std::thread::Builder::new()
+                .name("orderly-drop".into())
+                .spawn(move || drop(prepared));
+        }
+    }
+}
+
+fn settings(config: &Config, url: &str, own_url: &str) -> Settings {
+    Settings {
+        url: url.to_string(),
+        region: config.region.clone(),
+        account_id: config.account_id.clone(),
+        advertise_url: own_url.to_string(),
+        wait_for_lease: true,
+    }
+}
+
+/// The service on the log in the database at `url`: leading at once if the lease is free,
+/// else a standby (`Waiting`) that passes requests on until it leads.
+pub async fn build(
+    config: &Config,
+    url: &str,
+    clock: Arc<dyn Clock>,
+    listening: SocketAddr,
+    own_url: String,
+    body: crate::http::body::BodyLimits,
+) -> std::io::Result<(Built, Option<Waiting>)> {
+    let settings = settings(config, url, &own_url);
+    let mut engine = Engine::new(&config.account_id, &config.region);
+    let started = std::time::Instant::now();
+    let asked_url = own_url.clone();
+    let (engine, prepared) = tokio::task::spawn_blocking(move || {
+        let prepared = Prepared::new(&settings, &mut engine).map(|mut prepared| {
+            let asked = prepared.ask(&asked_url);
+            (prepared, asked)
+        });
+        (engine, prepared)
+    })
+    .await
+    .map_err(std::io::Error::other)?;
+    let (prepared, asked) = prepared.map_err(std::io::Error::other)?;
+    let epoch = Arc::new(AtomicI64::new(0));
+    let (leader, leader_epoch) = match asked {
+        Asked::Leads(taken) => {
+            let (mut engine, log) = tokio::task::spawn_blocking(move || {
+                let log = prepared.lead(&engine, taken);
+                (engine, log)
+            })
+            .await
+            .map_err(std::io::Error::other)?;
+            let log = log.map_err(std::io::Error::other)?;
+            said_leading(&log, started);
+            epoch.store(taken, Ordering::Release);
+            configure_engine(config, &mut engine);
+            let engine = Arc::new(engine);
+            let snapshots = snapshotter(&engine, &log, config.snapshot_after);
+            let status = status(None, own_url, epoch, log.journal.clone());
+            let mut built = serve_engine(
+                config,
+                clock,
+                listening,
+                engine,
+                Some(log.journal),
+                Some(snapshots),
+            )?;
+            built.lease = Some(log.lease);
+            built.cluster = Some(status);
+            return Ok((built, None));
+        }
+        Asked::Held { url, epoch, .. } => (url, epoch),
+        Asked::Unreachable { cause, .. } => {
+            tracing::warn!(%cause, "the lease could not be asked for; starting as a standby");
+            (String::new(), 0)
+        }
+    };
+    tracing::info!(%leader, "storage: the log in PostgreSQL; another node leads: a standby, passing requests on");
+    let mut engine = engine;
+    configure_engine(config, &mut engine);
+    let engine = Arc::new(engine);
+    let standby = Arc::new(Standby::new(leader, leader_epoch, body)?);
+    let journal = prepared.journal.clone();
+    let status = status(
+        Some(standby.clone()),
+        own_url.clone(),
+        epoch.clone(),
+        journal.clone(),
+    );
+    let mut built = serve_engine(
+        config,
+        clock,
+        listening,
+        engine.clone(),
+        Some(journal),
+        None,
+    )?;
+    built.cluster = Some(status);
+    let waiting = Waiting {
+        prepared: OffThread(Some(prepared)),
+        engine,
+        standby,
+        own_url,
+        snapshot_after: config.snapshot_after,
+        epoch,
+    };
+    Ok((built, Some(waiting)))
+}
+
+fn said_leading(log: &DatabaseLog, started: std::time::Instant) {
+    tracing::info!(
+        epoch = log.lease.epoch(),
+        snapshot = log.report.snapshot.as_deref().unwrap_or("none"),
+        snapshot_messages = log.report.snapshot_messages,
+        replayed = log.report.replayed,
+        millis = started.elapsed().as_millis() as u64,
+        "storage: the log in PostgreSQL; leading, recovered"
+    );
+}
+
+fn snapshotter(engine: &Arc<Engine<Notify>>, log: &DatabaseLog, after: u64) -> Arc<Snapshotter> {
+    Arc::new(Snapshotter::new(
+        engine.clone(),
+        log.journal.clone(),
+        Box::new(log.snapshots.clone()),
+        log.live_at_snapshot,
+        after,
+    ))
+}
+
+/// How `GET /_orderly/cluster` reads a node of a log in a database.
+fn status(
+    standby: Option<Arc<Standby>>,
+    own_url: String,
+    epoch: Arc<AtomicI64>,
+    journal: Arc<crate::persist::writer::FileJournal>,
+) -> ClusterStatus {
+    Arc::new(move || {
+        let following = standby
+            .as_ref()
+            .filter(|s| !s.leading())
+            .map(|s| s.leader());
+        let (role, leader, epoch) = match following {
+            Some((url, epoch)) => ("standby", url, epoch),
+            None => ("leader", own_url.clone(), epoch.load(Ordering::Acquire)),
+        };
+        ClusterState {
+            role,
+            epoch: epoch.max(0) as u64,
+            leader,
+            // A standby does not follow the log (yet): it applies it when it comes to lead.
+            applied: journal.durable().lsn,
+            lag: 0,
+        }
+    })
+}
+
+/// Asks for the lease until this node has it (real time: the lease is the database's, and
+/// other nodes keep real time), then recovers the engine and starts the work a leader does.
+pub async fn promote(mut waiting: Waiting, service: Arc<Service>, started: Arc<Started>) {
+    let mut said = String::new();
+    let epoch = loop {
+        let Some(mut prepared) = waiting.prepared.0.take() else {
+            return;
+        };
+        let url = waiting.own_url.clone();
+        let Ok((prepared, asked)) = tokio::task::spawn_blocking(move || {
+            let asked = prepared.ask(&url);
+            (prepared, asked)
+        })
+        .await
+        else {
+            return;
+        };
+        waiting.prepared.0 = Some(prepared);
+        let again_after = match asked {
+            Asked::Leads(epoch) => break epoch,
+            Asked::Held {
+                url,
+                epoch,
+                again_after,
+            } => {
+                waiting.standby.set_leader(url, epoch);
+                again_after
+            }
+            Asked::Unreachable { cause, again_after } => {
+                if cause != said {
+                    tracing::warn!(%cause, "cannot reach the database to ask for the lease");
+                    said = cause;
+                }
+                again_after
+            }
+        };
+        tokio::time::sleep(again_after).await;
+    };
+    let Some(prepared) = waiting.prepared.0.take() else {
+        return;
+    };
+    let began = std::time::Instant::now();
+    let engine = waiting.engine.clone();
+    let led = tokio::task::spawn_blocking(move || prepared.lead(&engine, epoch)).await;
+    let log = match led {
+        Ok(Ok(log)) => log,
+        Ok(Err(error)) => {
+            tracing::error!(%error, "took the lease but could not recover the log; not leading");
+            return;
+        }
+        Err(error) => {
+            tracing::error!(%error, "recovery stopped");
+            return;
+        }
+    };
+    said_leading(&log, began);
+    let snapshots = snapshotter(&waiting.engine, &log, waiting.snapshot_after);
+    waiting.epoch.store(epoch, Ordering::Release);
+    started.begin(&service, Some(snapshots), Some(log.lease));
+    waiting.standby.lead();
+}
