@@ -26,4 +26,5 @@ pub mod init;
 pub mod metrics;
 pub mod persist;
 pub mod protocol;
+pub mod quiet_log;
 pub mod service;

@@ -21,6 +21,10 @@ use crate::protocol::{ApiError, ErrorCode};
 /// names a standby would otherwise send requests round in circles).
 const FORWARDED: &str = "x-orderly-forwarded";
 
+/// Failures to pass requests on are said once per cause per interval, not once a request.
+static WARNINGS: std::sync::LazyLock<crate::quiet_log::QuietLog> =
+    std::sync::LazyLock::new(Default::default);
+
 /// Longest a connection to the leader may take to open.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
 
@@ -110,7 +114,9 @@ pub async fn forward_unless_leading(
                 format!("{message}: the request may or may not have taken effect"),
             ),
         };
-        tracing::warn!(%message, "a request passed on to the leader failed");
+        if let Some(held_back) = WARNINGS.admit(&message, std::time::Instant::now()) {
+            tracing::warn!(%message, held_back, "a request passed on to the leader failed");
+        }
         let error = ApiError::new(code, message);
         super::early_error(&headers, &error, &uuid::Uuid::new_v4().to_string())
     };
@@ -166,8 +172,10 @@ async fn forward(
         }
     }
     let answer = outgoing.header(FORWARDED, "1").send().await.map_err(|e| {
-        let message = format!("the leader at {leader} did not answer: {e}");
-        if e.is_connect() {
+        let connect = e.is_connect();
+        // Without the request's own URL, so one cause reads the same for every request.
+        let message = format!("the leader at {leader} did not answer: {}", e.without_url());
+        if connect {
             Failure::NotSent(message)
         } else {
             Failure::Unknown(message)

@@ -311,6 +311,10 @@ impl ApiError {
     }
 }
 
+/// Storage failures are said once per cause per interval (`quiet_log`), not once a request.
+static STORAGE_WARNINGS: std::sync::LazyLock<crate::quiet_log::QuietLog> =
+    std::sync::LazyLock::new(Default::default);
+
 impl From<BackendError> for ApiError {
     fn from(e: BackendError) -> Self {
         match e {
@@ -319,7 +323,9 @@ impl From<BackendError> for ApiError {
             // The cause (a log that cannot be written, a database that cannot be reached) is
             // the operator's to read, logged here once, not the client's.
             BackendError::Unavailable(cause) | BackendError::Conflict(cause) => {
-                tracing::warn!(%cause, "storage unavailable: request refused");
+                if let Some(held_back) = STORAGE_WARNINGS.admit(&cause, std::time::Instant::now()) {
+                    tracing::warn!(%cause, held_back, "storage unavailable: request refused");
+                }
                 ApiError::new(
                     ErrorCode::ServiceUnavailable,
                     "The change could not be persisted: storage is unavailable. Nothing of the request was kept; try again.",
@@ -327,7 +333,9 @@ impl From<BackendError> for ApiError {
             }
             // SQS calls it InternalFailure; SNS answers InternalError.
             BackendError::Unconfirmed(cause) => {
-                tracing::warn!(%cause, "storage did not confirm a change: outcome unknown");
+                if let Some(held_back) = STORAGE_WARNINGS.admit(&cause, std::time::Instant::now()) {
+                    tracing::warn!(%cause, held_back, "storage did not confirm a change: outcome unknown");
+                }
                 ApiError::new(
                     ErrorCode::InternalFailure,
                     "Storage did not confirm the change: it may or may not have taken effect.",
