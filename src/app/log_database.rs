@@ -77,9 +77,12 @@ pub async fn build(
     .await
     .map_err(std::io::Error::other)?;
     let (prepared, asked) = prepared.map_err(std::io::Error::other)?;
+    // From here on it is dropped off the server's threads, whichever way this returns.
+    let mut prepared = OffThread(Some(prepared));
     let epoch = Arc::new(AtomicI64::new(0));
     let (leader, leader_epoch) = match asked {
         Asked::Leads(taken) => {
+            let prepared = prepared.0.take().expect("held until here");
             let (mut engine, log) = tokio::task::spawn_blocking(move || {
                 let log = prepared.lead(&engine, taken);
                 (engine, log)
@@ -116,7 +119,12 @@ pub async fn build(
     configure_engine(config, &mut engine);
     let engine = Arc::new(engine);
     let standby = Arc::new(Standby::new(leader, leader_epoch, body)?);
-    let journal = prepared.journal.clone();
+    let journal = prepared
+        .0
+        .as_ref()
+        .expect("held until here")
+        .journal
+        .clone();
     let status = status(
         Some(standby.clone()),
         own_url.clone(),
@@ -133,7 +141,7 @@ pub async fn build(
     )?;
     built.cluster = Some(status);
     let waiting = Waiting {
-        prepared: OffThread(Some(prepared)),
+        prepared,
         engine,
         standby,
         own_url,

@@ -25,6 +25,9 @@ const FORWARDED: &str = "x-orderly-forwarded";
 static WARNINGS: std::sync::LazyLock<crate::quiet_log::QuietLog> =
     std::sync::LazyLock::new(Default::default);
 
+/// Longest a request passed on may take, answer included.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
+
 /// Longest a connection to the leader may take to open.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
 
@@ -45,6 +48,10 @@ impl Standby {
             .no_proxy()
             .redirect(reqwest::redirect::Policy::none())
             .connect_timeout(CONNECT_TIMEOUT)
+            // A leader that vanishes without closing its connections is noticed: probes on
+            // idle ones, and a bound on any request (long polls wait 20 s at most).
+            .tcp_keepalive(Duration::from_secs(5))
+            .timeout(REQUEST_TIMEOUT)
             .build()
             .map_err(std::io::Error::other)?;
         Ok(Standby {

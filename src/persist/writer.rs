@@ -472,7 +472,9 @@ impl Journal for FileJournal {
 
 #[cfg(test)]
 mod tests {
-    use super::Records;
+    use std::sync::Arc;
+
+    use super::{Change, FileJournal, FsyncMode, Journal, Records};
 
     fn contents(records: &Records) -> Vec<&[u8]> {
         records.iter().collect()
@@ -500,5 +502,75 @@ mod tests {
         assert!(held.is_empty() && rest.len() == 3);
         rest.clear();
         assert!(rest.is_empty() && rest.bytes.is_empty());
+    }
+
+    fn runtime() -> tokio::runtime::Runtime {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("a runtime")
+    }
+
+    fn sample_change() -> Change {
+        Change::DeleteQueue {
+            name: "q".into(),
+            uid: 1,
+            at: crate::engine::Timestamp(1),
+        }
+    }
+
+    /// A sink whose append takes the journal's lease away while it writes, as a lease keeper that
+    /// finds another leader does.
+    struct DeposedWhileWriting {
+        journal: std::sync::Weak<FileJournal>,
+    }
+
+    impl super::LogSink for DeposedWhileWriting {
+        fn append(&mut self, _records: &[&[u8]]) -> Result<(), super::LogError> {
+            if let Some(journal) = self.journal.upgrade() {
+                journal.fail_for_good();
+            }
+            Ok(())
+        }
+        fn sync(&mut self) -> Result<(), super::LogError> {
+            Ok(())
+        }
+        fn poisoned(&self) -> bool {
+            false
+        }
+        fn rotate(&mut self) -> Result<u64, super::LogError> {
+            Ok(0)
+        }
+        fn remove_before(&mut self, _number: u64) -> Result<(), super::LogError> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn a_journal_failed_for_good_while_a_round_is_written_stays_failed() {
+        let journal = FileJournal::new();
+        journal.start(
+            DeposedWhileWriting {
+                journal: Arc::downgrade(&journal),
+            },
+            1,
+            FsyncMode::Always,
+        );
+        // The round being written when the lease went is durable all the same.
+        journal.submit(&sample_change());
+        let target = journal.next_lsn();
+        assert!(runtime().block_on(journal.wait(target)).is_ok());
+        assert!(
+            journal.failed(),
+            "acknowledging again after failing for good"
+        );
+        // A later change is refused, not left waiting.
+        journal.submit(&sample_change());
+        let target = journal.next_lsn();
+        let waited = runtime().block_on(async {
+            tokio::time::timeout(std::time::Duration::from_secs(10), journal.wait(target)).await
+        });
+        assert!(matches!(waited, Ok(Err(_))), "{waited:?}");
+        journal.close();
     }
 }

@@ -157,8 +157,15 @@ fn unavailable(error: impl std::fmt::Display + 'static) -> BackendError {
         ),
         None => format!("PostgreSQL: {error}"),
     };
+    // A connection lost mid-way (no error from the server itself) may have lost the answer to
+    // a COMMIT that took effect: its outcome is unknown, not "nothing kept".
+    let cut_off = any
+        .downcast_ref::<tokio_postgres::Error>()
+        .is_some_and(|e| e.as_db_error().is_none());
     if conflict {
         BackendError::Conflict(cause)
+    } else if cut_off {
+        BackendError::Unconfirmed(cause)
     } else {
         BackendError::Unavailable(cause)
     }

@@ -120,6 +120,8 @@ pub fn describe(error: &tokio_postgres::Error) -> String {
 pub struct Failed {
     pub cause: String,
     pub unknown_outcome: bool,
+    /// The database's SQLSTATE, when it answered with an error.
+    pub code: Option<String>,
 }
 
 impl std::fmt::Display for Failed {
@@ -180,6 +182,7 @@ impl Blocking {
         let not_sent = |cause: String| Failed {
             cause,
             unknown_outcome: false,
+            code: None,
         };
         if self.client.as_ref().is_some_and(Client::is_closed) {
             self.client = None;
@@ -220,15 +223,22 @@ impl Blocking {
         match answer {
             Ok(Ok(value)) => Ok(value),
             Ok(Err(error)) => {
-                // An error the database answered leaves the connection usable, and says the
-                // request was not carried out; any other may have cut it off mid-way.
-                let answered = error.as_db_error().is_some();
+                // A plain error the database answered says the request was not carried out
+                // and leaves the connection usable. A fatal one (the server shutting down, a
+                // connection or internal failure: classes 57, 08, XX) may come after a commit,
+                // and so may a cut connection: their outcome is unknown.
+                let code = error.as_db_error().map(|db| db.code().code().to_string());
+                let answered = error.as_db_error().is_some_and(|db| {
+                    let class = &db.code().code()[..2];
+                    db.severity() == "ERROR" && !matches!(class, "57" | "08" | "XX")
+                });
                 if !answered {
                     self.client = None;
                 }
                 Err(Failed {
                     cause: describe(&error),
                     unknown_outcome: !answered,
+                    code,
                 })
             }
             Err(_) => {
@@ -236,6 +246,7 @@ impl Blocking {
                 Err(Failed {
                     cause: format!("PostgreSQL: no answer within {} ms", limit.as_millis()),
                     unknown_outcome: true,
+                    code: None,
                 })
             }
         }

@@ -81,12 +81,18 @@ pub fn retry_after(holder: &Holder) -> Duration {
 
 /// Takes the lease for `node` (serving at `url`) once it is free or lapsed, waiting for as long
 /// as another node holds it (unless `wait` is false: then that is an error); returns the new
-/// epoch.
-pub fn acquire(db: &mut Blocking, node: &str, url: &str, wait: bool) -> Result<i64, OpenError> {
+/// epoch and when it was asked for (the lease runs from no earlier than that).
+pub fn acquire(
+    db: &mut Blocking,
+    node: &str,
+    url: &str,
+    wait: bool,
+) -> Result<(i64, Instant), OpenError> {
     let mut said: Option<String> = None;
     loop {
+        let asked = Instant::now();
         let wait = match try_take(db, node, url) {
-            Ok(Ok(epoch)) => return Ok(epoch),
+            Ok(Ok(epoch)) => return Ok((epoch, asked)),
             Ok(Err(holder)) if !wait => {
                 return Err(OpenError::Led {
                     url: holder.url,
@@ -138,14 +144,20 @@ pub struct Keeper {
 }
 
 impl Keeper {
-    pub fn start(db: Blocking, epoch: i64, journal: Arc<FileJournal>) -> std::io::Result<Keeper> {
+    /// Renews the lease of `epoch`, taken no earlier than `taken`.
+    pub fn start(
+        db: Blocking,
+        epoch: i64,
+        taken: Instant,
+        journal: Arc<FileJournal>,
+    ) -> std::io::Result<Keeper> {
         let orders = Arc::new((Mutex::new(Order::Renew), Condvar::new()));
-        let taken = orders.clone();
+        let orders_taken = orders.clone();
         let thread = std::thread::Builder::new()
             .name("orderly-lease".into())
             .spawn(move || {
                 let mut db = db;
-                if renew(&mut db, epoch, &journal, &taken) == Order::Release {
+                if renew(&mut db, epoch, taken, &journal, &orders_taken) == Order::Release {
                     release(&mut db, epoch);
                 }
             })?;
@@ -207,9 +219,15 @@ pub fn release(db: &mut Blocking, epoch: i64) {
 }
 
 /// Renews until ordered to stop (returning the order) or until the lease is lost.
-fn renew(db: &mut Blocking, epoch: i64, journal: &FileJournal, orders: &Orders) -> Order {
+fn renew(
+    db: &mut Blocking,
+    epoch: i64,
+    taken: Instant,
+    journal: &FileJournal,
+    orders: &Orders,
+) -> Order {
     // The lease was taken (or last renewed) no earlier than this.
-    let mut held_since = Instant::now();
+    let mut held_since = taken;
     let mut failing = false;
     loop {
         {

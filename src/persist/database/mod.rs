@@ -95,12 +95,13 @@ pub fn open<W: Default>(
     engine: &mut Engine<W>,
 ) -> Result<DatabaseLog, OpenError> {
     let mut prepared = Prepared::new(settings, engine)?;
-    let epoch = lease::acquire(
+    let (epoch, taken) = lease::acquire(
         &mut prepared.db,
         &prepared.node,
         &settings.advertise_url,
         settings.wait_for_lease,
     )?;
+    prepared.asked_at = taken;
     prepared.lead(engine, epoch)
 }
 
@@ -111,6 +112,8 @@ pub struct Prepared {
     db: connection::Blocking,
     node: String,
     pub journal: Arc<FileJournal>,
+    /// When the lease was last asked for: one taken then runs from no earlier.
+    asked_at: std::time::Instant,
 }
 
 /// What asking for the lease found.
@@ -143,11 +146,13 @@ impl Prepared {
             db,
             node: uuid::Uuid::new_v4().to_string(),
             journal,
+            asked_at: std::time::Instant::now(),
         })
     }
 
     /// Takes the lease if it is free or lapsed, advertising `url`.
     pub fn ask(&mut self, url: &str) -> Asked {
+        self.asked_at = std::time::Instant::now();
         match lease::try_take(&mut self.db, &self.node, url) {
             Ok(Ok(epoch)) => Asked::Leads(epoch),
             Ok(Err(holder)) => Asked::Held {
@@ -163,33 +168,35 @@ impl Prepared {
     }
 
     /// With the lease of `epoch` taken: recovers `engine` (which holds nothing yet) from the
-    /// database and starts the journal and the lease's renewal.
+    /// database and starts the journal. The lease is renewed from the start, so a recovery
+    /// longer than the lease does not lose it.
     pub fn lead<W: Default>(
         mut self,
         engine: &Engine<W>,
         epoch: i64,
     ) -> Result<DatabaseLog, OpenError> {
+        let journal = self.journal.clone();
+        let lease = Keeper::start(
+            connection::Blocking::new(self.config.clone())?,
+            epoch,
+            self.asked_at,
+            journal.clone(),
+        )?;
         let recovered = match recovery::recover(&mut self.db, engine) {
             Ok(recovered) => recovered,
             Err(error) => {
                 // Not leading after all: the next node need not wait out the lease.
-                lease::release(&mut self.db, epoch);
+                lease.release();
                 return Err(error.into());
             }
         };
         let next_lsn = recovered.report.next_lsn;
-        let journal = self.journal;
         journal.count_logged(recovered.log_bytes);
         journal.start(
             table_log::TableLog::new(self.db, epoch, next_lsn),
             next_lsn,
             FsyncMode::Always,
         );
-        let lease = Keeper::start(
-            connection::Blocking::new(self.config.clone())?,
-            epoch,
-            journal.clone(),
-        )?;
         Ok(DatabaseLog {
             journal,
             lease: Arc::new(lease),

@@ -42,8 +42,13 @@ CREATE TABLE IF NOT EXISTS log_batches (
     records bytea NOT NULL
 );
 -- Batches are written once and read at recovery only: compressing each costs the database
--- more CPU than the bytes it saves are worth.
-ALTER TABLE log_batches ALTER COLUMN records SET STORAGE EXTERNAL;
+-- more CPU than the bytes it saves are worth. Altered only once: the ALTER locks the table.
+DO $$ BEGIN
+    IF (SELECT attstorage FROM pg_attribute
+        WHERE attrelid = 'log_batches'::regclass AND attname = 'records') <> 'e' THEN
+        ALTER TABLE log_batches ALTER COLUMN records SET STORAGE EXTERNAL;
+    END IF;
+END $$;
 CREATE TABLE IF NOT EXISTS log_snapshots (
     id bigint PRIMARY KEY,
     first_lsn bigint NOT NULL,

@@ -123,16 +123,6 @@ impl SnapshotStore for DatabaseSnapshots {
             .run(WRITE_TIMEOUT, move |client: &mut Client| -> Work<'_, _> {
                 Box::pin(async move {
                     let tx = client.transaction().await?;
-                    let leads = tx
-                        .query_opt(
-                            "SELECT 1 FROM log_leader WHERE id = 1 AND epoch = $1 FOR SHARE",
-                            &[&epoch],
-                        )
-                        .await?
-                        .is_some();
-                    if !leads {
-                        return Ok(false);
-                    }
                     tx.execute(
                         "INSERT INTO log_snapshots (id, first_lsn, epoch, chunks, bytes) \
                          VALUES ($1, $2, $3, $4, $5)",
@@ -148,6 +138,18 @@ impl SnapshotStore for DatabaseSnapshots {
                     .await?;
                     tx.execute("DELETE FROM log_batches WHERE last_lsn < $1", &[&first_lsn])
                         .await?;
+                    // Checked last, so the lease's row is held only for the commit: a renewal
+                    // never waits behind the deletes.
+                    let leads = tx
+                        .query_opt(
+                            "SELECT 1 FROM log_leader WHERE id = 1 AND epoch = $1 FOR SHARE",
+                            &[&epoch],
+                        )
+                        .await?
+                        .is_some();
+                    if !leads {
+                        return Ok(false);
+                    }
                     tx.commit().await?;
                     Ok(true)
                 })

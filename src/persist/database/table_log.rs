@@ -81,17 +81,27 @@ impl LogSink for TableLog {
             return Err(LogError::Deposed(self.epoch as u64));
         }
         if self.unsure {
-            let stored = self
+            // Only this epoch's batches: another leader's (after a takeover) hold records of
+            // the same numbers that are not these.
+            let epoch = self.epoch;
+            let (current, stored) = self
                 .db
-                .run(APPEND_TIMEOUT, |client: &mut Client| -> Work<'_, _> {
+                .run(APPEND_TIMEOUT, move |client: &mut Client| -> Work<'_, _> {
                     Box::pin(async move {
                         let row = client
-                            .query_one("SELECT max(last_lsn) FROM log_batches", &[])
+                            .query_one(
+                                "SELECT (SELECT epoch FROM log_leader WHERE id = 1), \
+                                 (SELECT max(last_lsn) FROM log_batches WHERE epoch = $1)",
+                                &[&epoch],
+                            )
                             .await?;
-                        Ok(row.get::<_, Option<i64>>(0))
+                        Ok((row.get::<_, i64>(0), row.get::<_, Option<i64>>(1)))
                     })
                 })
                 .map_err(failed)?;
+            if current != self.epoch {
+                return Err(self.deposed());
+            }
             if let Some(last) = stored {
                 self.next_lsn = self.next_lsn.max(last as u64 + 1);
             }
@@ -147,7 +157,11 @@ impl LogSink for TableLog {
             }
             Ok(_) => Err(self.deposed()),
             Err(failure) => {
-                self.unsure |= failure.unknown_outcome;
+                // A batch of these numbers already there: an earlier try of this one that
+                // committed after all (its answer lost, or still running when it was tried
+                // again). Which records it holds is asked before the next try.
+                let duplicate = failure.code.as_deref() == Some("23505");
+                self.unsure |= failure.unknown_outcome || duplicate;
                 Err(failed(failure))
             }
         }

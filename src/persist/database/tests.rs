@@ -52,7 +52,8 @@ fn an_append_after_another_node_took_the_lease_is_refused_for_good() {
     let Some(url) = database() else { return };
     let mut admin = connect(&url);
     schema::prepare(&mut admin, "us-east-1", "000000000000").expect("tables");
-    let epoch = lease::acquire(&mut admin, "first", "http://first", true).expect("a free lease");
+    let (epoch, _) =
+        lease::acquire(&mut admin, "first", "http://first", true).expect("a free lease");
     assert_eq!(epoch, 1);
     let mut log = TableLog::new(connect(&url), epoch, 0);
     let (zero, one, two) = (record(0), record(1), record(2));
@@ -61,7 +62,7 @@ fn an_append_after_another_node_took_the_lease_is_refused_for_good() {
 
     // The lease lapses and another node takes it.
     sql(&mut admin, "UPDATE log_leader SET expires = '-infinity'");
-    let next = lease::acquire(&mut admin, "second", "http://second", true).expect("lapsed");
+    let (next, _) = lease::acquire(&mut admin, "second", "http://second", true).expect("lapsed");
     assert_eq!(next, 2);
     assert!(matches!(log.append(&[&two]), Err(LogError::Deposed(1))));
     assert!(log.poisoned(), "a deposed log never writes again");
@@ -125,4 +126,31 @@ fn a_database_of_another_home_is_refused() {
         matches!(refused, Err(super::OpenError::OtherHome { ref region, .. }) if region == "us-east-1"),
         "{refused:?}"
     );
+}
+
+#[test]
+fn an_unsure_retry_after_a_takeover_is_refused_not_taken_as_stored() {
+    let Some(url) = database() else { return };
+    let mut admin = connect(&url);
+    schema::prepare(&mut admin, "us-east-1", "000000000000").expect("tables");
+    let (first, _) = lease::acquire(&mut admin, "first", "http://first", true).expect("free");
+    let records: Vec<Vec<u8>> = (0..4).map(record).collect();
+    let mut old = TableLog::new(connect(&url), first, 0);
+    old.append(&[&records[0]]).expect("the leader appends");
+    // The lease lapses; the next leader writes records of the numbers the old one holds.
+    sql(&mut admin, "UPDATE log_leader SET expires = '-infinity'");
+    let (second, _) = lease::acquire(&mut admin, "second", "http://second", true).expect("lapsed");
+    let mut new = TableLog::new(connect(&url), second, 1);
+    new.append(&[&records[1], &records[2], &records[3]])
+        .expect("the new leader appends");
+    // The old leader's insert of 1 and 2 had no answer: what is stored is not its own.
+    old.assume_unsure();
+    assert!(
+        matches!(
+            old.append(&[&records[1], &records[2]]),
+            Err(LogError::Deposed(_))
+        ),
+        "records another leader stored were taken for this one's"
+    );
+    assert_eq!(batches(&mut admin), [(0, 0, 1), (1, 3, 2)]);
 }

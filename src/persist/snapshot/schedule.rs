@@ -53,8 +53,8 @@ pub struct Snapshotter {
     live_at_snapshot: u64,
     /// `--snapshot-after`: bytes of history that make a snapshot due.
     after: u64,
-    /// Held while a snapshot is taken (`finish`).
-    taking: std::sync::Mutex<()>,
+    /// Held while a snapshot is taken; true once `finish` ran (no snapshot starts after).
+    taking: std::sync::Mutex<bool>,
 }
 
 impl Snapshotter {
@@ -71,14 +71,14 @@ impl Snapshotter {
             store,
             live_at_snapshot,
             after,
-            taking: std::sync::Mutex::new(()),
+            taking: std::sync::Mutex::new(false),
         }
     }
 
     /// Waits for a snapshot being taken to end (blocks): a stopping server closes its log only
     /// after, so no snapshot is kept once it has stopped.
     pub fn finish(&self) {
-        drop(self.taking.lock().unwrap_or_else(|p| p.into_inner()));
+        *self.taking.lock().unwrap_or_else(|p| p.into_inner()) = true;
     }
 
     /// The data directory's snapshots, which keep it locked while they live.
@@ -94,7 +94,11 @@ impl Snapshotter {
 
     /// Writes a snapshot now and lets the log drop what it covers; returns its size in bytes.
     pub fn take(&self) -> std::io::Result<u64> {
-        let _taking = self.taking.lock().unwrap_or_else(|p| p.into_inner());
+        let finished = self.taking.lock().unwrap_or_else(|p| p.into_inner());
+        if *finished {
+            // The server is stopping: its log may be closed already.
+            return Err(std::io::Error::other("the server is stopping"));
+        }
         let started = Instant::now();
         let (path, size) = self.store.take(&self.engine, &self.journal)?;
         let metrics = self.journal.metrics();

@@ -98,6 +98,13 @@ impl<'a, S: LogSink> Writer<'a, S> {
         }
     }
 
+    fn lock_pending(&self) -> MutexGuard<'a, Pending> {
+        self.shared
+            .pending
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+    }
+
     /// Sleeps until there is something to do: records ready, a rotation or removal asked for,
     /// the journal closing, a sync or a retry due.
     fn wait_for_work(&self, retry_at: Instant) -> MutexGuard<'a, Pending> {
@@ -180,12 +187,18 @@ impl<'a, S: LogSink> Writer<'a, S> {
                     tracing::warn!("the write-ahead log is written again; accepting changes");
                 }
                 self.retrying = false;
+                // Records lost meanwhile (`FileJournal::fail_for_good`, while this round was
+                // written) keep the log failed: only this round's records are acknowledged.
+                let lost = self.lock_pending().lost;
                 self.shared.durable.send_modify(|d| {
                     d.lsn = d.lsn.max(round.next_lsn);
-                    d.failed = false;
+                    d.failed = lost;
                 });
             }
-            Ok(()) => self.records.clear(),
+            Ok(()) => {
+                self.records.clear();
+                self.shared.durable.send_modify(|d| d.failed = true);
+            }
             Err(error) => {
                 // A write is undone when it fails, so it can be tried again; a failed fsync or
                 // undo poisons the log (the page cache may have dropped what it held).
