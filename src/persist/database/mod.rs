@@ -56,7 +56,10 @@ pub enum OpenError {
          --region {region} --account-id {account}"
     )]
     OtherHome { region: String, account: String },
-    #[error("the node at {url} leads this database (epoch {epoch}): stop it first")]
+    #[error(
+        "the node at {url} leads this database (epoch {epoch}): stop it first (a node that \
+         stopped without giving the lease up holds it for 5 s more)"
+    )]
     Led { url: String, epoch: i64 },
     #[error("{0}")]
     NotEmpty(String),

@@ -169,72 +169,64 @@ impl SnapshotStore for DatabaseSnapshots {
 
 /// Loads the snapshot recovery starts from, if there is one, into `engine`.
 pub fn load<W: Default>(db: &mut Blocking, engine: &Engine<W>) -> Result<Loaded, RecoveryError> {
+    let unreadable = |failed: Failed| RecoveryError::Io(std::io::Error::other(failed.cause));
     let found = db
         .run(
             super::STARTUP_TIMEOUT,
             |client: &mut Client| -> Work<'_, _> {
                 Box::pin(async move {
-                    let Some(row) = client
+                    let row = client
                         .query_opt(
                             "SELECT id, first_lsn, chunks, bytes FROM log_snapshots \
-                         ORDER BY first_lsn DESC LIMIT 1",
+                             ORDER BY first_lsn DESC LIMIT 1",
                             &[],
                         )
-                        .await?
-                    else {
-                        return Ok(None);
-                    };
-                    let id: i64 = row.get(0);
-                    let chunks = client
-                        .query(
-                            "SELECT chunk, bytes FROM log_snapshot_chunks WHERE snapshot = $1 \
-                         ORDER BY chunk",
-                            &[&id],
-                        )
                         .await?;
-                    let chunks: Vec<(i32, Vec<u8>)> =
-                        chunks.iter().map(|c| (c.get(0), c.get(1))).collect();
-                    Ok(Some((
-                        id,
-                        row.get::<_, i64>(1),
-                        row.get::<_, i32>(2),
-                        row.get::<_, i64>(3),
-                        chunks,
-                    )))
+                    Ok(row.map(|row| {
+                        let fields: (i64, i64, i32, i64) =
+                            (row.get(0), row.get(1), row.get(2), row.get(3));
+                        fields
+                    }))
                 })
             },
         )
-        .map_err(|failed| RecoveryError::Io(std::io::Error::other(failed.cause)))?;
-    let Some((id, first_lsn, count, size, chunks)) = found else {
+        .map_err(unreadable)?;
+    let Some((id, first_lsn, count, size)) = found else {
         return Ok(Loaded::default());
     };
     let name = format!("log_snapshot_chunks of snapshot {id} (from record {first_lsn})");
     let mut bytes = Vec::with_capacity(usize::try_from(size).unwrap_or(0));
-    let seen = chunks.len();
-    for (expected, (chunk, part)) in chunks.into_iter().enumerate() {
-        if chunk != expected as i32 {
+    // A chunk a query, each with its own bound: a snapshot of any size is read back.
+    for chunk in 0..count {
+        let part = db
+            .run(WRITE_TIMEOUT, move |client: &mut Client| -> Work<'_, _> {
+                Box::pin(async move {
+                    let row = client
+                        .query_opt(
+                            "SELECT bytes FROM log_snapshot_chunks \
+                             WHERE snapshot = $1 AND chunk = $2",
+                            &[&id, &chunk],
+                        )
+                        .await?;
+                    Ok(row.map(|row| row.get::<_, Vec<u8>>(0)))
+                })
+            })
+            .map_err(unreadable)?;
+        let Some(part) = part else {
             return Err(RecoveryError::Corruption {
                 file: name,
                 offset: bytes.len(),
-                reason: format!("chunk {expected} of {count} is missing"),
+                reason: format!("chunk {chunk} of {count} is missing"),
             });
-        }
+        };
         bytes.extend_from_slice(&part);
     }
-    if seen < count as usize {
-        return Err(RecoveryError::Corruption {
-            file: name,
-            offset: bytes.len(),
-            reason: format!("chunk {seen} of {count} is missing"),
-        });
-    }
-    let whole = i64::try_from(bytes.len()).ok() == Some(size);
-    if !whole || seen != count as usize {
+    if i64::try_from(bytes.len()).ok() != Some(size) {
         return Err(RecoveryError::Corruption {
             file: name,
             offset: bytes.len(),
             reason: format!(
-                "{} bytes in {seen} chunks where the snapshot has {size} in {count}",
+                "{} bytes in its {count} chunks where the snapshot has {size}",
                 bytes.len()
             ),
         });
