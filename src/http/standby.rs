@@ -112,19 +112,26 @@ pub async fn forward_unless_leading(
         return next.run(request).await;
     }
     let headers = request.headers().clone();
+    // The client is told what it can act on; the cause (with the leader's address, which is
+    // the operator's to know) goes to the log.
     let failed = |failure: Failure| {
-        let (code, message) = match failure {
-            Failure::NotSent(message) => (ErrorCode::ServiceUnavailable, message),
+        let (code, answer, message) = match failure {
+            Failure::NotSent(message) => (
+                ErrorCode::ServiceUnavailable,
+                "No leading node could be reached: nothing of the request was kept; try again.",
+                message,
+            ),
             // The leader may have carried it out before the answer was lost.
             Failure::Unknown(message) => (
                 ErrorCode::InternalFailure,
-                format!("{message}: the request may or may not have taken effect"),
+                "The leading node did not answer: the request may or may not have taken effect.",
+                message,
             ),
         };
         if let Some(held_back) = WARNINGS.admit(&message, std::time::Instant::now()) {
             tracing::warn!(%message, held_back, "a request passed on to the leader failed");
         }
-        let error = ApiError::new(code, message);
+        let error = ApiError::new(code, answer);
         super::early_error(&headers, &error, &uuid::Uuid::new_v4().to_string())
     };
     if headers.contains_key(FORWARDED) {
