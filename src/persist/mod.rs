@@ -93,6 +93,18 @@ pub struct RecoveryReport {
     pub next_lsn: u64,
 }
 
+impl RecoveryReport {
+    /// What a snapshot loaded says, before any log is replayed after it.
+    pub(crate) fn after(loaded: &snapshot::Loaded) -> Self {
+        RecoveryReport {
+            snapshot: loaded.file.clone(),
+            snapshot_messages: loaded.messages,
+            next_lsn: loaded.first_lsn,
+            ..RecoveryReport::default()
+        }
+    }
+}
+
 /// An open data directory: the journal the engine writes to, and the lock that keeps other
 /// processes out for as long as this value lives.
 pub struct DataDir {
@@ -117,12 +129,7 @@ pub fn open<W: Default>(
     engine.set_journal(journal.clone());
     let loaded = snapshot::load(dir, engine)?;
     let live_at_snapshot = engine.stored_bytes();
-    let mut report = RecoveryReport {
-        snapshot: loaded.file.clone(),
-        snapshot_messages: loaded.messages,
-        next_lsn: loaded.first_lsn,
-        ..RecoveryReport::default()
-    };
+    let mut report = RecoveryReport::after(&loaded);
     let (log, log_bytes) = replay_log(dir, key, engine, &loaded, &mut report)?;
     // The log kept since the snapshot counts toward the next one, as if written by this
     // process: else a log of a filled-then-drained queue could outlive every restart.

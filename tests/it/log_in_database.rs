@@ -613,7 +613,8 @@ fn a_killed_leader_is_replaced_within_the_lease_and_loses_nothing_acknowledged()
         let (server, queue, ledger) = (nodes[consumer + 1].clone(), queue.clone(), ledger.clone());
         work.push(runtime.spawn(consume(server, queue, ledger)));
     }
-    // Killed under load, once there is something of each kind to lose.
+    // Killed under load, once there is something of each kind to lose (polled with a bound:
+    // the load runs against real processes).
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         let (sent, deleted) = {

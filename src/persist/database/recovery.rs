@@ -29,12 +29,7 @@ pub fn recover<W: Default>(
 ) -> Result<Recovered, RecoveryError> {
     let loaded = super::snapshots::load(db, engine)?;
     let live_at_snapshot = engine.stored_bytes();
-    let mut report = RecoveryReport {
-        snapshot: loaded.file.clone(),
-        snapshot_messages: loaded.messages,
-        next_lsn: loaded.first_lsn,
-        ..RecoveryReport::default()
-    };
+    let mut report = RecoveryReport::after(&loaded);
     let mut log_bytes = 0;
     // The sequence number the next batch must start at; the first may start earlier, inside
     // what the snapshot covers.
