@@ -463,6 +463,13 @@ async fn a_missing_snapshot_or_chunk_is_refused() {
         .expect("a snapshot was kept")
         .get(0);
     assert!(first_lsn > 0);
+    // Records after the snapshot, so the log depends on it (with none, the last snapshot
+    // taken may have covered everything).
+    config.snapshot_after = u64::MAX;
+    let server = Stoppable::start(App::bind(&config).await.expect("leads")).await;
+    let queue = format!("{}/000000000000/history.fifo", server.server.url());
+    send(&server.server, &queue, "g", "after the snapshot").await;
+    server.stop().await;
     // A chunk gone.
     let chunk: Vec<u8> = client
         .query_one(
