@@ -12,11 +12,11 @@ psql "$base" -qc "CREATE DATABASE $name" >/dev/null
 url="${base%/*}/$name"
 bin="${ORDERLY_BIN:-target/release/orderly}"
 # The leader dies with its parent, the standby this script becomes (setpriv, util-linux).
-setpriv --pdeathsig KILL -- "$bin" --storage "$url" --storage-mode log --bind 127.0.0.1:0 \
+setpriv --pdeathsig KILL -- "$bin" --storage "$url" --bind 127.0.0.1:0 \
     >/dev/null 2>&1 &
 # The standby starts once the leader holds the lease.
 for _ in $(seq 100); do
     [ "$(psql "$url" -Atc "SELECT epoch FROM log_leader" 2>/dev/null)" = 1 ] && break
     sleep 0.1
 done
-exec "$bin" --storage "$url" --storage-mode log --bind "127.0.0.1:$port"
+exec "$bin" --storage "$url" --bind "127.0.0.1:$port"

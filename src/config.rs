@@ -59,18 +59,14 @@ pub struct Config {
     #[arg(long, env = "ORDERLY_DATA_DIR", default_value = "./orderly-data")]
     pub data_dir: std::path::PathBuf,
     /// `postgres://USER@HOST:PORT/DB` (several hosts as `HOST:PORT,HOST:PORT`, or the
-    /// key-value form `host=… port=… user=… dbname=…`): keep all state in that PostgreSQL
-    /// database instead of the data directory (see --storage-mode). The tables are created or
-    /// upgraded at start.
+    /// key-value form `host=… port=… user=… dbname=…`): keep the engine's log and snapshots in
+    /// that PostgreSQL database instead of the data directory. One node leads, holding a lease
+    /// in the database; every other node on it passes requests on and takes over when the
+    /// lease lapses. The tables are created at start.
     #[arg(long, env = "ORDERLY_STORAGE", conflicts_with = "ephemeral", value_parser = parse_storage)]
     pub storage: Option<String>,
-    /// How the database keeps state (with --storage): `rows`, a row per message shared by
-    /// every node (the default for now); or `log`, the engine's own log and snapshots, written
-    /// by one leader that holds a lease in the database while other nodes wait to take over.
-    #[arg(long, env = "ORDERLY_STORAGE_MODE", value_enum, default_value = "rows")]
-    pub storage_mode: StorageMode,
-    /// Copy the whole state of this data directory into the database --storage names (with
-    /// --storage-mode log; it must hold nothing yet and no node may lead it), then exit.
+    /// Copy the whole state of this data directory into the database --storage names (it must
+    /// hold nothing yet and no node may lead it), then exit.
     #[arg(
         long,
         env = "ORDERLY_IMPORT_FROM",
@@ -78,17 +74,14 @@ pub struct Config {
         conflicts_with = "export_to"
     )]
     pub import_from: Option<std::path::PathBuf>,
-    /// Copy the whole state kept in the database --storage names (with --storage-mode log; no
-    /// node may lead it) into this new data directory, then exit.
+    /// Copy the whole state kept in the database --storage names (no node may lead it) into
+    /// this new data directory, then exit.
     #[arg(long, env = "ORDERLY_EXPORT_TO", requires = "storage")]
     pub export_to: Option<std::path::PathBuf>,
     /// The URL other nodes and operators reach this node at, kept in the database while it
-    /// leads (with --storage-mode log). Default: the address it listens on.
+    /// leads (with --storage). Default: the address it listens on.
     #[arg(long, env = "ORDERLY_ADVERTISE_URL")]
     pub advertise_url: Option<String>,
-    /// Database connections this node keeps at most (with --storage).
-    #[arg(long, env = "ORDERLY_STORAGE_POOL_SIZE", default_value_t = 32)]
-    pub storage_pool_size: usize,
     /// `system`, or `manual`: the server's clock starts at the machine's time and then moves
     /// only when told (`POST /_orderly/clock`), so tests pass long timeouts at once.
     #[arg(long, env = "ORDERLY_CLOCK", value_enum, default_value = "system")]
@@ -185,15 +178,6 @@ fn parse_account(value: &str) -> Result<String, String> {
     } else {
         Err("the account id must be 12 digits".into())
     }
-}
-
-/// How a database keeps state (`--storage-mode`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum StorageMode {
-    /// A row per message, queue and topic, every node changing them in transactions.
-    Rows,
-    /// The engine's log and snapshots, written by the node holding the lease.
-    Log,
 }
 
 /// How log lines are written (to stderr).

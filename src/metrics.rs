@@ -169,6 +169,61 @@ struct RoleLabels {
     role: &'static str,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct OutcomeLabels {
+    outcome: &'static str,
+}
+
+/// How a request a standby passed on to the leader ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ForwardOutcome {
+    /// The leader's answer, whatever it said, was handed back.
+    Answered,
+    /// No leader was reached: nothing of the request was kept.
+    NotSent,
+    /// The leader was reached but its answer was lost: the outcome is unknown.
+    Unknown,
+}
+
+impl ForwardOutcome {
+    const ALL: [ForwardOutcome; 3] = [Self::Answered, Self::NotSent, Self::Unknown];
+
+    fn label(self) -> &'static str {
+        match self {
+            Self::Answered => "answered",
+            Self::NotSent => "not_sent",
+            Self::Unknown => "unknown",
+        }
+    }
+}
+
+/// Requests this node passed on to the leader while a standby, by outcome (all at zero on a
+/// node that never was one).
+#[derive(Clone)]
+pub struct Forwarded(Family<OutcomeLabels, Counter>);
+
+impl Default for Forwarded {
+    fn default() -> Self {
+        let family = Family::<OutcomeLabels, Counter>::default();
+        for outcome in ForwardOutcome::ALL {
+            let _at_zero = family.get_or_create(&OutcomeLabels {
+                outcome: outcome.label(),
+            });
+        }
+        Forwarded(family)
+    }
+}
+
+impl Forwarded {
+    pub fn count(&self, outcome: ForwardOutcome) {
+        self.0
+            .get_or_create(&OutcomeLabels {
+                outcome: outcome.label(),
+            })
+            .inc();
+    }
+}
+
 pub struct Metrics {
     /// Connections open now (the HTTP server keeps it).
     pub open_connections: Gauge,
@@ -176,6 +231,8 @@ pub struct Metrics {
     pub long_polls_waiting: Gauge,
     /// Set once a data directory is open.
     log: std::sync::OnceLock<std::sync::Arc<LogMetrics>>,
+    /// Kept by the standby's forwarding (`http::standby`).
+    pub forwarded: Forwarded,
     requests: Family<ActionLabels, Counter>,
     durations: Family<ActionLabels, Histogram, fn() -> Histogram>,
     errors: Family<ErrorLabels, Counter>,
@@ -208,6 +265,7 @@ impl Default for Metrics {
             open_connections: Gauge::default(),
             long_polls_waiting: Gauge::default(),
             log: std::sync::OnceLock::new(),
+            forwarded: Forwarded::default(),
             requests,
             durations,
             errors: Family::default(),
@@ -225,6 +283,16 @@ fn labels(action: Action) -> (&'static str, &'static str) {
 }
 
 impl Metrics {
+    /// Fresh figures for a node's next service (after it stepped down), carrying on what the
+    /// server itself keeps: its open connections and the requests passed on.
+    pub fn continuing(previous: &Metrics) -> Metrics {
+        Metrics {
+            open_connections: previous.open_connections.clone(),
+            forwarded: previous.forwarded.clone(),
+            ..Metrics::default()
+        }
+    }
+
     /// The log's figures, reported from now on.
     pub fn set_log(&self, log: std::sync::Arc<LogMetrics>) {
         let _ = self.log.set(log);
@@ -303,6 +371,11 @@ impl Metrics {
             "cluster_lag_records",
             "Log records the leader has that this node has not applied",
             lag,
+        );
+        registry.register(
+            "forwarded_requests",
+            "Requests passed on to the leader while this node was a standby, by outcome",
+            self.forwarded.0.clone(),
         );
         register_queues(&mut registry, &state.queues, now);
         register_topics(&mut registry, &state.topics, &state.subscriptions);

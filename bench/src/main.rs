@@ -67,8 +67,8 @@ pub struct Args {
     /// on 127.0.0.1:{port}. Peers run every scenario but durable and restart.
     #[arg(long = "peer", value_name = "NAME=COMMAND")]
     pub peers: Vec<String>,
-    /// Run as a round-robin TCP balancer: LISTEN=UPSTREAM[,UPSTREAM...] (used by
-    /// `bench/orderly-nodes-on-postgres.sh` to put several nodes behind one endpoint).
+    /// Run as a round-robin TCP balancer: LISTEN=UPSTREAM[,UPSTREAM...] (to put several
+    /// nodes behind one endpoint).
     #[arg(long, hide = true)]
     pub balance: Option<String>,
     /// Run as the null handler on this address (used by the benchmark itself).

@@ -1,4 +1,4 @@
-//! `--storage URL --storage-mode log`: the engine recovered from the log and snapshots in that
+//! `--storage URL`: the engine recovered from the log and snapshots in that
 //! database by the node holding the lease. A node that finds the lease held starts as a
 //! standby: it serves at once by passing every request on to the leader (`http::standby`), and
 //! keeps asking for the lease; once it has it, it recovers the engine and serves it itself.
@@ -53,17 +53,26 @@ fn settings(config: &Config, url: &str, own_url: &str) -> Settings {
     }
 }
 
-/// The service on the log in the database at `url`: leading at once if the lease is free,
-/// else a standby (`Waiting`) that passes requests on until it leads.
+/// What a node on a database starts from, and starts over from after it lost the lease.
+#[derive(Clone)]
+pub struct Node {
+    pub config: Config,
+    pub url: String,
+    pub clock: Arc<dyn Clock>,
+    pub listening: SocketAddr,
+    pub own_url: String,
+    pub body: crate::http::body::BodyLimits,
+}
+
+/// The service on the log in the node's database: leading at once if the lease is free, else
+/// a standby (`Waiting`) that passes requests on until it leads.
 pub async fn build(
-    config: &Config,
-    url: &str,
-    clock: Arc<dyn Clock>,
-    listening: SocketAddr,
-    own_url: String,
-    body: crate::http::body::BodyLimits,
+    node: &Node,
+    metrics: crate::metrics::Metrics,
 ) -> std::io::Result<(Built, Option<Waiting>)> {
-    let settings = settings(config, url, &own_url);
+    let (config, clock, listening) = (&node.config, node.clock.clone(), node.listening);
+    let (own_url, body) = (node.own_url.clone(), node.body);
+    let settings = settings(config, &node.url, &own_url);
     let mut engine = Engine::new(&config.account_id, &config.region);
     let started = std::time::Instant::now();
     let asked_url = own_url.clone();
@@ -103,6 +112,7 @@ pub async fn build(
                 engine,
                 Some(log.journal),
                 Some(snapshots),
+                metrics,
             )?;
             built.lease = Some(log.lease);
             built.cluster = Some(status);
@@ -118,28 +128,29 @@ pub async fn build(
     let mut engine = engine;
     configure_engine(config, &mut engine);
     let engine = Arc::new(engine);
-    let standby = Arc::new(Standby::new(leader, leader_epoch, body)?);
     let journal = prepared
         .0
         .as_ref()
         .expect("held until here")
         .journal
         .clone();
-    let status = status(
-        Some(standby.clone()),
-        own_url.clone(),
-        epoch.clone(),
-        journal.clone(),
-    );
     let mut built = serve_engine(
         config,
         clock,
         listening,
         engine.clone(),
-        Some(journal),
+        Some(journal.clone()),
         None,
+        metrics,
     )?;
-    built.cluster = Some(status);
+    let forwarded = built.service.metrics.forwarded.clone();
+    let standby = Arc::new(Standby::new(leader, leader_epoch, body, forwarded)?);
+    built.cluster = Some(status(
+        Some(standby.clone()),
+        own_url.clone(),
+        epoch.clone(),
+        journal,
+    ));
     let waiting = Waiting {
         prepared,
         engine,
@@ -201,11 +212,12 @@ fn status(
 
 /// Asks for the lease until this node has it (real time: the lease is the database's, and
 /// other nodes keep real time), then recovers the engine and starts the work a leader does.
-pub async fn promote(mut waiting: Waiting, service: Arc<Service>, started: Arc<Started>) {
+/// False if it took the lease but could not lead (its engine is then no use: start over).
+pub async fn promote(mut waiting: Waiting, service: Arc<Service>, started: Arc<Started>) -> bool {
     let mut said = String::new();
     let epoch = loop {
         let Some(mut prepared) = waiting.prepared.0.take() else {
-            return;
+            return false;
         };
         let url = waiting.own_url.clone();
         let Ok((prepared, asked)) = tokio::task::spawn_blocking(move || {
@@ -214,7 +226,7 @@ pub async fn promote(mut waiting: Waiting, service: Arc<Service>, started: Arc<S
         })
         .await
         else {
-            return;
+            return false;
         };
         waiting.prepared.0 = Some(prepared);
         let again_after = match asked {
@@ -238,7 +250,7 @@ pub async fn promote(mut waiting: Waiting, service: Arc<Service>, started: Arc<S
         tokio::time::sleep(again_after).await;
     };
     let Some(prepared) = waiting.prepared.0.take() else {
-        return;
+        return false;
     };
     let began = std::time::Instant::now();
     let engine = waiting.engine.clone();
@@ -247,11 +259,11 @@ pub async fn promote(mut waiting: Waiting, service: Arc<Service>, started: Arc<S
         Ok(Ok(log)) => log,
         Ok(Err(error)) => {
             tracing::error!(%error, "took the lease but could not recover the log; not leading");
-            return;
+            return false;
         }
         Err(error) => {
             tracing::error!(%error, "recovery stopped");
-            return;
+            return false;
         }
     };
     said_leading(&log, began);
@@ -259,4 +271,5 @@ pub async fn promote(mut waiting: Waiting, service: Arc<Service>, started: Arc<S
     waiting.epoch.store(epoch, Ordering::Release);
     started.begin(&service, Some(snapshots), Some(log.lease));
     waiting.standby.lead();
+    true
 }

@@ -3,6 +3,7 @@
 //! they stop in.
 
 mod log_database;
+mod succession;
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -13,7 +14,7 @@ use std::time::Duration;
 use tokio::net::TcpListener;
 
 use crate::clock::{Clock, ClockMode, ManualClock, SystemClock};
-use crate::config::{Config, StorageMode};
+use crate::config::Config;
 use crate::delivery::{SenderConfig, Webhooks};
 use crate::engine::Engine;
 use crate::http::body::BodyLimits;
@@ -73,7 +74,10 @@ pub fn build_service(
             config.snapshot_after,
         ))
     });
-    serve_engine(config, clock, listening, engine, journal, snapshots)
+    let metrics = crate::metrics::Metrics::default();
+    serve_engine(
+        config, clock, listening, engine, journal, snapshots, metrics,
+    )
 }
 
 /// The service on `engine`, whose changes `journal` logs (none when ephemeral).
@@ -84,9 +88,9 @@ fn serve_engine(
     engine: Arc<Engine<Notify>>,
     journal: Option<Arc<crate::persist::writer::FileJournal>>,
     snapshots: Option<Arc<Snapshotter>>,
+    metrics: crate::metrics::Metrics,
 ) -> std::io::Result<Built> {
     let (webhooks, settings) = service_parts(config, listening)?;
-    let metrics = crate::metrics::Metrics::default();
     if let Some(journal) = &journal {
         metrics.set_log(journal.metrics());
     }
@@ -130,45 +134,6 @@ fn service_parts(
         single_namespace: config.single_namespace,
     };
     Ok((webhooks, settings))
-}
-
-/// `--storage postgres://…`: the service on a PostgreSQL database (created or upgraded on
-/// connecting). Fails if the database cannot be reached or is newer than this build.
-pub async fn build_service_on_postgres(
-    config: &Config,
-    url: &str,
-    clock: Arc<dyn Clock>,
-    listening: SocketAddr,
-) -> std::io::Result<Built> {
-    let (webhooks, settings) = service_parts(config, listening)?;
-    let metrics = crate::metrics::Metrics::default();
-    let backend = crate::backend::postgres::Postgres::connect(
-        crate::backend::postgres::Settings {
-            url: url.to_string(),
-            account_id: config.account_id.clone(),
-            region: config.region.clone(),
-            delete_cooldown_ms: config.deleted_queue_cooldown * 1000,
-            pool_size: config.storage_pool_size,
-            long_polls: metrics.long_polls_waiting.clone(),
-            in_flight_limit: crate::engine::queue::INFLIGHT_LIMIT,
-            webhook_max_pending: config.webhook_max_pending,
-            // Twice an attempt's timeout and a minute more: a live node's lease never ends
-            // while its attempt runs.
-            webhook_lease_ms: (2 * config.webhook_timeout.max(1) + 60) * 1000,
-            fifo_http_subscriptions: config.fifo_http_subscriptions,
-            deliveries: webhooks.wake_signal(),
-        },
-        clock.clone(),
-    )
-    .await
-    .map_err(std::io::Error::other)?;
-    tracing::info!(pool = config.storage_pool_size, "storage: PostgreSQL");
-    Ok(Built {
-        service: Service::new(backend, Arc::new(webhooks), clock, settings, metrics),
-        snapshots: None,
-        lease: None,
-        cluster: None,
-    })
 }
 
 /// The engine with its settings, recovered from the data directory unless ephemeral.
@@ -225,10 +190,9 @@ pub async fn transfer(config: &Config) -> Option<std::io::Result<String>> {
         (None, None) => return None,
     };
     let invalid = |message: &str| std::io::Error::new(std::io::ErrorKind::InvalidInput, message);
-    let (Some(url), StorageMode::Log) = (&config.storage, config.storage_mode) else {
+    let Some(url) = &config.storage else {
         return Some(Err(invalid(
-            "--import-from and --export-to move a state to or from --storage URL with \
-             --storage-mode log",
+            "--import-from and --export-to move a state to or from --storage URL",
         )));
     };
     let settings = crate::persist::database::Settings {
@@ -307,8 +271,10 @@ pub struct App {
     pub service: Arc<Service>,
     snapshots: Option<Arc<Snapshotter>>,
     lease: Option<Arc<crate::persist::database::Keeper>>,
-    /// A standby's way to leadership (`--storage-mode log`, the lease held by another node).
+    /// A standby's way to leadership (`--storage`, the lease held by another node).
     waiting: Option<log_database::Waiting>,
+    /// On a database: what this node starts over from once it loses the lease.
+    node: Option<log_database::Node>,
     limits: ServerLimits,
     body: BodyLimits,
     browser: BrowserRules,
@@ -377,15 +343,17 @@ impl App {
             .advertise_url
             .clone()
             .unwrap_or_else(|| format!("{scheme}://{listening}"));
-        let (built, waiting) = match (&config.storage, config.storage_mode) {
-            (Some(url), StorageMode::Rows) => (
-                build_service_on_postgres(config, url, clock, listening).await?,
-                None,
-            ),
-            (Some(url), StorageMode::Log) => {
-                log_database::build(config, url, clock, listening, own_url.clone(), body).await?
-            }
-            (None, _) => (build_service(config, clock, listening)?, None),
+        let node = config.storage.as_ref().map(|url| log_database::Node {
+            config: config.clone(),
+            url: url.clone(),
+            clock: clock.clone(),
+            listening,
+            own_url: own_url.clone(),
+            body,
+        });
+        let (built, waiting) = match &node {
+            Some(node) => log_database::build(node, crate::metrics::Metrics::default()).await?,
+            None => (build_service(config, clock, listening)?, None),
         };
         let status = match &built.cluster {
             Some(status) => status.clone(),
@@ -409,6 +377,7 @@ impl App {
             snapshots: built.snapshots,
             lease: built.lease,
             waiting,
+            node,
             limits,
             body,
             browser,
@@ -433,58 +402,93 @@ impl App {
     }
 
     /// Serves until `shutdown` completes, then lets in-flight requests finish. A standby passes
-    /// requests on to the leader until it leads itself.
+    /// requests on to the leader until it leads itself; on a database, a node that loses the
+    /// lease steps down and serves on as a standby (`succession`).
     pub async fn serve(
         self,
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> std::io::Result<()> {
-        let service = self.service.clone();
-        let scheme = self.scheme();
-        let started = Arc::new(Started::default());
-        let standby = self.waiting.as_ref().map(|w| w.standby.clone());
-        let promotion = match self.waiting {
-            Some(waiting) => Some(tokio::spawn(log_database::promote(
-                waiting,
-                service.clone(),
-                started.clone(),
-            ))),
-            None => {
-                started.begin(&service, self.snapshots, self.lease);
-                None
-            }
+        let routes = Routes {
+            scheme: self.scheme(),
+            body: self.body,
+            browser: self.browser,
+            clock_control: self.clock_control,
+            auth: self.auth,
         };
-        let mut router = crate::http::router(
-            self.service,
+        let generation = succession::Generation {
+            service: self.service,
+            snapshots: self.snapshots,
+            lease: self.lease,
+            waiting: self.waiting,
+        };
+        let Some(node) = self.node else {
+            let service = generation.service.clone();
+            let started = Started::default();
+            started.begin(&service, generation.snapshots, generation.lease);
+            let router = routes.router(service.clone(), None);
+            let served =
+                crate::http::server::serve(self.listener, router, self.limits, self.tls, shutdown)
+                    .await;
+            started.stop(&service).await;
+            return served;
+        };
+        let server = (self.listener, self.limits, self.tls);
+        succession::serve(node, generation, routes, server, shutdown).await
+    }
+}
+
+/// What every service's routes are built with, whichever generation serves.
+#[derive(Clone)]
+struct Routes {
+    scheme: &'static str,
+    body: BodyLimits,
+    browser: BrowserRules,
+    clock_control: Option<Arc<ManualClock>>,
+    auth: Option<Arc<crate::http::auth::Auth>>,
+}
+
+impl Routes {
+    /// The service's routes, each request passed on to the leader first while `standby` does
+    /// not lead.
+    fn router(
+        &self,
+        service: Arc<Service>,
+        standby: Option<Arc<crate::http::standby::Standby>>,
+    ) -> axum::Router {
+        let router = crate::http::router(
+            service,
             self.body,
-            self.browser,
-            (scheme, self.clock_control.clone()),
-            self.auth,
+            self.browser.clone(),
+            (self.scheme, self.clock_control.clone()),
+            self.auth.clone(),
         );
-        if let Some(standby) = standby {
-            router = router.layer(axum::middleware::from_fn_with_state(
+        match standby {
+            Some(standby) => router.layer(axum::middleware::from_fn_with_state(
                 standby,
                 crate::http::standby::forward_unless_leading,
-            ));
+            )),
+            None => router,
         }
-        let served =
-            crate::http::server::serve(self.listener, router, self.limits, self.tls, shutdown)
-                .await;
-        if let Some(promotion) = promotion {
-            promotion.abort();
-            let _ = promotion.await;
-        }
-        started.stop(&service).await;
-        served
     }
 }
 
 /// The work a serving node runs beside requests, started at once or when a standby comes to
 /// lead, and stopped in order when the server stops.
-#[derive(Default)]
 pub struct Started {
     tasks: std::sync::Mutex<Vec<tokio::task::JoinHandle<()>>>,
     snapshots: std::sync::OnceLock<Arc<Snapshotter>>,
-    lease: std::sync::OnceLock<Arc<crate::persist::database::Keeper>>,
+    /// The lease this node leads under, once it does.
+    lease: tokio::sync::watch::Sender<Option<Arc<crate::persist::database::Keeper>>>,
+}
+
+impl Default for Started {
+    fn default() -> Self {
+        Started {
+            tasks: Default::default(),
+            snapshots: Default::default(),
+            lease: tokio::sync::watch::Sender::new(None),
+        }
+    }
 }
 
 impl Started {
@@ -506,10 +510,23 @@ impl Started {
             let _ = self.snapshots.set(snapshots);
         }
         if let Some(lease) = lease {
-            let _ = self.lease.set(lease);
+            self.lease.send_replace(Some(lease));
         }
         drop(tasks);
         service.backend.resume_move_tasks();
+    }
+
+    /// Completes once this node, having come to lead, loses the lease.
+    async fn deposed(&self) {
+        let mut lease = self.lease.subscribe();
+        let keeper = match lease.wait_for(Option::is_some).await {
+            Ok(keeper) => keeper.clone(),
+            Err(_) => None,
+        };
+        match keeper {
+            Some(keeper) => keeper.lost().await,
+            None => std::future::pending().await,
+        }
     }
 
     /// Background work stops before the log closes (a snapshot already writing on a blocking
@@ -534,7 +551,8 @@ impl Started {
             .await;
         }
         // Given up only once nothing more is written, so the next leader reads it all.
-        if let Some(lease) = self.lease.get().cloned() {
+        let lease = self.lease.borrow().clone();
+        if let Some(lease) = lease {
             let _ = tokio::task::spawn_blocking(move || lease.release()).await;
         }
     }

@@ -1,6 +1,6 @@
 //! The storage seam: what the service asks of storage, one async method per operation, typed in
-//! and out. The embedded engine with its write-ahead log (`embedded.rs`) is the first
-//! implementation; a PostgreSQL backend serving several nodes is to be the second (issue 30).
+//! and out. Its one implementation is the engine with its log (`embedded/`), kept in a data
+//! directory or in PostgreSQL alike: the log store lies below this seam, in `persist`.
 //!
 //! Above the seam stay the rules that do not depend on storage (request shapes, names and
 //! sizes the protocol checks, URLs, pagination, policy documents); below it, everything that
@@ -17,7 +17,6 @@
 mod conformance;
 pub mod embedded;
 mod pacing;
-pub mod postgres;
 pub mod recorded;
 
 use std::collections::BTreeMap;
@@ -50,11 +49,6 @@ pub enum BackendError {
     /// write tried again, a commit whose answer was lost) or not.
     #[error("storage did not confirm the change: {0}")]
     Unconfirmed(String),
-    /// The database aborted the transaction to settle a conflict with another one (a
-    /// deadlock, a serialization failure): nothing of it was kept, and running it again may
-    /// succeed. The PostgreSQL backend does so before answering with it.
-    #[error("storage conflict: {0}")]
-    Conflict(String),
 }
 
 pub type BackendResult<T> = Result<T, BackendError>;

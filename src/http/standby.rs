@@ -1,8 +1,8 @@
-//! A node that waits for the lease on a log in a database (`--storage-mode log`) still serves:
+//! A node that waits for the lease on a log in a database (`--storage`) still serves:
 //! it passes each request on to the leading node, as the client sent it (method, path, query,
 //! headers with the client's `Host`, so signatures and the URLs the leader hands out stay the
 //! client's), and hands the answer back. Once this node leads, requests go to its own service.
-//! `GET /_orderly/cluster` and `GET /health` are always answered here.
+//! `GET /_orderly/cluster`, `GET /health` and `GET /metrics` are always answered here.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock};
@@ -15,6 +15,7 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
 use super::body::BodyLimits;
+use crate::metrics::{ForwardOutcome, Forwarded};
 use crate::protocol::{ApiError, ErrorCode};
 
 /// A request passed on carries this, so it is never passed on again (a leader's URL that
@@ -40,10 +41,16 @@ pub struct Standby {
     /// What a request body may be, checked here as the leader would (`--max-request-bytes`,
     /// `--body-timeout`).
     body: BodyLimits,
+    forwarded: Forwarded,
 }
 
 impl Standby {
-    pub fn new(leader: String, epoch: i64, body: BodyLimits) -> std::io::Result<Standby> {
+    pub fn new(
+        leader: String,
+        epoch: i64,
+        body: BodyLimits,
+        forwarded: Forwarded,
+    ) -> std::io::Result<Standby> {
         let client = reqwest::Client::builder()
             .no_proxy()
             .redirect(reqwest::redirect::Policy::none())
@@ -59,6 +66,7 @@ impl Standby {
             leader: RwLock::new((leader, epoch)),
             client,
             body,
+            forwarded,
         })
     }
 
@@ -108,26 +116,31 @@ pub async fn forward_unless_leading(
     next: Next,
 ) -> Response {
     let path = request.uri().path();
-    if standby.leading() || path == "/_orderly/cluster" || path == "/health" {
+    // This node's own endpoints: its place, its health, its metrics (a standby's queue
+    // figures are empty, so summing over nodes counts each queue once).
+    if standby.leading() || matches!(path, "/_orderly/cluster" | "/health" | "/metrics") {
         return next.run(request).await;
     }
     let headers = request.headers().clone();
     // The client is told what it can act on; the cause (with the leader's address, which is
     // the operator's to know) goes to the log.
     let failed = |failure: Failure| {
-        let (code, answer, message) = match failure {
+        let (outcome, code, answer, message) = match failure {
             Failure::NotSent(message) => (
+                ForwardOutcome::NotSent,
                 ErrorCode::ServiceUnavailable,
                 "No leading node could be reached: nothing of the request was kept; try again.",
                 message,
             ),
             // The leader may have carried it out before the answer was lost.
             Failure::Unknown(message) => (
+                ForwardOutcome::Unknown,
                 ErrorCode::InternalFailure,
                 "The leading node did not answer: the request may or may not have taken effect.",
                 message,
             ),
         };
+        standby.forwarded.count(outcome);
         if let Some(held_back) = WARNINGS.admit(&message, std::time::Instant::now()) {
             tracing::warn!(%message, held_back, "a request passed on to the leader failed");
         }
@@ -155,7 +168,10 @@ pub async fn forward_unless_leading(
         Err(refused) => return refused,
     };
     match forward(&standby, parts, body).await {
-        Ok(response) => response,
+        Ok(response) => {
+            standby.forwarded.count(ForwardOutcome::Answered);
+            response
+        }
         Err(failure) => failed(failure),
     }
 }

@@ -322,7 +322,7 @@ impl From<BackendError> for ApiError {
             // Refused before anything was changed: a temporary failure (503), retried by SDKs.
             // The cause (a log that cannot be written, a database that cannot be reached) is
             // the operator's to read, logged here once, not the client's.
-            BackendError::Unavailable(cause) | BackendError::Conflict(cause) => {
+            BackendError::Unavailable(cause) => {
                 if let Some(held_back) = STORAGE_WARNINGS.admit(&cause, std::time::Instant::now()) {
                     tracing::warn!(%cause, held_back, "storage unavailable: request refused");
                 }

@@ -7,7 +7,7 @@ use std::sync::Arc;
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
 pub struct ClusterState {
     /// `leader` (holds the lease on a log in a database), `standby`, or `single` (a data
-    /// directory, memory, or the row storage, where no node leads).
+    /// directory or memory, where no node leads).
     pub role: &'static str,
     /// The lease's epoch (0 when there is none).
     pub epoch: u64,

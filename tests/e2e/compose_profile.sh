@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `docker compose --profile postgres up` without Docker (none runs here or in CI): the profile's
 # parts, as docker-compose.yml declares them, on this machine. Its Orderly nodes start with the
-# environment the file gives them (their database and listening address swapped for the test's),
+# environment the file gives them (their database, listening and advertised addresses swapped
+# for the test's),
 # deploy/nginx.conf runs in a real nginx with the node names pointed at them, and boto3 drives
 # the FIFO and SNS scenarios through the balancer. Both nodes must have served requests.
 #
@@ -37,7 +38,12 @@ assert len(balancers) == 1, "the profile should have one nginx balancer"
 mounted = [v.split(":")[0] for v in balancers[0]["volumes"]]
 assert "./deploy/nginx.conf" in mounted, mounted
 for name in nodes:
-    settings = {k: v for k, v in profile[name]["environment"].items() if k not in ("ORDERLY_BIND", "ORDERLY_STORAGE")}
+    environment = profile[name]["environment"]
+    # Each node names its own service to the other (here: its listening address, the default).
+    advertised = environment.get("ORDERLY_ADVERTISE_URL")
+    assert advertised == f"http://{name}:4566", f"{name} advertises {advertised}"
+    swapped = ("ORDERLY_BIND", "ORDERLY_STORAGE", "ORDERLY_ADVERTISE_URL")
+    settings = {k: v for k, v in environment.items() if k not in swapped}
     print(name, " ".join(f"{k}={v}" for k, v in settings.items()))
 PY
 
@@ -49,7 +55,8 @@ while read -r name settings; do
   env $settings ORDERLY_STORAGE="$database" ORDERLY_BIND=127.0.0.1:0 "$binary" >"$work/$name.log" 2>&1 &
   pids+=($!)
   for _ in $(seq 1 100); do grep -q "listening on" "$work/$name.log" && break; sleep 0.1; done
-  port=$(grep -o 'http://[0-9.:]*' "$work/$name.log" | head -n 1 | sed 's/.*://')
+  # The listening line's address (a standby's log names the leader's before it).
+  port=$(grep -o 'listening on http://[0-9.:]*' "$work/$name.log" | head -n 1 | sed 's/.*://')
   [ -n "$port" ] || { echo "FAIL $name did not start"; cat "$work/$name.log"; exit 1; }
   sed -i "s/server $name:4566;/server 127.0.0.1:$port;/" "$work/default.conf"
   ports+=("$port")
@@ -90,8 +97,13 @@ echo "ok   deploy/nginx.conf balances at $endpoint"
 # Signed notifications verify whichever node signed them and served the certificate.
 "$python" "$here/sns_scenario.py" "$endpoint" verify
 
+# One node leads and answers; the other passes what it gets on to the leader.
+[ "${ports[0]}" != "${ports[1]}" ] || { echo "FAIL both nodes found at ${ports[0]}"; exit 1; }
+roles=$(for port in "${ports[@]}"; do curl -fs "http://127.0.0.1:$port/_orderly/cluster" | "$python" -c 'import json, sys; print(json.load(sys.stdin)["role"])'; done | sort | tr '\n' ' ')
+[ "$roles" = "leader standby " ] || { echo "FAIL the nodes' roles: $roles"; exit 1; }
+echo "ok   one node leads, the other is a standby"
 for port in "${ports[@]}"; do
-  served=$(curl -fs "http://127.0.0.1:$port/metrics" | awk '/^orderly_requests_total\{/ { n += $NF } END { print n + 0 }')
+  served=$(curl -fs "http://127.0.0.1:$port/metrics" | awk '/^orderly_requests_total\{|^orderly_forwarded_requests_total\{outcome="answered"\}/ { n += $NF } END { print n + 0 }')
   [ "$served" -gt 0 ] || { echo "FAIL the node at $port served no request through the balancer"; exit 1; }
   echo "ok   the node at $port served $served requests"
 done

@@ -2,17 +2,16 @@
 //!
 //! With `ORDERLY_TEST_STORAGE=postgres` (and `ORDERLY_TEST_POSTGRES` naming a server whose
 //! user may create databases), every server a test starts without a data directory keeps its
-//! state in a fresh PostgreSQL database instead: the same tests then run on both backends.
-//! `ORDERLY_TEST_STORAGE=postgres-log` does the same with the engine's log in the database
-//! (`--storage-mode log`), and `postgres-standby` too, with a leader started first on the
-//! database, so the test's server is a standby that passes every request on to it.
+//! log and snapshots in a fresh PostgreSQL database instead (`--storage`), leading it.
+//! `postgres-standby` does the same with a leader started first on the database, so the
+//! test's server is a standby that passes every request on to it.
 
 use std::net::SocketAddr;
 
 use aws_sdk_sqs::config::{BehaviorVersion, Credentials, Region};
 use aws_smithy_http_client::tls;
 use orderly::app::App;
-use orderly::config::{Config, StorageMode};
+use orderly::config::Config;
 
 pub struct Server {
     pub addr: SocketAddr,
@@ -67,9 +66,7 @@ pub async fn start_with(config: Config) -> Server {
 /// How this run keeps servers' state in PostgreSQL, if it does (`ORDERLY_TEST_STORAGE`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum TestStorage {
-    /// `postgres`: the row storage.
-    Rows,
-    /// `postgres-log`: the engine's log, the test's server leading it.
+    /// `postgres`: the test's server leading the log in the database.
     Log,
     /// `postgres-standby`: the engine's log, the test's server a standby of another.
     Standby,
@@ -77,8 +74,7 @@ pub enum TestStorage {
 
 pub fn test_storage() -> Option<TestStorage> {
     match std::env::var("ORDERLY_TEST_STORAGE").ok()?.as_str() {
-        "postgres" => Some(TestStorage::Rows),
-        "postgres-log" => Some(TestStorage::Log),
+        "postgres" => Some(TestStorage::Log),
         "postgres-standby" => Some(TestStorage::Standby),
         _ => None,
     }
@@ -102,11 +98,6 @@ async fn on_test_storage(
         .expect("ORDERLY_TEST_STORAGE=postgres needs ORDERLY_TEST_POSTGRES (scripts/postgres-cluster start)");
     config.ephemeral = false;
     config.storage = Some(url);
-    config.storage_mode = match storage {
-        TestStorage::Rows => StorageMode::Rows,
-        TestStorage::Log | TestStorage::Standby => StorageMode::Log,
-    };
-    config.storage_pool_size = 8;
     if storage == TestStorage::Standby {
         let leader = match clock {
             Some(clock) => App::bind_with_clock(&config, clock).await,
@@ -117,7 +108,7 @@ async fn on_test_storage(
     config
 }
 
-pub use orderly::backend::postgres::test_database::fresh_database;
+pub use orderly::persist::database::test_database::fresh_database;
 
 /// A server the test stops (`Stoppable::stop`), to start another on the same data directory.
 pub struct Stoppable {

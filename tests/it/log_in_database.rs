@@ -1,11 +1,11 @@
-//! The engine's log and snapshots in PostgreSQL (`--storage-mode log`): what a restart, a
+//! The engine's log and snapshots in PostgreSQL (`--storage`): what a restart, a
 //! takeover, a deposed leader and a damaged log do, against a real database.
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use orderly::app::App;
-use orderly::config::{Config, StorageMode};
+use orderly::config::Config;
 
 use crate::common::{self, Stoppable};
 
@@ -14,7 +14,6 @@ pub(crate) fn on_log(url: &str) -> Config {
     let mut config = Config::ephemeral();
     config.ephemeral = false;
     config.storage = Some(url.to_string());
-    config.storage_mode = StorageMode::Log;
     config
 }
 
@@ -24,6 +23,11 @@ async fn database(url: &str) -> tokio_postgres::Client {
         .expect("the test database answers");
     tokio::spawn(connection);
     client
+}
+
+async fn text(url: &str) -> String {
+    let answer = reqwest::get(url).await.expect("answered");
+    answer.text().await.expect("a body")
 }
 
 async fn leader(client: &tokio_postgres::Client) -> (i64, String) {
@@ -215,7 +219,7 @@ async fn a_restarted_leader_recovers_every_message_from_snapshots_and_batches() 
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_deposed_leader_acknowledges_nothing_more() {
+async fn a_deposed_leader_acknowledges_nothing_more_steps_down_and_leads_again() {
     let Some(url) = common::fresh_database().await else {
         return;
     };
@@ -266,15 +270,37 @@ async fn a_deposed_leader_acknowledges_nothing_more() {
         .get(0);
     assert_eq!(stored, kept, "only the first epoch ever wrote");
 
-    // The usurper goes away; the next leader finds only what was acknowledged.
+    // It steps down: a standby of the usurper, without a restart.
+    let started = Instant::now();
+    let state = loop {
+        let state = cluster(&first.server).await;
+        if state["role"] == "standby" {
+            break state;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "never stepped down: {state}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert_eq!(state["leader"], "http://usurper", "{state}");
+    let (usurped, _) = leader(&client).await;
+    assert_eq!(state["epoch"], usurped, "{state}");
+
+    // The usurper goes away; the same node leads again, from what was acknowledged only.
     client
         .execute("UPDATE log_leader SET expires = '-infinity'", &[])
         .await
         .expect("lapse");
+    until_it_leads(&first.server).await;
+    assert_eq!(leader(&client).await, (usurped + 1, first.server.url()));
+    assert_eq!(bodies(&first.server, &fifo).await, ["kept"]);
+    send(&first.server, &fifo, "g", "after").await;
+    first.stop().await;
     let next = Stoppable::start(App::bind(&config).await.expect("leads")).await;
-    assert_eq!(bodies(&next.server, &fifo).await, ["kept"]);
+    // "kept" was deleted before the restart: only "after" comes back.
+    assert_eq!(bodies(&next.server, &fifo).await, ["after"]);
     next.stop().await;
-    drop(first);
 }
 
 /// `GET /_orderly/cluster` of a node.
@@ -335,6 +361,24 @@ async fn a_standby_passes_requests_on_and_leads_once_the_leader_gives_up_its_lea
     .expect("a body");
     assert!(on_leader.contains("\"m4\""), "{on_leader}");
     assert_eq!(leader(&client).await, (epoch, first_url));
+    // The standby's metrics are its own: its role, and what it passed on (the queue's
+    // creation and five sends at least); the leader counts the requests themselves.
+    let metrics = text(&format!("{}/metrics", second.server.url())).await;
+    let answered = metrics
+        .lines()
+        .find_map(|l| l.strip_prefix("orderly_forwarded_requests_total{outcome=\"answered\"} "))
+        .and_then(|n| n.parse::<u64>().ok());
+    assert!(answered.is_some_and(|n| n >= 6), "{metrics}");
+    for line in [
+        "orderly_cluster_role{role=\"standby\"} 1",
+        "orderly_forwarded_requests_total{outcome=\"not_sent\"} 0",
+        "orderly_forwarded_requests_total{outcome=\"unknown\"} 0",
+    ] {
+        assert!(
+            metrics.lines().any(|l| l == line),
+            "no {line} in\n{metrics}"
+        );
+    }
     first.stop().await;
 
     // Given up, not lapsed: no need to wait out the lease.
@@ -348,12 +392,7 @@ async fn a_standby_passes_requests_on_and_leads_once_the_leader_gives_up_its_lea
     assert_eq!(state["lag"], 0, "{state}");
     // The queue's creation and five sends were logged before this leader took over.
     assert!(state["applied"].as_u64().is_some_and(|n| n >= 6), "{state}");
-    let metrics = reqwest::get(format!("{}/metrics", second.server.url()))
-        .await
-        .expect("answered")
-        .text()
-        .await
-        .expect("a body");
+    let metrics = text(&format!("{}/metrics", second.server.url())).await;
     for line in [
         "orderly_cluster_role{role=\"leader\"} 1".to_string(),
         "orderly_cluster_role{role=\"single\"} 0".to_string(),
@@ -463,13 +502,6 @@ async fn a_missing_snapshot_or_chunk_is_refused() {
         .expect("a snapshot was kept")
         .get(0);
     assert!(first_lsn > 0);
-    // Records after the snapshot, so the log depends on it (with none, the last snapshot
-    // taken may have covered everything).
-    config.snapshot_after = u64::MAX;
-    let server = Stoppable::start(App::bind(&config).await.expect("leads")).await;
-    let queue = format!("{}/000000000000/history.fifo", server.server.url());
-    send(&server.server, &queue, "g", "after the snapshot").await;
-    server.stop().await;
     // A chunk gone.
     let chunk: Vec<u8> = client
         .query_one(
@@ -495,7 +527,48 @@ async fn a_missing_snapshot_or_chunk_is_refused() {
         .await
         .expect("delete the snapshot");
     let said = refused(&config).await;
-    assert!(said.contains("records from 0 on are missing"), "{said}");
+    let missing = "the snapshot the log starts from (log_home.snapshot) is missing";
+    assert!(said.contains(missing), "{said}");
+    // So is a log left with no batch either, which would look like a log never written.
+    client
+        .execute("DELETE FROM log_batches", &[])
+        .await
+        .expect("delete the batches");
+    let said = refused(&config).await;
+    assert!(said.contains(missing), "{said}");
+}
+
+/// Tables of version 1 (which kept no record of the snapshot the log starts from) open,
+/// upgraded in place, with everything they held.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tables_of_version_1_are_upgraded_in_place() {
+    let Some(url) = common::fresh_database().await else {
+        return;
+    };
+    let mut config = on_log(&url);
+    config.snapshot_after = 1;
+    some_history(&config, 10).await;
+    let client = database(&url).await;
+    client
+        .batch_execute("ALTER TABLE log_home DROP COLUMN snapshot; UPDATE log_home SET version = 1")
+        .await
+        .expect("the layout of version 1");
+    let server = Stoppable::start(App::bind(&config).await.expect("leads")).await;
+    let row = client
+        .query_one(
+            "SELECT version, snapshot = (SELECT id FROM log_snapshots) FROM log_home",
+            &[],
+        )
+        .await
+        .expect("the home row");
+    assert_eq!(
+        (row.get::<_, i32>(0), row.get::<_, Option<bool>>(1)),
+        (2, Some(true))
+    );
+    let queue = format!("{}/000000000000/history.fifo", server.server.url());
+    let expected: Vec<String> = (0..10).map(|i| format!("h{i}")).collect();
+    assert_eq!(bodies(&server.server, &queue).await, expected);
+    server.stop().await;
 }
 
 /// Bodies left in the queue, each deleted once received.
@@ -590,14 +663,7 @@ fn a_killed_leader_is_replaced_within_the_lease_and_loses_nothing_acknowledged()
     };
     let dir = tempfile::tempdir().expect("tempdir");
     // A manual clock, so the survivor can pass the visibility of what was in flight at once.
-    let args = [
-        "--storage",
-        url.as_str(),
-        "--storage-mode",
-        "log",
-        "--clock",
-        "manual",
-    ];
+    let args = ["--storage", url.as_str(), "--clock", "manual"];
     // Three nodes: the first leads, the others pass requests on to it.
     let mut first = crate::binary::start(dir.path(), &args, "warn");
     let others = [
@@ -715,4 +781,122 @@ fn a_killed_leader_is_replaced_within_the_lease_and_loses_nothing_acknowledged()
             "group g{group} out of order, or a message twice"
         );
     }
+}
+
+/// `kill -SIGNAL pid`.
+fn signal(process: &crate::binary::Process, signal: &str) {
+    let sent = std::process::Command::new("kill")
+        .args([signal, &process.child.id().to_string()])
+        .status()
+        .expect("kill runs");
+    assert!(sent.success(), "kill {signal}");
+}
+
+/// Split brain: the leader frozen (SIGSTOP) past its lease while a standby takes over, then
+/// woken (SIGCONT). It acknowledges nothing of what it was asked while frozen, steps down and
+/// passes requests on to the new leader; the log never forks.
+#[test]
+fn a_frozen_leader_woken_after_a_takeover_acknowledges_nothing_and_steps_down() {
+    let runtime = tokio::runtime::Runtime::new().expect("runtime");
+    let Some(url) = runtime.block_on(common::fresh_database()) else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let args = ["--storage", url.as_str()];
+    let old = crate::binary::start(dir.path(), &args, "warn");
+    let new = crate::binary::start(dir.path(), &args, "warn");
+    let (on_old, on_new) = (
+        Arc::new(process_server(old.addr)),
+        Arc::new(process_server(new.addr)),
+    );
+    let queue = runtime.block_on(fifo(&on_old, "split.fifo"));
+    runtime.block_on(send(&on_old, &queue, "g", "before"));
+
+    signal(&old, "-STOP");
+    // A client asks the frozen leader; its request waits in the socket. Its own answer is
+    // wanted, so the SDK does not try again.
+    let asked_frozen = {
+        let (server, queue) = (on_old.clone(), queue.clone());
+        runtime.spawn(async move {
+            let once = aws_sdk_sqs::config::Config::builder()
+                .retry_config(aws_sdk_sqs::config::retry::RetryConfig::disabled());
+            let sent = server.sqs.send_message().queue_url(&queue);
+            let sent = sent.message_group_id("g").message_body("while frozen");
+            sent.customize().config_override(once).send().await
+        })
+    };
+    let took = runtime.block_on(until_it_leads(&on_new));
+    eprintln!("a frozen leader was replaced in {} ms", took.as_millis());
+    // The lease runs from its last renewal, up to a second before the freeze.
+    let lease = orderly::persist::database::lease::LEASE;
+    assert!(took < lease + Duration::from_secs(10), "{took:?}");
+    runtime.block_on(send(&on_new, &queue, "g", "after the takeover"));
+
+    signal(&old, "-CONT");
+    let answered_frozen = runtime
+        .block_on(asked_frozen)
+        .expect("no task panicked")
+        .is_ok();
+    eprintln!("the send asked of the frozen leader was answered with success: {answered_frozen}");
+    // It steps down: a standby of the new leader.
+    let woken = Instant::now();
+    runtime.block_on(async {
+        loop {
+            let state = cluster(&on_old).await;
+            if state["role"] == "standby" && state["leader"] == on_new.url() {
+                break;
+            }
+            assert!(
+                woken.elapsed() < Duration::from_secs(20),
+                "never stepped down: {state}"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    });
+    runtime.block_on(send(&on_old, &queue, "g", "through the old leader"));
+
+    // The log: each batch right after the one before, epochs never going back.
+    let batches = runtime.block_on(async {
+        let client = database(&url).await;
+        let rows = client
+            .query(
+                "SELECT first_lsn, last_lsn, epoch FROM log_batches ORDER BY first_lsn",
+                &[],
+            )
+            .await
+            .expect("the batches");
+        rows.iter()
+            .map(|row| {
+                (
+                    row.get::<_, i64>(0),
+                    row.get::<_, i64>(1),
+                    row.get::<_, i64>(2),
+                )
+            })
+            .collect::<Vec<_>>()
+    });
+    for pair in batches.windows(2) {
+        let ((_, last, epoch), (first, _, next_epoch)) = (pair[0], pair[1]);
+        assert_eq!(first, last + 1, "a gap or an overlap: {batches:?}");
+        assert!(
+            next_epoch >= epoch,
+            "an older epoch wrote after a newer: {batches:?}"
+        );
+    }
+    let epochs: std::collections::BTreeSet<i64> = batches.iter().map(|b| b.2).collect();
+    assert_eq!(
+        epochs.into_iter().collect::<Vec<_>>(),
+        [1, 2],
+        "{batches:?}"
+    );
+
+    // Only what was acknowledged, in order; the frozen leader's answer was true either way
+    // (a success can only have been passed on to the new leader once it stepped down).
+    let mut expected = vec!["before", "after the takeover"];
+    if answered_frozen {
+        expected.push("while frozen");
+    }
+    expected.push("through the old leader");
+    assert_eq!(runtime.block_on(bodies(&on_new, &queue)), expected);
+    drop((old, new));
 }

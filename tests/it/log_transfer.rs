@@ -1,5 +1,5 @@
 //! Moving up and back: `--import-from DIR` copies a data directory's whole state into a database
-//! kept with `--storage-mode log`, `--export-to DIR` copies it back, checked message by message.
+//! kept with `--storage`, `--export-to DIR` copies it back, checked message by message.
 
 use std::process::Command;
 
@@ -27,7 +27,7 @@ fn run(args: &[&str]) -> (bool, String) {
 /// `orderly FLAG DIR` (`--import-from` or `--export-to`) with the log in the database at `url`.
 fn transfer(flag: &str, dir: &std::path::Path, url: &str) -> (bool, String) {
     let dir = dir.display().to_string();
-    run(&[flag, &dir, "--storage", url, "--storage-mode", "log"])
+    run(&[flag, &dir, "--storage", url])
 }
 
 /// Every message of the queue as the inspection API shows it (ids, bodies, attributes, receive

@@ -1,14 +1,29 @@
-//! `GET /metrics` (issue 33): scraped, parsed with a Prometheus text-format parser, and checked
+//! `GET /metrics`: scraped, parsed with a Prometheus text-format parser, and checked
 //! against the work the test did.
 
 use prometheus_parse::{Scrape, Value};
 
 use crate::common::{create_queue, fifo_queue, start_with_manual_clock, Server};
 
-async fn scrape(server: &Server) -> Scrape {
-    let response = reqwest::get(format!("{}/metrics", server.url()))
+/// Where the queues' figures are: the server itself, or, when it is a standby, the leader it
+/// passes requests on to (a standby's metrics are its own, with no queues).
+async fn leading_node(server: &Server) -> String {
+    let cluster = reqwest::get(format!("{}/_orderly/cluster", server.url()))
+        .await
+        .unwrap()
+        .text()
         .await
         .unwrap();
+    let cluster: serde_json::Value = serde_json::from_str(&cluster).unwrap();
+    match cluster["role"].as_str() {
+        Some("standby") => cluster["leader"].as_str().unwrap().to_string(),
+        _ => server.url(),
+    }
+}
+
+async fn scrape(server: &Server) -> Scrape {
+    let node = leading_node(server).await;
+    let response = reqwest::get(format!("{node}/metrics")).await.unwrap();
     assert_eq!(response.status(), 200);
     let content_type = response.headers()["content-type"]
         .to_str()

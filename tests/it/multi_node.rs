@@ -1,4 +1,5 @@
-//! Several Orderly nodes on one PostgreSQL database (issue 30): three nodes share one FIFO
+//! Several Orderly nodes on one PostgreSQL database: one leads the log, the others pass their
+//! requests on to it. Three nodes share one FIFO
 //! queue; producers and consumers are spread across them, 64 groups, with visibility timeouts
 //! left to expire at random and messages handed back early with ChangeMessageVisibility 0.
 //! Checked: no group is ever held by two consumers at once, each group's messages are deleted
@@ -269,7 +270,6 @@ pub async fn start_nodes(
         let mut config = Config::ephemeral();
         config.ephemeral = false;
         config.storage = Some(url.to_string());
-        config.storage_pool_size = 8;
         configure(&mut config);
         servers.push(Arc::new(
             common::start_with_clock(config, clock.clone()).await,
@@ -278,178 +278,7 @@ pub async fn start_nodes(
     servers
 }
 
-/// What the clients of the kill test were told.
-#[derive(Default)]
-struct Told {
-    /// Acknowledged sends.
-    sent: std::collections::HashSet<String>,
-    /// Acknowledged deletes: must never come back.
-    deleted: std::collections::HashSet<String>,
-    /// Deletes whose answer never came (the node died): may or may not have happened.
-    maybe_deleted: std::collections::HashSet<String>,
-}
-
-async fn keep_sending(
-    sqs: aws_sdk_sqs::Client,
-    url: String,
-    name: String,
-    told: Arc<Mutex<Told>>,
-    stop: Arc<std::sync::atomic::AtomicBool>,
-) {
-    let mut n = 0;
-    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-        let body = format!("{name}-{n}");
-        let sent = sqs
-            .send_message()
-            .queue_url(&url)
-            .message_body(&body)
-            .message_group_id(format!("{name}-{}", n % 4))
-            .message_deduplication_id(&body)
-            .send()
-            .await;
-        match sent {
-            Ok(_) => {
-                told.lock().unwrap().sent.insert(body);
-            }
-            // The node is gone: this producer stops.
-            Err(_) => return,
-        }
-        n += 1;
-    }
-}
-
-async fn keep_consuming(
-    sqs: aws_sdk_sqs::Client,
-    url: String,
-    told: Arc<Mutex<Told>>,
-    stop: Arc<std::sync::atomic::AtomicBool>,
-) {
-    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-        let Ok(got) = sqs
-            .receive_message()
-            .queue_url(&url)
-            .max_number_of_messages(10)
-            .send()
-            .await
-        else {
-            return;
-        };
-        for message in got.messages() {
-            let body = message.body().unwrap().to_string();
-            let deleted = sqs
-                .delete_message()
-                .queue_url(&url)
-                .receipt_handle(message.receipt_handle().unwrap())
-                .send()
-                .await;
-            let mut told = told.lock().unwrap();
-            match deleted {
-                Ok(_) => told.deleted.insert(body),
-                Err(_) => told.maybe_deleted.insert(body),
-            };
-        }
-    }
-}
-
-/// SIGKILL of one of two nodes under load: every acknowledged send is still there (or was
-/// deleted), no acknowledged delete comes back, and the other node serves on.
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn a_node_killed_under_load_loses_nothing_acknowledged() {
-    use std::sync::atomic::{AtomicBool, Ordering};
-    let Some(database) = common::fresh_database().await else {
-        return;
-    };
-    let (dir_a, dir_b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    let mut doomed = crate::binary::start(dir_a.path(), &["--storage", &database], "warn");
-    let survivor = crate::binary::start(dir_b.path(), &["--storage", &database], "warn");
-    let (on_doomed, on_survivor) = (
-        crate::crash::client(doomed.addr),
-        crate::crash::client(survivor.addr),
-    );
-    let url = on_survivor
-        .create_queue()
-        .queue_name("kill.fifo")
-        .attributes(aws_sdk_sqs::types::QueueAttributeName::FifoQueue, "true")
-        .attributes(
-            aws_sdk_sqs::types::QueueAttributeName::VisibilityTimeout,
-            "1",
-        )
-        .send()
-        .await
-        .unwrap()
-        .queue_url()
-        .unwrap()
-        .to_string();
-    let told = Arc::new(Mutex::new(Told::default()));
-    let stop = Arc::new(AtomicBool::new(false));
-    let mut work = Vec::new();
-    for (name, sqs) in [("a1", &on_doomed), ("a2", &on_doomed), ("b1", &on_survivor)] {
-        work.push(tokio::spawn(keep_sending(
-            sqs.clone(),
-            url.clone(),
-            name.into(),
-            told.clone(),
-            stop.clone(),
-        )));
-    }
-    for sqs in [&on_doomed, &on_survivor] {
-        work.push(tokio::spawn(keep_consuming(
-            sqs.clone(),
-            url.clone(),
-            told.clone(),
-            stop.clone(),
-        )));
-    }
-    tokio::time::sleep(std::time::Duration::from_millis(1500)).await;
-    doomed.child.kill().expect("SIGKILL");
-    doomed.child.wait().unwrap();
-    tokio::time::sleep(std::time::Duration::from_millis(1000)).await;
-    stop.store(true, Ordering::Relaxed);
-    for task in work {
-        task.await.unwrap();
-    }
-
-    // Whatever the dead node's consumer held comes back after its visibility timeout.
-    let mut drained = std::collections::HashSet::new();
-    let mut quiet = 0;
-    while quiet < 3 {
-        let got = on_survivor
-            .receive_message()
-            .queue_url(&url)
-            .max_number_of_messages(10)
-            .wait_time_seconds(1)
-            .send()
-            .await
-            .expect("the survivor serves");
-        if got.messages().is_empty() {
-            quiet += 1;
-        }
-        for message in got.messages() {
-            drained.insert(message.body().unwrap().to_string());
-            on_survivor
-                .delete_message()
-                .queue_url(&url)
-                .receipt_handle(message.receipt_handle().unwrap())
-                .send()
-                .await
-                .unwrap();
-        }
-    }
-    let told = told.lock().unwrap();
-    assert!(told.sent.len() > 20, "load ran: {} sends", told.sent.len());
-    let resurrected: Vec<_> = drained.intersection(&told.deleted).collect();
-    assert!(resurrected.is_empty(), "deleted, yet back: {resurrected:?}");
-    let lost: Vec<_> = told
-        .sent
-        .iter()
-        .filter(|b| {
-            !drained.contains(*b) && !told.deleted.contains(*b) && !told.maybe_deleted.contains(*b)
-        })
-        .collect();
-    assert!(lost.is_empty(), "acknowledged, then lost: {lost:?}");
-}
-
-/// What the recorded protocols' endpoints would have received is kept in the database: any node
+/// What the recorded protocols' endpoints would have received is the leader's: any node
 /// lists (and forgets) what any node recorded, a fan-out's and a Publish to a phone number's.
 #[tokio::test]
 async fn every_node_lists_every_nodes_recorded_messages() {

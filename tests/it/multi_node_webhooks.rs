@@ -1,5 +1,5 @@
-//! Ordered FIFO webhooks served by three Orderly nodes on one PostgreSQL database (issue 30):
-//! every node's delivery worker takes from the one shared outbox. A real HTTP endpoint fails
+//! Ordered FIFO webhooks served by three Orderly nodes on one PostgreSQL database: the leader's
+//! delivery worker sends what any node published. A real HTTP endpoint fails
 //! some first attempts and answers slowly, and checks as requests arrive that no message group
 //! ever has two requests in flight (whichever nodes send them) and that each group's requests
 //! never go back in publish order. The subscription is confirmed through a node other than the
@@ -147,7 +147,7 @@ async fn ordered_webhooks_keep_group_order_across_nodes() {
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
     };
-    // The token is in the database: node 2 confirms what node 1 sent.
+    // Any node confirms what was subscribed through another.
     let on_node_2 = subscribe_url.replace(&servers[1].url(), &servers[2].url());
     assert_ne!(on_node_2, subscribe_url);
     let confirmed = reqwest::get(&on_node_2).await.unwrap();
@@ -213,7 +213,7 @@ async fn ordered_webhooks_keep_group_order_across_nodes() {
         failing
     };
 
-    // The counters are the database's: any node reports all nodes' deliveries.
+    // The counters are the leader's: any node reports all nodes' deliveries.
     let stats: serde_json::Value = reqwest::get(format!("{}/_orderly/webhooks", servers[0].url()))
         .await
         .unwrap()

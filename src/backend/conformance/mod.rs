@@ -1,6 +1,5 @@
-//! One suite of the rules every backend must keep, run against each of them (the embedded
-//! engine in `embedded/tests.rs`, PostgreSQL in `postgres/tests.rs`): a rule differing between
-//! backends fails here, not in a user's deployment.
+//! The rules the storage seam keeps, written against its traits rather than one backend's
+//! types (run on the embedded engine in `embedded/tests.rs`).
 
 mod inspection;
 mod messages;

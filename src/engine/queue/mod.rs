@@ -27,10 +27,7 @@ use super::message::{Md5Digest, Message, MessageAttributes, MessageId, SequenceN
 use super::time::Timestamp;
 use super::FastMap;
 pub use config::{DedupScope, QueueConfig, RedrivePolicy};
-pub use operations::{
-    check_receive, check_visibility, expired_handle, ReceiveOutcome, ReceiveRequest, Received,
-    MAX_VISIBILITY_SECONDS,
-};
+pub use operations::{ReceiveOutcome, ReceiveRequest, Received};
 use send::Prepared;
 
 /// AWS's in-flight limit, for FIFO and standard queues alike.

@@ -141,6 +141,8 @@ pub struct Keeper {
     epoch: i64,
     orders: Arc<Orders>,
     thread: Mutex<Option<JoinHandle<()>>>,
+    /// Turns true once the lease is lost (taken by another node, or not renewed in time).
+    lost: tokio::sync::watch::Receiver<bool>,
 }
 
 impl Keeper {
@@ -153,23 +155,37 @@ impl Keeper {
     ) -> std::io::Result<Keeper> {
         let orders = Arc::new((Mutex::new(Order::Renew), Condvar::new()));
         let orders_taken = orders.clone();
+        let (lose, lost) = tokio::sync::watch::channel(false);
         let thread = std::thread::Builder::new()
             .name("orderly-lease".into())
             .spawn(move || {
                 let mut db = db;
-                if renew(&mut db, epoch, taken, &journal, &orders_taken) == Order::Release {
-                    release(&mut db, epoch);
+                match renew(&mut db, epoch, taken, &journal, &orders_taken) {
+                    Ended::Ordered(Order::Release) => release(&mut db, epoch),
+                    Ended::Ordered(_) => {}
+                    Ended::Lost => {
+                        let _ = lose.send(true);
+                    }
                 }
             })?;
         Ok(Keeper {
             epoch,
             orders,
             thread: Mutex::new(Some(thread)),
+            lost,
         })
     }
 
     pub fn epoch(&self) -> i64 {
         self.epoch
+    }
+
+    /// Completes once the lease is lost (never, if it is given up or abandoned first).
+    pub async fn lost(&self) {
+        let mut lost = self.lost.clone();
+        if lost.wait_for(|lost| *lost).await.is_err() {
+            std::future::pending::<()>().await;
+        }
     }
 
     fn order(&self, order: Order) {
@@ -218,14 +234,20 @@ pub fn release(db: &mut Blocking, epoch: i64) {
     }
 }
 
-/// Renews until ordered to stop (returning the order) or until the lease is lost.
+/// Why the keeper stopped renewing.
+enum Ended {
+    Ordered(Order),
+    Lost,
+}
+
+/// Renews until ordered to stop or until the lease is lost.
 fn renew(
     db: &mut Blocking,
     epoch: i64,
     taken: Instant,
     journal: &FileJournal,
     orders: &Orders,
-) -> Order {
+) -> Ended {
     // The lease was taken (or last renewed) no earlier than this.
     let mut held_since = taken;
     let mut failing = false;
@@ -237,7 +259,7 @@ fn renew(
                 .wait_timeout_while(order, RENEW_EVERY, |order| *order == Order::Renew)
                 .unwrap_or_else(|p| p.into_inner());
             if *order != Order::Renew {
-                return *order;
+                return Ended::Ordered(*order);
             }
         }
         let started = Instant::now();
@@ -264,20 +286,20 @@ fn renew(
             Ok(_) => {
                 tracing::error!(
                     epoch,
-                    "another node took the lease: this node acknowledges nothing more (restart it)"
+                    "another node took the lease: this node acknowledges nothing more and steps down"
                 );
                 journal.fail_for_good();
-                return Order::Abandon;
+                return Ended::Lost;
             }
             Err(failed) if held_since.elapsed() >= LEASE => {
                 tracing::error!(
                     epoch,
                     cause = %failed,
                     "the lease could not be renewed in time: this node acknowledges nothing more, \
-                     as another may lead now (restart it)"
+                     as another may lead now, and steps down"
                 );
                 journal.fail_for_good();
-                return Order::Abandon;
+                return Ended::Lost;
             }
             Err(failed) => {
                 if !failing {

@@ -1,4 +1,4 @@
-//! The engine's log and snapshots in PostgreSQL (`--storage URL --storage-mode log`): the same
+//! The engine's log and snapshots in PostgreSQL (`--storage URL`): the same
 //! engine and the same log records as with a data directory, kept by a database that provides
 //! durability, replication and the arbiter of which node leads.
 //!
@@ -18,6 +18,7 @@ mod recovery;
 mod schema;
 mod snapshots;
 mod table_log;
+pub mod test_database;
 pub mod transfer;
 
 use std::sync::Arc;
@@ -41,8 +42,9 @@ pub enum OpenError {
     #[error("{0}")]
     Database(String),
     #[error(
-        "the database holds Orderly's row storage (--storage-mode rows); the log is kept in a \
-         database of its own: give another database"
+        "the database holds the tables of Orderly's earlier row-per-message storage, which \
+         this build no longer reads: give an empty database (--import-from moves a data \
+         directory's state into one)"
     )]
     RowStorage,
     #[error(

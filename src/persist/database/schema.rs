@@ -2,7 +2,9 @@
 //! every start: the format version, the region and account the data belongs to, the lease that
 //! says which node leads, the log's batches and the snapshots.
 //!
-//! - `log_home`: one row, the format version of these tables and the home region and account.
+//! - `log_home`: one row, the format version of these tables, the home region and account,
+//!   and the snapshot the log starts from (none before the first is kept), so a snapshot that
+//!   goes missing is found missing rather than taken for a log that never had one.
 //! - `log_leader`: one row, the lease: its epoch (one more each time a node takes it), the
 //!   node holding it, the URL it serves on and when it ends (on the database's clock).
 //! - `log_batches`: a row per write of the log writer: the sequence numbers of its first and
@@ -18,15 +20,17 @@ use tokio_postgres::Client;
 use super::connection::{Blocking, Work};
 use super::OpenError;
 
-/// The version of these tables this build writes and reads.
-pub const VERSION: i32 = 1;
+/// The version of these tables this build writes and reads. Version 1 had no record of the
+/// snapshot kept; it is upgraded in place at start.
+pub const VERSION: i32 = 2;
 
 const CREATE: &str = "
 CREATE TABLE IF NOT EXISTS log_home (
     id integer PRIMARY KEY CHECK (id = 1),
     version integer NOT NULL,
     region text NOT NULL,
-    account text NOT NULL
+    account text NOT NULL,
+    snapshot bigint
 );
 CREATE TABLE IF NOT EXISTS log_leader (
     id integer PRIMARY KEY CHECK (id = 1),
@@ -67,9 +71,16 @@ INSERT INTO log_leader (id, epoch, node, url, expires)
     VALUES (1, 0, '', '', '-infinity') ON CONFLICT (id) DO NOTHING;
 ";
 
-/// Makes the tables if they are missing (nodes starting together take turns under an advisory
-/// lock), then checks the version and home; a database of another region or account, of a
-/// newer Orderly, or holding the row storage of earlier versions is refused.
+const UPGRADE_FROM_1: &str = "
+ALTER TABLE log_home ADD COLUMN IF NOT EXISTS snapshot bigint;
+UPDATE log_home SET version = 2,
+    snapshot = (SELECT id FROM log_snapshots ORDER BY first_lsn DESC LIMIT 1);
+";
+
+/// Makes the tables if they are missing or upgrades those of version 1 (nodes starting
+/// together take turns under an advisory lock), then checks the version and home; a database
+/// of another region or account, of a newer Orderly, or holding the row-per-message tables of
+/// earlier builds is refused.
 pub fn prepare(db: &mut Blocking, region: &str, account: &str) -> Result<(), OpenError> {
     let (home_region, home_account) = (region.to_string(), account.to_string());
     let found = db
@@ -98,6 +109,10 @@ pub fn prepare(db: &mut Blocking, region: &str, account: &str) -> Result<(), Ope
                         .query_one("SELECT version, region, account FROM log_home", &[])
                         .await?;
                     let found: (i32, String, String) = (row.get(0), row.get(1), row.get(2));
+                    if found.0 == 1 {
+                        // Version 1 kept at most one snapshot: the one the log starts from.
+                        tx.batch_execute(UPGRADE_FROM_1).await?;
+                    }
                     tx.commit().await?;
                     Ok((rows_backend, found))
                 })

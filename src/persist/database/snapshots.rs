@@ -131,6 +131,8 @@ impl SnapshotStore for DatabaseSnapshots {
                     .await?;
                     tx.execute("DELETE FROM log_snapshots WHERE id <> $1", &[&id])
                         .await?;
+                    tx.execute("UPDATE log_home SET snapshot = $1", &[&id])
+                        .await?;
                     tx.execute(
                         "DELETE FROM log_snapshot_chunks WHERE snapshot <> $1",
                         &[&id],
@@ -175,24 +177,35 @@ pub fn load<W: Default>(db: &mut Blocking, engine: &Engine<W>) -> Result<Loaded,
             super::STARTUP_TIMEOUT,
             |client: &mut Client| -> Work<'_, _> {
                 Box::pin(async move {
+                    // The snapshot the log starts from, as recorded when it was kept, and
+                    // its row if it is still there.
                     let row = client
-                        .query_opt(
-                            "SELECT id, first_lsn, chunks, bytes FROM log_snapshots \
-                             ORDER BY first_lsn DESC LIMIT 1",
+                        .query_one(
+                            "SELECT h.snapshot, s.first_lsn, s.chunks, s.bytes FROM log_home h \
+                             LEFT JOIN log_snapshots s ON s.id = h.snapshot",
                             &[],
                         )
                         .await?;
-                    Ok(row.map(|row| {
-                        let fields: (i64, i64, i32, i64) =
-                            (row.get(0), row.get(1), row.get(2), row.get(3));
-                        fields
-                    }))
+                    let kept: Option<i64> = row.get(0);
+                    let found: Option<(i64, i32, i64)> = row
+                        .get::<_, Option<i64>>(1)
+                        .map(|first_lsn| (first_lsn, row.get(2), row.get(3)));
+                    Ok(kept.map(|id| (id, found)))
                 })
             },
         )
         .map_err(unreadable)?;
-    let Some((id, first_lsn, count, size)) = found else {
+    let Some((id, found)) = found else {
         return Ok(Loaded::default());
+    };
+    let Some((first_lsn, count, size)) = found else {
+        return Err(RecoveryError::Corruption {
+            file: format!("log_snapshots row {id}"),
+            offset: 0,
+            reason: "the snapshot the log starts from (log_home.snapshot) is missing, and \
+                     with it every record it covers"
+                .into(),
+        });
     };
     let name = format!("log_snapshot_chunks of snapshot {id} (from record {first_lsn})");
     let mut bytes = Vec::with_capacity(usize::try_from(size).unwrap_or(0));

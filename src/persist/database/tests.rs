@@ -9,7 +9,7 @@ use crate::persist::writer::LogSink;
 
 fn database() -> Option<String> {
     let runtime = tokio::runtime::Runtime::new().expect("runtime");
-    runtime.block_on(crate::backend::postgres::test_database::fresh_database())
+    runtime.block_on(super::test_database::fresh_database())
 }
 
 fn connect(url: &str) -> Blocking {

@@ -26,7 +26,6 @@ pub mod change;
 pub mod list;
 pub mod message;
 pub mod queue;
-pub mod recorded;
 pub mod snapshot;
 pub mod topic;
 pub mod webhook;
@@ -115,91 +114,6 @@ pub fn check_snapshot_version(header: &[u8]) -> Result<(), FormatError> {
         });
     }
     Ok(())
-}
-
-// Items on their own, for storage that keeps them as rows (the PostgreSQL backend): this
-// build's version byte, then the item as the log writes it. Each decoder reads what this
-// build or an older one wrote.
-
-fn to_row(stored: &impl serde::Serialize) -> Vec<u8> {
-    let mut out = vec![VERSION];
-    out.extend(postcard::to_allocvec(stored).expect("stored items always encode"));
-    out
-}
-
-fn from_row<'a, T: serde::Deserialize<'a>>(bytes: &'a [u8], what: &str) -> Result<T, FormatError> {
-    let rest = versioned(bytes, what)?;
-    postcard::from_bytes(rest)
-        .map_err(|e| FormatError::Damaged(format!("{what} does not decode: {e}")))
-}
-
-pub fn encode_message(message: &engine::message::Message) -> Vec<u8> {
-    to_row(&message::Message::from(message))
-}
-
-pub fn decode_message(bytes: &[u8]) -> Result<engine::message::Message, FormatError> {
-    from_row(bytes, "a stored message").map(message::Message::into_live)
-}
-
-/// A topic's settings, tags and subscriptions (no history).
-pub fn encode_topic(image: &engine::topic::changes::TopicImage) -> Vec<u8> {
-    to_row(&topic::TopicImage::from(image))
-}
-
-pub fn decode_topic(bytes: &[u8]) -> Result<engine::topic::changes::TopicImage, FormatError> {
-    from_row(bytes, "a stored topic").map(topic::TopicImage::into_live)
-}
-
-/// One publish kept in a topic's archive.
-pub fn encode_archived(archived: &engine::topic::archive::Archived) -> Vec<u8> {
-    to_row(&topic::Archived::from(archived))
-}
-
-pub fn decode_archived(bytes: &[u8]) -> Result<engine::topic::archive::Archived, FormatError> {
-    from_row(bytes, "an archived publish").map(topic::Archived::into_live)
-}
-
-/// A webhook delivery, formatted.
-pub fn encode_delivery(delivery: &engine::webhook::Delivery) -> Vec<u8> {
-    to_row(&webhook::Delivery::from(delivery))
-}
-
-pub fn decode_delivery(bytes: &[u8]) -> Result<engine::webhook::Delivery, FormatError> {
-    from_row(bytes, "a stored webhook delivery").map(webhook::Delivery::into_live)
-}
-
-/// A confirmation token: its grant and expiry.
-pub fn encode_token(token: &engine::webhook::changes::TokenRecord) -> Vec<u8> {
-    to_row(&webhook::Token::from(token))
-}
-
-pub fn decode_token(bytes: &[u8]) -> Result<engine::webhook::changes::TokenRecord, FormatError> {
-    from_row(bytes, "a stored confirmation token").map(webhook::Token::into_live)
-}
-
-/// What a recorded protocol's endpoint would have received.
-pub fn encode_recorded(message: &engine::topic::recorded::RecordedMessage) -> Vec<u8> {
-    to_row(&recorded::Recorded::from(message))
-}
-
-pub fn decode_recorded(
-    bytes: &[u8],
-) -> Result<engine::topic::recorded::RecordedMessage, FormatError> {
-    from_row(bytes, "a recorded message").map(recorded::Recorded::into_live)
-}
-
-/// What follows a record's version byte, if this build reads that version.
-fn versioned<'a>(bytes: &'a [u8], what: &str) -> Result<&'a [u8], FormatError> {
-    let Some((&version, rest)) = bytes.split_first() else {
-        return Err(FormatError::Damaged(format!("{what}: an empty record")));
-    };
-    if version > VERSION {
-        return Err(FormatError::Newer {
-            what: what.into(),
-            found: u32::from(version),
-        });
-    }
-    Ok(rest)
 }
 
 #[cfg(test)]

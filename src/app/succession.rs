@@ -1,0 +1,188 @@
+//! A node on a database serves one generation after another on the same listener. A generation
+//! leads, or stands by and may come to lead. When a leading generation loses the lease (another
+//! node took it while this one was cut off or stopped), its engine can no longer log a change:
+//! the generation stops the work a leader runs, and the node starts over as a standby of the
+//! new leader, with a fresh engine the next promotion recovers into. Requests go to whichever
+//! generation is current.
+
+use std::future::Future;
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+use axum::extract::Request;
+use axum::Router;
+use tokio::net::TcpListener;
+use tower::Service as _;
+
+use super::log_database::{self, Node, Waiting};
+use super::{Built, Routes, Started};
+use crate::http::server::ServerLimits;
+use crate::persist::database::Keeper;
+use crate::persist::snapshot::Snapshotter;
+use crate::service::Service;
+
+/// Failures to start over are said once per cause per interval, not once a second.
+static RETRIES: std::sync::LazyLock<crate::quiet_log::QuietLog> =
+    std::sync::LazyLock::new(Default::default);
+
+/// A generation's parts, as `App::bind` or a start over built them.
+pub struct Generation {
+    pub service: Arc<Service>,
+    pub snapshots: Option<Arc<Snapshotter>>,
+    pub lease: Option<Arc<Keeper>>,
+    pub waiting: Option<Waiting>,
+}
+
+impl Generation {
+    fn of(built: Built, waiting: Option<Waiting>) -> Generation {
+        if let Some(status) = built.cluster {
+            built.service.set_cluster_status(status);
+        }
+        Generation {
+            service: built.service,
+            snapshots: built.snapshots,
+            lease: built.lease,
+            waiting,
+        }
+    }
+}
+
+/// A generation serving: its service, the work it runs beside requests, and a standby's way to
+/// leadership.
+struct Running {
+    service: Arc<Service>,
+    started: Arc<Started>,
+    promotion: Option<tokio::task::JoinHandle<bool>>,
+}
+
+impl Running {
+    /// Starts the generation's work (or its wait for the lease) and sends requests to it.
+    fn start(generation: Generation, routes: &Routes, current: &RwLock<Router>) -> Running {
+        let service = generation.service;
+        let started = Arc::new(Started::default());
+        let standby = generation.waiting.as_ref().map(|w| w.standby.clone());
+        let promotion = match generation.waiting {
+            Some(waiting) => Some(tokio::spawn(log_database::promote(
+                waiting,
+                service.clone(),
+                started.clone(),
+            ))),
+            None => {
+                started.begin(&service, generation.snapshots, generation.lease);
+                None
+            }
+        };
+        let router = routes.router(service.clone(), standby);
+        *current.write().unwrap_or_else(|p| p.into_inner()) = router;
+        Running {
+            service,
+            started,
+            promotion,
+        }
+    }
+
+    async fn stop(self) {
+        if let Some(promotion) = self.promotion {
+            promotion.abort();
+            let _ = promotion.await;
+        }
+        self.started.stop(&self.service).await;
+    }
+}
+
+/// Serves generation after generation until `shutdown` completes; then lets in-flight requests
+/// finish and stops the current generation.
+pub async fn serve(
+    node: Node,
+    first: Generation,
+    routes: Routes,
+    (listener, limits, tls): (TcpListener, ServerLimits, Option<tokio_rustls::TlsAcceptor>),
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    let current = Arc::new(RwLock::new(Router::new()));
+    let running = Running::start(first, &routes, &current);
+    let (finish, finished) = tokio::sync::watch::channel(false);
+    let steward = tokio::spawn(steward(node, running, routes, current.clone(), finished));
+    let switch = Router::new().fallback(move |request: Request| {
+        let mut router = current.read().unwrap_or_else(|p| p.into_inner()).clone();
+        // A router is always ready: no poll_ready needed before calling it.
+        async move { router.call(request).await }
+    });
+    let served = crate::http::server::serve(listener, switch, limits, tls, shutdown).await;
+    let _ = finish.send(true);
+    let _ = steward.await;
+    served
+}
+
+/// Watches the current generation: once it is deposed, stops it and starts the next.
+async fn steward(
+    node: Node,
+    mut running: Running,
+    routes: Routes,
+    current: Arc<RwLock<Router>>,
+    mut finished: tokio::sync::watch::Receiver<bool>,
+) {
+    loop {
+        tokio::select! {
+            _ = until(&mut finished) => {
+                running.stop().await;
+                return;
+            }
+            _ = running.started.deposed() => {
+                tracing::warn!("lost the lease: stepping down to serve as a standby of the new leader");
+            }
+            _ = failed_to_lead(&mut running.promotion) => {
+                tracing::warn!("starting over as a standby, with a fresh engine");
+                tokio::select! {
+                    _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+                    _ = until(&mut finished) => {
+                        running.stop().await;
+                        return;
+                    }
+                }
+            }
+        }
+        let previous = running.service.clone();
+        running.stop().await;
+        let next = loop {
+            let metrics = crate::metrics::Metrics::continuing(&previous.metrics);
+            let built = tokio::select! {
+                built = log_database::build(&node, metrics) => built,
+                _ = until(&mut finished) => return,
+            };
+            match built {
+                Ok((built, waiting)) => break Generation::of(built, waiting),
+                Err(error) => {
+                    let cause = error.to_string();
+                    if let Some(held_back) = RETRIES.admit(&cause, std::time::Instant::now()) {
+                        tracing::warn!(%cause, held_back, "could not start over on the database; trying again each second");
+                    }
+                    tokio::select! {
+                        _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+                        _ = until(&mut finished) => return,
+                    }
+                }
+            }
+        };
+        drop(previous);
+        running = Running::start(next, &routes, &current);
+    }
+}
+
+/// Completes once the server has stopped serving.
+async fn until(finished: &mut tokio::sync::watch::Receiver<bool>) {
+    let _ = finished.wait_for(|finished| *finished).await;
+}
+
+/// Completes once a standby's promotion ends without this node leading.
+async fn failed_to_lead(promotion: &mut Option<tokio::task::JoinHandle<bool>>) {
+    if let Some(handle) = promotion {
+        let led = handle.await;
+        // Done with: stopping the generation must not wait on it again.
+        *promotion = None;
+        if !matches!(led, Ok(true)) {
+            return;
+        }
+    }
+    std::future::pending().await
+}
