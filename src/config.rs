@@ -62,7 +62,7 @@ pub struct Config {
     /// key-value form `host=… port=… user=… dbname=…`): keep the engine's log and snapshots in
     /// that PostgreSQL database instead of the data directory. One node leads, holding a lease
     /// in the database; every other node on it passes requests on and takes over when the
-    /// lease lapses. The tables are created at start.
+    /// lease lapses. The tables are created (or upgraded) at start.
     #[arg(long, env = "ORDERLY_STORAGE", conflicts_with = "ephemeral", value_parser = parse_storage)]
     pub storage: Option<String>,
     /// Copy the whole state of this data directory into the database --storage names (it must

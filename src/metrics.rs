@@ -283,13 +283,19 @@ fn labels(action: Action) -> (&'static str, &'static str) {
 }
 
 impl Metrics {
-    /// Fresh figures for a node's next service (after it stepped down), carrying on what the
-    /// server itself keeps: its open connections and the requests passed on.
+    /// The figures of a node's next service (after it stepped down): the counters carry on,
+    /// so a scrape never sees them go back; the long polls and the log are the new service's.
     pub fn continuing(previous: &Metrics) -> Metrics {
         Metrics {
             open_connections: previous.open_connections.clone(),
+            long_polls_waiting: Gauge::default(),
+            log: std::sync::OnceLock::new(),
             forwarded: previous.forwarded.clone(),
-            ..Metrics::default()
+            requests: previous.requests.clone(),
+            durations: previous.durations.clone(),
+            errors: previous.errors.clone(),
+            sqs: previous.sqs.clone(),
+            sns: previous.sns.clone(),
         }
     }
 
@@ -377,9 +383,13 @@ impl Metrics {
             "Requests passed on to the leader while this node was a standby, by outcome",
             self.forwarded.0.clone(),
         );
-        register_queues(&mut registry, &state.queues, now);
-        register_topics(&mut registry, &state.topics, &state.subscriptions);
-        register_webhooks(&mut registry, &state.webhooks);
+        // A standby's engine follows the leader's: its figures would count each queue twice in
+        // a sum over nodes, so only the leader (or a single node) reports them.
+        if state.role != "standby" {
+            register_queues(&mut registry, &state.queues, now);
+            register_topics(&mut registry, &state.topics, &state.subscriptions);
+            register_webhooks(&mut registry, &state.webhooks);
+        }
         let mut out = String::new();
         // Writing to a String cannot fail.
         let _ = prometheus_client::encoding::text::encode(&mut out, &registry);

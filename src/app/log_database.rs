@@ -14,6 +14,7 @@ use crate::clock::Clock;
 use crate::config::Config;
 use crate::engine::Engine;
 use crate::http::standby::Standby;
+use crate::persist::database::follow::{Following, Progress, Stopped};
 use crate::persist::database::{Asked, DatabaseLog, Prepared, Settings};
 use crate::persist::snapshot::Snapshotter;
 use crate::service::cluster::{ClusterState, ClusterStatus};
@@ -23,6 +24,8 @@ use crate::service::Service;
 pub struct Waiting {
     prepared: OffThread,
     engine: Arc<Engine<Notify>>,
+    /// The log followed into `engine` meanwhile.
+    pub following: Arc<Following>,
     pub standby: Arc<Standby>,
     own_url: String,
     snapshot_after: u64,
@@ -36,9 +39,16 @@ struct OffThread(Option<Prepared>);
 impl Drop for OffThread {
     fn drop(&mut self) {
         if let Some(prepared) = self.0.take() {
-            let _ = std::thread::Builder::new()
+            let slot = Arc::new(std::sync::Mutex::new(Some(prepared)));
+            let taken = slot.clone();
+            let spawned = std::thread::Builder::new()
                 .name("orderly-drop".into())
-                .spawn(move || drop(prepared));
+                .spawn(move || drop(taken.lock().map(|mut p| p.take())));
+            if spawned.is_err() {
+                // No thread to drop it on: leaked rather than dropped here, which would panic.
+                let left = slot.lock().map(|mut p| p.take()).ok().flatten();
+                std::mem::forget(left);
+            }
         }
     }
 }
@@ -93,7 +103,7 @@ pub async fn build(
         Asked::Leads(taken) => {
             let prepared = prepared.0.take().expect("held until here");
             let (mut engine, log) = tokio::task::spawn_blocking(move || {
-                let log = prepared.lead(&engine, taken);
+                let log = prepared.lead(&engine, taken, Stopped::Untouched);
                 (engine, log)
             })
             .await
@@ -104,7 +114,17 @@ pub async fn build(
             configure_engine(config, &mut engine);
             let engine = Arc::new(engine);
             let snapshots = snapshotter(&engine, &log, config.snapshot_after);
-            let status = status(None, own_url, epoch, log.journal.clone());
+            // Leading from the start; stepping down makes it pass requests on.
+            let forwarded = metrics.forwarded.clone();
+            let standby = Arc::new(Standby::new(String::new(), 0, body, forwarded)?);
+            standby.lead();
+            let status = status(
+                Some(standby.clone()),
+                own_url,
+                epoch,
+                log.journal.clone(),
+                None,
+            );
             let mut built = serve_engine(
                 config,
                 clock,
@@ -116,6 +136,7 @@ pub async fn build(
             )?;
             built.lease = Some(log.lease);
             built.cluster = Some(status);
+            built.standby = Some(standby);
             return Ok((built, None));
         }
         Asked::Held { url, epoch, .. } => (url, epoch),
@@ -145,15 +166,25 @@ pub async fn build(
     )?;
     let forwarded = built.service.metrics.forwarded.clone();
     let standby = Arc::new(Standby::new(leader, leader_epoch, body, forwarded)?);
+    let following = Arc::new(
+        prepared
+            .0
+            .as_ref()
+            .expect("held until here")
+            .follow(engine.clone())?,
+    );
     built.cluster = Some(status(
         Some(standby.clone()),
         own_url.clone(),
         epoch.clone(),
         journal,
+        Some(following.progress.clone()),
     ));
+    built.standby = Some(standby.clone());
     let waiting = Waiting {
         prepared,
         engine,
+        following,
         standby,
         own_url,
         snapshot_after: config.snapshot_after,
@@ -189,23 +220,31 @@ fn status(
     own_url: String,
     epoch: Arc<AtomicI64>,
     journal: Arc<crate::persist::writer::FileJournal>,
+    progress: Option<Arc<Progress>>,
 ) -> ClusterStatus {
     Arc::new(move || {
         let following = standby
             .as_ref()
             .filter(|s| !s.leading())
             .map(|s| s.leader());
-        let (role, leader, epoch) = match following {
-            Some((url, epoch)) => ("standby", url, epoch),
-            None => ("leader", own_url.clone(), epoch.load(Ordering::Acquire)),
+        let (role, leader, epoch, (applied, lag)) = match (following, &progress) {
+            (Some((url, epoch)), Some(progress)) => {
+                let followed = (progress.applied(), progress.lag());
+                ("standby", url, epoch, followed)
+            }
+            (Some((url, epoch)), None) => ("standby", url, epoch, (0, 0)),
+            (None, _) => {
+                let written = (journal.durable().lsn, 0);
+                let epoch = epoch.load(Ordering::Acquire);
+                ("leader", own_url.clone(), epoch, written)
+            }
         };
         ClusterState {
             role,
             epoch: epoch.max(0) as u64,
             leader,
-            // A standby does not follow the log (yet): it applies it when it comes to lead.
-            applied: journal.durable().lsn,
-            lag: 0,
+            applied,
+            lag,
         }
     })
 }
@@ -254,7 +293,13 @@ pub async fn promote(mut waiting: Waiting, service: Arc<Service>, started: Arc<S
     };
     let began = std::time::Instant::now();
     let engine = waiting.engine.clone();
-    let led = tokio::task::spawn_blocking(move || prepared.lead(&engine, epoch)).await;
+    let following = waiting.following.clone();
+    // The follower stops where it stands; recovery goes on from there, reading the tail only.
+    let led = tokio::task::spawn_blocking(move || {
+        let followed = following.stop();
+        prepared.lead(&engine, epoch, followed)
+    })
+    .await;
     let log = match led {
         Ok(Ok(log)) => log,
         Ok(Err(error)) => {

@@ -53,6 +53,8 @@ pub struct Built {
     pub lease: Option<Arc<crate::persist::database::Keeper>>,
     /// How `GET /_orderly/cluster` reads this node's state, when not single.
     pub cluster: Option<crate::service::cluster::ClusterStatus>,
+    /// On a database: whether this node leads, and where requests go while it does not.
+    pub standby: Option<Arc<crate::http::standby::Standby>>,
 }
 
 /// Opens the data directory (recovering the engine from it) unless ephemeral, builds the
@@ -108,10 +110,11 @@ fn serve_engine(
         snapshots,
         lease: None,
         cluster: None,
+        standby: None,
     })
 }
 
-/// What every backend's service needs: the webhook sender and the service's settings.
+/// What a service needs besides its storage: the webhook sender and its settings.
 fn service_parts(
     config: &Config,
     listening: SocketAddr,
@@ -273,6 +276,7 @@ pub struct App {
     lease: Option<Arc<crate::persist::database::Keeper>>,
     /// A standby's way to leadership (`--storage`, the lease held by another node).
     waiting: Option<log_database::Waiting>,
+    standby: Option<Arc<crate::http::standby::Standby>>,
     /// On a database: what this node starts over from once it loses the lease.
     node: Option<log_database::Node>,
     limits: ServerLimits,
@@ -376,6 +380,7 @@ impl App {
             service: built.service,
             snapshots: built.snapshots,
             lease: built.lease,
+            standby: built.standby,
             waiting,
             node,
             limits,
@@ -419,6 +424,7 @@ impl App {
             service: self.service,
             snapshots: self.snapshots,
             lease: self.lease,
+            standby: self.standby,
             waiting: self.waiting,
         };
         let Some(node) = self.node else {

@@ -17,6 +17,7 @@ use tower::Service as _;
 use super::log_database::{self, Node, Waiting};
 use super::{Built, Routes, Started};
 use crate::http::server::ServerLimits;
+use crate::http::standby::Standby;
 use crate::persist::database::Keeper;
 use crate::persist::snapshot::Snapshotter;
 use crate::service::Service;
@@ -30,6 +31,7 @@ pub struct Generation {
     pub service: Arc<Service>,
     pub snapshots: Option<Arc<Snapshotter>>,
     pub lease: Option<Arc<Keeper>>,
+    pub standby: Option<Arc<Standby>>,
     pub waiting: Option<Waiting>,
 }
 
@@ -42,6 +44,7 @@ impl Generation {
             service: built.service,
             snapshots: built.snapshots,
             lease: built.lease,
+            standby: built.standby,
             waiting,
         }
     }
@@ -53,6 +56,9 @@ struct Running {
     service: Arc<Service>,
     started: Arc<Started>,
     promotion: Option<tokio::task::JoinHandle<bool>>,
+    /// A standby's: turns true when the log it followed into its engine cannot be followed on.
+    spoiled: Option<tokio::sync::watch::Receiver<bool>>,
+    standby: Option<Arc<Standby>>,
 }
 
 impl Running {
@@ -60,7 +66,8 @@ impl Running {
     fn start(generation: Generation, routes: &Routes, current: &RwLock<Router>) -> Running {
         let service = generation.service;
         let started = Arc::new(Started::default());
-        let standby = generation.waiting.as_ref().map(|w| w.standby.clone());
+        let standby = generation.standby;
+        let spoiled = (generation.waiting.as_ref()).map(|w| w.following.spoiled.subscribe());
         let promotion = match generation.waiting {
             Some(waiting) => Some(tokio::spawn(log_database::promote(
                 waiting,
@@ -72,12 +79,14 @@ impl Running {
                 None
             }
         };
-        let router = routes.router(service.clone(), standby);
+        let router = routes.router(service.clone(), standby.clone());
         *current.write().unwrap_or_else(|p| p.into_inner()) = router;
         Running {
             service,
             started,
             promotion,
+            spoiled,
+            standby,
         }
     }
 
@@ -110,11 +119,14 @@ pub async fn serve(
     });
     let served = crate::http::server::serve(listener, switch, limits, tls, shutdown).await;
     let _ = finish.send(true);
-    let _ = steward.await;
+    if let Err(error) = steward.await {
+        tracing::error!(%error, "the generations' steward failed: the lease lapses by itself");
+    }
     served
 }
 
-/// Watches the current generation: once it is deposed, stops it and starts the next.
+/// Watches the current generation: once it is deposed (or, standing by, can no longer lead
+/// from its engine), stops it and starts the next.
 async fn steward(
     node: Node,
     mut running: Running,
@@ -122,23 +134,42 @@ async fn steward(
     current: Arc<RwLock<Router>>,
     mut finished: tokio::sync::watch::Receiver<bool>,
 ) {
+    // Generations in a row that failed by themselves: each waits twice as long (up to 32 s)
+    // before the next, so a failure that repeats (damage, say) does not spin.
+    let mut failed = 0u32;
     loop {
-        tokio::select! {
+        let pause = tokio::select! {
             _ = until(&mut finished) => {
                 running.stop().await;
                 return;
             }
             _ = running.started.deposed() => {
                 tracing::warn!("lost the lease: stepping down to serve as a standby of the new leader");
+                // At once, before its work stops: requests are passed on (none leads that
+                // this node knows of yet: 503), and it says it no longer leads.
+                if let Some(standby) = &running.standby {
+                    standby.step_down();
+                }
+                failed = 0;
+                false
+            }
+            _ = spoiled(&mut running.spoiled) => {
+                tracing::info!("starting over as a standby, with a fresh engine to follow the log into");
+                true
             }
             _ = failed_to_lead(&mut running.promotion) => {
                 tracing::warn!("starting over as a standby, with a fresh engine");
-                tokio::select! {
-                    _ = tokio::time::sleep(Duration::from_secs(1)) => {}
-                    _ = until(&mut finished) => {
-                        running.stop().await;
-                        return;
-                    }
+                true
+            }
+        };
+        if pause {
+            let wait = Duration::from_secs(1 << failed.min(5));
+            failed += 1;
+            tokio::select! {
+                _ = tokio::time::sleep(wait) => {}
+                _ = until(&mut finished) => {
+                    running.stop().await;
+                    return;
                 }
             }
         }
@@ -185,4 +216,16 @@ async fn failed_to_lead(promotion: &mut Option<tokio::task::JoinHandle<bool>>) {
         }
     }
     std::future::pending().await
+}
+
+/// Completes once a standby's engine can no longer follow the log.
+async fn spoiled(spoiled: &mut Option<tokio::sync::watch::Receiver<bool>>) {
+    match spoiled {
+        Some(spoiled) => {
+            if spoiled.wait_for(|spoiled| *spoiled).await.is_err() {
+                std::future::pending::<()>().await;
+            }
+        }
+        None => std::future::pending().await,
+    }
 }

@@ -1,4 +1,4 @@
-//! The pace of a message move task, shared by the backends: steps fall due on the injected
+//! The pace of a message move task: steps fall due on the injected
 //! clock, each moving a bounded number of messages, so the task keeps its rate. After a jump of
 //! the clock (a test moving it) the steps owed are taken one after another.
 

@@ -3,7 +3,8 @@
 //! endpoints' confirmations, and Publish to a phone number. The newest `KEPT` of them are kept
 //! (older ones are dropped and counted), for `GET /_orderly/sns/deliveries` and LocalStack's
 //! `/_aws/sns/sms-messages`; a reset or a DELETE forgets them. The embedded backend keeps them
-//! here, in memory (a restart empties it); PostgreSQL in a table every node reads.
+//! here, in memory (a restart empties it); with the log in a database, the leader's are listed
+//! through any node.
 
 use std::collections::VecDeque;
 use std::sync::Mutex;

@@ -79,6 +79,13 @@ impl Standby {
         self.leading.store(true, Ordering::Release);
     }
 
+    /// This node lost the lease: requests are passed on again, to no one until the next
+    /// generation learns who leads.
+    pub fn step_down(&self) {
+        self.set_leader(String::new(), 0);
+        self.leading.store(false, Ordering::Release);
+    }
+
     /// The leader's URL and epoch.
     pub fn leader(&self) -> (String, i64) {
         self.leader

@@ -274,7 +274,8 @@ async fn a_deposed_leader_acknowledges_nothing_more_steps_down_and_leads_again()
     let started = Instant::now();
     let state = loop {
         let state = cluster(&first.server).await;
-        if state["role"] == "standby" {
+        // Right away a standby of no one known; once started over, of the usurper.
+        if state["role"] == "standby" && state["leader"] == "http://usurper" {
             break state;
         }
         assert!(
@@ -283,7 +284,6 @@ async fn a_deposed_leader_acknowledges_nothing_more_steps_down_and_leads_again()
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     };
-    assert_eq!(state["leader"], "http://usurper", "{state}");
     let (usurped, _) = leader(&client).await;
     assert_eq!(state["epoch"], usurped, "{state}");
 
@@ -312,6 +312,24 @@ async fn cluster(server: &common::Server) -> serde_json::Value {
         .await
         .expect("a body");
     serde_json::from_str(&state).expect("JSON")
+}
+
+/// Waits (a bound of 20 s, polling: a standby looks for new batches on real time) until the
+/// standby has applied every record the leader has written.
+async fn until_caught_up(standby: &common::Server, leader: &common::Server) {
+    let started = Instant::now();
+    loop {
+        let (followed, written) = (cluster(standby).await, cluster(leader).await);
+        assert_eq!(followed["role"], "standby", "{followed}");
+        if followed["applied"] == written["applied"] && followed["lag"] == 0 {
+            return;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "never caught up: {followed} against {written}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }
 
 /// Waits (a bound of 20 s, polling: the lease runs on real time) until `server` leads; returns
@@ -361,6 +379,8 @@ async fn a_standby_passes_requests_on_and_leads_once_the_leader_gives_up_its_lea
     .expect("a body");
     assert!(on_leader.contains("\"m4\""), "{on_leader}");
     assert_eq!(leader(&client).await, (epoch, first_url));
+    // It follows the log: its engine applies what the leader writes.
+    until_caught_up(&second.server, &first.server).await;
     // The standby's metrics are its own: its role, and what it passed on (the queue's
     // creation and five sends at least); the leader counts the requests themselves.
     let metrics = text(&format!("{}/metrics", second.server.url())).await;
@@ -553,6 +573,23 @@ async fn tables_of_version_1_are_upgraded_in_place() {
         .batch_execute("ALTER TABLE log_home DROP COLUMN snapshot; UPDATE log_home SET version = 1")
         .await
         .expect("the layout of version 1");
+    // Not while a node of version 1 leads them: it would keep snapshots without recording them.
+    client
+        .execute(
+            "UPDATE log_leader SET expires = now() + interval '1 hour'",
+            &[],
+        )
+        .await
+        .expect("a leader of version 1");
+    let said = refused(&config).await;
+    assert!(
+        said.contains("stop every node of the earlier version"),
+        "{said}"
+    );
+    client
+        .execute("UPDATE log_leader SET expires = '-infinity'", &[])
+        .await
+        .expect("it stopped");
     let server = Stoppable::start(App::bind(&config).await.expect("leads")).await;
     let row = client
         .query_one(
@@ -569,6 +606,14 @@ async fn tables_of_version_1_are_upgraded_in_place() {
     let expected: Vec<String> = (0..10).map(|i| format!("h{i}")).collect();
     assert_eq!(bodies(&server.server, &queue).await, expected);
     server.stop().await;
+    // A snapshot the home row does not name (as a node of version 1 would have kept one after
+    // the upgrade) is refused, not taken for the log's start or passed over.
+    client
+        .execute("UPDATE log_home SET snapshot = NULL", &[])
+        .await
+        .expect("forget which snapshot");
+    let said = refused(&config).await;
+    assert!(said.contains("does not name"), "{said}");
 }
 
 /// Bodies left in the queue, each deleted once received.
@@ -899,4 +944,65 @@ fn a_frozen_leader_woken_after_a_takeover_acknowledges_nothing_and_steps_down() 
     expected.push("through the old leader");
     assert_eq!(runtime.block_on(bodies(&on_new, &queue)), expected);
     drop((old, new));
+}
+
+/// A standby frozen while the leader keeps snapshots that drop the batches it has not applied
+/// yet: woken, it starts over from the newest snapshot with a fresh engine, catches up, and
+/// leads with every message once the leader is killed.
+#[test]
+fn a_standby_left_behind_by_a_snapshot_starts_over_and_catches_up() {
+    let runtime = tokio::runtime::Runtime::new().expect("runtime");
+    let Some(url) = runtime.block_on(common::fresh_database()) else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    // A snapshot as soon as anything was written since the last.
+    let leading = ["--storage", url.as_str(), "--snapshot-after", "1"];
+    let mut first = crate::binary::start(dir.path(), &leading, "warn");
+    let standby = crate::binary::start(dir.path(), &["--storage", url.as_str()], "warn");
+    let (on_first, on_standby) = (process_server(first.addr), process_server(standby.addr));
+    let queue = runtime.block_on(fifo(&on_first, "behind.fifo"));
+    let bodies_sent: Vec<String> = (0..60).map(|i| format!("m{i:02}")).collect();
+    for body in &bodies_sent[..20] {
+        runtime.block_on(send(&on_first, &queue, "g", body));
+    }
+    runtime.block_on(until_caught_up(&on_standby, &on_first));
+    let applied = runtime.block_on(cluster(&on_standby))["applied"]
+        .as_i64()
+        .expect("a position");
+
+    signal(&standby, "-STOP");
+    for body in &bodies_sent[20..] {
+        runtime.block_on(send(&on_first, &queue, "g", body));
+    }
+    // A snapshot kept from past where the standby stopped: the batches it needs are gone.
+    let client = runtime.block_on(database(&url));
+    let started = Instant::now();
+    loop {
+        let kept: Option<i64> = runtime
+            .block_on(client.query_opt(
+                "SELECT s.first_lsn FROM log_home h JOIN log_snapshots s ON s.id = h.snapshot",
+                &[],
+            ))
+            .expect("the snapshot kept")
+            .map(|row| row.get(0));
+        if kept.is_some_and(|first_lsn| first_lsn > applied + 1) {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "no snapshot past {applied}"
+        );
+        runtime.block_on(send(&on_first, &queue, "h", "nudge"));
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    signal(&standby, "-CONT");
+    runtime.block_on(until_caught_up(&on_standby, &on_first));
+
+    first.child.kill().expect("SIGKILL");
+    let _ = first.child.wait();
+    runtime.block_on(until_it_leads(&on_standby));
+    let left = runtime.block_on(bodies(&on_standby, &queue));
+    let in_group: Vec<&String> = left.iter().filter(|b| b.starts_with('m')).collect();
+    assert_eq!(in_group, bodies_sent.iter().collect::<Vec<_>>());
 }

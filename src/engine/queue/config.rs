@@ -328,30 +328,6 @@ impl QueueConfig {
         })
     }
 
-    /// The settable attributes that hold a value, by their AWS names and string forms: how a
-    /// configuration is stored outside the engine (the PostgreSQL backend). Those names and
-    /// forms never change meaning, so what is stored outlives any change to this struct.
-    pub fn stored_attributes(&self) -> Vec<(String, String)> {
-        ATTRIBUTE_NAMES
-            .iter()
-            .filter(|name| !READ_ONLY.contains(name))
-            .filter_map(|name| Some((name.to_string(), self.attribute(name)?)))
-            .collect()
-    }
-
-    /// A configuration back from `stored_attributes` and its timestamps.
-    pub fn from_stored(
-        fifo: bool,
-        attributes: &[(String, String)],
-        created_at: Timestamp,
-        last_modified_at: Timestamp,
-    ) -> EngineResult<Self> {
-        let mut config = QueueConfig::new(fifo, created_at);
-        config.apply(attributes)?;
-        config.last_modified_at = last_modified_at;
-        Ok(config)
-    }
-
     /// CreateQueue idempotency: the first supplied attribute whose value differs from ours.
     pub fn first_difference(
         &self,
@@ -609,53 +585,5 @@ mod tests {
                 ("SqsManagedSseEnabled", "true")
             ]),)
             .is_err());
-    }
-
-    #[test]
-    fn a_stored_configuration_comes_back_the_same() {
-        let cases = [
-            ("plain", attrs(&[])),
-            (
-                "tuned",
-                attrs(&[
-                    ("DelaySeconds", "7"),
-                    ("MaximumMessageSize", "2048"),
-                    ("MessageRetentionPeriod", "120"),
-                    ("ReceiveMessageWaitTimeSeconds", "20"),
-                    ("VisibilityTimeout", "0"),
-                    ("Policy", r#"{"Version":"2012-10-17"}"#),
-                    ("RedriveAllowPolicy", r#"{"redrivePermission":"denyAll"}"#),
-                    ("KmsMasterKeyId", "alias/k"),
-                    ("KmsDataKeyReusePeriodSeconds", "600"),
-                ]),
-            ),
-            (
-                "q.fifo",
-                attrs(&[
-                    ("FifoQueue", "true"),
-                    ("ContentBasedDeduplication", "true"),
-                    ("DeduplicationScope", "messageGroup"),
-                    ("FifoThroughputLimit", "perMessageGroupId"),
-                    (
-                        "RedrivePolicy",
-                        r#"{"deadLetterTargetArn":"arn:aws:sqs:us-east-1:000000000000:d.fifo","maxReceiveCount":3}"#,
-                    ),
-                ]),
-            ),
-        ];
-        for (name, given) in cases {
-            let config = QueueConfig::for_create(name, &given, Timestamp(5_000)).unwrap();
-            let stored = config.stored_attributes();
-            let back =
-                QueueConfig::from_stored(config.fifo, &stored, Timestamp(5_000), Timestamp(9_000))
-                    .unwrap();
-            for attribute in ATTRIBUTE_NAMES.iter().filter(|n| !n.starts_with("Approx")) {
-                let expected = match *attribute {
-                    "LastModifiedTimestamp" => Some("9".to_string()),
-                    _ => config.attribute(attribute),
-                };
-                assert_eq!(back.attribute(attribute), expected, "{name}: {attribute}");
-            }
-        }
     }
 }

@@ -1,6 +1,6 @@
 //! What an HTTP/S endpoint is sent, formatted once: confirmation messages and notifications,
 //! and the copies a failed notification leaves in its subscription's dead-letter queue. Pure,
-//! so every backend formats alike.
+//! so what is sent depends on the message alone.
 
 use std::sync::Arc;
 

@@ -7,12 +7,15 @@
 //! - `table_log`: the log writer's batches as rows, each insert checking the epoch.
 //! - `snapshots`: snapshots in chunks, kept by a transaction that drops the log they cover.
 //! - `recovery`: the snapshot and the batches after it, into a fresh engine.
+//! - `follow`: a standby applying the batches as they are written, so a takeover reads the
+//!   tail only.
 //! - `connection`: the blocking, time-bounded connection the threads above use.
 //!
 //! A node that finds the lease held waits until it lapses (another node's crash) or is given up
 //! (a clean stop), then recovers everything from the database and leads.
 
 mod connection;
+pub mod follow;
 pub mod lease;
 mod recovery;
 mod schema;
@@ -31,6 +34,7 @@ use super::{RecoveryError, RecoveryReport};
 use crate::engine::Engine;
 pub use lease::Keeper;
 pub use snapshots::DatabaseSnapshots;
+use tokio::sync::Notify;
 
 /// Longest a start-up request (the schema, the lease, a page of recovery) may take.
 const STARTUP_TIMEOUT: Duration = Duration::from_secs(30);
@@ -107,7 +111,7 @@ pub fn open<W: Default>(
         settings.wait_for_lease,
     )?;
     prepared.asked_at = taken;
-    prepared.lead(engine, epoch)
+    prepared.lead(engine, epoch, follow::Stopped::Untouched)
 }
 
 /// A database made ready for this node's engine, before it leads: the tables checked, a
@@ -172,13 +176,19 @@ impl Prepared {
         }
     }
 
-    /// With the lease of `epoch` taken: recovers `engine` (which holds nothing yet) from the
-    /// database and starts the journal. The lease is renewed from the start, so a recovery
-    /// longer than the lease does not lose it.
+    /// Follows the log into `engine` (which holds nothing yet) until this node leads.
+    pub fn follow(&self, engine: Arc<Engine<Notify>>) -> std::io::Result<follow::Following> {
+        follow::Following::start(self.config.clone(), engine)
+    }
+
+    /// With the lease of `epoch` taken: recovers `engine` from the database, from scratch or
+    /// from where a follower left it, and starts the journal. The lease is renewed from the
+    /// start, so a recovery longer than the lease does not lose it.
     pub fn lead<W: Default>(
         mut self,
         engine: &Engine<W>,
         epoch: i64,
+        followed: follow::Stopped,
     ) -> Result<DatabaseLog, OpenError> {
         let journal = self.journal.clone();
         let lease = Keeper::start(
@@ -187,7 +197,16 @@ impl Prepared {
             self.asked_at,
             journal.clone(),
         )?;
-        let recovered = match recovery::recover(&mut self.db, engine) {
+        let recovered = match followed {
+            follow::Stopped::Untouched => recovery::recover(&mut self.db, engine),
+            follow::Stopped::Following(mut follower) => follower
+                .catch_up(&mut self.db, engine)
+                .map(|_| follower.finish()),
+            follow::Stopped::Spoiled => Err(RecoveryError::Io(std::io::Error::other(
+                "the engine followed the log part way only; a fresh one recovers",
+            ))),
+        };
+        let recovered = match recovered {
             Ok(recovered) => recovered,
             Err(error) => {
                 // Not leading after all: the next node need not wait out the lease.

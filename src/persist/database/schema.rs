@@ -109,19 +109,35 @@ pub fn prepare(db: &mut Blocking, region: &str, account: &str) -> Result<(), Ope
                         .query_one("SELECT version, region, account FROM log_home", &[])
                         .await?;
                     let found: (i32, String, String) = (row.get(0), row.get(1), row.get(2));
+                    // A node of version 1 leading would keep snapshots without recording
+                    // them: the tables are upgraded only while none leads.
+                    let mut led_by_older = false;
                     if found.0 == 1 {
-                        // Version 1 kept at most one snapshot: the one the log starts from.
-                        tx.batch_execute(UPGRADE_FROM_1).await?;
+                        led_by_older = tx
+                            .query_one("SELECT expires > now() FROM log_leader", &[])
+                            .await?
+                            .get::<_, bool>(0);
+                        if !led_by_older {
+                            // Version 1 kept at most one snapshot: the one the log starts from.
+                            tx.batch_execute(UPGRADE_FROM_1).await?;
+                        }
                     }
                     tx.commit().await?;
-                    Ok((rows_backend, found))
+                    Ok((rows_backend, led_by_older, found))
                 })
             },
         )
         .map_err(|e| OpenError::Database(e.cause))?;
-    let (rows_backend, (version, found_region, found_account)) = found;
+    let (rows_backend, led_by_older, (version, found_region, found_account)) = found;
     if rows_backend {
         return Err(OpenError::RowStorage);
+    }
+    if led_by_older {
+        return Err(OpenError::Database(
+            "the log's tables are of an earlier version and a node leads them: stop every \
+             node of the earlier version (its lease then lapses within 5 s), then start this one"
+                .into(),
+        ));
     }
     if version > VERSION {
         return Err(OpenError::Newer { found: version });

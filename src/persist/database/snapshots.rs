@@ -131,8 +131,6 @@ impl SnapshotStore for DatabaseSnapshots {
                     .await?;
                     tx.execute("DELETE FROM log_snapshots WHERE id <> $1", &[&id])
                         .await?;
-                    tx.execute("UPDATE log_home SET snapshot = $1", &[&id])
-                        .await?;
                     tx.execute(
                         "DELETE FROM log_snapshot_chunks WHERE snapshot <> $1",
                         &[&id],
@@ -152,6 +150,9 @@ impl SnapshotStore for DatabaseSnapshots {
                     if !leads {
                         return Ok(false);
                     }
+                    // Last too, so the home row is locked only for the commit.
+                    tx.execute("UPDATE log_home SET snapshot = $1", &[&id])
+                        .await?;
                     tx.commit().await?;
                     Ok(true)
                 })
@@ -181,20 +182,34 @@ pub fn load<W: Default>(db: &mut Blocking, engine: &Engine<W>) -> Result<Loaded,
                     // its row if it is still there.
                     let row = client
                         .query_one(
-                            "SELECT h.snapshot, s.first_lsn, s.chunks, s.bytes FROM log_home h \
+                            "SELECT h.snapshot, s.first_lsn, s.chunks, s.bytes, \
+                             (SELECT min(id) FROM log_snapshots WHERE id IS DISTINCT FROM \
+                              h.snapshot) FROM log_home h \
                              LEFT JOIN log_snapshots s ON s.id = h.snapshot",
                             &[],
                         )
                         .await?;
                     let kept: Option<i64> = row.get(0);
+                    let unrecorded: Option<i64> = row.get(4);
                     let found: Option<(i64, i32, i64)> = row
                         .get::<_, Option<i64>>(1)
                         .map(|first_lsn| (first_lsn, row.get(2), row.get(3)));
-                    Ok(kept.map(|id| (id, found)))
+                    Ok((unrecorded, kept.map(|id| (id, found))))
                 })
             },
         )
         .map_err(unreadable)?;
+    let (unrecorded, found) = found;
+    if let Some(other) = unrecorded {
+        // Only an older build, or a hand, keeps a snapshot without recording it.
+        return Err(RecoveryError::Corruption {
+            file: format!("log_snapshots row {other}"),
+            offset: 0,
+            reason: "a snapshot the log's home row (log_home.snapshot) does not name: a node of \
+                     an earlier version kept it after the tables were upgraded"
+                .into(),
+        });
+    }
     let Some((id, found)) = found else {
         return Ok(Loaded::default());
     };

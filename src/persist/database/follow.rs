@@ -1,0 +1,209 @@
+//! A standby following the log: a thread of its own loads the snapshot into the standby's
+//! engine, then applies each batch the leader writes, looking every `POLL`. Coming to lead
+//! then reads only what was written since the last look. The engine is fresh until the thread
+//! first touches it; once it has, only the follower that touched it knows where it stands, so a
+//! follower that cannot go on (a snapshot dropped batches it had not read yet, damage) asks for
+//! a fresh engine rather than leaving one half applied.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use tokio::sync::Notify;
+use tokio_postgres::Client;
+
+use super::connection::{Blocking, Work};
+use super::recovery::Follower;
+use crate::engine::Engine;
+use crate::persist::RecoveryError;
+
+/// How often a standby looks for batches it has not applied.
+pub const POLL: Duration = Duration::from_millis(200);
+
+/// Failures to follow are said once per cause per interval, not once a look.
+static WARNINGS: std::sync::LazyLock<crate::quiet_log::QuietLog> =
+    std::sync::LazyLock::new(Default::default);
+
+/// Where a follower stands, for `GET /_orderly/cluster` and `/metrics`.
+#[derive(Default)]
+pub struct Progress {
+    /// The sequence number of the next record to apply.
+    applied: AtomicU64,
+    /// One past the last record written, as last seen.
+    written: AtomicU64,
+}
+
+impl Progress {
+    pub fn applied(&self) -> u64 {
+        self.applied.load(Ordering::Acquire)
+    }
+
+    pub fn lag(&self) -> u64 {
+        self.written
+            .load(Ordering::Acquire)
+            .saturating_sub(self.applied())
+    }
+}
+
+/// What the thread left when it stopped.
+pub enum Stopped {
+    /// It never touched the engine: recovery starts from scratch.
+    Untouched,
+    /// Where it stood: recovery goes on from there.
+    Following(Box<Follower>),
+    /// It touched the engine and could not go on: only a fresh engine recovers.
+    Spoiled,
+}
+
+type Control = (Mutex<bool>, Condvar);
+
+/// The thread following the log into one engine.
+pub struct Following {
+    control: Arc<Control>,
+    thread: Mutex<Option<JoinHandle<Stopped>>>,
+    pub progress: Arc<Progress>,
+    /// Told when the engine is spoiled and the node should start over with a fresh one.
+    pub spoiled: Arc<tokio::sync::watch::Sender<bool>>,
+}
+
+impl Following {
+    pub fn start(
+        config: tokio_postgres::Config,
+        engine: Arc<Engine<Notify>>,
+    ) -> std::io::Result<Following> {
+        let control: Arc<Control> = Arc::new((Mutex::new(false), Condvar::new()));
+        let progress = Arc::new(Progress::default());
+        let spoiled = Arc::new(tokio::sync::watch::Sender::new(false));
+        let thread = {
+            let (control, progress, spoiled) = (control.clone(), progress.clone(), spoiled.clone());
+            std::thread::Builder::new()
+                .name("orderly-follow".into())
+                .spawn(move || {
+                    let stopped = follow(config, &engine, &control, &progress);
+                    if matches!(stopped, Stopped::Spoiled) {
+                        spoiled.send_replace(true);
+                    }
+                    stopped
+                })?
+        };
+        Ok(Following {
+            control,
+            thread: Mutex::new(Some(thread)),
+            progress,
+            spoiled,
+        })
+    }
+
+    fn tell_stop(&self) {
+        *self.control.0.lock().unwrap_or_else(|p| p.into_inner()) = true;
+        self.control.1.notify_all();
+    }
+
+    /// Stops following and says where it stood. Blocks until the thread is done.
+    pub fn stop(&self) -> Stopped {
+        self.tell_stop();
+        let thread = self.thread.lock().unwrap_or_else(|p| p.into_inner()).take();
+        match thread.map(JoinHandle::join) {
+            Some(Ok(stopped)) => stopped,
+            // Stopped before, or the thread panicked (the engine then is in no known state).
+            _ => Stopped::Spoiled,
+        }
+    }
+}
+
+impl Drop for Following {
+    /// Dropped without `stop` (a standby's generation ended): the thread ends at its next look.
+    fn drop(&mut self) {
+        self.tell_stop();
+    }
+}
+
+/// Waits up to `POLL`; true once told to stop.
+fn told_to_stop(control: &Control, wait: Duration) -> bool {
+    let stop = control.0.lock().unwrap_or_else(|p| p.into_inner());
+    let (stop, _) = control
+        .1
+        .wait_timeout_while(stop, wait, |stop| !*stop)
+        .unwrap_or_else(|p| p.into_inner());
+    *stop
+}
+
+fn follow(
+    config: tokio_postgres::Config,
+    engine: &Engine<Notify>,
+    control: &Control,
+    progress: &Progress,
+) -> Stopped {
+    let warn = |cause: String| {
+        if let Some(held_back) = WARNINGS.admit(&cause, std::time::Instant::now()) {
+            tracing::warn!(%cause, held_back, "a standby could not follow the log");
+        }
+    };
+    let mut db = loop {
+        match Blocking::new(config.clone()) {
+            Ok(db) => break db,
+            Err(error) => warn(error.to_string()),
+        }
+        if told_to_stop(control, Duration::from_secs(1)) {
+            return Stopped::Untouched;
+        }
+    };
+    let mut follower = match Follower::start(&mut db, engine) {
+        Ok(follower) => follower,
+        Err(error) => {
+            warn(format!("loading the snapshot: {error}"));
+            return Stopped::Spoiled;
+        }
+    };
+    loop {
+        match follower.catch_up(&mut db, engine) {
+            Ok(_) => {
+                progress
+                    .applied
+                    .store(follower.next_lsn(), Ordering::Release);
+                if let Some(written) = written(&mut db) {
+                    progress.written.store(written, Ordering::Release);
+                }
+            }
+            // The database did not answer: nothing was applied; look again.
+            Err(RecoveryError::Io(error)) => warn(error.to_string()),
+            Err(error) => {
+                if follower.fell_behind(&mut db) {
+                    tracing::info!(
+                        "a snapshot dropped batches this standby had not applied yet: \
+                         starting over from it"
+                    );
+                } else {
+                    warn(format!("the log cannot be followed: {error}"));
+                }
+                return Stopped::Spoiled;
+            }
+        }
+        if told_to_stop(control, POLL) {
+            return Stopped::Following(Box::new(follower));
+        }
+    }
+}
+
+/// One past the last record the log holds, if the database says.
+fn written(db: &mut Blocking) -> Option<u64> {
+    let last = db.run(
+        super::STARTUP_TIMEOUT,
+        |client: &mut Client| -> Work<'_, _> {
+            Box::pin(async move {
+                let row = client
+                    .query_opt(
+                        "SELECT last_lsn FROM log_batches ORDER BY first_lsn DESC LIMIT 1",
+                        &[],
+                    )
+                    .await?;
+                Ok(row.map(|row| row.get::<_, i64>(0)))
+            })
+        },
+    );
+    match last {
+        Ok(Some(last)) => Some(last as u64 + 1),
+        _ => None,
+    }
+}
