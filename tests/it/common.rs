@@ -448,3 +448,33 @@ pub async fn queue_attributes(
         .attributes
         .unwrap()
 }
+
+/// What a load under failure must leave behind (bodies `g{group}-{index:05}`): each message
+/// left once, none whose delete was acknowledged, every acknowledged send either left or
+/// deleted (or its delete unanswered), and each group's messages in order.
+pub fn assert_nothing_lost(
+    left: &[String],
+    sent: &[String],
+    deleted: &std::collections::HashSet<String>,
+    unsure_deletes: &std::collections::HashSet<String>,
+    groups: usize,
+) {
+    let left_set: std::collections::HashSet<&String> = left.iter().collect();
+    assert_eq!(left_set.len(), left.len(), "a message twice: {left:?}");
+    for body in left {
+        assert!(!deleted.contains(body), "{body} was deleted, and came back");
+    }
+    for body in sent {
+        assert!(
+            deleted.contains(body) || unsure_deletes.contains(body) || left_set.contains(body),
+            "{body} was acknowledged, and is lost"
+        );
+    }
+    for group in 0..groups {
+        let prefix = format!("g{group}-");
+        let order: Vec<&String> = left.iter().filter(|b| b.starts_with(&prefix)).collect();
+        let mut sorted = order.clone();
+        sorted.sort();
+        assert_eq!(order, sorted, "group g{group} out of order");
+    }
+}

@@ -801,31 +801,9 @@ fn a_killed_leader_is_replaced_within_the_lease_and_loses_nothing_acknowledged()
     });
     assert!(moved.is_success(), "{moved}");
     let left = runtime.block_on(bodies(&standby, &queue));
-    for body in &left {
-        assert!(
-            !ledger.deleted.contains(body),
-            "{body} was deleted, and came back"
-        );
-    }
-    for body in &ledger.sent {
-        assert!(
-            ledger.deleted.contains(body)
-                || ledger.unanswered.contains(body)
-                || left.contains(body),
-            "{body} was acknowledged, and is lost"
-        );
-    }
-    for group in 0..GROUPS {
-        let prefix = format!("g{group}-");
-        let order: Vec<&String> = left.iter().filter(|b| b.starts_with(&prefix)).collect();
-        let mut sorted = order.clone();
-        sorted.sort();
-        sorted.dedup();
-        assert_eq!(
-            order, sorted,
-            "group g{group} out of order, or a message twice"
-        );
-    }
+    let deleted = ledger.deleted.iter().cloned().collect();
+    let unanswered = ledger.unanswered.iter().cloned().collect();
+    common::assert_nothing_lost(&left, &ledger.sent, &deleted, &unanswered, GROUPS);
 }
 
 /// `kill -SIGNAL pid`.
