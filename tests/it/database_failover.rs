@@ -177,13 +177,21 @@ async fn keep_consuming(
     }
 }
 
-/// `GET /_orderly/cluster` of a node, if it answers.
-async fn role(server: &common::Server) -> Option<String> {
-    let answer = reqwest::get(format!("{}/_orderly/cluster", server.url()))
-        .await
-        .ok()?;
-    let state: serde_json::Value = serde_json::from_str(&answer.text().await.ok()?).ok()?;
-    state["role"].as_str().map(String::from)
+/// The node that leads, with its epoch, if one does.
+async fn leader(servers: &[Arc<common::Server>]) -> Option<(Arc<common::Server>, u64)> {
+    for server in servers {
+        let Ok(answer) = reqwest::get(format!("{}/_orderly/cluster", server.url())).await else {
+            continue;
+        };
+        let Ok(text) = answer.text().await else {
+            continue;
+        };
+        let state: serde_json::Value = serde_json::from_str(&text).unwrap_or_default();
+        if state["role"] == "leader" {
+            return Some((server.clone(), state["epoch"].as_u64().unwrap_or(0)));
+        }
+    }
+    None
 }
 
 /// Every message left, received and deleted through `server` (trying again while it fails).
@@ -210,15 +218,20 @@ async fn drain(server: &common::Server, queue: &str) -> Vec<String> {
         for message in messages {
             left.push(message.body().unwrap_or_default().to_string());
             let handle = message.receipt_handle().unwrap_or_default();
-            let deleted = server
+            // Tried again while it fails: the handle holds for the visibility timeout.
+            let mut tries = 0;
+            while let Err(error) = server
                 .sqs
                 .delete_message()
                 .queue_url(queue)
-                .receipt_handle(handle);
-            deleted
+                .receipt_handle(handle)
                 .send()
                 .await
-                .expect("a delete once the database is back");
+            {
+                tries += 1;
+                assert!(tries < 50, "a delete kept failing: {error:?}");
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
         }
     }
 }
@@ -323,26 +336,36 @@ fn fail_over_under_load(failure: Failure) {
         }
     });
 
-    // Through whichever node leads now: what was in flight is let go, then all is taken.
-    let leading = runtime.block_on(async {
-        for server in &servers {
-            if role(server).await.as_deref() == Some("leader") {
-                return server.clone();
+    // Through whichever node leads now: what was in flight is let go (its clock moved), then
+    // all is taken. Again if leadership moved meanwhile: a node that reached the woken old
+    // primary before it demoted itself found the lease there stale and gave up leading, as it
+    // must, and the next leader's clock has not moved.
+    let left = runtime.block_on(async {
+        let mut left = Vec::new();
+        let started = Instant::now();
+        loop {
+            assert!(
+                started.elapsed() < Duration::from_secs(120),
+                "no steady leader"
+            );
+            let Some((leading, epoch)) = leader(&servers).await else {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                continue;
+            };
+            let moved = reqwest::Client::new()
+                .post(format!("{}/_orderly/clock", leading.url()))
+                .body(r#"{"advance": "1h"}"#)
+                .send()
+                .await;
+            if !moved.is_ok_and(|answer| answer.status().is_success()) {
+                continue;
+            }
+            left.extend(drain(&leading, &queue).await);
+            if leader(&servers).await.is_some_and(|(_, now)| now == epoch) {
+                return left;
             }
         }
-        panic!("no node leads");
     });
-    let moved = runtime.block_on(async {
-        reqwest::Client::new()
-            .post(format!("{}/_orderly/clock", leading.url()))
-            .body(r#"{"advance": "1h"}"#)
-            .send()
-            .await
-            .expect("the clock answers")
-            .status()
-    });
-    assert!(moved.is_success(), "{moved}");
-    let left = runtime.block_on(drain(&leading, &queue));
     let ledger = ledger.lock().expect("ledger");
     common::assert_nothing_lost(
         &left,
