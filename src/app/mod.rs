@@ -432,6 +432,7 @@ impl App {
             let started = Started::default();
             started.begin(&service, generation.snapshots, generation.lease);
             let router = routes.router(service.clone(), None);
+            let router = crate::http::server::Served::Router(router);
             let served =
                 crate::http::server::serve(self.listener, router, self.limits, self.tls, shutdown)
                     .await;

@@ -9,10 +9,8 @@ use std::future::Future;
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
-use axum::extract::Request;
 use axum::Router;
 use tokio::net::TcpListener;
-use tower::Service as _;
 
 use super::log_database::{self, Node, Waiting};
 use super::{Built, Routes, Started};
@@ -79,7 +77,9 @@ impl Running {
                 None
             }
         };
-        let router = routes.router(service.clone(), standby.clone());
+        // A leader's requests skip the passing-on layer; it is put in front when it steps down.
+        let layered = promotion.as_ref().and(standby.clone());
+        let router = routes.router(service.clone(), layered);
         *current.write().unwrap_or_else(|p| p.into_inner()) = router;
         Running {
             service,
@@ -112,11 +112,7 @@ pub async fn serve(
     let running = Running::start(first, &routes, &current);
     let (finish, finished) = tokio::sync::watch::channel(false);
     let steward = tokio::spawn(steward(node, running, routes, current.clone(), finished));
-    let switch = Router::new().fallback(move |request: Request| {
-        let mut router = current.read().unwrap_or_else(|p| p.into_inner()).clone();
-        // A router is always ready: no poll_ready needed before calling it.
-        async move { router.call(request).await }
-    });
+    let switch = crate::http::server::Served::Current(current);
     let served = crate::http::server::serve(listener, switch, limits, tls, shutdown).await;
     let _ = finish.send(true);
     if let Err(error) = steward.await {
@@ -149,6 +145,8 @@ async fn steward(
                 // this node knows of yet: 503), and it says it no longer leads.
                 if let Some(standby) = &running.standby {
                     standby.step_down();
+                    let passing_on = routes.router(running.service.clone(), Some(standby.clone()));
+                    *current.write().unwrap_or_else(|p| p.into_inner()) = passing_on;
                 }
                 failed = 0;
                 false

@@ -31,11 +31,28 @@ pub struct ServerLimits {
     pub open: prometheus_client::metrics::gauge::Gauge,
 }
 
+/// What requests are answered by: one router, or whichever router a node on a database has
+/// made current (a node that steps down swaps in its next generation's).
+#[derive(Clone)]
+pub enum Served {
+    Router(Router),
+    Current(Arc<std::sync::RwLock<Router>>),
+}
+
+impl Served {
+    fn router(&self) -> Router {
+        match self {
+            Served::Router(router) => router.clone(),
+            Served::Current(current) => current.read().unwrap_or_else(|p| p.into_inner()).clone(),
+        }
+    }
+}
+
 /// One connection, plain or TLS, served until it closes or the server shuts down.
 async fn serve_connection<IO>(
     io: IO,
     http: Builder,
-    router: Router,
+    router: Served,
     timeouts: ConnectionTimeouts,
     watcher: Watcher,
 ) where
@@ -45,7 +62,7 @@ async fn serve_connection<IO>(
     let io = TokioIo::new(Watched::new(io, state.clone(), timeouts));
     let service = hyper::service::service_fn(move |request: hyper::Request<Incoming>| {
         let in_flight = state.begin();
-        let answer = router.clone().call(request.map(axum::body::Body::new));
+        let answer = router.router().call(request.map(axum::body::Body::new));
         async move {
             let response = answer.await;
             drop(in_flight);
@@ -61,7 +78,7 @@ async fn serve_connection<IO>(
 /// to finish their requests.
 pub async fn serve(
     listener: TcpListener,
-    router: Router,
+    router: Served,
     limits: ServerLimits,
     tls: Option<TlsAcceptor>,
     shutdown: impl Future<Output = ()> + Send + 'static,
