@@ -89,4 +89,9 @@ pub enum Change {
         certificate_pem: String,
         certificate_file: String,
     },
+    /// The secret receipt handles are sealed with, so handles issued before a restart or a
+    /// takeover still open.
+    ReceiptKey {
+        secret: [u8; super::queue::receipt::KEY_BYTES],
+    },
 }

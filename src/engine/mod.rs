@@ -32,6 +32,7 @@ pub use changes::{Change, Journal};
 pub use error::{EngineError, EngineResult};
 use guard::{Guard, Recording};
 use queue::config::check_dead_letter_target;
+use queue::receipt::ReceiptKey;
 pub use queue::{Queue, QueueConfig, ReceiveOutcome, ReceiveRequest};
 pub use time::Timestamp;
 
@@ -89,6 +90,9 @@ pub struct Engine<W> {
     pub fifo_http_subscriptions: bool,
     /// Where changes are logged; `None` runs in memory only.
     journal: Option<Arc<dyn Journal>>,
+    /// Seals receipt handles: made with the engine, replaced by the one its log keeps
+    /// (`restore_receipt_key`); true once the key is in the log.
+    receipt_key: RwLock<(Arc<ReceiptKey>, bool)>,
 }
 
 impl<W: Default> Engine<W> {
@@ -106,6 +110,7 @@ impl<W: Default> Engine<W> {
             tokens: Mutex::new(webhook::tokens::TokenBook::default()),
             fifo_http_subscriptions: false,
             journal: None,
+            receipt_key: RwLock::new((Arc::new(ReceiptKey::generate()), false)),
         }
     }
 
@@ -175,6 +180,44 @@ impl<W: Default> Engine<W> {
             private_key_der: signer.private_key_der().ok()?,
             certificate_pem: signer.certificate_pem.clone(),
             certificate_file: signer.certificate_file.clone(),
+        })
+    }
+
+    pub fn receipt_key(&self) -> Arc<ReceiptKey> {
+        self.receipt_key
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .0
+            .clone()
+    }
+
+    /// Logs the receipt key unless the log already holds one. Called once recovery is done,
+    /// before the first request: handles must open after a restart or a takeover.
+    pub fn keep_receipt_key(&self) {
+        let mut key = self.receipt_key.write().unwrap_or_else(|p| p.into_inner());
+        if let (Some(journal), false) = (&self.journal, key.1) {
+            journal.submit(&Change::ReceiptKey {
+                secret: *key.0.secret(),
+            });
+            key.1 = true;
+        }
+    }
+
+    /// The key the log or a snapshot keeps, given to every queue (queues restored before
+    /// it were registered with the engine's first key).
+    pub fn restore_receipt_key(&self, secret: [u8; queue::receipt::KEY_BYTES]) {
+        let key = Arc::new(ReceiptKey::from_secret(secret));
+        *self.receipt_key.write().unwrap_or_else(|p| p.into_inner()) = (key.clone(), true);
+        for entry in self.read().values() {
+            entry.lock().untouched().receipt_key = key.clone();
+        }
+    }
+
+    /// The receipt key as `Change::ReceiptKey` records it (for snapshots), once logged.
+    pub fn receipt_key_record(&self) -> Option<Change> {
+        let key = self.receipt_key.read().unwrap_or_else(|p| p.into_inner());
+        key.1.then(|| Change::ReceiptKey {
+            secret: *key.0.secret(),
         })
     }
 
@@ -262,8 +305,9 @@ impl<W: Default> Engine<W> {
     fn register(
         &self,
         queues: &mut HashMap<Arc<str>, Arc<QueueEntry<W>>>,
-        queue: Queue,
+        mut queue: Queue,
     ) -> Arc<QueueEntry<W>> {
+        queue.receipt_key = self.receipt_key();
         let name = queue.name.clone();
         let entry = Arc::new(QueueEntry {
             name: name.clone(),

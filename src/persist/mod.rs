@@ -135,6 +135,7 @@ pub fn open<W: Default>(
     // process: else a log of a filled-then-drained queue could outlive every restart.
     journal.count_logged(log_bytes);
     journal.start(log, report.next_lsn, mode);
+    engine.keep_receipt_key();
     Ok((
         DataDir {
             path: dir.into(),
@@ -307,6 +308,7 @@ pub(crate) fn covered(loaded: &snapshot::Loaded, lsn: u64, change: &crate::engin
             loaded.topic_lsns.get(&**name).is_some_and(|cut| lsn < *cut)
         }
         Change::Signer { .. } => loaded.signer,
+        Change::ReceiptKey { .. } => loaded.receipt_key,
         Change::Outbox(_) => loaded.outbox_lsn.is_some_and(|cut| lsn < cut),
         Change::Token(_) => false,
         Change::MoveTask(_) => loaded.move_task_lsn.is_some_and(|cut| lsn < cut),

@@ -59,6 +59,8 @@ fn source_and_dlq(
 ) -> Engine<()> {
     let mut engine: Engine<()> = Engine::new("000000000000", "us-east-1");
     engine.set_journal(journal);
+    // As recovery does before the first request.
+    engine.keep_receipt_key();
     let fifo = pairs(&[("FifoQueue", "true"), ("ContentBasedDeduplication", "true")]);
     engine.create_queue_from("dlq.fifo", &fifo, &[], t).unwrap();
     let redrive = r#"{"deadLetterTargetArn":"arn:aws:sqs:us-east-1:000000000000:dlq.fifo","maxReceiveCount":1}"#;

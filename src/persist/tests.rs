@@ -393,12 +393,15 @@ fn the_log_key_is_made_once_and_a_damaged_or_missing_one_stops_startup() {
         refused(dir.path()),
         "a missing key, with segments sealed by it"
     );
-    // Without segments, a new directory key is simply made.
-    let empty = tempfile::tempdir().unwrap();
-    close(open_dir(empty.path()).1);
-    std::fs::remove_file(empty.path().join("KEY")).unwrap();
-    close(open_dir(empty.path()).1);
-    assert_ne!(std::fs::read(empty.path().join("KEY")).unwrap(), made);
+    // A directory opened once holds a sealed batch (its receipt key); only a fresh one gets
+    // a new log key.
+    let opened = tempfile::tempdir().unwrap();
+    close(open_dir(opened.path()).1);
+    std::fs::remove_file(opened.path().join("KEY")).unwrap();
+    assert!(refused(opened.path()), "a key gone after the first start");
+    let fresh = tempfile::tempdir().unwrap();
+    close(open_dir(fresh.path()).1);
+    assert_ne!(std::fs::read(fresh.path().join("KEY")).unwrap(), made);
 }
 
 #[test]
@@ -604,7 +607,10 @@ fn changes_from_many_threads_are_each_logged_once_in_number_order() {
             if let crate::engine::Change::DeleteQueue { uid, .. } = change {
                 uids.insert(uid);
             }
-            lsns.push(lsn);
+            // The receipt key, logged when the directory was opened, comes before.
+            if lsn >= first {
+                lsns.push(lsn);
+            }
             Ok::<(), LogError>(())
         },
     )
@@ -618,6 +624,8 @@ fn a_group_is_written_in_one_batch_and_holds_back_only_what_follows_its_start() 
     let dir = tempfile::tempdir().unwrap();
     let (_engine, data, _) = open_dir(dir.path());
     let journal = data.journal.clone();
+    // The receipt key, logged at the opening, in a batch of its own.
+    journal.wait_until_idle();
     let runtime = rt();
     let first = journal.next_lsn();
     journal.submit(&sample_change());
@@ -652,8 +660,8 @@ fn a_group_is_written_in_one_batch_and_holds_back_only_what_follows_its_start() 
     let bytes = std::fs::read(newest_segment(dir.path())).unwrap();
     assert_eq!(
         batch_starts(&bytes).len(),
-        3,
-        "the first change alone, then each group's changes in one write"
+        4,
+        "the receipt key, the first change alone, then each group's changes in one write"
     );
 }
 
@@ -707,6 +715,40 @@ fn topics_and_the_signing_key_survive_a_snapshot_and_later_changes() {
     assert!(publish(&engine, &arn, "before", t.plus_millis(1)));
     assert!(publish(&engine, &arn, "after", t.plus_millis(1)));
     assert_eq!(engine.queue("a.fifo").unwrap().lock().len(), 2);
+    close(data);
+}
+
+#[test]
+fn receipt_handles_open_after_a_restart_from_the_log_and_from_a_snapshot() {
+    let dir = tempfile::tempdir().unwrap();
+    let t = Timestamp(1_000_000);
+    let (engine, data, _) = open_dir(dir.path());
+    engine.create_queue_from("q", &[], &[], t).unwrap();
+    for body in ["one", "two", "three"] {
+        send(&engine, "q", body, t);
+    }
+    let handles = receive(&engine, "q", t);
+    assert_eq!(handles.len(), 3);
+    close(data);
+    drop(engine);
+    // From the log alone: the key was logged when the directory was first opened.
+    let (engine, data, report) = open_dir(dir.path());
+    assert!(report.snapshot.is_none());
+    let delete =
+        |engine: &TestEngine, handle: &str| engine.queue("q").unwrap().lock().delete(handle, t);
+    assert!(delete(&engine, &handles[0]).unwrap(), "deleted");
+    snapshot::take(dir.path(), &engine, &data.journal).unwrap();
+    let (engine, data) = restart_from_snapshot(dir.path(), engine, data);
+    assert!(delete(&engine, &handles[1]).unwrap(), "deleted");
+    // A handle sealed by another directory's key opens nowhere else.
+    let other = tempfile::tempdir().unwrap();
+    let (stranger, stranger_data, _) = open_dir(other.path());
+    stranger.create_queue_from("q", &[], &[], t).unwrap();
+    assert!(matches!(
+        delete(&stranger, &handles[2]),
+        Err(crate::engine::EngineError::ReceiptHandleIsInvalid(_))
+    ));
+    close(stranger_data);
     close(data);
 }
 

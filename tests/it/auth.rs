@@ -22,6 +22,13 @@ fn keys_file(dir: &std::path::Path) -> std::path::PathBuf {
     path
 }
 
+/// A server's settings with `--auth` reading the key file written into `dir`.
+fn with_keys(dir: &std::path::Path) -> Config {
+    let mut config = Config::ephemeral();
+    config.auth = Some(keys_file(dir));
+    config
+}
+
 fn client(server: &Server, key: &str, secret: &str) -> aws_sdk_sqs::Client {
     common::client_as(server.addr, key, secret)
 }
@@ -34,8 +41,7 @@ async fn error_code(sqs: &aws_sdk_sqs::Client) -> String {
 #[tokio::test]
 async fn with_one_namespace_another_accounts_key_is_refused() {
     let dir = tempfile::tempdir().unwrap();
-    let mut config = Config::ephemeral();
-    config.auth = Some(keys_file(dir.path()));
+    let mut config = with_keys(dir.path());
     config.single_namespace = true;
     let server = common::start_with(config).await;
     assert_eq!(
@@ -52,8 +58,7 @@ async fn with_one_namespace_another_accounts_key_is_refused() {
 #[tokio::test]
 async fn the_right_key_works_and_names_the_sender_others_get_aws_errors() {
     let dir = tempfile::tempdir().unwrap();
-    let mut config = Config::ephemeral();
-    config.auth = Some(keys_file(dir.path()));
+    let config = with_keys(dir.path());
     let server = common::start_with(config).await;
     // common's clients sign with AKIDORDERLY / secret.
     let queue = common::create_queue(&server, "signed", &[]).await;
@@ -153,8 +158,7 @@ async fn the_right_key_works_and_names_the_sender_others_get_aws_errors() {
 #[tokio::test]
 async fn a_request_signed_at_another_time_is_expired() {
     let dir = tempfile::tempdir().unwrap();
-    let mut config = Config::ephemeral();
-    config.auth = Some(keys_file(dir.path()));
+    let config = with_keys(dir.path());
     // The server's clock is in 2023; the SDK signs with today's time.
     let server = common::start_with_clock(config, common::manual_clock()).await;
     assert_eq!(error_code(&server.sqs).await, "RequestExpired");
@@ -166,8 +170,7 @@ async fn a_presigned_url_works_until_tampered_with() {
         sign, SignableBody, SignableRequest, SignatureLocation, SigningSettings,
     };
     let dir = tempfile::tempdir().unwrap();
-    let mut config = Config::ephemeral();
-    config.auth = Some(keys_file(dir.path()));
+    let config = with_keys(dir.path());
     let server = common::start_with(config).await;
     common::create_queue(&server, "presigned", &[]).await;
     let identity =
@@ -215,8 +218,7 @@ async fn a_presigned_url_works_until_tampered_with() {
 #[tokio::test]
 async fn orderlys_own_endpoints_ask_for_a_key_by_http_basic() {
     let dir = tempfile::tempdir().unwrap();
-    let mut config = Config::ephemeral();
-    config.auth = Some(keys_file(dir.path()));
+    let config = with_keys(dir.path());
     let server = common::start_with(config).await;
     common::create_queue(&server, "private", &[]).await;
     let http = reqwest::Client::new();
@@ -281,8 +283,7 @@ async fn orderlys_own_endpoints_ask_for_a_key_by_http_basic() {
 #[tokio::test]
 async fn the_consoles_actions_act_as_the_basic_key() {
     let dir = tempfile::tempdir().unwrap();
-    let mut config = Config::ephemeral();
-    config.auth = Some(keys_file(dir.path()));
+    let config = with_keys(dir.path());
     let server = common::start_with(config).await;
     let queue = common::create_queue(&server, "console", &[]).await;
     let http = reqwest::Client::new();
@@ -348,4 +349,140 @@ async fn the_consoles_actions_act_as_the_basic_key() {
     assert_eq!(messages[0].body(), Some("from the console"));
     let sender = &messages[0].attributes().unwrap()[&MessageSystemAttributeName::SenderId];
     assert_eq!(sender, "AIDAALICE000000000001", "the key's user");
+}
+
+/// Receipt handles in the unkeyed form of earlier versions (the numbers and 6 bytes of their
+/// plain SHA-256), for every small queue id, position and receive number: what anyone could
+/// compute without the server's key.
+fn guessed_handles() -> Vec<String> {
+    use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+    use base64::Engine as _;
+    use sha2::Digest;
+    let mut handles = Vec::new();
+    for queue in 1..=8u64 {
+        for position in 1..=8u64 {
+            for receive in 0..=2u64 {
+                let mut bytes = vec![1u8];
+                for word in [queue, position, receive] {
+                    bytes.extend_from_slice(&word.to_be_bytes());
+                }
+                let sum = sha2::Sha256::digest(&bytes);
+                bytes.extend_from_slice(&sum[..6]);
+                handles.push(format!("AQEB{}", URL_SAFE_NO_PAD.encode(&bytes)));
+                // Today's layout (version 2, a 16-byte tag) with a tag made up.
+                bytes[0] = 2;
+                bytes.truncate(25);
+                bytes.extend_from_slice(&sum[..16]);
+                handles.push(format!("AQEB{}", URL_SAFE_NO_PAD.encode(&bytes)));
+            }
+        }
+    }
+    handles
+}
+
+#[tokio::test]
+async fn an_account_allowed_only_to_delete_deletes_nothing_it_did_not_receive() {
+    use aws_sdk_sqs::types::DeleteMessageBatchRequestEntry;
+    let dir = tempfile::tempdir().unwrap();
+    let config = with_keys(dir.path());
+    let server = common::start_with(config).await;
+    let queue = common::create_queue(&server, "shared", &[]).await;
+    server
+        .sqs
+        .add_permission()
+        .queue_url(&queue)
+        .label("deleter")
+        .aws_account_ids("111111111111")
+        .actions("DeleteMessage")
+        .send()
+        .await
+        .unwrap();
+    for i in 0..6 {
+        server
+            .sqs
+            .send_message()
+            .queue_url(&queue)
+            .message_body(format!("m{i}"))
+            .send()
+            .await
+            .unwrap();
+    }
+    // The real consumer holds two in flight.
+    let held = server
+        .sqs
+        .receive_message()
+        .queue_url(&queue)
+        .max_number_of_messages(2)
+        .visibility_timeout(600)
+        .send()
+        .await
+        .unwrap()
+        .messages
+        .unwrap();
+    assert_eq!(held.len(), 2);
+
+    let other = client(&server, "AKIDOTHER", "other");
+    let refused = other
+        .receive_message()
+        .queue_url(&queue)
+        .send()
+        .await
+        .unwrap_err();
+    assert_eq!(refused.code(), Some("AccessDenied"));
+    let guesses = guessed_handles();
+    for (call, chunk) in guesses.chunks(10).enumerate() {
+        let entries = chunk.iter().enumerate().map(|(i, handle)| {
+            DeleteMessageBatchRequestEntry::builder()
+                .id(format!("e{i}"))
+                .receipt_handle(handle)
+                .build()
+                .unwrap()
+        });
+        let answer = other
+            .delete_message_batch()
+            .queue_url(&queue)
+            .set_entries(Some(entries.collect()))
+            .send()
+            .await
+            .unwrap();
+        assert!(answer.successful.is_empty(), "call {call}: {answer:?}");
+        assert!(
+            answer
+                .failed
+                .iter()
+                .all(|f| f.code == "ReceiptHandleIsInvalid" && f.sender_fault),
+            "call {call}: {:?}",
+            answer.failed
+        );
+    }
+    let counts = common::queue_attributes(&server, &queue).await;
+    assert_eq!(
+        counts[&QueueAttributeName::ApproximateNumberOfMessages],
+        "4"
+    );
+    assert_eq!(
+        counts[&QueueAttributeName::ApproximateNumberOfMessagesNotVisible],
+        "2"
+    );
+    // A handle it is given, one the server issued, it may use: the permission works.
+    other
+        .delete_message()
+        .queue_url(&queue)
+        .receipt_handle(held[0].receipt_handle.clone().unwrap())
+        .send()
+        .await
+        .unwrap();
+    server
+        .sqs
+        .delete_message()
+        .queue_url(&queue)
+        .receipt_handle(held[1].receipt_handle.clone().unwrap())
+        .send()
+        .await
+        .unwrap();
+    let counts = common::queue_attributes(&server, &queue).await;
+    assert_eq!(
+        counts[&QueueAttributeName::ApproximateNumberOfMessagesNotVisible],
+        "0"
+    );
 }

@@ -175,6 +175,8 @@ pub struct Queue {
     expired: (Vec<MessageId>, u64),
     /// Changes not yet handed to the write-ahead log; `None` when nothing is persisted.
     journal: Option<Vec<changes::QueueChange>>,
+    /// Seals the receipt handles this queue issues: the engine's, once registered there.
+    pub(in crate::engine) receipt_key: Arc<receipt::ReceiptKey>,
 }
 
 impl Queue {
@@ -205,6 +207,7 @@ impl Queue {
             activity: Activity::default(),
             expired: (Vec::new(), 0),
             journal: None,
+            receipt_key: Arc::new(receipt::ReceiptKey::generate()),
         }
     }
 

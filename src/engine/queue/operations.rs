@@ -134,7 +134,8 @@ impl Queue {
                     .received
                     .iter()
                     .map(|d| {
-                        let receipt = Receipt::decode(&d.receipt_handle).expect("own handle");
+                        let receipt = Receipt::decode(&d.receipt_handle, &self.receipt_key)
+                            .expect("own handle");
                         let epoch = self.messages[&receipt.seq].visibility_epoch;
                         (receipt.seq, receipt.receive_no, epoch)
                     })
@@ -213,7 +214,7 @@ impl Queue {
         };
         outcome.received.push(Received {
             message: stored.message.clone(),
-            receipt_handle: receipt.encode(),
+            receipt_handle: receipt.encode(&self.receipt_key),
         });
     }
 
@@ -254,14 +255,14 @@ impl Queue {
                     seq,
                     receive_no,
                 }
-                .encode(),
+                .encode(&self.receipt_key),
             });
         }
         Some(deliveries)
     }
 
     fn decode_handle(&self, handle: &str) -> EngineResult<Receipt> {
-        Receipt::decode(handle)
+        Receipt::decode(handle, &self.receipt_key)
             .filter(|r| r.queue_uid == self.uid && r.seq < self.next_seq)
             .ok_or_else(|| EngineError::ReceiptHandleIsInvalid(handle.to_string()))
     }

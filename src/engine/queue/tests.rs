@@ -289,16 +289,25 @@ fn receipt_handles_from_elsewhere_are_invalid() {
     q.send(plain("x"), Timestamp(0)).unwrap();
     let got = receive(&mut q, 1, 0);
     let other = Queue::new("o", "arn".into(), 99, QueueConfig::new(false, Timestamp(0)));
+    // Another queue's handle under the same key, and this queue's numbers under another key.
     let foreign = receipt::Receipt {
         queue_uid: other.uid,
         seq: 1,
         receive_no: 1,
     }
-    .encode();
-    assert!(matches!(
-        q.delete(&foreign, Timestamp(1)),
-        Err(EngineError::ReceiptHandleIsInvalid(_))
-    ));
+    .encode(&q.receipt_key);
+    let forged = receipt::Receipt {
+        queue_uid: q.uid,
+        seq: 1,
+        receive_no: 1,
+    }
+    .encode(&other.receipt_key);
+    for handle in [&foreign, &forged] {
+        assert!(matches!(
+            q.delete(handle, Timestamp(1)),
+            Err(EngineError::ReceiptHandleIsInvalid(_))
+        ));
+    }
     assert!(matches!(
         q.delete("nonsense", Timestamp(1)),
         Err(EngineError::ReceiptHandleIsInvalid(_))

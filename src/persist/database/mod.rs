@@ -221,6 +221,7 @@ impl Prepared {
             next_lsn,
             FsyncMode::Always,
         );
+        engine.keep_receipt_key();
         Ok(DatabaseLog {
             journal,
             lease: Arc::new(lease),

@@ -147,6 +147,10 @@ pub enum Change<'a> {
         certificate_pem: &'a str,
         certificate_file: &'a str,
     },
+    /// The secret receipt handles are sealed with (format version 3).
+    ReceiptKey {
+        secret: [u8; crate::engine::queue::receipt::KEY_BYTES],
+    },
 }
 
 impl<'a> From<&'a live::Change> for Change<'a> {
@@ -191,6 +195,7 @@ impl<'a> From<&'a live::Change> for Change<'a> {
                 certificate_pem,
                 certificate_file,
             },
+            C::ReceiptKey { secret } => Change::ReceiptKey { secret: *secret },
         }
     }
 }
@@ -251,6 +256,7 @@ impl Change<'_> {
                 certificate_pem: certificate_pem.into(),
                 certificate_file: certificate_file.into(),
             },
+            Change::ReceiptKey { secret } => C::ReceiptKey { secret },
         }
     }
 }

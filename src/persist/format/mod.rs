@@ -36,8 +36,9 @@ use crate::engine;
 
 /// The format version this build writes, and the newest it reads. 2 added the `Reset` changes
 /// of queues and topics (`POST /_orderly/reset`) after every older variant, so a version 1
-/// record reads as it always did.
-pub const VERSION: u8 = 2;
+/// record reads as it always did. 3 added the receipt key (`Change::ReceiptKey`, a snapshot's
+/// `Item::ReceiptKey`), also after every older variant.
+pub const VERSION: u8 = 3;
 
 const VERSION_SHIFT: u32 = 56;
 /// Sequence numbers must stay below this so the version fits above them (at a million

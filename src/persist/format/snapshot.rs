@@ -80,4 +80,6 @@ pub enum Item<'a> {
         #[serde(borrow)]
         tasks: List<'a, LiveMoveTask, MoveTask<'a>>,
     },
+    /// Always a `Change::ReceiptKey` (format version 3).
+    ReceiptKey(#[serde(borrow)] Change<'a>),
 }

@@ -165,6 +165,13 @@ impl<W: Default> Loader<'_, W> {
                 self.loaded.move_task_lsn = Some(lsn);
             }
             Item::Signer(change) => self.restore_signer(offset, change)?,
+            Item::ReceiptKey(change) => {
+                let Change::ReceiptKey { secret } = change else {
+                    return Err(self.damaged(offset, "not a receipt key"));
+                };
+                self.engine.restore_receipt_key(secret);
+                self.loaded.receipt_key = true;
+            }
             Item::End { queues } => self.end(offset, queues)?,
         }
         Ok(())

@@ -39,6 +39,7 @@ pub struct Loaded {
     /// Per topic name: the first sequence number its image does not include.
     pub topic_lsns: HashMap<String, u64>,
     pub signer: bool,
+    pub receipt_key: bool,
     pub outbox_lsn: Option<u64>,
     pub move_task_lsn: Option<u64>,
     pub messages: u64,

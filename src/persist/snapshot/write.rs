@@ -104,6 +104,9 @@ pub fn write_to<W: Default, O: Write>(
     if let Some(signer) = engine.signer_record() {
         out.item(&Item::Signer(Change::from(&signer)))?;
     }
+    if let Some(key) = engine.receipt_key_record() {
+        out.item(&Item::ReceiptKey(Change::from(&key)))?;
+    }
     out.item(&Item::End {
         queues: entries.len() as u64,
     })?;
