@@ -62,24 +62,53 @@ impl ManualClock {
         }
     }
 
-    /// Moves the clock to `to`; refused (answering the time it stays at) if that is earlier:
-    /// queue deadlines assume time never runs backwards.
-    pub fn set(&self, to: Timestamp) -> Result<(), Timestamp> {
+    /// Moves the clock to `to`; refused if that is earlier (queue deadlines assume time never
+    /// runs backwards) or past `LATEST`.
+    pub fn set(&self, to: Timestamp) -> Result<(), Refused> {
+        if to > LATEST {
+            return Err(Refused::PastLatest);
+        }
         self.millis
             .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |now| {
                 (to.0 >= now).then_some(to.0)
             })
-            .map_err(Timestamp)?;
+            .map_err(|stays| Refused::Backwards(Timestamp(stays)))?;
         self.moved.notify_waiters();
         Ok(())
     }
 
-    pub fn advance_millis(&self, millis: u64) {
-        self.millis.fetch_add(millis, Ordering::SeqCst);
+    /// Moves the clock forward; refused, leaving it where it is, if that would pass `LATEST`.
+    pub fn try_advance_millis(&self, millis: u64) -> Result<(), Refused> {
+        self.millis
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |now| {
+                now.checked_add(millis).filter(|to| *to <= LATEST.0)
+            })
+            .map_err(|_| Refused::PastLatest)?;
         // Every sleeper looks again; one that is about to sleep registered before it read the
         // time (`sleep_until`), so none misses this.
         self.moved.notify_waiters();
+        Ok(())
     }
+
+    /// Moves the clock forward, stopping at `LATEST` (tests).
+    pub fn advance_millis(&self, millis: u64) {
+        let left = LATEST.0.saturating_sub(self.now().0);
+        let _ = self.try_advance_millis(millis.min(left));
+    }
+}
+
+/// The latest time a manual clock may show: 9999-12-01T00:00:00Z. RFC 3339, as SNS envelopes
+/// and the inspection endpoints write times, has four-digit years, and the month left over
+/// keeps every deadline counted from the clock (retention is at most 14 days) writable too.
+pub const LATEST: Timestamp = Timestamp(253_399_622_400_000);
+
+/// Why a manual clock did not move.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Refused {
+    /// The time asked for is before the clock's, which stays at this.
+    Backwards(Timestamp),
+    /// The time asked for is past `LATEST`.
+    PastLatest,
 }
 
 impl Clock for ManualClock {

@@ -1,11 +1,10 @@
 //! `/_orderly/clock`: with `--clock manual`, the server's time moves only when a test says
 //! so. `POST {"advance": "5m"}` moves it forward (a humantime duration: `500ms`, `12h`,
 //! `1h 30m`); `POST {"set": "2026-12-01T00:00:00Z"}` (RFC 3339, or epoch milliseconds) moves
-//! it to that instant, never backwards. `GET` answers the time. Every deadline (visibility,
+//! it to that instant, never backwards, and never past `clock::LATEST` (9999-12-01, so every
+//! time written in RFC 3339 has its four-digit year). `GET` answers the time. Every deadline (visibility,
 //! delays, deduplication and attempt windows, retention, long polls, webhook retries, move
 //! tasks, archive windows) follows it. Without the flag: 403.
-
-use std::sync::Arc;
 
 use axum::extract::State;
 use axum::http::{header, HeaderMap, StatusCode};
@@ -13,12 +12,12 @@ use axum::response::{IntoResponse, Response};
 use serde_json::{json, Value};
 
 use super::HttpState;
-use crate::clock::{Clock, ManualClock};
+use crate::clock::{Clock, ManualClock, Refused, LATEST};
 use crate::engine::Timestamp;
 use crate::service::inspect::rfc3339;
 
 /// `GET /_orderly/clock`.
-pub async fn read(State(state): State<HttpState>, headers: HeaderMap) -> Response {
+pub(super) async fn read(State(state): State<HttpState>, headers: HeaderMap) -> Response {
     if let Some(refused) = super::inspect::unauthorized(&state, &headers) {
         return refused;
     }
@@ -29,7 +28,7 @@ pub async fn read(State(state): State<HttpState>, headers: HeaderMap) -> Respons
 }
 
 /// `POST /_orderly/clock`.
-pub async fn move_clock(
+pub(super) async fn move_clock(
     State(state): State<HttpState>,
     headers: HeaderMap,
     body: bytes::Bytes,
@@ -40,31 +39,41 @@ pub async fn move_clock(
     let Some(clock) = &state.clock_control else {
         return refused();
     };
-    let request: Value = match serde_json::from_slice(&body) {
+    let (status, body) = apply(clock, &body);
+    answer(status, body)
+}
+
+/// What a `POST` body asks of the clock, done: the status and JSON to answer. Every time it
+/// can reach is one the wire formats can write (`clock::LATEST`).
+pub fn apply(clock: &ManualClock, body: &[u8]) -> (StatusCode, Value) {
+    let request: Value = match serde_json::from_slice(body) {
         Ok(Value::Object(fields)) => Value::Object(fields),
         _ => return bad(r#"the body must be {"advance": "<duration>"} or {"set": "<time>"}"#),
     };
-    match (request.get("advance"), request.get("set")) {
+    let moved = match (request.get("advance"), request.get("set")) {
         (Some(Value::String(text)), None) => match humantime::parse_duration(text) {
-            Ok(by) => {
-                clock.advance_millis(u64::try_from(by.as_millis()).unwrap_or(u64::MAX));
-                answer(StatusCode::OK, now(clock))
-            }
-            Err(error) => bad(&format!("advance: {error} ({text})")),
+            Ok(by) => clock.try_advance_millis(u64::try_from(by.as_millis()).unwrap_or(u64::MAX)),
+            Err(error) => return bad(&format!("advance: {error} ({text})")),
         },
-        (None, Some(to)) => {
-            let Some(to) = instant(to) else {
-                return bad("set: an RFC 3339 time (2026-12-01T00:00:00Z) or epoch milliseconds");
-            };
-            match clock.set(to) {
-                Ok(()) => answer(StatusCode::OK, now(clock)),
-                Err(stays) => answer(
-                    StatusCode::CONFLICT,
-                    json!({"message": "the clock never moves backwards", "now": rfc3339(stays)}),
-                ),
+        (None, Some(to)) => match instant(to) {
+            Some(to) => clock.set(to),
+            None => {
+                return bad("set: an RFC 3339 time (2026-12-01T00:00:00Z) or epoch milliseconds")
             }
-        }
-        _ => bad(r#"give one of "advance" (a duration such as "5m") or "set" (a time)"#),
+        },
+        _ => return bad(r#"give one of "advance" (a duration such as "5m") or "set" (a time)"#),
+    };
+    match moved {
+        Ok(()) => (StatusCode::OK, now(clock)),
+        Err(Refused::Backwards(stays)) => (
+            StatusCode::CONFLICT,
+            json!({"message": "the clock never moves backwards", "now": rfc3339(stays)}),
+        ),
+        Err(Refused::PastLatest) => bad(&format!(
+            "the clock goes no later than {}: later times cannot be written with the \
+             four-digit years of RFC 3339, as SNS messages and Orderly's endpoints write them",
+            rfc3339(LATEST)
+        )),
     }
 }
 
@@ -80,7 +89,7 @@ fn instant(value: &Value) -> Option<Timestamp> {
     }
 }
 
-fn now(clock: &Arc<ManualClock>) -> Value {
+fn now(clock: &ManualClock) -> Value {
     let at = clock.now();
     json!({"now": rfc3339(at), "epochMillis": at.millis()})
 }
@@ -101,6 +110,6 @@ fn refused() -> Response {
     )
 }
 
-fn bad(message: &str) -> Response {
-    answer(StatusCode::BAD_REQUEST, json!({ "message": message }))
+fn bad(message: &str) -> (StatusCode, Value) {
+    (StatusCode::BAD_REQUEST, json!({ "message": message }))
 }

@@ -6,7 +6,7 @@
 pub mod auth;
 pub mod body;
 pub mod browser;
-mod clock_control;
+pub mod clock_control;
 pub mod connection;
 mod console;
 pub mod identity;

@@ -178,7 +178,10 @@ impl Service {
 
 /// RFC 3339 with milliseconds, as the inspection API writes times.
 pub fn rfc3339(at: Timestamp) -> String {
-    let time = std::time::UNIX_EPOCH + std::time::Duration::from_millis(at.millis());
+    // Four-digit years only: a later time is written as the last one they can show.
+    const LAST_WRITABLE: u64 = 253_402_300_799_999;
+    let millis = at.millis().min(LAST_WRITABLE);
+    let time = std::time::UNIX_EPOCH + std::time::Duration::from_millis(millis);
     humantime::format_rfc3339_millis(time).to_string()
 }
 

@@ -67,6 +67,66 @@ async fn the_clock_is_moved_only_with_the_flag() {
     assert_eq!(read["epochMillis"].as_u64().unwrap(), start + 100 * 60_000);
 }
 
+/// Times past what RFC 3339's four-digit years can write are refused, and the clock stays: a
+/// message's times (and its deadlines, up to retention's 14 days ahead) still read back.
+#[tokio::test]
+async fn the_clock_goes_no_later_than_the_wire_formats_can_write() {
+    let server = manual().await;
+    let queue = crate::common::create_queue(&server, "late", &[]).await;
+    let (_, before) = clock(&server, r#"{"advance":"0s"}"#).await;
+    for (body, why) in [
+        (
+            r#"{"set":"9999-12-31T23:59:59Z"}"#,
+            "the last second of year 9999",
+        ),
+        (r#"{"set":253402300800000}"#, "year 10000"),
+        (r#"{"set":18446744073709551615}"#, "u64::MAX milliseconds"),
+        (r#"{"advance":"10000years"}"#, "past year 9999"),
+        (
+            r#"{"advance":"18446744073709551615s"}"#,
+            "u64::MAX seconds on",
+        ),
+    ] {
+        let (status, answer) = clock(&server, body).await;
+        assert_eq!(status, 400, "{why}: {answer}");
+        assert!(
+            answer["message"]
+                .as_str()
+                .unwrap()
+                .contains("9999-12-01T00:00:00"),
+            "{why}: {answer}"
+        );
+    }
+    let (_, unmoved) = clock(&server, r#"{"advance":"0s"}"#).await;
+    assert_eq!(unmoved["epochMillis"], before["epochMillis"]);
+    // The latest time allowed, then everything that writes times.
+    let (status, at) = clock(&server, r#"{"set":"9999-12-01T00:00:00Z"}"#).await;
+    assert_eq!(status, 200, "{at}");
+    assert_eq!(at["now"], "9999-12-01T00:00:00.000Z");
+    assert_eq!(clock(&server, r#"{"advance":"1ms"}"#).await.0, 400);
+    server
+        .sqs
+        .send_message()
+        .queue_url(&queue)
+        .message_body("at the end of time")
+        .delay_seconds(900)
+        .send()
+        .await
+        .unwrap();
+    let peeked = reqwest::get(format!("{}/_orderly/queues/late/messages", server.url()))
+        .await
+        .unwrap();
+    assert_eq!(peeked.status().as_u16(), 200);
+    assert!(peeked.text().await.unwrap().contains("at the end of time"));
+    let (status, _) = query(
+        &server,
+        "/000000000000/late",
+        &[("Action", "GetQueueAttributes"), ("AttributeName.1", "All")],
+    )
+    .await;
+    assert_eq!(status, 200);
+}
+
 #[tokio::test]
 async fn long_windows_pass_at_once_over_json() {
     let server = manual().await;
