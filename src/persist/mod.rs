@@ -53,6 +53,11 @@ pub enum RecoveryError {
         region: String,
         account: String,
     },
+    #[error(
+        "data directory {dir} {what}; refusing to start rather than start empty (a directory \
+         that never held data may be removed to start afresh)"
+    )]
+    Missing { dir: PathBuf, what: String },
     #[error("data damaged in {file} at offset {offset}: {reason}; refusing to start rather than lose data")]
     Corruption {
         file: String,
@@ -124,6 +129,9 @@ pub fn open<W: Default>(
 ) -> Result<(DataDir, RecoveryReport), RecoveryError> {
     let lock = lock_dir(dir)?;
     home::check(dir, engine.namespaces.home())?;
+    // A key is made with the directory's first start, which logs a record at once: a key
+    // with neither log nor snapshot beside it means the data went.
+    let had_key = dir.join("KEY").exists();
     let key = log_key(dir)?;
     let journal = FileJournal::new();
     engine.set_journal(journal.clone());
@@ -131,6 +139,12 @@ pub fn open<W: Default>(
     let live_at_snapshot = engine.stored_bytes();
     let mut report = RecoveryReport::after(&loaded);
     let (log, log_bytes) = replay_log(dir, key, engine, &loaded, &mut report)?;
+    if had_key && loaded.file.is_none() && report.replayed + report.skipped == 0 {
+        return Err(RecoveryError::Missing {
+            dir: dir.into(),
+            what: "holds a key (KEY) but no log segment and no snapshot".into(),
+        });
+    }
     // The log kept since the snapshot counts toward the next one, as if written by this
     // process: else a log of a filled-then-drained queue could outlive every restart.
     journal.count_logged(log_bytes);
@@ -189,30 +203,37 @@ fn replay_log<W: Default>(
     let mut log_bytes = 0;
     let (log, dropped_tail) = std::thread::scope(|scope| {
         let reader = scope.spawn(move || {
-            let mut index = 0;
             let mut batch = Vec::with_capacity(REPLAY_BATCH);
-            let replayed = SegmentLog::replay(storage, DEFAULT_SEGMENT_BYTES, key, |bytes| {
-                let (lsn, change) = format::decode_record(bytes).map_err(|error| match error {
-                    format::FormatError::Newer { .. } => {
-                        RecoveryError::NewerFormat(error.to_string())
-                    }
-                    format::FormatError::Damaged(reason) => RecoveryError::Corruption {
-                        file: "log".into(),
-                        offset: index,
+            let mut sequence = Sequence::after(loaded);
+            let replayed = SegmentLog::replay(
+                storage,
+                DEFAULT_SEGMENT_BYTES,
+                key,
+                |file, offset, bytes| {
+                    let damaged = |reason: String| RecoveryError::Corruption {
+                        file: file.into(),
+                        offset,
                         reason,
-                    },
-                })?;
-                index += 1;
-                batch.push((lsn, change, bytes.len()));
-                if batch.len() == REPLAY_BATCH {
-                    // The applier only stops once this thread is done, so this cannot fail.
-                    let _ = decoded_tx.send(std::mem::replace(
-                        &mut batch,
-                        Vec::with_capacity(REPLAY_BATCH),
-                    ));
-                }
-                Ok::<(), RecoveryError>(())
-            });
+                    };
+                    let (lsn, change) =
+                        format::decode_record(bytes).map_err(|error| match error {
+                            format::FormatError::Newer { .. } => {
+                                RecoveryError::NewerFormat(error.to_string())
+                            }
+                            format::FormatError::Damaged(reason) => damaged(reason),
+                        })?;
+                    sequence.check(lsn).map_err(damaged)?;
+                    batch.push((lsn, change, bytes.len()));
+                    if batch.len() == REPLAY_BATCH {
+                        // The applier only stops once this thread is done, so this cannot fail.
+                        let _ = decoded_tx.send(std::mem::replace(
+                            &mut batch,
+                            Vec::with_capacity(REPLAY_BATCH),
+                        ));
+                    }
+                    Ok::<(), RecoveryError>(())
+                },
+            );
             if !batch.is_empty() {
                 let _ = decoded_tx.send(batch);
             }
@@ -238,6 +259,56 @@ fn replay_log<W: Default>(
     })?;
     report.dropped_tail = dropped_tail;
     Ok((log, log_bytes))
+}
+
+/// The numbers of the records replayed, which must follow each other from where the snapshot
+/// (or, without one, the log's start) leaves off: a gap is a segment or snapshot gone.
+struct Sequence {
+    /// The number the next record must have; `None` before the first.
+    next: Option<u64>,
+    snapshot: bool,
+    first_lsn: u64,
+}
+
+impl Sequence {
+    fn after(loaded: &snapshot::Loaded) -> Sequence {
+        Sequence {
+            next: None,
+            snapshot: loaded.file.is_some(),
+            first_lsn: loaded.first_lsn,
+        }
+    }
+
+    fn check(&mut self, lsn: u64) -> Result<(), String> {
+        match self.next {
+            // Records from before the snapshot may still be there (their segments are
+            // removed only after it is written); none may be missing after it.
+            None if lsn > self.first_lsn => {
+                return Err(if self.snapshot {
+                    format!(
+                        "the log resumes at record {lsn} but the snapshot reaches only record \
+                         {}: the records between are missing (a log segment removed?)",
+                        self.first_lsn
+                    )
+                } else {
+                    format!(
+                        "the log starts at record {lsn} and there is no snapshot: the snapshot \
+                         holding the records before it is missing"
+                    )
+                });
+            }
+            Some(next) if lsn != next => {
+                return Err(format!(
+                    "record {lsn} follows record {}: the log is out of sequence (a log segment \
+                     removed or put back?)",
+                    next - 1
+                ));
+            }
+            _ => {}
+        }
+        self.next = Some(lsn + 1);
+        Ok(())
+    }
 }
 
 /// A log record decoded for replay: its sequence number, change and size.

@@ -209,14 +209,15 @@ fn a_snapshot_drops_the_segments_it_covers() {
 }
 
 fn newest_segment(dir: &Path) -> std::path::PathBuf {
-    let mut segments: Vec<_> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|e| e == "wal"))
+    written_segments(dir).pop().unwrap()
+}
+
+/// The segments holding anything, oldest first.
+fn written_segments(dir: &Path) -> Vec<std::path::PathBuf> {
+    files(dir, ".wal")
+        .into_iter()
         .filter(|p| std::fs::metadata(p).unwrap().len() > 0)
-        .collect();
-    segments.sort();
-    segments.pop().unwrap()
+        .collect()
 }
 
 #[test]
@@ -361,6 +362,101 @@ fn damage_before_the_end_stops_startup_naming_file_and_offset() {
     bytes[super::batch::HEADER_BYTES + super::record::HEADER_BYTES + 4] ^= 0xff;
     std::fs::write(&segment, &bytes).unwrap();
     assert_damaged_at(dir.path(), &segment, 0);
+}
+
+fn files(dir: &Path, ending: &str) -> Vec<std::path::PathBuf> {
+    let mut found: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.to_string_lossy().ends_with(ending))
+        .collect();
+    found.sort();
+    found
+}
+
+/// The reason startup gave for refusing `dir`, checking that it names `file` (if any).
+fn refusal(dir: &Path, file: Option<&Path>) -> String {
+    match open(dir, FsyncMode::Always, &mut self::engine()) {
+        Err(RecoveryError::Corruption {
+            file: named,
+            reason,
+            ..
+        }) => {
+            if let Some(file) = file {
+                assert!(file.ends_with(&named), "{named} named, not {file:?}");
+            }
+            reason
+        }
+        Err(other) => other.to_string(),
+        Ok(_) => panic!("opened"),
+    }
+}
+
+#[test]
+fn a_snapshot_the_log_needs_gone_stops_startup() {
+    let dir = tempfile::tempdir().unwrap();
+    let (engine, data, _) = open_dir(dir.path());
+    let t = Timestamp(5);
+    engine.create_queue_from("q", &[], &[], t).unwrap();
+    for i in 0..20 {
+        send(&engine, "q", &format!("{i}"), t);
+    }
+    snapshot::take(dir.path(), &engine, &data.journal).unwrap();
+    send(&engine, "q", "after", t);
+    close(data);
+    let snapshots = files(dir.path(), ".snap");
+    assert_eq!(snapshots.len(), 1);
+    std::fs::remove_file(&snapshots[0]).unwrap();
+    let segment = newest_segment(dir.path());
+    let reason = refusal(dir.path(), Some(&segment));
+    assert!(
+        reason.contains("the snapshot holding the records before it is missing"),
+        "{reason}"
+    );
+}
+
+#[test]
+fn a_log_segment_gone_from_the_middle_stops_startup() {
+    let dir = tempfile::tempdir().unwrap();
+    let t = Timestamp(5);
+    // Each start writes a segment of its own.
+    for round in 0..3 {
+        let (engine, data, _) = open_dir(dir.path());
+        if round == 0 {
+            engine.create_queue_from("q", &[], &[], t).unwrap();
+        }
+        send(&engine, "q", &format!("round {round}"), t);
+        close(data);
+    }
+    let segments = written_segments(dir.path());
+    assert!(segments.len() >= 3, "{segments:?}");
+    std::fs::remove_file(&segments[1]).unwrap();
+    let reason = refusal(dir.path(), Some(&segments[2]));
+    assert!(reason.contains("out of sequence"), "{reason}");
+}
+
+#[test]
+fn a_key_with_neither_log_nor_snapshot_stops_startup() {
+    let dir = tempfile::tempdir().unwrap();
+    let (engine, data, _) = open_dir(dir.path());
+    engine
+        .create_queue_from("q", &[], &[], Timestamp(5))
+        .unwrap();
+    close(data);
+    for segment in files(dir.path(), ".wal") {
+        std::fs::remove_file(segment).unwrap();
+    }
+    let reason = refusal(dir.path(), None);
+    assert!(
+        reason.contains("holds a key (KEY) but no log segment and no snapshot"),
+        "{reason}"
+    );
+    // A fresh directory is the one empty start.
+    let fresh = tempfile::tempdir().unwrap();
+    let (engine, data, report) = open_dir(fresh.path());
+    assert_eq!(report.replayed, 0);
+    assert!(engine.queue("q").is_err());
+    close(data);
 }
 
 #[test]
@@ -602,7 +698,7 @@ fn changes_from_many_threads_are_each_logged_once_in_number_order() {
         storage::DirStorage::new(dir.path()).unwrap(),
         log::DEFAULT_SEGMENT_BYTES,
         key,
-        |bytes| {
+        |_, _, bytes| {
             let (lsn, change) = super::format::decode_record(bytes).unwrap();
             if let crate::engine::Change::DeleteQueue { uid, .. } = change {
                 uids.insert(uid);

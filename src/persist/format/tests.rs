@@ -290,7 +290,7 @@ mod at_startup {
         let dir = directory(false);
         let key = crate::persist::log_key(dir.path()).unwrap();
         let storage = DirStorage::new(dir.path()).unwrap();
-        let (mut log, _) = SegmentLog::replay(storage, DEFAULT_SEGMENT_BYTES, key, |_| {
+        let (mut log, _) = SegmentLog::replay(storage, DEFAULT_SEGMENT_BYTES, key, |_, _, _| {
             Ok::<_, LogError>(())
         })
         .unwrap();
