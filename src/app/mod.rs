@@ -151,7 +151,7 @@ fn open_engine(config: &Config) -> std::io::Result<(Engine<Notify>, Option<DataD
         if let Some((file, offset, bytes)) = &report.dropped_tail {
             tracing::warn!(
                 %file, offset, bytes,
-                "dropped a torn final log record (a write cut off by a crash; it was never acknowledged)"
+                "dropped a torn final log record (a write cut off by a crash before it was synced: if the server that wrote it ran with --fsync always, nothing in it was acknowledged)"
             );
         }
         tracing::info!(
@@ -553,7 +553,7 @@ impl Started {
         if let Some(snapshots) = self.snapshots.get().cloned() {
             let _ = tokio::task::spawn_blocking(move || {
                 snapshots.finish();
-                snapshots.journal().close();
+                snapshots.close();
             })
             .await;
         }

@@ -194,12 +194,21 @@ impl<W: Default> Engine<W> {
     /// Logs the receipt key unless the log already holds one. Called once recovery is done,
     /// before the first request: handles must open after a restart or a takeover.
     pub fn keep_receipt_key(&self) {
+        if let Some(journal) = &self.journal {
+            self.keep_receipt_key_by(|change| {
+                journal.submit(change);
+                true
+            });
+        }
+    }
+
+    /// As `keep_receipt_key`, with `write` logging the change (true once it did).
+    pub fn keep_receipt_key_by(&self, write: impl FnOnce(&Change) -> bool) {
         let mut key = self.receipt_key.write().unwrap_or_else(|p| p.into_inner());
-        if let (Some(journal), false) = (&self.journal, key.1) {
-            journal.submit(&Change::ReceiptKey {
+        if !key.1 {
+            key.1 = write(&Change::ReceiptKey {
                 secret: *key.0.secret(),
             });
-            key.1 = true;
         }
     }
 

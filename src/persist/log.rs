@@ -85,7 +85,7 @@ impl<S: Storage> SegmentLog<S> {
     pub fn open(storage: S, segment_bytes: u64) -> Result<(SegmentLog<S>, Recovered), LogError> {
         let mut records = Vec::new();
         let (log, dropped_tail) =
-            Self::replay(storage, segment_bytes, TEST_KEY, |_, _, record| {
+            Self::replay(storage, segment_bytes, TEST_KEY, false, |_, _, record| {
                 records.push(record.to_vec());
                 Ok::<(), LogError>(())
             })?;
@@ -106,6 +106,7 @@ impl<S: Storage> SegmentLog<S> {
         mut storage: S,
         segment_bytes: u64,
         key: u64,
+        torn_tail_is_damage: bool,
         mut each: impl FnMut(&str, usize, &[u8]) -> Result<(), E>,
     ) -> Result<(SegmentLog<S>, Option<DroppedTail>), E> {
         let names = storage.list().map_err(LogError::from)?;
@@ -155,6 +156,15 @@ impl<S: Storage> SegmentLog<S> {
                     .into())
                 }
             }
+        }
+        if let (Some((file, offset, _)), true) = (&torn, torn_tail_is_damage) {
+            return Err(LogError::Corruption {
+                file: file.clone(),
+                offset: *offset,
+                reason: "the last write is cut short or damaged, though the server had stopped \
+                         cleanly with it synced",
+            }
+            .into());
         }
         if let Some((name, offset, _)) = &torn {
             // Cut off, so that once later segments exist it does not read as damage.

@@ -13,9 +13,11 @@
 //!
 //! A data directory holds `LOCK` (held while a server uses it), `KEY` (a random number made
 //! with the directory, which seals the log's batch headers), `HOME` (the region and account
-//! it belongs to, `home`), segments `NNN.wal` and at most one finished snapshot `NNN.snap`.
+//! it belongs to, `home`), segments `NNN.wal`, at most one finished snapshot `NNN.snap`, and
+//! `CLEAN` while stopped cleanly (`clean_stop`).
 
 pub mod batch;
+pub mod clean_stop;
 pub mod database;
 pub mod format;
 pub mod home;
@@ -135,10 +137,23 @@ pub fn open<W: Default>(
     let key = log_key(dir)?;
     let journal = FileJournal::new();
     engine.set_journal(journal.clone());
+    let clean = clean_stop::read(dir)?;
     let loaded = snapshot::load(dir, engine)?;
     let live_at_snapshot = engine.stored_bytes();
     let mut report = RecoveryReport::after(&loaded);
-    let (log, log_bytes) = replay_log(dir, key, engine, &loaded, &mut report)?;
+    let (log, log_bytes) = replay_log(dir, key, engine, &loaded, clean.is_some(), &mut report)?;
+    if let Some(next_lsn) = clean.filter(|at| *at != report.next_lsn) {
+        return Err(RecoveryError::Missing {
+            dir: dir.into(),
+            what: format!(
+                "was stopped cleanly after record {} but its log ends after record {}: log \
+                 segments are missing or cut short",
+                next_lsn as i128 - 1,
+                report.next_lsn as i128 - 1
+            ),
+        });
+    }
+    clean_stop::remove(dir)?;
     if had_key && loaded.file.is_none() && report.replayed + report.skipped == 0 {
         return Err(RecoveryError::Missing {
             dir: dir.into(),
@@ -148,8 +163,27 @@ pub fn open<W: Default>(
     // The log kept since the snapshot counts toward the next one, as if written by this
     // process: else a log of a filled-then-drained queue could outlive every restart.
     journal.count_logged(log_bytes);
+    let mut log = log;
+    // A first start writes its receipt key before serving, so a directory holding KEY always
+    // holds a record too (`Missing` above), even if killed right after it starts listening.
+    let mut kept = None;
+    engine.keep_receipt_key_by(|change| {
+        let written = format::to_record(report.next_lsn, change)
+            .map_err(|e| LogError::Io(std::io::Error::other(e)))
+            .and_then(|record| {
+                log.append(&[&record])?;
+                journal.count_logged((record.len() + record::HEADER_BYTES) as u64);
+                log.sync()
+            });
+        let ok = written.is_ok();
+        kept = Some(written);
+        ok
+    });
+    if let Some(written) = kept {
+        written?;
+        report.next_lsn += 1;
+    }
     journal.start(log, report.next_lsn, mode);
-    engine.keep_receipt_key();
     Ok((
         DataDir {
             path: dir.into(),
@@ -196,6 +230,7 @@ fn replay_log<W: Default>(
     key: u64,
     engine: &Engine<W>,
     loaded: &snapshot::Loaded,
+    stopped_cleanly: bool,
     report: &mut RecoveryReport,
 ) -> Result<(SegmentLog<DirStorage>, u64), RecoveryError> {
     let (decoded_tx, decoded_rx) = std::sync::mpsc::sync_channel::<Vec<Decoded>>(8);
@@ -209,7 +244,8 @@ fn replay_log<W: Default>(
                 storage,
                 DEFAULT_SEGMENT_BYTES,
                 key,
-                |file, offset, bytes| {
+                stopped_cleanly,
+                |file: &str, offset, bytes: &[u8]| {
                     let damaged = |reason: String| RecoveryError::Corruption {
                         file: file.into(),
                         offset,

@@ -20,7 +20,7 @@ impl Journal for Recorder {
     fn submit(&self, change: &Change) {
         let mut records = self.0.lock().unwrap();
         let lsn = records.len() as u64;
-        records.push(crate::persist::format::to_record(lsn, change));
+        records.push(crate::persist::format::to_record(lsn, change).unwrap());
     }
     fn next_lsn(&self) -> u64 {
         self.0.lock().unwrap().len() as u64

@@ -397,16 +397,7 @@ async fn an_account_allowed_only_to_delete_deletes_nothing_it_did_not_receive() 
         .send()
         .await
         .unwrap();
-    for i in 0..6 {
-        server
-            .sqs
-            .send_message()
-            .queue_url(&queue)
-            .message_body(format!("m{i}"))
-            .send()
-            .await
-            .unwrap();
-    }
+    common::send_numbered(&server, &queue, 6).await;
     // The real consumer holds two in flight.
     let held = server
         .sqs

@@ -224,6 +224,20 @@ pub async fn create_queue(server: &Server, name: &str, attributes: &[(&str, &str
         .expect("url")
 }
 
+/// Sends `count` messages to a standard queue, bodies `m0`, `m1`, ...
+pub async fn send_numbered(server: &Server, url: &str, count: usize) {
+    for i in 0..count {
+        server
+            .sqs
+            .send_message()
+            .queue_url(url)
+            .message_body(format!("m{i}"))
+            .send()
+            .await
+            .unwrap();
+    }
+}
+
 pub async fn fifo_queue(server: &Server, name: &str, extra: &[(&str, &str)]) -> String {
     let mut attributes = vec![("FifoQueue", "true")];
     attributes.extend_from_slice(extra);

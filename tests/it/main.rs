@@ -6,6 +6,7 @@ mod binary;
 mod clock_control;
 mod common;
 mod crash;
+mod data_directory;
 mod database_failover;
 mod format_upgrade;
 mod hostile_clients;

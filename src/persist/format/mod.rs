@@ -71,10 +71,9 @@ pub fn encode_change(
 }
 
 /// A whole log record (header and change), as the journal writes it.
-#[cfg(test)]
-pub fn to_record(lsn: u64, change: &engine::Change) -> Vec<u8> {
+pub fn to_record(lsn: u64, change: &engine::Change) -> postcard::Result<Vec<u8>> {
     let header = crate::persist::record::Buffer(record_header(lsn).to_vec());
-    encode_change(change, header).expect("every change encodes")
+    encode_change(change, header)
 }
 
 /// A log record's sequence number and change.

@@ -140,7 +140,7 @@ fn sample_change() -> LiveChange {
 
 #[test]
 fn records_carry_their_version_and_older_unversioned_ones_read_as_version_1() {
-    let record = to_record(5, &sample_change());
+    let record = to_record(5, &sample_change()).unwrap();
     let word = u64::from_le_bytes(record[..8].try_into().unwrap());
     assert_eq!((word >> 56, word & MAX_LSN), (u64::from(VERSION), 5));
     let (lsn, change) = decode_record(&record).unwrap();
@@ -155,7 +155,7 @@ fn records_carry_their_version_and_older_unversioned_ones_read_as_version_1() {
 
 #[test]
 fn a_record_of_a_newer_version_is_refused_saying_so() {
-    let mut record = to_record(5, &sample_change());
+    let mut record = to_record(5, &sample_change()).unwrap();
     let newer = VERSION + 1;
     record[7] = newer;
     let error = decode_record(&record).unwrap_err();
@@ -173,7 +173,7 @@ fn a_version_1_record_reads_as_it_always_did_and_resets_round_trip() {
     use crate::engine::queue::changes::QueueChange;
     use crate::engine::topic::changes::TopicChange;
     // Version 2 only added variants after the others: a version 1 record decodes unchanged.
-    let mut v1 = to_record(9, &sample_change());
+    let mut v1 = to_record(9, &sample_change()).unwrap();
     v1[7] = 1;
     assert!(matches!(
         decode_record(&v1).unwrap().1,
@@ -184,14 +184,14 @@ fn a_version_1_record_reads_as_it_always_did_and_resets_round_trip() {
         uid: 3,
         changes: vec![QueueChange::Reset],
     };
-    let (_, back) = decode_record(&to_record(10, &queue)).unwrap();
+    let (_, back) = decode_record(&to_record(10, &queue).unwrap()).unwrap();
     assert!(matches!(back, LiveChange::Queue { uid: 3, changes, .. }
         if matches!(changes[..], [QueueChange::Reset])));
     let topic = LiveChange::Topic {
         name: "t".into(),
         changes: vec![TopicChange::Reset],
     };
-    let (_, back) = decode_record(&to_record(11, &topic)).unwrap();
+    let (_, back) = decode_record(&to_record(11, &topic).unwrap()).unwrap();
     assert!(matches!(back, LiveChange::Topic { changes, .. }
         if matches!(changes[..], [TopicChange::Reset])));
 }
@@ -290,11 +290,12 @@ mod at_startup {
         let dir = directory(false);
         let key = crate::persist::log_key(dir.path()).unwrap();
         let storage = DirStorage::new(dir.path()).unwrap();
-        let (mut log, _) = SegmentLog::replay(storage, DEFAULT_SEGMENT_BYTES, key, |_, _, _| {
-            Ok::<_, LogError>(())
-        })
-        .unwrap();
-        let mut newer = super::to_record(100, &super::sample_change());
+        let (mut log, _) =
+            SegmentLog::replay(storage, DEFAULT_SEGMENT_BYTES, key, false, |_, _, _| {
+                Ok::<_, LogError>(())
+            })
+            .unwrap();
+        let mut newer = super::to_record(100, &super::sample_change()).unwrap();
         newer[7] = super::VERSION + 1;
         log.append(&[&newer]).unwrap();
         log.sync().unwrap();

@@ -155,7 +155,8 @@ fn a_batch_read_with_another_key_or_in_another_segment_fails_its_checksum() {
     log.sync().unwrap();
     let storage = log.storage;
     let read = |storage: MemStorage, key| {
-        SegmentLog::replay(storage, 64, key, |_, _, _| Ok::<(), LogError>(())).map(|(_, torn)| torn)
+        SegmentLog::replay(storage, 64, key, false, |_, _, _| Ok::<(), LogError>(()))
+            .map(|(_, torn)| torn)
     };
     assert!(matches!(read(storage.clone(), TEST_KEY), Ok(None)));
     // The newest segment, so its unreadable start is taken for a torn tail.

@@ -26,6 +26,8 @@ pub trait SnapshotStore: Send + Sync + 'static {
     fn free_bytes(&self) -> Option<u64> {
         None
     }
+    /// The log closed: a data directory notes a clean stop if every record was synced.
+    fn log_closed(&self, _journal: &FileJournal) {}
 }
 
 impl SnapshotStore for DataDir {
@@ -41,6 +43,16 @@ impl SnapshotStore for DataDir {
 
     fn free_bytes(&self) -> Option<u64> {
         free_bytes(&self.path)
+    }
+
+    fn log_closed(&self, journal: &FileJournal) {
+        let durable = journal.durable();
+        if durable.failed || durable.lsn != crate::engine::Journal::next_lsn(journal) {
+            return;
+        }
+        if let Err(error) = crate::persist::clean_stop::write(&self.path, durable.lsn) {
+            tracing::warn!(%error, "could not note the clean stop in the data directory");
+        }
     }
 }
 
@@ -90,6 +102,12 @@ impl Snapshotter {
 
     pub fn journal(&self) -> &Arc<FileJournal> {
         &self.journal
+    }
+
+    /// Closes the log once everything queued is written (blocks).
+    pub fn close(&self) {
+        self.journal.close();
+        self.store.log_closed(&self.journal);
     }
 
     /// Writes a snapshot now and lets the log drop what it covers; returns its size in bytes.

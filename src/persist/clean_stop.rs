@@ -1,0 +1,55 @@
+//! `CLEAN`: written when the log closes with everything synced, removed at the next start
+//! before anything new is written. While it is there the log's end is known exactly, so a
+//! short or damaged last write, or records missing at the end, are damage rather than a crash's
+//! torn tail.
+//!
+//! The file: `ORDLYCLN`, the number the next record gets (u64, little-endian), a CRC-32C of
+//! both.
+
+use std::path::Path;
+
+use super::{storage, RecoveryError};
+
+const NAME: &str = "CLEAN";
+const MAGIC: [u8; 8] = *b"ORDLYCLN";
+const BYTES: usize = 8 + 8 + 4;
+
+/// The number the next record was to get when the log closed cleanly, if it did.
+pub fn read(dir: &Path) -> Result<Option<u64>, RecoveryError> {
+    let bytes = match std::fs::read(dir.join(NAME)) {
+        Ok(bytes) => bytes,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e.into()),
+    };
+    let whole = bytes.len() == BYTES
+        && bytes[..8] == MAGIC
+        && crc32c::crc32c(&bytes[..16]).to_le_bytes() == bytes[16..];
+    if !whole {
+        return Err(RecoveryError::Corruption {
+            file: NAME.into(),
+            offset: 0,
+            reason: "not a clean-stop marker".into(),
+        });
+    }
+    Ok(Some(u64::from_le_bytes(
+        bytes[8..16].try_into().expect("8 bytes"),
+    )))
+}
+
+/// Notes that the log closed with every record before `next_lsn` synced.
+pub fn write(dir: &Path, next_lsn: u64) -> std::io::Result<()> {
+    let mut bytes = MAGIC.to_vec();
+    bytes.extend_from_slice(&next_lsn.to_le_bytes());
+    let checksum = crc32c::crc32c(&bytes);
+    bytes.extend_from_slice(&checksum.to_le_bytes());
+    storage::write_whole(dir, NAME, &bytes)
+}
+
+/// Removes the marker (synced), before the log is written again.
+pub fn remove(dir: &Path) -> std::io::Result<()> {
+    match std::fs::remove_file(dir.join(NAME)) {
+        Ok(()) => std::fs::File::open(dir)?.sync_all(),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(e),
+    }
+}

@@ -1,0 +1,51 @@
+//! What a data directory must hold, as the server stopped and started by a user sees it: a
+//! clean stop is noted, and what a later start finds missing or cut short is refused by name.
+
+use crate::common::{self, Stoppable};
+
+fn written_segments(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut found: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "wal"))
+        .filter(|p| std::fs::metadata(p).unwrap().len() > 0)
+        .collect();
+    found.sort();
+    found
+}
+
+#[tokio::test]
+async fn a_clean_stop_is_noted_and_what_goes_missing_after_it_is_refused_by_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let app = orderly::app::App::bind(&common::durable(dir.path()))
+        .await
+        .unwrap();
+    let running = Stoppable::start(app).await;
+    let queue = common::create_queue(&running.server, "kept", &[]).await;
+    common::send_numbered(&running.server, &queue, 3).await;
+    running.stop().await;
+    assert!(dir.path().join("CLEAN").exists(), "the clean stop noted");
+
+    // The last write cut short: after a clean stop that is damage, not a crash's torn tail.
+    let segment = written_segments(dir.path()).pop().unwrap();
+    let bytes = std::fs::read(&segment).unwrap();
+    let end = bytes.iter().rposition(|b| *b != 0).unwrap() + 1;
+    std::fs::write(&segment, &bytes[..end - 37]).unwrap();
+    let said = crate::binary::refused(dir.path(), &[]);
+    let name = segment.file_name().unwrap().to_string_lossy().into_owned();
+    assert!(
+        said.contains(&name) && said.contains("stopped cleanly"),
+        "{said}"
+    );
+
+    // Every segment gone, the key left: the data went, and the start says so.
+    std::fs::remove_file(dir.path().join("CLEAN")).unwrap();
+    for segment in written_segments(dir.path()) {
+        std::fs::remove_file(segment).unwrap();
+    }
+    let said = crate::binary::refused(dir.path(), &[]);
+    assert!(
+        said.contains("holds a key (KEY) but no log segment"),
+        "{said}"
+    );
+}
