@@ -542,11 +542,7 @@ async fn query(
         .find(|(k, _)| k == "Action")
         .map(|(_, v)| v.clone())
     else {
-        let error = ApiError::new(
-            ErrorCode::UnknownOperation,
-            "The request must contain the parameter Action.",
-        );
-        return fail(Protocol::Query, error);
+        return respond(crate::protocol::unknown_operation(), &ctx.request_id);
     };
     let mut pairs: Vec<(&str, &str)> = params
         .iter()

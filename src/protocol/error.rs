@@ -27,7 +27,6 @@ pub enum ErrorCode {
     InvalidParameterValue,
     MissingParameter,
     InvalidAction,
-    UnknownOperation,
     SerializationException,
     InternalFailure,
     /// Storage refused a change before making it (a log that cannot be written, a node that no
@@ -162,12 +161,6 @@ impl ErrorCode {
                 "com.amazon.coral.service#UnknownOperationException",
                 "InvalidAction",
                 400,
-            ),
-            // A Query request without Action (AWS-recorded: issue 32, item 3).
-            UnknownOperation => (
-                "com.amazon.coral.service#UnknownOperationException",
-                "UnknownOperationException",
-                404,
             ),
             SerializationException => (
                 "com.amazon.coral.service#SerializationException",

@@ -126,6 +126,12 @@ fn xml(status: u16, body: String) -> Encoded {
     }
 }
 
+/// A Query request without `Action`: 404 and a bare `<UnknownOperationException/>`, whatever
+/// the request accepts (AWS-recorded), not an error envelope.
+pub fn unknown_operation() -> Encoded {
+    xml(404, "<UnknownOperationException/>".into())
+}
+
 pub fn encode_ok<T: Serialize>(
     protocol: Protocol,
     action: Action,

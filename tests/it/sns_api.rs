@@ -485,6 +485,40 @@ async fn turning_a_standard_topic_fifo_names_the_topic_name() {
     }
 }
 
+/// CreateTopic again on a standard topic's name (AWS-recorded): FifoTopic=true is checked
+/// against the name first ("Topic Name"); FifoTopic=false is the same topic; a changed
+/// attribute is "different attributes".
+#[tokio::test]
+async fn creating_a_standard_topic_again_as_fifo_names_the_topic_name() {
+    let server = start().await;
+    let create = |attributes: &[(&str, &str)]| {
+        let mut request = server.sns.create_topic().name("plain-again");
+        for (name, value) in attributes {
+            request = request.attributes(*name, *value);
+        }
+        request.send()
+    };
+    let arn = create(&[("DisplayName", "d")]).await.unwrap().topic_arn;
+    let same = create(&[("DisplayName", "d"), ("FifoTopic", "false")])
+        .await
+        .unwrap();
+    assert_eq!(same.topic_arn, arn);
+    for (attributes, expected) in [
+        (
+            &[("FifoTopic", "true")][..],
+            "Invalid parameter: Topic Name",
+        ),
+        (
+            &[("DisplayName", "other")][..],
+            "Invalid parameter: Attributes Reason: Topic already exists with different attributes",
+        ),
+    ] {
+        let service = create(attributes).await.unwrap_err().into_service_error();
+        assert!(service.is_invalid_parameter_exception(), "{service:?}");
+        assert_eq!(service.message(), Some(expected), "{attributes:?}");
+    }
+}
+
 /// PutDataProtectionPolicy and GetDataProtectionPolicy (issue 32, item 8): stored as given,
 /// checked for AWS's documented shape, returned; not a topic attribute.
 #[tokio::test]

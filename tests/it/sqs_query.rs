@@ -134,10 +134,27 @@ async fn queue_url_as_path_and_no_result_shape() {
 #[tokio::test]
 async fn missing_and_unknown_actions() {
     let server = start().await;
-    // No Action: 404 UnknownOperationException, as AWS answers (issue 32, item 3).
+    // No Action: 404 and a bare <UnknownOperationException/>, as AWS answers (recorded), a
+    // GET on a queue's URL too, and whatever the request accepts.
     let (status, body) = query(&server, "/", &[("Version", "2012-11-05")]).await;
-    assert_eq!(status, 404);
-    assert_eq!(xml_text(&body, "Code"), Some("UnknownOperationException"));
+    assert_eq!(
+        (status, body.as_str()),
+        (404, "<UnknownOperationException/>")
+    );
+    for accept in ["application/json", "*/*"] {
+        let response = reqwest::Client::new()
+            .get(server.queue_url("missing-action"))
+            .header("accept", accept)
+            .header("authorization", crate::common::signed("sqs"))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status().as_u16(), 404);
+        assert_eq!(
+            response.text().await.unwrap(),
+            "<UnknownOperationException/>"
+        );
+    }
     let (status, body) = query(&server, "/", &[("Action", "Frobnicate")]).await;
     assert_eq!(status, 400);
     assert_eq!(xml_text(&body, "Code"), Some("InvalidAction"));

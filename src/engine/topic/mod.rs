@@ -72,6 +72,27 @@ pub fn validate_topic_name(name: &str, fifo: bool) -> EngineResult<()> {
     }
 }
 
+/// Whether CreateTopic's attributes ask for a FIFO topic, with the name checked against that:
+/// AWS checks it before it looks for an existing topic of that name (recorded).
+pub fn checked_name(name: &str, attrs: &[(String, String)]) -> EngineResult<bool> {
+    let fifo = match attrs
+        .iter()
+        .find(|(n, _)| n == "FifoTopic")
+        .map(|(_, v)| v.as_str())
+    {
+        Some(v) if v.eq_ignore_ascii_case("true") => true,
+        Some(v) if v.eq_ignore_ascii_case("false") => false,
+        Some(_) => {
+            return Err(invalid(
+                "Invalid parameter: Attributes Reason: FifoTopic must be true or false",
+            ))
+        }
+        None => false,
+    };
+    validate_topic_name(crate::engine::namespace::name_of(name), fifo)?;
+    Ok(fifo)
+}
+
 /// A message as published, after validation.
 #[derive(Clone, Debug)]
 pub struct PublishRequest {
@@ -133,21 +154,7 @@ impl Topic {
         attrs: &[(String, String)],
         now: Timestamp,
     ) -> EngineResult<Topic> {
-        let fifo = match attrs
-            .iter()
-            .find(|(n, _)| n == "FifoTopic")
-            .map(|(_, v)| v.as_str())
-        {
-            Some(v) if v.eq_ignore_ascii_case("true") => true,
-            Some(v) if v.eq_ignore_ascii_case("false") => false,
-            Some(_) => {
-                return Err(invalid(
-                    "Invalid parameter: Attributes Reason: FifoTopic must be true or false",
-                ))
-            }
-            None => false,
-        };
-        validate_topic_name(crate::engine::namespace::name_of(name), fifo)?;
+        let fifo = checked_name(name, attrs)?;
         let mut topic = Topic {
             name: name.into(),
             arn: arn.into(),

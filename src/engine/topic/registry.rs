@@ -278,6 +278,7 @@ impl<W: Default> Engine<W> {
         tags: &[(String, String)],
         now: Timestamp,
     ) -> EngineResult<Arc<str>> {
+        super::checked_name(name, attrs)?;
         let mut topics = self.topics.write().unwrap_or_else(|p| p.into_inner());
         if let Some(existing) = topics.get(name) {
             let topic = existing.lock();
