@@ -22,22 +22,37 @@ fn task_wire(task: MoveTask) -> MoveTaskWire {
     }
 }
 
-/// Move tasks are their queues' owner's alone ("Cross-account permissions don't apply to this
-/// action", SQS API reference), and a queue of another region is not found from this one.
-fn check_own_queue(ctx: &RequestContext, arn: &str, parameter: &str) -> Result<(), ApiError> {
-    let Some(namespace) = Namespaces::of_arn(arn) else {
-        return Ok(());
-    };
-    if !ctx.authenticated || ctx.operator || namespace == ctx.namespace {
-        return Ok(());
+impl Service {
+    /// Move tasks are their queues' owner's alone ("Cross-account permissions don't apply to
+    /// this action", SQS API reference). A queue of another region, or of another account that
+    /// does not exist, is not found: AWS looks the queue up before it refuses (recorded).
+    async fn check_own_queue(
+        &self,
+        ctx: &RequestContext,
+        arn: &str,
+        parameter: &str,
+    ) -> Result<(), ApiError> {
+        let Some(namespace) = Namespaces::of_arn(arn) else {
+            return Ok(());
+        };
+        if !ctx.authenticated || ctx.operator || namespace == ctx.namespace {
+            return Ok(());
+        }
+        let not_found = || crate::engine::move_task::not_found(parameter).into();
+        if namespace.region != ctx.namespace.region {
+            return Err(not_found());
+        }
+        let Some(key) = self.namespaces.key_in_arn("sqs", arn) else {
+            return Err(not_found());
+        };
+        if self.backend.find_queue(key).await.is_err() {
+            return Err(not_found());
+        }
+        Err(ApiError::new(
+            ErrorCode::AccessDenied,
+            format!("Access to the resource {arn} is denied."),
+        ))
     }
-    if namespace.region != ctx.namespace.region {
-        return Err(crate::engine::move_task::not_found(parameter).into());
-    }
-    Err(ApiError::new(
-        ErrorCode::AccessDenied,
-        format!("Access to the resource {arn} is denied."),
-    ))
 }
 
 impl Service {
@@ -49,9 +64,10 @@ impl Service {
         let source = input
             .source_arn
             .ok_or_else(|| ApiError::missing("SourceArn"))?;
-        check_own_queue(ctx, &source, "SourceArn")?;
+        self.check_own_queue(ctx, &source, "SourceArn").await?;
         if let Some(destination) = &input.destination_arn {
-            check_own_queue(ctx, destination, "DestinationArn")?;
+            self.check_own_queue(ctx, destination, "DestinationArn")
+                .await?;
         }
         let task = self
             .backend
@@ -74,7 +90,7 @@ impl Service {
         let source = input
             .source_arn
             .ok_or_else(|| ApiError::missing("SourceArn"))?;
-        check_own_queue(ctx, &source, "SourceArn")?;
+        self.check_own_queue(ctx, &source, "SourceArn").await?;
         let max = input.max_results.unwrap_or(1);
         if !(1..=10).contains(&max) {
             return Err(ApiError::invalid(format!(
@@ -100,7 +116,7 @@ impl Service {
             .task_handle
             .ok_or_else(|| ApiError::missing("TaskHandle"))?;
         if let Some((_, source)) = crate::engine::move_task::decode_handle(&handle) {
-            check_own_queue(ctx, &source, "SourceArn")?;
+            self.check_own_queue(ctx, &source, "SourceArn").await?;
         }
         let moved = self.backend.cancel_move_task(&handle).await?;
         Ok(CancelMessageMoveTaskOutput {

@@ -17,15 +17,24 @@ pub fn decode_attributes(
     let mut out = Vec::with_capacity(wire.len());
     for (name, value) in wire {
         let data_type = value.data_type.unwrap_or_default();
-        let data = if data_type.starts_with("Binary") {
-            let encoded = value.binary_value.unwrap_or_default();
-            AttributeData::Binary(STANDARD.decode(encoded.trim()).map_err(|_| {
-                ApiError::invalid(format!(
-                    "The binary value of message (user) attribute '{name}' is not valid base64."
-                ))
-            })?)
-        } else {
-            AttributeData::String(value.string_value.unwrap_or_default())
+        let binary = data_type.starts_with("Binary");
+        // A value given only in the field the type does not name is kept as given, so the
+        // rules can say which field it must use (SNS does, AWS-recorded).
+        let data = match (binary, value.string_value, value.binary_value) {
+            (true, Some(text), None) => AttributeData::String(text),
+            (false, None, Some(encoded)) => match STANDARD.decode(encoded.trim()) {
+                Ok(bytes) => AttributeData::Binary(bytes),
+                Err(_) => AttributeData::String(String::new()),
+            },
+            (true, _, encoded) => {
+                let encoded = encoded.unwrap_or_default();
+                AttributeData::Binary(STANDARD.decode(encoded.trim()).map_err(|_| {
+                    ApiError::invalid(format!(
+                        "The binary value of message (user) attribute '{name}' is not valid base64."
+                    ))
+                })?)
+            }
+            (false, text, _) => AttributeData::String(text.unwrap_or_default()),
         };
         out.push((name, AttributeValue { data_type, data }));
     }

@@ -451,8 +451,10 @@ impl Service {
         Ok(Empty {})
     }
 
+    /// `position`: the entry's place in a PublishBatch (from 1), which AWS's paths name.
     fn publish_request(
         entry: PublishEntry,
+        position: Option<usize>,
         ctx: &RequestContext,
     ) -> Result<PublishRequest, ApiError> {
         let structured = match entry.message_structure.as_deref() {
@@ -466,9 +468,12 @@ impl Service {
         };
         for (name, value) in &entry.message_attributes {
             if value.data_type.is_none() {
+                let entry = position
+                    .map(|at| format!("publishBatchRequestEntries.{at}.member."))
+                    .unwrap_or_default();
                 return Err(ApiError::new(
                     ErrorCode::ValidationError,
-                    format!("1 validation error detected: Value null at 'messageAttributes.{name}.member.dataType' failed to satisfy constraint: Member must not be null"),
+                    format!("1 validation error detected: Value null at '{entry}messageAttributes.{name}.member.dataType' failed to satisfy constraint: Member must not be null"),
                 ));
             }
         }
@@ -503,7 +508,7 @@ impl Service {
                     "Invalid parameter: PhoneNumber Reason: only one of TopicArn, TargetArn and PhoneNumber may be given",
                 ));
             }
-            let request = Self::publish_request(input.entry, ctx)?;
+            let request = Self::publish_request(input.entry, None, ctx)?;
             let message_id = self.publish_to_phone(number, &request).await?;
             return Ok(PublishOutput {
                 id: None,
@@ -516,7 +521,7 @@ impl Service {
                 "Invalid parameter: TopicArn or TargetArn Reason: no value for required parameter",
             )
         })?;
-        let request = Self::publish_request(input.entry, ctx)?;
+        let request = Self::publish_request(input.entry, None, ctx)?;
         let publication = self
             .backend
             .publish(&topic_arn, request, &self.base_url(ctx))
@@ -550,7 +555,7 @@ impl Service {
         let mut total = 0;
         let mut ids = Vec::with_capacity(entries.len());
         let mut requests = Vec::with_capacity(entries.len());
-        for entry in entries {
+        for (at, entry) in entries.into_iter().enumerate() {
             let id = required(entry.id.clone(), "Id")?;
             if id.len() > 80 {
                 return Err(ApiError::new(
@@ -574,7 +579,7 @@ impl Service {
                     "Two or more batch entries in the request have the same Id.",
                 ));
             }
-            let request = Self::publish_request(entry, ctx)?;
+            let request = Self::publish_request(entry, Some(at + 1), ctx)?;
             total += request.message.len() + request.attributes.size();
             ids.push(id);
             requests.push(request);

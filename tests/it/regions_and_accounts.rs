@@ -260,6 +260,62 @@ async fn another_account_uses_a_queue_only_as_its_policy_allows() {
     assert!(bodies(&other, &own).await.is_empty());
 }
 
+/// What another account names is checked for shape and looked up before access is refused
+/// (AWS-recorded): a subscription ARN without its id is malformed, and a move task of a queue
+/// that does not exist is not found; only an existing foreign queue is denied.
+#[tokio::test]
+async fn another_accounts_malformed_or_missing_resources_are_answered_before_access() {
+    use aws_sdk_sqs::error::ProvideErrorMetadata;
+    use base64::Engine as _;
+    let server = common::start().await;
+    let owner = sqs_in(server.addr, "us-east-1", "111111111111", "secret");
+    let other = sqs_in(server.addr, "us-east-1", "222222222222", "secret");
+    create(&owner, "exists").await;
+    let handle = |queue: &str| {
+        let json = serde_json::json!({
+            "taskId": "10f57157-fc38-4da9-a113-4de7e12d05dd",
+            "sourceArn": format!("arn:aws:sqs:us-east-1:111111111111:{queue}"),
+        });
+        base64::engine::general_purpose::STANDARD.encode(json.to_string())
+    };
+    let missing = other
+        .cancel_message_move_task()
+        .task_handle(handle("test-queue-doesnt-exist-123456"))
+        .send()
+        .await
+        .unwrap_err();
+    assert_eq!(
+        missing.code(),
+        Some("ResourceNotFoundException"),
+        "{missing:?}"
+    );
+    assert_eq!(
+        missing.message(),
+        Some("The resource that you specified for the SourceArn parameter doesn't exist.")
+    );
+    let denied = other
+        .cancel_message_move_task()
+        .task_handle(handle("exists"))
+        .send()
+        .await
+        .unwrap_err();
+    assert_eq!(denied.code(), Some("AccessDenied"), "{denied:?}");
+
+    let sns = sns_in(server.addr, "us-east-1", "222222222222");
+    let malformed = sns
+        .unsubscribe()
+        .subscription_arn("arn:aws:sns:us-east-1:111111111111:random")
+        .send()
+        .await
+        .unwrap_err()
+        .into_service_error();
+    assert!(malformed.is_invalid_parameter_exception(), "{malformed:?}");
+    assert_eq!(
+        aws_sdk_sns::error::ProvideErrorMetadata::message(&malformed),
+        Some("Invalid parameter: SubscriptionId")
+    );
+}
+
 #[tokio::test]
 async fn another_account_publishes_to_a_topic_only_as_its_policy_allows() {
     let server = common::start().await;

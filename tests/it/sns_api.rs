@@ -455,6 +455,121 @@ async fn sns_refuses_attributes_in_its_own_words() {
     }
 }
 
+/// A value in the field its type does not name, and a missing type in a batch entry (each
+/// AWS-recorded), through Publish and PublishBatch.
+#[tokio::test]
+async fn sns_says_which_field_an_attribute_must_use_and_which_entry_lacks_a_type() {
+    use aws_sdk_sns::primitives::Blob;
+    use aws_sdk_sns::types::{MessageAttributeValue, PublishBatchRequestEntry};
+    let server = start().await;
+    let topic = server
+        .sns
+        .create_topic()
+        .name("fields")
+        .send()
+        .await
+        .unwrap();
+    let topic = topic.topic_arn.unwrap();
+    let binary = |data_type: &str| {
+        MessageAttributeValue::builder()
+            .data_type(data_type)
+            .binary_value(Blob::new("123"))
+            .build()
+            .unwrap()
+    };
+    let text = MessageAttributeValue::builder()
+        .data_type("Binary")
+        .string_value("123")
+        .build()
+        .unwrap();
+    for (value, expected) in [
+        (
+            binary("String"),
+            "The message attribute 'attr1' with type 'String' must use field 'String'.",
+        ),
+        (
+            binary("Number"),
+            "The message attribute 'attr1' with type 'Number' must use field 'String'.",
+        ),
+        (
+            text,
+            "The message attribute 'attr1' with type 'Binary' must use field 'Binary'.",
+        ),
+    ] {
+        let single = server
+            .sns
+            .publish()
+            .topic_arn(&topic)
+            .message("m")
+            .message_attributes("attr1", value.clone())
+            .send()
+            .await
+            .unwrap_err()
+            .into_service_error();
+        assert!(single.is_invalid_parameter_value_exception(), "{single:?}");
+        assert_eq!(single.message(), Some(expected));
+        let entry = |id: &str| PublishBatchRequestEntry::builder().id(id).message("m");
+        let batch = server
+            .sns
+            .publish_batch()
+            .topic_arn(&topic)
+            .publish_batch_request_entries(
+                entry("1")
+                    .message_attributes("attr1", value)
+                    .build()
+                    .unwrap(),
+            )
+            .publish_batch_request_entries(entry("3").build().unwrap())
+            .send()
+            .await
+            .unwrap_err()
+            .into_service_error();
+        assert_eq!(batch.message(), Some(expected), "{batch:?}");
+    }
+    // No DataType (the SDKs refuse to send that, so by hand): the path names the entry.
+    let arn = topic.as_str();
+    for (params, path) in [
+        (
+            vec![("Action", "Publish"), ("TopicArn", arn), ("Message", "m")],
+            "messageAttributes.attr1.member.dataType",
+        ),
+        (
+            vec![
+                ("Action", "PublishBatch"),
+                ("TopicArn", arn),
+                ("PublishBatchRequestEntries.member.1.Id", "1"),
+                ("PublishBatchRequestEntries.member.1.Message", "m"),
+                ("PublishBatchRequestEntries.member.2.Id", "3"),
+                ("PublishBatchRequestEntries.member.2.Message", "m"),
+            ],
+            "publishBatchRequestEntries.2.member.messageAttributes.attr1.member.dataType",
+        ),
+    ] {
+        let prefix = if params[1..]
+            .iter()
+            .any(|(k, _)| k.starts_with("PublishBatch"))
+        {
+            "PublishBatchRequestEntries.member.2."
+        } else {
+            ""
+        };
+        let name = format!("{prefix}MessageAttributes.entry.1.Name");
+        let value = format!("{prefix}MessageAttributes.entry.1.Value.StringValue");
+        let mut params = params.clone();
+        params.push(("Version", "2010-03-31"));
+        params.push((&name, "attr1"));
+        params.push((&value, "v"));
+        let (status, body) = crate::common::query(&server, "/", &params).await;
+        assert_eq!(status, 400, "{body}");
+        let expected = format!("1 validation error detected: Value null at '{path}' failed to satisfy constraint: Member must not be null");
+        assert_eq!(
+            crate::common::xml_text(&body, "Message"),
+            Some(expected.as_str()),
+            "{body}"
+        );
+    }
+}
+
 #[tokio::test]
 async fn turning_a_standard_topic_fifo_names_the_topic_name() {
     let server = start().await;
