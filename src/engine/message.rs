@@ -391,7 +391,8 @@ pub fn validate_attribute(name: &str, value: &AttributeValue) -> EngineResult<()
     }
 }
 
-/// Numbers: optional sign, digits with an optional fraction and exponent, at most 38 significant digits.
+/// Numbers: optional sign, digits with an optional fraction and exponent, at most 38 significant
+/// digits, 0 or between 10^-128 and 10^+126 in magnitude.
 fn valid_number(s: &str) -> bool {
     let t = s.strip_prefix(['-', '+']).unwrap_or(s);
     let (mantissa, exponent) = match t.find(['e', 'E']) {
@@ -407,14 +408,35 @@ fn valid_number(s: &str) -> bool {
     if !int.chars().chain(frac.chars()).all(|c| c.is_ascii_digit()) {
         return false;
     }
-    if let Some(e) = exponent {
-        let e = e.strip_prefix(['-', '+']).unwrap_or(e);
-        if e.is_empty() || !e.chars().all(|c| c.is_ascii_digit()) {
-            return false;
+    let exponent = match exponent {
+        Some(e) => {
+            let digits = e.strip_prefix(['-', '+']).unwrap_or(e);
+            if digits.is_empty() || !digits.chars().all(|c| c.is_ascii_digit()) {
+                return false;
+            }
+            // Too long to parse is far outside the range (unless the value is zero).
+            e.parse::<i64>().ok()
         }
+        None => Some(0),
+    };
+    // Leading and trailing zeros are trimmed (AWS's documentation): what is left is the
+    // precision, and where its first digit stands the magnitude.
+    let digits = format!("{int}{frac}");
+    let significant = digits.trim_start_matches('0').trim_end_matches('0');
+    if significant.is_empty() {
+        return true;
     }
-    let significant = format!("{int}{frac}");
-    significant.trim_start_matches('0').len() <= 38
+    if significant.len() > 38 {
+        return false;
+    }
+    let Some(exponent) = exponent else {
+        return false;
+    };
+    let leading_zeros = (digits.len() - digits.trim_start_matches('0').len()) as i64;
+    // The power of ten of the first significant digit: 10^-128 to 10^+126 (that bound itself
+    // only for 1 exactly).
+    let first = int.len() as i64 - 1 - leading_zeros + exponent;
+    (-128..126).contains(&first) || (first == 126 && significant == "1")
 }
 
 /// Validates a complete attribute set, including the count limit.

@@ -96,6 +96,53 @@ fn attribute_rules() {
 }
 
 #[test]
+fn numbers_hold_38_significant_digits_between_ten_to_the_minus_128_and_plus_126() {
+    let number = |v: &str| {
+        validate_attribute(
+            "n",
+            &AttributeValue {
+                data_type: "Number".into(),
+                data: AttributeData::String(v.into()),
+            },
+        )
+        .is_ok()
+    };
+    let nines = "9".repeat(38);
+    for accepted in [
+        "0",
+        "-0.000",
+        "0e999999999999999999999",
+        "1e126",
+        "10e125",
+        "-1E+126",
+        "9.99e125",
+        "1e-128",
+        "0.001e-125",
+        "123.45",
+        nines.as_str(),
+        // Trailing zeros are trimmed: one significant digit.
+        &format!("1{}", "0".repeat(60)),
+        &format!("0.{}1", "0".repeat(100)),
+    ] {
+        assert!(number(accepted), "{accepted}");
+    }
+    for refused in [
+        "1.1e126",
+        "1e127",
+        "1e200",
+        "9.9e-129",
+        "1e-129",
+        "11e125",
+        "1e99999999999999999999",
+        &format!("{nines}9"),
+        &format!("1.{}1", "0".repeat(37)),
+        &format!("1{}", "0".repeat(127)),
+    ] {
+        assert!(!number(refused), "{refused}");
+    }
+}
+
+#[test]
 fn selection_patterns() {
     let attrs = MessageAttributes::new(vec![s("a.x", "1"), s("a.y", "2"), s("b", "3")]);
     assert_eq!(attrs.select(&["All".into()]).len(), 3);
