@@ -92,6 +92,6 @@ pub enum Change {
     /// The secret receipt handles are sealed with, so handles issued before a restart or a
     /// takeover still open.
     ReceiptKey {
-        secret: [u8; super::queue::receipt::KEY_BYTES],
+        secret: super::queue::receipt::Secret,
     },
 }

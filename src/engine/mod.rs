@@ -207,7 +207,7 @@ impl<W: Default> Engine<W> {
         let mut key = self.receipt_key.write().unwrap_or_else(|p| p.into_inner());
         if !key.1 {
             key.1 = write(&Change::ReceiptKey {
-                secret: *key.0.secret(),
+                secret: queue::receipt::Secret(*key.0.secret()),
             });
         }
     }
@@ -226,7 +226,7 @@ impl<W: Default> Engine<W> {
     pub fn receipt_key_record(&self) -> Option<Change> {
         let key = self.receipt_key.read().unwrap_or_else(|p| p.into_inner());
         key.1.then(|| Change::ReceiptKey {
-            secret: *key.0.secret(),
+            secret: queue::receipt::Secret(*key.0.secret()),
         })
     }
 

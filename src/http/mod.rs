@@ -164,14 +164,9 @@ fn credential_scope(headers: &HeaderMap) -> (Option<&str>, Option<&str>) {
     (key, parts.nth(2))
 }
 
-/// SNS or SQS for a Query request, in the order spec'd: signing service, then Version, then
-/// action names (AddPermission and RemovePermission exist in both, so Action alone is a last resort).
+/// SNS or SQS for a Query request: its Version, then action names, and only for an action
+/// both have (AddPermission, RemovePermission) without a Version, the signing service.
 fn is_sns(service: Option<&str>, params: &[(String, String)], action: &str) -> bool {
-    match service {
-        Some("sns") => return true,
-        Some("sqs") => return false,
-        _ => {}
-    }
     match params
         .iter()
         .find(|(k, _)| k == "Version")
@@ -181,7 +176,26 @@ fn is_sns(service: Option<&str>, params: &[(String, String)], action: &str) -> b
         Some("2012-11-05") => false,
         // Actions only SNS has route to SNS even without a signature or Version (the
         // unsigned SubscribeURL/UnsubscribeURL GETs).
-        _ => crate::protocol::actions::sns_only(action),
+        _ if crate::protocol::actions::sns_only(action) => true,
+        _ if crate::protocol::SqsAction::parse(action).is_some() && !both(action) => false,
+        _ => service == Some("sns"),
+    }
+}
+
+fn both(action: &str) -> bool {
+    crate::protocol::SnsAction::parse(action).is_some()
+        && crate::protocol::SqsAction::parse(action).is_some()
+}
+
+/// A signature whose credential scope names another service than the one called is refused
+/// as AWS refuses it (403 SignatureDoesNotMatch), with or without `--auth`: no SDK signs so.
+fn check_scope(signing_service: Option<&str>, called: &str) -> Result<(), ApiError> {
+    match signing_service {
+        Some(scope) if scope != called => Err(ApiError::new(
+            ErrorCode::SignatureDoesNotMatch,
+            format!("Credential should be scoped to correct service: '{called}'. "),
+        )),
+        _ => Ok(()),
     }
 }
 
@@ -482,6 +496,9 @@ async fn json(
             "The X-Amz-Target header does not name an SQS operation.",
         ));
     };
+    if let Err(error) = check_scope(credential_scope(headers).1, "sqs") {
+        return fail(error);
+    }
     if let Err(error) = unsigned::check(ctx, Protocol::Json, action, strict) {
         return fail(error);
     }
@@ -554,6 +571,14 @@ async fn query(
     } else {
         Protocol::Query
     };
+    let called = if protocol == Protocol::SnsQuery {
+        "sns"
+    } else {
+        "sqs"
+    };
+    if let Err(error) = check_scope(signing_service, called) {
+        return fail(if called == "sns" { protocol } else { answer }, error);
+    }
     if let Err(error) = unsigned::check(ctx, protocol, &action, strict) {
         return fail(protocol, error);
     }

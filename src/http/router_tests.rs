@@ -432,13 +432,58 @@ async fn an_undeclared_action_is_refused_in_each_protocol() {
     .await;
     assert_eq!(status, StatusCode::BAD_REQUEST);
     assert!(body.contains("UnknownOperationException"), "{body}");
-    let (status, body) = replay(
+    let (status, body) = replay_to(
         &app,
+        "sns",
         "POST / HTTP/1.1\nContent-Type: application/x-www-form-urlencoded\n\nAction=Frobnicate&Version=2010-03-31",
     )
     .await;
     assert_eq!(status, StatusCode::BAD_REQUEST);
     assert!(body.contains("<Code>InvalidAction</Code>"), "{body}");
+}
+
+/// A signature scoped to one service on a call of the other (AWS: 403 SignatureDoesNotMatch),
+/// in each protocol; whatever the scope, an SQS call keeps SQS's shape.
+#[tokio::test]
+async fn a_signature_scoped_to_another_service_is_refused() {
+    let app = app("us-east-1", "000000000000");
+    for (service, raw, shape) in [
+        (
+            "sns",
+            "POST / HTTP/1.1\nContent-Type: application/x-amz-json-1.0\nX-Amz-Target: AmazonSQS.ListQueues\n\n{}",
+            "SignatureDoesNotMatchException",
+        ),
+        (
+            "sns",
+            "POST / HTTP/1.1\nContent-Type: application/x-www-form-urlencoded\n\nAction=ListQueues&Version=2012-11-05",
+            "xmlns=\"http://queue.amazonaws.com/doc/2012-11-05/\"",
+        ),
+        (
+            "sqs",
+            "POST / HTTP/1.1\nContent-Type: application/x-www-form-urlencoded\n\nAction=ListTopics&Version=2010-03-31",
+            "xmlns=\"http://sns.amazonaws.com/doc/2010-03-31/\"",
+        ),
+        (
+            "sqs",
+            "POST / HTTP/1.1\nContent-Type: application/x-www-form-urlencoded\n\nAction=ListTopics",
+            "xmlns=\"http://sns.amazonaws.com/doc/2010-03-31/\"",
+        ),
+    ] {
+        let (status, body) = replay_to(&app, service, raw).await;
+        assert_eq!(status, StatusCode::FORBIDDEN, "{raw}: {body}");
+        let called = if service == "sns" { "sqs" } else { "sns" };
+        let message = format!("Credential should be scoped to correct service: '{called}'. ");
+        assert!(body.contains(&message), "{raw}: {body}");
+        assert!(body.contains(shape), "{raw}: {body}");
+    }
+    // The right scope, and an action of both without a Version: the scope says which.
+    let (status, body) = replay_to(
+        &app,
+        "sns",
+        "POST / HTTP/1.1\nContent-Type: application/x-www-form-urlencoded\n\nAction=ListTopics&Version=2010-03-31",
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
 }
 
 #[test]

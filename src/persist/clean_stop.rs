@@ -8,7 +8,9 @@
 
 use std::path::Path;
 
+use super::writer::FileJournal;
 use super::{storage, RecoveryError};
+use crate::engine::Journal;
 
 const NAME: &str = "CLEAN";
 const MAGIC: [u8; 8] = *b"ORDLYCLN";
@@ -34,6 +36,17 @@ pub fn read(dir: &Path) -> Result<Option<u64>, RecoveryError> {
     Ok(Some(u64::from_le_bytes(
         bytes[8..16].try_into().expect("8 bytes"),
     )))
+}
+
+/// After `journal` closed: notes the clean stop if every record it took was synced.
+pub fn note(dir: &Path, journal: &FileJournal) {
+    let durable = journal.durable();
+    if durable.failed || durable.lsn != Journal::next_lsn(journal) {
+        return;
+    }
+    if let Err(error) = write(dir, durable.lsn) {
+        tracing::warn!(%error, "could not note the clean stop in the data directory");
+    }
 }
 
 /// Notes that the log closed with every record before `next_lsn` synced.

@@ -60,6 +60,16 @@ pub enum RecoveryError {
          that never held data may be removed to start afresh)"
     )]
     Missing { dir: PathBuf, what: String },
+    #[error(
+        "data directory {dir} was stopped cleanly with its log reaching record {expected}, but \
+         the log reaches {found} now: segments are missing, cut short or added; refusing to \
+         start rather than lose data (to accept the loss, remove {dir}/CLEAN)"
+    )]
+    NotAsStopped {
+        dir: PathBuf,
+        expected: String,
+        found: String,
+    },
     #[error("data damaged in {file} at offset {offset}: {reason}; refusing to start rather than lose data")]
     Corruption {
         file: String,
@@ -143,14 +153,14 @@ pub fn open<W: Default>(
     let mut report = RecoveryReport::after(&loaded);
     let (log, log_bytes) = replay_log(dir, key, engine, &loaded, clean.is_some(), &mut report)?;
     if let Some(next_lsn) = clean.filter(|at| *at != report.next_lsn) {
-        return Err(RecoveryError::Missing {
+        let last = |next: u64| match next.checked_sub(1) {
+            Some(record) => format!("record {record}"),
+            None => "no record".to_string(),
+        };
+        return Err(RecoveryError::NotAsStopped {
             dir: dir.into(),
-            what: format!(
-                "was stopped cleanly after record {} but its log ends after record {}: log \
-                 segments are missing or cut short",
-                next_lsn as i128 - 1,
-                report.next_lsn as i128 - 1
-            ),
+            expected: last(next_lsn),
+            found: last(report.next_lsn),
         });
     }
     clean_stop::remove(dir)?;
@@ -182,6 +192,10 @@ pub fn open<W: Default>(
     if let Some(written) = kept {
         written?;
         report.next_lsn += 1;
+    }
+    if !dir.join("KEY").exists() {
+        std::fs::rename(dir.join(FIRST_KEY), dir.join("KEY"))?;
+        File::open(dir)?.sync_all()?;
     }
     journal.start(log, report.next_lsn, mode);
     Ok((
@@ -322,14 +336,14 @@ impl Sequence {
             None if lsn > self.first_lsn => {
                 return Err(if self.snapshot {
                     format!(
-                        "the log resumes at record {lsn} but the snapshot reaches only record \
-                         {}: the records between are missing (a log segment removed?)",
+                        "the log resumes at record {lsn} but the snapshot holds only the records \
+                         before {}: those between are missing (a log segment removed?)",
                         self.first_lsn
                     )
                 } else {
                     format!(
                         "the log starts at record {lsn} and there is no snapshot: the snapshot \
-                         holding the records before it is missing"
+                         or the first segments holding the records before it are missing"
                     )
                 });
             }
@@ -354,9 +368,12 @@ type Decoded = (u64, crate::engine::Change, usize);
 const REPLAY_BATCH: usize = 1024;
 
 const KEY_MAGIC: [u8; 8] = *b"ORDLYKEY";
+/// The key of a first start until its first record is synced.
+const FIRST_KEY: &str = "KEY.new";
 
 /// Reads the directory's log key (`batch::Seal`), or makes one if the directory has none yet:
-/// written to the side, synced and renamed into place, so it is whole or absent.
+/// as `KEY.new`, written to the side and synced, which `open` renames into place once the
+/// first record is synced too, so a directory holding `KEY` always holds data.
 fn log_key(dir: &Path) -> Result<u64, RecoveryError> {
     let path = dir.join("KEY");
     let damaged = |reason: &str| RecoveryError::Corruption {
@@ -377,6 +394,18 @@ fn log_key(dir: &Path) -> Result<u64, RecoveryError> {
             ))
         }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            // A key is `KEY.new` until the first start has synced its first record (`open`):
+            // one left alone is a first start cut off before that, which served nothing, so
+            // what it wrote goes with it.
+            if dir.join(FIRST_KEY).exists() {
+                for entry in std::fs::read_dir(dir)? {
+                    let entry = entry?;
+                    if entry.file_name().to_string_lossy().ends_with(".wal") {
+                        std::fs::remove_file(entry.path())?;
+                    }
+                }
+                std::fs::remove_file(dir.join(FIRST_KEY))?;
+            }
             for entry in std::fs::read_dir(dir)? {
                 let entry = entry?;
                 if !entry.file_name().to_string_lossy().ends_with(".wal") {
@@ -395,7 +424,7 @@ fn log_key(dir: &Path) -> Result<u64, RecoveryError> {
             bytes.extend_from_slice(&key.to_le_bytes());
             let checksum = crc32c::crc32c(&bytes);
             bytes.extend_from_slice(&checksum.to_le_bytes());
-            storage::write_whole(dir, "KEY", &bytes)?;
+            storage::write_whole(dir, FIRST_KEY, &bytes)?;
             Ok(key)
         }
         Err(e) => Err(e.into()),

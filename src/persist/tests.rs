@@ -337,7 +337,7 @@ fn after_a_clean_stop_a_log_shorter_than_it_was_is_refused() {
     }
     let reason = refusal(dir.path(), None);
     assert!(
-        reason.contains("segments are missing or cut short"),
+        reason.contains("segments are missing, cut short or added") && reason.contains("remove"),
         "{reason}"
     );
     // A damaged marker is refused too, naming it.
@@ -492,7 +492,7 @@ fn a_snapshot_the_log_needs_gone_stops_startup() {
     let segment = newest_segment(dir.path());
     let reason = refusal(dir.path(), Some(&segment));
     assert!(
-        reason.contains("the snapshot holding the records before it is missing"),
+        reason.contains("the snapshot or the first segments holding the records before it"),
         "{reason}"
     );
 }
@@ -517,14 +517,20 @@ fn a_log_segment_gone_from_the_middle_stops_startup() {
     assert!(reason.contains("out of sequence"), "{reason}");
 }
 
-#[test]
-fn a_key_with_neither_log_nor_snapshot_stops_startup() {
+/// A directory that held a queue "q", closed as after a crash (no clean-stop marker).
+fn with_one_queue() -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
     let (engine, data, _) = open_dir(dir.path());
     engine
         .create_queue_from("q", &[], &[], Timestamp(5))
         .unwrap();
     close(data);
+    dir
+}
+
+#[test]
+fn a_key_with_neither_log_nor_snapshot_stops_startup() {
+    let dir = with_one_queue();
     for segment in files(dir.path(), ".wal") {
         std::fs::remove_file(segment).unwrap();
     }
@@ -538,6 +544,20 @@ fn a_key_with_neither_log_nor_snapshot_stops_startup() {
     let (engine, data, report) = open_dir(fresh.path());
     assert_eq!(report.replayed, 0);
     assert!(engine.queue("q").is_err());
+    close(data);
+}
+
+#[test]
+fn a_first_start_cut_off_before_its_first_record_was_synced_starts_afresh() {
+    let dir = with_one_queue();
+    // As if the key had never been renamed into place: nothing of that start was served.
+    std::fs::rename(dir.path().join("KEY"), dir.path().join("KEY.new")).unwrap();
+    let (engine, data, report) = open_dir(dir.path());
+    assert_eq!(report.replayed + report.skipped, 0);
+    assert!(engine.queue("q").is_err());
+    assert!(dir.path().join("KEY").exists() && !dir.path().join("KEY.new").exists());
+    close(data);
+    let (_, data, _) = open_dir(dir.path());
     close(data);
 }
 

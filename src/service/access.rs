@@ -342,9 +342,10 @@ impl Service {
         }
         self.check_sns_region(ctx, parameter, arn)?;
         let parts: Vec<&str> = arn.split(':').collect();
-        // A subscription ARN without its id is malformed whatever account it names: the action
-        // says so before any look-up (AWS-recorded).
-        let malformed = parts.len() < 6 || (parameter == "SubscriptionArn" && parts.len() < 7);
+        // Unsubscribing from a subscription ARN without its id is malformed whatever account
+        // it names: the action says so before any look-up (AWS-recorded for Unsubscribe only).
+        let malformed = parts.len() < 6
+            || (action == "Unsubscribe" && parameter == "SubscriptionArn" && parts.len() < 7);
         if malformed || parts[0] != "arn" || parts[2] != "sns" {
             return Ok(());
         }

@@ -45,8 +45,12 @@ impl Service {
         let Some(key) = self.namespaces.key_in_arn("sqs", arn) else {
             return Err(not_found());
         };
-        if self.backend.find_queue(key).await.is_err() {
-            return Err(not_found());
+        match self.backend.find_queue(key).await {
+            Ok(_) => {}
+            Err(crate::backend::BackendError::Rejected(
+                crate::engine::EngineError::QueueDoesNotExist,
+            )) => return Err(not_found()),
+            Err(other) => return Err(other.into()),
         }
         Err(ApiError::new(
             ErrorCode::AccessDenied,

@@ -31,6 +31,16 @@ pub struct ReceiptKey {
 
 pub const KEY_BYTES: usize = 32;
 
+/// The key's bytes as a change carries them; never printed.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct Secret(pub [u8; KEY_BYTES]);
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Secret(..)")
+    }
+}
+
 impl ReceiptKey {
     /// A new key from the operating system's random numbers.
     pub fn generate() -> ReceiptKey {
@@ -162,6 +172,13 @@ mod tests {
         assert_eq!(Receipt::decode(&"A".repeat(TEXT_LEN), &key), None);
         assert_eq!(Receipt::decode(&format!("{h}="), &key), None);
         assert_eq!(Receipt::decode(&h.replace("AQEB", "BQEB"), &key), None);
+    }
+
+    #[test]
+    fn the_key_is_never_printed() {
+        let key = ReceiptKey::generate();
+        let printed = format!("{key:?} {:?}", Secret(*key.secret()));
+        assert_eq!(printed, "ReceiptKey(..) Secret(..)");
     }
 
     #[test]

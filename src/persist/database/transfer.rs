@@ -3,7 +3,7 @@
 //! snapshot of it is written into the destination, numbered by the destination's own log. A
 //! snapshot holds everything a restart needs (queues with their messages, receipt handles'
 //! counters, deduplication and receive-attempt windows, topics, subscriptions, the webhook
-//! outbox, move tasks, the signing key), so nothing is lost on the way. The destination must
+//! outbox, move tasks, the signing and receipt keys), so nothing is lost on the way. The destination must
 //! hold nothing yet, and no node may lead the database meanwhile.
 
 use std::path::Path;
@@ -66,6 +66,7 @@ pub fn import(dir: &Path, settings: &Settings) -> Result<Moved, OpenError> {
     log.journal.close();
     log.lease.release();
     data.journal.close();
+    crate::persist::clean_stop::note(dir, &data.journal);
     moved
 }
 
@@ -87,6 +88,7 @@ pub fn export(dir: &Path, settings: &Settings) -> Result<Moved, OpenError> {
         .and_then(|(data, _)| {
             let written = crate::persist::snapshot::take(dir, &source, &data.journal);
             data.journal.close();
+            crate::persist::clean_stop::note(dir, &data.journal);
             let path = written.map_err(OpenError::Io)?;
             let (queues, messages) = count(&source);
             Ok(Moved {

@@ -195,7 +195,7 @@ impl<'a> From<&'a live::Change> for Change<'a> {
                 certificate_pem,
                 certificate_file,
             },
-            C::ReceiptKey { secret } => Change::ReceiptKey { secret: *secret },
+            C::ReceiptKey { secret } => Change::ReceiptKey { secret: secret.0 },
         }
     }
 }
@@ -256,7 +256,9 @@ impl Change<'_> {
                 certificate_pem: certificate_pem.into(),
                 certificate_file: certificate_file.into(),
             },
-            Change::ReceiptKey { secret } => C::ReceiptKey { secret },
+            Change::ReceiptKey { secret } => C::ReceiptKey {
+                secret: crate::engine::queue::receipt::Secret(secret),
+            },
         }
     }
 }

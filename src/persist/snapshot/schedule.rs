@@ -46,13 +46,7 @@ impl SnapshotStore for DataDir {
     }
 
     fn log_closed(&self, journal: &FileJournal) {
-        let durable = journal.durable();
-        if durable.failed || durable.lsn != crate::engine::Journal::next_lsn(journal) {
-            return;
-        }
-        if let Err(error) = crate::persist::clean_stop::write(&self.path, durable.lsn) {
-            tracing::warn!(%error, "could not note the clean stop in the data directory");
-        }
+        crate::persist::clean_stop::note(&self.path, journal);
     }
 }
 
