@@ -414,10 +414,9 @@ async fn handle(State(state): State<HttpState>, request: Request) -> Response {
             &ctx.request_id,
         );
     }
-    // AWS answers an SQS Query request in JSON when it accepts JSON (the SDKs' query-compatible
-    // mode and some hand-written clients ask so). Source: issue 32, item 3, recorded on AWS.
+    // AWS renders an SQS Query answer as JSON when the request accepts JSON (recorded).
     let answer = if accepts_json(&headers) {
-        Protocol::Json
+        Protocol::QueryJson
     } else {
         Protocol::Query
     };

@@ -26,7 +26,7 @@ pub fn check(
         Protocol::SnsQuery => {
             SnsAction::parse(action).is_some_and(|a| a.link() || (a.reads() && !strict))
         }
-        Protocol::Json | Protocol::Query => {
+        Protocol::Json | Protocol::Query | Protocol::QueryJson => {
             !strict && SqsAction::parse(action).is_some_and(SqsAction::reads)
         }
     };

@@ -7,6 +7,7 @@ pub mod error;
 pub mod form;
 pub mod json_answer;
 pub mod lenient;
+pub mod query_json;
 pub mod query_params;
 pub mod sns;
 pub mod sns_query;
@@ -26,6 +27,9 @@ pub enum Protocol {
     Json,
     /// AWS Query (form parameters in, XML out), SQS.
     Query,
+    /// AWS Query with the answer rendered as JSON, for a Query request that accepts JSON (AWS
+    /// does so: `{"<Action>Response": {"<Action>Result": …, "ResponseMetadata": …}}`), SQS.
+    QueryJson,
     /// SNS's Query dialect: its own list/map encoding, namespace and error codes.
     SnsQuery,
 }
@@ -61,7 +65,7 @@ impl Payload {
         };
         result.map_err(|e| match protocol {
             Protocol::Json => ApiError::new(ErrorCode::SerializationException, e.to_string()),
-            Protocol::Query => ApiError::invalid(e.to_string()),
+            Protocol::Query | Protocol::QueryJson => ApiError::invalid(e.to_string()),
             Protocol::SnsQuery => ApiError::new(
                 ErrorCode::InvalidParameter,
                 format!("Invalid parameter: {e}"),
@@ -145,6 +149,9 @@ pub fn encode_ok<T: Serialize>(
         return json_ok(body);
     }
     let value = serde_json::to_value(output).expect("responses serialize");
+    if protocol == Protocol::QueryJson {
+        return query_json::response(action.name(), value, request_id);
+    }
     match action {
         Action::Sns(action) => xml(200, sns_query::response(action, &value, request_id)),
         Action::Sqs(action) => xml(
@@ -183,6 +190,7 @@ pub fn encode_error(protocol: Protocol, error: &ApiError, request_id: &str) -> E
             .expect("errors serialize"),
             query_error: Some(format!("{query_code};{fault}")),
         },
+        Protocol::QueryJson => query_json::error(status, (fault, query_code), error, request_id),
         Protocol::Query => xml(
             status,
             xml::error(

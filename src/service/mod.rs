@@ -224,7 +224,9 @@ impl Service {
     ) -> Encoded {
         let parsed = match protocol {
             Protocol::SnsQuery => SnsAction::parse(action).map(Action::Sns),
-            Protocol::Json | Protocol::Query => SqsAction::parse(action).map(Action::Sqs),
+            Protocol::Json | Protocol::Query | Protocol::QueryJson => {
+                SqsAction::parse(action).map(Action::Sqs)
+            }
         };
         let Some(action) = parsed else {
             let error = ApiError::new(

@@ -243,19 +243,28 @@ async fn query_accepting_json(server: &Server, params: &[(&str, &str)]) -> (u16,
 
 #[tokio::test]
 async fn a_query_request_accepting_json_is_answered_in_json() {
+    // AWS renders the Query answer itself as JSON (recorded), not the JSON protocol's answer.
     let server = start().await;
     let (status, content_type, body) =
         query_accepting_json(&server, &[("Action", "CreateQueue"), ("QueueName", "q")]).await;
     assert_eq!(
         (status, content_type.as_str()),
-        (200, "application/x-amz-json-1.0"),
+        (200, "application/json"),
         "{body}"
     );
-    let url = serde_json::from_str::<serde_json::Value>(&body).unwrap()["QueueUrl"]
+    let created: serde_json::Value = serde_json::from_str(&body).unwrap();
+    let url = created["CreateQueueResponse"]["CreateQueueResult"]["QueueUrl"]
         .as_str()
         .unwrap()
         .to_string();
     assert!(url.ends_with("/000000000000/q"), "{url}");
+    assert!(created["CreateQueueResponse"]["ResponseMetadata"]["RequestId"].is_string());
+    let (_, _, body) = query_accepting_json(&server, &[("Action", "ListQueues")]).await;
+    let listed: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(
+        listed["ListQueuesResponse"]["ListQueuesResult"]["queueUrls"][0], url,
+        "{body}"
+    );
     let send = [
         ("Action", "SendMessage"),
         ("QueueUrl", &url),
@@ -263,6 +272,11 @@ async fn a_query_request_accepting_json_is_answered_in_json() {
     ];
     let (status, _, body) = query_accepting_json(&server, &send).await;
     assert_eq!(status, 200, "{body}");
+    let sent: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(
+        sent["SendMessageResponse"]["SendMessageResult"]["MD5OfMessageBody"],
+        "49f68a5c8493ec2c0bf489821c21fc3b"
+    );
     let receive = [
         ("Action", "ReceiveMessage"),
         ("QueueUrl", url.as_str()),
@@ -270,16 +284,37 @@ async fn a_query_request_accepting_json_is_answered_in_json() {
     ];
     let (_, _, body) = query_accepting_json(&server, &receive).await;
     let received: serde_json::Value = serde_json::from_str(&body).unwrap();
-    assert_eq!(received["Messages"][0]["Body"], "hi", "{body}");
-    // Errors too, in AWS JSON's shape.
+    assert_eq!(
+        received["ReceiveMessageResponse"]["ReceiveMessageResult"]["messages"][0]["Body"], "hi",
+        "{body}"
+    );
+    let attributes = [
+        ("Action", "GetQueueAttributes"),
+        ("QueueUrl", url.as_str()),
+        ("AttributeName.1", "All"),
+    ];
+    let (_, _, body) = query_accepting_json(&server, &attributes).await;
+    let read: serde_json::Value = serde_json::from_str(&body).unwrap();
+    let pairs = &read["GetQueueAttributesResponse"]["GetQueueAttributesResult"]["Attributes"];
+    assert!(
+        pairs
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|p| p["Name"] == "DelaySeconds" && p["Value"] == "0"),
+        "{body}"
+    );
+    // Errors: the Query code and status, in a top-level Error.
     let missing = [("Action", "GetQueueUrl"), ("QueueName", "nope")];
     let (status, _, body) = query_accepting_json(&server, &missing).await;
     assert_eq!(status, 400);
     let error: serde_json::Value = serde_json::from_str(&body).unwrap();
     assert_eq!(
-        error["__type"], "com.amazonaws.sqs#QueueDoesNotExist",
+        error["Error"]["Code"], "AWS.SimpleQueueService.NonExistentQueue",
         "{body}"
     );
+    assert_eq!(error["Error"]["Type"], "Sender");
+    assert!(error["RequestId"].is_string());
     // Without the header, the same request is answered in XML.
     let (_, body) = query(&server, "/", &missing).await;
     assert!(body.starts_with("<?xml"), "{body}");
