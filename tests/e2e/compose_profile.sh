@@ -15,10 +15,20 @@ root=$(cd "$here/../.." && pwd)
 binary=$1 python=$2 cluster=$3
 work=$(mktemp -d)
 pids=()
+# Everything stopped is waited for before its directory goes: nginx and the nodes still write
+# there (logs, the pid file, temporary directories) while they exit.
 cleanup() {
-  [ -f "$work/nginx.pid" ] && kill "$(cat "$work/nginx.pid")" 2>/dev/null || true
+  local master=
+  [ -f "$work/nginx.pid" ] && master=$(cat "$work/nginx.pid")
+  [ -n "$master" ] && kill "$master" 2>/dev/null || true
   for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
-  rm -rf "$work"
+  for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
+  # nginx is not this shell's child (it daemonizes): poll its master, at most 10 s.
+  for _ in $(seq 1 100); do
+    { [ -z "$master" ] || ! kill -0 "$master" 2>/dev/null; } && break
+    sleep 0.1
+  done
+  rm -rf "$work" || true
 }
 trap cleanup EXIT
 free_port() { "$python" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }

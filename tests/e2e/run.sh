@@ -33,7 +33,9 @@ cp "$here/js/scenario.mjs" "$here/js/console.mjs" "$node_dir/"
 log=$(mktemp)
 data=$(mktemp -d)
 server=
-trap 'kill $server 2>/dev/null || true; rm -rf "$log" "$data"' EXIT
+# The server is waited for before its directory goes: a stopping server writes there (its
+# clean-stop marker).
+trap 'kill $server 2>/dev/null || true; wait $server 2>/dev/null || true; rm -rf "$log" "$data" || true' EXIT
 start_server() { # extra flags...
   : >"$log"
   "$binary" --fifo-http-subscriptions --data-dir "$data" "$@" >"$log" 2>&1 &
