@@ -1,4 +1,6 @@
-//! Server settings: every flag has an `ORDERLY_*` environment twin.
+//! Server settings: every flag has an `ORDERLY_*` environment twin. `orderly --help` prints
+//! these doc comments; doc/configuration.md has the same settings with more to say, and the two
+//! are kept in step.
 
 use std::net::SocketAddr;
 
@@ -8,20 +10,33 @@ use clap::Parser;
 #[command(
     name = "orderly",
     version,
-    about = "Amazon SQS (FIFO and standard) over the real AWS wire protocols"
+    about = "Amazon SQS and SNS (FIFO and standard) over the real AWS wire protocols",
+    long_about = "Amazon SQS and SNS over the real AWS wire protocols, for unmodified AWS SDKs \
+and the AWS CLI: FIFO and standard queues, dead-letter queues and move tasks; FIFO and standard \
+topics fanning out into queues and to HTTP/HTTPS webhooks, with filter policies. Every region \
+and account in one process. State is kept in a data directory (durable by default), in memory \
+(--ephemeral) or in PostgreSQL (--storage).",
+    after_long_help = "Every flag has the environment twin shown under it (a switch's takes \
+true or false); a flag given on the command line wins. Logs go to stderr (filter with RUST_LOG, default info); the first line \
+on stdout is `orderly listening on URL`. More in doc/configuration.md of the source tree."
 )]
 pub struct Config {
-    /// Address to listen on; port 0 picks a free port (the bound address is printed).
+    /// Address to listen on; port 0 picks a free port (the first line on stdout names it).
     #[arg(long, env = "ORDERLY_BIND", default_value = "127.0.0.1:4566")]
     pub bind: SocketAddr,
-    /// Region used in ARNs.
+    /// The home region: where unsigned requests act, and the one whose queue URLs name no
+    /// region (`http://HOST/ACCOUNT/NAME`; elsewhere `http://HOST/queue/REGION/ACCOUNT/NAME`). A
+    /// signed request acts in its credential scope's region, whatever this says.
     #[arg(long, env = "ORDERLY_REGION", default_value = "us-east-1")]
     pub region: String,
-    /// 12-digit account id used in queue URLs and ARNs.
+    /// The home account (12 digits): where unsigned requests act, and signed ones whose access
+    /// key id is not 12 digits (a 12-digit key id is its own account; with --auth, a key acts
+    /// in the key file's Account, which defaults to this).
     #[arg(long = "account-id", env = "ORDERLY_ACCOUNT_ID", default_value = "000000000000", value_parser = parse_account)]
     pub account_id: String,
-    /// Serve one namespace: every request acts in `--region` and `--account-id`, whatever its
-    /// credentials say (Orderly before 0.x served only that one).
+    /// Serve one region and account: every request acts in --region and --account-id, whatever
+    /// its credentials say, and a queue URL's region and account are ignored. With --auth, keys
+    /// of other accounts are then refused.
     #[arg(long, env = "ORDERLY_SINGLE_NAMESPACE")]
     pub single_namespace: bool,
     /// Host (and port) to put in queue URLs; default: the request's Host header.
@@ -55,7 +70,8 @@ pub struct Config {
     /// Accept self-signed or otherwise invalid certificates from https endpoints.
     #[arg(long, env = "ORDERLY_WEBHOOK_ACCEPT_INVALID_CERTS")]
     pub webhook_accept_invalid_certs: bool,
-    /// Where state is kept (created if missing; one server per directory).
+    /// Where state is kept (created if missing, private to its owner; one server per
+    /// directory at a time). Not used with --ephemeral or --storage.
     #[arg(long, env = "ORDERLY_DATA_DIR", default_value = "./orderly-data")]
     pub data_dir: std::path::PathBuf,
     /// `postgres://USER@HOST:PORT/DB` (several hosts as `HOST:PORT,HOST:PORT`, or the
@@ -83,7 +99,8 @@ pub struct Config {
     #[arg(long, env = "ORDERLY_ADVERTISE_URL")]
     pub advertise_url: Option<String>,
     /// `system`, or `manual`: the server's clock starts at the machine's time and then moves
-    /// only when told (`POST /_orderly/clock`), so tests pass long timeouts at once.
+    /// only when told (`POST /_orderly/clock`), so tests pass long timeouts at once. Without
+    /// `manual`, that endpoint answers 403.
     #[arg(long, env = "ORDERLY_CLOCK", value_enum, default_value = "system")]
     pub clock: crate::clock::ClockMode,
     /// `text` (the default), or `json`: one JSON object a line, for log collectors.
@@ -94,8 +111,9 @@ pub struct Config {
         default_value = "text"
     )]
     pub log_format: LogFormat,
-    /// A TOML file of queues, topics and subscriptions to create at start, before listening
-    /// (see `init`): what exists already is kept, and differences from the file are logged.
+    /// A TOML file of queues, topics and subscriptions to create in the home region and account
+    /// at start, before listening: what exists already is kept, and differences from the file
+    /// are logged. A standby on --storage applies none.
     #[arg(long, env = "ORDERLY_INIT")]
     pub init: Option<std::path::PathBuf>,
     /// Keep everything in memory only (nothing survives a restart); for tests and CI.
@@ -106,8 +124,9 @@ pub struct Config {
     /// (survives a crash of the process, not of the machine).
     #[arg(long, env = "ORDERLY_FSYNC", default_value = "always")]
     pub fsync: crate::persist::writer::FsyncMode,
-    /// Log bytes written since the last snapshot that trigger the next one (at least the last
-    /// snapshot's size, so disk use stays within a small multiple of live data).
+    /// Bytes of history in the log since the last snapshot that make the next one due (or the
+    /// last snapshot's size, if larger). History is what the log holds beyond the growth of
+    /// live messages, so a queue that only fills is not snapshotted over and over.
     #[arg(long, env = "ORDERLY_SNAPSHOT_AFTER", default_value_t = 64 << 20)]
     pub snapshot_after: u64,
     /// Origins (`scheme://host[:port]`, comma-separated, or `*`) whose browser pages may call
@@ -119,8 +138,10 @@ pub struct Config {
     /// rebinding); elsewhere they are refused only when this is given.
     #[arg(long, env = "ORDERLY_ALLOW_HOST", default_value = "")]
     pub allow_host: String,
-    /// JSON file of access keys (`{"Keys":[{"AccessKeyId","SecretAccessKey","Account"}]}`):
-    /// every request must then carry a valid SigV4 signature (the SNS links excepted).
+    /// JSON file of access keys (`{"Keys":[{"AccessKeyId","SecretAccessKey","Account",
+    /// "UserName","UserId"}]}`; Account defaults to --account-id): every request must then carry
+    /// a valid SigV4 signature (SNS's SubscribeURL and UnsubscribeURL links excepted), and
+    /// Orderly's own endpoints ask for HTTP Basic credentials of a key.
     #[arg(long, env = "ORDERLY_AUTH")]
     pub auth: Option<std::path::PathBuf>,
     /// PEM certificate chain to serve HTTPS with on the listening port (with --tls-key);
@@ -140,7 +161,8 @@ pub struct Config {
     #[arg(long, env = "ORDERLY_IDLE_TIMEOUT", default_value_t = 60)]
     pub idle_timeout: u64,
     /// Connections open at once; beyond it new ones are closed at once and the open ones keep
-    /// working. Default: the open-file limit less room for the log, webhooks and the rest.
+    /// working. Default: the open-file limit (raised to its hard limit at start) less 256, kept
+    /// for the log, webhooks and the rest.
     #[arg(long, env = "ORDERLY_MAX_CONNECTIONS")]
     pub max_connections: Option<usize>,
     /// Largest request body accepted (413 `RequestEntityTooLarge` beyond it), judged from

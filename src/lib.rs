@@ -1,19 +1,33 @@
-//! Orderly: Amazon SQS and SNS served over the real AWS wire protocols.
+//! Orderly: Amazon SQS and SNS served over the real AWS wire protocols, so unmodified AWS SDKs
+//! and the AWS CLI talk to it.
 //!
-//! Layout (dependencies point one way: `http` -> `service` -> `protocol` / `engine`):
-//! - [`engine`]: pure queue state machines and the queue registry; takes `now` as an argument.
-//! - [`protocol`]: bytes to typed requests and back, for AWS JSON 1.0 and the Query protocol;
-//!   one exhaustive mapping of errors to AWS codes and statuses.
-//! - [`service`]: the SQS and SNS actions: check what needs no storage, call the backend (or,
-//!   for what is not behind it yet, the engine), encode.
+//! Layout (dependencies point one way: `http` -> `service` -> `backend` -> `engine`;
+//! `protocol` is shared by `http` and `service`; `persist` knows the engine's change records,
+//! never the other way round). ARCHITECTURE.md follows one request from socket to disk.
+//! - [`engine`]: pure state: queues (FIFO groups, deduplication, receipts, dead-letter queues),
+//!   move tasks, topics and subscriptions (`engine::topic`), the webhook outbox and subscription
+//!   lifecycle (`engine::webhook`); takes `now` as an argument and records every change.
+//! - [`protocol`]: bytes to typed requests and back, for AWS JSON 1.0 and the Query protocol
+//!   (SQS and SNS, XML or JSON answers); every action declared once (`protocol::actions`); one
+//!   exhaustive mapping of errors to AWS codes and statuses.
+//! - [`service`]: the SQS and SNS actions: check what needs no storage, call the backend,
+//!   answer; cross-account access by queue and topic policies; the inspection endpoints and
+//!   the `--init` file applied.
+//! - [`backend`]: the storage seam the service calls for every action, answered once durable;
+//!   the embedded engine with its log is its one implementation and serves long polls.
+//! - [`persist`]: the write-ahead log, snapshots and recovery, in a data directory or in
+//!   PostgreSQL under a leader's lease (`persist::database`); the versioned on-disk format
+//!   (`persist::format`).
 //! - [`delivery`]: webhook (HTTP/S) sending: a worker, the reqwest client, the allow-list.
-//! - [`backend`]: the storage seam the service calls (every action); the
-//!   embedded engine with its log is the first implementation, and serves long polls.
-//! - [`persist`]: the data directory: write-ahead log, snapshots, recovery, and the versioned
-//!   on-disk format (`persist::format`). See ARCHITECTURE.md.
-//! - [`http`]: the axum router and request context (host, credentials).
-//! - [`app`]: wiring and the server's lifetime; [`config`]: flags and environment.
-//! - [`clock`]: the only place time is read.
+//! - [`http`]: the accept loop with its limits and timeouts, TLS, the Origin/Host guards,
+//!   SigV4 checking, telling the protocols apart, a standby passing requests on to the leader,
+//!   and Orderly's own endpoints (clock, inspection, reset, console, LocalStack's).
+//! - [`metrics`]: `GET /metrics` in the Prometheus text format.
+//! - [`init`]: the shape of the `--init` TOML file.
+//! - [`app`]: wiring, the server's lifetime and shutdown order, leading or following a log in
+//!   PostgreSQL; [`config`]: flags and their environment twins.
+//! - [`clock`]: the only place time is read (the system clock, or a manual one).
+//! - [`quiet_log`]: warnings that would repeat for every request, said once per interval.
 
 pub mod app;
 pub mod backend;
