@@ -4,6 +4,7 @@
 
 use std::net::SocketAddr;
 
+use clap::builder::BoolishValueParser;
 use clap::Parser;
 
 #[derive(Parser, Clone, Debug)]
@@ -37,7 +38,7 @@ pub struct Config {
     /// Serve one region and account: every request acts in --region and --account-id, whatever
     /// its credentials say, and a queue URL's region and account are ignored. With --auth, keys
     /// of other accounts are then refused.
-    #[arg(long, env = "ORDERLY_SINGLE_NAMESPACE")]
+    #[arg(long, env = "ORDERLY_SINGLE_NAMESPACE", value_parser = BoolishValueParser::new())]
     pub single_namespace: bool,
     /// Host (and port) to put in queue URLs; default: the request's Host header.
     #[arg(long, env = "ORDERLY_HOSTNAME")]
@@ -47,7 +48,7 @@ pub struct Config {
     pub deleted_queue_cooldown: u64,
     /// Orderly extension: accept http/https subscriptions on FIFO topics, delivered in order
     /// per message group (AWS refuses them, and so does Orderly by default).
-    #[arg(long, env = "ORDERLY_FIFO_HTTP_SUBSCRIPTIONS")]
+    #[arg(long, env = "ORDERLY_FIFO_HTTP_SUBSCRIPTIONS", value_parser = BoolishValueParser::new())]
     pub fifo_http_subscriptions: bool,
     /// Webhook destinations allowed, comma-separated CIDRs, addresses, host names or
     /// `*.suffix`es; empty (the default) allows every destination, private ones included.
@@ -68,7 +69,7 @@ pub struct Config {
     #[arg(long, env = "ORDERLY_WEBHOOK_PROXY")]
     pub webhook_proxy: Option<String>,
     /// Accept self-signed or otherwise invalid certificates from https endpoints.
-    #[arg(long, env = "ORDERLY_WEBHOOK_ACCEPT_INVALID_CERTS")]
+    #[arg(long, env = "ORDERLY_WEBHOOK_ACCEPT_INVALID_CERTS", value_parser = BoolishValueParser::new())]
     pub webhook_accept_invalid_certs: bool,
     /// Where state is kept (created if missing, private to its owner; one server per
     /// directory at a time). Not used with --ephemeral or --storage.
@@ -117,7 +118,7 @@ pub struct Config {
     #[arg(long, env = "ORDERLY_INIT")]
     pub init: Option<std::path::PathBuf>,
     /// Keep everything in memory only (nothing survives a restart); for tests and CI.
-    #[arg(long, env = "ORDERLY_EPHEMERAL")]
+    #[arg(long, env = "ORDERLY_EPHEMERAL", value_parser = BoolishValueParser::new())]
     pub ephemeral: bool,
     /// When the log is synced to disk: `always` (before answering; survives power loss),
     /// `interval:MS` (at most MS later; a power loss can lose that window), or `never`

@@ -49,3 +49,27 @@ async fn a_clean_stop_is_noted_and_what_goes_missing_after_it_is_refused_by_name
         "{said}"
     );
 }
+
+/// A switch's environment twin takes 1 and 0 as well as true and false.
+#[test]
+fn ephemeral_from_the_environment_takes_1_and_0() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    drop(crate::binary::start_with_env(
+        &data,
+        &[],
+        "off",
+        &[("ORDERLY_EPHEMERAL", "1")],
+    ));
+    assert!(!data.exists(), "in memory: no data directory made");
+    drop(crate::binary::start_with_env(
+        &data,
+        &[],
+        "off",
+        &[("ORDERLY_EPHEMERAL", "0")],
+    ));
+    assert!(
+        data.join("KEY").exists(),
+        "durable: the data directory holds its key"
+    );
+}
