@@ -23,7 +23,7 @@ pub enum System {
 }
 
 impl System {
-    fn name(self, args: &Args) -> String {
+    pub(crate) fn name(self, args: &Args) -> String {
         match self {
             System::Peer(i) => peer(args, i).0.to_string(),
             own => own.label().into(),
@@ -49,7 +49,7 @@ fn peer(args: &Args, i: usize) -> (&str, &str) {
 }
 
 /// A row for a scenario that could not run on this system.
-fn failed_row(args: &Args, scenario: &str, system: System, why: String) -> Row {
+pub(crate) fn failed_row(args: &Args, scenario: &str, system: System, why: String) -> Row {
     Row {
         scenario: scenario.into(),
         system: system.name(args),
@@ -76,7 +76,7 @@ async fn start_durable(args: &Args, dir: &std::path::Path) -> ServerProcess {
     ServerProcess::start(&args.orderly, &["--bind", "127.0.0.1:0", "--data-dir", dir]).await
 }
 
-async fn start(args: &Args, system: System) -> Result<ServerProcess, String> {
+pub(crate) async fn start(args: &Args, system: System) -> Result<ServerProcess, String> {
     Ok(match system {
         System::Orderly => {
             ServerProcess::start(&args.orderly, &["--bind", "127.0.0.1:0", "--ephemeral"]).await
@@ -118,7 +118,7 @@ async fn wait_until_serving(endpoint: &str) -> Result<(), String> {
     }
 }
 
-fn http_client() -> reqwest::Client {
+pub(crate) fn http_client() -> reqwest::Client {
     reqwest::Client::builder()
         .tcp_nodelay(true)
         .pool_max_idle_per_host(256)
@@ -127,7 +127,7 @@ fn http_client() -> reqwest::Client {
 }
 
 /// Posts one JSON-protocol call; returns the body of a 200 response.
-async fn call(
+pub(crate) async fn call(
     client: &reqwest::Client,
     endpoint: &str,
     action: &str,
@@ -169,7 +169,11 @@ fn now_micros() -> u64 {
         .unwrap_or(0)
 }
 
-async fn create_fifo_queue(client: &reqwest::Client, endpoint: &str, name: &str) -> String {
+pub(crate) async fn create_fifo_queue(
+    client: &reqwest::Client,
+    endpoint: &str,
+    name: &str,
+) -> String {
     let body = format!(r#"{{"QueueName":"{name}","Attributes":{{"FifoQueue":"true"}}}}"#);
     let text = call(client, endpoint, "CreateQueue", body)
         .await
@@ -1258,6 +1262,14 @@ async fn run_round(args: &Args) -> Vec<Row> {
                     rows.extend(
                         run_backlog(args, system, (measure as usize, small_groups), measure).await,
                     );
+                }
+            }
+            "dedup-memory" => {
+                for system in [System::Orderly, System::Durable]
+                    .into_iter()
+                    .chain(peers())
+                {
+                    rows.push(crate::dedup_memory::run(args, system).await);
                 }
             }
             "memory" => {

@@ -6,6 +6,7 @@
 //! scenarios. Usage: `cargo run --release -p orderly-bench -- --orderly target/release/orderly`.
 
 mod balance;
+mod dedup_memory;
 mod load;
 mod null_server;
 mod report;
@@ -24,7 +25,8 @@ pub struct Args {
     /// (send, single and pipeline with fsync), durable-share (send, single and pipeline, in
     /// memory and durable, at each count of --share-connections, compared at their peaks),
     /// restart (restart time with the backlog), memory (resident memory per queued 1 KiB
-    /// message).
+    /// message), dedup-memory (resident memory per deduplication id remembered, after a
+    /// million unique ids sent and consumed).
     #[arg(
         long,
         default_value = "send,single,pipeline,paced,fanout,backlog,durable,durable-share,restart,memory"

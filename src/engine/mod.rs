@@ -7,6 +7,7 @@
 
 pub mod body;
 pub mod changes;
+pub mod dedup;
 pub mod error;
 pub mod guard;
 pub mod message;

@@ -78,8 +78,12 @@ impl<W: Default> Engine<W> {
     }
 
     /// Every topic, each with the log position its copy would be consistent with, taken
-    /// under the topic's lock. With a settings-only image and one with history (snapshots).
-    pub fn topic_images(&self, next_lsn: impl Fn() -> u64) -> Vec<(u64, TopicImage)> {
+    /// under the topic's lock, with its archive (snapshots); and the topic, to read its
+    /// deduplication history from in chunks.
+    pub fn topic_images(
+        &self,
+        next_lsn: impl Fn() -> u64,
+    ) -> Vec<(u64, TopicImage, Arc<TopicEntry>)> {
         let entries: Vec<_> = self
             .topics
             .read()
@@ -91,7 +95,7 @@ impl<W: Default> Engine<W> {
             .iter()
             .map(|entry| {
                 let topic = entry.lock();
-                (next_lsn(), topic.image(true))
+                (next_lsn(), topic.image(true), entry.clone())
             })
             .collect()
     }
@@ -107,15 +111,19 @@ impl<W: Default> Engine<W> {
                 let q = entry.lock();
                 let mut messages = q.stored_messages();
                 messages.sort_unstable_by_key(|(seq, _)| *seq);
-                format!("{:?}\n{:?}", q.image(), messages)
+                let history = q.dedup_entries_from(0, usize::MAX).0;
+                format!("{:?}\n{history:?}\n{messages:?}", q.image())
             })
             .collect();
         queues.sort();
-        // Topics are kept sorted by name; their images carry history too.
+        // Topics are kept sorted by name; with their histories.
         queues.extend(
             self.topic_images(|| 0)
                 .into_iter()
-                .map(|(_, image)| format!("{image:?}")),
+                .map(|(_, image, entry)| {
+                    let history = entry.lock().dedup_entries_from(0, usize::MAX).0;
+                    format!("{image:?}\n{history:?}")
+                }),
         );
         let mut tasks: Vec<String> = self
             .move_task_image(|| 0)

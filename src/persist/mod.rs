@@ -454,6 +454,8 @@ pub(crate) fn covered(loaded: &snapshot::Loaded, lsn: u64, change: &crate::engin
 #[cfg(test)]
 mod damage_tests;
 #[cfg(test)]
+mod dedup_tests;
+#[cfg(test)]
 mod power_cut_tests;
 #[cfg(test)]
 mod reopen_props;

@@ -11,6 +11,7 @@ use std::sync::Arc;
 
 use super::{AttemptEntries, DedupRecord, Queue, QueueConfig, State, Stored};
 use crate::engine::check_tags;
+use crate::engine::dedup::{DedupDigest, Entries};
 use crate::engine::error::EngineResult;
 use crate::engine::time::Timestamp;
 
@@ -66,7 +67,7 @@ pub struct QueueImage {
     pub next_seq: u64,
     pub next_receive_no: u64,
     pub last_purge: Option<Timestamp>,
-    pub dedup: Vec<(Arc<str>, DedupRecord, Timestamp)>,
+    pub dedup: Vec<(DedupDigest, DedupRecord, Timestamp)>,
     pub attempts: Vec<(String, AttemptEntries, Timestamp)>,
 }
 
@@ -242,7 +243,7 @@ impl Queue {
                 key,
                 record,
                 expires_at,
-            } => self.dedup.insert(key, record, expires_at),
+            } => self.dedup.insert(DedupDigest::of(&key), record, expires_at),
             QueueChange::Attempt {
                 key,
                 entries,
@@ -281,7 +282,8 @@ impl Queue {
         self.place(seq, stored);
     }
 
-    /// The queue's state apart from its messages.
+    /// The queue's state apart from its messages and its deduplication history (read in
+    /// chunks by `dedup_entries_from`: a busy queue remembers millions of ids).
     pub fn image(&self) -> QueueImage {
         QueueImage {
             name: self.name.clone(),
@@ -293,9 +295,14 @@ impl Queue {
             next_seq: self.next_seq,
             next_receive_no: self.next_receive_no,
             last_purge: self.last_purge,
-            dedup: self.dedup.entries(),
+            dedup: Vec::new(),
             attempts: self.attempts.entries(),
         }
+    }
+
+    /// A chunk of the deduplication history: see `DedupHistory::entries_from`.
+    pub fn dedup_entries_from(&self, from: u64, max: usize) -> (Entries<DedupRecord>, Option<u64>) {
+        self.dedup.entries_from(from, max)
     }
 
     /// Copies of the stored messages in no particular order: taken under the queue lock, so

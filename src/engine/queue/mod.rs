@@ -18,12 +18,14 @@ mod tests;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
+pub use super::dedup::DedupRecord;
+use super::dedup::{DedupDigest, DedupHistory};
 use super::window::ExpiringMap;
 use groups::GroupIndex;
 
 use super::body::Body;
 use super::error::{EngineError, EngineResult};
-use super::message::{Md5Digest, Message, MessageAttributes, MessageId, SequenceNumber};
+use super::message::{Md5Digest, Message, MessageAttributes, MessageId};
 use super::time::Timestamp;
 use super::FastMap;
 pub use config::{DedupScope, QueueConfig, RedrivePolicy};
@@ -97,12 +99,6 @@ pub struct SendReceipt {
 /// What a receive attempt returned, per message: (sequence, receive number, visibility epoch).
 pub type AttemptEntries = Vec<(u64, u64, u32)>;
 
-#[derive(Clone, Debug)]
-pub struct DedupRecord {
-    pub(crate) message_id: MessageId,
-    pub(crate) sequence_number: Option<SequenceNumber>,
-}
-
 /// Why a message arrives from another queue.
 #[derive(Clone, Debug)]
 pub enum Moved {
@@ -164,8 +160,7 @@ pub struct Queue {
     delayed: BTreeSet<(Timestamp, u64)>,
     in_flight: BTreeSet<(Timestamp, u64)>,
     by_enqueue: BTreeSet<(Timestamp, u64)>,
-    /// Keyed by the message's own dedup id `Arc` (queue scope), so the history shares it.
-    dedup: ExpiringMap<Arc<str>, DedupRecord>,
+    dedup: DedupHistory<DedupRecord>,
     attempts: ExpiringMap<String, AttemptEntries>,
     last_purge: Option<Timestamp>,
     pub inflight_limit: usize,
@@ -200,7 +195,7 @@ impl Queue {
             delayed: BTreeSet::new(),
             in_flight: BTreeSet::new(),
             by_enqueue: BTreeSet::new(),
-            dedup: ExpiringMap::default(),
+            dedup: DedupHistory::default(),
             attempts: ExpiringMap::default(),
             last_purge: None,
             inflight_limit: INFLIGHT_LIMIT,
@@ -427,7 +422,8 @@ impl Queue {
             return receipt;
         }
         let key = send::dedup_key(self.dedup_scope, &message);
-        if let Some(original) = self.dedup.get(&key, now).filter(|_| !bypass_dedup) {
+        let digest = DedupDigest::of(&key);
+        if let Some(original) = self.dedup.get(&digest, now).filter(|_| !bypass_dedup) {
             self.activity.deduplicated += 1;
             return send::receipt(
                 &message,
@@ -444,11 +440,11 @@ impl Queue {
         let receipt = send::receipt(stored, None);
         let expires_at = now.plus_millis(DEDUP_WINDOW_MS);
         self.note(|| changes::QueueChange::Dedup {
-            key: key.clone(),
-            record: record.clone(),
+            key,
+            record,
             expires_at,
         });
-        self.dedup.insert(key, record, expires_at);
+        self.dedup.insert(digest, record, expires_at);
         receipt
     }
 

@@ -10,11 +10,14 @@ use std::sync::Arc;
 
 use super::archive::{Archive, Archived, Replay};
 use super::{FilterPolicy, Scope, Subscription, Topic, SEQUENCE_BASE};
+use crate::engine::dedup::{DedupDigest, DedupRecord, Entries};
+use crate::engine::message::{MessageId, SequenceNumber};
 use crate::engine::time::Timestamp;
 use crate::engine::webhook::policy::{SubscriptionPolicy, TopicPolicy};
 
-/// A topic's dedup entry: the original's message id and sequence number.
-pub type TopicDedup = (String, (Arc<str>, Option<u128>), Timestamp);
+/// A topic's dedup entry: its key's digest, the original's message id and sequence number,
+/// and when it expires.
+pub type TopicDedup = (DedupDigest, DedupRecord, Timestamp);
 
 #[derive(Clone, Debug)]
 pub enum TopicChange {
@@ -130,7 +133,8 @@ impl Subscription {
 }
 
 impl Topic {
-    /// Settings, tags and subscriptions; `with_history` adds dedup entries and the archive.
+    /// Settings, tags and subscriptions; `with_history` adds the archive. The deduplication
+    /// history is read in chunks by `dedup_entries_from` (it can hold millions of ids).
     pub fn image(&self, with_history: bool) -> TopicImage {
         TopicImage {
             name: self.name.clone(),
@@ -143,16 +147,17 @@ impl Topic {
             deleted_subscriptions: self.deleted_subscriptions,
             next_seq: self.next_seq,
             archive_since: self.archive.as_ref().map(|a| a.since),
-            dedup: if with_history {
-                self.dedup.entries()
-            } else {
-                Vec::new()
-            },
+            dedup: Vec::new(),
             archive: match (&self.archive, with_history) {
                 (Some(archive), true) => archive.all().cloned().collect(),
                 _ => Vec::new(),
             },
         }
+    }
+
+    /// A chunk of the deduplication history: see `DedupHistory::entries_from`.
+    pub fn dedup_entries_from(&self, from: u64, max: usize) -> (Entries<DedupRecord>, Option<u64>) {
+        self.dedup.entries_from(from, max)
     }
 
     pub fn from_image(image: TopicImage) -> Topic {
@@ -293,8 +298,16 @@ impl Topic {
             } => {
                 let counter = (sequence_number.saturating_sub(SEQUENCE_BASE) / 1000) as u64;
                 self.next_seq = self.next_seq.max(counter + 1);
-                self.dedup
-                    .insert(key, (message_id, Some(sequence_number)), expires_at);
+                // Every id this engine (or an earlier version) gave a publish is a UUID; a
+                // record with anything else cannot be answered to a duplicate.
+                if let Some(message_id) = MessageId::parse(&message_id) {
+                    let original = DedupRecord {
+                        message_id,
+                        sequence_number: SequenceNumber::exact(sequence_number),
+                    };
+                    self.dedup
+                        .insert(DedupDigest::of(&key), original, expires_at);
+                }
                 if let (Some(archive), Some(item)) = (&mut self.archive, archived) {
                     archive.push(*item);
                 }

@@ -24,11 +24,14 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use super::check_xml_text;
+use super::dedup::{DedupDigest, DedupHistory, DedupRecord};
 use super::error::{EngineError, EngineResult};
-use super::message::{content_dedup_id, validate_attribute, validate_token, MessageAttributes};
+use super::message::{
+    content_dedup_id, validate_attribute, validate_token, MessageAttributes, MessageId,
+    SequenceNumber,
+};
 use super::queue::DEDUP_WINDOW_MS;
 use super::time::Timestamp;
-use super::window::ExpiringMap;
 
 /// SNS message size limit (body plus attributes).
 pub const MAX_MESSAGE_BYTES: usize = 262_144;
@@ -130,7 +133,7 @@ pub struct Topic {
     /// In subscription order: fan-out visits them in this order.
     pub subscriptions: Vec<Arc<Subscription>>,
     pub deleted_subscriptions: u64,
-    dedup: ExpiringMap<String, (Arc<str>, Option<u128>)>,
+    dedup: DedupHistory<DedupRecord>,
     next_seq: u64,
     pub archive: Option<archive::Archive>,
     /// The parsed `DeliveryPolicy` (HTTP/S subscriptions).
@@ -164,7 +167,7 @@ impl Topic {
             tags: BTreeMap::new(),
             subscriptions: Vec::new(),
             deleted_subscriptions: 0,
-            dedup: ExpiringMap::default(),
+            dedup: DedupHistory::default(),
             next_seq: 1,
             archive: None,
             delivery_policy: None,
@@ -455,17 +458,19 @@ impl Topic {
             });
         }
         let (key, dedup_id) = self.dedup_key(req);
-        if let Some((id, seq)) = self.dedup.get(&key, now) {
+        let digest = DedupDigest::of(&key);
+        if let Some(original) = self.dedup.get(&digest, now) {
             self.deduplicated += 1;
             return Ok(Publication {
-                message_id: id.clone(),
-                sequence_number: *seq,
+                message_id: original.message_id.text().as_str().into(),
+                sequence_number: original.sequence_number.map(SequenceNumber::get),
                 dedup_id: Some(dedup_id),
                 duplicate: true,
             });
         }
         self.published += 1;
-        let message_id: Arc<str> = uuid::Uuid::new_v4().to_string().into();
+        let id = MessageId::random();
+        let message_id: Arc<str> = id.text().as_str().into();
         let sequence_number = sequence_number(self.next_seq);
         self.next_seq += 1;
         let expires_at = now.plus_millis(DEDUP_WINDOW_MS);
@@ -487,8 +492,11 @@ impl Topic {
             expires_at,
             archived.as_ref(),
         );
-        self.dedup
-            .insert(key, (message_id, Some(sequence_number)), expires_at);
+        let original = DedupRecord {
+            message_id: id,
+            sequence_number: SequenceNumber::exact(sequence_number),
+        };
+        self.dedup.insert(digest, original, expires_at);
         if let (Some(archive), Some(item)) = (&mut self.archive, archived) {
             archive.push(item);
         }

@@ -5,6 +5,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 use super::list::List;
+use crate::engine::dedup::DedupDigest;
 use crate::engine::message::{self as live, MessageAttributes};
 use crate::engine::queue as queue_live;
 use crate::engine::Timestamp;
@@ -272,7 +273,8 @@ impl From<DedupRecord> for queue_live::DedupRecord {
     }
 }
 
-/// A deduplication entry: (key, record, expiry).
+/// A deduplication entry as format versions up to 3 wrote it in snapshots: its key, record and
+/// expiry. Read into the key's digest; topics' entries had the same layout.
 #[derive(Serialize, Deserialize)]
 pub struct DedupEntry<'a> {
     pub key: &'a str,
@@ -291,14 +293,54 @@ impl<'a> From<&'a (Arc<str>, queue_live::DedupRecord, Timestamp)> for DedupEntry
 }
 
 impl DedupEntry<'_> {
-    pub fn into_live(self) -> (Arc<str>, queue_live::DedupRecord, Timestamp) {
+    pub fn into_live(self) -> (DedupDigest, queue_live::DedupRecord, Timestamp) {
         (
-            self.key.into(),
+            DedupDigest::of(self.key),
             self.record.into(),
             Timestamp(self.expires_at),
         )
     }
 }
+
+/// A deduplication entry of a queue or topic (since version 4): the digest of its key, the
+/// record and expiry.
+#[derive(Serialize, Deserialize)]
+pub struct DigestEntry {
+    pub digest: [u8; 16],
+    pub record: DedupRecord,
+    pub expires_at: u64,
+}
+
+impl From<&(DedupDigest, queue_live::DedupRecord, Timestamp)> for DigestEntry {
+    fn from(
+        (digest, record, expires_at): &(DedupDigest, queue_live::DedupRecord, Timestamp),
+    ) -> Self {
+        DigestEntry {
+            digest: digest.0,
+            record: record.into(),
+            expires_at: expires_at.0,
+        }
+    }
+}
+
+impl DigestEntry {
+    pub fn into_live(self) -> (DedupDigest, queue_live::DedupRecord, Timestamp) {
+        (
+            DedupDigest(self.digest),
+            self.record.into(),
+            Timestamp(self.expires_at),
+        )
+    }
+}
+
+/// The entries of a deduplication history, as a snapshot writes them.
+pub type DigestEntries<'a> =
+    List<'a, (DedupDigest, queue_live::DedupRecord, Timestamp), DigestEntry>;
+
+/// The entries of a deduplication history in an image, where versions up to 3 put them (and
+/// nothing but an empty list is written now: snapshots chunk them as `DigestEntries`).
+pub type KeyedEntries<'a> =
+    List<'a, (Arc<str>, queue_live::DedupRecord, Timestamp), DedupEntry<'a>>;
 
 /// One message a receive attempt returned.
 #[derive(Serialize, Deserialize)]

@@ -37,8 +37,10 @@ use crate::engine;
 /// The format version this build writes, and the newest it reads. 2 added the `Reset` changes
 /// of queues and topics (`POST /_orderly/reset`) after every older variant, so a version 1
 /// record reads as it always did. 3 added the receipt key (`Change::ReceiptKey`, a snapshot's
-/// `Item::ReceiptKey`), also after every older variant.
-pub const VERSION: u8 = 3;
+/// `Item::ReceiptKey`), also after every older variant. 4 writes snapshots' deduplication
+/// entries by their keys' digests (`Item::DedupDigests`, `Item::TopicDedupDigests`); the
+/// keyed items of older snapshots read into digests, and log records still carry the keys.
+pub const VERSION: u8 = 4;
 
 const VERSION_SHIFT: u32 = 56;
 /// Sequence numbers must stay below this so the version fits above them (at a million

@@ -2,12 +2,13 @@
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
-use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
 use super::list::List;
-use super::message::{AttemptEntries, AttemptEntry, DedupEntry, DedupRecord, State, Stored};
+use super::message::{
+    AttemptEntries, AttemptEntry, DedupEntry, DedupRecord, KeyedEntries, State, Stored,
+};
 use crate::engine::queue::config::{
     RedrivePermission as LivePermission, ThroughputLimit as LiveLimit,
 };
@@ -322,13 +323,17 @@ pub struct QueueImage<'a> {
     pub next_receive_no: u64,
     pub last_purge: Option<u64>,
     #[serde(borrow)]
-    pub dedup: List<'a, (Arc<str>, live::DedupRecord, Timestamp), DedupEntry<'a>>,
+    pub dedup: KeyedEntries<'a>,
     #[serde(borrow)]
     pub attempts: List<'a, (String, live::AttemptEntries, Timestamp), AttemptEntry<'a>>,
 }
 
 impl<'a> From<&'a live_changes::QueueImage> for QueueImage<'a> {
     fn from(image: &'a live_changes::QueueImage) -> Self {
+        debug_assert!(
+            image.dedup.is_empty(),
+            "a snapshot writes a queue's history as its own items"
+        );
         QueueImage {
             name: &image.name,
             arn: &image.arn,
@@ -339,7 +344,7 @@ impl<'a> From<&'a live_changes::QueueImage> for QueueImage<'a> {
             next_seq: image.next_seq,
             next_receive_no: image.next_receive_no,
             last_purge: image.last_purge.map(|t| t.0),
-            dedup: List::Write(&image.dedup),
+            dedup: List::Write(&[]),
             attempts: List::Write(&image.attempts),
         }
     }

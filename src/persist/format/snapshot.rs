@@ -4,15 +4,13 @@ use serde::{Deserialize, Serialize};
 
 use super::change::{Change, MoveTask, Registry};
 use super::list::List;
-use super::message::{AttemptEntry, DedupEntry, Stored};
+use super::message::{AttemptEntry, DedupEntry, DigestEntries, Stored};
 use super::queue::QueueImage;
-use super::topic::{Archived, TopicDedup, TopicImage};
+use super::topic::{Archived, TopicImage};
 use super::webhook::{Queued, Token};
 use crate::engine::move_task::MoveTask as LiveMoveTask;
 use crate::engine::queue::{self as live_queue, AttemptEntries, DedupRecord};
-use crate::engine::topic::{
-    archive::Archived as LiveArchived, changes::TopicDedup as LiveTopicDedup,
-};
+use crate::engine::topic::archive::Archived as LiveArchived;
 use crate::engine::webhook::changes::TokenRecord;
 use crate::engine::webhook::{Delivery, LanePolicy};
 use crate::engine::Timestamp;
@@ -54,6 +52,7 @@ pub enum Item<'a> {
         image: QueueImage<'a>,
     },
     Messages(#[serde(borrow)] Messages<'a>),
+    /// A queue's deduplication entries by key, as versions up to 3 wrote them.
     Dedup(#[serde(borrow)] List<'a, (Arc<str>, DedupRecord, Timestamp), DedupEntry<'a>>),
     Attempts(#[serde(borrow)] List<'a, (String, AttemptEntries, Timestamp), AttemptEntry<'a>>),
     End {
@@ -64,7 +63,8 @@ pub enum Item<'a> {
         #[serde(borrow)]
         image: TopicImage<'a>,
     },
-    TopicDedup(#[serde(borrow)] List<'a, LiveTopicDedup, TopicDedup<'a>>),
+    /// A topic's deduplication entries by key, as versions up to 3 wrote them.
+    TopicDedup(#[serde(borrow)] List<'a, (Arc<str>, DedupRecord, Timestamp), DedupEntry<'a>>),
     TopicArchive(#[serde(borrow)] List<'a, LiveArchived, Archived<'a>>),
     /// Always a `Change::Signer`.
     Signer(#[serde(borrow)] Change<'a>),
@@ -82,4 +82,8 @@ pub enum Item<'a> {
     },
     /// Always a `Change::ReceiptKey` (format version 3).
     ReceiptKey(#[serde(borrow)] Change<'a>),
+    /// A queue's deduplication entries by their keys' digests (format version 4).
+    DedupDigests(#[serde(borrow)] DigestEntries<'a>),
+    /// A topic's deduplication entries by their keys' digests (format version 4).
+    TopicDedupDigests(#[serde(borrow)] DigestEntries<'a>),
 }

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 use super::list::List;
-use super::message::{attributes, live_attributes, Attributes};
+use super::message::{attributes, live_attributes, Attributes, DedupEntry, KeyedEntries};
 use super::queue::Tags;
 use crate::engine::topic::{self as live, archive as live_archive, changes as live_changes};
 use crate::engine::Timestamp;
@@ -94,35 +94,6 @@ impl Subscription<'_> {
             confirmation_authenticated: self.confirmation_authenticated,
             authenticate_on_unsubscribe: self.authenticate_on_unsubscribe,
         }
-    }
-}
-
-/// A FIFO topic's deduplication entry: key, the original's id and sequence number, expiry.
-#[derive(Serialize, Deserialize)]
-pub struct TopicDedup<'a> {
-    pub key: &'a str,
-    pub original: (&'a str, Option<u128>),
-    pub expires_at: u64,
-}
-
-impl<'a> From<&'a live_changes::TopicDedup> for TopicDedup<'a> {
-    fn from((key, (message_id, seq), expires_at): &'a live_changes::TopicDedup) -> Self {
-        TopicDedup {
-            key,
-            original: (message_id, *seq),
-            expires_at: expires_at.0,
-        }
-    }
-}
-
-impl TopicDedup<'_> {
-    pub fn into_live(self) -> live_changes::TopicDedup {
-        let (message_id, seq) = self.original;
-        (
-            self.key.into(),
-            (message_id.into(), seq),
-            Timestamp(self.expires_at),
-        )
     }
 }
 
@@ -217,13 +188,17 @@ pub struct TopicImage<'a> {
     pub next_seq: u64,
     pub archive_since: Option<u64>,
     #[serde(borrow)]
-    pub dedup: List<'a, live_changes::TopicDedup, TopicDedup<'a>>,
+    pub dedup: KeyedEntries<'a>,
     #[serde(borrow)]
     pub archive: List<'a, live_archive::Archived, Archived<'a>>,
 }
 
 impl<'a> From<&'a live_changes::TopicImage> for TopicImage<'a> {
     fn from(t: &'a live_changes::TopicImage) -> Self {
+        debug_assert!(
+            t.dedup.is_empty(),
+            "only a snapshot holds a topic's history, as its own items"
+        );
         TopicImage {
             name: &t.name,
             arn: &t.arn,
@@ -235,7 +210,7 @@ impl<'a> From<&'a live_changes::TopicImage> for TopicImage<'a> {
             deleted_subscriptions: t.deleted_subscriptions,
             next_seq: t.next_seq,
             archive_since: t.archive_since.map(|t| t.0),
-            dedup: List::Write(&t.dedup),
+            dedup: List::Write(&[]),
             archive: List::Write(&t.archive),
         }
     }
@@ -263,7 +238,7 @@ impl TopicImage<'_> {
                 .dedup
                 .into_vec()
                 .into_iter()
-                .map(TopicDedup::into_live)
+                .map(DedupEntry::into_live)
                 .collect(),
             archive: self
                 .archive

@@ -127,6 +127,11 @@ impl<W: Default> Loader<'_, W> {
                 .0
                 .dedup
                 .extend(chunk.into_vec().into_iter().map(|d| d.into_live())),
+            Item::DedupDigests(chunk) => self
+                .current_queue(offset, "history before any queue")?
+                .0
+                .dedup
+                .extend(chunk.into_vec().into_iter().map(|d| d.into_live())),
             Item::Attempts(chunk) => self
                 .current_queue(offset, "history before any queue")?
                 .0
@@ -138,6 +143,10 @@ impl<W: Default> Loader<'_, W> {
                 self.topic = Some(image.into_live());
             }
             Item::TopicDedup(chunk) => self
+                .current_topic(offset, "history before any topic")?
+                .dedup
+                .extend(chunk.into_vec().into_iter().map(|d| d.into_live())),
+            Item::TopicDedupDigests(chunk) => self
                 .current_topic(offset, "history before any topic")?
                 .dedup
                 .extend(chunk.into_vec().into_iter().map(|d| d.into_live())),

@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 
 use super::{snapshot_name, snapshots, CHUNK_BYTES};
 use crate::engine::changes::Journal;
+use crate::engine::dedup::{DedupRecord, Entries};
 use crate::engine::{Engine, QueueEntry};
 use crate::persist::format::change::Change;
 use crate::persist::format::list::List;
@@ -159,7 +160,6 @@ fn write_queue<W, O: Write>(
         let queue = entry.lock();
         (journal.next_lsn(), queue.image(), queue.stored_messages())
     };
-    let dedup = std::mem::take(&mut image.dedup);
     let attempts = std::mem::take(&mut image.attempts);
     out.item(&Item::Queue {
         lsn,
@@ -179,10 +179,10 @@ fn write_queue<W, O: Write>(
         |(_, stored)| stored.size() + 256,
         |chunk| Item::Messages(List::Write(chunk)),
     )?;
-    out.chunks(
-        dedup,
-        |(key, _, _)| key.len() + 96,
-        |chunk| Item::Dedup(List::Write(chunk)),
+    write_history(
+        out,
+        |from| entry.lock().dedup_entries_from(from, HISTORY_CHUNK),
+        HistoryOf::Queue,
     )?;
     out.chunks(
         attempts,
@@ -197,23 +197,55 @@ fn write_topics<W: Default, O: Write>(
     engine: &Engine<W>,
     journal: &FileJournal,
 ) -> std::io::Result<()> {
-    for (lsn, mut image) in engine.topic_images(|| journal.next_lsn()) {
-        let dedup = std::mem::take(&mut image.dedup);
+    for (lsn, mut image, entry) in engine.topic_images(|| journal.next_lsn()) {
         let archive = std::mem::take(&mut image.archive);
         out.item(&Item::Topic {
             lsn,
             image: (&image).into(),
         })?;
-        out.chunks(
-            dedup,
-            |(key, _, _)| key.len() + 96,
-            |chunk| Item::TopicDedup(List::Write(chunk)),
+        write_history(
+            out,
+            |from| entry.lock().dedup_entries_from(from, HISTORY_CHUNK),
+            HistoryOf::Topic,
         )?;
         out.chunks(
             archive,
             |a| a.request.message.len() + a.request.attributes.size() + 256,
             |chunk| Item::TopicArchive(List::Write(chunk)),
         )?;
+    }
+    Ok(())
+}
+
+/// Deduplication entries a snapshot record holds: about 300 KiB encoded, copied in well under
+/// a millisecond, so a send waits at most that long behind the snapshot.
+const HISTORY_CHUNK: usize = 4096;
+
+/// Whose deduplication history a snapshot record holds.
+#[derive(Clone, Copy)]
+enum HistoryOf {
+    Queue,
+    Topic,
+}
+
+/// A deduplication history, a chunk per lock hold (`read` locks, copies from a position and
+/// says where to go on), so a snapshot never holds a second copy of a big one.
+fn write_history<O: Write>(
+    out: &mut Out<O>,
+    read: impl Fn(u64) -> (Entries<DedupRecord>, Option<u64>),
+    of: HistoryOf,
+) -> std::io::Result<()> {
+    let mut from = Some(0);
+    while let Some(position) = from {
+        let (chunk, next) = read(position);
+        if !chunk.is_empty() {
+            let entries = List::Write(&chunk);
+            out.item(&match of {
+                HistoryOf::Queue => Item::DedupDigests(entries),
+                HistoryOf::Topic => Item::TopicDedupDigests(entries),
+            })?;
+        }
+        from = next;
     }
     Ok(())
 }
