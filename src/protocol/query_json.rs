@@ -1,34 +1,140 @@
 //! An SQS Query answer rendered as JSON, as AWS renders it for a Query request that accepts
 //! JSON (recorded answers, not the AWS JSON protocol's):
 //! `{"<Action>Response": {"<Action>Result": {…}, "ResponseMetadata": {"RequestId": …}}}`,
-//! list members in lower camel case (`queueUrls`, `messages`), queue attributes a list of
-//! `{"Name", "Value"}`; errors `{"Error": {"Code", "Message", "Type"}, "RequestId"}` with the
-//! Query protocol's code and status.
+//! every member of the result present (`null` when it has no value), list members in lower
+//! camel case (`queueUrls`, `messages`), queue attributes a list of `{"Name", "Value"}`, keys
+//! in ASCII order; errors `{"Error": {"Code", "Message", "Type"}, "RequestId"}` with the Query
+//! protocol's code and status.
 
 use serde_json::{json, Map, Value};
 
 use super::{ApiError, Encoded};
 
-/// The answer to `action`, from the output as the JSON protocol would write it.
-pub fn response(action: &str, output: Value, request_id: &str) -> Encoded {
-    let result = match output {
-        Value::Object(members) => Value::Object(members.into_iter().map(member).collect()),
-        _ => Value::Null,
-    };
-    let mut answer = Map::new();
-    answer.insert(format!("{action}Result"), result);
-    answer.insert(
-        "ResponseMetadata".into(),
-        json!({ "RequestId": request_id }),
-    );
-    encoded(200, json!({ format!("{action}Response"): answer }))
+/// The members AWS writes in an action's result, whether or not they have a value: the SQS
+/// model's output members (ListQueues also writes one the model does not name). Actions with
+/// no result members, and any member not listed, are written as the output has them.
+fn result_members(action: &str) -> &'static [&'static str] {
+    match action {
+        "CancelMessageMoveTask" => &["ApproximateNumberOfMessagesMoved"],
+        "ChangeMessageVisibilityBatch" | "DeleteMessageBatch" | "SendMessageBatch" => {
+            &["Successful", "Failed"]
+        }
+        "CreateQueue" | "GetQueueUrl" => &["QueueUrl"],
+        "GetQueueAttributes" => &["Attributes"],
+        "ListDeadLetterSourceQueues" => &["queueUrls", "NextToken"],
+        "ListMessageMoveTasks" => &["Results"],
+        "ListQueueTags" => &["Tags"],
+        "ListQueues" => &["QueueUrls", "NextToken", "NextExclusiveStartQueueName"],
+        "ReceiveMessage" => &["Messages"],
+        "SendMessage" => &[
+            "MD5OfMessageBody",
+            "MD5OfMessageAttributes",
+            "MD5OfMessageSystemAttributes",
+            "MessageId",
+            "SequenceNumber",
+        ],
+        "StartMessageMoveTask" => &["TaskHandle"],
+        _ => &[],
+    }
 }
 
-/// A member of a result: lists under their name in lower camel case; the queue attributes a
-/// list of name and value.
-fn member((name, value): (String, Value)) -> (String, Value) {
+/// The members of each item of a result's list, by the list and the action.
+fn item_members(action: &str, list: &str) -> &'static [&'static str] {
+    match (action, list) {
+        (_, "Messages") => &[
+            "MessageId",
+            "ReceiptHandle",
+            "MD5OfBody",
+            "Body",
+            "Attributes",
+            "MD5OfMessageAttributes",
+            "MessageAttributes",
+        ],
+        ("SendMessageBatch", "Successful") => &[
+            "Id",
+            "MessageId",
+            "MD5OfMessageBody",
+            "MD5OfMessageAttributes",
+            "MD5OfMessageSystemAttributes",
+            "SequenceNumber",
+        ],
+        (_, "Successful") => &["Id"],
+        (_, "Failed") => &["Id", "SenderFault", "Code", "Message"],
+        (_, "Results") => &[
+            "TaskHandle",
+            "Status",
+            "SourceArn",
+            "DestinationArn",
+            "MaxNumberOfMessagesPerSecond",
+            "ApproximateNumberOfMessagesMoved",
+            "ApproximateNumberOfMessagesToMove",
+            "FailureReason",
+            "StartedTimestamp",
+        ],
+        _ => &[],
+    }
+}
+
+/// The answer to `action`, from the output as the JSON protocol would write it.
+pub fn response(action: &str, output: Value, request_id: &str) -> Encoded {
+    let members = match output {
+        Value::Object(members) => members,
+        _ => Map::new(),
+    };
+    let result = with_every_member(members, result_members(action))
+        .into_iter()
+        .map(|(name, value)| member(action, name, value))
+        .collect();
+    let answer = json!({
+        format!("{action}Response"): {
+            format!("{action}Result"): Value::Object(result),
+            "ResponseMetadata": { "RequestId": request_id },
+        }
+    });
+    encoded(200, in_ascii_order(answer))
+}
+
+/// `members` with each of `names` it lacks added as `null`.
+fn with_every_member(mut members: Map<String, Value>, names: &[&str]) -> Map<String, Value> {
+    for name in names {
+        if !members.contains_key(*name) {
+            members.insert((*name).to_string(), Value::Null);
+        }
+    }
+    members
+}
+
+/// The result members that are lists.
+const LISTS: [&str; 6] = [
+    "QueueUrls",
+    "queueUrls",
+    "Messages",
+    "Successful",
+    "Failed",
+    "Results",
+];
+
+/// A member of a result: lists under their name in lower camel case, each item with every
+/// member, and `null` when empty (the XML AWS renders cannot tell an empty list from none);
+/// the queue attributes a list of name and value.
+fn member(action: &str, name: String, value: Value) -> (String, Value) {
+    if LISTS.contains(&name.as_str()) {
+        let names = item_members(action, &name);
+        let items = match value {
+            Value::Array(items) if !items.is_empty() => Value::Array(
+                items
+                    .into_iter()
+                    .map(|item| match item {
+                        Value::Object(fields) => Value::Object(with_every_member(fields, names)),
+                        other => other,
+                    })
+                    .collect(),
+            ),
+            _ => Value::Null,
+        };
+        return (lower_camel(&name), items);
+    }
     match value {
-        Value::Array(items) => (lower_camel(&name), Value::Array(items)),
         Value::Object(pairs) if name == "Attributes" => (
             name,
             Value::Array(
@@ -39,6 +145,24 @@ fn member((name, value): (String, Value)) -> (String, Value) {
             ),
         ),
         other => (name, other),
+    }
+}
+
+/// Every object's keys sorted, as AWS writes them (`NextToken` before `queueUrls`).
+fn in_ascii_order(value: Value) -> Value {
+    match value {
+        Value::Object(members) => {
+            let mut sorted: Vec<(String, Value)> = members.into_iter().collect();
+            sorted.sort_by(|a, b| a.0.cmp(&b.0));
+            Value::Object(
+                sorted
+                    .into_iter()
+                    .map(|(name, value)| (name, in_ascii_order(value)))
+                    .collect(),
+            )
+        }
+        Value::Array(items) => Value::Array(items.into_iter().map(in_ascii_order).collect()),
+        other => other,
     }
 }
 
@@ -83,19 +207,51 @@ mod tests {
     }
 
     #[test]
-    fn lists_in_lower_camel_case_and_attributes_as_name_value_pairs() {
+    fn every_member_present_lists_in_lower_camel_case_and_keys_in_ascii_order() {
+        // As captured from AWS for a Query ListQueues accepting JSON, with no queues.
+        let none = response("ListQueues", json!({}), "a85e390b");
+        assert_eq!(
+            String::from_utf8(none.body).unwrap(),
+            r#"{"ListQueuesResponse":{"ListQueuesResult":{"NextExclusiveStartQueueName":null,"NextToken":null,"queueUrls":null},"ResponseMetadata":{"RequestId":"a85e390b"}}}"#
+        );
         let listed = body(response(
             "ListQueues",
             json!({"QueueUrls": ["http://h/1/q"]}),
             "r1",
         ));
         assert_eq!(
-            listed,
-            json!({"ListQueuesResponse": {
-                "ListQueuesResult": {"queueUrls": ["http://h/1/q"]},
-                "ResponseMetadata": {"RequestId": "r1"}
-            }})
+            listed["ListQueuesResponse"]["ListQueuesResult"]["queueUrls"],
+            json!(["http://h/1/q"])
         );
+        // SendMessage to a standard queue, as captured: the absent members are null.
+        let sent = response(
+            "SendMessage",
+            json!({"MD5OfMessageBody": "49f6", "MessageId": "m1"}),
+            "r2",
+        );
+        assert_eq!(
+            String::from_utf8(sent.body).unwrap(),
+            r#"{"SendMessageResponse":{"ResponseMetadata":{"RequestId":"r2"},"SendMessageResult":{"MD5OfMessageAttributes":null,"MD5OfMessageBody":"49f6","MD5OfMessageSystemAttributes":null,"MessageId":"m1","SequenceNumber":null}}}"#
+        );
+        // A received message has every member; an empty receive is `"messages": null`.
+        let received = body(response(
+            "ReceiveMessage",
+            json!({"Messages": [{"MessageId": "m1", "ReceiptHandle": "h", "MD5OfBody": "49f6", "Body": "hi"}]}),
+            "r3",
+        ));
+        assert_eq!(
+            received["ReceiveMessageResponse"]["ReceiveMessageResult"]["messages"][0],
+            json!({"Attributes": null, "Body": "hi", "MD5OfBody": "49f6", "MD5OfMessageAttributes": null, "MessageAttributes": null, "MessageId": "m1", "ReceiptHandle": "h"})
+        );
+        let empty = body(response("ReceiveMessage", json!({"Messages": []}), "r4"));
+        assert_eq!(
+            empty["ReceiveMessageResponse"]["ReceiveMessageResult"],
+            json!({"messages": null})
+        );
+    }
+
+    #[test]
+    fn queue_attributes_as_name_value_pairs() {
         let attributes = body(response(
             "GetQueueAttributes",
             json!({"Attributes": {"DelaySeconds": "0"}}),

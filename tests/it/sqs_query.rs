@@ -277,6 +277,24 @@ async fn a_query_request_accepting_json_is_answered_in_json() {
         sent["SendMessageResponse"]["SendMessageResult"]["MD5OfMessageBody"],
         "49f68a5c8493ec2c0bf489821c21fc3b"
     );
+    // Every member of the result is written, null when it has no value, keys in ASCII order.
+    let members: Vec<&String> = sent["SendMessageResponse"]["SendMessageResult"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .collect();
+    assert_eq!(
+        members,
+        [
+            "MD5OfMessageAttributes",
+            "MD5OfMessageBody",
+            "MD5OfMessageSystemAttributes",
+            "MessageId",
+            "SequenceNumber"
+        ],
+        "{body}"
+    );
+    assert!(sent["SendMessageResponse"]["SendMessageResult"]["SequenceNumber"].is_null());
     let receive = [
         ("Action", "ReceiveMessage"),
         ("QueueUrl", url.as_str()),
