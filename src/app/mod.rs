@@ -151,7 +151,7 @@ fn open_engine(config: &Config) -> std::io::Result<(Engine<Notify>, Option<DataD
         if let Some((file, offset, bytes)) = &report.dropped_tail {
             tracing::warn!(
                 %file, offset, bytes,
-                "dropped a torn final log record (a write cut off by a crash before it was synced: if the server that wrote it ran with --fsync always, nothing in it was acknowledged)"
+                "dropped a cut-short or damaged final log record: a crash in the middle of a write leaves one, and so does damage to the file, which cannot be told apart; the changes it held are not replayed"
             );
         }
         tracing::info!(

@@ -100,6 +100,10 @@ fn after_a_clean_stop_a_log_shorter_than_it_was_is_refused() {
         reason.contains("segments are missing, cut short or added") && reason.contains("remove"),
         "{reason}"
     );
+    assert!(
+        reason.contains("log reaching record ") && !reason.contains("record record"),
+        "{reason}"
+    );
     // A damaged marker is refused too, naming it.
     std::fs::write(dir.path().join("CLEAN"), b"ORDLYCLN").unwrap();
     let reason = refusal(dir.path(), Some(Path::new("CLEAN")));

@@ -61,7 +61,7 @@ pub enum RecoveryError {
     )]
     Missing { dir: PathBuf, what: String },
     #[error(
-        "data directory {dir} was stopped cleanly with its log reaching record {expected}, but \
+        "data directory {dir} was stopped cleanly with its log reaching {expected}, but \
          the log reaches {found} now: segments are missing, cut short or added; refusing to \
          start rather than lose data (to accept the loss, remove {dir}/CLEAN)"
     )]
