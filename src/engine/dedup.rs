@@ -24,7 +24,8 @@ pub struct DedupRecord {
 
 /// What a deduplication history keys by: the first 16 bytes of the SHA-256 of the key (the
 /// deduplication id, after its message group and a NUL when deduplication is scoped by group).
-/// Two keys share a digest only by a SHA-256 collision on 128 bits, which nobody can produce.
+/// Two keys share a digest only by a collision of SHA-256 cut to 128 bits, which takes about
+/// 2^64 tries to find.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
 pub struct DedupDigest(pub [u8; 16]);
 
@@ -32,17 +33,6 @@ impl DedupDigest {
     /// The digest of a key as the log writes it (`id`, or `group` NUL `id`).
     pub fn of(key: &str) -> DedupDigest {
         DedupDigest::from_sha(Sha256::digest(key.as_bytes()))
-    }
-
-    /// The digest of a message's key, made from its parts without joining them.
-    pub fn of_parts(group: Option<&str>, id: &str) -> DedupDigest {
-        let mut sha = Sha256::new();
-        if let Some(group) = group {
-            sha.update(group.as_bytes());
-            sha.update([0]);
-        }
-        sha.update(id.as_bytes());
-        DedupDigest::from_sha(sha.finalize())
     }
 
     fn from_sha(sha: impl AsRef<[u8]>) -> DedupDigest {
@@ -62,13 +52,16 @@ struct Slot<V> {
 /// Entries as a snapshot takes them: digest, what a duplicate answers, expiry.
 pub type Entries<V> = Vec<(DedupDigest, V, Timestamp)>;
 
+/// A chunk of a queue's or topic's history, and where the read goes on.
+pub type HistoryChunk = Result<(Entries<DedupRecord>, Option<HistoryCursor>), Cleared>;
+
 /// Capacity a history keeps however few its entries: shrinking below it saves nothing.
 const MIN_KEPT: usize = 64;
 
 /// Digests mapped to what a duplicate answers, each for a fixed time after its insertion.
 #[derive(Debug)]
 pub struct DedupHistory<V> {
-    /// Seeded per process: digests come from client-chosen ids, and ids ground to share
+    /// Randomly seeded: digests come from client-chosen ids, and ids ground to share
     /// their first bits would otherwise pile into one bucket.
     hasher: foldhash::fast::RandomState,
     /// Positions in `slots`, counted from the first slot ever pushed.
@@ -77,7 +70,22 @@ pub struct DedupHistory<V> {
     slots: VecDeque<Slot<V>>,
     /// The position of `slots[0]`.
     front: u64,
+    /// How many times it was cleared.
+    clears: u64,
 }
+
+/// A read of a history: the position it goes on from, where the history ended when the read
+/// began, and how many times it had been cleared then.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HistoryCursor {
+    next: u64,
+    end: u64,
+    clears: u64,
+}
+
+/// A history was cleared while it was being read.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Cleared;
 
 impl<V> Default for DedupHistory<V> {
     fn default() -> Self {
@@ -86,6 +94,7 @@ impl<V> Default for DedupHistory<V> {
             index: HashTable::new(),
             slots: VecDeque::new(),
             front: 0,
+            clears: 0,
         }
     }
 }
@@ -165,20 +174,44 @@ impl<V: Copy> DedupHistory<V> {
         self.slots.capacity() * std::mem::size_of::<Slot<V>>() + self.index.allocation_size()
     }
 
-    /// Live entries in insertion order; inserting them in this order rebuilds the history.
+    /// Entries in insertion order (those expired but not yet dropped included); inserting
+    /// them in this order rebuilds the history.
     pub fn entries(&self) -> Vec<(DedupDigest, V, Timestamp)> {
-        self.entries_from(0, usize::MAX).0
+        match self.read(self.cursor(), usize::MAX) {
+            Ok((entries, _)) => entries,
+            Err(Cleared) => unreachable!("nothing changes between the two calls"),
+        }
     }
 
-    /// At most `max` live entries from position `from` on (0 to start), in insertion order,
-    /// and where the next call goes on (`None` at the end). A snapshot reads a big history a
-    /// chunk per lock hold this way, rather than copying it whole: entries added between calls
-    /// come along too, and replaying the log after the snapshot adds them again, harmlessly.
-    pub fn entries_from(&self, from: u64, max: usize) -> (Entries<V>, Option<u64>) {
-        let end = self.front + self.slots.len() as u64;
-        let mut position = from.max(self.front);
-        let mut found = Vec::with_capacity(max.min(end.saturating_sub(position) as usize));
-        while position < end && found.len() < max {
+    /// Where a read of the history as it is now begins.
+    pub fn cursor(&self) -> HistoryCursor {
+        HistoryCursor {
+            next: self.front,
+            end: self.front + self.slots.len() as u64,
+            clears: self.clears,
+        }
+    }
+
+    /// The entries among the next `positions` slots of a read, in insertion order, and where
+    /// it goes on (`None` once done). A snapshot reads a big history this way, a chunk per lock
+    /// hold, rather than copying it whole while holding the lock: it reads the history as it
+    /// was when the read began (entries added since belong to the log after the snapshot),
+    /// less what expired meanwhile. A clear in between cannot be read around: the entries it
+    /// dropped are gone, while the messages the snapshot copied still hold them.
+    pub fn read(
+        &self,
+        cursor: HistoryCursor,
+        positions: usize,
+    ) -> Result<(Entries<V>, Option<HistoryCursor>), Cleared> {
+        if cursor.clears != self.clears {
+            return Err(Cleared);
+        }
+        let mut position = cursor.next.max(self.front);
+        let stop = cursor
+            .end
+            .min(position.saturating_add(positions.try_into().unwrap_or(u64::MAX)));
+        let mut found = Vec::with_capacity(stop.saturating_sub(position).min(1 << 16) as usize);
+        while position < stop {
             let slot = self.slot(position);
             let hash = self.hasher.hash_one(slot.digest);
             if self.index.find(hash, |&p| p == position).is_some() {
@@ -186,12 +219,18 @@ impl<V: Copy> DedupHistory<V> {
             }
             position += 1;
         }
-        (found, (position < end).then_some(position))
+        let next = (position < cursor.end).then_some(HistoryCursor {
+            next: position,
+            ..cursor
+        });
+        Ok((found, next))
     }
 
+    /// Forgets every entry (PurgeQueue, a reset).
     pub fn clear(&mut self) {
-        // Positions are never reused, so a reader part way through sees nothing twice.
+        // Positions are never reused, and a read begun before sees it was cleared.
         self.front += self.slots.len() as u64;
+        self.clears += 1;
         self.index.clear();
         self.slots.clear();
         self.shrink();

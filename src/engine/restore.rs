@@ -5,6 +5,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use super::changes::Change;
+use super::dedup::HistoryCursor;
 use super::queue::changes::QueueImage;
 use super::queue::{Queue, Stored};
 use super::time::Timestamp;
@@ -78,12 +79,12 @@ impl<W: Default> Engine<W> {
     }
 
     /// Every topic, each with the log position its copy would be consistent with, taken
-    /// under the topic's lock, with its archive (snapshots); and the topic, to read its
-    /// deduplication history from in chunks.
+    /// under the topic's lock, with its archive (snapshots); and the topic with where a read of
+    /// its deduplication history as it was then begins.
     pub fn topic_images(
         &self,
         next_lsn: impl Fn() -> u64,
-    ) -> Vec<(u64, TopicImage, Arc<TopicEntry>)> {
+    ) -> Vec<(u64, TopicImage, HistoryCursor, Arc<TopicEntry>)> {
         let entries: Vec<_> = self
             .topics
             .read()
@@ -95,7 +96,8 @@ impl<W: Default> Engine<W> {
             .iter()
             .map(|entry| {
                 let topic = entry.lock();
-                (next_lsn(), topic.image(true), entry.clone())
+                let history = topic.dedup_cursor();
+                (next_lsn(), topic.image(true), history, entry.clone())
             })
             .collect()
     }
@@ -111,7 +113,7 @@ impl<W: Default> Engine<W> {
                 let q = entry.lock();
                 let mut messages = q.stored_messages();
                 messages.sort_unstable_by_key(|(seq, _)| *seq);
-                let history = q.dedup_entries_from(0, usize::MAX).0;
+                let history = q.read_dedup(q.dedup_cursor(), usize::MAX);
                 format!("{:?}\n{history:?}\n{messages:?}", q.image())
             })
             .collect();
@@ -120,8 +122,8 @@ impl<W: Default> Engine<W> {
         queues.extend(
             self.topic_images(|| 0)
                 .into_iter()
-                .map(|(_, image, entry)| {
-                    let history = entry.lock().dedup_entries_from(0, usize::MAX).0;
+                .map(|(_, image, at, entry)| {
+                    let history = entry.lock().read_dedup(at, usize::MAX);
                     format!("{image:?}\n{history:?}")
                 }),
         );

@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use super::{AttemptEntries, DedupRecord, Queue, QueueConfig, State, Stored};
 use crate::engine::check_tags;
-use crate::engine::dedup::{DedupDigest, Entries};
+use crate::engine::dedup::{DedupDigest, HistoryChunk, HistoryCursor};
 use crate::engine::error::EngineResult;
 use crate::engine::time::Timestamp;
 
@@ -283,7 +283,7 @@ impl Queue {
     }
 
     /// The queue's state apart from its messages and its deduplication history (read in
-    /// chunks by `dedup_entries_from`: a busy queue remembers millions of ids).
+    /// chunks by `read_dedup` from `dedup_cursor`: a busy queue remembers millions of ids).
     pub fn image(&self) -> QueueImage {
         QueueImage {
             name: self.name.clone(),
@@ -300,9 +300,14 @@ impl Queue {
         }
     }
 
-    /// A chunk of the deduplication history: see `DedupHistory::entries_from`.
-    pub fn dedup_entries_from(&self, from: u64, max: usize) -> (Entries<DedupRecord>, Option<u64>) {
-        self.dedup.entries_from(from, max)
+    /// Where a read of the deduplication history as it is now begins.
+    pub fn dedup_cursor(&self) -> HistoryCursor {
+        self.dedup.cursor()
+    }
+
+    /// A chunk of the deduplication history: see `DedupHistory::read`.
+    pub fn read_dedup(&self, cursor: HistoryCursor, positions: usize) -> HistoryChunk {
+        self.dedup.read(cursor, positions)
     }
 
     /// Copies of the stored messages in no particular order: taken under the queue lock, so

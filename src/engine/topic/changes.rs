@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use super::archive::{Archive, Archived, Replay};
 use super::{FilterPolicy, Scope, Subscription, Topic, SEQUENCE_BASE};
-use crate::engine::dedup::{DedupDigest, DedupRecord, Entries};
+use crate::engine::dedup::{DedupDigest, DedupRecord, HistoryChunk, HistoryCursor};
 use crate::engine::message::{MessageId, SequenceNumber};
 use crate::engine::time::Timestamp;
 use crate::engine::webhook::policy::{SubscriptionPolicy, TopicPolicy};
@@ -134,7 +134,7 @@ impl Subscription {
 
 impl Topic {
     /// Settings, tags and subscriptions; `with_history` adds the archive. The deduplication
-    /// history is read in chunks by `dedup_entries_from` (it can hold millions of ids).
+    /// history is read in chunks by `read_dedup` (it can hold millions of ids).
     pub fn image(&self, with_history: bool) -> TopicImage {
         TopicImage {
             name: self.name.clone(),
@@ -155,9 +155,14 @@ impl Topic {
         }
     }
 
-    /// A chunk of the deduplication history: see `DedupHistory::entries_from`.
-    pub fn dedup_entries_from(&self, from: u64, max: usize) -> (Entries<DedupRecord>, Option<u64>) {
-        self.dedup.entries_from(from, max)
+    /// Where a read of the deduplication history as it is now begins.
+    pub fn dedup_cursor(&self) -> HistoryCursor {
+        self.dedup.cursor()
+    }
+
+    /// A chunk of the deduplication history: see `DedupHistory::read`.
+    pub fn read_dedup(&self, cursor: HistoryCursor, positions: usize) -> HistoryChunk {
+        self.dedup.read(cursor, positions)
     }
 
     pub fn from_image(image: TopicImage) -> Topic {

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 use super::{snapshot_name, snapshots, CHUNK_BYTES};
 use crate::engine::changes::Journal;
-use crate::engine::dedup::{DedupRecord, Entries};
+use crate::engine::dedup::{Cleared, HistoryChunk, HistoryCursor};
 use crate::engine::{Engine, QueueEntry};
 use crate::persist::format::change::Change;
 use crate::persist::format::list::List;
@@ -156,9 +156,15 @@ fn write_queue<W, O: Write>(
     entry: &QueueEntry<W>,
     journal: &FileJournal,
 ) -> std::io::Result<()> {
-    let (lsn, mut image, messages) = {
+    let (lsn, mut image, messages, history) = {
         let queue = entry.lock();
-        (journal.next_lsn(), queue.image(), queue.stored_messages())
+        let history = queue.dedup_cursor();
+        (
+            journal.next_lsn(),
+            queue.image(),
+            queue.stored_messages(),
+            history,
+        )
     };
     let attempts = std::mem::take(&mut image.attempts);
     out.item(&Item::Queue {
@@ -181,7 +187,8 @@ fn write_queue<W, O: Write>(
     )?;
     write_history(
         out,
-        |from| entry.lock().dedup_entries_from(from, HISTORY_CHUNK),
+        history,
+        |at| entry.lock().read_dedup(at, HISTORY_CHUNK),
         HistoryOf::Queue,
     )?;
     out.chunks(
@@ -197,7 +204,7 @@ fn write_topics<W: Default, O: Write>(
     engine: &Engine<W>,
     journal: &FileJournal,
 ) -> std::io::Result<()> {
-    for (lsn, mut image, entry) in engine.topic_images(|| journal.next_lsn()) {
+    for (lsn, mut image, history, entry) in engine.topic_images(|| journal.next_lsn()) {
         let archive = std::mem::take(&mut image.archive);
         out.item(&Item::Topic {
             lsn,
@@ -205,7 +212,8 @@ fn write_topics<W: Default, O: Write>(
         })?;
         write_history(
             out,
-            |from| entry.lock().dedup_entries_from(from, HISTORY_CHUNK),
+            history,
+            |at| entry.lock().read_dedup(at, HISTORY_CHUNK),
             HistoryOf::Topic,
         )?;
         out.chunks(
@@ -217,8 +225,9 @@ fn write_topics<W: Default, O: Write>(
     Ok(())
 }
 
-/// Deduplication entries a snapshot record holds: about 300 KiB encoded, copied in well under
-/// a millisecond, so a send waits at most that long behind the snapshot.
+/// Slots of a deduplication history a snapshot record is read from: at most about 300 KiB
+/// encoded, copied in well under a millisecond, so a send waits at most that long behind the
+/// snapshot.
 const HISTORY_CHUNK: usize = 4096;
 
 /// Whose deduplication history a snapshot record holds.
@@ -228,16 +237,25 @@ enum HistoryOf {
     Topic,
 }
 
-/// A deduplication history, a chunk per lock hold (`read` locks, copies from a position and
-/// says where to go on), so a snapshot never holds a second copy of a big one.
+/// A deduplication history as it was when its owner was copied (at `from`), a chunk per lock
+/// hold (`read` locks and copies one), so a snapshot never holds a second copy of a big one.
+/// A history cleared meanwhile (a purge, a reset) fails the snapshot: the messages it copied
+/// would go without the ids they were sent with until the log after it is replayed, and that
+/// log may not have been synced yet. The next one is taken later.
 fn write_history<O: Write>(
     out: &mut Out<O>,
-    read: impl Fn(u64) -> (Entries<DedupRecord>, Option<u64>),
+    from: HistoryCursor,
+    read: impl Fn(HistoryCursor) -> HistoryChunk,
     of: HistoryOf,
 ) -> std::io::Result<()> {
-    let mut from = Some(0);
-    while let Some(position) = from {
-        let (chunk, next) = read(position);
+    let mut cursor = Some(from);
+    while let Some(at) = cursor {
+        let (chunk, next) = read(at).map_err(|Cleared| {
+            std::io::Error::other(
+                "a deduplication history was cleared while the snapshot read it (a purge or a \
+                 reset); the next snapshot is taken later",
+            )
+        })?;
         if !chunk.is_empty() {
             let entries = List::Write(&chunk);
             out.item(&match of {
@@ -245,7 +263,7 @@ fn write_history<O: Write>(
                 HistoryOf::Topic => Item::TopicDedupDigests(entries),
             })?;
         }
-        from = next;
+        cursor = next;
     }
     Ok(())
 }
