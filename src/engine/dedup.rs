@@ -114,9 +114,8 @@ impl<V: Copy> DedupHistory<V> {
 
     /// Adds an entry, replacing a live one for the same digest. Expiry times do not go
     /// backwards between inserts (the window is fixed, `now` only moves on), which keeps the
-    /// slots in expiry order; but for a log replayed over a snapshot that already took some
-    /// of its entries: an earlier expiry behind a later one is then held until that one
-    /// expires, and lookups still check its time.
+    /// slots in expiry order; were one to, it would be held until those before it expire,
+    /// and lookups still check its time.
     pub fn insert(&mut self, digest: DedupDigest, value: V, expires_at: Timestamp) {
         let position = self.front + self.slots.len() as u64;
         self.slots.push_back(Slot {
