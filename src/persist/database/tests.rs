@@ -154,3 +154,61 @@ fn an_unsure_retry_after_a_takeover_is_refused_not_taken_as_stored() {
     );
     assert_eq!(batches(&mut admin), [(0, 0, 1), (1, 3, 2)]);
 }
+
+/// One number a query answers.
+fn number(db: &mut Blocking, query: String) -> i64 {
+    db.run(super::STARTUP_TIMEOUT, move |client| -> Work<'_, _> {
+        Box::pin(async move { Ok(client.query_one(&query, &[]).await?.get::<_, i64>(0)) })
+    })
+    .expect("the query runs")
+}
+
+/// Bytes held in the TOAST table of `table`.
+fn toasted_bytes(db: &mut Blocking, table: &str) -> i64 {
+    let toast: String = db
+        .run(super::STARTUP_TIMEOUT, {
+            let query = format!("SELECT reltoastrelid::regclass::text FROM pg_class WHERE oid = '{table}'::regclass");
+            move |client| -> Work<'_, _> {
+                Box::pin(async move { Ok(client.query_one(&query, &[]).await?.get(0)) })
+            }
+        })
+        .expect("the table has a TOAST table");
+    number(
+        db,
+        format!("SELECT coalesce(sum(length(chunk_data)), 0) FROM {toast}"),
+    )
+}
+
+#[test]
+fn batches_up_to_8_kb_stay_in_their_rows_and_nothing_written_is_compressed() {
+    let Some(url) = database() else { return };
+    let mut admin = connect(&url);
+    schema::prepare(&mut admin, "us-east-1", "000000000000").expect("tables");
+    // A second start finds the tables as the first left them.
+    schema::prepare(&mut admin, "us-east-1", "000000000000").expect("tables again");
+    let (epoch, _) = lease::acquire(&mut admin, "only", "http://only", true).expect("the lease");
+    let mut log = TableLog::new(connect(&url), epoch, 0);
+    // Bodies as compressible as text often is.
+    let mut six_kb = format::record_header(0).to_vec();
+    six_kb.extend(std::iter::repeat_n(b'a', 6_000));
+    log.append(&[&six_kb]).expect("appended");
+    let mut twenty_kb = format::record_header(1).to_vec();
+    twenty_kb.extend(std::iter::repeat_n(b'b', 20_000));
+    log.append(&[&twenty_kb]).expect("appended");
+    sql(
+        &mut admin,
+        "INSERT INTO log_snapshot_chunks (snapshot, chunk, bytes) \
+         VALUES (1, 0, decode(repeat('ab', 100000), 'hex'))",
+    );
+    // Only the batch too large for a row went to TOAST, and it went there whole.
+    let framed = |record: &[u8]| (record.len() + crate::persist::record::HEADER_BYTES) as i64;
+    assert_eq!(toasted_bytes(&mut admin, "log_batches"), framed(&twenty_kb));
+    assert_eq!(
+        number(
+            &mut admin,
+            "SELECT count(*) FROM log_batches WHERE pg_column_compression(records) IS NULL".into()
+        ),
+        2
+    );
+    assert_eq!(toasted_bytes(&mut admin, "log_snapshot_chunks"), 100_000);
+}
