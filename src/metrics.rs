@@ -20,6 +20,7 @@ use crate::backend::{SubscriptionActivity, TopicActivity};
 use crate::engine::queue::inspect::QueueOverview;
 use crate::engine::webhook::outbox::LaneStats;
 use crate::engine::Timestamp;
+use crate::persist::log_metrics::LogMetrics;
 use crate::protocol::{Action, SnsAction, SqsAction};
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -55,11 +56,6 @@ struct DeadLetterLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct SnapshotFailureLabels {
-    reason: &'static str,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct SubscriptionLabels {
     subscription: String,
 }
@@ -74,81 +70,6 @@ fn duration_histogram() -> Histogram {
 struct ActionMetrics {
     requests: Counter,
     duration: Histogram,
-}
-
-/// The write-ahead log's figures, kept by its writer thread and the snapshotter.
-pub struct LogMetrics {
-    pub records: Counter,
-    pub bytes: Counter,
-    pub sync_seconds: Histogram,
-    pub snapshots: Counter,
-    pub snapshot_seconds: Histogram,
-    /// Snapshots due and not written, by reason: `no_room` (not tried: the disk has less room
-    /// than the messages' bodies take) or `error` (the write failed).
-    pub snapshot_failures: Family<SnapshotFailureLabels, Counter>,
-}
-
-impl LogMetrics {
-    /// Counts a snapshot due and not written.
-    pub fn snapshot_failed(&self, no_room: bool) {
-        let reason = if no_room { "no_room" } else { "error" };
-        self.snapshot_failures
-            .get_or_create(&SnapshotFailureLabels { reason })
-            .inc();
-    }
-}
-
-impl Default for LogMetrics {
-    fn default() -> Self {
-        LogMetrics {
-            records: Counter::default(),
-            bytes: Counter::default(),
-            // 50 µs to about 1.6 s: a page-cache write through a slow disk's fdatasync.
-            sync_seconds: Histogram::new(exponential_buckets(0.00005, 2.0, 16)),
-            snapshots: Counter::default(),
-            // 1 ms to about 65 s.
-            snapshot_seconds: Histogram::new(exponential_buckets(0.001, 2.0, 17)),
-            snapshot_failures: {
-                // Both reasons exported from the start, at zero, so an increase shows.
-                let family: Family<SnapshotFailureLabels, Counter> = Family::default();
-                for reason in ["no_room", "error"] {
-                    let _ = family.get_or_create(&SnapshotFailureLabels { reason });
-                }
-                family
-            },
-        }
-    }
-}
-
-impl LogMetrics {
-    fn register(&self, registry: &mut Registry) {
-        registry.register(
-            "log_records",
-            "Records appended to the write-ahead log",
-            self.records.clone(),
-        );
-        registry.register(
-            "log_bytes",
-            "Bytes appended to the write-ahead log",
-            self.bytes.clone(),
-        );
-        registry.register(
-            "log_sync_seconds",
-            "Time each fdatasync of the write-ahead log took",
-            self.sync_seconds.clone(),
-        );
-        registry.register("snapshots", "Snapshots written", self.snapshots.clone());
-        registry.register(
-            "snapshot_duration_seconds",
-            "Time each snapshot took to write",
-            self.snapshot_seconds.clone(),
-        );
-        registry.register(
-            "snapshot_failures",
-            "Snapshots due and not written: no_room (not tried) or error",
-            self.snapshot_failures.clone(),
-        );
-    }
 }
 
 /// What a scrape reads from the backend.

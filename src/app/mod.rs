@@ -5,6 +5,9 @@
 mod log_database;
 mod succession;
 
+#[cfg(test)]
+mod router_tests;
+
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;

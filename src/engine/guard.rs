@@ -1,4 +1,4 @@
-//! The one way engine state reaches the log: a value behind a mutex (`Recording`) whose guard
+//! The one way engine state reaches the log: a value behind a mutex (`Journaling`) whose guard
 //! hands what changed under the lock to the journal when it is released, so the log holds each
 //! value's changes in the order they were made and no caller has to remember to log. Queues,
 //! topics and the webhook outbox are all kept this way.
@@ -8,10 +8,10 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use super::changes::{Change, Journal};
 
-/// State that records its own changes while it is being recorded.
-pub trait Recorded {
-    /// Starts keeping change records (without a journal nothing is kept).
-    fn start_recording(&mut self);
+/// State that hands its own changes to the journal once journaling starts.
+pub trait Journaled {
+    /// Starts keeping change records for the journal (without a journal nothing is kept).
+    fn start_journaling(&mut self);
     /// The record of what changed under the lock, if anything. `touched`: the holder had
     /// mutable access through the guard (a topic then logs its settings).
     fn take_record(&mut self, touched: bool) -> Option<Change>;
@@ -20,17 +20,17 @@ pub trait Recorded {
 }
 
 /// A value whose changes are logged when its lock is released.
-pub struct Recording<T> {
+pub struct Journaling<T> {
     state: Mutex<T>,
     journal: Option<Arc<dyn Journal>>,
 }
 
-impl<T: Recorded> Recording<T> {
+impl<T: Journaled> Journaling<T> {
     pub fn new(mut state: T, journal: Option<Arc<dyn Journal>>) -> Self {
         if journal.is_some() {
-            state.start_recording();
+            state.start_journaling();
         }
-        Recording {
+        Journaling {
             state: Mutex::new(state),
             journal,
         }
@@ -41,7 +41,7 @@ impl<T: Recorded> Recording<T> {
         self.state
             .get_mut()
             .unwrap_or_else(|p| p.into_inner())
-            .start_recording();
+            .start_journaling();
         self.journal = Some(journal);
     }
 
@@ -57,19 +57,19 @@ impl<T: Recorded> Recording<T> {
 
     /// Locks the value without logging: for applying changes read back from the log, which
     /// must not be logged again.
-    pub fn lock_unrecorded(&self) -> MutexGuard<'_, T> {
+    pub fn lock_unjournaled(&self) -> MutexGuard<'_, T> {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 }
 
 /// A locked value. Releasing it hands its changes to the journal.
-pub struct Guard<'a, T: Recorded> {
+pub struct Guard<'a, T: Journaled> {
     state: MutexGuard<'a, T>,
     journal: Option<&'a dyn Journal>,
     touched: bool,
 }
 
-impl<T: Recorded> Guard<'_, T> {
+impl<T: Journaled> Guard<'_, T> {
     /// Mutable access that does not count as touching: for changes the value records itself
     /// (a publish changes a topic's dedup window and archive, never its settings).
     pub fn untouched(&mut self) -> &mut T {
@@ -77,26 +77,26 @@ impl<T: Recorded> Guard<'_, T> {
     }
 
     /// Whether changes are being logged.
-    pub fn recording(&self) -> bool {
+    pub fn journaling(&self) -> bool {
         self.journal.is_some()
     }
 }
 
-impl<T: Recorded> Deref for Guard<'_, T> {
+impl<T: Journaled> Deref for Guard<'_, T> {
     type Target = T;
     fn deref(&self) -> &T {
         &self.state
     }
 }
 
-impl<T: Recorded> DerefMut for Guard<'_, T> {
+impl<T: Journaled> DerefMut for Guard<'_, T> {
     fn deref_mut(&mut self) -> &mut T {
         self.touched = true;
         &mut self.state
     }
 }
 
-impl<T: Recorded> Drop for Guard<'_, T> {
+impl<T: Journaled> Drop for Guard<'_, T> {
     fn drop(&mut self) {
         let Some(journal) = self.journal else {
             return;

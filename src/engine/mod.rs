@@ -31,7 +31,7 @@ use std::sync::{Arc, Mutex, RwLock};
 
 pub use changes::{Change, Journal};
 pub use error::{EngineError, EngineResult};
-use guard::{Guard, Recording};
+use guard::{Guard, Journaling};
 use queue::config::check_dead_letter_target;
 use queue::receipt::ReceiptKey;
 pub use queue::{Queue, QueueConfig, ReceiveOutcome, ReceiveRequest};
@@ -40,7 +40,7 @@ pub use time::Timestamp;
 /// One queue and the caller's slot beside it.
 pub struct QueueEntry<W> {
     pub name: Arc<str>,
-    state: Recording<Queue>,
+    state: Journaling<Queue>,
     pub waiters: W,
 }
 
@@ -60,9 +60,9 @@ impl QueueGuard<'_> {
     /// queue that must reach the log first (a message is put in its new queue before its removal
     /// from the old one is logged, so a crash between the two cannot lose it).
     pub fn defer_changes(&mut self) -> Deferred {
-        let recording = self.recording();
+        let journaling = self.journaling();
         let queue = self.untouched();
-        Deferred(recording.then(|| (queue.name.clone(), queue.uid, queue.take_changes())))
+        Deferred(journaling.then(|| (queue.name.clone(), queue.uid, queue.take_changes())))
     }
 }
 
@@ -83,7 +83,7 @@ pub struct Engine<W> {
     /// How long a deleted name stays unavailable (AWS: 60 s); 0 turns the rule off.
     pub delete_cooldown_ms: u64,
     /// Webhook deliveries waiting, in flight or waiting for a retry. Lock order: topic, then outbox.
-    outbox: Recording<webhook::Outbox>,
+    outbox: Journaling<webhook::Outbox>,
     /// Confirmation tokens. Never held while a topic lock is taken.
     tokens: Mutex<webhook::tokens::TokenBook>,
     /// Orderly extension: accept http/https subscriptions on FIFO topics, delivered in order
@@ -107,7 +107,7 @@ impl<W: Default> Engine<W> {
             signer: std::sync::OnceLock::new(),
             next_uid: AtomicU64::new(1),
             delete_cooldown_ms: 0,
-            outbox: Recording::new(webhook::Outbox::default(), None),
+            outbox: Journaling::new(webhook::Outbox::default(), None),
             tokens: Mutex::new(webhook::tokens::TokenBook::default()),
             fifo_http_subscriptions: false,
             journal: None,
@@ -321,7 +321,7 @@ impl<W: Default> Engine<W> {
         let name = queue.name.clone();
         let entry = Arc::new(QueueEntry {
             name: name.clone(),
-            state: Recording::new(queue, self.journal.clone()),
+            state: Journaling::new(queue, self.journal.clone()),
             waiters: W::default(),
         });
         queues.insert(name, entry.clone());

@@ -1,4 +1,4 @@
-//! Regions and accounts (issue 32, item 2). On AWS the same queue name in two regions, or in two
+//! Regions and accounts. On AWS the same queue name in two regions, or in two
 //! accounts, is two queues. Orderly serves every region and account in one process: a queue or
 //! topic is stored under a *key* that names its namespace.
 //!
@@ -16,6 +16,11 @@ use std::sync::Arc;
 /// The name a key's clients use (the key itself at home).
 pub fn name_of(key: &str) -> &str {
     key.rsplit(':').next().unwrap_or(key)
+}
+
+/// Whether `text` is an AWS account id: 12 digits.
+pub fn is_account_id(text: &str) -> bool {
+    text.len() == 12 && text.bytes().all(|b| b.is_ascii_digit())
 }
 
 /// The account of an IAM principal ARN (`arn:aws:iam::<account>:user/<name>` or `:root`): a

@@ -190,7 +190,7 @@ impl<W: Default> Engine<W> {
                 };
                 drop(topics);
                 // Replayed changes are not logged again (what applying them recorded is dropped).
-                let mut topic = entry.lock_unrecorded();
+                let mut topic = entry.lock_unjournaled();
                 for change in changes {
                     topic.apply_change(change);
                 }

@@ -14,6 +14,8 @@ use std::sync::Arc;
 
 use sha2::{Digest, Sha256};
 
+use crate::engine::namespace::is_account_id;
+
 /// The identity a request's messages and subscriptions carry.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Caller {
@@ -45,7 +47,7 @@ impl Caller {
     }
 
     /// The user an access key stands for when nothing names it: of the account the key
-    /// names if it is 12 digits (LocalStack's convention, issue 32 item 2), else of `account`.
+    /// names if it is 12 digits (LocalStack's convention), else of `account`.
     pub fn of_key(account: &str, access_key: &str) -> Caller {
         let account = if is_account_id(access_key) {
             access_key
@@ -54,11 +56,6 @@ impl Caller {
         };
         Caller::user(account, access_key, &derived_user_id(access_key))
     }
-}
-
-/// Whether `text` is an AWS account id: 12 digits.
-pub fn is_account_id(text: &str) -> bool {
-    text.len() == 12 && text.bytes().all(|b| b.is_ascii_digit())
 }
 
 /// An IAM user id for an access key: `AIDA` and 17 characters of base32 (AWS's alphabet for

@@ -124,7 +124,7 @@ pub fn router(
 
 /// The region of a request's SigV4 credential scope, from its Authorization header or, for a
 /// presigned URL, its `X-Amz-Credential` parameter (`AKID/date/region/service/aws4_request`).
-fn signing_region<'a>(
+pub(crate) fn signing_region<'a>(
     headers: &'a HeaderMap,
     uri: &axum::http::Uri,
 ) -> Option<std::borrow::Cow<'a, str>> {
@@ -634,6 +634,3 @@ async fn sqs_query(
     let encoded = service.dispatch(answer, action, &payload, ctx).await;
     respond(encoded, &ctx.request_id)
 }
-
-#[cfg(test)]
-mod router_tests;

@@ -10,6 +10,7 @@
 //! - `writer`: the log writer (`FileJournal`): group commit by one writer thread; requests wait
 //!   for their records.
 //! - `snapshot`: the whole state in one file, so old segments can go.
+//! - `log_metrics`: the log's and the snapshotter's figures for `GET /metrics`.
 //!
 //! A data directory holds `LOCK` (held while a server uses it), `KEY` (a random number made
 //! with the directory, which seals the log's batch headers), `HOME` (the region and account
@@ -22,6 +23,7 @@ pub mod database;
 pub mod format;
 pub mod home;
 pub mod log;
+pub mod log_metrics;
 pub mod record;
 pub mod snapshot;
 pub mod storage;

@@ -218,7 +218,7 @@ struct Shared {
     wake_at_bytes: AtomicU64,
     log_grown: tokio::sync::Notify,
     /// Records, bytes and sync times, for `GET /metrics`.
-    metrics: Arc<crate::metrics::LogMetrics>,
+    metrics: Arc<super::log_metrics::LogMetrics>,
 }
 
 pub struct FileJournal {
@@ -266,7 +266,7 @@ impl FileJournal {
     }
 
     /// The log's figures (records, bytes, sync and snapshot times).
-    pub fn metrics(&self) -> Arc<crate::metrics::LogMetrics> {
+    pub fn metrics(&self) -> Arc<super::log_metrics::LogMetrics> {
         self.shared.metrics.clone()
     }
 

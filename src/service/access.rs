@@ -1,4 +1,4 @@
-//! Who may use a queue or topic of another account (issue 32, item 2). A caller acts in the
+//! Who may use a queue or topic of another account. A caller acts in the
 //! namespace of its credentials (`RequestContext::namespace`); a resource of another account is
 //! used only when that resource's policy allows the caller, as on AWS. Same-account calls are
 //! never checked: without IAM, an account's own keys may do anything. Orderly's console acts
@@ -18,9 +18,9 @@ use std::borrow::Cow;
 use serde_json::Value;
 
 use super::{RequestContext, Service};
+use crate::engine::namespace::is_account_id;
 use crate::engine::namespace::Namespace;
 use crate::engine::EngineError;
-use crate::http::identity::is_account_id;
 use crate::protocol::{ApiError, ErrorCode};
 
 /// One use of a resource, as a policy judges it.

@@ -18,6 +18,7 @@ mod log_outage;
 mod log_transfer;
 mod logs;
 mod metrics;
+mod module_graph;
 mod multi_node;
 mod multi_node_webhooks;
 mod receiver;

@@ -78,8 +78,8 @@ impl Stored {
     }
 }
 
-impl crate::engine::guard::Recorded for Queue {
-    fn start_recording(&mut self) {
+impl crate::engine::guard::Journaled for Queue {
+    fn start_journaling(&mut self) {
         self.enable_journal();
     }
 
@@ -100,7 +100,7 @@ impl crate::engine::guard::Recorded for Queue {
 }
 
 impl Queue {
-    /// Starts recording changes for the write-ahead log.
+    /// Starts keeping changes for the write-ahead log.
     pub fn enable_journal(&mut self) {
         self.journal.get_or_insert_with(Vec::new);
     }
@@ -259,7 +259,7 @@ impl Queue {
         }
     }
 
-    /// Removes without recording (replay must not feed the journal it reads).
+    /// Removes without journaling (replay must not feed the journal it reads).
     fn remove_quietly(&mut self, seq: u64) {
         let journal = self.journal.take();
         self.remove(seq);

@@ -233,7 +233,7 @@ impl Topic {
         self.next_seq = self.next_seq.max(next_seq);
     }
 
-    /// Starts recording changes for the journal.
+    /// Starts keeping changes for the journal.
     pub fn enable_journal(&mut self) {
         self.changes.get_or_insert_with(Vec::new);
     }
@@ -322,8 +322,8 @@ impl Topic {
     }
 }
 
-impl crate::engine::guard::Recorded for Topic {
-    fn start_recording(&mut self) {
+impl crate::engine::guard::Journaled for Topic {
+    fn start_journaling(&mut self) {
         self.enable_journal();
     }
 

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use crate::engine::error::{EngineError, EngineResult};
-use crate::engine::guard::Recording;
+use crate::engine::guard::Journaling;
 use crate::engine::time::Timestamp;
 use crate::engine::topic::changes::TopicChange;
 use crate::engine::topic::recorded::RecordedMessage;
@@ -55,7 +55,7 @@ pub enum EndpointKind {
 /// A topic; changing it through its guard logs its settings image on unlock, and
 /// `untouched` (a publish) changes only what the topic records itself (dedup, sequence,
 /// archive). See `engine::guard`.
-pub type TopicEntry = Recording<Topic>;
+pub type TopicEntry = Journaling<Topic>;
 
 fn invalid(message: impl Into<String>) -> EngineError {
     EngineError::InvalidParameter(message.into())

@@ -454,7 +454,7 @@ impl<W: Default> Engine<W> {
     pub fn replay_delivery_change(&self, change: Change) {
         match change {
             Change::Outbox(changes) => {
-                let mut outbox = self.outbox.lock_unrecorded();
+                let mut outbox = self.outbox.lock_unjournaled();
                 for change in changes {
                     outbox.apply_change(change);
                 }
@@ -466,7 +466,7 @@ impl<W: Default> Engine<W> {
     }
 
     pub fn restore_deliveries(&self, deliveries: Vec<(u64, Arc<Delivery>, LanePolicy)>) {
-        let mut outbox = self.outbox.lock_unrecorded();
+        let mut outbox = self.outbox.lock_unjournaled();
         for (id, delivery, lane) in deliveries {
             outbox.restore(id, delivery, lane);
         }
@@ -488,7 +488,7 @@ impl<W: Default> Engine<W> {
         next_lsn: impl Fn() -> u64,
     ) -> (u64, Vec<(u64, Arc<Delivery>, LanePolicy)>, Vec<TokenRecord>) {
         let (lsn, deliveries) = {
-            let outbox = self.outbox.lock_unrecorded();
+            let outbox = self.outbox.lock_unjournaled();
             (next_lsn(), outbox.image())
         };
         let tokens = self

@@ -191,7 +191,7 @@ impl Outbox {
         let _ = self.insert(id, delivery, lane_policy, true, Timestamp(0));
     }
 
-    /// Starts recording changes for the journal.
+    /// Starts keeping changes for the journal.
     pub fn enable_journal(&mut self) {
         self.changes.get_or_insert_with(Vec::new);
     }
@@ -506,8 +506,8 @@ impl Outbox {
     }
 }
 
-impl crate::engine::guard::Recorded for Outbox {
-    fn start_recording(&mut self) {
+impl crate::engine::guard::Journaled for Outbox {
+    fn start_journaling(&mut self) {
         self.enable_journal();
     }
 

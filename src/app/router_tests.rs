@@ -1,4 +1,4 @@
-//! The router without a socket (`tower::ServiceExt::oneshot`): the worked request/response
+//! The HTTP router over a service built as `app` builds it, without a socket (`tower::ServiceExt::oneshot`): the worked request/response
 //! examples of the API facts (`../shared/spec/sqs.md` §8, `sns.md` §8, taken from AWS's
 //! documentation) replayed byte for byte, in each protocol, and their answers compared with the
 //! documented ones. What AWS makes up per request (request, message and subscription ids,
@@ -15,11 +15,11 @@ use clap::Parser;
 use http_body_util::BodyExt;
 use tower::ServiceExt;
 
-use super::body::BodyLimits;
-use super::browser::BrowserRules;
 use crate::clock::ManualClock;
 use crate::config::Config;
 use crate::engine::Timestamp;
+use crate::http::body::BodyLimits;
+use crate::http::browser::BrowserRules;
 
 /// Headers the documented examples leave out: the host the queue URLs name, and a signature
 /// for `service` (unsigned requests may only read; the signing service tells SNS from SQS).
@@ -48,7 +48,7 @@ fn app(region: &str, account: &str) -> Router {
         account,
     ]);
     let clock = Arc::new(ManualClock::new(Timestamp(1_735_689_600_000)));
-    let service = crate::app::build_service(&config, clock, "127.0.0.1:9324".parse().unwrap())
+    let service = super::build_service(&config, clock, "127.0.0.1:9324".parse().unwrap())
         .unwrap()
         .service;
     let body = BodyLimits {
@@ -61,7 +61,7 @@ fn app(region: &str, account: &str) -> Router {
         loopback_only: true,
         hostname: None,
     };
-    super::router(service, body, browser, ("http", None), None)
+    crate::http::router(service, body, browser, ("http", None), None)
 }
 
 /// Sends a request written as on the wire (`METHOD PATH HTTP/1.1`, headers, blank line,
@@ -498,15 +498,15 @@ fn the_region_is_read_from_the_credential_scope_or_a_presigned_url() {
     );
     let root: Uri = "/".parse().unwrap();
     assert_eq!(
-        super::signing_region(&headers, &root).as_deref(),
+        crate::http::signing_region(&headers, &root).as_deref(),
         Some("eu-west-1")
     );
     let presigned: Uri = "/?Action=ListQueues&X-Amz-Credential=AKID%2F20260210%2Fap-south-1%2Fsqs%2Faws4_request&X-Amz-Signature=0"
         .parse()
         .unwrap();
     assert_eq!(
-        super::signing_region(&HeaderMap::new(), &presigned).as_deref(),
+        crate::http::signing_region(&HeaderMap::new(), &presigned).as_deref(),
         Some("ap-south-1")
     );
-    assert_eq!(super::signing_region(&HeaderMap::new(), &root), None);
+    assert_eq!(crate::http::signing_region(&HeaderMap::new(), &root), None);
 }
