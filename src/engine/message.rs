@@ -325,7 +325,7 @@ pub enum NameFault {
 /// The first rule the name breaks, in the order SNS reports them.
 pub fn attribute_name_fault(name: &str) -> Option<NameFault> {
     let lower = name.to_ascii_lowercase();
-    // Letters and digits of any script: AWS accepts `attr.1øßä` (issue 32, item 6).
+    // Letters and digits of any script: AWS accepts `attr.1øßä`.
     let allowed = |c: char| c.is_alphanumeric() || matches!(c, '_' | '-' | '.');
     if name.is_empty() {
         Some(NameFault::Empty)

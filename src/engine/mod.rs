@@ -333,8 +333,8 @@ impl<W: Default> Engine<W> {
         let Some(policy) = &config.redrive_policy else {
             return Ok(());
         };
-        // A queue may name itself (issue 32, item 6, recorded on AWS). The target must live in
-        // the source's region and account (AWS SQS Developer Guide, dead-letter queues).
+        // A queue may name itself (recorded on AWS). The target must live in the source's
+        // region and account (AWS SQS Developer Guide, dead-letter queues).
         let target = self
             .name_from_arn(&policy.dead_letter_target_arn)
             .filter(|target| self.namespaces.same_place(target, name))

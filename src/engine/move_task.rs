@@ -59,8 +59,8 @@ pub struct MoveTask {
 }
 
 impl MoveTask {
-    /// The opaque handle, as AWS makes it: base64 of `{"taskId":…,"sourceArn":…}` (issue 32,
-    /// item 5, from handles recorded on AWS).
+    /// The opaque handle, as AWS makes it: base64 of `{"taskId":…,"sourceArn":…}` (from
+    /// handles recorded on AWS).
     pub fn handle(&self) -> String {
         let json = serde_json::json!({"taskId": self.id, "sourceArn": self.source_arn});
         STANDARD.encode(json.to_string())

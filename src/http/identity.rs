@@ -1,10 +1,9 @@
-//! Who a request acts as, in the words AWS reports it (issue 32, item 7): a message's
-//! `SenderId` is the sending IAM user's unique id (`AIDA…`, 21 characters) and a
-//! subscription's `SubscriptionPrincipal` the subscribing user's ARN
-//! (`arn:aws:iam::<account>:user/<name>`); a call with no credentials acts as the account
-//! itself (its id, and `arn:aws:iam::<account>:root`). Sources: AWS SQS Developer Guide,
-//! "SenderId" (an IAM user's ID, or for a role its ID and session name); AWS SNS API reference,
-//! GetSubscriptionAttributes (`SubscriptionPrincipal`).
+//! Who a request acts as, in the words AWS reports it: a message's `SenderId` is the sending IAM
+//! user's unique id (`AIDA…`, 21 characters) and a subscription's `SubscriptionPrincipal` the
+//! subscribing user's ARN (`arn:aws:iam::<account>:user/<name>`); a call with no credentials acts
+//! as the account itself (its id, and `arn:aws:iam::<account>:root`). Sources: AWS SQS Developer
+//! Guide, "SenderId" (an IAM user's ID, or for a role its ID and session name); AWS SNS API
+//! reference, GetSubscriptionAttributes (`SubscriptionPrincipal`).
 //!
 //! With `--auth`, a key's `UserName` and `UserId` in the key file name it; a key without them,
 //! or any key without `--auth`, is the user named as its access key id, with an id made from

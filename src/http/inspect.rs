@@ -1,4 +1,4 @@
-//! The inspection API and reset, for developers and test suites (issue 31):
+//! The inspection API and reset, for developers and test suites:
 //! - `GET /_orderly/queues`: every queue's counts, FIFO groups and oldest message age;
 //! - `GET /_orderly/queues/{name}/messages[?state=visible,inFlight,delayed][&limit=N]`: the
 //!   stored messages, oldest first, without receiving them;

@@ -590,7 +590,7 @@ async fn query(
         return respond(encoded, &ctx.request_id);
     }
     // Older clients post to the queue URL itself instead of passing QueueUrl. Actions that take
-    // no queue are not a queue's (AWS answers InvalidAction there: issue 32, item 3).
+    // no queue are not a queue's (AWS answers InvalidAction there).
     let path_url;
     let path = uri.path().trim_end_matches('/');
     // `/<account>/<name>`, or `/queue/<region>/<account>/<name>` outside the home region.

@@ -1,4 +1,4 @@
-//! The recorded protocols' messages over HTTP (issue 32, item 9; `service::recorded`):
+//! The recorded protocols' messages over HTTP (`service::recorded`):
 //! - `GET /_orderly/sns/deliveries[?protocol=sms][&endpoint=…]`: what email, email-json, sms,
 //!   application, lambda and firehose endpoints would have received, oldest first, email
 //!   confirmations included; `DELETE` with the same filters forgets them;

@@ -44,7 +44,7 @@ pub struct RequestContext {
     /// The request was signed (SigV4). SubscribeURL and UnsubscribeURL GETs are not.
     pub authenticated: bool,
     /// The `X-Amzn-Trace-Id` header: stored as a message's `AWSTraceHeader` when the request
-    /// gives none itself, and passed to an SNS publish's SQS copies (issue 32, item 4).
+    /// gives none itself, and passed to an SNS publish's SQS copies.
     pub trace_header: Option<Arc<str>>,
 }
 

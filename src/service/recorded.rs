@@ -1,6 +1,6 @@
-//! The recorded protocols' messages, read and forgotten over HTTP (issue 32, item 9):
-//! `GET /_orderly/sns/deliveries` in Orderly's shape, and LocalStack's
-//! `GET /_aws/sns/sms-messages` (`{"sms_messages": {number: [...]}, "region": ...}`) and
+//! The recorded protocols' messages, read and forgotten over HTTP: `GET /_orderly/sns/deliveries`
+//! in Orderly's shape, and LocalStack's `GET /_aws/sns/sms-messages`
+//! (`{"sms_messages": {number: [...]}, "region": ...}`) and
 //! `GET /_aws/sns/platform-endpoint-messages` (`{"platform_endpoint_messages": {arn: [...]},
 //! "region": ...}`), with LocalStack's field names (its `internal_api.py`). Also Publish to a
 //! phone number, which is recorded and never sent.

@@ -1,4 +1,4 @@
-"""Regions and accounts with boto3 (issue 32, item 2): the credential scope's region and a
+"""Regions and accounts with boto3: the credential scope's region and a
 12-digit access key's account choose where a request acts.
 
 Usage: python regions_scenario.py ENDPOINT

@@ -79,7 +79,7 @@ async fn the_right_key_works_and_names_the_sender_others_get_aws_errors() {
         .await
         .unwrap();
     let message = &received.messages.unwrap()[0];
-    // The key file names the IAM user the key stands for (issue 32, item 7).
+    // The key file names the IAM user the key stands for.
     assert_eq!(
         message.attributes.as_ref().unwrap()[&MessageSystemAttributeName::SenderId],
         "AIDAALICE000000000001"

@@ -1,6 +1,6 @@
 //! `--clock manual`: the server's clock moves only through `POST /_orderly/clock`, so a
 //! 5-minute deduplication window and a 12-hour visibility timeout pass at once, in each SQS
-//! protocol (issue 31, time control).
+//! protocol.
 
 use aws_sdk_sqs::types::QueueAttributeName as A;
 use orderly::config::Config;

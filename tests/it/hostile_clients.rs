@@ -1,6 +1,6 @@
-//! Clients that are broken or malicious (issue 28's probes): each request here once crashed
-//! the server, held a resource forever, or ran an action nobody signed for. Timeouts are set
-//! to a second so that the waits these tests must do on real sockets stay short.
+//! Clients that are broken or malicious: each request here once crashed the server, held a resource
+//! forever, or ran an action nobody signed for. Timeouts are set to a second so that the waits
+//! these tests must do on real sockets stay short.
 
 use std::time::{Duration, Instant};
 

@@ -1,6 +1,6 @@
-//! `--init FILE` (issue 31): the example file sets up the price-updates fan-out before the
-//! server listens; a second start with the file changes nothing, a changed file is reported
-//! and not applied; a bad file stops the start with an error naming file, entry and field.
+//! `--init FILE`: the example file sets up the price-updates fan-out before the server listens; a
+//! second start with the file changes nothing, a changed file is reported and not applied; a bad
+//! file stops the start with an error naming file, entry and field.
 
 use std::path::{Path, PathBuf};
 

@@ -1,7 +1,6 @@
-//! Looking without consuming (issue 31): `GET /_orderly/queues`, `GET
-//! /_orderly/queues/{name}/messages`, and LocalStack's `/_aws/sqs/messages` and
-//! `/_localstack/health`, read by the way test helpers read them. None of them may change a
-//! receive count, a visibility timeout or a group lock.
+//! Looking without consuming: `GET /_orderly/queues`, `GET /_orderly/queues/{name}/messages`,
+//! and LocalStack's `/_aws/sqs/messages` and `/_localstack/health`, read by the way test helpers
+//! read them. None of them may change a receive count, a visibility timeout or a group lock.
 
 use aws_sdk_sqs::types::MessageSystemAttributeName as S;
 use serde_json::Value;

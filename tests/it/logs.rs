@@ -1,6 +1,6 @@
-//! `--log-format json` (issue 33): one JSON object a line on stderr, every error answer
-//! logged once with its request id, action, resource, code and reason, every dead-lettered
-//! message once with its queues, and every message retention drops once.
+//! `--log-format json`: one JSON object a line on stderr, every error answer logged once with its
+//! request id, action, resource, code and reason, every dead-lettered message once with its queues,
+//! and every message retention drops once.
 
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};

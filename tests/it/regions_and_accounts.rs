@@ -1,7 +1,7 @@
-//! Regions and accounts (issue 32, item 2): the SigV4 credential scope's region and a 12-digit
-//! access key's account pick the namespace a request acts in, as on AWS (and LocalStack). The
-//! same name in two regions or two accounts is two queues; a topic delivers to a queue of
-//! another region; another account's queue or topic is used only as its policy allows.
+//! Regions and accounts: the SigV4 credential scope's region and a 12-digit access key's account
+//! pick the namespace a request acts in, as on AWS (and LocalStack). The same name in two regions
+//! or two accounts is two queues; a topic delivers to a queue of another region; another account's
+//! queue or topic is used only as its policy allows.
 
 use aws_sdk_sns::error::ProvideErrorMetadata as _;
 use aws_sdk_sqs::types::QueueAttributeName;

@@ -1,6 +1,6 @@
-//! `POST /_orderly/reset` (issue 31): a suite that reuses one server resets it between test
-//! cases. Messages and every history that would leak into the next case go; queues, topics and
-//! subscriptions stay. `?all=true` removes those too. Both survive a restart.
+//! `POST /_orderly/reset`: a suite that reuses one server resets it between test cases. Messages
+//! and every history that would leak into the next case go; queues, topics and subscriptions stay.
+//! `?all=true` removes those too. Both survive a restart.
 
 use crate::common::{durable, fifo_queue, fifo_topic, start_with, subscribe, Server, Stoppable};
 

@@ -634,8 +634,8 @@ async fn creating_a_standard_topic_again_as_fifo_names_the_topic_name() {
     }
 }
 
-/// PutDataProtectionPolicy and GetDataProtectionPolicy (issue 32, item 8): stored as given,
-/// checked for AWS's documented shape, returned; not a topic attribute.
+/// PutDataProtectionPolicy and GetDataProtectionPolicy: stored as given, checked for AWS's
+/// documented shape, returned; not a topic attribute.
 #[tokio::test]
 async fn data_protection_policies_are_stored_checked_and_returned() {
     let server = common::start().await;
@@ -751,8 +751,8 @@ async fn data_protection_policies_are_stored_checked_and_returned() {
         .all(|t| !t.topic_arn().unwrap().ends_with(":never")));
 }
 
-/// SubscriptionPrincipal is the subscriber's ARN (issue 32, item 7): without --auth, the user
-/// named as the access key the request was signed with.
+/// SubscriptionPrincipal is the subscriber's ARN: without --auth, the user named as the access
+/// key the request was signed with.
 #[tokio::test]
 async fn the_subscription_principal_is_the_subscriber() {
     let server = start().await;

@@ -1,7 +1,7 @@
-//! email, email-json, sms, application, lambda and firehose subscriptions (issue 32, item 9):
-//! accepted on standard topics with their endpoints checked and their confirmation rules, never
-//! sent to, and what each would have received readable over HTTP (`/_orderly/sns/deliveries`,
-//! LocalStack's `/_aws/sns/sms-messages`), Publish to a phone number included.
+//! email, email-json, sms, application, lambda and firehose subscriptions: accepted on standard
+//! topics with their endpoints checked and their confirmation rules, never sent to, and what each
+//! would have received readable over HTTP (`/_orderly/sns/deliveries`, LocalStack's
+//! `/_aws/sns/sms-messages`), Publish to a phone number included.
 
 use aws_sdk_sns::error::ProvideErrorMetadata;
 use serde_json::Value;

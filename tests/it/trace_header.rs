@@ -1,6 +1,5 @@
-//! `X-Amzn-Trace-Id`: a send carrying the header stores it as the `AWSTraceHeader` system
-//! attribute (unless the request names one itself), and a publish passes it to its SQS copies
-//! (issue 32, item 4).
+//! `X-Amzn-Trace-Id`: a send carrying the header stores it as the `AWSTraceHeader` system attribute
+//! (unless the request names one itself), and a publish passes it to its SQS copies.
 
 use aws_sdk_sqs::types::MessageSystemAttributeName as S;
 

@@ -311,8 +311,8 @@ impl Queue {
                 Ok(())
             };
         };
-        // A standard queue applies the change with an earlier receive's handle too (issue 32,
-        // item 6, recorded on AWS); a FIFO handle must be the current receive's.
+        // A standard queue applies the change with an earlier receive's handle too (recorded on
+        // AWS); a FIFO handle must be the current receive's.
         if !current && self.config.fifo {
             return Err(expired_handle(handle));
         }

@@ -360,8 +360,8 @@ impl FilterPolicy {
 
 /// A message body as body-scope policies see it (`None` when it is not JSON): a dotted key
 /// is read as the nested path it spells, so `{"a.b": {"c": 1}}` and `{"a": {"b.c": 1}}` are
-/// both `{"a": {"b": {"c": 1}}}` (AWS documents dotted keys so: issue 32, item 6). Two
-/// values at one path are both kept, as an array, so either may match.
+/// both `{"a": {"b": {"c": 1}}}`, as AWS documents dotted keys. Two values at one path are
+/// both kept, as an array, so either may match.
 pub fn parse_body(text: &str) -> Option<Value> {
     serde_json::from_str(text).ok().map(expand_dotted)
 }

@@ -106,8 +106,8 @@ pub struct PublishRequest {
     pub attributes: MessageAttributes,
     pub group_id: Option<String>,
     pub dedup_id: Option<String>,
-    /// The request's `X-Amzn-Trace-Id`: the `AWSTraceHeader` of its SQS copies (issue 32,
-    /// item 4). Not archived, so a replay's copies carry none.
+    /// The request's `X-Amzn-Trace-Id`: the `AWSTraceHeader` of its SQS copies. Not archived,
+    /// so a replay's copies carry none.
     pub trace_header: Option<Arc<str>>,
 }
 
@@ -206,9 +206,9 @@ impl Topic {
             ))
         };
         match name {
-            // Turning a standard topic FIFO names its (non-.fifo) name as the fault (issue 32,
-            // item 6, recorded on AWS); any other FifoTopic change is refused as an attribute
-            // that cannot be set (sns.md §3.5, AWS-observed).
+            // Turning a standard topic FIFO names its (non-.fifo) name as the fault (recorded
+            // on AWS); any other FifoTopic change is refused as an attribute that cannot be set
+            // (sns.md §3.5, AWS-observed).
             "FifoTopic" if !self.fifo && value.eq_ignore_ascii_case("true") => {
                 return Err(invalid("Invalid parameter: Topic Name"))
             }
@@ -579,9 +579,9 @@ pub fn check_message(req: &PublishRequest) -> EngineResult<()> {
     if req.message.is_empty() {
         return Err(invalid("Invalid parameter: Empty message"));
     }
-    // Each attribute follows the rules, refused in SNS's own words where they are known (issue
-    // 32, item 6); unlike SQS there is no count limit (raw delivery into a queue with more
-    // than 10 fails for that subscription instead).
+    // Each attribute follows the rules, refused in SNS's own words where they are known;
+    // unlike SQS there is no count limit (raw delivery into a queue with more than 10 fails
+    // for that subscription instead).
     for (name, value) in req.attributes.iter() {
         if let Some(text) = attribute_errors::sns_attribute_error(name, value) {
             return Err(EngineError::ParameterValueInvalid(text));

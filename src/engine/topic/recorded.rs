@@ -1,9 +1,8 @@
-//! The subscription protocols Orderly accepts but never sends to (issue 32, item 9): `email`,
-//! `email-json`, `sms`, `application`, `lambda` and `firehose`, on standard topics. Each is
-//! checked and confirmed as AWS does (email endpoints pend until their SubscribeURL is
-//! visited; the others are confirmed at once, sns.md §3.6), and what each would have received
-//! is recorded instead (`RecordedMessage`), for the inspection API to show. Nothing leaves the
-//! machine. Pure.
+//! The subscription protocols Orderly accepts but never sends to: `email`, `email-json`, `sms`,
+//! `application`, `lambda` and `firehose`, on standard topics. Each is checked and confirmed as AWS
+//! does (email endpoints pend until their SubscribeURL is visited; the others are confirmed at
+//! once, sns.md §3.6), and what each would have received is recorded instead (`RecordedMessage`),
+//! for the inspection API to show. Nothing leaves the machine. Pure.
 //!
 //! What each gets: `email` and `sms` the text (a json-structured message's own key, else
 //! `default`) and, for email, the subject; `email-json` and `firehose` the notification
