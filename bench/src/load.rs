@@ -96,11 +96,17 @@ pub(crate) async fn start(args: &Args, system: System) -> Result<ServerProcess, 
             .await
         }
         System::Peer(i) => {
-            let server = ServerProcess::start_peer(peer(args, i).1).await?;
+            let mut server = ServerProcess::start_peer(peer(args, i).1).await?;
+            server.database = args.database_pid;
             wait_until_serving(&server.endpoint).await?;
             server
         }
     })
+}
+
+/// The database's CPU used since `before` was read, if the server has one.
+fn database_cpu_since(server: &ServerProcess, before: Option<u64>) -> Option<u64> {
+    Some(server.database_cpu_micros()?.saturating_sub(before?))
 }
 
 /// Polls ListQueues until the server answers it (peers print no common "listening" line).
@@ -362,6 +368,7 @@ pub async fn run_send(args: &Args, system: System, batch: bool) -> Row {
     let queue_url = create_fifo_queue(&client, &server.endpoint, "bench.fifo").await;
     let stop = Arc::new(AtomicBool::new(false));
     let cpu_before = server.cpu_micros();
+    let database_cpu_before = server.database_cpu_micros();
     let client_cpu_before = own_cpu_micros();
     let started = Instant::now();
     let tasks = spawn_producers(
@@ -389,6 +396,7 @@ pub async fn run_send(args: &Args, system: System, batch: bool) -> Row {
     }
     row.seconds = started.elapsed().as_secs_f64();
     row.server_cpu_us = server.cpu_micros() - cpu_before;
+    row.database_cpu_us = database_cpu_since(&server, database_cpu_before);
     row.client_cpu_us = own_cpu_micros() - client_cpu_before;
     latencies.sort_unstable();
     row.p50_us = percentile(&latencies, 0.5);
@@ -511,6 +519,7 @@ pub async fn run_pipeline(args: &Args, system: System, rate: Option<u64>) -> Row
         latencies: Mutex::new(Vec::new()),
     });
     let cpu_before = server.cpu_micros();
+    let database_cpu_before = server.database_cpu_micros();
     let client_cpu_before = own_cpu_micros();
     let started = Instant::now();
     let drain_deadline = started + Duration::from_secs(args.duration + PIPELINE_DRAIN_SECS);
@@ -577,6 +586,7 @@ pub async fn run_pipeline(args: &Args, system: System, rate: Option<u64>) -> Row
         order_violations: tally.violations.load(Ordering::Relaxed),
         lost: sent.load(Ordering::Relaxed).saturating_sub(received),
         server_cpu_us: server.cpu_micros() - cpu_before,
+        database_cpu_us: database_cpu_since(&server, database_cpu_before),
         client_cpu_us: own_cpu_micros() - client_cpu_before,
         connections: 0,
         note: format!(
@@ -1099,6 +1109,7 @@ async fn run_fanout(args: &Args, system: System, queues: usize) -> Row {
         })
         .collect();
     let cpu_before = server.cpu_micros();
+    let database_cpu_before = server.database_cpu_micros();
     let client_cpu_before = own_cpu_micros();
     let started = Instant::now();
     let consumers: Vec<_> = urls
@@ -1185,6 +1196,7 @@ async fn run_fanout(args: &Args, system: System, queues: usize) -> Row {
             .sum(),
         lost: (published.load(Ordering::Relaxed) * queues as u64).saturating_sub(delivered),
         server_cpu_us: server.cpu_micros() - cpu_before,
+        database_cpu_us: database_cpu_since(&server, database_cpu_before),
         client_cpu_us: own_cpu_micros() - client_cpu_before,
         connections: 0,
         note: format!(

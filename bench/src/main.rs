@@ -69,6 +69,12 @@ pub struct Args {
     /// on 127.0.0.1:{port}. Peers run every scenario but durable and restart.
     #[arg(long = "peer", value_name = "NAME=COMMAND")]
     pub peers: Vec<String>,
+    /// The postmaster PID (first line of `postmaster.pid`) of a PostgreSQL server the peers
+    /// keep their state in: its CPU, its processes' and theirs that ended, is reported per
+    /// message as database CPU in the peers' notes for send, pipeline and fan-out (measure one
+    /// peer on it at a time).
+    #[arg(long)]
+    pub database_pid: Option<u32>,
     /// Run as a round-robin TCP balancer: LISTEN=UPSTREAM[,UPSTREAM...] (to put several
     /// nodes behind one endpoint).
     #[arg(long, hide = true)]

@@ -15,6 +15,8 @@ pub struct Row {
     pub order_violations: u64,
     pub lost: u64,
     pub server_cpu_us: u64,
+    /// CPU time of the database the server keeps its state in (`--database-pid`), if known.
+    pub database_cpu_us: Option<u64>,
     /// The load generator's own CPU time (0: not measured for this scenario).
     pub client_cpu_us: u64,
     /// Producer connections (as many consumers), where a scenario runs at several counts;
@@ -86,7 +88,14 @@ pub fn print(args: &Args, rows: &[Row]) {
             r.lost,
             cpu,
             client,
-            r.note
+            match r.database_cpu_us {
+                Some(us) if r.messages > 0 => format!(
+                    "{}; database CPU {:.1} µs/msg",
+                    r.note,
+                    us as f64 / r.messages as f64
+                ),
+                _ => r.note.clone(),
+            }
         );
     }
 }

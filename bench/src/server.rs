@@ -10,6 +10,9 @@ pub struct ServerProcess {
     pub endpoint: String,
     /// A data directory to delete once the server is gone.
     pub data_dir: Option<std::path::PathBuf>,
+    /// The postmaster of the PostgreSQL server this server keeps its state in
+    /// (`--database-pid`), whose CPU is counted apart.
+    pub database: Option<u32>,
 }
 
 impl Drop for ServerProcess {
@@ -59,6 +62,7 @@ impl ServerProcess {
             child,
             endpoint,
             data_dir: None,
+            database: None,
         }
     }
 
@@ -82,6 +86,7 @@ impl ServerProcess {
             child,
             endpoint: format!("http://127.0.0.1:{port}"),
             data_dir: None,
+            database: None,
         })
     }
 
@@ -115,6 +120,24 @@ impl ServerProcess {
         ticks * 1_000_000 / TICKS_PER_SECOND
     }
 
+    /// CPU time of the database this server keeps its state in, in microseconds: the
+    /// postmaster, its processes and those of them that ended (`None` without one).
+    pub fn database_cpu_micros(&self) -> Option<u64> {
+        let postmaster = self.database?;
+        let own = proc_stat_with_children_ended(postmaster)?;
+        let processes: u64 = std::fs::read_dir("/proc")
+            .map(|entries| {
+                entries
+                    .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+                    .filter_map(proc_stat)
+                    .filter(|(ppid, _)| *ppid == postmaster)
+                    .map(|(_, ticks)| ticks)
+                    .sum()
+            })
+            .unwrap_or_default();
+        Some((own + processes) * 1_000_000 / TICKS_PER_SECOND)
+    }
+
     /// Resident memory in KiB.
     pub fn rss_kib(&self) -> u64 {
         let Some(pid) = self.child.id() else { return 0 };
@@ -135,6 +158,16 @@ pub fn own_cpu_micros() -> u64 {
 }
 
 /// A process's parent pid and its user plus system CPU ticks.
+/// A process's CPU ticks with those of its children that ended and were waited for (the 14th
+/// to 17th fields after the command name): a PostgreSQL backend's CPU reaches its postmaster
+/// so when its connection closes.
+fn proc_stat_with_children_ended(pid: u32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let after = stat.rsplit(')').next()?;
+    let fields: Vec<&str> = after.split_whitespace().collect();
+    (11..15).map(|i| fields.get(i)?.parse::<u64>().ok()).sum()
+}
+
 fn proc_stat(pid: u32) -> Option<(u32, u64)> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     // Fields after the parenthesised command name: ppid is the 2nd, utime and stime the 12th
