@@ -9,6 +9,8 @@
 //! - `NoResult`: the XML answer has no `<{Action}Result>` element.
 //! - `Grantable`: AddPermission may name it in a policy.
 //! - `Link`: SNS hands it out as a link (SubscribeURL, UnsubscribeURL), served unsigned.
+//! - `OwnerOnly`: only the queue's own account may call it, whatever the queue's policy says
+//!   ("Cross-account permissions don't apply to this action", SQS API reference).
 //!
 //! A handler is checked against its declaration where it is routed (`Shape`): a handler taking
 //! or answering other types than declared does not compile, and an action declared without an
@@ -31,6 +33,7 @@ enum Flag {
     NoResult,
     Grantable,
     Link,
+    OwnerOnly,
 }
 
 macro_rules! declare_actions {
@@ -79,6 +82,11 @@ macro_rules! declare_actions {
                 self.flags().contains(&Flag::Reads)
             }
 
+            /// Only the resource's own account may call it.
+            pub fn owner_only(self) -> bool {
+                self.flags().contains(&Flag::OwnerOnly)
+            }
+
             /// Whether the XML answer has a `<{Action}Result>` element.
             pub fn xml_result(self) -> bool {
                 !self.flags().contains(&Flag::NoResult)
@@ -113,18 +121,18 @@ macro_rules! declare_actions {
 declare_actions! {
     /// The SQS actions (both protocols).
     SqsAction, sqs_shape, 'p;
-    CreateQueue(CreateQueueInput) -> QueueUrlOutput [ATTRIBUTES, CREATION_TAGS];
+    CreateQueue(CreateQueueInput) -> QueueUrlOutput [ATTRIBUTES, CREATION_TAGS], OwnerOnly;
     GetQueueUrl(QueueNameInput) -> QueueUrlOutput [], Reads, Grantable;
     ListQueues(ListQueuesInput) -> ListQueuesOutput [], Reads;
-    DeleteQueue(QueueUrlInput) -> Empty [], NoResult;
+    DeleteQueue(QueueUrlInput) -> Empty [], NoResult, OwnerOnly;
     GetQueueAttributes(GetQueueAttributesInput) -> AttributesOutput [ATTRIBUTE_NAMES], Reads, Grantable;
-    SetQueueAttributes(SetQueueAttributesInput) -> Empty [ATTRIBUTES], NoResult;
+    SetQueueAttributes(SetQueueAttributesInput) -> Empty [ATTRIBUTES], NoResult, OwnerOnly;
     PurgeQueue(QueueUrlInput) -> Empty [], NoResult, Grantable;
-    TagQueue(TagQueueInput) -> Empty [TAGS], NoResult;
-    UntagQueue(UntagQueueInput) -> Empty [TAG_KEYS], NoResult;
-    ListQueueTags(QueueUrlInput) -> TagsOutput [], Reads, Grantable;
-    AddPermission(AddPermissionInput) -> Empty [ACCOUNT_IDS, ACTION_NAMES], NoResult;
-    RemovePermission(RemovePermissionInput) -> Empty [], NoResult;
+    TagQueue(TagQueueInput) -> Empty [TAGS], NoResult, OwnerOnly;
+    UntagQueue(UntagQueueInput) -> Empty [TAG_KEYS], NoResult, OwnerOnly;
+    ListQueueTags(QueueUrlInput) -> TagsOutput [], Reads, Grantable, OwnerOnly;
+    AddPermission(AddPermissionInput) -> Empty [ACCOUNT_IDS, ACTION_NAMES], NoResult, OwnerOnly;
+    RemovePermission(RemovePermissionInput) -> Empty [], NoResult, OwnerOnly;
     ListDeadLetterSourceQueues(ListDeadLetterSourceQueuesInput)
         -> ListDeadLetterSourceQueuesOutput [], Reads, Grantable;
     SendMessage(SendMessageInput<'p>) -> SendMessageOutput<'p> [MESSAGE_ATTRIBUTES, MESSAGE_SYSTEM_ATTRIBUTES], Grantable;
@@ -134,9 +142,9 @@ declare_actions! {
     DeleteMessageBatch(HandleBatchInput<'p>) -> BatchOutput<IdOnly<'p>> [DELETE_ENTRIES];
     ChangeMessageVisibility(ChangeMessageVisibilityInput<'p>) -> Empty [], NoResult, Grantable;
     ChangeMessageVisibilityBatch(HandleBatchInput<'p>) -> BatchOutput<IdOnly<'p>> [VISIBILITY_ENTRIES];
-    StartMessageMoveTask(StartMessageMoveTaskInput) -> StartMessageMoveTaskOutput [], Grantable;
-    ListMessageMoveTasks(ListMessageMoveTasksInput) -> ListMessageMoveTasksOutput [], Reads, Grantable;
-    CancelMessageMoveTask(CancelMessageMoveTaskInput) -> CancelMessageMoveTaskOutput [], Grantable;
+    StartMessageMoveTask(StartMessageMoveTaskInput) -> StartMessageMoveTaskOutput [], Grantable, OwnerOnly;
+    ListMessageMoveTasks(ListMessageMoveTasksInput) -> ListMessageMoveTasksOutput [], Reads, Grantable, OwnerOnly;
+    CancelMessageMoveTask(CancelMessageMoveTaskInput) -> CancelMessageMoveTaskOutput [], Grantable, OwnerOnly;
 }
 
 declare_actions! {
@@ -163,6 +171,18 @@ declare_actions! {
     RemovePermission(PermissionInput) -> Empty [], NoResult, Grantable;
     GetDataProtectionPolicy(DataProtectionPolicyInput) -> DataProtectionPolicyOutput [], Reads, Grantable;
     PutDataProtectionPolicy(DataProtectionPolicyInput) -> Empty [], NoResult, Grantable;
+}
+
+impl SqsAction {
+    /// The action a policy must allow for this one: a batch is allowed as its single form.
+    pub fn policy_action(self) -> SqsAction {
+        match self {
+            SqsAction::SendMessageBatch => SqsAction::SendMessage,
+            SqsAction::DeleteMessageBatch => SqsAction::DeleteMessage,
+            SqsAction::ChangeMessageVisibilityBatch => SqsAction::ChangeMessageVisibility,
+            action => action,
+        }
+    }
 }
 
 /// What a topic policy may name beyond the actions Orderly serves (AWS's list).
@@ -259,5 +279,25 @@ mod tests {
         assert!(!sqs_grantable("SendMessageBatch") && !sqs_grantable("CreateQueue"));
         assert!(sns_grantable("Receive") && sns_grantable("Publish"));
         assert!(!sns_grantable("CreateTopic") && !sns_grantable("ListTopics"));
+    }
+
+    #[test]
+    fn every_sqs_action_is_owner_only_or_judged_by_a_grantable_action() {
+        let owner_only: Vec<&str> = SqsAction::ALL
+            .iter()
+            .filter(|a| a.owner_only())
+            .map(|a| a.name())
+            .collect();
+        assert_eq!(owner_only.len(), 11, "{owner_only:?}");
+        assert!(owner_only.contains(&"TagQueue") && !owner_only.contains(&"PurgeQueue"));
+        for action in SqsAction::ALL {
+            let judged = action.policy_action();
+            let unjudged = [SqsAction::ListQueues];
+            assert!(
+                action.owner_only() || judged.grantable() || unjudged.contains(action),
+                "{} is neither owner-only nor allowed by a policy action",
+                action.name()
+            );
+        }
     }
 }

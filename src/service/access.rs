@@ -21,7 +21,7 @@ use super::{RequestContext, Service};
 use crate::engine::namespace::is_account_id;
 use crate::engine::namespace::Namespace;
 use crate::engine::EngineError;
-use crate::protocol::{ApiError, ErrorCode};
+use crate::protocol::{ApiError, ErrorCode, SqsAction};
 
 /// One use of a resource, as a policy judges it.
 pub struct Use<'a> {
@@ -160,22 +160,6 @@ fn wildcard(pattern: &str, text: &str, ignore_case: bool) -> bool {
     pattern[p..].iter().all(|c| *c == '*')
 }
 
-/// SQS actions only a queue's owner may call: "Cross-account permissions don't apply to this
-/// action" (SQS API reference, on each of them).
-const OWNER_ONLY_SQS: [&str; 11] = [
-    "AddPermission",
-    "CancelMessageMoveTask",
-    "DeleteQueue",
-    "ListMessageMoveTasks",
-    "ListQueueTags",
-    "RemovePermission",
-    "SetQueueAttributes",
-    "StartMessageMoveTask",
-    "TagQueue",
-    "UntagQueue",
-    "CreateQueue",
-];
-
 /// What a queue URL names: `/<account>/<name>`, or LocalStack's path form
 /// `/queue/<region>/<account>/<name>` that Orderly hands out for queues outside the home region
 /// (one endpoint serves every region, so the host it is reached by cannot tell them apart). A
@@ -246,7 +230,7 @@ impl Service {
         &self,
         ctx: &RequestContext,
         url: Option<&'a str>,
-        action: &str,
+        action: SqsAction,
     ) -> Result<Cow<'a, str>, ApiError> {
         let url = url.ok_or_else(|| ApiError::missing("QueueUrl"))?;
         let mut place = url_place(url);
@@ -282,20 +266,20 @@ impl Service {
         &self,
         ctx: &RequestContext,
         key: &str,
-        action: &str,
+        action: SqsAction,
         url: &str,
     ) -> Result<(), ApiError> {
         if ctx.operator {
             return Ok(());
         }
-        if OWNER_ONLY_SQS.contains(&action) {
+        if action.owner_only() {
             return Err(access_denied(url));
         }
         let view = self.backend.describe_queue(key, self.clock.now()).await?;
         let asked = Use {
             account: &ctx.namespace.account,
             principal: &ctx.principal,
-            action: &format!("sqs:{action}"),
+            action: &format!("sqs:{}", action.policy_action().name()),
             resource: &view.arn,
         };
         match view.config.policy.as_deref() {

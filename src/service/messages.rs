@@ -9,7 +9,7 @@ use super::{RequestContext, Service};
 use crate::engine::body::Body;
 use crate::engine::queue::{ReceiveRequest, SendReceipt, SendRequest};
 use crate::protocol::sqs::*;
-use crate::protocol::{ApiError, ErrorCode};
+use crate::protocol::{ApiError, ErrorCode, SqsAction};
 
 /// Batch requests may carry at most this many bytes of bodies and attributes in total.
 const MAX_BATCH_BYTES: usize = 1_048_576;
@@ -59,7 +59,9 @@ impl Service {
         ctx: &RequestContext,
     ) -> Result<SendMessageOutput<'static>, ApiError> {
         let url = input.queue_url.take();
-        let queue = self.queue_key(ctx, url.as_deref(), "SendMessage").await?;
+        let queue = self
+            .queue_key(ctx, url.as_deref(), SqsAction::SendMessage)
+            .await?;
         let queue = &*queue;
         let request = self.send_request(input, ctx)?;
         let receipt = self.backend.send(queue, request).await?;
@@ -72,7 +74,7 @@ impl Service {
         ctx: &RequestContext,
     ) -> Result<BatchOutput<SendMessageOutput<'a>>, ApiError> {
         let queue = self
-            .queue_key(ctx, input.queue_url.as_deref(), "SendMessage")
+            .queue_key(ctx, input.queue_url.as_deref(), SqsAction::SendMessage)
             .await?;
         let queue = &*queue;
         let entries = input.entries.unwrap_or_default();
@@ -119,7 +121,7 @@ impl Service {
         ctx: &RequestContext,
     ) -> Result<ReceiveMessageOutput, ApiError> {
         let queue = self
-            .queue_key(ctx, input.queue_url.as_deref(), "ReceiveMessage")
+            .queue_key(ctx, input.queue_url.as_deref(), SqsAction::ReceiveMessage)
             .await?;
         let queue = &*queue;
         let wait_seconds = match input.wait_time_seconds {
@@ -156,15 +158,18 @@ impl Service {
         action: HandleAction,
         ctx: &RequestContext,
     ) -> Result<BatchOutput<IdOnly<'a>>, ApiError> {
-        let (entry_name, iam_action) = match action {
-            HandleAction::Delete => ("DeleteMessageBatchRequestEntry", "DeleteMessage"),
+        let (entry_name, sqs_action) = match action {
+            HandleAction::Delete => (
+                "DeleteMessageBatchRequestEntry",
+                SqsAction::DeleteMessageBatch,
+            ),
             HandleAction::ChangeVisibility => (
                 "ChangeMessageVisibilityBatchRequestEntry",
-                "ChangeMessageVisibility",
+                SqsAction::ChangeMessageVisibilityBatch,
             ),
         };
         let queue = self
-            .queue_key(ctx, input.queue_url.as_deref(), iam_action)
+            .queue_key(ctx, input.queue_url.as_deref(), sqs_action)
             .await?;
         let queue = &*queue;
         let entries = input.entries.unwrap_or_default();
@@ -220,7 +225,7 @@ impl Service {
         ctx: &RequestContext,
     ) -> Result<Empty, ApiError> {
         let queue = self
-            .queue_key(ctx, input.queue_url.as_deref(), "DeleteMessage")
+            .queue_key(ctx, input.queue_url.as_deref(), SqsAction::DeleteMessage)
             .await?;
         let queue = &*queue;
         let handle = input
@@ -246,7 +251,11 @@ impl Service {
         ctx: &RequestContext,
     ) -> Result<Empty, ApiError> {
         let queue = self
-            .queue_key(ctx, input.queue_url.as_deref(), "ChangeMessageVisibility")
+            .queue_key(
+                ctx,
+                input.queue_url.as_deref(),
+                SqsAction::ChangeMessageVisibility,
+            )
             .await?;
         let queue = &*queue;
         let handle = input

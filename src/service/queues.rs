@@ -12,7 +12,7 @@ use crate::engine::namespace::Namespace;
 use crate::engine::queue::config::ATTRIBUTE_NAMES;
 use crate::engine::QueueConfig;
 use crate::protocol::sqs::*;
-use crate::protocol::ApiError;
+use crate::protocol::{ApiError, SqsAction};
 
 fn pairs(map: std::collections::BTreeMap<String, String>) -> Vec<(String, String)> {
     map.into_iter().collect()
@@ -61,7 +61,7 @@ impl Service {
         &self,
         ctx: &RequestContext,
         url: Option<&str>,
-        action: &str,
+        action: SqsAction,
     ) -> Result<Arc<str>, ApiError> {
         let key = self.queue_key(ctx, url, action).await?;
         Ok(self.backend.find_queue(&key).await?)
@@ -127,7 +127,8 @@ impl Service {
             .ok_or(crate::engine::EngineError::QueueDoesNotExist)?;
         if owner.is_some() {
             let url = self.queue_url(ctx, &key);
-            self.check_queue_use(ctx, &key, "GetQueueUrl", &url).await?;
+            self.check_queue_use(ctx, &key, SqsAction::GetQueueUrl, &url)
+                .await?;
         }
         let name = self.backend.find_queue(&key).await?;
         Ok(QueueUrlOutput {
@@ -163,7 +164,7 @@ impl Service {
         ctx: &RequestContext,
     ) -> Result<Empty, ApiError> {
         let name = self
-            .queue_named(ctx, input.queue_url.as_deref(), "DeleteQueue")
+            .queue_named(ctx, input.queue_url.as_deref(), SqsAction::DeleteQueue)
             .await?;
         self.backend.delete_queue(&name, self.clock.now()).await?;
         Ok(Empty {})
@@ -175,7 +176,11 @@ impl Service {
         ctx: &RequestContext,
     ) -> Result<AttributesOutput, ApiError> {
         let name = self
-            .queue_named(ctx, input.queue_url.as_deref(), "GetQueueAttributes")
+            .queue_named(
+                ctx,
+                input.queue_url.as_deref(),
+                SqsAction::GetQueueAttributes,
+            )
             .await?;
         let all = input.attribute_names.iter().any(|n| n == "All");
         if let Some(unknown) = input
@@ -215,7 +220,11 @@ impl Service {
         ctx: &RequestContext,
     ) -> Result<Empty, ApiError> {
         let name = self
-            .queue_named(ctx, input.queue_url.as_deref(), "SetQueueAttributes")
+            .queue_named(
+                ctx,
+                input.queue_url.as_deref(),
+                SqsAction::SetQueueAttributes,
+            )
             .await?;
         let attributes = input
             .attributes
@@ -233,7 +242,7 @@ impl Service {
         ctx: &RequestContext,
     ) -> Result<Empty, ApiError> {
         let name = self
-            .queue_named(ctx, input.queue_url.as_deref(), "PurgeQueue")
+            .queue_named(ctx, input.queue_url.as_deref(), SqsAction::PurgeQueue)
             .await?;
         self.backend.purge_queue(&name, self.clock.now()).await?;
         Ok(Empty {})
@@ -245,7 +254,7 @@ impl Service {
         ctx: &RequestContext,
     ) -> Result<Empty, ApiError> {
         let name = self
-            .queue_named(ctx, input.queue_url.as_deref(), "TagQueue")
+            .queue_named(ctx, input.queue_url.as_deref(), SqsAction::TagQueue)
             .await?;
         let tags = input.tags.ok_or_else(|| ApiError::missing("Tags"))?;
         self.backend.tag_queue(&name, tags).await?;
@@ -258,7 +267,7 @@ impl Service {
         ctx: &RequestContext,
     ) -> Result<Empty, ApiError> {
         let name = self
-            .queue_named(ctx, input.queue_url.as_deref(), "UntagQueue")
+            .queue_named(ctx, input.queue_url.as_deref(), SqsAction::UntagQueue)
             .await?;
         let keys = input.tag_keys.ok_or_else(|| ApiError::missing("TagKeys"))?;
         self.backend.untag_queue(&name, keys).await?;
@@ -271,7 +280,7 @@ impl Service {
         ctx: &RequestContext,
     ) -> Result<TagsOutput, ApiError> {
         let name = self
-            .queue_named(ctx, input.queue_url.as_deref(), "ListQueueTags")
+            .queue_named(ctx, input.queue_url.as_deref(), SqsAction::ListQueueTags)
             .await?;
         let tags = self.backend.queue_tags(&name).await?;
         Ok(TagsOutput {
@@ -285,7 +294,7 @@ impl Service {
         ctx: &RequestContext,
     ) -> Result<Empty, ApiError> {
         let name = self
-            .queue_named(ctx, input.queue_url.as_deref(), "AddPermission")
+            .queue_named(ctx, input.queue_url.as_deref(), SqsAction::AddPermission)
             .await?;
         let label = input.label.ok_or_else(|| ApiError::missing("Label"))?;
         let (accounts, actions) = (input.account_ids, input.actions);
@@ -302,7 +311,7 @@ impl Service {
         ctx: &RequestContext,
     ) -> Result<Empty, ApiError> {
         let name = self
-            .queue_named(ctx, input.queue_url.as_deref(), "RemovePermission")
+            .queue_named(ctx, input.queue_url.as_deref(), SqsAction::RemovePermission)
             .await?;
         let label = input.label.ok_or_else(|| ApiError::missing("Label"))?;
         let edit: PolicyEdit =
@@ -320,7 +329,7 @@ impl Service {
             .queue_named(
                 ctx,
                 input.queue_url.as_deref(),
-                "ListDeadLetterSourceQueues",
+                SqsAction::ListDeadLetterSourceQueues,
             )
             .await?;
         let names = self.backend.dead_letter_sources(&name).await?;

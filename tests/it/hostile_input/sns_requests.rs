@@ -5,30 +5,15 @@ use proptest::sample::select;
 use serde_json::{json, Value};
 
 use super::sqs_requests::value_for;
+use orderly::protocol::SnsAction;
+
 use super::values::*;
 use super::Hostile;
 
-pub(super) const SNS_ACTIONS: &[&str] = &[
-    "CreateTopic",
-    "DeleteTopic",
-    "ListTopics",
-    "GetTopicAttributes",
-    "SetTopicAttributes",
-    "Subscribe",
-    "Unsubscribe",
-    "ConfirmSubscription",
-    "ListSubscriptions",
-    "ListSubscriptionsByTopic",
-    "GetSubscriptionAttributes",
-    "SetSubscriptionAttributes",
-    "Publish",
-    "PublishBatch",
-    "TagResource",
-    "UntagResource",
-    "ListTagsForResource",
-    "AddPermission",
-    "RemovePermission",
-];
+/// Every SNS action's name, from the server's own declaration of them.
+pub(super) fn sns_actions() -> Vec<&'static str> {
+    SnsAction::ALL.iter().map(|a| a.name()).collect()
+}
 
 pub(super) const SNS_KEYS: &[&str] = &[
     "TopicArn",
@@ -58,6 +43,7 @@ pub(super) const SNS_KEYS: &[&str] = &[
     "Label",
     "AWSAccountId",
     "ActionName",
+    "DataProtectionPolicy",
 ];
 
 pub(super) const TOPICS: &[&str] = &["ft.fifo", "ft", "missing.fifo"];
@@ -144,40 +130,47 @@ pub(super) fn sns_flatten(
     out
 }
 
+/// The parameters an SNS action needs. Exhaustive, as `sqs_required`.
 pub(super) fn sns_required(action: &str) -> &'static [&'static str] {
+    let Some(action) = SnsAction::parse(action) else {
+        return &[];
+    };
+    use SnsAction as A;
     match action {
-        "CreateTopic" => &["Name", "Attributes"],
-        "ListTopics" | "ListSubscriptions" => &[],
-        "SetTopicAttributes" => &["TopicArn", "AttributeName", "AttributeValue"],
-        "Subscribe" => &["TopicArn", "Protocol", "Endpoint", "Attributes"],
-        "Unsubscribe" | "GetSubscriptionAttributes" => &["SubscriptionArn"],
-        "SetSubscriptionAttributes" => &["SubscriptionArn", "AttributeName", "AttributeValue"],
-        "ConfirmSubscription" => &["TopicArn", "Token"],
-        "Publish" => &[
+        A::CreateTopic => &["Name", "Attributes"],
+        A::ListTopics | A::ListSubscriptions => &[],
+        A::SetTopicAttributes => &["TopicArn", "AttributeName", "AttributeValue"],
+        A::Subscribe => &["TopicArn", "Protocol", "Endpoint", "Attributes"],
+        A::Unsubscribe | A::GetSubscriptionAttributes => &["SubscriptionArn"],
+        A::SetSubscriptionAttributes => &["SubscriptionArn", "AttributeName", "AttributeValue"],
+        A::ConfirmSubscription => &["TopicArn", "Token"],
+        A::Publish => &[
             "TopicArn",
             "Message",
             "MessageGroupId",
             "MessageDeduplicationId",
             "MessageAttributes",
         ],
-        "PublishBatch" => &["TopicArn", "PublishBatchRequestEntries"],
-        "TagResource" => &["ResourceArn", "Tags"],
-        "UntagResource" => &["ResourceArn", "TagKeys"],
-        "ListTagsForResource" => &["ResourceArn"],
-        "AddPermission" => &["TopicArn", "Label", "AWSAccountId", "ActionName"],
-        "RemovePermission" => &["TopicArn", "Label"],
-        _ => &["TopicArn"],
+        A::PublishBatch => &["TopicArn", "PublishBatchRequestEntries"],
+        A::TagResource => &["ResourceArn", "Tags"],
+        A::UntagResource => &["ResourceArn", "TagKeys"],
+        A::ListTagsForResource => &["ResourceArn"],
+        A::AddPermission => &["TopicArn", "Label", "AWSAccountId", "ActionName"],
+        A::RemovePermission => &["TopicArn", "Label"],
+        A::GetDataProtectionPolicy => &["ResourceArn"],
+        A::PutDataProtectionPolicy => &["ResourceArn", "DataProtectionPolicy"],
+        A::DeleteTopic | A::GetTopicAttributes | A::ListSubscriptionsByTopic => &["TopicArn"],
     }
 }
 
 pub(super) fn sns_query_request() -> BoxedStrategy<Hostile> {
     let field = || select(SNS_KEYS).prop_flat_map(|k| sns_value(k).prop_map(move |v| (k, v)));
     let action = prop_oneof![
-        8 => select(SNS_ACTIONS).prop_map(String::from),
+        8 => select(sns_actions()).prop_map(String::from),
         1 => "[A-Za-z]{0,12}",
     ];
     let random = (action, prop::collection::vec(field(), 0..8));
-    let templated = select(SNS_ACTIONS).prop_flat_map(move |action| {
+    let templated = select(sns_actions()).prop_flat_map(move |action| {
         let required = sns_required(action)
             .iter()
             .map(|k| {

@@ -5,34 +5,15 @@ use proptest::prelude::*;
 use proptest::sample::select;
 use serde_json::{json, Map, Value};
 
+use orderly::protocol::SqsAction;
+
 use super::values::*;
 use super::Hostile;
 
-pub(super) const SQS_ACTIONS: &[&str] = &[
-    "CreateQueue",
-    "GetQueueUrl",
-    "ListQueues",
-    "DeleteQueue",
-    "GetQueueAttributes",
-    "SetQueueAttributes",
-    "PurgeQueue",
-    "TagQueue",
-    "UntagQueue",
-    "ListQueueTags",
-    "AddPermission",
-    "RemovePermission",
-    "ListDeadLetterSourceQueues",
-    "SendMessage",
-    "SendMessageBatch",
-    "ReceiveMessage",
-    "DeleteMessage",
-    "DeleteMessageBatch",
-    "ChangeMessageVisibility",
-    "ChangeMessageVisibilityBatch",
-    "StartMessageMoveTask",
-    "ListMessageMoveTasks",
-    "CancelMessageMoveTask",
-];
+/// Every SQS action's name, from the server's own declaration of them.
+pub(super) fn sqs_actions() -> Vec<&'static str> {
+    SqsAction::ALL.iter().map(|a| a.name()).collect()
+}
 
 /// A plausible value for `key`, or now and then anything at all.
 pub(super) fn value_for(key: &'static str) -> BoxedStrategy<Value> {
@@ -163,31 +144,41 @@ pub(super) fn sqs_fields() -> BoxedStrategy<Vec<(&'static str, Value)>> {
 }
 
 /// The parameters an SQS action needs, so that most templated requests get past the first
-/// checks and reach the engine.
+/// checks and reach the engine. Exhaustive: an action added to the server does not compile
+/// here until its parameters are named.
 pub(super) fn sqs_required(action: &str) -> &'static [&'static str] {
+    let Some(action) = SqsAction::parse(action) else {
+        return &[];
+    };
+    use SqsAction as A;
     match action {
-        "CreateQueue" => &["QueueName", "Attributes"],
-        "GetQueueUrl" => &["QueueName"],
-        "ListQueues" => &[],
-        "SetQueueAttributes" => &["QueueUrl", "Attributes"],
-        "TagQueue" => &["QueueUrl", "Tags"],
-        "UntagQueue" => &["QueueUrl", "TagKeys"],
-        "AddPermission" => &["QueueUrl", "Label", "AWSAccountIds", "Actions"],
-        "RemovePermission" => &["QueueUrl", "Label"],
-        "SendMessage" => &[
+        A::CreateQueue => &["QueueName", "Attributes"],
+        A::GetQueueUrl => &["QueueName"],
+        A::ListQueues => &[],
+        A::SetQueueAttributes => &["QueueUrl", "Attributes"],
+        A::TagQueue => &["QueueUrl", "Tags"],
+        A::UntagQueue => &["QueueUrl", "TagKeys"],
+        A::AddPermission => &["QueueUrl", "Label", "AWSAccountIds", "Actions"],
+        A::RemovePermission => &["QueueUrl", "Label"],
+        A::SendMessage => &[
             "QueueUrl",
             "MessageBody",
             "MessageGroupId",
             "MessageDeduplicationId",
         ],
-        "DeleteMessage" => &["QueueUrl", "ReceiptHandle"],
-        "ChangeMessageVisibility" => &["QueueUrl", "ReceiptHandle", "VisibilityTimeout"],
-        "SendMessageBatch" | "DeleteMessageBatch" | "ChangeMessageVisibilityBatch" => {
+        A::DeleteMessage => &["QueueUrl", "ReceiptHandle"],
+        A::ChangeMessageVisibility => &["QueueUrl", "ReceiptHandle", "VisibilityTimeout"],
+        A::SendMessageBatch | A::DeleteMessageBatch | A::ChangeMessageVisibilityBatch => {
             &["QueueUrl", "Entries"]
         }
-        "StartMessageMoveTask" | "ListMessageMoveTasks" => &["SourceArn"],
-        "CancelMessageMoveTask" => &["TaskHandle"],
-        _ => &["QueueUrl"],
+        A::StartMessageMoveTask | A::ListMessageMoveTasks => &["SourceArn"],
+        A::CancelMessageMoveTask => &["TaskHandle"],
+        A::DeleteQueue
+        | A::GetQueueAttributes
+        | A::PurgeQueue
+        | A::ListQueueTags
+        | A::ListDeadLetterSourceQueues
+        | A::ReceiveMessage => &["QueueUrl"],
     }
 }
 
@@ -226,7 +217,7 @@ pub(super) fn entries_for(action: &'static str) -> BoxedStrategy<Value> {
 
 /// An action with its required parameters, plus a few others at random.
 pub(super) fn sqs_templated() -> BoxedStrategy<(String, Vec<(&'static str, Value)>)> {
-    select(SQS_ACTIONS)
+    select(sqs_actions())
         .prop_flat_map(|action| {
             let required = sqs_required(action)
                 .iter()
@@ -254,7 +245,7 @@ pub(super) fn sqs_templated() -> BoxedStrategy<(String, Vec<(&'static str, Value
 
 pub(super) fn sqs_action_and_fields() -> BoxedStrategy<(String, Vec<(&'static str, Value)>)> {
     let action = prop_oneof![
-        8 => select(SQS_ACTIONS).prop_map(String::from),
+        8 => select(sqs_actions()).prop_map(String::from),
         1 => "[A-Za-z]{0,12}",
     ];
     prop_oneof![1 => (action, sqs_fields()), 2 => sqs_templated()].boxed()
@@ -273,7 +264,7 @@ pub(super) fn json_request() -> BoxedStrategy<Hostile> {
         }
     });
     let action = prop_oneof![
-        8 => select(SQS_ACTIONS).prop_map(String::from),
+        8 => select(sqs_actions()).prop_map(String::from),
         1 => "[A-Za-z]{0,12}",
     ];
     let garbage = prop_oneof![
