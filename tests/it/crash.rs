@@ -32,12 +32,47 @@ const FANOUT_QUEUES: [&str; 2] = ["crash-fanout.fifo", "crash-fanout-2.fifo"];
 const SENDERS: usize = 4;
 const GROUPS_PER_SENDER: usize = 4;
 const RECEIVERS: usize = 2;
-/// Short, so messages whose receive answer was lost to the crash come back soon.
+/// The visibility timeout of the receives under load. The servers run on a manual clock, so
+/// nothing comes back by itself: each check moves the clock past every deadline
+/// (`pass_deadlines`).
 const VISIBILITY: i32 = 2;
 
 fn start(dir: &std::path::Path) -> Process {
     // Small, so snapshots (and segment removal) happen under load too.
+    binary::start(
+        dir,
+        &["--snapshot-after", "20000", "--clock", "manual"],
+        "warn",
+    )
+}
+
+/// As `start`, on the machine's clock: a move task paces its moves by the server's clock, and
+/// this test waits for one to run on its own across a SIGKILL (polling, with a bound).
+fn start_on_real_time(dir: &std::path::Path) -> Process {
     binary::start(dir, &["--snapshot-after", "20000"], "warn")
+}
+
+/// Sets the server's clock to `round` hours past `base` (ms since the epoch). A restarted
+/// server's manual clock starts at the machine's time, which may be behind the last one's
+/// (moved on by earlier checks), so the clock is set rather than advanced: an hour more per
+/// round is past every deadline the rounds before could have set.
+async fn pass_deadlines(addr: SocketAddr, base: u64, round: usize) {
+    let to = base + (round as u64 + 1) * 3_600_000;
+    let answer = reqwest::Client::new()
+        .post(format!("http://{addr}/_orderly/clock"))
+        .body(format!(r#"{{"set":{to}}}"#))
+        .send()
+        .await
+        .expect("the clock endpoint answers");
+    assert_eq!(answer.status(), 200, "{:?}", answer.text().await);
+}
+
+/// Milliseconds since the epoch, now.
+fn epoch_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("after 1970")
+        .as_millis() as u64
 }
 
 /// A client that never retries and gives up after 5 s: a crash must show as a failed call.
@@ -69,8 +104,9 @@ struct Model {
     deleted: HashSet<String>,
     /// Deletes whose answer never came.
     maybe_deleted: HashSet<String>,
-    /// Acknowledged receives not deleted: body -> (handle, visible again at).
-    in_flight: HashMap<String, (String, Instant)>,
+    /// Acknowledged receives not deleted: body -> handle. None is due before the check after
+    /// the crash moves the clock.
+    in_flight: HashMap<String, String>,
     max_sequence: u128,
     /// An acknowledged send to resend after the restart: (dedup id, body, group, message id).
     last_send: Option<(String, String, String, String)>,
@@ -288,7 +324,6 @@ async fn sender(
 async fn receiver(sqs: aws_sdk_sqs::Client, url: String, model: Arc<Mutex<Model>>) {
     let mut keep = false;
     loop {
-        let asked = Instant::now();
         let Ok(out) = sqs
             .receive_message()
             .queue_url(&url)
@@ -305,12 +340,7 @@ async fn receiver(sqs: aws_sdk_sqs::Client, url: String, model: Arc<Mutex<Model>
             // Every other message stays in flight, to check its invisibility after the crash.
             keep = !keep;
             if keep {
-                let until = asked + Duration::from_secs(VISIBILITY as u64);
-                model
-                    .lock()
-                    .unwrap()
-                    .in_flight
-                    .insert(body, (handle, until));
+                model.lock().unwrap().in_flight.insert(body, handle);
                 continue;
             }
             model.lock().unwrap().maybe_deleted.insert(body.clone());
@@ -332,15 +362,16 @@ async fn receiver(sqs: aws_sdk_sqs::Client, url: String, model: Arc<Mutex<Model>
 }
 
 /// Checks the restarted server against the model, then empties the queue for the next round.
-async fn verify(sqs: &aws_sdk_sqs::Client, url: &str, model: &mut Model, round: usize) {
-    // In flight before the crash, and not due yet: must stay invisible; handles still valid.
-    let now = Instant::now();
-    let hidden: HashSet<String> = model
-        .in_flight
-        .iter()
-        .filter(|(_, (_, until))| *until > now + Duration::from_millis(700))
-        .map(|(body, _)| body.clone())
-        .collect();
+async fn verify(
+    sqs: &aws_sdk_sqs::Client,
+    url: &str,
+    model: &mut Model,
+    round: usize,
+    clock: (SocketAddr, u64),
+) {
+    // In flight before the crash: must stay invisible (the clock has not moved since), their
+    // handles still valid.
+    let hidden: HashSet<String> = model.in_flight.keys().cloned().collect();
     let early = sqs
         .receive_message()
         .queue_url(url)
@@ -356,22 +387,18 @@ async fn verify(sqs: &aws_sdk_sqs::Client, url: &str, model: &mut Model, round: 
             message.body()
         );
     }
-    for (body, (handle, until)) in &model.in_flight {
-        if *until > Instant::now() + Duration::from_millis(300) {
-            let changed = sqs
-                .change_message_visibility()
-                .queue_url(url)
-                .receipt_handle(handle)
-                .visibility_timeout(VISIBILITY)
-                .send()
-                .await;
-            assert!(
-                changed.is_ok()
-                    || model.deleted.contains(body)
-                    || model.maybe_deleted.contains(body),
-                "round {round}: receipt handle for {body} rejected after restart: {changed:?}"
-            );
-        }
+    for (body, handle) in &model.in_flight {
+        let changed = sqs
+            .change_message_visibility()
+            .queue_url(url)
+            .receipt_handle(handle)
+            .visibility_timeout(VISIBILITY)
+            .send()
+            .await;
+        assert!(
+            changed.is_ok() || model.deleted.contains(body) || model.maybe_deleted.contains(body),
+            "round {round}: receipt handle for {body} rejected after restart: {changed:?}"
+        );
     }
     // Dedup survives the restart: resending the last acknowledged message is a no-op.
     if let Some((dedup, body, group, message_id)) = model.last_send.take() {
@@ -390,8 +417,8 @@ async fn verify(sqs: &aws_sdk_sqs::Client, url: &str, model: &mut Model, round: 
             "round {round}: dedup forgot {dedup}"
         );
     }
-    // Everything still in flight comes back by its deadline; drain the whole queue.
-    tokio::time::sleep(Duration::from_secs(VISIBILITY as u64) + Duration::from_millis(200)).await;
+    // Everything still in flight comes back once its deadline has passed; drain the queue.
+    pass_deadlines(clock.0, clock.1, round).await;
     let bodies = drain(sqs, url, round).await;
     let all: HashSet<&String> = bodies.iter().collect();
     let mut seen: BTreeMap<String, Vec<(u64, String)>> = BTreeMap::new();
@@ -481,6 +508,7 @@ async fn acknowledged_work_survives_sigkill_at_random_moments() {
     let mut topic = String::new();
     let mut acknowledged = 0;
     let mut publishes = 0;
+    let clock_base = epoch_ms();
     for round in 0..rounds {
         let mut process = start(dir.path());
         let sqs = client(process.addr);
@@ -489,8 +517,9 @@ async fn acknowledged_work_survives_sigkill_at_random_moments() {
             (topic, fanout_urls) = create_topic(&sqs, &sns).await;
             url = create_fifo_queue(&sqs, QUEUE).await;
         } else {
-            verify(&sqs, &url, &mut model, round).await;
+            // The topic's check first: the queue's moves the clock past its dedup window.
             verify_fanout(&sqs, &sns, &topic, &fanout_urls, &mut model, round).await;
+            verify(&sqs, &url, &mut model, round, (process.addr, clock_base)).await;
         }
         let shared = Arc::new(Mutex::new(std::mem::take(&mut model)));
         let mut tasks = Vec::new();
@@ -528,9 +557,9 @@ async fn acknowledged_work_survives_sigkill_at_random_moments() {
     }
     let process = start(dir.path());
     let sqs = client(process.addr);
-    verify(&sqs, &url, &mut model, rounds).await;
     let sns = sns_client(process.addr);
     verify_fanout(&sqs, &sns, &topic, &fanout_urls, &mut model, rounds).await;
+    verify(&sqs, &url, &mut model, rounds, (process.addr, clock_base)).await;
     drop(process);
     eprintln!(
         "{rounds} rounds, {acknowledged} acknowledged sends and deletes, {publishes} publishes"
@@ -637,7 +666,7 @@ async fn a_startup_warning_does_not_displace_the_listening_line() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_running_move_task_resumes_after_sigkill() {
     let dir = tempfile::tempdir().expect("temp dir");
-    let mut process = start(dir.path());
+    let mut process = start_on_real_time(dir.path());
     let sqs = client(process.addr);
     let dlq_url = sqs
         .create_queue()
@@ -714,7 +743,7 @@ async fn a_running_move_task_resumes_after_sigkill() {
     process.child.kill().expect("SIGKILL");
     process.child.wait().expect("reaped");
 
-    let process = start(dir.path());
+    let process = start_on_real_time(dir.path());
     let sqs = client(process.addr);
     let (status, count) = moved(sqs.clone()).await;
     assert!(
