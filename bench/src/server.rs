@@ -157,10 +157,9 @@ pub fn own_cpu_micros() -> u64 {
     proc_stat(std::process::id()).map_or(0, |(_, ticks)| ticks * 1_000_000 / TICKS_PER_SECOND)
 }
 
-/// A process's parent pid and its user plus system CPU ticks.
-/// A process's CPU ticks with those of its children that ended and were waited for (the 14th
-/// to 17th fields after the command name): a PostgreSQL backend's CPU reaches its postmaster
-/// so when its connection closes.
+/// A process's CPU ticks with those of its children that ended and were waited for (utime,
+/// stime, cutime and cstime: the 12th to 15th fields after the command name): a PostgreSQL
+/// backend's CPU reaches its postmaster so when its connection closes.
 fn proc_stat_with_children_ended(pid: u32) -> Option<u64> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     let after = stat.rsplit(')').next()?;
@@ -168,6 +167,7 @@ fn proc_stat_with_children_ended(pid: u32) -> Option<u64> {
     (11..15).map(|i| fields.get(i)?.parse::<u64>().ok()).sum()
 }
 
+/// A process's parent pid and its user plus system CPU ticks.
 fn proc_stat(pid: u32) -> Option<(u32, u64)> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     // Fields after the parenthesised command name: ppid is the 2nd, utime and stime the 12th

@@ -9,8 +9,10 @@
 //! - `NoResult`: the XML answer has no `<{Action}Result>` element.
 //! - `Grantable`: AddPermission may name it in a policy.
 //! - `Link`: SNS hands it out as a link (SubscribeURL, UnsubscribeURL), served unsigned.
-//! - `OwnerOnly`: only the queue's own account may call it, whatever the queue's policy says
-//!   ("Cross-account permissions don't apply to this action", SQS API reference).
+//! - `OwnerOnly`: only the queue's own account may call it on a queue named by URL, whatever
+//!   the queue's policy says ("Cross-account permissions don't apply to this action", SQS API
+//!   reference): `service::access` refuses it. CreateQueue acts in the caller's own account
+//!   anyway, and the move-task actions check their ARNs' account themselves.
 //!
 //! A handler is checked against its declaration where it is routed (`Shape`): a handler taking
 //! or answering other types than declared does not compile, and an action declared without an

@@ -74,7 +74,7 @@ impl Service {
         ctx: &RequestContext,
     ) -> Result<BatchOutput<SendMessageOutput<'a>>, ApiError> {
         let queue = self
-            .queue_key(ctx, input.queue_url.as_deref(), SqsAction::SendMessage)
+            .queue_key(ctx, input.queue_url.as_deref(), SqsAction::SendMessageBatch)
             .await?;
         let queue = &*queue;
         let entries = input.entries.unwrap_or_default();

@@ -32,10 +32,13 @@ const FANOUT_QUEUES: [&str; 2] = ["crash-fanout.fifo", "crash-fanout-2.fifo"];
 const SENDERS: usize = 4;
 const GROUPS_PER_SENDER: usize = 4;
 const RECEIVERS: usize = 2;
-/// The visibility timeout of the receives under load. The servers run on a manual clock, so
-/// nothing comes back by itself: each check moves the clock past every deadline
-/// (`pass_deadlines`).
+/// The visibility timeout of the receives under load. The servers run on a manual clock that
+/// stands still under load, so nothing comes back by itself: each check after a restart moves
+/// the clock past every deadline (`round_time`).
 const VISIBILITY: i32 = 2;
+/// How far the clock moves at each check: past every deadline and deduplication window of the
+/// round before.
+const CLOCK_STEP_MS: u64 = 10 * 60_000;
 
 fn start(dir: &std::path::Path) -> Process {
     // Small, so snapshots (and segment removal) happen under load too.
@@ -52,12 +55,16 @@ fn start_on_real_time(dir: &std::path::Path) -> Process {
     binary::start(dir, &["--snapshot-after", "20000"], "warn")
 }
 
-/// Sets the server's clock to `round` hours past `base` (ms since the epoch). A restarted
-/// server's manual clock starts at the machine's time, which may be behind the last one's
-/// (moved on by earlier checks), so the clock is set rather than advanced: an hour more per
-/// round is past every deadline the rounds before could have set.
-async fn pass_deadlines(addr: SocketAddr, base: u64, round: usize) {
-    let to = base + (round as u64 + 1) * 3_600_000;
+/// The server's time during round `round`'s load: `base` (ms since the epoch, ahead of the
+/// machine's clock) and a step more per round. A restarted server's manual clock starts at
+/// the machine's time, behind the last server's, so each restart first sets it back to where
+/// the last server's clock stood (the time never runs backwards for the stored state), and
+/// the check then sets it one step on.
+fn round_time(base: u64, round: usize) -> u64 {
+    base + round as u64 * CLOCK_STEP_MS
+}
+
+async fn set_clock(addr: SocketAddr, to: u64) {
     let answer = reqwest::Client::new()
         .post(format!("http://{addr}/_orderly/clock"))
         .body(format!(r#"{{"set":{to}}}"#))
@@ -361,13 +368,15 @@ async fn receiver(sqs: aws_sdk_sqs::Client, url: String, model: Arc<Mutex<Model>
     }
 }
 
-/// Checks the restarted server against the model, then empties the queue for the next round.
+/// Checks the restarted server against the model, its clock where the crashed server's stood,
+/// then sets the clock to `next.1` (past every deadline) and empties the queue for the next
+/// round.
 async fn verify(
     sqs: &aws_sdk_sqs::Client,
     url: &str,
     model: &mut Model,
     round: usize,
-    clock: (SocketAddr, u64),
+    next: (SocketAddr, u64),
 ) {
     // In flight before the crash: must stay invisible (the clock has not moved since), their
     // handles still valid.
@@ -418,7 +427,7 @@ async fn verify(
         );
     }
     // Everything still in flight comes back once its deadline has passed; drain the queue.
-    pass_deadlines(clock.0, clock.1, round).await;
+    set_clock(next.0, next.1).await;
     let bodies = drain(sqs, url, round).await;
     let all: HashSet<&String> = bodies.iter().collect();
     let mut seen: BTreeMap<String, Vec<(u64, String)>> = BTreeMap::new();
@@ -508,18 +517,22 @@ async fn acknowledged_work_survives_sigkill_at_random_moments() {
     let mut topic = String::new();
     let mut acknowledged = 0;
     let mut publishes = 0;
-    let clock_base = epoch_ms();
+    // Ahead of the machine's clock, so that the first server's clock can be set to it.
+    let clock_base = epoch_ms() + 60_000;
     for round in 0..rounds {
         let mut process = start(dir.path());
         let sqs = client(process.addr);
         let sns = sns_client(process.addr);
         if round == 0 {
+            set_clock(process.addr, round_time(clock_base, 0)).await;
             (topic, fanout_urls) = create_topic(&sqs, &sns).await;
             url = create_fifo_queue(&sqs, QUEUE).await;
         } else {
+            set_clock(process.addr, round_time(clock_base, round - 1)).await;
             // The topic's check first: the queue's moves the clock past its dedup window.
             verify_fanout(&sqs, &sns, &topic, &fanout_urls, &mut model, round).await;
-            verify(&sqs, &url, &mut model, round, (process.addr, clock_base)).await;
+            let next = round_time(clock_base, round);
+            verify(&sqs, &url, &mut model, round, (process.addr, next)).await;
         }
         let shared = Arc::new(Mutex::new(std::mem::take(&mut model)));
         let mut tasks = Vec::new();
@@ -557,9 +570,11 @@ async fn acknowledged_work_survives_sigkill_at_random_moments() {
     }
     let process = start(dir.path());
     let sqs = client(process.addr);
+    set_clock(process.addr, round_time(clock_base, rounds - 1)).await;
     let sns = sns_client(process.addr);
     verify_fanout(&sqs, &sns, &topic, &fanout_urls, &mut model, rounds).await;
-    verify(&sqs, &url, &mut model, rounds, (process.addr, clock_base)).await;
+    let next = round_time(clock_base, rounds);
+    verify(&sqs, &url, &mut model, rounds, (process.addr, next)).await;
     drop(process);
     eprintln!(
         "{rounds} rounds, {acknowledged} acknowledged sends and deletes, {publishes} publishes"

@@ -212,3 +212,40 @@ fn batches_up_to_8_kb_stay_in_their_rows_and_nothing_written_is_compressed() {
     );
     assert_eq!(toasted_bytes(&mut admin, "log_snapshot_chunks"), 100_000);
 }
+
+#[test]
+fn tables_made_before_the_storage_settings_get_them_at_the_next_start() {
+    let Some(url) = database() else { return };
+    let mut admin = connect(&url);
+    // As an earlier build left them: compressed, cut into TOAST chunks at 2 KB.
+    sql(
+        &mut admin,
+        "CREATE TABLE log_batches (first_lsn bigint PRIMARY KEY, last_lsn bigint NOT NULL, \
+         epoch bigint NOT NULL, records bytea NOT NULL)",
+    );
+    sql(
+        &mut admin,
+        "CREATE TABLE log_snapshot_chunks (snapshot bigint NOT NULL, chunk integer NOT NULL, \
+         bytes bytea NOT NULL, PRIMARY KEY (snapshot, chunk))",
+    );
+    schema::prepare(&mut admin, "us-east-1", "000000000000").expect("tables");
+    assert_eq!(
+        number(
+            &mut admin,
+            "SELECT count(*) FROM pg_attribute WHERE attstorage = 'e' AND \
+             ((attrelid = 'log_batches'::regclass AND attname = 'records') OR \
+              (attrelid = 'log_snapshot_chunks'::regclass AND attname = 'bytes'))"
+                .into()
+        ),
+        2
+    );
+    assert_eq!(
+        number(
+            &mut admin,
+            "SELECT count(*) FROM pg_class WHERE oid = 'log_batches'::regclass \
+             AND 'toast_tuple_target=8160' = ANY (reloptions)"
+                .into()
+        ),
+        1
+    );
+}
