@@ -228,10 +228,24 @@ async fn connections_past_the_limit_are_closed_and_the_open_ones_keep_working() 
     let server = common::start_with(config).await;
     let mut open = Vec::new();
     for _ in 0..4 {
-        open.push(TcpStream::connect(server.addr).await.unwrap());
+        let mut stream = TcpStream::connect(server.addr).await.unwrap();
+        // An answer says the server took the connection, before the fifth arrives.
+        stream
+            .write_all(b"GET /health HTTP/1.1\r\nHost: localhost\r\n\r\n")
+            .await
+            .unwrap();
+        let mut answer = Vec::new();
+        let mut buf = [0u8; 1024];
+        while !answer.ends_with(b"ok") {
+            let n = tokio::time::timeout(Duration::from_secs(5), stream.read(&mut buf))
+                .await
+                .expect("an answer within 5 s")
+                .unwrap();
+            assert!(n > 0, "closed before answering");
+            answer.extend_from_slice(&buf[..n]);
+        }
+        open.push(stream);
     }
-    // Let the server accept all four before the fifth arrives.
-    tokio::time::sleep(Duration::from_millis(200)).await;
     let mut refused = TcpStream::connect(server.addr).await.unwrap();
     assert!(
         read_until_closed(&mut refused, Duration::from_secs(5))

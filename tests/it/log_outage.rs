@@ -19,6 +19,23 @@ fn start(dir: &std::path::Path) -> Process {
     binary::start(dir, &["--snapshot-after", "1"], "off")
 }
 
+/// As `start`, on a manual clock: messages left in flight by a refused receive come back when
+/// the test moves the clock, not after a real visibility timeout.
+fn start_on_manual_clock(dir: &std::path::Path) -> Process {
+    binary::start(dir, &["--snapshot-after", "1", "--clock", "manual"], "off")
+}
+
+/// Moves a `--clock manual` server's clock on by `seconds`.
+async fn advance_clock(server: &Process, seconds: u64) {
+    let answer = reqwest::Client::new()
+        .post(format!("http://{}/_orderly/clock", server.addr))
+        .body(format!(r#"{{"advance":"{seconds}s"}}"#))
+        .send()
+        .await
+        .expect("the clock endpoint answers");
+    assert_eq!(answer.status(), 200, "{:?}", answer.text().await);
+}
+
 /// One kept-alive connection speaking the SQS JSON protocol by hand, so that no new
 /// connection (and no descriptor) is needed while the server has none to spare.
 struct Connection(TcpStream);
@@ -111,11 +128,15 @@ async fn out_of_descriptors_at_a_segment_turn_writes_go_on() {
     for _ in 0..16 {
         hogs.push(TcpStream::connect(server.addr).await.unwrap());
     }
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    assert!(
-        open_descriptors(pid) >= limit - 1,
-        "the idle connections took the descriptors"
-    );
+    // The server accepts them on its own time: poll, with a bound.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while open_descriptors(pid) < limit - 1 {
+        assert!(
+            Instant::now() < deadline,
+            "the idle connections never took the descriptors"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
     // Configuration changes are history, so snapshots fall due; each turns the log to a new
     // segment and then fails itself (no descriptor for the snapshot file). Writes to the new
     // segment must go on: they used to need a descriptor to sync the directory.
@@ -163,13 +184,14 @@ async fn check_survivors(
 ) -> (Process, bool) {
     drop(connection);
     drop(server);
-    let server = start(dir);
+    let server = start_on_manual_clock(dir);
     let mut connection = Connection::open(server.addr).await;
     let mut received = Vec::new();
     // A restarted server may refuse changes (a receive is one) for a while, never losing them:
     // while a snapshot it began holds room, say. A receive refused after taking messages leaves
     // them in flight, as a lost answer would on AWS: they come back once their visibility
-    // timeout lapses. Callers say whether a refusal is allowed.
+    // timeout lapses (the test moves the server's clock past it). Callers say whether a
+    // refusal is allowed.
     const VISIBILITY_SECONDS: u64 = 3;
     // Generous: on a loaded CI machine the snapshot alone once took longer than 10 s.
     let deadline = Instant::now() + Duration::from_secs(30);
@@ -194,7 +216,7 @@ async fn check_survivors(
         let messages = value["Messages"].as_array().cloned().unwrap_or_default();
         if messages.is_empty() {
             if std::mem::take(&mut refused) {
-                tokio::time::sleep(Duration::from_millis(VISIBILITY_SECONDS * 1000 + 500)).await;
+                advance_clock(&server, VISIBILITY_SECONDS + 1).await;
                 continue;
             }
             break;
@@ -307,7 +329,8 @@ async fn a_full_disk_refuses_changes_and_the_server_resumes_once_space_is_freed(
         acknowledged.len() >= 5,
         "too little room before the disk filled"
     );
-    // Refused for as long as the disk is full, also a while later.
+    // Refused for as long as the disk is full, also a while later: after the log writer has
+    // tried again (every 250 ms, on the machine's clock, which the writer keeps on purpose).
     tokio::time::sleep(Duration::from_millis(600)).await;
     let (status, answer) = connection.call("SendMessage", &send(n)).await;
     n += 1;
