@@ -21,7 +21,7 @@ use super::{RequestContext, Service};
 use crate::engine::namespace::is_account_id;
 use crate::engine::namespace::Namespace;
 use crate::engine::EngineError;
-use crate::protocol::{ApiError, ErrorCode, SqsAction};
+use crate::protocol::{ApiError, ErrorCode, SnsAction, SqsAction};
 
 /// One use of a resource, as a policy judges it.
 pub struct Use<'a> {
@@ -316,7 +316,7 @@ impl Service {
     pub(super) async fn check_sns_use(
         &self,
         ctx: &RequestContext,
-        action: &str,
+        action: SnsAction,
         parameter: &str,
         arn: &str,
     ) -> Result<(), ApiError> {
@@ -329,7 +329,9 @@ impl Service {
         // Unsubscribing from a subscription ARN without its id is malformed whatever account
         // it names: the action says so before any look-up (AWS-recorded for Unsubscribe only).
         let malformed = parts.len() < 6
-            || (action == "Unsubscribe" && parameter == "SubscriptionArn" && parts.len() < 7);
+            || (action == SnsAction::Unsubscribe
+                && parameter == "SubscriptionArn"
+                && parts.len() < 7);
         if malformed || parts[0] != "arn" || parts[2] != "sns" {
             return Ok(());
         }
@@ -337,6 +339,7 @@ impl Service {
             return Ok(());
         }
         let topic_arn = parts[..6].join(":");
+        let action = action.name();
         let denied = || {
             ApiError::new(
                 ErrorCode::AuthorizationError,

@@ -224,7 +224,7 @@ impl Service {
             .unwrap_or_default();
         let found = existing
             .iter()
-            .find(|(_, s)| s.protocol == protocol && s.endpoint == endpoint);
+            .find(|(_, s)| s.protocol.name() == protocol && s.endpoint == endpoint);
         if let Some((_, subscription)) = found {
             let have: BTreeMap<String, String> = self
                 .backend

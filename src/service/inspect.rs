@@ -112,7 +112,7 @@ impl Service {
                 json!({
                     "topicArn": &*activity.topic_arn,
                     "subscriptionArn": &*s.arn,
-                    "protocol": s.protocol,
+                    "protocol": s.protocol.name(),
                     "endpoint": s.endpoint,
                     "rawMessageDelivery": s.raw_delivery,
                     "filterPolicy": s.attributes.get("FilterPolicy"),

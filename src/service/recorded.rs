@@ -12,7 +12,7 @@ use serde_json::{json, Map, Value};
 use super::render::encode_attributes;
 use super::Service;
 use crate::engine::topic::recorded::{self, RecordedMessage};
-use crate::engine::topic::PublishRequest;
+use crate::engine::topic::{PublishRequest, SubscriptionProtocol};
 use crate::engine::EngineError;
 use crate::protocol::ApiError;
 
@@ -25,7 +25,9 @@ pub struct RecordedFilter {
 
 impl RecordedFilter {
     fn wants(&self, m: &RecordedMessage) -> bool {
-        self.protocol.as_deref().is_none_or(|p| *m.protocol == *p)
+        self.protocol
+            .as_deref()
+            .is_none_or(|p| m.protocol.name() == p)
             && self.endpoint.as_deref().is_none_or(|e| *m.endpoint == *e)
     }
 }
@@ -33,7 +35,7 @@ impl RecordedFilter {
 /// One of LocalStack's listings of recorded messages by endpoint: the protocol, the query
 /// parameter naming one endpoint, the answer's key and each message's endpoint field.
 pub struct LocalStackListing {
-    pub protocol: &'static str,
+    pub protocol: SubscriptionProtocol,
     pub parameter: &'static str,
     key: &'static str,
     endpoint_field: &'static str,
@@ -41,7 +43,7 @@ pub struct LocalStackListing {
 
 /// `GET /_aws/sns/sms-messages[?phoneNumber=]`.
 pub const SMS_MESSAGES: LocalStackListing = LocalStackListing {
-    protocol: "sms",
+    protocol: SubscriptionProtocol::Sms,
     parameter: "phoneNumber",
     key: "sms_messages",
     endpoint_field: "PhoneNumber",
@@ -49,7 +51,7 @@ pub const SMS_MESSAGES: LocalStackListing = LocalStackListing {
 
 /// `GET /_aws/sns/platform-endpoint-messages[?endpointArn=]`: `application` endpoints'.
 pub const PLATFORM_ENDPOINT_MESSAGES: LocalStackListing = LocalStackListing {
-    protocol: "application",
+    protocol: SubscriptionProtocol::Application,
     parameter: "endpointArn",
     key: "platform_endpoint_messages",
     endpoint_field: "TargetArn",
@@ -57,7 +59,7 @@ pub const PLATFORM_ENDPOINT_MESSAGES: LocalStackListing = LocalStackListing {
 
 impl LocalStackListing {
     fn lists(&self, m: &RecordedMessage, endpoint: Option<&str>) -> bool {
-        *m.protocol == *self.protocol && endpoint.is_none_or(|e| *m.endpoint == *e)
+        m.protocol == self.protocol && endpoint.is_none_or(|e| *m.endpoint == *e)
     }
 }
 
@@ -90,7 +92,7 @@ impl Service {
             .iter()
             .map(|(_, m)| {
                 json!({
-                    "protocol": &*m.protocol,
+                    "protocol": m.protocol.name(),
                     "endpoint": &*m.endpoint,
                     "subscriptionArn": m.subscription_arn.as_deref(),
                     "topicArn": m.topic_arn.as_deref(),

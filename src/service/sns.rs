@@ -9,7 +9,7 @@ use super::render::decode_attributes;
 use super::{RequestContext, Service};
 use crate::backend::{Confirm, CreateTopic, Subscribe};
 use crate::engine::namespace::Namespaces;
-use crate::engine::topic::{Publication, PublishRequest};
+use crate::engine::topic::{EndpointKind, Publication, PublishRequest, SubscriptionProtocol};
 use crate::engine::EngineError;
 use crate::protocol::sns::*;
 use crate::protocol::sqs::{Empty, Pairs};
@@ -147,7 +147,7 @@ impl Service {
         if action == SnsAction::ConfirmSubscription {
             return self.check_sns_region(ctx, "Topic", arn);
         }
-        self.check_sns_use(ctx, action.name(), parameter, arn).await
+        self.check_sns_use(ctx, action, parameter, arn).await
     }
 
     pub(super) async fn create_topic(
@@ -297,7 +297,8 @@ impl Service {
     ) -> Result<SubscriptionArnOutput, ApiError> {
         let topic_arn = required(input.topic_arn, "TopicArn")?;
         let protocol = required(input.protocol, "Protocol")?;
-        if matches!(protocol.as_str(), "http" | "https") {
+        let webhook = SubscriptionProtocol::parse(&protocol).map(SubscriptionProtocol::kind);
+        if webhook == Some(EndpointKind::Webhook) {
             if let Some(endpoint) = &input.endpoint {
                 self.webhooks.allow_list.check_endpoint(endpoint)?;
             }
@@ -397,7 +398,7 @@ impl Service {
                         s.arn.to_string()
                     },
                     owner: s.owner.clone(),
-                    protocol: s.protocol.clone(),
+                    protocol: s.protocol.name().to_string(),
                     endpoint: s.endpoint.clone(),
                     topic_arn: topic.to_string(),
                 })

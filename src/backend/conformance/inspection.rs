@@ -156,7 +156,7 @@ pub async fn recorded_messages<B: crate::backend::Inspection>(backend: &B) {
     use crate::engine::message::{AttributeData, AttributeValue, MessageAttributes};
     use crate::engine::topic::recorded::RecordedMessage;
     let sms = |n: usize| RecordedMessage {
-        protocol: "sms".into(),
+        protocol: crate::engine::topic::SubscriptionProtocol::Sms,
         endpoint: "+15555550100".into(),
         subscription_arn: Some("arn:aws:sns:us-east-1:000000000000:t:1".into()),
         topic_arn: Some("arn:aws:sns:us-east-1:000000000000:t".into()),

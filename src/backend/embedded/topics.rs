@@ -11,7 +11,7 @@ use crate::backend::{
 };
 use crate::engine::topic::registry::add_topic_tags;
 use crate::engine::topic::registry::Subscribed;
-use crate::engine::topic::{Publication, PublishRequest, Subscription};
+use crate::engine::topic::{Publication, PublishRequest, Subscription, SubscriptionProtocol};
 use crate::engine::{EngineResult, Timestamp};
 
 impl Embedded {
@@ -116,7 +116,8 @@ impl Topics for Embedded {
                 self.recorded.keep([*confirmation]);
             }
             // A queue of another account may have been sent its SubscriptionConfirmation.
-            let confirming = (subscribed.pending && request.protocol == "sqs")
+            let confirming = (subscribed.pending
+                && subscribed.protocol == SubscriptionProtocol::Sqs)
                 .then_some(request.endpoint)
                 .flatten()
                 .and_then(|arn| engine.name_from_arn(arn))

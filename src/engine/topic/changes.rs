@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use super::archive::{Archive, Archived, Replay};
-use super::{FilterPolicy, Scope, Subscription, Topic, SEQUENCE_BASE};
+use super::{FilterPolicy, Scope, Subscription, SubscriptionProtocol, Topic, SEQUENCE_BASE};
 use crate::engine::dedup::{DedupDigest, DedupRecord, HistoryChunk, HistoryCursor};
 use crate::engine::message::{MessageId, SequenceNumber};
 use crate::engine::time::Timestamp;
@@ -38,7 +38,7 @@ pub enum TopicChange {
 #[derive(Clone, Debug)]
 pub struct SubscriptionImage {
     pub arn: Arc<str>,
-    pub protocol: String,
+    pub protocol: SubscriptionProtocol,
     pub endpoint: String,
     pub owner: String,
     pub raw_delivery: bool,
@@ -76,7 +76,7 @@ impl Subscription {
     pub fn image(&self) -> SubscriptionImage {
         SubscriptionImage {
             arn: self.arn.clone(),
-            protocol: self.protocol.clone(),
+            protocol: self.protocol,
             endpoint: self.endpoint.clone(),
             owner: self.owner.clone(),
             raw_delivery: self.raw_delivery,
@@ -96,7 +96,7 @@ impl Subscription {
 
     /// Rebuilds a subscription, compiling its policies again (they were valid when stored).
     pub fn from_image(image: SubscriptionImage) -> Subscription {
-        let mut sub = Subscription::new(image.arn, &image.protocol, &image.endpoint, &image.owner);
+        let mut sub = Subscription::new(image.arn, image.protocol, &image.endpoint, &image.owner);
         sub.raw_delivery = image.raw_delivery;
         sub.filter_scope = if image.message_body_scope {
             Scope::MessageBody

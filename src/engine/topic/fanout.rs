@@ -19,7 +19,10 @@ use crate::engine::topic::envelope::{self, Notification};
 use crate::engine::topic::recent::{DeliveryNote, Fate};
 use crate::engine::topic::recorded::{self, RecordedMessage};
 use crate::engine::topic::signing::{self, MessageSigner};
-use crate::engine::topic::{check_message, Publication, PublishRequest, Subscription, Topic};
+use crate::engine::topic::{
+    check_message, EndpointKind, Publication, PublishRequest, Subscription, SubscriptionProtocol,
+    Topic,
+};
 use crate::engine::webhook::delivery::NotificationCopy;
 use crate::engine::{Engine, QueueEntry};
 
@@ -81,20 +84,23 @@ impl Outgoing<'_> {
 
 /// The text a subscription's protocol gets, and which of `Outgoing::signatures` signs it: a
 /// json-structured message says what each protocol gets, "default" otherwise.
-pub(crate) fn protocol_text<'a>(req: &'a PublishRequest, protocol: &str) -> (Cow<'a, str>, usize) {
+pub(crate) fn protocol_text(
+    req: &PublishRequest,
+    protocol: SubscriptionProtocol,
+) -> (Cow<'_, str>, usize) {
     if !req.structured {
         return (Cow::Borrowed(&req.message), 0);
     }
     let json: serde_json::Value = serde_json::from_str(&req.message).unwrap_or_default();
     let text = json
-        .get(protocol)
+        .get(protocol.name())
         .and_then(|v| v.as_str())
         .or_else(|| json.get("default").and_then(|v| v.as_str()))
         .unwrap_or_default()
         .to_string();
     let slot = match protocol {
-        "sqs" => 0,
-        "http" => 1,
+        SubscriptionProtocol::Sqs => 0,
+        SubscriptionProtocol::Http => 1,
         _ => 2,
     };
     (Cow::Owned(text), slot)
@@ -421,7 +427,7 @@ impl Addressed<'_> {
     /// What a recorded protocol's endpoint would have received; `None` for other protocols.
     fn record(&self, envelope: &dyn Fn() -> String, now: Timestamp) -> Option<RecordedMessage> {
         let subscription = self.subscription;
-        if !recorded::PROTOCOLS.contains(&subscription.protocol.as_str()) {
+        if subscription.protocol.kind() != EndpointKind::Recorded {
             return None;
         }
         let message = self.message;
@@ -491,7 +497,7 @@ fn addressed<R>(
     then: impl FnOnce(Option<&Addressed>) -> R,
 ) -> R {
     let req = message.request;
-    let (text, text_slot) = protocol_text(req, &subscription.protocol);
+    let (text, text_slot) = protocol_text(req, subscription.protocol);
     // Filtering comes after topic dedup, per subscription; a filtered copy is not an error.
     let parsed = || {
         message

@@ -8,12 +8,14 @@ pub mod data_protection;
 pub mod envelope;
 pub mod fanout;
 pub mod filter;
+pub mod protocol;
 pub mod recent;
 pub mod recorded;
 pub mod registry;
 pub mod signing;
 pub mod subscription;
 
+pub use protocol::{EndpointKind, SubscriptionProtocol};
 pub use subscription::Subscription;
 
 pub use filter::{FilterPolicy, Scope};
@@ -528,7 +530,7 @@ impl Topic {
             ("Endpoint".into(), sub.endpoint.clone()),
             ("Owner".into(), sub.owner.clone()),
             ("PendingConfirmation".into(), sub.pending.to_string()),
-            ("Protocol".into(), sub.protocol.clone()),
+            ("Protocol".into(), sub.protocol.name().into()),
             (
                 "RawMessageDelivery".into(),
                 sub.attribute("RawMessageDelivery").unwrap_or_default(),

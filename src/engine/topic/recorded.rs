@@ -17,20 +17,10 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use super::registry::{Subscribed, Subscriber};
-use super::{PublishRequest, Subscription, Topic};
+use super::{PublishRequest, Subscription, SubscriptionProtocol as P, Topic};
 use crate::engine::error::{EngineError, EngineResult};
 use crate::engine::message::MessageAttributes;
 use crate::engine::time::Timestamp;
-
-/// The protocols recorded rather than delivered.
-pub const PROTOCOLS: &[&str] = &[
-    "email",
-    "email-json",
-    "sms",
-    "application",
-    "lambda",
-    "firehose",
-];
 
 fn invalid(message: impl Into<String>) -> EngineError {
     EngineError::InvalidParameter(message.into())
@@ -39,7 +29,7 @@ fn invalid(message: impl Into<String>) -> EngineError {
 /// What one endpoint would have received.
 #[derive(Clone, Debug)]
 pub struct RecordedMessage {
-    pub protocol: Arc<str>,
+    pub protocol: P,
     /// The address, number or ARN it was for.
     pub endpoint: Arc<str>,
     /// `None` for a Publish straight to a phone number.
@@ -59,8 +49,8 @@ pub struct RecordedMessage {
 }
 
 /// Whether a protocol's subscriptions wait for confirmation (sns.md §3.6).
-pub fn pends(protocol: &str) -> bool {
-    matches!(protocol, "email" | "email-json")
+pub fn pends(protocol: P) -> bool {
+    matches!(protocol, P::Email | P::EmailJson)
 }
 
 /// A phone number as SMS endpoints and Publish's PhoneNumber take it: E.164 digits after an
@@ -100,15 +90,15 @@ fn arn_of(endpoint: &str, service: &str, prefix: &str) -> bool {
 }
 
 /// Checks an endpoint of a recorded protocol.
-pub fn check_endpoint(protocol: &str, endpoint: &str) -> EngineResult<()> {
+pub fn check_endpoint(protocol: P, endpoint: &str) -> EngineResult<()> {
     let valid = match protocol {
-        "sms" => {
+        P::Sms => {
             if !check_phone_number(endpoint) {
                 return Err(invalid(format!("Invalid SMS endpoint: {endpoint}")));
             }
             true
         }
-        "email" | "email-json" => endpoint.split_once('@').is_some_and(|(user, domain)| {
+        P::Email | P::EmailJson => endpoint.split_once('@').is_some_and(|(user, domain)| {
             !user.is_empty()
                 && domain.contains('.')
                 && !domain.starts_with('.')
@@ -116,10 +106,10 @@ pub fn check_endpoint(protocol: &str, endpoint: &str) -> EngineResult<()> {
                 && !endpoint.contains(char::is_whitespace)
                 && !domain.contains('@')
         }),
-        "lambda" => arn_of(endpoint, "lambda", "function:"),
-        "firehose" => arn_of(endpoint, "firehose", "deliverystream/"),
-        "application" => arn_of(endpoint, "sns", "endpoint/"),
-        _ => false,
+        P::Lambda => arn_of(endpoint, "lambda", "function:"),
+        P::Firehose => arn_of(endpoint, "firehose", "deliverystream/"),
+        P::Application => arn_of(endpoint, "sns", "endpoint/"),
+        P::Sqs | P::Http | P::Https => false,
     };
     if valid {
         Ok(())
@@ -136,13 +126,13 @@ impl Topic {
     /// subscription a confirmation must go to (a new pending one, or one still pending).
     pub fn subscribe_recorded(
         &mut self,
-        (protocol, endpoint): (&str, &str),
+        (protocol, endpoint): (P, &str),
         attrs: &[(String, String)],
         subscriber: Subscriber,
         now: Timestamp,
     ) -> EngineResult<(Subscribed, Option<Arc<Subscription>>)> {
         check_endpoint(protocol, endpoint)?;
-        if protocol == "firehose" && !attrs.iter().any(|(name, _)| name == "SubscriptionRoleArn") {
+        if protocol == P::Firehose && !attrs.iter().any(|(name, _)| name == "SubscriptionRoleArn") {
             return Err(invalid(
                 "Invalid parameter: Attributes Reason: SubscriptionRoleArn is required for firehose subscriptions",
             ));
@@ -166,7 +156,7 @@ pub fn confirmation_record(
     now: Timestamp,
 ) -> RecordedMessage {
     RecordedMessage {
-        protocol: subscription.protocol.as_str().into(),
+        protocol: subscription.protocol,
         endpoint: subscription.endpoint.as_str().into(),
         subscription_arn: Some(subscription.arn.clone()),
         topic_arn: Some(topic.arn.clone()),
@@ -197,15 +187,15 @@ pub struct Notified<'a> {
 }
 
 pub fn notification_record(subscription: &Subscription, n: Notified) -> RecordedMessage {
-    let body = match subscription.protocol.as_str() {
-        "email-json" => (n.envelope)(),
-        "firehose" if subscription.raw_delivery => n.text.to_string(),
-        "firehose" => (n.envelope)(),
-        "lambda" => lambda_event(&subscription.arn, &(n.envelope)()),
-        _ => n.text.to_string(),
+    let body = match subscription.protocol {
+        P::EmailJson => (n.envelope)(),
+        P::Firehose if subscription.raw_delivery => n.text.to_string(),
+        P::Firehose => (n.envelope)(),
+        P::Lambda => lambda_event(&subscription.arn, &(n.envelope)()),
+        P::Email | P::Sms | P::Application | P::Sqs | P::Http | P::Https => n.text.to_string(),
     };
     RecordedMessage {
-        protocol: subscription.protocol.as_str().into(),
+        protocol: subscription.protocol,
         endpoint: subscription.endpoint.as_str().into(),
         subscription_arn: Some(subscription.arn.clone()),
         topic_arn: Some(n.topic_arn.clone()),
@@ -227,9 +217,9 @@ pub fn sms_to_number(
     message_id: &Arc<str>,
     now: Timestamp,
 ) -> RecordedMessage {
-    let (text, _) = super::fanout::protocol_text(request, "sms");
+    let (text, _) = super::fanout::protocol_text(request, P::Sms);
     RecordedMessage {
-        protocol: "sms".into(),
+        protocol: P::Sms,
         endpoint: number.into(),
         subscription_arn: None,
         topic_arn: None,
@@ -282,7 +272,7 @@ mod tests {
             "+1-555-123-4567",
             "+1.555/123.4567",
         ] {
-            assert!(check_endpoint("sms", good).is_ok(), "{good}");
+            assert!(check_endpoint(P::Sms, good).is_ok(), "{good}");
         }
         for bad in [
             "NAA+15551234567",
@@ -291,24 +281,24 @@ mod tests {
             "/+15551234567",
             "+0123",
         ] {
-            let error = check_endpoint("sms", bad).unwrap_err().to_string();
+            let error = check_endpoint(P::Sms, bad).unwrap_err().to_string();
             assert_eq!(error, format!("Invalid SMS endpoint: {bad}"));
         }
-        assert!(check_endpoint("email", "ops@example.com").is_ok());
-        assert!(check_endpoint("email-json", "ops@example.com").is_ok());
+        assert!(check_endpoint(P::Email, "ops@example.com").is_ok());
+        assert!(check_endpoint(P::EmailJson, "ops@example.com").is_ok());
         for bad in ["ops", "ops@localhost", "@example.com", "o ps@example.com"] {
-            assert!(check_endpoint("email", bad).is_err(), "{bad}");
+            assert!(check_endpoint(P::Email, bad).is_err(), "{bad}");
         }
         let lambda = "arn:aws:lambda:us-east-1:000000000000:function:notify";
-        assert!(check_endpoint("lambda", lambda).is_ok());
-        assert!(check_endpoint("lambda", &format!("{lambda}:live")).is_ok());
-        assert!(check_endpoint("lambda", "notify").is_err());
+        assert!(check_endpoint(P::Lambda, lambda).is_ok());
+        assert!(check_endpoint(P::Lambda, &format!("{lambda}:live")).is_ok());
+        assert!(check_endpoint(P::Lambda, "notify").is_err());
         let stream = "arn:aws:firehose:us-east-1:000000000000:deliverystream/prices";
-        assert!(check_endpoint("firehose", stream).is_ok());
-        assert!(check_endpoint("firehose", lambda).is_err());
+        assert!(check_endpoint(P::Firehose, stream).is_ok());
+        assert!(check_endpoint(P::Firehose, lambda).is_err());
         let app = "arn:aws:sns:us-east-1:000000000000:endpoint/GCM/app/1234";
-        assert!(check_endpoint("application", app).is_ok());
-        assert!(check_endpoint("application", stream).is_err());
+        assert!(check_endpoint(P::Application, app).is_ok());
+        assert!(check_endpoint(P::Application, stream).is_err());
     }
 
     #[test]

@@ -12,7 +12,7 @@ use crate::engine::guard::Journaling;
 use crate::engine::time::Timestamp;
 use crate::engine::topic::changes::TopicChange;
 use crate::engine::topic::recorded::RecordedMessage;
-use crate::engine::topic::{Subscription, Topic};
+use crate::engine::topic::{EndpointKind, Subscription, SubscriptionProtocol, Topic};
 use crate::engine::{Change, Engine};
 
 /// A topic's publishes since the server started.
@@ -34,22 +34,12 @@ pub struct Subscriber<'a> {
 #[derive(Debug)]
 pub struct Subscribed {
     pub arn: Arc<str>,
+    pub protocol: SubscriptionProtocol,
     /// HTTP/S and email: waiting for the endpoint to confirm.
     pub pending: bool,
     /// An email endpoint's SubscriptionConfirmation, for the caller to record (nothing is
     /// sent; see `recorded`).
     pub confirmation: Option<Box<RecordedMessage>>,
-}
-
-/// Where a subscription's copies go.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum EndpointKind {
-    /// An SQS queue of this account.
-    Queue,
-    /// An HTTP/S endpoint (the webhook outbox).
-    Webhook,
-    /// A protocol Orderly records instead of delivering (`recorded`).
-    Recorded,
 }
 
 /// A topic; changing it through its guard logs its settings image on unlock, and
@@ -124,31 +114,16 @@ pub fn no_tagged_resource() -> EngineError {
 /// (on standard topics, or FIFO ones with the ordered extension) HTTP/S. Answers whether it
 /// is a webhook.
 pub fn check_protocol(
-    protocol: &str,
+    name: &str,
     fifo_topic: bool,
     fifo_http: bool,
-) -> EngineResult<EndpointKind> {
-    const KNOWN: &[&str] = &[
-        "http",
-        "https",
-        "email",
-        "email-json",
-        "sms",
-        "sqs",
-        "application",
-        "lambda",
-        "firehose",
-    ];
-    if !KNOWN.contains(&protocol) {
+) -> EngineResult<SubscriptionProtocol> {
+    let Some(protocol) = SubscriptionProtocol::parse(name) else {
         return Err(invalid(format!(
-            "Invalid parameter: Amazon SNS does not support this protocol string: {protocol}"
+            "Invalid parameter: Amazon SNS does not support this protocol string: {name}"
         )));
-    }
-    let kind = match protocol {
-        "sqs" => EndpointKind::Queue,
-        "http" | "https" => EndpointKind::Webhook,
-        _ => EndpointKind::Recorded,
     };
+    let kind = protocol.kind();
     // FIFO topics take only queues (sns.md §3.6), and HTTP/S with Orderly's extension.
     let refused = fifo_topic
         && match kind {
@@ -161,7 +136,7 @@ pub fn check_protocol(
             "Invalid parameter: Invalid protocol type: {protocol}"
         )));
     }
-    Ok(kind)
+    Ok(protocol)
 }
 
 impl Topic {
@@ -199,7 +174,12 @@ impl Topic {
                 "Invalid parameter: Invalid parameter: Endpoint Reason: FIFO SQS Queues can not be subscribed to standard SNS topics",
             ));
         }
-        self.subscribe_confirmable(("sqs", endpoint), attrs, subscriber, (pending, now))
+        self.subscribe_confirmable(
+            (SubscriptionProtocol::Sqs, endpoint),
+            attrs,
+            subscriber,
+            (pending, now),
+        )
     }
 
     fn subscription_index(&self, subscription_arn: &str) -> Option<usize> {
@@ -377,10 +357,10 @@ impl<W: Default> Engine<W> {
             principal,
         };
         let fifo_topic = entry.lock().fifo;
-        let kind = check_protocol(protocol, fifo_topic, self.fifo_http_subscriptions)?;
+        let protocol = check_protocol(protocol, fifo_topic, self.fifo_http_subscriptions)?;
         let endpoint = endpoint.ok_or_else(|| invalid("Invalid parameter: Endpoint"))?;
         let request = (protocol, endpoint, attrs);
-        match kind {
+        match protocol.kind() {
             EndpointKind::Webhook => {
                 return self.subscribe_webhook(&entry, request, subscriber, base_url, now)
             }

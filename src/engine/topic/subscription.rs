@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use super::{archive, invalid, FilterPolicy, Scope};
+use super::{archive, invalid, EndpointKind, FilterPolicy, Scope, SubscriptionProtocol};
 use crate::engine::check_xml_text;
 use crate::engine::error::EngineResult;
 use crate::engine::message::MessageAttributes;
@@ -14,7 +14,7 @@ use crate::engine::webhook::policy::SubscriptionPolicy;
 #[derive(Clone, Debug)]
 pub struct Subscription {
     pub arn: Arc<str>,
-    pub protocol: String,
+    pub protocol: SubscriptionProtocol,
     /// For `sqs`, the queue ARN.
     pub endpoint: String,
     pub owner: String,
@@ -46,14 +46,14 @@ pub struct Subscription {
 }
 
 impl Subscription {
-    pub fn new(arn: Arc<str>, protocol: &str, endpoint: &str, owner: &str) -> Self {
+    pub fn new(arn: Arc<str>, protocol: SubscriptionProtocol, endpoint: &str, owner: &str) -> Self {
         let fifo_topic = arn
             .split(':')
             .nth(5)
             .is_some_and(|topic| topic.ends_with(".fifo"));
         Subscription {
             arn,
-            protocol: protocol.to_string(),
+            protocol,
             endpoint: endpoint.to_string(),
             owner: owner.to_string(),
             raw_delivery: false,
@@ -82,7 +82,7 @@ impl Subscription {
     }
 
     pub fn is_webhook(&self) -> bool {
-        matches!(self.protocol.as_str(), "http" | "https")
+        self.protocol.kind() == EndpointKind::Webhook
     }
 
     /// The queue ARN of the subscription's dead-letter queue, if it has a redrive policy.

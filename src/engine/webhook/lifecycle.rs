@@ -17,7 +17,7 @@ use crate::engine::time::Timestamp;
 use crate::engine::topic::fanout::Delivered;
 use crate::engine::topic::recent::DeliveryNote;
 use crate::engine::topic::registry::{Subscribed, Subscriber, TopicEntry};
-use crate::engine::topic::{recorded, Subscription, Topic};
+use crate::engine::topic::{recorded, Subscription, SubscriptionProtocol, Topic};
 use crate::engine::{Change, Engine, QueueEntry};
 
 fn invalid(message: impl Into<String>) -> EngineError {
@@ -39,9 +39,9 @@ pub enum AttemptResult<W> {
 }
 
 /// Checks an HTTP/S endpoint: the scheme must match the protocol and a host must follow.
-fn check_endpoint(protocol: &str, endpoint: &str) -> EngineResult<()> {
+fn check_endpoint(protocol: SubscriptionProtocol, endpoint: &str) -> EngineResult<()> {
     let rest = endpoint
-        .strip_prefix(protocol)
+        .strip_prefix(protocol.name())
         .and_then(|r| r.strip_prefix("://"))
         .ok_or_else(|| invalid("Invalid parameter: Endpoint must match the specified protocol"))?;
     let host = rest.split(['/', '?', '#']).next().unwrap_or("");
@@ -59,7 +59,7 @@ impl Topic {
     /// SubscriptionConfirmation must go to (a new one, or one still pending).
     pub fn subscribe_webhook(
         &mut self,
-        (protocol, endpoint): (&str, &str),
+        (protocol, endpoint): (SubscriptionProtocol, &str),
         attrs: &[(String, String)],
         subscriber: Subscriber,
         now: Timestamp,
@@ -74,7 +74,7 @@ impl Topic {
     /// to (a new pending one, or one still pending).
     pub fn subscribe_confirmable(
         &mut self,
-        (protocol, endpoint): (&str, &str),
+        (protocol, endpoint): (SubscriptionProtocol, &str),
         attrs: &[(String, String)],
         subscriber: Subscriber,
         (pending, now): (bool, Timestamp),
@@ -88,6 +88,7 @@ impl Topic {
             existing.check_resubscribe(attrs)?;
             let subscribed = Subscribed {
                 arn: existing.arn.clone(),
+                protocol,
                 pending: existing.pending,
                 confirmation: None,
             };
@@ -105,6 +106,7 @@ impl Topic {
         self.subscriptions.push(subscription.clone());
         let subscribed = Subscribed {
             arn: subscription.arn.clone(),
+            protocol,
             pending,
             confirmation: None,
         };
@@ -178,7 +180,7 @@ impl<W: Default> Engine<W> {
     pub(in crate::engine) fn subscribe_webhook(
         &self,
         entry: &TopicEntry,
-        (protocol, endpoint, attrs): (&str, &str, &[(String, String)]),
+        (protocol, endpoint, attrs): (SubscriptionProtocol, &str, &[(String, String)]),
         subscriber: Subscriber,
         base_url: &str,
         now: Timestamp,
@@ -197,7 +199,7 @@ impl<W: Default> Engine<W> {
     pub(in crate::engine) fn subscribe_recorded(
         &self,
         entry: &TopicEntry,
-        (protocol, endpoint, attrs): (&str, &str, &[(String, String)]),
+        (protocol, endpoint, attrs): (SubscriptionProtocol, &str, &[(String, String)]),
         subscriber: Subscriber,
         base_url: &str,
         now: Timestamp,

@@ -347,14 +347,14 @@ fn a_subscribers_principal_round_trips_and_older_subscriptions_have_none() {
     .unwrap();
     let mut with = Subscription::new(
         "arn:aws:sns:us-east-1:000000000000:t:1".into(),
-        "sqs",
+        crate::engine::topic::SubscriptionProtocol::Sqs,
         "arn:aws:sqs:us-east-1:000000000000:q",
         "000000000000",
     );
     with.principal = Some("arn:aws:iam::000000000000:user/alice".into());
     let without = Subscription::new(
         "arn:aws:sns:us-east-1:000000000000:t:2".into(),
-        "sqs",
+        crate::engine::topic::SubscriptionProtocol::Sqs,
         "arn:aws:sqs:us-east-1:000000000000:r",
         "000000000000",
     );
@@ -367,4 +367,36 @@ fn a_subscribers_principal_round_trips_and_older_subscriptions_have_none() {
     assert!(alice.attributes.is_empty(), "{:?}", alice.attributes);
     assert_eq!(older.principal, None);
     assert_eq!(older.principal(), "arn:aws:iam::000000000000:root");
+}
+
+#[test]
+fn a_subscriptions_protocol_is_stored_by_name_and_an_unknown_name_is_refused() {
+    use crate::engine::topic::{Subscription, SubscriptionProtocol};
+    let subscription = Subscription::new(
+        "arn:aws:sns:us-east-1:000000000000:t:1".into(),
+        SubscriptionProtocol::EmailJson,
+        "ops@example.com",
+        "000000000000",
+    );
+    let image = subscription.image();
+    let stored = postcard::to_allocvec(&topic::Subscription::from(&image)).unwrap();
+    // The bytes a string field held before the protocol was typed: length, then the name.
+    let name = b"\x0aemail-json";
+    let at = stored
+        .windows(name.len())
+        .position(|w| w == name)
+        .expect("the protocol's name is in the record");
+    let decoded: topic::Subscription = postcard::from_bytes(&stored).unwrap();
+    assert_eq!(
+        decoded.into_live().protocol,
+        SubscriptionProtocol::EmailJson
+    );
+
+    let mut unknown = stored.clone();
+    unknown[at + 1..at + name.len()].copy_from_slice(b"email-jsoN");
+    let refused = postcard::from_bytes::<topic::Subscription>(&unknown);
+    assert!(
+        refused.is_err(),
+        "an unknown protocol name must not read back"
+    );
 }

@@ -26,10 +26,31 @@ pub struct Replay<'a> {
 /// principal was recorded simply lacks it, so every record reads in this one layout.
 const PRINCIPAL_KEY: &str = "\u{0}SubscriptionPrincipal";
 
+/// A subscription's protocol on disk: its name, as a string field always held it. A name this
+/// build does not know fails the record's decoding, so it is refused as damage.
+mod protocol_name {
+    use serde::{de::Error, Deserialize, Deserializer, Serializer};
+
+    use crate::engine::topic::SubscriptionProtocol;
+
+    pub fn serialize<S: Serializer>(p: &SubscriptionProtocol, out: S) -> Result<S::Ok, S::Error> {
+        out.serialize_str(p.name())
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(
+        input: D,
+    ) -> Result<SubscriptionProtocol, D::Error> {
+        let name = <std::borrow::Cow<'de, str>>::deserialize(input)?;
+        SubscriptionProtocol::parse(&name)
+            .ok_or_else(|| D::Error::custom(format!("unknown subscription protocol {name:?}")))
+    }
+}
+
 #[derive(Serialize, Deserialize)]
 pub struct Subscription<'a> {
     pub arn: &'a str,
-    pub protocol: &'a str,
+    #[serde(with = "protocol_name")]
+    pub protocol: live::SubscriptionProtocol,
     pub endpoint: &'a str,
     pub owner: &'a str,
     pub raw_delivery: bool,
@@ -47,7 +68,7 @@ impl<'a> From<&'a live_changes::SubscriptionImage> for Subscription<'a> {
     fn from(s: &'a live_changes::SubscriptionImage) -> Self {
         Subscription {
             arn: &s.arn,
-            protocol: &s.protocol,
+            protocol: s.protocol,
             endpoint: &s.endpoint,
             owner: &s.owner,
             raw_delivery: s.raw_delivery,
@@ -80,7 +101,7 @@ impl Subscription<'_> {
         live_changes::SubscriptionImage {
             principal,
             arn: self.arn.into(),
-            protocol: self.protocol.into(),
+            protocol: self.protocol,
             endpoint: self.endpoint.into(),
             owner: self.owner.into(),
             raw_delivery: self.raw_delivery,

@@ -1,0 +1,109 @@
+//! The protocols Subscribe takes, by AWS's names, and where each one's copies go. Every
+//! protocol AWS knows is accepted; Orderly delivers to queues and HTTP/S endpoints and keeps
+//! what the others would have received (`recorded`).
+
+use std::fmt;
+
+/// A subscription's protocol.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum SubscriptionProtocol {
+    Sqs,
+    Http,
+    Https,
+    Email,
+    EmailJson,
+    Sms,
+    Application,
+    Lambda,
+    Firehose,
+}
+
+/// Where a subscription's copies go.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EndpointKind {
+    /// An SQS queue.
+    Queue,
+    /// An HTTP/S endpoint (the webhook outbox).
+    Webhook,
+    /// A protocol Orderly records instead of delivering (`recorded`).
+    Recorded,
+}
+
+impl SubscriptionProtocol {
+    pub const ALL: [SubscriptionProtocol; 9] = [
+        Self::Sqs,
+        Self::Http,
+        Self::Https,
+        Self::Email,
+        Self::EmailJson,
+        Self::Sms,
+        Self::Application,
+        Self::Lambda,
+        Self::Firehose,
+    ];
+
+    /// The name as Subscribe takes it and the listings show it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Sqs => "sqs",
+            Self::Http => "http",
+            Self::Https => "https",
+            Self::Email => "email",
+            Self::EmailJson => "email-json",
+            Self::Sms => "sms",
+            Self::Application => "application",
+            Self::Lambda => "lambda",
+            Self::Firehose => "firehose",
+        }
+    }
+
+    /// The protocol of a name, which must be spelled as AWS spells it (lower case).
+    pub fn parse(name: &str) -> Option<SubscriptionProtocol> {
+        Self::ALL.into_iter().find(|p| p.name() == name)
+    }
+
+    pub fn kind(self) -> EndpointKind {
+        match self {
+            Self::Sqs => EndpointKind::Queue,
+            Self::Http | Self::Https => EndpointKind::Webhook,
+            Self::Email
+            | Self::EmailJson
+            | Self::Sms
+            | Self::Application
+            | Self::Lambda
+            | Self::Firehose => EndpointKind::Recorded,
+        }
+    }
+}
+
+impl fmt::Display for SubscriptionProtocol {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_protocol_reads_back_from_its_name_and_no_other_spelling() {
+        for protocol in SubscriptionProtocol::ALL {
+            assert_eq!(SubscriptionProtocol::parse(protocol.name()), Some(protocol));
+            let upper = protocol.name().to_uppercase();
+            assert_eq!(SubscriptionProtocol::parse(&upper), None, "{upper}");
+        }
+        assert_eq!(SubscriptionProtocol::parse("smtp"), None);
+        assert_eq!(SubscriptionProtocol::parse(""), None);
+    }
+
+    #[test]
+    fn queues_and_webhooks_are_delivered_and_the_rest_recorded() {
+        let delivered: Vec<_> = SubscriptionProtocol::ALL
+            .into_iter()
+            .filter(|p| p.kind() != EndpointKind::Recorded)
+            .map(SubscriptionProtocol::name)
+            .collect();
+        assert_eq!(delivered, ["sqs", "http", "https"]);
+    }
+}
