@@ -338,6 +338,7 @@ fn a_failed_write_is_not_acknowledged_and_is_written_when_the_log_can_be_written
     journal.submit(&sample_change());
     let target = journal.next_lsn();
     assert!(rt().block_on(journal.wait(target)).is_err());
+    // Real time, bounded: the writer tries a failed write again on the machine's clock.
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
     while journal.failed() {
         assert!(

@@ -29,6 +29,81 @@ impl Server {
     }
 }
 
+/// The server's answer to a GET of `path`, read as JSON.
+pub async fn get_json(server: &Server, path: &str) -> serde_json::Value {
+    let text = reqwest::get(format!("{}{path}", server.url()))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{path}: {e}: {text}"))
+}
+
+/// Where the queues' figures are: the server itself, or, when it is a standby, the leader it
+/// passes requests on to (a standby's metrics are its own, with no queues).
+pub async fn leading_node(server: &Server) -> String {
+    let cluster = get_json(server, "/_orderly/cluster").await;
+    match cluster["role"].as_str() {
+        Some("standby") => cluster["leader"].as_str().unwrap().to_string(),
+        _ => server.url(),
+    }
+}
+
+/// Waits, with a bound, until `n` long polls are parked on the node that holds the queues
+/// (its `orderly_long_polls_waiting` gauge): the event a test waits for before it acts on a
+/// poll, rather than guessing how long a request takes to arrive.
+pub async fn long_polls_parked(server: &Server, n: u64) {
+    let node = leading_node(server).await;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let text = reqwest::get(format!("{node}/metrics"))
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        let parked = text
+            .lines()
+            .find_map(|line| line.strip_prefix("orderly_long_polls_waiting "))
+            .and_then(|value| value.trim().parse::<u64>().ok())
+            .unwrap_or(0);
+        if parked >= n {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{parked} long polls parked, not {n}, after 10 s"
+        );
+        tokio::task::yield_now().await;
+    }
+}
+
+/// Waits, with a bound, until `n` subscriptions show a last delivery error in
+/// `GET /_orderly/subscriptions` (a refused or failed attempt, confirmations' too); answers
+/// the errors. Real time: attempts are real HTTP requests, made by the server's worker.
+pub async fn delivery_errors(server: &Server, n: usize) -> Vec<String> {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let listing = get_json(server, "/_orderly/subscriptions").await;
+        let errors: Vec<String> = listing["subscriptions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|s| s["lastError"]["error"].as_str().map(String::from))
+            .collect();
+        if errors.len() >= n {
+            return errors;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{} delivery errors, not {n}: {listing}",
+            errors.len()
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+}
+
 /// Starts a server inside the current test's runtime; it stops when the test ends.
 pub async fn start() -> Server {
     start_with(Config::ephemeral()).await

@@ -3,23 +3,7 @@
 
 use prometheus_parse::{Scrape, Value};
 
-use crate::common::{create_queue, fifo_queue, start_with_manual_clock, Server};
-
-/// Where the queues' figures are: the server itself, or, when it is a standby, the leader it
-/// passes requests on to (a standby's metrics are its own, with no queues).
-async fn leading_node(server: &Server) -> String {
-    let cluster = reqwest::get(format!("{}/_orderly/cluster", server.url()))
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
-    let cluster: serde_json::Value = serde_json::from_str(&cluster).unwrap();
-    match cluster["role"].as_str() {
-        Some("standby") => cluster["leader"].as_str().unwrap().to_string(),
-        _ => server.url(),
-    }
-}
+use crate::common::{create_queue, fifo_queue, leading_node, start_with_manual_clock, Server};
 
 async fn scrape(server: &Server) -> Scrape {
     let node = leading_node(server).await;

@@ -302,7 +302,8 @@ async fn every_node_lists_every_nodes_recorded_messages() {
         .phone_number("+15555550199")
         .message("from b");
     direct.send().await.unwrap();
-    use crate::sns_recorded_protocols::{deliveries, get_json};
+    use crate::common::get_json;
+    use crate::sns_recorded_protocols::deliveries;
     let bodies = |listed: Vec<serde_json::Value>| {
         let texts = listed
             .iter()

@@ -141,10 +141,13 @@ async fn ordered_webhooks_keep_group_order_across_nodes() {
         .send()
         .await
         .unwrap();
+    // Real time, bounded: the confirmation is a real HTTP request to the endpoint.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
     let subscribe_url = loop {
         if let Some(url) = seen.lock().unwrap().subscribe_url.clone() {
             break url;
         }
+        assert!(std::time::Instant::now() < deadline, "no confirmation came");
         tokio::time::sleep(Duration::from_millis(10)).await;
     };
     // Any node confirms what was subscribed through another.
@@ -190,8 +193,23 @@ async fn ordered_webhooks_keep_group_order_across_nodes() {
     tokio::time::timeout(Duration::from_secs(120), all_delivered)
         .await
         .expect("every notification delivered within two minutes");
-    // Anything sent twice would arrive now.
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // Anything sent twice would have been sent by the time the outbox holds nothing more,
+    // waiting or in flight, on any node.
+    let lane = || async {
+        common::get_json(&servers[0], "/_orderly/webhooks").await["Subscriptions"][0].clone()
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let lane = lane().await;
+        if lane["Pending"] == 0 && lane["InFlight"] == 0 {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "outbox not empty: {lane}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     ticking.abort();
 
     let retried_and_failing = {
@@ -214,14 +232,7 @@ async fn ordered_webhooks_keep_group_order_across_nodes() {
     };
 
     // The counters are the leader's: any node reports all nodes' deliveries.
-    let stats: serde_json::Value = reqwest::get(format!("{}/_orderly/webhooks", servers[0].url()))
-        .await
-        .unwrap()
-        .text()
-        .await
-        .map(|text| serde_json::from_str(&text).unwrap())
-        .unwrap();
-    let lane = &stats["Subscriptions"][0];
+    let lane = lane().await;
     assert_eq!(
         lane["Delivered"].as_u64(),
         Some((GROUPS * PER_GROUP) as u64)

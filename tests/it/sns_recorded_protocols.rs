@@ -6,7 +6,7 @@
 use aws_sdk_sns::error::ProvideErrorMetadata;
 use serde_json::Value;
 
-use crate::common::{self, Server};
+use crate::common::{self, get_json, Server};
 
 const LAMBDA: &str = "arn:aws:lambda:us-east-1:000000000000:function:notify";
 const STREAM: &str = "arn:aws:firehose:us-east-1:000000000000:deliverystream/prices";
@@ -36,16 +36,6 @@ async fn subscribe(
             e.message().unwrap_or_default()
         )),
     }
-}
-
-pub async fn get_json(server: &Server, path: &str) -> Value {
-    let text = reqwest::get(format!("{}{path}", server.url()))
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
-    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}"))
 }
 
 pub async fn deliveries(server: &Server, query: &str) -> Vec<Value> {

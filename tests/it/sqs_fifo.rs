@@ -9,7 +9,9 @@ use aws_sdk_sqs::types::{
     SendMessageBatchRequestEntry,
 };
 
-use crate::common::{create_queue, fifo_queue, start, start_with_manual_clock, Server};
+use crate::common::{
+    create_queue, fifo_queue, long_polls_parked, start, start_with_manual_clock, Server,
+};
 
 #[tokio::test]
 async fn concurrent_producers_keep_per_group_order() {
@@ -319,7 +321,7 @@ async fn long_poll_returns_as_soon_as_a_message_arrives() {
     )
     .await;
     let poll = long_poll(&server, &url, 10);
-    still_waiting(&poll).await;
+    still_waiting(&server, &poll, 1).await;
     server
         .sqs
         .send_message()
@@ -360,9 +362,9 @@ async fn long_poll_wakes_when_a_visibility_timeout_expires() {
         .unwrap();
     assert_eq!(first.messages.unwrap().len(), 1);
     let poll = long_poll(&server, &url, 5);
-    still_waiting(&poll).await;
+    still_waiting(&server, &poll, 1).await;
     clock.advance_millis(999);
-    still_waiting(&poll).await;
+    still_waiting(&server, &poll, 1).await;
     clock.advance_millis(1);
     assert_eq!(answered(poll).await, ["x"]);
 }
@@ -372,9 +374,9 @@ async fn empty_long_poll_times_out_with_no_messages() {
     let (server, clock) = start_with_manual_clock().await;
     let url = fifo_queue(&server, "empty.fifo", &[]).await;
     let poll = long_poll(&server, &url, 20);
-    still_waiting(&poll).await;
+    still_waiting(&server, &poll, 1).await;
     clock.advance_millis(19_999);
-    still_waiting(&poll).await;
+    still_waiting(&server, &poll, 1).await;
     clock.advance_millis(1);
     assert!(answered(poll).await.is_empty());
 }
@@ -397,10 +399,10 @@ fn long_poll(server: &Server, url: &str, wait: i32) -> tokio::task::JoinHandle<V
     })
 }
 
-/// Gives a request time to reach the server and park; with the clock held still, a long poll
-/// that has answered by then had no cause to.
-async fn still_waiting<T>(poll: &tokio::task::JoinHandle<T>) {
-    tokio::time::sleep(Duration::from_millis(100)).await;
+/// Waits for `parked` polls to reach the server and park; with the clock held still, a long
+/// poll that has answered had no cause to.
+async fn still_waiting<T>(server: &Server, poll: &tokio::task::JoinHandle<T>, parked: u64) {
+    long_polls_parked(server, parked).await;
     assert!(
         !poll.is_finished(),
         "the poll answered before it had cause to"
@@ -459,8 +461,8 @@ async fn one_send_of_two_messages_wakes_two_parked_polls() {
     let (server, _clock) = start_with_manual_clock().await;
     let url = create_queue(&server, "herd", &[]).await;
     let (a, b) = (long_poll(&server, &url, 10), long_poll(&server, &url, 10));
-    still_waiting(&a).await;
-    still_waiting(&b).await;
+    still_waiting(&server, &a, 2).await;
+    still_waiting(&server, &b, 2).await;
     server
         .sqs
         .send_message_batch()
@@ -491,7 +493,7 @@ async fn deleting_a_queue_releases_its_long_polls() {
     let (server, _clock) = start_with_manual_clock().await;
     let url = create_queue(&server, "doomed", &[]).await;
     let poll = long_poll(&server, &url, 10);
-    still_waiting(&poll).await;
+    still_waiting(&server, &poll, 1).await;
     server
         .sqs
         .delete_queue()

@@ -4,11 +4,11 @@ use std::time::Duration;
 
 use aws_sdk_sqs::types::{MessageSystemAttributeName as S, QueueAttributeName as A};
 
-use crate::common::{create_queue, fifo_queue, redrive_to, start};
+use crate::common::{create_queue, fifo_queue, redrive_to, start, start_with_manual_clock};
 
 #[tokio::test]
 async fn redrive_to_dlq_then_move_back() {
-    let server = start().await;
+    let (server, clock) = start_with_manual_clock().await;
     let dlq = create_queue(&server, "dlq", &[]).await;
     let src = create_queue(&server, "src", &[("RedrivePolicy", &redrive_to("dlq", 1))]).await;
     server
@@ -87,7 +87,10 @@ async fn redrive_to_dlq_then_move_back() {
         .await
         .unwrap();
     assert_eq!(back.messages.unwrap()[0].body(), Some("poison"));
+    // The task finds nothing left at its next step, a tenth of a second on.
+    clock.advance_millis(1_000);
     let mut status = String::new();
+    // Bounded: the step is taken by the task's own runner, as soon as it is scheduled.
     for _ in 0..50 {
         let tasks = server
             .sqs

@@ -490,27 +490,38 @@ async fn long_polls<B: QueueAdmin + Messages>(backend: &B, clock: &ManualClock) 
         .create_queue(create("polled", &[], clock.now()))
         .await
         .unwrap();
-    let poll = backend.receive("polled", ReceiveRequest::default(), Some(20));
-    let send = async {
-        // Let the poll find the queue empty and wait (real time: only orders the two).
-        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
-        backend
-            .send("polled", message("woken", None, None))
-            .await
-            .unwrap();
-    };
     let guard = std::time::Duration::from_secs(10);
-    let (got, ()) = tokio::time::timeout(guard, async { tokio::join!(poll, send) })
+    let mut poll = std::pin::pin!(backend.receive("polled", ReceiveRequest::default(), Some(20)));
+    assert!(
+        still_waiting(poll.as_mut()).await,
+        "an empty queue's poll waits"
+    );
+    backend
+        .send("polled", message("woken", None, None))
         .await
-        .expect("woken");
+        .unwrap();
+    let got = tokio::time::timeout(guard, poll).await.expect("woken");
     assert_eq!(bodies(&got.unwrap()), ["woken"]);
-    let poll = backend.receive("polled", ReceiveRequest::default(), Some(20));
-    let wait_out = async {
-        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
-        clock.advance_millis(20_000);
-    };
-    let (got, ()) = tokio::time::timeout(guard, async { tokio::join!(poll, wait_out) })
-        .await
-        .expect("ended");
+
+    let mut poll = std::pin::pin!(backend.receive("polled", ReceiveRequest::default(), Some(20)));
+    assert!(
+        still_waiting(poll.as_mut()).await,
+        "an empty queue's poll waits"
+    );
+    clock.advance_millis(19_999);
+    assert!(still_waiting(poll.as_mut()).await, "the wait is not over");
+    clock.advance_millis(1);
+    let got = tokio::time::timeout(guard, poll).await.expect("ended");
     assert!(got.unwrap().is_empty());
+}
+
+/// Polls a future once: whether it is still waiting (and has not answered). A poll that has
+/// found nothing to receive is parked by then, so what happens next can only wake it.
+async fn still_waiting<F: std::future::Future>(future: std::pin::Pin<&mut F>) -> bool {
+    let mut future = Some(future);
+    std::future::poll_fn(|cx| {
+        let pending = future.take().is_some_and(|f| f.poll(cx).is_pending());
+        std::task::Poll::Ready(pending)
+    })
+    .await
 }

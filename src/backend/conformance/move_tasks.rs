@@ -2,6 +2,16 @@
 
 use super::*;
 
+/// Lets the tasks that pace move tasks take the steps the clock's last move made due. They
+/// run on this test's runtime, one thread: each yield lets every woken one take a step, and no
+/// real time needs to pass. A step is synchronous, and a runner yields after each one, so a
+/// few rounds cover the steps a jump made due one after another.
+async fn let_runners_step() {
+    for _ in 0..64 {
+        tokio::task::yield_now().await;
+    }
+}
+
 /// Waits (moving the clock a tenth of a second at a time) until the source's newest move task
 /// stops running; answers it.
 async fn finished_task<B: crate::backend::MoveTasks>(
@@ -16,7 +26,7 @@ async fn finished_task<B: crate::backend::MoveTasks>(
             return tasks[0].clone();
         }
         clock.advance_millis(100);
-        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        let_runners_step().await;
     }
     panic!("the move task did not finish");
 }
@@ -95,7 +105,7 @@ pub async fn move_tasks<B: QueueAdmin + Messages + crate::backend::MoveTasks>(
     let moved = backend.cancel_move_task(&slow.handle()).await.unwrap();
     assert!(moved <= 1, "{moved}");
     clock.advance_millis(5_000);
-    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    let_runners_step().await;
     let listed = backend.list_move_tasks(dlq).await.unwrap();
     assert_eq!(
         (listed[0].id.as_str(), listed[0].status, listed[0].moved),

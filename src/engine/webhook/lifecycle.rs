@@ -427,11 +427,21 @@ impl<W: Default> Engine<W> {
         self.outbox().all_stats()
     }
 
-    /// Keeps `error` as the subscription's last delivery error.
+    /// Keeps `error` as the subscription's last delivery error: a confirmation's too, so the
+    /// inspection API shows why an endpoint never confirmed.
     pub fn note_delivery_error(&self, subscription_arn: &str, error: &str, now: Timestamp) {
+        let subscribed = self
+            .subscription_topic(subscription_arn)
+            .is_ok_and(|entry| {
+                let topic = entry.lock_unjournaled();
+                topic
+                    .subscriptions
+                    .iter()
+                    .any(|s| &*s.arn == subscription_arn)
+            });
         self.outbox()
             .untouched()
-            .note_error(subscription_arn, error, now);
+            .note_error(subscription_arn, error, subscribed, now);
     }
 
     /// The subscription's last delivery error, and when.

@@ -466,9 +466,22 @@ impl Outbox {
         }
     }
 
-    /// Keeps what went wrong with an attempt (not logged: a restart forgets it).
-    pub fn note_error(&mut self, subscription_arn: &str, error: &str, now: Timestamp) {
-        if let Some(lane) = self.lanes.get_mut(subscription_arn) {
+    /// Keeps what went wrong with an attempt (not logged: a restart forgets it). A lane is made
+    /// for it only when `subscribed` (a confirmation's error, before any notification); never
+    /// for a subscription that is gone, which would leave its lane behind for good.
+    pub fn note_error(
+        &mut self,
+        subscription_arn: &str,
+        error: &str,
+        subscribed: bool,
+        now: Timestamp,
+    ) {
+        let lane = if subscribed {
+            Some(self.lanes.entry(subscription_arn.into()).or_default())
+        } else {
+            self.lanes.get_mut(subscription_arn)
+        };
+        if let Some(lane) = lane {
             lane.last_error = Some((now, error.into()));
         }
     }

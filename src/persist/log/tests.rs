@@ -252,6 +252,8 @@ fn appends_to_a_made_ready_segment_read_back_exactly_with_zeros_after() {
     let name = segment_name(1);
     let bytes = 256 * 1024;
     storage.prepare(&name, bytes);
+    // Real time, bounded: a helper thread writes the zeros, and says when it is done only
+    // when asked.
     let done = (0..500).any(|_| {
         std::thread::sleep(std::time::Duration::from_millis(10));
         storage.prepared_done()
@@ -294,6 +296,7 @@ fn the_next_segment_is_made_ready_in_zeros_and_removed_if_never_written() {
     }
     // Filled under another name, so that it reads as a segment only once it is used.
     let next = dir.path().join(segment_name(2) + ".filling");
+    // Real time, bounded: the zero-fill is a helper thread's file writes.
     let ready = (0..500).any(|_| {
         std::thread::sleep(std::time::Duration::from_millis(10));
         std::fs::metadata(&next).is_ok_and(|m| m.len() == segment_bytes)
@@ -435,6 +438,7 @@ fn a_next_segment_that_does_not_fit_gives_back_the_room_it_took() {
         log.append(&[&record(n)]).unwrap();
         log.sync().unwrap();
     }
+    // Real time, bounded: the zero-fill is a helper thread's, failing on the full disk.
     let done = (0..500).any(|_| {
         std::thread::sleep(std::time::Duration::from_millis(10));
         log.storage().prepared_done()

@@ -180,3 +180,20 @@ fn removing_a_subscription_drops_its_notifications_only() {
     ));
     assert_eq!(bodies(&outbox.take_due(Timestamp(0), 10)), vec!["bye"]);
 }
+
+#[test]
+fn a_confirmations_error_is_kept_for_a_subscription_and_never_for_one_gone() {
+    let mut outbox = Outbox::default();
+    outbox.note_error("pending", "refused", true, Timestamp(5));
+    assert_eq!(
+        outbox.last_error("pending"),
+        Some((Timestamp(5), "refused".into()))
+    );
+    // An UnsubscribeConfirmation's error comes after its subscription is removed.
+    outbox.note_error("gone", "refused", false, Timestamp(6));
+    assert_eq!(outbox.last_error("gone"), None);
+    let lanes: Vec<_> = outbox.all_stats().into_iter().map(|(arn, _)| arn).collect();
+    assert_eq!(lanes, [Arc::<str>::from("pending")]);
+    outbox.remove_subscription("pending");
+    assert!(outbox.all_stats().is_empty());
+}
