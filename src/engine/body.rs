@@ -6,8 +6,8 @@ use std::sync::Arc;
 
 use md5::{Digest, Md5};
 
+use super::digest::Md5Digest;
 use super::error::{EngineError, EngineResult};
-use super::message::{allowed_char, Md5Digest};
 
 /// A body with its MD5. Cloning shares the text.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -89,6 +89,12 @@ fn plain_ascii(bytes: &[u8]) -> bool {
         .by_ref()
         .all(|chunk| chunk.iter().fold(true, |all, &b| all & ok(b)));
     whole && chunks.remainder().iter().all(|&b| ok(b))
+}
+
+/// True for characters SQS accepts in bodies and string attribute values.
+pub fn allowed_char(c: char) -> bool {
+    matches!(c as u32,
+        0x9 | 0xA | 0xD | 0x20..=0xD7FF | 0xE000..=0xFFFD | 0x10000..=0x10FFFF)
 }
 
 #[cfg(test)]

@@ -6,7 +6,8 @@ use std::sync::Arc;
 
 use md5::{Digest, Md5};
 
-use super::body::Body;
+use super::body::{allowed_char, Body};
+pub use super::digest::{hex, HexDigest, Md5Digest};
 use super::error::{EngineError, EngineResult};
 use super::time::Timestamp;
 
@@ -133,69 +134,6 @@ impl MessageAttributes {
     }
 }
 
-/// An MD5 held as its 16 bytes and written out in lower-case hex when answered: every stored
-/// message carries one, and a heap string for it would cost more memory than the digest.
-#[derive(Clone, Copy, PartialEq, Eq, Hash)]
-pub struct Md5Digest([u8; 16]);
-
-impl Md5Digest {
-    pub fn from_bytes(bytes: [u8; 16]) -> Md5Digest {
-        Md5Digest(bytes)
-    }
-
-    /// The digest as 32 lowercase hex digits, without going through `fmt` or the heap
-    /// (every send answers with one and logs one).
-    pub fn hex(&self) -> HexDigest {
-        let mut text = [0; 32];
-        for (i, b) in self.0.iter().enumerate() {
-            text[2 * i] = HEX_DIGITS[(b >> 4) as usize];
-            text[2 * i + 1] = HEX_DIGITS[(b & 15) as usize];
-        }
-        HexDigest(text)
-    }
-}
-
-/// An MD5 digest spelt out in hex.
-pub struct HexDigest([u8; 32]);
-
-impl HexDigest {
-    pub fn as_str(&self) -> &str {
-        std::str::from_utf8(&self.0).expect("hex digits are ASCII")
-    }
-}
-
-impl std::fmt::Display for Md5Digest {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.hex().as_str())
-    }
-}
-
-impl std::fmt::Debug for Md5Digest {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        std::fmt::Display::fmt(self, f)
-    }
-}
-
-impl Md5Digest {
-    /// Reads 32 lower-case hex digits.
-    pub fn parse_hex(text: &str) -> Option<Md5Digest> {
-        let digit = |c: u8| HEX_DIGITS.iter().position(|d| *d == c).map(|v| v as u8);
-        let mut bytes = [0; 16];
-        let valid = text.len() == 32
-            && bytes
-                .iter_mut()
-                .zip(text.as_bytes().chunks(2))
-                .all(|(b, pair)| match (digit(pair[0]), digit(pair[1])) {
-                    (Some(hi), Some(lo)) => {
-                        *b = hi << 4 | lo;
-                        true
-                    }
-                    _ => false,
-                });
-        valid.then_some(Md5Digest(bytes))
-    }
-}
-
 /// A FIFO sequence number. AWS's are 20 digits, which still fit 64 bits (queues start at
 /// 18 * 10^18); held in a `NonZeroU64` so an optional one costs 8 bytes per stored message
 /// instead of a `u128`'s padded 32.
@@ -283,27 +221,10 @@ impl MessageId {
     }
 }
 
-const HEX_DIGITS: &[u8; 16] = b"0123456789abcdef";
-
 /// Lower-case hex SHA-256 of a body: the content-based deduplication id.
 pub fn content_dedup_id(body: &str) -> String {
     use sha2::Sha256;
     hex(&Sha256::digest(body.as_bytes()))
-}
-
-pub fn hex(bytes: &[u8]) -> String {
-    let mut out = String::with_capacity(bytes.len() * 2);
-    for b in bytes {
-        out.push(HEX_DIGITS[(b >> 4) as usize] as char);
-        out.push(HEX_DIGITS[(b & 15) as usize] as char);
-    }
-    out
-}
-
-/// True for characters SQS accepts in bodies and string attribute values.
-pub(crate) fn allowed_char(c: char) -> bool {
-    matches!(c as u32,
-        0x9 | 0xA | 0xD | 0x20..=0xD7FF | 0xE000..=0xFFFD | 0x10000..=0x10FFFF)
 }
 
 /// Which rule a message attribute's name breaks. SQS and SNS share the rules and word them
@@ -624,6 +545,15 @@ pub fn trace_header_md5(trace_header: &str) -> String {
         },
     )]);
     attrs.md5().expect("one attribute")
+}
+
+/// Text kept and later answered in XML (tags, topic and subscription attributes) holds only
+/// the characters a message body may; `Err` names the first other one.
+pub fn check_xml_text(text: &str) -> Result<(), u32> {
+    match text.chars().find(|c| !allowed_char(*c)) {
+        Some(bad) => Err(bad as u32),
+        None => Ok(()),
+    }
 }
 
 #[cfg(test)]

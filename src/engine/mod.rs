@@ -8,22 +8,22 @@
 pub mod body;
 pub mod changes;
 pub mod dedup;
+pub mod digest;
 pub mod error;
+pub mod fast_map;
 pub mod guard;
+mod journaled;
 pub mod message;
 pub mod move_task;
 pub mod namespace;
 pub mod queue;
 mod reset;
 pub mod restore;
+pub mod tags;
 pub mod time;
 pub mod topic;
 pub mod webhook;
 mod window;
-
-/// Hash maps on the hot paths: foldhash is several times faster than SipHash on short keys
-/// and still randomly seeded per process, so keys chosen by clients cannot force collisions.
-pub type FastMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -31,10 +31,13 @@ use std::sync::{Arc, Mutex, RwLock};
 
 pub use changes::{Change, Journal};
 pub use error::{EngineError, EngineResult};
+pub use fast_map::FastMap;
 use guard::{Guard, Journaling};
+pub use message::check_xml_text;
 use queue::config::check_dead_letter_target;
 use queue::receipt::ReceiptKey;
 pub use queue::{Queue, QueueConfig, ReceiveOutcome, ReceiveRequest};
+pub use tags::{check_tag_count, check_tag_text, check_tags};
 pub use time::Timestamp;
 
 /// One queue and the caller's slot beside it.
@@ -487,55 +490,6 @@ impl<W: Default> Engine<W> {
             self.submit(deferred);
         }
         Ok((outcome, dlq))
-    }
-}
-
-/// Tag limits: keys 1-128 characters, values up to 256, at most 50 per queue once applied.
-pub fn check_tags<'a>(
-    tags: impl Iterator<Item = (&'a str, &'a str)>,
-    total_after: usize,
-) -> EngineResult<()> {
-    check_tag_text(tags)?;
-    check_tag_count(total_after)
-}
-
-/// Tag keys and values: their lengths, and only characters an XML answer can carry.
-pub fn check_tag_text<'a>(tags: impl Iterator<Item = (&'a str, &'a str)>) -> EngineResult<()> {
-    for (key, value) in tags {
-        check_xml_text(key)
-            .and_then(|()| check_xml_text(value))
-            .map_err(|bad| {
-                EngineError::invalid(format!("Tags contain the invalid character '#x{bad:X}'."))
-            })?;
-        if key.is_empty() || key.chars().count() > 128 {
-            return Err(EngineError::invalid(format!(
-                "Tag key {key} is invalid. Tag keys must be 1 to 128 characters long."
-            )));
-        }
-        if value.chars().count() > 256 {
-            return Err(EngineError::invalid(format!(
-                "Tag value for key {key} is invalid. Tag values can be at most 256 characters long."
-            )));
-        }
-    }
-    Ok(())
-}
-
-pub fn check_tag_count(total_after: usize) -> EngineResult<()> {
-    if total_after > 50 {
-        return Err(EngineError::invalid(
-            "Too many tags added for queue. A queue can have at most 50 tags.",
-        ));
-    }
-    Ok(())
-}
-
-/// Text kept and later answered in XML (tags, topic and subscription attributes) holds only
-/// the characters a message body may; `Err` names the first other one.
-pub fn check_xml_text(text: &str) -> Result<(), u32> {
-    match text.chars().find(|c| !message::allowed_char(*c)) {
-        Some(bad) => Err(bad as u32),
-        None => Ok(()),
     }
 }
 

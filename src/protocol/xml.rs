@@ -5,7 +5,7 @@ use serde_json::{Map, Value};
 
 use super::actions::SqsAction;
 
-use crate::engine::message::allowed_char;
+use crate::engine::body::allowed_char;
 
 pub const SQS_NAMESPACE: &str = "http://queue.amazonaws.com/doc/2012-11-05/";
 

@@ -6,11 +6,13 @@
 
 pub mod changes;
 pub mod config;
+mod durability;
 mod groups;
 pub mod inspect;
 mod operations;
 pub mod receipt;
 pub mod send;
+pub mod stored;
 
 #[cfg(test)]
 mod tests;
@@ -23,14 +25,16 @@ use super::dedup::{DedupDigest, DedupHistory};
 use super::window::ExpiringMap;
 use groups::GroupIndex;
 
-use super::body::Body;
 use super::error::{EngineError, EngineResult};
-use super::message::{Md5Digest, Message, MessageAttributes, MessageId};
+use super::message::{Message, MessageId};
 use super::time::Timestamp;
 use super::FastMap;
 pub use config::{DedupScope, QueueConfig, RedrivePolicy};
 pub use operations::{ReceiveOutcome, ReceiveRequest, Received};
 use send::Prepared;
+pub use send::{SendReceipt, SendRequest};
+use stored::logged_bytes;
+pub use stored::{AttemptEntries, State, Stored, LOGGED_BYTES};
 
 /// AWS's in-flight limit, for FIFO and standard queues alike.
 pub const INFLIGHT_LIMIT: usize = 120_000;
@@ -40,64 +44,6 @@ pub const DEDUP_WINDOW_MS: u64 = 5 * 60 * 1000;
 const EXPIRED_KEPT: usize = 1_000;
 /// Only one PurgeQueue per queue in this period.
 pub const PURGE_INTERVAL_MS: u64 = 60_000;
-
-/// Where a message stands; deadlines are absolute, so a restored state needs no adjusting.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum State {
-    Delayed(Timestamp),
-    Visible,
-    InFlight(Timestamp),
-}
-
-#[derive(Clone, Debug)]
-pub struct Stored {
-    pub(crate) message: Message,
-    pub(crate) state: State,
-    /// Counts receives across the queue, so each receive issues a distinct handle.
-    pub(crate) receive_no: u64,
-    /// Bumped on every visibility change; a cached receive attempt is valid only while it holds.
-    pub(crate) visibility_epoch: u32,
-    pub(crate) received_at: Timestamp,
-    /// Retention counts from here (a FIFO DLQ restarts it; a standard DLQ keeps the original).
-    pub(crate) enqueued_at: Timestamp,
-}
-
-/// What a stored message takes in a log record or snapshot besides its body and attributes
-/// (id, MD5, sender, group and deduplication ids, sequence number, times, framing), about.
-pub const LOGGED_BYTES: u64 = 200;
-
-fn logged_bytes(stored: &Stored) -> u64 {
-    stored.message.size() as u64 + LOGGED_BYTES
-}
-
-/// What a send carries once the protocol layer has decoded it.
-#[derive(Clone, Debug, Default)]
-pub struct SendRequest {
-    pub body: Body,
-    pub attributes: MessageAttributes,
-    pub trace_header: Option<Arc<str>>,
-    pub group_id: Option<Arc<str>>,
-    pub dedup_id: Option<Arc<str>>,
-    pub delay_seconds: Option<i64>,
-    pub sender_id: Arc<str>,
-    /// Engine-internal (SNS replays): store even if the dedup id was seen in the window.
-    pub bypass_dedup: bool,
-}
-
-/// What SendMessage answers.
-#[derive(Clone, Debug)]
-pub struct SendReceipt {
-    pub message_id: MessageId,
-    pub body_md5: Md5Digest,
-    pub attributes_md5: Option<Arc<str>>,
-    pub trace_header_md5: Option<String>,
-    pub sequence_number: Option<u128>,
-    /// True when deduplication suppressed the message (the ids are the original's).
-    pub duplicate: bool,
-}
-
-/// What a receive attempt returned, per message: (sequence, receive number, visibility epoch).
-pub type AttemptEntries = Vec<(u64, u64, u32)>;
 
 /// Why a message arrives from another queue.
 #[derive(Clone, Debug)]

@@ -4,14 +4,39 @@
 use std::sync::Arc;
 
 use super::config::{DedupScope, QueueConfig};
-use super::{SendReceipt, SendRequest};
-use crate::engine::body::validate_body;
+use crate::engine::body::{validate_body, Body};
 use crate::engine::error::{EngineError, EngineResult};
 use crate::engine::message::{
-    content_dedup_id, trace_header_md5, validate_attributes, validate_token, Message, NewMessage,
-    SequenceNumber,
+    content_dedup_id, trace_header_md5, validate_attributes, validate_token, Md5Digest, Message,
+    MessageAttributes, MessageId, NewMessage, SequenceNumber,
 };
 use crate::engine::time::Timestamp;
+
+/// What a send carries once the protocol layer has decoded it.
+#[derive(Clone, Debug, Default)]
+pub struct SendRequest {
+    pub body: Body,
+    pub attributes: MessageAttributes,
+    pub trace_header: Option<Arc<str>>,
+    pub group_id: Option<Arc<str>>,
+    pub dedup_id: Option<Arc<str>>,
+    pub delay_seconds: Option<i64>,
+    pub sender_id: Arc<str>,
+    /// Engine-internal (SNS replays): store even if the dedup id was seen in the window.
+    pub bypass_dedup: bool,
+}
+
+/// What SendMessage answers.
+#[derive(Clone, Debug)]
+pub struct SendReceipt {
+    pub message_id: MessageId,
+    pub body_md5: Md5Digest,
+    pub attributes_md5: Option<Arc<str>>,
+    pub trace_header_md5: Option<String>,
+    pub sequence_number: Option<u128>,
+    /// True when deduplication suppressed the message (the ids are the original's).
+    pub duplicate: bool,
+}
 
 /// The sequence number of the message at `seq`: AWS's are 20 digits, so a queue's start at
 /// `SequenceNumber::BASE` and a message's is that plus its position.

@@ -321,25 +321,3 @@ impl Topic {
         }
     }
 }
-
-impl crate::engine::guard::Journaled for Topic {
-    fn start_journaling(&mut self) {
-        self.enable_journal();
-    }
-
-    /// What the topic recorded itself, then, if the guard's holder could change anything, its
-    /// settings image; nothing once it is deleted (its deletion is the last word).
-    fn take_record(&mut self, touched: bool) -> Option<crate::engine::Change> {
-        let mut changes = self.take_changes();
-        if self.deleted {
-            return None;
-        }
-        if touched {
-            changes.push(TopicChange::Settings(Box::new(self.image(false))));
-        }
-        (!changes.is_empty()).then(|| crate::engine::Change::Topic {
-            name: self.name.clone(),
-            changes,
-        })
-    }
-}

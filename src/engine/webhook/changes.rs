@@ -1,30 +1,15 @@
-//! What the journal records about webhook delivery: deliveries entering and leaving the outbox,
-//! and confirmation tokens. A delivery is logged once, when it is queued; attempts and retry
-//! times are not (after a restart every pending delivery starts again with attempt one).
+//! What the journal records about webhook delivery: deliveries entering and leaving the outbox
+//! (`OutboxChange`, kept beside the outbox it changes), and confirmation tokens. A delivery is
+//! logged once, when it is queued; attempts and retry times are not (after a restart every
+//! pending delivery starts again with attempt one).
 
 use std::sync::Arc;
 
-use super::outbox::{Delivery, LanePolicy};
+pub use super::outbox::OutboxChange;
 use super::tokens::Grant;
 use crate::engine::time::Timestamp;
 use crate::engine::topic::changes::SubscriptionImage;
 use crate::engine::topic::Subscription;
-
-#[derive(Clone, Debug)]
-pub enum OutboxChange {
-    Queued {
-        id: u64,
-        delivery: Arc<Delivery>,
-        lane: LanePolicy,
-    },
-    /// Delivered, or failed for good and dead-lettered or dropped.
-    Done {
-        id: u64,
-    },
-    SubscriptionRemoved {
-        arn: Arc<str>,
-    },
-}
 
 /// A confirmation token as logged.
 #[derive(Clone, Debug)]

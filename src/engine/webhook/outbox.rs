@@ -10,7 +10,6 @@
 use std::collections::{BTreeSet, VecDeque};
 use std::sync::Arc;
 
-use super::changes::OutboxChange;
 use super::policy::RetryPolicy;
 use crate::engine::message::MessageAttributes;
 use crate::engine::time::Timestamp;
@@ -98,6 +97,23 @@ pub struct LaneStats {
     pub retries: u64,
     pub dead_lettered: u64,
     pub dropped: u64,
+}
+
+/// What the journal records of the outbox.
+#[derive(Clone, Debug)]
+pub enum OutboxChange {
+    Queued {
+        id: u64,
+        delivery: Arc<Delivery>,
+        lane: LanePolicy,
+    },
+    /// Delivered, or failed for good and dead-lettered or dropped.
+    Done {
+        id: u64,
+    },
+    SubscriptionRemoved {
+        arn: Arc<str>,
+    },
 }
 
 struct Item {
@@ -516,17 +532,6 @@ impl Outbox {
 
     pub fn is_empty(&self) -> bool {
         self.items.is_empty()
-    }
-}
-
-impl crate::engine::guard::Journaled for Outbox {
-    fn start_journaling(&mut self) {
-        self.enable_journal();
-    }
-
-    fn take_record(&mut self, _touched: bool) -> Option<crate::engine::Change> {
-        let changes = self.take_changes();
-        (!changes.is_empty()).then_some(crate::engine::Change::Outbox(changes))
     }
 }
 

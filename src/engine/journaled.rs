@@ -1,0 +1,64 @@
+//! What each journaled value hands the journal when its guard is released: its own change
+//! records, wrapped as the log's `Change`. Kept apart from the values, so that their records
+//! need not know the log's whole set of changes.
+
+use super::changes::Change;
+use super::guard::Journaled;
+use super::queue::Queue;
+use super::topic::changes::TopicChange;
+use super::topic::Topic;
+use super::webhook::outbox::Outbox;
+
+impl Journaled for Queue {
+    fn start_journaling(&mut self) {
+        self.enable_journal();
+    }
+
+    fn take_record(&mut self, _touched: bool) -> Option<Change> {
+        let changes = self.take_changes();
+        (!changes.is_empty()).then(|| Change::Queue {
+            name: self.name.clone(),
+            uid: self.uid,
+            changes,
+        })
+    }
+
+    fn recycle(&mut self, record: Change) {
+        if let Change::Queue { changes, .. } = record {
+            self.recycle_changes(changes);
+        }
+    }
+}
+
+impl Journaled for Topic {
+    fn start_journaling(&mut self) {
+        self.enable_journal();
+    }
+
+    /// What the topic recorded itself, then, if the guard's holder could change anything, its
+    /// settings image; nothing once it is deleted (its deletion is the last word).
+    fn take_record(&mut self, touched: bool) -> Option<Change> {
+        let mut changes = self.take_changes();
+        if self.deleted {
+            return None;
+        }
+        if touched {
+            changes.push(TopicChange::Settings(Box::new(self.image(false))));
+        }
+        (!changes.is_empty()).then(|| Change::Topic {
+            name: self.name.clone(),
+            changes,
+        })
+    }
+}
+
+impl Journaled for Outbox {
+    fn start_journaling(&mut self) {
+        self.enable_journal();
+    }
+
+    fn take_record(&mut self, _touched: bool) -> Option<Change> {
+        let changes = self.take_changes();
+        (!changes.is_empty()).then_some(Change::Outbox(changes))
+    }
+}
