@@ -31,8 +31,8 @@ use crate::engine::queue::inspect::{GroupView, Peeked, QueueOverview, StateFilte
 use crate::engine::queue::{Counts, ReceiveRequest, Received, SendReceipt, SendRequest};
 use crate::engine::topic::recent::{DeliveryNote, Fate};
 use crate::engine::topic::recorded::RecordedMessage;
-use crate::engine::topic::registry::Subscribed;
 pub use crate::engine::topic::registry::TopicActivity;
+use crate::engine::topic::subscription::Subscribed;
 use crate::engine::topic::{Publication, PublishRequest, Subscription};
 use crate::engine::webhook::outbox::{Attempt, LaneStats, Outcome};
 use crate::engine::{EngineError, EngineResult, QueueConfig, Timestamp};

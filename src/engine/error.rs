@@ -58,6 +58,11 @@ pub enum EngineError {
     AuthorizationError(String),
 }
 
+/// SNS's refusal of a parameter (`InvalidParameter`); SQS's is `EngineError::invalid`.
+pub fn invalid_parameter(message: impl Into<String>) -> EngineError {
+    EngineError::InvalidParameter(message.into())
+}
+
 impl EngineError {
     pub fn invalid(message: impl Into<String>) -> Self {
         EngineError::InvalidParameterValue(message.into())

@@ -17,6 +17,7 @@ pub mod message;
 pub mod move_task;
 pub mod namespace;
 pub mod queue;
+mod redrive;
 mod reset;
 pub mod restore;
 pub mod tags;
@@ -39,6 +40,11 @@ use queue::receipt::ReceiptKey;
 pub use queue::{Queue, QueueConfig, ReceiveOutcome, ReceiveRequest};
 pub use tags::{check_tag_count, check_tag_text, check_tags};
 pub use time::Timestamp;
+
+/// A topic; changing it through its guard logs its settings image on unlock, and
+/// `untouched` (a publish) changes only what the topic records itself (dedup, sequence,
+/// archive). See `engine::guard`.
+pub type TopicEntry = Journaling<topic::Topic>;
 
 /// One queue and the caller's slot beside it.
 pub struct QueueEntry<W> {
@@ -79,7 +85,7 @@ pub struct Engine<W> {
     queues: RwLock<HashMap<Arc<str>, Arc<QueueEntry<W>>>>,
     deleted_at: Mutex<HashMap<String, Timestamp>>,
     move_tasks: Mutex<HashMap<String, Vec<move_task::MoveTask>>>,
-    topics: RwLock<BTreeMap<Arc<str>, Arc<topic::registry::TopicEntry>>>,
+    topics: RwLock<BTreeMap<Arc<str>, Arc<TopicEntry>>>,
     /// The SNS signing key and certificate, made on first use.
     signer: std::sync::OnceLock<Result<Arc<topic::signing::MessageSigner>, String>>,
     next_uid: AtomicU64,

@@ -6,9 +6,9 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-type Graph = BTreeMap<String, BTreeMap<String, BTreeSet<String>>>;
+pub(crate) type Graph = BTreeMap<String, BTreeMap<String, BTreeSet<String>>>;
 
-fn rust_files(dir: &Path, found: &mut Vec<PathBuf>) {
+pub(crate) fn rust_files(dir: &Path, found: &mut Vec<PathBuf>) {
     for entry in std::fs::read_dir(dir).expect("a source directory") {
         let path = entry.expect("an entry").path();
         if path.is_dir() {
@@ -21,7 +21,7 @@ fn rust_files(dir: &Path, found: &mut Vec<PathBuf>) {
 
 /// The code of a line without its comment (`//` outside a string is taken as one: no source
 /// line here holds `//` in a string next to a `crate::` path).
-fn code_of(line: &str) -> &str {
+pub(crate) fn code_of(line: &str) -> &str {
     line.split("//").next().unwrap_or("")
 }
 
@@ -94,7 +94,7 @@ fn graph(src: &Path) -> Graph {
 }
 
 /// A path from `from` back to itself, if there is one.
-fn cycle_through(graph: &Graph, from: &str) -> Option<Vec<String>> {
+pub(crate) fn cycle_through(graph: &Graph, from: &str) -> Option<Vec<String>> {
     let mut stack = vec![vec![from.to_string()]];
     let mut seen = BTreeSet::new();
     while let Some(path) = stack.pop() {

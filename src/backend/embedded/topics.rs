@@ -10,7 +10,7 @@ use crate::backend::{
     Answer, BackendResult, Confirm, CreateTopic, Subscribe, TopicPolicyEdit, Topics,
 };
 use crate::engine::topic::registry::add_topic_tags;
-use crate::engine::topic::registry::Subscribed;
+use crate::engine::topic::subscription::Subscribed;
 use crate::engine::topic::{Publication, PublishRequest, Subscription, SubscriptionProtocol};
 use crate::engine::{EngineResult, Timestamp};
 

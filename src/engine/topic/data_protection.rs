@@ -12,7 +12,6 @@
 
 use serde_json::Value;
 
-use super::Topic;
 use crate::engine::error::{EngineError, EngineResult};
 
 /// The settings key the policy is kept under (never listed by GetTopicAttributes, never set by
@@ -22,7 +21,7 @@ pub const SETTING: &str = "DataProtectionPolicy";
 /// AWS's length limit on the policy document.
 const MAX_CHARS: usize = 30_720;
 
-fn refused(reason: &str) -> EngineError {
+pub(super) fn refused(reason: &str) -> EngineError {
     EngineError::InvalidParameter(format!(
         "Invalid parameter: DataProtectionPolicy Reason: {reason}"
     ))
@@ -108,30 +107,6 @@ fn check_statement(statement: &Value) -> EngineResult<&str> {
         _ => Err(refused(
             "Operation must be one of Audit, Deidentify or Deny",
         )),
-    }
-}
-
-impl Topic {
-    /// PutDataProtectionPolicy: stores the policy as given; an empty one removes it. FIFO
-    /// topics take none (message data protection is for standard topics, sns.md §CreateTopic).
-    pub fn set_data_protection_policy(&mut self, text: &str) -> EngineResult<()> {
-        if self.fifo {
-            return Err(refused(
-                "message data protection is not supported for FIFO topics",
-            ));
-        }
-        if text.is_empty() {
-            self.settings.remove(SETTING);
-            return Ok(());
-        }
-        check_policy(text)?;
-        self.settings.insert(SETTING.into(), text.into());
-        Ok(())
-    }
-
-    /// GetDataProtectionPolicy: the stored policy, empty if there is none.
-    pub fn data_protection_policy(&self) -> String {
-        self.settings.get(SETTING).cloned().unwrap_or_default()
     }
 }
 

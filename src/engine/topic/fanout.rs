@@ -7,21 +7,20 @@
 //! are serialised per topic: every queue receives copies in topic sequence order, and a
 //! subscription added or removed concurrently sees a publish entirely or not at all.
 
-use std::borrow::Cow;
 use std::sync::Arc;
 
 use crate::engine::body::Body;
 use crate::engine::error::{EngineError, EngineResult};
 use crate::engine::message::MessageAttributes;
-use crate::engine::queue::SendRequest;
 use crate::engine::time::Timestamp;
 use crate::engine::topic::envelope::{self, Notification};
+use crate::engine::topic::protocol::protocol_text;
 use crate::engine::topic::recent::{DeliveryNote, Fate};
 use crate::engine::topic::recorded::{self, RecordedMessage};
 use crate::engine::topic::signing::{self, MessageSigner};
+use crate::engine::topic::subscription_copy::SubscriptionCopy;
 use crate::engine::topic::{
-    check_message, EndpointKind, Publication, PublishRequest, Subscription, SubscriptionProtocol,
-    Topic,
+    check_message, EndpointKind, Publication, PublishRequest, Subscription, Topic,
 };
 use crate::engine::webhook::delivery::NotificationCopy;
 use crate::engine::{Engine, QueueEntry};
@@ -38,17 +37,6 @@ pub struct Fanout<W> {
     pub webhooks: usize,
     /// What the recorded protocols' endpoints would have received (`recorded`).
     pub recorded: Vec<RecordedMessage>,
-}
-
-/// One subscription's copy of a publish, before a queue decides how much of it to keep.
-pub struct SubscriptionCopy<'a> {
-    pub body: Body,
-    pub attributes: MessageAttributes,
-    pub group_id: Option<&'a str>,
-    pub dedup_id: Option<&'a str>,
-    pub fifo_topic: bool,
-    pub bypass_dedup: bool,
-    pub trace_header: Option<Arc<str>>,
 }
 
 /// A message on its way to subscriptions: live, or replayed from the archive.
@@ -80,30 +68,6 @@ impl Outgoing<'_> {
             signatures: Default::default(),
         }
     }
-}
-
-/// The text a subscription's protocol gets, and which of `Outgoing::signatures` signs it: a
-/// json-structured message says what each protocol gets, "default" otherwise.
-pub(crate) fn protocol_text(
-    req: &PublishRequest,
-    protocol: SubscriptionProtocol,
-) -> (Cow<'_, str>, usize) {
-    if !req.structured {
-        return (Cow::Borrowed(&req.message), 0);
-    }
-    let json: serde_json::Value = serde_json::from_str(&req.message).unwrap_or_default();
-    let text = json
-        .get(protocol.name())
-        .and_then(|v| v.as_str())
-        .or_else(|| json.get("default").and_then(|v| v.as_str()))
-        .unwrap_or_default()
-        .to_string();
-    let slot = match protocol {
-        SubscriptionProtocol::Sqs => 0,
-        SubscriptionProtocol::Http => 1,
-        _ => 2,
-    };
-    (Cow::Owned(text), slot)
 }
 
 /// Where the signing key comes from: asked for only when an envelope is signed (a FIFO-only
@@ -397,32 +361,6 @@ impl<W: Default> Engine<W> {
     }
 }
 
-impl SubscriptionCopy<'_> {
-    /// The send that puts this copy into a queue. FIFO queues get the group and dedup id; a
-    /// standard queue gets the group only from a standard topic (fair queues), never from a
-    /// FIFO topic.
-    pub fn send_request(&self, fifo_queue: bool) -> EngineResult<SendRequest> {
-        if fifo_queue && self.dedup_id.is_none() {
-            // Only a standard topic could send this, and Subscribe refuses that pairing.
-            return Err(EngineError::invalid(
-                "a FIFO queue needs a deduplication id",
-            ));
-        }
-        Ok(SendRequest {
-            body: self.body.clone(),
-            attributes: self.attributes.clone(),
-            trace_header: self.trace_header.clone(),
-            group_id: (fifo_queue || !self.fifo_topic)
-                .then(|| self.group_id.map(Arc::from))
-                .flatten(),
-            dedup_id: fifo_queue.then(|| self.dedup_id.map(Arc::from)).flatten(),
-            delay_seconds: None,
-            sender_id: "sns.amazonaws.com".into(),
-            bypass_dedup: self.bypass_dedup,
-        })
-    }
-}
-
 impl Addressed<'_> {
     /// What a recorded protocol's endpoint would have received; `None` for other protocols.
     fn record(&self, envelope: &dyn Fn() -> String, now: Timestamp) -> Option<RecordedMessage> {
@@ -497,7 +435,7 @@ fn addressed<R>(
     then: impl FnOnce(Option<&Addressed>) -> R,
 ) -> R {
     let req = message.request;
-    let (text, text_slot) = protocol_text(req, subscription.protocol);
+    let (text, text_slot) = protocol_text(&req.message, req.structured, subscription.protocol);
     // Filtering comes after topic dedup, per subscription; a filtered copy is not an error.
     let parsed = || {
         message

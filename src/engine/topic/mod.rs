@@ -5,22 +5,29 @@ pub mod archive;
 mod attribute_errors;
 pub mod changes;
 pub mod data_protection;
+mod durability;
 pub mod envelope;
 pub mod fanout;
 pub mod filter;
 pub mod protocol;
+pub mod publication;
 pub mod recent;
 pub mod recorded;
+pub mod recorded_message;
 pub mod registry;
+mod replay;
 pub mod signing;
 pub mod subscription;
+pub mod subscription_copy;
 
 pub use protocol::{EndpointKind, SubscriptionProtocol};
+pub use publication::{Publication, PublishRequest};
 pub use subscription::Subscription;
 
 pub use filter::{FilterPolicy, Scope};
 
 use super::webhook::policy::{EffectivePolicy, TopicPolicy};
+use crate::engine::error::invalid_parameter as invalid;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -29,8 +36,7 @@ use super::check_xml_text;
 use super::dedup::{DedupDigest, DedupHistory, DedupRecord};
 use super::error::{EngineError, EngineResult};
 use super::message::{
-    content_dedup_id, validate_attribute, validate_token, MessageAttributes, MessageId,
-    SequenceNumber,
+    content_dedup_id, validate_attribute, validate_token, MessageId, SequenceNumber,
 };
 use super::queue::DEDUP_WINDOW_MS;
 use super::time::Timestamp;
@@ -39,10 +45,6 @@ use super::time::Timestamp;
 pub const MAX_MESSAGE_BYTES: usize = 262_144;
 /// SNS sequence numbers: 20-digit decimals like AWS's.
 const SEQUENCE_BASE: u128 = 10_000_000_000_000_000_000;
-
-fn invalid(message: impl Into<String>) -> EngineError {
-    EngineError::InvalidParameter(message.into())
-}
 
 const FEEDBACK_PREFIXES: &[&str] = &["HTTP", "Firehose", "Lambda", "Application", "SQS"];
 
@@ -96,32 +98,6 @@ pub fn checked_name(name: &str, attrs: &[(String, String)]) -> EngineResult<bool
     };
     validate_topic_name(crate::engine::namespace::name_of(name), fifo)?;
     Ok(fifo)
-}
-
-/// A message as published, after validation.
-#[derive(Clone, Debug)]
-pub struct PublishRequest {
-    pub message: String,
-    pub subject: Option<String>,
-    /// `MessageStructure=json`: `message` is a JSON object of per-protocol bodies.
-    pub structured: bool,
-    pub attributes: MessageAttributes,
-    pub group_id: Option<String>,
-    pub dedup_id: Option<String>,
-    /// The request's `X-Amzn-Trace-Id`: the `AWSTraceHeader` of its SQS copies. Not archived,
-    /// so a replay's copies carry none.
-    pub trace_header: Option<Arc<str>>,
-}
-
-/// What the topic decided for one publish.
-#[derive(Clone, Debug)]
-pub struct Publication {
-    pub message_id: Arc<str>,
-    pub sequence_number: Option<u128>,
-    /// The dedup id used (explicit or content-based), FIFO topics only.
-    pub dedup_id: Option<String>,
-    /// Deduplicated: nothing is delivered.
-    pub duplicate: bool,
 }
 
 pub struct Topic {
@@ -608,6 +584,34 @@ pub fn check_message(req: &PublishRequest) -> EngineResult<()> {
         }
     }
     Ok(())
+}
+
+impl Topic {
+    /// PutDataProtectionPolicy: stores the policy as given; an empty one removes it. FIFO
+    /// topics take none (message data protection is for standard topics, sns.md §CreateTopic).
+    pub fn set_data_protection_policy(&mut self, text: &str) -> EngineResult<()> {
+        if self.fifo {
+            return Err(data_protection::refused(
+                "message data protection is not supported for FIFO topics",
+            ));
+        }
+        if text.is_empty() {
+            self.settings.remove(data_protection::SETTING);
+            return Ok(());
+        }
+        data_protection::check_policy(text)?;
+        self.settings
+            .insert(data_protection::SETTING.into(), text.into());
+        Ok(())
+    }
+
+    /// GetDataProtectionPolicy: the stored policy, empty if there is none.
+    pub fn data_protection_policy(&self) -> String {
+        self.settings
+            .get(data_protection::SETTING)
+            .cloned()
+            .unwrap_or_default()
+    }
 }
 
 #[cfg(test)]

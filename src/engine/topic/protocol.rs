@@ -2,6 +2,7 @@
 //! protocol AWS knows is accepted; Orderly delivers to queues and HTTP/S endpoints and keeps
 //! what the others would have received (`recorded`).
 
+use std::borrow::Cow;
 use std::fmt;
 
 /// A subscription's protocol.
@@ -80,6 +81,31 @@ impl fmt::Display for SubscriptionProtocol {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.name())
     }
+}
+
+/// The text a subscription's protocol gets, and which of `Outgoing::signatures` signs it: a
+/// json-structured message says what each protocol gets, "default" otherwise.
+pub(crate) fn protocol_text(
+    message: &str,
+    structured: bool,
+    protocol: SubscriptionProtocol,
+) -> (Cow<'_, str>, usize) {
+    if !structured {
+        return (Cow::Borrowed(message), 0);
+    }
+    let json: serde_json::Value = serde_json::from_str(message).unwrap_or_default();
+    let text = json
+        .get(protocol.name())
+        .and_then(|v| v.as_str())
+        .or_else(|| json.get("default").and_then(|v| v.as_str()))
+        .unwrap_or_default()
+        .to_string();
+    let slot = match protocol {
+        SubscriptionProtocol::Sqs => 0,
+        SubscriptionProtocol::Http => 1,
+        _ => 2,
+    };
+    (Cow::Owned(text), slot)
 }
 
 #[cfg(test)]

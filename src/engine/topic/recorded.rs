@@ -16,37 +16,13 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use super::registry::{Subscribed, Subscriber};
+pub use super::recorded_message::RecordedMessage;
+use super::subscription::{Subscribed, Subscriber};
 use super::{PublishRequest, Subscription, SubscriptionProtocol as P, Topic};
-use crate::engine::error::{EngineError, EngineResult};
+use crate::engine::error::invalid_parameter as invalid;
+use crate::engine::error::EngineResult;
 use crate::engine::message::MessageAttributes;
 use crate::engine::time::Timestamp;
-
-fn invalid(message: impl Into<String>) -> EngineError {
-    EngineError::InvalidParameter(message.into())
-}
-
-/// What one endpoint would have received.
-#[derive(Clone, Debug)]
-pub struct RecordedMessage {
-    pub protocol: P,
-    /// The address, number or ARN it was for.
-    pub endpoint: Arc<str>,
-    /// `None` for a Publish straight to a phone number.
-    pub subscription_arn: Option<Arc<str>>,
-    pub topic_arn: Option<Arc<str>>,
-    pub message_id: Arc<str>,
-    /// `Notification`, or `SubscriptionConfirmation` for an email endpoint's confirmation.
-    pub kind: &'static str,
-    pub subject: Option<String>,
-    /// What the endpoint gets: text, the envelope or Lambda's event.
-    pub body: String,
-    /// The message's attributes (not delivered with a json-structured message).
-    pub attributes: MessageAttributes,
-    /// `json` when the publish's message was json-structured.
-    pub structure: Option<&'static str>,
-    pub at: Timestamp,
-}
 
 /// Whether a protocol's subscriptions wait for confirmation (sns.md §3.6).
 pub fn pends(protocol: P) -> bool {
@@ -217,7 +193,7 @@ pub fn sms_to_number(
     message_id: &Arc<str>,
     now: Timestamp,
 ) -> RecordedMessage {
-    let (text, _) = super::fanout::protocol_text(request, P::Sms);
+    let (text, _) = super::protocol::protocol_text(&request.message, request.structured, P::Sms);
     RecordedMessage {
         protocol: P::Sms,
         endpoint: number.into(),

@@ -7,11 +7,11 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use crate::engine::error::invalid_parameter as invalid;
 use crate::engine::error::{EngineError, EngineResult};
-use crate::engine::guard::Journaling;
 use crate::engine::time::Timestamp;
 use crate::engine::topic::changes::TopicChange;
-use crate::engine::topic::recorded::RecordedMessage;
+use crate::engine::topic::subscription::{Subscribed, Subscriber};
 use crate::engine::topic::{EndpointKind, Subscription, SubscriptionProtocol, Topic};
 use crate::engine::{Change, Engine};
 
@@ -22,34 +22,7 @@ pub struct TopicActivity {
     pub deduplicated: u64,
 }
 
-/// Who subscribes: the account that owns the subscription, and the principal that asked
-/// (`SubscriptionPrincipal`; `None` reports the owner's root).
-#[derive(Clone, Copy)]
-pub struct Subscriber<'a> {
-    pub owner: &'a str,
-    pub principal: Option<&'a str>,
-}
-
-/// What Subscribe did.
-#[derive(Debug)]
-pub struct Subscribed {
-    pub arn: Arc<str>,
-    pub protocol: SubscriptionProtocol,
-    /// HTTP/S and email: waiting for the endpoint to confirm.
-    pub pending: bool,
-    /// An email endpoint's SubscriptionConfirmation, for the caller to record (nothing is
-    /// sent; see `recorded`).
-    pub confirmation: Option<Box<RecordedMessage>>,
-}
-
-/// A topic; changing it through its guard logs its settings image on unlock, and
-/// `untouched` (a publish) changes only what the topic records itself (dedup, sequence,
-/// archive). See `engine::guard`.
-pub type TopicEntry = Journaling<Topic>;
-
-fn invalid(message: impl Into<String>) -> EngineError {
-    EngineError::InvalidParameter(message.into())
-}
+pub use crate::engine::TopicEntry;
 
 pub fn not_found_topic() -> EngineError {
     EngineError::NotFound("Topic does not exist".into())

@@ -5,11 +5,33 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use super::{archive, invalid, EndpointKind, FilterPolicy, Scope, SubscriptionProtocol};
+use super::recorded_message::RecordedMessage;
+use super::{archive, EndpointKind, FilterPolicy, Scope, SubscriptionProtocol};
 use crate::engine::check_xml_text;
+use crate::engine::error::invalid_parameter as invalid;
 use crate::engine::error::EngineResult;
 use crate::engine::message::MessageAttributes;
 use crate::engine::webhook::policy::SubscriptionPolicy;
+
+/// Who subscribes: the account that owns the subscription, and the principal that asked
+/// (`SubscriptionPrincipal`; `None` reports the owner's root).
+#[derive(Clone, Copy)]
+pub struct Subscriber<'a> {
+    pub owner: &'a str,
+    pub principal: Option<&'a str>,
+}
+
+/// What Subscribe did.
+#[derive(Debug)]
+pub struct Subscribed {
+    pub arn: Arc<str>,
+    pub protocol: SubscriptionProtocol,
+    /// HTTP/S and email: waiting for the endpoint to confirm.
+    pub pending: bool,
+    /// An email endpoint's SubscriptionConfirmation, for the caller to record (nothing is
+    /// sent; see `recorded`).
+    pub confirmation: Option<Box<RecordedMessage>>,
+}
 
 #[derive(Clone, Debug)]
 pub struct Subscription {

@@ -1,4 +1,5 @@
 use super::*;
+use crate::engine::message::MessageAttributes;
 
 fn fifo_topic(extra: &[(&str, &str)]) -> Topic {
     let mut attrs = vec![("FifoTopic".to_string(), "true".to_string())];

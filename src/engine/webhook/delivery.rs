@@ -10,8 +10,8 @@ use crate::engine::body::Body;
 use crate::engine::message::MessageAttributes;
 use crate::engine::time::Timestamp;
 use crate::engine::topic::envelope::{self, Confirmation};
-use crate::engine::topic::fanout::SubscriptionCopy;
 use crate::engine::topic::signing::{self, MessageSigner};
+use crate::engine::topic::subscription_copy::SubscriptionCopy;
 use crate::engine::topic::{Subscription, Topic};
 
 /// SQS takes at most this many message attributes; a raw copy with more cannot be dead-lettered raw.

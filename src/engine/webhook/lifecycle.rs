@@ -11,18 +11,16 @@ use super::delivery::{confirmation_delivery, notification_delivery, Confirmation
 use super::outbox::{Delivery, Finished, Kind, LanePolicy, LaneStats, Outbox, Outcome};
 use super::tokens::{self, Grant, TokenBook, TOKEN_LIFETIME_MS};
 use super::Attempt;
-use crate::engine::error::{EngineError, EngineResult};
+use crate::engine::error::invalid_parameter as invalid;
+use crate::engine::error::EngineResult;
 use crate::engine::guard::Guard;
 use crate::engine::time::Timestamp;
 use crate::engine::topic::fanout::Delivered;
 use crate::engine::topic::recent::DeliveryNote;
-use crate::engine::topic::registry::{Subscribed, Subscriber, TopicEntry};
+use crate::engine::topic::subscription::{Subscribed, Subscriber};
 use crate::engine::topic::{recorded, Subscription, SubscriptionProtocol, Topic};
+use crate::engine::TopicEntry;
 use crate::engine::{Change, Engine, QueueEntry};
-
-fn invalid(message: impl Into<String>) -> EngineError {
-    EngineError::InvalidParameter(message.into())
-}
 
 /// What became of one attempt, for the sender's log and wake-ups.
 pub enum AttemptResult<W> {

@@ -1,0 +1,245 @@
+//! Moving messages out of a dead-letter queue: the engine's message move tasks started,
+//! stepped at their pace, cancelled and listed. A task's own state and rules are in
+//! `move_task`.
+
+use std::sync::Arc;
+
+use super::changes::Change;
+use super::error::EngineResult;
+use super::message::Message;
+use super::move_task::{
+    already_running, check_source, check_start, decode_handle, invalid_handle, no_such_task,
+    not_found, queue_in_arn, MoveStatus, MoveTask, NO_QUEUE,
+};
+use super::queue::Moved;
+use super::time::Timestamp;
+use super::{Engine, QueueEntry};
+
+impl<W: Default> Engine<W> {
+    fn arn_queue_name<'a>(&self, arn: &'a str, parameter: &str) -> EngineResult<&'a str> {
+        queue_in_arn(arn, parameter, &self.namespaces)
+    }
+
+    pub fn start_move_task(
+        &self,
+        source_arn: &str,
+        destination_arn: Option<&str>,
+        rate: Option<i64>,
+        now: Timestamp,
+    ) -> EngineResult<MoveTask> {
+        let source_name = self.arn_queue_name(source_arn, "SourceArn")?;
+        let source = self
+            .queue(source_name)
+            .map_err(|_| not_found("SourceArn"))?;
+        check_source(!self.dead_letter_sources(source_name)?.is_empty())?;
+        let destination_fifo = match destination_arn {
+            Some(dest) => {
+                let name = self.arn_queue_name(dest, "DestinationArn")?;
+                let destination = self.queue(name).map_err(|_| not_found("DestinationArn"))?;
+                let fifo = destination.lock().is_fifo();
+                Some(fifo)
+            }
+            None => None,
+        };
+        let source_fifo = source.lock().is_fifo();
+        check_start((source_fifo, destination_fifo), rate)?;
+        let mut tasks = self.move_tasks.lock().unwrap_or_else(|p| p.into_inner());
+        let list = tasks.entry(source_arn.to_string()).or_default();
+        if list.iter().any(|t| t.status == MoveStatus::Running) {
+            return Err(already_running());
+        }
+        let to_move = {
+            let mut q = source.lock();
+            q.tick(now);
+            q.counts().visible as u64
+        };
+        let task = MoveTask {
+            id: uuid::Uuid::new_v4().to_string(),
+            source_arn: source_arn.to_string(),
+            destination_arn: destination_arn.map(String::from),
+            rate,
+            status: MoveStatus::Running,
+            moved: 0,
+            to_move,
+            started_at: now,
+            failure_reason: None,
+        };
+        list.push(task.clone());
+        self.log_move_task(&task);
+        Ok(task)
+    }
+
+    /// Moves up to `budget` messages for a running task. Returns the destination queue names
+    /// that received messages (to wake their long polls) and whether the task still runs.
+    pub fn move_step(
+        &self,
+        task_id: &str,
+        source_arn: &str,
+        budget: usize,
+        now: Timestamp,
+    ) -> (Vec<Arc<str>>, bool) {
+        let task = {
+            let tasks = self.move_tasks.lock().unwrap_or_else(|p| p.into_inner());
+            match tasks
+                .get(source_arn)
+                .and_then(|l| l.iter().find(|t| t.id == task_id))
+            {
+                Some(t) if t.status == MoveStatus::Running => t.clone(),
+                _ => return (Vec::new(), false),
+            }
+        };
+        let Some(source) = self
+            .name_from_arn(source_arn)
+            .and_then(|n| self.queue(n).ok())
+        else {
+            self.finish_step(&task, MoveStatus::Failed, 0, Some(NO_QUEUE.into()));
+            return (Vec::new(), false);
+        };
+        // The puts into the destinations, the removals after them and the task's new count
+        // reach the log in one write: a crash keeps the whole step or none of it.
+        let _atomic = self.atomic();
+        let remaining = task.to_move.saturating_sub(task.moved) as usize;
+        let (messages, deferred) = {
+            let mut q = source.lock();
+            q.tick(now);
+            let messages = q.take_visible(budget.min(remaining));
+            (messages, q.defer_changes())
+        };
+        let mut touched = Vec::new();
+        let mut moved = 0;
+        let mut failed = None;
+        for message in messages {
+            match self.redrive(&task, &source, message, now) {
+                Some(destination) => {
+                    touched.push(destination);
+                    moved += 1;
+                }
+                None => failed = Some(NO_QUEUE.to_string()),
+            }
+        }
+        self.submit(deferred);
+        let done = task.moved + moved >= task.to_move || (moved == 0 && failed.is_none());
+        match (failed, done) {
+            (Some(reason), _) => self.finish_step(&task, MoveStatus::Failed, moved, Some(reason)),
+            (None, true) => self.finish_step(&task, MoveStatus::Completed, moved, None),
+            (None, false) => self.finish_step(&task, MoveStatus::Running, moved, None),
+        }
+        touched.dedup();
+        let running = self
+            .move_tasks(source_arn)
+            .iter()
+            .any(|t| t.id == task_id && t.status == MoveStatus::Running);
+        (touched, running)
+    }
+
+    /// Moves one message to the task's destination (or back to the queue it was dead-lettered
+    /// from) and returns that queue's name; if it is gone, puts the message back as it was.
+    fn redrive(
+        &self,
+        task: &MoveTask,
+        source: &QueueEntry<W>,
+        message: Message,
+        now: Timestamp,
+    ) -> Option<Arc<str>> {
+        let target = task
+            .destination_arn
+            .as_deref()
+            .or(message.dead_letter_source_arn().map(|a| &**a))
+            .and_then(|arn| self.name_from_arn(arn))
+            .and_then(|n| self.queue(n).ok());
+        if let Some(entry) = target {
+            entry.lock().accept_moved(message, Moved::Redrive, now);
+            return Some(entry.name.clone());
+        }
+        let how = match message.dead_letter_source_arn().cloned() {
+            Some(arn) => Moved::DeadLetter(arn),
+            None => Moved::Redrive,
+        };
+        source.lock().accept_moved(message, how, now);
+        None
+    }
+
+    /// Counts a step's moves into the task and, if it still runs, gives it `status`; logged.
+    fn finish_step(&self, task: &MoveTask, status: MoveStatus, moved: u64, reason: Option<String>) {
+        let mut tasks = self.move_tasks.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(t) = tasks
+            .get_mut(&task.source_arn)
+            .and_then(|l| l.iter_mut().find(|t| t.id == task.id))
+        {
+            t.moved += moved;
+            if t.status == MoveStatus::Running {
+                t.status = status;
+                t.failure_reason = reason;
+            }
+            self.log_move_task(t);
+        }
+    }
+
+    /// Tasks of a source queue, most recent first.
+    pub fn move_tasks(&self, source_arn: &str) -> Vec<MoveTask> {
+        let tasks = self.move_tasks.lock().unwrap_or_else(|p| p.into_inner());
+        tasks
+            .get(source_arn)
+            .map(|l| l.iter().rev().cloned().collect())
+            .unwrap_or_default()
+    }
+
+    pub fn list_move_tasks(&self, source_arn: &str) -> EngineResult<Vec<MoveTask>> {
+        let name = self.arn_queue_name(source_arn, "SourceArn")?;
+        self.queue(name).map_err(|_| not_found("SourceArn"))?;
+        Ok(self.move_tasks(source_arn))
+    }
+
+    pub fn cancel_move_task(&self, handle: &str) -> EngineResult<u64> {
+        let (id, source_arn) = decode_handle(handle).ok_or_else(invalid_handle)?;
+        let name = self.arn_queue_name(&source_arn, "SourceArn")?;
+        self.queue(name).map_err(|_| not_found("SourceArn"))?;
+        let mut tasks = self.move_tasks.lock().unwrap_or_else(|p| p.into_inner());
+        let task = tasks
+            .get_mut(&source_arn)
+            .and_then(|l| {
+                l.iter_mut()
+                    .find(|t| t.id == id && t.status == MoveStatus::Running)
+            })
+            .ok_or_else(no_such_task)?;
+        task.status = MoveStatus::Cancelled;
+        self.log_move_task(task);
+        Ok(task.moved)
+    }
+
+    /// Logs a task's new state; called under the task lock so the log keeps their order.
+    fn log_move_task(&self, task: &MoveTask) {
+        if let Some(journal) = &self.journal {
+            journal.submit(&Change::MoveTask(Box::new(task.clone())));
+        }
+    }
+
+    /// Puts a logged or snapshotted task in place of the one with its id.
+    pub fn restore_move_task(&self, task: MoveTask) {
+        let mut tasks = self.move_tasks.lock().unwrap_or_else(|p| p.into_inner());
+        let list = tasks.entry(task.source_arn.clone()).or_default();
+        match list.iter_mut().find(|t| t.id == task.id) {
+            Some(known) => *known = task,
+            None => list.push(task),
+        }
+    }
+
+    /// Every task in start order per source, with the log position the list is consistent
+    /// with, for a snapshot.
+    pub fn move_task_image(&self, next_lsn: impl Fn() -> u64) -> (u64, Vec<MoveTask>) {
+        let tasks = self.move_tasks.lock().unwrap_or_else(|p| p.into_inner());
+        let lsn = next_lsn();
+        (lsn, tasks.values().flatten().cloned().collect())
+    }
+
+    /// Tasks to resume after a restart.
+    pub fn running_move_tasks(&self) -> Vec<MoveTask> {
+        let tasks = self.move_tasks.lock().unwrap_or_else(|p| p.into_inner());
+        tasks
+            .values()
+            .flatten()
+            .filter(|t| t.status == MoveStatus::Running)
+            .cloned()
+            .collect()
+    }
+}

@@ -1,0 +1,364 @@
+//! The engine's files depend on each other one way: read from the source, every path a file
+//! names (in a `use` or in its code) is followed to the file that defines the item, through
+//! re-exports, and no file may reach itself again. A module's `mod.rs` re-exporting its
+//! children is a facade, not a dependency; what it uses itself is. Test modules are left out.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use crate::module_graph::{code_of, cycle_through, rust_files, Graph};
+
+/// The engine's source: each file's code without comments and inline test modules.
+struct Tree {
+    src: PathBuf,
+    code: BTreeMap<PathBuf, String>,
+}
+
+fn is_test(file: &Path) -> bool {
+    file.ends_with("tests.rs") || file.components().any(|c| c.as_os_str() == "tests")
+}
+
+/// The code a file compiles outside tests.
+fn code_without_tests(text: &str) -> String {
+    let code: Vec<&str> = text.lines().map(code_of).collect();
+    let code = code.join("\n");
+    let start = code.match_indices("#[cfg(test)]").find(|(at, marker)| {
+        let rest = code[at + marker.len()..].trim_start();
+        let rest = rest.strip_prefix("pub(crate) ").unwrap_or(rest);
+        rest.starts_with("mod ")
+            && rest
+                .split(';')
+                .next()
+                .is_some_and(|head| head.contains('{'))
+    });
+    match start {
+        Some((at, _)) => code[..at].to_string(),
+        None => code,
+    }
+}
+
+fn is_ident(c: char) -> bool {
+    c.is_alphanumeric() || c == '_'
+}
+
+/// Every leaf of every `use` statement, with whether the statement is `pub`; and the code with
+/// the statements taken out.
+fn uses(code: &str) -> (Vec<(Vec<String>, bool)>, String) {
+    let mut leaves = Vec::new();
+    let mut rest = String::new();
+    let mut at = 0;
+    while let Some(found) = code[at..].find("use ") {
+        let start = at + found;
+        let before = code[..start].trim_end();
+        let starts_statement = before.is_empty()
+            || before.ends_with([';', '{', '}', ']'])
+            || before.ends_with("pub")
+            || before.ends_with(')');
+        if code[..start].ends_with(is_ident) || !starts_statement {
+            rest.push_str(&code[at..start + 4]);
+            at = start + 4;
+            continue;
+        }
+        let end = code[start..].find(';').map_or(code.len(), |e| start + e);
+        let public = before.ends_with("pub") || before.ends_with(')') && before.contains("pub(");
+        let tree: String = code[start + 4..end]
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ");
+        for leaf in expand(&tree) {
+            leaves.push((leaf, public));
+        }
+        rest.push_str(&code[at..start]);
+        at = end;
+    }
+    rest.push_str(&code[at..]);
+    (leaves, rest)
+}
+
+/// `a::b::{c, d::{e as f}}` as `a::b::c` and `a::b::d::e`.
+fn expand(tree: &str) -> Vec<Vec<String>> {
+    let split = |path: &str| -> Vec<String> {
+        let path = path.split(" as ").next().unwrap_or(path);
+        path.split("::")
+            .map(|s| s.trim().to_string())
+            .filter(|s| !s.is_empty())
+            .collect()
+    };
+    let Some(open) = tree.find('{') else {
+        return vec![split(tree)]
+            .into_iter()
+            .filter(|p| !p.is_empty())
+            .collect();
+    };
+    let prefix = split(&tree[..open]);
+    let mut items = Vec::new();
+    let (mut depth, mut from) = (0, open + 1);
+    for (i, c) in tree.char_indices().skip(open) {
+        match c {
+            '{' => depth += 1,
+            '}' => {
+                depth -= 1;
+                if depth == 0 {
+                    items.push(&tree[from..i]);
+                    break;
+                }
+            }
+            ',' if depth == 1 => {
+                items.push(&tree[from..i]);
+                from = i + 1;
+            }
+            _ => {}
+        }
+    }
+    let mut out = Vec::new();
+    for item in items.into_iter().filter(|i| !i.trim().is_empty()) {
+        for leaf in expand(item.trim()) {
+            out.push(prefix.iter().cloned().chain(leaf).collect());
+        }
+    }
+    out
+}
+
+/// Paths written in code (`crate::a::B`, `super::c`, `child::f`), not those of `pub(in …)`.
+fn paths_in(code: &str) -> Vec<Vec<String>> {
+    let chars: Vec<(usize, char)> = code.char_indices().collect();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < chars.len() {
+        let (at, c) = chars[i];
+        let after_word = i > 0 && (is_ident(chars[i - 1].1) || chars[i - 1].1 == ':');
+        if !(c.is_alphabetic() || c == '_') || after_word {
+            i += 1;
+            continue;
+        }
+        let mut j = i;
+        let end = loop {
+            while j < chars.len() && is_ident(chars[j].1) {
+                j += 1;
+            }
+            let end = chars.get(j).map_or(code.len(), |(e, _)| *e);
+            let more = code[end..].starts_with("::")
+                && code[end + 2..].starts_with(|c: char| c.is_alphabetic() || c == '_');
+            if !more {
+                break end;
+            }
+            j = chars
+                .iter()
+                .position(|(e, _)| *e == end + 2)
+                .unwrap_or(chars.len());
+        };
+        let path = &code[at..end];
+        if path.contains("::") && !code[..at].ends_with("in ") {
+            out.push(path.split("::").map(String::from).collect());
+        }
+        i = j.max(i + 1);
+    }
+    out
+}
+
+impl Tree {
+    fn read(src: &Path) -> Tree {
+        let mut files = Vec::new();
+        rust_files(&src.join("engine"), &mut files);
+        files.push(src.join("engine.rs"));
+        let code = files
+            .into_iter()
+            .filter(|f| f.exists() && !is_test(f))
+            .map(|f| {
+                let text = std::fs::read_to_string(&f).expect("a readable source file");
+                (f, code_without_tests(&text))
+            })
+            .collect();
+        Tree {
+            src: src.to_path_buf(),
+            code,
+        }
+    }
+
+    fn module_of(&self, file: &Path) -> Vec<String> {
+        let relative = file.strip_prefix(&self.src).expect("under src");
+        let mut parts: Vec<String> = relative
+            .with_extension("")
+            .components()
+            .map(|c| c.as_os_str().to_string_lossy().into_owned())
+            .collect();
+        if parts.last().is_some_and(|p| p == "mod") {
+            parts.pop();
+        }
+        parts
+    }
+
+    fn file_of(&self, module: &[String]) -> Option<PathBuf> {
+        let base = module.iter().fold(self.src.clone(), |p, m| p.join(m));
+        [base.with_extension("rs"), base.join("mod.rs")]
+            .into_iter()
+            .find(|f| self.code.contains_key(f))
+    }
+
+    /// `path` as named in `file`, from the crate root; `None` for another crate's.
+    fn absolute(&self, file: &Path, path: &[String]) -> Option<Vec<String>> {
+        let module = self.module_of(file);
+        let first = path.first()?;
+        match first.as_str() {
+            "crate" => Some(path[1..].to_vec()),
+            "self" | "super" => {
+                let mut at = module;
+                let mut rest = path;
+                if rest[0] == "self" {
+                    rest = &rest[1..];
+                }
+                while rest.first().is_some_and(|s| s == "super") {
+                    at.pop();
+                    rest = &rest[1..];
+                }
+                Some(at.into_iter().chain(rest.iter().cloned()).collect())
+            }
+            child => {
+                let inside: Vec<String> = module.iter().cloned().chain([child.into()]).collect();
+                self.file_of(&inside)
+                    .filter(|f| f != file)
+                    .map(|_| module.into_iter().chain(path.iter().cloned()).collect())
+            }
+        }
+    }
+
+    fn defines(&self, file: &Path, name: &str) -> bool {
+        let code = &self.code[file];
+        [
+            "struct", "enum", "fn", "trait", "type", "const", "static", "mod", "union",
+        ]
+        .iter()
+        .any(|kind| {
+            code.match_indices(&format!("{kind} {name}"))
+                .any(|(at, text)| {
+                    let before = code[..at].chars().next_back();
+                    let after = code[at + text.len()..].chars().next();
+                    !before.is_some_and(is_ident) && !after.is_some_and(is_ident)
+                })
+        })
+    }
+
+    /// The file that defines what `path` names, through re-exports.
+    fn resolve(&self, path: &[String], depth: usize) -> Option<PathBuf> {
+        for n in (0..=path.len()).rev() {
+            let Some(file) = self.file_of(&path[..n]) else {
+                continue;
+            };
+            let Some(name) = path.get(n).filter(|name| *name != "*") else {
+                return Some(file);
+            };
+            if self.defines(&file, name) || depth > 8 {
+                return Some(file);
+            }
+            let (leaves, _) = uses(&self.code[&file]);
+            for (leaf, public) in leaves {
+                let named = leaf.last().is_some_and(|l| l == name || l == "*");
+                if !public || !named {
+                    continue;
+                }
+                let mut leaf = leaf.clone();
+                if leaf.last().is_some_and(|l| l == "*") {
+                    leaf.pop();
+                    leaf.push(name.clone());
+                }
+                let found = self
+                    .absolute(&file, &leaf)
+                    .and_then(|target| self.resolve(&target, depth + 1));
+                if found.is_some() {
+                    return found;
+                }
+            }
+            return Some(file);
+        }
+        None
+    }
+
+    fn graph(&self) -> Graph {
+        let mut graph = Graph::new();
+        for (file, code) in &self.code {
+            let name = file
+                .strip_prefix(&self.src)
+                .expect("under src")
+                .display()
+                .to_string();
+            let facade = file.ends_with("mod.rs");
+            let (leaves, rest) = uses(code);
+            let named = leaves
+                .into_iter()
+                .filter(|(_, public)| !(facade && *public))
+                .map(|(leaf, _)| leaf)
+                .chain(paths_in(&rest));
+            for path in named {
+                let Some(target) = self
+                    .absolute(file, &path)
+                    .and_then(|absolute| self.resolve(&absolute, 0))
+                else {
+                    continue;
+                };
+                if &target != file {
+                    let target = target.strip_prefix(&self.src).expect("under src");
+                    graph
+                        .entry(name.clone())
+                        .or_default()
+                        .entry(target.display().to_string())
+                        .or_default()
+                        .insert(path.join("::"));
+                }
+            }
+        }
+        graph
+    }
+}
+
+#[test]
+fn no_engine_file_depends_on_itself_through_others() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let graph = Tree::read(&src).graph();
+    // The reader follows what it should: a value's journaling reaches the guard's trait, and a
+    // path through the engine's re-exports reaches the file that defines it.
+    let edge = |from: &str, to: &str| graph.get(from).is_some_and(|e| e.contains_key(to));
+    assert!(edge("engine/journaled.rs", "engine/guard.rs"), "{graph:#?}");
+    assert!(
+        edge("engine/queue/groups.rs", "engine/fast_map.rs"),
+        "{graph:#?}"
+    );
+    assert!(graph.len() >= 40, "the engine was read: {:?}", graph.keys());
+    for file in graph.keys() {
+        if let Some(cycle) = cycle_through(&graph, file) {
+            let because: Vec<String> = cycle
+                .windows(2)
+                .map(|step| {
+                    format!(
+                        "{} -> {} ({:?})",
+                        step[0], step[1], graph[&step[0]][&step[1]]
+                    )
+                })
+                .collect();
+            panic!(
+                "an engine file cycle: {}\n{}",
+                cycle.join(" -> "),
+                because.join("\n")
+            );
+        }
+    }
+}
+
+#[test]
+fn use_trees_and_code_paths_are_read_as_leaves() {
+    let (leaves, rest) = uses(
+        "pub use a::{b, c::{d as e, f}};\nuse super::g::*;\nfn x() { let v = super::h::i(); }",
+    );
+    let leaves: Vec<(String, bool)> = leaves.into_iter().map(|(l, p)| (l.join("::"), p)).collect();
+    assert_eq!(
+        leaves,
+        [
+            ("a::b".into(), true),
+            ("a::c::d".into(), true),
+            ("a::c::f".into(), true),
+            ("super::g::*".into(), false)
+        ]
+    );
+    let paths: Vec<String> = paths_in(&rest).into_iter().map(|p| p.join("::")).collect();
+    assert_eq!(paths, ["super::h::i"]);
+    assert!(paths_in("pub(in crate::engine) x: u8").is_empty());
+}
