@@ -4,16 +4,16 @@
 use serde::{Deserialize, Serialize};
 
 use super::list::List;
-use super::queue::{QueueChange, QueueConfig, Tags};
-use super::topic::TopicChange;
-use super::webhook::{OutboxChange, Token};
+use super::queue::{DiskQueueChange, DiskQueueConfig, Tags};
+use super::topic::DiskTopicChange;
+use super::webhook::{DiskOutboxChange, Token};
 use crate::engine::changes as live;
 use crate::engine::move_task as live_move;
 use crate::engine::restore::RegistryImage;
 use crate::engine::Timestamp;
 
 #[derive(Clone, Copy, Serialize, Deserialize)]
-pub enum MoveStatus {
+pub enum DiskMoveStatus {
     Running,
     Completed,
     Cancelled,
@@ -22,31 +22,31 @@ pub enum MoveStatus {
 
 /// A DLQ redrive task's whole state.
 #[derive(Serialize, Deserialize)]
-pub struct MoveTask<'a> {
+pub struct DiskMoveTask<'a> {
     pub id: &'a str,
     pub source_arn: &'a str,
     pub destination_arn: Option<&'a str>,
     pub rate: Option<i64>,
-    pub status: MoveStatus,
+    pub status: DiskMoveStatus,
     pub moved: u64,
     pub to_move: u64,
     pub started_at: u64,
     pub failure_reason: Option<&'a str>,
 }
 
-impl<'a> From<&'a live_move::MoveTask> for MoveTask<'a> {
+impl<'a> From<&'a live_move::MoveTask> for DiskMoveTask<'a> {
     fn from(t: &'a live_move::MoveTask) -> Self {
         use live_move::MoveStatus as S;
-        MoveTask {
+        DiskMoveTask {
             id: &t.id,
             source_arn: &t.source_arn,
             destination_arn: t.destination_arn.as_deref(),
             rate: t.rate,
             status: match t.status {
-                S::Running => MoveStatus::Running,
-                S::Completed => MoveStatus::Completed,
-                S::Cancelled => MoveStatus::Cancelled,
-                S::Failed => MoveStatus::Failed,
+                S::Running => DiskMoveStatus::Running,
+                S::Completed => DiskMoveStatus::Completed,
+                S::Cancelled => DiskMoveStatus::Cancelled,
+                S::Failed => DiskMoveStatus::Failed,
             },
             moved: t.moved,
             to_move: t.to_move,
@@ -56,7 +56,7 @@ impl<'a> From<&'a live_move::MoveTask> for MoveTask<'a> {
     }
 }
 
-impl MoveTask<'_> {
+impl DiskMoveTask<'_> {
     pub fn into_live(self) -> live_move::MoveTask {
         use live_move::MoveStatus as S;
         live_move::MoveTask {
@@ -65,10 +65,10 @@ impl MoveTask<'_> {
             destination_arn: self.destination_arn.map(str::to_string),
             rate: self.rate,
             status: match self.status {
-                MoveStatus::Running => S::Running,
-                MoveStatus::Completed => S::Completed,
-                MoveStatus::Cancelled => S::Cancelled,
-                MoveStatus::Failed => S::Failed,
+                DiskMoveStatus::Running => S::Running,
+                DiskMoveStatus::Completed => S::Completed,
+                DiskMoveStatus::Cancelled => S::Cancelled,
+                DiskMoveStatus::Failed => S::Failed,
             },
             moved: self.moved,
             to_move: self.to_move,
@@ -109,11 +109,11 @@ impl From<Registry> for RegistryImage {
 
 /// What one log record holds.
 #[derive(Serialize, Deserialize)]
-pub enum Change<'a> {
+pub enum DiskChange<'a> {
     CreateQueue {
         name: &'a str,
         uid: u64,
-        config: QueueConfig,
+        config: DiskQueueConfig,
         tags: Tags<'a>,
     },
     DeleteQueue {
@@ -126,21 +126,22 @@ pub enum Change<'a> {
         name: &'a str,
         uid: u64,
         #[serde(borrow)]
-        changes: List<'a, crate::engine::queue::changes::QueueChange, QueueChange<'a>>,
+        changes: List<'a, crate::engine::queue::changes::QueueChange, DiskQueueChange<'a>>,
     },
     Topic {
         name: &'a str,
         #[serde(borrow)]
-        changes: List<'a, crate::engine::topic::changes::TopicChange, TopicChange<'a>>,
+        changes: List<'a, crate::engine::topic::changes::TopicChange, DiskTopicChange<'a>>,
     },
     DeleteTopic {
         name: &'a str,
     },
     Outbox(
-        #[serde(borrow)] List<'a, crate::engine::webhook::changes::OutboxChange, OutboxChange<'a>>,
+        #[serde(borrow)]
+        List<'a, crate::engine::webhook::changes::OutboxChange, DiskOutboxChange<'a>>,
     ),
     Token(#[serde(borrow)] Token<'a>),
-    MoveTask(#[serde(borrow)] MoveTask<'a>),
+    MoveTask(#[serde(borrow)] DiskMoveTask<'a>),
     /// The SNS signing key (PKCS#1 DER) and its certificate.
     Signer {
         private_key_der: &'a [u8],
@@ -153,7 +154,7 @@ pub enum Change<'a> {
     },
 }
 
-impl<'a> From<&'a live::Change> for Change<'a> {
+impl<'a> From<&'a live::Change> for DiskChange<'a> {
     fn from(change: &'a live::Change) -> Self {
         use live::Change as C;
         match change {
@@ -162,49 +163,49 @@ impl<'a> From<&'a live::Change> for Change<'a> {
                 uid,
                 config,
                 tags,
-            } => Change::CreateQueue {
+            } => DiskChange::CreateQueue {
                 name,
                 uid: *uid,
                 config: (&**config).into(),
                 tags: std::borrow::Cow::Borrowed(tags),
             },
-            C::DeleteQueue { name, uid, at } => Change::DeleteQueue {
+            C::DeleteQueue { name, uid, at } => DiskChange::DeleteQueue {
                 name,
                 uid: *uid,
                 at: at.0,
             },
-            C::Queue { name, uid, changes } => Change::Queue {
+            C::Queue { name, uid, changes } => DiskChange::Queue {
                 name,
                 uid: *uid,
                 changes: List::Write(changes),
             },
-            C::Topic { name, changes } => Change::Topic {
+            C::Topic { name, changes } => DiskChange::Topic {
                 name,
                 changes: List::Write(changes),
             },
-            C::DeleteTopic { name } => Change::DeleteTopic { name },
-            C::Outbox(changes) => Change::Outbox(List::Write(changes)),
-            C::Token(token) => Change::Token(token.into()),
-            C::MoveTask(task) => Change::MoveTask((&**task).into()),
+            C::DeleteTopic { name } => DiskChange::DeleteTopic { name },
+            C::Outbox(changes) => DiskChange::Outbox(List::Write(changes)),
+            C::Token(token) => DiskChange::Token(token.into()),
+            C::MoveTask(task) => DiskChange::MoveTask((&**task).into()),
             C::Signer {
                 private_key_der,
                 certificate_pem,
                 certificate_file,
-            } => Change::Signer {
+            } => DiskChange::Signer {
                 private_key_der,
                 certificate_pem,
                 certificate_file,
             },
-            C::ReceiptKey { secret } => Change::ReceiptKey { secret: secret.0 },
+            C::ReceiptKey { secret } => DiskChange::ReceiptKey { secret: secret.0 },
         }
     }
 }
 
-impl Change<'_> {
+impl DiskChange<'_> {
     pub fn into_live(self) -> live::Change {
         use live::Change as C;
         match self {
-            Change::CreateQueue {
+            DiskChange::CreateQueue {
                 name,
                 uid,
                 config,
@@ -215,39 +216,39 @@ impl Change<'_> {
                 config: Box::new(config.into()),
                 tags: tags.into_owned(),
             },
-            Change::DeleteQueue { name, uid, at } => C::DeleteQueue {
+            DiskChange::DeleteQueue { name, uid, at } => C::DeleteQueue {
                 name: name.into(),
                 uid,
                 at: Timestamp(at),
             },
-            Change::Queue { name, uid, changes } => C::Queue {
+            DiskChange::Queue { name, uid, changes } => C::Queue {
                 name: name.into(),
                 uid,
                 changes: changes
                     .into_vec()
                     .into_iter()
-                    .map(QueueChange::into_live)
+                    .map(DiskQueueChange::into_live)
                     .collect(),
             },
-            Change::Topic { name, changes } => C::Topic {
+            DiskChange::Topic { name, changes } => C::Topic {
                 name: name.into(),
                 changes: changes
                     .into_vec()
                     .into_iter()
-                    .map(TopicChange::into_live)
+                    .map(DiskTopicChange::into_live)
                     .collect(),
             },
-            Change::DeleteTopic { name } => C::DeleteTopic { name: name.into() },
-            Change::Outbox(changes) => C::Outbox(
+            DiskChange::DeleteTopic { name } => C::DeleteTopic { name: name.into() },
+            DiskChange::Outbox(changes) => C::Outbox(
                 changes
                     .into_vec()
                     .into_iter()
-                    .map(OutboxChange::into_live)
+                    .map(DiskOutboxChange::into_live)
                     .collect(),
             ),
-            Change::Token(token) => C::Token(token.into_live()),
-            Change::MoveTask(task) => C::MoveTask(Box::new(task.into_live())),
-            Change::Signer {
+            DiskChange::Token(token) => C::Token(token.into_live()),
+            DiskChange::MoveTask(task) => C::MoveTask(Box::new(task.into_live())),
+            DiskChange::Signer {
                 private_key_der,
                 certificate_pem,
                 certificate_file,
@@ -256,7 +257,7 @@ impl Change<'_> {
                 certificate_pem: certificate_pem.into(),
                 certificate_file: certificate_file.into(),
             },
-            Change::ReceiptKey { secret } => C::ReceiptKey {
+            DiskChange::ReceiptKey { secret } => C::ReceiptKey {
                 secret: crate::engine::queue::receipt::Secret(secret),
             },
         }

@@ -68,7 +68,7 @@ impl<'de> Deserialize<'de> for Seq {
 }
 
 #[derive(Serialize, Deserialize)]
-pub enum AttributeData<'a> {
+pub enum DiskAttributeData<'a> {
     String(&'a str),
     Binary(&'a [u8]),
 }
@@ -79,7 +79,7 @@ pub struct Attribute<'a> {
     pub name: &'a str,
     pub data_type: &'a str,
     #[serde(borrow)]
-    pub data: AttributeData<'a>,
+    pub data: DiskAttributeData<'a>,
 }
 
 impl<'a> From<&'a (String, live::AttributeValue)> for Attribute<'a> {
@@ -88,8 +88,8 @@ impl<'a> From<&'a (String, live::AttributeValue)> for Attribute<'a> {
             name,
             data_type: &value.data_type,
             data: match &value.data {
-                live::AttributeData::String(s) => AttributeData::String(s),
-                live::AttributeData::Binary(b) => AttributeData::Binary(b),
+                live::AttributeData::String(s) => DiskAttributeData::String(s),
+                live::AttributeData::Binary(b) => DiskAttributeData::Binary(b),
             },
         }
     }
@@ -108,8 +108,8 @@ pub fn live_attributes(stored: Attributes<'_>) -> MessageAttributes {
             .into_iter()
             .map(|a| {
                 let data = match a.data {
-                    AttributeData::String(s) => live::AttributeData::String(s.to_string()),
-                    AttributeData::Binary(b) => live::AttributeData::Binary(b.to_vec()),
+                    DiskAttributeData::String(s) => live::AttributeData::String(s.to_string()),
+                    DiskAttributeData::Binary(b) => live::AttributeData::Binary(b.to_vec()),
                 };
                 let value = live::AttributeValue {
                     data_type: a.data_type.to_string(),
@@ -122,7 +122,7 @@ pub fn live_attributes(stored: Attributes<'_>) -> MessageAttributes {
 }
 
 #[derive(Serialize, Deserialize)]
-pub struct Message<'a> {
+pub struct DiskMessage<'a> {
     pub id: Id,
     pub body: &'a str,
     pub body_md5: Md5,
@@ -140,9 +140,9 @@ pub struct Message<'a> {
     pub dead_letter_source_arn: Option<&'a str>,
 }
 
-impl<'a> From<&'a live::Message> for Message<'a> {
+impl<'a> From<&'a live::Message> for DiskMessage<'a> {
     fn from(m: &'a live::Message) -> Self {
-        Message {
+        DiskMessage {
             id: Id(m.id),
             body: &m.body,
             body_md5: Md5(m.body_md5),
@@ -161,7 +161,7 @@ impl<'a> From<&'a live::Message> for Message<'a> {
     }
 }
 
-impl Message<'_> {
+impl DiskMessage<'_> {
     pub fn into_live(self) -> live::Message {
         let arc = |s: Option<&str>| s.map(Arc::from);
         live::Message::from(live::MessageParts {
@@ -184,48 +184,48 @@ impl Message<'_> {
 }
 
 #[derive(Clone, Copy, Serialize, Deserialize)]
-pub enum State {
+pub enum DiskState {
     Delayed(u64),
     Visible,
     InFlight(u64),
 }
 
-impl From<queue_live::State> for State {
+impl From<queue_live::State> for DiskState {
     fn from(state: queue_live::State) -> Self {
         match state {
-            queue_live::State::Delayed(t) => State::Delayed(t.0),
-            queue_live::State::Visible => State::Visible,
-            queue_live::State::InFlight(t) => State::InFlight(t.0),
+            queue_live::State::Delayed(t) => DiskState::Delayed(t.0),
+            queue_live::State::Visible => DiskState::Visible,
+            queue_live::State::InFlight(t) => DiskState::InFlight(t.0),
         }
     }
 }
 
-impl From<State> for queue_live::State {
-    fn from(state: State) -> Self {
+impl From<DiskState> for queue_live::State {
+    fn from(state: DiskState) -> Self {
         match state {
-            State::Delayed(t) => queue_live::State::Delayed(Timestamp(t)),
-            State::Visible => queue_live::State::Visible,
-            State::InFlight(t) => queue_live::State::InFlight(Timestamp(t)),
+            DiskState::Delayed(t) => queue_live::State::Delayed(Timestamp(t)),
+            DiskState::Visible => queue_live::State::Visible,
+            DiskState::InFlight(t) => queue_live::State::InFlight(Timestamp(t)),
         }
     }
 }
 
 /// A message in a queue with its receive state.
 #[derive(Serialize, Deserialize)]
-pub struct Stored<'a> {
+pub struct DiskStored<'a> {
     #[serde(borrow)]
-    pub message: Message<'a>,
-    pub state: State,
+    pub message: DiskMessage<'a>,
+    pub state: DiskState,
     pub receive_no: u64,
     pub visibility_epoch: u32,
     pub received_at: u64,
     pub enqueued_at: u64,
 }
 
-impl<'a> From<&'a queue_live::Stored> for Stored<'a> {
+impl<'a> From<&'a queue_live::Stored> for DiskStored<'a> {
     fn from(s: &'a queue_live::Stored) -> Self {
-        Stored {
-            message: Message::from(&s.message),
+        DiskStored {
+            message: DiskMessage::from(&s.message),
             state: s.state.into(),
             receive_no: s.receive_no,
             visibility_epoch: s.visibility_epoch,
@@ -235,7 +235,7 @@ impl<'a> From<&'a queue_live::Stored> for Stored<'a> {
     }
 }
 
-impl Stored<'_> {
+impl DiskStored<'_> {
     pub fn into_live(self) -> queue_live::Stored {
         queue_live::Stored {
             message: self.message.into_live(),
@@ -250,22 +250,22 @@ impl Stored<'_> {
 
 /// What a deduplication id stands for: the original's id and sequence number.
 #[derive(Clone, Copy, Serialize, Deserialize)]
-pub struct DedupRecord {
+pub struct DiskDedupRecord {
     pub message_id: Id,
     pub sequence_number: Option<Seq>,
 }
 
-impl From<&queue_live::DedupRecord> for DedupRecord {
+impl From<&queue_live::DedupRecord> for DiskDedupRecord {
     fn from(r: &queue_live::DedupRecord) -> Self {
-        DedupRecord {
+        DiskDedupRecord {
             message_id: Id(r.message_id),
             sequence_number: r.sequence_number.map(Seq),
         }
     }
 }
 
-impl From<DedupRecord> for queue_live::DedupRecord {
-    fn from(r: DedupRecord) -> Self {
+impl From<DiskDedupRecord> for queue_live::DedupRecord {
+    fn from(r: DiskDedupRecord) -> Self {
         queue_live::DedupRecord {
             message_id: r.message_id.0,
             sequence_number: r.sequence_number.map(|s| s.0),
@@ -278,7 +278,7 @@ impl From<DedupRecord> for queue_live::DedupRecord {
 #[derive(Serialize, Deserialize)]
 pub struct DedupEntry<'a> {
     pub key: &'a str,
-    pub record: DedupRecord,
+    pub record: DiskDedupRecord,
     pub expires_at: u64,
 }
 
@@ -307,7 +307,7 @@ impl DedupEntry<'_> {
 #[derive(Serialize, Deserialize)]
 pub struct DigestEntry {
     pub digest: [u8; 16],
-    pub record: DedupRecord,
+    pub record: DiskDedupRecord,
     pub expires_at: u64,
 }
 
@@ -360,14 +360,14 @@ impl From<&(u64, u64, u32)> for Returned {
     }
 }
 
-pub type AttemptEntries<'a> = List<'a, (u64, u64, u32), Returned>;
+pub type DiskAttemptEntries<'a> = List<'a, (u64, u64, u32), Returned>;
 
 /// A receive attempt id's entry: (key, entries, expiry).
 #[derive(Serialize, Deserialize)]
 pub struct AttemptEntry<'a> {
     pub key: &'a str,
     #[serde(borrow)]
-    pub entries: AttemptEntries<'a>,
+    pub entries: DiskAttemptEntries<'a>,
     pub expires_at: u64,
 }
 

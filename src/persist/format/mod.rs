@@ -1,6 +1,8 @@
 //! The on-disk format: what log records and snapshot records hold, as persist's own types,
 //! mapped to and from the engine's state. The engine's types carry no serialization, so
-//! changing one cannot change what is on disk without a change here.
+//! changing one cannot change what is on disk without a change here. A type here that mirrors
+//! an engine type is named for it with `Disk` in front (`DiskMessage` is how an
+//! `engine::message::Message` is written, in files and in database rows alike).
 //!
 //! Records are postcard, which writes fields in order with no names, so a layout is fixed once
 //! data has been written with it. Every record says which format version wrote it:
@@ -12,7 +14,7 @@
 //! A record of a version newer than [`VERSION`] is refused with an error that says so: this
 //! build cannot know its layout.
 //!
-//! To add a field (say to `QueueConfig`): bump [`VERSION`], keep the old layout as it is (move
+//! To add a field (say to `DiskQueueConfig`): bump [`VERSION`], keep the old layout as it is (move
 //! it to a `v1` module) and give the new one the field; decoding picks the layout by the
 //! record's version and maps an old record to today's engine state with the field's default.
 //! `tests/fixtures/data-bd5fd91/` holds data written by an older release; its test must keep
@@ -69,7 +71,7 @@ pub fn encode_change(
     change: &engine::Change,
     out: crate::persist::record::Buffer,
 ) -> postcard::Result<Vec<u8>> {
-    postcard::serialize_with_flavor(&change::Change::from(change), out)
+    postcard::serialize_with_flavor(&change::DiskChange::from(change), out)
 }
 
 /// A whole log record (header and change), as the journal writes it.
@@ -94,7 +96,7 @@ pub fn decode_record(record: &[u8]) -> Result<(u64, engine::Change), FormatError
             found: version,
         });
     }
-    let change: change::Change = postcard::from_bytes(&record[8..])
+    let change: change::DiskChange = postcard::from_bytes(&record[8..])
         .map_err(|e| FormatError::Damaged(format!("record {lsn} does not decode: {e}")))?;
     Ok((lsn, change.into_live()))
 }

@@ -7,7 +7,8 @@ use serde::{Deserialize, Serialize};
 
 use super::list::List;
 use super::message::{
-    AttemptEntries, AttemptEntry, DedupEntry, DedupRecord, KeyedEntries, State, Stored,
+    AttemptEntry, DedupEntry, DiskAttemptEntries, DiskDedupRecord, DiskState, DiskStored,
+    KeyedEntries,
 };
 use crate::engine::queue::config::{
     RedrivePermission as LivePermission, ThroughputLimit as LiveLimit,
@@ -18,43 +19,43 @@ use crate::engine::Timestamp;
 pub type Tags<'a> = Cow<'a, BTreeMap<String, String>>;
 
 #[derive(Clone, Copy, Serialize, Deserialize)]
-pub enum DedupScope {
+pub enum DiskDedupScope {
     Queue,
     MessageGroup,
 }
 
-impl From<live::DedupScope> for DedupScope {
+impl From<live::DedupScope> for DiskDedupScope {
     fn from(scope: live::DedupScope) -> Self {
         match scope {
-            live::DedupScope::Queue => DedupScope::Queue,
-            live::DedupScope::MessageGroup => DedupScope::MessageGroup,
+            live::DedupScope::Queue => DiskDedupScope::Queue,
+            live::DedupScope::MessageGroup => DiskDedupScope::MessageGroup,
         }
     }
 }
 
-impl From<DedupScope> for live::DedupScope {
-    fn from(scope: DedupScope) -> Self {
+impl From<DiskDedupScope> for live::DedupScope {
+    fn from(scope: DiskDedupScope) -> Self {
         match scope {
-            DedupScope::Queue => live::DedupScope::Queue,
-            DedupScope::MessageGroup => live::DedupScope::MessageGroup,
+            DiskDedupScope::Queue => live::DedupScope::Queue,
+            DiskDedupScope::MessageGroup => live::DedupScope::MessageGroup,
         }
     }
 }
 
 #[derive(Clone, Copy, Serialize, Deserialize)]
-pub enum ThroughputLimit {
+pub enum DiskThroughputLimit {
     PerQueue,
     PerMessageGroupId,
 }
 
 #[derive(Serialize, Deserialize)]
-pub struct RedrivePolicy {
+pub struct DiskRedrivePolicy {
     pub dead_letter_target_arn: String,
     pub max_receive_count: u32,
 }
 
 #[derive(Serialize, Deserialize)]
-pub enum RedrivePermission {
+pub enum DiskRedrivePermission {
     AllowAll,
     DenyAll,
     ByQueue(Vec<String>),
@@ -62,7 +63,7 @@ pub enum RedrivePermission {
 
 /// Every settable attribute of a queue.
 #[derive(Serialize, Deserialize)]
-pub struct QueueConfig {
+pub struct DiskQueueConfig {
     pub fifo: bool,
     pub delay_seconds: u32,
     pub maximum_message_size: u32,
@@ -70,21 +71,21 @@ pub struct QueueConfig {
     pub receive_wait_seconds: u32,
     pub visibility_timeout: u32,
     pub policy: Option<String>,
-    pub redrive_policy: Option<RedrivePolicy>,
-    pub redrive_allow_policy: Option<(RedrivePermission, String)>,
+    pub redrive_policy: Option<DiskRedrivePolicy>,
+    pub redrive_allow_policy: Option<(DiskRedrivePermission, String)>,
     pub kms_master_key_id: Option<String>,
     pub kms_data_key_reuse_seconds: Option<u32>,
     pub sqs_managed_sse: bool,
     pub content_based_dedup: bool,
-    pub dedup_scope: DedupScope,
-    pub throughput_limit: ThroughputLimit,
+    pub dedup_scope: DiskDedupScope,
+    pub throughput_limit: DiskThroughputLimit,
     pub created_at: u64,
     pub last_modified_at: u64,
 }
 
-impl From<&live::QueueConfig> for QueueConfig {
+impl From<&live::QueueConfig> for DiskQueueConfig {
     fn from(c: &live::QueueConfig) -> Self {
-        QueueConfig {
+        DiskQueueConfig {
             fifo: c.fifo,
             delay_seconds: c.delay_seconds,
             maximum_message_size: c.maximum_message_size,
@@ -92,15 +93,15 @@ impl From<&live::QueueConfig> for QueueConfig {
             receive_wait_seconds: c.receive_wait_seconds,
             visibility_timeout: c.visibility_timeout,
             policy: c.policy.clone(),
-            redrive_policy: c.redrive_policy.as_ref().map(|p| RedrivePolicy {
+            redrive_policy: c.redrive_policy.as_ref().map(|p| DiskRedrivePolicy {
                 dead_letter_target_arn: p.dead_letter_target_arn.clone(),
                 max_receive_count: p.max_receive_count,
             }),
             redrive_allow_policy: c.redrive_allow_policy.as_ref().map(|(permission, text)| {
                 let permission = match permission {
-                    LivePermission::AllowAll => RedrivePermission::AllowAll,
-                    LivePermission::DenyAll => RedrivePermission::DenyAll,
-                    LivePermission::ByQueue(q) => RedrivePermission::ByQueue(q.clone()),
+                    LivePermission::AllowAll => DiskRedrivePermission::AllowAll,
+                    LivePermission::DenyAll => DiskRedrivePermission::DenyAll,
+                    LivePermission::ByQueue(q) => DiskRedrivePermission::ByQueue(q.clone()),
                 };
                 (permission, text.clone())
             }),
@@ -110,8 +111,8 @@ impl From<&live::QueueConfig> for QueueConfig {
             content_based_dedup: c.content_based_dedup,
             dedup_scope: c.dedup_scope.into(),
             throughput_limit: match c.throughput_limit {
-                LiveLimit::PerQueue => ThroughputLimit::PerQueue,
-                LiveLimit::PerMessageGroupId => ThroughputLimit::PerMessageGroupId,
+                LiveLimit::PerQueue => DiskThroughputLimit::PerQueue,
+                LiveLimit::PerMessageGroupId => DiskThroughputLimit::PerMessageGroupId,
             },
             created_at: c.created_at.0,
             last_modified_at: c.last_modified_at.0,
@@ -119,8 +120,8 @@ impl From<&live::QueueConfig> for QueueConfig {
     }
 }
 
-impl From<QueueConfig> for live::QueueConfig {
-    fn from(c: QueueConfig) -> Self {
+impl From<DiskQueueConfig> for live::QueueConfig {
+    fn from(c: DiskQueueConfig) -> Self {
         live::QueueConfig {
             fifo: c.fifo,
             delay_seconds: c.delay_seconds,
@@ -135,9 +136,9 @@ impl From<QueueConfig> for live::QueueConfig {
             }),
             redrive_allow_policy: c.redrive_allow_policy.map(|(permission, text)| {
                 let permission = match permission {
-                    RedrivePermission::AllowAll => LivePermission::AllowAll,
-                    RedrivePermission::DenyAll => LivePermission::DenyAll,
-                    RedrivePermission::ByQueue(q) => LivePermission::ByQueue(q),
+                    DiskRedrivePermission::AllowAll => LivePermission::AllowAll,
+                    DiskRedrivePermission::DenyAll => LivePermission::DenyAll,
+                    DiskRedrivePermission::ByQueue(q) => LivePermission::ByQueue(q),
                 };
                 (permission, text)
             }),
@@ -147,8 +148,8 @@ impl From<QueueConfig> for live::QueueConfig {
             content_based_dedup: c.content_based_dedup,
             dedup_scope: c.dedup_scope.into(),
             throughput_limit: match c.throughput_limit {
-                ThroughputLimit::PerQueue => LiveLimit::PerQueue,
-                ThroughputLimit::PerMessageGroupId => LiveLimit::PerMessageGroupId,
+                DiskThroughputLimit::PerQueue => LiveLimit::PerQueue,
+                DiskThroughputLimit::PerMessageGroupId => LiveLimit::PerMessageGroupId,
             },
             created_at: Timestamp(c.created_at),
             last_modified_at: Timestamp(c.last_modified_at),
@@ -158,17 +159,17 @@ impl From<QueueConfig> for live::QueueConfig {
 
 /// One change to a queue.
 #[derive(Serialize, Deserialize)]
-pub enum QueueChange<'a> {
+pub enum DiskQueueChange<'a> {
     /// A message stored (sent, moved in, or restored) under this sequence number.
     Put {
         seq: u64,
         #[serde(borrow)]
-        stored: Stored<'a>,
+        stored: DiskStored<'a>,
     },
     /// A stored message's receive state after a receive or visibility change.
     Touch {
         seq: u64,
-        state: State,
+        state: DiskState,
         receive_no: u64,
         visibility_epoch: u32,
         received_at: u64,
@@ -180,31 +181,31 @@ pub enum QueueChange<'a> {
     },
     Dedup {
         key: &'a str,
-        record: DedupRecord,
+        record: DiskDedupRecord,
         expires_at: u64,
     },
     Attempt {
         key: &'a str,
         #[serde(borrow)]
-        entries: AttemptEntries<'a>,
+        entries: DiskAttemptEntries<'a>,
         expires_at: u64,
     },
     Purge {
         at: u64,
     },
-    Config(QueueConfig),
+    Config(DiskQueueConfig),
     Tags(Tags<'a>),
     /// Since version 2.
     Reset,
 }
 
-impl<'a> From<&'a live_changes::QueueChange> for QueueChange<'a> {
+impl<'a> From<&'a live_changes::QueueChange> for DiskQueueChange<'a> {
     fn from(change: &'a live_changes::QueueChange) -> Self {
         use live_changes::QueueChange as C;
         match change {
-            C::Put { seq, stored } => QueueChange::Put {
+            C::Put { seq, stored } => DiskQueueChange::Put {
                 seq: *seq,
-                stored: Stored::from(&**stored),
+                stored: DiskStored::from(&**stored),
             },
             C::Touch {
                 seq,
@@ -214,7 +215,7 @@ impl<'a> From<&'a live_changes::QueueChange> for QueueChange<'a> {
                 received_at,
                 receive_count,
                 first_receive_at,
-            } => QueueChange::Touch {
+            } => DiskQueueChange::Touch {
                 seq: *seq,
                 state: (*state).into(),
                 receive_no: *receive_no,
@@ -223,12 +224,12 @@ impl<'a> From<&'a live_changes::QueueChange> for QueueChange<'a> {
                 receive_count: *receive_count,
                 first_receive_at: first_receive_at.map(|t| t.0),
             },
-            C::Remove { seq } => QueueChange::Remove { seq: *seq },
+            C::Remove { seq } => DiskQueueChange::Remove { seq: *seq },
             C::Dedup {
                 key,
                 record,
                 expires_at,
-            } => QueueChange::Dedup {
+            } => DiskQueueChange::Dedup {
                 key,
                 record: record.into(),
                 expires_at: expires_at.0,
@@ -237,28 +238,28 @@ impl<'a> From<&'a live_changes::QueueChange> for QueueChange<'a> {
                 key,
                 entries,
                 expires_at,
-            } => QueueChange::Attempt {
+            } => DiskQueueChange::Attempt {
                 key,
                 entries: List::Write(entries),
                 expires_at: expires_at.0,
             },
-            C::Purge { at } => QueueChange::Purge { at: at.0 },
-            C::Config(config) => QueueChange::Config((&**config).into()),
-            C::Tags(tags) => QueueChange::Tags(Cow::Borrowed(tags)),
-            C::Reset => QueueChange::Reset,
+            C::Purge { at } => DiskQueueChange::Purge { at: at.0 },
+            C::Config(config) => DiskQueueChange::Config((&**config).into()),
+            C::Tags(tags) => DiskQueueChange::Tags(Cow::Borrowed(tags)),
+            C::Reset => DiskQueueChange::Reset,
         }
     }
 }
 
-impl QueueChange<'_> {
+impl DiskQueueChange<'_> {
     pub fn into_live(self) -> live_changes::QueueChange {
         use live_changes::QueueChange as C;
         match self {
-            QueueChange::Put { seq, stored } => C::Put {
+            DiskQueueChange::Put { seq, stored } => C::Put {
                 seq,
                 stored: Box::new(stored.into_live()),
             },
-            QueueChange::Touch {
+            DiskQueueChange::Touch {
                 seq,
                 state,
                 receive_no,
@@ -275,8 +276,8 @@ impl QueueChange<'_> {
                 receive_count,
                 first_receive_at: first_receive_at.map(Timestamp),
             },
-            QueueChange::Remove { seq } => C::Remove { seq },
-            QueueChange::Dedup {
+            DiskQueueChange::Remove { seq } => C::Remove { seq },
+            DiskQueueChange::Dedup {
                 key,
                 record,
                 expires_at,
@@ -285,7 +286,7 @@ impl QueueChange<'_> {
                 record: record.into(),
                 expires_at: Timestamp(expires_at),
             },
-            QueueChange::Attempt {
+            DiskQueueChange::Attempt {
                 key,
                 entries,
                 expires_at,
@@ -302,23 +303,23 @@ impl QueueChange<'_> {
                     expires_at,
                 }
             }
-            QueueChange::Purge { at } => C::Purge { at: Timestamp(at) },
-            QueueChange::Config(config) => C::Config(Box::new(config.into())),
-            QueueChange::Tags(tags) => C::Tags(tags.into_owned()),
-            QueueChange::Reset => C::Reset,
+            DiskQueueChange::Purge { at } => C::Purge { at: Timestamp(at) },
+            DiskQueueChange::Config(config) => C::Config(Box::new(config.into())),
+            DiskQueueChange::Tags(tags) => C::Tags(tags.into_owned()),
+            DiskQueueChange::Reset => C::Reset,
         }
     }
 }
 
 /// Everything about a queue except its messages, which a snapshot writes in chunks.
 #[derive(Serialize, Deserialize)]
-pub struct QueueImage<'a> {
+pub struct DiskQueueImage<'a> {
     pub name: &'a str,
     pub arn: &'a str,
     pub uid: u64,
-    pub config: QueueConfig,
+    pub config: DiskQueueConfig,
     pub tags: Tags<'a>,
-    pub dedup_scope: DedupScope,
+    pub dedup_scope: DiskDedupScope,
     pub next_seq: u64,
     pub next_receive_no: u64,
     pub last_purge: Option<u64>,
@@ -328,13 +329,13 @@ pub struct QueueImage<'a> {
     pub attempts: List<'a, (String, live::AttemptEntries, Timestamp), AttemptEntry<'a>>,
 }
 
-impl<'a> From<&'a live_changes::QueueImage> for QueueImage<'a> {
+impl<'a> From<&'a live_changes::QueueImage> for DiskQueueImage<'a> {
     fn from(image: &'a live_changes::QueueImage) -> Self {
         debug_assert!(
             image.dedup.is_empty(),
             "a snapshot writes a queue's history as its own items"
         );
-        QueueImage {
+        DiskQueueImage {
             name: &image.name,
             arn: &image.arn,
             uid: image.uid,
@@ -350,7 +351,7 @@ impl<'a> From<&'a live_changes::QueueImage> for QueueImage<'a> {
     }
 }
 
-impl QueueImage<'_> {
+impl DiskQueueImage<'_> {
     pub fn into_live(self) -> live_changes::QueueImage {
         live_changes::QueueImage {
             name: self.name.into(),

@@ -2,11 +2,11 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::change::{Change, MoveTask, Registry};
+use super::change::{DiskChange, DiskMoveTask, Registry};
 use super::list::List;
-use super::message::{AttemptEntry, DedupEntry, DigestEntries, Stored};
-use super::queue::QueueImage;
-use super::topic::{Archived, TopicImage};
+use super::message::{AttemptEntry, DedupEntry, DigestEntries, DiskStored};
+use super::queue::DiskQueueImage;
+use super::topic::{DiskArchived, DiskTopicImage};
 use super::webhook::{Queued, Token};
 use crate::engine::move_task::MoveTask as LiveMoveTask;
 use crate::engine::queue::{self as live_queue, AttemptEntries, DedupRecord};
@@ -21,14 +21,14 @@ use std::sync::Arc;
 pub struct Numbered<'a> {
     pub seq: u64,
     #[serde(borrow)]
-    pub stored: Stored<'a>,
+    pub stored: DiskStored<'a>,
 }
 
 impl<'x, 'a: 'x> From<&'x (u64, &'a live_queue::Stored)> for Numbered<'x> {
     fn from((seq, stored): &'x (u64, &'a live_queue::Stored)) -> Self {
         Numbered {
             seq: *seq,
-            stored: Stored::from(&**stored),
+            stored: DiskStored::from(&**stored),
         }
     }
 }
@@ -49,7 +49,7 @@ pub enum Item<'a> {
     Queue {
         lsn: u64,
         #[serde(borrow)]
-        image: QueueImage<'a>,
+        image: DiskQueueImage<'a>,
     },
     Messages(#[serde(borrow)] Messages<'a>),
     /// A queue's deduplication entries by key, as versions up to 3 wrote them.
@@ -61,13 +61,13 @@ pub enum Item<'a> {
     Topic {
         lsn: u64,
         #[serde(borrow)]
-        image: TopicImage<'a>,
+        image: DiskTopicImage<'a>,
     },
     /// A topic's deduplication entries by key, as versions up to 3 wrote them.
     TopicDedup(#[serde(borrow)] List<'a, (Arc<str>, DedupRecord, Timestamp), DedupEntry<'a>>),
-    TopicArchive(#[serde(borrow)] List<'a, LiveArchived, Archived<'a>>),
+    TopicArchive(#[serde(borrow)] List<'a, LiveArchived, DiskArchived<'a>>),
     /// Always a `Change::Signer`.
-    Signer(#[serde(borrow)] Change<'a>),
+    Signer(#[serde(borrow)] DiskChange<'a>),
     /// The outbox as of this log position; its deliveries follow in chunks.
     Outbox {
         lsn: u64,
@@ -78,10 +78,10 @@ pub enum Item<'a> {
     MoveTasks {
         lsn: u64,
         #[serde(borrow)]
-        tasks: List<'a, LiveMoveTask, MoveTask<'a>>,
+        tasks: List<'a, LiveMoveTask, DiskMoveTask<'a>>,
     },
     /// Always a `Change::ReceiptKey` (format version 3).
-    ReceiptKey(#[serde(borrow)] Change<'a>),
+    ReceiptKey(#[serde(borrow)] DiskChange<'a>),
     /// A queue's deduplication entries by their keys' digests (format version 4).
     DedupDigests(#[serde(borrow)] DigestEntries<'a>),
     /// A topic's deduplication entries by their keys' digests (format version 4).

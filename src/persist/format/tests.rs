@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use super::message::{Id, Md5, Message, Seq};
+use super::message::{DiskMessage, Id, Md5, Seq};
 use super::*;
 use crate::engine::message::{
     AttributeData, AttributeValue, MessageAttributes, MessageId, NewMessage, SequenceNumber,
@@ -25,8 +25,10 @@ fn sample(trace_header: Option<&str>) -> crate::engine::message::Message {
 }
 
 fn round_trip(m: &crate::engine::message::Message) -> crate::engine::message::Message {
-    let bytes = postcard::to_stdvec(&Message::from(m)).unwrap();
-    postcard::from_bytes::<Message>(&bytes).unwrap().into_live()
+    let bytes = postcard::to_stdvec(&DiskMessage::from(m)).unwrap();
+    postcard::from_bytes::<DiskMessage>(&bytes)
+        .unwrap()
+        .into_live()
 }
 
 #[test]
@@ -66,7 +68,7 @@ fn the_logged_bytes_estimate_is_near_a_typical_fifo_record() {
         dedup_id: Some("a".repeat(64).as_str().into()),
     });
     m.sequence_number = Some(SequenceNumber::from(18_000_000_000_000_000_123u128));
-    let overhead = postcard::to_stdvec(&Message::from(&m)).unwrap().len() - m.size();
+    let overhead = postcard::to_stdvec(&DiskMessage::from(&m)).unwrap().len() - m.size();
     let estimate = crate::engine::queue::LOGGED_BYTES as usize;
     assert!(
         (overhead..overhead + 40).contains(&estimate),
@@ -217,16 +219,16 @@ fn a_snapshot_header_of_a_newer_version_is_refused() {
 /// the layout its version names, the old one mapped up with the field's default.
 mod adding_a_field {
     use super::*;
-    use crate::persist::format::queue::QueueConfig;
+    use crate::persist::format::queue::DiskQueueConfig;
 
     fn decode(version: u8, bytes: &[u8]) -> (crate::engine::QueueConfig, Option<u32>) {
         match version {
             0 | 1 => {
-                let old: QueueConfig = postcard::from_bytes(bytes).unwrap();
+                let old: DiskQueueConfig = postcard::from_bytes(bytes).unwrap();
                 (old.into(), None)
             }
             _ => {
-                let (old, new_setting): (QueueConfig, Option<u32>) =
+                let (old, new_setting): (DiskQueueConfig, Option<u32>) =
                     postcard::from_bytes(bytes).unwrap();
                 (old.into(), new_setting)
             }
@@ -237,16 +239,17 @@ mod adding_a_field {
     fn old_records_stay_readable_and_new_ones_keep_the_field() {
         let mut live = crate::engine::QueueConfig::new(true, Timestamp(1));
         live.visibility_timeout = 45;
-        let written_by_v1 = postcard::to_stdvec(&QueueConfig::from(&live)).unwrap();
+        let written_by_v1 = postcard::to_stdvec(&DiskQueueConfig::from(&live)).unwrap();
         // Without the version the next layout would misread old bytes: they end early.
-        assert!(postcard::from_bytes::<(QueueConfig, Option<u32>)>(&written_by_v1).is_err());
+        assert!(postcard::from_bytes::<(DiskQueueConfig, Option<u32>)>(&written_by_v1).is_err());
         let (old, new_setting) = decode(1, &written_by_v1);
         assert_eq!(
             (old.visibility_timeout, old.fifo, new_setting),
             (45, true, None)
         );
 
-        let written_by_next = postcard::to_stdvec(&(QueueConfig::from(&live), Some(9u32))).unwrap();
+        let written_by_next =
+            postcard::to_stdvec(&(DiskQueueConfig::from(&live), Some(9u32))).unwrap();
         let (config, new_setting) = decode(2, &written_by_next);
         assert_eq!((config.visibility_timeout, new_setting), (45, Some(9)));
     }
@@ -359,8 +362,8 @@ fn a_subscribers_principal_round_trips_and_older_subscriptions_have_none() {
         "000000000000",
     );
     topic.subscriptions = vec![with.into(), without.into()];
-    let stored = postcard::to_allocvec(&topic::TopicImage::from(&topic.image(false))).unwrap();
-    let decoded: topic::TopicImage = postcard::from_bytes(&stored).unwrap();
+    let stored = postcard::to_allocvec(&topic::DiskTopicImage::from(&topic.image(false))).unwrap();
+    let decoded: topic::DiskTopicImage = postcard::from_bytes(&stored).unwrap();
     let back = Topic::from_image(decoded.into_live());
     let (alice, older) = (&back.subscriptions[0], &back.subscriptions[1]);
     assert_eq!(alice.principal(), "arn:aws:iam::000000000000:user/alice");
@@ -379,14 +382,14 @@ fn a_subscriptions_protocol_is_stored_by_name_and_an_unknown_name_is_refused() {
         "000000000000",
     );
     let image = subscription.image();
-    let stored = postcard::to_allocvec(&topic::Subscription::from(&image)).unwrap();
+    let stored = postcard::to_allocvec(&topic::DiskSubscription::from(&image)).unwrap();
     // The bytes a string field held before the protocol was typed: length, then the name.
     let name = b"\x0aemail-json";
     let at = stored
         .windows(name.len())
         .position(|w| w == name)
         .expect("the protocol's name is in the record");
-    let decoded: topic::Subscription = postcard::from_bytes(&stored).unwrap();
+    let decoded: topic::DiskSubscription = postcard::from_bytes(&stored).unwrap();
     assert_eq!(
         decoded.into_live().protocol,
         SubscriptionProtocol::EmailJson
@@ -394,7 +397,7 @@ fn a_subscriptions_protocol_is_stored_by_name_and_an_unknown_name_is_refused() {
 
     let mut unknown = stored.clone();
     unknown[at + 1..at + name.len()].copy_from_slice(b"email-jsoN");
-    let refused = postcard::from_bytes::<topic::Subscription>(&unknown);
+    let refused = postcard::from_bytes::<topic::DiskSubscription>(&unknown);
     assert!(
         refused.is_err(),
         "an unknown protocol name must not read back"

@@ -15,7 +15,7 @@ fn owned(s: Option<&str>) -> Option<String> {
 }
 
 #[derive(Serialize, Deserialize)]
-pub struct Replay<'a> {
+pub struct DiskReplay<'a> {
     pub start: u64,
     pub end: Option<u64>,
     pub status: &'a str,
@@ -47,7 +47,7 @@ mod protocol_name {
 }
 
 #[derive(Serialize, Deserialize)]
-pub struct Subscription<'a> {
+pub struct DiskSubscription<'a> {
     pub arn: &'a str,
     #[serde(with = "protocol_name")]
     pub protocol: live::SubscriptionProtocol,
@@ -57,16 +57,16 @@ pub struct Subscription<'a> {
     pub attributes: Tags<'a>,
     pub message_body_scope: bool,
     #[serde(borrow)]
-    pub replay: Option<Replay<'a>>,
+    pub replay: Option<DiskReplay<'a>>,
     pub live: bool,
     pub pending: bool,
     pub confirmation_authenticated: bool,
     pub authenticate_on_unsubscribe: bool,
 }
 
-impl<'a> From<&'a live_changes::SubscriptionImage> for Subscription<'a> {
+impl<'a> From<&'a live_changes::SubscriptionImage> for DiskSubscription<'a> {
     fn from(s: &'a live_changes::SubscriptionImage) -> Self {
-        Subscription {
+        DiskSubscription {
             arn: &s.arn,
             protocol: s.protocol,
             endpoint: &s.endpoint,
@@ -81,7 +81,7 @@ impl<'a> From<&'a live_changes::SubscriptionImage> for Subscription<'a> {
                 }
             },
             message_body_scope: s.message_body_scope,
-            replay: s.replay.as_ref().map(|(start, end, status)| Replay {
+            replay: s.replay.as_ref().map(|(start, end, status)| DiskReplay {
                 start: start.0,
                 end: end.map(|t| t.0),
                 status,
@@ -94,7 +94,7 @@ impl<'a> From<&'a live_changes::SubscriptionImage> for Subscription<'a> {
     }
 }
 
-impl Subscription<'_> {
+impl DiskSubscription<'_> {
     pub fn into_live(self) -> live_changes::SubscriptionImage {
         let mut attributes = self.attributes.into_owned();
         let principal = attributes.remove(PRINCIPAL_KEY).map(Arc::from);
@@ -119,7 +119,7 @@ impl Subscription<'_> {
 }
 
 #[derive(Serialize, Deserialize)]
-pub struct Publication<'a> {
+pub struct DiskPublication<'a> {
     pub message_id: &'a str,
     pub sequence_number: Option<u128>,
     pub dedup_id: Option<&'a str>,
@@ -127,7 +127,7 @@ pub struct Publication<'a> {
 }
 
 #[derive(Serialize, Deserialize)]
-pub struct PublishRequest<'a> {
+pub struct DiskPublishRequest<'a> {
     pub message: &'a str,
     pub subject: Option<&'a str>,
     pub structured: bool,
@@ -139,25 +139,25 @@ pub struct PublishRequest<'a> {
 
 /// One archived publish.
 #[derive(Serialize, Deserialize)]
-pub struct Archived<'a> {
+pub struct DiskArchived<'a> {
     #[serde(borrow)]
-    pub publication: Publication<'a>,
+    pub publication: DiskPublication<'a>,
     #[serde(borrow)]
-    pub request: PublishRequest<'a>,
+    pub request: DiskPublishRequest<'a>,
     pub published_at: u64,
 }
 
-impl<'a> From<&'a live_archive::Archived> for Archived<'a> {
+impl<'a> From<&'a live_archive::Archived> for DiskArchived<'a> {
     fn from(a: &'a live_archive::Archived) -> Self {
         let (p, r) = (&a.publication, &a.request);
-        Archived {
-            publication: Publication {
+        DiskArchived {
+            publication: DiskPublication {
                 message_id: &p.message_id,
                 sequence_number: p.sequence_number,
                 dedup_id: p.dedup_id.as_deref(),
                 duplicate: p.duplicate,
             },
-            request: PublishRequest {
+            request: DiskPublishRequest {
                 message: &r.message,
                 subject: r.subject.as_deref(),
                 structured: r.structured,
@@ -170,7 +170,7 @@ impl<'a> From<&'a live_archive::Archived> for Archived<'a> {
     }
 }
 
-impl Archived<'_> {
+impl DiskArchived<'_> {
     pub fn into_live(self) -> live_archive::Archived {
         let (p, r) = (self.publication, self.request);
         live_archive::Archived {
@@ -196,7 +196,7 @@ impl Archived<'_> {
 
 /// A topic's settings, tags and subscriptions; in snapshots also its history.
 #[derive(Serialize, Deserialize)]
-pub struct TopicImage<'a> {
+pub struct DiskTopicImage<'a> {
     pub name: &'a str,
     pub arn: &'a str,
     pub fifo: bool,
@@ -204,23 +204,23 @@ pub struct TopicImage<'a> {
     pub settings: Tags<'a>,
     pub tags: Tags<'a>,
     #[serde(borrow)]
-    pub subscriptions: List<'a, live_changes::SubscriptionImage, Subscription<'a>>,
+    pub subscriptions: List<'a, live_changes::SubscriptionImage, DiskSubscription<'a>>,
     pub deleted_subscriptions: u64,
     pub next_seq: u64,
     pub archive_since: Option<u64>,
     #[serde(borrow)]
     pub dedup: KeyedEntries<'a>,
     #[serde(borrow)]
-    pub archive: List<'a, live_archive::Archived, Archived<'a>>,
+    pub archive: List<'a, live_archive::Archived, DiskArchived<'a>>,
 }
 
-impl<'a> From<&'a live_changes::TopicImage> for TopicImage<'a> {
+impl<'a> From<&'a live_changes::TopicImage> for DiskTopicImage<'a> {
     fn from(t: &'a live_changes::TopicImage) -> Self {
         debug_assert!(
             t.dedup.is_empty(),
             "only a snapshot holds a topic's history, as its own items"
         );
-        TopicImage {
+        DiskTopicImage {
             name: &t.name,
             arn: &t.arn,
             fifo: t.fifo,
@@ -237,7 +237,7 @@ impl<'a> From<&'a live_changes::TopicImage> for TopicImage<'a> {
     }
 }
 
-impl TopicImage<'_> {
+impl DiskTopicImage<'_> {
     pub fn into_live(self) -> live_changes::TopicImage {
         live_changes::TopicImage {
             name: self.name.into(),
@@ -250,7 +250,7 @@ impl TopicImage<'_> {
                 .subscriptions
                 .into_vec()
                 .into_iter()
-                .map(Subscription::into_live)
+                .map(DiskSubscription::into_live)
                 .collect(),
             deleted_subscriptions: self.deleted_subscriptions,
             next_seq: self.next_seq,
@@ -265,7 +265,7 @@ impl TopicImage<'_> {
                 .archive
                 .into_vec()
                 .into_iter()
-                .map(Archived::into_live)
+                .map(DiskArchived::into_live)
                 .collect(),
         }
     }
@@ -273,9 +273,9 @@ impl TopicImage<'_> {
 
 /// One change to a topic.
 #[derive(Serialize, Deserialize)]
-pub enum TopicChange<'a> {
+pub enum DiskTopicChange<'a> {
     /// The topic's settings, tags and subscriptions as they now are (no history).
-    Settings(#[serde(borrow)] TopicImage<'a>),
+    Settings(#[serde(borrow)] DiskTopicImage<'a>),
     /// One accepted publish of a FIFO topic.
     Published {
         key: &'a str,
@@ -283,17 +283,17 @@ pub enum TopicChange<'a> {
         sequence_number: u128,
         expires_at: u64,
         #[serde(borrow)]
-        archived: Option<Archived<'a>>,
+        archived: Option<DiskArchived<'a>>,
     },
     /// Since version 2.
     Reset,
 }
 
-impl<'a> From<&'a live_changes::TopicChange> for TopicChange<'a> {
+impl<'a> From<&'a live_changes::TopicChange> for DiskTopicChange<'a> {
     fn from(change: &'a live_changes::TopicChange) -> Self {
         match change {
             live_changes::TopicChange::Settings(image) => {
-                TopicChange::Settings(TopicImage::from(&**image))
+                DiskTopicChange::Settings(DiskTopicImage::from(&**image))
             }
             live_changes::TopicChange::Published {
                 key,
@@ -301,25 +301,25 @@ impl<'a> From<&'a live_changes::TopicChange> for TopicChange<'a> {
                 sequence_number,
                 expires_at,
                 archived,
-            } => TopicChange::Published {
+            } => DiskTopicChange::Published {
                 key,
                 message_id,
                 sequence_number: *sequence_number,
                 expires_at: expires_at.0,
-                archived: archived.as_deref().map(Archived::from),
+                archived: archived.as_deref().map(DiskArchived::from),
             },
-            live_changes::TopicChange::Reset => TopicChange::Reset,
+            live_changes::TopicChange::Reset => DiskTopicChange::Reset,
         }
     }
 }
 
-impl TopicChange<'_> {
+impl DiskTopicChange<'_> {
     pub fn into_live(self) -> live_changes::TopicChange {
         match self {
-            TopicChange::Settings(image) => {
+            DiskTopicChange::Settings(image) => {
                 live_changes::TopicChange::Settings(Box::new(image.into_live()))
             }
-            TopicChange::Published {
+            DiskTopicChange::Published {
                 key,
                 message_id,
                 sequence_number,
@@ -332,7 +332,7 @@ impl TopicChange<'_> {
                 expires_at: Timestamp(expires_at),
                 archived: archived.map(|a| Box::new(a.into_live())),
             },
-            TopicChange::Reset => live_changes::TopicChange::Reset,
+            DiskTopicChange::Reset => live_changes::TopicChange::Reset,
         }
     }
 }

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 use super::message::{attributes, live_attributes, Attributes};
-use super::topic::Subscription;
+use super::topic::DiskSubscription;
 use crate::engine::webhook::{changes as live_changes, policy as live_policy};
 use crate::engine::webhook::{Delivery as LiveDelivery, Kind as LiveKind, LanePolicy as LiveLane};
 use crate::engine::Timestamp;
@@ -15,14 +15,14 @@ fn owned(s: Option<&str>) -> Option<String> {
 }
 
 #[derive(Clone, Copy, Serialize, Deserialize)]
-pub enum Kind {
+pub enum DiskKind {
     Notification,
     SubscriptionConfirmation,
     UnsubscribeConfirmation,
 }
 
 #[derive(Clone, Copy, Serialize, Deserialize)]
-pub enum Backoff {
+pub enum DiskBackoff {
     Linear,
     Arithmetic,
     Geometric,
@@ -30,20 +30,20 @@ pub enum Backoff {
 }
 
 #[derive(Clone, Copy, Serialize, Deserialize)]
-pub struct RetryPolicy {
+pub struct DiskRetryPolicy {
     pub min_delay: u32,
     pub max_delay: u32,
     pub num_retries: u32,
     pub num_no_delay: u32,
     pub num_min_delay: u32,
     pub num_max_delay: u32,
-    pub backoff: Backoff,
+    pub backoff: DiskBackoff,
 }
 
-impl From<&live_policy::RetryPolicy> for RetryPolicy {
+impl From<&live_policy::RetryPolicy> for DiskRetryPolicy {
     fn from(r: &live_policy::RetryPolicy) -> Self {
         use live_policy::Backoff as B;
-        RetryPolicy {
+        DiskRetryPolicy {
             min_delay: r.min_delay,
             max_delay: r.max_delay,
             num_retries: r.num_retries,
@@ -51,17 +51,17 @@ impl From<&live_policy::RetryPolicy> for RetryPolicy {
             num_min_delay: r.num_min_delay,
             num_max_delay: r.num_max_delay,
             backoff: match r.backoff {
-                B::Linear => Backoff::Linear,
-                B::Arithmetic => Backoff::Arithmetic,
-                B::Geometric => Backoff::Geometric,
-                B::Exponential => Backoff::Exponential,
+                B::Linear => DiskBackoff::Linear,
+                B::Arithmetic => DiskBackoff::Arithmetic,
+                B::Geometric => DiskBackoff::Geometric,
+                B::Exponential => DiskBackoff::Exponential,
             },
         }
     }
 }
 
-impl From<RetryPolicy> for live_policy::RetryPolicy {
-    fn from(r: RetryPolicy) -> Self {
+impl From<DiskRetryPolicy> for live_policy::RetryPolicy {
+    fn from(r: DiskRetryPolicy) -> Self {
         use live_policy::Backoff as B;
         live_policy::RetryPolicy {
             min_delay: r.min_delay,
@@ -71,10 +71,10 @@ impl From<RetryPolicy> for live_policy::RetryPolicy {
             num_min_delay: r.num_min_delay,
             num_max_delay: r.num_max_delay,
             backoff: match r.backoff {
-                Backoff::Linear => B::Linear,
-                Backoff::Arithmetic => B::Arithmetic,
-                Backoff::Geometric => B::Geometric,
-                Backoff::Exponential => B::Exponential,
+                DiskBackoff::Linear => B::Linear,
+                DiskBackoff::Arithmetic => B::Arithmetic,
+                DiskBackoff::Geometric => B::Geometric,
+                DiskBackoff::Exponential => B::Exponential,
             },
         }
     }
@@ -82,8 +82,8 @@ impl From<RetryPolicy> for live_policy::RetryPolicy {
 
 /// One message for one endpoint, formatted once.
 #[derive(Serialize, Deserialize)]
-pub struct Delivery<'a> {
-    pub kind: Kind,
+pub struct DiskDelivery<'a> {
+    pub kind: DiskKind,
     pub subscription_arn: &'a str,
     pub topic_arn: &'a str,
     pub endpoint: &'a str,
@@ -99,16 +99,16 @@ pub struct Delivery<'a> {
     pub fallback_envelope: Option<&'a str>,
     pub dead_letter_arn: Option<&'a str>,
     pub fifo_topic: bool,
-    pub retry: RetryPolicy,
+    pub retry: DiskRetryPolicy,
 }
 
-impl<'a> From<&'a LiveDelivery> for Delivery<'a> {
+impl<'a> From<&'a LiveDelivery> for DiskDelivery<'a> {
     fn from(d: &'a LiveDelivery) -> Self {
-        Delivery {
+        DiskDelivery {
             kind: match d.kind {
-                LiveKind::Notification => Kind::Notification,
-                LiveKind::SubscriptionConfirmation => Kind::SubscriptionConfirmation,
-                LiveKind::UnsubscribeConfirmation => Kind::UnsubscribeConfirmation,
+                LiveKind::Notification => DiskKind::Notification,
+                LiveKind::SubscriptionConfirmation => DiskKind::SubscriptionConfirmation,
+                LiveKind::UnsubscribeConfirmation => DiskKind::UnsubscribeConfirmation,
             },
             subscription_arn: &d.subscription_arn,
             topic_arn: &d.topic_arn,
@@ -129,13 +129,13 @@ impl<'a> From<&'a LiveDelivery> for Delivery<'a> {
     }
 }
 
-impl Delivery<'_> {
+impl DiskDelivery<'_> {
     pub fn into_live(self) -> LiveDelivery {
         LiveDelivery {
             kind: match self.kind {
-                Kind::Notification => LiveKind::Notification,
-                Kind::SubscriptionConfirmation => LiveKind::SubscriptionConfirmation,
-                Kind::UnsubscribeConfirmation => LiveKind::UnsubscribeConfirmation,
+                DiskKind::Notification => LiveKind::Notification,
+                DiskKind::SubscriptionConfirmation => LiveKind::SubscriptionConfirmation,
+                DiskKind::UnsubscribeConfirmation => LiveKind::UnsubscribeConfirmation,
             },
             subscription_arn: self.subscription_arn.into(),
             topic_arn: self.topic_arn.into(),
@@ -158,22 +158,22 @@ impl Delivery<'_> {
 
 /// How a subscription's lane delivers.
 #[derive(Clone, Copy, Serialize, Deserialize)]
-pub struct LanePolicy {
+pub struct DiskLanePolicy {
     pub ordered: bool,
     pub throttle: Option<u32>,
 }
 
-impl From<LiveLane> for LanePolicy {
+impl From<LiveLane> for DiskLanePolicy {
     fn from(l: LiveLane) -> Self {
-        LanePolicy {
+        DiskLanePolicy {
             ordered: l.ordered,
             throttle: l.throttle,
         }
     }
 }
 
-impl From<LanePolicy> for LiveLane {
-    fn from(l: LanePolicy) -> Self {
+impl From<DiskLanePolicy> for LiveLane {
+    fn from(l: DiskLanePolicy) -> Self {
         LiveLane {
             ordered: l.ordered,
             throttle: l.throttle,
@@ -186,15 +186,15 @@ impl From<LanePolicy> for LiveLane {
 pub struct Queued<'a> {
     pub id: u64,
     #[serde(borrow)]
-    pub delivery: Delivery<'a>,
-    pub lane: LanePolicy,
+    pub delivery: DiskDelivery<'a>,
+    pub lane: DiskLanePolicy,
 }
 
 impl<'a> From<&'a (u64, Arc<LiveDelivery>, LiveLane)> for Queued<'a> {
     fn from((id, delivery, lane): &'a (u64, Arc<LiveDelivery>, LiveLane)) -> Self {
         Queued {
             id: *id,
-            delivery: Delivery::from(&**delivery),
+            delivery: DiskDelivery::from(&**delivery),
             lane: (*lane).into(),
         }
     }
@@ -214,12 +214,12 @@ impl Queued<'_> {
 // delivery would cost each queued one an allocation for nothing.
 #[allow(clippy::large_enum_variant)]
 #[derive(Serialize, Deserialize)]
-pub enum OutboxChange<'a> {
+pub enum DiskOutboxChange<'a> {
     Queued {
         id: u64,
         #[serde(borrow)]
-        delivery: Delivery<'a>,
-        lane: LanePolicy,
+        delivery: DiskDelivery<'a>,
+        lane: DiskLanePolicy,
     },
     /// Delivered, or failed for good and dead-lettered or dropped.
     Done {
@@ -230,32 +230,32 @@ pub enum OutboxChange<'a> {
     },
 }
 
-impl<'a> From<&'a live_changes::OutboxChange> for OutboxChange<'a> {
+impl<'a> From<&'a live_changes::OutboxChange> for DiskOutboxChange<'a> {
     fn from(change: &'a live_changes::OutboxChange) -> Self {
         match change {
-            live_changes::OutboxChange::Queued { id, delivery, lane } => OutboxChange::Queued {
+            live_changes::OutboxChange::Queued { id, delivery, lane } => DiskOutboxChange::Queued {
                 id: *id,
-                delivery: Delivery::from(&**delivery),
+                delivery: DiskDelivery::from(&**delivery),
                 lane: (*lane).into(),
             },
-            live_changes::OutboxChange::Done { id } => OutboxChange::Done { id: *id },
+            live_changes::OutboxChange::Done { id } => DiskOutboxChange::Done { id: *id },
             live_changes::OutboxChange::SubscriptionRemoved { arn } => {
-                OutboxChange::SubscriptionRemoved { arn }
+                DiskOutboxChange::SubscriptionRemoved { arn }
             }
         }
     }
 }
 
-impl OutboxChange<'_> {
+impl DiskOutboxChange<'_> {
     pub fn into_live(self) -> live_changes::OutboxChange {
         match self {
-            OutboxChange::Queued { id, delivery, lane } => live_changes::OutboxChange::Queued {
+            DiskOutboxChange::Queued { id, delivery, lane } => live_changes::OutboxChange::Queued {
                 id,
                 delivery: Arc::new(delivery.into_live()),
                 lane: lane.into(),
             },
-            OutboxChange::Done { id } => live_changes::OutboxChange::Done { id },
-            OutboxChange::SubscriptionRemoved { arn } => {
+            DiskOutboxChange::Done { id } => live_changes::OutboxChange::Done { id },
+            DiskOutboxChange::SubscriptionRemoved { arn } => {
                 live_changes::OutboxChange::SubscriptionRemoved { arn: arn.into() }
             }
         }
@@ -263,9 +263,9 @@ impl OutboxChange<'_> {
 }
 
 #[derive(Serialize, Deserialize)]
-pub enum Grant<'a> {
+pub enum DiskGrant<'a> {
     Confirm(&'a str),
-    Restore(#[serde(borrow)] Subscription<'a>),
+    Restore(#[serde(borrow)] DiskSubscription<'a>),
 }
 
 /// A confirmation token.
@@ -274,7 +274,7 @@ pub struct Token<'a> {
     pub token: &'a str,
     pub expires: u64,
     #[serde(borrow)]
-    pub grant: Grant<'a>,
+    pub grant: DiskGrant<'a>,
 }
 
 impl<'a> From<&'a live_changes::TokenRecord> for Token<'a> {
@@ -283,8 +283,8 @@ impl<'a> From<&'a live_changes::TokenRecord> for Token<'a> {
             token: &t.token,
             expires: t.expires.0,
             grant: match &t.grant {
-                live_changes::GrantImage::Confirm(arn) => Grant::Confirm(arn),
-                live_changes::GrantImage::Restore(sub) => Grant::Restore(sub.into()),
+                live_changes::GrantImage::Confirm(arn) => DiskGrant::Confirm(arn),
+                live_changes::GrantImage::Restore(sub) => DiskGrant::Restore(sub.into()),
             },
         }
     }
@@ -296,8 +296,8 @@ impl Token<'_> {
             token: self.token.into(),
             expires: Timestamp(self.expires),
             grant: match self.grant {
-                Grant::Confirm(arn) => live_changes::GrantImage::Confirm(arn.into()),
-                Grant::Restore(sub) => live_changes::GrantImage::Restore(sub.into_live()),
+                DiskGrant::Confirm(arn) => live_changes::GrantImage::Confirm(arn.into()),
+                DiskGrant::Restore(sub) => live_changes::GrantImage::Restore(sub.into_live()),
             },
         }
     }

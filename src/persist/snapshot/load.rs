@@ -8,7 +8,7 @@ use crate::engine::queue::changes::QueueImage;
 use crate::engine::queue::Stored;
 use crate::engine::topic::changes::TopicImage;
 use crate::engine::Engine;
-use crate::persist::format::change::Change;
+use crate::persist::format::change::DiskChange;
 use crate::persist::format::snapshot::{Item, Numbered};
 use crate::persist::format::{self};
 use crate::persist::record;
@@ -175,7 +175,7 @@ impl<W: Default> Loader<'_, W> {
             }
             Item::Signer(change) => self.restore_signer(offset, change)?,
             Item::ReceiptKey(change) => {
-                let Change::ReceiptKey { secret } = change else {
+                let DiskChange::ReceiptKey { secret } = change else {
                     return Err(self.damaged(offset, "not a receipt key"));
                 };
                 self.engine.restore_receipt_key(secret);
@@ -209,8 +209,8 @@ impl<W: Default> Loader<'_, W> {
             .ok_or_else(|| damaged(name, offset, problem))
     }
 
-    fn restore_signer(&mut self, offset: usize, change: Change) -> Result<(), RecoveryError> {
-        let Change::Signer {
+    fn restore_signer(&mut self, offset: usize, change: DiskChange) -> Result<(), RecoveryError> {
+        let DiskChange::Signer {
             private_key_der,
             certificate_pem,
             certificate_file,

@@ -10,7 +10,7 @@ use super::{snapshot_name, snapshots, CHUNK_BYTES};
 use crate::engine::changes::Journal;
 use crate::engine::dedup::{Cleared, HistoryChunk, HistoryCursor};
 use crate::engine::{Engine, QueueEntry};
-use crate::persist::format::change::Change;
+use crate::persist::format::change::DiskChange;
 use crate::persist::format::list::List;
 use crate::persist::format::snapshot::Item;
 use crate::persist::format::{self};
@@ -103,10 +103,10 @@ pub fn write_to<W: Default, O: Write>(
         tasks: List::Write(&tasks),
     })?;
     if let Some(signer) = engine.signer_record() {
-        out.item(&Item::Signer(Change::from(&signer)))?;
+        out.item(&Item::Signer(DiskChange::from(&signer)))?;
     }
     if let Some(key) = engine.receipt_key_record() {
-        out.item(&Item::ReceiptKey(Change::from(&key)))?;
+        out.item(&Item::ReceiptKey(DiskChange::from(&key)))?;
     }
     out.item(&Item::End {
         queues: entries.len() as u64,
