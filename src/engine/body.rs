@@ -92,7 +92,7 @@ fn plain_ascii(bytes: &[u8]) -> bool {
 }
 
 /// True for characters SQS accepts in bodies and string attribute values.
-pub fn allowed_char(c: char) -> bool {
+pub(crate) fn allowed_char(c: char) -> bool {
     matches!(c as u32,
         0x9 | 0xA | 0xD | 0x20..=0xD7FF | 0xE000..=0xFFFD | 0x10000..=0x10FFFF)
 }

@@ -52,7 +52,8 @@ pub async fn leading_node(server: &Server) -> String {
 
 /// Waits, with a bound, until `n` long polls are parked on the node that holds the queues
 /// (its `orderly_long_polls_waiting` gauge): the event a test waits for before it acts on a
-/// poll, rather than guessing how long a request takes to arrive.
+/// poll, rather than guessing how long a request takes to arrive. Real time between reads:
+/// the request reaches the server on its own time.
 pub async fn long_polls_parked(server: &Server, n: u64) {
     let node = leading_node(server).await;
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
@@ -75,7 +76,7 @@ pub async fn long_polls_parked(server: &Server, n: u64) {
             std::time::Instant::now() < deadline,
             "{parked} long polls parked, not {n}, after 10 s"
         );
-        tokio::task::yield_now().await;
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
     }
 }
 

@@ -1,7 +1,9 @@
 //! The engine's files depend on each other one way: read from the source, every path a file
 //! names (in a `use` or in its code) is followed to the file that defines the item, through
 //! re-exports, and no file may reach itself again. A module's `mod.rs` re-exporting its
-//! children is a facade, not a dependency; what it uses itself is. Test modules are left out.
+//! children is a facade, not a dependency, unless it uses the item itself. Test modules are
+//! left out. Names are what count: a method called on a value (an `Engine` method defined in
+//! another file) is not an edge.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -283,9 +285,19 @@ impl Tree {
                 .to_string();
             let facade = file.ends_with("mod.rs");
             let (leaves, rest) = uses(code);
+            // A facade's re-export counts when the facade uses the item itself.
+            let used_here = |leaf: &[String]| {
+                leaf.last().is_some_and(|name| {
+                    rest.match_indices(name.as_str()).any(|(at, _)| {
+                        let before = rest[..at].chars().next_back();
+                        let after = rest[at + name.len()..].chars().next();
+                        !before.is_some_and(is_ident) && !after.is_some_and(is_ident)
+                    })
+                })
+            };
             let named = leaves
                 .into_iter()
-                .filter(|(_, public)| !(facade && *public))
+                .filter(|(leaf, public)| !(facade && *public) || used_here(leaf))
                 .map(|(leaf, _)| leaf)
                 .chain(paths_in(&rest));
             for path in named {

@@ -374,8 +374,9 @@ async fn webhooks_are_not_sent_to_orderly_itself() {
         .await
         .unwrap();
     // Both confirmations were attempted and refused: the inspection API keeps why. A
-    // standby's leader sends from another address, so there the standby itself refuses the
-    // unsigned requests (403); a node never posts them to its own address.
+    // standby's leader sends from another address, so there the standby refuses them itself
+    // (403: it passes on no request that carries SNS's message-type header); a node never
+    // posts them to its own address.
     let errors = common::delivery_errors(&server, 2).await;
     let why = match common::test_storage() {
         Some(common::TestStorage::Standby) => "HTTP 403",

@@ -3,7 +3,8 @@
 //! Settings, tags and subscriptions change rarely, so any change to them logs the topic's whole
 //! settings image (replaying one is idempotent). Publishes change only the dedup history, the
 //! sequence counter and the archive, and log just that, after the copies they fanned out.
-//! Derived state (compiled filter policies, parsed delivery policies) is rebuilt on restore.
+//! Derived state (compiled filter policies, parsed delivery policies) is rebuilt on restore
+//! (`durability`, which also applies these records and writes the images).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

@@ -1,6 +1,7 @@
 //! A subscription of a topic: its endpoint and protocol, settable attributes (raw delivery,
 //! filter policy and scope, delivery, redrive and replay policies), confirmation state, and
-//! which copies of a publish it takes.
+//! which copies of a publish it takes; who subscribes (`Subscriber`) and what Subscribe did
+//! (`Subscribed`).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

@@ -428,18 +428,21 @@ impl<W: Default> Engine<W> {
     /// Keeps `error` as the subscription's last delivery error: a confirmation's too, so the
     /// inspection API shows why an endpoint never confirmed.
     pub fn note_delivery_error(&self, subscription_arn: &str, error: &str, now: Timestamp) {
-        let subscribed = self
-            .subscription_topic(subscription_arn)
-            .is_ok_and(|entry| {
-                let topic = entry.lock_unjournaled();
-                topic
+        let entry = self.subscription_topic(subscription_arn).ok();
+        // Under the topic's lock, as Unsubscribe and DeleteTopic remove a subscription's lane:
+        // a lane made here for a subscription they just removed would stay for good.
+        let topic = entry.as_ref().map(|entry| entry.lock_unjournaled());
+        let subscribed = topic.as_ref().is_some_and(|topic| {
+            !topic.deleted
+                && topic
                     .subscriptions
                     .iter()
                     .any(|s| &*s.arn == subscription_arn)
-            });
+        });
         self.outbox()
             .untouched()
             .note_error(subscription_arn, error, subscribed, now);
+        drop(topic);
     }
 
     /// The subscription's last delivery error, and when.

@@ -516,10 +516,12 @@ impl Outbox {
 
     /// Every subscription with counters.
     pub fn all_stats(&self) -> Vec<(Arc<str>, LaneStats)> {
+        // A lane kept only for a confirmation's error has had no traffic: not listed.
         let mut out: Vec<_> = self
             .lanes
             .keys()
             .map(|arn| (arn.clone(), self.stats(arn)))
+            .filter(|(_, stats)| *stats != LaneStats::default())
             .collect();
         out.sort_by(|a, b| a.0.cmp(&b.0));
         out
