@@ -260,6 +260,7 @@ async fn webhook_stats(State(state): State<HttpState>, headers: HeaderMap) -> Re
                 "Retries": s.retries,
                 "DeadLettered": s.dead_lettered,
                 "Dropped": s.dropped,
+                "NextAttempt": s.next_attempt.map(crate::service::inspect::rfc3339),
             })
         })
         .collect();

@@ -5,6 +5,7 @@
 
 use crate::common::{self, query, xml_text, Server};
 use crate::receiver::{verify_signature, Receiver};
+use orderly::clock::Clock;
 use orderly::config::Config;
 
 async fn topic(server: &Server, name: &str, attributes: &[(&str, &str)]) -> String {
@@ -313,14 +314,17 @@ async fn retries_wait_for_the_policy_delays_on_a_manual_clock() {
     assert_eq!(receiver.next().await.status, 503);
     // The backoff phase: 5 s, then 10 s. Nothing happens before each delay has passed.
     // (Each failure is recorded, and its retry scheduled, before the clock moves.)
+    // The worker sends only what is due, so a retry scheduled later cannot have been sent.
     wait_for_retries(&server, 2).await;
+    assert_eq!(next_attempt(&server).await, due_at(clock.now().0 + 5_000));
     clock.advance_millis(4_900);
-    assert!(receiver.within(300).await.is_none(), "retried too early");
+    assert!(receiver.within(0).await.is_none(), "retried too early");
     clock.advance_millis(100);
     assert_eq!(receiver.next().await.status, 502);
     wait_for_retries(&server, 3).await;
+    assert_eq!(next_attempt(&server).await, due_at(clock.now().0 + 10_000));
     clock.advance_millis(9_999);
-    assert!(receiver.within(300).await.is_none(), "retried too early");
+    assert!(receiver.within(0).await.is_none(), "retried too early");
     clock.advance_millis(1);
     let last = receiver.next().await;
     assert_eq!(last.status, 200);
@@ -328,8 +332,13 @@ async fn retries_wait_for_the_policy_delays_on_a_manual_clock() {
     // The receiver answered before the server recorded the delivery: on PostgreSQL, moving the
     // clock past the delivery's lease before then would hand it out again.
     wait_for_count(&server, "Delivered", 1).await;
+    let lane = webhook_stats(&server).await["Subscriptions"][0].clone();
+    assert_eq!(
+        (&lane["Pending"], &lane["NextAttempt"]),
+        (&0.into(), &serde_json::Value::Null)
+    );
     clock.advance_millis(3_600_000);
-    assert!(receiver.within(300).await.is_none(), "delivered once only");
+    assert!(receiver.within(0).await.is_none(), "delivered once only");
 }
 
 #[tokio::test]
@@ -368,7 +377,8 @@ async fn client_errors_dead_letter_at_once_and_server_errors_after_retries() {
     // The 500 is retried three times, 20 s apart (the default policy), then dead-lettered.
     for retries in 1..=3 {
         wait_for_retries(&server, retries).await;
-        assert!(receiver.within(200).await.is_none());
+        assert_eq!(next_attempt(&server).await, due_at(clock.now().0 + 20_000));
+        assert!(receiver.within(0).await.is_none());
         clock.advance_millis(20_000);
         let retry = receiver.next().await;
         assert_eq!((retry.path.as_str(), retry.status), ("/down", 500));
@@ -386,6 +396,22 @@ async fn client_errors_dead_letter_at_once_and_server_errors_after_retries() {
         .map(|s| s["DeadLettered"].as_u64().unwrap())
         .sum();
     assert_eq!(total, 2);
+}
+
+/// The time a lane's next attempt falls due, as `/_orderly/webhooks` writes it.
+fn due_at(millis: u64) -> serde_json::Value {
+    orderly::service::inspect::rfc3339(orderly::engine::Timestamp(millis)).into()
+}
+
+/// The next attempt of whichever lane has one scheduled.
+async fn next_attempt(server: &Server) -> serde_json::Value {
+    let stats = webhook_stats(server).await;
+    let lanes = stats["Subscriptions"].as_array().unwrap().clone();
+    let scheduled = lanes.into_iter().map(|lane| lane["NextAttempt"].clone());
+    scheduled
+        .into_iter()
+        .find(|at| !at.is_null())
+        .unwrap_or_default()
 }
 
 async fn webhook_stats(server: &Server) -> serde_json::Value {
@@ -608,8 +634,17 @@ async fn ordered_fifo_webhooks_block_only_the_failing_group() {
         );
     }
     assert_eq!(seen, vec!["b1", "b2"]);
-    assert!(receiver.within(300).await.is_none(), "a2 waits behind a1");
+    // Everything due was taken together and b's are done: a2, published before them, would
+    // have gone with them. It waits behind a1, whose retry is the lane's next attempt.
+    wait_for_count(&server, "Delivered", 2).await;
     wait_for_retries(&server, 1).await;
+    let lane = webhook_stats(&server).await["Subscriptions"][0].clone();
+    assert_eq!(
+        (&lane["Pending"], &lane["InFlight"]),
+        (&2.into(), &0.into())
+    );
+    assert_eq!(lane["NextAttempt"], due_at(clock.now().0 + 20_000));
+    assert!(receiver.within(0).await.is_none(), "a2 waits behind a1");
     clock.advance_millis(20_000);
     let mut group_a = Vec::new();
     for _ in 0..2 {
@@ -618,7 +653,9 @@ async fn ordered_fifo_webhooks_block_only_the_failing_group() {
         group_a.push(r.json()["Message"].as_str().unwrap().to_string());
     }
     assert_eq!(group_a, vec!["a1", "a2"]);
-    assert!(receiver.within(300).await.is_none(), "no duplicate of b1");
+    // The outbox holds nothing more to send: a duplicate of b1 would have been among it.
+    wait_for_count(&server, "Delivered", 4).await;
+    assert!(receiver.within(0).await.is_none(), "no duplicate of b1");
     let stats = webhook_stats(&server).await;
     let lane = &stats["Subscriptions"][0];
     assert_eq!(lane["SubscriptionArn"], arn.as_str());

@@ -97,6 +97,8 @@ pub struct LaneStats {
     pub retries: u64,
     pub dead_lettered: u64,
     pub dropped: u64,
+    /// When the lane's next waiting attempt falls due (a retry's time, or a new delivery's).
+    pub next_attempt: Option<Timestamp>,
 }
 
 /// What the journal records of the outbox.
@@ -470,14 +472,14 @@ impl Outbox {
         let Some(lane) = self.lanes.get(subscription_arn) else {
             return LaneStats::default();
         };
-        let in_flight = lane
-            .ids
-            .keys()
-            .filter(|id| self.items.get(id).is_some_and(|i| i.in_flight))
-            .count();
+        let items = || lane.ids.keys().filter_map(|id| self.items.get(id));
         LaneStats {
             pending: lane.ids.len(),
-            in_flight,
+            in_flight: items().filter(|i| i.in_flight).count(),
+            next_attempt: items()
+                .filter(|i| !i.in_flight)
+                .filter_map(|i| i.due_at)
+                .min(),
             ..lane.stats
         }
     }

@@ -46,13 +46,21 @@ fn retries_follow_the_policy_then_fail() {
     let mut outbox = Outbox::default();
     let id = push(&mut outbox, "m");
     let mut now = Timestamp(0);
+    assert_eq!(outbox.stats("s").next_attempt, Some(now));
     for expected_retry_at in [20_000, 40_000, 60_000] {
         let attempts = outbox.take_due(now, 10);
         assert_eq!(attempts.len(), 1);
+        assert_eq!(
+            outbox.stats("s").next_attempt,
+            None,
+            "in flight, nothing waits"
+        );
         match outbox.finish(id, Outcome::Retryable, now) {
             Finished::Retrying(at) => assert_eq!(at, Timestamp(expected_retry_at)),
             other => panic!("{other:?}"),
         }
+        let next = outbox.stats("s").next_attempt;
+        assert_eq!(next, Some(Timestamp(expected_retry_at)));
         assert!(outbox
             .take_due(Timestamp(expected_retry_at - 1), 10)
             .is_empty());
