@@ -149,8 +149,8 @@ pub fn encode_ok<T: Serialize>(
         return json_ok(body);
     }
     let value = serde_json::to_value(output).expect("responses serialize");
-    if protocol == Protocol::QueryJson {
-        return query_json::response(action.name(), value, request_id);
+    if let (Protocol::QueryJson, Action::Sqs(action)) = (protocol, action) {
+        return query_json::response(action, value, request_id);
     }
     match action {
         Action::Sns(action) => xml(200, sns_query::response(action, &value, request_id)),

@@ -8,38 +8,41 @@
 
 use serde_json::{json, Map, Value};
 
+use super::actions::SqsAction as A;
+
 use super::{ApiError, Encoded};
 
 /// The members AWS writes in an action's result, whether or not they have a value: the SQS
 /// model's output members (ListQueues also writes one the model does not name). Actions with
 /// no result members, and any member not listed, are written as the output has them.
-fn result_members(action: &str) -> &'static [&'static str] {
+fn result_members(action: A) -> &'static [&'static str] {
     match action {
-        "CancelMessageMoveTask" => &["ApproximateNumberOfMessagesMoved"],
-        "ChangeMessageVisibilityBatch" | "DeleteMessageBatch" | "SendMessageBatch" => {
+        A::CancelMessageMoveTask => &["ApproximateNumberOfMessagesMoved"],
+        A::ChangeMessageVisibilityBatch | A::DeleteMessageBatch | A::SendMessageBatch => {
             &["Successful", "Failed"]
         }
-        "CreateQueue" | "GetQueueUrl" => &["QueueUrl"],
-        "GetQueueAttributes" => &["Attributes"],
-        "ListDeadLetterSourceQueues" => &["queueUrls", "NextToken"],
-        "ListMessageMoveTasks" => &["Results"],
-        "ListQueueTags" => &["Tags"],
-        "ListQueues" => &["QueueUrls", "NextToken", "NextExclusiveStartQueueName"],
-        "ReceiveMessage" => &["Messages"],
-        "SendMessage" => &[
+        A::CreateQueue | A::GetQueueUrl => &["QueueUrl"],
+        A::GetQueueAttributes => &["Attributes"],
+        A::ListDeadLetterSourceQueues => &["queueUrls", "NextToken"],
+        A::ListMessageMoveTasks => &["Results"],
+        A::ListQueueTags => &["Tags"],
+        A::ListQueues => &["QueueUrls", "NextToken", "NextExclusiveStartQueueName"],
+        A::ReceiveMessage => &["Messages"],
+        A::SendMessage => &[
             "MD5OfMessageBody",
             "MD5OfMessageAttributes",
             "MD5OfMessageSystemAttributes",
             "MessageId",
             "SequenceNumber",
         ],
-        "StartMessageMoveTask" => &["TaskHandle"],
+        A::StartMessageMoveTask => &["TaskHandle"],
+        // The actions declared without a result (a test holds the two lists together).
         _ => &[],
     }
 }
 
 /// The members of each item of a result's list, by the list and the action.
-fn item_members(action: &str, list: &str) -> &'static [&'static str] {
+fn item_members(action: A, list: &str) -> &'static [&'static str] {
     match (action, list) {
         (_, "Messages") => &[
             "MessageId",
@@ -50,7 +53,7 @@ fn item_members(action: &str, list: &str) -> &'static [&'static str] {
             "MD5OfMessageAttributes",
             "MessageAttributes",
         ],
-        ("SendMessageBatch", "Successful") => &[
+        (A::SendMessageBatch, "Successful") => &[
             "Id",
             "MessageId",
             "MD5OfMessageBody",
@@ -76,7 +79,7 @@ fn item_members(action: &str, list: &str) -> &'static [&'static str] {
 }
 
 /// The answer to `action`, from the output as the JSON protocol would write it.
-pub fn response(action: &str, output: Value, request_id: &str) -> Encoded {
+pub fn response(action: A, output: Value, request_id: &str) -> Encoded {
     let members = match output {
         Value::Object(members) => members,
         _ => Map::new(),
@@ -86,8 +89,8 @@ pub fn response(action: &str, output: Value, request_id: &str) -> Encoded {
         .map(|(name, value)| member(action, name, value))
         .collect();
     let answer = json!({
-        format!("{action}Response"): {
-            format!("{action}Result"): Value::Object(result),
+        format!("{}Response", action.name()): {
+            format!("{}Result", action.name()): Value::Object(result),
             "ResponseMetadata": { "RequestId": request_id },
         }
     });
@@ -117,7 +120,7 @@ const LISTS: [&str; 6] = [
 /// A member of a result: lists under their name in lower camel case, each item with every
 /// member, and `null` when empty (the XML AWS renders cannot tell an empty list from none);
 /// the queue attributes a list of name and value.
-fn member(action: &str, name: String, value: Value) -> (String, Value) {
+fn member(action: A, name: String, value: Value) -> (String, Value) {
     if LISTS.contains(&name.as_str()) {
         let names = item_members(action, &name);
         let items = match value {
@@ -202,6 +205,18 @@ fn encoded(status: u16, body: Value) -> Encoded {
 mod tests {
     use super::*;
 
+    #[test]
+    fn an_action_has_result_members_exactly_when_it_is_declared_with_a_result() {
+        for &action in A::ALL {
+            assert_eq!(
+                !result_members(action).is_empty(),
+                action.xml_result(),
+                "{}: add its result members, or declare it NoResult",
+                action.name()
+            );
+        }
+    }
+
     fn body(encoded: Encoded) -> Value {
         serde_json::from_slice(&encoded.body).unwrap()
     }
@@ -209,13 +224,13 @@ mod tests {
     #[test]
     fn every_member_present_lists_in_lower_camel_case_and_keys_in_ascii_order() {
         // As captured from AWS for a Query ListQueues accepting JSON, with no queues.
-        let none = response("ListQueues", json!({}), "a85e390b");
+        let none = response(A::ListQueues, json!({}), "a85e390b");
         assert_eq!(
             String::from_utf8(none.body).unwrap(),
             r#"{"ListQueuesResponse":{"ListQueuesResult":{"NextExclusiveStartQueueName":null,"NextToken":null,"queueUrls":null},"ResponseMetadata":{"RequestId":"a85e390b"}}}"#
         );
         let listed = body(response(
-            "ListQueues",
+            A::ListQueues,
             json!({"QueueUrls": ["http://h/1/q"]}),
             "r1",
         ));
@@ -225,7 +240,7 @@ mod tests {
         );
         // SendMessage to a standard queue, as captured: the absent members are null.
         let sent = response(
-            "SendMessage",
+            A::SendMessage,
             json!({"MD5OfMessageBody": "49f6", "MessageId": "m1"}),
             "r2",
         );
@@ -235,7 +250,7 @@ mod tests {
         );
         // A received message has every member; an empty receive is `"messages": null`.
         let received = body(response(
-            "ReceiveMessage",
+            A::ReceiveMessage,
             json!({"Messages": [{"MessageId": "m1", "ReceiptHandle": "h", "MD5OfBody": "49f6", "Body": "hi"}]}),
             "r3",
         ));
@@ -243,7 +258,7 @@ mod tests {
             received["ReceiveMessageResponse"]["ReceiveMessageResult"]["messages"][0],
             json!({"Attributes": null, "Body": "hi", "MD5OfBody": "49f6", "MD5OfMessageAttributes": null, "MessageAttributes": null, "MessageId": "m1", "ReceiptHandle": "h"})
         );
-        let empty = body(response("ReceiveMessage", json!({"Messages": []}), "r4"));
+        let empty = body(response(A::ReceiveMessage, json!({"Messages": []}), "r4"));
         assert_eq!(
             empty["ReceiveMessageResponse"]["ReceiveMessageResult"],
             json!({"messages": null})
@@ -253,7 +268,7 @@ mod tests {
     #[test]
     fn queue_attributes_as_name_value_pairs() {
         let attributes = body(response(
-            "GetQueueAttributes",
+            A::GetQueueAttributes,
             json!({"Attributes": {"DelaySeconds": "0"}}),
             "r2",
         ));
