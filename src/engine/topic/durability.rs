@@ -108,24 +108,8 @@ impl Topic {
     }
 
     pub fn from_image(image: TopicImage) -> Topic {
-        let mut topic = Topic {
-            name: image.name,
-            arn: image.arn,
-            fifo: image.fifo,
-            owner: image.owner,
-            settings: BTreeMap::new(),
-            tags: image.tags,
-            subscriptions: Vec::new(),
-            deleted_subscriptions: 0,
-            dedup: Default::default(),
-            next_seq: 1,
-            archive: None,
-            delivery_policy: None,
-            deleted: false,
-            published: 0,
-            deduplicated: 0,
-            changes: None,
-        };
+        let mut topic = Topic::empty(image.name, image.arn, image.fifo, image.owner);
+        topic.tags = image.tags;
         topic.restore_settings(
             image.settings,
             image.subscriptions,

@@ -128,19 +128,13 @@ pub struct Topic {
 }
 
 impl Topic {
-    pub fn new(
-        name: &str,
-        arn: String,
-        owner: &str,
-        attrs: &[(String, String)],
-        now: Timestamp,
-    ) -> EngineResult<Topic> {
-        let fifo = checked_name(name, attrs)?;
-        let mut topic = Topic {
-            name: name.into(),
-            arn: arn.into(),
+    /// A topic with no settings, tags, subscriptions or history: what `new` and a restore fill.
+    fn empty(name: Arc<str>, arn: Arc<str>, fifo: bool, owner: String) -> Topic {
+        Topic {
+            name,
+            arn,
             fifo,
-            owner: owner.to_string(),
+            owner,
             settings: BTreeMap::new(),
             tags: BTreeMap::new(),
             subscriptions: Vec::new(),
@@ -153,7 +147,18 @@ impl Topic {
             published: 0,
             deduplicated: 0,
             changes: None,
-        };
+        }
+    }
+
+    pub fn new(
+        name: &str,
+        arn: String,
+        owner: &str,
+        attrs: &[(String, String)],
+        now: Timestamp,
+    ) -> EngineResult<Topic> {
+        let fifo = checked_name(name, attrs)?;
+        let mut topic = Topic::empty(name.into(), arn.into(), fifo, owner.to_string());
         for (n, v) in attrs.iter().filter(|(n, _)| n != "FifoTopic") {
             topic.set(n, v, "Attributes Reason: ", now)?;
         }
