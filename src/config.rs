@@ -130,6 +130,13 @@ pub struct Config {
     /// live messages, so a queue that only fills is not snapshotted over and over.
     #[arg(long, env = "ORDERLY_SNAPSHOT_AFTER", default_value_t = 64 << 20)]
     pub snapshot_after: u64,
+    /// With the log in a database: while requests come often (three or more within this many
+    /// microseconds), the leader lets each insert wait until this long after the last one, so
+    /// that more requests share a commit. Requests wait at most this much longer; the
+    /// database does much less work per message. 0 inserts at once.
+    #[arg(long, env = "ORDERLY_DATABASE_BATCH_WAIT", default_value_t = 600,
+          value_parser = clap::value_parser!(u64).range(0..=100_000))]
+    pub database_batch_wait: u64,
     /// Origins (`scheme://host[:port]`, comma-separated, or `*`) whose browser pages may call
     /// this server; requests from any other origin are refused.
     #[arg(long, env = "ORDERLY_CORS_ALLOW", default_value = "")]

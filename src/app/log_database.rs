@@ -60,6 +60,7 @@ fn settings(config: &Config, url: &str, own_url: &str) -> Settings {
         account_id: config.account_id.clone(),
         advertise_url: own_url.to_string(),
         wait_for_lease: true,
+        batch_wait: std::time::Duration::from_micros(config.database_batch_wait),
     }
 }
 

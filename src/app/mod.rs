@@ -211,6 +211,7 @@ pub async fn transfer(config: &Config) -> Option<std::io::Result<String>> {
             dir.display()
         ),
         wait_for_lease: false,
+        batch_wait: std::time::Duration::ZERO,
     };
     let moved = tokio::task::spawn_blocking(move || {
         use crate::persist::database::transfer;

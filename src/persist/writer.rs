@@ -41,6 +41,12 @@ pub trait LogSink: Send + 'static {
     fn rotate(&mut self) -> Result<u64, LogError>;
     /// Drops the parts of the log numbered below `number` (a snapshot covers them).
     fn remove_before(&mut self, number: u64) -> Result<(), LogError>;
+    /// How long, while requests come often, the writer lets the next write wait after the
+    /// last one so that more requests share it: worth it where each write has a large fixed
+    /// cost (a database's commit), not for a file.
+    fn batch_wait(&self) -> Duration {
+        Duration::ZERO
+    }
 }
 
 impl<S: Storage + 'static> LogSink for SegmentLog<S> {
@@ -219,6 +225,54 @@ struct Shared {
     log_grown: tokio::sync::Notify,
     /// Records, bytes and sync times, for `GET /metrics`.
     metrics: Arc<super::log_metrics::LogMetrics>,
+    arrivals: Arrivals,
+}
+
+/// How often requests come to wait for the log, so that the writer can tell a busy log, where
+/// a short wait lets several requests share a write, from a quiet one, where it would only
+/// delay the one request there is.
+struct Arrivals {
+    origin: std::time::Instant,
+    /// When the last request came, in nanoseconds from `origin`.
+    last: AtomicU64,
+    /// The mean time between requests, in nanoseconds (a moving average over about the last
+    /// eight).
+    gap: AtomicU64,
+}
+
+/// A pause longer than this counts as this long, so that the busy times after a long quiet
+/// one soon count again (after about 95 requests close together).
+const LONGEST_GAP: Duration = Duration::from_secs(60);
+
+impl Arrivals {
+    fn new() -> Self {
+        Arrivals {
+            origin: std::time::Instant::now(),
+            last: AtomicU64::new(0),
+            gap: AtomicU64::new(LONGEST_GAP.as_nanos() as u64),
+        }
+    }
+
+    fn note(&self) {
+        self.note_at(self.origin.elapsed());
+    }
+
+    /// Notes a request come `at` after `origin`.
+    fn note_at(&self, at: Duration) {
+        let now = u64::try_from(at.as_nanos()).unwrap_or(u64::MAX);
+        let since = now.saturating_sub(self.last.swap(now, Ordering::Relaxed));
+        let sample = since.min(LONGEST_GAP.as_nanos() as u64);
+        // Two requests noted at once may each miss the other's update: the figure only guides.
+        let mean = self.gap.load(Ordering::Relaxed);
+        self.gap
+            .store(mean - mean / 8 + sample / 8, Ordering::Relaxed);
+    }
+
+    /// Whether at least three more requests are likely within `wait`. (Two let a paced load
+    /// of a few thousand requests a second count as busy now and then, and wait for nothing.)
+    fn busy_within(&self, wait: Duration) -> bool {
+        3 * self.gap.load(Ordering::Relaxed) <= wait.as_nanos() as u64
+    }
 }
 
 pub struct FileJournal {
@@ -244,6 +298,7 @@ impl FileJournal {
                 wake_at_bytes: AtomicU64::new(u64::MAX),
                 log_grown: tokio::sync::Notify::new(),
                 metrics: Default::default(),
+                arrivals: Arrivals::new(),
             }),
             writer: Mutex::new(None),
         })
@@ -314,6 +369,7 @@ impl FileJournal {
 
     /// Waits until every record numbered below `lsn` is durable.
     pub async fn wait(&self, lsn: u64) -> Result<(), JournalFailed> {
+        self.shared.arrivals.note();
         let mut rx = self.shared.durable.subscribe();
         let reached = rx
             .wait_for(|d| d.failed || d.lsn >= lsn)
@@ -473,6 +529,7 @@ impl Journal for FileJournal {
 #[cfg(test)]
 mod tests {
     use std::sync::Arc;
+    use std::time::Duration;
 
     use super::{Change, FileJournal, FsyncMode, Journal, Records};
 
@@ -521,15 +578,27 @@ mod tests {
 
     /// A sink whose append takes the journal's lease away while it writes, as a lease keeper that
     /// finds another leader does.
-    struct DeposedWhileWriting {
-        journal: std::sync::Weak<FileJournal>,
+    fn deposed_while_writing(journal: std::sync::Weak<FileJournal>) -> Scripted {
+        Scripted {
+            on_append: Box::new(move || {
+                if let Some(journal) = journal.upgrade() {
+                    journal.fail_for_good();
+                }
+            }),
+            wait: Duration::ZERO,
+        }
     }
 
-    impl super::LogSink for DeposedWhileWriting {
+    /// A sink that writes nothing: it runs `on_append` at each append and asks for `wait`
+    /// between writes.
+    struct Scripted {
+        on_append: Box<dyn FnMut() + Send>,
+        wait: Duration,
+    }
+
+    impl super::LogSink for Scripted {
         fn append(&mut self, _records: &[&[u8]]) -> Result<(), super::LogError> {
-            if let Some(journal) = self.journal.upgrade() {
-                journal.fail_for_good();
-            }
+            (self.on_append)();
             Ok(())
         }
         fn sync(&mut self) -> Result<(), super::LogError> {
@@ -544,15 +613,16 @@ mod tests {
         fn remove_before(&mut self, _number: u64) -> Result<(), super::LogError> {
             Ok(())
         }
+        fn batch_wait(&self) -> Duration {
+            self.wait
+        }
     }
 
     #[test]
     fn a_journal_failed_for_good_while_a_round_is_written_stays_failed() {
         let journal = FileJournal::new();
         journal.start(
-            DeposedWhileWriting {
-                journal: Arc::downgrade(&journal),
-            },
+            deposed_while_writing(Arc::downgrade(&journal)),
             1,
             FsyncMode::Always,
         );
@@ -573,6 +643,110 @@ mod tests {
             tokio::time::timeout(std::time::Duration::from_secs(10), journal.wait(target)).await
         });
         assert!(matches!(waited, Ok(Err(_))), "{waited:?}");
+        journal.close();
+    }
+
+    #[test]
+    fn requests_count_as_busy_only_while_they_come_closer_than_a_third_of_the_wait() {
+        let arrivals = super::Arrivals::new();
+        let wait = Duration::from_micros(400);
+        assert!(!arrivals.busy_within(wait), "busy before any request");
+        let mut at = Duration::from_secs(5);
+        // Every 100 µs: busy once the mean has come down from the long pause before.
+        for _ in 0..150 {
+            at += Duration::from_micros(100);
+            arrivals.note_at(at);
+        }
+        assert!(arrivals.busy_within(wait));
+        // Every 300 µs: three are no longer expected within the wait.
+        for _ in 0..100 {
+            at += Duration::from_micros(300);
+            arrivals.note_at(at);
+        }
+        assert!(!arrivals.busy_within(wait));
+        for _ in 0..100 {
+            at += Duration::from_micros(100);
+            arrivals.note_at(at);
+        }
+        assert!(arrivals.busy_within(wait));
+        // One quiet second ends it at once.
+        at += Duration::from_secs(1);
+        arrivals.note_at(at);
+        assert!(!arrivals.busy_within(wait));
+        // A long pause counts as a minute: about 95 requests close together make it busy.
+        at += Duration::from_secs(3600);
+        arrivals.note_at(at);
+        for _ in 0..70 {
+            at += Duration::from_micros(100);
+            arrivals.note_at(at);
+        }
+        assert!(!arrivals.busy_within(wait));
+        for _ in 0..30 {
+            at += Duration::from_micros(100);
+            arrivals.note_at(at);
+        }
+        assert!(arrivals.busy_within(wait));
+    }
+
+    /// A journal whose sink notes when each append came and asks for `wait` between writes.
+    fn timed_journal(
+        wait: Duration,
+    ) -> (
+        Arc<FileJournal>,
+        Arc<std::sync::Mutex<Vec<std::time::Instant>>>,
+    ) {
+        let appends = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let journal = FileJournal::new();
+        let noted = appends.clone();
+        journal.start(
+            Scripted {
+                on_append: Box::new(move || noted.lock().unwrap().push(std::time::Instant::now())),
+                wait,
+            },
+            1,
+            FsyncMode::Always,
+        );
+        (journal, appends)
+    }
+
+    fn logged(journal: &FileJournal) {
+        journal.submit(&sample_change());
+        let target = journal.next_lsn();
+        let waited = runtime().block_on(async {
+            tokio::time::timeout(Duration::from_secs(10), journal.wait(target)).await
+        });
+        assert!(matches!(waited, Ok(Ok(()))), "{waited:?}");
+    }
+
+    #[test]
+    fn a_quiet_log_writes_each_request_at_once() {
+        // A few requests after a quiet start: were the writer to wait, the second would wait
+        // 30 s and time out.
+        let (journal, appends) = timed_journal(Duration::from_secs(30));
+        for _ in 0..3 {
+            logged(&journal);
+        }
+        assert_eq!(appends.lock().unwrap().len(), 3);
+        journal.close();
+    }
+
+    #[test]
+    fn a_busy_log_lets_the_next_write_wait_for_company() {
+        let wait = Duration::from_millis(50);
+        let (journal, appends) = timed_journal(wait);
+        // Requests as a busy server sees them.
+        for _ in 0..100 {
+            journal.shared.arrivals.note();
+        }
+        logged(&journal);
+        logged(&journal);
+        let appends = appends.lock().unwrap().clone();
+        assert_eq!(appends.len(), 2);
+        assert!(
+            appends[1] - appends[0] >= wait,
+            "the second write came {:?} after the first",
+            appends[1] - appends[0]
+        );
         journal.close();
     }
 }

@@ -85,6 +85,9 @@ pub struct Settings {
     /// Wait while another node holds the lease (a node starting to serve); else refuse (an
     /// import or export, which must not run beside a leader).
     pub wait_for_lease: bool,
+    /// How long a busy leader lets an insert wait for more requests to share it
+    /// (`--database-batch-wait`).
+    pub batch_wait: Duration,
 }
 
 /// The log in the database, led by this node: the journal the engine writes to, the lease that
@@ -123,6 +126,7 @@ pub struct Prepared {
     pub journal: Arc<FileJournal>,
     /// When the lease was last asked for: one taken then runs from no earlier.
     asked_at: std::time::Instant,
+    batch_wait: Duration,
 }
 
 /// What asking for the lease found.
@@ -156,6 +160,7 @@ impl Prepared {
             node: uuid::Uuid::new_v4().to_string(),
             journal,
             asked_at: std::time::Instant::now(),
+            batch_wait: settings.batch_wait,
         })
     }
 
@@ -217,7 +222,7 @@ impl Prepared {
         let next_lsn = recovered.report.next_lsn;
         journal.count_logged(recovered.log_bytes);
         journal.start(
-            table_log::TableLog::new(self.db, epoch, next_lsn),
+            table_log::TableLog::new(self.db, epoch, next_lsn).waiting(self.batch_wait),
             next_lsn,
             FsyncMode::Always,
         );

@@ -1,5 +1,8 @@
 //! The log writer's batches as rows of `log_batches`: one insert per write, whatever the
-//! number of records in it, committed before the writer reports them durable.
+//! number of records in it, committed before the writer reports them durable. A write of more
+//! than `ROW_BYTES` is cut, between records, into rows of at most that size, all inserted by
+//! the one statement: a row that fits its page is cheaper for the database than one cut into
+//! TOAST chunks with an index entry each.
 //!
 //! The insert reads the lease's row `FOR SHARE` and inserts only while its epoch is this
 //! node's: a node taking the lease must wait for an insert already holding the row, and an
@@ -24,9 +27,47 @@ use crate::persist::writer::LogSink;
 /// Longest an insert of a batch may take before it counts as failed (and is tried again).
 const APPEND_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// The most framed record bytes in a row, so that it stays in its page (the table's
+/// `toast_tuple_target` is 8160 bytes, row header and numbers included). A record larger than
+/// this has a row of its own.
+const ROW_BYTES: usize = 8_000;
+
 const APPEND: &str = "INSERT INTO log_batches (first_lsn, last_lsn, epoch, records) \
-     SELECT $1, $2, $3, $4 FROM log_leader WHERE id = 1 AND epoch = $3 FOR SHARE \
+     SELECT b.first_lsn, b.last_lsn, $3, b.records \
+     FROM log_leader, unnest($1::bigint[], $2::bigint[], $4::bytea[]) AS b(first_lsn, last_lsn, records) \
+     WHERE log_leader.id = 1 AND log_leader.epoch = $3 FOR SHARE OF log_leader \
      RETURNING 1";
+
+/// A write cut into rows: each row's first and last sequence numbers and framed records.
+#[derive(Default)]
+struct Rows {
+    first: Vec<i64>,
+    last: Vec<i64>,
+    records: Vec<Vec<u8>>,
+}
+
+impl Rows {
+    fn cut(records: &[&[u8]]) -> Rows {
+        let mut rows = Rows::default();
+        for record in records {
+            let lsn = lsn_of(record) as i64;
+            let framed = record.len() + record::HEADER_BYTES;
+            let fits = rows
+                .records
+                .last()
+                .is_some_and(|row| row.len() + framed <= ROW_BYTES);
+            if !fits {
+                rows.first.push(lsn);
+                rows.last.push(lsn);
+                rows.records.push(Vec::with_capacity(framed));
+            }
+            let row = rows.records.last_mut().expect("a row was just started");
+            record::encode(record, row);
+            *rows.last.last_mut().expect("a row was just started") = lsn;
+        }
+        rows
+    }
+}
 
 pub struct TableLog {
     db: Blocking,
@@ -39,6 +80,7 @@ pub struct TableLog {
     /// The insert, prepared on the connection of this generation (`Blocking::generation`):
     /// planned once, not at every batch.
     append: Option<(u64, Statement)>,
+    batch_wait: Duration,
 }
 
 impl TableLog {
@@ -50,7 +92,13 @@ impl TableLog {
             unsure: false,
             deposed: false,
             append: None,
+            batch_wait: Duration::ZERO,
         }
+    }
+
+    /// Lets a busy writer wait this long after an insert before the next (`LogSink::batch_wait`).
+    pub fn waiting(self, batch_wait: Duration) -> TableLog {
+        TableLog { batch_wait, ..self }
     }
 
     /// As after an insert whose answer was lost (tests).
@@ -115,12 +163,10 @@ impl LogSink for TableLog {
         let (Some(first), Some(last)) = (fresh.first(), fresh.last()) else {
             return Ok(());
         };
-        let (first, last) = (lsn_of(first), lsn_of(last));
-        let mut frames =
-            Vec::with_capacity(fresh.iter().map(|r| r.len() + record::HEADER_BYTES).sum());
-        for record in &fresh {
-            record::encode(record, &mut frames);
-        }
+        let last = lsn_of(last);
+        debug_assert!(lsn_of(first) <= last);
+        let rows = Rows::cut(&fresh);
+        let wanted = rows.records.len();
         let epoch = self.epoch;
         let generation = self.db.generation();
         let prepared = self
@@ -135,15 +181,22 @@ impl LogSink for TableLog {
                     let statement = match prepared {
                         Some(statement) => statement,
                         None => {
-                            let types = [Type::INT8, Type::INT8, Type::INT8, Type::BYTEA];
+                            let types = [
+                                Type::INT8_ARRAY,
+                                Type::INT8_ARRAY,
+                                Type::INT8,
+                                Type::BYTEA_ARRAY,
+                            ];
                             client.prepare_typed(APPEND, &types).await?
                         }
                     };
-                    let (first, last) = (first as i64, last as i64);
-                    let rows = client
-                        .query(&statement, &[&first, &last, &epoch, &frames])
+                    let inserted = client
+                        .query(
+                            &statement,
+                            &[&rows.first, &rows.last, &epoch, &rows.records],
+                        )
                         .await?;
-                    Ok((rows.len(), statement))
+                    Ok((inserted.len(), statement))
                 })
             })
             .map(|(rows, statement)| {
@@ -151,10 +204,11 @@ impl LogSink for TableLog {
                 rows
             });
         match inserted {
-            Ok(1) => {
+            Ok(count) if count == wanted => {
                 self.next_lsn = last + 1;
                 Ok(())
             }
+            // The lease's row was not this epoch's: nothing was inserted.
             Ok(_) => Err(self.deposed()),
             Err(failure) => {
                 // A batch of these numbers already there: an earlier try of this one that
@@ -187,5 +241,58 @@ impl LogSink for TableLog {
     /// The snapshot's own transaction drops the batches it covers (`snapshots`).
     fn remove_before(&mut self, _number: u64) -> Result<(), LogError> {
         Ok(())
+    }
+
+    fn batch_wait(&self) -> Duration {
+        self.batch_wait
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Rows, ROW_BYTES};
+    use crate::persist::{format, record};
+
+    fn record_of(lsn: u64, payload: usize) -> Vec<u8> {
+        let mut bytes = format::record_header(lsn).to_vec();
+        bytes.resize(bytes.len() + payload, b'x');
+        bytes
+    }
+
+    #[test]
+    fn a_write_is_cut_between_records_into_rows_that_fit_and_a_large_record_has_its_own() {
+        let mut records: Vec<Vec<u8>> = (10..40).map(|lsn| record_of(lsn, 900)).collect();
+        records.insert(12, record_of(40, 3 * ROW_BYTES));
+        // Numbered in order, as the writer hands them over.
+        for (index, record) in records.iter_mut().enumerate() {
+            record[..8].copy_from_slice(&format::record_header(10 + index as u64));
+        }
+        let slices: Vec<&[u8]> = records.iter().map(Vec::as_slice).collect();
+        let rows = Rows::cut(&slices);
+        assert!(rows.records.len() >= 5, "{} rows", rows.records.len());
+        let mut next = 10;
+        for ((first, last), bytes) in rows.first.iter().zip(&rows.last).zip(&rows.records) {
+            assert_eq!(*first, next, "rows follow one another");
+            let decoded = record::decode(bytes);
+            assert_eq!(decoded.ending, record::Ending::Clean);
+            assert_eq!(decoded.records.len() as i64, last - first + 1);
+            assert!(
+                bytes.len() <= ROW_BYTES || decoded.records.len() == 1,
+                "a row of {} bytes holds {} records",
+                bytes.len(),
+                decoded.records.len()
+            );
+            next = last + 1;
+        }
+        assert_eq!(next, 41, "every record in a row");
+        let whole: Vec<u8> = rows.records.concat();
+        let mut framed = Vec::new();
+        for record in &slices {
+            record::encode(record, &mut framed);
+        }
+        assert_eq!(
+            whole, framed,
+            "the rows hold the records in order, unchanged"
+        );
     }
 }

@@ -248,4 +248,79 @@ fn tables_made_before_the_storage_settings_get_them_at_the_next_start() {
         ),
         1
     );
+    // Autovacuum leaves both tables and their TOAST tables alone until rows are deleted, and
+    // never gathers statistics on them.
+    assert_eq!(
+        number(
+            &mut admin,
+            "SELECT count(*) FROM pg_class WHERE \
+             (oid IN ('log_batches'::regclass, 'log_snapshot_chunks'::regclass) \
+              AND 'autovacuum_vacuum_insert_threshold=-1' = ANY (reloptions) \
+              AND 'autovacuum_analyze_threshold=2147483647' = ANY (reloptions)) \
+             OR (oid IN (SELECT reltoastrelid FROM pg_class WHERE oid IN \
+                 ('log_batches'::regclass, 'log_snapshot_chunks'::regclass)) \
+              AND 'autovacuum_vacuum_insert_threshold=-1' = ANY (reloptions))"
+                .into()
+        ),
+        4
+    );
+}
+
+#[test]
+fn a_write_larger_than_a_row_is_inserted_as_rows_that_fit_their_pages_or_not_at_all() {
+    let Some(url) = database() else { return };
+    let mut admin = connect(&url);
+    schema::prepare(&mut admin, "us-east-1", "000000000000").expect("tables");
+    let (epoch, _) = lease::acquire(&mut admin, "only", "http://only", true).expect("the lease");
+    let mut log = TableLog::new(connect(&url), epoch, 0);
+    // Changes of about 900 bytes each, which recovery can replay.
+    let records: Vec<Vec<u8>> = (0..40)
+        .map(|lsn| {
+            let change = crate::engine::Change::DeleteQueue {
+                name: format!("q{lsn}-{}", "r".repeat(880)).into(),
+                uid: 1,
+                at: crate::engine::Timestamp(1),
+            };
+            format::to_record(lsn, &change).expect("encoded")
+        })
+        .collect();
+    let slices: Vec<&[u8]> = records.iter().map(Vec::as_slice).collect();
+    log.append(&slices[..30]).expect("appended");
+    let rows = batches(&mut admin);
+    assert!(rows.len() >= 4, "{rows:?}");
+    assert_eq!(rows.first().map(|r| r.0), Some(0));
+    assert_eq!(rows.last().map(|r| r.1), Some(29));
+    assert!(
+        rows.windows(2).all(|pair| pair[1].0 == pair[0].1 + 1),
+        "{rows:?}"
+    );
+    assert_eq!(
+        number(
+            &mut admin,
+            "SELECT count(DISTINCT xmin::text) FROM log_batches".into()
+        ),
+        1,
+        "one insert"
+    );
+    assert!(
+        number(
+            &mut admin,
+            "SELECT max(length(records))::bigint FROM log_batches".into()
+        ) <= 8_000
+    );
+    assert_eq!(toasted_bytes(&mut admin, "log_batches"), 0);
+    // Recovery reads the rows back as the one write they are.
+    let engine = crate::engine::Engine::<tokio::sync::Notify>::new("000000000000", "us-east-1");
+    let recovered = super::recovery::recover(&mut admin, &engine).expect("recovered");
+    assert_eq!(recovered.report.replayed, 30);
+    assert_eq!(recovered.report.next_lsn, 30);
+
+    // Another node takes the lease: none of the next write's rows goes in.
+    sql(&mut admin, "UPDATE log_leader SET expires = '-infinity'");
+    lease::acquire(&mut admin, "next", "http://next", true).expect("lapsed");
+    assert!(matches!(
+        log.append(&slices[30..]),
+        Err(LogError::Deposed(_))
+    ));
+    assert_eq!(batches(&mut admin), rows);
 }
