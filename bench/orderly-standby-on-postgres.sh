@@ -10,8 +10,8 @@ base="${ORDERLY_BENCH_POSTGRES:?set ORDERLY_BENCH_POSTGRES to a PostgreSQL URL}"
 name="bench_$(date +%s%N)"
 # Databases of earlier starts are dropped once nothing uses them (the benchmark kills its peers,
 # so they cannot drop their own): left, autovacuum's work on them would count as this run's.
-for old in $(psql "$base" -Atc "SELECT datname FROM pg_database WHERE datname LIKE 'bench\_%'"); do
-    psql "$base" -qc "DROP DATABASE IF EXISTS $old" >/dev/null 2>&1 || true
+for old in $(psql "$base" -Atc "SELECT datname FROM pg_database WHERE datname ~ '^bench_[0-9]{19}$'"); do
+    psql "$base" -qc "DROP DATABASE IF EXISTS \"$old\"" >/dev/null 2>&1 || true
 done
 psql "$base" -qc "CREATE DATABASE $name" >/dev/null
 url="${base%/*}/$name"

@@ -7,9 +7,10 @@
 //!   goes missing is found missing rather than taken for a log that never had one.
 //! - `log_leader`: one row, the lease: its epoch (one more each time a node takes it), the
 //!   node holding it, the URL it serves on and when it ends (on the database's clock).
-//! - `log_batches`: a row per write of the log writer: the sequence numbers of its first and
-//!   last record, the epoch that wrote it, and its records framed as in a log segment
-//!   (`persist::record`: length, CRC-32C, the record as `persist::format` lays it out).
+//! - `log_batches`: up to 8,000 bytes of one write of the log writer (a write is cut between
+//!   records, `table_log`): the sequence numbers of its first and last record, the epoch that
+//!   wrote it, and its records framed as in a log segment (`persist::record`: length,
+//!   CRC-32C, the record as `persist::format` lays it out).
 //! - `log_snapshots`: the snapshot recovery starts from (one once a snapshot is kept; a
 //!   snapshot is numbered at random when its writing starts), and `log_snapshot_chunks`, its
 //!   bytes in order, as a snapshot file holds them. Chunks of a snapshot never finished are

@@ -114,6 +114,8 @@ impl<'a, S: LogSink> Writer<'a, S> {
         let wait = self.log.batch_wait();
         if wait.is_zero()
             || self.retrying
+            || self.lost
+            || pending.lost
             || pending.ready() == 0
             || pending.closing
             || pending.rotate.is_some()
