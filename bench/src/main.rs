@@ -23,7 +23,8 @@ pub struct Args {
     pub orderly: String,
     /// Comma-separated scenarios: send, single, pipeline, paced, fanout, backlog, durable
     /// (send, single and pipeline with fsync), durable-share (send, single and pipeline, in
-    /// memory and durable, at each count of --share-connections, compared at their peaks),
+    /// memory, durable and on every peer, at each count of --share-connections: durable
+    /// against in memory and each peer against durable, compared at their peaks),
     /// restart (restart time with the backlog), memory (resident memory per queued 1 KiB
     /// message), dedup-memory (resident memory per deduplication id remembered, after a
     /// million unique ids sent and consumed).

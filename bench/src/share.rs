@@ -1,5 +1,6 @@
 //! The durable-share scenario: durable against in-memory throughput for batched sends, single
-//! sends and the pipeline, at several connection counts.
+//! sends and the pipeline, at several connection counts; and each peer against the durable log
+//! the same way (Orderly on PostgreSQL against Orderly on its own files, say).
 //!
 //! Throughput is what a server sustains once it has enough work. With few connections a
 //! client waits for each answer before it sends again, so a durable answer, which waits for a
@@ -18,9 +19,14 @@ enum Kind {
     Pipeline,
 }
 
-/// Runs every kind at every count, in memory then durable right after, so that both rows of
-/// a comparison come from the same minute.
+/// Runs every kind at every count, in memory, durable and every peer one right after the
+/// other, so that the rows of a comparison come from the same minute.
 pub async fn run(args: &Args) -> Vec<Row> {
+    let peers = (0..args.peers.len()).map(System::Peer);
+    let systems: Vec<System> = [System::Orderly, System::Durable]
+        .into_iter()
+        .chain(peers)
+        .collect();
     let mut rows = Vec::new();
     for kind in [Kind::Batched, Kind::Single, Kind::Pipeline] {
         for &n in &args.share_connections {
@@ -29,7 +35,7 @@ pub async fn run(args: &Args) -> Vec<Row> {
                 consumers: n,
                 ..args.clone()
             };
-            for system in [System::Orderly, System::Durable] {
+            for &system in &systems {
                 let mut row = match kind {
                     Kind::Batched => run_send(&at_n, system, true).await,
                     Kind::Single => run_send(&at_n, system, false).await,
@@ -43,27 +49,27 @@ pub async fn run(args: &Args) -> Vec<Row> {
     rows
 }
 
-/// One scenario's comparison.
+/// One scenario's comparison of a system with the one it is measured against.
 #[derive(Debug, PartialEq)]
 pub struct Share {
     pub scenario: String,
-    /// (msg/s, connections) of the best count.
-    pub memory_peak: (f64, usize),
-    pub durable_peak: (f64, usize),
-    /// Durable ÷ in memory at each count both ran at, in count order.
+    /// (msg/s, connections) of the best count: of the system measured against, and of the one
+    /// measured.
+    pub base_peak: (f64, usize),
+    pub peak: (f64, usize),
+    /// Measured ÷ base at each count both ran at, in count order.
     pub at: Vec<(usize, f64)>,
 }
 
 impl Share {
     pub fn at_peak(&self) -> f64 {
-        self.durable_peak.0 / self.memory_peak.0
+        self.peak.0 / self.base_peak.0
     }
 }
 
-/// Compares the rows `run` produced (after `median_of_rounds`); other rows are ignored.
-pub fn compare(rows: &[Row]) -> Vec<Share> {
-    let memory = System::Orderly.label();
-    let durable = System::Durable.label();
+/// Compares `system` with `base` in the rows `run` produced (after `median_of_rounds`); other
+/// rows are ignored.
+pub fn compare(rows: &[Row], base: &str, system: &str) -> Vec<Share> {
     let mut scenarios: Vec<&str> = Vec::new();
     for row in rows.iter().filter(|r| r.connections > 0) {
         if !scenarios.contains(&row.scenario.as_str()) {
@@ -82,24 +88,24 @@ pub fn compare(rows: &[Row]) -> Vec<Share> {
                 points.sort_by_key(|p| p.0);
                 points
             };
-            let (memory, durable) = (of(memory), of(durable));
+            let (base, measured) = (of(base), of(system));
             let peak = |points: &[(usize, f64)]| {
                 points
                     .iter()
                     .max_by(|a, b| a.1.total_cmp(&b.1))
                     .map(|&(n, rate)| (rate, n))
             };
-            let at = memory
+            let at = base
                 .iter()
-                .filter_map(|&(n, m)| {
-                    let d = durable.iter().find(|p| p.0 == n)?.1;
-                    (m > 0.0).then_some((n, d / m))
+                .filter_map(|&(n, b)| {
+                    let m = measured.iter().find(|p| p.0 == n)?.1;
+                    (b > 0.0).then_some((n, m / b))
                 })
                 .collect();
             Some(Share {
                 scenario: scenario.to_string(),
-                memory_peak: peak(&memory).filter(|p| p.0 > 0.0)?,
-                durable_peak: peak(&durable)?,
+                base_peak: peak(&base).filter(|p| p.0 > 0.0)?,
+                peak: peak(&measured)?,
                 at,
             })
         })
@@ -107,10 +113,21 @@ pub fn compare(rows: &[Row]) -> Vec<Share> {
 }
 
 pub fn print(args: &Args, rows: &[Row]) {
-    let shares = compare(rows);
+    let (memory, durable) = (System::Orderly.label(), System::Durable.label());
+    print_table(args, rows, (memory, "in memory"), (durable, "durable"));
+    for i in 0..args.peers.len() {
+        let name = System::Peer(i).name(args);
+        print_table(args, rows, (durable, "durable"), (&name, &name));
+    }
+}
+
+/// One table: `system` against `base`, each given as (system name in rows, column title).
+fn print_table(args: &Args, rows: &[Row], base: (&str, &str), system: (&str, &str)) {
+    let shares = compare(rows, base.0, system.0);
     if shares.is_empty() {
         return;
     }
+    let (base, system) = (base.1, system.1);
     let counts: Vec<String> = args
         .share_connections
         .iter()
@@ -118,12 +135,12 @@ pub fn print(args: &Args, rows: &[Row]) {
         .collect();
     println!();
     println!(
-        "Durable against in memory, each at its peak over {} producer connections (as many consumers):",
+        "Throughput, {system} against {base}, each at its peak over {} producer connections (as many consumers):",
         counts.join(", ")
     );
     let at_heads: Vec<String> = counts.iter().map(|n| format!("at {n}")).collect();
     println!(
-        "| scenario | in memory peak msg/s (connections) | durable peak msg/s (connections) | durable / in memory, peaks | {} |",
+        "| scenario | {base} peak msg/s (connections) | {system} peak msg/s (connections) | {system} / {base}, peaks | {} |",
         at_heads.join(" | ")
     );
     println!("|---|---|---|---|{}", "---|".repeat(counts.len()));
@@ -139,10 +156,10 @@ pub fn print(args: &Args, rows: &[Row]) {
         println!(
             "| {} | {:.0} ({}) | {:.0} ({}) | {:.0} % | {} |",
             share.scenario,
-            share.memory_peak.0,
-            share.memory_peak.1,
-            share.durable_peak.0,
-            share.durable_peak.1,
+            share.base_peak.0,
+            share.base_peak.1,
+            share.peak.0,
+            share.peak.1,
             share.at_peak() * 100.0,
             at.join(" | ")
         );
@@ -176,25 +193,56 @@ mod tests {
             // Rows of other scenarios (no connection count) are not compared.
             row("send (single)", System::Durable, 0, 1_000),
         ];
-        let shares = compare(&rows);
+        let shares = compare(&rows, System::Orderly.label(), System::Durable.label());
         assert_eq!(
             shares,
             vec![
                 Share {
                     scenario: "send (single)".into(),
-                    memory_peak: (100.0, 8),
-                    durable_peak: (60.0, 32),
+                    base_peak: (100.0, 8),
+                    peak: (60.0, 32),
                     at: vec![(8, 0.4), (32, 120.0 / 180.0)],
                 },
                 Share {
                     scenario: "pipeline".into(),
-                    memory_peak: (50.0, 8),
-                    durable_peak: (15.0, 8),
+                    base_peak: (50.0, 8),
+                    peak: (15.0, 8),
                     at: vec![(8, 0.3)],
                 },
             ]
         );
         assert!((shares[0].at_peak() - 0.6).abs() < 1e-9);
+    }
+
+    #[test]
+    fn a_peer_is_compared_with_the_durable_log_each_at_its_own_peak() {
+        let mut rows = vec![
+            row("send (batches of 10)", System::Durable, 8, 180),
+            row("send (batches of 10)", System::Durable, 32, 200),
+            row("send (batches of 10)", System::Orderly, 32, 400),
+        ];
+        for (connections, messages) in [(8, 90), (32, 160)] {
+            rows.push(Row {
+                system: "orderly-pg".into(),
+                ..row(
+                    "send (batches of 10)",
+                    System::Durable,
+                    connections,
+                    messages,
+                )
+            });
+        }
+        let shares = compare(&rows, System::Durable.label(), "orderly-pg");
+        assert_eq!(
+            shares,
+            vec![Share {
+                scenario: "send (batches of 10)".into(),
+                base_peak: (100.0, 32),
+                peak: (80.0, 32),
+                at: vec![(8, 0.5), (32, 0.8)],
+            }]
+        );
+        assert!((shares[0].at_peak() - 0.8).abs() < 1e-9);
     }
 
     #[test]
@@ -204,6 +252,9 @@ mod tests {
             row("pipeline", System::Orderly, 8, 0),
             row("pipeline", System::Durable, 8, 30),
         ];
-        assert_eq!(compare(&rows), vec![]);
+        assert_eq!(
+            compare(&rows, System::Orderly.label(), System::Durable.label()),
+            vec![]
+        );
     }
 }
