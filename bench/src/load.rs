@@ -48,6 +48,23 @@ fn peer(args: &Args, i: usize) -> (&str, &str) {
         .unwrap_or(("peer", &args.peers[i]))
 }
 
+/// Rows are told apart by system name: a peer named like another, or like one of Orderly's
+/// own systems, would have its rows taken for theirs.
+pub fn check_peer_names(args: &Args) -> Result<(), String> {
+    let own = [System::Orderly, System::Durable, System::Null].map(System::label);
+    let mut seen: Vec<&str> = Vec::new();
+    for i in 0..args.peers.len() {
+        let name = peer(args, i).0;
+        if own.contains(&name) || seen.contains(&name) {
+            return Err(format!(
+                "two systems named {name:?}: give each --peer a NAME of its own"
+            ));
+        }
+        seen.push(name);
+    }
+    Ok(())
+}
+
 /// A row for a scenario that could not run on this system.
 pub(crate) fn failed_row(args: &Args, scenario: &str, system: System, why: String) -> Row {
     Row {
@@ -1296,4 +1313,30 @@ async fn run_round(args: &Args) -> Vec<Row> {
         }
     }
     rows
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::{check_peer_names, System};
+    use crate::Args;
+
+    fn with_peers(peers: &[&str]) -> Args {
+        let mut argv = vec!["orderly-bench".to_string()];
+        for peer in peers {
+            argv.push(format!("--peer={peer}"));
+        }
+        Args::parse_from(argv)
+    }
+
+    #[test]
+    fn peers_must_have_names_of_their_own() {
+        assert!(check_peer_names(&with_peers(&["a=x {port}", "b=y {port}"])).is_ok());
+        assert!(check_peer_names(&with_peers(&["a=x {port}", "a=y {port}"])).is_err());
+        // Without NAME=, every peer is "peer".
+        assert!(check_peer_names(&with_peers(&["x {port}", "y {port}"])).is_err());
+        let durable = format!("{}=x {{port}}", System::Durable.label());
+        assert!(check_peer_names(&with_peers(&[&durable])).is_err());
+    }
 }

@@ -72,8 +72,8 @@ pub struct Args {
     pub peers: Vec<String>,
     /// The postmaster PID (first line of `postmaster.pid`) of a PostgreSQL server the peers
     /// keep their state in: its CPU, its processes' and theirs that ended, is reported per
-    /// message as database CPU in the peers' notes for send, pipeline and fan-out (measure one
-    /// peer on it at a time).
+    /// message as database CPU in the peers' notes for send (batched and single), pipeline
+    /// and fan-out (measure one peer on it at a time).
     #[arg(long)]
     pub database_pid: Option<u32>,
     /// Run as a round-robin TCP balancer: LISTEN=UPSTREAM[,UPSTREAM...] (to put several
@@ -87,6 +87,10 @@ pub struct Args {
 
 fn main() {
     let args = Args::parse();
+    if let Err(error) = load::check_peer_names(&args) {
+        eprintln!("orderly-bench: {error}");
+        std::process::exit(2);
+    }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()

@@ -5,7 +5,7 @@
 //! Throughput is what a server sustains once it has enough work. With few connections a
 //! client waits for each answer before it sends again, so a durable answer, which waits for a
 //! sync, caps the rate long before the server is busy (a measure of latency, not capacity).
-//! Both systems are therefore measured at every count in `--share-connections` and compared at
+//! Every system is therefore measured at every count in `--share-connections` and compared at
 //! their peaks; the share at each count is printed as well.
 
 use crate::load::{run_pipeline, run_send, System};
@@ -49,27 +49,26 @@ pub async fn run(args: &Args) -> Vec<Row> {
     rows
 }
 
-/// One scenario's comparison of a system with the one it is measured against.
+/// One scenario's comparison of a measured system with the one it is measured against.
 #[derive(Debug, PartialEq)]
 pub struct Share {
     pub scenario: String,
-    /// (msg/s, connections) of the best count: of the system measured against, and of the one
-    /// measured.
+    /// (msg/s, connections) of the best count: of the base, and of the measured system.
     pub base_peak: (f64, usize),
-    pub peak: (f64, usize),
+    pub measured_peak: (f64, usize),
     /// Measured ÷ base at each count both ran at, in count order.
     pub at: Vec<(usize, f64)>,
 }
 
 impl Share {
     pub fn at_peak(&self) -> f64 {
-        self.peak.0 / self.base_peak.0
+        self.measured_peak.0 / self.base_peak.0
     }
 }
 
-/// Compares `system` with `base` in the rows `run` produced (after `median_of_rounds`); other
-/// rows are ignored.
-pub fn compare(rows: &[Row], base: &str, system: &str) -> Vec<Share> {
+/// Compares `measured` with `base` in the rows `run` produced (after `median_of_rounds`);
+/// other rows, and counts at which a system did not run, are ignored.
+pub fn compare(rows: &[Row], base: &str, measured: &str) -> Vec<Share> {
     let mut scenarios: Vec<&str> = Vec::new();
     for row in rows.iter().filter(|r| r.connections > 0) {
         if !scenarios.contains(&row.scenario.as_str()) {
@@ -83,12 +82,13 @@ pub fn compare(rows: &[Row], base: &str, system: &str) -> Vec<Share> {
                 let mut points: Vec<(usize, f64)> = rows
                     .iter()
                     .filter(|r| r.connections > 0 && r.scenario == scenario && r.system == system)
+                    .filter(|r| r.messages > 0 || r.errors == 0)
                     .map(|r| (r.connections, r.rate()))
                     .collect();
                 points.sort_by_key(|p| p.0);
                 points
             };
-            let (base, measured) = (of(base), of(system));
+            let (base, measured) = (of(base), of(measured));
             let peak = |points: &[(usize, f64)]| {
                 points
                     .iter()
@@ -105,7 +105,7 @@ pub fn compare(rows: &[Row], base: &str, system: &str) -> Vec<Share> {
             Some(Share {
                 scenario: scenario.to_string(),
                 base_peak: peak(&base).filter(|p| p.0 > 0.0)?,
-                peak: peak(&measured)?,
+                measured_peak: peak(&measured).filter(|p| p.0 > 0.0)?,
                 at,
             })
         })
@@ -121,13 +121,13 @@ pub fn print(args: &Args, rows: &[Row]) {
     }
 }
 
-/// One table: `system` against `base`, each given as (system name in rows, column title).
-fn print_table(args: &Args, rows: &[Row], base: (&str, &str), system: (&str, &str)) {
-    let shares = compare(rows, base.0, system.0);
+/// One table: `measured` against `base`, each given as (system name in rows, column title).
+fn print_table(args: &Args, rows: &[Row], base: (&str, &str), measured: (&str, &str)) {
+    let shares = compare(rows, base.0, measured.0);
     if shares.is_empty() {
         return;
     }
-    let (base, system) = (base.1, system.1);
+    let (base, measured) = (base.1, measured.1);
     let counts: Vec<String> = args
         .share_connections
         .iter()
@@ -135,12 +135,12 @@ fn print_table(args: &Args, rows: &[Row], base: (&str, &str), system: (&str, &st
         .collect();
     println!();
     println!(
-        "Throughput, {system} against {base}, each at its peak over {} producer connections (as many consumers):",
+        "Throughput, {measured} against {base}, each at its peak over {} producer connections (as many consumers):",
         counts.join(", ")
     );
     let at_heads: Vec<String> = counts.iter().map(|n| format!("at {n}")).collect();
     println!(
-        "| scenario | {base} peak msg/s (connections) | {system} peak msg/s (connections) | {system} / {base}, peaks | {} |",
+        "| scenario | {base} peak msg/s (connections) | {measured} peak msg/s (connections) | {measured} / {base}, peaks | {} |",
         at_heads.join(" | ")
     );
     println!("|---|---|---|---|{}", "---|".repeat(counts.len()));
@@ -158,8 +158,8 @@ fn print_table(args: &Args, rows: &[Row], base: (&str, &str), system: (&str, &st
             share.scenario,
             share.base_peak.0,
             share.base_peak.1,
-            share.peak.0,
-            share.peak.1,
+            share.measured_peak.0,
+            share.measured_peak.1,
             share.at_peak() * 100.0,
             at.join(" | ")
         );
@@ -200,13 +200,13 @@ mod tests {
                 Share {
                     scenario: "send (single)".into(),
                     base_peak: (100.0, 8),
-                    peak: (60.0, 32),
+                    measured_peak: (60.0, 32),
                     at: vec![(8, 0.4), (32, 120.0 / 180.0)],
                 },
                 Share {
                     scenario: "pipeline".into(),
                     base_peak: (50.0, 8),
-                    peak: (15.0, 8),
+                    measured_peak: (15.0, 8),
                     at: vec![(8, 0.3)],
                 },
             ]
@@ -216,33 +216,37 @@ mod tests {
 
     #[test]
     fn a_peer_is_compared_with_the_durable_log_each_at_its_own_peak() {
-        let mut rows = vec![
-            row("send (batches of 10)", System::Durable, 8, 180),
-            row("send (batches of 10)", System::Durable, 32, 200),
-            row("send (batches of 10)", System::Orderly, 32, 400),
-        ];
-        for (connections, messages) in [(8, 90), (32, 160)] {
-            rows.push(Row {
-                system: "orderly-pg".into(),
-                ..row(
-                    "send (batches of 10)",
-                    System::Durable,
-                    connections,
-                    messages,
-                )
-            });
+        let scenario = "send (batches of 10)";
+        let mut rows = vec![row(scenario, System::Orderly, 32, 400)];
+        for (connections, messages) in [(8, 180), (16, 150), (32, 200), (64, 190)] {
+            rows.push(row(scenario, System::Durable, connections, messages));
         }
+        let peer = |name: &str, connections, messages| Row {
+            system: name.into(),
+            ..row(scenario, System::Durable, connections, messages)
+        };
+        for (connections, messages) in [(8, 90), (32, 160), (64, 170)] {
+            rows.push(peer("orderly-pg", connections, messages));
+        }
+        // A count at which a peer did not run is no measurement of it.
+        let did_not_run = |name: &str, connections| Row {
+            errors: 1,
+            ..peer(name, connections, 0)
+        };
+        rows.push(did_not_run("orderly-pg", 16));
+        rows.push(did_not_run("broken", 8));
         let shares = compare(&rows, System::Durable.label(), "orderly-pg");
         assert_eq!(
             shares,
             vec![Share {
-                scenario: "send (batches of 10)".into(),
+                scenario: scenario.into(),
                 base_peak: (100.0, 32),
-                peak: (80.0, 32),
-                at: vec![(8, 0.5), (32, 0.8)],
+                measured_peak: (85.0, 64),
+                at: vec![(8, 0.5), (32, 0.8), (64, 170.0 / 190.0)],
             }]
         );
-        assert!((shares[0].at_peak() - 0.8).abs() < 1e-9);
+        assert!((shares[0].at_peak() - 0.85).abs() < 1e-9);
+        assert_eq!(compare(&rows, System::Durable.label(), "broken"), vec![]);
     }
 
     #[test]

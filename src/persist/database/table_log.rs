@@ -40,7 +40,7 @@ const APPEND: &str = "INSERT INTO log_batches (first_lsn, last_lsn, epoch, recor
 /// `APPEND` for a write of one row (most writes under a light load), with the same fence: its
 /// values as they are, since unpacking arrays costs the database about a tenth of the insert.
 const APPEND_ONE: &str = "INSERT INTO log_batches (first_lsn, last_lsn, epoch, records) \
-     SELECT $1, $2, $3, $4 FROM log_leader \
+     SELECT $1::bigint, $2::bigint, $3::bigint, $4::bytea FROM log_leader \
      WHERE log_leader.id = 1 AND log_leader.epoch = $3 FOR SHARE OF log_leader";
 
 /// A write cut into rows: each row's first and last sequence numbers and framed records.
@@ -76,7 +76,7 @@ impl Rows {
 
 /// The two forms of the insert, prepared on one connection.
 struct Prepared {
-    rows: Statement,
+    many: Statement,
     one: Statement,
 }
 
@@ -184,7 +184,7 @@ impl LogSink for TableLog {
             .append
             .take()
             .filter(|(made_on, _)| *made_on == generation)
-            .map(|(_, statements)| statements);
+            .map(|(_, prepared)| prepared);
         let inserted = self
             .db
             .run(APPEND_TIMEOUT, move |client: &mut Client| -> Work<'_, _> {
@@ -200,7 +200,7 @@ impl LogSink for TableLog {
                             ];
                             let values = [Type::INT8, Type::INT8, Type::INT8, Type::BYTEA];
                             Prepared {
-                                rows: client.prepare_typed(APPEND, &arrays).await?,
+                                many: client.prepare_typed(APPEND, &arrays).await?,
                                 one: client.prepare_typed(APPEND_ONE, &values).await?,
                             }
                         }
@@ -214,15 +214,15 @@ impl LogSink for TableLog {
                         _ => {
                             let params: [&(dyn ToSql + Sync); 4] =
                                 [&rows.first, &rows.last, &epoch, &rows.records];
-                            client.execute(&prepared.rows, &params).await?
+                            client.execute(&prepared.many, &params).await?
                         }
                     };
                     Ok((inserted, prepared))
                 })
             })
-            .map(|(rows, prepared)| {
+            .map(|(inserted, prepared)| {
                 self.append = Some((self.db.generation(), prepared));
-                rows
+                inserted
             });
         match inserted {
             Ok(count) if count == wanted => {
