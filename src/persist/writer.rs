@@ -656,39 +656,30 @@ mod tests {
         let wait = Duration::from_micros(400);
         assert!(!arrivals.busy_within(wait), "busy before any request");
         let mut at = Duration::from_secs(5);
+        // `count` requests, one every `every` after the last.
+        let mut requests = |count: usize, every: Duration| {
+            for _ in 0..count {
+                at += every;
+                arrivals.note_at(at);
+            }
+        };
+        let (close, apart) = (Duration::from_micros(100), Duration::from_micros(300));
         // Every 100 µs: busy once the mean has come down from the long pause before.
-        for _ in 0..150 {
-            at += Duration::from_micros(100);
-            arrivals.note_at(at);
-        }
+        requests(150, close);
         assert!(arrivals.busy_within(wait));
         // Every 300 µs: three are no longer expected within the wait.
-        for _ in 0..100 {
-            at += Duration::from_micros(300);
-            arrivals.note_at(at);
-        }
+        requests(100, apart);
         assert!(!arrivals.busy_within(wait));
-        for _ in 0..100 {
-            at += Duration::from_micros(100);
-            arrivals.note_at(at);
-        }
+        requests(100, close);
         assert!(arrivals.busy_within(wait));
         // One quiet second ends it at once.
-        at += Duration::from_secs(1);
-        arrivals.note_at(at);
+        requests(1, Duration::from_secs(1));
         assert!(!arrivals.busy_within(wait));
         // A long pause counts as a minute: about a hundred requests close together make it busy.
-        at += Duration::from_secs(3600);
-        arrivals.note_at(at);
-        for _ in 0..70 {
-            at += Duration::from_micros(100);
-            arrivals.note_at(at);
-        }
+        requests(1, Duration::from_secs(3600));
+        requests(70, close);
         assert!(!arrivals.busy_within(wait));
-        for _ in 0..30 {
-            at += Duration::from_micros(100);
-            arrivals.note_at(at);
-        }
+        requests(30, close);
         assert!(arrivals.busy_within(wait));
     }
 
