@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use tokio::sync::Notify;
 
-use super::{configure_engine, serve_engine, Built, Started};
+use super::{configure_engine, serve_engine, Built, Log, Started};
 use crate::clock::Clock;
 use crate::config::Config;
 use crate::engine::Engine;
@@ -100,6 +100,7 @@ pub async fn build(
     // From here on it is dropped off the server's threads, whichever way this returns.
     let mut prepared = OffThread(Some(prepared));
     let epoch = Arc::new(AtomicI64::new(0));
+    let tenure = prepared.0.as_ref().expect("held until here").tenure.clone();
     let (leader, leader_epoch) = match asked {
         Asked::Leads(taken) => {
             let prepared = prepared.0.take().expect("held until here");
@@ -126,15 +127,12 @@ pub async fn build(
                 log.journal.clone(),
                 None,
             );
-            let mut built = serve_engine(
-                config,
-                clock,
-                listening,
-                engine,
-                Some(log.journal),
-                Some(snapshots),
-                metrics,
-            )?;
+            let log_parts = Log {
+                journal: Some(log.journal),
+                snapshots: Some(snapshots),
+                tenure: Some(tenure),
+            };
+            let mut built = serve_engine(config, clock, listening, engine, log_parts, metrics)?;
             built.lease = Some(log.lease);
             built.cluster = Some(status);
             built.standby = Some(standby);
@@ -156,15 +154,12 @@ pub async fn build(
         .expect("held until here")
         .journal
         .clone();
-    let mut built = serve_engine(
-        config,
-        clock,
-        listening,
-        engine.clone(),
-        Some(journal.clone()),
-        None,
-        metrics,
-    )?;
+    let log = Log {
+        journal: Some(journal.clone()),
+        snapshots: None,
+        tenure: Some(tenure),
+    };
+    let mut built = serve_engine(config, clock, listening, engine.clone(), log, metrics)?;
     let forwarded = built.service.metrics.forwarded.clone();
     let standby = Arc::new(Standby::new(leader, leader_epoch, body, forwarded)?);
     let following = Arc::new(

@@ -80,34 +80,51 @@ pub fn build_service(
         ))
     });
     let metrics = crate::metrics::Metrics::default();
-    serve_engine(
-        config, clock, listening, engine, journal, snapshots, metrics,
-    )
+    let log = Log {
+        journal,
+        snapshots,
+        tenure: None,
+    };
+    serve_engine(config, clock, listening, engine, log, metrics)
 }
 
-/// The service on `engine`, whose changes `journal` logs (none when ephemeral).
+/// The log a service's engine writes to: none when ephemeral; on a database, with the tenure
+/// its lease keeps.
+struct Log {
+    journal: Option<Arc<crate::persist::writer::FileJournal>>,
+    snapshots: Option<Arc<Snapshotter>>,
+    tenure: Option<Arc<crate::persist::tenure::Tenure>>,
+}
+
+/// The service on `engine`, whose changes `log` keeps.
 fn serve_engine(
     config: &Config,
     clock: Arc<dyn Clock>,
     listening: SocketAddr,
     engine: Arc<Engine<Notify>>,
-    journal: Option<Arc<crate::persist::writer::FileJournal>>,
-    snapshots: Option<Arc<Snapshotter>>,
+    log: Log,
     metrics: crate::metrics::Metrics,
 ) -> std::io::Result<Built> {
+    let Log {
+        journal,
+        snapshots,
+        tenure,
+    } = log;
     let (webhooks, settings) = service_parts(config, listening)?;
     if let Some(journal) = &journal {
         metrics.set_log(journal.metrics());
     }
-    let backend = Arc::new(
-        crate::backend::embedded::Embedded::new(
-            engine.clone(),
-            journal,
-            clock.clone(),
-            webhooks.wake_signal(),
-        )
-        .counting_long_polls(metrics.long_polls_waiting.clone()),
-    );
+    let mut backend = crate::backend::embedded::Embedded::new(
+        engine.clone(),
+        journal,
+        clock.clone(),
+        webhooks.wake_signal(),
+    )
+    .counting_long_polls(metrics.long_polls_waiting.clone());
+    if let Some(tenure) = tenure {
+        backend = backend.within(tenure);
+    }
+    let backend = Arc::new(backend);
     Ok(Built {
         service: Service::new(backend, Arc::new(webhooks), clock, settings, metrics),
         snapshots,

@@ -314,7 +314,13 @@ pub enum DeliveryResult {
 pub trait Deliveries: Send + Sync {
     /// Drops subscriptions whose confirmation expired by `now`, then takes up to `limit`
     /// deliveries due by `now`, marked in flight (no other worker gets them meanwhile).
+    /// Only deliveries whose records are durable are taken, and none while this node may not
+    /// act as the leader.
     fn take_deliveries(&self, now: Timestamp, limit: usize) -> Answer<'_, Vec<Attempt>>;
+    /// Whether an attempt taken may still be made: this node may still act as the leader.
+    fn may_deliver(&self) -> bool;
+    /// Hands back an attempt taken but not made, due again at `now`.
+    fn put_back_delivery(&self, attempt: &Attempt, now: Timestamp);
     /// Records an attempt's outcome: done, retry later, dead-letter or drop.
     fn finish_delivery<'a>(
         &'a self,

@@ -23,7 +23,7 @@ pub use sender::{Sender, SenderConfig};
 /// expire meanwhile).
 const MAX_IDLE: Duration = Duration::from_secs(60);
 
-/// Wait, on the server's clock, before asking storage again after it failed to answer.
+/// Wait before asking storage again after it failed to answer or refused.
 const RETRY_AFTER_ERROR: Duration = Duration::from_secs(1);
 
 /// The service's handle on webhook delivery.
@@ -68,11 +68,11 @@ pub async fn run(backend: Arc<dyn Backend>, clock: Arc<dyn Clock>, webhooks: Arc
     loop {
         let now = clock.now();
         let available = permits.available_permits();
-        let attempts = match backend.take_deliveries(now, available).await {
-            Ok(attempts) => attempts,
+        let (attempts, refused) = match backend.take_deliveries(now, available).await {
+            Ok(attempts) => (attempts, false),
             Err(error) => {
-                tracing::warn!(%error, "webhook deliveries could not be taken; trying again");
-                Vec::new()
+                tracing::debug!(%error, "webhook deliveries could not be taken; trying again");
+                (Vec::new(), true)
             }
         };
         for attempt in attempts {
@@ -83,6 +83,13 @@ pub async fn run(backend: Arc<dyn Backend>, clock: Arc<dyn Clock>, webhooks: Arc
             };
             let (backend, clock, webhooks) = (backend.clone(), clock.clone(), webhooks.clone());
             tokio::spawn(async move {
+                // The last look before the request leaves: a node frozen since it took the
+                // attempt may have been replaced meanwhile.
+                if !backend.may_deliver() {
+                    backend.put_back_delivery(&attempt, clock.now());
+                    drop(permit);
+                    return;
+                }
                 let (outcome, error) = webhooks.sender.send(&attempt).await;
                 let now = clock.now();
                 if let Some(error) = error {
@@ -106,9 +113,12 @@ pub async fn run(backend: Arc<dyn Backend>, clock: Arc<dyn Clock>, webhooks: Arc
             Ok(None) => idle_until,
             Err(_) => now.plus_millis(RETRY_AFTER_ERROR.as_millis() as u64),
         };
+        // Refused (the log failing, or this node no longer sure it leads): asked again after
+        // a second of real time, which passes on a manual clock too.
         tokio::select! {
             _ = webhooks.work.notified() => {}
             _ = clock.sleep_until(wake_at) => {}
+            _ = tokio::time::sleep(RETRY_AFTER_ERROR), if refused => {}
         }
     }
 }

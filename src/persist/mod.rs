@@ -11,6 +11,8 @@
 //!   for their records.
 //! - `snapshot`: the whole state in one file, so old segments can go.
 //! - `log_metrics`: the log's and the snapshotter's figures for `GET /metrics`.
+//! - `tenure`: how long this node may act as the leader (for good, or a margin inside its
+//!   lease on a database), for what no fence can take back: webhooks.
 //!
 //! A data directory holds `LOCK` (held while a server uses it), `KEY` (a random number made
 //! with the directory, which seals the log's batch headers), `HOME` (the region and account
@@ -27,6 +29,7 @@ pub mod log_metrics;
 pub mod record;
 pub mod snapshot;
 pub mod storage;
+pub mod tenure;
 pub mod writer;
 
 use std::fs::File;

@@ -210,6 +210,9 @@ struct Pending {
     writer_asleep: bool,
     /// The writer sleeps until a failed write is due to be tried again (tests look at it).
     retry_scheduled: bool,
+    /// Tests hold the writer back (`FileJournal::hold_writes`): records queue, none is taken.
+    #[cfg(test)]
+    held: bool,
 }
 
 struct Shared {
@@ -386,6 +389,47 @@ impl FileJournal {
         }
     }
 
+    /// Blocks until every record numbered below `lsn` is durable, for a thread outside the
+    /// runtime (a snapshot's).
+    pub fn wait_blocking(&self, lsn: u64) -> Result<(), JournalFailed> {
+        let durable = self.durable();
+        if durable.lsn >= lsn {
+            return Ok(());
+        }
+        if durable.failed {
+            return Err(JournalFailed);
+        }
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .map_err(|_| JournalFailed)?;
+        let mut rx = self.shared.durable.subscribe();
+        runtime.block_on(async {
+            let reached = rx
+                .wait_for(|d| d.failed || d.lsn >= lsn)
+                .await
+                .map_err(|_| JournalFailed)?;
+            if reached.lsn >= lsn {
+                Ok(())
+            } else {
+                Err(JournalFailed)
+            }
+        })
+    }
+
+    /// Callers blocked in `wait` or `wait_blocking` now.
+    #[cfg(test)]
+    pub fn durability_waiters(&self) -> usize {
+        self.shared.durable.receiver_count()
+    }
+
+    /// Holds the writer back (records queue, none is written) until called with false: a
+    /// crash before a write, made to order.
+    #[cfg(test)]
+    pub fn hold_writes(&self, held: bool) {
+        self.lock().held = held;
+        self.shared.work.notify_one();
+    }
+
     /// Adds log bytes written before this process started (the log replayed at start).
     pub fn count_logged(&self, bytes: u64) {
         self.shared
@@ -464,6 +508,10 @@ impl Drop for FileJournal {
 impl Pending {
     /// How many records the writer may take: those before the open region, if any.
     fn ready(&self) -> usize {
+        #[cfg(test)]
+        if self.held {
+            return 0;
+        }
         if self.holders == 0 {
             self.records.len()
         } else {

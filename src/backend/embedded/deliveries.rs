@@ -8,12 +8,40 @@ use crate::engine::webhook::lifecycle::AttemptResult;
 use crate::engine::webhook::outbox::{Attempt, LaneStats, Outcome};
 use crate::engine::Timestamp;
 
+fn not_leading() -> BackendError {
+    BackendError::Unavailable(
+        "this node may no longer lead (its lease could lapse soon): it sends no webhook".into(),
+    )
+}
+
 impl Deliveries for Embedded {
     fn take_deliveries(&self, now: Timestamp, limit: usize) -> Answer<'_, Vec<Attempt>> {
-        self.reading(move |engine| {
-            engine.expire_confirmations(now);
-            Ok(engine.take_deliveries(now, limit))
+        Box::pin(async move {
+            if !self.tenure.holds() {
+                return Err(not_leading());
+            }
+            self.engine.expire_confirmations(now);
+            let attempts = self.engine.take_deliveries(now, limit);
+            if attempts.is_empty() {
+                return Ok(attempts);
+            }
+            // A delivery is in the outbox once its change was handed to the log, not once the
+            // log holds it: a POST before then could carry a publish a crash then loses (and
+            // whose sequence number the next leader gives another message).
+            if let Err(error) = self.durable().await {
+                self.engine.put_back_deliveries(&attempts, now);
+                return Err(error);
+            }
+            Ok(attempts)
         })
+    }
+
+    fn may_deliver(&self) -> bool {
+        self.tenure.holds()
+    }
+
+    fn put_back_delivery(&self, attempt: &Attempt, now: Timestamp) {
+        self.engine.put_back_deliveries(std::slice::from_ref(attempt), now);
     }
 
     fn note_delivery_error(&self, attempt: &Attempt, error: &str, now: Timestamp) {

@@ -16,6 +16,7 @@ use tokio::sync::Notify;
 use super::{Answer, BackendError, BackendResult};
 use crate::clock::Clock;
 use crate::engine::{Engine, EngineResult, Journal, Queue, QueueEntry, Timestamp};
+use crate::persist::tenure::Tenure;
 use crate::persist::writer::FileJournal;
 
 type Entry = Arc<QueueEntry<Notify>>;
@@ -33,6 +34,8 @@ pub struct Embedded {
     long_polls: prometheus_client::metrics::gauge::Gauge,
     /// What the recorded protocols' endpoints would have received (in memory only).
     recorded: crate::backend::recorded::RecordedMessages,
+    /// How long this node may send webhooks as the leader.
+    tenure: Arc<Tenure>,
 }
 
 fn log_failed() -> BackendError {
@@ -54,7 +57,14 @@ impl Embedded {
             move_runners: Default::default(),
             long_polls: Default::default(),
             recorded: Default::default(),
+            tenure: Arc::new(Tenure::for_good()),
         }
+    }
+
+    /// Sends webhooks only while `tenure` holds (a node whose lease is in a database).
+    pub fn within(mut self, tenure: Arc<Tenure>) -> Self {
+        self.tenure = tenure;
+        self
     }
 
     /// Keeps `gauge` at the number of receives waiting for a message.

@@ -172,3 +172,73 @@ async fn keeps_the_rules_of_topics() {
     let (backend, _journal, clock) = backend_on_clock(MemStorage::default());
     crate::backend::conformance::topics(&backend, &clock).await;
 }
+
+/// A webhook delivery is in the outbox as soon as its change is handed to the log; it is
+/// taken for sending only once the log holds it (a POST before could carry what a crash then
+/// loses), and handed back, not sent, when the log cannot hold it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_webhook_delivery_is_taken_only_once_its_record_is_durable() {
+    use crate::backend::{CreateTopic, Deliveries, Subscribe, Topics};
+    let (backend, journal) = backend(MemStorage::default());
+    let backend = Arc::new(backend);
+    let topic = backend
+        .create_topic(CreateTopic {
+            name: "prices".into(),
+            attributes: Vec::new(),
+            tags: Vec::new(),
+        })
+        .await
+        .unwrap();
+    journal.hold_writes(true);
+    // The subscription's confirmation goes to the outbox; its answer waits for the log.
+    let subscribing = {
+        let (backend, topic) = (backend.clone(), topic.clone());
+        tokio::spawn(async move {
+            let request = Subscribe {
+                topic_arn: &topic,
+                protocol: "http",
+                endpoint: Some("http://127.0.0.1:9/hook"),
+                attributes: Vec::new(),
+                base_url: "http://127.0.0.1:4566",
+                principal: "arn:aws:iam::000000000000:root",
+            };
+            backend.subscribe(request).await.map(|s| s.arn)
+        })
+    };
+    let taking = {
+        let backend = backend.clone();
+        tokio::spawn(async move {
+            // Until the subscribe has put its confirmation in the outbox.
+            loop {
+                let taken = backend.take_deliveries(Timestamp(1), 10).await.unwrap();
+                if !taken.is_empty() {
+                    return taken;
+                }
+                tokio::task::yield_now().await;
+            }
+        })
+    };
+    // Both wait for the log: the subscribe's answer and the confirmation's sending.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while journal.durability_waiters() < 2 {
+        assert!(
+            !taking.is_finished(),
+            "a delivery was taken while the log held none of it"
+        );
+        assert!(std::time::Instant::now() < deadline, "nothing waits for the log");
+        tokio::task::yield_now().await;
+    }
+    assert!(!taking.is_finished());
+    journal.hold_writes(false);
+    let taken = taking.await.unwrap();
+    assert_eq!(taken.len(), 1);
+    assert!(journal.durable().lsn >= journal.next_lsn());
+    subscribing.await.unwrap().expect("subscribed");
+
+    // A log that fails: the attempt taken is handed back, due again, its attempt not counted.
+    backend.put_back_delivery(&taken[0], Timestamp(2));
+    assert_eq!(backend.next_delivery_due().await.unwrap(), Some(Timestamp(2)));
+    let again = backend.take_deliveries(Timestamp(2), 10).await.unwrap();
+    assert_eq!((again.len(), again[0].number), (1, taken[0].number));
+    journal.close();
+}

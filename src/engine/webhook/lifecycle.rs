@@ -375,6 +375,14 @@ impl<W: Default> Engine<W> {
         self.outbox().take_due(now, limit)
     }
 
+    /// Hands back attempts taken but never made, due again at `now`.
+    pub fn put_back_deliveries(&self, attempts: &[Attempt], now: Timestamp) {
+        let mut outbox = self.outbox();
+        for attempt in attempts {
+            outbox.put_back(attempt, now);
+        }
+    }
+
     /// When the next webhook delivery (or retry) is due.
     pub fn next_delivery_due(&self) -> Option<Timestamp> {
         self.outbox().next_due()

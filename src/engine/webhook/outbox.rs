@@ -357,6 +357,20 @@ impl Outbox {
         out
     }
 
+    /// Hands back an attempt taken but never made (its records were not durable yet, or this
+    /// node may no longer lead): due again at `now`, its attempt not counted.
+    pub fn put_back(&mut self, attempt: &Attempt, now: Timestamp) {
+        let Some(item) = self.items.get_mut(&attempt.id) else {
+            return;
+        };
+        if !item.in_flight || item.attempts != attempt.number {
+            return;
+        }
+        item.in_flight = false;
+        item.attempts -= 1;
+        self.schedule(attempt.id, now);
+    }
+
     /// Records an attempt's outcome.
     pub fn finish(&mut self, id: u64, outcome: Outcome, now: Timestamp) -> Finished {
         let Some(item) = self.items.get_mut(&id) else {

@@ -13,6 +13,7 @@ use tokio_postgres::Client;
 
 use super::connection::{Blocking, Failed, Work};
 use super::OpenError;
+use crate::persist::tenure::Tenure;
 use crate::persist::writer::FileJournal;
 
 /// How long a lease lasts from its last renewal: a leader that vanishes is replaced after at
@@ -146,13 +147,16 @@ pub struct Keeper {
 }
 
 impl Keeper {
-    /// Renews the lease of `epoch`, taken no earlier than `taken`.
+    /// Renews the lease of `epoch`, taken no earlier than `taken`, and keeps `tenure` a
+    /// margin inside it.
     pub fn start(
         db: Blocking,
         epoch: i64,
         taken: Instant,
         journal: Arc<FileJournal>,
+        tenure: Arc<Tenure>,
     ) -> std::io::Result<Keeper> {
+        tenure.hold(taken, LEASE);
         let orders = Arc::new((Mutex::new(Order::Renew), Condvar::new()));
         let orders_taken = orders.clone();
         let (lose, lost) = tokio::sync::watch::channel(false);
@@ -160,7 +164,9 @@ impl Keeper {
             .name("orderly-lease".into())
             .spawn(move || {
                 let mut db = db;
-                match renew(&mut db, epoch, taken, &journal, &orders_taken) {
+                let ended = renew(&mut db, epoch, taken, (&journal, &tenure), &orders_taken);
+                tenure.end();
+                match ended {
                     Ended::Ordered(Order::Release) => release(&mut db, epoch),
                     Ended::Ordered(_) => {}
                     Ended::Lost => {
@@ -245,7 +251,7 @@ fn renew(
     db: &mut Blocking,
     epoch: i64,
     taken: Instant,
-    journal: &FileJournal,
+    (journal, tenure): (&FileJournal, &Tenure),
     orders: &Orders,
 ) -> Ended {
     // The lease was taken (or last renewed) no earlier than this.
@@ -282,6 +288,7 @@ fn renew(
                     failing = false;
                 }
                 held_since = started;
+                tenure.hold(started, LEASE);
             }
             Ok(_) => {
                 tracing::error!(

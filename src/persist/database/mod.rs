@@ -124,6 +124,8 @@ pub struct Prepared {
     db: connection::Blocking,
     node: String,
     pub journal: Arc<FileJournal>,
+    /// How long this node may act as the leader: begun when it leads, kept by the lease.
+    pub tenure: Arc<crate::persist::tenure::Tenure>,
     /// When the lease was last asked for: one taken then runs from no earlier.
     asked_at: std::time::Instant,
     batch_wait: Duration,
@@ -159,6 +161,7 @@ impl Prepared {
             db,
             node: uuid::Uuid::new_v4().to_string(),
             journal,
+            tenure: Arc::new(crate::persist::tenure::Tenure::not_begun()),
             asked_at: std::time::Instant::now(),
             batch_wait: settings.batch_wait,
         })
@@ -201,6 +204,7 @@ impl Prepared {
             epoch,
             self.asked_at,
             journal.clone(),
+            self.tenure.clone(),
         )?;
         let recovered = match followed {
             follow::Stopped::Untouched => recovery::recover(&mut self.db, engine),

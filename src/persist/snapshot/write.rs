@@ -111,6 +111,15 @@ pub fn write_to<W: Default, O: Write>(
     out.item(&Item::End {
         queues: entries.len() as u64,
     })?;
+    // Every part was cut at a sequence number the log had handed out, not one it had written:
+    // kept before those records are durable, a snapshot lost with them would skip the next
+    // leader's (or the next start's) records of the same numbers.
+    let highest_cut = journal.next_lsn();
+    journal.wait_blocking(highest_cut).map_err(|_| {
+        std::io::Error::other(
+            "the log failed before the records the snapshot covers were written; it is not kept",
+        )
+    })?;
     Ok(Written {
         out: out.file,
         segment,
