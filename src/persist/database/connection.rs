@@ -16,11 +16,25 @@ pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
 /// dead (TCP user timeout and keepalive idle time).
 const DEAD_CONNECTION: Duration = Duration::from_secs(5);
 
+/// Every session's bounds on locks, sent with the connection (the URL's own options come
+/// after, so an operator's setting wins). A node frozen or cut off inside a transaction (a
+/// snapshot being kept holds the lease's row) is ended by the server after 2 s idle, so the
+/// lock goes with it rather than after TCP gives up on the connection; and no statement
+/// waits for a lock longer than 5 s, so one waiting behind such a node fails and is tried
+/// again instead of queueing others behind it.
+const SESSION_OPTIONS: &str =
+    "-c idle_in_transaction_session_timeout=2000 -c lock_timeout=5000";
+
 /// The URL's settings, with the timeouts above where the URL sets none.
 pub fn config(url: &str) -> Result<Config, String> {
     let mut config: Config = url
         .parse()
         .map_err(|e: tokio_postgres::Error| format!("invalid PostgreSQL URL: {e}"))?;
+    let options = match config.get_options() {
+        Some(own) => format!("{SESSION_OPTIONS} {own}"),
+        None => SESSION_OPTIONS.to_string(),
+    };
+    config.options(&options);
     if config.get_connect_timeout().is_none() {
         config.connect_timeout(CONNECT_TIMEOUT);
     }

@@ -325,3 +325,40 @@ fn a_write_larger_than_a_row_is_inserted_as_rows_that_fit_their_pages_or_not_at_
     ));
     assert_eq!(batches(&mut admin), rows);
 }
+
+/// A leader frozen (or cut off) inside a transaction that holds the lease's row, as a snapshot
+/// being kept does between its statements: the next node takes the lapsed lease within a few
+/// seconds, because the server ends the idle transaction, rather than when TCP gives up on the
+/// frozen node's connection (hours by default).
+#[test]
+fn a_leader_frozen_holding_the_lease_row_does_not_keep_the_next_from_taking_it() {
+    let Some(url) = database() else { return };
+    let mut admin = connect(&url);
+    schema::prepare(&mut admin, "us-east-1", "000000000000").expect("tables");
+    lease::acquire(&mut admin, "first", "http://first", true).expect("a free lease");
+    sql(&mut admin, "UPDATE log_leader SET expires = now()");
+    let mut frozen = connect(&url);
+    frozen
+        .run(super::STARTUP_TIMEOUT, |client| -> Work<'_, _> {
+            Box::pin(async move {
+                client
+                    .batch_execute("BEGIN; SELECT 1 FROM log_leader WHERE id = 1 FOR SHARE")
+                    .await
+            })
+        })
+        .expect("the lease's row held, and nothing more said");
+    let (taken, took) = std::sync::mpsc::channel();
+    let taker = std::thread::spawn(move || {
+        let mut next = connect(&url);
+        let started = std::time::Instant::now();
+        let taken_now = lease::acquire(&mut next, "second", "http://second", true);
+        let _ = taken.send((taken_now.map(|(epoch, _)| epoch), started.elapsed()));
+    });
+    let (epoch, after) = took
+        .recv_timeout(std::time::Duration::from_secs(20))
+        .expect("the lease taken while the frozen node holds its row");
+    assert_eq!(epoch.expect("taken"), 2);
+    assert!(after < std::time::Duration::from_secs(10), "{after:?}");
+    taker.join().unwrap();
+    drop(frozen);
+}
