@@ -1,13 +1,12 @@
 //! `orderly`: parse settings, bind, serve until SIGINT/SIGTERM.
 
 use anyhow::Context;
-use clap::Parser;
 use orderly::app::{shutdown_signal, App};
 use orderly::config::{Config, LogFormat};
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    let config = Config::parse();
+    let config = Config::from_args();
     // Logs go to stderr: stdout carries only the "listening" line scripts read, and a warning
     // written before it at startup (a torn log tail, say) must not take its place.
     let logs = tracing_subscriber::fmt()

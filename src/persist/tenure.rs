@@ -39,8 +39,10 @@ impl Tenure {
     pub fn hold(&self, since: Instant, lease: Duration) {
         let end = (since + lease).checked_sub(MARGIN).unwrap_or(since);
         let nanos = end.saturating_duration_since(self.origin).as_nanos();
-        self.until
-            .store(u64::try_from(nanos).unwrap_or(u64::MAX - 1), Ordering::Release);
+        self.until.store(
+            u64::try_from(nanos).unwrap_or(u64::MAX - 1),
+            Ordering::Release,
+        );
     }
 
     /// Ends the tenure now (the lease lost, given up or abandoned).

@@ -739,13 +739,19 @@ fn a_snapshot_is_kept_only_once_the_records_it_covers_are_durable() {
     // snapshot thread runs by itself.
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
     while !taking.is_finished() && data.journal.durability_waiters() == 0 {
-        assert!(std::time::Instant::now() < deadline, "the snapshot neither kept nor waiting");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the snapshot neither kept nor waiting"
+        );
         std::thread::yield_now();
     }
     let crashed = tempfile::tempdir().unwrap();
     crash_image(dir.path(), crashed.path());
     data.journal.hold_writes(false);
-    taking.join().unwrap().expect("kept once the log holds what it covers");
+    taking
+        .join()
+        .unwrap()
+        .expect("kept once the log holds what it covers");
     close(data);
 
     // Recovered from the crash image, a change is made and the node stops; two more starts

@@ -304,7 +304,7 @@ async fn a_deposed_leader_acknowledges_nothing_more_steps_down_and_leads_again()
 }
 
 /// `GET /_orderly/cluster` of a node.
-async fn cluster(server: &common::Server) -> serde_json::Value {
+pub(crate) async fn cluster(server: &common::Server) -> serde_json::Value {
     let state = reqwest::get(format!("{}/_orderly/cluster", server.url()))
         .await
         .expect("answered")
@@ -661,7 +661,7 @@ async fn bodies(server: &common::Server, queue: &str) -> Vec<String> {
 }
 
 /// A server started as a process, for the SDK helpers.
-fn process_server(addr: std::net::SocketAddr) -> common::Server {
+pub(crate) fn process_server(addr: std::net::SocketAddr) -> common::Server {
     common::Server {
         addr,
         sqs: common::client(addr),
@@ -842,7 +842,7 @@ fn a_killed_leader_is_replaced_within_the_lease_and_loses_nothing_acknowledged()
 }
 
 /// `kill -SIGNAL pid`.
-fn signal(process: &crate::binary::Process, signal: &str) {
+pub(crate) fn signal(process: &crate::binary::Process, signal: &str) {
     let sent = std::process::Command::new("kill")
         .args([signal, &process.child.id().to_string()])
         .status()

@@ -160,3 +160,33 @@ async fn json_lines_name_error_answers_and_dead_letters() {
         (&"brief".into(), &old.message_id.unwrap().as_str().into())
     );
 }
+
+/// A storage URL that does not parse is refused without its password, whether it came as the
+/// flag or as `ORDERLY_STORAGE` (meant to keep it out of process lists).
+#[test]
+fn a_storage_url_that_does_not_parse_is_refused_without_its_password() {
+    let bad = "postgres://orderly:hunter2-secret@db.internal:notaport/orderly";
+    let refused = |command: &mut Command| {
+        let output = command.output().expect("runs");
+        assert_eq!(output.status.code(), Some(2), "{output:?}");
+        String::from_utf8(output.stderr).expect("text")
+    };
+    let orderly = || {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_orderly"));
+        command.env_remove("ORDERLY_STORAGE");
+        command
+    };
+    let by_flag = refused(orderly().args(["--storage", bad]));
+    let by_env = refused(
+        orderly()
+            .arg("--bind=127.0.0.1:0")
+            .env("ORDERLY_STORAGE", bad),
+    );
+    let key_value = "host=db.internal port=notaport user=orderly password=hunter2-secret";
+    let by_string = refused(orderly().args(["--storage", key_value]));
+    for said in [by_flag, by_env, by_string] {
+        assert!(!said.contains("hunter2"), "{said}");
+        assert!(said.contains("--storage"), "{said}");
+        assert!(said.contains("***"), "{said}");
+    }
+}

@@ -38,3 +38,4 @@ mod sqs_queues;
 mod sqs_redrive;
 mod tls;
 mod trace_header;
+mod webhook_failover;

@@ -93,10 +93,15 @@ async fn start_endpoint(seen: Arc<Mutex<Seen>>) -> String {
     let app = axum::Router::new()
         .route("/prices", axum::routing::post(endpoint))
         .with_state(seen);
+    format!("http://{}/prices", serve_on_loopback(app).await)
+}
+
+/// Serves `app` on a free loopback port for the rest of the test; returns its address.
+pub(crate) async fn serve_on_loopback(app: axum::Router) -> std::net::SocketAddr {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     tokio::spawn(async move { axum::serve(listener, app).await });
-    format!("http://{addr}/prices")
+    addr
 }
 
 async fn publish_groups(server: &Server, topic: &str, node: usize) {

@@ -41,7 +41,8 @@ impl Deliveries for Embedded {
     }
 
     fn put_back_delivery(&self, attempt: &Attempt, now: Timestamp) {
-        self.engine.put_back_deliveries(std::slice::from_ref(attempt), now);
+        self.engine
+            .put_back_deliveries(std::slice::from_ref(attempt), now);
     }
 
     fn note_delivery_error(&self, attempt: &Attempt, error: &str, now: Timestamp) {

@@ -225,7 +225,10 @@ async fn a_webhook_delivery_is_taken_only_once_its_record_is_durable() {
             !taking.is_finished(),
             "a delivery was taken while the log held none of it"
         );
-        assert!(std::time::Instant::now() < deadline, "nothing waits for the log");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "nothing waits for the log"
+        );
         tokio::task::yield_now().await;
     }
     assert!(!taking.is_finished());
@@ -237,7 +240,10 @@ async fn a_webhook_delivery_is_taken_only_once_its_record_is_durable() {
 
     // A log that fails: the attempt taken is handed back, due again, its attempt not counted.
     backend.put_back_delivery(&taken[0], Timestamp(2));
-    assert_eq!(backend.next_delivery_due().await.unwrap(), Some(Timestamp(2)));
+    assert_eq!(
+        backend.next_delivery_due().await.unwrap(),
+        Some(Timestamp(2))
+    );
     let again = backend.take_deliveries(Timestamp(2), 10).await.unwrap();
     assert_eq!((again.len(), again[0].number), (1, taken[0].number));
     journal.close();

@@ -22,8 +22,7 @@ const DEAD_CONNECTION: Duration = Duration::from_secs(5);
 /// lock goes with it rather than after TCP gives up on the connection; and no statement
 /// waits for a lock longer than 5 s, so one waiting behind such a node fails and is tried
 /// again instead of queueing others behind it.
-const SESSION_OPTIONS: &str =
-    "-c idle_in_transaction_session_timeout=2000 -c lock_timeout=5000";
+const SESSION_OPTIONS: &str = "-c idle_in_transaction_session_timeout=2000 -c lock_timeout=5000";
 
 /// The URL's settings, with the timeouts above where the URL sets none.
 pub fn config(url: &str) -> Result<Config, String> {
