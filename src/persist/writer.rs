@@ -377,6 +377,11 @@ impl FileJournal {
         if self.shared.durable.borrow().lsn < lsn {
             self.shared.arrivals.note();
         }
+        self.durable_to(lsn).await
+    }
+
+    /// Completes once every record below `lsn` is durable, or the log failed first.
+    async fn durable_to(&self, lsn: u64) -> Result<(), JournalFailed> {
         let mut rx = self.shared.durable.subscribe();
         let reached = rx
             .wait_for(|d| d.failed || d.lsn >= lsn)
@@ -402,18 +407,7 @@ impl FileJournal {
         let runtime = tokio::runtime::Builder::new_current_thread()
             .build()
             .map_err(|_| JournalFailed)?;
-        let mut rx = self.shared.durable.subscribe();
-        runtime.block_on(async {
-            let reached = rx
-                .wait_for(|d| d.failed || d.lsn >= lsn)
-                .await
-                .map_err(|_| JournalFailed)?;
-            if reached.lsn >= lsn {
-                Ok(())
-            } else {
-                Err(JournalFailed)
-            }
-        })
+        runtime.block_on(self.durable_to(lsn))
     }
 
     /// Callers blocked in `wait` or `wait_blocking` now.
