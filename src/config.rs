@@ -99,6 +99,11 @@ pub struct Config {
     /// leads (with --storage). Default: the address it listens on.
     #[arg(long, env = "ORDERLY_ADVERTISE_URL")]
     pub advertise_url: Option<String>,
+    /// Seconds a request that finds no leader to pass it to (with --storage, during a
+    /// failover) waits for the next one before it is answered 503. A switch takes about the
+    /// lease (5 s); the SDKs' own timeouts are far longer.
+    #[arg(long, env = "ORDERLY_LEADER_WAIT", default_value_t = 10)]
+    pub leader_wait: u64,
     /// `system`, or `manual`: the server's clock starts at the machine's time and then moves
     /// only when told (`POST /_orderly/clock`), so tests pass long timeouts at once. Without
     /// `manual`, that endpoint answers 403.

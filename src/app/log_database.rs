@@ -13,7 +13,7 @@ use super::{configure_engine, serve_engine, Built, Log, Started};
 use crate::clock::Clock;
 use crate::config::Config;
 use crate::engine::Engine;
-use crate::http::standby::Standby;
+use crate::http::standby::{Forwarding, Standby};
 use crate::persist::database::follow::{Following, Progress, Stopped};
 use crate::persist::database::{Asked, DatabaseLog, Prepared, Settings};
 use crate::persist::snapshot::Snapshotter;
@@ -26,7 +26,7 @@ pub struct Waiting {
     engine: Arc<Engine<Notify>>,
     /// The log followed into `engine` meanwhile.
     pub following: Arc<Following>,
-    pub standby: Arc<Standby>,
+    pub standby: Forwarding,
     own_url: String,
     snapshot_after: u64,
     epoch: Arc<AtomicI64>,
@@ -72,7 +72,8 @@ pub struct Node {
     pub clock: Arc<dyn Clock>,
     pub listening: SocketAddr,
     pub own_url: String,
-    pub body: crate::http::body::BodyLimits,
+    /// Where requests go: this node's generations, or the leader.
+    pub standby: Arc<Standby>,
 }
 
 /// The service on the log in the node's database: leading at once if the lease is free, else
@@ -82,7 +83,7 @@ pub async fn build(
     metrics: crate::metrics::Metrics,
 ) -> std::io::Result<(Built, Option<Waiting>)> {
     let (config, clock, listening) = (&node.config, node.clock.clone(), node.listening);
-    let (own_url, body) = (node.own_url.clone(), node.body);
+    let own_url = node.own_url.clone();
     let settings = settings(config, &node.url, &own_url);
     let mut engine = Engine::new(&config.account_id, &config.region);
     let started = std::time::Instant::now();
@@ -117,11 +118,10 @@ pub async fn build(
             let engine = Arc::new(engine);
             let snapshots = snapshotter(&engine, &log, config.snapshot_after);
             // Leading from the start; stepping down makes it pass requests on.
-            let forwarded = metrics.forwarded.clone();
-            let standby = Arc::new(Standby::new(String::new(), 0, body, forwarded)?);
-            standby.lead();
+            let standby = node.standby.begin_generation();
+            standby.standby.lead();
             let status = status(
-                Some(standby.clone()),
+                Some(standby.standby.clone()),
                 own_url,
                 epoch,
                 log.journal.clone(),
@@ -160,8 +160,8 @@ pub async fn build(
         tenure: Some(tenure),
     };
     let mut built = serve_engine(config, clock, listening, engine.clone(), log, metrics)?;
-    let forwarded = built.service.metrics.forwarded.clone();
-    let standby = Arc::new(Standby::new(leader, leader_epoch, body, forwarded)?);
+    let standby = node.standby.begin_generation();
+    standby.standby.set_leader(leader, leader_epoch);
     let following = Arc::new(
         prepared
             .0
@@ -170,7 +170,7 @@ pub async fn build(
             .follow(engine.clone())?,
     );
     built.cluster = Some(status(
-        Some(standby.clone()),
+        Some(standby.standby.clone()),
         own_url.clone(),
         epoch.clone(),
         journal,
@@ -271,7 +271,7 @@ pub async fn promote(mut waiting: Waiting, service: Arc<Service>, started: Arc<S
                 epoch,
                 again_after,
             } => {
-                waiting.standby.set_leader(url, epoch);
+                waiting.standby.standby.set_leader(url, epoch);
                 again_after
             }
             Asked::Unreachable { cause, again_after } => {
@@ -311,6 +311,6 @@ pub async fn promote(mut waiting: Waiting, service: Arc<Service>, started: Arc<S
     let snapshots = snapshotter(&waiting.engine, &log, waiting.snapshot_after);
     waiting.epoch.store(epoch, Ordering::Release);
     started.begin(&service, Some(snapshots), Some(log.lease));
-    waiting.standby.lead();
+    waiting.standby.standby.lead();
     true
 }

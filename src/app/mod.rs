@@ -57,7 +57,7 @@ pub struct Built {
     /// How `GET /_orderly/cluster` reads this node's state, when not single.
     pub cluster: Option<crate::service::cluster::ClusterStatus>,
     /// On a database: whether this node leads, and where requests go while it does not.
-    pub standby: Option<Arc<crate::http::standby::Standby>>,
+    pub standby: Option<crate::http::standby::Forwarding>,
 }
 
 /// Opens the data directory (recovering the engine from it) unless ephemeral, builds the
@@ -297,7 +297,7 @@ pub struct App {
     lease: Option<Arc<crate::persist::database::Keeper>>,
     /// A standby's way to leadership (`--storage`, the lease held by another node).
     waiting: Option<log_database::Waiting>,
-    standby: Option<Arc<crate::http::standby::Standby>>,
+    standby: Option<crate::http::standby::Forwarding>,
     /// On a database: what this node starts over from once it loses the lease.
     node: Option<log_database::Node>,
     limits: ServerLimits,
@@ -368,16 +368,30 @@ impl App {
             .advertise_url
             .clone()
             .unwrap_or_else(|| format!("{scheme}://{listening}"));
-        let node = config.storage.as_ref().map(|url| log_database::Node {
-            config: config.clone(),
-            url: url.clone(),
-            clock: clock.clone(),
-            listening,
-            own_url: own_url.clone(),
-            body,
-        });
+        let metrics = crate::metrics::Metrics::default();
+        let node = match &config.storage {
+            Some(url) => {
+                let forwarding = crate::http::standby::ForwardSettings {
+                    body,
+                    leader_wait: Duration::from_secs(config.leader_wait),
+                    idle_timeout: Duration::from_secs(config.idle_timeout),
+                    own_url: own_url.clone(),
+                };
+                let forwarded = metrics.forwarded.clone();
+                let standby = crate::http::standby::Standby::new(forwarding, forwarded)?;
+                Some(log_database::Node {
+                    config: config.clone(),
+                    url: url.clone(),
+                    clock: clock.clone(),
+                    listening,
+                    own_url: own_url.clone(),
+                    standby: Arc::new(standby),
+                })
+            }
+            None => None,
+        };
         let (built, waiting) = match &node {
-            Some(node) => log_database::build(node, crate::metrics::Metrics::default()).await?,
+            Some(node) => log_database::build(node, metrics).await?,
             None => (build_service(config, clock, listening)?, None),
         };
         let status = match &built.cluster {
@@ -481,22 +495,22 @@ impl Routes {
     fn router(
         &self,
         service: Arc<Service>,
-        standby: Option<Arc<crate::http::standby::Standby>>,
+        forwarding: Option<crate::http::standby::Forwarding>,
     ) -> axum::Router {
-        let router = crate::http::router(
+        let routes = crate::http::routes(
             service,
             self.body,
-            self.browser.clone(),
             (self.scheme, self.clock_control.clone()),
             self.auth.clone(),
         );
-        match standby {
-            Some(standby) => router.layer(axum::middleware::from_fn_with_state(
-                standby,
+        let routes = match forwarding {
+            Some(forwarding) => routes.layer(axum::middleware::from_fn_with_state(
+                forwarding,
                 crate::http::standby::forward_unless_leading,
             )),
-            None => router,
-        }
+            None => routes,
+        };
+        crate::http::guarded(routes, self.browser.clone())
     }
 }
 

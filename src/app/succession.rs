@@ -15,7 +15,7 @@ use tokio::net::TcpListener;
 use super::log_database::{self, Node, Waiting};
 use super::{Built, Routes, Started};
 use crate::http::server::ServerLimits;
-use crate::http::standby::Standby;
+use crate::http::standby::Forwarding;
 use crate::persist::database::Keeper;
 use crate::persist::snapshot::Snapshotter;
 use crate::service::Service;
@@ -29,7 +29,7 @@ pub struct Generation {
     pub service: Arc<Service>,
     pub snapshots: Option<Arc<Snapshotter>>,
     pub lease: Option<Arc<Keeper>>,
-    pub standby: Option<Arc<Standby>>,
+    pub standby: Option<Forwarding>,
     pub waiting: Option<Waiting>,
 }
 
@@ -56,7 +56,7 @@ struct Running {
     promotion: Option<tokio::task::JoinHandle<bool>>,
     /// A standby's: turns true when the log it followed into its engine cannot be followed on.
     spoiled: Option<tokio::sync::watch::Receiver<bool>>,
-    standby: Option<Arc<Standby>>,
+    standby: Option<Forwarding>,
 }
 
 impl Running {
@@ -144,7 +144,7 @@ async fn steward(
                 // At once, before its work stops: requests are passed on (none leads that
                 // this node knows of yet: 503), and it says it no longer leads.
                 if let Some(standby) = &running.standby {
-                    standby.step_down();
+                    standby.standby.step_down();
                     let passing_on = routes.router(running.service.clone(), Some(standby.clone()));
                     *current.write().unwrap_or_else(|p| p.into_inner()) = passing_on;
                 }

@@ -55,11 +55,33 @@ pub fn router(
     service: Arc<Service>,
     body: BodyLimits,
     browser: BrowserRules,
+    clock: (&'static str, Option<Arc<crate::clock::ManualClock>>),
+    auth: Option<Arc<Auth>>,
+) -> Router {
+    guarded(routes(service, body, clock, auth), browser)
+}
+
+/// `routes` behind the browser rules: every request, served here or passed on, is judged by
+/// this node's own `--allow-host` and `--cors-allow` first.
+pub fn guarded(routes: Router, browser: BrowserRules) -> Router {
+    routes.layer(axum::middleware::from_fn_with_state(
+        Arc::new(browser),
+        browser::guard,
+    ))
+}
+
+/// Every endpoint, without the browser rules.
+pub fn routes(
+    service: Arc<Service>,
+    body: BodyLimits,
     (scheme, clock_control): (&'static str, Option<Arc<crate::clock::ManualClock>>),
     auth: Option<Arc<Auth>>,
 ) -> Router {
     Router::new()
         .route("/health", get(|| async { "ok" }))
+        // A node on its own, or leading, serves: a standby's readiness is its own
+        // (`standby.rs`).
+        .route("/health/ready", get(|| async { "ok" }))
         .route("/_orderly/webhooks", get(webhook_stats))
         .route("/_orderly/cluster", get(cluster_state))
         .route(
@@ -116,10 +138,6 @@ pub fn router(
             auth,
             clock_control,
         })
-        .layer(axum::middleware::from_fn_with_state(
-            Arc::new(browser),
-            browser::guard,
-        ))
 }
 
 /// The region of a request's SigV4 credential scope, from its Authorization header or, for a
@@ -202,6 +220,7 @@ fn check_scope(signing_service: Option<&str>, called: &str) -> Result<(), ApiErr
 // Named once: inserting a header by a `&str` name copies the name into a new allocation.
 const REQUEST_ID: HeaderName = HeaderName::from_static("x-amzn-requestid");
 const QUERY_ERROR: HeaderName = HeaderName::from_static("x-amzn-query-error");
+const NOT_SERVED: HeaderName = HeaderName::from_static(standby::NOT_SERVED);
 
 fn respond(encoded: Encoded, request_id: &str) -> Response {
     let mut response = (
@@ -222,6 +241,11 @@ fn respond(encoded: Encoded, request_id: &str) -> Response {
         .and_then(|c| HeaderValue::from_str(&c).ok())
     {
         headers.insert(QUERY_ERROR, code);
+    }
+    // 503 is only ever `ServiceUnavailable`: nothing of the request was kept, so a node that
+    // passed it on may send it again (to the next leader, when this one lost its log).
+    if encoded.status == 503 {
+        headers.insert(NOT_SERVED, HeaderValue::from_static("1"));
     }
     response
 }
@@ -467,7 +491,10 @@ fn signer(
         headers: &list,
         body,
     };
-    let now = (state.service.clock.now().millis() / 1000) as i64;
+    // The machine's time, as the client's signer used: `--clock manual` moves the engine's.
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |since| since.as_secs() as i64);
     match auth.check(&arrived, now)? {
         Some(key) => Ok((authenticated, auth.caller(&key))),
         None => Ok((false, Caller::account(account))),

@@ -23,6 +23,62 @@ use super::connection::{ConnectionState, ConnectionTimeouts, Watched};
 /// 431. Presigned URLs and SigV4 headers take a few kilobytes.
 const MAX_HEAD_BYTES: usize = 64 * 1024;
 
+/// Most header lines a request may have; one passed on by another node may have the few that
+/// node adds besides (hyper answers 431 past the larger bound, the router past this one).
+const MAX_HEADERS: usize = 128;
+
+/// Connections past the limit being told so at once; any beyond these are closed unanswered.
+const REFUSALS: usize = 64;
+
+/// How long a connection past the limit is given to take its answer and close.
+const REFUSAL_TIME: Duration = Duration::from_secs(1);
+
+/// The answer to a connection past the limit, written before any of its request is read.
+static AT_LIMIT: std::sync::LazyLock<Vec<u8>> = std::sync::LazyLock::new(|| {
+    let body = "<?xml version=\"1.0\"?><ErrorResponse><Error><Type>Receiver</Type>\
+        <Code>ServiceUnavailable</Code><Message>The server is at its connection limit \
+        (--max-connections): nothing of the request was read; try again.</Message></Error>\
+        <RequestId>00000000-0000-0000-0000-000000000000</RequestId></ErrorResponse>";
+    format!(
+        "HTTP/1.1 503 Service Unavailable\r\ncontent-type: text/xml\r\nconnection: close\r\n\
+         retry-after: 1\r\n{}: 1\r\ncontent-length: {}\r\n\r\n{body}",
+        super::standby::NOT_SERVED,
+        body.len()
+    )
+    .into_bytes()
+});
+
+/// Tells a connection past the limit so (plain HTTP only: TLS would need a handshake): once
+/// its request's head has come (a client does not expect an answer before it asks), the
+/// answer, then reads until the client closes, so the close does not reset the connection and
+/// lose the answer. Nothing read is acted on.
+async fn refuse_at_limit(mut stream: tokio::net::TcpStream) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let _ = tokio::time::timeout(REFUSAL_TIME, async {
+        let mut head = Vec::new();
+        let mut unread = [0u8; 4096];
+        while !head.windows(4).any(|w| w == b"\r\n\r\n") && head.len() < MAX_HEAD_BYTES {
+            let read = stream.read(&mut unread).await?;
+            if read == 0 {
+                return Ok(());
+            }
+            head.extend_from_slice(&unread[..read]);
+        }
+        stream.write_all(&AT_LIMIT).await?;
+        stream.shutdown().await?;
+        while stream.read(&mut unread).await? > 0 {}
+        Ok::<_, std::io::Error>(())
+    })
+    .await;
+}
+
+/// 431 for a request with more header lines than `MAX_HEADERS`, unless another node passed it
+/// on.
+fn too_many_headers<B>(request: &hyper::Request<B>) -> bool {
+    let headers = request.headers();
+    headers.len() > MAX_HEADERS && !headers.contains_key(super::standby::FORWARDED)
+}
+
 #[derive(Clone, Debug)]
 pub struct ServerLimits {
     pub max_connections: usize,
@@ -62,8 +118,14 @@ async fn serve_connection<IO>(
     let io = TokioIo::new(Watched::new(io, state.clone(), timeouts));
     let service = hyper::service::service_fn(move |request: hyper::Request<Incoming>| {
         let in_flight = state.begin();
-        let answer = router.router().call(request.map(axum::body::Body::new));
+        let answer = (!too_many_headers(&request))
+            .then(|| router.router().call(request.map(axum::body::Body::new)));
         async move {
+            let Some(answer) = answer else {
+                let mut response = axum::response::Response::new(axum::body::Body::empty());
+                *response.status_mut() = axum::http::StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE;
+                return Ok(response);
+            };
             let response = answer.await;
             drop(in_flight);
             response
@@ -90,7 +152,8 @@ pub async fn serve(
         // Our own deadlines apply (idle vs. headers); hyper's would count idle time as header time.
         .header_read_timeout(None)
         .max_buf_size(MAX_HEAD_BYTES)
-        .max_headers(128);
+        .max_headers(MAX_HEADERS + super::standby::ADDED_HEADERS);
+    let refusals = Arc::new(Semaphore::new(REFUSALS));
     tokio::pin!(shutdown);
     let mut refused: u64 = 0;
     let mut failing = false;
@@ -117,10 +180,18 @@ pub async fn serve(
                 tracing::warn!(
                     max = limits.max_connections,
                     refused,
-                    "connection limit reached; new connections are closed"
+                    "connection limit reached; new connections are answered 503 and closed"
                 );
             }
-            drop(stream);
+            match refusals.clone().try_acquire_owned() {
+                Ok(permit) if tls.is_none() => {
+                    tokio::spawn(async move {
+                        refuse_at_limit(stream).await;
+                        drop(permit);
+                    });
+                }
+                _ => drop(stream),
+            }
             continue;
         };
         let open = limits.open.clone();

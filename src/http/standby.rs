@@ -2,17 +2,25 @@
 //! it passes each request on to the leading node, as the client sent it (method, path, query,
 //! headers with the client's `Host`, so signatures and the URLs the leader hands out stay the
 //! client's), and hands the answer back. Once this node leads, requests go to its own service.
-//! `GET /_orderly/cluster`, `GET /health` and `GET /metrics` are always answered here.
+//! `GET /_orderly/cluster`, `GET /health`, `GET /health/ready` and `GET /metrics` are always
+//! answered here.
+//!
+//! During a failover no node leads for a few seconds. A request that finds no leader, or one
+//! that cannot have reached any (its connection refused, or refused by a node that does not
+//! lead), waits for the next leader, up to `--leader-wait`, and is then passed on: clients see a
+//! slow answer, not an error. A request whose leader changes while it holds it is answered at
+//! once as of unknown outcome, not after the request timeout.
 
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::Body;
 use axum::extract::{Request, State};
-use axum::http::{header, HeaderName, StatusCode};
+use axum::http::{header, HeaderMap, HeaderName, HeaderValue, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
+use tokio::sync::watch;
+use tokio::time::Instant;
 
 use super::body::BodyLimits;
 use crate::metrics::{ForwardOutcome, Forwarded};
@@ -20,7 +28,16 @@ use crate::protocol::{ApiError, ErrorCode};
 
 /// A request passed on carries this, so it is never passed on again (a leader's URL that
 /// names a standby would otherwise send requests round in circles).
-const FORWARDED: &str = "x-orderly-forwarded";
+pub const FORWARDED: &str = "x-orderly-forwarded";
+
+/// On every 503, which says nothing of the request was read or kept: a node that does not
+/// lead refusing a passed-on request, a server past its connection limit, a leader whose log
+/// refused the change. The passing node may send such a request again.
+pub const NOT_SERVED: &str = "x-orderly-not-served";
+
+/// Headers a node adds to a request it passes on (the marker above, and `Accept` when the
+/// client sent none): the server takes this many more from a request that carries the marker.
+pub const ADDED_HEADERS: usize = 2;
 
 /// Failures to pass requests on are said once per cause per interval, not once a request.
 static WARNINGS: std::sync::LazyLock<crate::quiet_log::QuietLog> =
@@ -32,25 +49,61 @@ const REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
 /// Longest a connection to the leader may take to open.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
 
-/// Whether this node leads yet, and where the leader is meanwhile.
-pub struct Standby {
-    leading: AtomicBool,
-    /// The leader's URL and epoch, as last read from the database.
-    leader: RwLock<(String, i64)>,
-    client: reqwest::Client,
+/// Idle connections kept to the leader: few, so a standby never holds a leader's connection
+/// limit with connections it does not use.
+const IDLE_CONNECTIONS: usize = 4;
+
+/// Pause between attempts while the leader is being replaced, unless the leader changes first.
+const RETRY_PAUSE: Duration = Duration::from_millis(200);
+
+/// Who serves requests arriving at this node, as one value so waiters see each change whole.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Route {
+    /// Counts this node's generations (`app::succession`): the routes of an earlier one may
+    /// still hold a request when a later one leads.
+    generation: u64,
+    leading: bool,
+    /// The leader's URL and epoch, as last read from the database (empty while unknown).
+    leader: String,
+    epoch: i64,
+}
+
+/// How requests are passed on, from the command line.
+#[derive(Clone, Debug)]
+pub struct ForwardSettings {
     /// What a request body may be, checked here as the leader would (`--max-request-bytes`,
     /// `--body-timeout`).
-    body: BodyLimits,
+    pub body: BodyLimits,
+    /// `--leader-wait`.
+    pub leader_wait: Duration,
+    /// `--idle-timeout`: pooled connections are closed well before a leader with the same
+    /// setting would close them.
+    pub idle_timeout: Duration,
+    /// This node's own URL: a request held by an earlier generation's routes once this node
+    /// leads is sent here, to the routes that serve.
+    pub own_url: String,
+}
+
+/// Whether this node leads, and where the leader is meanwhile: one for the node, across its
+/// generations.
+pub struct Standby {
+    route: watch::Sender<Route>,
+    client: reqwest::Client,
+    settings: ForwardSettings,
+    /// `Host` for a request that came without one (HTTP/1.0): this node's, as when served here.
+    own_host: HeaderValue,
     forwarded: Forwarded,
 }
 
+/// The passing-on layer of one generation's routes.
+#[derive(Clone)]
+pub struct Forwarding {
+    pub standby: Arc<Standby>,
+    pub generation: u64,
+}
+
 impl Standby {
-    pub fn new(
-        leader: String,
-        epoch: i64,
-        body: BodyLimits,
-        forwarded: Forwarded,
-    ) -> std::io::Result<Standby> {
+    pub fn new(settings: ForwardSettings, forwarded: Forwarded) -> std::io::Result<Standby> {
         let client = reqwest::Client::builder()
             .no_proxy()
             .redirect(reqwest::redirect::Policy::none())
@@ -59,48 +112,92 @@ impl Standby {
             // idle ones, and a bound on any request (long polls wait 20 s at most).
             .tcp_keepalive(Duration::from_secs(5))
             .timeout(REQUEST_TIMEOUT)
+            .pool_max_idle_per_host(IDLE_CONNECTIONS)
+            .pool_idle_timeout((settings.idle_timeout / 2).max(Duration::from_secs(1)))
             .build()
             .map_err(std::io::Error::other)?;
+        let authority = settings
+            .own_url
+            .split_once("://")
+            .map_or(settings.own_url.as_str(), |(_, rest)| rest)
+            .split('/')
+            .next()
+            .unwrap_or_default();
+        let own_host = HeaderValue::from_str(authority)
+            .unwrap_or_else(|_| HeaderValue::from_static("localhost"));
+        let route = Route {
+            generation: 0,
+            leading: false,
+            leader: String::new(),
+            epoch: 0,
+        };
         Ok(Standby {
-            leading: AtomicBool::new(false),
-            leader: RwLock::new((leader, epoch)),
+            route: watch::Sender::new(route),
             client,
-            body,
+            settings,
+            own_host,
             forwarded,
         })
     }
 
+    /// A new generation begins, standing by until it leads; the leader last known stays.
+    pub fn begin_generation(self: &Arc<Self>) -> Forwarding {
+        let mut generation = 0;
+        self.route.send_modify(|route| {
+            route.generation += 1;
+            route.leading = false;
+            generation = route.generation;
+        });
+        Forwarding {
+            standby: self.clone(),
+            generation,
+        }
+    }
+
     pub fn leading(&self) -> bool {
-        self.leading.load(Ordering::Acquire)
+        self.route.borrow().leading
     }
 
     /// From now on this node answers every request itself.
     pub fn lead(&self) {
-        self.leading.store(true, Ordering::Release);
+        self.route.send_modify(|route| route.leading = true);
     }
 
     /// This node lost the lease: requests are passed on again, to no one until the next
     /// generation learns who leads.
     pub fn step_down(&self) {
-        self.set_leader(String::new(), 0);
-        self.leading.store(false, Ordering::Release);
+        self.route.send_modify(|route| {
+            route.leading = false;
+            route.leader.clear();
+            route.epoch = 0;
+        });
     }
 
     /// The leader's URL and epoch.
     pub fn leader(&self) -> (String, i64) {
-        self.leader
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
+        let route = self.route.borrow();
+        (route.leader.clone(), route.epoch)
     }
 
     pub fn set_leader(&self, url: String, epoch: i64) {
-        *self.leader.write().unwrap_or_else(|p| p.into_inner()) = (url, epoch);
+        self.route.send_if_modified(|route| {
+            let changed = route.leader != url || route.epoch != epoch;
+            route.leader = url;
+            route.epoch = epoch;
+            changed
+        });
+    }
+
+    /// Whether a request arriving now can be served: this node leads or knows who does.
+    pub fn ready(&self) -> bool {
+        let route = self.route.borrow();
+        route.leading || !route.leader.is_empty()
     }
 }
 
-/// Headers that belong to one connection, not to the request (RFC 9110, 7.6.1).
-fn hop_by_hop(name: &HeaderName) -> bool {
+/// Headers that belong to one connection, not to the request (RFC 9110, 7.6.1), and those the
+/// `Connection` header names as such.
+fn hop_by_hop(name: &HeaderName, connection: &[String]) -> bool {
     matches!(
         name.as_str(),
         "connection"
@@ -112,52 +209,66 @@ fn hop_by_hop(name: &HeaderName) -> bool {
             | "upgrade"
             | "proxy-authorization"
             | "proxy-authenticate"
-    )
+    ) || connection.iter().any(|named| named == name.as_str())
 }
 
-/// Middleware: the request goes to this node's own routes once it leads (or for the endpoints
-/// that describe this node); until then, to the leader.
+/// The header names listed in `Connection`, lower-cased.
+fn named_in_connection(headers: &HeaderMap) -> Vec<String> {
+    headers
+        .get_all(header::CONNECTION)
+        .iter()
+        .filter_map(|value| value.to_str().ok())
+        .flat_map(|value| value.split(','))
+        .map(|name| name.trim().to_ascii_lowercase())
+        .filter(|name| !name.is_empty())
+        .collect()
+}
+
+/// `GET /health/ready`: 200 while this node leads or knows a leader to pass requests to.
+fn readiness(standby: &Standby) -> Response {
+    if standby.ready() {
+        (StatusCode::OK, "ok").into_response()
+    } else {
+        (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "no leader: this node neither leads nor knows a node that does",
+        )
+            .into_response()
+    }
+}
+
+/// Middleware: the request goes to this generation's own routes once it leads (or for the
+/// endpoints that describe this node); until then, to the leader.
 pub async fn forward_unless_leading(
-    State(standby): State<Arc<Standby>>,
+    State(forwarding): State<Forwarding>,
     request: Request,
     next: Next,
 ) -> Response {
+    let standby = &forwarding.standby;
     let path = request.uri().path();
+    if path == "/health/ready" {
+        return readiness(standby);
+    }
+    let served_here = {
+        let route = standby.route.borrow();
+        route.leading && route.generation == forwarding.generation
+    };
     // This node's own endpoints: its place, its health, its metrics (a standby's queue
-    // figures are empty, so summing over nodes counts each queue once).
-    if standby.leading() || matches!(path, "/_orderly/cluster" | "/health" | "/metrics") {
+    // figures are empty, so summing over nodes counts each queue once). A request with no
+    // path (`OPTIONS *`) names nothing a leader holds: it is answered here as a leader would.
+    if served_here
+        || matches!(path, "/_orderly/cluster" | "/health" | "/metrics")
+        || !path.starts_with('/')
+    {
         return next.run(request).await;
     }
     let headers = request.headers().clone();
-    // The client is told what it can act on; the cause (with the leader's address, which is
-    // the operator's to know) goes to the log.
-    let failed = |failure: Failure| {
-        let (outcome, code, answer, message) = match failure {
-            Failure::NotSent(message) => (
-                ForwardOutcome::NotSent,
-                ErrorCode::ServiceUnavailable,
-                "No leading node could be reached: nothing of the request was kept; try again.",
-                message,
-            ),
-            // The leader may have carried it out before the answer was lost.
-            Failure::Unknown(message) => (
-                ForwardOutcome::Unknown,
-                ErrorCode::InternalFailure,
-                "The leading node did not answer: the request may or may not have taken effect.",
-                message,
-            ),
-        };
-        standby.forwarded.count(outcome);
-        if let Some(held_back) = WARNINGS.admit(&message, std::time::Instant::now()) {
-            tracing::warn!(%message, held_back, "a request passed on to the leader failed");
-        }
-        let error = ApiError::new(code, answer);
-        super::early_error(&headers, &error, &uuid::Uuid::new_v4().to_string())
-    };
     if headers.contains_key(FORWARDED) {
-        return failed(Failure::NotSent(
-            "passed on by another node that does not lead either".into(),
-        ));
+        return failed(
+            standby,
+            &headers,
+            Failure::NotSent("passed on by another node, but this one does not lead".into()),
+        );
     }
     // The leader's own webhook sender never sends to itself; sent to this node, it would be
     // passed back and acted on as a request (an UnsubscribeURL of someone else's, say).
@@ -170,58 +281,184 @@ pub async fn forward_unless_leading(
     }
     let (parts, body) = request.into_parts();
     let request_id = uuid::Uuid::new_v4().to_string();
-    let body = match super::read_limited(&parts.headers, body, standby.body, &request_id).await {
+    let limits = standby.settings.body;
+    let body = match super::read_limited(&parts.headers, body, limits, &request_id).await {
         Ok(body) => body,
         Err(refused) => return refused,
     };
-    match forward(&standby, parts, body).await {
+    let outgoing = Outgoing::of(standby, &parts, body);
+    match pass_on(standby, &outgoing).await {
         Ok(response) => {
             standby.forwarded.count(ForwardOutcome::Answered);
             response
         }
-        Err(failure) => failed(failure),
+        Err(failure) => failed(standby, &headers, failure),
     }
 }
 
-/// Why a request passed on got no answer: it never reached the leader, or its fate is unknown.
+/// The client is told what it can act on; the cause (with the leader's address, which is the
+/// operator's to know) goes to the log.
+fn failed(standby: &Standby, headers: &HeaderMap, failure: Failure) -> Response {
+    let (outcome, code, answer, message) = match failure {
+        Failure::NotSent(message) | Failure::Again(message) => (
+            ForwardOutcome::NotSent,
+            ErrorCode::ServiceUnavailable,
+            "No leading node could be reached: nothing of the request was kept; try again.",
+            message,
+        ),
+        // The leader may have carried it out before the answer was lost.
+        Failure::Unknown(message) => (
+            ForwardOutcome::Unknown,
+            ErrorCode::InternalFailure,
+            "The leading node did not answer: the request may or may not have taken effect.",
+            message,
+        ),
+    };
+    standby.forwarded.count(outcome);
+    if let Some(held_back) = WARNINGS.admit(&message, std::time::Instant::now()) {
+        tracing::warn!(%message, held_back, "a request passed on to the leader failed");
+    }
+    let error = ApiError::new(code, answer);
+    super::early_error(headers, &error, &uuid::Uuid::new_v4().to_string())
+}
+
+/// Why a request passed on got no answer.
 enum Failure {
+    /// It never reached a leader, and cannot be sent again.
     NotSent(String),
+    /// It never reached a leader; it may be sent again once one is known.
+    Again(String),
+    /// It may have reached the leader: its fate is unknown.
     Unknown(String),
 }
 
-async fn forward(
-    standby: &Standby,
-    parts: axum::http::request::Parts,
+/// A request as it is passed on: what the client sent, less what belonged to its connection.
+struct Outgoing {
+    method: reqwest::Method,
+    path: String,
+    headers: HeaderMap,
     body: bytes::Bytes,
-) -> Result<Response, Failure> {
-    let (leader, _) = standby.leader();
-    let target = match parts.uri.path_and_query() {
-        Some(path) => format!("{}{path}", leader.trim_end_matches('/')),
-        None => leader.clone(),
-    };
-    if leader.is_empty() {
-        return Err(Failure::NotSent("no node leads yet".into()));
-    }
-    let mut outgoing = standby.client.request(parts.method, &target).body(body);
-    for (name, value) in &parts.headers {
-        if !hop_by_hop(name) && name != header::CONTENT_LENGTH {
-            outgoing = outgoing.header(name, value);
+}
+
+impl Outgoing {
+    fn of(standby: &Standby, parts: &axum::http::request::Parts, body: bytes::Bytes) -> Outgoing {
+        let connection = named_in_connection(&parts.headers);
+        let mut headers = HeaderMap::with_capacity(parts.headers.len() + ADDED_HEADERS);
+        for (name, value) in &parts.headers {
+            if !hop_by_hop(name, &connection) && name != header::CONTENT_LENGTH {
+                headers.append(name.clone(), value.clone());
+            }
+        }
+        if !headers.contains_key(header::HOST) {
+            headers.insert(header::HOST, standby.own_host.clone());
+        }
+        headers.insert(FORWARDED, HeaderValue::from_static("1"));
+        let path = parts
+            .uri
+            .path_and_query()
+            .map_or("/", |p| p.as_str())
+            .to_string();
+        Outgoing {
+            method: parts.method.clone(),
+            path,
+            headers,
+            body,
         }
     }
-    let answer = outgoing.header(FORWARDED, "1").send().await.map_err(|e| {
-        let connect = e.is_connect();
+}
+
+/// Sends the request to the leader, waiting for one while none can be reached, up to
+/// `--leader-wait`.
+async fn pass_on(standby: &Standby, outgoing: &Outgoing) -> Result<Response, Failure> {
+    let deadline = Instant::now() + standby.settings.leader_wait;
+    let mut route = standby.route.subscribe();
+    loop {
+        let current = route.borrow_and_update().clone();
+        // Leading in a later generation than the routes holding this request: the routes
+        // that serve now take it, by this node's own URL.
+        let target = if current.leading {
+            standby.settings.own_url.clone()
+        } else {
+            current.leader.clone()
+        };
+        let attempt = if target.is_empty() {
+            Err(Failure::Again("no node leads yet".into()))
+        } else {
+            send(standby, &target, outgoing, &mut route).await
+        };
+        match attempt {
+            Err(Failure::Again(message)) => {
+                let now = Instant::now();
+                if now >= deadline {
+                    return Err(Failure::NotSent(format!(
+                        "{message}; no leader within --leader-wait"
+                    )));
+                }
+                let pause = RETRY_PAUSE.min(deadline - now);
+                tokio::select! {
+                    _ = route.changed() => {}
+                    () = tokio::time::sleep(pause) => {}
+                }
+            }
+            other => return other,
+        }
+    }
+}
+
+/// One attempt at `target`. Given up as of unknown outcome when the leader changes while the
+/// request is with it (a frozen leader still takes connections), once a connection being
+/// opened could have failed.
+async fn send(
+    standby: &Standby,
+    target: &str,
+    outgoing: &Outgoing,
+    route: &mut watch::Receiver<Route>,
+) -> Result<Response, Failure> {
+    let url = format!("{}{}", target.trim_end_matches('/'), outgoing.path);
+    let request = standby
+        .client
+        .request(outgoing.method.clone(), &url)
+        .headers(outgoing.headers.clone())
+        .body(outgoing.body.clone())
+        .send();
+    tokio::pin!(request);
+    let sent = tokio::select! {
+        sent = &mut request => sent,
+        _ = route.changed() => {
+            match tokio::time::timeout(CONNECT_TIMEOUT, &mut request).await {
+                Ok(sent) => sent,
+                Err(_) => {
+                    return Err(Failure::Unknown(format!(
+                        "the leader at {target} changed while it held the request"
+                    )))
+                }
+            }
+        }
+    };
+    let answer = sent.map_err(|e| {
         // Without the request's own URL, so one cause reads the same for every request.
-        let message = format!("the leader at {leader} did not answer: {}", e.without_url());
+        let (connect, builder) = (e.is_connect(), e.is_builder());
+        let message = format!("the leader at {target} did not answer: {}", e.without_url());
         if connect {
+            Failure::Again(message)
+        } else if builder {
             Failure::NotSent(message)
         } else {
             Failure::Unknown(message)
         }
     })?;
+    if answer.status() == reqwest::StatusCode::SERVICE_UNAVAILABLE
+        && answer.headers().contains_key(NOT_SERVED)
+    {
+        return Err(Failure::Again(format!(
+            "the node at {target} did not take the request (not leading, or at its connection limit)"
+        )));
+    }
     let status = StatusCode::from_u16(answer.status().as_u16()).unwrap_or(StatusCode::BAD_GATEWAY);
+    let connection = named_in_connection(answer.headers());
     let mut response = Response::builder().status(status);
     for (name, value) in answer.headers() {
-        if !hop_by_hop(name) && name != header::CONTENT_LENGTH {
+        if !hop_by_hop(name, &connection) && name != header::CONTENT_LENGTH {
             response = response.header(name, value);
         }
     }
@@ -229,12 +466,62 @@ async fn forward(
         .bytes()
         .await
         .map_err(|e| Failure::Unknown(format!("the leader's answer was cut off: {e}")))?;
-    response
-        .body(Body::from(bytes))
-        .map_err(|e| format!("the leader's answer could not be passed back: {e}"))
-        .or_else(|message| Ok(unanswerable(message)))
+    Ok(response.body(Body::from(bytes)).unwrap_or_else(|e| {
+        unanswerable(format!("the leader's answer could not be passed back: {e}"))
+    }))
 }
 
 fn unanswerable(message: String) -> Response {
     (StatusCode::BAD_GATEWAY, message).into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn headers_named_in_connection_are_not_passed_on() {
+        let mut headers = HeaderMap::new();
+        headers.insert(
+            header::CONNECTION,
+            HeaderValue::from_static("X-Secret, keep-alive"),
+        );
+        headers.insert("x-secret", HeaderValue::from_static("s"));
+        headers.insert("x-amz-date", HeaderValue::from_static("d"));
+        let named = named_in_connection(&headers);
+        let kept: Vec<&str> = headers
+            .keys()
+            .filter(|name| !hop_by_hop(name, &named))
+            .map(HeaderName::as_str)
+            .collect();
+        assert_eq!(kept, ["x-amz-date"]);
+    }
+
+    #[test]
+    fn readiness_is_lost_with_the_leader_and_back_with_the_next() {
+        let settings = ForwardSettings {
+            body: BodyLimits {
+                max_bytes: 1024,
+                timeout: Duration::from_secs(1),
+            },
+            leader_wait: Duration::from_secs(1),
+            idle_timeout: Duration::from_secs(60),
+            own_url: "http://127.0.0.1:1".into(),
+        };
+        let standby = Arc::new(Standby::new(settings, Default::default()).expect("a client"));
+        assert_eq!(
+            readiness(&standby).status(),
+            StatusCode::SERVICE_UNAVAILABLE
+        );
+        standby.set_leader("http://127.0.0.1:2".into(), 1);
+        assert_eq!(readiness(&standby).status(), StatusCode::OK);
+        standby.step_down();
+        assert_eq!(
+            readiness(&standby).status(),
+            StatusCode::SERVICE_UNAVAILABLE
+        );
+        standby.begin_generation();
+        standby.lead();
+        assert_eq!(readiness(&standby).status(), StatusCode::OK);
+    }
 }

@@ -68,7 +68,7 @@ while read -r name settings; do
   # The listening line's address (a standby's log names the leader's before it).
   port=$(grep -o 'listening on http://[0-9.:]*' "$work/$name.log" | head -n 1 | sed 's/.*://')
   [ -n "$port" ] || { echo "FAIL $name did not start"; cat "$work/$name.log"; exit 1; }
-  sed -i "s/server $name:4566;/server 127.0.0.1:$port;/" "$work/default.conf"
+  sed -i "s/server $name:4566\([ ;]\)/server 127.0.0.1:$port\1/" "$work/default.conf"
   ports+=("$port")
   echo "ok   $name on PostgreSQL at 127.0.0.1:$port with the profile's settings ($settings)"
 done <"$work/profile"

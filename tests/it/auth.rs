@@ -155,34 +155,21 @@ async fn the_right_key_works_and_names_the_sender_others_get_aws_errors() {
     );
 }
 
-#[tokio::test]
-async fn a_request_signed_at_another_time_is_expired() {
-    let dir = tempfile::tempdir().unwrap();
-    let config = with_keys(dir.path());
-    // The server's clock is in 2023; the SDK signs with today's time.
-    let server = common::start_with_clock(config, common::manual_clock()).await;
-    assert_eq!(error_code(&server.sqs).await, "RequestExpired");
-}
-
-#[tokio::test]
-async fn a_presigned_url_works_until_tampered_with() {
-    use aws_sigv4::http_request::{
-        sign, SignableBody, SignableRequest, SignatureLocation, SigningSettings,
-    };
-    let dir = tempfile::tempdir().unwrap();
-    let config = with_keys(dir.path());
-    let server = common::start_with(config).await;
-    common::create_queue(&server, "presigned", &[]).await;
+/// A `ListQueues` GET of `server` signed by AKIDORDERLY at `at`: the signature's instructions
+/// (headers, or query parameters) and the URL they sign.
+fn list_queues_signed(
+    server: &Server,
+    at: SystemTime,
+    settings: aws_sigv4::http_request::SigningSettings,
+) -> (aws_sigv4::http_request::SigningInstructions, String) {
+    use aws_sigv4::http_request::{sign, SignableBody, SignableRequest};
     let identity =
         aws_credential_types::Credentials::new("AKIDORDERLY", "secret", None, None, "t").into();
-    let mut settings = SigningSettings::default();
-    settings.signature_location = SignatureLocation::QueryParams;
-    settings.expires_in = Some(Duration::from_secs(300));
     let params = aws_sigv4::sign::v4::SigningParams::builder()
         .identity(&identity)
         .region("us-east-1")
         .name("sqs")
-        .time(SystemTime::now())
+        .time(at)
         .settings(settings)
         .build()
         .unwrap()
@@ -197,6 +184,45 @@ async fn a_presigned_url_works_until_tampered_with() {
     )
     .unwrap();
     let (instructions, _) = sign(signable, &params).unwrap().into_parts();
+    (instructions, url)
+}
+
+/// Freshness is judged on the machine's clock, as the signer's was: not on the server's, which
+/// `--clock manual` moves (here it reads 2023).
+#[tokio::test]
+async fn a_request_signed_at_another_time_is_expired() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = with_keys(dir.path());
+    let server = common::start_with_clock(config, common::manual_clock()).await;
+    let sqs = client(&server, "AKIDORDERLY", "secret");
+    sqs.list_queues().send().await.expect("signed now: fresh");
+    let signed = |at: SystemTime| {
+        let (instructions, url) = list_queues_signed(&server, at, Default::default());
+        let mut request = reqwest::Client::new().get(&url);
+        for (name, value) in instructions.headers() {
+            request = request.header(name, value);
+        }
+        request
+    };
+    let answer = signed(SystemTime::now()).send().await.unwrap();
+    assert_eq!(answer.status().as_u16(), 200);
+    let hour_ago = SystemTime::now() - Duration::from_secs(3600);
+    let answer = signed(hour_ago).send().await.unwrap();
+    assert_eq!(answer.status().as_u16(), 400);
+    assert!(answer.text().await.unwrap().contains("RequestExpired"));
+}
+
+#[tokio::test]
+async fn a_presigned_url_works_until_tampered_with() {
+    use aws_sigv4::http_request::{SignatureLocation, SigningSettings};
+    let dir = tempfile::tempdir().unwrap();
+    let config = with_keys(dir.path());
+    let server = common::start_with(config).await;
+    common::create_queue(&server, "presigned", &[]).await;
+    let mut settings = SigningSettings::default();
+    settings.signature_location = SignatureLocation::QueryParams;
+    settings.expires_in = Some(Duration::from_secs(300));
+    let (instructions, url) = list_queues_signed(&server, SystemTime::now(), settings);
     let mut request = reqwest::Client::new().get(&url).build().unwrap();
     for (name, value) in instructions.params() {
         request.url_mut().query_pairs_mut().append_pair(name, value);

@@ -222,7 +222,7 @@ async fn a_stalled_body_is_answered_408_and_closed() {
 }
 
 #[tokio::test]
-async fn connections_past_the_limit_are_closed_and_the_open_ones_keep_working() {
+async fn connections_past_the_limit_are_answered_503_and_the_open_ones_keep_working() {
     let mut config = Config::ephemeral();
     config.max_connections = Some(4);
     let server = common::start_with(config).await;
@@ -246,12 +246,26 @@ async fn connections_past_the_limit_are_closed_and_the_open_ones_keep_working() 
         }
         open.push(stream);
     }
+    // The fifth is told so once it asks, and closed; nothing of its request is acted on.
     let mut refused = TcpStream::connect(server.addr).await.unwrap();
+    refused
+        .write_all(b"GET /health HTTP/1.1\r\nHost: localhost\r\n\r\n")
+        .await
+        .unwrap();
+    let answer = read_until_closed(&mut refused, Duration::from_secs(5))
+        .await
+        .expect("answered and closed");
+    assert!(answer.starts_with("HTTP/1.1 503"), "{answer}");
     assert!(
-        read_until_closed(&mut refused, Duration::from_secs(5))
-            .await
-            .is_some_and(|answer| answer.is_empty()),
-        "the fifth connection is closed without an answer"
+        answer.contains("<Code>ServiceUnavailable</Code>"),
+        "{answer}"
+    );
+    assert!(answer.contains("x-orderly-not-served: 1"), "{answer}");
+    // One that never asks is closed once its time is up.
+    let mut silent = TcpStream::connect(server.addr).await.unwrap();
+    assert_eq!(
+        read_until_closed(&mut silent, Duration::from_secs(5)).await,
+        Some(String::new())
     );
     for stream in &mut open {
         stream

@@ -675,66 +675,83 @@ struct Ledger {
     deleted: Vec<String>,
     /// Deletes whose answer never came: they may or may not have taken effect.
     unanswered: Vec<String>,
+    /// Calls that failed, by the node they were made to.
+    failed: Vec<(usize, String)>,
+}
+
+/// The load's place: the node it asks, its queue, what it noted, and when to stop.
+#[derive(Clone)]
+struct Load {
+    server: Arc<common::Server>,
+    node: usize,
+    queue: String,
+    ledger: Arc<Mutex<Ledger>>,
+    stop: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl Load {
+    fn stopped(&self) -> bool {
+        self.stop.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    fn failed(&self, call: &str, error: impl std::fmt::Debug) {
+        let failure = (self.node, format!("{call}: {error:?}"));
+        self.ledger.lock().expect("ledger").failed.push(failure);
+    }
 }
 
 const GROUPS: usize = 4;
 
-/// Sends to `group` until a send fails, noting each one acknowledged.
-async fn produce(
-    server: Arc<common::Server>,
-    queue: String,
-    group: usize,
-    ledger: Arc<Mutex<Ledger>>,
-) {
+/// Sends to `group` until stopped or a send fails, noting each one acknowledged.
+async fn produce(load: Load, group: usize) {
     for i in 0.. {
+        if load.stopped() {
+            return;
+        }
         let body = format!("g{group}-{i:05}");
-        let sent = server
-            .sqs
-            .send_message()
-            .queue_url(&queue)
+        let sent = (load.server.sqs.send_message())
+            .queue_url(&load.queue)
             .message_group_id(format!("g{group}"))
             .message_body(&body)
             .send()
             .await;
-        if sent.is_err() {
-            return;
+        if let Err(error) = sent {
+            return load.failed("SendMessage", error);
         }
-        ledger.lock().expect("ledger").sent.push(body);
+        load.ledger.lock().expect("ledger").sent.push(body);
     }
 }
 
-/// Receives and deletes until a call fails, noting each delete acknowledged.
-async fn consume(server: Arc<common::Server>, queue: String, ledger: Arc<Mutex<Ledger>>) {
-    loop {
-        let Ok(got) = server
-            .sqs
-            .receive_message()
-            .queue_url(&queue)
+/// Receives and deletes until stopped or a call fails, noting each delete acknowledged.
+async fn consume(load: Load) {
+    while !load.stopped() {
+        let got = (load.server.sqs.receive_message())
+            .queue_url(&load.queue)
             .max_number_of_messages(3)
             .send()
-            .await
-        else {
-            return;
+            .await;
+        let got = match got {
+            Ok(got) => got,
+            Err(error) => return load.failed("ReceiveMessage", error),
         };
         for message in got.messages.unwrap_or_default() {
-            let deleted = server
-                .sqs
-                .delete_message()
-                .queue_url(&queue)
+            let deleted = (load.server.sqs.delete_message())
+                .queue_url(&load.queue)
                 .receipt_handle(message.receipt_handle().unwrap_or_default())
                 .send()
                 .await;
             let body = message.body().unwrap_or_default().to_string();
-            let mut ledger = ledger.lock().expect("ledger");
-            if deleted.is_err() {
-                ledger.unanswered.push(body);
-                return;
+            if let Err(error) = deleted {
+                load.ledger.lock().expect("ledger").unanswered.push(body);
+                return load.failed("DeleteMessage", error);
             }
-            ledger.deleted.push(body);
+            load.ledger.lock().expect("ledger").deleted.push(body);
         }
     }
 }
 
+/// The leader killed under load: another node leads within the lease, nothing acknowledged is
+/// lost, and not one call made through the other nodes fails: they wait for the next leader.
 #[test]
 fn a_killed_leader_is_replaced_within_the_lease_and_loses_nothing_acknowledged() {
     let runtime = tokio::runtime::Runtime::new().expect("runtime");
@@ -757,14 +774,20 @@ fn a_killed_leader_is_replaced_within_the_lease_and_loses_nothing_acknowledged()
     let ledger = Arc::new(Mutex::new(Ledger::default()));
     let queue = runtime.block_on(fifo(&nodes[1], "kill.fifo"));
     // The load spread over the three nodes.
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let load = |node: usize| Load {
+        server: nodes[node].clone(),
+        node,
+        queue: queue.clone(),
+        ledger: ledger.clone(),
+        stop: stop.clone(),
+    };
     let mut work = Vec::new();
     for group in 0..GROUPS {
-        let (server, queue, ledger) = (nodes[group % 3].clone(), queue.clone(), ledger.clone());
-        work.push(runtime.spawn(produce(server, queue, group, ledger)));
+        work.push(runtime.spawn(produce(load(group % 3), group)));
     }
     for consumer in 0..2 {
-        let (server, queue, ledger) = (nodes[consumer + 1].clone(), queue.clone(), ledger.clone());
-        work.push(runtime.spawn(consume(server, queue, ledger)));
+        work.push(runtime.spawn(consume(load(consumer + 1))));
     }
     // Killed under load, once there is something of each kind to lose (polled with a bound:
     // the load runs against real processes).
@@ -785,11 +808,6 @@ fn a_killed_leader_is_replaced_within_the_lease_and_loses_nothing_acknowledged()
     }
     first.child.kill().expect("SIGKILL");
     let killed = Instant::now();
-    runtime.block_on(async {
-        for task in work {
-            task.await.expect("no task panicked");
-        }
-    });
     // One of the others leads within the lease; the third passes requests on to it.
     let (new_leader, standby) = runtime.block_on(async {
         loop {
@@ -812,7 +830,26 @@ fn a_killed_leader_is_replaced_within_the_lease_and_loses_nothing_acknowledged()
         took < orderly::persist::database::lease::LEASE + Duration::from_secs(10),
         "{took:?}"
     );
+    // The load goes on a little past the takeover, then stops.
+    let during = ledger.lock().expect("ledger").sent.len();
+    std::thread::sleep(Duration::from_secs(1));
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    runtime.block_on(async {
+        for task in work {
+            task.await.expect("no task panicked");
+        }
+    });
     let ledger = ledger.lock().expect("ledger");
+    let through_others: Vec<_> = ledger
+        .failed
+        .iter()
+        .filter(|(node, _)| *node != 0)
+        .collect();
+    assert!(
+        through_others.is_empty(),
+        "calls through the surviving nodes failed: {through_others:?}"
+    );
+    assert!(ledger.sent.len() > during, "no send after the takeover");
     // The standby learns who leads now at its next look at the lease (within a second).
     runtime.block_on(async {
         while cluster(&standby).await["leader"] != new_leader.url() {
