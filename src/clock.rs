@@ -2,7 +2,7 @@
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use tokio::sync::Notify;
@@ -15,20 +15,61 @@ pub trait Clock: Send + Sync {
     /// Completes once `now()` has reached `deadline` (at once if it has). Every wait for an
     /// engine deadline goes through here, so a test that moves a manual clock wakes them all.
     fn sleep_until(&self, deadline: Timestamp) -> Pin<Box<dyn Future<Output = ()> + Send + '_>>;
+
+    /// A node taking over a log in a database takes up the cluster's time, so that a failover
+    /// between machines whose clocks differ moves no deadline: the database's clock (read at
+    /// the takeover, as `database` minus this machine's) and no earlier than `floor`, the
+    /// latest time the previous leader recorded. Never backwards. Answers this node's clock
+    /// minus the database's, as it read before taking up.
+    fn take_up(&self, database: DatabaseClock, floor: Timestamp) -> i64;
 }
 
-/// Wall-clock time, never going backwards (engine deadlines assume monotonic `now`).
+/// The database's clock as a node read it, against the middle of the round trip that read it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DatabaseClock {
+    /// Milliseconds the database's clock is ahead of this machine's (negative: behind).
+    pub ahead_ms: i64,
+}
+
+/// This machine's clock in milliseconds since the epoch.
+pub fn machine_millis() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}
+
+/// Wall-clock time, never going backwards (engine deadlines assume monotonic `now`), shifted
+/// to the cluster's once this node takes over a log in a database (`take_up`).
 #[derive(Default)]
 pub struct SystemClock {
     last: AtomicU64,
+    /// Milliseconds added to this machine's clock: the cluster's time less the machine's.
+    shift: AtomicI64,
+    /// `--test-clock-offset`: a machine clock this far off, for tests of clock skew.
+    skew: i64,
+}
+
+impl SystemClock {
+    /// A clock that reads `skew` milliseconds off the machine's (tests of clock skew only).
+    pub fn skewed(skew: i64) -> SystemClock {
+        SystemClock {
+            skew,
+            ..SystemClock::default()
+        }
+    }
+
+    /// This node's own reading: the machine's clock, as skewed.
+    fn own(&self) -> i64 {
+        machine_millis().saturating_add(self.skew)
+    }
 }
 
 impl Clock for SystemClock {
     fn now(&self) -> Timestamp {
-        let wall = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map(|d| d.as_millis() as u64)
-            .unwrap_or(0);
+        let wall = self
+            .own()
+            .saturating_add(self.shift.load(Ordering::Relaxed))
+            .max(0) as u64;
         let previous = self.last.fetch_max(wall, Ordering::Relaxed);
         Timestamp(previous.max(wall))
     }
@@ -36,6 +77,17 @@ impl Clock for SystemClock {
     fn sleep_until(&self, deadline: Timestamp) -> Pin<Box<dyn Future<Output = ()> + Send + '_>> {
         let wait = std::time::Duration::from_millis(deadline.millis_since(self.now()));
         Box::pin(tokio::time::sleep(wait))
+    }
+
+    fn take_up(&self, database: DatabaseClock, floor: Timestamp) -> i64 {
+        let own = self.own();
+        let database_now = machine_millis().saturating_add(database.ahead_ms);
+        let cluster = database_now.max(floor.0 as i64);
+        self.shift
+            .store(cluster.saturating_sub(own), Ordering::Relaxed);
+        // `now` keeps to `last`: a clock that was ahead stands still until the cluster's
+        // time passes it, rather than going back.
+        own.saturating_sub(database_now)
     }
 }
 
@@ -116,6 +168,15 @@ impl Clock for ManualClock {
         Timestamp(self.millis.load(Ordering::SeqCst))
     }
 
+    /// Moved only by hand, on whichever node leads: it takes up where the last leader's was,
+    /// never going back. What is said is the machine's clock against the database's.
+    fn take_up(&self, database: DatabaseClock, floor: Timestamp) -> i64 {
+        if floor > self.now() {
+            let _ = self.set(floor.min(LATEST));
+        }
+        -database.ahead_ms
+    }
+
     fn sleep_until(&self, deadline: Timestamp) -> Pin<Box<dyn Future<Output = ()> + Send + '_>> {
         Box::pin(async move {
             loop {
@@ -134,6 +195,36 @@ impl Clock for ManualClock {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_clock_off_by_minutes_takes_up_the_databases_time_and_never_goes_back() {
+        let behind = SystemClock::skewed(-120_000);
+        let said = behind.take_up(DatabaseClock { ahead_ms: 0 }, Timestamp(0));
+        assert!((said + 120_000).abs() < 1_000, "{said}");
+        assert!((behind.now().0 as i64 - machine_millis()).abs() < 1_000);
+
+        let ahead = SystemClock::skewed(120_000);
+        let before = ahead.now();
+        let said = ahead.take_up(DatabaseClock { ahead_ms: 0 }, Timestamp(0));
+        assert!((said - 120_000).abs() < 1_000, "{said}");
+        // It stands still until the database's time passes where it was.
+        assert!(ahead.now() >= before);
+
+        // A floor past the database's time wins: the last leader was further on.
+        let floor = Timestamp(machine_millis() as u64 + 60_000);
+        let next = SystemClock::default();
+        next.take_up(DatabaseClock { ahead_ms: 0 }, floor);
+        assert!(next.now() >= floor);
+    }
+
+    #[test]
+    fn a_manual_clock_takes_up_where_the_last_leader_left_it_and_never_goes_back() {
+        let clock = ManualClock::new(Timestamp(1_000));
+        clock.take_up(DatabaseClock::default(), Timestamp(5_000));
+        assert_eq!(clock.now(), Timestamp(5_000));
+        clock.take_up(DatabaseClock::default(), Timestamp(2_000));
+        assert_eq!(clock.now(), Timestamp(5_000));
+    }
 
     #[tokio::test]
     async fn every_sleeper_wakes_when_the_manual_clock_reaches_its_deadline_and_not_before() {

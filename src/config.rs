@@ -109,6 +109,16 @@ pub struct Config {
     /// `manual`, that endpoint answers 403.
     #[arg(long, env = "ORDERLY_CLOCK", value_enum, default_value = "system")]
     pub clock: crate::clock::ClockMode,
+    /// Tests of clock skew only: this node's clock reads this many milliseconds off the
+    /// machine's (negative: behind), as a machine whose clock is wrong would.
+    #[arg(
+        long,
+        env = "ORDERLY_TEST_CLOCK_OFFSET",
+        default_value_t = 0,
+        allow_hyphen_values = true,
+        hide = true
+    )]
+    pub test_clock_offset: i64,
     /// `text` (the default), or `json`: one JSON object a line, for log collectors.
     #[arg(
         long = "log-format",

@@ -154,6 +154,8 @@ pub struct Metrics {
     log: std::sync::OnceLock<std::sync::Arc<LogMetrics>>,
     /// Kept by the standby's forwarding (`http::standby`).
     pub forwarded: Forwarded,
+    /// This node's clock minus the database's, as read when it last took the lease.
+    pub clock_skew_ms: Gauge,
     requests: Family<ActionLabels, Counter>,
     durations: Family<ActionLabels, Histogram, fn() -> Histogram>,
     errors: Family<ErrorLabels, Counter>,
@@ -187,6 +189,7 @@ impl Default for Metrics {
             long_polls_waiting: Gauge::default(),
             log: std::sync::OnceLock::new(),
             forwarded: Forwarded::default(),
+            clock_skew_ms: Gauge::default(),
             requests,
             durations,
             errors: Family::default(),
@@ -212,6 +215,7 @@ impl Metrics {
             long_polls_waiting: Gauge::default(),
             log: std::sync::OnceLock::new(),
             forwarded: previous.forwarded.clone(),
+            clock_skew_ms: previous.clock_skew_ms.clone(),
             requests: previous.requests.clone(),
             durations: previous.durations.clone(),
             errors: previous.errors.clone(),
@@ -298,6 +302,12 @@ impl Metrics {
             "cluster_lag_records",
             "Log records the leader has that this node has not applied",
             lag,
+        );
+        registry.register(
+            "clock_skew_milliseconds",
+            "This node's clock minus the database's, read when it last took the lease (0 \
+             before); the engine keeps the database's time, so a failover moves no deadline",
+            self.clock_skew_ms.clone(),
         );
         registry.register(
             "forwarded_requests",

@@ -105,15 +105,16 @@ pub async fn build(
     let (leader, leader_epoch) = match asked {
         Asked::Leads(taken) => {
             let prepared = prepared.0.take().expect("held until here");
+            let clock_taking = clock.clone();
             let (mut engine, log) = tokio::task::spawn_blocking(move || {
-                let log = prepared.lead(&engine, taken, Stopped::Untouched);
+                let log = prepared.lead(&engine, taken, Stopped::Untouched, clock_taking);
                 (engine, log)
             })
             .await
             .map_err(std::io::Error::other)?;
             let log = log.map_err(std::io::Error::other)?;
-            said_leading(&log, started);
-            epoch.store(taken, Ordering::Release);
+            said_leading(&log, started, &metrics);
+            epoch.store(taken.epoch, Ordering::Release);
             configure_engine(config, &mut engine);
             let engine = Arc::new(engine);
             let snapshots = snapshotter(&engine, &log, config.snapshot_after);
@@ -189,7 +190,20 @@ pub async fn build(
     Ok((built, Some(waiting)))
 }
 
-fn said_leading(log: &DatabaseLog, started: std::time::Instant) {
+fn said_leading(log: &DatabaseLog, started: std::time::Instant, metrics: &crate::metrics::Metrics) {
+    metrics.clock_skew_ms.set(log.clock_skew_ms);
+    let skew = log.clock_skew_ms;
+    let said = format!(
+        "this node's clock is {} ms {} the database's; the engine keeps the database's time",
+        skew.unsigned_abs(),
+        if skew < 0 { "behind" } else { "ahead of" }
+    );
+    // A second or more apart is worth an operator's look (NTP), though nothing depends on it.
+    if skew.unsigned_abs() >= 1_000 {
+        tracing::warn!(skew_ms = skew, "{said}");
+    } else {
+        tracing::info!(skew_ms = skew, "{said}");
+    }
     tracing::info!(
         epoch = log.lease.epoch(),
         snapshot = log.report.snapshot.as_deref().unwrap_or("none"),
@@ -250,7 +264,7 @@ fn status(
 /// False if it took the lease but could not lead (its engine is then no use: start over).
 pub async fn promote(mut waiting: Waiting, service: Arc<Service>, started: Arc<Started>) -> bool {
     let mut said = String::new();
-    let epoch = loop {
+    let taken = loop {
         let Some(mut prepared) = waiting.prepared.0.take() else {
             return false;
         };
@@ -265,7 +279,7 @@ pub async fn promote(mut waiting: Waiting, service: Arc<Service>, started: Arc<S
         };
         waiting.prepared.0 = Some(prepared);
         let again_after = match asked {
-            Asked::Leads(epoch) => break epoch,
+            Asked::Leads(taken) => break taken,
             Asked::Held {
                 url,
                 epoch,
@@ -290,10 +304,11 @@ pub async fn promote(mut waiting: Waiting, service: Arc<Service>, started: Arc<S
     let began = std::time::Instant::now();
     let engine = waiting.engine.clone();
     let following = waiting.following.clone();
+    let clock = service.clock.clone();
     // The follower stops where it stands; recovery goes on from there, reading the tail only.
     let led = tokio::task::spawn_blocking(move || {
         let followed = following.stop();
-        prepared.lead(&engine, epoch, followed)
+        prepared.lead(&engine, taken, followed, clock)
     })
     .await;
     let log = match led {
@@ -307,9 +322,9 @@ pub async fn promote(mut waiting: Waiting, service: Arc<Service>, started: Arc<S
             return false;
         }
     };
-    said_leading(&log, began);
+    said_leading(&log, began, &service.metrics);
     let snapshots = snapshotter(&waiting.engine, &log, waiting.snapshot_after);
-    waiting.epoch.store(epoch, Ordering::Release);
+    waiting.epoch.store(taken.epoch, Ordering::Release);
     started.begin(&service, Some(snapshots), Some(log.lease));
     waiting.standby.standby.lead();
     true

@@ -315,7 +315,7 @@ impl App {
     /// Binds with the clock `--clock` asks for: the machine's, or one that starts at the
     /// machine's time and moves only through `POST /_orderly/clock`.
     pub async fn bind(config: &Config) -> std::io::Result<App> {
-        let system = Arc::new(SystemClock::default());
+        let system = Arc::new(SystemClock::skewed(config.test_clock_offset));
         if config.clock == ClockMode::System {
             return Self::bind_with_clock(config, system).await;
         }

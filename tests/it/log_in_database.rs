@@ -17,7 +17,7 @@ pub(crate) fn on_log(url: &str) -> Config {
     config
 }
 
-async fn database(url: &str) -> tokio_postgres::Client {
+pub(crate) async fn database(url: &str) -> tokio_postgres::Client {
     let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
         .await
         .expect("the test database answers");
@@ -334,7 +334,7 @@ async fn until_caught_up(standby: &common::Server, leader: &common::Server) {
 
 /// Waits (a bound of 20 s, polling: the lease runs on real time) until `server` leads; returns
 /// how long that took.
-async fn until_it_leads(server: &common::Server) -> Duration {
+pub(crate) async fn until_it_leads(server: &common::Server) -> Duration {
     let started = Instant::now();
     loop {
         if cluster(server).await["role"] == "leader" {

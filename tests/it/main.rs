@@ -21,6 +21,7 @@ mod logs;
 mod metrics;
 mod module_graph;
 mod multi_node;
+mod multi_node_clock;
 mod multi_node_forwarding;
 mod multi_node_webhooks;
 mod receiver;

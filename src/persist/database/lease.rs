@@ -3,7 +3,8 @@
 //! epoch; every write of the log checks the epoch in its own statement (`table_log`), so a node
 //! that lost the lease can never write, even before it notices. A leader that cannot renew
 //! within the lease's length stops acknowledging anything; one that stops cleanly gives the
-//! lease up, so the next node takes it at once.
+//! lease up, so the next node takes it at once. Each renewal also writes the leader's time,
+//! so the next leader's clock takes up no earlier (`Clock::take_up`).
 
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
@@ -13,6 +14,8 @@ use tokio_postgres::Client;
 
 use super::connection::{Blocking, Failed, Work};
 use super::OpenError;
+use crate::clock::{machine_millis, Clock, DatabaseClock};
+use crate::engine::Timestamp;
 use crate::persist::tenure::Tenure;
 use crate::persist::writer::FileJournal;
 
@@ -36,25 +39,47 @@ pub struct Holder {
     pub remaining_ms: i64,
 }
 
-/// Takes the lease for `node` (serving at `url`) if it is free or lapsed: the new epoch, or
+/// A lease taken: its epoch, and the time the cluster had reached.
+#[derive(Clone, Copy, Debug)]
+pub struct Taken {
+    pub epoch: i64,
+    /// The latest time a leader wrote into the lease (at each renewal): the next leader's
+    /// clock starts no earlier.
+    pub floor: Timestamp,
+    /// The database's clock, read by the statement that took the lease.
+    pub database: DatabaseClock,
+}
+
+/// Takes the lease for `node` (serving at `url`) if it is free or lapsed: the lease taken, or
 /// who holds it.
-pub fn try_take(db: &mut Blocking, node: &str, url: &str) -> Result<Result<i64, Holder>, Failed> {
+pub fn try_take(db: &mut Blocking, node: &str, url: &str) -> Result<Result<Taken, Holder>, Failed> {
     let (node, url) = (node.to_string(), url.to_string());
     db.run(
         super::STARTUP_TIMEOUT,
         move |client: &mut Client| -> Work<'_, _> {
             Box::pin(async move {
                 let lease_ms = LEASE.as_millis() as f64;
+                let asked = machine_millis();
                 let taken = client
                     .query_opt(
                         "UPDATE log_leader SET epoch = epoch + 1, node = $1, url = $2, \
                          expires = now() + $3 * interval '1 millisecond' \
-                         WHERE id = 1 AND expires <= now() RETURNING epoch",
+                         WHERE id = 1 AND expires <= now() \
+                         RETURNING epoch, clock_ms, \
+                         (extract(epoch FROM clock_timestamp()) * 1000)::bigint",
                         &[&node, &url, &lease_ms],
                     )
                     .await?;
                 if let Some(row) = taken {
-                    return Ok(Ok(row.get::<_, i64>(0)));
+                    let answered = machine_millis();
+                    let middle = asked + (answered - asked) / 2;
+                    return Ok(Ok(Taken {
+                        epoch: row.get(0),
+                        floor: Timestamp(row.get::<_, i64>(1).max(0) as u64),
+                        database: DatabaseClock {
+                            ahead_ms: row.get::<_, i64>(2) - middle,
+                        },
+                    }));
                 }
                 let row = client
                     .query_one(
@@ -82,18 +107,18 @@ pub fn retry_after(holder: &Holder) -> Duration {
 
 /// Takes the lease for `node` (serving at `url`) once it is free or lapsed, waiting for as long
 /// as another node holds it (unless `wait` is false: then that is an error); returns the new
-/// epoch and when it was asked for (the lease runs from no earlier than that).
+/// lease and when it was asked for (the lease runs from no earlier than that).
 pub fn acquire(
     db: &mut Blocking,
     node: &str,
     url: &str,
     wait: bool,
-) -> Result<(i64, Instant), OpenError> {
+) -> Result<(Taken, Instant), OpenError> {
     let mut said: Option<String> = None;
     loop {
         let asked = Instant::now();
         let wait = match try_take(db, node, url) {
-            Ok(Ok(epoch)) => return Ok((epoch, asked)),
+            Ok(Ok(taken)) => return Ok((taken, asked)),
             Ok(Err(holder)) if !wait => {
                 return Err(OpenError::Led {
                     url: holder.url,
@@ -148,13 +173,13 @@ pub struct Keeper {
 
 impl Keeper {
     /// Renews the lease of `epoch`, taken no earlier than `taken`, and keeps `tenure` a
-    /// margin inside it.
+    /// margin inside it; each renewal carries `clock`'s time into the lease.
     pub fn start(
         db: Blocking,
-        epoch: i64,
-        taken: Instant,
+        (epoch, taken): (i64, Instant),
         journal: Arc<FileJournal>,
         tenure: Arc<Tenure>,
+        clock: Arc<dyn Clock>,
     ) -> std::io::Result<Keeper> {
         tenure.hold(taken, LEASE);
         let orders = Arc::new((Mutex::new(Order::Renew), Condvar::new()));
@@ -164,10 +189,11 @@ impl Keeper {
             .name("orderly-lease".into())
             .spawn(move || {
                 let mut db = db;
-                let ended = renew(&mut db, epoch, taken, (&journal, &tenure), &orders_taken);
+                let held = (&*journal, &*tenure, &*clock);
+                let ended = renew(&mut db, epoch, taken, held, &orders_taken);
                 tenure.end();
                 match ended {
-                    Ended::Ordered(Order::Release) => release(&mut db, epoch),
+                    Ended::Ordered(Order::Release) => release(&mut db, epoch, clock.now()),
                     Ended::Ordered(_) => {}
                     Ended::Lost => {
                         let _ = lose.send(true);
@@ -223,14 +249,16 @@ impl Drop for Keeper {
     }
 }
 
-/// Gives the lease of `epoch` up, so the next node takes it at once.
-pub fn release(db: &mut Blocking, epoch: i64) {
+/// Gives the lease of `epoch` up, so the next node takes it at once, with the time reached.
+pub fn release(db: &mut Blocking, epoch: i64, now: Timestamp) {
+    let now = now.0 as i64;
     let released = db.run(RENEW_TIMEOUT, move |client: &mut Client| -> Work<'_, _> {
         Box::pin(async move {
             client
                 .execute(
-                    "UPDATE log_leader SET expires = '-infinity' WHERE id = 1 AND epoch = $1",
-                    &[&epoch],
+                    "UPDATE log_leader SET expires = '-infinity', \
+                     clock_ms = greatest(clock_ms, $2) WHERE id = 1 AND epoch = $1",
+                    &[&epoch, &now],
                 )
                 .await
         })
@@ -251,7 +279,7 @@ fn renew(
     db: &mut Blocking,
     epoch: i64,
     taken: Instant,
-    (journal, tenure): (&FileJournal, &Tenure),
+    (journal, tenure, clock): (&FileJournal, &Tenure, &dyn Clock),
     orders: &Orders,
 ) -> Ended {
     // The lease was taken (or last renewed) no earlier than this.
@@ -269,14 +297,15 @@ fn renew(
             }
         }
         let started = Instant::now();
+        let now = clock.now().0 as i64;
         let renewed = db.run(RENEW_TIMEOUT, move |client: &mut Client| -> Work<'_, _> {
             Box::pin(async move {
                 let lease_ms = LEASE.as_millis() as f64;
                 client
                     .execute(
-                        "UPDATE log_leader SET expires = now() + $2 * interval '1 millisecond' \
-                         WHERE id = 1 AND epoch = $1",
-                        &[&epoch, &lease_ms],
+                        "UPDATE log_leader SET expires = now() + $2 * interval '1 millisecond', \
+                         clock_ms = greatest(clock_ms, $3) WHERE id = 1 AND epoch = $1",
+                        &[&epoch, &lease_ms, &now],
                     )
                     .await
             })

@@ -98,6 +98,8 @@ pub struct DatabaseLog {
     pub snapshots: DatabaseSnapshots,
     pub live_at_snapshot: u64,
     pub report: RecoveryReport,
+    /// This node's clock minus the database's, as read when it took the lease.
+    pub clock_skew_ms: i64,
 }
 
 /// Takes the lease (waiting while another node holds it), recovers `engine` (which must be
@@ -107,14 +109,15 @@ pub fn open<W: Default>(
     engine: &mut Engine<W>,
 ) -> Result<DatabaseLog, OpenError> {
     let mut prepared = Prepared::new(settings, engine)?;
-    let (epoch, taken) = lease::acquire(
+    let (taken, asked_at) = lease::acquire(
         &mut prepared.db,
         &prepared.node,
         &settings.advertise_url,
         settings.wait_for_lease,
     )?;
-    prepared.asked_at = taken;
-    prepared.lead(engine, epoch, follow::Stopped::Untouched)
+    prepared.asked_at = asked_at;
+    let clock = Arc::new(crate::clock::SystemClock::default());
+    prepared.lead(engine, taken, follow::Stopped::Untouched, clock)
 }
 
 /// A database made ready for this node's engine, before it leads: the tables checked, a
@@ -133,8 +136,8 @@ pub struct Prepared {
 
 /// What asking for the lease found.
 pub enum Asked {
-    /// This node leads now, in this epoch.
-    Leads(i64),
+    /// This node leads now.
+    Leads(lease::Taken),
     /// Another node leads, at this URL, in this epoch; ask again after the pause.
     Held {
         url: String,
@@ -171,7 +174,7 @@ impl Prepared {
     pub fn ask(&mut self, url: &str) -> Asked {
         self.asked_at = std::time::Instant::now();
         match lease::try_take(&mut self.db, &self.node, url) {
-            Ok(Ok(epoch)) => Asked::Leads(epoch),
+            Ok(Ok(taken)) => Asked::Leads(taken),
             Ok(Err(holder)) => Asked::Held {
                 again_after: lease::retry_after(&holder),
                 url: holder.url,
@@ -189,22 +192,26 @@ impl Prepared {
         follow::Following::start(self.config.clone(), engine)
     }
 
-    /// With the lease of `epoch` taken: recovers `engine` from the database, from scratch or
-    /// from where a follower left it, and starts the journal. The lease is renewed from the
-    /// start, so a recovery longer than the lease does not lose it.
+    /// With the lease `taken`: `clock` takes up the cluster's time, then recovers `engine`
+    /// from the database, from scratch or from where a follower left it, and starts the
+    /// journal. The lease is renewed from the start, so a recovery longer than the lease does
+    /// not lose it.
     pub fn lead<W: Default>(
         mut self,
         engine: &Engine<W>,
-        epoch: i64,
+        taken: lease::Taken,
         followed: follow::Stopped,
+        clock: Arc<dyn crate::clock::Clock>,
     ) -> Result<DatabaseLog, OpenError> {
+        let epoch = taken.epoch;
+        let clock_skew_ms = clock.take_up(taken.database, taken.floor);
         let journal = self.journal.clone();
         let lease = Keeper::start(
             connection::Blocking::new(self.config.clone())?,
-            epoch,
-            self.asked_at,
+            (epoch, self.asked_at),
             journal.clone(),
             self.tenure.clone(),
+            clock,
         )?;
         let recovered = match followed {
             follow::Stopped::Untouched => recovery::recover(&mut self.db, engine),
@@ -237,6 +244,7 @@ impl Prepared {
             snapshots: DatabaseSnapshots::new(self.config, epoch),
             live_at_snapshot: recovered.live_at_snapshot,
             report: recovered.report,
+            clock_skew_ms,
         })
     }
 }

@@ -6,7 +6,8 @@
 //!   and the snapshot the log starts from (none before the first is kept), so a snapshot that
 //!   goes missing is found missing rather than taken for a log that never had one.
 //! - `log_leader`: one row, the lease: its epoch (one more each time a node takes it), the
-//!   node holding it, the URL it serves on and when it ends (on the database's clock).
+//!   node holding it, the URL it serves on, when it ends (on the database's clock) and the
+//!   latest time its leaders' clocks reached (`clock_ms`, milliseconds since the epoch).
 //! - `log_batches`: up to 8,000 bytes of one write of the log writer (a write is cut between
 //!   records, `table_log`): the sequence numbers of its first and last record, the epoch that
 //!   wrote it, and its records framed as in a log segment (`persist::record`: length,
@@ -38,7 +39,8 @@ CREATE TABLE IF NOT EXISTS log_leader (
     epoch bigint NOT NULL,
     node text NOT NULL,
     url text NOT NULL,
-    expires timestamptz NOT NULL
+    expires timestamptz NOT NULL,
+    clock_ms bigint NOT NULL DEFAULT 0
 );
 CREATE TABLE IF NOT EXISTS log_batches (
     first_lsn bigint PRIMARY KEY,
@@ -68,6 +70,11 @@ CREATE TABLE IF NOT EXISTS log_snapshot_chunks (
 -- that were only inserted, and statistics no query needs, took a fifth of the database's
 -- CPU under load. Altered only when needed: an ALTER locks the table.
 DO $$ BEGIN
+    -- Added beside version 2 (older nodes leave it alone): the latest time a leader reached.
+    IF NOT EXISTS (SELECT FROM pg_attribute
+        WHERE attrelid = 'log_leader'::regclass AND attname = 'clock_ms') THEN
+        ALTER TABLE log_leader ADD COLUMN clock_ms bigint NOT NULL DEFAULT 0;
+    END IF;
     IF (SELECT attstorage FROM pg_attribute
         WHERE attrelid = 'log_batches'::regclass AND attname = 'records') <> 'e' THEN
         ALTER TABLE log_batches ALTER COLUMN records SET STORAGE EXTERNAL;

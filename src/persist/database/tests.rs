@@ -52,8 +52,10 @@ fn an_append_after_another_node_took_the_lease_is_refused_for_good() {
     let Some(url) = database() else { return };
     let mut admin = connect(&url);
     schema::prepare(&mut admin, "us-east-1", "000000000000").expect("tables");
-    let (epoch, _) =
-        lease::acquire(&mut admin, "first", "http://first", true).expect("a free lease");
+    let epoch = lease::acquire(&mut admin, "first", "http://first", true)
+        .expect("a free lease")
+        .0
+        .epoch;
     assert_eq!(epoch, 1);
     let mut log = TableLog::new(connect(&url), epoch, 0);
     let (zero, one, two) = (record(0), record(1), record(2));
@@ -62,7 +64,10 @@ fn an_append_after_another_node_took_the_lease_is_refused_for_good() {
 
     // The lease lapses and another node takes it.
     sql(&mut admin, "UPDATE log_leader SET expires = '-infinity'");
-    let (next, _) = lease::acquire(&mut admin, "second", "http://second", true).expect("lapsed");
+    let next = lease::acquire(&mut admin, "second", "http://second", true)
+        .expect("lapsed")
+        .0
+        .epoch;
     assert_eq!(next, 2);
     assert!(matches!(log.append(&[&two]), Err(LogError::Deposed(1))));
     assert!(log.poisoned(), "a deposed log never writes again");
@@ -133,13 +138,19 @@ fn an_unsure_retry_after_a_takeover_is_refused_not_taken_as_stored() {
     let Some(url) = database() else { return };
     let mut admin = connect(&url);
     schema::prepare(&mut admin, "us-east-1", "000000000000").expect("tables");
-    let (first, _) = lease::acquire(&mut admin, "first", "http://first", true).expect("free");
+    let first = lease::acquire(&mut admin, "first", "http://first", true)
+        .expect("free")
+        .0
+        .epoch;
     let records: Vec<Vec<u8>> = (0..4).map(record).collect();
     let mut old = TableLog::new(connect(&url), first, 0);
     old.append(&[&records[0]]).expect("the leader appends");
     // The lease lapses; the next leader writes records of the numbers the old one holds.
     sql(&mut admin, "UPDATE log_leader SET expires = '-infinity'");
-    let (second, _) = lease::acquire(&mut admin, "second", "http://second", true).expect("lapsed");
+    let second = lease::acquire(&mut admin, "second", "http://second", true)
+        .expect("lapsed")
+        .0
+        .epoch;
     let mut new = TableLog::new(connect(&url), second, 1);
     new.append(&[&records[1], &records[2], &records[3]])
         .expect("the new leader appends");
@@ -186,7 +197,10 @@ fn batches_up_to_8_kb_stay_in_their_rows_and_nothing_written_is_compressed() {
     schema::prepare(&mut admin, "us-east-1", "000000000000").expect("tables");
     // A second start finds the tables as the first left them.
     schema::prepare(&mut admin, "us-east-1", "000000000000").expect("tables again");
-    let (epoch, _) = lease::acquire(&mut admin, "only", "http://only", true).expect("the lease");
+    let epoch = lease::acquire(&mut admin, "only", "http://only", true)
+        .expect("the lease")
+        .0
+        .epoch;
     let mut log = TableLog::new(connect(&url), epoch, 0);
     // Bodies as compressible as text often is.
     let mut six_kb = format::record_header(0).to_vec();
@@ -272,7 +286,10 @@ fn a_write_larger_than_a_row_is_inserted_as_rows_that_fit_their_pages_or_not_at_
     let Some(url) = database() else { return };
     let mut admin = connect(&url);
     schema::prepare(&mut admin, "us-east-1", "000000000000").expect("tables");
-    let (epoch, _) = lease::acquire(&mut admin, "only", "http://only", true).expect("the lease");
+    let epoch = lease::acquire(&mut admin, "only", "http://only", true)
+        .expect("the lease")
+        .0
+        .epoch;
     let mut log = TableLog::new(connect(&url), epoch, 0);
     // Changes of about 900 bytes each, which recovery can replay.
     let records: Vec<Vec<u8>> = (0..40)
@@ -352,7 +369,7 @@ fn a_leader_frozen_holding_the_lease_row_does_not_keep_the_next_from_taking_it()
         let mut next = connect(&url);
         let started = std::time::Instant::now();
         let taken_now = lease::acquire(&mut next, "second", "http://second", true);
-        let _ = taken.send((taken_now.map(|(epoch, _)| epoch), started.elapsed()));
+        let _ = taken.send((taken_now.map(|(taken, _)| taken.epoch), started.elapsed()));
     });
     let (epoch, after) = took
         .recv_timeout(std::time::Duration::from_secs(20))
