@@ -104,6 +104,17 @@ pub struct Config {
     /// lease (5 s); the SDKs' own timeouts are far longer.
     #[arg(long, env = "ORDERLY_LEADER_WAIT", default_value_t = 10)]
     pub leader_wait: u64,
+    /// With --storage: lead only while an acknowledged write survives a failover of the
+    /// database (synchronous_commit waits for a standby and synchronous_standby_names names
+    /// one; with several hosts, the URL asks for target_session_attrs=read-write). Without
+    /// it, a node leads anyway and says what could be lost.
+    #[arg(
+        long,
+        env = "ORDERLY_REQUIRE_SYNCHRONOUS_REPLICATION",
+        requires = "storage",
+        value_parser = BoolishValueParser::new()
+    )]
+    pub require_synchronous_replication: bool,
     /// `system`, or `manual`: the server's clock starts at the machine's time and then moves
     /// only when told (`POST /_orderly/clock`), so tests pass long timeouts at once. Without
     /// `manual`, that endpoint answers 403.

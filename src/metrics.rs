@@ -83,6 +83,8 @@ pub struct Scraped {
     pub role: &'static str,
     pub epoch: u64,
     pub lag: u64,
+    /// On a leader: whether an acknowledged write survives a failover of the database.
+    pub synchronous_replication: Option<bool>,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -303,6 +305,16 @@ impl Metrics {
             "Log records the leader has that this node has not applied",
             lag,
         );
+        if let Some(promise) = state.synchronous_replication {
+            let synchronous = Gauge::<i64>::default();
+            synchronous.set(i64::from(promise));
+            registry.register(
+                "cluster_synchronous_replication",
+                "On a leader: 1 while an acknowledged write survives a failover of the database \
+                 (a synchronous standby and commits that wait for it), else 0",
+                synchronous,
+            );
+        }
         registry.register(
             "clock_skew_milliseconds",
             "This node's clock minus the database's, read when it last took the lease (0 \

@@ -15,6 +15,7 @@ use crate::config::Config;
 use crate::engine::Engine;
 use crate::http::standby::{Forwarding, Standby};
 use crate::persist::database::follow::{Following, Progress, Stopped};
+use crate::persist::database::replication::Shared;
 use crate::persist::database::{Asked, DatabaseLog, Prepared, Settings};
 use crate::persist::snapshot::Snapshotter;
 use crate::service::cluster::{ClusterState, ClusterStatus};
@@ -61,6 +62,7 @@ fn settings(config: &Config, url: &str, own_url: &str) -> Settings {
         advertise_url: own_url.to_string(),
         wait_for_lease: true,
         batch_wait: std::time::Duration::from_micros(config.database_batch_wait),
+        require_synchronous_replication: config.require_synchronous_replication,
     }
 }
 
@@ -102,6 +104,9 @@ pub async fn build(
     let mut prepared = OffThread(Some(prepared));
     let epoch = Arc::new(AtomicI64::new(0));
     let tenure = prepared.0.as_ref().expect("held until here").tenure.clone();
+    let replication = (prepared.0.as_ref().expect("held until here"))
+        .replication
+        .clone();
     let (leader, leader_epoch) = match asked {
         Asked::Leads(taken) => {
             let prepared = prepared.0.take().expect("held until here");
@@ -124,7 +129,7 @@ pub async fn build(
             let status = status(
                 Some(standby.standby.clone()),
                 own_url,
-                epoch,
+                (epoch, replication),
                 log.journal.clone(),
                 None,
             );
@@ -173,7 +178,7 @@ pub async fn build(
     built.cluster = Some(status(
         Some(standby.standby.clone()),
         own_url.clone(),
-        epoch.clone(),
+        (epoch.clone(), replication),
         journal,
         Some(following.progress.clone()),
     ));
@@ -228,7 +233,7 @@ fn snapshotter(engine: &Arc<Engine<Notify>>, log: &DatabaseLog, after: u64) -> A
 fn status(
     standby: Option<Arc<Standby>>,
     own_url: String,
-    epoch: Arc<AtomicI64>,
+    (epoch, replication): (Arc<AtomicI64>, Shared),
     journal: Arc<crate::persist::writer::FileJournal>,
     progress: Option<Arc<Progress>>,
 ) -> ClusterStatus {
@@ -237,6 +242,7 @@ fn status(
             .as_ref()
             .filter(|s| !s.leading())
             .map(|s| s.leader());
+        let leading = following.is_none();
         let (role, leader, epoch, (applied, lag)) = match (following, &progress) {
             (Some((url, epoch)), Some(progress)) => {
                 let followed = (progress.applied(), progress.lag());
@@ -255,6 +261,7 @@ fn status(
             leader,
             applied,
             lag,
+            replication: replication.get().filter(|_| leading),
         }
     })
 }

@@ -168,6 +168,7 @@ pub async fn metrics(State(state): State<HttpState>, headers: HeaderMap) -> Resp
             role: cluster.role,
             epoch: cluster.epoch,
             lag: cluster.lag,
+            synchronous_replication: cluster.replication.as_ref().map(|p| p.synchronous),
         })
     };
     let Ok(scraped) = read.await else {

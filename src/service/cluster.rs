@@ -17,6 +17,10 @@ pub struct ClusterState {
     pub applied: u64,
     /// Records the leader has that this node has not applied yet.
     pub lag: u64,
+    /// On a leader: whether an acknowledged write survives a failover of the database, and
+    /// why (what it read of the database's settings).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub replication: Option<crate::persist::database::replication::Promise>,
 }
 
 /// Reads the state when asked.
@@ -30,5 +34,6 @@ pub fn single(url: String, applied: impl Fn() -> u64 + Send + Sync + 'static) ->
         leader: url.clone(),
         applied: applied(),
         lag: 0,
+        replication: None,
     })
 }

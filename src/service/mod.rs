@@ -152,6 +152,7 @@ impl Service {
                 leader: String::new(),
                 applied: 0,
                 lag: 0,
+                replication: None,
             },
         }
     }

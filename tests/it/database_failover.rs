@@ -279,6 +279,18 @@ fn fail_over_under_load(failure: Failure) {
         })
         .collect();
     let queue = runtime.block_on(common::fifo_queue(&servers[1], "failover.fifo", &[]));
+    // pg_auto_failover's secondary is synchronous and the URL asks for a read-write host: the
+    // leader says an acknowledged write survives the failover to come.
+    let states = runtime.block_on(async {
+        let mut states = Vec::new();
+        for server in &servers {
+            states.push(crate::log_in_database::cluster(server).await);
+        }
+        states
+    });
+    let leading = states.iter().find(|s| s["role"] == "leader");
+    let leading = leading.unwrap_or_else(|| panic!("no leader: {states:?}"));
+    assert_eq!(leading["replication"]["synchronous"], true, "{leading}");
     let ledger = Arc::new(Mutex::new(Ledger::default()));
     let stop = Arc::new(AtomicBool::new(false));
     let mut work = Vec::new();

@@ -1056,3 +1056,42 @@ fn a_standby_left_behind_by_a_snapshot_starts_over_and_catches_up() {
     let in_group: Vec<&String> = left.iter().filter(|b| b.starts_with('m')).collect();
     assert_eq!(in_group, bodies_sent.iter().collect::<Vec<_>>());
 }
+
+/// A single PostgreSQL with no standby: an acknowledged write survives its crash but not a
+/// failover to a replica. The leader says so (`/_orderly/cluster`, `/metrics`), and a node
+/// asked to require synchronous replication refuses to lead.
+#[test]
+fn a_leader_says_whether_a_database_failover_could_lose_what_it_acknowledged() {
+    let runtime = tokio::runtime::Runtime::new().expect("runtime");
+    let Some(url) = runtime.block_on(common::fresh_database()) else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let refused = crate::binary::refused(
+        dir.path(),
+        &[
+            "--storage",
+            url.as_str(),
+            "--require-synchronous-replication",
+        ],
+    );
+    assert!(
+        refused.contains("--require-synchronous-replication"),
+        "{refused}"
+    );
+    assert!(
+        refused.contains("synchronous_standby_names is empty"),
+        "{refused}"
+    );
+    let leader = crate::binary::start(dir.path(), &["--storage", url.as_str()], "warn");
+    let server = process_server(leader.addr);
+    let state = runtime.block_on(cluster(&server));
+    // The refusal gave the lease up: this node leads at once, not waiting out a lease.
+    assert_eq!(state["role"], "leader", "{state}");
+    assert_eq!(state["replication"]["synchronous"], false, "{state}");
+    let metrics = runtime.block_on(text(&format!("{}/metrics", server.url())));
+    assert!(
+        metrics.contains("orderly_cluster_synchronous_replication 0"),
+        "{metrics}"
+    );
+}

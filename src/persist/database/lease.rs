@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use tokio_postgres::Client;
 
 use super::connection::{Blocking, Failed, Work};
-use super::OpenError;
+use super::{replication, OpenError};
 use crate::clock::{machine_millis, Clock, DatabaseClock};
 use crate::engine::Timestamp;
 use crate::persist::tenure::Tenure;
@@ -149,6 +149,17 @@ pub fn acquire(
     }
 }
 
+/// What a lease keeps: the journal, which stops acknowledging once the lease is lost; the
+/// tenure, kept a margin inside the lease; the clock, whose time each renewal writes into the
+/// lease; and the database's promise about acknowledged writes, read again at each renewal
+/// (with the storage URL's hosts and whether it asks for a read-write one).
+pub struct Held {
+    pub journal: Arc<FileJournal>,
+    pub tenure: Arc<Tenure>,
+    pub clock: Arc<dyn Clock>,
+    pub replication: (replication::Shared, (usize, bool)),
+}
+
 /// What the keeper is told to do.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Order {
@@ -172,16 +183,13 @@ pub struct Keeper {
 }
 
 impl Keeper {
-    /// Renews the lease of `epoch`, taken no earlier than `taken`, and keeps `tenure` a
-    /// margin inside it; each renewal carries `clock`'s time into the lease.
+    /// Renews the lease of `epoch`, taken no earlier than `taken`, for what `held` names.
     pub fn start(
         db: Blocking,
         (epoch, taken): (i64, Instant),
-        journal: Arc<FileJournal>,
-        tenure: Arc<Tenure>,
-        clock: Arc<dyn Clock>,
+        held: Held,
     ) -> std::io::Result<Keeper> {
-        tenure.hold(taken, LEASE);
+        held.tenure.hold(taken, LEASE);
         let orders = Arc::new((Mutex::new(Order::Renew), Condvar::new()));
         let orders_taken = orders.clone();
         let (lose, lost) = tokio::sync::watch::channel(false);
@@ -189,11 +197,10 @@ impl Keeper {
             .name("orderly-lease".into())
             .spawn(move || {
                 let mut db = db;
-                let held = (&*journal, &*tenure, &*clock);
-                let ended = renew(&mut db, epoch, taken, held, &orders_taken);
-                tenure.end();
+                let ended = renew(&mut db, epoch, taken, &held, &orders_taken);
+                held.tenure.end();
                 match ended {
-                    Ended::Ordered(Order::Release) => release(&mut db, epoch, clock.now()),
+                    Ended::Ordered(Order::Release) => release(&mut db, epoch, held.clock.now()),
                     Ended::Ordered(_) => {}
                     Ended::Lost => {
                         let _ = lose.send(true);
@@ -279,9 +286,11 @@ fn renew(
     db: &mut Blocking,
     epoch: i64,
     taken: Instant,
-    (journal, tenure, clock): (&FileJournal, &Tenure, &dyn Clock),
+    held: &Held,
     orders: &Orders,
 ) -> Ended {
+    let (journal, tenure, clock) = (&held.journal, &held.tenure, &held.clock);
+    let (promise, url) = (&held.replication.0, held.replication.1);
     // The lease was taken (or last renewed) no earlier than this.
     let mut held_since = taken;
     let mut failing = false;
@@ -301,14 +310,21 @@ fn renew(
         let renewed = db.run(RENEW_TIMEOUT, move |client: &mut Client| -> Work<'_, _> {
             Box::pin(async move {
                 let lease_ms = LEASE.as_millis() as f64;
-                client
+                let renewed = client
                     .execute(
                         "UPDATE log_leader SET expires = now() + $2 * interval '1 millisecond', \
                          clock_ms = greatest(clock_ms, $3) WHERE id = 1 AND epoch = $1",
                         &[&epoch, &lease_ms, &now],
                     )
-                    .await
+                    .await?;
+                // Read again each time: a reconnect may have found another server.
+                let found = replication::read(client, url).await?;
+                Ok((renewed, found))
             })
+        });
+        let renewed = renewed.map(|(renewed, found)| {
+            promise.found(found);
+            renewed
         });
         match renewed {
             Ok(1) => {

@@ -18,6 +18,7 @@ mod connection;
 pub mod follow;
 pub mod lease;
 mod recovery;
+pub mod replication;
 mod schema;
 mod snapshots;
 mod table_log;
@@ -88,6 +89,9 @@ pub struct Settings {
     /// How long a busy leader lets an insert wait for more requests to share it
     /// (`--database-batch-wait`).
     pub batch_wait: Duration,
+    /// Refuse to lead unless an acknowledged write survives a failover of the database
+    /// (`--require-synchronous-replication`).
+    pub require_synchronous_replication: bool,
 }
 
 /// The log in the database, led by this node: the journal the engine writes to, the lease that
@@ -132,6 +136,9 @@ pub struct Prepared {
     /// When the lease was last asked for: one taken then runs from no earlier.
     asked_at: std::time::Instant,
     batch_wait: Duration,
+    /// What the database promises about an acknowledged write, once this node leads.
+    pub replication: replication::Shared,
+    require_synchronous_replication: bool,
 }
 
 /// What asking for the lease found.
@@ -167,6 +174,8 @@ impl Prepared {
             tenure: Arc::new(crate::persist::tenure::Tenure::not_begun()),
             asked_at: std::time::Instant::now(),
             batch_wait: settings.batch_wait,
+            replication: Default::default(),
+            require_synchronous_replication: settings.require_synchronous_replication,
         })
     }
 
@@ -205,13 +214,32 @@ impl Prepared {
     ) -> Result<DatabaseLog, OpenError> {
         let epoch = taken.epoch;
         let clock_skew_ms = clock.take_up(taken.database, taken.floor);
+        let url = replication::of_url(&self.config);
+        let promise = self
+            .db
+            .run(STARTUP_TIMEOUT, move |client| {
+                Box::pin(async move { replication::read(client, url).await })
+            })
+            .map_err(|e| OpenError::Database(e.cause))?;
+        if self.require_synchronous_replication && !promise.synchronous {
+            lease::release(&mut self.db, epoch, clock.now());
+            return Err(OpenError::Database(format!(
+                "not leading (--require-synchronous-replication): {}",
+                promise.detail
+            )));
+        }
+        self.replication.found(promise);
         let journal = self.journal.clone();
+        let held = lease::Held {
+            journal: journal.clone(),
+            tenure: self.tenure.clone(),
+            clock,
+            replication: (self.replication.clone(), url),
+        };
         let lease = Keeper::start(
             connection::Blocking::new(self.config.clone())?,
             (epoch, self.asked_at),
-            journal.clone(),
-            self.tenure.clone(),
-            clock,
+            held,
         )?;
         let recovered = match followed {
             follow::Stopped::Untouched => recovery::recover(&mut self.db, engine),

@@ -1,0 +1,137 @@
+//! What the database promises about a write it acknowledged. A commit survives a failover of
+//! the database to a replica only if the replica had it before the commit returned: with
+//! `synchronous_commit` waiting for a standby (`on`, `remote_write` or `remote_apply`) and a
+//! synchronous standby named (`synchronous_standby_names`). The leader reads both when it takes
+//! the lease and at every renewal after, and says plainly when an acknowledged write could be
+//! lost; `--require-synchronous-replication` refuses to lead without the promise.
+
+use std::sync::{Arc, Mutex};
+
+use tokio_postgres::Client;
+
+/// What the leader found, as `GET /_orderly/cluster` and `/metrics` show it.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct Promise {
+    /// An acknowledged write survives a failover of the database.
+    pub synchronous: bool,
+    /// What was read and what it means.
+    pub detail: String,
+}
+
+/// The settings a session sees, read in one statement.
+pub const READ: &str = "SELECT current_setting('synchronous_commit'), \
+     current_setting('synchronous_standby_names'), pg_is_in_recovery()";
+
+/// Judges what was read. `hosts`: how many the storage URL names; `read_write`: whether it
+/// asks for a read-write host (`target_session_attrs`).
+pub fn judge(
+    synchronous_commit: &str,
+    standby_names: &str,
+    in_recovery: bool,
+    (hosts, read_write): (usize, bool),
+) -> Promise {
+    let (synchronous, mut detail) = if in_recovery {
+        (
+            false,
+            "the database is a replica in recovery: it takes no writes".to_string(),
+        )
+    } else if matches!(synchronous_commit, "off" | "local") {
+        (
+            false,
+            format!(
+                "synchronous_commit is {synchronous_commit}: a write is acknowledged before any \
+                 standby has it, so a failover of the database can lose it"
+            ),
+        )
+    } else if standby_names.trim().is_empty() {
+        (
+            false,
+            "no synchronous standby (synchronous_standby_names is empty): an acknowledged \
+             write survives a crash of the database server, but a failover to a replica can \
+             lose it"
+                .to_string(),
+        )
+    } else {
+        (
+            true,
+            format!(
+                "synchronous_commit is {synchronous_commit} and synchronous_standby_names is \
+                 '{standby_names}': an acknowledged write is on a standby too"
+            ),
+        )
+    };
+    if hosts > 1 && !read_write {
+        detail.push_str(
+            "; the storage URL names several hosts without target_session_attrs=read-write, so \
+             a connection may land on a replica",
+        );
+    }
+    Promise {
+        synchronous: synchronous && (hosts <= 1 || read_write),
+        detail,
+    }
+}
+
+/// The promise last read, shared by the lease keeper (which reads it) and whoever shows it.
+#[derive(Default)]
+pub struct Watch(Mutex<Option<Promise>>);
+
+impl Watch {
+    pub fn get(&self) -> Option<Promise> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// Keeps `found`; says it when it differs from what was known.
+    pub fn found(&self, found: Promise) {
+        let mut known = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        if known.as_ref() == Some(&found) {
+            return;
+        }
+        if found.synchronous {
+            tracing::info!(detail = %found.detail, "acknowledged writes survive a database failover");
+        } else {
+            tracing::warn!(detail = %found.detail, "an acknowledged write could be lost by a database failover");
+        }
+        *known = Some(found);
+    }
+}
+
+/// Reads the settings on `client` and judges them.
+pub async fn read(client: &Client, url: (usize, bool)) -> Result<Promise, tokio_postgres::Error> {
+    let row = client.query_one(READ, &[]).await?;
+    let (commit, names, recovery): (String, String, bool) = (row.get(0), row.get(1), row.get(2));
+    Ok(judge(&commit, &names, recovery, url))
+}
+
+/// How many hosts `config` names, and whether it asks for a read-write one.
+pub fn of_url(config: &tokio_postgres::Config) -> (usize, bool) {
+    use tokio_postgres::config::TargetSessionAttrs;
+    let read_write = config.get_target_session_attrs() == TargetSessionAttrs::ReadWrite;
+    (config.get_hosts().len(), read_write)
+}
+
+pub type Shared = Arc<Watch>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_a_named_synchronous_standby_with_waiting_commits_is_a_promise() {
+        let one = (1, false);
+        assert!(judge("on", "FIRST 1 (s1)", false, one).synchronous);
+        assert!(judge("remote_apply", "s1", false, one).synchronous);
+        assert!(!judge("on", "", false, one).synchronous);
+        assert!(!judge("local", "s1", false, one).synchronous);
+        assert!(!judge("off", "s1", false, one).synchronous);
+        assert!(!judge("on", "s1", true, one).synchronous);
+        let several = judge("on", "s1", false, (2, false));
+        assert!(!several.synchronous);
+        assert!(
+            several.detail.contains("target_session_attrs"),
+            "{}",
+            several.detail
+        );
+        assert!(judge("on", "s1", false, (2, true)).synchronous);
+    }
+}
