@@ -6,6 +6,7 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::Registry;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct SnapshotFailureLabels {
@@ -22,9 +23,33 @@ pub struct LogMetrics {
     /// Snapshots due and not written, by reason: `no_room` (not tried: the disk has less room
     /// than the messages' bodies take) or `error` (the write failed).
     pub snapshot_failures: Family<SnapshotFailureLabels, Counter>,
+    /// Log bytes from before this process started that no kept snapshot covers yet.
+    replayed: AtomicU64,
+    /// The value of `bytes` when the last kept snapshot began: what it covers.
+    covered: AtomicU64,
 }
 
 impl LogMetrics {
+    /// Log bytes written before this process started and replayed by it.
+    pub fn replayed(&self, bytes: u64) {
+        self.replayed.fetch_add(bytes, Ordering::Relaxed);
+    }
+
+    /// A snapshot that began when `bytes` read `began_at` was kept: it covers that much.
+    pub fn snapshot_kept(&self, began_at: u64) {
+        self.replayed.store(0, Ordering::Relaxed);
+        self.covered.fetch_max(began_at, Ordering::Relaxed);
+    }
+
+    /// Log bytes no kept snapshot covers (at most: records written while the last one was
+    /// cut count as not covered): what the next recovery replays, and what grows while
+    /// snapshots fail.
+    pub fn since_snapshot(&self) -> u64 {
+        let written = self.bytes.get();
+        self.replayed.load(Ordering::Relaxed)
+            + written.saturating_sub(self.covered.load(Ordering::Relaxed))
+    }
+
     /// Counts a snapshot due and not written.
     pub fn snapshot_failed(&self, no_room: bool) {
         let reason = if no_room { "no_room" } else { "error" };
@@ -44,6 +69,8 @@ impl Default for LogMetrics {
             snapshots: Counter::default(),
             // 1 ms to about 65 s.
             snapshot_seconds: Histogram::new(exponential_buckets(0.001, 2.0, 17)),
+            replayed: AtomicU64::new(0),
+            covered: AtomicU64::new(0),
             snapshot_failures: {
                 // Both reasons exported from the start, at zero, so an increase shows.
                 let family: Family<SnapshotFailureLabels, Counter> = Family::default();
@@ -80,10 +107,37 @@ impl LogMetrics {
             "Time each snapshot took to write",
             self.snapshot_seconds.clone(),
         );
+        let since = prometheus_client::metrics::gauge::Gauge::<i64>::default();
+        since.set(i64::try_from(self.since_snapshot()).unwrap_or(i64::MAX));
+        registry.register(
+            "log_bytes_since_snapshot",
+            "Log bytes no kept snapshot covers: what a recovery replays; grows while snapshots fail",
+            since,
+        );
         registry.register(
             "snapshot_failures",
             "Snapshots due and not written: no_room (not tried) or error",
             self.snapshot_failures.clone(),
         );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::LogMetrics;
+
+    #[test]
+    fn what_no_kept_snapshot_covers_grows_with_the_log_and_shrinks_when_one_is_kept() {
+        let metrics = LogMetrics::default();
+        metrics.replayed(100);
+        metrics.bytes.inc_by(50);
+        assert_eq!(metrics.since_snapshot(), 150);
+        // A failed snapshot changes nothing; a kept one covers the log up to where it began.
+        metrics.snapshot_failed(false);
+        assert_eq!(metrics.since_snapshot(), 150);
+        metrics.snapshot_kept(30);
+        assert_eq!(metrics.since_snapshot(), 20);
+        metrics.bytes.inc_by(10);
+        assert_eq!(metrics.since_snapshot(), 30);
     }
 }

@@ -429,6 +429,7 @@ impl FileJournal {
         self.shared
             .bytes_since_snapshot
             .fetch_add(bytes, Ordering::Relaxed);
+        self.shared.metrics.replayed(bytes);
     }
 
     pub fn bytes_since_snapshot(&self) -> u64 {

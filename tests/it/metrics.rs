@@ -325,6 +325,15 @@ async fn waiting_long_polls_open_connections_and_the_log_are_reported() {
         tokio::time::sleep(std::time::Duration::from_millis(10)).await;
     }
     assert!(snapshots.is_some_and(|n| n >= 1.0), "{snapshots:?}");
+    // What no snapshot covers: some of what was logged (the snapshot came with the first
+    // write, before the rest).
+    let log = scrape(&durable).await;
+    let uncovered = value(&log, "orderly_log_bytes_since_snapshot", &[]).unwrap();
+    let total = value(&log, "orderly_log_bytes_total", &[]).unwrap();
+    assert!(
+        uncovered > 0.0 && uncovered <= total,
+        "{uncovered} of {total}"
+    );
 }
 
 #[tokio::test]

@@ -282,13 +282,7 @@ enum Ended {
 }
 
 /// Renews until ordered to stop or until the lease is lost.
-fn renew(
-    db: &mut Blocking,
-    epoch: i64,
-    taken: Instant,
-    held: &Held,
-    orders: &Orders,
-) -> Ended {
+fn renew(db: &mut Blocking, epoch: i64, taken: Instant, held: &Held, orders: &Orders) -> Ended {
     let (journal, tenure, clock) = (&held.journal, &held.tenure, &held.clock);
     let (promise, url) = (&held.replication.0, held.replication.1);
     // The lease was taken (or last renewed) no earlier than this.

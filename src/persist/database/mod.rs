@@ -258,6 +258,14 @@ impl Prepared {
                 return Err(error.into());
             }
         };
+        // Chunks of a snapshot the last leader was writing when it stopped.
+        match snapshots::remove_orphans(&mut self.db) {
+            Ok(0) => {}
+            Ok(removed) => tracing::info!(removed, "removed chunks of snapshots never kept"),
+            Err(failed) => {
+                tracing::warn!(cause = %failed, "chunks of snapshots never kept are left for later")
+            }
+        }
         let next_lsn = recovered.report.next_lsn;
         journal.count_logged(recovered.log_bytes);
         journal.start(

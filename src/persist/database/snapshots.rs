@@ -1,7 +1,8 @@
 //! Snapshots in the database: the same bytes as a snapshot file (`persist::snapshot`), written
 //! in chunks as they are made, then kept by one transaction that checks the lease's epoch,
 //! records the snapshot, and drops the snapshots and log batches it makes unneeded. A snapshot
-//! cut off before that transaction is simply not there; its chunks go with the next one.
+//! that fails before that transaction is not there; its chunks are removed at once, or (its
+//! node gone) by the next leader, or with the next snapshot kept.
 
 use std::io::Write;
 use std::time::Duration;
@@ -110,11 +111,28 @@ impl SnapshotStore for DatabaseSnapshots {
                 bytes: 0,
             })
         };
+        let kept = self.keep(id, snapshot::write_to(create, engine, journal));
+        if kept.is_err() {
+            // Its chunks would stay until a snapshot is kept; while snapshots fail, each
+            // attempt would leave another set.
+            self.forget(id);
+        }
+        kept
+    }
+}
+
+impl DatabaseSnapshots {
+    /// Writes the last chunk of snapshot `id` and keeps it, if the lease is still this node's.
+    fn keep(
+        &self,
+        id: i64,
+        written: std::io::Result<Written<Chunks>>,
+    ) -> std::io::Result<(String, u64)> {
         let Written {
             out: mut chunks,
             first_lsn,
             ..
-        } = snapshot::write_to(create, engine, journal)?;
+        } = written?;
         chunks.flush_chunk()?;
         let (epoch, count, size) = (self.epoch, chunks.next, chunks.bytes);
         let first_lsn = first_lsn as i64;
@@ -168,39 +186,153 @@ impl SnapshotStore for DatabaseSnapshots {
             size,
         ))
     }
+
+    /// Removes the chunks of snapshot `id`, which was not kept (as far as the database can be
+    /// reached: the next snapshot kept, or the next leader, removes what is left).
+    fn forget(&self, id: i64) {
+        let Ok(mut db) = Blocking::new(self.config.clone()) else {
+            return;
+        };
+        let removed = db.run(WRITE_TIMEOUT, move |client: &mut Client| -> Work<'_, _> {
+            Box::pin(async move {
+                client
+                    .execute(
+                        "DELETE FROM log_snapshot_chunks WHERE snapshot = $1",
+                        &[&id],
+                    )
+                    .await
+            })
+        });
+        if let Err(failed) = removed {
+            tracing::debug!(cause = %failed, "chunks of a snapshot not kept were left behind");
+        }
+    }
 }
 
-/// Loads the snapshot recovery starts from, if there is one, into `engine`.
+/// Removes the chunks of snapshots never kept (a leader that died while writing one): run by
+/// the next leader, before it writes snapshots of its own. Answers how many were removed.
+pub fn remove_orphans(db: &mut Blocking) -> Result<u64, Failed> {
+    db.run(WRITE_TIMEOUT, |client: &mut Client| -> Work<'_, _> {
+        Box::pin(async move {
+            client
+                .execute(
+                    "DELETE FROM log_snapshot_chunks c WHERE NOT EXISTS \
+                     (SELECT 1 FROM log_snapshots s WHERE s.id = c.snapshot)",
+                    &[],
+                )
+                .await
+        })
+    })
+}
+
+/// The snapshot the log starts from, as recorded when it was kept, its row if it is still
+/// there, and any snapshot kept without being recorded.
+const HEADER: &str = "SELECT h.snapshot, s.first_lsn, s.chunks, s.bytes, \
+     (SELECT min(id) FROM log_snapshots WHERE id IS DISTINCT FROM h.snapshot) FROM log_home h \
+     LEFT JOIN log_snapshots s ON s.id = h.snapshot";
+
+/// A kept snapshot's row: its first record, chunks and size.
+type Row = (i64, i32, i64);
+
+/// What `HEADER` found: a snapshot kept unrecorded, and the recorded one (its id, and its row
+/// if it is there).
+struct Header {
+    unrecorded: Option<i64>,
+    kept: Option<(i64, Option<Row>)>,
+}
+
+impl Header {
+    fn of(row: &tokio_postgres::Row) -> Header {
+        let kept: Option<i64> = row.get(0);
+        let found =
+            (row.get::<_, Option<i64>>(1)).map(|first_lsn| (first_lsn, row.get(2), row.get(3)));
+        Header {
+            unrecorded: row.get(4),
+            kept: kept.map(|id| (id, found)),
+        }
+    }
+}
+
+/// A snapshot's chunks as read: their bytes in order, up to the first one missing.
+struct Read {
+    bytes: Vec<u8>,
+    missing: Option<i32>,
+}
+
+/// Loads the snapshot recovery starts from, if there is one, into `engine`. Its rows are read
+/// in one `REPEATABLE READ` transaction, so a snapshot the leader keeps meanwhile (deleting
+/// this one's chunks) does not cut the read short: this one is read whole, as it was.
 pub fn load<W: Default>(db: &mut Blocking, engine: &Engine<W>) -> Result<Loaded, RecoveryError> {
+    load_pausing(db, engine, Box::new(|| {}))
+}
+
+/// As `load`, running `between` inside the transaction once the snapshot's row is read (tests:
+/// the leader keeps a newer snapshot meanwhile).
+pub(super) fn load_pausing<W: Default>(
+    db: &mut Blocking,
+    engine: &Engine<W>,
+    between: Box<dyn FnOnce() + Send>,
+) -> Result<Loaded, RecoveryError> {
     let unreadable = |failed: Failed| RecoveryError::Io(std::io::Error::other(failed.cause));
-    let found = db
+    // How many chunks there are, to bound the read by (a minute a chunk, as to write one).
+    let chunks = db
         .run(
             super::STARTUP_TIMEOUT,
             |client: &mut Client| -> Work<'_, _> {
                 Box::pin(async move {
-                    // The snapshot the log starts from, as recorded when it was kept, and
-                    // its row if it is still there.
                     let row = client
-                        .query_one(
-                            "SELECT h.snapshot, s.first_lsn, s.chunks, s.bytes, \
-                             (SELECT min(id) FROM log_snapshots WHERE id IS DISTINCT FROM \
-                              h.snapshot) FROM log_home h \
-                             LEFT JOIN log_snapshots s ON s.id = h.snapshot",
+                        .query_opt(
+                            "SELECT s.chunks FROM log_home h \
+                             JOIN log_snapshots s ON s.id = h.snapshot",
                             &[],
                         )
                         .await?;
-                    let kept: Option<i64> = row.get(0);
-                    let unrecorded: Option<i64> = row.get(4);
-                    let found: Option<(i64, i32, i64)> = row
-                        .get::<_, Option<i64>>(1)
-                        .map(|first_lsn| (first_lsn, row.get(2), row.get(3)));
-                    Ok((unrecorded, kept.map(|id| (id, found))))
+                    Ok(row.map_or(0, |row| row.get::<_, i32>(0)))
                 })
             },
         )
         .map_err(unreadable)?;
-    let (unrecorded, found) = found;
-    if let Some(other) = unrecorded {
+    let bound = super::STARTUP_TIMEOUT + WRITE_TIMEOUT * (chunks.max(0) as u32 + 1);
+    let (header, read) = db
+        .run(bound, move |client: &mut Client| -> Work<'_, _> {
+            Box::pin(async move {
+                let tx = client
+                    .build_transaction()
+                    .isolation_level(tokio_postgres::IsolationLevel::RepeatableRead)
+                    .read_only(true)
+                    .start()
+                    .await?;
+                let header = Header::of(&tx.query_one(HEADER, &[]).await?);
+                between();
+                let mut read = Read {
+                    bytes: Vec::new(),
+                    missing: None,
+                };
+                if let Some((id, Some((_, count, size)))) = header.kept {
+                    read.bytes.reserve(usize::try_from(size).unwrap_or(0));
+                    for chunk in 0..count {
+                        let row = tx
+                            .query_opt(
+                                "SELECT bytes FROM log_snapshot_chunks \
+                                 WHERE snapshot = $1 AND chunk = $2",
+                                &[&id, &chunk],
+                            )
+                            .await?;
+                        match row {
+                            Some(row) => read.bytes.extend_from_slice(row.get::<_, &[u8]>(0)),
+                            None => {
+                                read.missing = Some(chunk);
+                                break;
+                            }
+                        }
+                    }
+                }
+                tx.commit().await?;
+                Ok((header, read))
+            })
+        })
+        .map_err(unreadable)?;
+    if let Some(other) = header.unrecorded {
         // Only an older build, or a hand, keeps a snapshot without recording it.
         return Err(RecoveryError::Corruption {
             file: format!("log_snapshots row {other}"),
@@ -210,7 +342,7 @@ pub fn load<W: Default>(db: &mut Blocking, engine: &Engine<W>) -> Result<Loaded,
                 .into(),
         });
     }
-    let Some((id, found)) = found else {
+    let Some((id, found)) = header.kept else {
         return Ok(Loaded::default());
     };
     let Some((first_lsn, count, size)) = found else {
@@ -223,31 +355,13 @@ pub fn load<W: Default>(db: &mut Blocking, engine: &Engine<W>) -> Result<Loaded,
         });
     };
     let name = format!("log_snapshot_chunks of snapshot {id} (from record {first_lsn})");
-    let mut bytes = Vec::with_capacity(usize::try_from(size).unwrap_or(0));
-    // A chunk a query, each with its own bound: a snapshot of any size is read back.
-    for chunk in 0..count {
-        let part = db
-            .run(WRITE_TIMEOUT, move |client: &mut Client| -> Work<'_, _> {
-                Box::pin(async move {
-                    let row = client
-                        .query_opt(
-                            "SELECT bytes FROM log_snapshot_chunks \
-                             WHERE snapshot = $1 AND chunk = $2",
-                            &[&id, &chunk],
-                        )
-                        .await?;
-                    Ok(row.map(|row| row.get::<_, Vec<u8>>(0)))
-                })
-            })
-            .map_err(unreadable)?;
-        let Some(part) = part else {
-            return Err(RecoveryError::Corruption {
-                file: name,
-                offset: bytes.len(),
-                reason: format!("chunk {chunk} of {count} is missing"),
-            });
-        };
-        bytes.extend_from_slice(&part);
+    let bytes = read.bytes;
+    if let Some(chunk) = read.missing {
+        return Err(RecoveryError::Corruption {
+            file: name,
+            offset: bytes.len(),
+            reason: format!("chunk {chunk} of {count} is missing"),
+        });
     }
     if i64::try_from(bytes.len()).ok() != Some(size) {
         return Err(RecoveryError::Corruption {

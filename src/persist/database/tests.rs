@@ -379,3 +379,92 @@ fn a_leader_frozen_holding_the_lease_row_does_not_keep_the_next_from_taking_it()
     taker.join().unwrap();
     drop(frozen);
 }
+
+/// A node that leads the log at `url` once it may.
+fn leader_settings(url: &str) -> super::Settings {
+    super::Settings {
+        url: url.to_string(),
+        region: "us-east-1".into(),
+        account_id: "000000000000".into(),
+        advertise_url: "http://leader".into(),
+        wait_for_lease: true,
+        batch_wait: std::time::Duration::ZERO,
+        require_synchronous_replication: false,
+    }
+}
+
+/// A standby reads the snapshot the log starts from while the leader keeps a newer one, which
+/// drops this one's rows: the read, one `REPEATABLE READ` transaction, gets it whole; outside
+/// one it would find its chunks gone.
+#[test]
+fn a_snapshot_is_read_whole_while_the_leader_keeps_a_newer_one() {
+    use crate::persist::snapshot::SnapshotStore;
+    let Some(url) = database() else { return };
+    let settings = leader_settings(&url);
+    let mut leader = crate::engine::Engine::<tokio::sync::Notify>::new("000000000000", "us-east-1");
+    let log = super::open(&settings, &mut leader).expect("leads");
+    let t = crate::engine::Timestamp(1_000);
+    for name in ["a", "b", "c"] {
+        leader
+            .create_queue_from(name, &[], &[], t)
+            .expect("created");
+    }
+    let lsn = crate::engine::Journal::next_lsn(&*log.journal);
+    log.journal.wait_blocking(lsn).expect("durable");
+    log.snapshots.take(&leader, &log.journal).expect("kept");
+
+    let dropped = url.clone();
+    let keep_a_newer_one = Box::new(move || {
+        // The leader's keep, on its own connection, while the standby's read is open.
+        std::thread::spawn(move || {
+            let mut other = connect(&dropped);
+            sql(&mut other, "DELETE FROM log_snapshot_chunks");
+            sql(&mut other, "DELETE FROM log_snapshots");
+        })
+        .join()
+        .expect("deleted");
+    });
+    let standby = crate::engine::Engine::<()>::new("000000000000", "us-east-1");
+    let mut db = connect(&url);
+    super::snapshots::load_pausing(&mut db, &standby, keep_a_newer_one).expect("read whole");
+    assert_eq!(standby.state_for_tests(), leader.state_for_tests());
+    // The rows are gone for any read that starts now.
+    let later = crate::engine::Engine::<()>::new("000000000000", "us-east-1");
+    assert!(super::snapshots::load(&mut db, &later).is_err());
+    log.lease.release();
+}
+
+/// A snapshot that is not kept leaves no chunks behind, and chunks left by a leader that died
+/// while writing one are removed by the next leader.
+#[test]
+fn chunks_of_snapshots_never_kept_are_removed() {
+    use crate::persist::snapshot::SnapshotStore;
+    let Some(url) = database() else { return };
+    let settings = leader_settings(&url);
+    let new_engine =
+        || crate::engine::Engine::<tokio::sync::Notify>::new("000000000000", "us-east-1");
+    let mut leader = new_engine();
+    let log = super::open(&settings, &mut leader).expect("leads");
+    let t = crate::engine::Timestamp(1_000);
+    leader.create_queue_from("q", &[], &[], t).expect("created");
+    let lsn = crate::engine::Journal::next_lsn(&*log.journal);
+    log.journal.wait_blocking(lsn).expect("durable");
+    let mut admin = connect(&url);
+    let chunks =
+        |admin: &mut Blocking| number(admin, "SELECT count(*) FROM log_snapshot_chunks".into());
+    // Another node took the lease: the keep is refused, and its chunks go.
+    sql(&mut admin, "UPDATE log_leader SET epoch = epoch + 1");
+    assert!(log.snapshots.take(&leader, &log.journal).is_err());
+    assert_eq!(chunks(&mut admin), 0);
+    // A leader that died while writing one left a chunk; the next leader removes it.
+    sql(
+        &mut admin,
+        "INSERT INTO log_snapshot_chunks (snapshot, chunk, bytes) VALUES (42, 0, 'x')",
+    );
+    sql(&mut admin, "UPDATE log_leader SET expires = '-infinity'");
+    drop(log);
+    let mut next = new_engine();
+    let next_log = super::open(&settings, &mut next).expect("leads next");
+    assert_eq!(chunks(&mut admin), 0);
+    next_log.lease.release();
+}

@@ -112,8 +112,10 @@ impl Snapshotter {
             return Err(std::io::Error::other("the server is stopping"));
         }
         let started = Instant::now();
-        let (path, size) = self.store.take(&self.engine, &self.journal)?;
         let metrics = self.journal.metrics();
+        let began_at = metrics.bytes.get();
+        let (path, size) = self.store.take(&self.engine, &self.journal)?;
+        metrics.snapshot_kept(began_at);
         metrics.snapshots.inc();
         metrics
             .snapshot_seconds
