@@ -2,8 +2,9 @@
 # End-to-end: the real orderly binary, driven by current boto3 (JSON protocol), by
 # boto3 1.34.89 (the last Query-protocol release), by the AWS SDK for JavaScript v3, by the
 # AWS CLI, by a Python webhook receiver and by the examples; then boto3 against --auth, and
-# the developer endpoints (peek helper, reset between cases) on a server of their own, and
-# docker-compose's PostgreSQL profile run without Docker (compose_profile.sh).
+# the developer endpoints (peek helper, reset between cases) on a server of their own,
+# docker-compose's PostgreSQL profile run without Docker (compose_profile.sh), and default SDK
+# clients riding through a leader's SIGKILL (ride_through.sh).
 # Usage: tests/e2e/run.sh [path/to/orderly]   (default: target/debug/orderly)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -27,7 +28,7 @@ if [ ! -d "$node_dir/node_modules/@aws-sdk/client-sqs" ] || [ ! -d "$node_dir/no
   cp "$here/js/package.json" "$node_dir/"
   (cd "$node_dir" && npm install --silent --no-audit --no-fund --no-package-lock)
 fi
-cp "$here/js/scenario.mjs" "$here/js/console.mjs" "$node_dir/"
+cp "$here/js/scenario.mjs" "$here/js/console.mjs" "$here/js/ride_through.mjs" "$node_dir/"
 
 # Durable, as by default, in a fresh data directory.
 log=$(mktemp)
@@ -166,5 +167,13 @@ elif [ -n "${CI:-}" ]; then
   echo "FAIL no nginx or no PostgreSQL (.ci/run installs both; scripts/test starts the cluster)"; exit 1
 else
   echo "skipped: needs nginx (apt-get install nginx) and ORDERLY_TEST_POSTGRES (scripts/test sets it)"
+fi
+echo "== Default SDK clients ride through a leader's SIGKILL: boto3 and the JS SDK v3 through standbys on PostgreSQL"
+if [ -n "${ORDERLY_TEST_POSTGRES:-}" ]; then
+  "$here/ride_through.sh" "$binary" "$venvs/current/bin/python" "$node_dir" "$ORDERLY_TEST_POSTGRES"
+elif [ -n "${CI:-}" ]; then
+  echo "FAIL no PostgreSQL (scripts/test starts the cluster)"; exit 1
+else
+  echo "skipped: needs ORDERLY_TEST_POSTGRES (scripts/test sets it)"
 fi
 echo "e2e: all scenarios passed"
