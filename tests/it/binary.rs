@@ -36,14 +36,33 @@ pub fn start_with_env(
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700)).expect("chmod");
     }
-    let mut child = Command::new(env!("CARGO_BIN_EXE_orderly"))
+    let mut command = Command::new(env!("CARGO_BIN_EXE_orderly"));
+    command
         .args(["--bind", "127.0.0.1:0", "--data-dir"])
         .arg(dir)
         .args(args)
         .env("RUST_LOG", log)
+        .envs(env.iter().copied());
+    start_command(command)
+}
+
+/// Starts the binary in network namespace `namespace` (`ip netns exec`, which runs it in
+/// place: its process is the server's), listening on `bind`.
+pub fn start_in_namespace(namespace: &str, bind: &str, args: &[&str], log: &str) -> Process {
+    let mut command = Command::new("ip");
+    command
+        .args(["netns", "exec", namespace, env!("CARGO_BIN_EXE_orderly")])
+        .args(["--bind", bind])
+        .args(args)
+        .env("RUST_LOG", log);
+    start_command(command)
+}
+
+/// Runs `command` (the binary, with its arguments) and returns once it listens.
+fn start_command(mut command: Command) -> Process {
+    let mut child = command
         .env_remove("NO_PROXY")
         .env_remove("no_proxy")
-        .envs(env.iter().copied())
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
         .spawn()

@@ -568,3 +568,16 @@ pub fn assert_nothing_lost(
         assert_eq!(order, sorted, "group g{group} out of order");
     }
 }
+
+/// `POST /_orderly/clock` of a server with `--clock manual`, moving it an hour on: what was in
+/// flight becomes visible again. Panics unless it moved.
+pub async fn advance_an_hour(server: &Server) {
+    let moved = reqwest::Client::new()
+        .post(format!("{}/_orderly/clock", server.url()))
+        .body(r#"{"advance": "1h"}"#)
+        .send()
+        .await
+        .expect("the clock answers")
+        .status();
+    assert!(moved.is_success(), "{moved}");
+}

@@ -84,21 +84,29 @@ impl Drop for HaCluster {
 
 /// What the clients were told.
 #[derive(Default)]
-struct Ledger {
+pub(crate) struct Ledger {
     /// Sends acknowledged.
-    sent: Vec<String>,
+    pub(crate) sent: Vec<String>,
     /// Sends not acknowledged (the SDK's tries may have stored one).
-    maybe_sent: HashSet<String>,
+    pub(crate) maybe_sent: HashSet<String>,
     /// Deletes acknowledged: never to come back.
-    deleted: HashSet<String>,
+    pub(crate) deleted: HashSet<String>,
     /// Deletes not acknowledged: may or may not have taken effect.
-    maybe_deleted: HashSet<String>,
+    pub(crate) maybe_deleted: HashSet<String>,
     /// When a send was last acknowledged.
-    last_ack: Option<Instant>,
+    pub(crate) last_ack: Option<Instant>,
+}
+
+impl Ledger {
+    /// Every acknowledged send is in `left` or was deleted, none deleted came back, and each
+    /// of `groups` is in order.
+    pub(crate) fn assert_nothing_lost(&self, left: &[String], groups: usize) {
+        common::assert_nothing_lost(left, &self.sent, &self.deleted, &self.maybe_deleted, groups);
+    }
 }
 
 /// Sends to `group` until told to stop, going on after failures.
-async fn keep_sending(
+pub(crate) async fn keep_sending(
     server: Arc<common::Server>,
     queue: String,
     group: usize,
@@ -140,7 +148,7 @@ async fn keep_sending(
 }
 
 /// Receives and deletes until told to stop, going on after failures.
-async fn keep_consuming(
+pub(crate) async fn keep_consuming(
     server: Arc<common::Server>,
     queue: String,
     ledger: Arc<Mutex<Ledger>>,
@@ -379,13 +387,7 @@ fn fail_over_under_load(failure: Failure) {
         }
     });
     let ledger = ledger.lock().expect("ledger");
-    common::assert_nothing_lost(
-        &left,
-        &ledger.sent,
-        &ledger.deleted,
-        &ledger.maybe_deleted,
-        GROUPS,
-    );
+    ledger.assert_nothing_lost(&left, GROUPS);
     assert!(
         back < Duration::from_secs(60),
         "the service took {back:?} to come back"

@@ -862,16 +862,7 @@ fn a_killed_leader_is_replaced_within_the_lease_and_loses_nothing_acknowledged()
     });
     // What was received and not deleted when the leader died is still in flight: let its
     // visibility pass (through the standby, which passes it on).
-    let moved = runtime.block_on(async {
-        reqwest::Client::new()
-            .post(format!("{}/_orderly/clock", standby.url()))
-            .body(r#"{"advance": "1h"}"#)
-            .send()
-            .await
-            .expect("the clock answers")
-            .status()
-    });
-    assert!(moved.is_success(), "{moved}");
+    runtime.block_on(common::advance_an_hour(&standby));
     let left = runtime.block_on(bodies(&standby, &queue));
     let deleted = ledger.deleted.iter().cloned().collect();
     let unanswered = ledger.unanswered.iter().cloned().collect();

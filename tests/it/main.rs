@@ -23,6 +23,7 @@ mod module_graph;
 mod multi_node;
 mod multi_node_clock;
 mod multi_node_forwarding;
+mod multi_node_partition;
 mod multi_node_webhooks;
 mod receiver;
 mod regions_and_accounts;
