@@ -38,12 +38,18 @@ fn status_line(answer: &str) -> &str {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn multi_node_both_nodes_are_ready_and_a_standby_keeps_its_own_host_rules() {
+async fn multi_node_both_nodes_are_ready_and_a_standby_keeps_its_own_host_and_origin_rules() {
     let Some(url) = common::fresh_database().await else {
         return;
     };
-    // The leader takes a name the standby does not.
-    let (_dir, leader, standby) = leader_and_standby(&url, &["--allow-host", "elsewhere.test"]);
+    // The leader takes a name and an origin the standby does not.
+    let leader_rules = [
+        "--allow-host",
+        "elsewhere.test",
+        "--cors-allow",
+        "http://page.test",
+    ];
+    let (_dir, leader, standby) = leader_and_standby(&url, &leader_rules);
     assert_eq!(
         cluster(&process_server(standby.addr)).await["role"],
         "standby"
@@ -78,6 +84,24 @@ async fn multi_node_both_nodes_are_ready_and_a_standby_keeps_its_own_host_rules(
         Some("AccessDenied"),
         "{body}"
     );
+    // A page of an origin the leader allows, the standby not.
+    let from_page = |addr: std::net::SocketAddr| async move {
+        let response = reqwest::Client::new()
+            .get(format!(
+                "http://{addr}/?Action=ListQueues&Version=2012-11-05"
+            ))
+            .header("origin", "http://page.test")
+            .send()
+            .await
+            .expect("answered");
+        response.status().as_u16()
+    };
+    assert_eq!(
+        from_page(leader.addr).await,
+        200,
+        "the leader allows the origin"
+    );
+    assert_eq!(from_page(standby.addr).await, 403, "the standby does not");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

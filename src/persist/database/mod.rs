@@ -108,6 +108,7 @@ pub struct DatabaseLog {
 
 /// Takes the lease (waiting while another node holds it), recovers `engine` (which must be
 /// fresh) from the database and starts the journal, so the engine's later changes are logged.
+/// For moving a state in or out (`transfer`): nodes that serve lead through `Prepared`.
 pub fn open<W: Default>(
     settings: &Settings,
     engine: &mut Engine<W>,
@@ -120,7 +121,9 @@ pub fn open<W: Default>(
         settings.wait_for_lease,
     )?;
     prepared.asked_at = asked_at;
-    let clock = Arc::new(crate::clock::SystemClock::default());
+    // Moving a state in or out keeps no time of its own: a clock at zero leaves the time the
+    // last leader wrote into the lease as it was.
+    let clock = Arc::new(crate::clock::ManualClock::new(crate::engine::Timestamp(0)));
     prepared.lead(engine, taken, follow::Stopped::Untouched, clock)
 }
 
