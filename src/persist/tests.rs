@@ -42,14 +42,14 @@ fn restart_from_snapshot(dir: &Path, engine: TestEngine, data: DataDir) -> (Test
     (engine, data)
 }
 
-fn fifo() -> Vec<(String, String)> {
+pub(crate) fn fifo() -> Vec<(String, String)> {
     vec![
         ("FifoQueue".into(), "true".into()),
         ("ContentBasedDeduplication".into(), "true".into()),
     ]
 }
 
-pub(super) fn send(engine: &TestEngine, queue: &str, body: &str, now: Timestamp) {
+pub(crate) fn send<W: Default>(engine: &Engine<W>, queue: &str, body: &str, now: Timestamp) {
     let entry = engine.queue(queue).unwrap();
     let mut q = entry.lock();
     q.tick(now);
@@ -696,7 +696,7 @@ fn the_snapshotter_is_woken_when_the_log_reaches_what_it_waits_for_and_not_befor
 }
 
 /// The bodies stored in `queue`, in sequence order.
-fn bodies(engine: &TestEngine, queue: &str) -> Vec<String> {
+pub(crate) fn bodies<W: Default>(engine: &Engine<W>, queue: &str) -> Vec<String> {
     let mut messages = engine.queue(queue).unwrap().lock().stored_messages();
     messages.sort_unstable_by_key(|(seq, _)| *seq);
     messages

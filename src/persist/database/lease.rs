@@ -311,13 +311,16 @@ fn renew(db: &mut Blocking, epoch: i64, taken: Instant, held: &Held, orders: &Or
                         &[&epoch, &lease_ms, &now],
                     )
                     .await?;
-                // Read again each time: a reconnect may have found another server.
-                let found = replication::read(client, url).await?;
+                // Read again each time: a reconnect may have found another server. What it
+                // says is no part of the renewal, which has committed by now.
+                let found = replication::read(client, url).await.ok();
                 Ok((renewed, found))
             })
         });
         let renewed = renewed.map(|(renewed, found)| {
-            promise.found(found);
+            if let Some(found) = found {
+                promise.found(found);
+            }
             renewed
         });
         match renewed {

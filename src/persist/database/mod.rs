@@ -218,20 +218,25 @@ impl Prepared {
         let epoch = taken.epoch;
         let clock_skew_ms = clock.take_up(taken.database, taken.floor);
         let url = replication::of_url(&self.config);
-        let promise = self
-            .db
-            .run(STARTUP_TIMEOUT, move |client| {
-                Box::pin(async move { replication::read(client, url).await })
-            })
-            .map_err(|e| OpenError::Database(e.cause))?;
-        if self.require_synchronous_replication && !promise.synchronous {
+        let promise = self.db.run(STARTUP_TIMEOUT, move |client| {
+            Box::pin(async move { replication::read(client, url).await })
+        });
+        let refusal = match &promise {
+            Ok(promise) if !promise.synchronous => promise.detail.clone(),
+            Ok(_) => String::new(),
+            Err(failed) => format!("the database's settings could not be read: {failed}"),
+        };
+        if self.require_synchronous_replication && !refusal.is_empty() {
+            // Given up at once, so another node need not wait out the lease.
             lease::release(&mut self.db, epoch, clock.now());
             return Err(OpenError::Database(format!(
-                "not leading (--require-synchronous-replication): {}",
-                promise.detail
+                "not leading (--require-synchronous-replication): {refusal}"
             )));
         }
-        self.replication.found(promise);
+        // Unread, it is read again at the first renewal.
+        if let Ok(promise) = promise {
+            self.replication.found(promise);
+        }
         let journal = self.journal.clone();
         let held = lease::Held {
             journal: journal.clone(),

@@ -468,3 +468,75 @@ fn chunks_of_snapshots_never_kept_are_removed() {
     assert_eq!(chunks(&mut admin), 0);
     next_log.lease.release();
 }
+
+/// The log in the database held back while a snapshot is cut, then the leader deposed before
+/// the held records are written: the snapshot is not kept (it waits for them, and they never
+/// come), so the next leader numbers its records after what is durable, and its changes come
+/// back after two more takeovers.
+#[test]
+fn a_snapshot_is_kept_only_once_the_records_it_covers_are_in_the_database() {
+    use crate::persist::snapshot::SnapshotStore;
+    use crate::persist::tests::{bodies, fifo, send};
+    let Some(url) = database() else { return };
+    let settings = leader_settings(&url);
+    let new_engine =
+        || crate::engine::Engine::<tokio::sync::Notify>::new("000000000000", "us-east-1");
+    let t = crate::engine::Timestamp(1_000_000);
+    let mut engine = new_engine();
+    let log = super::open(&settings, &mut engine).expect("leads");
+    engine
+        .create_queue_from("a.fifo", &fifo(), &[], t)
+        .expect("created");
+    send(&engine, "a.fifo", "durable", t);
+    let lsn = crate::engine::Journal::next_lsn(&*log.journal);
+    log.journal.wait_blocking(lsn).expect("durable");
+    // Queued, never written: never acknowledged either.
+    log.journal.hold_writes(true);
+    send(&engine, "a.fifo", "lost with its leader", t);
+    let engine = std::sync::Arc::new(engine);
+    let taking = {
+        let (snapshots, engine, journal) =
+            (log.snapshots.clone(), engine.clone(), log.journal.clone());
+        std::thread::spawn(move || snapshots.take(&engine, &journal))
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while !taking.is_finished() && log.journal.durability_waiters() == 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the snapshot neither kept nor waiting"
+        );
+        std::thread::yield_now();
+    }
+    // Another node takes over before the held records are written.
+    let mut admin = connect(&url);
+    sql(
+        &mut admin,
+        "UPDATE log_leader SET epoch = epoch + 1, expires = '-infinity'",
+    );
+    log.journal.hold_writes(false);
+    assert!(
+        taking.join().expect("no panic").is_err(),
+        "a snapshot kept past what is durable"
+    );
+    drop(log);
+
+    let mut next = new_engine();
+    let next_log = super::open(&settings, &mut next).expect("leads next");
+    assert_eq!(bodies(&next, "a.fifo"), ["durable"]);
+    send(&next, "a.fifo", "after the takeover", t.plus_millis(1));
+    let lsn = crate::engine::Journal::next_lsn(&*next_log.journal);
+    next_log.journal.wait_blocking(lsn).expect("durable");
+    next_log.journal.close();
+    next_log.lease.release();
+    for start in 0..2 {
+        let mut again = new_engine();
+        let log = super::open(&settings, &mut again).expect("leads again");
+        assert_eq!(
+            bodies(&again, "a.fifo"),
+            ["durable", "after the takeover"],
+            "takeover {start} after"
+        );
+        log.journal.close();
+        log.lease.release();
+    }
+}
