@@ -33,11 +33,12 @@ const REFUSALS: usize = 64;
 /// How long a connection past the limit is given to take its answer and close.
 const REFUSAL_TIME: Duration = Duration::from_secs(1);
 
-/// The answer to a connection past the limit, written before any of its request is read.
+/// The answer to a connection past the limit, written once its request's head has come;
+/// nothing of the request is acted on.
 static AT_LIMIT: std::sync::LazyLock<Vec<u8>> = std::sync::LazyLock::new(|| {
     let body = "<?xml version=\"1.0\"?><ErrorResponse><Error><Type>Receiver</Type>\
         <Code>ServiceUnavailable</Code><Message>The server is at its connection limit \
-        (--max-connections): nothing of the request was read; try again.</Message></Error>\
+        (--max-connections): nothing of the request was acted on; try again.</Message></Error>\
         <RequestId>00000000-0000-0000-0000-000000000000</RequestId></ErrorResponse>";
     format!(
         "HTTP/1.1 503 Service Unavailable\r\ncontent-type: text/xml\r\nconnection: close\r\n\
