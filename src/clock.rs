@@ -85,8 +85,11 @@ impl Clock for SystemClock {
         let cluster = database_now.max(floor.0 as i64);
         self.shift
             .store(cluster.saturating_sub(own), Ordering::Relaxed);
-        // `now` keeps to `last`: a clock that was ahead stands still until the cluster's
-        // time passes it, rather than going back.
+        // What this process read before is forgotten: no engine saw it (a standby's follows
+        // the log; a leader's of an earlier generation is gone, and what it logged lies below
+        // `floor` or a lease behind the database's time). Kept, a clock that was ahead would
+        // stand still, holding every deadline, until the cluster's time passed it.
+        self.last.store(0, Ordering::Relaxed);
         own.saturating_sub(database_now)
     }
 }
@@ -207,8 +210,10 @@ mod tests {
         let before = ahead.now();
         let said = ahead.take_up(DatabaseClock { ahead_ms: 0 }, Timestamp(0));
         assert!((said - 120_000).abs() < 1_000, "{said}");
-        // It stands still until the database's time passes where it was.
-        assert!(ahead.now() >= before);
+        // It keeps the database's time from now on, not standing still where it read before.
+        let now = ahead.now();
+        assert!(now < before && (now.0 as i64 - machine_millis()).abs() < 1_000);
+        assert!(ahead.now() >= now, "and never back after");
 
         // A floor past the database's time wins: the last leader was further on.
         let floor = Timestamp(machine_millis() as u64 + 60_000);

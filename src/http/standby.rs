@@ -35,9 +35,10 @@ pub const FORWARDED: &str = "x-orderly-forwarded";
 /// refused the change. The passing node may send such a request again.
 pub const NOT_SERVED: &str = "x-orderly-not-served";
 
-/// Headers a node adds to a request it passes on (the marker above, and `Accept` when the
-/// client sent none): the server takes this many more from a request that carries the marker.
-pub const ADDED_HEADERS: usize = 2;
+/// Headers a node may add to a request it passes on (the marker above; `Host`, `Accept` and
+/// `Content-Length` when the client sent none): the server takes this many more from a
+/// request that carries the marker.
+pub const ADDED_HEADERS: usize = 4;
 
 /// Failures to pass requests on are said once per cause per interval, not once a request.
 static WARNINGS: std::sync::LazyLock<crate::quiet_log::QuietLog> =

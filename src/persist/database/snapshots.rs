@@ -111,29 +111,34 @@ impl SnapshotStore for DatabaseSnapshots {
                 bytes: 0,
             })
         };
-        let kept = self.keep(id, snapshot::write_to(create, engine, journal));
-        if kept.is_err() {
+        let written = snapshot::write_to(create, engine, journal);
+        self.keep(id, written).map_err(|(error, maybe_kept)| {
             // Its chunks would stay until a snapshot is kept; while snapshots fail, each
-            // attempt would leave another set.
-            self.forget(id);
-        }
-        kept
+            // attempt would leave another set. Not if its keep may have committed: the log
+            // may start from it now (a later keep or leader removes them if not).
+            if !maybe_kept {
+                self.forget(id);
+            }
+            error
+        })
     }
 }
 
 impl DatabaseSnapshots {
     /// Writes the last chunk of snapshot `id` and keeps it, if the lease is still this node's.
+    /// A failure says whether the keep may have committed all the same (its answer lost).
     fn keep(
         &self,
         id: i64,
         written: std::io::Result<Written<Chunks>>,
-    ) -> std::io::Result<(String, u64)> {
+    ) -> Result<(String, u64), (std::io::Error, bool)> {
+        let surely_not = |error| (error, false);
         let Written {
             out: mut chunks,
             first_lsn,
             ..
-        } = written?;
-        chunks.flush_chunk()?;
+        } = written.map_err(surely_not)?;
+        chunks.flush_chunk().map_err(surely_not)?;
         let (epoch, count, size) = (self.epoch, chunks.next, chunks.bytes);
         let first_lsn = first_lsn as i64;
         let kept = chunks
@@ -175,11 +180,14 @@ impl DatabaseSnapshots {
                     Ok(true)
                 })
             })
-            .map_err(io_error)?;
+            .map_err(|failed| {
+                let maybe_kept = failed.unknown_outcome;
+                (io_error(failed), maybe_kept)
+            })?;
         if !kept {
-            return Err(std::io::Error::other(
+            return Err(surely_not(std::io::Error::other(
                 "another node leads now: the snapshot was not kept",
-            ));
+            )));
         }
         Ok((
             format!("database snapshot {id} (from record {first_lsn})"),
