@@ -130,6 +130,10 @@ pub struct Config {
         hide = true
     )]
     pub test_clock_offset: i64,
+    /// Tests of the binary only: a directory of files through which a test holds the server
+    /// at points of its choosing (`test_hooks`).
+    #[arg(long, env = "ORDERLY_TEST_HOOKS", hide = true)]
+    pub test_hooks: Option<std::path::PathBuf>,
     /// `text` (the default), or `json`: one JSON object a line, for log collectors.
     #[arg(
         long = "log-format",

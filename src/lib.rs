@@ -27,6 +27,7 @@
 //! - [`app`]: wiring, the server's lifetime and shutdown order, leading or following a log in
 //!   PostgreSQL; [`config`]: flags and their environment twins.
 //! - [`clock`]: the only place time is read (the system clock, or a manual one).
+//! - [`test_hooks`]: points where a test of the binary holds the server from outside.
 //! - [`quiet_log`]: warnings that would repeat for every request, said once per interval.
 
 pub mod app;
@@ -42,3 +43,4 @@ pub mod persist;
 pub mod protocol;
 pub mod quiet_log;
 pub mod service;
+pub mod test_hooks;

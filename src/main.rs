@@ -19,6 +19,9 @@ async fn main() -> anyhow::Result<()> {
         // One object a line, the event's fields at its top level.
         LogFormat::Json => logs.json().flatten_event(true).init(),
     }
+    if let Some(dir) = &config.test_hooks {
+        orderly::test_hooks::enable(dir.clone());
+    }
     if let Some(moved) = orderly::app::transfer(&config).await {
         println!("{}", moved.context("the state was not moved")?);
         return Ok(());

@@ -550,6 +550,9 @@ impl Started {
         )));
         if let Some(snapshots) = snapshots {
             tasks.push(tokio::spawn(snapshots.clone().run()));
+            if crate::test_hooks::enabled() {
+                tasks.push(tokio::spawn(answer_test_hooks(snapshots.clone())));
+            }
             let _ = self.snapshots.set(snapshots);
         }
         if let Some(lease) = lease {
@@ -598,6 +601,32 @@ impl Started {
         if let Some(lease) = lease {
             let _ = tokio::task::spawn_blocking(move || lease.release()).await;
         }
+    }
+}
+
+/// What a leader does for a test holding it from outside (`test_hooks`): hold its log's
+/// writes, or take a snapshot now.
+async fn answer_test_hooks(snapshots: Arc<Snapshotter>) {
+    use crate::test_hooks;
+    let mut held = false;
+    loop {
+        let hold = test_hooks::asked("hold-log");
+        if hold != held {
+            snapshots.journal().hold_writes(hold);
+            held = hold;
+            if hold {
+                test_hooks::reached("log-held");
+            }
+        }
+        if test_hooks::take("take-snapshot") {
+            let taking = snapshots.clone();
+            tokio::task::spawn_blocking(move || {
+                if let Err(error) = taking.take() {
+                    tracing::error!(%error, "the snapshot a test asked for failed");
+                }
+            });
+        }
+        tokio::time::sleep(test_hooks::POLL).await;
     }
 }
 

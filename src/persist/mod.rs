@@ -75,6 +75,13 @@ pub enum RecoveryError {
         expected: String,
         found: String,
     },
+    /// A follower of the log in a database found a snapshot kept since it last looked that
+    /// dropped records it had not applied: its engine is of no use, a fresh one recovers.
+    #[error(
+        "the log now starts at record {starts_at} (a snapshot kept since this engine last read \
+         it), past record {next}, which it was to apply next: a fresh engine recovers"
+    )]
+    LeftBehind { next: u64, starts_at: u64 },
     #[error("data damaged in {file} at offset {offset}: {reason}; refusing to start rather than lose data")]
     Corruption {
         file: String,

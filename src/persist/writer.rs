@@ -211,7 +211,6 @@ struct Pending {
     /// The writer sleeps until a failed write is due to be tried again (tests look at it).
     retry_scheduled: bool,
     /// Tests hold the writer back (`FileJournal::hold_writes`): records queue, none is taken.
-    #[cfg(test)]
     held: bool,
 }
 
@@ -417,8 +416,7 @@ impl FileJournal {
     }
 
     /// Holds the writer back (records queue, none is written) until called with false: a
-    /// crash before a write, made to order.
-    #[cfg(test)]
+    /// crash before a write, made to order (tests only: in process, or `test_hooks`).
     pub fn hold_writes(&self, held: bool) {
         self.lock().held = held;
         self.shared.work.notify_one();
@@ -503,7 +501,6 @@ impl Drop for FileJournal {
 impl Pending {
     /// How many records the writer may take: those before the open region, if any.
     fn ready(&self) -> usize {
-        #[cfg(test)]
         if self.held {
             return 0;
         }

@@ -869,6 +869,23 @@ fn a_killed_leader_is_replaced_within_the_lease_and_loses_nothing_acknowledged()
     common::assert_nothing_lost(&left, &ledger.sent, &deleted, &unanswered, GROUPS);
 }
 
+/// Waits (a bound of 20 s, polling) until `node` is a standby of `leader`: a leader that
+/// lost its lease has stepped down.
+pub(crate) async fn until_standby_of(node: &common::Server, leader: &common::Server) {
+    let started = Instant::now();
+    loop {
+        let state = cluster(node).await;
+        if state["role"] == "standby" && state["leader"] == leader.url() {
+            return;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "never stepped down: {state}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
 /// `kill -SIGNAL pid`.
 pub(crate) fn signal(process: &crate::binary::Process, signal: &str) {
     let sent = std::process::Command::new("kill")
@@ -925,20 +942,7 @@ fn a_frozen_leader_woken_after_a_takeover_acknowledges_nothing_and_steps_down() 
         .is_ok();
     eprintln!("the send asked of the frozen leader was answered with success: {answered_frozen}");
     // It steps down: a standby of the new leader.
-    let woken = Instant::now();
-    runtime.block_on(async {
-        loop {
-            let state = cluster(&on_old).await;
-            if state["role"] == "standby" && state["leader"] == on_new.url() {
-                break;
-            }
-            assert!(
-                woken.elapsed() < Duration::from_secs(20),
-                "never stepped down: {state}"
-            );
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    });
+    runtime.block_on(until_standby_of(&on_old, &on_new));
     runtime.block_on(send(&on_old, &queue, "g", "through the old leader"));
 
     // The log: each batch right after the one before, epochs never going back.

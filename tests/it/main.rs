@@ -28,6 +28,7 @@ mod multi_node_webhooks;
 mod receiver;
 mod regions_and_accounts;
 mod reset;
+mod snapshot_cut;
 mod sns_api;
 mod sns_fanout;
 mod sns_filters;

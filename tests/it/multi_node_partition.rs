@@ -1,6 +1,7 @@
 //! A real network partition: each node in a network namespace of its own, reaching the others
 //! over a bridge and PostgreSQL over a link of its own. The leader's link to the database is
-//! cut (its packets dropped in silence: no reset, no error) under a FIFO load, then restored.
+//! cut (its packets dropped in silence: no reset, no error) under a FIFO load and FIFO topic
+//! publishes delivered to a real webhook receiver, then restored.
 //! Needs root (namespaces, links); elsewhere it says it did not run, and in CI it fails.
 
 use std::process::Command;
@@ -11,6 +12,7 @@ use crate::binary::start_in_namespace;
 use crate::common::{self, Server};
 use crate::database_failover::{keep_consuming, keep_sending, Ledger};
 use crate::log_in_database::{cluster, process_server};
+use crate::webhook_failover::{self as webhooks, Seen};
 
 const GROUPS: usize = 3;
 
@@ -166,7 +168,13 @@ fn multi_node_a_leader_cut_off_from_the_database_is_replaced_and_rejoins() {
         let storage = format!("postgres://orderly@10.77.{n}.1:{port}/{rest}");
         let bind = format!("{}:0", network.address(n));
         // A manual clock, so what was in flight at the cut can be let go at once.
-        let args = ["--storage", storage.as_str(), "--clock", "manual"];
+        let args = [
+            "--storage",
+            storage.as_str(),
+            "--clock",
+            "manual",
+            "--fifo-http-subscriptions",
+        ];
         nodes.push(start_in_namespace(
             &network.namespace(n),
             &bind,
@@ -180,9 +188,27 @@ fn multi_node_a_leader_cut_off_from_the_database_is_replaced_and_rejoins() {
         .collect();
     assert_eq!(runtime.block_on(cluster(&servers[0]))["role"], "leader");
     let queue = runtime.block_on(common::fifo_queue(&servers[1], "cut.fifo", &[]));
+    // Ordered webhooks beside the queue: a receiver on the host's end of the bridge.
+    let seen = Arc::new(Mutex::new(Seen::default()));
+    let topic = runtime.block_on(async {
+        let endpoint = webhooks::start_endpoint("10.78.0.1", seen.clone()).await;
+        let topic = common::fifo_topic(&servers[1], "cut-prices.fifo").await;
+        webhooks::subscribe(&servers[1], &topic, &endpoint, &seen).await;
+        topic
+    });
+    let published = Arc::new(Mutex::new(Vec::new()));
     let ledger = Arc::new(Mutex::new(Ledger::default()));
     let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let mut work = Vec::new();
+    for group in 0..GROUPS {
+        work.push(runtime.spawn(webhooks::publish(
+            servers[group % 3].clone(),
+            topic.clone(),
+            group,
+            published.clone(),
+            stop.clone(),
+        )));
+    }
     for group in 0..GROUPS {
         let server = servers[group % 3].clone();
         work.push(runtime.spawn(keep_sending(
@@ -202,7 +228,7 @@ fn multi_node_a_leader_cut_off_from_the_database_is_replaced_and_rejoins() {
         )));
     }
     let loaded = Instant::now();
-    while ledger.lock().expect("ledger").deleted.len() < 50 {
+    while ledger.lock().expect("ledger").deleted.len() < 50 || seen.lock().unwrap().arrived() < 20 {
         assert!(loaded.elapsed() < Duration::from_secs(60), "no load");
         std::thread::sleep(Duration::from_millis(10));
     }
@@ -222,6 +248,8 @@ fn multi_node_a_leader_cut_off_from_the_database_is_replaced_and_rejoins() {
         }
     });
     let took = cut.elapsed();
+    let takeover = Instant::now();
+    let arrived_at_takeover = seen.lock().unwrap().arrived();
     // Group 0 is sent through the node cut off. A send committed just before the cut may be
     // answered just after it; none may be once another node leads (its tenure ended a second
     // before its lease could lapse).
@@ -242,6 +270,15 @@ fn multi_node_a_leader_cut_off_from_the_database_is_replaced_and_rejoins() {
         assert!(
             resumed.elapsed() < Duration::from_secs(30),
             "no sends after the takeover"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+
+    // Notifications go on, from the new leader.
+    while seen.lock().unwrap().arrived() < arrived_at_takeover + 20 {
+        assert!(
+            resumed.elapsed() < Duration::from_secs(30),
+            "no notifications after the takeover"
         );
         std::thread::sleep(Duration::from_millis(10));
     }
@@ -271,6 +308,17 @@ fn multi_node_a_leader_cut_off_from_the_database_is_replaced_and_rejoins() {
             task.await.expect("no task panicked");
         }
     });
+    // It stopped sending before its lease could lapse, so before anyone else led.
+    let cut_off: std::net::IpAddr = network.address(0).parse().expect("an address");
+    let late: Vec<Duration> = (seen.lock().unwrap().senders.iter())
+        .filter(|(from, at)| *from == cut_off && *at > takeover)
+        .map(|(_, at)| at.duration_since(takeover))
+        .collect();
+    assert!(
+        late.is_empty(),
+        "the node cut off sent webhooks after the takeover: {late:?}"
+    );
+    webhooks::assert_in_order_and_all_arrived(&published.lock().unwrap(), &seen);
     // What was in flight at the cut is let go, then everything left is read back.
     runtime.block_on(common::advance_an_hour(&servers[new_leader]));
     let left: Vec<String> = runtime

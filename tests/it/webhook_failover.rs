@@ -7,11 +7,12 @@
 //! suite's passes on a database, which start no nodes of their own, leave them out.)
 
 use std::collections::HashMap;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use axum::extract::State;
+use axum::extract::{ConnectInfo, State};
 use axum::http::{HeaderMap, StatusCode};
 
 use crate::common;
@@ -21,16 +22,25 @@ const GROUPS: usize = 4;
 
 /// What the receiver got, in arrival order per group: (sequence number, publish index).
 #[derive(Default)]
-struct Seen {
-    arrivals: HashMap<usize, Vec<(u128, usize)>>,
+pub(crate) struct Seen {
+    pub(crate) arrivals: HashMap<usize, Vec<(u128, usize)>>,
+    /// Who sent each notification, and when it arrived.
+    pub(crate) senders: Vec<(IpAddr, Instant)>,
     subscribe_url: Option<String>,
     /// Answer every notification 500 (it is retried), and how many were.
     failing: bool,
     refused: usize,
 }
 
+impl Seen {
+    pub(crate) fn arrived(&self) -> usize {
+        self.arrivals.values().map(Vec::len).sum()
+    }
+}
+
 async fn endpoint(
     State(seen): State<Arc<Mutex<Seen>>>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
     headers: HeaderMap,
     body: String,
 ) -> StatusCode {
@@ -39,6 +49,7 @@ async fn endpoint(
         .get("x-amz-sns-message-type")
         .and_then(|v| v.to_str().ok());
     let mut seen = seen.lock().unwrap();
+    seen.senders.push((peer.ip(), Instant::now()));
     if kind == Some("SubscriptionConfirmation") {
         seen.subscribe_url = Some(json["SubscribeURL"].as_str().unwrap().to_string());
         return StatusCode::OK;
@@ -57,16 +68,45 @@ async fn endpoint(
     StatusCode::OK
 }
 
-async fn start_endpoint(seen: Arc<Mutex<Seen>>) -> String {
+/// The receiver on `ip` (a free port), for the rest of the test; returns its URL.
+pub(crate) async fn start_endpoint(ip: &str, seen: Arc<Mutex<Seen>>) -> String {
     let app = axum::Router::new()
         .route("/prices", axum::routing::post(endpoint))
         .with_state(seen);
-    let addr = crate::multi_node_webhooks::serve_on_loopback(app).await;
+    let listener = tokio::net::TcpListener::bind((ip, 0)).await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let app = app.into_make_service_with_connect_info::<SocketAddr>();
+    tokio::spawn(async move { axum::serve(listener, app).await });
     format!("http://{addr}/prices")
 }
 
+/// Subscribes `endpoint` to `topic` through `server` and confirms it.
+pub(crate) async fn subscribe(
+    server: &common::Server,
+    topic: &str,
+    endpoint: &str,
+    seen: &Mutex<Seen>,
+) {
+    // Retries a second apart, enough that none runs out while a leader is replaced.
+    let policy = r#"{"healthyRetryPolicy":{"minDelayTarget":1,"maxDelayTarget":1,"numRetries":100,"numNoDelayRetries":0,"numMinDelayRetries":100,"numMaxDelayRetries":0,"backoffFunction":"linear"}}"#;
+    let subscribe = server.sns.subscribe().topic_arn(topic).protocol("http");
+    let subscribe = subscribe.attributes("DeliveryPolicy", policy);
+    subscribe.endpoint(endpoint).send().await.unwrap();
+    // Real time, bounded: the confirmation is a real request to the endpoint.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let subscribe_url = loop {
+        if let Some(url) = seen.lock().unwrap().subscribe_url.clone() {
+            break url;
+        }
+        assert!(Instant::now() < deadline, "no confirmation came");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    };
+    let confirmed = reqwest::get(&subscribe_url).await.unwrap();
+    assert_eq!(confirmed.status(), 200);
+}
+
 /// Publishes to `group` through `server` until told to stop, noting each acknowledged index.
-async fn publish(
+pub(crate) async fn publish(
     server: Arc<common::Server>,
     topic: String,
     group: usize,
@@ -116,26 +156,9 @@ fn across(loss: Loss) {
         .map(|node| Arc::new(process_server(node.addr)))
         .collect();
     let seen = Arc::new(Mutex::new(Seen::default()));
-    let endpoint = runtime.block_on(start_endpoint(seen.clone()));
+    let endpoint = runtime.block_on(start_endpoint("127.0.0.1", seen.clone()));
     let topic = runtime.block_on(common::fifo_topic(&publishers[0], "prices.fifo"));
-    runtime.block_on(async {
-        // Retries a second apart, enough that none runs out while a leader is replaced.
-        let policy = r#"{"healthyRetryPolicy":{"minDelayTarget":1,"maxDelayTarget":1,"numRetries":100,"numNoDelayRetries":0,"numMinDelayRetries":100,"numMaxDelayRetries":0,"backoffFunction":"linear"}}"#;
-        let subscribe = publishers[0].sns.subscribe().topic_arn(&topic).protocol("http");
-        let subscribe = subscribe.attributes("DeliveryPolicy", policy);
-        subscribe.endpoint(&endpoint).send().await.unwrap();
-        // Real time, bounded: the confirmation is a real request to the endpoint.
-        let deadline = Instant::now() + Duration::from_secs(20);
-        let subscribe_url = loop {
-            if let Some(url) = seen.lock().unwrap().subscribe_url.clone() {
-                break url;
-            }
-            assert!(Instant::now() < deadline, "no confirmation came");
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        };
-        let confirmed = reqwest::get(&subscribe_url).await.unwrap();
-        assert_eq!(confirmed.status(), 200);
-    });
+    runtime.block_on(subscribe(&publishers[0], &topic, &endpoint, &seen));
 
     let acknowledged = Arc::new(Mutex::new(Vec::new()));
     let stop = Arc::new(AtomicBool::new(false));
@@ -146,7 +169,7 @@ fn across(loss: Loss) {
             runtime.spawn(publish(server, topic, group, acknowledged, stop))
         })
         .collect();
-    let arrived = || -> usize { seen.lock().unwrap().arrivals.values().map(Vec::len).sum() };
+    let arrived = || -> usize { seen.lock().unwrap().arrived() };
     let until = |what: &str, done: &dyn Fn() -> bool| {
         let deadline = Instant::now() + Duration::from_secs(60);
         while !done() {
@@ -194,15 +217,25 @@ fn across(loss: Loss) {
         }
     });
 
-    // Every acknowledged publish arrives (retries included), then the order is checked.
-    let acknowledged = acknowledged.lock().unwrap().clone();
-    until("an acknowledged publish never arrived", &|| {
+    assert_in_order_and_all_arrived(&acknowledged.lock().unwrap(), &seen);
+    drop((leader, others));
+}
+
+/// Every acknowledged publish arrives (retries included; waited for, with a bound); per
+/// group, no sequence number goes back or names two messages.
+pub(crate) fn assert_in_order_and_all_arrived(acknowledged: &[(usize, usize)], seen: &Mutex<Seen>) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !acknowledged.iter().all(|(group, index)| {
         let seen = seen.lock().unwrap();
-        acknowledged.iter().all(|(group, index)| {
-            let arrivals = seen.arrivals.get(group);
-            arrivals.is_some_and(|a| a.iter().any(|(_, i)| i == index))
-        })
-    });
+        let arrivals = seen.arrivals.get(group);
+        arrivals.is_some_and(|a| a.iter().any(|(_, i)| i == index))
+    }) {
+        assert!(
+            Instant::now() < deadline,
+            "an acknowledged publish never arrived"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
     let seen = seen.lock().unwrap();
     for (group, arrivals) in &seen.arrivals {
         let mut numbered: HashMap<u128, usize> = HashMap::new();
@@ -221,9 +254,8 @@ fn across(loss: Loss) {
     eprintln!(
         "{} acknowledged publishes, {} notifications received",
         acknowledged.len(),
-        seen.arrivals.values().map(Vec::len).sum::<usize>()
+        seen.arrived()
     );
-    drop((leader, others));
 }
 
 #[test]

@@ -168,6 +168,13 @@ fn follow(
             }
             // The database did not answer: nothing was applied; look again.
             Err(RecoveryError::Io(error)) => warn(error.to_string()),
+            Err(RecoveryError::LeftBehind { .. }) => {
+                tracing::info!(
+                    "a snapshot dropped batches this standby had not applied yet: starting \
+                     over from it"
+                );
+                return Stopped::Spoiled;
+            }
             Err(error) => {
                 if follower.fell_behind(&mut db) {
                     tracing::info!(

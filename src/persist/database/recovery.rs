@@ -109,6 +109,12 @@ impl Follower {
                 )
                 .map_err(|failed| RecoveryError::Io(std::io::Error::other(failed.cause)))?;
             if page.is_empty() {
+                // No batch after the gap yet (the leader kept a snapshot, then wrote nothing
+                // more or died): only the snapshot tells that records were dropped unread.
+                if let Some(starts_at) = self.log_starts_past_next(db)? {
+                    let next = self.next_lsn();
+                    return Err(RecoveryError::LeftBehind { next, starts_at });
+                }
                 return Ok(self.report.replayed + self.report.skipped - before);
             }
             for batch in page {
@@ -120,23 +126,32 @@ impl Follower {
     /// Whether a batch found missing was dropped by a snapshot kept after this follower
     /// loaded its own: the log is whole, and only a fresh engine from that snapshot catches up.
     pub fn fell_behind(&self, db: &mut Blocking) -> bool {
-        let next = self.next_lsn() as i64;
-        let kept = db.run(
-            super::STARTUP_TIMEOUT,
-            move |client: &mut Client| -> Work<'_, _> {
-                Box::pin(async move {
-                    let row = client
-                        .query_opt(
-                            "SELECT s.first_lsn FROM log_home h \
-                             JOIN log_snapshots s ON s.id = h.snapshot",
-                            &[],
-                        )
-                        .await?;
-                    Ok(row.map(|row| row.get::<_, i64>(0)))
-                })
-            },
-        );
-        matches!(kept, Ok(Some(first_lsn)) if first_lsn > next)
+        matches!(self.log_starts_past_next(db), Ok(Some(_)))
+    }
+
+    /// Where the log starts (the snapshot it starts from) if that is past the next record this
+    /// follower would apply.
+    fn log_starts_past_next(&self, db: &mut Blocking) -> Result<Option<u64>, RecoveryError> {
+        let kept = db
+            .run(
+                super::STARTUP_TIMEOUT,
+                move |client: &mut Client| -> Work<'_, _> {
+                    Box::pin(async move {
+                        let row = client
+                            .query_opt(
+                                "SELECT s.first_lsn FROM log_home h \
+                                 JOIN log_snapshots s ON s.id = h.snapshot",
+                                &[],
+                            )
+                            .await?;
+                        Ok(row.map(|row| row.get::<_, i64>(0)))
+                    })
+                },
+            )
+            .map_err(|failed| RecoveryError::Io(std::io::Error::other(failed.cause)))?;
+        Ok(kept
+            .map(|first_lsn| first_lsn as u64)
+            .filter(|&first_lsn| first_lsn > self.next_lsn()))
     }
 
     fn apply<W: Default>(

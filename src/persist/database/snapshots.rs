@@ -173,6 +173,8 @@ impl DatabaseSnapshots {
                     if !leads {
                         return Ok(false);
                     }
+                    crate::test_hooks::pause_while("pause-snapshot-keep", "snapshot-keep-paused")
+                        .await;
                     // Last too, so the home row is locked only for the commit.
                     tx.execute("UPDATE log_home SET snapshot = $1", &[&id])
                         .await?;

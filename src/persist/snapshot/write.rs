@@ -115,6 +115,7 @@ pub fn write_to<W: Default, O: Write>(
     // kept before those records are durable, a snapshot lost with them would skip the next
     // leader's (or the next start's) records of the same numbers.
     let highest_cut = journal.next_lsn();
+    crate::test_hooks::reached("snapshot-cut");
     journal.wait_blocking(highest_cut).map_err(|_| {
         std::io::Error::other(
             "the log failed before the records the snapshot covers were written; it is not kept",
