@@ -103,10 +103,14 @@ pub enum ClockMode {
     Manual,
 }
 
+/// Where a manual clock's moves are kept, so a restart starts where it was.
+type Recorder = Box<dyn Fn(Timestamp) -> std::io::Result<()> + Send + Sync>;
+
 /// A clock moved by hand: by tests, and by `POST /_orderly/clock` with `--clock manual`.
 pub struct ManualClock {
     millis: AtomicU64,
     moved: Notify,
+    recorder: std::sync::OnceLock<Recorder>,
 }
 
 impl ManualClock {
@@ -114,6 +118,20 @@ impl ManualClock {
         ManualClock {
             millis: AtomicU64::new(start.0),
             moved: Notify::new(),
+            recorder: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// Keeps each move (`record`) with `recorder`, once set.
+    pub fn record_moves_with(&self, recorder: Recorder) {
+        let _ = self.recorder.set(recorder);
+    }
+
+    /// Keeps where the clock stands now, if its moves are kept (blocks on the disk).
+    pub fn record(&self) -> std::io::Result<()> {
+        match self.recorder.get() {
+            Some(recorder) => recorder(self.now()),
+            None => Ok(()),
         }
     }
 

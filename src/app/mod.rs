@@ -195,6 +195,18 @@ fn configure_engine(config: &Config, engine: &mut Engine<Notify>) {
     engine.set_webhook_max_pending(config.webhook_max_pending);
 }
 
+/// A manual clock on a data directory starts where it was last moved to (`CLOCK`), and keeps
+/// each move there.
+fn keep_manual_time_in(dir: &std::path::Path, clock: &ManualClock) -> std::io::Result<()> {
+    if let Some(at) = persist::clock_file::read(dir).map_err(std::io::Error::other)? {
+        // Behind the machine's time (a restart long after): the machine's time it is.
+        let _ = clock.set(at.min(crate::clock::LATEST));
+    }
+    let dir = dir.to_path_buf();
+    clock.record_moves_with(Box::new(move |at| persist::clock_file::write(&dir, at)));
+    Ok(())
+}
+
 /// How `GET /_orderly/cluster` reads a node on its own: its URL, and how far its log is
 /// written (when it keeps one).
 fn single_status(built: &Built, own_url: String) -> crate::service::cluster::ClusterStatus {
@@ -321,6 +333,9 @@ impl App {
             return Self::bind_with_clock(config, system).await;
         }
         let manual = Arc::new(ManualClock::new(system.now()));
+        if !config.ephemeral && config.storage.is_none() {
+            keep_manual_time_in(&config.data_dir, &manual)?;
+        }
         let mut app = Self::bind_with_clock(config, manual.clone()).await?;
         app.clock_control = Some(manual);
         Ok(app)

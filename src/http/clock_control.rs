@@ -40,7 +40,28 @@ pub(super) async fn move_clock(
         return refused();
     };
     let (status, body) = apply(clock, &body);
-    answer(status, body)
+    if status != StatusCode::OK {
+        return answer(status, body);
+    }
+    let recording = clock.clone();
+    let recorded = tokio::task::spawn_blocking(move || recording.record()).await;
+    match recorded {
+        Ok(Ok(())) => answer(status, body),
+        Ok(Err(error)) => unrecorded(clock, &error.to_string()),
+        Err(error) => unrecorded(clock, &error.to_string()),
+    }
+}
+
+/// The clock moved, but where to could not be kept: a restart may start it earlier.
+fn unrecorded(clock: &ManualClock, cause: &str) -> Response {
+    let message = format!(
+        "the clock moved, but its time could not be recorded in the data directory ({cause}): \
+         a restart may start it where it was last recorded"
+    );
+    tracing::warn!(%cause, "a manual clock's move was not recorded");
+    let mut body = now(clock);
+    body["message"] = Value::String(message);
+    answer(StatusCode::SERVICE_UNAVAILABLE, body)
 }
 
 /// What a `POST` body asks of the clock, done: the status and JSON to answer. Every time it

@@ -9,33 +9,15 @@
 use std::path::Path;
 
 use super::writer::FileJournal;
-use super::{storage, RecoveryError};
+use super::{number_file, RecoveryError};
 use crate::engine::Journal;
 
 const NAME: &str = "CLEAN";
 const MAGIC: [u8; 8] = *b"ORDLYCLN";
-const BYTES: usize = 8 + 8 + 4;
 
 /// The number the next record was to get when the log closed cleanly, if it did.
 pub fn read(dir: &Path) -> Result<Option<u64>, RecoveryError> {
-    let bytes = match std::fs::read(dir.join(NAME)) {
-        Ok(bytes) => bytes,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(e.into()),
-    };
-    let whole = bytes.len() == BYTES
-        && bytes[..8] == MAGIC
-        && crc32c::crc32c(&bytes[..16]).to_le_bytes() == bytes[16..];
-    if !whole {
-        return Err(RecoveryError::Corruption {
-            file: NAME.into(),
-            offset: 0,
-            reason: "not a clean-stop marker".into(),
-        });
-    }
-    Ok(Some(u64::from_le_bytes(
-        bytes[8..16].try_into().expect("8 bytes"),
-    )))
+    number_file::read(dir, NAME, MAGIC, "a clean-stop marker")
 }
 
 /// After `journal` closed: notes the clean stop if every record it took was synced.
@@ -51,11 +33,7 @@ pub fn note(dir: &Path, journal: &FileJournal) {
 
 /// Notes that the log closed with every record before `next_lsn` synced.
 pub fn write(dir: &Path, next_lsn: u64) -> std::io::Result<()> {
-    let mut bytes = MAGIC.to_vec();
-    bytes.extend_from_slice(&next_lsn.to_le_bytes());
-    let checksum = crc32c::crc32c(&bytes);
-    bytes.extend_from_slice(&checksum.to_le_bytes());
-    storage::write_whole(dir, NAME, &bytes)
+    number_file::write(dir, NAME, MAGIC, next_lsn)
 }
 
 /// Removes the marker (synced), before the log is written again.

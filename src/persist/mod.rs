@@ -21,11 +21,13 @@
 
 pub mod batch;
 pub mod clean_stop;
+pub mod clock_file;
 pub mod database;
 pub mod format;
 pub mod home;
 pub mod log;
 pub mod log_metrics;
+pub mod number_file;
 pub mod record;
 pub mod snapshot;
 pub mod storage;

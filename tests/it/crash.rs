@@ -56,9 +56,9 @@ fn start_on_real_time(dir: &std::path::Path) -> Process {
 }
 
 /// The server's time during round `round`'s load: `base` (ms since the epoch, ahead of the
-/// machine's clock) and a step more per round. A restarted server's manual clock starts at
-/// the machine's time, behind the last server's, so each restart first sets it back to where
-/// the last server's clock stood (the time never runs backwards for the stored state), and
+/// machine's clock) and a step more per round. A restarted server's manual clock starts where
+/// the last server's stood (the data directory's `CLOCK`); each restart sets it there all the
+/// same (a clock that had gone back would be moved forward; one gone further is refused), and
 /// the check then sets it one step on.
 fn round_time(base: u64, round: usize) -> u64 {
     base + round as u64 * CLOCK_STEP_MS

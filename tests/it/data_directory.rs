@@ -73,3 +73,43 @@ fn ephemeral_from_the_environment_takes_1_and_0() {
         "durable: the data directory holds its key"
     );
 }
+
+/// `POST /_orderly/clock` with a JSON body; answers the status and the clock's epoch millis.
+async fn move_clock(addr: std::net::SocketAddr, body: &str) -> (u16, u64) {
+    let answer = reqwest::Client::new()
+        .post(format!("http://{addr}/_orderly/clock"))
+        .body(body.to_string())
+        .send()
+        .await
+        .expect("the clock endpoint answers");
+    let status = answer.status().as_u16();
+    let text = answer.text().await.expect("a body");
+    let json: serde_json::Value = serde_json::from_str(&text).expect("JSON");
+    (status, json["epochMillis"].as_u64().expect("the time"))
+}
+
+/// A manual clock on a data directory starts where it was moved to after a SIGKILL and a
+/// restart, not at the machine's time; a damaged record of it refuses the start.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_manual_clock_starts_where_it_was_moved_after_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let args = ["--clock", "manual"];
+    let mut first = crate::binary::start(dir.path(), &args, "warn");
+    let (status, moved_to) = move_clock(first.addr, r#"{"advance": "3d"}"#).await;
+    assert_eq!(status, 200);
+    first.child.kill().expect("SIGKILL");
+    first.child.wait().expect("gone");
+
+    let restarted = crate::binary::start(dir.path(), &args, "warn");
+    let (_, now) = move_clock(restarted.addr, r#"{"advance": "0s"}"#).await;
+    assert!(
+        now >= moved_to,
+        "the clock went back {} ms across the restart",
+        moved_to - now
+    );
+    drop(restarted);
+
+    std::fs::write(dir.path().join("CLOCK"), b"not a time").unwrap();
+    let said = crate::binary::refused(dir.path(), &args);
+    assert!(said.contains("CLOCK"), "{said}");
+}
