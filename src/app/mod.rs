@@ -337,6 +337,17 @@ impl App {
             keep_manual_time_in(&config.data_dir, &manual)?;
         }
         let mut app = Self::bind_with_clock(config, manual.clone()).await?;
+        if let Some(storage) = &config.storage {
+            // Renewals write the leader's time each second; a move is written at once.
+            let storage = storage.clone();
+            let own_url = match &config.advertise_url {
+                Some(url) => url.clone(),
+                None => format!("{}://{}", app.scheme(), app.local_addr()?),
+            };
+            manual.record_moves_with(Box::new(move |at| {
+                crate::persist::database::lease::record_time(&storage, &own_url, at)
+            }));
+        }
         app.clock_control = Some(manual);
         Ok(app)
     }

@@ -55,8 +55,8 @@ pub(super) async fn move_clock(
 /// The clock moved, but where to could not be kept: a restart may start it earlier.
 fn unrecorded(clock: &ManualClock, cause: &str) -> Response {
     let message = format!(
-        "the clock moved, but its time could not be recorded in the data directory ({cause}): \
-         a restart may start it where it was last recorded"
+        "the clock moved, but its time could not be recorded ({cause}): a restart, or the next \
+         leader, may start it where it was last recorded"
     );
     tracing::warn!(%cause, "a manual clock's move was not recorded");
     let mut body = now(clock);

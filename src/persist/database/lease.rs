@@ -275,6 +275,34 @@ pub fn release(db: &mut Blocking, epoch: i64, now: Timestamp) {
     }
 }
 
+/// Records in the lease's row (in the database `storage` names) that this node's clock reached
+/// `at`, if the node at `url` still holds the lease: a manual clock moved on the leader is where the next leader starts, even
+/// if this one dies before its next renewal writes it.
+pub fn record_time(storage: &str, url: &str, at: Timestamp) -> std::io::Result<()> {
+    let config = super::connection::config(storage).map_err(std::io::Error::other)?;
+    let mut db = Blocking::new(config)?;
+    let (url, at) = (url.to_string(), at.0 as i64);
+    let recorded = db
+        .run(RENEW_TIMEOUT, move |client: &mut Client| -> Work<'_, _> {
+            Box::pin(async move {
+                client
+                    .execute(
+                        "UPDATE log_leader SET clock_ms = greatest(clock_ms, $2) \
+                         WHERE id = 1 AND url = $1 AND expires > now()",
+                        &[&url, &at],
+                    )
+                    .await
+            })
+        })
+        .map_err(|failed| std::io::Error::other(failed.to_string()))?;
+    if recorded == 0 {
+        return Err(std::io::Error::other(
+            "this node does not hold the lease in the database",
+        ));
+    }
+    Ok(())
+}
+
 /// Why the keeper stopped renewing.
 enum Ended {
     Ordered(Order),
