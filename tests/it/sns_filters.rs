@@ -200,3 +200,41 @@ async fn a_body_filter_matches_keys_that_mix_nesting_and_dots() {
     groups.sort();
     assert_eq!(groups, ["a", "b"]);
 }
+
+/// A String.Array attribute whose value is JSON but not an array is matched as that one
+/// value: the bare `100` as the number 100, as SNS does.
+#[tokio::test]
+async fn a_string_array_attribute_that_is_not_an_array_is_matched_as_its_one_value() {
+    let server = start().await;
+    let topic = fifo_topic(&server, "prices.fifo").await;
+    let queue = fifo_queue(&server, "priced.fifo", &[]).await;
+    let filter = [
+        ("RawMessageDelivery", "true"),
+        ("FilterPolicy", r#"{"price":[100,500]}"#),
+    ];
+    subscribe_with(&server, &topic, "priced.fifo", &filter)
+        .await
+        .unwrap();
+    for (n, price) in ["100", "[100, 7]", "7", "[7]"].into_iter().enumerate() {
+        let attribute = MessageAttributeValue::builder()
+            .data_type("String.Array")
+            .string_value(price)
+            .build()
+            .unwrap();
+        (server.sns.publish())
+            .topic_arn(&topic)
+            .message(format!("price {price}"))
+            .message_group_id("g")
+            .message_deduplication_id(format!("d{n}"))
+            .message_attributes("price", attribute)
+            .send()
+            .await
+            .unwrap();
+    }
+    let bodies: Vec<String> = drain(&server, &queue)
+        .await
+        .into_iter()
+        .map(|(b, _)| b)
+        .collect();
+    assert_eq!(bodies, ["price 100", "price [100, 7]"]);
+}

@@ -329,3 +329,70 @@ async fn an_earlier_receive_handle_still_changes_visibility_on_a_standard_queue(
     let again = receive(30).await.unwrap().messages.unwrap_or_default();
     assert_eq!(again.len(), 1, "the change applied");
 }
+
+/// Bodies receivable now (no wait), left in flight.
+async fn receivable(server: &crate::common::Server, url: &str) -> Vec<String> {
+    let got = (server.sqs.receive_message())
+        .queue_url(url)
+        .max_number_of_messages(10)
+        .send()
+        .await
+        .unwrap();
+    let mut bodies: Vec<String> = (got.messages.unwrap_or_default().into_iter())
+        .filter_map(|m| m.body)
+        .collect();
+    bodies.sort();
+    bodies
+}
+
+/// On a delay queue a message's own timer overrides the queue's, 0 included (single and batch);
+/// a message without one waits the queue's delay. A FIFO queue takes no timer of a message's
+/// own: 0 leaves the queue's delay.
+#[tokio::test]
+async fn a_message_timer_of_zero_overrides_a_standard_queues_delay() {
+    use aws_sdk_sqs::types::SendMessageBatchRequestEntry as Entry;
+    let server = start().await;
+    let url = create_queue(&server, "delayed", &[("DelaySeconds", "60")]).await;
+    let send = |body: &'static str, delay: Option<i32>| {
+        let sent = server.sqs.send_message().queue_url(&url).message_body(body);
+        sent.set_delay_seconds(delay).send()
+    };
+    send("own timer of 0", Some(0)).await.unwrap();
+    send("the queue's delay", None).await.unwrap();
+    let entries = [("batch-0", Some(0)), ("batch-none", None)].map(|(id, delay)| {
+        let entry = Entry::builder().id(id).message_body(id);
+        entry.set_delay_seconds(delay).build().unwrap()
+    });
+    let batch = server.sqs.send_message_batch().queue_url(&url);
+    let sent = batch
+        .set_entries(Some(entries.to_vec()))
+        .send()
+        .await
+        .unwrap();
+    assert!(sent.failed.is_empty(), "{:?}", sent.failed);
+    assert_eq!(
+        receivable(&server, &url).await,
+        ["batch-0", "own timer of 0"]
+    );
+
+    let fifo = crate::common::fifo_queue(
+        &server,
+        "delayed.fifo",
+        &[
+            ("DelaySeconds", "60"),
+            ("ContentBasedDeduplication", "true"),
+        ],
+    )
+    .await;
+    let sent = server
+        .sqs
+        .send_message()
+        .queue_url(&fifo)
+        .message_group_id("g");
+    sent.message_body("fifo")
+        .delay_seconds(0)
+        .send()
+        .await
+        .unwrap();
+    assert!(receivable(&server, &fifo).await.is_empty());
+}

@@ -87,7 +87,9 @@ pub fn prepare(
                 "Value {d} for parameter DelaySeconds is invalid. Reason: The request include parameter that is not valid for this queue type."
             )))
         }
-        Some(0) => config.delay_seconds,
+        // A FIFO queue takes no timer of a message's own: 0 leaves the queue's delay. On a
+        // standard queue a message's timer, 0 included, overrides the queue's.
+        Some(0) if config.fifo => config.delay_seconds,
         Some(d) => d as u32,
     };
     if req.trace_header.as_deref().is_some_and(str::is_empty) {

@@ -447,7 +447,11 @@ fn attribute_values(attributes: &MessageAttributes, key: &str) -> Option<Vec<Fou
             .unwrap_or(Found::Text(text.clone()))]),
         (_, "String.Array") => match serde_json::from_str::<Value>(text) {
             Ok(Value::Array(items)) => Some(items.iter().filter_map(leaf).collect()),
-            _ => Some(vec![Found::Text(text.clone())]),
+            // JSON but not an array: that one value (SNS matches the bare `100` as the number).
+            Ok(other) => Some(vec![
+                leaf(&other).unwrap_or_else(|| Found::Text(text.clone()))
+            ]),
+            Err(_) => Some(vec![Found::Text(text.clone())]),
         },
         ("String", _) => Some(vec![Found::Text(text.clone())]),
         _ => None,

@@ -211,6 +211,32 @@ fn attribute_scope_examples() {
             &[("tags", "String", r#"["x"]"#)],
             false,
         ),
+        // A String.Array value that is JSON but not an array is that one value: the bare `100`
+        // is the number 100 (as SNS matches it), `"red"` the string red.
+        (
+            31,
+            r#"{"price":[100,500]}"#,
+            &[("price", "String.Array", "100")],
+            true,
+        ),
+        (
+            32,
+            r#"{"price":[{"numeric":[">",50]}]}"#,
+            &[("price", "String.Array", "100")],
+            true,
+        ),
+        (
+            33,
+            r#"{"color":["red"]}"#,
+            &[("color", "String.Array", r#""red""#)],
+            true,
+        ),
+        (
+            34,
+            r#"{"color":["red"]}"#,
+            &[("color", "String.Array", "red")],
+            true,
+        ),
     ];
     for (n, policy, attrs, expected) in cases {
         assert_eq!(
