@@ -16,6 +16,7 @@ mod recorded;
 pub mod server;
 pub mod sigv4;
 pub mod standby;
+mod sts;
 pub mod tls;
 mod unsigned;
 
@@ -518,6 +519,10 @@ async fn json(
     };
     let target = headers.get("x-amz-target").and_then(|t| t.to_str().ok());
     let Some(action) = target.and_then(|t| t.strip_prefix("AmazonSQS.")) else {
+        let signing_service = credential_scope(headers).1;
+        if sts::elsewhere(target, signing_service) {
+            return sts::json(target, signing_service, (ctx, strict));
+        }
         return fail(ApiError::new(
             ErrorCode::InvalidAction,
             "The X-Amz-Target header does not name an SQS operation.",
@@ -593,6 +598,9 @@ async fn query(
         .filter(|(k, _)| k != "Action" && k != "Version" && !k.starts_with("X-Amz-"))
         .map(|(k, v)| (k.as_str(), v.as_str()))
         .collect();
+    if let Some(answered) = sts::query(signing_service, &params, &action, (ctx, strict)) {
+        return answered;
+    }
     let protocol = if is_sns(signing_service, &params, &action) {
         Protocol::SnsQuery
     } else {

@@ -22,9 +22,9 @@ def check(name, condition, detail=""):
     print(("ok   " if condition else "FAIL ") + name + ("" if condition else f"  ({detail})"))
 
 
-def client(key, secret):
+def client(key, secret, service="sqs"):
     return boto3.client(
-        "sqs",
+        service,
         endpoint_url=endpoint,
         region_name="us-east-1",
         aws_access_key_id=key,
@@ -78,6 +78,41 @@ if sqs.meta.service_model.protocol == "query":
     status, body = fetch(endpoint + "/?Action=ListQueues")
     check("an unsigned request is MissingAuthenticationToken",
           status == 403 and "MissingAuthenticationToken" in body, (status, body))
+
+# STS: tools ask who they are before anything else.
+def sts(key, secret):
+    return client(key, secret, "sts")
+
+
+me = sts("AKIDE2E", "secret").get_caller_identity()
+check(f"botocore {version}: GetCallerIdentity names the key file's account and user",
+      (me["Account"], me["Arn"], me["UserId"])
+      == ("000000000000", "arn:aws:iam::000000000000:user/e2e", "AIDAE2EUSER0000000001"), me)
+them = sts("AKIDOTHER", "other").get_caller_identity()
+check(f"botocore {version}: GetCallerIdentity of another account's key names that account",
+      them["Account"] == "111111111111", them)
+check(f"botocore {version}: GetCallerIdentity with a wrong secret is SignatureDoesNotMatch",
+      code_of(lambda: sts("AKIDE2E", "wrong").get_caller_identity()) == "SignatureDoesNotMatch")
+check(f"botocore {version}: AssumeRole is refused as not served (InvalidAction)",
+      code_of(lambda: sts("AKIDE2E", "secret").assume_role(
+          RoleArn="arn:aws:iam::111111111111:role/r", RoleSessionName="session")) == "InvalidAction")
+if sqs.meta.service_model.protocol != "query":
+    request = urllib.request.Request(endpoint + "/", data=b"Action=GetCallerIdentity&Version=2011-06-15")
+    try:
+        with urllib.request.urlopen(request) as response:
+            status, body = response.status, response.read().decode()
+    except urllib.error.HTTPError as error:
+        status, body = error.code, error.read().decode()
+    check("an unsigned GetCallerIdentity is MissingAuthenticationToken",
+          status == 403 and "MissingAuthenticationToken" in body, (status, body))
+cloudformation = client("AKIDE2E", "secret", "cloudformation")
+try:
+    cloudformation.list_stacks()
+    said = ("no error", "")
+except ClientError as error:
+    said = (error.response["Error"]["Code"], error.response["Error"]["Message"])
+check(f"botocore {version}: a service not served is named, not a signature error",
+      said[0] == "InvalidAction" and "this request is for CloudFormation" in said[1], said)
 
 sqs.delete_queue(QueueUrl=url)
 print(f"{results['passed']} passed, {results['failed']} failed")

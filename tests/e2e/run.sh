@@ -93,6 +93,12 @@ case "$url" in */queue/eu-west-1/000000000000/cli-west) ;; *) echo "FAIL cli reg
 if aws sqs list-queues --query 'QueueUrls' | grep -q cli-west; then echo "FAIL cli region listed in us-east-1"; exit 1; fi
 aws --region eu-west-1 sqs delete-queue --queue-url "$url"
 echo "ok   AWS CLI --region eu-west-1 acts in its own region"
+who=$(aws sts get-caller-identity --query '[Account,Arn]')
+[ "$who" = "$(printf '000000000000\tarn:aws:iam::000000000000:user/cli')" ] || { echo "FAIL cli sts get-caller-identity: $who"; exit 1; }
+echo "ok   AWS CLI sts get-caller-identity"
+if said=$(aws dynamodb list-tables 2>&1); then echo "FAIL cli dynamodb answered: $said"; exit 1; fi
+case "$said" in *"this request is for DynamoDB"*) ;; *) echo "FAIL cli dynamodb: $said"; exit 1 ;; esac
+echo "ok   AWS CLI: a service not served is named"
 for name in price_updates topic_fanout webhook_consumer; do
   example=$(dirname "$binary")/examples/$name
   [ -x "$example" ] || { echo "FAIL $example is missing (cargo build --examples)"; exit 1; }

@@ -40,6 +40,7 @@ mod sqs_fifo;
 mod sqs_query;
 mod sqs_queues;
 mod sqs_redrive;
+mod sts;
 mod tls;
 mod trace_header;
 mod webhook_failover;
