@@ -137,6 +137,17 @@ impl Auth {
     }
 }
 
+/// Checks the signature of a request signed with temporary credentials (`key`, `secret`).
+pub fn verify_temporary(
+    request: &Arrived<'_>,
+    now: i64,
+    key: &str,
+    secret: &str,
+) -> Result<(), ApiError> {
+    let verified = sigv4::verify(request, now, |asked| (asked == key).then_some(secret));
+    verified.map(|_| ()).map_err(to_api_error)
+}
+
 fn to_api_error(error: SignatureError) -> ApiError {
     match error {
         SignatureError::Missing => ApiError::new(

@@ -14,6 +14,7 @@ mod inspect;
 mod localstack;
 mod recorded;
 pub mod server;
+mod sessions;
 pub mod sigv4;
 pub mod standby;
 mod sts;
@@ -48,6 +49,8 @@ struct HttpState {
     auth: Option<Arc<Auth>>,
     /// `--clock manual`: the clock `/_orderly/clock` moves.
     clock_control: Option<Arc<crate::clock::ManualClock>>,
+    /// Temporary credentials STS handed out.
+    sessions: Arc<sessions::Sessions>,
 }
 
 /// `clock`: the scheme URLs are handed out with, and with `--clock manual` the clock
@@ -138,6 +141,7 @@ pub fn routes(
             scheme,
             auth,
             clock_control,
+            sessions: Default::default(),
         })
 }
 
@@ -446,15 +450,14 @@ async fn handle(State(state): State<HttpState>, request: Request) -> Response {
     } else {
         Protocol::Query
     };
-    query(
-        service,
-        &uri,
-        &body,
-        (signing_service, answer),
-        &ctx,
+    let (access_key, _) = credential_scope(&headers);
+    let asker = sts::Asker {
+        ctx: &ctx,
         strict,
-    )
-    .await
+        sessions: &state.sessions,
+        access_key,
+    };
+    query(service, &uri, &body, (signing_service, answer), asker).await
 }
 
 /// Whether the request is signed, and by whom (`identity`). With `--auth`, a signature that
@@ -470,7 +473,11 @@ fn signer(
     let authenticated =
         access_key.is_some() || uri.query().is_some_and(|q| q.contains("X-Amz-Signature="));
     let account = state.service.account_id();
+    let session = access_key.and_then(|key| state.sessions.get(key));
     let Some(auth) = &state.auth else {
+        if let Some(session) = session {
+            return Ok((authenticated, session.caller));
+        }
         let caller = match access_key {
             // With one namespace, a 12-digit key is a user of the one account too.
             Some(key) if state.service.single_namespace() => {
@@ -496,6 +503,14 @@ fn signer(
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |since| since.as_secs() as i64);
+    if let (Some(key), Some(session)) = (access_key, session) {
+        crate::http::auth::verify_temporary(&arrived, now, key, &session.secret)?;
+        let token = headers
+            .get("x-amz-security-token")
+            .and_then(|t| t.to_str().ok());
+        sessions::admit(&session, token, now)?;
+        return Ok((authenticated, session.caller));
+    }
     match auth.check(&arrived, now)? {
         Some(key) => Ok((authenticated, auth.caller(&key))),
         None => Ok((false, Caller::account(account))),
@@ -556,9 +571,9 @@ async fn query(
     uri: &axum::http::Uri,
     body: &[u8],
     (signing_service, answer): (Option<&str>, Protocol),
-    ctx: &RequestContext,
-    strict: bool,
+    asker: sts::Asker<'_>,
 ) -> Response {
+    let (ctx, strict) = (asker.ctx, asker.strict);
     let decoded = form::decode(uri.query().unwrap_or("").as_bytes()).and_then(|mut params| {
         params.extend(form::decode(body)?);
         Ok(params)
@@ -598,7 +613,7 @@ async fn query(
         .filter(|(k, _)| k != "Action" && k != "Version" && !k.starts_with("X-Amz-"))
         .map(|(k, v)| (k.as_str(), v.as_str()))
         .collect();
-    if let Some(answered) = sts::query(signing_service, &params, &action, (ctx, strict)) {
+    if let Some(answered) = sts::query(signing_service, &params, &action, &asker) {
         return answered;
     }
     let protocol = if is_sns(signing_service, &params, &action) {

@@ -6,6 +6,8 @@
 use axum::http::{header, HeaderMap, HeaderValue};
 use axum::response::{IntoResponse, Response};
 
+use super::identity::{derived_user_id, Caller};
+use super::sessions::{Issued, Sessions};
 use crate::protocol::{encode_error, xml, ApiError, ErrorCode, Protocol};
 use crate::service::RequestContext;
 
@@ -15,27 +17,211 @@ const STS_VERSION: &str = "2011-06-15";
 /// The prefix of STS's JSON targets (`X-Amz-Target`).
 const STS_TARGET: &str = "AWSSecurityTokenServiceV20110615.";
 
+/// Who asks, as far as STS cares.
+pub(super) struct Asker<'a> {
+    pub ctx: &'a RequestContext,
+    /// `--auth`: unsigned requests are refused, and temporary credentials issue no more.
+    pub strict: bool,
+    pub sessions: &'a Sessions,
+    /// The access key the request is signed with.
+    pub access_key: Option<&'a str>,
+}
+
 /// A Query request for STS or for a service Orderly does not serve, answered; `None` for SQS
-/// and SNS. `signing_service` is the credential scope's; `strict` (with `--auth`): an
-/// unsigned request is refused, as AWS refuses every one.
+/// and SNS. `signing_service` is the credential scope's.
 pub(super) fn query(
     signing_service: Option<&str>,
     params: &[(String, String)],
     action: &str,
-    (ctx, strict): (&RequestContext, bool),
+    asker: &Asker<'_>,
 ) -> Option<Response> {
+    let ctx = asker.ctx;
     let version = params.iter().find(|(k, _)| k == "Version");
     let sts = signing_service == Some("sts")
         || (signing_service.is_none() && version.is_some_and(|(_, v)| v == STS_VERSION));
     if sts {
-        return Some(match action {
-            _ if strict && !ctx.authenticated => refused(Protocol::Query, &unsigned(), ctx),
-            "GetCallerIdentity" => identity_xml(ctx),
-            other => refused(Protocol::Query, &sts_action_not_served(other), ctx),
-        });
+        let answered = match action {
+            _ if !ctx.authenticated && (asker.strict || action != "GetCallerIdentity") => {
+                Err(unsigned())
+            }
+            "GetCallerIdentity" => Ok(identity_xml(ctx)),
+            "AssumeRole" => assume_role(asker, params),
+            "GetSessionToken" => session_token(asker, params),
+            other => Err(sts_action_not_served(other)),
+        };
+        return Some(answered.unwrap_or_else(|error| refused(Protocol::Query, &error, ctx)));
     }
     let other = signing_service.filter(|s| !matches!(*s, "sqs" | "sns"))?;
     Some(refused(Protocol::Query, &not_served(other), ctx))
+}
+
+/// Seconds since the epoch on the machine's clock: credentials expire in real time, as the
+/// SDKs that refresh them count it.
+fn machine_now() -> i64 {
+    crate::clock::machine_millis() / 1000
+}
+
+/// The value of parameter `name`, if given.
+fn param<'a>(params: &'a [(String, String)], name: &str) -> Option<&'a str> {
+    params
+        .iter()
+        .find(|(k, _)| k == name)
+        .map(|(_, v)| v.as_str())
+}
+
+/// `DurationSeconds` within `range`, or `default` when absent.
+fn duration(
+    params: &[(String, String)],
+    range: std::ops::RangeInclusive<i64>,
+    default: i64,
+) -> Result<i64, ApiError> {
+    let Some(text) = param(params, "DurationSeconds") else {
+        return Ok(default);
+    };
+    match text.parse::<i64>() {
+        Ok(seconds) if range.contains(&seconds) => Ok(seconds),
+        _ => Err(ApiError::new(
+            ErrorCode::ValidationError,
+            format!(
+                "1 validation error detected: Value '{text}' at 'durationSeconds' failed to \
+                 satisfy constraint: Member must have value between {} and {}",
+                range.start(),
+                range.end()
+            ),
+        )),
+    }
+}
+
+/// With `--auth`, only the key file's keys are given temporary credentials.
+fn may_issue(asker: &Asker<'_>) -> Result<(), ApiError> {
+    let from_session = asker
+        .access_key
+        .is_some_and(|key| asker.sessions.get(key).is_some());
+    if asker.strict && from_session {
+        return Err(ApiError::new(
+            ErrorCode::AccessDenied,
+            "Temporary credentials cannot be used to get more: sign with a key of the key file.",
+        ));
+    }
+    Ok(())
+}
+
+fn assume_role(asker: &Asker<'_>, params: &[(String, String)]) -> Result<Response, ApiError> {
+    may_issue(asker)?;
+    let role_arn = param(params, "RoleArn").ok_or_else(|| missing("roleArn"))?;
+    let session_name =
+        param(params, "RoleSessionName").ok_or_else(|| missing("roleSessionName"))?;
+    let (account, role) = role_of(role_arn).ok_or_else(|| {
+        ApiError::new(
+            ErrorCode::ValidationError,
+            format!("{role_arn} is invalid: a role's ARN is arn:aws:iam::<account>:role/<name>"),
+        )
+    })?;
+    let fits = (2..=64).contains(&session_name.len())
+        && session_name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"_+=,.@-".contains(&b));
+    if !fits {
+        return Err(ApiError::new(
+            ErrorCode::ValidationError,
+            format!(
+                "1 validation error detected: Value '{session_name}' at 'roleSessionName' \
+                 failed to satisfy constraint: Member must have length between 2 and 64 and \
+                 satisfy regular expression pattern: [\\w+=,.@-]*"
+            ),
+        ));
+    }
+    let seconds = duration(params, 900..=43_200, 3_600)?;
+    let role_id = derived_user_id(role_arn).replacen("AIDA", "AROA", 1);
+    let caller = Caller {
+        account: account.into(),
+        user_id: format!("{role_id}:{session_name}").into(),
+        principal: format!("arn:aws:sts::{account}:assumed-role/{role}/{session_name}").into(),
+    };
+    let now = machine_now();
+    let issued = asker.sessions.issue(caller.clone(), (now, now + seconds))?;
+    let mut body = String::with_capacity(1024);
+    body.push_str(
+        "<AssumeRoleResponse xmlns=\"https://sts.amazonaws.com/doc/2011-06-15/\">\
+         <AssumeRoleResult><AssumedRoleUser><AssumedRoleId>",
+    );
+    xml::escape(&caller.user_id, &mut body);
+    body.push_str("</AssumedRoleId><Arn>");
+    xml::escape(&caller.principal, &mut body);
+    body.push_str("</Arn></AssumedRoleUser>");
+    credentials_xml(&issued, &mut body);
+    body.push_str("</AssumeRoleResult>");
+    Ok(answer_xml("AssumeRoleResponse", body, asker.ctx))
+}
+
+fn session_token(asker: &Asker<'_>, params: &[(String, String)]) -> Result<Response, ApiError> {
+    may_issue(asker)?;
+    let seconds = duration(params, 900..=129_600, 43_200)?;
+    let ctx = asker.ctx;
+    let caller = Caller {
+        account: ctx.namespace.account.clone(),
+        user_id: ctx.sender_id.clone(),
+        principal: ctx.principal.clone(),
+    };
+    let now = machine_now();
+    let issued = asker.sessions.issue(caller, (now, now + seconds))?;
+    let mut body = String::with_capacity(1024);
+    body.push_str(
+        "<GetSessionTokenResponse xmlns=\"https://sts.amazonaws.com/doc/2011-06-15/\">\
+         <GetSessionTokenResult>",
+    );
+    credentials_xml(&issued, &mut body);
+    body.push_str("</GetSessionTokenResult>");
+    Ok(answer_xml("GetSessionTokenResponse", body, ctx))
+}
+
+fn credentials_xml(issued: &Issued, body: &mut String) {
+    body.push_str("<Credentials><AccessKeyId>");
+    body.push_str(&issued.access_key);
+    body.push_str("</AccessKeyId><SecretAccessKey>");
+    body.push_str(&issued.session.secret);
+    body.push_str("</SecretAccessKey><SessionToken>");
+    body.push_str(&issued.session.token);
+    body.push_str("</SessionToken><Expiration>");
+    let expires = crate::engine::Timestamp(issued.session.expires.max(0) as u64 * 1000);
+    body.push_str(&crate::service::inspect::rfc3339(expires));
+    body.push_str("</Expiration></Credentials>");
+}
+
+/// Ends a result with its metadata and closes the response element `response`.
+fn answer_xml(response: &str, mut body: String, ctx: &RequestContext) -> Response {
+    body.push_str("<ResponseMetadata><RequestId>");
+    xml::escape(&ctx.request_id, &mut body);
+    body.push_str("</RequestId></ResponseMetadata></");
+    body.push_str(response);
+    body.push('>');
+    answer("text/xml", body, ctx)
+}
+
+/// The account and role name of `arn:aws:iam::<account>:role/<path/>name`.
+fn role_of(arn: &str) -> Option<(&str, &str)> {
+    let rest = arn.strip_prefix("arn:aws:iam::")?;
+    let (account, resource) = rest.split_once(':')?;
+    let path = resource.strip_prefix("role/")?;
+    let name = path.rsplit('/').next()?;
+    let valid = account.len() == 12
+        && account.bytes().all(|b| b.is_ascii_digit())
+        && !name.is_empty()
+        && name.len() <= 64
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"_+=,.@-".contains(&b));
+    valid.then_some((account, name))
+}
+
+fn missing(member: &str) -> ApiError {
+    ApiError::new(
+        ErrorCode::ValidationError,
+        format!(
+            "1 validation error detected: Value null at '{member}' failed to satisfy \
+             constraint: Member must not be null"
+        ),
+    )
 }
 
 /// Whether an AWS JSON request that names no SQS operation is for STS or another service
@@ -73,10 +259,8 @@ fn identity_xml(ctx: &RequestContext) -> Response {
     xml::escape(&ctx.sender_id, &mut body);
     body.push_str("</UserId><Account>");
     xml::escape(&ctx.namespace.account, &mut body);
-    body.push_str("</Account></GetCallerIdentityResult><ResponseMetadata><RequestId>");
-    xml::escape(&ctx.request_id, &mut body);
-    body.push_str("</RequestId></ResponseMetadata></GetCallerIdentityResponse>");
-    answer("text/xml", body, ctx)
+    body.push_str("</Account></GetCallerIdentityResult>");
+    answer_xml("GetCallerIdentityResponse", body, ctx)
 }
 
 fn identity_json(ctx: &RequestContext) -> Response {
@@ -115,7 +299,10 @@ fn unsigned() -> ApiError {
 fn sts_action_not_served(action: &str) -> ApiError {
     ApiError::new(
         ErrorCode::InvalidAction,
-        format!("Orderly serves STS's GetCallerIdentity only; {action} is not served."),
+        format!(
+            "Orderly serves STS's GetCallerIdentity, AssumeRole and GetSessionToken (over the \
+             Query protocol); {action} is not served."
+        ),
     )
 }
 

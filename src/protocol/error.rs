@@ -45,6 +45,8 @@ pub enum ErrorCode {
     InvalidClientTokenId,
     SignatureDoesNotMatch,
     RequestExpired,
+    /// Temporary credentials past their expiry (STS).
+    ExpiredToken,
     // SNS
     InvalidParameter,
     ParameterValueInvalid,
@@ -211,6 +213,11 @@ impl ErrorCode {
                 "com.amazon.coral.service#SignatureDoesNotMatchException",
                 "SignatureDoesNotMatch",
                 403,
+            ),
+            ExpiredToken => (
+                "com.amazon.coral.service#ExpiredTokenException",
+                "ExpiredToken",
+                400,
             ),
             RequestExpired => (
                 "com.amazon.coral.service#RequestExpiredException",

@@ -93,9 +93,37 @@ check(f"botocore {version}: GetCallerIdentity of another account's key names tha
       them["Account"] == "111111111111", them)
 check(f"botocore {version}: GetCallerIdentity with a wrong secret is SignatureDoesNotMatch",
       code_of(lambda: sts("AKIDE2E", "wrong").get_caller_identity()) == "SignatureDoesNotMatch")
-check(f"botocore {version}: AssumeRole is refused as not served (InvalidAction)",
-      code_of(lambda: sts("AKIDE2E", "secret").assume_role(
-          RoleArn="arn:aws:iam::111111111111:role/r", RoleSessionName="session")) == "InvalidAction")
+assumed = sts("AKIDE2E", "secret").assume_role(
+    RoleArn="arn:aws:iam::111111111111:role/deployer", RoleSessionName="session")["Credentials"]
+
+
+def with_credentials(credentials, service, token=None):
+    return boto3.client(
+        service, endpoint_url=endpoint, region_name="us-east-1",
+        aws_access_key_id=credentials["AccessKeyId"],
+        aws_secret_access_key=credentials["SecretAccessKey"],
+        aws_session_token=token or credentials["SessionToken"],
+        config=Config(retries={"max_attempts": 1}))
+
+
+role = with_credentials(assumed, "sts").get_caller_identity()
+check(f"botocore {version}: an assumed role's credentials act as the role in its account",
+      (role["Account"], role["Arn"])
+      == ("111111111111", "arn:aws:sts::111111111111:assumed-role/deployer/session"), role)
+role_sqs = with_credentials(assumed, "sqs")
+role_url = role_sqs.create_queue(QueueName="assumed-e2e")["QueueUrl"]
+check(f"botocore {version}: a queue made with an assumed role is in the role's account",
+      "/111111111111/assumed-e2e" in role_url, role_url)
+role_sqs.delete_queue(QueueUrl=role_url)
+check(f"botocore {version}: a wrong session token is InvalidClientTokenId",
+      code_of(lambda: with_credentials(assumed, "sqs", "forged").list_queues())
+      == "InvalidClientTokenId")
+check(f"botocore {version}: temporary credentials get no more under --auth (AccessDenied)",
+      code_of(lambda: with_credentials(assumed, "sts").get_session_token()) == "AccessDenied")
+session = sts("AKIDE2E", "secret").get_session_token(DurationSeconds=900)["Credentials"]
+check(f"botocore {version}: GetSessionToken's credentials act as the caller",
+      with_credentials(session, "sts").get_caller_identity()["Arn"]
+      == "arn:aws:iam::000000000000:user/e2e")
 if sqs.meta.service_model.protocol != "query":
     request = urllib.request.Request(endpoint + "/", data=b"Action=GetCallerIdentity&Version=2011-06-15")
     try:

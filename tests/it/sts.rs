@@ -96,14 +96,107 @@ async fn other_services_and_sts_actions_not_served_are_named_not_refused_as_sign
     assert_eq!(status, 400, "{body}");
     assert!(body.contains("this request is for DynamoDB"), "{body}");
 
-    let assume = "Action=AssumeRole&Version=2011-06-15&RoleSessionName=s\
-                  &RoleArn=arn%3Aaws%3Aiam%3A%3A111122223333%3Arole%2Fr";
-    let (status, body) = ask(&server, "sts", "AKIDORDERLY", (None, assume)).await;
+    let federation = "Action=GetFederationToken&Version=2011-06-15&Name=n";
+    let (status, body) = ask(&server, "sts", "AKIDORDERLY", (None, federation)).await;
     assert_eq!(status, 400, "{body}");
     assert_eq!(xml_text(&body, "Code"), Some("InvalidAction"));
-    assert!(body.contains("GetCallerIdentity only"), "{body}");
+    assert!(body.contains("GetFederationToken is not served"), "{body}");
 
     // SQS and SNS are still themselves.
     let (status, body) = ask(&server, "sqs", "AKIDORDERLY", (None, "Action=ListQueues")).await;
     assert_eq!(status, 200, "{body}");
+}
+
+/// AssumeRole hands out credentials that act in the role's account; GetSessionToken's act as
+/// the caller. Parameters are checked as STS checks them.
+#[tokio::test]
+async fn assumed_role_credentials_act_in_the_roles_account() {
+    let server = start().await;
+    let assume = "Action=AssumeRole&Version=2011-06-15&RoleSessionName=tester\
+                  &RoleArn=arn%3Aaws%3Aiam%3A%3A111122223333%3Arole%2Fci%2Fdeployer";
+    let (status, body) = ask(&server, "sts", "AKIDORDERLY", (None, assume)).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(
+        xml_text(&body, "Arn"),
+        Some("arn:aws:sts::111122223333:assumed-role/deployer/tester")
+    );
+    let key = xml_text(&body, "AccessKeyId").expect("a key").to_string();
+    assert!(key.starts_with("ASIA") && key.len() == 20, "{key}");
+    for part in ["SecretAccessKey", "SessionToken", "Expiration"] {
+        assert!(
+            xml_text(&body, part).is_some_and(|v| !v.is_empty()),
+            "{part}: {body}"
+        );
+    }
+
+    // Signed with it: the role's account and identity.
+    let (_, who) = ask(&server, "sts", &key, (None, GET_CALLER_IDENTITY)).await;
+    assert_eq!(xml_text(&who, "Account"), Some("111122223333"));
+    assert!(xml_text(&who, "UserId")
+        .is_some_and(|id| id.starts_with("AROA") && id.ends_with(":tester")));
+    let create = "Action=CreateQueue&QueueName=assumed&Version=2012-11-05";
+    let (status, created) = ask(&server, "sqs", &key, (None, create)).await;
+    assert_eq!(status, 200, "{created}");
+    assert!(created.contains("/111122223333/assumed"), "{created}");
+
+    let (status, body) = ask(
+        &server,
+        "sts",
+        "AKIDORDERLY",
+        (
+            None,
+            "Action=GetSessionToken&Version=2011-06-15&DurationSeconds=900",
+        ),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    let key = xml_text(&body, "AccessKeyId").expect("a key").to_string();
+    let (_, who) = ask(&server, "sts", &key, (None, GET_CALLER_IDENTITY)).await;
+    assert_eq!(
+        xml_text(&who, "Arn"),
+        Some("arn:aws:iam::000000000000:user/AKIDORDERLY")
+    );
+
+    for (wrong, said) in [
+        (
+            "Action=AssumeRole&Version=2011-06-15&RoleSessionName=tester&RoleArn=role",
+            "is invalid",
+        ),
+        (
+            "Action=AssumeRole&Version=2011-06-15&RoleSessionName=t\
+             &RoleArn=arn%3Aaws%3Aiam%3A%3A111122223333%3Arole%2Fr",
+            "roleSessionName",
+        ),
+        (
+            "Action=AssumeRole&Version=2011-06-15&RoleSessionName=tester",
+            "roleArn",
+        ),
+        (
+            "Action=GetSessionToken&Version=2011-06-15&DurationSeconds=60",
+            "durationSeconds",
+        ),
+    ] {
+        let (status, body) = ask(&server, "sts", "AKIDORDERLY", (None, wrong)).await;
+        assert_eq!(status, 400, "{wrong}: {body}");
+        assert_eq!(
+            xml_text(&body, "Code"),
+            Some("ValidationError"),
+            "{wrong}: {body}"
+        );
+        assert!(body.contains(said), "{wrong}: {body}");
+    }
+    // Unsigned: refused, as AWS refuses every unsigned request for credentials.
+    let answer = reqwest::Client::new()
+        .post(server.url())
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body("Action=GetSessionToken&Version=2011-06-15")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(answer.status().as_u16(), 403);
+    assert!(answer
+        .text()
+        .await
+        .unwrap()
+        .contains("MissingAuthenticationToken"));
 }
