@@ -32,6 +32,9 @@ pub struct Use<'a> {
     pub action: &'a str,
     /// The resource's ARN.
     pub resource: &'a str,
+    /// A service acting for a resource of `account` (`sns.amazonaws.com` delivering a topic's
+    /// copy), with that resource's ARN (`aws:SourceArn`); `None` for a direct call.
+    pub service: Option<(&'a str, &'a str)>,
 }
 
 /// Whether `policy` (a policy document) allows `asked`.
@@ -92,7 +95,14 @@ fn applies(statement: &Value, asked: &Use<'_>) -> bool {
 fn principal_matches(principal: Option<&Value>, asked: &Use<'_>) -> bool {
     let names = match principal {
         Some(Value::String(any)) => return any == "*",
-        Some(Value::Object(kinds)) => texts(kinds.get("AWS")),
+        Some(Value::Object(kinds)) => {
+            if let Some((service, _)) = asked.service {
+                // A service is no account's user: it matches its own name, or anyone.
+                let named = texts(kinds.get("Service")).contains(&service);
+                return named || texts(kinds.get("AWS")).contains(&"*");
+            }
+            texts(kinds.get("AWS"))
+        }
         _ => return false,
     };
     let root = format!("arn:aws:iam::{}:root", asked.account);
@@ -116,6 +126,10 @@ fn conditions_hold(conditions: Option<&Value>, asked: &Use<'_>) -> bool {
             let actual = match key.to_ascii_lowercase().as_str() {
                 "aws:sourceowner" | "aws:sourceaccount" | "aws:principalaccount" => asked.account,
                 "aws:principalarn" => asked.principal,
+                "aws:sourcearn" => match asked.service {
+                    Some((_, source)) => source,
+                    None => return false,
+                },
                 _ => return false,
             };
             let wanted = texts(Some(wanted));
@@ -223,7 +237,54 @@ fn access_denied(url: &str) -> ApiError {
     )
 }
 
+/// What SNS needs to deliver a topic's copies into a queue on AWS: the queue's policy must allow
+/// `sns.amazonaws.com` to `sqs:SendMessage` from that topic (a queue with no policy refuses it,
+/// even in the topic's own account). Source: SNS Developer Guide, "Sending Amazon SNS messages
+/// to an Amazon SQS queue", step 2.
+pub const SNS_SERVICE: &str = "sns.amazonaws.com";
+
+/// Why AWS would not deliver `topic_arn`'s copies into a queue whose policy is `policy`, or
+/// `None` if it would.
+pub fn sns_would_refuse(policy: Option<&str>, queue_arn: &str, topic_arn: &str) -> Option<String> {
+    let Some(policy) = policy else {
+        return Some(format!(
+            "AWS would not deliver this: the queue has no policy, so it does not allow \
+             {SNS_SERVICE} to send from {topic_arn}"
+        ));
+    };
+    let owner = topic_arn.split(':').nth(4).unwrap_or("");
+    let asked = Use {
+        account: owner,
+        principal: SNS_SERVICE,
+        action: "sqs:SendMessage",
+        resource: queue_arn,
+        service: Some((SNS_SERVICE, topic_arn)),
+    };
+    (!allows(policy, &asked)).then(|| {
+        format!(
+            "AWS would not deliver this: the queue's policy does not allow {SNS_SERVICE} to \
+             send from {topic_arn}"
+        )
+    })
+}
+
 impl Service {
+    /// Why AWS would not deliver `topic_arn`'s copies into the queue `queue_arn`, as its policy
+    /// stands now; `None` if it would (or the queue is gone: no copy goes there either way).
+    pub(super) async fn sns_would_refuse(
+        &self,
+        topic_arn: &str,
+        queue_arn: &str,
+    ) -> Option<String> {
+        let key = self.namespaces().key_in_arn("sqs", queue_arn)?;
+        let view = self
+            .backend
+            .describe_queue(key, self.clock.now())
+            .await
+            .ok()?;
+        sns_would_refuse(view.config.policy.as_deref(), &view.arn, topic_arn)
+    }
+
     /// The key of the queue a queue URL names (`url_place`: its region and account, else the
     /// caller's). A queue of another account must allow `action` to the caller in its policy.
     pub(super) async fn queue_key<'a>(
@@ -281,6 +342,7 @@ impl Service {
             principal: &ctx.principal,
             action: &format!("sqs:{}", action.policy_action().name()),
             resource: &view.arn,
+            service: None,
         };
         match view.config.policy.as_deref() {
             Some(policy) if allows(policy, &asked) => Ok(()),
@@ -363,6 +425,7 @@ impl Service {
             principal: &ctx.principal,
             action: &format!("SNS:{action}"),
             resource: &topic_arn,
+            service: None,
         };
         match policy {
             Some(policy) if allows(policy, &asked) => Ok(()),
@@ -387,6 +450,7 @@ mod tests {
             principal,
             action,
             resource: TOPIC,
+            service: None,
         }
     }
 
@@ -416,6 +480,40 @@ mod tests {
             "Condition":{"IpAddress":{"aws:SourceIp":"10.0.0.0/8"}}}]}"#;
         assert!(!allows(unknown, &asked("222222222222", "SNS:Publish")));
         assert!(!allows("not json", &asked("222222222222", "SNS:Publish")));
+    }
+
+    #[test]
+    fn sns_delivers_into_a_queue_only_as_its_policy_allows_the_topic() {
+        const QUEUE: &str = "arn:aws:sqs:us-east-1:111111111111:prices";
+        let policy = |principal: &str, source: &str| {
+            format!(
+                r#"{{"Statement":[{{"Effect":"Allow","Principal":{principal},"Action":"sqs:SendMessage","Resource":"{QUEUE}","Condition":{{"ArnEquals":{{"aws:SourceArn":"{source}"}}}}}}]}}"#
+            )
+        };
+        let service = r#"{"Service":"sns.amazonaws.com"}"#;
+        assert!(sns_would_refuse(None, QUEUE, TOPIC).is_some(), "no policy");
+        let cases = [
+            (policy(service, TOPIC), true),
+            (policy(r#""*""#, TOPIC), true),
+            (policy(r#"{"AWS":"*"}"#, TOPIC), true),
+            (
+                policy(service, "arn:aws:sns:us-east-1:111111111111:other"),
+                false,
+            ),
+            (
+                policy(service, "arn:aws:sns:us-east-1:111111111111:*"),
+                false,
+            ),
+            (policy(r#"{"AWS":"111111111111"}"#, TOPIC), false),
+        ];
+        for (policy, delivers) in cases {
+            let refused = sns_would_refuse(Some(&policy), QUEUE, TOPIC);
+            assert_eq!(refused.is_none(), delivers, "{policy}");
+        }
+        // ArnLike takes the topic's wildcards.
+        let like =
+            policy(service, "arn:aws:sns:us-east-1:111111111111:*").replace("ArnEquals", "ArnLike");
+        assert!(sns_would_refuse(Some(&like), QUEUE, TOPIC).is_none());
     }
 
     #[test]

@@ -91,43 +91,46 @@ impl Service {
 
     /// Every subscription with its settings and what became of its last messages.
     pub async fn subscription_activity(&self) -> Result<Value, ApiError> {
-        let subscriptions: Vec<Value> = self
-            .backend
-            .subscription_activity()
-            .await?
-            .iter()
-            .map(|activity| {
-                let s = &activity.subscription;
-                let recent: Vec<Value> = activity
-                    .recent
-                    .iter()
-                    .map(|note| {
-                        json!({
-                            "messageId": &*note.message_id,
-                            "at": rfc3339(note.at),
-                            "fate": note.fate.name(),
-                        })
+        let mut subscriptions = Vec::new();
+        for activity in self.backend.subscription_activity().await?.iter() {
+            let s = &activity.subscription;
+            let recent: Vec<Value> = activity
+                .recent
+                .iter()
+                .map(|note| {
+                    json!({
+                        "messageId": &*note.message_id,
+                        "at": rfc3339(note.at),
+                        "fate": note.fate.name(),
                     })
-                    .collect();
-                json!({
-                    "topicArn": &*activity.topic_arn,
-                    "subscriptionArn": &*s.arn,
-                    "protocol": s.protocol.name(),
-                    "endpoint": s.endpoint,
-                    "rawMessageDelivery": s.raw_delivery,
-                    "filterPolicy": s.attributes.get("FilterPolicy"),
-                    "filterPolicyScope": match s.filter_scope {
-                        crate::engine::topic::Scope::MessageBody => "MessageBody",
-                        crate::engine::topic::Scope::MessageAttributes => "MessageAttributes",
-                    },
-                    "pendingConfirmation": s.pending,
-                    "lastDeliveries": recent,
-                    "lastError": activity.last_error.as_ref().map(|(at, error)| {
-                        json!({ "at": rfc3339(*at), "error": &**error })
-                    }),
                 })
-            })
-            .collect();
+                .collect();
+            let aws_would_refuse = match s.protocol.name() {
+                "sqs" => {
+                    self.sns_would_refuse(&activity.topic_arn, &s.endpoint)
+                        .await
+                }
+                _ => None,
+            };
+            subscriptions.push(json!({
+                "topicArn": &*activity.topic_arn,
+                "subscriptionArn": &*s.arn,
+                "protocol": s.protocol.name(),
+                "endpoint": s.endpoint,
+                "rawMessageDelivery": s.raw_delivery,
+                "filterPolicy": s.attributes.get("FilterPolicy"),
+                "filterPolicyScope": match s.filter_scope {
+                    crate::engine::topic::Scope::MessageBody => "MessageBody",
+                    crate::engine::topic::Scope::MessageAttributes => "MessageAttributes",
+                },
+                "pendingConfirmation": s.pending,
+                "awsWouldRefuse": aws_would_refuse,
+                "lastDeliveries": recent,
+                "lastError": activity.last_error.as_ref().map(|(at, error)| {
+                    json!({ "at": rfc3339(*at), "error": &**error })
+                }),
+            }));
+        }
         Ok(json!({ "subscriptions": subscriptions }))
     }
 

@@ -315,6 +315,13 @@ impl Service {
                 principal: &ctx.principal,
             })
             .await?;
+        if protocol == "sqs" {
+            let queue = input.endpoint.as_deref().unwrap_or_default();
+            if let Some(refusal) = self.sns_would_refuse(&topic_arn, queue).await {
+                // Said once, when subscribed: delivered here all the same, never on AWS.
+                tracing::warn!(subscription = %subscribed.arn, "{refusal}");
+            }
+        }
         let return_arn = input
             .return_subscription_arn
             .is_some_and(|v| v.eq_ignore_ascii_case("true"));

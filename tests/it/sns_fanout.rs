@@ -592,3 +592,55 @@ async fn a_publish_batch_reaches_every_queue_in_topic_order_per_group() {
     assert_eq!(got.len(), 1, "{got:?}");
     assert!(got[0].0.contains("first"), "{got:?}");
 }
+
+/// A queue subscribed to a topic gets its copies on Orderly whatever its policy says, but the
+/// subscription says when AWS would not deliver them: no policy, or one for another topic.
+#[tokio::test]
+async fn a_subscription_says_when_the_queues_policy_would_refuse_sns_on_aws() {
+    let server = start().await;
+    let topic = crate::common::fifo_topic(&server, "guarded.fifo").await;
+    let url = crate::common::fifo_queue(&server, "guarded.fifo", &[]).await;
+    crate::common::subscribe(&server, &topic, "guarded.fifo", true).await;
+    let refusal = || async {
+        let listed = crate::common::get_json(&server, "/_orderly/subscriptions").await;
+        listed["subscriptions"][0]["awsWouldRefuse"].clone()
+    };
+    let said = refusal().await;
+    assert!(
+        said.as_str()
+            .is_some_and(|s| s.contains("the queue has no policy")),
+        "{said}"
+    );
+    let queue_arn = "arn:aws:sqs:us-east-1:000000000000:guarded.fifo";
+    let set_policy = |source: String| {
+        let policy = format!(
+            r#"{{"Statement":[{{"Effect":"Allow","Principal":{{"Service":"sns.amazonaws.com"}},"Action":"sqs:SendMessage","Resource":"{queue_arn}","Condition":{{"ArnEquals":{{"aws:SourceArn":"{source}"}}}}}}]}}"#
+        );
+        (server.sqs.set_queue_attributes())
+            .queue_url(&url)
+            .attributes(aws_sdk_sqs::types::QueueAttributeName::Policy, policy)
+            .send()
+    };
+    set_policy(topic.clone()).await.unwrap();
+    assert_eq!(refusal().await, serde_json::Value::Null);
+    set_policy(topic.replace("guarded", "another"))
+        .await
+        .unwrap();
+    let said = refusal().await;
+    assert!(
+        said.as_str()
+            .is_some_and(|s| s.contains("does not allow sns.amazonaws.com")),
+        "{said}"
+    );
+    // Delivered all the same: only AWS would refuse it.
+    (server.sns.publish())
+        .topic_arn(&topic)
+        .message("copied")
+        .message_group_id("g")
+        .message_deduplication_id("d")
+        .send()
+        .await
+        .unwrap();
+    let bodies = crate::common::drain(&server, &url).await;
+    assert_eq!(bodies.len(), 1);
+}

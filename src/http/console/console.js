@@ -146,7 +146,10 @@ async function renderSubscriptions() {
       tr.append(
         cell(s.topicArn.split(":").pop()),
         cell(s.pendingConfirmation ? `${s.protocol} (pending)` : s.protocol),
-        cell(s.endpoint.split(":").pop()),
+        cell(
+          s.awsWouldRefuse ? `${s.endpoint.split(":").pop()} — ${s.awsWouldRefuse}` : s.endpoint.split(":").pop(),
+          s.awsWouldRefuse ? "warning" : undefined,
+        ),
         cell(filter, "body"),
         cell(webhook),
         cell(recent, "deliveries"),

@@ -81,6 +81,8 @@ check("the in-flight message is peeked", (await text(peeked)).includes("inFlight
 
 const subscriptions = page.locator("#subscriptions tbody tr");
 check("the three subscriptions are listed", (await subscriptions.count()) === 3, await subscriptions.count());
+const warned = page.locator("#subscriptions tbody td.warning", { hasText: "AWS would not deliver this" });
+check("a queue whose policy would refuse SNS on AWS is flagged", (await warned.count()) >= 1, await warned.count());
 
 await page.fill("#send-body", "GOOG 175.20 from the console");
 await page.fill("#send-group", "GOOG");
