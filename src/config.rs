@@ -50,6 +50,11 @@ pub struct Config {
     /// per message group (AWS refuses them, and so does Orderly by default).
     #[arg(long, env = "ORDERLY_FIFO_HTTP_SUBSCRIPTIONS", value_parser = BoolishValueParser::new())]
     pub fifo_http_subscriptions: bool,
+    /// A topic's copy goes into a queue (or a subscription's dead-letter queue) only if the
+    /// queue's policy lets sns.amazonaws.com send from that topic, as on AWS; without it such
+    /// copies are delivered and the subscription says AWS would refuse them.
+    #[arg(long, env = "ORDERLY_ENFORCE_QUEUE_POLICIES", value_parser = BoolishValueParser::new())]
+    pub enforce_queue_policies: bool,
     /// Webhook destinations allowed, comma-separated CIDRs, addresses, host names or
     /// `*.suffix`es; empty (the default) allows every destination, private ones included.
     #[arg(long, env = "ORDERLY_WEBHOOK_ALLOW", default_value = "", value_parser = parse_allow_list)]

@@ -192,6 +192,7 @@ fn open_engine(config: &Config) -> std::io::Result<(Engine<Notify>, Option<DataD
 fn configure_engine(config: &Config, engine: &mut Engine<Notify>) {
     engine.delete_cooldown_ms = config.deleted_queue_cooldown * 1000;
     engine.fifo_http_subscriptions = config.fifo_http_subscriptions;
+    engine.enforce_queue_policies = config.enforce_queue_policies;
     engine.set_webhook_max_pending(config.webhook_max_pending);
 }
 

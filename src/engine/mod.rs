@@ -16,6 +16,7 @@ mod journaled;
 pub mod message;
 pub mod move_task;
 pub mod namespace;
+pub mod policy;
 pub mod queue;
 mod redrive;
 mod reset;
@@ -98,6 +99,9 @@ pub struct Engine<W> {
     /// Orderly extension: accept http/https subscriptions on FIFO topics, delivered in order
     /// per message group (AWS refuses them).
     pub fifo_http_subscriptions: bool,
+    /// A topic's copy goes into a queue only if the queue's policy lets SNS send from the topic,
+    /// as on AWS (`--enforce-queue-policies`); otherwise it is delivered all the same.
+    pub enforce_queue_policies: bool,
     /// Where changes are logged; `None` runs in memory only.
     journal: Option<Arc<dyn Journal>>,
     /// Seals receipt handles: made with the engine, replaced by the one its log keeps
@@ -119,6 +123,7 @@ impl<W: Default> Engine<W> {
             outbox: Journaling::new(webhook::Outbox::default(), None),
             tokens: Mutex::new(webhook::tokens::TokenBook::default()),
             fifo_http_subscriptions: false,
+            enforce_queue_policies: false,
             journal: None,
             receipt_key: RwLock::new((Arc::new(ReceiptKey::generate()), false)),
         }

@@ -644,3 +644,78 @@ async fn a_subscription_says_when_the_queues_policy_would_refuse_sns_on_aws() {
     let bodies = crate::common::drain(&server, &url).await;
     assert_eq!(bodies.len(), 1);
 }
+
+/// With `--enforce-queue-policies` a copy goes only where the queue's policy lets SNS send
+/// from the topic, as on AWS: refused copies go to the subscription's dead-letter queue when
+/// its own policy allows it, and are counted as failed otherwise.
+#[tokio::test]
+async fn with_queue_policies_enforced_only_allowed_queues_get_copies() {
+    let mut config = orderly::config::Config::ephemeral();
+    config.enforce_queue_policies = true;
+    let server = crate::common::start_with(config).await;
+    let topic = fifo_topic(&server, "enforced.fifo").await;
+    let allowing = |queue: &str, source: &str| {
+        format!(
+            r#"{{"Statement":[{{"Effect":"Allow","Principal":{{"Service":"sns.amazonaws.com"}},"Action":"sqs:SendMessage","Resource":"arn:aws:sqs:us-east-1:000000000000:{queue}","Condition":{{"ArnEquals":{{"aws:SourceArn":"{source}"}}}}}}]}}"#
+        )
+    };
+    let open = fifo_queue(
+        &server,
+        "open.fifo",
+        &[("Policy", &allowing("open.fifo", &topic))],
+    )
+    .await;
+    let closed = fifo_queue(&server, "closed.fifo", &[]).await;
+    let other = topic.replace("enforced", "other");
+    let elsewhere = fifo_queue(
+        &server,
+        "elsewhere.fifo",
+        &[("Policy", &allowing("elsewhere.fifo", &other))],
+    )
+    .await;
+    let dlq = fifo_queue(
+        &server,
+        "dlq.fifo",
+        &[("Policy", &allowing("dlq.fifo", &topic))],
+    )
+    .await;
+    subscribe(&server, &topic, "open.fifo", true).await;
+    let redrive = r#"{"deadLetterTargetArn":"arn:aws:sqs:us-east-1:000000000000:dlq.fifo"}"#;
+    let closed_attributes = [("RawMessageDelivery", "true"), ("RedrivePolicy", redrive)];
+    subscribe_with(&server, &topic, "closed.fifo", &closed_attributes)
+        .await
+        .unwrap();
+    subscribe(&server, &topic, "elsewhere.fifo", true).await;
+    (server.sns.publish())
+        .topic_arn(&topic)
+        .message("guarded")
+        .message_group_id("g")
+        .message_deduplication_id("d")
+        .send()
+        .await
+        .unwrap();
+    let server = &server;
+    let count = |url: String| async move { drain(server, &url).await.len() };
+    assert_eq!(count(open).await, 1, "the allowed queue gets its copy");
+    assert_eq!(count(closed).await, 0, "no policy: no copy");
+    assert_eq!(
+        count(dlq).await,
+        1,
+        "the refused copy goes to the dead-letter queue"
+    );
+    assert_eq!(
+        count(elsewhere).await,
+        0,
+        "a policy for another topic: no copy"
+    );
+    let listed = crate::common::get_json(server, "/_orderly/subscriptions").await;
+    let fates: Vec<String> = (listed["subscriptions"].as_array().unwrap().iter())
+        .map(|s| {
+            s["lastDeliveries"][0]["fate"]
+                .as_str()
+                .unwrap_or("")
+                .to_string()
+        })
+        .collect();
+    assert_eq!(fates, ["queued", "deadLettered", "failed"]);
+}

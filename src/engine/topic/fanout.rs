@@ -12,6 +12,7 @@ use std::sync::Arc;
 use crate::engine::body::Body;
 use crate::engine::error::{EngineError, EngineResult};
 use crate::engine::message::MessageAttributes;
+use crate::engine::policy::sns_would_refuse;
 use crate::engine::time::Timestamp;
 use crate::engine::topic::envelope::{self, Notification};
 use crate::engine::topic::protocol::protocol_text;
@@ -286,18 +287,20 @@ impl<W: Default> Engine<W> {
         now: Timestamp,
     ) -> Delivered<W> {
         let subscription = addressed.subscription;
+        // With the queues' policies enforced, a queue takes the copy only as AWS would.
+        let from = self.enforce_queue_policies.then_some(&*addressed.topic.arn);
         let mut copy = addressed.queue_copy(signer);
-        if let Ok(queue) = self.enqueue_copy(&subscription.endpoint, &copy, now) {
+        if let Ok(queue) = self.enqueue_copy_from(&subscription.endpoint, &copy, now, from) {
             return Delivered::Queue(queue);
         }
         let Some(dlq) = subscription.dead_letter_arn() else {
             return Delivered::Dropped;
         };
-        let mut result = self.enqueue_copy(dlq, &copy, now);
+        let mut result = self.enqueue_copy_from(dlq, &copy, now, from);
         if result.is_err() && subscription.raw_delivery {
             copy.body = addressed.envelope(signer).into();
             copy.attributes = MessageAttributes::default();
-            result = self.enqueue_copy(dlq, &copy, now);
+            result = self.enqueue_copy_from(dlq, &copy, now, from);
         }
         match result {
             Ok(queue) => Delivered::DeadLetter(queue),
@@ -348,11 +351,28 @@ impl<W: Default> Engine<W> {
         copy: &SubscriptionCopy,
         now: Timestamp,
     ) -> EngineResult<Arc<QueueEntry<W>>> {
+        self.enqueue_copy_from(queue_arn, copy, now, None)
+    }
+
+    /// As `enqueue_copy`; with `topic_arn`, only if the queue's policy lets SNS send from it.
+    fn enqueue_copy_from(
+        &self,
+        queue_arn: &str,
+        copy: &SubscriptionCopy,
+        now: Timestamp,
+        topic_arn: Option<&str>,
+    ) -> EngineResult<Arc<QueueEntry<W>>> {
         let queue = self
             .name_from_arn(queue_arn)
             .ok_or(EngineError::QueueDoesNotExist)
             .and_then(|n| self.queue(n))?;
         let mut state = queue.lock();
+        if let Some(topic_arn) = topic_arn {
+            let policy = state.config.policy.as_deref();
+            if let Some(refusal) = sns_would_refuse(policy, queue_arn, topic_arn) {
+                return Err(EngineError::AuthorizationError(refusal));
+            }
+        }
         state.tick(now);
         let request = copy.send_request(state.is_fifo())?;
         state.send(request, now)?;
