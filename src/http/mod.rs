@@ -536,7 +536,7 @@ async fn json(
     let Some(action) = target.and_then(|t| t.strip_prefix("AmazonSQS.")) else {
         let signing_service = credential_scope(headers).1;
         if sts::elsewhere(target, signing_service) {
-            return sts::json(target, signing_service, (ctx, strict));
+            return sts::json(target, signing_service, (ctx, strict)).unwrap_or_else(fail);
         }
         return fail(ApiError::new(
             ErrorCode::InvalidAction,
@@ -614,7 +614,7 @@ async fn query(
         .map(|(k, v)| (k.as_str(), v.as_str()))
         .collect();
     if let Some(answered) = sts::query(signing_service, &params, &action, &asker) {
-        return answered;
+        return answered.unwrap_or_else(|error| fail(Protocol::Query, error));
     }
     let protocol = if is_sns(signing_service, &params, &action) {
         Protocol::SnsQuery

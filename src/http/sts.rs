@@ -8,7 +8,7 @@ use axum::response::{IntoResponse, Response};
 
 use super::identity::{derived_user_id, Caller};
 use super::sessions::{Issued, Sessions};
-use crate::protocol::{encode_error, xml, ApiError, ErrorCode, Protocol};
+use crate::protocol::{xml, ApiError, ErrorCode};
 use crate::service::RequestContext;
 
 /// STS's API version, which its Query requests carry.
@@ -27,14 +27,14 @@ pub(super) struct Asker<'a> {
     pub access_key: Option<&'a str>,
 }
 
-/// A Query request for STS or for a service Orderly does not serve, answered; `None` for SQS
-/// and SNS. `signing_service` is the credential scope's.
+/// A Query request for STS or for a service Orderly does not serve, answered (or the error to
+/// answer it with); `None` for SQS and SNS. `signing_service` is the credential scope's.
 pub(super) fn query(
     signing_service: Option<&str>,
     params: &[(String, String)],
     action: &str,
     asker: &Asker<'_>,
-) -> Option<Response> {
+) -> Option<Result<Response, ApiError>> {
     let ctx = asker.ctx;
     let version = params.iter().find(|(k, _)| k == "Version");
     let sts = signing_service == Some("sts")
@@ -49,10 +49,10 @@ pub(super) fn query(
             "GetSessionToken" => session_token(asker, params),
             other => Err(sts_action_not_served(other)),
         };
-        return Some(answered.unwrap_or_else(|error| refused(Protocol::Query, &error, ctx)));
+        return Some(answered);
     }
     let other = signing_service.filter(|s| !matches!(*s, "sqs" | "sns"))?;
-    Some(refused(Protocol::Query, &not_served(other), ctx))
+    Some(Err(not_served(other)))
 }
 
 /// Seconds since the epoch on the machine's clock: credentials expire in real time, as the
@@ -231,21 +231,21 @@ pub(super) fn elsewhere(target: Option<&str>, signing_service: Option<&str>) -> 
         || signing_service.is_some_and(|s| !matches!(s, "sqs" | "sns"))
 }
 
-/// An AWS JSON request whose target is not SQS's, answered.
+/// An AWS JSON request whose target is not SQS's, answered (or the error to answer it with).
 pub(super) fn json(
     target: Option<&str>,
     signing_service: Option<&str>,
     (ctx, strict): (&RequestContext, bool),
-) -> Response {
+) -> Result<Response, ApiError> {
     if let Some(action) = target.and_then(|t| t.strip_prefix(STS_TARGET)) {
         return match action {
-            _ if strict && !ctx.authenticated => refused(Protocol::Json, &unsigned(), ctx),
-            "GetCallerIdentity" => identity_json(ctx),
-            other => refused(Protocol::Json, &sts_action_not_served(other), ctx),
+            _ if strict && !ctx.authenticated => Err(unsigned()),
+            "GetCallerIdentity" => Ok(identity_json(ctx)),
+            other => Err(sts_action_not_served(other)),
         };
     }
     let service = signing_service.unwrap_or("another service");
-    refused(Protocol::Json, &not_served(service), ctx)
+    Err(not_served(service))
 }
 
 fn identity_xml(ctx: &RequestContext) -> Response {
@@ -280,13 +280,6 @@ fn answer(content_type: &'static str, body: String, ctx: &RequestContext) -> Res
         headers.insert("x-amzn-requestid", id);
     }
     response
-}
-
-fn refused(protocol: Protocol, error: &ApiError, ctx: &RequestContext) -> Response {
-    super::respond(
-        encode_error(protocol, error, &ctx.request_id),
-        &ctx.request_id,
-    )
 }
 
 fn unsigned() -> ApiError {

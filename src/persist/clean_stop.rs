@@ -18,6 +18,7 @@ const MAGIC: [u8; 8] = *b"ORDLYCLN";
 /// The number the next record was to get when the log closed cleanly, if it did.
 pub fn read(dir: &Path) -> Result<Option<u64>, RecoveryError> {
     number_file::read(dir, NAME, MAGIC, "a clean-stop marker")
+        .map_err(|unreadable| RecoveryError::of_number_file(NAME, unreadable))
 }
 
 /// After `journal` closed: notes the clean stop if every record it took was synced.

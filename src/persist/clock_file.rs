@@ -13,7 +13,9 @@ const MAGIC: [u8; 8] = *b"ORDLYCLK";
 
 /// Where the manual clock was last moved to, if it ever was.
 pub fn read(dir: &Path) -> Result<Option<Timestamp>, RecoveryError> {
-    Ok(number_file::read(dir, NAME, MAGIC, "a manual clock's time")?.map(Timestamp))
+    let read = number_file::read(dir, NAME, MAGIC, "a manual clock's time");
+    let read = read.map_err(|unreadable| RecoveryError::of_number_file(NAME, unreadable))?;
+    Ok(read.map(Timestamp))
 }
 
 /// Records that the manual clock reached `at`.

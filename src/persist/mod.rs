@@ -29,6 +29,7 @@ pub mod log;
 pub mod log_metrics;
 pub mod number_file;
 pub mod record;
+mod recovery_error;
 pub mod snapshot;
 pub mod storage;
 pub mod tenure;
@@ -38,79 +39,11 @@ use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use thiserror::Error;
-
 use crate::engine::Engine;
 use log::{LogError, SegmentLog, DEFAULT_SEGMENT_BYTES};
+pub use recovery_error::RecoveryError;
 use storage::DirStorage;
 use writer::{FileJournal, FsyncMode};
-
-#[derive(Debug, Error)]
-pub enum RecoveryError {
-    #[error("data directory {0} is in use by another process")]
-    Locked(PathBuf),
-    #[error("I/O error in the data directory: {0}")]
-    Io(#[from] std::io::Error),
-    #[error("{0}")]
-    NewerFormat(String),
-    #[error(
-        "data directory {dir} belongs to region {region} and account {account}: start with \
-         --region {region} --account-id {account}, or use another data directory"
-    )]
-    OtherHome {
-        dir: PathBuf,
-        region: String,
-        account: String,
-    },
-    #[error(
-        "data directory {dir} {what}; refusing to start rather than start empty (a directory \
-         that never held data may be removed to start afresh)"
-    )]
-    Missing { dir: PathBuf, what: String },
-    #[error(
-        "data directory {dir} was stopped cleanly with its log reaching {expected}, but \
-         the log reaches {found} now: segments are missing, cut short or added; refusing to \
-         start rather than lose data (to accept the loss, remove {dir}/CLEAN)"
-    )]
-    NotAsStopped {
-        dir: PathBuf,
-        expected: String,
-        found: String,
-    },
-    /// A follower of the log in a database found a snapshot kept since it last looked that
-    /// dropped records it had not applied: its engine is of no use, a fresh one recovers.
-    #[error(
-        "the log now starts at record {starts_at} (a snapshot kept since this engine last read \
-         it), past record {next}, which it was to apply next: a fresh engine recovers"
-    )]
-    LeftBehind { next: u64, starts_at: u64 },
-    #[error("data damaged in {file} at offset {offset}: {reason}; refusing to start rather than lose data")]
-    Corruption {
-        file: String,
-        offset: usize,
-        reason: String,
-    },
-}
-
-impl From<LogError> for RecoveryError {
-    fn from(error: LogError) -> Self {
-        match error {
-            LogError::Io(e) => RecoveryError::Io(e),
-            LogError::Corruption {
-                file,
-                offset,
-                reason,
-            } => RecoveryError::Corruption {
-                file,
-                offset,
-                reason: reason.into(),
-            },
-            LogError::Poisoned | LogError::Deposed(_) => {
-                RecoveryError::Io(std::io::Error::other(error.to_string()))
-            }
-        }
-    }
-}
 
 /// What recovery found, for the startup log line.
 #[derive(Debug, Default)]

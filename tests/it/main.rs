@@ -8,7 +8,7 @@ mod common;
 mod crash;
 mod data_directory;
 mod database_failover;
-mod engine_file_graph;
+mod file_graph;
 mod format_upgrade;
 mod hostile_clients;
 mod hostile_input;

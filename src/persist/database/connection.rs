@@ -9,6 +9,9 @@ use std::time::Duration;
 
 use tokio_postgres::{Client, Config, NoTls};
 
+/// Longest a start-up request (the schema, the lease, a page of recovery) may take.
+pub const STARTUP_TIMEOUT: Duration = Duration::from_secs(30);
+
 /// Longest a connection attempt to one host waits (each host of a multi-host URL in turn).
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
 

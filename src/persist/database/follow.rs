@@ -196,7 +196,7 @@ fn follow(
 /// One past the last record the log holds, if the database says.
 fn written(db: &mut Blocking) -> Option<u64> {
     let last = db.run(
-        super::STARTUP_TIMEOUT,
+        super::connection::STARTUP_TIMEOUT,
         |client: &mut Client| -> Work<'_, _> {
             Box::pin(async move {
                 let row = client

@@ -55,7 +55,7 @@ pub struct Taken {
 pub fn try_take(db: &mut Blocking, node: &str, url: &str) -> Result<Result<Taken, Holder>, Failed> {
     let (node, url) = (node.to_string(), url.to_string());
     db.run(
-        super::STARTUP_TIMEOUT,
+        super::connection::STARTUP_TIMEOUT,
         move |client: &mut Client| -> Work<'_, _> {
             Box::pin(async move {
                 let lease_ms = LEASE.as_millis() as f64;

@@ -17,6 +17,7 @@
 mod connection;
 pub mod follow;
 pub mod lease;
+mod open_error;
 mod recovery;
 pub mod replication;
 mod schema;
@@ -28,53 +29,14 @@ pub mod transfer;
 use std::sync::Arc;
 use std::time::Duration;
 
-use thiserror::Error;
-
 use super::writer::{FileJournal, FsyncMode};
 use super::{RecoveryError, RecoveryReport};
 use crate::engine::Engine;
+use connection::STARTUP_TIMEOUT;
 pub use lease::Keeper;
+pub use open_error::OpenError;
 pub use snapshots::DatabaseSnapshots;
 use tokio::sync::Notify;
-
-/// Longest a start-up request (the schema, the lease, a page of recovery) may take.
-const STARTUP_TIMEOUT: Duration = Duration::from_secs(30);
-
-#[derive(Debug, Error)]
-pub enum OpenError {
-    #[error("{0}")]
-    Url(String),
-    #[error("{0}")]
-    Database(String),
-    #[error(
-        "the database holds the tables of Orderly's earlier row-per-message storage, which \
-         this build no longer reads: give an empty database (--import-from moves a data \
-         directory's state into one)"
-    )]
-    RowStorage,
-    #[error(
-        "the database's log tables are version {found}, newer than this build of Orderly knows \
-         ({known}): run the newer Orderly that wrote them",
-        known = schema::VERSION
-    )]
-    Newer { found: i32 },
-    #[error(
-        "the database belongs to region {region} and account {account}: start every node with \
-         --region {region} --account-id {account}"
-    )]
-    OtherHome { region: String, account: String },
-    #[error(
-        "the node at {url} leads this database (epoch {epoch}): stop it first (a node that \
-         stopped without giving the lease up holds it for 5 s more)"
-    )]
-    Led { url: String, epoch: i64 },
-    #[error("{0}")]
-    NotEmpty(String),
-    #[error(transparent)]
-    Recovery(#[from] RecoveryError),
-    #[error("{0}")]
-    Io(#[from] std::io::Error),
-}
 
 /// Where the log is and who this node is.
 pub struct Settings {

@@ -90,7 +90,7 @@ impl Follower {
             let after = self.after;
             let page: Vec<Batch> = db
                 .run(
-                    super::STARTUP_TIMEOUT,
+                    super::connection::STARTUP_TIMEOUT,
                     move |client: &mut Client| -> Work<'_, _> {
                         Box::pin(async move {
                             let rows = client
@@ -134,7 +134,7 @@ impl Follower {
     fn log_starts_past_next(&self, db: &mut Blocking) -> Result<Option<u64>, RecoveryError> {
         let kept = db
             .run(
-                super::STARTUP_TIMEOUT,
+                super::connection::STARTUP_TIMEOUT,
                 move |client: &mut Client| -> Work<'_, _> {
                     Box::pin(async move {
                         let row = client

@@ -111,7 +111,7 @@ pub fn prepare(db: &mut Blocking, region: &str, account: &str) -> Result<(), Ope
     let (home_region, home_account) = (region.to_string(), account.to_string());
     let found = db
         .run(
-            super::STARTUP_TIMEOUT,
+            super::connection::STARTUP_TIMEOUT,
             move |client: &mut Client| -> Work<'_, _> {
                 Box::pin(async move {
                     let tx = client.transaction().await?;
@@ -166,7 +166,10 @@ pub fn prepare(db: &mut Blocking, region: &str, account: &str) -> Result<(), Ope
         ));
     }
     if version > VERSION {
-        return Err(OpenError::Newer { found: version });
+        return Err(OpenError::Newer {
+            found: version,
+            known: VERSION,
+        });
     }
     if found_region != region || found_account != account {
         return Err(OpenError::OtherHome {

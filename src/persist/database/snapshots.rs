@@ -287,7 +287,7 @@ pub(super) fn load_pausing<W: Default>(
     // How many chunks there are, to bound the read by (a minute a chunk, as to write one).
     let chunks = db
         .run(
-            super::STARTUP_TIMEOUT,
+            super::connection::STARTUP_TIMEOUT,
             |client: &mut Client| -> Work<'_, _> {
                 Box::pin(async move {
                     let row = client
@@ -302,7 +302,7 @@ pub(super) fn load_pausing<W: Default>(
             },
         )
         .map_err(unreadable)?;
-    let bound = super::STARTUP_TIMEOUT + WRITE_TIMEOUT * (chunks.max(0) as u32 + 1);
+    let bound = super::connection::STARTUP_TIMEOUT + WRITE_TIMEOUT * (chunks.max(0) as u32 + 1);
     let (header, read) = db
         .run(bound, move |client: &mut Client| -> Work<'_, _> {
             Box::pin(async move {

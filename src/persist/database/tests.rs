@@ -23,27 +23,33 @@ fn record(lsn: u64) -> Vec<u8> {
 }
 
 fn sql(db: &mut Blocking, statement: &'static str) -> u64 {
-    db.run(super::STARTUP_TIMEOUT, move |client| -> Work<'_, _> {
-        Box::pin(async move { client.execute(statement, &[]).await })
-    })
+    db.run(
+        super::connection::STARTUP_TIMEOUT,
+        move |client| -> Work<'_, _> {
+            Box::pin(async move { client.execute(statement, &[]).await })
+        },
+    )
     .expect("the statement runs")
 }
 
 fn batches(db: &mut Blocking) -> Vec<(i64, i64, i64)> {
-    db.run(super::STARTUP_TIMEOUT, |client| -> Work<'_, _> {
-        Box::pin(async move {
-            let rows = client
-                .query(
-                    "SELECT first_lsn, last_lsn, epoch FROM log_batches ORDER BY first_lsn",
-                    &[],
-                )
-                .await?;
-            Ok(rows
-                .iter()
-                .map(|r| (r.get(0), r.get(1), r.get(2)))
-                .collect())
-        })
-    })
+    db.run(
+        super::connection::STARTUP_TIMEOUT,
+        |client| -> Work<'_, _> {
+            Box::pin(async move {
+                let rows = client
+                    .query(
+                        "SELECT first_lsn, last_lsn, epoch FROM log_batches ORDER BY first_lsn",
+                        &[],
+                    )
+                    .await?;
+                Ok(rows
+                    .iter()
+                    .map(|r| (r.get(0), r.get(1), r.get(2)))
+                    .collect())
+            })
+        },
+    )
     .expect("read the log")
 }
 
@@ -92,18 +98,21 @@ fn a_held_lease_is_not_taken_and_records_already_stored_are_not_stored_twice() {
     lease::acquire(&mut admin, "first", "http://first", true).expect("a free lease");
     // A second taker waits while the lease runs; here it is only asked once, by hand.
     let held: i64 = admin
-        .run(super::STARTUP_TIMEOUT, |client| -> Work<'_, _> {
-            Box::pin(async move {
-                let rows = client
-                    .query(
-                        "UPDATE log_leader SET epoch = epoch + 1 WHERE expires <= now() \
+        .run(
+            super::connection::STARTUP_TIMEOUT,
+            |client| -> Work<'_, _> {
+                Box::pin(async move {
+                    let rows = client
+                        .query(
+                            "UPDATE log_leader SET epoch = epoch + 1 WHERE expires <= now() \
                          RETURNING epoch",
-                        &[],
-                    )
-                    .await?;
-                Ok(rows.len() as i64)
-            })
-        })
+                            &[],
+                        )
+                        .await?;
+                    Ok(rows.len() as i64)
+                })
+            },
+        )
         .expect("asked");
     assert_eq!(held, 0, "a running lease is not taken");
 
@@ -168,16 +177,19 @@ fn an_unsure_retry_after_a_takeover_is_refused_not_taken_as_stored() {
 
 /// One number a query answers.
 fn number(db: &mut Blocking, query: String) -> i64 {
-    db.run(super::STARTUP_TIMEOUT, move |client| -> Work<'_, _> {
-        Box::pin(async move { Ok(client.query_one(&query, &[]).await?.get::<_, i64>(0)) })
-    })
+    db.run(
+        super::connection::STARTUP_TIMEOUT,
+        move |client| -> Work<'_, _> {
+            Box::pin(async move { Ok(client.query_one(&query, &[]).await?.get::<_, i64>(0)) })
+        },
+    )
     .expect("the query runs")
 }
 
 /// Bytes held in the TOAST table of `table`.
 fn toasted_bytes(db: &mut Blocking, table: &str) -> i64 {
     let toast: String = db
-        .run(super::STARTUP_TIMEOUT, {
+        .run(super::connection::STARTUP_TIMEOUT, {
             let query = format!("SELECT reltoastrelid::regclass::text FROM pg_class WHERE oid = '{table}'::regclass");
             move |client| -> Work<'_, _> {
                 Box::pin(async move { Ok(client.query_one(&query, &[]).await?.get(0)) })
@@ -356,13 +368,16 @@ fn a_leader_frozen_holding_the_lease_row_does_not_keep_the_next_from_taking_it()
     sql(&mut admin, "UPDATE log_leader SET expires = now()");
     let mut frozen = connect(&url);
     frozen
-        .run(super::STARTUP_TIMEOUT, |client| -> Work<'_, _> {
-            Box::pin(async move {
-                client
-                    .batch_execute("BEGIN; SELECT 1 FROM log_leader WHERE id = 1 FOR SHARE")
-                    .await
-            })
-        })
+        .run(
+            super::connection::STARTUP_TIMEOUT,
+            |client| -> Work<'_, _> {
+                Box::pin(async move {
+                    client
+                        .batch_execute("BEGIN; SELECT 1 FROM log_leader WHERE id = 1 FOR SHARE")
+                        .await
+                })
+            },
+        )
         .expect("the lease's row held, and nothing more said");
     let (taken, took) = std::sync::mpsc::channel();
     let taker = std::thread::spawn(move || {
