@@ -3,7 +3,8 @@
 
 use std::path::Path;
 
-use super::{snapshots, Loaded};
+use super::files::snapshots;
+use super::loaded::Loaded;
 use crate::engine::queue::changes::QueueImage;
 use crate::engine::queue::Stored;
 use crate::engine::topic::changes::TopicImage;

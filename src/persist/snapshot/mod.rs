@@ -11,53 +11,20 @@
 //! queue its image followed by its messages in chunks, then an end marker. It is written under
 //! a temporary name, synced, and renamed, so a crash leaves either the old or the new one.
 
+mod files;
 mod load;
+mod loaded;
 mod schedule;
 mod write;
 
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use super::writer::FileJournal;
 use crate::engine::Engine;
 pub use load::{load, load_bytes};
+pub use loaded::Loaded;
 pub use schedule::{SnapshotStore, Snapshotter};
 pub use write::{write_to, Written};
-
-/// Messages and history entries are written in chunks of about this many bytes, well under
-/// the record size limit.
-const CHUNK_BYTES: usize = 4 << 20;
-
-/// What recovery needs to know about the snapshot it loaded.
-#[derive(Debug, Default)]
-pub struct Loaded {
-    pub file: Option<String>,
-    pub first_lsn: u64,
-    pub registry_lsn: u64,
-    /// Per queue uid: the first sequence number its image does not include.
-    pub queue_lsns: HashMap<u64, u64>,
-    /// Per topic name: the first sequence number its image does not include.
-    pub topic_lsns: HashMap<String, u64>,
-    pub signer: bool,
-    pub receipt_key: bool,
-    pub outbox_lsn: Option<u64>,
-    pub move_task_lsn: Option<u64>,
-    pub messages: u64,
-}
-
-fn snapshot_name(first_lsn: u64) -> String {
-    format!("{first_lsn:020}.snap")
-}
-
-fn snapshots(dir: &Path) -> std::io::Result<Vec<String>> {
-    let mut names: Vec<String> = std::fs::read_dir(dir)?
-        .filter_map(|e| e.ok())
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .filter(|n| n.ends_with(".snap"))
-        .collect();
-    names.sort();
-    Ok(names)
-}
 
 /// Takes a snapshot of `engine` into `dir` and lets the log drop what it covers. Blocks for as
 /// long as copying and writing take; each queue is locked only while it is copied.

@@ -6,7 +6,7 @@ use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 
-use super::{snapshot_name, snapshots, CHUNK_BYTES};
+use super::files::{snapshot_name, snapshots, CHUNK_BYTES};
 use crate::engine::changes::Journal;
 use crate::engine::dedup::{Cleared, HistoryChunk, HistoryCursor};
 use crate::engine::{Engine, QueueEntry};
