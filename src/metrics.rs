@@ -85,6 +85,8 @@ pub struct Scraped {
     pub lag: u64,
     /// On a leader: whether an acknowledged write survives a failover of the database.
     pub synchronous_replication: Option<bool>,
+    /// Queue subscriptions whose queue's policy would keep SNS's copies out on AWS.
+    pub aws_would_refuse: Vec<std::sync::Arc<str>>,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -332,6 +334,18 @@ impl Metrics {
             register_queues(&mut registry, &state.queues, now);
             register_topics(&mut registry, &state.topics, &state.subscriptions);
             register_webhooks(&mut registry, &state.webhooks);
+            let refused = Family::<SubscriptionLabels, Gauge>::default();
+            for arn in &state.aws_would_refuse {
+                let labels = SubscriptionLabels {
+                    subscription: arn.to_string(),
+                };
+                refused.get_or_create(&labels).set(1);
+            }
+            registry.register(
+                "subscription_aws_would_refuse",
+                "1 for a queue subscription whose queue's policy would keep SNS's copies out on AWS (delivered here unless --enforce-queue-policies)",
+                refused,
+            );
         }
         let mut out = String::new();
         // Writing to a String cannot fail.

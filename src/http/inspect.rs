@@ -169,14 +169,24 @@ pub async fn metrics(State(state): State<HttpState>, headers: HeaderMap) -> Resp
             epoch: cluster.epoch,
             lag: cluster.lag,
             synchronous_replication: cluster.replication.as_ref().map(|p| p.synchronous),
+            aws_would_refuse: Vec::new(),
         })
     };
-    let Ok(scraped) = read.await else {
+    let Ok(mut scraped) = read.await else {
         return answer(
             StatusCode::SERVICE_UNAVAILABLE,
             json!({"message": "storage unavailable"}),
         );
     };
+    for activity in &scraped.subscriptions {
+        let subscription = &activity.subscription;
+        let queue = &subscription.endpoint;
+        if subscription.protocol.name() == "sqs"
+            && (service.sns_would_refuse(&activity.topic_arn, queue).await).is_some()
+        {
+            scraped.aws_would_refuse.push(subscription.arn.clone());
+        }
+    }
     let text = service.metrics.render(&scraped, service.clock.now());
     (
         [(

@@ -80,11 +80,7 @@ fn access_denied(url: &str) -> ApiError {
 impl Service {
     /// Why AWS would not deliver `topic_arn`'s copies into the queue `queue_arn`, as its policy
     /// stands now; `None` if it would (or the queue is gone: no copy goes there either way).
-    pub(super) async fn sns_would_refuse(
-        &self,
-        topic_arn: &str,
-        queue_arn: &str,
-    ) -> Option<String> {
+    pub async fn sns_would_refuse(&self, topic_arn: &str, queue_arn: &str) -> Option<String> {
         let key = self.namespaces().key_in_arn("sqs", queue_arn)?;
         let view = self
             .backend

@@ -621,8 +621,25 @@ async fn a_subscription_says_when_the_queues_policy_would_refuse_sns_on_aws() {
             .attributes(aws_sdk_sqs::types::QueueAttributeName::Policy, policy)
             .send()
     };
+    let flagged = || async {
+        let leader = crate::common::leading_node(&server).await;
+        let text = reqwest::get(format!("{leader}/metrics"))
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        text.lines().any(|line| {
+            line.starts_with("orderly_subscription_aws_would_refuse{") && line.ends_with(" 1")
+        })
+    };
+    assert!(flagged().await, "counted in /metrics");
     set_policy(topic.clone()).await.unwrap();
     assert_eq!(refusal().await, serde_json::Value::Null);
+    assert!(
+        !flagged().await,
+        "no longer counted once the policy allows the topic"
+    );
     set_policy(topic.replace("guarded", "another"))
         .await
         .unwrap();
