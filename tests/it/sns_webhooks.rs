@@ -830,3 +830,37 @@ async fn the_inspection_api_shows_a_webhooks_last_deliveries() {
     assert_eq!(fates, ["toWebhook", "retrying", "delivered"]);
     assert_eq!(last_error["error"], "HTTP 503 Service Unavailable");
 }
+
+/// With `--enforce-queue-policies`, a webhook's dead-letter queue takes a refused delivery only
+/// if its policy lets SNS send from the topic; otherwise the delivery is dropped.
+#[tokio::test]
+async fn with_queue_policies_enforced_a_webhook_dead_letters_only_where_allowed() {
+    let mut config = orderly::config::Config::ephemeral();
+    config.enforce_queue_policies = true;
+    let server = common::start_with_clock(config, common::manual_clock()).await;
+    let receiver = Receiver::start().await;
+    let topic = topic(&server, "policed", &[]).await;
+    let allowing = format!(
+        r#"{{"Statement":[{{"Effect":"Allow","Principal":{{"Service":"sns.amazonaws.com"}},"Action":"sqs:SendMessage","Resource":"arn:aws:sqs:us-east-1:000000000000:open-dlq","Condition":{{"ArnEquals":{{"aws:SourceArn":"{topic}"}}}}}}]}}"#
+    );
+    let open = common::create_queue(&server, "open-dlq", &[("Policy", &allowing)]).await;
+    let closed = common::create_queue(&server, "closed-dlq", &[]).await;
+    for (path, dlq) in [("/open", "open-dlq"), ("/closed", "closed-dlq")] {
+        let redrive =
+            format!(r#"{{"deadLetterTargetArn":"arn:aws:sqs:us-east-1:000000000000:{dlq}"}}"#);
+        let attributes = [("RedrivePolicy", redrive.as_str())];
+        let confirmation = subscribe_http(&server, &receiver, &topic, path, &attributes).await;
+        confirm(&server, &confirmation).await;
+    }
+    receiver.always("/open", 404);
+    receiver.always("/closed", 404);
+    publish(&server, &topic, "refused").await;
+    let _ = [receiver.next().await, receiver.next().await];
+    let dead = wait_for_messages(&server, &open, 1).await;
+    assert_eq!(
+        serde_json::from_str::<serde_json::Value>(&dead[0]).unwrap()["Message"],
+        "refused"
+    );
+    wait_for_count(&server, "Dropped", 1).await;
+    assert!(common::drain(&server, &closed).await.is_empty());
+}

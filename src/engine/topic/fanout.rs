@@ -355,7 +355,7 @@ impl<W: Default> Engine<W> {
     }
 
     /// As `enqueue_copy`; with `topic_arn`, only if the queue's policy lets SNS send from it.
-    fn enqueue_copy_from(
+    pub(in crate::engine) fn enqueue_copy_from(
         &self,
         queue_arn: &str,
         copy: &SubscriptionCopy,

@@ -306,9 +306,11 @@ impl<W: Default> Engine<W> {
     fn dead_letter(&self, delivery: &Delivery, now: Timestamp) -> Option<Arc<QueueEntry<W>>> {
         let dlq = delivery.dead_letter_arn.as_deref()?;
         let (raw, enveloped) = delivery.dead_letter_copies();
-        match (self.enqueue_copy(dlq, &raw, now), enveloped) {
+        // With the queues' policies enforced, the dead-letter queue too takes it only as AWS would.
+        let from = self.enforce_queue_policies.then_some(&*delivery.topic_arn);
+        match (self.enqueue_copy_from(dlq, &raw, now, from), enveloped) {
             (Ok(queue), _) => Some(queue),
-            (Err(_), Some(envelope)) => self.enqueue_copy(dlq, &envelope, now).ok(),
+            (Err(_), Some(envelope)) => self.enqueue_copy_from(dlq, &envelope, now, from).ok(),
             (Err(_), None) => None,
         }
     }
