@@ -1,7 +1,8 @@
 //! What is not SQS or SNS: STS's GetCallerIdentity, which tools ask before anything else
-//! (`aws sts get-caller-identity`, Terraform, CDK, test fixtures reading the account id), and
-//! a plain answer naming any other service a request was meant for, rather than a signature
-//! error that sends people looking for a credentials problem.
+//! (`aws sts get-caller-identity`, Terraform, CDK, test fixtures reading the account id);
+//! AssumeRole and GetSessionToken, whose temporary credentials (`sessions`) act in the role's
+//! account or as the caller; and a plain answer naming any other service a request was meant
+//! for, rather than a signature error that sends people looking for a credentials problem.
 
 use axum::http::{header, HeaderMap, HeaderValue};
 use axum::response::{IntoResponse, Response};
