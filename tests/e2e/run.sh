@@ -3,8 +3,9 @@
 # boto3 1.34.89 (the last Query-protocol release), by the AWS SDK for JavaScript v3, by the
 # AWS CLI, by a Python webhook receiver and by the examples; then boto3 against --auth, and
 # the developer endpoints (peek helper, reset between cases) on a server of their own,
-# docker-compose's PostgreSQL profile run without Docker (compose_profile.sh), and default SDK
-# clients riding through a leader's SIGKILL (ride_through.sh).
+# docker-compose's PostgreSQL profile run without Docker (compose_profile.sh), deploy/haproxy.cfg
+# keeping requests off a node that is not ready (balancer_readiness.sh), and default SDK clients
+# riding through a leader's SIGKILL (ride_through.sh).
 # Usage: tests/e2e/run.sh [path/to/orderly]   (default: target/debug/orderly)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -173,6 +174,15 @@ elif [ -n "${CI:-}" ]; then
   echo "FAIL no nginx or no PostgreSQL (.ci/run installs both; scripts/test starts the cluster)"; exit 1
 else
   echo "skipped: needs nginx (apt-get install nginx) and ORDERLY_TEST_POSTGRES (scripts/test sets it)"
+fi
+echo "== deploy/haproxy.cfg in HAProxy: a node that is not ready (cut off from its database) gets no request"
+haproxy=$(command -v haproxy || echo /usr/sbin/haproxy)
+if [ -x "$haproxy" ] && [ -n "${ORDERLY_TEST_POSTGRES:-}" ]; then
+  "$here/balancer_readiness.sh" "$binary" "$venvs/current/bin/python" "$ORDERLY_TEST_POSTGRES"
+elif [ -n "${CI:-}" ]; then
+  echo "FAIL no HAProxy or no PostgreSQL (.ci/run installs both; scripts/test starts the cluster)"; exit 1
+else
+  echo "skipped: needs HAProxy (apt-get install haproxy) and ORDERLY_TEST_POSTGRES (scripts/test sets it)"
 fi
 echo "== Default SDK clients ride through a leader's SIGKILL: boto3 and the JS SDK v3 through standbys on PostgreSQL"
 if [ -n "${ORDERLY_TEST_POSTGRES:-}" ]; then
