@@ -27,7 +27,7 @@ const MAX_HEAD_BYTES: usize = 64 * 1024;
 /// node adds besides (hyper answers 431 past the larger bound, the router past this one).
 const MAX_HEADERS: usize = 128;
 
-/// Connections past the limit being told so at once; any beyond these are closed unanswered.
+/// Connections past the limit being told so at once; any beyond these wait to be accepted.
 const REFUSALS: usize = 64;
 
 /// How long a connection past the limit is given to take its answer and close.
@@ -175,25 +175,45 @@ pub async fn serve(
             () = &mut shutdown => break,
         };
         failing = false;
-        let Ok(slot) = slots.clone().try_acquire_owned() else {
-            refused += 1;
-            if refused.is_power_of_two() {
-                tracing::warn!(
-                    max = limits.max_connections,
-                    refused,
-                    "connection limit reached; new connections are answered 503 and closed"
-                );
-            }
-            match refusals.clone().try_acquire_owned() {
-                Ok(permit) if tls.is_none() => {
-                    tokio::spawn(async move {
-                        refuse_at_limit(stream).await;
-                        drop(permit);
-                    });
+        let slot = match slots.clone().try_acquire_owned() {
+            Ok(slot) => slot,
+            Err(_) => {
+                refused += 1;
+                if refused.is_power_of_two() {
+                    tracing::warn!(
+                        max = limits.max_connections,
+                        refused,
+                        "connection limit reached; new connections are answered 503 and closed"
+                    );
                 }
-                _ => drop(stream),
+                if tls.is_some() {
+                    drop(stream);
+                    continue;
+                }
+                // Every plain connection past the limit is answered, never closed unread (a
+                // node passing a request on could not tell whether it was acted on): while
+                // `REFUSALS` answers are being given, this waits for one to end (each within
+                // `REFUSAL_TIME`) or a slot to free, and later connections wait in the
+                // listen backlog.
+                let admitted = tokio::select! {
+                    biased;
+                    () = &mut shutdown => break,
+                    slot = slots.clone().acquire_owned() => Ok(slot),
+                    permit = refusals.clone().acquire_owned() => Err(permit),
+                };
+                match admitted {
+                    Ok(Ok(slot)) => slot,
+                    Err(Ok(permit)) => {
+                        tokio::spawn(async move {
+                            refuse_at_limit(stream).await;
+                            drop(permit);
+                        });
+                        continue;
+                    }
+                    // The semaphores are never closed.
+                    Ok(Err(_)) | Err(Err(_)) => continue,
+                }
             }
-            continue;
         };
         let open = limits.open.clone();
         open.inc();

@@ -221,15 +221,11 @@ async fn a_stalled_body_is_answered_408_and_closed() {
     );
 }
 
-#[tokio::test]
-async fn connections_past_the_limit_are_answered_503_and_the_open_ones_keep_working() {
-    let mut config = Config::ephemeral();
-    config.max_connections = Some(4);
-    let server = common::start_with(config).await;
+/// `count` connections, each answered once so the server has taken it, kept open.
+async fn take_every_slot(server: &common::Server, count: usize) -> Vec<TcpStream> {
     let mut open = Vec::new();
-    for _ in 0..4 {
+    for _ in 0..count {
         let mut stream = TcpStream::connect(server.addr).await.unwrap();
-        // An answer says the server took the connection, before the fifth arrives.
         stream
             .write_all(b"GET /health HTTP/1.1\r\nHost: localhost\r\n\r\n")
             .await
@@ -246,6 +242,15 @@ async fn connections_past_the_limit_are_answered_503_and_the_open_ones_keep_work
         }
         open.push(stream);
     }
+    open
+}
+
+#[tokio::test]
+async fn connections_past_the_limit_are_answered_503_and_the_open_ones_keep_working() {
+    let mut config = Config::ephemeral();
+    config.max_connections = Some(4);
+    let server = common::start_with(config).await;
+    let mut open = take_every_slot(&server, 4).await;
     // The fifth is told so once it asks, and closed; nothing of its request is acted on.
     let mut refused = TcpStream::connect(server.addr).await.unwrap();
     refused
@@ -282,6 +287,42 @@ async fn connections_past_the_limit_are_answered_503_and_the_open_ones_keep_work
         .await
         .unwrap();
     assert_eq!(health.status().as_u16(), 200);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_connection_past_the_limit_is_answered_even_hundreds_at_once() {
+    let mut config = Config::ephemeral();
+    config.max_connections = Some(2);
+    let server = common::start_with(config).await;
+    let _open = take_every_slot(&server, 2).await;
+    // Far more at once than the server answers at a time: the rest wait to be accepted and
+    // are answered in turn, none closed unread (a node passing a request on could not tell
+    // whether it was acted on).
+    let asking: Vec<_> = (0..300)
+        .map(|_| {
+            let addr = server.addr;
+            tokio::spawn(async move {
+                let mut stream = TcpStream::connect(addr).await.unwrap();
+                stream
+                    .write_all(b"GET /health HTTP/1.1\r\nHost: localhost\r\n\r\n")
+                    .await
+                    .unwrap();
+                read_until_closed(&mut stream, Duration::from_secs(20)).await
+            })
+        })
+        .collect();
+    let mut answers = Vec::new();
+    for task in asking {
+        answers.push(task.await);
+    }
+    let unanswered = answers
+        .iter()
+        .filter(|answer| {
+            !matches!(answer, Ok(Some(text)) if text.starts_with("HTTP/1.1 503")
+                && text.contains("x-orderly-not-served: 1"))
+        })
+        .count();
+    assert_eq!(unanswered, 0, "of {}", answers.len());
 }
 
 #[tokio::test]
