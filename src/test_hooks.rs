@@ -9,6 +9,8 @@
 //! - `snapshot-cut`: every part of a snapshot is cut; it waits for the log to reach its cuts.
 //! - `pause-snapshot-keep`: a snapshot kept in a database stops inside its transaction, the
 //!   lease's row locked, until it is removed; `snapshot-keep-paused` says it stopped there.
+//! - `snapshot-keep-failed` says a snapshot's keep in a database failed and what it leaves
+//!   behind (its chunks, if the keep may have committed) is settled.
 
 use std::path::PathBuf;
 use std::sync::OnceLock;

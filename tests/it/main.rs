@@ -1,6 +1,7 @@
 //! Integration tests: the real server on a free port, driven over HTTP by aws-sdk-sqs (JSON
 //! protocol) and by raw Query-protocol requests. One binary, so the SDK is linked once.
 
+mod answer_losing_relay;
 mod auth;
 mod binary;
 mod clock_control;

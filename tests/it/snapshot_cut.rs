@@ -1,8 +1,9 @@
 //! Snapshots against what is durable, with the real binary held at the exact moment from
 //! outside (`--test-hooks`): a snapshot cut while the log holds records back is never kept
 //! before they are written, so a crash or a takeover right then loses nothing that comes after;
-//! and a leader frozen inside a snapshot's keep, the lease's row locked, is replaced within the
-//! lease.
+//! a leader frozen inside a snapshot's keep, the lease's row locked, is replaced within the
+//! lease; and a keep whose commit's answer is lost leaves a snapshot the next leader recovers
+//! from.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -329,4 +330,51 @@ async fn multi_node_a_standby_that_missed_what_a_snapshot_dropped_leads_with_all
 
     let next = (standby, on_standby);
     leads_and_keeps_what_it_writes(next, &url, dir.path(), &queue, &["one", "two"]).await;
+}
+
+/// A snapshot's keep that committed in the database but whose answer the leader never got
+/// (the relay between them passes the `COMMIT` on and loses its answer): the leader, unsure,
+/// must not remove the snapshot's chunks, since the log may now start from it (its older
+/// batches are gone). The leader is then killed; a new node recovers from that snapshot with
+/// every message, and what it writes next comes back after two more takeovers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn multi_node_a_snapshot_keep_whose_commit_answer_was_lost_is_recovered_from() {
+    let Some(url) = common::fresh_database().await else {
+        return;
+    };
+    let relay = crate::answer_losing_relay::Relay::start(&url);
+    let (dir, hooks) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let hooks_dir = hooks.path().to_str().expect("a UTF-8 path");
+    let through_relay = ["--storage", &relay.url, "--test-hooks", hooks_dir];
+    let leader = start(dir.path(), &through_relay, "warn");
+    let on_leader = process_server(leader.addr);
+    until_it_leads(&on_leader).await;
+    let queue = fifo(&on_leader).await;
+    send(&on_leader, &queue, "one").await;
+    send(&on_leader, &queue, "two").await;
+
+    relay.lose_the_commit_answer_after("INSERT INTO log_snapshots (");
+    ask(hooks.path(), "take-snapshot");
+    until_reached(hooks.path(), "snapshot-keep-failed").await;
+    assert!(relay.lost(), "the keep failed before its commit was sent");
+    assert_eq!(kept_in_database(&url).await, 1, "the keep did not commit");
+    let client = database(&url).await;
+    let chunks = client
+        .query_one(
+            "SELECT count(*) FROM log_snapshot_chunks c \
+             JOIN log_home h ON h.snapshot = c.snapshot",
+            &[],
+        )
+        .await
+        .expect("counted");
+    assert!(
+        chunks.get::<_, i64>(0) > 0,
+        "the chunks of a snapshot the log starts from were removed"
+    );
+    kill(leader);
+
+    let next = start(dir.path(), &["--storage", &url], "warn");
+    let on_next = process_server(next.addr);
+    leads_and_keeps_what_it_writes((next, on_next), &url, dir.path(), &queue, &["one", "two"])
+        .await;
 }

@@ -119,6 +119,7 @@ impl SnapshotStore for DatabaseSnapshots {
             if !maybe_kept {
                 self.forget(id);
             }
+            crate::test_hooks::reached("snapshot-keep-failed");
             error
         })
     }
