@@ -7,10 +7,10 @@
 //! reads or changes stored state. A method answers once its change is durable, so the service
 //! never waits on a particular log.
 //!
-//! Six families of operations: queue administration (`QueueAdmin`), messages (`Messages`),
+//! Seven families of operations: queue administration (`QueueAdmin`), messages (`Messages`),
 //! topics with their subscriptions (`Topics`), message move tasks (`MoveTasks`), the webhook
-//! outbox the delivery worker drains (`Deliveries`), and looking inside or starting over
-//! (`Inspection`). A backend also runs its own background
+//! outbox the delivery worker drains (`Deliveries`), looking inside or starting over
+//! (`Inspection`), and mobile push and SMS management (`PushAndSms`). A backend also runs its own background
 //! work for them (long polls, pacing move tasks).
 
 #[cfg(test)]
@@ -26,7 +26,9 @@ use std::sync::Arc;
 
 use thiserror::Error;
 
+use crate::engine::mobile::{Platform, SandboxStatus};
 use crate::engine::move_task::MoveTask;
+use crate::engine::namespace::Namespace;
 use crate::engine::queue::inspect::{GroupView, Peeked, QueueOverview, StateFilter};
 use crate::engine::queue::{Counts, ReceiveRequest, Received, SendReceipt, SendRequest};
 use crate::engine::topic::recent::{DeliveryNote, Fate};
@@ -392,10 +394,105 @@ pub trait Inspection: Send + Sync {
     fn forget_recorded(&self, ids: Vec<u64>) -> Answer<'_, ()>;
 }
 
-/// Everything the service and its workers ask of storage.
-pub trait Backend: QueueAdmin + Messages + Topics + MoveTasks + Deliveries + Inspection {}
+/// A platform application's or endpoint's attributes.
+pub type Attributes = BTreeMap<String, String>;
 
-impl<T: QueueAdmin + Messages + Topics + MoveTasks + Deliveries + Inspection> Backend for T {}
+/// An application or endpoint as the listings show it: its ARN and attributes.
+pub type Listed = Vec<(Arc<str>, Attributes)>;
+
+/// Mobile push and SMS management (`engine::mobile`): platform applications and endpoints,
+/// and per region and account the SMS settings, opted-out numbers and sandbox numbers.
+pub trait PushAndSms: Send + Sync {
+    fn create_platform_application<'a>(
+        &'a self,
+        namespace: &'a Namespace,
+        name: &'a str,
+        platform: &'a str,
+        attributes: Attributes,
+    ) -> Answer<'a, Arc<str>>;
+    fn set_platform_application_attributes<'a>(
+        &'a self,
+        arn: &'a str,
+        attributes: Attributes,
+    ) -> Answer<'a, ()>;
+    /// Its attributes as AWS shows them (no credentials).
+    fn platform_application_attributes<'a>(&'a self, arn: &'a str) -> Answer<'a, Attributes>;
+    fn platform_applications<'a>(&'a self, namespace: &'a Namespace) -> Answer<'a, Listed>;
+    /// Its endpoints go with it; an unknown one is no error.
+    fn delete_platform_application<'a>(&'a self, arn: &'a str) -> Answer<'a, ()>;
+    fn create_platform_endpoint<'a>(
+        &'a self,
+        application_arn: &'a str,
+        token: &'a str,
+        custom_user_data: Option<&'a str>,
+        attributes: Attributes,
+    ) -> Answer<'a, Arc<str>>;
+    fn set_endpoint_attributes<'a>(
+        &'a self,
+        arn: &'a str,
+        attributes: Attributes,
+    ) -> Answer<'a, ()>;
+    fn endpoint_attributes<'a>(&'a self, arn: &'a str) -> Answer<'a, Attributes>;
+    fn endpoints_of<'a>(&'a self, application_arn: &'a str) -> Answer<'a, Listed>;
+    /// An unknown one is no error.
+    fn delete_endpoint<'a>(&'a self, arn: &'a str) -> Answer<'a, ()>;
+    /// Where a Publish with this TargetArn goes: an enabled endpoint, with its platform.
+    fn publish_target<'a>(&'a self, arn: &'a str) -> Answer<'a, Platform>;
+
+    fn set_sms_attributes<'a>(
+        &'a self,
+        namespace: &'a Namespace,
+        attributes: Attributes,
+    ) -> Answer<'a, ()>;
+    fn sms_attributes<'a>(
+        &'a self,
+        namespace: &'a Namespace,
+        names: &'a [String],
+    ) -> Answer<'a, Attributes>;
+    fn is_opted_out<'a>(&'a self, namespace: &'a Namespace, number: &'a str) -> Answer<'a, bool>;
+    /// Opts a number out (as a STOP reply does) or back in.
+    fn set_opted_out<'a>(
+        &'a self,
+        namespace: &'a Namespace,
+        number: &'a str,
+        opted_out: bool,
+    ) -> Answer<'a, ()>;
+    fn opted_out<'a>(&'a self, namespace: &'a Namespace) -> Answer<'a, Vec<String>>;
+    /// Whether `password` is to be sent to the number (not if it is verified already).
+    fn add_sandbox_number<'a>(
+        &'a self,
+        namespace: &'a Namespace,
+        number: &'a str,
+        language: &'a str,
+        password: String,
+    ) -> Answer<'a, bool>;
+    fn verify_sandbox_number<'a>(
+        &'a self,
+        namespace: &'a Namespace,
+        number: &'a str,
+        password: &'a str,
+    ) -> Answer<'a, ()>;
+    fn delete_sandbox_number<'a>(
+        &'a self,
+        namespace: &'a Namespace,
+        number: &'a str,
+    ) -> Answer<'a, ()>;
+    fn sandbox_numbers<'a>(
+        &'a self,
+        namespace: &'a Namespace,
+    ) -> Answer<'a, Vec<(String, SandboxStatus)>>;
+}
+
+/// Everything the service and its workers ask of storage.
+pub trait Backend:
+    QueueAdmin + Messages + Topics + MoveTasks + Deliveries + Inspection + PushAndSms
+{
+}
+
+impl<T: QueueAdmin + Messages + Topics + MoveTasks + Deliveries + Inspection + PushAndSms> Backend
+    for T
+{
+}
 
 /// One waiting receive in the long-poll gauge (`GET /metrics`), for as long as it lives: a
 /// client that hangs up drops the receive mid-wait, and the count still goes down.

@@ -94,4 +94,6 @@ pub enum Change {
     ReceiptKey {
         secret: super::queue::receipt::Secret,
     },
+    /// Platform applications, endpoints and SMS state as they now are (`mobile`).
+    Mobile(Vec<super::mobile::MobileChange>),
 }

@@ -45,9 +45,21 @@ pub enum EngineError {
     /// SNS: topic or subscription unknown.
     #[error("{0}")]
     NotFound(String),
-    /// SNS tagging APIs: the resource is unknown.
+    /// SNS: a resource of the tagging or SMS sandbox APIs is unknown.
     #[error("{0}")]
-    TagResourceNotFound(String),
+    SnsResourceNotFound(String),
+    /// SNS: a publish to a platform endpoint that is disabled.
+    #[error("{0}")]
+    EndpointDisabled(String),
+    /// SNS: a publish through a platform application that is disabled.
+    #[error("{0}")]
+    PlatformApplicationDisabled(String),
+    /// SNS: a sandbox number's one-time password did not match.
+    #[error("{0}")]
+    Verification(String),
+    /// SNS: a request AWS refuses for the account's state (a full SMS sandbox).
+    #[error("{0}")]
+    UserError(String),
     #[error("{0}")]
     TagLimitExceeded(String),
     #[error("{0}")]

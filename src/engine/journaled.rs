@@ -4,6 +4,7 @@
 
 use super::changes::Change;
 use super::guard::Journaled;
+use super::mobile::Mobile;
 use super::queue::Queue;
 use super::topic::changes::TopicChange;
 use super::topic::Topic;
@@ -60,5 +61,16 @@ impl Journaled for Outbox {
     fn take_record(&mut self, _touched: bool) -> Option<Change> {
         let changes = self.take_changes();
         (!changes.is_empty()).then_some(Change::Outbox(changes))
+    }
+}
+
+impl Journaled for Mobile {
+    fn start_journaling(&mut self) {
+        self.enable_journal();
+    }
+
+    fn take_record(&mut self, _touched: bool) -> Option<Change> {
+        let changes = self.take_changes();
+        (!changes.is_empty()).then_some(Change::Mobile(changes))
     }
 }

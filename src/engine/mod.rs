@@ -14,6 +14,7 @@ mod fast_map;
 pub mod guard;
 mod journaled;
 pub mod message;
+pub mod mobile;
 pub mod move_task;
 pub mod namespace;
 pub mod policy;
@@ -102,6 +103,8 @@ pub struct Engine<W> {
     /// A topic's copy goes into a queue only if the queue's policy lets SNS send from the topic,
     /// as on AWS (`--enforce-queue-policies`); otherwise it is delivered all the same.
     pub enforce_queue_policies: bool,
+    /// Platform applications and endpoints, SMS settings and numbers.
+    mobile: Journaling<mobile::Mobile>,
     /// Where changes are logged; `None` runs in memory only.
     journal: Option<Arc<dyn Journal>>,
     /// Seals receipt handles: made with the engine, replaced by the one its log keeps
@@ -121,6 +124,7 @@ impl<W: Default> Engine<W> {
             next_uid: AtomicU64::new(1),
             delete_cooldown_ms: 0,
             outbox: Journaling::new(webhook::Outbox::default(), None),
+            mobile: Journaling::new(mobile::Mobile::default(), None),
             tokens: Mutex::new(webhook::tokens::TokenBook::default()),
             fifo_http_subscriptions: false,
             enforce_queue_policies: false,
@@ -132,11 +136,31 @@ impl<W: Default> Engine<W> {
     /// Logs every later change to `journal`. Set before the first request.
     pub fn set_journal(&mut self, journal: Arc<dyn Journal>) {
         self.outbox.set_journal(journal.clone());
+        self.mobile.set_journal(journal.clone());
         self.journal = Some(journal);
     }
 
     pub fn journal(&self) -> Option<&Arc<dyn Journal>> {
         self.journal.as_ref()
+    }
+
+    /// Platform applications, endpoints and SMS state; what changes is logged on release.
+    pub fn mobile(&self) -> Guard<'_, mobile::Mobile> {
+        self.mobile.lock()
+    }
+
+    /// The mobile state as changes that make it, and the log position they are cut at.
+    pub fn mobile_image(&self, next_lsn: impl Fn() -> u64) -> (u64, Vec<mobile::MobileChange>) {
+        let mobile = self.mobile.lock_unjournaled();
+        (next_lsn(), mobile.image())
+    }
+
+    /// Applies mobile changes read back from the log or a snapshot (not logged again).
+    pub fn restore_mobile(&self, changes: Vec<mobile::MobileChange>) {
+        let mut mobile = self.mobile.lock_unjournaled();
+        for change in changes {
+            mobile.apply(change);
+        }
     }
 
     /// Keeps the changes made while the returned guard lives in one write of the log.

@@ -27,7 +27,8 @@ impl<W: Default> Engine<W> {
         }
     }
 
-    /// Deletes every queue and every topic (their subscriptions and deliveries go with them).
+    /// Deletes every queue and every topic (their subscriptions and deliveries go with them),
+    /// every platform application and endpoint, and the SMS settings and numbers.
     /// Answers the deleted queues, whose long polls the caller wakes.
     pub fn reset_everything(&self, now: Timestamp) -> EngineResult<Vec<Arc<QueueEntry<W>>>> {
         let _atomic = self.atomic();
@@ -42,6 +43,7 @@ impl<W: Default> Engine<W> {
         for arn in self.list_topics() {
             self.delete_topic(&arn)?;
         }
+        self.mobile().clear();
         Ok(deleted)
     }
 }

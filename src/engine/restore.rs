@@ -210,6 +210,7 @@ impl<W: Default> Engine<W> {
                 certificate_file,
             } => self.restore_signer(&private_key_der, certificate_pem, certificate_file),
             Change::ReceiptKey { secret } => self.restore_receipt_key(secret.0),
+            Change::Mobile(changes) => self.restore_mobile(changes),
             Change::Queue { name, uid, changes } => {
                 let Ok(entry) = self.queue(&name) else {
                     return;

@@ -395,6 +395,7 @@ pub(crate) fn covered(loaded: &snapshot::Loaded, lsn: u64, change: &crate::engin
         Change::Outbox(_) => loaded.outbox_lsn.is_some_and(|cut| lsn < cut),
         Change::Token(_) => false,
         Change::MoveTask(_) => loaded.move_task_lsn.is_some_and(|cut| lsn < cut),
+        Change::Mobile(_) => loaded.mobile_lsn.is_some_and(|cut| lsn < cut),
     }
 }
 
@@ -402,6 +403,8 @@ pub(crate) fn covered(loaded: &snapshot::Loaded, lsn: u64, change: &crate::engin
 mod damage_tests;
 #[cfg(test)]
 mod dedup_tests;
+#[cfg(test)]
+mod mobile_tests;
 #[cfg(test)]
 mod power_cut_tests;
 #[cfg(test)]

@@ -20,6 +20,7 @@
 
 use super::query_params::*;
 use super::sns::*;
+use super::sns_mobile::*;
 use super::sqs::*;
 
 /// An action's request and answer types; `'p` is the request payload's lifetime (requests
@@ -173,6 +174,27 @@ declare_actions! {
     RemovePermission(PermissionInput) -> Empty [], NoResult, Grantable;
     GetDataProtectionPolicy(DataProtectionPolicyInput) -> DataProtectionPolicyOutput [], Reads, Grantable;
     PutDataProtectionPolicy(DataProtectionPolicyInput) -> Empty [], NoResult, Grantable;
+    CreatePlatformApplication(CreatePlatformApplicationInput) -> PlatformApplicationArnOutput [];
+    GetPlatformApplicationAttributes(PlatformApplicationInput) -> AttributesMap [], Reads;
+    SetPlatformApplicationAttributes(PlatformApplicationInput) -> Empty [], NoResult;
+    ListPlatformApplications(NextTokenInput) -> ListPlatformApplicationsOutput [], Reads;
+    DeletePlatformApplication(PlatformApplicationInput) -> Empty [], NoResult;
+    CreatePlatformEndpoint(CreatePlatformEndpointInput) -> EndpointArnOutput [];
+    GetEndpointAttributes(EndpointInput) -> AttributesMap [], Reads;
+    SetEndpointAttributes(EndpointInput) -> Empty [], NoResult;
+    ListEndpointsByPlatformApplication(PlatformApplicationInput) -> ListEndpointsOutput [], Reads;
+    DeleteEndpoint(EndpointInput) -> Empty [], NoResult;
+    SetSMSAttributes(SetSmsAttributesInput) -> Empty [];
+    GetSMSAttributes(GetSmsAttributesInput) -> SmsAttributesOutput [], Reads;
+    CheckIfPhoneNumberIsOptedOut(PhoneNumberInput) -> OptedOutOutput [];
+    ListPhoneNumbersOptedOut(OptedOutPageInput) -> ListOptedOutOutput [], Reads;
+    OptInPhoneNumber(PhoneNumberInput) -> Empty [];
+    GetSMSSandboxAccountStatus(Empty) -> SandboxStatusOutput [], Reads;
+    CreateSMSSandboxPhoneNumber(SandboxNumberInput) -> Empty [];
+    VerifySMSSandboxPhoneNumber(SandboxNumberInput) -> Empty [];
+    DeleteSMSSandboxPhoneNumber(SandboxNumberInput) -> Empty [];
+    ListSMSSandboxPhoneNumbers(NextTokenInput) -> ListSandboxNumbersOutput [], Reads;
+    ListOriginationNumbers(NextTokenInput) -> ListOriginationNumbersOutput [], Reads;
 }
 
 impl SqsAction {
@@ -242,7 +264,7 @@ mod tests {
         for a in SnsAction::ALL {
             assert_eq!(SnsAction::parse(a.name()), Some(*a));
         }
-        assert_eq!((SqsAction::ALL.len(), SnsAction::ALL.len()), (23, 21));
+        assert_eq!((SqsAction::ALL.len(), SnsAction::ALL.len()), (23, 42));
         assert_eq!(SqsAction::parse("sendmessage"), None);
     }
 

@@ -10,6 +10,7 @@ pub mod lenient;
 pub mod query_json;
 pub mod query_params;
 pub mod sns;
+pub mod sns_mobile;
 pub mod sns_query;
 pub mod sqs;
 pub mod xml;

@@ -131,7 +131,7 @@ fn write_value(name: &str, value: &Value, out: &mut String) {
                 write_value("member", item, out);
             }
         }
-        Value::Object(map) if name == "Attributes" => {
+        Value::Object(map) if name == "Attributes" || name == "attributes" => {
             for (k, v) in map {
                 out.push_str("<entry><key>");
                 escape_sns(k, out);

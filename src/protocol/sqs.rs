@@ -249,7 +249,7 @@ impl Pairs {
     }
 }
 
-#[derive(Debug, Default, Serialize)]
+#[derive(Debug, Default, Serialize, serde::Deserialize)]
 #[serde(rename_all = "PascalCase")]
 pub struct Empty {}
 

@@ -13,6 +13,7 @@ mod queues;
 pub mod recorded;
 mod render;
 mod sns;
+mod sns_mobile;
 
 use std::sync::Arc;
 

@@ -20,11 +20,11 @@ use crate::protocol::{
 /// SNS list pages hold 100 items.
 const PAGE: usize = 100;
 
-fn invalid(message: impl Into<String>) -> ApiError {
+pub(super) fn invalid(message: impl Into<String>) -> ApiError {
     ApiError::new(ErrorCode::InvalidParameter, message)
 }
 
-fn required<T>(value: Option<T>, name: &str) -> Result<T, ApiError> {
+pub(super) fn required<T>(value: Option<T>, name: &str) -> Result<T, ApiError> {
     value.ok_or_else(|| {
         invalid(format!(
             "Invalid parameter: {name} Reason: no value for required parameter"
@@ -33,7 +33,19 @@ fn required<T>(value: Option<T>, name: &str) -> Result<T, ApiError> {
 }
 
 /// One page starting at the offset the token encodes.
-fn page<T>(items: Vec<T>, token: Option<&str>) -> Result<(Vec<T>, Option<String>), ApiError> {
+pub(super) fn page<T>(
+    items: Vec<T>,
+    token: Option<&str>,
+) -> Result<(Vec<T>, Option<String>), ApiError> {
+    page_of(items, token, PAGE)
+}
+
+/// One page of `size` items starting at the offset the token encodes.
+pub(super) fn page_of<T>(
+    items: Vec<T>,
+    token: Option<&str>,
+    size: usize,
+) -> Result<(Vec<T>, Option<String>), ApiError> {
     let start = match token {
         Some(t) => URL_SAFE_NO_PAD
             .decode(t)
@@ -44,8 +56,8 @@ fn page<T>(items: Vec<T>, token: Option<&str>) -> Result<(Vec<T>, Option<String>
         None => 0,
     };
     let total = items.len();
-    let page: Vec<T> = items.into_iter().skip(start).take(PAGE).collect();
-    let next = (start + PAGE < total).then(|| URL_SAFE_NO_PAD.encode((start + PAGE).to_string()));
+    let page: Vec<T> = items.into_iter().skip(start).take(size).collect();
+    let next = (start + size < total).then(|| URL_SAFE_NO_PAD.encode((start + size).to_string()));
     Ok((page, next))
 }
 
@@ -54,7 +66,7 @@ fn in_namespace(arn: &str, ctx: &RequestContext) -> bool {
     Namespaces::of_arn(arn).is_some_and(|ns| ns == ctx.namespace)
 }
 
-fn pairs(map: std::collections::BTreeMap<String, String>) -> Vec<(String, String)> {
+pub(super) fn pairs(map: std::collections::BTreeMap<String, String>) -> Vec<(String, String)> {
     map.into_iter().collect()
 }
 
@@ -123,6 +135,57 @@ impl Service {
             A::PutDataProtectionPolicy => {
                 call!(PutDataProtectionPolicy, put_data_protection_policy)
             }
+            A::CreatePlatformApplication => {
+                call!(CreatePlatformApplication, create_platform_application)
+            }
+            A::GetPlatformApplicationAttributes => call!(
+                GetPlatformApplicationAttributes,
+                get_platform_application_attributes
+            ),
+            A::SetPlatformApplicationAttributes => call!(
+                SetPlatformApplicationAttributes,
+                set_platform_application_attributes
+            ),
+            A::ListPlatformApplications => {
+                call!(ListPlatformApplications, list_platform_applications)
+            }
+            A::DeletePlatformApplication => {
+                call!(DeletePlatformApplication, delete_platform_application)
+            }
+            A::CreatePlatformEndpoint => call!(CreatePlatformEndpoint, create_platform_endpoint),
+            A::GetEndpointAttributes => call!(GetEndpointAttributes, get_endpoint_attributes),
+            A::SetEndpointAttributes => call!(SetEndpointAttributes, set_endpoint_attributes),
+            A::ListEndpointsByPlatformApplication => call!(
+                ListEndpointsByPlatformApplication,
+                list_endpoints_by_platform_application
+            ),
+            A::DeleteEndpoint => call!(DeleteEndpoint, delete_endpoint),
+            A::SetSMSAttributes => call!(SetSMSAttributes, set_sms_attributes),
+            A::GetSMSAttributes => call!(GetSMSAttributes, get_sms_attributes),
+            A::CheckIfPhoneNumberIsOptedOut => call!(
+                CheckIfPhoneNumberIsOptedOut,
+                check_if_phone_number_is_opted_out
+            ),
+            A::ListPhoneNumbersOptedOut => {
+                call!(ListPhoneNumbersOptedOut, list_phone_numbers_opted_out)
+            }
+            A::OptInPhoneNumber => call!(OptInPhoneNumber, opt_in_phone_number),
+            A::GetSMSSandboxAccountStatus => {
+                call!(GetSMSSandboxAccountStatus, get_sms_sandbox_account_status)
+            }
+            A::CreateSMSSandboxPhoneNumber => {
+                call!(CreateSMSSandboxPhoneNumber, create_sms_sandbox_phone_number)
+            }
+            A::VerifySMSSandboxPhoneNumber => {
+                call!(VerifySMSSandboxPhoneNumber, verify_sms_sandbox_phone_number)
+            }
+            A::DeleteSMSSandboxPhoneNumber => {
+                call!(DeleteSMSSandboxPhoneNumber, delete_sms_sandbox_phone_number)
+            }
+            A::ListSMSSandboxPhoneNumbers => {
+                call!(ListSMSSandboxPhoneNumbers, list_sms_sandbox_phone_numbers)
+            }
+            A::ListOriginationNumbers => call!(ListOriginationNumbers, list_origination_numbers),
         }
     }
 
@@ -523,6 +586,13 @@ impl Service {
                 message_id: message_id.to_string(),
                 sequence_number: None,
             });
+        }
+        if let (None, Some(target)) = (&input.topic_arn, &input.target_arn) {
+            if target.contains(":endpoint/") {
+                let target = target.clone();
+                let request = Self::publish_request(input.entry, None, ctx)?;
+                return self.publish_to_endpoint(&target, &request, ctx).await;
+            }
         }
         let topic_arn = input.topic_arn.or(input.target_arn).ok_or_else(|| {
             invalid(

@@ -33,6 +33,7 @@ mod snapshot_cut;
 mod sns_api;
 mod sns_fanout;
 mod sns_filters;
+mod sns_mobile;
 mod sns_recorded_protocols;
 mod sns_redrive_replay;
 mod sns_webhooks;

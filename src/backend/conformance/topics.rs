@@ -183,7 +183,7 @@ pub async fn topics<B: crate::backend::Backend>(backend: &B, clock: &ManualClock
     assert!(backend.topic_tags(&arn).await.unwrap().is_empty());
     let missing = rejected(backend.topic_tags(&format!("{sns}nope")).await);
     assert!(
-        matches!(missing, EngineError::TagResourceNotFound(_)),
+        matches!(missing, EngineError::SnsResourceNotFound(_)),
         "{missing:?}"
     );
 

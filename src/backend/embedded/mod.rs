@@ -6,6 +6,7 @@ mod deliveries;
 mod inspection;
 mod messages;
 mod move_tasks;
+mod push_and_sms;
 mod queues;
 mod topics;
 

@@ -80,7 +80,7 @@ pub fn no_such_subscription() -> EngineError {
 
 /// The SNS tagging APIs' answer for a topic that does not exist.
 pub fn no_tagged_resource() -> EngineError {
-    EngineError::TagResourceNotFound("Resource does not exist".into())
+    EngineError::SnsResourceNotFound("Resource does not exist".into())
 }
 
 /// Subscribe's protocol rules: every AWS protocol is known, but Orderly delivers to queues and

@@ -152,6 +152,8 @@ pub enum DiskChange<'a> {
     ReceiptKey {
         secret: [u8; crate::engine::queue::receipt::KEY_BYTES],
     },
+    /// Platform applications, endpoints and SMS state (format version 5).
+    Mobile(#[serde(borrow)] super::mobile::MobileChanges<'a>),
 }
 
 impl<'a> From<&'a live::Change> for DiskChange<'a> {
@@ -197,6 +199,7 @@ impl<'a> From<&'a live::Change> for DiskChange<'a> {
                 certificate_file,
             },
             C::ReceiptKey { secret } => DiskChange::ReceiptKey { secret: secret.0 },
+            C::Mobile(changes) => DiskChange::Mobile(List::Write(changes)),
         }
     }
 }
@@ -260,6 +263,13 @@ impl DiskChange<'_> {
             DiskChange::ReceiptKey { secret } => C::ReceiptKey {
                 secret: crate::engine::queue::receipt::Secret(secret),
             },
+            DiskChange::Mobile(changes) => C::Mobile(
+                changes
+                    .into_vec()
+                    .into_iter()
+                    .map(super::mobile::DiskMobileChange::into_live)
+                    .collect(),
+            ),
         }
     }
 }

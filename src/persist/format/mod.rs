@@ -27,6 +27,7 @@
 pub mod change;
 pub mod list;
 pub mod message;
+pub mod mobile;
 pub mod queue;
 pub mod snapshot;
 pub mod topic;
@@ -42,7 +43,9 @@ use crate::engine;
 /// `Item::ReceiptKey`), also after every older variant. 4 writes snapshots' deduplication
 /// entries by their keys' digests (`Item::DedupDigests`, `Item::TopicDedupDigests`); the
 /// keyed items of older snapshots read into digests, and log records still carry the keys.
-pub const VERSION: u8 = 4;
+/// 5 added platform applications, endpoints and SMS state (`Change::Mobile`, a snapshot's
+/// `Item::Mobile` and `Item::MobileChanges`), after every older variant.
+pub const VERSION: u8 = 5;
 
 const VERSION_SHIFT: u32 = 56;
 /// Sequence numbers must stay below this so the version fits above them (at a million

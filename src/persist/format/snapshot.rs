@@ -37,7 +37,8 @@ impl<'x, 'a: 'x> From<&'x (u64, &'a live_queue::Stored)> for Numbered<'x> {
 pub type Messages<'a> = List<'a, (u64, &'a live_queue::Stored), Numbered<'a>>;
 
 /// One record of a snapshot file: a header, then per queue its image followed by its
-/// messages and history in chunks, then topics, webhooks, move tasks, the signer, an end.
+/// messages and history in chunks, then topics, webhooks, move tasks, the signer, the receipt
+/// key, the mobile state, an end.
 #[derive(Serialize, Deserialize)]
 pub enum Item<'a> {
     Header {
@@ -86,4 +87,10 @@ pub enum Item<'a> {
     DedupDigests(#[serde(borrow)] DigestEntries<'a>),
     /// A topic's deduplication entries by their keys' digests (format version 4).
     TopicDedupDigests(#[serde(borrow)] DigestEntries<'a>),
+    /// The mobile state as of this log position (format version 5); its changes follow in
+    /// chunks.
+    Mobile {
+        lsn: u64,
+    },
+    MobileChanges(#[serde(borrow)] super::mobile::MobileChanges<'a>),
 }

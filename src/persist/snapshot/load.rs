@@ -182,6 +182,14 @@ impl<W: Default> Loader<'_, W> {
                 self.engine.restore_receipt_key(secret);
                 self.loaded.receipt_key = true;
             }
+            Item::Mobile { lsn } => self.loaded.mobile_lsn = Some(lsn),
+            Item::MobileChanges(chunk) => {
+                if self.loaded.mobile_lsn.is_none() {
+                    return Err(self.damaged(offset, "mobile changes before their cut"));
+                }
+                let changes = chunk.into_vec().into_iter().map(|c| c.into_live());
+                self.engine.restore_mobile(changes.collect());
+            }
             Item::End { queues } => self.end(offset, queues)?,
         }
         Ok(())

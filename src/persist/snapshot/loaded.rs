@@ -16,5 +16,6 @@ pub struct Loaded {
     pub receipt_key: bool,
     pub outbox_lsn: Option<u64>,
     pub move_task_lsn: Option<u64>,
+    pub mobile_lsn: Option<u64>,
     pub messages: u64,
 }

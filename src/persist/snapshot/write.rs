@@ -108,6 +108,13 @@ pub fn write_to<W: Default, O: Write>(
     if let Some(key) = engine.receipt_key_record() {
         out.item(&Item::ReceiptKey(DiskChange::from(&key)))?;
     }
+    let (lsn, mobile) = engine.mobile_image(|| journal.next_lsn());
+    out.item(&Item::Mobile { lsn })?;
+    out.chunks(
+        mobile,
+        |_| 256,
+        |chunk| Item::MobileChanges(List::Write(chunk)),
+    )?;
     out.item(&Item::End {
         queues: entries.len() as u64,
     })?;

@@ -44,6 +44,15 @@ pub(super) const SNS_KEYS: &[&str] = &[
     "AWSAccountId",
     "ActionName",
     "DataProtectionPolicy",
+    "PlatformApplicationArn",
+    "EndpointArn",
+    "Platform",
+    "CustomUserData",
+    "OneTimePassword",
+    "LanguageCode",
+    "MaxResults",
+    "phoneNumber",
+    "nextToken",
 ];
 
 pub(super) const TOPICS: &[&str] = &["ft.fifo", "ft", "missing.fifo"];
@@ -55,6 +64,28 @@ pub(super) fn sns_value(key: &'static str) -> BoxedStrategy<Value> {
             1 => select(vec!["arn:bogus", "", "arn:aws:sns:us-east-1:000000000000:ft.fifo:sub"]).prop_map(Value::from),
         ]
         .boxed(),
+        "PlatformApplicationArn" => select(vec![
+            "arn:aws:sns:us-east-1:000000000000:app/GCM/ft",
+            "arn:aws:sns:us-east-1:000000000000:app/GCM/missing",
+            "invalid",
+            "",
+        ])
+        .prop_map(Value::from)
+        .boxed(),
+        "EndpointArn" => select(vec![
+            "arn:aws:sns:us-east-1:000000000000:endpoint/GCM/ft/x",
+            "arn:aws:sns:us-east-1:000000000000:endpoint/GCM",
+            "invalid",
+            "",
+        ])
+        .prop_map(Value::from)
+        .boxed(),
+        "Platform" => select(vec!["GCM", "APNS", "ADM", "AAA", ""])
+            .prop_map(Value::from)
+            .boxed(),
+        "phoneNumber" | "PhoneNumber" => select(vec!["+15550100", "+1555", "invalid", ""])
+            .prop_map(Value::from)
+            .boxed(),
         "Name" => select(vec!["ft.fifo", "ft", "ft-new", ".fifo", "a b", ""])
             .prop_map(Value::from)
             .boxed(),
@@ -160,6 +191,24 @@ pub(super) fn sns_required(action: &str) -> &'static [&'static str] {
         A::GetDataProtectionPolicy => &["ResourceArn"],
         A::PutDataProtectionPolicy => &["ResourceArn", "DataProtectionPolicy"],
         A::DeleteTopic | A::GetTopicAttributes | A::ListSubscriptionsByTopic => &["TopicArn"],
+        A::CreatePlatformApplication => &["Name", "Platform", "Attributes"],
+        A::GetPlatformApplicationAttributes
+        | A::DeletePlatformApplication
+        | A::ListEndpointsByPlatformApplication => &["PlatformApplicationArn"],
+        A::SetPlatformApplicationAttributes => &["PlatformApplicationArn", "Attributes"],
+        A::ListPlatformApplications
+        | A::GetSMSAttributes
+        | A::ListPhoneNumbersOptedOut
+        | A::GetSMSSandboxAccountStatus
+        | A::ListSMSSandboxPhoneNumbers
+        | A::ListOriginationNumbers => &[],
+        A::CreatePlatformEndpoint => &["PlatformApplicationArn", "Token"],
+        A::GetEndpointAttributes | A::DeleteEndpoint => &["EndpointArn"],
+        A::SetEndpointAttributes => &["EndpointArn", "Attributes"],
+        A::SetSMSAttributes => &["attributes"],
+        A::CheckIfPhoneNumberIsOptedOut | A::OptInPhoneNumber => &["phoneNumber"],
+        A::CreateSMSSandboxPhoneNumber | A::DeleteSMSSandboxPhoneNumber => &["PhoneNumber"],
+        A::VerifySMSSandboxPhoneNumber => &["PhoneNumber", "OneTimePassword"],
     }
 }
 
