@@ -26,7 +26,7 @@ use std::sync::Arc;
 
 use thiserror::Error;
 
-use crate::engine::mobile::{Platform, SandboxStatus};
+use crate::engine::mobile::SandboxStatus;
 use crate::engine::move_task::MoveTask;
 use crate::engine::namespace::Namespace;
 use crate::engine::queue::inspect::{GroupView, Peeked, QueueOverview, StateFilter};
@@ -436,8 +436,9 @@ pub trait PushAndSms: Send + Sync {
     fn endpoints_of<'a>(&'a self, application_arn: &'a str) -> Answer<'a, Listed>;
     /// An unknown one is no error.
     fn delete_endpoint<'a>(&'a self, arn: &'a str) -> Answer<'a, ()>;
-    /// Where a Publish with this TargetArn goes: an enabled endpoint, with its platform.
-    fn publish_target<'a>(&'a self, arn: &'a str) -> Answer<'a, Platform>;
+    /// Whether a Publish may go to this TargetArn: an enabled endpoint of an enabled
+    /// application.
+    fn check_publish_target<'a>(&'a self, arn: &'a str) -> Answer<'a, ()>;
 
     fn set_sms_attributes<'a>(
         &'a self,

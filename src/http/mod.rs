@@ -103,6 +103,7 @@ pub fn routes(
             "/_orderly/sns/deliveries",
             get(recorded::deliveries).delete(recorded::forget_deliveries),
         )
+        .route("/_orderly/sns/opted-out", post(recorded::opt_out))
         .route(
             "/_aws/sns/sms-messages",
             recorded::localstack_listing(&crate::service::recorded::SMS_MESSAGES),

@@ -5,7 +5,9 @@
 //! - LocalStack's `GET /_aws/sns/sms-messages[?phoneNumber=…]` and
 //!   `/_aws/sns/platform-endpoint-messages[?endpointArn=…]`, and their `DELETE`s;
 //! - LocalStack's `GET /_aws/sns/subscription-tokens/<subscription ARN>`: the token that
-//!   confirms a pending subscription (HTTP/S or email), for tests that confirm it directly.
+//!   confirms a pending subscription (HTTP/S or email), for tests that confirm it directly;
+//! - `POST /_orderly/sns/opted-out?phoneNumber=…[&region=…&account=…]`: the number opts out of
+//!   SMS, as a reply of STOP does on AWS (OptInPhoneNumber takes it back).
 //!
 //! With `--auth` they ask for HTTP Basic credentials, as the inspection API does.
 
@@ -110,4 +112,21 @@ pub async fn subscription_token(
         ),
         Err(error) => failed(StatusCode::SERVICE_UNAVAILABLE, &error.to_string()),
     }
+}
+
+/// `POST /_orderly/sns/opted-out?phoneNumber=…`: 204 once the number has opted out, in the
+/// region and account named (the server's own by default).
+pub async fn opt_out(State(state): State<HttpState>, headers: HeaderMap, uri: Uri) -> Response {
+    if let Some(refused) = unauthorized(&state, &headers) {
+        return refused;
+    }
+    let Some(number) = query_param(&uri, "phoneNumber") else {
+        return (StatusCode::BAD_REQUEST, "phoneNumber is required").into_response();
+    };
+    let home = state.service.namespaces().home().clone();
+    let namespace = crate::engine::namespace::Namespace::new(
+        &query_param(&uri, "region").unwrap_or_else(|| home.region.to_string()),
+        &query_param(&uri, "account").unwrap_or_else(|| home.account.to_string()),
+    );
+    forgotten(state.service.opt_out(&namespace, &number).await)
 }

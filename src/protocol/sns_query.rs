@@ -14,7 +14,12 @@ use super::{ApiError, ErrorCode};
 pub const SNS_NAMESPACE: &str = "http://sns.amazonaws.com/doc/2010-03-31/";
 
 /// Parameters that are lists: an empty value (`PublishBatchRequestEntries=`) means an empty list.
-const LISTS: &[&str] = &["PublishBatchRequestEntries", "Tags", "TagKeys"];
+const LISTS: &[&str] = &[
+    "PublishBatchRequestEntries",
+    "Tags",
+    "TagKeys",
+    "attributes",
+];
 
 #[derive(Default)]
 struct Node {

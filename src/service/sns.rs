@@ -57,7 +57,8 @@ pub(super) fn page_of<T>(
     };
     let total = items.len();
     let page: Vec<T> = items.into_iter().skip(start).take(size).collect();
-    let next = (start + size < total).then(|| URL_SAFE_NO_PAD.encode((start + size).to_string()));
+    let end = start.saturating_add(size);
+    let next = (end < total).then(|| URL_SAFE_NO_PAD.encode(end.to_string()));
     Ok((page, next))
 }
 
@@ -201,7 +202,9 @@ impl Service {
         };
         let named = ["TopicArn", "SubscriptionArn", "ResourceArn", "TargetArn"]
             .into_iter()
-            .find_map(|name| Some((name, parameters.get(name)?.as_str()?)));
+            .find_map(|name| Some((name, parameters.get(name)?.as_str()?)))
+            // A platform endpoint's region and account are checked by the publish to it.
+            .filter(|(name, arn)| !(*name == "TargetArn" && arn.contains(":endpoint/")));
         let Some((parameter, arn)) = named else {
             return Ok(());
         };

@@ -5,10 +5,10 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use serde_json::Value;
-
 use super::sns::{invalid, page, page_of, pairs, required};
 use super::{RequestContext, Service};
+use crate::engine::namespace::Namespace;
+use crate::engine::topic::protocol::platform_text;
 use crate::engine::topic::recorded::RecordedMessage;
 use crate::engine::topic::{PublishRequest, SubscriptionProtocol};
 use crate::protocol::sns::{AttributesMap, PublishOutput};
@@ -286,15 +286,10 @@ impl Service {
     ) -> Result<PublishOutput, ApiError> {
         self.own_mobile_arn(ctx, "TargetArn", arn, "Publish")?;
         crate::engine::topic::check_message(request)?;
-        let platform = self.backend.publish_target(arn).await?;
+        self.backend.check_publish_target(arn).await?;
         let message_id: Arc<str> = uuid::Uuid::new_v4().to_string().into();
         let body = if request.structured {
-            let json: Value = serde_json::from_str(&request.message).unwrap_or_default();
-            let text = json
-                .get(platform.name())
-                .or_else(|| json.get("default"))
-                .and_then(Value::as_str);
-            text.unwrap_or_default().to_string()
+            platform_text(&request.message, arn)
         } else {
             request.message.clone()
         };
@@ -382,6 +377,12 @@ impl Service {
             .set_opted_out(&ctx.namespace, &number, false)
             .await?;
         Ok(Empty {})
+    }
+
+    /// A number opts out of SMS in `namespace`, as a reply of STOP does on AWS (Orderly's
+    /// developer endpoint: no number can reply to it).
+    pub async fn opt_out(&self, namespace: &Namespace, number: &str) -> Result<(), ApiError> {
+        Ok(self.backend.set_opted_out(namespace, number, true).await?)
     }
 
     /// Orderly sends no SMS, so no account of it is held to a sandbox's numbers.

@@ -130,6 +130,65 @@ async fn platform_applications_and_endpoints_are_kept_as_aws_keeps_them() {
     assert_eq!(recorded[0]["endpoint"], endpoint.as_str());
     assert_eq!(recorded[0]["message"], r#"{"data":{"price":101}}"#);
 
+    // Through a topic the endpoint gets its platform's text as well.
+    let topic = sns.create_topic().name("alerts").send().await.unwrap();
+    let topic = topic.topic_arn.unwrap();
+    sns.subscribe()
+        .topic_arn(&topic)
+        .protocol("application")
+        .endpoint(&endpoint)
+        .send()
+        .await
+        .unwrap();
+    sns.publish()
+        .topic_arn(&topic)
+        .message_structure("json")
+        .message(r#"{"default":"plain","GCM":"for GCM"}"#)
+        .send()
+        .await
+        .unwrap();
+    let recorded = deliveries(&server, "?protocol=application").await;
+    assert_eq!(recorded.len(), 2, "{recorded:?}");
+    assert_eq!(recorded[1]["message"], "for GCM");
+
+    // Another account may neither publish to the endpoint nor read it.
+    let stranger = common::sns_in(server.addr, "us-east-1", "222222222222");
+    let refused = stranger
+        .publish()
+        .target_arn(&endpoint)
+        .message("x")
+        .send()
+        .await
+        .unwrap_err();
+    assert!(
+        code_of(&refused).starts_with("AuthorizationError: "),
+        "{}",
+        code_of(&refused)
+    );
+    let refused = stranger
+        .get_endpoint_attributes()
+        .endpoint_arn(&endpoint)
+        .send()
+        .await
+        .unwrap_err();
+    assert!(
+        code_of(&refused).starts_with("AuthorizationError: "),
+        "{}",
+        code_of(&refused)
+    );
+    let huge = sns
+        .create_platform_endpoint()
+        .platform_application_arn(&app)
+        .token("t".repeat(5000))
+        .send()
+        .await
+        .unwrap_err();
+    assert!(
+        code_of(&huge).starts_with("InvalidParameter: "),
+        "{}",
+        code_of(&huge)
+    );
+
     sns.set_endpoint_attributes()
         .endpoint_arn(&endpoint)
         .attributes("Enabled", "false")
@@ -233,6 +292,26 @@ async fn sms_settings_opt_outs_and_the_sandbox() {
         code_of(&refused),
         "InvalidParameter: Colour is not a valid attribute"
     );
+    let refused = sns
+        .set_sms_attributes()
+        .attributes("DefaultSenderID", "twelve-chars!")
+        .send()
+        .await
+        .unwrap_err();
+    assert_eq!(
+        code_of(&refused),
+        "InvalidParameter: DefaultSenderID is invalid"
+    );
+    // An empty list of names is sent as an empty parameter: all of them.
+    let all = sns
+        .get_sms_attributes()
+        .set_attributes(Some(Vec::new()))
+        .send()
+        .await
+        .unwrap()
+        .attributes
+        .unwrap();
+    assert_eq!(all.len(), 3, "{all:?}");
 
     let checked = sns
         .check_if_phone_number_is_opted_out()
@@ -253,11 +332,32 @@ async fn sms_settings_opt_outs_and_the_sandbox() {
     );
     let listed = sns.list_phone_numbers_opted_out().send().await.unwrap();
     assert!(listed.phone_numbers.unwrap_or_default().is_empty());
+    // The number replies STOP (Orderly's developer endpoint stands in for it).
+    let stopped = reqwest::Client::new()
+        .post(format!(
+            "{}/_orderly/sns/opted-out?phoneNumber=%2B15550100",
+            server.url()
+        ))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(stopped.status().as_u16(), 204);
+    let checked = sns
+        .check_if_phone_number_is_opted_out()
+        .phone_number("+15550100")
+        .send()
+        .await
+        .unwrap();
+    assert!(checked.is_opted_out);
+    let listed = sns.list_phone_numbers_opted_out().send().await.unwrap();
+    assert_eq!(listed.phone_numbers.unwrap(), ["+15550100"]);
     sns.opt_in_phone_number()
         .phone_number("+15550100")
         .send()
         .await
         .unwrap();
+    let listed = sns.list_phone_numbers_opted_out().send().await.unwrap();
+    assert!(listed.phone_numbers.unwrap_or_default().is_empty());
 
     let status = sns.get_sms_sandbox_account_status().send().await.unwrap();
     assert!(!status.is_in_sandbox);

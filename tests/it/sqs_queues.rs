@@ -3,7 +3,7 @@
 use aws_sdk_sqs::error::ProvideErrorMetadata;
 use aws_sdk_sqs::types::QueueAttributeName as A;
 
-use crate::common::{create_queue, start};
+use crate::common::{self, create_queue, start};
 
 #[tokio::test]
 async fn create_is_idempotent_only_with_equal_attributes() {
@@ -197,6 +197,33 @@ async fn tags_and_permissions() {
         .unwrap();
     assert_eq!(tags.len(), 1);
     assert_eq!(tags["env"], "");
+    // Empty ones change nothing (AWS's model sets no minimum); over the Query protocol an empty
+    // map is not sent at all, so the member is missing.
+    let sqs = &server.sqs;
+    let empty = sqs
+        .tag_queue()
+        .queue_url(&url)
+        .set_tags(Some(Default::default()));
+    empty.send().await.expect("an empty Tags map");
+    let empty = sqs
+        .untag_queue()
+        .queue_url(&url)
+        .set_tag_keys(Some(Vec::new()));
+    empty.send().await.expect("an empty TagKeys list");
+    let listed = sqs.list_queue_tags().queue_url(&url).send().await.unwrap();
+    assert_eq!(listed.tags.unwrap(), tags);
+    let params = [
+        ("Action", "TagQueue"),
+        ("Version", "2012-11-05"),
+        ("QueueUrl", url.as_str()),
+    ];
+    let (status, body) = common::query(&server, "/", &params).await;
+    assert_eq!(status, 400, "{body}");
+    assert_eq!(
+        common::xml_text(&body, "Code"),
+        Some("MissingParameter"),
+        "{body}"
+    );
     server
         .sqs
         .add_permission()

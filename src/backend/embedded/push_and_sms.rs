@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use super::Embedded;
 use crate::backend::{Answer, Attributes, Listed, PushAndSms};
-use crate::engine::mobile::{Platform, SandboxStatus};
+use crate::engine::mobile::SandboxStatus;
 use crate::engine::namespace::Namespace;
 
 impl PushAndSms for Embedded {
@@ -97,8 +97,11 @@ impl PushAndSms for Embedded {
         })
     }
 
-    fn publish_target<'a>(&'a self, arn: &'a str) -> Answer<'a, Platform> {
-        self.reading(move |engine| Ok(engine.mobile().publish_target(arn)?.1))
+    fn check_publish_target<'a>(&'a self, arn: &'a str) -> Answer<'a, ()> {
+        self.reading(move |engine| {
+            engine.mobile().publish_target(arn)?;
+            Ok(())
+        })
     }
 
     fn set_sms_attributes<'a>(

@@ -43,3 +43,44 @@ pub enum MobileChange {
         number: String,
     },
 }
+
+impl MobileChange {
+    /// About how many bytes the change takes in a record (for sizing snapshot chunks).
+    pub fn size(&self) -> usize {
+        let map = |m: &BTreeMap<String, String>| -> usize {
+            m.iter().map(|(k, v)| k.len() + v.len() + 4).sum()
+        };
+        16 + match self {
+            MobileChange::Application { arn, attributes } => arn.len() + map(attributes),
+            MobileChange::DeleteApplication { arn } | MobileChange::DeleteEndpoint { arn } => {
+                arn.len()
+            }
+            MobileChange::Endpoint {
+                arn,
+                application,
+                attributes,
+            } => arn.len() + application.len() + map(attributes),
+            MobileChange::SmsAttributes {
+                namespace,
+                attributes,
+            } => namespace.len() + map(attributes),
+            MobileChange::OptedOut {
+                namespace, number, ..
+            }
+            | MobileChange::DeleteSandboxNumber { namespace, number } => {
+                namespace.len() + number.len()
+            }
+            MobileChange::SandboxNumber {
+                namespace,
+                number,
+                language,
+                password,
+            } => {
+                namespace.len()
+                    + number.len()
+                    + language.len()
+                    + password.as_ref().map_or(0, String::len)
+            }
+        }
+    }
+}

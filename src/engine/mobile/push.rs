@@ -51,7 +51,7 @@ impl Platform {
 const SECRET_ATTRIBUTES: [&str; 2] = ["PlatformCredential", "PlatformPrincipal"];
 
 /// Attributes an endpoint takes.
-pub(super) const ENDPOINT_ATTRIBUTES: [&str; 3] = ["CustomUserData", "Enabled", "Token"];
+const ENDPOINT_ATTRIBUTES: [&str; 3] = ["CustomUserData", "Enabled", "Token"];
 
 #[derive(Clone, Debug)]
 pub struct Application {
@@ -65,10 +65,9 @@ pub struct Application {
 impl Application {
     /// An application rebuilt from its ARN (what the log keeps).
     pub(super) fn from_arn(arn: &str, attributes: BTreeMap<String, String>) -> Option<Self> {
-        let resource = arn.splitn(6, ':').nth(5)?;
-        let mut parts = resource.splitn(3, '/');
-        let (app, platform, name) = (parts.next()?, parts.next()?, parts.next()?);
-        (app == "app").then_some(())?;
+        // From the right: the namespace's parts come from the caller's credential scope.
+        let (_, resource) = arn.rsplit_once(":app/")?;
+        let (platform, name) = resource.split_once('/')?;
         Some(Application {
             arn: arn.into(),
             platform: Platform::parse(platform)?,
@@ -122,6 +121,67 @@ pub(super) fn no_application() -> EngineError {
 
 pub(super) fn no_endpoint() -> EngineError {
     EngineError::NotFound("Endpoint does not exist".into())
+}
+
+/// Most attributes an application keeps, and the longest value of one (a credential such as
+/// an APNs certificate with its key takes a few kilobytes).
+const MAX_APPLICATION_ATTRIBUTES: usize = 32;
+const MAX_ATTRIBUTE_BYTES: usize = 16 * 1024;
+
+/// Longest device token an endpoint takes (APNs tokens are 64 characters, FCM's about 160).
+const MAX_TOKEN_BYTES: usize = 4096;
+
+/// An application's attributes, merged with what it has, stay within the bounds above.
+pub(super) fn check_application_attributes(
+    kept: &BTreeMap<String, String>,
+    given: &BTreeMap<String, String>,
+) -> EngineResult<()> {
+    if let Some(name) = given
+        .iter()
+        .find(|(k, v)| k.len() > 256 || v.len() > MAX_ATTRIBUTE_BYTES)
+        .map(|(k, _)| k)
+    {
+        return Err(invalid(format!(
+            "Invalid parameter: Attributes Reason: {name} must be at most {MAX_ATTRIBUTE_BYTES} bytes long"
+        )));
+    }
+    let names = kept
+        .keys()
+        .chain(given.keys().filter(|k| !kept.contains_key(*k)));
+    if names.count() > MAX_APPLICATION_ATTRIBUTES {
+        return Err(invalid(format!(
+            "Invalid parameter: Attributes Reason: an application has at most {MAX_APPLICATION_ATTRIBUTES} attributes"
+        )));
+    }
+    Ok(())
+}
+
+/// An endpoint's attributes: AWS's three names, `Enabled` a boolean, `CustomUserData` and
+/// `Token` within their bounds.
+pub(super) fn check_endpoint_attributes(attributes: &BTreeMap<String, String>) -> EngineResult<()> {
+    if let Some(key) = attributes
+        .keys()
+        .find(|k| !ENDPOINT_ATTRIBUTES.contains(&k.as_str()))
+    {
+        return Err(invalid(format!(
+            "Invalid parameter: Attributes Reason: Invalid attribute name: {key}"
+        )));
+    }
+    check_enabled(attributes)?;
+    check_custom_user_data(attributes)?;
+    attributes.get("Token").map_or(Ok(()), |t| check_token(t))
+}
+
+pub(super) fn check_token(token: &str) -> EngineResult<()> {
+    if token.is_empty() {
+        return Err(invalid("Invalid parameter: Token Reason: cannot be empty"));
+    }
+    if token.len() > MAX_TOKEN_BYTES {
+        return Err(invalid(format!(
+            "Invalid parameter: Token Reason: must be at most {MAX_TOKEN_BYTES} bytes long"
+        )));
+    }
+    Ok(())
 }
 
 /// `Enabled` must be a boolean as AWS spells it.

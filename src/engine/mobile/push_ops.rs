@@ -5,8 +5,9 @@ use std::sync::Arc;
 
 use super::change::MobileChange;
 use super::push::{
-    check_application_name, check_credentials, check_custom_user_data, check_enabled,
-    no_application, no_endpoint, Application, Endpoint, Platform, ENDPOINT_ATTRIBUTES,
+    check_application_attributes, check_application_name, check_credentials, check_enabled,
+    check_endpoint_attributes, check_token, no_application, no_endpoint, Application, Endpoint,
+    Platform,
 };
 use super::state::{Mobile, MAX_APPLICATIONS, MAX_ENDPOINTS};
 use crate::engine::error::{invalid_parameter as invalid, EngineError, EngineResult};
@@ -42,6 +43,8 @@ impl Mobile {
                 "Invalid parameter: Name Reason: this server keeps at most {MAX_APPLICATIONS} platform applications"
             )));
         }
+        let kept = self.applications.get(&arn).map(|a| &a.attributes);
+        check_application_attributes(kept.unwrap_or(&BTreeMap::new()), &attributes)?;
         let application = self
             .applications
             .entry(arn.clone())
@@ -73,6 +76,7 @@ impl Mobile {
     ) -> EngineResult<()> {
         check_enabled(&attributes)?;
         let application = self.applications.get_mut(arn).ok_or_else(no_application)?;
+        check_application_attributes(&application.attributes, &attributes)?;
         application.attributes.extend(attributes);
         let change = MobileChange::Application {
             arn: application.arn.clone(),
@@ -112,23 +116,12 @@ impl Mobile {
         custom_user_data: Option<&str>,
         mut attributes: BTreeMap<String, String>,
     ) -> EngineResult<Arc<str>> {
-        if token.is_empty() {
-            return Err(invalid("Invalid parameter: Token Reason: cannot be empty"));
-        }
-        if let Some(key) = attributes
-            .keys()
-            .find(|k| !ENDPOINT_ATTRIBUTES.contains(&k.as_str()))
-        {
-            return Err(invalid(format!(
-                "Invalid parameter: Attributes Reason: Invalid attribute name: {key}"
-            )));
-        }
-        check_enabled(&attributes)?;
-        check_custom_user_data(&attributes)?;
+        check_token(token)?;
+        check_endpoint_attributes(&attributes)?;
         let application = self.application(application_arn)?;
         attributes.insert("Token".into(), token.to_string());
         if let Some(data) = custom_user_data {
-            check_custom_user_data(&BTreeMap::from([("CustomUserData".into(), data.into())]))?;
+            check_endpoint_attributes(&BTreeMap::from([("CustomUserData".into(), data.into())]))?;
             // One given in Attributes wins, as on AWS.
             attributes
                 .entry("CustomUserData".into())
@@ -186,19 +179,7 @@ impl Mobile {
         arn: &str,
         attributes: BTreeMap<String, String>,
     ) -> EngineResult<()> {
-        if let Some(key) = attributes
-            .keys()
-            .find(|k| !ENDPOINT_ATTRIBUTES.contains(&k.as_str()))
-        {
-            return Err(invalid(format!(
-                "Invalid parameter: Attributes Reason: Invalid attribute name: {key}"
-            )));
-        }
-        check_enabled(&attributes)?;
-        check_custom_user_data(&attributes)?;
-        if attributes.get("Token").is_some_and(String::is_empty) {
-            return Err(invalid("Invalid parameter: Token Reason: cannot be empty"));
-        }
+        check_endpoint_attributes(&attributes)?;
         let endpoint = self.endpoints.get_mut(arn).ok_or_else(no_endpoint)?;
         endpoint.attributes.extend(attributes);
         let change = MobileChange::Endpoint {

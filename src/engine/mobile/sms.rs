@@ -17,6 +17,25 @@ pub const SMS_ATTRIBUTES: [&str; 6] = [
     "UsageReportS3Bucket",
 ];
 
+/// Whether a setting's value is one AWS takes: a whole number of dollars, a percentage, a
+/// sender id of 1 to 11 letters and digits with a letter among them, one of the two message
+/// types; the role and bucket names within their services' lengths.
+pub(super) fn valid_setting(name: &str, value: &str) -> bool {
+    match name {
+        "MonthlySpendLimit" => value.len() <= 12 && value.parse::<u64>().is_ok(),
+        "DeliveryStatusSuccessSamplingRate" => value.parse::<u8>().is_ok_and(|n| n <= 100),
+        "DefaultSenderID" => {
+            (1..=11).contains(&value.len())
+                && value.chars().all(|c| c.is_ascii_alphanumeric())
+                && value.chars().any(|c| c.is_ascii_alphabetic())
+        }
+        "DefaultSMSType" => matches!(value, "Promotional" | "Transactional"),
+        "DeliveryStatusIAMRole" => value.len() <= 2048,
+        "UsageReportS3Bucket" => (3..=63).contains(&value.len()),
+        _ => false,
+    }
+}
+
 /// The languages a sandbox number's password may be sent in (AWS's `LanguageCodeString`).
 pub(super) const LANGUAGES: [&str; 13] = [
     "en-US", "en-GB", "es-419", "es-ES", "de-DE", "fr-CA", "fr-FR", "it-IT", "ja-JP", "pt-BR",
@@ -108,6 +127,35 @@ pub(super) fn check_number(number: &str) -> EngineResult<()> {
     } else {
         Err(invalid(
             "Invalid parameter: PhoneNumber Reason: input incorrectly formatted",
+        ))
+    }
+}
+
+/// A sandbox number as AWS's model takes it: `+` and at least 8 digits, or up to 9 digits;
+/// at most 20 characters.
+pub(super) fn check_sandbox_number(number: &str) -> EngineResult<()> {
+    let digits = |d: &str| d.chars().all(|c| c.is_ascii_digit());
+    let fits = number.len() <= 20
+        && match number.strip_prefix('+') {
+            Some(rest) => rest.len() >= 8 && digits(rest),
+            None => number.len() <= 9 && digits(number),
+        };
+    if fits {
+        check_number(number)
+    } else {
+        Err(invalid(
+            "Invalid parameter: PhoneNumber Reason: input incorrectly formatted",
+        ))
+    }
+}
+
+/// A one-time password as AWS's model takes it: 5 to 8 digits.
+pub(super) fn check_password(password: &str) -> EngineResult<()> {
+    if (5..=8).contains(&password.len()) && password.chars().all(|c| c.is_ascii_digit()) {
+        Ok(())
+    } else {
+        Err(invalid(
+            "Invalid parameter: OneTimePassword Reason: must be 5 to 8 digits",
         ))
     }
 }

@@ -4,7 +4,8 @@ use std::collections::BTreeMap;
 
 use super::change::MobileChange;
 use super::sms::{
-    check_number, not_in_sandbox, SandboxNumber, SandboxStatus, LANGUAGES, SMS_ATTRIBUTES,
+    check_number, check_password, check_sandbox_number, not_in_sandbox, valid_setting,
+    SandboxNumber, SandboxStatus, LANGUAGES, SMS_ATTRIBUTES,
 };
 use super::state::{namespace_key, Mobile, MAX_OPTED_OUT, MAX_SANDBOX_NUMBERS};
 use crate::engine::error::{invalid_parameter as invalid, EngineError, EngineResult};
@@ -23,12 +24,14 @@ impl Mobile {
         {
             return Err(invalid(format!("{key} is not a valid attribute")));
         }
-        if let Some(kind) = attributes.get("DefaultSMSType") {
-            if !matches!(kind.as_str(), "Promotional" | "Transactional") {
-                return Err(invalid("DefaultSMSType is invalid"));
-            }
+        if let Some(key) = attributes
+            .iter()
+            .find(|(k, v)| !valid_setting(k, v))
+            .map(|(k, _)| k)
+        {
+            return Err(invalid(format!("{key} is invalid")));
         }
-        let (sms, key) = self.sms_of(namespace);
+        let (sms, key) = self.sms_of(namespace)?;
         sms.attributes.extend(attributes);
         let change = MobileChange::SmsAttributes {
             namespace: key,
@@ -70,7 +73,7 @@ impl Mobile {
     ) -> EngineResult<()> {
         check_number(number)?;
         let total = self.sms_total(|s| s.opted_out.len());
-        let (sms, key) = self.sms_of(namespace);
+        let (sms, key) = self.sms_of(namespace)?;
         let changed = if opted_out {
             if total >= MAX_OPTED_OUT && !sms.opted_out.contains(number) {
                 return Err(invalid(format!(
@@ -108,13 +111,13 @@ impl Mobile {
         language: &str,
         password: String,
     ) -> EngineResult<bool> {
-        check_number(number)?;
+        check_sandbox_number(number)?;
         if !LANGUAGES.contains(&language) {
             return Err(invalid(format!(
                 "Invalid parameter: LanguageCode Reason: {language} is not a supported language code"
             )));
         }
-        let (sms, key) = self.sms_of(namespace);
+        let (sms, key) = self.sms_of(namespace)?;
         let entry = sms.sandbox.get(number);
         if entry.is_some_and(|e| e.password.is_none()) {
             return Ok(false);
@@ -145,8 +148,9 @@ impl Mobile {
         number: &str,
         password: &str,
     ) -> EngineResult<()> {
-        check_number(number)?;
-        let (sms, key) = self.sms_of(namespace);
+        check_sandbox_number(number)?;
+        check_password(password)?;
+        let (sms, key) = self.sms_in(namespace).ok_or_else(not_in_sandbox)?;
         let entry = sms.sandbox.get_mut(number).ok_or_else(not_in_sandbox)?;
         match &entry.password {
             None => return Ok(()),
@@ -173,8 +177,8 @@ impl Mobile {
         namespace: &Namespace,
         number: &str,
     ) -> EngineResult<()> {
-        check_number(number)?;
-        let (sms, key) = self.sms_of(namespace);
+        check_sandbox_number(number)?;
+        let (sms, key) = self.sms_in(namespace).ok_or_else(not_in_sandbox)?;
         sms.sandbox.remove(number).ok_or_else(not_in_sandbox)?;
         self.record(MobileChange::DeleteSandboxNumber {
             namespace: key,

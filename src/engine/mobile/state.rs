@@ -7,6 +7,7 @@ use std::sync::Arc;
 use super::change::MobileChange;
 use super::push::{Application, Endpoint};
 use super::sms::{SandboxNumber, Sms};
+use crate::engine::error::{invalid_parameter as invalid, EngineResult};
 use crate::engine::namespace::Namespace;
 
 /// Most platform applications, endpoints, opted-out numbers and sandbox numbers (in each region
@@ -16,6 +17,9 @@ pub const MAX_ENDPOINTS: usize = 100_000;
 pub const MAX_OPTED_OUT: usize = 100_000;
 /// AWS's own limit of destination numbers in an account's SMS sandbox.
 pub const MAX_SANDBOX_NUMBERS: usize = 10;
+/// Regions and accounts with SMS settings or numbers: with the six settings' sizes and the
+/// sandbox's ten numbers, this bounds the SMS state.
+pub const MAX_SMS_NAMESPACES: usize = 10_000;
 
 /// Platform applications and endpoints by ARN, SMS state by region and account.
 #[derive(Default)]
@@ -165,9 +169,21 @@ impl Mobile {
         }
     }
 
-    pub(super) fn sms_of(&mut self, namespace: &Namespace) -> (&mut Sms, String) {
+    /// A region and account's SMS state, made on first use (at most `MAX_SMS_NAMESPACES`).
+    pub(super) fn sms_of(&mut self, namespace: &Namespace) -> EngineResult<(&mut Sms, String)> {
         let key = namespace_key(namespace);
-        (self.sms.entry(key.clone()).or_default(), key)
+        if !self.sms.contains_key(&key) && self.sms.len() >= MAX_SMS_NAMESPACES {
+            return Err(invalid(format!(
+                "Invalid parameter: this server keeps SMS settings for at most {MAX_SMS_NAMESPACES} regions and accounts"
+            )));
+        }
+        Ok((self.sms.entry(key.clone()).or_default(), key))
+    }
+
+    /// A region and account's SMS state if it has any.
+    pub(super) fn sms_in(&mut self, namespace: &Namespace) -> Option<(&mut Sms, String)> {
+        let key = namespace_key(namespace);
+        self.sms.get_mut(&key).map(|sms| (sms, key))
     }
 
     pub(super) fn sms_total<F: Fn(&Sms) -> usize>(&self, count: F) -> usize {

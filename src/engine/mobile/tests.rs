@@ -227,3 +227,40 @@ fn the_logged_changes_and_the_image_rebuild_the_same_state() {
     assert!(mobile.image().is_empty());
     assert!(replayed.image().is_empty(), "{:?}", replayed.image());
 }
+
+#[test]
+fn every_part_of_the_state_is_bounded() {
+    let mut mobile = journaled();
+    let app = gcm(&mut mobile);
+    let big = "x".repeat(20 * 1024);
+    let too_long = attrs(&[("PlatformCredential", big.as_str())]);
+    assert!(mobile.set_application_attributes(&app, too_long).is_err());
+    for n in 0..31 {
+        let name = format!("Custom{n}");
+        let one = attrs(&[(name.as_str(), "v")]);
+        let set = mobile.set_application_attributes(&app, one);
+        assert_eq!(set.is_ok(), n < 31, "attribute {n}");
+    }
+    let one_more = attrs(&[("OneMore", "v")]);
+    assert!(mobile.set_application_attributes(&app, one_more).is_err());
+    let token = "t".repeat(5000);
+    assert!(mobile
+        .create_endpoint(&app, &token, None, BTreeMap::new())
+        .is_err());
+    let ns = home();
+    assert!(mobile
+        .set_sms_attributes(&ns, attrs(&[("MonthlySpendLimit", "lots")]))
+        .is_err());
+    assert!(mobile
+        .set_sms_attributes(&ns, attrs(&[("DeliveryStatusSuccessSamplingRate", "101")]))
+        .is_err());
+    // A failed look-up keeps nothing.
+    let elsewhere = Namespace::new("eu-west-1", "111111111111");
+    assert!(mobile
+        .delete_sandbox_number(&elsewhere, "+15550100")
+        .is_err());
+    assert!(mobile
+        .verify_sandbox_number(&elsewhere, "+15550100", "1")
+        .is_err());
+    assert!(mobile.sms.is_empty(), "no SMS state was made");
+}

@@ -394,6 +394,7 @@ impl Addressed<'_> {
             message_id: &message.publication.message_id,
             subject: message.request.subject.as_deref(),
             text: self.text,
+            message: &message.request.message,
             attributes: self.attributes,
             structured: message.request.structured,
             envelope,

@@ -108,9 +108,35 @@ pub(crate) fn protocol_text(
     (Cow::Owned(text), slot)
 }
 
+/// What a platform endpoint gets of a json-structured message: its platform's key (`GCM`,
+/// `APNS`, …, as the endpoint's ARN names it), else `default`.
+pub fn platform_text(message: &str, endpoint_arn: &str) -> String {
+    let platform = endpoint_arn
+        .split_once(":endpoint/")
+        .and_then(|(_, resource)| resource.split('/').next())
+        .unwrap_or_default();
+    let json: serde_json::Value = serde_json::from_str(message).unwrap_or_default();
+    let text = json.get(platform).or_else(|| json.get("default"));
+    text.and_then(|v| v.as_str())
+        .unwrap_or_default()
+        .to_string()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_platform_endpoint_gets_its_platforms_key_or_the_default() {
+        let message = r#"{"default":"d","GCM":"g","APNS_SANDBOX":"a"}"#;
+        let arn = |platform: &str| {
+            format!("arn:aws:sns:us-east-1:000000000000:endpoint/{platform}/app/1")
+        };
+        assert_eq!(platform_text(message, &arn("GCM")), "g");
+        assert_eq!(platform_text(message, &arn("APNS_SANDBOX")), "a");
+        assert_eq!(platform_text(message, &arn("ADM")), "d");
+        assert_eq!(platform_text(message, "not an arn"), "d");
+    }
 
     #[test]
     fn every_protocol_reads_back_from_its_name_and_no_other_spelling() {

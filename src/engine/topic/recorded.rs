@@ -9,7 +9,7 @@
 //! envelope (firehose the raw text with RawMessageDelivery); `lambda` the event Lambda is
 //! invoked with (`Records[0].Sns`: the envelope with Lambda's field spellings,
 //! `SigningCertUrl` and `UnsubscribeUrl`; AWS Lambda Developer Guide, "Using Lambda with Amazon
-//! SNS"); `application` the text. Endpoint texts from sns.md §3.6 where it records them
+//! SNS"); `application` the text (of a json-structured message, its platform's key). Endpoint texts from sns.md §3.6 where it records them
 //! (`Invalid SMS endpoint: …`); the others are Orderly's.
 
 use std::sync::Arc;
@@ -156,6 +156,8 @@ pub struct Notified<'a> {
     pub message_id: &'a Arc<str>,
     pub subject: Option<&'a str>,
     pub text: &'a str,
+    /// The message as published (a json-structured one's per-protocol texts).
+    pub message: &'a str,
     pub attributes: &'a MessageAttributes,
     pub structured: bool,
     pub envelope: &'a dyn Fn() -> String,
@@ -168,6 +170,9 @@ pub fn notification_record(subscription: &Subscription, n: Notified) -> Recorded
         P::Firehose if subscription.raw_delivery => n.text.to_string(),
         P::Firehose => (n.envelope)(),
         P::Lambda => lambda_event(&subscription.arn, &(n.envelope)()),
+        P::Application if n.structured => {
+            super::protocol::platform_text(n.message, &subscription.endpoint)
+        }
         P::Email | P::Sms | P::Application | P::Sqs | P::Http | P::Https => n.text.to_string(),
     };
     RecordedMessage {

@@ -190,9 +190,14 @@ const SQS_ERRORS: &[(&str, &str, u16)] = &[
     ),
 ];
 
-/// SNS error codes and their statuses: spec sns.md 1.4, plus the generic Query ones.
+/// SNS error codes and their statuses: spec sns.md 1.4, the SNS service model's for the SMS
+/// sandbox (VerificationException, UserError), plus the generic Query ones.
 const SNS_ERRORS: &[(&str, u16)] = &[
     ("InvalidParameter", 400),
+    ("EndpointDisabled", 400),
+    ("PlatformApplicationDisabled", 400),
+    ("VerificationException", 400),
+    ("UserError", 400),
     ("ParameterValueInvalid", 400),
     ("NotFound", 404),
     ("ResourceNotFound", 404),
