@@ -1,6 +1,6 @@
 //! Yesterday's data opens today: data directories written by commit bd5fd91 (log records and
-//! snapshots with no format version; see `tests/fixtures/make_data_dir.py`) are opened by this
-//! build, and every kind of state they hold is checked through the SDKs: queues of both kinds
+//! snapshots with no format version) and by commit 0e98fa6c (format version 4; see
+//! `tests/fixtures/make_data_dir.py`) are opened by this build, and every kind of state they hold is checked through the SDKs: queues of both kinds
 //! with visible, delayed, in-flight and deduplicated messages, attempt ids, a DLQ and a move task
 //! still running, FIFO and standard topics with raw, filtered and webhook subscriptions, webhook
 //! deliveries still pending (delivered now, signed with the key kept in the directory), and an
@@ -19,20 +19,23 @@ use serde_json::Value;
 use crate::common::{drain, queue_attributes, start_with_clock, subscription_attributes, Server};
 use crate::receiver::{verify_signature, Receiver};
 
-const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/data-bd5fd91");
+/// Written by commit bd5fd91: no format version (read as version 1).
+const UNVERSIONED: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/data-bd5fd91");
+/// Written by commit 0e98fa6c: format version 4, the last before SNS's mobile state.
+const VERSION_4: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/data-0e98fa6c");
 
 /// Copies a fixture into a private temporary directory (opening writes to it).
-fn copy_fixture(name: &str) -> (tempfile::TempDir, PathBuf, u64) {
+fn copy_fixture(fixtures: &str, name: &str) -> (tempfile::TempDir, PathBuf, u64) {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("data");
     std::fs::create_dir(&dir).unwrap();
     std::fs::set_permissions(&dir, std::os::unix::fs::PermissionsExt::from_mode(0o700)).unwrap();
-    for entry in std::fs::read_dir(Path::new(FIXTURES).join(name)).unwrap() {
+    for entry in std::fs::read_dir(Path::new(fixtures).join(name)).unwrap() {
         let entry = entry.unwrap();
         std::fs::copy(entry.path(), dir.join(entry.file_name())).unwrap();
     }
     let manifest: Value = serde_json::from_str(
-        &std::fs::read_to_string(Path::new(FIXTURES).join(format!("{name}.json"))).unwrap(),
+        &std::fs::read_to_string(Path::new(fixtures).join(format!("{name}.json"))).unwrap(),
     )
     .unwrap();
     let written_at = manifest["written_at_ms"].as_u64().unwrap();
@@ -41,20 +44,30 @@ fn copy_fixture(name: &str) -> (tempfile::TempDir, PathBuf, u64) {
 
 #[tokio::test]
 async fn a_log_written_by_bd5fd91_opens_with_everything_back() {
-    everything_back("log").await;
+    everything_back(UNVERSIONED, "log").await;
 }
 
 #[tokio::test]
 async fn a_snapshot_written_by_bd5fd91_opens_with_everything_back() {
-    everything_back("snapshot").await;
+    everything_back(UNVERSIONED, "snapshot").await;
 }
 
-/// Both fixtures' webhooks point at one port: one test at a time listens there.
+#[tokio::test]
+async fn a_log_of_format_version_4_opens_with_everything_back() {
+    everything_back(VERSION_4, "log").await;
+}
+
+#[tokio::test]
+async fn a_snapshot_of_format_version_4_opens_with_everything_back() {
+    everything_back(VERSION_4, "snapshot").await;
+}
+
+/// Every fixture's webhooks point at one port: one test at a time listens there.
 static RECEIVER_PORT: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
-async fn everything_back(fixture: &str) {
+async fn everything_back(fixtures: &str, fixture: &str) {
     let _port = RECEIVER_PORT.lock().await;
-    let (_tmp, dir, written_at) = copy_fixture(fixture);
+    let (_tmp, dir, written_at) = copy_fixture(fixtures, fixture);
     // Started first: the pending deliveries are retried as soon as the clock reaches them.
     let receiver = Receiver::start_on(29871).await;
     let clock = std::sync::Arc::new(orderly::clock::ManualClock::new(
@@ -86,7 +99,14 @@ async fn everything_back(fixture: &str) {
 
     queues_are_back(&server).await;
     fifo_state_is_back(&server).await;
-    topics_are_back(&server).await;
+    // Subscriptions made before subscribers' principals were recorded belong to the owner
+    // account's root, as before; later ones to whoever subscribed.
+    let principal = if fixtures == UNVERSIONED {
+        "arn:aws:iam::000000000000:root"
+    } else {
+        "arn:aws:iam::000000000000:user/test"
+    };
+    topics_are_back(&server, principal).await;
 
     // The delayed message becomes visible when its 900 s are up, not before.
     let plain = server.queue_url("plain");
@@ -277,7 +297,7 @@ async fn fifo_state_is_back(server: &Server) {
     assert!(visible <= 20 && visible > 0, "{visible} left in the DLQ");
 }
 
-async fn topics_are_back(server: &Server) {
+async fn topics_are_back(server: &Server, principal: &str) {
     let topics: BTreeSet<String> = server
         .sns
         .list_topics()
@@ -332,11 +352,7 @@ async fn topics_are_back(server: &Server) {
     assert_eq!(statuses["unconfirmed"], "PendingConfirmation");
     let raw = subscription_attributes(server, &statuses["fanout-a.fifo"]).await;
     assert_eq!(raw["RawMessageDelivery"], "true");
-    // Recorded before subscribers' principals were: the owner account's root, as before.
-    assert_eq!(
-        raw["SubscriptionPrincipal"],
-        "arn:aws:iam::000000000000:root"
-    );
+    assert_eq!(raw["SubscriptionPrincipal"], principal);
     assert_eq!(
         raw.keys()
             .filter(|k| k.contains("SubscriptionPrincipal"))
@@ -395,4 +411,80 @@ async fn topics_are_back(server: &Server) {
     let mut replayed = fanned(drain(server, &replay).await);
     replayed.sort();
     assert_eq!(replayed, ["u0", "u1", "u2"]);
+}
+
+/// A version 4 directory, opened by this build, takes SNS's mobile state (format version 5)
+/// beside what it held, and both come back at the next start.
+#[tokio::test]
+async fn a_version_4_directory_keeps_mobile_state_after_the_upgrade() {
+    // Its pending webhooks go to the fixtures' port: no other test may listen there meanwhile.
+    let _port = RECEIVER_PORT.lock().await;
+    let (_tmp, dir, _) = copy_fixture(VERSION_4, "log");
+    let app = orderly::app::App::bind(&crate::common::durable(&dir))
+        .await
+        .unwrap();
+    let running = crate::common::Stoppable::start(app).await;
+    let sns = &running.server.sns;
+    let app_arn = sns
+        .create_platform_application()
+        .name("upgraded")
+        .platform("GCM")
+        .attributes("PlatformCredential", "key")
+        .send()
+        .await
+        .unwrap()
+        .platform_application_arn
+        .unwrap();
+    let endpoint = sns
+        .create_platform_endpoint()
+        .platform_application_arn(&app_arn)
+        .token("device")
+        .send()
+        .await
+        .unwrap()
+        .endpoint_arn
+        .unwrap();
+    let stopped = reqwest::Client::new()
+        .post(format!(
+            "{}/_orderly/sns/opted-out?phoneNumber=%2B15550100",
+            running.server.url()
+        ))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(stopped.status().as_u16(), 204);
+    running.stop().await;
+
+    let app = orderly::app::App::bind(&crate::common::durable(&dir))
+        .await
+        .unwrap();
+    let running = crate::common::Stoppable::start(app).await;
+    let server = &running.server;
+    let listed = server
+        .sns
+        .list_endpoints_by_platform_application()
+        .platform_application_arn(&app_arn)
+        .send()
+        .await
+        .unwrap()
+        .endpoints
+        .unwrap();
+    assert_eq!(listed[0].endpoint_arn.as_deref(), Some(endpoint.as_str()));
+    let opted_out = server
+        .sns
+        .list_phone_numbers_opted_out()
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(opted_out.phone_numbers.unwrap(), ["+15550100"]);
+    let queues = server.sqs.list_queues().send().await.unwrap();
+    assert!(
+        queues
+            .queue_urls
+            .unwrap()
+            .iter()
+            .any(|u| u.ends_with("/prices.fifo")),
+        "the version 4 queues are still there"
+    );
+    running.stop().await;
 }
