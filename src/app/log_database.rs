@@ -16,7 +16,7 @@ use crate::engine::Engine;
 use crate::http::standby::{Forwarding, Standby};
 use crate::persist::database::follow::{Following, Progress, Stopped};
 use crate::persist::database::replication::Shared;
-use crate::persist::database::{Asked, DatabaseLog, Prepared, Settings};
+use crate::persist::database::{Asked, DatabaseLog, ReadyDatabase, Settings};
 use crate::persist::snapshot::Snapshotter;
 use crate::service::cluster::{ClusterState, ClusterStatus};
 use crate::service::Service;
@@ -35,7 +35,7 @@ pub struct Waiting {
 
 /// Holds the database's preparation and drops it on a thread of its own: it owns a runtime,
 /// which must not be dropped inside the server's (a standby stopped while it waits).
-struct OffThread(Option<Prepared>);
+struct OffThread(Option<ReadyDatabase>);
 
 impl Drop for OffThread {
     fn drop(&mut self) {
@@ -91,7 +91,7 @@ pub async fn build(
     let started = std::time::Instant::now();
     let asked_url = own_url.clone();
     let (engine, prepared) = tokio::task::spawn_blocking(move || {
-        let prepared = Prepared::new(&settings, &mut engine).map(|mut prepared| {
+        let prepared = ReadyDatabase::new(&settings, &mut engine).map(|mut prepared| {
             let asked = prepared.ask(&asked_url);
             (prepared, asked)
         });

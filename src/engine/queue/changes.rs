@@ -26,7 +26,7 @@ pub enum QueueChange {
         seq: u64,
         state: State,
         receive_no: u64,
-        visibility_epoch: u32,
+        visibility_changes: u32,
         received_at: Timestamp,
         receive_count: u32,
         first_receive_at: Option<Timestamp>,

@@ -57,7 +57,7 @@ impl Queue {
                 seq,
                 state: s.state,
                 receive_no: s.receive_no,
-                visibility_epoch: s.visibility_epoch,
+                visibility_changes: s.visibility_changes,
                 received_at: s.received_at,
                 receive_count: s.message.receive_count,
                 first_receive_at: s.message.first_receive_at,
@@ -130,7 +130,7 @@ impl Queue {
                 seq,
                 state,
                 receive_no,
-                visibility_epoch,
+                visibility_changes,
                 received_at,
                 receive_count,
                 first_receive_at,
@@ -140,7 +140,7 @@ impl Queue {
                 };
                 stored.state = state;
                 stored.receive_no = receive_no;
-                stored.visibility_epoch = visibility_epoch;
+                stored.visibility_changes = visibility_changes;
                 stored.received_at = received_at;
                 stored.message.receive_count = receive_count;
                 stored.message.first_receive_at = first_receive_at;

@@ -31,7 +31,7 @@ use super::time::Timestamp;
 use super::FastMap;
 pub use config::{DedupScope, QueueConfig, RedrivePolicy};
 pub use operations::{ReceiveOutcome, ReceiveRequest, Received};
-use send::Prepared;
+use send::CheckedSend;
 pub use send::{SendReceipt, SendRequest};
 use stored::logged_bytes;
 pub use stored::{AttemptEntries, State, Stored, LOGGED_BYTES};
@@ -346,7 +346,7 @@ impl Queue {
                 message,
                 state,
                 receive_no: 0,
-                visibility_epoch: 0,
+                visibility_changes: 0,
                 received_at: now,
                 enqueued_at,
             },
@@ -355,8 +355,8 @@ impl Queue {
         seq
     }
 
-    fn enqueue(&mut self, prepared: Prepared, now: Timestamp) -> SendReceipt {
-        let Prepared {
+    fn enqueue(&mut self, prepared: CheckedSend, now: Timestamp) -> SendReceipt {
+        let CheckedSend {
             message,
             delay_seconds,
             bypass_dedup,

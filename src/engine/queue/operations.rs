@@ -136,7 +136,7 @@ impl Queue {
                     .map(|d| {
                         let receipt = Receipt::decode(&d.receipt_handle, &self.receipt_key)
                             .expect("own handle");
-                        let epoch = self.messages[&receipt.seq].visibility_epoch;
+                        let epoch = self.messages[&receipt.seq].visibility_changes;
                         (receipt.seq, receipt.receive_no, epoch)
                     })
                     .collect();
@@ -230,7 +230,7 @@ impl Queue {
         let intact = entries.iter().all(|(seq, receive_no, epoch)| {
             self.messages.get(seq).is_some_and(|s| {
                 s.receive_no == *receive_no
-                    && s.visibility_epoch == *epoch
+                    && s.visibility_changes == *epoch
                     && matches!(s.state, State::InFlight(_))
             })
         });
@@ -322,7 +322,7 @@ impl Queue {
                 "Value {timeout} for parameter VisibilityTimeout is invalid. Reason: Total VisibilityTimeout for the message is beyond the limit [43200 seconds]"
             )));
         }
-        stored.visibility_epoch += 1;
+        stored.visibility_changes += 1;
         self.in_flight.remove(&(old_deadline, receipt.seq));
         if timeout == 0 {
             self.make_visible(receipt.seq);

@@ -46,7 +46,7 @@ pub fn sequence_number(seq: u64) -> SequenceNumber {
 
 /// A send that passed its checks and is ready to store.
 #[derive(Clone)]
-pub struct Prepared {
+pub struct CheckedSend {
     pub message: Message,
     pub delay_seconds: u32,
     /// Store even if its deduplication id was seen in the window (SNS replays).
@@ -60,7 +60,7 @@ pub fn prepare(
     req: SendRequest,
     now: Timestamp,
     in_batch: bool,
-) -> EngineResult<Prepared> {
+) -> EngineResult<CheckedSend> {
     validate_body(&req.body)?;
     validate_attributes(&req.attributes)?;
     let size = req.body.len() + req.attributes.size();
@@ -101,7 +101,7 @@ pub fn prepare(
         validate_token("MessageGroupId", group)?;
     }
     let dedup_id = dedup_id(config, &req)?;
-    Ok(Prepared {
+    Ok(CheckedSend {
         message: Message::new(NewMessage {
             attributes_md5: req.attributes.md5().map(Arc::from),
             body: req.body,

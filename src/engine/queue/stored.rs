@@ -19,7 +19,7 @@ pub struct Stored {
     /// Counts receives across the queue, so each receive issues a distinct handle.
     pub(crate) receive_no: u64,
     /// Bumped on every visibility change; a cached receive attempt is valid only while it holds.
-    pub(crate) visibility_epoch: u32,
+    pub(crate) visibility_changes: u32,
     pub(crate) received_at: Timestamp,
     /// Retention counts from here (a FIFO DLQ restarts it; a standard DLQ keeps the original).
     pub(crate) enqueued_at: Timestamp,

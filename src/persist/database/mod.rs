@@ -70,12 +70,12 @@ pub struct DatabaseLog {
 
 /// Takes the lease (waiting while another node holds it), recovers `engine` (which must be
 /// fresh) from the database and starts the journal, so the engine's later changes are logged.
-/// For moving a state in or out (`transfer`): nodes that serve lead through `Prepared`.
+/// For moving a state in or out (`transfer`): nodes that serve lead through `ReadyDatabase`.
 pub fn open<W: Default>(
     settings: &Settings,
     engine: &mut Engine<W>,
 ) -> Result<DatabaseLog, OpenError> {
-    let mut prepared = Prepared::new(settings, engine)?;
+    let mut prepared = ReadyDatabase::new(settings, engine)?;
     let (taken, asked_at) = lease::acquire(
         &mut prepared.db,
         &prepared.node,
@@ -91,7 +91,7 @@ pub fn open<W: Default>(
 
 /// A database made ready for this node's engine, before it leads: the tables checked, a
 /// connection, and the journal the engine was given (not writing yet).
-pub struct Prepared {
+pub struct ReadyDatabase {
     config: tokio_postgres::Config,
     db: connection::Blocking,
     node: String,
@@ -123,7 +123,7 @@ pub enum Asked {
     },
 }
 
-impl Prepared {
+impl ReadyDatabase {
     /// Checks the tables and gives `engine` (fresh) the journal it will log to.
     pub fn new<W: Default>(settings: &Settings, engine: &mut Engine<W>) -> Result<Self, OpenError> {
         let config = connection::config(&settings.url).map_err(OpenError::Url)?;
@@ -131,7 +131,7 @@ impl Prepared {
         schema::prepare(&mut db, &settings.region, &settings.account_id)?;
         let journal = FileJournal::new();
         engine.set_journal(journal.clone());
-        Ok(Prepared {
+        Ok(ReadyDatabase {
             config,
             db,
             node: uuid::Uuid::new_v4().to_string(),

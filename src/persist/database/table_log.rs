@@ -75,7 +75,7 @@ impl Rows {
 }
 
 /// The two forms of the insert, prepared on one connection.
-struct Prepared {
+struct InsertStatements {
     many: Statement,
     one: Statement,
 }
@@ -90,7 +90,7 @@ pub struct TableLog {
     deposed: bool,
     /// The inserts (`APPEND`, `APPEND_ONE`), prepared on the connection of this generation
     /// (`Blocking::generation`): planned once, not at every batch.
-    append: Option<(u64, Prepared)>,
+    append: Option<(u64, InsertStatements)>,
     batch_wait: Duration,
 }
 
@@ -199,7 +199,7 @@ impl LogSink for TableLog {
                                 Type::BYTEA_ARRAY,
                             ];
                             let values = [Type::INT8, Type::INT8, Type::INT8, Type::BYTEA];
-                            Prepared {
+                            InsertStatements {
                                 many: client.prepare_typed(APPEND, &arrays).await?,
                                 one: client.prepare_typed(APPEND_ONE, &values).await?,
                             }

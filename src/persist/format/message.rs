@@ -217,7 +217,7 @@ pub struct DiskStored<'a> {
     pub message: DiskMessage<'a>,
     pub state: DiskState,
     pub receive_no: u64,
-    pub visibility_epoch: u32,
+    pub visibility_changes: u32,
     pub received_at: u64,
     pub enqueued_at: u64,
 }
@@ -228,7 +228,7 @@ impl<'a> From<&'a queue_live::Stored> for DiskStored<'a> {
             message: DiskMessage::from(&s.message),
             state: s.state.into(),
             receive_no: s.receive_no,
-            visibility_epoch: s.visibility_epoch,
+            visibility_changes: s.visibility_changes,
             received_at: s.received_at.0,
             enqueued_at: s.enqueued_at.0,
         }
@@ -241,7 +241,7 @@ impl DiskStored<'_> {
             message: self.message.into_live(),
             state: self.state.into(),
             receive_no: self.receive_no,
-            visibility_epoch: self.visibility_epoch,
+            visibility_changes: self.visibility_changes,
             received_at: Timestamp(self.received_at),
             enqueued_at: Timestamp(self.enqueued_at),
         }
@@ -347,15 +347,15 @@ pub type KeyedEntries<'a> =
 pub struct Returned {
     pub seq: u64,
     pub receive_no: u64,
-    pub visibility_epoch: u32,
+    pub visibility_changes: u32,
 }
 
 impl From<&(u64, u64, u32)> for Returned {
-    fn from(&(seq, receive_no, visibility_epoch): &(u64, u64, u32)) -> Self {
+    fn from(&(seq, receive_no, visibility_changes): &(u64, u64, u32)) -> Self {
         Returned {
             seq,
             receive_no,
-            visibility_epoch,
+            visibility_changes,
         }
     }
 }
@@ -390,7 +390,7 @@ impl AttemptEntry<'_> {
             self.entries
                 .into_vec()
                 .into_iter()
-                .map(|r| (r.seq, r.receive_no, r.visibility_epoch))
+                .map(|r| (r.seq, r.receive_no, r.visibility_changes))
                 .collect(),
             Timestamp(self.expires_at),
         )
