@@ -64,3 +64,43 @@ fn mobile_state_survives_restarts_from_the_log_and_from_a_snapshot() {
     assert!(!engine.mobile().is_opted_out(&home(), "+15550100").unwrap());
     close(data);
 }
+
+/// Snapshot chunks of mobile changes are sized by `MobileChange::size`: it must not
+/// understate what a change takes in a record, or a chunk could outgrow a record.
+#[test]
+fn a_mobile_change_takes_no_more_than_its_size_says() {
+    use crate::engine::mobile::MobileChange;
+    use crate::persist::format::mobile::DiskMobileChange;
+    let attributes = BTreeMap::from([
+        ("Token".to_string(), "t".repeat(4096)),
+        ("CustomUserData".to_string(), "u".repeat(2048)),
+        ("Enabled".to_string(), "true".to_string()),
+    ]);
+    let changes = [
+        MobileChange::Endpoint {
+            arn: "arn:aws:sns:us-east-1:000000000000:endpoint/GCM/app/1".into(),
+            application: "arn:aws:sns:us-east-1:000000000000:app/GCM/app".into(),
+            attributes: attributes.clone(),
+        },
+        MobileChange::Application {
+            arn: "arn:aws:sns:us-east-1:000000000000:app/GCM/app".into(),
+            attributes,
+        },
+        MobileChange::SandboxNumber {
+            namespace: "us-east-1:000000000000".into(),
+            number: "+15550100".into(),
+            language: "en-US".into(),
+            password: Some("123456".into()),
+        },
+        MobileChange::DeleteEndpoint { arn: "arn".into() },
+    ];
+    for change in &changes {
+        let encoded = postcard::to_allocvec(&DiskMobileChange::from(change)).unwrap();
+        assert!(
+            encoded.len() <= change.size(),
+            "{} bytes encoded, {} said",
+            encoded.len(),
+            change.size()
+        );
+    }
+}

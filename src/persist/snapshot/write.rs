@@ -112,7 +112,7 @@ pub fn write_to<W: Default, O: Write>(
     out.item(&Item::Mobile { lsn })?;
     out.chunks(
         mobile,
-        |_| 256,
+        |change| change.size(),
         |chunk| Item::MobileChanges(List::Write(chunk)),
     )?;
     out.item(&Item::End {
