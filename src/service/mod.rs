@@ -14,6 +14,7 @@ pub mod recorded;
 mod render;
 mod sns;
 mod sns_mobile;
+mod sns_params;
 
 use std::sync::Arc;
 

@@ -1,11 +1,9 @@
 //! The SNS actions: topics, subscriptions, publishing and tags.
 
-use base64::engine::general_purpose::URL_SAFE_NO_PAD;
-use base64::Engine as _;
-
 use super::batch::failure;
 use super::permissions;
 use super::render::decode_attributes;
+use super::sns_params::{invalid, page, pairs, required};
 use super::{RequestContext, Service};
 use crate::backend::{Confirm, CreateTopic, Subscribe};
 use crate::engine::namespace::Namespaces;
@@ -17,58 +15,9 @@ use crate::protocol::{
     encode_ok, Action, ApiError, Encoded, ErrorCode, Payload, Protocol, Shape, SnsAction,
 };
 
-/// SNS list pages hold 100 items.
-const PAGE: usize = 100;
-
-pub(super) fn invalid(message: impl Into<String>) -> ApiError {
-    ApiError::new(ErrorCode::InvalidParameter, message)
-}
-
-pub(super) fn required<T>(value: Option<T>, name: &str) -> Result<T, ApiError> {
-    value.ok_or_else(|| {
-        invalid(format!(
-            "Invalid parameter: {name} Reason: no value for required parameter"
-        ))
-    })
-}
-
-/// One page starting at the offset the token encodes.
-pub(super) fn page<T>(
-    items: Vec<T>,
-    token: Option<&str>,
-) -> Result<(Vec<T>, Option<String>), ApiError> {
-    page_of(items, token, PAGE)
-}
-
-/// One page of `size` items starting at the offset the token encodes.
-pub(super) fn page_of<T>(
-    items: Vec<T>,
-    token: Option<&str>,
-    size: usize,
-) -> Result<(Vec<T>, Option<String>), ApiError> {
-    let start = match token {
-        Some(t) => URL_SAFE_NO_PAD
-            .decode(t)
-            .ok()
-            .and_then(|b| String::from_utf8(b).ok())
-            .and_then(|s| s.parse::<usize>().ok())
-            .ok_or_else(|| invalid("Invalid parameter: NextToken"))?,
-        None => 0,
-    };
-    let total = items.len();
-    let page: Vec<T> = items.into_iter().skip(start).take(size).collect();
-    let end = start.saturating_add(size);
-    let next = (end < total).then(|| URL_SAFE_NO_PAD.encode(end.to_string()));
-    Ok((page, next))
-}
-
 /// Whether a topic's ARN lives in the caller's region and account: ListTopics shows only those.
 fn in_namespace(arn: &str, ctx: &RequestContext) -> bool {
     Namespaces::of_arn(arn).is_some_and(|ns| ns == ctx.namespace)
-}
-
-pub(super) fn pairs(map: std::collections::BTreeMap<String, String>) -> Vec<(String, String)> {
-    map.into_iter().collect()
 }
 
 fn published(id: Option<String>, publication: Publication) -> PublishOutput {
@@ -136,57 +85,27 @@ impl Service {
             A::PutDataProtectionPolicy => {
                 call!(PutDataProtectionPolicy, put_data_protection_policy)
             }
-            A::CreatePlatformApplication => {
-                call!(CreatePlatformApplication, create_platform_application)
-            }
-            A::GetPlatformApplicationAttributes => call!(
-                GetPlatformApplicationAttributes,
-                get_platform_application_attributes
-            ),
-            A::SetPlatformApplicationAttributes => call!(
-                SetPlatformApplicationAttributes,
-                set_platform_application_attributes
-            ),
-            A::ListPlatformApplications => {
-                call!(ListPlatformApplications, list_platform_applications)
-            }
-            A::DeletePlatformApplication => {
-                call!(DeletePlatformApplication, delete_platform_application)
-            }
-            A::CreatePlatformEndpoint => call!(CreatePlatformEndpoint, create_platform_endpoint),
-            A::GetEndpointAttributes => call!(GetEndpointAttributes, get_endpoint_attributes),
-            A::SetEndpointAttributes => call!(SetEndpointAttributes, set_endpoint_attributes),
-            A::ListEndpointsByPlatformApplication => call!(
-                ListEndpointsByPlatformApplication,
-                list_endpoints_by_platform_application
-            ),
-            A::DeleteEndpoint => call!(DeleteEndpoint, delete_endpoint),
-            A::SetSMSAttributes => call!(SetSMSAttributes, set_sms_attributes),
-            A::GetSMSAttributes => call!(GetSMSAttributes, get_sms_attributes),
-            A::CheckIfPhoneNumberIsOptedOut => call!(
-                CheckIfPhoneNumberIsOptedOut,
-                check_if_phone_number_is_opted_out
-            ),
-            A::ListPhoneNumbersOptedOut => {
-                call!(ListPhoneNumbersOptedOut, list_phone_numbers_opted_out)
-            }
-            A::OptInPhoneNumber => call!(OptInPhoneNumber, opt_in_phone_number),
-            A::GetSMSSandboxAccountStatus => {
-                call!(GetSMSSandboxAccountStatus, get_sms_sandbox_account_status)
-            }
-            A::CreateSMSSandboxPhoneNumber => {
-                call!(CreateSMSSandboxPhoneNumber, create_sms_sandbox_phone_number)
-            }
-            A::VerifySMSSandboxPhoneNumber => {
-                call!(VerifySMSSandboxPhoneNumber, verify_sms_sandbox_phone_number)
-            }
-            A::DeleteSMSSandboxPhoneNumber => {
-                call!(DeleteSMSSandboxPhoneNumber, delete_sms_sandbox_phone_number)
-            }
-            A::ListSMSSandboxPhoneNumbers => {
-                call!(ListSMSSandboxPhoneNumbers, list_sms_sandbox_phone_numbers)
-            }
-            A::ListOriginationNumbers => call!(ListOriginationNumbers, list_origination_numbers),
+            A::CreatePlatformApplication
+            | A::GetPlatformApplicationAttributes
+            | A::SetPlatformApplicationAttributes
+            | A::ListPlatformApplications
+            | A::DeletePlatformApplication
+            | A::CreatePlatformEndpoint
+            | A::GetEndpointAttributes
+            | A::SetEndpointAttributes
+            | A::ListEndpointsByPlatformApplication
+            | A::DeleteEndpoint
+            | A::SetSMSAttributes
+            | A::GetSMSAttributes
+            | A::CheckIfPhoneNumberIsOptedOut
+            | A::ListPhoneNumbersOptedOut
+            | A::OptInPhoneNumber
+            | A::GetSMSSandboxAccountStatus
+            | A::CreateSMSSandboxPhoneNumber
+            | A::VerifySMSSandboxPhoneNumber
+            | A::DeleteSMSSandboxPhoneNumber
+            | A::ListSMSSandboxPhoneNumbers
+            | A::ListOriginationNumbers => self.route_sns_mobile(action, payload, ctx).await,
         }
     }
 

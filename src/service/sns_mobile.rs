@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use super::sns::{invalid, page, page_of, pairs, required};
+use super::sns_params::{invalid, page, page_of, pairs, required};
 use super::{RequestContext, Service};
 use crate::engine::namespace::Namespace;
 use crate::engine::topic::protocol::platform_text;
@@ -14,7 +14,9 @@ use crate::engine::topic::{PublishRequest, SubscriptionProtocol};
 use crate::protocol::sns::{AttributesMap, PublishOutput};
 use crate::protocol::sns_mobile::*;
 use crate::protocol::sqs::{Empty, Pairs};
-use crate::protocol::{ApiError, ErrorCode};
+use crate::protocol::{
+    encode_ok, Action, ApiError, Encoded, ErrorCode, Payload, Protocol, Shape, SnsAction,
+};
 
 /// AWS's answer for a map it requires and did not get (an empty one is not sent at all).
 fn null_attributes(
@@ -51,6 +53,91 @@ fn one_time_password() -> String {
 }
 
 impl Service {
+    /// The mobile push and SMS actions, which `route_sns` hands here once the request's ARN
+    /// passed its region and account rules.
+    pub(super) async fn route_sns_mobile(
+        &self,
+        action: SnsAction,
+        payload: &Payload,
+        ctx: &RequestContext,
+    ) -> Result<Encoded, ApiError> {
+        use crate::protocol::actions::sns_shape;
+        let protocol = Protocol::SnsQuery;
+        // Each handler must take and answer what its action declares (`protocol::actions`).
+        macro_rules! call {
+            ($action:ident, $handler:ident) => {{
+                let input: <sns_shape::$action as Shape>::Input<'_> = payload.decode(protocol)?;
+                let output: <sns_shape::$action as Shape>::Output<'_> =
+                    self.$handler(input, ctx).await?;
+                Ok(encode_ok(
+                    protocol,
+                    Action::Sns(action),
+                    &output,
+                    &ctx.request_id,
+                ))
+            }};
+        }
+        use SnsAction as A;
+        match action {
+            A::CreatePlatformApplication => {
+                call!(CreatePlatformApplication, create_platform_application)
+            }
+            A::GetPlatformApplicationAttributes => call!(
+                GetPlatformApplicationAttributes,
+                get_platform_application_attributes
+            ),
+            A::SetPlatformApplicationAttributes => call!(
+                SetPlatformApplicationAttributes,
+                set_platform_application_attributes
+            ),
+            A::ListPlatformApplications => {
+                call!(ListPlatformApplications, list_platform_applications)
+            }
+            A::DeletePlatformApplication => {
+                call!(DeletePlatformApplication, delete_platform_application)
+            }
+            A::CreatePlatformEndpoint => call!(CreatePlatformEndpoint, create_platform_endpoint),
+            A::GetEndpointAttributes => call!(GetEndpointAttributes, get_endpoint_attributes),
+            A::SetEndpointAttributes => call!(SetEndpointAttributes, set_endpoint_attributes),
+            A::ListEndpointsByPlatformApplication => call!(
+                ListEndpointsByPlatformApplication,
+                list_endpoints_by_platform_application
+            ),
+            A::DeleteEndpoint => call!(DeleteEndpoint, delete_endpoint),
+            A::SetSMSAttributes => call!(SetSMSAttributes, set_sms_attributes),
+            A::GetSMSAttributes => call!(GetSMSAttributes, get_sms_attributes),
+            A::CheckIfPhoneNumberIsOptedOut => call!(
+                CheckIfPhoneNumberIsOptedOut,
+                check_if_phone_number_is_opted_out
+            ),
+            A::ListPhoneNumbersOptedOut => {
+                call!(ListPhoneNumbersOptedOut, list_phone_numbers_opted_out)
+            }
+            A::OptInPhoneNumber => call!(OptInPhoneNumber, opt_in_phone_number),
+            A::GetSMSSandboxAccountStatus => {
+                call!(GetSMSSandboxAccountStatus, get_sms_sandbox_account_status)
+            }
+            A::CreateSMSSandboxPhoneNumber => {
+                call!(CreateSMSSandboxPhoneNumber, create_sms_sandbox_phone_number)
+            }
+            A::VerifySMSSandboxPhoneNumber => {
+                call!(VerifySMSSandboxPhoneNumber, verify_sms_sandbox_phone_number)
+            }
+            A::DeleteSMSSandboxPhoneNumber => {
+                call!(DeleteSMSSandboxPhoneNumber, delete_sms_sandbox_phone_number)
+            }
+            A::ListSMSSandboxPhoneNumbers => {
+                call!(ListSMSSandboxPhoneNumbers, list_sms_sandbox_phone_numbers)
+            }
+            A::ListOriginationNumbers => call!(ListOriginationNumbers, list_origination_numbers),
+            // `route_sns` hands over only the actions above.
+            other => Err(ApiError::new(
+                ErrorCode::InvalidAction,
+                format!("{} is not a mobile push or SMS action", other.name()),
+            )),
+        }
+    }
+
     /// An application or endpoint ARN of the caller's region and account: malformed ones are
     /// refused as AWS refuses them, other regions as every SNS ARN, other accounts always
     /// (their applications are never shared).
