@@ -737,7 +737,12 @@ const BACKLOG_WINDOWS: u64 = 6;
 
 /// Receive throughput from a small backlog and from a large one. Both servers are loaded
 /// first and stay up; then `measure` messages are received from each in alternating windows.
-async fn run_backlog(args: &Args, system: System, small: (usize, usize), measure: u64) -> Vec<Row> {
+pub(crate) async fn run_backlog(
+    args: &Args,
+    system: System,
+    small: (usize, usize),
+    measure: u64,
+) -> Vec<Row> {
     let big = (args.backlog_messages, args.backlog_groups);
     let mut loaded = Vec::new();
     for (preload, groups) in [small, big] {
@@ -821,7 +826,7 @@ const MEMORY_BODY_BYTES: usize = 1024;
 
 /// Resident memory a queued 1 KiB message costs: the server's RSS before and after queueing
 /// `MEMORY_MESSAGES` of them (batched sends, 10,000 groups), per message.
-async fn run_memory(args: &Args, system: System) -> Row {
+pub(crate) async fn run_memory(args: &Args, system: System) -> Row {
     let scenario = format!("memory: {MEMORY_MESSAGES} queued 1 KiB msgs");
     let server = match start(args, system).await {
         Ok(server) => server,
@@ -884,7 +889,7 @@ const PRELOAD_LIMIT: Duration = Duration::from_secs(180);
 /// Restart time of a durable server holding `backlog_messages` live messages: load them, kill
 /// the server with SIGKILL, and time a fresh start on the same directory until it listens;
 /// then check that every message is back.
-async fn run_restart(args: &Args) -> Row {
+pub(crate) async fn run_restart(args: &Args) -> Row {
     let dir = data_dir();
     let mut server = start_durable(args, &dir).await;
     let client = http_client();
@@ -1098,7 +1103,7 @@ async fn publish_batches(
 
 /// PublishBatch into one FIFO topic fanned out to `queues` FIFO queues (raw delivery), one
 /// consumer per queue draining and checking per-group order.
-async fn run_fanout(args: &Args, system: System, queues: usize) -> Row {
+pub(crate) async fn run_fanout(args: &Args, system: System, queues: usize) -> Row {
     let scenario = format!("fan-out 1->{queues} FIFO queues (PublishBatch)");
     let server = match start(args, system).await {
         Ok(server) => server,
@@ -1225,94 +1230,6 @@ async fn run_fanout(args: &Args, system: System, queues: usize) -> Row {
             )
         ),
     }
-}
-
-pub async fn run_all(args: &Args) -> Vec<Row> {
-    let mut rounds = Vec::new();
-    for round in 1..=args.rounds {
-        if args.rounds > 1 {
-            eprintln!("round {round} of {}", args.rounds);
-        }
-        rounds.push(run_round(args).await);
-    }
-    crate::report::median_of_rounds(rounds)
-}
-
-async fn run_round(args: &Args) -> Vec<Row> {
-    let mut rows = Vec::new();
-    let peers = || (0..args.peers.len()).map(System::Peer);
-    for scenario in args.scenarios.split(',').map(str::trim) {
-        eprintln!("running {scenario} ...");
-        match scenario {
-            "send" => {
-                rows.push(run_send(args, System::Null, true).await);
-                rows.push(run_send(args, System::Orderly, true).await);
-                for peer in peers() {
-                    rows.push(run_send(args, peer, true).await);
-                }
-            }
-            "single" => {
-                rows.push(run_send(args, System::Null, false).await);
-                rows.push(run_send(args, System::Orderly, false).await);
-                for peer in peers() {
-                    rows.push(run_send(args, peer, false).await);
-                }
-            }
-            "pipeline" => {
-                rows.push(run_pipeline(args, System::Orderly, None).await);
-                for peer in peers() {
-                    rows.push(run_pipeline(args, peer, None).await);
-                }
-            }
-            "durable" => {
-                rows.push(run_send(args, System::Durable, true).await);
-                rows.push(run_send(args, System::Durable, false).await);
-                rows.push(run_pipeline(args, System::Durable, None).await);
-            }
-            "durable-share" => rows.extend(crate::share::run(args).await),
-            "restart" => rows.push(run_restart(args).await),
-            "fanout" => {
-                rows.push(run_fanout(args, System::Orderly, 10).await);
-                for peer in peers() {
-                    rows.push(run_fanout(args, peer, 10).await);
-                }
-            }
-            "paced" => {
-                rows.push(run_pipeline(args, System::Orderly, Some(args.rate)).await);
-                for peer in peers() {
-                    rows.push(run_pipeline(args, peer, Some(args.rate)).await);
-                }
-            }
-            "backlog" => {
-                let measure = 100_000u64;
-                let small_groups =
-                    (measure as usize * args.backlog_groups / args.backlog_messages.max(1)).max(1);
-                for system in std::iter::once(System::Orderly).chain(peers()) {
-                    rows.extend(
-                        run_backlog(args, system, (measure as usize, small_groups), measure).await,
-                    );
-                }
-            }
-            "dedup-memory" => {
-                for system in [System::Orderly, System::Durable]
-                    .into_iter()
-                    .chain(peers())
-                {
-                    rows.push(crate::dedup_memory::run(args, system).await);
-                }
-            }
-            "memory" => {
-                for system in [System::Orderly, System::Durable]
-                    .into_iter()
-                    .chain(peers())
-                {
-                    rows.push(run_memory(args, system).await);
-                }
-            }
-            other => eprintln!("unknown scenario {other}"),
-        }
-    }
-    rows
 }
 
 #[cfg(test)]

@@ -10,6 +10,7 @@ mod dedup_memory;
 mod load;
 mod null_server;
 mod report;
+mod scenarios;
 mod server;
 mod share;
 
@@ -114,7 +115,7 @@ fn main() {
         runtime.block_on(null_server::run(bind));
         return;
     }
-    let rows = runtime.block_on(load::run_all(&args));
+    let rows = runtime.block_on(scenarios::run_all(&args));
     report::print(&args, &rows);
     share::print(&args, &rows);
 }

@@ -9,7 +9,8 @@ use std::sync::Arc;
 
 use tokio::sync::Notify;
 
-use super::{configure_engine, serve_engine, Built, Log, Started};
+use super::engine_service::{configure_engine, serve_engine, Built, Log};
+use super::started::Started;
 use crate::clock::Clock;
 use crate::config::Config;
 use crate::engine::Engine;

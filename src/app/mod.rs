@@ -1,33 +1,38 @@
-//! Wiring, in one place: the data directory and recovery, the engine, the webhook sender and its
-//! worker, move-task runners, the snapshotter, the service and the HTTP server; and the order
-//! they stop in.
+//! Wiring, in this folder: the data directory and recovery, the engine and the service over it
+//! (`engine_service.rs`), the webhook sender and its worker, move-task runners and the
+//! snapshotter (`started.rs`, which also stops them in order), the HTTP server and its routes
+//! (`routes.rs`); on a database, the log and lease (`log_database.rs`) and the succession of
+//! standby and leader (`succession.rs`). This file binds the server and chooses among them.
 
+mod engine_service;
 mod log_database;
+mod routes;
+mod started;
 mod succession;
 
 #[cfg(test)]
 mod router_tests;
 
+use engine_service::{build_service, Built};
+use routes::Routes;
+use started::Started;
+
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
-
 use std::time::Duration;
 
 use tokio::net::TcpListener;
 
 use crate::clock::{Clock, ClockMode, ManualClock, SystemClock};
 use crate::config::Config;
-use crate::delivery::{SenderConfig, Webhooks};
-use crate::engine::Engine;
 use crate::http::body::BodyLimits;
 use crate::http::browser::{self, BrowserRules};
 use crate::http::connection::ConnectionTimeouts;
 use crate::http::server::ServerLimits;
+use crate::persist;
 use crate::persist::snapshot::Snapshotter;
-use crate::persist::{self, DataDir};
-use crate::service::{Service, ServiceSettings};
-use tokio::sync::Notify;
+use crate::service::Service;
 
 /// Descriptors kept out of the connection limit: log segments, snapshots, webhook connections
 /// (`--webhook-concurrency`), the listener, standard streams and what libraries open.
@@ -46,154 +51,6 @@ fn default_max_connections() -> usize {
     };
     let connections = limit.saturating_sub(RESERVED_DESCRIPTORS).clamp(16, 65_536);
     usize::try_from(connections).unwrap_or(65_536)
-}
-
-/// What `build_service` makes: the service, the snapshotter of the log it opened (`None` when
-/// ephemeral), and the lease on a log kept in a database.
-pub struct Built {
-    pub service: Arc<Service>,
-    pub snapshots: Option<Arc<Snapshotter>>,
-    pub lease: Option<Arc<crate::persist::database::Keeper>>,
-    /// How `GET /_orderly/cluster` reads this node's state, when not single.
-    pub cluster: Option<crate::service::cluster::ClusterStatus>,
-    /// On a database: whether this node leads, and where requests go while it does not.
-    pub standby: Option<crate::http::standby::Forwarding>,
-}
-
-/// Opens the data directory (recovering the engine from it) unless ephemeral, builds the
-/// webhook sender, and hands both to the service. Fails if the directory is locked, damaged or
-/// unreadable, or if the webhook client cannot be built (TLS setup). `listening` is the bound
-/// address, which webhooks may not be sent to unless allowed.
-pub fn build_service(
-    config: &Config,
-    clock: Arc<dyn Clock>,
-    listening: SocketAddr,
-) -> std::io::Result<Built> {
-    let (engine, data) = open_engine(config)?;
-    let journal = data.as_ref().map(|d| d.journal.clone());
-    let engine = Arc::new(engine);
-    let snapshots = data.map(|data| {
-        Arc::new(Snapshotter::of_dir(
-            engine.clone(),
-            data,
-            config.snapshot_after,
-        ))
-    });
-    let metrics = crate::metrics::Metrics::default();
-    let log = Log {
-        journal,
-        snapshots,
-        tenure: None,
-    };
-    serve_engine(config, clock, listening, engine, log, metrics)
-}
-
-/// The log a service's engine writes to: none when ephemeral; on a database, with the tenure
-/// its lease keeps.
-struct Log {
-    journal: Option<Arc<crate::persist::writer::FileJournal>>,
-    snapshots: Option<Arc<Snapshotter>>,
-    tenure: Option<Arc<crate::persist::tenure::Tenure>>,
-}
-
-/// The service on `engine`, whose changes `log` keeps.
-fn serve_engine(
-    config: &Config,
-    clock: Arc<dyn Clock>,
-    listening: SocketAddr,
-    engine: Arc<Engine<Notify>>,
-    log: Log,
-    metrics: crate::metrics::Metrics,
-) -> std::io::Result<Built> {
-    let Log {
-        journal,
-        snapshots,
-        tenure,
-    } = log;
-    let (webhooks, settings) = service_parts(config, listening)?;
-    if let Some(journal) = &journal {
-        metrics.set_log(journal.metrics());
-    }
-    let mut backend = crate::backend::embedded::Embedded::new(
-        engine.clone(),
-        journal,
-        clock.clone(),
-        webhooks.wake_signal(),
-    )
-    .counting_long_polls(metrics.long_polls_waiting.clone());
-    if let Some(tenure) = tenure {
-        backend = backend.within(tenure);
-    }
-    let backend = Arc::new(backend);
-    Ok(Built {
-        service: Service::new(backend, Arc::new(webhooks), clock, settings, metrics),
-        snapshots,
-        lease: None,
-        cluster: None,
-        standby: None,
-    })
-}
-
-/// What a service needs besides its storage: the webhook sender and its settings.
-fn service_parts(
-    config: &Config,
-    listening: SocketAddr,
-) -> std::io::Result<(Webhooks, ServiceSettings)> {
-    let webhooks = Webhooks::new(
-        config.webhook_allow.clone(),
-        &SenderConfig {
-            timeout: Duration::from_secs(config.webhook_timeout.max(1)),
-            accept_invalid_certs: config.webhook_accept_invalid_certs,
-            proxy: config.webhook_proxy.clone(),
-            listening: Some(listening),
-        },
-        config.webhook_concurrency,
-    )
-    .map_err(std::io::Error::other)?;
-    let settings = ServiceSettings {
-        hostname: config.hostname.clone(),
-        account_id: config.account_id.clone(),
-        region: config.region.clone(),
-        single_namespace: config.single_namespace,
-    };
-    Ok((webhooks, settings))
-}
-
-/// The engine with its settings, recovered from the data directory unless ephemeral.
-fn open_engine(config: &Config) -> std::io::Result<(Engine<Notify>, Option<DataDir>)> {
-    let mut engine = Engine::new(&config.account_id, &config.region);
-    let data = if config.ephemeral {
-        None
-    } else {
-        let started = std::time::Instant::now();
-        let (data, report) = persist::open(&config.data_dir, config.fsync, &mut engine)
-            .map_err(std::io::Error::other)?;
-        if let Some((file, offset, bytes)) = &report.dropped_tail {
-            tracing::warn!(
-                %file, offset, bytes,
-                "dropped a cut-short or damaged final log record: a crash in the middle of a write leaves one, and so does damage to the file, which cannot be told apart; the changes it held are not replayed"
-            );
-        }
-        tracing::info!(
-            dir = %config.data_dir.display(),
-            snapshot = report.snapshot.as_deref().unwrap_or("none"),
-            snapshot_messages = report.snapshot_messages,
-            replayed = report.replayed,
-            millis = started.elapsed().as_millis() as u64,
-            "recovered"
-        );
-        Some(data)
-    };
-    configure_engine(config, &mut engine);
-    Ok((engine, data))
-}
-
-/// The engine's settings from the flags.
-fn configure_engine(config: &Config, engine: &mut Engine<Notify>) {
-    engine.delete_cooldown_ms = config.deleted_queue_cooldown * 1000;
-    engine.fifo_http_subscriptions = config.fifo_http_subscriptions;
-    engine.enforce_queue_policies = config.enforce_queue_policies;
-    engine.set_webhook_max_pending(config.webhook_max_pending);
 }
 
 /// A manual clock on a data directory starts where it was last moved to (`CLOCK`), and keeps
@@ -504,156 +361,6 @@ impl App {
         };
         let server = (self.listener, self.limits, self.tls);
         succession::serve(node, generation, routes, server, shutdown).await
-    }
-}
-
-/// What every service's routes are built with, whichever generation serves.
-#[derive(Clone)]
-struct Routes {
-    scheme: &'static str,
-    body: BodyLimits,
-    browser: BrowserRules,
-    clock_control: Option<Arc<ManualClock>>,
-    auth: Option<Arc<crate::http::auth::Auth>>,
-}
-
-impl Routes {
-    /// The service's routes, each request passed on to the leader first while `standby` does
-    /// not lead.
-    fn router(
-        &self,
-        service: Arc<Service>,
-        forwarding: Option<crate::http::standby::Forwarding>,
-    ) -> axum::Router {
-        let routes = crate::http::routes(
-            service,
-            self.body,
-            (self.scheme, self.clock_control.clone()),
-            self.auth.clone(),
-        );
-        let routes = match forwarding {
-            Some(forwarding) => routes.layer(axum::middleware::from_fn_with_state(
-                forwarding,
-                crate::http::standby::forward_unless_leading,
-            )),
-            None => routes,
-        };
-        crate::http::guarded(routes, self.browser.clone())
-    }
-}
-
-/// The work a serving node runs beside requests, started at once or when a standby comes to
-/// lead, and stopped in order when the server stops.
-pub struct Started {
-    tasks: std::sync::Mutex<Vec<tokio::task::JoinHandle<()>>>,
-    snapshots: std::sync::OnceLock<Arc<Snapshotter>>,
-    /// The lease this node leads under, once it does.
-    lease: tokio::sync::watch::Sender<Option<Arc<crate::persist::database::Keeper>>>,
-}
-
-impl Default for Started {
-    fn default() -> Self {
-        Started {
-            tasks: Default::default(),
-            snapshots: Default::default(),
-            lease: tokio::sync::watch::Sender::new(None),
-        }
-    }
-}
-
-impl Started {
-    /// Starts the webhook worker, the snapshotter and the move tasks.
-    fn begin(
-        &self,
-        service: &Arc<Service>,
-        snapshots: Option<Arc<Snapshotter>>,
-        lease: Option<Arc<crate::persist::database::Keeper>>,
-    ) {
-        let mut tasks = self.tasks.lock().unwrap_or_else(|p| p.into_inner());
-        tasks.push(tokio::spawn(crate::delivery::run(
-            service.backend.clone(),
-            service.clock.clone(),
-            service.webhooks.clone(),
-        )));
-        if let Some(snapshots) = snapshots {
-            tasks.push(tokio::spawn(snapshots.clone().run()));
-            if crate::test_hooks::enabled() {
-                tasks.push(tokio::spawn(answer_test_hooks(snapshots.clone())));
-            }
-            let _ = self.snapshots.set(snapshots);
-        }
-        if let Some(lease) = lease {
-            self.lease.send_replace(Some(lease));
-        }
-        drop(tasks);
-        service.backend.resume_move_tasks();
-    }
-
-    /// Completes once this node, having come to lead, loses the lease.
-    async fn deposed(&self) {
-        let mut lease = self.lease.subscribe();
-        let keeper = match lease.wait_for(Option::is_some).await {
-            Ok(keeper) => keeper.clone(),
-            Err(_) => None,
-        };
-        match keeper {
-            Some(keeper) => keeper.lost().await,
-            None => std::future::pending().await,
-        }
-    }
-
-    /// Background work stops before the log closes (a snapshot already writing on a blocking
-    /// thread is not interrupted, but waited for); the lease is given up last.
-    async fn stop(&self, service: &Service) {
-        let tasks = std::mem::take(&mut *self.tasks.lock().unwrap_or_else(|p| p.into_inner()));
-        let began = !tasks.is_empty();
-        for task in tasks {
-            task.abort();
-            let _ = task.await;
-        }
-        if began {
-            let _ = service.backend.stop_move_tasks().await;
-        }
-        // Every answered request is durable already; this flushes background changes too,
-        // once a snapshot still being written is done.
-        if let Some(snapshots) = self.snapshots.get().cloned() {
-            let _ = tokio::task::spawn_blocking(move || {
-                snapshots.finish();
-                snapshots.close();
-            })
-            .await;
-        }
-        // Given up only once nothing more is written, so the next leader reads it all.
-        let lease = self.lease.borrow().clone();
-        if let Some(lease) = lease {
-            let _ = tokio::task::spawn_blocking(move || lease.release()).await;
-        }
-    }
-}
-
-/// What a leader does for a test holding it from outside (`test_hooks`): hold its log's
-/// writes, or take a snapshot now.
-async fn answer_test_hooks(snapshots: Arc<Snapshotter>) {
-    use crate::test_hooks;
-    let mut held = false;
-    loop {
-        let hold = test_hooks::asked("hold-log");
-        if hold != held {
-            snapshots.journal().hold_writes(hold);
-            held = hold;
-            if hold {
-                test_hooks::reached("log-held");
-            }
-        }
-        if test_hooks::take("take-snapshot") {
-            let taking = snapshots.clone();
-            tokio::task::spawn_blocking(move || {
-                if let Err(error) = taking.take() {
-                    tracing::error!(%error, "the snapshot a test asked for failed");
-                }
-            });
-        }
-        tokio::time::sleep(test_hooks::POLL).await;
     }
 }
 

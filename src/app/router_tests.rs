@@ -498,15 +498,18 @@ fn the_region_is_read_from_the_credential_scope_or_a_presigned_url() {
     );
     let root: Uri = "/".parse().unwrap();
     assert_eq!(
-        crate::http::signing_region(&headers, &root).as_deref(),
+        crate::http::aws::signing_region(&headers, &root).as_deref(),
         Some("eu-west-1")
     );
     let presigned: Uri = "/?Action=ListQueues&X-Amz-Credential=AKID%2F20260210%2Fap-south-1%2Fsqs%2Faws4_request&X-Amz-Signature=0"
         .parse()
         .unwrap();
     assert_eq!(
-        crate::http::signing_region(&HeaderMap::new(), &presigned).as_deref(),
+        crate::http::aws::signing_region(&HeaderMap::new(), &presigned).as_deref(),
         Some("ap-south-1")
     );
-    assert_eq!(crate::http::signing_region(&HeaderMap::new(), &root), None);
+    assert_eq!(
+        crate::http::aws::signing_region(&HeaderMap::new(), &root),
+        None
+    );
 }

@@ -12,8 +12,10 @@ use std::time::Duration;
 use axum::Router;
 use tokio::net::TcpListener;
 
+use super::engine_service::Built;
 use super::log_database::{self, Node, Waiting};
-use super::{Built, Routes, Started};
+use super::routes::Routes;
+use super::started::Started;
 use crate::http::server::ServerLimits;
 use crate::http::standby::Forwarding;
 use crate::persist::database::Keeper;

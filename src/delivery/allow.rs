@@ -11,8 +11,6 @@ use std::net::IpAddr;
 
 use ipnet::IpNet;
 
-use crate::protocol::{ApiError, ErrorCode};
-
 #[derive(Clone, Debug, Default)]
 pub struct AllowList {
     nets: Vec<IpNet>,
@@ -73,23 +71,17 @@ impl AllowList {
         }
     }
 
-    /// Subscribe's check, so a refused endpoint fails at once rather than at every delivery.
-    pub fn check_endpoint(&self, endpoint: &str) -> Result<(), ApiError> {
+    /// Subscribe's check, so a refused endpoint fails at once rather than at every delivery:
+    /// the endpoint's host when the list refuses it. A malformed URL is not refused here (it
+    /// gets the engine's own error).
+    pub fn refused_host(&self, endpoint: &str) -> Option<String> {
         if self.is_open() {
-            return Ok(());
+            return None;
         }
         let host = reqwest::Url::parse(endpoint)
             .ok()
-            .and_then(|u| u.host_str().map(String::from));
-        match host {
-            Some(host) if self.admits_host(&host) => Ok(()),
-            Some(host) => Err(ApiError::new(
-                ErrorCode::InvalidParameter,
-                format!("Invalid parameter: Endpoint Reason: {host} is not in this server's webhook allow-list"),
-            )),
-            // Malformed URLs get the engine's own error.
-            None => Ok(()),
-        }
+            .and_then(|u| u.host_str().map(String::from))?;
+        (!self.admits_host(&host)).then_some(host)
     }
 }
 
@@ -101,7 +93,7 @@ mod tests {
     fn empty_list_allows_everything() {
         let list = AllowList::parse("").unwrap();
         assert!(list.allows_ip("10.1.2.3".parse().unwrap()));
-        assert!(list.check_endpoint("http://169.254.169.254/latest").is_ok());
+        assert_eq!(list.refused_host("http://169.254.169.254/latest"), None);
     }
 
     #[test]
@@ -115,12 +107,12 @@ mod tests {
         assert!(list.names_host("HOOKS.example.com"));
         assert!(list.names_host("a.corp.test"));
         assert!(!list.names_host("corp.test.evil"));
-        assert!(list.check_endpoint("http://127.0.0.1:9000/hook").is_ok());
-        assert!(list.check_endpoint("http://169.254.169.254/").is_err());
+        assert_eq!(list.refused_host("http://127.0.0.1:9000/hook"), None);
+        assert!(list.refused_host("http://169.254.169.254/").is_some());
         // Other names are checked on their resolved addresses at delivery.
-        assert!(list.check_endpoint("http://elsewhere.test/").is_ok());
+        assert_eq!(list.refused_host("http://elsewhere.test/"), None);
         let names_only = AllowList::parse("hooks.example.com").unwrap();
-        assert!(names_only.check_endpoint("http://elsewhere.test/").is_err());
+        assert!(names_only.refused_host("http://elsewhere.test/").is_some());
         assert!(AllowList::parse("not a host!").is_err());
     }
 }

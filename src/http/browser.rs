@@ -113,7 +113,7 @@ fn is_loopback_name(name: &str) -> bool {
 fn refuse(headers: &HeaderMap, message: &str) -> Response {
     let request_id = uuid::Uuid::new_v4().to_string();
     let error = ApiError::new(ErrorCode::AccessDenied, message);
-    super::early_error(headers, &error, &request_id)
+    super::reply::early_error(headers, &error, &request_id)
 }
 
 /// The middleware: checks Host and Origin, answers preflights, and marks allowed answers.

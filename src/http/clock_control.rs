@@ -11,7 +11,7 @@ use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde_json::{json, Value};
 
-use super::HttpState;
+use super::state::HttpState;
 use crate::clock::{Clock, ManualClock, Refused, LATEST};
 use crate::engine::Timestamp;
 use crate::service::inspect::rfc3339;

@@ -12,7 +12,7 @@ use axum::response::{IntoResponse, Response};
 
 use super::identity::Caller;
 use super::inspect::unauthorized;
-use super::HttpState;
+use super::state::HttpState;
 use crate::service::RequestContext;
 
 const PAGE: &str = include_str!("console/index.html");
@@ -71,13 +71,13 @@ pub async fn action(State(state): State<HttpState>, request: Request) -> Respons
         return refused;
     }
     let request_id = uuid::Uuid::new_v4().to_string();
-    let body = match super::read_body(&state, &headers, body, &request_id).await {
+    let body = match super::reply::read_body(&state, &headers, body, &request_id).await {
         Ok(body) => body,
         Err(refused) => return refused,
     };
-    let host = match super::usable_host(&headers, &parts.uri) {
+    let host = match super::reply::usable_host(&headers, &parts.uri) {
         Ok(host) => host,
-        Err(error) => return super::early_error(&headers, &error, &request_id),
+        Err(error) => return super::reply::early_error(&headers, &error, &request_id),
     };
     let given = headers
         .get(header::AUTHORIZATION)
@@ -100,5 +100,5 @@ pub async fn action(State(state): State<HttpState>, request: Request) -> Respons
         authenticated: true,
         trace_header: None,
     };
-    super::json(&state.service, &headers, body, &ctx, false).await
+    super::aws::json(&state.service, &headers, body, &ctx, false).await
 }

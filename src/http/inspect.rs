@@ -15,7 +15,7 @@ use axum::http::{HeaderMap, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use serde_json::{json, Value};
 
-use super::HttpState;
+use super::state::HttpState;
 use crate::backend::ResetScope;
 use crate::engine::queue::inspect::StateFilter;
 use crate::protocol::ApiError;
@@ -85,7 +85,7 @@ pub async fn queues(State(state): State<HttpState>, headers: HeaderMap, uri: Uri
     if let Some(refused) = unauthorized(&state, &headers) {
         return refused;
     }
-    let host = match super::usable_host(&headers, &uri) {
+    let host = match super::reply::usable_host(&headers, &uri) {
         Ok(host) => host,
         Err(error) => return failed(error),
     };

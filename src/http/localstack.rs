@@ -16,7 +16,8 @@ use axum::response::{IntoResponse, Response};
 use serde_json::json;
 
 use super::inspect::{answer, unauthorized};
-use super::{respond, HttpState};
+use super::reply::respond;
+use super::state::HttpState;
 use crate::protocol::{
     encode_answer, encode_error, xml_json, Action, ApiError, ErrorCode, Protocol, SqsAction,
 };

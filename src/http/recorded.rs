@@ -18,7 +18,7 @@ use axum::routing::{get, MethodRouter};
 use serde_json::json;
 
 use super::inspect::{answer, failed, query_param, reply, unauthorized};
-use super::HttpState;
+use super::state::HttpState;
 
 use crate::service::recorded::{LocalStackListing, RecordedFilter};
 

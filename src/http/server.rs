@@ -43,7 +43,7 @@ static AT_LIMIT: std::sync::LazyLock<Vec<u8>> = std::sync::LazyLock::new(|| {
     format!(
         "HTTP/1.1 503 Service Unavailable\r\ncontent-type: text/xml\r\nconnection: close\r\n\
          retry-after: 1\r\n{}: 1\r\ncontent-length: {}\r\n\r\n{body}",
-        super::standby::NOT_SERVED,
+        super::node_headers::NOT_SERVED,
         body.len()
     )
     .into_bytes()
@@ -77,7 +77,7 @@ async fn refuse_at_limit(mut stream: tokio::net::TcpStream) {
 /// on.
 fn too_many_headers<B>(request: &hyper::Request<B>) -> bool {
     let headers = request.headers();
-    headers.len() > MAX_HEADERS && !headers.contains_key(super::standby::FORWARDED)
+    headers.len() > MAX_HEADERS && !headers.contains_key(super::node_headers::FORWARDED)
 }
 
 #[derive(Clone, Debug)]
@@ -153,7 +153,7 @@ pub async fn serve(
         // Our own deadlines apply (idle vs. headers); hyper's would count idle time as header time.
         .header_read_timeout(None)
         .max_buf_size(MAX_HEAD_BYTES)
-        .max_headers(MAX_HEADERS + super::standby::ADDED_HEADERS);
+        .max_headers(MAX_HEADERS + super::node_headers::ADDED_HEADERS);
     let refusals = Arc::new(Semaphore::new(REFUSALS));
     tokio::pin!(shutdown);
     let mut refused: u64 = 0;

@@ -23,22 +23,10 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 
 use super::body::BodyLimits;
+use super::node_headers::{ADDED_HEADERS, FORWARDED, NOT_SERVED};
+use super::reply::{early_error, read_limited};
 use crate::metrics::{ForwardOutcome, Forwarded};
 use crate::protocol::{ApiError, ErrorCode};
-
-/// A request passed on carries this, so it is never passed on again (a leader's URL that
-/// names a standby would otherwise send requests round in circles).
-pub const FORWARDED: &str = "x-orderly-forwarded";
-
-/// On every 503, which says nothing of the request was read or kept: a node that does not
-/// lead refusing a passed-on request, a server past its connection limit, a leader whose log
-/// refused the change. The passing node may send such a request again.
-pub const NOT_SERVED: &str = "x-orderly-not-served";
-
-/// Headers a node may add to a request it passes on (the marker above; `Host`, `Accept` and
-/// `Content-Length` when the client sent none): the server takes this many more from a
-/// request that carries the marker.
-pub const ADDED_HEADERS: usize = 4;
 
 /// Failures to pass requests on are said once per cause per interval, not once a request.
 static WARNINGS: std::sync::LazyLock<crate::quiet_log::QuietLog> =
@@ -278,12 +266,12 @@ pub async fn forward_unless_leading(
             ErrorCode::AccessDenied,
             "Orderly does not take its own webhook notifications as requests.",
         );
-        return super::early_error(&headers, &error, &uuid::Uuid::new_v4().to_string());
+        return early_error(&headers, &error, &uuid::Uuid::new_v4().to_string());
     }
     let (parts, body) = request.into_parts();
     let request_id = uuid::Uuid::new_v4().to_string();
     let limits = standby.settings.body;
-    let body = match super::read_limited(&parts.headers, body, limits, &request_id).await {
+    let body = match read_limited(&parts.headers, body, limits, &request_id).await {
         Ok(body) => body,
         Err(refused) => return refused,
     };
@@ -320,7 +308,7 @@ fn failed(standby: &Standby, headers: &HeaderMap, failure: Failure) -> Response 
         tracing::warn!(%message, held_back, "a request passed on to the leader failed");
     }
     let error = ApiError::new(code, answer);
-    super::early_error(headers, &error, &uuid::Uuid::new_v4().to_string())
+    early_error(headers, &error, &uuid::Uuid::new_v4().to_string())
 }
 
 /// Why a request passed on got no answer.

@@ -15,266 +15,29 @@ use std::cell::RefCell;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
-use std::time::Duration;
 
 use tokio::sync::watch;
 
 use super::format;
-use super::log::{LogError, SegmentLog};
 use super::record::Buffer;
-use super::storage::Storage;
 use crate::engine::changes::{Change, Journal};
-
-/// Where the writer's batches go: the data directory's segments (`SegmentLog`), or a
-/// database's log table (`persist::database`). One writer, one batching and retry policy for
-/// both.
-pub trait LogSink: Send + 'static {
-    /// Appends records as one batch, whole or not at all; a failure is undone, so the same
-    /// records (with later ones after them) can be appended again.
-    fn append(&mut self, records: &[&[u8]]) -> Result<(), LogError>;
-    /// Makes everything appended so far durable.
-    fn sync(&mut self) -> Result<(), LogError>;
-    /// The sink takes no more writes, ever (a failed sync, or another node leads now).
-    fn poisoned(&self) -> bool;
-    /// Starts a new part of the log after everything appended (for a snapshot); returns the
-    /// number that `remove_before` is later given to drop what came before it.
-    fn rotate(&mut self) -> Result<u64, LogError>;
-    /// Drops the parts of the log numbered below `number` (a snapshot covers them).
-    fn remove_before(&mut self, number: u64) -> Result<(), LogError>;
-    /// How long, while requests come often, the writer lets the next write wait after the
-    /// last one so that more requests share it: worth it where each write has a large fixed
-    /// cost (a database's commit), not for a file.
-    fn batch_wait(&self) -> Duration {
-        Duration::ZERO
-    }
-}
-
-impl<S: Storage + 'static> LogSink for SegmentLog<S> {
-    fn append(&mut self, records: &[&[u8]]) -> Result<(), LogError> {
-        SegmentLog::append(self, records)
-    }
-    fn sync(&mut self) -> Result<(), LogError> {
-        SegmentLog::sync(self)
-    }
-    fn poisoned(&self) -> bool {
-        SegmentLog::poisoned(self)
-    }
-    fn rotate(&mut self) -> Result<u64, LogError> {
-        SegmentLog::rotate(self)
-    }
-    fn remove_before(&mut self, number: u64) -> Result<(), LogError> {
-        SegmentLog::remove_before(self, number)
-    }
-}
+pub use shared::Durable;
+use shared::{Arrivals, Pending, Shared, KEEP_BUFFER_BYTES};
+pub use sink::{FsyncMode, LogSink};
 use write_loop::Writer;
 
+mod shared;
+mod sink;
 mod write_loop;
-
-/// When the log is made durable with fsync, and therefore what a crash can lose.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum FsyncMode {
-    /// Before any request is answered: an acknowledged change survives power loss.
-    Always,
-    /// At most this long after a change is written: a power loss (not a process crash) can
-    /// lose the last interval of acknowledged changes.
-    Interval(Duration),
-    /// Never explicitly: survives a process crash, not a power loss.
-    Never,
-}
-
-impl std::str::FromStr for FsyncMode {
-    type Err = String;
-    fn from_str(value: &str) -> Result<Self, String> {
-        match value {
-            "always" => Ok(FsyncMode::Always),
-            "never" => Ok(FsyncMode::Never),
-            _ => value
-                .strip_prefix("interval:")
-                .and_then(|ms| ms.parse::<u64>().ok())
-                .filter(|ms| *ms > 0)
-                .map(|ms| FsyncMode::Interval(Duration::from_millis(ms)))
-                .ok_or_else(|| "expected always, never or interval:MILLISECONDS".to_string()),
-        }
-    }
-}
-
-/// How far the log is durable: every record numbered below `lsn` is.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Durable {
-    pub lsn: u64,
-    /// A write or sync failed: nothing is acknowledged while it is set. A failed write is
-    /// tried again (every `RETRY_EVERY`) and clears it once written and synced; a failed sync
-    /// sets it for good (the page cache may have dropped what it held: restart to recover).
-    pub failed: bool,
-}
 
 /// A request's changes could not be made durable.
 #[derive(Debug, thiserror::Error)]
 #[error("the write-ahead log failed; changes are no longer being persisted")]
 pub struct JournalFailed;
 
-/// Records one after another in one buffer. Submitters copy theirs in and the writer swaps
-/// the whole buffer for its emptied one, so a steady stream allocates and frees nothing: a
-/// record allocated on a runtime thread and freed by the writer made the two contend for the
-/// allocator's lock (a futex call per record).
-#[derive(Default)]
-struct Records {
-    bytes: Vec<u8>,
-    /// Where each record ends in `bytes`.
-    ends: Vec<usize>,
-}
-
-/// A buffer grown past this by a burst is let go once written, rather than kept for good.
-const KEEP_BUFFER_BYTES: usize = 16 * 1024 * 1024;
-
-/// How often a write that failed (out of descriptors, disk full) is tried again.
-const RETRY_EVERY: Duration = Duration::from_millis(250);
-
-/// Records kept for a retry beyond this are dropped and the log stays failed for good.
-/// Requests are refused while the log fails, so only background work adds records meanwhile.
-const MAX_RETAINED_BYTES: usize = 256 * 1024 * 1024;
-
-impl Records {
-    fn len(&self) -> usize {
-        self.ends.len()
-    }
-
-    fn is_empty(&self) -> bool {
-        self.ends.is_empty()
-    }
-
-    fn push(&mut self, record: &[u8]) {
-        self.bytes.extend_from_slice(record);
-        self.ends.push(self.bytes.len());
-    }
-
-    fn iter(&self) -> impl Iterator<Item = &[u8]> {
-        let starts = std::iter::once(0).chain(self.ends.iter().copied());
-        starts
-            .zip(&self.ends)
-            .map(|(start, end)| &self.bytes[start..*end])
-    }
-
-    /// Moves the records from index `at` on into `rest`, which must be empty.
-    fn split_into(&mut self, at: usize, rest: &mut Records) {
-        debug_assert!(rest.is_empty());
-        let cut = at.checked_sub(1).map_or(0, |last| self.ends[last]);
-        rest.bytes.extend_from_slice(&self.bytes[cut..]);
-        rest.ends
-            .extend(self.ends[at..].iter().map(|end| end - cut));
-        self.bytes.truncate(cut);
-        self.ends.truncate(at);
-    }
-
-    /// Copies every record of `other` after this one's (the rare path of a retry).
-    fn extend_from(&mut self, other: &Records) {
-        let base = self.bytes.len();
-        self.bytes.extend_from_slice(&other.bytes);
-        self.ends.extend(other.ends.iter().map(|end| end + base));
-    }
-
-    fn clear(&mut self) {
-        if self.bytes.capacity() > KEEP_BUFFER_BYTES {
-            *self = Records::default();
-        }
-        self.bytes.clear();
-        self.ends.clear();
-    }
-}
-
 thread_local! {
     /// Where a change is encoded before it is copied into the queue of records.
     static ENCODE_BUFFER: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
-}
-
-#[derive(Default)]
-struct Pending {
-    records: Records,
-    /// Records handed to the writer so far: the position of `records[0]` among all records.
-    taken: u64,
-    /// Groups open (`Journal::hold`). Groups open at the same time form one region, which
-    /// starts where the first of them did and ends when the last closes: their records
-    /// interleave, so they can only be written together. The writer takes no record from
-    /// `region_start` on while any is open.
-    holders: usize,
-    region_start: u64,
-    /// A change could not even be encoded: the log can never hold everything again.
-    lost: bool,
-    /// A snapshot waits for the writer to start a new segment.
-    rotate: Option<std::sync::mpsc::Sender<Result<(u64, u64), String>>>,
-    remove_before: Option<u64>,
-    closing: bool,
-    /// The writer sleeps on `Shared::work` and nobody has woken it yet: only then does a
-    /// submission pay for a wake-up call (it used to make one per sync while the writer
-    /// was busy syncing and not listening).
-    writer_asleep: bool,
-    /// The writer sleeps until a failed write is due to be tried again (tests look at it).
-    retry_scheduled: bool,
-    /// Tests hold the writer back (`FileJournal::hold_writes`): records queue, none is taken.
-    held: bool,
-}
-
-struct Shared {
-    pending: Mutex<Pending>,
-    work: Condvar,
-    next_lsn: AtomicU64,
-    durable: watch::Sender<Durable>,
-    /// Bytes appended since the last snapshot, to decide when to take the next one.
-    bytes_since_snapshot: AtomicU64,
-    /// The snapshotter waits for `bytes_since_snapshot` to reach this (`u64::MAX`: nobody
-    /// waits), and is woken through `log_grown` once it does.
-    wake_at_bytes: AtomicU64,
-    log_grown: tokio::sync::Notify,
-    /// Records, bytes and sync times, for `GET /metrics`.
-    metrics: Arc<super::log_metrics::LogMetrics>,
-    arrivals: Arrivals,
-}
-
-/// How often requests come to wait for the log, so that the writer can tell a busy log, where
-/// a short wait lets several requests share a write, from a quiet one, where it would only
-/// delay the one request there is.
-struct Arrivals {
-    origin: std::time::Instant,
-    /// When the last request came, in nanoseconds from `origin`.
-    last: AtomicU64,
-    /// The mean time between requests, in nanoseconds (a moving average over about the last
-    /// eight).
-    gap: AtomicU64,
-}
-
-/// A pause longer than this counts as this long, so that the busy times after a long quiet
-/// one soon count again (after about a hundred requests close together).
-const LONGEST_GAP: Duration = Duration::from_secs(60);
-
-impl Arrivals {
-    fn new() -> Self {
-        Arrivals {
-            origin: std::time::Instant::now(),
-            last: AtomicU64::new(0),
-            gap: AtomicU64::new(LONGEST_GAP.as_nanos() as u64),
-        }
-    }
-
-    fn note(&self) {
-        self.note_at(self.origin.elapsed());
-    }
-
-    /// Notes a request come `at` after `origin`.
-    fn note_at(&self, at: Duration) {
-        let now = u64::try_from(at.as_nanos()).unwrap_or(u64::MAX);
-        let since = now.saturating_sub(self.last.swap(now, Ordering::Relaxed));
-        let sample = since.min(LONGEST_GAP.as_nanos() as u64);
-        // Two requests noted at once may each miss the other's update: the figure only guides.
-        let mean = self.gap.load(Ordering::Relaxed);
-        self.gap
-            .store(mean - mean / 8 + sample / 8, Ordering::Relaxed);
-    }
-
-    /// Whether at least three more requests are likely within `wait`. (Two let a paced load
-    /// of a few thousand requests a second count as busy now and then, and wait for nothing.)
-    fn busy_within(&self, wait: Duration) -> bool {
-        3 * self.gap.load(Ordering::Relaxed) <= wait.as_nanos() as u64
-    }
 }
 
 pub struct FileJournal {
@@ -335,7 +98,7 @@ impl FileJournal {
     /// look at what is durable knowing nothing more is on its way (no sleeping in hope).
     #[cfg(test)]
     pub fn wait_until_idle(&self) {
-        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
         loop {
             {
                 let pending = self.lock();
@@ -498,20 +261,6 @@ impl Drop for FileJournal {
     }
 }
 
-impl Pending {
-    /// How many records the writer may take: those before the open region, if any.
-    fn ready(&self) -> usize {
-        if self.held {
-            return 0;
-        }
-        if self.holders == 0 {
-            self.records.len()
-        } else {
-            (self.region_start - self.taken) as usize
-        }
-    }
-}
-
 impl Journal for FileJournal {
     fn submit(&self, change: &Change) {
         ENCODE_BUFFER.with_borrow_mut(|buffer| {
@@ -575,7 +324,8 @@ mod tests {
     use std::sync::Arc;
     use std::time::Duration;
 
-    use super::{Change, FileJournal, FsyncMode, Journal, Records};
+    use super::shared::Records;
+    use super::{Change, FileJournal, FsyncMode, Journal};
 
     fn contents(records: &Records) -> Vec<&[u8]> {
         records.iter().collect()
@@ -641,20 +391,20 @@ mod tests {
     }
 
     impl super::LogSink for Scripted {
-        fn append(&mut self, _records: &[&[u8]]) -> Result<(), super::LogError> {
+        fn append(&mut self, _records: &[&[u8]]) -> Result<(), crate::persist::log::LogError> {
             (self.on_append)();
             Ok(())
         }
-        fn sync(&mut self) -> Result<(), super::LogError> {
+        fn sync(&mut self) -> Result<(), crate::persist::log::LogError> {
             Ok(())
         }
         fn poisoned(&self) -> bool {
             false
         }
-        fn rotate(&mut self) -> Result<u64, super::LogError> {
+        fn rotate(&mut self) -> Result<u64, crate::persist::log::LogError> {
             Ok(0)
         }
-        fn remove_before(&mut self, _number: u64) -> Result<(), super::LogError> {
+        fn remove_before(&mut self, _number: u64) -> Result<(), crate::persist::log::LogError> {
             Ok(())
         }
         fn batch_wait(&self) -> Duration {
@@ -692,7 +442,7 @@ mod tests {
 
     #[test]
     fn requests_count_as_busy_only_while_they_come_closer_than_a_third_of_the_wait() {
-        let arrivals = super::Arrivals::new();
+        let arrivals = super::shared::Arrivals::new();
         let wait = Duration::from_micros(400);
         assert!(!arrivals.busy_within(wait), "busy before any request");
         let mut at = Duration::from_secs(5);

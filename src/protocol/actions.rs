@@ -109,7 +109,8 @@ macro_rules! declare_actions {
         /// Each action's request and answer types (see `Shape`).
         #[allow(non_camel_case_types)]
         pub mod $shapes {
-            use super::*;
+            // Named from the crate root: the types this file imports.
+            use crate::protocol::actions::*;
             $(
                 pub struct $name;
                 impl Shape for $name {

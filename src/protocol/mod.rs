@@ -3,6 +3,7 @@
 
 pub mod actions;
 pub mod borrowed;
+pub mod encoded;
 pub mod error;
 pub mod form;
 pub mod json_answer;
@@ -20,6 +21,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 pub use actions::{Action, Shape, SnsAction, SqsAction};
+pub use encoded::{Encoded, JSON_CONTENT_TYPE, XML_CONTENT_TYPE};
 pub use error::{ApiError, ErrorCode};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -100,18 +102,6 @@ impl Payload {
         }
     }
 }
-
-/// A response ready for HTTP.
-pub struct Encoded {
-    pub status: u16,
-    pub content_type: &'static str,
-    pub body: Vec<u8>,
-    /// `x-amzn-query-error` for JSON errors.
-    pub query_error: Option<String>,
-}
-
-pub const JSON_CONTENT_TYPE: &str = "application/x-amz-json-1.0";
-pub const XML_CONTENT_TYPE: &str = "text/xml";
 
 fn json_ok(body: Vec<u8>) -> Encoded {
     Encoded {

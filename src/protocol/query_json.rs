@@ -10,7 +10,8 @@ use serde_json::{json, Map, Value};
 
 use super::actions::SqsAction as A;
 
-use super::{ApiError, Encoded};
+use super::encoded::Encoded;
+use super::ApiError;
 
 /// The members AWS writes in an action's result, whether or not they have a value: the SQS
 /// model's output members (ListQueues also writes one the model does not name). Actions with

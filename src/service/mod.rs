@@ -15,6 +15,7 @@ mod render;
 mod sns;
 mod sns_mobile;
 mod sns_params;
+mod storage_error;
 
 use std::sync::Arc;
 

@@ -285,7 +285,12 @@ impl Service {
         let webhook = SubscriptionProtocol::parse(&protocol).map(SubscriptionProtocol::kind);
         if webhook == Some(EndpointKind::Webhook) {
             if let Some(endpoint) = &input.endpoint {
-                self.webhooks.allow_list.check_endpoint(endpoint)?;
+                if let Some(host) = self.webhooks.allow_list.refused_host(endpoint) {
+                    return Err(ApiError::new(
+                        ErrorCode::InvalidParameter,
+                        format!("Invalid parameter: Endpoint Reason: {host} is not in this server's webhook allow-list"),
+                    ));
+                }
             }
         }
         let base_url = self.base_url(ctx);

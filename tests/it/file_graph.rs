@@ -1,10 +1,9 @@
 //! The crate's files and what they depend on, read from the source: every path a file names
 //! (in a `use` or in its code) is followed to the file that defines the item, through
-//! re-exports. In the engine no file may reach itself again. A module's `mod.rs` re-exporting its
-//! children is a facade, not a dependency, unless it uses the item itself. Test modules are
-//! left out. Names are what count: a method called on a value (an `Engine` method defined in
-//! another file) is not an edge. Outside the engine, the files still in cycles are listed, so
-//! that none joins one and the list only shrinks.
+//! re-exports. No file of the crate or of the benchmark may reach itself again. A module's
+//! `mod.rs` re-exporting its children is a facade, not a dependency, unless it uses the item
+//! itself. Test modules are left out. Names are what count: a method called on a value (an
+//! `Engine` method defined in another file) is not an edge.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -191,14 +190,6 @@ fn for_tests_only(src: &Path, file: &Path) -> bool {
 }
 
 impl Tree {
-    /// The engine's files.
-    fn read(src: &Path) -> Tree {
-        let mut files = Vec::new();
-        rust_files(&src.join("engine"), &mut files);
-        files.push(src.join("engine.rs"));
-        Tree::of_files(src, files)
-    }
-
     /// Every file of the crate but its roots and what only tests compile.
     fn read_all(src: &Path) -> Tree {
         let mut files = Vec::new();
@@ -368,87 +359,76 @@ impl Tree {
     }
 }
 
+/// The first cycle found in `graph`, each step with the names that make it.
+fn first_cycle(graph: &Graph) -> Option<String> {
+    graph.keys().find_map(|file| {
+        let cycle = cycle_through(graph, file)?;
+        let because: Vec<String> = cycle
+            .windows(2)
+            .map(|step| {
+                format!(
+                    "{} -> {} ({:?})",
+                    step[0], step[1], graph[&step[0]][&step[1]]
+                )
+            })
+            .collect();
+        Some(format!("{}\n{}", cycle.join(" -> "), because.join("\n")))
+    })
+}
+
+fn crate_src() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("src")
+}
+
 #[test]
-fn no_engine_file_depends_on_itself_through_others() {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-    let graph = Tree::read(&src).graph();
-    // The reader follows what it should: a value's journaling reaches the guard's trait, and a
-    // path through the engine's re-exports reaches the file that defines it.
+fn no_file_of_the_crate_depends_on_itself_through_others() {
+    let graph = Tree::read_all(&crate_src()).graph();
+    assert!(graph.len() >= 120, "the crate was read: {}", graph.len());
+    // The reader follows what it should: a value's journaling reaches the guard's trait, a
+    // path through the engine's re-exports reaches the file that defines it, and the routes
+    // reach their handlers.
     let edge = |from: &str, to: &str| graph.get(from).is_some_and(|e| e.contains_key(to));
     assert!(edge("engine/journaled.rs", "engine/guard.rs"), "{graph:#?}");
-    assert!(
-        edge("engine/queue/groups.rs", "engine/fast_map.rs"),
-        "{graph:#?}"
-    );
-    assert!(graph.len() >= 40, "the engine was read: {:?}", graph.keys());
-    for file in graph.keys() {
-        if let Some(cycle) = cycle_through(&graph, file) {
-            let because: Vec<String> = cycle
-                .windows(2)
-                .map(|step| {
-                    format!(
-                        "{} -> {} ({:?})",
-                        step[0], step[1], graph[&step[0]][&step[1]]
-                    )
-                })
-                .collect();
-            panic!(
-                "an engine file cycle: {}\n{}",
-                cycle.join(" -> "),
-                because.join("\n")
-            );
-        }
+    assert!(edge("engine/queue/groups.rs", "engine/fast_map.rs"));
+    assert!(edge("http/mod.rs", "http/inspect.rs"));
+    assert!(edge("http/inspect.rs", "http/state.rs"));
+    if let Some(cycle) = first_cycle(&graph) {
+        panic!("a file cycle: {cycle}");
     }
 }
 
-/// The files of the crate that still depend on themselves through others, outside the engine
-/// (which has none): knots to untie, not to add to. A file that joins a cycle fails this test,
-/// and so does one that has left every cycle, so the list only shrinks.
-const FILES_IN_CYCLES: &[&str] = &[
-    "app/log_database.rs",
-    "app/mod.rs",
-    "app/succession.rs",
-    "http/browser.rs",
-    "http/clock_control.rs",
-    "http/console.rs",
-    "http/inspect.rs",
-    "http/localstack.rs",
-    "http/mod.rs",
-    "http/recorded.rs",
-    "http/standby.rs",
-    "persist/writer.rs",
-    "persist/writer/write_loop.rs",
-    "protocol/actions.rs",
-    "protocol/mod.rs",
-    "protocol/query_json.rs",
-    "protocol/sns_query.rs",
-    "protocol/xml.rs",
-];
-
 #[test]
-fn files_in_cycles_are_only_the_known_ones() {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-    let graph = Tree::read_all(&src).graph();
-    assert!(graph.len() >= 120, "the crate was read: {}", graph.len());
-    let in_cycles: Vec<&str> = (graph.keys())
-        .filter(|file| cycle_through(&graph, file).is_some())
-        .map(String::as_str)
-        .collect();
-    let new: Vec<String> = (in_cycles.iter())
-        .filter(|file| !FILES_IN_CYCLES.contains(file))
-        .map(|file| {
-            cycle_through(&graph, file)
-                .expect("in a cycle")
-                .join(" -> ")
-        })
-        .collect();
-    assert!(new.is_empty(), "new file cycles:\n{}", new.join("\n"));
-    let untied: Vec<&&str> = (FILES_IN_CYCLES.iter())
-        .filter(|file| !in_cycles.contains(file))
-        .collect();
+fn no_file_of_the_benchmark_depends_on_itself_through_others() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("bench/src");
+    let tree = Tree::read_all(&src);
     assert!(
-        untied.is_empty(),
-        "no longer in a cycle (take them off FILES_IN_CYCLES): {untied:?}"
+        tree.code.len() >= 8,
+        "the benchmark was read: {:?}",
+        tree.code.keys()
+    );
+    let graph = tree.graph();
+    assert!(
+        graph["scenarios.rs"].contains_key("load.rs"),
+        "the benchmark's paths were followed: {graph:?}"
+    );
+    if let Some(cycle) = first_cycle(&graph) {
+        panic!("a file cycle in the benchmark: {cycle}");
+    }
+}
+
+/// The check can fail: one `use` that makes a handler's shared state depend on a handler
+/// closes a loop through the routes, and is found.
+#[test]
+fn a_cycle_planted_in_the_http_files_is_found() {
+    let mut tree = Tree::read_all(&crate_src());
+    let state = crate_src().join("http/state.rs");
+    let code = tree.code.get_mut(&state).expect("http/state.rs is read");
+    code.push_str("\nuse super::inspect::unauthorized;\n");
+    let graph = tree.graph();
+    let cycle = first_cycle(&graph).expect("the planted cycle is found");
+    assert!(
+        cycle.contains("http/state.rs -> http/inspect.rs"),
+        "{cycle}"
     );
 }
 
@@ -470,4 +450,82 @@ fn use_trees_and_code_paths_are_read_as_leaves() {
     let paths: Vec<String> = paths_in(&rest).into_iter().map(|p| p.join("::")).collect();
     assert_eq!(paths, ["super::h::i"]);
     assert!(paths_in("pub(in crate::engine) x: u8").is_empty());
+}
+
+/// The top-level module a file of the crate belongs to (`engine/queue/mod.rs`: `engine`).
+fn top_level(file: &str) -> String {
+    let first = file.split('/').next().expect("a component");
+    first.trim_end_matches(".rs").to_string()
+}
+
+/// Which top-level modules each one uses, outside tests, from the file graph.
+fn module_edges(graph: &Graph) -> BTreeMap<String, std::collections::BTreeSet<String>> {
+    let mut edges: BTreeMap<String, std::collections::BTreeSet<String>> = BTreeMap::new();
+    for (from, targets) in graph {
+        for to in targets.keys() {
+            let (from, to) = (top_level(from), top_level(to));
+            if from != to {
+                edges.entry(from).or_default().insert(to);
+            }
+        }
+    }
+    edges
+}
+
+/// The edges ARCHITECTURE.md lists: the lines `module -> a, b` of the block that follows its
+/// heading `## Edges between modules`.
+fn documented_edges(text: &str) -> BTreeMap<String, std::collections::BTreeSet<String>> {
+    let section = text
+        .split("## Edges between modules")
+        .nth(1)
+        .expect("ARCHITECTURE.md has a section `## Edges between modules`");
+    let block = section
+        .split("```")
+        .nth(1)
+        .expect("the section holds a ``` block");
+    block
+        .lines()
+        .filter_map(|line| line.split_once("->"))
+        .map(|(from, to)| {
+            let to = to.split(',').map(|m| m.trim().to_string());
+            (
+                from.trim().to_string(),
+                to.filter(|m| !m.is_empty()).collect(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn architecture_lists_the_real_edges_between_top_level_modules() {
+    let graph = Tree::read_all(&crate_src()).graph();
+    let real = module_edges(&graph);
+    assert!(real.len() >= 10, "the crate's modules were read: {real:?}");
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("ARCHITECTURE.md");
+    let text = std::fs::read_to_string(path).expect("ARCHITECTURE.md is readable");
+    let documented = documented_edges(&text);
+    if documented != real {
+        let width = real.keys().map(String::len).max().unwrap_or(0);
+        let lines: Vec<String> = (real.iter())
+            .map(|(from, to)| {
+                let to: Vec<&str> = to.iter().map(String::as_str).collect();
+                format!("{from:width$} -> {}", to.join(", "))
+            })
+            .collect();
+        panic!(
+            "ARCHITECTURE.md's edges are not the code's; the code's are:\n{}",
+            lines.join("\n")
+        );
+    }
+}
+
+#[test]
+fn documented_edges_are_read_from_their_block() {
+    let text =
+        "x\n## Edges between modules\n\nprose\n```\napp  -> engine, http\nhttp -> service\n```\n";
+    let edges = documented_edges(text);
+    assert_eq!(edges.len(), 2);
+    assert_eq!(edges["app"].iter().collect::<Vec<_>>(), ["engine", "http"]);
+    assert_eq!(top_level("engine/queue/mod.rs"), "engine");
+    assert_eq!(top_level("config.rs"), "config");
 }

@@ -6,9 +6,9 @@ use std::sync::atomic::Ordering;
 use std::sync::MutexGuard;
 use std::time::{Duration, Instant};
 
-use super::{
-    FsyncMode, LogError, LogSink, Pending, Records, Shared, MAX_RETAINED_BYTES, RETRY_EVERY,
-};
+use super::shared::{Pending, Records, Shared, MAX_RETAINED_BYTES, RETRY_EVERY};
+use super::sink::{FsyncMode, LogSink};
+use crate::persist::log::LogError;
 
 type RotateReply = std::sync::mpsc::Sender<Result<(u64, u64), String>>;
 

@@ -1,0 +1,164 @@
+//! An engine served: the engine opened (from its data directory unless ephemeral) with its
+//! settings, the service over it, and the log that keeps its changes.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::Notify;
+
+use crate::clock::Clock;
+use crate::config::Config;
+use crate::delivery::{SenderConfig, Webhooks};
+use crate::engine::Engine;
+use crate::persist::snapshot::Snapshotter;
+use crate::persist::{self, DataDir};
+use crate::service::{Service, ServiceSettings};
+
+/// What `build_service` makes: the service, the snapshotter of the log it opened (`None` when
+/// ephemeral), and the lease on a log kept in a database.
+pub struct Built {
+    pub service: Arc<Service>,
+    pub snapshots: Option<Arc<Snapshotter>>,
+    pub lease: Option<Arc<crate::persist::database::Keeper>>,
+    /// How `GET /_orderly/cluster` reads this node's state, when not single.
+    pub cluster: Option<crate::service::cluster::ClusterStatus>,
+    /// On a database: whether this node leads, and where requests go while it does not.
+    pub standby: Option<crate::http::standby::Forwarding>,
+}
+
+/// Opens the data directory (recovering the engine from it) unless ephemeral, builds the
+/// webhook sender, and hands both to the service. Fails if the directory is locked, damaged or
+/// unreadable, or if the webhook client cannot be built (TLS setup). `listening` is the bound
+/// address, which webhooks may not be sent to unless allowed.
+pub fn build_service(
+    config: &Config,
+    clock: Arc<dyn Clock>,
+    listening: SocketAddr,
+) -> std::io::Result<Built> {
+    let (engine, data) = open_engine(config)?;
+    let journal = data.as_ref().map(|d| d.journal.clone());
+    let engine = Arc::new(engine);
+    let snapshots = data.map(|data| {
+        Arc::new(Snapshotter::of_dir(
+            engine.clone(),
+            data,
+            config.snapshot_after,
+        ))
+    });
+    let metrics = crate::metrics::Metrics::default();
+    let log = Log {
+        journal,
+        snapshots,
+        tenure: None,
+    };
+    serve_engine(config, clock, listening, engine, log, metrics)
+}
+
+/// The log a service's engine writes to: none when ephemeral; on a database, with the tenure
+/// its lease keeps.
+pub(super) struct Log {
+    pub(super) journal: Option<Arc<crate::persist::writer::FileJournal>>,
+    pub(super) snapshots: Option<Arc<Snapshotter>>,
+    pub(super) tenure: Option<Arc<crate::persist::tenure::Tenure>>,
+}
+
+/// The service on `engine`, whose changes `log` keeps.
+pub(super) fn serve_engine(
+    config: &Config,
+    clock: Arc<dyn Clock>,
+    listening: SocketAddr,
+    engine: Arc<Engine<Notify>>,
+    log: Log,
+    metrics: crate::metrics::Metrics,
+) -> std::io::Result<Built> {
+    let Log {
+        journal,
+        snapshots,
+        tenure,
+    } = log;
+    let (webhooks, settings) = service_parts(config, listening)?;
+    if let Some(journal) = &journal {
+        metrics.set_log(journal.metrics());
+    }
+    let mut backend = crate::backend::embedded::Embedded::new(
+        engine.clone(),
+        journal,
+        clock.clone(),
+        webhooks.wake_signal(),
+    )
+    .counting_long_polls(metrics.long_polls_waiting.clone());
+    if let Some(tenure) = tenure {
+        backend = backend.within(tenure);
+    }
+    let backend = Arc::new(backend);
+    Ok(Built {
+        service: Service::new(backend, Arc::new(webhooks), clock, settings, metrics),
+        snapshots,
+        lease: None,
+        cluster: None,
+        standby: None,
+    })
+}
+
+/// What a service needs besides its storage: the webhook sender and its settings.
+fn service_parts(
+    config: &Config,
+    listening: SocketAddr,
+) -> std::io::Result<(Webhooks, ServiceSettings)> {
+    let webhooks = Webhooks::new(
+        config.webhook_allow.clone(),
+        &SenderConfig {
+            timeout: Duration::from_secs(config.webhook_timeout.max(1)),
+            accept_invalid_certs: config.webhook_accept_invalid_certs,
+            proxy: config.webhook_proxy.clone(),
+            listening: Some(listening),
+        },
+        config.webhook_concurrency,
+    )
+    .map_err(std::io::Error::other)?;
+    let settings = ServiceSettings {
+        hostname: config.hostname.clone(),
+        account_id: config.account_id.clone(),
+        region: config.region.clone(),
+        single_namespace: config.single_namespace,
+    };
+    Ok((webhooks, settings))
+}
+
+/// The engine with its settings, recovered from the data directory unless ephemeral.
+fn open_engine(config: &Config) -> std::io::Result<(Engine<Notify>, Option<DataDir>)> {
+    let mut engine = Engine::new(&config.account_id, &config.region);
+    let data = if config.ephemeral {
+        None
+    } else {
+        let started = std::time::Instant::now();
+        let (data, report) = persist::open(&config.data_dir, config.fsync, &mut engine)
+            .map_err(std::io::Error::other)?;
+        if let Some((file, offset, bytes)) = &report.dropped_tail {
+            tracing::warn!(
+                %file, offset, bytes,
+                "dropped a cut-short or damaged final log record: a crash in the middle of a write leaves one, and so does damage to the file, which cannot be told apart; the changes it held are not replayed"
+            );
+        }
+        tracing::info!(
+            dir = %config.data_dir.display(),
+            snapshot = report.snapshot.as_deref().unwrap_or("none"),
+            snapshot_messages = report.snapshot_messages,
+            replayed = report.replayed,
+            millis = started.elapsed().as_millis() as u64,
+            "recovered"
+        );
+        Some(data)
+    };
+    configure_engine(config, &mut engine);
+    Ok((engine, data))
+}
+
+/// The engine's settings from the flags.
+pub(super) fn configure_engine(config: &Config, engine: &mut Engine<Notify>) {
+    engine.delete_cooldown_ms = config.deleted_queue_cooldown * 1000;
+    engine.fifo_http_subscriptions = config.fifo_http_subscriptions;
+    engine.enforce_queue_policies = config.enforce_queue_policies;
+    engine.set_webhook_max_pending(config.webhook_max_pending);
+}

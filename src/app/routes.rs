@@ -1,0 +1,43 @@
+//! What every service's routes are built with, whichever generation of a node serves.
+
+use std::sync::Arc;
+
+use crate::clock::ManualClock;
+use crate::http::body::BodyLimits;
+use crate::http::browser::BrowserRules;
+use crate::service::Service;
+
+/// What every service's routes are built with, whichever generation serves.
+#[derive(Clone)]
+pub(super) struct Routes {
+    pub(super) scheme: &'static str,
+    pub(super) body: BodyLimits,
+    pub(super) browser: BrowserRules,
+    pub(super) clock_control: Option<Arc<ManualClock>>,
+    pub(super) auth: Option<Arc<crate::http::auth::Auth>>,
+}
+
+impl Routes {
+    /// The service's routes, each request passed on to the leader first while `standby` does
+    /// not lead.
+    pub(super) fn router(
+        &self,
+        service: Arc<Service>,
+        forwarding: Option<crate::http::standby::Forwarding>,
+    ) -> axum::Router {
+        let routes = crate::http::routes(
+            service,
+            self.body,
+            (self.scheme, self.clock_control.clone()),
+            self.auth.clone(),
+        );
+        let routes = match forwarding {
+            Some(forwarding) => routes.layer(axum::middleware::from_fn_with_state(
+                forwarding,
+                crate::http::standby::forward_unless_leading,
+            )),
+            None => routes,
+        };
+        crate::http::guarded(routes, self.browser.clone())
+    }
+}

@@ -1,0 +1,121 @@
+//! The work a serving node runs beside requests, and the order it stops in.
+
+use std::sync::Arc;
+
+use crate::persist::snapshot::Snapshotter;
+use crate::service::Service;
+
+/// The work a serving node runs beside requests, started at once or when a standby comes to
+/// lead, and stopped in order when the server stops.
+pub struct Started {
+    tasks: std::sync::Mutex<Vec<tokio::task::JoinHandle<()>>>,
+    snapshots: std::sync::OnceLock<Arc<Snapshotter>>,
+    /// The lease this node leads under, once it does.
+    lease: tokio::sync::watch::Sender<Option<Arc<crate::persist::database::Keeper>>>,
+}
+
+impl Default for Started {
+    fn default() -> Self {
+        Started {
+            tasks: Default::default(),
+            snapshots: Default::default(),
+            lease: tokio::sync::watch::Sender::new(None),
+        }
+    }
+}
+
+impl Started {
+    /// Starts the webhook worker, the snapshotter and the move tasks.
+    pub(super) fn begin(
+        &self,
+        service: &Arc<Service>,
+        snapshots: Option<Arc<Snapshotter>>,
+        lease: Option<Arc<crate::persist::database::Keeper>>,
+    ) {
+        let mut tasks = self.tasks.lock().unwrap_or_else(|p| p.into_inner());
+        tasks.push(tokio::spawn(crate::delivery::run(
+            service.backend.clone(),
+            service.clock.clone(),
+            service.webhooks.clone(),
+        )));
+        if let Some(snapshots) = snapshots {
+            tasks.push(tokio::spawn(snapshots.clone().run()));
+            if crate::test_hooks::enabled() {
+                tasks.push(tokio::spawn(answer_test_hooks(snapshots.clone())));
+            }
+            let _ = self.snapshots.set(snapshots);
+        }
+        if let Some(lease) = lease {
+            self.lease.send_replace(Some(lease));
+        }
+        drop(tasks);
+        service.backend.resume_move_tasks();
+    }
+
+    /// Completes once this node, having come to lead, loses the lease.
+    pub(super) async fn deposed(&self) {
+        let mut lease = self.lease.subscribe();
+        let keeper = match lease.wait_for(Option::is_some).await {
+            Ok(keeper) => keeper.clone(),
+            Err(_) => None,
+        };
+        match keeper {
+            Some(keeper) => keeper.lost().await,
+            None => std::future::pending().await,
+        }
+    }
+
+    /// Background work stops before the log closes (a snapshot already writing on a blocking
+    /// thread is not interrupted, but waited for); the lease is given up last.
+    pub(super) async fn stop(&self, service: &Service) {
+        let tasks = std::mem::take(&mut *self.tasks.lock().unwrap_or_else(|p| p.into_inner()));
+        let began = !tasks.is_empty();
+        for task in tasks {
+            task.abort();
+            let _ = task.await;
+        }
+        if began {
+            let _ = service.backend.stop_move_tasks().await;
+        }
+        // Every answered request is durable already; this flushes background changes too,
+        // once a snapshot still being written is done.
+        if let Some(snapshots) = self.snapshots.get().cloned() {
+            let _ = tokio::task::spawn_blocking(move || {
+                snapshots.finish();
+                snapshots.close();
+            })
+            .await;
+        }
+        // Given up only once nothing more is written, so the next leader reads it all.
+        let lease = self.lease.borrow().clone();
+        if let Some(lease) = lease {
+            let _ = tokio::task::spawn_blocking(move || lease.release()).await;
+        }
+    }
+}
+
+/// What a leader does for a test holding it from outside (`test_hooks`): hold its log's
+/// writes, or take a snapshot now.
+async fn answer_test_hooks(snapshots: Arc<Snapshotter>) {
+    use crate::test_hooks;
+    let mut held = false;
+    loop {
+        let hold = test_hooks::asked("hold-log");
+        if hold != held {
+            snapshots.journal().hold_writes(hold);
+            held = hold;
+            if hold {
+                test_hooks::reached("log-held");
+            }
+        }
+        if test_hooks::take("take-snapshot") {
+            let taking = snapshots.clone();
+            tokio::task::spawn_blocking(move || {
+                if let Err(error) = taking.take() {
+                    tracing::error!(%error, "the snapshot a test asked for failed");
+                }
+            });
+        }
+        tokio::time::sleep(test_hooks::POLL).await;
+    }
+}

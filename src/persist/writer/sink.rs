@@ -1,0 +1,76 @@
+//! Where the writer's batches go, and when they are made durable.
+
+use std::time::Duration;
+
+use crate::persist::log::{LogError, SegmentLog};
+use crate::persist::storage::Storage;
+
+/// Where the writer's batches go: the data directory's segments (`SegmentLog`), or a
+/// database's log table (`persist::database`). One writer, one batching and retry policy for
+/// both.
+pub trait LogSink: Send + 'static {
+    /// Appends records as one batch, whole or not at all; a failure is undone, so the same
+    /// records (with later ones after them) can be appended again.
+    fn append(&mut self, records: &[&[u8]]) -> Result<(), LogError>;
+    /// Makes everything appended so far durable.
+    fn sync(&mut self) -> Result<(), LogError>;
+    /// The sink takes no more writes, ever (a failed sync, or another node leads now).
+    fn poisoned(&self) -> bool;
+    /// Starts a new part of the log after everything appended (for a snapshot); returns the
+    /// number that `remove_before` is later given to drop what came before it.
+    fn rotate(&mut self) -> Result<u64, LogError>;
+    /// Drops the parts of the log numbered below `number` (a snapshot covers them).
+    fn remove_before(&mut self, number: u64) -> Result<(), LogError>;
+    /// How long, while requests come often, the writer lets the next write wait after the
+    /// last one so that more requests share it: worth it where each write has a large fixed
+    /// cost (a database's commit), not for a file.
+    fn batch_wait(&self) -> Duration {
+        Duration::ZERO
+    }
+}
+
+impl<S: Storage + 'static> LogSink for SegmentLog<S> {
+    fn append(&mut self, records: &[&[u8]]) -> Result<(), LogError> {
+        SegmentLog::append(self, records)
+    }
+    fn sync(&mut self) -> Result<(), LogError> {
+        SegmentLog::sync(self)
+    }
+    fn poisoned(&self) -> bool {
+        SegmentLog::poisoned(self)
+    }
+    fn rotate(&mut self) -> Result<u64, LogError> {
+        SegmentLog::rotate(self)
+    }
+    fn remove_before(&mut self, number: u64) -> Result<(), LogError> {
+        SegmentLog::remove_before(self, number)
+    }
+}
+
+/// When the log is made durable with fsync, and therefore what a crash can lose.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FsyncMode {
+    /// Before any request is answered: an acknowledged change survives power loss.
+    Always,
+    /// At most this long after a change is written: a power loss (not a process crash) can
+    /// lose the last interval of acknowledged changes.
+    Interval(Duration),
+    /// Never explicitly: survives a process crash, not a power loss.
+    Never,
+}
+
+impl std::str::FromStr for FsyncMode {
+    type Err = String;
+    fn from_str(value: &str) -> Result<Self, String> {
+        match value {
+            "always" => Ok(FsyncMode::Always),
+            "never" => Ok(FsyncMode::Never),
+            _ => value
+                .strip_prefix("interval:")
+                .and_then(|ms| ms.parse::<u64>().ok())
+                .filter(|ms| *ms > 0)
+                .map(|ms| FsyncMode::Interval(Duration::from_millis(ms)))
+                .ok_or_else(|| "expected always, never or interval:MILLISECONDS".to_string()),
+        }
+    }
+}

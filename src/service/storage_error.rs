@@ -1,0 +1,39 @@
+//! How a failure of storage is answered: refused before anything changed (503, retried), or of
+//! unknown outcome (500). The cause is the operator's to read, in the server's log.
+
+use crate::backend::BackendError;
+use crate::protocol::{ApiError, ErrorCode};
+
+/// Storage failures are said once per cause per interval (`quiet_log`), not once a request.
+static STORAGE_WARNINGS: std::sync::LazyLock<crate::quiet_log::QuietLog> =
+    std::sync::LazyLock::new(Default::default);
+
+impl From<BackendError> for ApiError {
+    fn from(e: BackendError) -> Self {
+        match e {
+            BackendError::Rejected(e) => e.into(),
+            // Refused before anything was changed: a temporary failure (503), retried by SDKs.
+            // The cause (a log that cannot be written, a database that cannot be reached) is
+            // the operator's to read, logged here once, not the client's.
+            BackendError::Unavailable(cause) => {
+                if let Some(held_back) = STORAGE_WARNINGS.admit(&cause, std::time::Instant::now()) {
+                    tracing::warn!(%cause, held_back, "storage unavailable: request refused");
+                }
+                ApiError::new(
+                    ErrorCode::ServiceUnavailable,
+                    "The change could not be persisted: storage is unavailable. Nothing of the request was kept; try again.",
+                )
+            }
+            // SQS calls it InternalFailure; SNS answers InternalError.
+            BackendError::Unconfirmed(cause) => {
+                if let Some(held_back) = STORAGE_WARNINGS.admit(&cause, std::time::Instant::now()) {
+                    tracing::warn!(%cause, held_back, "storage did not confirm a change: outcome unknown");
+                }
+                ApiError::new(
+                    ErrorCode::InternalFailure,
+                    "Storage did not confirm the change: it may or may not have taken effect.",
+                )
+            }
+        }
+    }
+}
