@@ -5,7 +5,7 @@
 
 use libfuzzer_sys::fuzz_target;
 use orderly::persist::format::decode_record;
-use orderly::persist::log::{LogError, SegmentLog};
+use orderly::persist::segment_log::{SegmentLog};
 use orderly::persist::storage::MemStorage;
 
 fuzz_target!(|data: &[u8]| {

@@ -37,7 +37,7 @@ pub fn build_service(
     listening: SocketAddr,
 ) -> std::io::Result<Built> {
     let (engine, data) = open_engine(config)?;
-    let journal = data.as_ref().map(|d| d.journal.clone());
+    let change_log = data.as_ref().map(|d| d.change_log.clone());
     let engine = Arc::new(engine);
     let snapshots = data.map(|data| {
         Arc::new(Snapshotter::of_dir(
@@ -48,7 +48,7 @@ pub fn build_service(
     });
     let metrics = crate::metrics::Metrics::default();
     let log = Log {
-        journal,
+        change_log,
         snapshots,
         tenure: None,
     };
@@ -58,7 +58,7 @@ pub fn build_service(
 /// The log a service's engine writes to: none when ephemeral; on a database, with the tenure
 /// its lease keeps.
 pub(super) struct Log {
-    pub(super) journal: Option<Arc<crate::persist::writer::FileJournal>>,
+    pub(super) change_log: Option<Arc<crate::persist::writer::LogWriter>>,
     pub(super) snapshots: Option<Arc<Snapshotter>>,
     pub(super) tenure: Option<Arc<crate::persist::tenure::Tenure>>,
 }
@@ -73,17 +73,17 @@ pub(super) fn serve_engine(
     metrics: crate::metrics::Metrics,
 ) -> std::io::Result<Built> {
     let Log {
-        journal,
+        change_log,
         snapshots,
         tenure,
     } = log;
     let (webhooks, settings) = service_parts(config, listening)?;
-    if let Some(journal) = &journal {
-        metrics.set_log(journal.metrics());
+    if let Some(change_log) = &change_log {
+        metrics.set_log(change_log.metrics());
     }
     let mut backend = crate::backend::embedded::Embedded::new(
         engine.clone(),
-        journal,
+        change_log,
         clock.clone(),
         webhooks.wake_signal(),
     )

@@ -68,9 +68,9 @@ fn keep_manual_time_in(dir: &std::path::Path, clock: &ManualClock) -> std::io::R
 /// How `GET /_orderly/cluster` reads a node on its own: its URL, and how far its log is
 /// written (when it keeps one).
 fn single_status(built: &Built, own_url: String) -> crate::service::cluster::ClusterStatus {
-    let journal = built.snapshots.as_ref().map(|s| s.journal().clone());
+    let change_log = built.snapshots.as_ref().map(|s| s.change_log().clone());
     crate::service::cluster::single(own_url, move || {
-        journal.as_ref().map_or(0, |j| j.durable().lsn)
+        change_log.as_ref().map_or(0, |j| j.durable().lsn)
     })
 }
 

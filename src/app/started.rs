@@ -102,7 +102,7 @@ async fn answer_test_hooks(snapshots: Arc<Snapshotter>) {
     loop {
         let hold = test_hooks::asked("hold-log");
         if hold != held {
-            snapshots.journal().hold_writes(hold);
+            snapshots.change_log().hold_writes(hold);
             held = hold;
             if hold {
                 test_hooks::reached("log-held");

@@ -7,17 +7,21 @@
 //! reads or changes stored state. A method answers once its change is durable, so the service
 //! never waits on a particular log.
 //!
+//! A queue is named here by its key (`Namespaces::key`: its name within its region and
+//! account, as `service::access` makes it from a URL or ARN), whatever the parameter is called
+//! (`key`, or `queue` where messages go to it).
+//!
 //! Seven families of operations: queue administration (`QueueAdmin`), messages (`Messages`),
 //! topics with their subscriptions (`Topics`), message move tasks (`MoveTasks`), the webhook
 //! outbox the delivery worker drains (`Deliveries`), looking inside or starting over
 //! (`Inspection`), and mobile push and SMS management (`PushAndSms`). A backend also runs its own background
 //! work for them (long polls, pacing move tasks).
 
+pub mod captured;
 #[cfg(test)]
 mod conformance;
 pub mod embedded;
 mod pacing;
-pub mod recorded;
 
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -31,8 +35,8 @@ use crate::engine::move_task::MoveTask;
 use crate::engine::namespace::Namespace;
 use crate::engine::queue::inspect::{GroupView, Peeked, QueueOverview, StateFilter};
 use crate::engine::queue::{Counts, ReceiveRequest, Received, SendReceipt, SendRequest};
+use crate::engine::topic::captured::CapturedMessage;
 use crate::engine::topic::recent::{DeliveryNote, Fate};
-use crate::engine::topic::recorded::RecordedMessage;
 pub use crate::engine::topic::registry::TopicActivity;
 use crate::engine::topic::subscription::Subscribed;
 use crate::engine::topic::{Publication, PublishRequest, Subscription};
@@ -96,6 +100,7 @@ pub type Answer<'a, T> = Pin<Box<dyn Future<Output = BackendResult<T>> + Send + 
 /// the seam), the attributes as given (the backend compares them with an existing queue of the
 /// name, which is no error if they agree) and the tags.
 pub struct CreateQueue {
+    /// The queue's key.
     pub name: String,
     pub config: QueueConfig,
     pub attributes: Vec<(String, String)>,
@@ -116,27 +121,27 @@ pub type PolicyEdit = Box<dyn FnOnce(Option<&str>, &str) -> EngineResult<Option<
 
 /// Creating, finding, describing and changing queues.
 pub trait QueueAdmin: Send + Sync {
-    /// The queue's name, created if it does not exist.
+    /// The queue's key (its name within its namespace), created if it does not exist.
     fn create_queue(&self, request: CreateQueue) -> Answer<'_, Arc<str>>;
-    /// The queue's name if it exists (GetQueueUrl).
-    fn find_queue<'a>(&'a self, name: &'a str) -> Answer<'a, Arc<str>>;
-    /// Names starting with `prefix`, sorted.
+    /// The queue's key if it exists (GetQueueUrl).
+    fn find_queue<'a>(&'a self, key: &'a str) -> Answer<'a, Arc<str>>;
+    /// Keys starting with `prefix`, sorted.
     fn list_queues<'a>(&'a self, prefix: &'a str) -> Answer<'a, Vec<Arc<str>>>;
-    fn delete_queue<'a>(&'a self, name: &'a str, now: Timestamp) -> Answer<'a, ()>;
-    fn describe_queue<'a>(&'a self, name: &'a str, now: Timestamp) -> Answer<'a, QueueView>;
+    fn delete_queue<'a>(&'a self, key: &'a str, now: Timestamp) -> Answer<'a, ()>;
+    fn describe_queue<'a>(&'a self, key: &'a str, now: Timestamp) -> Answer<'a, QueueView>;
     fn set_queue_attributes<'a>(
         &'a self,
-        name: &'a str,
+        key: &'a str,
         attributes: Vec<(String, String)>,
         now: Timestamp,
     ) -> Answer<'a, ()>;
-    fn purge_queue<'a>(&'a self, name: &'a str, now: Timestamp) -> Answer<'a, ()>;
-    fn tag_queue<'a>(&'a self, name: &'a str, tags: BTreeMap<String, String>) -> Answer<'a, ()>;
-    fn untag_queue<'a>(&'a self, name: &'a str, keys: Vec<String>) -> Answer<'a, ()>;
-    fn queue_tags<'a>(&'a self, name: &'a str) -> Answer<'a, BTreeMap<String, String>>;
-    fn edit_queue_policy<'a>(&'a self, name: &'a str, edit: PolicyEdit) -> Answer<'a, ()>;
+    fn purge_queue<'a>(&'a self, key: &'a str, now: Timestamp) -> Answer<'a, ()>;
+    fn tag_queue<'a>(&'a self, key: &'a str, tags: BTreeMap<String, String>) -> Answer<'a, ()>;
+    fn untag_queue<'a>(&'a self, key: &'a str, keys: Vec<String>) -> Answer<'a, ()>;
+    fn queue_tags<'a>(&'a self, key: &'a str) -> Answer<'a, BTreeMap<String, String>>;
+    fn edit_queue_policy<'a>(&'a self, key: &'a str, edit: PolicyEdit) -> Answer<'a, ()>;
     /// Queues whose redrive policy names this one as their dead-letter queue, sorted.
-    fn dead_letter_sources<'a>(&'a self, name: &'a str) -> Answer<'a, Vec<Arc<str>>>;
+    fn dead_letter_sources<'a>(&'a self, key: &'a str) -> Answer<'a, Vec<Arc<str>>>;
 }
 
 /// Sending, receiving, deleting and changing the visibility of messages. Each reads the time
@@ -386,12 +391,12 @@ pub trait Inspection: Send + Sync {
     fn topic_activity(&self) -> Answer<'_, Vec<TopicActivity>>;
     /// Durable once answered.
     fn reset(&self, scope: ResetScope) -> Answer<'_, ()>;
-    /// What the recorded protocols' endpoints would have received (`recorded`), oldest first.
-    fn recorded_messages(&self) -> Answer<'_, recorded::Listed>;
+    /// What the captured protocols' endpoints would have received (`captured`), oldest first.
+    fn captured_messages(&self) -> Answer<'_, captured::Listed>;
     /// Records what a Publish to a phone number would have sent.
-    fn record(&self, records: Vec<RecordedMessage>) -> Answer<'_, ()>;
-    /// Forgets recorded messages by the ids `recorded_messages` gave them.
-    fn forget_recorded(&self, ids: Vec<u64>) -> Answer<'_, ()>;
+    fn record(&self, records: Vec<CapturedMessage>) -> Answer<'_, ()>;
+    /// Forgets captured messages by the ids `captured_messages` gave them.
+    fn forget_captured(&self, ids: Vec<u64>) -> Answer<'_, ()>;
 }
 
 /// A platform application's or endpoint's attributes.

@@ -14,7 +14,7 @@ use super::topic::changes::TopicChange;
 use super::webhook::changes::{OutboxChange, TokenRecord};
 
 /// Where changes go. Implemented by the write-ahead log.
-pub trait Journal: Send + Sync {
+pub trait ChangeLog: Send + Sync {
     /// Queues one change behind every change submitted before it; must not block on I/O.
     fn submit(&self, change: &Change);
     /// The log sequence number the next change will get.
@@ -26,25 +26,25 @@ pub trait Journal: Send + Sync {
     fn release(&self) {}
 }
 
-/// An open group of changes (`Journal::hold`), closed when dropped. Changes that span
+/// An open group of changes (`ChangeLog::hold`), closed when dropped. Changes that span
 /// several queues or a topic and its queues (a move, a dead-lettering, a publish's fan-out)
 /// are made inside one, so a crash cannot keep half of them.
 #[must_use]
-pub struct Atomic<'a>(Option<&'a dyn Journal>);
+pub struct Atomic<'a>(Option<&'a dyn ChangeLog>);
 
 impl<'a> Atomic<'a> {
-    pub fn new(journal: Option<&'a dyn Journal>) -> Self {
-        if let Some(journal) = journal {
-            journal.hold();
+    pub fn new(change_log: Option<&'a dyn ChangeLog>) -> Self {
+        if let Some(change_log) = change_log {
+            change_log.hold();
         }
-        Atomic(journal)
+        Atomic(change_log)
     }
 }
 
 impl Drop for Atomic<'_> {
     fn drop(&mut self) {
-        if let Some(journal) = self.0 {
-            journal.release();
+        if let Some(change_log) = self.0 {
+            change_log.release();
         }
     }
 }

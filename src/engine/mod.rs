@@ -12,7 +12,7 @@ mod digest;
 pub mod error;
 mod fast_map;
 pub mod guard;
-mod journaled;
+mod logged;
 pub mod message;
 pub mod mobile;
 pub mod move_task;
@@ -32,10 +32,10 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
-pub use changes::{Change, Journal};
+pub use changes::{Change, ChangeLog};
 pub use error::{EngineError, EngineResult};
 pub use fast_map::FastMap;
-use guard::{Guard, Journaling};
+use guard::{Guard, LoggedLock};
 pub use message::check_xml_text;
 use queue::config::check_dead_letter_target;
 use queue::receipt::ReceiptKey;
@@ -46,12 +46,12 @@ pub use time::Timestamp;
 /// A topic; changing it through its guard logs its settings image on unlock, and
 /// `untouched` (a publish) changes only what the topic records itself (dedup, sequence,
 /// archive). See `engine::guard`.
-pub type TopicEntry = Journaling<topic::Topic>;
+pub type TopicEntry = LoggedLock<topic::Topic>;
 
 /// One queue and the caller's slot beside it.
 pub struct QueueEntry<W> {
     pub name: Arc<str>,
-    state: Journaling<Queue>,
+    state: LoggedLock<Queue>,
     pub waiters: W,
 }
 
@@ -62,7 +62,7 @@ impl<W> QueueEntry<W> {
     }
 }
 
-/// A locked queue. Unlocking hands the changes made under the lock to the journal first, so
+/// A locked queue. Unlocking hands the changes made under the lock to the log first, so
 /// the log sees each queue's changes in the order they were made.
 pub type QueueGuard<'a> = Guard<'a, Queue>;
 
@@ -71,9 +71,9 @@ impl QueueGuard<'_> {
     /// queue that must reach the log first (a message is put in its new queue before its removal
     /// from the old one is logged, so a crash between the two cannot lose it).
     pub fn defer_changes(&mut self) -> Deferred {
-        let journaling = self.journaling();
+        let logging = self.logging();
         let queue = self.untouched();
-        Deferred(journaling.then(|| (queue.name.clone(), queue.uid, queue.take_changes())))
+        Deferred(logging.then(|| (queue.name.clone(), queue.uid, queue.take_changes())))
     }
 }
 
@@ -94,7 +94,7 @@ pub struct Engine<W> {
     /// How long a deleted name stays unavailable (AWS: 60 s); 0 turns the rule off.
     pub delete_cooldown_ms: u64,
     /// Webhook deliveries waiting, in flight or waiting for a retry. Lock order: topic, then outbox.
-    outbox: Journaling<webhook::Outbox>,
+    outbox: LoggedLock<webhook::Outbox>,
     /// Confirmation tokens. Never held while a topic lock is taken.
     tokens: Mutex<webhook::tokens::TokenBook>,
     /// Orderly extension: accept http/https subscriptions on FIFO topics, delivered in order
@@ -104,9 +104,9 @@ pub struct Engine<W> {
     /// as on AWS (`--enforce-queue-policies`); otherwise it is delivered all the same.
     pub enforce_queue_policies: bool,
     /// Platform applications and endpoints, SMS settings and numbers.
-    mobile: Journaling<mobile::Mobile>,
+    mobile: LoggedLock<mobile::Mobile>,
     /// Where changes are logged; `None` runs in memory only.
-    journal: Option<Arc<dyn Journal>>,
+    change_log: Option<Arc<dyn ChangeLog>>,
     /// Seals receipt handles: made with the engine, replaced by the one its log keeps
     /// (`restore_receipt_key`); true once the key is in the log.
     receipt_key: RwLock<(Arc<ReceiptKey>, bool)>,
@@ -123,25 +123,25 @@ impl<W: Default> Engine<W> {
             signer: std::sync::OnceLock::new(),
             next_uid: AtomicU64::new(1),
             delete_cooldown_ms: 0,
-            outbox: Journaling::new(webhook::Outbox::default(), None),
-            mobile: Journaling::new(mobile::Mobile::default(), None),
+            outbox: LoggedLock::new(webhook::Outbox::default(), None),
+            mobile: LoggedLock::new(mobile::Mobile::default(), None),
             tokens: Mutex::new(webhook::tokens::TokenBook::default()),
             fifo_http_subscriptions: false,
             enforce_queue_policies: false,
-            journal: None,
+            change_log: None,
             receipt_key: RwLock::new((Arc::new(ReceiptKey::generate()), false)),
         }
     }
 
-    /// Logs every later change to `journal`. Set before the first request.
-    pub fn set_journal(&mut self, journal: Arc<dyn Journal>) {
-        self.outbox.set_journal(journal.clone());
-        self.mobile.set_journal(journal.clone());
-        self.journal = Some(journal);
+    /// Logs every later change to `log`. Set before the first request.
+    pub fn set_log(&mut self, change_log: Arc<dyn ChangeLog>) {
+        self.outbox.set_log(change_log.clone());
+        self.mobile.set_log(change_log.clone());
+        self.change_log = Some(change_log);
     }
 
-    pub fn journal(&self) -> Option<&Arc<dyn Journal>> {
-        self.journal.as_ref()
+    pub fn change_log(&self) -> Option<&Arc<dyn ChangeLog>> {
+        self.change_log.as_ref()
     }
 
     /// Platform applications, endpoints and SMS state; what changes is logged on release.
@@ -151,13 +151,13 @@ impl<W: Default> Engine<W> {
 
     /// The mobile state as changes that make it, and the log position they are cut at.
     pub fn mobile_image(&self, next_lsn: impl Fn() -> u64) -> (u64, Vec<mobile::MobileChange>) {
-        let mobile = self.mobile.lock_unjournaled();
+        let mobile = self.mobile.lock_unlogged();
         (next_lsn(), mobile.image())
     }
 
     /// Applies mobile changes read back from the log or a snapshot (not logged again).
     pub fn restore_mobile(&self, changes: Vec<mobile::MobileChange>) {
-        let mut mobile = self.mobile.lock_unjournaled();
+        let mut mobile = self.mobile.lock_unlogged();
         for change in changes {
             mobile.apply(change);
         }
@@ -165,14 +165,14 @@ impl<W: Default> Engine<W> {
 
     /// Keeps the changes made while the returned guard lives in one write of the log.
     pub fn atomic(&self) -> changes::Atomic<'_> {
-        changes::Atomic::new(self.journal.as_deref())
+        changes::Atomic::new(self.change_log.as_deref())
     }
 
     /// Logs changes held back by `QueueGuard::defer_changes`.
     pub fn submit(&self, deferred: Deferred) {
-        if let (Some(journal), Some((name, uid, changes))) = (&self.journal, deferred.0) {
+        if let (Some(change_log), Some((name, uid, changes))) = (&self.change_log, deferred.0) {
             if !changes.is_empty() {
-                journal.submit(&Change::Queue { name, uid, changes });
+                change_log.submit(&Change::Queue { name, uid, changes });
             }
         }
     }
@@ -184,8 +184,8 @@ impl<W: Default> Engine<W> {
         self.signer
             .get_or_init(|| {
                 let signer = topic::signing::MessageSigner::generate()?;
-                if let Some(journal) = &self.journal {
-                    journal.submit(&Change::Signer {
+                if let Some(change_log) = &self.change_log {
+                    change_log.submit(&Change::Signer {
                         private_key_der: signer.private_key_der()?,
                         certificate_pem: signer.certificate_pem.clone(),
                         certificate_file: signer.certificate_file.clone(),
@@ -233,9 +233,9 @@ impl<W: Default> Engine<W> {
     /// Logs the receipt key unless the log already holds one. Called once recovery is done,
     /// before the first request: handles must open after a restart or a takeover.
     pub fn keep_receipt_key(&self) {
-        if let Some(journal) = &self.journal {
+        if let Some(change_log) = &self.change_log {
             self.keep_receipt_key_by(|change| {
-                journal.submit(change);
+                change_log.submit(change);
                 true
             });
         }
@@ -325,8 +325,8 @@ impl<W: Default> Engine<W> {
         let uid = self.next_uid.fetch_add(1, Ordering::Relaxed);
         let mut queue = Queue::new(name, self.queue_arn(name), uid, config);
         queue.tags.extend(tags.iter().cloned());
-        if let Some(journal) = &self.journal {
-            journal.submit(&Change::CreateQueue {
+        if let Some(change_log) = &self.change_log {
+            change_log.submit(&Change::CreateQueue {
                 name: name.into(),
                 uid,
                 config: Box::new(queue.config.clone()),
@@ -349,7 +349,7 @@ impl<W: Default> Engine<W> {
         self.create_queue(name, config, attrs, tags, now)
     }
 
-    /// Adds a queue to the registry, journaling its later changes if the engine has a journal.
+    /// Adds a queue to the registry, logging its later changes if the engine has a log.
     fn register(
         &self,
         queues: &mut HashMap<Arc<str>, Arc<QueueEntry<W>>>,
@@ -359,7 +359,7 @@ impl<W: Default> Engine<W> {
         let name = queue.name.clone();
         let entry = Arc::new(QueueEntry {
             name: name.clone(),
-            state: Journaling::new(queue, self.journal.clone()),
+            state: LoggedLock::new(queue, self.change_log.clone()),
             waiters: W::default(),
         });
         queues.insert(name, entry.clone());
@@ -371,7 +371,7 @@ impl<W: Default> Engine<W> {
         let Some(policy) = &config.redrive_policy else {
             return Ok(());
         };
-        // A queue may name itself (recorded on AWS). The target must live in the source's
+        // A queue may name itself (observed on AWS). The target must live in the source's
         // region and account (AWS SQS Developer Guide, dead-letter queues).
         let target = self
             .name_from_arn(&policy.dead_letter_target_arn)
@@ -403,8 +403,8 @@ impl<W: Default> Engine<W> {
     pub fn delete_queue(&self, name: &str, now: Timestamp) -> EngineResult<Arc<QueueEntry<W>>> {
         let mut queues = self.queues.write().unwrap_or_else(|p| p.into_inner());
         let entry = queues.remove(name).ok_or(EngineError::QueueDoesNotExist)?;
-        if let Some(journal) = &self.journal {
-            journal.submit(&Change::DeleteQueue {
+        if let Some(change_log) = &self.change_log {
+            change_log.submit(&Change::DeleteQueue {
                 name: entry.name.clone(),
                 uid: entry.lock().uid,
                 at: now,

@@ -55,7 +55,7 @@ pub struct MoveTask {
 
 impl MoveTask {
     /// The opaque handle, as AWS makes it: base64 of `{"taskId":…,"sourceArn":…}` (from
-    /// handles recorded on AWS).
+    /// handles observed on AWS).
     pub fn handle(&self) -> String {
         let json = serde_json::json!({"taskId": self.id, "sourceArn": self.source_arn});
         STANDARD.encode(json.to_string())

@@ -209,8 +209,8 @@ impl<W: Default> Engine<W> {
 
     /// Logs a task's new state; called under the task lock so the log keeps their order.
     fn log_move_task(&self, task: &MoveTask) {
-        if let Some(journal) = &self.journal {
-            journal.submit(&Change::MoveTask(Box::new(task.clone())));
+        if let Some(change_log) = &self.change_log {
+            change_log.submit(&Change::MoveTask(Box::new(task.clone())));
         }
     }
 

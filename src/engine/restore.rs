@@ -71,7 +71,7 @@ impl<W: Default> Engine<W> {
     /// Puts a topic back from its snapshot image.
     pub fn restore_topic(&self, image: TopicImage) {
         let name = image.name.clone();
-        let entry = TopicEntry::new(Topic::from_image(image), self.journal.clone());
+        let entry = TopicEntry::new(Topic::from_image(image), self.change_log.clone());
         self.topics
             .write()
             .unwrap_or_else(|p| p.into_inner())
@@ -182,7 +182,7 @@ impl<W: Default> Engine<W> {
                         };
                         let entry = Arc::new(TopicEntry::new(
                             Topic::from_image(*image),
-                            self.journal.clone(),
+                            self.change_log.clone(),
                         ));
                         topics.insert(name, entry.clone());
                         entry
@@ -190,7 +190,7 @@ impl<W: Default> Engine<W> {
                 };
                 drop(topics);
                 // Replayed changes are not logged again (what applying them recorded is dropped).
-                let mut topic = entry.lock_unjournaled();
+                let mut topic = entry.lock_unlogged();
                 for change in changes {
                     topic.apply_change(change);
                 }

@@ -149,7 +149,7 @@ pub(super) async fn handle(State(state): State<HttpState>, request: Request) -> 
             &ctx.request_id,
         );
     }
-    // AWS renders an SQS Query answer as JSON when the request accepts JSON (recorded).
+    // AWS renders an SQS Query answer as JSON when the request accepts JSON (observed on AWS).
     let answer = if accepts_json(&headers) {
         Protocol::QueryJson
     } else {

@@ -7,6 +7,7 @@ pub mod auth;
 pub(crate) mod aws;
 pub mod body;
 pub mod browser;
+mod captured;
 pub mod clock_control;
 pub mod connection;
 mod console;
@@ -14,7 +15,6 @@ pub mod identity;
 mod inspect;
 mod localstack;
 mod node_headers;
-mod recorded;
 mod reply;
 pub mod server;
 mod sessions;
@@ -87,20 +87,20 @@ pub fn routes(
         .route("/_orderly/subscriptions", get(inspect::subscriptions))
         .route(
             "/_orderly/sns/deliveries",
-            get(recorded::deliveries).delete(recorded::forget_deliveries),
+            get(captured::deliveries).delete(captured::forget_deliveries),
         )
-        .route("/_orderly/sns/opted-out", post(recorded::opt_out))
+        .route("/_orderly/sns/opted-out", post(captured::opt_out))
         .route(
             "/_aws/sns/sms-messages",
-            recorded::localstack_listing(&crate::service::recorded::SMS_MESSAGES),
+            captured::localstack_listing(&crate::service::captured::SMS_MESSAGES),
         )
         .route(
             "/_aws/sns/platform-endpoint-messages",
-            recorded::localstack_listing(&crate::service::recorded::PLATFORM_ENDPOINT_MESSAGES),
+            captured::localstack_listing(&crate::service::captured::PLATFORM_ENDPOINT_MESSAGES),
         )
         .route(
             "/_aws/sns/subscription-tokens/{*arn}",
-            get(recorded::subscription_token),
+            get(captured::subscription_token),
         )
         .route("/metrics", get(inspect::metrics))
         .route("/_orderly/reset", post(inspect::reset))

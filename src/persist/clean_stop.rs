@@ -8,9 +8,9 @@
 
 use std::path::Path;
 
-use super::writer::FileJournal;
+use super::writer::LogWriter;
 use super::{number_file, RecoveryError};
-use crate::engine::Journal;
+use crate::engine::ChangeLog;
 
 const NAME: &str = "CLEAN";
 const MAGIC: [u8; 8] = *b"ORDLYCLN";
@@ -21,10 +21,10 @@ pub fn read(dir: &Path) -> Result<Option<u64>, RecoveryError> {
         .map_err(|unreadable| RecoveryError::of_number_file(NAME, unreadable))
 }
 
-/// After `journal` closed: notes the clean stop if every record it took was synced.
-pub fn note(dir: &Path, journal: &FileJournal) {
-    let durable = journal.durable();
-    if durable.failed || durable.lsn != Journal::next_lsn(journal) {
+/// After `log` closed: notes the clean stop if every record it took was synced.
+pub fn note(dir: &Path, change_log: &LogWriter) {
+    let durable = change_log.durable();
+    if durable.failed || durable.lsn != ChangeLog::next_lsn(change_log) {
         return;
     }
     if let Err(error) = write(dir, durable.lsn) {

@@ -1,4 +1,4 @@
-//! Durability: the data directory, recovery at startup, and the write-ahead journal.
+//! Durability: the data directory, recovery at startup, and the write-ahead log.
 //!
 //! - `record`: framing with length and CRC-32C.
 //! - `batch`: each write as one batch on a sector boundary; tells a torn tail from damage in
@@ -7,7 +7,7 @@
 //! - `storage`: the file I/O trait (tests inject write, sync and truncate failures).
 //! - `format`: what records hold, persist's own types mapped to and from engine state, and
 //!   their format version.
-//! - `writer`: the log writer (`FileJournal`): group commit by one writer thread; requests wait
+//! - `writer`: the log writer (`LogWriter`): group commit by one writer thread; requests wait
 //!   for their records.
 //! - `snapshot`: the whole state in one file, so old segments can go.
 //! - `log_metrics`: the log's and the snapshotter's figures for `GET /metrics`.
@@ -25,11 +25,12 @@ pub mod clock_file;
 pub mod database;
 pub mod format;
 pub mod home;
-pub mod log;
+pub mod log_error;
 pub mod log_metrics;
 pub mod number_file;
 pub mod record;
 mod recovery_error;
+pub mod segment_log;
 pub mod snapshot;
 pub mod storage;
 pub mod tenure;
@@ -40,10 +41,11 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::engine::Engine;
-use log::{LogError, SegmentLog, DEFAULT_SEGMENT_BYTES};
+use log_error::LogError;
 pub use recovery_error::RecoveryError;
+use segment_log::{SegmentLog, DEFAULT_SEGMENT_BYTES};
 use storage::DirStorage;
-use writer::{FileJournal, FsyncMode};
+use writer::{FsyncMode, LogWriter};
 
 /// What recovery found, for the startup log line.
 #[derive(Debug, Default)]
@@ -69,18 +71,18 @@ impl RecoveryReport {
     }
 }
 
-/// An open data directory: the journal the engine writes to, and the lock that keeps other
+/// An open data directory: the log the engine writes to, and the lock that keeps other
 /// processes out for as long as this value lives.
 pub struct DataDir {
     pub path: PathBuf,
-    pub journal: Arc<FileJournal>,
+    pub change_log: Arc<LogWriter>,
     /// `Engine::stored_bytes` as the snapshot left it (before the log was replayed).
     pub live_at_snapshot: u64,
     _lock: File,
 }
 
 /// Locks `dir`, loads its snapshot and replays its log into `engine` (which must be fresh),
-/// and starts the journal so that the engine's later changes are logged.
+/// and starts the log so that the engine's later changes are logged.
 pub fn open<W: Default>(
     dir: &Path,
     mode: FsyncMode,
@@ -92,8 +94,8 @@ pub fn open<W: Default>(
     // with neither log nor snapshot beside it means the data went.
     let had_key = dir.join("KEY").exists();
     let key = log_key(dir)?;
-    let journal = FileJournal::new();
-    engine.set_journal(journal.clone());
+    let change_log = LogWriter::new();
+    engine.set_log(change_log.clone());
     let clean = clean_stop::read(dir)?;
     let loaded = snapshot::load(dir, engine)?;
     let live_at_snapshot = engine.stored_bytes();
@@ -119,7 +121,7 @@ pub fn open<W: Default>(
     }
     // The log kept since the snapshot counts toward the next one, as if written by this
     // process: else a log of a filled-then-drained queue could outlive every restart.
-    journal.count_logged(log_bytes);
+    change_log.count_logged(log_bytes);
     let mut log = log;
     // A first start writes its receipt key before serving, so a directory holding KEY always
     // holds a record too (`Missing` above), even if killed right after it starts listening.
@@ -129,7 +131,7 @@ pub fn open<W: Default>(
             .map_err(|e| LogError::Io(std::io::Error::other(e)))
             .and_then(|record| {
                 log.append(&[&record])?;
-                journal.count_logged((record.len() + record::HEADER_BYTES) as u64);
+                change_log.count_logged((record.len() + record::HEADER_BYTES) as u64);
                 log.sync()
             });
         let ok = written.is_ok();
@@ -144,11 +146,11 @@ pub fn open<W: Default>(
         std::fs::rename(dir.join(FIRST_KEY), dir.join("KEY"))?;
         File::open(dir)?.sync_all()?;
     }
-    journal.start(log, report.next_lsn, mode);
+    change_log.start(log, report.next_lsn, mode);
     Ok((
         DataDir {
             path: dir.into(),
-            journal,
+            change_log,
             live_at_snapshot,
             _lock: lock,
         },

@@ -4,7 +4,8 @@
 use proptest::prelude::*;
 
 use super::batch::ALIGN;
-use super::log::{LogError, Recovered, SegmentLog};
+use super::log_error::LogError;
+use super::segment_log::{Recovered, SegmentLog};
 use super::storage::MemStorage;
 
 /// Large enough that every case stays in one segment.

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use thiserror::Error;
 
-use super::log::LogError;
+use super::log_error::LogError;
 use super::number_file;
 
 #[derive(Debug, Error)]

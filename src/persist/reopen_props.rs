@@ -237,10 +237,10 @@ proptest! {
             match step {
                 Step::Work(work) => run.apply(&engine, work),
                 Step::Snapshot => {
-                    snapshot::take(dir.path(), &engine, &data.journal).unwrap();
+                    snapshot::take(dir.path(), &engine, &data.change_log).unwrap();
                 }
                 Step::SnapshotDuring(works) => std::thread::scope(|scope| {
-                    let taken = scope.spawn(|| snapshot::take(dir.path(), &engine, &data.journal));
+                    let taken = scope.spawn(|| snapshot::take(dir.path(), &engine, &data.change_log));
                     for work in works {
                         run.apply(&engine, work);
                     }
@@ -248,7 +248,7 @@ proptest! {
                 }),
                 Step::Restart => {
                     let before = settled(&engine, run.now);
-                    data.journal.close();
+                    data.change_log.close();
                     drop(data);
                     (engine, data) = open_dir(dir.path());
                     prop_assert_eq!(settled(&engine, run.now), before);
@@ -256,10 +256,10 @@ proptest! {
             }
         }
         let before = settled(&engine, run.now);
-        data.journal.close();
+        data.change_log.close();
         drop(data);
         let (engine, data) = open_dir(dir.path());
         prop_assert_eq!(settled(&engine, run.now), before);
-        data.journal.close();
+        data.change_log.close();
     }
 }

@@ -1,11 +1,11 @@
-//! Engine state back from its log records: every change recorded while queues and topics are
+//! Engine state back from its log records: every change logged while queues and topics are
 //! worked is encoded as the log would hold it (`format`), decoded and replayed into a fresh
 //! engine, which must end in the same state.
 
 use std::sync::{Arc, Mutex};
 
 use crate::engine::changes::Change;
-use crate::engine::changes::Journal;
+use crate::engine::changes::ChangeLog;
 use crate::engine::queue::{ReceiveRequest, SendRequest};
 use crate::engine::time::Timestamp;
 use crate::engine::topic::PublishRequest;
@@ -16,7 +16,7 @@ use crate::engine::Engine;
 #[derive(Default)]
 struct Recorder(Mutex<Vec<Vec<u8>>>);
 
-impl Journal for Recorder {
+impl ChangeLog for Recorder {
     fn submit(&self, change: &Change) {
         let mut records = self.0.lock().unwrap();
         let lsn = records.len() as u64;
@@ -50,15 +50,15 @@ fn pairs(items: &[(&str, &str)]) -> Vec<(String, String)> {
         .collect()
 }
 
-/// An engine logging to `journal` with `src.fifo` (tagged `tags`), which dead-letters to
+/// An engine logging to `log` with `src.fifo` (tagged `tags`), which dead-letters to
 /// `dlq.fifo` after one receive.
 fn source_and_dlq(
-    journal: Arc<dyn Journal>,
+    change_log: Arc<dyn ChangeLog>,
     tags: &[(String, String)],
     t: Timestamp,
 ) -> Engine<()> {
     let mut engine: Engine<()> = Engine::new("000000000000", "us-east-1");
-    engine.set_journal(journal);
+    engine.set_log(change_log);
     // As recovery does before the first request.
     engine.keep_receipt_key();
     let fifo = pairs(&[("FifoQueue", "true"), ("ContentBasedDeduplication", "true")]);
@@ -73,7 +73,7 @@ fn source_and_dlq(
 }
 
 #[test]
-fn replaying_the_recorded_changes_rebuilds_the_same_state() {
+fn replaying_the_logged_changes_rebuilds_the_same_state() {
     let recorder = Arc::new(Recorder::default());
     let t = Timestamp(1_000_000);
     let original = source_and_dlq(recorder.clone(), &pairs(&[("team", "a")]), t);
@@ -149,14 +149,14 @@ fn replaying_the_recorded_changes_rebuilds_the_same_state() {
     );
 }
 
-/// Notes, for each change, how many groups (`Journal::hold`) were open when it came.
+/// Notes, for each change, how many groups (`ChangeLog::hold`) were open when it came.
 #[derive(Default)]
 struct GroupWatch {
     open: Mutex<usize>,
     submitted: Mutex<Vec<usize>>,
 }
 
-impl Journal for GroupWatch {
+impl ChangeLog for GroupWatch {
     fn submit(&self, _change: &Change) {
         let open = *self.open.lock().unwrap();
         self.submitted.lock().unwrap().push(open);
@@ -335,7 +335,7 @@ fn publish_request(body: &str, group: &str) -> PublishRequest {
 fn topics_subscriptions_history_and_signer_survive_a_replay() {
     let recorder = Arc::new(Recorder::default());
     let mut original: Engine<()> = Engine::new("000000000000", "us-east-1");
-    original.set_journal(recorder.clone());
+    original.set_log(recorder.clone());
     let t = Timestamp(2_000_000);
     let fifo = pairs(&[("FifoQueue", "true"), ("ContentBasedDeduplication", "true")]);
     original
@@ -446,7 +446,7 @@ fn pending_webhook_deliveries_and_tokens_survive_a_replay() {
     use crate::engine::webhook::{Kind, Outcome};
     let recorder = Arc::new(Recorder::default());
     let mut original: Engine<()> = Engine::new("000000000000", "us-east-1");
-    original.set_journal(recorder.clone());
+    original.set_log(recorder.clone());
     let t = Timestamp(3_000_000);
     let arn = original.create_topic("hooks", &[], &[], t).unwrap();
     let sub = original

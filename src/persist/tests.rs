@@ -3,12 +3,12 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use super::log::SegmentLog;
+use super::segment_log::SegmentLog;
 use super::storage::MemStorage;
-use super::writer::{FileJournal, FsyncMode};
+use super::writer::{FsyncMode, LogWriter};
 use super::*;
 use crate::engine::queue::{ReceiveRequest, SendRequest};
-use crate::engine::{Journal, Timestamp};
+use crate::engine::{ChangeLog, Timestamp};
 
 pub(super) type TestEngine = Engine<()>;
 
@@ -24,7 +24,7 @@ pub(super) fn open_dir(dir: &Path) -> (TestEngine, DataDir, RecoveryReport) {
 
 /// Closes like a graceful shutdown: everything queued is written and synced.
 pub(super) fn close(data: DataDir) {
-    data.journal.close();
+    data.change_log.close();
 }
 
 pub(super) fn state(engine: &TestEngine) -> Vec<String> {
@@ -90,7 +90,7 @@ fn reopening_restores_the_state_across_a_snapshot_and_later_changes() {
         send(&engine, "a.fifo", &"x".repeat(i + 1), t);
     }
     let handles = receive(&engine, "a.fifo", t);
-    snapshot::take(dir.path(), &engine, &data.journal).unwrap();
+    snapshot::take(dir.path(), &engine, &data.change_log).unwrap();
     // After the snapshot: more sends, a delete, a new queue, a deleted queue.
     for i in 20..25 {
         send(&engine, "a.fifo", &"y".repeat(i), t.plus_millis(1));
@@ -152,7 +152,7 @@ fn a_group_keeps_its_order_across_a_snapshot() {
         };
         q.send(request, t).unwrap();
     }
-    snapshot::take(dir.path(), &engine, &data.journal).unwrap();
+    snapshot::take(dir.path(), &engine, &data.change_log).unwrap();
     close(data);
     drop(engine);
 
@@ -189,9 +189,9 @@ fn a_snapshot_drops_the_segments_it_covers() {
     for i in 0..50 {
         send(&engine, "q", &format!("{i}"), t);
     }
-    snapshot::take(dir.path(), &engine, &data.journal).unwrap();
+    snapshot::take(dir.path(), &engine, &data.change_log).unwrap();
     send(&engine, "q", "after", t);
-    snapshot::take(dir.path(), &engine, &data.journal).unwrap();
+    snapshot::take(dir.path(), &engine, &data.change_log).unwrap();
     let before = state(&engine);
     close(data);
     let names: Vec<String> = std::fs::read_dir(dir.path())
@@ -225,7 +225,7 @@ fn the_log_kept_at_a_restart_counts_toward_the_next_snapshot() {
     let dir = tempfile::tempdir().unwrap();
     let (engine, data, _) = open_dir(dir.path());
     // Only the receipt key so far.
-    assert!(data.journal.bytes_since_snapshot() < 100);
+    assert!(data.change_log.bytes_since_snapshot() < 100);
     assert_eq!(data.live_at_snapshot, 0);
     engine
         .create_queue_from("q", &[], &[], Timestamp(1))
@@ -233,18 +233,18 @@ fn the_log_kept_at_a_restart_counts_toward_the_next_snapshot() {
     for body in ["one", "two", "three"] {
         send(&engine, "q", body, Timestamp(1));
     }
-    let journal = data.journal.clone();
+    let change_log = data.change_log.clone();
     close(data);
     // Records and their frames, as the writer counted them (segments are zero-filled ahead,
     // so their sizes say nothing).
-    let written = journal.bytes_since_snapshot();
+    let written = change_log.bytes_since_snapshot();
     let (engine, data, _) = open_dir(dir.path());
     assert!(written > 0);
-    assert_eq!(data.journal.bytes_since_snapshot(), written);
+    assert_eq!(data.change_log.bytes_since_snapshot(), written);
     assert_eq!(data.live_at_snapshot, 0, "no snapshot yet");
     let live = engine.stored_bytes();
     assert!(live > 0);
-    snapshot::take(dir.path(), &engine, &data.journal).unwrap();
+    snapshot::take(dir.path(), &engine, &data.change_log).unwrap();
     close(data);
     let (_engine, data, _) = open_dir(dir.path());
     assert_eq!(data.live_at_snapshot, live, "what the snapshot held");
@@ -254,8 +254,8 @@ fn the_log_kept_at_a_restart_counts_toward_the_next_snapshot() {
 /// Waits until everything the engine has logged so far is durable, so the next change goes
 /// into a batch of its own, written after this one was synced.
 pub(super) fn settle(data: &DataDir) {
-    let lsn = data.journal.next_lsn();
-    rt().block_on(data.journal.wait(lsn)).unwrap();
+    let lsn = data.change_log.next_lsn();
+    rt().block_on(data.change_log.wait(lsn)).unwrap();
 }
 
 /// Where each batch of a segment starts.
@@ -290,11 +290,11 @@ fn a_second_server_cannot_open_the_same_directory() {
     close(data);
 }
 
-fn mem_journal(storage: MemStorage) -> Arc<FileJournal> {
+fn mem_log(storage: MemStorage) -> Arc<LogWriter> {
     let (log, _) = SegmentLog::open(storage, 1 << 20).unwrap();
-    let journal = FileJournal::new();
-    journal.start(log, 1, FsyncMode::Always);
-    journal
+    let change_log = LogWriter::new();
+    change_log.start(log, 1, FsyncMode::Always);
+    change_log
 }
 
 pub(super) fn rt() -> tokio::runtime::Runtime {
@@ -314,33 +314,33 @@ fn sample_change() -> crate::engine::Change {
 
 #[test]
 fn a_failed_fsync_fails_the_waiting_request_and_every_later_one() {
-    let journal = mem_journal(MemStorage {
+    let change_log = mem_log(MemStorage {
         fail_sync: true,
         ..MemStorage::default()
     });
-    journal.submit(&sample_change());
-    let target = journal.next_lsn();
-    assert!(rt().block_on(journal.wait(target)).is_err());
-    assert!(journal.failed());
-    journal.submit(&sample_change());
-    let target = journal.next_lsn();
-    assert!(rt().block_on(journal.wait(target)).is_err());
-    journal.close();
+    change_log.submit(&sample_change());
+    let target = change_log.next_lsn();
+    assert!(rt().block_on(change_log.wait(target)).is_err());
+    assert!(change_log.failed());
+    change_log.submit(&sample_change());
+    let target = change_log.next_lsn();
+    assert!(rt().block_on(change_log.wait(target)).is_err());
+    change_log.close();
 }
 
 #[test]
 fn a_failed_write_is_not_acknowledged_and_is_written_when_the_log_can_be_written_again() {
-    let journal = mem_journal(MemStorage {
+    let change_log = mem_log(MemStorage {
         // One write fails part way (out of space, say) and is undone; the next succeeds.
         fail_append_after: Some(3),
         ..MemStorage::default()
     });
-    journal.submit(&sample_change());
-    let target = journal.next_lsn();
-    assert!(rt().block_on(journal.wait(target)).is_err());
+    change_log.submit(&sample_change());
+    let target = change_log.next_lsn();
+    assert!(rt().block_on(change_log.wait(target)).is_err());
     // Real time, bounded: the writer tries a failed write again on the machine's clock.
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    while journal.failed() {
+    while change_log.failed() {
         assert!(
             std::time::Instant::now() < deadline,
             "the log never resumed"
@@ -348,45 +348,45 @@ fn a_failed_write_is_not_acknowledged_and_is_written_when_the_log_can_be_written
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
     // The refused change was written by the retry, before the next one.
-    assert_eq!(journal.durable().lsn, target);
-    journal.submit(&sample_change());
-    let next = journal.next_lsn();
-    rt().block_on(journal.wait(next)).unwrap();
-    assert_eq!(journal.durable().lsn, 3);
-    journal.close();
+    assert_eq!(change_log.durable().lsn, target);
+    change_log.submit(&sample_change());
+    let next = change_log.next_lsn();
+    rt().block_on(change_log.wait(next)).unwrap();
+    assert_eq!(change_log.durable().lsn, 3);
+    change_log.close();
 }
 
 #[test]
 fn a_write_that_cannot_be_undone_fails_the_log_for_good() {
-    let journal = mem_journal(MemStorage {
+    let change_log = mem_log(MemStorage {
         fail_append_after: Some(3),
         fail_truncate: true,
         ..MemStorage::default()
     });
-    journal.submit(&sample_change());
-    let target = journal.next_lsn();
-    assert!(rt().block_on(journal.wait(target)).is_err());
+    change_log.submit(&sample_change());
+    let target = change_log.next_lsn();
+    assert!(rt().block_on(change_log.wait(target)).is_err());
     // Idle with no retry scheduled: nothing will ever write the log again.
-    journal.wait_until_idle();
-    assert!(!journal.will_retry(), "a poisoned log tries again");
-    assert!(journal.failed());
-    journal.submit(&sample_change());
-    let next = journal.next_lsn();
-    assert!(rt().block_on(journal.wait(next)).is_err());
-    journal.close();
+    change_log.wait_until_idle();
+    assert!(!change_log.will_retry(), "a poisoned log tries again");
+    assert!(change_log.failed());
+    change_log.submit(&sample_change());
+    let next = change_log.next_lsn();
+    assert!(rt().block_on(change_log.wait(next)).is_err());
+    change_log.close();
 }
 
 #[test]
 fn queued_changes_become_durable_in_order() {
-    let journal = mem_journal(MemStorage::default());
+    let change_log = mem_log(MemStorage::default());
     let runtime = rt();
     for _ in 0..1000 {
-        journal.submit(&sample_change());
+        change_log.submit(&sample_change());
     }
-    let target = journal.next_lsn();
-    runtime.block_on(journal.wait(target)).unwrap();
-    assert_eq!(journal.durable().lsn, 1001);
-    journal.close();
+    let target = change_log.next_lsn();
+    runtime.block_on(change_log.wait(target)).unwrap();
+    assert_eq!(change_log.durable().lsn, 1001);
+    change_log.close();
 }
 
 #[test]
@@ -416,32 +416,34 @@ fn a_log_longer_than_a_replay_batch_comes_back_in_order() {
 fn changes_from_many_threads_are_each_logged_once_in_number_order() {
     let dir = tempfile::tempdir().unwrap();
     let (_engine, data, _) = open_dir(dir.path());
-    let journal = data.journal.clone();
-    let first = journal.next_lsn();
+    let change_log = data.change_log.clone();
+    let first = change_log.next_lsn();
     let threads = 4;
     let each = 300;
     std::thread::scope(|scope| {
         for thread in 0..threads {
-            let journal = &journal;
+            let change_log = &change_log;
             scope.spawn(move || {
                 let runtime = rt();
                 for i in 0..each {
                     // Names of many lengths, so records straddle pages; waiting for every
                     // third lets the writer fall asleep and be woken again and again.
                     let name = "q".repeat(1 + (i * 37 + thread * 11) % 300);
-                    journal.submit(&crate::engine::Change::DeleteQueue {
+                    change_log.submit(&crate::engine::Change::DeleteQueue {
                         name: name.into(),
                         uid: (thread * each + i) as u64,
                         at: Timestamp(1),
                     });
                     if i % 3 == 0 {
-                        runtime.block_on(journal.wait(journal.next_lsn())).unwrap();
+                        runtime
+                            .block_on(change_log.wait(change_log.next_lsn()))
+                            .unwrap();
                     }
                 }
             });
         }
     });
-    let last = journal.next_lsn();
+    let last = change_log.next_lsn();
     assert_eq!(last - first, (threads * each) as u64);
     close(data);
     let key = log_key(dir.path()).unwrap();
@@ -449,7 +451,7 @@ fn changes_from_many_threads_are_each_logged_once_in_number_order() {
     let mut uids = std::collections::BTreeSet::new();
     SegmentLog::replay(
         storage::DirStorage::new(dir.path()).unwrap(),
-        log::DEFAULT_SEGMENT_BYTES,
+        segment_log::DEFAULT_SEGMENT_BYTES,
         key,
         false,
         |_, _, bytes| {
@@ -473,39 +475,39 @@ fn changes_from_many_threads_are_each_logged_once_in_number_order() {
 fn a_group_is_written_in_one_batch_and_holds_back_only_what_follows_its_start() {
     let dir = tempfile::tempdir().unwrap();
     let (_engine, data, _) = open_dir(dir.path());
-    let journal = data.journal.clone();
+    let change_log = data.change_log.clone();
     // The receipt key, logged at the opening, in a batch of its own.
-    journal.wait_until_idle();
+    change_log.wait_until_idle();
     let runtime = rt();
-    let first = journal.next_lsn();
-    journal.submit(&sample_change());
-    journal.hold();
-    journal.submit(&sample_change());
+    let first = change_log.next_lsn();
+    change_log.submit(&sample_change());
+    change_log.hold();
+    change_log.submit(&sample_change());
     // The change before the group is written while the group is open; the group's is not.
-    runtime.block_on(journal.wait(first + 1)).unwrap();
-    journal.wait_until_idle();
+    runtime.block_on(change_log.wait(first + 1)).unwrap();
+    change_log.wait_until_idle();
     assert_eq!(
-        journal.durable().lsn,
+        change_log.durable().lsn,
         first + 1,
         "an open group is held back"
     );
-    journal.submit(&sample_change());
-    journal.release();
-    runtime.block_on(journal.wait(first + 3)).unwrap();
+    change_log.submit(&sample_change());
+    change_log.release();
+    runtime.block_on(change_log.wait(first + 3)).unwrap();
     // Overlapping groups: nothing of either is written before the last one closes.
-    journal.hold();
-    journal.submit(&sample_change());
-    journal.hold();
-    journal.submit(&sample_change());
-    journal.release();
-    journal.wait_until_idle();
+    change_log.hold();
+    change_log.submit(&sample_change());
+    change_log.hold();
+    change_log.submit(&sample_change());
+    change_log.release();
+    change_log.wait_until_idle();
     assert_eq!(
-        journal.durable().lsn,
+        change_log.durable().lsn,
         first + 3,
         "the inner group is still open"
     );
-    journal.release();
-    runtime.block_on(journal.wait(first + 5)).unwrap();
+    change_log.release();
+    runtime.block_on(change_log.wait(first + 5)).unwrap();
     close(data);
     let bytes = std::fs::read(newest_segment(dir.path())).unwrap();
     assert_eq!(
@@ -546,7 +548,7 @@ fn topics_and_the_signing_key_survive_a_snapshot_and_later_changes() {
         .unwrap();
     assert!(!publish(&engine, &arn, "before", t));
     let certificate = engine.signer().unwrap().certificate_file.clone();
-    snapshot::take(dir.path(), &engine, &data.journal).unwrap();
+    snapshot::take(dir.path(), &engine, &data.change_log).unwrap();
     // After the snapshot: a publish, a second topic, a deleted one, new tags.
     assert!(!publish(&engine, &arn, "after", t));
     let other = engine.create_topic("other", &[], &[], t).unwrap();
@@ -587,7 +589,7 @@ fn receipt_handles_open_after_a_restart_from_the_log_and_from_a_snapshot() {
     let delete =
         |engine: &TestEngine, handle: &str| engine.queue("q").unwrap().lock().delete(handle, t);
     assert!(delete(&engine, &handles[0]).unwrap(), "deleted");
-    snapshot::take(dir.path(), &engine, &data.journal).unwrap();
+    snapshot::take(dir.path(), &engine, &data.change_log).unwrap();
     let (engine, data) = restart_from_snapshot(dir.path(), engine, data);
     assert!(delete(&engine, &handles[1]).unwrap(), "deleted");
     // A handle sealed by another directory's key opens nowhere else.
@@ -637,7 +639,7 @@ fn move_tasks_survive_a_snapshot_and_later_changes() {
     let dlq2 = engine.queue_arn("dlq2");
     let done = engine.start_move_task(&dlq2, None, None, t).unwrap();
     engine.move_step(&done.id, &dlq2, 2, t);
-    snapshot::take(dir.path(), &engine, &data.journal).unwrap();
+    snapshot::take(dir.path(), &engine, &data.change_log).unwrap();
     engine.move_step(&first.id, &dlq, 2, t);
     let handle = engine.move_tasks(&dlq)[0].handle();
     assert_eq!(engine.cancel_move_task(&handle).unwrap(), 4);
@@ -670,29 +672,33 @@ fn move_tasks_survive_a_snapshot_and_later_changes() {
 
 #[test]
 fn the_snapshotter_is_woken_when_the_log_reaches_what_it_waits_for_and_not_before() {
-    let journal = mem_journal(MemStorage::default());
+    let change_log = mem_log(MemStorage::default());
     let runtime = rt();
-    journal.submit(&sample_change());
-    runtime.block_on(journal.wait(journal.next_lsn())).unwrap();
-    let one = journal.bytes_since_snapshot();
+    change_log.submit(&sample_change());
+    runtime
+        .block_on(change_log.wait(change_log.next_lsn()))
+        .unwrap();
+    let one = change_log.bytes_since_snapshot();
     assert!(one > 0);
-    let waiting = journal.clone();
+    let waiting = change_log.clone();
     let reached = runtime.spawn(async move { waiting.log_reaches(3 * one).await });
     // Registered, then one more record: still short of three.
     runtime.block_on(tokio::task::yield_now());
-    journal.submit(&sample_change());
-    runtime.block_on(journal.wait(journal.next_lsn())).unwrap();
-    journal.wait_until_idle();
+    change_log.submit(&sample_change());
+    runtime
+        .block_on(change_log.wait(change_log.next_lsn()))
+        .unwrap();
+    change_log.wait_until_idle();
     runtime.block_on(tokio::task::yield_now());
     assert!(!reached.is_finished(), "woken at two records of three");
-    journal.submit(&sample_change());
+    change_log.submit(&sample_change());
     runtime.block_on(async {
         tokio::time::timeout(std::time::Duration::from_secs(5), reached)
             .await
             .expect("woken at three records")
             .unwrap()
     });
-    journal.close();
+    change_log.close();
 }
 
 /// The bodies stored in `queue`, in sequence order.
@@ -726,19 +732,25 @@ fn a_snapshot_is_kept_only_once_the_records_it_covers_are_durable() {
     let (engine, data, _) = open_dir(dir.path());
     engine.create_queue_from("a.fifo", &fifo(), &[], t).unwrap();
     send(&engine, "a.fifo", "durable", t);
-    data.journal.wait_blocking(data.journal.next_lsn()).unwrap();
+    data.change_log
+        .wait_blocking(data.change_log.next_lsn())
+        .unwrap();
     // Queued but never written before the crash: never acknowledged either.
-    data.journal.hold_writes(true);
+    data.change_log.hold_writes(true);
     send(&engine, "a.fifo", "lost in the crash", t);
     let engine = Arc::new(engine);
     let taking = {
-        let (path, engine, journal) = (dir.path().to_owned(), engine.clone(), data.journal.clone());
-        std::thread::spawn(move || snapshot::take(&path, &engine, &journal))
+        let (path, engine, change_log) = (
+            dir.path().to_owned(),
+            engine.clone(),
+            data.change_log.clone(),
+        );
+        std::thread::spawn(move || snapshot::take(&path, &engine, &change_log))
     };
     // The snapshot either is kept (the claim) or waits for the log (the fix): bounded, as the
     // snapshot thread runs by itself.
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-    while !taking.is_finished() && data.journal.durability_waiters() == 0 {
+    while !taking.is_finished() && data.change_log.durability_waiters() == 0 {
         assert!(
             std::time::Instant::now() < deadline,
             "the snapshot neither kept nor waiting"
@@ -747,7 +759,7 @@ fn a_snapshot_is_kept_only_once_the_records_it_covers_are_durable() {
     }
     let crashed = tempfile::tempdir().unwrap();
     crash_image(dir.path(), crashed.path());
-    data.journal.hold_writes(false);
+    data.change_log.hold_writes(false);
     taking
         .join()
         .unwrap()

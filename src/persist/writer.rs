@@ -1,4 +1,4 @@
-//! The write-ahead journal: changes queue up in memory, one writer thread appends whatever has
+//! The write-ahead log: changes queue up in memory, one writer thread appends whatever has
 //! gathered as one batch and syncs it once (group commit), and requests wait until the batch
 //! holding their changes is durable before they are answered.
 //!
@@ -6,7 +6,7 @@
 //! by the change in postcard (see `format`). Numbers are handed out under the same lock that queues the record, so
 //! the log holds records in number order.
 //!
-//! Changes that belong together (`Journal::hold`) are never split between two writes: the
+//! Changes that belong together (`ChangeLog::hold`) are never split between two writes: the
 //! writer takes records only up to where the groups still open began, and a batch is whole
 //! or dropped at recovery, so a crash keeps a group entirely or not at all. Groups are short
 //! (in-memory work under the engine's locks), so the writer is held back for microseconds.
@@ -20,7 +20,7 @@ use tokio::sync::watch;
 
 use super::format;
 use super::record::Buffer;
-use crate::engine::changes::{Change, Journal};
+use crate::engine::changes::{Change, ChangeLog};
 pub use shared::Durable;
 use shared::{Arrivals, Pending, Shared, KEEP_BUFFER_BYTES};
 pub use sink::{FsyncMode, LogSink};
@@ -33,27 +33,27 @@ mod write_loop;
 /// A request's changes could not be made durable.
 #[derive(Debug, thiserror::Error)]
 #[error("the write-ahead log failed; changes are no longer being persisted")]
-pub struct JournalFailed;
+pub struct LogFailed;
 
 thread_local! {
     /// Where a change is encoded before it is copied into the queue of records.
     static ENCODE_BUFFER: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
 }
 
-pub struct FileJournal {
+pub struct LogWriter {
     shared: Arc<Shared>,
     writer: Mutex<Option<JoinHandle<()>>>,
 }
 
-impl FileJournal {
-    /// A journal that queues changes but writes nothing until `start`: the engine gets it
+impl LogWriter {
+    /// A log that queues changes but writes nothing until `start`: the engine gets it
     /// before recovery, so the queues it restores record their later changes.
-    pub fn new() -> Arc<FileJournal> {
+    pub fn new() -> Arc<LogWriter> {
         let (durable, _) = watch::channel(Durable {
             lsn: 0,
             failed: false,
         });
-        Arc::new(FileJournal {
+        Arc::new(LogWriter {
             shared: Arc::new(Shared {
                 pending: Mutex::new(Pending::default()),
                 work: Condvar::new(),
@@ -133,7 +133,7 @@ impl FileJournal {
     }
 
     /// Waits until every record numbered below `lsn` is durable.
-    pub async fn wait(&self, lsn: u64) -> Result<(), JournalFailed> {
+    pub async fn wait(&self, lsn: u64) -> Result<(), LogFailed> {
         // Only requests with something to write count: a load of reads that log nothing would
         // make the log look busy, and a rare write would wait for company that never comes.
         if self.shared.durable.borrow().lsn < lsn {
@@ -143,32 +143,32 @@ impl FileJournal {
     }
 
     /// Completes once every record below `lsn` is durable, or the log failed first.
-    async fn durable_to(&self, lsn: u64) -> Result<(), JournalFailed> {
+    async fn durable_to(&self, lsn: u64) -> Result<(), LogFailed> {
         let mut rx = self.shared.durable.subscribe();
         let reached = rx
             .wait_for(|d| d.failed || d.lsn >= lsn)
             .await
-            .map_err(|_| JournalFailed)?;
+            .map_err(|_| LogFailed)?;
         if reached.lsn >= lsn {
             Ok(())
         } else {
-            Err(JournalFailed)
+            Err(LogFailed)
         }
     }
 
     /// Blocks until every record numbered below `lsn` is durable, for a thread outside the
     /// runtime (a snapshot's).
-    pub fn wait_blocking(&self, lsn: u64) -> Result<(), JournalFailed> {
+    pub fn wait_blocking(&self, lsn: u64) -> Result<(), LogFailed> {
         let durable = self.durable();
         if durable.lsn >= lsn {
             return Ok(());
         }
         if durable.failed {
-            return Err(JournalFailed);
+            return Err(LogFailed);
         }
         let runtime = tokio::runtime::Builder::new_current_thread()
             .build()
-            .map_err(|_| JournalFailed)?;
+            .map_err(|_| LogFailed)?;
         runtime.block_on(self.durable_to(lsn))
     }
 
@@ -251,8 +251,8 @@ impl FileJournal {
     }
 }
 
-impl Drop for FileJournal {
-    /// A journal nobody holds any more (a server dropped without stopping, as tests do) lets
+impl Drop for LogWriter {
+    /// A log nobody holds any more (a server dropped without stopping, as tests do) lets
     /// its writer finish what is queued and end, with whatever it holds (a database
     /// connection) rather than keep it for the life of the process.
     fn drop(&mut self) {
@@ -261,7 +261,7 @@ impl Drop for FileJournal {
     }
 }
 
-impl Journal for FileJournal {
+impl ChangeLog for LogWriter {
     fn submit(&self, change: &Change) {
         ENCODE_BUFFER.with_borrow_mut(|buffer| {
             // The sequence number goes in front once it is known; until then, room for it.
@@ -325,7 +325,7 @@ mod tests {
     use std::time::Duration;
 
     use super::shared::Records;
-    use super::{Change, FileJournal, FsyncMode, Journal};
+    use super::{Change, ChangeLog, FsyncMode, LogWriter};
 
     fn contents(records: &Records) -> Vec<&[u8]> {
         records.iter().collect()
@@ -370,13 +370,13 @@ mod tests {
         }
     }
 
-    /// A sink whose append takes the journal's lease away while it writes, as a lease keeper that
+    /// A sink whose append takes the log's lease away while it writes, as a lease keeper that
     /// finds another leader does.
-    fn deposed_while_writing(journal: std::sync::Weak<FileJournal>) -> Scripted {
+    fn deposed_while_writing(change_log: std::sync::Weak<LogWriter>) -> Scripted {
         Scripted {
             on_append: Box::new(move || {
-                if let Some(journal) = journal.upgrade() {
-                    journal.fail_for_good();
+                if let Some(change_log) = change_log.upgrade() {
+                    change_log.fail_for_good();
                 }
             }),
             wait: Duration::ZERO,
@@ -391,20 +391,26 @@ mod tests {
     }
 
     impl super::LogSink for Scripted {
-        fn append(&mut self, _records: &[&[u8]]) -> Result<(), crate::persist::log::LogError> {
+        fn append(
+            &mut self,
+            _records: &[&[u8]],
+        ) -> Result<(), crate::persist::log_error::LogError> {
             (self.on_append)();
             Ok(())
         }
-        fn sync(&mut self) -> Result<(), crate::persist::log::LogError> {
+        fn sync(&mut self) -> Result<(), crate::persist::log_error::LogError> {
             Ok(())
         }
         fn poisoned(&self) -> bool {
             false
         }
-        fn rotate(&mut self) -> Result<u64, crate::persist::log::LogError> {
+        fn rotate(&mut self) -> Result<u64, crate::persist::log_error::LogError> {
             Ok(0)
         }
-        fn remove_before(&mut self, _number: u64) -> Result<(), crate::persist::log::LogError> {
+        fn remove_before(
+            &mut self,
+            _number: u64,
+        ) -> Result<(), crate::persist::log_error::LogError> {
             Ok(())
         }
         fn batch_wait(&self) -> Duration {
@@ -413,31 +419,31 @@ mod tests {
     }
 
     #[test]
-    fn a_journal_failed_for_good_while_a_round_is_written_stays_failed() {
-        let journal = FileJournal::new();
-        journal.start(
-            deposed_while_writing(Arc::downgrade(&journal)),
+    fn a_log_failed_for_good_while_a_round_is_written_stays_failed() {
+        let change_log = LogWriter::new();
+        change_log.start(
+            deposed_while_writing(Arc::downgrade(&change_log)),
             1,
             FsyncMode::Always,
         );
         // The round being written when the lease went is durable all the same (a waiter that
         // looked between the failure and the round's end was told the outcome is unknown).
-        journal.submit(&sample_change());
-        let target = journal.next_lsn();
-        journal.wait_until_idle();
-        assert!(journal.durable().lsn >= target);
+        change_log.submit(&sample_change());
+        let target = change_log.next_lsn();
+        change_log.wait_until_idle();
+        assert!(change_log.durable().lsn >= target);
         assert!(
-            journal.failed(),
+            change_log.failed(),
             "acknowledging again after failing for good"
         );
         // A later change is refused, not left waiting.
-        journal.submit(&sample_change());
-        let target = journal.next_lsn();
+        change_log.submit(&sample_change());
+        let target = change_log.next_lsn();
         let waited = runtime().block_on(async {
-            tokio::time::timeout(std::time::Duration::from_secs(10), journal.wait(target)).await
+            tokio::time::timeout(std::time::Duration::from_secs(10), change_log.wait(target)).await
         });
         assert!(matches!(waited, Ok(Err(_))), "{waited:?}");
-        journal.close();
+        change_log.close();
     }
 
     #[test]
@@ -473,17 +479,17 @@ mod tests {
         assert!(arrivals.busy_within(wait));
     }
 
-    /// A journal whose sink notes when each append came and asks for `wait` between writes.
-    fn timed_journal(
+    /// A log whose sink notes when each append came and asks for `wait` between writes.
+    fn timed_log(
         wait: Duration,
     ) -> (
-        Arc<FileJournal>,
+        Arc<LogWriter>,
         Arc<std::sync::Mutex<Vec<std::time::Instant>>>,
     ) {
         let appends = Arc::new(std::sync::Mutex::new(Vec::new()));
-        let journal = FileJournal::new();
+        let change_log = LogWriter::new();
         let noted = appends.clone();
-        journal.start(
+        change_log.start(
             Scripted {
                 on_append: Box::new(move || noted.lock().unwrap().push(std::time::Instant::now())),
                 wait,
@@ -491,14 +497,14 @@ mod tests {
             1,
             FsyncMode::Always,
         );
-        (journal, appends)
+        (change_log, appends)
     }
 
-    fn logged(journal: &FileJournal) {
-        journal.submit(&sample_change());
-        let target = journal.next_lsn();
+    fn logged(change_log: &LogWriter) {
+        change_log.submit(&sample_change());
+        let target = change_log.next_lsn();
         let waited = runtime().block_on(async {
-            tokio::time::timeout(Duration::from_secs(10), journal.wait(target)).await
+            tokio::time::timeout(Duration::from_secs(10), change_log.wait(target)).await
         });
         assert!(matches!(waited, Ok(Ok(()))), "{waited:?}");
     }
@@ -507,24 +513,24 @@ mod tests {
     fn a_quiet_log_writes_each_request_at_once() {
         // A few requests after a quiet start: were the writer to wait, the second would wait
         // 30 s and time out.
-        let (journal, appends) = timed_journal(Duration::from_secs(30));
+        let (change_log, appends) = timed_log(Duration::from_secs(30));
         for _ in 0..3 {
-            logged(&journal);
+            logged(&change_log);
         }
         assert_eq!(appends.lock().unwrap().len(), 3);
-        journal.close();
+        change_log.close();
     }
 
     #[test]
     fn a_busy_log_lets_the_next_write_wait_for_company() {
         let wait = Duration::from_millis(50);
-        let (journal, appends) = timed_journal(wait);
+        let (change_log, appends) = timed_log(wait);
         // Requests as a busy server sees them.
         for _ in 0..100 {
-            journal.shared.arrivals.note();
+            change_log.shared.arrivals.note();
         }
-        logged(&journal);
-        logged(&journal);
+        logged(&change_log);
+        logged(&change_log);
         let appends = appends.lock().unwrap().clone();
         assert_eq!(appends.len(), 2);
         assert!(
@@ -532,6 +538,6 @@ mod tests {
             "the second write came {:?} after the first",
             appends[1] - appends[0]
         );
-        journal.close();
+        change_log.close();
     }
 }

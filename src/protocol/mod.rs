@@ -122,7 +122,7 @@ fn xml(status: u16, body: String) -> Encoded {
 }
 
 /// A Query request without `Action`: 404 and a bare `<UnknownOperationException/>`, whatever
-/// the request accepts (AWS-recorded), not an error envelope.
+/// the request accepts (observed on AWS), not an error envelope.
 pub fn unknown_operation() -> Encoded {
     xml(404, "<UnknownOperationException/>".into())
 }

@@ -1,5 +1,5 @@
 //! An SQS Query answer rendered as JSON, as AWS renders it for a Query request that accepts
-//! JSON (recorded answers, not the AWS JSON protocol's):
+//! JSON (answers observed on AWS, not the AWS JSON protocol's):
 //! `{"<Action>Response": {"<Action>Result": {…}, "ResponseMetadata": {"RequestId": …}}}`,
 //! every member of the result present (`null` when it has no value), list members in lower
 //! camel case (`queueUrls`, `messages`), queue attributes a list of `{"Name", "Value"}`, keys

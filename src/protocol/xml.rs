@@ -104,7 +104,7 @@ fn write_members(members: &Map<String, Value>, action: &str, out: &mut String) {
 /// A complete success response for `action`.
 pub fn response(action: SqsAction, result: &Value, request_id: &str, namespace: &str) -> String {
     let (name, has_result) = (action.name(), action.xml_result());
-    // AWS writes a receive that found nothing as `<ReceiveMessageResult/>` (recorded on AWS;
+    // AWS writes a receive that found nothing as `<ReceiveMessageResult/>` (observed on AWS;
     // other empty results are not known to differ, so they keep both tags).
     let self_closing = action == SqsAction::ReceiveMessage;
     let action = name;

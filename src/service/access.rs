@@ -194,7 +194,7 @@ impl Service {
         self.check_sns_region(ctx, parameter, arn)?;
         let parts: Vec<&str> = arn.split(':').collect();
         // Unsubscribing from a subscription ARN without its id is malformed whatever account
-        // it names: the action says so before any look-up (AWS-recorded for Unsubscribe only).
+        // it names: the action says so before any look-up (observed on AWS for Unsubscribe only).
         let malformed = parts.len() < 6
             || (action == SnsAction::Unsubscribe
                 && parameter == "SubscriptionArn"

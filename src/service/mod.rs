@@ -1,8 +1,12 @@
 //! The SQS and SNS actions: decode a request, check what needs no storage, apply it through the
 //! backend, encode the answer. Long polls wait in the backend, never in the engine.
 
+#[macro_use]
+mod sns_call;
+
 pub mod access;
 mod batch;
+pub mod captured;
 pub mod cluster;
 pub mod init;
 pub mod inspect;
@@ -10,7 +14,6 @@ mod messages;
 mod move_tasks;
 mod permissions;
 mod queues;
-pub mod recorded;
 mod render;
 mod sns;
 mod sns_mobile;

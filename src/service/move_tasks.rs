@@ -25,7 +25,7 @@ fn task_wire(task: MoveTask) -> MoveTaskWire {
 impl Service {
     /// Move tasks are their queues' owner's alone ("Cross-account permissions don't apply to
     /// this action", SQS API reference). A queue of another region, or of another account that
-    /// does not exist, is not found: AWS looks the queue up before it refuses (recorded).
+    /// does not exist, is not found: AWS looks the queue up before it refuses (observed on AWS).
     async fn check_own_queue(
         &self,
         ctx: &RequestContext,

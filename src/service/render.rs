@@ -19,7 +19,7 @@ pub fn decode_attributes(
         let data_type = value.data_type.unwrap_or_default();
         let binary = data_type.starts_with("Binary");
         // A value given only in the field the type does not name is kept as given, so the
-        // rules can say which field it must use (SNS does, AWS-recorded).
+        // rules can say which field it must use (SNS does, observed on AWS).
         let data = match (binary, value.string_value, value.binary_value) {
             (true, Some(text), None) => AttributeData::String(text),
             (false, None, Some(encoded)) => match STANDARD.decode(encoded.trim()) {

@@ -11,9 +11,7 @@ use crate::engine::topic::{EndpointKind, Publication, PublishRequest, Subscripti
 use crate::engine::EngineError;
 use crate::protocol::sns::*;
 use crate::protocol::sqs::{Empty, Pairs};
-use crate::protocol::{
-    encode_ok, Action, ApiError, Encoded, ErrorCode, Payload, Protocol, Shape, SnsAction,
-};
+use crate::protocol::{ApiError, Encoded, ErrorCode, Payload, Protocol, SnsAction};
 
 /// Whether a topic's ARN lives in the caller's region and account: ListTopics shows only those.
 fn in_namespace(arn: &str, ctx: &RequestContext) -> bool {
@@ -35,21 +33,12 @@ impl Service {
         payload: &Payload,
         ctx: &RequestContext,
     ) -> Result<Encoded, ApiError> {
-        use crate::protocol::actions::sns_shape;
         let protocol = Protocol::SnsQuery;
         // Each handler must take and answer what its action declares (`protocol::actions`).
         macro_rules! call {
-            ($action:ident, $handler:ident) => {{
-                let input: <sns_shape::$action as Shape>::Input<'_> = payload.decode(protocol)?;
-                let output: <sns_shape::$action as Shape>::Output<'_> =
-                    self.$handler(input, ctx).await?;
-                Ok(encode_ok(
-                    protocol,
-                    Action::Sns(action),
-                    &output,
-                    &ctx.request_id,
-                ))
-            }};
+            ($shape:ident, $handler:ident) => {
+                sns_call!(self, (payload, protocol, ctx, action), $shape, $handler)
+            };
         }
         self.check_sns_request(action, payload, ctx).await?;
         use SnsAction as A;

@@ -1,6 +1,6 @@
 //! SNS's mobile push and SMS actions: platform applications and endpoints, a Publish to an
-//! endpoint (recorded, never sent), SMS settings, opt-outs and the SMS sandbox (whose one-time
-//! passwords are recorded as SMS messages to the number, for a test to read).
+//! endpoint (captured, never sent), SMS settings, opt-outs and the SMS sandbox (whose one-time
+//! passwords are captured as SMS messages to the number, for a test to read).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -8,15 +8,13 @@ use std::sync::Arc;
 use super::sns_params::{invalid, page, page_of, pairs, required};
 use super::{RequestContext, Service};
 use crate::engine::namespace::Namespace;
+use crate::engine::topic::captured::CapturedMessage;
 use crate::engine::topic::protocol::platform_text;
-use crate::engine::topic::recorded::RecordedMessage;
 use crate::engine::topic::{PublishRequest, SubscriptionProtocol};
 use crate::protocol::sns::{AttributesMap, PublishOutput};
 use crate::protocol::sns_mobile::*;
 use crate::protocol::sqs::{Empty, Pairs};
-use crate::protocol::{
-    encode_ok, Action, ApiError, Encoded, ErrorCode, Payload, Protocol, Shape, SnsAction,
-};
+use crate::protocol::{ApiError, Encoded, ErrorCode, Payload, Protocol, SnsAction};
 
 /// AWS's answer for a map it requires and did not get (an empty one is not sent at all).
 fn null_attributes(
@@ -61,21 +59,12 @@ impl Service {
         payload: &Payload,
         ctx: &RequestContext,
     ) -> Result<Encoded, ApiError> {
-        use crate::protocol::actions::sns_shape;
         let protocol = Protocol::SnsQuery;
         // Each handler must take and answer what its action declares (`protocol::actions`).
         macro_rules! call {
-            ($action:ident, $handler:ident) => {{
-                let input: <sns_shape::$action as Shape>::Input<'_> = payload.decode(protocol)?;
-                let output: <sns_shape::$action as Shape>::Output<'_> =
-                    self.$handler(input, ctx).await?;
-                Ok(encode_ok(
-                    protocol,
-                    Action::Sns(action),
-                    &output,
-                    &ctx.request_id,
-                ))
-            }};
+            ($shape:ident, $handler:ident) => {
+                sns_call!(self, (payload, protocol, ctx, action), $shape, $handler)
+            };
         }
         use SnsAction as A;
         match action {
@@ -362,7 +351,7 @@ impl Service {
         Ok(Empty {})
     }
 
-    /// Publish with the TargetArn of a platform endpoint: checked like any publish, recorded
+    /// Publish with the TargetArn of a platform endpoint: checked like any publish, captured
     /// as the endpoint's copy (the platform's key of a json-structured message, else
     /// `default`), never sent.
     pub(super) async fn publish_to_endpoint(
@@ -380,7 +369,7 @@ impl Service {
         } else {
             request.message.clone()
         };
-        let record = RecordedMessage {
+        let record = CapturedMessage {
             protocol: SubscriptionProtocol::Application,
             endpoint: arn.into(),
             subscription_arn: None,

@@ -384,11 +384,11 @@ fn crate_src() -> PathBuf {
 fn no_file_of_the_crate_depends_on_itself_through_others() {
     let graph = Tree::read_all(&crate_src()).graph();
     assert!(graph.len() >= 120, "the crate was read: {}", graph.len());
-    // The reader follows what it should: a value's journaling reaches the guard's trait, a
+    // The reader follows what it should: a value's logging reaches the guard's trait, a
     // path through the engine's re-exports reaches the file that defines it, and the routes
     // reach their handlers.
     let edge = |from: &str, to: &str| graph.get(from).is_some_and(|e| e.contains_key(to));
-    assert!(edge("engine/journaled.rs", "engine/guard.rs"), "{graph:#?}");
+    assert!(edge("engine/logged.rs", "engine/guard.rs"), "{graph:#?}");
     assert!(edge("engine/queue/groups.rs", "engine/fast_map.rs"));
     assert!(edge("http/mod.rs", "http/inspect.rs"));
     assert!(edge("http/inspect.rs", "http/state.rs"));

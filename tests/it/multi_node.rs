@@ -163,7 +163,7 @@ async fn consume(
                     break;
                 }
                 _ => {
-                    // Recorded and released first: once the delete lands, another consumer
+                    // Captured and released first: once the delete lands, another consumer
                     // may take the group's next message.
                     {
                         let mut ledger = ledger.lock().unwrap();
@@ -281,10 +281,10 @@ pub async fn start_nodes(
     servers
 }
 
-/// What the recorded protocols' endpoints would have received is the leader's: any node
-/// lists (and forgets) what any node recorded, a fan-out's and a Publish to a phone number's.
+/// What the captured protocols' endpoints would have received is the leader's: any node
+/// lists (and forgets) what any node captured, a fan-out's and a Publish to a phone number's.
 #[tokio::test]
-async fn every_node_lists_every_nodes_recorded_messages() {
+async fn every_node_lists_every_nodes_captured_messages() {
     let Some(url) = common::fresh_database().await else {
         return;
     };
@@ -303,7 +303,7 @@ async fn every_node_lists_every_nodes_recorded_messages() {
         .message("from b");
     direct.send().await.unwrap();
     use crate::common::get_json;
-    use crate::sns_recorded_protocols::deliveries;
+    use crate::sns_captured_protocols::deliveries;
     let bodies = |listed: Vec<serde_json::Value>| {
         let texts = listed
             .iter()

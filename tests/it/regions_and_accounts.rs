@@ -261,7 +261,7 @@ async fn another_account_uses_a_queue_only_as_its_policy_allows() {
 }
 
 /// What another account names is checked for shape and looked up before access is refused
-/// (AWS-recorded): a subscription ARN without its id is malformed, and a move task of a queue
+/// (observed on AWS): a subscription ARN without its id is malformed, and a move task of a queue
 /// that does not exist is not found; only an existing foreign queue is denied.
 #[tokio::test]
 async fn another_accounts_malformed_or_missing_resources_are_answered_before_access() {

@@ -456,7 +456,7 @@ async fn sns_refuses_attributes_in_its_own_words() {
 }
 
 /// A value in the field its type does not name, and a missing type in a batch entry (each
-/// AWS-recorded), through Publish and PublishBatch.
+/// observed on AWS), through Publish and PublishBatch.
 #[tokio::test]
 async fn sns_says_which_field_an_attribute_must_use_and_which_entry_lacks_a_type() {
     use aws_sdk_sns::primitives::Blob;
@@ -600,7 +600,7 @@ async fn turning_a_standard_topic_fifo_names_the_topic_name() {
     }
 }
 
-/// CreateTopic again on a standard topic's name (AWS-recorded): FifoTopic=true is checked
+/// CreateTopic again on a standard topic's name (observed on AWS): FifoTopic=true is checked
 /// against the name first ("Topic Name"); FifoTopic=false is the same topic; a changed
 /// attribute is "different attributes".
 #[tokio::test]

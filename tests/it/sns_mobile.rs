@@ -1,11 +1,11 @@
 //! Mobile push and SMS management through the AWS SDK: platform applications and endpoints as
-//! AWS keeps them, a Publish to an endpoint recorded for the test to read, SMS settings and
-//! opt-outs, and the SMS sandbox verified with the password recorded as an SMS.
+//! AWS keeps them, a Publish to an endpoint captured for the test to read, SMS settings and
+//! opt-outs, and the SMS sandbox verified with the password captured as an SMS.
 
 use aws_sdk_sns::error::ProvideErrorMetadata;
 
 use crate::common::{self, Server};
-use crate::sns_recorded_protocols::deliveries;
+use crate::sns_captured_protocols::deliveries;
 
 fn code_of<E: ProvideErrorMetadata>(error: &E) -> String {
     format!(
@@ -115,7 +115,7 @@ async fn platform_applications_and_endpoints_are_kept_as_aws_keeps_them() {
     assert_eq!(listed.len(), 1);
     assert_eq!(listed[0].endpoint_arn.as_deref(), Some(endpoint.as_str()));
 
-    // A publish to the endpoint is recorded, with the platform's own text.
+    // A publish to the endpoint is captured, with the platform's own text.
     let published = sns
         .publish()
         .target_arn(&endpoint)
@@ -125,10 +125,10 @@ async fn platform_applications_and_endpoints_are_kept_as_aws_keeps_them() {
         .await
         .unwrap();
     assert!(published.message_id.is_some());
-    let recorded = deliveries(&server, "?protocol=application").await;
-    assert_eq!(recorded.len(), 1, "{recorded:?}");
-    assert_eq!(recorded[0]["endpoint"], endpoint.as_str());
-    assert_eq!(recorded[0]["message"], r#"{"data":{"price":101}}"#);
+    let captured = deliveries(&server, "?protocol=application").await;
+    assert_eq!(captured.len(), 1, "{captured:?}");
+    assert_eq!(captured[0]["endpoint"], endpoint.as_str());
+    assert_eq!(captured[0]["message"], r#"{"data":{"price":101}}"#);
 
     // Through a topic the endpoint gets its platform's text as well.
     let topic = sns.create_topic().name("alerts").send().await.unwrap();
@@ -147,9 +147,9 @@ async fn platform_applications_and_endpoints_are_kept_as_aws_keeps_them() {
         .send()
         .await
         .unwrap();
-    let recorded = deliveries(&server, "?protocol=application").await;
-    assert_eq!(recorded.len(), 2, "{recorded:?}");
-    assert_eq!(recorded[1]["message"], "for GCM");
+    let captured = deliveries(&server, "?protocol=application").await;
+    assert_eq!(captured.len(), 2, "{captured:?}");
+    assert_eq!(captured[1]["message"], "for GCM");
 
     // Another account may neither publish to the endpoint nor read it.
     let stranger = common::sns_in(server.addr, "us-east-1", "222222222222");
@@ -370,7 +370,7 @@ async fn sms_settings_opt_outs_and_the_sandbox() {
     let numbers = listed.phone_numbers;
     assert_eq!(numbers.len(), 1);
     assert_eq!(numbers[0].status.as_ref().unwrap().as_str(), "Pending");
-    // The password went to the number: recorded as an SMS for the test to read.
+    // The password went to the number: captured as an SMS for the test to read.
     let sent = deliveries(&server, "?protocol=sms").await;
     assert_eq!(sent.len(), 1, "{sent:?}");
     assert_eq!(sent[0]["endpoint"], "+15550101");

@@ -134,7 +134,7 @@ async fn queue_url_as_path_and_no_result_shape() {
 #[tokio::test]
 async fn missing_and_unknown_actions() {
     let server = start().await;
-    // No Action: 404 and a bare <UnknownOperationException/>, as AWS answers (recorded), a
+    // No Action: 404 and a bare <UnknownOperationException/>, as AWS answers (observed on AWS), a
     // GET on a queue's URL too, and whatever the request accepts.
     let (status, body) = query(&server, "/", &[("Version", "2012-11-05")]).await;
     assert_eq!(
@@ -243,7 +243,7 @@ async fn query_accepting_json(server: &Server, params: &[(&str, &str)]) -> (u16,
 
 #[tokio::test]
 async fn a_query_request_accepting_json_is_answered_in_json() {
-    // AWS renders the Query answer itself as JSON (recorded), not the JSON protocol's answer.
+    // AWS renders the Query answer itself as JSON (observed on AWS), not the JSON protocol's answer.
     let server = start().await;
     let (status, content_type, body) =
         query_accepting_json(&server, &[("Action", "CreateQueue"), ("QueueName", "q")]).await;

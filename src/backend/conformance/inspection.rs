@@ -149,13 +149,13 @@ pub async fn inspection<B: QueueAdmin + Messages + crate::backend::Inspection>(
     assert!(backend.list_queues("").await.unwrap().is_empty());
 }
 
-/// What the recorded protocols' endpoints would have received: the newest `KEPT` stay, in
+/// What the captured protocols' endpoints would have received: the newest `KEPT` stay, in
 /// order, whole (attributes too), the dropped ones counted; forgotten by id; gone on a reset.
-pub async fn recorded_messages<B: crate::backend::Inspection>(backend: &B) {
-    use crate::backend::recorded::KEPT;
+pub async fn captured_messages<B: crate::backend::Inspection>(backend: &B) {
+    use crate::backend::captured::KEPT;
     use crate::engine::message::{AttributeData, AttributeValue, MessageAttributes};
-    use crate::engine::topic::recorded::RecordedMessage;
-    let sms = |n: usize| RecordedMessage {
+    use crate::engine::topic::captured::CapturedMessage;
+    let sms = |n: usize| CapturedMessage {
         protocol: crate::engine::topic::SubscriptionProtocol::Sms,
         endpoint: "+15555550100".into(),
         subscription_arn: Some("arn:aws:sns:us-east-1:000000000000:t:1".into()),
@@ -178,7 +178,7 @@ pub async fn recorded_messages<B: crate::backend::Inspection>(backend: &B) {
         .record((0..KEPT + 2).map(sms).collect())
         .await
         .unwrap();
-    let (listed, dropped) = backend.recorded_messages().await.unwrap();
+    let (listed, dropped) = backend.captured_messages().await.unwrap();
     assert_eq!((listed.len(), dropped), (KEPT, 2));
     assert_eq!(&*listed[0].1.message_id, "m2");
     let last = &listed[KEPT - 1].1;
@@ -196,15 +196,15 @@ pub async fn recorded_messages<B: crate::backend::Inspection>(backend: &B) {
     assert_eq!((last.kind, last.structure), ("Notification", Some("json")));
     assert_eq!(last.subscription_arn, expected.subscription_arn);
     backend
-        .forget_recorded(vec![listed[0].0, listed[1].0])
+        .forget_captured(vec![listed[0].0, listed[1].0])
         .await
         .unwrap();
-    let (after, _) = backend.recorded_messages().await.unwrap();
+    let (after, _) = backend.captured_messages().await.unwrap();
     assert_eq!(after.len(), KEPT - 2);
     assert_eq!(&*after[0].1.message_id, "m4");
     backend
         .reset(crate::backend::ResetScope::Messages)
         .await
         .unwrap();
-    assert!(backend.recorded_messages().await.unwrap().0.is_empty());
+    assert!(backend.captured_messages().await.unwrap().0.is_empty());
 }

@@ -7,7 +7,7 @@ mod move_tasks;
 mod queues;
 mod topics;
 
-pub use inspection::{inspection, recorded_messages};
+pub use inspection::{captured_messages, inspection};
 pub use messages::messages;
 pub use move_tasks::move_tasks;
 pub use queues::queue_administration;

@@ -3,7 +3,7 @@
 use super::Embedded;
 use crate::backend::{Answer, Inspection, ResetScope, SubscriptionActivity, TopicActivity};
 use crate::engine::queue::inspect::{GroupView, Peeked, QueueOverview, StateFilter};
-use crate::engine::topic::recorded::RecordedMessage;
+use crate::engine::topic::captured::CapturedMessage;
 
 impl Inspection for Embedded {
     fn queue_overviews(&self) -> Answer<'_, Vec<QueueOverview>> {
@@ -93,7 +93,7 @@ impl Inspection for Embedded {
 
     fn reset(&self, scope: ResetScope) -> Answer<'_, ()> {
         self.changing(move |engine| {
-            self.recorded.clear();
+            self.captured.clear();
             match scope {
                 ResetScope::Messages => engine.reset_messages(),
                 ResetScope::Everything => {
@@ -107,18 +107,18 @@ impl Inspection for Embedded {
         })
     }
 
-    fn recorded_messages(&self) -> Answer<'_, crate::backend::recorded::Listed> {
-        let listed = self.recorded.list();
+    fn captured_messages(&self) -> Answer<'_, crate::backend::captured::Listed> {
+        let listed = self.captured.list();
         Box::pin(async move { Ok(listed) })
     }
 
-    fn record(&self, records: Vec<RecordedMessage>) -> Answer<'_, ()> {
-        self.recorded.keep(records);
+    fn record(&self, records: Vec<CapturedMessage>) -> Answer<'_, ()> {
+        self.captured.keep(records);
         Box::pin(async { Ok(()) })
     }
 
-    fn forget_recorded(&self, ids: Vec<u64>) -> Answer<'_, ()> {
-        self.recorded.forget(&ids);
+    fn forget_captured(&self, ids: Vec<u64>) -> Answer<'_, ()> {
+        self.captured.forget(&ids);
         Box::pin(async { Ok(()) })
     }
 }

@@ -16,16 +16,16 @@ use tokio::sync::Notify;
 
 use super::{Answer, BackendError, BackendResult};
 use crate::clock::Clock;
-use crate::engine::{Engine, EngineResult, Journal, Queue, QueueEntry, Timestamp};
+use crate::engine::{ChangeLog, Engine, EngineResult, Queue, QueueEntry, Timestamp};
 use crate::persist::tenure::Tenure;
-use crate::persist::writer::FileJournal;
+use crate::persist::writer::LogWriter;
 
 type Entry = Arc<QueueEntry<Notify>>;
 
 pub struct Embedded {
     engine: Arc<Engine<Notify>>,
     /// `None` when ephemeral: changes are done once made.
-    journal: Option<Arc<FileJournal>>,
+    change_log: Option<Arc<LogWriter>>,
     clock: Arc<dyn Clock>,
     /// Signalled when webhook deliveries were queued (the webhook worker waits on it).
     deliveries: Arc<Notify>,
@@ -33,8 +33,8 @@ pub struct Embedded {
     move_runners: super::pacing::Runners,
     /// ReceiveMessage calls waiting now (`GET /metrics`).
     long_polls: prometheus_client::metrics::gauge::Gauge,
-    /// What the recorded protocols' endpoints would have received (in memory only).
-    recorded: crate::backend::recorded::RecordedMessages,
+    /// What the captured protocols' endpoints would have received (in memory only).
+    captured: crate::backend::captured::CapturedMessages,
     /// How long this node may send webhooks as the leader.
     tenure: Arc<Tenure>,
 }
@@ -46,18 +46,18 @@ fn log_failed() -> BackendError {
 impl Embedded {
     pub fn new(
         engine: Arc<Engine<Notify>>,
-        journal: Option<Arc<FileJournal>>,
+        change_log: Option<Arc<LogWriter>>,
         clock: Arc<dyn Clock>,
         deliveries: Arc<Notify>,
     ) -> Self {
         Embedded {
             engine,
-            journal,
+            change_log,
             clock,
             deliveries,
             move_runners: Default::default(),
             long_polls: Default::default(),
-            recorded: Default::default(),
+            captured: Default::default(),
             tenure: Arc::new(Tenure::for_good()),
         }
     }
@@ -77,8 +77,8 @@ impl Embedded {
     /// Changes are refused while the log cannot be written: made in memory only, they would
     /// vanish on restart.
     fn refuse_if_failed(&self) -> BackendResult<()> {
-        match &self.journal {
-            Some(journal) if journal.failed() => Err(log_failed()),
+        match &self.change_log {
+            Some(change_log) if change_log.failed() => Err(log_failed()),
             _ => Ok(()),
         }
     }
@@ -110,11 +110,11 @@ impl Embedded {
 
     /// Waits until everything changed so far is in the log.
     async fn durable(&self) -> BackendResult<()> {
-        let Some(journal) = &self.journal else {
+        let Some(change_log) = &self.change_log else {
             return Ok(());
         };
-        journal
-            .wait(journal.next_lsn())
+        change_log
+            .wait(change_log.next_lsn())
             .await
             // The change is made in memory: the log may still write it (a failed write is
             // tried again), and a snapshot would keep it.

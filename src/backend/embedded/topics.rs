@@ -34,7 +34,7 @@ impl Embedded {
         let mut fanout = self
             .engine
             .publish(topic_arn, request, base_url, self.clock.now())?;
-        self.recorded.keep(std::mem::take(&mut fanout.recorded));
+        self.captured.keep(std::mem::take(&mut fanout.captured));
         for queue in &fanout.delivered_to {
             queue.waiters.notify_one();
         }
@@ -113,7 +113,7 @@ impl Topics for Embedded {
             )?;
             self.replay(&subscribed.arn, request.base_url, now)?;
             if let Some(confirmation) = subscribed.confirmation.take() {
-                self.recorded.keep([*confirmation]);
+                self.captured.keep([*confirmation]);
             }
             // A queue of another account may have been sent its SubscriptionConfirmation.
             let confirming = (subscribed.pending

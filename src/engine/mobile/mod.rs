@@ -1,6 +1,6 @@
 //! SNS's mobile side: platform applications and their endpoints (mobile push), and per region
 //! and account the SMS settings, the numbers that opted out and the SMS sandbox's numbers.
-//! Nothing is sent to a push service or a phone: a publish to an endpoint is recorded as the
+//! Nothing is sent to a push service or a phone: a publish to an endpoint is captured as the
 //! `application` protocol's copies are, and a sandbox number's one-time password as an SMS.
 //!
 //! Every change is logged as the state it leaves (an application, an endpoint, a number), so

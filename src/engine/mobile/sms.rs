@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use super::change::MobileChange;
 use crate::engine::error::{invalid_parameter as invalid, EngineError, EngineResult};
-use crate::engine::topic::recorded::check_phone_number;
+use crate::engine::topic::captured::check_phone_number;
 
 /// The settings SetSMSAttributes takes (AWS's list).
 pub const SMS_ATTRIBUTES: [&str; 6] = [

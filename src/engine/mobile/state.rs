@@ -27,7 +27,7 @@ pub struct Mobile {
     pub(super) applications: BTreeMap<Arc<str>, Application>,
     pub(super) endpoints: BTreeMap<Arc<str>, Endpoint>,
     pub(super) sms: BTreeMap<String, Sms>,
-    /// What changed since the journal last took it; `None` while nothing is logged.
+    /// What changed since the log last took it; `None` while nothing is logged.
     changes: Option<Vec<MobileChange>>,
 }
 
@@ -37,12 +37,12 @@ pub(super) fn namespace_key(namespace: &Namespace) -> String {
 }
 
 impl Mobile {
-    /// Starts keeping change records for the journal.
-    pub(crate) fn enable_journal(&mut self) {
+    /// Starts keeping change records for the log.
+    pub(crate) fn enable_log(&mut self) {
         self.changes.get_or_insert_with(Vec::new);
     }
 
-    /// What changed since the journal last took it.
+    /// What changed since the log last took it.
     pub(crate) fn take_changes(&mut self) -> Vec<MobileChange> {
         self.changes
             .as_mut()

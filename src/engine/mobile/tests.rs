@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use super::*;
 use crate::engine::changes::Change;
 use crate::engine::error::EngineError;
-use crate::engine::guard::Journaled;
+use crate::engine::guard::Logged;
 
 fn home() -> Namespace {
     Namespace::new("us-east-1", "000000000000")
@@ -19,9 +19,9 @@ fn attrs(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
         .collect()
 }
 
-fn journaled() -> Mobile {
+fn logged() -> Mobile {
     let mut mobile = Mobile::default();
-    mobile.start_journaling();
+    mobile.start_logging();
     mobile
 }
 
@@ -34,7 +34,7 @@ fn gcm(mobile: &mut Mobile) -> Arc<str> {
 
 #[test]
 fn applications_and_endpoints_are_named_as_aws_names_them_and_a_token_registers_once() {
-    let mut mobile = journaled();
+    let mut mobile = logged();
     let app = gcm(&mut mobile);
     assert_eq!(&*app, "arn:aws:sns:us-east-1:000000000000:app/GCM/app");
     let shown = mobile.application(&app).unwrap().shown_attributes();
@@ -98,7 +98,7 @@ fn applications_and_endpoints_are_named_as_aws_names_them_and_a_token_registers_
 
 #[test]
 fn a_publish_target_must_exist_and_be_enabled() {
-    let mut mobile = journaled();
+    let mut mobile = logged();
     let app = gcm(&mut mobile);
     let endpoint = mobile
         .create_endpoint(&app, "t", None, BTreeMap::new())
@@ -126,7 +126,7 @@ fn a_publish_target_must_exist_and_be_enabled() {
 
 #[test]
 fn sms_settings_opt_outs_and_the_sandbox() {
-    let mut mobile = journaled();
+    let mut mobile = logged();
     let ns = home();
     mobile
         .set_sms_attributes(&ns, attrs(&[("DefaultSMSType", "Transactional")]))
@@ -183,7 +183,7 @@ fn sms_settings_opt_outs_and_the_sandbox() {
 
 #[test]
 fn the_logged_changes_and_the_image_rebuild_the_same_state() {
-    let mut mobile = journaled();
+    let mut mobile = logged();
     let ns = home();
     let app = gcm(&mut mobile);
     let endpoint = mobile
@@ -230,7 +230,7 @@ fn the_logged_changes_and_the_image_rebuild_the_same_state() {
 
 #[test]
 fn every_part_of_the_state_is_bounded() {
-    let mut mobile = journaled();
+    let mut mobile = logged();
     let app = gcm(&mut mobile);
     let big = "x".repeat(20 * 1024);
     let too_long = attrs(&[("PlatformCredential", big.as_str())]);

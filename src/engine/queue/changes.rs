@@ -3,7 +3,7 @@
 //! Every record states an outcome, not a request: a `Put` carries the stored message with its
 //! sequence number, a `Touch` the new state of a received one. Replaying them needs no clock
 //! and no randomness, so a restart rebuilds exactly the state that was acknowledged. Changes
-//! that time alone makes (a delay or visibility timeout ending, retention) are not recorded:
+//! that time alone makes (a delay or visibility timeout ending, retention) are not logged:
 //! deadlines are absolute, and the first `tick` after a restart applies them.
 
 use std::collections::BTreeMap;

@@ -1,4 +1,4 @@
-//! A queue's side of durability: the change records it keeps for the journal, its settings
+//! A queue's side of durability: the change records it keeps for the log, its settings
 //! changes, applying records read back at recovery, and its snapshot image.
 
 use std::collections::BTreeMap;
@@ -11,13 +11,13 @@ use crate::engine::error::EngineResult;
 
 impl Queue {
     /// Starts keeping changes for the write-ahead log.
-    pub fn enable_journal(&mut self) {
-        self.journal.get_or_insert_with(Vec::new);
+    pub fn enable_log(&mut self) {
+        self.change_log.get_or_insert_with(Vec::new);
     }
 
-    /// The changes recorded since the last call.
+    /// The changes logged since the last call.
     pub fn take_changes(&mut self) -> Vec<QueueChange> {
-        match &mut self.journal {
+        match &mut self.change_log {
             Some(changes) if !changes.is_empty() => std::mem::take(changes),
             _ => Vec::new(),
         }
@@ -30,28 +30,28 @@ impl Queue {
         /// Lists longer than this (a purge, a move) are not worth keeping.
         const KEEP_CAPACITY: usize = 64;
         changes.clear();
-        if let Some(journal) = &mut self.journal {
-            if journal.is_empty() && changes.capacity() <= KEEP_CAPACITY {
-                *journal = changes;
+        if let Some(change_log) = &mut self.change_log {
+            if change_log.is_empty() && changes.capacity() <= KEEP_CAPACITY {
+                *change_log = changes;
             }
         }
     }
 
     pub(super) fn note(&mut self, change: impl FnOnce() -> QueueChange) {
-        if let Some(changes) = &mut self.journal {
+        if let Some(changes) = &mut self.change_log {
             changes.push(change());
         }
     }
 
     pub(super) fn note_put(&mut self, seq: u64) {
-        if self.journal.is_some() {
+        if self.change_log.is_some() {
             let stored = self.messages[&seq].clone();
             self.note(|| QueueChange::Put { seq, stored });
         }
     }
 
     pub(super) fn note_touch(&mut self, seq: u64) {
-        if self.journal.is_some() {
+        if self.change_log.is_some() {
             let s = &self.messages[&seq];
             let change = QueueChange::Touch {
                 seq,
@@ -75,7 +75,7 @@ impl Queue {
     }
 
     /// TagQueue: adds or replaces tags within AWS's limits (counted with the tags already
-    /// there); recorded.
+    /// there); logged.
     pub fn tag(&mut self, tags: BTreeMap<String, String>) -> EngineResult<()> {
         let added = tags.keys().filter(|k| !self.tags.contains_key(*k)).count();
         check_tags(
@@ -87,7 +87,7 @@ impl Queue {
         Ok(())
     }
 
-    /// UntagQueue: removes these keys (absent ones are no error); recorded.
+    /// UntagQueue: removes these keys (absent ones are no error); logged.
     pub fn untag(&mut self, keys: &[String]) {
         for key in keys {
             self.tags.remove(key);
@@ -96,7 +96,7 @@ impl Queue {
     }
 
     /// AddPermission / RemovePermission: the policy becomes what `edit` makes of the current
-    /// one (given with the queue's ARN); recorded.
+    /// one (given with the queue's ARN); logged.
     pub fn edit_policy(
         &mut self,
         edit: impl FnOnce(Option<&str>, &str) -> EngineResult<Option<String>>,
@@ -108,20 +108,20 @@ impl Queue {
 
     /// Notes the current configuration (after SetQueueAttributes or a permission change).
     pub(in crate::engine) fn note_config(&mut self) {
-        if self.journal.is_some() {
+        if self.change_log.is_some() {
             let config = Box::new(self.config.clone());
             self.note(|| QueueChange::Config(config));
         }
     }
 
     fn note_tags(&mut self) {
-        if self.journal.is_some() {
+        if self.change_log.is_some() {
             let tags = self.tags.clone();
             self.note(|| QueueChange::Tags(tags));
         }
     }
 
-    /// Replays one recorded change. Records come in the order they were made, but without the
+    /// Replays one logged change. Records come in the order they were made, but without the
     /// ticks in between, so each one sets its outcome whatever state the message is in now.
     pub fn apply_change(&mut self, change: QueueChange) {
         match change {
@@ -169,11 +169,11 @@ impl Queue {
         }
     }
 
-    /// Removes without journaling (replay must not feed the journal it reads).
+    /// Removes without logging (replay must not feed the log it reads).
     fn remove_quietly(&mut self, seq: u64) {
-        let journal = self.journal.take();
+        let change_log = self.change_log.take();
         self.remove(seq);
-        self.journal = journal;
+        self.change_log = change_log;
     }
 
     fn take_stored(&mut self, seq: u64) -> Option<Stored> {

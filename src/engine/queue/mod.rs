@@ -115,7 +115,7 @@ pub struct Queue {
     /// `EXPIRED_KEPT` only counted.
     expired: (Vec<MessageId>, u64),
     /// Changes not yet handed to the write-ahead log; `None` when nothing is persisted.
-    journal: Option<Vec<changes::QueueChange>>,
+    change_log: Option<Vec<changes::QueueChange>>,
     /// Seals the receipt handles this queue issues: the engine's, once registered there.
     pub(in crate::engine) receipt_key: Arc<receipt::ReceiptKey>,
 }
@@ -147,7 +147,7 @@ impl Queue {
             inflight_limit: INFLIGHT_LIMIT,
             activity: Activity::default(),
             expired: (Vec::new(), 0),
-            journal: None,
+            change_log: None,
             receipt_key: Arc::new(receipt::ReceiptKey::generate()),
         }
     }

@@ -281,7 +281,7 @@ impl Queue {
                 return Err(expired_handle(handle));
             }
         }
-        // Standard queues delete even with a stale handle (AWS-recorded).
+        // Standard queues delete even with a stale handle (observed on AWS).
         self.remove(receipt.seq);
         self.activity.deleted += 1;
         Ok(true)
@@ -307,11 +307,11 @@ impl Queue {
             return if self.config.fifo {
                 Err(expired_handle(handle))
             } else {
-                // Standard queues accept a change after the timeout lapsed (AWS-recorded).
+                // Standard queues accept a change after the timeout lapsed (observed on AWS).
                 Ok(())
             };
         };
-        // A standard queue applies the change with an earlier receive's handle too (recorded on
+        // A standard queue applies the change with an earlier receive's handle too (observed on
         // AWS); a FIFO handle must be the current receive's.
         if !current && self.config.fifo {
             return Err(expired_handle(handle));

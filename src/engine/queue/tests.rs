@@ -597,7 +597,7 @@ fn receive_attempt_ids_expire_after_five_minutes() {
 #[test]
 fn a_recycled_change_list_is_reused_but_never_replaces_pending_changes() {
     let mut q = fifo(&[]);
-    q.enable_journal();
+    q.enable_log();
     q.send(msg("a", "g", "1"), Timestamp(0)).unwrap();
     let logged = q.take_changes();
     assert!(!logged.is_empty());

@@ -159,8 +159,8 @@ impl Topic {
         self.next_seq = self.next_seq.max(next_seq);
     }
 
-    /// Starts keeping changes for the journal.
-    pub fn enable_journal(&mut self) {
+    /// Starts keeping changes for the log.
+    pub fn enable_log(&mut self) {
         self.changes.get_or_insert_with(Vec::new);
     }
 

@@ -14,10 +14,10 @@ use crate::engine::error::{EngineError, EngineResult};
 use crate::engine::message::MessageAttributes;
 use crate::engine::policy::sns_would_refuse;
 use crate::engine::time::Timestamp;
+use crate::engine::topic::captured::{self, CapturedMessage};
 use crate::engine::topic::envelope::{self, Notification};
 use crate::engine::topic::protocol::protocol_text;
 use crate::engine::topic::recent::{DeliveryNote, Fate};
-use crate::engine::topic::recorded::{self, RecordedMessage};
 use crate::engine::topic::signing::{self, MessageSigner};
 use crate::engine::topic::subscription_copy::SubscriptionCopy;
 use crate::engine::topic::{
@@ -36,8 +36,8 @@ pub struct Fanout<W> {
     pub dead_lettered: usize,
     /// Copies handed to the webhook outbox.
     pub webhooks: usize,
-    /// What the recorded protocols' endpoints would have received (`recorded`).
-    pub recorded: Vec<RecordedMessage>,
+    /// What the captured protocols' endpoints would have received (`captured`).
+    pub captured: Vec<CapturedMessage>,
 }
 
 /// A message on its way to subscriptions: live, or replayed from the archive.
@@ -139,8 +139,8 @@ pub(in crate::engine) enum Delivered<W> {
     DeadLetter(Arc<QueueEntry<W>>),
     /// Handed to the webhook outbox.
     Webhook,
-    /// For the caller to record (`recorded`).
-    Recorded(Box<RecordedMessage>),
+    /// For the caller to record (`captured`).
+    Captured(Box<CapturedMessage>),
     Filtered,
     Dropped,
 }
@@ -189,7 +189,7 @@ impl<W: Default> Engine<W> {
             failed: 0,
             dead_lettered: 0,
             webhooks: 0,
-            recorded: Vec::new(),
+            captured: Vec::new(),
         };
         if fanout.publication.duplicate {
             return Ok(fanout);
@@ -210,9 +210,9 @@ impl<W: Default> Engine<W> {
                     fanout.webhooks += 1;
                     Fate::ToWebhook
                 }
-                Delivered::Recorded(record) => {
-                    fanout.recorded.push(*record);
-                    Fate::Recorded
+                Delivered::Captured(record) => {
+                    fanout.captured.push(*record);
+                    Fate::Captured
                 }
                 Delivered::Filtered => Fate::FilteredOut,
                 Delivered::Dropped => {
@@ -264,7 +264,7 @@ impl<W: Default> Engine<W> {
         let (topic, subscription) = (addressed.topic, addressed.subscription);
         let envelope = || addressed.envelope(signer);
         if let Some(record) = addressed.record(&envelope, now) {
-            return Delivered::Recorded(Box::new(record));
+            return Delivered::Captured(Box::new(record));
         }
         if subscription.is_webhook() {
             return self.queue_notification(
@@ -382,14 +382,14 @@ impl<W: Default> Engine<W> {
 }
 
 impl Addressed<'_> {
-    /// What a recorded protocol's endpoint would have received; `None` for other protocols.
-    fn record(&self, envelope: &dyn Fn() -> String, now: Timestamp) -> Option<RecordedMessage> {
+    /// What a captured protocol's endpoint would have received; `None` for other protocols.
+    fn record(&self, envelope: &dyn Fn() -> String, now: Timestamp) -> Option<CapturedMessage> {
         let subscription = self.subscription;
-        if subscription.protocol.kind() != EndpointKind::Recorded {
+        if subscription.protocol.kind() != EndpointKind::Captured {
             return None;
         }
         let message = self.message;
-        let notified = recorded::Notified {
+        let notified = captured::Notified {
             topic_arn: &self.topic.arn,
             message_id: &message.publication.message_id,
             subject: message.request.subject.as_deref(),
@@ -400,7 +400,7 @@ impl Addressed<'_> {
             envelope,
             at: now,
         };
-        Some(recorded::notification_record(subscription, notified))
+        Some(captured::notification_record(subscription, notified))
     }
 
     /// What an HTTP/S endpoint gets: the text raw, or the envelope `envelope` builds.

@@ -3,6 +3,8 @@
 
 pub mod archive;
 mod attribute_errors;
+pub mod captured;
+mod captured_message;
 pub mod changes;
 pub mod data_protection;
 mod durability;
@@ -12,8 +14,6 @@ pub mod filter;
 pub mod protocol;
 mod publication;
 pub mod recent;
-pub mod recorded;
-mod recorded_message;
 pub mod registry;
 mod replay;
 pub mod signing;
@@ -80,7 +80,7 @@ pub fn validate_topic_name(name: &str, fifo: bool) -> EngineResult<()> {
 }
 
 /// Whether CreateTopic's attributes ask for a FIFO topic, with the name checked against that:
-/// AWS checks it before it looks for an existing topic of that name (recorded).
+/// AWS checks it before it looks for an existing topic of that name (observed on AWS).
 pub fn checked_name(name: &str, attrs: &[(String, String)]) -> EngineResult<bool> {
     let fifo = match attrs
         .iter()
@@ -123,7 +123,7 @@ pub struct Topic {
     /// started (for metrics; not logged).
     pub published: u64,
     pub deduplicated: u64,
-    /// Changes for the journal, while one is attached.
+    /// Changes for the log, while one is attached.
     changes: Option<Vec<changes::TopicChange>>,
 }
 
@@ -189,7 +189,7 @@ impl Topic {
             ))
         };
         match name {
-            // Turning a standard topic FIFO names its (non-.fifo) name as the fault (recorded
+            // Turning a standard topic FIFO names its (non-.fifo) name as the fault (captured
             // on AWS); any other FifoTopic change is refused as an attribute that cannot be set
             // (sns.md §3.5, AWS-observed).
             "FifoTopic" if !self.fifo && value.eq_ignore_ascii_case("true") => {

@@ -1,6 +1,6 @@
 //! The protocols Subscribe takes, by AWS's names, and where each one's copies go. Every
 //! protocol AWS knows is accepted; Orderly delivers to queues and HTTP/S endpoints and keeps
-//! what the others would have received (`recorded`).
+//! what the others would have received (`captured`).
 
 use std::borrow::Cow;
 use std::fmt;
@@ -26,8 +26,8 @@ pub enum EndpointKind {
     Queue,
     /// An HTTP/S endpoint (the webhook outbox).
     Webhook,
-    /// A protocol Orderly records instead of delivering (`recorded`).
-    Recorded,
+    /// A protocol Orderly records instead of delivering (`captured`).
+    Captured,
 }
 
 impl SubscriptionProtocol {
@@ -72,7 +72,7 @@ impl SubscriptionProtocol {
             | Self::Sms
             | Self::Application
             | Self::Lambda
-            | Self::Firehose => EndpointKind::Recorded,
+            | Self::Firehose => EndpointKind::Captured,
         }
     }
 }
@@ -150,10 +150,10 @@ mod tests {
     }
 
     #[test]
-    fn queues_and_webhooks_are_delivered_and_the_rest_recorded() {
+    fn queues_and_webhooks_are_delivered_and_the_rest_captured() {
         let delivered: Vec<_> = SubscriptionProtocol::ALL
             .into_iter()
-            .filter(|p| p.kind() != EndpointKind::Recorded)
+            .filter(|p| p.kind() != EndpointKind::Captured)
             .map(SubscriptionProtocol::name)
             .collect();
         assert_eq!(delivered, ["sqs", "http", "https"]);

@@ -30,7 +30,7 @@ pub enum Fate {
     /// Out of webhook retries, or refused for good.
     GaveUp,
     /// Kept for the inspection API: a protocol Orderly records instead of delivering.
-    Recorded,
+    Captured,
 }
 
 impl Fate {
@@ -43,7 +43,7 @@ impl Fate {
         Fate::Delivered,
         Fate::Retrying,
         Fate::GaveUp,
-        Fate::Recorded,
+        Fate::Captured,
     ];
 
     pub fn name(self) -> &'static str {
@@ -56,7 +56,7 @@ impl Fate {
             Fate::Delivered => "delivered",
             Fate::Retrying => "retrying",
             Fate::GaveUp => "gaveUp",
-            Fate::Recorded => "recorded",
+            Fate::Captured => "captured",
         }
     }
 }

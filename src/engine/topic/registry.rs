@@ -102,7 +102,7 @@ pub fn check_protocol(
         && match kind {
             EndpointKind::Queue => false,
             EndpointKind::Webhook => !fifo_http,
-            EndpointKind::Recorded => true,
+            EndpointKind::Captured => true,
         };
     if refused {
         return Err(invalid(format!(
@@ -246,15 +246,15 @@ impl<W: Default> Engine<W> {
         let mut topic = Topic::new(name, self.topic_arn(name), owner, attrs, now)?;
         topic.tags.extend(tags.iter().cloned());
         let arn = topic.arn.clone();
-        if let Some(journal) = &self.journal {
-            journal.submit(&Change::Topic {
+        if let Some(change_log) = &self.change_log {
+            change_log.submit(&Change::Topic {
                 name: topic.name.clone(),
                 changes: vec![TopicChange::Settings(Box::new(topic.image(false)))],
             });
         }
         topics.insert(
             name.into(),
-            Arc::new(TopicEntry::new(topic, self.journal.clone())),
+            Arc::new(TopicEntry::new(topic, self.change_log.clone())),
         );
         Ok(arn)
     }
@@ -269,8 +269,8 @@ impl<W: Default> Engine<W> {
             // deletion in the log, nor be mistaken for a change to a new topic of that name.
             let mut topic = entry.lock();
             topic.deleted = true;
-            if let Some(journal) = &self.journal {
-                journal.submit(&Change::DeleteTopic {
+            if let Some(change_log) = &self.change_log {
+                change_log.submit(&Change::DeleteTopic {
                     name: topic.name.clone(),
                 });
             }
@@ -337,8 +337,8 @@ impl<W: Default> Engine<W> {
             EndpointKind::Webhook => {
                 return self.subscribe_webhook(&entry, request, subscriber, base_url, now)
             }
-            EndpointKind::Recorded => {
-                return self.subscribe_recorded(&entry, request, subscriber, base_url, now)
+            EndpointKind::Captured => {
+                return self.subscribe_captured(&entry, request, subscriber, base_url, now)
             }
             EndpointKind::Queue => {}
         }

@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use super::recorded_message::RecordedMessage;
+use super::captured_message::CapturedMessage;
 use super::{archive, EndpointKind, FilterPolicy, Scope, SubscriptionProtocol};
 use crate::engine::check_xml_text;
 use crate::engine::error::invalid_parameter as invalid;
@@ -30,8 +30,8 @@ pub struct Subscribed {
     /// HTTP/S and email: waiting for the endpoint to confirm.
     pub pending: bool,
     /// An email endpoint's SubscriptionConfirmation, for the caller to record (nothing is
-    /// sent; see `recorded`).
-    pub confirmation: Option<Box<RecordedMessage>>,
+    /// sent; see `captured`).
+    pub confirmation: Option<Box<CapturedMessage>>,
 }
 
 #[derive(Clone, Debug)]
@@ -64,7 +64,7 @@ pub struct Subscription {
     /// What became of the last messages published to it (not persisted).
     pub recent: super::recent::Recent,
     /// `SubscriptionPrincipal`: the ARN of whoever subscribed; `None` for subscriptions made
-    /// before it was recorded (reported as the owner account's root).
+    /// before it was captured (reported as the owner account's root).
     pub principal: Option<Arc<str>>,
 }
 

@@ -1,4 +1,4 @@
-//! What the journal records about webhook delivery: deliveries entering and leaving the outbox
+//! What the log records about webhook delivery: deliveries entering and leaving the outbox
 //! (`OutboxChange`, kept beside the outbox it changes), and confirmation tokens. A delivery is
 //! logged once, when it is queued; attempts and retry times are not (after a restart every
 //! pending delivery starts again with attempt one).

@@ -18,7 +18,7 @@ use crate::engine::time::Timestamp;
 use crate::engine::topic::fanout::Delivered;
 use crate::engine::topic::recent::DeliveryNote;
 use crate::engine::topic::subscription::{Subscribed, Subscriber};
-use crate::engine::topic::{recorded, Subscription, SubscriptionProtocol, Topic};
+use crate::engine::topic::{captured, Subscription, SubscriptionProtocol, Topic};
 use crate::engine::TopicEntry;
 use crate::engine::{Change, Engine, QueueEntry};
 
@@ -66,7 +66,7 @@ impl Topic {
         self.subscribe_confirmable((protocol, endpoint), attrs, subscriber, (true, now))
     }
 
-    /// Subscribe's change for an endpoint that may have to confirm (HTTP/S, the recorded
+    /// Subscribe's change for an endpoint that may have to confirm (HTTP/S, the captured
     /// protocols): the existing subscription of this protocol and endpoint, or a new one,
     /// pending if `pending`. Answers also the subscription a SubscriptionConfirmation must go
     /// to (a new pending one, or one still pending).
@@ -154,8 +154,8 @@ impl<W: Default> Engine<W> {
     fn issue_token(&self, grant: Grant, now: Timestamp) -> String {
         let mut tokens = self.tokens();
         let token = tokens.issue(grant.clone(), now);
-        if let Some(journal) = &self.journal {
-            journal.submit(&Change::Token(TokenRecord {
+        if let Some(change_log) = &self.change_log {
+            change_log.submit(&Change::Token(TokenRecord {
                 token: token.clone(),
                 expires: now.plus_millis(TOKEN_LIFETIME_MS),
                 grant: grant.image(),
@@ -192,9 +192,9 @@ impl<W: Default> Engine<W> {
         Ok(subscribed)
     }
 
-    /// Subscribe for a recorded protocol (`topic::recorded`): an email endpoint pends, with
-    /// its SubscriptionConfirmation (and a token to confirm with) handed back to be recorded.
-    pub(in crate::engine) fn subscribe_recorded(
+    /// Subscribe for a captured protocol (`topic::captured`): an email endpoint pends, with
+    /// its SubscriptionConfirmation (and a token to confirm with) handed back to be captured.
+    pub(in crate::engine) fn subscribe_captured(
         &self,
         entry: &TopicEntry,
         (protocol, endpoint, attrs): (SubscriptionProtocol, &str, &[(String, String)]),
@@ -204,10 +204,10 @@ impl<W: Default> Engine<W> {
     ) -> EngineResult<Subscribed> {
         let mut topic = entry.lock();
         let (mut subscribed, to_confirm) =
-            topic.subscribe_recorded((protocol, endpoint), attrs, subscriber, now)?;
+            topic.subscribe_captured((protocol, endpoint), attrs, subscriber, now)?;
         if let Some(subscription) = to_confirm {
             let document = self.subscription_confirmation(&topic, &subscription, base_url, now);
-            let record = recorded::confirmation_record(
+            let record = captured::confirmation_record(
                 &topic,
                 &subscription,
                 document.body,
@@ -441,7 +441,7 @@ impl<W: Default> Engine<W> {
         let entry = self.subscription_topic(subscription_arn).ok();
         // Under the topic's lock, as Unsubscribe and DeleteTopic remove a subscription's lane:
         // a lane made here for a subscription they just removed would stay for good.
-        let topic = entry.as_ref().map(|entry| entry.lock_unjournaled());
+        let topic = entry.as_ref().map(|entry| entry.lock_unlogged());
         let subscribed = topic.as_ref().is_some_and(|topic| {
             !topic.deleted
                 && topic
@@ -468,8 +468,8 @@ impl<W: Default> Engine<W> {
 
 impl<W: Default> Engine<W> {
     fn log_outbox(&self, changes: Vec<OutboxChange>) {
-        if let (Some(journal), false) = (&self.journal, changes.is_empty()) {
-            journal.submit(&Change::Outbox(changes));
+        if let (Some(change_log), false) = (&self.change_log, changes.is_empty()) {
+            change_log.submit(&Change::Outbox(changes));
         }
     }
 
@@ -477,7 +477,7 @@ impl<W: Default> Engine<W> {
     pub fn replay_delivery_change(&self, change: Change) {
         match change {
             Change::Outbox(changes) => {
-                let mut outbox = self.outbox.lock_unjournaled();
+                let mut outbox = self.outbox.lock_unlogged();
                 for change in changes {
                     outbox.apply_change(change);
                 }
@@ -489,7 +489,7 @@ impl<W: Default> Engine<W> {
     }
 
     pub fn restore_deliveries(&self, deliveries: Vec<(u64, Arc<Delivery>, LanePolicy)>) {
-        let mut outbox = self.outbox.lock_unjournaled();
+        let mut outbox = self.outbox.lock_unlogged();
         for (id, delivery, lane) in deliveries {
             outbox.restore(id, delivery, lane);
         }
@@ -511,7 +511,7 @@ impl<W: Default> Engine<W> {
         next_lsn: impl Fn() -> u64,
     ) -> (u64, Vec<(u64, Arc<Delivery>, LanePolicy)>, Vec<TokenRecord>) {
         let (lsn, deliveries) = {
-            let outbox = self.outbox.lock_unjournaled();
+            let outbox = self.outbox.lock_unlogged();
             (next_lsn(), outbox.image())
         };
         let tokens = self

@@ -101,7 +101,7 @@ pub struct LaneStats {
     pub next_attempt: Option<Timestamp>,
 }
 
-/// What the journal records of the outbox.
+/// What the log records of the outbox.
 #[derive(Clone, Debug)]
 pub enum OutboxChange {
     Queued {
@@ -150,7 +150,7 @@ pub struct Outbox {
     lanes: FastMap<Arc<str>, Lane>,
     /// Pending notifications per subscription before new ones are refused.
     pub max_pending: usize,
-    /// Changes for the journal, while one is attached.
+    /// Changes for the log, while one is attached.
     changes: Option<Vec<OutboxChange>>,
 }
 
@@ -209,8 +209,8 @@ impl Outbox {
         let _ = self.insert(id, delivery, lane_policy, true, Timestamp(0));
     }
 
-    /// Starts keeping changes for the journal.
-    pub fn enable_journal(&mut self) {
+    /// Starts keeping changes for the log.
+    pub fn enable_log(&mut self) {
         self.changes.get_or_insert_with(Vec::new);
     }
 

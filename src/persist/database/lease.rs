@@ -17,7 +17,7 @@ use super::{replication, OpenError};
 use crate::clock::{machine_millis, Clock, DatabaseClock};
 use crate::engine::Timestamp;
 use crate::persist::tenure::Tenure;
-use crate::persist::writer::FileJournal;
+use crate::persist::writer::LogWriter;
 
 /// How long a lease lasts from its last renewal: a leader that vanishes is replaced after at
 /// most this long.
@@ -149,12 +149,12 @@ pub fn acquire(
     }
 }
 
-/// What a lease keeps: the journal, which stops acknowledging once the lease is lost; the
+/// What a lease keeps: the log, which stops acknowledging once the lease is lost; the
 /// tenure, kept a margin inside the lease; the clock, whose time each renewal writes into the
 /// lease; and the database's promise about acknowledged writes, read again at each renewal
 /// (with the storage URL's hosts and whether it asks for a read-write one).
 pub struct Held {
-    pub journal: Arc<FileJournal>,
+    pub change_log: Arc<LogWriter>,
     pub tenure: Arc<Tenure>,
     pub clock: Arc<dyn Clock>,
     pub replication: (replication::Shared, (usize, bool)),
@@ -172,7 +172,7 @@ enum Order {
 
 type Orders = (Mutex<Order>, Condvar);
 
-/// Renews the lease of `epoch` until told to stop; if it cannot, the journal stops
+/// Renews the lease of `epoch` until told to stop; if it cannot, the log stops
 /// acknowledging anything.
 pub struct Keeper {
     epoch: i64,
@@ -311,7 +311,7 @@ enum Ended {
 
 /// Renews until ordered to stop or until the lease is lost.
 fn renew(db: &mut Blocking, epoch: i64, taken: Instant, held: &Held, orders: &Orders) -> Ended {
-    let (journal, tenure, clock) = (&held.journal, &held.tenure, &held.clock);
+    let (change_log, tenure, clock) = (&held.change_log, &held.tenure, &held.clock);
     let (promise, url) = (&held.replication.0, held.replication.1);
     // The lease was taken (or last renewed) no earlier than this.
     let mut held_since = taken;
@@ -365,7 +365,7 @@ fn renew(db: &mut Blocking, epoch: i64, taken: Instant, held: &Held, orders: &Or
                     epoch,
                     "another node took the lease: this node acknowledges nothing more and steps down"
                 );
-                journal.fail_for_good();
+                change_log.fail_for_good();
                 return Ended::Lost;
             }
             Err(failed) if held_since.elapsed() >= LEASE => {
@@ -375,7 +375,7 @@ fn renew(db: &mut Blocking, epoch: i64, taken: Instant, held: &Held, orders: &Or
                     "the lease could not be renewed in time: this node acknowledges nothing more, \
                      as another may lead now, and steps down"
                 );
-                journal.fail_for_good();
+                change_log.fail_for_good();
                 return Ended::Lost;
             }
             Err(failed) => {

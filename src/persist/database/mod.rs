@@ -29,7 +29,7 @@ pub mod transfer;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::writer::{FileJournal, FsyncMode};
+use super::writer::{FsyncMode, LogWriter};
 use super::{RecoveryError, RecoveryReport};
 use crate::engine::Engine;
 use connection::STARTUP_TIMEOUT;
@@ -56,10 +56,10 @@ pub struct Settings {
     pub require_synchronous_replication: bool,
 }
 
-/// The log in the database, led by this node: the journal the engine writes to, the lease that
+/// The log in the database, led by this node: the log the engine writes to, the lease that
 /// lets it, and where its snapshots go.
 pub struct DatabaseLog {
-    pub journal: Arc<FileJournal>,
+    pub change_log: Arc<LogWriter>,
     pub lease: Arc<Keeper>,
     pub snapshots: DatabaseSnapshots,
     pub live_at_snapshot: u64,
@@ -69,7 +69,7 @@ pub struct DatabaseLog {
 }
 
 /// Takes the lease (waiting while another node holds it), recovers `engine` (which must be
-/// fresh) from the database and starts the journal, so the engine's later changes are logged.
+/// fresh) from the database and starts the log, so the engine's later changes are logged.
 /// For moving a state in or out (`transfer`): nodes that serve lead through `ReadyDatabase`.
 pub fn open<W: Default>(
     settings: &Settings,
@@ -90,12 +90,12 @@ pub fn open<W: Default>(
 }
 
 /// A database made ready for this node's engine, before it leads: the tables checked, a
-/// connection, and the journal the engine was given (not writing yet).
+/// connection, and the log the engine was given (not writing yet).
 pub struct ReadyDatabase {
     config: tokio_postgres::Config,
     db: connection::Blocking,
     node: String,
-    pub journal: Arc<FileJournal>,
+    pub change_log: Arc<LogWriter>,
     /// How long this node may act as the leader: begun when it leads, kept by the lease.
     pub tenure: Arc<crate::persist::tenure::Tenure>,
     /// When the lease was last asked for: one taken then runs from no earlier.
@@ -124,18 +124,18 @@ pub enum Asked {
 }
 
 impl ReadyDatabase {
-    /// Checks the tables and gives `engine` (fresh) the journal it will log to.
+    /// Checks the tables and gives `engine` (fresh) the log it will log to.
     pub fn new<W: Default>(settings: &Settings, engine: &mut Engine<W>) -> Result<Self, OpenError> {
         let config = connection::config(&settings.url).map_err(OpenError::Url)?;
         let mut db = connection::Blocking::new(config.clone())?;
         schema::prepare(&mut db, &settings.region, &settings.account_id)?;
-        let journal = FileJournal::new();
-        engine.set_journal(journal.clone());
+        let change_log = LogWriter::new();
+        engine.set_log(change_log.clone());
         Ok(ReadyDatabase {
             config,
             db,
             node: uuid::Uuid::new_v4().to_string(),
-            journal,
+            change_log,
             tenure: Arc::new(crate::persist::tenure::Tenure::not_begun()),
             asked_at: std::time::Instant::now(),
             batch_wait: settings.batch_wait,
@@ -168,7 +168,7 @@ impl ReadyDatabase {
 
     /// With the lease `taken`: `clock` takes up the cluster's time, then recovers `engine`
     /// from the database, from scratch or from where a follower left it, and starts the
-    /// journal. The lease is renewed from the start, so a recovery longer than the lease does
+    /// log. The lease is renewed from the start, so a recovery longer than the lease does
     /// not lose it.
     pub fn lead<W: Default>(
         mut self,
@@ -199,9 +199,9 @@ impl ReadyDatabase {
         if let Ok(promise) = promise {
             self.replication.found(promise);
         }
-        let journal = self.journal.clone();
+        let change_log = self.change_log.clone();
         let held = lease::Held {
-            journal: journal.clone(),
+            change_log: change_log.clone(),
             tenure: self.tenure.clone(),
             clock,
             replication: (self.replication.clone(), url),
@@ -237,15 +237,15 @@ impl ReadyDatabase {
             }
         }
         let next_lsn = recovered.report.next_lsn;
-        journal.count_logged(recovered.log_bytes);
-        journal.start(
+        change_log.count_logged(recovered.log_bytes);
+        change_log.start(
             table_log::TableLog::new(self.db, epoch, next_lsn).waiting(self.batch_wait),
             next_lsn,
             FsyncMode::Always,
         );
         engine.keep_receipt_key();
         Ok(DatabaseLog {
-            journal,
+            change_log,
             lease: Arc::new(lease),
             snapshots: DatabaseSnapshots::new(self.config, epoch),
             live_at_snapshot: recovered.live_at_snapshot,

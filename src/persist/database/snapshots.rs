@@ -14,7 +14,7 @@ use tokio_postgres::{Client, Config};
 use super::connection::{Blocking, Failed, Work};
 use crate::engine::Engine;
 use crate::persist::snapshot::{self, Loaded, SnapshotStore, Written};
-use crate::persist::writer::FileJournal;
+use crate::persist::writer::LogWriter;
 use crate::persist::RecoveryError;
 
 /// Bytes per chunk row.
@@ -99,7 +99,7 @@ impl SnapshotStore for DatabaseSnapshots {
     fn take(
         &self,
         engine: &Engine<Notify>,
-        journal: &FileJournal,
+        change_log: &LogWriter,
     ) -> std::io::Result<(String, u64)> {
         let id = (uuid::Uuid::new_v4().as_u64_pair().0 >> 1) as i64;
         let create = || {
@@ -111,7 +111,7 @@ impl SnapshotStore for DatabaseSnapshots {
                 bytes: 0,
             })
         };
-        let written = snapshot::write_to(create, engine, journal);
+        let written = snapshot::write_to(create, engine, change_log);
         self.keep(id, written).map_err(|(error, maybe_kept)| {
             // Its chunks would stay until a snapshot is kept; while snapshots fail, each
             // attempt would leave another set. Not if its keep may have committed: the log

@@ -20,7 +20,7 @@ use tokio_postgres::{Client, Statement};
 
 use super::connection::{Blocking, Work};
 use crate::persist::format;
-use crate::persist::log::LogError;
+use crate::persist::log_error::LogError;
 use crate::persist::record;
 use crate::persist::writer::LogSink;
 

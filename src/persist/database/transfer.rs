@@ -48,7 +48,7 @@ pub fn import(dir: &Path, settings: &Settings) -> Result<Moved, OpenError> {
     let empty = log.report.snapshot.is_none() && log.report.next_lsn == 0;
     let moved = if empty {
         log.snapshots
-            .take(&source, &log.journal)
+            .take(&source, &log.change_log)
             .map_err(OpenError::Io)
             .map(|(snapshot, _)| {
                 let (queues, messages) = count(&source);
@@ -63,10 +63,10 @@ pub fn import(dir: &Path, settings: &Settings) -> Result<Moved, OpenError> {
             "the database already holds a log: import into an empty one".into(),
         ))
     };
-    log.journal.close();
+    log.change_log.close();
     log.lease.release();
-    data.journal.close();
-    crate::persist::clean_stop::note(dir, &data.journal);
+    data.change_log.close();
+    crate::persist::clean_stop::note(dir, &data.change_log);
     moved
 }
 
@@ -86,9 +86,9 @@ pub fn export(dir: &Path, settings: &Settings) -> Result<Moved, OpenError> {
     let exported = crate::persist::open(dir, FsyncMode::Always, &mut destination)
         .map_err(OpenError::Recovery)
         .and_then(|(data, _)| {
-            let written = crate::persist::snapshot::take(dir, &source, &data.journal);
-            data.journal.close();
-            crate::persist::clean_stop::note(dir, &data.journal);
+            let written = crate::persist::snapshot::take(dir, &source, &data.change_log);
+            data.change_log.close();
+            crate::persist::clean_stop::note(dir, &data.change_log);
             let path = written.map_err(OpenError::Io)?;
             let (queues, messages) = count(&source);
             Ok(Moved {
@@ -97,7 +97,7 @@ pub fn export(dir: &Path, settings: &Settings) -> Result<Moved, OpenError> {
                 snapshot: path.display().to_string(),
             })
         });
-    log.journal.close();
+    log.change_log.close();
     log.lease.release();
     exported
 }

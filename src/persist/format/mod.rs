@@ -77,7 +77,7 @@ pub fn encode_change(
     postcard::serialize_with_flavor(&change::DiskChange::from(change), out)
 }
 
-/// A whole log record (header and change), as the journal writes it.
+/// A whole log record (header and change), as the log writes it.
 pub fn to_record(lsn: u64, change: &engine::Change) -> postcard::Result<Vec<u8>> {
     let header = crate::persist::record::Buffer(record_header(lsn).to_vec());
     encode_change(change, header)

@@ -259,7 +259,8 @@ mod at_startup {
     use std::path::Path;
 
     use crate::engine::{Engine, Timestamp};
-    use crate::persist::log::{LogError, SegmentLog, DEFAULT_SEGMENT_BYTES};
+    use crate::persist::log_error::LogError;
+    use crate::persist::segment_log::{SegmentLog, DEFAULT_SEGMENT_BYTES};
     use crate::persist::storage::DirStorage;
     use crate::persist::writer::FsyncMode;
     use crate::persist::{open, record, snapshot, RecoveryError};
@@ -273,9 +274,9 @@ mod at_startup {
             .create_queue_from("q", &[], &[], Timestamp(1))
             .unwrap();
         if snapshot {
-            snapshot::take(dir.path(), &engine, &data.journal).unwrap();
+            snapshot::take(dir.path(), &engine, &data.change_log).unwrap();
         }
-        data.journal.close();
+        data.change_log.close();
         dir
     }
 

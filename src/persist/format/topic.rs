@@ -23,7 +23,7 @@ pub struct DiskReplay<'a> {
 
 /// The attributes-map key a subscription's principal is stored under: no attribute can have
 /// it (SetSubscriptionAttributes takes only AWS's names), and a record written before the
-/// principal was recorded simply lacks it, so every record reads in this one layout.
+/// principal was logged simply lacks it, so every record reads in this one layout.
 const PRINCIPAL_KEY: &str = "\u{0}SubscriptionPrincipal";
 
 /// A subscription's protocol on disk: its name, as a string field always held it. A name this

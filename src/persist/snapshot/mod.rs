@@ -19,7 +19,7 @@ mod write;
 
 use std::path::{Path, PathBuf};
 
-use super::writer::FileJournal;
+use super::writer::LogWriter;
 use crate::engine::Engine;
 pub use load::{load, load_bytes};
 pub use loaded::Loaded;
@@ -31,10 +31,10 @@ pub use write::{write_to, Written};
 pub fn take<W: Default>(
     dir: &Path,
     engine: &Engine<W>,
-    journal: &FileJournal,
+    change_log: &LogWriter,
 ) -> std::io::Result<PathBuf> {
     let temporary = dir.join("snapshot.tmp");
-    let taken = write::write(dir, &temporary, engine, journal);
+    let taken = write::write(dir, &temporary, engine, change_log);
     if taken.is_err() {
         // A half-written snapshot would hold disk space the log needs (a full disk is the
         // likeliest reason to be here).

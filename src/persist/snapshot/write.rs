@@ -7,7 +7,7 @@ use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 
 use super::files::{snapshot_name, snapshots, CHUNK_BYTES};
-use crate::engine::changes::Journal;
+use crate::engine::changes::ChangeLog;
 use crate::engine::dedup::{Cleared, HistoryChunk, HistoryCursor};
 use crate::engine::{Engine, QueueEntry};
 use crate::persist::format::change::DiskChange;
@@ -15,7 +15,7 @@ use crate::persist::format::list::List;
 use crate::persist::format::snapshot::Item;
 use crate::persist::format::{self};
 use crate::persist::record;
-use crate::persist::writer::FileJournal;
+use crate::persist::writer::LogWriter;
 
 /// Where a snapshot is being written (a file, or a database's chunks), with the buffer items
 /// are encoded in.
@@ -65,7 +65,7 @@ impl<O: Write> Out<O> {
 /// A snapshot written: where it went, and the log it makes unneeded.
 pub struct Written<O> {
     pub out: O,
-    /// What `FileJournal::remove_segments_before` drops once the snapshot is kept.
+    /// What `LogWriter::remove_segments_before` drops once the snapshot is kept.
     pub segment: u64,
     /// The first sequence number the snapshot does not cover whole.
     pub first_lsn: u64,
@@ -78,10 +78,10 @@ pub struct Written<O> {
 pub fn write_to<W: Default, O: Write>(
     create: impl FnOnce() -> std::io::Result<O>,
     engine: &Engine<W>,
-    journal: &FileJournal,
+    change_log: &LogWriter,
 ) -> std::io::Result<Written<O>> {
-    let (segment, first_lsn) = journal.rotate().map_err(std::io::Error::other)?;
-    let (entries, registry, registry_lsn) = engine.registry_cut(|| journal.next_lsn());
+    let (segment, first_lsn) = change_log.rotate().map_err(std::io::Error::other)?;
+    let (entries, registry, registry_lsn) = engine.registry_cut(|| change_log.next_lsn());
     let mut out = Out {
         file: create()?,
         buf: Vec::new(),
@@ -93,11 +93,11 @@ pub fn write_to<W: Default, O: Write>(
         registry: (&registry).into(),
     })?;
     for entry in &entries {
-        write_queue(&mut out, entry, journal)?;
+        write_queue(&mut out, entry, change_log)?;
     }
-    write_topics(&mut out, engine, journal)?;
-    write_deliveries(&mut out, engine, journal)?;
-    let (lsn, tasks) = engine.move_task_image(|| journal.next_lsn());
+    write_topics(&mut out, engine, change_log)?;
+    write_deliveries(&mut out, engine, change_log)?;
+    let (lsn, tasks) = engine.move_task_image(|| change_log.next_lsn());
     out.item(&Item::MoveTasks {
         lsn,
         tasks: List::Write(&tasks),
@@ -108,7 +108,7 @@ pub fn write_to<W: Default, O: Write>(
     if let Some(key) = engine.receipt_key_record() {
         out.item(&Item::ReceiptKey(DiskChange::from(&key)))?;
     }
-    let (lsn, mobile) = engine.mobile_image(|| journal.next_lsn());
+    let (lsn, mobile) = engine.mobile_image(|| change_log.next_lsn());
     out.item(&Item::Mobile { lsn })?;
     out.chunks(
         mobile,
@@ -121,9 +121,9 @@ pub fn write_to<W: Default, O: Write>(
     // Every part was cut at a sequence number the log had handed out, not one it had written:
     // kept before those records are durable, a snapshot lost with them would skip the next
     // leader's (or the next start's) records of the same numbers.
-    let highest_cut = journal.next_lsn();
+    let highest_cut = change_log.next_lsn();
     crate::test_hooks::reached("snapshot-cut");
-    journal.wait_blocking(highest_cut).map_err(|_| {
+    change_log.wait_blocking(highest_cut).map_err(|_| {
         std::io::Error::other(
             "the log failed before the records the snapshot covers were written; it is not kept",
         )
@@ -139,7 +139,7 @@ pub(super) fn write<W: Default>(
     dir: &Path,
     temporary: &Path,
     engine: &Engine<W>,
-    journal: &FileJournal,
+    change_log: &LogWriter,
 ) -> std::io::Result<PathBuf> {
     let create = || {
         let file = crate::persist::storage::private_file()
@@ -153,7 +153,7 @@ pub(super) fn write<W: Default>(
         out,
         segment,
         first_lsn,
-    } = write_to(create, engine, journal)?;
+    } = write_to(create, engine, change_log)?;
     out.into_inner().map_err(|e| e.into_error())?.sync_all()?;
     let path = dir.join(snapshot_name(first_lsn));
     std::fs::rename(temporary, &path)?;
@@ -163,7 +163,7 @@ pub(super) fn write<W: Default>(
             std::fs::remove_file(dir.join(old))?;
         }
     }
-    journal.remove_segments_before(segment);
+    change_log.remove_segments_before(segment);
     Ok(path)
 }
 
@@ -171,13 +171,13 @@ pub(super) fn write<W: Default>(
 fn write_queue<W, O: Write>(
     out: &mut Out<O>,
     entry: &QueueEntry<W>,
-    journal: &FileJournal,
+    change_log: &LogWriter,
 ) -> std::io::Result<()> {
     let (lsn, mut image, messages, history) = {
         let queue = entry.lock();
         let history = queue.dedup_cursor();
         (
-            journal.next_lsn(),
+            change_log.next_lsn(),
             queue.image(),
             queue.stored_messages(),
             history,
@@ -219,9 +219,9 @@ fn write_queue<W, O: Write>(
 fn write_topics<W: Default, O: Write>(
     out: &mut Out<O>,
     engine: &Engine<W>,
-    journal: &FileJournal,
+    change_log: &LogWriter,
 ) -> std::io::Result<()> {
-    for (lsn, mut image, history, entry) in engine.topic_images(|| journal.next_lsn()) {
+    for (lsn, mut image, history, entry) in engine.topic_images(|| change_log.next_lsn()) {
         let archive = std::mem::take(&mut image.archive);
         out.item(&Item::Topic {
             lsn,
@@ -289,9 +289,9 @@ fn write_history<O: Write>(
 fn write_deliveries<W: Default, O: Write>(
     out: &mut Out<O>,
     engine: &Engine<W>,
-    journal: &FileJournal,
+    change_log: &LogWriter,
 ) -> std::io::Result<()> {
-    let (lsn, deliveries, tokens) = engine.delivery_image(|| journal.next_lsn());
+    let (lsn, deliveries, tokens) = engine.delivery_image(|| change_log.next_lsn());
     out.item(&Item::Outbox { lsn })?;
     out.chunks(
         deliveries,

@@ -91,7 +91,7 @@ pub(super) struct Pending {
     pub(super) records: Records,
     /// Records handed to the writer so far: the position of `records[0]` among all records.
     pub(super) taken: u64,
-    /// Groups open (`Journal::hold`). Groups open at the same time form one region, which
+    /// Groups open (`ChangeLog::hold`). Groups open at the same time form one region, which
     /// starts where the first of them did and ends when the last closes: their records
     /// interleave, so they can only be written together. The writer takes no record from
     /// `region_start` on while any is open.
@@ -109,7 +109,7 @@ pub(super) struct Pending {
     pub(super) writer_asleep: bool,
     /// The writer sleeps until a failed write is due to be tried again (tests look at it).
     pub(super) retry_scheduled: bool,
-    /// Tests hold the writer back (`FileJournal::hold_writes`): records queue, none is taken.
+    /// Tests hold the writer back (`LogWriter::hold_writes`): records queue, none is taken.
     pub(super) held: bool,
 }
 

@@ -2,7 +2,8 @@
 
 use std::time::Duration;
 
-use crate::persist::log::{LogError, SegmentLog};
+use crate::persist::log_error::LogError;
+use crate::persist::segment_log::SegmentLog;
 use crate::persist::storage::Storage;
 
 /// Where the writer's batches go: the data directory's segments (`SegmentLog`), or a

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use super::shared::{Pending, Records, Shared, MAX_RETAINED_BYTES, RETRY_EVERY};
 use super::sink::{FsyncMode, LogSink};
-use crate::persist::log::LogError;
+use crate::persist::log_error::LogError;
 
 type RotateReply = std::sync::mpsc::Sender<Result<(u64, u64), String>>;
 
@@ -56,7 +56,7 @@ impl<'a, S: LogSink> Writer<'a, S> {
         }
     }
 
-    /// Runs until the journal closes.
+    /// Runs until the log closes.
     pub(super) fn run(mut self) {
         loop {
             if !self.retrying {
@@ -134,7 +134,7 @@ impl<'a, S: LogSink> Writer<'a, S> {
     }
 
     /// Sleeps until there is something to do: records ready, a rotation or removal asked for,
-    /// the journal closing, a sync or a retry due.
+    /// the log closing, a sync or a retry due.
     fn wait_for_work(&self, retry_at: Instant) -> MutexGuard<'a, Pending> {
         let shared = self.shared;
         let mut pending = shared.pending.lock().unwrap_or_else(|p| p.into_inner());
@@ -216,7 +216,7 @@ impl<'a, S: LogSink> Writer<'a, S> {
                     tracing::warn!("the write-ahead log is written again; accepting changes");
                 }
                 self.retrying = false;
-                // Records lost meanwhile (`FileJournal::fail_for_good`, while this round was
+                // Records lost meanwhile (`LogWriter::fail_for_good`, while this round was
                 // written) keep the log failed: only this round's records are acknowledged.
                 let lost = self.lock_pending().lost;
                 self.shared.durable.send_modify(|d| {

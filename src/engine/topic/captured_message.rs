@@ -1,4 +1,4 @@
-//! What one endpoint of a recorded protocol would have received (`recorded`).
+//! What one endpoint of a captured protocol would have received (`captured`).
 
 use std::sync::Arc;
 
@@ -8,7 +8,7 @@ use crate::engine::time::Timestamp;
 
 /// What one endpoint would have received.
 #[derive(Clone, Debug)]
-pub struct RecordedMessage {
+pub struct CapturedMessage {
     pub protocol: SubscriptionProtocol,
     /// The address, number or ARN it was for.
     pub endpoint: Arc<str>,

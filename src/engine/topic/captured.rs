@@ -1,7 +1,7 @@
 //! The subscription protocols Orderly accepts but never sends to: `email`, `email-json`, `sms`,
 //! `application`, `lambda` and `firehose`, on standard topics. Each is checked and confirmed as AWS
 //! does (email endpoints pend until their SubscribeURL is visited; the others are confirmed at
-//! once, sns.md §3.6), and what each would have received is recorded instead (`RecordedMessage`),
+//! once, sns.md §3.6), and what each would have received is captured instead (`CapturedMessage`),
 //! for the inspection API to show. Nothing leaves the machine. Pure.
 //!
 //! What each gets: `email` and `sms` the text (a json-structured message's own key, else
@@ -16,7 +16,7 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-pub use super::recorded_message::RecordedMessage;
+pub use super::captured_message::CapturedMessage;
 use super::subscription::{Subscribed, Subscriber};
 use super::{PublishRequest, Subscription, SubscriptionProtocol as P, Topic};
 use crate::engine::error::invalid_parameter as invalid;
@@ -65,7 +65,7 @@ fn arn_of(endpoint: &str, service: &str, prefix: &str) -> bool {
             .is_some_and(|name| !name.is_empty())
 }
 
-/// Checks an endpoint of a recorded protocol.
+/// Checks an endpoint of a captured protocol.
 pub fn check_endpoint(protocol: P, endpoint: &str) -> EngineResult<()> {
     let valid = match protocol {
         P::Sms => {
@@ -97,10 +97,10 @@ pub fn check_endpoint(protocol: P, endpoint: &str) -> EngineResult<()> {
 }
 
 impl Topic {
-    /// Subscribe's change to the topic for a recorded protocol: a new subscription (pending for
+    /// Subscribe's change to the topic for a captured protocol: a new subscription (pending for
     /// email endpoints), or the existing one of this protocol and endpoint. Answers also the
     /// subscription a confirmation must go to (a new pending one, or one still pending).
-    pub fn subscribe_recorded(
+    pub fn subscribe_captured(
         &mut self,
         (protocol, endpoint): (P, &str),
         attrs: &[(String, String)],
@@ -122,7 +122,7 @@ impl Topic {
     }
 }
 
-/// An email endpoint's SubscriptionConfirmation, as recorded: the confirmation document (it
+/// An email endpoint's SubscriptionConfirmation, as captured: the confirmation document (it
 /// holds the SubscribeURL to visit and the token).
 pub fn confirmation_record(
     topic: &Topic,
@@ -130,8 +130,8 @@ pub fn confirmation_record(
     document: String,
     message_id: Arc<str>,
     now: Timestamp,
-) -> RecordedMessage {
-    RecordedMessage {
+) -> CapturedMessage {
+    CapturedMessage {
         protocol: subscription.protocol,
         endpoint: subscription.endpoint.as_str().into(),
         subscription_arn: Some(subscription.arn.clone()),
@@ -164,7 +164,7 @@ pub struct Notified<'a> {
     pub at: Timestamp,
 }
 
-pub fn notification_record(subscription: &Subscription, n: Notified) -> RecordedMessage {
+pub fn notification_record(subscription: &Subscription, n: Notified) -> CapturedMessage {
     let body = match subscription.protocol {
         P::EmailJson => (n.envelope)(),
         P::Firehose if subscription.raw_delivery => n.text.to_string(),
@@ -175,7 +175,7 @@ pub fn notification_record(subscription: &Subscription, n: Notified) -> Recorded
         }
         P::Email | P::Sms | P::Application | P::Sqs | P::Http | P::Https => n.text.to_string(),
     };
-    RecordedMessage {
+    CapturedMessage {
         protocol: subscription.protocol,
         endpoint: subscription.endpoint.as_str().into(),
         subscription_arn: Some(subscription.arn.clone()),
@@ -197,9 +197,9 @@ pub fn sms_to_number(
     request: &PublishRequest,
     message_id: &Arc<str>,
     now: Timestamp,
-) -> RecordedMessage {
+) -> CapturedMessage {
     let (text, _) = super::protocol::protocol_text(&request.message, request.structured, P::Sms);
-    RecordedMessage {
+    CapturedMessage {
         protocol: P::Sms,
         endpoint: number.into(),
         subscription_arn: None,

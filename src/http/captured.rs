@@ -1,4 +1,4 @@
-//! The recorded protocols' messages over HTTP (`service::recorded`):
+//! The captured protocols' messages over HTTP (`service::captured`):
 //! - `GET /_orderly/sns/deliveries[?protocol=sms][&endpoint=…]`: what email, email-json, sms,
 //!   application, lambda and firehose endpoints would have received, oldest first, email
 //!   confirmations included; `DELETE` with the same filters forgets them;
@@ -20,10 +20,10 @@ use serde_json::json;
 use super::inspect::{answer, failed, query_param, reply, unauthorized};
 use super::state::HttpState;
 
-use crate::service::recorded::{LocalStackListing, RecordedFilter};
+use crate::service::captured::{CapturedFilter, LocalStackListing};
 
-fn filter(uri: &Uri) -> RecordedFilter {
-    RecordedFilter {
+fn filter(uri: &Uri) -> CapturedFilter {
+    CapturedFilter {
         protocol: query_param(uri, "protocol"),
         endpoint: query_param(uri, "endpoint"),
     }
@@ -33,7 +33,7 @@ pub async fn deliveries(State(state): State<HttpState>, headers: HeaderMap, uri:
     if let Some(refused) = unauthorized(&state, &headers) {
         return refused;
     }
-    reply(state.service.recorded_messages(&filter(&uri)).await)
+    reply(state.service.captured_messages(&filter(&uri)).await)
 }
 
 /// 204 once forgotten.
@@ -52,7 +52,7 @@ pub async fn forget_deliveries(
     if let Some(refused) = unauthorized(&state, &headers) {
         return refused;
     }
-    forgotten(state.service.forget_recorded(&filter(&uri)).await)
+    forgotten(state.service.forget_captured(&filter(&uri)).await)
 }
 
 /// One of LocalStack's listings (`GET`, and `DELETE` to forget), filtered by its parameter.

@@ -1,4 +1,4 @@
-//! What the recorded protocols' endpoints would have received (`engine::topic::recorded`):
+//! What the captured protocols' endpoints would have received (`engine::topic::captured`):
 //! email, email-json, sms, application, lambda and firehose subscriptions' messages, email
 //! endpoints' confirmations, and Publish to a phone number. The newest `KEPT` of them are kept
 //! (older ones are dropped and counted), for `GET /_orderly/sns/deliveries` and LocalStack's
@@ -9,34 +9,34 @@
 use std::collections::VecDeque;
 use std::sync::Mutex;
 
-use crate::engine::topic::recorded::RecordedMessage;
+use crate::engine::topic::captured::CapturedMessage;
 
 /// Messages kept, across all endpoints.
 pub const KEPT: usize = 10_000;
 
-/// Recorded messages, oldest first, each with the id `forget` takes; and how many were
+/// Captured messages, oldest first, each with the id `forget` takes; and how many were
 /// dropped for room.
-pub type Listed = (Vec<(u64, RecordedMessage)>, u64);
+pub type Listed = (Vec<(u64, CapturedMessage)>, u64);
 
 #[derive(Default)]
-pub struct RecordedMessages {
+pub struct CapturedMessages {
     inner: Mutex<Kept>,
 }
 
 #[derive(Default)]
 struct Kept {
-    messages: VecDeque<(u64, RecordedMessage)>,
+    messages: VecDeque<(u64, CapturedMessage)>,
     next_id: u64,
     /// Dropped to stay within `KEPT`, since the start.
     dropped: u64,
 }
 
-impl RecordedMessages {
+impl CapturedMessages {
     fn kept(&self) -> std::sync::MutexGuard<'_, Kept> {
         self.inner.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    pub fn keep(&self, records: impl IntoIterator<Item = RecordedMessage>) {
+    pub fn keep(&self, records: impl IntoIterator<Item = CapturedMessage>) {
         let mut kept = self.kept();
         for record in records {
             if kept.messages.len() == KEPT {

@@ -48,7 +48,7 @@ async fn pending(server: &Server, arn: &str) -> String {
 }
 
 #[tokio::test]
-async fn other_protocols_are_recorded_never_sent() {
+async fn other_protocols_are_captured_never_sent() {
     let server = common::start().await;
     let topic = server
         .sns
@@ -114,7 +114,7 @@ async fn other_protocols_are_recorded_never_sent() {
         assert_eq!(pending(&server, arn).await, "false", "{arn}");
     }
 
-    // The email's confirmation is recorded; its SubscribeURL confirms it.
+    // The email's confirmation is captured; its SubscribeURL confirms it.
     let confirmations = deliveries(&server, "?protocol=email").await;
     assert_eq!(confirmations.len(), 1, "{confirmations:?}");
     assert_eq!(confirmations[0]["type"], "SubscriptionConfirmation");

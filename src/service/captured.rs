@@ -1,9 +1,9 @@
-//! The recorded protocols' messages, read and forgotten over HTTP: `GET /_orderly/sns/deliveries`
+//! The captured protocols' messages, read and forgotten over HTTP: `GET /_orderly/sns/deliveries`
 //! in Orderly's shape, and LocalStack's `GET /_aws/sns/sms-messages`
 //! (`{"sms_messages": {number: [...]}, "region": ...}`) and
 //! `GET /_aws/sns/platform-endpoint-messages` (`{"platform_endpoint_messages": {arn: [...]},
 //! "region": ...}`), with LocalStack's field names (its `internal_api.py`). Also Publish to a
-//! phone number, which is recorded and never sent.
+//! phone number, which is captured and never sent.
 
 use std::sync::Arc;
 
@@ -11,20 +11,20 @@ use serde_json::{json, Map, Value};
 
 use super::render::encode_attributes;
 use super::Service;
-use crate::engine::topic::recorded::{self, RecordedMessage};
+use crate::engine::topic::captured::{self, CapturedMessage};
 use crate::engine::topic::{PublishRequest, SubscriptionProtocol};
 use crate::engine::EngineError;
 use crate::protocol::ApiError;
 
-/// Which recorded messages a read or a DELETE means.
+/// Which captured messages a read or a DELETE means.
 #[derive(Default)]
-pub struct RecordedFilter {
+pub struct CapturedFilter {
     pub protocol: Option<String>,
     pub endpoint: Option<String>,
 }
 
-impl RecordedFilter {
-    fn wants(&self, m: &RecordedMessage) -> bool {
+impl CapturedFilter {
+    fn wants(&self, m: &CapturedMessage) -> bool {
         self.protocol
             .as_deref()
             .is_none_or(|p| m.protocol.name() == p)
@@ -32,7 +32,7 @@ impl RecordedFilter {
     }
 }
 
-/// One of LocalStack's listings of recorded messages by endpoint: the protocol, the query
+/// One of LocalStack's listings of captured messages by endpoint: the protocol, the query
 /// parameter naming one endpoint, the answer's key and each message's endpoint field.
 pub struct LocalStackListing {
     pub protocol: SubscriptionProtocol,
@@ -58,36 +58,36 @@ pub const PLATFORM_ENDPOINT_MESSAGES: LocalStackListing = LocalStackListing {
 };
 
 impl LocalStackListing {
-    fn lists(&self, m: &RecordedMessage, endpoint: Option<&str>) -> bool {
+    fn lists(&self, m: &CapturedMessage, endpoint: Option<&str>) -> bool {
         m.protocol == self.protocol && endpoint.is_none_or(|e| *m.endpoint == *e)
     }
 }
 
 impl Service {
-    /// Recorded messages `wanted` picks, oldest first, with their ids; and how many were
+    /// Captured messages `wanted` picks, oldest first, with their ids; and how many were
     /// dropped for room.
-    async fn recorded_where(
+    async fn captured_where(
         &self,
-        wanted: impl Fn(&RecordedMessage) -> bool,
-    ) -> Result<(Vec<(u64, RecordedMessage)>, u64), ApiError> {
-        let (mut listed, dropped) = self.backend.recorded_messages().await?;
+        wanted: impl Fn(&CapturedMessage) -> bool,
+    ) -> Result<(Vec<(u64, CapturedMessage)>, u64), ApiError> {
+        let (mut listed, dropped) = self.backend.captured_messages().await?;
         listed.retain(|(_, m)| wanted(m));
         Ok((listed, dropped))
     }
 
-    /// Forgets the recorded messages `unwanted` picks.
+    /// Forgets the captured messages `unwanted` picks.
     async fn forget_where(
         &self,
-        unwanted: impl Fn(&RecordedMessage) -> bool,
+        unwanted: impl Fn(&CapturedMessage) -> bool,
     ) -> Result<(), ApiError> {
-        let (listed, _) = self.recorded_where(unwanted).await?;
+        let (listed, _) = self.captured_where(unwanted).await?;
         let ids = listed.into_iter().map(|(id, _)| id).collect();
-        Ok(self.backend.forget_recorded(ids).await?)
+        Ok(self.backend.forget_captured(ids).await?)
     }
 
     /// `GET /_orderly/sns/deliveries`: oldest first.
-    pub async fn recorded_messages(&self, filter: &RecordedFilter) -> Result<Value, ApiError> {
-        let (listed, dropped) = self.recorded_where(|m| filter.wants(m)).await?;
+    pub async fn captured_messages(&self, filter: &CapturedFilter) -> Result<Value, ApiError> {
+        let (listed, dropped) = self.captured_where(|m| filter.wants(m)).await?;
         let deliveries: Vec<Value> = listed
             .iter()
             .map(|(_, m)| {
@@ -109,7 +109,7 @@ impl Service {
         Ok(json!({ "deliveries": deliveries, "dropped": dropped }))
     }
 
-    pub async fn forget_recorded(&self, filter: &RecordedFilter) -> Result<(), ApiError> {
+    pub async fn forget_captured(&self, filter: &CapturedFilter) -> Result<(), ApiError> {
         self.forget_where(|m| filter.wants(m)).await
     }
 
@@ -119,7 +119,7 @@ impl Service {
         listing: &LocalStackListing,
         endpoint: Option<&str>,
     ) -> Result<Value, ApiError> {
-        let (listed, _) = self.recorded_where(|m| listing.lists(m, endpoint)).await?;
+        let (listed, _) = self.captured_where(|m| listing.lists(m, endpoint)).await?;
         let mut by_endpoint: Map<String, Value> = Map::new();
         if let Some(endpoint) = endpoint {
             by_endpoint.insert(endpoint.into(), Value::Array(Vec::new()));
@@ -154,13 +154,13 @@ impl Service {
         self.forget_where(|m| listing.lists(m, endpoint)).await
     }
 
-    /// Publish with PhoneNumber: checked like any publish, recorded, never sent.
+    /// Publish with PhoneNumber: checked like any publish, captured, never sent.
     pub(super) async fn publish_to_phone(
         &self,
         number: &str,
         request: &PublishRequest,
     ) -> Result<Arc<str>, ApiError> {
-        if !recorded::check_phone_number(number) {
+        if !captured::check_phone_number(number) {
             return Err(EngineError::InvalidParameter(format!(
                 "Invalid parameter: PhoneNumber Reason: {number} is not valid to publish to"
             ))
@@ -168,7 +168,7 @@ impl Service {
         }
         crate::engine::topic::check_message(request)?;
         let message_id: Arc<str> = uuid::Uuid::new_v4().to_string().into();
-        let record = recorded::sms_to_number(number, request, &message_id, self.clock.now());
+        let record = captured::sms_to_number(number, request, &message_id, self.clock.now());
         self.backend.record(vec![record]).await?;
         Ok(message_id)
     }

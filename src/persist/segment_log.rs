@@ -9,32 +9,13 @@
 //! A failed append is undone (the file is cut back to its last good length) and reported; if
 //! even that fails, the log refuses every later write rather than risk a hole in the middle.
 
-use thiserror::Error;
-
 use super::batch;
+use super::log_error::LogError;
 use super::record::{self, Ending};
 use super::storage::Storage;
 
 /// Segments roll over past this size.
 pub const DEFAULT_SEGMENT_BYTES: u64 = 64 * 1024 * 1024;
-
-#[derive(Debug, Error)]
-pub enum LogError {
-    #[error("log I/O failed: {0}")]
-    Io(#[from] std::io::Error),
-    #[error("log damaged in {file} at offset {offset}: {reason}")]
-    Corruption {
-        file: String,
-        offset: usize,
-        reason: &'static str,
-    },
-    #[error("the log refuses writes after an earlier write could not be undone")]
-    Poisoned,
-    /// The log is in a database and another node took the lease on it: this node may never
-    /// write it again.
-    #[error("another node leads now: this node's lease on the log (epoch {0}) is over")]
-    Deposed(u64),
-}
 
 /// A torn final record that was dropped: (file, offset, bytes).
 pub type DroppedTail = (String, usize, usize);

@@ -1,18 +1,18 @@
-//! What each journaled value hands the journal when its guard is released: its own change
+//! What each logged value hands the log when its guard is released: its own change
 //! records, wrapped as the log's `Change`. Kept apart from the values, so that their records
 //! need not know the log's whole set of changes.
 
 use super::changes::Change;
-use super::guard::Journaled;
+use super::guard::Logged;
 use super::mobile::Mobile;
 use super::queue::Queue;
 use super::topic::changes::TopicChange;
 use super::topic::Topic;
 use super::webhook::outbox::Outbox;
 
-impl Journaled for Queue {
-    fn start_journaling(&mut self) {
-        self.enable_journal();
+impl Logged for Queue {
+    fn start_logging(&mut self) {
+        self.enable_log();
     }
 
     fn take_record(&mut self, _touched: bool) -> Option<Change> {
@@ -31,12 +31,12 @@ impl Journaled for Queue {
     }
 }
 
-impl Journaled for Topic {
-    fn start_journaling(&mut self) {
-        self.enable_journal();
+impl Logged for Topic {
+    fn start_logging(&mut self) {
+        self.enable_log();
     }
 
-    /// What the topic recorded itself, then, if the guard's holder could change anything, its
+    /// What the topic logged itself, then, if the guard's holder could change anything, its
     /// settings image; nothing once it is deleted (its deletion is the last word).
     fn take_record(&mut self, touched: bool) -> Option<Change> {
         let mut changes = self.take_changes();
@@ -53,9 +53,9 @@ impl Journaled for Topic {
     }
 }
 
-impl Journaled for Outbox {
-    fn start_journaling(&mut self) {
-        self.enable_journal();
+impl Logged for Outbox {
+    fn start_logging(&mut self) {
+        self.enable_log();
     }
 
     fn take_record(&mut self, _touched: bool) -> Option<Change> {
@@ -64,9 +64,9 @@ impl Journaled for Outbox {
     }
 }
 
-impl Journaled for Mobile {
-    fn start_journaling(&mut self) {
-        self.enable_journal();
+impl Logged for Mobile {
+    fn start_logging(&mut self) {
+        self.enable_log();
     }
 
     fn take_record(&mut self, _touched: bool) -> Option<Change> {
