@@ -4,6 +4,13 @@ use anyhow::Context;
 use orderly::app::{shutdown_signal, App};
 use orderly::config::{Config, LogFormat};
 
+/// jemalloc, with a background thread that gives freed memory back to the system once it has
+/// stayed unused for its decay time (10 s), whether or not requests keep coming: after a
+/// burst, the process shrinks back toward its idle size (`doc/performance.md`).
+#[cfg(not(target_env = "msvc"))]
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let config = Config::from_args();

@@ -438,14 +438,15 @@ struct Tally {
 async fn consume(
     client: reqwest::Client,
     endpoint: String,
-    queue_url: String,
+    (queue_url, wait_seconds): (String, u64),
     tally: Arc<Tally>,
     sent: Arc<AtomicU64>,
     producers_done: Arc<AtomicBool>,
     deadline: Instant,
 ) {
-    let receive =
-        format!(r#"{{"QueueUrl":"{queue_url}","MaxNumberOfMessages":10,"WaitTimeSeconds":1}}"#);
+    let receive = format!(
+        r#"{{"QueueUrl":"{queue_url}","MaxNumberOfMessages":10,"WaitTimeSeconds":{wait_seconds}}}"#
+    );
     let mut latencies = Vec::new();
     loop {
         let done = producers_done.load(Ordering::Relaxed);
@@ -523,6 +524,28 @@ pub async fn run_pipeline(args: &Args, system: System, rate: Option<u64>) -> Row
     };
     let client = http_client();
     let queue_url = create_fifo_queue(&client, &server.endpoint, "pipeline.fifo").await;
+    pipeline_on(
+        args,
+        (system, &server),
+        (&client, &queue_url),
+        rate,
+        scenario,
+        1,
+    )
+    .await
+}
+
+/// The pipeline on a server already started, into a queue already made; consumers long-poll
+/// for `wait_seconds` (0 on a manual clock, where a long poll would wait for the clock).
+pub(crate) async fn pipeline_on(
+    args: &Args,
+    (system, server): (System, &ServerProcess),
+    (client, queue_url): (&reqwest::Client, &str),
+    rate: Option<u64>,
+    scenario: String,
+    wait_seconds: u64,
+) -> Row {
+    let queue_url = queue_url.to_string();
     let stop = Arc::new(AtomicBool::new(false));
     let producers_done = Arc::new(AtomicBool::new(false));
     let sent = Arc::new(AtomicU64::new(0));
@@ -545,7 +568,7 @@ pub async fn run_pipeline(args: &Args, system: System, rate: Option<u64>) -> Row
             tokio::spawn(consume(
                 client.clone(),
                 server.endpoint.clone(),
-                queue_url.clone(),
+                (queue_url.clone(), wait_seconds),
                 tally.clone(),
                 sent.clone(),
                 producers_done.clone(),
@@ -556,7 +579,7 @@ pub async fn run_pipeline(args: &Args, system: System, rate: Option<u64>) -> Row
     let per_producer_rate = rate.map(|r| r as f64 / args.producers as f64);
     let producers: Vec<_> = spawn_producers(
         args,
-        &client,
+        client,
         &server.endpoint,
         &queue_url,
         args.groups,
@@ -603,7 +626,7 @@ pub async fn run_pipeline(args: &Args, system: System, rate: Option<u64>) -> Row
         order_violations: tally.violations.load(Ordering::Relaxed),
         lost: sent.load(Ordering::Relaxed).saturating_sub(received),
         server_cpu_us: server.cpu_micros() - cpu_before,
-        database_cpu_us: database_cpu_since(&server, database_cpu_before),
+        database_cpu_us: database_cpu_since(server, database_cpu_before),
         client_cpu_us: own_cpu_micros() - client_cpu_before,
         connections: 0,
         note: format!(
@@ -688,7 +711,7 @@ impl Backlog {
                 tokio::spawn(consume(
                     self.client.clone(),
                     self.server.endpoint.clone(),
-                    self.queue_url.clone(),
+                    (self.queue_url.clone(), 1),
                     self.tally.clone(),
                     target.clone(),
                     done.clone(),
@@ -1141,7 +1164,7 @@ pub(crate) async fn run_fanout(args: &Args, system: System, queues: usize) -> Ro
             tokio::spawn(consume(
                 client.clone(),
                 server.endpoint.clone(),
-                url.clone(),
+                (url.clone(), 1),
                 tally.clone(),
                 published.clone(),
                 producers_done.clone(),

@@ -6,6 +6,7 @@
 //! scenarios. Usage: `cargo run --release -p orderly-bench -- --orderly target/release/orderly`.
 
 mod balance;
+mod burst_memory;
 mod dedup_memory;
 mod load;
 mod null_server;
@@ -28,7 +29,8 @@ pub struct Args {
     /// against in memory and each peer against durable, compared at their peaks),
     /// restart (restart time with the backlog), memory (resident memory per queued 1 KiB
     /// message), dedup-memory (resident memory per deduplication id remembered, after a
-    /// million unique ids sent and consumed).
+    /// million unique ids sent and consumed), burst-memory (resident memory after a drained
+    /// pipeline, and once the deduplication window has passed on a manual clock).
     #[arg(
         long,
         default_value = "send,single,pipeline,paced,fanout,backlog,durable,durable-share,restart,memory"

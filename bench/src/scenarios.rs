@@ -2,7 +2,7 @@
 
 use crate::load::{self, System};
 use crate::report::{self, Row};
-use crate::{dedup_memory, share, Args};
+use crate::{burst_memory, dedup_memory, share, Args};
 
 pub async fn run_all(args: &Args) -> Vec<Row> {
     let mut rounds = Vec::new();
@@ -79,6 +79,7 @@ async fn run_round(args: &Args) -> Vec<Row> {
                     rows.push(dedup_memory::run(args, system).await);
                 }
             }
+            "burst-memory" => rows.push(burst_memory::run(args).await),
             "memory" => {
                 for system in [System::Orderly, System::Durable]
                     .into_iter()

@@ -1,0 +1,109 @@
+//! Memory given back after a burst: the pipeline's load for `--duration` seconds on a server
+//! with a manual clock, every message received and deleted; the resident memory then (the
+//! messages gone, each one's deduplication id remembered), again once the clock has moved
+//! past the five-minute deduplication window, and once the queue is deleted, against the idle
+//! process before the burst.
+
+use std::time::Duration;
+
+use crate::load::{call, create_fifo_queue, http_client, pipeline_on, System};
+use crate::report::Row;
+use crate::server::ServerProcess;
+use crate::Args;
+
+/// Past the deduplication window (five minutes) with room to spare.
+const PAST_THE_WINDOW: &str = "6m";
+
+/// Settles allocations (and lets a collector, where there is one, run) before a reading.
+const SETTLE: Duration = Duration::from_millis(1500);
+
+/// Longest wait for memory to go back: allocators that give it back do so on a timer
+/// (jemalloc's decay is 10 s by default).
+const LONGEST_SETTLE: Duration = Duration::from_secs(30);
+
+/// The resident memory once it has stopped falling for three seconds (or after
+/// `LONGEST_SETTLE`), in KiB.
+async fn settled_rss(server: &ServerProcess) -> u64 {
+    let deadline = tokio::time::Instant::now() + LONGEST_SETTLE;
+    let mut lowest = server.rss_kib();
+    let mut since_lower = 0;
+    while since_lower < 3 && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let now = server.rss_kib();
+        if now < lowest {
+            lowest = now;
+            since_lower = 0;
+        } else {
+            since_lower += 1;
+        }
+    }
+    lowest
+}
+
+pub async fn run(args: &Args) -> Row {
+    let scenario = "burst memory".to_string();
+    let server = ServerProcess::start(
+        &args.orderly,
+        &["--bind", "127.0.0.1:0", "--ephemeral", "--clock", "manual"],
+    )
+    .await;
+    let client = http_client();
+    let queue_url = create_fifo_queue(&client, &server.endpoint, "burst.fifo").await;
+    tokio::time::sleep(SETTLE).await;
+    let idle = server.rss_kib();
+    let pipeline = pipeline_on(
+        args,
+        (System::Orderly, &server),
+        (&client, &queue_url),
+        None,
+        scenario.clone(),
+        0,
+    )
+    .await;
+    let drained = settled_rss(&server).await;
+    let moved = client
+        .post(format!("{}/_orderly/clock", server.endpoint))
+        .body(format!(r#"{{"advance":"{PAST_THE_WINDOW}"}}"#))
+        .send()
+        .await
+        .map(|r| r.status())
+        .map_err(|e| e.to_string());
+    let moved = moved.is_ok_and(|status| status.is_success());
+    if !moved {
+        eprintln!("burst-memory: the clock did not move");
+    }
+    // A receive finds the queue past its window, so its expired ids are let go now.
+    let receive = format!(r#"{{"QueueUrl":"{queue_url}","MaxNumberOfMessages":10}}"#);
+    let received = call(&client, &server.endpoint, "ReceiveMessage", receive).await;
+    if let Err(e) = &received {
+        eprintln!("burst-memory: ReceiveMessage failed: {e}");
+    }
+    let past_window = settled_rss(&server).await;
+    let deleted = call(
+        &client,
+        &server.endpoint,
+        "DeleteQueue",
+        format!(r#"{{"QueueUrl":"{queue_url}"}}"#),
+    )
+    .await;
+    if let Err(e) = &deleted {
+        eprintln!("burst-memory: DeleteQueue failed: {e}");
+    }
+    let after = settled_rss(&server).await;
+    let ids = pipeline.messages.max(1);
+    let per_id = drained.saturating_sub(idle) * 1024 / ids;
+    Row {
+        note: format!(
+            "RSS idle {} MiB; drained {} MiB ({per_id} bytes per remembered id over idle); past the window {} MiB ({:.0} % of idle); queue deleted {} MiB ({:.0} % of idle)",
+            idle >> 10,
+            drained >> 10,
+            past_window >> 10,
+            past_window as f64 * 100.0 / idle.max(1) as f64,
+            after >> 10,
+            after as f64 * 100.0 / idle.max(1) as f64
+        ),
+        errors: pipeline.errors
+            + u64::from(deleted.is_err() || received.is_err() || !moved),
+        ..pipeline
+    }
+}
