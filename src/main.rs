@@ -4,10 +4,11 @@ use anyhow::Context;
 use orderly::app::{shutdown_signal, App};
 use orderly::config::{Config, LogFormat};
 
-/// jemalloc, with a background thread that gives freed memory back to the system once it has
-/// stayed unused for its decay time (10 s), whether or not requests keep coming: after a
-/// burst, the process shrinks back toward its idle size (`doc/performance.md`).
-#[cfg(not(target_env = "msvc"))]
+/// jemalloc on Linux, with a background thread that gives freed memory back to the system once
+/// it has stayed unused for its decay time (10 s), whether or not requests keep coming: after
+/// a burst, the process shrinks back toward its idle size (`doc/performance.md`). Elsewhere
+/// the system's allocator (jemalloc's background threads are Linux-only).
+#[cfg(target_os = "linux")]
 #[global_allocator]
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 

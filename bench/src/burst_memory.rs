@@ -92,9 +92,13 @@ pub async fn run(args: &Args) -> Row {
     let after = settled_rss(&server).await;
     let ids = pipeline.messages.max(1);
     let per_id = drained.saturating_sub(idle) * 1024 / ids;
+    let undelivered = match pipeline.lost {
+        0 => String::new(),
+        lost => format!(" ({lost} messages were never delivered: the drained figure holds them)"),
+    };
     Row {
         note: format!(
-            "RSS idle {} MiB; drained {} MiB ({per_id} bytes per remembered id over idle); past the window {} MiB ({:.0} % of idle); queue deleted {} MiB ({:.0} % of idle)",
+            "RSS idle {} MiB; drained {} MiB ({per_id} bytes per message over idle){undelivered}; past the window {} MiB ({:.0} % of idle); queue deleted {} MiB ({:.0} % of idle)",
             idle >> 10,
             drained >> 10,
             past_window >> 10,

@@ -5,7 +5,8 @@
 
 use libfuzzer_sys::fuzz_target;
 use orderly::persist::format::decode_record;
-use orderly::persist::segment_log::{SegmentLog};
+use orderly::persist::log_error::LogError;
+use orderly::persist::segment_log::SegmentLog;
 use orderly::persist::storage::MemStorage;
 
 fuzz_target!(|data: &[u8]| {

@@ -17,7 +17,7 @@ use crate::service::{Service, ServiceSettings};
 
 /// What `build_service` makes: the service, the snapshotter of the log it opened (`None` when
 /// ephemeral), and the lease on a log kept in a database.
-pub struct Built {
+pub(super) struct Built {
     pub service: Arc<Service>,
     pub snapshots: Option<Arc<Snapshotter>>,
     pub lease: Option<Arc<crate::persist::database::Keeper>>,
@@ -31,13 +31,13 @@ pub struct Built {
 /// webhook sender, and hands both to the service. Fails if the directory is locked, damaged or
 /// unreadable, or if the webhook client cannot be built (TLS setup). `listening` is the bound
 /// address, which webhooks may not be sent to unless allowed.
-pub fn build_service(
+pub(super) fn build_service(
     config: &Config,
     clock: Arc<dyn Clock>,
     listening: SocketAddr,
 ) -> std::io::Result<Built> {
     let (engine, data) = open_engine(config)?;
-    let change_log = data.as_ref().map(|d| d.change_log.clone());
+    let log_writer = data.as_ref().map(|d| d.log_writer.clone());
     let engine = Arc::new(engine);
     let snapshots = data.map(|data| {
         Arc::new(Snapshotter::of_dir(
@@ -48,7 +48,7 @@ pub fn build_service(
     });
     let metrics = crate::metrics::Metrics::default();
     let log = Log {
-        change_log,
+        log_writer,
         snapshots,
         tenure: None,
     };
@@ -58,7 +58,7 @@ pub fn build_service(
 /// The log a service's engine writes to: none when ephemeral; on a database, with the tenure
 /// its lease keeps.
 pub(super) struct Log {
-    pub(super) change_log: Option<Arc<crate::persist::writer::LogWriter>>,
+    pub(super) log_writer: Option<Arc<crate::persist::writer::LogWriter>>,
     pub(super) snapshots: Option<Arc<Snapshotter>>,
     pub(super) tenure: Option<Arc<crate::persist::tenure::Tenure>>,
 }
@@ -73,17 +73,17 @@ pub(super) fn serve_engine(
     metrics: crate::metrics::Metrics,
 ) -> std::io::Result<Built> {
     let Log {
-        change_log,
+        log_writer,
         snapshots,
         tenure,
     } = log;
     let (webhooks, settings) = service_parts(config, listening)?;
-    if let Some(change_log) = &change_log {
-        metrics.set_log(change_log.metrics());
+    if let Some(log_writer) = &log_writer {
+        metrics.set_log(log_writer.metrics());
     }
     let mut backend = crate::backend::embedded::Embedded::new(
         engine.clone(),
-        change_log,
+        log_writer,
         clock.clone(),
         webhooks.wake_signal(),
     )

@@ -131,11 +131,11 @@ pub async fn build(
                 Some(standby.standby.clone()),
                 own_url,
                 (epoch, replication),
-                log.change_log.clone(),
+                log.log_writer.clone(),
                 None,
             );
             let log_parts = Log {
-                change_log: Some(log.change_log),
+                log_writer: Some(log.log_writer),
                 snapshots: Some(snapshots),
                 tenure: Some(tenure),
             };
@@ -155,14 +155,14 @@ pub async fn build(
     let mut engine = engine;
     configure_engine(config, &mut engine);
     let engine = Arc::new(engine);
-    let change_log = prepared
+    let log_writer = prepared
         .0
         .as_ref()
         .expect("held until here")
-        .change_log
+        .log_writer
         .clone();
     let log = Log {
-        change_log: Some(change_log.clone()),
+        log_writer: Some(log_writer.clone()),
         snapshots: None,
         tenure: Some(tenure),
     };
@@ -180,7 +180,7 @@ pub async fn build(
         Some(standby.standby.clone()),
         own_url.clone(),
         (epoch.clone(), replication),
-        change_log,
+        log_writer,
         Some(following.progress.clone()),
     ));
     built.standby = Some(standby.clone());
@@ -223,7 +223,7 @@ fn said_leading(log: &DatabaseLog, started: std::time::Instant, metrics: &crate:
 fn snapshotter(engine: &Arc<Engine<Notify>>, log: &DatabaseLog, after: u64) -> Arc<Snapshotter> {
     Arc::new(Snapshotter::new(
         engine.clone(),
-        log.change_log.clone(),
+        log.log_writer.clone(),
         Box::new(log.snapshots.clone()),
         log.live_at_snapshot,
         after,
@@ -235,7 +235,7 @@ fn status(
     standby: Option<Arc<Standby>>,
     own_url: String,
     (epoch, replication): (Arc<AtomicI64>, Shared),
-    change_log: Arc<crate::persist::writer::LogWriter>,
+    log_writer: Arc<crate::persist::writer::LogWriter>,
     progress: Option<Arc<Progress>>,
 ) -> ClusterStatus {
     Arc::new(move || {
@@ -251,7 +251,7 @@ fn status(
             }
             (Some((url, epoch)), None) => ("standby", url, epoch, (0, 0)),
             (None, _) => {
-                let written = (change_log.durable().lsn, 0);
+                let written = (log_writer.durable().lsn, 0);
                 let epoch = epoch.load(Ordering::Acquire);
                 ("leader", own_url.clone(), epoch, written)
             }

@@ -1,6 +1,6 @@
-//! Wiring, in this folder: the data directory and recovery, the engine and the service over it
-//! (`engine_service.rs`), the webhook sender and its worker, move-task runners and the
-//! snapshotter (`started.rs`, which also stops them in order), the HTTP server and its routes
+//! Wiring, in this folder: the data directory and recovery, the engine, the webhook sender and
+//! the service over them (`engine_service.rs`); the webhook worker, move-task runners and the
+//! snapshotter (`started.rs`, which also stops them in order); what the routes are built with
 //! (`routes.rs`); on a database, the log and lease (`log_database.rs`) and the succession of
 //! standby and leader (`succession.rs`). This file binds the server and chooses among them.
 
@@ -68,9 +68,9 @@ fn keep_manual_time_in(dir: &std::path::Path, clock: &ManualClock) -> std::io::R
 /// How `GET /_orderly/cluster` reads a node on its own: its URL, and how far its log is
 /// written (when it keeps one).
 fn single_status(built: &Built, own_url: String) -> crate::service::cluster::ClusterStatus {
-    let change_log = built.snapshots.as_ref().map(|s| s.change_log().clone());
+    let log_writer = built.snapshots.as_ref().map(|s| s.log_writer().clone());
     crate::service::cluster::single(own_url, move || {
-        change_log.as_ref().map_or(0, |j| j.durable().lsn)
+        log_writer.as_ref().map_or(0, |log| log.durable().lsn)
     })
 }
 

@@ -18,8 +18,8 @@ pub(super) struct Routes {
 }
 
 impl Routes {
-    /// The service's routes, each request passed on to the leader first while `standby` does
-    /// not lead.
+    /// The service's routes, each request passed on to the leader first while `forwarding` says
+    /// this node does not lead.
     pub(super) fn router(
         &self,
         service: Arc<Service>,

@@ -7,7 +7,7 @@ use crate::service::Service;
 
 /// The work a serving node runs beside requests, started at once or when a standby comes to
 /// lead, and stopped in order when the server stops.
-pub struct Started {
+pub(super) struct Started {
     tasks: std::sync::Mutex<Vec<tokio::task::JoinHandle<()>>>,
     snapshots: std::sync::OnceLock<Arc<Snapshotter>>,
     /// The lease this node leads under, once it does.
@@ -102,7 +102,7 @@ async fn answer_test_hooks(snapshots: Arc<Snapshotter>) {
     loop {
         let hold = test_hooks::asked("hold-log");
         if hold != held {
-            snapshots.change_log().hold_writes(hold);
+            snapshots.log_writer().hold_writes(hold);
             held = hold;
             if hold {
                 test_hooks::reached("log-held");

@@ -393,8 +393,8 @@ pub trait Inspection: Send + Sync {
     fn reset(&self, scope: ResetScope) -> Answer<'_, ()>;
     /// What the captured protocols' endpoints would have received (`captured`), oldest first.
     fn captured_messages(&self) -> Answer<'_, captured::Listed>;
-    /// Records what a Publish to a phone number would have sent.
-    fn record(&self, records: Vec<CapturedMessage>) -> Answer<'_, ()>;
+    /// Captures what a Publish to a phone number or a platform endpoint would have sent.
+    fn capture(&self, messages: Vec<CapturedMessage>) -> Answer<'_, ()>;
     /// Forgets captured messages by the ids `captured_messages` gave them.
     fn forget_captured(&self, ids: Vec<u64>) -> Answer<'_, ()>;
 }

@@ -36,7 +36,7 @@ impl<T: Logged> LoggedLock<T> {
         }
     }
 
-    /// Logs every later change to `log`.
+    /// Logs every later change to `change_log`.
     pub fn set_log(&mut self, change_log: Arc<dyn ChangeLog>) {
         self.state
             .get_mut()

@@ -36,7 +36,7 @@ impl Logged for Topic {
         self.enable_log();
     }
 
-    /// What the topic logged itself, then, if the guard's holder could change anything, its
+    /// The changes the topic kept itself, then, if the guard's holder could change anything, its
     /// settings image; nothing once it is deleted (its deletion is the last word).
     fn take_record(&mut self, touched: bool) -> Option<Change> {
         let mut changes = self.take_changes();

@@ -133,7 +133,7 @@ impl<W: Default> Engine<W> {
         }
     }
 
-    /// Logs every later change to `log`. Set before the first request.
+    /// Logs every later change to `change_log`. Set before the first request.
     pub fn set_log(&mut self, change_log: Arc<dyn ChangeLog>) {
         self.outbox.set_log(change_log.clone());
         self.mobile.set_log(change_log.clone());

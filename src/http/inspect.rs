@@ -253,3 +253,48 @@ pub async fn reset(State(state): State<HttpState>, headers: HeaderMap, uri: Uri)
         Err(error) => failed(error.into()),
     }
 }
+
+/// `GET /_orderly/cluster`: this node's role, the lease's epoch, the leader's URL and how far
+/// the log is applied here.
+pub(super) async fn cluster_state(State(state): State<HttpState>, headers: HeaderMap) -> Response {
+    if let Some(refused) = unauthorized(&state, &headers) {
+        return refused;
+    }
+    let body = serde_json::to_value(state.service.cluster_state()).unwrap_or_default();
+    answer(StatusCode::OK, body)
+}
+
+/// Orderly's own view of webhook delivery: per subscription, what is pending and in flight,
+/// and how many were delivered, retried, dead-lettered or dropped.
+pub(super) async fn webhook_stats(State(state): State<HttpState>, headers: HeaderMap) -> Response {
+    if let Some(refused) = unauthorized(&state, &headers) {
+        return refused;
+    }
+    let stats = match state.service.backend.delivery_stats().await {
+        Ok(stats) => stats,
+        Err(error) => {
+            tracing::error!(%error, "webhook statistics unavailable");
+            return StatusCode::SERVICE_UNAVAILABLE.into_response();
+        }
+    };
+    let subscriptions: Vec<serde_json::Value> = stats
+        .into_iter()
+        .map(|(arn, s)| {
+            serde_json::json!({
+                "SubscriptionArn": &*arn,
+                "Pending": s.pending,
+                "InFlight": s.in_flight,
+                "Delivered": s.delivered,
+                "Retries": s.retries,
+                "DeadLettered": s.dead_lettered,
+                "Dropped": s.dropped,
+                "NextAttempt": s.next_attempt.map(crate::service::inspect::rfc3339),
+            })
+        })
+        .collect();
+    (
+        [(axum::http::header::CONTENT_TYPE, "application/json")],
+        serde_json::json!({ "Subscriptions": subscriptions }).to_string(),
+    )
+        .into_response()
+}

@@ -27,9 +27,6 @@ mod unsigned;
 
 use std::sync::Arc;
 
-use axum::extract::State;
-use axum::http::{header, HeaderMap, StatusCode};
-use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::Router;
 
@@ -72,8 +69,8 @@ pub fn routes(
         // A node on its own, or leading, serves: a standby's readiness is its own
         // (`standby.rs`).
         .route("/health/ready", get(|| async { "ok" }))
-        .route("/_orderly/webhooks", get(webhook_stats))
-        .route("/_orderly/cluster", get(cluster_state))
+        .route("/_orderly/webhooks", get(inspect::webhook_stats))
+        .route("/_orderly/cluster", get(inspect::cluster_state))
         .route(
             "/_orderly/clock",
             get(clock_control::read).post(clock_control::move_clock),
@@ -130,49 +127,4 @@ pub fn routes(
             clock_control,
             sessions: Default::default(),
         })
-}
-
-/// `GET /_orderly/cluster`: this node's role, the lease's epoch, the leader's URL and how far
-/// the log is applied here.
-async fn cluster_state(State(state): State<HttpState>, headers: HeaderMap) -> Response {
-    if let Some(refused) = inspect::unauthorized(&state, &headers) {
-        return refused;
-    }
-    let body = serde_json::to_value(state.service.cluster_state()).unwrap_or_default();
-    inspect::answer(StatusCode::OK, body)
-}
-
-/// Orderly's own view of webhook delivery: per subscription, what is pending and in flight,
-/// and how many were delivered, retried, dead-lettered or dropped.
-async fn webhook_stats(State(state): State<HttpState>, headers: HeaderMap) -> Response {
-    if let Some(refused) = inspect::unauthorized(&state, &headers) {
-        return refused;
-    }
-    let stats = match state.service.backend.delivery_stats().await {
-        Ok(stats) => stats,
-        Err(error) => {
-            tracing::error!(%error, "webhook statistics unavailable");
-            return StatusCode::SERVICE_UNAVAILABLE.into_response();
-        }
-    };
-    let subscriptions: Vec<serde_json::Value> = stats
-        .into_iter()
-        .map(|(arn, s)| {
-            serde_json::json!({
-                "SubscriptionArn": &*arn,
-                "Pending": s.pending,
-                "InFlight": s.in_flight,
-                "Delivered": s.delivered,
-                "Retries": s.retries,
-                "DeadLettered": s.dead_lettered,
-                "Dropped": s.dropped,
-                "NextAttempt": s.next_attempt.map(crate::service::inspect::rfc3339),
-            })
-        })
-        .collect();
-    (
-        [(header::CONTENT_TYPE, "application/json")],
-        serde_json::json!({ "Subscriptions": subscriptions }).to_string(),
-    )
-        .into_response()
 }

@@ -21,10 +21,10 @@ pub fn read(dir: &Path) -> Result<Option<u64>, RecoveryError> {
         .map_err(|unreadable| RecoveryError::of_number_file(NAME, unreadable))
 }
 
-/// After `log` closed: notes the clean stop if every record it took was synced.
-pub fn note(dir: &Path, change_log: &LogWriter) {
-    let durable = change_log.durable();
-    if durable.failed || durable.lsn != ChangeLog::next_lsn(change_log) {
+/// After `log_writer` closed: notes the clean stop if every record it took was synced.
+pub fn note(dir: &Path, log_writer: &LogWriter) {
+    let durable = log_writer.durable();
+    if durable.failed || durable.lsn != ChangeLog::next_lsn(log_writer) {
         return;
     }
     if let Err(error) = write(dir, durable.lsn) {

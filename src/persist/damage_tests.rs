@@ -41,8 +41,8 @@ fn a_torn_final_record_is_dropped_and_reported() {
 /// Closes as a stopping server does: the log closed, then the clean stop noted.
 fn close_cleanly(data: DataDir) {
     use super::snapshot::SnapshotStore;
-    data.change_log.close();
-    data.log_closed(&data.change_log);
+    data.log_writer.close();
+    data.log_closed(&data.log_writer);
 }
 
 /// A directory stopped cleanly with three messages sent in batches of their own.
@@ -89,7 +89,7 @@ fn after_a_clean_stop_a_log_shorter_than_it_was_is_refused() {
     let dir = stopped_cleanly();
     let (engine, data, _) = open_dir(dir.path());
     assert!(!dir.path().join("CLEAN").exists(), "removed before writing");
-    snapshot::take(dir.path(), &engine, &data.change_log).unwrap();
+    snapshot::take(dir.path(), &engine, &data.log_writer).unwrap();
     send(&engine, "q", "after the snapshot", Timestamp(2));
     close_cleanly(data);
     for segment in files(dir.path(), ".wal") {
@@ -222,7 +222,7 @@ fn a_snapshot_the_log_needs_gone_stops_startup() {
     for i in 0..20 {
         send(&engine, "q", &format!("{i}"), t);
     }
-    snapshot::take(dir.path(), &engine, &data.change_log).unwrap();
+    snapshot::take(dir.path(), &engine, &data.log_writer).unwrap();
     send(&engine, "q", "after", t);
     close(data);
     let snapshots = files(dir.path(), ".snap");
@@ -349,7 +349,7 @@ fn a_damaged_snapshot_stops_startup() {
         .create_queue_from("q", &[], &[], Timestamp(1))
         .unwrap();
     send(&engine, "q", "one", Timestamp(1));
-    let path = snapshot::take(dir.path(), &engine, &data.change_log).unwrap();
+    let path = snapshot::take(dir.path(), &engine, &data.log_writer).unwrap();
     close(data);
     let mut bytes = std::fs::read(&path).unwrap();
     let last = bytes.len() - 1;

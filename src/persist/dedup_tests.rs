@@ -69,7 +69,7 @@ fn ids_are_remembered_across_a_snapshot_and_the_log_after_it_and_the_snapshot_ho
         assert!(!send_id(&engine, queue, "A", &before, t));
         drain(&engine, queue, t);
     }
-    snapshot::take(dir.path(), &engine, &data.change_log).unwrap();
+    snapshot::take(dir.path(), &engine, &data.log_writer).unwrap();
     for queue in ["q.fifo", "g.fifo"] {
         assert!(!send_id(&engine, queue, "A", &after, t));
     }
@@ -173,7 +173,7 @@ fn a_send_between_two_chunks_of_a_history_is_left_to_the_log_after_the_snapshot(
             hook: Some(|| assert!(!send_to_q(&engine, "late", t).duplicate)),
         })
     };
-    let written = snapshot::write_to(create, &engine, &data.change_log).unwrap();
+    let written = snapshot::write_to(create, &engine, &data.log_writer).unwrap();
     let restored = snapshot_alone(&written.out.bytes);
     assert_eq!(restored.queue("q.fifo").unwrap().lock().len(), 4100);
     // Its id is not in the snapshot without its message: a retry is stored.
@@ -193,7 +193,7 @@ fn a_purge_between_two_chunks_of_a_history_fails_the_snapshot() {
             hook: Some(|| engine.queue("q.fifo").unwrap().lock().purge(t).unwrap()),
         })
     };
-    let failed = snapshot::write_to(create, &engine, &data.change_log).err();
+    let failed = snapshot::write_to(create, &engine, &data.log_writer).err();
     assert!(
         failed.is_some_and(|e| e.to_string().contains("cleared while the snapshot read it")),
         "the messages copied would have lost their ids"
@@ -233,7 +233,7 @@ fn duplicates_get_the_originals_ids_from_a_snapshot_alone_in_queues_and_topics()
             hook: None::<fn()>,
         })
     };
-    let written = snapshot::write_to(create, &engine, &data.change_log).unwrap();
+    let written = snapshot::write_to(create, &engine, &data.log_writer).unwrap();
     let restored = snapshot_alone(&written.out.bytes);
     let again = send_to_q(&restored, "one", t);
     assert!(again.duplicate);

@@ -37,7 +37,7 @@ fn mobile_state_survives_restarts_from_the_log_and_from_a_snapshot() {
     let (engine, data, report) = open_dir(dir.path());
     assert!(report.snapshot.is_none());
     assert_eq!(engine.mobile().image(), before, "from the log");
-    snapshot::take(dir.path(), &engine, &data.change_log).unwrap();
+    snapshot::take(dir.path(), &engine, &data.log_writer).unwrap();
     let second = {
         let mut mobile = engine.mobile();
         let second = mobile

@@ -3,7 +3,8 @@
 //! - `record`: framing with length and CRC-32C.
 //! - `batch`: each write as one batch on a sector boundary; tells a torn tail from damage in
 //!   segments written over zeros.
-//! - `log`: numbered segment files of batches.
+//! - `segment_log`: numbered segment files of batches; `log_error`: how writing a log
+//!   fails, in files or in a database.
 //! - `storage`: the file I/O trait (tests inject write, sync and truncate failures).
 //! - `format`: what records hold, persist's own types mapped to and from engine state, and
 //!   their format version.
@@ -75,7 +76,7 @@ impl RecoveryReport {
 /// processes out for as long as this value lives.
 pub struct DataDir {
     pub path: PathBuf,
-    pub change_log: Arc<LogWriter>,
+    pub log_writer: Arc<LogWriter>,
     /// `Engine::stored_bytes` as the snapshot left it (before the log was replayed).
     pub live_at_snapshot: u64,
     _lock: File,
@@ -94,8 +95,8 @@ pub fn open<W: Default>(
     // with neither log nor snapshot beside it means the data went.
     let had_key = dir.join("KEY").exists();
     let key = log_key(dir)?;
-    let change_log = LogWriter::new();
-    engine.set_log(change_log.clone());
+    let log_writer = LogWriter::new();
+    engine.set_log(log_writer.clone());
     let clean = clean_stop::read(dir)?;
     let loaded = snapshot::load(dir, engine)?;
     let live_at_snapshot = engine.stored_bytes();
@@ -121,7 +122,7 @@ pub fn open<W: Default>(
     }
     // The log kept since the snapshot counts toward the next one, as if written by this
     // process: else a log of a filled-then-drained queue could outlive every restart.
-    change_log.count_logged(log_bytes);
+    log_writer.count_logged(log_bytes);
     let mut log = log;
     // A first start writes its receipt key before serving, so a directory holding KEY always
     // holds a record too (`Missing` above), even if killed right after it starts listening.
@@ -131,7 +132,7 @@ pub fn open<W: Default>(
             .map_err(|e| LogError::Io(std::io::Error::other(e)))
             .and_then(|record| {
                 log.append(&[&record])?;
-                change_log.count_logged((record.len() + record::HEADER_BYTES) as u64);
+                log_writer.count_logged((record.len() + record::HEADER_BYTES) as u64);
                 log.sync()
             });
         let ok = written.is_ok();
@@ -146,11 +147,11 @@ pub fn open<W: Default>(
         std::fs::rename(dir.join(FIRST_KEY), dir.join("KEY"))?;
         File::open(dir)?.sync_all()?;
     }
-    change_log.start(log, report.next_lsn, mode);
+    log_writer.start(log, report.next_lsn, mode);
     Ok((
         DataDir {
             path: dir.into(),
-            change_log,
+            log_writer,
             live_at_snapshot,
             _lock: lock,
         },

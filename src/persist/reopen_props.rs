@@ -237,10 +237,10 @@ proptest! {
             match step {
                 Step::Work(work) => run.apply(&engine, work),
                 Step::Snapshot => {
-                    snapshot::take(dir.path(), &engine, &data.change_log).unwrap();
+                    snapshot::take(dir.path(), &engine, &data.log_writer).unwrap();
                 }
                 Step::SnapshotDuring(works) => std::thread::scope(|scope| {
-                    let taken = scope.spawn(|| snapshot::take(dir.path(), &engine, &data.change_log));
+                    let taken = scope.spawn(|| snapshot::take(dir.path(), &engine, &data.log_writer));
                     for work in works {
                         run.apply(&engine, work);
                     }
@@ -248,7 +248,7 @@ proptest! {
                 }),
                 Step::Restart => {
                     let before = settled(&engine, run.now);
-                    data.change_log.close();
+                    data.log_writer.close();
                     drop(data);
                     (engine, data) = open_dir(dir.path());
                     prop_assert_eq!(settled(&engine, run.now), before);
@@ -256,10 +256,10 @@ proptest! {
             }
         }
         let before = settled(&engine, run.now);
-        data.change_log.close();
+        data.log_writer.close();
         drop(data);
         let (engine, data) = open_dir(dir.path());
         prop_assert_eq!(settled(&engine, run.now), before);
-        data.change_log.close();
+        data.log_writer.close();
     }
 }

@@ -50,15 +50,15 @@ fn pairs(items: &[(&str, &str)]) -> Vec<(String, String)> {
         .collect()
 }
 
-/// An engine logging to `log` with `src.fifo` (tagged `tags`), which dead-letters to
+/// An engine logging to `log_writer` with `src.fifo` (tagged `tags`), which dead-letters to
 /// `dlq.fifo` after one receive.
 fn source_and_dlq(
-    change_log: Arc<dyn ChangeLog>,
+    log_writer: Arc<dyn ChangeLog>,
     tags: &[(String, String)],
     t: Timestamp,
 ) -> Engine<()> {
     let mut engine: Engine<()> = Engine::new("000000000000", "us-east-1");
-    engine.set_log(change_log);
+    engine.set_log(log_writer);
     // As recovery does before the first request.
     engine.keep_receipt_key();
     let fifo = pairs(&[("FifoQueue", "true"), ("ContentBasedDeduplication", "true")]);

@@ -24,7 +24,7 @@ pub(super) fn open_dir(dir: &Path) -> (TestEngine, DataDir, RecoveryReport) {
 
 /// Closes like a graceful shutdown: everything queued is written and synced.
 pub(super) fn close(data: DataDir) {
-    data.change_log.close();
+    data.log_writer.close();
 }
 
 pub(super) fn state(engine: &TestEngine) -> Vec<String> {
@@ -90,7 +90,7 @@ fn reopening_restores_the_state_across_a_snapshot_and_later_changes() {
         send(&engine, "a.fifo", &"x".repeat(i + 1), t);
     }
     let handles = receive(&engine, "a.fifo", t);
-    snapshot::take(dir.path(), &engine, &data.change_log).unwrap();
+    snapshot::take(dir.path(), &engine, &data.log_writer).unwrap();
     // After the snapshot: more sends, a delete, a new queue, a deleted queue.
     for i in 20..25 {
         send(&engine, "a.fifo", &"y".repeat(i), t.plus_millis(1));
@@ -152,7 +152,7 @@ fn a_group_keeps_its_order_across_a_snapshot() {
         };
         q.send(request, t).unwrap();
     }
-    snapshot::take(dir.path(), &engine, &data.change_log).unwrap();
+    snapshot::take(dir.path(), &engine, &data.log_writer).unwrap();
     close(data);
     drop(engine);
 
@@ -189,9 +189,9 @@ fn a_snapshot_drops_the_segments_it_covers() {
     for i in 0..50 {
         send(&engine, "q", &format!("{i}"), t);
     }
-    snapshot::take(dir.path(), &engine, &data.change_log).unwrap();
+    snapshot::take(dir.path(), &engine, &data.log_writer).unwrap();
     send(&engine, "q", "after", t);
-    snapshot::take(dir.path(), &engine, &data.change_log).unwrap();
+    snapshot::take(dir.path(), &engine, &data.log_writer).unwrap();
     let before = state(&engine);
     close(data);
     let names: Vec<String> = std::fs::read_dir(dir.path())
@@ -225,7 +225,7 @@ fn the_log_kept_at_a_restart_counts_toward_the_next_snapshot() {
     let dir = tempfile::tempdir().unwrap();
     let (engine, data, _) = open_dir(dir.path());
     // Only the receipt key so far.
-    assert!(data.change_log.bytes_since_snapshot() < 100);
+    assert!(data.log_writer.bytes_since_snapshot() < 100);
     assert_eq!(data.live_at_snapshot, 0);
     engine
         .create_queue_from("q", &[], &[], Timestamp(1))
@@ -233,18 +233,18 @@ fn the_log_kept_at_a_restart_counts_toward_the_next_snapshot() {
     for body in ["one", "two", "three"] {
         send(&engine, "q", body, Timestamp(1));
     }
-    let change_log = data.change_log.clone();
+    let log_writer = data.log_writer.clone();
     close(data);
     // Records and their frames, as the writer counted them (segments are zero-filled ahead,
     // so their sizes say nothing).
-    let written = change_log.bytes_since_snapshot();
+    let written = log_writer.bytes_since_snapshot();
     let (engine, data, _) = open_dir(dir.path());
     assert!(written > 0);
-    assert_eq!(data.change_log.bytes_since_snapshot(), written);
+    assert_eq!(data.log_writer.bytes_since_snapshot(), written);
     assert_eq!(data.live_at_snapshot, 0, "no snapshot yet");
     let live = engine.stored_bytes();
     assert!(live > 0);
-    snapshot::take(dir.path(), &engine, &data.change_log).unwrap();
+    snapshot::take(dir.path(), &engine, &data.log_writer).unwrap();
     close(data);
     let (_engine, data, _) = open_dir(dir.path());
     assert_eq!(data.live_at_snapshot, live, "what the snapshot held");
@@ -254,8 +254,8 @@ fn the_log_kept_at_a_restart_counts_toward_the_next_snapshot() {
 /// Waits until everything the engine has logged so far is durable, so the next change goes
 /// into a batch of its own, written after this one was synced.
 pub(super) fn settle(data: &DataDir) {
-    let lsn = data.change_log.next_lsn();
-    rt().block_on(data.change_log.wait(lsn)).unwrap();
+    let lsn = data.log_writer.next_lsn();
+    rt().block_on(data.log_writer.wait(lsn)).unwrap();
 }
 
 /// Where each batch of a segment starts.
@@ -292,9 +292,9 @@ fn a_second_server_cannot_open_the_same_directory() {
 
 fn mem_log(storage: MemStorage) -> Arc<LogWriter> {
     let (log, _) = SegmentLog::open(storage, 1 << 20).unwrap();
-    let change_log = LogWriter::new();
-    change_log.start(log, 1, FsyncMode::Always);
-    change_log
+    let log_writer = LogWriter::new();
+    log_writer.start(log, 1, FsyncMode::Always);
+    log_writer
 }
 
 pub(super) fn rt() -> tokio::runtime::Runtime {
@@ -314,33 +314,33 @@ fn sample_change() -> crate::engine::Change {
 
 #[test]
 fn a_failed_fsync_fails_the_waiting_request_and_every_later_one() {
-    let change_log = mem_log(MemStorage {
+    let log_writer = mem_log(MemStorage {
         fail_sync: true,
         ..MemStorage::default()
     });
-    change_log.submit(&sample_change());
-    let target = change_log.next_lsn();
-    assert!(rt().block_on(change_log.wait(target)).is_err());
-    assert!(change_log.failed());
-    change_log.submit(&sample_change());
-    let target = change_log.next_lsn();
-    assert!(rt().block_on(change_log.wait(target)).is_err());
-    change_log.close();
+    log_writer.submit(&sample_change());
+    let target = log_writer.next_lsn();
+    assert!(rt().block_on(log_writer.wait(target)).is_err());
+    assert!(log_writer.failed());
+    log_writer.submit(&sample_change());
+    let target = log_writer.next_lsn();
+    assert!(rt().block_on(log_writer.wait(target)).is_err());
+    log_writer.close();
 }
 
 #[test]
 fn a_failed_write_is_not_acknowledged_and_is_written_when_the_log_can_be_written_again() {
-    let change_log = mem_log(MemStorage {
+    let log_writer = mem_log(MemStorage {
         // One write fails part way (out of space, say) and is undone; the next succeeds.
         fail_append_after: Some(3),
         ..MemStorage::default()
     });
-    change_log.submit(&sample_change());
-    let target = change_log.next_lsn();
-    assert!(rt().block_on(change_log.wait(target)).is_err());
+    log_writer.submit(&sample_change());
+    let target = log_writer.next_lsn();
+    assert!(rt().block_on(log_writer.wait(target)).is_err());
     // Real time, bounded: the writer tries a failed write again on the machine's clock.
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    while change_log.failed() {
+    while log_writer.failed() {
         assert!(
             std::time::Instant::now() < deadline,
             "the log never resumed"
@@ -348,45 +348,45 @@ fn a_failed_write_is_not_acknowledged_and_is_written_when_the_log_can_be_written
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
     // The refused change was written by the retry, before the next one.
-    assert_eq!(change_log.durable().lsn, target);
-    change_log.submit(&sample_change());
-    let next = change_log.next_lsn();
-    rt().block_on(change_log.wait(next)).unwrap();
-    assert_eq!(change_log.durable().lsn, 3);
-    change_log.close();
+    assert_eq!(log_writer.durable().lsn, target);
+    log_writer.submit(&sample_change());
+    let next = log_writer.next_lsn();
+    rt().block_on(log_writer.wait(next)).unwrap();
+    assert_eq!(log_writer.durable().lsn, 3);
+    log_writer.close();
 }
 
 #[test]
 fn a_write_that_cannot_be_undone_fails_the_log_for_good() {
-    let change_log = mem_log(MemStorage {
+    let log_writer = mem_log(MemStorage {
         fail_append_after: Some(3),
         fail_truncate: true,
         ..MemStorage::default()
     });
-    change_log.submit(&sample_change());
-    let target = change_log.next_lsn();
-    assert!(rt().block_on(change_log.wait(target)).is_err());
+    log_writer.submit(&sample_change());
+    let target = log_writer.next_lsn();
+    assert!(rt().block_on(log_writer.wait(target)).is_err());
     // Idle with no retry scheduled: nothing will ever write the log again.
-    change_log.wait_until_idle();
-    assert!(!change_log.will_retry(), "a poisoned log tries again");
-    assert!(change_log.failed());
-    change_log.submit(&sample_change());
-    let next = change_log.next_lsn();
-    assert!(rt().block_on(change_log.wait(next)).is_err());
-    change_log.close();
+    log_writer.wait_until_idle();
+    assert!(!log_writer.will_retry(), "a poisoned log tries again");
+    assert!(log_writer.failed());
+    log_writer.submit(&sample_change());
+    let next = log_writer.next_lsn();
+    assert!(rt().block_on(log_writer.wait(next)).is_err());
+    log_writer.close();
 }
 
 #[test]
 fn queued_changes_become_durable_in_order() {
-    let change_log = mem_log(MemStorage::default());
+    let log_writer = mem_log(MemStorage::default());
     let runtime = rt();
     for _ in 0..1000 {
-        change_log.submit(&sample_change());
+        log_writer.submit(&sample_change());
     }
-    let target = change_log.next_lsn();
-    runtime.block_on(change_log.wait(target)).unwrap();
-    assert_eq!(change_log.durable().lsn, 1001);
-    change_log.close();
+    let target = log_writer.next_lsn();
+    runtime.block_on(log_writer.wait(target)).unwrap();
+    assert_eq!(log_writer.durable().lsn, 1001);
+    log_writer.close();
 }
 
 #[test]
@@ -416,34 +416,34 @@ fn a_log_longer_than_a_replay_batch_comes_back_in_order() {
 fn changes_from_many_threads_are_each_logged_once_in_number_order() {
     let dir = tempfile::tempdir().unwrap();
     let (_engine, data, _) = open_dir(dir.path());
-    let change_log = data.change_log.clone();
-    let first = change_log.next_lsn();
+    let log_writer = data.log_writer.clone();
+    let first = log_writer.next_lsn();
     let threads = 4;
     let each = 300;
     std::thread::scope(|scope| {
         for thread in 0..threads {
-            let change_log = &change_log;
+            let log_writer = &log_writer;
             scope.spawn(move || {
                 let runtime = rt();
                 for i in 0..each {
                     // Names of many lengths, so records straddle pages; waiting for every
                     // third lets the writer fall asleep and be woken again and again.
                     let name = "q".repeat(1 + (i * 37 + thread * 11) % 300);
-                    change_log.submit(&crate::engine::Change::DeleteQueue {
+                    log_writer.submit(&crate::engine::Change::DeleteQueue {
                         name: name.into(),
                         uid: (thread * each + i) as u64,
                         at: Timestamp(1),
                     });
                     if i % 3 == 0 {
                         runtime
-                            .block_on(change_log.wait(change_log.next_lsn()))
+                            .block_on(log_writer.wait(log_writer.next_lsn()))
                             .unwrap();
                     }
                 }
             });
         }
     });
-    let last = change_log.next_lsn();
+    let last = log_writer.next_lsn();
     assert_eq!(last - first, (threads * each) as u64);
     close(data);
     let key = log_key(dir.path()).unwrap();
@@ -475,39 +475,39 @@ fn changes_from_many_threads_are_each_logged_once_in_number_order() {
 fn a_group_is_written_in_one_batch_and_holds_back_only_what_follows_its_start() {
     let dir = tempfile::tempdir().unwrap();
     let (_engine, data, _) = open_dir(dir.path());
-    let change_log = data.change_log.clone();
+    let log_writer = data.log_writer.clone();
     // The receipt key, logged at the opening, in a batch of its own.
-    change_log.wait_until_idle();
+    log_writer.wait_until_idle();
     let runtime = rt();
-    let first = change_log.next_lsn();
-    change_log.submit(&sample_change());
-    change_log.hold();
-    change_log.submit(&sample_change());
+    let first = log_writer.next_lsn();
+    log_writer.submit(&sample_change());
+    log_writer.hold();
+    log_writer.submit(&sample_change());
     // The change before the group is written while the group is open; the group's is not.
-    runtime.block_on(change_log.wait(first + 1)).unwrap();
-    change_log.wait_until_idle();
+    runtime.block_on(log_writer.wait(first + 1)).unwrap();
+    log_writer.wait_until_idle();
     assert_eq!(
-        change_log.durable().lsn,
+        log_writer.durable().lsn,
         first + 1,
         "an open group is held back"
     );
-    change_log.submit(&sample_change());
-    change_log.release();
-    runtime.block_on(change_log.wait(first + 3)).unwrap();
+    log_writer.submit(&sample_change());
+    log_writer.release();
+    runtime.block_on(log_writer.wait(first + 3)).unwrap();
     // Overlapping groups: nothing of either is written before the last one closes.
-    change_log.hold();
-    change_log.submit(&sample_change());
-    change_log.hold();
-    change_log.submit(&sample_change());
-    change_log.release();
-    change_log.wait_until_idle();
+    log_writer.hold();
+    log_writer.submit(&sample_change());
+    log_writer.hold();
+    log_writer.submit(&sample_change());
+    log_writer.release();
+    log_writer.wait_until_idle();
     assert_eq!(
-        change_log.durable().lsn,
+        log_writer.durable().lsn,
         first + 3,
         "the inner group is still open"
     );
-    change_log.release();
-    runtime.block_on(change_log.wait(first + 5)).unwrap();
+    log_writer.release();
+    runtime.block_on(log_writer.wait(first + 5)).unwrap();
     close(data);
     let bytes = std::fs::read(newest_segment(dir.path())).unwrap();
     assert_eq!(
@@ -548,7 +548,7 @@ fn topics_and_the_signing_key_survive_a_snapshot_and_later_changes() {
         .unwrap();
     assert!(!publish(&engine, &arn, "before", t));
     let certificate = engine.signer().unwrap().certificate_file.clone();
-    snapshot::take(dir.path(), &engine, &data.change_log).unwrap();
+    snapshot::take(dir.path(), &engine, &data.log_writer).unwrap();
     // After the snapshot: a publish, a second topic, a deleted one, new tags.
     assert!(!publish(&engine, &arn, "after", t));
     let other = engine.create_topic("other", &[], &[], t).unwrap();
@@ -589,7 +589,7 @@ fn receipt_handles_open_after_a_restart_from_the_log_and_from_a_snapshot() {
     let delete =
         |engine: &TestEngine, handle: &str| engine.queue("q").unwrap().lock().delete(handle, t);
     assert!(delete(&engine, &handles[0]).unwrap(), "deleted");
-    snapshot::take(dir.path(), &engine, &data.change_log).unwrap();
+    snapshot::take(dir.path(), &engine, &data.log_writer).unwrap();
     let (engine, data) = restart_from_snapshot(dir.path(), engine, data);
     assert!(delete(&engine, &handles[1]).unwrap(), "deleted");
     // A handle sealed by another directory's key opens nowhere else.
@@ -639,7 +639,7 @@ fn move_tasks_survive_a_snapshot_and_later_changes() {
     let dlq2 = engine.queue_arn("dlq2");
     let done = engine.start_move_task(&dlq2, None, None, t).unwrap();
     engine.move_step(&done.id, &dlq2, 2, t);
-    snapshot::take(dir.path(), &engine, &data.change_log).unwrap();
+    snapshot::take(dir.path(), &engine, &data.log_writer).unwrap();
     engine.move_step(&first.id, &dlq, 2, t);
     let handle = engine.move_tasks(&dlq)[0].handle();
     assert_eq!(engine.cancel_move_task(&handle).unwrap(), 4);
@@ -672,33 +672,33 @@ fn move_tasks_survive_a_snapshot_and_later_changes() {
 
 #[test]
 fn the_snapshotter_is_woken_when_the_log_reaches_what_it_waits_for_and_not_before() {
-    let change_log = mem_log(MemStorage::default());
+    let log_writer = mem_log(MemStorage::default());
     let runtime = rt();
-    change_log.submit(&sample_change());
+    log_writer.submit(&sample_change());
     runtime
-        .block_on(change_log.wait(change_log.next_lsn()))
+        .block_on(log_writer.wait(log_writer.next_lsn()))
         .unwrap();
-    let one = change_log.bytes_since_snapshot();
+    let one = log_writer.bytes_since_snapshot();
     assert!(one > 0);
-    let waiting = change_log.clone();
+    let waiting = log_writer.clone();
     let reached = runtime.spawn(async move { waiting.log_reaches(3 * one).await });
     // Registered, then one more record: still short of three.
     runtime.block_on(tokio::task::yield_now());
-    change_log.submit(&sample_change());
+    log_writer.submit(&sample_change());
     runtime
-        .block_on(change_log.wait(change_log.next_lsn()))
+        .block_on(log_writer.wait(log_writer.next_lsn()))
         .unwrap();
-    change_log.wait_until_idle();
+    log_writer.wait_until_idle();
     runtime.block_on(tokio::task::yield_now());
     assert!(!reached.is_finished(), "woken at two records of three");
-    change_log.submit(&sample_change());
+    log_writer.submit(&sample_change());
     runtime.block_on(async {
         tokio::time::timeout(std::time::Duration::from_secs(5), reached)
             .await
             .expect("woken at three records")
             .unwrap()
     });
-    change_log.close();
+    log_writer.close();
 }
 
 /// The bodies stored in `queue`, in sequence order.
@@ -732,25 +732,25 @@ fn a_snapshot_is_kept_only_once_the_records_it_covers_are_durable() {
     let (engine, data, _) = open_dir(dir.path());
     engine.create_queue_from("a.fifo", &fifo(), &[], t).unwrap();
     send(&engine, "a.fifo", "durable", t);
-    data.change_log
-        .wait_blocking(data.change_log.next_lsn())
+    data.log_writer
+        .wait_blocking(data.log_writer.next_lsn())
         .unwrap();
     // Queued but never written before the crash: never acknowledged either.
-    data.change_log.hold_writes(true);
+    data.log_writer.hold_writes(true);
     send(&engine, "a.fifo", "lost in the crash", t);
     let engine = Arc::new(engine);
     let taking = {
-        let (path, engine, change_log) = (
+        let (path, engine, log_writer) = (
             dir.path().to_owned(),
             engine.clone(),
-            data.change_log.clone(),
+            data.log_writer.clone(),
         );
-        std::thread::spawn(move || snapshot::take(&path, &engine, &change_log))
+        std::thread::spawn(move || snapshot::take(&path, &engine, &log_writer))
     };
     // The snapshot either is kept (the claim) or waits for the log (the fix): bounded, as the
     // snapshot thread runs by itself.
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-    while !taking.is_finished() && data.change_log.durability_waiters() == 0 {
+    while !taking.is_finished() && data.log_writer.durability_waiters() == 0 {
         assert!(
             std::time::Instant::now() < deadline,
             "the snapshot neither kept nor waiting"
@@ -759,7 +759,7 @@ fn a_snapshot_is_kept_only_once_the_records_it_covers_are_durable() {
     }
     let crashed = tempfile::tempdir().unwrap();
     crash_image(dir.path(), crashed.path());
-    data.change_log.hold_writes(false);
+    data.log_writer.hold_writes(false);
     taking
         .join()
         .unwrap()

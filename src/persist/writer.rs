@@ -372,11 +372,11 @@ mod tests {
 
     /// A sink whose append takes the log's lease away while it writes, as a lease keeper that
     /// finds another leader does.
-    fn deposed_while_writing(change_log: std::sync::Weak<LogWriter>) -> Scripted {
+    fn deposed_while_writing(log_writer: std::sync::Weak<LogWriter>) -> Scripted {
         Scripted {
             on_append: Box::new(move || {
-                if let Some(change_log) = change_log.upgrade() {
-                    change_log.fail_for_good();
+                if let Some(log_writer) = log_writer.upgrade() {
+                    log_writer.fail_for_good();
                 }
             }),
             wait: Duration::ZERO,
@@ -420,30 +420,30 @@ mod tests {
 
     #[test]
     fn a_log_failed_for_good_while_a_round_is_written_stays_failed() {
-        let change_log = LogWriter::new();
-        change_log.start(
-            deposed_while_writing(Arc::downgrade(&change_log)),
+        let log_writer = LogWriter::new();
+        log_writer.start(
+            deposed_while_writing(Arc::downgrade(&log_writer)),
             1,
             FsyncMode::Always,
         );
         // The round being written when the lease went is durable all the same (a waiter that
         // looked between the failure and the round's end was told the outcome is unknown).
-        change_log.submit(&sample_change());
-        let target = change_log.next_lsn();
-        change_log.wait_until_idle();
-        assert!(change_log.durable().lsn >= target);
+        log_writer.submit(&sample_change());
+        let target = log_writer.next_lsn();
+        log_writer.wait_until_idle();
+        assert!(log_writer.durable().lsn >= target);
         assert!(
-            change_log.failed(),
+            log_writer.failed(),
             "acknowledging again after failing for good"
         );
         // A later change is refused, not left waiting.
-        change_log.submit(&sample_change());
-        let target = change_log.next_lsn();
+        log_writer.submit(&sample_change());
+        let target = log_writer.next_lsn();
         let waited = runtime().block_on(async {
-            tokio::time::timeout(std::time::Duration::from_secs(10), change_log.wait(target)).await
+            tokio::time::timeout(std::time::Duration::from_secs(10), log_writer.wait(target)).await
         });
         assert!(matches!(waited, Ok(Err(_))), "{waited:?}");
-        change_log.close();
+        log_writer.close();
     }
 
     #[test]
@@ -487,9 +487,9 @@ mod tests {
         Arc<std::sync::Mutex<Vec<std::time::Instant>>>,
     ) {
         let appends = Arc::new(std::sync::Mutex::new(Vec::new()));
-        let change_log = LogWriter::new();
+        let log_writer = LogWriter::new();
         let noted = appends.clone();
-        change_log.start(
+        log_writer.start(
             Scripted {
                 on_append: Box::new(move || noted.lock().unwrap().push(std::time::Instant::now())),
                 wait,
@@ -497,14 +497,14 @@ mod tests {
             1,
             FsyncMode::Always,
         );
-        (change_log, appends)
+        (log_writer, appends)
     }
 
-    fn logged(change_log: &LogWriter) {
-        change_log.submit(&sample_change());
-        let target = change_log.next_lsn();
+    fn logged(log_writer: &LogWriter) {
+        log_writer.submit(&sample_change());
+        let target = log_writer.next_lsn();
         let waited = runtime().block_on(async {
-            tokio::time::timeout(Duration::from_secs(10), change_log.wait(target)).await
+            tokio::time::timeout(Duration::from_secs(10), log_writer.wait(target)).await
         });
         assert!(matches!(waited, Ok(Ok(()))), "{waited:?}");
     }
@@ -513,24 +513,24 @@ mod tests {
     fn a_quiet_log_writes_each_request_at_once() {
         // A few requests after a quiet start: were the writer to wait, the second would wait
         // 30 s and time out.
-        let (change_log, appends) = timed_log(Duration::from_secs(30));
+        let (log_writer, appends) = timed_log(Duration::from_secs(30));
         for _ in 0..3 {
-            logged(&change_log);
+            logged(&log_writer);
         }
         assert_eq!(appends.lock().unwrap().len(), 3);
-        change_log.close();
+        log_writer.close();
     }
 
     #[test]
     fn a_busy_log_lets_the_next_write_wait_for_company() {
         let wait = Duration::from_millis(50);
-        let (change_log, appends) = timed_log(wait);
+        let (log_writer, appends) = timed_log(wait);
         // Requests as a busy server sees them.
         for _ in 0..100 {
-            change_log.shared.arrivals.note();
+            log_writer.shared.arrivals.note();
         }
-        logged(&change_log);
-        logged(&change_log);
+        logged(&log_writer);
+        logged(&log_writer);
         let appends = appends.lock().unwrap().clone();
         assert_eq!(appends.len(), 2);
         assert!(
@@ -538,6 +538,6 @@ mod tests {
             "the second write came {:?} after the first",
             appends[1] - appends[0]
         );
-        change_log.close();
+        log_writer.close();
     }
 }

@@ -1,4 +1,5 @@
-//! API errors: the one place where each condition gets its AWS code, fault type and HTTP status.
+//! API errors: where each condition gets its AWS code, fault type and HTTP status (a storage
+//! failure's answer is chosen in `service/storage_error.rs`).
 //! The matches are exhaustive (no catch-all), so a new error forces a decision.
 
 use crate::engine::EngineError;

@@ -224,7 +224,7 @@ mod tests {
 
     #[test]
     fn every_member_present_lists_in_lower_camel_case_and_keys_in_ascii_order() {
-        // As captured from AWS for a Query ListQueues accepting JSON, with no queues.
+        // As observed on AWS for a Query ListQueues accepting JSON, with no queues.
         let none = response(A::ListQueues, json!({}), "a85e390b");
         assert_eq!(
             String::from_utf8(none.body).unwrap(),
@@ -239,7 +239,7 @@ mod tests {
             listed["ListQueuesResponse"]["ListQueuesResult"]["queueUrls"],
             json!(["http://h/1/q"])
         );
-        // SendMessage to a standard queue, as captured: the absent members are null.
+        // SendMessage to a standard queue, as observed on AWS: the absent members are null.
         let sent = response(
             A::SendMessage,
             json!({"MD5OfMessageBody": "49f6", "MessageId": "m1"}),

@@ -169,7 +169,7 @@ impl Service {
         crate::engine::topic::check_message(request)?;
         let message_id: Arc<str> = uuid::Uuid::new_v4().to_string().into();
         let record = captured::sms_to_number(number, request, &message_id, self.clock.now());
-        self.backend.record(vec![record]).await?;
+        self.backend.capture(vec![record]).await?;
         Ok(message_id)
     }
 }

@@ -386,7 +386,7 @@ impl Service {
             structure: request.structured.then_some("json"),
             at: self.clock.now(),
         };
-        self.backend.record(vec![record]).await?;
+        self.backend.capture(vec![record]).await?;
         Ok(PublishOutput {
             id: None,
             message_id: message_id.to_string(),

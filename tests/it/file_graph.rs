@@ -10,7 +10,8 @@ use std::path::{Path, PathBuf};
 
 use crate::module_graph::{code_of, cycle_through, rust_files, Graph};
 
-/// The engine's source: each file's code without comments and inline test modules.
+/// A crate's source (`src/` or `bench/src/`): each file's code without comments and inline
+/// test modules.
 struct Tree {
     src: PathBuf,
     code: BTreeMap<PathBuf, String>,

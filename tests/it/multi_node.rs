@@ -163,7 +163,7 @@ async fn consume(
                     break;
                 }
                 _ => {
-                    // Captured and released first: once the delete lands, another consumer
+                    // Noted in the ledger and released first: once the delete lands, another consumer
                     // may take the group's next message.
                     {
                         let mut ledger = ledger.lock().unwrap();

@@ -313,7 +313,7 @@ async fn retries_wait_for_the_policy_delays_on_a_manual_clock() {
     assert_eq!(receiver.next().await.status, 500);
     assert_eq!(receiver.next().await.status, 503);
     // The backoff phase: 5 s, then 10 s. Nothing happens before each delay has passed.
-    // (Each failure is captured, and its retry scheduled, before the clock moves.)
+    // (Each failure is noted, and its retry scheduled, before the clock moves.)
     // The worker sends only what is due, so a retry scheduled later cannot have been sent.
     wait_for_retries(&server, 2).await;
     assert_eq!(next_attempt(&server).await, due_at(clock.now().0 + 5_000));
@@ -329,7 +329,7 @@ async fn retries_wait_for_the_policy_delays_on_a_manual_clock() {
     let last = receiver.next().await;
     assert_eq!(last.status, 200);
     assert_eq!(last.json()["Message"], "eventually");
-    // The receiver answered before the server captured the delivery: on PostgreSQL, moving the
+    // The receiver answered before the server noted the delivery: on PostgreSQL, moving the
     // clock past the delivery's lease before then would hand it out again.
     wait_for_count(&server, "Delivered", 1).await;
     let lane = webhook_stats(&server).await["Subscriptions"][0].clone();

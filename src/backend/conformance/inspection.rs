@@ -175,7 +175,7 @@ pub async fn captured_messages<B: crate::backend::Inspection>(backend: &B) {
         at: Timestamp(n as u64),
     };
     backend
-        .record((0..KEPT + 2).map(sms).collect())
+        .capture((0..KEPT + 2).map(sms).collect())
         .await
         .unwrap();
     let (listed, dropped) = backend.captured_messages().await.unwrap();

@@ -112,8 +112,8 @@ impl Inspection for Embedded {
         Box::pin(async move { Ok(listed) })
     }
 
-    fn record(&self, records: Vec<CapturedMessage>) -> Answer<'_, ()> {
-        self.captured.keep(records);
+    fn capture(&self, messages: Vec<CapturedMessage>) -> Answer<'_, ()> {
+        self.captured.keep(messages);
         Box::pin(async { Ok(()) })
     }
 

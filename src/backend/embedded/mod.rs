@@ -25,7 +25,7 @@ type Entry = Arc<QueueEntry<Notify>>;
 pub struct Embedded {
     engine: Arc<Engine<Notify>>,
     /// `None` when ephemeral: changes are done once made.
-    change_log: Option<Arc<LogWriter>>,
+    log_writer: Option<Arc<LogWriter>>,
     clock: Arc<dyn Clock>,
     /// Signalled when webhook deliveries were queued (the webhook worker waits on it).
     deliveries: Arc<Notify>,
@@ -46,13 +46,13 @@ fn log_failed() -> BackendError {
 impl Embedded {
     pub fn new(
         engine: Arc<Engine<Notify>>,
-        change_log: Option<Arc<LogWriter>>,
+        log_writer: Option<Arc<LogWriter>>,
         clock: Arc<dyn Clock>,
         deliveries: Arc<Notify>,
     ) -> Self {
         Embedded {
             engine,
-            change_log,
+            log_writer,
             clock,
             deliveries,
             move_runners: Default::default(),
@@ -77,8 +77,8 @@ impl Embedded {
     /// Changes are refused while the log cannot be written: made in memory only, they would
     /// vanish on restart.
     fn refuse_if_failed(&self) -> BackendResult<()> {
-        match &self.change_log {
-            Some(change_log) if change_log.failed() => Err(log_failed()),
+        match &self.log_writer {
+            Some(log_writer) if log_writer.failed() => Err(log_failed()),
             _ => Ok(()),
         }
     }
@@ -110,11 +110,11 @@ impl Embedded {
 
     /// Waits until everything changed so far is in the log.
     async fn durable(&self) -> BackendResult<()> {
-        let Some(change_log) = &self.change_log else {
+        let Some(log_writer) = &self.log_writer else {
             return Ok(());
         };
-        change_log
-            .wait(change_log.next_lsn())
+        log_writer
+            .wait(log_writer.next_lsn())
             .await
             // The change is made in memory: the log may still write it (a failed write is
             // tried again), and a snapshot would keep it.

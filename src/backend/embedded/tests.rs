@@ -9,25 +9,25 @@ use crate::persist::writer::FsyncMode;
 
 /// The embedded backend over a log whose storage is `storage`.
 fn backend(storage: MemStorage) -> (Embedded, Arc<LogWriter>) {
-    let (backend, change_log, _) = backend_on_clock(storage);
-    (backend, change_log)
+    let (backend, log_writer, _) = backend_on_clock(storage);
+    (backend, log_writer)
 }
 
 /// The embedded backend, its log and the manual clock it reads.
 fn backend_on_clock(storage: MemStorage) -> (Embedded, Arc<LogWriter>, Arc<ManualClock>) {
     let (log, _) = SegmentLog::open(storage, 1 << 20).unwrap();
-    let change_log = LogWriter::new();
-    change_log.start(log, 1, FsyncMode::Always);
+    let log_writer = LogWriter::new();
+    log_writer.start(log, 1, FsyncMode::Always);
     let mut engine = Engine::new("000000000000", "us-east-1");
-    engine.set_log(change_log.clone());
+    engine.set_log(log_writer.clone());
     let clock = Arc::new(ManualClock::new(Timestamp(1)));
     let backend = Embedded::new(
         Arc::new(engine),
-        Some(change_log.clone()),
+        Some(log_writer.clone()),
         clock.clone(),
         Default::default(),
     );
-    (backend, change_log, clock)
+    (backend, log_writer, clock)
 }
 
 fn create(name: &str) -> CreateQueue {
@@ -42,20 +42,20 @@ fn create(name: &str) -> CreateQueue {
 
 #[tokio::test]
 async fn a_change_is_answered_once_the_log_holds_it() {
-    let (backend, change_log) = backend(MemStorage::default());
+    let (backend, log_writer) = backend(MemStorage::default());
     let name = backend.create_queue(create("q")).await.unwrap();
     assert_eq!(&*name, "q");
     // Answered means durable: the record is already synced.
-    assert_eq!(change_log.durable().lsn, change_log.next_lsn());
+    assert_eq!(log_writer.durable().lsn, log_writer.next_lsn());
     assert_eq!(backend.queue_tags("q").await.unwrap()["team"], "prices");
     let error = backend.find_queue("missing").await.unwrap_err();
     assert!(matches!(error, BackendError::Rejected(_)), "{error}");
-    change_log.close();
+    log_writer.close();
 }
 
 #[tokio::test]
 async fn a_change_the_log_cannot_take_is_unconfirmed_and_the_next_refused() {
-    let (backend, change_log) = backend(MemStorage {
+    let (backend, log_writer) = backend(MemStorage {
         fail_append_after: Some(3),
         fail_truncate: true,
         ..MemStorage::default()
@@ -65,7 +65,7 @@ async fn a_change_the_log_cannot_take_is_unconfirmed_and_the_next_refused() {
     // Once the log is known to fail, a change is refused before it is made.
     let error = backend.create_queue(create("r")).await.unwrap_err();
     assert!(matches!(error, BackendError::Unavailable(_)), "{error}");
-    change_log.close();
+    log_writer.close();
 }
 
 fn message(body: &str) -> SendRequest {
@@ -91,7 +91,7 @@ fn receive_one() -> ReceiveRequest {
 
 #[tokio::test]
 async fn a_long_poll_is_woken_by_a_send_and_ends_when_the_clock_reaches_its_deadline() {
-    let (backend, change_log, clock) = backend_on_clock(MemStorage::default());
+    let (backend, log_writer, clock) = backend_on_clock(MemStorage::default());
     let backend = Arc::new(backend);
     backend.create_queue(create("q")).await.unwrap();
     let poll = |backend: Arc<Embedded>| {
@@ -110,7 +110,7 @@ async fn a_long_poll_is_woken_by_a_send_and_ends_when_the_clock_reaches_its_dead
     assert_eq!(received.len(), 1);
     assert_eq!(&*received[0].message.body, "price");
     // The receive is durable before it is answered, as sends are.
-    assert_eq!(change_log.durable().lsn, change_log.next_lsn());
+    assert_eq!(log_writer.durable().lsn, log_writer.next_lsn());
 
     let waiting = poll(backend.clone());
     tokio::task::yield_now().await;
@@ -119,12 +119,12 @@ async fn a_long_poll_is_woken_by_a_send_and_ends_when_the_clock_reaches_its_dead
     assert!(!waiting.is_finished(), "answered before its wait time");
     clock.advance_millis(1);
     assert!(waiting.await.unwrap().unwrap().is_empty());
-    change_log.close();
+    log_writer.close();
 }
 
 #[tokio::test]
 async fn each_handle_of_a_batch_is_answered_on_its_own() {
-    let (backend, change_log) = backend(MemStorage::default());
+    let (backend, log_writer) = backend(MemStorage::default());
     backend.create_queue(create("q")).await.unwrap();
     backend.send("q", message("a")).await.unwrap();
     let received = backend.receive("q", receive_one(), Some(0)).await.unwrap();
@@ -134,42 +134,42 @@ async fn each_handle_of_a_batch_is_answered_on_its_own() {
     assert!(results[1].is_err(), "a malformed handle fails its entry");
     let missing = backend.delete("missing", vec![handle]).await.unwrap_err();
     assert!(matches!(missing, BackendError::Rejected(_)), "{missing}");
-    change_log.close();
+    log_writer.close();
 }
 
 #[tokio::test]
 async fn keeps_the_rules_of_queue_administration() {
-    let (backend, _change_log, clock) = backend_on_clock(MemStorage::default());
+    let (backend, _log_writer, clock) = backend_on_clock(MemStorage::default());
     crate::backend::conformance::queue_administration(&backend, clock.now()).await;
 }
 
 #[tokio::test]
 async fn keeps_the_rules_of_messages() {
-    let (backend, _change_log, clock) = backend_on_clock(MemStorage::default());
+    let (backend, _log_writer, clock) = backend_on_clock(MemStorage::default());
     crate::backend::conformance::messages(&backend, &clock).await;
 }
 
 #[tokio::test]
 async fn keeps_the_rules_of_inspection() {
-    let (backend, _change_log, clock) = backend_on_clock(MemStorage::default());
+    let (backend, _log_writer, clock) = backend_on_clock(MemStorage::default());
     crate::backend::conformance::inspection(&backend, &clock).await;
 }
 
 #[tokio::test]
 async fn keeps_the_rules_of_captured_messages() {
-    let (backend, _change_log, _clock) = backend_on_clock(MemStorage::default());
+    let (backend, _log_writer, _clock) = backend_on_clock(MemStorage::default());
     crate::backend::conformance::captured_messages(&backend).await;
 }
 
 #[tokio::test]
 async fn keeps_the_rules_of_move_tasks() {
-    let (backend, _change_log, clock) = backend_on_clock(MemStorage::default());
+    let (backend, _log_writer, clock) = backend_on_clock(MemStorage::default());
     crate::backend::conformance::move_tasks(&backend, &clock).await;
 }
 
 #[tokio::test]
 async fn keeps_the_rules_of_topics() {
-    let (backend, _change_log, clock) = backend_on_clock(MemStorage::default());
+    let (backend, _log_writer, clock) = backend_on_clock(MemStorage::default());
     crate::backend::conformance::topics(&backend, &clock).await;
 }
 
@@ -179,7 +179,7 @@ async fn keeps_the_rules_of_topics() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_webhook_delivery_is_taken_only_once_its_record_is_durable() {
     use crate::backend::{CreateTopic, Deliveries, Subscribe, Topics};
-    let (backend, change_log) = backend(MemStorage::default());
+    let (backend, log_writer) = backend(MemStorage::default());
     let backend = Arc::new(backend);
     let topic = backend
         .create_topic(CreateTopic {
@@ -189,7 +189,7 @@ async fn a_webhook_delivery_is_taken_only_once_its_record_is_durable() {
         })
         .await
         .unwrap();
-    change_log.hold_writes(true);
+    log_writer.hold_writes(true);
     // The subscription's confirmation goes to the outbox; its answer waits for the log.
     let subscribing = {
         let (backend, topic) = (backend.clone(), topic.clone());
@@ -220,7 +220,7 @@ async fn a_webhook_delivery_is_taken_only_once_its_record_is_durable() {
     };
     // Both wait for the log: the subscribe's answer and the confirmation's sending.
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-    while change_log.durability_waiters() < 2 {
+    while log_writer.durability_waiters() < 2 {
         assert!(
             !taking.is_finished(),
             "a delivery was taken while the log held none of it"
@@ -232,10 +232,10 @@ async fn a_webhook_delivery_is_taken_only_once_its_record_is_durable() {
         tokio::task::yield_now().await;
     }
     assert!(!taking.is_finished());
-    change_log.hold_writes(false);
+    log_writer.hold_writes(false);
     let taken = taking.await.unwrap();
     assert_eq!(taken.len(), 1);
-    assert!(change_log.durable().lsn >= change_log.next_lsn());
+    assert!(log_writer.durable().lsn >= log_writer.next_lsn());
     subscribing.await.unwrap().expect("subscribed");
 
     // A log that fails: the attempt taken is handed back, due again, its attempt not counted.
@@ -246,5 +246,5 @@ async fn a_webhook_delivery_is_taken_only_once_its_record_is_durable() {
     );
     let again = backend.take_deliveries(Timestamp(2), 10).await.unwrap();
     assert_eq!((again.len(), again[0].number), (1, taken[0].number));
-    change_log.close();
+    log_writer.close();
 }

@@ -164,7 +164,7 @@ pub struct Notified<'a> {
     pub at: Timestamp,
 }
 
-pub fn notification_record(subscription: &Subscription, n: Notified) -> CapturedMessage {
+pub fn notification(subscription: &Subscription, n: Notified) -> CapturedMessage {
     let body = match subscription.protocol {
         P::EmailJson => (n.envelope)(),
         P::Firehose if subscription.raw_delivery => n.text.to_string(),

@@ -263,7 +263,7 @@ impl<W: Default> Engine<W> {
     ) -> Delivered<W> {
         let (topic, subscription) = (addressed.topic, addressed.subscription);
         let envelope = || addressed.envelope(signer);
-        if let Some(record) = addressed.record(&envelope, now) {
+        if let Some(record) = addressed.capture(&envelope, now) {
             return Delivered::Captured(Box::new(record));
         }
         if subscription.is_webhook() {
@@ -383,7 +383,7 @@ impl<W: Default> Engine<W> {
 
 impl Addressed<'_> {
     /// What a captured protocol's endpoint would have received; `None` for other protocols.
-    fn record(&self, envelope: &dyn Fn() -> String, now: Timestamp) -> Option<CapturedMessage> {
+    fn capture(&self, envelope: &dyn Fn() -> String, now: Timestamp) -> Option<CapturedMessage> {
         let subscription = self.subscription;
         if subscription.protocol.kind() != EndpointKind::Captured {
             return None;
@@ -400,7 +400,7 @@ impl Addressed<'_> {
             envelope,
             at: now,
         };
-        Some(captured::notification_record(subscription, notified))
+        Some(captured::notification(subscription, notified))
     }
 
     /// What an HTTP/S endpoint gets: the text raw, or the envelope `envelope` builds.

@@ -189,7 +189,7 @@ impl Topic {
             ))
         };
         match name {
-            // Turning a standard topic FIFO names its (non-.fifo) name as the fault (captured
+            // Turning a standard topic FIFO names its (non-.fifo) name as the fault (observed
             // on AWS); any other FifoTopic change is refused as an attribute that cannot be set
             // (sns.md §3.5, AWS-observed).
             "FifoTopic" if !self.fifo && value.eq_ignore_ascii_case("true") => {

@@ -64,7 +64,7 @@ pub struct Subscription {
     /// What became of the last messages published to it (not persisted).
     pub recent: super::recent::Recent,
     /// `SubscriptionPrincipal`: the ARN of whoever subscribed; `None` for subscriptions made
-    /// before it was captured (reported as the owner account's root).
+    /// before it was kept (reported as the owner account's root).
     pub principal: Option<Arc<str>>,
 }
 

@@ -154,7 +154,7 @@ pub fn acquire(
 /// lease; and the database's promise about acknowledged writes, read again at each renewal
 /// (with the storage URL's hosts and whether it asks for a read-write one).
 pub struct Held {
-    pub change_log: Arc<LogWriter>,
+    pub log_writer: Arc<LogWriter>,
     pub tenure: Arc<Tenure>,
     pub clock: Arc<dyn Clock>,
     pub replication: (replication::Shared, (usize, bool)),
@@ -311,7 +311,7 @@ enum Ended {
 
 /// Renews until ordered to stop or until the lease is lost.
 fn renew(db: &mut Blocking, epoch: i64, taken: Instant, held: &Held, orders: &Orders) -> Ended {
-    let (change_log, tenure, clock) = (&held.change_log, &held.tenure, &held.clock);
+    let (log_writer, tenure, clock) = (&held.log_writer, &held.tenure, &held.clock);
     let (promise, url) = (&held.replication.0, held.replication.1);
     // The lease was taken (or last renewed) no earlier than this.
     let mut held_since = taken;
@@ -365,7 +365,7 @@ fn renew(db: &mut Blocking, epoch: i64, taken: Instant, held: &Held, orders: &Or
                     epoch,
                     "another node took the lease: this node acknowledges nothing more and steps down"
                 );
-                change_log.fail_for_good();
+                log_writer.fail_for_good();
                 return Ended::Lost;
             }
             Err(failed) if held_since.elapsed() >= LEASE => {
@@ -375,7 +375,7 @@ fn renew(db: &mut Blocking, epoch: i64, taken: Instant, held: &Held, orders: &Or
                     "the lease could not be renewed in time: this node acknowledges nothing more, \
                      as another may lead now, and steps down"
                 );
-                change_log.fail_for_good();
+                log_writer.fail_for_good();
                 return Ended::Lost;
             }
             Err(failed) => {

@@ -59,7 +59,7 @@ pub struct Settings {
 /// The log in the database, led by this node: the log the engine writes to, the lease that
 /// lets it, and where its snapshots go.
 pub struct DatabaseLog {
-    pub change_log: Arc<LogWriter>,
+    pub log_writer: Arc<LogWriter>,
     pub lease: Arc<Keeper>,
     pub snapshots: DatabaseSnapshots,
     pub live_at_snapshot: u64,
@@ -95,7 +95,7 @@ pub struct ReadyDatabase {
     config: tokio_postgres::Config,
     db: connection::Blocking,
     node: String,
-    pub change_log: Arc<LogWriter>,
+    pub log_writer: Arc<LogWriter>,
     /// How long this node may act as the leader: begun when it leads, kept by the lease.
     pub tenure: Arc<crate::persist::tenure::Tenure>,
     /// When the lease was last asked for: one taken then runs from no earlier.
@@ -124,18 +124,18 @@ pub enum Asked {
 }
 
 impl ReadyDatabase {
-    /// Checks the tables and gives `engine` (fresh) the log it will log to.
+    /// Checks the tables and gives `engine` (fresh) the log it will write its changes to.
     pub fn new<W: Default>(settings: &Settings, engine: &mut Engine<W>) -> Result<Self, OpenError> {
         let config = connection::config(&settings.url).map_err(OpenError::Url)?;
         let mut db = connection::Blocking::new(config.clone())?;
         schema::prepare(&mut db, &settings.region, &settings.account_id)?;
-        let change_log = LogWriter::new();
-        engine.set_log(change_log.clone());
+        let log_writer = LogWriter::new();
+        engine.set_log(log_writer.clone());
         Ok(ReadyDatabase {
             config,
             db,
             node: uuid::Uuid::new_v4().to_string(),
-            change_log,
+            log_writer,
             tenure: Arc::new(crate::persist::tenure::Tenure::not_begun()),
             asked_at: std::time::Instant::now(),
             batch_wait: settings.batch_wait,
@@ -199,9 +199,9 @@ impl ReadyDatabase {
         if let Ok(promise) = promise {
             self.replication.found(promise);
         }
-        let change_log = self.change_log.clone();
+        let log_writer = self.log_writer.clone();
         let held = lease::Held {
-            change_log: change_log.clone(),
+            log_writer: log_writer.clone(),
             tenure: self.tenure.clone(),
             clock,
             replication: (self.replication.clone(), url),
@@ -237,15 +237,15 @@ impl ReadyDatabase {
             }
         }
         let next_lsn = recovered.report.next_lsn;
-        change_log.count_logged(recovered.log_bytes);
-        change_log.start(
+        log_writer.count_logged(recovered.log_bytes);
+        log_writer.start(
             table_log::TableLog::new(self.db, epoch, next_lsn).waiting(self.batch_wait),
             next_lsn,
             FsyncMode::Always,
         );
         engine.keep_receipt_key();
         Ok(DatabaseLog {
-            change_log,
+            log_writer,
             lease: Arc::new(lease),
             snapshots: DatabaseSnapshots::new(self.config, epoch),
             live_at_snapshot: recovered.live_at_snapshot,

@@ -99,7 +99,7 @@ impl SnapshotStore for DatabaseSnapshots {
     fn take(
         &self,
         engine: &Engine<Notify>,
-        change_log: &LogWriter,
+        log_writer: &LogWriter,
     ) -> std::io::Result<(String, u64)> {
         let id = (uuid::Uuid::new_v4().as_u64_pair().0 >> 1) as i64;
         let create = || {
@@ -111,7 +111,7 @@ impl SnapshotStore for DatabaseSnapshots {
                 bytes: 0,
             })
         };
-        let written = snapshot::write_to(create, engine, change_log);
+        let written = snapshot::write_to(create, engine, log_writer);
         self.keep(id, written).map_err(|(error, maybe_kept)| {
             // Its chunks would stay until a snapshot is kept; while snapshots fail, each
             // attempt would leave another set. Not if its keep may have committed: the log

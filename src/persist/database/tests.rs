@@ -424,9 +424,9 @@ fn a_snapshot_is_read_whole_while_the_leader_keeps_a_newer_one() {
             .create_queue_from(name, &[], &[], t)
             .expect("created");
     }
-    let lsn = crate::engine::ChangeLog::next_lsn(&*log.change_log);
-    log.change_log.wait_blocking(lsn).expect("durable");
-    log.snapshots.take(&leader, &log.change_log).expect("kept");
+    let lsn = crate::engine::ChangeLog::next_lsn(&*log.log_writer);
+    log.log_writer.wait_blocking(lsn).expect("durable");
+    log.snapshots.take(&leader, &log.log_writer).expect("kept");
 
     let dropped = url.clone();
     let keep_a_newer_one = Box::new(move || {
@@ -462,14 +462,14 @@ fn chunks_of_snapshots_never_kept_are_removed() {
     let log = super::open(&settings, &mut leader).expect("leads");
     let t = crate::engine::Timestamp(1_000);
     leader.create_queue_from("q", &[], &[], t).expect("created");
-    let lsn = crate::engine::ChangeLog::next_lsn(&*log.change_log);
-    log.change_log.wait_blocking(lsn).expect("durable");
+    let lsn = crate::engine::ChangeLog::next_lsn(&*log.log_writer);
+    log.log_writer.wait_blocking(lsn).expect("durable");
     let mut admin = connect(&url);
     let chunks =
         |admin: &mut Blocking| number(admin, "SELECT count(*) FROM log_snapshot_chunks".into());
     // Another node took the lease: the keep is refused, and its chunks go.
     sql(&mut admin, "UPDATE log_leader SET epoch = epoch + 1");
-    assert!(log.snapshots.take(&leader, &log.change_log).is_err());
+    assert!(log.snapshots.take(&leader, &log.log_writer).is_err());
     assert_eq!(chunks(&mut admin), 0);
     // A leader that died while writing one left a chunk; the next leader removes it.
     sql(
@@ -503,22 +503,22 @@ fn a_snapshot_is_kept_only_once_the_records_it_covers_are_in_the_database() {
         .create_queue_from("a.fifo", &fifo(), &[], t)
         .expect("created");
     send(&engine, "a.fifo", "durable", t);
-    let lsn = crate::engine::ChangeLog::next_lsn(&*log.change_log);
-    log.change_log.wait_blocking(lsn).expect("durable");
+    let lsn = crate::engine::ChangeLog::next_lsn(&*log.log_writer);
+    log.log_writer.wait_blocking(lsn).expect("durable");
     // Queued, never written: never acknowledged either.
-    log.change_log.hold_writes(true);
+    log.log_writer.hold_writes(true);
     send(&engine, "a.fifo", "lost with its leader", t);
     let engine = std::sync::Arc::new(engine);
     let taking = {
-        let (snapshots, engine, change_log) = (
+        let (snapshots, engine, log_writer) = (
             log.snapshots.clone(),
             engine.clone(),
-            log.change_log.clone(),
+            log.log_writer.clone(),
         );
-        std::thread::spawn(move || snapshots.take(&engine, &change_log))
+        std::thread::spawn(move || snapshots.take(&engine, &log_writer))
     };
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-    while !taking.is_finished() && log.change_log.durability_waiters() == 0 {
+    while !taking.is_finished() && log.log_writer.durability_waiters() == 0 {
         assert!(
             std::time::Instant::now() < deadline,
             "the snapshot neither kept nor waiting"
@@ -531,7 +531,7 @@ fn a_snapshot_is_kept_only_once_the_records_it_covers_are_in_the_database() {
         &mut admin,
         "UPDATE log_leader SET epoch = epoch + 1, expires = '-infinity'",
     );
-    log.change_log.hold_writes(false);
+    log.log_writer.hold_writes(false);
     assert!(
         taking.join().expect("no panic").is_err(),
         "a snapshot kept past what is durable"
@@ -542,9 +542,9 @@ fn a_snapshot_is_kept_only_once_the_records_it_covers_are_in_the_database() {
     let next_log = super::open(&settings, &mut next).expect("leads next");
     assert_eq!(bodies(&next, "a.fifo"), ["durable"]);
     send(&next, "a.fifo", "after the takeover", t.plus_millis(1));
-    let lsn = crate::engine::ChangeLog::next_lsn(&*next_log.change_log);
-    next_log.change_log.wait_blocking(lsn).expect("durable");
-    next_log.change_log.close();
+    let lsn = crate::engine::ChangeLog::next_lsn(&*next_log.log_writer);
+    next_log.log_writer.wait_blocking(lsn).expect("durable");
+    next_log.log_writer.close();
     next_log.lease.release();
     for start in 0..2 {
         let mut again = new_engine();
@@ -554,7 +554,7 @@ fn a_snapshot_is_kept_only_once_the_records_it_covers_are_in_the_database() {
             ["durable", "after the takeover"],
             "takeover {start} after"
         );
-        log.change_log.close();
+        log.log_writer.close();
         log.lease.release();
     }
 }

@@ -48,7 +48,7 @@ pub fn import(dir: &Path, settings: &Settings) -> Result<Moved, OpenError> {
     let empty = log.report.snapshot.is_none() && log.report.next_lsn == 0;
     let moved = if empty {
         log.snapshots
-            .take(&source, &log.change_log)
+            .take(&source, &log.log_writer)
             .map_err(OpenError::Io)
             .map(|(snapshot, _)| {
                 let (queues, messages) = count(&source);
@@ -63,10 +63,10 @@ pub fn import(dir: &Path, settings: &Settings) -> Result<Moved, OpenError> {
             "the database already holds a log: import into an empty one".into(),
         ))
     };
-    log.change_log.close();
+    log.log_writer.close();
     log.lease.release();
-    data.change_log.close();
-    crate::persist::clean_stop::note(dir, &data.change_log);
+    data.log_writer.close();
+    crate::persist::clean_stop::note(dir, &data.log_writer);
     moved
 }
 
@@ -86,9 +86,9 @@ pub fn export(dir: &Path, settings: &Settings) -> Result<Moved, OpenError> {
     let exported = crate::persist::open(dir, FsyncMode::Always, &mut destination)
         .map_err(OpenError::Recovery)
         .and_then(|(data, _)| {
-            let written = crate::persist::snapshot::take(dir, &source, &data.change_log);
-            data.change_log.close();
-            crate::persist::clean_stop::note(dir, &data.change_log);
+            let written = crate::persist::snapshot::take(dir, &source, &data.log_writer);
+            data.log_writer.close();
+            crate::persist::clean_stop::note(dir, &data.log_writer);
             let path = written.map_err(OpenError::Io)?;
             let (queues, messages) = count(&source);
             Ok(Moved {
@@ -97,7 +97,7 @@ pub fn export(dir: &Path, settings: &Settings) -> Result<Moved, OpenError> {
                 snapshot: path.display().to_string(),
             })
         });
-    log.change_log.close();
+    log.log_writer.close();
     log.lease.release();
     exported
 }

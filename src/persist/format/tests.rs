@@ -274,9 +274,9 @@ mod at_startup {
             .create_queue_from("q", &[], &[], Timestamp(1))
             .unwrap();
         if snapshot {
-            snapshot::take(dir.path(), &engine, &data.change_log).unwrap();
+            snapshot::take(dir.path(), &engine, &data.log_writer).unwrap();
         }
-        data.change_log.close();
+        data.log_writer.close();
         dir
     }
 

@@ -31,10 +31,10 @@ pub use write::{write_to, Written};
 pub fn take<W: Default>(
     dir: &Path,
     engine: &Engine<W>,
-    change_log: &LogWriter,
+    log_writer: &LogWriter,
 ) -> std::io::Result<PathBuf> {
     let temporary = dir.join("snapshot.tmp");
-    let taken = write::write(dir, &temporary, engine, change_log);
+    let taken = write::write(dir, &temporary, engine, log_writer);
     if taken.is_err() {
         // A half-written snapshot would hold disk space the log needs (a full disk is the
         // likeliest reason to be here).

@@ -20,23 +20,23 @@ pub trait SnapshotStore: Send + Sync + 'static {
     fn take(
         &self,
         engine: &Engine<Notify>,
-        change_log: &LogWriter,
+        log_writer: &LogWriter,
     ) -> std::io::Result<(String, u64)>;
     /// Bytes of room there is for a snapshot, if the store can say.
     fn free_bytes(&self) -> Option<u64> {
         None
     }
     /// The log closed: a data directory notes a clean stop if every record was synced.
-    fn log_closed(&self, _change_log: &LogWriter) {}
+    fn log_closed(&self, _log_writer: &LogWriter) {}
 }
 
 impl SnapshotStore for DataDir {
     fn take(
         &self,
         engine: &Engine<Notify>,
-        change_log: &LogWriter,
+        log_writer: &LogWriter,
     ) -> std::io::Result<(String, u64)> {
-        let path = super::take(&self.path, engine, change_log)?;
+        let path = super::take(&self.path, engine, log_writer)?;
         let size = std::fs::metadata(&path)?.len();
         Ok((path.display().to_string(), size))
     }
@@ -45,15 +45,15 @@ impl SnapshotStore for DataDir {
         free_bytes(&self.path)
     }
 
-    fn log_closed(&self, change_log: &LogWriter) {
-        crate::persist::clean_stop::note(&self.path, change_log);
+    fn log_closed(&self, log_writer: &LogWriter) {
+        crate::persist::clean_stop::note(&self.path, log_writer);
     }
 }
 
 /// Takes the snapshots of one log.
 pub struct Snapshotter {
     engine: Arc<Engine<Notify>>,
-    change_log: Arc<LogWriter>,
+    log_writer: Arc<LogWriter>,
     store: Box<dyn SnapshotStore>,
     /// `Engine::stored_bytes` as the last snapshot left it (before the log was replayed).
     live_at_snapshot: u64,
@@ -66,14 +66,14 @@ pub struct Snapshotter {
 impl Snapshotter {
     pub fn new(
         engine: Arc<Engine<Notify>>,
-        change_log: Arc<LogWriter>,
+        log_writer: Arc<LogWriter>,
         store: Box<dyn SnapshotStore>,
         live_at_snapshot: u64,
         after: u64,
     ) -> Self {
         Snapshotter {
             engine,
-            change_log,
+            log_writer,
             store,
             live_at_snapshot,
             after,
@@ -89,19 +89,19 @@ impl Snapshotter {
 
     /// The data directory's snapshots, which keep it locked while they live.
     pub fn of_dir(engine: Arc<Engine<Notify>>, data: DataDir, after: u64) -> Self {
-        let change_log = data.change_log.clone();
+        let log_writer = data.log_writer.clone();
         let live = data.live_at_snapshot;
-        Self::new(engine, change_log, Box::new(data), live, after)
+        Self::new(engine, log_writer, Box::new(data), live, after)
     }
 
-    pub fn change_log(&self) -> &Arc<LogWriter> {
-        &self.change_log
+    pub fn log_writer(&self) -> &Arc<LogWriter> {
+        &self.log_writer
     }
 
     /// Closes the log once everything queued is written (blocks).
     pub fn close(&self) {
-        self.change_log.close();
-        self.store.log_closed(&self.change_log);
+        self.log_writer.close();
+        self.store.log_closed(&self.log_writer);
     }
 
     /// Writes a snapshot now and lets the log drop what it covers; returns its size in bytes.
@@ -112,9 +112,9 @@ impl Snapshotter {
             return Err(std::io::Error::other("the server is stopping"));
         }
         let started = Instant::now();
-        let metrics = self.change_log.metrics();
+        let metrics = self.log_writer.metrics();
         let began_at = metrics.bytes.get();
-        let (path, size) = self.store.take(&self.engine, &self.change_log)?;
+        let (path, size) = self.store.take(&self.engine, &self.log_writer)?;
         metrics.snapshot_kept(began_at);
         metrics.snapshots.inc();
         metrics
@@ -131,7 +131,7 @@ impl Snapshotter {
 
     /// Snapshots whenever one is due; runs until aborted.
     pub async fn run(self: Arc<Self>) {
-        let change_log = &self.change_log;
+        let log_writer = &self.log_writer;
         let mut last_size = 0;
         let mut live_at_last = self.live_at_snapshot;
         // The least log that could make a snapshot due; the writer wakes this task when the
@@ -140,10 +140,10 @@ impl Snapshotter {
         // Said once for each time the disk runs short.
         let mut short_of_room = false;
         loop {
-            change_log.log_reaches(wait_for).await;
+            log_writer.log_reaches(wait_for).await;
             let live = self.engine.stored_bytes();
             let threshold = self.after.max(last_size);
-            let log_bytes = change_log.bytes_since_snapshot();
+            let log_bytes = log_writer.bytes_since_snapshot();
             let growth = live.saturating_sub(live_at_last);
             if !due(log_bytes, growth, threshold) {
                 // History must reach the threshold: at least this much more log is needed.
@@ -154,7 +154,7 @@ impl Snapshotter {
             // A snapshot that cannot fit would only take the log's room while it is written.
             let least = self.engine.payload_bytes();
             if self.store.free_bytes().is_some_and(|free| free < least) {
-                change_log.metrics().snapshot_failed(true);
+                log_writer.metrics().snapshot_failed(true);
                 if !short_of_room {
                     tracing::warn!(
                         needs_at_least = least,
@@ -175,13 +175,13 @@ impl Snapshotter {
                     wait_for = self.after.max(last_size);
                 }
                 Ok(Err(error)) => {
-                    change_log.metrics().snapshot_failed(false);
+                    log_writer.metrics().snapshot_failed(false);
                     tracing::error!(%error, "snapshot failed; the log keeps growing");
                     // An I/O failure (disk full, say): try again later, not at once.
                     tokio::time::sleep(RETRY).await;
                 }
                 Err(error) => {
-                    change_log.metrics().snapshot_failed(false);
+                    log_writer.metrics().snapshot_failed(false);
                     tracing::error!(%error, "snapshot task failed");
                     tokio::time::sleep(RETRY).await;
                 }

@@ -78,10 +78,10 @@ pub struct Written<O> {
 pub fn write_to<W: Default, O: Write>(
     create: impl FnOnce() -> std::io::Result<O>,
     engine: &Engine<W>,
-    change_log: &LogWriter,
+    log_writer: &LogWriter,
 ) -> std::io::Result<Written<O>> {
-    let (segment, first_lsn) = change_log.rotate().map_err(std::io::Error::other)?;
-    let (entries, registry, registry_lsn) = engine.registry_cut(|| change_log.next_lsn());
+    let (segment, first_lsn) = log_writer.rotate().map_err(std::io::Error::other)?;
+    let (entries, registry, registry_lsn) = engine.registry_cut(|| log_writer.next_lsn());
     let mut out = Out {
         file: create()?,
         buf: Vec::new(),
@@ -93,11 +93,11 @@ pub fn write_to<W: Default, O: Write>(
         registry: (&registry).into(),
     })?;
     for entry in &entries {
-        write_queue(&mut out, entry, change_log)?;
+        write_queue(&mut out, entry, log_writer)?;
     }
-    write_topics(&mut out, engine, change_log)?;
-    write_deliveries(&mut out, engine, change_log)?;
-    let (lsn, tasks) = engine.move_task_image(|| change_log.next_lsn());
+    write_topics(&mut out, engine, log_writer)?;
+    write_deliveries(&mut out, engine, log_writer)?;
+    let (lsn, tasks) = engine.move_task_image(|| log_writer.next_lsn());
     out.item(&Item::MoveTasks {
         lsn,
         tasks: List::Write(&tasks),
@@ -108,7 +108,7 @@ pub fn write_to<W: Default, O: Write>(
     if let Some(key) = engine.receipt_key_record() {
         out.item(&Item::ReceiptKey(DiskChange::from(&key)))?;
     }
-    let (lsn, mobile) = engine.mobile_image(|| change_log.next_lsn());
+    let (lsn, mobile) = engine.mobile_image(|| log_writer.next_lsn());
     out.item(&Item::Mobile { lsn })?;
     out.chunks(
         mobile,
@@ -121,9 +121,9 @@ pub fn write_to<W: Default, O: Write>(
     // Every part was cut at a sequence number the log had handed out, not one it had written:
     // kept before those records are durable, a snapshot lost with them would skip the next
     // leader's (or the next start's) records of the same numbers.
-    let highest_cut = change_log.next_lsn();
+    let highest_cut = log_writer.next_lsn();
     crate::test_hooks::reached("snapshot-cut");
-    change_log.wait_blocking(highest_cut).map_err(|_| {
+    log_writer.wait_blocking(highest_cut).map_err(|_| {
         std::io::Error::other(
             "the log failed before the records the snapshot covers were written; it is not kept",
         )
@@ -139,7 +139,7 @@ pub(super) fn write<W: Default>(
     dir: &Path,
     temporary: &Path,
     engine: &Engine<W>,
-    change_log: &LogWriter,
+    log_writer: &LogWriter,
 ) -> std::io::Result<PathBuf> {
     let create = || {
         let file = crate::persist::storage::private_file()
@@ -153,7 +153,7 @@ pub(super) fn write<W: Default>(
         out,
         segment,
         first_lsn,
-    } = write_to(create, engine, change_log)?;
+    } = write_to(create, engine, log_writer)?;
     out.into_inner().map_err(|e| e.into_error())?.sync_all()?;
     let path = dir.join(snapshot_name(first_lsn));
     std::fs::rename(temporary, &path)?;
@@ -163,7 +163,7 @@ pub(super) fn write<W: Default>(
             std::fs::remove_file(dir.join(old))?;
         }
     }
-    change_log.remove_segments_before(segment);
+    log_writer.remove_segments_before(segment);
     Ok(path)
 }
 
@@ -171,13 +171,13 @@ pub(super) fn write<W: Default>(
 fn write_queue<W, O: Write>(
     out: &mut Out<O>,
     entry: &QueueEntry<W>,
-    change_log: &LogWriter,
+    log_writer: &LogWriter,
 ) -> std::io::Result<()> {
     let (lsn, mut image, messages, history) = {
         let queue = entry.lock();
         let history = queue.dedup_cursor();
         (
-            change_log.next_lsn(),
+            log_writer.next_lsn(),
             queue.image(),
             queue.stored_messages(),
             history,
@@ -219,9 +219,9 @@ fn write_queue<W, O: Write>(
 fn write_topics<W: Default, O: Write>(
     out: &mut Out<O>,
     engine: &Engine<W>,
-    change_log: &LogWriter,
+    log_writer: &LogWriter,
 ) -> std::io::Result<()> {
-    for (lsn, mut image, history, entry) in engine.topic_images(|| change_log.next_lsn()) {
+    for (lsn, mut image, history, entry) in engine.topic_images(|| log_writer.next_lsn()) {
         let archive = std::mem::take(&mut image.archive);
         out.item(&Item::Topic {
             lsn,
@@ -289,9 +289,9 @@ fn write_history<O: Write>(
 fn write_deliveries<W: Default, O: Write>(
     out: &mut Out<O>,
     engine: &Engine<W>,
-    change_log: &LogWriter,
+    log_writer: &LogWriter,
 ) -> std::io::Result<()> {
-    let (lsn, deliveries, tokens) = engine.delivery_image(|| change_log.next_lsn());
+    let (lsn, deliveries, tokens) = engine.delivery_image(|| log_writer.next_lsn());
     out.item(&Item::Outbox { lsn })?;
     out.chunks(
         deliveries,

@@ -143,7 +143,7 @@ pub(super) struct Arrivals {
 
 /// A pause longer than this counts as this long, so that the busy times after a long quiet
 /// one soon count again (after about a hundred requests close together).
-pub(super) const LONGEST_GAP: Duration = Duration::from_secs(60);
+const LONGEST_GAP: Duration = Duration::from_secs(60);
 
 impl Arrivals {
     pub(super) fn new() -> Self {
