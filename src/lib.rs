@@ -44,3 +44,4 @@ pub mod protocol;
 pub mod quiet_log;
 pub mod service;
 pub mod test_hooks;
+pub mod worker;

@@ -21,7 +21,7 @@ fuzz_target!(|data: &[u8]| {
     storage
         .files
         .insert("00000000000000000001.wal".into(), data[8..].to_vec());
-    let _ = SegmentLog::replay(storage, 1 << 20, key, |record| {
+    let _ = SegmentLog::replay(storage, 1 << 20, key, false, |_file, _offset, record| {
         let _ = decode_record(record);
         Ok::<(), LogError>(())
     });

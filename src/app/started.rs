@@ -4,11 +4,12 @@ use std::sync::Arc;
 
 use crate::persist::snapshot::Snapshotter;
 use crate::service::Service;
+use crate::worker::Workers;
 
 /// The work a serving node runs beside requests, started at once or when a standby comes to
 /// lead, and stopped in order when the server stops.
 pub(super) struct Started {
-    tasks: std::sync::Mutex<Vec<tokio::task::JoinHandle<()>>>,
+    workers: Workers,
     snapshots: std::sync::OnceLock<Arc<Snapshotter>>,
     /// The lease this node leads under, once it does.
     lease: tokio::sync::watch::Sender<Option<Arc<crate::persist::database::Keeper>>>,
@@ -17,7 +18,7 @@ pub(super) struct Started {
 impl Default for Started {
     fn default() -> Self {
         Started {
-            tasks: Default::default(),
+            workers: Workers::default(),
             snapshots: Default::default(),
             lease: tokio::sync::watch::Sender::new(None),
         }
@@ -32,23 +33,25 @@ impl Started {
         snapshots: Option<Arc<Snapshotter>>,
         lease: Option<Arc<crate::persist::database::Keeper>>,
     ) {
-        let mut tasks = self.tasks.lock().unwrap_or_else(|p| p.into_inner());
-        tasks.push(tokio::spawn(crate::delivery::run(
-            service.backend.clone(),
-            service.clock.clone(),
-            service.webhooks.clone(),
-        )));
+        let workers = &self.workers;
+        workers.start(
+            "webhooks",
+            crate::delivery::run(
+                service.backend.clone(),
+                service.clock.clone(),
+                service.webhooks.clone(),
+            ),
+        );
         if let Some(snapshots) = snapshots {
-            tasks.push(tokio::spawn(snapshots.clone().run()));
+            workers.start("snapshots", snapshots.clone().run());
             if crate::test_hooks::enabled() {
-                tasks.push(tokio::spawn(answer_test_hooks(snapshots.clone())));
+                workers.start("test hooks", answer_test_hooks(snapshots.clone()));
             }
             let _ = self.snapshots.set(snapshots);
         }
         if let Some(lease) = lease {
             self.lease.send_replace(Some(lease));
         }
-        drop(tasks);
         service.backend.resume_move_tasks();
     }
 
@@ -68,12 +71,8 @@ impl Started {
     /// Background work stops before the log closes (a snapshot already writing on a blocking
     /// thread is not interrupted, but waited for); the lease is given up last.
     pub(super) async fn stop(&self, service: &Service) {
-        let tasks = std::mem::take(&mut *self.tasks.lock().unwrap_or_else(|p| p.into_inner()));
-        let began = !tasks.is_empty();
-        for task in tasks {
-            task.abort();
-            let _ = task.await;
-        }
+        let began = !self.workers.is_empty();
+        self.workers.stop().await;
         if began {
             let _ = service.backend.stop_move_tasks().await;
         }

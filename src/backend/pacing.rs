@@ -35,22 +35,3 @@ where
         tokio::task::yield_now().await;
     }
 }
-
-/// The tasks pacing a backend's move tasks, stopped before the backend closes.
-#[derive(Default)]
-pub struct Runners(std::sync::Mutex<tokio::task::JoinSet<()>>);
-
-impl Runners {
-    pub fn spawn(&self, runner: impl Future<Output = ()> + Send + 'static) {
-        let mut runners = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        while runners.try_join_next().is_some() {}
-        runners.spawn(runner);
-    }
-
-    /// Aborts every runner between two of its awaits and waits until all have ended.
-    pub async fn stop(&self) {
-        let mut runners = std::mem::take(&mut *self.0.lock().unwrap_or_else(|p| p.into_inner()));
-        runners.abort_all();
-        while runners.join_next().await.is_some() {}
-    }
-}

@@ -30,7 +30,8 @@ pub struct Embedded {
     /// Signalled when webhook deliveries were queued (the webhook worker waits on it).
     deliveries: Arc<Notify>,
     /// The tasks pacing running message move tasks, stopped before the log closes.
-    move_runners: super::pacing::Runners,
+    /// The tasks pacing move tasks, stopped before the backend closes.
+    move_runners: crate::worker::Workers,
     /// ReceiveMessage calls waiting now (`GET /metrics`).
     long_polls: prometheus_client::metrics::gauge::Gauge,
     /// What the captured protocols' endpoints would have received (in memory only).

@@ -26,14 +26,13 @@ impl Embedded {
     fn run_move_task(&self, task: MoveTask) {
         let engine: Arc<Engine<Notify>> = self.engine.clone();
         let rate = task.rate;
-        self.move_runners.spawn(pacing::pace(
-            self.clock.clone(),
-            rate,
-            move |budget, now| {
+        self.move_runners.start(
+            "move task",
+            pacing::pace(self.clock.clone(), rate, move |budget, now| {
                 let running = step(&engine, &task, budget, now);
                 std::future::ready(running)
-            },
-        ));
+            }),
+        );
     }
 }
 
