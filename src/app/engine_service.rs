@@ -157,8 +157,8 @@ fn open_engine(config: &Config) -> std::io::Result<(Engine<Notify>, Option<DataD
 
 /// The engine's settings from the flags.
 pub(super) fn configure_engine(config: &Config, engine: &mut Engine<Notify>) {
-    engine.delete_cooldown_ms = config.deleted_queue_cooldown * 1000;
-    engine.fifo_http_subscriptions = config.fifo_http_subscriptions;
-    engine.enforce_queue_policies = config.enforce_queue_policies;
-    engine.set_webhook_max_pending(config.webhook_max_pending);
+    engine.queues.delete_cooldown_ms = config.deleted_queue_cooldown * 1000;
+    engine.topics.fifo_http_subscriptions = config.fifo_http_subscriptions;
+    engine.queues.enforce_queue_policies = config.enforce_queue_policies;
+    engine.webhooks.set_max_pending(config.webhook_max_pending);
 }

@@ -37,9 +37,9 @@ use crate::engine::queue::inspect::{GroupView, Peeked, QueueOverview, StateFilte
 use crate::engine::queue::{Counts, ReceiveRequest, Received, SendReceipt, SendRequest};
 use crate::engine::topic::captured::CapturedMessage;
 use crate::engine::topic::recent::{DeliveryNote, Fate};
-pub use crate::engine::topic::registry::TopicActivity;
 use crate::engine::topic::subscription::Subscribed;
 use crate::engine::topic::{Publication, PublishRequest, Subscription};
+pub use crate::engine::topics::TopicActivity;
 use crate::engine::webhook::outbox::{Attempt, LaneStats, Outcome};
 use crate::engine::{EngineError, EngineResult, QueueConfig, Timestamp};
 

@@ -2,7 +2,7 @@
 //! (`backend::Deliveries`) and runs each attempt on its own task, at most
 //! `--webhook-concurrency` at a time, through one pooled reqwest client. Everything about
 //! order, retries and dead-lettering is decided by storage (on the embedded backend,
-//! `engine::webhook::lifecycle`); this module only moves bytes and reads the clock.
+//! `engine::webhooks`); this module only moves bytes and reads the clock.
 
 pub mod allow;
 pub mod sender;

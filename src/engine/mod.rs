@@ -4,6 +4,12 @@
 //!
 //! `W` is a per-queue slot the caller owns (the server keeps a long-poll notifier there), so
 //! the engine stays free of any async runtime.
+//!
+//! An `Engine` is made of parts, each with its own state and its methods in one place: the
+//! queues (`queues`), the topics with their subscriptions and fan-out (`topics`), the webhook
+//! outbox and tokens (`webhooks`), the message move tasks (`redrive`) and the mobile
+//! state (`mobile`). A part that needs another takes it as an argument; the engine itself only
+//! holds them, hands each the log, and answers for the operations that span parts.
 
 pub mod body;
 pub mod changes;
@@ -19,129 +25,75 @@ pub mod move_task;
 pub mod namespace;
 pub mod policy;
 pub mod queue;
-mod redrive;
-mod reset;
-pub mod restore;
+pub mod queues;
+pub mod redrive;
 mod tags;
 pub mod time;
 pub mod topic;
+pub mod topics;
 pub mod webhook;
+pub mod webhooks;
 mod window;
 
-use std::collections::{BTreeMap, HashMap};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::Arc;
 
 pub use changes::{Change, ChangeLog};
 pub use error::{EngineError, EngineResult};
 pub use fast_map::FastMap;
 use guard::{Guard, LoggedLock};
 pub use message::check_xml_text;
-use queue::config::check_dead_letter_target;
-use queue::receipt::ReceiptKey;
 pub use queue::{Queue, QueueConfig, ReceiveOutcome, ReceiveRequest};
+pub use queues::{Deferred, QueueEntry, QueueGuard, Queues};
+use redrive::MoveTasks;
 pub use tags::{check_tag_count, check_tag_text, check_tags};
 pub use time::Timestamp;
-
-/// A topic; changing it through its guard logs its settings image on unlock, and
-/// `untouched` (a publish) changes only what the topic records itself (dedup, sequence,
-/// archive). See `engine::guard`.
-pub type TopicEntry = LoggedLock<topic::Topic>;
-
-/// One queue and the caller's slot beside it.
-pub struct QueueEntry<W> {
-    pub name: Arc<str>,
-    state: LoggedLock<Queue>,
-    pub waiters: W,
-}
-
-impl<W> QueueEntry<W> {
-    /// Locks the queue; its changes are logged when the guard drops.
-    pub fn lock(&self) -> QueueGuard<'_> {
-        self.state.lock()
-    }
-}
-
-/// A locked queue. Unlocking hands the changes made under the lock to the log first, so
-/// the log sees each queue's changes in the order they were made.
-pub type QueueGuard<'a> = Guard<'a, Queue>;
-
-impl QueueGuard<'_> {
-    /// Takes the changes made so far out of the guard, to be submitted after changes to another
-    /// queue that must reach the log first (a message is put in its new queue before its removal
-    /// from the old one is logged, so a crash between the two cannot lose it).
-    pub fn defer_changes(&mut self) -> Deferred {
-        let logging = self.logging();
-        let queue = self.untouched();
-        Deferred(logging.then(|| (queue.name.clone(), queue.uid, queue.take_changes())))
-    }
-}
-
-/// Queue changes held back by `QueueGuard::defer_changes`; `Engine::submit` logs them.
-#[must_use]
-pub struct Deferred(Option<(Arc<str>, u64, Vec<queue::changes::QueueChange>)>);
+use topic::subscription::Subscribed;
+use topic::PublishRequest;
+use topics::subscribing::Confirming;
+pub use topics::{Fanout, TopicEntry, Topics};
+use webhook::{Attempt, Outcome};
+pub use webhooks::{AttemptResult, Webhooks};
 
 /// Where queues and topics live, by key (`namespace`: a bare name at home).
 pub struct Engine<W> {
     pub namespaces: namespace::Namespaces,
-    queues: RwLock<HashMap<Arc<str>, Arc<QueueEntry<W>>>>,
-    deleted_at: Mutex<HashMap<String, Timestamp>>,
-    move_tasks: Mutex<HashMap<String, Vec<move_task::MoveTask>>>,
-    topics: RwLock<BTreeMap<Arc<str>, Arc<TopicEntry>>>,
-    /// The SNS signing key and certificate, made on first use.
-    signer: std::sync::OnceLock<Result<Arc<topic::signing::MessageSigner>, String>>,
-    next_uid: AtomicU64,
-    /// How long a deleted name stays unavailable (AWS: 60 s); 0 turns the rule off.
-    pub delete_cooldown_ms: u64,
-    /// Webhook deliveries waiting, in flight or waiting for a retry. Lock order: topic, then outbox.
-    outbox: LoggedLock<webhook::Outbox>,
-    /// Confirmation tokens. Never held while a topic lock is taken.
-    tokens: Mutex<webhook::tokens::TokenBook>,
-    /// Orderly extension: accept http/https subscriptions on FIFO topics, delivered in order
-    /// per message group (AWS refuses them).
-    pub fifo_http_subscriptions: bool,
-    /// A topic's copy goes into a queue only if the queue's policy lets SNS send from the topic,
-    /// as on AWS (`--enforce-queue-policies`); otherwise it is delivered all the same.
-    pub enforce_queue_policies: bool,
+    pub queues: Queues<W>,
+    pub topics: Topics,
+    pub webhooks: Webhooks,
+    pub move_tasks: MoveTasks,
     /// Platform applications and endpoints, SMS settings and numbers.
     mobile: LoggedLock<mobile::Mobile>,
     /// Where changes are logged; `None` runs in memory only.
     change_log: Option<Arc<dyn ChangeLog>>,
-    /// Seals receipt handles: made with the engine, replaced by the one its log keeps
-    /// (`restore_receipt_key`); true once the key is in the log.
-    receipt_key: RwLock<(Arc<ReceiptKey>, bool)>,
 }
 
 impl<W: Default> Engine<W> {
     pub fn new(account_id: &str, region: &str) -> Self {
+        let namespaces = namespace::Namespaces::new(namespace::Namespace::new(region, account_id));
         Engine {
-            namespaces: namespace::Namespaces::new(namespace::Namespace::new(region, account_id)),
-            queues: RwLock::new(HashMap::new()),
-            deleted_at: Mutex::new(HashMap::new()),
-            move_tasks: Mutex::new(HashMap::new()),
-            topics: RwLock::new(BTreeMap::new()),
-            signer: std::sync::OnceLock::new(),
-            next_uid: AtomicU64::new(1),
-            delete_cooldown_ms: 0,
-            outbox: LoggedLock::new(webhook::Outbox::default(), None),
+            queues: Queues::new(namespaces.clone()),
+            topics: Topics::new(namespaces.clone()),
+            webhooks: Webhooks::default(),
+            move_tasks: MoveTasks::new(namespaces.clone()),
+            namespaces,
             mobile: LoggedLock::new(mobile::Mobile::default(), None),
-            tokens: Mutex::new(webhook::tokens::TokenBook::default()),
-            fifo_http_subscriptions: false,
-            enforce_queue_policies: false,
             change_log: None,
-            receipt_key: RwLock::new((Arc::new(ReceiptKey::generate()), false)),
         }
     }
 
     /// Logs every later change to `change_log`. Set before the first request.
     pub fn set_log(&mut self, change_log: Arc<dyn ChangeLog>) {
-        self.outbox.set_log(change_log.clone());
+        self.queues.set_log(change_log.clone());
+        self.topics.set_log(change_log.clone());
+        self.webhooks.set_log(change_log.clone());
+        self.move_tasks.set_log(change_log.clone());
         self.mobile.set_log(change_log.clone());
         self.change_log = Some(change_log);
     }
 
-    pub fn change_log(&self) -> Option<&Arc<dyn ChangeLog>> {
-        self.change_log.as_ref()
+    /// Keeps the changes made while the returned guard lives in one write of the log.
+    fn atomic(&self) -> changes::Atomic<'_> {
+        changes::Atomic::new(self.change_log.as_deref())
     }
 
     /// Platform applications, endpoints and SMS state; what changes is logged on release.
@@ -163,368 +115,218 @@ impl<W: Default> Engine<W> {
         }
     }
 
-    /// Keeps the changes made while the returned guard lives in one write of the log.
-    pub fn atomic(&self) -> changes::Atomic<'_> {
-        changes::Atomic::new(self.change_log.as_deref())
-    }
-
-    /// Logs changes held back by `QueueGuard::defer_changes`.
-    pub fn submit(&self, deferred: Deferred) {
-        if let (Some(change_log), Some((name, uid, changes))) = (&self.change_log, deferred.0) {
-            if !changes.is_empty() {
-                change_log.submit(&Change::Queue { name, uid, changes });
+    /// Applies one logged change to the part it belongs to (never logged again).
+    pub fn replay_change(&self, change: Change) {
+        match change {
+            change @ (Change::CreateQueue { .. }
+            | Change::DeleteQueue { .. }
+            | Change::Queue { .. }
+            | Change::ReceiptKey { .. }) => self.queues.replay_change(change),
+            change
+            @ (Change::Topic { .. } | Change::DeleteTopic { .. } | Change::Signer { .. }) => {
+                self.topics.replay_change(change)
             }
+            change @ (Change::Outbox(_) | Change::Token(_)) => self.webhooks.replay_change(change),
+            Change::MoveTask(task) => self.move_tasks.restore(*task),
+            Change::Mobile(changes) => self.restore_mobile(changes),
         }
     }
 
-    /// The SNS message signer, generated on first use (key generation takes a moment).
-    /// A new key is logged, so signatures stay verifiable with the same certificate after a
-    /// restart.
-    pub fn signer(&self) -> Result<Arc<topic::signing::MessageSigner>, String> {
-        self.signer
-            .get_or_init(|| {
-                let signer = topic::signing::MessageSigner::generate()?;
-                if let Some(change_log) = &self.change_log {
-                    change_log.submit(&Change::Signer {
-                        private_key_der: signer.private_key_der()?,
-                        certificate_pem: signer.certificate_pem.clone(),
-                        certificate_file: signer.certificate_file.clone(),
-                    });
-                }
-                Ok(Arc::new(signer))
-            })
-            .clone()
-    }
-
-    /// The signer restored from the log or a snapshot (a damaged key is regenerated on use).
-    pub fn restore_signer(
+    /// Publish: the topic decides (validation, dedup, sequence), then each subscription gets
+    /// its copy, all under the topic lock. `unsubscribe_base` is the URL clients reach us at.
+    pub fn publish(
         &self,
-        private_key_der: &[u8],
-        certificate_pem: String,
-        certificate_file: String,
-    ) {
-        if let Ok(signer) = topic::signing::MessageSigner::from_parts(
-            private_key_der,
-            certificate_pem,
-            certificate_file,
-        ) {
-            let _ = self.signer.set(Ok(Arc::new(signer)));
-        }
-    }
-
-    /// The signer, if one was made, as `Change::Signer` records it (for snapshots).
-    pub fn signer_record(&self) -> Option<Change> {
-        let signer = self.signer.get()?.as_ref().ok()?;
-        Some(Change::Signer {
-            private_key_der: signer.private_key_der().ok()?,
-            certificate_pem: signer.certificate_pem.clone(),
-            certificate_file: signer.certificate_file.clone(),
-        })
-    }
-
-    pub fn receipt_key(&self) -> Arc<ReceiptKey> {
-        self.receipt_key
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .0
-            .clone()
-    }
-
-    /// Logs the receipt key unless the log already holds one. Called once recovery is done,
-    /// before the first request: handles must open after a restart or a takeover.
-    pub fn keep_receipt_key(&self) {
-        if let Some(change_log) = &self.change_log {
-            self.keep_receipt_key_by(|change| {
-                change_log.submit(change);
-                true
-            });
-        }
-    }
-
-    /// As `keep_receipt_key`, with `write` logging the change (true once it did).
-    pub fn keep_receipt_key_by(&self, write: impl FnOnce(&Change) -> bool) {
-        let mut key = self.receipt_key.write().unwrap_or_else(|p| p.into_inner());
-        if !key.1 {
-            key.1 = write(&Change::ReceiptKey {
-                secret: queue::receipt::Secret(*key.0.secret()),
-            });
-        }
-    }
-
-    /// The key the log or a snapshot keeps, given to every queue (queues restored before
-    /// it were registered with the engine's first key).
-    pub fn restore_receipt_key(&self, secret: [u8; queue::receipt::KEY_BYTES]) {
-        let key = Arc::new(ReceiptKey::from_secret(secret));
-        *self.receipt_key.write().unwrap_or_else(|p| p.into_inner()) = (key.clone(), true);
-        for entry in self.read().values() {
-            entry.lock().untouched().receipt_key = key.clone();
-        }
-    }
-
-    /// The receipt key as `Change::ReceiptKey` records it (for snapshots), once logged.
-    pub fn receipt_key_record(&self) -> Option<Change> {
-        let key = self.receipt_key.read().unwrap_or_else(|p| p.into_inner());
-        key.1.then(|| Change::ReceiptKey {
-            secret: queue::receipt::Secret(*key.0.secret()),
-        })
-    }
-
-    pub fn queue_arn(&self, name: &str) -> String {
-        self.namespaces.arn("sqs", name)
-    }
-
-    /// The queue key of an SQS ARN, in whichever region and account it names.
-    pub fn name_from_arn<'a>(&self, arn: &'a str) -> Option<&'a str> {
-        self.namespaces.key_in_arn("sqs", arn)
-    }
-
-    fn read(&self) -> std::sync::RwLockReadGuard<'_, HashMap<Arc<str>, Arc<QueueEntry<W>>>> {
-        self.queues.read().unwrap_or_else(|p| p.into_inner())
-    }
-
-    pub fn queue(&self, name: &str) -> EngineResult<Arc<QueueEntry<W>>> {
-        self.read()
-            .get(name)
-            .cloned()
-            .ok_or(EngineError::QueueDoesNotExist)
-    }
-
-    /// CreateQueue: creates, or returns the existing queue when every supplied attribute matches.
-    /// `config` is what the name and `attrs` make (`QueueConfig::for_create`, checked by the
-    /// caller: it needs no stored state).
-    pub fn create_queue(
-        &self,
-        name: &str,
-        config: QueueConfig,
-        attrs: &[(String, String)],
-        tags: &[(String, String)],
+        topic_arn: &str,
+        req: &PublishRequest,
+        unsubscribe_base: &str,
         now: Timestamp,
-    ) -> EngineResult<Arc<QueueEntry<W>>> {
-        self.check_redrive(name, &config)?;
-        let mut queues = self.queues.write().unwrap_or_else(|p| p.into_inner());
-        if let Some(existing) = queues.get(name) {
-            let queue = existing.lock();
-            if let Some(differs) = queue.config.first_difference(&config, attrs) {
-                return Err(EngineError::QueueNameExists(differs));
-            }
-            return Ok(existing.clone());
-        }
-        if self.delete_cooldown_ms > 0 {
-            let deleted = self.deleted_at.lock().unwrap_or_else(|p| p.into_inner());
-            if deleted
-                .get(name)
-                .is_some_and(|at| now.millis_since(*at) < self.delete_cooldown_ms)
-            {
-                return Err(EngineError::QueueDeletedRecently);
-            }
-        }
-        check_tags(
-            tags.iter().map(|(k, v)| (k.as_str(), v.as_str())),
-            tags.len(),
-        )?;
-        let uid = self.next_uid.fetch_add(1, Ordering::Relaxed);
-        let mut queue = Queue::new(name, self.queue_arn(name), uid, config);
-        queue.tags.extend(tags.iter().cloned());
-        if let Some(change_log) = &self.change_log {
-            change_log.submit(&Change::CreateQueue {
-                name: name.into(),
-                uid,
-                config: Box::new(queue.config.clone()),
-                tags: queue.tags.clone(),
-            });
-        }
-        Ok(self.register(&mut queues, queue))
+    ) -> EngineResult<Fanout<W>> {
+        let to = (&self.queues, &self.webhooks);
+        self.topics
+            .publish(to, topic_arn, req, unsubscribe_base, now)
     }
 
-    /// `create_queue` with the configuration its name and attributes make (tests' shorthand).
-    #[cfg(test)]
-    pub fn create_queue_from(
+    /// Replays a subscription's ReplayPolicy window from its topic's archive; answers the
+    /// queues that received copies.
+    pub fn replay(
         &self,
-        name: &str,
-        attrs: &[(String, String)],
-        tags: &[(String, String)],
+        subscription_arn: &str,
+        unsubscribe_base: &str,
         now: Timestamp,
-    ) -> EngineResult<Arc<QueueEntry<W>>> {
-        let config = QueueConfig::for_create(name, attrs, now)?;
-        self.create_queue(name, config, attrs, tags, now)
+    ) -> EngineResult<Vec<Arc<QueueEntry<W>>>> {
+        let to = (&self.queues, &self.webhooks);
+        self.topics
+            .replay(to, subscription_arn, unsubscribe_base, now)
     }
 
-    /// Adds a queue to the registry, logging its later changes if the engine has a log.
-    fn register(
+    /// Subscribe (`Topics::subscribe`); `base_url` is where clients reach this server.
+    #[allow(clippy::too_many_arguments)]
+    pub fn subscribe(
         &self,
-        queues: &mut HashMap<Arc<str>, Arc<QueueEntry<W>>>,
-        mut queue: Queue,
-    ) -> Arc<QueueEntry<W>> {
-        queue.receipt_key = self.receipt_key();
-        let name = queue.name.clone();
-        let entry = Arc::new(QueueEntry {
-            name: name.clone(),
-            state: LoggedLock::new(queue, self.change_log.clone()),
-            waiters: W::default(),
-        });
-        queues.insert(name, entry.clone());
-        entry
-    }
-
-    /// The dead-letter target must exist and be of the same type as its source.
-    fn check_redrive(&self, name: &str, config: &QueueConfig) -> EngineResult<()> {
-        let Some(policy) = &config.redrive_policy else {
-            return Ok(());
-        };
-        // A queue may name itself (observed on AWS). The target must live in the source's
-        // region and account (AWS SQS Developer Guide, dead-letter queues).
-        let target = self
-            .name_from_arn(&policy.dead_letter_target_arn)
-            .filter(|target| self.namespaces.same_place(target, name))
-            .and_then(|target| self.queue(target).ok());
-        let target = target.as_ref().map(|entry| entry.lock());
-        let source_arn = self.queue_arn(name);
-        check_dead_letter_target(config, &source_arn, target.as_ref().map(|q| &q.config))
-    }
-
-    /// SetQueueAttributes.
-    pub fn set_attributes(
-        &self,
-        name: &str,
+        topic_arn: &str,
+        protocol: &str,
+        endpoint: Option<&str>,
         attrs: &[(String, String)],
+        base_url: &str,
+        principal: Option<&str>,
+        now: Timestamp,
+    ) -> EngineResult<Subscribed> {
+        let parts = (&self.queues, self.confirming(base_url));
+        let request = (topic_arn, protocol, endpoint, attrs);
+        self.topics.subscribe(parts, request, principal, now)
+    }
+
+    /// Unsubscribe (`Topics::unsubscribe`).
+    pub fn unsubscribe(
+        &self,
+        subscription_arn: &str,
+        authenticated: bool,
+        base_url: &str,
         now: Timestamp,
     ) -> EngineResult<()> {
-        let entry = self.queue(name)?;
-        let mut candidate = entry.lock().config.clone();
-        candidate.apply(attrs)?;
-        self.check_redrive(name, &candidate)?;
-        let mut queue = entry.lock();
-        queue.config.apply(attrs)?;
-        queue.config.last_modified_at = now;
-        queue.note_config();
-        Ok(())
+        let confirming = self.confirming(base_url);
+        self.topics
+            .unsubscribe(confirming, subscription_arn, authenticated, now)
     }
 
-    pub fn delete_queue(&self, name: &str, now: Timestamp) -> EngineResult<Arc<QueueEntry<W>>> {
-        let mut queues = self.queues.write().unwrap_or_else(|p| p.into_inner());
-        let entry = queues.remove(name).ok_or(EngineError::QueueDoesNotExist)?;
-        if let Some(change_log) = &self.change_log {
-            change_log.submit(&Change::DeleteQueue {
-                name: entry.name.clone(),
-                uid: entry.lock().uid,
-                at: now,
-            });
+    fn confirming<'a>(&'a self, base_url: &'a str) -> Confirming<'a> {
+        Confirming {
+            webhooks: &self.webhooks,
+            base_url,
         }
-        // Under the registry lock, so a snapshot sees the deletion and its cooldown together.
-        self.deleted_at
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(name.to_string(), now);
-        drop(queues);
-        Ok(entry)
     }
 
-    /// About how many bytes every queue's messages take in a snapshot: a snapshot is only
-    /// worth taking once the log holds more than their growth (see `app::snapshot_when_due`).
-    pub fn stored_bytes(&self) -> u64 {
-        let entries: Vec<_> = self.read().values().cloned().collect();
-        entries.iter().map(|e| e.lock().stored_bytes()).sum()
-    }
-
-    /// Messages stored in every queue (visible, in flight or delayed).
-    pub fn message_count(&self) -> u64 {
-        let entries: Vec<_> = self.read().values().cloned().collect();
-        entries.iter().map(|e| e.lock().len() as u64).sum()
-    }
-
-    /// The bytes of every queue's message bodies and attributes: the least a snapshot takes.
-    pub fn payload_bytes(&self) -> u64 {
-        let entries: Vec<_> = self.read().values().cloned().collect();
-        entries
-            .iter()
-            .map(|e| {
-                let queue = e.lock();
-                let framing = queue.len() as u64 * queue::LOGGED_BYTES;
-                queue.stored_bytes().saturating_sub(framing)
-            })
-            .sum()
-    }
-
-    /// Queue names with the given prefix, sorted for stable pagination.
-    pub fn list_queues(&self, prefix: &str) -> Vec<Arc<str>> {
-        let mut names: Vec<Arc<str>> = self
-            .read()
-            .keys()
-            .filter(|name| name.starts_with(prefix))
-            .cloned()
-            .collect();
-        names.sort();
-        names
-    }
-
-    /// Queues whose redrive policy targets `dlq_name`, sorted by name.
-    pub fn dead_letter_sources(&self, dlq_name: &str) -> EngineResult<Vec<Arc<str>>> {
-        self.queue(dlq_name)?;
-        let arn = self.queue_arn(dlq_name);
-        let entries: Vec<_> = self.read().values().cloned().collect();
-        let mut names: Vec<Arc<str>> = entries
-            .into_iter()
-            .filter(|e| {
-                e.lock()
-                    .config
-                    .redrive_policy
-                    .as_ref()
-                    .is_some_and(|p| p.dead_letter_target_arn == arn)
-            })
-            .map(|e| e.name.clone())
-            .collect();
-        names.sort();
-        Ok(names)
-    }
-
-    /// ReceiveMessage on one queue, moving messages past maxReceiveCount to the dead-letter
-    /// queue, which is returned when it received any. Locks are taken one at a time (source,
-    /// then DLQ), never nested.
-    #[allow(clippy::type_complexity)]
-    pub fn receive(
+    /// ConfirmSubscription (`Topics::confirm_subscription`).
+    pub fn confirm_subscription(
         &self,
-        entry: &QueueEntry<W>,
-        req: &ReceiveRequest,
+        topic_arn: &str,
+        token: &str,
+        authenticate_on_unsubscribe: bool,
+        authenticated: bool,
         now: Timestamp,
-    ) -> EngineResult<(ReceiveOutcome, Option<Arc<QueueEntry<W>>>)> {
-        let policy = {
-            let mut queue = entry.lock();
-            queue.tick(now);
-            queue.config.redrive_policy.clone()
-        };
-        let dlq = policy.as_ref().and_then(|p| {
-            let name = self.name_from_arn(&p.dead_letter_target_arn)?;
-            self.queue(name).ok()
-        });
-        let dead_letter_after = dlq
-            .as_ref()
-            .and(policy.as_ref())
-            .map(|p| p.max_receive_count);
-        // A message dead-lettered is put in the DLQ and removed here in one write of the log.
-        let _atomic = dead_letter_after.map(|_| self.atomic());
-        let (mut outcome, source_arn, deferred) = {
-            let mut queue = entry.lock();
-            let mut outcome = queue.receive(req, dead_letter_after, now)?;
-            outcome.expired = queue.take_expired();
-            // The removals are logged after the dead-letter queue's puts.
-            let deferred = (!outcome.dead_letters.is_empty()).then(|| queue.defer_changes());
-            (outcome, queue.arn.clone(), deferred)
-        };
-        let dlq = dlq.filter(|_| !outcome.dead_letters.is_empty());
-        if let Some(dlq) = &dlq {
-            let mut target = dlq.lock();
-            target.tick(now);
-            for message in outcome.dead_letters.drain(..) {
-                outcome
-                    .dead_lettered
-                    .push((message.id, message.receive_count));
-                target.accept_moved(message, queue::Moved::DeadLetter(source_arn.clone()), now);
-            }
-        }
-        if let Some(deferred) = deferred {
-            self.submit(deferred);
-        }
-        Ok((outcome, dlq))
+    ) -> EngineResult<Arc<str>> {
+        let how = (authenticate_on_unsubscribe, authenticated);
+        self.topics
+            .confirm_subscription(&self.webhooks, topic_arn, token, how, now)
+    }
+
+    /// Deletes subscriptions still pending when their token expires.
+    pub fn expire_confirmations(&self, now: Timestamp) {
+        self.topics.expire_confirmations(&self.webhooks, now);
+    }
+
+    /// Keeps `error` as the subscription's last delivery error.
+    pub fn note_delivery_error(&self, subscription_arn: &str, error: &str, now: Timestamp) {
+        self.topics
+            .note_delivery_error(&self.webhooks, subscription_arn, error, now);
+    }
+
+    /// DeleteTopic, with its subscriptions' pending deliveries.
+    pub fn delete_topic(&self, arn: &str) -> EngineResult<()> {
+        self.topics.delete(arn, &self.webhooks)
+    }
+
+    /// Records a webhook attempt's outcome (`Webhooks::finish`).
+    pub fn finish_delivery(
+        &self,
+        attempt: &Attempt,
+        outcome: Outcome,
+        now: Timestamp,
+    ) -> AttemptResult<W> {
+        self.webhooks.finish(&self.queues, attempt, outcome, now)
+    }
+
+    pub fn start_move_task(
+        &self,
+        source_arn: &str,
+        destination_arn: Option<&str>,
+        rate: Option<i64>,
+        now: Timestamp,
+    ) -> EngineResult<move_task::MoveTask> {
+        self.move_tasks
+            .start(&self.queues, source_arn, destination_arn, rate, now)
+    }
+
+    /// Moves up to `budget` messages for a running task (`MoveTasks::step`).
+    pub fn move_step(
+        &self,
+        task_id: &str,
+        source_arn: &str,
+        budget: usize,
+        now: Timestamp,
+    ) -> (Vec<Arc<str>>, bool) {
+        self.move_tasks
+            .step(&self.queues, task_id, source_arn, budget, now)
+    }
+
+    pub fn list_move_tasks(&self, source_arn: &str) -> EngineResult<Vec<move_task::MoveTask>> {
+        self.move_tasks.list(&self.queues, source_arn)
+    }
+
+    pub fn cancel_move_task(&self, handle: &str) -> EngineResult<u64> {
+        self.move_tasks.cancel(&self.queues, handle)
+    }
+
+    /// `POST /_orderly/reset` of messages, for test suites that share one server: every
+    /// queue's messages with their deduplication, attempt and purge histories, every topic's
+    /// deduplication history and archive, and every pending webhook notification (confirmation
+    /// requests still go out). Queues, topics and subscriptions stay. One atomic group of
+    /// ordinary logged changes, so a crash keeps the whole reset or none of it.
+    pub fn reset_messages(&self) {
+        let _atomic = self.atomic();
+        self.queues.reset_all();
+        self.topics.reset_all();
+        self.webhooks.reset_all();
+    }
+
+    /// Deletes every queue and every topic (their subscriptions and deliveries go with them),
+    /// every platform application and endpoint, and the SMS settings and numbers, in one
+    /// atomic group. Answers the deleted queues, whose long polls the caller wakes.
+    pub fn reset_everything(&self, now: Timestamp) -> EngineResult<Vec<Arc<QueueEntry<W>>>> {
+        let _atomic = self.atomic();
+        let deleted = self.queues.delete_all(now);
+        self.topics.delete_all(&self.webhooks)?;
+        self.mobile().clear();
+        Ok(deleted)
+    }
+
+    /// Every queue's full state as text, sorted, for tests that compare two engines.
+    #[cfg(test)]
+    pub fn state_for_tests(&self) -> Vec<String> {
+        let mut queues: Vec<String> = self
+            .queues
+            .cut(|| 0)
+            .0
+            .iter()
+            .map(|entry| {
+                let q = entry.lock();
+                let mut messages = q.stored_messages();
+                messages.sort_unstable_by_key(|(seq, _)| *seq);
+                let history = q.read_dedup(q.dedup_cursor(), usize::MAX);
+                format!("{:?}\n{history:?}\n{messages:?}", q.image())
+            })
+            .collect();
+        queues.sort();
+        // Topics are kept sorted by name; with their histories.
+        queues.extend(
+            self.topics
+                .images(|| 0)
+                .into_iter()
+                .map(|(_, image, at, entry)| {
+                    let history = entry.lock().read_dedup(at, usize::MAX);
+                    format!("{image:?}\n{history:?}")
+                }),
+        );
+        let mut tasks: Vec<String> = self
+            .move_tasks
+            .image(|| 0)
+            .1
+            .iter()
+            .map(|t| format!("{t:?}"))
+            .collect();
+        tasks.sort();
+        queues.extend(tasks);
+        queues
     }
 }
 
@@ -553,7 +355,7 @@ mod tests {
     }
 
     fn send(engine: &Engine<()>, queue: &str, body: &str, now: Timestamp) {
-        let entry = engine.queue(queue).unwrap();
+        let entry = engine.queues.get(queue).unwrap();
         let mut q = entry.lock();
         q.tick(now);
         let req = queue::SendRequest {
@@ -567,17 +369,19 @@ mod tests {
     #[test]
     fn deleted_names_are_held_back_for_the_cooldown() {
         let mut engine: Engine<()> = Engine::new("000000000000", "us-east-1");
-        engine.delete_cooldown_ms = 60_000;
+        engine.queues.delete_cooldown_ms = 60_000;
         engine
-            .create_queue_from("q", &[], &[], Timestamp(0))
+            .queues
+            .create_from("q", &[], &[], Timestamp(0))
             .unwrap();
-        engine.delete_queue("q", Timestamp(1_000)).unwrap();
+        engine.queues.delete("q", Timestamp(1_000)).unwrap();
         assert!(matches!(
-            engine.create_queue_from("q", &[], &[], Timestamp(60_999)),
+            engine.queues.create_from("q", &[], &[], Timestamp(60_999)),
             Err(EngineError::QueueDeletedRecently)
         ));
         assert!(engine
-            .create_queue_from("q", &[], &[], Timestamp(61_000))
+            .queues
+            .create_from("q", &[], &[], Timestamp(61_000))
             .is_ok());
     }
 
@@ -585,11 +389,13 @@ mod tests {
     fn move_task_moves_in_budgeted_steps_back_to_the_source() {
         let engine: Engine<()> = Engine::new("000000000000", "us-east-1");
         engine
-            .create_queue_from("dlq", &[], &[], Timestamp(0))
+            .queues
+            .create_from("dlq", &[], &[], Timestamp(0))
             .unwrap();
         let policy = r#"{"deadLetterTargetArn":"arn:aws:sqs:us-east-1:000000000000:dlq","maxReceiveCount":1}"#;
         engine
-            .create_queue_from(
+            .queues
+            .create_from(
                 "src",
                 &attrs(&[("RedrivePolicy", policy)]),
                 &[],
@@ -599,17 +405,17 @@ mod tests {
         for i in 0..5 {
             send(&engine, "src", &format!("m{i}"), Timestamp(0));
         }
-        let src = engine.queue("src").unwrap();
+        let src = engine.queues.get("src").unwrap();
         let all = ReceiveRequest {
             max_messages: Some(10),
             visibility_timeout: Some(0),
             ..Default::default()
         };
-        engine.receive(&src, &all, Timestamp(1)).unwrap();
-        let (outcome, dlq) = engine.receive(&src, &all, Timestamp(2)).unwrap();
+        engine.queues.receive(&src, &all, Timestamp(1)).unwrap();
+        let (outcome, dlq) = engine.queues.receive(&src, &all, Timestamp(2)).unwrap();
         assert!(outcome.received.is_empty());
         assert_eq!(dlq.unwrap().lock().len(), 5, "all five were dead-lettered");
-        let arn = engine.queue_arn("dlq");
+        let arn = engine.queues.arn("dlq");
         let task = engine
             .start_move_task(&arn, None, Some(2), Timestamp(3))
             .unwrap();
@@ -627,11 +433,11 @@ mod tests {
             (move_task::MoveStatus::Completed, 5)
         );
         // Moved back as if never received: the source does not dead-letter them again at once.
-        let (outcome, _) = engine.receive(&src, &all, Timestamp(7)).unwrap();
+        let (outcome, _) = engine.queues.receive(&src, &all, Timestamp(7)).unwrap();
         assert_eq!(outcome.received.len(), 5);
         assert!(
             engine
-                .start_move_task(&engine.queue_arn("src"), None, None, Timestamp(8))
+                .start_move_task(&engine.queues.arn("src"), None, None, Timestamp(8))
                 .is_err(),
             "src is not a DLQ"
         );

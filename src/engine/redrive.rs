@@ -2,40 +2,67 @@
 //! stepped at their pace, cancelled and listed. A task's own state and rules are in
 //! `move_task`.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard};
 
-use super::changes::Change;
+use super::changes::{self, Change, ChangeLog};
 use super::error::EngineResult;
 use super::message::Message;
 use super::move_task::{
     already_running, check_source, check_start, decode_handle, invalid_handle, no_such_task,
     not_found, queue_in_arn, MoveStatus, MoveTask, NO_QUEUE,
 };
+use super::namespace::Namespaces;
 use super::queue::Moved;
+use super::queues::{QueueEntry, Queues};
 use super::time::Timestamp;
-use super::{Engine, QueueEntry};
 
-impl<W: Default> Engine<W> {
+/// Every message move task, by source queue ARN, in start order.
+pub struct MoveTasks {
+    namespaces: Namespaces,
+    tasks: Mutex<HashMap<String, Vec<MoveTask>>>,
+    change_log: Option<Arc<dyn ChangeLog>>,
+}
+
+impl MoveTasks {
+    pub fn new(namespaces: Namespaces) -> Self {
+        MoveTasks {
+            namespaces,
+            tasks: Mutex::new(HashMap::new()),
+            change_log: None,
+        }
+    }
+
+    /// Logs every later change to `change_log`. Set before the first request.
+    pub(super) fn set_log(&mut self, change_log: Arc<dyn ChangeLog>) {
+        self.change_log = Some(change_log);
+    }
+
+    fn tasks(&self) -> MutexGuard<'_, HashMap<String, Vec<MoveTask>>> {
+        self.tasks.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
     fn arn_queue_name<'a>(&self, arn: &'a str, parameter: &str) -> EngineResult<&'a str> {
         queue_in_arn(arn, parameter, &self.namespaces)
     }
 
-    pub fn start_move_task(
+    pub fn start<W: Default>(
         &self,
+        queues: &Queues<W>,
         source_arn: &str,
         destination_arn: Option<&str>,
         rate: Option<i64>,
         now: Timestamp,
     ) -> EngineResult<MoveTask> {
         let source_name = self.arn_queue_name(source_arn, "SourceArn")?;
-        let source = self
-            .queue(source_name)
+        let source = queues
+            .get(source_name)
             .map_err(|_| not_found("SourceArn"))?;
-        check_source(!self.dead_letter_sources(source_name)?.is_empty())?;
+        check_source(!queues.dead_letter_sources(source_name)?.is_empty())?;
         let destination_fifo = match destination_arn {
             Some(dest) => {
                 let name = self.arn_queue_name(dest, "DestinationArn")?;
-                let destination = self.queue(name).map_err(|_| not_found("DestinationArn"))?;
+                let destination = queues.get(name).map_err(|_| not_found("DestinationArn"))?;
                 let fifo = destination.lock().is_fifo();
                 Some(fifo)
             }
@@ -43,7 +70,7 @@ impl<W: Default> Engine<W> {
         };
         let source_fifo = source.lock().is_fifo();
         check_start((source_fifo, destination_fifo), rate)?;
-        let mut tasks = self.move_tasks.lock().unwrap_or_else(|p| p.into_inner());
+        let mut tasks = self.tasks();
         let list = tasks.entry(source_arn.to_string()).or_default();
         if list.iter().any(|t| t.status == MoveStatus::Running) {
             return Err(already_running());
@@ -71,15 +98,16 @@ impl<W: Default> Engine<W> {
 
     /// Moves up to `budget` messages for a running task. Returns the destination queue names
     /// that received messages (to wake their long polls) and whether the task still runs.
-    pub fn move_step(
+    pub fn step<W: Default>(
         &self,
+        queues: &Queues<W>,
         task_id: &str,
         source_arn: &str,
         budget: usize,
         now: Timestamp,
     ) -> (Vec<Arc<str>>, bool) {
         let task = {
-            let tasks = self.move_tasks.lock().unwrap_or_else(|p| p.into_inner());
+            let tasks = self.tasks();
             match tasks
                 .get(source_arn)
                 .and_then(|l| l.iter().find(|t| t.id == task_id))
@@ -88,16 +116,13 @@ impl<W: Default> Engine<W> {
                 _ => return (Vec::new(), false),
             }
         };
-        let Some(source) = self
-            .name_from_arn(source_arn)
-            .and_then(|n| self.queue(n).ok())
-        else {
+        let Ok(source) = queues.get_by_arn(source_arn) else {
             self.finish_step(&task, MoveStatus::Failed, 0, Some(NO_QUEUE.into()));
             return (Vec::new(), false);
         };
         // The puts into the destinations, the removals after them and the task's new count
         // reach the log in one write: a crash keeps the whole step or none of it.
-        let _atomic = self.atomic();
+        let _atomic = changes::Atomic::new(self.change_log.as_deref());
         let remaining = task.to_move.saturating_sub(task.moved) as usize;
         let (messages, deferred) = {
             let mut q = source.lock();
@@ -109,7 +134,7 @@ impl<W: Default> Engine<W> {
         let mut moved = 0;
         let mut failed = None;
         for message in messages {
-            match self.redrive(&task, &source, message, now) {
+            match redrive(queues, &task, &source, message, now) {
                 Some(destination) => {
                     touched.push(destination);
                     moved += 1;
@@ -117,7 +142,7 @@ impl<W: Default> Engine<W> {
                 None => failed = Some(NO_QUEUE.to_string()),
             }
         }
-        self.submit(deferred);
+        queues.submit(deferred);
         let done = task.moved + moved >= task.to_move || (moved == 0 && failed.is_none());
         match (failed, done) {
             (Some(reason), _) => self.finish_step(&task, MoveStatus::Failed, moved, Some(reason)),
@@ -126,42 +151,15 @@ impl<W: Default> Engine<W> {
         }
         touched.dedup();
         let running = self
-            .move_tasks(source_arn)
+            .of_source(source_arn)
             .iter()
             .any(|t| t.id == task_id && t.status == MoveStatus::Running);
         (touched, running)
     }
 
-    /// Moves one message to the task's destination (or back to the queue it was dead-lettered
-    /// from) and returns that queue's name; if it is gone, puts the message back as it was.
-    fn redrive(
-        &self,
-        task: &MoveTask,
-        source: &QueueEntry<W>,
-        message: Message,
-        now: Timestamp,
-    ) -> Option<Arc<str>> {
-        let target = task
-            .destination_arn
-            .as_deref()
-            .or(message.dead_letter_source_arn().map(|a| &**a))
-            .and_then(|arn| self.name_from_arn(arn))
-            .and_then(|n| self.queue(n).ok());
-        if let Some(entry) = target {
-            entry.lock().accept_moved(message, Moved::Redrive, now);
-            return Some(entry.name.clone());
-        }
-        let how = match message.dead_letter_source_arn().cloned() {
-            Some(arn) => Moved::DeadLetter(arn),
-            None => Moved::Redrive,
-        };
-        source.lock().accept_moved(message, how, now);
-        None
-    }
-
     /// Counts a step's moves into the task and, if it still runs, gives it `status`; logged.
     fn finish_step(&self, task: &MoveTask, status: MoveStatus, moved: u64, reason: Option<String>) {
-        let mut tasks = self.move_tasks.lock().unwrap_or_else(|p| p.into_inner());
+        let mut tasks = self.tasks();
         if let Some(t) = tasks
             .get_mut(&task.source_arn)
             .and_then(|l| l.iter_mut().find(|t| t.id == task.id))
@@ -176,25 +174,29 @@ impl<W: Default> Engine<W> {
     }
 
     /// Tasks of a source queue, most recent first.
-    pub fn move_tasks(&self, source_arn: &str) -> Vec<MoveTask> {
-        let tasks = self.move_tasks.lock().unwrap_or_else(|p| p.into_inner());
+    pub fn of_source(&self, source_arn: &str) -> Vec<MoveTask> {
+        let tasks = self.tasks();
         tasks
             .get(source_arn)
             .map(|l| l.iter().rev().cloned().collect())
             .unwrap_or_default()
     }
 
-    pub fn list_move_tasks(&self, source_arn: &str) -> EngineResult<Vec<MoveTask>> {
+    pub fn list<W: Default>(
+        &self,
+        queues: &Queues<W>,
+        source_arn: &str,
+    ) -> EngineResult<Vec<MoveTask>> {
         let name = self.arn_queue_name(source_arn, "SourceArn")?;
-        self.queue(name).map_err(|_| not_found("SourceArn"))?;
-        Ok(self.move_tasks(source_arn))
+        queues.get(name).map_err(|_| not_found("SourceArn"))?;
+        Ok(self.of_source(source_arn))
     }
 
-    pub fn cancel_move_task(&self, handle: &str) -> EngineResult<u64> {
+    pub fn cancel<W: Default>(&self, queues: &Queues<W>, handle: &str) -> EngineResult<u64> {
         let (id, source_arn) = decode_handle(handle).ok_or_else(invalid_handle)?;
         let name = self.arn_queue_name(&source_arn, "SourceArn")?;
-        self.queue(name).map_err(|_| not_found("SourceArn"))?;
-        let mut tasks = self.move_tasks.lock().unwrap_or_else(|p| p.into_inner());
+        queues.get(name).map_err(|_| not_found("SourceArn"))?;
+        let mut tasks = self.tasks();
         let task = tasks
             .get_mut(&source_arn)
             .and_then(|l| {
@@ -215,8 +217,8 @@ impl<W: Default> Engine<W> {
     }
 
     /// Puts a logged or snapshotted task in place of the one with its id.
-    pub fn restore_move_task(&self, task: MoveTask) {
-        let mut tasks = self.move_tasks.lock().unwrap_or_else(|p| p.into_inner());
+    pub fn restore(&self, task: MoveTask) {
+        let mut tasks = self.tasks();
         let list = tasks.entry(task.source_arn.clone()).or_default();
         match list.iter_mut().find(|t| t.id == task.id) {
             Some(known) => *known = task,
@@ -226,15 +228,15 @@ impl<W: Default> Engine<W> {
 
     /// Every task in start order per source, with the log position the list is consistent
     /// with, for a snapshot.
-    pub fn move_task_image(&self, next_lsn: impl Fn() -> u64) -> (u64, Vec<MoveTask>) {
-        let tasks = self.move_tasks.lock().unwrap_or_else(|p| p.into_inner());
+    pub fn image(&self, next_lsn: impl Fn() -> u64) -> (u64, Vec<MoveTask>) {
+        let tasks = self.tasks();
         let lsn = next_lsn();
         (lsn, tasks.values().flatten().cloned().collect())
     }
 
     /// Tasks to resume after a restart.
-    pub fn running_move_tasks(&self) -> Vec<MoveTask> {
-        let tasks = self.move_tasks.lock().unwrap_or_else(|p| p.into_inner());
+    pub fn running(&self) -> Vec<MoveTask> {
+        let tasks = self.tasks();
         tasks
             .values()
             .flatten()
@@ -242,4 +244,30 @@ impl<W: Default> Engine<W> {
             .cloned()
             .collect()
     }
+}
+
+/// Moves one message to the task's destination (or back to the queue it was dead-lettered
+/// from) and returns that queue's name; if it is gone, puts the message back as it was.
+fn redrive<W: Default>(
+    queues: &Queues<W>,
+    task: &MoveTask,
+    source: &QueueEntry<W>,
+    message: Message,
+    now: Timestamp,
+) -> Option<Arc<str>> {
+    let target = task
+        .destination_arn
+        .as_deref()
+        .or(message.dead_letter_source_arn().map(|a| &**a))
+        .and_then(|arn| queues.get_by_arn(arn).ok());
+    if let Some(entry) = target {
+        entry.lock().accept_moved(message, Moved::Redrive, now);
+        return Some(entry.name.clone());
+    }
+    let how = match message.dead_letter_source_arn().cloned() {
+        Some(arn) => Moved::DeadLetter(arn),
+        None => Moved::Redrive,
+    };
+    source.lock().accept_moved(message, how, now);
+    None
 }

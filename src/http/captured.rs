@@ -95,7 +95,7 @@ pub async fn subscription_token(
     let failed = |status: StatusCode, error: &str| {
         answer(status, json!({ "error": error, "subscription_arn": arn }))
     };
-    if crate::engine::topic::registry::subscription_topic_arn(&arn).is_err() {
+    if crate::engine::topics::subscription_topic_arn(&arn).is_err() {
         return failed(
             StatusCode::BAD_REQUEST,
             "The provided SubscriptionARN is invalid",

@@ -16,7 +16,8 @@ fn a_torn_final_record_is_dropped_and_reported() {
     let dir = tempfile::tempdir().unwrap();
     let (engine, data, _) = open_dir(dir.path());
     engine
-        .create_queue_from("q", &[], &[], Timestamp(1))
+        .queues
+        .create_from("q", &[], &[], Timestamp(1))
         .unwrap();
     send(&engine, "q", "kept", Timestamp(1));
     let before = state(&engine);
@@ -50,7 +51,8 @@ fn stopped_cleanly() -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
     let (engine, data, _) = open_dir(dir.path());
     engine
-        .create_queue_from("q", &[], &[], Timestamp(1))
+        .queues
+        .create_from("q", &[], &[], Timestamp(1))
         .unwrap();
     for body in ["one", "two", "three"] {
         send(&engine, "q", body, Timestamp(1));
@@ -115,13 +117,13 @@ fn a_clean_stop_opens_as_it_was_and_a_crash_after_it_is_judged_as_a_crash() {
     let dir = stopped_cleanly();
     let (engine, data, report) = open_dir(dir.path());
     assert!(report.dropped_tail.is_none());
-    assert_eq!(engine.queue("q").unwrap().lock().len(), 3);
+    assert_eq!(engine.queues.get("q").unwrap().lock().len(), 3);
     send(&engine, "q", "four", Timestamp(2));
     // A crash: no marker, so a torn tail after it is a crash's.
     close(data);
     assert!(!dir.path().join("CLEAN").exists());
     let (engine, data, _) = open_dir(dir.path());
-    assert_eq!(engine.queue("q").unwrap().lock().len(), 4);
+    assert_eq!(engine.queues.get("q").unwrap().lock().len(), 4);
     close(data);
 }
 
@@ -143,7 +145,8 @@ fn a_power_cut_that_kept_only_later_sectors_of_the_last_write_is_a_torn_tail() {
     let dir = tempfile::tempdir().unwrap();
     let (engine, data, _) = open_dir(dir.path());
     engine
-        .create_queue_from("q", &[], &[], Timestamp(1))
+        .queues
+        .create_from("q", &[], &[], Timestamp(1))
         .unwrap();
     send(&engine, "q", "kept", Timestamp(1));
     settle(&data);
@@ -177,7 +180,8 @@ fn damage_before_the_end_stops_startup_naming_file_and_offset() {
     let dir = tempfile::tempdir().unwrap();
     let (engine, data, _) = open_dir(dir.path());
     engine
-        .create_queue_from("q", &[], &[], Timestamp(1))
+        .queues
+        .create_from("q", &[], &[], Timestamp(1))
         .unwrap();
     send(&engine, "q", "one", Timestamp(1));
     send(&engine, "q", "two", Timestamp(1));
@@ -218,7 +222,7 @@ fn a_snapshot_the_log_needs_gone_stops_startup() {
     let dir = tempfile::tempdir().unwrap();
     let (engine, data, _) = open_dir(dir.path());
     let t = Timestamp(5);
-    engine.create_queue_from("q", &[], &[], t).unwrap();
+    engine.queues.create_from("q", &[], &[], t).unwrap();
     for i in 0..20 {
         send(&engine, "q", &format!("{i}"), t);
     }
@@ -244,7 +248,7 @@ fn a_log_segment_gone_from_the_middle_stops_startup() {
     for round in 0..3 {
         let (engine, data, _) = open_dir(dir.path());
         if round == 0 {
-            engine.create_queue_from("q", &[], &[], t).unwrap();
+            engine.queues.create_from("q", &[], &[], t).unwrap();
         }
         send(&engine, "q", &format!("round {round}"), t);
         close(data);
@@ -261,7 +265,8 @@ fn with_one_queue() -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
     let (engine, data, _) = open_dir(dir.path());
     engine
-        .create_queue_from("q", &[], &[], Timestamp(5))
+        .queues
+        .create_from("q", &[], &[], Timestamp(5))
         .unwrap();
     close(data);
     dir
@@ -282,7 +287,7 @@ fn a_key_with_neither_log_nor_snapshot_stops_startup() {
     let fresh = tempfile::tempdir().unwrap();
     let (engine, data, report) = open_dir(fresh.path());
     assert_eq!(report.replayed, 0);
-    assert!(engine.queue("q").is_err());
+    assert!(engine.queues.get("q").is_err());
     close(data);
 }
 
@@ -293,7 +298,7 @@ fn a_first_start_cut_off_before_its_first_record_was_synced_starts_afresh() {
     std::fs::rename(dir.path().join("KEY"), dir.path().join("KEY.new")).unwrap();
     let (engine, data, report) = open_dir(dir.path());
     assert_eq!(report.replayed + report.skipped, 0);
-    assert!(engine.queue("q").is_err());
+    assert!(engine.queues.get("q").is_err());
     assert!(dir.path().join("KEY").exists() && !dir.path().join("KEY.new").exists());
     close(data);
     let (_, data, _) = open_dir(dir.path());
@@ -307,7 +312,8 @@ fn the_log_key_is_made_once_and_a_damaged_or_missing_one_stops_startup() {
     let (engine, data, _) = open_dir(dir.path());
     let made = std::fs::read(&key).unwrap();
     engine
-        .create_queue_from("q", &[], &[], Timestamp(1))
+        .queues
+        .create_from("q", &[], &[], Timestamp(1))
         .unwrap();
     send(&engine, "q", "one", Timestamp(1));
     let before = state(&engine);
@@ -346,7 +352,8 @@ fn a_damaged_snapshot_stops_startup() {
     let dir = tempfile::tempdir().unwrap();
     let (engine, data, _) = open_dir(dir.path());
     engine
-        .create_queue_from("q", &[], &[], Timestamp(1))
+        .queues
+        .create_from("q", &[], &[], Timestamp(1))
         .unwrap();
     send(&engine, "q", "one", Timestamp(1));
     let path = snapshot::take(dir.path(), &engine, &data.log_writer).unwrap();

@@ -10,7 +10,7 @@ use crate::engine::Timestamp;
 
 /// Sends with an explicit id; true when the send was a duplicate.
 fn send_id(engine: &TestEngine, queue: &str, group: &str, id: &str, now: Timestamp) -> bool {
-    let entry = engine.queue(queue).unwrap();
+    let entry = engine.queues.get(queue).unwrap();
     let mut q = entry.lock();
     q.tick(now);
     q.send(
@@ -29,14 +29,14 @@ fn send_id(engine: &TestEngine, queue: &str, group: &str, id: &str, now: Timesta
 
 /// Receives and deletes everything visible, so only the history remembers the ids.
 fn drain(engine: &TestEngine, queue: &str, now: Timestamp) {
-    let entry = engine.queue(queue).unwrap();
+    let entry = engine.queues.get(queue).unwrap();
     let req = ReceiveRequest {
         max_messages: Some(10),
         visibility_timeout: Some(30),
         attempt_id: None,
     };
     loop {
-        let (outcome, _) = engine.receive(&entry, &req, now).unwrap();
+        let (outcome, _) = engine.queues.receive(&entry, &req, now).unwrap();
         if outcome.received.is_empty() {
             return;
         }
@@ -58,10 +58,12 @@ fn ids_are_remembered_across_a_snapshot_and_the_log_after_it_and_the_snapshot_ho
         ]
     };
     engine
-        .create_queue_from("q.fifo", &fifo("queue"), &[], t)
+        .queues
+        .create_from("q.fifo", &fifo("queue"), &[], t)
         .unwrap();
     engine
-        .create_queue_from("g.fifo", &fifo("messageGroup"), &[], t)
+        .queues
+        .create_from("g.fifo", &fifo("messageGroup"), &[], t)
         .unwrap();
     let before = format!("before-{}", "x".repeat(100));
     let after = format!("after-{}", "y".repeat(100));
@@ -128,7 +130,7 @@ impl<F: FnMut()> Write for Hooked<F> {
 }
 
 fn send_to_q(engine: &TestEngine, id: &str, now: Timestamp) -> SendReceipt {
-    let entry = engine.queue("q.fifo").unwrap();
+    let entry = engine.queues.get("q.fifo").unwrap();
     let mut q = entry.lock();
     q.tick(now);
     q.send(
@@ -148,7 +150,7 @@ fn send_to_q(engine: &TestEngine, id: &str, now: Timestamp) -> SendReceipt {
 fn setup(dir: &std::path::Path, t: Timestamp) -> (TestEngine, DataDir) {
     let (engine, data, _) = open_dir(dir);
     let fifo = vec![("FifoQueue".to_string(), "true".to_string())];
-    engine.create_queue_from("q.fifo", &fifo, &[], t).unwrap();
+    engine.queues.create_from("q.fifo", &fifo, &[], t).unwrap();
     for i in 0..4100 {
         assert!(!send_to_q(&engine, &format!("id-{i}"), t).duplicate);
     }
@@ -175,7 +177,7 @@ fn a_send_between_two_chunks_of_a_history_is_left_to_the_log_after_the_snapshot(
     };
     let written = snapshot::write_to(create, &engine, &data.log_writer).unwrap();
     let restored = snapshot_alone(&written.out.bytes);
-    assert_eq!(restored.queue("q.fifo").unwrap().lock().len(), 4100);
+    assert_eq!(restored.queues.get("q.fifo").unwrap().lock().len(), 4100);
     // Its id is not in the snapshot without its message: a retry is stored.
     assert!(!send_to_q(&restored, "late", t).duplicate);
     assert!(send_to_q(&restored, "id-4099", t).duplicate);
@@ -190,7 +192,15 @@ fn a_purge_between_two_chunks_of_a_history_fails_the_snapshot() {
     let create = || {
         Ok(Hooked {
             bytes: Vec::new(),
-            hook: Some(|| engine.queue("q.fifo").unwrap().lock().purge(t).unwrap()),
+            hook: Some(|| {
+                engine
+                    .queues
+                    .get("q.fifo")
+                    .unwrap()
+                    .lock()
+                    .purge(t)
+                    .unwrap()
+            }),
         })
     };
     let failed = snapshot::write_to(create, &engine, &data.log_writer).err();
@@ -207,13 +217,13 @@ fn duplicates_get_the_originals_ids_from_a_snapshot_alone_in_queues_and_topics()
     let t = Timestamp(1_000_000);
     let (engine, data, _) = open_dir(dir.path());
     let fifo = vec![("FifoQueue".to_string(), "true".to_string())];
-    engine.create_queue_from("q.fifo", &fifo, &[], t).unwrap();
+    engine.queues.create_from("q.fifo", &fifo, &[], t).unwrap();
     let first = send_to_q(&engine, "one", t);
     let attrs = vec![
         ("FifoTopic".to_string(), "true".to_string()),
         ("ContentBasedDeduplication".to_string(), "true".to_string()),
     ];
-    let arn = engine.create_topic("p.fifo", &attrs, &[], t).unwrap();
+    let arn = engine.topics.create("p.fifo", &attrs, &[], t).unwrap();
     let request = crate::engine::topic::PublishRequest {
         message: "hello".into(),
         subject: None,

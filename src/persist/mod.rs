@@ -99,7 +99,7 @@ pub fn open<W: Default>(
     engine.set_log(log_writer.clone());
     let clean = clean_stop::read(dir)?;
     let loaded = snapshot::load(dir, engine)?;
-    let live_at_snapshot = engine.stored_bytes();
+    let live_at_snapshot = engine.queues.stored_bytes();
     let mut report = RecoveryReport::after(&loaded);
     let (log, log_bytes) = replay_log(dir, key, engine, &loaded, clean.is_some(), &mut report)?;
     if let Some(next_lsn) = clean.filter(|at| *at != report.next_lsn) {
@@ -127,7 +127,7 @@ pub fn open<W: Default>(
     // A first start writes its receipt key before serving, so a directory holding KEY always
     // holds a record too (`Missing` above), even if killed right after it starts listening.
     let mut kept = None;
-    engine.keep_receipt_key_by(|change| {
+    engine.queues.keep_receipt_key_by(|change| {
         let written = format::to_record(report.next_lsn, change)
             .map_err(|e| LogError::Io(std::io::Error::other(e)))
             .and_then(|record| {

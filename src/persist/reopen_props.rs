@@ -118,7 +118,7 @@ impl Run {
         let now = self.now;
         match work {
             Work::Send { queue, group, body } => {
-                let Ok(entry) = engine.queue(QUEUES[*queue]) else {
+                let Ok(entry) = engine.queues.get(QUEUES[*queue]) else {
                     return;
                 };
                 let request = SendRequest {
@@ -148,7 +148,7 @@ impl Run {
                 max,
                 visibility,
             } => {
-                let Ok(entry) = engine.queue(QUEUES[*queue]) else {
+                let Ok(entry) = engine.queues.get(QUEUES[*queue]) else {
                     return;
                 };
                 let request = ReceiveRequest {
@@ -156,7 +156,7 @@ impl Run {
                     visibility_timeout: Some(*visibility),
                     attempt_id: None,
                 };
-                if let Ok((outcome, _)) = engine.receive(&entry, &request, now) {
+                if let Ok((outcome, _)) = engine.queues.receive(&entry, &request, now) {
                     for delivery in outcome.received {
                         self.handles.push((*queue, delivery.receipt_handle));
                     }
@@ -167,7 +167,7 @@ impl Run {
                     return;
                 }
                 let (queue, handle_text) = &self.handles[handle.index(self.handles.len())];
-                let Ok(entry) = engine.queue(QUEUES[*queue]) else {
+                let Ok(entry) = engine.queues.get(QUEUES[*queue]) else {
                     return;
                 };
                 let mut q = entry.lock();
@@ -180,13 +180,15 @@ impl Run {
             }
             Work::Advance { millis } => self.now = now.plus_millis(*millis),
             Work::Purge { queue } => {
-                if let Ok(entry) = engine.queue(QUEUES[*queue]) {
+                if let Ok(entry) = engine.queues.get(QUEUES[*queue]) {
                     let _ = entry.lock().purge(now);
                 }
             }
             Work::Recreate { queue } => {
-                let _ = engine.delete_queue(QUEUES[*queue], now);
-                let _ = engine.create_queue_from(QUEUES[*queue], &attributes(*queue), &[], now);
+                let _ = engine.queues.delete(QUEUES[*queue], now);
+                let _ = engine
+                    .queues
+                    .create_from(QUEUES[*queue], &attributes(*queue), &[], now);
             }
         }
     }
@@ -196,8 +198,8 @@ impl Run {
 /// from time, so a visibility timeout that ended before a restart is applied after it, at
 /// the next look at the queue, rather than logged.
 fn settled(engine: &TestEngine, now: Timestamp) -> Vec<String> {
-    for name in engine.list_queues("") {
-        engine.queue(&name).unwrap().lock().tick(now);
+    for name in engine.queues.list("") {
+        engine.queues.get(&name).unwrap().lock().tick(now);
     }
     engine.state_for_tests()
 }
@@ -221,11 +223,11 @@ proptest! {
             handles: Vec::new(),
         };
         for queue in [1, 0, 2] {
-            engine.create_queue_from(QUEUES[queue], &attributes(queue), &[], run.now).unwrap();
+            engine.queues.create_from(QUEUES[queue], &attributes(queue), &[], run.now).unwrap();
         }
         let fifo = [("FifoTopic", "true"), ("ContentBasedDeduplication", "true")]
             .map(|(k, v)| (k.to_string(), v.to_string()));
-        let topic = engine.create_topic("prices.fifo", &fifo, &[], run.now).unwrap();
+        let topic = engine.topics.create("prices.fifo", &fifo, &[], run.now).unwrap();
         prop_assert_eq!(&*topic, TOPIC);
         for queue in &QUEUES[..2] {
             let endpoint = format!("arn:aws:sqs:us-east-1:000000000000:{queue}");

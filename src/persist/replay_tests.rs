@@ -28,7 +28,7 @@ impl ChangeLog for Recorder {
 }
 
 fn send(engine: &Engine<()>, queue: &str, body: &str, group: Option<&str>, now: Timestamp) {
-    let entry = engine.queue(queue).unwrap();
+    let entry = engine.queues.get(queue).unwrap();
     let mut q = entry.lock();
     q.tick(now);
     q.send(
@@ -60,14 +60,18 @@ fn source_and_dlq(
     let mut engine: Engine<()> = Engine::new("000000000000", "us-east-1");
     engine.set_log(log_writer);
     // As recovery does before the first request.
-    engine.keep_receipt_key();
+    engine.queues.keep_receipt_key();
     let fifo = pairs(&[("FifoQueue", "true"), ("ContentBasedDeduplication", "true")]);
-    engine.create_queue_from("dlq.fifo", &fifo, &[], t).unwrap();
+    engine
+        .queues
+        .create_from("dlq.fifo", &fifo, &[], t)
+        .unwrap();
     let redrive = r#"{"deadLetterTargetArn":"arn:aws:sqs:us-east-1:000000000000:dlq.fifo","maxReceiveCount":1}"#;
     let mut source = fifo;
     source.push(("RedrivePolicy".into(), redrive.into()));
     engine
-        .create_queue_from("src.fifo", &source, tags, t)
+        .queues
+        .create_from("src.fifo", &source, tags, t)
         .unwrap();
     engine
 }
@@ -77,8 +81,8 @@ fn replaying_the_logged_changes_rebuilds_the_same_state() {
     let recorder = Arc::new(Recorder::default());
     let t = Timestamp(1_000_000);
     let original = source_and_dlq(recorder.clone(), &pairs(&[("team", "a")]), t);
-    original.create_queue_from("plain", &[], &[], t).unwrap();
-    original.create_queue_from("gone", &[], &[], t).unwrap();
+    original.queues.create_from("plain", &[], &[], t).unwrap();
+    original.queues.create_from("gone", &[], &[], t).unwrap();
     for i in 0..6 {
         send(
             &original,
@@ -90,8 +94,8 @@ fn replaying_the_logged_changes_rebuilds_the_same_state() {
         send(&original, "plain", &format!("p{i}"), None, t);
     }
     send(&original, "gone", "x", None, t);
-    original.delete_queue("gone", t.plus_millis(1)).unwrap();
-    let src = original.queue("src.fifo").unwrap();
+    original.queues.delete("gone", t.plus_millis(1)).unwrap();
+    let src = original.queues.get("src.fifo").unwrap();
     let receive = ReceiveRequest {
         max_messages: Some(10),
         visibility_timeout: Some(0),
@@ -99,29 +103,42 @@ fn replaying_the_logged_changes_rebuilds_the_same_state() {
     };
     // First receive puts g1's and g2's runs in flight (and caches the attempt); the second,
     // after visibility 0 lapses, dead-letters everything received once.
-    original.receive(&src, &receive, t.plus_millis(2)).unwrap();
+    original
+        .queues
+        .receive(&src, &receive, t.plus_millis(2))
+        .unwrap();
     let again = ReceiveRequest {
         max_messages: Some(10),
         visibility_timeout: Some(30),
         attempt_id: None,
     };
-    original.receive(&src, &again, t.plus_millis(3)).unwrap();
+    original
+        .queues
+        .receive(&src, &again, t.plus_millis(3))
+        .unwrap();
     send(&original, "src.fifo", "late", Some("g1"), t.plus_millis(4));
-    let (outcome, _) = original.receive(&src, &again, t.plus_millis(5)).unwrap();
+    let (outcome, _) = original
+        .queues
+        .receive(&src, &again, t.plus_millis(5))
+        .unwrap();
     let handle = outcome.received[0].receipt_handle.clone();
     src.lock()
         .change_visibility(&handle, 60, t.plus_millis(6))
         .unwrap();
-    let plain = original.queue("plain").unwrap();
-    let (outcome, _) = original.receive(&plain, &again, t.plus_millis(7)).unwrap();
+    let plain = original.queues.get("plain").unwrap();
+    let (outcome, _) = original
+        .queues
+        .receive(&plain, &again, t.plus_millis(7))
+        .unwrap();
     plain
         .lock()
         .delete(&outcome.received[1].receipt_handle, t.plus_millis(8))
         .unwrap();
     original
+        .queues
         .set_attributes("plain", &pairs(&[("VisibilityTimeout", "45")]), t)
         .unwrap();
-    let dlq = original.queue("dlq.fifo").unwrap();
+    let dlq = original.queues.get("dlq.fifo").unwrap();
     dlq.lock().purge(t.plus_millis(9)).unwrap();
     send(
         &original,
@@ -136,15 +153,15 @@ fn replaying_the_logged_changes_rebuilds_the_same_state() {
         restored.replay_change(crate::persist::format::decode_record(bytes).unwrap().1);
     }
     assert_eq!(restored.state_for_tests(), original.state_for_tests());
-    assert!(restored.queue("gone").is_err());
+    assert!(restored.queues.get("gone").is_err());
     // The receipt handle issued before the "restart" still works on the restored queue.
-    let restored_src = restored.queue("src.fifo").unwrap();
+    let restored_src = restored.queues.get("src.fifo").unwrap();
     restored_src
         .lock()
         .delete(&handle, t.plus_millis(11))
         .unwrap();
     assert!(
-        restored.registry_cut(|| 0).1.next_uid > original.queue_uid("plain").unwrap(),
+        restored.queues.cut(|| 0).1.next_uid > original.queues.uid("plain").unwrap(),
         "queue uids are never reused"
     );
 }
@@ -192,7 +209,10 @@ fn changes_spanning_queues_are_made_inside_one_group() {
         ("ContentBasedDeduplication", "true"),
         ("ArchivePolicy", r#"{"MessageRetentionPeriod":"1"}"#),
     ]);
-    let arn = engine.create_topic("t.fifo", &topic_attrs, &[], t).unwrap();
+    let arn = engine
+        .topics
+        .create("t.fifo", &topic_attrs, &[], t)
+        .unwrap();
     for queue in ["src.fifo", "dlq.fifo"] {
         let endpoint = format!("arn:aws:sqs:us-east-1:000000000000:{queue}");
         engine
@@ -218,15 +238,21 @@ fn changes_spanning_queues_are_made_inside_one_group() {
     assert_eq!(published, vec![true; 3]);
 
     // A receive that dead-letters: the DLQ's put and the source's removal.
-    let src = engine.queue("src.fifo").unwrap();
+    let src = engine.queues.get("src.fifo").unwrap();
     let once = ReceiveRequest {
         max_messages: Some(1),
         visibility_timeout: Some(0),
         attempt_id: None,
     };
-    engine.receive(&src, &once, t.plus_millis(1)).unwrap();
+    engine
+        .queues
+        .receive(&src, &once, t.plus_millis(1))
+        .unwrap();
     watch.take();
-    let (outcome, dlq) = engine.receive(&src, &once, t.plus_millis(2)).unwrap();
+    let (outcome, dlq) = engine
+        .queues
+        .receive(&src, &once, t.plus_millis(2))
+        .unwrap();
     assert!(
         outcome.received.is_empty() && dlq.is_some(),
         "dead-lettered"
@@ -251,7 +277,8 @@ fn changes_spanning_queues_are_made_inside_one_group() {
     // A replay from the archive: the copy and the replay's completion.
     let fifo = pairs(&[("FifoQueue", "true"), ("ContentBasedDeduplication", "true")]);
     engine
-        .create_queue_from("late.fifo", &fifo, &[], t)
+        .queues
+        .create_from("late.fifo", &fifo, &[], t)
         .unwrap();
     // The publish above was at t: 1970-01-01T00:50:00Z.
     let replay = pairs(&[(
@@ -281,8 +308,8 @@ fn changes_spanning_queues_are_made_inside_one_group() {
 
     // A webhook notification out of retries: its dead-letter copy and its removal.
     use crate::engine::webhook::Outcome;
-    engine.create_queue_from("hooks-dlq", &[], &[], t).unwrap();
-    let hooks = engine.create_topic("hooks", &[], &[], t).unwrap();
+    engine.queues.create_from("hooks-dlq", &[], &[], t).unwrap();
+    let hooks = engine.topics.create("hooks", &[], &[], t).unwrap();
     let redrive = pairs(&[(
         "RedrivePolicy",
         r#"{"deadLetterTargetArn":"arn:aws:sqs:us-east-1:000000000000:hooks-dlq"}"#,
@@ -298,7 +325,7 @@ fn changes_spanning_queues_are_made_inside_one_group() {
             t,
         )
         .unwrap();
-    let confirmation = engine.take_deliveries(t, 10);
+    let confirmation = engine.webhooks.take_due(t, 10);
     let body: serde_json::Value = serde_json::from_str(&confirmation[0].delivery.body).unwrap();
     engine.finish_delivery(&confirmation[0], Outcome::Delivered, t);
     engine
@@ -307,12 +334,12 @@ fn changes_spanning_queues_are_made_inside_one_group() {
     let mut request = publish_request("hook", "g");
     request.group_id = None;
     engine.publish(&hooks, &request, "http://o", t).unwrap();
-    let attempt = engine.take_deliveries(t, 10).remove(0);
+    let attempt = engine.webhooks.take_due(t, 10).remove(0);
     watch.take();
     let result = engine.finish_delivery(&attempt, Outcome::Permanent, t);
     assert!(matches!(
         result,
-        crate::engine::webhook::lifecycle::AttemptResult::DeadLettered(_)
+        crate::engine::webhooks::AttemptResult::DeadLettered(_)
     ));
     let (dead_lettered, closed) = watch.take();
     assert!(closed);
@@ -339,7 +366,8 @@ fn topics_subscriptions_history_and_signer_survive_a_replay() {
     let t = Timestamp(2_000_000);
     let fifo = pairs(&[("FifoQueue", "true"), ("ContentBasedDeduplication", "true")]);
     original
-        .create_queue_from("prices.fifo", &fifo, &[], t)
+        .queues
+        .create_from("prices.fifo", &fifo, &[], t)
         .unwrap();
     let topic_attrs = pairs(&[
         ("FifoTopic", "true"),
@@ -347,9 +375,10 @@ fn topics_subscriptions_history_and_signer_survive_a_replay() {
         ("ArchivePolicy", r#"{"MessageRetentionPeriod":"7"}"#),
     ]);
     let arn = original
-        .create_topic("prices.fifo", &topic_attrs, &pairs(&[("team", "a")]), t)
+        .topics
+        .create("prices.fifo", &topic_attrs, &pairs(&[("team", "a")]), t)
         .unwrap();
-    let gone = original.create_topic("gone", &[], &[], t).unwrap();
+    let gone = original.topics.create("gone", &[], &[], t).unwrap();
     original.delete_topic(&gone).unwrap();
     let filter = pairs(&[
         ("FilterPolicyScope", "MessageBody"),
@@ -367,10 +396,12 @@ fn topics_subscriptions_history_and_signer_survive_a_replay() {
         )
         .unwrap();
     original
+        .topics
         .with_subscription(&sub.arn, |_, s| s.set("RawMessageDelivery", "true", ""))
         .unwrap();
     original
-        .with_topic_tags(&arn, |tags| {
+        .topics
+        .with_tags(&arn, |tags| {
             tags.insert("env".into(), "ci".into());
             Ok(())
         })
@@ -391,15 +422,15 @@ fn topics_subscriptions_history_and_signer_survive_a_replay() {
             t,
         )
         .unwrap();
-    let certificate = original.signer().unwrap().certificate_pem.clone();
+    let certificate = original.topics.signer().unwrap().certificate_pem.clone();
 
     let restored: Engine<()> = Engine::new("000000000000", "us-east-1");
     for bytes in recorder.0.lock().unwrap().iter() {
         restored.replay_change(crate::persist::format::decode_record(bytes).unwrap().1);
     }
     assert_eq!(restored.state_for_tests(), original.state_for_tests());
-    assert!(restored.topic(&gone).is_err());
-    assert_eq!(restored.queue("prices.fifo").unwrap().lock().len(), 1);
+    assert!(restored.topics.get(&gone).is_err());
+    assert_eq!(restored.queues.get("prices.fifo").unwrap().lock().len(), 1);
     let later = t.plus_millis(1);
     let again = restored
         .publish(
@@ -432,12 +463,15 @@ fn topics_subscriptions_history_and_signer_survive_a_replay() {
         )
         .unwrap();
     // The filter still applies after the restart: the new buy arrived, the sell did not.
-    assert_eq!(restored.queue("prices.fifo").unwrap().lock().len(), 2);
-    assert_eq!(restored.signer().unwrap().certificate_pem, certificate);
-    let signer = restored.signer().unwrap();
+    assert_eq!(restored.queues.get("prices.fifo").unwrap().lock().len(), 2);
+    assert_eq!(
+        restored.topics.signer().unwrap().certificate_pem,
+        certificate
+    );
+    let signer = restored.topics.signer().unwrap();
     assert_eq!(
         signer.sign("2", "text"),
-        original.signer().unwrap().sign("2", "text")
+        original.topics.signer().unwrap().sign("2", "text")
     );
 }
 
@@ -448,11 +482,11 @@ fn pending_webhook_deliveries_and_tokens_survive_a_replay() {
     let mut original: Engine<()> = Engine::new("000000000000", "us-east-1");
     original.set_log(recorder.clone());
     let t = Timestamp(3_000_000);
-    let arn = original.create_topic("hooks", &[], &[], t).unwrap();
+    let arn = original.topics.create("hooks", &[], &[], t).unwrap();
     let sub = original
         .subscribe(&arn, "http", Some("http://h/a"), &[], "http://o", None, t)
         .unwrap();
-    let confirmation = original.take_deliveries(t, 10);
+    let confirmation = original.webhooks.take_due(t, 10);
     assert_eq!(
         confirmation[0].delivery.kind,
         Kind::SubscriptionConfirmation
@@ -473,7 +507,7 @@ fn pending_webhook_deliveries_and_tokens_survive_a_replay() {
         original.publish(&arn, &request, "http://o", t).unwrap();
     }
     // "one" is delivered, "two" fails once (retry pending), "three" is untouched.
-    let attempts = original.take_deliveries(t, 10);
+    let attempts = original.webhooks.take_due(t, 10);
     let find = |text: &str| {
         attempts
             .iter()
@@ -484,6 +518,7 @@ fn pending_webhook_deliveries_and_tokens_survive_a_replay() {
     original.finish_delivery(&find("\"one\""), Outcome::Delivered, t);
     original.finish_delivery(&find("\"two\""), Outcome::Retryable, t);
     let pending_b = original
+        .topics
         .list_subscriptions(Some(&arn))
         .unwrap()
         .into_iter()
@@ -497,7 +532,7 @@ fn pending_webhook_deliveries_and_tokens_survive_a_replay() {
         restored.replay_change(crate::persist::format::decode_record(bytes).unwrap().1);
     }
     let ids = |engine: &Engine<()>| -> Vec<(u64, String)> {
-        let (_, deliveries, _) = engine.delivery_image(|| 0);
+        let (_, deliveries, _) = engine.webhooks.image(|| 0);
         deliveries
             .into_iter()
             .map(|(id, d, _)| (id, d.body.clone()))
@@ -513,14 +548,15 @@ fn pending_webhook_deliveries_and_tokens_survive_a_replay() {
     );
     assert!(sub.pending);
     assert!(
-        !restored.list_subscriptions(Some(&arn)).unwrap()[0]
+        !restored.topics.list_subscriptions(Some(&arn)).unwrap()[0]
             .1
             .pending,
         "the confirmation was logged"
     );
     // The pending subscription's token, issued before the restart, confirms it after.
     let b_token = restored
-        .delivery_image(|| 0)
+        .webhooks
+        .image(|| 0)
         .2
         .into_iter()
         .find_map(|record| match record.grant {

@@ -50,7 +50,7 @@ pub(crate) fn fifo() -> Vec<(String, String)> {
 }
 
 pub(crate) fn send<W: Default>(engine: &Engine<W>, queue: &str, body: &str, now: Timestamp) {
-    let entry = engine.queue(queue).unwrap();
+    let entry = engine.queues.get(queue).unwrap();
     let mut q = entry.lock();
     q.tick(now);
     q.send(
@@ -66,13 +66,13 @@ pub(crate) fn send<W: Default>(engine: &Engine<W>, queue: &str, body: &str, now:
 }
 
 fn receive(engine: &TestEngine, queue: &str, now: Timestamp) -> Vec<String> {
-    let entry = engine.queue(queue).unwrap();
+    let entry = engine.queues.get(queue).unwrap();
     let req = ReceiveRequest {
         max_messages: Some(3),
         visibility_timeout: Some(30),
         attempt_id: Some("a".into()),
     };
-    let (outcome, _) = engine.receive(&entry, &req, now).unwrap();
+    let (outcome, _) = engine.queues.receive(&entry, &req, now).unwrap();
     outcome
         .received
         .into_iter()
@@ -85,7 +85,10 @@ fn reopening_restores_the_state_across_a_snapshot_and_later_changes() {
     let dir = tempfile::tempdir().unwrap();
     let t = Timestamp(1_000_000);
     let (engine, data, _) = open_dir(dir.path());
-    engine.create_queue_from("a.fifo", &fifo(), &[], t).unwrap();
+    engine
+        .queues
+        .create_from("a.fifo", &fifo(), &[], t)
+        .unwrap();
     for i in 0..20 {
         send(&engine, "a.fifo", &"x".repeat(i + 1), t);
     }
@@ -96,14 +99,15 @@ fn reopening_restores_the_state_across_a_snapshot_and_later_changes() {
         send(&engine, "a.fifo", &"y".repeat(i), t.plus_millis(1));
     }
     engine
-        .queue("a.fifo")
+        .queues
+        .get("a.fifo")
         .unwrap()
         .lock()
         .delete(&handles[0], t)
         .unwrap();
-    engine.create_queue_from("b", &[], &[], t).unwrap();
-    engine.create_queue_from("c", &[], &[], t).unwrap();
-    engine.delete_queue("c", t).unwrap();
+    engine.queues.create_from("b", &[], &[], t).unwrap();
+    engine.queues.create_from("c", &[], &[], t).unwrap();
+    engine.queues.delete("c", t).unwrap();
     let before = state(&engine);
     close(data);
     drop(engine);
@@ -117,7 +121,8 @@ fn reopening_restores_the_state_across_a_snapshot_and_later_changes() {
     assert_eq!(state(&engine), before);
     // A handle from before the restart still deletes its message.
     engine
-        .queue("a.fifo")
+        .queues
+        .get("a.fifo")
         .unwrap()
         .lock()
         .delete(&handles[1], t.plus_millis(2))
@@ -138,11 +143,12 @@ fn a_group_keeps_its_order_across_a_snapshot() {
     let t = Timestamp(1_000);
     let (engine, data, _) = open_dir(dir.path());
     engine
-        .create_queue_from("order.fifo", &fifo(), &[], t)
+        .queues
+        .create_from("order.fifo", &fifo(), &[], t)
         .unwrap();
     let sent: Vec<String> = (0..500).map(|i| format!("m{i}")).collect();
     for body in &sent {
-        let entry = engine.queue("order.fifo").unwrap();
+        let entry = engine.queues.get("order.fifo").unwrap();
         let mut q = entry.lock();
         let request = SendRequest {
             body: body.as_str().into(),
@@ -157,7 +163,7 @@ fn a_group_keeps_its_order_across_a_snapshot() {
     drop(engine);
 
     let (engine, data, _) = open_dir(dir.path());
-    let entry = engine.queue("order.fifo").unwrap();
+    let entry = engine.queues.get("order.fifo").unwrap();
     let mut q = entry.lock();
     let mut received = Vec::new();
     let req = ReceiveRequest {
@@ -185,7 +191,7 @@ fn a_snapshot_drops_the_segments_it_covers() {
     let dir = tempfile::tempdir().unwrap();
     let (engine, data, _) = open_dir(dir.path());
     let t = Timestamp(5);
-    engine.create_queue_from("q", &[], &[], t).unwrap();
+    engine.queues.create_from("q", &[], &[], t).unwrap();
     for i in 0..50 {
         send(&engine, "q", &format!("{i}"), t);
     }
@@ -228,7 +234,8 @@ fn the_log_kept_at_a_restart_counts_toward_the_next_snapshot() {
     assert!(data.log_writer.bytes_since_snapshot() < 100);
     assert_eq!(data.live_at_snapshot, 0);
     engine
-        .create_queue_from("q", &[], &[], Timestamp(1))
+        .queues
+        .create_from("q", &[], &[], Timestamp(1))
         .unwrap();
     for body in ["one", "two", "three"] {
         send(&engine, "q", body, Timestamp(1));
@@ -242,7 +249,7 @@ fn the_log_kept_at_a_restart_counts_toward_the_next_snapshot() {
     assert!(written > 0);
     assert_eq!(data.log_writer.bytes_since_snapshot(), written);
     assert_eq!(data.live_at_snapshot, 0, "no snapshot yet");
-    let live = engine.stored_bytes();
+    let live = engine.queues.stored_bytes();
     assert!(live > 0);
     snapshot::take(dir.path(), &engine, &data.log_writer).unwrap();
     close(data);
@@ -394,7 +401,8 @@ fn a_log_longer_than_a_replay_batch_comes_back_in_order() {
     let dir = tempfile::tempdir().unwrap();
     let (engine, data, _) = open_dir(dir.path());
     engine
-        .create_queue_from("q.fifo", &fifo(), &[], Timestamp(1))
+        .queues
+        .create_from("q.fifo", &fifo(), &[], Timestamp(1))
         .unwrap();
     // Several of the reader's batches, then a receive.
     let changes = 3 * super::REPLAY_BATCH + 17;
@@ -536,37 +544,44 @@ fn topics_and_the_signing_key_survive_a_snapshot_and_later_changes() {
     let dir = tempfile::tempdir().unwrap();
     let t = Timestamp(1_000_000);
     let (engine, data, _) = open_dir(dir.path());
-    engine.create_queue_from("a.fifo", &fifo(), &[], t).unwrap();
+    engine
+        .queues
+        .create_from("a.fifo", &fifo(), &[], t)
+        .unwrap();
     let attrs = vec![
         ("FifoTopic".to_string(), "true".to_string()),
         ("ContentBasedDeduplication".to_string(), "true".to_string()),
     ];
-    let arn = engine.create_topic("t.fifo", &attrs, &[], t).unwrap();
+    let arn = engine.topics.create("t.fifo", &attrs, &[], t).unwrap();
     let queue_arn = "arn:aws:sqs:us-east-1:000000000000:a.fifo";
     engine
         .subscribe(&arn, "sqs", Some(queue_arn), &[], "http://x", None, t)
         .unwrap();
     assert!(!publish(&engine, &arn, "before", t));
-    let certificate = engine.signer().unwrap().certificate_file.clone();
+    let certificate = engine.topics.signer().unwrap().certificate_file.clone();
     snapshot::take(dir.path(), &engine, &data.log_writer).unwrap();
     // After the snapshot: a publish, a second topic, a deleted one, new tags.
     assert!(!publish(&engine, &arn, "after", t));
-    let other = engine.create_topic("other", &[], &[], t).unwrap();
-    let gone = engine.create_topic("gone", &[], &[], t).unwrap();
+    let other = engine.topics.create("other", &[], &[], t).unwrap();
+    let gone = engine.topics.create("gone", &[], &[], t).unwrap();
     engine.delete_topic(&gone).unwrap();
     engine
-        .with_topic_tags(&other, |tags| {
+        .topics
+        .with_tags(&other, |tags| {
             tags.insert("k".into(), "v".into());
             Ok(())
         })
         .unwrap();
     let (engine, data) = restart_from_snapshot(dir.path(), engine, data);
-    assert!(engine.topic(&gone).is_err());
-    assert_eq!(engine.signer().unwrap().certificate_file, certificate);
+    assert!(engine.topics.get(&gone).is_err());
+    assert_eq!(
+        engine.topics.signer().unwrap().certificate_file,
+        certificate
+    );
     // Dedup history from before and after the snapshot is remembered.
     assert!(publish(&engine, &arn, "before", t.plus_millis(1)));
     assert!(publish(&engine, &arn, "after", t.plus_millis(1)));
-    assert_eq!(engine.queue("a.fifo").unwrap().lock().len(), 2);
+    assert_eq!(engine.queues.get("a.fifo").unwrap().lock().len(), 2);
     close(data);
 }
 
@@ -575,7 +590,7 @@ fn receipt_handles_open_after_a_restart_from_the_log_and_from_a_snapshot() {
     let dir = tempfile::tempdir().unwrap();
     let t = Timestamp(1_000_000);
     let (engine, data, _) = open_dir(dir.path());
-    engine.create_queue_from("q", &[], &[], t).unwrap();
+    engine.queues.create_from("q", &[], &[], t).unwrap();
     for body in ["one", "two", "three"] {
         send(&engine, "q", body, t);
     }
@@ -586,8 +601,9 @@ fn receipt_handles_open_after_a_restart_from_the_log_and_from_a_snapshot() {
     // From the log alone: the key was logged when the directory was first opened.
     let (engine, data, report) = open_dir(dir.path());
     assert!(report.snapshot.is_none());
-    let delete =
-        |engine: &TestEngine, handle: &str| engine.queue("q").unwrap().lock().delete(handle, t);
+    let delete = |engine: &TestEngine, handle: &str| {
+        engine.queues.get("q").unwrap().lock().delete(handle, t)
+    };
     assert!(delete(&engine, &handles[0]).unwrap(), "deleted");
     snapshot::take(dir.path(), &engine, &data.log_writer).unwrap();
     let (engine, data) = restart_from_snapshot(dir.path(), engine, data);
@@ -595,7 +611,7 @@ fn receipt_handles_open_after_a_restart_from_the_log_and_from_a_snapshot() {
     // A handle sealed by another directory's key opens nowhere else.
     let other = tempfile::tempdir().unwrap();
     let (stranger, stranger_data, _) = open_dir(other.path());
-    stranger.create_queue_from("q", &[], &[], t).unwrap();
+    stranger.queues.create_from("q", &[], &[], t).unwrap();
     assert!(matches!(
         delete(&stranger, &handles[2]),
         Err(crate::engine::EngineError::ReceiptHandleIsInvalid(_))
@@ -610,16 +626,16 @@ fn move_tasks_survive_a_snapshot_and_later_changes() {
     let dir = tempfile::tempdir().unwrap();
     let t = Timestamp(1_000_000);
     let (engine, data, _) = open_dir(dir.path());
-    engine.create_queue_from("dlq", &[], &[], t).unwrap();
+    engine.queues.create_from("dlq", &[], &[], t).unwrap();
     let redrive =
         r#"{"deadLetterTargetArn":"arn:aws:sqs:us-east-1:000000000000:dlq","maxReceiveCount":5}"#;
     let source = vec![("RedrivePolicy".to_string(), redrive.to_string())];
     let source2 = vec![("RedrivePolicy".to_string(), redrive.replace("dlq", "dlq2"))];
-    engine.create_queue_from("src", &source, &[], t).unwrap();
-    let dlq = engine.queue_arn("dlq");
-    let src = engine.queue_arn("src");
+    engine.queues.create_from("src", &source, &[], t).unwrap();
+    let dlq = engine.queues.arn("dlq");
+    let src = engine.queues.arn("src");
     for i in 0..10 {
-        let entry = engine.queue("dlq").unwrap();
+        let entry = engine.queues.get("dlq").unwrap();
         let mut q = entry.lock();
         q.send(
             SendRequest {
@@ -634,19 +650,19 @@ fn move_tasks_survive_a_snapshot_and_later_changes() {
     let first = engine.start_move_task(&dlq, Some(&src), None, t).unwrap();
     engine.move_step(&first.id, &dlq, 2, t);
     // A task on another source that is over before the snapshot: only the snapshot has it.
-    engine.create_queue_from("dlq2", &[], &[], t).unwrap();
-    engine.create_queue_from("src2", &source2, &[], t).unwrap();
-    let dlq2 = engine.queue_arn("dlq2");
+    engine.queues.create_from("dlq2", &[], &[], t).unwrap();
+    engine.queues.create_from("src2", &source2, &[], t).unwrap();
+    let dlq2 = engine.queues.arn("dlq2");
     let done = engine.start_move_task(&dlq2, None, None, t).unwrap();
     engine.move_step(&done.id, &dlq2, 2, t);
     snapshot::take(dir.path(), &engine, &data.log_writer).unwrap();
     engine.move_step(&first.id, &dlq, 2, t);
-    let handle = engine.move_tasks(&dlq)[0].handle();
+    let handle = engine.move_tasks.of_source(&dlq)[0].handle();
     assert_eq!(engine.cancel_move_task(&handle).unwrap(), 4);
     let second = engine.start_move_task(&dlq, Some(&src), None, t).unwrap();
     engine.move_step(&second.id, &dlq, 3, t);
     let (engine, data) = restart_from_snapshot(dir.path(), engine, data);
-    let tasks = engine.move_tasks(&dlq);
+    let tasks = engine.move_tasks.of_source(&dlq);
     let summary: Vec<_> = tasks
         .iter()
         .map(|t| (t.id.clone(), t.status, t.moved))
@@ -658,15 +674,18 @@ fn move_tasks_survive_a_snapshot_and_later_changes() {
             (first.id.clone(), MoveStatus::Cancelled, 4),
         ]
     );
-    assert_eq!(engine.running_move_tasks().len(), 1);
-    let finished = engine.move_tasks(&dlq2);
+    assert_eq!(engine.move_tasks.running().len(), 1);
+    let finished = engine.move_tasks.of_source(&dlq2);
     assert_eq!(finished.len(), 1);
     assert_eq!(finished[0].status, MoveStatus::Completed);
-    assert_eq!(engine.queue("src").unwrap().lock().len(), 7);
+    assert_eq!(engine.queues.get("src").unwrap().lock().len(), 7);
     // The resumed task finishes what is left (6 - 3 = 3 of the messages it counted).
     engine.move_step(&second.id, &dlq, 10, t);
-    assert_eq!(engine.move_tasks(&dlq)[0].status, MoveStatus::Completed);
-    assert_eq!(engine.queue("dlq").unwrap().lock().len(), 0);
+    assert_eq!(
+        engine.move_tasks.of_source(&dlq)[0].status,
+        MoveStatus::Completed
+    );
+    assert_eq!(engine.queues.get("dlq").unwrap().lock().len(), 0);
     close(data);
 }
 
@@ -703,7 +722,7 @@ fn the_snapshotter_is_woken_when_the_log_reaches_what_it_waits_for_and_not_befor
 
 /// The bodies stored in `queue`, in sequence order.
 pub(crate) fn bodies<W: Default>(engine: &Engine<W>, queue: &str) -> Vec<String> {
-    let mut messages = engine.queue(queue).unwrap().lock().stored_messages();
+    let mut messages = engine.queues.get(queue).unwrap().lock().stored_messages();
     messages.sort_unstable_by_key(|(seq, _)| *seq);
     messages
         .into_iter()
@@ -730,7 +749,10 @@ fn a_snapshot_is_kept_only_once_the_records_it_covers_are_durable() {
     let dir = tempfile::tempdir().unwrap();
     let t = Timestamp(1_000_000);
     let (engine, data, _) = open_dir(dir.path());
-    engine.create_queue_from("a.fifo", &fifo(), &[], t).unwrap();
+    engine
+        .queues
+        .create_from("a.fifo", &fifo(), &[], t)
+        .unwrap();
     send(&engine, "a.fifo", "durable", t);
     data.log_writer
         .wait_blocking(data.log_writer.next_lsn())

@@ -453,6 +453,72 @@ fn use_trees_and_code_paths_are_read_as_leaves() {
     assert!(paths_in("pub(in crate::engine) x: u8").is_empty());
 }
 
+/// The part of the engine a file belongs to (`engine/topic/filter.rs`: `topic`,
+/// `engine/queues.rs`: `queues`); `None` outside the engine and for its root, which composes
+/// the parts.
+fn engine_part(file: &str) -> Option<String> {
+    let rest = file.strip_prefix("engine/")?;
+    let part = rest.split('/').next()?.trim_end_matches(".rs");
+    (part != "mod").then(|| part.to_string())
+}
+
+/// Which engine parts each one uses, from the file graph.
+fn engine_parts(graph: &Graph) -> Graph {
+    let mut parts = Graph::new();
+    for (from, targets) in graph {
+        let Some(from) = engine_part(from) else {
+            continue;
+        };
+        for (to, names) in targets {
+            match engine_part(to) {
+                Some(to) if to != from => {
+                    let known = parts
+                        .entry(from.clone())
+                        .or_default()
+                        .entry(to)
+                        .or_default();
+                    known.extend(names.iter().cloned());
+                }
+                _ => {}
+            }
+        }
+    }
+    parts
+}
+
+/// The engine's parts (one queue, the queues, one topic, the topics, the webhook outbox, ...)
+/// depend on each other one way: a part that needs another is above it, never beside it.
+#[test]
+fn the_engines_parts_depend_one_way() {
+    let parts = engine_parts(&Tree::read_all(&crate_src()).graph());
+    let edge = |from: &str, to: &str| parts.get(from).is_some_and(|e| e.contains_key(to));
+    assert!(
+        edge("topics", "webhooks") && edge("webhook", "topic"),
+        "{parts:#?}"
+    );
+    assert!(
+        edge("webhooks", "queues") && edge("queues", "queue"),
+        "{parts:#?}"
+    );
+    if let Some(cycle) = first_cycle(&parts) {
+        panic!("the engine's parts depend on each other: {cycle}");
+    }
+}
+
+/// One `use` of the topics from the outbox's state makes two parts depend on each other.
+#[test]
+fn parts_planted_beside_each_other_are_found() {
+    let mut tree = Tree::read_all(&crate_src());
+    let outbox = crate_src().join("engine/webhook/outbox.rs");
+    let code = tree
+        .code
+        .get_mut(&outbox)
+        .expect("engine/webhook/outbox.rs is read");
+    code.push_str("\nuse crate::engine::topics::Topics;\n");
+    let cycle = first_cycle(&engine_parts(&tree.graph())).expect("the planted loop is found");
+    assert!(cycle.contains("webhook -> topics"), "{cycle}");
+}
+
 /// The top-level module a file of the crate belongs to (`engine/queue/mod.rs`: `engine`).
 fn top_level(file: &str) -> String {
     let first = file.split('/').next().expect("a component");

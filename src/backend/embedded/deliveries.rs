@@ -4,8 +4,8 @@ use std::sync::Arc;
 
 use super::Embedded;
 use crate::backend::{Answer, BackendError, Deliveries, DeliveryResult};
-use crate::engine::webhook::lifecycle::AttemptResult;
 use crate::engine::webhook::outbox::{Attempt, LaneStats, Outcome};
+use crate::engine::webhooks::AttemptResult;
 use crate::engine::Timestamp;
 
 fn not_leading() -> BackendError {
@@ -21,7 +21,7 @@ impl Deliveries for Embedded {
                 return Err(not_leading());
             }
             self.engine.expire_confirmations(now);
-            let attempts = self.engine.take_deliveries(now, limit);
+            let attempts = self.engine.webhooks.take_due(now, limit);
             if attempts.is_empty() {
                 return Ok(attempts);
             }
@@ -29,7 +29,7 @@ impl Deliveries for Embedded {
             // log holds it: a POST before then could carry a publish a crash then loses (and
             // whose sequence number the next leader gives another message).
             if let Err(error) = self.durable().await {
-                self.engine.put_back_deliveries(&attempts, now);
+                self.engine.webhooks.put_back(&attempts, now);
                 return Err(error);
             }
             Ok(attempts)
@@ -42,7 +42,8 @@ impl Deliveries for Embedded {
 
     fn put_back_delivery(&self, attempt: &Attempt, now: Timestamp) {
         self.engine
-            .put_back_deliveries(std::slice::from_ref(attempt), now);
+            .webhooks
+            .put_back(std::slice::from_ref(attempt), now);
     }
 
     fn note_delivery_error(&self, attempt: &Attempt, error: &str, now: Timestamp) {
@@ -76,16 +77,16 @@ impl Deliveries for Embedded {
     }
 
     fn next_delivery_due(&self) -> Answer<'_, Option<Timestamp>> {
-        self.reading(|engine| Ok(engine.next_delivery_due()))
+        self.reading(|engine| Ok(engine.webhooks.next_due()))
     }
 
     fn delivery_stats(&self) -> Answer<'_, Vec<(Arc<str>, LaneStats)>> {
-        self.reading(|engine| Ok(engine.delivery_stats()))
+        self.reading(|engine| Ok(engine.webhooks.stats()))
     }
 
     fn signing_certificate<'a>(&'a self, file: &'a str) -> Answer<'a, Option<String>> {
         self.reading(move |engine| {
-            let signer = engine.signer().map_err(BackendError::Unavailable)?;
+            let signer = engine.topics.signer().map_err(BackendError::Unavailable)?;
             Ok((file == signer.certificate_file).then(|| signer.certificate_pem.clone()))
         })
     }

@@ -9,9 +9,9 @@ impl Inspection for Embedded {
     fn queue_overviews(&self) -> Answer<'_, Vec<QueueOverview>> {
         self.reading(move |engine| {
             let mut overviews = Vec::new();
-            for name in engine.list_queues("") {
+            for name in engine.queues.list("") {
                 // A queue deleted since the listing is simply left out.
-                let Ok(entry) = engine.queue(&name) else {
+                let Ok(entry) = engine.queues.get(&name) else {
                     continue;
                 };
                 {
@@ -32,7 +32,7 @@ impl Inspection for Embedded {
         limit: usize,
     ) -> Answer<'a, Vec<Peeked>> {
         self.reading(move |engine| {
-            let entry = engine.queue(queue)?;
+            let entry = engine.queues.get(queue)?;
             let peeked = {
                 let mut queue = entry.lock();
                 queue.tick(self.clock.now());
@@ -45,7 +45,7 @@ impl Inspection for Embedded {
 
     fn queue_groups<'a>(&'a self, queue: &'a str, limit: usize) -> Answer<'a, Vec<GroupView>> {
         self.reading(move |engine| {
-            let entry = engine.queue(queue)?;
+            let entry = engine.queues.get(queue)?;
             let groups = {
                 let mut queue = entry.lock();
                 queue.tick(self.clock.now());
@@ -59,18 +59,19 @@ impl Inspection for Embedded {
     fn subscription_activity(&self) -> Answer<'_, Vec<SubscriptionActivity>> {
         self.reading(move |engine| {
             let activity = engine
+                .topics
                 .list_subscriptions(None)?
                 .into_iter()
                 .map(|(topic_arn, subscription)| {
                     let mut recent = subscription.recent.list();
                     if subscription.is_webhook() {
-                        recent.extend(engine.recent_attempts(&subscription.arn));
+                        recent.extend(engine.webhooks.recent_attempts(&subscription.arn));
                         // Stable: a publish's note stays ahead of its attempts at one instant.
                         recent.sort_by_key(|note| note.at);
                     }
                     SubscriptionActivity {
                         topic_arn,
-                        last_error: engine.last_delivery_error(&subscription.arn),
+                        last_error: engine.webhooks.last_error(&subscription.arn),
                         counts: subscription.recent.counts(),
                         subscription,
                         recent,
@@ -82,13 +83,15 @@ impl Inspection for Embedded {
     }
 
     fn confirmation_token<'a>(&'a self, subscription_arn: &'a str) -> Answer<'a, Option<String>> {
-        self.reading(
-            move |engine| Ok(engine.confirmation_token(subscription_arn, self.clock.now())),
-        )
+        self.reading(move |engine| {
+            Ok(engine
+                .webhooks
+                .confirmation_token(subscription_arn, self.clock.now()))
+        })
     }
 
     fn topic_activity(&self) -> Answer<'_, Vec<TopicActivity>> {
-        self.reading(move |engine| Ok(engine.topic_activity()))
+        self.reading(move |engine| Ok(engine.topics.activity()))
     }
 
     fn reset(&self, scope: ResetScope) -> Answer<'_, ()> {

@@ -47,7 +47,7 @@ impl Messages for Embedded {
     ) -> Answer<'a, Vec<Received>> {
         Box::pin(async move {
             self.refuse_if_failed()?;
-            let entry = self.engine.queue(queue)?;
+            let entry = self.engine.queues.get(queue)?;
             let wait_seconds =
                 wait_seconds.unwrap_or_else(|| entry.lock().config().receive_wait_seconds as u64);
             let deadline = self.clock.now().plus_seconds(wait_seconds);
@@ -57,7 +57,7 @@ impl Messages for Embedded {
                 notified.as_mut().enable();
                 let now = self.clock.now();
                 let (mut outcome, dead_letter_queue) =
-                    self.engine.receive(&entry, &request, now)?;
+                    self.engine.queues.receive(&entry, &request, now)?;
                 crate::backend::log_expired(&entry.name, std::mem::take(&mut outcome.expired));
                 if let Some(dlq) = dead_letter_queue {
                     wake(&dlq);
@@ -72,7 +72,8 @@ impl Messages for Embedded {
                 }
                 let gone = self
                     .engine
-                    .queue(&entry.name)
+                    .queues
+                    .get(&entry.name)
                     .map_or(true, |current| !Arc::ptr_eq(&current, &entry));
                 if !outcome.received.is_empty() || now >= deadline || gone {
                     if !outcome.received.is_empty() && entry.lock().has_receivable() {

@@ -91,7 +91,7 @@ impl Embedded {
         name: &str,
         f: impl FnOnce(&mut Queue, Timestamp) -> EngineResult<T>,
     ) -> BackendResult<(Entry, T)> {
-        let entry = self.engine.queue(name)?;
+        let entry = self.engine.queues.get(name)?;
         let (answer, expired) = {
             let mut queue = entry.lock();
             let now = self.clock.now();

@@ -15,7 +15,7 @@ use crate::engine::{Engine, Timestamp};
 fn step(engine: &Engine<Notify>, task: &MoveTask, budget: usize, now: Timestamp) -> bool {
     let (touched, running) = engine.move_step(&task.id, &task.source_arn, budget, now);
     for name in touched {
-        if let Ok(entry) = engine.queue(&name) {
+        if let Ok(entry) = engine.queues.get(&name) {
             entry.waiters.notify_one();
         }
     }
@@ -59,7 +59,7 @@ impl MoveTasks for Embedded {
     }
 
     fn resume_move_tasks(&self) {
-        for task in self.engine.running_move_tasks() {
+        for task in self.engine.move_tasks.running() {
             tracing::info!(task = %task.id, source = %task.source_arn, moved = task.moved, "resuming message move task");
             self.run_move_task(task);
         }

@@ -10,7 +10,7 @@ use crate::engine::Timestamp;
 impl QueueAdmin for Embedded {
     fn create_queue(&self, request: CreateQueue) -> Answer<'_, Arc<str>> {
         self.changing(move |engine| {
-            let entry = engine.create_queue(
+            let entry = engine.queues.create(
                 &request.name,
                 request.config,
                 &request.attributes,
@@ -22,16 +22,16 @@ impl QueueAdmin for Embedded {
     }
 
     fn find_queue<'a>(&'a self, name: &'a str) -> Answer<'a, Arc<str>> {
-        self.reading(move |engine| Ok(engine.queue(name)?.name.clone()))
+        self.reading(move |engine| Ok(engine.queues.get(name)?.name.clone()))
     }
 
     fn list_queues<'a>(&'a self, prefix: &'a str) -> Answer<'a, Vec<Arc<str>>> {
-        self.reading(move |engine| Ok(engine.list_queues(prefix)))
+        self.reading(move |engine| Ok(engine.queues.list(prefix)))
     }
 
     fn delete_queue<'a>(&'a self, name: &'a str, now: Timestamp) -> Answer<'a, ()> {
         self.changing(move |engine| {
-            let entry = engine.delete_queue(name, now)?;
+            let entry = engine.queues.delete(name, now)?;
             // Parked long polls notice the queue is gone and return empty.
             entry.waiters.notify_waiters();
             Ok(())
@@ -40,7 +40,7 @@ impl QueueAdmin for Embedded {
 
     fn describe_queue<'a>(&'a self, name: &'a str, now: Timestamp) -> Answer<'a, QueueView> {
         self.reading(move |engine| {
-            let entry = engine.queue(name)?;
+            let entry = engine.queues.get(name)?;
             let view = {
                 let mut queue = entry.lock();
                 queue.tick(now);
@@ -62,37 +62,37 @@ impl QueueAdmin for Embedded {
         now: Timestamp,
     ) -> Answer<'a, ()> {
         self.changing(move |engine| {
-            engine.set_attributes(name, &attributes, now)?;
+            engine.queues.set_attributes(name, &attributes, now)?;
             // A shorter delay or visibility default may make messages receivable sooner.
-            engine.queue(name)?.waiters.notify_one();
+            engine.queues.get(name)?.waiters.notify_one();
             Ok(())
         })
     }
 
     fn purge_queue<'a>(&'a self, name: &'a str, now: Timestamp) -> Answer<'a, ()> {
-        self.changing(move |engine| Ok(engine.queue(name)?.lock().purge(now)?))
+        self.changing(move |engine| Ok(engine.queues.get(name)?.lock().purge(now)?))
     }
 
     fn tag_queue<'a>(&'a self, name: &'a str, tags: BTreeMap<String, String>) -> Answer<'a, ()> {
-        self.changing(move |engine| Ok(engine.queue(name)?.lock().tag(tags)?))
+        self.changing(move |engine| Ok(engine.queues.get(name)?.lock().tag(tags)?))
     }
 
     fn untag_queue<'a>(&'a self, name: &'a str, keys: Vec<String>) -> Answer<'a, ()> {
         self.changing(move |engine| {
-            engine.queue(name)?.lock().untag(&keys);
+            engine.queues.get(name)?.lock().untag(&keys);
             Ok(())
         })
     }
 
     fn queue_tags<'a>(&'a self, name: &'a str) -> Answer<'a, BTreeMap<String, String>> {
-        self.reading(move |engine| Ok(engine.queue(name)?.lock().tags().clone()))
+        self.reading(move |engine| Ok(engine.queues.get(name)?.lock().tags().clone()))
     }
 
     fn edit_queue_policy<'a>(&'a self, name: &'a str, edit: PolicyEdit) -> Answer<'a, ()> {
-        self.changing(move |engine| Ok(engine.queue(name)?.lock().edit_policy(edit)?))
+        self.changing(move |engine| Ok(engine.queues.get(name)?.lock().edit_policy(edit)?))
     }
 
     fn dead_letter_sources<'a>(&'a self, name: &'a str) -> Answer<'a, Vec<Arc<str>>> {
-        self.reading(move |engine| Ok(engine.dead_letter_sources(name)?))
+        self.reading(move |engine| Ok(engine.queues.dead_letter_sources(name)?))
     }
 }

@@ -9,9 +9,9 @@ use super::Embedded;
 use crate::backend::{
     Answer, BackendResult, Confirm, CreateTopic, Subscribe, TopicPolicyEdit, Topics,
 };
-use crate::engine::topic::registry::add_topic_tags;
 use crate::engine::topic::subscription::Subscribed;
 use crate::engine::topic::{Publication, PublishRequest, Subscription, SubscriptionProtocol};
+use crate::engine::topics::add_topic_tags;
 use crate::engine::{EngineResult, Timestamp};
 
 impl Embedded {
@@ -56,7 +56,7 @@ impl Embedded {
 impl Topics for Embedded {
     fn create_topic(&self, request: CreateTopic) -> Answer<'_, Arc<str>> {
         self.changing(move |engine| {
-            Ok(engine.create_topic(
+            Ok(engine.topics.create(
                 &request.name,
                 &request.attributes,
                 &request.tags,
@@ -70,11 +70,11 @@ impl Topics for Embedded {
     }
 
     fn list_topics(&self) -> Answer<'_, Vec<Arc<str>>> {
-        self.reading(move |engine| Ok(engine.list_topics()))
+        self.reading(move |engine| Ok(engine.topics.list()))
     }
 
     fn topic_attributes<'a>(&'a self, arn: &'a str) -> Answer<'a, Vec<(String, String)>> {
-        self.reading(move |engine| Ok(engine.topic(arn)?.lock().attributes(self.clock.now())))
+        self.reading(move |engine| Ok(engine.topics.get(arn)?.lock().attributes(self.clock.now())))
     }
 
     fn set_topic_attribute<'a>(
@@ -84,7 +84,7 @@ impl Topics for Embedded {
         value: &'a str,
     ) -> Answer<'a, ()> {
         self.changing(move |engine| {
-            let entry = engine.topic(arn)?;
+            let entry = engine.topics.get(arn)?;
             let mut topic = entry.lock();
             Ok(topic.set(name, value, "", self.clock.now())?)
         })
@@ -92,7 +92,7 @@ impl Topics for Embedded {
 
     fn edit_topic_policy<'a>(&'a self, arn: &'a str, edit: TopicPolicyEdit) -> Answer<'a, ()> {
         self.changing(move |engine| {
-            let entry = engine.topic(arn)?;
+            let entry = engine.topics.get(arn)?;
             let mut topic = entry.lock();
             let policy = edit(&topic.policy(), &topic.arn)?;
             Ok(topic.set("Policy", &policy, "", self.clock.now())?)
@@ -120,8 +120,7 @@ impl Topics for Embedded {
                 && subscribed.protocol == SubscriptionProtocol::Sqs)
                 .then_some(request.endpoint)
                 .flatten()
-                .and_then(|arn| engine.name_from_arn(arn))
-                .and_then(|key| engine.queue(key).ok());
+                .and_then(|arn| engine.queues.get_by_arn(arn).ok());
             if let Some(queue) = confirming {
                 queue.waiters.notify_one();
             }
@@ -159,12 +158,13 @@ impl Topics for Embedded {
         &'a self,
         topic_arn: Option<&'a str>,
     ) -> Answer<'a, Vec<(Arc<str>, Arc<Subscription>)>> {
-        self.reading(move |engine| Ok(engine.list_subscriptions(topic_arn)?))
+        self.reading(move |engine| Ok(engine.topics.list_subscriptions(topic_arn)?))
     }
 
     fn subscription_attributes<'a>(&'a self, arn: &'a str) -> Answer<'a, Vec<(String, String)>> {
         self.reading(move |engine| {
             Ok(engine
+                .topics
                 .with_subscription(arn, |topic, sub| Ok(topic.subscription_attributes(sub)))?)
         })
     }
@@ -178,7 +178,7 @@ impl Topics for Embedded {
     ) -> Answer<'a, ()> {
         self.changing(move |engine| {
             let now = self.clock.now();
-            engine.with_subscription(arn, |topic, sub| {
+            engine.topics.with_subscription(arn, |topic, sub| {
                 sub.set(name, value, "")?;
                 topic.check_filter_count(sub)?;
                 topic.check_replay(sub, "", now)
@@ -203,7 +203,7 @@ impl Topics for Embedded {
         base_url: &'a str,
     ) -> Answer<'a, Vec<EngineResult<Publication>>> {
         self.changing(move |engine| {
-            engine.check_publishes(topic_arn, &requests)?;
+            engine.topics.check_publishes(topic_arn, &requests)?;
             Ok(requests
                 .iter()
                 .map(|request| self.publish_one(topic_arn, request, base_url))
@@ -213,13 +213,15 @@ impl Topics for Embedded {
 
     fn tag_topic<'a>(&'a self, arn: &'a str, tags: Vec<(String, String)>) -> Answer<'a, ()> {
         self.changing(move |engine| {
-            Ok(engine.with_topic_tags(arn, |existing| add_topic_tags(existing, tags))?)
+            Ok(engine
+                .topics
+                .with_tags(arn, |existing| add_topic_tags(existing, tags))?)
         })
     }
 
     fn untag_topic<'a>(&'a self, arn: &'a str, keys: Vec<String>) -> Answer<'a, ()> {
         self.changing(move |engine| {
-            Ok(engine.with_topic_tags(arn, |existing| {
+            Ok(engine.topics.with_tags(arn, |existing| {
                 for key in &keys {
                     existing.remove(key);
                 }
@@ -229,15 +231,17 @@ impl Topics for Embedded {
     }
 
     fn topic_tags<'a>(&'a self, arn: &'a str) -> Answer<'a, BTreeMap<String, String>> {
-        self.reading(
-            move |engine| Ok(engine.with_topic_tags(arn, |existing| Ok(existing.clone()))?),
-        )
+        self.reading(move |engine| {
+            Ok(engine
+                .topics
+                .with_tags(arn, |existing| Ok(existing.clone()))?)
+        })
     }
 
     fn put_data_protection_policy<'a>(&'a self, arn: &'a str, policy: String) -> Answer<'a, ()> {
         self.changing(move |engine| {
-            engine.topic_name_from_arn(arn, "ResourceArn")?;
-            let entry = engine.topic(arn)?;
+            engine.topics.key_in_arn(arn, "ResourceArn")?;
+            let entry = engine.topics.get(arn)?;
             let mut topic = entry.lock();
             Ok(topic.set_data_protection_policy(&policy)?)
         })
@@ -245,8 +249,8 @@ impl Topics for Embedded {
 
     fn data_protection_policy<'a>(&'a self, arn: &'a str) -> Answer<'a, String> {
         self.reading(move |engine| {
-            engine.topic_name_from_arn(arn, "ResourceArn")?;
-            Ok(engine.topic(arn)?.lock().data_protection_policy())
+            engine.topics.key_in_arn(arn, "ResourceArn")?;
+            Ok(engine.topics.get(arn)?.lock().data_protection_policy())
         })
     }
 }

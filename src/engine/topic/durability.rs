@@ -10,7 +10,7 @@ use super::{FilterPolicy, Scope, Subscription, Topic, SEQUENCE_BASE};
 use crate::engine::dedup::{DedupDigest, DedupRecord, HistoryChunk, HistoryCursor};
 use crate::engine::message::{MessageId, SequenceNumber};
 use crate::engine::time::Timestamp;
-use crate::engine::webhook::policy::{SubscriptionPolicy, TopicPolicy};
+use crate::engine::topic::delivery_policy::{SubscriptionPolicy, TopicPolicy};
 
 const REPLAY_STATUSES: [&str; 4] = ["Pending", "In progress", "Completed", "Failed"];
 

@@ -1,5 +1,6 @@
 //! SNS topics: attributes, subscriptions, and what a publish decides (validation, topic-wide
-//! deduplication, sequence numbers). Fan-out into subscriptions is in `fanout`. Pure.
+//! deduplication, sequence numbers). Fan-out into subscriptions is
+//! `engine::topics`'. Pure.
 
 pub mod archive;
 mod attribute_errors;
@@ -7,18 +8,18 @@ pub mod captured;
 mod captured_message;
 pub mod changes;
 pub mod data_protection;
+pub mod delivery_policy;
 mod durability;
 pub mod envelope;
-pub mod fanout;
 pub mod filter;
 pub mod protocol;
 mod publication;
 pub mod recent;
-pub mod registry;
 mod replay;
 pub mod signing;
 pub mod subscription;
 pub mod subscription_copy;
+pub mod subscription_edits;
 
 pub use protocol::{EndpointKind, SubscriptionProtocol};
 pub use publication::{Publication, PublishRequest};
@@ -26,8 +27,8 @@ pub use subscription::Subscription;
 
 pub use filter::{FilterPolicy, Scope};
 
-use super::webhook::policy::{EffectivePolicy, TopicPolicy};
 use crate::engine::error::invalid_parameter as invalid;
+use delivery_policy::{EffectivePolicy, TopicPolicy};
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

@@ -12,7 +12,7 @@ use crate::engine::check_xml_text;
 use crate::engine::error::invalid_parameter as invalid;
 use crate::engine::error::EngineResult;
 use crate::engine::message::MessageAttributes;
-use crate::engine::webhook::policy::SubscriptionPolicy;
+use crate::engine::topic::delivery_policy::SubscriptionPolicy;
 
 /// Who subscribes: the account that owns the subscription, and the principal that asked
 /// (`SubscriptionPrincipal`; `None` reports the owner's root).

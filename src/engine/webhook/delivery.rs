@@ -5,10 +5,10 @@
 use std::sync::Arc;
 
 use super::outbox::{Delivery, Kind, LanePolicy};
-use super::policy::DEFAULT_CONTENT_TYPE;
 use crate::engine::body::Body;
 use crate::engine::message::MessageAttributes;
 use crate::engine::time::Timestamp;
+use crate::engine::topic::delivery_policy::DEFAULT_CONTENT_TYPE;
 use crate::engine::topic::envelope::{self, Confirmation};
 use crate::engine::topic::signing::{self, MessageSigner};
 use crate::engine::topic::subscription_copy::SubscriptionCopy;

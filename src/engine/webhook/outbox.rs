@@ -10,9 +10,9 @@
 use std::collections::{BTreeSet, VecDeque};
 use std::sync::Arc;
 
-use super::policy::RetryPolicy;
 use crate::engine::message::MessageAttributes;
 use crate::engine::time::Timestamp;
+use crate::engine::topic::delivery_policy::RetryPolicy;
 use crate::engine::topic::recent::{DeliveryNote, Fate};
 use crate::engine::FastMap;
 

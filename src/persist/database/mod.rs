@@ -243,7 +243,7 @@ impl ReadyDatabase {
             next_lsn,
             FsyncMode::Always,
         );
-        engine.keep_receipt_key();
+        engine.queues.keep_receipt_key();
         Ok(DatabaseLog {
             log_writer,
             lease: Arc::new(lease),

@@ -54,7 +54,7 @@ impl Follower {
         let loaded = super::snapshots::load(db, engine)?;
         Ok(Follower {
             report: RecoveryReport::after(&loaded),
-            live_at_snapshot: engine.stored_bytes(),
+            live_at_snapshot: engine.queues.stored_bytes(),
             loaded,
             log_bytes: 0,
             expected: None,

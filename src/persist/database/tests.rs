@@ -421,7 +421,8 @@ fn a_snapshot_is_read_whole_while_the_leader_keeps_a_newer_one() {
     let t = crate::engine::Timestamp(1_000);
     for name in ["a", "b", "c"] {
         leader
-            .create_queue_from(name, &[], &[], t)
+            .queues
+            .create_from(name, &[], &[], t)
             .expect("created");
     }
     let lsn = crate::engine::ChangeLog::next_lsn(&*log.log_writer);
@@ -461,7 +462,10 @@ fn chunks_of_snapshots_never_kept_are_removed() {
     let mut leader = new_engine();
     let log = super::open(&settings, &mut leader).expect("leads");
     let t = crate::engine::Timestamp(1_000);
-    leader.create_queue_from("q", &[], &[], t).expect("created");
+    leader
+        .queues
+        .create_from("q", &[], &[], t)
+        .expect("created");
     let lsn = crate::engine::ChangeLog::next_lsn(&*log.log_writer);
     log.log_writer.wait_blocking(lsn).expect("durable");
     let mut admin = connect(&url);
@@ -500,7 +504,8 @@ fn a_snapshot_is_kept_only_once_the_records_it_covers_are_in_the_database() {
     let mut engine = new_engine();
     let log = super::open(&settings, &mut engine).expect("leads");
     engine
-        .create_queue_from("a.fifo", &fifo(), &[], t)
+        .queues
+        .create_from("a.fifo", &fifo(), &[], t)
         .expect("created");
     send(&engine, "a.fifo", "durable", t);
     let lsn = crate::engine::ChangeLog::next_lsn(&*log.log_writer);

@@ -29,8 +29,8 @@ fn engine(settings: &Settings) -> Engine<Notify> {
 }
 
 fn count(engine: &Engine<Notify>) -> (usize, u64) {
-    let queues = engine.list_queues("").len();
-    (queues, engine.message_count())
+    let queues = engine.queues.list("").len();
+    (queues, engine.queues.message_count())
 }
 
 /// Copies the state of the data directory `dir` into the database, which must hold no log yet.

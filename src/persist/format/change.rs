@@ -9,7 +9,7 @@ use super::topic::DiskTopicChange;
 use super::webhook::{DiskOutboxChange, Token};
 use crate::engine::changes as live;
 use crate::engine::move_task as live_move;
-use crate::engine::restore::RegistryImage;
+use crate::engine::queues::RegistryImage;
 use crate::engine::Timestamp;
 
 #[derive(Clone, Copy, Serialize, Deserialize)]

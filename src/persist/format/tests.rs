@@ -271,7 +271,8 @@ mod at_startup {
         let mut engine: Engine<()> = Engine::new("000000000000", "us-east-1");
         let (data, _) = open(dir.path(), FsyncMode::Always, &mut engine).unwrap();
         engine
-            .create_queue_from("q", &[], &[], Timestamp(1))
+            .queues
+            .create_from("q", &[], &[], Timestamp(1))
             .unwrap();
         if snapshot {
             snapshot::take(dir.path(), &engine, &data.log_writer).unwrap();

@@ -6,7 +6,8 @@ use serde::{Deserialize, Serialize};
 
 use super::message::{attributes, live_attributes, Attributes};
 use super::topic::DiskSubscription;
-use crate::engine::webhook::{changes as live_changes, policy as live_policy};
+use crate::engine::topic::delivery_policy as live_policy;
+use crate::engine::webhook::changes as live_changes;
 use crate::engine::webhook::{Delivery as LiveDelivery, Kind as LiveKind, LanePolicy as LiveLane};
 use crate::engine::Timestamp;
 

@@ -104,7 +104,7 @@ impl<W: Default> Loader<'_, W> {
             } if index == 0 => {
                 self.loaded.first_lsn = first_lsn;
                 self.loaded.registry_lsn = registry_lsn;
-                self.engine.restore_registry(registry.into());
+                self.engine.queues.restore_registry(registry.into());
             }
             _ if index == 0 => return Err(self.damaged(0, "no header")),
             Item::Header { .. } => return Err(self.damaged(offset, "second header")),
@@ -161,16 +161,18 @@ impl<W: Default> Loader<'_, W> {
                     return Err(self.damaged(offset, "deliveries before the outbox"));
                 }
                 let deliveries = chunk.into_vec().into_iter().map(|q| q.into_live());
-                self.engine.restore_deliveries(deliveries.collect());
+                self.engine
+                    .webhooks
+                    .restore_deliveries(deliveries.collect());
             }
             Item::Tokens(chunk) => {
                 for token in chunk.into_vec() {
-                    self.engine.restore_token(token.into_live());
+                    self.engine.webhooks.restore_token(token.into_live());
                 }
             }
             Item::MoveTasks { lsn, tasks } => {
                 for task in tasks.into_vec() {
-                    self.engine.restore_move_task(task.into_live());
+                    self.engine.move_tasks.restore(task.into_live());
                 }
                 self.loaded.move_task_lsn = Some(lsn);
             }
@@ -179,7 +181,7 @@ impl<W: Default> Loader<'_, W> {
                 let DiskChange::ReceiptKey { secret } = change else {
                     return Err(self.damaged(offset, "not a receipt key"));
                 };
-                self.engine.restore_receipt_key(secret);
+                self.engine.queues.restore_receipt_key(secret);
                 self.loaded.receipt_key = true;
             }
             Item::Mobile { lsn } => self.loaded.mobile_lsn = Some(lsn),
@@ -227,7 +229,7 @@ impl<W: Default> Loader<'_, W> {
         else {
             return Err(self.damaged(offset, "not a signing key"));
         };
-        self.engine.restore_signer(
+        self.engine.topics.restore_signer(
             private_key_der,
             certificate_pem.into(),
             certificate_file.into(),
@@ -250,13 +252,13 @@ impl<W: Default> Loader<'_, W> {
     /// The queue read so far, now that its records are all in.
     fn restore_queue(&mut self) {
         if let Some((image, messages)) = self.queue.take() {
-            self.engine.restore_queue(image, messages);
+            self.engine.queues.restore(image, messages);
         }
     }
 
     fn restore_topic(&mut self) {
         if let Some(image) = self.topic.take() {
-            self.engine.restore_topic(image);
+            self.engine.topics.restore(image);
         }
     }
 }

@@ -141,7 +141,7 @@ impl Snapshotter {
         let mut short_of_room = false;
         loop {
             log_writer.log_reaches(wait_for).await;
-            let live = self.engine.stored_bytes();
+            let live = self.engine.queues.stored_bytes();
             let threshold = self.after.max(last_size);
             let log_bytes = log_writer.bytes_since_snapshot();
             let growth = live.saturating_sub(live_at_last);
@@ -152,7 +152,7 @@ impl Snapshotter {
                 continue;
             }
             // A snapshot that cannot fit would only take the log's room while it is written.
-            let least = self.engine.payload_bytes();
+            let least = self.engine.queues.payload_bytes();
             if self.store.free_bytes().is_some_and(|free| free < least) {
                 log_writer.metrics().snapshot_failed(true);
                 if !short_of_room {

@@ -81,7 +81,7 @@ pub fn write_to<W: Default, O: Write>(
     log_writer: &LogWriter,
 ) -> std::io::Result<Written<O>> {
     let (segment, first_lsn) = log_writer.rotate().map_err(std::io::Error::other)?;
-    let (entries, registry, registry_lsn) = engine.registry_cut(|| log_writer.next_lsn());
+    let (entries, registry, registry_lsn) = engine.queues.cut(|| log_writer.next_lsn());
     let mut out = Out {
         file: create()?,
         buf: Vec::new(),
@@ -97,15 +97,15 @@ pub fn write_to<W: Default, O: Write>(
     }
     write_topics(&mut out, engine, log_writer)?;
     write_deliveries(&mut out, engine, log_writer)?;
-    let (lsn, tasks) = engine.move_task_image(|| log_writer.next_lsn());
+    let (lsn, tasks) = engine.move_tasks.image(|| log_writer.next_lsn());
     out.item(&Item::MoveTasks {
         lsn,
         tasks: List::Write(&tasks),
     })?;
-    if let Some(signer) = engine.signer_record() {
+    if let Some(signer) = engine.topics.signer_record() {
         out.item(&Item::Signer(DiskChange::from(&signer)))?;
     }
-    if let Some(key) = engine.receipt_key_record() {
+    if let Some(key) = engine.queues.receipt_key_record() {
         out.item(&Item::ReceiptKey(DiskChange::from(&key)))?;
     }
     let (lsn, mobile) = engine.mobile_image(|| log_writer.next_lsn());
@@ -221,7 +221,7 @@ fn write_topics<W: Default, O: Write>(
     engine: &Engine<W>,
     log_writer: &LogWriter,
 ) -> std::io::Result<()> {
-    for (lsn, mut image, history, entry) in engine.topic_images(|| log_writer.next_lsn()) {
+    for (lsn, mut image, history, entry) in engine.topics.images(|| log_writer.next_lsn()) {
         let archive = std::mem::take(&mut image.archive);
         out.item(&Item::Topic {
             lsn,
@@ -291,7 +291,7 @@ fn write_deliveries<W: Default, O: Write>(
     engine: &Engine<W>,
     log_writer: &LogWriter,
 ) -> std::io::Result<()> {
-    let (lsn, deliveries, tokens) = engine.delivery_image(|| log_writer.next_lsn());
+    let (lsn, deliveries, tokens) = engine.webhooks.image(|| log_writer.next_lsn());
     out.item(&Item::Outbox { lsn })?;
     out.chunks(
         deliveries,

@@ -1,11 +1,14 @@
 use super::*;
 use crate::engine::message::MessageAttributes;
 use crate::engine::webhook::tokens::TOKEN_LIFETIME_MS;
+use crate::engine::webhook::Attempt;
+use crate::engine::Engine;
 
 fn engine_with_topic() -> (Engine<()>, String) {
     let engine = Engine::<()>::new("000000000000", "us-east-1");
     let topic = engine
-        .create_topic("t", &[], &[], Timestamp(0))
+        .topics
+        .create("t", &[], &[], Timestamp(0))
         .unwrap()
         .to_string();
     (engine, topic)
@@ -31,16 +34,27 @@ fn pending_subscriptions_expire_with_their_token() {
         )
         .unwrap();
     assert!(sub.pending);
-    let confirmation = engine.take_deliveries(Timestamp(0), 10);
+    let confirmation = engine.webhooks.take_due(Timestamp(0), 10);
     assert_eq!(confirmation.len(), 1);
     assert_eq!(
         confirmation[0].delivery.kind,
         Kind::SubscriptionConfirmation
     );
     engine.expire_confirmations(Timestamp(TOKEN_LIFETIME_MS - 1));
-    assert_eq!(engine.list_subscriptions(Some(&topic)).unwrap().len(), 1);
+    assert_eq!(
+        engine
+            .topics
+            .list_subscriptions(Some(&topic))
+            .unwrap()
+            .len(),
+        1
+    );
     engine.expire_confirmations(Timestamp(TOKEN_LIFETIME_MS));
-    assert!(engine.list_subscriptions(Some(&topic)).unwrap().is_empty());
+    assert!(engine
+        .topics
+        .list_subscriptions(Some(&topic))
+        .unwrap()
+        .is_empty());
     // The token died with it.
     assert_eq!(
         engine.confirm_subscription(
@@ -68,7 +82,7 @@ fn confirmed_subscriptions_outlive_their_token_and_get_notifications() {
             Timestamp(0),
         )
         .unwrap();
-    let confirmation = engine.take_deliveries(Timestamp(0), 10);
+    let confirmation = engine.webhooks.take_due(Timestamp(0), 10);
     let arn = engine
         .confirm_subscription(
             &topic,
@@ -93,7 +107,7 @@ fn confirmed_subscriptions_outlive_their_token_and_get_notifications() {
         .publish(&topic, &request, "http://o", Timestamp(TOKEN_LIFETIME_MS))
         .unwrap();
     assert_eq!(fanout.webhooks, 1);
-    let sent = engine.take_deliveries(Timestamp(TOKEN_LIFETIME_MS), 10);
+    let sent = engine.webhooks.take_due(Timestamp(TOKEN_LIFETIME_MS), 10);
     assert_eq!(sent[0].delivery.kind, Kind::Notification);
     assert_eq!(&*sent[0].delivery.endpoint, "https://h/x");
 }

@@ -10,9 +10,9 @@
 use std::sync::Arc;
 
 use crate::engine::body::Body;
-use crate::engine::error::{EngineError, EngineResult};
+use crate::engine::error::EngineResult;
 use crate::engine::message::MessageAttributes;
-use crate::engine::policy::sns_would_refuse;
+use crate::engine::queues::{QueueEntry, Queues};
 use crate::engine::time::Timestamp;
 use crate::engine::topic::captured::{self, CapturedMessage};
 use crate::engine::topic::envelope::{self, Notification};
@@ -24,7 +24,10 @@ use crate::engine::topic::{
     check_message, EndpointKind, Publication, PublishRequest, Subscription, Topic,
 };
 use crate::engine::webhook::delivery::NotificationCopy;
-use crate::engine::{Engine, QueueEntry};
+use crate::engine::webhooks::Notified;
+use crate::engine::webhooks::Webhooks;
+
+use super::{not_found_topic, Topics};
 
 /// What a publish did: the ids to answer with and the queues that received a copy.
 pub struct Fanout<W> {
@@ -134,7 +137,7 @@ impl Addressed<'_> {
     }
 }
 
-pub(in crate::engine) enum Delivered<W> {
+enum Delivered<W> {
     Queue(Arc<QueueEntry<W>>),
     DeadLetter(Arc<QueueEntry<W>>),
     /// Handed to the webhook outbox.
@@ -145,7 +148,7 @@ pub(in crate::engine) enum Delivered<W> {
     Dropped,
 }
 
-impl<W: Default> Engine<W> {
+impl Topics {
     /// The rules a publish must pass (message and FIFO rules), for every one of a batch: AWS
     /// fails the whole PublishBatch if one entry breaks them, before publishing any. Each
     /// publish checks again under its lock (settings may change in between).
@@ -154,7 +157,7 @@ impl<W: Default> Engine<W> {
         topic_arn: &str,
         requests: impl IntoIterator<Item = &'r PublishRequest>,
     ) -> EngineResult<()> {
-        let entry = self.topic(topic_arn)?;
+        let entry = self.get(topic_arn)?;
         let topic = entry.lock();
         for request in requests {
             check_message(request)?;
@@ -165,21 +168,22 @@ impl<W: Default> Engine<W> {
 
     /// Publish: the topic decides (validation, dedup, sequence), then each SQS subscription gets
     /// its copy, all under the topic lock. `unsubscribe_base` is the URL clients reach us at.
-    pub fn publish(
+    pub fn publish<W: Default>(
         &self,
+        to: (&Queues<W>, &Webhooks),
         topic_arn: &str,
         req: &PublishRequest,
         unsubscribe_base: &str,
         now: Timestamp,
     ) -> EngineResult<Fanout<W>> {
         check_message(req)?;
-        let entry = self.topic(topic_arn)?;
+        let entry = self.get(topic_arn)?;
         // Every copy, webhook delivery and the topic's dedup entry reach the log in one write,
         // so a crash keeps the whole fan-out or none of it (declared first: dropped last).
         let _atomic = self.atomic();
         let mut topic = entry.lock();
         if topic.deleted {
-            return Err(crate::engine::topic::registry::not_found_topic());
+            return Err(not_found_topic());
         }
         // Logged when the guard drops, after the copies.
         let publication = topic.untouched().accept(req, now)?;
@@ -196,30 +200,31 @@ impl<W: Default> Engine<W> {
         }
         let message = Outgoing::new(&fanout.publication, req, now, false);
         for subscription in topic.subscriptions.iter().filter(|s| s.live && !s.pending) {
-            let fate = match self.deliver(&topic, subscription, &message, unsubscribe_base, now) {
-                Delivered::Queue(queue) => {
-                    fanout.delivered_to.push(queue);
-                    Fate::Queued
-                }
-                Delivered::DeadLetter(queue) => {
-                    fanout.dead_lettered += 1;
-                    fanout.delivered_to.push(queue);
-                    Fate::DeadLettered
-                }
-                Delivered::Webhook => {
-                    fanout.webhooks += 1;
-                    Fate::ToWebhook
-                }
-                Delivered::Captured(record) => {
-                    fanout.captured.push(*record);
-                    Fate::Captured
-                }
-                Delivered::Filtered => Fate::FilteredOut,
-                Delivered::Dropped => {
-                    fanout.failed += 1;
-                    Fate::Failed
-                }
-            };
+            let fate =
+                match self.deliver(to, (&topic, subscription), &message, unsubscribe_base, now) {
+                    Delivered::Queue(queue) => {
+                        fanout.delivered_to.push(queue);
+                        Fate::Queued
+                    }
+                    Delivered::DeadLetter(queue) => {
+                        fanout.dead_lettered += 1;
+                        fanout.delivered_to.push(queue);
+                        Fate::DeadLettered
+                    }
+                    Delivered::Webhook => {
+                        fanout.webhooks += 1;
+                        Fate::ToWebhook
+                    }
+                    Delivered::Captured(record) => {
+                        fanout.captured.push(*record);
+                        Fate::Captured
+                    }
+                    Delivered::Filtered => Fate::FilteredOut,
+                    Delivered::Dropped => {
+                        fanout.failed += 1;
+                        Fate::Failed
+                    }
+                };
             subscription.recent.note(DeliveryNote {
                 message_id: fanout.publication.message_id.clone(),
                 at: now,
@@ -231,10 +236,10 @@ impl<W: Default> Engine<W> {
 
     /// One subscription's copy of one message: filter, format (raw or envelope), then the
     /// webhook outbox or the subscribed queue.
-    fn deliver(
+    fn deliver<W: Default>(
         &self,
-        topic: &Topic,
-        subscription: &Subscription,
+        to: (&Queues<W>, &Webhooks),
+        (topic, subscription): (&Topic, &Subscription),
         message: &Outgoing,
         unsubscribe_base: &str,
         now: Timestamp,
@@ -250,69 +255,17 @@ impl<W: Default> Engine<W> {
                 let Some(addressed) = addressed else {
                     return Delivered::Filtered;
                 };
-                self.deliver_addressed(addressed, signer, now)
+                deliver_addressed(to, addressed, signer, now)
             },
         )
-    }
-
-    fn deliver_addressed(
-        &self,
-        addressed: &Addressed,
-        signer: SignerSource,
-        now: Timestamp,
-    ) -> Delivered<W> {
-        let (topic, subscription) = (addressed.topic, addressed.subscription);
-        let envelope = || addressed.envelope(signer);
-        if let Some(record) = addressed.capture(&envelope, now) {
-            return Delivered::Captured(Box::new(record));
-        }
-        if subscription.is_webhook() {
-            return self.queue_notification(
-                topic,
-                subscription,
-                addressed.webhook_copy(&envelope),
-                now,
-            );
-        }
-        self.copy_to_queue(addressed, signer, now)
-    }
-
-    /// Enqueues the copy in the subscribed queue, and on a client-side failure the same payload
-    /// in the subscription's DLQ. If the DLQ refuses a raw copy too (more than 10 attributes),
-    /// it gets the envelope, which carries the attributes inside, so the message is kept.
-    fn copy_to_queue(
-        &self,
-        addressed: &Addressed,
-        signer: SignerSource,
-        now: Timestamp,
-    ) -> Delivered<W> {
-        let subscription = addressed.subscription;
-        // With the queues' policies enforced, a queue takes the copy only as AWS would.
-        let from = self.enforce_queue_policies.then_some(&*addressed.topic.arn);
-        let mut copy = addressed.queue_copy(signer);
-        if let Ok(queue) = self.enqueue_copy_from(&subscription.endpoint, &copy, now, from) {
-            return Delivered::Queue(queue);
-        }
-        let Some(dlq) = subscription.dead_letter_arn() else {
-            return Delivered::Dropped;
-        };
-        let mut result = self.enqueue_copy_from(dlq, &copy, now, from);
-        if result.is_err() && subscription.raw_delivery {
-            copy.body = addressed.envelope(signer).into();
-            copy.attributes = MessageAttributes::default();
-            result = self.enqueue_copy_from(dlq, &copy, now, from);
-        }
-        match result {
-            Ok(queue) => Delivered::DeadLetter(queue),
-            Err(_) => Delivered::Dropped,
-        }
     }
 
     /// Replays a subscription's ReplayPolicy window from the topic's archive into it (filter
     /// applied, envelopes marked as replayed), then marks the replay completed. Returns the
     /// queues that received copies.
-    pub fn replay(
+    pub fn replay<W: Default>(
         &self,
+        to: (&Queues<W>, &Webhooks),
         subscription_arn: &str,
         unsubscribe_base: &str,
         now: Timestamp,
@@ -333,51 +286,13 @@ impl<W: Default> Engine<W> {
         for item in &archived {
             let message = Outgoing::new(&item.publication, &item.request, item.published_at, true);
             if let Delivered::Queue(q) | Delivered::DeadLetter(q) =
-                self.deliver(&topic, &subscription, &message, unsubscribe_base, now)
+                self.deliver(to, (&topic, &subscription), &message, unsubscribe_base, now)
             {
                 touched.push(q);
             }
         }
         topic.complete_replay(subscription_arn, &replay);
         Ok(touched)
-    }
-
-    /// Puts a copy into the queue with this ARN. FIFO queues get the group and dedup id; a
-    /// standard queue gets the group only from a standard topic (fair queues), never from a
-    /// FIFO topic. Errors: the queue is gone, or refuses the message (size, attribute count).
-    pub(in crate::engine) fn enqueue_copy(
-        &self,
-        queue_arn: &str,
-        copy: &SubscriptionCopy,
-        now: Timestamp,
-    ) -> EngineResult<Arc<QueueEntry<W>>> {
-        self.enqueue_copy_from(queue_arn, copy, now, None)
-    }
-
-    /// As `enqueue_copy`; with `topic_arn`, only if the queue's policy lets SNS send from it.
-    pub(in crate::engine) fn enqueue_copy_from(
-        &self,
-        queue_arn: &str,
-        copy: &SubscriptionCopy,
-        now: Timestamp,
-        topic_arn: Option<&str>,
-    ) -> EngineResult<Arc<QueueEntry<W>>> {
-        let queue = self
-            .name_from_arn(queue_arn)
-            .ok_or(EngineError::QueueDoesNotExist)
-            .and_then(|n| self.queue(n))?;
-        let mut state = queue.lock();
-        if let Some(topic_arn) = topic_arn {
-            let policy = state.config.policy.as_deref();
-            if let Some(refusal) = sns_would_refuse(policy, queue_arn, topic_arn) {
-                return Err(EngineError::AuthorizationError(refusal));
-            }
-        }
-        state.tick(now);
-        let request = copy.send_request(state.is_fifo())?;
-        state.send(request, now)?;
-        drop(state);
-        Ok(queue)
     }
 }
 
@@ -487,4 +402,57 @@ fn addressed<R>(
         ),
     };
     then(Some(&addressed))
+}
+
+fn deliver_addressed<W: Default>(
+    (queues, webhooks): (&Queues<W>, &Webhooks),
+    addressed: &Addressed,
+    signer: SignerSource,
+    now: Timestamp,
+) -> Delivered<W> {
+    let (topic, subscription) = (addressed.topic, addressed.subscription);
+    let envelope = || addressed.envelope(signer);
+    if let Some(record) = addressed.capture(&envelope, now) {
+        return Delivered::Captured(Box::new(record));
+    }
+    if subscription.is_webhook() {
+        let copy = addressed.webhook_copy(&envelope);
+        return match webhooks.notify(queues, (topic, subscription), copy, now) {
+            Notified::Queued => Delivered::Webhook,
+            Notified::DeadLettered(queue) => Delivered::DeadLetter(queue),
+            Notified::Dropped => Delivered::Dropped,
+        };
+    }
+    copy_to_queue(queues, addressed, signer, now)
+}
+
+/// Enqueues the copy in the subscribed queue, and on a client-side failure the same payload
+/// in the subscription's DLQ. If the DLQ refuses a raw copy too (more than 10 attributes),
+/// it gets the envelope, which carries the attributes inside, so the message is kept.
+fn copy_to_queue<W: Default>(
+    queues: &Queues<W>,
+    addressed: &Addressed,
+    signer: SignerSource,
+    now: Timestamp,
+) -> Delivered<W> {
+    let subscription = addressed.subscription;
+    // With the queues' policies enforced, a queue takes the copy only as AWS would.
+    let from = Some(&*addressed.topic.arn);
+    let mut copy = addressed.queue_copy(signer);
+    if let Ok(queue) = queues.accept_copy(&subscription.endpoint, &copy, now, from) {
+        return Delivered::Queue(queue);
+    }
+    let Some(dlq) = subscription.dead_letter_arn() else {
+        return Delivered::Dropped;
+    };
+    let mut result = queues.accept_copy(dlq, &copy, now, from);
+    if result.is_err() && subscription.raw_delivery {
+        copy.body = addressed.envelope(signer).into();
+        copy.attributes = MessageAttributes::default();
+        result = queues.accept_copy(dlq, &copy, now, from);
+    }
+    match result {
+        Ok(queue) => Delivered::DeadLetter(queue),
+        Err(_) => Delivered::Dropped,
+    }
 }
