@@ -90,6 +90,11 @@ pub struct Scraped {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct WorkerLabels {
+    worker: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct RoleLabels {
     role: &'static str,
 }
@@ -328,6 +333,7 @@ impl Metrics {
             "Requests passed on to the leader while this node was a standby, by outcome",
             self.forwarded.0.clone(),
         );
+        register_workers(&mut registry);
         // A standby's engine follows the leader's: its figures would count each queue twice in
         // a sum over nodes, so only the leader (or a single node) reports them.
         if state.role != "standby" {
@@ -352,6 +358,29 @@ impl Metrics {
         let _ = prometheus_client::encoding::text::encode(&mut out, &registry);
         out
     }
+}
+
+/// This process's background loops: how many of each run, and how often they failed.
+fn register_workers(registry: &mut Registry) {
+    let running = Family::<WorkerLabels, Gauge>::default();
+    let failures = Family::<WorkerLabels, Counter>::default();
+    for (worker, figures) in crate::worker::figures() {
+        let labels = WorkerLabels { worker };
+        running
+            .get_or_create(&labels)
+            .set(i64::try_from(figures.running).unwrap_or(i64::MAX));
+        failures.get_or_create(&labels).inc_by(figures.failures);
+    }
+    registry.register(
+        "workers_running",
+        "Background loops of this process running now, by worker",
+        running,
+    );
+    registry.register(
+        "worker_failures",
+        "Failures background loops waited out before trying again, by worker",
+        failures,
+    );
 }
 
 fn register_queues(registry: &mut Registry, queues: &[QueueOverview], now: Timestamp) {

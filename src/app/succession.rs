@@ -21,6 +21,7 @@ use crate::http::standby::Forwarding;
 use crate::persist::database::Keeper;
 use crate::persist::snapshot::Snapshotter;
 use crate::service::Service;
+use crate::worker::{Backoff, Workers};
 
 /// Failures to start over are said once per cause per interval, not once a second.
 static RETRIES: std::sync::LazyLock<crate::quiet_log::QuietLog> =
@@ -113,12 +114,16 @@ pub async fn serve(
     let current = Arc::new(RwLock::new(Router::new()));
     let running = Running::start(first, &routes, &current);
     let (finish, finished) = tokio::sync::watch::channel(false);
-    let steward = tokio::spawn(steward(node, running, routes, current.clone(), finished));
+    let steward = Workers::default();
+    steward.start(
+        "steward",
+        self::steward(node, running, routes, current.clone(), finished),
+    );
     let switch = crate::http::server::Served::Current(current);
     let served = crate::http::server::serve(listener, switch, limits, tls, shutdown).await;
     let _ = finish.send(true);
-    if let Err(error) = steward.await {
-        tracing::error!(%error, "the generations' steward failed: the lease lapses by itself");
+    if steward.wait().await > 0 {
+        tracing::error!("the generations' steward failed: the lease lapses by itself");
     }
     served
 }
@@ -134,7 +139,7 @@ async fn steward(
 ) {
     // Generations in a row that failed by themselves: each waits twice as long (up to 32 s)
     // before the next, so a failure that repeats (damage, say) does not spin.
-    let mut failed = 0u32;
+    let mut backoff = Backoff::new("steward", Duration::from_secs(1), Duration::from_secs(32));
     loop {
         let pause = tokio::select! {
             _ = until(&mut finished) => {
@@ -150,7 +155,7 @@ async fn steward(
                     let passing_on = routes.router(running.service.clone(), Some(standby.clone()));
                     *current.write().unwrap_or_else(|p| p.into_inner()) = passing_on;
                 }
-                failed = 0;
+                backoff.succeeded();
                 false
             }
             _ = spoiled(&mut running.spoiled) => {
@@ -163,8 +168,7 @@ async fn steward(
             }
         };
         if pause {
-            let wait = Duration::from_secs(1 << failed.min(5));
-            failed += 1;
+            let wait = backoff.failed();
             tokio::select! {
                 _ = tokio::time::sleep(wait) => {}
                 _ = until(&mut finished) => {

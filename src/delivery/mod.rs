@@ -16,6 +16,7 @@ use crate::backend::{Backend, DeliveryResult};
 use crate::clock::Clock;
 use crate::engine::webhook::outbox::Attempt;
 use crate::engine::Timestamp;
+use crate::worker::Backoff;
 pub use allow::AllowList;
 pub use sender::{Sender, SenderConfig};
 
@@ -23,8 +24,10 @@ pub use sender::{Sender, SenderConfig};
 /// expire meanwhile).
 const MAX_IDLE: Duration = Duration::from_secs(60);
 
-/// Wait before asking storage again after it failed to answer or refused.
-const RETRY_AFTER_ERROR: Duration = Duration::from_secs(1);
+/// Wait before asking storage again after it failed to answer or refused, doubled while it
+/// goes on failing, up to the longest.
+const RETRY_FIRST: Duration = Duration::from_secs(1);
+const RETRY_MOST: Duration = Duration::from_secs(4);
 
 /// The service's handle on webhook delivery.
 pub struct Webhooks {
@@ -65,14 +68,18 @@ impl Webhooks {
 /// the sender, nothing of the service.
 pub async fn run(backend: Arc<dyn Backend>, clock: Arc<dyn Clock>, webhooks: Arc<Webhooks>) {
     let permits = Arc::new(Semaphore::new(webhooks.concurrency));
+    let mut backoff = Backoff::new("webhooks", RETRY_FIRST, RETRY_MOST);
     loop {
         let now = clock.now();
         let available = permits.available_permits();
         let (attempts, refused) = match backend.take_deliveries(now, available).await {
-            Ok(attempts) => (attempts, false),
+            Ok(attempts) => {
+                backoff.succeeded();
+                (attempts, None)
+            }
             Err(error) => {
                 tracing::debug!(%error, "webhook deliveries could not be taken; trying again");
-                (Vec::new(), true)
+                (Vec::new(), Some(backoff.failed()))
             }
         };
         for attempt in attempts {
@@ -111,14 +118,14 @@ pub async fn run(backend: Arc<dyn Backend>, clock: Arc<dyn Clock>, webhooks: Arc
             Ok(Some(at)) if at <= now => idle_until,
             Ok(Some(at)) => at.min(idle_until),
             Ok(None) => idle_until,
-            Err(_) => now.plus_millis(RETRY_AFTER_ERROR.as_millis() as u64),
+            Err(_) => now.plus_millis(RETRY_FIRST.as_millis() as u64),
         };
         // Refused (the log failing, or this node no longer sure it leads): asked again after
-        // a second of real time, which passes on a manual clock too.
+        // the back-off in real time, which passes on a manual clock too.
         tokio::select! {
             _ = webhooks.work.notified() => {}
             _ = clock.sleep_until(wake_at) => {}
-            _ = tokio::time::sleep(RETRY_AFTER_ERROR), if refused => {}
+            _ = tokio::time::sleep(refused.unwrap_or_default()), if refused.is_some() => {}
         }
     }
 }

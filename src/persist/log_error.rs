@@ -1,7 +1,7 @@
 //! How writing a log fails, whether its records go to segment files (`segment_log.rs`) or to a
 //! database's table (`database/table_log.rs`): the writer (`writer.rs`) handles both alike.
 
-/// A failed append, sync or rotation of a log. `Deposed` only comes from a log in a database.
+/// A failed append, sync or rotation of a log.
 #[derive(Debug, thiserror::Error)]
 pub enum LogError {
     #[error("log I/O failed: {0}")]
@@ -14,8 +14,8 @@ pub enum LogError {
     },
     #[error("the log refuses writes after an earlier write could not be undone")]
     Poisoned,
-    /// The log is in a database and another node took the lease on it: this node may never
-    /// write it again.
-    #[error("another node leads now: this node's lease on the log (epoch {0}) is over")]
-    Deposed(u64),
+    /// The sink refuses this write and every later one, for a reason of its own (a log in a
+    /// database whose lease another node took: `database::table_log::Deposed`).
+    #[error("{0}")]
+    Refused(Box<dyn std::error::Error + Send + Sync>),
 }

@@ -82,7 +82,7 @@ impl From<LogError> for RecoveryError {
                 offset,
                 reason: reason.into(),
             },
-            LogError::Poisoned | LogError::Deposed(_) => {
+            LogError::Poisoned | LogError::Refused(_) => {
                 RecoveryError::Io(std::io::Error::other(error.to_string()))
             }
         }

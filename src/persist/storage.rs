@@ -7,7 +7,8 @@ use std::io::{self, Read};
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::thread::JoinHandle;
+
+use crate::worker::Thread;
 
 pub trait Storage: Send {
     /// Segment file names, sorted.
@@ -79,7 +80,7 @@ pub struct DirStorage {
 const FILLING_SUFFIX: &str = ".filling";
 
 /// A helper thread's result: the zero-filled file and its length.
-type ZeroFiller = JoinHandle<io::Result<(File, u64)>>;
+type ZeroFiller = Thread<io::Result<(File, u64)>>;
 
 enum NextSegment {
     /// Created empty under its filling name and held open (`Storage::reserve`).
@@ -316,7 +317,7 @@ impl DirStorage {
                 NextSegment::Filling(helper) => Some(
                     helper
                         .join()
-                        .unwrap_or_else(|_| Err(io::Error::other("segment helper panicked"))),
+                        .unwrap_or_else(|| Err(io::Error::other("segment helper panicked"))),
                 ),
             };
             if let Some(ready) = ready {
@@ -459,19 +460,17 @@ impl Storage for DirStorage {
         let path = self.filling_path(name);
         #[cfg(test)]
         let hold = self.hold_helper.take();
-        let helper = std::thread::Builder::new()
-            .name("orderly-segment".into())
-            .spawn(move || {
-                #[cfg(test)]
-                if let Some(hold) = hold {
-                    let _ = hold.recv();
-                }
-                let file = match reserved {
-                    Some(file) => file,
-                    None => create_filling(&path)?,
-                };
-                zero_filled(&dir, file, &path, bytes)
-            });
+        let helper = Thread::start("segment", move |_| {
+            #[cfg(test)]
+            if let Some(hold) = hold {
+                let _ = hold.recv();
+            }
+            let file = match reserved {
+                Some(file) => file,
+                None => create_filling(&path)?,
+            };
+            zero_filled(&dir, file, &path, bytes)
+        });
         // Without a helper thread the segment simply grows chunk by chunk.
         if let Ok(helper) = helper {
             self.prepared = Some((name.to_string(), NextSegment::Filling(helper)));

@@ -11,10 +11,10 @@
 //! or dropped at recovery, so a crash keeps a group entirely or not at all. Groups are short
 //! (in-memory work under the engine's locks), so the writer is held back for microseconds.
 
+use crate::worker::Thread;
 use std::cell::RefCell;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
-use std::thread::JoinHandle;
 
 use tokio::sync::watch;
 
@@ -42,7 +42,7 @@ thread_local! {
 
 pub struct LogWriter {
     shared: Arc<Shared>,
-    writer: Mutex<Option<JoinHandle<()>>>,
+    writer: Mutex<Option<Thread<()>>>,
 }
 
 impl LogWriter {
@@ -78,9 +78,8 @@ impl LogWriter {
         self.shared.next_lsn.store(next_lsn, Ordering::SeqCst);
         self.shared.durable.send_modify(|d| d.lsn = next_lsn);
         let shared = self.shared.clone();
-        let writer = std::thread::Builder::new()
-            .name("orderly-wal".into())
-            .spawn(move || Writer::new(&shared, log, mode).run())
+        // Woken by what it shares with the server (records, closing), not by its `Stop`.
+        let writer = Thread::start("log-writer", move |_| Writer::new(&shared, log, mode).run())
             .expect("spawn the log writer thread");
         *self.writer.lock().unwrap_or_else(|p| p.into_inner()) = Some(writer);
     }
@@ -239,7 +238,7 @@ impl LogWriter {
         self.shared.work.notify_one();
         let writer = self.writer.lock().unwrap_or_else(|p| p.into_inner()).take();
         if let Some(writer) = writer {
-            let _ = writer.join();
+            writer.join();
         }
     }
 

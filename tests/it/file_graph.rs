@@ -151,7 +151,8 @@ fn paths_in(code: &str) -> Vec<Vec<String>> {
                 .unwrap_or(chars.len());
         };
         let path = &code[at..end];
-        if path.contains("::") && !code[..at].ends_with("in ") {
+        // `pub(in crate::x)` names no item; `for x in crate::y::z()` does.
+        if path.contains("::") && !code[..at].ends_with("(in ") {
             out.push(path.split("::").map(String::from).collect());
         }
         i = j.max(i + 1);
@@ -451,6 +452,11 @@ fn use_trees_and_code_paths_are_read_as_leaves() {
     let paths: Vec<String> = paths_in(&rest).into_iter().map(|p| p.join("::")).collect();
     assert_eq!(paths, ["super::h::i"]);
     assert!(paths_in("pub(in crate::engine) x: u8").is_empty());
+    let looped: Vec<String> = paths_in("for x in crate::worker::figures() {}")
+        .into_iter()
+        .map(|p| p.join("::"))
+        .collect();
+    assert_eq!(looped, ["crate::worker::figures"]);
 }
 
 /// The part of the engine a file belongs to (`engine/topic/filter.rs`: `topic`,

@@ -238,20 +238,29 @@ async fn check_survivors(
 
 /// Snapshots the server found due and did not write, by reason (`no_room`, `error`).
 async fn snapshot_failures(server: &Process) -> (u64, u64) {
+    (
+        counter(
+            server,
+            "orderly_snapshot_failures_total{reason=\"no_room\"}",
+        )
+        .await,
+        counter(server, "orderly_snapshot_failures_total{reason=\"error\"}").await,
+    )
+}
+
+/// The value of one sample of the server's `/metrics` (0 if absent).
+async fn counter(server: &Process, sample: &str) -> u64 {
     let metrics = reqwest::get(format!("http://{}/metrics", server.addr))
         .await
         .unwrap()
         .text()
         .await
         .unwrap();
-    let count = |reason: &str| {
-        let line = format!("orderly_snapshot_failures_total{{reason=\"{reason}\"}} ");
-        metrics
-            .lines()
-            .find_map(|l| l.strip_prefix(line.as_str()))
-            .map_or(0, |n| n.trim().parse().unwrap())
-    };
-    (count("no_room"), count("error"))
+    let line = format!("{sample} ");
+    metrics
+        .lines()
+        .find_map(|l| l.strip_prefix(line.as_str()))
+        .map_or(0, |n| n.trim().parse().unwrap())
 }
 
 /// A tmpfs of `bytes` at a fresh directory; unmounted on drop.
@@ -374,5 +383,15 @@ async fn a_full_disk_refuses_changes_and_the_server_resumes_once_space_is_freed(
         (error, no_room > 0),
         (0, true),
         "snapshots failed or not found due"
+    );
+    // Each try the snapshotter gave up on is a failure it waited out before the next.
+    let waited = counter(
+        &server,
+        "orderly_worker_failures_total{worker=\"snapshots\"}",
+    )
+    .await;
+    assert!(
+        waited >= 1,
+        "the snapshotter's failures are counted: {waited}"
     );
 }

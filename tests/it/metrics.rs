@@ -325,6 +325,13 @@ async fn waiting_long_polls_open_connections_and_the_log_are_reported() {
         tokio::time::sleep(std::time::Duration::from_millis(10)).await;
     }
     assert!(snapshots.is_some_and(|n| n >= 1.0), "{snapshots:?}");
+    // Its background loops are counted by name while they run (by process: other tests'
+    // servers share this one).
+    let workers = scrape(&durable).await;
+    for worker in ["log-writer", "snapshots", "webhooks"] {
+        let running = value(&workers, "orderly_workers_running", &[("worker", worker)]);
+        assert!(running.is_some_and(|n| n >= 1.0), "{worker}: {running:?}");
+    }
     // What no snapshot covers: some of what was logged (the snapshot came with the first
     // write, before the rest).
     let log = scrape(&durable).await;

@@ -6,8 +6,7 @@
 //! a fresh engine rather than leaving one half applied.
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
-use std::thread::JoinHandle;
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::Notify;
@@ -17,9 +16,13 @@ use super::connection::{Blocking, Work};
 use super::recovery::Follower;
 use crate::engine::Engine;
 use crate::persist::RecoveryError;
+use crate::worker::{Backoff, Stop, Thread};
 
 /// How often a standby looks for batches it has not applied.
 pub const POLL: Duration = Duration::from_millis(200);
+/// The wait after the database first fails to answer, and the longest.
+const RETRY_FIRST: Duration = Duration::from_secs(1);
+const RETRY_MOST: Duration = Duration::from_secs(8);
 
 /// Failures to follow are said once per cause per interval, not once a look.
 static WARNINGS: std::sync::LazyLock<crate::quiet_log::QuietLog> =
@@ -56,85 +59,54 @@ pub enum Stopped {
     Spoiled,
 }
 
-type Control = (Mutex<bool>, Condvar);
-
 /// The thread following the log into one engine.
 pub struct Following {
-    control: Arc<Control>,
-    thread: Mutex<Option<JoinHandle<Stopped>>>,
+    thread: Thread<Stopped>,
     pub progress: Arc<Progress>,
     /// Told when the engine is spoiled and the node should start over with a fresh one.
     pub spoiled: Arc<tokio::sync::watch::Sender<bool>>,
 }
 
 impl Following {
+    /// Dropped without `stop` (a standby's generation ended), the thread ends at its next look.
     pub fn start(
         config: tokio_postgres::Config,
         engine: Arc<Engine<Notify>>,
     ) -> std::io::Result<Following> {
-        let control: Arc<Control> = Arc::new((Mutex::new(false), Condvar::new()));
         let progress = Arc::new(Progress::default());
         let spoiled = Arc::new(tokio::sync::watch::Sender::new(false));
         let thread = {
-            let (control, progress, spoiled) = (control.clone(), progress.clone(), spoiled.clone());
-            std::thread::Builder::new()
-                .name("orderly-follow".into())
-                .spawn(move || {
-                    let stopped = follow(config, &engine, &control, &progress);
-                    if matches!(stopped, Stopped::Spoiled) {
-                        spoiled.send_replace(true);
-                    }
-                    stopped
-                })?
+            let (progress, spoiled) = (progress.clone(), spoiled.clone());
+            Thread::start("follower", move |stop| {
+                let stopped = follow(config, &engine, stop, &progress);
+                if matches!(stopped, Stopped::Spoiled) {
+                    spoiled.send_replace(true);
+                }
+                stopped
+            })?
         };
         Ok(Following {
-            control,
-            thread: Mutex::new(Some(thread)),
+            thread,
             progress,
             spoiled,
         })
     }
 
-    fn tell_stop(&self) {
-        *self.control.0.lock().unwrap_or_else(|p| p.into_inner()) = true;
-        self.control.1.notify_all();
-    }
-
     /// Stops following and says where it stood. Blocks until the thread is done.
     pub fn stop(&self) -> Stopped {
-        self.tell_stop();
-        let thread = self.thread.lock().unwrap_or_else(|p| p.into_inner()).take();
-        match thread.map(JoinHandle::join) {
-            Some(Ok(stopped)) => stopped,
-            // Stopped before, or the thread panicked (the engine then is in no known state).
-            _ => Stopped::Spoiled,
-        }
+        // Stopped before, or the thread panicked (the engine then is in no known state).
+        self.thread.stop().unwrap_or(Stopped::Spoiled)
     }
-}
-
-impl Drop for Following {
-    /// Dropped without `stop` (a standby's generation ended): the thread ends at its next look.
-    fn drop(&mut self) {
-        self.tell_stop();
-    }
-}
-
-/// Waits up to `POLL`; true once told to stop.
-fn told_to_stop(control: &Control, wait: Duration) -> bool {
-    let stop = control.0.lock().unwrap_or_else(|p| p.into_inner());
-    let (stop, _) = control
-        .1
-        .wait_timeout_while(stop, wait, |stop| !*stop)
-        .unwrap_or_else(|p| p.into_inner());
-    *stop
 }
 
 fn follow(
     config: tokio_postgres::Config,
     engine: &Engine<Notify>,
-    control: &Control,
+    stop: &Stop,
     progress: &Progress,
 ) -> Stopped {
+    // Connecting and reading again after a failure wait longer each time, up to a few seconds.
+    let mut backoff = Backoff::new("follower", RETRY_FIRST, RETRY_MOST);
     let warn = |cause: String| {
         if let Some(held_back) = WARNINGS.admit(&cause, std::time::Instant::now()) {
             tracing::warn!(%cause, held_back, "a standby could not follow the log");
@@ -145,10 +117,11 @@ fn follow(
             Ok(db) => break db,
             Err(error) => warn(error.to_string()),
         }
-        if told_to_stop(control, Duration::from_secs(1)) {
+        if stop.wait(backoff.failed()) {
             return Stopped::Untouched;
         }
     };
+    backoff.succeeded();
     let mut follower = match Follower::start(&mut db, engine) {
         Ok(follower) => follower,
         Err(error) => {
@@ -157,8 +130,10 @@ fn follow(
         }
     };
     loop {
+        let mut wait = POLL;
         match follower.catch_up(&mut db, engine) {
             Ok(_) => {
+                backoff.succeeded();
                 progress
                     .applied
                     .store(follower.next_lsn(), Ordering::Release);
@@ -166,8 +141,11 @@ fn follow(
                     progress.written.store(written, Ordering::Release);
                 }
             }
-            // The database did not answer: nothing was applied; look again.
-            Err(RecoveryError::Io(error)) => warn(error.to_string()),
+            // The database did not answer: nothing was applied; look again, later each time.
+            Err(RecoveryError::Io(error)) => {
+                warn(error.to_string());
+                wait = backoff.failed().max(POLL);
+            }
             Err(RecoveryError::LeftBehind { .. }) => {
                 tracing::info!(
                     "a snapshot dropped batches this standby had not applied yet: starting \
@@ -187,7 +165,7 @@ fn follow(
                 return Stopped::Spoiled;
             }
         }
-        if told_to_stop(control, POLL) {
+        if stop.wait(wait) {
             return Stopped::Following(Box::new(follower));
         }
     }

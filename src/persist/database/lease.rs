@@ -6,8 +6,8 @@
 //! lease up, so the next node takes it at once. Each renewal also writes the leader's time,
 //! so the next leader's clock takes up no earlier (`Clock::take_up`).
 
-use std::sync::{Arc, Condvar, Mutex};
-use std::thread::JoinHandle;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tokio_postgres::Client;
@@ -18,6 +18,7 @@ use crate::clock::{machine_millis, Clock, DatabaseClock};
 use crate::engine::Timestamp;
 use crate::persist::tenure::Tenure;
 use crate::persist::writer::LogWriter;
+use crate::worker::{Stop, Thread};
 
 /// How long a lease lasts from its last renewal: a leader that vanishes is replaced after at
 /// most this long.
@@ -160,24 +161,14 @@ pub struct Held {
     pub replication: (replication::Shared, (usize, bool)),
 }
 
-/// What the keeper is told to do.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Order {
-    Renew,
-    /// Give the lease up and stop.
-    Release,
-    /// Stop; the lease lapses by itself.
-    Abandon,
-}
-
-type Orders = (Mutex<Order>, Condvar);
-
 /// Renews the lease of `epoch` until told to stop; if it cannot, the log stops
-/// acknowledging anything.
+/// acknowledging anything. A keeper dropped without `release` (a server dropped without
+/// stopping) stops renewing, so the lease lapses and its connection closes.
 pub struct Keeper {
     epoch: i64,
-    orders: Arc<Orders>,
-    thread: Mutex<Option<JoinHandle<()>>>,
+    /// Set before the thread is told to stop: give the lease up rather than let it lapse.
+    give_up: Arc<AtomicBool>,
+    thread: Thread<()>,
     /// Turns true once the lease is lost (taken by another node, or not renewed in time).
     lost: tokio::sync::watch::Receiver<bool>,
 }
@@ -190,27 +181,27 @@ impl Keeper {
         held: Held,
     ) -> std::io::Result<Keeper> {
         held.tenure.hold(taken, LEASE);
-        let orders = Arc::new((Mutex::new(Order::Renew), Condvar::new()));
-        let orders_taken = orders.clone();
+        let give_up = Arc::new(AtomicBool::new(false));
+        let giving_up = give_up.clone();
         let (lose, lost) = tokio::sync::watch::channel(false);
-        let thread = std::thread::Builder::new()
-            .name("orderly-lease".into())
-            .spawn(move || {
-                let mut db = db;
-                let ended = renew(&mut db, epoch, taken, &held, &orders_taken);
-                held.tenure.end();
-                match ended {
-                    Ended::Ordered(Order::Release) => release(&mut db, epoch, held.clock.now()),
-                    Ended::Ordered(_) => {}
-                    Ended::Lost => {
-                        let _ = lose.send(true);
-                    }
+        let thread = Thread::start("lease", move |stop| {
+            let mut db = db;
+            let ended = renew(&mut db, epoch, taken, &held, stop);
+            held.tenure.end();
+            match ended {
+                Ended::Told if giving_up.load(Ordering::SeqCst) => {
+                    release(&mut db, epoch, held.clock.now())
                 }
-            })?;
+                Ended::Told => {}
+                Ended::Lost => {
+                    let _ = lose.send(true);
+                }
+            }
+        })?;
         Ok(Keeper {
             epoch,
-            orders,
-            thread: Mutex::new(Some(thread)),
+            give_up,
+            thread,
             lost,
         })
     }
@@ -227,32 +218,11 @@ impl Keeper {
         }
     }
 
-    fn order(&self, order: Order) {
-        *self.orders.0.lock().unwrap_or_else(|p| p.into_inner()) = order;
-        self.orders.1.notify_all();
-    }
-
     /// Stops renewing and gives the lease up, so that another node (or this one restarted)
     /// takes it at once. Call once the log is closed: nothing is written after. Blocks.
     pub fn release(&self) {
-        self.order(Order::Release);
-        let thread = self.thread.lock().unwrap_or_else(|p| p.into_inner()).take();
-        if let Some(thread) = thread {
-            let _ = thread.join();
-        }
-    }
-}
-
-impl Drop for Keeper {
-    /// A keeper dropped without `release` (a server dropped without stopping) stops renewing,
-    /// so the lease lapses and its connection closes.
-    fn drop(&mut self) {
-        let mut order = self.orders.0.lock().unwrap_or_else(|p| p.into_inner());
-        if *order == Order::Renew {
-            *order = Order::Abandon;
-        }
-        drop(order);
-        self.orders.1.notify_all();
+        self.give_up.store(true, Ordering::SeqCst);
+        self.thread.stop();
     }
 }
 
@@ -305,27 +275,21 @@ pub fn record_time(storage: &str, url: &str, at: Timestamp) -> std::io::Result<(
 
 /// Why the keeper stopped renewing.
 enum Ended {
-    Ordered(Order),
+    /// Told to stop (`Keeper::release`, or the keeper dropped).
+    Told,
     Lost,
 }
 
 /// Renews until ordered to stop or until the lease is lost.
-fn renew(db: &mut Blocking, epoch: i64, taken: Instant, held: &Held, orders: &Orders) -> Ended {
+fn renew(db: &mut Blocking, epoch: i64, taken: Instant, held: &Held, stop: &Stop) -> Ended {
     let (log_writer, tenure, clock) = (&held.log_writer, &held.tenure, &held.clock);
     let (promise, url) = (&held.replication.0, held.replication.1);
     // The lease was taken (or last renewed) no earlier than this.
     let mut held_since = taken;
     let mut failing = false;
     loop {
-        {
-            let order = orders.0.lock().unwrap_or_else(|p| p.into_inner());
-            let (order, _) = orders
-                .1
-                .wait_timeout_while(order, RENEW_EVERY, |order| *order == Order::Renew)
-                .unwrap_or_else(|p| p.into_inner());
-            if *order != Order::Renew {
-                return Ended::Ordered(*order);
-            }
+        if stop.wait(RENEW_EVERY) {
+            return Ended::Told;
         }
         let started = Instant::now();
         let now = clock.now().0 as i64;

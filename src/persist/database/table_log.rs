@@ -120,7 +120,27 @@ impl TableLog {
 
     fn deposed(&mut self) -> LogError {
         self.deposed = true;
-        LogError::Deposed(self.epoch as u64)
+        Deposed(self.epoch as u64).into()
+    }
+}
+
+/// Another node took the lease on the log: this node may never write it again.
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+#[error("another node leads now: this node's lease on the log (epoch {0}) is over")]
+pub struct Deposed(pub u64);
+
+impl From<Deposed> for LogError {
+    fn from(deposed: Deposed) -> LogError {
+        LogError::Refused(Box::new(deposed))
+    }
+}
+
+/// The epoch whose lease was over, if `result` is a table log's refusal for that reason.
+#[cfg(test)]
+pub fn deposed<T>(result: &Result<T, LogError>) -> Option<u64> {
+    match result {
+        Err(LogError::Refused(cause)) => cause.downcast_ref::<Deposed>().map(|d| d.0),
+        _ => None,
     }
 }
 
@@ -137,7 +157,7 @@ fn failed(cause: impl std::fmt::Display) -> LogError {
 impl LogSink for TableLog {
     fn append(&mut self, records: &[&[u8]]) -> Result<(), LogError> {
         if self.deposed {
-            return Err(LogError::Deposed(self.epoch as u64));
+            return Err(Deposed(self.epoch as u64).into());
         }
         if self.unsure {
             // Only this epoch's batches: another leader's (after a takeover) hold records of
@@ -245,7 +265,7 @@ impl LogSink for TableLog {
     /// An insert is durable once it returns (it commits by itself).
     fn sync(&mut self) -> Result<(), LogError> {
         if self.deposed {
-            return Err(LogError::Deposed(self.epoch as u64));
+            return Err(Deposed(self.epoch as u64).into());
         }
         Ok(())
     }

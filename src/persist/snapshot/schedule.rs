@@ -9,9 +9,12 @@ use tokio::sync::Notify;
 use crate::engine::Engine;
 use crate::persist::writer::LogWriter;
 use crate::persist::DataDir;
+use crate::worker::Backoff;
 
-/// Wait after a failed snapshot before the next try.
-const RETRY: Duration = Duration::from_secs(1);
+/// Wait after a failed snapshot before the next try, doubled while snapshots go on failing,
+/// up to the longest.
+const RETRY_FIRST: Duration = Duration::from_secs(1);
+const RETRY_MOST: Duration = Duration::from_secs(16);
 
 /// Where snapshots are kept: the data directory, or the database (`persist::database`).
 pub trait SnapshotStore: Send + Sync + 'static {
@@ -139,6 +142,7 @@ impl Snapshotter {
         let mut wait_for = self.after;
         // Said once for each time the disk runs short.
         let mut short_of_room = false;
+        let mut backoff = Backoff::new("snapshots", RETRY_FIRST, RETRY_MOST);
         loop {
             log_writer.log_reaches(wait_for).await;
             let live = self.engine.queues.stored_bytes();
@@ -163,13 +167,14 @@ impl Snapshotter {
                     );
                     short_of_room = true;
                 }
-                tokio::time::sleep(RETRY).await;
+                tokio::time::sleep(backoff.failed()).await;
                 continue;
             }
             short_of_room = false;
             let taking = self.clone();
             match tokio::task::spawn_blocking(move || taking.take()).await {
                 Ok(Ok(size)) => {
+                    backoff.succeeded();
                     last_size = size;
                     live_at_last = live;
                     wait_for = self.after.max(last_size);
@@ -178,12 +183,12 @@ impl Snapshotter {
                     log_writer.metrics().snapshot_failed(false);
                     tracing::error!(%error, "snapshot failed; the log keeps growing");
                     // An I/O failure (disk full, say): try again later, not at once.
-                    tokio::time::sleep(RETRY).await;
+                    tokio::time::sleep(backoff.failed()).await;
                 }
                 Err(error) => {
                     log_writer.metrics().snapshot_failed(false);
                     tracing::error!(%error, "snapshot task failed");
-                    tokio::time::sleep(RETRY).await;
+                    tokio::time::sleep(backoff.failed()).await;
                 }
             }
         }
