@@ -4,9 +4,11 @@
 //! Layout (dependencies point one way: `http` -> `service` -> `backend` -> `engine`;
 //! `protocol` is shared by `http` and `service`; `persist` knows the engine's change records,
 //! never the other way round). ARCHITECTURE.md follows one request from socket to disk.
-//! - [`engine`]: pure state: queues (FIFO groups, deduplication, receipts, dead-letter queues),
-//!   move tasks, topics and subscriptions (`engine::topic`), the webhook outbox and subscription
-//!   lifecycle (`engine::webhook`); takes `now` as an argument and records every change.
+//! - [`engine`]: pure state, in parts an `Engine` holds: the queues (FIFO groups,
+//!   deduplication, receipts, dead-letter queues; `engine::queues`), the topics with their
+//!   subscriptions and fan-out (`engine::topics`), the webhook outbox and tokens
+//!   (`engine::webhooks`), move tasks (`engine::redrive`); takes `now` as an argument and
+//!   logs every change.
 //! - [`protocol`]: bytes to typed requests and back, for AWS JSON 1.0 and the Query protocol
 //!   (SQS and SNS, XML or JSON answers); every action declared once (`protocol::actions`); one
 //!   exhaustive mapping of errors to AWS codes and statuses.
@@ -29,6 +31,8 @@
 //! - [`clock`]: the only place time is read (the system clock, or a manual one).
 //! - [`test_hooks`]: points where a test of the binary holds the server from outside.
 //! - [`quiet_log`]: warnings that would repeat for every request, said once per interval.
+//! - [`worker`]: background loops (tasks, or threads for blocking I/O) started, named, stopped
+//!   and backed off one way.
 
 pub mod app;
 pub mod backend;

@@ -21,6 +21,7 @@ use crate::persist::database::{Asked, DatabaseLog, ReadyDatabase, Settings};
 use crate::persist::snapshot::Snapshotter;
 use crate::service::cluster::{ClusterState, ClusterStatus};
 use crate::service::Service;
+use crate::worker::Thread;
 
 /// A standby's way to leadership, handed from `build` to `App::serve`.
 pub struct Waiting {
@@ -43,9 +44,8 @@ impl Drop for OffThread {
         if let Some(prepared) = self.0.take() {
             let slot = Arc::new(std::sync::Mutex::new(Some(prepared)));
             let taken = slot.clone();
-            let spawned = std::thread::Builder::new()
-                .name("orderly-drop".into())
-                .spawn(move || drop(taken.lock().map(|mut p| p.take())));
+            // Let go of at once: the thread ends once it has dropped it.
+            let spawned = Thread::start("drop", move |_| drop(taken.lock().map(|mut p| p.take())));
             if spawned.is_err() {
                 // No thread to drop it on: leaked rather than dropped here, which would panic.
                 let left = slot.lock().map(|mut p| p.take()).ok().flatten();

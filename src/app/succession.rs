@@ -21,7 +21,7 @@ use crate::http::standby::Forwarding;
 use crate::persist::database::Keeper;
 use crate::persist::snapshot::Snapshotter;
 use crate::service::Service;
-use crate::worker::{Backoff, Workers};
+use crate::worker::{self, Backoff};
 
 /// Failures to start over are said once per cause per interval, not once a second.
 static RETRIES: std::sync::LazyLock<crate::quiet_log::QuietLog> =
@@ -70,11 +70,10 @@ impl Running {
         let standby = generation.standby;
         let spoiled = (generation.waiting.as_ref()).map(|w| w.following.spoiled.subscribe());
         let promotion = match generation.waiting {
-            Some(waiting) => Some(tokio::spawn(log_database::promote(
-                waiting,
-                service.clone(),
-                started.clone(),
-            ))),
+            Some(waiting) => Some(worker::spawn(
+                "promotion",
+                log_database::promote(waiting, service.clone(), started.clone()),
+            )),
             None => {
                 started.begin(&service, generation.snapshots, generation.lease);
                 None
@@ -114,16 +113,16 @@ pub async fn serve(
     let current = Arc::new(RwLock::new(Router::new()));
     let running = Running::start(first, &routes, &current);
     let (finish, finished) = tokio::sync::watch::channel(false);
-    let steward = Workers::default();
-    steward.start(
+    // Its own task, not in a set: dropped early, the server still stops its generation.
+    let steward = worker::spawn(
         "steward",
         self::steward(node, running, routes, current.clone(), finished),
     );
     let switch = crate::http::server::Served::Current(current);
     let served = crate::http::server::serve(listener, switch, limits, tls, shutdown).await;
     let _ = finish.send(true);
-    if steward.wait().await > 0 {
-        tracing::error!("the generations' steward failed: the lease lapses by itself");
+    if let Err(error) = steward.await {
+        tracing::error!(%error, "the generations' steward failed: the lease lapses by itself");
     }
     served
 }
@@ -140,6 +139,9 @@ async fn steward(
     // Generations in a row that failed by themselves: each waits twice as long (up to 32 s)
     // before the next, so a failure that repeats (damage, say) does not spin.
     let mut backoff = Backoff::new("steward", Duration::from_secs(1), Duration::from_secs(32));
+    // Building the next generation when the database does not answer: sooner, as the node
+    // serves nothing meanwhile.
+    let mut rebuild = Backoff::new("steward", Duration::from_secs(1), Duration::from_secs(4));
     loop {
         let pause = tokio::select! {
             _ = until(&mut finished) => {
@@ -186,14 +188,17 @@ async fn steward(
                 _ = until(&mut finished) => return,
             };
             match built {
-                Ok((built, waiting)) => break Generation::of(built, waiting),
+                Ok((built, waiting)) => {
+                    rebuild.succeeded();
+                    break Generation::of(built, waiting);
+                }
                 Err(error) => {
                     let cause = error.to_string();
                     if let Some(held_back) = RETRIES.admit(&cause, std::time::Instant::now()) {
-                        tracing::warn!(%cause, held_back, "could not start over on the database; trying again each second");
+                        tracing::warn!(%cause, held_back, "could not start over on the database; trying again");
                     }
                     tokio::select! {
-                        _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+                        _ = tokio::time::sleep(rebuild.failed()) => {}
                         _ = until(&mut finished) => return,
                     }
                 }

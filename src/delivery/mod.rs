@@ -112,20 +112,27 @@ pub async fn run(backend: Arc<dyn Backend>, clock: Arc<dyn Clock>, webhooks: Arc
                 webhooks.wake();
             });
         }
+        // Refused (the log failing, or this node no longer sure it leads): asked again after
+        // the back-off in real time, which passes on a manual clock too; new work changes
+        // nothing meanwhile.
+        if let Some(wait) = refused {
+            tokio::time::sleep(wait).await;
+            continue;
+        }
         let idle_until = now.plus_millis(MAX_IDLE.as_millis() as u64);
         let wake_at = match backend.next_delivery_due().await {
             // Due already: only a finished attempt (freeing a permit) can help; it wakes us.
             Ok(Some(at)) if at <= now => idle_until,
             Ok(Some(at)) => at.min(idle_until),
             Ok(None) => idle_until,
-            Err(_) => now.plus_millis(RETRY_FIRST.as_millis() as u64),
+            Err(_) => {
+                tokio::time::sleep(backoff.failed()).await;
+                continue;
+            }
         };
-        // Refused (the log failing, or this node no longer sure it leads): asked again after
-        // the back-off in real time, which passes on a manual clock too.
         tokio::select! {
             _ = webhooks.work.notified() => {}
             _ = clock.sleep_until(wake_at) => {}
-            _ = tokio::time::sleep(refused.unwrap_or_default()), if refused.is_some() => {}
         }
     }
 }

@@ -42,7 +42,7 @@ impl MoveTasks {
         self.tasks.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn arn_queue_name<'a>(&self, arn: &'a str, parameter: &str) -> EngineResult<&'a str> {
+    fn queue_key_in_arn<'a>(&self, arn: &'a str, parameter: &str) -> EngineResult<&'a str> {
         queue_in_arn(arn, parameter, &self.namespaces)
     }
 
@@ -54,15 +54,13 @@ impl MoveTasks {
         rate: Option<i64>,
         now: Timestamp,
     ) -> EngineResult<MoveTask> {
-        let source_name = self.arn_queue_name(source_arn, "SourceArn")?;
-        let source = queues
-            .get(source_name)
-            .map_err(|_| not_found("SourceArn"))?;
-        check_source(!queues.dead_letter_sources(source_name)?.is_empty())?;
+        let source_key = self.queue_key_in_arn(source_arn, "SourceArn")?;
+        let source = queues.get(source_key).map_err(|_| not_found("SourceArn"))?;
+        check_source(!queues.dead_letter_sources(source_key)?.is_empty())?;
         let destination_fifo = match destination_arn {
             Some(dest) => {
-                let name = self.arn_queue_name(dest, "DestinationArn")?;
-                let destination = queues.get(name).map_err(|_| not_found("DestinationArn"))?;
+                let key = self.queue_key_in_arn(dest, "DestinationArn")?;
+                let destination = queues.get(key).map_err(|_| not_found("DestinationArn"))?;
                 let fifo = destination.lock().is_fifo();
                 Some(fifo)
             }
@@ -187,15 +185,15 @@ impl MoveTasks {
         queues: &Queues<W>,
         source_arn: &str,
     ) -> EngineResult<Vec<MoveTask>> {
-        let name = self.arn_queue_name(source_arn, "SourceArn")?;
-        queues.get(name).map_err(|_| not_found("SourceArn"))?;
+        let key = self.queue_key_in_arn(source_arn, "SourceArn")?;
+        queues.get(key).map_err(|_| not_found("SourceArn"))?;
         Ok(self.of_source(source_arn))
     }
 
     pub fn cancel<W: Default>(&self, queues: &Queues<W>, handle: &str) -> EngineResult<u64> {
         let (id, source_arn) = decode_handle(handle).ok_or_else(invalid_handle)?;
-        let name = self.arn_queue_name(&source_arn, "SourceArn")?;
-        queues.get(name).map_err(|_| not_found("SourceArn"))?;
+        let key = self.queue_key_in_arn(&source_arn, "SourceArn")?;
+        queues.get(key).map_err(|_| not_found("SourceArn"))?;
         let mut tasks = self.tasks();
         let task = tasks
             .get_mut(&source_arn)

@@ -23,6 +23,27 @@ use std::sync::{Mutex, MutexGuard};
 use tokio::task::JoinSet;
 use tracing::Instrument;
 
+/// The span a worker's log lines carry: its own, never inside the span of the code that
+/// started it (a generation's workers are started by the steward).
+fn span_of(name: &'static str) -> tracing::Span {
+    tracing::info_span!(parent: None, "worker", name)
+}
+
+/// Starts `work` on the runtime under `name`, on its own: its owner awaits its end (or its
+/// answer) through the handle, and dropping the handle leaves it running.
+pub fn spawn<T: Send + 'static>(
+    name: &'static str,
+    work: impl Future<Output = T> + Send + 'static,
+) -> tokio::task::JoinHandle<T> {
+    tokio::spawn(
+        async move {
+            let _running = figures::Running::new(name);
+            work.await
+        }
+        .instrument(span_of(name)),
+    )
+}
+
 /// Loops started together and stopped together.
 #[derive(Default)]
 pub struct Workers(Mutex<JoinSet<()>>);
@@ -37,30 +58,19 @@ impl Workers {
         let mut set = self.set();
         // Loops that ended are let go here, so a set that lives long does not grow.
         while set.try_join_next().is_some() {}
-        let span = tracing::info_span!("worker", name);
         set.spawn(
             async move {
                 let _running = figures::Running::new(name);
                 work.await;
                 tracing::debug!("ended");
             }
-            .instrument(span),
+            .instrument(span_of(name)),
         );
     }
 
     /// Whether no loop was started since the set last stopped.
     pub fn is_empty(&self) -> bool {
         self.set().is_empty()
-    }
-
-    /// Waits until every loop has ended by itself; answers how many panicked.
-    pub async fn wait(&self) -> usize {
-        let mut set = std::mem::take(&mut *self.set());
-        let mut panicked = 0;
-        while let Some(ended) = set.join_next().await {
-            panicked += usize::from(ended.is_err_and(|e| e.is_panic()));
-        }
-        panicked
     }
 
     /// Stops every loop between two of its awaits and waits until all have ended.
@@ -88,21 +98,17 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn waiting_lets_loops_end_by_themselves_and_counts_panics() {
-        let workers = Workers::default();
-        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-        workers.start("test-ends", async move {
-            let _ = rx.await;
-        });
-        workers.start("test-panics", async { panic!("a loop that fails") });
-        let waiting = tokio::spawn(async move { workers.wait().await });
-        tokio::task::yield_now().await;
-        assert!(
-            !waiting.is_finished(),
-            "it waits for the loop still running"
-        );
-        tx.send(()).unwrap();
-        assert_eq!(waiting.await.unwrap(), 1);
+    async fn a_spawned_loop_is_counted_until_it_answers() {
+        let (tx, rx) = tokio::sync::oneshot::channel::<u32>();
+        let answer = super::spawn("test-spawned", async move { rx.await.unwrap() + 1 });
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while figures_of("test-spawned").running != 1 {
+            assert!(std::time::Instant::now() < deadline, "the loop started");
+            tokio::task::yield_now().await;
+        }
+        tx.send(41).unwrap();
+        assert_eq!(answer.await.unwrap(), 42);
+        assert_eq!(figures_of("test-spawned").running, 0);
     }
 
     #[test]

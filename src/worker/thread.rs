@@ -55,7 +55,7 @@ impl<T: Send + 'static> Thread<T> {
             .name(format!("orderly-{name}"))
             .spawn(move || {
                 let _running = Running::new(name);
-                let _span = tracing::info_span!("worker", name).entered();
+                let _span = tracing::info_span!(parent: None, "worker", name).entered();
                 work(&told)
             })?;
         Ok(Thread {

@@ -136,8 +136,8 @@ impl Queue {
                     .map(|d| {
                         let receipt = Receipt::decode(&d.receipt_handle, &self.receipt_key)
                             .expect("own handle");
-                        let epoch = self.messages[&receipt.seq].visibility_changes;
-                        (receipt.seq, receipt.receive_no, epoch)
+                        let changes = self.messages[&receipt.seq].visibility_changes;
+                        (receipt.seq, receipt.receive_no, changes)
                     })
                     .collect();
                 let expires_at = now.plus_millis(super::DEDUP_WINDOW_MS);
@@ -227,10 +227,10 @@ impl Queue {
         now: Timestamp,
     ) -> Option<Vec<Received>> {
         let entries = self.attempts.get(&id.to_string(), now)?.clone();
-        let intact = entries.iter().all(|(seq, receive_no, epoch)| {
+        let intact = entries.iter().all(|(seq, receive_no, changes)| {
             self.messages.get(seq).is_some_and(|s| {
                 s.receive_no == *receive_no
-                    && s.visibility_changes == *epoch
+                    && s.visibility_changes == *changes
                     && matches!(s.state, State::InFlight(_))
             })
         });

@@ -33,7 +33,7 @@ pub(super) fn logged_bytes(stored: &Stored) -> u64 {
     stored.message.size() as u64 + LOGGED_BYTES
 }
 
-/// What a receive attempt returned, per message: (sequence, receive number, visibility epoch).
+/// What a receive attempt returned, per message: (sequence, receive number, visibility changes).
 pub type AttemptEntries = Vec<(u64, u64, u32)>;
 
 impl Stored {

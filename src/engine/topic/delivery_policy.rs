@@ -19,30 +19,32 @@ pub const MAX_RETRIES: u32 = 100;
 pub const DEFAULT_CONTENT_TYPE: &str = "text/plain; charset=UTF-8";
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Backoff {
+pub enum BackoffFunction {
     Linear,
     Arithmetic,
     Geometric,
     Exponential,
 }
 
-impl Backoff {
+impl BackoffFunction {
     fn name(self) -> &'static str {
         match self {
-            Backoff::Linear => "linear",
-            Backoff::Arithmetic => "arithmetic",
-            Backoff::Geometric => "geometric",
-            Backoff::Exponential => "exponential",
+            BackoffFunction::Linear => "linear",
+            BackoffFunction::Arithmetic => "arithmetic",
+            BackoffFunction::Geometric => "geometric",
+            BackoffFunction::Exponential => "exponential",
         }
     }
 
     /// Where a retry sits between min (0) and max (1), for position `t` in [0, 1].
     fn curve(self, t: f64, min: f64, max: f64) -> f64 {
         match self {
-            Backoff::Linear => min + (max - min) * t,
-            Backoff::Arithmetic => min + (max - min) * t * t,
-            Backoff::Geometric => min * (max / min).powf(t),
-            Backoff::Exponential => min + (max - min) * (2f64.powf(10.0 * t) - 1.0) / 1023.0,
+            BackoffFunction::Linear => min + (max - min) * t,
+            BackoffFunction::Arithmetic => min + (max - min) * t * t,
+            BackoffFunction::Geometric => min * (max / min).powf(t),
+            BackoffFunction::Exponential => {
+                min + (max - min) * (2f64.powf(10.0 * t) - 1.0) / 1023.0
+            }
         }
     }
 }
@@ -57,7 +59,7 @@ pub struct RetryPolicy {
     pub num_no_delay: u32,
     pub num_min_delay: u32,
     pub num_max_delay: u32,
-    pub backoff: Backoff,
+    pub backoff: BackoffFunction,
 }
 
 impl Default for RetryPolicy {
@@ -70,7 +72,7 @@ impl Default for RetryPolicy {
             num_no_delay: 0,
             num_min_delay: 0,
             num_max_delay: 0,
-            backoff: Backoff::Linear,
+            backoff: BackoffFunction::Linear,
         }
     }
 }
@@ -136,12 +138,12 @@ impl RetryPolicy {
             }
         };
         let backoff = match object.get("backoffFunction") {
-            None | Some(Value::Null) => Backoff::Linear,
+            None | Some(Value::Null) => BackoffFunction::Linear,
             Some(v) => match v.as_str().map(str::to_ascii_lowercase).as_deref() {
-                Some("linear") => Backoff::Linear,
-                Some("arithmetic") => Backoff::Arithmetic,
-                Some("geometric") => Backoff::Geometric,
-                Some("exponential") => Backoff::Exponential,
+                Some("linear") => BackoffFunction::Linear,
+                Some("arithmetic") => BackoffFunction::Arithmetic,
+                Some("geometric") => BackoffFunction::Geometric,
+                Some("exponential") => BackoffFunction::Exponential,
                 _ => return Err(format!("{path}.backoffFunction must be one of linear, arithmetic, geometric, exponential")),
             },
         };
@@ -439,7 +441,7 @@ mod tests {
             num_no_delay: 2,
             num_min_delay: 2,
             num_max_delay: 2,
-            backoff: Backoff::Linear,
+            backoff: BackoffFunction::Linear,
         };
         let delays: Vec<u64> = (1..=9).map(|r| policy.delay_before(r).unwrap()).collect();
         assert_eq!(
@@ -452,10 +454,10 @@ mod tests {
     #[test]
     fn every_curve_is_monotonic_between_min_and_max() {
         for backoff in [
-            Backoff::Linear,
-            Backoff::Arithmetic,
-            Backoff::Geometric,
-            Backoff::Exponential,
+            BackoffFunction::Linear,
+            BackoffFunction::Arithmetic,
+            BackoffFunction::Geometric,
+            BackoffFunction::Exponential,
         ] {
             let policy = RetryPolicy {
                 min_delay: 2,
@@ -484,9 +486,9 @@ mod tests {
             .delay_before(4)
             .unwrap()
         };
-        assert!(middle(Backoff::Linear) > middle(Backoff::Arithmetic));
-        assert!(middle(Backoff::Arithmetic) > middle(Backoff::Geometric));
-        assert!(middle(Backoff::Geometric) > middle(Backoff::Exponential));
+        assert!(middle(BackoffFunction::Linear) > middle(BackoffFunction::Arithmetic));
+        assert!(middle(BackoffFunction::Arithmetic) > middle(BackoffFunction::Geometric));
+        assert!(middle(BackoffFunction::Geometric) > middle(BackoffFunction::Exponential));
     }
 
     #[test]

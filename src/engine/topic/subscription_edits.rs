@@ -106,19 +106,19 @@ impl Topic {
         Ok(())
     }
 
-    /// Subscribes the queue `endpoint` (keyed `queue_name`), or answers the existing
+    /// Subscribes the queue `endpoint` (keyed `queue_key`), or answers the existing
     /// subscription of the same endpoint. A queue that does not exist yet is allowed (AWS
     /// checks delivery, not subscription); its type is known from its name. A queue of another
     /// account than the subscriber's pends (`queue_pends`): answered too is the subscription
     /// its SubscriptionConfirmation is for.
     pub fn subscribe_queue(
         &mut self,
-        (endpoint, queue_name): (&str, &str),
+        (endpoint, queue_key): (&str, &str),
         attrs: &[(String, String)],
         subscriber: Subscriber,
         (pending, now): (bool, Timestamp),
     ) -> EngineResult<(Subscribed, Option<Arc<Subscription>>)> {
-        if queue_name.ends_with(".fifo") && !self.fifo {
+        if queue_key.ends_with(".fifo") && !self.fifo {
             return Err(invalid(
                 "Invalid parameter: Invalid parameter: Endpoint Reason: FIFO SQS Queues can not be subscribed to standard SNS topics",
             ));

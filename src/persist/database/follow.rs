@@ -20,8 +20,8 @@ use crate::worker::{Backoff, Stop, Thread};
 
 /// How often a standby looks for batches it has not applied.
 pub const POLL: Duration = Duration::from_millis(200);
-/// The wait after the database first fails to answer, and the longest.
-const RETRY_FIRST: Duration = Duration::from_secs(1);
+/// The longest wait after the database failed to answer several times in a row (the first
+/// is `POLL`).
 const RETRY_MOST: Duration = Duration::from_secs(8);
 
 /// Failures to follow are said once per cause per interval, not once a look.
@@ -106,7 +106,7 @@ fn follow(
     progress: &Progress,
 ) -> Stopped {
     // Connecting and reading again after a failure wait longer each time, up to a few seconds.
-    let mut backoff = Backoff::new("follower", RETRY_FIRST, RETRY_MOST);
+    let mut backoff = Backoff::new("follower", POLL, RETRY_MOST);
     let warn = |cause: String| {
         if let Some(held_back) = WARNINGS.admit(&cause, std::time::Instant::now()) {
             tracing::warn!(%cause, held_back, "a standby could not follow the log");
@@ -144,7 +144,7 @@ fn follow(
             // The database did not answer: nothing was applied; look again, later each time.
             Err(RecoveryError::Io(error)) => {
                 warn(error.to_string());
-                wait = backoff.failed().max(POLL);
+                wait = backoff.failed();
             }
             Err(RecoveryError::LeftBehind { .. }) => {
                 tracing::info!(

@@ -18,7 +18,7 @@ use crate::clock::{machine_millis, Clock, DatabaseClock};
 use crate::engine::Timestamp;
 use crate::persist::tenure::Tenure;
 use crate::persist::writer::LogWriter;
-use crate::worker::{Stop, Thread};
+use crate::worker::{Backoff, Stop, Thread};
 
 /// How long a lease lasts from its last renewal: a leader that vanishes is replaced after at
 /// most this long.
@@ -116,6 +116,9 @@ pub fn acquire(
     wait: bool,
 ) -> Result<(Taken, Instant), OpenError> {
     let mut said: Option<String> = None;
+    // The database not answering is counted; asked again each second all the same, as a lease
+    // that lapsed should be taken soon.
+    let mut unreachable = Backoff::new("lease", Duration::from_secs(1), Duration::from_secs(1));
     loop {
         let asked = Instant::now();
         let wait = match try_take(db, node, url) {
@@ -143,7 +146,7 @@ pub fn acquire(
                     tracing::warn!(cause = %failed.cause, "cannot reach the database to take the lease; trying again");
                     said = Some(failed.cause);
                 }
-                Duration::from_secs(1)
+                unreachable.failed()
             }
         };
         std::thread::sleep(wait);
@@ -287,8 +290,12 @@ fn renew(db: &mut Blocking, epoch: i64, taken: Instant, held: &Held, stop: &Stop
     // The lease was taken (or last renewed) no earlier than this.
     let mut held_since = taken;
     let mut failing = false;
+    // A renewal that failed is tried again on time all the same (the lease runs out
+    // otherwise); the failures are counted.
+    let mut retry = Backoff::new("lease", RENEW_EVERY, RENEW_EVERY);
+    let mut wait = RENEW_EVERY;
     loop {
-        if stop.wait(RENEW_EVERY) {
+        if stop.wait(wait) {
             return Ended::Told;
         }
         let started = Instant::now();
@@ -317,6 +324,8 @@ fn renew(db: &mut Blocking, epoch: i64, taken: Instant, held: &Held, stop: &Stop
         });
         match renewed {
             Ok(1) => {
+                retry.succeeded();
+                wait = RENEW_EVERY;
                 if failing {
                     tracing::info!(epoch, "the lease is renewed again");
                     failing = false;
@@ -343,6 +352,7 @@ fn renew(db: &mut Blocking, epoch: i64, taken: Instant, held: &Held, stop: &Stop
                 return Ended::Lost;
             }
             Err(failed) => {
+                wait = retry.failed();
                 if !failing {
                     tracing::warn!(epoch, cause = %failed, "the lease was not renewed; trying again");
                     failing = true;

@@ -43,7 +43,7 @@ pub struct DiskRetryPolicy {
 
 impl From<&live_policy::RetryPolicy> for DiskRetryPolicy {
     fn from(r: &live_policy::RetryPolicy) -> Self {
-        use live_policy::Backoff as B;
+        use live_policy::BackoffFunction as B;
         DiskRetryPolicy {
             min_delay: r.min_delay,
             max_delay: r.max_delay,
@@ -63,7 +63,7 @@ impl From<&live_policy::RetryPolicy> for DiskRetryPolicy {
 
 impl From<DiskRetryPolicy> for live_policy::RetryPolicy {
     fn from(r: DiskRetryPolicy) -> Self {
-        use live_policy::Backoff as B;
+        use live_policy::BackoffFunction as B;
         live_policy::RetryPolicy {
             min_delay: r.min_delay,
             max_delay: r.max_delay,

@@ -12,7 +12,7 @@ use crate::persist::DataDir;
 use crate::worker::Backoff;
 
 /// Wait after a failed snapshot before the next try, doubled while snapshots go on failing,
-/// up to the longest.
+/// up to the longest; and between two looks for room on the disk.
 const RETRY_FIRST: Duration = Duration::from_secs(1);
 const RETRY_MOST: Duration = Duration::from_secs(16);
 
@@ -167,7 +167,8 @@ impl Snapshotter {
                     );
                     short_of_room = true;
                 }
-                tokio::time::sleep(backoff.failed()).await;
+                // Not a failure of the snapshotter: the room is looked for again each second.
+                tokio::time::sleep(RETRY_FIRST).await;
                 continue;
             }
             short_of_room = false;

@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 use super::shared::{Pending, Records, Shared, MAX_RETAINED_BYTES, RETRY_EVERY};
 use super::sink::{FsyncMode, LogSink};
 use crate::persist::log_error::LogError;
+use crate::worker::Backoff;
 
 type RotateReply = std::sync::mpsc::Sender<Result<(u64, u64), String>>;
 
@@ -34,6 +35,10 @@ pub(super) struct Writer<'a, S: LogSink> {
     /// `records` holds a batch whose write failed (and was undone): it is written again,
     /// with whatever came since after it, until a write and sync succeed.
     retrying: bool,
+    /// How long a failed write waits before it is tried again: always `RETRY_EVERY` (changes
+    /// are refused meanwhile, so the sooner the better); each failure is counted.
+    retry: Backoff,
+    retry_wait: Duration,
     /// Records were dropped: the log can never again hold everything, so it stays failed.
     lost: bool,
     /// Scratch for what a retrying round takes.
@@ -51,6 +56,8 @@ impl<'a, S: LogSink> Writer<'a, S> {
             unsynced: false,
             records: Records::default(),
             retrying: false,
+            retry: Backoff::new("log-writer", RETRY_EVERY, RETRY_EVERY),
+            retry_wait: RETRY_EVERY,
             lost: false,
             taken: Records::default(),
         }
@@ -76,7 +83,7 @@ impl<'a, S: LogSink> Writer<'a, S> {
 
     /// Waits for work, then takes the records that may be written (none from an open group).
     fn take_round(&mut self) -> Round {
-        let retry_at = Instant::now() + RETRY_EVERY;
+        let retry_at = Instant::now() + self.retry_wait;
         let mut pending = self.wait_for_work(retry_at);
         if let Some(wait) = self.batch_wait(&pending) {
             drop(pending);
@@ -214,6 +221,7 @@ impl<'a, S: LogSink> Writer<'a, S> {
             Ok(()) if !failed => {
                 if self.retrying {
                     tracing::warn!("the write-ahead log is written again; accepting changes");
+                    self.retry.succeeded();
                 }
                 self.retrying = false;
                 // Records lost meanwhile (`LogWriter::fail_for_good`, while this round was
@@ -247,6 +255,7 @@ impl<'a, S: LogSink> Writer<'a, S> {
                     self.records.clear();
                 } else {
                     self.retrying = true;
+                    self.retry_wait = self.retry.failed();
                 }
                 self.shared.durable.send_modify(|d| d.failed = true);
             }
