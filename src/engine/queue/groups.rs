@@ -26,8 +26,9 @@ pub struct GroupIndex {
 
 impl GroupIndex {
     /// Adds a message to its group and returns the group's id as the index holds it, so that
-    /// messages of one group share one allocation instead of one each.
-    pub fn add(&mut self, group: &Arc<str>, seq: u64) -> Arc<str> {
+    /// messages of one group share one allocation instead of one each; and whether the message
+    /// is the group's head now (only then can the group's readiness change).
+    pub fn add(&mut self, group: &Arc<str>, seq: u64) -> (Arc<str>, bool) {
         use std::collections::hash_map::Entry;
         let (held, g) = match self.groups.entry(group.clone()) {
             Entry::Occupied(o) => (o.key().clone(), o.into_mut()),
@@ -40,7 +41,8 @@ impl GroupIndex {
             // Restored messages may arrive out of order.
             members.insert(at, seq);
         }
-        held
+        let head = members.front() == Some(&seq);
+        (held, head)
     }
 
     pub fn head(&self, group: &str) -> Option<u64> {
@@ -135,11 +137,11 @@ mod tests {
         let a: Arc<str> = "a".into();
         let b: Arc<str> = "b".into();
         let mut idx = GroupIndex::default();
-        idx.add(&a, 1);
+        assert!(idx.add(&a, 1).1, "the first of a group is its head");
         idx.set_ready("a", true);
         idx.add(&b, 2);
         idx.set_ready("b", true);
-        idx.add(&a, 3);
+        assert!(!idx.add(&a, 3).1, "one behind the head is not");
         idx.set_ready("a", true); // already ready: keeps its place
         assert_eq!(idx.pop_ready().as_deref(), Some("a"));
         assert_eq!(idx.pop_ready().as_deref(), Some("b"));
@@ -147,6 +149,11 @@ mod tests {
         assert_eq!(idx.members("a").collect::<Vec<_>>(), vec![1, 3]);
         idx.add(&a, 2);
         idx.add(&a, 3);
+        assert!(
+            idx.add(&a, 0).1,
+            "a restored message ahead of the head is the head"
+        );
+        idx.remove("a", 0);
         assert_eq!(
             idx.members("a").collect::<Vec<_>>(),
             vec![1, 2, 3],

@@ -308,8 +308,10 @@ impl Queue {
                     .group_id
                     .as_mut()
                     .expect("FIFO messages have groups");
-                *group = index.add(group, seq);
-                fifo_group = Some(group.clone());
+                let (held, head) = index.add(group, seq);
+                *group = held;
+                // Behind the head, the message changes nothing about the group's readiness.
+                fifo_group = head.then(|| group.clone());
             }
         }
         self.stored_bytes += logged_bytes(&stored);

@@ -54,6 +54,9 @@ struct Outgoing<'a> {
     /// (version, signature, certificate URL), computed once per message and per text the
     /// message takes (a json-structured message may say something else to sqs, http, https).
     signatures: [std::cell::OnceCell<Option<(String, String, String)>>; 3],
+    /// The text as a queue's body with its MD5, per text the message takes: every raw queue
+    /// copy of the same text shares one (a copy in each of ten queues hashes it once).
+    raw_bodies: [std::cell::OnceCell<Body>; 3],
 }
 
 impl Outgoing<'_> {
@@ -70,6 +73,7 @@ impl Outgoing<'_> {
             replayed,
             body_json: Default::default(),
             signatures: Default::default(),
+            raw_bodies: Default::default(),
         }
     }
 }
@@ -87,7 +91,6 @@ struct Addressed<'a> {
     text_slot: usize,
     attributes: &'a MessageAttributes,
     unsubscribe_base: &'a str,
-    unsubscribe_url: String,
 }
 
 impl Addressed<'_> {
@@ -104,7 +107,10 @@ impl Addressed<'_> {
             subject: message.request.subject.as_deref(),
             message: self.text,
             timestamp: message.published_at,
-            unsubscribe_url: &self.unsubscribe_url,
+            unsubscribe_url: &format!(
+                "{}/?Action=Unsubscribe&SubscriptionArn={}",
+                self.unsubscribe_base, self.subscription.arn
+            ),
             attributes: self.attributes,
             replayed: message.replayed,
             signature: if signed { self.signature(signer) } else { None },
@@ -342,7 +348,9 @@ impl Addressed<'_> {
         let req = message.request;
         SubscriptionCopy {
             body: if subscription.raw_delivery {
-                Body::new(self.text)
+                message.raw_bodies[self.text_slot]
+                    .get_or_init(|| Body::new(self.text))
+                    .clone()
             } else {
                 self.envelope(signer).into()
             },
@@ -396,10 +404,6 @@ fn addressed<R>(
             &req.attributes
         },
         unsubscribe_base,
-        unsubscribe_url: format!(
-            "{unsubscribe_base}/?Action=Unsubscribe&SubscriptionArn={}",
-            subscription.arn
-        ),
     };
     then(Some(&addressed))
 }
