@@ -5,6 +5,7 @@
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 
+use crate::engine::fast_map::shrink_when_sparse;
 use crate::engine::FastMap;
 
 #[derive(Debug, Default)]
@@ -70,6 +71,7 @@ impl GroupIndex {
                 self.ready.remove(&ticket);
             }
             self.groups.remove(group);
+            shrink_when_sparse(&mut self.groups);
         }
     }
 

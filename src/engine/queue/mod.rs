@@ -26,6 +26,7 @@ use super::window::ExpiringMap;
 use groups::GroupIndex;
 
 use super::error::{EngineError, EngineResult};
+use super::fast_map::shrink_when_sparse;
 use super::message::{Message, MessageId};
 use super::time::Timestamp;
 use super::FastMap;
@@ -254,6 +255,7 @@ impl Queue {
     /// Removes a message wherever it is.
     fn remove(&mut self, seq: u64) -> Option<Message> {
         let stored = self.messages.remove(&seq)?;
+        shrink_when_sparse(&mut self.messages);
         self.stored_bytes -= logged_bytes(&stored);
         self.note(|| changes::QueueChange::Remove { seq });
         match stored.state {
