@@ -27,10 +27,6 @@ impl Stop {
         *told
     }
 
-    pub fn told(&self) -> bool {
-        *self.told.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
     fn tell(&self) {
         *self.told.lock().unwrap_or_else(|p| p.into_inner()) = true;
         self.wake.notify_all();
@@ -64,15 +60,10 @@ impl<T: Send + 'static> Thread<T> {
         })
     }
 
-    /// Tells the loop to stop, without waiting for it.
-    pub fn tell_stop(&self) {
-        self.stop.tell();
-    }
-
     /// Tells the loop to stop and waits until it has; what it answered, unless it was joined
     /// before or panicked.
     pub fn stop(&self) -> Option<T> {
-        self.tell_stop();
+        self.stop.tell();
         self.join()
     }
 
