@@ -172,6 +172,13 @@ pub struct Config {
     #[arg(long, env = "ORDERLY_DATABASE_BATCH_WAIT", default_value_t = 600,
           value_parser = clap::value_parser!(u64).range(0..=100_000))]
     pub database_batch_wait: u64,
+    /// With the log in a database: how many inserts of the log the leader may have under way
+    /// at once, each on a connection of its own. With 2, the next insert is sent while one
+    /// commits, which pays where the database is a network round trip away and has CPU to
+    /// spare; where it shares the node's cores, each commit then carries fewer requests.
+    #[arg(long, env = "ORDERLY_DATABASE_INSERTS", default_value_t = 1,
+          value_parser = clap::value_parser!(u64).range(1..=2))]
+    pub database_inserts: u64,
     /// Origins (`scheme://host[:port]`, comma-separated, or `*`) whose browser pages may call
     /// this server; requests from any other origin are refused.
     #[arg(long, env = "ORDERLY_CORS_ALLOW", default_value = "")]

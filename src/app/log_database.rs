@@ -63,6 +63,7 @@ fn settings(config: &Config, url: &str, own_url: &str) -> Settings {
         advertise_url: own_url.to_string(),
         wait_for_lease: true,
         batch_wait: std::time::Duration::from_micros(config.database_batch_wait),
+        inserts: config.database_inserts as usize,
         require_synchronous_replication: config.require_synchronous_replication,
     }
 }

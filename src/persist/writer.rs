@@ -23,7 +23,7 @@ use super::record::Buffer;
 use crate::engine::changes::{Change, ChangeLog};
 pub use shared::Durable;
 use shared::{Arrivals, Pending, Shared, KEEP_BUFFER_BYTES};
-pub use sink::{FsyncMode, LogSink};
+pub use sink::{FsyncMode, LogSink, Wake};
 use write_loop::Writer;
 
 mod shared;
@@ -78,9 +78,23 @@ impl LogWriter {
         self.shared.next_lsn.store(next_lsn, Ordering::SeqCst);
         self.shared.durable.send_modify(|d| d.lsn = next_lsn);
         let shared = self.shared.clone();
-        // Woken by what it shares with the server (records, closing), not by its `Stop`.
-        let writer = Thread::start("log-writer", move |_| Writer::new(&shared, log, mode).run())
-            .expect("spawn the log writer thread");
+        let wake: Wake = {
+            let shared = shared.clone();
+            Arc::new(move || {
+                shared
+                    .pending
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .finished = true;
+                shared.work.notify_one();
+            })
+        };
+        // Woken by what it shares with the server (records, closing, writes finished), not by
+        // its `Stop`.
+        let writer = Thread::start("log-writer", move |_| {
+            Writer::new(&shared, log, mode, wake).run()
+        })
+        .expect("spawn the log writer thread");
         *self.writer.lock().unwrap_or_else(|p| p.into_inner()) = Some(writer);
     }
 

@@ -159,9 +159,10 @@ fn host_name(config: &Config) -> String {
     }
 }
 
-pub struct Blocking {
+/// One connection to the database, made (host by host) at its first use and again after a
+/// failure dropped it; its requests run inside whatever runtime drives them.
+pub struct Session {
     config: Config,
-    runtime: tokio::runtime::Runtime,
     client: Option<Client>,
     /// One more for each connection made: statements prepared on an earlier one are gone.
     generation: u64,
@@ -169,18 +170,14 @@ pub struct Blocking {
     preferred: usize,
 }
 
-impl Blocking {
-    pub fn new(config: Config) -> std::io::Result<Blocking> {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()?;
-        Ok(Blocking {
+impl Session {
+    pub fn new(config: Config) -> Session {
+        Session {
             config,
-            runtime,
             client: None,
             generation: 0,
             preferred: 0,
-        })
+        }
     }
 
     /// Which connection is (or was last) in use: a statement prepared on another is gone.
@@ -188,18 +185,14 @@ impl Blocking {
         self.generation
     }
 
-    /// Runs `work` on the connection (made first if there is none), waiting at most `limit`.
-    /// On any failure the connection is dropped: its request may still be running.
-    pub fn run<T>(
-        &mut self,
-        limit: Duration,
-        work: impl for<'c> FnOnce(&'c mut Client) -> Work<'c, T>,
-    ) -> Result<T, Failed> {
-        let not_sent = |cause: String| Failed {
-            cause,
-            unknown_outcome: false,
-            code: None,
-        };
+    /// Another session to the same database, not connected yet.
+    pub fn sibling(&self) -> Session {
+        Session::new(self.config.clone())
+    }
+
+    /// The connection, made first if there is none (its driving task is spawned on the
+    /// current runtime).
+    pub async fn connected(&mut self) -> Result<&mut Client, Failed> {
         if self.client.as_ref().is_some_and(Client::is_closed) {
             self.client = None;
         }
@@ -208,13 +201,10 @@ impl Blocking {
             let hosts = per_host(&self.config);
             let order = (0..hosts.len()).map(|at| (at + self.preferred) % hosts.len());
             for (at, host) in order.map(|at| (at, &hosts[at])) {
-                let connected = self.runtime.block_on(async {
-                    // The start-up exchange too: a host that accepts and never answers.
-                    tokio::time::timeout(CONNECT_TIMEOUT, host.connect(NoTls)).await
-                });
-                match connected {
+                // The start-up exchange too: a host that accepts and never answers.
+                match tokio::time::timeout(CONNECT_TIMEOUT, host.connect(NoTls)).await {
                     Ok(Ok((client, connection))) => {
-                        self.runtime.spawn(connection);
+                        tokio::spawn(connection);
                         self.client = Some(client);
                         self.generation += 1;
                         self.preferred = at;
@@ -229,42 +219,92 @@ impl Blocking {
                 }
             }
             if self.client.is_none() {
-                return Err(not_sent(causes.join("; ")));
-            }
-        }
-        let client = self.client.as_mut().expect("connected above");
-        let answer = self
-            .runtime
-            .block_on(async { tokio::time::timeout(limit, work(client)).await });
-        match answer {
-            Ok(Ok(value)) => Ok(value),
-            Ok(Err(error)) => {
-                // A plain error the database answered says the request was not carried out
-                // and leaves the connection usable. A fatal one (the server shutting down, a
-                // connection or internal failure: classes 57, 08, XX) may come after a commit,
-                // and so may a cut connection: their outcome is unknown.
-                let code = error.as_db_error().map(|db| db.code().code().to_string());
-                let answered = error.as_db_error().is_some_and(|db| {
-                    let class = &db.code().code()[..2];
-                    db.severity() == "ERROR" && !matches!(class, "57" | "08" | "XX")
-                });
-                if !answered {
-                    self.client = None;
-                }
-                Err(Failed {
-                    cause: describe(&error),
-                    unknown_outcome: !answered,
-                    code,
-                })
-            }
-            Err(_) => {
-                self.client = None;
-                Err(Failed {
-                    cause: format!("PostgreSQL: no answer within {} ms", limit.as_millis()),
-                    unknown_outcome: true,
+                return Err(Failed {
+                    cause: causes.join("; "),
+                    unknown_outcome: false,
                     code: None,
-                })
+                });
             }
         }
+        Ok(self.client.as_mut().expect("connected above"))
+    }
+
+    /// What a request's error says, dropping the connection unless the database answered it
+    /// plainly. A plain error the database answered says the request was not carried out and
+    /// leaves the connection usable. A fatal one (the server shutting down, a connection or
+    /// internal failure: classes 57, 08, XX) may come after a commit, and so may a cut
+    /// connection: their outcome is unknown.
+    pub fn failed(&mut self, error: &tokio_postgres::Error) -> Failed {
+        let code = error.as_db_error().map(|db| db.code().code().to_string());
+        let answered = error.as_db_error().is_some_and(|db| {
+            let class = &db.code().code()[..2];
+            db.severity() == "ERROR" && !matches!(class, "57" | "08" | "XX")
+        });
+        if !answered {
+            self.client = None;
+        }
+        Failed {
+            cause: describe(error),
+            unknown_outcome: !answered,
+            code,
+        }
+    }
+
+    /// A request that took longer than `limit`: the connection is dropped, as the request
+    /// may still be running.
+    pub fn timed_out(&mut self, limit: Duration) -> Failed {
+        self.client = None;
+        Failed {
+            cause: format!("PostgreSQL: no answer within {} ms", limit.as_millis()),
+            unknown_outcome: true,
+            code: None,
+        }
+    }
+}
+
+/// A session driven by a small runtime of the calling thread's own: every request blocks
+/// that thread until answered or timed out.
+pub struct Blocking {
+    runtime: tokio::runtime::Runtime,
+    session: Session,
+}
+
+impl Blocking {
+    pub fn new(config: Config) -> std::io::Result<Blocking> {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?;
+        Ok(Blocking {
+            runtime,
+            session: Session::new(config),
+        })
+    }
+
+    /// Which connection is (or was last) in use: a statement prepared on another is gone.
+    pub fn generation(&self) -> u64 {
+        self.session.generation
+    }
+
+    /// The session, to be driven by another runtime.
+    pub fn into_session(self) -> Session {
+        self.session
+    }
+
+    /// Runs `work` on the connection (made first if there is none), waiting at most `limit`.
+    /// On any failure the connection is dropped: its request may still be running.
+    pub fn run<T>(
+        &mut self,
+        limit: Duration,
+        work: impl for<'c> FnOnce(&'c mut Client) -> Work<'c, T>,
+    ) -> Result<T, Failed> {
+        let session = &mut self.session;
+        self.runtime.block_on(async {
+            let client = session.connected().await?;
+            match tokio::time::timeout(limit, work(client)).await {
+                Ok(Ok(value)) => Ok(value),
+                Ok(Err(error)) => Err(session.failed(&error)),
+                Err(_) => Err(session.timed_out(limit)),
+            }
+        })
     }
 }

@@ -51,6 +51,8 @@ pub struct Settings {
     /// How long a busy leader lets an insert wait for more requests to share it
     /// (`--database-batch-wait`).
     pub batch_wait: Duration,
+    /// How many inserts of the log may be under way at once (`--database-inserts`).
+    pub inserts: usize,
     /// Refuse to lead unless an acknowledged write survives a failover of the database
     /// (`--require-synchronous-replication`).
     pub require_synchronous_replication: bool,
@@ -101,6 +103,7 @@ pub struct ReadyDatabase {
     /// When the lease was last asked for: one taken then runs from no earlier.
     asked_at: std::time::Instant,
     batch_wait: Duration,
+    inserts: usize,
     /// What the database promises about an acknowledged write, once this node leads.
     pub replication: replication::Shared,
     require_synchronous_replication: bool,
@@ -139,6 +142,7 @@ impl ReadyDatabase {
             tenure: Arc::new(crate::persist::tenure::Tenure::not_begun()),
             asked_at: std::time::Instant::now(),
             batch_wait: settings.batch_wait,
+            inserts: settings.inserts,
             replication: Default::default(),
             require_synchronous_replication: settings.require_synchronous_replication,
         })
@@ -220,6 +224,16 @@ impl ReadyDatabase {
                 "the engine followed the log part way only; a fresh one recovers",
             ))),
         };
+        // A torn tail the last leader left (two inserts under way, the first not kept) ends
+        // the log: cut, so this leader's own batches follow the records recovered.
+        let recovered = recovered.and_then(|mut recovered| {
+            let next_lsn = recovered.report.next_lsn;
+            if let Some(cut) = recovery::cut_tail(&mut self.db, next_lsn, epoch)? {
+                tracing::warn!(cut = %cut.0, bytes = cut.2, "cut the log's torn tail, never acknowledged");
+                recovered.report.dropped_tail = Some(cut);
+            }
+            Ok(recovered)
+        });
         let recovered = match recovered {
             Ok(recovered) => recovered,
             Err(error) => {
@@ -237,12 +251,15 @@ impl ReadyDatabase {
             }
         }
         let next_lsn = recovered.report.next_lsn;
+        let table_log = match table_log::TableLog::new(self.db, epoch, next_lsn, self.inserts) {
+            Ok(table_log) => table_log.waiting(self.batch_wait),
+            Err(error) => {
+                lease.release();
+                return Err(error.into());
+            }
+        };
         log_writer.count_logged(recovered.log_bytes);
-        log_writer.start(
-            table_log::TableLog::new(self.db, epoch, next_lsn).waiting(self.batch_wait),
-            next_lsn,
-            FsyncMode::Always,
-        );
+        log_writer.start(table_log, next_lsn, FsyncMode::Always);
         engine.queues.keep_receipt_key();
         Ok(DatabaseLog {
             log_writer,

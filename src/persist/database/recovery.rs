@@ -1,7 +1,12 @@
 //! Recovery from the database: the snapshot, then every batch after it in order, with the same
 //! rules as recovery from a data directory (`persist::covered`). The batches must follow one
-//! another with no gap, from the snapshot (or the very first record, without one) on: a missing
-//! batch is damage, refused with the batch it should have followed.
+//! another with no gap, from the snapshot (or the very first record, without one) on, with one
+//! exception: a leader has two inserts under way at once (`table_log`), and one that stops
+//! while the first failed and the second committed leaves a gap with the second's rows after
+//! it, none of them acknowledged. Such a torn tail (one gap, then the rows of one insert, which
+//! follow one another, of an epoch no older than a row before the gap) is where the log ends: a standby
+//! waits there for the gap to be filled, and a node that comes to lead cuts it (`cut_tail`).
+//! Any other missing batch is damage, refused with the batch it should have followed.
 
 use tokio_postgres::Client;
 
@@ -88,26 +93,21 @@ impl Follower {
         let before = self.report.replayed + self.report.skipped;
         loop {
             let after = self.after;
-            let page: Vec<Batch> = db
-                .run(
-                    super::connection::STARTUP_TIMEOUT,
-                    move |client: &mut Client| -> Work<'_, _> {
-                        Box::pin(async move {
-                            let rows = client
-                                .query(
-                                    "SELECT first_lsn, last_lsn, records FROM log_batches \
+            let page: Vec<Batch> = run(db, move |client: &mut Client| -> Work<'_, _> {
+                Box::pin(async move {
+                    let rows = client
+                        .query(
+                            "SELECT first_lsn, last_lsn, records FROM log_batches \
                                      WHERE first_lsn > $1 ORDER BY first_lsn LIMIT $2",
-                                    &[&after, &PAGE],
-                                )
-                                .await?;
-                            Ok(rows
-                                .iter()
-                                .map(|row| (row.get(0), row.get(1), row.get(2)))
-                                .collect())
-                        })
-                    },
-                )
-                .map_err(|failed| RecoveryError::Io(std::io::Error::other(failed.cause)))?;
+                            &[&after, &PAGE],
+                        )
+                        .await?;
+                    Ok(rows
+                        .iter()
+                        .map(|row| (row.get(0), row.get(1), row.get(2)))
+                        .collect())
+                })
+            })?;
             if page.is_empty() {
                 // No batch after the gap yet (the leader kept a snapshot, then wrote nothing
                 // more or died): only the snapshot tells that records were dropped unread.
@@ -118,9 +118,39 @@ impl Follower {
                 return Ok(self.report.replayed + self.report.skipped - before);
             }
             for batch in page {
+                if batch.0 as u64 > self.next_lsn() {
+                    return self
+                        .gap_before(batch.0, db)
+                        .map(|()| self.report.replayed + self.report.skipped - before);
+                }
                 self.apply(batch, engine)?;
             }
         }
+    }
+
+    /// Records are missing before the batch starting at `first`: a snapshot dropped them
+    /// after this follower loaded its own (`LeftBehind`), or they are a torn tail's gap,
+    /// where the log ends for now (`Ok`), or the log is damaged.
+    fn gap_before(&self, first: i64, db: &mut Blocking) -> Result<(), RecoveryError> {
+        let next = self.next_lsn();
+        if let Some(starts_at) = self.log_starts_past_next(db)? {
+            return Err(RecoveryError::LeftBehind { next, starts_at });
+        }
+        if torn_tail_from(db, first)? {
+            return Ok(());
+        }
+        let reason = match self.expected {
+            None => format!(
+                "the log starts at record {first}, but records from {next} on are missing \
+                 (no snapshot covers them)"
+            ),
+            Some(_) => format!("records {next} to {} are missing before it", first - 1),
+        };
+        Err(RecoveryError::Corruption {
+            file: format!("log_batches row {first}"),
+            offset: 0,
+            reason,
+        })
     }
 
     /// Whether a batch found missing was dropped by a snapshot kept after this follower
@@ -132,23 +162,18 @@ impl Follower {
     /// Where the log starts (the snapshot it starts from) if that is past the next record this
     /// follower would apply.
     fn log_starts_past_next(&self, db: &mut Blocking) -> Result<Option<u64>, RecoveryError> {
-        let kept = db
-            .run(
-                super::connection::STARTUP_TIMEOUT,
-                move |client: &mut Client| -> Work<'_, _> {
-                    Box::pin(async move {
-                        let row = client
-                            .query_opt(
-                                "SELECT s.first_lsn FROM log_home h \
+        let kept = run(db, move |client: &mut Client| -> Work<'_, _> {
+            Box::pin(async move {
+                let row = client
+                    .query_opt(
+                        "SELECT s.first_lsn FROM log_home h \
                                  JOIN log_snapshots s ON s.id = h.snapshot",
-                                &[],
-                            )
-                            .await?;
-                        Ok(row.map(|row| row.get::<_, i64>(0)))
-                    })
-                },
-            )
-            .map_err(|failed| RecoveryError::Io(std::io::Error::other(failed.cause)))?;
+                        &[],
+                    )
+                    .await?;
+                Ok(row.map(|row| row.get::<_, i64>(0)))
+            })
+        })?;
         Ok(kept
             .map(|first_lsn| first_lsn as u64)
             .filter(|&first_lsn| first_lsn > self.next_lsn()))
@@ -182,10 +207,7 @@ impl Follower {
             Some(next) if first != next => {
                 return Err(damaged(
                     0,
-                    format!(
-                        "records {next} to {} are missing before it",
-                        first.max(next) - 1
-                    ),
+                    format!("the batch starts at record {first}, where record {next} was due"),
                 ))
             }
             _ => {}
@@ -227,4 +249,77 @@ impl Follower {
         self.expected = Some(last + 1);
         Ok(())
     }
+}
+
+/// Runs `work` within recovery's time bound; a failure is the database not answering.
+fn run<T>(
+    db: &mut Blocking,
+    work: impl for<'c> FnOnce(&'c mut Client) -> Work<'c, T>,
+) -> Result<T, RecoveryError> {
+    db.run(super::connection::STARTUP_TIMEOUT, work)
+        .map_err(|failed| RecoveryError::Io(std::io::Error::other(failed.cause)))
+}
+
+/// Whether the batches from `first` on are a torn tail: the rows of one insert (one
+/// transaction: one `xmin`), following one another, of an epoch no older than a batch before
+/// them.
+fn torn_tail_from(db: &mut Blocking, first: i64) -> Result<bool, RecoveryError> {
+    run(db, move |client: &mut Client| -> Work<'_, _> {
+        Box::pin(async move {
+            let row = client
+                .query_one(
+                    "SELECT count(DISTINCT xmin::text), min(epoch), min(first_lsn), \
+                         max(last_lsn), sum(last_lsn - first_lsn + 1)::bigint, \
+                         (SELECT max(epoch) FROM log_batches WHERE first_lsn < $1) \
+                         FROM log_batches WHERE first_lsn >= $1",
+                    &[&first],
+                )
+                .await?;
+            let inserts: i64 = row.get(0);
+            let epoch: Option<i64> = row.get(1);
+            let (low, high, held): (Option<i64>, Option<i64>, Option<i64>) =
+                (row.get(2), row.get(3), row.get(4));
+            let before: Option<i64> = row.get(5);
+            let one_run = matches!((low, high, held), (Some(low), Some(high), Some(held))
+                    if held == high - low + 1);
+            Ok(inserts == 1 && one_run && before <= epoch)
+        })
+    })
+}
+
+/// Removes a torn tail from `next_lsn` on, if the lease is still `epoch`'s; returns what went
+/// (the rows' first and last numbers and their bytes), for the recovery report.
+pub fn cut_tail(
+    db: &mut Blocking,
+    next_lsn: u64,
+    epoch: i64,
+) -> Result<Option<(String, usize, usize)>, RecoveryError> {
+    let from = next_lsn as i64;
+    let cut: (i64, Option<i64>, Option<i64>, i64) =
+        run(db, move |client: &mut Client| -> Work<'_, _> {
+            Box::pin(async move {
+                let row = client
+                    .query_one(
+                        "WITH cut AS (DELETE FROM log_batches b USING log_leader l \
+                             WHERE l.id = 1 AND l.epoch = $2 AND b.first_lsn >= $1 \
+                             RETURNING b.first_lsn, b.last_lsn, octet_length(b.records) AS bytes) \
+                             SELECT count(*), min(first_lsn), max(last_lsn), \
+                             coalesce(sum(bytes), 0)::bigint FROM cut",
+                        &[&from, &epoch],
+                    )
+                    .await?;
+                Ok((row.get(0), row.get(1), row.get(2), row.get(3)))
+            })
+        })?;
+    Ok(match cut {
+        (0, ..) => None,
+        (rows, Some(first), Some(last), bytes) => Some((
+            format!(
+                "log_batches rows {first} to {last} ({rows} rows), after a gap from {next_lsn}"
+            ),
+            0,
+            bytes as usize,
+        )),
+        _ => None,
+    })
 }

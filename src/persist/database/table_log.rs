@@ -4,28 +4,42 @@
 //! the one statement: a row that fits its page is cheaper for the database than one cut into
 //! TOAST chunks with an index entry each.
 //!
+//! Two inserts may be under way at once (`--database-inserts 2`), each on a connection of its
+//! own: while one commits, the next is sent, so a leader's commits are not paid one round trip
+//! after another. The second may commit before the first, or the first fail after the second
+//! committed: the log then has a gap with one write's rows after it. The writer acknowledges
+//! nothing past a gap and writes the missing records again; recovery cuts a gap left by a
+//! leader that stopped before it could (`recovery`).
+//!
 //! The insert reads the lease's row `FOR SHARE` and inserts only while its epoch is this
 //! node's: a node taking the lease must wait for an insert already holding the row, and an
 //! insert that comes after finds the new epoch and inserts nothing. So every batch a new
 //! leader does not see when it reads the log after taking the lease was refused, and the log
 //! never forks.
 //!
-//! An insert whose outcome is unknown (no answer, a connection lost mid-way) may have been
-//! kept: the next try first asks how far the log goes and leaves out what is there already.
+//! An insert whose outcome is unknown (no answer, a connection lost mid-way), or one that
+//! failed beside another, may have been kept: the next try first asks which of this epoch's
+//! records the log holds and leaves those out.
 
+use std::collections::VecDeque;
+use std::sync::mpsc;
 use std::time::Duration;
 
 use tokio_postgres::types::{ToSql, Type};
 use tokio_postgres::{Client, Statement};
 
-use super::connection::{Blocking, Work};
+use super::connection::{Blocking, Failed, Session};
 use crate::persist::format;
 use crate::persist::log_error::LogError;
 use crate::persist::record;
-use crate::persist::writer::LogSink;
+use crate::persist::writer::{LogSink, Wake};
 
 /// Longest an insert of a batch may take before it counts as failed (and is tried again).
 const APPEND_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The most inserts that may be under way at once, each on a connection of its own: recovery
+/// knows a torn tail by its one gap (`recovery`).
+pub const MOST_INSERTS: usize = 2;
 
 /// The most framed record bytes in a row, so that it stays in its page (the table's
 /// `toast_tuple_target` is 8160 bytes, row header and numbers included). A record larger than
@@ -43,6 +57,10 @@ const APPEND_ONE: &str = "INSERT INTO log_batches (first_lsn, last_lsn, epoch, r
      SELECT $1::bigint, $2::bigint, $3::bigint, $4::bytea FROM log_leader \
      WHERE log_leader.id = 1 AND log_leader.epoch = $3 FOR SHARE OF log_leader";
 
+/// Which of this epoch's rows the log holds from a sequence number on, and whose the lease is.
+const STORED: &str = "SELECT l.epoch, b.first_lsn, b.last_lsn FROM log_leader l \
+     LEFT JOIN log_batches b ON b.epoch = $1 AND b.first_lsn >= $2 WHERE l.id = 1";
+
 /// A write cut into rows: each row's first and last sequence numbers and framed records.
 #[derive(Default)]
 struct Rows {
@@ -52,15 +70,18 @@ struct Rows {
 }
 
 impl Rows {
+    /// Records in number order, cut into rows of at most `ROW_BYTES` and wherever a number is
+    /// missing (records the log holds already, left out of a write tried again).
     fn cut(records: &[&[u8]]) -> Rows {
         let mut rows = Rows::default();
         for record in records {
             let lsn = lsn_of(record) as i64;
             let framed = record.len() + record::HEADER_BYTES;
-            let fits = rows
-                .records
-                .last()
-                .is_some_and(|row| row.len() + framed <= ROW_BYTES);
+            let fits = rows.last.last() == Some(&(lsn - 1))
+                && rows
+                    .records
+                    .last()
+                    .is_some_and(|row| row.len() + framed <= ROW_BYTES);
             if !fits {
                 rows.first.push(lsn);
                 rows.last.push(lsn);
@@ -80,31 +101,162 @@ struct InsertStatements {
     one: Statement,
 }
 
-pub struct TableLog {
-    db: Blocking,
+/// A connection and the inserts prepared on it.
+struct Slot {
+    session: Session,
+    /// Prepared on the connection of this generation (`Session::generation`): planned once,
+    /// not at every batch.
+    prepared: Option<(u64, InsertStatements)>,
+}
+
+impl Slot {
+    fn new(session: Session) -> Slot {
+        Slot {
+            session,
+            prepared: None,
+        }
+    }
+
+    /// Inserts the rows if the lease is `epoch`'s; the number of rows inserted.
+    async fn insert(&mut self, rows: &Rows, epoch: i64) -> Result<u64, Failed> {
+        self.session.connected().await?;
+        let generation = self.session.generation();
+        if self.prepared.as_ref().map(|(made_on, _)| *made_on) != Some(generation) {
+            self.prepared = None;
+        }
+        let client = self.session.connected().await?;
+        let work = insert_rows(client, &mut self.prepared, generation, rows, epoch);
+        match tokio::time::timeout(APPEND_TIMEOUT, work).await {
+            Ok(Ok(count)) => Ok(count),
+            Ok(Err(error)) => Err(self.session.failed(&error)),
+            Err(_) => Err(self.session.timed_out(APPEND_TIMEOUT)),
+        }
+    }
+
+    /// This epoch's rows from `from` on, and the lease's epoch.
+    async fn stored(&mut self, epoch: i64, from: u64) -> Result<(i64, Vec<(u64, u64)>), Failed> {
+        let client = self.session.connected().await?;
+        let from = from as i64;
+        let params: [&(dyn ToSql + Sync); 2] = [&epoch, &from];
+        let rows = match tokio::time::timeout(APPEND_TIMEOUT, client.query(STORED, &params)).await {
+            Ok(Ok(rows)) => rows,
+            Ok(Err(error)) => return Err(self.session.failed(&error)),
+            Err(_) => return Err(self.session.timed_out(APPEND_TIMEOUT)),
+        };
+        let current = rows.first().map_or(0, |row| row.get::<_, i64>(0));
+        let stored = rows
+            .iter()
+            .filter_map(|row| {
+                let first = row.get::<_, Option<i64>>(1)?;
+                let last = row.get::<_, Option<i64>>(2)?;
+                Some((first as u64, last as u64))
+            })
+            .collect();
+        Ok((current, stored))
+    }
+}
+
+async fn insert_rows(
+    client: &mut Client,
+    prepared: &mut Option<(u64, InsertStatements)>,
+    generation: u64,
+    rows: &Rows,
     epoch: i64,
-    /// The sequence number of the first record not yet in the table.
+) -> Result<u64, tokio_postgres::Error> {
+    if prepared.is_none() {
+        let arrays = [
+            Type::INT8_ARRAY,
+            Type::INT8_ARRAY,
+            Type::INT8,
+            Type::BYTEA_ARRAY,
+        ];
+        let values = [Type::INT8, Type::INT8, Type::INT8, Type::BYTEA];
+        let statements = InsertStatements {
+            many: client.prepare_typed(APPEND, &arrays).await?,
+            one: client.prepare_typed(APPEND_ONE, &values).await?,
+        };
+        *prepared = Some((generation, statements));
+    }
+    let (_, statements) = prepared.as_ref().expect("prepared above");
+    match &rows.records[..] {
+        [records] => {
+            let params: [&(dyn ToSql + Sync); 4] = [&rows.first[0], &rows.last[0], &epoch, records];
+            client.execute(&statements.one, &params).await
+        }
+        _ => {
+            let params: [&(dyn ToSql + Sync); 4] = [&rows.first, &rows.last, &epoch, &rows.records];
+            client.execute(&statements.many, &params).await
+        }
+    }
+}
+
+/// A write begun: its insert under way, answered already, or nothing left to insert.
+enum UnderWay {
+    Inserting {
+        outcome: mpsc::Receiver<(Slot, Result<u64, Failed>)>,
+        rows: u64,
+    },
+    Answered {
+        answer: Result<u64, Failed>,
+        rows: u64,
+    },
+    Nothing,
+}
+
+pub struct TableLog {
+    /// Runs the inserts: on a thread of its own while the writer's thread gathers the next
+    /// write (inserts overlapping), or on the writer's thread (one at a time).
+    runtime: tokio::runtime::Runtime,
+    /// How many inserts may be under way at once.
+    overlap: usize,
+    /// Connections with no insert under way.
+    idle: Vec<Slot>,
+    under_way: VecDeque<UnderWay>,
+    epoch: i64,
+    /// The sequence number of the first record not yet begun.
     next_lsn: u64,
-    /// The last insert's outcome is unknown.
+    /// A failed insert may have been kept, or one beside it: ask what the log holds first.
     unsure: bool,
     deposed: bool,
-    /// The inserts (`APPEND`, `APPEND_ONE`), prepared on the connection of this generation
-    /// (`Blocking::generation`): planned once, not at every batch.
-    append: Option<(u64, InsertStatements)>,
     batch_wait: Duration,
 }
 
 impl TableLog {
-    pub fn new(db: Blocking, epoch: i64, next_lsn: u64) -> TableLog {
-        TableLog {
-            db,
+    /// The log led in `epoch`, whose next record is numbered `next_lsn`, written through the
+    /// connection `db` and, for `inserts` under way at once (at most `MOST_INSERTS`), more
+    /// like it.
+    pub fn new(
+        db: Blocking,
+        epoch: i64,
+        next_lsn: u64,
+        inserts: usize,
+    ) -> std::io::Result<TableLog> {
+        let overlap = inserts.clamp(1, MOST_INSERTS);
+        let runtime = if overlap > 1 {
+            tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(1)
+                .thread_name("orderly-log-insert")
+                .enable_all()
+                .build()?
+        } else {
+            tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()?
+        };
+        let first = db.into_session();
+        let mut idle: Vec<Slot> = (1..overlap).map(|_| Slot::new(first.sibling())).collect();
+        idle.push(Slot::new(first));
+        Ok(TableLog {
+            runtime,
+            overlap,
+            idle,
+            under_way: VecDeque::new(),
             epoch,
             next_lsn,
             unsure: false,
             deposed: false,
-            append: None,
             batch_wait: Duration::ZERO,
-        }
+        })
     }
 
     /// Lets a busy writer wait this long after an insert before the next (`LogSink::batch_wait`).
@@ -121,6 +273,59 @@ impl TableLog {
     fn deposed(&mut self) -> LogError {
         self.deposed = true;
         Deposed(self.epoch as u64).into()
+    }
+
+    /// The records of `records` the log does not hold yet, asking it first if unsure.
+    fn fresh<'r>(&mut self, records: &[&'r [u8]]) -> Result<Vec<&'r [u8]>, LogError> {
+        if !self.unsure {
+            let next = self.next_lsn;
+            return Ok(records
+                .iter()
+                .copied()
+                .filter(|record| lsn_of(record) >= next)
+                .collect());
+        }
+        debug_assert!(self.under_way.is_empty(), "asked with nothing under way");
+        let Some(from) = records.first().map(|record| lsn_of(record)) else {
+            return Ok(Vec::new());
+        };
+        let mut slot = self.idle.pop().expect("a connection is idle");
+        // Only this epoch's batches: another leader's (after a takeover) hold records of the
+        // same numbers that are not these.
+        let epoch = self.epoch;
+        let asked = self.runtime.block_on(slot.stored(epoch, from));
+        self.idle.push(slot);
+        let (current, stored) = asked.map_err(failed)?;
+        if current != self.epoch {
+            return Err(self.deposed());
+        }
+        self.unsure = false;
+        Ok(records
+            .iter()
+            .copied()
+            .filter(|record| {
+                let lsn = lsn_of(record);
+                !stored
+                    .iter()
+                    .any(|(first, last)| (*first..=*last).contains(&lsn))
+            })
+            .collect())
+    }
+
+    /// What an insert's answer means for the write.
+    fn judge(&mut self, answer: Result<u64, Failed>, rows: u64) -> Result<(), LogError> {
+        match answer {
+            Ok(count) if count == rows => Ok(()),
+            // The lease's row was not this epoch's: nothing was inserted.
+            Ok(_) => Err(self.deposed()),
+            // Kept after all, perhaps (its answer lost, or a duplicate of an earlier try that
+            // committed late), or another insert beside it was: which records the log holds
+            // is asked before the next try.
+            Err(failure) => {
+                self.unsure = true;
+                Err(failed(failure))
+            }
+        }
     }
 }
 
@@ -155,111 +360,11 @@ fn failed(cause: impl std::fmt::Display) -> LogError {
 }
 
 impl LogSink for TableLog {
+    /// One write alone: begun, then waited for (a write tried again after a failure).
     fn append(&mut self, records: &[&[u8]]) -> Result<(), LogError> {
-        if self.deposed {
-            return Err(Deposed(self.epoch as u64).into());
-        }
-        if self.unsure {
-            // Only this epoch's batches: another leader's (after a takeover) hold records of
-            // the same numbers that are not these.
-            let epoch = self.epoch;
-            let (current, stored) = self
-                .db
-                .run(APPEND_TIMEOUT, move |client: &mut Client| -> Work<'_, _> {
-                    Box::pin(async move {
-                        let row = client
-                            .query_one(
-                                "SELECT (SELECT epoch FROM log_leader WHERE id = 1), \
-                                 (SELECT max(last_lsn) FROM log_batches WHERE epoch = $1)",
-                                &[&epoch],
-                            )
-                            .await?;
-                        Ok((row.get::<_, i64>(0), row.get::<_, Option<i64>>(1)))
-                    })
-                })
-                .map_err(failed)?;
-            if current != self.epoch {
-                return Err(self.deposed());
-            }
-            if let Some(last) = stored {
-                self.next_lsn = self.next_lsn.max(last as u64 + 1);
-            }
-            self.unsure = false;
-        }
-        let fresh: Vec<&[u8]> = records
-            .iter()
-            .copied()
-            .filter(|record| lsn_of(record) >= self.next_lsn)
-            .collect();
-        let (Some(first), Some(last)) = (fresh.first(), fresh.last()) else {
-            return Ok(());
-        };
-        let last = lsn_of(last);
-        debug_assert!(lsn_of(first) <= last);
-        let rows = Rows::cut(&fresh);
-        let wanted = rows.records.len() as u64;
-        let epoch = self.epoch;
-        let generation = self.db.generation();
-        let prepared = self
-            .append
-            .take()
-            .filter(|(made_on, _)| *made_on == generation)
-            .map(|(_, prepared)| prepared);
-        let inserted = self
-            .db
-            .run(APPEND_TIMEOUT, move |client: &mut Client| -> Work<'_, _> {
-                Box::pin(async move {
-                    let prepared = match prepared {
-                        Some(prepared) => prepared,
-                        None => {
-                            let arrays = [
-                                Type::INT8_ARRAY,
-                                Type::INT8_ARRAY,
-                                Type::INT8,
-                                Type::BYTEA_ARRAY,
-                            ];
-                            let values = [Type::INT8, Type::INT8, Type::INT8, Type::BYTEA];
-                            InsertStatements {
-                                many: client.prepare_typed(APPEND, &arrays).await?,
-                                one: client.prepare_typed(APPEND_ONE, &values).await?,
-                            }
-                        }
-                    };
-                    let inserted = match &rows.records[..] {
-                        [records] => {
-                            let params: [&(dyn ToSql + Sync); 4] =
-                                [&rows.first[0], &rows.last[0], &epoch, records];
-                            client.execute(&prepared.one, &params).await?
-                        }
-                        _ => {
-                            let params: [&(dyn ToSql + Sync); 4] =
-                                [&rows.first, &rows.last, &epoch, &rows.records];
-                            client.execute(&prepared.many, &params).await?
-                        }
-                    };
-                    Ok((inserted, prepared))
-                })
-            })
-            .map(|(inserted, prepared)| {
-                self.append = Some((self.db.generation(), prepared));
-                inserted
-            });
-        match inserted {
-            Ok(count) if count == wanted => {
-                self.next_lsn = last + 1;
-                Ok(())
-            }
-            // The lease's row was not this epoch's: nothing was inserted.
-            Ok(_) => Err(self.deposed()),
-            Err(failure) => {
-                // A batch of these numbers already there: an earlier try of this one that
-                // committed after all (its answer lost, or still running when it was tried
-                // again). Which records it holds is asked before the next try.
-                let duplicate = failure.code.as_deref() == Some("23505");
-                self.unsure |= failure.unknown_outcome || duplicate;
-                Err(failed(failure))
-            }
-        }
+        debug_assert!(self.under_way.is_empty(), "appended with nothing under way");
+        self.begin(records, &(std::sync::Arc::new(|| {}) as Wake))?;
+        self.finish(true).unwrap_or(Ok(()))
     }
 
     /// An insert is durable once it returns (it commits by itself).
@@ -268,6 +373,84 @@ impl LogSink for TableLog {
             return Err(Deposed(self.epoch as u64).into());
         }
         Ok(())
+    }
+
+    fn overlap(&self) -> usize {
+        self.overlap
+    }
+
+    fn begin(&mut self, records: &[&[u8]], wake: &Wake) -> Result<(), LogError> {
+        if self.deposed {
+            return Err(Deposed(self.epoch as u64).into());
+        }
+        let fresh = self.fresh(records)?;
+        if let Some(last) = records.last() {
+            self.next_lsn = self.next_lsn.max(lsn_of(last) + 1);
+        }
+        if fresh.is_empty() {
+            self.under_way.push_back(UnderWay::Nothing);
+            wake();
+            return Ok(());
+        }
+        let cut = Rows::cut(&fresh);
+        let rows = cut.records.len() as u64;
+        let Some(mut slot) = self.idle.pop() else {
+            return Err(failed("more writes begun than may be under way"));
+        };
+        let epoch = self.epoch;
+        if self.overlap == 1 {
+            // On this thread: no hand-over to another and back for each insert.
+            let answer = self.runtime.block_on(slot.insert(&cut, epoch));
+            self.idle.push(slot);
+            self.under_way
+                .push_back(UnderWay::Answered { answer, rows });
+            wake();
+            return Ok(());
+        }
+        let (told, outcome) = mpsc::sync_channel(1);
+        let wake = wake.clone();
+        self.runtime.spawn(async move {
+            let answer = slot.insert(&cut, epoch).await;
+            // Sent before the writer is woken, so that it finds the outcome when it looks.
+            let _ = told.send((slot, answer));
+            wake();
+        });
+        self.under_way
+            .push_back(UnderWay::Inserting { outcome, rows });
+        Ok(())
+    }
+
+    fn finish(&mut self, wait: bool) -> Option<Result<(), LogError>> {
+        let answer = match self.under_way.front()? {
+            UnderWay::Nothing | UnderWay::Answered { .. } => None,
+            UnderWay::Inserting { outcome, .. } if wait => Some(outcome.recv()),
+            UnderWay::Inserting { outcome, .. } => match outcome.try_recv() {
+                Err(mpsc::TryRecvError::Empty) => return None,
+                Ok(answer) => Some(Ok(answer)),
+                Err(mpsc::TryRecvError::Disconnected) => Some(Err(mpsc::RecvError)),
+            },
+        };
+        let rows = match self.under_way.pop_front()? {
+            UnderWay::Inserting { rows, .. } => rows,
+            UnderWay::Answered { answer, rows } => return Some(self.judge(answer, rows)),
+            UnderWay::Nothing => 0,
+        };
+        Some(match answer {
+            None => Ok(()),
+            Some(Ok((slot, answer))) => {
+                self.idle.push(slot);
+                self.judge(answer, rows)
+            }
+            // The insert's task ended without an answer (a panic): its connection is gone.
+            Some(Err(_)) => {
+                let like = self.idle.first().map(|slot| slot.session.sibling());
+                if let Some(session) = like {
+                    self.idle.push(Slot::new(session));
+                }
+                self.unsure = true;
+                Err(failed("an insert of the log ended without an answer"))
+            }
+        })
     }
 
     fn poisoned(&self) -> bool {
@@ -336,5 +519,14 @@ mod tests {
             whole, framed,
             "the rows hold the records in order, unchanged"
         );
+    }
+
+    #[test]
+    fn a_write_tried_again_without_records_already_kept_is_cut_where_numbers_are_missing() {
+        let records: Vec<Vec<u8>> = [5, 6, 9, 10, 12].map(|lsn| record_of(lsn, 10)).to_vec();
+        let slices: Vec<&[u8]> = records.iter().map(Vec::as_slice).collect();
+        let rows = Rows::cut(&slices);
+        assert_eq!(rows.first, [5, 9, 12]);
+        assert_eq!(rows.last, [6, 10, 12]);
     }
 }

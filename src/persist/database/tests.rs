@@ -62,7 +62,7 @@ fn an_append_after_another_node_took_the_lease_is_refused_for_good() {
         .0
         .epoch;
     assert_eq!(epoch, 1);
-    let mut log = TableLog::new(connect(&url), epoch, 0);
+    let mut log = TableLog::new(connect(&url), epoch, 0, 1).expect("a runtime");
     let (zero, one, two) = (record(0), record(1), record(2));
     log.append(&[&zero, &one]).expect("the leader appends");
     assert_eq!(batches(&mut admin), [(0, 1, 1)]);
@@ -84,7 +84,7 @@ fn an_append_after_another_node_took_the_lease_is_refused_for_good() {
     );
 
     // The new leader goes on from where the log ends.
-    let mut second = TableLog::new(connect(&url), next, 2);
+    let mut second = TableLog::new(connect(&url), next, 2, 1).expect("a runtime");
     second.append(&[&two]).expect("the new leader appends");
     assert_eq!(batches(&mut admin), [(0, 1, 1), (2, 2, 2)]);
 }
@@ -117,10 +117,10 @@ fn a_held_lease_is_not_taken_and_records_already_stored_are_not_stored_twice() {
 
     // A retry of records partly stored already (an insert whose answer was lost) stores only
     // the new ones.
-    let mut log = TableLog::new(connect(&url), 1, 0);
+    let mut log = TableLog::new(connect(&url), 1, 0, 1).expect("a runtime");
     let records: Vec<Vec<u8>> = (0..4).map(record).collect();
     log.append(&[&records[0], &records[1]]).expect("append");
-    let mut again = TableLog::new(connect(&url), 1, 0);
+    let mut again = TableLog::new(connect(&url), 1, 0, 1).expect("a runtime");
     again.assume_unsure();
     again
         .append(&[&records[0], &records[1], &records[2], &records[3]])
@@ -151,7 +151,7 @@ fn an_unsure_retry_after_a_takeover_is_refused_not_taken_as_stored() {
         .0
         .epoch;
     let records: Vec<Vec<u8>> = (0..4).map(record).collect();
-    let mut old = TableLog::new(connect(&url), first, 0);
+    let mut old = TableLog::new(connect(&url), first, 0, 1).expect("a runtime");
     old.append(&[&records[0]]).expect("the leader appends");
     // The lease lapses; the next leader writes records of the numbers the old one holds.
     sql(&mut admin, "UPDATE log_leader SET expires = '-infinity'");
@@ -159,7 +159,7 @@ fn an_unsure_retry_after_a_takeover_is_refused_not_taken_as_stored() {
         .expect("lapsed")
         .0
         .epoch;
-    let mut new = TableLog::new(connect(&url), second, 1);
+    let mut new = TableLog::new(connect(&url), second, 1, 1).expect("a runtime");
     new.append(&[&records[1], &records[2], &records[3]])
         .expect("the new leader appends");
     // The old leader's insert of 1 and 2 had no answer: what is stored is not its own.
@@ -209,7 +209,7 @@ fn batches_up_to_8_kb_stay_in_their_rows_and_nothing_written_is_compressed() {
         .expect("the lease")
         .0
         .epoch;
-    let mut log = TableLog::new(connect(&url), epoch, 0);
+    let mut log = TableLog::new(connect(&url), epoch, 0, 1).expect("a runtime");
     // Bodies as compressible as text often is.
     let mut six_kb = format::record_header(0).to_vec();
     six_kb.extend(std::iter::repeat_n(b'a', 6_000));
@@ -298,7 +298,7 @@ fn a_write_larger_than_a_row_is_inserted_as_rows_that_fit_their_pages_or_not_at_
         .expect("the lease")
         .0
         .epoch;
-    let mut log = TableLog::new(connect(&url), epoch, 0);
+    let mut log = TableLog::new(connect(&url), epoch, 0, 1).expect("a runtime");
     // Changes of about 900 bytes each, which recovery can replay.
     let records: Vec<Vec<u8>> = (0..40)
         .map(|lsn| {
@@ -397,6 +397,7 @@ fn leader_settings(url: &str) -> super::Settings {
         advertise_url: "http://leader".into(),
         wait_for_lease: true,
         batch_wait: std::time::Duration::ZERO,
+        inserts: 1,
         require_synchronous_replication: false,
     }
 }
@@ -555,4 +556,224 @@ fn a_snapshot_is_kept_only_once_the_records_it_covers_are_in_the_database() {
         log.log_writer.close();
         log.lease.release();
     }
+}
+
+/// A record that creates the standard queue `name`.
+fn creating(lsn: u64, name: &str) -> Vec<u8> {
+    let change = crate::engine::Change::CreateQueue {
+        name: name.into(),
+        uid: 1_000 + lsn,
+        config: Box::new(crate::engine::queue::config::QueueConfig::new(
+            false,
+            crate::engine::Timestamp(1_000),
+        )),
+        tags: Default::default(),
+    };
+    format::to_record(lsn, &change).expect("encodes")
+}
+
+fn queues_of<W: Default>(engine: &crate::engine::Engine<W>) -> Vec<String> {
+    engine
+        .queues
+        .list("")
+        .iter()
+        .map(|name| name.to_string())
+        .collect()
+}
+
+/// A leader with two inserts under way stopped after the second committed and before the
+/// first did: the gap and the rows after it, never acknowledged, end the log. A standby waits
+/// at the gap; a gap with the rows of two inserts after it is damage; the next leader cuts
+/// the tail and writes on from the gap, and the standby follows it there.
+#[test]
+fn a_torn_tail_ends_the_log_a_standby_waits_at_its_gap_and_the_next_leader_cuts_it() {
+    use crate::engine::{ChangeLog, Engine};
+    let Some(url) = database() else { return };
+    let settings = leader_settings(&url);
+    let mut leader = Engine::<tokio::sync::Notify>::new("000000000000", "us-east-1");
+    let log = super::open(&settings, &mut leader).expect("leads");
+    let t = crate::engine::Timestamp(1_000);
+    for name in ["a", "b"] {
+        leader.queues.create_from(name, &[], &[], t).expect("made");
+    }
+    let gap = log.log_writer.next_lsn();
+    log.log_writer.wait_blocking(gap).expect("durable");
+    // The second of two writes, kept; the first (records `gap` and `gap + 1`) never was.
+    let (late, later) = (creating(gap + 2, "late"), creating(gap + 3, "later"));
+    let mut second = TableLog::new(connect(&url), 1, gap + 2, 1).expect("a runtime");
+    second.append(&[&late, &later]).expect("kept");
+
+    let mut db = connect(&url);
+    let standby = Engine::<()>::new("000000000000", "us-east-1");
+    let mut follower = super::recovery::Follower::start(&mut db, &standby).expect("loads");
+    follower
+        .catch_up(&mut db, &standby)
+        .expect("stops at the gap");
+    assert_eq!(follower.next_lsn(), gap, "waits at the gap");
+    assert_eq!(queues_of(&standby), ["a", "b"]);
+
+    let mut admin = connect(&url);
+    // Another insert after it: more than a torn tail.
+    let latest = creating(gap + 4, "latest");
+    second.append(&[&latest]).expect("kept");
+    let fresh = Engine::<()>::new("000000000000", "us-east-1");
+    let refused = super::recovery::recover(&mut db, &fresh).err();
+    assert!(
+        matches!(&refused, Some(crate::persist::RecoveryError::Corruption { file, .. })
+            if *file == format!("log_batches row {}", gap + 2)),
+        "the rows of two inserts after a gap are damage: {refused:?}"
+    );
+    let removed = format!("DELETE FROM log_batches WHERE first_lsn = {}", gap + 4);
+    admin
+        .run(
+            super::connection::STARTUP_TIMEOUT,
+            move |client| -> Work<'_, _> {
+                Box::pin(async move { client.execute(&removed, &[]).await })
+            },
+        )
+        .expect("removed");
+
+    // The leader stops; the next one cuts the tail and writes from the gap.
+    log.lease.release();
+    drop(log);
+    let mut next = Engine::<tokio::sync::Notify>::new("000000000000", "us-east-1");
+    let led = super::open(&settings, &mut next).expect("the next leader");
+    let (cut, _, bytes) = led.report.dropped_tail.clone().expect("a tail cut");
+    assert!(
+        cut.contains(&format!("rows {} to {}", gap + 2, gap + 3)),
+        "{cut}"
+    );
+    assert!(bytes > 0);
+    assert_eq!(queues_of(&next), ["a", "b"]);
+    next.queues.create_from("c", &[], &[], t).expect("made");
+    let end = led.log_writer.next_lsn();
+    assert_eq!(end, gap + 1, "numbered on from the gap");
+    led.log_writer.wait_blocking(end).expect("durable");
+    assert_eq!(
+        batches(&mut admin)
+            .last()
+            .map(|&(first, last, epoch)| (first, last, epoch)),
+        Some((gap as i64, gap as i64, 2)),
+        "the new leader's batch follows the records recovered"
+    );
+    follower.catch_up(&mut db, &standby).expect("follows on");
+    assert_eq!(queues_of(&standby), ["a", "b", "c"]);
+    led.lease.release();
+}
+
+/// Two inserts under way: the first is held by the database, then refused, while the second
+/// commits. Nothing is acknowledged past the first's records while they are missing; then
+/// both writes' records are written again, and the log holds each record once, in order.
+#[test]
+fn a_write_that_fails_while_the_next_is_kept_holds_back_both_until_written_again() {
+    use crate::engine::{ChangeLog, Engine};
+    let Some(url) = database() else { return };
+    let settings = super::Settings {
+        inserts: 2,
+        ..leader_settings(&url)
+    };
+    let mut leader = Engine::<tokio::sync::Notify>::new("000000000000", "us-east-1");
+    let log = super::open(&settings, &mut leader).expect("leads");
+    let t = crate::engine::Timestamp(1_000);
+    leader
+        .queues
+        .create_from("first", &[], &[], t)
+        .expect("made");
+    let held = log.log_writer.next_lsn();
+    log.log_writer.wait_blocking(held).expect("durable");
+    let mut admin = connect(&url);
+    let trigger = format!(
+        "CREATE SEQUENCE refusals; \
+         CREATE FUNCTION refuse_once() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN \
+           IF NEW.first_lsn = {held} AND nextval('refusals') = 1 THEN \
+             PERFORM pg_sleep(0.5); RAISE EXCEPTION 'refused once'; \
+           END IF; RETURN NEW; END $$; \
+         CREATE TRIGGER refuse_once BEFORE INSERT ON log_batches \
+           FOR EACH ROW EXECUTE FUNCTION refuse_once()"
+    );
+    admin
+        .run(
+            super::connection::STARTUP_TIMEOUT,
+            move |client| -> Work<'_, _> {
+                Box::pin(async move { client.batch_execute(&trigger).await })
+            },
+        )
+        .expect("the trigger");
+
+    leader
+        .queues
+        .create_from("held", &[], &[], t)
+        .expect("made");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    // The first write is under way (held by the trigger) when the second begins.
+    while number(
+        &mut admin,
+        "SELECT count(*) FROM pg_stat_activity WHERE wait_event = 'PgSleep'".into(),
+    ) == 0
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the first insert never waited"
+        );
+        std::thread::yield_now();
+    }
+    leader
+        .queues
+        .create_from("kept", &[], &[], t)
+        .expect("made");
+    let kept_row = format!(
+        "SELECT count(*) FROM log_batches WHERE first_lsn = {}",
+        held + 1
+    );
+    while number(&mut admin, kept_row.clone()) == 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the second write was not kept beside the first"
+        );
+        std::thread::yield_now();
+    }
+    assert_eq!(
+        number(
+            &mut admin,
+            format!("SELECT count(*) FROM log_batches WHERE first_lsn = {held}")
+        ),
+        0,
+        "the first write is still held"
+    );
+    assert!(
+        log.log_writer.durable().lsn <= held,
+        "nothing acknowledged past the gap"
+    );
+
+    // The first is refused, then written again; the second's record is not stored twice.
+    let end = held + 2;
+    while log.log_writer.durable()
+        != (crate::persist::writer::Durable {
+            lsn: end,
+            failed: false,
+        })
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "never written again: {:?}",
+            log.log_writer.durable()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    assert_eq!(
+        number(&mut admin, "SELECT last_value FROM refusals".into()),
+        1 + 1,
+        "refused once, then kept"
+    );
+    let rows = batches(&mut admin);
+    let mut next = 0;
+    for (first, last, _) in &rows {
+        assert_eq!(*first, next, "no gap, no record twice: {rows:?}");
+        next = last + 1;
+    }
+    assert_eq!(next as u64, end);
+    let standby = Engine::<()>::new("000000000000", "us-east-1");
+    super::recovery::recover(&mut connect(&url), &standby).expect("recovers");
+    assert_eq!(queues_of(&standby), ["first", "held", "kept"]);
+    log.lease.release();
 }

@@ -107,6 +107,8 @@ pub(super) struct Pending {
     /// submission pay for a wake-up call (it used to make one per sync while the writer
     /// was busy syncing and not listening).
     pub(super) writer_asleep: bool,
+    /// A write under way finished: the writer settles it (a sink that overlaps writes).
+    pub(super) finished: bool,
     /// The writer sleeps until a failed write is due to be tried again (tests look at it).
     pub(super) retry_scheduled: bool,
     /// Tests hold the writer back (`LogWriter::hold_writes`): records queue, none is taken.

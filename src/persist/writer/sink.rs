@@ -6,6 +6,9 @@ use crate::persist::log_error::LogError;
 use crate::persist::segment_log::SegmentLog;
 use crate::persist::storage::Storage;
 
+/// Called once the outcome of a write begun with `LogSink::begin` is known.
+pub type Wake = std::sync::Arc<dyn Fn() + Send + Sync>;
+
 /// Where the writer's batches go: the data directory's segments (`SegmentLog`), or a
 /// database's log table (`persist::database`). One writer, one batching and retry policy for
 /// both.
@@ -27,6 +30,24 @@ pub trait LogSink: Send + 'static {
     /// cost (a database's commit), not for a file.
     fn batch_wait(&self) -> Duration {
         Duration::ZERO
+    }
+    /// How many writes may be under way at once. A sink that allows more than one is written
+    /// through `begin` and `finish` (and `append` only for a write tried again after a
+    /// failure, alone), and each of its writes is durable once finished.
+    fn overlap(&self) -> usize {
+        1
+    }
+    /// Starts writing `records` as one batch after the writes begun before it and returns
+    /// without waiting for it; `wake` is called once its outcome is known (`finish`).
+    fn begin(&mut self, _records: &[&[u8]], _wake: &Wake) -> Result<(), LogError> {
+        Err(LogError::Io(std::io::Error::other(
+            "this log takes one write at a time",
+        )))
+    }
+    /// The outcome of the oldest write begun and not finished yet, waiting for it if `wait`;
+    /// `None` when none is under way or, not waiting, while it runs.
+    fn finish(&mut self, _wait: bool) -> Option<Result<(), LogError>> {
+        None
     }
 }
 

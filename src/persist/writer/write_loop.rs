@@ -2,12 +2,13 @@
 //! fsync mode says so, and tells waiting requests how far the log is durable. A failed write
 //! is undone by the log and tried again, with whatever came since after it, until it succeeds.
 
+use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
 use std::sync::MutexGuard;
 use std::time::{Duration, Instant};
 
 use super::shared::{Pending, Records, Shared, MAX_RETAINED_BYTES, RETRY_EVERY};
-use super::sink::{FsyncMode, LogSink};
+use super::sink::{FsyncMode, LogSink, Wake};
 use crate::persist::log_error::LogError;
 use crate::worker::Backoff;
 
@@ -20,6 +21,24 @@ struct Round {
     closing: bool,
     /// Every record numbered below this is in `records` or already written.
     next_lsn: u64,
+}
+
+/// A write begun and not finished (a sink that overlaps writes).
+struct Begun {
+    records: Records,
+    /// Every record numbered below this is in `records` or in a write begun before.
+    next_lsn: u64,
+}
+
+/// What the overlapping writer does next.
+enum Next {
+    /// Settle the writes that finished.
+    Settle,
+    /// Begin a write of these records.
+    Begin(Begun),
+    /// Finish every write under way, then go on one write at a time (a rotation, a removal,
+    /// closing, or records lost).
+    Alone,
 }
 
 pub(super) struct Writer<'a, S: LogSink> {
@@ -43,10 +62,16 @@ pub(super) struct Writer<'a, S: LogSink> {
     lost: bool,
     /// Scratch for what a retrying round takes.
     taken: Records,
+    /// Writes begun and not finished, oldest first (a sink that overlaps writes).
+    under_way: VecDeque<Begun>,
+    /// Emptied buffers of finished writes, for the next ones.
+    spare: Vec<Records>,
+    /// Tells this thread that a write under way finished.
+    wake: Wake,
 }
 
 impl<'a, S: LogSink> Writer<'a, S> {
-    pub(super) fn new(shared: &'a Shared, log: S, mode: FsyncMode) -> Self {
+    pub(super) fn new(shared: &'a Shared, log: S, mode: FsyncMode, wake: Wake) -> Self {
         Writer {
             shared,
             log,
@@ -60,25 +85,167 @@ impl<'a, S: LogSink> Writer<'a, S> {
             retry_wait: RETRY_EVERY,
             lost: false,
             taken: Records::default(),
+            under_way: VecDeque::new(),
+            spare: Vec::new(),
+            wake,
         }
     }
 
     /// Runs until the log closes.
     pub(super) fn run(mut self) {
+        if self.log.overlap() > 1 {
+            return self.run_overlapped();
+        }
+        while !self.step() {}
+    }
+
+    /// Writes one round alone and settles it; whether the log closed.
+    fn step(&mut self) -> bool {
+        if !self.retrying {
+            self.records.clear();
+        }
+        let round = self.take_round();
+        let failed = self.lost;
+        let result = self.write(&round, failed);
+        self.settle(result, failed, &round);
+        let closing = round.closing;
+        self.maintain(round);
+        closing
+    }
+
+    /// With a sink that overlaps writes: the next write begins while earlier ones are under
+    /// way, and each is acknowledged once it and every write begun before it have finished,
+    /// so nothing is acknowledged past a write that failed. A failure ends the overlap: every
+    /// write from the failed one on is written again, alone, until written.
+    fn run_overlapped(mut self) {
         loop {
-            if !self.retrying {
-                self.records.clear();
+            if self.retrying || self.lost {
+                if self.step() {
+                    return;
+                }
+                continue;
             }
-            let round = self.take_round();
-            let failed = self.lost;
-            let result = self.write(&round, failed);
-            self.settle(result, failed, &round);
-            let closing = round.closing;
-            self.maintain(round);
-            if closing {
-                return;
+            match self.next_overlapped() {
+                Next::Settle => self.settle_finished(false),
+                Next::Begin(begun) => self.begin(begun),
+                Next::Alone => {
+                    self.settle_finished(true);
+                    if self.step() {
+                        return;
+                    }
+                }
             }
         }
+    }
+
+    /// Waits until a write finished, records may begin a write (fewer writes under way than
+    /// the sink allows, and the batch wait over), or something needs the writes alone.
+    fn next_overlapped(&mut self) -> Next {
+        let full = self.under_way.len() >= self.log.overlap();
+        let mut pending = self.lock_pending();
+        loop {
+            if std::mem::take(&mut pending.finished) {
+                return Next::Settle;
+            }
+            let closing = pending.closing && pending.holders == 0;
+            if pending.lost
+                || pending.rotate.is_some()
+                || pending.remove_before.is_some()
+                || closing
+            {
+                return Next::Alone;
+            }
+            let mut wait = Duration::from_secs(3600);
+            // A write beside one under way carries at least as many records, so that overlap
+            // does not cost the database more commits than it saves waiting.
+            let enough = self
+                .under_way
+                .back()
+                .is_none_or(|last| pending.ready() >= last.records.len());
+            if !full && pending.ready() > 0 && enough {
+                match self.batch_wait(&pending) {
+                    None => return Next::Begin(self.take_ready(&mut pending)),
+                    Some(left) => wait = left,
+                }
+            }
+            // Woken by a submission while too few are ready (a batch wait wants none).
+            pending.writer_asleep = pending.ready() == 0 || (!full && !enough);
+            pending = self
+                .shared
+                .work
+                .wait_timeout(pending, wait)
+                .unwrap_or_else(|p| p.into_inner())
+                .0;
+            pending.writer_asleep = false;
+        }
+    }
+
+    /// Takes every record that may be written into a write of its own.
+    fn take_ready(&mut self, pending: &mut Pending) -> Begun {
+        let mut records = self.spare.pop().unwrap_or_default();
+        let ready = pending.ready();
+        std::mem::swap(&mut pending.records, &mut records);
+        records.split_into(ready, &mut pending.records);
+        pending.taken += ready as u64;
+        let next_lsn = self.shared.next_lsn.load(Ordering::SeqCst) - pending.records.len() as u64;
+        Begun { records, next_lsn }
+    }
+
+    fn begin(&mut self, begun: Begun) {
+        let slices: Vec<&[u8]> = begun.records.iter().collect();
+        let begin = self.log.begin(&slices, &self.wake);
+        drop(slices);
+        self.last_write = Instant::now();
+        self.under_way.push_back(begun);
+        if let Err(error) = begin {
+            self.fail_overlapped(error, self.under_way.len() - 1);
+        }
+    }
+
+    /// Acknowledges the writes that finished, in the order begun, up to the first still
+    /// running (or, waiting, every one).
+    fn settle_finished(&mut self, wait: bool) {
+        while !self.under_way.is_empty() {
+            let Some(outcome) = self.log.finish(wait) else {
+                return;
+            };
+            match outcome {
+                Ok(()) => {
+                    let Begun {
+                        mut records,
+                        next_lsn,
+                    } = self.under_way.pop_front().expect("one under way");
+                    self.count_written(&records);
+                    self.last_write = Instant::now();
+                    let lost = self.lock_pending().lost;
+                    self.shared.durable.send_modify(|d| {
+                        d.lsn = d.lsn.max(next_lsn);
+                        d.failed = lost;
+                    });
+                    records.clear();
+                    self.spare.push(records);
+                }
+                Err(error) => {
+                    let begun_after = self.under_way.len() - 1;
+                    return self.fail_overlapped(error, begun_after);
+                }
+            }
+        }
+    }
+
+    /// A write under way failed (or could not begin): waits for the `begun` writes still
+    /// under way, whatever their outcome, and writes every record of them all again, alone.
+    fn fail_overlapped(&mut self, error: LogError, begun: usize) {
+        for _ in 0..begun {
+            let _ = self.log.finish(true);
+        }
+        self.records.clear();
+        for mut write in self.under_way.drain(..) {
+            self.records.extend_from(&write.records);
+            write.records.clear();
+            self.spare.push(write.records);
+        }
+        self.write_failed(error, false);
     }
 
     /// Waits for work, then takes the records that may be written (none from an open group).
@@ -180,21 +347,10 @@ impl<'a, S: LogSink> Writer<'a, S> {
     /// syncs what is written if the mode, a close or a rotation asks.
     fn write(&mut self, round: &Round, failed: bool) -> Result<(), LogError> {
         if !self.records.is_empty() && !failed {
-            let bytes = (self.records.bytes.len() + 8 * self.records.len()) as u64;
             let slices: Vec<&[u8]> = self.records.iter().collect();
             self.log.append(&slices)?;
             self.last_write = Instant::now();
-            let metrics = &self.shared.metrics;
-            metrics.records.inc_by(self.records.len() as u64);
-            metrics.bytes.inc_by(bytes);
-            let total = self
-                .shared
-                .bytes_since_snapshot
-                .fetch_add(bytes, Ordering::SeqCst)
-                + bytes;
-            if total >= self.shared.wake_at_bytes.load(Ordering::SeqCst) {
-                self.shared.log_grown.notify_one();
-            }
+            self.count_written(&self.records);
             self.unsynced = true;
         }
         let sync_due = match self.mode {
@@ -213,6 +369,22 @@ impl<'a, S: LogSink> Writer<'a, S> {
             self.unsynced = false;
         }
         Ok(())
+    }
+
+    /// Counts records written, and wakes the snapshotter once the log has grown enough.
+    fn count_written(&self, records: &Records) {
+        let bytes = (records.bytes.len() + 8 * records.len()) as u64;
+        let metrics = &self.shared.metrics;
+        metrics.records.inc_by(records.len() as u64);
+        metrics.bytes.inc_by(bytes);
+        let total = self
+            .shared
+            .bytes_since_snapshot
+            .fetch_add(bytes, Ordering::SeqCst)
+            + bytes;
+        if total >= self.shared.wake_at_bytes.load(Ordering::SeqCst) {
+            self.shared.log_grown.notify_one();
+        }
     }
 
     /// Tells waiting requests the outcome: durable up to the round's records, or failed.
@@ -236,30 +408,33 @@ impl<'a, S: LogSink> Writer<'a, S> {
                 self.records.clear();
                 self.shared.durable.send_modify(|d| d.failed = true);
             }
-            Err(error) => {
-                // A write is undone when it fails, so it can be tried again; a failed fsync or
-                // undo poisons the log (the page cache may have dropped what it held).
-                let permanent = self.log.poisoned()
-                    || self.records.bytes.len() > MAX_RETAINED_BYTES
-                    || round.closing;
-                if !self.retrying || permanent {
-                    tracing::error!(
-                        %error,
-                        retry = !permanent,
-                        "write-ahead log write failed; refusing changes until it is written again"
-                    );
-                }
-                if permanent {
-                    self.lost = true;
-                    self.retrying = false;
-                    self.records.clear();
-                } else {
-                    self.retrying = true;
-                    self.retry_wait = self.retry.failed();
-                }
-                self.shared.durable.send_modify(|d| d.failed = true);
-            }
+            Err(error) => self.write_failed(error, round.closing),
         }
+    }
+
+    /// A write of `records` failed: it is tried again later, or, if it never can be, the log
+    /// stays failed.
+    fn write_failed(&mut self, error: LogError, closing: bool) {
+        // A write is undone when it fails, so it can be tried again; a failed fsync or undo
+        // poisons the log (the page cache may have dropped what it held).
+        let permanent =
+            self.log.poisoned() || self.records.bytes.len() > MAX_RETAINED_BYTES || closing;
+        if !self.retrying || permanent {
+            tracing::error!(
+                %error,
+                retry = !permanent,
+                "write-ahead log write failed; refusing changes until it is written again"
+            );
+        }
+        if permanent {
+            self.lost = true;
+            self.retrying = false;
+            self.records.clear();
+        } else {
+            self.retrying = true;
+            self.retry_wait = self.retry.failed();
+        }
+        self.shared.durable.send_modify(|d| d.failed = true);
     }
 
     /// Turns to a new segment (for a snapshot) and removes segments a snapshot covers.
