@@ -251,7 +251,15 @@ impl ReadyDatabase {
             }
         }
         let next_lsn = recovered.report.next_lsn;
-        let table_log = match table_log::TableLog::new(self.db, epoch, next_lsn, self.inserts) {
+        // Overlapping only once recorded, so that a gap it leaves is taken for a torn tail.
+        let inserts = match recovery::note_epoch(&mut self.db, epoch, self.inserts) {
+            Ok(()) => self.inserts,
+            Err(error) => {
+                tracing::warn!(%error, "inserting one batch at a time: this epoch's setting was not recorded");
+                1
+            }
+        };
+        let table_log = match table_log::TableLog::new(self.db, epoch, next_lsn, inserts) {
             Ok(table_log) => table_log.waiting(self.batch_wait),
             Err(error) => {
                 lease.release();

@@ -4,7 +4,8 @@
 //! exception: a leader has two inserts under way at once (`table_log`), and one that stops
 //! while the first failed and the second committed leaves a gap with the second's rows after
 //! it, none of them acknowledged. Such a torn tail (one gap, then the rows of one insert, which
-//! follow one another, of an epoch no older than a row before the gap) is where the log ends: a standby
+//! follow one another, of an epoch no older than a row before the gap, whose leader recorded
+//! in `log_epochs` that it overlaps inserts) is where the log ends: a standby
 //! waits there for the gap to be filled, and a node that comes to lead cuts it (`cut_tail`).
 //! Any other missing batch is damage, refused with the batch it should have followed.
 
@@ -262,16 +263,17 @@ fn run<T>(
 
 /// Whether the batches from `first` on are a torn tail: the rows of one insert (one
 /// transaction: one `xmin`), following one another, of an epoch no older than a batch before
-/// them.
+/// them, whose leader overlapped its inserts (`log_epochs`).
 fn torn_tail_from(db: &mut Blocking, first: i64) -> Result<bool, RecoveryError> {
     run(db, move |client: &mut Client| -> Work<'_, _> {
         Box::pin(async move {
             let row = client
                 .query_one(
-                    "SELECT count(DISTINCT xmin::text), min(epoch), min(first_lsn), \
-                         max(last_lsn), sum(last_lsn - first_lsn + 1)::bigint, \
-                         (SELECT max(epoch) FROM log_batches WHERE first_lsn < $1) \
-                         FROM log_batches WHERE first_lsn >= $1",
+                    "SELECT count(DISTINCT b.xmin::text), min(b.epoch), min(b.first_lsn), \
+                     max(b.last_lsn), sum(b.last_lsn - b.first_lsn + 1)::bigint, \
+                     (SELECT max(epoch) FROM log_batches WHERE first_lsn < $1), \
+                     (SELECT e.inserts FROM log_epochs e WHERE e.epoch = min(b.epoch)) \
+                     FROM log_batches b WHERE b.first_lsn >= $1",
                     &[&first],
                 )
                 .await?;
@@ -280,9 +282,10 @@ fn torn_tail_from(db: &mut Blocking, first: i64) -> Result<bool, RecoveryError> 
             let (low, high, held): (Option<i64>, Option<i64>, Option<i64>) =
                 (row.get(2), row.get(3), row.get(4));
             let before: Option<i64> = row.get(5);
+            let overlapping = row.get::<_, Option<i32>>(6).is_some_and(|n| n > 1);
             let one_run = matches!((low, high, held), (Some(low), Some(high), Some(held))
                     if held == high - low + 1);
-            Ok(inserts == 1 && one_run && before <= epoch)
+            Ok(overlapping && inserts == 1 && one_run && before <= epoch)
         })
     })
 }
@@ -321,5 +324,33 @@ pub fn cut_tail(
             bytes as usize,
         )),
         _ => None,
+    })
+}
+
+/// Records that this epoch's leader may have `inserts` under way at once (when more than one),
+/// under its fence, so that recovery may take a gap of this epoch for a torn tail; forgets the
+/// epochs no batch is left of.
+pub fn note_epoch(db: &mut Blocking, epoch: i64, inserts: usize) -> Result<(), RecoveryError> {
+    let inserts = inserts as i32;
+    run(db, move |client: &mut Client| -> Work<'_, _> {
+        Box::pin(async move {
+            client
+                .execute(
+                    "DELETE FROM log_epochs WHERE epoch < \
+                     (SELECT coalesce(min(epoch), $1) FROM log_batches)",
+                    &[&epoch],
+                )
+                .await?;
+            if inserts > 1 {
+                client
+                    .execute(
+                        "INSERT INTO log_epochs (epoch, inserts) SELECT $1, $2 FROM log_leader \
+                         WHERE id = 1 AND epoch = $1 ON CONFLICT (epoch) DO NOTHING",
+                        &[&epoch, &inserts],
+                    )
+                    .await?;
+            }
+            Ok(())
+        })
     })
 }

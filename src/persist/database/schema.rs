@@ -12,6 +12,9 @@
 //!   records, `table_log`): the sequence numbers of its first and last record, the epoch that
 //!   wrote it, and its records framed as in a log segment (`persist::record`: length,
 //!   CRC-32C, the record as `persist::format` lays it out).
+//! - `log_epochs`: the epochs whose leader may have had two inserts under way at once
+//!   (`--database-inserts 2`): only in such an epoch can a gap in `log_batches` be a torn
+//!   tail rather than damage (`recovery`). Added beside version 2; older nodes leave it alone.
 //! - `log_snapshots`: the snapshot recovery starts from (one once a snapshot is kept; a
 //!   snapshot is numbered at random when its writing starts), and `log_snapshot_chunks`, its
 //!   bytes in order, as a snapshot file holds them. Chunks of a snapshot never finished are
@@ -47,6 +50,10 @@ CREATE TABLE IF NOT EXISTS log_batches (
     last_lsn bigint NOT NULL,
     epoch bigint NOT NULL,
     records bytea NOT NULL
+);
+CREATE TABLE IF NOT EXISTS log_epochs (
+    epoch bigint PRIMARY KEY,
+    inserts integer NOT NULL
 );
 CREATE TABLE IF NOT EXISTS log_snapshots (
     id bigint PRIMARY KEY,

@@ -21,7 +21,7 @@
 //! failed beside another, may have been kept: the next try first asks which of this epoch's
 //! records the log holds and leaves those out.
 
-use std::collections::VecDeque;
+use std::collections::{BTreeSet, VecDeque};
 use std::sync::mpsc;
 use std::time::Duration;
 
@@ -70,14 +70,16 @@ struct Rows {
 }
 
 impl Rows {
-    /// Records in number order, cut into rows of at most `ROW_BYTES` and wherever a number is
-    /// missing (records the log holds already, left out of a write tried again).
-    fn cut(records: &[&[u8]]) -> Rows {
+    /// Records in number order, cut into rows of at most `ROW_BYTES`, wherever a number is
+    /// missing (records the log holds already, left out of a write tried again), and at each
+    /// of `starts`.
+    fn cut(records: &[&[u8]], starts: &BTreeSet<i64>) -> Rows {
         let mut rows = Rows::default();
         for record in records {
             let lsn = lsn_of(record) as i64;
             let framed = record.len() + record::HEADER_BYTES;
             let fits = rows.last.last() == Some(&(lsn - 1))
+                && !starts.contains(&lsn)
                 && rows
                     .records
                     .last()
@@ -194,11 +196,11 @@ async fn insert_rows(
 enum UnderWay {
     Inserting {
         outcome: mpsc::Receiver<(Slot, Result<u64, Failed>)>,
-        rows: u64,
+        firsts: Vec<i64>,
     },
     Answered {
         answer: Result<u64, Failed>,
-        rows: u64,
+        firsts: Vec<i64>,
     },
     Nothing,
 }
@@ -211,6 +213,13 @@ pub struct TableLog {
     overlap: usize,
     /// Connections with no insert under way.
     idle: Vec<Slot>,
+    /// A connection not made yet, to make more like it (one lost with its insert's task).
+    like: Session,
+    /// The first numbers of the rows of writes not known to be kept. A write tried again
+    /// starts a row at each, so that one of them committing late (its answer lost, still
+    /// running on the server) collides with it on `first_lsn`, the table's key, rather than
+    /// holding records a row of the retry holds too.
+    starts: BTreeSet<i64>,
     under_way: VecDeque<UnderWay>,
     epoch: i64,
     /// The sequence number of the first record not yet begun.
@@ -244,12 +253,15 @@ impl TableLog {
                 .build()?
         };
         let first = db.into_session();
+        let like = first.sibling();
         let mut idle: Vec<Slot> = (1..overlap).map(|_| Slot::new(first.sibling())).collect();
         idle.push(Slot::new(first));
         Ok(TableLog {
             runtime,
             overlap,
             idle,
+            like,
+            starts: BTreeSet::new(),
             under_way: VecDeque::new(),
             epoch,
             next_lsn,
@@ -300,22 +312,73 @@ impl TableLog {
             return Err(self.deposed());
         }
         self.unsure = false;
+        let covered = |lsn: u64| {
+            stored
+                .iter()
+                .any(|(first, last)| (*first..=*last).contains(&lsn))
+        };
+        // Below `from` every record was acknowledged: nothing there can still commit.
+        self.starts
+            .retain(|start| *start as u64 >= from && !covered(*start as u64));
         Ok(records
             .iter()
             .copied()
-            .filter(|record| {
-                let lsn = lsn_of(record);
-                !stored
-                    .iter()
-                    .any(|(first, last)| (*first..=*last).contains(&lsn))
-            })
+            .filter(|record| !covered(lsn_of(record)))
             .collect())
     }
 
-    /// What an insert's answer means for the write.
-    fn judge(&mut self, answer: Result<u64, Failed>, rows: u64) -> Result<(), LogError> {
+    /// `LogSink::begin`, whose failure leaves the log unsure.
+    fn begin_write(&mut self, records: &[&[u8]], wake: &Wake) -> Result<(), LogError> {
+        if self.deposed {
+            return Err(Deposed(self.epoch as u64).into());
+        }
+        let fresh = self.fresh(records)?;
+        if let Some(last) = records.last() {
+            self.next_lsn = self.next_lsn.max(lsn_of(last) + 1);
+        }
+        if fresh.is_empty() {
+            self.under_way.push_back(UnderWay::Nothing);
+            wake();
+            return Ok(());
+        }
+        let Some(mut slot) = self.idle.pop() else {
+            return Err(failed("more writes begun than may be under way"));
+        };
+        let cut = Rows::cut(&fresh, &self.starts);
+        let firsts = cut.first.clone();
+        self.starts.extend(&firsts);
+        let epoch = self.epoch;
+        if self.overlap == 1 {
+            // On this thread: no hand-over to another and back for each insert.
+            let answer = self.runtime.block_on(slot.insert(&cut, epoch));
+            self.idle.push(slot);
+            self.under_way
+                .push_back(UnderWay::Answered { answer, firsts });
+            wake();
+            return Ok(());
+        }
+        let (told, outcome) = mpsc::sync_channel(1);
+        let wake = wake.clone();
+        self.runtime.spawn(async move {
+            let answer = slot.insert(&cut, epoch).await;
+            // Sent before the writer is woken, so that it finds the outcome when it looks.
+            let _ = told.send((slot, answer));
+            wake();
+        });
+        self.under_way
+            .push_back(UnderWay::Inserting { outcome, firsts });
+        Ok(())
+    }
+
+    /// What an insert's answer means for the write whose rows start at `firsts`.
+    fn judge(&mut self, answer: Result<u64, Failed>, firsts: &[i64]) -> Result<(), LogError> {
         match answer {
-            Ok(count) if count == rows => Ok(()),
+            Ok(count) if count == firsts.len() as u64 => {
+                for first in firsts {
+                    self.starts.remove(first);
+                }
+                Ok(())
+            }
             // The lease's row was not this epoch's: nothing was inserted.
             Ok(_) => Err(self.deposed()),
             // Kept after all, perhaps (its answer lost, or a duplicate of an earlier try that
@@ -380,44 +443,12 @@ impl LogSink for TableLog {
     }
 
     fn begin(&mut self, records: &[&[u8]], wake: &Wake) -> Result<(), LogError> {
-        if self.deposed {
-            return Err(Deposed(self.epoch as u64).into());
+        let begun = self.begin_write(records, wake);
+        if begun.is_err() {
+            // Whatever was begun or numbered, the next try asks what the table holds.
+            self.unsure = true;
         }
-        let fresh = self.fresh(records)?;
-        if let Some(last) = records.last() {
-            self.next_lsn = self.next_lsn.max(lsn_of(last) + 1);
-        }
-        if fresh.is_empty() {
-            self.under_way.push_back(UnderWay::Nothing);
-            wake();
-            return Ok(());
-        }
-        let cut = Rows::cut(&fresh);
-        let rows = cut.records.len() as u64;
-        let Some(mut slot) = self.idle.pop() else {
-            return Err(failed("more writes begun than may be under way"));
-        };
-        let epoch = self.epoch;
-        if self.overlap == 1 {
-            // On this thread: no hand-over to another and back for each insert.
-            let answer = self.runtime.block_on(slot.insert(&cut, epoch));
-            self.idle.push(slot);
-            self.under_way
-                .push_back(UnderWay::Answered { answer, rows });
-            wake();
-            return Ok(());
-        }
-        let (told, outcome) = mpsc::sync_channel(1);
-        let wake = wake.clone();
-        self.runtime.spawn(async move {
-            let answer = slot.insert(&cut, epoch).await;
-            // Sent before the writer is woken, so that it finds the outcome when it looks.
-            let _ = told.send((slot, answer));
-            wake();
-        });
-        self.under_way
-            .push_back(UnderWay::Inserting { outcome, rows });
-        Ok(())
+        begun
     }
 
     fn finish(&mut self, wait: bool) -> Option<Result<(), LogError>> {
@@ -430,23 +461,20 @@ impl LogSink for TableLog {
                 Err(mpsc::TryRecvError::Disconnected) => Some(Err(mpsc::RecvError)),
             },
         };
-        let rows = match self.under_way.pop_front()? {
-            UnderWay::Inserting { rows, .. } => rows,
-            UnderWay::Answered { answer, rows } => return Some(self.judge(answer, rows)),
-            UnderWay::Nothing => 0,
+        let firsts = match self.under_way.pop_front()? {
+            UnderWay::Inserting { firsts, .. } => firsts,
+            UnderWay::Answered { answer, firsts } => return Some(self.judge(answer, &firsts)),
+            UnderWay::Nothing => Vec::new(),
         };
         Some(match answer {
             None => Ok(()),
             Some(Ok((slot, answer))) => {
                 self.idle.push(slot);
-                self.judge(answer, rows)
+                self.judge(answer, &firsts)
             }
             // The insert's task ended without an answer (a panic): its connection is gone.
             Some(Err(_)) => {
-                let like = self.idle.first().map(|slot| slot.session.sibling());
-                if let Some(session) = like {
-                    self.idle.push(Slot::new(session));
-                }
+                self.idle.push(Slot::new(self.like.sibling()));
                 self.unsure = true;
                 Err(failed("an insert of the log ended without an answer"))
             }
@@ -476,6 +504,7 @@ impl LogSink for TableLog {
 mod tests {
     use super::{Rows, ROW_BYTES};
     use crate::persist::{format, record};
+    use std::collections::BTreeSet;
 
     fn record_of(lsn: u64, payload: usize) -> Vec<u8> {
         let mut bytes = format::record_header(lsn).to_vec();
@@ -492,7 +521,7 @@ mod tests {
             record[..8].copy_from_slice(&format::record_header(10 + index as u64));
         }
         let slices: Vec<&[u8]> = records.iter().map(Vec::as_slice).collect();
-        let rows = Rows::cut(&slices);
+        let rows = Rows::cut(&slices, &BTreeSet::new());
         // Eight records of 916 framed bytes fit a row: 8 + 4 before the large one, then 8 + 8 + 2.
         assert_eq!(rows.records.len(), 6);
         let mut next = 10;
@@ -525,8 +554,17 @@ mod tests {
     fn a_write_tried_again_without_records_already_kept_is_cut_where_numbers_are_missing() {
         let records: Vec<Vec<u8>> = [5, 6, 9, 10, 12].map(|lsn| record_of(lsn, 10)).to_vec();
         let slices: Vec<&[u8]> = records.iter().map(Vec::as_slice).collect();
-        let rows = Rows::cut(&slices);
+        let rows = Rows::cut(&slices, &BTreeSet::new());
         assert_eq!(rows.first, [5, 9, 12]);
         assert_eq!(rows.last, [6, 10, 12]);
+    }
+
+    #[test]
+    fn a_write_tried_again_starts_a_row_where_a_row_of_a_write_not_known_kept_started() {
+        let records: Vec<Vec<u8>> = (1..=6).map(|lsn| record_of(lsn, 10)).collect();
+        let slices: Vec<&[u8]> = records.iter().map(Vec::as_slice).collect();
+        let rows = Rows::cut(&slices, &BTreeSet::from([4]));
+        assert_eq!(rows.first, [1, 4]);
+        assert_eq!(rows.last, [3, 6]);
     }
 }

@@ -583,13 +583,17 @@ fn queues_of<W: Default>(engine: &crate::engine::Engine<W>) -> Vec<String> {
 
 /// A leader with two inserts under way stopped after the second committed and before the
 /// first did: the gap and the rows after it, never acknowledged, end the log. A standby waits
-/// at the gap; a gap with the rows of two inserts after it is damage; the next leader cuts
-/// the tail and writes on from the gap, and the standby follows it there.
+/// at the gap; a gap with the rows of two inserts after it, or in an epoch whose leader wrote
+/// one insert at a time, is damage; the next leader cuts the tail and writes on from the gap,
+/// and the standby follows it there.
 #[test]
 fn a_torn_tail_ends_the_log_a_standby_waits_at_its_gap_and_the_next_leader_cuts_it() {
     use crate::engine::{ChangeLog, Engine};
     let Some(url) = database() else { return };
-    let settings = leader_settings(&url);
+    let settings = super::Settings {
+        inserts: 2,
+        ..leader_settings(&url)
+    };
     let mut leader = Engine::<tokio::sync::Notify>::new("000000000000", "us-east-1");
     let log = super::open(&settings, &mut leader).expect("leads");
     let t = crate::engine::Timestamp(1_000);
@@ -632,6 +636,17 @@ fn a_torn_tail_ends_the_log_a_standby_waits_at_its_gap_and_the_next_leader_cuts_
             },
         )
         .expect("removed");
+    // A leader that never overlapped its inserts leaves no torn tail: its gap is damage.
+    sql(&mut admin, "UPDATE log_epochs SET inserts = 1");
+    let fresh = Engine::<()>::new("000000000000", "us-east-1");
+    assert!(
+        matches!(
+            super::recovery::recover(&mut db, &fresh),
+            Err(crate::persist::RecoveryError::Corruption { .. })
+        ),
+        "a gap in an epoch of one insert at a time is damage"
+    );
+    sql(&mut admin, "UPDATE log_epochs SET inserts = 2");
 
     // The leader stops; the next one cuts the tail and writes from the gap.
     log.lease.release();
