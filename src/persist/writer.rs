@@ -129,6 +129,21 @@ impl LogWriter {
         }
     }
 
+    /// Blocks until the log is durable as `wanted` says, or `limit` has passed; whether it got
+    /// there (tests: the durable state is watched, not polled).
+    #[cfg(test)]
+    pub fn wait_for_durable(&self, wanted: Durable, limit: std::time::Duration) -> bool {
+        let mut rx = self.shared.durable.subscribe();
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .expect("a runtime");
+        runtime.block_on(async {
+            let reached = rx.wait_for(|d| *d == wanted);
+            matches!(tokio::time::timeout(limit, reached).await, Ok(Ok(_)))
+        })
+    }
+
     /// Whether the idle writer will try a failed write again (see `wait_until_idle`).
     #[cfg(test)]
     pub fn will_retry(&self) -> bool {

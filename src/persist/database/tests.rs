@@ -581,6 +581,23 @@ fn queues_of<W: Default>(engine: &crate::engine::Engine<W>) -> Vec<String> {
         .collect()
 }
 
+/// A node leading the log at `url` with two inserts under way at once, its engine and its log.
+fn overlapping_leader(
+    url: &str,
+) -> (
+    super::Settings,
+    crate::engine::Engine<tokio::sync::Notify>,
+    super::DatabaseLog,
+) {
+    let settings = super::Settings {
+        inserts: 2,
+        ..leader_settings(url)
+    };
+    let mut leader = crate::engine::Engine::new("000000000000", "us-east-1");
+    let log = super::open(&settings, &mut leader).expect("leads");
+    (settings, leader, log)
+}
+
 /// A leader with two inserts under way stopped after the second committed and before the
 /// first did: the gap and the rows after it, never acknowledged, end the log. A standby waits
 /// at the gap; a gap with the rows of two inserts after it, or in an epoch whose leader wrote
@@ -590,12 +607,7 @@ fn queues_of<W: Default>(engine: &crate::engine::Engine<W>) -> Vec<String> {
 fn a_torn_tail_ends_the_log_a_standby_waits_at_its_gap_and_the_next_leader_cuts_it() {
     use crate::engine::{ChangeLog, Engine};
     let Some(url) = database() else { return };
-    let settings = super::Settings {
-        inserts: 2,
-        ..leader_settings(&url)
-    };
-    let mut leader = Engine::<tokio::sync::Notify>::new("000000000000", "us-east-1");
-    let log = super::open(&settings, &mut leader).expect("leads");
+    let (settings, leader, log) = overlapping_leader(&url);
     let t = crate::engine::Timestamp(1_000);
     for name in ["a", "b"] {
         leader.queues.create_from(name, &[], &[], t).expect("made");
@@ -683,12 +695,7 @@ fn a_torn_tail_ends_the_log_a_standby_waits_at_its_gap_and_the_next_leader_cuts_
 fn a_write_that_fails_while_the_next_is_kept_holds_back_both_until_written_again() {
     use crate::engine::{ChangeLog, Engine};
     let Some(url) = database() else { return };
-    let settings = super::Settings {
-        inserts: 2,
-        ..leader_settings(&url)
-    };
-    let mut leader = Engine::<tokio::sync::Notify>::new("000000000000", "us-east-1");
-    let log = super::open(&settings, &mut leader).expect("leads");
+    let (_, leader, log) = overlapping_leader(&url);
     let t = crate::engine::Timestamp(1_000);
     leader
         .queues
@@ -762,22 +769,21 @@ fn a_write_that_fails_while_the_next_is_kept_holds_back_both_until_written_again
 
     // The first is refused, then written again; the second's record is not stored twice.
     let end = held + 2;
-    while log.log_writer.durable()
-        != (crate::persist::writer::Durable {
-            lsn: end,
-            failed: false,
-        })
-    {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "never written again: {:?}",
-            log.log_writer.durable()
-        );
-        std::thread::sleep(std::time::Duration::from_millis(10));
-    }
+    let written = crate::persist::writer::Durable {
+        lsn: end,
+        failed: false,
+    };
+    assert!(
+        log.log_writer.wait_for_durable(
+            written,
+            deadline.saturating_duration_since(std::time::Instant::now())
+        ),
+        "never written again: {:?}",
+        log.log_writer.durable()
+    );
     assert_eq!(
         number(&mut admin, "SELECT last_value FROM refusals".into()),
-        1 + 1,
+        2,
         "refused once, then kept"
     );
     let rows = batches(&mut admin);
