@@ -21,7 +21,7 @@ setpriv --pdeathsig KILL -- "$bin" --storage "$url" --bind 127.0.0.1:0 \
     >/dev/null 2>&1 &
 # The standby starts once the leader holds the lease.
 for _ in $(seq 100); do
-    [ "$(psql "$url" -Atc "SELECT epoch FROM log_leader" 2>/dev/null)" = 1 ] && break
+    [ "$(psql "$url" -Atc "SELECT epoch FROM log_shards" 2>/dev/null)" = 1 ] && break
     sleep 0.1
 done
 exec "$bin" --storage "$url" --bind "127.0.0.1:$port"

@@ -83,6 +83,9 @@ pub struct Scraped {
     pub role: &'static str,
     pub epoch: u64,
     pub lag: u64,
+    /// How many shards the key space is cut into, and how many of them this node leads.
+    pub shards: u32,
+    pub shards_led: usize,
     /// On a leader: whether an acknowledged write survives a failover of the database.
     pub synchronous_replication: Option<bool>,
     /// Queue subscriptions whose queue's policy would keep SNS's copies out on AWS.
@@ -298,19 +301,30 @@ impl Metrics {
                 .set(i64::from(name == state.role));
         }
         registry.register("cluster_role", "1 for this node's role among nodes", role);
-        let epoch = Gauge::<i64>::default();
-        epoch.set(i64::try_from(state.epoch).unwrap_or(i64::MAX));
+        let value = |n: u64| {
+            let gauge = Gauge::<i64>::default();
+            gauge.set(i64::try_from(n).unwrap_or(i64::MAX));
+            gauge
+        };
         registry.register(
             "cluster_epoch",
             "The epoch of the lease on the log (0 without one)",
-            epoch,
+            value(state.epoch),
         );
-        let lag = Gauge::<i64>::default();
-        lag.set(i64::try_from(state.lag).unwrap_or(i64::MAX));
         registry.register(
             "cluster_lag_records",
             "Log records the leader has that this node has not applied",
-            lag,
+            value(state.lag),
+        );
+        registry.register(
+            "cluster_shards",
+            "How many shards the key space is cut into, each with a log and a lease of its own",
+            value(u64::from(state.shards)),
+        );
+        registry.register(
+            "cluster_shards_led",
+            "How many shards this node leads (all of them when single, none on a standby)",
+            value(state.shards_led as u64),
         );
         if let Some(promise) = state.synchronous_replication {
             let synchronous = Gauge::<i64>::default();

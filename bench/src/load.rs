@@ -215,7 +215,7 @@ fn body(group: usize, seq: u64, size: usize) -> String {
 }
 
 /// Sends one batch of `groups.len()` entries (or a single message); returns messages accepted.
-async fn send_batch(
+pub(crate) async fn send_batch(
     client: &reqwest::Client,
     endpoint: &str,
     queue_url: &str,

@@ -9,6 +9,7 @@ mod balance;
 mod burst_memory;
 mod dedup_memory;
 mod load;
+mod nodes;
 mod null_server;
 mod report;
 mod scenarios;
@@ -30,7 +31,9 @@ pub struct Args {
     /// restart (restart time with the backlog), memory (resident memory per queued 1 KiB
     /// message), dedup-memory (resident memory per deduplication id remembered, after a
     /// million unique ids sent and consumed), burst-memory (resident memory after a drained
-    /// pipeline, and once the deduplication window has passed on a manual clock).
+    /// pipeline, and once the deduplication window has passed on a manual clock), nodes
+    /// (batched send to 32 FIFO queues through 1, 2, 3… nodes on one database, each held to
+    /// --node-cpu by a cgroup; needs root and --postgres).
     #[arg(
         long,
         default_value = "send,single,pipeline,paced,fanout,backlog,durable,durable-share,restart,memory"
@@ -79,6 +82,16 @@ pub struct Args {
     /// and fan-out (measure one peer on it at a time).
     #[arg(long)]
     pub database_pid: Option<u32>,
+    /// A PostgreSQL URL for the nodes scenario: each node count gets a fresh database on
+    /// that server.
+    #[arg(long)]
+    pub postgres: Option<String>,
+    /// The share of one core each node of the nodes scenario may use, in percent.
+    #[arg(long, default_value_t = 40, value_parser = clap::value_parser!(u32).range(1..=100))]
+    pub node_cpu: u32,
+    /// The node counts the nodes scenario runs at.
+    #[arg(long, value_delimiter = ',', default_value = "1,2,3")]
+    pub node_counts: Vec<usize>,
     /// Run as a round-robin TCP balancer: LISTEN=UPSTREAM[,UPSTREAM...] (to put several
     /// nodes behind one endpoint).
     #[arg(long, hide = true)]

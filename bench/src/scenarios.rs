@@ -2,7 +2,7 @@
 
 use crate::load::{self, System};
 use crate::report::{self, Row};
-use crate::{burst_memory, dedup_memory, share, Args};
+use crate::{burst_memory, dedup_memory, nodes, share, Args};
 
 pub async fn run_all(args: &Args) -> Vec<Row> {
     let mut rounds = Vec::new();
@@ -12,7 +12,9 @@ pub async fn run_all(args: &Args) -> Vec<Row> {
         }
         rounds.push(run_round(args).await);
     }
-    report::median_of_rounds(rounds)
+    let mut rows = report::median_of_rounds(rounds);
+    nodes::compare(&mut rows);
+    rows
 }
 
 async fn run_round(args: &Args) -> Vec<Row> {
@@ -80,6 +82,7 @@ async fn run_round(args: &Args) -> Vec<Row> {
                 }
             }
             "burst-memory" => rows.push(burst_memory::run(args).await),
+            "nodes" => rows.extend(nodes::run(args).await),
             "memory" => {
                 for system in [System::Orderly, System::Durable]
                     .into_iter()

@@ -263,6 +263,9 @@ fn status(
             leader,
             applied,
             lag,
+            // A database of one shard: its lease is the node's.
+            shards: 1,
+            led: if leading { vec![0] } else { Vec::new() },
             replication: replication.get().filter(|_| leading),
         }
     })

@@ -168,6 +168,8 @@ pub async fn metrics(State(state): State<HttpState>, headers: HeaderMap) -> Resp
             role: cluster.role,
             epoch: cluster.epoch,
             lag: cluster.lag,
+            shards: cluster.shards,
+            shards_led: cluster.led.len(),
             synchronous_replication: cluster.replication.as_ref().map(|p| p.synchronous),
             aws_would_refuse: Vec::new(),
         })

@@ -17,6 +17,10 @@ pub struct ClusterState {
     pub applied: u64,
     /// Records the leader has that this node has not applied yet.
     pub lag: u64,
+    /// How many shards the key space is cut into (1: one log for every queue and topic).
+    pub shards: u32,
+    /// The shards this node leads, in order (every shard when single, none on a standby).
+    pub led: Vec<u32>,
     /// On a leader: whether an acknowledged write survives a failover of the database, and
     /// why (what it read of the database's settings).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -34,6 +38,8 @@ pub fn single(url: String, applied: impl Fn() -> u64 + Send + Sync + 'static) ->
         leader: url.clone(),
         applied: applied(),
         lag: 0,
+        shards: 1,
+        led: vec![0],
         replication: None,
     })
 }

@@ -158,6 +158,8 @@ impl Service {
                 leader: String::new(),
                 applied: 0,
                 lag: 0,
+                shards: 1,
+                led: vec![0],
                 replication: None,
             },
         }

@@ -1,6 +1,7 @@
 //! Yesterday's data opens today: data directories written by commit bd5fd91 (log records and
 //! snapshots with no format version) and by commit 0e98fa6c (format version 4; see
-//! `tests/fixtures/make_data_dir.py`) are opened by this build, and every kind of state they hold is checked through the SDKs: queues of both kinds
+//! `tests/fixtures/make_data_dir.py`), and databases written by commit 258491bd (tables of
+//! version 2, before shards), are opened by this build, and every kind of state they hold is checked through the SDKs: queues of both kinds
 //! with visible, delayed, in-flight and deduplicated messages, attempt ids, a DLQ and a move task
 //! still running, FIFO and standard topics with raw, filtered and webhook subscriptions, webhook
 //! deliveries still pending (delivered now, signed with the key kept in the directory), and an
@@ -34,40 +35,117 @@ fn copy_fixture(fixtures: &str, name: &str) -> (tempfile::TempDir, PathBuf, u64)
         let entry = entry.unwrap();
         std::fs::copy(entry.path(), dir.join(entry.file_name())).unwrap();
     }
-    let manifest: Value = serde_json::from_str(
-        &std::fs::read_to_string(Path::new(fixtures).join(format!("{name}.json"))).unwrap(),
-    )
-    .unwrap();
-    let written_at = manifest["written_at_ms"].as_u64().unwrap();
-    (tmp, dir, written_at)
+    (tmp, dir, written_at(fixtures, name))
 }
 
 #[tokio::test]
 async fn a_log_written_by_bd5fd91_opens_with_everything_back() {
-    everything_back(UNVERSIONED, "log").await;
+    directory_back(UNVERSIONED, "log").await;
 }
 
 #[tokio::test]
 async fn a_snapshot_written_by_bd5fd91_opens_with_everything_back() {
-    everything_back(UNVERSIONED, "snapshot").await;
+    directory_back(UNVERSIONED, "snapshot").await;
 }
 
 #[tokio::test]
 async fn a_log_of_format_version_4_opens_with_everything_back() {
-    everything_back(VERSION_4, "log").await;
+    directory_back(VERSION_4, "log").await;
 }
 
 #[tokio::test]
 async fn a_snapshot_of_format_version_4_opens_with_everything_back() {
-    everything_back(VERSION_4, "snapshot").await;
+    directory_back(VERSION_4, "snapshot").await;
 }
 
-/// Every fixture's webhooks point at one port: one test at a time listens there.
-static RECEIVER_PORT: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+/// Written by commit 258491bd: the log's tables at version 2, one log for every queue and topic.
+const DATABASE_VERSION_2: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/tests/fixtures/database-258491bd"
+);
 
-async fn everything_back(fixtures: &str, fixture: &str) {
-    let _port = RECEIVER_PORT.lock().await;
+#[tokio::test]
+async fn a_log_in_a_database_of_version_2_opens_with_everything_back() {
+    database_back(DATABASE_VERSION_2, "log").await;
+}
+
+#[tokio::test]
+async fn a_snapshot_in_a_database_of_version_2_opens_with_everything_back() {
+    database_back(DATABASE_VERSION_2, "snapshot").await;
+}
+
+/// Replays a fixture's dump into a fresh database and opens it.
+async fn database_back(fixtures: &str, fixture: &str) {
+    let Some(url) = crate::common::fresh_database().await else {
+        return;
+    };
+    let client = replay_dump(&url, &format!("{fixtures}/{fixture}.sql")).await;
+    let written_at = written_at(fixtures, fixture);
+    // Subscriptions carried their subscribers' principals by then.
+    let principal = "arn:aws:iam::000000000000:user/test";
+    everything_back(["--storage", &url], written_at, principal).await;
+    // Upgraded in place: one shard, whose log is the one the dump held.
+    let row = client
+        .query_one(
+            "SELECT version, shards, (SELECT count(*) FROM log_batches WHERE shard <> 0) \
+             FROM log_home",
+            &[],
+        )
+        .await
+        .unwrap();
+    let upgraded: (i32, i32, i64) = (row.get(0), row.get(1), row.get(2));
+    assert_eq!(upgraded, (3, 1, 0));
+}
+
+/// The database written by commit 258491bd with a snapshot and a log after it.
+pub(crate) const DATABASE_VERSION_2_SNAPSHOT: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/tests/fixtures/database-258491bd/snapshot.sql"
+);
+
+/// Replays the dump at `path` (`tests/fixtures/make_data_dir.py`) into the database at `url`;
+/// answers a client of it.
+pub(crate) async fn replay_dump(url: &str, path: &str) -> tokio_postgres::Client {
+    let dump = std::fs::read_to_string(path).unwrap();
+    let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(connection);
+    client.batch_execute(&dump).await.expect("the dump replays");
+    // The dump empties the session's search path for its own statements.
+    client.batch_execute("RESET search_path").await.unwrap();
+    client
+}
+
+/// When a fixture's state was written (its manifest's `written_at_ms`).
+fn written_at(fixtures: &str, name: &str) -> u64 {
+    let manifest: Value = serde_json::from_str(
+        &std::fs::read_to_string(Path::new(fixtures).join(format!("{name}.json"))).unwrap(),
+    )
+    .unwrap();
+    manifest["written_at_ms"].as_u64().unwrap()
+}
+
+/// Every fixture's webhooks point at one port: one test at a time listens there, or opens a
+/// fixture at all (its pending deliveries would reach another's receiver).
+pub(crate) static RECEIVER_PORT: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+async fn directory_back(fixtures: &str, fixture: &str) {
     let (_tmp, dir, written_at) = copy_fixture(fixtures, fixture);
+    // Subscriptions made before subscribers' principals were recorded belong to the owner
+    // account's root, as before; later ones to whoever subscribed.
+    let principal = if fixtures == UNVERSIONED {
+        "arn:aws:iam::000000000000:root"
+    } else {
+        "arn:aws:iam::000000000000:user/test"
+    };
+    everything_back(["--data-dir", dir.to_str().unwrap()], written_at, principal).await;
+}
+
+/// Opens what `storage` names (its flag and value) with the clock just after `written_at`,
+/// and checks every kind of state the fixtures hold.
+async fn everything_back(storage: [&str; 2], written_at: u64, principal: &str) {
+    let _port = RECEIVER_PORT.lock().await;
     // Started first: the pending deliveries are retried as soon as the clock reaches them.
     let receiver = Receiver::start_on(29871).await;
     let clock = std::sync::Arc::new(orderly::clock::ManualClock::new(
@@ -78,8 +156,8 @@ async fn everything_back(fixtures: &str, fixture: &str) {
         "--bind",
         "127.0.0.1:0",
         "--fifo-http-subscriptions",
-        "--data-dir",
-        dir.to_str().unwrap(),
+        storage[0],
+        storage[1],
     ]);
     let server = start_with_clock(config, clock.clone()).await;
     let task = || async {
@@ -99,13 +177,6 @@ async fn everything_back(fixtures: &str, fixture: &str) {
 
     queues_are_back(&server).await;
     fifo_state_is_back(&server).await;
-    // Subscriptions made before subscribers' principals were recorded belong to the owner
-    // account's root, as before; later ones to whoever subscribed.
-    let principal = if fixtures == UNVERSIONED {
-        "arn:aws:iam::000000000000:root"
-    } else {
-        "arn:aws:iam::000000000000:user/test"
-    };
     topics_are_back(&server, principal).await;
 
     // The delayed message becomes visible when its 900 s are up, not before.

@@ -526,4 +526,8 @@ async fn a_node_on_its_own_says_it_is_single() {
     let leads = role != "standby";
     assert_eq!(state["leader"] == server.url().as_str(), leads, "{state}");
     assert_eq!(state["lag"], 0, "{state}");
+    // One shard, which a node leads unless it is a standby.
+    assert_eq!(state["shards"], 1, "{state}");
+    let led: &[u32] = if leads { &[0] } else { &[] };
+    assert_eq!(state["led"], serde_json::json!(led), "{state}");
 }

@@ -32,7 +32,7 @@ async fn text(url: &str) -> String {
 
 async fn leader(client: &tokio_postgres::Client) -> (i64, String) {
     let row = client
-        .query_one("SELECT epoch, url FROM log_leader", &[])
+        .query_one("SELECT epoch, url FROM log_shards", &[])
         .await
         .expect("the lease row");
     (row.get(0), row.get(1))
@@ -232,7 +232,7 @@ async fn a_deposed_leader_acknowledges_nothing_more_steps_down_and_leads_again()
     let client = database(&url).await;
     client
         .execute(
-            "UPDATE log_leader SET epoch = epoch + 1, node = 'usurper', url = 'http://usurper', \
+            "UPDATE log_shards SET epoch = epoch + 1, node = 'usurper', url = 'http://usurper', \
              expires = now() + interval '1 hour'",
             &[],
         )
@@ -257,7 +257,7 @@ async fn a_deposed_leader_acknowledges_nothing_more_steps_down_and_leads_again()
     }
     let stored: i64 = client
         .query_one(
-            "SELECT count(*) FROM log_batches WHERE epoch <> (SELECT epoch FROM log_leader)",
+            "SELECT count(*) FROM log_batches WHERE epoch <> (SELECT epoch FROM log_shards)",
             &[],
         )
         .await
@@ -289,7 +289,7 @@ async fn a_deposed_leader_acknowledges_nothing_more_steps_down_and_leads_again()
 
     // The usurper goes away; the same node leads again, from what was acknowledged only.
     client
-        .execute("UPDATE log_leader SET expires = '-infinity'", &[])
+        .execute("UPDATE log_shards SET expires = '-infinity'", &[])
         .await
         .expect("lapse");
     until_it_leads(&first.server).await;
@@ -432,6 +432,8 @@ async fn a_standby_passes_requests_on_and_leads_once_the_leader_gives_up_its_lea
         "orderly_cluster_role{role=\"single\"} 0".to_string(),
         format!("orderly_cluster_epoch {}", epoch + 1),
         "orderly_cluster_lag_records 0".to_string(),
+        "orderly_cluster_shards 1".to_string(),
+        "orderly_cluster_shards_led 1".to_string(),
     ] {
         assert!(
             metrics.lines().any(|l| l == line),
@@ -570,8 +572,8 @@ async fn a_missing_snapshot_or_chunk_is_refused() {
     assert!(said.contains("chunk 0 of 1 is missing"), "{said}");
     client
         .execute(
-            "INSERT INTO log_snapshot_chunks (snapshot, chunk, bytes) \
-             SELECT id, 0, $1 FROM log_snapshots",
+            "INSERT INTO log_snapshot_chunks (snapshot, chunk, bytes, shard) \
+             SELECT id, 0, $1, shard FROM log_snapshots",
             &[&chunk],
         )
         .await
@@ -582,7 +584,7 @@ async fn a_missing_snapshot_or_chunk_is_refused() {
         .await
         .expect("delete the snapshot");
     let said = refused(&config).await;
-    let missing = "the snapshot the log starts from (log_home.snapshot) is missing";
+    let missing = "the snapshot the log starts from (log_shards.snapshot) is missing";
     assert!(said.contains(missing), "{said}");
     // So is a log left with no batch either, which would look like a log never written.
     client
@@ -594,16 +596,20 @@ async fn a_missing_snapshot_or_chunk_is_refused() {
 }
 
 /// Tables of version 1 (which kept no record of the snapshot the log starts from) open,
-/// upgraded in place, with everything they held.
+/// upgraded in place through version 2 to shards, with everything they held.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tables_of_version_1_are_upgraded_in_place() {
     let Some(url) = common::fresh_database().await else {
         return;
     };
-    let mut config = on_log(&url);
-    config.snapshot_after = 1;
-    some_history(&config, 10).await;
-    let client = database(&url).await;
+    // The fixture's pending webhooks must not reach another test's receiver.
+    let _port = crate::format_upgrade::RECEIVER_PORT.lock().await;
+    let config = on_log(&url);
+    let client = crate::format_upgrade::replay_dump(
+        &url,
+        crate::format_upgrade::DATABASE_VERSION_2_SNAPSHOT,
+    )
+    .await;
     client
         .batch_execute("ALTER TABLE log_home DROP COLUMN snapshot; UPDATE log_home SET version = 1")
         .await
@@ -628,23 +634,26 @@ async fn tables_of_version_1_are_upgraded_in_place() {
     let server = Stoppable::start(App::bind(&config).await.expect("leads")).await;
     let row = client
         .query_one(
-            "SELECT version, snapshot = (SELECT id FROM log_snapshots) FROM log_home",
+            "SELECT version, (SELECT snapshot = (SELECT id FROM log_snapshots) FROM log_shards \
+             WHERE shard = 0) FROM log_home",
             &[],
         )
         .await
         .expect("the home row");
     assert_eq!(
         (row.get::<_, i32>(0), row.get::<_, Option<bool>>(1)),
-        (2, Some(true))
+        (3, Some(true))
     );
-    let queue = format!("{}/000000000000/history.fifo", server.server.url());
-    let expected: Vec<String> = (0..10).map(|i| format!("h{i}")).collect();
-    assert_eq!(bodies(&server.server, &queue).await, expected);
+    let listed = server.server.sqs.list_queues().send().await.unwrap();
+    assert_eq!(listed.queue_urls().len(), 9, "{listed:?}");
+    let prices = format!("{}/000000000000/prices.fifo", server.server.url());
+    let kept: Vec<String> = bodies(&server.server, &prices).await;
+    assert!(kept.contains(&"m1".to_string()), "{kept:?}");
     server.stop().await;
-    // A snapshot the home row does not name (as a node of version 1 would have kept one after
-    // the upgrade) is refused, not taken for the log's start or passed over.
+    // A snapshot the shard's row does not name (as a node of version 1 would have kept one
+    // after the upgrade) is refused, not taken for the log's start or passed over.
     client
-        .execute("UPDATE log_home SET snapshot = NULL", &[])
+        .execute("UPDATE log_shards SET snapshot = NULL", &[])
         .await
         .expect("forget which snapshot");
     let said = refused(&config).await;
@@ -1031,7 +1040,7 @@ fn a_standby_left_behind_by_a_snapshot_starts_over_and_catches_up() {
     loop {
         let kept: Option<i64> = runtime
             .block_on(client.query_opt(
-                "SELECT s.first_lsn FROM log_home h JOIN log_snapshots s ON s.id = h.snapshot",
+                "SELECT s.first_lsn FROM log_shards l JOIN log_snapshots s ON s.id = l.snapshot",
                 &[],
             ))
             .expect("the snapshot kept")

@@ -205,7 +205,7 @@ fn multi_node_a_manual_clock_is_where_the_next_leader_starts() {
     // killed right after a move leaves the next one starting there.
     let recorded = runtime.block_on(async {
         let db = database(&url).await;
-        let row = db.query_one("SELECT clock_ms FROM log_leader", &[]).await;
+        let row = db.query_one("SELECT clock_ms FROM log_shards", &[]).await;
         row.expect("the lease row").get::<_, i64>(0)
     });
     runtime.block_on(async {

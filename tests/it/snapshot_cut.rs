@@ -362,7 +362,7 @@ async fn multi_node_a_snapshot_keep_whose_commit_answer_was_lost_is_recovered_fr
     let chunks = client
         .query_one(
             "SELECT count(*) FROM log_snapshot_chunks c \
-             JOIN log_home h ON h.snapshot = c.snapshot",
+             JOIN log_shards l ON l.snapshot = c.snapshot",
             &[],
         )
         .await

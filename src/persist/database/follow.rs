@@ -68,9 +68,11 @@ pub struct Following {
 }
 
 impl Following {
-    /// Dropped without `stop` (a standby's generation ended), the thread ends at its next look.
+    /// Follows the log of `shard` into `engine`. Dropped without `stop` (a standby's generation
+    /// ended), the thread ends at its next look.
     pub fn start(
         config: tokio_postgres::Config,
+        shard: i32,
         engine: Arc<Engine<Notify>>,
     ) -> std::io::Result<Following> {
         let progress = Arc::new(Progress::default());
@@ -78,7 +80,7 @@ impl Following {
         let thread = {
             let (progress, spoiled) = (progress.clone(), spoiled.clone());
             Thread::start("follower", move |stop| {
-                let stopped = follow(config, &engine, stop, &progress);
+                let stopped = follow(config, shard, &engine, stop, &progress);
                 if matches!(stopped, Stopped::Spoiled) {
                     spoiled.send_replace(true);
                 }
@@ -101,6 +103,7 @@ impl Following {
 
 fn follow(
     config: tokio_postgres::Config,
+    shard: i32,
     engine: &Engine<Notify>,
     stop: &Stop,
     progress: &Progress,
@@ -122,7 +125,7 @@ fn follow(
         }
     };
     backoff.succeeded();
-    let mut follower = match Follower::start(&mut db, engine) {
+    let mut follower = match Follower::start(&mut db, shard, engine) {
         Ok(follower) => follower,
         Err(error) => {
             warn(format!("loading the snapshot: {error}"));
@@ -137,7 +140,7 @@ fn follow(
                 progress
                     .applied
                     .store(follower.next_lsn(), Ordering::Release);
-                if let Some(written) = written(&mut db) {
+                if let Some(written) = written(&mut db, shard) {
                     progress.written.store(written, Ordering::Release);
                 }
             }
@@ -171,16 +174,17 @@ fn follow(
     }
 }
 
-/// One past the last record the log holds, if the database says.
-fn written(db: &mut Blocking) -> Option<u64> {
+/// One past the last record the shard's log holds, if the database says.
+fn written(db: &mut Blocking, shard: i32) -> Option<u64> {
     let last = db.run(
         super::connection::STARTUP_TIMEOUT,
-        |client: &mut Client| -> Work<'_, _> {
+        move |client: &mut Client| -> Work<'_, _> {
             Box::pin(async move {
                 let row = client
                     .query_opt(
-                        "SELECT last_lsn FROM log_batches ORDER BY first_lsn DESC LIMIT 1",
-                        &[],
+                        "SELECT last_lsn FROM log_batches WHERE shard = $1 \
+                         ORDER BY first_lsn DESC LIMIT 1",
+                        &[&shard],
                     )
                     .await?;
                 Ok(row.map(|row| row.get::<_, i64>(0)))

@@ -1,5 +1,5 @@
-//! Which node leads: a lease in the database (`log_leader`) with an epoch, taken and renewed on
-//! the database's clock. A node takes the lease only once it has lapsed, adding one to the
+//! Which node leads a shard: a lease in the database (the shard's row of `log_shards`) with an
+//! epoch, taken and renewed on the database's clock. A node takes the lease only once it has lapsed, adding one to the
 //! epoch; every write of the log checks the epoch in its own statement (`table_log`), so a node
 //! that lost the lease can never write, even before it notices. A leader that cannot renew
 //! within the lease's length stops acknowledging anything; one that stops cleanly gives the
@@ -40,6 +40,14 @@ pub struct Holder {
     pub remaining_ms: i64,
 }
 
+/// What every write of a shard's log and snapshots checks in its own statement: that the
+/// shard's lease is still in this epoch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Fence {
+    pub shard: i32,
+    pub epoch: i64,
+}
+
 /// A lease taken: its epoch, and the time the cluster had reached.
 #[derive(Clone, Copy, Debug)]
 pub struct Taken {
@@ -51,9 +59,14 @@ pub struct Taken {
     pub database: DatabaseClock,
 }
 
-/// Takes the lease for `node` (serving at `url`) if it is free or lapsed: the lease taken, or
-/// who holds it.
-pub fn try_take(db: &mut Blocking, node: &str, url: &str) -> Result<Result<Taken, Holder>, Failed> {
+/// Takes the lease of `shard` for `node` (serving at `url`) if it is free or lapsed: the lease
+/// taken, or who holds it.
+pub fn try_take(
+    db: &mut Blocking,
+    shard: i32,
+    node: &str,
+    url: &str,
+) -> Result<Result<Taken, Holder>, Failed> {
     let (node, url) = (node.to_string(), url.to_string());
     db.run(
         super::connection::STARTUP_TIMEOUT,
@@ -63,12 +76,12 @@ pub fn try_take(db: &mut Blocking, node: &str, url: &str) -> Result<Result<Taken
                 let asked = machine_millis();
                 let taken = client
                     .query_opt(
-                        "UPDATE log_leader SET epoch = epoch + 1, node = $1, url = $2, \
+                        "UPDATE log_shards SET epoch = epoch + 1, node = $1, url = $2, \
                          expires = now() + $3 * interval '1 millisecond' \
-                         WHERE id = 1 AND expires <= now() \
+                         WHERE shard = $4 AND expires <= now() \
                          RETURNING epoch, clock_ms, \
                          (extract(epoch FROM clock_timestamp()) * 1000)::bigint",
-                        &[&node, &url, &lease_ms],
+                        &[&node, &url, &lease_ms, &shard],
                     )
                     .await?;
                 if let Some(row) = taken {
@@ -85,8 +98,9 @@ pub fn try_take(db: &mut Blocking, node: &str, url: &str) -> Result<Result<Taken
                 let row = client
                     .query_one(
                         "SELECT epoch, node, url, \
-                         (extract(epoch FROM expires - now()) * 1000)::bigint FROM log_leader",
-                        &[],
+                         (extract(epoch FROM expires - now()) * 1000)::bigint FROM log_shards \
+                         WHERE shard = $1",
+                        &[&shard],
                     )
                     .await?;
                 Ok(Err(Holder {
@@ -106,11 +120,12 @@ pub fn retry_after(holder: &Holder) -> Duration {
     Duration::from_millis(holder.remaining_ms.clamp(10, 1000) as u64)
 }
 
-/// Takes the lease for `node` (serving at `url`) once it is free or lapsed, waiting for as long
-/// as another node holds it (unless `wait` is false: then that is an error); returns the new
-/// lease and when it was asked for (the lease runs from no earlier than that).
+/// Takes the lease of `shard` for `node` (serving at `url`) once it is free or lapsed, waiting
+/// for as long as another node holds it (unless `wait` is false: then that is an error);
+/// returns the new lease and when it was asked for (the lease runs from no earlier than that).
 pub fn acquire(
     db: &mut Blocking,
+    shard: i32,
     node: &str,
     url: &str,
     wait: bool,
@@ -121,7 +136,7 @@ pub fn acquire(
     let mut unreachable = Backoff::new("lease", Duration::from_secs(1), Duration::from_secs(1));
     loop {
         let asked = Instant::now();
-        let wait = match try_take(db, node, url) {
+        let wait = match try_take(db, shard, node, url) {
             Ok(Ok(taken)) => return Ok((taken, asked)),
             Ok(Err(holder)) if !wait => {
                 return Err(OpenError::Led {
@@ -164,7 +179,7 @@ pub struct Held {
     pub replication: (replication::Shared, (usize, bool)),
 }
 
-/// Renews the lease of `epoch` until told to stop; if it cannot, the log stops
+/// Renews a shard's lease of `epoch` until told to stop; if it cannot, the log stops
 /// acknowledging anything. A keeper dropped without `release` (a server dropped without
 /// stopping) stops renewing, so the lease lapses and its connection closes.
 pub struct Keeper {
@@ -177,10 +192,10 @@ pub struct Keeper {
 }
 
 impl Keeper {
-    /// Renews the lease of `epoch`, taken no earlier than `taken`, for what `held` names.
+    /// Renews the lease `fence` names, taken no earlier than `taken`, for what `held` names.
     pub fn start(
         db: Blocking,
-        (epoch, taken): (i64, Instant),
+        (fence, taken): (Fence, Instant),
         held: Held,
     ) -> std::io::Result<Keeper> {
         held.tenure.hold(taken, LEASE);
@@ -189,11 +204,11 @@ impl Keeper {
         let (lose, lost) = tokio::sync::watch::channel(false);
         let thread = Thread::start("lease", move |stop| {
             let mut db = db;
-            let ended = renew(&mut db, epoch, taken, &held, stop);
+            let ended = renew(&mut db, fence, taken, &held, stop);
             held.tenure.end();
             match ended {
                 Ended::Told if giving_up.load(Ordering::SeqCst) => {
-                    release(&mut db, epoch, held.clock.now())
+                    release(&mut db, fence, held.clock.now())
                 }
                 Ended::Told => {}
                 Ended::Lost => {
@@ -202,7 +217,7 @@ impl Keeper {
             }
         })?;
         Ok(Keeper {
-            epoch,
+            epoch: fence.epoch,
             give_up,
             thread,
             lost,
@@ -229,16 +244,16 @@ impl Keeper {
     }
 }
 
-/// Gives the lease of `epoch` up, so the next node takes it at once, with the time reached.
-pub fn release(db: &mut Blocking, epoch: i64, now: Timestamp) {
+/// Gives the lease `fence` names up, so the next node takes it at once, with the time reached.
+pub fn release(db: &mut Blocking, Fence { shard, epoch }: Fence, now: Timestamp) {
     let now = now.0 as i64;
     let released = db.run(RENEW_TIMEOUT, move |client: &mut Client| -> Work<'_, _> {
         Box::pin(async move {
             client
                 .execute(
-                    "UPDATE log_leader SET expires = '-infinity', \
-                     clock_ms = greatest(clock_ms, $2) WHERE id = 1 AND epoch = $1",
-                    &[&epoch, &now],
+                    "UPDATE log_shards SET expires = '-infinity', \
+                     clock_ms = greatest(clock_ms, $2) WHERE shard = $3 AND epoch = $1",
+                    &[&epoch, &now, &shard],
                 )
                 .await
         })
@@ -248,9 +263,9 @@ pub fn release(db: &mut Blocking, epoch: i64, now: Timestamp) {
     }
 }
 
-/// Records in the lease's row (in the database `storage` names) that this node's clock reached
-/// `at`, if the node at `url` still holds the lease: a manual clock moved on the leader is where the next leader starts, even
-/// if this one dies before its next renewal writes it.
+/// Records in the rows of the shards whose lease the node at `url` holds (in the database
+/// `storage` names) that this node's clock reached `at`: a manual clock moved on the leader is
+/// where the next leader starts, even if this one dies before its next renewal writes it.
 pub fn record_time(storage: &str, url: &str, at: Timestamp) -> std::io::Result<()> {
     let config = super::connection::config(storage).map_err(std::io::Error::other)?;
     let mut db = Blocking::new(config)?;
@@ -260,8 +275,8 @@ pub fn record_time(storage: &str, url: &str, at: Timestamp) -> std::io::Result<(
             Box::pin(async move {
                 client
                     .execute(
-                        "UPDATE log_leader SET clock_ms = greatest(clock_ms, $2) \
-                         WHERE id = 1 AND url = $1 AND expires > now()",
+                        "UPDATE log_shards SET clock_ms = greatest(clock_ms, $2) \
+                         WHERE url = $1 AND expires > now()",
                         &[&url, &at],
                     )
                     .await
@@ -284,7 +299,13 @@ enum Ended {
 }
 
 /// Renews until ordered to stop or until the lease is lost.
-fn renew(db: &mut Blocking, epoch: i64, taken: Instant, held: &Held, stop: &Stop) -> Ended {
+fn renew(
+    db: &mut Blocking,
+    Fence { shard, epoch }: Fence,
+    taken: Instant,
+    held: &Held,
+    stop: &Stop,
+) -> Ended {
     let (log_writer, tenure, clock) = (&held.log_writer, &held.tenure, &held.clock);
     let (promise, url) = (&held.replication.0, held.replication.1);
     // The lease was taken (or last renewed) no earlier than this.
@@ -305,9 +326,9 @@ fn renew(db: &mut Blocking, epoch: i64, taken: Instant, held: &Held, stop: &Stop
                 let lease_ms = LEASE.as_millis() as f64;
                 let renewed = client
                     .execute(
-                        "UPDATE log_leader SET expires = now() + $2 * interval '1 millisecond', \
-                         clock_ms = greatest(clock_ms, $3) WHERE id = 1 AND epoch = $1",
-                        &[&epoch, &lease_ms, &now],
+                        "UPDATE log_shards SET expires = now() + $2 * interval '1 millisecond', \
+                         clock_ms = greatest(clock_ms, $3) WHERE shard = $4 AND epoch = $1",
+                        &[&epoch, &lease_ms, &now, &shard],
                     )
                     .await?;
                 // Read again each time: a reconnect may have found another server. What it

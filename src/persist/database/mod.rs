@@ -80,6 +80,7 @@ pub fn open<W: Default>(
     let mut prepared = ReadyDatabase::new(settings, engine)?;
     let (taken, asked_at) = lease::acquire(
         &mut prepared.db,
+        prepared.shard,
         &prepared.node,
         &settings.advertise_url,
         settings.wait_for_lease,
@@ -96,6 +97,8 @@ pub fn open<W: Default>(
 pub struct ReadyDatabase {
     config: tokio_postgres::Config,
     db: connection::Blocking,
+    /// The shard whose log this is: the only one, as this build leads a database of one.
+    shard: i32,
     node: String,
     pub log_writer: Arc<LogWriter>,
     /// How long this node may act as the leader: begun when it leads, kept by the lease.
@@ -131,12 +134,19 @@ impl ReadyDatabase {
     pub fn new<W: Default>(settings: &Settings, engine: &mut Engine<W>) -> Result<Self, OpenError> {
         let config = connection::config(&settings.url).map_err(OpenError::Url)?;
         let mut db = connection::Blocking::new(config.clone())?;
-        schema::prepare(&mut db, &settings.region, &settings.account_id)?;
+        let shards = schema::prepare(&mut db, &settings.region, &settings.account_id)?;
+        if shards != 1 {
+            return Err(OpenError::Database(format!(
+                "the database's key space is cut into {shards} shards; this build leads a \
+                 database of one shard only"
+            )));
+        }
         let log_writer = LogWriter::new();
         engine.set_log(log_writer.clone());
         Ok(ReadyDatabase {
             config,
             db,
+            shard: 0,
             node: uuid::Uuid::new_v4().to_string(),
             log_writer,
             tenure: Arc::new(crate::persist::tenure::Tenure::not_begun()),
@@ -151,7 +161,7 @@ impl ReadyDatabase {
     /// Takes the lease if it is free or lapsed, advertising `url`.
     pub fn ask(&mut self, url: &str) -> Asked {
         self.asked_at = std::time::Instant::now();
-        match lease::try_take(&mut self.db, &self.node, url) {
+        match lease::try_take(&mut self.db, self.shard, &self.node, url) {
             Ok(Ok(taken)) => Asked::Leads(taken),
             Ok(Err(holder)) => Asked::Held {
                 again_after: lease::retry_after(&holder),
@@ -167,7 +177,7 @@ impl ReadyDatabase {
 
     /// Follows the log into `engine` (which holds nothing yet) until this node leads.
     pub fn follow(&self, engine: Arc<Engine<Notify>>) -> std::io::Result<follow::Following> {
-        follow::Following::start(self.config.clone(), engine)
+        follow::Following::start(self.config.clone(), self.shard, engine)
     }
 
     /// With the lease `taken`: `clock` takes up the cluster's time, then recovers `engine`
@@ -182,6 +192,10 @@ impl ReadyDatabase {
         clock: Arc<dyn crate::clock::Clock>,
     ) -> Result<DatabaseLog, OpenError> {
         let epoch = taken.epoch;
+        let fence = lease::Fence {
+            shard: self.shard,
+            epoch,
+        };
         let clock_skew_ms = clock.take_up(taken.database, taken.floor);
         let url = replication::of_url(&self.config);
         let promise = self.db.run(STARTUP_TIMEOUT, move |client| {
@@ -194,7 +208,7 @@ impl ReadyDatabase {
         };
         if self.require_synchronous_replication && !refusal.is_empty() {
             // Given up at once, so another node need not wait out the lease.
-            lease::release(&mut self.db, epoch, clock.now());
+            lease::release(&mut self.db, fence, clock.now());
             return Err(OpenError::Database(format!(
                 "not leading (--require-synchronous-replication): {refusal}"
             )));
@@ -212,11 +226,11 @@ impl ReadyDatabase {
         };
         let lease = Keeper::start(
             connection::Blocking::new(self.config.clone())?,
-            (epoch, self.asked_at),
+            (fence, self.asked_at),
             held,
         )?;
         let recovered = match followed {
-            follow::Stopped::Untouched => recovery::recover(&mut self.db, engine),
+            follow::Stopped::Untouched => recovery::recover(&mut self.db, self.shard, engine),
             follow::Stopped::Following(mut follower) => follower
                 .catch_up(&mut self.db, engine)
                 .map(|_| follower.finish()),
@@ -228,7 +242,7 @@ impl ReadyDatabase {
         // the log: cut, so this leader's own batches follow the records recovered.
         let recovered = recovered.and_then(|mut recovered| {
             let next_lsn = recovered.report.next_lsn;
-            if let Some(cut) = recovery::cut_tail(&mut self.db, next_lsn, epoch)? {
+            if let Some(cut) = recovery::cut_tail(&mut self.db, next_lsn, fence)? {
                 tracing::warn!(cut = %cut.0, bytes = cut.2, "cut the log's torn tail, never acknowledged");
                 recovered.report.dropped_tail = Some(cut);
             }
@@ -243,7 +257,7 @@ impl ReadyDatabase {
             }
         };
         // Chunks of a snapshot the last leader was writing when it stopped.
-        match snapshots::remove_orphans(&mut self.db) {
+        match snapshots::remove_orphans(&mut self.db, self.shard) {
             Ok(0) => {}
             Ok(removed) => tracing::info!(removed, "removed chunks of snapshots never kept"),
             Err(failed) => {
@@ -252,14 +266,14 @@ impl ReadyDatabase {
         }
         let next_lsn = recovered.report.next_lsn;
         // Overlapping only once recorded, so that a gap it leaves is taken for a torn tail.
-        let inserts = match recovery::note_epoch(&mut self.db, epoch, self.inserts) {
+        let inserts = match recovery::note_epoch(&mut self.db, fence, self.inserts) {
             Ok(()) => self.inserts,
             Err(error) => {
                 tracing::warn!(%error, "inserting one batch at a time: this epoch's setting was not recorded");
                 1
             }
         };
-        let table_log = match table_log::TableLog::new(self.db, epoch, next_lsn, inserts) {
+        let table_log = match table_log::TableLog::new(self.db, fence, next_lsn, inserts) {
             Ok(table_log) => table_log.waiting(self.batch_wait),
             Err(error) => {
                 lease.release();
@@ -272,7 +286,7 @@ impl ReadyDatabase {
         Ok(DatabaseLog {
             log_writer,
             lease: Arc::new(lease),
-            snapshots: DatabaseSnapshots::new(self.config, epoch),
+            snapshots: DatabaseSnapshots::new(self.config, fence),
             live_at_snapshot: recovered.live_at_snapshot,
             report: recovered.report,
             clock_skew_ms,

@@ -12,6 +12,7 @@
 use tokio_postgres::Client;
 
 use super::connection::{Blocking, Work};
+use super::lease::Fence;
 use crate::engine::Engine;
 use crate::persist::{format, record, RecoveryError, RecoveryReport};
 
@@ -33,6 +34,8 @@ type Batch = (i64, i64, Vec<u8>);
 /// far. A standby keeps one to follow the log as it is written, so that coming to lead reads
 /// only what was written since.
 pub struct Follower {
+    /// The shard whose log this is.
+    shard: i32,
     loaded: crate::persist::snapshot::Loaded,
     report: RecoveryReport,
     live_at_snapshot: u64,
@@ -44,21 +47,28 @@ pub struct Follower {
     after: i64,
 }
 
-/// Loads the snapshot and applies every batch after it into `engine` (which must be fresh).
+/// Loads the shard's snapshot and applies every batch of its log after it into `engine`
+/// (which must be fresh).
 pub fn recover<W: Default>(
     db: &mut Blocking,
+    shard: i32,
     engine: &Engine<W>,
 ) -> Result<Recovered, RecoveryError> {
-    let mut follower = Follower::start(db, engine)?;
+    let mut follower = Follower::start(db, shard, engine)?;
     follower.catch_up(db, engine)?;
     Ok(follower.finish())
 }
 
 impl Follower {
-    /// Loads the snapshot the log starts from into `engine` (which must be fresh).
-    pub fn start<W: Default>(db: &mut Blocking, engine: &Engine<W>) -> Result<Self, RecoveryError> {
-        let loaded = super::snapshots::load(db, engine)?;
+    /// Loads the snapshot the shard's log starts from into `engine` (which must be fresh).
+    pub fn start<W: Default>(
+        db: &mut Blocking,
+        shard: i32,
+        engine: &Engine<W>,
+    ) -> Result<Self, RecoveryError> {
+        let loaded = super::snapshots::load(db, shard, engine)?;
         Ok(Follower {
+            shard,
             report: RecoveryReport::after(&loaded),
             live_at_snapshot: engine.queues.stored_bytes(),
             loaded,
@@ -93,14 +103,14 @@ impl Follower {
     ) -> Result<u64, RecoveryError> {
         let before = self.report.replayed + self.report.skipped;
         loop {
-            let after = self.after;
+            let (after, shard) = (self.after, self.shard);
             let page: Vec<Batch> = run(db, move |client: &mut Client| -> Work<'_, _> {
                 Box::pin(async move {
                     let rows = client
                         .query(
                             "SELECT first_lsn, last_lsn, records FROM log_batches \
-                                     WHERE first_lsn > $1 ORDER BY first_lsn LIMIT $2",
-                            &[&after, &PAGE],
+                             WHERE shard = $3 AND first_lsn > $1 ORDER BY first_lsn LIMIT $2",
+                            &[&after, &PAGE, &shard],
                         )
                         .await?;
                     Ok(rows
@@ -137,7 +147,7 @@ impl Follower {
         if let Some(starts_at) = self.log_starts_past_next(db)? {
             return Err(RecoveryError::LeftBehind { next, starts_at });
         }
-        if torn_tail_from(db, first)? {
+        if torn_tail_from(db, self.shard, first)? {
             return Ok(());
         }
         let reason = match self.expected {
@@ -163,13 +173,14 @@ impl Follower {
     /// Where the log starts (the snapshot it starts from) if that is past the next record this
     /// follower would apply.
     fn log_starts_past_next(&self, db: &mut Blocking) -> Result<Option<u64>, RecoveryError> {
+        let shard = self.shard;
         let kept = run(db, move |client: &mut Client| -> Work<'_, _> {
             Box::pin(async move {
                 let row = client
                     .query_opt(
-                        "SELECT s.first_lsn FROM log_home h \
-                                 JOIN log_snapshots s ON s.id = h.snapshot",
-                        &[],
+                        "SELECT s.first_lsn FROM log_shards l \
+                         JOIN log_snapshots s ON s.id = l.snapshot WHERE l.shard = $1",
+                        &[&shard],
                     )
                     .await?;
                 Ok(row.map(|row| row.get::<_, i64>(0)))
@@ -264,17 +275,18 @@ fn run<T>(
 /// Whether the batches from `first` on are a torn tail: the rows of one insert (one
 /// transaction: one `xmin`), following one another, of an epoch no older than a batch before
 /// them, whose leader overlapped its inserts (`log_epochs`).
-fn torn_tail_from(db: &mut Blocking, first: i64) -> Result<bool, RecoveryError> {
+fn torn_tail_from(db: &mut Blocking, shard: i32, first: i64) -> Result<bool, RecoveryError> {
     run(db, move |client: &mut Client| -> Work<'_, _> {
         Box::pin(async move {
             let row = client
                 .query_one(
                     "SELECT count(DISTINCT b.xmin::text), min(b.epoch), min(b.first_lsn), \
                      max(b.last_lsn), sum(b.last_lsn - b.first_lsn + 1)::bigint, \
-                     (SELECT max(epoch) FROM log_batches WHERE first_lsn < $1), \
-                     (SELECT e.inserts FROM log_epochs e WHERE e.epoch = min(b.epoch)) \
-                     FROM log_batches b WHERE b.first_lsn >= $1",
-                    &[&first],
+                     (SELECT max(epoch) FROM log_batches WHERE shard = $2 AND first_lsn < $1), \
+                     (SELECT e.inserts FROM log_epochs e \
+                      WHERE e.shard = $2 AND e.epoch = min(b.epoch)) \
+                     FROM log_batches b WHERE b.shard = $2 AND b.first_lsn >= $1",
+                    &[&first, &shard],
                 )
                 .await?;
             let inserts: i64 = row.get(0);
@@ -290,12 +302,13 @@ fn torn_tail_from(db: &mut Blocking, first: i64) -> Result<bool, RecoveryError> 
     })
 }
 
-/// Removes a torn tail from `next_lsn` on, if the lease is still `epoch`'s; returns what went
-/// (the rows' first and last numbers and their bytes), for the recovery report.
+/// Removes a torn tail of the fence's shard from `next_lsn` on, if the lease is still the
+/// fence's; returns what went (the rows' first and last numbers and their bytes), for the
+/// recovery report.
 pub fn cut_tail(
     db: &mut Blocking,
     next_lsn: u64,
-    epoch: i64,
+    Fence { shard, epoch }: Fence,
 ) -> Result<Option<(String, usize, usize)>, RecoveryError> {
     let from = next_lsn as i64;
     let cut: (i64, Option<i64>, Option<i64>, i64) =
@@ -303,12 +316,13 @@ pub fn cut_tail(
             Box::pin(async move {
                 let row = client
                     .query_one(
-                        "WITH cut AS (DELETE FROM log_batches b USING log_leader l \
-                             WHERE l.id = 1 AND l.epoch = $2 AND b.first_lsn >= $1 \
+                        "WITH cut AS (DELETE FROM log_batches b USING log_shards l \
+                             WHERE l.shard = $3 AND l.epoch = $2 \
+                             AND b.shard = l.shard AND b.first_lsn >= $1 \
                              RETURNING b.first_lsn, b.last_lsn, octet_length(b.records) AS bytes) \
                              SELECT count(*), min(first_lsn), max(last_lsn), \
                              coalesce(sum(bytes), 0)::bigint FROM cut",
-                        &[&from, &epoch],
+                        &[&from, &epoch, &shard],
                     )
                     .await?;
                 Ok((row.get(0), row.get(1), row.get(2), row.get(3)))
@@ -330,23 +344,28 @@ pub fn cut_tail(
 /// Records that this epoch's leader may have `inserts` under way at once (when more than one),
 /// under its fence, so that recovery may take a gap of this epoch for a torn tail; forgets the
 /// epochs no batch is left of.
-pub fn note_epoch(db: &mut Blocking, epoch: i64, inserts: usize) -> Result<(), RecoveryError> {
+pub fn note_epoch(
+    db: &mut Blocking,
+    Fence { shard, epoch }: Fence,
+    inserts: usize,
+) -> Result<(), RecoveryError> {
     let inserts = inserts as i32;
     run(db, move |client: &mut Client| -> Work<'_, _> {
         Box::pin(async move {
             client
                 .execute(
-                    "DELETE FROM log_epochs WHERE epoch < \
-                     (SELECT coalesce(min(epoch), $1) FROM log_batches)",
-                    &[&epoch],
+                    "DELETE FROM log_epochs WHERE shard = $2 AND epoch < \
+                     (SELECT coalesce(min(epoch), $1) FROM log_batches WHERE shard = $2)",
+                    &[&epoch, &shard],
                 )
                 .await?;
             if inserts > 1 {
                 client
                     .execute(
-                        "INSERT INTO log_epochs (epoch, inserts) SELECT $1, $2 FROM log_leader \
-                         WHERE id = 1 AND epoch = $1 ON CONFLICT (epoch) DO NOTHING",
-                        &[&epoch, &inserts],
+                        "INSERT INTO log_epochs (shard, epoch, inserts) \
+                         SELECT $3, $1, $2 FROM log_shards WHERE shard = $3 AND epoch = $1 \
+                         ON CONFLICT (shard, epoch) DO NOTHING",
+                        &[&epoch, &inserts, &shard],
                     )
                     .await?;
             }

@@ -1,33 +1,42 @@
-//! The tables that hold the engine's log in a database, made at the first start and checked at
-//! every start: the format version, the region and account the data belongs to, the lease that
-//! says which node leads, the log's batches and the snapshots.
+//! The tables that hold the engine's logs in a database, made at the first start and checked at
+//! every start: the format version, the region and account the data belongs to, how many
+//! shards the key space is cut into, and for each shard its lease, its log's batches and its
+//! snapshots. Every shard's log is exactly the single leader's log of before: its own lease and
+//! epoch fence its own batches and snapshots.
 //!
 //! - `log_home`: one row, the format version of these tables, the home region and account,
-//!   and the snapshot the log starts from (none before the first is kept), so a snapshot that
-//!   goes missing is found missing rather than taken for a log that never had one.
-//! - `log_leader`: one row, the lease: its epoch (one more each time a node takes it), the
-//!   node holding it, the URL it serves on, when it ends (on the database's clock) and the
-//!   latest time its leaders' clocks reached (`clock_ms`, milliseconds since the epoch).
-//! - `log_batches`: up to 8,000 bytes of one write of the log writer (a write is cut between
-//!   records, `table_log`): the sequence numbers of its first and last record, the epoch that
-//!   wrote it, and its records framed as in a log segment (`persist::record`: length,
-//!   CRC-32C, the record as `persist::format` lays it out).
-//! - `log_epochs`: the epochs whose leader may have had two inserts under way at once
-//!   (`--database-inserts 2`): only in such an epoch can a gap in `log_batches` be a torn
-//!   tail rather than damage (`recovery`). Added beside version 2; older nodes leave it alone.
-//! - `log_snapshots`: the snapshot recovery starts from (one once a snapshot is kept; a
+//!   and the number of shards (chosen when the database is first used).
+//! - `log_shards`: a row per shard: its lease (its epoch, one more each time a node takes it,
+//!   the node holding it, the URL it serves on, when it ends on the database's clock), the
+//!   latest time its leaders' clocks reached (`clock_ms`, milliseconds since the epoch) and the
+//!   snapshot its log starts from (none before the first is kept), so a snapshot that goes
+//!   missing is found missing rather than taken for a log that never had one.
+//! - `log_batches`: up to 8,000 bytes of one write of a shard's log writer (a write is cut
+//!   between records, `table_log`): the shard, the sequence numbers of its first and last
+//!   record, the epoch that wrote it, and its records framed as in a log segment
+//!   (`persist::record`: length, CRC-32C, the record as `persist::format` lays it out).
+//! - `log_epochs`: the epochs of a shard whose leader may have had two inserts under way at
+//!   once (`--database-inserts 2`): only in such an epoch can a gap in `log_batches` be a torn
+//!   tail rather than damage (`recovery`).
+//! - `log_snapshots`: a shard's snapshot recovery starts from (one once a snapshot is kept; a
 //!   snapshot is numbered at random when its writing starts), and `log_snapshot_chunks`, its
 //!   bytes in order, as a snapshot file holds them. Chunks of a snapshot never finished are
-//!   dropped when the next one is kept.
+//!   dropped when the shard's next one is kept.
+//!
+//! Version 2 had one log and one lease (`log_leader`) and kept the snapshot's number in
+//! `log_home`: it is upgraded in place to a database of one shard, its log shard 0's.
 
 use tokio_postgres::Client;
 
 use super::connection::{Blocking, Work};
 use super::OpenError;
 
-/// The version of these tables this build writes and reads. Version 1 had no record of the
-/// snapshot kept; it is upgraded in place at start.
-pub const VERSION: i32 = 2;
+/// The version of these tables this build writes and reads. Versions 1 and 2 are upgraded in
+/// place at start.
+pub const VERSION: i32 = 3;
+
+/// How many shards a database this build creates is cut into.
+pub const SHARDS: i32 = 1;
 
 const CREATE: &str = "
 CREATE TABLE IF NOT EXISTS log_home (
@@ -35,25 +44,30 @@ CREATE TABLE IF NOT EXISTS log_home (
     version integer NOT NULL,
     region text NOT NULL,
     account text NOT NULL,
-    snapshot bigint
+    shards integer NOT NULL CHECK (shards > 0)
 );
-CREATE TABLE IF NOT EXISTS log_leader (
-    id integer PRIMARY KEY CHECK (id = 1),
+CREATE TABLE IF NOT EXISTS log_shards (
+    shard integer PRIMARY KEY,
     epoch bigint NOT NULL,
     node text NOT NULL,
     url text NOT NULL,
     expires timestamptz NOT NULL,
-    clock_ms bigint NOT NULL DEFAULT 0
+    clock_ms bigint NOT NULL DEFAULT 0,
+    snapshot bigint
 );
 CREATE TABLE IF NOT EXISTS log_batches (
-    first_lsn bigint PRIMARY KEY,
+    first_lsn bigint NOT NULL,
     last_lsn bigint NOT NULL,
     epoch bigint NOT NULL,
-    records bytea NOT NULL
+    records bytea NOT NULL,
+    shard integer NOT NULL,
+    PRIMARY KEY (shard, first_lsn)
 );
 CREATE TABLE IF NOT EXISTS log_epochs (
-    epoch bigint PRIMARY KEY,
-    inserts integer NOT NULL
+    epoch bigint NOT NULL,
+    inserts integer NOT NULL,
+    shard integer NOT NULL,
+    PRIMARY KEY (shard, epoch)
 );
 CREATE TABLE IF NOT EXISTS log_snapshots (
     id bigint PRIMARY KEY,
@@ -61,14 +75,20 @@ CREATE TABLE IF NOT EXISTS log_snapshots (
     epoch bigint NOT NULL,
     chunks integer NOT NULL,
     bytes bigint NOT NULL,
-    taken timestamptz NOT NULL DEFAULT now()
+    taken timestamptz NOT NULL DEFAULT now(),
+    shard integer NOT NULL
 );
 CREATE TABLE IF NOT EXISTS log_snapshot_chunks (
     snapshot bigint NOT NULL,
     chunk integer NOT NULL,
     bytes bytea NOT NULL,
+    shard integer NOT NULL,
     PRIMARY KEY (snapshot, chunk)
 );
+";
+
+/// How the log's rows are stored, set on tables made by any version.
+const STORAGE: &str = "
 -- Batches and snapshot chunks are written once and read at recovery only: compressing them
 -- costs the database more CPU than the bytes saved are worth (compressing the chunks of a
 -- snapshot of a large backlog took a third of its CPU under load). A batch of up to 8 KB
@@ -77,11 +97,6 @@ CREATE TABLE IF NOT EXISTS log_snapshot_chunks (
 -- that were only inserted, and statistics no query needs, took a fifth of the database's
 -- CPU under load. Altered only when needed: an ALTER locks the table.
 DO $$ BEGIN
-    -- Added beside version 2 (older nodes leave it alone): the latest time a leader reached.
-    IF NOT EXISTS (SELECT FROM pg_attribute
-        WHERE attrelid = 'log_leader'::regclass AND attname = 'clock_ms') THEN
-        ALTER TABLE log_leader ADD COLUMN clock_ms bigint NOT NULL DEFAULT 0;
-    END IF;
     IF (SELECT attstorage FROM pg_attribute
         WHERE attrelid = 'log_batches'::regclass AND attname = 'records') <> 'e' THEN
         ALTER TABLE log_batches ALTER COLUMN records SET STORAGE EXTERNAL;
@@ -100,8 +115,14 @@ DO $$ BEGIN
             toast.autovacuum_vacuum_insert_threshold = -1);
     END IF;
 END $$;
-INSERT INTO log_leader (id, epoch, node, url, expires)
-    VALUES (1, 0, '', '', '-infinity') ON CONFLICT (id) DO NOTHING;
+";
+
+/// A shard's row for each shard the home row counts, free (no node has taken its lease).
+const SHARD_ROWS: &str = "
+INSERT INTO log_shards (shard, epoch, node, url, expires)
+    SELECT shard, 0, '', '', '-infinity'
+    FROM log_home, generate_series(0, log_home.shards - 1) AS shard
+    ON CONFLICT (shard) DO NOTHING;
 ";
 
 const UPGRADE_FROM_1: &str = "
@@ -110,11 +131,45 @@ UPDATE log_home SET version = 2,
     snapshot = (SELECT id FROM log_snapshots ORDER BY first_lsn DESC LIMIT 1);
 ";
 
-/// Makes the tables if they are missing or upgrades those of version 1 (nodes starting
+/// Version 2's one log becomes shard 0's of a database of one shard: the lease's row becomes
+/// the shard's, with the snapshot the home row named; every row of the log is shard 0's.
+/// Columns that version 2 added later (the lease's clock, `log_epochs`) are made if missing.
+const UPGRADE_FROM_2: &str = "
+ALTER TABLE log_leader ADD COLUMN IF NOT EXISTS clock_ms bigint NOT NULL DEFAULT 0;
+ALTER TABLE log_leader ADD COLUMN snapshot bigint;
+UPDATE log_leader SET snapshot = (SELECT snapshot FROM log_home);
+ALTER TABLE log_leader DROP CONSTRAINT IF EXISTS log_leader_id_check;
+ALTER TABLE log_leader RENAME COLUMN id TO shard;
+UPDATE log_leader SET shard = 0;
+ALTER TABLE log_leader RENAME TO log_shards;
+ALTER INDEX IF EXISTS log_leader_pkey RENAME TO log_shards_pkey;
+ALTER TABLE log_home DROP COLUMN snapshot;
+ALTER TABLE log_home ADD COLUMN shards integer NOT NULL DEFAULT 1 CHECK (shards > 0);
+ALTER TABLE log_home ALTER COLUMN shards DROP DEFAULT;
+ALTER TABLE log_batches ADD COLUMN shard integer NOT NULL DEFAULT 0;
+ALTER TABLE log_batches ALTER COLUMN shard DROP DEFAULT;
+ALTER TABLE log_batches DROP CONSTRAINT log_batches_pkey;
+ALTER TABLE log_batches ADD PRIMARY KEY (shard, first_lsn);
+CREATE TABLE IF NOT EXISTS log_epochs (epoch bigint PRIMARY KEY, inserts integer NOT NULL);
+ALTER TABLE log_epochs ADD COLUMN shard integer NOT NULL DEFAULT 0;
+ALTER TABLE log_epochs ALTER COLUMN shard DROP DEFAULT;
+ALTER TABLE log_epochs DROP CONSTRAINT log_epochs_pkey;
+ALTER TABLE log_epochs ADD PRIMARY KEY (shard, epoch);
+ALTER TABLE log_snapshots ADD COLUMN shard integer NOT NULL DEFAULT 0;
+ALTER TABLE log_snapshots ALTER COLUMN shard DROP DEFAULT;
+ALTER TABLE log_snapshot_chunks ADD COLUMN shard integer NOT NULL DEFAULT 0;
+ALTER TABLE log_snapshot_chunks ALTER COLUMN shard DROP DEFAULT;
+UPDATE log_home SET version = 3;
+";
+
+/// What `prepare` found in the home row: its version, region, account and shards.
+type Home = (i32, String, String, i32);
+
+/// Makes the tables if they are missing or upgrades those of versions 1 and 2 (nodes starting
 /// together take turns under an advisory lock), then checks the version and home; a database
 /// of another region or account, of a newer Orderly, or holding the row-per-message tables of
-/// earlier builds is refused.
-pub fn prepare(db: &mut Blocking, region: &str, account: &str) -> Result<(), OpenError> {
+/// earlier builds is refused. Answers how many shards the key space is cut into.
+pub fn prepare(db: &mut Blocking, region: &str, account: &str) -> Result<i32, OpenError> {
     let (home_region, home_account) = (region.to_string(), account.to_string());
     let found = db
         .run(
@@ -131,47 +186,74 @@ pub fn prepare(db: &mut Blocking, region: &str, account: &str) -> Result<(), Ope
                         .query_one("SELECT to_regclass('orderly_schema') IS NOT NULL", &[])
                         .await?
                         .get::<_, bool>(0);
-                    tx.batch_execute(CREATE).await?;
-                    tx.execute(
-                    "INSERT INTO log_home (id, version, region, account) VALUES (1, $1, $2, $3) \
-                     ON CONFLICT (id) DO NOTHING",
-                    &[&VERSION, &home_region, &home_account],
-                )
-                .await?;
-                    let row = tx
-                        .query_one("SELECT version, region, account FROM log_home", &[])
-                        .await?;
-                    let found: (i32, String, String) = (row.get(0), row.get(1), row.get(2));
-                    // A node of version 1 leading would keep snapshots without recording
-                    // them: the tables are upgraded only while none leads.
-                    let mut led_by_older = false;
-                    if found.0 == 1 {
-                        led_by_older = tx
+                    let exists = tx
+                        .query_one("SELECT to_regclass('log_home') IS NOT NULL", &[])
+                        .await?
+                        .get::<_, bool>(0);
+                    let version: Option<i32> = if exists {
+                        let row = tx.query_one("SELECT version FROM log_home", &[]).await?;
+                        Some(row.get(0))
+                    } else {
+                        None
+                    };
+                    if let Some(older @ (1 | 2)) = version {
+                        // A node of an earlier version leading would go on writing the tables
+                        // as they were: they are upgraded only while none leads.
+                        let led = tx
                             .query_one("SELECT expires > now() FROM log_leader", &[])
                             .await?
                             .get::<_, bool>(0);
-                        if !led_by_older {
+                        if led {
+                            return Ok((rows_backend, true, None));
+                        }
+                        if older == 1 {
                             // Version 1 kept at most one snapshot: the one the log starts from.
                             tx.batch_execute(UPGRADE_FROM_1).await?;
                         }
+                        tx.batch_execute(UPGRADE_FROM_2).await?;
                     }
+                    // A newer build's tables are left as they are.
+                    if version.is_none_or(|version| version <= VERSION) {
+                        tx.batch_execute(CREATE).await?;
+                        tx.batch_execute(STORAGE).await?;
+                        tx.execute(
+                            "INSERT INTO log_home (id, version, region, account, shards) \
+                             VALUES (1, $1, $2, $3, $4) ON CONFLICT (id) DO NOTHING",
+                            &[&VERSION, &home_region, &home_account, &SHARDS],
+                        )
+                        .await?;
+                        tx.batch_execute(SHARD_ROWS).await?;
+                    }
+                    let row = tx
+                        .query_one("SELECT version, region, account FROM log_home", &[])
+                        .await?;
+                    let (version, region, account) = (row.get(0), row.get(1), row.get(2));
+                    let shards = if version == VERSION {
+                        tx.query_one("SELECT shards FROM log_home", &[])
+                            .await?
+                            .get(0)
+                    } else {
+                        0
+                    };
                     tx.commit().await?;
-                    Ok((rows_backend, led_by_older, found))
+                    let home: Home = (version, region, account, shards);
+                    Ok((rows_backend, false, Some(home)))
                 })
             },
         )
         .map_err(|e| OpenError::Database(e.cause))?;
-    let (rows_backend, led_by_older, (version, found_region, found_account)) = found;
+    let (rows_backend, led_by_older, home) = found;
     if rows_backend {
         return Err(OpenError::RowStorage);
     }
-    if led_by_older {
+    let Some((version, found_region, found_account, shards)) = home.filter(|_| !led_by_older)
+    else {
         return Err(OpenError::Database(
             "the log's tables are of an earlier version and a node leads them: stop every \
              node of the earlier version (its lease then lapses within 5 s), then start this one"
                 .into(),
         ));
-    }
+    };
     if version > VERSION {
         return Err(OpenError::Newer {
             found: version,
@@ -184,5 +266,5 @@ pub fn prepare(db: &mut Blocking, region: &str, account: &str) -> Result<(), Ope
             account: found_account,
         });
     }
-    Ok(())
+    Ok(shards)
 }

@@ -12,6 +12,7 @@ use tokio_postgres::types::Type;
 use tokio_postgres::{Client, Config};
 
 use super::connection::{Blocking, Failed, Work};
+use super::lease::Fence;
 use crate::engine::Engine;
 use crate::persist::snapshot::{self, Loaded, SnapshotStore, Written};
 use crate::persist::writer::LogWriter;
@@ -23,22 +24,23 @@ const CHUNK_BYTES: usize = 8 << 20;
 /// Longest one chunk's insert, or the keeping transaction, may take.
 const WRITE_TIMEOUT: Duration = Duration::from_secs(60);
 
-/// The leader's snapshots, written through a connection of their own.
+/// A shard leader's snapshots, written through a connection of their own.
 #[derive(Clone)]
 pub struct DatabaseSnapshots {
     config: Config,
-    epoch: i64,
+    fence: Fence,
 }
 
 impl DatabaseSnapshots {
-    pub fn new(config: Config, epoch: i64) -> Self {
-        DatabaseSnapshots { config, epoch }
+    pub fn new(config: Config, fence: Fence) -> Self {
+        DatabaseSnapshots { config, fence }
     }
 }
 
 /// A snapshot's bytes on their way into `log_snapshot_chunks`.
 struct Chunks {
     db: Blocking,
+    shard: i32,
     id: i64,
     next: i32,
     buffer: Vec<u8>,
@@ -51,19 +53,20 @@ impl Chunks {
             return Ok(());
         }
         let bytes = std::mem::replace(&mut self.buffer, Vec::with_capacity(CHUNK_BYTES));
-        let (id, chunk) = (self.id, self.next);
+        let (id, chunk, shard) = (self.id, self.next, self.shard);
         self.bytes += bytes.len() as u64;
         self.db
             .run(WRITE_TIMEOUT, move |client: &mut Client| -> Work<'_, _> {
                 Box::pin(async move {
                     client
                         .query_typed(
-                            "INSERT INTO log_snapshot_chunks (snapshot, chunk, bytes) \
-                             VALUES ($1, $2, $3)",
+                            "INSERT INTO log_snapshot_chunks (snapshot, chunk, bytes, shard) \
+                             VALUES ($1, $2, $3, $4)",
                             &[
                                 (&id, Type::INT8),
                                 (&chunk, Type::INT4),
                                 (&bytes, Type::BYTEA),
+                                (&shard, Type::INT4),
                             ],
                         )
                         .await
@@ -105,6 +108,7 @@ impl SnapshotStore for DatabaseSnapshots {
         let create = || {
             Ok(Chunks {
                 db: Blocking::new(self.config.clone())?,
+                shard: self.fence.shard,
                 id,
                 next: 0,
                 buffer: Vec::with_capacity(CHUNK_BYTES),
@@ -140,7 +144,8 @@ impl DatabaseSnapshots {
             ..
         } = written.map_err(surely_not)?;
         chunks.flush_chunk().map_err(surely_not)?;
-        let (epoch, count, size) = (self.epoch, chunks.next, chunks.bytes);
+        let Fence { shard, epoch } = self.fence;
+        let (count, size) = (chunks.next, chunks.bytes);
         let first_lsn = first_lsn as i64;
         let kept = chunks
             .db
@@ -148,26 +153,32 @@ impl DatabaseSnapshots {
                 Box::pin(async move {
                     let tx = client.transaction().await?;
                     tx.execute(
-                        "INSERT INTO log_snapshots (id, first_lsn, epoch, chunks, bytes) \
-                         VALUES ($1, $2, $3, $4, $5)",
-                        &[&id, &first_lsn, &epoch, &count, &(size as i64)],
+                        "INSERT INTO log_snapshots (id, shard, first_lsn, epoch, chunks, bytes) \
+                         VALUES ($1, $6, $2, $3, $4, $5)",
+                        &[&id, &first_lsn, &epoch, &count, &(size as i64), &shard],
                     )
                     .await?;
-                    tx.execute("DELETE FROM log_snapshots WHERE id <> $1", &[&id])
-                        .await?;
                     tx.execute(
-                        "DELETE FROM log_snapshot_chunks WHERE snapshot <> $1",
-                        &[&id],
+                        "DELETE FROM log_snapshots WHERE shard = $2 AND id <> $1",
+                        &[&id, &shard],
                     )
                     .await?;
-                    tx.execute("DELETE FROM log_batches WHERE last_lsn < $1", &[&first_lsn])
-                        .await?;
+                    tx.execute(
+                        "DELETE FROM log_snapshot_chunks WHERE shard = $2 AND snapshot <> $1",
+                        &[&id, &shard],
+                    )
+                    .await?;
+                    tx.execute(
+                        "DELETE FROM log_batches WHERE shard = $2 AND last_lsn < $1",
+                        &[&first_lsn, &shard],
+                    )
+                    .await?;
                     // Checked last, so the lease's row is held only for the commit: a renewal
                     // never waits behind the deletes.
                     let leads = tx
                         .query_opt(
-                            "SELECT 1 FROM log_leader WHERE id = 1 AND epoch = $1 FOR SHARE",
-                            &[&epoch],
+                            "SELECT 1 FROM log_shards WHERE shard = $2 AND epoch = $1 FOR SHARE",
+                            &[&epoch, &shard],
                         )
                         .await?
                         .is_some();
@@ -176,9 +187,12 @@ impl DatabaseSnapshots {
                     }
                     crate::test_hooks::pause_while("pause-snapshot-keep", "snapshot-keep-paused")
                         .await;
-                    // Last too, so the home row is locked only for the commit.
-                    tx.execute("UPDATE log_home SET snapshot = $1", &[&id])
-                        .await?;
+                    // Last too, so the shard's row is locked only for the commit.
+                    tx.execute(
+                        "UPDATE log_shards SET snapshot = $1 WHERE shard = $2",
+                        &[&id, &shard],
+                    )
+                    .await?;
                     tx.commit().await?;
                     Ok(true)
                 })
@@ -220,27 +234,28 @@ impl DatabaseSnapshots {
     }
 }
 
-/// Removes the chunks of snapshots never kept (a leader that died while writing one): run by
-/// the next leader, before it writes snapshots of its own. Answers how many were removed.
-pub fn remove_orphans(db: &mut Blocking) -> Result<u64, Failed> {
-    db.run(WRITE_TIMEOUT, |client: &mut Client| -> Work<'_, _> {
+/// Removes the chunks of the shard's snapshots never kept (a leader that died while writing
+/// one): run by the shard's next leader, before it writes snapshots of its own. Answers how
+/// many were removed.
+pub fn remove_orphans(db: &mut Blocking, shard: i32) -> Result<u64, Failed> {
+    db.run(WRITE_TIMEOUT, move |client: &mut Client| -> Work<'_, _> {
         Box::pin(async move {
             client
                 .execute(
-                    "DELETE FROM log_snapshot_chunks c WHERE NOT EXISTS \
+                    "DELETE FROM log_snapshot_chunks c WHERE c.shard = $1 AND NOT EXISTS \
                      (SELECT 1 FROM log_snapshots s WHERE s.id = c.snapshot)",
-                    &[],
+                    &[&shard],
                 )
                 .await
         })
     })
 }
 
-/// The snapshot the log starts from, as recorded when it was kept, its row if it is still
-/// there, and any snapshot kept without being recorded.
-const HEADER: &str = "SELECT h.snapshot, s.first_lsn, s.chunks, s.bytes, \
-     (SELECT min(id) FROM log_snapshots WHERE id IS DISTINCT FROM h.snapshot) FROM log_home h \
-     LEFT JOIN log_snapshots s ON s.id = h.snapshot";
+/// The snapshot the shard's log starts from, as recorded when it was kept, its row if it is
+/// still there, and any snapshot of the shard kept without being recorded.
+const HEADER: &str = "SELECT l.snapshot, s.first_lsn, s.chunks, s.bytes, \
+     (SELECT min(id) FROM log_snapshots WHERE shard = l.shard AND id IS DISTINCT FROM l.snapshot) \
+     FROM log_shards l LEFT JOIN log_snapshots s ON s.id = l.snapshot WHERE l.shard = $1";
 
 /// A kept snapshot's row: its first record, chunks and size.
 type Row = (i64, i32, i64);
@@ -270,17 +285,22 @@ struct Read {
     missing: Option<i32>,
 }
 
-/// Loads the snapshot recovery starts from, if there is one, into `engine`. Its rows are read
-/// in one `REPEATABLE READ` transaction, so a snapshot the leader keeps meanwhile (deleting
-/// this one's chunks) does not cut the read short: this one is read whole, as it was.
-pub fn load<W: Default>(db: &mut Blocking, engine: &Engine<W>) -> Result<Loaded, RecoveryError> {
-    load_pausing(db, engine, Box::new(|| {}))
+/// Loads the snapshot the shard's recovery starts from, if there is one, into `engine`. Its
+/// rows are read in one `REPEATABLE READ` transaction, so a snapshot the leader keeps meanwhile
+/// (deleting this one's chunks) does not cut the read short: this one is read whole, as it was.
+pub fn load<W: Default>(
+    db: &mut Blocking,
+    shard: i32,
+    engine: &Engine<W>,
+) -> Result<Loaded, RecoveryError> {
+    load_pausing(db, shard, engine, Box::new(|| {}))
 }
 
 /// As `load`, running `between` inside the transaction once the snapshot's row is read (tests:
 /// the leader keeps a newer snapshot meanwhile).
 pub(super) fn load_pausing<W: Default>(
     db: &mut Blocking,
+    shard: i32,
     engine: &Engine<W>,
     between: Box<dyn FnOnce() + Send>,
 ) -> Result<Loaded, RecoveryError> {
@@ -289,13 +309,13 @@ pub(super) fn load_pausing<W: Default>(
     let chunks = db
         .run(
             super::connection::STARTUP_TIMEOUT,
-            |client: &mut Client| -> Work<'_, _> {
+            move |client: &mut Client| -> Work<'_, _> {
                 Box::pin(async move {
                     let row = client
                         .query_opt(
-                            "SELECT s.chunks FROM log_home h \
-                             JOIN log_snapshots s ON s.id = h.snapshot",
-                            &[],
+                            "SELECT s.chunks FROM log_shards l \
+                             JOIN log_snapshots s ON s.id = l.snapshot WHERE l.shard = $1",
+                            &[&shard],
                         )
                         .await?;
                     Ok(row.map_or(0, |row| row.get::<_, i32>(0)))
@@ -313,7 +333,7 @@ pub(super) fn load_pausing<W: Default>(
                     .read_only(true)
                     .start()
                     .await?;
-                let header = Header::of(&tx.query_one(HEADER, &[]).await?);
+                let header = Header::of(&tx.query_one(HEADER, &[&shard]).await?);
                 between();
                 let mut read = Read {
                     bytes: Vec::new(),
@@ -348,7 +368,7 @@ pub(super) fn load_pausing<W: Default>(
         return Err(RecoveryError::Corruption {
             file: format!("log_snapshots row {other}"),
             offset: 0,
-            reason: "a snapshot the log's home row (log_home.snapshot) does not name: a node of \
+            reason: "a snapshot the shard's row (log_shards.snapshot) does not name: a node of \
                      an earlier version kept it after the tables were upgraded"
                 .into(),
         });
@@ -360,7 +380,7 @@ pub(super) fn load_pausing<W: Default>(
         return Err(RecoveryError::Corruption {
             file: format!("log_snapshots row {id}"),
             offset: 0,
-            reason: "the snapshot the log starts from (log_home.snapshot) is missing, and \
+            reason: "the snapshot the log starts from (log_shards.snapshot) is missing, and \
                      with it every record it covers"
                 .into(),
         });

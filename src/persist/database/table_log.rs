@@ -29,6 +29,7 @@ use tokio_postgres::types::{ToSql, Type};
 use tokio_postgres::{Client, Statement};
 
 use super::connection::{Blocking, Failed, Session};
+use super::lease::Fence;
 use crate::persist::format;
 use crate::persist::log_error::LogError;
 use crate::persist::record;
@@ -46,20 +47,21 @@ pub const MOST_INSERTS: usize = 2;
 /// this has a row of its own.
 const ROW_BYTES: usize = 8_000;
 
-const APPEND: &str = "INSERT INTO log_batches (first_lsn, last_lsn, epoch, records) \
-     SELECT b.first_lsn, b.last_lsn, $3, b.records \
-     FROM log_leader, unnest($1::bigint[], $2::bigint[], $4::bytea[]) AS b(first_lsn, last_lsn, records) \
-     WHERE log_leader.id = 1 AND log_leader.epoch = $3 FOR SHARE OF log_leader";
+const APPEND: &str = "INSERT INTO log_batches (shard, first_lsn, last_lsn, epoch, records) \
+     SELECT $5, b.first_lsn, b.last_lsn, $3, b.records \
+     FROM log_shards, unnest($1::bigint[], $2::bigint[], $4::bytea[]) AS b(first_lsn, last_lsn, records) \
+     WHERE log_shards.shard = $5 AND log_shards.epoch = $3 FOR SHARE OF log_shards";
 
 /// `APPEND` for a write of one row (most writes under a light load), with the same fence: its
 /// values as they are, since unpacking arrays costs the database about a tenth of the insert.
-const APPEND_ONE: &str = "INSERT INTO log_batches (first_lsn, last_lsn, epoch, records) \
-     SELECT $1::bigint, $2::bigint, $3::bigint, $4::bytea FROM log_leader \
-     WHERE log_leader.id = 1 AND log_leader.epoch = $3 FOR SHARE OF log_leader";
+const APPEND_ONE: &str = "INSERT INTO log_batches (shard, first_lsn, last_lsn, epoch, records) \
+     SELECT $5::integer, $1::bigint, $2::bigint, $3::bigint, $4::bytea FROM log_shards \
+     WHERE log_shards.shard = $5 AND log_shards.epoch = $3 FOR SHARE OF log_shards";
 
 /// Which of this epoch's rows the log holds from a sequence number on, and whose the lease is.
-const STORED: &str = "SELECT l.epoch, b.first_lsn, b.last_lsn FROM log_leader l \
-     LEFT JOIN log_batches b ON b.epoch = $1 AND b.first_lsn >= $2 WHERE l.id = 1";
+const STORED: &str = "SELECT l.epoch, b.first_lsn, b.last_lsn FROM log_shards l \
+     LEFT JOIN log_batches b ON b.shard = l.shard AND b.epoch = $1 AND b.first_lsn >= $2 \
+     WHERE l.shard = $3";
 
 /// A write cut into rows: each row's first and last sequence numbers and framed records.
 #[derive(Default)]
@@ -119,15 +121,15 @@ impl Slot {
         }
     }
 
-    /// Inserts the rows if the lease is `epoch`'s; the number of rows inserted.
-    async fn insert(&mut self, rows: &Rows, epoch: i64) -> Result<u64, Failed> {
+    /// Inserts the rows if the lease is still `fence`'s; the number of rows inserted.
+    async fn insert(&mut self, rows: &Rows, fence: Fence) -> Result<u64, Failed> {
         self.session.connected().await?;
         let generation = self.session.generation();
         if self.prepared.as_ref().map(|(made_on, _)| *made_on) != Some(generation) {
             self.prepared = None;
         }
         let client = self.session.connected().await?;
-        let work = insert_rows(client, &mut self.prepared, generation, rows, epoch);
+        let work = insert_rows(client, &mut self.prepared, generation, rows, fence);
         match tokio::time::timeout(APPEND_TIMEOUT, work).await {
             Ok(Ok(count)) => Ok(count),
             Ok(Err(error)) => Err(self.session.failed(&error)),
@@ -135,11 +137,11 @@ impl Slot {
         }
     }
 
-    /// This epoch's rows from `from` on, and the lease's epoch.
-    async fn stored(&mut self, epoch: i64, from: u64) -> Result<(i64, Vec<(u64, u64)>), Failed> {
+    /// The rows of the fence's epoch from `from` on, and the shard lease's epoch.
+    async fn stored(&mut self, fence: Fence, from: u64) -> Result<(i64, Vec<(u64, u64)>), Failed> {
         let client = self.session.connected().await?;
         let from = from as i64;
-        let params: [&(dyn ToSql + Sync); 2] = [&epoch, &from];
+        let params: [&(dyn ToSql + Sync); 3] = [&fence.epoch, &from, &fence.shard];
         let rows = match tokio::time::timeout(APPEND_TIMEOUT, client.query(STORED, &params)).await {
             Ok(Ok(rows)) => rows,
             Ok(Err(error)) => return Err(self.session.failed(&error)),
@@ -163,7 +165,7 @@ async fn insert_rows(
     prepared: &mut Option<(u64, InsertStatements)>,
     generation: u64,
     rows: &Rows,
-    epoch: i64,
+    Fence { shard, epoch }: Fence,
 ) -> Result<u64, tokio_postgres::Error> {
     if prepared.is_none() {
         let arrays = [
@@ -171,8 +173,9 @@ async fn insert_rows(
             Type::INT8_ARRAY,
             Type::INT8,
             Type::BYTEA_ARRAY,
+            Type::INT4,
         ];
-        let values = [Type::INT8, Type::INT8, Type::INT8, Type::BYTEA];
+        let values = [Type::INT8, Type::INT8, Type::INT8, Type::BYTEA, Type::INT4];
         let statements = InsertStatements {
             many: client.prepare_typed(APPEND, &arrays).await?,
             one: client.prepare_typed(APPEND_ONE, &values).await?,
@@ -182,11 +185,13 @@ async fn insert_rows(
     let (_, statements) = prepared.as_ref().expect("prepared above");
     match &rows.records[..] {
         [records] => {
-            let params: [&(dyn ToSql + Sync); 4] = [&rows.first[0], &rows.last[0], &epoch, records];
+            let params: [&(dyn ToSql + Sync); 5] =
+                [&rows.first[0], &rows.last[0], &epoch, records, &shard];
             client.execute(&statements.one, &params).await
         }
         _ => {
-            let params: [&(dyn ToSql + Sync); 4] = [&rows.first, &rows.last, &epoch, &rows.records];
+            let params: [&(dyn ToSql + Sync); 5] =
+                [&rows.first, &rows.last, &epoch, &rows.records, &shard];
             client.execute(&statements.many, &params).await
         }
     }
@@ -221,7 +226,7 @@ pub struct TableLog {
     /// holding records a row of the retry holds too.
     starts: BTreeSet<i64>,
     under_way: VecDeque<UnderWay>,
-    epoch: i64,
+    fence: Fence,
     /// The sequence number of the first record not yet begun.
     next_lsn: u64,
     /// A failed insert may have been kept, or one beside it: ask what the log holds first.
@@ -231,12 +236,12 @@ pub struct TableLog {
 }
 
 impl TableLog {
-    /// The log led in `epoch`, whose next record is numbered `next_lsn`, written through the
-    /// connection `db` and, for `inserts` under way at once (at most `MOST_INSERTS`), more
-    /// like it.
+    /// The shard's log led under `fence`, whose next record is numbered `next_lsn`, written
+    /// through the connection `db` and, for `inserts` under way at once (at most
+    /// `MOST_INSERTS`), more like it.
     pub fn new(
         db: Blocking,
-        epoch: i64,
+        fence: Fence,
         next_lsn: u64,
         inserts: usize,
     ) -> std::io::Result<TableLog> {
@@ -263,7 +268,7 @@ impl TableLog {
             like,
             starts: BTreeSet::new(),
             under_way: VecDeque::new(),
-            epoch,
+            fence,
             next_lsn,
             unsure: false,
             deposed: false,
@@ -284,7 +289,7 @@ impl TableLog {
 
     fn deposed(&mut self) -> LogError {
         self.deposed = true;
-        Deposed(self.epoch as u64).into()
+        Deposed(self.fence.epoch as u64).into()
     }
 
     /// The records of `records` the log does not hold yet, asking it first if unsure.
@@ -304,11 +309,11 @@ impl TableLog {
         let mut slot = self.idle.pop().expect("a connection is idle");
         // Only this epoch's batches: another leader's (after a takeover) hold records of the
         // same numbers that are not these.
-        let epoch = self.epoch;
-        let asked = self.runtime.block_on(slot.stored(epoch, from));
+        let fence = self.fence;
+        let asked = self.runtime.block_on(slot.stored(fence, from));
         self.idle.push(slot);
         let (current, stored) = asked.map_err(failed)?;
-        if current != self.epoch {
+        if current != fence.epoch {
             return Err(self.deposed());
         }
         self.unsure = false;
@@ -330,7 +335,7 @@ impl TableLog {
     /// `LogSink::begin`, whose failure leaves the log unsure.
     fn begin_write(&mut self, records: &[&[u8]], wake: &Wake) -> Result<(), LogError> {
         if self.deposed {
-            return Err(Deposed(self.epoch as u64).into());
+            return Err(Deposed(self.fence.epoch as u64).into());
         }
         let fresh = self.fresh(records)?;
         if let Some(last) = records.last() {
@@ -347,10 +352,10 @@ impl TableLog {
         let cut = Rows::cut(&fresh, &self.starts);
         let firsts = cut.first.clone();
         self.starts.extend(&firsts);
-        let epoch = self.epoch;
+        let fence = self.fence;
         if self.overlap == 1 {
             // On this thread: no hand-over to another and back for each insert.
-            let answer = self.runtime.block_on(slot.insert(&cut, epoch));
+            let answer = self.runtime.block_on(slot.insert(&cut, fence));
             self.idle.push(slot);
             self.under_way
                 .push_back(UnderWay::Answered { answer, firsts });
@@ -360,7 +365,7 @@ impl TableLog {
         let (told, outcome) = mpsc::sync_channel(1);
         let wake = wake.clone();
         self.runtime.spawn(async move {
-            let answer = slot.insert(&cut, epoch).await;
+            let answer = slot.insert(&cut, fence).await;
             // Sent before the writer is woken, so that it finds the outcome when it looks.
             let _ = told.send((slot, answer));
             wake();
@@ -433,7 +438,7 @@ impl LogSink for TableLog {
     /// An insert is durable once it returns (it commits by itself).
     fn sync(&mut self) -> Result<(), LogError> {
         if self.deposed {
-            return Err(Deposed(self.epoch as u64).into());
+            return Err(Deposed(self.fence.epoch as u64).into());
         }
         Ok(())
     }

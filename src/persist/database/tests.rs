@@ -1,10 +1,22 @@
 //! The fence and the lease against a real PostgreSQL (`ORDERLY_TEST_POSTGRES`).
 
 use super::connection::{config, Blocking, Work};
+use super::lease::Fence;
 use super::table_log::{deposed, TableLog};
 use super::{lease, schema};
 use crate::persist::format;
 use crate::persist::writer::LogSink;
+
+/// The shard every test here writes: a database of one shard has only it.
+const SHARD: i32 = 0;
+
+/// The fence of shard 0's lease in `epoch`.
+fn fenced(epoch: i64) -> Fence {
+    Fence {
+        shard: SHARD,
+        epoch,
+    }
+}
 
 fn database() -> Option<String> {
     let runtime = tokio::runtime::Runtime::new().expect("runtime");
@@ -57,19 +69,19 @@ fn an_append_after_another_node_took_the_lease_is_refused_for_good() {
     let Some(url) = database() else { return };
     let mut admin = connect(&url);
     schema::prepare(&mut admin, "us-east-1", "000000000000").expect("tables");
-    let epoch = lease::acquire(&mut admin, "first", "http://first", true)
+    let epoch = lease::acquire(&mut admin, SHARD, "first", "http://first", true)
         .expect("a free lease")
         .0
         .epoch;
     assert_eq!(epoch, 1);
-    let mut log = TableLog::new(connect(&url), epoch, 0, 1).expect("a runtime");
+    let mut log = TableLog::new(connect(&url), fenced(epoch), 0, 1).expect("a runtime");
     let (zero, one, two) = (record(0), record(1), record(2));
     log.append(&[&zero, &one]).expect("the leader appends");
     assert_eq!(batches(&mut admin), [(0, 1, 1)]);
 
     // The lease lapses and another node takes it.
-    sql(&mut admin, "UPDATE log_leader SET expires = '-infinity'");
-    let next = lease::acquire(&mut admin, "second", "http://second", true)
+    sql(&mut admin, "UPDATE log_shards SET expires = '-infinity'");
+    let next = lease::acquire(&mut admin, SHARD, "second", "http://second", true)
         .expect("lapsed")
         .0
         .epoch;
@@ -84,7 +96,7 @@ fn an_append_after_another_node_took_the_lease_is_refused_for_good() {
     );
 
     // The new leader goes on from where the log ends.
-    let mut second = TableLog::new(connect(&url), next, 2, 1).expect("a runtime");
+    let mut second = TableLog::new(connect(&url), fenced(next), 2, 1).expect("a runtime");
     second.append(&[&two]).expect("the new leader appends");
     assert_eq!(batches(&mut admin), [(0, 1, 1), (2, 2, 2)]);
 }
@@ -94,7 +106,7 @@ fn a_held_lease_is_not_taken_and_records_already_stored_are_not_stored_twice() {
     let Some(url) = database() else { return };
     let mut admin = connect(&url);
     schema::prepare(&mut admin, "us-east-1", "000000000000").expect("tables");
-    lease::acquire(&mut admin, "first", "http://first", true).expect("a free lease");
+    lease::acquire(&mut admin, SHARD, "first", "http://first", true).expect("a free lease");
     // A second taker waits while the lease runs; here it is only asked once, by hand.
     let held: i64 = admin
         .run(
@@ -103,7 +115,7 @@ fn a_held_lease_is_not_taken_and_records_already_stored_are_not_stored_twice() {
                 Box::pin(async move {
                     let rows = client
                         .query(
-                            "UPDATE log_leader SET epoch = epoch + 1 WHERE expires <= now() \
+                            "UPDATE log_shards SET epoch = epoch + 1 WHERE expires <= now() \
                          RETURNING epoch",
                             &[],
                         )
@@ -117,10 +129,10 @@ fn a_held_lease_is_not_taken_and_records_already_stored_are_not_stored_twice() {
 
     // A retry of records partly stored already (an insert whose answer was lost) stores only
     // the new ones.
-    let mut log = TableLog::new(connect(&url), 1, 0, 1).expect("a runtime");
+    let mut log = TableLog::new(connect(&url), fenced(1), 0, 1).expect("a runtime");
     let records: Vec<Vec<u8>> = (0..4).map(record).collect();
     log.append(&[&records[0], &records[1]]).expect("append");
-    let mut again = TableLog::new(connect(&url), 1, 0, 1).expect("a runtime");
+    let mut again = TableLog::new(connect(&url), fenced(1), 0, 1).expect("a runtime");
     again.assume_unsure();
     again
         .append(&[&records[0], &records[1], &records[2], &records[3]])
@@ -146,20 +158,20 @@ fn an_unsure_retry_after_a_takeover_is_refused_not_taken_as_stored() {
     let Some(url) = database() else { return };
     let mut admin = connect(&url);
     schema::prepare(&mut admin, "us-east-1", "000000000000").expect("tables");
-    let first = lease::acquire(&mut admin, "first", "http://first", true)
+    let first = lease::acquire(&mut admin, SHARD, "first", "http://first", true)
         .expect("free")
         .0
         .epoch;
     let records: Vec<Vec<u8>> = (0..4).map(record).collect();
-    let mut old = TableLog::new(connect(&url), first, 0, 1).expect("a runtime");
+    let mut old = TableLog::new(connect(&url), fenced(first), 0, 1).expect("a runtime");
     old.append(&[&records[0]]).expect("the leader appends");
     // The lease lapses; the next leader writes records of the numbers the old one holds.
-    sql(&mut admin, "UPDATE log_leader SET expires = '-infinity'");
-    let second = lease::acquire(&mut admin, "second", "http://second", true)
+    sql(&mut admin, "UPDATE log_shards SET expires = '-infinity'");
+    let second = lease::acquire(&mut admin, SHARD, "second", "http://second", true)
         .expect("lapsed")
         .0
         .epoch;
-    let mut new = TableLog::new(connect(&url), second, 1, 1).expect("a runtime");
+    let mut new = TableLog::new(connect(&url), fenced(second), 1, 1).expect("a runtime");
     new.append(&[&records[1], &records[2], &records[3]])
         .expect("the new leader appends");
     // The old leader's insert of 1 and 2 had no answer: what is stored is not its own.
@@ -205,11 +217,11 @@ fn batches_up_to_8_kb_stay_in_their_rows_and_nothing_written_is_compressed() {
     schema::prepare(&mut admin, "us-east-1", "000000000000").expect("tables");
     // A second start finds the tables as the first left them.
     schema::prepare(&mut admin, "us-east-1", "000000000000").expect("tables again");
-    let epoch = lease::acquire(&mut admin, "only", "http://only", true)
+    let epoch = lease::acquire(&mut admin, SHARD, "only", "http://only", true)
         .expect("the lease")
         .0
         .epoch;
-    let mut log = TableLog::new(connect(&url), epoch, 0, 1).expect("a runtime");
+    let mut log = TableLog::new(connect(&url), fenced(epoch), 0, 1).expect("a runtime");
     // Bodies as compressible as text often is.
     let mut six_kb = format::record_header(0).to_vec();
     six_kb.extend(std::iter::repeat_n(b'a', 6_000));
@@ -219,8 +231,8 @@ fn batches_up_to_8_kb_stay_in_their_rows_and_nothing_written_is_compressed() {
     log.append(&[&twenty_kb]).expect("appended");
     sql(
         &mut admin,
-        "INSERT INTO log_snapshot_chunks (snapshot, chunk, bytes) \
-         VALUES (1, 0, decode(repeat('ab', 100000), 'hex'))",
+        "INSERT INTO log_snapshot_chunks (snapshot, chunk, bytes, shard) \
+         VALUES (1, 0, decode(repeat('ab', 100000), 'hex'), 0)",
     );
     // Only the batch too large for a row went to TOAST, and it went there whole.
     let framed = |record: &[u8]| (record.len() + crate::persist::record::HEADER_BYTES) as i64;
@@ -239,19 +251,38 @@ fn batches_up_to_8_kb_stay_in_their_rows_and_nothing_written_is_compressed() {
 fn tables_made_before_the_storage_settings_get_them_at_the_next_start() {
     let Some(url) = database() else { return };
     let mut admin = connect(&url);
-    // As earlier builds left them: batches compressed (the oldest builds), rows kept up to
-    // 8 KB but vacuumed and analyzed as they were inserted (the last).
-    sql(
-        &mut admin,
+    // As the first builds of version 2 left them (no clock in the lease, no `log_epochs`):
+    // batches compressed (the oldest builds), rows kept up to 8 KB but vacuumed and analyzed
+    // as they were inserted (the last).
+    for statement in [
+        "CREATE TABLE log_home (id integer PRIMARY KEY CHECK (id = 1), version integer NOT NULL, \
+         region text NOT NULL, account text NOT NULL, snapshot bigint)",
+        "INSERT INTO log_home VALUES (1, 2, 'us-east-1', '000000000000', NULL)",
+        "CREATE TABLE log_leader (id integer PRIMARY KEY CHECK (id = 1), epoch bigint NOT NULL, \
+         node text NOT NULL, url text NOT NULL, expires timestamptz NOT NULL)",
+        "INSERT INTO log_leader VALUES (1, 3, 'gone', 'http://gone', '-infinity')",
         "CREATE TABLE log_batches (first_lsn bigint PRIMARY KEY, last_lsn bigint NOT NULL, \
          epoch bigint NOT NULL, records bytea NOT NULL) WITH (toast_tuple_target = 8160)",
-    );
-    sql(
-        &mut admin,
+        "CREATE TABLE log_snapshots (id bigint PRIMARY KEY, first_lsn bigint NOT NULL, \
+         epoch bigint NOT NULL, chunks integer NOT NULL, bytes bigint NOT NULL, \
+         taken timestamptz NOT NULL DEFAULT now())",
         "CREATE TABLE log_snapshot_chunks (snapshot bigint NOT NULL, chunk integer NOT NULL, \
          bytes bytea NOT NULL, PRIMARY KEY (snapshot, chunk))",
+    ] {
+        sql(&mut admin, statement);
+    }
+    let shards = schema::prepare(&mut admin, "us-east-1", "000000000000").expect("upgraded");
+    assert_eq!(shards, 1);
+    // Its lease is shard 0's, with the epoch it had and a clock from the start.
+    assert_eq!(
+        number(
+            &mut admin,
+            "SELECT count(*) FROM log_shards WHERE shard = 0 AND epoch = 3 AND clock_ms = 0 \
+             AND (SELECT version FROM log_home) = 3"
+                .into()
+        ),
+        1
     );
-    schema::prepare(&mut admin, "us-east-1", "000000000000").expect("tables");
     assert_eq!(
         number(
             &mut admin,
@@ -294,11 +325,11 @@ fn a_write_larger_than_a_row_is_inserted_as_rows_that_fit_their_pages_or_not_at_
     let Some(url) = database() else { return };
     let mut admin = connect(&url);
     schema::prepare(&mut admin, "us-east-1", "000000000000").expect("tables");
-    let epoch = lease::acquire(&mut admin, "only", "http://only", true)
+    let epoch = lease::acquire(&mut admin, SHARD, "only", "http://only", true)
         .expect("the lease")
         .0
         .epoch;
-    let mut log = TableLog::new(connect(&url), epoch, 0, 1).expect("a runtime");
+    let mut log = TableLog::new(connect(&url), fenced(epoch), 0, 1).expect("a runtime");
     // Changes of about 900 bytes each, which recovery can replay.
     let records: Vec<Vec<u8>> = (0..40)
         .map(|lsn| {
@@ -337,13 +368,13 @@ fn a_write_larger_than_a_row_is_inserted_as_rows_that_fit_their_pages_or_not_at_
     assert_eq!(toasted_bytes(&mut admin, "log_batches"), 0);
     // Recovery reads the rows back as the one write they are.
     let engine = crate::engine::Engine::<tokio::sync::Notify>::new("000000000000", "us-east-1");
-    let recovered = super::recovery::recover(&mut admin, &engine).expect("recovered");
+    let recovered = super::recovery::recover(&mut admin, SHARD, &engine).expect("recovered");
     assert_eq!(recovered.report.replayed, 30);
     assert_eq!(recovered.report.next_lsn, 30);
 
     // Another node takes the lease: none of the next write's rows goes in.
-    sql(&mut admin, "UPDATE log_leader SET expires = '-infinity'");
-    lease::acquire(&mut admin, "next", "http://next", true).expect("lapsed");
+    sql(&mut admin, "UPDATE log_shards SET expires = '-infinity'");
+    lease::acquire(&mut admin, SHARD, "next", "http://next", true).expect("lapsed");
     assert!(deposed(&log.append(&slices[30..])).is_some());
     assert_eq!(batches(&mut admin), rows);
 }
@@ -357,8 +388,8 @@ fn a_leader_frozen_holding_the_lease_row_does_not_keep_the_next_from_taking_it()
     let Some(url) = database() else { return };
     let mut admin = connect(&url);
     schema::prepare(&mut admin, "us-east-1", "000000000000").expect("tables");
-    lease::acquire(&mut admin, "first", "http://first", true).expect("a free lease");
-    sql(&mut admin, "UPDATE log_leader SET expires = now()");
+    lease::acquire(&mut admin, SHARD, "first", "http://first", true).expect("a free lease");
+    sql(&mut admin, "UPDATE log_shards SET expires = now()");
     let mut frozen = connect(&url);
     frozen
         .run(
@@ -366,7 +397,7 @@ fn a_leader_frozen_holding_the_lease_row_does_not_keep_the_next_from_taking_it()
             |client| -> Work<'_, _> {
                 Box::pin(async move {
                     client
-                        .batch_execute("BEGIN; SELECT 1 FROM log_leader WHERE id = 1 FOR SHARE")
+                        .batch_execute("BEGIN; SELECT 1 FROM log_shards WHERE shard = 0 FOR SHARE")
                         .await
                 })
             },
@@ -376,7 +407,7 @@ fn a_leader_frozen_holding_the_lease_row_does_not_keep_the_next_from_taking_it()
     let taker = std::thread::spawn(move || {
         let mut next = connect(&url);
         let started = std::time::Instant::now();
-        let taken_now = lease::acquire(&mut next, "second", "http://second", true);
+        let taken_now = lease::acquire(&mut next, SHARD, "second", "http://second", true);
         let _ = taken.send((taken_now.map(|(taken, _)| taken.epoch), started.elapsed()));
     });
     let (epoch, after) = took
@@ -436,11 +467,11 @@ fn a_snapshot_is_read_whole_while_the_leader_keeps_a_newer_one() {
     });
     let standby = crate::engine::Engine::<()>::new("000000000000", "us-east-1");
     let mut db = connect(&url);
-    super::snapshots::load_pausing(&mut db, &standby, keep_a_newer_one).expect("read whole");
+    super::snapshots::load_pausing(&mut db, SHARD, &standby, keep_a_newer_one).expect("read whole");
     assert_eq!(standby.state_for_tests(), leader.state_for_tests());
     // The rows are gone for any read that starts now.
     let later = crate::engine::Engine::<()>::new("000000000000", "us-east-1");
-    assert!(super::snapshots::load(&mut db, &later).is_err());
+    assert!(super::snapshots::load(&mut db, SHARD, &later).is_err());
     log.lease.release();
 }
 
@@ -466,15 +497,15 @@ fn chunks_of_snapshots_never_kept_are_removed() {
     let chunks =
         |admin: &mut Blocking| number(admin, "SELECT count(*) FROM log_snapshot_chunks".into());
     // Another node took the lease: the keep is refused, and its chunks go.
-    sql(&mut admin, "UPDATE log_leader SET epoch = epoch + 1");
+    sql(&mut admin, "UPDATE log_shards SET epoch = epoch + 1");
     assert!(log.snapshots.take(&leader, &log.log_writer).is_err());
     assert_eq!(chunks(&mut admin), 0);
     // A leader that died while writing one left a chunk; the next leader removes it.
     sql(
         &mut admin,
-        "INSERT INTO log_snapshot_chunks (snapshot, chunk, bytes) VALUES (42, 0, 'x')",
+        "INSERT INTO log_snapshot_chunks (snapshot, chunk, bytes, shard) VALUES (42, 0, 'x', 0)",
     );
-    sql(&mut admin, "UPDATE log_leader SET expires = '-infinity'");
+    sql(&mut admin, "UPDATE log_shards SET expires = '-infinity'");
     drop(log);
     let mut next = new_engine();
     let next_log = super::open(&settings, &mut next).expect("leads next");
@@ -528,7 +559,7 @@ fn a_snapshot_is_kept_only_once_the_records_it_covers_are_in_the_database() {
     let mut admin = connect(&url);
     sql(
         &mut admin,
-        "UPDATE log_leader SET epoch = epoch + 1, expires = '-infinity'",
+        "UPDATE log_shards SET epoch = epoch + 1, expires = '-infinity'",
     );
     log.log_writer.hold_writes(false);
     assert!(
@@ -616,12 +647,12 @@ fn a_torn_tail_ends_the_log_a_standby_waits_at_its_gap_and_the_next_leader_cuts_
     log.log_writer.wait_blocking(gap).expect("durable");
     // The second of two writes, kept; the first (records `gap` and `gap + 1`) never was.
     let (late, later) = (creating(gap + 2, "late"), creating(gap + 3, "later"));
-    let mut second = TableLog::new(connect(&url), 1, gap + 2, 1).expect("a runtime");
+    let mut second = TableLog::new(connect(&url), fenced(1), gap + 2, 1).expect("a runtime");
     second.append(&[&late, &later]).expect("kept");
 
     let mut db = connect(&url);
     let standby = Engine::<()>::new("000000000000", "us-east-1");
-    let mut follower = super::recovery::Follower::start(&mut db, &standby).expect("loads");
+    let mut follower = super::recovery::Follower::start(&mut db, SHARD, &standby).expect("loads");
     follower
         .catch_up(&mut db, &standby)
         .expect("stops at the gap");
@@ -633,7 +664,7 @@ fn a_torn_tail_ends_the_log_a_standby_waits_at_its_gap_and_the_next_leader_cuts_
     let latest = creating(gap + 4, "latest");
     second.append(&[&latest]).expect("kept");
     let fresh = Engine::<()>::new("000000000000", "us-east-1");
-    let refused = super::recovery::recover(&mut db, &fresh).err();
+    let refused = super::recovery::recover(&mut db, SHARD, &fresh).err();
     assert!(
         matches!(&refused, Some(crate::persist::RecoveryError::Corruption { file, .. })
             if *file == format!("log_batches row {}", gap + 2)),
@@ -653,7 +684,7 @@ fn a_torn_tail_ends_the_log_a_standby_waits_at_its_gap_and_the_next_leader_cuts_
     let fresh = Engine::<()>::new("000000000000", "us-east-1");
     assert!(
         matches!(
-            super::recovery::recover(&mut db, &fresh),
+            super::recovery::recover(&mut db, SHARD, &fresh),
             Err(crate::persist::RecoveryError::Corruption { .. })
         ),
         "a gap in an epoch of one insert at a time is damage"
@@ -794,7 +825,79 @@ fn a_write_that_fails_while_the_next_is_kept_holds_back_both_until_written_again
     }
     assert_eq!(next as u64, end);
     let standby = Engine::<()>::new("000000000000", "us-east-1");
-    super::recovery::recover(&mut connect(&url), &standby).expect("recovers");
+    super::recovery::recover(&mut connect(&url), SHARD, &standby).expect("recovers");
     assert_eq!(queues_of(&standby), ["first", "held", "kept"]);
     log.lease.release();
+}
+
+/// Each shard's log is its own: its lease fences its rows only, recovery reads its rows only,
+/// and its next leader removes the chunks of its own snapshots never kept, none of another's
+/// (which may be being written). A database cut into more shards than this build leads is
+/// refused.
+#[test]
+fn each_shard_keeps_a_log_of_its_own() {
+    let Some(url) = database() else { return };
+    let mut admin = connect(&url);
+    schema::prepare(&mut admin, "us-east-1", "000000000000").expect("tables");
+    sql(&mut admin, "UPDATE log_home SET shards = 2");
+    let shards = schema::prepare(&mut admin, "us-east-1", "000000000000").expect("again");
+    assert_eq!(shards, 2);
+    let fence = |shard: i32, admin: &mut Blocking| Fence {
+        shard,
+        epoch: lease::acquire(admin, shard, "node", "http://node", true)
+            .expect("a free lease")
+            .0
+            .epoch,
+    };
+    let (zero, one) = (fence(0, &mut admin), fence(1, &mut admin));
+    assert_eq!(
+        (zero.epoch, one.epoch),
+        (1, 1),
+        "each shard counts its own epochs"
+    );
+    let mut log_zero = TableLog::new(connect(&url), zero, 0, 1).expect("a runtime");
+    let mut log_one = TableLog::new(connect(&url), one, 0, 1).expect("a runtime");
+    log_zero
+        .append(&[&creating(0, "zero-a"), &creating(1, "zero-b")])
+        .expect("shard 0 appends");
+    log_one
+        .append(&[&creating(0, "one-a")])
+        .expect("shard 1 appends from record 0 too");
+    // Another node takes shard 1: its old leader writes nothing more; shard 0's goes on.
+    sql(
+        &mut admin,
+        "UPDATE log_shards SET epoch = epoch + 1 WHERE shard = 1",
+    );
+    assert_eq!(
+        deposed(&log_one.append(&[&creating(1, "one-late")])),
+        Some(1)
+    );
+    log_zero
+        .append(&[&creating(2, "zero-c")])
+        .expect("shard 0's lease is its own");
+    let recovered = |shard: i32, admin: &mut Blocking| {
+        let engine = crate::engine::Engine::<()>::new("000000000000", "us-east-1");
+        super::recovery::recover(admin, shard, &engine).expect("recovered");
+        queues_of(&engine)
+    };
+    assert_eq!(recovered(0, &mut admin), ["zero-a", "zero-b", "zero-c"]);
+    assert_eq!(recovered(1, &mut admin), ["one-a"]);
+    sql(
+        &mut admin,
+        "INSERT INTO log_snapshot_chunks (snapshot, chunk, bytes, shard) VALUES (7, 0, 'x', 1)",
+    );
+    let removed = super::snapshots::remove_orphans(&mut admin, 0).expect("removed");
+    assert_eq!(removed, 0, "shard 1's chunks are not shard 0's to remove");
+    let removed = super::snapshots::remove_orphans(&mut admin, 1).expect("removed");
+    assert_eq!(removed, 1);
+    let settings = leader_settings(&url);
+    let mut engine = crate::engine::Engine::<()>::new("000000000000", "us-east-1");
+    let refused = super::ReadyDatabase::new(&settings, &mut engine).err();
+    assert!(
+        refused
+            .as_ref()
+            .is_some_and(|e| e.to_string().contains("cut into 2 shards")),
+        "{:?}",
+        refused.map(|e| e.to_string())
+    );
 }

@@ -1,0 +1,314 @@
+//! The nodes scenario: 1, 2, 3… Orderly nodes on one PostgreSQL database, each held to the same
+//! share of a core by a CPU cgroup (as separate machines of that size would be), behind the
+//! round-robin balancer, taking batched sends to 32 FIFO queues. It measures what one more
+//! machine adds: the goal is about N times one node for N nodes.
+//!
+//! Needs root (cgroups: v1's `cpu` controller or v2's `cpu.max`, whichever the machine has) and
+//! `--postgres URL`, a server on which each run gets a database of its own.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio::process::Command;
+
+use crate::load::{create_fifo_queue, http_client, send_batch};
+use crate::report::{percentile, Row};
+use crate::server::ServerProcess;
+use crate::Args;
+
+/// FIFO queues the sends are spread over.
+const QUEUES: usize = 32;
+
+/// How the scenario names itself in the table.
+const SCENARIO: &str = "nodes: batched send to 32 FIFO queues";
+
+/// One row per node count in `--node-counts`, each with its throughput against one node's.
+pub async fn run(args: &Args) -> Vec<Row> {
+    let Some(base) = args.postgres.clone() else {
+        eprintln!("nodes: skipped, --postgres URL is not set");
+        return Vec::new();
+    };
+    let mut rows: Vec<Row> = Vec::new();
+    for &count in &args.node_counts {
+        let row = match measure(args, &base, count).await {
+            Ok(row) => row,
+            Err(why) => Row {
+                scenario: SCENARIO.into(),
+                system: system(args, count),
+                note: format!("failed: {why}"),
+                ..Default::default()
+            },
+        };
+        rows.push(row);
+    }
+    rows
+}
+
+/// Notes each row of this scenario with its throughput against the first node count's (after
+/// the rounds' medians are taken, so the ratio is of the figures shown).
+pub fn compare(rows: &mut [Row]) {
+    let Some(first) = rows.iter().find(|row| row.scenario == SCENARIO) else {
+        return;
+    };
+    let one = first.rate();
+    for row in rows.iter_mut().filter(|row| row.scenario == SCENARIO) {
+        if one > 0.0 && !row.note.starts_with("failed") {
+            let ratio = row.rate() / one;
+            row.note = if row.note.is_empty() {
+                format!("{ratio:.2}× the first count")
+            } else {
+                format!("{ratio:.2}× the first count; {}", row.note)
+            };
+        }
+    }
+}
+
+fn system(args: &Args, count: usize) -> String {
+    format!("orderly ×{count} ({} % of a core each)", args.node_cpu)
+}
+
+async fn measure(args: &Args, base: &str, count: usize) -> Result<Row, String> {
+    let url = fresh_database(base)?;
+    // Declared first, so dropped last: a cgroup goes once its node is gone.
+    let mut groups = Vec::new();
+    let mut nodes = Vec::new();
+    for index in 0..count {
+        let group = Cgroup::limited(&format!("orderly-bench-node-{index}"), args.node_cpu)?;
+        let node = start_node(args, &url).await?;
+        group.add(node.child.id().ok_or("a node exited at once")?)?;
+        // The first leads; the others find the lease held and pass requests on to it.
+        wait_for_role(
+            &node.endpoint,
+            if index == 0 { "leader" } else { "standby" },
+        )
+        .await?;
+        nodes.push(node);
+        groups.push(group);
+    }
+    let upstreams: Vec<&str> = nodes
+        .iter()
+        .map(|n| n.endpoint.trim_start_matches("http://"))
+        .collect();
+    let balancer = start_balancer(&upstreams.join(",")).await?;
+    let client = http_client();
+    let mut queues = Vec::new();
+    for q in 0..QUEUES {
+        queues
+            .push(create_fifo_queue(&client, &balancer.endpoint, &format!("nodes-{q}.fifo")).await);
+    }
+    let queues = Arc::new(queues);
+    let stop = Arc::new(AtomicBool::new(false));
+    let errors = Arc::new(AtomicU64::new(0));
+    let cpu = |nodes: &[ServerProcess]| nodes.iter().map(ServerProcess::cpu_micros).sum::<u64>();
+    let cpu_before = cpu(&nodes);
+    let database_before = nodes[0].database_cpu_micros();
+    let started = Instant::now();
+    let producers: Vec<_> = (0..args.producers)
+        .map(|p| {
+            let (client, endpoint) = (client.clone(), balancer.endpoint.clone());
+            let (queues, stop, errors) = (queues.clone(), stop.clone(), errors.clone());
+            let (producers, size) = (args.producers, args.body_size);
+            let owned: Vec<usize> = (p..args.groups.max(producers)).step_by(producers).collect();
+            tokio::spawn(async move {
+                let (mut sent, mut seq) = (0u64, 0u64);
+                let mut latencies = Vec::new();
+                let mut request = 0usize;
+                while !stop.load(Ordering::Relaxed) {
+                    // Each request to the next queue in this producer's turn; every entry a
+                    // group of this producer's and a number it never used, so no two messages
+                    // are taken for duplicates.
+                    let queue = &queues[(p + request * producers) % queues.len()];
+                    request += 1;
+                    let entries: Vec<(usize, u64)> = (0..10u64)
+                        .map(|i| (owned[i as usize % owned.len()], seq + i))
+                        .collect();
+                    seq += 10;
+                    let asked = Instant::now();
+                    match send_batch(&client, &endpoint, queue, &entries, size, true).await {
+                        Ok(n) => {
+                            sent += n;
+                            latencies.push(asked.elapsed().as_micros() as u64);
+                        }
+                        Err(e) => {
+                            if errors.fetch_add(1, Ordering::Relaxed) < 3 {
+                                eprintln!("nodes: send error: {e}");
+                            }
+                        }
+                    }
+                }
+                (sent, latencies)
+            })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_secs(args.duration)).await;
+    stop.store(true, Ordering::Relaxed);
+    let (mut messages, mut latencies) = (0, Vec::new());
+    for producer in producers {
+        let (sent, took) = producer.await.map_err(|e| e.to_string())?;
+        messages += sent;
+        latencies.extend(took);
+    }
+    latencies.sort_unstable();
+    let errors = errors.load(Ordering::Relaxed);
+    let database_cpu_us = match (nodes[0].database_cpu_micros(), database_before) {
+        (Some(after), Some(before)) => Some(after.saturating_sub(before)),
+        _ => None,
+    };
+    Ok(Row {
+        scenario: SCENARIO.into(),
+        system: system(args, count),
+        messages,
+        seconds: started.elapsed().as_secs_f64(),
+        p50_us: percentile(&latencies, 0.5),
+        p99_us: percentile(&latencies, 0.99),
+        errors,
+        server_cpu_us: cpu(&nodes) - cpu_before,
+        database_cpu_us,
+        ..Default::default()
+    })
+}
+
+/// A database of this run's own on the server `base` names.
+fn fresh_database(base: &str) -> Result<String, String> {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_err(|e| e.to_string())?
+        .as_nanos();
+    let name = format!("bench_nodes_{nanos}");
+    let made = std::process::Command::new("psql")
+        .args([base, "-qc", &format!("CREATE DATABASE {name}")])
+        .status()
+        .map_err(|e| format!("psql: {e}"))?;
+    if !made.success() {
+        return Err(format!("could not create database {name} on {base}"));
+    }
+    let (stem, _) = base
+        .rsplit_once('/')
+        .ok_or("--postgres names no database")?;
+    Ok(format!("{stem}/{name}"))
+}
+
+async fn start_node(args: &Args, url: &str) -> Result<ServerProcess, String> {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map_err(|e| format!("no free port: {e}"))?
+        .port();
+    let bind = format!("127.0.0.1:{port}");
+    let child = Command::new(&args.orderly)
+        .args(["--storage", url, "--bind", &bind])
+        .args(["--advertise-url", &format!("http://{bind}")])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .map_err(|e| format!("cannot start {}: {e}", args.orderly))?;
+    Ok(ServerProcess {
+        child,
+        endpoint: format!("http://{bind}"),
+        data_dir: None,
+        database: args.database_pid,
+    })
+}
+
+/// The benchmark's own balancer (`--balance`) in front of `upstreams`, in a process of its own.
+async fn start_balancer(upstreams: &str) -> Result<ServerProcess, String> {
+    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map_err(|e| format!("no free port: {e}"))?
+        .port();
+    let child = Command::new(exe)
+        .arg("--balance")
+        .arg(format!("127.0.0.1:{port}={upstreams}"))
+        .kill_on_drop(true)
+        .spawn()
+        .map_err(|e| format!("cannot start the balancer: {e}"))?;
+    for _ in 0..100 {
+        if tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .is_ok()
+        {
+            return Ok(ServerProcess {
+                child,
+                endpoint: format!("http://127.0.0.1:{port}"),
+                data_dir: None,
+                database: None,
+            });
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    Err("the balancer did not listen".into())
+}
+
+/// Waits (up to 30 s) until the node at `endpoint` says it has `role`.
+async fn wait_for_role(endpoint: &str, role: &str) -> Result<(), String> {
+    let client = http_client();
+    let said = format!(r#""role":"{role}""#);
+    for _ in 0..300 {
+        let answer = client
+            .get(format!("{endpoint}/_orderly/cluster"))
+            .send()
+            .await;
+        if let Ok(answer) = answer {
+            if answer.text().await.is_ok_and(|text| text.contains(&said)) {
+                return Ok(());
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    Err(format!("{endpoint} did not become {role}"))
+}
+
+/// A CPU cgroup holding its processes to `percent` of one core; removed when dropped (once
+/// its processes are gone).
+struct Cgroup {
+    dir: std::path::PathBuf,
+}
+
+impl Cgroup {
+    fn limited(name: &str, percent: u32) -> Result<Cgroup, String> {
+        let period = 100_000u64;
+        let quota = period * u64::from(percent) / 100;
+        let v1 = std::path::Path::new("/sys/fs/cgroup/cpu/cpu.cfs_quota_us").exists();
+        let dir = if v1 {
+            std::path::Path::new("/sys/fs/cgroup/cpu").join(name)
+        } else {
+            std::path::Path::new("/sys/fs/cgroup").join(name)
+        };
+        let group = Cgroup { dir };
+        // Left by a run that was killed: its limit is set again below.
+        if !group.dir.exists() {
+            std::fs::create_dir(&group.dir)
+                .map_err(|e| format!("cannot make cgroup {} (root?): {e}", group.dir.display()))?;
+        }
+        if v1 {
+            group.write("cpu.cfs_period_us", &period.to_string())?;
+            group.write("cpu.cfs_quota_us", &quota.to_string())?;
+        } else {
+            group.write("cpu.max", &format!("{quota} {period}"))?;
+        }
+        Ok(group)
+    }
+
+    fn add(&self, pid: u32) -> Result<(), String> {
+        self.write("cgroup.procs", &pid.to_string())
+    }
+
+    fn write(&self, file: &str, value: &str) -> Result<(), String> {
+        let path = self.dir.join(file);
+        std::fs::write(&path, value).map_err(|e| format!("{}: {e}", path.display()))
+    }
+}
+
+impl Drop for Cgroup {
+    fn drop(&mut self) {
+        // Its nodes were killed just before (dropped first); a cgroup goes once it is empty.
+        for _ in 0..50 {
+            if std::fs::remove_dir(&self.dir).is_ok() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
