@@ -68,14 +68,28 @@ fn system(args: &Args, count: usize) -> String {
     format!("orderly ×{count} ({} % of a core each)", args.node_cpu)
 }
 
+/// One node count's row, on a database made for it and dropped after.
 async fn measure(args: &Args, base: &str, count: usize) -> Result<Row, String> {
-    let url = fresh_database(base)?;
+    let (url, name) = fresh_database(base)?;
+    let row = measure_on(args, &url, count).await;
+    // Its nodes are gone by now; FORCE ends any connection of theirs still closing.
+    let _ = std::process::Command::new("psql")
+        .args([
+            base,
+            "-qc",
+            &format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"),
+        ])
+        .status();
+    row
+}
+
+async fn measure_on(args: &Args, url: &str, count: usize) -> Result<Row, String> {
     // Declared first, so dropped last: a cgroup goes once its node is gone.
     let mut groups = Vec::new();
     let mut nodes = Vec::new();
     for index in 0..count {
         let group = Cgroup::limited(&format!("orderly-bench-node-{index}"), args.node_cpu)?;
-        let node = start_node(args, &url).await?;
+        let node = start_node(args, url).await?;
         group.add(node.child.id().ok_or("a node exited at once")?)?;
         // The first leads; the others find the lease held and pass requests on to it.
         wait_for_role(
@@ -169,13 +183,14 @@ async fn measure(args: &Args, base: &str, count: usize) -> Result<Row, String> {
     })
 }
 
-/// A database of this run's own on the server `base` names.
-fn fresh_database(base: &str) -> Result<String, String> {
+/// A database of this run's own on the server `base` names: its URL and name (named as
+/// `bench/orderly-standby-on-postgres.sh` names its own, which drops those left by a killed run).
+fn fresh_database(base: &str) -> Result<(String, String), String> {
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_err(|e| e.to_string())?
         .as_nanos();
-    let name = format!("bench_nodes_{nanos}");
+    let name = format!("bench_{nanos}");
     let made = std::process::Command::new("psql")
         .args([base, "-qc", &format!("CREATE DATABASE {name}")])
         .status()
@@ -186,7 +201,7 @@ fn fresh_database(base: &str) -> Result<String, String> {
     let (stem, _) = base
         .rsplit_once('/')
         .ok_or("--postgres names no database")?;
-    Ok(format!("{stem}/{name}"))
+    Ok((format!("{stem}/{name}"), name))
 }
 
 async fn start_node(args: &Args, url: &str) -> Result<ServerProcess, String> {
@@ -276,6 +291,10 @@ impl Cgroup {
         } else {
             std::path::Path::new("/sys/fs/cgroup").join(name)
         };
+        if !v1 {
+            // The cpu controller, for the groups below the root (already so on most machines).
+            let _ = std::fs::write("/sys/fs/cgroup/cgroup.subtree_control", "+cpu");
+        }
         let group = Cgroup { dir };
         // Left by a run that was killed: its limit is set again below.
         if !group.dir.exists() {

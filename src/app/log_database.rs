@@ -16,6 +16,7 @@ use crate::config::Config;
 use crate::engine::Engine;
 use crate::http::standby::{Forwarding, Standby};
 use crate::persist::database::follow::{Following, Progress, Stopped};
+use crate::persist::database::lease::Nodes;
 use crate::persist::database::replication::Shared;
 use crate::persist::database::{Asked, DatabaseLog, ReadyDatabase, Settings};
 use crate::persist::snapshot::Snapshotter;
@@ -109,6 +110,9 @@ pub async fn build(
     let replication = (prepared.0.as_ref().expect("held until here"))
         .replication
         .clone();
+    let nodes = (prepared.0.as_ref().expect("held until here"))
+        .nodes
+        .clone();
     let (leader, leader_epoch) = match asked {
         Asked::Leads(taken) => {
             let prepared = prepared.0.take().expect("held until here");
@@ -130,7 +134,7 @@ pub async fn build(
             standby.standby.lead();
             let status = status(
                 Some(standby.standby.clone()),
-                own_url,
+                (own_url, nodes),
                 (epoch, replication),
                 log.log_writer.clone(),
                 None,
@@ -179,7 +183,7 @@ pub async fn build(
     );
     built.cluster = Some(status(
         Some(standby.standby.clone()),
-        own_url.clone(),
+        (own_url.clone(), nodes),
         (epoch.clone(), replication),
         log_writer,
         Some(following.progress.clone()),
@@ -234,7 +238,7 @@ fn snapshotter(engine: &Arc<Engine<Notify>>, log: &DatabaseLog, after: u64) -> A
 /// How `GET /_orderly/cluster` reads a node of a log in a database.
 fn status(
     standby: Option<Arc<Standby>>,
-    own_url: String,
+    (own_url, nodes): (String, Nodes),
     (epoch, replication): (Arc<AtomicI64>, Shared),
     log_writer: Arc<crate::persist::writer::LogWriter>,
     progress: Option<Arc<Progress>>,
@@ -266,6 +270,7 @@ fn status(
             // A database of one shard: its lease is the node's.
             shards: 1,
             led: if leading { vec![0] } else { Vec::new() },
+            nodes: nodes.urls(),
             replication: replication.get().filter(|_| leading),
         }
     })

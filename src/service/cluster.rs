@@ -21,6 +21,9 @@ pub struct ClusterState {
     pub shards: u32,
     /// The shards this node leads, in order (every shard when single, none on a standby).
     pub led: Vec<u32>,
+    /// The URLs of the nodes on this database seen alive within a lease's length, this one's
+    /// among them, in order (this node's own URL when single).
+    pub nodes: Vec<String>,
     /// On a leader: whether an acknowledged write survives a failover of the database, and
     /// why (what it read of the database's settings).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -40,6 +43,7 @@ pub fn single(url: String, applied: impl Fn() -> u64 + Send + Sync + 'static) ->
         lag: 0,
         shards: 1,
         led: vec![0],
+        nodes: vec![url.clone()],
         replication: None,
     })
 }

@@ -160,6 +160,7 @@ impl Service {
                 lag: 0,
                 shards: 1,
                 led: vec![0],
+                nodes: Vec::new(),
                 replication: None,
             },
         }

@@ -1104,3 +1104,46 @@ fn a_leader_says_whether_a_database_failover_could_lose_what_it_acknowledged() {
         "{metrics}"
     );
 }
+
+/// Every node announces itself in the database about every second: each lists the live
+/// nodes, itself among them, and a node that stops is gone from the list within a lease's
+/// length of its last announcement.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_node_lists_the_live_nodes_and_forgets_one_that_stopped() {
+    let Some(url) = common::fresh_database().await else {
+        return;
+    };
+    let config = on_log(&url);
+    let first = Stoppable::start(App::bind(&config).await.expect("leads")).await;
+    let second = Stoppable::start(App::bind(&config).await.expect("a standby")).await;
+    let mut both = vec![first.server.url(), second.server.url()];
+    both.sort();
+    let lists = |server: &common::Server, expected: serde_json::Value| {
+        let server = server.url();
+        async move {
+            let deadline = Instant::now() + Duration::from_secs(10);
+            loop {
+                let state: serde_json::Value =
+                    serde_json::from_str(&text(&format!("{server}/_orderly/cluster")).await)
+                        .expect("json");
+                if state["nodes"] == expected {
+                    return;
+                }
+                assert!(Instant::now() < deadline, "{state} never listed {expected}");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+    };
+    lists(&first.server, serde_json::json!(both)).await;
+    lists(&second.server, serde_json::json!(both)).await;
+    let stopped = Instant::now();
+    second.stop().await;
+    lists(&first.server, serde_json::json!([first.server.url()])).await;
+    // Not before the lease's length: a node that misses one announcement is still alive.
+    assert!(
+        stopped.elapsed() >= orderly::persist::database::lease::LEASE - Duration::from_secs(1),
+        "{:?}",
+        stopped.elapsed()
+    );
+    first.stop().await;
+}

@@ -114,6 +114,48 @@ pub fn try_take(
     )
 }
 
+/// The nodes that announced themselves within a lease's length, by URL, in order, as this
+/// node last read them (`announce`).
+#[derive(Clone, Default)]
+pub struct Nodes(Arc<std::sync::Mutex<Vec<String>>>);
+
+impl Nodes {
+    pub fn urls(&self) -> Vec<String> {
+        self.0.lock().map(|urls| urls.clone()).unwrap_or_default()
+    }
+
+    fn set(&self, urls: Vec<String>) {
+        if let Ok(mut known) = self.0.lock() {
+            *known = urls;
+        }
+    }
+}
+
+/// Says in `log_nodes` that `node` is alive and serves at `url`, forgets nodes not seen for an
+/// hour, and reads which nodes were seen within a lease's length into `nodes`. Every node
+/// announces itself each time it renews its lease or asks for one (about every second).
+pub async fn announce(
+    client: &Client,
+    (node, url): (&str, &str),
+    nodes: &Nodes,
+) -> Result<(), tokio_postgres::Error> {
+    let lease_ms = LEASE.as_millis() as f64;
+    let rows = client
+        .query(
+            "WITH seen AS (INSERT INTO log_nodes (node, url, seen) VALUES ($1, $2, now()) \
+                 ON CONFLICT (node) DO UPDATE SET url = excluded.url, seen = excluded.seen \
+                 RETURNING url), \
+             gone AS (DELETE FROM log_nodes WHERE seen < now() - interval '1 hour') \
+             SELECT url FROM log_nodes \
+                 WHERE node <> $1 AND seen > now() - $3 * interval '1 millisecond' \
+             UNION SELECT url FROM seen ORDER BY url",
+            &[&node, &url, &lease_ms],
+        )
+        .await?;
+    nodes.set(rows.iter().map(|row| row.get(0)).collect());
+    Ok(())
+}
+
 /// How long to wait before asking for a lease `holder` holds again: until it would lapse, at
 /// most a second.
 pub fn retry_after(holder: &Holder) -> Duration {
@@ -173,6 +215,8 @@ pub fn acquire(
 /// lease; and the database's promise about acknowledged writes, read again at each renewal
 /// (with the storage URL's hosts and whether it asks for a read-write one).
 pub struct Held {
+    /// This node and its URL, announced at each renewal, and the live nodes read back.
+    pub announced: (String, String, Nodes),
     pub log_writer: Arc<LogWriter>,
     pub tenure: Arc<Tenure>,
     pub clock: Arc<dyn Clock>,
@@ -308,6 +352,7 @@ fn renew(
 ) -> Ended {
     let (log_writer, tenure, clock) = (&held.log_writer, &held.tenure, &held.clock);
     let (promise, url) = (&held.replication.0, held.replication.1);
+    let (node, own_url, nodes) = &held.announced;
     // The lease was taken (or last renewed) no earlier than this.
     let mut held_since = taken;
     let mut failing = false;
@@ -321,6 +366,7 @@ fn renew(
         }
         let started = Instant::now();
         let now = clock.now().0 as i64;
+        let announced = (node.clone(), own_url.clone(), nodes.clone());
         let renewed = db.run(RENEW_TIMEOUT, move |client: &mut Client| -> Work<'_, _> {
             Box::pin(async move {
                 let lease_ms = LEASE.as_millis() as f64;
@@ -334,6 +380,9 @@ fn renew(
                 // Read again each time: a reconnect may have found another server. What it
                 // says is no part of the renewal, which has committed by now.
                 let found = replication::read(client, url).await.ok();
+                // No part of the renewal either: the live nodes are read again next time.
+                let (node, own_url, nodes) = &announced;
+                let _ = announce(client, (node, own_url), nodes).await;
                 Ok((renewed, found))
             })
         });

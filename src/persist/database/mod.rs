@@ -99,6 +99,10 @@ pub struct ReadyDatabase {
     db: connection::Blocking,
     /// The shard whose log this is: the only one, as this build leads a database of one.
     shard: i32,
+    /// The URL this node announces itself at (`--advertise-url`).
+    advertise_url: String,
+    /// The live nodes, as this node last read them while asking for or renewing its lease.
+    pub nodes: lease::Nodes,
     node: String,
     pub log_writer: Arc<LogWriter>,
     /// How long this node may act as the leader: begun when it leads, kept by the lease.
@@ -147,6 +151,8 @@ impl ReadyDatabase {
             config,
             db,
             shard: 0,
+            advertise_url: settings.advertise_url.clone(),
+            nodes: lease::Nodes::default(),
             node: uuid::Uuid::new_v4().to_string(),
             log_writer,
             tenure: Arc::new(crate::persist::tenure::Tenure::not_begun()),
@@ -158,9 +164,15 @@ impl ReadyDatabase {
         })
     }
 
-    /// Takes the lease if it is free or lapsed, advertising `url`.
+    /// Takes the lease if it is free or lapsed, advertising `url`; announces this node.
     pub fn ask(&mut self, url: &str) -> Asked {
         self.asked_at = std::time::Instant::now();
+        let (node, nodes) = (self.node.clone(), self.nodes.clone());
+        let own_url = url.to_string();
+        // The live nodes are read again at the next ask if the database does not answer now.
+        let _ = self.db.run(STARTUP_TIMEOUT, move |client| {
+            Box::pin(async move { lease::announce(client, (&node, &own_url), &nodes).await })
+        });
         match lease::try_take(&mut self.db, self.shard, &self.node, url) {
             Ok(Ok(taken)) => Asked::Leads(taken),
             Ok(Err(holder)) => Asked::Held {
@@ -219,6 +231,11 @@ impl ReadyDatabase {
         }
         let log_writer = self.log_writer.clone();
         let held = lease::Held {
+            announced: (
+                self.node.clone(),
+                self.advertise_url.clone(),
+                self.nodes.clone(),
+            ),
             log_writer: log_writer.clone(),
             tenure: self.tenure.clone(),
             clock,

@@ -18,13 +18,16 @@
 //! - `log_epochs`: the epochs of a shard whose leader may have had two inserts under way at
 //!   once (`--database-inserts 2`): only in such an epoch can a gap in `log_batches` be a torn
 //!   tail rather than damage (`recovery`).
+//! - `log_nodes`: a row per node that announced itself (its URL, when it last did, on the
+//!   database's clock): the nodes seen within a lease's length are the live ones.
 //! - `log_snapshots`: a shard's snapshot recovery starts from (one once a snapshot is kept; a
 //!   snapshot is numbered at random when its writing starts), and `log_snapshot_chunks`, its
 //!   bytes in order, as a snapshot file holds them. Chunks of a snapshot never finished are
 //!   dropped when the shard's next one is kept.
 //!
 //! Version 2 had one log and one lease (`log_leader`) and kept the snapshot's number in
-//! `log_home`: it is upgraded in place to a database of one shard, its log shard 0's.
+//! `log_home`: it is upgraded in place to a database of one shard, its log shard 0's. A
+//! `log_leader` table stays, its lease held for good, so that no node of version 2 leads again.
 
 use tokio_postgres::Client;
 
@@ -85,6 +88,11 @@ CREATE TABLE IF NOT EXISTS log_snapshot_chunks (
     shard integer NOT NULL,
     PRIMARY KEY (snapshot, chunk)
 );
+CREATE TABLE IF NOT EXISTS log_nodes (
+    node text PRIMARY KEY,
+    url text NOT NULL,
+    seen timestamptz NOT NULL
+);
 ";
 
 /// How the log's rows are stored, set on tables made by any version.
@@ -125,6 +133,23 @@ INSERT INTO log_shards (shard, epoch, node, url, expires)
     ON CONFLICT (shard) DO NOTHING;
 ";
 
+/// Version 2's lease, held for good: a node of version 2 (still running, or started again,
+/// which makes this table if it is missing) never takes it, so it never writes these tables.
+const RETIRED_LEASE: &str = "
+CREATE TABLE IF NOT EXISTS log_leader (
+    id integer PRIMARY KEY CHECK (id = 1),
+    epoch bigint NOT NULL,
+    node text NOT NULL,
+    url text NOT NULL,
+    expires timestamptz NOT NULL,
+    clock_ms bigint NOT NULL DEFAULT 0
+);
+INSERT INTO log_leader (id, epoch, node, url, expires)
+    VALUES (1, 0, '', 'tables of version 3: stop this node', 'infinity')
+    ON CONFLICT (id) DO UPDATE SET expires = 'infinity', url = excluded.url
+    WHERE log_leader.expires <> 'infinity';
+";
+
 const UPGRADE_FROM_1: &str = "
 ALTER TABLE log_home ADD COLUMN IF NOT EXISTS snapshot bigint;
 UPDATE log_home SET version = 2,
@@ -162,97 +187,45 @@ ALTER TABLE log_snapshot_chunks ALTER COLUMN shard DROP DEFAULT;
 UPDATE log_home SET version = 3;
 ";
 
-/// What `prepare` found in the home row: its version, region, account and shards.
+/// What `prepare` found in the home row: its version, region, account and shards (0 unless
+/// the tables are of this version).
 type Home = (i32, String, String, i32);
+
+/// What one look at the tables found.
+enum Found {
+    Home(Home),
+    /// The row-per-message tables of earlier builds.
+    RowStorage,
+    /// Tables of an earlier version, to be upgraded, with time enough for it.
+    Older,
+    /// Tables of an earlier version that a node of that version leads.
+    LedByOlder,
+}
+
+/// Longest an upgrade may take: it rebuilds the log's key over every row.
+const UPGRADE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(600);
 
 /// Makes the tables if they are missing or upgrades those of versions 1 and 2 (nodes starting
 /// together take turns under an advisory lock), then checks the version and home; a database
 /// of another region or account, of a newer Orderly, or holding the row-per-message tables of
-/// earlier builds is refused. Answers how many shards the key space is cut into.
+/// earlier builds is refused, and left as it was. Answers how many shards the key space is cut
+/// into.
 pub fn prepare(db: &mut Blocking, region: &str, account: &str) -> Result<i32, OpenError> {
-    let (home_region, home_account) = (region.to_string(), account.to_string());
-    let found = db
-        .run(
-            super::connection::STARTUP_TIMEOUT,
-            move |client: &mut Client| -> Work<'_, _> {
-                Box::pin(async move {
-                    let tx = client.transaction().await?;
-                    // "already exists" notices of every later start say nothing worth a log line.
-                    tx.batch_execute("SET LOCAL client_min_messages = warning")
-                        .await?;
-                    tx.execute("SELECT pg_advisory_xact_lock(7105112710)", &[])
-                        .await?;
-                    let rows_backend = tx
-                        .query_one("SELECT to_regclass('orderly_schema') IS NOT NULL", &[])
-                        .await?
-                        .get::<_, bool>(0);
-                    let exists = tx
-                        .query_one("SELECT to_regclass('log_home') IS NOT NULL", &[])
-                        .await?
-                        .get::<_, bool>(0);
-                    let version: Option<i32> = if exists {
-                        let row = tx.query_one("SELECT version FROM log_home", &[]).await?;
-                        Some(row.get(0))
-                    } else {
-                        None
-                    };
-                    if let Some(older @ (1 | 2)) = version {
-                        // A node of an earlier version leading would go on writing the tables
-                        // as they were: they are upgraded only while none leads.
-                        let led = tx
-                            .query_one("SELECT expires > now() FROM log_leader", &[])
-                            .await?
-                            .get::<_, bool>(0);
-                        if led {
-                            return Ok((rows_backend, true, None));
-                        }
-                        if older == 1 {
-                            // Version 1 kept at most one snapshot: the one the log starts from.
-                            tx.batch_execute(UPGRADE_FROM_1).await?;
-                        }
-                        tx.batch_execute(UPGRADE_FROM_2).await?;
-                    }
-                    // A newer build's tables are left as they are.
-                    if version.is_none_or(|version| version <= VERSION) {
-                        tx.batch_execute(CREATE).await?;
-                        tx.batch_execute(STORAGE).await?;
-                        tx.execute(
-                            "INSERT INTO log_home (id, version, region, account, shards) \
-                             VALUES (1, $1, $2, $3, $4) ON CONFLICT (id) DO NOTHING",
-                            &[&VERSION, &home_region, &home_account, &SHARDS],
-                        )
-                        .await?;
-                        tx.batch_execute(SHARD_ROWS).await?;
-                    }
-                    let row = tx
-                        .query_one("SELECT version, region, account FROM log_home", &[])
-                        .await?;
-                    let (version, region, account) = (row.get(0), row.get(1), row.get(2));
-                    let shards = if version == VERSION {
-                        tx.query_one("SELECT shards FROM log_home", &[])
-                            .await?
-                            .get(0)
-                    } else {
-                        0
-                    };
-                    tx.commit().await?;
-                    let home: Home = (version, region, account, shards);
-                    Ok((rows_backend, false, Some(home)))
-                })
-            },
-        )
-        .map_err(|e| OpenError::Database(e.cause))?;
-    let (rows_backend, led_by_older, home) = found;
-    if rows_backend {
-        return Err(OpenError::RowStorage);
+    let mut found = look(db, (region, account), false)?;
+    if matches!(found, Found::Older) {
+        found = look(db, (region, account), true)?;
     }
-    let Some((version, found_region, found_account, shards)) = home.filter(|_| !led_by_older)
-    else {
-        return Err(OpenError::Database(
-            "the log's tables are of an earlier version and a node leads them: stop every \
-             node of the earlier version (its lease then lapses within 5 s), then start this one"
-                .into(),
-        ));
+    let (version, found_region, found_account, shards) = match found {
+        Found::Home(home) => home,
+        Found::RowStorage => return Err(OpenError::RowStorage),
+        Found::Older | Found::LedByOlder => {
+            return Err(OpenError::Database(
+                "the log's tables are of an earlier version and a node leads them: stop every \
+                 node of the earlier version (its lease then lapses within 5 s), then start \
+                 this one"
+                    .into(),
+            ))
+        }
     };
     if version > VERSION {
         return Err(OpenError::Newer {
@@ -267,4 +240,89 @@ pub fn prepare(db: &mut Blocking, region: &str, account: &str) -> Result<i32, Op
         });
     }
     Ok(shards)
+}
+
+/// Looks at the tables in one transaction, and makes them (or, if `upgrade`, upgrades them)
+/// when they are this home's and of no newer version.
+fn look(db: &mut Blocking, home: (&str, &str), upgrade: bool) -> Result<Found, OpenError> {
+    let (home_region, home_account) = (home.0.to_string(), home.1.to_string());
+    let timeout = if upgrade {
+        UPGRADE_TIMEOUT
+    } else {
+        super::connection::STARTUP_TIMEOUT
+    };
+    db.run(timeout, move |client: &mut Client| -> Work<'_, _> {
+        Box::pin(async move {
+            let tx = client.transaction().await?;
+            // "already exists" notices of every later start say nothing worth a log line.
+            tx.batch_execute("SET LOCAL client_min_messages = warning")
+                .await?;
+            tx.execute("SELECT pg_advisory_xact_lock(7105112710)", &[])
+                .await?;
+            let rows_backend = tx
+                .query_one("SELECT to_regclass('orderly_schema') IS NOT NULL", &[])
+                .await?
+                .get::<_, bool>(0);
+            if rows_backend {
+                return Ok(Found::RowStorage);
+            }
+            let exists = tx
+                .query_one("SELECT to_regclass('log_home') IS NOT NULL", &[])
+                .await?
+                .get::<_, bool>(0);
+            let found: Option<(i32, String, String)> = if exists {
+                let row = tx
+                    .query_one("SELECT version, region, account FROM log_home", &[])
+                    .await?;
+                Some((row.get(0), row.get(1), row.get(2)))
+            } else {
+                None
+            };
+            if let Some((version, region, account)) = found {
+                // Another home's tables, or a newer build's, are left as they are.
+                if region != home_region || account != home_account || version > VERSION {
+                    return Ok(Found::Home((version, region, account, 0)));
+                }
+                if version < VERSION && !upgrade {
+                    return Ok(Found::Older);
+                }
+                if version < VERSION {
+                    // A node of an earlier version leading would go on writing the tables as
+                    // they were: they are upgraded only while none leads, and none may take
+                    // the lease meanwhile.
+                    tx.batch_execute("LOCK TABLE log_leader IN EXCLUSIVE MODE")
+                        .await?;
+                    let led = tx
+                        .query_one("SELECT expires > now() FROM log_leader", &[])
+                        .await?
+                        .get::<_, bool>(0);
+                    if led {
+                        return Ok(Found::LedByOlder);
+                    }
+                    if version == 1 {
+                        // Version 1 kept at most one snapshot: the one the log starts from.
+                        tx.batch_execute(UPGRADE_FROM_1).await?;
+                    }
+                    tx.batch_execute(UPGRADE_FROM_2).await?;
+                }
+            }
+            tx.batch_execute(CREATE).await?;
+            tx.batch_execute(STORAGE).await?;
+            tx.execute(
+                "INSERT INTO log_home (id, version, region, account, shards) \
+                 VALUES (1, $1, $2, $3, $4) ON CONFLICT (id) DO NOTHING",
+                &[&VERSION, &home_region, &home_account, &SHARDS],
+            )
+            .await?;
+            tx.batch_execute(SHARD_ROWS).await?;
+            tx.batch_execute(RETIRED_LEASE).await?;
+            let row = tx
+                .query_one("SELECT version, region, account, shards FROM log_home", &[])
+                .await?;
+            let home: Home = (row.get(0), row.get(1), row.get(2), row.get(3));
+            tx.commit().await?;
+            Ok(Found::Home(home))
+        })
+    })
+    .map_err(|e| OpenError::Database(e.cause))
 }

@@ -169,7 +169,8 @@ impl DatabaseSnapshots {
                     )
                     .await?;
                     tx.execute(
-                        "DELETE FROM log_batches WHERE shard = $2 AND last_lsn < $1",
+                        "DELETE FROM log_batches \
+                         WHERE shard = $2 AND first_lsn < $1 AND last_lsn < $1",
                         &[&first_lsn, &shard],
                     )
                     .await?;

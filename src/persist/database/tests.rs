@@ -271,8 +271,20 @@ fn tables_made_before_the_storage_settings_get_them_at_the_next_start() {
     ] {
         sql(&mut admin, statement);
     }
+    // A node of another home is refused and leaves them as they were.
+    let refused = schema::prepare(&mut admin, "eu-west-1", "000000000000");
+    assert!(
+        matches!(refused, Err(super::OpenError::OtherHome { .. })),
+        "{refused:?}"
+    );
+    let version = "SELECT version::bigint FROM log_home";
+    assert_eq!(number(&mut admin, version.into()), 2);
     let shards = schema::prepare(&mut admin, "us-east-1", "000000000000").expect("upgraded");
     assert_eq!(shards, 1);
+    assert_eq!(number(&mut admin, version.into()), 3);
+    // Version 2's lease stays, held for good: no node of version 2 leads these tables again.
+    let retired = "SELECT count(*) FROM log_leader WHERE expires = 'infinity'";
+    assert_eq!(number(&mut admin, retired.into()), 1);
     // Its lease is shard 0's, with the epoch it had and a clock from the start.
     assert_eq!(
         number(
