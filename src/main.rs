@@ -12,8 +12,37 @@ use orderly::config::{Config, LogFormat};
 #[global_allocator]
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
-#[tokio::main]
-async fn main() -> anyhow::Result<()> {
+fn main() -> anyhow::Result<()> {
+    let mut runtime = tokio::runtime::Builder::new_multi_thread();
+    runtime.enable_all();
+    #[cfg(target_os = "linux")]
+    runtime.on_thread_park(flush_idle_cache);
+    runtime.build()?.block_on(serve())
+}
+
+/// Hands what this thread's jemalloc cache holds back to the arenas, at most once a second: a
+/// thread gone idle after a burst never allocates again to let its cache shrink, and the
+/// objects cached pin their pages, so the background thread could not give those back.
+#[cfg(target_os = "linux")]
+fn flush_idle_cache() {
+    use tikv_jemalloc_ctl::{Access, AsName};
+    thread_local! {
+        static FLUSHED: std::cell::Cell<Option<std::time::Instant>> = const { std::cell::Cell::new(None) };
+    }
+    let now = std::time::Instant::now();
+    let due = FLUSHED
+        .get()
+        .is_none_or(|at| now.duration_since(at) >= std::time::Duration::from_secs(1));
+    if due {
+        FLUSHED.set(Some(now));
+        // Turning the cache off empties it; it is made again at the thread's next allocation.
+        let enabled = b"thread.tcache.enabled\0".name();
+        let _ = enabled.write(false);
+        let _ = enabled.write(true);
+    }
+}
+
+async fn serve() -> anyhow::Result<()> {
     let config = Config::from_args();
     // Logs go to stderr: stdout carries only the "listening" line scripts read, and a warning
     // written before it at startup (a torn log tail, say) must not take its place.

@@ -90,6 +90,9 @@ pub async fn run(args: &Args) -> Row {
         eprintln!("burst-memory: DeleteQueue failed: {e}");
     }
     let after = settled_rss(&server).await;
+    // The load generator's connections go too, with what the server holds for each.
+    drop(client);
+    let closed = settled_rss(&server).await;
     let ids = pipeline.messages.max(1);
     let per_id = drained.saturating_sub(idle) * 1024 / ids;
     let undelivered = match pipeline.lost {
@@ -98,13 +101,15 @@ pub async fn run(args: &Args) -> Row {
     };
     Row {
         note: format!(
-            "RSS idle {} MiB; drained {} MiB ({per_id} bytes per message over idle){undelivered}; past the window {} MiB ({:.0} % of idle); queue deleted {} MiB ({:.0} % of idle)",
+            "RSS idle {} MiB; drained {} MiB ({per_id} bytes per message over idle){undelivered}; past the window {} MiB ({:.0} % of idle); queue deleted {} MiB ({:.0} % of idle); connections closed {} MiB ({:.0} % of idle)",
             idle >> 10,
             drained >> 10,
             past_window >> 10,
             past_window as f64 * 100.0 / idle.max(1) as f64,
             after >> 10,
-            after as f64 * 100.0 / idle.max(1) as f64
+            after as f64 * 100.0 / idle.max(1) as f64,
+            closed >> 10,
+            closed as f64 * 100.0 / idle.max(1) as f64
         ),
         errors: pipeline.errors
             + u64::from(deleted.is_err() || received.is_err() || !moved),
