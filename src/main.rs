@@ -22,7 +22,9 @@ fn main() -> anyhow::Result<()> {
 
 /// Hands what this thread's jemalloc cache holds back to the arenas, at most once a second: a
 /// thread gone idle after a burst never allocates again to let its cache shrink, and the
-/// objects cached pin their pages, so the background thread could not give those back.
+/// objects cached pin their pages, so the background thread could not give those back. A
+/// thread that goes idle within a second of its last flush keeps its cache until it next
+/// wakes (a request, a timer). Not where the caches are off (`tcache:false`).
 #[cfg(target_os = "linux")]
 fn flush_idle_cache() {
     use tikv_jemalloc_ctl::{Access, AsName};
@@ -35,10 +37,15 @@ fn flush_idle_cache() {
         .is_none_or(|at| now.duration_since(at) >= std::time::Duration::from_secs(1));
     if due {
         FLUSHED.set(Some(now));
-        // Turning the cache off empties it; it is made again at the thread's next allocation.
+        // Turning the cache off empties it; turned on again, it starts empty and fills as the
+        // thread allocates. (`thread.tcache.flush` takes no value, which the safe interface
+        // cannot pass.)
         let enabled = b"thread.tcache.enabled\0".name();
-        let _ = enabled.write(false);
-        let _ = enabled.write(true);
+        let on: tikv_jemalloc_ctl::Result<bool> = enabled.read();
+        if matches!(on, Ok(true)) {
+            let _ = enabled.write(false);
+            let _ = enabled.write(true);
+        }
     }
 }
 

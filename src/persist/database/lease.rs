@@ -114,46 +114,57 @@ pub fn try_take(
     )
 }
 
+/// Longest an announcement may take: it is no part of taking or holding a lease, which must
+/// not wait behind it.
+const ANNOUNCE_TIMEOUT: Duration = Duration::from_millis(500);
+
 /// The nodes that announced themselves within a lease's length, by URL, in order, as this
-/// node last read them (`announce`).
+/// node last read them, and when it did (`Nodes::announce`).
 #[derive(Clone, Default)]
-pub struct Nodes(Arc<std::sync::Mutex<Vec<String>>>);
+pub struct Nodes(Arc<std::sync::Mutex<(Option<Instant>, Vec<String>)>>);
 
 impl Nodes {
+    /// The live nodes as last read, if that was within a lease's length: a node that cannot
+    /// reach the database knows of none.
     pub fn urls(&self) -> Vec<String> {
-        self.0.lock().map(|urls| urls.clone()).unwrap_or_default()
-    }
-
-    fn set(&self, urls: Vec<String>) {
-        if let Ok(mut known) = self.0.lock() {
-            *known = urls;
+        match self.0.lock() {
+            Ok(known) if known.0.is_some_and(|at| at.elapsed() < LEASE) => known.1.clone(),
+            _ => Vec::new(),
         }
     }
-}
 
-/// Says in `log_nodes` that `node` is alive and serves at `url`, forgets nodes not seen for an
-/// hour, and reads which nodes were seen within a lease's length into `nodes`. Every node
-/// announces itself each time it renews its lease or asks for one (about every second).
-pub async fn announce(
-    client: &Client,
-    (node, url): (&str, &str),
-    nodes: &Nodes,
-) -> Result<(), tokio_postgres::Error> {
-    let lease_ms = LEASE.as_millis() as f64;
-    let rows = client
-        .query(
-            "WITH seen AS (INSERT INTO log_nodes (node, url, seen) VALUES ($1, $2, now()) \
-                 ON CONFLICT (node) DO UPDATE SET url = excluded.url, seen = excluded.seen \
-                 RETURNING url), \
-             gone AS (DELETE FROM log_nodes WHERE seen < now() - interval '1 hour') \
-             SELECT url FROM log_nodes \
-                 WHERE node <> $1 AND seen > now() - $3 * interval '1 millisecond' \
-             UNION SELECT url FROM seen ORDER BY url",
-            &[&node, &url, &lease_ms],
-        )
-        .await?;
-    nodes.set(rows.iter().map(|row| row.get(0)).collect());
-    Ok(())
+    /// Says in `log_nodes` that `node` is alive and serves at `url`, forgets nodes not seen for
+    /// an hour, and reads which nodes were seen within a lease's length. Every serving node
+    /// announces itself each time it renews its lease or asks for one (about every second).
+    /// Bounded by `ANNOUNCE_TIMEOUT`; one that fails leaves the list to age.
+    pub fn announce(&self, db: &mut Blocking, node: &str, url: &str) {
+        let (node, url) = (node.to_string(), url.to_string());
+        let read = db.run(
+            ANNOUNCE_TIMEOUT,
+            move |client: &mut Client| -> Work<'_, _> {
+                Box::pin(async move {
+                    let lease_ms = LEASE.as_millis() as f64;
+                    let rows = client
+                        .query(
+                            "WITH seen AS (INSERT INTO log_nodes (node, url, seen) \
+                             VALUES ($1, $2, now()) ON CONFLICT (node) \
+                             DO UPDATE SET url = excluded.url, seen = excluded.seen \
+                             RETURNING url), \
+                         gone AS (DELETE FROM log_nodes WHERE seen < now() - interval '1 hour') \
+                         SELECT url FROM log_nodes \
+                             WHERE node <> $1 AND seen > now() - $3 * interval '1 millisecond' \
+                         UNION SELECT url FROM seen ORDER BY url",
+                            &[&node, &url, &lease_ms],
+                        )
+                        .await?;
+                    Ok(rows.iter().map(|row| row.get(0)).collect::<Vec<String>>())
+                })
+            },
+        );
+        if let (Ok(urls), Ok(mut known)) = (read, self.0.lock()) {
+            *known = (Some(Instant::now()), urls);
+        }
+    }
 }
 
 /// How long to wait before asking for a lease `holder` holds again: until it would lapse, at
@@ -215,8 +226,9 @@ pub fn acquire(
 /// lease; and the database's promise about acknowledged writes, read again at each renewal
 /// (with the storage URL's hosts and whether it asks for a read-write one).
 pub struct Held {
-    /// This node and its URL, announced at each renewal, and the live nodes read back.
-    pub announced: (String, String, Nodes),
+    /// This node and its URL, announced after each renewal, and the live nodes read back
+    /// (`None`: a state moved in or out, which serves no one).
+    pub announced: Option<(String, String, Nodes)>,
     pub log_writer: Arc<LogWriter>,
     pub tenure: Arc<Tenure>,
     pub clock: Arc<dyn Clock>,
@@ -352,7 +364,6 @@ fn renew(
 ) -> Ended {
     let (log_writer, tenure, clock) = (&held.log_writer, &held.tenure, &held.clock);
     let (promise, url) = (&held.replication.0, held.replication.1);
-    let (node, own_url, nodes) = &held.announced;
     // The lease was taken (or last renewed) no earlier than this.
     let mut held_since = taken;
     let mut failing = false;
@@ -366,7 +377,6 @@ fn renew(
         }
         let started = Instant::now();
         let now = clock.now().0 as i64;
-        let announced = (node.clone(), own_url.clone(), nodes.clone());
         let renewed = db.run(RENEW_TIMEOUT, move |client: &mut Client| -> Work<'_, _> {
             Box::pin(async move {
                 let lease_ms = LEASE.as_millis() as f64;
@@ -380,9 +390,6 @@ fn renew(
                 // Read again each time: a reconnect may have found another server. What it
                 // says is no part of the renewal, which has committed by now.
                 let found = replication::read(client, url).await.ok();
-                // No part of the renewal either: the live nodes are read again next time.
-                let (node, own_url, nodes) = &announced;
-                let _ = announce(client, (node, own_url), nodes).await;
                 Ok((renewed, found))
             })
         });
@@ -402,6 +409,9 @@ fn renew(
                 }
                 held_since = started;
                 tenure.hold(started, LEASE);
+                if let Some((node, own_url, nodes)) = &held.announced {
+                    nodes.announce(db, node, own_url);
+                }
             }
             Ok(_) => {
                 tracing::error!(

@@ -101,6 +101,8 @@ pub struct ReadyDatabase {
     shard: i32,
     /// The URL this node announces itself at (`--advertise-url`).
     advertise_url: String,
+    /// A node that serves (announced to the others), not a state moved in or out.
+    serving: bool,
     /// The live nodes, as this node last read them while asking for or renewing its lease.
     pub nodes: lease::Nodes,
     node: String,
@@ -152,6 +154,7 @@ impl ReadyDatabase {
             db,
             shard: 0,
             advertise_url: settings.advertise_url.clone(),
+            serving: settings.wait_for_lease,
             nodes: lease::Nodes::default(),
             node: uuid::Uuid::new_v4().to_string(),
             log_writer,
@@ -164,16 +167,12 @@ impl ReadyDatabase {
         })
     }
 
-    /// Takes the lease if it is free or lapsed, advertising `url`; announces this node.
+    /// Takes the lease if it is free or lapsed, advertising `url`; then announces this node.
     pub fn ask(&mut self, url: &str) -> Asked {
         self.asked_at = std::time::Instant::now();
-        let (node, nodes) = (self.node.clone(), self.nodes.clone());
-        let own_url = url.to_string();
-        // The live nodes are read again at the next ask if the database does not answer now.
-        let _ = self.db.run(STARTUP_TIMEOUT, move |client| {
-            Box::pin(async move { lease::announce(client, (&node, &own_url), &nodes).await })
-        });
-        match lease::try_take(&mut self.db, self.shard, &self.node, url) {
+        let asked = lease::try_take(&mut self.db, self.shard, &self.node, url);
+        self.nodes.announce(&mut self.db, &self.node, url);
+        match asked {
             Ok(Ok(taken)) => Asked::Leads(taken),
             Ok(Err(holder)) => Asked::Held {
                 again_after: lease::retry_after(&holder),
@@ -231,11 +230,13 @@ impl ReadyDatabase {
         }
         let log_writer = self.log_writer.clone();
         let held = lease::Held {
-            announced: (
-                self.node.clone(),
-                self.advertise_url.clone(),
-                self.nodes.clone(),
-            ),
+            announced: self.serving.then(|| {
+                (
+                    self.node.clone(),
+                    self.advertise_url.clone(),
+                    self.nodes.clone(),
+                )
+            }),
             log_writer: log_writer.clone(),
             tenure: self.tenure.clone(),
             clock,

@@ -134,7 +134,8 @@ INSERT INTO log_shards (shard, epoch, node, url, expires)
 ";
 
 /// Version 2's lease, held for good: a node of version 2 (still running, or started again,
-/// which makes this table if it is missing) never takes it, so it never writes these tables.
+/// which makes this table if it is missing) never takes it, so it never writes these tables;
+/// one holding it is fenced off by a new epoch.
 const RETIRED_LEASE: &str = "
 CREATE TABLE IF NOT EXISTS log_leader (
     id integer PRIMARY KEY CHECK (id = 1),
@@ -146,7 +147,8 @@ CREATE TABLE IF NOT EXISTS log_leader (
 );
 INSERT INTO log_leader (id, epoch, node, url, expires)
     VALUES (1, 0, '', 'tables of version 3: stop this node', 'infinity')
-    ON CONFLICT (id) DO UPDATE SET expires = 'infinity', url = excluded.url
+    ON CONFLICT (id) DO UPDATE SET expires = 'infinity', url = excluded.url,
+        epoch = log_leader.epoch + 1
     WHERE log_leader.expires <> 'infinity';
 ";
 
@@ -256,6 +258,10 @@ fn look(db: &mut Blocking, home: (&str, &str), upgrade: bool) -> Result<Found, O
             let tx = client.transaction().await?;
             // "already exists" notices of every later start say nothing worth a log line.
             tx.batch_execute("SET LOCAL client_min_messages = warning")
+                .await?;
+            // A node starting while another upgrades waits for it, within this look's time.
+            let wait = timeout.saturating_sub(std::time::Duration::from_secs(5));
+            tx.batch_execute(&format!("SET LOCAL lock_timeout = {}", wait.as_millis()))
                 .await?;
             tx.execute("SELECT pg_advisory_xact_lock(7105112710)", &[])
                 .await?;
