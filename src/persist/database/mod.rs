@@ -313,4 +313,6 @@ impl ReadyDatabase {
 }
 
 #[cfg(test)]
+mod schema_tests;
+#[cfg(test)]
 mod tests;

@@ -8,22 +8,22 @@ use crate::persist::format;
 use crate::persist::writer::LogSink;
 
 /// The shard every test here writes: a database of one shard has only it.
-const SHARD: i32 = 0;
+pub(super) const SHARD: i32 = 0;
 
 /// The fence of shard 0's lease in `epoch`.
-fn fenced(epoch: i64) -> Fence {
+pub(super) fn fenced(epoch: i64) -> Fence {
     Fence {
         shard: SHARD,
         epoch,
     }
 }
 
-fn database() -> Option<String> {
+pub(super) fn database() -> Option<String> {
     let runtime = tokio::runtime::Runtime::new().expect("runtime");
     runtime.block_on(super::test_database::fresh_database())
 }
 
-fn connect(url: &str) -> Blocking {
+pub(super) fn connect(url: &str) -> Blocking {
     Blocking::new(config(url).expect("a URL")).expect("a runtime")
 }
 
@@ -33,7 +33,7 @@ fn record(lsn: u64) -> Vec<u8> {
     bytes
 }
 
-fn sql(db: &mut Blocking, statement: &'static str) -> u64 {
+pub(super) fn sql(db: &mut Blocking, statement: &'static str) -> u64 {
     db.run(
         super::connection::STARTUP_TIMEOUT,
         move |client| -> Work<'_, _> {
@@ -140,17 +140,31 @@ fn a_held_lease_is_not_taken_and_records_already_stored_are_not_stored_twice() {
     assert_eq!(batches(&mut admin), [(0, 1, 1), (2, 3, 1)]);
 }
 
-#[test]
-fn a_database_of_another_home_is_refused() {
-    let Some(url) = database() else { return };
-    let mut admin = connect(&url);
-    schema::prepare(&mut admin, "us-east-1", "000000000000").expect("tables");
-    schema::prepare(&mut admin, "us-east-1", "000000000000").expect("again");
-    let refused = schema::prepare(&mut admin, "eu-west-1", "000000000000");
-    assert!(
-        matches!(refused, Err(super::OpenError::OtherHome { ref region, .. }) if region == "us-east-1"),
-        "{refused:?}"
-    );
+/// One number a query answers.
+pub(super) fn number(db: &mut Blocking, query: String) -> i64 {
+    db.run(
+        super::connection::STARTUP_TIMEOUT,
+        move |client| -> Work<'_, _> {
+            Box::pin(async move { Ok(client.query_one(&query, &[]).await?.get::<_, i64>(0)) })
+        },
+    )
+    .expect("the query runs")
+}
+
+/// Bytes held in the TOAST table of `table`.
+pub(super) fn toasted_bytes(db: &mut Blocking, table: &str) -> i64 {
+    let toast: String = db
+        .run(super::connection::STARTUP_TIMEOUT, {
+            let query = format!("SELECT reltoastrelid::regclass::text FROM pg_class WHERE oid = '{table}'::regclass");
+            move |client| -> Work<'_, _> {
+                Box::pin(async move { Ok(client.query_one(&query, &[]).await?.get(0)) })
+            }
+        })
+        .expect("the table has a TOAST table");
+    number(
+        db,
+        format!("SELECT coalesce(sum(length(chunk_data)), 0) FROM {toast}"),
+    )
 }
 
 #[test]
@@ -181,155 +195,6 @@ fn an_unsure_retry_after_a_takeover_is_refused_not_taken_as_stored() {
         "records another leader stored were taken for this one's"
     );
     assert_eq!(batches(&mut admin), [(0, 0, 1), (1, 3, 2)]);
-}
-
-/// One number a query answers.
-fn number(db: &mut Blocking, query: String) -> i64 {
-    db.run(
-        super::connection::STARTUP_TIMEOUT,
-        move |client| -> Work<'_, _> {
-            Box::pin(async move { Ok(client.query_one(&query, &[]).await?.get::<_, i64>(0)) })
-        },
-    )
-    .expect("the query runs")
-}
-
-/// Bytes held in the TOAST table of `table`.
-fn toasted_bytes(db: &mut Blocking, table: &str) -> i64 {
-    let toast: String = db
-        .run(super::connection::STARTUP_TIMEOUT, {
-            let query = format!("SELECT reltoastrelid::regclass::text FROM pg_class WHERE oid = '{table}'::regclass");
-            move |client| -> Work<'_, _> {
-                Box::pin(async move { Ok(client.query_one(&query, &[]).await?.get(0)) })
-            }
-        })
-        .expect("the table has a TOAST table");
-    number(
-        db,
-        format!("SELECT coalesce(sum(length(chunk_data)), 0) FROM {toast}"),
-    )
-}
-
-#[test]
-fn batches_up_to_8_kb_stay_in_their_rows_and_nothing_written_is_compressed() {
-    let Some(url) = database() else { return };
-    let mut admin = connect(&url);
-    schema::prepare(&mut admin, "us-east-1", "000000000000").expect("tables");
-    // A second start finds the tables as the first left them.
-    schema::prepare(&mut admin, "us-east-1", "000000000000").expect("tables again");
-    let epoch = lease::acquire(&mut admin, SHARD, "only", "http://only", true)
-        .expect("the lease")
-        .0
-        .epoch;
-    let mut log = TableLog::new(connect(&url), fenced(epoch), 0, 1).expect("a runtime");
-    // Bodies as compressible as text often is.
-    let mut six_kb = format::record_header(0).to_vec();
-    six_kb.extend(std::iter::repeat_n(b'a', 6_000));
-    log.append(&[&six_kb]).expect("appended");
-    let mut twenty_kb = format::record_header(1).to_vec();
-    twenty_kb.extend(std::iter::repeat_n(b'b', 20_000));
-    log.append(&[&twenty_kb]).expect("appended");
-    sql(
-        &mut admin,
-        "INSERT INTO log_snapshot_chunks (snapshot, chunk, bytes, shard) \
-         VALUES (1, 0, decode(repeat('ab', 100000), 'hex'), 0)",
-    );
-    // Only the batch too large for a row went to TOAST, and it went there whole.
-    let framed = |record: &[u8]| (record.len() + crate::persist::record::HEADER_BYTES) as i64;
-    assert_eq!(toasted_bytes(&mut admin, "log_batches"), framed(&twenty_kb));
-    assert_eq!(
-        number(
-            &mut admin,
-            "SELECT count(*) FROM log_batches WHERE pg_column_compression(records) IS NULL".into()
-        ),
-        2
-    );
-    assert_eq!(toasted_bytes(&mut admin, "log_snapshot_chunks"), 100_000);
-}
-
-#[test]
-fn tables_made_before_the_storage_settings_get_them_at_the_next_start() {
-    let Some(url) = database() else { return };
-    let mut admin = connect(&url);
-    // As the first builds of version 2 left them (no clock in the lease, no `log_epochs`):
-    // batches compressed (the oldest builds), rows kept up to 8 KB but vacuumed and analyzed
-    // as they were inserted (the last).
-    for statement in [
-        "CREATE TABLE log_home (id integer PRIMARY KEY CHECK (id = 1), version integer NOT NULL, \
-         region text NOT NULL, account text NOT NULL, snapshot bigint)",
-        "INSERT INTO log_home VALUES (1, 2, 'us-east-1', '000000000000', NULL)",
-        "CREATE TABLE log_leader (id integer PRIMARY KEY CHECK (id = 1), epoch bigint NOT NULL, \
-         node text NOT NULL, url text NOT NULL, expires timestamptz NOT NULL)",
-        "INSERT INTO log_leader VALUES (1, 3, 'gone', 'http://gone', '-infinity')",
-        "CREATE TABLE log_batches (first_lsn bigint PRIMARY KEY, last_lsn bigint NOT NULL, \
-         epoch bigint NOT NULL, records bytea NOT NULL) WITH (toast_tuple_target = 8160)",
-        "CREATE TABLE log_snapshots (id bigint PRIMARY KEY, first_lsn bigint NOT NULL, \
-         epoch bigint NOT NULL, chunks integer NOT NULL, bytes bigint NOT NULL, \
-         taken timestamptz NOT NULL DEFAULT now())",
-        "CREATE TABLE log_snapshot_chunks (snapshot bigint NOT NULL, chunk integer NOT NULL, \
-         bytes bytea NOT NULL, PRIMARY KEY (snapshot, chunk))",
-    ] {
-        sql(&mut admin, statement);
-    }
-    // A node of another home is refused and leaves them as they were.
-    let refused = schema::prepare(&mut admin, "eu-west-1", "000000000000");
-    assert!(
-        matches!(refused, Err(super::OpenError::OtherHome { .. })),
-        "{refused:?}"
-    );
-    let version = "SELECT version::bigint FROM log_home";
-    assert_eq!(number(&mut admin, version.into()), 2);
-    let shards = schema::prepare(&mut admin, "us-east-1", "000000000000").expect("upgraded");
-    assert_eq!(shards, 1);
-    assert_eq!(number(&mut admin, version.into()), 3);
-    // Version 2's lease stays, held for good: no node of version 2 leads these tables again.
-    let retired = "SELECT count(*) FROM log_leader WHERE expires = 'infinity'";
-    assert_eq!(number(&mut admin, retired.into()), 1);
-    // Its lease is shard 0's, with the epoch it had and a clock from the start.
-    assert_eq!(
-        number(
-            &mut admin,
-            "SELECT count(*) FROM log_shards WHERE shard = 0 AND epoch = 3 AND clock_ms = 0 \
-             AND (SELECT version FROM log_home) = 3"
-                .into()
-        ),
-        1
-    );
-    assert_eq!(
-        number(
-            &mut admin,
-            "SELECT count(*) FROM pg_attribute WHERE attstorage = 'e' AND \
-             ((attrelid = 'log_batches'::regclass AND attname = 'records') OR \
-              (attrelid = 'log_snapshot_chunks'::regclass AND attname = 'bytes'))"
-                .into()
-        ),
-        2
-    );
-    assert_eq!(
-        number(
-            &mut admin,
-            "SELECT count(*) FROM pg_class WHERE oid = 'log_batches'::regclass \
-             AND 'toast_tuple_target=8160' = ANY (reloptions)"
-                .into()
-        ),
-        1
-    );
-    // Autovacuum leaves both tables and their TOAST tables alone until rows are deleted, and
-    // never gathers statistics on them.
-    assert_eq!(
-        number(
-            &mut admin,
-            "SELECT count(*) FROM pg_class WHERE \
-             (oid IN ('log_batches'::regclass, 'log_snapshot_chunks'::regclass) \
-              AND 'autovacuum_vacuum_insert_threshold=-1' = ANY (reloptions) \
-              AND 'autovacuum_analyze_threshold=2147483647' = ANY (reloptions)) \
-             OR (oid IN (SELECT reltoastrelid FROM pg_class WHERE oid IN \
-                 ('log_batches'::regclass, 'log_snapshot_chunks'::regclass)) \
-              AND 'autovacuum_vacuum_insert_threshold=-1' = ANY (reloptions))"
-                .into()
-        ),
-        4
-    );
 }
 
 #[test]
@@ -432,7 +297,7 @@ fn a_leader_frozen_holding_the_lease_row_does_not_keep_the_next_from_taking_it()
 }
 
 /// A node that leads the log at `url` once it may.
-fn leader_settings(url: &str) -> super::Settings {
+pub(super) fn leader_settings(url: &str) -> super::Settings {
     super::Settings {
         url: url.to_string(),
         region: "us-east-1".into(),
@@ -602,7 +467,7 @@ fn a_snapshot_is_kept_only_once_the_records_it_covers_are_in_the_database() {
 }
 
 /// A record that creates the standard queue `name`.
-fn creating(lsn: u64, name: &str) -> Vec<u8> {
+pub(super) fn creating(lsn: u64, name: &str) -> Vec<u8> {
     let change = crate::engine::Change::CreateQueue {
         name: name.into(),
         uid: 1_000 + lsn,
@@ -615,7 +480,7 @@ fn creating(lsn: u64, name: &str) -> Vec<u8> {
     format::to_record(lsn, &change).expect("encodes")
 }
 
-fn queues_of<W: Default>(engine: &crate::engine::Engine<W>) -> Vec<String> {
+pub(super) fn queues_of<W: Default>(engine: &crate::engine::Engine<W>) -> Vec<String> {
     engine
         .queues
         .list("")
@@ -840,76 +705,4 @@ fn a_write_that_fails_while_the_next_is_kept_holds_back_both_until_written_again
     super::recovery::recover(&mut connect(&url), SHARD, &standby).expect("recovers");
     assert_eq!(queues_of(&standby), ["first", "held", "kept"]);
     log.lease.release();
-}
-
-/// Each shard's log is its own: its lease fences its rows only, recovery reads its rows only,
-/// and its next leader removes the chunks of its own snapshots never kept, none of another's
-/// (which may be being written). A database cut into more shards than this build leads is
-/// refused.
-#[test]
-fn each_shard_keeps_a_log_of_its_own() {
-    let Some(url) = database() else { return };
-    let mut admin = connect(&url);
-    schema::prepare(&mut admin, "us-east-1", "000000000000").expect("tables");
-    sql(&mut admin, "UPDATE log_home SET shards = 2");
-    let shards = schema::prepare(&mut admin, "us-east-1", "000000000000").expect("again");
-    assert_eq!(shards, 2);
-    let fence = |shard: i32, admin: &mut Blocking| Fence {
-        shard,
-        epoch: lease::acquire(admin, shard, "node", "http://node", true)
-            .expect("a free lease")
-            .0
-            .epoch,
-    };
-    let (zero, one) = (fence(0, &mut admin), fence(1, &mut admin));
-    assert_eq!(
-        (zero.epoch, one.epoch),
-        (1, 1),
-        "each shard counts its own epochs"
-    );
-    let mut log_zero = TableLog::new(connect(&url), zero, 0, 1).expect("a runtime");
-    let mut log_one = TableLog::new(connect(&url), one, 0, 1).expect("a runtime");
-    log_zero
-        .append(&[&creating(0, "zero-a"), &creating(1, "zero-b")])
-        .expect("shard 0 appends");
-    log_one
-        .append(&[&creating(0, "one-a")])
-        .expect("shard 1 appends from record 0 too");
-    // Another node takes shard 1: its old leader writes nothing more; shard 0's goes on.
-    sql(
-        &mut admin,
-        "UPDATE log_shards SET epoch = epoch + 1 WHERE shard = 1",
-    );
-    assert_eq!(
-        deposed(&log_one.append(&[&creating(1, "one-late")])),
-        Some(1)
-    );
-    log_zero
-        .append(&[&creating(2, "zero-c")])
-        .expect("shard 0's lease is its own");
-    let recovered = |shard: i32, admin: &mut Blocking| {
-        let engine = crate::engine::Engine::<()>::new("000000000000", "us-east-1");
-        super::recovery::recover(admin, shard, &engine).expect("recovered");
-        queues_of(&engine)
-    };
-    assert_eq!(recovered(0, &mut admin), ["zero-a", "zero-b", "zero-c"]);
-    assert_eq!(recovered(1, &mut admin), ["one-a"]);
-    sql(
-        &mut admin,
-        "INSERT INTO log_snapshot_chunks (snapshot, chunk, bytes, shard) VALUES (7, 0, 'x', 1)",
-    );
-    let removed = super::snapshots::remove_orphans(&mut admin, 0).expect("removed");
-    assert_eq!(removed, 0, "shard 1's chunks are not shard 0's to remove");
-    let removed = super::snapshots::remove_orphans(&mut admin, 1).expect("removed");
-    assert_eq!(removed, 1);
-    let settings = leader_settings(&url);
-    let mut engine = crate::engine::Engine::<()>::new("000000000000", "us-east-1");
-    let refused = super::ReadyDatabase::new(&settings, &mut engine).err();
-    assert!(
-        refused
-            .as_ref()
-            .is_some_and(|e| e.to_string().contains("cut into 2 shards")),
-        "{:?}",
-        refused.map(|e| e.to_string())
-    );
 }
