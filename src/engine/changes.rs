@@ -96,4 +96,7 @@ pub enum Change {
     },
     /// Platform applications, endpoints and SMS state as they now are (`mobile`).
     Mobile(Vec<super::mobile::MobileChange>),
+    /// Parcels for other shards' queues sent and forgotten, and those of other shards applied
+    /// (`relay`).
+    Relay(Vec<super::parcel::ParcelChange>),
 }

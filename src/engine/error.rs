@@ -68,6 +68,9 @@ pub enum EngineError {
     /// with AuthenticateOnUnsubscribe).
     #[error("{0}")]
     AuthorizationError(String),
+    /// SNS: more than the server keeps waiting (copies for other shards' queues).
+    #[error("{0}")]
+    Throttled(String),
 }
 
 /// SNS's refusal of a parameter (`InvalidParameter`); SQS's is `EngineError::invalid`.

@@ -5,6 +5,7 @@
 use super::changes::Change;
 use super::guard::Logged;
 use super::mobile::Mobile;
+use super::parcel::Parcels;
 use super::queue::Queue;
 use super::topic::changes::TopicChange;
 use super::topic::Topic;
@@ -72,5 +73,16 @@ impl Logged for Mobile {
     fn take_record(&mut self, _touched: bool) -> Option<Change> {
         let changes = self.take_changes();
         (!changes.is_empty()).then_some(Change::Mobile(changes))
+    }
+}
+
+impl Logged for Parcels {
+    fn start_logging(&mut self) {
+        self.enable_log();
+    }
+
+    fn take_record(&mut self, _touched: bool) -> Option<Change> {
+        let changes = self.take_changes();
+        (!changes.is_empty()).then_some(Change::Relay(changes))
     }
 }

@@ -23,10 +23,13 @@ pub mod message;
 pub mod mobile;
 pub mod move_task;
 pub mod namespace;
+pub mod parcel;
 pub mod policy;
 pub mod queue;
 pub mod queues;
 pub mod redrive;
+pub mod relay;
+pub mod shard;
 mod tags;
 pub mod time;
 pub mod topic;
@@ -61,6 +64,8 @@ pub struct Engine<W> {
     pub topics: Topics,
     pub webhooks: Webhooks,
     pub move_tasks: MoveTasks,
+    /// Copies for queues in other shards, and those other shards' engines handed this one.
+    pub relay: relay::Relay,
     /// Platform applications and endpoints, SMS settings and numbers.
     mobile: LoggedLock<mobile::Mobile>,
     /// Where changes are logged; `None` runs in memory only.
@@ -69,12 +74,19 @@ pub struct Engine<W> {
 
 impl<W: Default> Engine<W> {
     pub fn new(account_id: &str, region: &str) -> Self {
+        Engine::for_shard(account_id, region, shard::Shard::WHOLE)
+    }
+
+    /// The engine of one shard of a key space: a publish's copy for a queue of another shard
+    /// is kept for that shard's engine (`relay`).
+    pub fn for_shard(account_id: &str, region: &str, shard: shard::Shard) -> Self {
         let namespaces = namespace::Namespaces::new(namespace::Namespace::new(region, account_id));
         Engine {
             queues: Queues::new(namespaces.clone()),
             topics: Topics::new(namespaces.clone()),
             webhooks: Webhooks::default(),
             move_tasks: MoveTasks::new(namespaces.clone()),
+            relay: relay::Relay::new(shard, namespaces.clone()),
             namespaces,
             mobile: LoggedLock::new(mobile::Mobile::default(), None),
             change_log: None,
@@ -88,6 +100,7 @@ impl<W: Default> Engine<W> {
         self.webhooks.set_log(change_log.clone());
         self.move_tasks.set_log(change_log.clone());
         self.mobile.set_log(change_log.clone());
+        self.relay.set_log(change_log.clone());
         self.change_log = Some(change_log);
     }
 
@@ -129,6 +142,7 @@ impl<W: Default> Engine<W> {
             change @ (Change::Outbox(_) | Change::Token(_)) => self.webhooks.replay_change(change),
             Change::MoveTask(task) => self.move_tasks.restore(*task),
             Change::Mobile(changes) => self.restore_mobile(changes),
+            Change::Relay(changes) => self.relay.restore(changes),
         }
     }
 
@@ -141,7 +155,7 @@ impl<W: Default> Engine<W> {
         unsubscribe_base: &str,
         now: Timestamp,
     ) -> EngineResult<Fanout<W>> {
-        let to = (&self.queues, &self.webhooks);
+        let to = (&self.queues, &self.webhooks, &self.relay);
         self.topics
             .publish(to, topic_arn, req, unsubscribe_base, now)
     }
@@ -154,9 +168,31 @@ impl<W: Default> Engine<W> {
         unsubscribe_base: &str,
         now: Timestamp,
     ) -> EngineResult<Vec<Arc<QueueEntry<W>>>> {
-        let to = (&self.queues, &self.webhooks);
+        let to = (&self.queues, &self.webhooks, &self.relay);
         self.topics
             .replay(to, subscription_arn, unsubscribe_base, now)
+    }
+
+    /// ReceiveMessage on one queue (`Queues::receive`), its dead letters handed to the relay
+    /// when its dead-letter queue is in another shard.
+    #[allow(clippy::type_complexity)]
+    pub fn receive(
+        &self,
+        entry: &QueueEntry<W>,
+        req: &ReceiveRequest,
+        now: Timestamp,
+    ) -> EngineResult<(ReceiveOutcome, Option<Arc<QueueEntry<W>>>)> {
+        self.queues.receive(entry, req, now, &self.relay)
+    }
+
+    /// Applies parcels another shard's engine kept for this one (`Relay::receive`).
+    pub fn receive_parcels(
+        &self,
+        from: u32,
+        parcels: &[parcel::Parcel],
+        now: Timestamp,
+    ) -> relay::Received<W> {
+        self.relay.receive(&self.queues, from, parcels, now)
     }
 
     /// Subscribe (`Topics::subscribe`); `base_url` is where clients reach this server.
@@ -411,8 +447,8 @@ mod tests {
             visibility_timeout: Some(0),
             ..Default::default()
         };
-        engine.queues.receive(&src, &all, Timestamp(1)).unwrap();
-        let (outcome, dlq) = engine.queues.receive(&src, &all, Timestamp(2)).unwrap();
+        engine.receive(&src, &all, Timestamp(1)).unwrap();
+        let (outcome, dlq) = engine.receive(&src, &all, Timestamp(2)).unwrap();
         assert!(outcome.received.is_empty());
         assert_eq!(dlq.unwrap().lock().len(), 5, "all five were dead-lettered");
         let arn = engine.queues.arn("dlq");
@@ -433,7 +469,7 @@ mod tests {
             (move_task::MoveStatus::Completed, 5)
         );
         // Moved back as if never received: the source does not dead-letter them again at once.
-        let (outcome, _) = engine.queues.receive(&src, &all, Timestamp(7)).unwrap();
+        let (outcome, _) = engine.receive(&src, &all, Timestamp(7)).unwrap();
         assert_eq!(outcome.received.len(), 5);
         assert!(
             engine
@@ -443,3 +479,6 @@ mod tests {
         );
     }
 }
+
+#[cfg(test)]
+mod relay_tests;

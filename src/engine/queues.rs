@@ -12,6 +12,7 @@ use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard};
 use super::changes::{self, Change, ChangeLog};
 use super::error::{EngineError, EngineResult};
 use super::guard::{Guard, LoggedLock};
+use super::message::Message;
 use super::namespace::Namespaces;
 use super::policy::sns_would_refuse;
 use super::queue::changes::{QueueChange, QueueImage};
@@ -49,6 +50,16 @@ impl QueueGuard<'_> {
         let queue = self.untouched();
         Deferred(logging.then(|| (queue.name.clone(), queue.uid, queue.take_changes())))
     }
+}
+
+/// Queues held by other shards' engines (`relay`): a queue whose dead-letter queue is in
+/// another shard hands its dead letters over instead of putting them in a local queue.
+pub trait OtherShards {
+    /// Whether another shard holds the queue `arn` names.
+    fn hold(&self, arn: &str) -> bool;
+    /// Hands messages dead-lettered from `source_arn` to the shard of the dead-letter queue
+    /// `dlq_arn`, in the log's current write.
+    fn dead_letter(&self, dlq_arn: &str, source_arn: &Arc<str>, messages: Vec<Message>);
 }
 
 /// Queue changes held back by `QueueGuard::defer_changes`; `Queues::submit` logs them.
@@ -391,26 +402,33 @@ impl<W: Default> Queues<W> {
     }
 
     /// ReceiveMessage on one queue, moving messages past maxReceiveCount to the dead-letter
-    /// queue, which is returned when it received any. Locks are taken one at a time (source,
-    /// then DLQ), never nested.
+    /// queue, which is returned when it received any (a dead-letter queue in another shard
+    /// gets them through `others`). Locks are taken one at a time (source, then DLQ), never
+    /// nested.
     #[allow(clippy::type_complexity)]
     pub fn receive(
         &self,
         entry: &QueueEntry<W>,
         req: &ReceiveRequest,
         now: Timestamp,
+        others: &dyn OtherShards,
     ) -> EngineResult<(ReceiveOutcome, Option<Arc<QueueEntry<W>>>)> {
         let policy = {
             let mut queue = entry.lock();
             queue.tick(now);
             queue.config.redrive_policy.clone()
         };
+        let elsewhere = policy
+            .as_ref()
+            .map(|p| &p.dead_letter_target_arn)
+            .filter(|arn| others.hold(arn));
         let dlq = policy
             .as_ref()
+            .filter(|_| elsewhere.is_none())
             .and_then(|p| self.get_by_arn(&p.dead_letter_target_arn).ok());
-        let dead_letter_after = dlq
+        let dead_letter_after = policy
             .as_ref()
-            .and(policy.as_ref())
+            .filter(|_| dlq.is_some() || elsewhere.is_some())
             .map(|p| p.max_receive_count);
         // A message dead-lettered is put in the DLQ and removed here in one write of the log.
         let _atomic = dead_letter_after.map(|_| self.atomic());
@@ -422,6 +440,11 @@ impl<W: Default> Queues<W> {
             let deferred = (!outcome.dead_letters.is_empty()).then(|| queue.defer_changes());
             (outcome, queue.arn.clone(), deferred)
         };
+        if let Some(dlq_arn) = elsewhere.filter(|_| !outcome.dead_letters.is_empty()) {
+            let messages = std::mem::take(&mut outcome.dead_letters);
+            outcome.dead_lettered = messages.iter().map(|m| (m.id, m.receive_count)).collect();
+            others.dead_letter(dlq_arn, &source_arn, messages);
+        }
         let dlq = dlq.filter(|_| !outcome.dead_letters.is_empty());
         if let Some(dlq) = &dlq {
             let mut target = dlq.lock();

@@ -36,7 +36,7 @@ fn drain(engine: &TestEngine, queue: &str, now: Timestamp) {
         attempt_id: None,
     };
     loop {
-        let (outcome, _) = engine.queues.receive(&entry, &req, now).unwrap();
+        let (outcome, _) = engine.receive(&entry, &req, now).unwrap();
         if outcome.received.is_empty() {
             return;
         }

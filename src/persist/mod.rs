@@ -399,6 +399,7 @@ pub(crate) fn covered(loaded: &snapshot::Loaded, lsn: u64, change: &crate::engin
         Change::Token(_) => false,
         Change::MoveTask(_) => loaded.move_task_lsn.is_some_and(|cut| lsn < cut),
         Change::Mobile(_) => loaded.mobile_lsn.is_some_and(|cut| lsn < cut),
+        Change::Relay(_) => loaded.relay_lsn.is_some_and(|cut| lsn < cut),
     }
 }
 
@@ -410,6 +411,8 @@ mod dedup_tests;
 mod mobile_tests;
 #[cfg(test)]
 mod power_cut_tests;
+#[cfg(test)]
+mod relay_tests;
 #[cfg(test)]
 mod reopen_props;
 #[cfg(test)]

@@ -156,7 +156,7 @@ impl Run {
                     visibility_timeout: Some(*visibility),
                     attempt_id: None,
                 };
-                if let Ok((outcome, _)) = engine.queues.receive(&entry, &request, now) {
+                if let Ok((outcome, _)) = engine.receive(&entry, &request, now) {
                     for delivery in outcome.received {
                         self.handles.push((*queue, delivery.receipt_handle));
                     }

@@ -103,33 +103,21 @@ fn replaying_the_logged_changes_rebuilds_the_same_state() {
     };
     // First receive puts g1's and g2's runs in flight (and caches the attempt); the second,
     // after visibility 0 lapses, dead-letters everything received once.
-    original
-        .queues
-        .receive(&src, &receive, t.plus_millis(2))
-        .unwrap();
+    original.receive(&src, &receive, t.plus_millis(2)).unwrap();
     let again = ReceiveRequest {
         max_messages: Some(10),
         visibility_timeout: Some(30),
         attempt_id: None,
     };
-    original
-        .queues
-        .receive(&src, &again, t.plus_millis(3))
-        .unwrap();
+    original.receive(&src, &again, t.plus_millis(3)).unwrap();
     send(&original, "src.fifo", "late", Some("g1"), t.plus_millis(4));
-    let (outcome, _) = original
-        .queues
-        .receive(&src, &again, t.plus_millis(5))
-        .unwrap();
+    let (outcome, _) = original.receive(&src, &again, t.plus_millis(5)).unwrap();
     let handle = outcome.received[0].receipt_handle.clone();
     src.lock()
         .change_visibility(&handle, 60, t.plus_millis(6))
         .unwrap();
     let plain = original.queues.get("plain").unwrap();
-    let (outcome, _) = original
-        .queues
-        .receive(&plain, &again, t.plus_millis(7))
-        .unwrap();
+    let (outcome, _) = original.receive(&plain, &again, t.plus_millis(7)).unwrap();
     plain
         .lock()
         .delete(&outcome.received[1].receipt_handle, t.plus_millis(8))
@@ -244,15 +232,9 @@ fn changes_spanning_queues_are_made_inside_one_group() {
         visibility_timeout: Some(0),
         attempt_id: None,
     };
-    engine
-        .queues
-        .receive(&src, &once, t.plus_millis(1))
-        .unwrap();
+    engine.receive(&src, &once, t.plus_millis(1)).unwrap();
     watch.take();
-    let (outcome, dlq) = engine
-        .queues
-        .receive(&src, &once, t.plus_millis(2))
-        .unwrap();
+    let (outcome, dlq) = engine.receive(&src, &once, t.plus_millis(2)).unwrap();
     assert!(
         outcome.received.is_empty() && dlq.is_some(),
         "dead-lettered"

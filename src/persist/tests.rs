@@ -72,7 +72,7 @@ fn receive(engine: &TestEngine, queue: &str, now: Timestamp) -> Vec<String> {
         visibility_timeout: Some(30),
         attempt_id: Some("a".into()),
     };
-    let (outcome, _) = engine.queues.receive(&entry, &req, now).unwrap();
+    let (outcome, _) = engine.receive(&entry, &req, now).unwrap();
     outcome
         .received
         .into_iter()

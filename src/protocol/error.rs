@@ -59,6 +59,8 @@ pub enum ErrorCode {
     TagLimitExceeded,
     FilterPolicyLimitExceeded,
     AuthorizationError,
+    /// SNS: more than the server keeps waiting.
+    Throttled,
     ValidationError,
     // LocalStack's developer endpoint (`/_aws/sqs/messages`), answered as LocalStack answers.
     /// Any action but ReceiveMessage sent to the developer endpoint.
@@ -247,6 +249,7 @@ impl ErrorCode {
                 403,
             ),
             AuthorizationError => ("AuthorizationError", "AuthorizationError", 403),
+            Throttled => ("Throttled", "Throttled", 429),
             ValidationError => ("ValidationError", "ValidationError", 400),
             InvalidRequest => ("InvalidRequest", "InvalidRequest", 400),
             InvalidAddress => ("InvalidAddress", "InvalidAddress", 404),
@@ -351,6 +354,7 @@ impl From<EngineError> for ApiError {
             EngineError::TagLimitExceeded(_) => ErrorCode::TagLimitExceeded,
             EngineError::FilterPolicyLimitExceeded(_) => ErrorCode::FilterPolicyLimitExceeded,
             EngineError::AuthorizationError(_) => ErrorCode::AuthorizationError,
+            EngineError::Throttled(_) => ErrorCode::Throttled,
         };
         ApiError::new(code, e.to_string())
     }

@@ -57,7 +57,7 @@ impl Messages for Embedded {
                 notified.as_mut().enable();
                 let now = self.clock.now();
                 let (mut outcome, dead_letter_queue) =
-                    self.engine.queues.receive(&entry, &request, now)?;
+                    self.engine.receive(&entry, &request, now)?;
                 crate::backend::log_expired(&entry.name, std::mem::take(&mut outcome.expired));
                 if let Some(dlq) = dead_letter_queue {
                     wake(&dlq);

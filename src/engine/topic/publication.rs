@@ -5,7 +5,7 @@ use std::sync::Arc;
 use crate::engine::message::MessageAttributes;
 
 /// A message as published, after validation.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Default)]
 pub struct PublishRequest {
     pub message: String,
     pub subject: Option<String>,

@@ -31,10 +31,12 @@ pub enum Fate {
     GaveUp,
     /// Kept for the inspection API: a protocol Orderly records instead of delivering.
     Captured,
+    /// Handed to the engine of the queue's shard, which places it.
+    Relayed,
 }
 
 impl Fate {
-    pub const ALL: [Fate; 9] = [
+    pub const ALL: [Fate; 10] = [
         Fate::Queued,
         Fate::DeadLettered,
         Fate::FilteredOut,
@@ -44,6 +46,7 @@ impl Fate {
         Fate::Retrying,
         Fate::GaveUp,
         Fate::Captured,
+        Fate::Relayed,
     ];
 
     pub fn name(self) -> &'static str {
@@ -57,6 +60,7 @@ impl Fate {
             Fate::Retrying => "retrying",
             Fate::GaveUp => "gaveUp",
             Fate::Captured => "captured",
+            Fate::Relayed => "relayed",
         }
     }
 }

@@ -12,7 +12,9 @@ use std::sync::Arc;
 use crate::engine::body::Body;
 use crate::engine::error::EngineResult;
 use crate::engine::message::MessageAttributes;
+use crate::engine::parcel::RelayedCopy;
 use crate::engine::queues::{QueueEntry, Queues};
+use crate::engine::relay::Relay;
 use crate::engine::time::Timestamp;
 use crate::engine::topic::captured::{self, CapturedMessage};
 use crate::engine::topic::envelope::{self, Notification};
@@ -39,6 +41,8 @@ pub struct Fanout<W> {
     pub dead_lettered: usize,
     /// Copies handed to the webhook outbox.
     pub webhooks: usize,
+    /// Copies kept for the engines of other shards' queues.
+    pub relayed: usize,
     /// What the captured protocols' endpoints would have received (`captured`).
     pub captured: Vec<CapturedMessage>,
 }
@@ -148,6 +152,8 @@ enum Delivered<W> {
     DeadLetter(Arc<QueueEntry<W>>),
     /// Handed to the webhook outbox.
     Webhook,
+    /// Kept for the engine of the queue's shard.
+    Relayed,
     /// For the caller to record (`captured`).
     Captured(Box<CapturedMessage>),
     Filtered,
@@ -176,7 +182,7 @@ impl Topics {
     /// its copy, all under the topic lock. `unsubscribe_base` is the URL clients reach us at.
     pub fn publish<W: Default>(
         &self,
-        to: (&Queues<W>, &Webhooks),
+        to: (&Queues<W>, &Webhooks, &Relay),
         topic_arn: &str,
         req: &PublishRequest,
         unsubscribe_base: &str,
@@ -191,6 +197,7 @@ impl Topics {
         if topic.deleted {
             return Err(not_found_topic());
         }
+        to.2.check_room(queue_endpoints(&topic))?;
         // Logged when the guard drops, after the copies.
         let publication = topic.untouched().accept(req, now)?;
         let mut fanout = Fanout {
@@ -199,6 +206,7 @@ impl Topics {
             failed: 0,
             dead_lettered: 0,
             webhooks: 0,
+            relayed: 0,
             captured: Vec::new(),
         };
         if fanout.publication.duplicate {
@@ -220,6 +228,10 @@ impl Topics {
                     Delivered::Webhook => {
                         fanout.webhooks += 1;
                         Fate::ToWebhook
+                    }
+                    Delivered::Relayed => {
+                        fanout.relayed += 1;
+                        Fate::Relayed
                     }
                     Delivered::Captured(record) => {
                         fanout.captured.push(*record);
@@ -244,7 +256,7 @@ impl Topics {
     /// webhook outbox or the subscribed queue.
     fn deliver<W: Default>(
         &self,
-        to: (&Queues<W>, &Webhooks),
+        to: (&Queues<W>, &Webhooks, &Relay),
         (topic, subscription): (&Topic, &Subscription),
         message: &Outgoing,
         unsubscribe_base: &str,
@@ -271,7 +283,7 @@ impl Topics {
     /// queues that received copies.
     pub fn replay<W: Default>(
         &self,
-        to: (&Queues<W>, &Webhooks),
+        to: (&Queues<W>, &Webhooks, &Relay),
         subscription_arn: &str,
         unsubscribe_base: &str,
         now: Timestamp,
@@ -284,6 +296,7 @@ impl Topics {
         let Some((subscription, replay)) = topic.pending_replay(subscription_arn)? else {
             return Ok(Vec::new());
         };
+        to.2.check_room([&*subscription.endpoint])?;
         let archived: Vec<_> = match &topic.archive {
             Some(archive) => archive.window(replay.start, replay.end).cloned().collect(),
             None => Vec::new(),
@@ -342,6 +355,34 @@ impl Addressed<'_> {
         }
     }
 
+    /// The copy for a queue in another shard: what `queue_copy` made, owned, with the envelope
+    /// a dead-letter queue would get if it refused a raw copy.
+    fn relayed(
+        &self,
+        copy: SubscriptionCopy,
+        queue_arn: &str,
+        dead_letter_arn: Option<&str>,
+        dead_letter: bool,
+        signer: SignerSource,
+    ) -> RelayedCopy {
+        let may_dead_letter = dead_letter || dead_letter_arn.is_some();
+        RelayedCopy {
+            queue_arn: queue_arn.into(),
+            topic_arn: Some(self.topic.arn.clone()),
+            dead_letter_arn: dead_letter_arn.map(Arc::from),
+            dead_letter,
+            envelope: (may_dead_letter && self.subscription.raw_delivery)
+                .then(|| self.envelope(signer).into()),
+            body: copy.body,
+            attributes: copy.attributes,
+            group_id: copy.group_id.map(Arc::from),
+            dedup_id: copy.dedup_id.map(Arc::from),
+            fifo_topic: copy.fifo_topic,
+            bypass_dedup: copy.bypass_dedup,
+            trace_header: copy.trace_header,
+        }
+    }
+
     /// What the subscribed queue gets: the text raw with its attributes, or the envelope.
     fn queue_copy(&self, signer: SignerSource) -> SubscriptionCopy<'_> {
         let (subscription, message) = (self.subscription, self.message);
@@ -367,6 +408,16 @@ impl Addressed<'_> {
             trace_header: req.trace_header.clone(),
         }
     }
+}
+
+/// The queues a publish to `topic` may copy into: its live subscriptions' endpoints and
+/// dead-letter queues.
+fn queue_endpoints(topic: &Topic) -> impl Iterator<Item = &str> {
+    topic
+        .subscriptions
+        .iter()
+        .filter(|s| s.live && !s.pending)
+        .flat_map(|s| std::iter::once(&*s.endpoint).chain(s.dead_letter_arn()))
 }
 
 /// Filters one message for one subscription and, if it passes, addresses it: calls `then`
@@ -409,7 +460,7 @@ fn addressed<R>(
 }
 
 fn deliver_addressed<W: Default>(
-    (queues, webhooks): (&Queues<W>, &Webhooks),
+    (queues, webhooks, relay): (&Queues<W>, &Webhooks, &Relay),
     addressed: &Addressed,
     signer: SignerSource,
     now: Timestamp,
@@ -427,14 +478,15 @@ fn deliver_addressed<W: Default>(
             Notified::Dropped => Delivered::Dropped,
         };
     }
-    copy_to_queue(queues, addressed, signer, now)
+    copy_to_queue((queues, relay), addressed, signer, now)
 }
 
 /// Enqueues the copy in the subscribed queue, and on a client-side failure the same payload
 /// in the subscription's DLQ. If the DLQ refuses a raw copy too (more than 10 attributes),
-/// it gets the envelope, which carries the attributes inside, so the message is kept.
+/// it gets the envelope, which carries the attributes inside, so the message is kept. A queue
+/// of another shard gets its copy through the relay, and its shard does the same.
 fn copy_to_queue<W: Default>(
-    queues: &Queues<W>,
+    (queues, relay): (&Queues<W>, &Relay),
     addressed: &Addressed,
     signer: SignerSource,
     now: Timestamp,
@@ -443,12 +495,22 @@ fn copy_to_queue<W: Default>(
     // With the queues' policies enforced, a queue takes the copy only as AWS would.
     let from = Some(&*addressed.topic.arn);
     let mut copy = addressed.queue_copy(signer);
+    if let Some(shard) = relay.elsewhere(&subscription.endpoint) {
+        let dlq = subscription.dead_letter_arn();
+        let relayed = addressed.relayed(copy, &subscription.endpoint, dlq, false, signer);
+        relay.send(shard, relayed);
+        return Delivered::Relayed;
+    }
     if let Ok(queue) = queues.accept_copy(&subscription.endpoint, &copy, now, from) {
         return Delivered::Queue(queue);
     }
     let Some(dlq) = subscription.dead_letter_arn() else {
         return Delivered::Dropped;
     };
+    if let Some(shard) = relay.elsewhere(dlq) {
+        relay.send(shard, addressed.relayed(copy, dlq, None, true, signer));
+        return Delivered::Relayed;
+    }
     let mut result = queues.accept_copy(dlq, &copy, now, from);
     if result.is_err() && subscription.raw_delivery {
         copy.body = addressed.envelope(signer).into();

@@ -347,6 +347,30 @@ pub fn record_time(storage: &str, url: &str, at: Timestamp) -> std::io::Result<(
     Ok(())
 }
 
+/// Renews, in one statement, the leases of every shard in `held` that is still in the epoch
+/// named there, writing the leader's time `now` into each; answers the shards renewed (a
+/// shard missing was taken by another node).
+pub async fn renew_held(
+    client: &Client,
+    held: &[Fence],
+    now: i64,
+) -> Result<Vec<i32>, tokio_postgres::Error> {
+    let lease_ms = LEASE.as_millis() as f64;
+    let shards: Vec<i32> = held.iter().map(|f| f.shard).collect();
+    let epochs: Vec<i64> = held.iter().map(|f| f.epoch).collect();
+    let rows = client
+        .query(
+            "UPDATE log_shards SET expires = now() + $3 * interval '1 millisecond', \
+             clock_ms = greatest(clock_ms, $4) \
+             FROM unnest($1::integer[], $2::bigint[]) AS held(shard, epoch) \
+             WHERE log_shards.shard = held.shard AND log_shards.epoch = held.epoch \
+             RETURNING log_shards.shard",
+            &[&shards, &epochs, &lease_ms, &now],
+        )
+        .await?;
+    Ok(rows.iter().map(|row| row.get(0)).collect())
+}
+
 /// Why the keeper stopped renewing.
 enum Ended {
     /// Told to stop (`Keeper::release`, or the keeper dropped).
@@ -379,14 +403,9 @@ fn renew(
         let now = clock.now().0 as i64;
         let renewed = db.run(RENEW_TIMEOUT, move |client: &mut Client| -> Work<'_, _> {
             Box::pin(async move {
-                let lease_ms = LEASE.as_millis() as f64;
-                let renewed = client
-                    .execute(
-                        "UPDATE log_shards SET expires = now() + $2 * interval '1 millisecond', \
-                         clock_ms = greatest(clock_ms, $3) WHERE shard = $4 AND epoch = $1",
-                        &[&epoch, &lease_ms, &now, &shard],
-                    )
-                    .await?;
+                let renewed = renew_held(client, &[Fence { shard, epoch }], now)
+                    .await?
+                    .len();
                 // Read again each time: a reconnect may have found another server. What it
                 // says is no part of the renewal, which has committed by now.
                 let found = replication::read(client, url).await.ok();

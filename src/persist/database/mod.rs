@@ -18,6 +18,7 @@ mod connection;
 pub mod follow;
 pub mod lease;
 mod open_error;
+pub mod placement;
 mod recovery;
 pub mod replication;
 mod schema;

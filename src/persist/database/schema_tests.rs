@@ -218,3 +218,53 @@ fn each_shard_keeps_a_log_of_its_own() {
         refused.map(|e| e.to_string())
     );
 }
+
+#[test]
+fn one_statement_renews_every_shard_a_node_holds_and_no_other() {
+    let Some(url) = database() else { return };
+    let mut admin = connect(&url);
+    schema::prepare(&mut admin, "us-east-1", "000000000000").expect("tables");
+    sql(&mut admin, "UPDATE log_home SET shards = 3");
+    schema::prepare(&mut admin, "us-east-1", "000000000000").expect("again");
+    let held: Vec<Fence> = (0..3)
+        .map(|shard| Fence {
+            shard,
+            epoch: lease::acquire(&mut admin, shard, "node", "http://node", true)
+                .expect("a free lease")
+                .0
+                .epoch,
+        })
+        .collect();
+    // Leases near their end, and another node's takeover of shard 1.
+    sql(
+        &mut admin,
+        "UPDATE log_shards SET expires = now() + interval '1 second', clock_ms = 0",
+    );
+    sql(
+        &mut admin,
+        "UPDATE log_shards SET epoch = epoch + 1, node = 'other' WHERE shard = 1",
+    );
+    let mut renewed = admin
+        .run(std::time::Duration::from_secs(5), move |client| {
+            Box::pin(async move { lease::renew_held(client, &held, 12_345).await })
+        })
+        .expect("renewed");
+    renewed.sort_unstable();
+    assert_eq!(renewed, [0, 2], "shard 1 is another node's now");
+    let renewed_for = |shard: i32, admin: &mut Blocking| {
+        number(
+            admin,
+            format!(
+                "SELECT (expires > now() + interval '4 seconds')::int * 100000 + clock_ms \
+                 FROM log_shards WHERE shard = {shard}"
+            ),
+        )
+    };
+    assert_eq!(
+        renewed_for(0, &mut admin),
+        112_345,
+        "a lease's length, the time"
+    );
+    assert_eq!(renewed_for(2, &mut admin), 112_345);
+    assert_eq!(renewed_for(1, &mut admin), 0, "untouched");
+}

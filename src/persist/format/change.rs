@@ -154,6 +154,8 @@ pub enum DiskChange<'a> {
     },
     /// Platform applications, endpoints and SMS state (format version 5).
     Mobile(#[serde(borrow)] super::mobile::MobileChanges<'a>),
+    /// Parcels between shards (format version 6).
+    Relay(#[serde(borrow)] super::relay::ParcelChanges<'a>),
 }
 
 impl<'a> From<&'a live::Change> for DiskChange<'a> {
@@ -200,6 +202,7 @@ impl<'a> From<&'a live::Change> for DiskChange<'a> {
             },
             C::ReceiptKey { secret } => DiskChange::ReceiptKey { secret: secret.0 },
             C::Mobile(changes) => DiskChange::Mobile(List::Write(changes)),
+            C::Relay(changes) => DiskChange::Relay(List::Write(changes)),
         }
     }
 }
@@ -268,6 +271,13 @@ impl DiskChange<'_> {
                     .into_vec()
                     .into_iter()
                     .map(super::mobile::DiskMobileChange::into_live)
+                    .collect(),
+            ),
+            DiskChange::Relay(changes) => C::Relay(
+                changes
+                    .into_vec()
+                    .into_iter()
+                    .map(super::relay::DiskParcelChange::into_live)
                     .collect(),
             ),
         }

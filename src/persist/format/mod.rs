@@ -29,6 +29,7 @@ pub mod list;
 pub mod message;
 pub mod mobile;
 pub mod queue;
+pub mod relay;
 pub mod snapshot;
 pub mod topic;
 pub mod webhook;
@@ -44,8 +45,10 @@ use crate::engine;
 /// entries by their keys' digests (`Item::DedupDigests`, `Item::TopicDedupDigests`); the
 /// keyed items of older snapshots read into digests, and log records still carry the keys.
 /// 5 added platform applications, endpoints and SMS state (`Change::Mobile`, a snapshot's
-/// `Item::Mobile` and `Item::MobileChanges`), after every older variant.
-pub const VERSION: u8 = 5;
+/// `Item::Mobile` and `Item::MobileChanges`), after every older variant. 6 added the relay of
+/// copies between shards (`Change::Relay`, a snapshot's `Item::Relay` and
+/// `Item::RelayChanges`), after every older variant.
+pub const VERSION: u8 = 6;
 
 const VERSION_SHIFT: u32 = 56;
 /// Sequence numbers must stay below this so the version fits above them (at a million

@@ -38,7 +38,7 @@ pub type Messages<'a> = List<'a, (u64, &'a live_queue::Stored), Numbered<'a>>;
 
 /// One record of a snapshot file: a header, then per queue its image followed by its
 /// messages and history in chunks, then topics, webhooks, move tasks, the signer, the receipt
-/// key, the mobile state, an end.
+/// key, the mobile state, the relay, an end.
 #[derive(Serialize, Deserialize)]
 pub enum Item<'a> {
     Header {
@@ -93,4 +93,9 @@ pub enum Item<'a> {
         lsn: u64,
     },
     MobileChanges(#[serde(borrow)] super::mobile::MobileChanges<'a>),
+    /// The relay as of this log position (format version 6); its changes follow in chunks.
+    Relay {
+        lsn: u64,
+    },
+    RelayChanges(#[serde(borrow)] super::relay::ParcelChanges<'a>),
 }

@@ -192,6 +192,14 @@ impl<W: Default> Loader<'_, W> {
                 let changes = chunk.into_vec().into_iter().map(|c| c.into_live());
                 self.engine.restore_mobile(changes.collect());
             }
+            Item::Relay { lsn } => self.loaded.relay_lsn = Some(lsn),
+            Item::RelayChanges(chunk) => {
+                if self.loaded.relay_lsn.is_none() {
+                    return Err(self.damaged(offset, "relay changes before their cut"));
+                }
+                let changes = chunk.into_vec().into_iter().map(|c| c.into_live());
+                self.engine.relay.restore(changes.collect());
+            }
             Item::End { queues } => self.end(offset, queues)?,
         }
         Ok(())

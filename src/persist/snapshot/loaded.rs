@@ -17,5 +17,7 @@ pub struct Loaded {
     pub outbox_lsn: Option<u64>,
     pub move_task_lsn: Option<u64>,
     pub mobile_lsn: Option<u64>,
+    /// Where the relay was cut (format version 6 and later).
+    pub relay_lsn: Option<u64>,
     pub messages: u64,
 }

@@ -115,6 +115,13 @@ pub fn write_to<W: Default, O: Write>(
         |change| change.size(),
         |chunk| Item::MobileChanges(List::Write(chunk)),
     )?;
+    let (lsn, relay) = engine.relay.image(|| log_writer.next_lsn());
+    out.item(&Item::Relay { lsn })?;
+    out.chunks(
+        relay,
+        |change| change.size(),
+        |chunk| Item::RelayChanges(List::Write(chunk)),
+    )?;
     out.item(&Item::End {
         queues: entries.len() as u64,
     })?;

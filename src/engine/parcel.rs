@@ -1,0 +1,403 @@
+//! What one shard's engine owes the others, and what it has taken from them: parcels numbered
+//! per destination shard, kept until the destination says it applied them, and per source shard
+//! the last parcel applied here. A destination applies a source's parcels in their order, each
+//! once: it records the last number applied in its own log, in the write that applies it.
+//!
+//! Every change is logged as a record that replays to the same state however often it is
+//! applied, and a snapshot is the same records for everything there is.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::Arc;
+
+use super::body::Body;
+use super::message::{Message, MessageAttributes};
+
+/// Most parcels, and most bytes of them, a shard keeps waiting for other shards before work
+/// that would add more is refused (a destination that cannot be reached must not grow memory
+/// without end); one call may pass them by what it adds (a publish's copies for one topic's
+/// subscriptions, a receive's dead letters).
+pub const MAX_WAITING: usize = 100_000;
+pub const MAX_WAITING_BYTES: usize = 256 << 20;
+
+/// An SNS copy for a queue in another shard, with what the destination needs to place it as
+/// the topic's shard would have.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RelayedCopy {
+    pub queue_arn: Arc<str>,
+    /// Checked against the queue's policy, as a local copy is.
+    pub topic_arn: Option<Arc<str>>,
+    /// Where the copy goes if the queue refuses it.
+    pub dead_letter_arn: Option<Arc<str>>,
+    /// `queue_arn` is already the subscription's dead-letter queue.
+    pub dead_letter: bool,
+    pub body: Body,
+    pub attributes: MessageAttributes,
+    /// A raw copy's envelope, for a dead-letter queue that refuses the raw copy.
+    pub envelope: Option<Body>,
+    pub group_id: Option<Arc<str>>,
+    pub dedup_id: Option<Arc<str>>,
+    pub fifo_topic: bool,
+    pub bypass_dedup: bool,
+    pub trace_header: Option<Arc<str>>,
+}
+
+/// A message dead-lettered into a queue in another shard.
+#[derive(Clone, Debug)]
+pub struct RelayedMove {
+    /// The dead-letter queue.
+    pub queue_arn: Arc<str>,
+    /// The queue it was received too often in, which takes it back if the dead-letter queue
+    /// is gone (as a redrive would: its receives are counted afresh, so it is not sent back
+    /// and forth at every receive).
+    pub source_arn: Arc<str>,
+    pub message: Message,
+}
+
+/// What a parcel carries.
+#[derive(Clone, Debug)]
+pub enum Contents {
+    Copy(Box<RelayedCopy>),
+    /// A dead letter; back to its source once it has been there.
+    DeadLetter(Box<RelayedMove>),
+    /// A dead letter whose dead-letter queue was gone, back to the queue it came from.
+    Returned(Box<RelayedMove>),
+}
+
+/// One parcel on its way to a shard: its number in the sequence from this shard to that one.
+#[derive(Clone, Debug)]
+pub struct Parcel {
+    pub seq: u64,
+    pub contents: Arc<Contents>,
+}
+
+#[derive(Clone, Debug)]
+pub enum ParcelChange {
+    /// A parcel for shard `to`.
+    Sent { to: u32, parcel: Parcel },
+    /// Shard `to` applied every parcel up to `through`; they are forgotten here.
+    Forgotten { to: u32, through: u64 },
+    /// Every parcel from shard `from` up to `through` is applied here.
+    Applied { from: u32, through: u64 },
+}
+
+impl ParcelChange {
+    /// About how many bytes the change takes in a record (for sizing snapshot chunks).
+    pub fn size(&self) -> usize {
+        match self {
+            ParcelChange::Sent { parcel, .. } => parcel_size(parcel),
+            _ => 16,
+        }
+    }
+}
+
+/// About how many bytes a parcel takes in a record, and so in memory.
+fn parcel_size(parcel: &Parcel) -> usize {
+    let text = |s: Option<&Arc<str>>| s.map_or(0, |s| s.len());
+    match &*parcel.contents {
+        Contents::Copy(copy) => {
+            64 + copy.queue_arn.len()
+                + text(copy.topic_arn.as_ref())
+                + text(copy.dead_letter_arn.as_ref())
+                + copy.body.len()
+                + copy.attributes.size()
+                + copy.envelope.as_ref().map_or(0, |e| e.len())
+                + text(copy.group_id.as_ref())
+                + text(copy.dedup_id.as_ref())
+                + text(copy.trace_header.as_ref())
+        }
+        Contents::DeadLetter(moved) | Contents::Returned(moved) => {
+            let m = &moved.message;
+            64 + moved.queue_arn.len()
+                + moved.source_arn.len()
+                + m.size()
+                + super::queue::LOGGED_BYTES as usize
+                + m.sender_id.len()
+                + text(m.group_id.as_ref())
+                + text(m.dedup_id.as_ref())
+                + text(m.attributes_md5())
+                + text(m.trace_header())
+                + text(m.dead_letter_source_arn())
+        }
+    }
+}
+
+#[derive(Debug, Default)]
+struct Outgoing {
+    /// The last number the destination applied.
+    forgotten: u64,
+    /// Parcels not yet applied there, by number.
+    waiting: VecDeque<Parcel>,
+}
+
+impl Outgoing {
+    fn last(&self) -> u64 {
+        self.waiting.back().map_or(self.forgotten, |p| p.seq)
+    }
+}
+
+/// Parcels per destination and what was applied per source.
+#[derive(Debug, Default)]
+pub struct Parcels {
+    outgoing: BTreeMap<u32, Outgoing>,
+    applied: BTreeMap<u32, u64>,
+    waiting: usize,
+    /// `ParcelChange::size` of every parcel waiting.
+    waiting_bytes: usize,
+    /// What changed since the log last took it; `None` while nothing is logged.
+    changes: Option<Vec<ParcelChange>>,
+}
+
+impl Parcels {
+    /// Starts keeping change records for the log.
+    pub(crate) fn enable_log(&mut self) {
+        self.changes.get_or_insert_with(Vec::new);
+    }
+
+    /// What changed since the log last took it.
+    pub(crate) fn take_changes(&mut self) -> Vec<ParcelChange> {
+        self.changes
+            .as_mut()
+            .map(std::mem::take)
+            .unwrap_or_default()
+    }
+
+    fn record(&mut self, change: ParcelChange) {
+        if let Some(changes) = &mut self.changes {
+            changes.push(change);
+        }
+    }
+
+    /// Parcels waiting for any destination.
+    pub fn waiting(&self) -> usize {
+        self.waiting
+    }
+
+    /// Whether more may be kept (`MAX_WAITING`, `MAX_WAITING_BYTES`).
+    pub fn has_room(&self) -> bool {
+        self.waiting < MAX_WAITING && self.waiting_bytes < MAX_WAITING_BYTES
+    }
+
+    fn keep(&mut self, to: u32, parcel: Parcel) {
+        self.waiting += 1;
+        self.waiting_bytes += parcel_size(&parcel);
+        self.outgoing
+            .entry(to)
+            .or_default()
+            .waiting
+            .push_back(parcel);
+    }
+
+    /// Forgets the parcels for `to` up to `through`, and numbers the next one past it.
+    fn drop_through(&mut self, to: u32, through: u64) -> bool {
+        let outgoing = self.outgoing.entry(to).or_default();
+        if through <= outgoing.forgotten {
+            return false;
+        }
+        let mut bytes = 0;
+        while let Some(parcel) = outgoing.waiting.front().filter(|p| p.seq <= through) {
+            bytes += parcel_size(parcel);
+            outgoing.waiting.pop_front();
+            self.waiting -= 1;
+        }
+        outgoing.forgotten = through;
+        self.waiting_bytes -= bytes;
+        true
+    }
+
+    /// Numbers the next parcel for `to` and keeps it until `to` applies it.
+    pub fn send(&mut self, to: u32, contents: Contents) -> u64 {
+        let seq = self.outgoing.get(&to).map_or(0, Outgoing::last) + 1;
+        let parcel = Parcel {
+            seq,
+            contents: Arc::new(contents),
+        };
+        self.keep(to, parcel.clone());
+        self.record(ParcelChange::Sent { to, parcel });
+        seq
+    }
+
+    /// Up to `max` of the oldest parcels waiting for `to`.
+    pub fn waiting_for(&self, to: u32, max: usize) -> Vec<Parcel> {
+        self.outgoing.get(&to).map_or_else(Vec::new, |outgoing| {
+            outgoing.waiting.iter().take(max).cloned().collect()
+        })
+    }
+
+    /// Destinations with parcels waiting, and how many wait for each.
+    pub fn depths(&self) -> Vec<(u32, usize)> {
+        self.outgoing
+            .iter()
+            .filter(|(_, o)| !o.waiting.is_empty())
+            .map(|(to, o)| (*to, o.waiting.len()))
+            .collect()
+    }
+
+    /// `to` applied every parcel up to `through`: forgets them. A number past what was sent
+    /// (this log lost a tail the destination had seen) is never handed out again: a parcel
+    /// under it would pass for one applied before.
+    pub fn forget(&mut self, to: u32, through: u64) {
+        if self.drop_through(to, through) {
+            self.record(ParcelChange::Forgotten { to, through });
+        }
+    }
+
+    /// The last parcel from `from` applied here (0: none).
+    pub fn applied(&self, from: u32) -> u64 {
+        self.applied.get(&from).copied().unwrap_or(0)
+    }
+
+    /// Parcel `seq` from `from` is applied here.
+    pub fn note_applied(&mut self, from: u32, seq: u64) {
+        let applied = self.applied.entry(from).or_default();
+        if seq > *applied {
+            *applied = seq;
+            self.record(ParcelChange::Applied { from, through: seq });
+        }
+    }
+
+    /// Applies a change read back from the log or a snapshot (not logged again).
+    pub fn apply(&mut self, change: ParcelChange) {
+        match change {
+            ParcelChange::Sent { to, parcel } => {
+                if parcel.seq > self.outgoing.get(&to).map_or(0, Outgoing::last) {
+                    self.keep(to, parcel);
+                }
+            }
+            ParcelChange::Forgotten { to, through } => {
+                self.drop_through(to, through);
+            }
+            ParcelChange::Applied { from, through } => {
+                let applied = self.applied.entry(from).or_default();
+                *applied = (*applied).max(through);
+            }
+        }
+    }
+
+    /// Everything as changes that make it: per destination what it applied and then what waits
+    /// for it, and per source what was applied here.
+    pub fn image(&self) -> Vec<ParcelChange> {
+        let mut image = Vec::with_capacity(self.waiting + self.outgoing.len() + self.applied.len());
+        for (to, outgoing) in &self.outgoing {
+            image.push(ParcelChange::Forgotten {
+                to: *to,
+                through: outgoing.forgotten,
+            });
+            image.extend(outgoing.waiting.iter().map(|parcel| ParcelChange::Sent {
+                to: *to,
+                parcel: parcel.clone(),
+            }));
+        }
+        image.extend(
+            self.applied
+                .iter()
+                .map(|(from, through)| ParcelChange::Applied {
+                    from: *from,
+                    through: *through,
+                }),
+        );
+        image
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn copy(body: &str) -> Contents {
+        Contents::Copy(Box::new(RelayedCopy {
+            queue_arn: "arn:aws:sqs:us-east-1:000000000000:q.fifo".into(),
+            topic_arn: None,
+            dead_letter_arn: None,
+            dead_letter: false,
+            body: Body::new(body),
+            attributes: MessageAttributes::default(),
+            envelope: None,
+            group_id: Some("g".into()),
+            dedup_id: Some(body.into()),
+            fifo_topic: true,
+            bypass_dedup: false,
+            trace_header: None,
+        }))
+    }
+
+    fn replayed(changes: Vec<ParcelChange>) -> Parcels {
+        let mut parcels = Parcels::default();
+        for change in changes {
+            parcels.apply(change);
+        }
+        parcels
+    }
+
+    #[test]
+    fn parcels_are_numbered_per_destination_and_forgotten_once_applied() {
+        let mut parcels = Parcels::default();
+        parcels.enable_log();
+        assert_eq!(parcels.send(1, copy("a")), 1);
+        assert_eq!(parcels.send(2, copy("b")), 1);
+        assert_eq!(parcels.send(1, copy("c")), 2);
+        assert_eq!(parcels.depths(), vec![(1, 2), (2, 1)]);
+        let seqs: Vec<u64> = parcels.waiting_for(1, 10).iter().map(|p| p.seq).collect();
+        assert_eq!(seqs, [1, 2]);
+        parcels.forget(1, 1);
+        // Applied again (a destination answering twice): no change.
+        parcels.forget(1, 1);
+        // Past what was sent (a tail of this log lost): those numbers are not handed out again.
+        parcels.forget(2, 9);
+        assert_eq!(parcels.waiting(), 1);
+        assert_eq!(parcels.waiting_for(1, 10)[0].seq, 2);
+        // A number is never reused once its parcel is forgotten.
+        parcels.forget(1, 2);
+        assert_eq!(parcels.send(1, copy("d")), 3);
+        assert!(parcels.has_room());
+        let log = parcels.take_changes();
+        let forgotten = log
+            .iter()
+            .filter(|c| matches!(c, ParcelChange::Forgotten { .. }))
+            .count();
+        assert_eq!(forgotten, 3, "{log:?}");
+        // The log and the image each rebuild the same state, applied once or twice.
+        let mut twice = log.clone();
+        twice.extend(log.clone());
+        for rebuilt in [replayed(log), replayed(twice), replayed(parcels.image())] {
+            assert_eq!(rebuilt.waiting(), 1);
+            assert_eq!(rebuilt.depths(), vec![(1, 1)]);
+            let seqs =
+                |p: &Parcels| -> Vec<u64> { p.waiting_for(1, 10).iter().map(|p| p.seq).collect() };
+            assert_eq!(seqs(&rebuilt), seqs(&parcels));
+            let mut rebuilt = rebuilt;
+            assert_eq!(rebuilt.send(1, copy("e")), 4);
+            assert_eq!(rebuilt.send(2, copy("f")), 10);
+        }
+    }
+
+    #[test]
+    fn what_was_applied_only_moves_forward() {
+        let mut parcels = Parcels::default();
+        parcels.enable_log();
+        parcels.note_applied(3, 2);
+        parcels.note_applied(3, 1);
+        assert_eq!(parcels.applied(3), 2);
+        assert_eq!(parcels.applied(4), 0);
+        assert_eq!(parcels.take_changes().len(), 1);
+        assert_eq!(replayed(parcels.image()).applied(3), 2);
+    }
+
+    #[test]
+    fn room_runs_out_by_bytes_as_well_as_by_count() {
+        let mut parcels = Parcels::default();
+        // One body shared by every copy: counted per parcel, as each is written per parcel.
+        let big = Body::new("x".repeat(1 << 20));
+        let mut sent = 0;
+        while parcels.has_room() {
+            let Contents::Copy(mut copy) = copy("a") else {
+                unreachable!()
+            };
+            copy.body = big.clone();
+            sent = parcels.send(3, Contents::Copy(copy));
+        }
+        assert!((256..=257).contains(&sent), "{sent} parcels of 1 MiB");
+        parcels.forget(3, sent);
+        assert!(parcels.has_room());
+        assert_eq!(parcels.waiting(), 0);
+    }
+}
