@@ -228,6 +228,7 @@ impl<W: Default> Engine<W> {
     fn confirming<'a>(&'a self, base_url: &'a str) -> Confirming<'a> {
         Confirming {
             webhooks: &self.webhooks,
+            relay: &self.relay,
             base_url,
         }
     }
@@ -269,7 +270,8 @@ impl<W: Default> Engine<W> {
         outcome: Outcome,
         now: Timestamp,
     ) -> AttemptResult<W> {
-        self.webhooks.finish(&self.queues, attempt, outcome, now)
+        let queues = (&self.queues, &self.relay);
+        self.webhooks.finish(queues, attempt, outcome, now)
     }
 
     pub fn start_move_task(
@@ -291,8 +293,9 @@ impl<W: Default> Engine<W> {
         budget: usize,
         now: Timestamp,
     ) -> (Vec<Arc<str>>, bool) {
+        let parts = (&self.queues, &self.relay as &dyn queues::OtherShards);
         self.move_tasks
-            .step(&self.queues, task_id, source_arn, budget, now)
+            .step(parts, task_id, source_arn, budget, now)
     }
 
     pub fn list_move_tasks(&self, source_arn: &str) -> EngineResult<Vec<move_task::MoveTask>> {

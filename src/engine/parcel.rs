@@ -41,14 +41,14 @@ pub struct RelayedCopy {
     pub trace_header: Option<Arc<str>>,
 }
 
-/// A message dead-lettered into a queue in another shard.
+/// A message moved into a queue of another shard: dead-lettered, or moved out of a
+/// dead-letter queue by a move task.
 #[derive(Clone, Debug)]
 pub struct RelayedMove {
-    /// The dead-letter queue.
+    /// The queue it goes to.
     pub queue_arn: Arc<str>,
-    /// The queue it was received too often in, which takes it back if the dead-letter queue
-    /// is gone (as a redrive would: its receives are counted afresh, so it is not sent back
-    /// and forth at every receive).
+    /// The queue it comes from, which takes it back if `queue_arn` is gone, its receives
+    /// counted afresh (so a message is not sent back and forth at every receive).
     pub source_arn: Arc<str>,
     pub message: Message,
 }
@@ -57,9 +57,11 @@ pub struct RelayedMove {
 #[derive(Clone, Debug)]
 pub enum Contents {
     Copy(Box<RelayedCopy>),
-    /// A dead letter; back to its source once it has been there.
+    /// A message received too often, for its queue's dead-letter queue.
     DeadLetter(Box<RelayedMove>),
-    /// A dead letter whose dead-letter queue was gone, back to the queue it came from.
+    /// A message a move task takes out of a dead-letter queue.
+    Redriven(Box<RelayedMove>),
+    /// A message whose destination was gone, back to the queue it came from.
     Returned(Box<RelayedMove>),
 }
 
@@ -105,7 +107,7 @@ fn parcel_size(parcel: &Parcel) -> usize {
                 + text(copy.dedup_id.as_ref())
                 + text(copy.trace_header.as_ref())
         }
-        Contents::DeadLetter(moved) | Contents::Returned(moved) => {
+        Contents::DeadLetter(moved) | Contents::Redriven(moved) | Contents::Returned(moved) => {
             let m = &moved.message;
             64 + moved.queue_arn.len()
                 + moved.source_arn.len()

@@ -60,6 +60,9 @@ pub trait OtherShards {
     /// Hands messages dead-lettered from `source_arn` to the shard of the dead-letter queue
     /// `dlq_arn`, in the log's current write.
     fn dead_letter(&self, dlq_arn: &str, source_arn: &Arc<str>, messages: Vec<Message>);
+    /// Hands a message a move task takes out of the dead-letter queue `dlq_arn` to the shard
+    /// of the queue `target_arn`, in the log's current write.
+    fn redrive(&self, target_arn: &str, dlq_arn: &Arc<str>, message: Message);
 }
 
 /// Queue changes held back by `QueueGuard::defer_changes`; `Queues::submit` logs them.

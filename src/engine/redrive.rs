@@ -14,7 +14,7 @@ use super::move_task::{
 };
 use super::namespace::Namespaces;
 use super::queue::Moved;
-use super::queues::{QueueEntry, Queues};
+use super::queues::{OtherShards, QueueEntry, Queues};
 use super::time::Timestamp;
 
 /// Every message move task, by source queue ARN, in start order.
@@ -94,11 +94,12 @@ impl MoveTasks {
         Ok(task)
     }
 
-    /// Moves up to `budget` messages for a running task. Returns the destination queue names
-    /// that received messages (to wake their long polls) and whether the task still runs.
+    /// Moves up to `budget` messages for a running task (a destination in another shard gets
+    /// its messages through `others`). Returns the destination queue names that received
+    /// messages here (to wake their long polls) and whether the task still runs.
     pub fn step<W: Default>(
         &self,
-        queues: &Queues<W>,
+        (queues, others): (&Queues<W>, &dyn OtherShards),
         task_id: &str,
         source_arn: &str,
         budget: usize,
@@ -132,12 +133,13 @@ impl MoveTasks {
         let mut moved = 0;
         let mut failed = None;
         for message in messages {
-            match redrive(queues, &task, &source, message, now) {
-                Some(destination) => {
+            match redrive((queues, others), &task, &source, message, now) {
+                Redriven::Here(destination) => {
                     touched.push(destination);
                     moved += 1;
                 }
-                None => failed = Some(NO_QUEUE.to_string()),
+                Redriven::Elsewhere => moved += 1,
+                Redriven::Back => failed = Some(NO_QUEUE.to_string()),
             }
         }
         queues.submit(deferred);
@@ -244,28 +246,45 @@ impl MoveTasks {
     }
 }
 
+/// Where a move task's message went.
+enum Redriven {
+    /// Into the named queue.
+    Here(Arc<str>),
+    /// To the shard of its destination, which puts it back if the queue is gone there.
+    Elsewhere,
+    /// Back into the dead-letter queue as it was: its destination is gone.
+    Back,
+}
+
 /// Moves one message to the task's destination (or back to the queue it was dead-lettered
-/// from) and returns that queue's name; if it is gone, puts the message back as it was.
+/// from); if that is gone, puts the message back as it was.
 fn redrive<W: Default>(
-    queues: &Queues<W>,
+    (queues, others): (&Queues<W>, &dyn OtherShards),
     task: &MoveTask,
     source: &QueueEntry<W>,
     message: Message,
     now: Timestamp,
-) -> Option<Arc<str>> {
-    let target = task
+) -> Redriven {
+    let target_arn = task
         .destination_arn
         .as_deref()
-        .or(message.dead_letter_source_arn().map(|a| &**a))
-        .and_then(|arn| queues.get_by_arn(arn).ok());
+        .or(message.dead_letter_source_arn().map(|a| &**a));
+    if let Some(target_arn) = target_arn.filter(|arn| others.hold(arn)) {
+        // Owned: the ARN may be the message's own, which goes with it.
+        let target_arn = target_arn.to_string();
+        let dlq_arn: Arc<str> = task.source_arn.as_str().into();
+        others.redrive(&target_arn, &dlq_arn, message);
+        return Redriven::Elsewhere;
+    }
+    let target = target_arn.and_then(|arn| queues.get_by_arn(arn).ok());
     if let Some(entry) = target {
         entry.lock().accept_moved(message, Moved::Redrive, now);
-        return Some(entry.name.clone());
+        return Redriven::Here(entry.name.clone());
     }
     let how = match message.dead_letter_source_arn().cloned() {
         Some(arn) => Moved::DeadLetter(arn),
         None => Moved::Redrive,
     };
     source.lock().accept_moved(message, how, now);
-    None
+    Redriven::Back
 }

@@ -162,8 +162,8 @@ impl Relay {
             }
             let placed = match &*parcel.contents {
                 Contents::Copy(copy) => self.place(queues, &mut state, copy, now),
-                Contents::DeadLetter(moved) => {
-                    self.place_dead_letter(queues, &mut state, moved, now)
+                Contents::DeadLetter(moved) | Contents::Redriven(moved) => {
+                    self.place_moved(queues, &mut state, parcel, moved, now)
                 }
                 Contents::Returned(moved) => self.place_returned(queues, moved, now),
             };
@@ -241,22 +241,32 @@ impl Relay {
         }
     }
 
-    /// Puts a dead letter in its dead-letter queue, or, that queue gone, back in the queue it
-    /// was received from (`place_returned`).
-    fn place_dead_letter<W: Default>(
+    /// Puts a dead letter in its dead-letter queue, or a message a move task moves in its
+    /// destination; that queue gone, back in the queue it came from (`place_returned`).
+    fn place_moved<W: Default>(
         &self,
         queues: &Queues<W>,
         state: &mut Parcels,
+        parcel: &Parcel,
         moved: &RelayedMove,
         now: Timestamp,
     ) -> Placed<W> {
-        if let Ok(dlq) = queues.get_by_arn(&moved.queue_arn) {
-            let mut target = dlq.lock();
+        if let Ok(entry) = queues.get_by_arn(&moved.queue_arn) {
+            let dead_letter = matches!(&*parcel.contents, Contents::DeadLetter(_));
+            let how = if dead_letter {
+                Moved::DeadLetter(moved.source_arn.clone())
+            } else {
+                Moved::Redrive
+            };
+            let mut target = entry.lock();
             target.tick(now);
-            let how = Moved::DeadLetter(moved.source_arn.clone());
             target.accept_moved(moved.message.clone(), how, now);
             drop(target);
-            return Placed::DeadLettered(dlq);
+            return if dead_letter {
+                Placed::DeadLettered(entry)
+            } else {
+                Placed::Queued(entry)
+            };
         }
         match self.elsewhere(&moved.source_arn) {
             Some(to) => {
@@ -267,9 +277,10 @@ impl Relay {
         }
     }
 
-    /// Puts a dead letter back in the queue it came from as a redrive would (its receives
-    /// counted afresh, at the end of its group, so it is not sent back and forth at every
-    /// receive); dropped only if that queue is gone too.
+    /// Puts a message back in the queue it came from, its receives counted afresh (so it is not
+    /// sent back and forth at every receive) and at the end of its group, keeping the queue it
+    /// was dead-lettered from, if any (where a move task takes it back to); dropped only if
+    /// that queue is gone too.
     fn place_returned<W: Default>(
         &self,
         queues: &Queues<W>,
@@ -279,9 +290,16 @@ impl Relay {
         let Ok(source) = queues.get_by_arn(&moved.source_arn) else {
             return Placed::Dropped;
         };
+        let mut message = moved.message.clone();
+        let dead_lettered_from = message.dead_letter_source_arn().cloned();
+        message.redriven();
+        let how = match dead_lettered_from {
+            Some(arn) => Moved::DeadLetter(arn),
+            None => Moved::Redrive,
+        };
         let mut queue = source.lock();
         queue.tick(now);
-        queue.accept_moved(moved.message.clone(), Moved::Redrive, now);
+        queue.accept_moved(message, how, now);
         drop(queue);
         Placed::Queued(source)
     }
@@ -298,6 +316,27 @@ impl Relay {
     pub fn image(&self, next_lsn: impl Fn() -> u64) -> (u64, Vec<ParcelChange>) {
         let state = self.parcels.lock_unlogged();
         (next_lsn(), state.image())
+    }
+}
+
+impl RelayedCopy {
+    /// `copy` for the queue `queue_arn` of another shard: from no topic, with no dead-letter
+    /// queue (the caller sets what applies).
+    pub fn of(queue_arn: &str, copy: SubscriptionCopy) -> RelayedCopy {
+        RelayedCopy {
+            queue_arn: queue_arn.into(),
+            topic_arn: None,
+            dead_letter_arn: None,
+            dead_letter: false,
+            envelope: None,
+            body: copy.body,
+            attributes: copy.attributes,
+            group_id: copy.group_id.map(Arc::from),
+            dedup_id: copy.dedup_id.map(Arc::from),
+            fifo_topic: copy.fifo_topic,
+            bypass_dedup: copy.bypass_dedup,
+            trace_header: copy.trace_header,
+        }
     }
 }
 
@@ -333,5 +372,19 @@ impl OtherShards for Relay {
             };
             state.send(to, Contents::DeadLetter(Box::new(moved)));
         }
+    }
+
+    fn redrive(&self, target_arn: &str, dlq_arn: &Arc<str>, message: Message) {
+        let Some(to) = self.elsewhere(target_arn) else {
+            return;
+        };
+        let moved = RelayedMove {
+            queue_arn: target_arn.into(),
+            source_arn: dlq_arn.clone(),
+            message,
+        };
+        self.parcels
+            .lock()
+            .send(to, Contents::Redriven(Box::new(moved)));
     }
 }

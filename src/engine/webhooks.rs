@@ -8,7 +8,9 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::engine::changes::{self, Change, ChangeLog};
 use crate::engine::guard::{Guard, LoggedLock};
+use crate::engine::parcel::RelayedCopy;
 use crate::engine::queues::{QueueEntry, Queues};
+use crate::engine::relay::Relay;
 use crate::engine::time::Timestamp;
 use crate::engine::topic::recent::DeliveryNote;
 use crate::engine::topic::{Subscription, Topic};
@@ -24,8 +26,8 @@ use crate::engine::webhook::Attempt;
 pub enum AttemptResult<W> {
     Delivered,
     Retrying(Timestamp),
-    /// The copy went to the subscription's dead-letter queue.
-    DeadLettered(Arc<QueueEntry<W>>),
+    /// The copy went to the subscription's dead-letter queue (`None`: to its shard's engine).
+    DeadLettered(Option<Arc<QueueEntry<W>>>),
     /// No dead-letter queue took it; counted in the subscription's `dropped`.
     Dropped,
     /// A confirmation message that could not be delivered (never dead-lettered, as on AWS).
@@ -37,8 +39,9 @@ pub enum AttemptResult<W> {
 /// Where a notification went when a publish handed it over.
 pub enum Notified<W> {
     Queued,
-    /// Over the subscription's cap, into its dead-letter queue.
-    DeadLettered(Arc<QueueEntry<W>>),
+    /// Over the subscription's cap, into its dead-letter queue (`None`: to its shard's
+    /// engine).
+    DeadLettered(Option<Arc<QueueEntry<W>>>),
     /// Over the cap with no dead-letter queue that took it; counted.
     Dropped,
 }
@@ -141,7 +144,7 @@ impl Webhooks {
     /// cap it goes to the subscription's dead-letter queue, or is dropped and counted.
     pub fn notify<W: Default>(
         &self,
-        queues: &Queues<W>,
+        queues: (&Queues<W>, &Relay),
         (topic, subscription): (&Topic, &Subscription),
         copy: NotificationCopy,
         now: Timestamp,
@@ -186,7 +189,7 @@ impl Webhooks {
     /// good) the subscription's dead-letter queue.
     pub fn finish<W: Default>(
         &self,
-        queues: &Queues<W>,
+        queues: (&Queues<W>, &Relay),
         attempt: &Attempt,
         outcome: Outcome,
         now: Timestamp,
@@ -312,20 +315,34 @@ impl Webhooks {
     }
 }
 
+/// The dead-letter queue that took a copy: here, or in another shard (`None`).
+type DeadLetterQueue<W> = Option<Arc<QueueEntry<W>>>;
+
 /// The same payload that would have been POSTed, into the subscription's dead-letter
 /// queue: the envelope, or the raw body with its attributes as SQS message attributes.
+/// `None`: no queue took it; `Some(None)`: handed to the engine of the queue's shard.
 fn dead_letter<W: Default>(
-    queues: &Queues<W>,
+    (queues, relay): (&Queues<W>, &Relay),
     delivery: &Delivery,
     now: Timestamp,
-) -> Option<Arc<QueueEntry<W>>> {
+) -> Option<DeadLetterQueue<W>> {
     let dlq = delivery.dead_letter_arn.as_deref()?;
     let (raw, enveloped) = delivery.dead_letter_copies();
+    if let Some(shard) = relay.elsewhere(dlq) {
+        let copy = RelayedCopy {
+            topic_arn: Some(delivery.topic_arn.clone()),
+            dead_letter: true,
+            envelope: enveloped.map(|envelope| envelope.body),
+            ..RelayedCopy::of(dlq, raw)
+        };
+        relay.send(shard, copy);
+        return Some(None);
+    }
     // With the queues' policies enforced, the dead-letter queue too takes it only as AWS would.
     let from = Some(&*delivery.topic_arn);
     match (queues.accept_copy(dlq, &raw, now, from), enveloped) {
-        (Ok(queue), _) => Some(queue),
-        (Err(_), Some(envelope)) => queues.accept_copy(dlq, &envelope, now, from).ok(),
+        (Ok(queue), _) => Some(Some(queue)),
+        (Err(_), Some(envelope)) => queues.accept_copy(dlq, &envelope, now, from).ok().map(Some),
         (Err(_), None) => None,
     }
 }

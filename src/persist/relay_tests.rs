@@ -139,6 +139,7 @@ fn a_parcel_change_takes_no_more_than_its_size_says() {
     let changes = [
         sent(Contents::Copy(Box::new(big))),
         sent(Contents::DeadLetter(Box::new(moved(message.clone())))),
+        sent(Contents::Redriven(Box::new(moved(message.clone())))),
         sent(Contents::Returned(Box::new(moved(message)))),
         ParcelChange::Forgotten {
             to: u32::MAX,

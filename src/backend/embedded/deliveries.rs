@@ -64,7 +64,9 @@ impl Deliveries for Embedded {
                 AttemptResult::Delivered => DeliveryResult::Delivered,
                 AttemptResult::Retrying(at) => DeliveryResult::Retrying(at),
                 AttemptResult::DeadLettered(queue) => {
-                    queue.waiters.notify_one();
+                    if let Some(queue) = queue {
+                        queue.waiters.notify_one();
+                    }
                     DeliveryResult::DeadLettered
                 }
                 AttemptResult::Dropped => DeliveryResult::Dropped,

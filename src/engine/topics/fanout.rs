@@ -367,19 +367,12 @@ impl Addressed<'_> {
     ) -> RelayedCopy {
         let may_dead_letter = dead_letter || dead_letter_arn.is_some();
         RelayedCopy {
-            queue_arn: queue_arn.into(),
             topic_arn: Some(self.topic.arn.clone()),
             dead_letter_arn: dead_letter_arn.map(Arc::from),
             dead_letter,
             envelope: (may_dead_letter && self.subscription.raw_delivery)
                 .then(|| self.envelope(signer).into()),
-            body: copy.body,
-            attributes: copy.attributes,
-            group_id: copy.group_id.map(Arc::from),
-            dedup_id: copy.dedup_id.map(Arc::from),
-            fifo_topic: copy.fifo_topic,
-            bypass_dedup: copy.bypass_dedup,
-            trace_header: copy.trace_header,
+            ..RelayedCopy::of(queue_arn, copy)
         }
     }
 
@@ -472,9 +465,10 @@ fn deliver_addressed<W: Default>(
     }
     if subscription.is_webhook() {
         let copy = addressed.webhook_copy(&envelope);
-        return match webhooks.notify(queues, (topic, subscription), copy, now) {
+        return match webhooks.notify((queues, relay), (topic, subscription), copy, now) {
             Notified::Queued => Delivered::Webhook,
-            Notified::DeadLettered(queue) => Delivered::DeadLetter(queue),
+            Notified::DeadLettered(Some(queue)) => Delivered::DeadLetter(queue),
+            Notified::DeadLettered(None) => Delivered::Relayed,
             Notified::Dropped => Delivered::Dropped,
         };
     }

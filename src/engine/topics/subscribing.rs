@@ -117,6 +117,8 @@ pub type SubscribeRequest<'a> = (&'a str, &'a str, Option<&'a str>, &'a [(String
 #[derive(Clone, Copy)]
 pub struct Confirming<'a> {
     pub webhooks: &'a Webhooks,
+    /// Where a confirmation for a queue of another shard goes.
+    pub relay: &'a crate::engine::relay::Relay,
     pub base_url: &'a str,
 }
 
@@ -163,8 +165,14 @@ impl Topics {
         if let Some(subscription) = to_confirm {
             let document = self.subscription_confirmation(&topic, &subscription, &confirming, now);
             drop(topic);
-            // A queue that does not exist (yet) loses its confirmation, as on AWS.
-            let _ = queues.accept_copy(endpoint, &document.queue_confirmation_copy(), now, None);
+            let copy = document.queue_confirmation_copy();
+            if let Some(shard) = confirming.relay.elsewhere(endpoint) {
+                let copy = crate::engine::parcel::RelayedCopy::of(endpoint, copy);
+                confirming.relay.send(shard, copy);
+            } else {
+                // A queue that does not exist (yet) loses its confirmation, as on AWS.
+                let _ = queues.accept_copy(endpoint, &copy, now, None);
+            }
         }
         Ok(subscribed)
     }

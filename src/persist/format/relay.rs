@@ -60,6 +60,7 @@ pub enum DiskContents<'a> {
     Copy(#[serde(borrow)] DiskRelayedCopy<'a>),
     DeadLetter(#[serde(borrow)] DiskRelayedMove<'a>),
     Returned(#[serde(borrow)] DiskRelayedMove<'a>),
+    Redriven(#[serde(borrow)] DiskRelayedMove<'a>),
 }
 
 // Built to be written at once (or read and turned into engine state), never kept: boxing the
@@ -106,6 +107,7 @@ impl<'a> From<&'a ParcelChange> for DiskParcelChange<'a> {
                     }),
                     Contents::DeadLetter(moved) => DiskContents::DeadLetter((&**moved).into()),
                     Contents::Returned(moved) => DiskContents::Returned((&**moved).into()),
+                    Contents::Redriven(moved) => DiskContents::Redriven((&**moved).into()),
                 },
             },
             ParcelChange::Forgotten { to, through } => DiskParcelChange::Forgotten {
@@ -132,6 +134,9 @@ impl DiskParcelChange<'_> {
                     }
                     DiskContents::Returned(moved) => {
                         return sent(to, seq, Contents::Returned(moved.into_live()))
+                    }
+                    DiskContents::Redriven(moved) => {
+                        return sent(to, seq, Contents::Redriven(moved.into_live()))
                     }
                 };
                 let copy = RelayedCopy {
