@@ -8,6 +8,7 @@ mod messages;
 mod move_tasks;
 mod push_and_sms;
 mod queues;
+pub mod relay;
 mod topics;
 
 use std::sync::Arc;
@@ -145,5 +146,7 @@ impl Embedded {
     }
 }
 
+#[cfg(test)]
+mod relay_tests;
 #[cfg(test)]
 mod tests;

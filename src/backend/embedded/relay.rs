@@ -1,0 +1,67 @@
+//! Parcels between the engines of different shards (`engine::relay`), carried by pull: a
+//! shard's engine asks each other shard's for the parcels after the last one it applied,
+//! which also tells that shard it may forget those. A source hands out only parcels its log
+//! holds; a destination names as applied only what its log holds. So a parcel lost with a log's
+//! tail is never applied nor forgotten, and one applied is never applied again.
+
+use crate::backend::BackendResult;
+use crate::engine::parcel::Parcel;
+
+use super::Embedded;
+
+impl Embedded {
+    /// The shard this backend's engine holds.
+    pub fn shard(&self) -> u32 {
+        self.engine.relay.shard().number
+    }
+
+    /// Up to `max` parcels for shard `to` after number `after`, once this log holds them.
+    /// `after` is what `to`'s log holds as applied: parcels up to it are forgotten here.
+    pub async fn parcels_for(&self, to: u32, after: u64, max: usize) -> BackendResult<Vec<Parcel>> {
+        self.refuse_if_failed()?;
+        self.engine.relay.forget(to, after);
+        let parcels = self.engine.relay.waiting_for(to, max);
+        if !parcels.is_empty() {
+            // Each was handed to the log under the lock `waiting_for` took: this covers it.
+            self.durable().await?;
+        }
+        Ok(parcels)
+    }
+
+    /// Applies parcels from shard `from` (in order, each once); answers the last number
+    /// applied once this log holds it, and wakes the queues that took a copy.
+    pub async fn take_parcels(&self, from: u32, parcels: &[Parcel]) -> BackendResult<u64> {
+        self.refuse_if_failed()?;
+        let received = self.engine.receive_parcels(from, parcels, self.clock.now());
+        self.durable().await?;
+        for queue in &received.delivered_to {
+            queue.waiters.notify_one();
+        }
+        Ok(received.through)
+    }
+
+    /// The last parcel from shard `from` this log holds as applied (as recovered; later ones
+    /// are answered by `take_parcels`).
+    pub fn applied_from(&self, from: u32) -> u64 {
+        self.engine.relay.applied(from)
+    }
+}
+
+/// Carries up to `max` parcels from `source`'s engine to `destination`'s. `applied` is the
+/// last parcel from `source` that `destination`'s log holds as applied (start from
+/// `applied_from`); it moves on as parcels are applied. Answers how many were carried.
+pub async fn carry(
+    source: &Embedded,
+    destination: &Embedded,
+    applied: &mut u64,
+    max: usize,
+) -> BackendResult<usize> {
+    let parcels = source
+        .parcels_for(destination.shard(), *applied, max)
+        .await?;
+    if parcels.is_empty() {
+        return Ok(0);
+    }
+    *applied = destination.take_parcels(source.shard(), &parcels).await?;
+    Ok(parcels.len())
+}

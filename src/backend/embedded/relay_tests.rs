@@ -1,0 +1,146 @@
+//! Parcels carried by pull between the embedded backends of two shards, each over a log of its
+//! own: every copy arrives once and in order, however often a pull is repeated or an answer
+//! lost, and the source forgets what the destination's log holds.
+
+use std::sync::Arc;
+
+use super::relay::carry;
+use super::Embedded;
+use crate::clock::ManualClock;
+use crate::engine::queue::ReceiveRequest;
+use crate::engine::shard::Shard;
+use crate::engine::topic::PublishRequest;
+use crate::engine::{ChangeLog, Engine, Timestamp};
+use crate::persist::segment_log::SegmentLog;
+use crate::persist::storage::MemStorage;
+use crate::persist::writer::{FsyncMode, LogWriter};
+
+/// The backend of shard `number` of 2, over a log of its own.
+fn shard(number: u32) -> (Embedded, Arc<LogWriter>) {
+    let (log, _) = SegmentLog::open(MemStorage::default(), 1 << 20).unwrap();
+    let log_writer = LogWriter::new();
+    log_writer.start(log, 1, FsyncMode::Always);
+    let shard = Shard { number, count: 2 };
+    let mut engine = Engine::for_shard("000000000000", "us-east-1", shard);
+    engine.set_log(log_writer.clone());
+    let clock = Arc::new(ManualClock::new(Timestamp(1)));
+    let backend = Embedded::new(
+        Arc::new(engine),
+        Some(log_writer.clone()),
+        clock,
+        Default::default(),
+    );
+    (backend, log_writer)
+}
+
+/// A name starting with `stem` whose key is in `shard` of 2.
+fn name_in(stem: &str, shard: u32, suffix: &str) -> String {
+    (0..)
+        .map(|i| format!("{stem}-{i}{suffix}"))
+        .find(|name| Shard::of(2, name) == shard)
+        .unwrap()
+}
+
+fn publish(backend: &Embedded, topic_arn: &str, body: &str) {
+    let request = PublishRequest {
+        message: body.into(),
+        group_id: Some("g".into()),
+        dedup_id: Some(body.into()),
+        ..Default::default()
+    };
+    backend
+        .engine
+        .publish(topic_arn, &request, "http://localhost", Timestamp(1))
+        .unwrap();
+}
+
+#[tokio::test]
+async fn parcels_go_by_pull_once_each_and_are_forgotten_once_applied() {
+    let ((source, source_log), (destination, destination_log)) = (shard(0), shard(1));
+    let (topic, queue) = (name_in("prices", 0, ".fifo"), name_in("q", 1, ".fifo"));
+    let fifo = [("FifoQueue".to_string(), "true".to_string())];
+    destination
+        .engine
+        .queues
+        .create_from(&queue, &fifo, &[], Timestamp(1))
+        .unwrap();
+    let fifo_topic = [("FifoTopic".to_string(), "true".to_string())];
+    let topic_arn = source
+        .engine
+        .topics
+        .create(&topic, &fifo_topic, &[], Timestamp(1))
+        .unwrap();
+    let endpoint = format!("arn:aws:sqs:us-east-1:000000000000:{queue}");
+    source
+        .engine
+        .subscribe(
+            &topic_arn,
+            "sqs",
+            Some(&endpoint),
+            &[("RawMessageDelivery".to_string(), "true".to_string())],
+            "http://localhost",
+            None,
+            Timestamp(1),
+        )
+        .unwrap();
+    for body in ["a", "b", "c"] {
+        publish(&source, &topic_arn, body);
+    }
+
+    let mut applied = destination.applied_from(0);
+    assert_eq!(applied, 0);
+    assert_eq!(
+        carry(&source, &destination, &mut applied, 2).await.unwrap(),
+        2
+    );
+    assert_eq!(applied, 2);
+    // Handed out only once durable there, and applied durably here before it is named.
+    assert_eq!(source_log.durable().lsn, source_log.next_lsn());
+    assert_eq!(destination_log.durable().lsn, destination_log.next_lsn());
+    assert_eq!(
+        carry(&source, &destination, &mut applied, 2).await.unwrap(),
+        1
+    );
+    assert_eq!(
+        carry(&source, &destination, &mut applied, 2).await.unwrap(),
+        0
+    );
+    assert!(
+        source.engine.relay.depths().is_empty(),
+        "forgotten at the pull that named them applied"
+    );
+
+    // An answer lost on the way: the destination pulls again from what it named before.
+    publish(&source, &topic_arn, "d");
+    let mut stale = 2;
+    assert_eq!(
+        carry(&source, &destination, &mut stale, 10).await.unwrap(),
+        1
+    );
+    assert_eq!(stale, 4);
+    let again = source.parcels_for(1, 3, 10).await.unwrap();
+    assert_eq!(
+        again.len(),
+        1,
+        "parcel 4 is not forgotten until named applied"
+    );
+    assert_eq!(destination.take_parcels(0, &again).await.unwrap(), 4);
+
+    let entry = destination.engine.queues.get(&queue).unwrap();
+    let all = ReceiveRequest {
+        max_messages: Some(10),
+        ..Default::default()
+    };
+    let (outcome, _) = destination
+        .engine
+        .receive(&entry, &all, Timestamp(2))
+        .unwrap();
+    let bodies: Vec<String> = outcome
+        .received
+        .iter()
+        .map(|m| m.message.body.to_string())
+        .collect();
+    assert_eq!(bodies, ["a", "b", "c", "d"], "in order, each once");
+    source_log.close();
+    destination_log.close();
+}
