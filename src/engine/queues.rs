@@ -52,11 +52,14 @@ impl QueueGuard<'_> {
     }
 }
 
-/// Queues held by other shards' engines (`relay`): a queue whose dead-letter queue is in
-/// another shard hands its dead letters over instead of putting them in a local queue.
+/// Queues held by other shards' engines (`relay`): a dead letter for a dead-letter queue in
+/// another shard, or a message a move task moves into a queue there, is handed over instead
+/// of put in a local queue.
 pub trait OtherShards {
     /// Whether another shard holds the queue `arn` names.
     fn hold(&self, arn: &str) -> bool;
+    /// Whether more may be handed over now (the relay's bound).
+    fn has_room(&self) -> bool;
     /// Hands messages dead-lettered from `source_arn` to the shard of the dead-letter queue
     /// `dlq_arn`, in the log's current write.
     fn dead_letter(&self, dlq_arn: &str, source_arn: &Arc<str>, messages: Vec<Message>);

@@ -119,6 +119,10 @@ impl MoveTasks {
             self.finish_step(&task, MoveStatus::Failed, 0, Some(NO_QUEUE.into()));
             return (Vec::new(), false);
         };
+        if !others.has_room() {
+            // Other shards' parcels wait to be carried: the task pauses, still running.
+            return (Vec::new(), true);
+        }
         // The puts into the destinations, the removals after them and the task's new count
         // reach the log in one write: a crash keeps the whole step or none of it.
         let _atomic = changes::Atomic::new(self.change_log.as_deref());

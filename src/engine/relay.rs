@@ -1,10 +1,11 @@
 //! The relay of an engine that holds one shard of a key space: what it owes queues in other
-//! shards (a publish's copies for them, messages dead-lettered into them), and what other
-//! shards' engines hand it. No two-phase
-//! commit: the topic's shard logs each copy as a parcel in the same write as the publish, in
-//! topic order; the queue's shard applies a source's parcels in that order, each once, logging
-//! the last one applied in the write that puts the copy in its queue; the source forgets them
-//! once told. Carrying parcels between engines is the caller's (`waiting_for`, `receive`,
+//! shards (a publish's copies for them; messages dead-lettered into them or moved into them by
+//! a move task; a webhook notification's copy for its dead-letter queue; another account's
+//! subscription confirmation; messages sent back to where they came from), and what other
+//! shards' engines hand it. No two-phase commit: the source logs each as a parcel in the same
+//! write as what made it (a publish's in topic order); the destination applies a source's
+//! parcels in that order, each once, logging the last one applied in the write that places
+//! them; the source forgets them once told. Carrying parcels between engines is the caller's (`waiting_for`, `receive`,
 //! `forget`), who hands out only parcels its log holds durably and tells the source only what
 //! the destination's log holds durably: a parcel lost with a log's tail could otherwise be
 //! applied and its number handed out again, or forgotten and never applied. Lock order: topic,
@@ -34,8 +35,10 @@ pub struct Received<W> {
     pub through: u64,
     /// Queues that took a copy (their long polls are woken).
     pub delivered_to: Vec<Arc<QueueEntry<W>>>,
-    /// Copies that went to a dead-letter queue instead, here or on their way to its shard.
+    /// Copies and dead letters that went to a dead-letter queue here.
     pub dead_lettered: usize,
+    /// Parcels sent on to a third shard (a dead-letter queue there) or back to their source.
+    pub relayed: usize,
     /// Copies no queue took.
     pub dropped: usize,
 }
@@ -44,7 +47,7 @@ pub struct Received<W> {
 enum Placed<W> {
     Queued(Arc<QueueEntry<W>>),
     DeadLettered(Arc<QueueEntry<W>>),
-    /// On to the dead-letter queue's shard.
+    /// On to another shard: a dead-letter queue there, or back to where it came from.
     Relayed,
     Dropped,
 }
@@ -151,6 +154,7 @@ impl Relay {
             through: state.applied(from),
             delivered_to: Vec::new(),
             dead_lettered: 0,
+            relayed: 0,
             dropped: 0,
         };
         for parcel in parcels {
@@ -173,7 +177,7 @@ impl Relay {
                     received.dead_lettered += 1;
                     received.delivered_to.push(queue);
                 }
-                Placed::Relayed => received.dead_lettered += 1,
+                Placed::Relayed => received.relayed += 1,
                 Placed::Dropped => received.dropped += 1,
             }
             state.note_applied(from, parcel.seq);
@@ -356,6 +360,10 @@ fn subscription_copy(copy: &RelayedCopy) -> SubscriptionCopy<'_> {
 impl OtherShards for Relay {
     fn hold(&self, arn: &str) -> bool {
         self.elsewhere(arn).is_some()
+    }
+
+    fn has_room(&self) -> bool {
+        self.shard.count <= 1 || self.parcels.lock_unlogged().has_room()
     }
 
     fn dead_letter(&self, dlq_arn: &str, source_arn: &Arc<str>, messages: Vec<Message>) {

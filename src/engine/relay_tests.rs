@@ -424,6 +424,27 @@ fn a_parcel_is_logged_in_the_write_of_what_made_it_and_applied_in_the_write_that
         [(false, true)],
         "forgotten: one change, the relay's"
     );
+
+    // Another account's queue in the other shard: the subscription and its confirmation.
+    let key = (0..)
+        .map(|i| format!("us-east-1:111111111111:inbox-{i}"))
+        .find(|key| Shard::of(2, key) as usize == other)
+        .unwrap();
+    let endpoint = format!("arn:aws:sqs:{key}");
+    shards[home]
+        .subscribe(
+            &topic_arn,
+            "sqs",
+            Some(&endpoint),
+            &[],
+            BASE,
+            None,
+            Timestamp(1),
+        )
+        .unwrap();
+    let (changes, relay) = watches[home].take_grouped();
+    assert_eq!(relay, 1, "the confirmation's parcel");
+    assert!(changes >= 2, "with the subscription");
 }
 
 /// Bodies in `queue` with the queue each was dead-lettered from.

@@ -150,6 +150,16 @@ fn a_parcel_change_takes_no_more_than_its_size_says() {
             through: u64::MAX,
         },
     ];
+    // Each kind reads back as itself.
+    let kinds: Vec<String> = changes
+        .iter()
+        .map(|change| {
+            let encoded = postcard::to_allocvec(&DiskParcelChange::from(change)).unwrap();
+            let decoded: DiskParcelChange = postcard::from_bytes(&encoded).unwrap();
+            kind(&decoded.into_live())
+        })
+        .collect();
+    assert_eq!(kinds, changes.iter().map(kind).collect::<Vec<_>>());
     for change in &changes {
         let encoded = postcard::to_allocvec(&DiskParcelChange::from(change)).unwrap();
         assert!(
@@ -158,5 +168,18 @@ fn a_parcel_change_takes_no_more_than_its_size_says() {
             encoded.len(),
             change.size()
         );
+    }
+}
+
+/// A change's kind and, for a parcel, what it carries.
+fn kind(change: &ParcelChange) -> String {
+    match change {
+        ParcelChange::Sent { parcel, .. } => match &*parcel.contents {
+            Contents::Copy(_) => "copy".into(),
+            Contents::DeadLetter(m) => format!("dead letter of {}", m.message.body),
+            Contents::Redriven(m) => format!("redriven {}", m.message.body),
+            Contents::Returned(m) => format!("returned {}", m.message.body),
+        },
+        other => format!("{other:?}"),
     }
 }

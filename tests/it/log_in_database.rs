@@ -539,7 +539,10 @@ async fn a_missing_batch_is_refused_with_where_it_was() {
         .expect("delete a batch")
         .get(0);
     let said = refused(&config).await;
-    assert!(said.contains("log_batches row"), "{said}");
+    assert!(
+        said.contains("log_batches row (shard 0, first_lsn "),
+        "{said}"
+    );
     assert!(said.contains(&format!("records {gone} to")), "{said}");
     assert!(said.contains("missing"), "{said}");
 }

@@ -40,16 +40,19 @@ impl Embedded {
         Ok(received.through)
     }
 
-    /// The last parcel from shard `from` this log holds as applied (as recovered; later ones
-    /// are answered by `take_parcels`).
-    pub fn applied_from(&self, from: u32) -> u64 {
-        self.engine.relay.applied(from)
+    /// The last parcel from shard `from` this log holds as applied.
+    pub async fn applied_from(&self, from: u32) -> BackendResult<u64> {
+        self.refuse_if_failed()?;
+        let applied = self.engine.relay.applied(from);
+        self.durable().await?;
+        Ok(applied)
     }
 }
 
 /// Carries up to `max` parcels from `source`'s engine to `destination`'s. `applied` is the
 /// last parcel from `source` that `destination`'s log holds as applied (start from
-/// `applied_from`); it moves on as parcels are applied. Answers how many were carried.
+/// `applied_from`); it moves on as parcels are applied. Answers by how much it moved (0 when
+/// nothing waits, or the next parcel is missing).
 pub async fn carry(
     source: &Embedded,
     destination: &Embedded,
@@ -62,6 +65,7 @@ pub async fn carry(
     if parcels.is_empty() {
         return Ok(0);
     }
+    let before = *applied;
     *applied = destination.take_parcels(source.shard(), &parcels).await?;
-    Ok(parcels.len())
+    Ok(applied.saturating_sub(before) as usize)
 }

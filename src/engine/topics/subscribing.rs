@@ -159,6 +159,9 @@ impl Topics {
             .key_in_arn(endpoint)
             .ok_or_else(|| invalid("Invalid parameter: SQS endpoint ARN"))?;
         let pending = queue_pends(&self.namespaces, queue_key, subscriber.owner);
+        // The subscription and its confirmation's parcel for another shard reach the log in
+        // one write (declared first: dropped last).
+        let _atomic = self.atomic();
         let mut topic = entry.lock();
         let (subscribed, to_confirm) =
             topic.subscribe_queue((endpoint, queue_key), attrs, subscriber, (pending, now))?;

@@ -158,7 +158,7 @@ impl Follower {
             Some(_) => format!("records {next} to {} are missing before it", first - 1),
         };
         Err(RecoveryError::Corruption {
-            file: format!("log_batches row {first}"),
+            file: batch_row(self.shard, first),
             offset: 0,
             reason,
         })
@@ -198,7 +198,7 @@ impl Follower {
     ) -> Result<(), RecoveryError> {
         let loaded = &self.loaded;
         self.after = first;
-        let name = format!("log_batches row {first}");
+        let name = batch_row(self.shard, first);
         let damaged = |offset: usize, reason: String| RecoveryError::Corruption {
             file: name.clone(),
             offset,
@@ -332,7 +332,8 @@ pub fn cut_tail(
         (0, ..) => None,
         (rows, Some(first), Some(last), bytes) => Some((
             format!(
-                "log_batches rows {first} to {last} ({rows} rows), after a gap from {next_lsn}"
+                "log_batches rows of shard {shard} from first_lsn {first} to {last} ({rows} \
+                 rows), after a gap from {next_lsn}"
             ),
             0,
             bytes as usize,
@@ -372,4 +373,9 @@ pub fn note_epoch(
             Ok(())
         })
     })
+}
+
+/// How damage names a row of the log: by its key.
+fn batch_row(shard: i32, first_lsn: i64) -> String {
+    format!("log_batches row (shard {shard}, first_lsn {first_lsn})")
 }

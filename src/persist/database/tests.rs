@@ -544,7 +544,7 @@ fn a_torn_tail_ends_the_log_a_standby_waits_at_its_gap_and_the_next_leader_cuts_
     let refused = super::recovery::recover(&mut db, SHARD, &fresh).err();
     assert!(
         matches!(&refused, Some(crate::persist::RecoveryError::Corruption { file, .. })
-            if *file == format!("log_batches row {}", gap + 2)),
+            if *file == format!("log_batches row (shard {SHARD}, first_lsn {})", gap + 2)),
         "the rows of two inserts after a gap are damage: {refused:?}"
     );
     let removed = format!("DELETE FROM log_batches WHERE first_lsn = {}", gap + 4);
@@ -575,7 +575,11 @@ fn a_torn_tail_ends_the_log_a_standby_waits_at_its_gap_and_the_next_leader_cuts_
     let led = super::open(&settings, &mut next).expect("the next leader");
     let (cut, _, bytes) = led.report.dropped_tail.clone().expect("a tail cut");
     assert!(
-        cut.contains(&format!("rows {} to {}", gap + 2, gap + 3)),
+        cut.contains(&format!(
+            "rows of shard {SHARD} from first_lsn {} to {}",
+            gap + 2,
+            gap + 3
+        )),
         "{cut}"
     );
     assert!(bytes > 0);
