@@ -155,6 +155,13 @@ pub struct Config {
     /// Keep everything in memory only (nothing survives a restart); for tests and CI.
     #[arg(long, env = "ORDERLY_EPHEMERAL", value_parser = BoolishValueParser::new())]
     pub ephemeral: bool,
+    /// Cut the queues and topics into this many shards, each with an engine of its own; what
+    /// crosses shards (a publish's copies, dead letters, moved messages) is carried between
+    /// them, a moment later. Only with --ephemeral so far: shards of a data directory or a
+    /// database are not built yet. 1 is one engine for everything.
+    #[arg(long, env = "ORDERLY_SHARDS", default_value_t = 1,
+          value_parser = clap::value_parser!(u32).range(1..=1024))]
+    pub shards: u32,
     /// When the log is synced to disk: `always` (before answering; survives power loss),
     /// `interval:MS` (at most MS later; a power loss can lose that window), or `never`
     /// (survives a crash of the process, not of the machine).

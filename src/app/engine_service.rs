@@ -36,6 +36,12 @@ pub(super) fn build_service(
     clock: Arc<dyn Clock>,
     listening: SocketAddr,
 ) -> std::io::Result<Built> {
+    if config.shards > 1 {
+        if !config.ephemeral {
+            return Err(shards_not_built());
+        }
+        return serve_shards(config, clock, listening);
+    }
     let (engine, data) = open_engine(config)?;
     let log_writer = data.as_ref().map(|d| d.log_writer.clone());
     let engine = Arc::new(engine);
@@ -95,6 +101,63 @@ pub(super) fn serve_engine(
     Ok(Built {
         service: Service::new(backend, Arc::new(webhooks), clock, settings, metrics),
         snapshots,
+        lease: None,
+        cluster: None,
+        standby: None,
+    })
+}
+
+/// Shards are kept in memory only, so far.
+pub(super) fn shards_not_built() -> std::io::Error {
+    std::io::Error::new(
+        std::io::ErrorKind::InvalidInput,
+        "--shards above 1 needs --ephemeral: shards of a data directory or a database are not built yet",
+    )
+}
+
+/// The service over `--shards` engines in memory, each an embedded backend of its own.
+fn serve_shards(
+    config: &Config,
+    clock: Arc<dyn Clock>,
+    listening: SocketAddr,
+) -> std::io::Result<Built> {
+    use crate::engine::shard::Shard;
+    use tokio::sync::Notify;
+    let (webhooks, settings) = service_parts(config, listening)?;
+    let metrics = crate::metrics::Metrics::default();
+    let count = config.shards;
+    let parcels_waiting: Arc<[Notify]> = (0..count).map(|_| Notify::new()).collect();
+    let captured = Arc::new(crate::backend::captured::CapturedMessages::default());
+    let shards = (0..count)
+        .map(|number| {
+            let shard = Shard { number, count };
+            let mut engine = Engine::for_shard(&config.account_id, &config.region, shard);
+            configure_engine(config, &mut engine);
+            let backend = crate::backend::embedded::Embedded::new(
+                Arc::new(engine),
+                None,
+                clock.clone(),
+                webhooks.wake_signal(),
+            )
+            .counting_long_polls(metrics.long_polls_waiting.clone())
+            .among_shards(captured.clone(), parcels_waiting.clone());
+            Arc::new(backend)
+        })
+        .collect();
+    let namespaces = crate::engine::namespace::Namespaces::new(
+        crate::engine::namespace::Namespace::new(&config.region, &config.account_id),
+    );
+    let backend =
+        crate::backend::sharded::Sharded::new(shards, namespaces, clock.clone(), parcels_waiting);
+    Ok(Built {
+        service: Service::new(
+            Arc::new(backend),
+            Arc::new(webhooks),
+            clock,
+            settings,
+            metrics,
+        ),
+        snapshots: None,
         lease: None,
         cluster: None,
         standby: None,

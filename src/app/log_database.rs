@@ -88,6 +88,9 @@ pub async fn build(
     metrics: crate::metrics::Metrics,
 ) -> std::io::Result<(Built, Option<Waiting>)> {
     let (config, clock, listening) = (&node.config, node.clock.clone(), node.listening);
+    if config.shards > 1 {
+        return Err(super::engine_service::shards_not_built());
+    }
     let own_url = node.own_url.clone();
     let settings = settings(config, &node.url, &own_url);
     let mut engine = Engine::new(&config.account_id, &config.region);

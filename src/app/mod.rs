@@ -67,9 +67,13 @@ fn keep_manual_time_in(dir: &std::path::Path, clock: &ManualClock) -> std::io::R
 
 /// How `GET /_orderly/cluster` reads a node on its own: its URL, and how far its log is
 /// written (when it keeps one).
-fn single_status(built: &Built, own_url: String) -> crate::service::cluster::ClusterStatus {
+fn single_status(
+    built: &Built,
+    own_url: String,
+    shards: u32,
+) -> crate::service::cluster::ClusterStatus {
     let log_writer = built.snapshots.as_ref().map(|s| s.log_writer().clone());
-    crate::service::cluster::single(own_url, move || {
+    crate::service::cluster::single(own_url, shards, move || {
         log_writer.as_ref().map_or(0, |log| log.durable().lsn)
     })
 }
@@ -282,7 +286,7 @@ impl App {
         };
         let status = match &built.cluster {
             Some(status) => status.clone(),
-            None => single_status(&built, own_url),
+            None => single_status(&built, own_url, config.shards),
         };
         built.service.set_cluster_status(status);
         let mut limits = limits;

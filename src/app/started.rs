@@ -52,7 +52,7 @@ impl Started {
         if let Some(lease) = lease {
             self.lease.send_replace(Some(lease));
         }
-        service.backend.resume_move_tasks();
+        service.backend.start_work();
     }
 
     /// Completes once this node, having come to lead, loses the lease.
@@ -74,7 +74,7 @@ impl Started {
         let began = !self.workers.is_empty();
         self.workers.stop().await;
         if began {
-            let _ = service.backend.stop_move_tasks().await;
+            let _ = service.backend.stop_work().await;
         }
         // Every answered request is durable already; this flushes background changes too,
         // once a snapshot still being written is done.

@@ -11,6 +11,9 @@
 //! account, as `service::access` makes it from a URL or ARN), whatever the parameter is called
 //! (`key`, or `queue` where messages go to it).
 //!
+//! Over several shards of the key space, `sharded/` routes each request to its shard's
+//! embedded backend.
+//!
 //! Seven families of operations: queue administration (`QueueAdmin`), messages (`Messages`),
 //! topics with their subscriptions (`Topics`), message move tasks (`MoveTasks`), the webhook
 //! outbox the delivery worker drains (`Deliveries`), looking inside or starting over
@@ -22,6 +25,7 @@ pub mod captured;
 mod conformance;
 pub mod embedded;
 mod pacing;
+pub mod sharded;
 
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -283,6 +287,9 @@ pub struct StartMove<'a> {
     pub destination_arn: Option<&'a str>,
     /// Messages per second; `None`: as fast as the backend's default allows.
     pub rate: Option<i64>,
+    /// What other shards hold that the start's checks need (`Default` from above the seam: a
+    /// backend over several shards fills it in).
+    pub elsewhere: crate::engine::redrive::Elsewhere,
 }
 
 /// Moving messages out of a dead-letter queue. The backend runs each task it starts until it
@@ -293,11 +300,19 @@ pub trait MoveTasks: Send + Sync {
     fn list_move_tasks<'a>(&'a self, source_arn: &'a str) -> Answer<'a, Vec<MoveTask>>;
     /// Cancels the running task the handle names; answers how many it had moved.
     fn cancel_move_task<'a>(&'a self, handle: &'a str) -> Answer<'a, u64>;
-    /// Runs again the tasks that were running when the server stopped.
-    fn resume_move_tasks(&self);
-    /// Stops running tasks between two steps; they stay running in storage and resume at the
-    /// next start.
-    fn stop_move_tasks(&self) -> Answer<'_, ()>;
+}
+
+/// What a backend runs beside requests: the move tasks that were running when the server
+/// stopped, and, over several shards, the carrying of parcels between them.
+pub trait Work: Send + Sync {
+    /// Starts it (move tasks resume where they stood).
+    fn start_work(&self);
+    /// Stops it between two steps; running move tasks stay running in storage and resume at
+    /// the next start.
+    fn stop_work(&self) -> Answer<'_, ()>;
+    /// Completes once nothing made so far waits to cross shards (at once with one shard): what
+    /// a test waits for before it looks for a copy in another shard's queue.
+    fn carried(&self) -> Answer<'_, ()>;
 }
 
 /// What became of one webhook attempt, for the delivery worker's log.
@@ -491,12 +506,13 @@ pub trait PushAndSms: Send + Sync {
 
 /// Everything the service and its workers ask of storage.
 pub trait Backend:
-    QueueAdmin + Messages + Topics + MoveTasks + Deliveries + Inspection + PushAndSms
+    QueueAdmin + Messages + Topics + MoveTasks + Work + Deliveries + Inspection + PushAndSms
 {
 }
 
-impl<T: QueueAdmin + Messages + Topics + MoveTasks + Deliveries + Inspection + PushAndSms> Backend
-    for T
+impl<
+        T: QueueAdmin + Messages + Topics + MoveTasks + Work + Deliveries + Inspection + PushAndSms,
+    > Backend for T
 {
 }
 

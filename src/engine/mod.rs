@@ -82,7 +82,7 @@ impl<W: Default> Engine<W> {
     pub fn for_shard(account_id: &str, region: &str, shard: shard::Shard) -> Self {
         let namespaces = namespace::Namespaces::new(namespace::Namespace::new(region, account_id));
         Engine {
-            queues: Queues::new(namespaces.clone()),
+            queues: Queues::new(namespaces.clone()).in_shard(shard),
             topics: Topics::new(namespaces.clone()),
             webhooks: Webhooks::default(),
             move_tasks: MoveTasks::new(namespaces.clone()),
@@ -277,12 +277,12 @@ impl<W: Default> Engine<W> {
     pub fn start_move_task(
         &self,
         source_arn: &str,
-        destination_arn: Option<&str>,
+        destination: (Option<&str>, redrive::Elsewhere),
         rate: Option<i64>,
         now: Timestamp,
     ) -> EngineResult<move_task::MoveTask> {
         self.move_tasks
-            .start(&self.queues, source_arn, destination_arn, rate, now)
+            .start(&self.queues, source_arn, destination, rate, now)
     }
 
     /// Moves up to `budget` messages for a running task (`MoveTasks::step`).
@@ -456,7 +456,7 @@ mod tests {
         assert_eq!(dlq.unwrap().lock().len(), 5, "all five were dead-lettered");
         let arn = engine.queues.arn("dlq");
         let task = engine
-            .start_move_task(&arn, None, Some(2), Timestamp(3))
+            .start_move_task(&arn, (None, Default::default()), Some(2), Timestamp(3))
             .unwrap();
         assert_eq!(task.to_move, 5);
         let (touched, running) = engine.move_step(&task.id, &arn, 2, Timestamp(4));
@@ -476,7 +476,12 @@ mod tests {
         assert_eq!(outcome.received.len(), 5);
         assert!(
             engine
-                .start_move_task(&engine.queues.arn("src"), None, None, Timestamp(8))
+                .start_move_task(
+                    &engine.queues.arn("src"),
+                    (None, Default::default()),
+                    None,
+                    Timestamp(8)
+                )
                 .is_err(),
             "src is not a DLQ"
         );

@@ -39,6 +39,16 @@ pub struct RelayedCopy {
     pub fifo_topic: bool,
     pub bypass_dedup: bool,
     pub trace_header: Option<Arc<str>>,
+    /// The note at the topic's shard that this copy's fate settles. In memory only, as the
+    /// notes are: a copy read back from the log settles none.
+    pub note_for: Option<NoteFor>,
+}
+
+/// The subscription and publish whose note (`Fate::Relayed`) a relayed copy's fate replaces.
+#[derive(Clone, Debug, PartialEq)]
+pub struct NoteFor {
+    pub subscription_arn: Arc<str>,
+    pub message_id: Arc<str>,
 }
 
 /// A message moved into a queue of another shard: dead-lettered, or moved out of a
@@ -319,6 +329,7 @@ mod tests {
             fifo_topic: true,
             bypass_dedup: false,
             trace_header: None,
+            note_for: None,
         }))
     }
 

@@ -19,6 +19,7 @@ use super::queue::changes::{QueueChange, QueueImage};
 use super::queue::config::check_dead_letter_target;
 use super::queue::receipt::{ReceiptKey, Secret, KEY_BYTES};
 use super::queue::{self, Queue, QueueConfig, ReceiveOutcome, ReceiveRequest, Stored};
+use super::shard::Shard;
 use super::tags::check_tags;
 use super::time::Timestamp;
 use super::topic::subscription_copy::SubscriptionCopy;
@@ -85,6 +86,9 @@ type Registry<W> = HashMap<Arc<str>, Arc<QueueEntry<W>>>;
 /// Every queue by key, with what they share.
 pub struct Queues<W> {
     namespaces: Namespaces,
+    /// The shard of the key space these queues are; a dead-letter target in another is
+    /// checked by whoever can ask that shard.
+    shard: Shard,
     queues: RwLock<Registry<W>>,
     deleted_at: Mutex<HashMap<String, Timestamp>>,
     next_uid: AtomicU64,
@@ -103,6 +107,7 @@ impl<W: Default> Queues<W> {
     pub fn new(namespaces: Namespaces) -> Self {
         Queues {
             namespaces,
+            shard: Shard::WHOLE,
             queues: RwLock::new(HashMap::new()),
             deleted_at: Mutex::new(HashMap::new()),
             next_uid: AtomicU64::new(1),
@@ -111,6 +116,12 @@ impl<W: Default> Queues<W> {
             change_log: None,
             receipt_key: RwLock::new((Arc::new(ReceiptKey::generate()), false)),
         }
+    }
+
+    /// The queues of one shard of several.
+    pub(super) fn in_shard(mut self, shard: Shard) -> Self {
+        self.shard = shard;
+        self
     }
 
     /// Logs every later change to `change_log`. Set before the first queue is made.
@@ -283,17 +294,21 @@ impl<W: Default> Queues<W> {
         entry
     }
 
-    /// The dead-letter target must exist and be of the same type as its source.
+    /// The dead-letter target must exist and be of the same type as its source. One in another
+    /// shard is checked there, by the same rule (`check_dead_letter_target`), before this runs.
     fn check_redrive(&self, key: &str, config: &QueueConfig) -> EngineResult<()> {
         let Some(policy) = &config.redrive_policy else {
             return Ok(());
         };
         // A queue may name itself (observed on AWS). The target must live in the source's
         // region and account (AWS SQS Developer Guide, dead-letter queues).
-        let target = self
+        let target_key = self
             .key_in_arn(&policy.dead_letter_target_arn)
-            .filter(|target| self.namespaces.same_place(target, key))
-            .and_then(|target| self.get(target).ok());
+            .filter(|target| self.namespaces.same_place(target, key));
+        if target_key.is_some_and(|target| self.shard.elsewhere(target).is_some()) {
+            return Ok(());
+        }
+        let target = target_key.and_then(|target| self.get(target).ok());
         let target = target.as_ref().map(|entry| entry.lock());
         let source_arn = self.arn(key);
         check_dead_letter_target(config, &source_arn, target.as_ref().map(|q| &q.config))
@@ -390,7 +405,11 @@ impl<W: Default> Queues<W> {
     /// Queues whose redrive policy targets `dlq_key`, sorted by key.
     pub fn dead_letter_sources(&self, dlq_key: &str) -> EngineResult<Vec<Arc<str>>> {
         self.get(dlq_key)?;
-        let arn = self.arn(dlq_key);
+        Ok(self.naming_as_dead_letter_queue(&self.arn(dlq_key)))
+    }
+
+    /// Queues here whose redrive policy targets `dlq_arn`, wherever that queue is, sorted by key.
+    pub fn naming_as_dead_letter_queue(&self, dlq_arn: &str) -> Vec<Arc<str>> {
         let mut keys: Vec<Arc<str>> = self
             .entries()
             .into_iter()
@@ -399,12 +418,12 @@ impl<W: Default> Queues<W> {
                     .config
                     .redrive_policy
                     .as_ref()
-                    .is_some_and(|p| p.dead_letter_target_arn == arn)
+                    .is_some_and(|p| p.dead_letter_target_arn == dlq_arn)
             })
             .map(|e| e.name.clone())
             .collect();
         keys.sort();
-        Ok(keys)
+        keys
     }
 
     /// ReceiveMessage on one queue, moving messages past maxReceiveCount to the dead-letter

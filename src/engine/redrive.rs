@@ -17,6 +17,15 @@ use super::queue::Moved;
 use super::queues::{OtherShards, QueueEntry, Queues};
 use super::time::Timestamp;
 
+/// What only other shards can tell a move task's start: whether a queue there names the source
+/// as its dead-letter queue, and whether a destination held there is FIFO (`None`: no such
+/// queue there). With one shard, nothing.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Elsewhere {
+    pub dead_letter_sources: bool,
+    pub destination_fifo: Option<bool>,
+}
+
 /// Every message move task, by source queue ARN, in start order.
 pub struct MoveTasks {
     namespaces: Namespaces,
@@ -50,18 +59,24 @@ impl MoveTasks {
         &self,
         queues: &Queues<W>,
         source_arn: &str,
-        destination_arn: Option<&str>,
+        (destination_arn, elsewhere): (Option<&str>, Elsewhere),
         rate: Option<i64>,
         now: Timestamp,
     ) -> EngineResult<MoveTask> {
         let source_key = self.queue_key_in_arn(source_arn, "SourceArn")?;
         let source = queues.get(source_key).map_err(|_| not_found("SourceArn"))?;
-        check_source(!queues.dead_letter_sources(source_key)?.is_empty())?;
+        let has_sources =
+            elsewhere.dead_letter_sources || !queues.dead_letter_sources(source_key)?.is_empty();
+        check_source(has_sources)?;
         let destination_fifo = match destination_arn {
             Some(dest) => {
                 let key = self.queue_key_in_arn(dest, "DestinationArn")?;
-                let destination = queues.get(key).map_err(|_| not_found("DestinationArn"))?;
-                let fifo = destination.lock().is_fifo();
+                let fifo = match queues.get(key) {
+                    Ok(destination) => destination.lock().is_fifo(),
+                    Err(_) => elsewhere
+                        .destination_fifo
+                        .ok_or_else(|| not_found("DestinationArn"))?,
+                };
                 Some(fifo)
             }
             None => None,

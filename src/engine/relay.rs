@@ -19,13 +19,14 @@ use crate::engine::guard::LoggedLock;
 use crate::engine::message::{Message, MessageAttributes};
 use crate::engine::namespace::Namespaces;
 use crate::engine::parcel::{
-    Contents, Parcel, ParcelChange, Parcels, RelayedCopy, RelayedMove, MAX_WAITING,
+    Contents, NoteFor, Parcel, ParcelChange, Parcels, RelayedCopy, RelayedMove, MAX_WAITING,
     MAX_WAITING_BYTES,
 };
 use crate::engine::queue::Moved;
 use crate::engine::queues::{OtherShards, QueueEntry, Queues};
 use crate::engine::shard::Shard;
 use crate::engine::time::Timestamp;
+use crate::engine::topic::recent::Fate;
 use crate::engine::topic::subscription_copy::SubscriptionCopy;
 
 /// What applying parcels from one source did.
@@ -41,6 +42,16 @@ pub struct Received<W> {
     pub relayed: usize,
     /// Copies no queue took.
     pub dropped: usize,
+    /// What became of copies whose topic's shard keeps a note of them (`Topics::settle`).
+    pub settled: Vec<Settled>,
+}
+
+/// What became of a relayed copy, for the note its topic's shard keeps.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Settled {
+    pub topic_arn: Arc<str>,
+    pub note_for: NoteFor,
+    pub fate: Fate,
 }
 
 /// Where a relayed copy went.
@@ -156,6 +167,7 @@ impl Relay {
             dead_lettered: 0,
             relayed: 0,
             dropped: 0,
+            settled: Vec::new(),
         };
         for parcel in parcels {
             if parcel.seq <= received.through {
@@ -165,7 +177,26 @@ impl Relay {
                 break;
             }
             let placed = match &*parcel.contents {
-                Contents::Copy(copy) => self.place(queues, &mut state, copy, now),
+                Contents::Copy(copy) => {
+                    let placed = self.place(queues, &mut state, copy, now);
+                    let fate = match &placed {
+                        Placed::Queued(_) => Some(Fate::Queued),
+                        Placed::DeadLettered(_) => Some(Fate::DeadLettered),
+                        Placed::Dropped => Some(Fate::Failed),
+                        // Settled where it goes on to.
+                        Placed::Relayed => None,
+                    };
+                    if let (Some(fate), Some(topic_arn), Some(note_for)) =
+                        (fate, &copy.topic_arn, &copy.note_for)
+                    {
+                        received.settled.push(Settled {
+                            topic_arn: topic_arn.clone(),
+                            note_for: note_for.clone(),
+                            fate,
+                        });
+                    }
+                    placed
+                }
                 Contents::DeadLetter(moved) | Contents::Redriven(moved) => {
                     self.place_moved(queues, &mut state, parcel, moved, now)
                 }
@@ -340,6 +371,7 @@ impl RelayedCopy {
             fifo_topic: copy.fifo_topic,
             bypass_dedup: copy.bypass_dedup,
             trace_header: copy.trace_header,
+            note_for: None,
         }
     }
 }

@@ -213,6 +213,7 @@ fn a_publish_is_refused_whole_while_too_many_copies_wait() {
         fifo_topic: true,
         bypass_dedup: false,
         trace_header: None,
+        note_for: None,
     };
     let other = (1 - home) as u32;
     for _ in 0..MAX_WAITING {
@@ -489,7 +490,7 @@ fn a_move_task_takes_dead_letters_back_to_their_queue_in_another_shard() {
     carry(&shards, 1, 0);
     let dlq_arn = arn(&dlq);
     let task = shards[0]
-        .start_move_task(&dlq_arn, None, None, Timestamp(3))
+        .start_move_task(&dlq_arn, (None, Default::default()), None, Timestamp(3))
         .unwrap();
     assert_eq!(task.to_move, 2);
     let (touched, running) = shards[0].move_step(&task.id, &dlq_arn, 10, Timestamp(4));
@@ -509,7 +510,7 @@ fn a_move_task_takes_dead_letters_back_to_their_queue_in_another_shard() {
     assert_eq!(receive_all(&shards[1], &far, 6).1, 2);
     carry(&shards, 1, 0);
     let task = shards[0]
-        .start_move_task(&dlq_arn, None, None, Timestamp(8))
+        .start_move_task(&dlq_arn, (None, Default::default()), None, Timestamp(8))
         .unwrap();
     shards[0].move_step(&task.id, &dlq_arn, 10, Timestamp(9));
     shards[1].queues.delete(&far, Timestamp(9)).unwrap();

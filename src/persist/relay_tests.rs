@@ -20,6 +20,7 @@ fn copy(queue: &str, body: &str) -> RelayedCopy {
         fifo_topic: true,
         bypass_dedup: false,
         trace_header: Some("Root=1-5759e988-bd862e3fe1be46a994272793".into()),
+        note_for: None,
     }
 }
 

@@ -247,7 +247,7 @@ fn changes_spanning_queues_are_made_inside_one_group() {
     // A move task's step: the put back, the removal from the DLQ, the task's count.
     let dlq_arn = "arn:aws:sqs:us-east-1:000000000000:dlq.fifo";
     let task = engine
-        .start_move_task(dlq_arn, None, None, t.plus_millis(3))
+        .start_move_task(dlq_arn, (None, Default::default()), None, t.plus_millis(3))
         .unwrap();
     watch.take();
     engine.move_step(&task.id, dlq_arn, 10, t.plus_millis(4));

@@ -647,19 +647,25 @@ fn move_tasks_survive_a_snapshot_and_later_changes() {
         )
         .unwrap();
     }
-    let first = engine.start_move_task(&dlq, Some(&src), None, t).unwrap();
+    let first = engine
+        .start_move_task(&dlq, (Some(src.as_str()), Default::default()), None, t)
+        .unwrap();
     engine.move_step(&first.id, &dlq, 2, t);
     // A task on another source that is over before the snapshot: only the snapshot has it.
     engine.queues.create_from("dlq2", &[], &[], t).unwrap();
     engine.queues.create_from("src2", &source2, &[], t).unwrap();
     let dlq2 = engine.queues.arn("dlq2");
-    let done = engine.start_move_task(&dlq2, None, None, t).unwrap();
+    let done = engine
+        .start_move_task(&dlq2, (None, Default::default()), None, t)
+        .unwrap();
     engine.move_step(&done.id, &dlq2, 2, t);
     snapshot::take(dir.path(), &engine, &data.log_writer).unwrap();
     engine.move_step(&first.id, &dlq, 2, t);
     let handle = engine.move_tasks.of_source(&dlq)[0].handle();
     assert_eq!(engine.cancel_move_task(&handle).unwrap(), 4);
-    let second = engine.start_move_task(&dlq, Some(&src), None, t).unwrap();
+    let second = engine
+        .start_move_task(&dlq, (Some(src.as_str()), Default::default()), None, t)
+        .unwrap();
     engine.move_step(&second.id, &dlq, 3, t);
     let (engine, data) = restart_from_snapshot(dir.path(), engine, data);
     let tasks = engine.move_tasks.of_source(&dlq);

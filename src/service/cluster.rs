@@ -34,15 +34,19 @@ pub struct ClusterState {
 pub type ClusterStatus = Arc<dyn Fn() -> ClusterState + Send + Sync>;
 
 /// A node that leads no one: its own URL, and how far its log is written (if it keeps one).
-pub fn single(url: String, applied: impl Fn() -> u64 + Send + Sync + 'static) -> ClusterStatus {
+pub fn single(
+    url: String,
+    shards: u32,
+    applied: impl Fn() -> u64 + Send + Sync + 'static,
+) -> ClusterStatus {
     Arc::new(move || ClusterState {
         role: "single",
         epoch: 0,
         leader: url.clone(),
         applied: applied(),
         lag: 0,
-        shards: 1,
-        led: vec![0],
+        shards,
+        led: (0..shards).collect(),
         nodes: vec![url.clone()],
         replication: None,
     })

@@ -79,6 +79,7 @@ impl Service {
                 source_arn: &source,
                 destination_arn: input.destination_arn.as_deref(),
                 rate: input.max_number_of_messages_per_second,
+                elsewhere: Default::default(),
             })
             .await?;
         Ok(StartMessageMoveTaskOutput {

@@ -4,7 +4,9 @@
 //! user may create databases), every server a test starts without a data directory keeps its
 //! log and snapshots in a fresh PostgreSQL database instead (`--storage`), leading it.
 //! `postgres-standby` does the same with a leader started first on the database, so the
-//! test's server is a standby that passes every request on to it.
+//! test's server is a standby that passes every request on to it. `shards` keeps it in memory
+//! as four shards, each with an engine of its own, so a test's queues and topics land in
+//! different shards and what crosses them is carried between engines.
 
 use std::net::SocketAddr;
 
@@ -139,6 +141,14 @@ pub async fn start_with(config: Config) -> Server {
     serve(App::bind(&config).await.expect("bind"))
 }
 
+/// A server in memory whose queues and topics are cut into `count` shards, whatever this run's
+/// storage (shards of a database are not built yet).
+pub async fn start_sharded(count: u32) -> Server {
+    let mut config = Config::ephemeral();
+    config.shards = count;
+    serve(App::bind(&config).await.expect("bind"))
+}
+
 /// How this run keeps servers' state in PostgreSQL, if it does (`ORDERLY_TEST_STORAGE`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum TestStorage {
@@ -146,12 +156,15 @@ pub enum TestStorage {
     Log,
     /// `postgres-standby`: the engine's log, the test's server a standby of another.
     Standby,
+    /// `shards`: in memory, four shards.
+    Shards,
 }
 
 pub fn test_storage() -> Option<TestStorage> {
     match std::env::var("ORDERLY_TEST_STORAGE").ok()?.as_str() {
         "postgres" => Some(TestStorage::Log),
         "postgres-standby" => Some(TestStorage::Standby),
+        "shards" => Some(TestStorage::Shards),
         _ => None,
     }
 }
@@ -167,6 +180,10 @@ async fn on_test_storage(
         return config;
     };
     if !config.ephemeral {
+        return config;
+    }
+    if storage == TestStorage::Shards {
+        config.shards = 4;
         return config;
     }
     let url = fresh_database()

@@ -29,6 +29,7 @@ mod multi_node_webhooks;
 mod receiver;
 mod regions_and_accounts;
 mod reset;
+mod shards;
 mod snapshot_cut;
 mod sns_api;
 mod sns_captured_protocols;

@@ -4,7 +4,9 @@ use super::*;
 
 /// Looking inside and starting over: counts and groups, peeks that change nothing, and both
 /// kinds of reset.
-pub async fn inspection<B: QueueAdmin + Messages + crate::backend::Inspection>(
+pub async fn inspection<
+    B: QueueAdmin + Messages + crate::backend::Work + crate::backend::Inspection,
+>(
     backend: &B,
     clock: &ManualClock,
 ) {

@@ -6,7 +6,10 @@ use super::*;
 /// Sending, receiving, deleting and visibility on standard and FIFO queues: the group lock,
 /// deduplication, delays, dead-letter queues, receive attempts and long polls. Time moves on
 /// `clock`, which the backend reads.
-pub async fn messages<B: QueueAdmin + Messages>(backend: &B, clock: &ManualClock) {
+pub async fn messages<B: QueueAdmin + Messages + crate::backend::Work>(
+    backend: &B,
+    clock: &ManualClock,
+) {
     standard_messages(backend, clock).await;
     visibility_changes(backend, clock).await;
     let last = fifo_groups_and_deduplication(backend, clock).await;
@@ -20,7 +23,10 @@ pub async fn messages<B: QueueAdmin + Messages>(backend: &B, clock: &ManualClock
 
 /// A message enqueued longer ago than the retention period is gone, even from flight; a FIFO
 /// group then continues with the next.
-async fn retention<B: QueueAdmin + Messages>(backend: &B, clock: &ManualClock) {
+async fn retention<B: QueueAdmin + Messages + crate::backend::Work>(
+    backend: &B,
+    clock: &ManualClock,
+) {
     let keep = ("MessageRetentionPeriod", "60");
     let now = clock.now();
     backend
@@ -62,7 +68,10 @@ async fn retention<B: QueueAdmin + Messages>(backend: &B, clock: &ManualClock) {
 }
 
 /// A standard queue: in flight once received, back after the visibility timeout (30 s).
-async fn standard_messages<B: QueueAdmin + Messages>(backend: &B, clock: &ManualClock) {
+async fn standard_messages<B: QueueAdmin + Messages + crate::backend::Work>(
+    backend: &B,
+    clock: &ManualClock,
+) {
     let (admin, messages): (&dyn QueueAdmin, &dyn Messages) = (backend, backend);
     admin
         .create_queue(create("std", &[], clock.now()))
@@ -79,15 +88,15 @@ async fn standard_messages<B: QueueAdmin + Messages>(backend: &B, clock: &Manual
         );
         assert!(receipt.sequence_number.is_none() && !receipt.duplicate);
     }
-    let first = receive(messages, "std", 10).await;
+    let first = receive(backend, "std", 10).await;
     let mut got = bodies(&first);
     got.sort();
     assert_eq!(got, ["a", "b", "c"]);
     assert!(first.iter().all(|r| r.message.receive_count == 1));
-    assert!(receive(messages, "std", 10).await.is_empty());
-    assert_eq!(counts(admin, "std", clock).await, (0, 3, 0));
+    assert!(receive(backend, "std", 10).await.is_empty());
+    assert_eq!(counts(backend, "std", clock).await, (0, 3, 0));
     clock.advance_millis(30_000);
-    let second = receive(messages, "std", 10).await;
+    let second = receive(backend, "std", 10).await;
     assert_eq!(second.len(), 3);
     assert!(second.iter().all(|r| r.message.receive_count == 2));
     // An earlier receive's handle still changes the visibility on a standard queue.
@@ -97,14 +106,14 @@ async fn standard_messages<B: QueueAdmin + Messages>(backend: &B, clock: &Manual
         .unwrap();
     assert!(extended[0].is_ok());
     clock.advance_millis(31_000);
-    let third = receive(messages, "std", 10).await;
+    let third = receive(backend, "std", 10).await;
     assert_eq!(third.len(), 2, "the extended one stays in flight");
     assert!(third.iter().all(|r| r.message.id != first[0].message.id));
     // A standard queue deletes with the earlier handle too.
     let handles: Vec<&str> = first.iter().map(|r| r.receipt_handle.as_str()).collect();
     let deleted = messages.delete("std", handles).await.unwrap();
     assert!(deleted.iter().all(Result::is_ok), "{deleted:?}");
-    assert_eq!(counts(admin, "std", clock).await, (0, 0, 0));
+    assert_eq!(counts(backend, "std", clock).await, (0, 0, 0));
     let garbage = messages
         .delete("std", vec!["AQEBnot-a-handle"])
         .await
@@ -118,7 +127,10 @@ async fn standard_messages<B: QueueAdmin + Messages>(backend: &B, clock: &Manual
 /// A ChangeMessageVisibility batch answers each entry in its own place: a timeout out of
 /// range, a handle never issued, a total past 12 hours since the receive, a lapsed standard
 /// message (accepted, nothing done) and a deleted one.
-async fn visibility_changes<B: QueueAdmin + Messages>(backend: &B, clock: &ManualClock) {
+async fn visibility_changes<B: QueueAdmin + Messages + crate::backend::Work>(
+    backend: &B,
+    clock: &ManualClock,
+) {
     let (admin, messages): (&dyn QueueAdmin, &dyn Messages) = (backend, backend);
     admin
         .create_queue(create("vis", &[], clock.now()))
@@ -130,7 +142,7 @@ async fn visibility_changes<B: QueueAdmin + Messages>(backend: &B, clock: &Manua
             .await
             .unwrap();
     }
-    let run = receive(messages, "vis", 10).await;
+    let run = receive(backend, "vis", 10).await;
     let handle = |body: &str| {
         let found = run.iter().find(|r| &*r.message.body == body);
         found.expect("received").receipt_handle.as_str()
@@ -174,7 +186,7 @@ async fn visibility_changes<B: QueueAdmin + Messages>(backend: &B, clock: &Manua
         .await
         .unwrap();
     assert!(lapsed[0].is_ok());
-    let back = receive(messages, "vis", 10).await;
+    let back = receive(backend, "vis", 10).await;
     let mut back = bodies(&back);
     back.sort_unstable();
     assert_eq!(back, ["a", "c"], "b stays in flight for 12 hours");
@@ -192,7 +204,7 @@ async fn visibility_changes<B: QueueAdmin + Messages>(backend: &B, clock: &Manua
 
 /// FIFO: a group's run in order, groups in the order of their first message, the group lock,
 /// deduplication. Answers the last send's sequence number.
-async fn fifo_groups_and_deduplication<B: QueueAdmin + Messages>(
+async fn fifo_groups_and_deduplication<B: QueueAdmin + Messages + crate::backend::Work>(
     backend: &B,
     clock: &ManualClock,
 ) -> Option<u128> {
@@ -223,18 +235,18 @@ async fn fifo_groups_and_deduplication<B: QueueAdmin + Messages>(
         (again.message_id, again.sequence_number),
         (receipts[0].message_id, receipts[0].sequence_number)
     );
-    let run = receive(messages, "q.fifo", 10).await;
+    let run = receive(backend, "q.fifo", 10).await;
     assert_eq!(bodies(&run), ["a1", "a2", "b1"]);
     assert_eq!(run[0].message.id, receipts[0].message_id);
     // Both groups are locked while their messages are in flight.
-    assert!(receive(messages, "q.fifo", 10).await.is_empty());
+    assert!(receive(backend, "q.fifo", 10).await.is_empty());
     let deleted = messages
         .delete("q.fifo", vec![&run[0].receipt_handle])
         .await
         .unwrap();
     assert!(deleted[0].is_ok());
     assert!(
-        receive(messages, "q.fifo", 10).await.is_empty(),
+        receive(backend, "q.fifo", 10).await.is_empty(),
         "a2 still holds g1"
     );
     // Visible again at once: back at the head of its group.
@@ -243,7 +255,7 @@ async fn fifo_groups_and_deduplication<B: QueueAdmin + Messages>(
         .await
         .unwrap();
     assert!(changed[0].is_ok());
-    let back = receive(messages, "q.fifo", 10).await;
+    let back = receive(backend, "q.fifo", 10).await;
     assert_eq!(bodies(&back), ["a2"]);
     assert_eq!(back[0].message.receive_count, 2);
     // The earlier receive's handle has expired on a FIFO queue.
@@ -261,13 +273,16 @@ async fn fifo_groups_and_deduplication<B: QueueAdmin + Messages>(
         .await
         .unwrap();
     assert!(stale[0].is_err());
-    assert_eq!(counts(admin, "q.fifo", clock).await, (0, 2, 0));
+    assert_eq!(counts(backend, "q.fifo", clock).await, (0, 2, 0));
     receipts[2].sequence_number
 }
 
 /// A FIFO delete batch whose handles span groups, out of the groups' order, answers each handle
 /// in its own place: deleted, expired or invalid; the groups it empties take new messages.
-async fn fifo_batch_delete<B: QueueAdmin + Messages>(backend: &B, clock: &ManualClock) {
+async fn fifo_batch_delete<B: QueueAdmin + Messages + crate::backend::Work>(
+    backend: &B,
+    clock: &ManualClock,
+) {
     let (admin, messages): (&dyn QueueAdmin, &dyn Messages) = (backend, backend);
     admin
         .create_queue(create("batch.fifo", &[("FifoQueue", "true")], clock.now()))
@@ -277,7 +292,7 @@ async fn fifo_batch_delete<B: QueueAdmin + Messages>(backend: &B, clock: &Manual
         let request = message(body, Some(group), Some(body));
         messages.send("batch.fifo", request).await.unwrap();
     }
-    let first = receive(messages, "batch.fifo", 10).await;
+    let first = receive(backend, "batch.fifo", 10).await;
     let handle = |run: &[Received], body: &str| {
         let found = run.iter().find(|r| &*r.message.body == body);
         found.expect("received").receipt_handle.clone()
@@ -288,7 +303,7 @@ async fn fifo_batch_delete<B: QueueAdmin + Messages>(backend: &B, clock: &Manual
         .await
         .unwrap();
     assert!(changed[0].is_ok());
-    let again = receive(messages, "batch.fifo", 10).await;
+    let again = receive(backend, "batch.fifo", 10).await;
     assert_eq!(bodies(&again), ["m1"]);
     let (z1, a1, a2) = (
         handle(&first, "z1"),
@@ -313,19 +328,19 @@ async fn fifo_batch_delete<B: QueueAdmin + Messages>(backend: &B, clock: &Manual
         Err(EngineError::ReceiptHandleIsInvalid(_))
     ));
     assert!(answers[3].is_ok() && answers[4].is_ok(), "{answers:?}");
-    assert_eq!(counts(admin, "batch.fifo", clock).await, (0, 1, 0));
+    assert_eq!(counts(backend, "batch.fifo", clock).await, (0, 1, 0));
     for (body, group) in [("a3", "a"), ("z2", "z")] {
         let request = message(body, Some(group), Some(body));
         messages.send("batch.fifo", request).await.unwrap();
     }
-    let next = receive(messages, "batch.fifo", 10).await;
+    let next = receive(backend, "batch.fifo", 10).await;
     let mut next = bodies(&next);
     next.sort_unstable();
     assert_eq!(next, ["a3", "z2"]);
 }
 
 /// After five minutes a deduplication id is new again; a FIFO batch missing a group fails whole.
-async fn fifo_window_and_batches<B: QueueAdmin + Messages>(
+async fn fifo_window_and_batches<B: QueueAdmin + Messages + crate::backend::Work>(
     backend: &B,
     clock: &ManualClock,
     last: Option<u128>,
@@ -346,7 +361,7 @@ async fn fifo_window_and_batches<B: QueueAdmin + Messages>(
             .await
             .unwrap();
     }
-    let all = receive(messages, "q.fifo", 10).await;
+    let all = receive(backend, "q.fifo", 10).await;
     let g4: Vec<&Received> = all
         .iter()
         .filter(|r| r.message.group_id.as_deref() == Some("g4"))
@@ -360,7 +375,7 @@ async fn fifo_window_and_batches<B: QueueAdmin + Messages>(
         .await
         .unwrap();
     assert!(changed[0].is_ok());
-    assert_eq!(bodies(&receive(messages, "q.fifo", 10).await), ["m1"]);
+    assert_eq!(bodies(&receive(backend, "q.fifo", 10).await), ["m1"]);
     let batch = vec![
         message("x", Some("g3"), Some("d9")),
         message("y", None, Some("d10")),
@@ -389,7 +404,10 @@ fn handles(received: &[Received]) -> Vec<&str> {
 
 /// A FIFO receive retried with its attempt id gets the same messages and handles while they
 /// stand as it left them; once one had its visibility changed, it is a new receive.
-async fn receive_attempts<B: QueueAdmin + Messages>(backend: &B, clock: &ManualClock) {
+async fn receive_attempts<B: QueueAdmin + Messages + crate::backend::Work>(
+    backend: &B,
+    clock: &ManualClock,
+) {
     backend
         .create_queue(create("tries.fifo", &[("FifoQueue", "true")], clock.now()))
         .await
@@ -430,7 +448,10 @@ async fn receive_attempts<B: QueueAdmin + Messages>(backend: &B, clock: &ManualC
 
 /// A queue's delay holds messages back; a message received maxReceiveCount times moves to
 /// the dead-letter queue on the next receive, keeping its id and count.
-async fn delays_and_dead_letters<B: QueueAdmin + Messages>(backend: &B, clock: &ManualClock) {
+async fn delays_and_dead_letters<B: QueueAdmin + Messages + crate::backend::Work>(
+    backend: &B,
+    clock: &ManualClock,
+) {
     let now = || clock.now();
     backend
         .create_queue(create("slow", &[("DelaySeconds", "5")], now()))
@@ -485,7 +506,10 @@ async fn delays_and_dead_letters<B: QueueAdmin + Messages>(backend: &B, clock: &
 }
 
 /// A long poll returns as soon as a message arrives, and empty when its wait ends.
-async fn long_polls<B: QueueAdmin + Messages>(backend: &B, clock: &ManualClock) {
+async fn long_polls<B: QueueAdmin + Messages + crate::backend::Work>(
+    backend: &B,
+    clock: &ManualClock,
+) {
     backend
         .create_queue(create("polled", &[], clock.now()))
         .await

@@ -1,5 +1,7 @@
 //! The rules the storage seam keeps, written against its traits rather than one backend's
-//! types (run on the embedded engine in `embedded/tests.rs`).
+//! types (run on the embedded engine in `embedded/tests.rs`, and over shards in
+//! `sharded/tests.rs`, where a copy or a dead letter reaches another shard's queue a moment
+//! later: the helpers that look at a queue wait for it).
 
 mod inspection;
 mod messages;
@@ -18,7 +20,7 @@ use std::sync::Arc;
 
 use md5::Digest;
 
-use super::{BackendError, CreateQueue, Messages, QueueAdmin};
+use super::{BackendError, CreateQueue, Messages, QueueAdmin, Work};
 use crate::clock::{Clock, ManualClock};
 use crate::engine::body::Body;
 use crate::engine::queue::{ReceiveRequest, Received, SendRequest};
@@ -69,7 +71,9 @@ fn bodies(received: &[Received]) -> Vec<&str> {
     received.iter().map(|r| &*r.message.body).collect()
 }
 
-async fn receive(backend: &dyn Messages, queue: &str, max: i64) -> Vec<Received> {
+/// What `queue` gives now, once what crosses shards has crossed.
+async fn receive<B: Messages + Work + ?Sized>(backend: &B, queue: &str, max: i64) -> Vec<Received> {
+    backend.carried().await.unwrap();
     let request = ReceiveRequest {
         max_messages: Some(max),
         ..ReceiveRequest::default()
@@ -77,11 +81,13 @@ async fn receive(backend: &dyn Messages, queue: &str, max: i64) -> Vec<Received>
     backend.receive(queue, request, Some(0)).await.unwrap()
 }
 
-async fn counts(
-    backend: &dyn QueueAdmin,
+/// The queue's (visible, in flight, delayed), once what crosses shards has crossed.
+async fn counts<B: QueueAdmin + Work + ?Sized>(
+    backend: &B,
     queue: &str,
     clock: &ManualClock,
 ) -> (usize, usize, usize) {
+    backend.carried().await.unwrap();
     let c = backend
         .describe_queue(queue, clock.now())
         .await

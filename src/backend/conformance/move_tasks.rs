@@ -34,7 +34,9 @@ async fn finished_task<B: crate::backend::MoveTasks>(
 /// Message move tasks: StartMessageMoveTask's refusals, one running task per source, moving
 /// dead-lettered messages back to their source in group order with their receive counts
 /// reset, and cancelling.
-pub async fn move_tasks<B: QueueAdmin + Messages + crate::backend::MoveTasks>(
+pub async fn move_tasks<
+    B: QueueAdmin + Messages + crate::backend::MoveTasks + crate::backend::Work,
+>(
     backend: &B,
     clock: &ManualClock,
 ) {
@@ -78,6 +80,7 @@ pub async fn move_tasks<B: QueueAdmin + Messages + crate::backend::MoveTasks>(
             source_arn: source,
             destination_arn: destination,
             rate,
+            elsewhere: Default::default(),
         })
     };
     let dlq = "arn:aws:sqs:us-east-1:000000000000:dlq.fifo";

@@ -35,8 +35,11 @@ pub struct Embedded {
     move_runners: crate::worker::Workers,
     /// ReceiveMessage calls waiting now (`GET /metrics`).
     long_polls: prometheus_client::metrics::gauge::Gauge,
-    /// What the captured protocols' endpoints would have received (in memory only).
-    captured: crate::backend::captured::CapturedMessages,
+    /// What the captured protocols' endpoints would have received (in memory only; shared by
+    /// the shards of one process).
+    captured: Arc<crate::backend::captured::CapturedMessages>,
+    /// One signal per shard, given when parcels for it wait here (the shards of one process).
+    parcels_waiting: Option<Arc<[Notify]>>,
     /// How long this node may send webhooks as the leader.
     tenure: Arc<Tenure>,
 }
@@ -60,6 +63,7 @@ impl Embedded {
             move_runners: Default::default(),
             long_polls: Default::default(),
             captured: Default::default(),
+            parcels_waiting: None,
             tenure: Arc::new(Tenure::for_good()),
         }
     }
@@ -67,6 +71,18 @@ impl Embedded {
     /// Sends webhooks only while `tenure` holds (a node whose lease is in a database).
     pub fn within(mut self, tenure: Arc<Tenure>) -> Self {
         self.tenure = tenure;
+        self
+    }
+
+    /// One shard of several in this process: keeps its captured messages in `captured`, and
+    /// gives shard N's signal in `parcels_waiting` whenever a change leaves parcels for N.
+    pub fn among_shards(
+        mut self,
+        captured: Arc<crate::backend::captured::CapturedMessages>,
+        parcels_waiting: Arc<[Notify]>,
+    ) -> Self {
+        self.captured = captured;
+        self.parcels_waiting = Some(parcels_waiting);
         self
     }
 
@@ -110,17 +126,19 @@ impl Embedded {
         super::log_expired(&entry.name, expired);
     }
 
-    /// Waits until everything changed so far is in the log.
+    /// Waits until everything changed so far is in the log; then, among shards, signals those
+    /// that parcels made here wait for (every change that makes one comes through here).
     async fn durable(&self) -> BackendResult<()> {
-        let Some(log_writer) = &self.log_writer else {
-            return Ok(());
-        };
-        log_writer
-            .wait(log_writer.next_lsn())
-            .await
-            // The change is made in memory: the log may still write it (a failed write is
-            // tried again), and a snapshot would keep it.
-            .map_err(|_| BackendError::Unconfirmed("the write-ahead log failed".into()))
+        if let Some(log_writer) = &self.log_writer {
+            log_writer
+                .wait(log_writer.next_lsn())
+                .await
+                // The change is made in memory: the log may still write it (a failed write is
+                // tried again), and a snapshot would keep it.
+                .map_err(|_| BackendError::Unconfirmed("the write-ahead log failed".into()))?;
+        }
+        signal_parcels(&self.engine, self.parcels_waiting.as_deref());
+        Ok(())
     }
 
     /// Runs `change` on the engine, then waits for the log. A refused change waits too: it may
@@ -143,6 +161,18 @@ impl Embedded {
         read: impl FnOnce(&Engine<Notify>) -> BackendResult<T> + Send + 'a,
     ) -> Answer<'a, T> {
         Box::pin(async move { read(&self.engine) })
+    }
+}
+
+/// Gives the signal of each shard that parcels from `engine` wait for.
+fn signal_parcels(engine: &Engine<Notify>, signals: Option<&[Notify]>) {
+    let Some(signals) = signals else {
+        return;
+    };
+    for (to, _) in engine.relay.depths() {
+        if let Some(signal) = signals.get(to as usize) {
+            signal.notify_one();
+        }
     }
 }
 

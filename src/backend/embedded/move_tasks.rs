@@ -6,7 +6,7 @@ use std::sync::Arc;
 use tokio::sync::Notify;
 
 use super::Embedded;
-use crate::backend::{pacing, Answer, MoveTasks, StartMove};
+use crate::backend::{pacing, Answer, MoveTasks, StartMove, Work};
 use crate::engine::move_task::MoveTask;
 use crate::engine::{Engine, Timestamp};
 
@@ -26,10 +26,12 @@ impl Embedded {
     fn run_move_task(&self, task: MoveTask) {
         let engine: Arc<Engine<Notify>> = self.engine.clone();
         let rate = task.rate;
+        let parcels_waiting = self.parcels_waiting.clone();
         self.move_runners.start(
             "move task",
             pacing::pace(self.clock.clone(), rate, move |budget, now| {
                 let running = step(&engine, &task, budget, now);
+                super::signal_parcels(&engine, parcels_waiting.as_deref());
                 std::future::ready(running)
             }),
         );
@@ -41,7 +43,7 @@ impl MoveTasks for Embedded {
         self.changing(move |engine| {
             let task = engine.start_move_task(
                 request.source_arn,
-                request.destination_arn,
+                (request.destination_arn, request.elsewhere),
                 request.rate,
                 self.clock.now(),
             )?;
@@ -57,15 +59,21 @@ impl MoveTasks for Embedded {
     fn cancel_move_task<'a>(&'a self, handle: &'a str) -> Answer<'a, u64> {
         self.changing(move |engine| Ok(engine.cancel_move_task(handle)?))
     }
+}
 
-    fn resume_move_tasks(&self) {
+impl Work for Embedded {
+    fn start_work(&self) {
         for task in self.engine.move_tasks.running() {
             tracing::info!(task = %task.id, source = %task.source_arn, moved = task.moved, "resuming message move task");
             self.run_move_task(task);
         }
     }
 
-    fn stop_move_tasks(&self) -> Answer<'_, ()> {
+    fn carried(&self) -> Answer<'_, ()> {
+        Box::pin(std::future::ready(Ok(())))
+    }
+
+    fn stop_work(&self) -> Answer<'_, ()> {
         Box::pin(async move {
             // A step runs without awaiting, so aborting between awaits never cuts one in half.
             self.move_runners.stop().await;

@@ -6,6 +6,10 @@
 
 use crate::backend::BackendResult;
 use crate::engine::parcel::Parcel;
+use crate::engine::relay::Settled;
+
+/// Takes what became of relayed copies to the shards of their topics.
+pub type Settle<'a> = dyn Fn(&[Settled]) + Send + Sync + 'a;
 
 use super::Embedded;
 
@@ -29,15 +33,39 @@ impl Embedded {
     }
 
     /// Applies parcels from shard `from` (in order, each once); answers the last number
-    /// applied once this log holds it, and wakes the queues that took a copy.
-    pub async fn take_parcels(&self, from: u32, parcels: &[Parcel]) -> BackendResult<u64> {
+    /// applied once this log holds it, and wakes the queues that took a copy after handing
+    /// `settle` what became of the copies whose topics keep a note of them.
+    pub async fn take_parcels(
+        &self,
+        from: u32,
+        parcels: &[Parcel],
+        settle: &Settle<'_>,
+    ) -> BackendResult<u64> {
         self.refuse_if_failed()?;
         let received = self.engine.receive_parcels(from, parcels, self.clock.now());
         self.durable().await?;
+        if !received.settled.is_empty() {
+            settle(&received.settled);
+        }
         for queue in &received.delivered_to {
             queue.waiters.notify_one();
         }
         Ok(received.through)
+    }
+
+    /// Queues here whose redrive policy names `dlq_arn`, a queue of any shard, sorted by key.
+    pub fn naming_as_dead_letter_queue(&self, dlq_arn: &str) -> Vec<std::sync::Arc<str>> {
+        self.engine.queues.naming_as_dead_letter_queue(dlq_arn)
+    }
+
+    /// Whether no parcel made here waits for another shard (or to be forgotten there).
+    pub fn nothing_to_carry(&self) -> bool {
+        self.engine.relay.depths().is_empty()
+    }
+
+    /// Notes in this shard's topics what became of copies relayed from them.
+    pub fn settle(&self, settled: &Settled) {
+        self.engine.topics.settle(settled);
     }
 
     /// The last parcel from shard `from` this log holds as applied.
@@ -51,13 +79,13 @@ impl Embedded {
 
 /// Carries up to `max` parcels from `source`'s engine to `destination`'s. `applied` is the
 /// last parcel from `source` that `destination`'s log holds as applied (start from
-/// `applied_from`); it moves on as parcels are applied. Answers by how much it moved (0 when
+/// `applied_from`); it moves on as parcels are applied. `settle` gets what became of copies. Answers by how much it moved (0 when
 /// nothing waits, or the next parcel is missing).
 pub async fn carry(
-    source: &Embedded,
-    destination: &Embedded,
+    (source, destination): (&Embedded, &Embedded),
     applied: &mut u64,
     max: usize,
+    settle: &Settle<'_>,
 ) -> BackendResult<usize> {
     let parcels = source
         .parcels_for(destination.shard(), *applied, max)
@@ -66,6 +94,8 @@ pub async fn carry(
         return Ok(0);
     }
     let before = *applied;
-    *applied = destination.take_parcels(source.shard(), &parcels).await?;
+    *applied = destination
+        .take_parcels(source.shard(), &parcels, settle)
+        .await?;
     Ok(applied.saturating_sub(before) as usize)
 }

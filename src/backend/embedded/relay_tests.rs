@@ -103,17 +103,21 @@ async fn parcels_go_by_pull_once_each_and_are_forgotten_once_applied() {
     assert_eq!(pulling.await.unwrap().len(), 2);
     // Nor named applied while the destination's log does not hold them.
     destination_log.hold_writes(true);
-    let mut carrying = Box::pin(carry(&source, &destination, &mut applied, 2));
+    let mut carrying = Box::pin(carry((&source, &destination), &mut applied, 2, &|_| {}));
     assert!(pending(carrying.as_mut()));
     destination_log.hold_writes(false);
     assert_eq!(carrying.await.unwrap(), 2);
     assert_eq!(applied, 2);
     assert_eq!(
-        carry(&source, &destination, &mut applied, 2).await.unwrap(),
+        carry((&source, &destination), &mut applied, 2, &|_| {})
+            .await
+            .unwrap(),
         1
     );
     assert_eq!(
-        carry(&source, &destination, &mut applied, 2).await.unwrap(),
+        carry((&source, &destination), &mut applied, 2, &|_| {})
+            .await
+            .unwrap(),
         0
     );
     assert!(
@@ -126,7 +130,9 @@ async fn parcels_go_by_pull_once_each_and_are_forgotten_once_applied() {
     let mut stale = 2;
     // From 2 to 4: parcel 3 was applied already, parcel 4 now.
     assert_eq!(
-        carry(&source, &destination, &mut stale, 10).await.unwrap(),
+        carry((&source, &destination), &mut stale, 10, &|_| {})
+            .await
+            .unwrap(),
         2
     );
     assert_eq!(stale, 4);
@@ -136,7 +142,10 @@ async fn parcels_go_by_pull_once_each_and_are_forgotten_once_applied() {
         1,
         "parcel 4 is not forgotten until named applied"
     );
-    assert_eq!(destination.take_parcels(0, &again).await.unwrap(), 4);
+    assert_eq!(
+        destination.take_parcels(0, &again, &|_| {}).await.unwrap(),
+        4
+    );
 
     let entry = destination.engine.queues.get(&queue).unwrap();
     let all = ReceiveRequest {

@@ -91,6 +91,20 @@ impl Recent {
         push(&mut kept.notes, note);
     }
 
+    /// The fate of a copy noted `Relayed`, now that the queue's shard placed it: its note (if
+    /// still kept) and the counts change to it.
+    pub fn settle(&self, message_id: &str, fate: Fate) {
+        let mut kept = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        let relayed = &mut kept.counts[Fate::Relayed as usize];
+        *relayed = relayed.saturating_sub(1);
+        kept.counts[fate as usize] += 1;
+        if let Some(note) = (kept.notes.iter_mut())
+            .find(|note| note.fate == Fate::Relayed && &*note.message_id == message_id)
+        {
+            note.fate = fate;
+        }
+    }
+
     pub fn list(&self) -> Vec<DeliveryNote> {
         let kept = self.0.lock().unwrap_or_else(|p| p.into_inner());
         kept.notes.iter().cloned().collect()
@@ -141,5 +155,42 @@ mod tests {
         assert_eq!(kept.len(), KEPT);
         assert_eq!(&*kept[0].message_id, "3");
         assert_eq!(&*kept[KEPT - 1].message_id, (KEPT + 2).to_string());
+    }
+
+    #[test]
+    fn a_relayed_copy_is_settled_in_its_note_and_the_counts() {
+        let recent = Recent::default();
+        for (id, fate) in [
+            ("a", Fate::Relayed),
+            ("b", Fate::Relayed),
+            ("c", Fate::Queued),
+        ] {
+            recent.note(DeliveryNote {
+                message_id: id.into(),
+                at: Timestamp(1),
+                fate,
+            });
+        }
+        recent.settle("b", Fate::DeadLettered);
+        let fates: Vec<_> = recent.list().iter().map(|n| n.fate).collect();
+        assert_eq!(fates, [Fate::Relayed, Fate::DeadLettered, Fate::Queued]);
+        assert_eq!(
+            recent.counts(),
+            [
+                (Fate::Queued, 1),
+                (Fate::DeadLettered, 1),
+                (Fate::Relayed, 1)
+            ]
+        );
+        // Its note already dropped: the counts still move.
+        recent.settle("gone", Fate::Failed);
+        assert_eq!(
+            recent.counts(),
+            [
+                (Fate::Queued, 1),
+                (Fate::DeadLettered, 1),
+                (Fate::Failed, 1)
+            ]
+        );
     }
 }

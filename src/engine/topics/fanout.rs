@@ -12,7 +12,7 @@ use std::sync::Arc;
 use crate::engine::body::Body;
 use crate::engine::error::EngineResult;
 use crate::engine::message::MessageAttributes;
-use crate::engine::parcel::RelayedCopy;
+use crate::engine::parcel::{NoteFor, RelayedCopy};
 use crate::engine::queues::{QueueEntry, Queues};
 use crate::engine::relay::Relay;
 use crate::engine::time::Timestamp;
@@ -368,6 +368,10 @@ impl Addressed<'_> {
         let may_dead_letter = dead_letter || dead_letter_arn.is_some();
         RelayedCopy {
             topic_arn: Some(self.topic.arn.clone()),
+            note_for: Some(NoteFor {
+                subscription_arn: self.subscription.arn.clone(),
+                message_id: self.message.publication.message_id.clone(),
+            }),
             dead_letter_arn: dead_letter_arn.map(Arc::from),
             dead_letter,
             envelope: (may_dead_letter && self.subscription.raw_delivery)

@@ -253,6 +253,23 @@ impl Topics {
             .collect()
     }
 
+    /// Puts in a subscription's note what became of a copy relayed to another shard (nothing
+    /// if the topic or subscription is gone meanwhile).
+    pub fn settle(&self, settled: &crate::engine::relay::Settled) {
+        let Ok(entry) = self.get(&settled.topic_arn) else {
+            return;
+        };
+        let topic = entry.lock();
+        let note_for = &settled.note_for;
+        if let Some(subscription) =
+            (topic.subscriptions.iter()).find(|s| s.arn == note_for.subscription_arn)
+        {
+            subscription
+                .recent
+                .settle(&note_for.message_id, settled.fate);
+        }
+    }
+
     /// Topic ARNs, sorted by name.
     pub fn list(&self) -> Vec<Arc<str>> {
         self.read().values().map(|t| t.lock().arn.clone()).collect()

@@ -152,6 +152,7 @@ impl DiskParcelChange<'_> {
                     fifo_topic: copy.fifo_topic,
                     bypass_dedup: copy.bypass_dedup,
                     trace_header: arc(copy.trace_header),
+                    note_for: None,
                 };
                 sent(to, seq, Contents::Copy(Box::new(copy)))
             }

@@ -1,0 +1,84 @@
+//! The webhook outbox over shards: each subscription's deliveries are its topic's shard's; the
+//! worker takes from every shard in turn.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use super::Sharded;
+use crate::backend::{Answer, Deliveries, DeliveryResult};
+use crate::engine::webhook::outbox::{Attempt, LaneStats, Outcome};
+use crate::engine::Timestamp;
+
+impl Deliveries for Sharded {
+    fn take_deliveries(&self, now: Timestamp, limit: usize) -> Answer<'_, Vec<Attempt>> {
+        Box::pin(async move {
+            let count = self.shards.len();
+            let first = self.next_taken.fetch_add(1, Ordering::Relaxed) % count;
+            let mut taken = Vec::new();
+            for n in 0..count {
+                if taken.len() >= limit {
+                    break;
+                }
+                let shard = &self.shards[(first + n) % count];
+                match shard.take_deliveries(now, limit - taken.len()).await {
+                    Ok(attempts) => taken.extend(attempts),
+                    // What was taken stays taken: it is sent and reported back.
+                    Err(error) if taken.is_empty() => return Err(error),
+                    Err(_) => break,
+                }
+            }
+            Ok(taken)
+        })
+    }
+
+    fn may_deliver(&self) -> bool {
+        self.shards.iter().all(|shard| shard.may_deliver())
+    }
+
+    fn put_back_delivery(&self, attempt: &Attempt, now: Timestamp) {
+        self.of_topic_arn(&attempt.delivery.topic_arn)
+            .put_back_delivery(attempt, now)
+    }
+
+    fn finish_delivery<'a>(
+        &'a self,
+        attempt: &'a Attempt,
+        outcome: Outcome,
+        now: Timestamp,
+    ) -> Answer<'a, DeliveryResult> {
+        self.of_topic_arn(&attempt.delivery.topic_arn)
+            .finish_delivery(attempt, outcome, now)
+    }
+
+    fn note_delivery_error(&self, attempt: &Attempt, error: &str, now: Timestamp) {
+        self.of_topic_arn(&attempt.delivery.topic_arn)
+            .note_delivery_error(attempt, error, now)
+    }
+
+    fn next_delivery_due(&self) -> Answer<'_, Option<Timestamp>> {
+        Box::pin(async move {
+            let mut next = None;
+            for shard in &self.shards {
+                if let Some(due) = shard.next_delivery_due().await? {
+                    next = Some(next.map_or(due, |next: Timestamp| next.min(due)));
+                }
+            }
+            Ok(next)
+        })
+    }
+
+    fn delivery_stats(&self) -> Answer<'_, Vec<(Arc<str>, LaneStats)>> {
+        Box::pin(self.gather(|shard| shard.delivery_stats()))
+    }
+
+    fn signing_certificate<'a>(&'a self, file: &'a str) -> Answer<'a, Option<String>> {
+        Box::pin(async move {
+            for shard in &self.shards {
+                if let Some(certificate) = shard.signing_certificate(file).await? {
+                    return Ok(Some(certificate));
+                }
+            }
+            Ok(None)
+        })
+    }
+}

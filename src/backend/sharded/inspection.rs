@@ -1,0 +1,78 @@
+//! Looking inside over shards: each queue's own shard, listings gathered in one engine's order;
+//! a reset resets every shard. Captured messages are shared by the shards (shard 0 answers).
+
+use super::Sharded;
+use crate::backend::{
+    captured, Answer, Inspection, ResetScope, SubscriptionActivity, TopicActivity,
+};
+use crate::engine::queue::inspect::{GroupView, Peeked, QueueOverview, StateFilter};
+use crate::engine::topic::captured::CapturedMessage;
+
+impl Inspection for Sharded {
+    fn queue_overviews(&self) -> Answer<'_, Vec<QueueOverview>> {
+        Box::pin(async move {
+            let mut overviews = self.gather(|shard| shard.queue_overviews()).await?;
+            overviews.sort_by(|a, b| a.name.cmp(&b.name));
+            Ok(overviews)
+        })
+    }
+
+    fn peek_messages<'a>(
+        &'a self,
+        queue: &'a str,
+        filter: StateFilter,
+        limit: usize,
+    ) -> Answer<'a, Vec<Peeked>> {
+        self.of_key(queue).peek_messages(queue, filter, limit)
+    }
+
+    fn queue_groups<'a>(&'a self, queue: &'a str, limit: usize) -> Answer<'a, Vec<GroupView>> {
+        self.of_key(queue).queue_groups(queue, limit)
+    }
+
+    fn subscription_activity(&self) -> Answer<'_, Vec<SubscriptionActivity>> {
+        Box::pin(async move {
+            let mut activity = self.gather(|shard| shard.subscription_activity()).await?;
+            // Stable: each topic's subscriptions keep their order.
+            activity.sort_by(|a, b| {
+                self.topic_key(&a.topic_arn)
+                    .cmp(self.topic_key(&b.topic_arn))
+            });
+            Ok(activity)
+        })
+    }
+
+    fn confirmation_token<'a>(&'a self, subscription_arn: &'a str) -> Answer<'a, Option<String>> {
+        self.of_topic_arn(subscription_arn)
+            .confirmation_token(subscription_arn)
+    }
+
+    fn topic_activity(&self) -> Answer<'_, Vec<TopicActivity>> {
+        Box::pin(async move {
+            let mut activity = self.gather(|shard| shard.topic_activity()).await?;
+            activity.sort_by(|a, b| self.topic_key(&a.arn).cmp(self.topic_key(&b.arn)));
+            Ok(activity)
+        })
+    }
+
+    fn reset(&self, scope: ResetScope) -> Answer<'_, ()> {
+        Box::pin(async move {
+            for shard in &self.shards {
+                shard.reset(scope).await?;
+            }
+            Ok(())
+        })
+    }
+
+    fn captured_messages(&self) -> Answer<'_, captured::Listed> {
+        self.shards[0].captured_messages()
+    }
+
+    fn capture(&self, messages: Vec<CapturedMessage>) -> Answer<'_, ()> {
+        self.shards[0].capture(messages)
+    }
+
+    fn forget_captured(&self, ids: Vec<u64>) -> Answer<'_, ()> {
+        self.shards[0].forget_captured(ids)
+    }
+}

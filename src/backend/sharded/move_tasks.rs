@@ -1,0 +1,56 @@
+//! Message move tasks over shards: each runs in its source's shard, told first what only other
+//! shards know (whether a queue there names the source as its dead-letter queue, and the type
+//! of a destination held there).
+
+use super::Sharded;
+use crate::backend::{Answer, BackendError, MoveTasks, QueueAdmin, StartMove};
+use crate::engine::move_task::{decode_handle, MoveTask};
+use crate::engine::redrive::Elsewhere;
+
+impl MoveTasks for Sharded {
+    fn start_move_task<'a>(&'a self, mut request: StartMove<'a>) -> Answer<'a, MoveTask> {
+        Box::pin(async move {
+            let home = self.of_queue_arn(request.source_arn);
+            let mut elsewhere = Elsewhere {
+                dead_letter_sources: self.others(home).any(|shard| {
+                    !shard
+                        .naming_as_dead_letter_queue(request.source_arn)
+                        .is_empty()
+                }),
+                destination_fifo: None,
+            };
+            let destination = request
+                .destination_arn
+                .and_then(|arn| self.namespaces.key_in_arn("sqs", arn));
+            if let Some(key) = destination {
+                let there = self.of_key(key);
+                if there.shard() != home.shard() {
+                    let now = self.clock.now();
+                    elsewhere.destination_fifo = match there.describe_queue(key, now).await {
+                        Ok(view) => Some(view.config.fifo),
+                        Err(BackendError::Rejected(_)) => None,
+                        Err(error) => return Err(error),
+                    };
+                }
+            }
+            request.elsewhere = elsewhere;
+            home.start_move_task(request).await
+        })
+    }
+
+    fn list_move_tasks<'a>(&'a self, source_arn: &'a str) -> Answer<'a, Vec<MoveTask>> {
+        self.of_queue_arn(source_arn).list_move_tasks(source_arn)
+    }
+
+    fn cancel_move_task<'a>(&'a self, handle: &'a str) -> Answer<'a, u64> {
+        match decode_handle(handle) {
+            Some((_, source_arn)) => Box::pin(async move {
+                self.of_queue_arn(&source_arn)
+                    .cancel_move_task(handle)
+                    .await
+            }),
+            // Shard 0's engine refuses it as AWS does.
+            None => self.shards[0].cancel_move_task(handle),
+        }
+    }
+}

@@ -1,0 +1,133 @@
+//! Queue administration over shards: each queue's own shard, with a dead-letter target in
+//! another shard checked against that shard's queue first, and listings gathered.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use super::Sharded;
+use crate::backend::{
+    Answer, BackendError, BackendResult, CreateQueue, PolicyEdit, QueueAdmin, QueueView,
+};
+use crate::engine::queue::config::check_dead_letter_target;
+use crate::engine::shard::Shard;
+use crate::engine::{QueueConfig, Timestamp};
+
+impl Sharded {
+    /// A redrive policy naming a queue in another shard: the rule (`check_dead_letter_target`)
+    /// with that queue's configuration, which the source's engine cannot see.
+    async fn check_target_elsewhere(
+        &self,
+        key: &str,
+        config: &QueueConfig,
+        now: Timestamp,
+    ) -> BackendResult<()> {
+        let Some(policy) = &config.redrive_policy else {
+            return Ok(());
+        };
+        let Some(target) = self
+            .namespaces
+            .key_in_arn("sqs", &policy.dead_letter_target_arn)
+        else {
+            return Ok(());
+        };
+        let count = self.count();
+        if !self.namespaces.same_place(target, key)
+            || Shard::of(count, target) == Shard::of(count, key)
+        {
+            return Ok(());
+        }
+        let found = match self.of_key(target).describe_queue(target, now).await {
+            Ok(view) => Some(view.config),
+            Err(BackendError::Rejected(_)) => None,
+            Err(error) => return Err(error),
+        };
+        let source_arn = self.namespaces.arn("sqs", key);
+        Ok(check_dead_letter_target(
+            config,
+            &source_arn,
+            found.as_ref(),
+        )?)
+    }
+}
+
+impl QueueAdmin for Sharded {
+    fn create_queue(&self, request: CreateQueue) -> Answer<'_, Arc<str>> {
+        Box::pin(async move {
+            self.check_target_elsewhere(&request.name, &request.config, request.now)
+                .await?;
+            self.of_key(&request.name).create_queue(request).await
+        })
+    }
+
+    fn find_queue<'a>(&'a self, key: &'a str) -> Answer<'a, Arc<str>> {
+        self.of_key(key).find_queue(key)
+    }
+
+    fn list_queues<'a>(&'a self, prefix: &'a str) -> Answer<'a, Vec<Arc<str>>> {
+        Box::pin(async move {
+            let mut keys = self.gather(|shard| shard.list_queues(prefix)).await?;
+            keys.sort();
+            Ok(keys)
+        })
+    }
+
+    fn delete_queue<'a>(&'a self, key: &'a str, now: Timestamp) -> Answer<'a, ()> {
+        self.of_key(key).delete_queue(key, now)
+    }
+
+    fn describe_queue<'a>(&'a self, key: &'a str, now: Timestamp) -> Answer<'a, QueueView> {
+        self.of_key(key).describe_queue(key, now)
+    }
+
+    fn set_queue_attributes<'a>(
+        &'a self,
+        key: &'a str,
+        attributes: Vec<(String, String)>,
+        now: Timestamp,
+    ) -> Answer<'a, ()> {
+        Box::pin(async move {
+            let shard = self.of_key(key);
+            if attributes.iter().any(|(name, _)| name == "RedrivePolicy") {
+                // The queue as it would be; an attribute it refuses is the engine's to answer.
+                let mut candidate = shard.describe_queue(key, now).await?.config;
+                if candidate.apply(&attributes).is_ok() {
+                    self.check_target_elsewhere(key, &candidate, now).await?;
+                }
+            }
+            shard.set_queue_attributes(key, attributes, now).await
+        })
+    }
+
+    fn purge_queue<'a>(&'a self, key: &'a str, now: Timestamp) -> Answer<'a, ()> {
+        self.of_key(key).purge_queue(key, now)
+    }
+
+    fn tag_queue<'a>(&'a self, key: &'a str, tags: BTreeMap<String, String>) -> Answer<'a, ()> {
+        self.of_key(key).tag_queue(key, tags)
+    }
+
+    fn untag_queue<'a>(&'a self, key: &'a str, keys: Vec<String>) -> Answer<'a, ()> {
+        self.of_key(key).untag_queue(key, keys)
+    }
+
+    fn queue_tags<'a>(&'a self, key: &'a str) -> Answer<'a, BTreeMap<String, String>> {
+        self.of_key(key).queue_tags(key)
+    }
+
+    fn edit_queue_policy<'a>(&'a self, key: &'a str, edit: PolicyEdit) -> Answer<'a, ()> {
+        self.of_key(key).edit_queue_policy(key, edit)
+    }
+
+    fn dead_letter_sources<'a>(&'a self, key: &'a str) -> Answer<'a, Vec<Arc<str>>> {
+        Box::pin(async move {
+            let home = self.of_key(key);
+            let mut sources = home.dead_letter_sources(key).await?;
+            let arn = self.namespaces.arn("sqs", key);
+            for shard in self.others(home) {
+                sources.extend(shard.naming_as_dead_letter_queue(&arn));
+            }
+            sources.sort();
+            Ok(sources)
+        })
+    }
+}

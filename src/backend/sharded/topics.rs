@@ -1,0 +1,136 @@
+//! Topics over shards: each topic's own shard, with its subscriptions; listings gathered in
+//! the order one engine gives (topics by key, then each topic's subscriptions in order).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use super::Sharded;
+use crate::backend::{Answer, Confirm, CreateTopic, Subscribe, TopicPolicyEdit, Topics};
+use crate::engine::topic::subscription::Subscribed;
+use crate::engine::topic::{Publication, PublishRequest, Subscription};
+use crate::engine::EngineResult;
+
+impl Topics for Sharded {
+    fn create_topic(&self, request: CreateTopic) -> Answer<'_, Arc<str>> {
+        self.of_key(&request.name).create_topic(request)
+    }
+
+    fn delete_topic<'a>(&'a self, arn: &'a str) -> Answer<'a, ()> {
+        self.of_topic_arn(arn).delete_topic(arn)
+    }
+
+    fn list_topics(&self) -> Answer<'_, Vec<Arc<str>>> {
+        Box::pin(async move {
+            let mut arns = self.gather(|shard| shard.list_topics()).await?;
+            arns.sort_by(|a, b| self.topic_key(a).cmp(self.topic_key(b)));
+            Ok(arns)
+        })
+    }
+
+    fn topic_attributes<'a>(&'a self, arn: &'a str) -> Answer<'a, Vec<(String, String)>> {
+        self.of_topic_arn(arn).topic_attributes(arn)
+    }
+
+    fn set_topic_attribute<'a>(
+        &'a self,
+        arn: &'a str,
+        name: &'a str,
+        value: &'a str,
+    ) -> Answer<'a, ()> {
+        self.of_topic_arn(arn).set_topic_attribute(arn, name, value)
+    }
+
+    fn edit_topic_policy<'a>(&'a self, arn: &'a str, edit: TopicPolicyEdit) -> Answer<'a, ()> {
+        self.of_topic_arn(arn).edit_topic_policy(arn, edit)
+    }
+
+    fn subscribe<'a>(&'a self, request: Subscribe<'a>) -> Answer<'a, Subscribed> {
+        self.of_topic_arn(request.topic_arn).subscribe(request)
+    }
+
+    fn confirm_subscription<'a>(&'a self, request: Confirm<'a>) -> Answer<'a, Arc<str>> {
+        self.of_topic_arn(request.topic_arn)
+            .confirm_subscription(request)
+    }
+
+    fn unsubscribe<'a>(
+        &'a self,
+        arn: &'a str,
+        authenticated: bool,
+        base_url: &'a str,
+    ) -> Answer<'a, ()> {
+        self.of_topic_arn(arn)
+            .unsubscribe(arn, authenticated, base_url)
+    }
+
+    fn list_subscriptions<'a>(
+        &'a self,
+        topic_arn: Option<&'a str>,
+    ) -> Answer<'a, Vec<(Arc<str>, Arc<Subscription>)>> {
+        if let Some(arn) = topic_arn {
+            return self.of_topic_arn(arn).list_subscriptions(Some(arn));
+        }
+        Box::pin(async move {
+            let mut all = self.gather(|shard| shard.list_subscriptions(None)).await?;
+            // Stable: each topic's subscriptions keep their order.
+            all.sort_by(|(a, _), (b, _)| self.topic_key(a).cmp(self.topic_key(b)));
+            Ok(all)
+        })
+    }
+
+    fn subscription_attributes<'a>(&'a self, arn: &'a str) -> Answer<'a, Vec<(String, String)>> {
+        self.of_topic_arn(arn).subscription_attributes(arn)
+    }
+
+    fn set_subscription_attribute<'a>(
+        &'a self,
+        arn: &'a str,
+        name: &'a str,
+        value: &'a str,
+        base_url: &'a str,
+    ) -> Answer<'a, ()> {
+        self.of_topic_arn(arn)
+            .set_subscription_attribute(arn, name, value, base_url)
+    }
+
+    fn publish<'a>(
+        &'a self,
+        topic_arn: &'a str,
+        request: PublishRequest,
+        base_url: &'a str,
+    ) -> Answer<'a, Publication> {
+        self.of_topic_arn(topic_arn)
+            .publish(topic_arn, request, base_url)
+    }
+
+    fn publish_batch<'a>(
+        &'a self,
+        topic_arn: &'a str,
+        requests: Vec<PublishRequest>,
+        base_url: &'a str,
+    ) -> Answer<'a, Vec<EngineResult<Publication>>> {
+        self.of_topic_arn(topic_arn)
+            .publish_batch(topic_arn, requests, base_url)
+    }
+
+    fn tag_topic<'a>(&'a self, arn: &'a str, tags: Vec<(String, String)>) -> Answer<'a, ()> {
+        self.of_topic_arn(arn).tag_topic(arn, tags)
+    }
+
+    fn untag_topic<'a>(&'a self, arn: &'a str, keys: Vec<String>) -> Answer<'a, ()> {
+        self.of_topic_arn(arn).untag_topic(arn, keys)
+    }
+
+    fn topic_tags<'a>(&'a self, arn: &'a str) -> Answer<'a, BTreeMap<String, String>> {
+        self.of_topic_arn(arn).topic_tags(arn)
+    }
+
+    fn put_data_protection_policy<'a>(&'a self, arn: &'a str, policy: String) -> Answer<'a, ()> {
+        self.of_topic_arn(arn)
+            .put_data_protection_policy(arn, policy)
+    }
+
+    fn data_protection_policy<'a>(&'a self, arn: &'a str) -> Answer<'a, String> {
+        self.of_topic_arn(arn).data_protection_policy(arn)
+    }
+}
