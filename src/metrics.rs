@@ -78,6 +78,8 @@ pub struct Scraped {
     pub topics: Vec<TopicActivity>,
     pub subscriptions: Vec<SubscriptionActivity>,
     pub webhooks: Vec<(std::sync::Arc<str>, LaneStats)>,
+    /// Parcels waiting to cross between shards, by (from, to).
+    pub relay: Vec<crate::backend::RelayWaiting>,
     /// This node's role among nodes (`leader`, `standby` or `single`), the lease's epoch and
     /// the records it has still to apply.
     pub role: &'static str,
@@ -95,6 +97,12 @@ pub struct Scraped {
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct WorkerLabels {
     worker: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RelayLabels {
+    from: u32,
+    to: u32,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -325,6 +333,22 @@ impl Metrics {
             "cluster_shards_led",
             "How many shards this node leads (all of them when single, none on a standby)",
             value(state.shards_led as u64),
+        );
+        let relay = Family::<RelayLabels, Gauge>::default();
+        for waiting in &state.relay {
+            let labels = RelayLabels {
+                from: waiting.from,
+                to: waiting.to,
+            };
+            relay
+                .get_or_create(&labels)
+                .set(i64::try_from(waiting.parcels).unwrap_or(i64::MAX));
+        }
+        registry.register(
+            "relay_waiting_parcels",
+            "Parcels (a topic's copies, dead letters, moved messages) one shard made for another \
+             that the other has not applied yet",
+            relay,
         );
         if let Some(promise) = state.synchronous_replication {
             let synchronous = Gauge::<i64>::default();

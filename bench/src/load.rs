@@ -1078,16 +1078,21 @@ fn xml_text<'a>(xml: &'a str, tag: &str) -> Option<&'a str> {
 /// Publishes batches of 10 to a FIFO topic for the phase; returns (published, errors).
 async fn publish_batches(
     client: reqwest::Client,
-    endpoint: String,
-    topic: String,
+    (endpoint, topic): (String, String),
     groups: Vec<usize>,
     size: usize,
-    stop: Arc<AtomicBool>,
+    (interval, stop): (Option<Duration>, Arc<AtomicBool>),
 ) -> (u64, u64) {
     let mut seqs = vec![0u64; groups.len()];
     let (mut published, mut errors) = (0u64, 0u64);
     let mut next = 0;
+    let started = Instant::now();
+    let mut batches = 0u32;
     while !stop.load(Ordering::Relaxed) {
+        if let Some(step) = interval {
+            tokio::time::sleep_until((started + step * batches).into()).await;
+            batches += 1;
+        }
         let mut params = vec![
             ("Action", "PublishBatch".to_string()),
             ("TopicArn", topic.clone()),
@@ -1125,9 +1130,19 @@ async fn publish_batches(
 }
 
 /// PublishBatch into one FIFO topic fanned out to `queues` FIFO queues (raw delivery), one
-/// consumer per queue draining and checking per-group order.
-pub(crate) async fn run_fanout(args: &Args, system: System, queues: usize) -> Row {
-    let scenario = format!("fan-out 1->{queues} FIFO queues (PublishBatch)");
+/// consumer per queue draining and checking per-group order; as fast as the producers go, or
+/// paced at `rate` publishes a second in all (the latency is then publish to receive, not
+/// backlog).
+pub(crate) async fn run_fanout(
+    args: &Args,
+    system: System,
+    queues: usize,
+    rate: Option<u64>,
+) -> Row {
+    let scenario = match rate {
+        None => format!("fan-out 1->{queues} FIFO queues (PublishBatch)"),
+        Some(rate) => format!("fan-out 1->{queues} FIFO queues paced at {rate} publishes/s"),
+    };
     let server = match start(args, system).await {
         Ok(server) => server,
         Err(why) => return failed_row(args, &scenario, system, why),
@@ -1174,13 +1189,16 @@ pub(crate) async fn run_fanout(args: &Args, system: System, queues: usize) -> Ro
         .collect();
     let producers: Vec<_> = (0..args.producers)
         .map(|p| {
+            // Each producer publishes batches of ten at its share of the rate.
+            let interval = rate.map(|rate| {
+                Duration::from_secs_f64(10.0 * args.producers as f64 / rate.max(1) as f64)
+            });
             tokio::spawn(publish_batches(
                 client.clone(),
-                server.endpoint.clone(),
-                topic.clone(),
+                (server.endpoint.clone(), topic.clone()),
                 owned_groups(p, args.producers, args.groups),
                 args.body_size,
-                stop.clone(),
+                (interval, stop.clone()),
             ))
         })
         .collect();

@@ -24,7 +24,8 @@ pub struct Args {
     /// Path to the orderly binary (a release build).
     #[arg(long, default_value = "target/release/orderly")]
     pub orderly: String,
-    /// Comma-separated scenarios: send, single, pipeline, paced, fanout, backlog, durable
+    /// Comma-separated scenarios: send, single, pipeline, paced, fanout, fanout-paced (publish
+    /// to receive at --rate publishes a second), backlog, durable
     /// (send, single and pipeline with fsync), durable-share (send, single and pipeline, in
     /// memory, durable and on every peer, at each count of --share-connections: durable
     /// against in memory and each peer against durable, compared at their peaks),
@@ -62,7 +63,7 @@ pub struct Args {
     /// Body size in bytes.
     #[arg(long, default_value_t = 256)]
     pub body_size: usize,
-    /// Total send rate for the paced scenario (messages per second).
+    /// Total rate for the paced scenarios (messages, or publishes, per second).
     #[arg(long, default_value_t = 1000)]
     pub rate: u64,
     /// Messages preloaded for the backlog scenario.

@@ -51,9 +51,16 @@ async fn run_round(args: &Args) -> Vec<Row> {
             "durable-share" => rows.extend(share::run(args).await),
             "restart" => rows.push(load::run_restart(args).await),
             "fanout" => {
-                rows.push(load::run_fanout(args, System::Orderly, 10).await);
+                rows.push(load::run_fanout(args, System::Orderly, 10, None).await);
                 for peer in peers() {
-                    rows.push(load::run_fanout(args, peer, 10).await);
+                    rows.push(load::run_fanout(args, peer, 10, None).await);
+                }
+            }
+            "fanout-paced" => {
+                let rate = Some(args.rate);
+                rows.push(load::run_fanout(args, System::Orderly, 10, rate).await);
+                for peer in peers() {
+                    rows.push(load::run_fanout(args, peer, 10, rate).await);
                 }
             }
             "paced" => {

@@ -412,6 +412,16 @@ pub trait Inspection: Send + Sync {
     fn capture(&self, messages: Vec<CapturedMessage>) -> Answer<'_, ()>;
     /// Forgets captured messages by the ids `captured_messages` gave them.
     fn forget_captured(&self, ids: Vec<u64>) -> Answer<'_, ()>;
+    /// Parcels waiting to cross from one shard to another, by (from, to); none with one shard.
+    fn relay_waiting(&self) -> Answer<'_, Vec<RelayWaiting>>;
+}
+
+/// Parcels made by shard `from` that shard `to` has not applied yet (or not said so).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct RelayWaiting {
+    pub from: u32,
+    pub to: u32,
+    pub parcels: usize,
 }
 
 /// A platform application's or endpoint's attributes.

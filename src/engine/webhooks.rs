@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::engine::changes::{self, Change, ChangeLog};
 use crate::engine::guard::{Guard, LoggedLock};
-use crate::engine::parcel::RelayedCopy;
+use crate::engine::parcel::{NoteFor, RelayedCopy};
 use crate::engine::queues::{QueueEntry, Queues};
 use crate::engine::relay::Relay;
 use crate::engine::time::Timestamp;
@@ -142,9 +142,11 @@ impl Webhooks {
 
     /// A notification for an HTTP/S subscription goes into the outbox. Over the subscription's
     /// cap it goes to the subscription's dead-letter queue, or is dropped and counted.
+    /// `noted`: the subscription notes this copy's fate (a publish's, not a replay's), so a
+    /// dead letter relayed to another shard settles that note.
     pub fn notify<W: Default>(
         &self,
-        queues: (&Queues<W>, &Relay),
+        (queues, relay, noted): (&Queues<W>, &Relay, bool),
         (topic, subscription): (&Topic, &Subscription),
         copy: NotificationCopy,
         now: Timestamp,
@@ -155,7 +157,7 @@ impl Webhooks {
             return Notified::Queued;
         };
         drop(outbox);
-        let queue = dead_letter(queues, &refused, now);
+        let queue = dead_letter((queues, relay), &refused, now, noted);
         self.outbox()
             .record_failure(&subscription.arn, queue.is_some());
         match queue {
@@ -214,7 +216,8 @@ impl Webhooks {
                 AttemptResult::ConfirmationFailed
             }
             Finished::Failed(delivery) => {
-                let queue = dead_letter(queues, &delivery, now);
+                // Its fate is the attempts' to note, not the publish's.
+                let queue = dead_letter(queues, &delivery, now, false);
                 self.log_outbox(held);
                 self.outbox()
                     .record_failure(&delivery.subscription_arn, queue.is_some());
@@ -325,6 +328,7 @@ fn dead_letter<W: Default>(
     (queues, relay): (&Queues<W>, &Relay),
     delivery: &Delivery,
     now: Timestamp,
+    noted: bool,
 ) -> Option<DeadLetterQueue<W>> {
     let dlq = delivery.dead_letter_arn.as_deref()?;
     let (raw, enveloped) = delivery.dead_letter_copies();
@@ -333,6 +337,10 @@ fn dead_letter<W: Default>(
             topic_arn: Some(delivery.topic_arn.clone()),
             dead_letter: true,
             envelope: enveloped.map(|envelope| envelope.body),
+            note_for: noted.then(|| NoteFor {
+                subscription_arn: delivery.subscription_arn.clone(),
+                message_id: delivery.message_id.clone(),
+            }),
             ..RelayedCopy::of(dlq, raw)
         };
         relay.send(shard, copy);

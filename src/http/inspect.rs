@@ -165,6 +165,7 @@ pub async fn metrics(State(state): State<HttpState>, headers: HeaderMap) -> Resp
             topics: backend.topic_activity().await?,
             subscriptions: backend.subscription_activity().await?,
             webhooks: backend.delivery_stats().await?,
+            relay: backend.relay_waiting().await?,
             role: cluster.role,
             epoch: cluster.epoch,
             lag: cluster.lag,
@@ -256,13 +257,21 @@ pub async fn reset(State(state): State<HttpState>, headers: HeaderMap, uri: Uri)
     }
 }
 
-/// `GET /_orderly/cluster`: this node's role, the lease's epoch, the leader's URL and how far
-/// the log is applied here.
+/// `GET /_orderly/cluster`: this node's role, the lease's epoch, the leader's URL, how far
+/// the log is applied here, and the parcels waiting to cross between the shards it holds.
 pub(super) async fn cluster_state(State(state): State<HttpState>, headers: HeaderMap) -> Response {
     if let Some(refused) = unauthorized(&state, &headers) {
         return refused;
     }
-    let body = serde_json::to_value(state.service.cluster_state()).unwrap_or_default();
+    let mut body = serde_json::to_value(state.service.cluster_state()).unwrap_or_default();
+    // Read at once from memory: never unavailable, and empty with one shard.
+    let relay = state
+        .service
+        .backend
+        .relay_waiting()
+        .await
+        .unwrap_or_default();
+    body["relay"] = serde_json::to_value(relay).unwrap_or_default();
     answer(StatusCode::OK, body)
 }
 

@@ -144,6 +144,28 @@ async fn a_topics_copies_reach_queues_of_other_shards_once_and_in_group_order() 
     }
 }
 
+/// Sends "poison" to `url` and receives it once, visible again at once: the next receive
+/// dead-letters it (the queues' maxReceiveCount is 1).
+async fn send_and_receive_once(server: &Server, url: &str) {
+    server
+        .sqs
+        .send_message()
+        .queue_url(url)
+        .message_body("poison")
+        .send()
+        .await
+        .unwrap();
+    let first = server
+        .sqs
+        .receive_message()
+        .queue_url(url)
+        .visibility_timeout(0)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(first.messages.unwrap().len(), 1);
+}
+
 #[tokio::test]
 async fn dead_letters_and_move_tasks_cross_shards() {
     let server = start_sharded(SHARDS).await;
@@ -180,23 +202,7 @@ async fn dead_letters_and_move_tasks_cross_shards() {
         .unwrap_err()
         .into_service_error();
     assert_eq!(mismatched.code(), Some("InvalidParameterValue"));
-    server
-        .sqs
-        .send_message()
-        .queue_url(&source_url)
-        .message_body("poison")
-        .send()
-        .await
-        .unwrap();
-    let first = server
-        .sqs
-        .receive_message()
-        .queue_url(&source_url)
-        .visibility_timeout(0)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(first.messages.unwrap().len(), 1);
+    send_and_receive_once(&server, &source_url).await;
     let second = server
         .sqs
         .receive_message()
@@ -297,6 +303,8 @@ async fn listings_gather_every_shard_in_order() {
     let cluster = get_json(&server, "/_orderly/cluster").await;
     assert_eq!(cluster["shards"], SHARDS, "{cluster}");
     assert_eq!(cluster["led"], serde_json::json!([0, 1, 2, 3]), "{cluster}");
+    // Nothing crosses shards here: no parcel waits.
+    assert_eq!(cluster["relay"], serde_json::json!([]), "{cluster}");
 }
 
 #[tokio::test]
@@ -309,4 +317,54 @@ async fn shards_are_in_memory_only_so_far() {
         .err()
         .expect("refused");
     assert!(refused.to_string().contains("--shards"), "{refused}");
+}
+
+#[tokio::test]
+async fn a_dead_letter_made_by_a_waiting_receive_is_carried_at_once() {
+    let server = start_sharded(SHARDS).await;
+    let dlq = name_in("dead", "", 2);
+    let source = name_in("jobs", "", 0);
+    let dlq_url = create_queue(&server, &dlq, &[]).await;
+    let source_url =
+        create_queue(&server, &source, &[("RedrivePolicy", &redrive_to(&dlq, 1))]).await;
+    send_and_receive_once(&server, &source_url).await;
+    // This receive dead-letters the message and then waits on, with nothing to return.
+    let waiting = server
+        .sqs
+        .receive_message()
+        .queue_url(&source_url)
+        .wait_time_seconds(20)
+        .send();
+    let waiting = tokio::spawn(waiting);
+    let dead = server
+        .sqs
+        .receive_message()
+        .queue_url(&dlq_url)
+        .wait_time_seconds(5)
+        .send()
+        .await
+        .unwrap()
+        .messages
+        .unwrap_or_default();
+    assert_eq!(dead.len(), 1, "carried while the receive still waits");
+    waiting.abort();
+    // One engine checks a queue's redrive policy at every SetQueueAttributes; so do shards,
+    // with its dead-letter queue in another.
+    server
+        .sqs
+        .delete_queue()
+        .queue_url(&dlq_url)
+        .send()
+        .await
+        .unwrap();
+    let refused = server
+        .sqs
+        .set_queue_attributes()
+        .queue_url(&source_url)
+        .attributes(A::VisibilityTimeout, "5")
+        .send()
+        .await
+        .unwrap_err()
+        .into_service_error();
+    assert_eq!(refused.code(), Some("InvalidParameterValue"), "{refused:?}");
 }

@@ -1,7 +1,9 @@
 //! Looking inside and starting over, on the embedded engine.
 
 use super::Embedded;
-use crate::backend::{Answer, Inspection, ResetScope, SubscriptionActivity, TopicActivity};
+use crate::backend::{
+    Answer, Inspection, RelayWaiting, ResetScope, SubscriptionActivity, TopicActivity,
+};
 use crate::engine::queue::inspect::{GroupView, Peeked, QueueOverview, StateFilter};
 use crate::engine::topic::captured::CapturedMessage;
 
@@ -118,6 +120,14 @@ impl Inspection for Embedded {
     fn capture(&self, messages: Vec<CapturedMessage>) -> Answer<'_, ()> {
         self.captured.keep(messages);
         Box::pin(async { Ok(()) })
+    }
+
+    fn relay_waiting(&self) -> Answer<'_, Vec<RelayWaiting>> {
+        let from = self.shard();
+        let waiting = (self.engine.relay.depths().into_iter())
+            .map(|(to, parcels)| RelayWaiting { from, to, parcels })
+            .collect();
+        Box::pin(std::future::ready(Ok(waiting)))
     }
 
     fn forget_captured(&self, ids: Vec<u64>) -> Answer<'_, ()> {

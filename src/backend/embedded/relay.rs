@@ -58,6 +58,13 @@ impl Embedded {
         self.engine.queues.naming_as_dead_letter_queue(dlq_arn)
     }
 
+    /// The PEM certificate of this shard's SNS signer if it has one and `file` is its name
+    /// (a shard that has signed nothing makes no key for the asking).
+    pub fn signing_certificate_made(&self, file: &str) -> Option<String> {
+        let signer = self.engine.topics.made_signer()?;
+        (file == signer.certificate_file).then(|| signer.certificate_pem.clone())
+    }
+
     /// Whether no parcel made here waits for another shard (or to be forgotten there).
     pub fn nothing_to_carry(&self) -> bool {
         self.engine.relay.depths().is_empty()

@@ -16,11 +16,12 @@ impl Deliveries for Sharded {
             let first = self.next_taken.fetch_add(1, Ordering::Relaxed) % count;
             let mut taken = Vec::new();
             for n in 0..count {
-                if taken.len() >= limit {
-                    break;
-                }
+                // Every shard is asked, with nothing left to take too: it expires confirmations.
                 let shard = &self.shards[(first + n) % count];
-                match shard.take_deliveries(now, limit - taken.len()).await {
+                match shard
+                    .take_deliveries(now, limit.saturating_sub(taken.len()))
+                    .await
+                {
                     Ok(attempts) => taken.extend(attempts),
                     // What was taken stays taken: it is sent and reported back.
                     Err(error) if taken.is_empty() => return Err(error),
@@ -68,17 +69,16 @@ impl Deliveries for Sharded {
     }
 
     fn delivery_stats(&self) -> Answer<'_, Vec<(Arc<str>, LaneStats)>> {
-        Box::pin(self.gather(|shard| shard.delivery_stats()))
+        Box::pin(async move {
+            let mut stats = self.gather(|shard| shard.delivery_stats()).await?;
+            // As one engine lists them: by subscription.
+            stats.sort_by(|(a, _), (b, _)| a.cmp(b));
+            Ok(stats)
+        })
     }
 
     fn signing_certificate<'a>(&'a self, file: &'a str) -> Answer<'a, Option<String>> {
-        Box::pin(async move {
-            for shard in &self.shards {
-                if let Some(certificate) = shard.signing_certificate(file).await? {
-                    return Ok(Some(certificate));
-                }
-            }
-            Ok(None)
-        })
+        let found = (self.shards.iter()).find_map(|shard| shard.signing_certificate_made(file));
+        Box::pin(std::future::ready(Ok(found)))
     }
 }

@@ -2,8 +2,9 @@
 //! a reset resets every shard. Captured messages are shared by the shards (shard 0 answers).
 
 use super::Sharded;
+use crate::backend::Work;
 use crate::backend::{
-    captured, Answer, Inspection, ResetScope, SubscriptionActivity, TopicActivity,
+    captured, Answer, Inspection, RelayWaiting, ResetScope, SubscriptionActivity, TopicActivity,
 };
 use crate::engine::queue::inspect::{GroupView, Peeked, QueueOverview, StateFilter};
 use crate::engine::topic::captured::CapturedMessage;
@@ -57,6 +58,8 @@ impl Inspection for Sharded {
 
     fn reset(&self, scope: ResetScope) -> Answer<'_, ()> {
         Box::pin(async move {
+            // What crosses shards lands first, so no copy made before the reset arrives after.
+            self.carried().await?;
             for shard in &self.shards {
                 shard.reset(scope).await?;
             }
@@ -74,5 +77,9 @@ impl Inspection for Sharded {
 
     fn forget_captured(&self, ids: Vec<u64>) -> Answer<'_, ()> {
         self.shards[0].forget_captured(ids)
+    }
+
+    fn relay_waiting(&self) -> Answer<'_, Vec<RelayWaiting>> {
+        Box::pin(self.gather(|shard| shard.relay_waiting()))
     }
 }

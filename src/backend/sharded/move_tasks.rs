@@ -11,11 +11,13 @@ impl MoveTasks for Sharded {
     fn start_move_task<'a>(&'a self, mut request: StartMove<'a>) -> Answer<'a, MoveTask> {
         Box::pin(async move {
             let home = self.of_queue_arn(request.source_arn);
+            // As redrive policies name it.
+            let source = (self.namespaces.key_in_arn("sqs", request.source_arn))
+                .map(|key| self.namespaces.arn("sqs", key));
             let mut elsewhere = Elsewhere {
-                dead_letter_sources: self.others(home).any(|shard| {
-                    !shard
-                        .naming_as_dead_letter_queue(request.source_arn)
-                        .is_empty()
+                dead_letter_sources: source.is_some_and(|source| {
+                    (self.others(home))
+                        .any(|shard| !shard.naming_as_dead_letter_queue(&source).is_empty())
                 }),
                 destination_fifo: None,
             };

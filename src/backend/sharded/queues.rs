@@ -87,12 +87,11 @@ impl QueueAdmin for Sharded {
     ) -> Answer<'a, ()> {
         Box::pin(async move {
             let shard = self.of_key(key);
-            if attributes.iter().any(|(name, _)| name == "RedrivePolicy") {
-                // The queue as it would be; an attribute it refuses is the engine's to answer.
-                let mut candidate = shard.describe_queue(key, now).await?.config;
-                if candidate.apply(&attributes).is_ok() {
-                    self.check_target_elsewhere(key, &candidate, now).await?;
-                }
+            // The queue as it would be, its redrive policy checked whatever changes, as one
+            // engine checks it; an attribute it refuses is the engine's to answer.
+            let mut candidate = shard.describe_queue(key, now).await?.config;
+            if candidate.apply(&attributes).is_ok() {
+                self.check_target_elsewhere(key, &candidate, now).await?;
             }
             shard.set_queue_attributes(key, attributes, now).await
         })

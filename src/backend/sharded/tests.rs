@@ -18,6 +18,13 @@ use crate::persist::writer::{FsyncMode, LogWriter};
 
 /// Three shards on `clock`, their parcels carried.
 fn sharded(clock: &Arc<ManualClock>) -> (Sharded, Vec<Arc<LogWriter>>) {
+    let (sharded, logs) = idle_shards(clock);
+    sharded.start_work();
+    (sharded, logs)
+}
+
+/// Three shards on `clock`, nothing carried until their work starts.
+fn idle_shards(clock: &Arc<ManualClock>) -> (Sharded, Vec<Arc<LogWriter>>) {
     let count = 3;
     let parcels_waiting: Arc<[Notify]> = (0..count).map(|_| Notify::new()).collect();
     let captured = Arc::new(crate::backend::captured::CapturedMessages::default());
@@ -44,7 +51,6 @@ fn sharded(clock: &Arc<ManualClock>) -> (Sharded, Vec<Arc<LogWriter>>) {
         .collect();
     let namespaces = Namespaces::new(Namespace::new("us-east-1", "000000000000"));
     let sharded = Sharded::new(shards, namespaces, clock.clone(), parcels_waiting);
-    sharded.start_work();
     (sharded, logs)
 }
 
@@ -106,4 +112,88 @@ fn the_suites_queues_and_topics_lie_in_different_shards() {
     // Topics: the topic's copies for both subscribed queues.
     assert_ne!(shard("prices.fifo"), shard("eu.fifo"));
     assert_ne!(shard("prices.fifo"), shard("all.fifo"));
+}
+
+/// Parcels waiting between shards are counted by (from, to) until carried; the subscription
+/// says `relayed` until the queue's shard placed its copy, and `queued` after.
+#[tokio::test]
+async fn what_waits_to_cross_is_counted_until_carried() {
+    use crate::backend::{CreateTopic, Inspection, RelayWaiting, Subscribe, Topics};
+    use crate::engine::topic::PublishRequest;
+    let clock = clock();
+    let (backend, _logs) = idle_shards(&clock);
+    // prices.fifo is shard 0's, all.fifo shard 2's (pinned above).
+    let arn = backend
+        .create_topic(CreateTopic {
+            name: "prices.fifo".into(),
+            attributes: vec![("FifoTopic".into(), "true".into())],
+            tags: Vec::new(),
+        })
+        .await
+        .unwrap();
+    let fifo = vec![("FifoQueue".to_string(), "true".to_string())];
+    let config = crate::engine::QueueConfig::for_create("all.fifo", &fifo, clock.now()).unwrap();
+    crate::backend::QueueAdmin::create_queue(
+        &backend,
+        crate::backend::CreateQueue {
+            name: "all.fifo".into(),
+            config,
+            attributes: fifo.clone(),
+            tags: Vec::new(),
+            now: clock.now(),
+        },
+    )
+    .await
+    .unwrap();
+    let subscription = backend
+        .subscribe(Subscribe {
+            topic_arn: &arn,
+            protocol: "sqs",
+            endpoint: Some("arn:aws:sqs:us-east-1:000000000000:all.fifo"),
+            attributes: Vec::new(),
+            base_url: "http://localhost:4566",
+            principal: "arn:aws:iam::000000000000:root",
+        })
+        .await
+        .unwrap();
+    for n in 0..3 {
+        let request = PublishRequest {
+            message: format!("m{n}"),
+            subject: None,
+            structured: false,
+            attributes: Default::default(),
+            group_id: Some("g".into()),
+            dedup_id: Some(format!("d{n}")),
+            trace_header: None,
+        };
+        backend
+            .publish(&arn, request, "http://localhost:4566")
+            .await
+            .unwrap();
+    }
+    let waiting = backend.relay_waiting().await.unwrap();
+    assert_eq!(
+        waiting,
+        [RelayWaiting {
+            from: 0,
+            to: 2,
+            parcels: 3
+        }]
+    );
+    let fates = || async {
+        let activity = backend.subscription_activity().await.unwrap();
+        let ours = activity
+            .iter()
+            .find(|a| a.subscription.arn == subscription.arn)
+            .unwrap();
+        ours.recent
+            .iter()
+            .map(|note| note.fate.name())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(fates().await, ["relayed"; 3]);
+    backend.start_work();
+    backend.carried().await.unwrap();
+    assert!(backend.relay_waiting().await.unwrap().is_empty());
+    assert_eq!(fates().await, ["queued"; 3]);
 }

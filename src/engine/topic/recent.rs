@@ -92,11 +92,14 @@ impl Recent {
     }
 
     /// The fate of a copy noted `Relayed`, now that the queue's shard placed it: its note (if
-    /// still kept) and the counts change to it.
+    /// still kept) and the counts change to it. Nothing changes if no copy waits to settle.
     pub fn settle(&self, message_id: &str, fate: Fate) {
         let mut kept = self.0.lock().unwrap_or_else(|p| p.into_inner());
         let relayed = &mut kept.counts[Fate::Relayed as usize];
-        *relayed = relayed.saturating_sub(1);
+        if *relayed == 0 {
+            return;
+        }
+        *relayed -= 1;
         kept.counts[fate as usize] += 1;
         if let Some(note) = (kept.notes.iter_mut())
             .find(|note| note.fate == Fate::Relayed && &*note.message_id == message_id)
@@ -192,5 +195,8 @@ mod tests {
                 (Fate::Failed, 1)
             ]
         );
+        // None left to settle: nothing moves.
+        recent.settle("c", Fate::Failed);
+        assert_eq!(recent.counts()[2], (Fate::Failed, 1));
     }
 }

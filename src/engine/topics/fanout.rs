@@ -368,7 +368,8 @@ impl Addressed<'_> {
         let may_dead_letter = dead_letter || dead_letter_arn.is_some();
         RelayedCopy {
             topic_arn: Some(self.topic.arn.clone()),
-            note_for: Some(NoteFor {
+            // A replay's copies are not noted, so they settle nothing.
+            note_for: (!self.message.replayed).then(|| NoteFor {
                 subscription_arn: self.subscription.arn.clone(),
                 message_id: self.message.publication.message_id.clone(),
             }),
@@ -469,7 +470,8 @@ fn deliver_addressed<W: Default>(
     }
     if subscription.is_webhook() {
         let copy = addressed.webhook_copy(&envelope);
-        return match webhooks.notify((queues, relay), (topic, subscription), copy, now) {
+        let noted = !addressed.message.replayed;
+        return match webhooks.notify((queues, relay, noted), (topic, subscription), copy, now) {
             Notified::Queued => Delivered::Webhook,
             Notified::DeadLettered(Some(queue)) => Delivered::DeadLetter(queue),
             Notified::DeadLettered(None) => Delivered::Relayed,

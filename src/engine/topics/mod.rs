@@ -119,6 +119,11 @@ impl Topics {
             .clone()
     }
 
+    /// The signer, if one was made (none is made here).
+    pub fn made_signer(&self) -> Option<Arc<MessageSigner>> {
+        self.signer.get()?.as_ref().ok().cloned()
+    }
+
     /// The signer restored from the log or a snapshot (a damaged key is regenerated on use).
     pub fn restore_signer(
         &self,
