@@ -36,6 +36,7 @@ impl Service {
                     "name": &*q.name,
                     "url": self.url_of_queue(origin.scheme, origin.host, &q.name),
                     "arn": &*q.arn,
+                    "shard": q.shard,
                     "fifo": q.fifo,
                     "visible": q.counts.visible,
                     "inFlight": q.counts.in_flight,

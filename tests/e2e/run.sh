@@ -146,13 +146,13 @@ dev_endpoint=$(grep -o 'http://[0-9.:]*' "$dev_log" | head -n 1)
 "$venvs/current/bin/python" "$here/developer_scenario.py" "$dev_endpoint"
 kill "$dev_server"
 rm -f "$dev_log"
-echo "== Web console in headless Chromium (playwright-core), seeded by --init examples/price-updates.toml, with --auth"
+echo "== Web console in headless Chromium (playwright-core), seeded by --init examples/price-updates.toml, with --auth, over four shards"
 chromium=${CHROMIUM:-/usr/bin/chromium}
 if [ -x "$chromium" ]; then
   console_log=$(mktemp)
   console_keys=$(mktemp)
   printf '%s' '{"Keys":[{"AccessKeyId":"AKIDCONSOLE","SecretAccessKey":"console-secret","UserName":"console","UserId":"AIDACONSOLEUSER000001"}]}' >"$console_keys"
-  "$binary" --ephemeral --bind 127.0.0.1:0 --init "$root/examples/price-updates.toml" --auth "$console_keys" >"$console_log" 2>&1 &
+  "$binary" --ephemeral --shards 4 --bind 127.0.0.1:0 --init "$root/examples/price-updates.toml" --auth "$console_keys" >"$console_log" 2>&1 &
   console_server=$!
   for _ in $(seq 1 100); do grep -q "listening on" "$console_log" && break; sleep 0.1; done
   console_endpoint=$(grep -o 'http://[0-9.:]*' "$console_log" | head -n 1)

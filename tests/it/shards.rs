@@ -303,6 +303,14 @@ async fn listings_gather_every_shard_in_order() {
     let cluster = get_json(&server, "/_orderly/cluster").await;
     assert_eq!(cluster["shards"], SHARDS, "{cluster}");
     assert_eq!(cluster["led"], serde_json::json!([0, 1, 2, 3]), "{cluster}");
+    // The inspection API (and the console) says where each queue lives.
+    let inspected = get_json(&server, "/_orderly/queues").await;
+    let inspected = inspected["queues"].as_array().unwrap();
+    assert_eq!(inspected.len(), names.len());
+    for queue in inspected {
+        let name = queue["name"].as_str().unwrap();
+        assert_eq!(queue["shard"], Shard::of(SHARDS, name), "{queue}");
+    }
     // Nothing crosses shards here: no parcel waits.
     assert_eq!(cluster["relay"], serde_json::json!([]), "{cluster}");
 }

@@ -19,7 +19,10 @@ impl Inspection for Embedded {
                 {
                     let mut queue = entry.lock();
                     queue.tick(self.clock.now());
-                    overviews.push(queue.overview());
+                    overviews.push(QueueOverview {
+                        shard: self.shard(),
+                        ..queue.overview()
+                    });
                 }
                 self.log_expired(&entry);
             }

@@ -23,6 +23,8 @@ pub struct QueueOverview {
     pub dead_letter_target_arn: Option<String>,
     /// Since the server started; a backend that cannot count leaves it zero.
     pub activity: super::Activity,
+    /// The shard that holds it (0 with one shard); the queue's own state does not know it.
+    pub shard: u32,
 }
 
 /// Bytes of bodies and attributes one peek answers at most (past it, the messages after are
@@ -99,6 +101,7 @@ impl Queue {
                 .as_ref()
                 .map(|p| p.dead_letter_target_arn.clone()),
             activity: self.activity,
+            shard: 0,
         }
     }
 

@@ -6,7 +6,8 @@
 
 const REFRESH_MS = 2000;
 
-const state = { queues: [], selected: null, filter: "all" };
+// shards: how many the key space is cut into (the queue's own is shown when more than one).
+const state = { queues: [], selected: null, filter: "all", shards: 1 };
 
 const $ = (id) => document.getElementById(id);
 
@@ -88,6 +89,7 @@ async function renderQueue() {
   section.hidden = false;
   section.classList.toggle("standard", !queue.fifo);
   $("queue-name").textContent = queue.name;
+  $("queue-shard").textContent = state.shards > 1 ? `in shard ${queue.shard} of ${state.shards}` : "";
   $("redrive").hidden = !state.queues.some((q) => q.deadLetterQueue === queue.name);
   const name = encodeURIComponent(queue.name);
   const [messages, groups] = await Promise.all([
@@ -161,7 +163,9 @@ async function renderSubscriptions() {
 
 async function refresh() {
   try {
-    state.queues = (await read("/_orderly/queues")).queues;
+    const [queues, cluster] = await Promise.all([read("/_orderly/queues"), read("/_orderly/cluster")]);
+    state.queues = queues.queues;
+    state.shards = cluster.shards;
     renderQueues();
     await Promise.all([renderQueue(), renderSubscriptions()]);
     $("refreshed").textContent = `updated ${new Date().toLocaleTimeString()}`;

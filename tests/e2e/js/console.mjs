@@ -1,6 +1,7 @@
 // The web console in a real headless Chromium (Debian's, driven by playwright-core): it shows
 // the seeded queues' depths, a FIFO queue's locked group and a peeked message, and a message
-// sent from its form arrives through the AWS SDK. Saves a screenshot.
+// sent from its form arrives through the AWS SDK, and the selected queue's shard. Saves a
+// screenshot.
 // Usage: node console.mjs ENDPOINT SCREENSHOT.png KEY:SECRET   (the server runs with
 // --init examples/price-updates.toml and --auth holding that key: the browser opens the console
 // with HTTP Basic credentials and its form acts with them)
@@ -70,6 +71,12 @@ check(
 );
 
 await row.locator("a", { hasText: "prices-eu.fifo" }).click();
+// The server runs with --shards 4: the queue's shard, as the inspection API gives it, is shown.
+const listed = await (await page.request.get(`${endpoint}/_orderly/queues`)).json();
+const shard = listed.queues.find((q) => q.name === "prices-eu.fifo")?.shard;
+const where = page.locator("#queue-shard", { hasText: "of 4" });
+await where.waitFor();
+check("the queue's shard is shown", (await text(where)) === `in shard ${shard} of 4`, `${await text(where)} / ${shard}`);
 const aapl = page.locator('#groups tr[data-group="AAPL"]');
 await aapl.waitFor();
 check("AAPL is locked with one waiting", (await text(aapl)).includes("locked, 1 waiting behind"), await text(aapl));
