@@ -157,8 +157,9 @@ pub struct Config {
     pub ephemeral: bool,
     /// Cut the queues and topics into this many shards, each with an engine of its own; what
     /// crosses shards (a publish's copies, dead letters, moved messages) is carried between
-    /// them, a moment later. Only with --ephemeral so far: shards of a data directory or a
-    /// database are not built yet. 1 is one engine for everything.
+    /// them, a moment later. In a data directory, each shard keeps its own log and snapshots
+    /// (`shard-N`), and the directory opens only with the count it was first started with.
+    /// Not with --storage yet. 1 is one engine for everything.
     #[arg(long, env = "ORDERLY_SHARDS", default_value_t = 1,
           value_parser = clap::value_parser!(u32).range(1..=1024))]
     pub shards: u32,

@@ -1081,7 +1081,7 @@ async fn publish_batches(
     (endpoint, topic): (String, String),
     groups: Vec<usize>,
     size: usize,
-    (interval, stop): (Option<Duration>, Arc<AtomicBool>),
+    (pace, stop): (Option<(Duration, f64)>, Arc<AtomicBool>),
 ) -> (u64, u64) {
     let mut seqs = vec![0u64; groups.len()];
     let (mut published, mut errors) = (0u64, 0u64);
@@ -1089,8 +1089,11 @@ async fn publish_batches(
     let started = Instant::now();
     let mut batches = 0u32;
     while !stop.load(Ordering::Relaxed) {
-        if let Some(step) = interval {
-            tokio::time::sleep_until((started + step * batches).into()).await;
+        // Paced: (interval, this producer's offset as a share of it), so that producers
+        // together publish evenly rather than all at the same moment.
+        if let Some((step, offset)) = pace {
+            let due = started + step.mul_f64(f64::from(batches) + offset);
+            tokio::time::sleep_until(due.into()).await;
             batches += 1;
         }
         let mut params = vec![
@@ -1190,15 +1193,17 @@ pub(crate) async fn run_fanout(
     let producers: Vec<_> = (0..args.producers)
         .map(|p| {
             // Each producer publishes batches of ten at its share of the rate.
-            let interval = rate.map(|rate| {
-                Duration::from_secs_f64(10.0 * args.producers as f64 / rate.max(1) as f64)
+            let pace = rate.map(|rate| {
+                let step =
+                    Duration::from_secs_f64(10.0 * args.producers as f64 / rate.max(1) as f64);
+                (step, p as f64 / args.producers as f64)
             });
             tokio::spawn(publish_batches(
                 client.clone(),
                 (server.endpoint.clone(), topic.clone()),
                 owned_groups(p, args.producers, args.groups),
                 args.body_size,
-                (interval, stop.clone()),
+                (pace, stop.clone()),
             ))
         })
         .collect();

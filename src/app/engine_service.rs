@@ -19,7 +19,7 @@ use crate::service::{Service, ServiceSettings};
 /// ephemeral), and the lease on a log kept in a database.
 pub(super) struct Built {
     pub service: Arc<Service>,
-    pub snapshots: Option<Arc<Snapshotter>>,
+    pub snapshots: Vec<Arc<Snapshotter>>,
     pub lease: Option<Arc<crate::persist::database::Keeper>>,
     /// How `GET /_orderly/cluster` reads this node's state, when not single.
     pub cluster: Option<crate::service::cluster::ClusterStatus>,
@@ -37,21 +37,20 @@ pub(super) fn build_service(
     listening: SocketAddr,
 ) -> std::io::Result<Built> {
     if config.shards > 1 {
-        if !config.ephemeral {
-            return Err(shards_not_built());
-        }
         return serve_shards(config, clock, listening);
     }
     let (engine, data) = open_engine(config)?;
     let log_writer = data.as_ref().map(|d| d.log_writer.clone());
     let engine = Arc::new(engine);
-    let snapshots = data.map(|data| {
-        Arc::new(Snapshotter::of_dir(
-            engine.clone(),
-            data,
-            config.snapshot_after,
-        ))
-    });
+    let snapshots = (data.into_iter())
+        .map(|data| {
+            Arc::new(Snapshotter::of_dir(
+                engine.clone(),
+                data,
+                config.snapshot_after,
+            ))
+        })
+        .collect();
     let metrics = crate::metrics::Metrics::default();
     let log = Log {
         log_writer,
@@ -65,7 +64,7 @@ pub(super) fn build_service(
 /// its lease keeps.
 pub(super) struct Log {
     pub(super) log_writer: Option<Arc<crate::persist::writer::LogWriter>>,
-    pub(super) snapshots: Option<Arc<Snapshotter>>,
+    pub(super) snapshots: Vec<Arc<Snapshotter>>,
     pub(super) tenure: Option<Arc<crate::persist::tenure::Tenure>>,
 }
 
@@ -107,15 +106,17 @@ pub(super) fn serve_engine(
     })
 }
 
-/// Shards are kept in memory only, so far.
+/// Shards of a database are not built yet.
 pub(super) fn shards_not_built() -> std::io::Error {
     std::io::Error::new(
         std::io::ErrorKind::InvalidInput,
-        "--shards above 1 needs --ephemeral: shards of a data directory or a database are not built yet",
+        "--shards above 1 needs a data directory or --ephemeral: shards of a database are not built yet",
     )
 }
 
-/// The service over `--shards` engines in memory, each an embedded backend of its own.
+/// The service over `--shards` engines, each an embedded backend of its own, recovered from a
+/// data directory of its own inside the data directory (`persist::shard_dirs`) unless
+/// ephemeral.
 fn serve_shards(
     config: &Config,
     clock: Arc<dyn Clock>,
@@ -128,22 +129,37 @@ fn serve_shards(
     let count = config.shards;
     let parcels_waiting: Arc<[Notify]> = (0..count).map(|_| Notify::new()).collect();
     let captured = Arc::new(crate::backend::captured::CapturedMessages::default());
-    let shards = (0..count)
-        .map(|number| {
-            let shard = Shard { number, count };
-            let mut engine = Engine::for_shard(&config.account_id, &config.region, shard);
-            configure_engine(config, &mut engine);
-            let backend = crate::backend::embedded::Embedded::new(
-                Arc::new(engine),
-                None,
-                clock.clone(),
-                webhooks.wake_signal(),
-            )
-            .counting_long_polls(metrics.long_polls_waiting.clone())
-            .among_shards(captured.clone(), parcels_waiting.clone());
-            Arc::new(backend)
-        })
-        .collect();
+    let dirs = match config.ephemeral {
+        true => Vec::new(),
+        false => persist::shard_dirs::shard_dirs(&config.data_dir, count)
+            .map_err(std::io::Error::other)?,
+    };
+    let mut shards = Vec::new();
+    let mut snapshots = Vec::new();
+    for number in 0..count {
+        let shard = Shard { number, count };
+        let mut engine = Engine::for_shard(&config.account_id, &config.region, shard);
+        let data = match dirs.get(number as usize) {
+            Some(dir) => Some(recover(dir, config, &mut engine)?),
+            None => None,
+        };
+        configure_engine(config, &mut engine);
+        let engine = Arc::new(engine);
+        let log_writer = data.as_ref().map(|d| d.log_writer.clone());
+        if let Some(data) = data {
+            let after = config.snapshot_after;
+            snapshots.push(Arc::new(Snapshotter::of_dir(engine.clone(), data, after)));
+        }
+        let backend = crate::backend::embedded::Embedded::new(
+            engine,
+            log_writer,
+            clock.clone(),
+            webhooks.wake_signal(),
+        )
+        .counting_long_polls(metrics.long_polls_waiting.clone())
+        .among_shards(captured.clone(), parcels_waiting.clone());
+        shards.push(Arc::new(backend));
+    }
     let namespaces = crate::engine::namespace::Namespaces::new(
         crate::engine::namespace::Namespace::new(&config.region, &config.account_id),
     );
@@ -157,7 +173,7 @@ fn serve_shards(
             settings,
             metrics,
         ),
-        snapshots: None,
+        snapshots,
         lease: None,
         cluster: None,
         standby: None,
@@ -195,27 +211,37 @@ fn open_engine(config: &Config) -> std::io::Result<(Engine<Notify>, Option<DataD
     let data = if config.ephemeral {
         None
     } else {
-        let started = std::time::Instant::now();
-        let (data, report) = persist::open(&config.data_dir, config.fsync, &mut engine)
-            .map_err(std::io::Error::other)?;
-        if let Some((file, offset, bytes)) = &report.dropped_tail {
-            tracing::warn!(
-                %file, offset, bytes,
-                "dropped a cut-short or damaged final log record: a crash in the middle of a write leaves one, and so does damage to the file, which cannot be told apart; the changes it held are not replayed"
-            );
-        }
-        tracing::info!(
-            dir = %config.data_dir.display(),
-            snapshot = report.snapshot.as_deref().unwrap_or("none"),
-            snapshot_messages = report.snapshot_messages,
-            replayed = report.replayed,
-            millis = started.elapsed().as_millis() as u64,
-            "recovered"
-        );
-        Some(data)
+        // A directory cut into shards is refused here, with the count to start it with.
+        persist::shard_dirs::shard_dirs(&config.data_dir, 1).map_err(std::io::Error::other)?;
+        Some(recover(&config.data_dir, config, &mut engine)?)
     };
     configure_engine(config, &mut engine);
     Ok((engine, data))
+}
+
+/// Opens the data directory `dir`, recovering `engine` (fresh) from it, and says what it found.
+fn recover(
+    dir: &std::path::Path,
+    config: &Config,
+    engine: &mut Engine<Notify>,
+) -> std::io::Result<DataDir> {
+    let started = std::time::Instant::now();
+    let (data, report) = persist::open(dir, config.fsync, engine).map_err(std::io::Error::other)?;
+    if let Some((file, offset, bytes)) = &report.dropped_tail {
+        tracing::warn!(
+            %file, offset, bytes,
+            "dropped a cut-short or damaged final log record: a crash in the middle of a write leaves one, and so does damage to the file, which cannot be told apart; the changes it held are not replayed"
+        );
+    }
+    tracing::info!(
+        dir = %dir.display(),
+        snapshot = report.snapshot.as_deref().unwrap_or("none"),
+        snapshot_messages = report.snapshot_messages,
+        replayed = report.replayed,
+        millis = started.elapsed().as_millis() as u64,
+        "recovered"
+    );
+    Ok(data)
 }
 
 /// The engine's settings from the flags.

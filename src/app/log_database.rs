@@ -144,7 +144,7 @@ pub async fn build(
             );
             let log_parts = Log {
                 log_writer: Some(log.log_writer),
-                snapshots: Some(snapshots),
+                snapshots: vec![snapshots],
                 tenure: Some(tenure),
             };
             let mut built = serve_engine(config, clock, listening, engine, log_parts, metrics)?;
@@ -171,7 +171,7 @@ pub async fn build(
         .clone();
     let log = Log {
         log_writer: Some(log_writer.clone()),
-        snapshots: None,
+        snapshots: Vec::new(),
         tenure: Some(tenure),
     };
     let mut built = serve_engine(config, clock, listening, engine.clone(), log, metrics)?;
@@ -345,7 +345,7 @@ pub async fn promote(mut waiting: Waiting, service: Arc<Service>, started: Arc<S
     said_leading(&log, began, &service.metrics);
     let snapshots = snapshotter(&waiting.engine, &log, waiting.snapshot_after);
     waiting.epoch.store(taken.epoch, Ordering::Release);
-    started.begin(&service, Some(snapshots), Some(log.lease));
+    started.begin(&service, vec![snapshots], Some(log.lease));
     waiting.standby.standby.lead();
     true
 }

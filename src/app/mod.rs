@@ -72,9 +72,12 @@ fn single_status(
     own_url: String,
     shards: u32,
 ) -> crate::service::cluster::ClusterStatus {
-    let log_writer = built.snapshots.as_ref().map(|s| s.log_writer().clone());
+    let log_writers: Vec<_> = (built.snapshots.iter())
+        .map(|s| s.log_writer().clone())
+        .collect();
+    // Every shard's log written, added up.
     crate::service::cluster::single(own_url, shards, move || {
-        log_writer.as_ref().map_or(0, |log| log.durable().lsn)
+        log_writers.iter().map(|log| log.durable().lsn).sum()
     })
 }
 
@@ -169,7 +172,7 @@ async fn apply_init(
 pub struct App {
     pub listener: TcpListener,
     pub service: Arc<Service>,
-    snapshots: Option<Arc<Snapshotter>>,
+    snapshots: Vec<Arc<Snapshotter>>,
     lease: Option<Arc<crate::persist::database::Keeper>>,
     /// A standby's way to leadership (`--storage`, the lease held by another node).
     waiting: Option<log_database::Waiting>,

@@ -10,7 +10,8 @@ use crate::worker::Workers;
 /// lead, and stopped in order when the server stops.
 pub(super) struct Started {
     workers: Workers,
-    snapshots: std::sync::OnceLock<Arc<Snapshotter>>,
+    /// One per log (one per shard when the key space is cut into several).
+    snapshots: std::sync::OnceLock<Vec<Arc<Snapshotter>>>,
     /// The lease this node leads under, once it does.
     lease: tokio::sync::watch::Sender<Option<Arc<crate::persist::database::Keeper>>>,
 }
@@ -26,11 +27,11 @@ impl Default for Started {
 }
 
 impl Started {
-    /// Starts the webhook worker, the snapshotter and the move tasks.
+    /// Starts the webhook worker, the snapshotters and the backend's work.
     pub(super) fn begin(
         &self,
         service: &Arc<Service>,
-        snapshots: Option<Arc<Snapshotter>>,
+        snapshots: Vec<Arc<Snapshotter>>,
         lease: Option<Arc<crate::persist::database::Keeper>>,
     ) {
         let workers = &self.workers;
@@ -42,8 +43,10 @@ impl Started {
                 service.webhooks.clone(),
             ),
         );
-        if let Some(snapshots) = snapshots {
-            workers.start("snapshots", snapshots.clone().run());
+        if !snapshots.is_empty() {
+            for snapshotter in &snapshots {
+                workers.start("snapshots", snapshotter.clone().run());
+            }
             if crate::test_hooks::enabled() {
                 workers.start("test hooks", answer_test_hooks(snapshots.clone()));
             }
@@ -80,8 +83,10 @@ impl Started {
         // once a snapshot still being written is done.
         if let Some(snapshots) = self.snapshots.get().cloned() {
             let _ = tokio::task::spawn_blocking(move || {
-                snapshots.finish();
-                snapshots.close();
+                for snapshotter in &snapshots {
+                    snapshotter.finish();
+                    snapshotter.close();
+                }
             })
             .await;
         }
@@ -93,15 +98,17 @@ impl Started {
     }
 }
 
-/// What a leader does for a test holding it from outside (`test_hooks`): hold its log's
-/// writes, or take a snapshot now.
-async fn answer_test_hooks(snapshots: Arc<Snapshotter>) {
+/// What a leader does for a test holding it from outside (`test_hooks`): hold its logs'
+/// writes, or take a snapshot of each now.
+async fn answer_test_hooks(snapshots: Vec<Arc<Snapshotter>>) {
     use crate::test_hooks;
     let mut held = false;
     loop {
         let hold = test_hooks::asked("hold-log");
         if hold != held {
-            snapshots.log_writer().hold_writes(hold);
+            for snapshotter in &snapshots {
+                snapshotter.log_writer().hold_writes(hold);
+            }
             held = hold;
             if hold {
                 test_hooks::reached("log-held");
@@ -110,8 +117,10 @@ async fn answer_test_hooks(snapshots: Arc<Snapshotter>) {
         if test_hooks::take("take-snapshot") {
             let taking = snapshots.clone();
             tokio::task::spawn_blocking(move || {
-                if let Err(error) = taking.take() {
-                    tracing::error!(%error, "the snapshot a test asked for failed");
+                for snapshotter in &taking {
+                    if let Err(error) = snapshotter.take() {
+                        tracing::error!(%error, "the snapshot a test asked for failed");
+                    }
                 }
             });
         }

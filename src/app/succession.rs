@@ -30,7 +30,7 @@ static RETRIES: std::sync::LazyLock<crate::quiet_log::QuietLog> =
 /// A generation's parts, as `App::bind` or a start over built them.
 pub struct Generation {
     pub service: Arc<Service>,
-    pub snapshots: Option<Arc<Snapshotter>>,
+    pub snapshots: Vec<Arc<Snapshotter>>,
     pub lease: Option<Arc<Keeper>>,
     pub standby: Option<Forwarding>,
     pub waiting: Option<Waiting>,

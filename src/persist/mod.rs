@@ -32,6 +32,7 @@ pub mod number_file;
 pub mod record;
 mod recovery_error;
 pub mod segment_log;
+pub mod shard_dirs;
 pub mod snapshot;
 pub mod storage;
 pub mod tenure;

@@ -16,6 +16,9 @@ pub enum RecoveryError {
     Io(#[from] std::io::Error),
     #[error("{0}")]
     NewerFormat(String),
+    /// Opened with another number of shards than it was cut into.
+    #[error("{0}")]
+    ShardCount(String),
     #[error(
         "data directory {dir} belongs to region {region} and account {account}: start with \
          --region {region} --account-id {account}, or use another data directory"

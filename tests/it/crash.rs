@@ -41,12 +41,38 @@ const VISIBILITY: i32 = 2;
 const CLOCK_STEP_MS: u64 = 10 * 60_000;
 
 fn start(dir: &std::path::Path) -> Process {
+    start_with(dir, &[])
+}
+
+/// As `start`, with `extra` flags.
+fn start_with(dir: &std::path::Path, extra: &[&str]) -> Process {
     // Small, so snapshots (and segment removal) happen under load too.
-    binary::start(
-        dir,
-        &["--snapshot-after", "20000", "--clock", "manual"],
-        "warn",
-    )
+    let mut args = vec!["--snapshot-after", "20000", "--clock", "manual"];
+    args.extend_from_slice(extra);
+    binary::start(dir, &args, "warn")
+}
+
+/// Waits, with a bound, until no parcel waits between the server's shards: every copy a
+/// publish made for another shard's queue is in it. Real time: the carriers run on their own.
+async fn carried(addr: SocketAddr) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let text = reqwest::get(format!("http://{addr}/_orderly/cluster"))
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        let cluster: serde_json::Value = serde_json::from_str(&text).unwrap();
+        if cluster["relay"] == serde_json::json!([]) {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "parcels still waiting: {cluster}"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
 }
 
 /// As `start`, on the machine's clock: a move task paces its moves by the server's clock, and
@@ -499,6 +525,23 @@ async fn verify(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn acknowledged_work_survives_sigkill_at_random_moments() {
+    campaign(&[]).await;
+}
+
+/// The same over three shards, each with a log of its own: the topic's shard holds one of
+/// its subscribed queues, and the other queue lies in another shard, which gets its copies
+/// as parcels logged with the publish (so a publish still reaches both queues or neither).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn acknowledged_work_survives_sigkill_over_three_shards() {
+    use orderly::engine::shard::Shard;
+    assert_eq!(Shard::of(3, TOPIC), Shard::of(3, FANOUT_QUEUES[0]));
+    assert_ne!(Shard::of(3, TOPIC), Shard::of(3, FANOUT_QUEUES[1]));
+    campaign(&["--shards", "3"]).await;
+}
+
+/// Rounds of load, each ended by a SIGKILL, on servers started with `extra` flags.
+async fn campaign(extra: &[&str]) {
+    let sharded = !extra.is_empty();
     let rounds: usize = std::env::var("ORDERLY_CRASH_ROUNDS")
         .ok()
         .and_then(|r| r.parse().ok())
@@ -520,7 +563,7 @@ async fn acknowledged_work_survives_sigkill_at_random_moments() {
     // Ahead of the machine's clock, so that the first server's clock can be set to it.
     let clock_base = epoch_ms() + 60_000;
     for round in 0..rounds {
-        let mut process = start(dir.path());
+        let mut process = start_with(dir.path(), extra);
         let sqs = client(process.addr);
         let sns = sns_client(process.addr);
         if round == 0 {
@@ -529,6 +572,7 @@ async fn acknowledged_work_survives_sigkill_at_random_moments() {
             url = create_fifo_queue(&sqs, QUEUE).await;
         } else {
             set_clock(process.addr, round_time(clock_base, round - 1)).await;
+            carried(process.addr).await;
             // The topic's check first: the queue's moves the clock past its dedup window.
             verify_fanout(&sqs, &sns, &topic, &fanout_urls, &mut model, round).await;
             let next = round_time(clock_base, round);
@@ -568,9 +612,10 @@ async fn acknowledged_work_survives_sigkill_at_random_moments() {
         acknowledged += model.present.len() + model.deleted.len();
         publishes += model.published.len();
     }
-    let mut process = start(dir.path());
+    let mut process = start_with(dir.path(), extra);
     let sqs = client(process.addr);
     set_clock(process.addr, round_time(clock_base, rounds - 1)).await;
+    carried(process.addr).await;
     let sns = sns_client(process.addr);
     verify_fanout(&sqs, &sns, &topic, &fanout_urls, &mut model, rounds).await;
     let next = round_time(clock_base, rounds);
@@ -588,17 +633,32 @@ async fn acknowledged_work_survives_sigkill_at_random_moments() {
         "the load did some work: {acknowledged}"
     );
     assert!(publishes > rounds * 5, "publishes happened: {publishes}");
-    let snapshots = std::fs::read_dir(dir.path())
-        .unwrap()
-        .filter(|e| {
-            e.as_ref()
-                .unwrap()
-                .path()
-                .extension()
-                .is_some_and(|x| x == "snap")
-        })
-        .count();
-    assert_eq!(snapshots, 1, "snapshots were taken under the load");
+    let snapshots_in = |dir: &std::path::Path| {
+        std::fs::read_dir(dir)
+            .unwrap()
+            .filter(|e| {
+                e.as_ref()
+                    .unwrap()
+                    .path()
+                    .extension()
+                    .is_some_and(|x| x == "snap")
+            })
+            .count()
+    };
+    if sharded {
+        // Each shard's log is snapshotted on its own; the busiest were under the load.
+        let counts: Vec<usize> = (0..3)
+            .map(|n| snapshots_in(&dir.path().join(format!("shard-{n}"))))
+            .collect();
+        assert!(counts.iter().all(|&n| n <= 1), "{counts:?}");
+        assert!(counts.contains(&1), "snapshots were taken: {counts:?}");
+    } else {
+        assert_eq!(
+            snapshots_in(dir.path()),
+            1,
+            "snapshots were taken under the load"
+        );
+    }
 }
 
 async fn create_fifo_queue(sqs: &aws_sdk_sqs::Client, name: &str) -> String {

@@ -57,15 +57,13 @@ async fn drain(server: &Server, url: &str, expected: usize) -> Vec<(String, Stri
     got
 }
 
-#[tokio::test]
-async fn a_topics_copies_reach_queues_of_other_shards_once_and_in_group_order() {
-    let server = start_sharded(SHARDS).await;
-    let topic_name = name_in("prices", ".fifo", 0);
-    let queues = [name_in("desk", ".fifo", 1), name_in("audit", ".fifo", 2)];
+/// A FIFO topic named `topic` with raw subscriptions for the FIFO queues `queues`, made here;
+/// the topic's ARN and the queues' URLs.
+async fn topic_into(server: &Server, topic: &str, queues: &[String]) -> (String, Vec<String>) {
     let topic = server
         .sns
         .create_topic()
-        .name(&topic_name)
+        .name(topic)
         .attributes("FifoTopic", "true")
         .send()
         .await
@@ -73,8 +71,8 @@ async fn a_topics_copies_reach_queues_of_other_shards_once_and_in_group_order() 
         .topic_arn
         .unwrap();
     let mut urls = Vec::new();
-    for queue in &queues {
-        urls.push(fifo_queue(&server, queue, &[]).await);
+    for queue in queues {
+        urls.push(fifo_queue(server, queue, &[]).await);
         server
             .sns
             .subscribe()
@@ -86,6 +84,15 @@ async fn a_topics_copies_reach_queues_of_other_shards_once_and_in_group_order() 
             .await
             .unwrap();
     }
+    (topic, urls)
+}
+
+#[tokio::test]
+async fn a_topics_copies_reach_queues_of_other_shards_once_and_in_group_order() {
+    let server = start_sharded(SHARDS).await;
+    let topic_name = name_in("prices", ".fifo", 0);
+    let queues = [name_in("desk", ".fifo", 1), name_in("audit", ".fifo", 2)];
+    let (topic, urls) = topic_into(&server, &topic_name, &queues).await;
     // Three groups interleaved; every publish's id is repeated once, which the topic's
     // deduplication keeps from both queues.
     for n in 0..30 {
@@ -316,11 +323,94 @@ async fn listings_gather_every_shard_in_order() {
 }
 
 #[tokio::test]
-async fn shards_are_in_memory_only_so_far() {
+async fn shards_keep_their_state_in_a_data_directory_across_a_restart() {
     let dir = tempfile::tempdir().unwrap();
     let mut config = crate::common::durable(dir.path());
     config.shards = SHARDS;
-    let refused = orderly::app::App::bind(&config)
+    let start = |config: orderly::config::Config| async move {
+        crate::common::Stoppable::start(orderly::app::App::bind(&config).await.expect("bind")).await
+    };
+    let first = start(config.clone()).await;
+    let server = &first.server;
+    let topic_name = name_in("prices", ".fifo", 0);
+    let queue = name_in("desk", ".fifo", 1);
+    let (topic, urls) = topic_into(server, &topic_name, &[queue]).await;
+    let url = &urls[0];
+    let publish = |server: &Server, n: u32| {
+        server
+            .sns
+            .publish()
+            .topic_arn(&topic)
+            .message(format!("{n}"))
+            .message_group_id("g")
+            .message_deduplication_id(format!("d{n}"))
+            .send()
+    };
+    for n in 0..5 {
+        publish(server, n).await.unwrap();
+    }
+    // The first two are received and deleted before the stop (each copy arrives a moment
+    // after its publish: received, and deleted to free the group, until two came).
+    let mut bodies = Vec::new();
+    while bodies.len() < 2 {
+        let more = server
+            .sqs
+            .receive_message()
+            .queue_url(url)
+            .max_number_of_messages(2 - bodies.len() as i32)
+            .wait_time_seconds(5)
+            .send()
+            .await
+            .unwrap()
+            .messages
+            .unwrap_or_default();
+        assert!(!more.is_empty(), "copies arrive");
+        for message in more {
+            bodies.push(message.body().unwrap().to_string());
+            server
+                .sqs
+                .delete_message()
+                .queue_url(url)
+                .receipt_handle(message.receipt_handle().unwrap())
+                .send()
+                .await
+                .unwrap();
+        }
+    }
+    assert_eq!(bodies, ["0", "1"]);
+    first.stop().await;
+    // Each shard's log kept its part: the queue's messages, the topic's deduplication.
+    let second = start(config.clone()).await;
+    let server = &second.server;
+    publish(server, 4).await.unwrap();
+    publish(server, 5).await.unwrap();
+    let rest: Vec<String> = drain(server, url, 4)
+        .await
+        .into_iter()
+        .map(|(_, b)| b)
+        .collect();
+    assert_eq!(
+        rest,
+        ["2", "3", "4", "5"],
+        "after the restart, once each and in order"
+    );
+    second.stop().await;
+    // A key's shard depends on the count: the directory opens only with the one it was cut into.
+    for other in [1, 2] {
+        let mut config = config.clone();
+        config.shards = other;
+        let refused = orderly::app::App::bind(&config)
+            .await
+            .err()
+            .expect("refused");
+        assert!(refused.to_string().contains("--shards 4"), "{refused}");
+    }
+    // Shards of a database are not built yet.
+    let mut on_database = orderly::config::Config::ephemeral();
+    on_database.ephemeral = false;
+    on_database.storage = Some("postgres://orderly@127.0.0.1:1/none".into());
+    on_database.shards = SHARDS;
+    let refused = orderly::app::App::bind(&on_database)
         .await
         .err()
         .expect("refused");

@@ -59,9 +59,11 @@ impl Messages for Embedded {
                 let (mut outcome, dead_letter_queue) =
                     self.engine.receive(&entry, &request, now)?;
                 crate::backend::log_expired(&entry.name, std::mem::take(&mut outcome.expired));
-                // Dead letters for another shard's queue are carried now, not when this
-                // poll ends.
-                super::signal_parcels(&self.engine, self.parcels_waiting.as_deref());
+                if !outcome.dead_lettered.is_empty() {
+                    // Dead letters for another shard's queue are carried now, not when this
+                    // poll ends.
+                    super::signal_parcels(&self.engine, self.parcels_waiting.as_deref());
+                }
                 if let Some(dlq) = dead_letter_queue {
                     wake(&dlq);
                     for (id, receive_count) in &outcome.dead_lettered {

@@ -14,7 +14,7 @@ impl Deliveries for Sharded {
         Box::pin(async move {
             let count = self.shards.len();
             let first = self.next_taken.fetch_add(1, Ordering::Relaxed) % count;
-            let mut taken = Vec::new();
+            let (mut taken, mut failed) = (Vec::new(), None);
             for n in 0..count {
                 // Every shard is asked, with nothing left to take too: it expires confirmations.
                 let shard = &self.shards[(first + n) % count];
@@ -23,12 +23,14 @@ impl Deliveries for Sharded {
                     .await
                 {
                     Ok(attempts) => taken.extend(attempts),
-                    // What was taken stays taken: it is sent and reported back.
-                    Err(error) if taken.is_empty() => return Err(error),
-                    Err(_) => break,
+                    // The others are asked all the same; what was taken is sent.
+                    Err(error) => failed = failed.or(Some(error)),
                 }
             }
-            Ok(taken)
+            match failed {
+                Some(error) if taken.is_empty() => Err(error),
+                _ => Ok(taken),
+            }
         })
     }
 

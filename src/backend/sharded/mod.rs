@@ -36,6 +36,9 @@ use crate::worker::{Backoff, Workers};
 /// Parcels carried from one shard to another in one pull.
 const CARRIED_AT_ONCE: usize = 256;
 
+/// How long a reset waits for what crosses shards to land before it resets each shard.
+const RESET_WAITS_FOR_CARRYING: Duration = Duration::from_secs(2);
+
 pub struct Sharded {
     /// Shard n of `shards.len()` at index n.
     shards: Vec<Arc<Embedded>>,

@@ -76,8 +76,11 @@ pub struct DeliveryNote {
 struct Kept {
     /// The last `KEPT` notes, oldest first.
     notes: VecDeque<DeliveryNote>,
-    /// Notes ever made, by fate (`Fate as usize`).
+    /// Notes ever made, by fate (`Fate as usize`); a relayed copy is counted again by the fate
+    /// it settles on, so no count ever goes down.
     counts: [u64; Fate::ALL.len()],
+    /// Relayed copies whose fate is not known yet.
+    unsettled: u64,
 }
 
 /// A subscription's last notes and its counts by fate.
@@ -88,18 +91,20 @@ impl Recent {
     pub fn note(&self, note: DeliveryNote) {
         let mut kept = self.0.lock().unwrap_or_else(|p| p.into_inner());
         kept.counts[note.fate as usize] += 1;
+        if note.fate == Fate::Relayed {
+            kept.unsettled += 1;
+        }
         push(&mut kept.notes, note);
     }
 
     /// The fate of a copy noted `Relayed`, now that the queue's shard placed it: its note (if
-    /// still kept) and the counts change to it. Nothing changes if no copy waits to settle.
+    /// still kept) changes to it, and it is counted. Nothing changes if no copy waits to settle.
     pub fn settle(&self, message_id: &str, fate: Fate) {
         let mut kept = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        let relayed = &mut kept.counts[Fate::Relayed as usize];
-        if *relayed == 0 {
+        if kept.unsettled == 0 {
             return;
         }
-        *relayed -= 1;
+        kept.unsettled -= 1;
         kept.counts[fate as usize] += 1;
         if let Some(note) = (kept.notes.iter_mut())
             .find(|note| note.fate == Fate::Relayed && &*note.message_id == message_id)
@@ -177,22 +182,24 @@ mod tests {
         recent.settle("b", Fate::DeadLettered);
         let fates: Vec<_> = recent.list().iter().map(|n| n.fate).collect();
         assert_eq!(fates, [Fate::Relayed, Fate::DeadLettered, Fate::Queued]);
+        // Counted again by its fate; the relayed count (a counter) never goes down.
         assert_eq!(
             recent.counts(),
             [
                 (Fate::Queued, 1),
                 (Fate::DeadLettered, 1),
-                (Fate::Relayed, 1)
+                (Fate::Relayed, 2)
             ]
         );
-        // Its note already dropped: the counts still move.
+        // Its note already dropped: it is counted all the same.
         recent.settle("gone", Fate::Failed);
         assert_eq!(
             recent.counts(),
             [
                 (Fate::Queued, 1),
                 (Fate::DeadLettered, 1),
-                (Fate::Failed, 1)
+                (Fate::Failed, 1),
+                (Fate::Relayed, 2)
             ]
         );
         // None left to settle: nothing moves.
