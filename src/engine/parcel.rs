@@ -253,6 +253,13 @@ impl Parcels {
         }
     }
 
+    /// The last parcel for `to` it applied, as far as this shard was told.
+    pub fn forgotten(&self, to: u32) -> u64 {
+        self.outgoing
+            .get(&to)
+            .map_or(0, |outgoing| outgoing.forgotten)
+    }
+
     /// The last parcel from `from` applied here (0: none).
     pub fn applied(&self, from: u32) -> u64 {
         self.applied.get(&from).copied().unwrap_or(0)

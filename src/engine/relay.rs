@@ -149,6 +149,17 @@ impl Relay {
         self.parcels.lock_unlogged().applied(from)
     }
 
+    /// The last parcel for shard `to` that `to` applied, as far as this shard was told.
+    pub fn forgotten(&self, to: u32) -> u64 {
+        self.parcels.lock_unlogged().forgotten(to)
+    }
+
+    /// Passes over parcels from `from` up to `through`, never to come: the source forgot them
+    /// while this log lost their application (both logs cut short, not synced alike).
+    pub fn pass_over(&self, from: u32, through: u64) {
+        self.parcels.lock().note_applied(from, through);
+    }
+
     /// Applies parcels from shard `from` in their order, each once: those applied before are
     /// passed over, and a gap (a parcel missing before this one) stops the run until it comes.
     /// Each copy and the note that it is applied reach the log in one write.

@@ -37,13 +37,22 @@ pub fn shard_dirs(dir: &Path, count: u32) -> Result<Vec<PathBuf>, RecoveryError>
             dir.display()
         )),
         _ => {
-            std::fs::create_dir_all(dir)?;
+            super::storage::create_private_dir(dir)?;
             if recorded.is_none() {
                 number_file::write(dir, FILE, MAGIC, u64::from(count))?;
             }
             Ok((0..count).map(|n| dir.join(format!("shard-{n}"))).collect())
         }
     }
+}
+
+/// Whether `dir` is cut into shards, or is one shard of a directory that is.
+pub fn is_sharded(dir: &Path) -> bool {
+    let one_of = dir.parent().filter(|_| {
+        dir.file_name()
+            .is_some_and(|name| name.to_string_lossy().starts_with("shard-"))
+    });
+    dir.join(FILE).exists() || one_of.is_some_and(|parent| parent.join(FILE).exists())
 }
 
 #[cfg(test)]
@@ -69,6 +78,7 @@ mod tests {
             ]
         );
         assert_eq!(shard_dirs(&cut, 3).unwrap(), dirs);
+        assert!(is_sharded(&cut) && is_sharded(&dirs[1]) && !is_sharded(&single));
         for other in [1, 4] {
             let refused = shard_dirs(&cut, other).unwrap_err().to_string();
             assert!(refused.contains("--shards 3"), "{refused}");

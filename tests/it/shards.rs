@@ -415,6 +415,17 @@ async fn shards_keep_their_state_in_a_data_directory_across_a_restart() {
         .err()
         .expect("refused");
     assert!(refused.to_string().contains("--shards"), "{refused}");
+    // Nor moved into one: the directory, or one shard of it, is refused before any connection.
+    for from in [dir.path().to_path_buf(), dir.path().join("shard-1")] {
+        let mut importing = on_database.clone();
+        importing.shards = 1;
+        importing.import_from = Some(from);
+        let refused = orderly::app::transfer(&importing)
+            .await
+            .expect("asked")
+            .unwrap_err();
+        assert!(refused.to_string().contains("cut into shards"), "{refused}");
+    }
 }
 
 #[tokio::test]

@@ -84,6 +84,30 @@ impl Embedded {
     }
 }
 
+/// Makes the logs of `source` and `destination` agree on what crossed between them, before
+/// either makes a parcel or carries one: logs synced less often than each change (`--fsync
+/// interval` or `never`) may each lose a different tail to a power cut. Parcels the
+/// destination applied past what the source kept are forgotten there, so the source numbers
+/// its next one past them (else a new parcel would pass for one applied). Parcels the source
+/// forgot past what the destination kept applied are gone: the destination passes over them,
+/// said at error level, rather than wait for them forever. Answers how many were so lost.
+pub fn agree(source: &Embedded, destination: &Embedded) -> u64 {
+    let (from, to) = (source.shard(), destination.shard());
+    let applied = destination.engine.relay.applied(from);
+    source.engine.relay.forget(to, applied);
+    let forgotten = source.engine.relay.forgotten(to);
+    if forgotten <= applied {
+        return 0;
+    }
+    let lost = forgotten - applied;
+    tracing::error!(
+        from, to, lost,
+        "parcels between shards lost with the tails of both logs (a power cut with --fsync interval or never): passed over"
+    );
+    destination.engine.relay.pass_over(from, forgotten);
+    lost
+}
+
 /// Carries up to `max` parcels from `source`'s engine to `destination`'s. `applied` is the
 /// last parcel from `source` that `destination`'s log holds as applied (start from
 /// `applied_from`); it moves on as parcels are applied. `settle` gets what became of copies. Answers by how much it moved (0 when

@@ -65,6 +65,12 @@ impl Sharded {
             .iter()
             .enumerate()
             .all(|(n, s)| s.shard() == n as u32));
+        // Before anything runs: each pair of logs agrees on what crossed between them.
+        for source in &shards {
+            for destination in shards.iter().filter(|d| d.shard() != source.shard()) {
+                relay::agree(source, destination);
+            }
+        }
         Sharded {
             shards,
             namespaces,

@@ -35,6 +35,13 @@ fn count(engine: &Engine<Notify>) -> (usize, u64) {
 
 /// Copies the state of the data directory `dir` into the database, which must hold no log yet.
 pub fn import(dir: &Path, settings: &Settings) -> Result<Moved, OpenError> {
+    if crate::persist::shard_dirs::is_sharded(dir) {
+        return Err(OpenError::NotEmpty(format!(
+            "{} is cut into shards (or is one shard of such a directory): moving shards into a \
+             database is not built yet",
+            dir.display()
+        )));
+    }
     if !dir.join("HOME").exists() && !dir.join("KEY").exists() {
         return Err(OpenError::NotEmpty(format!(
             "{} is not an Orderly data directory",
