@@ -21,8 +21,9 @@ fn name_in(stem: &str, suffix: &str, shard: u32) -> String {
         .expect("some name falls in every shard")
 }
 
-/// Receives from a FIFO queue until `expected` messages came, deleting each batch; long polls,
-/// as a copy from another shard arrives a moment after its publish.
+/// Receives from a FIFO queue until `expected` messages came (never more), deleting each batch
+/// to free its group; long polls, as a copy from another shard arrives a moment after its
+/// publish.
 async fn drain(server: &Server, url: &str, expected: usize) -> Vec<(String, String)> {
     let mut got = Vec::new();
     while got.len() < expected {
@@ -30,7 +31,7 @@ async fn drain(server: &Server, url: &str, expected: usize) -> Vec<(String, Stri
             .sqs
             .receive_message()
             .queue_url(url)
-            .max_number_of_messages(10)
+            .max_number_of_messages((expected - got.len()).min(10) as i32)
             .wait_time_seconds(5)
             .message_system_attribute_names(aws_sdk_sqs::types::MessageSystemAttributeName::All)
             .send()
@@ -349,34 +350,12 @@ async fn shards_keep_their_state_in_a_data_directory_across_a_restart() {
     for n in 0..5 {
         publish(server, n).await.unwrap();
     }
-    // The first two are received and deleted before the stop (each copy arrives a moment
-    // after its publish: received, and deleted to free the group, until two came).
-    let mut bodies = Vec::new();
-    while bodies.len() < 2 {
-        let more = server
-            .sqs
-            .receive_message()
-            .queue_url(url)
-            .max_number_of_messages(2 - bodies.len() as i32)
-            .wait_time_seconds(5)
-            .send()
-            .await
-            .unwrap()
-            .messages
-            .unwrap_or_default();
-        assert!(!more.is_empty(), "copies arrive");
-        for message in more {
-            bodies.push(message.body().unwrap().to_string());
-            server
-                .sqs
-                .delete_message()
-                .queue_url(url)
-                .receipt_handle(message.receipt_handle().unwrap())
-                .send()
-                .await
-                .unwrap();
-        }
-    }
+    // The first two are received and deleted before the stop.
+    let bodies: Vec<String> = drain(server, url, 2)
+        .await
+        .into_iter()
+        .map(|(_, b)| b)
+        .collect();
     assert_eq!(bodies, ["0", "1"]);
     first.stop().await;
     // Each shard's log kept its part: the queue's messages, the topic's deduplication.
