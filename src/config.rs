@@ -158,8 +158,9 @@ pub struct Config {
     /// Cut the queues and topics into this many shards, each with an engine of its own; what
     /// crosses shards (a publish's copies, dead letters, moved messages) is carried between
     /// them, a moment later. In a data directory, each shard keeps its own log and snapshots
-    /// (`shard-N`), and the directory opens only with the count it was first started with.
-    /// Not with --storage yet. 1 is one engine for everything.
+    /// (`shard-N`), and the directory opens only with the count it was first started with;
+    /// with --storage, each shard has its own log, snapshots and lease in the database, which
+    /// likewise records its count when first used. 1 is one engine for everything.
     #[arg(long, env = "ORDERLY_SHARDS", default_value_t = 1,
           value_parser = clap::value_parser!(u32).range(1..=1024))]
     pub shards: u32,

@@ -15,12 +15,13 @@ use crate::persist::snapshot::Snapshotter;
 use crate::persist::{self, DataDir};
 use crate::service::{Service, ServiceSettings};
 
-/// What `build_service` makes: the service, the snapshotter of the log it opened (`None` when
-/// ephemeral), and the lease on a log kept in a database.
+/// What `build_service` makes: the service, the snapshotters of the logs it opened (none when
+/// ephemeral), and the leases on logs kept in a database.
 pub(super) struct Built {
     pub service: Arc<Service>,
     pub snapshots: Vec<Arc<Snapshotter>>,
-    pub lease: Option<Arc<crate::persist::database::Keeper>>,
+    /// One per shard this node leads, in order.
+    pub lease: Vec<Arc<crate::persist::database::Keeper>>,
     /// How `GET /_orderly/cluster` reads this node's state, when not single.
     pub cluster: Option<crate::service::cluster::ClusterStatus>,
     /// On a database: whether this node leads, and where requests go while it does not.
@@ -77,58 +78,97 @@ pub(super) fn serve_engine(
     log: Log,
     metrics: crate::metrics::Metrics,
 ) -> std::io::Result<Built> {
-    let Log {
-        log_writer,
-        snapshots,
-        tenure,
-    } = log;
+    let shard = ShardParts {
+        engine,
+        log_writer: log.log_writer,
+        tenure: log.tenure,
+    };
+    serve_engines(
+        config,
+        (clock, listening),
+        vec![shard],
+        log.snapshots,
+        metrics,
+    )
+}
+
+/// One shard's engine, the log it writes to (none when ephemeral) and, on a database, the
+/// tenure its lease keeps.
+pub(super) struct ShardParts {
+    pub(super) engine: Arc<Engine<Notify>>,
+    pub(super) log_writer: Option<Arc<crate::persist::writer::LogWriter>>,
+    pub(super) tenure: Option<Arc<crate::persist::tenure::Tenure>>,
+}
+
+/// The service over `shards`, shard n at index n: the engine itself when there is one, else
+/// each an embedded backend of its own behind the router (`backend::sharded`).
+pub(super) fn serve_engines(
+    config: &Config,
+    (clock, listening): (Arc<dyn Clock>, SocketAddr),
+    shards: Vec<ShardParts>,
+    snapshots: Vec<Arc<Snapshotter>>,
+    metrics: crate::metrics::Metrics,
+) -> std::io::Result<Built> {
     let (webhooks, settings) = service_parts(config, listening)?;
-    if let Some(log_writer) = &log_writer {
+    let count = shards.len();
+    // The log's own figures are one log's: several shards' are not added up yet.
+    if let [ShardParts {
+        log_writer: Some(log_writer),
+        ..
+    }] = shards.as_slice()
+    {
         metrics.set_log(log_writer.metrics());
     }
-    let mut backend = crate::backend::embedded::Embedded::new(
-        engine.clone(),
-        log_writer,
-        clock.clone(),
-        webhooks.wake_signal(),
-    )
-    .counting_long_polls(metrics.long_polls_waiting.clone());
-    if let Some(tenure) = tenure {
-        backend = backend.within(tenure);
-    }
-    let backend = Arc::new(backend);
+    let parcels_waiting: Arc<[Notify]> = (0..count).map(|_| Notify::new()).collect();
+    let captured = Arc::new(crate::backend::captured::CapturedMessages::default());
+    let mut backends: Vec<_> = (shards.into_iter())
+        .map(|shard| {
+            let mut backend = crate::backend::embedded::Embedded::new(
+                shard.engine,
+                shard.log_writer,
+                clock.clone(),
+                webhooks.wake_signal(),
+            )
+            .counting_long_polls(metrics.long_polls_waiting.clone());
+            if let Some(tenure) = shard.tenure {
+                backend = backend.within(tenure);
+            }
+            if count > 1 {
+                backend = backend.among_shards(captured.clone(), parcels_waiting.clone());
+            }
+            Arc::new(backend)
+        })
+        .collect();
+    let backend: Arc<dyn crate::backend::Backend> = match backends.len() {
+        1 => backends.pop().expect("one"),
+        _ => {
+            let namespaces = crate::engine::namespace::Namespaces::new(
+                crate::engine::namespace::Namespace::new(&config.region, &config.account_id),
+            );
+            let clock = clock.clone();
+            let sharded =
+                crate::backend::sharded::Sharded::new(backends, namespaces, clock, parcels_waiting);
+            Arc::new(sharded)
+        }
+    };
     Ok(Built {
         service: Service::new(backend, Arc::new(webhooks), clock, settings, metrics),
         snapshots,
-        lease: None,
+        lease: Vec::new(),
         cluster: None,
         standby: None,
     })
 }
 
-/// Shards of a database are not built yet.
-pub(super) fn shards_not_built() -> std::io::Error {
-    std::io::Error::new(
-        std::io::ErrorKind::InvalidInput,
-        "--shards above 1 needs a data directory or --ephemeral: shards of a database are not built yet",
-    )
-}
-
-/// The service over `--shards` engines, each an embedded backend of its own, recovered from a
-/// data directory of its own inside the data directory (`persist::shard_dirs`) unless
-/// ephemeral.
+/// The service over `--shards` engines, each recovered from a data directory of its own
+/// inside the data directory (`persist::shard_dirs`) unless ephemeral.
 fn serve_shards(
     config: &Config,
     clock: Arc<dyn Clock>,
     listening: SocketAddr,
 ) -> std::io::Result<Built> {
     use crate::engine::shard::Shard;
-    use tokio::sync::Notify;
-    let (webhooks, settings) = service_parts(config, listening)?;
-    let metrics = crate::metrics::Metrics::default();
     let count = config.shards;
-    let parcels_waiting: Arc<[Notify]> = (0..count).map(|_| Notify::new()).collect();
-    let captured = Arc::new(crate::backend::captured::CapturedMessages::default());
     let dirs = match config.ephemeral {
         true => Vec::new(),
         false => persist::shard_dirs::shard_dirs(&config.data_dir, count)
@@ -150,34 +190,14 @@ fn serve_shards(
             let after = config.snapshot_after;
             snapshots.push(Arc::new(Snapshotter::of_dir(engine.clone(), data, after)));
         }
-        let backend = crate::backend::embedded::Embedded::new(
+        shards.push(ShardParts {
             engine,
             log_writer,
-            clock.clone(),
-            webhooks.wake_signal(),
-        )
-        .counting_long_polls(metrics.long_polls_waiting.clone())
-        .among_shards(captured.clone(), parcels_waiting.clone());
-        shards.push(Arc::new(backend));
+            tenure: None,
+        });
     }
-    let namespaces = crate::engine::namespace::Namespaces::new(
-        crate::engine::namespace::Namespace::new(&config.region, &config.account_id),
-    );
-    let backend =
-        crate::backend::sharded::Sharded::new(shards, namespaces, clock.clone(), parcels_waiting);
-    Ok(Built {
-        service: Service::new(
-            Arc::new(backend),
-            Arc::new(webhooks),
-            clock,
-            settings,
-            metrics,
-        ),
-        snapshots,
-        lease: None,
-        cluster: None,
-        standby: None,
-    })
+    let metrics = crate::metrics::Metrics::default();
+    serve_engines(config, (clock, listening), shards, snapshots, metrics)
 }
 
 /// What a service needs besides its storage: the webhook sender and its settings.

@@ -1,22 +1,26 @@
-//! `--storage URL`: the engine recovered from the log and snapshots in that
-//! database by the node holding the lease. A node that finds the lease held starts as a
-//! standby: it serves at once by passing every request on to the leader (`http::standby`), and
-//! keeps asking for the lease; once it has it, it recovers the engine and serves it itself.
+//! `--storage URL`: the engines recovered from the logs and snapshots in that database (one
+//! per shard) by the node holding the leases. A node leads all of a database's shards or none:
+//! whichever holds shard 0's lease takes the others. A node that finds it held starts as a
+//! standby: it serves at once by passing every request on to the leader (`http::standby`),
+//! follows every shard's log, and keeps asking for the lease; once it has it, it takes every
+//! shard's, recovers the engines and serves them itself.
 
+use std::borrow::Borrow;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
 
 use tokio::sync::Notify;
 
-use super::engine_service::{configure_engine, serve_engine, Built, Log};
+use super::engine_service::{configure_engine, serve_engines, Built, ShardParts};
 use super::started::Started;
 use crate::clock::Clock;
 use crate::config::Config;
+use crate::engine::shard::Shard;
 use crate::engine::Engine;
 use crate::http::standby::{Forwarding, Standby};
 use crate::persist::database::follow::{Following, Progress, Stopped};
-use crate::persist::database::lease::Nodes;
+use crate::persist::database::lease::{Nodes, Taken};
 use crate::persist::database::replication::Shared;
 use crate::persist::database::{Asked, DatabaseLog, ReadyDatabase, Settings};
 use crate::persist::snapshot::Snapshotter;
@@ -27,31 +31,37 @@ use crate::worker::Thread;
 /// A standby's way to leadership, handed from `build` to `App::serve`.
 pub struct Waiting {
     prepared: OffThread,
-    engine: Arc<Engine<Notify>>,
-    /// The log followed into `engine` meanwhile.
-    pub following: Arc<Following>,
+    /// Shard n's engine at index n.
+    engines: Vec<Arc<Engine<Notify>>>,
+    /// Each shard's log followed into its engine meanwhile.
+    pub following: Vec<Arc<Following>>,
     pub standby: Forwarding,
     own_url: String,
     snapshot_after: u64,
     epoch: Arc<AtomicI64>,
 }
 
-/// Holds the database's preparation and drops it on a thread of its own: it owns a runtime,
-/// which must not be dropped inside the server's (a standby stopped while it waits).
-struct OffThread(Option<ReadyDatabase>);
+/// Holds the database's preparation (shard n's at index n) and drops it on a thread of its
+/// own: it owns runtimes, which must not be dropped inside the server's (a standby stopped
+/// while it waits).
+struct OffThread(Vec<ReadyDatabase>);
 
 impl Drop for OffThread {
     fn drop(&mut self) {
-        if let Some(prepared) = self.0.take() {
-            let slot = Arc::new(std::sync::Mutex::new(Some(prepared)));
-            let taken = slot.clone();
-            // Let go of at once: the thread ends once it has dropped it.
-            let spawned = Thread::start("drop", move |_| drop(taken.lock().map(|mut p| p.take())));
-            if spawned.is_err() {
-                // No thread to drop it on: leaked rather than dropped here, which would panic.
-                let left = slot.lock().map(|mut p| p.take()).ok().flatten();
-                std::mem::forget(left);
-            }
+        let prepared = std::mem::take(&mut self.0);
+        if prepared.is_empty() {
+            return;
+        }
+        let slot = Arc::new(std::sync::Mutex::new(prepared));
+        let taken = slot.clone();
+        // Let go of at once: the thread ends once it has dropped it.
+        let spawned = Thread::start("drop", move |_| {
+            drop(taken.lock().map(|mut p| std::mem::take(&mut *p)))
+        });
+        if spawned.is_err() {
+            // No thread to drop it on: leaked rather than dropped here, which would panic.
+            let left = slot.lock().map(|mut p| std::mem::take(&mut *p)).ok();
+            std::mem::forget(left);
         }
     }
 }
@@ -66,6 +76,7 @@ fn settings(config: &Config, url: &str, own_url: &str) -> Settings {
         batch_wait: std::time::Duration::from_micros(config.database_batch_wait),
         inserts: config.database_inserts as usize,
         require_synchronous_replication: config.require_synchronous_replication,
+        shards: config.shards,
     }
 }
 
@@ -81,57 +92,155 @@ pub struct Node {
     pub standby: Arc<Standby>,
 }
 
-/// The service on the log in the node's database: leading at once if the lease is free, else
-/// a standby (`Waiting`) that passes requests on until it leads.
+/// The database made ready for every shard's log, each written by its engine in `engines`
+/// (shard n's at index n, fresh). Blocking.
+fn prepare(
+    settings: &Settings,
+    engines: &mut [Engine<Notify>],
+) -> Result<Vec<ReadyDatabase>, crate::persist::database::OpenError> {
+    let (first, rest) = engines.split_first_mut().expect("at least one shard");
+    let first = ReadyDatabase::new(settings, first)?;
+    let mut prepared = Vec::with_capacity(rest.len() + 1);
+    for (engine, shard) in rest.iter_mut().zip(1..) {
+        prepared.push(first.for_shard(shard, engine)?);
+    }
+    prepared.insert(0, first);
+    Ok(prepared)
+}
+
+/// Longest a node that took shard 0's lease waits for another shard's: the node that led
+/// them all lets them go together, or they lapse within a lease of one another.
+const REST_OF_LEASES: std::time::Duration = std::time::Duration::from_secs(15);
+
+/// Leads every shard of `prepared` (shard n's at index n), each into `engines[n]`: shard 0's
+/// lease is `taken` already; each other's is asked for until it is free. A node leads all of a
+/// database's shards or none: shard 0's lease decides which node, and only its holder asks for
+/// the others. A standby stops each shard's follower once it has that shard's lease, so
+/// recovery reads the tail only. Blocking. On failure the leases taken are given up.
+fn lead_all<E: Borrow<Engine<Notify>>>(
+    prepared: Vec<ReadyDatabase>,
+    taken: Taken,
+    engines: &[E],
+    following: &[Arc<Following>],
+    (clock, url): (Arc<dyn Clock>, &str),
+) -> Result<Vec<DatabaseLog>, String> {
+    let mut logs: Vec<DatabaseLog> = Vec::with_capacity(prepared.len());
+    let give_up = |logs: &[DatabaseLog], error: String| {
+        for log in logs {
+            log.lease.release();
+        }
+        Err(error)
+    };
+    for (mut prepared, engine) in prepared.into_iter().zip(engines) {
+        let shard = prepared.shard();
+        let taken = match shard {
+            0 => taken,
+            _ => match take_lease(&mut prepared, url) {
+                Ok(taken) => taken,
+                Err(error) => return give_up(&logs, error),
+            },
+        };
+        let followed = match following.get(shard as usize) {
+            Some(following) => following.stop(),
+            None => Stopped::Untouched,
+        };
+        match prepared.lead(engine.borrow(), taken, followed, clock.clone()) {
+            Ok(log) => logs.push(log),
+            Err(error) => return give_up(&logs, format!("shard {shard}: {error}")),
+        }
+    }
+    Ok(logs)
+}
+
+/// Asks for the lease of `prepared`'s shard until it is taken, for at most `REST_OF_LEASES`.
+fn take_lease(prepared: &mut ReadyDatabase, url: &str) -> Result<Taken, String> {
+    let shard = prepared.shard();
+    let deadline = std::time::Instant::now() + REST_OF_LEASES;
+    loop {
+        let (again_after, why) = match prepared.ask(url) {
+            Asked::Leads(taken) => return Ok(taken),
+            Asked::Held {
+                url,
+                epoch,
+                again_after,
+            } => (
+                again_after,
+                format!("the node at {url} leads it (epoch {epoch})"),
+            ),
+            Asked::Unreachable { cause, again_after } => (again_after, cause),
+        };
+        if std::time::Instant::now() + again_after > deadline {
+            return Err(format!(
+                "shard {shard}'s lease was not free within {} s: {why}",
+                REST_OF_LEASES.as_secs()
+            ));
+        }
+        std::thread::sleep(again_after);
+    }
+}
+
+/// The service on the logs in the node's database: leading at once if shard 0's lease is free,
+/// else a standby (`Waiting`) that passes requests on until it leads.
 pub async fn build(
     node: &Node,
     metrics: crate::metrics::Metrics,
 ) -> std::io::Result<(Built, Option<Waiting>)> {
     let (config, clock, listening) = (&node.config, node.clock.clone(), node.listening);
-    if config.shards > 1 {
-        return Err(super::engine_service::shards_not_built());
-    }
     let own_url = node.own_url.clone();
     let settings = settings(config, &node.url, &own_url);
-    let mut engine = Engine::new(&config.account_id, &config.region);
+    let count = config.shards;
+    let (account, region) = (config.account_id.clone(), config.region.clone());
     let started = std::time::Instant::now();
     let asked_url = own_url.clone();
-    let (engine, prepared) = tokio::task::spawn_blocking(move || {
-        let prepared = ReadyDatabase::new(&settings, &mut engine).map(|mut prepared| {
-            let asked = prepared.ask(&asked_url);
+    let (engines, prepared) = tokio::task::spawn_blocking(move || {
+        let mut engines: Vec<Engine<Notify>> = (0..count)
+            .map(|number| Engine::for_shard(&account, &region, Shard { number, count }))
+            .collect();
+        let prepared = prepare(&settings, &mut engines).map(|mut prepared| {
+            let asked = prepared[0].ask(&asked_url);
             (prepared, asked)
         });
-        (engine, prepared)
+        (engines, prepared)
     })
     .await
     .map_err(std::io::Error::other)?;
     let (prepared, asked) = prepared.map_err(std::io::Error::other)?;
+    // Each shard's tenure, which its lease keeps once this node leads it.
+    let tenures: Vec<_> = prepared.iter().map(|p| p.tenure.clone()).collect();
+    let log_writers: Vec<_> = prepared.iter().map(|p| p.log_writer.clone()).collect();
+    let (replication, nodes) = (prepared[0].replication.clone(), prepared[0].nodes.clone());
     // From here on it is dropped off the server's threads, whichever way this returns.
-    let mut prepared = OffThread(Some(prepared));
+    let mut prepared = OffThread(prepared);
     let epoch = Arc::new(AtomicI64::new(0));
-    let tenure = prepared.0.as_ref().expect("held until here").tenure.clone();
-    let replication = (prepared.0.as_ref().expect("held until here"))
-        .replication
-        .clone();
-    let nodes = (prepared.0.as_ref().expect("held until here"))
-        .nodes
-        .clone();
     let (leader, leader_epoch) = match asked {
         Asked::Leads(taken) => {
-            let prepared = prepared.0.take().expect("held until here");
-            let clock_taking = clock.clone();
-            let (mut engine, log) = tokio::task::spawn_blocking(move || {
-                let log = prepared.lead(&engine, taken, Stopped::Untouched, clock_taking);
-                (engine, log)
+            let prepared = std::mem::take(&mut prepared.0);
+            let leading = (clock.clone(), own_url.clone());
+            let (mut engines, logs) = tokio::task::spawn_blocking(move || {
+                let (clock, url) = leading;
+                let logs = lead_all(prepared, taken, &engines, &[], (clock, &url));
+                (engines, logs)
             })
             .await
             .map_err(std::io::Error::other)?;
-            let log = log.map_err(std::io::Error::other)?;
-            said_leading(&log, started, &metrics);
+            let logs = logs.map_err(std::io::Error::other)?;
+            for log in &logs {
+                said_leading(log, started, &metrics);
+            }
             epoch.store(taken.epoch, Ordering::Release);
-            configure_engine(config, &mut engine);
-            let engine = Arc::new(engine);
-            let snapshots = snapshotter(&engine, &log, config.snapshot_after);
+            let mut shards = Vec::with_capacity(logs.len());
+            let mut snapshots = Vec::with_capacity(logs.len());
+            for ((engine, log), tenure) in engines.drain(..).zip(&logs).zip(tenures) {
+                let mut engine = engine;
+                configure_engine(config, &mut engine);
+                let engine = Arc::new(engine);
+                snapshots.push(snapshotter(&engine, log, config.snapshot_after));
+                shards.push(ShardParts {
+                    engine,
+                    log_writer: Some(log.log_writer.clone()),
+                    tenure: Some(tenure),
+                });
+            }
             // Leading from the start; stepping down makes it pass requests on.
             let standby = node.standby.begin_generation();
             standby.standby.lead();
@@ -139,16 +248,12 @@ pub async fn build(
                 Some(standby.standby.clone()),
                 (own_url, nodes),
                 (epoch, replication),
-                log.log_writer.clone(),
-                None,
+                log_writers,
+                Vec::new(),
             );
-            let log_parts = Log {
-                log_writer: Some(log.log_writer),
-                snapshots: vec![snapshots],
-                tenure: Some(tenure),
-            };
-            let mut built = serve_engine(config, clock, listening, engine, log_parts, metrics)?;
-            built.lease = Some(log.lease);
+            let leases = logs.iter().map(|log| log.lease.clone()).collect();
+            let mut built = serve_engines(config, (clock, listening), shards, snapshots, metrics)?;
+            built.lease = leases;
             built.cluster = Some(status);
             built.standby = Some(standby);
             return Ok((built, None));
@@ -159,42 +264,38 @@ pub async fn build(
             (String::new(), 0)
         }
     };
-    tracing::info!(%leader, "storage: the log in PostgreSQL; another node leads: a standby, passing requests on");
-    let mut engine = engine;
-    configure_engine(config, &mut engine);
-    let engine = Arc::new(engine);
-    let log_writer = prepared
-        .0
-        .as_ref()
-        .expect("held until here")
-        .log_writer
-        .clone();
-    let log = Log {
-        log_writer: Some(log_writer.clone()),
-        snapshots: Vec::new(),
-        tenure: Some(tenure),
-    };
-    let mut built = serve_engine(config, clock, listening, engine.clone(), log, metrics)?;
+    tracing::info!(%leader, shards = count, "storage: the log in PostgreSQL; another node leads: a standby, passing requests on");
+    let engines: Vec<Arc<Engine<Notify>>> = (engines.into_iter())
+        .map(|mut engine| {
+            configure_engine(config, &mut engine);
+            Arc::new(engine)
+        })
+        .collect();
+    let shards = (engines.iter().zip(&log_writers).zip(tenures))
+        .map(|((engine, log_writer), tenure)| ShardParts {
+            engine: engine.clone(),
+            log_writer: Some(log_writer.clone()),
+            tenure: Some(tenure),
+        })
+        .collect();
+    let mut built = serve_engines(config, (clock, listening), shards, Vec::new(), metrics)?;
     let standby = node.standby.begin_generation();
     standby.standby.set_leader(leader, leader_epoch);
-    let following = Arc::new(
-        prepared
-            .0
-            .as_ref()
-            .expect("held until here")
-            .follow(engine.clone())?,
-    );
+    let mut following = Vec::with_capacity(engines.len());
+    for (prepared, engine) in prepared.0.iter().zip(&engines) {
+        following.push(Arc::new(prepared.follow(engine.clone())?));
+    }
     built.cluster = Some(status(
         Some(standby.standby.clone()),
         (own_url.clone(), nodes),
         (epoch.clone(), replication),
-        log_writer,
-        Some(following.progress.clone()),
+        log_writers,
+        following.iter().map(|f| f.progress.clone()).collect(),
     ));
     built.standby = Some(standby.clone());
     let waiting = Waiting {
         prepared,
-        engine,
+        engines,
         following,
         standby,
         own_url,
@@ -219,6 +320,7 @@ fn said_leading(log: &DatabaseLog, started: std::time::Instant, metrics: &crate:
         tracing::info!(skew_ms = skew, "{said}");
     }
     tracing::info!(
+        shard = log.shard,
         epoch = log.lease.epoch(),
         snapshot = log.report.snapshot.as_deref().unwrap_or("none"),
         snapshot_messages = log.report.snapshot_messages,
@@ -238,30 +340,33 @@ fn snapshotter(engine: &Arc<Engine<Notify>>, log: &DatabaseLog, after: u64) -> A
     ))
 }
 
-/// How `GET /_orderly/cluster` reads a node of a log in a database.
+/// How `GET /_orderly/cluster` reads a node of logs in a database (shard n's writer and, on a
+/// standby, its follower's progress at index n).
 fn status(
     standby: Option<Arc<Standby>>,
     (own_url, nodes): (String, Nodes),
     (epoch, replication): (Arc<AtomicI64>, Shared),
-    log_writer: Arc<crate::persist::writer::LogWriter>,
-    progress: Option<Arc<Progress>>,
+    log_writers: Vec<Arc<crate::persist::writer::LogWriter>>,
+    progress: Vec<Arc<Progress>>,
 ) -> ClusterStatus {
+    let shards = log_writers.len() as u32;
     Arc::new(move || {
         let following = standby
             .as_ref()
             .filter(|s| !s.leading())
             .map(|s| s.leader());
         let leading = following.is_none();
-        let (role, leader, epoch, (applied, lag)) = match (following, &progress) {
-            (Some((url, epoch)), Some(progress)) => {
-                let followed = (progress.applied(), progress.lag());
-                ("standby", url, epoch, followed)
-            }
-            (Some((url, epoch)), None) => ("standby", url, epoch, (0, 0)),
-            (None, _) => {
-                let written = (log_writer.durable().lsn, 0);
+        // Over several shards: records applied added up, and the furthest behind.
+        let followed = || {
+            let applied = progress.iter().map(|p| p.applied()).sum();
+            (applied, progress.iter().map(|p| p.lag()).max().unwrap_or(0))
+        };
+        let (role, leader, epoch, (applied, lag)) = match following {
+            Some((url, epoch)) => ("standby", url, epoch, followed()),
+            None => {
+                let written = log_writers.iter().map(|l| l.durable().lsn).sum();
                 let epoch = epoch.load(Ordering::Acquire);
-                ("leader", own_url.clone(), epoch, written)
+                ("leader", own_url.clone(), epoch, (written, 0))
             }
         };
         ClusterState {
@@ -270,34 +375,40 @@ fn status(
             leader,
             applied,
             lag,
-            // A database of one shard: its lease is the node's.
-            shards: 1,
-            led: if leading { vec![0] } else { Vec::new() },
+            shards,
+            // A node leads every shard of its database, or none.
+            led: if leading {
+                (0..shards).collect()
+            } else {
+                Vec::new()
+            },
             nodes: nodes.urls(),
             replication: replication.get().filter(|_| leading),
         }
     })
 }
 
-/// Asks for the lease until this node has it (real time: the lease is the database's, and
-/// other nodes keep real time), then recovers the engine and starts the work a leader does.
-/// False if it took the lease but could not lead (its engine is then no use: start over).
+/// Asks for shard 0's lease until this node has it (real time: the lease is the database's,
+/// and other nodes keep real time), then takes every other shard's, recovers the engines and
+/// starts the work a leader does. False if it took a lease but could not lead (its engines are
+/// then no use: start over).
 pub async fn promote(mut waiting: Waiting, service: Arc<Service>, started: Arc<Started>) -> bool {
     let mut said = String::new();
     let taken = loop {
-        let Some(mut prepared) = waiting.prepared.0.take() else {
+        let mut prepared = std::mem::take(&mut waiting.prepared.0);
+        if prepared.is_empty() {
             return false;
-        };
+        }
         let url = waiting.own_url.clone();
         let Ok((prepared, asked)) = tokio::task::spawn_blocking(move || {
-            let asked = prepared.ask(&url);
+            let asked = prepared[0].ask(&url);
             (prepared, asked)
         })
         .await
         else {
             return false;
         };
-        waiting.prepared.0 = Some(prepared);
+        waiting.prepared.0 = prepared;
         let again_after = match asked {
             Asked::Leads(taken) => break taken,
             Asked::Held {
@@ -318,21 +429,19 @@ pub async fn promote(mut waiting: Waiting, service: Arc<Service>, started: Arc<S
         };
         tokio::time::sleep(again_after).await;
     };
-    let Some(prepared) = waiting.prepared.0.take() else {
-        return false;
-    };
+    let prepared = std::mem::take(&mut waiting.prepared.0);
     let began = std::time::Instant::now();
-    let engine = waiting.engine.clone();
+    let engines = waiting.engines.clone();
     let following = waiting.following.clone();
-    let clock = service.clock.clone();
-    // The follower stops where it stands; recovery goes on from there, reading the tail only.
+    let leading = (service.clock.clone(), waiting.own_url.clone());
+    // Each follower stops where it stands; recovery goes on from there, reading the tail only.
     let led = tokio::task::spawn_blocking(move || {
-        let followed = following.stop();
-        prepared.lead(&engine, taken, followed, clock)
+        let (clock, url) = leading;
+        lead_all(prepared, taken, &engines, &following, (clock, &url))
     })
     .await;
-    let log = match led {
-        Ok(Ok(log)) => log,
+    let logs = match led {
+        Ok(Ok(logs)) => logs,
         Ok(Err(error)) => {
             tracing::error!(%error, "took the lease but could not recover the log; not leading");
             return false;
@@ -342,10 +451,14 @@ pub async fn promote(mut waiting: Waiting, service: Arc<Service>, started: Arc<S
             return false;
         }
     };
-    said_leading(&log, began, &service.metrics);
-    let snapshots = snapshotter(&waiting.engine, &log, waiting.snapshot_after);
+    let mut snapshots = Vec::with_capacity(logs.len());
+    for (log, engine) in logs.iter().zip(&waiting.engines) {
+        said_leading(log, began, &service.metrics);
+        snapshots.push(snapshotter(engine, log, waiting.snapshot_after));
+    }
     waiting.epoch.store(taken.epoch, Ordering::Release);
-    started.begin(&service, vec![snapshots], Some(log.lease));
+    let leases = logs.iter().map(|log| log.lease.clone()).collect();
+    started.begin(&service, snapshots, leases);
     waiting.standby.standby.lead();
     true
 }

@@ -108,6 +108,7 @@ pub async fn transfer(config: &Config) -> Option<std::io::Result<String>> {
         batch_wait: std::time::Duration::ZERO,
         inserts: 1,
         require_synchronous_replication: false,
+        shards: config.shards,
     };
     let moved = tokio::task::spawn_blocking(move || {
         use crate::persist::database::transfer;
@@ -173,7 +174,7 @@ pub struct App {
     pub listener: TcpListener,
     pub service: Arc<Service>,
     snapshots: Vec<Arc<Snapshotter>>,
-    lease: Option<Arc<crate::persist::database::Keeper>>,
+    lease: Vec<Arc<crate::persist::database::Keeper>>,
     /// A standby's way to leadership (`--storage`, the lease held by another node).
     waiting: Option<log_database::Waiting>,
     standby: Option<crate::http::standby::Forwarding>,

@@ -1,5 +1,6 @@
 //! The work a serving node runs beside requests, and the order it stops in.
 
+use std::future::Future;
 use std::sync::Arc;
 
 use crate::persist::snapshot::Snapshotter;
@@ -12,8 +13,8 @@ pub(super) struct Started {
     workers: Workers,
     /// One per log (one per shard when the key space is cut into several).
     snapshots: std::sync::OnceLock<Vec<Arc<Snapshotter>>>,
-    /// The lease this node leads under, once it does.
-    lease: tokio::sync::watch::Sender<Option<Arc<crate::persist::database::Keeper>>>,
+    /// The leases this node leads under (one per shard), once it does.
+    lease: tokio::sync::watch::Sender<Vec<Arc<crate::persist::database::Keeper>>>,
 }
 
 impl Default for Started {
@@ -21,7 +22,7 @@ impl Default for Started {
         Started {
             workers: Workers::default(),
             snapshots: Default::default(),
-            lease: tokio::sync::watch::Sender::new(None),
+            lease: tokio::sync::watch::Sender::new(Vec::new()),
         }
     }
 }
@@ -32,7 +33,7 @@ impl Started {
         &self,
         service: &Arc<Service>,
         snapshots: Vec<Arc<Snapshotter>>,
-        lease: Option<Arc<crate::persist::database::Keeper>>,
+        lease: Vec<Arc<crate::persist::database::Keeper>>,
     ) {
         let workers = &self.workers;
         workers.start(
@@ -52,23 +53,31 @@ impl Started {
             }
             let _ = self.snapshots.set(snapshots);
         }
-        if let Some(lease) = lease {
-            self.lease.send_replace(Some(lease));
+        if !lease.is_empty() {
+            self.lease.send_replace(lease);
         }
         service.backend.start_work();
     }
 
-    /// Completes once this node, having come to lead, loses the lease.
+    /// Completes once this node, having come to lead, loses a lease: it leads every shard of
+    /// its database or none.
     pub(super) async fn deposed(&self) {
         let mut lease = self.lease.subscribe();
-        let keeper = match lease.wait_for(Option::is_some).await {
-            Ok(keeper) => keeper.clone(),
-            Err(_) => None,
+        let keepers = match lease.wait_for(|held| !held.is_empty()).await {
+            Ok(keepers) => keepers.clone(),
+            Err(_) => Vec::new(),
         };
-        match keeper {
-            Some(keeper) => keeper.lost().await,
-            None => std::future::pending().await,
+        if keepers.is_empty() {
+            return std::future::pending().await;
         }
+        let mut lost: Vec<_> = keepers.iter().map(|k| Box::pin(k.lost())).collect();
+        std::future::poll_fn(
+            |cx| match lost.iter_mut().any(|l| l.as_mut().poll(cx).is_ready()) {
+                true => std::task::Poll::Ready(()),
+                false => std::task::Poll::Pending,
+            },
+        )
+        .await
     }
 
     /// Background work stops before the log closes (a snapshot already writing on a blocking
@@ -91,9 +100,10 @@ impl Started {
             .await;
         }
         // Given up only once nothing more is written, so the next leader reads it all.
-        let lease = self.lease.borrow().clone();
-        if let Some(lease) = lease {
-            let _ = tokio::task::spawn_blocking(move || lease.release()).await;
+        let leases = self.lease.borrow().clone();
+        if !leases.is_empty() {
+            let _ =
+                tokio::task::spawn_blocking(move || leases.iter().for_each(|l| l.release())).await;
         }
     }
 }

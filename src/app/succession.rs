@@ -31,7 +31,7 @@ static RETRIES: std::sync::LazyLock<crate::quiet_log::QuietLog> =
 pub struct Generation {
     pub service: Arc<Service>,
     pub snapshots: Vec<Arc<Snapshotter>>,
-    pub lease: Option<Arc<Keeper>>,
+    pub lease: Vec<Arc<Keeper>>,
     pub standby: Option<Forwarding>,
     pub waiting: Option<Waiting>,
 }
@@ -57,8 +57,9 @@ struct Running {
     service: Arc<Service>,
     started: Arc<Started>,
     promotion: Option<tokio::task::JoinHandle<bool>>,
-    /// A standby's: turns true when the log it followed into its engine cannot be followed on.
-    spoiled: Option<tokio::sync::watch::Receiver<bool>>,
+    /// A standby's, one per shard: turns true when the log it followed into its engine cannot
+    /// be followed on.
+    spoiled: Vec<tokio::sync::watch::Receiver<bool>>,
     standby: Option<Forwarding>,
 }
 
@@ -68,7 +69,9 @@ impl Running {
         let service = generation.service;
         let started = Arc::new(Started::default());
         let standby = generation.standby;
-        let spoiled = (generation.waiting.as_ref()).map(|w| w.following.spoiled.subscribe());
+        let spoiled = (generation.waiting.iter())
+            .flat_map(|w| w.following.iter().map(|f| f.spoiled.subscribe()))
+            .collect();
         let promotion = match generation.waiting {
             Some(waiting) => Some(worker::spawn(
                 "promotion",
@@ -227,14 +230,22 @@ async fn failed_to_lead(promotion: &mut Option<tokio::task::JoinHandle<bool>>) {
     std::future::pending().await
 }
 
-/// Completes once a standby's engine can no longer follow the log.
-async fn spoiled(spoiled: &mut Option<tokio::sync::watch::Receiver<bool>>) {
-    match spoiled {
-        Some(spoiled) => {
-            if spoiled.wait_for(|spoiled| *spoiled).await.is_err() {
-                std::future::pending::<()>().await;
-            }
-        }
-        None => std::future::pending().await,
-    }
+/// Completes once one of a standby's engines can no longer follow its shard's log.
+async fn spoiled(spoiled: &mut [tokio::sync::watch::Receiver<bool>]) {
+    let mut waits: Vec<_> = (spoiled.iter_mut())
+        .map(|spoiled| {
+            Box::pin(async move {
+                if spoiled.wait_for(|spoiled| *spoiled).await.is_err() {
+                    std::future::pending::<()>().await;
+                }
+            })
+        })
+        .collect();
+    std::future::poll_fn(
+        |cx| match waits.iter_mut().any(|w| w.as_mut().poll(cx).is_ready()) {
+            true => std::task::Poll::Ready(()),
+            false => std::task::Poll::Pending,
+        },
+    )
+    .await
 }

@@ -4,9 +4,10 @@
 //! user may create databases), every server a test starts without a data directory keeps its
 //! log and snapshots in a fresh PostgreSQL database instead (`--storage`), leading it.
 //! `postgres-standby` does the same with a leader started first on the database, so the
-//! test's server is a standby that passes every request on to it. `shards` keeps it in memory
-//! as four shards, each with an engine of its own, so a test's queues and topics land in
-//! different shards and what crosses them is carried between engines.
+//! test's server is a standby that passes every request on to it; with `ORDERLY_TEST_SHARDS=N`
+//! the database is cut into N shards. `shards` keeps it in memory as four shards, each with an
+//! engine of its own, so a test's queues and topics land in different shards and what crosses
+//! them is carried between engines.
 
 use std::net::SocketAddr;
 
@@ -142,7 +143,7 @@ pub async fn start_with(config: Config) -> Server {
 }
 
 /// A server in memory whose queues and topics are cut into `count` shards, whatever this run's
-/// storage (shards of a database are not built yet).
+/// storage.
 pub async fn start_sharded(count: u32) -> Server {
     let mut config = Config::ephemeral();
     config.shards = count;
@@ -158,6 +159,18 @@ pub enum TestStorage {
     Standby,
     /// `shards`: in memory, four shards.
     Shards,
+}
+
+/// How many shards this run's servers are cut into: four for `shards`, else
+/// `ORDERLY_TEST_SHARDS` (a database made with that many) or 1.
+pub fn test_shards() -> u32 {
+    match test_storage() {
+        Some(TestStorage::Shards) => 4,
+        _ => std::env::var("ORDERLY_TEST_SHARDS")
+            .ok()
+            .and_then(|count| count.parse().ok())
+            .unwrap_or(1),
+    }
 }
 
 pub fn test_storage() -> Option<TestStorage> {
@@ -182,8 +195,10 @@ async fn on_test_storage(
     if !config.ephemeral {
         return config;
     }
+    if config.shards == 1 {
+        config.shards = test_shards();
+    }
     if storage == TestStorage::Shards {
-        config.shards = 4;
         return config;
     }
     let url = fresh_database()

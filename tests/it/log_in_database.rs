@@ -766,13 +766,32 @@ async fn consume(load: Load) {
 /// lost, and not one call made through the other nodes fails: they wait for the next leader.
 #[test]
 fn a_killed_leader_is_replaced_within_the_lease_and_loses_nothing_acknowledged() {
+    killed_leader(1);
+}
+
+/// The same over a database cut into three shards, the queue in the last: the next leader
+/// takes every shard's lease, the first one's to lapse and then the others.
+#[test]
+fn a_killed_leader_of_three_shards_is_replaced_whole_and_loses_nothing_acknowledged() {
+    killed_leader(3);
+}
+
+fn killed_leader(shards: u32) {
     let runtime = tokio::runtime::Runtime::new().expect("runtime");
     let Some(url) = runtime.block_on(common::fresh_database()) else {
         return;
     };
     let dir = tempfile::tempdir().expect("tempdir");
     // A manual clock, so the survivor can pass the visibility of what was in flight at once.
-    let args = ["--storage", url.as_str(), "--clock", "manual"];
+    let count = shards.to_string();
+    let args = [
+        "--storage",
+        url.as_str(),
+        "--clock",
+        "manual",
+        "--shards",
+        &count,
+    ];
     // Three nodes: the first leads, the others pass requests on to it.
     let mut first = crate::binary::start(dir.path(), &args, "warn");
     let others = [
@@ -784,7 +803,11 @@ fn a_killed_leader_is_replaced_within_the_lease_and_loses_nothing_acknowledged()
         .map(|addr| Arc::new(process_server(addr)))
         .collect();
     let ledger = Arc::new(Mutex::new(Ledger::default()));
-    let queue = runtime.block_on(fifo(&nodes[1], "kill.fifo"));
+    let name = (0..)
+        .map(|n| format!("kill-{n}.fifo"))
+        .find(|name| orderly::engine::shard::Shard::of(shards, name) == shards - 1)
+        .expect("a name in the last shard");
+    let queue = runtime.block_on(fifo(&nodes[1], &name));
     // The load spread over the three nodes.
     let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let load = |node: usize| Load {

@@ -65,12 +65,6 @@ impl Sharded {
             .iter()
             .enumerate()
             .all(|(n, s)| s.shard() == n as u32));
-        // Before anything runs: each pair of logs agrees on what crossed between them.
-        for source in &shards {
-            for destination in shards.iter().filter(|d| d.shard() != source.shard()) {
-                relay::agree(source, destination);
-            }
-        }
         Sharded {
             shards,
             namespaces,
@@ -190,6 +184,13 @@ async fn carry_into(
 
 impl Work for Sharded {
     fn start_work(&self) {
+        // Before any work runs, and only where the logs are led (a standby's engines follow
+        // their leader's): each pair of logs agrees on what crossed between them.
+        for source in &self.shards {
+            for destination in self.shards.iter().filter(|d| d.shard() != source.shard()) {
+                relay::agree(source, destination);
+            }
+        }
         for shard in &self.shards {
             shard.start_work();
         }

@@ -57,11 +57,16 @@ pub struct Settings {
     /// Refuse to lead unless an acknowledged write survives a failover of the database
     /// (`--require-synchronous-replication`).
     pub require_synchronous_replication: bool,
+    /// How many shards the key space is cut into (`--shards`): recorded when the database is
+    /// first used, and the only count it opens with afterwards.
+    pub shards: u32,
 }
 
 /// The log in the database, led by this node: the log the engine writes to, the lease that
 /// lets it, and where its snapshots go.
 pub struct DatabaseLog {
+    /// The shard whose log this is.
+    pub shard: u32,
     pub log_writer: Arc<LogWriter>,
     pub lease: Arc<Keeper>,
     pub snapshots: DatabaseSnapshots,
@@ -78,6 +83,11 @@ pub fn open<W: Default>(
     settings: &Settings,
     engine: &mut Engine<W>,
 ) -> Result<DatabaseLog, OpenError> {
+    if settings.shards != 1 {
+        return Err(OpenError::Database(
+            "moving a state into or out of a database cut into shards is not built yet".into(),
+        ));
+    }
     let mut prepared = ReadyDatabase::new(settings, engine)?;
     let (taken, asked_at) = lease::acquire(
         &mut prepared.db,
@@ -98,7 +108,7 @@ pub fn open<W: Default>(
 pub struct ReadyDatabase {
     config: tokio_postgres::Config,
     db: connection::Blocking,
-    /// The shard whose log this is: the only one, as this build leads a database of one.
+    /// The shard whose log this is.
     shard: i32,
     /// The URL this node announces itself at (`--advertise-url`).
     advertise_url: String,
@@ -141,12 +151,13 @@ impl ReadyDatabase {
     pub fn new<W: Default>(settings: &Settings, engine: &mut Engine<W>) -> Result<Self, OpenError> {
         let config = connection::config(&settings.url).map_err(OpenError::Url)?;
         let mut db = connection::Blocking::new(config.clone())?;
-        let shards = schema::prepare(&mut db, &settings.region, &settings.account_id)?;
-        if shards != 1 {
-            return Err(OpenError::Database(format!(
-                "the database's key space is cut into {shards} shards; this build leads a \
-                 database of one shard only"
-            )));
+        let asked = settings.shards as i32;
+        let shards = schema::prepare(&mut db, &settings.region, &settings.account_id, asked)?;
+        if shards != asked {
+            return Err(OpenError::ShardCount {
+                found: shards,
+                asked,
+            });
         }
         let log_writer = LogWriter::new();
         engine.set_log(log_writer.clone());
@@ -168,11 +179,47 @@ impl ReadyDatabase {
         })
     }
 
-    /// Takes the lease if it is free or lapsed, advertising `url`; then announces this node.
+    /// The same database made ready for `shard`'s log, which `engine` (fresh, made for that
+    /// shard) will write to: a connection of its own, as this node.
+    pub fn for_shard<W: Default>(
+        &self,
+        shard: u32,
+        engine: &mut Engine<W>,
+    ) -> Result<Self, OpenError> {
+        let db = connection::Blocking::new(self.config.clone())?;
+        let log_writer = LogWriter::new();
+        engine.set_log(log_writer.clone());
+        Ok(ReadyDatabase {
+            config: self.config.clone(),
+            db,
+            shard: shard as i32,
+            advertise_url: self.advertise_url.clone(),
+            serving: self.serving,
+            nodes: self.nodes.clone(),
+            node: self.node.clone(),
+            log_writer,
+            tenure: Arc::new(crate::persist::tenure::Tenure::not_begun()),
+            asked_at: std::time::Instant::now(),
+            batch_wait: self.batch_wait,
+            inserts: self.inserts,
+            replication: Default::default(),
+            require_synchronous_replication: self.require_synchronous_replication,
+        })
+    }
+
+    /// The shard whose log this is.
+    pub fn shard(&self) -> u32 {
+        self.shard as u32
+    }
+
+    /// Takes the lease if it is free or lapsed, advertising `url`; then announces this node
+    /// (once per node: by the first shard's asking).
     pub fn ask(&mut self, url: &str) -> Asked {
         self.asked_at = std::time::Instant::now();
         let asked = lease::try_take(&mut self.db, self.shard, &self.node, url);
-        self.nodes.announce(&mut self.db, &self.node, url);
+        if self.shard == 0 {
+            self.nodes.announce(&mut self.db, &self.node, url);
+        }
         match asked {
             Ok(Ok(taken)) => Asked::Leads(taken),
             Ok(Err(holder)) => Asked::Held {
@@ -231,7 +278,8 @@ impl ReadyDatabase {
         }
         let log_writer = self.log_writer.clone();
         let held = lease::Held {
-            announced: self.serving.then(|| {
+            // Once per node, by its first shard's lease.
+            announced: (self.serving && self.shard == 0).then(|| {
                 (
                     self.node.clone(),
                     self.advertise_url.clone(),
@@ -303,6 +351,7 @@ impl ReadyDatabase {
         log_writer.start(table_log, next_lsn, FsyncMode::Always);
         engine.queues.keep_receipt_key();
         Ok(DatabaseLog {
+            shard: self.shard as u32,
             log_writer,
             lease: Arc::new(lease),
             snapshots: DatabaseSnapshots::new(self.config, fence),

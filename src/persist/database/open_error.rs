@@ -31,6 +31,11 @@ pub enum OpenError {
          stopped without giving the lease up holds it for 5 s more)"
     )]
     Led { url: String, epoch: i64 },
+    #[error(
+        "the database's key space is cut into {found} shards, not {asked}: start every node on \
+         it with --shards {found}"
+    )]
+    ShardCount { found: i32, asked: i32 },
     #[error("{0}")]
     NotEmpty(String),
     #[error(transparent)]

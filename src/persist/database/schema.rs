@@ -38,9 +38,6 @@ use super::OpenError;
 /// place at start.
 pub const VERSION: i32 = 3;
 
-/// How many shards a database this build creates is cut into.
-pub const SHARDS: i32 = 1;
-
 const CREATE: &str = "
 CREATE TABLE IF NOT EXISTS log_home (
     id integer PRIMARY KEY CHECK (id = 1),
@@ -210,12 +207,17 @@ const UPGRADE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(600)
 /// Makes the tables if they are missing or upgrades those of versions 1 and 2 (nodes starting
 /// together take turns under an advisory lock), then checks the version and home; a database
 /// of another region or account, of a newer Orderly, or holding the row-per-message tables of
-/// earlier builds is refused, and left as it was. Answers how many shards the key space is cut
-/// into.
-pub fn prepare(db: &mut Blocking, region: &str, account: &str) -> Result<i32, OpenError> {
-    let mut found = look(db, (region, account), false)?;
+/// earlier builds is refused, and left as it was. A database made here is cut into `shards`;
+/// answers how many shards the key space is cut into (chosen by whichever node made it).
+pub fn prepare(
+    db: &mut Blocking,
+    region: &str,
+    account: &str,
+    shards: i32,
+) -> Result<i32, OpenError> {
+    let mut found = look(db, (region, account, shards), false)?;
     if matches!(found, Found::Older) {
-        found = look(db, (region, account), true)?;
+        found = look(db, (region, account, shards), true)?;
     }
     let (version, found_region, found_account, shards) = match found {
         Found::Home(home) => home,
@@ -246,8 +248,9 @@ pub fn prepare(db: &mut Blocking, region: &str, account: &str) -> Result<i32, Op
 
 /// Looks at the tables in one transaction, and makes them (or, if `upgrade`, upgrades them)
 /// when they are this home's and of no newer version.
-fn look(db: &mut Blocking, home: (&str, &str), upgrade: bool) -> Result<Found, OpenError> {
+fn look(db: &mut Blocking, home: (&str, &str, i32), upgrade: bool) -> Result<Found, OpenError> {
     let (home_region, home_account) = (home.0.to_string(), home.1.to_string());
+    let shards = home.2;
     let timeout = if upgrade {
         UPGRADE_TIMEOUT
     } else {
@@ -317,7 +320,7 @@ fn look(db: &mut Blocking, home: (&str, &str), upgrade: bool) -> Result<Found, O
             tx.execute(
                 "INSERT INTO log_home (id, version, region, account, shards) \
                  VALUES (1, $1, $2, $3, $4) ON CONFLICT (id) DO NOTHING",
-                &[&VERSION, &home_region, &home_account, &SHARDS],
+                &[&VERSION, &home_region, &home_account, &shards],
             )
             .await?;
             tx.batch_execute(SHARD_ROWS).await?;

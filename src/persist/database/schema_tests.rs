@@ -16,9 +16,9 @@ use crate::persist::writer::LogSink;
 fn a_database_of_another_home_is_refused() {
     let Some(url) = database() else { return };
     let mut admin = connect(&url);
-    schema::prepare(&mut admin, "us-east-1", "000000000000").expect("tables");
-    schema::prepare(&mut admin, "us-east-1", "000000000000").expect("again");
-    let refused = schema::prepare(&mut admin, "eu-west-1", "000000000000");
+    schema::prepare(&mut admin, "us-east-1", "000000000000", 1).expect("tables");
+    schema::prepare(&mut admin, "us-east-1", "000000000000", 1).expect("again");
+    let refused = schema::prepare(&mut admin, "eu-west-1", "000000000000", 1);
     assert!(
         matches!(refused, Err(super::OpenError::OtherHome { ref region, .. }) if region == "us-east-1"),
         "{refused:?}"
@@ -29,9 +29,9 @@ fn a_database_of_another_home_is_refused() {
 fn batches_up_to_8_kb_stay_in_their_rows_and_nothing_written_is_compressed() {
     let Some(url) = database() else { return };
     let mut admin = connect(&url);
-    schema::prepare(&mut admin, "us-east-1", "000000000000").expect("tables");
+    schema::prepare(&mut admin, "us-east-1", "000000000000", 1).expect("tables");
     // A second start finds the tables as the first left them.
-    schema::prepare(&mut admin, "us-east-1", "000000000000").expect("tables again");
+    schema::prepare(&mut admin, "us-east-1", "000000000000", 1).expect("tables again");
     let epoch = lease::acquire(&mut admin, SHARD, "only", "http://only", true)
         .expect("the lease")
         .0
@@ -87,14 +87,14 @@ fn tables_made_before_the_storage_settings_get_them_at_the_next_start() {
         sql(&mut admin, statement);
     }
     // A node of another home is refused and leaves them as they were.
-    let refused = schema::prepare(&mut admin, "eu-west-1", "000000000000");
+    let refused = schema::prepare(&mut admin, "eu-west-1", "000000000000", 1);
     assert!(
         matches!(refused, Err(super::OpenError::OtherHome { .. })),
         "{refused:?}"
     );
     let version = "SELECT version::bigint FROM log_home";
     assert_eq!(number(&mut admin, version.into()), 2);
-    let shards = schema::prepare(&mut admin, "us-east-1", "000000000000").expect("upgraded");
+    let shards = schema::prepare(&mut admin, "us-east-1", "000000000000", 1).expect("upgraded");
     assert_eq!(shards, 1);
     assert_eq!(number(&mut admin, version.into()), 3);
     // Version 2's lease stays, held for good: no node of version 2 leads these tables again.
@@ -149,15 +149,15 @@ fn tables_made_before_the_storage_settings_get_them_at_the_next_start() {
 
 /// Each shard's log is its own: its lease fences its rows only, recovery reads its rows only,
 /// and its next leader removes the chunks of its own snapshots never kept, none of another's
-/// (which may be being written). A database cut into more shards than this build leads is
-/// refused.
+/// (which may be being written). A node asking for another count of shards than the database
+/// records is refused, with the count to start it with.
 #[test]
 fn each_shard_keeps_a_log_of_its_own() {
     let Some(url) = database() else { return };
     let mut admin = connect(&url);
-    schema::prepare(&mut admin, "us-east-1", "000000000000").expect("tables");
+    schema::prepare(&mut admin, "us-east-1", "000000000000", 1).expect("tables");
     sql(&mut admin, "UPDATE log_home SET shards = 2");
-    let shards = schema::prepare(&mut admin, "us-east-1", "000000000000").expect("again");
+    let shards = schema::prepare(&mut admin, "us-east-1", "000000000000", 1).expect("again");
     assert_eq!(shards, 2);
     let fence = |shard: i32, admin: &mut Blocking| Fence {
         shard,
@@ -213,19 +213,38 @@ fn each_shard_keeps_a_log_of_its_own() {
     assert!(
         refused
             .as_ref()
-            .is_some_and(|e| e.to_string().contains("cut into 2 shards")),
+            .is_some_and(|e| e.to_string().contains("cut into 2 shards, not 1")
+                && e.to_string().contains("--shards 2")),
         "{:?}",
         refused.map(|e| e.to_string())
     );
+}
+
+/// The first node to use a database chooses its count of shards: a row (and lease) for each;
+/// a later node's asking changes nothing.
+#[test]
+fn a_database_is_cut_into_as_many_shards_as_its_first_node_asks() {
+    let Some(url) = database() else { return };
+    let mut admin = connect(&url);
+    let made = schema::prepare(&mut admin, "us-east-1", "000000000000", 5).expect("tables");
+    assert_eq!(made, 5);
+    let rows = number(&mut admin, "SELECT count(*) FROM log_shards".into());
+    let last = number(
+        &mut admin,
+        "SELECT max(shard)::bigint FROM log_shards".into(),
+    );
+    assert_eq!((rows, last), (5, 4), "one row per shard, numbered from 0");
+    let again = schema::prepare(&mut admin, "us-east-1", "000000000000", 2).expect("again");
+    assert_eq!(again, 5, "the count recorded first holds");
 }
 
 #[test]
 fn one_statement_renews_every_shard_a_node_holds_and_no_other() {
     let Some(url) = database() else { return };
     let mut admin = connect(&url);
-    schema::prepare(&mut admin, "us-east-1", "000000000000").expect("tables");
+    schema::prepare(&mut admin, "us-east-1", "000000000000", 1).expect("tables");
     sql(&mut admin, "UPDATE log_home SET shards = 3");
-    schema::prepare(&mut admin, "us-east-1", "000000000000").expect("again");
+    schema::prepare(&mut admin, "us-east-1", "000000000000", 1).expect("again");
     let held: Vec<Fence> = (0..3)
         .map(|shard| Fence {
             shard,

@@ -68,7 +68,7 @@ fn batches(db: &mut Blocking) -> Vec<(i64, i64, i64)> {
 fn an_append_after_another_node_took_the_lease_is_refused_for_good() {
     let Some(url) = database() else { return };
     let mut admin = connect(&url);
-    schema::prepare(&mut admin, "us-east-1", "000000000000").expect("tables");
+    schema::prepare(&mut admin, "us-east-1", "000000000000", 1).expect("tables");
     let epoch = lease::acquire(&mut admin, SHARD, "first", "http://first", true)
         .expect("a free lease")
         .0
@@ -105,7 +105,7 @@ fn an_append_after_another_node_took_the_lease_is_refused_for_good() {
 fn a_held_lease_is_not_taken_and_records_already_stored_are_not_stored_twice() {
     let Some(url) = database() else { return };
     let mut admin = connect(&url);
-    schema::prepare(&mut admin, "us-east-1", "000000000000").expect("tables");
+    schema::prepare(&mut admin, "us-east-1", "000000000000", 1).expect("tables");
     lease::acquire(&mut admin, SHARD, "first", "http://first", true).expect("a free lease");
     // A second taker waits while the lease runs; here it is only asked once, by hand.
     let held: i64 = admin
@@ -171,7 +171,7 @@ pub(super) fn toasted_bytes(db: &mut Blocking, table: &str) -> i64 {
 fn an_unsure_retry_after_a_takeover_is_refused_not_taken_as_stored() {
     let Some(url) = database() else { return };
     let mut admin = connect(&url);
-    schema::prepare(&mut admin, "us-east-1", "000000000000").expect("tables");
+    schema::prepare(&mut admin, "us-east-1", "000000000000", 1).expect("tables");
     let first = lease::acquire(&mut admin, SHARD, "first", "http://first", true)
         .expect("free")
         .0
@@ -201,7 +201,7 @@ fn an_unsure_retry_after_a_takeover_is_refused_not_taken_as_stored() {
 fn a_write_larger_than_a_row_is_inserted_as_rows_that_fit_their_pages_or_not_at_all() {
     let Some(url) = database() else { return };
     let mut admin = connect(&url);
-    schema::prepare(&mut admin, "us-east-1", "000000000000").expect("tables");
+    schema::prepare(&mut admin, "us-east-1", "000000000000", 1).expect("tables");
     let epoch = lease::acquire(&mut admin, SHARD, "only", "http://only", true)
         .expect("the lease")
         .0
@@ -264,7 +264,7 @@ fn a_write_larger_than_a_row_is_inserted_as_rows_that_fit_their_pages_or_not_at_
 fn a_leader_frozen_holding_the_lease_row_does_not_keep_the_next_from_taking_it() {
     let Some(url) = database() else { return };
     let mut admin = connect(&url);
-    schema::prepare(&mut admin, "us-east-1", "000000000000").expect("tables");
+    schema::prepare(&mut admin, "us-east-1", "000000000000", 1).expect("tables");
     lease::acquire(&mut admin, SHARD, "first", "http://first", true).expect("a free lease");
     sql(&mut admin, "UPDATE log_shards SET expires = now()");
     let mut frozen = connect(&url);
@@ -307,6 +307,7 @@ pub(super) fn leader_settings(url: &str) -> super::Settings {
         batch_wait: std::time::Duration::ZERO,
         inserts: 1,
         require_synchronous_replication: false,
+        shards: 1,
     }
 }
 
