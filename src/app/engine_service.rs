@@ -148,6 +148,10 @@ pub(super) fn serve_engines(
             let clock = clock.clone();
             let sharded =
                 crate::backend::sharded::Sharded::new(backends, namespaces, clock, parcels_waiting);
+            // Before anything runs, the logs of a data directory agree (a database's always do).
+            if config.storage.is_none() {
+                sharded.agree();
+            }
             Arc::new(sharded)
         }
     };

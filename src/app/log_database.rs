@@ -125,8 +125,9 @@ fn lead_all<E: Borrow<Engine<Notify>>>(
     (clock, url): (Arc<dyn Clock>, &str),
 ) -> Result<Vec<DatabaseLog>, String> {
     let mut logs: Vec<DatabaseLog> = Vec::with_capacity(prepared.len());
+    // One keeper renews every lease the node takes: giving it up gives them all up.
     let give_up = |logs: &[DatabaseLog], error: String| {
-        for log in logs {
+        if let Some(log) = logs.first() {
             log.lease.release();
         }
         Err(error)
@@ -144,7 +145,8 @@ fn lead_all<E: Borrow<Engine<Notify>>>(
             Some(following) => following.stop(),
             None => Stopped::Untouched,
         };
-        match prepared.lead(engine.borrow(), taken, followed, clock.clone()) {
+        let keeper = logs.first().map(|log| log.lease.clone());
+        match prepared.lead(engine.borrow(), taken, followed, (clock.clone(), keeper)) {
             Ok(log) => logs.push(log),
             Err(error) => return give_up(&logs, format!("shard {shard}: {error}")),
         }
@@ -179,12 +181,49 @@ fn take_lease(prepared: &mut ReadyDatabase, url: &str) -> Result<Taken, String> 
     }
 }
 
+/// Why a node could not be built on its database.
+enum NotBuilt {
+    /// It took shard 0's lease but could not lead every shard; what it took is given up.
+    NotLed(String),
+    Failed(std::io::Error),
+}
+
+impl From<std::io::Error> for NotBuilt {
+    fn from(error: std::io::Error) -> Self {
+        NotBuilt::Failed(error)
+    }
+}
+
+/// How many times a node that took shard 0's lease but could not lead every shard starts
+/// again, with fresh engines, before it gives up: the shards' last leader lets them go
+/// together, so a second try finds them free or shard 0 held.
+const LEADING_TRIES: usize = 3;
+
 /// The service on the logs in the node's database: leading at once if shard 0's lease is free,
 /// else a standby (`Waiting`) that passes requests on until it leads.
 pub async fn build(
     node: &Node,
     metrics: crate::metrics::Metrics,
 ) -> std::io::Result<(Built, Option<Waiting>)> {
+    let mut tries = 1;
+    loop {
+        let attempt = crate::metrics::Metrics::continuing(&metrics);
+        match build_once(node, attempt).await {
+            Ok(built) => return Ok(built),
+            Err(NotBuilt::NotLed(error)) if tries < LEADING_TRIES => {
+                tracing::warn!(%error, "could not lead every shard; starting again");
+                tries += 1;
+            }
+            Err(NotBuilt::NotLed(error)) => return Err(std::io::Error::other(error)),
+            Err(NotBuilt::Failed(error)) => return Err(error),
+        }
+    }
+}
+
+async fn build_once(
+    node: &Node,
+    metrics: crate::metrics::Metrics,
+) -> Result<(Built, Option<Waiting>), NotBuilt> {
     let (config, clock, listening) = (&node.config, node.clock.clone(), node.listening);
     let own_url = node.own_url.clone();
     let settings = settings(config, &node.url, &own_url);
@@ -223,7 +262,7 @@ pub async fn build(
             })
             .await
             .map_err(std::io::Error::other)?;
-            let logs = logs.map_err(std::io::Error::other)?;
+            let logs = logs.map_err(NotBuilt::NotLed)?;
             for log in &logs {
                 said_leading(log, started, &metrics);
             }
@@ -251,7 +290,12 @@ pub async fn build(
                 log_writers,
                 Vec::new(),
             );
-            let leases = logs.iter().map(|log| log.lease.clone()).collect();
+            // One keeper holds every shard's lease.
+            let leases = logs
+                .first()
+                .map(|log| log.lease.clone())
+                .into_iter()
+                .collect();
             let mut built = serve_engines(config, (clock, listening), shards, snapshots, metrics)?;
             built.lease = leases;
             built.cluster = Some(status);
@@ -306,22 +350,25 @@ pub async fn build(
 }
 
 fn said_leading(log: &DatabaseLog, started: std::time::Instant, metrics: &crate::metrics::Metrics) {
-    metrics.clock_skew_ms.set(log.clock_skew_ms);
-    let skew = log.clock_skew_ms;
-    let said = format!(
-        "this node's clock is {} ms {} the database's; the engine keeps the database's time",
-        skew.unsigned_abs(),
-        if skew < 0 { "behind" } else { "ahead of" }
-    );
-    // A second or more apart is worth an operator's look (NTP), though nothing depends on it.
-    if skew.unsigned_abs() >= 1_000 {
-        tracing::warn!(skew_ms = skew, "{said}");
-    } else {
-        tracing::info!(skew_ms = skew, "{said}");
+    // Said once a node: by the shard whose lease took up the cluster's time.
+    if let Some(skew) = log.clock_skew_ms {
+        metrics.clock_skew_ms.set(skew);
+        let said = format!(
+            "this node's clock is {} ms {} the database's; the engine keeps the database's time",
+            skew.unsigned_abs(),
+            if skew < 0 { "behind" } else { "ahead of" }
+        );
+        // A second or more apart is worth an operator's look (NTP), though nothing depends
+        // on it.
+        if skew.unsigned_abs() >= 1_000 {
+            tracing::warn!(skew_ms = skew, "{said}");
+        } else {
+            tracing::info!(skew_ms = skew, "{said}");
+        }
     }
     tracing::info!(
         shard = log.shard,
-        epoch = log.lease.epoch(),
+        epoch = log.epoch,
         snapshot = log.report.snapshot.as_deref().unwrap_or("none"),
         snapshot_messages = log.report.snapshot_messages,
         replayed = log.report.replayed,
@@ -457,7 +504,11 @@ pub async fn promote(mut waiting: Waiting, service: Arc<Service>, started: Arc<S
         snapshots.push(snapshotter(engine, log, waiting.snapshot_after));
     }
     waiting.epoch.store(taken.epoch, Ordering::Release);
-    let leases = logs.iter().map(|log| log.lease.clone()).collect();
+    let leases = logs
+        .first()
+        .map(|log| log.lease.clone())
+        .into_iter()
+        .collect();
     started.begin(&service, snapshots, leases);
     waiting.standby.standby.lead();
     true

@@ -76,6 +76,19 @@ impl Sharded {
         }
     }
 
+    /// Each pair of shards' logs agrees on what crossed between them (`relay::agree`): to be
+    /// run before anything else does (a request, the webhook worker, an `--init` file) on logs
+    /// that may each lose a different tail to a power cut, those of a data directory synced
+    /// less often than each change. Logs in a database acknowledge only what is committed in
+    /// order, so theirs always agree.
+    pub fn agree(&self) {
+        for source in &self.shards {
+            for destination in self.shards.iter().filter(|d| d.shard() != source.shard()) {
+                relay::agree(source, destination);
+            }
+        }
+    }
+
     fn count(&self) -> u32 {
         self.shards.len() as u32
     }
@@ -184,13 +197,6 @@ async fn carry_into(
 
 impl Work for Sharded {
     fn start_work(&self) {
-        // Before any work runs, and only where the logs are led (a standby's engines follow
-        // their leader's): each pair of logs agrees on what crossed between them.
-        for source in &self.shards {
-            for destination in self.shards.iter().filter(|d| d.shard() != source.shard()) {
-                relay::agree(source, destination);
-            }
-        }
         for shard in &self.shards {
             shard.start_work();
         }

@@ -221,50 +221,68 @@ pub fn acquire(
     }
 }
 
-/// What a lease keeps: the log, which stops acknowledging once the lease is lost; the
-/// tenure, kept a margin inside the lease; the clock, whose time each renewal writes into the
-/// lease; and the database's promise about acknowledged writes, read again at each renewal
-/// (with the storage URL's hosts and whether it asks for a read-write one).
+/// What a node's keeper keeps for every shard it holds: the clock, whose time each renewal
+/// writes into the leases; the database's promise about acknowledged writes, read again at each
+/// renewal (with the storage URL's hosts and whether it asks for a read-write one); and the
+/// node's announcement.
 pub struct Held {
     /// This node and its URL, announced after each renewal, and the live nodes read back
     /// (`None`: a state moved in or out, which serves no one).
     pub announced: Option<(String, String, Nodes)>,
-    pub log_writer: Arc<LogWriter>,
-    pub tenure: Arc<Tenure>,
     pub clock: Arc<dyn Clock>,
     pub replication: (replication::Shared, (usize, bool)),
 }
 
-/// Renews a shard's lease of `epoch` until told to stop; if it cannot, the log stops
-/// acknowledging anything. A keeper dropped without `release` (a server dropped without
-/// stopping) stops renewing, so the lease lapses and its connection closes.
+/// One shard's lease as a keeper holds it: its fence; its log, which stops acknowledging once
+/// the lease is lost; its tenure, kept a margin inside the lease.
+pub struct HeldShard {
+    pub fence: Fence,
+    pub log_writer: Arc<LogWriter>,
+    pub tenure: Arc<Tenure>,
+}
+
+/// The shards a keeper renews, each with the time it was taken or last renewed no earlier
+/// than.
+type Shards = Arc<std::sync::Mutex<Vec<(HeldShard, Instant)>>>;
+
+/// Renews the leases of every shard a node holds, in one statement each time, until told to
+/// stop; if it cannot, or another node took one of them, no log of the node acknowledges
+/// anything more: a node leads every shard of its database or none. A keeper dropped without
+/// `release` (a server dropped without stopping) stops renewing, so the leases lapse and its
+/// connection closes.
 pub struct Keeper {
-    epoch: i64,
-    /// Set before the thread is told to stop: give the lease up rather than let it lapse.
+    shards: Shards,
+    /// Set before the thread is told to stop: give the leases up rather than let them lapse.
     give_up: Arc<AtomicBool>,
     thread: Thread<()>,
-    /// Turns true once the lease is lost (taken by another node, or not renewed in time).
+    /// Turns true once a lease is lost (taken by another node, or not renewed in time).
     lost: tokio::sync::watch::Receiver<bool>,
 }
 
 impl Keeper {
-    /// Renews the lease `fence` names, taken no earlier than `taken`, for what `held` names.
+    /// Renews the lease of `first`, taken no earlier than `taken`, and those added later.
     pub fn start(
         db: Blocking,
-        (fence, taken): (Fence, Instant),
+        (first, taken): (HeldShard, Instant),
         held: Held,
     ) -> std::io::Result<Keeper> {
-        held.tenure.hold(taken, LEASE);
+        first.tenure.hold(taken, LEASE);
+        let shards: Shards = Arc::new(std::sync::Mutex::new(vec![(first, taken)]));
+        let renewed = shards.clone();
         let give_up = Arc::new(AtomicBool::new(false));
         let giving_up = give_up.clone();
         let (lose, lost) = tokio::sync::watch::channel(false);
         let thread = Thread::start("lease", move |stop| {
             let mut db = db;
-            let ended = renew(&mut db, fence, taken, &held, stop);
-            held.tenure.end();
+            let ended = renew(&mut db, &renewed, &held, stop);
+            let shards = renewed.lock().unwrap_or_else(|p| p.into_inner());
+            for (shard, _) in shards.iter() {
+                shard.tenure.end();
+            }
             match ended {
                 Ended::Told if giving_up.load(Ordering::SeqCst) => {
-                    release(&mut db, fence, held.clock.now())
+                    let fences: Vec<Fence> = shards.iter().map(|(s, _)| s.fence).collect();
+                    release_all(&mut db, &fences, held.clock.now())
                 }
                 Ended::Told => {}
                 Ended::Lost => {
@@ -273,18 +291,21 @@ impl Keeper {
             }
         })?;
         Ok(Keeper {
-            epoch: fence.epoch,
+            shards,
             give_up,
             thread,
             lost,
         })
     }
 
-    pub fn epoch(&self) -> i64 {
-        self.epoch
+    /// Renews the lease of `shard` too from now on, taken no earlier than `taken`.
+    pub fn add(&self, shard: HeldShard, taken: Instant) {
+        shard.tenure.hold(taken, LEASE);
+        let mut shards = self.shards.lock().unwrap_or_else(|p| p.into_inner());
+        shards.push((shard, taken));
     }
 
-    /// Completes once the lease is lost (never, if it is given up or abandoned first).
+    /// Completes once a lease is lost (never, if they are given up or abandoned first).
     pub async fn lost(&self) {
         let mut lost = self.lost.clone();
         if lost.wait_for(|lost| *lost).await.is_err() {
@@ -292,8 +313,9 @@ impl Keeper {
         }
     }
 
-    /// Stops renewing and gives the lease up, so that another node (or this one restarted)
-    /// takes it at once. Call once the log is closed: nothing is written after. Blocks.
+    /// Stops renewing and gives every lease up, so that another node (or this one restarted)
+    /// takes them at once. Call once the logs are closed: nothing is written after. Blocks;
+    /// called again, does nothing.
     pub fn release(&self) {
         self.give_up.store(true, Ordering::SeqCst);
         self.thread.stop();
@@ -301,15 +323,24 @@ impl Keeper {
 }
 
 /// Gives the lease `fence` names up, so the next node takes it at once, with the time reached.
-pub fn release(db: &mut Blocking, Fence { shard, epoch }: Fence, now: Timestamp) {
+pub fn release(db: &mut Blocking, fence: Fence, now: Timestamp) {
+    release_all(db, &[fence], now)
+}
+
+/// Gives the leases `fences` name up, in one statement.
+fn release_all(db: &mut Blocking, fences: &[Fence], now: Timestamp) {
     let now = now.0 as i64;
+    let shards: Vec<i32> = fences.iter().map(|f| f.shard).collect();
+    let epochs: Vec<i64> = fences.iter().map(|f| f.epoch).collect();
     let released = db.run(RENEW_TIMEOUT, move |client: &mut Client| -> Work<'_, _> {
         Box::pin(async move {
             client
                 .execute(
                     "UPDATE log_shards SET expires = '-infinity', \
-                     clock_ms = greatest(clock_ms, $2) WHERE shard = $3 AND epoch = $1",
-                    &[&epoch, &now, &shard],
+                     clock_ms = greatest(clock_ms, $3) \
+                     FROM unnest($1::integer[], $2::bigint[]) AS held(shard, epoch) \
+                     WHERE log_shards.shard = held.shard AND log_shards.epoch = held.epoch",
+                    &[&shards, &epochs, &now],
                 )
                 .await
         })
@@ -378,20 +409,13 @@ enum Ended {
     Lost,
 }
 
-/// Renews until ordered to stop or until the lease is lost.
-fn renew(
-    db: &mut Blocking,
-    Fence { shard, epoch }: Fence,
-    taken: Instant,
-    held: &Held,
-    stop: &Stop,
-) -> Ended {
-    let (log_writer, tenure, clock) = (&held.log_writer, &held.tenure, &held.clock);
+/// Renews until ordered to stop or until a lease is lost.
+fn renew(db: &mut Blocking, shards: &Shards, held: &Held, stop: &Stop) -> Ended {
+    let clock = &held.clock;
     let (promise, url) = (&held.replication.0, held.replication.1);
-    // The lease was taken (or last renewed) no earlier than this.
-    let mut held_since = taken;
+    let held_shards = || shards.lock().unwrap_or_else(|p| p.into_inner());
     let mut failing = false;
-    // A renewal that failed is tried again on time all the same (the lease runs out
+    // A renewal that failed is tried again on time all the same (the leases run out
     // otherwise); the failures are counted.
     let mut retry = Backoff::new("lease", RENEW_EVERY, RENEW_EVERY);
     let mut wait = RENEW_EVERY;
@@ -401,11 +425,11 @@ fn renew(
         }
         let started = Instant::now();
         let now = clock.now().0 as i64;
+        let fences: Vec<Fence> = held_shards().iter().map(|(s, _)| s.fence).collect();
+        let asked = fences.clone();
         let renewed = db.run(RENEW_TIMEOUT, move |client: &mut Client| -> Work<'_, _> {
             Box::pin(async move {
-                let renewed = renew_held(client, &[Fence { shard, epoch }], now)
-                    .await?
-                    .len();
+                let renewed = renew_held(client, &asked, now).await?;
                 // Read again each time: a reconnect may have found another server. What it
                 // says is no part of the renewal, which has committed by now.
                 let found = replication::read(client, url).await.ok();
@@ -418,45 +442,67 @@ fn renew(
             }
             renewed
         });
+        let taken: Vec<Fence> = match &renewed {
+            Ok(renewed) => (fences.iter())
+                .filter(|f| !renewed.contains(&f.shard))
+                .copied()
+                .collect(),
+            Err(_) => Vec::new(),
+        };
+        // Held since the oldest renewal of any shard: the first to lapse.
+        let oldest =
+            (held_shards().iter().map(|(_, since)| *since).min()).unwrap_or_else(Instant::now);
         match renewed {
-            Ok(1) => {
+            Ok(_) if taken.is_empty() => {
                 retry.succeeded();
                 wait = RENEW_EVERY;
                 if failing {
-                    tracing::info!(epoch, "the lease is renewed again");
+                    tracing::info!("the leases are renewed again");
                     failing = false;
                 }
-                held_since = started;
-                tenure.hold(started, LEASE);
+                // Only those renewed: a shard added meanwhile keeps the time it was taken.
+                for (shard, since) in held_shards().iter_mut() {
+                    if fences.contains(&shard.fence) {
+                        *since = started;
+                        shard.tenure.hold(started, LEASE);
+                    }
+                }
                 if let Some((node, own_url, nodes)) = &held.announced {
                     nodes.announce(db, node, own_url);
                 }
             }
             Ok(_) => {
                 tracing::error!(
-                    epoch,
+                    shards = ?taken.iter().map(|f| f.shard).collect::<Vec<_>>(),
+                    epochs = ?taken.iter().map(|f| f.epoch).collect::<Vec<_>>(),
                     "another node took the lease: this node acknowledges nothing more and steps down"
                 );
-                log_writer.fail_for_good();
+                lose_all(shards);
                 return Ended::Lost;
             }
-            Err(failed) if held_since.elapsed() >= LEASE => {
+            Err(failed) if oldest.elapsed() >= LEASE => {
                 tracing::error!(
-                    epoch,
                     cause = %failed,
                     "the lease could not be renewed in time: this node acknowledges nothing more, \
                      as another may lead now, and steps down"
                 );
-                log_writer.fail_for_good();
+                lose_all(shards);
                 return Ended::Lost;
             }
             Err(failed) => {
                 wait = retry.failed();
                 if !failing {
-                    tracing::warn!(epoch, cause = %failed, "the lease was not renewed; trying again");
+                    tracing::warn!(cause = %failed, "the lease was not renewed; trying again");
                     failing = true;
                 }
             }
         }
+    }
+}
+
+/// Every log the node leads stops acknowledging: it leads every shard or none.
+fn lose_all(shards: &Shards) {
+    for (shard, _) in shards.lock().unwrap_or_else(|p| p.into_inner()).iter() {
+        shard.log_writer.fail_for_good();
     }
 }

@@ -65,15 +65,18 @@ pub struct Settings {
 /// The log in the database, led by this node: the log the engine writes to, the lease that
 /// lets it, and where its snapshots go.
 pub struct DatabaseLog {
-    /// The shard whose log this is.
+    /// The shard whose log this is, and the epoch of its lease.
     pub shard: u32,
+    pub epoch: i64,
     pub log_writer: Arc<LogWriter>,
+    /// The node's keeper of its leases, this shard's among them.
     pub lease: Arc<Keeper>,
     pub snapshots: DatabaseSnapshots,
     pub live_at_snapshot: u64,
     pub report: RecoveryReport,
-    /// This node's clock minus the database's, as read when it took the lease.
-    pub clock_skew_ms: i64,
+    /// This node's clock minus the database's, as read when it took the lease; `None` when an
+    /// earlier shard's lease took up the cluster's time.
+    pub clock_skew_ms: Option<i64>,
 }
 
 /// Takes the lease (waiting while another node holds it), recovers `engine` (which must be
@@ -100,7 +103,7 @@ pub fn open<W: Default>(
     // Moving a state in or out keeps no time of its own: a clock at zero leaves the time the
     // last leader wrote into the lease as it was.
     let clock = Arc::new(crate::clock::ManualClock::new(crate::engine::Timestamp(0)));
-    prepared.lead(engine, taken, follow::Stopped::Untouched, clock)
+    prepared.lead(engine, taken, follow::Stopped::Untouched, (clock, None))
 }
 
 /// A database made ready for this node's engine, before it leads: the tables checked, a
@@ -242,20 +245,29 @@ impl ReadyDatabase {
     /// With the lease `taken`: `clock` takes up the cluster's time, then recovers `engine`
     /// from the database, from scratch or from where a follower left it, and starts the
     /// log. The lease is renewed from the start, so a recovery longer than the lease does
-    /// not lose it.
+    /// not lose it: by `keeper`, the node's keeper of the shards it leads already, or by one
+    /// started here. A failure gives up every lease the keeper holds (a node leads every
+    /// shard or none).
     pub fn lead<W: Default>(
         mut self,
         engine: &Engine<W>,
         taken: lease::Taken,
         followed: follow::Stopped,
-        clock: Arc<dyn crate::clock::Clock>,
+        (clock, keeper): (Arc<dyn crate::clock::Clock>, Option<Arc<Keeper>>),
     ) -> Result<DatabaseLog, OpenError> {
         let epoch = taken.epoch;
         let fence = lease::Fence {
             shard: self.shard,
             epoch,
         };
-        let clock_skew_ms = clock.take_up(taken.database, taken.floor);
+        // Taken up once a node, by its first shard: a node renews (and gives up) every lease
+        // it holds in one statement, writing one time into each, so the floors of a node's
+        // shards agree. A later shard's floor found ahead all the same is taken up, forward
+        // only; taking up again otherwise could move a clock that was ahead back.
+        let clock_skew_ms = match &keeper {
+            Some(_) if taken.floor <= clock.now() => None,
+            _ => Some(clock.take_up(taken.database, taken.floor)),
+        };
         let url = replication::of_url(&self.config);
         let promise = self.db.run(STARTUP_TIMEOUT, move |client| {
             Box::pin(async move { replication::read(client, url).await })
@@ -277,25 +289,32 @@ impl ReadyDatabase {
             self.replication.found(promise);
         }
         let log_writer = self.log_writer.clone();
-        let held = lease::Held {
-            // Once per node, by its first shard's lease.
-            announced: (self.serving && self.shard == 0).then(|| {
-                (
-                    self.node.clone(),
-                    self.advertise_url.clone(),
-                    self.nodes.clone(),
-                )
-            }),
+        let shard = lease::HeldShard {
+            fence,
             log_writer: log_writer.clone(),
             tenure: self.tenure.clone(),
-            clock,
-            replication: (self.replication.clone(), url),
         };
-        let lease = Keeper::start(
-            connection::Blocking::new(self.config.clone())?,
-            (fence, self.asked_at),
-            held,
-        )?;
+        let lease = match keeper {
+            Some(keeper) => {
+                keeper.add(shard, self.asked_at);
+                keeper
+            }
+            None => {
+                let held = lease::Held {
+                    announced: self.serving.then(|| {
+                        (
+                            self.node.clone(),
+                            self.advertise_url.clone(),
+                            self.nodes.clone(),
+                        )
+                    }),
+                    clock,
+                    replication: (self.replication.clone(), url),
+                };
+                let db = connection::Blocking::new(self.config.clone())?;
+                Arc::new(Keeper::start(db, (shard, self.asked_at), held)?)
+            }
+        };
         let recovered = match followed {
             follow::Stopped::Untouched => recovery::recover(&mut self.db, self.shard, engine),
             follow::Stopped::Following(mut follower) => follower
@@ -352,8 +371,9 @@ impl ReadyDatabase {
         engine.queues.keep_receipt_key();
         Ok(DatabaseLog {
             shard: self.shard as u32,
+            epoch,
             log_writer,
-            lease: Arc::new(lease),
+            lease,
             snapshots: DatabaseSnapshots::new(self.config, fence),
             live_at_snapshot: recovered.live_at_snapshot,
             report: recovered.report,

@@ -287,3 +287,77 @@ fn one_statement_renews_every_shard_a_node_holds_and_no_other() {
     assert_eq!(renewed_for(2, &mut admin), 112_345);
     assert_eq!(renewed_for(1, &mut admin), 0, "untouched");
 }
+
+/// A node's keeper renews every shard it holds; once another node takes one of them, no log of
+/// the node acknowledges anything more (it leads every shard or none) and the keeper says it
+/// lost. A keeper given up gives every lease up at once.
+#[test]
+fn one_keeper_holds_every_shard_of_a_node_and_loses_them_together() {
+    use super::lease::{Held, HeldShard, Keeper};
+    use crate::persist::tenure::Tenure;
+    use crate::persist::writer::LogWriter;
+    use std::sync::Arc;
+    let Some(url) = database() else { return };
+    let mut admin = connect(&url);
+    schema::prepare(&mut admin, "us-east-1", "000000000000", 3).expect("tables");
+    let keeper = |admin: &mut Blocking, shards: &[i32]| {
+        let mut held: Vec<(HeldShard, std::time::Instant)> = shards
+            .iter()
+            .map(|&shard| {
+                let (taken, at) = lease::acquire(admin, shard, "node", "http://node", true)
+                    .expect("a free lease");
+                let fence = Fence {
+                    shard,
+                    epoch: taken.epoch,
+                };
+                let (log_writer, tenure) = (LogWriter::new(), Arc::new(Tenure::not_begun()));
+                (
+                    HeldShard {
+                        fence,
+                        log_writer,
+                        tenure,
+                    },
+                    at,
+                )
+            })
+            .collect();
+        let watched: Vec<_> = held.iter().map(|(s, _)| s.tenure.clone()).collect();
+        let first = held.remove(0);
+        let node = Held {
+            announced: None,
+            clock: Arc::new(crate::clock::ManualClock::new(crate::engine::Timestamp(7))),
+            replication: (Default::default(), (1, false)),
+        };
+        let keeper = Keeper::start(connect(&url), first, node).expect("a thread");
+        for (shard, at) in held {
+            keeper.add(shard, at);
+        }
+        (keeper, watched)
+    };
+    let (first, watched) = keeper(&mut admin, &[0, 1]);
+    assert_eq!(watched.len(), 2);
+    assert!(watched.iter().all(|tenure| tenure.holds()));
+    // Another node takes shard 1: at the next renewal, every shard's log stops acknowledging.
+    sql(
+        &mut admin,
+        "UPDATE log_shards SET epoch = epoch + 1 WHERE shard = 1",
+    );
+    let runtime = tokio::runtime::Runtime::new().expect("a runtime");
+    let lost = runtime.block_on(async {
+        tokio::time::timeout(std::time::Duration::from_secs(10), first.lost()).await
+    });
+    assert!(lost.is_ok(), "the keeper never said it lost a lease");
+    // A backend acknowledges nothing outside its tenure (`Embedded::within`).
+    assert!(
+        watched.iter().all(|tenure| !tenure.holds()),
+        "every shard's tenure ended"
+    );
+    // Given up, a keeper of all three lets every lease go in one statement.
+    sql(&mut admin, "UPDATE log_shards SET expires = '-infinity'");
+    let (second, _) = keeper(&mut admin, &[0, 1, 2]);
+    let held = "SELECT count(*) FROM log_shards WHERE expires > now()";
+    assert_eq!(number(&mut admin, held.into()), 3);
+    second.release();
+    assert_eq!(number(&mut admin, held.into()), 0, "every lease given up");
+    second.release();
+}
