@@ -88,6 +88,8 @@ pub struct Scraped {
     /// How many shards the key space is cut into, and how many of them this node leads.
     pub shards: u32,
     pub shards_led: usize,
+    /// Each shard's log this node writes or follows.
+    pub logs: Vec<crate::service::cluster::ShardLog>,
     /// On a leader: whether an acknowledged write survives a failover of the database.
     pub synchronous_replication: Option<bool>,
     /// Queue subscriptions whose queue's policy would keep SNS's copies out on AWS.
@@ -103,6 +105,11 @@ struct WorkerLabels {
 struct RelayLabels {
     from: u32,
     to: u32,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ShardLabels {
+    shard: u32,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -334,6 +341,42 @@ impl Metrics {
             "How many shards this node leads (all of them when single, none on a standby)",
             value(state.shards_led as u64),
         );
+        let (applied, lag, epoch) = (
+            Family::<ShardLabels, Gauge>::default(),
+            Family::<ShardLabels, Gauge>::default(),
+            Family::<ShardLabels, Gauge>::default(),
+        );
+        let set = |family: &Family<ShardLabels, Gauge>, shard: u32, n: u64| {
+            (family.get_or_create(&ShardLabels { shard }))
+                .set(i64::try_from(n).unwrap_or(i64::MAX));
+        };
+        for log in &state.logs {
+            set(&applied, log.shard, log.applied);
+            set(&lag, log.shard, log.lag);
+            if let Some(at) = log.epoch {
+                set(&epoch, log.shard, at);
+            }
+        }
+        if !state.logs.is_empty() {
+            registry.register(
+                "shard_log_records",
+                "Records of each shard's log written here (a leader, or single) or applied (a \
+                 standby)",
+                applied,
+            );
+            registry.register(
+                "shard_lag_records",
+                "Records each shard's leader has that this node has not applied",
+                lag,
+            );
+        }
+        if state.logs.iter().any(|log| log.epoch.is_some()) {
+            registry.register(
+                "shard_epoch",
+                "The epoch of this node's lease on each shard it leads",
+                epoch,
+            );
+        }
         let relay = Family::<RelayLabels, Gauge>::default();
         for waiting in &state.relay {
             let labels = RelayLabels {

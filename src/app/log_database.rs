@@ -24,7 +24,7 @@ use crate::persist::database::lease::{Nodes, Taken};
 use crate::persist::database::replication::Shared;
 use crate::persist::database::{Asked, DatabaseLog, ReadyDatabase, Settings};
 use crate::persist::snapshot::Snapshotter;
-use crate::service::cluster::{ClusterState, ClusterStatus};
+use crate::service::cluster::{ClusterState, ClusterStatus, ShardLog};
 use crate::service::Service;
 use crate::worker::Thread;
 
@@ -38,7 +38,18 @@ pub struct Waiting {
     pub standby: Forwarding,
     own_url: String,
     snapshot_after: u64,
-    epoch: Arc<AtomicI64>,
+    /// Each shard's lease's epoch, once this node leads it.
+    epochs: Epochs,
+}
+
+/// The epoch of this node's lease on each shard, shard n's at index n (0 until it leads).
+type Epochs = Arc<[AtomicI64]>;
+
+/// Notes each led shard's epoch in `epochs`.
+fn note_epochs(epochs: &Epochs, logs: &[DatabaseLog]) {
+    for log in logs {
+        epochs[log.shard as usize].store(log.epoch, Ordering::Release);
+    }
 }
 
 /// Holds the database's preparation (shard n's at index n) and drops it on a thread of its
@@ -250,7 +261,7 @@ async fn build_once(
     let (replication, nodes) = (prepared[0].replication.clone(), prepared[0].nodes.clone());
     // From here on it is dropped off the server's threads, whichever way this returns.
     let mut prepared = OffThread(prepared);
-    let epoch = Arc::new(AtomicI64::new(0));
+    let epochs: Epochs = (0..count).map(|_| AtomicI64::new(0)).collect();
     let (leader, leader_epoch) = match asked {
         Asked::Leads(taken) => {
             let prepared = std::mem::take(&mut prepared.0);
@@ -266,7 +277,7 @@ async fn build_once(
             for log in &logs {
                 said_leading(log, started, &metrics);
             }
-            epoch.store(taken.epoch, Ordering::Release);
+            note_epochs(&epochs, &logs);
             let mut shards = Vec::with_capacity(logs.len());
             let mut snapshots = Vec::with_capacity(logs.len());
             for ((engine, log), tenure) in engines.drain(..).zip(&logs).zip(tenures) {
@@ -286,7 +297,7 @@ async fn build_once(
             let status = status(
                 Some(standby.standby.clone()),
                 (own_url, nodes),
-                (epoch, replication),
+                (epochs, replication),
                 log_writers,
                 Vec::new(),
             );
@@ -332,7 +343,7 @@ async fn build_once(
     built.cluster = Some(status(
         Some(standby.standby.clone()),
         (own_url.clone(), nodes),
-        (epoch.clone(), replication),
+        (epochs.clone(), replication),
         log_writers,
         following.iter().map(|f| f.progress.clone()).collect(),
     ));
@@ -344,7 +355,7 @@ async fn build_once(
         standby,
         own_url,
         snapshot_after: config.snapshot_after,
-        epoch,
+        epochs,
     };
     Ok((built, Some(waiting)))
 }
@@ -392,7 +403,7 @@ fn snapshotter(engine: &Arc<Engine<Notify>>, log: &DatabaseLog, after: u64) -> A
 fn status(
     standby: Option<Arc<Standby>>,
     (own_url, nodes): (String, Nodes),
-    (epoch, replication): (Arc<AtomicI64>, Shared),
+    (epochs, replication): (Epochs, Shared),
     log_writers: Vec<Arc<crate::persist::writer::LogWriter>>,
     progress: Vec<Arc<Progress>>,
 ) -> ClusterStatus {
@@ -403,19 +414,32 @@ fn status(
             .filter(|s| !s.leading())
             .map(|s| s.leader());
         let leading = following.is_none();
+        let logs: Vec<ShardLog> = match following {
+            Some(_) => (progress.iter().zip(0..))
+                .map(|(progress, shard)| ShardLog {
+                    shard,
+                    epoch: None,
+                    applied: progress.applied(),
+                    lag: progress.lag(),
+                })
+                .collect(),
+            None => (log_writers.iter().zip(epochs.iter()).zip(0..))
+                .map(|((log, epoch), shard)| ShardLog {
+                    shard,
+                    epoch: Some(epoch.load(Ordering::Acquire).max(0) as u64),
+                    applied: log.durable().lsn,
+                    lag: 0,
+                })
+                .collect(),
+        };
+        let (role, leader, epoch) = match following {
+            Some((url, epoch)) => ("standby", url, epoch),
+            // Shard 0's lease decides which node leads.
+            None => ("leader", own_url.clone(), epochs[0].load(Ordering::Acquire)),
+        };
         // Over several shards: records applied added up, and the furthest behind.
-        let followed = || {
-            let applied = progress.iter().map(|p| p.applied()).sum();
-            (applied, progress.iter().map(|p| p.lag()).max().unwrap_or(0))
-        };
-        let (role, leader, epoch, (applied, lag)) = match following {
-            Some((url, epoch)) => ("standby", url, epoch, followed()),
-            None => {
-                let written = log_writers.iter().map(|l| l.durable().lsn).sum();
-                let epoch = epoch.load(Ordering::Acquire);
-                ("leader", own_url.clone(), epoch, (written, 0))
-            }
-        };
+        let applied = logs.iter().map(|log| log.applied).sum();
+        let lag = logs.iter().map(|log| log.lag).max().unwrap_or(0);
         ClusterState {
             role,
             epoch: epoch.max(0) as u64,
@@ -431,6 +455,7 @@ fn status(
             },
             nodes: nodes.urls(),
             replication: replication.get().filter(|_| leading),
+            logs,
         }
     })
 }
@@ -503,7 +528,7 @@ pub async fn promote(mut waiting: Waiting, service: Arc<Service>, started: Arc<S
         said_leading(log, began, &service.metrics);
         snapshots.push(snapshotter(engine, log, waiting.snapshot_after));
     }
-    waiting.epoch.store(taken.epoch, Ordering::Release);
+    note_epochs(&waiting.epochs, &logs);
     let leases = logs
         .first()
         .map(|log| log.lease.clone())

@@ -75,9 +75,8 @@ fn single_status(
     let log_writers: Vec<_> = (built.snapshots.iter())
         .map(|s| s.log_writer().clone())
         .collect();
-    // Every shard's log written, added up.
     crate::service::cluster::single(own_url, shards, move || {
-        log_writers.iter().map(|log| log.durable().lsn).sum()
+        log_writers.iter().map(|log| log.durable().lsn).collect()
     })
 }
 

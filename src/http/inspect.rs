@@ -171,6 +171,7 @@ pub async fn metrics(State(state): State<HttpState>, headers: HeaderMap) -> Resp
             lag: cluster.lag,
             shards: cluster.shards,
             shards_led: cluster.led.len(),
+            logs: cluster.logs.clone(),
             synchronous_replication: cluster.replication.as_ref().map(|p| p.synchronous),
             aws_would_refuse: Vec::new(),
         })

@@ -28,26 +28,54 @@ pub struct ClusterState {
     /// why (what it read of the database's settings).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub replication: Option<crate::persist::database::replication::Promise>,
+    /// Each shard's log this node writes or follows, in shard order (none in memory).
+    pub logs: Vec<ShardLog>,
+}
+
+/// One shard's log as this node has it.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct ShardLog {
+    pub shard: u32,
+    /// On a leader, the epoch of its lease on the shard (none on a standby or when single).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub epoch: Option<u64>,
+    /// Records of the shard's log written here (a leader, or single) or applied (a standby).
+    pub applied: u64,
+    /// Records the shard's leader has that this node has not applied yet.
+    pub lag: u64,
 }
 
 /// Reads the state when asked.
 pub type ClusterStatus = Arc<dyn Fn() -> ClusterState + Send + Sync>;
 
-/// A node that leads no one: its own URL, and how far its log is written (if it keeps one).
+/// A node that leads no one: its own URL, and how far each shard's log is written (`written`:
+/// one per shard, none in memory).
 pub fn single(
     url: String,
     shards: u32,
-    applied: impl Fn() -> u64 + Send + Sync + 'static,
+    written: impl Fn() -> Vec<u64> + Send + Sync + 'static,
 ) -> ClusterStatus {
-    Arc::new(move || ClusterState {
-        role: "single",
-        epoch: 0,
-        leader: url.clone(),
-        applied: applied(),
-        lag: 0,
-        shards,
-        led: (0..shards).collect(),
-        nodes: vec![url.clone()],
-        replication: None,
+    Arc::new(move || {
+        let logs: Vec<ShardLog> = (written().into_iter().zip(0..))
+            .map(|(applied, shard)| ShardLog {
+                shard,
+                epoch: None,
+                applied,
+                lag: 0,
+            })
+            .collect();
+        ClusterState {
+            role: "single",
+            epoch: 0,
+            leader: url.clone(),
+            // Every shard's log written, added up.
+            applied: logs.iter().map(|log| log.applied).sum(),
+            lag: 0,
+            shards,
+            led: (0..shards).collect(),
+            nodes: vec![url.clone()],
+            replication: None,
+            logs,
+        }
     })
 }

@@ -162,6 +162,7 @@ impl Service {
                 led: vec![0],
                 nodes: Vec::new(),
                 replication: None,
+                logs: Vec::new(),
             },
         }
     }

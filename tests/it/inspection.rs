@@ -545,4 +545,14 @@ async fn a_node_on_its_own_says_it_is_single() {
         Vec::new()
     };
     assert_eq!(state["led"], serde_json::json!(led), "{state}");
+    // Each shard's log, when it keeps one: none in memory.
+    let logs = match crate::common::test_storage() {
+        Some(TestStorage::Log | TestStorage::Standby) => shards as usize,
+        _ => 0,
+    };
+    assert_eq!(
+        state["logs"].as_array().map(Vec::len),
+        Some(logs),
+        "{state}"
+    );
 }

@@ -67,9 +67,30 @@ async fn a_standby_takes_over_every_shard_of_its_database_at_once() {
     assert_eq!(state["role"], "leader", "{state}");
     assert_eq!(state["shards"], SHARDS, "{state}");
     assert_eq!(state["led"], serde_json::json!([0, 1, 2, 3]), "{state}");
+    // Each shard's log, led under a lease of its own.
+    let logs = state["logs"].as_array().expect("logs");
+    assert_eq!(logs.len(), SHARDS as usize, "{state}");
+    for (shard, log) in logs.iter().enumerate() {
+        assert_eq!(log["shard"], shard, "{state}");
+        assert_eq!(log["epoch"], 1, "{state}");
+    }
+    let metrics = reqwest::get(format!("{}/metrics", leader.server.url()))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        metrics.contains("orderly_shard_epoch{shard=\"3\"} 1"),
+        "{metrics}"
+    );
     let state = cluster(&standby.server).await;
     assert_eq!(state["role"], "standby", "{state}");
     assert_eq!(state["led"], serde_json::json!([]), "{state}");
+    // Following every shard's log, under no lease.
+    let logs = state["logs"].as_array().expect("logs");
+    assert_eq!(logs.len(), SHARDS as usize, "{state}");
+    assert!(logs.iter().all(|log| log.get("epoch").is_none()), "{state}");
     // Made and used through the standby: its requests are passed on to the leader.
     let via = &standby.server;
     let queues = [name_in("desk", ".fifo", 1), name_in("audit", ".fifo", 2)];
@@ -83,6 +104,11 @@ async fn a_standby_takes_over_every_shard_of_its_database_at_once() {
     let state = until_leading(&standby.server).await;
     assert_eq!(state["led"], serde_json::json!([0, 1, 2, 3]), "{state}");
     assert_eq!(state["leader"], standby.server.url(), "{state}");
+    // Every shard's lease taken a second time.
+    let epochs: Vec<_> = (state["logs"].as_array().expect("logs").iter())
+        .map(|log| log["epoch"].clone())
+        .collect();
+    assert_eq!(epochs, [2, 2, 2, 2], "{state}");
     // Each shard's log held its part: the queues' messages, the topic's deduplication (4 and
     // 5 again are dropped), the parcels' numbering (6 and 7 are carried after 2 to 5).
     let server = &standby.server;

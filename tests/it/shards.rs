@@ -361,6 +361,11 @@ async fn shards_keep_their_state_in_a_data_directory_across_a_restart() {
         .map(|(_, b)| b)
         .collect();
     assert_eq!(bodies, ["0", "1"]);
+    // Each shard's log, written here: the topic's shard has its publishes.
+    let cluster = get_json(server, "/_orderly/cluster").await;
+    let logs = cluster["logs"].as_array().expect("logs");
+    assert_eq!(logs.len(), SHARDS as usize, "{cluster}");
+    assert!(logs[0]["applied"].as_u64() > Some(0), "{cluster}");
     first.stop().await;
     // Each shard's log kept its part: the queue's messages, the topic's deduplication.
     let second = start(config.clone()).await;
