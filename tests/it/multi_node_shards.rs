@@ -136,3 +136,241 @@ async fn a_standby_takes_over_every_shard_of_its_database_at_once() {
     );
     standby.stop().await;
 }
+
+/// Publishes `group`'s messages through `server` until `stop`, each retried with its
+/// deduplication id until acknowledged (an answer of unknown outcome, or none while the
+/// leader is replaced, is asked again, as an SDK's retries would): the topic's deduplication
+/// keeps a retried publish to one copy. Answers the bodies acknowledged, in order.
+async fn publish_until_stopped(
+    server: std::sync::Arc<Server>,
+    topic: String,
+    group: usize,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+) -> Vec<String> {
+    let mut acknowledged = Vec::new();
+    for i in 0.. {
+        if stop.load(std::sync::atomic::Ordering::Relaxed) {
+            return acknowledged;
+        }
+        let body = format!("g{group}-{i:05}");
+        let began = Instant::now();
+        loop {
+            let published = (server.sns.publish().topic_arn(&topic))
+                .message(&body)
+                .message_group_id(format!("g{group}"))
+                .message_deduplication_id(&body)
+                .send()
+                .await;
+            if published.is_ok() {
+                break;
+            }
+            assert!(
+                began.elapsed() < Duration::from_secs(60),
+                "{body} never acknowledged: {published:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        acknowledged.push(body);
+    }
+    unreachable!()
+}
+
+/// The leader of a database of three shards killed while a FIFO topic in shard 0 fans out to
+/// queues in shards 1 and 2, publishes going through the two other nodes: the next leader
+/// takes every shard over and carries what was waiting to cross, so each queue gets every
+/// acknowledged publish once and in group order.
+#[test]
+fn a_topics_copies_across_shards_survive_their_leader_killed_once_and_in_order() {
+    const GROUPS: usize = 3;
+    let runtime = tokio::runtime::Runtime::new().expect("runtime");
+    let Some(url) = runtime.block_on(common::fresh_database()) else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let shards = 3u32;
+    let named = |stem: &str, shard: u32| {
+        (0..)
+            .map(|n| format!("{stem}-{n}.fifo"))
+            .find(|name| orderly::engine::shard::Shard::of(shards, name) == shard)
+            .expect("a name in every shard")
+    };
+    let args = ["--storage", url.as_str(), "--shards", "3"];
+    let mut first = crate::binary::start(dir.path(), &args, "warn");
+    let others = [
+        crate::binary::start(dir.path(), &args, "warn"),
+        crate::binary::start(dir.path(), &args, "warn"),
+    ];
+    let nodes: Vec<std::sync::Arc<Server>> = [first.addr, others[0].addr, others[1].addr]
+        .into_iter()
+        .map(|addr| std::sync::Arc::new(crate::log_in_database::process_server(addr)))
+        .collect();
+    let queues = [named("desk", 1), named("audit", 2)];
+    let (topic, urls) = runtime.block_on(topic_into(&nodes[1], &named("prices", 0), &queues));
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let producers: Vec<_> = (0..GROUPS)
+        .map(|group| {
+            let server = nodes[1 + group % 2].clone();
+            runtime.spawn(publish_until_stopped(
+                server,
+                topic.clone(),
+                group,
+                stop.clone(),
+            ))
+        })
+        .collect();
+    // Killed once publishes flow, then the load goes on past the takeover.
+    let queue_depth = |server: &Server, url: &str| {
+        let url = url.to_string();
+        let sqs = server.sqs.clone();
+        async move {
+            let got = (sqs.get_queue_attributes().queue_url(url))
+                .attribute_names(
+                    aws_sdk_sqs::types::QueueAttributeName::ApproximateNumberOfMessages,
+                )
+                .send()
+                .await;
+            got.ok()
+                .and_then(|got| got.attributes)
+                .and_then(|a| {
+                    a.get(&aws_sdk_sqs::types::QueueAttributeName::ApproximateNumberOfMessages)
+                        .and_then(|n| n.parse::<u64>().ok())
+                })
+                .unwrap_or(0)
+        }
+    };
+    let waited = Instant::now();
+    while runtime.block_on(queue_depth(&nodes[2], &urls[1])) < 60 {
+        assert!(waited.elapsed() < Duration::from_secs(60), "no publishes");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    first.child.kill().expect("SIGKILL");
+    let killed = Instant::now();
+    let before = runtime.block_on(queue_depth(&nodes[1], &urls[0]));
+    while runtime.block_on(queue_depth(&nodes[1], &urls[0])) < before + 60 {
+        assert!(
+            killed.elapsed() < Duration::from_secs(60),
+            "no copies after the takeover"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let mut acknowledged: Vec<String> = Vec::new();
+    for producer in producers {
+        acknowledged.extend(runtime.block_on(producer).expect("no producer panicked"));
+    }
+    let took = killed.elapsed();
+    eprintln!(
+        "{} publishes acknowledged; the load went on {} ms past the kill",
+        acknowledged.len(),
+        took.as_millis()
+    );
+    for url in &urls {
+        let got = runtime.block_on(drain(&nodes[1], url, acknowledged.len()));
+        let mut by_group: std::collections::BTreeMap<String, Vec<String>> = Default::default();
+        for (group, body) in got {
+            by_group.entry(group).or_default().push(body);
+        }
+        for group in 0..GROUPS {
+            let expected: Vec<String> = (acknowledged.iter())
+                .filter(|body| body.starts_with(&format!("g{group}-")))
+                .cloned()
+                .collect();
+            assert_eq!(
+                by_group.remove(&format!("g{group}")).unwrap_or_default(),
+                expected,
+                "{url}: group {group} once each and in order"
+            );
+        }
+        // Nothing more waits: every copy was one acknowledged publish's.
+        let more = runtime.block_on(
+            (nodes[1].sqs.receive_message().queue_url(url))
+                .wait_time_seconds(1)
+                .send(),
+        );
+        assert!(
+            more.unwrap().messages.unwrap_or_default().is_empty(),
+            "{url}"
+        );
+    }
+}
+
+/// Another node takes one shard's lease from a leader of three: the leader steps down whole
+/// (it leads every shard or none; its keeper stops every shard's log from acknowledging, as
+/// `one_keeper_holds_every_shard_of_a_node_and_loses_them_together` checks); once that lease is
+/// free again, it leads every shard again, from what was acknowledged.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leader_that_loses_one_shard_steps_down_whole_and_leads_again() {
+    let Some(url) = common::fresh_database().await else {
+        return;
+    };
+    let shards = 3;
+    let first = node(&url, shards).await;
+    let server = &first.server;
+    let named = |stem: &str, shard: u32| {
+        (0..)
+            .map(|n| format!("{stem}-{n}.fifo"))
+            .find(|name| orderly::engine::shard::Shard::of(shards, name) == shard)
+            .expect("a name in every shard")
+    };
+    let kept = common::fifo_queue(server, &named("kept", 0), &[]).await;
+    let usurped = common::fifo_queue(server, &named("usurped", 2), &[]).await;
+    for url in [&kept, &usurped] {
+        (server.sqs.send_message().queue_url(url))
+            .message_group_id("g")
+            .message_deduplication_id("before")
+            .message_body("before")
+            .send()
+            .await
+            .unwrap();
+    }
+    let client = crate::log_in_database::database(&url).await;
+    client
+        .execute(
+            "UPDATE log_shards SET epoch = epoch + 1, node = 'usurper', url = 'http://usurper', \
+             expires = now() + interval '1 hour' WHERE shard = 2",
+            &[],
+        )
+        .await
+        .expect("take shard 2's lease");
+    // At its keeper's next renewal, the node finds shard 2's lease gone and steps down whole.
+    let began = Instant::now();
+    let state = loop {
+        let state = cluster(server).await;
+        if state["role"] == "standby" {
+            break state;
+        }
+        assert!(
+            began.elapsed() < Duration::from_secs(10),
+            "never stepped down: {state}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert_eq!(state["led"], serde_json::json!([]), "{state}");
+    // The usurper goes away: the node leads every shard again, each lease taken once more
+    // (shard 2's after the usurper's epoch).
+    client
+        .execute(
+            "UPDATE log_shards SET expires = '-infinity' WHERE shard = 2",
+            &[],
+        )
+        .await
+        .expect("lapse");
+    let state = until_leading(server).await;
+    assert_eq!(state["led"], serde_json::json!([0, 1, 2]), "{state}");
+    let epochs: Vec<_> = (state["logs"].as_array().expect("logs").iter())
+        .map(|log| log["epoch"].clone())
+        .collect();
+    assert_eq!(epochs, [2, 2, 3], "{state}");
+    for url in [kept, usurped] {
+        let got = (server.sqs.receive_message().queue_url(url))
+            .max_number_of_messages(10)
+            .send()
+            .await
+            .unwrap();
+        let bodies: Vec<_> = (got.messages.unwrap_or_default().iter())
+            .map(|m| m.body().unwrap().to_string())
+            .collect();
+        assert_eq!(bodies, ["before"], "what was acknowledged, in both shards");
+    }
+    first.stop().await;
+}

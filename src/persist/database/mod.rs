@@ -205,7 +205,8 @@ impl ReadyDatabase {
             asked_at: std::time::Instant::now(),
             batch_wait: self.batch_wait,
             inserts: self.inserts,
-            replication: Default::default(),
+            // One database's promise, said once a node.
+            replication: self.replication.clone(),
             require_synchronous_replication: self.require_synchronous_replication,
         })
     }
