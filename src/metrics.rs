@@ -89,11 +89,20 @@ pub struct Scraped {
     pub shards: u32,
     pub shards_led: usize,
     /// Each shard's log this node writes or follows.
-    pub logs: Vec<crate::service::cluster::ShardLog>,
+    pub logs: Vec<ShardLogFigures>,
     /// On a leader: whether an acknowledged write survives a failover of the database.
     pub synchronous_replication: Option<bool>,
     /// Queue subscriptions whose queue's policy would keep SNS's copies out on AWS.
     pub aws_would_refuse: Vec<std::sync::Arc<str>>,
+}
+
+/// One shard's log as this node has it: the epoch of its lease on it (a leader's), the records
+/// written or applied here, and those its leader has that this node has not applied.
+pub struct ShardLogFigures {
+    pub shard: u32,
+    pub epoch: Option<u64>,
+    pub applied: u64,
+    pub lag: u64,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]

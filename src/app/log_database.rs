@@ -134,10 +134,10 @@ fn lead_all<E: Borrow<Engine<Notify>>>(
     engines: &[E],
     following: &[Arc<Following>],
     (clock, url): (Arc<dyn Clock>, &str),
-) -> Result<Vec<DatabaseLog>, String> {
+) -> Result<Vec<DatabaseLog>, NotLed> {
     let mut logs: Vec<DatabaseLog> = Vec::with_capacity(prepared.len());
     // One keeper renews every lease the node takes: giving it up gives them all up.
-    let give_up = |logs: &[DatabaseLog], error: String| {
+    let give_up = |logs: &[DatabaseLog], error: NotLed| {
         if let Some(log) = logs.first() {
             log.lease.release();
         }
@@ -149,7 +149,7 @@ fn lead_all<E: Borrow<Engine<Notify>>>(
             0 => taken,
             _ => match take_lease(&mut prepared, url) {
                 Ok(taken) => taken,
-                Err(error) => return give_up(&logs, error),
+                Err(error) => return give_up(&logs, NotLed::Held(error)),
             },
         };
         let followed = match following.get(shard as usize) {
@@ -159,7 +159,7 @@ fn lead_all<E: Borrow<Engine<Notify>>>(
         let keeper = logs.first().map(|log| log.lease.clone());
         match prepared.lead(engine.borrow(), taken, followed, (clock.clone(), keeper)) {
             Ok(log) => logs.push(log),
-            Err(error) => return give_up(&logs, format!("shard {shard}: {error}")),
+            Err(error) => return give_up(&logs, NotLed::Failed(format!("shard {shard}: {error}"))),
         }
     }
     Ok(logs)
@@ -192,10 +192,26 @@ fn take_lease(prepared: &mut ReadyDatabase, url: &str) -> Result<Taken, String> 
     }
 }
 
+/// Why a node that took shard 0's lease does not lead; what it took is given up.
+enum NotLed {
+    /// Another shard's lease was not free in time.
+    Held(String),
+    /// A shard could not be led (its recovery failed, say).
+    Failed(String),
+}
+
+impl std::fmt::Display for NotLed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            NotLed::Held(why) | NotLed::Failed(why) => f.write_str(why),
+        }
+    }
+}
+
 /// Why a node could not be built on its database.
 enum NotBuilt {
-    /// It took shard 0's lease but could not lead every shard; what it took is given up.
-    NotLed(String),
+    /// It took shard 0's lease but another shard's was not free in time.
+    Held(String),
     Failed(std::io::Error),
 }
 
@@ -205,7 +221,7 @@ impl From<std::io::Error> for NotBuilt {
     }
 }
 
-/// How many times a node that took shard 0's lease but could not lead every shard starts
+/// How many times a node that took shard 0's lease but not every other's in time starts
 /// again, with fresh engines, before it gives up: the shards' last leader lets them go
 /// together, so a second try finds them free or shard 0 held.
 const LEADING_TRIES: usize = 3;
@@ -221,11 +237,11 @@ pub async fn build(
         let attempt = crate::metrics::Metrics::continuing(&metrics);
         match build_once(node, attempt).await {
             Ok(built) => return Ok(built),
-            Err(NotBuilt::NotLed(error)) if tries < LEADING_TRIES => {
+            Err(NotBuilt::Held(error)) if tries < LEADING_TRIES => {
                 tracing::warn!(%error, "could not lead every shard; starting again");
                 tries += 1;
             }
-            Err(NotBuilt::NotLed(error)) => return Err(std::io::Error::other(error)),
+            Err(NotBuilt::Held(error)) => return Err(std::io::Error::other(error)),
             Err(NotBuilt::Failed(error)) => return Err(error),
         }
     }
@@ -273,7 +289,10 @@ async fn build_once(
             })
             .await
             .map_err(std::io::Error::other)?;
-            let logs = logs.map_err(NotBuilt::NotLed)?;
+            let logs = logs.map_err(|not_led| match not_led {
+                NotLed::Held(why) => NotBuilt::Held(why),
+                NotLed::Failed(why) => NotBuilt::Failed(std::io::Error::other(why)),
+            })?;
             for log in &logs {
                 said_leading(log, started, &metrics);
             }

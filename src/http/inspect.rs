@@ -171,7 +171,14 @@ pub async fn metrics(State(state): State<HttpState>, headers: HeaderMap) -> Resp
             lag: cluster.lag,
             shards: cluster.shards,
             shards_led: cluster.led.len(),
-            logs: cluster.logs.clone(),
+            logs: (cluster.logs.iter())
+                .map(|log| crate::metrics::ShardLogFigures {
+                    shard: log.shard,
+                    epoch: log.epoch,
+                    applied: log.applied,
+                    lag: log.lag,
+                })
+                .collect(),
             synchronous_replication: cluster.replication.as_ref().map(|p| p.synchronous),
             aws_would_refuse: Vec::new(),
         })

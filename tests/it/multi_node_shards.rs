@@ -21,17 +21,19 @@ async fn node(url: &str, shards: u32) -> Stoppable {
 
 /// Waits (20 s at most; a standby asks for the lease on real time) until `server` leads.
 async fn until_leading(server: &Server) -> serde_json::Value {
+    until_role(server, "leader", Duration::from_secs(20)).await
+}
+
+/// Waits (`bound` at most, polling) until `server` says it has `role`; its state then.
+async fn until_role(server: &Server, role: &str, bound: Duration) -> serde_json::Value {
     let started = Instant::now();
     loop {
         let state = cluster(server).await;
-        if state["role"] == "leader" {
+        if state["role"] == role {
             return state;
         }
-        assert!(
-            started.elapsed() < Duration::from_secs(20),
-            "never led: {state}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert!(started.elapsed() < bound, "never {role}: {state}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
 
@@ -333,18 +335,7 @@ async fn a_leader_that_loses_one_shard_steps_down_whole_and_leads_again() {
         .await
         .expect("take shard 2's lease");
     // At its keeper's next renewal, the node finds shard 2's lease gone and steps down whole.
-    let began = Instant::now();
-    let state = loop {
-        let state = cluster(server).await;
-        if state["role"] == "standby" {
-            break state;
-        }
-        assert!(
-            began.elapsed() < Duration::from_secs(10),
-            "never stepped down: {state}"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    };
+    let state = until_role(server, "standby", Duration::from_secs(10)).await;
     assert_eq!(state["led"], serde_json::json!([]), "{state}");
     // The usurper goes away: the node leads every shard again, each lease taken once more
     // (shard 2's after the usurper's epoch).

@@ -242,8 +242,8 @@ pub struct HeldShard {
 }
 
 /// The shards a keeper renews, each with the time it was taken or last renewed no earlier
-/// than.
-type Shards = Arc<std::sync::Mutex<Vec<(HeldShard, Instant)>>>;
+/// than, and whether it has stopped renewing (then it takes no more).
+type Shards = Arc<std::sync::Mutex<(Vec<(HeldShard, Instant)>, bool)>>;
 
 /// Renews the leases of every shard a node holds, in one statement each time, until told to
 /// stop; if it cannot, or another node took one of them, no log of the node acknowledges
@@ -267,7 +267,7 @@ impl Keeper {
         held: Held,
     ) -> std::io::Result<Keeper> {
         first.tenure.hold(taken, LEASE);
-        let shards: Shards = Arc::new(std::sync::Mutex::new(vec![(first, taken)]));
+        let shards: Shards = Arc::new(std::sync::Mutex::new((vec![(first, taken)], false)));
         let renewed = shards.clone();
         let give_up = Arc::new(AtomicBool::new(false));
         let giving_up = give_up.clone();
@@ -275,17 +275,28 @@ impl Keeper {
         let thread = Thread::start("lease", move |stop| {
             let mut db = db;
             let ended = renew(&mut db, &renewed, &held, stop);
-            let shards = renewed.lock().unwrap_or_else(|p| p.into_inner());
-            for (shard, _) in shards.iter() {
+            let mut shards = renewed.lock().unwrap_or_else(|p| p.into_inner());
+            shards.1 = true;
+            for (shard, _) in shards.0.iter() {
                 shard.tenure.end();
             }
+            let fences = |taken: &[Fence]| -> Vec<Fence> {
+                (shards.0.iter().map(|(s, _)| s.fence))
+                    .filter(|fence| !taken.contains(fence))
+                    .collect()
+            };
             match ended {
                 Ended::Told if giving_up.load(Ordering::SeqCst) => {
-                    let fences: Vec<Fence> = shards.iter().map(|(s, _)| s.fence).collect();
-                    release_all(&mut db, &fences, held.clock.now())
+                    release_all(&mut db, &fences(&[]), held.clock.now())
                 }
                 Ended::Told => {}
-                Ended::Lost => {
+                Ended::Lost(taken) => {
+                    // Every log of the node has stopped acknowledging: the leases another
+                    // node did not take are given up, so the next leader (this node again,
+                    // perhaps) need not wait them out.
+                    if !taken.is_empty() {
+                        release_all(&mut db, &fences(&taken), held.clock.now());
+                    }
                     let _ = lose.send(true);
                 }
             }
@@ -298,11 +309,16 @@ impl Keeper {
         })
     }
 
-    /// Renews the lease of `shard` too from now on, taken no earlier than `taken`.
-    pub fn add(&self, shard: HeldShard, taken: Instant) {
-        shard.tenure.hold(taken, LEASE);
+    /// Renews the lease of `shard` too from now on, taken no earlier than `taken`; refused
+    /// once the keeper has stopped renewing (a lease lost, or all given up).
+    pub fn add(&self, shard: HeldShard, taken: Instant) -> Result<(), Stopped> {
         let mut shards = self.shards.lock().unwrap_or_else(|p| p.into_inner());
-        shards.push((shard, taken));
+        if shards.1 {
+            return Err(Stopped);
+        }
+        shard.tenure.hold(taken, LEASE);
+        shards.0.push((shard, taken));
+        Ok(())
     }
 
     /// Completes once a lease is lost (never, if they are given up or abandoned first).
@@ -321,6 +337,11 @@ impl Keeper {
         self.thread.stop();
     }
 }
+
+/// A keeper that stopped renewing takes no more shards.
+#[derive(Debug, thiserror::Error)]
+#[error("this node's leases were lost or given up while it took another shard's: not leading")]
+pub struct Stopped;
 
 /// Gives the lease `fence` names up, so the next node takes it at once, with the time reached.
 pub fn release(db: &mut Blocking, fence: Fence, now: Timestamp) {
@@ -406,7 +427,8 @@ pub async fn renew_held(
 enum Ended {
     /// Told to stop (`Keeper::release`, or the keeper dropped).
     Told,
-    Lost,
+    /// A lease lost: those another node took (none when they could not be renewed in time).
+    Lost(Vec<Fence>),
 }
 
 /// Renews until ordered to stop or until a lease is lost.
@@ -425,7 +447,7 @@ fn renew(db: &mut Blocking, shards: &Shards, held: &Held, stop: &Stop) -> Ended 
         }
         let started = Instant::now();
         let now = clock.now().0 as i64;
-        let fences: Vec<Fence> = held_shards().iter().map(|(s, _)| s.fence).collect();
+        let fences: Vec<Fence> = held_shards().0.iter().map(|(s, _)| s.fence).collect();
         let asked = fences.clone();
         let renewed = db.run(RENEW_TIMEOUT, move |client: &mut Client| -> Work<'_, _> {
             Box::pin(async move {
@@ -451,7 +473,7 @@ fn renew(db: &mut Blocking, shards: &Shards, held: &Held, stop: &Stop) -> Ended 
         };
         // Held since the oldest renewal of any shard: the first to lapse.
         let oldest =
-            (held_shards().iter().map(|(_, since)| *since).min()).unwrap_or_else(Instant::now);
+            (held_shards().0.iter().map(|(_, since)| *since).min()).unwrap_or_else(Instant::now);
         match renewed {
             Ok(_) if taken.is_empty() => {
                 retry.succeeded();
@@ -461,7 +483,7 @@ fn renew(db: &mut Blocking, shards: &Shards, held: &Held, stop: &Stop) -> Ended 
                     failing = false;
                 }
                 // Only those renewed: a shard added meanwhile keeps the time it was taken.
-                for (shard, since) in held_shards().iter_mut() {
+                for (shard, since) in held_shards().0.iter_mut() {
                     if fences.contains(&shard.fence) {
                         *since = started;
                         shard.tenure.hold(started, LEASE);
@@ -478,7 +500,7 @@ fn renew(db: &mut Blocking, shards: &Shards, held: &Held, stop: &Stop) -> Ended 
                     "another node took the lease: this node acknowledges nothing more and steps down"
                 );
                 lose_all(shards);
-                return Ended::Lost;
+                return Ended::Lost(taken);
             }
             Err(failed) if oldest.elapsed() >= LEASE => {
                 tracing::error!(
@@ -487,7 +509,7 @@ fn renew(db: &mut Blocking, shards: &Shards, held: &Held, stop: &Stop) -> Ended 
                      as another may lead now, and steps down"
                 );
                 lose_all(shards);
-                return Ended::Lost;
+                return Ended::Lost(Vec::new());
             }
             Err(failed) => {
                 wait = retry.failed();
@@ -502,7 +524,7 @@ fn renew(db: &mut Blocking, shards: &Shards, held: &Held, stop: &Stop) -> Ended 
 
 /// Every log the node leads stops acknowledging: it leads every shard or none.
 fn lose_all(shards: &Shards) {
-    for (shard, _) in shards.lock().unwrap_or_else(|p| p.into_inner()).iter() {
+    for (shard, _) in shards.lock().unwrap_or_else(|p| p.into_inner()).0.iter() {
         shard.log_writer.fail_for_good();
     }
 }

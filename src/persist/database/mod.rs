@@ -295,11 +295,16 @@ impl ReadyDatabase {
             log_writer: log_writer.clone(),
             tenure: self.tenure.clone(),
         };
+        let now = clock.now();
         let lease = match keeper {
-            Some(keeper) => {
-                keeper.add(shard, self.asked_at);
-                keeper
-            }
+            Some(keeper) => match keeper.add(shard, self.asked_at) {
+                Ok(()) => keeper,
+                Err(lost) => {
+                    // Not leading after all: the next node need not wait out this lease.
+                    lease::release(&mut self.db, fence, now);
+                    return Err(OpenError::Database(lost.to_string()));
+                }
+            },
             None => {
                 let held = lease::Held {
                     announced: self.serving.then(|| {
@@ -312,8 +317,15 @@ impl ReadyDatabase {
                     clock,
                     replication: (self.replication.clone(), url),
                 };
-                let db = connection::Blocking::new(self.config.clone())?;
-                Arc::new(Keeper::start(db, (shard, self.asked_at), held)?)
+                let started = connection::Blocking::new(self.config.clone())
+                    .and_then(|db| Keeper::start(db, (shard, self.asked_at), held));
+                match started {
+                    Ok(keeper) => Arc::new(keeper),
+                    Err(error) => {
+                        lease::release(&mut self.db, fence, now);
+                        return Err(error.into());
+                    }
+                }
             }
         };
         let recovered = match followed {

@@ -289,8 +289,9 @@ fn one_statement_renews_every_shard_a_node_holds_and_no_other() {
 }
 
 /// A node's keeper renews every shard it holds; once another node takes one of them, no log of
-/// the node acknowledges anything more (it leads every shard or none) and the keeper says it
-/// lost. A keeper given up gives every lease up at once.
+/// the node acknowledges anything more (it leads every shard or none), the keeper gives the
+/// others up and says it lost, and takes no more shards. A keeper given up gives every lease
+/// up at once.
 #[test]
 fn one_keeper_holds_every_shard_of_a_node_and_loses_them_together() {
     use super::lease::{Held, HeldShard, Keeper};
@@ -330,7 +331,7 @@ fn one_keeper_holds_every_shard_of_a_node_and_loses_them_together() {
         };
         let keeper = Keeper::start(connect(&url), first, node).expect("a thread");
         for (shard, at) in held {
-            keeper.add(shard, at);
+            keeper.add(shard, at).expect("a keeper renewing");
         }
         (keeper, watched)
     };
@@ -352,6 +353,18 @@ fn one_keeper_holds_every_shard_of_a_node_and_loses_them_together() {
         watched.iter().all(|tenure| !tenure.holds()),
         "every shard's tenure ended"
     );
+    // The lease another node did not take is given up, for the next leader to take at once.
+    let free = "SELECT count(*) FROM log_shards WHERE shard = 0 AND expires = '-infinity'";
+    assert_eq!(number(&mut admin, free.into()), 1, "shard 0 given up");
+    // A keeper that stopped takes no more shards.
+    let late = HeldShard {
+        fence: Fence { shard: 2, epoch: 1 },
+        log_writer: LogWriter::new(),
+        tenure: Arc::new(Tenure::not_begun()),
+    };
+    let tenure = late.tenure.clone();
+    assert!(first.add(late, std::time::Instant::now()).is_err());
+    assert!(!tenure.holds(), "a shard refused is never held");
     // Given up, a keeper of all three lets every lease go in one statement.
     sql(&mut admin, "UPDATE log_shards SET expires = '-infinity'");
     let (second, _) = keeper(&mut admin, &[0, 1, 2]);
