@@ -365,3 +365,39 @@ async fn a_leader_that_loses_one_shard_steps_down_whole_and_leads_again() {
     }
     first.stop().await;
 }
+
+/// A node starting takes shard 0's lease while another shard's is still held (by a node that
+/// stopped without giving it up, say): it waits 15 s for it, gives up what it took, and starts
+/// again with fresh engines, leading every shard once that lease lapses.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_starting_while_a_shard_is_held_starts_again_until_it_leads_every_shard() {
+    let Some(url) = common::fresh_database().await else {
+        return;
+    };
+    // The database made, every lease free, then shard 1's held for 20 s more by no one alive.
+    node(&url, 3).await.stop().await;
+    let client = crate::log_in_database::database(&url).await;
+    client
+        .execute(
+            "UPDATE log_shards SET epoch = epoch + 1, node = 'gone', url = 'http://gone', \
+             expires = now() + interval '20 seconds' WHERE shard = 1",
+            &[],
+        )
+        .await
+        .expect("hold shard 1");
+    let began = Instant::now();
+    let second = node(&url, 3).await;
+    let waited = began.elapsed();
+    assert!(
+        waited >= Duration::from_secs(15),
+        "led before shard 1's lease lapsed: {waited:?}"
+    );
+    let state = cluster(&second.server).await;
+    assert_eq!(state["led"], serde_json::json!([0, 1, 2]), "{state}");
+    let epochs: Vec<_> = (state["logs"].as_array().expect("logs").iter())
+        .map(|log| log["epoch"].clone())
+        .collect();
+    // Shard 0 taken twice (given up after the first try), shard 1 after the holder's epoch.
+    assert_eq!(epochs, [3, 3, 2], "{state}");
+    second.stop().await;
+}
