@@ -19,6 +19,13 @@ async fn node(url: &str, shards: u32) -> Stoppable {
     Stoppable::start(orderly::app::App::bind(&config).await.expect("bind")).await
 }
 
+/// The epoch of each shard's lease, as a leader's `/_orderly/cluster` gives them.
+fn epochs(state: &serde_json::Value) -> Vec<serde_json::Value> {
+    (state["logs"].as_array().expect("logs").iter())
+        .map(|log| log["epoch"].clone())
+        .collect()
+}
+
 /// Waits (20 s at most; a standby asks for the lease on real time) until `server` leads.
 async fn until_leading(server: &Server) -> serde_json::Value {
     until_role(server, "leader", Duration::from_secs(20)).await
@@ -107,9 +114,7 @@ async fn a_standby_takes_over_every_shard_of_its_database_at_once() {
     assert_eq!(state["led"], serde_json::json!([0, 1, 2, 3]), "{state}");
     assert_eq!(state["leader"], standby.server.url(), "{state}");
     // Every shard's lease taken a second time.
-    let epochs: Vec<_> = (state["logs"].as_array().expect("logs").iter())
-        .map(|log| log["epoch"].clone())
-        .collect();
+    let epochs = epochs(&state);
     assert_eq!(epochs, [2, 2, 2, 2], "{state}");
     // Each shard's log held its part: the queues' messages, the topic's deduplication (4 and
     // 5 again are dropped), the parcels' numbering (6 and 7 are carried after 2 to 5).
@@ -348,9 +353,7 @@ async fn a_leader_that_loses_one_shard_steps_down_whole_and_leads_again() {
         .expect("lapse");
     let state = until_leading(server).await;
     assert_eq!(state["led"], serde_json::json!([0, 1, 2]), "{state}");
-    let epochs: Vec<_> = (state["logs"].as_array().expect("logs").iter())
-        .map(|log| log["epoch"].clone())
-        .collect();
+    let epochs = epochs(&state);
     assert_eq!(epochs, [2, 2, 3], "{state}");
     for url in [kept, usurped] {
         let got = (server.sqs.receive_message().queue_url(url))
@@ -394,9 +397,7 @@ async fn a_node_starting_while_a_shard_is_held_starts_again_until_it_leads_every
     );
     let state = cluster(&second.server).await;
     assert_eq!(state["led"], serde_json::json!([0, 1, 2]), "{state}");
-    let epochs: Vec<_> = (state["logs"].as_array().expect("logs").iter())
-        .map(|log| log["epoch"].clone())
-        .collect();
+    let epochs = epochs(&state);
     // Shard 0 taken twice (given up after the first try), shard 1 after the holder's epoch.
     assert_eq!(epochs, [3, 3, 2], "{state}");
     second.stop().await;
