@@ -301,6 +301,21 @@ fn a_topics_copies_across_shards_survive_their_leader_killed_once_and_in_order()
     }
 }
 
+/// Takes `shard`'s lease for a node named `node` that renews nothing, for `lasting` (an
+/// interval in SQL): one more epoch, as another node taking it would. The database's client.
+async fn hold_lease(url: &str, shard: i32, node: &str, lasting: &str) -> tokio_postgres::Client {
+    let client = crate::log_in_database::database(url).await;
+    let statement = format!(
+        "UPDATE log_shards SET epoch = epoch + 1, node = '{node}', url = 'http://{node}', \
+         expires = now() + interval '{lasting}' WHERE shard = {shard}"
+    );
+    client
+        .execute(&statement, &[])
+        .await
+        .expect("take the lease");
+    client
+}
+
 /// Another node takes one shard's lease from a leader of three: the leader steps down whole
 /// (it leads every shard or none; its keeper stops every shard's log from acknowledging, as
 /// `one_keeper_holds_every_shard_of_a_node_and_loses_them_together` checks); once that lease is
@@ -330,15 +345,7 @@ async fn a_leader_that_loses_one_shard_steps_down_whole_and_leads_again() {
             .await
             .unwrap();
     }
-    let client = crate::log_in_database::database(&url).await;
-    client
-        .execute(
-            "UPDATE log_shards SET epoch = epoch + 1, node = 'usurper', url = 'http://usurper', \
-             expires = now() + interval '1 hour' WHERE shard = 2",
-            &[],
-        )
-        .await
-        .expect("take shard 2's lease");
+    let client = hold_lease(&url, 2, "usurper", "1 hour").await;
     // At its keeper's next renewal, the node finds shard 2's lease gone and steps down whole.
     let state = until_role(server, "standby", Duration::from_secs(10)).await;
     assert_eq!(state["led"], serde_json::json!([]), "{state}");
@@ -379,15 +386,7 @@ async fn a_node_starting_while_a_shard_is_held_starts_again_until_it_leads_every
     };
     // The database made, every lease free, then shard 1's held for 20 s more by no one alive.
     node(&url, 3).await.stop().await;
-    let client = crate::log_in_database::database(&url).await;
-    client
-        .execute(
-            "UPDATE log_shards SET epoch = epoch + 1, node = 'gone', url = 'http://gone', \
-             expires = now() + interval '20 seconds' WHERE shard = 1",
-            &[],
-        )
-        .await
-        .expect("hold shard 1");
+    hold_lease(&url, 1, "gone", "20 seconds").await;
     let began = Instant::now();
     let second = node(&url, 3).await;
     let waited = began.elapsed();
