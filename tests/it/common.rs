@@ -53,6 +53,36 @@ pub async fn leading_node(server: &Server) -> String {
     }
 }
 
+/// Waits, with a bound, until no copy a publish made (or message dead-lettered or moved) waits
+/// to cross into another shard's queue on the node that holds them: what a test reads next
+/// sees every copy, as a reader on AWS would a moment after a publish. Real time: the
+/// carriers run on their own. At once with one shard, where nothing crosses.
+pub async fn carried(server: &Server) {
+    carried_at(&leading_node(server).await).await;
+}
+
+/// As `carried`, on the node at `node` (its URL).
+pub async fn carried_at(node: &str) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let text = reqwest::get(format!("{node}/_orderly/cluster"))
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        let cluster: serde_json::Value = serde_json::from_str(&text).unwrap();
+        if cluster["relay"] == serde_json::json!([]) {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "copies still crossing shards after 10 s: {cluster}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+}
+
 /// Waits, with a bound, until `n` long polls are parked on the node that holds the queues
 /// (its `orderly_long_polls_waiting` gauge): the event a test waits for before it acts on a
 /// poll, rather than guessing how long a request takes to arrive. Real time between reads:
@@ -448,8 +478,10 @@ pub async fn subscribe(server: &Server, topic: &str, queue: &str, raw: bool) -> 
     req.send().await.unwrap().subscription_arn.unwrap()
 }
 
-/// Drains a queue: (body, group id) in delivery order, deleting as it goes.
+/// Drains a queue once no copy waits to cross into it from another shard: (body, group id) in
+/// delivery order, deleting as it goes.
 pub async fn drain(server: &Server, url: &str) -> Vec<(String, Option<String>)> {
+    carried(server).await;
     let mut out = Vec::new();
     loop {
         let got = server

@@ -52,29 +52,6 @@ fn start_with(dir: &std::path::Path, extra: &[&str]) -> Process {
     binary::start(dir, &args, "warn")
 }
 
-/// Waits, with a bound, until no parcel waits between the server's shards: every copy a
-/// publish made for another shard's queue is in it. Real time: the carriers run on their own.
-async fn carried(addr: SocketAddr) {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let text = reqwest::get(format!("http://{addr}/_orderly/cluster"))
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap();
-        let cluster: serde_json::Value = serde_json::from_str(&text).unwrap();
-        if cluster["relay"] == serde_json::json!([]) {
-            return;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "parcels still waiting: {cluster}"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-}
-
 /// As `start`, on the machine's clock: a move task paces its moves by the server's clock, and
 /// this test waits for one to run on its own across a SIGKILL (polling, with a bound).
 fn start_on_real_time(dir: &std::path::Path) -> Process {
@@ -572,7 +549,7 @@ async fn campaign(extra: &[&str]) {
             url = create_fifo_queue(&sqs, QUEUE).await;
         } else {
             set_clock(process.addr, round_time(clock_base, round - 1)).await;
-            carried(process.addr).await;
+            crate::common::carried_at(&format!("http://{}", process.addr)).await;
             // The topic's check first: the queue's moves the clock past its dedup window.
             verify_fanout(&sqs, &sns, &topic, &fanout_urls, &mut model, round).await;
             let next = round_time(clock_base, round);
@@ -615,7 +592,7 @@ async fn campaign(extra: &[&str]) {
     let mut process = start_with(dir.path(), extra);
     let sqs = client(process.addr);
     set_clock(process.addr, round_time(clock_base, rounds - 1)).await;
-    carried(process.addr).await;
+    crate::common::carried_at(&format!("http://{}", process.addr)).await;
     let sns = sns_client(process.addr);
     verify_fanout(&sqs, &sns, &topic, &fanout_urls, &mut model, rounds).await;
     let next = round_time(clock_base, rounds);
