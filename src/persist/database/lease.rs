@@ -252,6 +252,9 @@ type Shards = Arc<std::sync::Mutex<(Vec<(HeldShard, Instant)>, bool)>>;
 /// connection closes.
 pub struct Keeper {
     shards: Shards,
+    /// The keeper's connection: the renewal thread's, and a hand-off's between renewals, so a
+    /// renewal that still names a shard handed off runs before its lease is given up.
+    db: Arc<std::sync::Mutex<Blocking>>,
     /// Set before the thread is told to stop: give the leases up rather than let them lapse.
     give_up: Arc<AtomicBool>,
     thread: Thread<()>,
@@ -269,12 +272,14 @@ impl Keeper {
         first.tenure.hold(taken, LEASE);
         let shards: Shards = Arc::new(std::sync::Mutex::new((vec![(first, taken)], false)));
         let renewed = shards.clone();
+        let db = Arc::new(std::sync::Mutex::new(db));
+        let connection = db.clone();
         let give_up = Arc::new(AtomicBool::new(false));
         let giving_up = give_up.clone();
         let (lose, lost) = tokio::sync::watch::channel(false);
         let thread = Thread::start("lease", move |stop| {
-            let mut db = db;
-            let ended = renew(&mut db, &renewed, &held, stop);
+            let ended = renew(&connection, &renewed, &held, stop);
+            let mut db = lock(&connection);
             let mut shards = renewed.lock().unwrap_or_else(|p| p.into_inner());
             shards.1 = true;
             for (shard, _) in shards.0.iter() {
@@ -303,6 +308,7 @@ impl Keeper {
         })?;
         Ok(Keeper {
             shards,
+            db,
             give_up,
             thread,
             lost,
@@ -319,6 +325,32 @@ impl Keeper {
         shard.tenure.hold(taken, LEASE);
         shards.0.push((shard, taken));
         Ok(())
+    }
+
+    /// Gives the lease of `shard` up, so that another node takes it at once, and keeps
+    /// renewing the others: the step of a hand-off once this node has finished what it had in
+    /// flight in the shard. From the moment it is called the shard's log acknowledges nothing
+    /// more and its tenure is over. Answers whether the keeper held the shard. Blocks for one
+    /// statement (or a renewal under way).
+    pub fn hand_off(&self, shard: i32, now: Timestamp) -> bool {
+        let handed = {
+            let mut shards = self.shards.lock().unwrap_or_else(|p| p.into_inner());
+            let at = shards.0.iter().position(|(held, _)| held.fence.shard == shard);
+            at.map(|at| shards.0.remove(at).0)
+        };
+        let Some(handed) = handed else {
+            return false;
+        };
+        handed.log_writer.fail_for_good();
+        handed.tenure.end();
+        release(&mut lock(&self.db), handed.fence, now);
+        true
+    }
+
+    /// The shards whose leases the keeper renews, in the order taken.
+    pub fn held(&self) -> Vec<i32> {
+        let shards = self.shards.lock().unwrap_or_else(|p| p.into_inner());
+        shards.0.iter().map(|(held, _)| held.fence.shard).collect()
     }
 
     /// Completes once a lease is lost (never, if they are given up or abandoned first).
@@ -431,8 +463,13 @@ enum Ended {
     Lost(Vec<Fence>),
 }
 
+/// The keeper's connection, for one statement.
+fn lock(db: &std::sync::Mutex<Blocking>) -> std::sync::MutexGuard<'_, Blocking> {
+    db.lock().unwrap_or_else(|p| p.into_inner())
+}
+
 /// Renews until ordered to stop or until a lease is lost.
-fn renew(db: &mut Blocking, shards: &Shards, held: &Held, stop: &Stop) -> Ended {
+fn renew(db: &std::sync::Mutex<Blocking>, shards: &Shards, held: &Held, stop: &Stop) -> Ended {
     let clock = &held.clock;
     let (promise, url) = (&held.replication.0, held.replication.1);
     let held_shards = || shards.lock().unwrap_or_else(|p| p.into_inner());
@@ -447,6 +484,9 @@ fn renew(db: &mut Blocking, shards: &Shards, held: &Held, stop: &Stop) -> Ended 
         }
         let started = Instant::now();
         let now = clock.now().0 as i64;
+        // The connection first, then the shards: a shard handed off meanwhile is either left
+        // out here or given up after this renewal.
+        let mut db = lock(db);
         let fences: Vec<Fence> = held_shards().0.iter().map(|(s, _)| s.fence).collect();
         let asked = fences.clone();
         let renewed = db.run(RENEW_TIMEOUT, move |client: &mut Client| -> Work<'_, _> {
@@ -490,7 +530,7 @@ fn renew(db: &mut Blocking, shards: &Shards, held: &Held, stop: &Stop) -> Ended 
                     }
                 }
                 if let Some((node, own_url, nodes)) = &held.announced {
-                    nodes.announce(db, node, own_url);
+                    nodes.announce(&mut db, node, own_url);
                 }
             }
             Ok(_) => {

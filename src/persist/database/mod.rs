@@ -396,6 +396,8 @@ impl ReadyDatabase {
 }
 
 #[cfg(test)]
+mod keeper_tests;
+#[cfg(test)]
 mod schema_tests;
 #[cfg(test)]
 mod tests;
