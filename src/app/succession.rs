@@ -124,10 +124,14 @@ pub async fn serve(
     let switch = crate::http::server::Served::Current(current);
     let served = crate::http::server::serve(listener, switch, limits, tls, shutdown).await;
     let _ = finish.send(true);
-    if let Err(error) = steward.await {
+    let stewarded = steward.await;
+    if let Err(error) = &stewarded {
         tracing::error!(%error, "the generations' steward failed: the lease lapses by itself");
     }
-    served
+    // A stop that did not go as designed is not a clean one: the process says so as it ends.
+    served?;
+    stewarded
+        .map_err(|error| std::io::Error::other(format!("the generations' steward failed: {error}")))
 }
 
 /// Watches the current generation: once it is deposed (or, standing by, can no longer lead

@@ -132,7 +132,10 @@ fn a_keeper_hands_one_shard_off_and_keeps_leading_the_others() {
     let epoch_of_1 = "SELECT epoch FROM log_shards WHERE shard = 1";
     let handed_epoch = number(&mut admin, epoch_of_1.into());
     assert!(keeper.hand_off(1, Timestamp(9)));
-    assert!(!watched[1].leads(), "the shard handed off stops acknowledging");
+    assert!(
+        !watched[1].leads(),
+        "the shard handed off stops acknowledging"
+    );
     assert!(watched[0].leads() && watched[2].leads());
     assert_eq!(keeper.held(), [0, 2]);
     // Free at once for the next node, which does not wait the lease out.
@@ -162,7 +165,11 @@ fn a_keeper_hands_one_shard_off_and_keeps_leading_the_others() {
     assert!(watched[0].leads() && watched[2].leads());
     let other = "SELECT count(*) FROM log_shards WHERE shard = 1 AND url = 'http://other' \
                  AND expires > now()";
-    assert_eq!(number(&mut admin, other.into()), 1, "shard 1 stays the other node's");
+    assert_eq!(
+        number(&mut admin, other.into()),
+        1,
+        "shard 1 stays the other node's"
+    );
     assert!(!keeper.hand_off(1, Timestamp(9)), "a shard not held");
     keeper.release();
     let held = "SELECT count(*) FROM log_shards WHERE url = 'http://node' AND expires > now()";

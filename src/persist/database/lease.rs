@@ -253,8 +253,10 @@ type Shards = Arc<std::sync::Mutex<(Vec<(HeldShard, Instant)>, bool)>>;
 pub struct Keeper {
     shards: Shards,
     /// The keeper's connection: the renewal thread's, and a hand-off's between renewals, so a
-    /// renewal that still names a shard handed off runs before its lease is given up.
-    db: Arc<std::sync::Mutex<Blocking>>,
+    /// renewal that still names a shard handed off runs before its lease is given up. The
+    /// thread takes it out when it ends, to drop it there: it owns a runtime, which must not
+    /// be dropped inside another.
+    db: Connection,
     /// Set before the thread is told to stop: give the leases up rather than let them lapse.
     give_up: Arc<AtomicBool>,
     thread: Thread<()>,
@@ -272,14 +274,16 @@ impl Keeper {
         first.tenure.hold(taken, LEASE);
         let shards: Shards = Arc::new(std::sync::Mutex::new((vec![(first, taken)], false)));
         let renewed = shards.clone();
-        let db = Arc::new(std::sync::Mutex::new(db));
+        let db: Connection = Arc::new(std::sync::Mutex::new(Some(db)));
         let connection = db.clone();
         let give_up = Arc::new(AtomicBool::new(false));
         let giving_up = give_up.clone();
         let (lose, lost) = tokio::sync::watch::channel(false);
         let thread = Thread::start("lease", move |stop| {
             let ended = renew(&connection, &renewed, &held, stop);
-            let mut db = lock(&connection);
+            let Some(mut db) = connection.lock().unwrap_or_else(|p| p.into_inner()).take() else {
+                return;
+            };
             let mut shards = renewed.lock().unwrap_or_else(|p| p.into_inner());
             shards.1 = true;
             for (shard, _) in shards.0.iter() {
@@ -335,7 +339,10 @@ impl Keeper {
     pub fn hand_off(&self, shard: i32, now: Timestamp) -> bool {
         let handed = {
             let mut shards = self.shards.lock().unwrap_or_else(|p| p.into_inner());
-            let at = shards.0.iter().position(|(held, _)| held.fence.shard == shard);
+            let at = shards
+                .0
+                .iter()
+                .position(|(held, _)| held.fence.shard == shard);
             at.map(|at| shards.0.remove(at).0)
         };
         let Some(handed) = handed else {
@@ -343,7 +350,10 @@ impl Keeper {
         };
         handed.log_writer.fail_for_good();
         handed.tenure.end();
-        release(&mut lock(&self.db), handed.fence, now);
+        // Once the thread has ended, every lease it renewed is given up or lost already.
+        if let Some(db) = lock(&self.db).as_mut() {
+            release(db, handed.fence, now);
+        }
         true
     }
 
@@ -463,13 +473,16 @@ enum Ended {
     Lost(Vec<Fence>),
 }
 
+/// A keeper's connection to the database, until its thread ends.
+type Connection = Arc<std::sync::Mutex<Option<Blocking>>>;
+
 /// The keeper's connection, for one statement.
-fn lock(db: &std::sync::Mutex<Blocking>) -> std::sync::MutexGuard<'_, Blocking> {
+fn lock(db: &Connection) -> std::sync::MutexGuard<'_, Option<Blocking>> {
     db.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// Renews until ordered to stop or until a lease is lost.
-fn renew(db: &std::sync::Mutex<Blocking>, shards: &Shards, held: &Held, stop: &Stop) -> Ended {
+fn renew(connection: &Connection, shards: &Shards, held: &Held, stop: &Stop) -> Ended {
     let clock = &held.clock;
     let (promise, url) = (&held.replication.0, held.replication.1);
     let held_shards = || shards.lock().unwrap_or_else(|p| p.into_inner());
@@ -486,7 +499,10 @@ fn renew(db: &std::sync::Mutex<Blocking>, shards: &Shards, held: &Held, stop: &S
         let now = clock.now().0 as i64;
         // The connection first, then the shards: a shard handed off meanwhile is either left
         // out here or given up after this renewal.
-        let mut db = lock(db);
+        let mut guard = lock(connection);
+        let Some(db) = guard.as_mut() else {
+            return Ended::Told;
+        };
         let fences: Vec<Fence> = held_shards().0.iter().map(|(s, _)| s.fence).collect();
         let asked = fences.clone();
         let renewed = db.run(RENEW_TIMEOUT, move |client: &mut Client| -> Work<'_, _> {
@@ -530,7 +546,7 @@ fn renew(db: &std::sync::Mutex<Blocking>, shards: &Shards, held: &Held, stop: &S
                     }
                 }
                 if let Some((node, own_url, nodes)) = &held.announced {
-                    nodes.announce(&mut db, node, own_url);
+                    nodes.announce(db, node, own_url);
                 }
             }
             Ok(_) => {
