@@ -314,7 +314,7 @@ async fn build_once(
             let standby = node.standby.begin_generation();
             standby.standby.lead();
             let status = status(
-                Some(standby.standby.clone()),
+                Some(standby.clone()),
                 (own_url, nodes),
                 (epochs, replication),
                 log_writers,
@@ -360,7 +360,7 @@ async fn build_once(
         following.push(Arc::new(prepared.follow(engine.clone())?));
     }
     built.cluster = Some(status(
-        Some(standby.standby.clone()),
+        Some(standby.clone()),
         (own_url.clone(), nodes),
         (epochs.clone(), replication),
         log_writers,
@@ -420,7 +420,7 @@ fn snapshotter(engine: &Arc<Engine<Notify>>, log: &DatabaseLog, after: u64) -> A
 /// How `GET /_orderly/cluster` reads a node of logs in a database (shard n's writer and, on a
 /// standby, its follower's progress at index n).
 fn status(
-    standby: Option<Arc<Standby>>,
+    standby: Option<Forwarding>,
     (own_url, nodes): (String, Nodes),
     (epochs, replication): (Epochs, Shared),
     log_writers: Vec<Arc<crate::persist::writer::LogWriter>>,
@@ -428,10 +428,12 @@ fn status(
 ) -> ClusterStatus {
     let shards = log_writers.len() as u32;
     Arc::new(move || {
+        // A generation the node has moved past answers as one that no longer leads, until
+        // the requests it holds are done: never with a later generation's role.
         let following = standby
             .as_ref()
-            .filter(|s| !s.leading())
-            .map(|s| s.leader());
+            .filter(|s| !s.standby.leading_in(s.generation))
+            .map(|s| s.standby.leader());
         let leading = following.is_none();
         let logs: Vec<ShardLog> = match following {
             Some(_) => (progress.iter().zip(0..))

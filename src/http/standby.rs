@@ -143,8 +143,11 @@ impl Standby {
         }
     }
 
-    pub fn leading(&self) -> bool {
-        self.route.borrow().leading
+    /// Whether generation `generation` leads: a generation the node has moved past never does,
+    /// even once a later one leads.
+    pub fn leading_in(&self, generation: u64) -> bool {
+        let route = self.route.borrow();
+        route.leading && route.generation == generation
     }
 
     /// From now on this node answers every request itself.
@@ -486,8 +489,7 @@ mod tests {
         assert_eq!(kept, ["x-amz-date"]);
     }
 
-    #[test]
-    fn readiness_is_lost_with_the_leader_and_back_with_the_next() {
+    fn standby() -> Arc<Standby> {
         let settings = ForwardSettings {
             body: BodyLimits {
                 max_bytes: 1024,
@@ -497,7 +499,29 @@ mod tests {
             idle_timeout: Duration::from_secs(60),
             own_url: "http://127.0.0.1:1".into(),
         };
-        let standby = Arc::new(Standby::new(settings, Default::default()).expect("a client"));
+        Arc::new(Standby::new(settings, Default::default()).expect("a client"))
+    }
+
+    /// A generation the node moved past never says it leads, even while the next one does
+    /// (its answers may still be in flight when the next one takes the lease).
+    #[test]
+    fn only_the_current_generation_leads() {
+        let standby = standby();
+        let first = standby.begin_generation();
+        standby.lead();
+        assert!(standby.leading_in(first.generation));
+        standby.step_down();
+        let second = standby.begin_generation();
+        assert!(!standby.leading_in(first.generation));
+        assert!(!standby.leading_in(second.generation));
+        standby.lead();
+        assert!(standby.leading_in(second.generation));
+        assert!(!standby.leading_in(first.generation));
+    }
+
+    #[test]
+    fn readiness_is_lost_with_the_leader_and_back_with_the_next() {
+        let standby = standby();
         assert_eq!(
             readiness(&standby).status(),
             StatusCode::SERVICE_UNAVAILABLE
