@@ -280,15 +280,21 @@ impl Keeper {
         let giving_up = give_up.clone();
         let (lose, lost) = tokio::sync::watch::channel(false);
         let thread = Thread::start("lease", move |stop| {
-            let ended = renew(&connection, &renewed, &held, stop);
-            let Some(mut db) = connection.lock().unwrap_or_else(|p| p.into_inner()).take() else {
-                return;
-            };
+            // The connection is dropped on this thread however it ends, panics included.
+            let connection = DroppedHere(connection);
+            let ended = renew(&connection.0, &renewed, &held, stop);
+            // Stopped before the connection is taken: a hand-off from then on is refused, so
+            // every lease still to give up is among these.
             let mut shards = renewed.lock().unwrap_or_else(|p| p.into_inner());
             shards.1 = true;
             for (shard, _) in shards.0.iter() {
                 shard.tenure.end();
             }
+            drop(shards);
+            let Some(mut db) = lock(&connection.0).take() else {
+                return;
+            };
+            let shards = renewed.lock().unwrap_or_else(|p| p.into_inner());
             let fences = |taken: &[Fence]| -> Vec<Fence> {
                 (shards.0.iter().map(|(s, _)| s.fence))
                     .filter(|fence| !taken.contains(fence))
@@ -335,14 +341,20 @@ impl Keeper {
     /// renewing the others: the step of a hand-off once this node has finished what it had in
     /// flight in the shard. From the moment it is called the shard's log acknowledges nothing
     /// more and its tenure is over. Answers whether the keeper held the shard. Blocks for one
-    /// statement (or a renewal under way).
+    /// statement (or a renewal under way): call it off the runtime. Refused (false) once the
+    /// keeper has stopped renewing, whose thread gives up or has lost every lease it held.
     pub fn hand_off(&self, shard: i32, now: Timestamp) -> bool {
+        // The connection first, then the shards, as a renewal takes them: the thread marks
+        // itself stopped before it takes the connection, so while this holds it, the thread
+        // either has not stopped (and gives up what is left once it does) or has, and then the
+        // shard stays its to give up.
+        let mut connection = lock(&self.db);
         let handed = {
             let mut shards = self.shards.lock().unwrap_or_else(|p| p.into_inner());
-            let at = shards
-                .0
-                .iter()
-                .position(|(held, _)| held.fence.shard == shard);
+            if shards.1 {
+                return false;
+            }
+            let at = (shards.0.iter()).position(|(held, _)| held.fence.shard == shard);
             at.map(|at| shards.0.remove(at).0)
         };
         let Some(handed) = handed else {
@@ -350,8 +362,7 @@ impl Keeper {
         };
         handed.log_writer.fail_for_good();
         handed.tenure.end();
-        // Once the thread has ended, every lease it renewed is given up or lost already.
-        if let Some(db) = lock(&self.db).as_mut() {
+        if let Some(db) = connection.as_mut() {
             release(db, handed.fence, now);
         }
         true
@@ -475,6 +486,16 @@ enum Ended {
 
 /// A keeper's connection to the database, until its thread ends.
 type Connection = Arc<std::sync::Mutex<Option<Blocking>>>;
+
+/// Takes the connection out and drops it where this is dropped: on the keeper's thread, which
+/// is outside any runtime, as the runtime the connection owns must be dropped.
+struct DroppedHere(Connection);
+
+impl Drop for DroppedHere {
+    fn drop(&mut self) {
+        drop(lock(&self.0).take());
+    }
+}
 
 /// The keeper's connection, for one statement.
 fn lock(db: &Connection) -> std::sync::MutexGuard<'_, Option<Blocking>> {
