@@ -7,6 +7,7 @@
 //! the oldest message, FIFO groups and locked groups; webhook deliveries pending, in flight,
 //! delivered, retried, dead-lettered and dropped.
 
+use std::borrow::Cow;
 use std::time::Duration;
 
 use prometheus_client::encoding::EncodeLabelSet;
@@ -186,8 +187,9 @@ pub struct Metrics {
     pub open_connections: Gauge,
     /// ReceiveMessage calls waiting for a message now (the backend keeps it).
     pub long_polls_waiting: Gauge,
-    /// Set once a data directory is open.
-    log: std::sync::OnceLock<std::sync::Arc<LogMetrics>>,
+    /// Set once the logs are open (a data directory, or a database this node leads): shard n's
+    /// at index n.
+    logs: std::sync::OnceLock<Vec<std::sync::Arc<LogMetrics>>>,
     /// Kept by the standby's forwarding (`http::standby`).
     pub forwarded: Forwarded,
     /// This node's clock minus the database's, as read when it last took the lease.
@@ -223,7 +225,7 @@ impl Default for Metrics {
         Metrics {
             open_connections: Gauge::default(),
             long_polls_waiting: Gauge::default(),
-            log: std::sync::OnceLock::new(),
+            logs: std::sync::OnceLock::new(),
             forwarded: Forwarded::default(),
             clock_skew_ms: Gauge::default(),
             requests,
@@ -249,7 +251,7 @@ impl Metrics {
         Metrics {
             open_connections: previous.open_connections.clone(),
             long_polls_waiting: Gauge::default(),
-            log: std::sync::OnceLock::new(),
+            logs: std::sync::OnceLock::new(),
             forwarded: previous.forwarded.clone(),
             clock_skew_ms: previous.clock_skew_ms.clone(),
             requests: previous.requests.clone(),
@@ -260,9 +262,10 @@ impl Metrics {
         }
     }
 
-    /// The log's figures, reported from now on.
-    pub fn set_log(&self, log: std::sync::Arc<LogMetrics>) {
-        let _ = self.log.set(log);
+    /// The logs' figures, shard n's at index n, reported from now on: as they are for one
+    /// log, labelled with `shard` for several.
+    pub fn set_logs(&self, logs: Vec<std::sync::Arc<LogMetrics>>) {
+        let _ = self.logs.set(logs);
     }
 
     /// One request answered, with its error code if it failed.
@@ -316,8 +319,15 @@ impl Metrics {
             "ReceiveMessage calls waiting for a message",
             self.long_polls_waiting.clone(),
         );
-        if let Some(log) = self.log.get() {
-            log.register(&mut registry);
+        match self.logs.get().map(Vec::as_slice) {
+            None | Some([]) => {}
+            Some([log]) => log.register(&mut registry),
+            Some(logs) => {
+                for (log, shard) in logs.iter().zip(0u32..) {
+                    let label = (Cow::Borrowed("shard"), Cow::Owned(shard.to_string()));
+                    log.register(registry.sub_registry_with_label(label));
+                }
+            }
         }
         let role = Family::<RoleLabels, Gauge>::default();
         for name in ["leader", "standby", "single"] {

@@ -111,13 +111,11 @@ pub(super) fn serve_engines(
 ) -> std::io::Result<Built> {
     let (webhooks, settings) = service_parts(config, listening)?;
     let count = shards.len();
-    // The log's own figures are one log's: several shards' are not added up yet.
-    if let [ShardParts {
-        log_writer: Some(log_writer),
-        ..
-    }] = shards.as_slice()
-    {
-        metrics.set_log(log_writer.metrics());
+    let logs: Vec<_> = (shards.iter())
+        .filter_map(|shard| shard.log_writer.as_ref().map(|log| log.metrics()))
+        .collect();
+    if logs.len() == shards.len() {
+        metrics.set_logs(logs);
     }
     let parcels_waiting: Arc<[Notify]> = (0..count).map(|_| Notify::new()).collect();
     let captured = Arc::new(crate::backend::captured::CapturedMessages::default());

@@ -343,6 +343,48 @@ async fn waiting_long_polls_open_connections_and_the_log_are_reported() {
     );
 }
 
+/// A data directory cut into shards reports each shard's log, labelled with its number: the
+/// shard that holds a queue has logged its sends, and the figures add up to every log's.
+#[tokio::test]
+async fn each_shards_log_is_reported_by_its_number() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = crate::common::durable(dir.path());
+    config.shards = 2;
+    let server = crate::common::start_with(config).await;
+    let name = "kept";
+    // A queue of the home region and account is keyed by its name.
+    let home = orderly::engine::shard::Shard::of(2, name);
+    let queue = create_queue(&server, name, &[]).await;
+    for body in ["a", "b", "c"] {
+        (server.sqs.send_message().queue_url(&queue))
+            .message_body(body)
+            .send()
+            .await
+            .unwrap();
+    }
+    let log = scrape(&server).await;
+    let unlabelled = (log.samples.iter())
+        .filter(|s| s.metric == "orderly_log_records_total")
+        .filter(|s| !s.labels.contains_key("shard"))
+        .count();
+    assert_eq!(unlabelled, 0, "no figure without its shard");
+    let records = |shard: u32| {
+        let shard = shard.to_string();
+        value(&log, "orderly_log_records_total", &[("shard", &shard)])
+    };
+    let (holding, other) = (records(home).unwrap(), records(1 - home).unwrap());
+    assert!(holding >= 4.0, "the queue and its three sends: {holding}");
+    assert!(holding > other, "{holding} against {other}");
+    for shard in ["0", "1"] {
+        let bytes = value(
+            &log,
+            "orderly_log_bytes_since_snapshot",
+            &[("shard", shard)],
+        );
+        assert!(bytes.is_some(), "shard {shard}");
+    }
+}
+
 #[tokio::test]
 async fn topics_and_subscriptions_are_counted() {
     let (server, _clock) = start_with_manual_clock().await;
