@@ -1,11 +1,12 @@
 //! A node's keeper of leases, against the test cluster: it renews every shard it holds in one
-//! statement, loses them together, and hands one off while it keeps the others.
+//! statement, loses them together or each on its own, and hands one off while it keeps the
+//! others.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::connection::Blocking;
-use super::lease::{self, Fence, Held, HeldShard, Keeper};
+use super::lease::{self, Fence, Held, HeldShard, Keeper, Leads};
 use super::schema;
 use super::tests::{connect, database, number, sql};
 use crate::engine::Timestamp;
@@ -25,9 +26,13 @@ impl Watched {
     }
 }
 
-/// A keeper of the leases of `shards` (taken now, as the node at `http://node`), and each
-/// shard's log and tenure.
-fn keeper_of(url: &str, admin: &mut Blocking, shards: &[i32]) -> (Keeper, Vec<Watched>) {
+/// A keeper of the leases of `shards` (taken now, as the node at `http://node`) that `leads`
+/// them so, and each shard's log and tenure.
+fn keeper_of(
+    url: &str,
+    admin: &mut Blocking,
+    (shards, leads): (&[i32], Leads),
+) -> (Keeper, Vec<Watched>) {
     let mut held: Vec<(HeldShard, Instant)> = shards
         .iter()
         .map(|&shard| {
@@ -55,6 +60,7 @@ fn keeper_of(url: &str, admin: &mut Blocking, shards: &[i32]) -> (Keeper, Vec<Wa
     let first = held.remove(0);
     let node = Held {
         announced: None,
+        leads,
         clock: Arc::new(crate::clock::ManualClock::new(Timestamp(7))),
         replication: (Default::default(), (1, false)),
     };
@@ -80,7 +86,7 @@ fn one_keeper_holds_every_shard_of_a_node_and_loses_them_together() {
     let Some(url) = database() else { return };
     let mut admin = connect(&url);
     schema::prepare(&mut admin, "us-east-1", "000000000000", 3).expect("tables");
-    let (first, watched) = keeper_of(&url, &mut admin, &[0, 1]);
+    let (first, watched) = keeper_of(&url, &mut admin, (&[0, 1], Leads::Every));
     assert_eq!(watched.len(), 2);
     assert!(watched.iter().all(|tenure| tenure.tenure.holds()));
     // Another node takes shard 1: at the next renewal, every shard's log stops acknowledging.
@@ -111,7 +117,7 @@ fn one_keeper_holds_every_shard_of_a_node_and_loses_them_together() {
     assert!(!tenure.holds(), "a shard refused is never held");
     // Given up, a keeper of all three lets every lease go in one statement.
     sql(&mut admin, "UPDATE log_shards SET expires = '-infinity'");
-    let (second, _) = keeper_of(&url, &mut admin, &[0, 1, 2]);
+    let (second, _) = keeper_of(&url, &mut admin, (&[0, 1, 2], Leads::Every));
     let held = "SELECT count(*) FROM log_shards WHERE expires > now()";
     assert_eq!(number(&mut admin, held.into()), 3);
     second.release();
@@ -127,7 +133,7 @@ fn a_keeper_hands_one_shard_off_and_keeps_leading_the_others() {
     let Some(url) = database() else { return };
     let mut admin = connect(&url);
     schema::prepare(&mut admin, "us-east-1", "000000000000", 3).expect("tables");
-    let (keeper, watched) = keeper_of(&url, &mut admin, &[0, 1, 2]);
+    let (keeper, watched) = keeper_of(&url, &mut admin, (&[0, 1, 2], Leads::Every));
     assert!(watched.iter().all(Watched::leads));
     let epoch_of_1 = "SELECT epoch FROM log_shards WHERE shard = 1";
     let handed_epoch = number(&mut admin, epoch_of_1.into());
@@ -177,4 +183,65 @@ fn a_keeper_hands_one_shard_off_and_keeps_leading_the_others() {
     // A keeper that stopped hands nothing off: what it held, it gave up itself.
     assert!(!keeper.hand_off(0, Timestamp(9)));
     assert_eq!(keeper.held(), [0, 2]);
+}
+
+/// A keeper whose node leads each shard on its own loses only the shard another node takes:
+/// that shard's log acknowledges nothing more and the keeper says which it was, while it goes
+/// on renewing and leading the others. Losing the last one is losing them all.
+#[test]
+fn a_keeper_of_shards_led_each_on_its_own_loses_only_the_one_taken() {
+    let Some(url) = database() else { return };
+    let mut admin = connect(&url);
+    schema::prepare(&mut admin, "us-east-1", "000000000000", 3).expect("tables");
+    let (keeper, watched) = keeper_of(&url, &mut admin, (&[0, 1, 2], Leads::Each));
+    let mut taken_away = keeper.taken_away();
+    sql(
+        &mut admin,
+        "UPDATE log_shards SET epoch = epoch + 1 WHERE shard = 1",
+    );
+    let runtime = tokio::runtime::Runtime::new().expect("a runtime");
+    let found = runtime.block_on(async {
+        let waited = taken_away.wait_for(|away| !away.is_empty());
+        tokio::time::timeout(Duration::from_secs(10), waited)
+            .await
+            .map(|away| away.expect("a keeper").clone())
+    });
+    assert_eq!(found.expect("found within 10 s"), [1]);
+    assert!(!watched[1].leads(), "the shard taken stops acknowledging");
+    assert!(
+        watched[0].leads() && watched[2].leads(),
+        "the others lead on"
+    );
+    assert_eq!(keeper.held(), [0, 2]);
+    assert!(
+        !lost_within(&keeper, Duration::ZERO),
+        "not every lease is lost"
+    );
+    // The others are renewed on.
+    let expires = "SELECT (extract(epoch FROM expires) * 1000000)::bigint \
+                   FROM log_shards WHERE shard = 2";
+    let before = number(&mut admin, expires.into());
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while number(&mut admin, expires.into()) == before {
+        assert!(Instant::now() < deadline, "shard 2's lease was not renewed");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let ours = "SELECT count(*) FROM log_shards WHERE epoch = 1 AND expires > now()";
+    assert_eq!(
+        number(&mut admin, ours.into()),
+        2,
+        "shards 0 and 2 held in their epochs"
+    );
+    assert!(watched[0].leads() && watched[2].leads());
+    // Both others taken: nothing is left to lead.
+    sql(
+        &mut admin,
+        "UPDATE log_shards SET epoch = epoch + 1 WHERE shard IN (0, 2)",
+    );
+    assert!(
+        lost_within(&keeper, Duration::from_secs(10)),
+        "losing the last lease is losing them all"
+    );
+    assert!(watched.iter().all(|shard| !shard.leads()));
+    assert_eq!(*keeper.taken_away().borrow(), [1, 0, 2]);
 }

@@ -229,8 +229,20 @@ pub struct Held {
     /// This node and its URL, announced after each renewal, and the live nodes read back
     /// (`None`: a state moved in or out, which serves no one).
     pub announced: Option<(String, String, Nodes)>,
+    /// What a lease another node takes costs the node.
+    pub leads: Leads,
     pub clock: Arc<dyn Clock>,
     pub replication: (replication::Shared, (usize, bool)),
+}
+
+/// Whether a node leads its shards together or each on its own.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Leads {
+    /// Every shard of the database or none: a lease another node takes ends them all.
+    Every,
+    /// Its share of the shards: a lease another node takes ends that shard only, and the
+    /// keeper renews the rest (`Keeper::taken_away` says which were taken).
+    Each,
 }
 
 /// One shard's lease as a keeper holds it: its fence; its log, which stops acknowledging once
@@ -260,8 +272,11 @@ pub struct Keeper {
     /// Set before the thread is told to stop: give the leases up rather than let them lapse.
     give_up: Arc<AtomicBool>,
     thread: Thread<()>,
-    /// Turns true once a lease is lost (taken by another node, or not renewed in time).
+    /// Turns true once a lease is lost (taken by another node, or not renewed in time): of
+    /// every lease with `Leads::Every`, of the last with `Leads::Each`.
     lost: tokio::sync::watch::Receiver<bool>,
+    /// With `Leads::Each`, the shards another node took, in the order found.
+    taken_away: tokio::sync::watch::Receiver<Vec<i32>>,
 }
 
 impl Keeper {
@@ -279,10 +294,11 @@ impl Keeper {
         let give_up = Arc::new(AtomicBool::new(false));
         let giving_up = give_up.clone();
         let (lose, lost) = tokio::sync::watch::channel(false);
+        let (take_away, taken_away) = tokio::sync::watch::channel(Vec::new());
         let thread = Thread::start("lease", move |stop| {
             // The connection is dropped on this thread however it ends, panics included.
             let connection = DroppedHere(connection);
-            let ended = renew(&connection.0, &renewed, &held, stop);
+            let ended = renew(&connection.0, (&renewed, &take_away), &held, stop);
             // Stopped before the connection is taken: a hand-off from then on is refused, so
             // every lease still to give up is among these.
             let mut shards = renewed.lock().unwrap_or_else(|p| p.into_inner());
@@ -322,6 +338,7 @@ impl Keeper {
             give_up,
             thread,
             lost,
+            taken_away,
         })
     }
 
@@ -372,6 +389,12 @@ impl Keeper {
     pub fn held(&self) -> Vec<i32> {
         let shards = self.shards.lock().unwrap_or_else(|p| p.into_inner());
         shards.0.iter().map(|(held, _)| held.fence.shard).collect()
+    }
+
+    /// The shards another node took from this keeper's (with `Leads::Each`), each ended and
+    /// renewed no more, in the order found; it changes at each.
+    pub fn taken_away(&self) -> tokio::sync::watch::Receiver<Vec<i32>> {
+        self.taken_away.clone()
     }
 
     /// Completes once a lease is lost (never, if they are given up or abandoned first).
@@ -503,7 +526,12 @@ fn lock(db: &Connection) -> std::sync::MutexGuard<'_, Option<Blocking>> {
 }
 
 /// Renews until ordered to stop or until a lease is lost.
-fn renew(connection: &Connection, shards: &Shards, held: &Held, stop: &Stop) -> Ended {
+fn renew(
+    connection: &Connection,
+    (shards, take_away): (&Shards, &tokio::sync::watch::Sender<Vec<i32>>),
+    held: &Held,
+    stop: &Stop,
+) -> Ended {
     let clock = &held.clock;
     let (promise, url) = (&held.replication.0, held.replication.1);
     let held_shards = || shards.lock().unwrap_or_else(|p| p.into_inner());
@@ -552,7 +580,20 @@ fn renew(connection: &Connection, shards: &Shards, held: &Held, stop: &Stop) -> 
         let oldest =
             (held_shards().0.iter().map(|(_, since)| *since).min()).unwrap_or_else(Instant::now);
         match renewed {
-            Ok(_) if taken.is_empty() => {
+            Ok(_) if taken.is_empty() || held.leads == Leads::Each => {
+                if !taken.is_empty() {
+                    let shards_taken: Vec<i32> = taken.iter().map(|f| f.shard).collect();
+                    tracing::error!(
+                        shards = ?shards_taken,
+                        epochs = ?taken.iter().map(|f| f.epoch).collect::<Vec<_>>(),
+                        "another node took these shards' leases: this node acknowledges nothing more in them and goes on leading the rest"
+                    );
+                    let left = end_taken(shards, &taken);
+                    take_away.send_modify(|away| away.extend(shards_taken));
+                    if left == 0 {
+                        return Ended::Lost(taken);
+                    }
+                }
                 retry.succeeded();
                 wait = RENEW_EVERY;
                 if failing {
@@ -597,6 +638,21 @@ fn renew(connection: &Connection, shards: &Shards, held: &Held, stop: &Stop) -> 
             }
         }
     }
+}
+
+/// The shards another node took stop acknowledging and are renewed no more; answers how many
+/// the keeper still holds.
+fn end_taken(shards: &Shards, taken: &[Fence]) -> usize {
+    let mut held = shards.lock().unwrap_or_else(|p| p.into_inner());
+    held.0.retain(|(shard, _)| {
+        let gone = taken.contains(&shard.fence);
+        if gone {
+            shard.log_writer.fail_for_good();
+            shard.tenure.end();
+        }
+        !gone
+    });
+    held.0.len()
 }
 
 /// Every log the node leads stops acknowledging: it leads every shard or none.

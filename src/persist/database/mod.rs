@@ -314,6 +314,8 @@ impl ReadyDatabase {
                             self.nodes.clone(),
                         )
                     }),
+                    // A node leads every shard of its database or none, for now.
+                    leads: lease::Leads::Every,
                     clock,
                     replication: (self.replication.clone(), url),
                 };
