@@ -401,3 +401,40 @@ async fn a_node_starting_while_a_shard_is_held_starts_again_until_it_leads_every
     assert_eq!(epochs, [3, 3, 2], "{state}");
     second.stop().await;
 }
+
+/// A node starting on a database one of whose shards another node holds for longer than the
+/// node's tries last gives up and does not start, saying which shard it could not lead; what it
+/// took meanwhile it gave up, so shard 0's lease is free for whoever comes next.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_that_cannot_lead_a_shard_after_three_tries_does_not_start() {
+    let Some(url) = common::fresh_database().await else {
+        return;
+    };
+    node(&url, 2).await.stop().await;
+    let client = hold_lease(&url, 1, "elsewhere", "1 hour").await;
+    let mut config = Config::ephemeral();
+    config.ephemeral = false;
+    config.storage = Some(url.to_string());
+    config.shards = 2;
+    let began = Instant::now();
+    let refused = match orderly::app::App::bind(&config).await {
+        Ok(_) => panic!("started without shard 1's lease"),
+        Err(error) => error.to_string(),
+    };
+    // Three tries, each waiting up to 15 s (less the last pause it would not finish).
+    assert!(
+        began.elapsed() >= Duration::from_secs(39),
+        "{:?}",
+        began.elapsed()
+    );
+    assert!(refused.contains("shard 1's lease"), "{refused}");
+    let free = client
+        .query_one(
+            "SELECT count(*) FROM log_shards WHERE shard = 0 AND expires = '-infinity'",
+            &[],
+        )
+        .await
+        .expect("a row")
+        .get::<_, i64>(0);
+    assert_eq!(free, 1, "shard 0's lease given up");
+}
