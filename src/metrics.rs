@@ -7,7 +7,6 @@
 //! the oldest message, FIFO groups and locked groups; webhook deliveries pending, in flight,
 //! delivered, retried, dead-lettered and dropped.
 
-use std::borrow::Cow;
 use std::time::Duration;
 
 use prometheus_client::encoding::EncodeLabelSet;
@@ -322,12 +321,7 @@ impl Metrics {
         match self.logs.get().map(Vec::as_slice) {
             None | Some([]) => {}
             Some([log]) => log.register(&mut registry),
-            Some(logs) => {
-                for (log, shard) in logs.iter().zip(0u32..) {
-                    let label = (Cow::Borrowed("shard"), Cow::Owned(shard.to_string()));
-                    log.register(registry.sub_registry_with_label(label));
-                }
-            }
+            Some(logs) => crate::persist::log_metrics::register_shards(logs, &mut registry),
         }
         let role = Family::<RoleLabels, Gauge>::default();
         for name in ["leader", "standby", "single"] {

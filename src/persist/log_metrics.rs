@@ -4,6 +4,7 @@
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::Registry;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -12,6 +13,21 @@ use std::sync::atomic::{AtomicU64, Ordering};
 pub struct SnapshotFailureLabels {
     reason: &'static str,
 }
+
+/// One shard's log, among several.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ShardLabels {
+    shard: u32,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ShardFailureLabels {
+    shard: u32,
+    reason: &'static str,
+}
+
+/// Why a snapshot was not written, as `snapshot_failed` counts it.
+const FAILURE_REASONS: [&str; 2] = ["no_room", "error"];
 
 /// The write-ahead log's figures, kept by its writer thread and the snapshotter.
 pub struct LogMetrics {
@@ -52,7 +68,7 @@ impl LogMetrics {
 
     /// Counts a snapshot due and not written.
     pub fn snapshot_failed(&self, no_room: bool) {
-        let reason = if no_room { "no_room" } else { "error" };
+        let reason = FAILURE_REASONS[usize::from(!no_room)];
         self.snapshot_failures
             .get_or_create(&SnapshotFailureLabels { reason })
             .inc();
@@ -86,41 +102,70 @@ impl Default for LogMetrics {
 impl LogMetrics {
     /// Adds these figures to `registry` (`GET /metrics`).
     pub fn register(&self, registry: &mut Registry) {
-        registry.register(
-            "log_records",
-            "Records appended to the write-ahead log",
-            self.records.clone(),
-        );
-        registry.register(
-            "log_bytes",
-            "Bytes appended to the write-ahead log",
-            self.bytes.clone(),
-        );
+        registry.register("log_records", RECORDS, self.records.clone());
+        registry.register("log_bytes", BYTES, self.bytes.clone());
         registry.register(
             "log_sync_seconds",
             "Time each fdatasync of the write-ahead log took",
             self.sync_seconds.clone(),
         );
-        registry.register("snapshots", "Snapshots written", self.snapshots.clone());
+        registry.register("snapshots", SNAPSHOTS, self.snapshots.clone());
         registry.register(
             "snapshot_duration_seconds",
             "Time each snapshot took to write",
             self.snapshot_seconds.clone(),
         );
-        let since = prometheus_client::metrics::gauge::Gauge::<i64>::default();
+        let since = Gauge::<i64>::default();
         since.set(i64::try_from(self.since_snapshot()).unwrap_or(i64::MAX));
-        registry.register(
-            "log_bytes_since_snapshot",
-            "Log bytes no kept snapshot covers: what a recovery replays; grows while snapshots fail",
-            since,
-        );
+        registry.register("log_bytes_since_snapshot", SINCE_SNAPSHOT, since);
         registry.register(
             "snapshot_failures",
-            "Snapshots due and not written: no_room (not tried) or error",
+            FAILURES,
             self.snapshot_failures.clone(),
         );
     }
 }
+
+/// Registers the figures of several shards' logs (shard n's at index n), each figure one
+/// family with a `shard` label, read as they are now. The time histograms are one log's only.
+pub fn register_shards(logs: &[std::sync::Arc<LogMetrics>], registry: &mut Registry) {
+    let (records, bytes, snapshots) = (
+        Family::<ShardLabels, Counter>::default(),
+        Family::<ShardLabels, Counter>::default(),
+        Family::<ShardLabels, Counter>::default(),
+    );
+    let since = Family::<ShardLabels, Gauge<i64>>::default();
+    let failures = Family::<ShardFailureLabels, Counter>::default();
+    for (log, shard) in logs.iter().zip(0u32..) {
+        let labels = ShardLabels { shard };
+        records.get_or_create(&labels).inc_by(log.records.get());
+        bytes.get_or_create(&labels).inc_by(log.bytes.get());
+        snapshots.get_or_create(&labels).inc_by(log.snapshots.get());
+        let uncovered = i64::try_from(log.since_snapshot()).unwrap_or(i64::MAX);
+        since.get_or_create(&labels).set(uncovered);
+        for reason in FAILURE_REASONS {
+            let failed = log
+                .snapshot_failures
+                .get_or_create(&SnapshotFailureLabels { reason });
+            if failed.get() > 0 {
+                let labels = ShardFailureLabels { shard, reason };
+                failures.get_or_create(&labels).inc_by(failed.get());
+            }
+        }
+    }
+    registry.register("log_records", RECORDS, records);
+    registry.register("log_bytes", BYTES, bytes);
+    registry.register("snapshots", SNAPSHOTS, snapshots);
+    registry.register("log_bytes_since_snapshot", SINCE_SNAPSHOT, since);
+    registry.register("snapshot_failures", FAILURES, failures);
+}
+
+const RECORDS: &str = "Records appended to the write-ahead log";
+const BYTES: &str = "Bytes appended to the write-ahead log";
+const SNAPSHOTS: &str = "Snapshots written";
+const SINCE_SNAPSHOT: &str =
+    "Log bytes no kept snapshot covers: what a recovery replays; grows while snapshots fail";
+const FAILURES: &str = "Snapshots due and not written: no_room (not tried) or error";
 
 #[cfg(test)]
 mod tests {

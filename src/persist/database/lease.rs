@@ -258,8 +258,9 @@ pub struct HeldShard {
 type Shards = Arc<std::sync::Mutex<(Vec<(HeldShard, Instant)>, bool)>>;
 
 /// Renews the leases of every shard a node holds, in one statement each time, until told to
-/// stop; if it cannot, or another node took one of them, no log of the node acknowledges
-/// anything more: a node leads every shard of its database or none. A keeper dropped without
+/// stop. If it cannot in time, no log of the node acknowledges anything more; if another node
+/// took one of them, neither does any (`Leads::Every`: a node leads every shard of its
+/// database or none) or that shard's (`Leads::Each`). A keeper dropped without
 /// `release` (a server dropped without stopping) stops renewing, so the leases lapse and its
 /// connection closes.
 pub struct Keeper {
@@ -503,7 +504,8 @@ pub async fn renew_held(
 enum Ended {
     /// Told to stop (`Keeper::release`, or the keeper dropped).
     Told,
-    /// A lease lost: those another node took (none when they could not be renewed in time).
+    /// Every lease lost: those another node took (none when they could not be renewed in
+    /// time; with `Leads::Each`, those taken by the renewal that took the last).
     Lost(Vec<Fence>),
 }
 
@@ -644,6 +646,10 @@ fn renew(
 /// the keeper still holds.
 fn end_taken(shards: &Shards, taken: &[Fence]) -> usize {
     let mut held = shards.lock().unwrap_or_else(|p| p.into_inner());
+    if held.0.iter().all(|(shard, _)| taken.contains(&shard.fence)) {
+        // Nothing left to lead: no shard is added or handed off from here on.
+        held.1 = true;
+    }
     held.0.retain(|(shard, _)| {
         let gone = taken.contains(&shard.fence);
         if gone {
@@ -657,7 +663,10 @@ fn end_taken(shards: &Shards, taken: &[Fence]) -> usize {
 
 /// Every log the node leads stops acknowledging: it leads every shard or none.
 fn lose_all(shards: &Shards) {
-    for (shard, _) in shards.lock().unwrap_or_else(|p| p.into_inner()).0.iter() {
+    let mut held = shards.lock().unwrap_or_else(|p| p.into_inner());
+    // No shard is added or handed off from here on.
+    held.1 = true;
+    for (shard, _) in held.0.iter() {
         shard.log_writer.fail_for_good();
     }
 }
