@@ -9,6 +9,7 @@ use super::connection::Blocking;
 use super::lease::{self, Fence, Held, HeldShard, Keeper, Leads};
 use super::schema;
 use super::tests::{connect, database, number, sql};
+use crate::clock::{Clock, DatabaseClock};
 use crate::engine::Timestamp;
 use crate::persist::tenure::Tenure;
 use crate::persist::writer::LogWriter;
@@ -28,10 +29,17 @@ impl Watched {
 
 /// A keeper of the leases of `shards` (taken now, as the node at `http://node`) that `leads`
 /// them so, and each shard's log and tenure.
-fn keeper_of(
+fn keeper_of(url: &str, admin: &mut Blocking, leading: (&[i32], Leads)) -> (Keeper, Vec<Watched>) {
+    let clock = Arc::new(crate::clock::ManualClock::new(Timestamp(7)));
+    keeper_on(url, admin, leading, clock)
+}
+
+/// As `keeper_of`, with the node's clock `clock`.
+fn keeper_on(
     url: &str,
     admin: &mut Blocking,
     (shards, leads): (&[i32], Leads),
+    clock: Arc<dyn Clock>,
 ) -> (Keeper, Vec<Watched>) {
     let mut held: Vec<(HeldShard, Instant)> = shards
         .iter()
@@ -61,7 +69,7 @@ fn keeper_of(
     let node = Held {
         announced: None,
         leads,
-        clock: Arc::new(crate::clock::ManualClock::new(Timestamp(7))),
+        clock,
         replication: (Default::default(), (1, false)),
     };
     let keeper = Keeper::start(connect(url), first, node).expect("a thread");
@@ -244,4 +252,44 @@ fn a_keeper_of_shards_led_each_on_its_own_loses_only_the_one_taken() {
     );
     assert!(watched.iter().all(|shard| !shard.leads()));
     assert_eq!(*keeper.taken_away().borrow(), [1, 0, 2]);
+}
+
+/// A clock that fails when read, as the keeper's renewal reads it.
+struct Failing;
+
+impl Clock for Failing {
+    fn now(&self) -> Timestamp {
+        panic!("this clock fails when read");
+    }
+
+    fn sleep_until(
+        &self,
+        _: Timestamp,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send + '_>> {
+        Box::pin(std::future::pending())
+    }
+
+    fn take_up(&self, _: DatabaseClock, _: Timestamp) -> i64 {
+        0
+    }
+}
+
+/// A keeper whose renewal fails (a panic on its thread) renews nothing more: it says it lost
+/// every lease, and no log of the node acknowledges anything more, whichever way it leads.
+#[test]
+fn a_keeper_that_fails_says_so_and_its_logs_stop() {
+    let Some(url) = database() else { return };
+    let mut admin = connect(&url);
+    schema::prepare(&mut admin, "us-east-1", "000000000000", 2).expect("tables");
+    let (keeper, watched) = keeper_on(&url, &mut admin, (&[0, 1], Leads::Each), Arc::new(Failing));
+    assert!(
+        lost_within(&keeper, Duration::from_secs(10)),
+        "the keeper never said it lost its leases"
+    );
+    assert!(watched.iter().all(|shard| !shard.leads()));
+    assert!(
+        !keeper.hand_off(0, Timestamp(9)),
+        "a keeper that failed hands nothing off"
+    );
+    keeper.release();
 }

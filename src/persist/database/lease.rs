@@ -299,7 +299,17 @@ impl Keeper {
         let thread = Thread::start("lease", move |stop| {
             // The connection is dropped on this thread however it ends, panics included.
             let connection = DroppedHere(connection);
-            let ended = renew(&connection.0, (&renewed, &take_away), &held, stop);
+            let renewing = || renew(&connection.0, (&renewed, &take_away), &held, stop);
+            let ended = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(renewing)) {
+                Ok(ended) => ended,
+                Err(_) => {
+                    // Nothing renews the leases any more: they lapse, and another node may
+                    // lead, so none of the node's logs may acknowledge more.
+                    tracing::error!("the lease keeper failed: this node acknowledges nothing more and steps down");
+                    lose_all(&renewed);
+                    Ended::Lost(Vec::new())
+                }
+            };
             // Stopped before the connection is taken: a hand-off from then on is refused, so
             // every lease still to give up is among these.
             let mut shards = renewed.lock().unwrap_or_else(|p| p.into_inner());
