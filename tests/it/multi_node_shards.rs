@@ -11,11 +11,17 @@ use crate::common::{self, Server, Stoppable};
 use crate::log_in_database::cluster;
 use crate::shards::{drain, name_in, topic_into, SHARDS};
 
-async fn node(url: &str, shards: u32) -> Stoppable {
+/// A node's settings on the database at `url`, cut into `shards`.
+fn on_database(url: &str, shards: u32) -> Config {
     let mut config = Config::ephemeral();
     config.ephemeral = false;
     config.storage = Some(url.to_string());
     config.shards = shards;
+    config
+}
+
+async fn node(url: &str, shards: u32) -> Stoppable {
+    let config = on_database(url, shards);
     Stoppable::start(orderly::app::App::bind(&config).await.expect("bind")).await
 }
 
@@ -412,12 +418,8 @@ async fn a_node_that_cannot_lead_a_shard_after_three_tries_does_not_start() {
     };
     node(&url, 2).await.stop().await;
     let client = hold_lease(&url, 1, "elsewhere", "1 hour").await;
-    let mut config = Config::ephemeral();
-    config.ephemeral = false;
-    config.storage = Some(url.to_string());
-    config.shards = 2;
     let began = Instant::now();
-    let refused = match orderly::app::App::bind(&config).await {
+    let refused = match orderly::app::App::bind(&on_database(&url, 2)).await {
         Ok(_) => panic!("started without shard 1's lease"),
         Err(error) => error.to_string(),
     };
