@@ -139,6 +139,10 @@ pub struct Config {
     /// at points of its choosing (`test_hooks`).
     #[arg(long, env = "ORDERLY_TEST_HOOKS", hide = true)]
     pub test_hooks: Option<std::path::PathBuf>,
+    /// Tests of passing requests between nodes only (no flag): shards another node leads, each
+    /// with that node's URL. This node runs no engine for them and passes their requests there.
+    #[arg(skip)]
+    pub test_shards_led_elsewhere: Vec<(u32, String)>,
     /// `text` (the default), or `json`: one JSON object a line, for log collectors.
     #[arg(
         long = "log-format",
@@ -164,6 +168,13 @@ pub struct Config {
     #[arg(long, env = "ORDERLY_SHARDS", default_value_t = 1,
           value_parser = clap::value_parser!(u32).range(1..=1024))]
     pub shards: u32,
+    /// With --storage and more than one shard: each node leads its share of the shards among
+    /// the live nodes and passes requests for the others to their leaders, instead of one node
+    /// leading them all; what crosses shards led by different nodes is pulled by the
+    /// destination's leader. Unfinished: listings that span nodes are refused, and a node
+    /// whose share moves starts over rather than hand one shard off.
+    #[arg(long, env = "ORDERLY_SPREAD_SHARDS", value_parser = BoolishValueParser::new())]
+    pub spread_shards: bool,
     /// When the log is synced to disk: `always` (before answering; survives power loss),
     /// `interval:MS` (at most MS later; a power loss can lose that window), or `never`
     /// (survives a crash of the process, not of the machine).

@@ -181,6 +181,9 @@ impl Forwarded {
     }
 }
 
+/// The figures of the logs kept here, each with its shard's number.
+pub type ShardLogs = Vec<(u32, std::sync::Arc<LogMetrics>)>;
+
 pub struct Metrics {
     /// Connections open now (the HTTP server keeps it).
     pub open_connections: Gauge,
@@ -188,7 +191,8 @@ pub struct Metrics {
     pub long_polls_waiting: Gauge,
     /// Set once the logs are open (a data directory, or a database this node leads): shard n's
     /// at index n.
-    logs: std::sync::OnceLock<Vec<std::sync::Arc<LogMetrics>>>,
+    /// The key space's shard count, and the logs of the shards kept here by number.
+    logs: std::sync::OnceLock<(u32, ShardLogs)>,
     /// Kept by the standby's forwarding (`http::standby`).
     pub forwarded: Forwarded,
     /// This node's clock minus the database's, as read when it last took the lease.
@@ -261,10 +265,11 @@ impl Metrics {
         }
     }
 
-    /// The logs' figures, shard n's at index n, reported from now on: as they are for one
-    /// log, labelled with `shard` for several.
-    pub fn set_logs(&self, logs: Vec<std::sync::Arc<LogMetrics>>) {
-        let _ = self.logs.set(logs);
+    /// The figures of the logs of the shards this node keeps, each with its shard's number,
+    /// reported from now on: as they are when the key space is one shard, labelled with
+    /// `shard` when it is cut into several.
+    pub fn set_logs(&self, shards: u32, logs: ShardLogs) {
+        let _ = self.logs.set((shards, logs));
     }
 
     /// One request answered, with its error code if it failed.
@@ -318,10 +323,10 @@ impl Metrics {
             "ReceiveMessage calls waiting for a message",
             self.long_polls_waiting.clone(),
         );
-        match self.logs.get().map(Vec::as_slice) {
-            None | Some([]) => {}
-            Some([log]) => log.register(&mut registry),
-            Some(logs) => crate::persist::log_metrics::register_shards(logs, &mut registry),
+        match self.logs.get() {
+            Some((1, logs)) => (logs.iter()).for_each(|(_, log)| log.register(&mut registry)),
+            Some((_, logs)) => crate::persist::log_metrics::register_shards(logs, &mut registry),
+            None => {}
         }
         let role = Family::<RoleLabels, Gauge>::default();
         for name in ["leader", "standby", "single"] {
@@ -424,7 +429,8 @@ impl Metrics {
         );
         registry.register(
             "forwarded_requests",
-            "Requests passed on to the leader while this node was a standby, by outcome",
+            "Requests passed on to the leader while this node was a standby, or to the leader of \
+             a shard this node does not lead, by outcome",
             self.forwarded.0.clone(),
         );
         register_workers(&mut registry);

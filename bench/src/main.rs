@@ -93,6 +93,13 @@ pub struct Args {
     /// The node counts the nodes scenario runs at.
     #[arg(long, value_delimiter = ',', default_value = "1,2,3")]
     pub node_counts: Vec<usize>,
+    /// The shards the nodes scenario's database is cut into (`--shards`).
+    #[arg(long, default_value_t = 1)]
+    pub node_shards: u32,
+    /// The nodes scenario's nodes each lead their share of the shards (`--spread-shards`)
+    /// instead of one leading them all.
+    #[arg(long)]
+    pub spread_shards: bool,
     /// Run as a round-robin TCP balancer: LISTEN=UPSTREAM[,UPSTREAM...] (to put several
     /// nodes behind one endpoint).
     #[arg(long, hide = true)]

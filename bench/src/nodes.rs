@@ -91,14 +91,17 @@ async fn measure_on(args: &Args, url: &str, count: usize) -> Result<Row, String>
         let group = Cgroup::limited(&format!("orderly-bench-node-{index}"), args.node_cpu)?;
         let node = start_node(args, url).await?;
         group.add(node.child.id().ok_or("a node exited at once")?)?;
-        // The first leads; the others find the lease held and pass requests on to it.
-        wait_for_role(
-            &node.endpoint,
-            if index == 0 { "leader" } else { "standby" },
-        )
-        .await?;
+        // The first leads; the others find the lease held and pass requests on to it (or,
+        // each leading its share, take theirs: waited for below).
+        if !args.spread_shards {
+            let role = if index == 0 { "leader" } else { "standby" };
+            wait_for_role(&node.endpoint, role).await?;
+        }
         nodes.push(node);
         groups.push(group);
+    }
+    if args.spread_shards {
+        wait_for_spread(&nodes, args.node_shards).await?;
     }
     let upstreams: Vec<&str> = nodes
         .iter()
@@ -210,8 +213,13 @@ async fn start_node(args: &Args, url: &str) -> Result<ServerProcess, String> {
         .map_err(|e| format!("no free port: {e}"))?
         .port();
     let bind = format!("127.0.0.1:{port}");
-    let child = Command::new(&args.orderly)
-        .args(["--storage", url, "--bind", &bind])
+    let shards = args.node_shards.to_string();
+    let mut command = Command::new(&args.orderly);
+    if args.spread_shards {
+        command.arg("--spread-shards");
+    }
+    let child = command
+        .args(["--storage", url, "--bind", &bind, "--shards", &shards])
         .args(["--advertise-url", &format!("http://{bind}")])
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
@@ -273,6 +281,37 @@ async fn wait_for_role(endpoint: &str, role: &str) -> Result<(), String> {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     Err(format!("{endpoint} did not become {role}"))
+}
+
+/// Waits until `nodes` lead all `shards` between them, each its share (within one of even).
+async fn wait_for_spread(nodes: &[ServerProcess], shards: u32) -> Result<(), String> {
+    let client = http_client();
+    let even = shards as usize / nodes.len();
+    for _ in 0..600 {
+        let mut led = Vec::new();
+        for node in nodes {
+            let state = (client
+                .get(format!("{}/_orderly/cluster", node.endpoint))
+                .send())
+            .await;
+            let text = match state {
+                Ok(answer) => answer.text().await.unwrap_or_default(),
+                Err(_) => String::new(),
+            };
+            let state: serde_json::Value = serde_json::from_str(&text).unwrap_or_default();
+            let of_node = (state["led"].as_array().cloned()).unwrap_or_default();
+            led.push(of_node.len());
+        }
+        let spread = led.iter().all(|&n| n == even || n == even + 1);
+        if spread && led.iter().sum::<usize>() == shards as usize {
+            return Ok(());
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    Err(format!(
+        "{} nodes never led their shares of {shards}",
+        nodes.len()
+    ))
 }
 
 /// A CPU cgroup holding its processes to `percent` of one core; removed when dropped (once

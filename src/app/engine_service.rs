@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use tokio::sync::Notify;
 
+use crate::backend::ParcelsElsewhere;
 use crate::clock::Clock;
 use crate::config::Config;
 use crate::delivery::{SenderConfig, Webhooks};
@@ -26,6 +27,8 @@ pub(super) struct Built {
     pub cluster: Option<crate::service::cluster::ClusterStatus>,
     /// On a database: whether this node leads, and where requests go while it does not.
     pub standby: Option<crate::http::standby::Forwarding>,
+    /// Where requests for shards another node leads go, when some are.
+    pub by_shard: Option<crate::http::standby::Forwarding>,
 }
 
 /// Opens the data directory (recovering the engine from it) unless ephemeral, builds the
@@ -87,7 +90,7 @@ pub(super) fn serve_engine(
         config,
         (clock, listening),
         vec![shard],
-        log.snapshots,
+        (log.snapshots, None),
         metrics,
     )
 }
@@ -100,22 +103,26 @@ pub(super) struct ShardParts {
     pub(super) tenure: Option<Arc<crate::persist::tenure::Tenure>>,
 }
 
-/// The service over `shards`, shard n at index n: the engine itself when there is one, else
-/// each an embedded backend of its own behind the router (`backend::sharded`).
+/// The service over `shards` (those of `--shards` this node keeps, in order): the engine itself
+/// when there is one, else each an embedded backend of its own behind the router
+/// (`backend::sharded`), which pulls the parcels of shards other nodes lead from `elsewhere`.
 pub(super) fn serve_engines(
     config: &Config,
     (clock, listening): (Arc<dyn Clock>, SocketAddr),
     shards: Vec<ShardParts>,
-    snapshots: Vec<Arc<Snapshotter>>,
+    (snapshots, elsewhere): (Vec<Arc<Snapshotter>>, Option<Arc<dyn ParcelsElsewhere>>),
     metrics: crate::metrics::Metrics,
 ) -> std::io::Result<Built> {
     let (webhooks, settings) = service_parts(config, listening)?;
-    let count = shards.len();
+    let count = config.shards as usize;
     let logs: Vec<_> = (shards.iter())
-        .filter_map(|shard| shard.log_writer.as_ref().map(|log| log.metrics()))
+        .filter_map(|shard| {
+            let number = shard.engine.relay.shard().number;
+            (shard.log_writer.as_ref()).map(|log| (number, log.metrics()))
+        })
         .collect();
     if logs.len() == shards.len() {
-        metrics.set_logs(logs);
+        metrics.set_logs(count as u32, logs);
     }
     let parcels_waiting: Arc<[Notify]> = (0..count).map(|_| Notify::new()).collect();
     let captured = Arc::new(crate::backend::captured::CapturedMessages::default());
@@ -137,15 +144,23 @@ pub(super) fn serve_engines(
             Arc::new(backend)
         })
         .collect();
-    let backend: Arc<dyn crate::backend::Backend> = match backends.len() {
+    let backend: Arc<dyn crate::backend::Backend> = match count {
         1 => backends.pop().expect("one"),
         _ => {
             let namespaces = crate::engine::namespace::Namespaces::new(
                 crate::engine::namespace::Namespace::new(&config.region, &config.account_id),
             );
             let clock = clock.clone();
-            let sharded =
-                crate::backend::sharded::Sharded::new(backends, namespaces, clock, parcels_waiting);
+            let mut sharded = crate::backend::sharded::Sharded::new(
+                count as u32,
+                backends,
+                namespaces,
+                clock,
+                parcels_waiting,
+            );
+            if let Some(elsewhere) = elsewhere {
+                sharded = sharded.with_parcels_elsewhere(elsewhere);
+            }
             // Before anything runs, the logs of a data directory agree (a database's always do).
             if config.storage.is_none() {
                 sharded.agree();
@@ -159,6 +174,7 @@ pub(super) fn serve_engines(
         lease: Vec::new(),
         cluster: None,
         standby: None,
+        by_shard: None,
     })
 }
 
@@ -178,7 +194,10 @@ fn serve_shards(
     };
     let mut shards = Vec::new();
     let mut snapshots = Vec::new();
-    for number in 0..count {
+    let led_elsewhere = |number| {
+        (config.test_shards_led_elsewhere.iter()).any(|(elsewhere, _)| *elsewhere == number)
+    };
+    for number in (0..count).filter(|&number| !led_elsewhere(number)) {
         let shard = Shard { number, count };
         let mut engine = Engine::for_shard(&config.account_id, &config.region, shard);
         let data = match dirs.get(number as usize) {
@@ -199,7 +218,13 @@ fn serve_shards(
         });
     }
     let metrics = crate::metrics::Metrics::default();
-    serve_engines(config, (clock, listening), shards, snapshots, metrics)
+    serve_engines(
+        config,
+        (clock, listening),
+        shards,
+        (snapshots, None),
+        metrics,
+    )
 }
 
 /// What a service needs besides its storage: the webhook sender and its settings.

@@ -55,9 +55,9 @@ fn note_epochs(epochs: &Epochs, logs: &[DatabaseLog]) {
 /// Holds the database's preparation (shard n's at index n) and drops it on a thread of its
 /// own: it owns runtimes, which must not be dropped inside the server's (a standby stopped
 /// while it waits).
-struct OffThread(Vec<ReadyDatabase>);
+pub(super) struct OffThread<T: Send + 'static = ReadyDatabase>(pub(super) Vec<T>);
 
-impl Drop for OffThread {
+impl<T: Send + 'static> Drop for OffThread<T> {
     fn drop(&mut self) {
         let prepared = std::mem::take(&mut self.0);
         if prepared.is_empty() {
@@ -77,7 +77,7 @@ impl Drop for OffThread {
     }
 }
 
-fn settings(config: &Config, url: &str, own_url: &str) -> Settings {
+pub(super) fn settings(config: &Config, url: &str, own_url: &str) -> Settings {
     Settings {
         url: url.to_string(),
         region: config.region.clone(),
@@ -101,11 +101,13 @@ pub struct Node {
     pub own_url: String,
     /// Where requests go: this node's generations, or the leader.
     pub standby: Arc<Standby>,
+    /// With `--spread-shards`: the live nodes and the shards' holders, read across generations.
+    pub survey: Option<Arc<crate::persist::database::survey::Survey>>,
 }
 
 /// The database made ready for every shard's log, each written by its engine in `engines`
 /// (shard n's at index n, fresh). Blocking.
-fn prepare(
+pub(super) fn prepare(
     settings: &Settings,
     engines: &mut [Engine<Notify>],
 ) -> Result<Vec<ReadyDatabase>, crate::persist::database::OpenError> {
@@ -300,15 +302,9 @@ async fn build_once(
             let mut shards = Vec::with_capacity(logs.len());
             let mut snapshots = Vec::with_capacity(logs.len());
             for ((engine, log), tenure) in engines.drain(..).zip(&logs).zip(tenures) {
-                let mut engine = engine;
-                configure_engine(config, &mut engine);
-                let engine = Arc::new(engine);
-                snapshots.push(snapshotter(&engine, log, config.snapshot_after));
-                shards.push(ShardParts {
-                    engine,
-                    log_writer: Some(log.log_writer.clone()),
-                    tenure: Some(tenure),
-                });
+                let (shard, snapshotter) = led_parts(config, engine, log, tenure);
+                shards.push(shard);
+                snapshots.push(snapshotter);
             }
             // Leading from the start; stepping down makes it pass requests on.
             let standby = node.standby.begin_generation();
@@ -326,7 +322,13 @@ async fn build_once(
                 .map(|log| log.lease.clone())
                 .into_iter()
                 .collect();
-            let mut built = serve_engines(config, (clock, listening), shards, snapshots, metrics)?;
+            let mut built = serve_engines(
+                config,
+                (clock, listening),
+                shards,
+                (snapshots, None),
+                metrics,
+            )?;
             built.lease = leases;
             built.cluster = Some(status);
             built.standby = Some(standby);
@@ -352,7 +354,13 @@ async fn build_once(
             tenure: Some(tenure),
         })
         .collect();
-    let mut built = serve_engines(config, (clock, listening), shards, Vec::new(), metrics)?;
+    let mut built = serve_engines(
+        config,
+        (clock, listening),
+        shards,
+        (Vec::new(), None),
+        metrics,
+    )?;
     let standby = node.standby.begin_generation();
     standby.standby.set_leader(leader, leader_epoch);
     let mut following = Vec::with_capacity(engines.len());
@@ -379,7 +387,11 @@ async fn build_once(
     Ok((built, Some(waiting)))
 }
 
-fn said_leading(log: &DatabaseLog, started: std::time::Instant, metrics: &crate::metrics::Metrics) {
+pub(super) fn said_leading(
+    log: &DatabaseLog,
+    started: std::time::Instant,
+    metrics: &crate::metrics::Metrics,
+) {
     // Said once a node: by the shard whose lease took up the cluster's time.
     if let Some(skew) = log.clock_skew_ms {
         metrics.clock_skew_ms.set(skew);
@@ -405,6 +417,25 @@ fn said_leading(log: &DatabaseLog, started: std::time::Instant, metrics: &crate:
         millis = started.elapsed().as_millis() as u64,
         "storage: the log in PostgreSQL; leading, recovered"
     );
+}
+
+/// A shard this node leads, served: its engine (recovered) with the node's settings, writing
+/// `log` within `tenure`, and the snapshotter of that log.
+pub(super) fn led_parts(
+    config: &Config,
+    mut engine: Engine<Notify>,
+    log: &DatabaseLog,
+    tenure: Arc<crate::persist::tenure::Tenure>,
+) -> (ShardParts, Arc<Snapshotter>) {
+    configure_engine(config, &mut engine);
+    let engine = Arc::new(engine);
+    let snapshotter = snapshotter(&engine, log, config.snapshot_after);
+    let shard = ShardParts {
+        engine,
+        log_writer: Some(log.log_writer.clone()),
+        tenure: Some(tenure),
+    };
+    (shard, snapshotter)
 }
 
 fn snapshotter(engine: &Arc<Engine<Notify>>, log: &DatabaseLog, after: u64) -> Arc<Snapshotter> {

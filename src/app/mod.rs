@@ -7,6 +7,7 @@
 mod engine_service;
 mod log_database;
 mod routes;
+mod spread;
 mod started;
 mod succession;
 
@@ -78,6 +79,30 @@ fn single_status(
     crate::service::cluster::single(own_url, shards, move || {
         log_writers.iter().map(|log| log.durable().lsn).collect()
     })
+}
+
+/// The way to the nodes leading the shards in `elsewhere` (each with its leader's URL).
+fn shards_led_elsewhere(
+    config: &Config,
+    (body, forwarded): (BodyLimits, crate::metrics::Forwarded),
+    own_url: &str,
+    elsewhere: &[(u32, String)],
+) -> std::io::Result<crate::http::standby::Forwarding> {
+    let settings = crate::http::standby::ForwardSettings {
+        body,
+        leader_wait: Duration::from_secs(config.leader_wait),
+        idle_timeout: Duration::from_secs(config.idle_timeout),
+        own_url: own_url.to_string(),
+    };
+    let standby = crate::http::standby::Standby::new(settings, forwarded)?;
+    let mut leaders = vec![String::new(); config.shards as usize];
+    for (shard, url) in elsewhere {
+        if let Some(leader) = leaders.get_mut(*shard as usize) {
+            leader.clone_from(url);
+        }
+    }
+    standby.set_shard_leaders(leaders);
+    Ok(Arc::new(standby).begin_generation())
 }
 
 /// `--import-from DIR` or `--export-to DIR`: moves the whole state between a data directory
@@ -177,6 +202,10 @@ pub struct App {
     /// A standby's way to leadership (`--storage`, the lease held by another node).
     waiting: Option<log_database::Waiting>,
     standby: Option<crate::http::standby::Forwarding>,
+    /// Where requests for shards another node leads go, when some are.
+    by_shard: Option<crate::http::standby::Forwarding>,
+    /// A node leading its share of a database's shards: what tells it to start over.
+    spread: Option<spread::Spread>,
     /// On a database: what this node starts over from once it loses the lease.
     node: Option<log_database::Node>,
     limits: ServerLimits,
@@ -272,6 +301,13 @@ impl App {
                 };
                 let forwarded = metrics.forwarded.clone();
                 let standby = crate::http::standby::Standby::new(forwarding, forwarded)?;
+                let survey = match config.spread_shards && config.shards > 1 {
+                    true => Some(Arc::new(crate::persist::database::survey::Survey::start(
+                        url,
+                        own_url.clone(),
+                    )?)),
+                    false => None,
+                };
                 Some(log_database::Node {
                     config: config.clone(),
                     url: url.clone(),
@@ -279,13 +315,26 @@ impl App {
                     listening,
                     own_url: own_url.clone(),
                     standby: Arc::new(standby),
+                    survey,
                 })
             }
             None => None,
         };
-        let (built, waiting) = match &node {
-            Some(node) => log_database::build(node, metrics).await?,
-            None => (build_service(config, clock, listening)?, None),
+        let (mut built, waiting, spread) = match &node {
+            Some(node) => succession::build(node, metrics).await?,
+            None => (build_service(config, clock, listening)?, None, None),
+        };
+        let by_shard = match config.test_shards_led_elsewhere.as_slice() {
+            [] => built.by_shard.take(),
+            elsewhere => {
+                let forwarded = built.service.metrics.forwarded.clone();
+                Some(shards_led_elsewhere(
+                    config,
+                    (body, forwarded),
+                    &own_url,
+                    elsewhere,
+                )?)
+            }
         };
         let status = match &built.cluster {
             Some(status) => status.clone(),
@@ -309,6 +358,8 @@ impl App {
             snapshots: built.snapshots,
             lease: built.lease,
             standby: built.standby,
+            by_shard,
+            spread,
             waiting,
             node,
             limits,
@@ -353,13 +404,15 @@ impl App {
             snapshots: self.snapshots,
             lease: self.lease,
             standby: self.standby,
+            by_shard: self.by_shard.clone(),
+            spread: self.spread,
             waiting: self.waiting,
         };
         let Some(node) = self.node else {
             let service = generation.service.clone();
             let started = Started::default();
             started.begin(&service, generation.snapshots, generation.lease);
-            let router = routes.router(service.clone(), None);
+            let router = routes.router(service.clone(), None, self.by_shard);
             let router = crate::http::server::Served::Router(router);
             let served =
                 crate::http::server::serve(self.listener, router, self.limits, self.tls, shutdown)

@@ -19,11 +19,13 @@ pub(super) struct Routes {
 
 impl Routes {
     /// The service's routes, each request passed on to the leader first while `forwarding` says
-    /// this node does not lead.
+    /// this node does not lead; with `by_shard`, one for a shard another node leads is passed
+    /// to that shard's leader (`http::shard_routing`).
     pub(super) fn router(
         &self,
         service: Arc<Service>,
         forwarding: Option<crate::http::standby::Forwarding>,
+        by_shard: Option<crate::http::standby::Forwarding>,
     ) -> axum::Router {
         let routes = crate::http::routes(
             service,
@@ -31,6 +33,13 @@ impl Routes {
             (self.scheme, self.clock_control.clone()),
             self.auth.clone(),
         );
+        let routes = match by_shard {
+            Some(forwarding) => routes.layer(axum::middleware::from_fn_with_state(
+                forwarding,
+                crate::http::shard_routing::pass_to_shard_leader,
+            )),
+            None => routes,
+        };
         let routes = match forwarding {
             Some(forwarding) => routes.layer(axum::middleware::from_fn_with_state(
                 forwarding,

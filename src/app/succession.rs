@@ -15,6 +15,7 @@ use tokio::net::TcpListener;
 use super::engine_service::Built;
 use super::log_database::{self, Node, Waiting};
 use super::routes::Routes;
+use super::spread::Spread;
 use super::started::Started;
 use crate::http::server::ServerLimits;
 use crate::http::standby::Forwarding;
@@ -22,6 +23,10 @@ use crate::persist::database::Keeper;
 use crate::persist::snapshot::Snapshotter;
 use crate::service::Service;
 use crate::worker::{self, Backoff};
+
+/// How long a generation leading its share of the shards must have run for its share moving
+/// to start the next one at once.
+const SETTLED: Duration = Duration::from_secs(30);
 
 /// Failures to start over are said once per cause per interval, not once a second.
 static RETRIES: std::sync::LazyLock<crate::quiet_log::QuietLog> =
@@ -33,11 +38,29 @@ pub struct Generation {
     pub snapshots: Vec<Arc<Snapshotter>>,
     pub lease: Vec<Arc<Keeper>>,
     pub standby: Option<Forwarding>,
+    /// Where requests for shards another node leads go, when some are.
+    pub by_shard: Option<Forwarding>,
+    /// A node leading its share of its database's shards: what tells it to start over.
+    pub spread: Option<Spread>,
     pub waiting: Option<Waiting>,
 }
 
+/// A node's next generation on its database: leading every shard or standing by
+/// (`log_database`), or, with `--spread-shards`, leading its share (`spread`).
+pub async fn build(
+    node: &Node,
+    metrics: crate::metrics::Metrics,
+) -> std::io::Result<(Built, Option<Waiting>, Option<Spread>)> {
+    if node.config.spread_shards && node.config.shards > 1 {
+        let (built, spread) = super::spread::build(node, metrics).await?;
+        return Ok((built, None, Some(spread)));
+    }
+    let (built, waiting) = log_database::build(node, metrics).await?;
+    Ok((built, waiting, None))
+}
+
 impl Generation {
-    fn of(built: Built, waiting: Option<Waiting>) -> Generation {
+    fn of(built: Built, waiting: Option<Waiting>, spread: Option<Spread>) -> Generation {
         if let Some(status) = built.cluster {
             built.service.set_cluster_status(status);
         }
@@ -46,6 +69,8 @@ impl Generation {
             snapshots: built.snapshots,
             lease: built.lease,
             standby: built.standby,
+            by_shard: built.by_shard,
+            spread,
             waiting,
         }
     }
@@ -61,6 +86,8 @@ struct Running {
     /// be followed on.
     spoiled: Vec<tokio::sync::watch::Receiver<bool>>,
     standby: Option<Forwarding>,
+    spread: Option<Spread>,
+    began: std::time::Instant,
 }
 
 impl Running {
@@ -84,7 +111,7 @@ impl Running {
         };
         // A leader's requests skip the passing-on layer; it is put in front when it steps down.
         let layered = promotion.as_ref().and(standby.clone());
-        let router = routes.router(service.clone(), layered);
+        let router = routes.router(service.clone(), layered, generation.by_shard);
         *current.write().unwrap_or_else(|p| p.into_inner()) = router;
         Running {
             service,
@@ -92,6 +119,8 @@ impl Running {
             promotion,
             spoiled,
             standby,
+            spread: generation.spread,
+            began: std::time::Instant::now(),
         }
     }
 
@@ -155,13 +184,28 @@ async fn steward(
                 running.stop().await;
                 return;
             }
+            _ = spread_moved(&mut running.spread) => {
+                // As when deposed: requests wait for the next generation meanwhile.
+                if let Some(standby) = &running.standby {
+                    standby.standby.step_down();
+                    let passing_on = routes.router(running.service.clone(), Some(standby.clone()), None);
+                    *current.write().unwrap_or_else(|p| p.into_inner()) = passing_on;
+                }
+                // A share that moves again soon after the last start (a lease that cannot be
+                // taken, say) waits longer each time rather than start over and over.
+                let settled = running.began.elapsed() >= SETTLED;
+                if settled {
+                    backoff.succeeded();
+                }
+                !settled
+            }
             _ = running.started.deposed() => {
                 tracing::warn!("lost the lease: stepping down to serve as a standby of the new leader");
                 // At once, before its work stops: requests are passed on (none leads that
                 // this node knows of yet: 503), and it says it no longer leads.
                 if let Some(standby) = &running.standby {
                     standby.standby.step_down();
-                    let passing_on = routes.router(running.service.clone(), Some(standby.clone()));
+                    let passing_on = routes.router(running.service.clone(), Some(standby.clone()), None);
                     *current.write().unwrap_or_else(|p| p.into_inner()) = passing_on;
                 }
                 backoff.succeeded();
@@ -191,13 +235,13 @@ async fn steward(
         let next = loop {
             let metrics = crate::metrics::Metrics::continuing(&previous.metrics);
             let built = tokio::select! {
-                built = log_database::build(&node, metrics) => built,
+                built = build(&node, metrics) => built,
                 _ = until(&mut finished) => return,
             };
             match built {
-                Ok((built, waiting)) => {
+                Ok((built, waiting, spread)) => {
                     rebuild.succeeded();
-                    break Generation::of(built, waiting);
+                    break Generation::of(built, waiting, spread);
                 }
                 Err(error) => {
                     let cause = error.to_string();
@@ -213,6 +257,15 @@ async fn steward(
         };
         drop(previous);
         running = Running::start(next, &routes, &current);
+    }
+}
+
+/// Completes once a node leading its share of the shards should start over to lead its share
+/// as it now is (`spread::moved`); never for a node that leads every shard or none.
+async fn spread_moved(spread: &mut Option<Spread>) {
+    match spread {
+        Some(spread) => super::spread::moved(spread).await,
+        None => std::future::pending().await,
     }
 }
 

@@ -24,6 +24,7 @@ pub mod captured;
 #[cfg(test)]
 mod conformance;
 pub mod embedded;
+pub mod led_elsewhere;
 mod pacing;
 pub mod sharded;
 
@@ -59,6 +60,14 @@ pub enum BackendError {
     /// write tried again, a commit whose answer was lost) or not.
     #[error("storage did not confirm the change: {0}")]
     Unconfirmed(String),
+    /// The queue or topic is in a shard another node leads: nothing was done here
+    /// (`led_elsewhere` notes which shard for the HTTP layer, which passes the request there).
+    #[error("shard {0} is led by another node")]
+    LedElsewhere(u32),
+    /// The request needs to read a shard another node leads on behalf of another shard (a
+    /// listing, a dead-letter queue's configuration), which is not built yet.
+    #[error("shard {0} is led by another node, and reading across nodes is not built yet")]
+    Across(u32),
 }
 
 pub type BackendResult<T> = Result<T, BackendError>;
@@ -313,6 +322,29 @@ pub trait Work: Send + Sync {
     /// Completes once nothing made so far waits to cross shards (at once with one shard): what
     /// a test waits for before it looks for a copy in another shard's queue.
     fn carried(&self) -> Answer<'_, ()>;
+    /// For the leader of shard `to`, another node: up to `max` parcels shard `from` (led here)
+    /// holds for it after number `after`, once this node's log holds them, waiting up to
+    /// `wait` for one, encoded as the log encodes them; those up to `after` (which `to` has
+    /// applied) are forgotten here.
+    fn parcels_for_node(
+        &self,
+        from: u32,
+        to: u32,
+        (after, max): (u64, usize),
+        wait: std::time::Duration,
+    ) -> Answer<'_, Vec<u8>> {
+        let _ = (to, after, max, wait);
+        Box::pin(std::future::ready(Err(BackendError::Across(from))))
+    }
+}
+
+/// Where the parcels of shards another node leads come from: that node, asked over the
+/// network (`http::parcels`).
+pub trait ParcelsElsewhere: Send + Sync {
+    /// Up to `max` parcels shard `from` holds for shard `to` after number `after` (which `to`
+    /// has applied, so the source may forget them), waiting a while for one, as
+    /// `Work::parcels_for_node` encoded them there.
+    fn pull(&self, from: u32, to: u32, after: u64, max: usize) -> Answer<'_, bytes::Bytes>;
 }
 
 /// What became of one webhook attempt, for the delivery worker's log.
@@ -414,6 +446,25 @@ pub trait Inspection: Send + Sync {
     fn forget_captured(&self, ids: Vec<u64>) -> Answer<'_, ()>;
     /// Parcels waiting to cross from one shard to another, by (from, to); none with one shard.
     fn relay_waiting(&self) -> Answer<'_, Vec<RelayWaiting>>;
+    /// The queues, topics and subscriptions of the shards this node leads, for the figures a
+    /// node gives of its own (`/metrics`, summed over nodes): every one but on a node that
+    /// leads part of a database's shards.
+    fn led_here(&self) -> Answer<'_, LedHere> {
+        Box::pin(async move {
+            Ok(LedHere {
+                queues: self.queue_overviews().await?,
+                topics: self.topic_activity().await?,
+                subscriptions: self.subscription_activity().await?,
+            })
+        })
+    }
+}
+
+/// What `Inspection::led_here` answers, each in its listing's order.
+pub struct LedHere {
+    pub queues: Vec<QueueOverview>,
+    pub topics: Vec<TopicActivity>,
+    pub subscriptions: Vec<SubscriptionActivity>,
 }
 
 /// Parcels made by shard `from` that shard `to` has not applied yet (or not said so).

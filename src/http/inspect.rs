@@ -160,10 +160,11 @@ pub async fn metrics(State(state): State<HttpState>, headers: HeaderMap) -> Resp
     let backend = &service.backend;
     let cluster = service.cluster_state();
     let read = async {
+        let led = backend.led_here().await?;
         Ok::<_, crate::backend::BackendError>(crate::metrics::Scraped {
-            queues: backend.queue_overviews().await?,
-            topics: backend.topic_activity().await?,
-            subscriptions: backend.subscription_activity().await?,
+            queues: led.queues,
+            topics: led.topics,
+            subscriptions: led.subscriptions,
             webhooks: backend.delivery_stats().await?,
             relay: backend.relay_waiting().await?,
             role: cluster.role,

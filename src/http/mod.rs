@@ -15,9 +15,11 @@ pub mod identity;
 mod inspect;
 mod localstack;
 mod node_headers;
+pub mod parcels;
 mod reply;
 pub mod server;
 mod sessions;
+pub mod shard_routing;
 pub mod sigv4;
 pub mod standby;
 mod state;
@@ -71,6 +73,7 @@ pub fn routes(
         .route("/health/ready", get(|| async { "ok" }))
         .route("/_orderly/webhooks", get(inspect::webhook_stats))
         .route("/_orderly/cluster", get(inspect::cluster_state))
+        .route(parcels::PATH, get(parcels::serve))
         .route(
             "/_orderly/clock",
             get(clock_control::read).post(clock_control::move_clock),

@@ -4,6 +4,14 @@
 /// names a standby would otherwise send requests round in circles).
 pub const FORWARDED: &str = "x-orderly-forwarded";
 
+/// `FORWARDED`'s value on a request a node passes to itself (its next generation, which leads
+/// now): that generation may still pass it to a shard's leader on another node.
+pub const FORWARDED_BY_SELF: &str = "self";
+
+/// On a request between nodes (`http::parcels`): the name the asking node announced itself
+/// by in the database.
+pub const NODE: &str = "x-orderly-node";
+
 /// On every 503, which says nothing of the request was read or kept: a node that does not
 /// lead refusing a passed-on request, a server past its connection limit, a leader whose log
 /// refused the change. The passing node may send such a request again.

@@ -23,7 +23,7 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 
 use super::body::BodyLimits;
-use super::node_headers::{ADDED_HEADERS, FORWARDED, NOT_SERVED};
+use super::node_headers::{ADDED_HEADERS, FORWARDED, FORWARDED_BY_SELF, NOT_SERVED};
 use super::reply::{early_error, read_limited};
 use crate::metrics::{ForwardOutcome, Forwarded};
 use crate::protocol::{ApiError, ErrorCode};
@@ -77,6 +77,12 @@ pub struct ForwardSettings {
 /// generations.
 pub struct Standby {
     route: watch::Sender<Route>,
+    /// Where each shard's requests go when this node does not lead it: shard n's leader's URL
+    /// at index n (empty while unknown), for a node leading some shards of a database
+    /// (`shard_routing`).
+    shard_leaders: watch::Sender<Vec<String>>,
+    /// The names the live nodes of the database announced themselves by (`http::parcels`).
+    peers: std::sync::RwLock<Vec<String>>,
     client: reqwest::Client,
     settings: ForwardSettings,
     /// `Host` for a request that came without one (HTTP/1.0): this node's, as when served here.
@@ -122,6 +128,8 @@ impl Standby {
         };
         Ok(Standby {
             route: watch::Sender::new(route),
+            shard_leaders: watch::Sender::new(Vec::new()),
+            peers: Default::default(),
             client,
             settings,
             own_host,
@@ -178,6 +186,48 @@ impl Standby {
             route.epoch = epoch;
             changed
         });
+    }
+
+    /// Each shard's leader's URL, shard n's at index n (empty while unknown).
+    pub fn set_shard_leaders(&self, leaders: Vec<String>) {
+        self.shard_leaders.send_if_modified(|known| {
+            let changed = *known != leaders;
+            *known = leaders;
+            changed
+        });
+    }
+
+    /// Shard `shard`'s leader as last known, and a receiver that sees each change.
+    pub(super) fn shard_leaders(&self) -> watch::Receiver<Vec<String>> {
+        self.shard_leaders.subscribe()
+    }
+
+    /// The names the live nodes announced themselves by, as last read.
+    pub fn set_peers(&self, names: Vec<String>) {
+        *self.peers.write().unwrap_or_else(|p| p.into_inner()) = names;
+    }
+
+    /// Whether `name` is one a live node announced itself by.
+    pub(super) fn is_peer(&self, name: &str) -> bool {
+        let peers = self.peers.read().unwrap_or_else(|p| p.into_inner());
+        peers.iter().any(|peer| peer == name)
+    }
+
+    /// The URL this node is reached at.
+    pub(super) fn own_url(&self) -> &str {
+        &self.settings.own_url
+    }
+
+    pub(super) fn client(&self) -> &reqwest::Client {
+        &self.client
+    }
+
+    pub(super) fn body_limits(&self) -> BodyLimits {
+        self.settings.body
+    }
+
+    pub(super) fn count(&self, outcome: ForwardOutcome) {
+        self.forwarded.count(outcome);
     }
 
     /// Whether a request arriving now can be served: this node leads or knows who does.
@@ -290,7 +340,7 @@ pub async fn forward_unless_leading(
 
 /// The client is told what it can act on; the cause (with the leader's address, which is the
 /// operator's to know) goes to the log.
-fn failed(standby: &Standby, headers: &HeaderMap, failure: Failure) -> Response {
+pub(super) fn failed(standby: &Standby, headers: &HeaderMap, failure: Failure) -> Response {
     let (outcome, code, answer, message) = match failure {
         Failure::NotSent(message) | Failure::Again(message) => (
             ForwardOutcome::NotSent,
@@ -315,7 +365,7 @@ fn failed(standby: &Standby, headers: &HeaderMap, failure: Failure) -> Response 
 }
 
 /// Why a request passed on got no answer.
-enum Failure {
+pub(super) enum Failure {
     /// It never reached a leader, and cannot be sent again.
     NotSent(String),
     /// It never reached a leader; it may be sent again once one is known.
@@ -325,7 +375,7 @@ enum Failure {
 }
 
 /// A request as it is passed on: what the client sent, less what belonged to its connection.
-struct Outgoing {
+pub(super) struct Outgoing {
     method: reqwest::Method,
     path: String,
     headers: HeaderMap,
@@ -333,7 +383,11 @@ struct Outgoing {
 }
 
 impl Outgoing {
-    fn of(standby: &Standby, parts: &axum::http::request::Parts, body: bytes::Bytes) -> Outgoing {
+    pub(super) fn of(
+        standby: &Standby,
+        parts: &axum::http::request::Parts,
+        body: bytes::Bytes,
+    ) -> Outgoing {
         let connection = named_in_connection(&parts.headers);
         let mut headers = HeaderMap::with_capacity(parts.headers.len() + ADDED_HEADERS);
         for (name, value) in &parts.headers {
@@ -362,21 +416,31 @@ impl Outgoing {
 /// Sends the request to the leader, waiting for one while none can be reached, up to
 /// `--leader-wait`.
 async fn pass_on(standby: &Standby, outgoing: &Outgoing) -> Result<Response, Failure> {
+    // Leading in a later generation than the routes holding this request: the routes that
+    // serve now take it, by this node's own URL.
+    let target = |route: &Route| match route.leading {
+        true => standby.settings.own_url.clone(),
+        false => route.leader.clone(),
+    };
+    pass_on_to(standby, outgoing, standby.route.subscribe(), target).await
+}
+
+/// Sends the request to the node `target` reads from `route` (empty while none is known),
+/// waiting while none can be reached, up to `--leader-wait`; each change of `route` is a new
+/// target to try at once.
+pub(super) async fn pass_on_to<T>(
+    standby: &Standby,
+    outgoing: &Outgoing,
+    mut route: watch::Receiver<T>,
+    target: impl Fn(&T) -> String,
+) -> Result<Response, Failure> {
     let deadline = Instant::now() + standby.settings.leader_wait;
-    let mut route = standby.route.subscribe();
     loop {
-        let current = route.borrow_and_update().clone();
-        // Leading in a later generation than the routes holding this request: the routes
-        // that serve now take it, by this node's own URL.
-        let target = if current.leading {
-            standby.settings.own_url.clone()
-        } else {
-            current.leader.clone()
-        };
-        let attempt = if target.is_empty() {
+        let now_at = target(&route.borrow_and_update());
+        let attempt = if now_at.is_empty() {
             Err(Failure::Again("no node leads yet".into()))
         } else {
-            send(standby, &target, outgoing, &mut route).await
+            send(standby, (&now_at, &target), outgoing, &mut route).await
         };
         match attempt {
             Err(Failure::Again(message)) => {
@@ -397,26 +461,41 @@ async fn pass_on(standby: &Standby, outgoing: &Outgoing) -> Result<Response, Fai
     }
 }
 
-/// One attempt at `target`. Given up as of unknown outcome when the leader changes while the
-/// request is with it (a frozen leader still takes connections), once a connection being
-/// opened could have failed.
-async fn send(
+/// One attempt at `target`. Given up as of unknown outcome when the node `target_of` reads
+/// from `route` changes while the request is with it (a frozen leader still takes
+/// connections), once a connection being opened could have failed; a change of `route` that
+/// leaves it (another shard's leader) changes nothing.
+async fn send<T>(
     standby: &Standby,
-    target: &str,
+    (target, target_of): (&str, &impl Fn(&T) -> String),
     outgoing: &Outgoing,
-    route: &mut watch::Receiver<Route>,
+    route: &mut watch::Receiver<T>,
 ) -> Result<Response, Failure> {
     let url = format!("{}{}", target.trim_end_matches('/'), outgoing.path);
+    let mut headers = outgoing.headers.clone();
+    if target == standby.settings.own_url {
+        headers.insert(FORWARDED, HeaderValue::from_static(FORWARDED_BY_SELF));
+    }
     let request = standby
         .client
         .request(outgoing.method.clone(), &url)
-        .headers(outgoing.headers.clone())
+        .headers(headers)
         .body(outgoing.body.clone())
         .send();
     tokio::pin!(request);
+    let moved = async {
+        loop {
+            if route.changed().await.is_err() {
+                return std::future::pending().await;
+            }
+            if target_of(&route.borrow_and_update()) != target {
+                return;
+            }
+        }
+    };
     let sent = tokio::select! {
         sent = &mut request => sent,
-        _ = route.changed() => {
+        () = moved => {
             match tokio::time::timeout(CONNECT_TIMEOUT, &mut request).await {
                 Ok(sent) => sent,
                 Err(_) => {

@@ -126,9 +126,10 @@ impl LogMetrics {
     }
 }
 
-/// Registers the figures of several shards' logs (shard n's at index n), each figure one
-/// family with a `shard` label, read as they are now. The time histograms are one log's only.
-pub fn register_shards(logs: &[std::sync::Arc<LogMetrics>], registry: &mut Registry) {
+/// Registers the figures of several shards' logs (each with its shard's number), each figure
+/// one family with a `shard` label, read as they are now. The time histograms are one log's
+/// only.
+pub fn register_shards(logs: &[(u32, std::sync::Arc<LogMetrics>)], registry: &mut Registry) {
     let (records, bytes, snapshots) = (
         Family::<ShardLabels, Counter>::default(),
         Family::<ShardLabels, Counter>::default(),
@@ -136,7 +137,7 @@ pub fn register_shards(logs: &[std::sync::Arc<LogMetrics>], registry: &mut Regis
     );
     let since = Family::<ShardLabels, Gauge<i64>>::default();
     let failures = Family::<ShardFailureLabels, Counter>::default();
-    for (log, shard) in logs.iter().zip(0u32..) {
+    for &(shard, ref log) in logs {
         let labels = ShardLabels { shard };
         records.get_or_create(&labels).inc_by(log.records.get());
         bytes.get_or_create(&labels).inc_by(log.bytes.get());

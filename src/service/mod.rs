@@ -252,6 +252,13 @@ impl Service {
             Action::Sqs(action) => self.route(protocol, action, payload, ctx).await,
         };
         let took = started.elapsed();
+        // Passed on to the shard's leader, which counts and logs it: not once more here.
+        if crate::backend::led_elsewhere::passing_on() {
+            return match result {
+                Ok(encoded) => encoded,
+                Err(error) => encode_error(protocol, &error, &ctx.request_id),
+            };
+        }
         let error = result.as_ref().err().map(|e| {
             let code = e.code.query_code();
             code.strip_prefix("AWS.SimpleQueueService.").unwrap_or(code)

@@ -24,6 +24,17 @@ impl From<BackendError> for ApiError {
                     "The change could not be persisted: storage is unavailable. Nothing of the request was kept; try again.",
                 )
             }
+            // Nothing was done here; the HTTP layer passes the request on to the shard's leader
+            // and answers this only when it cannot (a request passed on already).
+            BackendError::LedElsewhere(_) => ApiError::new(
+                ErrorCode::ServiceUnavailable,
+                "Another node leads this queue or topic and it could not be reached: nothing of the request was kept; try again.",
+            ),
+            // Not a failure of storage, and not one a retry here mends.
+            BackendError::Across(_) => ApiError::new(
+                ErrorCode::ServiceUnavailable,
+                "This request needs queues or topics that other nodes lead, which this node cannot read yet; send it to the node that leads them.",
+            ),
             // SQS calls it InternalFailure; SNS answers InternalError.
             BackendError::Unconfirmed(cause) => {
                 if let Some(held_back) = STORAGE_WARNINGS.admit(&cause, std::time::Instant::now()) {

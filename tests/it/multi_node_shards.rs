@@ -440,3 +440,227 @@ async fn a_node_that_cannot_lead_a_shard_after_three_tries_does_not_start() {
         .get::<_, i64>(0);
     assert_eq!(free, 1, "shard 0's lease given up");
 }
+
+/// A node's settings on the database at `url`, cut into `shards`, each node leading its share.
+fn spread_on(url: &str, shards: u32) -> Config {
+    let mut config = on_database(url, shards);
+    config.spread_shards = true;
+    config
+}
+
+/// Waits (`bound` at most, polling) until the nodes lead every shard between them, each its
+/// share (within one of even); their `led` lists then.
+async fn until_spread(nodes: &[&Server], shards: u32, bound: Duration) -> Vec<Vec<u64>> {
+    let started = Instant::now();
+    loop {
+        let mut led = Vec::new();
+        for node in nodes {
+            let state = cluster(node).await;
+            let shards: Vec<u64> = (state["led"].as_array().expect("led").iter())
+                .filter_map(serde_json::Value::as_u64)
+                .collect();
+            led.push(shards);
+        }
+        let mut all: Vec<u64> = led.iter().flatten().copied().collect();
+        all.sort_unstable();
+        let even = shards as usize / nodes.len();
+        let spread = led.iter().all(|l| l.len() == even || l.len() == even + 1);
+        if all == (0..u64::from(shards)).collect::<Vec<_>>() && spread {
+            return led;
+        }
+        assert!(started.elapsed() < bound, "never spread: {led:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Two nodes leading their shares of the database at `url`, the second started once the first
+/// leads every shard alone; the shards each leads once they are spread.
+async fn two_spread_nodes(url: &str) -> (Stoppable, Stoppable, Vec<Vec<u64>>) {
+    let start = |config: Config| async move {
+        Stoppable::start(orderly::app::App::bind(&config).await.expect("bind")).await
+    };
+    let first = start(spread_on(url, SHARDS)).await;
+    let led = until_spread(&[&first.server], SHARDS, Duration::from_secs(10)).await;
+    assert_eq!(led, [vec![0, 1, 2, 3]]);
+    let second = start(spread_on(url, SHARDS)).await;
+    let led = until_spread(
+        &[&first.server, &second.server],
+        SHARDS,
+        Duration::from_secs(30),
+    )
+    .await;
+    (first, second, led)
+}
+
+/// Two nodes leading their shares of one database: the first leads every shard alone; once the
+/// second joins, each leads half (the first gives its lease of the other's half up), and
+/// either serves every queue, passing requests for the other's shards to it. The second
+/// stops: the first leads every shard again, with what the second's shards held.
+#[tokio::test]
+async fn two_nodes_lead_half_the_shards_each_and_serve_every_queue() {
+    let Some(url) = common::fresh_database().await else {
+        return;
+    };
+    let (first, second, led) = two_spread_nodes(&url).await;
+    assert_eq!(
+        led.iter().map(Vec::len).collect::<Vec<_>>(),
+        [2, 2],
+        "{led:?}"
+    );
+    let state = cluster(&second.server).await;
+    assert_eq!(state["role"], "leader", "{state}");
+    // A queue in each shard, made and fed through the first node, read through the second.
+    let names: Vec<String> = (0..SHARDS).map(|s| name_in("spread", ".fifo", s)).collect();
+    let mut urls = Vec::new();
+    for name in &names {
+        let made = (first.server.sqs.create_queue().queue_name(name))
+            .attributes(aws_sdk_sqs::types::QueueAttributeName::FifoQueue, "true")
+            .attributes(
+                aws_sdk_sqs::types::QueueAttributeName::ContentBasedDeduplication,
+                "true",
+            )
+            .send()
+            .await
+            .expect("created");
+        urls.push(made.queue_url.expect("a URL"));
+    }
+    for (url, name) in urls.iter().zip(&names) {
+        for body in ["one", "two"] {
+            (first.server.sqs.send_message().queue_url(url))
+                .message_body(format!("{name} {body}"))
+                .message_group_id("g")
+                .send()
+                .await
+                .expect("sent");
+        }
+    }
+    for (url, name) in urls.iter().zip(&names) {
+        let got = (second.server.sqs.receive_message().queue_url(url))
+            .send()
+            .await
+            .expect("received")
+            .messages
+            .unwrap_or_default();
+        assert_eq!(got.len(), 1, "{name}");
+        assert_eq!(got[0].body(), Some(format!("{name} one").as_str()));
+        (second.server.sqs.delete_message().queue_url(url))
+            .receipt_handle(got[0].receipt_handle().unwrap())
+            .send()
+            .await
+            .expect("deleted");
+    }
+    // The second stops, giving its leases up: the first leads every shard, with what the
+    // second's shards held.
+    second.stop().await;
+    let led = until_spread(&[&first.server], SHARDS, Duration::from_secs(30)).await;
+    assert_eq!(led, [vec![0, 1, 2, 3]]);
+    for (url, name) in urls.iter().zip(&names) {
+        let got = (first.server.sqs.receive_message().queue_url(url))
+            .send()
+            .await
+            .expect("received")
+            .messages
+            .unwrap_or_default();
+        let bodies: Vec<_> = got.iter().filter_map(|m| m.body()).collect();
+        assert_eq!(bodies, [format!("{name} two")], "{name}");
+    }
+    first.stop().await;
+}
+
+/// A FIFO topic led by one node fanning out to queues the other node leads (and one it leads
+/// itself), published to through the other node: the queues' leader pulls the copies from the
+/// topic's, and each queue gets every publish once and in order, the topic's deduplication
+/// holding.
+#[tokio::test]
+async fn a_topics_copies_cross_to_queues_another_node_leads_once_and_in_order() {
+    let Some(url) = common::fresh_database().await else {
+        return;
+    };
+    let (first, second, led) = two_spread_nodes(&url).await;
+    let (of_first, of_second) = (&led[0], &led[1]);
+    let shard = |n: u64| n as u32;
+    let topic = name_in("prices", ".fifo", shard(of_first[0]));
+    let queues = [
+        name_in("desk", ".fifo", shard(of_second[0])),
+        name_in("audit", ".fifo", shard(of_second[1])),
+        name_in("local", ".fifo", shard(of_first[1])),
+    ];
+    let (topic, urls) = topic_into(&second.server, &topic, &queues).await;
+    publish(&second.server, &topic, 0..10).await;
+    // Published again under the same deduplication ids: dropped at the topic.
+    publish(&first.server, &topic, 5..10).await;
+    let expected: Vec<String> = (0..10).map(|n| n.to_string()).collect();
+    for (url, queue) in urls.iter().zip(&queues) {
+        assert_eq!(
+            bodies(drain(&first.server, url, 10).await),
+            expected,
+            "{queue}: each copy once and in order"
+        );
+    }
+    second.stop().await;
+    first.stop().await;
+}
+
+/// One of two nodes leading their shares is killed (SIGKILL): once its leases lapse, the other
+/// leads every shard, and every message acknowledged into the killed node's shards is there.
+#[test]
+fn the_shards_of_a_killed_node_are_led_by_the_other_with_what_they_held() {
+    let runtime = tokio::runtime::Runtime::new().expect("runtime");
+    let Some(url) = runtime.block_on(common::fresh_database()) else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let shards = SHARDS.to_string();
+    let args = [
+        "--storage",
+        url.as_str(),
+        "--shards",
+        &shards,
+        "--spread-shards",
+    ];
+    let first = crate::binary::start(dir.path(), &args, "warn");
+    let mut second = crate::binary::start(dir.path(), &args, "warn");
+    let servers = [first.addr, second.addr].map(crate::log_in_database::process_server);
+    let led = runtime.block_on(until_spread(
+        &[&servers[0], &servers[1]],
+        SHARDS,
+        Duration::from_secs(30),
+    ));
+    // A queue in each of the second node's shards, fed through the first node.
+    let names: Vec<String> = (led[1].iter())
+        .map(|&shard| name_in("kept", ".fifo", shard as u32))
+        .collect();
+    let urls: Vec<String> = runtime.block_on(async {
+        let mut urls = Vec::new();
+        for name in &names {
+            urls.push(common::fifo_queue(&servers[0], name, &[]).await);
+        }
+        for url in &urls {
+            for n in 0..5 {
+                (servers[0].sqs.send_message().queue_url(url))
+                    .message_body(format!("m{n}"))
+                    .message_group_id("g")
+                    .message_deduplication_id(format!("m{n}"))
+                    .send()
+                    .await
+                    .expect("acknowledged");
+            }
+        }
+        urls
+    });
+    second.child.kill().expect("SIGKILL");
+    let killed = Instant::now();
+    let led = runtime.block_on(until_spread(
+        &[&servers[0]],
+        SHARDS,
+        Duration::from_secs(30),
+    ));
+    assert_eq!(led, [vec![0, 1, 2, 3]]);
+    let took = killed.elapsed();
+    assert!(took < Duration::from_secs(20), "led again after {took:?}");
+    for (url, name) in urls.iter().zip(&names) {
+        let got = runtime.block_on(drain(&servers[0], url, 5));
+        let expected: Vec<String> = (0..5).map(|n| format!("m{n}")).collect();
+        assert_eq!(bodies(got), expected, "{name}");
+    }
+}

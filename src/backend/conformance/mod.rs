@@ -35,7 +35,7 @@ fn attrs(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
         .collect()
 }
 
-fn create(name: &str, attributes: &[(&str, &str)], now: Timestamp) -> CreateQueue {
+pub(super) fn create(name: &str, attributes: &[(&str, &str)], now: Timestamp) -> CreateQueue {
     let attributes = attrs(attributes);
     CreateQueue {
         name: name.into(),

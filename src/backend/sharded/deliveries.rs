@@ -4,7 +4,7 @@
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use super::Sharded;
+use super::{on, Sharded};
 use crate::backend::{Answer, Deliveries, DeliveryResult};
 use crate::engine::webhook::outbox::{Attempt, LaneStats, Outcome};
 use crate::engine::Timestamp;
@@ -12,12 +12,15 @@ use crate::engine::Timestamp;
 impl Deliveries for Sharded {
     fn take_deliveries(&self, now: Timestamp, limit: usize) -> Answer<'_, Vec<Attempt>> {
         Box::pin(async move {
-            let count = self.shards.len();
+            let count = self.here.len();
+            if count == 0 {
+                return Ok(Vec::new());
+            }
             let first = self.next_taken.fetch_add(1, Ordering::Relaxed) % count;
             let (mut taken, mut failed) = (Vec::new(), None);
             for n in 0..count {
                 // Every shard is asked, with nothing left to take too: it expires confirmations.
-                let shard = &self.shards[(first + n) % count];
+                let shard = &self.here[(first + n) % count];
                 match shard
                     .take_deliveries(now, limit.saturating_sub(taken.len()))
                     .await
@@ -35,12 +38,14 @@ impl Deliveries for Sharded {
     }
 
     fn may_deliver(&self) -> bool {
-        self.shards.iter().all(|shard| shard.may_deliver())
+        self.here.iter().all(|shard| shard.may_deliver())
     }
 
     fn put_back_delivery(&self, attempt: &Attempt, now: Timestamp) {
-        self.of_topic_arn(&attempt.delivery.topic_arn)
-            .put_back_delivery(attempt, now)
+        // Deliveries are taken from the shards this node leads only.
+        if let Ok(shard) = self.of_topic_arn(&attempt.delivery.topic_arn) {
+            shard.put_back_delivery(attempt, now);
+        }
     }
 
     fn finish_delivery<'a>(
@@ -49,19 +54,21 @@ impl Deliveries for Sharded {
         outcome: Outcome,
         now: Timestamp,
     ) -> Answer<'a, DeliveryResult> {
-        self.of_topic_arn(&attempt.delivery.topic_arn)
-            .finish_delivery(attempt, outcome, now)
+        on(self.of_topic_arn(&attempt.delivery.topic_arn), |shard| {
+            shard.finish_delivery(attempt, outcome, now)
+        })
     }
 
     fn note_delivery_error(&self, attempt: &Attempt, error: &str, now: Timestamp) {
-        self.of_topic_arn(&attempt.delivery.topic_arn)
-            .note_delivery_error(attempt, error, now)
+        if let Ok(shard) = self.of_topic_arn(&attempt.delivery.topic_arn) {
+            shard.note_delivery_error(attempt, error, now);
+        }
     }
 
     fn next_delivery_due(&self) -> Answer<'_, Option<Timestamp>> {
         Box::pin(async move {
             let mut next = None;
-            for shard in &self.shards {
+            for shard in &self.here {
                 if let Some(due) = shard.next_delivery_due().await? {
                     next = Some(next.map_or(due, |next: Timestamp| next.min(due)));
                 }
@@ -72,7 +79,7 @@ impl Deliveries for Sharded {
 
     fn delivery_stats(&self) -> Answer<'_, Vec<(Arc<str>, LaneStats)>> {
         Box::pin(async move {
-            let mut stats = self.gather(|shard| shard.delivery_stats()).await?;
+            let mut stats = self.gather_here(|shard| shard.delivery_stats()).await?;
             // As one engine lists them: by subscription.
             stats.sort_by(|(a, _), (b, _)| a.cmp(b));
             Ok(stats)
@@ -80,7 +87,7 @@ impl Deliveries for Sharded {
     }
 
     fn signing_certificate<'a>(&'a self, file: &'a str) -> Answer<'a, Option<String>> {
-        let found = (self.shards.iter()).find_map(|shard| shard.signing_certificate_made(file));
+        let found = (self.here.iter()).find_map(|shard| shard.signing_certificate_made(file));
         Box::pin(std::future::ready(Ok(found)))
     }
 }

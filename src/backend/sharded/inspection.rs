@@ -1,10 +1,11 @@
 //! Looking inside over shards: each queue's own shard, listings gathered in one engine's order;
 //! a reset resets every shard. Captured messages are shared by the shards (shard 0 answers).
 
-use super::Sharded;
+use super::{on, Sharded};
 use crate::backend::Work;
 use crate::backend::{
-    captured, Answer, Inspection, RelayWaiting, ResetScope, SubscriptionActivity, TopicActivity,
+    captured, Answer, Inspection, LedHere, RelayWaiting, ResetScope, SubscriptionActivity,
+    TopicActivity,
 };
 use crate::engine::queue::inspect::{GroupView, Peeked, QueueOverview, StateFilter};
 use crate::engine::topic::captured::CapturedMessage;
@@ -24,11 +25,13 @@ impl Inspection for Sharded {
         filter: StateFilter,
         limit: usize,
     ) -> Answer<'a, Vec<Peeked>> {
-        self.of_key(queue).peek_messages(queue, filter, limit)
+        on(self.of_key(queue), |shard| {
+            shard.peek_messages(queue, filter, limit)
+        })
     }
 
     fn queue_groups<'a>(&'a self, queue: &'a str, limit: usize) -> Answer<'a, Vec<GroupView>> {
-        self.of_key(queue).queue_groups(queue, limit)
+        on(self.of_key(queue), |shard| shard.queue_groups(queue, limit))
     }
 
     fn subscription_activity(&self) -> Answer<'_, Vec<SubscriptionActivity>> {
@@ -44,8 +47,9 @@ impl Inspection for Sharded {
     }
 
     fn confirmation_token<'a>(&'a self, subscription_arn: &'a str) -> Answer<'a, Option<String>> {
-        self.of_topic_arn(subscription_arn)
-            .confirmation_token(subscription_arn)
+        on(self.of_topic_arn(subscription_arn), |shard| {
+            shard.confirmation_token(subscription_arn)
+        })
     }
 
     fn topic_activity(&self) -> Answer<'_, Vec<TopicActivity>> {
@@ -60,8 +64,12 @@ impl Inspection for Sharded {
         Box::pin(async move {
             // What crosses shards lands first, so no copy made before the reset arrives after;
             // not waited for past a bound, as publishing that goes on may never let it settle.
+            // Every shard or none: refused before any is reset while another node leads one.
+            let shards = (0..self.count())
+                .map(|n| self.read_across(n))
+                .collect::<Result<Vec<_>, _>>()?;
             let _ = tokio::time::timeout(super::RESET_WAITS_FOR_CARRYING, self.carried()).await;
-            for shard in &self.shards {
+            for shard in shards {
                 shard.reset(scope).await?;
             }
             Ok(())
@@ -69,18 +77,37 @@ impl Inspection for Sharded {
     }
 
     fn captured_messages(&self) -> Answer<'_, captured::Listed> {
-        self.shards[0].captured_messages()
+        on(self.shard(0), |shard| shard.captured_messages())
     }
 
     fn capture(&self, messages: Vec<CapturedMessage>) -> Answer<'_, ()> {
-        self.shards[0].capture(messages)
+        on(self.shard(0), |shard| shard.capture(messages))
     }
 
     fn forget_captured(&self, ids: Vec<u64>) -> Answer<'_, ()> {
-        self.shards[0].forget_captured(ids)
+        on(self.shard(0), |shard| shard.forget_captured(ids))
+    }
+
+    fn led_here(&self) -> Answer<'_, LedHere> {
+        Box::pin(async move {
+            let mut queues = self.gather_here(|shard| shard.queue_overviews()).await?;
+            queues.sort_by(|a, b| a.name.cmp(&b.name));
+            let mut topics = self.gather_here(|shard| shard.topic_activity()).await?;
+            topics.sort_by(|a, b| self.topic_key(&a.arn).cmp(self.topic_key(&b.arn)));
+            let mut subscriptions = self.gather_here(|s| s.subscription_activity()).await?;
+            subscriptions.sort_by(|a, b| {
+                self.topic_key(&a.topic_arn)
+                    .cmp(self.topic_key(&b.topic_arn))
+            });
+            Ok(LedHere {
+                queues,
+                topics,
+                subscriptions,
+            })
+        })
     }
 
     fn relay_waiting(&self) -> Answer<'_, Vec<RelayWaiting>> {
-        Box::pin(self.gather(|shard| shard.relay_waiting()))
+        Box::pin(self.gather_here(|shard| shard.relay_waiting()))
     }
 }

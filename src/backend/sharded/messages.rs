@@ -1,13 +1,13 @@
 //! Messages over shards: each queue's own shard.
 
-use super::Sharded;
+use super::{on, Sharded};
 use crate::backend::{Answer, Messages};
 use crate::engine::queue::{ReceiveRequest, Received, SendReceipt, SendRequest};
 use crate::engine::EngineResult;
 
 impl Messages for Sharded {
     fn send<'a>(&'a self, queue: &'a str, request: SendRequest) -> Answer<'a, SendReceipt> {
-        self.of_key(queue).send(queue, request)
+        on(self.of_key(queue), |shard| shard.send(queue, request))
     }
 
     fn send_batch<'a>(
@@ -15,7 +15,9 @@ impl Messages for Sharded {
         queue: &'a str,
         requests: Vec<SendRequest>,
     ) -> Answer<'a, Vec<EngineResult<SendReceipt>>> {
-        self.of_key(queue).send_batch(queue, requests)
+        on(self.of_key(queue), |shard| {
+            shard.send_batch(queue, requests)
+        })
     }
 
     fn receive<'a>(
@@ -24,7 +26,9 @@ impl Messages for Sharded {
         request: ReceiveRequest,
         wait_seconds: Option<u64>,
     ) -> Answer<'a, Vec<Received>> {
-        self.of_key(queue).receive(queue, request, wait_seconds)
+        on(self.of_key(queue), |shard| {
+            shard.receive(queue, request, wait_seconds)
+        })
     }
 
     fn delete<'a>(
@@ -32,7 +36,7 @@ impl Messages for Sharded {
         queue: &'a str,
         handles: Vec<&'a str>,
     ) -> Answer<'a, Vec<EngineResult<()>>> {
-        self.of_key(queue).delete(queue, handles)
+        on(self.of_key(queue), |shard| shard.delete(queue, handles))
     }
 
     fn change_visibility<'a>(
@@ -40,6 +44,8 @@ impl Messages for Sharded {
         queue: &'a str,
         changes: Vec<(&'a str, i64)>,
     ) -> Answer<'a, Vec<EngineResult<()>>> {
-        self.of_key(queue).change_visibility(queue, changes)
+        on(self.of_key(queue), |shard| {
+            shard.change_visibility(queue, changes)
+        })
     }
 }

@@ -10,6 +10,7 @@
 //! mobile push and SMS state, kept per region and account rather than per queue or topic,
 //! lives in shard 0. Each shard keeps its own receipt-handle key and SNS signing key.
 
+mod across_nodes;
 mod deliveries;
 mod inspection;
 mod messages;
@@ -27,7 +28,7 @@ use std::time::Duration;
 use tokio::sync::Notify;
 
 use super::embedded::{relay, Embedded};
-use super::{Answer, BackendResult, Work};
+use super::{led_elsewhere, Answer, BackendResult, ParcelsElsewhere, Work};
 use crate::clock::Clock;
 use crate::engine::namespace::Namespaces;
 use crate::engine::shard::Shard;
@@ -40,8 +41,11 @@ const CARRIED_AT_ONCE: usize = 256;
 const RESET_WAITS_FOR_CARRYING: Duration = Duration::from_secs(2);
 
 pub struct Sharded {
-    /// Shard n of `shards.len()` at index n.
-    shards: Vec<Arc<Embedded>>,
+    /// Shard n of `slots.len()` at index n: its backend when this node leads it, `None` when
+    /// another node does (`led_elsewhere`).
+    slots: Vec<Option<Arc<Embedded>>>,
+    /// The shards this node leads, in order.
+    here: Vec<Arc<Embedded>>,
     namespaces: Namespaces,
     clock: Arc<dyn Clock>,
     /// Shard n's signal that parcels for it wait somewhere (`Embedded::among_shards`).
@@ -51,29 +55,42 @@ pub struct Sharded {
     rounds: Arc<Notify>,
     /// Where the next take of webhook deliveries starts, so no shard's wait behind another's.
     next_taken: std::sync::atomic::AtomicUsize,
+    /// Where the parcels of shards led by other nodes come from.
+    elsewhere: Option<Arc<dyn ParcelsElsewhere>>,
 }
 
 impl Sharded {
-    /// Over `shards`, shard n at index n, each made `among_shards` with `parcels_waiting`.
+    /// Over `count` shards of which this node leads `here`, each made `among_shards` with
+    /// `parcels_waiting`; another node leads the rest.
     pub fn new(
-        shards: Vec<Arc<Embedded>>,
+        count: u32,
+        here: Vec<Arc<Embedded>>,
         namespaces: Namespaces,
         clock: Arc<dyn Clock>,
         parcels_waiting: Arc<[Notify]>,
     ) -> Sharded {
-        debug_assert!(shards
-            .iter()
-            .enumerate()
-            .all(|(n, s)| s.shard() == n as u32));
+        let mut slots = vec![None; count as usize];
+        for shard in &here {
+            slots[shard.shard() as usize] = Some(shard.clone());
+        }
+        debug_assert!(here.windows(2).all(|w| w[0].shard() < w[1].shard()));
         Sharded {
-            shards,
+            slots,
+            here,
             namespaces,
             clock,
             parcels_waiting,
             carriers: Workers::default(),
             rounds: Arc::new(Notify::new()),
             next_taken: Default::default(),
+            elsewhere: None,
         }
+    }
+
+    /// Pulls the parcels of shards led by other nodes from `elsewhere`.
+    pub fn with_parcels_elsewhere(mut self, elsewhere: Arc<dyn ParcelsElsewhere>) -> Sharded {
+        self.elsewhere = Some(elsewhere);
+        self
     }
 
     /// Each pair of shards' logs agrees on what crossed between them (`relay::agree`): to be
@@ -82,37 +99,57 @@ impl Sharded {
     /// less often than each change. Logs in a database acknowledge only what is committed in
     /// order, so theirs always agree.
     pub fn agree(&self) {
-        for source in &self.shards {
-            for destination in self.shards.iter().filter(|d| d.shard() != source.shard()) {
+        for source in &self.here {
+            for destination in self.here.iter().filter(|d| d.shard() != source.shard()) {
                 relay::agree(source, destination);
             }
         }
     }
 
     fn count(&self) -> u32 {
-        self.shards.len() as u32
+        self.slots.len() as u32
+    }
+
+    /// Shard `n`'s backend, or the refusal that sends the request to the node leading it.
+    fn shard(&self, n: u32) -> BackendResult<&Arc<Embedded>> {
+        match &self.slots[n as usize] {
+            Some(shard) => {
+                led_elsewhere::touched_here();
+                Ok(shard)
+            }
+            None => Err(led_elsewhere::refuse(n)),
+        }
     }
 
     /// The shard holding the queue or topic `key`.
-    fn of_key(&self, key: &str) -> &Arc<Embedded> {
-        &self.shards[Shard::of(self.count(), key) as usize]
+    fn of_key(&self, key: &str) -> BackendResult<&Arc<Embedded>> {
+        self.shard(Shard::of(self.count(), key))
     }
 
     /// The shard of the queue an ARN names; shard 0 for what names none (its engine answers
     /// with AWS's error).
-    fn of_queue_arn(&self, arn: &str) -> &Arc<Embedded> {
+    fn of_queue_arn(&self, arn: &str) -> BackendResult<&Arc<Embedded>> {
         match self.namespaces.key_in_arn("sqs", arn) {
             Some(key) => self.of_key(key),
-            None => &self.shards[0],
+            None => self.shard(0),
         }
     }
 
     /// The shard of the topic an ARN names (a subscription's ARN names its topic's).
-    fn of_topic_arn(&self, arn: &str) -> &Arc<Embedded> {
+    fn of_topic_arn(&self, arn: &str) -> BackendResult<&Arc<Embedded>> {
         match self.namespaces.key_in_arn("sns", arn) {
             Some(key) => self.of_key(key),
-            None => &self.shards[0],
+            None => self.shard(0),
         }
+    }
+
+    /// Shard `n`'s backend for a read made on another shard's behalf (a listing, a dead-letter
+    /// queue's configuration): one led by another node is not read across nodes yet, so the
+    /// request is refused as storage unavailable, never answered from part of the shards.
+    fn read_across(&self, n: u32) -> BackendResult<&Arc<Embedded>> {
+        self.slots[n as usize]
+            .as_ref()
+            .ok_or_else(|| led_elsewhere::across(n))
     }
 
     /// The key an SNS ARN names, for sorting topics as one engine lists them.
@@ -120,44 +157,79 @@ impl Sharded {
         self.namespaces.key_in_arn("sns", arn).unwrap_or(arn)
     }
 
-    /// Every shard's answer to `ask`, in shard order, joined.
+    /// Every shard's answer to `ask`, in shard order, joined; refused while another node
+    /// leads one of them (`read_across`).
     async fn gather<'a, T>(
         &'a self,
         ask: impl Fn(&'a Embedded) -> Answer<'a, Vec<T>>,
     ) -> BackendResult<Vec<T>> {
         let mut all = Vec::new();
-        for shard in &self.shards {
+        for n in 0..self.count() {
+            all.extend(ask(self.read_across(n)?).await?);
+        }
+        Ok(all)
+    }
+
+    /// The answers to `ask` of the shards this node leads, in shard order, joined: for what a
+    /// node says of itself (its webhook figures, what it has yet to carry).
+    async fn gather_here<'a, T>(
+        &'a self,
+        ask: impl Fn(&'a Embedded) -> Answer<'a, Vec<T>>,
+    ) -> BackendResult<Vec<T>> {
+        let mut all = Vec::new();
+        for shard in &self.here {
             all.extend(ask(shard).await?);
         }
         Ok(all)
     }
 
-    /// Every shard but `of`'s.
-    fn others(&self, of: &Arc<Embedded>) -> impl Iterator<Item = &Arc<Embedded>> {
+    /// Every shard but `of`, for a read on its behalf (`read_across`).
+    fn others(&self, of: &Arc<Embedded>) -> BackendResult<Vec<&Arc<Embedded>>> {
         let of = of.shard();
-        self.shards.iter().filter(move |s| s.shard() != of)
+        (0..self.count())
+            .filter(|&n| n != of)
+            .map(|n| self.read_across(n))
+            .collect()
     }
 }
 
-/// Carries parcels into shard `to` from every other, whenever one of them has some.
+/// `ask` of `shard`, or the refusal `shard` is when another node leads it.
+fn on<'a, T: Send + 'a>(
+    shard: BackendResult<&'a Arc<Embedded>>,
+    ask: impl FnOnce(&'a Arc<Embedded>) -> Answer<'a, T>,
+) -> Answer<'a, T> {
+    match shard {
+        Ok(shard) => ask(shard),
+        Err(refused) => Box::pin(std::future::ready(Err(refused))),
+    }
+}
+
+/// Carries parcels into shard `to` from every other this node leads, whenever one of them has
+/// some. What another node's shards hold for `to` is not carried across nodes yet: it waits
+/// in their logs.
 async fn carry_into(
-    (shards, namespaces): (Vec<Arc<Embedded>>, Namespaces),
+    (shards, namespaces): (Vec<Option<Arc<Embedded>>>, Namespaces),
     (to, parcels_waiting): (usize, Arc<[Notify]>),
     rounds: Arc<Notify>,
 ) {
-    let destination = &shards[to];
+    let Some(destination) = &shards[to] else {
+        return;
+    };
     let count = shards.len() as u32;
     let settle = |settled: &[crate::engine::relay::Settled]| {
         for settled in settled {
             let key = namespaces.key_in_arn("sns", &settled.topic_arn);
             let shard = key.map_or(0, |key| Shard::of(count, key));
-            shards[shard as usize].settle(settled);
+            // A topic another node leads hears nothing of it until carrying crosses nodes.
+            if let Some(topic_shard) = &shards[shard as usize] {
+                topic_shard.settle(settled);
+            }
         }
     };
     let mut backoff = Backoff::new("carrier", Duration::from_millis(50), Duration::from_secs(2));
     let mut applied = vec![0u64; shards.len()];
     for (from, applied) in applied.iter_mut().enumerate() {
-        if from != to {
+        if from != to && shards[from].is_some() {
             *applied = loop {
                 match destination.applied_from(from as u32).await {
                     Ok(applied) => break applied,
@@ -172,9 +244,9 @@ async fn carry_into(
     loop {
         let mut moved = 0;
         for (from, source) in shards.iter().enumerate() {
-            if from == to {
+            let Some(source) = source.as_ref().filter(|_| from != to) else {
                 continue;
-            }
+            };
             let pair = (&**source, &**destination);
             match relay::carry(pair, &mut applied[from], CARRIED_AT_ONCE, &settle).await {
                 Ok(carried) => {
@@ -197,15 +269,26 @@ async fn carry_into(
 
 impl Work for Sharded {
     fn start_work(&self) {
-        for shard in &self.shards {
+        for shard in &self.here {
             shard.start_work();
         }
-        for to in 0..self.shards.len() {
-            let shards = (self.shards.clone(), self.namespaces.clone());
+        for to in self.here.iter().map(|shard| shard.shard() as usize) {
+            let shards = (self.slots.clone(), self.namespaces.clone());
             let waiting = (to, self.parcels_waiting.clone());
             let carrying = carry_into(shards, waiting, self.rounds.clone());
             self.carriers.start("carrier", carrying);
         }
+        self.carry_from_other_nodes();
+    }
+
+    fn parcels_for_node(
+        &self,
+        from: u32,
+        to: u32,
+        limits: (u64, usize),
+        wait: Duration,
+    ) -> Answer<'_, Vec<u8>> {
+        self.parcels_for(from, to, limits, wait)
     }
 
     fn carried(&self) -> Answer<'_, ()> {
@@ -214,7 +297,7 @@ impl Work for Sharded {
                 let round = self.rounds.notified();
                 tokio::pin!(round);
                 round.as_mut().enable();
-                if self.shards.iter().all(|shard| shard.nothing_to_carry()) {
+                if self.here.iter().all(|shard| shard.nothing_to_carry()) {
                     return Ok(());
                 }
                 round.await;
@@ -226,7 +309,7 @@ impl Work for Sharded {
         Box::pin(async move {
             self.carriers.stop().await;
             let mut result: BackendResult<()> = Ok(());
-            for shard in &self.shards {
+            for shard in &self.here {
                 if let Err(error) = shard.stop_work().await {
                     result = Err(error);
                 }

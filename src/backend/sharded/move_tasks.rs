@@ -2,21 +2,23 @@
 //! shards know (whether a queue there names the source as its dead-letter queue, and the type
 //! of a destination held there).
 
-use super::Sharded;
+use super::{on, Sharded};
 use crate::backend::{Answer, BackendError, MoveTasks, QueueAdmin, StartMove};
 use crate::engine::move_task::{decode_handle, MoveTask};
 use crate::engine::redrive::Elsewhere;
+use crate::engine::shard::Shard;
 
 impl MoveTasks for Sharded {
     fn start_move_task<'a>(&'a self, mut request: StartMove<'a>) -> Answer<'a, MoveTask> {
         Box::pin(async move {
-            let home = self.of_queue_arn(request.source_arn);
+            let home = self.of_queue_arn(request.source_arn)?;
             // As redrive policies name it.
             let source = (self.namespaces.key_in_arn("sqs", request.source_arn))
                 .map(|key| self.namespaces.arn("sqs", key));
+            let others = self.others(home)?;
             let mut elsewhere = Elsewhere {
                 dead_letter_sources: source.is_some_and(|source| {
-                    (self.others(home))
+                    (others.iter())
                         .any(|shard| !shard.naming_as_dead_letter_queue(&source).is_empty())
                 }),
                 destination_fifo: None,
@@ -25,8 +27,9 @@ impl MoveTasks for Sharded {
                 .destination_arn
                 .and_then(|arn| self.namespaces.key_in_arn("sqs", arn));
             if let Some(key) = destination {
-                let there = self.of_key(key);
-                if there.shard() != home.shard() {
+                let there = Shard::of(self.count(), key);
+                if there != home.shard() {
+                    let there = self.read_across(there)?;
                     let now = self.clock.now();
                     elsewhere.destination_fifo = match there.describe_queue(key, now).await {
                         Ok(view) => Some(view.config.fifo),
@@ -41,18 +44,20 @@ impl MoveTasks for Sharded {
     }
 
     fn list_move_tasks<'a>(&'a self, source_arn: &'a str) -> Answer<'a, Vec<MoveTask>> {
-        self.of_queue_arn(source_arn).list_move_tasks(source_arn)
+        on(self.of_queue_arn(source_arn), |shard| {
+            shard.list_move_tasks(source_arn)
+        })
     }
 
     fn cancel_move_task<'a>(&'a self, handle: &'a str) -> Answer<'a, u64> {
         match decode_handle(handle) {
             Some((_, source_arn)) => Box::pin(async move {
-                self.of_queue_arn(&source_arn)
+                self.of_queue_arn(&source_arn)?
                     .cancel_move_task(handle)
                     .await
             }),
             // Shard 0's engine refuses it as AWS does.
-            None => self.shards[0].cancel_move_task(handle),
+            None => on(self.shard(0), |shard| shard.cancel_move_task(handle)),
         }
     }
 }

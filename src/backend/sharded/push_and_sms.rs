@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use super::Sharded;
+use super::{on, Sharded};
 use crate::backend::{Answer, Attributes, Listed, PushAndSms};
 use crate::engine::mobile::SandboxStatus;
 use crate::engine::namespace::Namespace;
@@ -16,7 +16,9 @@ impl PushAndSms for Sharded {
         platform: &'a str,
         attributes: Attributes,
     ) -> Answer<'a, Arc<str>> {
-        self.shards[0].create_platform_application(namespace, name, platform, attributes)
+        on(self.shard(0), |shard| {
+            shard.create_platform_application(namespace, name, platform, attributes)
+        })
     }
 
     fn set_platform_application_attributes<'a>(
@@ -24,19 +26,27 @@ impl PushAndSms for Sharded {
         arn: &'a str,
         attributes: Attributes,
     ) -> Answer<'a, ()> {
-        self.shards[0].set_platform_application_attributes(arn, attributes)
+        on(self.shard(0), |shard| {
+            shard.set_platform_application_attributes(arn, attributes)
+        })
     }
 
     fn platform_application_attributes<'a>(&'a self, arn: &'a str) -> Answer<'a, Attributes> {
-        self.shards[0].platform_application_attributes(arn)
+        on(self.shard(0), |shard| {
+            shard.platform_application_attributes(arn)
+        })
     }
 
     fn platform_applications<'a>(&'a self, namespace: &'a Namespace) -> Answer<'a, Listed> {
-        self.shards[0].platform_applications(namespace)
+        on(self.shard(0), |shard| {
+            shard.platform_applications(namespace)
+        })
     }
 
     fn delete_platform_application<'a>(&'a self, arn: &'a str) -> Answer<'a, ()> {
-        self.shards[0].delete_platform_application(arn)
+        on(self.shard(0), |shard| {
+            shard.delete_platform_application(arn)
+        })
     }
 
     fn create_platform_endpoint<'a>(
@@ -46,12 +56,9 @@ impl PushAndSms for Sharded {
         custom_user_data: Option<&'a str>,
         attributes: Attributes,
     ) -> Answer<'a, Arc<str>> {
-        self.shards[0].create_platform_endpoint(
-            application_arn,
-            token,
-            custom_user_data,
-            attributes,
-        )
+        on(self.shard(0), |shard| {
+            shard.create_platform_endpoint(application_arn, token, custom_user_data, attributes)
+        })
     }
 
     fn set_endpoint_attributes<'a>(
@@ -59,23 +66,25 @@ impl PushAndSms for Sharded {
         arn: &'a str,
         attributes: Attributes,
     ) -> Answer<'a, ()> {
-        self.shards[0].set_endpoint_attributes(arn, attributes)
+        on(self.shard(0), |shard| {
+            shard.set_endpoint_attributes(arn, attributes)
+        })
     }
 
     fn endpoint_attributes<'a>(&'a self, arn: &'a str) -> Answer<'a, Attributes> {
-        self.shards[0].endpoint_attributes(arn)
+        on(self.shard(0), |shard| shard.endpoint_attributes(arn))
     }
 
     fn endpoints_of<'a>(&'a self, application_arn: &'a str) -> Answer<'a, Listed> {
-        self.shards[0].endpoints_of(application_arn)
+        on(self.shard(0), |shard| shard.endpoints_of(application_arn))
     }
 
     fn delete_endpoint<'a>(&'a self, arn: &'a str) -> Answer<'a, ()> {
-        self.shards[0].delete_endpoint(arn)
+        on(self.shard(0), |shard| shard.delete_endpoint(arn))
     }
 
     fn check_publish_target<'a>(&'a self, arn: &'a str) -> Answer<'a, ()> {
-        self.shards[0].check_publish_target(arn)
+        on(self.shard(0), |shard| shard.check_publish_target(arn))
     }
 
     fn set_sms_attributes<'a>(
@@ -83,7 +92,9 @@ impl PushAndSms for Sharded {
         namespace: &'a Namespace,
         attributes: Attributes,
     ) -> Answer<'a, ()> {
-        self.shards[0].set_sms_attributes(namespace, attributes)
+        on(self.shard(0), |shard| {
+            shard.set_sms_attributes(namespace, attributes)
+        })
     }
 
     fn sms_attributes<'a>(
@@ -91,11 +102,13 @@ impl PushAndSms for Sharded {
         namespace: &'a Namespace,
         names: &'a [String],
     ) -> Answer<'a, Attributes> {
-        self.shards[0].sms_attributes(namespace, names)
+        on(self.shard(0), |shard| {
+            shard.sms_attributes(namespace, names)
+        })
     }
 
     fn is_opted_out<'a>(&'a self, namespace: &'a Namespace, number: &'a str) -> Answer<'a, bool> {
-        self.shards[0].is_opted_out(namespace, number)
+        on(self.shard(0), |shard| shard.is_opted_out(namespace, number))
     }
 
     fn set_opted_out<'a>(
@@ -104,11 +117,13 @@ impl PushAndSms for Sharded {
         number: &'a str,
         opted_out: bool,
     ) -> Answer<'a, ()> {
-        self.shards[0].set_opted_out(namespace, number, opted_out)
+        on(self.shard(0), |shard| {
+            shard.set_opted_out(namespace, number, opted_out)
+        })
     }
 
     fn opted_out<'a>(&'a self, namespace: &'a Namespace) -> Answer<'a, Vec<String>> {
-        self.shards[0].opted_out(namespace)
+        on(self.shard(0), |shard| shard.opted_out(namespace))
     }
 
     fn add_sandbox_number<'a>(
@@ -118,7 +133,9 @@ impl PushAndSms for Sharded {
         language: &'a str,
         password: String,
     ) -> Answer<'a, bool> {
-        self.shards[0].add_sandbox_number(namespace, number, language, password)
+        on(self.shard(0), |shard| {
+            shard.add_sandbox_number(namespace, number, language, password)
+        })
     }
 
     fn verify_sandbox_number<'a>(
@@ -127,7 +144,9 @@ impl PushAndSms for Sharded {
         number: &'a str,
         password: &'a str,
     ) -> Answer<'a, ()> {
-        self.shards[0].verify_sandbox_number(namespace, number, password)
+        on(self.shard(0), |shard| {
+            shard.verify_sandbox_number(namespace, number, password)
+        })
     }
 
     fn delete_sandbox_number<'a>(
@@ -135,13 +154,15 @@ impl PushAndSms for Sharded {
         namespace: &'a Namespace,
         number: &'a str,
     ) -> Answer<'a, ()> {
-        self.shards[0].delete_sandbox_number(namespace, number)
+        on(self.shard(0), |shard| {
+            shard.delete_sandbox_number(namespace, number)
+        })
     }
 
     fn sandbox_numbers<'a>(
         &'a self,
         namespace: &'a Namespace,
     ) -> Answer<'a, Vec<(String, SandboxStatus)>> {
-        self.shards[0].sandbox_numbers(namespace)
+        on(self.shard(0), |shard| shard.sandbox_numbers(namespace))
     }
 }

@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use super::Sharded;
+use super::{on, Sharded};
 use crate::backend::{
     Answer, BackendError, BackendResult, CreateQueue, PolicyEdit, QueueAdmin, QueueView,
 };
@@ -36,7 +36,8 @@ impl Sharded {
         {
             return Ok(());
         }
-        let found = match self.of_key(target).describe_queue(target, now).await {
+        let there = self.read_across(Shard::of(count, target))?;
+        let found = match there.describe_queue(target, now).await {
             Ok(view) => Some(view.config),
             Err(BackendError::Rejected(_)) => None,
             Err(error) => return Err(error),
@@ -53,14 +54,16 @@ impl Sharded {
 impl QueueAdmin for Sharded {
     fn create_queue(&self, request: CreateQueue) -> Answer<'_, Arc<str>> {
         Box::pin(async move {
+            // Passed to the queue's leader before anything else is asked.
+            let home = self.of_key(&request.name)?;
             self.check_target_elsewhere(&request.name, &request.config, request.now)
                 .await?;
-            self.of_key(&request.name).create_queue(request).await
+            home.create_queue(request).await
         })
     }
 
     fn find_queue<'a>(&'a self, key: &'a str) -> Answer<'a, Arc<str>> {
-        self.of_key(key).find_queue(key)
+        on(self.of_key(key), |shard| shard.find_queue(key))
     }
 
     fn list_queues<'a>(&'a self, prefix: &'a str) -> Answer<'a, Vec<Arc<str>>> {
@@ -72,11 +75,11 @@ impl QueueAdmin for Sharded {
     }
 
     fn delete_queue<'a>(&'a self, key: &'a str, now: Timestamp) -> Answer<'a, ()> {
-        self.of_key(key).delete_queue(key, now)
+        on(self.of_key(key), |shard| shard.delete_queue(key, now))
     }
 
     fn describe_queue<'a>(&'a self, key: &'a str, now: Timestamp) -> Answer<'a, QueueView> {
-        self.of_key(key).describe_queue(key, now)
+        on(self.of_key(key), |shard| shard.describe_queue(key, now))
     }
 
     fn set_queue_attributes<'a>(
@@ -86,7 +89,7 @@ impl QueueAdmin for Sharded {
         now: Timestamp,
     ) -> Answer<'a, ()> {
         Box::pin(async move {
-            let shard = self.of_key(key);
+            let shard = self.of_key(key)?;
             // The queue as it would be, its redrive policy checked whatever changes, as one
             // engine checks it; an attribute it refuses is the engine's to answer.
             let mut candidate = shard.describe_queue(key, now).await?.config;
@@ -98,31 +101,31 @@ impl QueueAdmin for Sharded {
     }
 
     fn purge_queue<'a>(&'a self, key: &'a str, now: Timestamp) -> Answer<'a, ()> {
-        self.of_key(key).purge_queue(key, now)
+        on(self.of_key(key), |shard| shard.purge_queue(key, now))
     }
 
     fn tag_queue<'a>(&'a self, key: &'a str, tags: BTreeMap<String, String>) -> Answer<'a, ()> {
-        self.of_key(key).tag_queue(key, tags)
+        on(self.of_key(key), |shard| shard.tag_queue(key, tags))
     }
 
     fn untag_queue<'a>(&'a self, key: &'a str, keys: Vec<String>) -> Answer<'a, ()> {
-        self.of_key(key).untag_queue(key, keys)
+        on(self.of_key(key), |shard| shard.untag_queue(key, keys))
     }
 
     fn queue_tags<'a>(&'a self, key: &'a str) -> Answer<'a, BTreeMap<String, String>> {
-        self.of_key(key).queue_tags(key)
+        on(self.of_key(key), |shard| shard.queue_tags(key))
     }
 
     fn edit_queue_policy<'a>(&'a self, key: &'a str, edit: PolicyEdit) -> Answer<'a, ()> {
-        self.of_key(key).edit_queue_policy(key, edit)
+        on(self.of_key(key), |shard| shard.edit_queue_policy(key, edit))
     }
 
     fn dead_letter_sources<'a>(&'a self, key: &'a str) -> Answer<'a, Vec<Arc<str>>> {
         Box::pin(async move {
-            let home = self.of_key(key);
+            let home = self.of_key(key)?;
             let mut sources = home.dead_letter_sources(key).await?;
             let arn = self.namespaces.arn("sqs", key);
-            for shard in self.others(home) {
+            for shard in self.others(home)? {
                 sources.extend(shard.naming_as_dead_letter_queue(&arn));
             }
             sources.sort();

@@ -25,11 +25,17 @@ fn sharded(clock: &Arc<ManualClock>) -> (Sharded, Vec<Arc<LogWriter>>) {
 
 /// Three shards on `clock`, nothing carried until their work starts.
 fn idle_shards(clock: &Arc<ManualClock>) -> (Sharded, Vec<Arc<LogWriter>>) {
+    partly_here(clock, &[0, 1, 2])
+}
+
+/// Three shards on `clock` of which this node leads `here`, nothing carried until their work
+/// starts.
+fn partly_here(clock: &Arc<ManualClock>, here: &[u32]) -> (Sharded, Vec<Arc<LogWriter>>) {
     let count = 3;
     let parcels_waiting: Arc<[Notify]> = (0..count).map(|_| Notify::new()).collect();
     let captured = Arc::new(crate::backend::captured::CapturedMessages::default());
     let mut logs = Vec::new();
-    let shards = (0..count)
+    let shards = (here.iter().copied())
         .map(|number| {
             let (log, _) = SegmentLog::open(MemStorage::default(), 1 << 20).unwrap();
             let log_writer = LogWriter::new();
@@ -50,7 +56,7 @@ fn idle_shards(clock: &Arc<ManualClock>) -> (Sharded, Vec<Arc<LogWriter>>) {
         })
         .collect();
     let namespaces = Namespaces::new(Namespace::new("us-east-1", "000000000000"));
-    let sharded = Sharded::new(shards, namespaces, clock.clone(), parcels_waiting);
+    let sharded = Sharded::new(count, shards, namespaces, clock.clone(), parcels_waiting);
     (sharded, logs)
 }
 
@@ -196,4 +202,40 @@ async fn what_waits_to_cross_is_counted_until_carried() {
     backend.carried().await.unwrap();
     assert!(backend.relay_waiting().await.unwrap().is_empty());
     assert_eq!(fates().await, ["queued"; 3]);
+}
+
+/// A node leading some of the shards answers for their queues and topics, refuses those of the
+/// others as led elsewhere (noted for the HTTP layer), and refuses a listing that would need
+/// another node's shards rather than answer it from part of them.
+#[tokio::test]
+async fn shards_led_elsewhere_are_refused_and_noted() {
+    use crate::backend::led_elsewhere::noting;
+    use crate::backend::{BackendError, QueueAdmin, Topics};
+    let clock = clock();
+    let here_key = "work.fifo";
+    let (here, elsewhere) = (Shard::of(3, here_key), Shard::of(3, "dead.fifo"));
+    assert_ne!(here, elsewhere);
+    let (backend, _logs) = partly_here(&clock, &[here]);
+    backend.start_work();
+    let fifo = [("FifoQueue", "true")];
+    let request = |name: &str| crate::backend::conformance::create(name, &fifo, clock.now());
+    let (created, needed) = noting(backend.create_queue(request(here_key))).await;
+    assert!(created.is_ok(), "{created:?}");
+    assert_eq!(needed.passed_to, None);
+    let (refused, needed) = noting(backend.create_queue(request("dead.fifo"))).await;
+    assert!(matches!(refused, Err(BackendError::LedElsewhere(n)) if n == elsewhere));
+    assert_eq!(needed.passed_to, Some(elsewhere));
+    let (listed, needed) = noting(backend.list_queues("")).await;
+    assert!(matches!(listed, Err(BackendError::Across(_))), "{listed:?}");
+    assert_eq!(
+        needed.passed_to, None,
+        "a listing is not passed to one leader"
+    );
+    assert!(needed.across);
+    let (topics, _) = noting(backend.list_topics()).await;
+    assert!(matches!(topics, Err(BackendError::Across(_))));
+    // The webhook worker takes from the shards led here only, none of which waits.
+    let taken = crate::backend::Deliveries::take_deliveries(&backend, clock.now(), 10).await;
+    assert!(taken.unwrap().is_empty());
+    backend.stop_work().await.unwrap();
 }

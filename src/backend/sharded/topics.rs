@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use super::Sharded;
+use super::{on, Sharded};
 use crate::backend::{Answer, Confirm, CreateTopic, Subscribe, TopicPolicyEdit, Topics};
 use crate::engine::topic::subscription::Subscribed;
 use crate::engine::topic::{Publication, PublishRequest, Subscription};
@@ -12,11 +12,13 @@ use crate::engine::EngineResult;
 
 impl Topics for Sharded {
     fn create_topic(&self, request: CreateTopic) -> Answer<'_, Arc<str>> {
-        self.of_key(&request.name).create_topic(request)
+        on(self.of_key(&request.name), |shard| {
+            shard.create_topic(request)
+        })
     }
 
     fn delete_topic<'a>(&'a self, arn: &'a str) -> Answer<'a, ()> {
-        self.of_topic_arn(arn).delete_topic(arn)
+        on(self.of_topic_arn(arn), |shard| shard.delete_topic(arn))
     }
 
     fn list_topics(&self) -> Answer<'_, Vec<Arc<str>>> {
@@ -28,7 +30,7 @@ impl Topics for Sharded {
     }
 
     fn topic_attributes<'a>(&'a self, arn: &'a str) -> Answer<'a, Vec<(String, String)>> {
-        self.of_topic_arn(arn).topic_attributes(arn)
+        on(self.of_topic_arn(arn), |shard| shard.topic_attributes(arn))
     }
 
     fn set_topic_attribute<'a>(
@@ -37,20 +39,27 @@ impl Topics for Sharded {
         name: &'a str,
         value: &'a str,
     ) -> Answer<'a, ()> {
-        self.of_topic_arn(arn).set_topic_attribute(arn, name, value)
+        on(self.of_topic_arn(arn), |shard| {
+            shard.set_topic_attribute(arn, name, value)
+        })
     }
 
     fn edit_topic_policy<'a>(&'a self, arn: &'a str, edit: TopicPolicyEdit) -> Answer<'a, ()> {
-        self.of_topic_arn(arn).edit_topic_policy(arn, edit)
+        on(self.of_topic_arn(arn), |shard| {
+            shard.edit_topic_policy(arn, edit)
+        })
     }
 
     fn subscribe<'a>(&'a self, request: Subscribe<'a>) -> Answer<'a, Subscribed> {
-        self.of_topic_arn(request.topic_arn).subscribe(request)
+        on(self.of_topic_arn(request.topic_arn), |shard| {
+            shard.subscribe(request)
+        })
     }
 
     fn confirm_subscription<'a>(&'a self, request: Confirm<'a>) -> Answer<'a, Arc<str>> {
-        self.of_topic_arn(request.topic_arn)
-            .confirm_subscription(request)
+        on(self.of_topic_arn(request.topic_arn), |shard| {
+            shard.confirm_subscription(request)
+        })
     }
 
     fn unsubscribe<'a>(
@@ -59,8 +68,9 @@ impl Topics for Sharded {
         authenticated: bool,
         base_url: &'a str,
     ) -> Answer<'a, ()> {
-        self.of_topic_arn(arn)
-            .unsubscribe(arn, authenticated, base_url)
+        on(self.of_topic_arn(arn), |shard| {
+            shard.unsubscribe(arn, authenticated, base_url)
+        })
     }
 
     fn list_subscriptions<'a>(
@@ -68,7 +78,9 @@ impl Topics for Sharded {
         topic_arn: Option<&'a str>,
     ) -> Answer<'a, Vec<(Arc<str>, Arc<Subscription>)>> {
         if let Some(arn) = topic_arn {
-            return self.of_topic_arn(arn).list_subscriptions(Some(arn));
+            return on(self.of_topic_arn(arn), |shard| {
+                shard.list_subscriptions(Some(arn))
+            });
         }
         Box::pin(async move {
             let mut all = self.gather(|shard| shard.list_subscriptions(None)).await?;
@@ -79,7 +91,9 @@ impl Topics for Sharded {
     }
 
     fn subscription_attributes<'a>(&'a self, arn: &'a str) -> Answer<'a, Vec<(String, String)>> {
-        self.of_topic_arn(arn).subscription_attributes(arn)
+        on(self.of_topic_arn(arn), |shard| {
+            shard.subscription_attributes(arn)
+        })
     }
 
     fn set_subscription_attribute<'a>(
@@ -89,8 +103,9 @@ impl Topics for Sharded {
         value: &'a str,
         base_url: &'a str,
     ) -> Answer<'a, ()> {
-        self.of_topic_arn(arn)
-            .set_subscription_attribute(arn, name, value, base_url)
+        on(self.of_topic_arn(arn), |shard| {
+            shard.set_subscription_attribute(arn, name, value, base_url)
+        })
     }
 
     fn publish<'a>(
@@ -99,8 +114,9 @@ impl Topics for Sharded {
         request: PublishRequest,
         base_url: &'a str,
     ) -> Answer<'a, Publication> {
-        self.of_topic_arn(topic_arn)
-            .publish(topic_arn, request, base_url)
+        on(self.of_topic_arn(topic_arn), |shard| {
+            shard.publish(topic_arn, request, base_url)
+        })
     }
 
     fn publish_batch<'a>(
@@ -109,28 +125,32 @@ impl Topics for Sharded {
         requests: Vec<PublishRequest>,
         base_url: &'a str,
     ) -> Answer<'a, Vec<EngineResult<Publication>>> {
-        self.of_topic_arn(topic_arn)
-            .publish_batch(topic_arn, requests, base_url)
+        on(self.of_topic_arn(topic_arn), |shard| {
+            shard.publish_batch(topic_arn, requests, base_url)
+        })
     }
 
     fn tag_topic<'a>(&'a self, arn: &'a str, tags: Vec<(String, String)>) -> Answer<'a, ()> {
-        self.of_topic_arn(arn).tag_topic(arn, tags)
+        on(self.of_topic_arn(arn), |shard| shard.tag_topic(arn, tags))
     }
 
     fn untag_topic<'a>(&'a self, arn: &'a str, keys: Vec<String>) -> Answer<'a, ()> {
-        self.of_topic_arn(arn).untag_topic(arn, keys)
+        on(self.of_topic_arn(arn), |shard| shard.untag_topic(arn, keys))
     }
 
     fn topic_tags<'a>(&'a self, arn: &'a str) -> Answer<'a, BTreeMap<String, String>> {
-        self.of_topic_arn(arn).topic_tags(arn)
+        on(self.of_topic_arn(arn), |shard| shard.topic_tags(arn))
     }
 
     fn put_data_protection_policy<'a>(&'a self, arn: &'a str, policy: String) -> Answer<'a, ()> {
-        self.of_topic_arn(arn)
-            .put_data_protection_policy(arn, policy)
+        on(self.of_topic_arn(arn), |shard| {
+            shard.put_data_protection_policy(arn, policy)
+        })
     }
 
     fn data_protection_policy<'a>(&'a self, arn: &'a str) -> Answer<'a, String> {
-        self.of_topic_arn(arn).data_protection_policy(arn)
+        on(self.of_topic_arn(arn), |shard| {
+            shard.data_protection_policy(arn)
+        })
     }
 }

@@ -9,6 +9,8 @@
 //! - `recovery`: the snapshot and the batches after it, into a fresh engine.
 //! - `follow`: a standby applying the batches as they are written, so a takeover reads the
 //!   tail only.
+//! - `survey`: the live nodes and every shard's lease holder, read once a second by a node that
+//!   leads its share of the shards.
 //! - `connection`: the blocking, time-bounded connection the threads above use.
 //!
 //! A node that finds the lease held waits until it lapses (another node's crash) or is given up
@@ -23,6 +25,7 @@ mod recovery;
 pub mod replication;
 mod schema;
 mod snapshots;
+pub mod survey;
 mod table_log;
 pub mod test_database;
 pub mod transfer;

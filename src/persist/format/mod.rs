@@ -24,6 +24,7 @@
 //! lists convert element by element as they are written, see `list`) and read back borrowing
 //! from the record's bytes until it is turned into engine state.
 
+pub mod between_nodes;
 pub mod change;
 pub mod list;
 pub mod message;

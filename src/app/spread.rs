@@ -1,0 +1,381 @@
+//! `--spread-shards`: each node on a database leads its share of the shards, as placement gives
+//! it among the live nodes (`persist::database::placement`), and passes the requests of the
+//! others to their leaders (`http::shard_routing`). A generation takes the leases of its share
+//! that are free and leaves the rest to whoever holds them. Once its share moves (a node joined
+//! or left) or a lease of its share comes free, the node starts over: it gives every lease up
+//! and takes its new share in the next generation.
+//!
+//! Not built yet: handing one shard off while leading the others on; listings across nodes
+//! (refused as unavailable).
+
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::Notify;
+
+use super::engine_service::{serve_engines, Built};
+use super::log_database::{led_parts, said_leading, settings, Node, OffThread};
+use crate::backend::ParcelsElsewhere;
+use crate::clock::Clock;
+use crate::engine::shard::Shard;
+use crate::engine::Engine;
+use crate::http::standby::Forwarding;
+use crate::persist::database::follow::Stopped;
+use crate::persist::database::placement;
+use crate::persist::database::survey::{Seen, Survey};
+use crate::persist::database::{Asked, DatabaseLog, ReadyDatabase};
+use crate::persist::tenure::Tenure;
+use crate::service::cluster::{ClusterState, ClusterStatus, ShardLog};
+
+/// Longest a generation waits for its first reading of the nodes and leases.
+const FIRST_READING: Duration = Duration::from_secs(10);
+
+/// What a generation of a node leading its share watches, to know when to start over.
+pub(super) struct Spread {
+    survey: Arc<Survey>,
+    own_url: String,
+    count: u32,
+    /// The shards this generation leads, in order.
+    led: Vec<u32>,
+    standby: Forwarding,
+}
+
+/// The service over this node's share of the shards, as far as their leases are free, and
+/// what the generation watches to know when to start over.
+pub(super) async fn build(
+    node: &Node,
+    metrics: crate::metrics::Metrics,
+) -> std::io::Result<(Built, Spread)> {
+    let (config, clock, listening) = (&node.config, node.clock.clone(), node.listening);
+    let own_url = node.own_url.clone();
+    let count = config.shards;
+    let settings = settings(config, &node.url, &own_url);
+    let (account, region) = (config.account_id.clone(), config.region.clone());
+    let survey = node.survey.clone().ok_or_else(|| {
+        std::io::Error::other("a node leading its share of the shards watches the database")
+    })?;
+    // The tables made ready first: a database used for the first time has none to read.
+    let (mut engines, first) = tokio::task::spawn_blocking(move || {
+        let mut engines: Vec<Engine<Notify>> = (0..count)
+            .map(|number| Engine::for_shard(&account, &region, Shard { number, count }))
+            .collect();
+        let first =
+            ReadyDatabase::new(&settings, &mut engines[0]).map(|first| OffThread(vec![first]));
+        (engines, first)
+    })
+    .await
+    .map_err(std::io::Error::other)?;
+    let mut first = first.map_err(std::io::Error::other)?;
+    let mut reading = survey.seen();
+    let read = reading.wait_for(|seen| seen.as_ref().is_some_and(|s| s.nodes.contains(&own_url)));
+    let read = tokio::time::timeout(FIRST_READING, read).await;
+    // Cloned out at once: the reading's guard must not be held across an await.
+    let Some(seen) = read
+        .ok()
+        .and_then(|read| read.ok().and_then(|seen| seen.clone()))
+    else {
+        return Err(std::io::Error::other(
+            "the database's nodes and leases could not be read",
+        ));
+    };
+    let share = placement::share_of(&own_url, count, &seen.nodes);
+    let started = std::time::Instant::now();
+    let leading = (clock.clone(), own_url.clone());
+    let first = first.0.pop().expect("made ready");
+    let (engines, led) = tokio::task::spawn_blocking(move || {
+        // Only the shards of its share: a connection each.
+        let led = ready_share(first, &mut engines, &share)
+            .and_then(|prepared| lead_share(prepared, &engines, &share, leading));
+        (engines, led)
+    })
+    .await
+    .map_err(std::io::Error::other)?;
+    let (logs, tenures): (Vec<_>, Vec<_>) = led.map_err(std::io::Error::other)?.into_iter().unzip();
+    for log in &logs {
+        said_leading(log, started, &metrics);
+    }
+    let epochs: Arc<[AtomicI64]> = (0..count).map(|_| AtomicI64::new(0)).collect();
+    let mut engines: Vec<Option<Engine<Notify>>> = engines.into_iter().map(Some).collect();
+    let mut shards = Vec::with_capacity(logs.len());
+    let mut snapshots = Vec::with_capacity(logs.len());
+    for (log, tenure) in logs.iter().zip(tenures) {
+        epochs[log.shard as usize].store(log.epoch, Ordering::Release);
+        let engine = engines[log.shard as usize].take().expect("led once");
+        let (shard, snapshotter) = led_parts(config, engine, log, tenure);
+        shards.push(shard);
+        snapshots.push(snapshotter);
+    }
+    let led: Vec<u32> = logs.iter().map(|log| log.shard).collect();
+    tracing::info!(?led, shards = count, nodes = ?seen.nodes, "storage: the log in PostgreSQL; leading this node's share of the shards");
+    let standby = node.standby.begin_generation();
+    // Every request is this generation's to take: its shards' here, the others' passed on.
+    standby.standby.lead();
+    standby
+        .standby
+        .set_shard_leaders(leaders(&seen, &own_url, &led));
+    let log_writers = logs.iter().map(|log| log.log_writer.clone()).collect();
+    let status = status(
+        standby.clone(),
+        (own_url.clone(), count, led.clone()),
+        (epochs, log_writers),
+        survey.seen(),
+    );
+    let lease = logs
+        .first()
+        .map(|log| log.lease.clone())
+        .into_iter()
+        .collect();
+    standby.standby.set_peers(seen.names.clone());
+    let puller = crate::http::parcels::Puller {
+        standby: standby.standby.clone(),
+        name: survey.name().to_string(),
+    };
+    let parts = (
+        snapshots,
+        Some(Arc::new(puller) as Arc<dyn ParcelsElsewhere>),
+    );
+    let mut built = serve_engines(config, (clock, listening), shards, parts, metrics)?;
+    built.lease = lease;
+    built.cluster = Some(status);
+    built.standby = Some(standby.clone());
+    built.by_shard = Some(standby.clone());
+    let spread = Spread {
+        survey,
+        own_url,
+        count,
+        led,
+        standby,
+    };
+    Ok((built, spread))
+}
+
+/// The database made ready for the log of each shard of `share` (shard n's at index n, `None`
+/// for the others), `first` being shard 0's. Blocking.
+fn ready_share(
+    first: ReadyDatabase,
+    engines: &mut [Engine<Notify>],
+    share: &[u32],
+) -> Result<Vec<Option<ReadyDatabase>>, String> {
+    let mut prepared: Vec<Option<ReadyDatabase>> = engines.iter().map(|_| None).collect();
+    for &shard in share.iter().filter(|&&shard| shard != 0) {
+        let ready = (first.for_shard(shard, &mut engines[shard as usize]))
+            .map_err(|error| format!("shard {shard}: {error}"))?;
+        prepared[shard as usize] = Some(ready);
+    }
+    prepared[0] = Some(first);
+    Ok(prepared)
+}
+
+/// Leads each shard of `share` whose lease is free, each into its engine in `engines` (shard
+/// n's at index n); leaves the others to their holders. Blocking. On failure every lease taken
+/// is given up.
+fn lead_share(
+    prepared: Vec<Option<ReadyDatabase>>,
+    engines: &[Engine<Notify>],
+    share: &[u32],
+    (clock, url): (Arc<dyn Clock>, String),
+) -> Result<Vec<(DatabaseLog, Arc<Tenure>)>, String> {
+    // Dropped off the server's threads whichever way this returns: they own runtimes.
+    let mut prepared = OffThread(prepared);
+    let mut logs: Vec<(DatabaseLog, Arc<Tenure>)> = Vec::with_capacity(share.len());
+    for &shard in share {
+        let Some(mut ready) = prepared.0.get_mut(shard as usize).and_then(Option::take) else {
+            continue;
+        };
+        let taken = match ready.ask(&url) {
+            Asked::Leads(taken) => taken,
+            Asked::Held { .. } | Asked::Unreachable { .. } => continue,
+        };
+        // One keeper renews every lease the node takes: giving it up gives them all up.
+        let keeper = logs.first().map(|(log, _)| log.lease.clone());
+        let engine = &engines[shard as usize];
+        let tenure = ready.tenure.clone();
+        match ready.lead(engine, taken, Stopped::Untouched, (clock.clone(), keeper)) {
+            Ok(log) => logs.push((log, tenure)),
+            Err(error) => {
+                if let Some((log, _)) = logs.first() {
+                    log.lease.release();
+                }
+                return Err(format!("shard {shard}: {error}"));
+            }
+        }
+    }
+    Ok(logs)
+}
+
+/// Where each shard's requests go: this node's URL for the shards it leads, else the holder's
+/// as last read. Empty while the lease is free, and where it names this node without this
+/// generation leading the shard (a lease of an earlier generation or process, about to lapse):
+/// a request is never passed to the node it is at.
+fn leaders(seen: &Seen, own_url: &str, led: &[u32]) -> Vec<String> {
+    let mut leaders = seen.leaders();
+    for (leader, shard) in leaders.iter_mut().zip(0..) {
+        if led.contains(&shard) {
+            *leader = own_url.to_string();
+        } else if leader == own_url {
+            leader.clear();
+        }
+    }
+    leaders
+}
+
+/// Completes once this generation should give way to the next: a shard of its share is free
+/// and not led here, or a shard it leads belongs to another live node, in two readings in a
+/// row (a node missing from one reading, its announcement late, moves nothing). Meanwhile
+/// keeps the shards' leaders up to date for requests passed on.
+pub(super) async fn moved(spread: &mut Spread) {
+    let mut seen = spread.survey.seen();
+    let mut once = false;
+    loop {
+        let reading = seen.borrow_and_update().clone();
+        if let Some(reading) = reading {
+            let leaders = leaders(&reading, &spread.own_url, &spread.led);
+            spread.standby.standby.set_shard_leaders(leaders);
+            spread.standby.standby.set_peers(reading.names.clone());
+            match share_moved(&reading, &spread.own_url, spread.count, &spread.led) {
+                Some(why) if once => {
+                    tracing::info!(%why, "this node's share of the shards moved: starting over to lead it");
+                    return;
+                }
+                moved => once = moved.is_some(),
+            }
+        }
+        if seen.changed().await.is_err() {
+            return std::future::pending().await;
+        }
+    }
+}
+
+/// Why a node leading `led` should start over, as `seen` stands; `None` while it should not.
+fn share_moved(seen: &Seen, own_url: &str, count: u32, led: &[u32]) -> Option<String> {
+    // A node that cannot read the live nodes knows of none: nothing moves on that.
+    if !seen.nodes.iter().any(|node| node == own_url) {
+        return None;
+    }
+    let placed = placement::place(count, &seen.nodes);
+    for (shard, &node) in (0..count).zip(&placed) {
+        let ours = seen.nodes[node] == own_url;
+        let here = led.contains(&shard);
+        let free = seen
+            .holders
+            .get(shard as usize)
+            .is_some_and(Option::is_none);
+        if ours && !here && free {
+            return Some(format!("shard {shard} is this node's to lead and free"));
+        }
+        if !ours && here {
+            return Some(format!(
+                "shard {shard} is now {}'s to lead",
+                seen.nodes[node]
+            ));
+        }
+    }
+    None
+}
+
+/// How `GET /_orderly/cluster` reads a node leading its share: `leader` while it leads a shard,
+/// else `standby`; the logs of the shards it leads.
+fn status(
+    standby: Forwarding,
+    (own_url, count, led): (String, u32, Vec<u32>),
+    (epochs, log_writers): (
+        Arc<[AtomicI64]>,
+        Vec<Arc<crate::persist::writer::LogWriter>>,
+    ),
+    seen: tokio::sync::watch::Receiver<Option<Arc<Seen>>>,
+) -> ClusterStatus {
+    Arc::new(move || {
+        // A generation the node has moved past answers as one that leads nothing.
+        let current = standby.standby.leading_in(standby.generation);
+        let led = if current { led.clone() } else { Vec::new() };
+        let logs: Vec<ShardLog> = (led.iter().zip(&log_writers))
+            .map(|(&shard, log)| ShardLog {
+                shard,
+                epoch: Some(epochs[shard as usize].load(Ordering::Acquire).max(0) as u64),
+                applied: log.durable().lsn,
+                lag: 0,
+            })
+            .collect();
+        let nodes = seen.borrow().as_ref().map(|s| s.nodes.clone());
+        ClusterState {
+            role: if led.is_empty() { "standby" } else { "leader" },
+            epoch: 0,
+            leader: if led.is_empty() {
+                String::new()
+            } else {
+                own_url.clone()
+            },
+            applied: logs.iter().map(|log| log.applied).sum(),
+            lag: 0,
+            shards: count,
+            led,
+            nodes: nodes.unwrap_or_default(),
+            replication: None,
+            logs,
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::persist::database::lease::Holder;
+
+    fn seen(nodes: &[&str], held: &[Option<&str>]) -> Seen {
+        Seen {
+            nodes: nodes.iter().map(|n| n.to_string()).collect(),
+            names: Vec::new(),
+            holders: (held.iter())
+                .map(|url| {
+                    url.map(|url| Holder {
+                        epoch: 1,
+                        node: "n".into(),
+                        url: url.into(),
+                        remaining_ms: 5_000,
+                    })
+                })
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn a_node_starts_over_when_its_share_is_free_or_belongs_to_another() {
+        let (a, b) = ("http://a", "http://b");
+        let count = 4;
+        let both = [a, b];
+        let placed = placement::place(count, &both.map(String::from));
+        let share = |node: usize| -> Vec<u32> {
+            (0..count).filter(|&s| placed[s as usize] == node).collect()
+        };
+        let (of_a, of_b) = (share(0), share(1));
+        assert_eq!(of_a.len(), 2);
+        // Alone, a leads all four; b has joined: the two that are b's move.
+        let all_a = [Some(a); 4];
+        let moved = share_moved(&seen(&both, &all_a), a, count, &[0, 1, 2, 3]);
+        assert!(moved.is_some_and(|why| why.contains(b)));
+        // b leads none of its share while a holds it: nothing for b to do yet.
+        assert_eq!(share_moved(&seen(&both, &all_a), b, count, &[]), None);
+        // a gave every lease up: b's share is free.
+        let free = [None; 4];
+        assert!(share_moved(&seen(&both, &free), b, count, &[]).is_some());
+        // Each leads its share: settled.
+        let mut held = [None; 4];
+        for &s in &of_a {
+            held[s as usize] = Some(a);
+        }
+        for &s in &of_b {
+            held[s as usize] = Some(b);
+        }
+        assert_eq!(share_moved(&seen(&both, &held), a, count, &of_a), None);
+        assert_eq!(share_moved(&seen(&both, &held), b, count, &of_b), None);
+        // b is gone and its leases lapsed: a takes them.
+        let mut lapsed = held;
+        for &s in &of_b {
+            lapsed[s as usize] = None;
+        }
+        assert!(share_moved(&seen(&[a], &lapsed), a, count, &of_a).is_some());
+        // A node that cannot read the live nodes (its own URL not among them) moves nothing.
+        assert_eq!(share_moved(&seen(&[], &free), a, count, &of_a), None);
+    }
+}

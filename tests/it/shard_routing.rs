@@ -1,0 +1,227 @@
+//! Two nodes, each leading some of four shards (set by hand here: placement decides it on a
+//! database), seen through the SDKs: a request to either node for a queue in a shard the other
+//! leads is passed there as the client sent it and answered from there; a request passed on
+//! once is never passed again; a listing that would need the other node's shards is refused
+//! rather than answered from half of them; a leader that cannot be reached is said so.
+
+use aws_sdk_sqs::error::ProvideErrorMetadata;
+use orderly::app::App;
+use orderly::config::Config;
+
+use crate::common::{get_json, query, start_sharded, Server, Stoppable};
+use crate::shards::{name_in, SHARDS};
+
+/// A node leading shards 0 and 1 of four, passing requests for 2 and 3 to `other`.
+async fn leading_half(other: &Server) -> Stoppable {
+    let mut config = Config::ephemeral();
+    config.shards = SHARDS;
+    config.leader_wait = 1;
+    config.test_shards_led_elsewhere = vec![(2, other.url()), (3, other.url())];
+    Stoppable::start(App::bind(&config).await.expect("bind")).await
+}
+
+async fn fifo(server: &Server, name: &str) -> String {
+    (server.sqs.create_queue())
+        .queue_name(name)
+        .attributes(aws_sdk_sqs::types::QueueAttributeName::FifoQueue, "true")
+        .send()
+        .await
+        .expect("created")
+        .queue_url
+        .expect("a URL")
+}
+
+async fn send(server: &Server, url: &str, body: &str) -> Result<String, String> {
+    (server.sqs.send_message())
+        .queue_url(url)
+        .message_body(body)
+        .message_group_id("g")
+        .message_deduplication_id(body.replace(" ", "-"))
+        .send()
+        .await
+        .map(|sent| sent.message_id.unwrap_or_default())
+        .map_err(|error| error.code().unwrap_or("no code").to_string())
+}
+
+async fn bodies(server: &Server, url: &str) -> Vec<String> {
+    (server.sqs.receive_message())
+        .queue_url(url)
+        .max_number_of_messages(10)
+        .send()
+        .await
+        .expect("received")
+        .messages
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|message| message.body)
+        .collect()
+}
+
+/// How many requests `server` passed on and had answered, as its `/metrics` says.
+async fn passed_on(server: &Server) -> Option<u64> {
+    let metrics = reqwest::get(format!("{}/metrics", server.url()))
+        .await
+        .ok()?
+        .text()
+        .await
+        .ok()?;
+    (metrics.lines())
+        .find(|line| line.starts_with("orderly_forwarded_requests_total{outcome=\"answered\"}"))
+        .and_then(|line| line.rsplit(' ').next())
+        .and_then(|count| count.parse().ok())
+}
+
+#[tokio::test]
+async fn a_request_for_a_shard_another_node_leads_is_answered_by_that_node() {
+    let other = start_sharded(SHARDS).await;
+    let node = leading_half(&other).await;
+    let here = name_in("here", ".fifo", 0);
+    let there = name_in("there", ".fifo", 2);
+
+    // Created through the node for either shard: the URL names the node the client asked.
+    let here_url = fifo(&node.server, &here).await;
+    let there_url = fifo(&node.server, &there).await;
+    assert_eq!(there_url, node.server.queue_url(&there));
+    send(&node.server, &here_url, "kept here").await.unwrap();
+    send(&node.server, &there_url, "kept there").await.unwrap();
+
+    // The other node holds the queue of its shard, and none of this node's.
+    assert_eq!(
+        bodies(&other, &other.queue_url(&there)).await,
+        ["kept there"]
+    );
+    let missing = other.sqs.get_queue_url().queue_name(&here).send().await;
+    assert_eq!(
+        missing.unwrap_err().code(),
+        Some("AWS.SimpleQueueService.NonExistentQueue")
+    );
+    assert_eq!(bodies(&node.server, &here_url).await, ["kept here"]);
+
+    // The Query protocol is passed on as well, its answer back as the other node gave it.
+    let path = format!("/000000000000/{there}");
+    let params = [
+        ("Action", "SendMessage"),
+        ("MessageBody", "by query"),
+        ("MessageGroupId", "g"),
+        ("MessageDeduplicationId", "q"),
+    ];
+    let (status, answer) = query(&node.server, &path, &params).await;
+    assert_eq!(status, 200, "{answer}");
+    assert!(answer.contains("<SendMessageResult>"), "{answer}");
+
+    // CreateQueue, SendMessage and the Query SendMessage of the other node's queue.
+    assert_eq!(passed_on(&node.server).await, Some(3));
+    node.stop().await;
+}
+
+#[tokio::test]
+async fn a_listing_across_nodes_is_refused_not_answered_in_part() {
+    let other = start_sharded(SHARDS).await;
+    let node = leading_half(&other).await;
+    fifo(&node.server, &name_in("here", ".fifo", 1)).await;
+    let listed = node.server.sqs.list_queues().send().await;
+    assert_eq!(listed.unwrap_err().code(), Some("ServiceUnavailable"));
+    let topics = node.server.sns.list_topics().send().await;
+    assert_eq!(
+        aws_sdk_sns::error::ProvideErrorMetadata::code(&topics.unwrap_err()),
+        Some("ServiceUnavailable")
+    );
+    // What a node says of itself is its own to answer.
+    let cluster = get_json(&node.server, "/_orderly/cluster").await;
+    assert_eq!(cluster["shards"], SHARDS);
+    node.stop().await;
+}
+
+/// A request another node passed here is not passed on again, even when this node does not
+/// lead its shard: refused as not served (503), the sender tries the shard's next leader.
+#[tokio::test]
+async fn a_request_passed_on_once_is_not_passed_again() {
+    let other = start_sharded(SHARDS).await;
+    let node = leading_half(&other).await;
+    let there = name_in("there", ".fifo", 3);
+    fifo(&other, &there).await;
+    let refused = reqwest::Client::new()
+        .post(node.server.url())
+        .header("content-type", "application/x-amz-json-1.0")
+        .header("x-amz-target", "AmazonSQS.GetQueueUrl")
+        .header("x-orderly-forwarded", "1")
+        .body(format!("{{\"QueueName\":\"{there}\"}}"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(refused.status(), 503);
+    assert!(refused.headers().contains_key("x-orderly-not-served"));
+    // Not forwarded, it is.
+    let found = node
+        .server
+        .sqs
+        .get_queue_url()
+        .queue_name(&there)
+        .send()
+        .await;
+    assert!(found.is_ok(), "{found:?}");
+    node.stop().await;
+}
+
+/// With the shard's leader gone, a request for it waits `--leader-wait` and is then refused as
+/// not kept (503), which SDKs retry; the node's own shards serve on.
+#[tokio::test]
+async fn a_shard_whose_leader_is_gone_is_unavailable_and_the_rest_serve() {
+    let other = Stoppable::start(
+        App::bind(&{
+            let mut config = Config::ephemeral();
+            config.shards = SHARDS;
+            config
+        })
+        .await
+        .expect("bind"),
+    )
+    .await;
+    let node = leading_half(&other.server).await;
+    let (here, there) = (name_in("here", ".fifo", 0), name_in("there", ".fifo", 2));
+    let here_url = fifo(&node.server, &here).await;
+    let there_url = fifo(&node.server, &there).await;
+    other.stop().await;
+    let refused = send(&node.server, &there_url, "nowhere").await;
+    assert_eq!(refused, Err("ServiceUnavailable".to_string()));
+    send(&node.server, &here_url, "still here").await.unwrap();
+    node.stop().await;
+}
+
+/// A request that used a shard here is answered here, whatever it read of another node's
+/// shards on the way: a Subscribe of a queue the other node leads to a topic led here is made
+/// here, and not passed on as well.
+#[tokio::test]
+async fn a_request_that_used_a_shard_here_is_not_passed_on() {
+    let other = start_sharded(SHARDS).await;
+    let node = leading_half(&other).await;
+    let queue = name_in("there", ".fifo", 2);
+    let queue_url = fifo(&node.server, &queue).await;
+    let topic = (node.server.sns.create_topic())
+        .name(name_in("prices", ".fifo", 1))
+        .attributes("FifoTopic", "true")
+        .send()
+        .await
+        .expect("a topic")
+        .topic_arn
+        .expect("an ARN");
+    let queue_arn = format!("arn:aws:sqs:us-east-1:000000000000:{queue}");
+    let subscribed = (node.server.sns.subscribe())
+        .topic_arn(&topic)
+        .protocol("sqs")
+        .endpoint(&queue_arn)
+        .send()
+        .await
+        .expect("subscribed");
+    assert!(subscribed.subscription_arn.is_some());
+    let listed = (node.server.sns.list_subscriptions_by_topic())
+        .topic_arn(&topic)
+        .send()
+        .await
+        .expect("listed");
+    assert_eq!(listed.subscriptions().len(), 1);
+    // The queue's CreateQueue only: neither the topic's requests nor the Subscribe.
+    assert_eq!(passed_on(&node.server).await, Some(1));
+    assert_eq!(queue_url, node.server.queue_url(&queue));
+    node.stop().await;
+}
