@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use tokio::sync::Notify;
 
-use crate::backend::ParcelsElsewhere;
+use crate::backend::OtherNodes;
 use crate::clock::Clock;
 use crate::config::Config;
 use crate::delivery::{SenderConfig, Webhooks};
@@ -110,7 +110,7 @@ pub(super) fn serve_engines(
     config: &Config,
     (clock, listening): (Arc<dyn Clock>, SocketAddr),
     shards: Vec<ShardParts>,
-    (snapshots, elsewhere): (Vec<Arc<Snapshotter>>, Option<Arc<dyn ParcelsElsewhere>>),
+    (snapshots, elsewhere): (Vec<Arc<Snapshotter>>, Option<Arc<dyn OtherNodes>>),
     metrics: crate::metrics::Metrics,
 ) -> std::io::Result<Built> {
     let (webhooks, settings) = service_parts(config, listening)?;
@@ -159,7 +159,7 @@ pub(super) fn serve_engines(
                 parcels_waiting,
             );
             if let Some(elsewhere) = elsewhere {
-                sharded = sharded.with_parcels_elsewhere(elsewhere);
+                sharded = sharded.with_other_nodes(elsewhere);
             }
             // Before anything runs, the logs of a data directory agree (a database's always do).
             if config.storage.is_none() {

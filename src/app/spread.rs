@@ -5,8 +5,8 @@
 //! or left) or a lease of its share comes free, the node starts over: it gives every lease up
 //! and takes its new share in the next generation.
 //!
-//! Not built yet: handing one shard off while leading the others on; listings across nodes
-//! (refused as unavailable).
+//! Not built yet: handing one shard off while leading the others on; some reads across nodes
+//! (`backend::sharded::across_nodes`).
 
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
@@ -16,7 +16,7 @@ use tokio::sync::Notify;
 
 use super::engine_service::{serve_engines, Built};
 use super::log_database::{led_parts, said_leading, settings, Node, OffThread};
-use crate::backend::ParcelsElsewhere;
+use crate::backend::OtherNodes;
 use crate::clock::Clock;
 use crate::engine::shard::Shard;
 use crate::engine::Engine;
@@ -127,14 +127,11 @@ pub(super) async fn build(
         .into_iter()
         .collect();
     standby.standby.set_peers(seen.names.clone());
-    let puller = crate::http::parcels::Puller {
+    let puller = crate::http::between_nodes::Peers {
         standby: standby.standby.clone(),
         name: survey.name().to_string(),
     };
-    let parts = (
-        snapshots,
-        Some(Arc::new(puller) as Arc<dyn ParcelsElsewhere>),
-    );
+    let parts = (snapshots, Some(Arc::new(puller) as Arc<dyn OtherNodes>));
     let mut built = serve_engines(config, (clock, listening), shards, parts, metrics)?;
     built.lease = lease;
     built.cluster = Some(status);

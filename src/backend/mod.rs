@@ -336,11 +336,31 @@ pub trait Work: Send + Sync {
         let _ = (to, after, max, wait);
         Box::pin(std::future::ready(Err(BackendError::Across(from))))
     }
+    /// For another node: `read` of shard `shard`, led here.
+    fn read_for_node(&self, shard: u32, read: ShardRead) -> Answer<'_, Vec<Arc<str>>> {
+        let _ = read;
+        Box::pin(std::future::ready(Err(BackendError::Across(shard))))
+    }
 }
 
-/// Where the parcels of shards another node leads come from: that node, asked over the
-/// network (`http::parcels`).
-pub trait ParcelsElsewhere: Send + Sync {
+/// What a shard is asked on another shard's behalf, for an answer gathered over every shard:
+/// the names it holds.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ShardRead {
+    /// Its queues' keys that begin with this prefix.
+    Queues(String),
+    /// Its topics' ARNs.
+    Topics,
+    /// Its queues whose redrive policy names this queue ARN as their dead-letter queue.
+    NamingAsDeadLetterQueue(String),
+}
+
+/// The nodes leading the shards this node does not, asked over the network
+/// (`http::between_nodes`): for the parcels their shards hold for this node's, and for what
+/// their shards hold on another shard's behalf.
+pub trait OtherNodes: Send + Sync {
+    /// `read` of shard `shard`, answered by the node leading it.
+    fn read<'a>(&'a self, shard: u32, read: &'a ShardRead) -> Answer<'a, Vec<String>>;
     /// Up to `max` parcels shard `from` holds for shard `to` after number `after` (which `to`
     /// has applied, so the source may forget them), waiting a while for one, as
     /// `Work::parcels_for_node` encoded them there.

@@ -5,6 +5,7 @@
 
 pub mod auth;
 pub(crate) mod aws;
+pub mod between_nodes;
 pub mod body;
 pub mod browser;
 mod captured;
@@ -15,7 +16,6 @@ pub mod identity;
 mod inspect;
 mod localstack;
 mod node_headers;
-pub mod parcels;
 mod reply;
 pub mod server;
 mod sessions;
@@ -73,7 +73,8 @@ pub fn routes(
         .route("/health/ready", get(|| async { "ok" }))
         .route("/_orderly/webhooks", get(inspect::webhook_stats))
         .route("/_orderly/cluster", get(inspect::cluster_state))
-        .route(parcels::PATH, get(parcels::serve))
+        .route(between_nodes::PARCELS, get(between_nodes::parcels))
+        .route(between_nodes::READS, get(between_nodes::read))
         .route(
             "/_orderly/clock",
             get(clock_control::read).post(clock_control::move_clock),

@@ -28,11 +28,16 @@ pub async fn pass_to_shard_leader(
     next: Next,
 ) -> Response {
     let standby = &forwarding.standby;
-    if request.uri().path() == super::parcels::PATH {
+    if matches!(
+        request.uri().path(),
+        super::between_nodes::PARCELS | super::between_nodes::READS
+    ) {
         let mut request = request;
         let name = (request.headers().get(NODE)).and_then(|name| name.to_str().ok());
         if name.is_some_and(|name| standby.is_peer(name)) {
-            request.extensions_mut().insert(super::parcels::FromPeer);
+            request
+                .extensions_mut()
+                .insert(super::between_nodes::FromPeer);
         }
         return next.run(request).await;
     }

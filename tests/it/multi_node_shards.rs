@@ -524,6 +524,46 @@ async fn two_nodes_lead_half_the_shards_each_and_serve_every_queue() {
             .expect("created");
         urls.push(made.queue_url.expect("a URL"));
     }
+    // What nodes ask one another is refused to anyone else, a made-up node name included.
+    let client = reqwest::Client::new();
+    for path in [
+        "/_orderly/parcels?from=0&to=1&after=0&max=1",
+        "/_orderly/shard-read?shard=0&read=topics",
+    ] {
+        for name in [None, Some("survey 00000000-0000-0000-0000-000000000000")] {
+            let mut asked = client.get(format!("{}{path}", first.server.url()));
+            if let Some(name) = name {
+                asked = asked.header("x-orderly-node", name);
+            }
+            let status = asked.send().await.expect("answered").status();
+            assert_eq!(status, 403, "{path} as {name:?}");
+        }
+    }
+    // Listed whole through either node: each asks the other for its shards' part.
+    let mut sorted = names.clone();
+    sorted.sort();
+    let mut topics: Vec<String> = (0..SHARDS).map(|s| name_in("listed", "", s)).collect();
+    topics.sort();
+    for topic in &topics {
+        (second.server.sns.create_topic().name(topic).send())
+            .await
+            .expect("a topic");
+    }
+    for server in [&first.server, &second.server] {
+        let listed = (server.sqs.list_queues().queue_name_prefix("spread").send())
+            .await
+            .expect("listed");
+        let listed: Vec<&str> = (listed.queue_urls().iter())
+            .filter_map(|url| url.rsplit('/').next())
+            .collect();
+        assert_eq!(listed, sorted, "ListQueues through {}", server.url());
+        let listed = server.sns.list_topics().send().await.expect("listed");
+        let mut listed: Vec<&str> = (listed.topics().iter())
+            .filter_map(|topic| topic.topic_arn()?.rsplit(':').next())
+            .collect();
+        listed.sort_unstable();
+        assert_eq!(listed, topics, "ListTopics through {}", server.url());
+    }
     for (url, name) in urls.iter().zip(&names) {
         for body in ["one", "two"] {
             (first.server.sqs.send_message().queue_url(url))

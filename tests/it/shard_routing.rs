@@ -2,7 +2,9 @@
 //! database), seen through the SDKs: a request to either node for a queue in a shard the other
 //! leads is passed there as the client sent it and answered from there; a request passed on
 //! once is never passed again; a listing that would need the other node's shards is refused
-//! rather than answered from half of them; a leader that cannot be reached is said so.
+//! rather than answered from half of them (nodes set by hand have no way to ask one another;
+//! nodes leading their shares of a database do, `multi_node_shards`); a leader that cannot be
+//! reached is said so.
 
 use aws_sdk_sqs::error::ProvideErrorMetadata;
 use orderly::app::App;

@@ -1,5 +1,9 @@
+//! What crosses between shards led by different nodes: parcels, and reads made on another
+//! shard's behalf (a listing gathered over every shard, the queues naming a dead-letter
+//! queue), asked of the node leading the shard read.
+//!
 //! Parcels between shards led by different nodes. The destination's leader pulls them from the
-//! source's leader (`ParcelsElsewhere`, over the network), each pull naming the last parcel the
+//! source's leader (`OtherNodes`, over the network), each pull naming the last parcel the
 //! destination's log holds as applied, so the source forgets up to it; the source answers a
 //! pull from what its log holds, waiting a while for a parcel when it has none. Each pair of
 //! shards keeps its order and applies each parcel once, as between shards of one node.
@@ -9,7 +13,9 @@ use std::time::Duration;
 
 use super::{Sharded, CARRIED_AT_ONCE};
 use crate::backend::embedded::Embedded;
-use crate::backend::{Answer, BackendError, ParcelsElsewhere};
+use crate::backend::{
+    led_elsewhere, Answer, BackendError, BackendResult, OtherNodes, QueueAdmin, ShardRead, Topics,
+};
 use crate::persist::format::between_nodes::{decode_parcels, encode_parcels};
 use crate::worker::Backoff;
 
@@ -20,7 +26,7 @@ static WARNINGS: std::sync::LazyLock<crate::quiet_log::QuietLog> =
 /// Carries into shard `destination` (led here) the parcels shard `from` (led by another node)
 /// holds for it, pull after pull.
 async fn carry_from_node(
-    remote: Arc<dyn ParcelsElsewhere>,
+    remote: Arc<dyn OtherNodes>,
     from: u32,
     destination: Arc<Embedded>,
     rounds: Arc<tokio::sync::Notify>,
@@ -64,7 +70,47 @@ async fn carry_from_node(
     }
 }
 
+/// `read` of `shard`, led here.
+async fn read_here(shard: &Embedded, read: &ShardRead) -> BackendResult<Vec<Arc<str>>> {
+    match read {
+        ShardRead::Queues(prefix) => shard.list_queues(prefix).await,
+        ShardRead::Topics => shard.list_topics().await,
+        ShardRead::NamingAsDeadLetterQueue(arn) => Ok(shard.naming_as_dead_letter_queue(arn)),
+    }
+}
+
 impl Sharded {
+    /// `read` of shard `n`: here, or asked of the node that leads it.
+    pub(super) async fn read(&self, n: u32, read: &ShardRead) -> BackendResult<Vec<Arc<str>>> {
+        match (&self.slots[n as usize], &self.elsewhere) {
+            (Some(shard), _) => read_here(shard, read).await,
+            (None, Some(nodes)) => {
+                let names = nodes.read(n, read).await?;
+                Ok(names.into_iter().map(Arc::from).collect())
+            }
+            (None, None) => Err(led_elsewhere::across(n)),
+        }
+    }
+
+    /// `read` of every shard, in shard order, joined.
+    pub(super) async fn read_all(&self, read: &ShardRead) -> BackendResult<Vec<Arc<str>>> {
+        let mut all = Vec::new();
+        for n in 0..self.count() {
+            all.extend(self.read(n, read).await?);
+        }
+        Ok(all)
+    }
+
+    /// What `Work::read_for_node` answers: shard `n` must be led here.
+    pub(super) fn read_for(&self, n: u32, read: ShardRead) -> Answer<'_, Vec<Arc<str>>> {
+        Box::pin(async move {
+            match self.slots.get(n as usize) {
+                Some(Some(shard)) => read_here(shard, &read).await,
+                _ => Err(BackendError::Across(n)),
+            }
+        })
+    }
+
     /// Starts a carrier into each shard led here from each shard another node leads.
     pub(super) fn carry_from_other_nodes(&self) {
         let Some(elsewhere) = &self.elsewhere else {

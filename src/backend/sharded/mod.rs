@@ -28,7 +28,7 @@ use std::time::Duration;
 use tokio::sync::Notify;
 
 use super::embedded::{relay, Embedded};
-use super::{led_elsewhere, Answer, BackendResult, ParcelsElsewhere, Work};
+use super::{led_elsewhere, Answer, BackendResult, OtherNodes, Work};
 use crate::clock::Clock;
 use crate::engine::namespace::Namespaces;
 use crate::engine::shard::Shard;
@@ -56,7 +56,7 @@ pub struct Sharded {
     /// Where the next take of webhook deliveries starts, so no shard's wait behind another's.
     next_taken: std::sync::atomic::AtomicUsize,
     /// Where the parcels of shards led by other nodes come from.
-    elsewhere: Option<Arc<dyn ParcelsElsewhere>>,
+    elsewhere: Option<Arc<dyn OtherNodes>>,
 }
 
 impl Sharded {
@@ -88,7 +88,7 @@ impl Sharded {
     }
 
     /// Pulls the parcels of shards led by other nodes from `elsewhere`.
-    pub fn with_parcels_elsewhere(mut self, elsewhere: Arc<dyn ParcelsElsewhere>) -> Sharded {
+    pub fn with_other_nodes(mut self, elsewhere: Arc<dyn OtherNodes>) -> Sharded {
         self.elsewhere = Some(elsewhere);
         self
     }
@@ -183,13 +183,15 @@ impl Sharded {
         Ok(all)
     }
 
-    /// Every shard but `of`, for a read on its behalf (`read_across`).
-    fn others(&self, of: &Arc<Embedded>) -> BackendResult<Vec<&Arc<Embedded>>> {
-        let of = of.shard();
-        (0..self.count())
-            .filter(|&n| n != of)
-            .map(|n| self.read_across(n))
-            .collect()
+    /// The queues of every shard but `of`'s whose redrive policy names `dlq_arn`, here or
+    /// asked of the nodes leading them.
+    async fn naming_elsewhere(&self, of: u32, dlq_arn: &str) -> BackendResult<Vec<Arc<str>>> {
+        let read = super::ShardRead::NamingAsDeadLetterQueue(dlq_arn.to_string());
+        let mut named = Vec::new();
+        for n in (0..self.count()).filter(|&n| n != of) {
+            named.extend(self.read(n, &read).await?);
+        }
+        Ok(named)
     }
 }
 
@@ -289,6 +291,10 @@ impl Work for Sharded {
         wait: Duration,
     ) -> Answer<'_, Vec<u8>> {
         self.parcels_for(from, to, limits, wait)
+    }
+
+    fn read_for_node(&self, shard: u32, read: super::ShardRead) -> Answer<'_, Vec<Arc<str>>> {
+        self.read_for(shard, read)
     }
 
     fn carried(&self) -> Answer<'_, ()> {

@@ -15,12 +15,15 @@ impl MoveTasks for Sharded {
             // As redrive policies name it.
             let source = (self.namespaces.key_in_arn("sqs", request.source_arn))
                 .map(|key| self.namespaces.arn("sqs", key));
-            let others = self.others(home)?;
+            let dead_letter_sources = match source {
+                Some(source) => !self
+                    .naming_elsewhere(home.shard(), &source)
+                    .await?
+                    .is_empty(),
+                None => false,
+            };
             let mut elsewhere = Elsewhere {
-                dead_letter_sources: source.is_some_and(|source| {
-                    (others.iter())
-                        .any(|shard| !shard.naming_as_dead_letter_queue(&source).is_empty())
-                }),
+                dead_letter_sources,
                 destination_fifo: None,
             };
             let destination = request

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use super::{on, Sharded};
 use crate::backend::{
-    Answer, BackendError, BackendResult, CreateQueue, PolicyEdit, QueueAdmin, QueueView,
+    Answer, BackendError, BackendResult, CreateQueue, PolicyEdit, QueueAdmin, QueueView, ShardRead,
 };
 use crate::engine::queue::config::check_dead_letter_target;
 use crate::engine::shard::Shard;
@@ -68,7 +68,9 @@ impl QueueAdmin for Sharded {
 
     fn list_queues<'a>(&'a self, prefix: &'a str) -> Answer<'a, Vec<Arc<str>>> {
         Box::pin(async move {
-            let mut keys = self.gather(|shard| shard.list_queues(prefix)).await?;
+            let mut keys = self
+                .read_all(&ShardRead::Queues(prefix.to_string()))
+                .await?;
             keys.sort();
             Ok(keys)
         })
@@ -125,9 +127,7 @@ impl QueueAdmin for Sharded {
             let home = self.of_key(key)?;
             let mut sources = home.dead_letter_sources(key).await?;
             let arn = self.namespaces.arn("sqs", key);
-            for shard in self.others(home)? {
-                sources.extend(shard.naming_as_dead_letter_queue(&arn));
-            }
+            sources.extend(self.naming_elsewhere(home.shard(), &arn).await?);
             sources.sort();
             Ok(sources)
         })

@@ -23,7 +23,7 @@ impl Topics for Sharded {
 
     fn list_topics(&self) -> Answer<'_, Vec<Arc<str>>> {
         Box::pin(async move {
-            let mut arns = self.gather(|shard| shard.list_topics()).await?;
+            let mut arns = self.read_all(&crate::backend::ShardRead::Topics).await?;
             arns.sort_by(|a, b| self.topic_key(a).cmp(self.topic_key(b)));
             Ok(arns)
         })

@@ -1,0 +1,230 @@
+//! What nodes leading different shards of one database ask one another (`Peers` is the asking
+//! side): `GET /_orderly/parcels` answers the parcels a shard led here holds for a shard
+//! another node leads, as the backend encodes them, and forgets what the asker says it
+//! applied; `GET /_orderly/shard-read` answers what a shard led here holds on another shard's
+//! behalf (its queues or topics for a listing, its queues naming a dead-letter queue), as a
+//! JSON array of names. Only a node of the database may ask: the request names the node, by
+//! the random name it announced itself by in the database (`X-Orderly-Node`), which the
+//! passing-on layer checks before the request gets here (`FromPeer`).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::extract::State;
+use axum::http::Uri;
+use axum::http::{HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::Extension;
+
+use super::node_headers::{NODE, NOT_SERVED};
+use super::standby::Standby;
+use super::state::HttpState;
+use crate::backend::{Answer, BackendError, OtherNodes, ShardRead};
+
+pub const PARCELS: &str = "/_orderly/parcels";
+pub const READS: &str = "/_orderly/shard-read";
+
+/// Longest a pull waits for a parcel before it answers none.
+const PULL_WAIT: Duration = Duration::from_secs(2);
+
+/// Most parcels one pull answers.
+const MOST: usize = 1024;
+
+/// Set by the passing-on layer on a request from a node of the database.
+#[derive(Clone, Copy)]
+pub struct FromPeer;
+
+/// What a pull asks for.
+struct Pull {
+    from: u32,
+    to: u32,
+    after: u64,
+    max: usize,
+}
+
+impl Pull {
+    fn of(uri: &Uri) -> Option<Pull> {
+        let mut pull = Pull {
+            from: u32::MAX,
+            to: u32::MAX,
+            after: 0,
+            max: 0,
+        };
+        for (name, value) in form_urlencoded::parse(uri.query()?.as_bytes()) {
+            match &*name {
+                "from" => pull.from = value.parse().ok()?,
+                "to" => pull.to = value.parse().ok()?,
+                "after" => pull.after = value.parse().ok()?,
+                "max" => pull.max = value.parse().ok()?,
+                _ => return None,
+            }
+        }
+        (pull.from != u32::MAX && pull.to != u32::MAX).then_some(pull)
+    }
+}
+
+/// The refusal of a request no node of the database sent.
+fn unless_from_peer(peer: Option<Extension<FromPeer>>) -> Option<Response> {
+    let refused = (StatusCode::FORBIDDEN, "for the nodes of a database only");
+    peer.is_none().then(|| refused.into_response())
+}
+
+/// `GET /_orderly/parcels?from=F&to=T&after=A&max=M`.
+pub(super) async fn parcels(
+    State(state): State<HttpState>,
+    peer: Option<Extension<FromPeer>>,
+    uri: Uri,
+) -> Response {
+    if let Some(refused) = unless_from_peer(peer) {
+        return refused;
+    }
+    let Some(pull) = Pull::of(&uri) else {
+        return (
+            StatusCode::BAD_REQUEST,
+            "from, to, after and max are asked for",
+        )
+            .into_response();
+    };
+    let limits = (pull.after, pull.max.clamp(1, MOST));
+    let backend = &state.service.backend;
+    match backend
+        .parcels_for_node(pull.from, pull.to, limits, PULL_WAIT)
+        .await
+    {
+        Ok(bytes) => (StatusCode::OK, bytes).into_response(),
+        Err(error) => not_served(error.to_string()),
+    }
+}
+
+/// `GET /_orderly/shard-read?shard=N&read=queues&prefix=P` (or `read=topics`, or
+/// `read=naming-as-dead-letter-queue&arn=A`).
+pub(super) async fn read(
+    State(state): State<HttpState>,
+    peer: Option<Extension<FromPeer>>,
+    uri: Uri,
+) -> Response {
+    if let Some(refused) = unless_from_peer(peer) {
+        return refused;
+    }
+    let Some((shard, read)) = read_of(&uri) else {
+        return (StatusCode::BAD_REQUEST, "shard and read are asked for").into_response();
+    };
+    match state.service.backend.read_for_node(shard, read).await {
+        Ok(names) => {
+            let names: Vec<&str> = names.iter().map(|name| &**name).collect();
+            match serde_json::to_vec(&names) {
+                Ok(body) => (StatusCode::OK, body).into_response(),
+                Err(error) => not_served(error.to_string()),
+            }
+        }
+        Err(error) => not_served(error.to_string()),
+    }
+}
+
+/// The shard and read a `GET /_orderly/shard-read` names.
+fn read_of(uri: &Uri) -> Option<(u32, ShardRead)> {
+    let mut shard = None;
+    let (mut kind, mut prefix, mut arn) = (None, String::new(), None);
+    for (name, value) in form_urlencoded::parse(uri.query()?.as_bytes()) {
+        match &*name {
+            "shard" => shard = Some(value.parse().ok()?),
+            "read" => kind = Some(value.into_owned()),
+            "prefix" => prefix = value.into_owned(),
+            "arn" => arn = Some(value.into_owned()),
+            _ => return None,
+        }
+    }
+    let read = match kind.as_deref()? {
+        "queues" => ShardRead::Queues(prefix),
+        "topics" => ShardRead::Topics,
+        "naming-as-dead-letter-queue" => ShardRead::NamingAsDeadLetterQueue(arn?),
+        _ => return None,
+    };
+    Some((shard?, read))
+}
+
+fn not_served(message: String) -> Response {
+    let mut response = (StatusCode::SERVICE_UNAVAILABLE, message).into_response();
+    (response.headers_mut()).insert(NOT_SERVED, HeaderValue::from_static("1"));
+    response
+}
+
+/// Pulls parcels from the node leading their source shard, as this node (`name`, announced in
+/// the database).
+pub struct Peers {
+    pub standby: Arc<Standby>,
+    pub name: String,
+}
+
+impl Peers {
+    /// Shard `shard`'s leader, as last read.
+    fn leader(&self, shard: u32) -> Result<String, BackendError> {
+        let leader = (self.standby.shard_leaders().borrow().get(shard as usize)).cloned();
+        leader.filter(|leader| !leader.is_empty()).ok_or_else(|| {
+            BackendError::Unavailable(format!("shard {shard}'s leader is not known"))
+        })
+    }
+
+    /// GETs `path` with `query` of `leader`, as this node; the answer's body when it succeeded.
+    async fn ask(
+        &self,
+        leader: &str,
+        path: &str,
+        query: &[(&str, String)],
+    ) -> Result<bytes::Bytes, BackendError> {
+        let url = format!("{}{path}", leader.trim_end_matches('/'));
+        let failed =
+            |e: reqwest::Error| BackendError::Unavailable(format!("{leader}: {}", e.without_url()));
+        let asked = (self.standby.client().get(&url))
+            .query(query)
+            .header(NODE, &self.name)
+            .send()
+            .await
+            .map_err(failed)?;
+        let status = asked.status();
+        let bytes = asked.bytes().await.map_err(failed)?;
+        if !status.is_success() {
+            let said = String::from_utf8_lossy(&bytes[..bytes.len().min(300)]).into_owned();
+            return Err(BackendError::Unavailable(format!(
+                "{leader} answered {status}: {said}"
+            )));
+        }
+        Ok(bytes)
+    }
+}
+
+impl OtherNodes for Peers {
+    fn read<'a>(&'a self, shard: u32, read: &'a ShardRead) -> Answer<'a, Vec<String>> {
+        Box::pin(async move {
+            let leader = self.leader(shard)?;
+            let mut query = vec![("shard", shard.to_string())];
+            match read {
+                ShardRead::Queues(prefix) => {
+                    query.push(("read", "queues".into()));
+                    query.push(("prefix", prefix.clone()));
+                }
+                ShardRead::Topics => query.push(("read", "topics".into())),
+                ShardRead::NamingAsDeadLetterQueue(arn) => {
+                    query.push(("read", "naming-as-dead-letter-queue".into()));
+                    query.push(("arn", arn.clone()));
+                }
+            }
+            let bytes = self.ask(&leader, READS, &query).await?;
+            serde_json::from_slice(&bytes)
+                .map_err(|e| BackendError::Unavailable(format!("{leader} answered: {e}")))
+        })
+    }
+
+    fn pull(&self, from: u32, to: u32, after: u64, max: usize) -> Answer<'_, bytes::Bytes> {
+        Box::pin(async move {
+            let leader = self.leader(from)?;
+            let query = [
+                ("from", from.to_string()),
+                ("to", to.to_string()),
+                ("after", after.to_string()),
+                ("max", max.to_string()),
+            ];
+            self.ask(&leader, PARCELS, &query).await
+        })
+    }
+}
