@@ -341,6 +341,15 @@ pub trait Work: Send + Sync {
         let _ = read;
         Box::pin(std::future::ready(Err(BackendError::Across(shard))))
     }
+    /// For another node: the queue `key` of shard `shard` (led here) as a dead-letter target.
+    fn dead_letter_target_for_node<'a>(
+        &'a self,
+        shard: u32,
+        key: &'a str,
+    ) -> Answer<'a, Option<DeadLetterTarget>> {
+        let _ = key;
+        Box::pin(std::future::ready(Err(BackendError::Across(shard))))
+    }
 }
 
 /// What a shard is asked on another shard's behalf, for an answer gathered over every shard:
@@ -355,12 +364,47 @@ pub enum ShardRead {
     NamingAsDeadLetterQueue(String),
 }
 
+/// What the rules of another shard's queue need of a queue named as its dead-letter queue or a
+/// move task's destination: its type, and the sources its redrive allow policy admits (the
+/// policy as set, none when unset).
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct DeadLetterTarget {
+    pub fifo: bool,
+    pub redrive_allow_policy: Option<String>,
+}
+
+impl DeadLetterTarget {
+    pub fn of(config: &crate::engine::QueueConfig) -> DeadLetterTarget {
+        DeadLetterTarget {
+            fifo: config.fifo,
+            redrive_allow_policy: config.redrive_allow_policy.as_ref().map(|p| p.1.clone()),
+        }
+    }
+
+    /// A configuration the rules read as they read the queue's own.
+    pub fn config(&self, now: Timestamp) -> crate::engine::QueueConfig {
+        let mut config = crate::engine::QueueConfig::new(self.fifo, now);
+        if let Some(policy) = &self.redrive_allow_policy {
+            // Set on the queue it came from, so valid; one that is not reads as unset.
+            let _ = config.apply(&[("RedriveAllowPolicy".into(), policy.clone())]);
+        }
+        config
+    }
+}
+
 /// The nodes leading the shards this node does not, asked over the network
 /// (`http::between_nodes`): for the parcels their shards hold for this node's, and for what
 /// their shards hold on another shard's behalf.
 pub trait OtherNodes: Send + Sync {
     /// `read` of shard `shard`, answered by the node leading it.
     fn read<'a>(&'a self, shard: u32, read: &'a ShardRead) -> Answer<'a, Vec<String>>;
+    /// The queue `key` of shard `shard` as a dead-letter queue or move destination is read
+    /// (`None` when it does not exist), answered by the node leading it.
+    fn dead_letter_target<'a>(
+        &'a self,
+        shard: u32,
+        key: &'a str,
+    ) -> Answer<'a, Option<DeadLetterTarget>>;
     /// Up to `max` parcels shard `from` holds for shard `to` after number `after` (which `to`
     /// has applied, so the source may forget them), waiting a while for one, as
     /// `Work::parcels_for_node` encoded them there.

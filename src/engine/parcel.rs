@@ -253,6 +253,11 @@ impl Parcels {
         }
     }
 
+    /// The number of the last parcel made for `to` (0: none).
+    pub fn last_sent(&self, to: u32) -> u64 {
+        self.outgoing.get(&to).map_or(0, Outgoing::last)
+    }
+
     /// The last parcel for `to` it applied, as far as this shard was told.
     pub fn forgotten(&self, to: u32) -> u64 {
         self.outgoing

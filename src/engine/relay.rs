@@ -149,6 +149,11 @@ impl Relay {
         self.parcels.lock_unlogged().applied(from)
     }
 
+    /// The number of the last parcel made for shard `to` (0: none).
+    pub fn last_sent(&self, to: u32) -> u64 {
+        self.parcels.lock_unlogged().last_sent(to)
+    }
+
     /// The last parcel for shard `to` that `to` applied, as far as this shard was told.
     pub fn forgotten(&self, to: u32) -> u64 {
         self.parcels.lock_unlogged().forgotten(to)

@@ -2,8 +2,9 @@
 //! side): `GET /_orderly/parcels` answers the parcels a shard led here holds for a shard
 //! another node leads, as the backend encodes them, and forgets what the asker says it
 //! applied; `GET /_orderly/shard-read` answers what a shard led here holds on another shard's
-//! behalf (its queues or topics for a listing, its queues naming a dead-letter queue), as a
-//! JSON array of names. Only a node of the database may ask: the request names the node, by
+//! behalf (its queues or topics for a listing, its queues naming a dead-letter queue, as a
+//! JSON array of names; one of its queues as a dead-letter target or move destination, as
+//! `DeadLetterTarget`). Only a node of the database may ask: the request names the node, by
 //! the random name it announced itself by in the database (`X-Orderly-Node`), which the
 //! passing-on layer checks before the request gets here (`FromPeer`).
 
@@ -19,7 +20,7 @@ use axum::Extension;
 use super::node_headers::{NODE, NOT_SERVED};
 use super::standby::Standby;
 use super::state::HttpState;
-use crate::backend::{Answer, BackendError, OtherNodes, ShardRead};
+use crate::backend::{Answer, BackendError, DeadLetterTarget, OtherNodes, ShardRead};
 
 pub const PARCELS: &str = "/_orderly/parcels";
 pub const READS: &str = "/_orderly/shard-read";
@@ -106,41 +107,51 @@ pub(super) async fn read(
     if let Some(refused) = unless_from_peer(peer) {
         return refused;
     }
-    let Some((shard, read)) = read_of(&uri) else {
-        return (StatusCode::BAD_REQUEST, "shard and read are asked for").into_response();
+    let backend = &state.service.backend;
+    let answered = match read_of(&uri) {
+        Some((shard, Asked::Names(read))) => (backend.read_for_node(shard, read).await)
+            .map(|names| serde_json::to_vec(&names.iter().map(|n| &**n).collect::<Vec<_>>())),
+        Some((shard, Asked::Target(key))) => (backend.dead_letter_target_for_node(shard, &key))
+            .await
+            .map(|target| serde_json::to_vec(&target)),
+        None => return (StatusCode::BAD_REQUEST, "shard and read are asked for").into_response(),
     };
-    match state.service.backend.read_for_node(shard, read).await {
-        Ok(names) => {
-            let names: Vec<&str> = names.iter().map(|name| &**name).collect();
-            match serde_json::to_vec(&names) {
-                Ok(body) => (StatusCode::OK, body).into_response(),
-                Err(error) => not_served(error.to_string()),
-            }
-        }
+    match answered {
+        Ok(Ok(body)) => (StatusCode::OK, body).into_response(),
+        Ok(Err(error)) => not_served(error.to_string()),
         Err(error) => not_served(error.to_string()),
     }
 }
 
-/// The shard and read a `GET /_orderly/shard-read` names.
-fn read_of(uri: &Uri) -> Option<(u32, ShardRead)> {
+/// What a `GET /_orderly/shard-read` asks of a shard.
+enum Asked {
+    Names(ShardRead),
+    /// A queue as a dead-letter target, by key.
+    Target(String),
+}
+
+/// The shard and what a `GET /_orderly/shard-read` asks of it.
+fn read_of(uri: &Uri) -> Option<(u32, Asked)> {
     let mut shard = None;
-    let (mut kind, mut prefix, mut arn) = (None, String::new(), None);
+    let (mut kind, mut prefix, mut arn, mut key) = (None, String::new(), None, None);
     for (name, value) in form_urlencoded::parse(uri.query()?.as_bytes()) {
         match &*name {
             "shard" => shard = Some(value.parse().ok()?),
             "read" => kind = Some(value.into_owned()),
             "prefix" => prefix = value.into_owned(),
             "arn" => arn = Some(value.into_owned()),
+            "key" => key = Some(value.into_owned()),
             _ => return None,
         }
     }
-    let read = match kind.as_deref()? {
-        "queues" => ShardRead::Queues(prefix),
-        "topics" => ShardRead::Topics,
-        "naming-as-dead-letter-queue" => ShardRead::NamingAsDeadLetterQueue(arn?),
+    let asked = match kind.as_deref()? {
+        "queues" => Asked::Names(ShardRead::Queues(prefix)),
+        "topics" => Asked::Names(ShardRead::Topics),
+        "naming-as-dead-letter-queue" => Asked::Names(ShardRead::NamingAsDeadLetterQueue(arn?)),
+        "dead-letter-target" => Asked::Target(key?),
         _ => return None,
     };
-    Some((shard?, read))
+    Some((shard?, asked))
 }
 
 fn not_served(message: String) -> Response {
@@ -157,12 +168,23 @@ pub struct Peers {
 }
 
 impl Peers {
-    /// Shard `shard`'s leader, as last read.
-    fn leader(&self, shard: u32) -> Result<String, BackendError> {
-        let leader = (self.standby.shard_leaders().borrow().get(shard as usize)).cloned();
-        leader.filter(|leader| !leader.is_empty()).ok_or_else(|| {
-            BackendError::Unavailable(format!("shard {shard}'s leader is not known"))
-        })
+    /// Shard `shard`'s leader, waiting while none is known (a node starting over, one just
+    /// started), for as long as a request passed on would wait.
+    async fn leader(&self, shard: u32) -> Result<String, BackendError> {
+        let mut leaders = self.standby.shard_leaders();
+        let deadline = tokio::time::Instant::now() + self.standby.leader_wait();
+        loop {
+            let known = (leaders.borrow_and_update().get(shard as usize)).cloned();
+            if let Some(leader) = known.filter(|leader| !leader.is_empty()) {
+                return Ok(leader);
+            }
+            let changed = tokio::time::timeout_at(deadline, leaders.changed()).await;
+            if !matches!(changed, Ok(Ok(()))) {
+                return Err(BackendError::Unavailable(format!(
+                    "shard {shard}'s leader is not known"
+                )));
+            }
+        }
     }
 
     /// GETs `path` with `query` of `leader`, as this node; the answer's body when it succeeded.
@@ -194,9 +216,27 @@ impl Peers {
 }
 
 impl OtherNodes for Peers {
+    fn dead_letter_target<'a>(
+        &'a self,
+        shard: u32,
+        key: &'a str,
+    ) -> Answer<'a, Option<DeadLetterTarget>> {
+        Box::pin(async move {
+            let leader = self.leader(shard).await?;
+            let query = [
+                ("shard", shard.to_string()),
+                ("read", "dead-letter-target".to_string()),
+                ("key", key.to_string()),
+            ];
+            let bytes = self.ask(&leader, READS, &query).await?;
+            serde_json::from_slice(&bytes)
+                .map_err(|e| BackendError::Unavailable(format!("{leader} answered: {e}")))
+        })
+    }
+
     fn read<'a>(&'a self, shard: u32, read: &'a ShardRead) -> Answer<'a, Vec<String>> {
         Box::pin(async move {
-            let leader = self.leader(shard)?;
+            let leader = self.leader(shard).await?;
             let mut query = vec![("shard", shard.to_string())];
             match read {
                 ShardRead::Queues(prefix) => {
@@ -217,7 +257,7 @@ impl OtherNodes for Peers {
 
     fn pull(&self, from: u32, to: u32, after: u64, max: usize) -> Answer<'_, bytes::Bytes> {
         Box::pin(async move {
-            let leader = self.leader(from)?;
+            let leader = self.leader(from).await?;
             let query = [
                 ("from", from.to_string()),
                 ("to", to.to_string()),

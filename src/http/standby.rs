@@ -213,6 +213,11 @@ impl Standby {
         peers.iter().any(|peer| peer == name)
     }
 
+    /// `--leader-wait`.
+    pub(super) fn leader_wait(&self) -> Duration {
+        self.settings.leader_wait
+    }
+
     /// The URL this node is reached at.
     pub(super) fn own_url(&self) -> &str {
         &self.settings.own_url

@@ -704,3 +704,84 @@ fn the_shards_of_a_killed_node_are_led_by_the_other_with_what_they_held() {
         assert_eq!(bodies(got), expected, "{name}");
     }
 }
+
+/// A queue whose dead-letter queue another node leads: the redrive policy is checked against
+/// that queue (missing, or of another type, it is refused as AWS refuses it), a message
+/// received too often lands there, and either node lists the source as the dead-letter
+/// queue's.
+#[tokio::test]
+async fn a_dead_letter_queue_another_node_leads_is_checked_and_takes_dead_letters() {
+    use aws_sdk_sqs::error::ProvideErrorMetadata;
+    use aws_sdk_sqs::types::QueueAttributeName as A;
+    let Some(url) = common::fresh_database().await else {
+        return;
+    };
+    let (first, second, led) = two_spread_nodes(&url).await;
+    let (here, there) = (led[0][0] as u32, led[1][0] as u32);
+    let (source, dlq) = (
+        name_in("work", ".fifo", here),
+        name_in("dead", ".fifo", there),
+    );
+    let via = &first.server;
+    // Not made yet: refused, as AWS refuses a target that does not exist.
+    let refused = (via.sqs.create_queue().queue_name(&source))
+        .attributes(A::FifoQueue, "true")
+        .attributes(A::RedrivePolicy, common::redrive_to(&dlq, 1))
+        .send()
+        .await;
+    let refused = refused.expect_err("no such dead-letter queue");
+    assert_eq!(refused.code(), Some("InvalidParameterValue"), "{refused:?}");
+    assert!(
+        format!("{refused:?}").contains("does not exist"),
+        "{refused:?}"
+    );
+    // A standard queue is no dead-letter queue for a FIFO one.
+    let standard = name_in("plain", "", there);
+    common::create_queue(via, &standard, &[]).await;
+    let refused = (via.sqs.create_queue().queue_name(&source))
+        .attributes(A::FifoQueue, "true")
+        .attributes(A::RedrivePolicy, common::redrive_to(&standard, 1))
+        .send()
+        .await
+        .expect_err("another type");
+    assert!(format!("{refused:?}").contains("same type"), "{refused:?}");
+    let dlq_url = common::fifo_queue(via, &dlq, &[]).await;
+    let source_url = common::fifo_queue(
+        via,
+        &source,
+        &[("RedrivePolicy", &common::redrive_to(&dlq, 1))],
+    )
+    .await;
+    (via.sqs.send_message().queue_url(&source_url))
+        .message_body("poison")
+        .message_group_id("g")
+        .message_deduplication_id("p")
+        .send()
+        .await
+        .expect("sent");
+    // Received once and not deleted; the next receive moves it on, to the other node's queue.
+    for _ in 0..2 {
+        (via.sqs.receive_message().queue_url(&source_url))
+            .visibility_timeout(0)
+            .send()
+            .await
+            .expect("received");
+    }
+    let got = drain(&second.server, &dlq_url, 1).await;
+    assert_eq!(bodies(got), ["poison"]);
+    for server in [&first.server, &second.server] {
+        let sources = (server
+            .sqs
+            .list_dead_letter_source_queues()
+            .queue_url(&dlq_url))
+        .send()
+        .await
+        .expect("listed");
+        let names: Vec<&str> = (sources.queue_urls().iter())
+            .filter_map(|url| url.rsplit('/').next())
+            .collect();
+        assert_eq!(names, [source.as_str()], "through {}", server.url());
+    }
+    second.stop().await;
+    first.stop().await;
+}

@@ -171,7 +171,11 @@ fn signal_parcels(engine: &Engine<Notify>, signals: Option<&[Notify]>) {
     };
     for (to, _) in engine.relay.depths() {
         if let Some(signal) = signals.get(to as usize) {
+            // One waiter keeps the permit (a shard's carrier here); every pull waiting for a
+            // shard another node leads, whichever source it pulls from, looks (each pull
+            // enables its wait before it looks).
             signal.notify_one();
+            signal.notify_waiters();
         }
     }
 }

@@ -75,6 +75,11 @@ impl Embedded {
         self.engine.topics.settle(settled);
     }
 
+    /// The number of the last parcel made here for shard `to` (0: none).
+    pub fn last_sent(&self, to: u32) -> u64 {
+        self.engine.relay.last_sent(to)
+    }
+
     /// The last parcel from shard `from` this log holds as applied.
     pub async fn applied_from(&self, from: u32) -> BackendResult<u64> {
         self.refuse_if_failed()?;

@@ -14,8 +14,11 @@ use std::time::Duration;
 use super::{Sharded, CARRIED_AT_ONCE};
 use crate::backend::embedded::Embedded;
 use crate::backend::{
-    led_elsewhere, Answer, BackendError, BackendResult, OtherNodes, QueueAdmin, ShardRead, Topics,
+    led_elsewhere, Answer, BackendError, BackendResult, DeadLetterTarget, OtherNodes, QueueAdmin,
+    ShardRead, Topics,
 };
+use crate::engine::shard::Shard;
+use crate::engine::Timestamp;
 use crate::persist::format::between_nodes::{decode_parcels, encode_parcels};
 use crate::worker::Backoff;
 
@@ -51,8 +54,19 @@ async fn carry_from_node(
         });
         let carried = match pulled {
             Ok(parcels) if parcels.is_empty() => Ok(()),
-            Ok(parcels) => (destination.take_parcels(from, &parcels, &settle).await)
-                .map(|through| applied = through),
+            Ok(parcels) => match destination.take_parcels(from, &parcels, &settle).await {
+                // None of them next in line (one missing before them): said, and pulled again
+                // after a pause rather than at once.
+                Ok(through) if through == applied => Err(BackendError::Unavailable(format!(
+                    "parcel {} from shard {from} is missing",
+                    applied + 1
+                ))),
+                Ok(through) => {
+                    applied = through;
+                    Ok(())
+                }
+                Err(error) => Err(error),
+            },
             Err(error) => Err(error),
         };
         match carried {
@@ -67,6 +81,19 @@ async fn carry_from_node(
             }
         }
         rounds.notify_waiters();
+    }
+}
+
+/// The queue `key` of `shard` (led here) as a dead-letter target.
+async fn target_here(
+    shard: &Embedded,
+    key: &str,
+    now: Timestamp,
+) -> BackendResult<Option<DeadLetterTarget>> {
+    match shard.describe_queue(key, now).await {
+        Ok(view) => Ok(Some(DeadLetterTarget::of(&view.config))),
+        Err(BackendError::Rejected(_)) => Ok(None),
+        Err(error) => Err(error),
     }
 }
 
@@ -90,6 +117,35 @@ impl Sharded {
             }
             (None, None) => Err(led_elsewhere::across(n)),
         }
+    }
+
+    /// The queue `key` as a dead-letter target, from its shard here or the node leading it;
+    /// `None` when it does not exist.
+    pub(super) async fn dead_letter_target(
+        &self,
+        key: &str,
+        now: Timestamp,
+    ) -> BackendResult<Option<DeadLetterTarget>> {
+        let n = Shard::of(self.count(), key);
+        match (&self.slots[n as usize], &self.elsewhere) {
+            (Some(shard), _) => target_here(shard, key, now).await,
+            (None, Some(nodes)) => nodes.dead_letter_target(n, key).await,
+            (None, None) => Err(led_elsewhere::across(n)),
+        }
+    }
+
+    /// What `Work::dead_letter_target_for_node` answers: shard `n` must be led here.
+    pub(super) fn target_for<'a>(
+        &'a self,
+        n: u32,
+        key: &'a str,
+    ) -> Answer<'a, Option<DeadLetterTarget>> {
+        Box::pin(async move {
+            match self.slots.get(n as usize) {
+                Some(Some(shard)) => target_here(shard, key, self.clock.now()).await,
+                _ => Err(BackendError::Across(n)),
+            }
+        })
     }
 
     /// `read` of every shard, in shard order, joined.
@@ -143,6 +199,14 @@ impl Sharded {
             else {
                 return Err(BackendError::Across(from));
             };
+            // A destination's log never holds as applied a parcel that was not made: one that
+            // says so is refused rather than let it forget parcels not yet sent.
+            let sent = source.last_sent(to);
+            if after > sent {
+                return Err(BackendError::Unavailable(format!(
+                    "shard {to} says it applied parcel {after} from shard {from}, which made {sent}"
+                )));
+            }
             let deadline = tokio::time::Instant::now() + wait;
             loop {
                 let signal = self.parcels_waiting[to as usize].notified();

@@ -297,6 +297,14 @@ impl Work for Sharded {
         self.read_for(shard, read)
     }
 
+    fn dead_letter_target_for_node<'a>(
+        &'a self,
+        shard: u32,
+        key: &'a str,
+    ) -> Answer<'a, Option<super::DeadLetterTarget>> {
+        self.target_for(shard, key)
+    }
+
     fn carried(&self) -> Answer<'_, ()> {
         Box::pin(async move {
             loop {

@@ -3,7 +3,7 @@
 //! of a destination held there).
 
 use super::{on, Sharded};
-use crate::backend::{Answer, BackendError, MoveTasks, QueueAdmin, StartMove};
+use crate::backend::{Answer, MoveTasks, StartMove};
 use crate::engine::move_task::{decode_handle, MoveTask};
 use crate::engine::redrive::Elsewhere;
 use crate::engine::shard::Shard;
@@ -30,15 +30,10 @@ impl MoveTasks for Sharded {
                 .destination_arn
                 .and_then(|arn| self.namespaces.key_in_arn("sqs", arn));
             if let Some(key) = destination {
-                let there = Shard::of(self.count(), key);
-                if there != home.shard() {
-                    let there = self.read_across(there)?;
+                if Shard::of(self.count(), key) != home.shard() {
                     let now = self.clock.now();
-                    elsewhere.destination_fifo = match there.describe_queue(key, now).await {
-                        Ok(view) => Some(view.config.fifo),
-                        Err(BackendError::Rejected(_)) => None,
-                        Err(error) => return Err(error),
-                    };
+                    let found = self.dead_letter_target(key, now).await?;
+                    elsewhere.destination_fifo = found.map(|found| found.fifo);
                 }
             }
             request.elsewhere = elsewhere;

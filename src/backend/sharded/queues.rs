@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use super::{on, Sharded};
 use crate::backend::{
-    Answer, BackendError, BackendResult, CreateQueue, PolicyEdit, QueueAdmin, QueueView, ShardRead,
+    Answer, BackendResult, CreateQueue, PolicyEdit, QueueAdmin, QueueView, ShardRead,
 };
 use crate::engine::queue::config::check_dead_letter_target;
 use crate::engine::shard::Shard;
@@ -36,12 +36,7 @@ impl Sharded {
         {
             return Ok(());
         }
-        let there = self.read_across(Shard::of(count, target))?;
-        let found = match there.describe_queue(target, now).await {
-            Ok(view) => Some(view.config),
-            Err(BackendError::Rejected(_)) => None,
-            Err(error) => return Err(error),
-        };
+        let found = (self.dead_letter_target(target, now).await?).map(|found| found.config(now));
         let source_arn = self.namespaces.arn("sqs", key);
         Ok(check_dead_letter_target(
             config,
