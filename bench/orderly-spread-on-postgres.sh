@@ -3,7 +3,7 @@
 # round-robin balancer, as one peer of the benchmark
 # (`--peer "orderly-spread=bench/orderly-spread-on-postgres.sh {port}"`): each start gets a fresh
 # database on the server ORDERLY_BENCH_POSTGRES names, cut into ORDERLY_BENCH_SHARDS shards (32).
-# The nodes end with the balancer (the benchmark kills its peers).
+# The nodes end with the balancer this script becomes (the benchmark kills its peers).
 set -euo pipefail
 port="$1"
 base="${ORDERLY_BENCH_POSTGRES:?set ORDERLY_BENCH_POSTGRES to a PostgreSQL URL}"
@@ -16,17 +16,14 @@ done
 psql "$base" -qc "CREATE DATABASE $name" >/dev/null
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 upstreams=""
-pids=""
 for _ in 1 2; do
     node_port="$(free_port)"
-    "$bin" --storage "${base%/*}/$name" --bind "127.0.0.1:$node_port" --shards "$shards" \
-        --spread-shards >/dev/null 2>&1 &
-    pids="$pids $!"
+    # Each node dies with its parent, the balancer this script becomes (setpriv, util-linux).
+    setpriv --pdeathsig KILL -- "$bin" --storage "${base%/*}/$name" \
+        --bind "127.0.0.1:$node_port" --shards "$shards" --spread-shards >/dev/null 2>&1 &
     upstreams="${upstreams:+$upstreams,}127.0.0.1:$node_port"
 done
 # Started together, the nodes may both take shards first and then settle their shares (a few
 # seconds): the balancer listens once they have.
 sleep "${ORDERLY_BENCH_SETTLE:-8}"
-# The nodes go with this process (the balancer, once exec'd): a watcher ends them.
-(while kill -0 $$ 2>/dev/null; do sleep 1; done; kill $pids 2>/dev/null) &
 exec "${ORDERLY_BENCH:-target/release/orderly-bench}" --balance "127.0.0.1:$port=$upstreams"
