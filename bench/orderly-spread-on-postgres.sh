@@ -23,7 +23,7 @@ for _ in 1 2; do
         --bind "127.0.0.1:$node_port" --shards "$shards" --spread-shards >/dev/null 2>&1 &
     upstreams="${upstreams:+$upstreams,}127.0.0.1:$node_port"
 done
-# Started together, the nodes may both take shards first and then settle their shares (a few
-# seconds): the balancer listens once they have.
+# Started together, the nodes agree on their shares once two readings of the live nodes agree
+# (a second or two); the balancer listens once they lead them.
 sleep "${ORDERLY_BENCH_SETTLE:-8}"
 exec "${ORDERLY_BENCH:-target/release/orderly-bench}" --balance "127.0.0.1:$port=$upstreams"

@@ -10,7 +10,7 @@ use tokio::sync::Notify;
 use crate::backend::OtherNodes;
 use crate::clock::Clock;
 use crate::config::Config;
-use crate::delivery::{SenderConfig, Webhooks};
+use crate::delivery::{NodeUrls, SenderConfig, Webhooks};
 use crate::engine::Engine;
 use crate::persist::snapshot::Snapshotter;
 use crate::persist::{self, DataDir};
@@ -103,17 +103,26 @@ pub(super) struct ShardParts {
     pub(super) tenure: Option<Arc<crate::persist::tenure::Tenure>>,
 }
 
+/// The other nodes of a database whose shards are spread over several: how to ask them, and
+/// where they are (no webhook's destination).
+pub(super) struct Others {
+    pub(super) asked: Arc<dyn OtherNodes>,
+    pub(super) urls: NodeUrls,
+}
+
 /// The service over `shards` (those of `--shards` this node keeps, in order): the engine itself
 /// when there is one, else each an embedded backend of its own behind the router
-/// (`backend::sharded`), which pulls the parcels of shards other nodes lead from `elsewhere`.
+/// (`backend::sharded`), which pulls the parcels of shards `others` lead from them.
 pub(super) fn serve_engines(
     config: &Config,
     (clock, listening): (Arc<dyn Clock>, SocketAddr),
     shards: Vec<ShardParts>,
-    (snapshots, elsewhere): (Vec<Arc<Snapshotter>>, Option<Arc<dyn OtherNodes>>),
+    (snapshots, others): (Vec<Arc<Snapshotter>>, Option<Others>),
     metrics: crate::metrics::Metrics,
 ) -> std::io::Result<Built> {
-    let (webhooks, settings) = service_parts(config, listening)?;
+    let elsewhere = others.as_ref().map(|others| others.asked.clone());
+    let nodes = others.map(|others| others.urls);
+    let (webhooks, settings) = service_parts(config, (listening, nodes))?;
     let count = config.shards as usize;
     let logs: Vec<_> = (shards.iter())
         .filter_map(|shard| {
@@ -230,7 +239,7 @@ fn serve_shards(
 /// What a service needs besides its storage: the webhook sender and its settings.
 fn service_parts(
     config: &Config,
-    listening: SocketAddr,
+    (listening, nodes): (SocketAddr, Option<NodeUrls>),
 ) -> std::io::Result<(Webhooks, ServiceSettings)> {
     let webhooks = Webhooks::new(
         config.webhook_allow.clone(),
@@ -239,6 +248,7 @@ fn service_parts(
             accept_invalid_certs: config.webhook_accept_invalid_certs,
             proxy: config.webhook_proxy.clone(),
             listening: Some(listening),
+            nodes,
         },
         config.webhook_concurrency,
     )

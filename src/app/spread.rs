@@ -5,8 +5,7 @@
 //! or left) or a lease of its share comes free, the node starts over: it gives every lease up
 //! and takes its new share in the next generation.
 //!
-//! Not built yet: handing one shard off while leading the others on; some reads across nodes
-//! (`backend::sharded::across_nodes`).
+//! Not built yet: handing one shard off while leading the others on.
 
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
@@ -14,7 +13,7 @@ use std::time::Duration;
 
 use tokio::sync::Notify;
 
-use super::engine_service::{serve_engines, Built};
+use super::engine_service::{serve_engines, Built, Others};
 use super::log_database::{led_parts, said_leading, settings, Node, OffThread};
 use crate::backend::OtherNodes;
 use crate::clock::Clock;
@@ -28,7 +27,7 @@ use crate::persist::database::{Asked, DatabaseLog, ReadyDatabase};
 use crate::persist::tenure::Tenure;
 use crate::service::cluster::{ClusterState, ClusterStatus, ShardLog};
 
-/// Longest a generation waits for its first reading of the nodes and leases.
+/// Longest a generation waits for two readings of the nodes that agree.
 const FIRST_READING: Duration = Duration::from_secs(10);
 
 /// What a generation of a node leading its share watches, to know when to start over.
@@ -67,14 +66,7 @@ pub(super) async fn build(
     .await
     .map_err(std::io::Error::other)?;
     let mut first = first.map_err(std::io::Error::other)?;
-    let mut reading = survey.seen();
-    let read = reading.wait_for(|seen| seen.as_ref().is_some_and(|s| s.nodes.contains(&own_url)));
-    let read = tokio::time::timeout(FIRST_READING, read).await;
-    // Cloned out at once: the reading's guard must not be held across an await.
-    let Some(seen) = read
-        .ok()
-        .and_then(|read| read.ok().and_then(|seen| seen.clone()))
-    else {
+    let Some(seen) = first_reading(survey.seen(), &own_url).await else {
         return Err(std::io::Error::other(
             "the database's nodes and leases could not be read",
         ));
@@ -131,7 +123,15 @@ pub(super) async fn build(
         standby: standby.standby.clone(),
         name: survey.name().to_string(),
     };
-    let parts = (snapshots, Some(Arc::new(puller) as Arc<dyn OtherNodes>));
+    // Webhooks are sent to no node of the database, as to none of this one's addresses.
+    let seen = survey.seen();
+    let nodes: crate::delivery::NodeUrls =
+        Arc::new(move || (seen.borrow().as_ref()).map_or_else(Vec::new, |seen| seen.nodes.clone()));
+    let others = Others {
+        asked: Arc::new(puller) as Arc<dyn OtherNodes>,
+        urls: nodes,
+    };
+    let parts = (snapshots, Some(others));
     let mut built = serve_engines(config, (clock, listening), shards, parts, metrics)?;
     built.lease = lease;
     built.cluster = Some(status);
@@ -145,6 +145,32 @@ pub(super) async fn build(
         standby,
     };
     Ok((built, spread))
+}
+
+/// The first reading that names this node and the same live nodes as the reading before it
+/// (or, past `FIRST_READING`, the last that names this node): nodes started together agree on
+/// their shares at once, where each would otherwise take shards by what it saw first and then
+/// start over.
+async fn first_reading(
+    mut reading: tokio::sync::watch::Receiver<Option<Arc<Seen>>>,
+    own_url: &str,
+) -> Option<Arc<Seen>> {
+    let deadline = tokio::time::Instant::now() + FIRST_READING;
+    let mut last: Option<Arc<Seen>> = None;
+    loop {
+        // Cloned out at once: the reading's guard must not be held across an await.
+        let seen = reading.borrow_and_update().clone();
+        if let Some(seen) = seen.filter(|seen| seen.nodes.iter().any(|node| node == own_url)) {
+            if last.as_ref().is_some_and(|last| last.nodes == seen.nodes) {
+                return Some(seen);
+            }
+            last = Some(seen);
+        }
+        match tokio::time::timeout_at(deadline, reading.changed()).await {
+            Ok(Ok(())) => {}
+            Ok(Err(_)) | Err(_) => return last,
+        }
+    }
 }
 
 /// The database made ready for the log of each shard of `share` (shard n's at index n, `None`

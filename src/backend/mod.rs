@@ -341,6 +341,17 @@ pub trait Work: Send + Sync {
         let _ = read;
         Box::pin(std::future::ready(Err(BackendError::Across(shard))))
     }
+    /// For another node: resets shard `shard`, led here, as part of a reset of every shard.
+    fn reset_for_node(&self, shard: u32, scope: ResetScope) -> Answer<'_, ()> {
+        let _ = scope;
+        Box::pin(std::future::ready(Err(BackendError::Across(shard))))
+    }
+    /// For another node: notes of what became of copies from the topics of shard `shard`
+    /// (led here), encoded as `OtherNodes::settled` sends them.
+    fn settled_for_node(&self, shard: u32, notes: &[u8]) -> Answer<'_, ()> {
+        let _ = notes;
+        Box::pin(std::future::ready(Err(BackendError::Across(shard))))
+    }
     /// For another node: the queue `key` of shard `shard` (led here) as a dead-letter target.
     fn dead_letter_target_for_node<'a>(
         &'a self,
@@ -362,6 +373,16 @@ pub enum ShardRead {
     Topics,
     /// Its queues whose redrive policy names this queue ARN as their dead-letter queue.
     NamingAsDeadLetterQueue(String),
+    /// Its subscriptions, each with its topic's ARN, as one node hands them to another
+    /// (`persist::format::between_nodes::encode_listed_subscription`).
+    Subscriptions,
+    /// The PEM certificate of its SNS signer, if that signer's certificate file is this one.
+    SigningCertificate(String),
+    /// Its queues at a glance (`persist::format::between_nodes::encode_listed_queue`).
+    QueueOverviews,
+    /// Its subscriptions with their last deliveries
+    /// (`persist::format::between_nodes::encode_listed_activity`).
+    SubscriptionActivity,
 }
 
 /// What the rules of another shard's queue need of a queue named as its dead-letter queue or a
@@ -409,6 +430,11 @@ pub trait OtherNodes: Send + Sync {
     /// has applied, so the source may forget them), waiting a while for one, as
     /// `Work::parcels_for_node` encoded them there.
     fn pull(&self, from: u32, to: u32, after: u64, max: usize) -> Answer<'_, bytes::Bytes>;
+    /// Resets shard `shard` as `Inspection::reset` resets every shard, at the node leading it.
+    fn reset(&self, shard: u32, scope: ResetScope) -> Answer<'_, ()>;
+    /// Tells the node leading shard `shard` what became of copies from its topics, as
+    /// `persist::format::between_nodes::encode_settled` encoded the notes.
+    fn settled(&self, shard: u32, notes: Vec<u8>) -> Answer<'_, ()>;
 }
 
 /// What became of one webhook attempt, for the delivery worker's log.

@@ -18,7 +18,7 @@ use crate::engine::webhook::outbox::Attempt;
 use crate::engine::Timestamp;
 use crate::worker::Backoff;
 pub use allow::AllowList;
-pub use sender::{Sender, SenderConfig};
+pub use sender::{NodeUrls, Sender, SenderConfig};
 
 /// Longest the worker sleeps without looking, on the server's clock (pending confirmations
 /// expire meanwhile).

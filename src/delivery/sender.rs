@@ -52,7 +52,11 @@ pub struct Sender {
     /// Names are resolved by the proxy, not by `AllowListResolver`: checked here first.
     proxied: bool,
     listening: Option<SocketAddr>,
+    nodes: Option<NodeUrls>,
 }
+
+/// The URLs of the other nodes of Orderly's database, as last read (`--spread-shards`).
+pub type NodeUrls = Arc<dyn Fn() -> Vec<String> + Send + Sync>;
 
 /// Sender settings, from the command line.
 pub struct SenderConfig {
@@ -62,6 +66,8 @@ pub struct SenderConfig {
     pub proxy: Option<String>,
     /// Orderly's own listening address: never a destination unless the allow-list names it.
     pub listening: Option<SocketAddr>,
+    /// The other nodes of Orderly's database: no destinations either, unless listed.
+    pub nodes: Option<NodeUrls>,
 }
 
 impl Sender {
@@ -85,18 +91,20 @@ impl Sender {
             allow,
             proxied: config.proxy.is_some(),
             listening: config.listening,
+            nodes: config.nodes.clone(),
         })
     }
 
     /// Checks what the resolver cannot: a destination reached through a proxy (which resolves
     /// names itself) against the allow-list, and any destination against Orderly's own
-    /// listening address (the resolver does not see ports).
+    /// listening address and its other nodes' (the resolver does not see ports).
     async fn destination_refused(&self, url: &reqwest::Url) -> Option<String> {
         let host = url.host_str()?;
         let port = url.port_or_known_default()?;
         let own_port = self.listening.is_some_and(|l| l.port() == port);
         let check_list = self.proxied && !self.allow.is_open();
-        if !own_port && !check_list {
+        let nodes = self.nodes_on(port);
+        if !own_port && !check_list && nodes.is_empty() {
             return None;
         }
         let bare = host.trim_start_matches('[').trim_end_matches(']');
@@ -107,7 +115,7 @@ impl Sender {
             Err(_) => return None,
         };
         let trusted = self.allow.names_host(bare);
-        for addr in addrs {
+        for &addr in &addrs {
             let ip = addr.ip();
             let listed = trusted || (!self.allow.is_open() && self.allow.allows_ip(ip));
             if self.proxied && !listed && !self.allow.is_open() {
@@ -117,7 +125,40 @@ impl Sender {
                 return Some(format!("{addr} is this server's own address"));
             }
         }
+        if trusted {
+            return None;
+        }
+        let listed = !self.allow.is_open() && addrs.iter().any(|a| self.allow.allows_ip(a.ip()));
+        for node in nodes.iter().filter(|_| !listed) {
+            let same = node.eq_ignore_ascii_case(bare)
+                || (tokio::net::lookup_host((node.as_str(), port)).await)
+                    .is_ok_and(|mut at| at.any(|at| addrs.contains(&at)));
+            if same {
+                return Some(format!(
+                    "{host}:{port} is another node of this server's database"
+                ));
+            }
+        }
         None
+    }
+
+    /// The hosts of the other nodes listening on `port`.
+    fn nodes_on(&self, port: u16) -> Vec<String> {
+        let Some(nodes) = &self.nodes else {
+            return Vec::new();
+        };
+        (nodes().iter())
+            .filter_map(|node| reqwest::Url::parse(node).ok())
+            .filter(|node| node.port_or_known_default() == Some(port))
+            .filter_map(|node| {
+                let host = node.host_str()?;
+                Some(
+                    host.trim_start_matches('[')
+                        .trim_end_matches(']')
+                        .to_string(),
+                )
+            })
+            .collect()
     }
 
     fn is_own(&self, ip: std::net::IpAddr) -> bool {
@@ -234,6 +275,7 @@ mod tests {
             accept_invalid_certs: false,
             proxy: proxy.map(String::from),
             listening: Some("127.0.0.1:4566".parse().unwrap()),
+            nodes: None,
         };
         Sender::new(Arc::new(AllowList::parse(allow).unwrap()), &config).unwrap()
     }
@@ -252,6 +294,32 @@ mod tests {
         assert!(!refused(&open, "http://127.0.0.1:4567/hook").await);
         let listed = sender("127.0.0.1", None);
         assert!(!refused(&listed, "http://127.0.0.1:4566/hook").await);
+    }
+
+    #[tokio::test]
+    async fn the_other_nodes_of_the_database_are_no_destinations_unless_listed() {
+        let with_nodes = |allow: &str| {
+            let config = SenderConfig {
+                timeout: Duration::from_secs(1),
+                accept_invalid_certs: false,
+                proxy: None,
+                listening: Some("127.0.0.1:4566".parse().unwrap()),
+                nodes: Some(Arc::new(|| {
+                    vec![
+                        "http://127.0.0.1:4567".into(),
+                        "http://localhost:4568/".into(),
+                    ]
+                })),
+            };
+            Sender::new(Arc::new(AllowList::parse(allow).unwrap()), &config).unwrap()
+        };
+        let open = with_nodes("");
+        assert!(refused(&open, "http://127.0.0.1:4567/?Action=Unsubscribe").await);
+        assert!(refused(&open, "http://localhost:4567/").await);
+        assert!(refused(&open, "http://127.0.0.1:4568/").await);
+        assert!(!refused(&open, "http://127.0.0.1:4569/hook").await);
+        let listed = with_nodes("127.0.0.1");
+        assert!(!refused(&listed, "http://127.0.0.1:4567/hook").await);
     }
 
     #[tokio::test]

@@ -90,9 +90,10 @@ async fn signing_certificate(service: &Service, path: &str) -> Response {
         )
             .into_response(),
         Ok(None) => StatusCode::NOT_FOUND.into_response(),
+        // Not known to be missing: a node that may hold it could not be asked.
         Err(error) => {
-            tracing::error!(%error, "no SNS signing certificate");
-            StatusCode::NOT_FOUND.into_response()
+            tracing::warn!(%error, "an SNS signing certificate could not be read");
+            StatusCode::SERVICE_UNAVAILABLE.into_response()
         }
     }
 }

@@ -1,12 +1,15 @@
 //! What nodes leading different shards of one database ask one another (`Peers` is the asking
 //! side): `GET /_orderly/parcels` answers the parcels a shard led here holds for a shard
 //! another node leads, as the backend encodes them, and forgets what the asker says it
-//! applied; `GET /_orderly/shard-read` answers what a shard led here holds on another shard's
-//! behalf (its queues or topics for a listing, its queues naming a dead-letter queue, as a
-//! JSON array of names; one of its queues as a dead-letter target or move destination, as
-//! `DeadLetterTarget`). Only a node of the database may ask: the request names the node, by
-//! the random name it announced itself by in the database (`X-Orderly-Node`), which the
-//! passing-on layer checks before the request gets here (`FromPeer`).
+//! applied; `POST /_orderly/settled` takes back what became of copies a shard led here made;
+//! `POST /_orderly/shard-reset` resets a shard led here as part of a reset of every shard;
+//! `GET /_orderly/shard-read` answers what a shard led here holds on another shard's behalf
+//! (its queues, topics or subscriptions for a listing, its queues naming a dead-letter queue,
+//! its signer's certificate, as a JSON array of texts; one of its queues as a dead-letter
+//! target or move destination, as `DeadLetterTarget`). Only a node of the database may ask:
+//! the request names the node, by the random name it announced itself by in the database
+//! (`X-Orderly-Node`), which the passing-on layer checks before the request gets here
+//! (`FromPeer`).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -20,16 +23,22 @@ use axum::Extension;
 use super::node_headers::{NODE, NOT_SERVED};
 use super::standby::Standby;
 use super::state::HttpState;
-use crate::backend::{Answer, BackendError, DeadLetterTarget, OtherNodes, ShardRead};
+use crate::backend::{Answer, BackendError, DeadLetterTarget, OtherNodes, ResetScope, ShardRead};
 
 pub const PARCELS: &str = "/_orderly/parcels";
 pub const READS: &str = "/_orderly/shard-read";
+pub const SETTLED: &str = "/_orderly/settled";
+pub const RESET: &str = "/_orderly/shard-reset";
 
 /// Longest a pull waits for a parcel before it answers none.
 const PULL_WAIT: Duration = Duration::from_secs(2);
 
 /// Most parcels one pull answers.
 const MOST: usize = 1024;
+
+/// Largest body of notes one `POST /_orderly/settled` takes: a round's notes (a pull's
+/// parcels' worth) are far smaller.
+const MOST_NOTES_BYTES: usize = 8 << 20;
 
 /// Set by the passing-on layer on a request from a node of the database.
 #[derive(Clone, Copy)]
@@ -97,8 +106,67 @@ pub(super) async fn parcels(
     }
 }
 
-/// `GET /_orderly/shard-read?shard=N&read=queues&prefix=P` (or `read=topics`, or
-/// `read=naming-as-dead-letter-queue&arn=A`).
+/// `POST /_orderly/settled?shard=N`, the notes as `OtherNodes::settled` encodes them (read
+/// only once the sender is known to be a node of the database).
+pub(super) async fn settled(
+    State(state): State<HttpState>,
+    peer: Option<Extension<FromPeer>>,
+    uri: Uri,
+    body: axum::body::Body,
+) -> Response {
+    if let Some(refused) = unless_from_peer(peer) {
+        return refused;
+    }
+    let shard = (uri.query().into_iter())
+        .flat_map(|query| form_urlencoded::parse(query.as_bytes()))
+        .find(|(name, _)| name == "shard")
+        .and_then(|(_, n)| n.parse().ok());
+    let Some(shard) = shard else {
+        return (StatusCode::BAD_REQUEST, "shard is asked for").into_response();
+    };
+    let Ok(notes) = axum::body::to_bytes(body, MOST_NOTES_BYTES).await else {
+        return (StatusCode::PAYLOAD_TOO_LARGE, "too many notes at once").into_response();
+    };
+    match state.service.backend.settled_for_node(shard, &notes).await {
+        Ok(()) => StatusCode::NO_CONTENT.into_response(),
+        Err(error) => not_served(error.to_string()),
+    }
+}
+
+/// `POST /_orderly/shard-reset?shard=N&scope=messages` (or `scope=everything`): one shard's
+/// part of a reset of every shard asked through another node.
+pub(super) async fn reset(
+    State(state): State<HttpState>,
+    peer: Option<Extension<FromPeer>>,
+    uri: Uri,
+) -> Response {
+    if let Some(refused) = unless_from_peer(peer) {
+        return refused;
+    }
+    let (mut shard, mut scope) = (None, None);
+    for (name, value) in
+        (uri.query().into_iter()).flat_map(|q| form_urlencoded::parse(q.as_bytes()))
+    {
+        match (&*name, &*value) {
+            ("shard", n) => shard = n.parse::<u32>().ok(),
+            ("scope", "messages") => scope = Some(ResetScope::Messages),
+            ("scope", "everything") => scope = Some(ResetScope::Everything),
+            _ => {}
+        }
+    }
+    let (Some(shard), Some(scope)) = (shard, scope) else {
+        return (StatusCode::BAD_REQUEST, "shard and scope are asked for").into_response();
+    };
+    match state.service.backend.reset_for_node(shard, scope).await {
+        Ok(()) => StatusCode::NO_CONTENT.into_response(),
+        Err(error) => not_served(error.to_string()),
+    }
+}
+
+/// `GET /_orderly/shard-read?shard=N&read=queues&prefix=P` (or `read=topics`,
+/// `read=naming-as-dead-letter-queue&arn=A`, `read=subscriptions`, `read=queue-overviews`,
+/// `read=subscription-activity`, `read=signing-certificate&file=F`, or
+/// `read=dead-letter-target&key=K`).
 pub(super) async fn read(
     State(state): State<HttpState>,
     peer: Option<Extension<FromPeer>>,
@@ -134,6 +202,7 @@ enum Asked {
 fn read_of(uri: &Uri) -> Option<(u32, Asked)> {
     let mut shard = None;
     let (mut kind, mut prefix, mut arn, mut key) = (None, String::new(), None, None);
+    let mut file = None;
     for (name, value) in form_urlencoded::parse(uri.query()?.as_bytes()) {
         match &*name {
             "shard" => shard = Some(value.parse().ok()?),
@@ -141,6 +210,7 @@ fn read_of(uri: &Uri) -> Option<(u32, Asked)> {
             "prefix" => prefix = value.into_owned(),
             "arn" => arn = Some(value.into_owned()),
             "key" => key = Some(value.into_owned()),
+            "file" => file = Some(value.into_owned()),
             _ => return None,
         }
     }
@@ -148,6 +218,10 @@ fn read_of(uri: &Uri) -> Option<(u32, Asked)> {
         "queues" => Asked::Names(ShardRead::Queues(prefix)),
         "topics" => Asked::Names(ShardRead::Topics),
         "naming-as-dead-letter-queue" => Asked::Names(ShardRead::NamingAsDeadLetterQueue(arn?)),
+        "subscriptions" => Asked::Names(ShardRead::Subscriptions),
+        "queue-overviews" => Asked::Names(ShardRead::QueueOverviews),
+        "subscription-activity" => Asked::Names(ShardRead::SubscriptionActivity),
+        "signing-certificate" => Asked::Names(ShardRead::SigningCertificate(file?)),
         "dead-letter-target" => Asked::Target(key?),
         _ => return None,
     };
@@ -248,10 +322,72 @@ impl OtherNodes for Peers {
                     query.push(("read", "naming-as-dead-letter-queue".into()));
                     query.push(("arn", arn.clone()));
                 }
+                ShardRead::Subscriptions => query.push(("read", "subscriptions".into())),
+                ShardRead::QueueOverviews => query.push(("read", "queue-overviews".into())),
+                ShardRead::SubscriptionActivity => {
+                    query.push(("read", "subscription-activity".into()))
+                }
+                ShardRead::SigningCertificate(file) => {
+                    query.push(("read", "signing-certificate".into()));
+                    query.push(("file", file.clone()));
+                }
             }
             let bytes = self.ask(&leader, READS, &query).await?;
             serde_json::from_slice(&bytes)
                 .map_err(|e| BackendError::Unavailable(format!("{leader} answered: {e}")))
+        })
+    }
+
+    fn reset(&self, shard: u32, scope: ResetScope) -> Answer<'_, ()> {
+        Box::pin(async move {
+            let leader = self.leader(shard).await?;
+            let url = format!("{}{RESET}", leader.trim_end_matches('/'));
+            let scope = match scope {
+                ResetScope::Messages => "messages",
+                ResetScope::Everything => "everything",
+            };
+            let failed = |e: reqwest::Error| {
+                BackendError::Unavailable(format!("{leader}: {}", e.without_url()))
+            };
+            let done = (self.standby.client().post(&url))
+                .query(&[("shard", shard.to_string()), ("scope", scope.to_string())])
+                .header(NODE, &self.name)
+                .send()
+                .await
+                .map_err(failed)?;
+            let status = done.status();
+            if !status.is_success() {
+                let said = done.text().await.unwrap_or_default();
+                let said = said.chars().take(300).collect::<String>();
+                return Err(BackendError::Unavailable(format!(
+                    "{leader} answered {status}: {said}"
+                )));
+            }
+            Ok(())
+        })
+    }
+
+    fn settled(&self, shard: u32, notes: Vec<u8>) -> Answer<'_, ()> {
+        Box::pin(async move {
+            let leader = self.leader(shard).await?;
+            let url = format!("{}{SETTLED}", leader.trim_end_matches('/'));
+            let failed = |e: reqwest::Error| {
+                BackendError::Unavailable(format!("{leader}: {}", e.without_url()))
+            };
+            let told = (self.standby.client().post(&url))
+                .query(&[("shard", shard.to_string())])
+                .header(NODE, &self.name)
+                .body(notes)
+                .send()
+                .await
+                .map_err(failed)?;
+            if !told.status().is_success() {
+                return Err(BackendError::Unavailable(format!(
+                    "{leader} answered {}",
+                    told.status()
+                )));
+            }
+            Ok(())
         })
     }
 

@@ -75,6 +75,8 @@ pub fn routes(
         .route("/_orderly/cluster", get(inspect::cluster_state))
         .route(between_nodes::PARCELS, get(between_nodes::parcels))
         .route(between_nodes::READS, get(between_nodes::read))
+        .route(between_nodes::SETTLED, post(between_nodes::settled))
+        .route(between_nodes::RESET, post(between_nodes::reset))
         .route(
             "/_orderly/clock",
             get(clock_control::read).post(clock_control::move_clock),

@@ -8,15 +8,18 @@
 //! 503 as not served, and the node that sent it tries the shard's next leader. One this node
 //! passed to itself (held while it started over, then sent to its next generation) may be.
 //! Only a request refused before it used any shard here is passed on (`led_elsewhere`).
+//!
+//! A manual clock moved here (`POST /_orderly/clock`) is moved the same way on every other
+//! node leading shards, so a deadline passes alike whichever node leads its queue.
 
 use axum::body::Body;
 use axum::extract::{Request, State};
 use axum::middleware::Next;
-use axum::response::Response;
+use axum::response::{IntoResponse, Response};
 
 use super::node_headers::{FORWARDED, FORWARDED_BY_SELF, NODE, NOT_SERVED};
 use super::reply::read_limited;
-use super::standby::{failed, pass_on_to, Forwarding, Outgoing};
+use super::standby::{failed, pass_on_to, Forwarding, Outgoing, Standby};
 use crate::backend::led_elsewhere;
 use crate::metrics::ForwardOutcome;
 
@@ -30,7 +33,10 @@ pub async fn pass_to_shard_leader(
     let standby = &forwarding.standby;
     if matches!(
         request.uri().path(),
-        super::between_nodes::PARCELS | super::between_nodes::READS
+        super::between_nodes::PARCELS
+            | super::between_nodes::READS
+            | super::between_nodes::SETTLED
+            | super::between_nodes::RESET
     ) {
         let mut request = request;
         let name = (request.headers().get(NODE)).and_then(|name| name.to_str().ok());
@@ -40,6 +46,9 @@ pub async fn pass_to_shard_leader(
                 .insert(super::between_nodes::FromPeer);
         }
         return next.run(request).await;
+    }
+    if request.uri().path() == CLOCK && request.method() == axum::http::Method::POST {
+        return move_every_clock(standby, request, next).await;
     }
     // What describes this node is answered here, as a standby answers it.
     if matches!(
@@ -81,3 +90,71 @@ pub async fn pass_to_shard_leader(
         Err(failure) => failed(standby, &parts.headers, failure),
     }
 }
+
+/// Moves this node's manual clock, then every other node leading shards by the same request
+/// (an advance moves each by as much, so each deadline passes on its leader's clock as it
+/// would with one node; a node already later than a time set keeps its own), with the
+/// caller's own credentials. A move another node passed here goes no further; one refused
+/// here (malformed, no `--clock manual`, backwards) is sent nowhere. Answered 503, naming
+/// each, when a node may not have moved.
+async fn move_every_clock(standby: &Standby, request: Request, next: Next) -> Response {
+    let by_another = (request.headers().get(FORWARDED)).is_some_and(|v| v != FORWARDED_BY_SELF);
+    if by_another {
+        return next.run(request).await;
+    }
+    let (parts, body) = request.into_parts();
+    let request_id = uuid::Uuid::new_v4().to_string();
+    let body = match read_limited(&parts.headers, body, standby.body_limits(), &request_id).await {
+        Ok(body) => body,
+        Err(refused) => return refused,
+    };
+    let here = Request::from_parts(parts.clone(), Body::from(body.clone()));
+    let answer = next.run(here).await;
+    // Moved here (a 503 moved it too, only unrecorded): the others follow.
+    if answer.status().is_client_error() {
+        return answer;
+    }
+    let authorization = parts.headers.get(axum::http::header::AUTHORIZATION);
+    let mut others: Vec<String> = standby.shard_leaders().borrow().clone();
+    others.sort();
+    others.dedup();
+    others.retain(|url| !url.is_empty() && url != standby.own_url());
+    let mut unsure = Vec::new();
+    for url in others {
+        let mut told = (standby
+            .client()
+            .post(format!("{}{CLOCK}", url.trim_end_matches('/'))))
+        .header(FORWARDED, "1")
+        .header(axum::http::header::CONTENT_TYPE, "application/json")
+        .body(body.clone());
+        if let Some(authorization) = authorization {
+            told = told.header(axum::http::header::AUTHORIZATION, authorization.clone());
+        }
+        match told.send().await {
+            Ok(answer)
+                if answer.status().is_success()
+                    || answer.status() == axum::http::StatusCode::CONFLICT => {}
+            Ok(answer) => unsure.push(format!("{url} answered {}", answer.status())),
+            Err(error) => unsure.push(format!("{url}: {}", error.without_url())),
+        }
+    }
+    if unsure.is_empty() {
+        return answer;
+    }
+    let cause = unsure.join("; ");
+    tracing::warn!(%cause, "a manual clock's move may not have reached every node");
+    let body = serde_json::json!({
+        "message": format!(
+            "the clock moved on this node; these nodes may not have moved with it ({cause}): \
+             their clocks may now differ, so set each to one time"
+        ),
+    });
+    (
+        axum::http::StatusCode::SERVICE_UNAVAILABLE,
+        [(axum::http::header::CONTENT_TYPE, "application/json")],
+        body.to_string(),
+    )
+        .into_response()
+}
+
+const CLOCK: &str = "/_orderly/clock";

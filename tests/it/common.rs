@@ -20,6 +20,9 @@ pub struct Server {
     pub addr: SocketAddr,
     pub sqs: aws_sdk_sqs::Client,
     pub sns: aws_sdk_sns::Client,
+    /// The other nodes of this server's database, each leading its share of the shards
+    /// (`postgres-spread`): their URLs. Empty otherwise.
+    pub others: Vec<String>,
 }
 
 impl Server {
@@ -48,9 +51,22 @@ pub async fn get_json(server: &Server, path: &str) -> serde_json::Value {
 pub async fn leading_node(server: &Server) -> String {
     let cluster = get_json(server, "/_orderly/cluster").await;
     match cluster["role"].as_str() {
-        Some("standby") => cluster["leader"].as_str().unwrap().to_string(),
+        Some("standby") if server.others.is_empty() => {
+            cluster["leader"].as_str().unwrap().to_string()
+        }
         _ => server.url(),
     }
+}
+
+/// Every node whose figures hold some of the server's queues: the leader (`leading_node`), or
+/// each node of a database whose shards are spread over several.
+pub async fn leading_nodes(server: &Server) -> Vec<String> {
+    if server.others.is_empty() {
+        return vec![leading_node(server).await];
+    }
+    let mut nodes = vec![server.url()];
+    nodes.extend(server.others.iter().cloned());
+    nodes
 }
 
 /// Waits, with a bound, until no copy a publish made (or message dead-lettered or moved) waits
@@ -58,12 +74,24 @@ pub async fn leading_node(server: &Server) -> String {
 /// sees every copy, as a reader on AWS would a moment after a publish. Real time: the
 /// carriers run on their own. At once with one shard, where nothing crosses.
 pub async fn carried(server: &Server) {
-    carried_at(&leading_node(server).await).await;
+    // Until one pass finds every node with nothing to carry: a node found empty may be handed
+    // more while another is waited for (a copy dead-lettered on, a second hop).
+    let nodes = leading_nodes(server).await;
+    loop {
+        let mut waited = false;
+        for node in &nodes {
+            waited |= carried_at(node).await;
+        }
+        if !waited {
+            return;
+        }
+    }
 }
 
-/// As `carried`, on the node at `node` (its URL).
-pub async fn carried_at(node: &str) {
+/// As `carried`, on the node at `node` (its URL); whether it had anything to carry.
+pub async fn carried_at(node: &str) -> bool {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let mut waited = false;
     loop {
         let text = reqwest::get(format!("{node}/_orderly/cluster"))
             .await
@@ -73,8 +101,9 @@ pub async fn carried_at(node: &str) {
             .unwrap();
         let cluster: serde_json::Value = serde_json::from_str(&text).unwrap();
         if cluster["relay"] == serde_json::json!([]) {
-            return;
+            return waited;
         }
+        waited = true;
         assert!(
             std::time::Instant::now() < deadline,
             "copies still crossing shards after 10 s: {cluster}"
@@ -88,20 +117,23 @@ pub async fn carried_at(node: &str) {
 /// poll, rather than guessing how long a request takes to arrive. Real time between reads:
 /// the request reaches the server on its own time.
 pub async fn long_polls_parked(server: &Server, n: u64) {
-    let node = leading_node(server).await;
+    let nodes = leading_nodes(server).await;
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
     loop {
-        let text = reqwest::get(format!("{node}/metrics"))
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap();
-        let parked = text
-            .lines()
-            .find_map(|line| line.strip_prefix("orderly_long_polls_waiting "))
-            .and_then(|value| value.trim().parse::<u64>().ok())
-            .unwrap_or(0);
+        let mut parked = 0;
+        for node in &nodes {
+            let text = reqwest::get(format!("{node}/metrics"))
+                .await
+                .unwrap()
+                .text()
+                .await
+                .unwrap();
+            parked += text
+                .lines()
+                .find_map(|line| line.strip_prefix("orderly_long_polls_waiting "))
+                .and_then(|value| value.trim().parse::<u64>().ok())
+                .unwrap_or(0);
+        }
         if parked >= n {
             return;
         }
@@ -163,13 +195,62 @@ pub async fn start_with_clock(
     config: Config,
     clock: std::sync::Arc<orderly::clock::ManualClock>,
 ) -> Server {
-    let config = on_test_storage(config, Some(clock.clone())).await;
-    serve(App::bind_with_clock(&config, clock).await.expect("bind"))
+    let (config, others) = on_test_storage(config, Some(clock.clone())).await;
+    let app = App::bind_with_clock(&config, clock).await.expect("bind");
+    spread_over(serve(app), others, &config).await
 }
 
 pub async fn start_with(config: Config) -> Server {
-    let config = on_test_storage(config, None).await;
-    serve(App::bind(&config).await.expect("bind"))
+    let (config, others) = on_test_storage(config, None).await;
+    let app = App::bind(&config).await.expect("bind");
+    spread_over(serve(app), others, &config).await
+}
+
+/// The server, once it and the `others` nodes of its database lead every shard between them,
+/// each its share. With `--auth`, Orderly's own endpoints are asked with the key the suite's
+/// clients sign with.
+async fn spread_over(mut server: Server, others: Others, config: &Config) -> Server {
+    if others.is_empty() {
+        return server;
+    }
+    for url in others {
+        server
+            .others
+            .push(url.await.expect("the other node started"));
+    }
+    let mut nodes = vec![server.url()];
+    nodes.extend(server.others.iter().cloned());
+    let (shards, auth) = (config.shards as usize, config.auth.is_some());
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        let mut led: Vec<Vec<u64>> = Vec::new();
+        for node in &nodes {
+            let mut asked = reqwest::Client::new().get(format!("{node}/_orderly/cluster"));
+            if auth {
+                asked = asked.basic_auth("AKIDORDERLY", Some("secret"));
+            }
+            let text = asked.send().await.unwrap().text().await.unwrap();
+            let cluster: serde_json::Value =
+                serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}"));
+            led.push(
+                (cluster["led"].as_array().into_iter().flatten())
+                    .filter_map(serde_json::Value::as_u64)
+                    .collect(),
+            );
+        }
+        let mut all: Vec<u64> = led.iter().flatten().copied().collect();
+        all.sort_unstable();
+        let even = shards / nodes.len();
+        let shared = led.iter().all(|l| l.len() == even || l.len() == even + 1);
+        if shared && all == (0..shards as u64).collect::<Vec<_>>() {
+            return server;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the nodes never led their shares: {led:?}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
 }
 
 /// A server in memory whose queues and topics are cut into `count` shards, whatever this run's
@@ -189,6 +270,9 @@ pub enum TestStorage {
     Standby,
     /// `shards`: in memory, four shards.
     Shards,
+    /// `postgres-spread`: the engine's log, the test's server one of three nodes of the
+    /// database, each leading its share of the shards and passing the others' requests on.
+    Spread,
 }
 
 /// How many shards this run's servers are cut into: four for `shards`, else
@@ -208,42 +292,69 @@ pub fn test_storage() -> Option<TestStorage> {
         "postgres" => Some(TestStorage::Log),
         "postgres-standby" => Some(TestStorage::Standby),
         "shards" => Some(TestStorage::Shards),
+        "postgres-spread" => Some(TestStorage::Spread),
         _ => None,
     }
 }
 
-/// An ephemeral server's settings, moved to a fresh PostgreSQL database when this run asks;
-/// for a standby, a leader (on `clock`, if given) serves that database first, until the test
-/// ends.
+/// The URLs of a test server's other nodes, each told once that node listens.
+type Others = Vec<tokio::sync::oneshot::Receiver<String>>;
+
+/// An ephemeral server's settings, moved to a fresh PostgreSQL database when this run asks,
+/// and the URLs of the other nodes started on it, which serve it until the test ends (all on
+/// `clock`, if given): for a standby, a leader; for a spread database, two nodes leading their
+/// shares, as the server will.
 async fn on_test_storage(
     mut config: Config,
     clock: Option<std::sync::Arc<orderly::clock::ManualClock>>,
-) -> Config {
+) -> (Config, Others) {
     let Some(storage) = test_storage() else {
-        return config;
+        return (config, Vec::new());
     };
     if !config.ephemeral {
-        return config;
+        return (config, Vec::new());
     }
     if config.shards == 1 {
         config.shards = test_shards();
     }
     if storage == TestStorage::Shards {
-        return config;
+        return (config, Vec::new());
     }
     let url = fresh_database()
         .await
         .expect("ORDERLY_TEST_STORAGE=postgres needs ORDERLY_TEST_POSTGRES (scripts/postgres-cluster start)");
     config.ephemeral = false;
     config.storage = Some(url);
-    if storage == TestStorage::Standby {
-        let leader = match clock {
+    config.spread_shards = storage == TestStorage::Spread;
+    let bind = move |config: Config| async move {
+        match clock {
             Some(clock) => App::bind_with_clock(&config, clock).await,
             None => App::bind(&config).await,
-        };
-        tokio::spawn(leader.expect("the leader").serve(std::future::pending()));
+        }
+    };
+    let mut others = Vec::new();
+    match storage {
+        TestStorage::Standby => {
+            let leader = bind(config.clone()).await.expect("the leader");
+            tokio::spawn(leader.serve(std::future::pending()));
+        }
+        // Started together with the test's server, as nodes started at once agree on their
+        // shares without starting over.
+        TestStorage::Spread => {
+            for _ in 0..2 {
+                let (told, url) = tokio::sync::oneshot::channel();
+                let (config, bind) = (config.clone(), bind.clone());
+                tokio::spawn(async move {
+                    let node = bind(config).await.expect("another node of the database");
+                    let _ = told.send(format!("http://{}", node.local_addr().expect("addr")));
+                    node.serve(std::future::pending()).await
+                });
+                others.push(url);
+            }
+        }
+        _ => {}
     }
-    config
+    (config, others)
 }
 
 pub use orderly::persist::database::test_database::fresh_database;
@@ -267,6 +378,7 @@ impl Stoppable {
                 addr,
                 sqs: client(addr),
                 sns: sns_client(addr),
+                others: Vec::new(),
             },
             stop,
             serving,
@@ -298,6 +410,7 @@ fn serve(app: App) -> Server {
         addr,
         sqs: client(addr),
         sns: sns_client(addr),
+        others: Vec::new(),
     }
 }
 

@@ -283,6 +283,7 @@ fn fail_over_under_load(failure: Failure) {
                 addr: node.addr,
                 sqs: common::client(node.addr),
                 sns: common::sns_client(node.addr),
+                others: Vec::new(),
             })
         })
         .collect();

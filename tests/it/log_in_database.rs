@@ -678,6 +678,7 @@ pub(crate) fn process_server(addr: std::net::SocketAddr) -> common::Server {
         addr,
         sqs: common::client(addr),
         sns: common::sns_client(addr),
+        others: Vec::new(),
     }
 }
 

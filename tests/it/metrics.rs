@@ -3,10 +3,43 @@
 
 use prometheus_parse::{Scrape, Value};
 
-use crate::common::{create_queue, fifo_queue, leading_node, start_with_manual_clock, Server};
+use crate::common::{create_queue, fifo_queue, leading_nodes, start_with_manual_clock, Server};
 
+/// The server's figures: with its shards spread over several nodes, each node's, a series
+/// every node gives summed over them (each node counts what it served).
 async fn scrape(server: &Server) -> Scrape {
-    let node = leading_node(server).await;
+    let mut nodes = leading_nodes(server).await.into_iter();
+    let mut all = scrape_of(&nodes.next().expect("a node")).await;
+    for node in nodes {
+        for sample in scrape_of(&node).await.samples {
+            let labels = |s: &prometheus_parse::Sample| {
+                let mut labels: Vec<(String, String)> = s
+                    .labels
+                    .iter()
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect();
+                labels.sort();
+                labels
+            };
+            let same = (all.samples.iter_mut())
+                .find(|s| s.metric == sample.metric && labels(s) == labels(&sample));
+            match (same, &sample.value) {
+                (Some(same), Value::Counter(v) | Value::Gauge(v) | Value::Untyped(v)) => {
+                    if let Value::Counter(sum) | Value::Gauge(sum) | Value::Untyped(sum) =
+                        &mut same.value
+                    {
+                        *sum += v;
+                    }
+                }
+                (Some(_), _) => {}
+                (None, _) => all.samples.push(sample),
+            }
+        }
+    }
+    all
+}
+
+async fn scrape_of(node: &str) -> Scrape {
     let response = reqwest::get(format!("{node}/metrics")).await.unwrap();
     assert_eq!(response.status(), 200);
     let content_type = response.headers()["content-type"]

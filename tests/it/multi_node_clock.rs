@@ -178,6 +178,7 @@ fn multi_node_a_manual_clock_is_where_the_next_leader_starts() {
         addr: second.addr,
         sqs: common::client_as(second.addr, "AKIDCLOCK", "secret"),
         sns: common::sns_client(second.addr),
+        others: Vec::new(),
     });
     let operator = reqwest::Client::new();
     let clock = |body: Option<&'static str>| {

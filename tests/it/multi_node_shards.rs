@@ -785,3 +785,84 @@ async fn a_dead_letter_queue_another_node_leads_is_checked_and_takes_dead_letter
     second.stop().await;
     first.stop().await;
 }
+
+/// A reset through one node resets every shard, the other node's too (each at its leader): its
+/// messages, then with `all=true` its queues. Only a node of the database may reset one shard.
+#[tokio::test]
+async fn a_reset_through_one_node_resets_the_shards_the_other_leads_too() {
+    let Some(url) = common::fresh_database().await else {
+        return;
+    };
+    let (first, second, _) = two_spread_nodes(&url).await;
+    let names: Vec<String> = (0..SHARDS).map(|s| name_in("reset", "", s)).collect();
+    let mut urls = Vec::new();
+    for name in &names {
+        let made = (first.server.sqs.create_queue().queue_name(name).send()).await;
+        let url = made.expect("created").queue_url.expect("a URL");
+        (first
+            .server
+            .sqs
+            .send_message()
+            .queue_url(&url)
+            .message_body("kept?"))
+        .send()
+        .await
+        .expect("sent");
+        urls.push(url);
+    }
+    let client = reqwest::Client::new();
+    let shard_reset = format!(
+        "{}/_orderly/shard-reset?shard=0&scope=everything",
+        first.server.url()
+    );
+    let status = client
+        .post(&shard_reset)
+        .send()
+        .await
+        .expect("answered")
+        .status();
+    assert_eq!(status, 403, "only for the nodes of the database");
+    let depth = |url: String| {
+        let sqs = first.server.sqs.clone();
+        async move {
+            let attributes = (sqs.get_queue_attributes().queue_url(url))
+                .attribute_names(
+                    aws_sdk_sqs::types::QueueAttributeName::ApproximateNumberOfMessages,
+                )
+                .send()
+                .await
+                .expect("read");
+            let attributes = attributes.attributes.expect("attributes");
+            attributes[&aws_sdk_sqs::types::QueueAttributeName::ApproximateNumberOfMessages].clone()
+        }
+    };
+    for url in &urls {
+        assert_eq!(depth(url.clone()).await, "1", "{url} before the reset");
+    }
+    let reset = |server: &Server, query: &str| {
+        let asked = client.post(format!("{}/_orderly/reset{query}", server.url()));
+        async move {
+            let answer = asked.send().await.expect("answered");
+            let status = answer.status();
+            (status, answer.text().await.unwrap_or_default())
+        }
+    };
+    let (status, said) = reset(&second.server, "").await;
+    assert_eq!(status, 200, "{said}");
+    for url in &urls {
+        assert_eq!(depth(url.clone()).await, "0", "{url} after the reset");
+    }
+    let (status, said) = reset(&first.server, "?all=true").await;
+    assert_eq!(status, 200, "{said}");
+    let listed = (second
+        .server
+        .sqs
+        .list_queues()
+        .queue_name_prefix("reset")
+        .send())
+    .await
+    .expect("listed");
+    assert!(listed.queue_urls().is_empty(), "{listed:?}");
+    second.stop().await;
+    first.stop().await;
+}

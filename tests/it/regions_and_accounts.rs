@@ -437,6 +437,7 @@ async fn another_account_publishes_to_a_topic_only_as_its_policy_allows() {
         .send()
         .await
         .unwrap();
+    common::carried(&server).await;
     assert_eq!(
         bodies(&other_sqs, &mine).await,
         vec!["to both accounts".to_string()]

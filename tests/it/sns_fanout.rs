@@ -125,6 +125,7 @@ async fn topic_dedup_spans_groups_and_returns_original_ids() {
         .unwrap();
     assert_eq!(first.message_id, again.message_id);
     assert_eq!(first.sequence_number, again.sequence_number);
+    crate::common::carried(&server).await;
     let got = server
         .sqs
         .receive_message()
@@ -280,6 +281,8 @@ async fn topic_dedup_window_ends_after_five_minutes() {
             .send()
     };
     let first = publish().await.unwrap();
+    // In its queue before the clock moves: the queue's own window starts when a copy lands.
+    crate::common::carried(&server).await;
     clock.advance_millis(299_999);
     assert_eq!(
         publish().await.unwrap().message_id,
@@ -331,6 +334,7 @@ async fn json_structure_standard_topics_and_confirm_subscription() {
         .send()
         .await
         .unwrap();
+    crate::common::carried(&server).await;
     let raw = server
         .sqs
         .receive_message()

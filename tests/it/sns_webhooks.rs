@@ -414,8 +414,32 @@ async fn next_attempt(server: &Server) -> serde_json::Value {
         .unwrap_or_default()
 }
 
+/// `GET /_orderly/webhooks` of the node holding the subscriptions; with the shards spread
+/// over several nodes, each tells of the subscriptions it leads, so their lists are joined.
 async fn webhook_stats(server: &Server) -> serde_json::Value {
-    common::get_json(server, "/_orderly/webhooks").await
+    let mut joined: Option<serde_json::Value> = None;
+    for node in common::leading_nodes(server).await {
+        let text = reqwest::get(format!("{node}/_orderly/webhooks"))
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        let stats: serde_json::Value = serde_json::from_str(&text).unwrap();
+        match &mut joined {
+            None => joined = Some(stats),
+            Some(joined) => {
+                let more = stats["Subscriptions"]
+                    .as_array()
+                    .cloned()
+                    .unwrap_or_default();
+                if let Some(all) = joined["Subscriptions"].as_array_mut() {
+                    all.extend(more);
+                }
+            }
+        }
+    }
+    joined.expect("a node")
 }
 
 /// Waits until the server has scheduled `n` retries in all (so moving the clock is safe).

@@ -194,6 +194,7 @@ async fn graceful_shutdown_stops_move_tasks_between_steps() {
         addr,
         sqs: crate::common::client(addr),
         sns: crate::common::sns_client(addr),
+        others: Vec::new(),
     };
     let dlq = create_queue(&server, "dlq", &[]).await;
     create_queue(&server, "src", &[("RedrivePolicy", &redrive_to("dlq", 1))]).await;

@@ -17,9 +17,17 @@ use crate::backend::{
     led_elsewhere, Answer, BackendError, BackendResult, DeadLetterTarget, OtherNodes, QueueAdmin,
     ShardRead, Topics,
 };
+use crate::backend::{Inspection, SubscriptionActivity};
+use crate::engine::queue::inspect::QueueOverview;
+use crate::engine::relay::Settled;
 use crate::engine::shard::Shard;
+use crate::engine::topic::Subscription;
 use crate::engine::Timestamp;
-use crate::persist::format::between_nodes::{decode_parcels, encode_parcels};
+use crate::persist::format::between_nodes::{
+    decode_listed_activity, decode_listed_queue, decode_listed_subscription, decode_parcels,
+    decode_settled, encode_listed_activity, encode_listed_queue, encode_listed_subscription,
+    encode_parcels,
+};
 use crate::worker::Backoff;
 
 /// Failures to pull are said once per cause per interval, not once a pull.
@@ -29,7 +37,7 @@ static WARNINGS: std::sync::LazyLock<crate::quiet_log::QuietLog> =
 /// Carries into shard `destination` (led here) the parcels shard `from` (led by another node)
 /// holds for it, pull after pull.
 async fn carry_from_node(
-    remote: Arc<dyn OtherNodes>,
+    (remote, notes): (Arc<dyn OtherNodes>, super::notes::Notes),
     from: u32,
     destination: Arc<Embedded>,
     rounds: Arc<tokio::sync::Notify>,
@@ -45,10 +53,12 @@ async fn carry_from_node(
             }
         }
     };
-    // Copies pulled from another node carry no note for their topic's shard (as after a
-    // restart): nothing to settle.
-    let settle = |_: &[crate::engine::relay::Settled]| {};
+    let settled = std::sync::Mutex::new(Vec::new());
+    let settle = |fates: &[Settled]| {
+        (settled.lock().unwrap_or_else(|p| p.into_inner())).extend_from_slice(fates)
+    };
     loop {
+        notes.settle(&settled).await;
         let pulled = (remote.pull(from, to, applied, CARRIED_AT_ONCE).await).and_then(|bytes| {
             decode_parcels(to, &bytes).map_err(|error| BackendError::Unavailable(error.to_string()))
         });
@@ -103,7 +113,46 @@ async fn read_here(shard: &Embedded, read: &ShardRead) -> BackendResult<Vec<Arc<
         ShardRead::Queues(prefix) => shard.list_queues(prefix).await,
         ShardRead::Topics => shard.list_topics().await,
         ShardRead::NamingAsDeadLetterQueue(arn) => Ok(shard.naming_as_dead_letter_queue(arn)),
+        ShardRead::Subscriptions => (shard.list_subscriptions(None).await?.iter())
+            .map(|(topic, subscription)| encoded(encode_listed_subscription(topic, subscription)))
+            .collect(),
+        ShardRead::SigningCertificate(file) => Ok(shard
+            .signing_certificate_made(file)
+            .map(Arc::from)
+            .into_iter()
+            .collect()),
+        ShardRead::QueueOverviews => (shard.queue_overviews().await?.iter())
+            .map(|queue| encoded(encode_listed_queue(queue)))
+            .collect(),
+        ShardRead::SubscriptionActivity => (shard.subscription_activity().await?.iter())
+            .map(|a| {
+                let (topic, recent, counts) = (&a.topic_arn, &a.recent, &a.counts);
+                let last_error = a.last_error.as_ref();
+                encoded(encode_listed_activity(
+                    topic,
+                    &a.subscription,
+                    recent,
+                    counts,
+                    last_error,
+                ))
+            })
+            .collect(),
     }
+}
+
+fn encoded(text: postcard::Result<String>) -> BackendResult<Arc<str>> {
+    text.map(Arc::from)
+        .map_err(|e| BackendError::Unavailable(format!("not encoded: {e}")))
+}
+
+/// Each text of a listing read across nodes, decoded.
+fn decoded<T>(
+    listed: &[Arc<str>],
+    decode: impl Fn(&str) -> Result<T, crate::persist::format::FormatError>,
+) -> BackendResult<Vec<T>> {
+    (listed.iter())
+        .map(|text| decode(text).map_err(|e| BackendError::Unavailable(e.to_string())))
+        .collect()
 }
 
 impl Sharded {
@@ -148,8 +197,58 @@ impl Sharded {
         })
     }
 
-    /// `read` of every shard, in shard order, joined.
+    /// Shard `n`'s subscriptions, each with its topic's ARN: here, or asked of the node that
+    /// leads it.
+    pub(super) async fn subscriptions_of(
+        &self,
+        n: u32,
+    ) -> BackendResult<Vec<(Arc<str>, Arc<Subscription>)>> {
+        if let Some(shard) = &self.slots[n as usize] {
+            return shard.list_subscriptions(None).await;
+        }
+        let listed = self.read(n, &ShardRead::Subscriptions).await?;
+        let listed = decoded(&listed, decode_listed_subscription)?;
+        Ok((listed.into_iter())
+            .map(|(topic, subscription)| (topic, Arc::new(subscription)))
+            .collect())
+    }
+
+    /// Shard `n`'s queues at a glance: here, or asked of the node that leads it.
+    pub(super) async fn queue_overviews_of(&self, n: u32) -> BackendResult<Vec<QueueOverview>> {
+        if let Some(shard) = &self.slots[n as usize] {
+            return shard.queue_overviews().await;
+        }
+        let listed = self.read(n, &ShardRead::QueueOverviews).await?;
+        decoded(&listed, decode_listed_queue)
+    }
+
+    /// Shard `n`'s subscriptions with their last deliveries: here, or asked of the node that
+    /// leads it.
+    pub(super) async fn subscription_activity_of(
+        &self,
+        n: u32,
+    ) -> BackendResult<Vec<SubscriptionActivity>> {
+        if let Some(shard) = &self.slots[n as usize] {
+            return shard.subscription_activity().await;
+        }
+        let listed = self.read(n, &ShardRead::SubscriptionActivity).await?;
+        let listed = decoded(&listed, decode_listed_activity)?;
+        Ok((listed.into_iter())
+            .map(|a| SubscriptionActivity {
+                topic_arn: a.topic_arn,
+                subscription: Arc::new(a.subscription),
+                recent: a.recent,
+                counts: a.counts,
+                last_error: a.last_error,
+            })
+            .collect())
+    }
+
+    /// `read` of every shard, in shard order, joined. A listing answered here, whatever it
+    /// reads of other nodes' shards: what it meets after is never passed on whole
+    /// (`led_elsewhere::touched_here`).
     pub(super) async fn read_all(&self, read: &ShardRead) -> BackendResult<Vec<Arc<str>>> {
+        led_elsewhere::touched_here();
         let mut all = Vec::new();
         for n in 0..self.count() {
             all.extend(self.read(n, read).await?);
@@ -175,7 +274,7 @@ impl Sharded {
         for destination in &self.here {
             for from in (0..self.count()).filter(|&n| self.slots[n as usize].is_none()) {
                 let carrying = carry_from_node(
-                    elsewhere.clone(),
+                    (elsewhere.clone(), self.fates()),
                     from,
                     destination.clone(),
                     self.rounds.clone(),
@@ -183,6 +282,20 @@ impl Sharded {
                 self.carriers.start("carrier", carrying);
             }
         }
+    }
+
+    /// What `Work::settled_for_node` does: notes, in the topics of shard `n` (led here), what
+    /// became of copies another node took.
+    pub(super) fn settle_for(&self, n: u32, notes: &[u8]) -> BackendResult<()> {
+        let Some(Some(shard)) = self.slots.get(n as usize) else {
+            return Err(BackendError::Across(n));
+        };
+        let settled =
+            decode_settled(notes).map_err(|e| BackendError::Unavailable(e.to_string()))?;
+        for note in &settled {
+            shard.settle(note);
+        }
+        Ok(())
     }
 
     /// What `Work::parcels_for_node` answers: shard `from` must be led here, and `to` not.

@@ -87,7 +87,46 @@ impl Deliveries for Sharded {
     }
 
     fn signing_certificate<'a>(&'a self, file: &'a str) -> Answer<'a, Option<String>> {
-        let found = (self.here.iter()).find_map(|shard| shard.signing_certificate_made(file));
-        Box::pin(std::future::ready(Ok(found)))
+        Box::pin(async move {
+            let found = (self.here.iter()).find_map(|shard| shard.signing_certificate_made(file));
+            if found.is_some() || !is_certificate_file(file) {
+                return Ok(found);
+            }
+            // Signed by a shard another node leads: the envelope names whichever node took
+            // the publish, so that node asks the others.
+            let read = crate::backend::ShardRead::SigningCertificate(file.to_string());
+            let mut unread = None;
+            for n in (0..self.count()).filter(|&n| self.slots[n as usize].is_none()) {
+                let asked = tokio::time::timeout(CERTIFICATE_WAIT, self.read(n, &read)).await;
+                match asked {
+                    Ok(Ok(found)) => {
+                        if let Some(pem) = found.first() {
+                            return Ok(Some(pem.to_string()));
+                        }
+                    }
+                    Ok(Err(error)) => unread = Some(error),
+                    Err(_) => {
+                        let late = format!("shard {n}'s leader did not answer within 2 s");
+                        unread = Some(crate::backend::BackendError::Unavailable(late));
+                    }
+                }
+            }
+            // Missing only if every shard that could hold it said so.
+            match unread {
+                Some(error) => Err(error),
+                None => Ok(None),
+            }
+        })
     }
+}
+
+/// Longest one shard's leader is waited for, asked for a signing certificate.
+const CERTIFICATE_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Whether `file` has the shape of a signer's certificate file (`SimpleNotificationService-`,
+/// 32 hex digits, `.pem`): only such a name is asked of other nodes.
+fn is_certificate_file(file: &str) -> bool {
+    (file.strip_prefix("SimpleNotificationService-"))
+        .and_then(|rest| rest.strip_suffix(".pem"))
+        .is_some_and(|hex| hex.len() == 32 && hex.bytes().all(|b| b.is_ascii_hexdigit()))
 }

@@ -1,5 +1,6 @@
-//! Looking inside over shards: each queue's own shard, listings gathered in one engine's order;
-//! a reset resets every shard. Captured messages are shared by the shards (shard 0 answers).
+//! Looking inside over shards: each queue's own shard, listings gathered in one engine's
+//! order (a shard another node leads asked of that node); a reset resets every shard, each at
+//! its leader. Captured messages are shared by the shards (shard 0 answers).
 
 use super::{on, Sharded};
 use crate::backend::Work;
@@ -7,13 +8,19 @@ use crate::backend::{
     captured, Answer, Inspection, LedHere, RelayWaiting, ResetScope, SubscriptionActivity,
     TopicActivity,
 };
+use crate::backend::{led_elsewhere, BackendError};
 use crate::engine::queue::inspect::{GroupView, Peeked, QueueOverview, StateFilter};
 use crate::engine::topic::captured::CapturedMessage;
 
 impl Inspection for Sharded {
     fn queue_overviews(&self) -> Answer<'_, Vec<QueueOverview>> {
         Box::pin(async move {
-            let mut overviews = self.gather(|shard| shard.queue_overviews()).await?;
+            // Answered here, whatever it reads of other nodes' shards (`read_all`).
+            led_elsewhere::touched_here();
+            let mut overviews = Vec::new();
+            for n in 0..self.count() {
+                overviews.extend(self.queue_overviews_of(n).await?);
+            }
             overviews.sort_by(|a, b| a.name.cmp(&b.name));
             Ok(overviews)
         })
@@ -36,7 +43,12 @@ impl Inspection for Sharded {
 
     fn subscription_activity(&self) -> Answer<'_, Vec<SubscriptionActivity>> {
         Box::pin(async move {
-            let mut activity = self.gather(|shard| shard.subscription_activity()).await?;
+            // Answered here, whatever it reads of other nodes' shards (`read_all`).
+            led_elsewhere::touched_here();
+            let mut activity = Vec::new();
+            for n in 0..self.count() {
+                activity.extend(self.subscription_activity_of(n).await?);
+            }
             // Stable: each topic's subscriptions keep their order.
             activity.sort_by(|a, b| {
                 self.topic_key(&a.topic_arn)
@@ -64,15 +76,39 @@ impl Inspection for Sharded {
         Box::pin(async move {
             // What crosses shards lands first, so no copy made before the reset arrives after;
             // not waited for past a bound, as publishing that goes on may never let it settle.
-            // Every shard or none: refused before any is reset while another node leads one.
-            let shards = (0..self.count())
-                .map(|n| self.read_across(n))
-                .collect::<Result<Vec<_>, _>>()?;
+            // Without other nodes to ask, every shard or none: refused before any is reset
+            // while another node leads one.
+            let Some(remote) = &self.elsewhere else {
+                let shards = (0..self.count())
+                    .map(|n| self.read_across(n))
+                    .collect::<Result<Vec<_>, _>>()?;
+                let _ = tokio::time::timeout(super::RESET_WAITS_FOR_CARRYING, self.carried()).await;
+                for shard in shards {
+                    shard.reset(scope).await?;
+                }
+                return Ok(());
+            };
             let _ = tokio::time::timeout(super::RESET_WAITS_FOR_CARRYING, self.carried()).await;
-            for shard in shards {
-                shard.reset(scope).await?;
+            // Each shard at its leader; one that could not be reset is named, and the others
+            // are reset all the same.
+            let mut failed = Vec::new();
+            for n in 0..self.count() {
+                let reset = match &self.slots[n as usize] {
+                    Some(shard) => shard.reset(scope).await,
+                    None => remote.reset(n, scope).await,
+                };
+                if let Err(error) = reset {
+                    failed.push(format!("shard {n}: {error}"));
+                }
             }
-            Ok(())
+            if failed.is_empty() {
+                return Ok(());
+            }
+            // A shard asked of another node may have been reset all the same (its answer lost).
+            Err(BackendError::Unconfirmed(format!(
+                "not every shard is known to be reset: {}",
+                failed.join("; ")
+            )))
         })
     }
 

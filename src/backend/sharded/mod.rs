@@ -15,6 +15,7 @@ mod deliveries;
 mod inspection;
 mod messages;
 mod move_tasks;
+mod notes;
 mod push_and_sms;
 mod queues;
 mod topics;
@@ -108,6 +109,15 @@ impl Sharded {
 
     fn count(&self) -> u32 {
         self.slots.len() as u32
+    }
+
+    /// Where the carriers note what became of relayed copies.
+    fn fates(&self) -> notes::Notes {
+        notes::Notes {
+            shards: self.slots.clone(),
+            namespaces: self.namespaces.clone(),
+            elsewhere: self.elsewhere.clone(),
+        }
     }
 
     /// Shard `n`'s backend, or the refusal that sends the request to the node leading it.
@@ -207,26 +217,19 @@ fn on<'a, T: Send + 'a>(
 }
 
 /// Carries parcels into shard `to` from every other this node leads, whenever one of them has
-/// some. What another node's shards hold for `to` is not carried across nodes yet: it waits
-/// in their logs.
+/// some (another node's shards are pulled from: `across_nodes`).
 async fn carry_into(
-    (shards, namespaces): (Vec<Option<Arc<Embedded>>>, Namespaces),
+    notes: notes::Notes,
     (to, parcels_waiting): (usize, Arc<[Notify]>),
     rounds: Arc<Notify>,
 ) {
+    let shards = notes.shards.clone();
     let Some(destination) = &shards[to] else {
         return;
     };
-    let count = shards.len() as u32;
-    let settle = |settled: &[crate::engine::relay::Settled]| {
-        for settled in settled {
-            let key = namespaces.key_in_arn("sns", &settled.topic_arn);
-            let shard = key.map_or(0, |key| Shard::of(count, key));
-            // A topic another node leads hears nothing of it until carrying crosses nodes.
-            if let Some(topic_shard) = &shards[shard as usize] {
-                topic_shard.settle(settled);
-            }
-        }
+    let settled = std::sync::Mutex::new(Vec::new());
+    let settle = |fates: &[crate::engine::relay::Settled]| {
+        (settled.lock().unwrap_or_else(|p| p.into_inner())).extend_from_slice(fates)
     };
     let mut backoff = Backoff::new("carrier", Duration::from_millis(50), Duration::from_secs(2));
     let mut applied = vec![0u64; shards.len()];
@@ -250,7 +253,9 @@ async fn carry_into(
                 continue;
             };
             let pair = (&**source, &**destination);
-            match relay::carry(pair, &mut applied[from], CARRIED_AT_ONCE, &settle).await {
+            let carried = relay::carry(pair, &mut applied[from], CARRIED_AT_ONCE, &settle).await;
+            notes.settle(&settled).await;
+            match carried {
                 Ok(carried) => {
                     moved += carried;
                     backoff.succeeded();
@@ -275,9 +280,8 @@ impl Work for Sharded {
             shard.start_work();
         }
         for to in self.here.iter().map(|shard| shard.shard() as usize) {
-            let shards = (self.slots.clone(), self.namespaces.clone());
             let waiting = (to, self.parcels_waiting.clone());
-            let carrying = carry_into(shards, waiting, self.rounds.clone());
+            let carrying = carry_into(self.fates(), waiting, self.rounds.clone());
             self.carriers.start("carrier", carrying);
         }
         self.carry_from_other_nodes();
@@ -303,6 +307,20 @@ impl Work for Sharded {
         key: &'a str,
     ) -> Answer<'a, Option<super::DeadLetterTarget>> {
         self.target_for(shard, key)
+    }
+
+    fn reset_for_node(&self, shard: u32, scope: super::ResetScope) -> Answer<'_, ()> {
+        Box::pin(async move {
+            let Some(Some(here)) = self.slots.get(shard as usize) else {
+                return Err(super::BackendError::Across(shard));
+            };
+            super::Inspection::reset(&**here, scope).await
+        })
+    }
+
+    fn settled_for_node(&self, shard: u32, notes: &[u8]) -> Answer<'_, ()> {
+        let settled = self.settle_for(shard, notes);
+        Box::pin(std::future::ready(settled))
     }
 
     fn carried(&self) -> Answer<'_, ()> {

@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use super::{on, Sharded};
+use crate::backend::led_elsewhere;
 use crate::backend::{Answer, Confirm, CreateTopic, Subscribe, TopicPolicyEdit, Topics};
 use crate::engine::topic::subscription::Subscribed;
 use crate::engine::topic::{Publication, PublishRequest, Subscription};
@@ -83,7 +84,12 @@ impl Topics for Sharded {
             });
         }
         Box::pin(async move {
-            let mut all = self.gather(|shard| shard.list_subscriptions(None)).await?;
+            // Answered here, whatever it reads of other nodes' shards (`read_all`).
+            led_elsewhere::touched_here();
+            let mut all = Vec::new();
+            for n in 0..self.count() {
+                all.extend(self.subscriptions_of(n).await?);
+            }
             // Stable: each topic's subscriptions keep their order.
             all.sort_by(|(a, _), (b, _)| self.topic_key(a).cmp(self.topic_key(b)));
             Ok(all)

@@ -18,6 +18,9 @@ const NAMED: &str = "survey ";
 /// How often the nodes and leases are read.
 const EVERY: Duration = Duration::from_secs(1);
 
+/// How often the nodes and leases are tried before they were first read.
+const FIRST_TRIES: Duration = Duration::from_millis(100);
+
 /// Longest a reading may take.
 const READ_TIMEOUT: Duration = Duration::from_secs(2);
 
@@ -68,8 +71,10 @@ impl Survey {
                 }
             };
             let nodes = Nodes::default();
+            let mut read_once = false;
             loop {
                 nodes.announce(&mut db, &node, &url);
+                let mut pause = EVERY;
                 match holders(&mut db).and_then(|holders| Ok((holders, live(&mut db)?))) {
                     // Each reading told, changed or not: a node acts on what holds for two.
                     Ok((holders, (nodes, names))) => {
@@ -79,10 +84,17 @@ impl Survey {
                             names,
                         };
                         tell.send_replace(Some(Arc::new(read)));
+                        read_once = true;
                     }
-                    Err(cause) => tracing::debug!(%cause, "the leases could not be read"),
+                    Err(cause) => {
+                        tracing::debug!(%cause, "the leases could not be read");
+                        // A database used for the first time has its tables a moment later.
+                        if !read_once {
+                            pause = FIRST_TRIES;
+                        }
+                    }
                 }
-                if stop.wait(EVERY) {
+                if stop.wait(pause) {
                     // Gone at once from the others' readings: they need not wait a lease.
                     forget(&mut db, &node);
                     return;

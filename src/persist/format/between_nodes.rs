@@ -1,14 +1,31 @@
 //! Parcels as one node hands them to another: the destination shard's leader pulls them from
 //! the source's (`backend::sharded::across_nodes`). Each is written as a log record holds it,
 //! after this build's format version, so nodes of different versions refuse each other's.
+//! What a listing gathered over every shard reads of another node's shard (a subscription, as
+//! a snapshot holds it; a queue at a glance; a subscription's last deliveries) travels as text:
+//! the format version and the item, in base64.
+
+use std::sync::Arc;
+
+use base64::Engine as _;
+
+use serde::{Deserialize, Serialize};
 
 use super::relay::DiskParcelChange;
+use super::topic::DiskSubscription;
 use super::{FormatError, VERSION};
-use crate::engine::parcel::{Parcel, ParcelChange};
+use crate::engine::parcel::{Contents, NoteFor, Parcel, ParcelChange};
+use crate::engine::queue::inspect::QueueOverview;
+use crate::engine::queue::{Activity, Counts};
+use crate::engine::relay::Settled;
+use crate::engine::topic::recent::{DeliveryNote, Fate};
+use crate::engine::topic::Subscription;
+use crate::engine::Timestamp;
 
 /// Parcels for shard `to` as one node hands them to another (the destination's leader pulls
 /// them from the source's): this build's format version, then each parcel as a log record
-/// holds it.
+/// holds it, then the note each copy settles at its topic (kept in memory only, so not in the
+/// log's records).
 pub fn encode_parcels(to: u32, parcels: &[Parcel]) -> postcard::Result<Vec<u8>> {
     let changes: Vec<ParcelChange> = (parcels.iter())
         .map(|parcel| ParcelChange::Sent {
@@ -17,29 +34,52 @@ pub fn encode_parcels(to: u32, parcels: &[Parcel]) -> postcard::Result<Vec<u8>> 
         })
         .collect();
     let disk: Vec<DiskParcelChange<'_>> = changes.iter().map(DiskParcelChange::from).collect();
-    postcard::to_stdvec(&(u32::from(VERSION), disk))
+    let notes: Vec<Option<(&str, &str)>> = (parcels.iter())
+        .map(|parcel| match &*parcel.contents {
+            Contents::Copy(copy) => {
+                (copy.note_for.as_ref()).map(|note| (&*note.subscription_arn, &*note.message_id))
+            }
+            _ => None,
+        })
+        .collect();
+    postcard::to_stdvec(&(u32::from(VERSION), disk, notes))
 }
 
-/// The parcels `encode_parcels` wrote for shard `to`; refused when written by another format
-/// version or for another shard, or damaged.
+/// The parcels `encode_parcels` wrote for shard `to`, each copy with its note; refused when
+/// written by another format version or for another shard, or damaged.
 pub fn decode_parcels(to: u32, bytes: &[u8]) -> Result<Vec<Parcel>, FormatError> {
-    let (version, rest) = postcard::take_from_bytes::<u32>(bytes)
-        .map_err(|e| FormatError::Damaged(format!("parcels from another node: {e}")))?;
-    if version != u32::from(VERSION) {
+    let what = "parcels from another node";
+    let damaged = |e: postcard::Error| FormatError::Damaged(format!("{what}: {e}"));
+    let rest = version_checked(bytes, what)?;
+    let (disk, rest) =
+        postcard::take_from_bytes::<Vec<DiskParcelChange<'_>>>(rest).map_err(damaged)?;
+    // A node of an earlier build sends no notes: its copies settle none.
+    let notes: Vec<Option<(&str, &str)>> = if rest.is_empty() {
+        vec![None; disk.len()]
+    } else {
+        postcard::from_bytes(rest).map_err(damaged)?
+    };
+    if notes.len() != disk.len() {
         return Err(FormatError::Damaged(format!(
-            "parcels from another node in format version {version}, where this build writes {}: \
-             nodes of one database run one version",
-            VERSION
+            "{what}: not one note for each"
         )));
     }
-    let disk: Vec<DiskParcelChange<'_>> = postcard::from_bytes(rest)
-        .map_err(|e| FormatError::Damaged(format!("parcels from another node: {e}")))?;
-    (disk.into_iter())
-        .map(|change| match change.into_live() {
+    (disk.into_iter().zip(notes))
+        .map(|(change, note)| match change.into_live() {
             ParcelChange::Sent {
                 to: sent_to,
-                parcel,
-            } if sent_to == to => Ok(parcel),
+                mut parcel,
+            } if sent_to == to => {
+                if let (Some((subscription_arn, message_id)), Some(Contents::Copy(copy))) =
+                    (note, Arc::get_mut(&mut parcel.contents))
+                {
+                    copy.note_for = Some(NoteFor {
+                        subscription_arn: subscription_arn.into(),
+                        message_id: message_id.into(),
+                    });
+                }
+                Ok(parcel)
+            }
             _ => Err(FormatError::Damaged(format!(
                 "parcels from another node: one is not a parcel for shard {to}"
             ))),
@@ -47,9 +87,351 @@ pub fn decode_parcels(to: u32, bytes: &[u8]) -> Result<Vec<Parcel>, FormatError>
         .collect()
 }
 
+/// One subscription of a shard's listing as one node hands it to another, with its topic's
+/// ARN.
+pub fn encode_listed_subscription(
+    topic_arn: &str,
+    subscription: &Subscription,
+) -> postcard::Result<String> {
+    let image = subscription.image();
+    listed(&(topic_arn, DiskSubscription::from(&image)))
+}
+
+/// The topic's ARN and subscription `encode_listed_subscription` wrote; refused when written
+/// by another format version, or damaged.
+pub fn decode_listed_subscription(text: &str) -> Result<(Arc<str>, Subscription), FormatError> {
+    let bytes = unlisted(text)?;
+    let (topic_arn, disk) =
+        versioned::<(&str, DiskSubscription<'_>)>(&bytes, "a subscription listed by another node")?;
+    Ok((topic_arn.into(), Subscription::from_image(disk.into_live())))
+}
+
+#[derive(Serialize, Deserialize)]
+struct DiskOverview<'a> {
+    name: &'a str,
+    arn: &'a str,
+    fifo: bool,
+    /// Visible, in flight, delayed.
+    counts: [u64; 3],
+    groups: u64,
+    locked_groups: u64,
+    oldest_enqueued_at: Option<u64>,
+    dead_letter_target_arn: Option<&'a str>,
+    /// Sent, deduplicated, received, deleted, dead-lettered, expired.
+    activity: [u64; 6],
+    shard: u32,
+}
+
+/// A queue at a glance as one node hands it to another for a listing.
+pub fn encode_listed_queue(queue: &QueueOverview) -> postcard::Result<String> {
+    let (c, a) = (&queue.counts, &queue.activity);
+    listed(&DiskOverview {
+        name: &queue.name,
+        arn: &queue.arn,
+        fifo: queue.fifo,
+        counts: [c.visible, c.in_flight, c.delayed].map(|n| n as u64),
+        groups: queue.groups as u64,
+        locked_groups: queue.locked_groups as u64,
+        oldest_enqueued_at: queue.oldest_enqueued_at.map(|at| at.0),
+        dead_letter_target_arn: queue.dead_letter_target_arn.as_deref(),
+        activity: [
+            a.sent,
+            a.deduplicated,
+            a.received,
+            a.deleted,
+            a.dead_lettered,
+            a.expired,
+        ],
+        shard: queue.shard,
+    })
+}
+
+/// The queue `encode_listed_queue` wrote; refused when written by another format version, or
+/// damaged.
+pub fn decode_listed_queue(text: &str) -> Result<QueueOverview, FormatError> {
+    let bytes = unlisted(text)?;
+    let disk = versioned::<DiskOverview<'_>>(&bytes, "a queue listed by another node")?;
+    let [visible, in_flight, delayed] = disk.counts.map(|n| n as usize);
+    let [sent, deduplicated, received, deleted, dead_lettered, expired] = disk.activity;
+    Ok(QueueOverview {
+        name: disk.name.into(),
+        arn: disk.arn.into(),
+        fifo: disk.fifo,
+        counts: Counts {
+            visible,
+            in_flight,
+            delayed,
+        },
+        groups: disk.groups as usize,
+        locked_groups: disk.locked_groups as usize,
+        oldest_enqueued_at: disk.oldest_enqueued_at.map(Timestamp),
+        dead_letter_target_arn: disk.dead_letter_target_arn.map(String::from),
+        activity: Activity {
+            sent,
+            deduplicated,
+            received,
+            deleted,
+            dead_lettered,
+            expired,
+        },
+        shard: disk.shard,
+    })
+}
+
+/// A subscription with what became of its last messages, as a listing across nodes carries it.
+pub struct ListedActivity {
+    pub topic_arn: Arc<str>,
+    pub subscription: Subscription,
+    pub recent: Vec<DeliveryNote>,
+    pub counts: Vec<(Fate, u64)>,
+    pub last_error: Option<(Timestamp, Arc<str>)>,
+}
+
+#[derive(Serialize, Deserialize)]
+struct DiskActivity<'a> {
+    topic_arn: &'a str,
+    #[serde(borrow)]
+    subscription: DiskSubscription<'a>,
+    /// Message id, time, fate (its place in `Fate::ALL`).
+    recent: Vec<(&'a str, u64, u8)>,
+    counts: Vec<(u8, u64)>,
+    last_error: Option<(u64, &'a str)>,
+}
+
+/// A subscription's activity as one node hands it to another for a listing.
+pub fn encode_listed_activity(
+    topic_arn: &str,
+    subscription: &Subscription,
+    recent: &[DeliveryNote],
+    counts: &[(Fate, u64)],
+    last_error: Option<&(Timestamp, Arc<str>)>,
+) -> postcard::Result<String> {
+    let image = subscription.image();
+    listed(&DiskActivity {
+        topic_arn,
+        subscription: DiskSubscription::from(&image),
+        recent: (recent.iter())
+            .map(|note| (&*note.message_id, note.at.0, fate_number(note.fate)))
+            .collect(),
+        counts: (counts.iter())
+            .map(|&(fate, count)| (fate_number(fate), count))
+            .collect(),
+        last_error: last_error.map(|(at, error)| (at.0, &**error)),
+    })
+}
+
+/// The activity `encode_listed_activity` wrote; refused when written by another format
+/// version, or damaged.
+pub fn decode_listed_activity(text: &str) -> Result<ListedActivity, FormatError> {
+    let what = "a subscription's activity listed by another node";
+    let bytes = unlisted(text)?;
+    let disk = versioned::<DiskActivity<'_>>(&bytes, what)?;
+    let fate = |n: u8| {
+        (Fate::ALL.get(n as usize).copied())
+            .ok_or_else(|| FormatError::Damaged(format!("{what}: no fate numbered {n}")))
+    };
+    let recent = (disk.recent.into_iter())
+        .map(|(id, at, n)| {
+            Ok(DeliveryNote {
+                message_id: id.into(),
+                at: Timestamp(at),
+                fate: fate(n)?,
+            })
+        })
+        .collect::<Result<_, FormatError>>()?;
+    let counts = (disk.counts.into_iter())
+        .map(|(n, count)| Ok((fate(n)?, count)))
+        .collect::<Result<_, FormatError>>()?;
+    Ok(ListedActivity {
+        topic_arn: disk.topic_arn.into(),
+        subscription: Subscription::from_image(disk.subscription.into_live()),
+        recent,
+        counts,
+        last_error: disk.last_error.map(|(at, e)| (Timestamp(at), e.into())),
+    })
+}
+
+/// What became of copies pulled from another node, for the notes their topics' shard keeps,
+/// as the destination's node hands them back: this build's format version, then each as
+/// (topic ARN, subscription ARN, message id, fate).
+pub fn encode_settled(settled: &[Settled]) -> postcard::Result<Vec<u8>> {
+    let notes: Vec<(&str, &str, &str, u8)> = (settled.iter())
+        .map(|s| {
+            let note = &s.note_for;
+            let fate = fate_number(s.fate);
+            (
+                &*s.topic_arn,
+                &*note.subscription_arn,
+                &*note.message_id,
+                fate,
+            )
+        })
+        .collect();
+    postcard::to_stdvec(&(u32::from(VERSION), notes))
+}
+
+/// The notes `encode_settled` wrote; refused when of another format version, or damaged.
+pub fn decode_settled(bytes: &[u8]) -> Result<Vec<Settled>, FormatError> {
+    let what = "copies settled on another node";
+    let notes = versioned::<Vec<(&str, &str, &str, u8)>>(bytes, what)?;
+    (notes.into_iter())
+        .map(|(topic_arn, subscription_arn, message_id, fate)| {
+            let fate = (Fate::ALL.get(fate as usize).copied())
+                .ok_or_else(|| FormatError::Damaged(format!("{what}: no fate numbered {fate}")))?;
+            Ok(Settled {
+                topic_arn: topic_arn.into(),
+                note_for: NoteFor {
+                    subscription_arn: subscription_arn.into(),
+                    message_id: message_id.into(),
+                },
+                fate,
+            })
+        })
+        .collect()
+}
+
+fn fate_number(fate: Fate) -> u8 {
+    Fate::ALL.iter().position(|&f| f == fate).unwrap_or(0) as u8
+}
+
+/// An item of a listing as text: this build's format version, then the item, in base64.
+fn listed<T: Serialize>(item: &T) -> postcard::Result<String> {
+    let bytes = postcard::to_stdvec(&(u32::from(VERSION), item))?;
+    Ok(base64::engine::general_purpose::STANDARD.encode(bytes))
+}
+
+fn unlisted(text: &str) -> Result<Vec<u8>, FormatError> {
+    (base64::engine::general_purpose::STANDARD.decode(text))
+        .map_err(|e| FormatError::Damaged(format!("an item listed by another node: {e}")))
+}
+
+/// The item `listed` wrote, from its bytes; refused when of another format version.
+fn versioned<'a, T: Deserialize<'a>>(bytes: &'a [u8], what: &str) -> Result<T, FormatError> {
+    let rest = version_checked(bytes, what)?;
+    postcard::from_bytes(rest).map_err(|e| FormatError::Damaged(format!("{what}: {e}")))
+}
+
+/// What follows this build's format version in `bytes`; refused when of another version.
+fn version_checked<'a>(bytes: &'a [u8], what: &str) -> Result<&'a [u8], FormatError> {
+    let damaged = |e: &dyn std::fmt::Display| FormatError::Damaged(format!("{what}: {e}"));
+    let (version, rest) = postcard::take_from_bytes::<u32>(bytes).map_err(|e| damaged(&e))?;
+    if version != u32::from(VERSION) {
+        return Err(damaged(&format!(
+            "format version {version}, where this build writes {VERSION}: nodes of one \
+             database run one version"
+        )));
+    }
+    Ok(rest)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_listed_subscription_crosses_whole_and_another_version_is_refused() {
+        use crate::engine::topic::SubscriptionProtocol;
+        let topic = "arn:aws:sns:us-east-1:000000000000:prices.fifo";
+        let mut sub = Subscription::new(
+            format!("{topic}:5f0c").into(),
+            SubscriptionProtocol::Sqs,
+            "arn:aws:sqs:us-east-1:000000000000:a.fifo",
+            "000000000000",
+        );
+        let policy = r#"{"kind":["a \"quoted\" one"]}"#;
+        sub.attributes.insert("FilterPolicy".into(), policy.into());
+        sub.raw_delivery = true;
+        let text = encode_listed_subscription(topic, &sub).unwrap();
+        let (arn, back) = decode_listed_subscription(&text).unwrap();
+        assert_eq!(&*arn, topic);
+        assert_eq!(
+            (&back.arn, &back.endpoint, &back.owner, back.raw_delivery),
+            (&sub.arn, &sub.endpoint, &sub.owner, true)
+        );
+        assert_eq!(back.protocol, SubscriptionProtocol::Sqs);
+        assert_eq!(back.attributes, sub.attributes);
+        assert!(back.filter.is_some(), "its filter policy compiled again");
+        let newer = postcard::to_stdvec(&(
+            u32::from(VERSION) + 1,
+            (topic, DiskSubscription::from(&sub.image())),
+        ))
+        .unwrap();
+        let newer = base64::engine::general_purpose::STANDARD.encode(newer);
+        let refused = decode_listed_subscription(&newer)
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(refused.contains("format version"), "{refused}");
+        assert!(decode_listed_subscription("not base64!").is_err());
+    }
+
+    #[test]
+    fn a_listed_queue_and_a_subscriptions_activity_cross_whole() {
+        use crate::engine::topic::SubscriptionProtocol;
+        let queue = QueueOverview {
+            name: "orders.fifo".into(),
+            arn: "arn:aws:sqs:us-east-1:000000000000:orders.fifo".into(),
+            fifo: true,
+            counts: Counts {
+                visible: 3,
+                in_flight: 2,
+                delayed: 1,
+            },
+            groups: 4,
+            locked_groups: 2,
+            oldest_enqueued_at: Some(Timestamp(1_700_000_000_000)),
+            dead_letter_target_arn: Some("arn:aws:sqs:us-east-1:000000000000:dlq.fifo".into()),
+            activity: Activity {
+                sent: 9,
+                deduplicated: 1,
+                received: 5,
+                deleted: 4,
+                dead_lettered: 1,
+                expired: 0,
+            },
+            shard: 5,
+        };
+        let back = decode_listed_queue(&encode_listed_queue(&queue).unwrap()).unwrap();
+        assert_eq!(format!("{back:?}"), format!("{queue:?}"));
+
+        let topic = "arn:aws:sns:us-east-1:000000000000:hooks";
+        let sub = Subscription::new(
+            format!("{topic}:77").into(),
+            SubscriptionProtocol::Http,
+            "http://127.0.0.1:9/hook",
+            "000000000000",
+        );
+        let recent = vec![DeliveryNote {
+            message_id: "m-1".into(),
+            at: Timestamp(5),
+            fate: Fate::Retrying,
+        }];
+        let counts = vec![(Fate::Queued, 0), (Fate::GaveUp, 2)];
+        let error = (Timestamp(6), Arc::from("refused"));
+        let text = encode_listed_activity(topic, &sub, &recent, &counts, Some(&error)).unwrap();
+        let back = decode_listed_activity(&text).unwrap();
+        assert_eq!(&*back.topic_arn, topic);
+        assert_eq!(back.subscription.arn, sub.arn);
+        assert_eq!(back.recent, recent);
+        assert_eq!(back.counts, counts);
+        assert_eq!(back.last_error, Some(error));
+        assert!(decode_listed_queue(&text).is_err(), "not a queue");
+    }
+
+    #[test]
+    fn settled_copies_cross_back_whole() {
+        let settled = vec![Settled {
+            topic_arn: "arn:aws:sns:us-east-1:000000000000:t.fifo".into(),
+            note_for: NoteFor {
+                subscription_arn: "arn:aws:sns:us-east-1:000000000000:t.fifo:1".into(),
+                message_id: "m".into(),
+            },
+            fate: Fate::DeadLettered,
+        }];
+        let bytes = encode_settled(&settled).unwrap();
+        assert_eq!(decode_settled(&bytes).unwrap(), settled);
+        assert!(decode_settled(&bytes[..bytes.len() - 1]).is_err());
+    }
 
     #[test]
     fn parcels_of_another_version_shard_or_shape_are_refused() {
@@ -64,5 +446,49 @@ mod tests {
         let refused = decode_parcels(2, &not_parcels).unwrap_err().to_string();
         assert!(refused.contains("not a parcel for shard 2"), "{refused}");
         assert!(decode_parcels(2, &[0xff, 0xff]).is_err());
+    }
+
+    #[test]
+    fn a_copys_note_crosses_with_it() {
+        let note = NoteFor {
+            subscription_arn: "arn:aws:sns:us-east-1:000000000000:t.fifo:1".into(),
+            message_id: "m-1".into(),
+        };
+        let copy = crate::engine::parcel::RelayedCopy {
+            queue_arn: "arn:aws:sqs:us-east-1:000000000000:q.fifo".into(),
+            topic_arn: Some("arn:aws:sns:us-east-1:000000000000:t.fifo".into()),
+            dead_letter_arn: None,
+            dead_letter: false,
+            body: crate::engine::body::Body::new("b"),
+            attributes: Default::default(),
+            envelope: None,
+            group_id: Some("g".into()),
+            dedup_id: Some("d".into()),
+            fifo_topic: true,
+            bypass_dedup: false,
+            trace_header: None,
+            note_for: Some(note.clone()),
+        };
+        let parcel = Parcel {
+            seq: 7,
+            contents: Arc::new(Contents::Copy(Box::new(copy))),
+        };
+        let back = decode_parcels(3, &encode_parcels(3, &[parcel]).unwrap()).unwrap();
+        let Contents::Copy(copy) = &*back[0].contents else {
+            panic!("a copy");
+        };
+        assert_eq!((back[0].seq, copy.note_for.as_ref()), (7, Some(&note)));
+        // From a node of an earlier build, which sends no notes: the copy settles none.
+        let changes = [ParcelChange::Sent {
+            to: 3,
+            parcel: back[0].clone(),
+        }];
+        let disk: Vec<DiskParcelChange<'_>> = changes.iter().map(DiskParcelChange::from).collect();
+        let earlier = postcard::to_stdvec(&(u32::from(VERSION), disk)).unwrap();
+        let back = decode_parcels(3, &earlier).unwrap();
+        let Contents::Copy(copy) = &*back[0].contents else {
+            panic!("a copy");
+        };
+        assert_eq!((back[0].seq, copy.note_for.as_ref()), (7, None));
     }
 }

@@ -639,6 +639,7 @@ async fn start_durable(
         addr,
         sqs: common::client(addr),
         sns: common::sns_client(addr),
+        others: Vec::new(),
     };
     (server, stop, serving)
 }
