@@ -64,9 +64,9 @@ pub enum BackendError {
     /// (`led_elsewhere` notes which shard for the HTTP layer, which passes the request there).
     #[error("shard {0} is led by another node")]
     LedElsewhere(u32),
-    /// The request needs to read a shard another node leads on behalf of another shard (a
-    /// listing, a dead-letter queue's configuration), which is not built yet.
-    #[error("shard {0} is led by another node, and reading across nodes is not built yet")]
+    /// The request needs a shard another node leads on behalf of another shard (a read this
+    /// node cannot ask of others, or a request another node sent for a shard not led here).
+    #[error("shard {0} is led by another node, which this request does not reach")]
     Across(u32),
 }
 

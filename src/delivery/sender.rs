@@ -55,6 +55,9 @@ pub struct Sender {
     nodes: Option<NodeUrls>,
 }
 
+/// Longest a node's name is looked up, to compare a webhook's destination with it.
+const NODE_LOOKUP: Duration = Duration::from_secs(2);
+
 /// The URLs of the other nodes of Orderly's database, as last read (`--spread-shards`).
 pub type NodeUrls = Arc<dyn Fn() -> Vec<String> + Send + Sync>;
 
@@ -112,6 +115,8 @@ impl Sender {
             Ok(addrs) => addrs.collect(),
             // Unresolvable here: through a proxy it would go unchecked.
             Err(_) if self.proxied => return Some(format!("{host} does not resolve")),
+            // Perhaps a node of the database: not sent where it could not be told apart.
+            Err(_) if !nodes.is_empty() => return Some(format!("{host} does not resolve")),
             Err(_) => return None,
         };
         let trusted = self.allow.names_host(bare);
@@ -129,10 +134,19 @@ impl Sender {
             return None;
         }
         let listed = !self.allow.is_open() && addrs.iter().any(|a| self.allow.allows_ip(a.ip()));
+        // Compared as IPv4 where an IPv6 address maps one, so `[::ffff:a.b.c.d]` is no way round.
+        let canonical = |ip: std::net::IpAddr| ip.to_canonical();
+        let ips: Vec<std::net::IpAddr> = addrs.iter().map(|a| canonical(a.ip())).collect();
         for node in nodes.iter().filter(|_| !listed) {
             let same = node.eq_ignore_ascii_case(bare)
-                || (tokio::net::lookup_host((node.as_str(), port)).await)
-                    .is_ok_and(|mut at| at.any(|at| addrs.contains(&at)));
+                || (tokio::time::timeout(
+                    NODE_LOOKUP,
+                    tokio::net::lookup_host((node.as_str(), port)),
+                )
+                .await)
+                    .is_ok_and(|found| {
+                        found.is_ok_and(|mut at| at.any(|at| ips.contains(&canonical(at.ip()))))
+                    });
             if same {
                 return Some(format!(
                     "{host}:{port} is another node of this server's database"
@@ -165,6 +179,7 @@ impl Sender {
         let Some(listening) = self.listening else {
             return false;
         };
+        let ip = ip.to_canonical();
         ip.is_loopback()
             || ip.is_unspecified()
             || ip == listening.ip()
@@ -291,6 +306,7 @@ mod tests {
         assert!(refused(&open, "http://127.0.0.1:4566/?Action=DeleteQueue").await);
         assert!(refused(&open, "http://localhost:4566/").await);
         assert!(refused(&open, "http://0.0.0.0:4566/").await);
+        assert!(refused(&open, "http://[::ffff:127.0.0.1]:4566/").await);
         assert!(!refused(&open, "http://127.0.0.1:4567/hook").await);
         let listed = sender("127.0.0.1", None);
         assert!(!refused(&listed, "http://127.0.0.1:4566/hook").await);
@@ -317,6 +333,7 @@ mod tests {
         assert!(refused(&open, "http://127.0.0.1:4567/?Action=Unsubscribe").await);
         assert!(refused(&open, "http://localhost:4567/").await);
         assert!(refused(&open, "http://127.0.0.1:4568/").await);
+        assert!(refused(&open, "http://[::ffff:127.0.0.1]:4567/").await);
         assert!(!refused(&open, "http://127.0.0.1:4569/hook").await);
         let listed = with_nodes("127.0.0.1");
         assert!(!refused(&listed, "http://127.0.0.1:4567/hook").await);

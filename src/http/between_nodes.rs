@@ -102,7 +102,7 @@ pub(super) async fn parcels(
         .await
     {
         Ok(bytes) => (StatusCode::OK, bytes).into_response(),
-        Err(error) => not_served(error.to_string()),
+        Err(error) => refused(error),
     }
 }
 
@@ -129,7 +129,7 @@ pub(super) async fn settled(
     };
     match state.service.backend.settled_for_node(shard, &notes).await {
         Ok(()) => StatusCode::NO_CONTENT.into_response(),
-        Err(error) => not_served(error.to_string()),
+        Err(error) => refused(error),
     }
 }
 
@@ -159,7 +159,7 @@ pub(super) async fn reset(
     };
     match state.service.backend.reset_for_node(shard, scope).await {
         Ok(()) => StatusCode::NO_CONTENT.into_response(),
-        Err(error) => not_served(error.to_string()),
+        Err(error) => refused(error),
     }
 }
 
@@ -187,7 +187,7 @@ pub(super) async fn read(
     match answered {
         Ok(Ok(body)) => (StatusCode::OK, body).into_response(),
         Ok(Err(error)) => not_served(error.to_string()),
-        Err(error) => not_served(error.to_string()),
+        Err(error) => refused(error),
     }
 }
 
@@ -226,6 +226,19 @@ fn read_of(uri: &Uri) -> Option<(u32, Asked)> {
         _ => return None,
     };
     Some((shard?, asked))
+}
+
+/// A request from another node this node did not act on (503, not served, for the asker to
+/// try the shard's next leader), or, when it may have, a 500 saying so.
+fn refused(error: BackendError) -> Response {
+    match error {
+        BackendError::Unconfirmed(cause) => (
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!("it may or may not have been done: {cause}"),
+        )
+            .into_response(),
+        error => not_served(error.to_string()),
+    }
 }
 
 fn not_served(message: String) -> Response {

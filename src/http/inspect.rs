@@ -262,6 +262,14 @@ pub async fn reset(State(state): State<HttpState>, headers: HeaderMap, uri: Uri)
             tracing::info!(what, "reset");
             answer(StatusCode::OK, json!({ "reset": what }))
         }
+        // Shards led by other nodes, some of which may not have been reset: which, and why.
+        Err(crate::backend::BackendError::Unconfirmed(cause)) => {
+            tracing::warn!(%cause, "a reset did not reach every shard");
+            answer(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                json!({ "message": format!("not every shard is known to have been reset; the others were: {cause}") }),
+            )
+        }
         Err(error) => failed(error.into()),
     }
 }

@@ -130,12 +130,13 @@ async fn move_every_clock(standby: &Standby, request: Request, next: Next) -> Re
         if let Some(authorization) = authorization {
             told = told.header(axum::http::header::AUTHORIZATION, authorization.clone());
         }
-        match told.send().await {
-            Ok(answer)
+        match tokio::time::timeout(CLOCK_WAIT, told.send()).await {
+            Ok(Ok(answer))
                 if answer.status().is_success()
                     || answer.status() == axum::http::StatusCode::CONFLICT => {}
-            Ok(answer) => unsure.push(format!("{url} answered {}", answer.status())),
-            Err(error) => unsure.push(format!("{url}: {}", error.without_url())),
+            Ok(Ok(answer)) => unsure.push(format!("{url} answered {}", answer.status())),
+            Ok(Err(error)) => unsure.push(format!("{url}: {}", error.without_url())),
+            Err(_) => unsure.push(format!("{url} did not answer within 5 s")),
         }
     }
     if unsure.is_empty() {
@@ -158,3 +159,6 @@ async fn move_every_clock(standby: &Standby, request: Request, next: Next) -> Re
 }
 
 const CLOCK: &str = "/_orderly/clock";
+
+/// Longest another node is waited for, told to move its clock.
+const CLOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(5);

@@ -12,6 +12,9 @@ use crate::backend::{led_elsewhere, BackendError};
 use crate::engine::queue::inspect::{GroupView, Peeked, QueueOverview, StateFilter};
 use crate::engine::topic::captured::CapturedMessage;
 
+/// Longest a reset waits for one shard another node leads (its leader found, and reset).
+const RESET_WAIT: std::time::Duration = std::time::Duration::from_secs(15);
+
 impl Inspection for Sharded {
     fn queue_overviews(&self) -> Answer<'_, Vec<QueueOverview>> {
         Box::pin(async move {
@@ -74,8 +77,9 @@ impl Inspection for Sharded {
 
     fn reset(&self, scope: ResetScope) -> Answer<'_, ()> {
         Box::pin(async move {
-            // What crosses shards lands first, so no copy made before the reset arrives after;
-            // not waited for past a bound, as publishing that goes on may never let it settle.
+            // What crosses between shards of this node lands first, so no copy made before the
+            // reset arrives after (what another node's shards send is not waited for); not
+            // waited for past a bound, as publishing that goes on may never let it settle.
             // Without other nodes to ask, every shard or none: refused before any is reset
             // while another node leads one.
             let Some(remote) = &self.elsewhere else {
@@ -95,7 +99,13 @@ impl Inspection for Sharded {
             for n in 0..self.count() {
                 let reset = match &self.slots[n as usize] {
                     Some(shard) => shard.reset(scope).await,
-                    None => remote.reset(n, scope).await,
+                    None => (tokio::time::timeout(RESET_WAIT, remote.reset(n, scope)).await)
+                        .unwrap_or_else(|_| {
+                            Err(BackendError::Unconfirmed(format!(
+                                "its leader did not answer within {} s",
+                                RESET_WAIT.as_secs()
+                            )))
+                        }),
                 };
                 if let Err(error) = reset {
                     failed.push(format!("shard {n}: {error}"));
