@@ -213,6 +213,8 @@ pub struct App {
     browser: BrowserRules,
     tls: Option<tokio_rustls::TlsAcceptor>,
     auth: Option<Arc<crate::http::auth::Auth>>,
+    /// STS's temporary credentials: in the database, when there is one.
+    sessions: Arc<crate::http::sessions::Sessions>,
     /// `--clock manual`: the clock `POST /_orderly/clock` moves.
     clock_control: Option<Arc<ManualClock>>,
     /// What `--init` created and where it differed from what existed.
@@ -285,6 +287,13 @@ impl App {
             )),
             None => None,
         };
+        let sessions = Arc::new(match &config.storage {
+            Some(url) => crate::http::sessions::Sessions::kept_in(
+                crate::persist::database::sessions::SessionTable::new(url)
+                    .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?,
+            ),
+            None => Default::default(),
+        });
         let scheme = if tls.is_some() { "https" } else { "http" };
         let own_url = config
             .advertise_url
@@ -367,6 +376,7 @@ impl App {
             browser,
             tls,
             auth,
+            sessions,
             clock_control: None,
             init_report,
         })
@@ -398,6 +408,7 @@ impl App {
             browser: self.browser,
             clock_control: self.clock_control,
             auth: self.auth,
+            sessions: self.sessions,
         };
         let generation = succession::Generation {
             service: self.service,

@@ -15,6 +15,9 @@ pub(super) struct Routes {
     pub(super) browser: BrowserRules,
     pub(super) clock_control: Option<Arc<ManualClock>>,
     pub(super) auth: Option<Arc<crate::http::auth::Auth>>,
+    /// STS's temporary credentials: one set for every generation, as a generation starting
+    /// over keeps its process's.
+    pub(super) sessions: Arc<crate::http::sessions::Sessions>,
 }
 
 impl Routes {
@@ -31,7 +34,7 @@ impl Routes {
             service,
             self.body,
             (self.scheme, self.clock_control.clone()),
-            self.auth.clone(),
+            (self.auth.clone(), self.sessions.clone()),
         );
         let routes = match by_shard {
             Some(forwarding) => routes.layer(axum::middleware::from_fn_with_state(

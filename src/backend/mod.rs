@@ -155,6 +155,17 @@ pub trait QueueAdmin: Send + Sync {
     fn edit_queue_policy<'a>(&'a self, key: &'a str, edit: PolicyEdit) -> Answer<'a, ()>;
     /// Queues whose redrive policy names this one as their dead-letter queue, sorted.
     fn dead_letter_sources<'a>(&'a self, key: &'a str) -> Answer<'a, Vec<Arc<str>>>;
+    /// The queue as another queue's or topic's rules read it, wherever its shard is led
+    /// (`None`: it does not exist): read on their behalf, so never a request passed on whole.
+    fn queue_target<'a>(&'a self, key: &'a str, now: Timestamp) -> Answer<'a, Option<QueueTarget>> {
+        Box::pin(async move {
+            match self.describe_queue(key, now).await {
+                Ok(view) => Ok(Some(QueueTarget::of(&view.config))),
+                Err(BackendError::Rejected(_)) => Ok(None),
+                Err(error) => Err(error),
+            }
+        })
+    }
 }
 
 /// Sending, receiving, deleting and changing the visibility of messages. Each reads the time
@@ -352,12 +363,13 @@ pub trait Work: Send + Sync {
         let _ = notes;
         Box::pin(std::future::ready(Err(BackendError::Across(shard))))
     }
-    /// For another node: the queue `key` of shard `shard` (led here) as a dead-letter target.
-    fn dead_letter_target_for_node<'a>(
+    /// For another node: the queue `key` of shard `shard` (led here) as another shard's rules
+    /// read it.
+    fn queue_target_for_node<'a>(
         &'a self,
         shard: u32,
         key: &'a str,
-    ) -> Answer<'a, Option<DeadLetterTarget>> {
+    ) -> Answer<'a, Option<QueueTarget>> {
         let _ = key;
         Box::pin(std::future::ready(Err(BackendError::Across(shard))))
     }
@@ -385,20 +397,33 @@ pub enum ShardRead {
     SubscriptionActivity,
 }
 
-/// What the rules of another shard's queue need of a queue named as its dead-letter queue or a
-/// move task's destination: its type, and the sources its redrive allow policy admits (the
-/// policy as set, none when unset).
+/// What the rules of a queue or topic in another shard read of a queue: a queue naming it as
+/// its dead-letter queue or a move task's destination, its type and the sources its redrive
+/// allow policy admits (the policy as set, none when unset); a topic subscribing it, whether
+/// its access policy lets SNS deliver.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct DeadLetterTarget {
+pub struct QueueTarget {
     pub fifo: bool,
     pub redrive_allow_policy: Option<String>,
+    /// `None` from a node of an earlier build, which does not say.
+    #[serde(default)]
+    pub access: Option<QueueAccess>,
 }
 
-impl DeadLetterTarget {
-    pub fn of(config: &crate::engine::QueueConfig) -> DeadLetterTarget {
-        DeadLetterTarget {
+/// A queue's access policy (`Policy`), `None` when unset.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct QueueAccess {
+    pub policy: Option<String>,
+}
+
+impl QueueTarget {
+    pub fn of(config: &crate::engine::QueueConfig) -> QueueTarget {
+        QueueTarget {
             fifo: config.fifo,
             redrive_allow_policy: config.redrive_allow_policy.as_ref().map(|p| p.1.clone()),
+            access: Some(QueueAccess {
+                policy: config.policy.clone(),
+            }),
         }
     }
 
@@ -419,13 +444,9 @@ impl DeadLetterTarget {
 pub trait OtherNodes: Send + Sync {
     /// `read` of shard `shard`, answered by the node leading it.
     fn read<'a>(&'a self, shard: u32, read: &'a ShardRead) -> Answer<'a, Vec<String>>;
-    /// The queue `key` of shard `shard` as a dead-letter queue or move destination is read
-    /// (`None` when it does not exist), answered by the node leading it.
-    fn dead_letter_target<'a>(
-        &'a self,
-        shard: u32,
-        key: &'a str,
-    ) -> Answer<'a, Option<DeadLetterTarget>>;
+    /// The queue `key` of shard `shard` as another shard's rules read it (`None` when it does
+    /// not exist), answered by the node leading it.
+    fn queue_target<'a>(&'a self, shard: u32, key: &'a str) -> Answer<'a, Option<QueueTarget>>;
     /// Up to `max` parcels shard `from` holds for shard `to` after number `after` (which `to`
     /// has applied, so the source may forget them), waiting a while for one, as
     /// `Work::parcels_for_node` encoded them there.
@@ -445,6 +466,9 @@ pub enum DeliveryResult {
     Retrying(Timestamp),
     /// Out of retries or refused for good: the copy went to the subscription's dead-letter queue.
     DeadLettered,
+    /// Out of retries or refused for good: the copy went to the shard of the subscription's
+    /// dead-letter queue, which takes it or drops it (and counts which, `Webhooks::settle`).
+    ToDeadLetterShard,
     /// Out of retries and no dead-letter queue took it; counted in the subscription's `dropped`.
     Dropped,
     /// A confirmation message that could not be delivered (never dead-lettered, as on AWS).

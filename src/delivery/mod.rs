@@ -153,6 +153,11 @@ fn log_result(attempt: &Attempt, result: DeliveryResult, now: Timestamp) {
             message_id = %delivery.message_id,
             "webhook delivery failed; moved to the dead-letter queue"
         ),
+        DeliveryResult::ToDeadLetterShard => tracing::info!(
+            subscription = %delivery.subscription_arn,
+            message_id = %delivery.message_id,
+            "webhook delivery failed; handed to the dead-letter queue's shard"
+        ),
         DeliveryResult::Dropped => tracing::warn!(
             subscription = %delivery.subscription_arn,
             message_id = %delivery.message_id,

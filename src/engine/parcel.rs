@@ -44,11 +44,43 @@ pub struct RelayedCopy {
     pub note_for: Option<NoteFor>,
 }
 
-/// The subscription and publish whose note (`Fate::Relayed`) a relayed copy's fate replaces.
+/// The subscription and publish whose note (`Fate::Relayed`) a relayed copy's fate replaces,
+/// or whose webhook figures it settles.
 #[derive(Clone, Debug, PartialEq)]
 pub struct NoteFor {
     pub subscription_arn: Arc<str>,
     pub message_id: Arc<str>,
+    pub settles: Settles,
+}
+
+/// What a relayed copy's fate settles at its topic's shard.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Settles {
+    /// The publish's note in the subscription's last deliveries.
+    pub delivery_note: bool,
+    /// The webhook subscription's figures, the copy being its dead letter: counted as
+    /// dead-lettered, or as dropped when its dead-letter queue refused it.
+    pub webhook_figures: bool,
+}
+
+impl Settles {
+    /// A publish's copy into a subscribed queue (or its dead-letter queue).
+    pub const DELIVERY_NOTE: Settles = Settles {
+        delivery_note: true,
+        webhook_figures: false,
+    };
+
+    /// As one number, for a note crossing between nodes.
+    pub fn bits(self) -> u8 {
+        u8::from(self.delivery_note) | u8::from(self.webhook_figures) << 1
+    }
+
+    pub fn from_bits(bits: u8) -> Settles {
+        Settles {
+            delivery_note: bits & 1 != 0,
+            webhook_figures: bits & 2 != 0,
+        }
+    }
 }
 
 /// A message moved into a queue of another shard: dead-lettered, or moved out of a

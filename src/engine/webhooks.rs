@@ -8,11 +8,11 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::engine::changes::{self, Change, ChangeLog};
 use crate::engine::guard::{Guard, LoggedLock};
-use crate::engine::parcel::{NoteFor, RelayedCopy};
+use crate::engine::parcel::{NoteFor, RelayedCopy, Settles};
 use crate::engine::queues::{QueueEntry, Queues};
-use crate::engine::relay::Relay;
+use crate::engine::relay::{Relay, Settled};
 use crate::engine::time::Timestamp;
-use crate::engine::topic::recent::DeliveryNote;
+use crate::engine::topic::recent::{DeliveryNote, Fate};
 use crate::engine::topic::{Subscription, Topic};
 use crate::engine::webhook::changes::{OutboxChange, TokenRecord};
 use crate::engine::webhook::delivery::{notification_delivery, NotificationCopy};
@@ -158,8 +158,7 @@ impl Webhooks {
         };
         drop(outbox);
         let queue = dead_letter((queues, relay), &refused, now, noted);
-        self.outbox()
-            .record_failure(&subscription.arn, queue.is_some());
+        self.record_failure(&subscription.arn, &queue);
         match queue {
             Some(queue) => Notified::DeadLettered(queue),
             None => Notified::Dropped,
@@ -219,14 +218,39 @@ impl Webhooks {
                 // Its fate is the attempts' to note, not the publish's.
                 let queue = dead_letter(queues, &delivery, now, false);
                 self.log_outbox(held);
-                self.outbox()
-                    .record_failure(&delivery.subscription_arn, queue.is_some());
+                self.record_failure(&delivery.subscription_arn, &queue);
                 match queue {
                     Some(queue) => AttemptResult::DeadLettered(queue),
                     None => AttemptResult::Dropped,
                 }
             }
         }
+    }
+
+    /// Counts a failed notification as dead-lettered or dropped; one handed to its
+    /// dead-letter queue's shard is counted once that shard says which (`settle`).
+    fn record_failure<W>(&self, subscription_arn: &str, queue: &Option<DeadLetterQueue<W>>) {
+        match queue {
+            Some(None) => {}
+            Some(Some(_)) => self.outbox().record_failure(subscription_arn, true),
+            None => self.outbox().record_failure(subscription_arn, false),
+        }
+    }
+
+    /// Counts a webhook's dead letter that another shard's queue took, or refused, while its
+    /// subscription (`subscribed`) still exists. Best effort, as the notes are kept in memory
+    /// only: a copy its shard read back from its log after a restart settles nothing.
+    pub fn settle(&self, settled: &Settled, subscribed: bool) {
+        if !settled.note_for.settles.webhook_figures || !subscribed {
+            return;
+        }
+        let dead_lettered = match settled.fate {
+            Fate::DeadLettered | Fate::Queued => true,
+            Fate::Failed => false,
+            // No other fate is told of a copy placed in a queue.
+            _ => return,
+        };
+        (self.outbox()).record_failure(&settled.note_for.subscription_arn, dead_lettered);
     }
 
     /// Delivery counters of every HTTP/S subscription that has had traffic.
@@ -337,9 +361,15 @@ fn dead_letter<W: Default>(
             topic_arn: Some(delivery.topic_arn.clone()),
             dead_letter: true,
             envelope: enveloped.map(|envelope| envelope.body),
-            note_for: noted.then(|| NoteFor {
+            // Its fate settles the webhook's figures, and the publish's note when the
+            // publish noted it.
+            note_for: Some(NoteFor {
                 subscription_arn: delivery.subscription_arn.clone(),
                 message_id: delivery.message_id.clone(),
+                settles: Settles {
+                    delivery_note: noted,
+                    webhook_figures: true,
+                },
             }),
             ..RelayedCopy::of(dlq, raw)
         };

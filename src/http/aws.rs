@@ -11,8 +11,9 @@ use axum::response::{IntoResponse, Response};
 
 use super::identity::{self, Caller};
 use super::reply::{credential_scope, early_error, is_json, read_body, respond, usable_host};
+use super::sessions::{self, Session};
 use super::state::HttpState;
-use super::{sessions, sigv4, sts, unsigned};
+use super::{sigv4, sts, unsigned};
 use crate::protocol::{
     encode_error, form, query_params, sns_query, ApiError, ErrorCode, Payload, Protocol,
 };
@@ -114,8 +115,17 @@ pub(super) async fn handle(State(state): State<HttpState>, request: Request) -> 
         Ok(host) => host,
         Err(error) => return early_error(&headers, &error, &request_id),
     };
-    let (_, signing_service) = credential_scope(&headers);
-    let (authenticated, caller) = match signer(&state, &method, &uri, &headers, &body) {
+    let (access_key, signing_service) = credential_scope(&headers);
+    let session = match access_key {
+        Some(key) => match state.sessions.find(key, sts::machine_now()).await {
+            Ok(session) => session,
+            Err(error) => return early_error(&headers, &error, &request_id),
+        },
+        None => None,
+    };
+    let from_session = session.is_some();
+    let signed = (&method, &uri, &headers, &body[..]);
+    let (authenticated, caller) = match signer(&state, signed, session) {
         Ok(who) => who,
         Err(error) => return early_error(&headers, &error, &request_id),
     };
@@ -156,30 +166,27 @@ pub(super) async fn handle(State(state): State<HttpState>, request: Request) -> 
     } else {
         Protocol::Query
     };
-    let (access_key, _) = credential_scope(&headers);
     let asker = sts::Asker {
         ctx: &ctx,
         strict,
         sessions: &state.sessions,
-        access_key,
+        from_session,
     };
     query(service, &uri, &body, (signing_service, answer), asker).await
 }
 
-/// Whether the request is signed, and by whom (`identity`). With `--auth`, a signature that
-/// does not verify is refused; without it, a credential is taken at its word.
+/// Whether the request is signed, and by whom (`identity`), `session` being the temporary
+/// credentials its access key names, if it does. With `--auth`, a signature that does not
+/// verify is refused; without it, a credential is taken at its word.
 fn signer(
     state: &HttpState,
-    method: &Method,
-    uri: &axum::http::Uri,
-    headers: &HeaderMap,
-    body: &[u8],
+    (method, uri, headers, body): (&Method, &axum::http::Uri, &HeaderMap, &[u8]),
+    session: Option<Session>,
 ) -> Result<(bool, Caller), ApiError> {
     let (access_key, _) = credential_scope(headers);
     let authenticated =
         access_key.is_some() || uri.query().is_some_and(|q| q.contains("X-Amz-Signature="));
     let account = state.service.account_id();
-    let session = access_key.and_then(|key| state.sessions.get(key));
     let Some(auth) = &state.auth else {
         if let Some(session) = session {
             return Ok((authenticated, session.caller));
@@ -319,7 +326,7 @@ async fn query(
         .filter(|(k, _)| k != "Action" && k != "Version" && !k.starts_with("X-Amz-"))
         .map(|(k, v)| (k.as_str(), v.as_str()))
         .collect();
-    if let Some(answered) = sts::query(signing_service, &params, &action, &asker) {
+    if let Some(answered) = sts::query(signing_service, &params, &action, &asker).await {
         return answered.unwrap_or_else(|error| fail(Protocol::Query, error));
     }
     let protocol = if is_sns(signing_service, &params, &action) {

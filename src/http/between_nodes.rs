@@ -5,8 +5,9 @@
 //! `POST /_orderly/shard-reset` resets a shard led here as part of a reset of every shard;
 //! `GET /_orderly/shard-read` answers what a shard led here holds on another shard's behalf
 //! (its queues, topics or subscriptions for a listing, its queues naming a dead-letter queue,
-//! its signer's certificate, as a JSON array of texts; one of its queues as a dead-letter
-//! target or move destination, as `DeadLetterTarget`). Only a node of the database may ask:
+//! its signer's certificate, as a JSON array of texts; one of its queues as another shard's
+//! rules read it, as `QueueTarget`, asked as `read=dead-letter-target`, the name nodes of
+//! earlier builds know it by). Only a node of the database may ask:
 //! the request names the node, by the random name it announced itself by in the database
 //! (`X-Orderly-Node`), which the passing-on layer checks before the request gets here
 //! (`FromPeer`).
@@ -23,7 +24,7 @@ use axum::Extension;
 use super::node_headers::{NODE, NOT_SERVED};
 use super::standby::Standby;
 use super::state::HttpState;
-use crate::backend::{Answer, BackendError, DeadLetterTarget, OtherNodes, ResetScope, ShardRead};
+use crate::backend::{Answer, BackendError, OtherNodes, QueueTarget, ResetScope, ShardRead};
 
 pub const PARCELS: &str = "/_orderly/parcels";
 pub const READS: &str = "/_orderly/shard-read";
@@ -179,7 +180,7 @@ pub(super) async fn read(
     let answered = match read_of(&uri) {
         Some((shard, Asked::Names(read))) => (backend.read_for_node(shard, read).await)
             .map(|names| serde_json::to_vec(&names.iter().map(|n| &**n).collect::<Vec<_>>())),
-        Some((shard, Asked::Target(key))) => (backend.dead_letter_target_for_node(shard, &key))
+        Some((shard, Asked::Target(key))) => (backend.queue_target_for_node(shard, &key))
             .await
             .map(|target| serde_json::to_vec(&target)),
         None => return (StatusCode::BAD_REQUEST, "shard and read are asked for").into_response(),
@@ -194,7 +195,7 @@ pub(super) async fn read(
 /// What a `GET /_orderly/shard-read` asks of a shard.
 enum Asked {
     Names(ShardRead),
-    /// A queue as a dead-letter target, by key.
+    /// A queue as another shard's rules read it (`QueueTarget`), by key.
     Target(String),
 }
 
@@ -303,11 +304,7 @@ impl Peers {
 }
 
 impl OtherNodes for Peers {
-    fn dead_letter_target<'a>(
-        &'a self,
-        shard: u32,
-        key: &'a str,
-    ) -> Answer<'a, Option<DeadLetterTarget>> {
+    fn queue_target<'a>(&'a self, shard: u32, key: &'a str) -> Answer<'a, Option<QueueTarget>> {
         Box::pin(async move {
             let leader = self.leader(shard).await?;
             let query = [

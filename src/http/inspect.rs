@@ -190,12 +190,19 @@ pub async fn metrics(State(state): State<HttpState>, headers: HeaderMap) -> Resp
             json!({"message": "storage unavailable"}),
         );
     };
+    // Each queue's policy read once, wherever its shard is led.
+    let mut queues = std::collections::HashMap::new();
     for activity in &scraped.subscriptions {
         let subscription = &activity.subscription;
         let queue = &subscription.endpoint;
-        if subscription.protocol.name() == "sqs"
-            && (service.sns_would_refuse(&activity.topic_arn, queue).await).is_some()
-        {
+        if subscription.protocol.name() != "sqs" {
+            continue;
+        }
+        if !queues.contains_key(queue) {
+            queues.insert(queue.clone(), service.queue_policy(queue).await);
+        }
+        let access = queues[queue].as_ref();
+        if access.is_some_and(|q| q.sns_would_refuse(&activity.topic_arn).is_some()) {
             scraped.aws_would_refuse.push(subscription.arn.clone());
         }
     }

@@ -18,7 +18,7 @@ mod localstack;
 mod node_headers;
 mod reply;
 pub mod server;
-mod sessions;
+pub mod sessions;
 pub mod shard_routing;
 pub mod sigv4;
 pub mod standby;
@@ -47,7 +47,8 @@ pub fn router(
     clock: (&'static str, Option<Arc<crate::clock::ManualClock>>),
     auth: Option<Arc<Auth>>,
 ) -> Router {
-    guarded(routes(service, body, clock, auth), browser)
+    let sessions = Arc::default();
+    guarded(routes(service, body, clock, (auth, sessions)), browser)
 }
 
 /// `routes` behind the browser rules: every request, served here or passed on, is judged by
@@ -64,7 +65,7 @@ pub fn routes(
     service: Arc<Service>,
     body: BodyLimits,
     (scheme, clock_control): (&'static str, Option<Arc<crate::clock::ManualClock>>),
-    auth: Option<Arc<Auth>>,
+    (auth, sessions): (Option<Arc<Auth>>, Arc<sessions::Sessions>),
 ) -> Router {
     Router::new()
         .route("/health", get(|| async { "ok" }))
@@ -131,6 +132,6 @@ pub fn routes(
             scheme,
             auth,
             clock_control,
-            sessions: Default::default(),
+            sessions,
         })
 }

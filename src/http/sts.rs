@@ -24,13 +24,13 @@ pub(super) struct Asker<'a> {
     /// `--auth`: unsigned requests are refused, and temporary credentials issue no more.
     pub strict: bool,
     pub sessions: &'a Sessions,
-    /// The access key the request is signed with.
-    pub access_key: Option<&'a str>,
+    /// Whether the request is signed with temporary credentials.
+    pub from_session: bool,
 }
 
 /// A Query request for STS or for a service Orderly does not serve, answered (or the error to
 /// answer it with); `None` for SQS and SNS. `signing_service` is the credential scope's.
-pub(super) fn query(
+pub(super) async fn query(
     signing_service: Option<&str>,
     params: &[(String, String)],
     action: &str,
@@ -46,8 +46,8 @@ pub(super) fn query(
                 Err(unsigned())
             }
             "GetCallerIdentity" => Ok(identity_xml(ctx)),
-            "AssumeRole" => assume_role(asker, params),
-            "GetSessionToken" => session_token(asker, params),
+            "AssumeRole" => assume_role(asker, params).await,
+            "GetSessionToken" => session_token(asker, params).await,
             other => Err(sts_action_not_served(other)),
         };
         return Some(answered);
@@ -58,7 +58,7 @@ pub(super) fn query(
 
 /// Seconds since the epoch on the machine's clock: credentials expire in real time, as the
 /// SDKs that refresh them count it.
-fn machine_now() -> i64 {
+pub(super) fn machine_now() -> i64 {
     crate::clock::machine_millis() / 1000
 }
 
@@ -95,10 +95,7 @@ fn duration(
 
 /// With `--auth`, only the key file's keys are given temporary credentials.
 fn may_issue(asker: &Asker<'_>) -> Result<(), ApiError> {
-    let from_session = asker
-        .access_key
-        .is_some_and(|key| asker.sessions.get(key).is_some());
-    if asker.strict && from_session {
+    if asker.strict && asker.from_session {
         return Err(ApiError::new(
             ErrorCode::AccessDenied,
             "Temporary credentials cannot be used to get more: sign with a key of the key file.",
@@ -107,7 +104,7 @@ fn may_issue(asker: &Asker<'_>) -> Result<(), ApiError> {
     Ok(())
 }
 
-fn assume_role(asker: &Asker<'_>, params: &[(String, String)]) -> Result<Response, ApiError> {
+async fn assume_role(asker: &Asker<'_>, params: &[(String, String)]) -> Result<Response, ApiError> {
     may_issue(asker)?;
     let role_arn = param(params, "RoleArn").ok_or_else(|| missing("roleArn"))?;
     let session_name =
@@ -140,7 +137,7 @@ fn assume_role(asker: &Asker<'_>, params: &[(String, String)]) -> Result<Respons
         principal: format!("arn:aws:sts::{account}:assumed-role/{role}/{session_name}").into(),
     };
     let now = machine_now();
-    let issued = asker.sessions.issue(caller.clone(), (now, now + seconds))?;
+    let issued = (asker.sessions.issue(caller.clone(), (now, now + seconds))).await?;
     let mut body = String::with_capacity(1024);
     body.push_str(
         "<AssumeRoleResponse xmlns=\"https://sts.amazonaws.com/doc/2011-06-15/\">\
@@ -155,7 +152,10 @@ fn assume_role(asker: &Asker<'_>, params: &[(String, String)]) -> Result<Respons
     Ok(answer_xml("AssumeRoleResponse", body, asker.ctx))
 }
 
-fn session_token(asker: &Asker<'_>, params: &[(String, String)]) -> Result<Response, ApiError> {
+async fn session_token(
+    asker: &Asker<'_>,
+    params: &[(String, String)],
+) -> Result<Response, ApiError> {
     may_issue(asker)?;
     let seconds = duration(params, 900..=129_600, 43_200)?;
     let ctx = asker.ctx;
@@ -165,7 +165,7 @@ fn session_token(asker: &Asker<'_>, params: &[(String, String)]) -> Result<Respo
         principal: ctx.principal.clone(),
     };
     let now = machine_now();
-    let issued = asker.sessions.issue(caller, (now, now + seconds))?;
+    let issued = (asker.sessions.issue(caller, (now, now + seconds))).await?;
     let mut body = String::with_capacity(1024);
     body.push_str(
         "<GetSessionTokenResponse xmlns=\"https://sts.amazonaws.com/doc/2011-06-15/\">\
@@ -182,7 +182,7 @@ fn credentials_xml(issued: &Issued, body: &mut String) {
     body.push_str("</AccessKeyId><SecretAccessKey>");
     body.push_str(&issued.session.secret);
     body.push_str("</SecretAccessKey><SessionToken>");
-    body.push_str(&issued.session.token);
+    body.push_str(&issued.token);
     body.push_str("</SessionToken><Expiration>");
     let expires = crate::engine::Timestamp(issued.session.expires.max(0) as u64 * 1000);
     body.push_str(&crate::service::inspect::rfc3339(expires));

@@ -70,6 +70,24 @@ fn region_of_host(url: &str) -> Option<&str> {
     looks_like_one.then_some(region)
 }
 
+/// Longest a queue's policy is waited for, to say whether AWS would refuse a copy (a listing
+/// or a scrape asks once for each queue another node leads).
+const QUEUE_POLICY_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// A queue's ARN and access policy (`Policy`, `None` when unset).
+#[derive(Clone)]
+pub struct QueuePolicy {
+    arn: String,
+    policy: Option<String>,
+}
+
+impl QueuePolicy {
+    /// Why AWS would not deliver `topic_arn`'s copies into this queue; `None` if it would.
+    pub fn sns_would_refuse(&self, topic_arn: &str) -> Option<String> {
+        sns_would_refuse(self.policy.as_deref(), &self.arn, topic_arn)
+    }
+}
+
 fn access_denied(url: &str) -> ApiError {
     ApiError::new(
         ErrorCode::AccessDenied,
@@ -81,13 +99,24 @@ impl Service {
     /// Why AWS would not deliver `topic_arn`'s copies into the queue `queue_arn`, as its policy
     /// stands now; `None` if it would (or the queue is gone: no copy goes there either way).
     pub async fn sns_would_refuse(&self, topic_arn: &str, queue_arn: &str) -> Option<String> {
+        self.queue_policy(queue_arn)
+            .await?
+            .sns_would_refuse(topic_arn)
+    }
+
+    /// The queue `queue_arn`'s access policy, to judge what AWS would refuse, read wherever
+    /// its shard is led within `QUEUE_POLICY_WAIT`; `None` when it is gone or not known then
+    /// (nor from a node of an earlier build, which does not say).
+    pub async fn queue_policy(&self, queue_arn: &str) -> Option<QueuePolicy> {
         let key = self.namespaces().key_in_arn("sqs", queue_arn)?;
-        let view = self
-            .backend
-            .describe_queue(key, self.clock.now())
-            .await
-            .ok()?;
-        sns_would_refuse(view.config.policy.as_deref(), &view.arn, topic_arn)
+        let read = self.backend.queue_target(key, self.clock.now());
+        let queue = (tokio::time::timeout(QUEUE_POLICY_WAIT, read).await)
+            .ok()?
+            .ok()??;
+        Some(QueuePolicy {
+            arn: self.namespaces().arn("sqs", key),
+            policy: queue.access?.policy,
+        })
     }
 
     /// The key of the queue a queue URL names (`url_place`: its region and account, else the

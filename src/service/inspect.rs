@@ -93,6 +93,8 @@ impl Service {
     /// Every subscription with its settings and what became of its last messages.
     pub async fn subscription_activity(&self) -> Result<Value, ApiError> {
         let mut subscriptions = Vec::new();
+        // Each queue's policy read once, wherever its shard is led.
+        let mut queues = std::collections::HashMap::new();
         for activity in self.backend.subscription_activity().await?.iter() {
             let s = &activity.subscription;
             let recent: Vec<Value> = activity
@@ -108,8 +110,12 @@ impl Service {
                 .collect();
             let aws_would_refuse = match s.protocol.name() {
                 "sqs" => {
-                    self.sns_would_refuse(&activity.topic_arn, &s.endpoint)
-                        .await
+                    if !queues.contains_key(&s.endpoint) {
+                        let access = self.queue_policy(&s.endpoint).await;
+                        queues.insert(s.endpoint.clone(), access);
+                    }
+                    (queues[&s.endpoint].as_ref())
+                        .and_then(|q| q.sns_would_refuse(&activity.topic_arn))
                 }
                 _ => None,
             };

@@ -503,3 +503,98 @@ async fn an_account_allowed_only_to_delete_deletes_nothing_it_did_not_receive() 
         "0"
     );
 }
+
+/// Temporary credentials for `role_arn`, asked of `server` by AssumeRole signed with the key
+/// file's AKIDORDERLY: the access key, the secret and the session token.
+pub(crate) async fn assume_role(server: &Server, role_arn: &str) -> (String, String, String) {
+    use aws_sigv4::http_request::{sign, SignableBody, SignableRequest};
+    let identity =
+        aws_credential_types::Credentials::new("AKIDORDERLY", "secret", None, None, "t").into();
+    let params = aws_sigv4::sign::v4::SigningParams::builder()
+        .identity(&identity)
+        .region("us-east-1")
+        .name("sts")
+        .time(SystemTime::now())
+        .settings(Default::default())
+        .build()
+        .unwrap()
+        .into();
+    let body = common::form_encode(&[
+        ("Action", "AssumeRole"),
+        ("Version", "2011-06-15"),
+        ("RoleArn", role_arn),
+        ("RoleSessionName", "tester"),
+    ]);
+    let (url, host) = (format!("{}/", server.url()), server.addr.to_string());
+    let content_type = "application/x-www-form-urlencoded";
+    let headers = [("host", host.as_str()), ("content-type", content_type)];
+    let signable = SignableRequest::new(
+        "POST",
+        url.as_str(),
+        headers.into_iter(),
+        SignableBody::Bytes(body.as_bytes()),
+    )
+    .unwrap();
+    let (instructions, _) = sign(signable, &params).unwrap().into_parts();
+    let mut request = (reqwest::Client::new().post(&url))
+        .header("content-type", content_type)
+        .body(body.clone());
+    for (name, value) in instructions.headers() {
+        request = request.header(name, value);
+    }
+    let answer = request.send().await.unwrap().text().await.unwrap();
+    let part = |tag: &str| {
+        common::xml_text(&answer, tag)
+            .unwrap_or_else(|| panic!("{tag}: {answer}"))
+            .to_string()
+    };
+    (
+        part("AccessKeyId"),
+        part("SecretAccessKey"),
+        part("SessionToken"),
+    )
+}
+
+/// An SQS client signing with temporary credentials, their session token included or not.
+pub(crate) fn temporary_client(
+    server: &Server,
+    (key, secret, token): &(String, String, String),
+    with_token: bool,
+) -> aws_sdk_sqs::Client {
+    let token = with_token.then(|| token.clone());
+    let credentials = aws_credential_types::Credentials::new(key, secret, token, None, "sts");
+    let config = aws_sdk_sqs::Config::builder()
+        .behavior_version(aws_sdk_sqs::config::BehaviorVersion::latest())
+        .region(aws_sdk_sqs::config::Region::new("us-east-1"))
+        .endpoint_url(server.url())
+        .credentials_provider(credentials)
+        .http_client(common::http_client())
+        .build();
+    aws_sdk_sqs::Client::from_conf(config)
+}
+
+/// With `--auth`, AssumeRole's credentials sign requests as the SDKs sign them (their session
+/// token in `X-Amz-Security-Token`) and act in the role's account; without the token, or with
+/// another secret, they are refused as AWS refuses them.
+#[tokio::test]
+async fn temporary_credentials_sign_requests_in_the_roles_account() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = common::start_with(with_keys(dir.path())).await;
+    let issued = assume_role(&server, "arn:aws:iam::222233334444:role/deployer").await;
+    assert!(issued.0.starts_with("ASIA"), "{issued:?}");
+    let sqs = temporary_client(&server, &issued, true);
+    let created = (sqs.create_queue().queue_name("assumed").send().await).expect("admitted");
+    let url = created.queue_url.unwrap();
+    assert!(url.contains("/222233334444/assumed"), "{url}");
+    let without_token = temporary_client(&server, &issued, false);
+    assert_eq!(error_code(&without_token).await, "InvalidClientTokenId");
+    let forged = (
+        issued.0.clone(),
+        "not-the-secret".to_string(),
+        issued.2.clone(),
+    );
+    assert_eq!(
+        error_code(&temporary_client(&server, &forged, true)).await,
+        "SignatureDoesNotMatch"
+    );
+}

@@ -37,13 +37,13 @@ impl Server {
 
 /// The server's answer to a GET of `path`, read as JSON.
 pub async fn get_json(server: &Server, path: &str) -> serde_json::Value {
-    let text = reqwest::get(format!("{}{path}", server.url()))
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let text = get_text(&format!("{}{path}", server.url())).await;
     serde_json::from_str(&text).unwrap_or_else(|e| panic!("{path}: {e}: {text}"))
+}
+
+/// The body of a GET of `url`.
+pub async fn get_text(url: &str) -> String {
+    reqwest::get(url).await.unwrap().text().await.unwrap()
 }
 
 /// Where the queues' figures are: the server itself, or, when it is a standby, the leader it
@@ -259,6 +259,16 @@ pub async fn start_sharded(count: u32) -> Server {
     let mut config = Config::ephemeral();
     config.shards = count;
     serve(App::bind(&config).await.expect("bind"))
+}
+
+/// As `start_sharded`, with these settings and a clock the test moves.
+pub async fn start_sharded_with_clock(
+    mut config: Config,
+    count: u32,
+    clock: std::sync::Arc<orderly::clock::ManualClock>,
+) -> Server {
+    config.shards = count;
+    serve(App::bind_with_clock(&config, clock).await.expect("bind"))
 }
 
 /// How this run keeps servers' state in PostgreSQL, if it does (`ORDERLY_TEST_STORAGE`).
@@ -528,7 +538,7 @@ pub async fn query(server: &Server, path: &str, params: &[(&str, &str)]) -> (u16
     (status, response.text().await.expect("body"))
 }
 
-fn form_encode(params: &[(&str, &str)]) -> String {
+pub fn form_encode(params: &[(&str, &str)]) -> String {
     let mut out = String::new();
     for (k, v) in params {
         if !out.is_empty() {

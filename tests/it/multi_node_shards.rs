@@ -866,3 +866,30 @@ async fn a_reset_through_one_node_resets_the_shards_the_other_leads_too() {
     second.stop().await;
     first.stop().await;
 }
+
+/// Temporary credentials one node issues are kept in the database: the other node admits a
+/// request signed with them, in the role's account, and goes on admitting them once the node
+/// that issued them stops.
+#[tokio::test]
+async fn temporary_credentials_issued_by_one_node_act_on_the_other_and_outlive_it() {
+    use crate::sts::{ask, GET_CALLER_IDENTITY};
+    let Some(url) = common::fresh_database().await else {
+        return;
+    };
+    let (first, second, _) = two_spread_nodes(&url).await;
+    let assume = "Action=AssumeRole&Version=2011-06-15&RoleSessionName=tester\
+                  &RoleArn=arn%3Aaws%3Aiam%3A%3A111122223333%3Arole%2Fdeployer";
+    let (status, issued) = ask(&first.server, "sts", "AKIDORDERLY", (None, assume)).await;
+    assert_eq!(status, 200, "{issued}");
+    let key = common::xml_text(&issued, "AccessKeyId").expect("a key");
+    let (status, who) = ask(&second.server, "sts", key, (None, GET_CALLER_IDENTITY)).await;
+    assert_eq!(status, 200, "{who}");
+    assert_eq!(common::xml_text(&who, "Account"), Some("111122223333"));
+    first.stop().await;
+    until_spread(&[&second.server], SHARDS, Duration::from_secs(30)).await;
+    let create = "Action=CreateQueue&QueueName=assumed&Version=2012-11-05";
+    let (status, created) = ask(&second.server, "sqs", key, (None, create)).await;
+    assert_eq!(status, 200, "{created}");
+    assert!(created.contains("/111122223333/assumed"), "{created}");
+    second.stop().await;
+}

@@ -862,29 +862,66 @@ async fn with_queue_policies_enforced_a_webhook_dead_letters_only_where_allowed(
     let mut config = orderly::config::Config::ephemeral();
     config.enforce_queue_policies = true;
     let server = common::start_with_clock(config, common::manual_clock()).await;
+    dead_letters_only_where_allowed(&server, ["policed", "open-dlq", "closed-dlq"]).await;
+}
+
+/// As above, each dead-letter queue in a shard of its own, not the topic's: the copy the
+/// closed one refuses is counted as dropped once its shard says so.
+#[tokio::test]
+async fn a_webhooks_dead_letter_refused_in_another_shard_is_counted_as_dropped() {
+    use crate::shards::{name_in, SHARDS};
+    let mut config = orderly::config::Config::ephemeral();
+    config.enforce_queue_policies = true;
+    let server = common::start_sharded_with_clock(config, SHARDS, common::manual_clock()).await;
+    let names = [
+        name_in("policed", "", 0),
+        name_in("open-dlq", "", 1),
+        name_in("closed-dlq", "", 2),
+    ];
+    dead_letters_only_where_allowed(&server, names.each_ref().map(|n| n.as_str())).await;
+}
+
+/// A topic `names[0]` with webhooks that always fail, dead-lettering into a queue whose policy
+/// lets SNS in (`names[1]`) and one without a policy (`names[2]`), with queue policies enforced.
+async fn dead_letters_only_where_allowed(server: &Server, names: [&str; 3]) {
+    let [topic_name, open_name, closed_name] = names;
     let receiver = Receiver::start().await;
-    let topic = topic(&server, "policed", &[]).await;
+    let topic = topic(server, topic_name, &[]).await;
     let allowing = format!(
-        r#"{{"Statement":[{{"Effect":"Allow","Principal":{{"Service":"sns.amazonaws.com"}},"Action":"sqs:SendMessage","Resource":"arn:aws:sqs:us-east-1:000000000000:open-dlq","Condition":{{"ArnEquals":{{"aws:SourceArn":"{topic}"}}}}}}]}}"#
+        r#"{{"Statement":[{{"Effect":"Allow","Principal":{{"Service":"sns.amazonaws.com"}},"Action":"sqs:SendMessage","Resource":"arn:aws:sqs:us-east-1:000000000000:{open_name}","Condition":{{"ArnEquals":{{"aws:SourceArn":"{topic}"}}}}}}]}}"#
     );
-    let open = common::create_queue(&server, "open-dlq", &[("Policy", &allowing)]).await;
-    let closed = common::create_queue(&server, "closed-dlq", &[]).await;
-    for (path, dlq) in [("/open", "open-dlq"), ("/closed", "closed-dlq")] {
+    let open = common::create_queue(server, open_name, &[("Policy", &allowing)]).await;
+    let closed = common::create_queue(server, closed_name, &[]).await;
+    for (path, dlq) in [("/open", open_name), ("/closed", closed_name)] {
         let redrive =
             format!(r#"{{"deadLetterTargetArn":"arn:aws:sqs:us-east-1:000000000000:{dlq}"}}"#);
         let attributes = [("RedrivePolicy", redrive.as_str())];
-        let confirmation = subscribe_http(&server, &receiver, &topic, path, &attributes).await;
-        confirm(&server, &confirmation).await;
+        let confirmation = subscribe_http(server, &receiver, &topic, path, &attributes).await;
+        confirm(server, &confirmation).await;
     }
     receiver.always("/open", 404);
     receiver.always("/closed", 404);
-    publish(&server, &topic, "refused").await;
+    publish(server, &topic, "refused").await;
     let _ = [receiver.next().await, receiver.next().await];
-    let dead = wait_for_messages(&server, &open, 1).await;
+    let dead = wait_for_messages(server, &open, 1).await;
     assert_eq!(
         serde_json::from_str::<serde_json::Value>(&dead[0]).unwrap()["Message"],
         "refused"
     );
-    wait_for_count(&server, "Dropped", 1).await;
-    assert!(common::drain(&server, &closed).await.is_empty());
+    wait_for_count(server, "Dropped", 1).await;
+    wait_for_count(server, "DeadLettered", 1).await;
+    assert!(common::drain(server, &closed).await.is_empty());
+    let stats = webhook_stats(server).await;
+    let counted = |counter: &str| -> Vec<u64> {
+        let mut each: Vec<u64> = (stats["Subscriptions"].as_array().unwrap().iter())
+            .map(|s| s[counter].as_u64().unwrap())
+            .collect();
+        each.sort_unstable();
+        each
+    };
+    // Each failure counted once, by the subscription it failed.
+    assert_eq!(
+        (counted("Dropped"), counted("DeadLettered")),
+        (vec![0, 1], vec![0, 1])
+    );
 }

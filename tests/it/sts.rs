@@ -5,7 +5,7 @@
 use crate::common::{signed, start, xml_text};
 
 /// A request for `service` with `body` (form or JSON, by `target`), signed with `key`.
-async fn ask(
+pub(crate) async fn ask(
     server: &crate::common::Server,
     service: &str,
     key: &str,
@@ -30,7 +30,7 @@ async fn ask(
     (status, answer.text().await.expect("a body"))
 }
 
-const GET_CALLER_IDENTITY: &str = "Action=GetCallerIdentity&Version=2011-06-15";
+pub(crate) const GET_CALLER_IDENTITY: &str = "Action=GetCallerIdentity&Version=2011-06-15";
 
 #[tokio::test]
 async fn get_caller_identity_names_the_keys_account_and_user() {

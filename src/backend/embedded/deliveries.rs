@@ -63,12 +63,11 @@ impl Deliveries for Embedded {
             let result = match self.engine.finish_delivery(attempt, outcome, now) {
                 AttemptResult::Delivered => DeliveryResult::Delivered,
                 AttemptResult::Retrying(at) => DeliveryResult::Retrying(at),
-                AttemptResult::DeadLettered(queue) => {
-                    if let Some(queue) = queue {
-                        queue.waiters.notify_one();
-                    }
+                AttemptResult::DeadLettered(Some(queue)) => {
+                    queue.waiters.notify_one();
                     DeliveryResult::DeadLettered
                 }
+                AttemptResult::DeadLettered(None) => DeliveryResult::ToDeadLetterShard,
                 AttemptResult::Dropped => DeliveryResult::Dropped,
                 AttemptResult::ConfirmationFailed => DeliveryResult::ConfirmationFailed,
                 AttemptResult::Gone => DeliveryResult::Gone,

@@ -70,9 +70,11 @@ impl Embedded {
         self.engine.relay.depths().is_empty()
     }
 
-    /// Notes in this shard's topics what became of copies relayed from them.
+    /// Notes in this shard's topics, and their webhooks' figures, what became of copies
+    /// relayed from them.
     pub fn settle(&self, settled: &Settled) {
-        self.engine.topics.settle(settled);
+        let subscribed = self.engine.topics.settle(settled);
+        self.engine.webhooks.settle(settled, subscribed);
     }
 
     /// The number of the last parcel made here for shard `to` (0: none).

@@ -14,7 +14,7 @@ use std::time::Duration;
 use super::{Sharded, CARRIED_AT_ONCE};
 use crate::backend::embedded::Embedded;
 use crate::backend::{
-    led_elsewhere, Answer, BackendError, BackendResult, DeadLetterTarget, OtherNodes, QueueAdmin,
+    led_elsewhere, Answer, BackendError, BackendResult, OtherNodes, QueueAdmin, QueueTarget,
     ShardRead, Topics,
 };
 use crate::backend::{Inspection, SubscriptionActivity};
@@ -99,9 +99,9 @@ async fn target_here(
     shard: &Embedded,
     key: &str,
     now: Timestamp,
-) -> BackendResult<Option<DeadLetterTarget>> {
+) -> BackendResult<Option<QueueTarget>> {
     match shard.describe_queue(key, now).await {
-        Ok(view) => Ok(Some(DeadLetterTarget::of(&view.config))),
+        Ok(view) => Ok(Some(QueueTarget::of(&view.config))),
         Err(BackendError::Rejected(_)) => Ok(None),
         Err(error) => Err(error),
     }
@@ -168,27 +168,27 @@ impl Sharded {
         }
     }
 
-    /// The queue `key` as a dead-letter target, from its shard here or the node leading it;
-    /// `None` when it does not exist.
-    pub(super) async fn dead_letter_target(
+    /// The queue `key` as another shard's rules read it, from its shard here or the node
+    /// leading it; `None` when it does not exist.
+    pub(super) async fn target_of(
         &self,
         key: &str,
         now: Timestamp,
-    ) -> BackendResult<Option<DeadLetterTarget>> {
+    ) -> BackendResult<Option<QueueTarget>> {
         let n = Shard::of(self.count(), key);
         match (&self.slots[n as usize], &self.elsewhere) {
             (Some(shard), _) => target_here(shard, key, now).await,
-            (None, Some(nodes)) => nodes.dead_letter_target(n, key).await,
+            (None, Some(nodes)) => nodes.queue_target(n, key).await,
             (None, None) => Err(led_elsewhere::across(n)),
         }
     }
 
-    /// What `Work::dead_letter_target_for_node` answers: shard `n` must be led here.
+    /// What `Work::queue_target_for_node` answers: shard `n` must be led here.
     pub(super) fn target_for<'a>(
         &'a self,
         n: u32,
         key: &'a str,
-    ) -> Answer<'a, Option<DeadLetterTarget>> {
+    ) -> Answer<'a, Option<QueueTarget>> {
         Box::pin(async move {
             match self.slots.get(n as usize) {
                 Some(Some(shard)) => target_here(shard, key, self.clock.now()).await,

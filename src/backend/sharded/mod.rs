@@ -301,11 +301,11 @@ impl Work for Sharded {
         self.read_for(shard, read)
     }
 
-    fn dead_letter_target_for_node<'a>(
+    fn queue_target_for_node<'a>(
         &'a self,
         shard: u32,
         key: &'a str,
-    ) -> Answer<'a, Option<super::DeadLetterTarget>> {
+    ) -> Answer<'a, Option<super::QueueTarget>> {
         self.target_for(shard, key)
     }
 

@@ -32,7 +32,7 @@ impl MoveTasks for Sharded {
             if let Some(key) = destination {
                 if Shard::of(self.count(), key) != home.shard() {
                     let now = self.clock.now();
-                    let found = self.dead_letter_target(key, now).await?;
+                    let found = self.target_of(key, now).await?;
                     elsewhere.destination_fifo = found.map(|found| found.fifo);
                 }
             }

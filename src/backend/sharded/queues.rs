@@ -36,7 +36,7 @@ impl Sharded {
         {
             return Ok(());
         }
-        let found = (self.dead_letter_target(target, now).await?).map(|found| found.config(now));
+        let found = (self.target_of(target, now).await?).map(|found| found.config(now));
         let source_arn = self.namespaces.arn("sqs", key);
         Ok(check_dead_letter_target(
             config,
@@ -115,6 +115,14 @@ impl QueueAdmin for Sharded {
 
     fn edit_queue_policy<'a>(&'a self, key: &'a str, edit: PolicyEdit) -> Answer<'a, ()> {
         on(self.of_key(key), |shard| shard.edit_queue_policy(key, edit))
+    }
+
+    fn queue_target<'a>(
+        &'a self,
+        key: &'a str,
+        now: Timestamp,
+    ) -> Answer<'a, Option<crate::backend::QueueTarget>> {
+        Box::pin(self.target_of(key, now))
     }
 
     fn dead_letter_sources<'a>(&'a self, key: &'a str) -> Answer<'a, Vec<Arc<str>>> {

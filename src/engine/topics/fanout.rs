@@ -12,7 +12,7 @@ use std::sync::Arc;
 use crate::engine::body::Body;
 use crate::engine::error::EngineResult;
 use crate::engine::message::MessageAttributes;
-use crate::engine::parcel::{NoteFor, RelayedCopy};
+use crate::engine::parcel::{NoteFor, RelayedCopy, Settles};
 use crate::engine::queues::{QueueEntry, Queues};
 use crate::engine::relay::Relay;
 use crate::engine::time::Timestamp;
@@ -372,6 +372,7 @@ impl Addressed<'_> {
             note_for: (!self.message.replayed).then(|| NoteFor {
                 subscription_arn: self.subscription.arn.clone(),
                 message_id: self.message.publication.message_id.clone(),
+                settles: Settles::DELIVERY_NOTE,
             }),
             dead_letter_arn: dead_letter_arn.map(Arc::from),
             dead_letter,

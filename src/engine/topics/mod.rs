@@ -258,21 +258,26 @@ impl Topics {
             .collect()
     }
 
-    /// Puts in a subscription's note what became of a copy relayed to another shard (nothing
-    /// if the topic or subscription is gone meanwhile).
-    pub fn settle(&self, settled: &crate::engine::relay::Settled) {
+    /// Puts in a subscription's note what became of a copy relayed to another shard, if the
+    /// copy settles one (nothing if the topic or subscription is gone meanwhile). Answers
+    /// whether the subscription still exists.
+    pub fn settle(&self, settled: &crate::engine::relay::Settled) -> bool {
         let Ok(entry) = self.get(&settled.topic_arn) else {
-            return;
+            return false;
         };
         let topic = entry.lock();
         let note_for = &settled.note_for;
-        if let Some(subscription) =
+        let Some(subscription) =
             (topic.subscriptions.iter()).find(|s| s.arn == note_for.subscription_arn)
-        {
+        else {
+            return false;
+        };
+        if note_for.settles.delivery_note {
             subscription
                 .recent
                 .settle(&note_for.message_id, settled.fate);
         }
+        true
     }
 
     /// Topic ARNs, sorted by name.

@@ -24,6 +24,7 @@ pub mod placement;
 mod recovery;
 pub mod replication;
 mod schema;
+pub mod sessions;
 mod snapshots;
 pub mod survey;
 mod table_log;

@@ -24,6 +24,10 @@
 //!   snapshot is numbered at random when its writing starts), and `log_snapshot_chunks`, its
 //!   bytes in order, as a snapshot file holds them. Chunks of a snapshot never finished are
 //!   dropped when the shard's next one is kept.
+//! - `log_sessions`: the temporary credentials STS issued (`sessions`), until they expire: each
+//!   access key with its secret, its session token's SHA-256 digest and whom it acts as.
+//!   Made by any start of a build that keeps them, with no change of version: a node of an
+//!   earlier build leaves the table alone (and keeps its own credentials in its process).
 //!
 //! Version 2 had one log and one lease (`log_leader`) and kept the snapshot's number in
 //! `log_home`: it is upgraded in place to a database of one shard, its log shard 0's. A
@@ -89,6 +93,15 @@ CREATE TABLE IF NOT EXISTS log_nodes (
     node text PRIMARY KEY,
     url text NOT NULL,
     seen timestamptz NOT NULL
+);
+CREATE TABLE IF NOT EXISTS log_sessions (
+    access_key text PRIMARY KEY,
+    secret text NOT NULL,
+    token_sha256 bytea NOT NULL,
+    account text NOT NULL,
+    user_id text NOT NULL,
+    principal text NOT NULL,
+    expires bigint NOT NULL
 );
 ";
 

@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 use super::relay::DiskParcelChange;
 use super::topic::DiskSubscription;
 use super::{FormatError, VERSION};
-use crate::engine::parcel::{Contents, NoteFor, Parcel, ParcelChange};
+use crate::engine::parcel::{Contents, NoteFor, Parcel, ParcelChange, Settles};
 use crate::engine::queue::inspect::QueueOverview;
 use crate::engine::queue::{Activity, Counts};
 use crate::engine::relay::Settled;
@@ -22,10 +22,19 @@ use crate::engine::topic::recent::{DeliveryNote, Fate};
 use crate::engine::topic::Subscription;
 use crate::engine::Timestamp;
 
+/// A copy's note as an earlier build hands it on: its subscription's ARN and its message id,
+/// for a publish's note only.
+type CopyNote<'a> = Option<(&'a str, &'a str)>;
+
+/// A copy's note as it crosses: its subscription's ARN, its message id and what it settles
+/// (`Settles::bits`).
+type SettlingNote<'a> = Option<(&'a str, &'a str, u8)>;
+
 /// Parcels for shard `to` as one node hands them to another (the destination's leader pulls
 /// them from the source's): this build's format version, then each parcel as a log record
-/// holds it, then the note each copy settles at its topic (kept in memory only, so not in the
-/// log's records).
+/// holds it, then the notes each copy settles at its topic (kept in memory only, so not in the
+/// log's records) twice: first those that settle a publish's note, as an earlier build reads
+/// them (it reads no further), then every note with what it settles.
 pub fn encode_parcels(to: u32, parcels: &[Parcel]) -> postcard::Result<Vec<u8>> {
     let changes: Vec<ParcelChange> = (parcels.iter())
         .map(|parcel| ParcelChange::Sent {
@@ -34,15 +43,30 @@ pub fn encode_parcels(to: u32, parcels: &[Parcel]) -> postcard::Result<Vec<u8>> 
         })
         .collect();
     let disk: Vec<DiskParcelChange<'_>> = changes.iter().map(DiskParcelChange::from).collect();
-    let notes: Vec<Option<(&str, &str)>> = (parcels.iter())
-        .map(|parcel| match &*parcel.contents {
-            Contents::Copy(copy) => {
-                (copy.note_for.as_ref()).map(|note| (&*note.subscription_arn, &*note.message_id))
-            }
-            _ => None,
+    let note_of = |parcel: &'_ Parcel| match &*parcel.contents {
+        Contents::Copy(copy) => copy.note_for.clone(),
+        _ => None,
+    };
+    let notes: Vec<Option<NoteFor>> = parcels.iter().map(note_of).collect();
+    let earlier: Vec<CopyNote<'_>> = (notes.iter())
+        .map(|note| {
+            (note.as_ref())
+                .filter(|note| note.settles.delivery_note)
+                .map(|note| (&*note.subscription_arn, &*note.message_id))
         })
         .collect();
-    postcard::to_stdvec(&(u32::from(VERSION), disk, notes))
+    let settling: Vec<SettlingNote<'_>> = (notes.iter())
+        .map(|note| {
+            (note.as_ref()).map(|note| {
+                (
+                    &*note.subscription_arn,
+                    &*note.message_id,
+                    note.settles.bits(),
+                )
+            })
+        })
+        .collect();
+    postcard::to_stdvec(&(u32::from(VERSION), disk, earlier, settling))
 }
 
 /// The parcels `encode_parcels` wrote for shard `to`, each copy with its note; refused when
@@ -53,9 +77,17 @@ pub fn decode_parcels(to: u32, bytes: &[u8]) -> Result<Vec<Parcel>, FormatError>
     let rest = version_checked(bytes, what)?;
     let (disk, rest) =
         postcard::take_from_bytes::<Vec<DiskParcelChange<'_>>>(rest).map_err(damaged)?;
-    // A node of an earlier build sends no notes: its copies settle none.
-    let notes: Vec<Option<(&str, &str)>> = if rest.is_empty() {
-        vec![None; disk.len()]
+    // A node of an earlier build sends no notes (its copies settle none), or only the notes
+    // of publishes.
+    let (earlier, rest): (Vec<CopyNote<'_>>, &[u8]) = if rest.is_empty() {
+        (vec![None; disk.len()], rest)
+    } else {
+        postcard::take_from_bytes(rest).map_err(damaged)?
+    };
+    let notes: Vec<SettlingNote<'_>> = if rest.is_empty() {
+        (earlier.into_iter())
+            .map(|note| note.map(|(s, m)| (s, m, Settles::DELIVERY_NOTE.bits())))
+            .collect()
     } else {
         postcard::from_bytes(rest).map_err(damaged)?
     };
@@ -70,12 +102,13 @@ pub fn decode_parcels(to: u32, bytes: &[u8]) -> Result<Vec<Parcel>, FormatError>
                 to: sent_to,
                 mut parcel,
             } if sent_to == to => {
-                if let (Some((subscription_arn, message_id)), Some(Contents::Copy(copy))) =
+                if let (Some((subscription_arn, message_id, settles)), Some(Contents::Copy(copy))) =
                     (note, Arc::get_mut(&mut parcel.contents))
                 {
                     copy.note_for = Some(NoteFor {
                         subscription_arn: subscription_arn.into(),
                         message_id: message_id.into(),
+                        settles: Settles::from_bits(settles),
                     });
                 }
                 Ok(parcel)
@@ -252,10 +285,12 @@ pub fn decode_listed_activity(text: &str) -> Result<ListedActivity, FormatError>
 }
 
 /// What became of copies pulled from another node, for the notes their topics' shard keeps,
-/// as the destination's node hands them back: this build's format version, then each as
-/// (topic ARN, subscription ARN, message id, fate).
+/// as the destination's node hands them back: this build's format version, then those that
+/// settle a publish's note as an earlier build reads them (topic ARN, subscription ARN,
+/// message id, fate; it reads no further), then each with what it settles (`Settles::bits`).
 pub fn encode_settled(settled: &[Settled]) -> postcard::Result<Vec<u8>> {
-    let notes: Vec<(&str, &str, &str, u8)> = (settled.iter())
+    let earlier: Vec<(&str, &str, &str, u8)> = (settled.iter())
+        .filter(|s| s.note_for.settles.delivery_note)
         .map(|s| {
             let note = &s.note_for;
             let fate = fate_number(s.fate);
@@ -267,15 +302,35 @@ pub fn encode_settled(settled: &[Settled]) -> postcard::Result<Vec<u8>> {
             )
         })
         .collect();
-    postcard::to_stdvec(&(u32::from(VERSION), notes))
+    let notes: Vec<(&str, &str, &str, u8, u8)> = (settled.iter())
+        .map(|s| {
+            let note = &s.note_for;
+            let (fate, settles) = (fate_number(s.fate), note.settles.bits());
+            let (subscription_arn, message_id) = (&*note.subscription_arn, &*note.message_id);
+            (&*s.topic_arn, subscription_arn, message_id, fate, settles)
+        })
+        .collect();
+    postcard::to_stdvec(&(u32::from(VERSION), earlier, notes))
 }
 
 /// The notes `encode_settled` wrote; refused when of another format version, or damaged.
 pub fn decode_settled(bytes: &[u8]) -> Result<Vec<Settled>, FormatError> {
     let what = "copies settled on another node";
-    let notes = versioned::<Vec<(&str, &str, &str, u8)>>(bytes, what)?;
-    (notes.into_iter())
-        .map(|(topic_arn, subscription_arn, message_id, fate)| {
+    let damaged = |e: postcard::Error| FormatError::Damaged(format!("{what}: {e}"));
+    let rest = version_checked(bytes, what)?;
+    let (earlier, rest) =
+        postcard::take_from_bytes::<Vec<(&str, &str, &str, u8)>>(rest).map_err(damaged)?;
+    // From a node of an earlier build, each settles a publish's note.
+    let notes: Vec<(&str, &str, &str, u8, u8)> = if rest.is_empty() {
+        (earlier.into_iter())
+            .map(|(t, s, m, fate)| (t, s, m, fate, Settles::DELIVERY_NOTE.bits()))
+            .collect()
+    } else {
+        postcard::from_bytes(rest).map_err(damaged)?
+    };
+    notes
+        .into_iter()
+        .map(|(topic_arn, subscription_arn, message_id, fate, settles)| {
             let fate = (Fate::ALL.get(fate as usize).copied())
                 .ok_or_else(|| FormatError::Damaged(format!("{what}: no fate numbered {fate}")))?;
             Ok(Settled {
@@ -283,6 +338,7 @@ pub fn decode_settled(bytes: &[u8]) -> Result<Vec<Settled>, FormatError> {
                 note_for: NoteFor {
                     subscription_arn: subscription_arn.into(),
                     message_id: message_id.into(),
+                    settles: Settles::from_bits(settles),
                 },
                 fate,
             })
@@ -425,12 +481,33 @@ mod tests {
             note_for: NoteFor {
                 subscription_arn: "arn:aws:sns:us-east-1:000000000000:t.fifo:1".into(),
                 message_id: "m".into(),
+                settles: Settles {
+                    delivery_note: false,
+                    webhook_figures: true,
+                },
             },
             fate: Fate::DeadLettered,
         }];
         let bytes = encode_settled(&settled).unwrap();
         assert_eq!(decode_settled(&bytes).unwrap(), settled);
         assert!(decode_settled(&bytes[..bytes.len() - 1]).is_err());
+        // A node of an earlier build reads no note that settles only a webhook's figures:
+        // it would take it for a publish's.
+        let (_, read_then): (u32, Vec<(&str, &str, &str, u8)>) =
+            postcard::from_bytes(&bytes).unwrap();
+        assert!(read_then.is_empty());
+        // From a node of an earlier build, which says nothing of what each settles: a
+        // publish's note.
+        let note = &settled[0].note_for;
+        let earlier = vec![(
+            &*settled[0].topic_arn,
+            &*note.subscription_arn,
+            &*note.message_id,
+            fate_number(Fate::DeadLettered),
+        )];
+        let earlier = postcard::to_stdvec(&(u32::from(VERSION), earlier)).unwrap();
+        let back = decode_settled(&earlier).unwrap();
+        assert_eq!(back[0].note_for.settles, Settles::DELIVERY_NOTE);
     }
 
     #[test]
@@ -453,6 +530,10 @@ mod tests {
         let note = NoteFor {
             subscription_arn: "arn:aws:sns:us-east-1:000000000000:t.fifo:1".into(),
             message_id: "m-1".into(),
+            settles: Settles {
+                delivery_note: true,
+                webhook_figures: true,
+            },
         };
         let copy = crate::engine::parcel::RelayedCopy {
             queue_arn: "arn:aws:sqs:us-east-1:000000000000:q.fifo".into(),
@@ -478,12 +559,22 @@ mod tests {
             panic!("a copy");
         };
         assert_eq!((back[0].seq, copy.note_for.as_ref()), (7, Some(&note)));
-        // From a node of an earlier build, which sends no notes: the copy settles none.
         let changes = [ParcelChange::Sent {
             to: 3,
             parcel: back[0].clone(),
         }];
         let disk: Vec<DiskParcelChange<'_>> = changes.iter().map(DiskParcelChange::from).collect();
+        // From a node of an earlier build whose notes say nothing of what they settle: a
+        // publish's note.
+        let notes = vec![Some((&*note.subscription_arn, &*note.message_id))];
+        let earlier = postcard::to_stdvec(&(u32::from(VERSION), &disk, notes)).unwrap();
+        let back_then = decode_parcels(3, &earlier).unwrap();
+        let Contents::Copy(copy) = &*back_then[0].contents else {
+            panic!("a copy");
+        };
+        let settles = copy.note_for.as_ref().map(|note| note.settles);
+        assert_eq!(settles, Some(Settles::DELIVERY_NOTE));
+        // From one earlier still, which sends no notes: the copy settles none.
         let earlier = postcard::to_stdvec(&(u32::from(VERSION), disk)).unwrap();
         let back = decode_parcels(3, &earlier).unwrap();
         let Contents::Copy(copy) = &*back[0].contents else {
