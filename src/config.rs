@@ -171,9 +171,9 @@ pub struct Config {
     /// With --storage and more than one shard: each node leads its share of the shards among
     /// the live nodes and passes requests for the others to their leaders, instead of one node
     /// leading them all; what crosses shards led by different nodes is pulled by the
-    /// destination's leader, and listings ask each shard's leader. Unfinished: ListSubscriptions
-    /// over every topic, the inspection endpoints and a reset are refused, and a node whose
-    /// share moves starts over rather than hand one shard off.
+    /// destination's leader, and listings, the inspection endpoints and a reset ask each
+    /// shard's leader. Unfinished: a node whose share moves starts over rather than hand one
+    /// shard off.
     #[arg(long, env = "ORDERLY_SPREAD_SHARDS", value_parser = BoolishValueParser::new())]
     pub spread_shards: bool,
     /// When the log is synced to disk: `always` (before answering; survives power loss),

@@ -47,6 +47,7 @@ use crate::engine::topic::{Publication, PublishRequest, Subscription};
 pub use crate::engine::topics::TopicActivity;
 use crate::engine::webhook::outbox::{Attempt, LaneStats, Outcome};
 use crate::engine::{EngineError, EngineResult, QueueConfig, Timestamp};
+use crate::persist::format::between_nodes::PairPull;
 
 #[derive(Debug, Error)]
 pub enum BackendError {
@@ -333,10 +334,11 @@ pub trait Work: Send + Sync {
     /// Completes once nothing made so far waits to cross shards (at once with one shard): what
     /// a test waits for before it looks for a copy in another shard's queue.
     fn carried(&self) -> Answer<'_, ()>;
-    /// For the leader of shard `to`, another node: up to `max` parcels shard `from` (led here)
-    /// holds for it after number `after`, once this node's log holds them, waiting up to
-    /// `wait` for one, encoded as the log encodes them; those up to `after` (which `to` has
-    /// applied) are forgotten here.
+    /// For the leader of shard `to`, another node of an earlier build, which pulls each pair
+    /// of shards on its own: up to `max` parcels shard `from` (led here) holds for it after
+    /// number `after`, once this node's log holds them, waiting up to `wait` for one, encoded
+    /// as the log encodes them; those up to `after` (which `to` has applied) are forgotten
+    /// here.
     fn parcels_for_node(
         &self,
         from: u32,
@@ -345,6 +347,20 @@ pub trait Work: Send + Sync {
         wait: std::time::Duration,
     ) -> Answer<'_, Vec<u8>> {
         let _ = (to, after, max, wait);
+        Box::pin(std::future::ready(Err(BackendError::Across(from))))
+    }
+    /// For another node: for each of `pairs` whose source shard is led here and destination
+    /// is not, the parcels after the one the destination applied (those up to it forgotten
+    /// here), up to `max` in all, at once when any pair has some, else once one is made or
+    /// `wait` passes; encoded as `persist::format::between_nodes::encode_pulled` encodes them.
+    fn parcels_for_pairs(
+        &self,
+        pairs: Vec<PairPull>,
+        max: usize,
+        wait: std::time::Duration,
+    ) -> Answer<'_, Vec<u8>> {
+        let _ = (max, wait);
+        let from = pairs.first().map_or(0, |pair| pair.from);
         Box::pin(std::future::ready(Err(BackendError::Across(from))))
     }
     /// For another node: `read` of shard `shard`, led here.
@@ -447,10 +463,18 @@ pub trait OtherNodes: Send + Sync {
     /// The queue `key` of shard `shard` as another shard's rules read it (`None` when it does
     /// not exist), answered by the node leading it.
     fn queue_target<'a>(&'a self, shard: u32, key: &'a str) -> Answer<'a, Option<QueueTarget>>;
-    /// Up to `max` parcels shard `from` holds for shard `to` after number `after` (which `to`
-    /// has applied, so the source may forget them), waiting a while for one, as
-    /// `Work::parcels_for_node` encoded them there.
-    fn pull(&self, from: u32, to: u32, after: u64, max: usize) -> Answer<'_, bytes::Bytes>;
+    /// Each shard's leader's URL as last read, shard n's at index n (empty while not known).
+    fn leaders(&self) -> Vec<String>;
+    /// Asks the node at `leader` for the parcels of each of `pairs` (each source shard led
+    /// there, each destination here; those up to the one it names as applied may be
+    /// forgotten there), up to `max` in all, waiting a while for one, as
+    /// `Work::parcels_for_pairs` encoded them there.
+    fn pull<'a>(
+        &'a self,
+        leader: &'a str,
+        pairs: &'a [PairPull],
+        max: usize,
+    ) -> Answer<'a, bytes::Bytes>;
     /// Resets shard `shard` as `Inspection::reset` resets every shard, at the node leading it.
     fn reset(&self, shard: u32, scope: ResetScope) -> Answer<'_, ()>;
     /// Tells the node leading shard `shard` what became of copies from its topics, as
@@ -560,6 +584,11 @@ pub trait Inspection: Send + Sync {
     fn forget_captured(&self, ids: Vec<u64>) -> Answer<'_, ()>;
     /// Parcels waiting to cross from one shard to another, by (from, to); none with one shard.
     fn relay_waiting(&self) -> Answer<'_, Vec<RelayWaiting>>;
+    /// What became of copies taken here from another node's shards, not yet told to the node
+    /// leading their topic's shard: how many.
+    fn fates_untold(&self) -> usize {
+        0
+    }
     /// The queues, topics and subscriptions of the shards this node leads, for the figures a
     /// node gives of its own (`/metrics`, summed over nodes): every one but on a node that
     /// leads part of a database's shards.

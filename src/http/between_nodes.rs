@@ -1,7 +1,8 @@
 //! What nodes leading different shards of one database ask one another (`Peers` is the asking
-//! side): `GET /_orderly/parcels` answers the parcels a shard led here holds for a shard
-//! another node leads, as the backend encodes them, and forgets what the asker says it
-//! applied; `POST /_orderly/settled` takes back what became of copies a shard led here made;
+//! side): `POST /_orderly/parcels` answers, for every pair of shards between this node and the
+//! asking one, the parcels a shard led here holds for a shard the asker leads, as the backend
+//! encodes them, and forgets what the asker says it applied (`GET /_orderly/parcels` answers
+//! one pair so, for a node of an earlier build); `POST /_orderly/settled` takes back what became of copies a shard led here made;
 //! `POST /_orderly/shard-reset` resets a shard led here as part of a reset of every shard;
 //! `GET /_orderly/shard-read` answers what a shard led here holds on another shard's behalf
 //! (its queues, topics or subscriptions for a listing, its queues naming a dead-letter queue,
@@ -25,6 +26,7 @@ use super::node_headers::{NODE, NOT_SERVED};
 use super::standby::Standby;
 use super::state::HttpState;
 use crate::backend::{Answer, BackendError, OtherNodes, QueueTarget, ResetScope, ShardRead};
+use crate::persist::format::between_nodes::{decode_pull, encode_pull, PairPull};
 
 pub const PARCELS: &str = "/_orderly/parcels";
 pub const READS: &str = "/_orderly/shard-read";
@@ -80,7 +82,8 @@ fn unless_from_peer(peer: Option<Extension<FromPeer>>) -> Option<Response> {
     peer.is_none().then(|| refused.into_response())
 }
 
-/// `GET /_orderly/parcels?from=F&to=T&after=A&max=M`.
+/// `GET /_orderly/parcels?from=F&to=T&after=A&max=M`: one pair, as a node of an earlier build
+/// pulls.
 pub(super) async fn parcels(
     State(state): State<HttpState>,
     peer: Option<Extension<FromPeer>>,
@@ -102,6 +105,36 @@ pub(super) async fn parcels(
         .parcels_for_node(pull.from, pull.to, limits, PULL_WAIT)
         .await
     {
+        Ok(bytes) => (StatusCode::OK, bytes).into_response(),
+        Err(error) => refused(error),
+    }
+}
+
+/// Largest pull a node takes: its pairs of shards (a shard led here, one led by the asking
+/// node) take a few bytes each.
+const MOST_PULL_BYTES: usize = 8 << 20;
+
+/// `POST /_orderly/parcels`, the pairs of shards as `OtherNodes::pull` encodes them (read
+/// only once the sender is known to be a node of the database): one pull for every pair of
+/// shards between the asking node and this one.
+pub(super) async fn pairs(
+    State(state): State<HttpState>,
+    peer: Option<Extension<FromPeer>>,
+    body: axum::body::Body,
+) -> Response {
+    if let Some(refused) = unless_from_peer(peer) {
+        return refused;
+    }
+    let Ok(bytes) = axum::body::to_bytes(body, MOST_PULL_BYTES).await else {
+        return (StatusCode::PAYLOAD_TOO_LARGE, "too many pairs at once").into_response();
+    };
+    let (pairs, max) = match decode_pull(&bytes) {
+        Ok(pull) => pull,
+        Err(error) => return (StatusCode::BAD_REQUEST, error.to_string()).into_response(),
+    };
+    let max = (max as usize).clamp(1, MOST);
+    let backend = &state.service.backend;
+    match backend.parcels_for_pairs(pairs, max, PULL_WAIT).await {
         Ok(bytes) => (StatusCode::OK, bytes).into_response(),
         Err(error) => refused(error),
     }
@@ -291,16 +324,23 @@ impl Peers {
             .send()
             .await
             .map_err(failed)?;
-        let status = asked.status();
-        let bytes = asked.bytes().await.map_err(failed)?;
-        if !status.is_success() {
-            let said = String::from_utf8_lossy(&bytes[..bytes.len().min(300)]).into_owned();
-            return Err(BackendError::Unavailable(format!(
-                "{leader} answered {status}: {said}"
-            )));
-        }
-        Ok(bytes)
+        answered(leader, asked).await
     }
+}
+
+/// The body of `leader`'s answer when it succeeded.
+async fn answered(leader: &str, answer: reqwest::Response) -> Result<bytes::Bytes, BackendError> {
+    let failed =
+        |e: reqwest::Error| BackendError::Unavailable(format!("{leader}: {}", e.without_url()));
+    let status = answer.status();
+    let bytes = answer.bytes().await.map_err(failed)?;
+    if !status.is_success() {
+        let said = String::from_utf8_lossy(&bytes[..bytes.len().min(300)]).into_owned();
+        return Err(BackendError::Unavailable(format!(
+            "{leader} answered {status}: {said}"
+        )));
+    }
+    Ok(bytes)
 }
 
 impl OtherNodes for Peers {
@@ -401,16 +441,33 @@ impl OtherNodes for Peers {
         })
     }
 
-    fn pull(&self, from: u32, to: u32, after: u64, max: usize) -> Answer<'_, bytes::Bytes> {
+    fn leaders(&self) -> Vec<String> {
+        self.standby.shard_leaders().borrow().clone()
+    }
+
+    fn pull<'a>(
+        &'a self,
+        leader: &'a str,
+        pairs: &'a [PairPull],
+        max: usize,
+    ) -> Answer<'a, bytes::Bytes> {
         Box::pin(async move {
-            let leader = self.leader(from).await?;
-            let query = [
-                ("from", from.to_string()),
-                ("to", to.to_string()),
-                ("after", after.to_string()),
-                ("max", max.to_string()),
-            ];
-            self.ask(&leader, PARCELS, &query).await
+            let max = u32::try_from(max).unwrap_or(u32::MAX);
+            let body = encode_pull(pairs, max)
+                .map_err(|e| BackendError::Unavailable(format!("pull not encoded: {e}")))?;
+            let url = format!("{}{PARCELS}", leader.trim_end_matches('/'));
+            let failed = |e: reqwest::Error| {
+                BackendError::Unavailable(format!("{leader}: {}", e.without_url()))
+            };
+            // A connection that hangs holds no node's pairs past the pull's own wait.
+            let asked = (self.standby.client().post(&url))
+                .timeout(PULL_WAIT + Duration::from_secs(10))
+                .header(NODE, &self.name)
+                .body(body)
+                .send()
+                .await
+                .map_err(failed)?;
+            answered(leader, asked).await
         })
     }
 }

@@ -296,6 +296,7 @@ pub(super) async fn cluster_state(State(state): State<HttpState>, headers: Heade
         .await
         .unwrap_or_default();
     body["relay"] = serde_json::to_value(relay).unwrap_or_default();
+    body["fatesUntold"] = state.service.backend.fates_untold().into();
     answer(StatusCode::OK, body)
 }
 

@@ -74,7 +74,10 @@ pub fn routes(
         .route("/health/ready", get(|| async { "ok" }))
         .route("/_orderly/webhooks", get(inspect::webhook_stats))
         .route("/_orderly/cluster", get(inspect::cluster_state))
-        .route(between_nodes::PARCELS, get(between_nodes::parcels))
+        .route(
+            between_nodes::PARCELS,
+            get(between_nodes::parcels).post(between_nodes::pairs),
+        )
         .route(between_nodes::READS, get(between_nodes::read))
         .route(between_nodes::SETTLED, post(between_nodes::settled))
         .route(between_nodes::RESET, post(between_nodes::reset))

@@ -100,7 +100,9 @@ pub async fn carried_at(node: &str) -> bool {
             .await
             .unwrap();
         let cluster: serde_json::Value = serde_json::from_str(&text).unwrap();
-        if cluster["relay"] == serde_json::json!([]) {
+        // Nothing waiting to cross, nor a copy's fate to tell its topic's node.
+        let untold = cluster["fatesUntold"].as_u64().unwrap_or(0);
+        if cluster["relay"] == serde_json::json!([]) && untold == 0 {
             return waited;
         }
         waited = true;

@@ -2,99 +2,33 @@
 //! shard's behalf (a listing gathered over every shard, the queues naming a dead-letter
 //! queue), asked of the node leading the shard read.
 //!
-//! Parcels between shards led by different nodes. The destination's leader pulls them from the
-//! source's leader (`OtherNodes`, over the network), each pull naming the last parcel the
-//! destination's log holds as applied, so the source forgets up to it; the source answers a
-//! pull from what its log holds, waiting a while for a parcel when it has none. Each pair of
-//! shards keeps its order and applies each parcel once, as between shards of one node.
+//! Parcels between shards led by different nodes: the destination's leader pulls them from the
+//! source's leader (`pulling`, over the network), one pull for every pair of shards between
+//! two nodes; the source answers a pull from what its log holds, waiting a while for a parcel
+//! when it has none (`parcels_for_pairs`; `parcels_for` answers a node of an earlier build,
+//! which pulls each pair on its own).
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::{Sharded, CARRIED_AT_ONCE};
+use super::Sharded;
 use crate::backend::embedded::Embedded;
 use crate::backend::{
-    led_elsewhere, Answer, BackendError, BackendResult, OtherNodes, QueueAdmin, QueueTarget,
-    ShardRead, Topics,
+    led_elsewhere, Answer, BackendError, BackendResult, QueueAdmin, QueueTarget, ShardRead, Topics,
 };
 use crate::backend::{Inspection, SubscriptionActivity};
+use crate::engine::parcel::Parcel;
 use crate::engine::queue::inspect::QueueOverview;
-use crate::engine::relay::Settled;
 use crate::engine::shard::Shard;
 use crate::engine::topic::Subscription;
 use crate::engine::Timestamp;
 use crate::persist::format::between_nodes::{
-    decode_listed_activity, decode_listed_queue, decode_listed_subscription, decode_parcels,
-    decode_settled, encode_listed_activity, encode_listed_queue, encode_listed_subscription,
-    encode_parcels,
+    decode_listed_activity, decode_listed_queue, decode_listed_subscription, decode_settled,
+    encode_listed_activity, encode_listed_queue, encode_listed_subscription, encode_parcels,
+    encode_pulled, PairPull, Pulled,
 };
-use crate::worker::Backoff;
 
-/// Failures to pull are said once per cause per interval, not once a pull.
-static WARNINGS: std::sync::LazyLock<crate::quiet_log::QuietLog> =
-    std::sync::LazyLock::new(Default::default);
-
-/// Carries into shard `destination` (led here) the parcels shard `from` (led by another node)
-/// holds for it, pull after pull.
-async fn carry_from_node(
-    (remote, notes): (Arc<dyn OtherNodes>, super::notes::Notes),
-    from: u32,
-    destination: Arc<Embedded>,
-    rounds: Arc<tokio::sync::Notify>,
-) {
-    let to = destination.shard();
-    let mut backoff = Backoff::new("carrier", Duration::from_millis(50), Duration::from_secs(2));
-    let mut applied = loop {
-        match destination.applied_from(from).await {
-            Ok(applied) => break applied,
-            Err(error) => {
-                tracing::warn!(%error, from, to, "cannot read what was applied");
-                tokio::time::sleep(backoff.failed()).await;
-            }
-        }
-    };
-    let settled = std::sync::Mutex::new(Vec::new());
-    let settle = |fates: &[Settled]| {
-        (settled.lock().unwrap_or_else(|p| p.into_inner())).extend_from_slice(fates)
-    };
-    loop {
-        notes.settle(&settled).await;
-        let pulled = (remote.pull(from, to, applied, CARRIED_AT_ONCE).await).and_then(|bytes| {
-            decode_parcels(to, &bytes).map_err(|error| BackendError::Unavailable(error.to_string()))
-        });
-        let carried = match pulled {
-            Ok(parcels) if parcels.is_empty() => Ok(()),
-            Ok(parcels) => match destination.take_parcels(from, &parcels, &settle).await {
-                // None of them next in line (one missing before them): said, and pulled again
-                // after a pause rather than at once.
-                Ok(through) if through == applied => Err(BackendError::Unavailable(format!(
-                    "parcel {} from shard {from} is missing",
-                    applied + 1
-                ))),
-                Ok(through) => {
-                    applied = through;
-                    Ok(())
-                }
-                Err(error) => Err(error),
-            },
-            Err(error) => Err(error),
-        };
-        match carried {
-            Ok(()) => backoff.succeeded(),
-            Err(error) => {
-                // A shard between leaders fails each pull for a few seconds: said once a while.
-                let cause = error.to_string();
-                if let Some(held_back) = WARNINGS.admit(&cause, std::time::Instant::now()) {
-                    tracing::warn!(%cause, held_back, from, to, "parcels from another node not carried; trying again");
-                }
-                tokio::time::sleep(backoff.failed()).await;
-            }
-        }
-        rounds.notify_waiters();
-    }
-}
-
-/// The queue `key` of `shard` (led here) as a dead-letter target.
+/// The queue `key` of `shard` (led here) as another shard's rules read it.
 async fn target_here(
     shard: &Embedded,
     key: &str,
@@ -266,22 +200,28 @@ impl Sharded {
         })
     }
 
-    /// Starts a carrier into each shard led here from each shard another node leads.
+    /// Starts the carrier of the parcels shards other nodes lead hold for shards led here
+    /// (`pulling`).
     pub(super) fn carry_from_other_nodes(&self) {
         let Some(elsewhere) = &self.elsewhere else {
             return;
         };
-        for destination in &self.here {
-            for from in (0..self.count()).filter(|&n| self.slots[n as usize].is_none()) {
-                let carrying = carry_from_node(
-                    (elsewhere.clone(), self.fates()),
-                    from,
-                    destination.clone(),
-                    self.rounds.clone(),
-                );
-                self.carriers.start("carrier", carrying);
-            }
+        let from: Vec<u32> = (0..self.count())
+            .filter(|&n| self.slots[n as usize].is_none())
+            .collect();
+        if from.is_empty() || self.here.is_empty() {
+            return;
         }
+        let fates = self.fates_untold.clone();
+        let telling = super::pulling::tell_fates(self.fates(), fates.clone());
+        self.carriers.start("carrier", telling);
+        let carrying = super::pulling::carry_from_nodes(
+            (elsewhere.clone(), fates),
+            self.here.clone(),
+            from,
+            self.rounds.clone(),
+        );
+        self.carriers.start("carrier", carrying);
     }
 
     /// What `Work::settled_for_node` does: notes, in the topics of shard `n` (led here), what
@@ -334,5 +274,123 @@ impl Sharded {
                 let _ = tokio::time::timeout_at(deadline, signal).await;
             }
         })
+    }
+    /// What `Work::parcels_for_pairs` answers: for each pair whose source shard is led here
+    /// and destination is not, the parcels after the one the destination applied, up to
+    /// `max` in all (first an even share each, then what is left in the pairs' order), at
+    /// once when any pair has some or is refused, else once one is made or `wait` passes.
+    /// Pairs with nothing to carry are left out of the answer.
+    pub(super) fn parcels_for_pairs(
+        &self,
+        pairs: Vec<PairPull>,
+        max: usize,
+        wait: Duration,
+    ) -> Answer<'_, Vec<u8>> {
+        Box::pin(async move {
+            let deadline = tokio::time::Instant::now() + wait;
+            // Woken by a parcel made for a destination led elsewhere: one led here has a
+            // carrier of its own, whose wake-up a pull's wait must not take.
+            let mut tos: Vec<u32> = (pairs.iter())
+                .map(|pair| pair.to)
+                .filter(|&to| matches!(self.slots.get(to as usize), Some(None)))
+                .collect();
+            tos.sort_unstable();
+            tos.dedup();
+            let share = (max / pairs.len().max(1)).max(1);
+            loop {
+                let mut signals: Vec<_> = (tos.iter())
+                    .map(|&to| Box::pin(self.parcels_waiting[to as usize].notified()))
+                    .collect();
+                for signal in &mut signals {
+                    signal.as_mut().enable();
+                }
+                let mut answers = Vec::with_capacity(pairs.len());
+                let mut room = max;
+                for pair in &pairs {
+                    let parcels = self.parcels_of_pair(pair, share.min(room)).await;
+                    if let Ok(parcels) = &parcels {
+                        room -= parcels.len();
+                    }
+                    answers.push(parcels);
+                }
+                // What is left, to the pairs that filled their share, in order.
+                for (pair, parcels) in pairs.iter().zip(&mut answers) {
+                    let Ok(taken) = parcels else {
+                        continue;
+                    };
+                    if room == 0 || taken.len() < share {
+                        continue;
+                    }
+                    let more = self.parcels_of_pair(pair, taken.len() + room).await;
+                    if let Ok(more) = more {
+                        room -= more.len() - taken.len();
+                        *taken = more;
+                    }
+                }
+                let refused = answers.iter().any(Result::is_err);
+                if room < max || refused || tokio::time::Instant::now() >= deadline {
+                    let pulled: Vec<Pulled> = (pairs.iter().zip(answers))
+                        .filter(|(_, parcels)| !matches!(parcels, Ok(p) if p.is_empty()))
+                        .map(|(pair, parcels)| {
+                            let parcels =
+                                parcels
+                                    .map_err(|error| error.to_string())
+                                    .and_then(|parcels| {
+                                        encode_parcels(pair.to, &parcels).map_err(|error| {
+                                            format!("parcels not encoded: {error}")
+                                        })
+                                    });
+                            pulled(pair, parcels)
+                        })
+                        .collect();
+                    return encode_pulled(&pulled).map_err(|error| {
+                        BackendError::Unavailable(format!("parcels not encoded: {error}"))
+                    });
+                }
+                // Woken by a parcel made for any of the pairs' destinations.
+                let any = std::future::poll_fn(|cx| {
+                    for signal in &mut signals {
+                        if std::future::Future::poll(signal.as_mut(), cx).is_ready() {
+                            return std::task::Poll::Ready(());
+                        }
+                    }
+                    std::task::Poll::Pending
+                });
+                let _ = tokio::time::timeout_at(deadline, any).await;
+            }
+        })
+    }
+
+    /// Up to `room` parcels of one pair of a pull, if its source is led here and its
+    /// destination is not.
+    async fn parcels_of_pair(&self, pair: &PairPull, room: usize) -> BackendResult<Vec<Parcel>> {
+        let (from, to) = (pair.from, pair.to);
+        let (Some(Some(source)), Some(None)) =
+            (self.slots.get(from as usize), self.slots.get(to as usize))
+        else {
+            return Err(BackendError::Across(from));
+        };
+        // A destination's log never holds as applied a parcel that was not made: one that
+        // says so is refused rather than let it forget parcels not yet sent.
+        let sent = source.last_sent(to);
+        if pair.after > sent {
+            return Err(BackendError::Unavailable(format!(
+                "shard {to} says it applied parcel {} from shard {from}, which made {sent}",
+                pair.after
+            )));
+        }
+        if room == 0 {
+            return Ok(Vec::new());
+        }
+        source.parcels_for(to, pair.after, room).await
+    }
+}
+
+/// One pair's part of a pull's answer.
+fn pulled(pair: &PairPull, parcels: Result<Vec<u8>, String>) -> Pulled {
+    Pulled {
+        from: pair.from,
+        to: pair.to,
+        parcels,
     }
 }

@@ -156,4 +156,8 @@ impl Inspection for Sharded {
     fn relay_waiting(&self) -> Answer<'_, Vec<RelayWaiting>> {
         Box::pin(self.gather_here(|shard| shard.relay_waiting()))
     }
+
+    fn fates_untold(&self) -> usize {
+        self.fates_untold.untold()
+    }
 }

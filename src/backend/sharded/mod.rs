@@ -16,6 +16,7 @@ mod inspection;
 mod messages;
 mod move_tasks;
 mod notes;
+mod pulling;
 mod push_and_sms;
 mod queues;
 mod topics;
@@ -58,6 +59,8 @@ pub struct Sharded {
     next_taken: std::sync::atomic::AtomicUsize,
     /// Where the parcels of shards led by other nodes come from.
     elsewhere: Option<Arc<dyn OtherNodes>>,
+    /// What became of copies taken from other nodes' shards, until told (`pulling`).
+    fates_untold: Arc<pulling::Fates>,
 }
 
 impl Sharded {
@@ -85,6 +88,7 @@ impl Sharded {
             rounds: Arc::new(Notify::new()),
             next_taken: Default::default(),
             elsewhere: None,
+            fates_untold: Default::default(),
         }
     }
 
@@ -217,7 +221,7 @@ fn on<'a, T: Send + 'a>(
 }
 
 /// Carries parcels into shard `to` from every other this node leads, whenever one of them has
-/// some (another node's shards are pulled from: `across_nodes`).
+/// some (another node's shards are pulled from: `pulling`).
 async fn carry_into(
     notes: notes::Notes,
     (to, parcels_waiting): (usize, Arc<[Notify]>),
@@ -295,6 +299,15 @@ impl Work for Sharded {
         wait: Duration,
     ) -> Answer<'_, Vec<u8>> {
         self.parcels_for(from, to, limits, wait)
+    }
+
+    fn parcels_for_pairs(
+        &self,
+        pairs: Vec<crate::persist::format::between_nodes::PairPull>,
+        max: usize,
+        wait: Duration,
+    ) -> Answer<'_, Vec<u8>> {
+        self.parcels_for_pairs(pairs, max, wait)
     }
 
     fn read_for_node(&self, shard: u32, read: super::ShardRead) -> Answer<'_, Vec<Arc<str>>> {

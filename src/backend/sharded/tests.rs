@@ -124,8 +124,7 @@ fn the_suites_queues_and_topics_lie_in_different_shards() {
 /// says `relayed` until the queue's shard placed its copy, and `queued` after.
 #[tokio::test]
 async fn what_waits_to_cross_is_counted_until_carried() {
-    use crate::backend::{CreateTopic, Inspection, RelayWaiting, Subscribe, Topics};
-    use crate::engine::topic::PublishRequest;
+    use crate::backend::{CreateTopic, Inspection, RelayWaiting, Topics};
     let clock = clock();
     let (backend, _logs) = idle_shards(&clock);
     // prices.fifo is shard 0's, all.fifo shard 2's (pinned above).
@@ -151,32 +150,7 @@ async fn what_waits_to_cross_is_counted_until_carried() {
     )
     .await
     .unwrap();
-    let subscription = backend
-        .subscribe(Subscribe {
-            topic_arn: &arn,
-            protocol: "sqs",
-            endpoint: Some("arn:aws:sqs:us-east-1:000000000000:all.fifo"),
-            attributes: Vec::new(),
-            base_url: "http://localhost:4566",
-            principal: "arn:aws:iam::000000000000:root",
-        })
-        .await
-        .unwrap();
-    for n in 0..3 {
-        let request = PublishRequest {
-            message: format!("m{n}"),
-            subject: None,
-            structured: false,
-            attributes: Default::default(),
-            group_id: Some("g".into()),
-            dedup_id: Some(format!("d{n}")),
-            trace_header: None,
-        };
-        backend
-            .publish(&arn, request, "http://localhost:4566")
-            .await
-            .unwrap();
-    }
+    let subscription = subscribe_all_and_publish_three(&backend, &arn).await;
     let waiting = backend.relay_waiting().await.unwrap();
     assert_eq!(
         waiting,
@@ -238,4 +212,95 @@ async fn shards_led_elsewhere_are_refused_and_noted() {
     let taken = crate::backend::Deliveries::take_deliveries(&backend, clock.now(), 10).await;
     assert!(taken.unwrap().is_empty());
     backend.stop_work().await.unwrap();
+}
+
+/// A pull naming several pairs of shards answers at once what any of them holds, up to its
+/// most in all, each pair's parcels after the one its destination applied; it refuses a pair
+/// whose source is not led here, leaves out pairs with nothing, forgets what the destination
+/// applied, and with nothing to carry answers none once its wait is over.
+#[tokio::test]
+async fn a_pull_of_several_pairs_answers_what_any_holds() {
+    use crate::backend::{CreateTopic, Inspection, Topics};
+    use crate::persist::format::between_nodes::{decode_parcels, decode_pulled, PairPull};
+    let clock = clock();
+    // prices.fifo is shard 0's, all.fifo shard 2's, which another node leads.
+    let (backend, _logs) = partly_here(&clock, &[0, 1]);
+    let arn = backend
+        .create_topic(CreateTopic {
+            name: "prices.fifo".into(),
+            attributes: vec![("FifoTopic".into(), "true".into())],
+            tags: Vec::new(),
+        })
+        .await
+        .unwrap();
+    subscribe_all_and_publish_three(&backend, &arn).await;
+    let pair = |from, to, after| PairPull { from, to, after };
+    let pull = |pairs: Vec<PairPull>, max, wait| {
+        let backend = &backend;
+        async move {
+            let bytes = (backend.parcels_for_pairs(pairs, max, wait).await).unwrap();
+            let pulled = decode_pulled(&bytes).unwrap();
+            (pulled.into_iter())
+                .map(|p| {
+                    let seqs = (p.parcels.map(|bytes| {
+                        let parcels = decode_parcels(p.to, &bytes).unwrap();
+                        parcels.iter().map(|parcel| parcel.seq).collect::<Vec<_>>()
+                    }))
+                    .map_err(|refused| refused.contains("shard 2"));
+                    ((p.from, p.to), seqs)
+                })
+                .collect::<Vec<_>>()
+        }
+    };
+    let long = std::time::Duration::from_secs(30);
+    let pairs = vec![pair(1, 2, 0), pair(0, 2, 0), pair(2, 0, 0)];
+    assert_eq!(
+        pull(pairs, 2, long).await,
+        [((0, 2), Ok(vec![1, 2])), ((2, 0), Err(true))]
+    );
+    // Parcel 2 applied: the third, and the first two forgotten.
+    assert_eq!(
+        pull(vec![pair(0, 2, 2)], 10, long).await,
+        [((0, 2), Ok(vec![3]))]
+    );
+    let waiting = backend.relay_waiting().await.unwrap();
+    assert_eq!(waiting.iter().map(|w| w.parcels).collect::<Vec<_>>(), [1]);
+    // All applied: nothing to answer but once the wait is over, and nothing left waiting.
+    let short = std::time::Duration::from_millis(50);
+    assert_eq!(pull(vec![pair(0, 2, 3)], 10, short).await, []);
+    assert!(backend.relay_waiting().await.unwrap().is_empty());
+}
+
+/// Subscribes all.fifo to the FIFO topic `arn` and publishes three messages to it in one group;
+/// the subscription.
+async fn subscribe_all_and_publish_three(
+    backend: &Sharded,
+    arn: &str,
+) -> crate::engine::topic::subscription::Subscribed {
+    use crate::backend::{Subscribe, Topics};
+    use crate::engine::topic::PublishRequest;
+    let subscription = backend
+        .subscribe(Subscribe {
+            topic_arn: arn,
+            protocol: "sqs",
+            endpoint: Some("arn:aws:sqs:us-east-1:000000000000:all.fifo"),
+            attributes: Vec::new(),
+            base_url: "http://localhost:4566",
+            principal: "arn:aws:iam::000000000000:root",
+        })
+        .await
+        .unwrap();
+    for n in 0..3 {
+        let request = PublishRequest {
+            message: format!("m{n}"),
+            subject: None,
+            structured: false,
+            attributes: Default::default(),
+            group_id: Some("g".into()),
+            dedup_id: Some(format!("d{n}")),
+            trace_header: None,
+        };
+        (backend.publish(arn, request, "http://localhost:4566").await).unwrap();
+    }
+    subscription
 }

@@ -1,6 +1,8 @@
 //! Parcels as one node hands them to another: the destination shard's leader pulls them from
-//! the source's (`backend::sharded::across_nodes`). Each is written as a log record holds it,
-//! after this build's format version, so nodes of different versions refuse each other's.
+//! the source's (`backend::sharded::pulling`), one pull naming every pair of shards between
+//! the two nodes (`encode_pull`) and its answer holding each pair's parcels (`encode_pulled`).
+//! Each parcel is written as a log record holds it, after this build's format version, so
+//! nodes of different versions refuse each other's.
 //! What a listing gathered over every shard reads of another node's shard (a subscription, as
 //! a snapshot holds it; a queue at a glance; a subscription's last deliveries) travels as text:
 //! the format version and the item, in base64.
@@ -118,6 +120,46 @@ pub fn decode_parcels(to: u32, bytes: &[u8]) -> Result<Vec<Parcel>, FormatError>
             ))),
         })
         .collect()
+}
+
+/// One pair of shards a pull asks for: the parcels shard `from` (led by the asked node) holds
+/// for shard `to` (led by the asking one) after number `after`, which `to` has applied.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PairPull {
+    pub from: u32,
+    pub to: u32,
+    pub after: u64,
+}
+
+/// A pull of several pairs of shards as one node asks it of another: this build's format
+/// version, the pairs, then the most parcels the answer holds in all.
+pub fn encode_pull(pairs: &[PairPull], max: u32) -> postcard::Result<Vec<u8>> {
+    postcard::to_stdvec(&(u32::from(VERSION), pairs, max))
+}
+
+/// The pairs and the most parcels `encode_pull` wrote; refused when of another format
+/// version, or damaged.
+pub fn decode_pull(bytes: &[u8]) -> Result<(Vec<PairPull>, u32), FormatError> {
+    versioned(bytes, "a pull from another node")
+}
+
+/// What a pull answers for one pair: its parcels as `encode_parcels` wrote them, or why none
+/// could be read.
+#[derive(Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Pulled {
+    pub from: u32,
+    pub to: u32,
+    pub parcels: Result<Vec<u8>, String>,
+}
+
+/// A pull's answer: this build's format version, then one `Pulled` for each pair asked.
+pub fn encode_pulled(pulled: &[Pulled]) -> postcard::Result<Vec<u8>> {
+    postcard::to_stdvec(&(u32::from(VERSION), pulled))
+}
+
+/// What `encode_pulled` wrote; refused when of another format version, or damaged.
+pub fn decode_pulled(bytes: &[u8]) -> Result<Vec<Pulled>, FormatError> {
+    versioned(bytes, "parcels pulled from another node")
 }
 
 /// One subscription of a shard's listing as one node hands it to another, with its topic's
@@ -508,6 +550,41 @@ mod tests {
         let earlier = postcard::to_stdvec(&(u32::from(VERSION), earlier)).unwrap();
         let back = decode_settled(&earlier).unwrap();
         assert_eq!(back[0].note_for.settles, Settles::DELIVERY_NOTE);
+    }
+
+    #[test]
+    fn a_pull_and_its_answer_cross_whole() {
+        let pairs = [
+            PairPull {
+                from: 1,
+                to: 4,
+                after: 7,
+            },
+            PairPull {
+                from: 3,
+                to: 0,
+                after: 0,
+            },
+        ];
+        let bytes = encode_pull(&pairs, 256).unwrap();
+        assert_eq!(decode_pull(&bytes).unwrap(), (pairs.to_vec(), 256));
+        assert!(decode_pull(&bytes[..bytes.len() - 1]).is_err());
+        let pulled = vec![
+            Pulled {
+                from: 1,
+                to: 4,
+                parcels: Ok(encode_parcels(4, &[]).unwrap()),
+            },
+            Pulled {
+                from: 3,
+                to: 0,
+                parcels: Err("not led here".into()),
+            },
+        ];
+        let bytes = encode_pulled(&pulled).unwrap();
+        assert_eq!(decode_pulled(&bytes).unwrap(), pulled);
+        let newer = postcard::to_stdvec(&(u32::from(VERSION) + 1, &pulled)).unwrap();
+        assert!(decode_pulled(&newer).is_err());
     }
 
     #[test]
