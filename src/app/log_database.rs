@@ -103,6 +103,10 @@ pub struct Node {
     pub standby: Arc<Standby>,
     /// With `--spread-shards`: the live nodes and the shards' holders, read across generations.
     pub survey: Option<Arc<crate::persist::database::survey::Survey>>,
+    /// With `--spread-shards`: the reading the last generation gave way on, which held for two
+    /// readings in a row (or, for a lease come free, for one with the same nodes as the one
+    /// before), so the next generation leads by it rather than wait for two more.
+    pub agreed: Arc<std::sync::Mutex<Option<Arc<crate::persist::database::survey::Seen>>>>,
 }
 
 /// The database made ready for every shard's log, each written by its engine in `engines`

@@ -325,6 +325,7 @@ impl App {
                     own_url: own_url.clone(),
                     standby: Arc::new(standby),
                     survey,
+                    agreed: Default::default(),
                 })
             }
             None => None,

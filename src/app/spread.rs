@@ -3,7 +3,7 @@
 //! others to their leaders (`http::shard_routing`). A generation takes the leases of its share
 //! that are free and leaves the rest to whoever holds them. Once its share moves (a node joined
 //! or left) or a lease of its share comes free, the node starts over: it gives every lease up
-//! and takes its new share in the next generation.
+//! and takes its new share in the next generation, by the reading it started over on.
 //!
 //! Not built yet: handing one shard off while leading the others on.
 
@@ -38,6 +38,8 @@ pub(super) struct Spread {
     /// The shards this generation leads, in order.
     led: Vec<u32>,
     standby: Forwarding,
+    /// Where the reading this generation gives way on is left for the next (`Node::agreed`).
+    agreed: Arc<std::sync::Mutex<Option<Arc<Seen>>>>,
 }
 
 /// The service over this node's share of the shards, as far as their leases are free, and
@@ -55,6 +57,8 @@ pub(super) async fn build(
         std::io::Error::other("a node leading its share of the shards watches the database")
     })?;
     // The tables made ready first: a database used for the first time has none to read.
+    // Taken at once: a generation that fails to start must not leave it for a later one.
+    let agreed = node.agreed.lock().unwrap_or_else(|p| p.into_inner()).take();
     let (mut engines, first) = tokio::task::spawn_blocking(move || {
         let mut engines: Vec<Engine<Notify>> = (0..count)
             .map(|number| Engine::for_shard(&account, &region, Shard { number, count }))
@@ -66,10 +70,17 @@ pub(super) async fn build(
     .await
     .map_err(std::io::Error::other)?;
     let mut first = first.map_err(std::io::Error::other)?;
-    let Some(seen) = first_reading(survey.seen(), &own_url).await else {
-        return Err(std::io::Error::other(
-            "the database's nodes and leases could not be read",
-        ));
+    // A generation after the first leads by the reading its predecessor gave way on, while the
+    // live nodes are still those it names (the database slow to answer, they may not be).
+    let now = survey.seen().borrow().clone();
+    let agreed = agreed.filter(|agreed| now.is_some_and(|now| now.nodes == agreed.nodes));
+    let seen = match agreed {
+        Some(seen) => seen,
+        None => first_reading(survey.seen(), &own_url)
+            .await
+            .ok_or_else(|| {
+                std::io::Error::other("the database's nodes and leases could not be read")
+            })?,
     };
     let share = placement::share_of(&own_url, count, &seen.nodes);
     let started = std::time::Instant::now();
@@ -143,6 +154,7 @@ pub(super) async fn build(
         count,
         led,
         standby,
+        agreed: node.agreed.clone(),
     };
     Ok((built, spread))
 }
@@ -243,26 +255,34 @@ fn leaders(seen: &Seen, own_url: &str, led: &[u32]) -> Vec<String> {
     leaders
 }
 
-/// Completes once this generation should give way to the next: a shard of its share is free
-/// and not led here, or a shard it leads belongs to another live node, in two readings in a
-/// row (a node missing from one reading, its announcement late, moves nothing). Meanwhile
-/// keeps the shards' leaders up to date for requests passed on.
+/// Completes once this generation should give way to the next: a shard it leads belongs to
+/// another live node, or a shard of its share is free and not led here, in two readings in a
+/// row (a node missing from one reading, its announcement late, moves nothing); a shard of its
+/// share come free in one reading, when that reading has the same nodes as the one before (the
+/// share is settled, and the shard's clients wait on it). The reading it gave way on is left
+/// for the next generation. Meanwhile keeps the shards' leaders up to date for requests
+/// passed on.
 pub(super) async fn moved(spread: &mut Spread) {
     let mut seen = spread.survey.seen();
     let mut once = false;
+    let mut nodes_before: Option<Vec<String>> = None;
     loop {
         let reading = seen.borrow_and_update().clone();
         if let Some(reading) = reading {
             let leaders = leaders(&reading, &spread.own_url, &spread.led);
             spread.standby.standby.set_shard_leaders(leaders);
             spread.standby.standby.set_peers(reading.names.clone());
+            let settled = nodes_before.as_ref() == Some(&reading.nodes);
             match share_moved(&reading, &spread.own_url, spread.count, &spread.led) {
-                Some(why) if once => {
+                Some(moved) if gives_way(&moved, once, settled) => {
+                    let why = moved.why;
                     tracing::info!(%why, "this node's share of the shards moved: starting over to lead it");
+                    *spread.agreed.lock().unwrap_or_else(|p| p.into_inner()) = Some(reading);
                     return;
                 }
                 moved => once = moved.is_some(),
             }
+            nodes_before = Some(reading.nodes.clone());
         }
         if seen.changed().await.is_err() {
             return std::future::pending().await;
@@ -270,8 +290,23 @@ pub(super) async fn moved(spread: &mut Spread) {
     }
 }
 
+/// Whether a generation gives way on `moved`: when the reading before said so too (`once`),
+/// or at once for a lease of its share come free while the live nodes are those of the
+/// reading before (`settled`): the share cannot be a node's announcement late or early, and
+/// the shard's clients wait for it.
+fn gives_way(moved: &Move, once: bool, settled: bool) -> bool {
+    once || (moved.free && settled)
+}
+
+/// Why a node should start over.
+struct Move {
+    why: String,
+    /// A shard of its share came free (rather than another node's share taking one it leads).
+    free: bool,
+}
+
 /// Why a node leading `led` should start over, as `seen` stands; `None` while it should not.
-fn share_moved(seen: &Seen, own_url: &str, count: u32, led: &[u32]) -> Option<String> {
+fn share_moved(seen: &Seen, own_url: &str, count: u32, led: &[u32]) -> Option<Move> {
     // A node that cannot read the live nodes knows of none: nothing moves on that.
     if !seen.nodes.iter().any(|node| node == own_url) {
         return None;
@@ -285,13 +320,12 @@ fn share_moved(seen: &Seen, own_url: &str, count: u32, led: &[u32]) -> Option<St
             .get(shard as usize)
             .is_some_and(Option::is_none);
         if ours && !here && free {
-            return Some(format!("shard {shard} is this node's to lead and free"));
+            let why = format!("shard {shard} is this node's to lead and free");
+            return Some(Move { why, free: true });
         }
         if !ours && here {
-            return Some(format!(
-                "shard {shard} is now {}'s to lead",
-                seen.nodes[node]
-            ));
+            let why = format!("shard {shard} is now {}'s to lead", seen.nodes[node]);
+            return Some(Move { why, free: false });
         }
     }
     None
@@ -376,12 +410,12 @@ mod tests {
         // Alone, a leads all four; b has joined: the two that are b's move.
         let all_a = [Some(a); 4];
         let moved = share_moved(&seen(&both, &all_a), a, count, &[0, 1, 2, 3]);
-        assert!(moved.is_some_and(|why| why.contains(b)));
+        assert!(moved.is_some_and(|moved| moved.why.contains(b) && !moved.free));
         // b leads none of its share while a holds it: nothing for b to do yet.
-        assert_eq!(share_moved(&seen(&both, &all_a), b, count, &[]), None);
+        assert!(share_moved(&seen(&both, &all_a), b, count, &[]).is_none());
         // a gave every lease up: b's share is free.
         let free = [None; 4];
-        assert!(share_moved(&seen(&both, &free), b, count, &[]).is_some());
+        assert!(share_moved(&seen(&both, &free), b, count, &[]).is_some_and(|moved| moved.free));
         // Each leads its share: settled.
         let mut held = [None; 4];
         for &s in &of_a {
@@ -390,15 +424,42 @@ mod tests {
         for &s in &of_b {
             held[s as usize] = Some(b);
         }
-        assert_eq!(share_moved(&seen(&both, &held), a, count, &of_a), None);
-        assert_eq!(share_moved(&seen(&both, &held), b, count, &of_b), None);
+        assert!(share_moved(&seen(&both, &held), a, count, &of_a).is_none());
+        assert!(share_moved(&seen(&both, &held), b, count, &of_b).is_none());
         // b is gone and its leases lapsed: a takes them.
         let mut lapsed = held;
         for &s in &of_b {
             lapsed[s as usize] = None;
         }
-        assert!(share_moved(&seen(&[a], &lapsed), a, count, &of_a).is_some());
+        assert!(share_moved(&seen(&[a], &lapsed), a, count, &of_a).is_some_and(|moved| moved.free));
         // A node that cannot read the live nodes (its own URL not among them) moves nothing.
-        assert_eq!(share_moved(&seen(&[], &free), a, count, &of_a), None);
+        assert!(share_moved(&seen(&[], &free), a, count, &of_a).is_none());
+    }
+
+    #[test]
+    fn a_free_lease_moves_a_settled_node_at_once_and_anything_else_in_two_readings() {
+        let (free, taken) = (
+            Move {
+                why: String::new(),
+                free: true,
+            },
+            Move {
+                why: String::new(),
+                free: false,
+            },
+        );
+        assert!(
+            gives_way(&free, false, true),
+            "free, the same nodes: at once"
+        );
+        assert!(
+            !gives_way(&free, false, false),
+            "free, the nodes changed: a second reading"
+        );
+        assert!(
+            !gives_way(&taken, false, true),
+            "another's now: a second reading"
+        );
+        assert!(gives_way(&taken, true, false) && gives_way(&free, true, false));
     }
 }

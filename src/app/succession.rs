@@ -28,6 +28,10 @@ use crate::worker::{self, Backoff};
 /// to start the next one at once.
 const SETTLED: Duration = Duration::from_secs(30);
 
+/// How many times in a row a share may move before `SETTLED` and start the next generation at
+/// once: a node joining or leaving moves each share once or twice.
+const QUICK_MOVES: u32 = 3;
+
 /// Failures to start over are said once per cause per interval, not once a second.
 static RETRIES: std::sync::LazyLock<crate::quiet_log::QuietLog> =
     std::sync::LazyLock::new(Default::default);
@@ -178,6 +182,7 @@ async fn steward(
     // Building the next generation when the database does not answer: sooner, as the node
     // serves nothing meanwhile.
     let mut rebuild = Backoff::new("steward", Duration::from_secs(1), Duration::from_secs(4));
+    let mut quick_moves = 0;
     loop {
         let pause = tokio::select! {
             _ = until(&mut finished) => {
@@ -191,16 +196,20 @@ async fn steward(
                     let passing_on = routes.router(running.service.clone(), Some(standby.clone()), None);
                     *current.write().unwrap_or_else(|p| p.into_inner()) = passing_on;
                 }
-                // A share that moves again soon after the last start (a lease that cannot be
-                // taken, say) waits longer each time rather than start over and over.
-                let settled = running.began.elapsed() >= SETTLED;
-                if settled {
+                // A share that keeps moving soon after each start (a lease that cannot be
+                // taken, say) waits longer each time rather than start over and over; a join
+                // or a loss moves it once or twice (given way, then leases come free), which
+                // start over without a pause.
+                if running.began.elapsed() >= SETTLED {
+                    quick_moves = 0;
                     backoff.succeeded();
                 }
-                !settled
+                quick_moves += 1;
+                quick_moves > QUICK_MOVES
             }
             _ = running.started.deposed() => {
                 tracing::warn!("lost the lease: stepping down to serve as a standby of the new leader");
+                quick_moves = 0;
                 // At once, before its work stops: requests are passed on (none leads that
                 // this node knows of yet: 503), and it says it no longer leads.
                 if let Some(standby) = &running.standby {

@@ -76,10 +76,13 @@ pub async fn pass_to_shard_leader(
     };
     let outgoing = Outgoing::of(standby, &parts, body);
     let leaders = standby.shard_leaders();
-    // Never this node: it does not lead the shard, whatever an older reading says.
+    // Never this generation: it does not lead the shard, whatever an older reading says. A
+    // later generation of this node may (it started over to take the shard): held here while
+    // it started, the request goes to it, by this node's own URL.
+    let generation = forwarding.generation;
     let leader_of = |leaders: &Vec<String>| {
         (leaders.get(shard as usize).cloned())
-            .filter(|leader| leader != standby.own_url())
+            .filter(|leader| leader != standby.own_url() || standby.later_leads(generation))
             .unwrap_or_default()
     };
     match pass_on_to(standby, &outgoing, leaders, leader_of).await {

@@ -158,6 +158,13 @@ impl Standby {
         route.leading && route.generation == generation
     }
 
+    /// Whether a generation after `generation` leads: what `generation`'s routes still hold
+    /// goes to this node's own URL, where the routes of the one leading now take it.
+    pub(super) fn later_leads(&self, generation: u64) -> bool {
+        let route = self.route.borrow();
+        route.leading && route.generation > generation
+    }
+
     /// From now on this node answers every request itself.
     pub fn lead(&self) {
         self.route.send_modify(|route| route.leading = true);
@@ -601,6 +608,12 @@ mod tests {
         standby.lead();
         assert!(standby.leading_in(second.generation));
         assert!(!standby.leading_in(first.generation));
+        // What the first generation still holds goes to the second, which leads; the second's
+        // own requests have no later one to go to.
+        assert!(standby.later_leads(first.generation));
+        assert!(!standby.later_leads(second.generation));
+        standby.step_down();
+        assert!(!standby.later_leads(first.generation), "none leads");
     }
 
     #[test]

@@ -450,7 +450,7 @@ fn spread_on(url: &str, shards: u32) -> Config {
 
 /// Waits (`bound` at most, polling) until the nodes lead every shard between them, each its
 /// share (within one of even); their `led` lists then.
-async fn until_spread(nodes: &[&Server], shards: u32, bound: Duration) -> Vec<Vec<u64>> {
+pub(crate) async fn until_spread(nodes: &[&Server], shards: u32, bound: Duration) -> Vec<Vec<u64>> {
     let started = Instant::now();
     loop {
         let mut led = Vec::new();
