@@ -172,6 +172,12 @@ pub trait QueueAdmin: Send + Sync {
 /// Sending, receiving, deleting and changing the visibility of messages. Each reads the time
 /// once it holds the queue, so a queue's timestamps never run backwards.
 pub trait Messages: Send + Sync {
+    /// Refuses at once, as the request's first use of its shard would, when another node leads
+    /// queue `queue`'s shard: a send to be passed on spends nothing here first (no digest or
+    /// copy of its bodies and attributes). One node leads every queue by default.
+    fn check_led_here(&self, _queue: &str) -> BackendResult<()> {
+        Ok(())
+    }
     fn send<'a>(&'a self, queue: &'a str, request: SendRequest) -> Answer<'a, SendReceipt>;
     /// SendMessageBatch: the FIFO rules every entry must meet fail the whole batch; anything
     /// else fails only its entry.
@@ -236,6 +242,11 @@ pub type TopicPolicyEdit = Box<dyn FnOnce(&str, &str) -> EngineResult<String> + 
 /// Topics, subscriptions and publishing. Copies a publish fans into queues and webhook
 /// deliveries are stored with it, all or none.
 pub trait Topics: Send + Sync {
+    /// As `Messages::check_led_here`, for the topic an ARN names: a publish to be passed on
+    /// reads nothing of its message here first.
+    fn check_topic_led_here(&self, _arn: &str) -> BackendResult<()> {
+        Ok(())
+    }
     /// The topic's ARN, created if it does not exist.
     fn create_topic(&self, request: CreateTopic) -> Answer<'_, Arc<str>>;
     /// Idempotent; the topic's subscriptions go with it.

@@ -63,6 +63,7 @@ impl Service {
             .queue_key(ctx, url.as_deref(), SqsAction::SendMessage)
             .await?;
         let queue = &*queue;
+        self.backend.check_led_here(queue)?;
         let request = self.send_request(input, ctx)?;
         let receipt = self.backend.send(queue, request).await?;
         Ok(sent(None, receipt))
@@ -77,6 +78,7 @@ impl Service {
             .queue_key(ctx, input.queue_url.as_deref(), SqsAction::SendMessageBatch)
             .await?;
         let queue = &*queue;
+        self.backend.check_led_here(queue)?;
         let entries = input.entries.unwrap_or_default();
         check_entries(
             "SendMessageBatchRequestEntry",

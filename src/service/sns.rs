@@ -515,6 +515,7 @@ impl Service {
                 "Invalid parameter: TopicArn or TargetArn Reason: no value for required parameter",
             )
         })?;
+        self.backend.check_topic_led_here(&topic_arn)?;
         let request = Self::publish_request(input.entry, None, ctx)?;
         let publication = self
             .backend
@@ -529,6 +530,7 @@ impl Service {
         ctx: &RequestContext,
     ) -> Result<PublishBatchOutput, ApiError> {
         let topic_arn = required(input.topic_arn, "TopicArn")?;
+        self.backend.check_topic_led_here(&topic_arn)?;
         let entries = required(
             input.publish_batch_request_entries,
             "PublishBatchRequestEntries",

@@ -116,6 +116,60 @@ async fn a_request_for_a_shard_another_node_leads_is_answered_by_that_node() {
     node.stop().await;
 }
 
+/// A send and a publish whose queue or topic another node leads are passed on before their
+/// messages are read here (no digest, no copy of a body or attribute made for nothing): even
+/// one refused for what the service reads of its message is passed on, and the leader's
+/// refusal comes back.
+#[tokio::test]
+async fn a_send_or_publish_led_elsewhere_is_passed_on_before_its_message_is_read() {
+    let other = start_sharded(SHARDS).await;
+    let node = leading_half(&other).await;
+    let queue = fifo(&node.server, &name_in("early", ".fifo", 2)).await;
+    let topic = (node.server.sns.create_topic())
+        .name(name_in("early", "", 3))
+        .send()
+        .await
+        .expect("created")
+        .topic_arn
+        .expect("an ARN");
+    let before = passed_on(&node.server).await.expect("counted");
+    // Both refused by what the service reads of the message, before any shard is asked.
+    let trace = aws_sdk_sqs::types::MessageSystemAttributeValue::builder()
+        .data_type("String")
+        .string_value("v")
+        .build()
+        .expect("an attribute");
+    let refused = (node.server.sqs.send_message().queue_url(&queue))
+        .message_body("b")
+        .message_group_id("g")
+        .message_deduplication_id("d")
+        .message_system_attributes("Unknown".into(), trace)
+        .send()
+        .await
+        .expect_err("not a system attribute SQS takes");
+    assert_eq!(
+        refused.message(),
+        Some("Message system attribute name 'Unknown' is invalid."),
+        "{refused:?}"
+    );
+    let refused = (node.server.sns.publish().topic_arn(&topic))
+        .message("m")
+        .message_structure("xml")
+        .send()
+        .await
+        .expect_err("not a structure SNS takes");
+    assert!(
+        (refused.message()).is_some_and(|m| m.contains("MessageStructure")),
+        "{refused:?}"
+    );
+    assert_eq!(
+        passed_on(&node.server).await,
+        Some(before + 2),
+        "both answered by the leader"
+    );
+    node.stop().await;
+}
+
 #[tokio::test]
 async fn a_listing_across_nodes_is_refused_not_answered_in_part() {
     let other = start_sharded(SHARDS).await;

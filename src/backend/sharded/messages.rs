@@ -1,11 +1,15 @@
 //! Messages over shards: each queue's own shard.
 
 use super::{on, Sharded};
-use crate::backend::{Answer, Messages};
+use crate::backend::{Answer, BackendResult, Messages};
 use crate::engine::queue::{ReceiveRequest, Received, SendReceipt, SendRequest};
 use crate::engine::EngineResult;
 
 impl Messages for Sharded {
+    fn check_led_here(&self, queue: &str) -> BackendResult<()> {
+        self.of_key(queue).map(|_| ())
+    }
+
     fn send<'a>(&'a self, queue: &'a str, request: SendRequest) -> Answer<'a, SendReceipt> {
         on(self.of_key(queue), |shard| shard.send(queue, request))
     }

@@ -6,12 +6,18 @@ use std::sync::Arc;
 
 use super::{on, Sharded};
 use crate::backend::led_elsewhere;
-use crate::backend::{Answer, Confirm, CreateTopic, Subscribe, TopicPolicyEdit, Topics};
+use crate::backend::{
+    Answer, BackendResult, Confirm, CreateTopic, Subscribe, TopicPolicyEdit, Topics,
+};
 use crate::engine::topic::subscription::Subscribed;
 use crate::engine::topic::{Publication, PublishRequest, Subscription};
 use crate::engine::EngineResult;
 
 impl Topics for Sharded {
+    fn check_topic_led_here(&self, arn: &str) -> BackendResult<()> {
+        self.of_topic_arn(arn).map(|_| ())
+    }
+
     fn create_topic(&self, request: CreateTopic) -> Answer<'_, Arc<str>> {
         on(self.of_key(&request.name), |shard| {
             shard.create_topic(request)
