@@ -197,6 +197,8 @@ pub struct Metrics {
     pub forwarded: Forwarded,
     /// This node's clock minus the database's, as read when it last took the lease.
     pub clock_skew_ms: Gauge,
+    /// Generations a node on a database has started (`app::succession`).
+    pub generations: Counter,
     requests: Family<ActionLabels, Counter>,
     durations: Family<ActionLabels, Histogram, fn() -> Histogram>,
     errors: Family<ErrorLabels, Counter>,
@@ -231,6 +233,7 @@ impl Default for Metrics {
             logs: std::sync::OnceLock::new(),
             forwarded: Forwarded::default(),
             clock_skew_ms: Gauge::default(),
+            generations: Counter::default(),
             requests,
             durations,
             errors: Family::default(),
@@ -257,6 +260,7 @@ impl Metrics {
             logs: std::sync::OnceLock::new(),
             forwarded: previous.forwarded.clone(),
             clock_skew_ms: previous.clock_skew_ms.clone(),
+            generations: previous.generations.clone(),
             requests: previous.requests.clone(),
             durations: previous.durations.clone(),
             errors: previous.errors.clone(),
@@ -426,6 +430,13 @@ impl Metrics {
             "This node's clock minus the database's, read when it last took the lease (0 \
              before); the engine keeps the database's time, so a failover moves no deadline",
             self.clock_skew_ms.clone(),
+        );
+        registry.register(
+            "generations",
+            "Times this node started serving anew on its database, its first start included: \
+             as a standby, as a leader, or once its share of the shards moved (0 on a data \
+             directory or in memory)",
+            self.generations.clone(),
         );
         registry.register(
             "forwarded_requests",

@@ -98,6 +98,7 @@ impl Running {
     /// Starts the generation's work (or its wait for the lease) and sends requests to it.
     fn start(generation: Generation, routes: &Routes, current: &RwLock<Router>) -> Running {
         let service = generation.service;
+        service.metrics.generations.inc();
         let started = Arc::new(Started::default());
         let standby = generation.standby;
         let spoiled = (generation.waiting.iter())

@@ -514,6 +514,33 @@ impl Nodes {
     }
 }
 
+/// How many generations `server` has started (`orderly_generations_total`): each time it
+/// started over on its database.
+async fn generations(server: &Server) -> u64 {
+    let scraped = reqwest::get(format!("{}/metrics", server.url()))
+        .await
+        .expect("scraped");
+    let status = scraped.status();
+    let metrics = scraped.text().await.expect("a body");
+    assert_eq!(status, 200, "{metrics}");
+    (metrics.lines())
+        .find_map(|line| line.strip_prefix("orderly_generations_total "))
+        .and_then(|count| count.parse().ok())
+        .unwrap_or_else(|| panic!("no orderly_generations_total in {metrics}"))
+}
+
+/// Each of `servers`' generations since `before` (since it started, for one past the end of
+/// `before`): a node whose share
+/// moves starts over once or twice (it gives way, then takes leases as they come free, one
+/// holder's at a time), never over and over.
+async fn few_starts(servers: &[&Server], before: &[u64]) {
+    for (at, server) in servers.iter().enumerate() {
+        let started = generations(server).await - before.get(at).copied().unwrap_or(0);
+        eprintln!("{}: {started} generations started", server.url());
+        assert!(started <= 3, "{}: {started} generations", server.url());
+    }
+}
+
 /// The shards each of `servers` leads, as numbers.
 fn led_by(led: &[Vec<u64>]) -> Vec<Vec<u32>> {
     led.iter()
@@ -549,6 +576,10 @@ fn one_of_three_nodes_killed_under_load_loses_nothing_acknowledged() {
             .collect();
         let running = Running::start(&survivors, (&urls, &affected), &topic).await;
         running.until_more((20, 10), Duration::from_secs(60)).await;
+        let before = [
+            generations(&servers[0]).await,
+            generations(&servers[1]).await,
+        ];
         processes[2].child.kill().expect("SIGKILL");
         let killed = Instant::now();
         let both = [servers[0].as_ref(), servers[1].as_ref()];
@@ -569,6 +600,7 @@ fn one_of_three_nodes_killed_under_load_loses_nothing_acknowledged() {
         // The survivors start over too, to take the killed node's shards: their own shards
         // wait that long, not for the lease.
         assert!(others < Duration::from_secs(4), "a call took {others:?}");
+        few_starts(&both, &before).await;
     });
 }
 
@@ -593,6 +625,10 @@ fn a_node_joining_under_load_takes_its_share_and_loses_nothing() {
         let (urls, topic, copies) = made(&servers[0], led[0][0], [led[1][0], led[0][1]]).await;
         let running = Running::start(&servers, (&urls, &[]), &topic).await;
         running.until_more((20, 10), Duration::from_secs(60)).await;
+        let before = [
+            generations(&servers[0]).await,
+            generations(&servers[1]).await,
+        ];
         let joined = Instant::now();
         processes.push(start_node(dir.path(), &url));
         let third = process_server(processes[2].addr);
@@ -608,5 +644,6 @@ fn a_node_joining_under_load_takes_its_share_and_loses_nothing() {
         // The hand-off: the old leader gives its leases up and starts over, and the new one takes
         // them at its next reading of the database (once a second).
         assert!(longest < Duration::from_secs(5), "a call took {longest:?}");
+        few_starts(&all, &before).await;
     });
 }

@@ -116,8 +116,8 @@ async fn a_request_for_a_shard_another_node_leads_is_answered_by_that_node() {
     node.stop().await;
 }
 
-/// A send and a publish whose queue or topic another node leads are passed on before their
-/// messages are read here (no digest, no copy of a body or attribute made for nothing): even
+/// Sends and publishes, single and batched, whose queue or topic another node leads are passed
+/// on before their messages are read here (no digest, no copy of a body or attribute made for nothing): even
 /// one refused for what the service reads of its message is passed on, and the leader's
 /// refusal comes back.
 #[tokio::test]
@@ -162,10 +162,46 @@ async fn a_send_or_publish_led_elsewhere_is_passed_on_before_its_message_is_read
         (refused.message()).is_some_and(|m| m.contains("MessageStructure")),
         "{refused:?}"
     );
+    // And each kind of batch, refused for two entries with one id.
+    let entry = |id: &str| {
+        aws_sdk_sqs::types::SendMessageBatchRequestEntry::builder()
+            .id(id)
+            .message_body("b")
+            .message_group_id("g")
+            .message_deduplication_id(id)
+            .build()
+            .expect("an entry")
+    };
+    let refused = (node.server.sqs.send_message_batch().queue_url(&queue))
+        .entries(entry("same"))
+        .entries(entry("same"))
+        .send()
+        .await
+        .expect_err("two entries with one id")
+        .into_service_error();
+    assert!(refused.is_batch_entry_ids_not_distinct(), "{refused:?}");
+    let entry = |id: &str| {
+        aws_sdk_sns::types::PublishBatchRequestEntry::builder()
+            .id(id)
+            .message("m")
+            .build()
+            .expect("an entry")
+    };
+    let refused = (node.server.sns.publish_batch().topic_arn(&topic))
+        .publish_batch_request_entries(entry("same"))
+        .publish_batch_request_entries(entry("same"))
+        .send()
+        .await
+        .expect_err("two entries with one id")
+        .into_service_error();
+    assert!(
+        refused.is_batch_entry_ids_not_distinct_exception(),
+        "{refused:?}"
+    );
     assert_eq!(
         passed_on(&node.server).await,
-        Some(before + 2),
-        "both answered by the leader"
+        Some(before + 4),
+        "every one answered by the leader"
     );
     node.stop().await;
 }
