@@ -258,10 +258,9 @@ fn leaders(seen: &Seen, own_url: &str, led: &[u32]) -> Vec<String> {
 /// Completes once this generation should give way to the next: a shard it leads belongs to
 /// another live node, or a shard of its share is free and not led here, in two readings in a
 /// row (a node missing from one reading, its announcement late, moves nothing); a shard of its
-/// share come free in one reading, when that reading has the same nodes as the one before (the
-/// share is settled, and the shard's clients wait on it). The reading it gave way on is left
-/// for the next generation. Meanwhile keeps the shards' leaders up to date for requests
-/// passed on.
+/// share come free in one reading, when that reading names no node the one before did not
+/// (`settled`: the shard's clients wait on it). The reading it gave way on is left for the
+/// next generation. Meanwhile keeps the shards' leaders up to date for requests passed on.
 pub(super) async fn moved(spread: &mut Spread) {
     let mut seen = spread.survey.seen();
     let mut once = false;
@@ -272,7 +271,7 @@ pub(super) async fn moved(spread: &mut Spread) {
             let leaders = leaders(&reading, &spread.own_url, &spread.led);
             spread.standby.standby.set_shard_leaders(leaders);
             spread.standby.standby.set_peers(reading.names.clone());
-            let settled = nodes_before.as_ref() == Some(&reading.nodes);
+            let settled = settled(nodes_before.as_deref(), &reading.nodes);
             match share_moved(&reading, &spread.own_url, spread.count, &spread.led) {
                 Some(moved) if gives_way(&moved, once, settled) => {
                     let why = moved.why;
@@ -290,10 +289,17 @@ pub(super) async fn moved(spread: &mut Spread) {
     }
 }
 
+/// Whether the live nodes `now` keep the share `before` gave: no node is new. A node gone is
+/// allowed, as a killed node's leases lapse about when its announcement does, so taking its
+/// shards waits for one reading, not two; a node missing from one reading while it still
+/// renews its leases frees none of them.
+fn settled(before: Option<&[String]>, now: &[String]) -> bool {
+    before.is_some_and(|before| now.iter().all(|node| before.contains(node)))
+}
+
 /// Whether a generation gives way on `moved`: when the reading before said so too (`once`),
-/// or at once for a lease of its share come free while the live nodes are those of the
-/// reading before (`settled`): the share cannot be a node's announcement late or early, and
-/// the shard's clients wait for it.
+/// or at once for a lease of its share come free while the live nodes keep the share
+/// (`settled`), as the shard's clients wait for it.
 fn gives_way(moved: &Move, once: bool, settled: bool) -> bool {
     once || (moved.free && settled)
 }
@@ -434,6 +440,17 @@ mod tests {
         assert!(share_moved(&seen(&[a], &lapsed), a, count, &of_a).is_some_and(|moved| moved.free));
         // A node that cannot read the live nodes (its own URL not among them) moves nothing.
         assert!(share_moved(&seen(&[], &free), a, count, &of_a).is_none());
+    }
+
+    #[test]
+    fn nodes_leaving_keep_the_share_settled_and_a_node_arriving_does_not() {
+        let nodes =
+            |names: &[&str]| -> Vec<String> { names.iter().map(|n| n.to_string()).collect() };
+        let (two, three) = (nodes(&["a", "b"]), nodes(&["a", "b", "c"]));
+        assert!(settled(Some(&three), &three));
+        assert!(settled(Some(&three), &two), "c gone");
+        assert!(!settled(Some(&two), &three), "c arrived");
+        assert!(!settled(None, &two), "no reading before");
     }
 
     #[test]
