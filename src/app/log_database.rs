@@ -104,8 +104,9 @@ pub struct Node {
     /// With `--spread-shards`: the live nodes and the shards' holders, read across generations.
     pub survey: Option<Arc<crate::persist::database::survey::Survey>>,
     /// With `--spread-shards`: the reading the last generation gave way on, which held for two
-    /// readings in a row (or, for a lease come free, for one with the same nodes as the one
-    /// before), so the next generation leads by it rather than wait for two more.
+    /// readings in a row (or, for a lease come free, for one that kept the share: no node new,
+    /// and any node gone the one whose lease lapsed), so the next generation leads by it rather
+    /// than wait for two more.
     pub agreed: Arc<std::sync::Mutex<Option<Arc<crate::persist::database::survey::Seen>>>>,
 }
 

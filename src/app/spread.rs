@@ -258,21 +258,31 @@ fn leaders(seen: &Seen, own_url: &str, led: &[u32]) -> Vec<String> {
 /// Completes once this generation should give way to the next: a shard it leads belongs to
 /// another live node, or a shard of its share is free and not led here, in two readings in a
 /// row (a node missing from one reading, its announcement late, moves nothing); a shard of its
-/// share come free in one reading, when that reading names no node the one before did not
-/// (`settled`: the shard's clients wait on it). The reading it gave way on is left for the
+/// share come free in one reading, when that reading keeps the share (`settled`: the shard's
+/// clients wait on it). The reading it gave way on is left for the
 /// next generation. Meanwhile keeps the shards' leaders up to date for requests passed on.
 pub(super) async fn moved(spread: &mut Spread) {
     let mut seen = spread.survey.seen();
     let mut once = false;
     let mut nodes_before: Option<Vec<String>> = None;
+    // Each shard's holder's URL as last seen held, over this generation's readings.
+    let mut last_holders: Vec<Option<String>> = Vec::new();
     loop {
         let reading = seen.borrow_and_update().clone();
         if let Some(reading) = reading {
             let leaders = leaders(&reading, &spread.own_url, &spread.led);
             spread.standby.standby.set_shard_leaders(leaders);
             spread.standby.standby.set_peers(reading.names.clone());
-            let settled = settled(nodes_before.as_deref(), &reading.nodes);
-            match share_moved(&reading, &spread.own_url, spread.count, &spread.led) {
+            let moved = share_moved(&reading, &spread.own_url, spread.count, &spread.led);
+            let settled = moved.as_ref().is_some_and(|moved| {
+                let last_holder = last_holders.get(moved.shard as usize).cloned().flatten();
+                settled(
+                    nodes_before.as_deref(),
+                    &reading.nodes,
+                    last_holder.as_deref(),
+                )
+            });
+            match moved {
                 Some(moved) if gives_way(&moved, once, settled) => {
                     let why = moved.why;
                     tracing::info!(%why, "this node's share of the shards moved: starting over to lead it");
@@ -282,6 +292,12 @@ pub(super) async fn moved(spread: &mut Spread) {
                 moved => once = moved.is_some(),
             }
             nodes_before = Some(reading.nodes.clone());
+            last_holders.resize(reading.holders.len(), None);
+            for (last, holder) in last_holders.iter_mut().zip(&reading.holders) {
+                if let Some(holder) = holder {
+                    *last = Some(holder.url.clone());
+                }
+            }
         }
         if seen.changed().await.is_err() {
             return std::future::pending().await;
@@ -289,12 +305,21 @@ pub(super) async fn moved(spread: &mut Spread) {
     }
 }
 
-/// Whether the live nodes `now` keep the share `before` gave: no node is new. A node gone is
-/// allowed, as a killed node's leases lapse about when its announcement does, so taking its
-/// shards waits for one reading, not two; a node missing from one reading while it still
-/// renews its leases frees none of them.
-fn settled(before: Option<&[String]>, now: &[String]) -> bool {
-    before.is_some_and(|before| now.iter().all(|node| before.contains(node)))
+/// Whether the live nodes `now` keep the share `before` gave, for a shard come free whose
+/// lease was last seen held by `last_holder`: no node is new, and if a node is gone, the
+/// shard's last holder is (a killed node's leases lapse about when its announcement does, so
+/// its shards are taken at the first reading without it, not the second). A node missing from
+/// one reading, its announcement late, moves no shard another node gave up (to start over, or
+/// for a joining node to take).
+fn settled(before: Option<&[String]>, now: &[String], last_holder: Option<&str>) -> bool {
+    let Some(before) = before else {
+        return false;
+    };
+    if now.iter().any(|node| !before.contains(node)) {
+        return false;
+    }
+    let gone = before.iter().any(|node| !now.contains(node));
+    !gone || last_holder.is_some_and(|holder| !now.iter().any(|node| node == holder))
 }
 
 /// Whether a generation gives way on `moved`: when the reading before said so too (`once`),
@@ -307,6 +332,8 @@ fn gives_way(moved: &Move, once: bool, settled: bool) -> bool {
 /// Why a node should start over.
 struct Move {
     why: String,
+    /// The shard that moved.
+    shard: u32,
     /// A shard of its share came free (rather than another node's share taking one it leads).
     free: bool,
 }
@@ -327,11 +354,19 @@ fn share_moved(seen: &Seen, own_url: &str, count: u32, led: &[u32]) -> Option<Mo
             .is_some_and(Option::is_none);
         if ours && !here && free {
             let why = format!("shard {shard} is this node's to lead and free");
-            return Some(Move { why, free: true });
+            return Some(Move {
+                why,
+                shard,
+                free: true,
+            });
         }
         if !ours && here {
             let why = format!("shard {shard} is now {}'s to lead", seen.nodes[node]);
-            return Some(Move { why, free: false });
+            return Some(Move {
+                why,
+                shard,
+                free: false,
+            });
         }
     }
     None
@@ -443,14 +478,21 @@ mod tests {
     }
 
     #[test]
-    fn nodes_leaving_keep_the_share_settled_and_a_node_arriving_does_not() {
+    fn a_shard_freed_by_a_node_gone_is_settled_and_one_freed_otherwise_waits_for_the_nodes() {
         let nodes =
             |names: &[&str]| -> Vec<String> { names.iter().map(|n| n.to_string()).collect() };
         let (two, three) = (nodes(&["a", "b"]), nodes(&["a", "b", "c"]));
-        assert!(settled(Some(&three), &three));
-        assert!(settled(Some(&three), &two), "c gone");
-        assert!(!settled(Some(&two), &three), "c arrived");
-        assert!(!settled(None, &two), "no reading before");
+        assert!(settled(Some(&three), &three, Some("a")), "the same nodes");
+        assert!(settled(Some(&three), &three, None));
+        assert!(
+            settled(Some(&three), &two, Some("c")),
+            "c gone, its lease lapsed"
+        );
+        // c missing from one reading (late) while a gave a shard up, or one never held: wait.
+        assert!(!settled(Some(&three), &two, Some("a")));
+        assert!(!settled(Some(&three), &two, None));
+        assert!(!settled(Some(&two), &three, None), "c arrived");
+        assert!(!settled(None, &two, Some("c")), "no reading before");
     }
 
     #[test]
@@ -458,10 +500,12 @@ mod tests {
         let (free, taken) = (
             Move {
                 why: String::new(),
+                shard: 0,
                 free: true,
             },
             Move {
                 why: String::new(),
+                shard: 0,
                 free: false,
             },
         );

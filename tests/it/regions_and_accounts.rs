@@ -184,6 +184,8 @@ async fn a_topic_of_one_region_delivers_to_a_queue_of_another() {
         .send()
         .await
         .unwrap();
+    // The queue may be another shard's, on another node: its copy lands a moment later.
+    common::carried(&server).await;
     assert_eq!(bodies(&east_sqs, &url).await, vec!["189.50".to_string()]);
 }
 
