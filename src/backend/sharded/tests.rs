@@ -124,18 +124,11 @@ fn the_suites_queues_and_topics_lie_in_different_shards() {
 /// says `relayed` until the queue's shard placed its copy, and `queued` after.
 #[tokio::test]
 async fn what_waits_to_cross_is_counted_until_carried() {
-    use crate::backend::{CreateTopic, Inspection, RelayWaiting, Topics};
+    use crate::backend::{Inspection, RelayWaiting};
     let clock = clock();
     let (backend, _logs) = idle_shards(&clock);
     // prices.fifo is shard 0's, all.fifo shard 2's (pinned above).
-    let arn = backend
-        .create_topic(CreateTopic {
-            name: "prices.fifo".into(),
-            attributes: vec![("FifoTopic".into(), "true".into())],
-            tags: Vec::new(),
-        })
-        .await
-        .unwrap();
+    let arn = prices_topic(&backend).await;
     let fifo = vec![("FifoQueue".to_string(), "true".to_string())];
     let config = crate::engine::QueueConfig::for_create("all.fifo", &fifo, clock.now()).unwrap();
     crate::backend::QueueAdmin::create_queue(
@@ -220,19 +213,12 @@ async fn shards_led_elsewhere_are_refused_and_noted() {
 /// applied, and with nothing to carry answers none once its wait is over.
 #[tokio::test]
 async fn a_pull_of_several_pairs_answers_what_any_holds() {
-    use crate::backend::{CreateTopic, Inspection, Topics};
+    use crate::backend::Inspection;
     use crate::persist::format::between_nodes::{decode_parcels, decode_pulled, PairPull};
     let clock = clock();
     // prices.fifo is shard 0's, all.fifo shard 2's, which another node leads.
     let (backend, _logs) = partly_here(&clock, &[0, 1]);
-    let arn = backend
-        .create_topic(CreateTopic {
-            name: "prices.fifo".into(),
-            attributes: vec![("FifoTopic".into(), "true".into())],
-            tags: Vec::new(),
-        })
-        .await
-        .unwrap();
+    let arn = prices_topic(&backend).await;
     subscribe_all_and_publish_three(&backend, &arn).await;
     let pair = |from, to, after| PairPull { from, to, after };
     let pull = |pairs: Vec<PairPull>, max, wait| {
@@ -269,6 +255,19 @@ async fn a_pull_of_several_pairs_answers_what_any_holds() {
     let short = std::time::Duration::from_millis(50);
     assert_eq!(pull(vec![pair(0, 2, 3)], 10, short).await, []);
     assert!(backend.relay_waiting().await.unwrap().is_empty());
+}
+
+/// The FIFO topic prices.fifo (shard 0's), made; its ARN.
+async fn prices_topic(backend: &Sharded) -> std::sync::Arc<str> {
+    use crate::backend::{CreateTopic, Topics};
+    backend
+        .create_topic(CreateTopic {
+            name: "prices.fifo".into(),
+            attributes: vec![("FifoTopic".into(), "true".into())],
+            tags: Vec::new(),
+        })
+        .await
+        .unwrap()
 }
 
 /// Subscribes all.fifo to the FIFO topic `arn` and publishes three messages to it in one group;
