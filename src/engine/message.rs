@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use md5::{Digest, Md5};
 
-use super::body::{allowed_char, Body};
+use super::body::{allowed_char, Body, BodyText};
 pub use super::digest::{hex, HexDigest, Md5Digest};
 use super::error::{EngineError, EngineResult};
 use super::time::Timestamp;
@@ -393,7 +393,7 @@ pub fn validate_token(parameter: &str, value: &str) -> EngineResult<()> {
 #[derive(Clone, Debug)]
 pub struct Message {
     pub id: MessageId,
-    pub body: Arc<str>,
+    pub body: BodyText,
     pub body_md5: Md5Digest,
     pub attributes: MessageAttributes,
     pub sender_id: Arc<str>,
@@ -426,7 +426,7 @@ impl Extras {
 /// Every field of a stored message, flat (what recovery rebuilds one from).
 pub struct MessageParts {
     pub id: MessageId,
-    pub body: Arc<str>,
+    pub body: BodyText,
     pub body_md5: Md5Digest,
     pub attributes: MessageAttributes,
     pub attributes_md5: Option<Arc<str>>,

@@ -443,7 +443,7 @@ mod tests {
     fn room_runs_out_by_bytes_as_well_as_by_count() {
         let mut parcels = Parcels::default();
         // One body shared by every copy: counted per parcel, as each is written per parcel.
-        let big = Body::new("x".repeat(1 << 20));
+        let big = Body::from("x".repeat(1 << 20));
         let mut sent = 0;
         while parcels.has_room() {
             let Contents::Copy(mut copy) = copy("a") else {

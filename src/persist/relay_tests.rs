@@ -111,7 +111,7 @@ fn a_parcel_change_takes_no_more_than_its_size_says() {
     let long = |c: &str, n: usize| -> std::sync::Arc<str> { c.repeat(n).into() };
     let message = Message::from(MessageParts {
         id: MessageId::random(),
-        body: long("b", 4096),
+        body: "b".repeat(4096).into(),
         body_md5: crate::engine::body::body_md5("b"),
         attributes: big.attributes.clone(),
         attributes_md5: Some(long("m", 32)),

@@ -4,12 +4,12 @@
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
-use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
 use super::json_answer::{JsonAnswer, Object};
 use super::{borrowed, lenient};
+use crate::engine::body::BodyText;
 use crate::engine::message::{Md5Digest, MessageId};
 
 #[derive(Debug, Default, Deserialize)]
@@ -373,7 +373,7 @@ pub struct MessageWire {
     #[serde(rename = "MD5OfBody", serialize_with = "md5_text")]
     pub md5_of_body: Md5Digest,
     /// Shared with the stored message, not copied.
-    pub body: Arc<str>,
+    pub body: BodyText,
     #[serde(skip_serializing_if = "Pairs::is_empty")]
     pub attributes: Pairs,
     #[serde(

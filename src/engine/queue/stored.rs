@@ -42,3 +42,19 @@ impl Stored {
         self.message.size()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Each stored message is one allocation; past 224 bytes jemalloc's next class is 256, which
+    /// a million queued messages would pay 32 MB for.
+    #[test]
+    fn a_stored_message_fits_the_allocators_224_byte_class() {
+        assert!(
+            std::mem::size_of::<Stored>() <= 224,
+            "{} bytes",
+            std::mem::size_of::<Stored>()
+        );
+    }
+}
