@@ -5,9 +5,10 @@ use orderly::app::{shutdown_signal, App};
 use orderly::config::{Config, LogFormat};
 
 /// jemalloc on Linux, with a background thread that gives freed memory back to the system once
-/// it has stayed unused for its decay time (10 s), whether or not requests keep coming: after
-/// a burst, the process shrinks back toward its idle size (`doc/performance.md`). Elsewhere
-/// the system's allocator (jemalloc's background threads are Linux-only).
+/// it has stayed unused for its decay time (2 s; its settings are in .cargo/config.toml),
+/// whether or not requests keep coming: after a burst, the process shrinks back toward its
+/// idle size (`doc/performance.md`). Elsewhere the system's allocator (jemalloc's background
+/// threads are Linux-only).
 #[cfg(target_os = "linux")]
 #[global_allocator]
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
