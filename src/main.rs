@@ -82,3 +82,26 @@ async fn serve() -> anyhow::Result<()> {
     tracing::info!("stopped");
     Ok(())
 }
+
+#[cfg(all(test, target_os = "linux"))]
+mod tests {
+    /// The settings `.cargo/config.toml` compiles into jemalloc: a build that misses them (one
+    /// run from outside the repository, or with `JEMALLOC_SYS_WITH_MALLOC_CONF` set otherwise)
+    /// keeps a burst's slab records and pages for longer (`doc/performance.md`).
+    #[test]
+    fn jemalloc_is_built_with_the_repositorys_settings() {
+        let conf = tikv_jemalloc_ctl::config::malloc_conf::read().expect("readable");
+        // The safe interface hands the C string back with its terminator.
+        let conf = conf.trim_end_matches('\0');
+        for setting in [
+            "background_thread:true",
+            "slab_sizes:1-4096:16",
+            "dirty_decay_ms:2000",
+        ] {
+            assert!(
+                conf.split(',').any(|s| s == setting),
+                "{setting} not in {conf:?}"
+            );
+        }
+    }
+}
