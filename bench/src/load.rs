@@ -594,6 +594,9 @@ pub(crate) async fn pipeline_on(
         sent.fetch_add(r.sent, Ordering::Relaxed);
         errors += r.errors;
     }
+    // Whether consumers keep up: what they delivered while the producers were sending.
+    let producing = started.elapsed().as_secs_f64();
+    let delivered_while_producing = tally.received.load(Ordering::Relaxed);
     producers_done.store(true, Ordering::Relaxed);
     if tally.received.load(Ordering::Relaxed) >= sent.load(Ordering::Relaxed) {
         // Everything arrived before the producers were counted: the run ended now.
@@ -630,7 +633,10 @@ pub(crate) async fn pipeline_on(
         client_cpu_us: own_cpu_micros() - client_cpu_before,
         connections: 0,
         note: format!(
-            "send-to-receive latency; delivered msg/s; {:.1} msgs per receive{}",
+            "send-to-receive latency; delivered msg/s; while producing, {:.0} sent/s and {:.0} delivered/s ({:.0} %); {:.1} msgs per receive{}",
+            sent.load(Ordering::Relaxed) as f64 / producing,
+            delivered_while_producing as f64 / producing,
+            100.0 * delivered_while_producing as f64 / sent.load(Ordering::Relaxed).max(1) as f64,
             received as f64 / tally.receives.load(Ordering::Relaxed).max(1) as f64,
             undelivered_note(
                 sent.load(Ordering::Relaxed).saturating_sub(received),
