@@ -71,7 +71,7 @@ fn system(args: &Args, count: usize) -> String {
 /// One node count's row, on a database made for it and dropped after.
 async fn measure(args: &Args, base: &str, count: usize) -> Result<Row, String> {
     let (url, name) = fresh_database(base)?;
-    let row = measure_on(args, &url, count).await;
+    let row = measure_on(args, (base, &url, &name), count).await;
     // Its nodes are gone by now; FORCE ends any connection of theirs still closing.
     let _ = std::process::Command::new("psql")
         .args([
@@ -83,7 +83,11 @@ async fn measure(args: &Args, base: &str, count: usize) -> Result<Row, String> {
     row
 }
 
-async fn measure_on(args: &Args, url: &str, count: usize) -> Result<Row, String> {
+async fn measure_on(
+    args: &Args,
+    (base, url, name): (&str, &str, &str),
+    count: usize,
+) -> Result<Row, String> {
     // Declared first, so dropped last: a cgroup goes once its node is gone.
     let mut groups = Vec::new();
     let mut nodes = Vec::new();
@@ -120,6 +124,7 @@ async fn measure_on(args: &Args, url: &str, count: usize) -> Result<Row, String>
     let cpu = |nodes: &[ServerProcess]| nodes.iter().map(ServerProcess::cpu_micros).sum::<u64>();
     let cpu_before = cpu(&nodes);
     let database_before = nodes[0].database_cpu_micros();
+    let commits_before = commits(base, name);
     let started = Instant::now();
     let producers: Vec<_> = (0..args.producers)
         .map(|p| {
@@ -166,6 +171,11 @@ async fn measure_on(args: &Args, url: &str, count: usize) -> Result<Row, String>
         messages += sent;
         latencies.extend(took);
     }
+    let seconds = started.elapsed().as_secs_f64();
+    let committed = match (commits(base, name), commits_before) {
+        (Some(after), Some(before)) => Some(after.saturating_sub(before)),
+        _ => None,
+    };
     latencies.sort_unstable();
     let errors = errors.load(Ordering::Relaxed);
     let database_cpu_us = match (nodes[0].database_cpu_micros(), database_before) {
@@ -176,14 +186,35 @@ async fn measure_on(args: &Args, url: &str, count: usize) -> Result<Row, String>
         scenario: SCENARIO.into(),
         system: system(args, count),
         messages,
-        seconds: started.elapsed().as_secs_f64(),
+        seconds,
         p50_us: percentile(&latencies, 0.5),
         p99_us: percentile(&latencies, 0.99),
         errors,
         server_cpu_us: cpu(&nodes) - cpu_before,
         database_cpu_us,
+        note: committed.map_or_else(String::new, |n| {
+            format!(
+                "{:.0} database commits/s, {:.1} messages a commit",
+                n as f64 / seconds,
+                messages as f64 / n.max(1) as f64
+            )
+        }),
         ..Default::default()
     })
+}
+
+/// Transactions committed in database `name` so far, as PostgreSQL counts them (its
+/// statistics reach the view within a second or so, a small error over a phase).
+fn commits(base: &str, name: &str) -> Option<u64> {
+    let asked = std::process::Command::new("psql")
+        .args([
+            base,
+            "-Atc",
+            &format!("SELECT xact_commit FROM pg_stat_database WHERE datname = '{name}'"),
+        ])
+        .output()
+        .ok()?;
+    String::from_utf8(asked.stdout).ok()?.trim().parse().ok()
 }
 
 /// A database of this run's own on the server `base` names: its URL and name (named as
