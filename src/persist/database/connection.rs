@@ -132,7 +132,7 @@ pub fn describe(error: &tokio_postgres::Error) -> String {
 
 /// A request that failed: why, and whether the database surely did not carry it out (it
 /// answered with an error) or its outcome is unknown (no answer, a connection lost).
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct Failed {
     pub cause: String,
     pub unknown_outcome: bool,

@@ -444,10 +444,13 @@ fn release_all(db: &mut Blocking, fences: &[Fence], now: Timestamp) {
         Box::pin(async move {
             client
                 .execute(
-                    "UPDATE log_shards SET expires = '-infinity', \
+                    "WITH held AS MATERIALIZED (SELECT l.shard FROM log_shards l, \
+                     unnest($1::integer[], $2::bigint[]) AS h(shard, epoch) \
+                     WHERE l.shard = h.shard AND l.epoch = h.epoch \
+                     ORDER BY l.shard FOR NO KEY UPDATE OF l) \
+                     UPDATE log_shards SET expires = '-infinity', \
                      clock_ms = greatest(clock_ms, $3) \
-                     FROM unnest($1::integer[], $2::bigint[]) AS held(shard, epoch) \
-                     WHERE log_shards.shard = held.shard AND log_shards.epoch = held.epoch",
+                     FROM held WHERE log_shards.shard = held.shard",
                     &[&shards, &epochs, &now],
                 )
                 .await
@@ -470,8 +473,10 @@ pub fn record_time(storage: &str, url: &str, at: Timestamp) -> std::io::Result<(
             Box::pin(async move {
                 client
                     .execute(
-                        "UPDATE log_shards SET clock_ms = greatest(clock_ms, $2) \
-                         WHERE url = $1 AND expires > now()",
+                        "WITH held AS MATERIALIZED (SELECT shard FROM log_shards \
+                         WHERE url = $1 AND expires > now() ORDER BY shard FOR NO KEY UPDATE) \
+                         UPDATE log_shards SET clock_ms = greatest(clock_ms, $2) \
+                         FROM held WHERE log_shards.shard = held.shard",
                         &[&url, &at],
                     )
                     .await
@@ -488,7 +493,9 @@ pub fn record_time(storage: &str, url: &str, at: Timestamp) -> std::io::Result<(
 
 /// Renews, in one statement, the leases of every shard in `held` that is still in the epoch
 /// named there, writing the leader's time `now` into each; answers the shards renewed (a
-/// shard missing was taken by another node).
+/// shard missing was taken by another node). Statements that lock several leases' rows (this,
+/// giving them up, the node's shared commit) lock them in shard order, so that none waits
+/// for another crosswise.
 pub async fn renew_held(
     client: &Client,
     held: &[Fence],
@@ -499,10 +506,13 @@ pub async fn renew_held(
     let epochs: Vec<i64> = held.iter().map(|f| f.epoch).collect();
     let rows = client
         .query(
-            "UPDATE log_shards SET expires = now() + $3 * interval '1 millisecond', \
+            "WITH held AS MATERIALIZED (SELECT l.shard FROM log_shards l, \
+             unnest($1::integer[], $2::bigint[]) AS h(shard, epoch) \
+             WHERE l.shard = h.shard AND l.epoch = h.epoch \
+             ORDER BY l.shard FOR NO KEY UPDATE OF l) \
+             UPDATE log_shards SET expires = now() + $3 * interval '1 millisecond', \
              clock_ms = greatest(clock_ms, $4) \
-             FROM unnest($1::integer[], $2::bigint[]) AS held(shard, epoch) \
-             WHERE log_shards.shard = held.shard AND log_shards.epoch = held.epoch \
+             FROM held WHERE log_shards.shard = held.shard \
              RETURNING log_shards.shard",
             &[&shards, &epochs, &lease_ms, &now],
         )

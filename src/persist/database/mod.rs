@@ -5,6 +5,8 @@
 //! - `schema`: the tables, their version, and the region and account the data belongs to.
 //! - `lease`: one leader at a time, fenced by an epoch; taking, renewing and giving up the lease.
 //! - `table_log`: the log writer's batches as rows, each insert checking the epoch.
+//! - `table_insert`: a write cut into rows, and the statements that insert them.
+//! - `shared_commit`: one commit for the writes of every shard a node leads.
 //! - `snapshots`: snapshots in chunks, kept by a transaction that drops the log they cover.
 //! - `recovery`: the snapshot and the batches after it, into a fresh engine.
 //! - `follow`: a standby applying the batches as they are written, so a takeover reads the
@@ -25,8 +27,10 @@ mod recovery;
 pub mod replication;
 mod schema;
 pub mod sessions;
+mod shared_commit;
 mod snapshots;
 pub mod survey;
+mod table_insert;
 mod table_log;
 pub mod test_database;
 pub mod transfer;
@@ -134,6 +138,9 @@ pub struct ReadyDatabase {
     /// What the database promises about an acknowledged write, once this node leads.
     pub replication: replication::Shared,
     require_synchronous_replication: bool,
+    /// The node's commit of the writes of every shard it leads, in a database cut into
+    /// shards; a database of one shard has its log's own connections insert.
+    shared_commit: Option<Arc<shared_commit::SharedCommit>>,
 }
 
 /// What asking for the lease found.
@@ -168,6 +175,15 @@ impl ReadyDatabase {
         }
         let log_writer = LogWriter::new();
         engine.set_log(log_writer.clone());
+        let shared_commit = if shards > 1 {
+            let session = connection::Session::new(config.clone());
+            Some(shared_commit::SharedCommit::start(
+                session,
+                settings.inserts,
+            )?)
+        } else {
+            None
+        };
         Ok(ReadyDatabase {
             config,
             db,
@@ -183,6 +199,7 @@ impl ReadyDatabase {
             inserts: settings.inserts,
             replication: Default::default(),
             require_synchronous_replication: settings.require_synchronous_replication,
+            shared_commit,
         })
     }
 
@@ -212,6 +229,7 @@ impl ReadyDatabase {
             // One database's promise, said once a node.
             replication: self.replication.clone(),
             require_synchronous_replication: self.require_synchronous_replication,
+            shared_commit: self.shared_commit.clone(),
         })
     }
 
@@ -378,7 +396,13 @@ impl ReadyDatabase {
                 1
             }
         };
-        let table_log = match table_log::TableLog::new(self.db, fence, next_lsn, inserts) {
+        let table_log = match &self.shared_commit {
+            Some(shared) => {
+                table_log::TableLog::sharing(self.db, fence, next_lsn, inserts, shared.clone())
+            }
+            None => table_log::TableLog::new(self.db, fence, next_lsn, inserts),
+        };
+        let table_log = match table_log {
             Ok(table_log) => table_log.waiting(self.batch_wait),
             Err(error) => {
                 lease.release();
@@ -405,5 +429,7 @@ impl ReadyDatabase {
 mod keeper_tests;
 #[cfg(test)]
 mod schema_tests;
+#[cfg(test)]
+mod shared_commit_tests;
 #[cfg(test)]
 mod tests;

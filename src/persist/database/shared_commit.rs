@@ -1,0 +1,154 @@
+//! One commit for the writes of every shard a node leads. Each shard's log has a writer of its
+//! own, and a request's batch seldom finds its shard's writer busy, so with a log per shard a
+//! node would commit about once per request, paying a round trip and a wake-up for each.
+//! Instead every shard's writer hands its write here, and one thread inserts whatever writes
+//! have come meanwhile in one statement (`table_insert::Slot::insert_all`), each shard's rows
+//! fenced by its own lease: a shard taken by another node has its rows refused while the
+//! others' are kept.
+//!
+//! At most as many statements are under way as the node's connections here
+//! (`--database-inserts`); while they run, the next writes gather. A shard still has at most
+//! `table_log::MOST_INSERTS` writes under way, so a torn tail stays one gap.
+
+use std::sync::{mpsc, Arc};
+
+use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver, UnboundedSender};
+
+use super::connection::{Failed, Session};
+use super::table_insert::{Slot, Write};
+use crate::persist::writer::Wake;
+
+/// The outcome of a write: the number of its rows inserted.
+pub(super) type Outcome = Result<u64, Failed>;
+
+/// A write handed over, and whom to tell its outcome.
+struct Handed {
+    write: Write,
+    told: mpsc::SyncSender<Outcome>,
+    wake: Wake,
+}
+
+/// The node's committer of its shards' writes; its thread ends when the last handle goes.
+pub struct SharedCommit {
+    writes: UnboundedSender<Handed>,
+}
+
+impl SharedCommit {
+    /// Starts the thread that commits, with `connections` connections like `session`.
+    pub fn start(session: Session, connections: usize) -> std::io::Result<Arc<SharedCommit>> {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?;
+        let slots: Vec<Slot> = (0..connections.max(1))
+            .map(|_| Slot::new(session.sibling()))
+            .collect();
+        let (writes, handed) = unbounded_channel();
+        std::thread::Builder::new()
+            .name("orderly-log-commit".into())
+            .spawn(move || runtime.block_on(commit(handed, slots)))?;
+        Ok(Arc::new(SharedCommit { writes }))
+    }
+
+    /// Hands `write` over; its outcome comes on the answer, after which `wake` is called.
+    pub(super) fn insert(&self, write: Write, wake: &Wake) -> mpsc::Receiver<Outcome> {
+        let (told, outcome) = mpsc::sync_channel(1);
+        let handed = Handed {
+            write,
+            told,
+            wake: wake.clone(),
+        };
+        if let Err(refused) = self.writes.send(handed) {
+            // The thread is gone (its runtime failed): the write was never sent.
+            let Handed { told, wake, .. } = refused.0;
+            let _ = told.send(Err(Failed {
+                cause: "the node's committer of the log has stopped".into(),
+                unknown_outcome: false,
+                code: None,
+            }));
+            wake();
+        }
+        outcome
+    }
+}
+
+/// The most bytes of rows one statement carries: whatever came meanwhile beyond it waits for
+/// the next, so that shards writing their backlogs at once after an outage are not sent as
+/// one statement too large to finish within the insert's timeout, round after round.
+const STATEMENT_BYTES: usize = 16 * 1024 * 1024;
+
+/// Takes a free connection, then the writes handed over until then (up to `STATEMENT_BYTES`),
+/// and inserts them in one statement on a task of its own, so the next writes gather while
+/// it runs.
+async fn commit(mut handed: UnboundedReceiver<Handed>, slots: Vec<Slot>) {
+    let Some(like) = slots.first().map(Slot::sibling) else {
+        return;
+    };
+    let (freed, mut free) = unbounded_channel();
+    for slot in slots {
+        let _ = freed.send(Some(slot));
+    }
+    let mut carried: Option<Handed> = None;
+    loop {
+        // A slot whose insert panicked comes back as `None`: its connection went with it.
+        let slot = match free.recv().await {
+            Some(Some(slot)) => slot,
+            Some(None) => Slot::new(like.sibling()),
+            None => return,
+        };
+        let first = match carried.take() {
+            Some(first) => first,
+            None => match handed.recv().await {
+                Some(first) => first,
+                None => return,
+            },
+        };
+        let mut bytes = first.write.rows.bytes();
+        let mut batch = vec![first];
+        while let Ok(more) = handed.try_recv() {
+            bytes += more.write.rows.bytes();
+            if bytes > STATEMENT_BYTES {
+                carried = Some(more);
+                break;
+            }
+            batch.push(more);
+        }
+        tokio::spawn(insert(slot, batch, freed.clone()));
+    }
+}
+
+/// Inserts `batch` on `slot`, gives the slot back on `freed` and tells each writer its
+/// outcome.
+async fn insert(mut slot: Slot, batch: Vec<Handed>, freed: UnboundedSender<Option<Slot>>) {
+    let (writes, answers): (Vec<Write>, Vec<_>) = batch
+        .into_iter()
+        .map(|handed| (handed.write, (handed.told, handed.wake)))
+        .unzip();
+    let count = writes.len();
+    // On a task of its own, so that a panic there still gives the slot's place back and
+    // answers the writers.
+    let inserted = tokio::spawn(async move {
+        let outcomes = slot.insert_all(&writes).await;
+        (slot, outcomes)
+    })
+    .await;
+    let outcomes = match inserted {
+        Ok((slot, outcomes)) => {
+            // Freed before the writers are told, so their next writes find it.
+            let _ = freed.send(Some(slot));
+            outcomes
+        }
+        Err(panicked) => {
+            let _ = freed.send(None);
+            let failed = Failed {
+                cause: format!("an insert of the log ended without an answer: {panicked}"),
+                unknown_outcome: true,
+                code: None,
+            };
+            vec![Err(failed); count]
+        }
+    };
+    for ((told, wake), outcome) in answers.into_iter().zip(outcomes) {
+        let _ = told.send(outcome);
+        wake();
+    }
+}

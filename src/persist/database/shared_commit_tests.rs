@@ -1,0 +1,224 @@
+//! The node's shared commit against a real PostgreSQL (`ORDERLY_TEST_POSTGRES`).
+
+use super::connection::Blocking;
+use super::connection::{config, Session, Work};
+use super::lease::{self, Fence};
+use super::schema;
+use super::shared_commit::SharedCommit;
+use super::table_log::{deposed, TableLog};
+use super::tests::{connect, database, number, sql};
+use crate::persist::format;
+use crate::persist::writer::{LogSink, Wake};
+
+fn record(lsn: u64) -> Vec<u8> {
+    let mut bytes = format::record_header(lsn).to_vec();
+    bytes.extend_from_slice(b"payload");
+    bytes
+}
+
+/// Each batch's shard, first number and the transaction that inserted it.
+fn batches(db: &mut Blocking) -> Vec<(i32, i64, i64)> {
+    db.run(
+        super::connection::STARTUP_TIMEOUT,
+        |client| -> Work<'_, _> {
+            Box::pin(async move {
+                let rows = client
+                    .query(
+                        "SELECT shard, first_lsn, xmin::text::bigint FROM log_batches \
+                         ORDER BY shard, first_lsn",
+                        &[],
+                    )
+                    .await?;
+                Ok(rows
+                    .iter()
+                    .map(|r| (r.get(0), r.get(1), r.get(2)))
+                    .collect())
+            })
+        },
+    )
+    .expect("read the log")
+}
+
+/// Each batch's shard and first number.
+fn rows(db: &mut Blocking) -> Vec<(i32, i64)> {
+    batches(db)
+        .iter()
+        .map(|(shard, first, _)| (*shard, *first))
+        .collect()
+}
+
+/// Four shards led by this node; shard 1 then taken by another node without it knowing.
+fn four_shards(admin: &mut Blocking) -> Vec<Fence> {
+    schema::prepare(admin, "us-east-1", "000000000000", 4).expect("tables");
+    let fences = (0..4)
+        .map(|shard| {
+            let (taken, _) =
+                lease::acquire(admin, shard, "first", "http://first", true).expect("a free lease");
+            Fence {
+                shard,
+                epoch: taken.epoch,
+            }
+        })
+        .collect();
+    sql(
+        admin,
+        "UPDATE log_shards SET expires = '-infinity' WHERE shard = 1",
+    );
+    lease::acquire(admin, 1, "second", "http://second", true).expect("lapsed");
+    fences
+}
+
+/// Each shard's log, its writes inserted by one shared commit of one connection.
+fn shared_logs(url: &str, fences: &[Fence]) -> Vec<TableLog> {
+    let session = Session::new(config(url).expect("a URL"));
+    let shared = SharedCommit::start(session, 1).expect("a thread");
+    fences
+        .iter()
+        .map(|fence| TableLog::sharing(connect(url), *fence, 0, 2, shared.clone()).expect("a log"))
+        .collect()
+}
+
+/// Shard 3's lease row, held by another transaction until the answer is dropped or told to
+/// commit: the shared commit's one connection waits on shard 3's write meanwhile, so writes
+/// handed over then are gathered into one statement.
+struct Held {
+    runtime: tokio::runtime::Runtime,
+    client: tokio_postgres::Client,
+}
+
+impl Held {
+    fn shard_3(url: &str) -> Held {
+        let runtime = tokio::runtime::Runtime::new().expect("a runtime");
+        let client = runtime.block_on(async {
+            let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
+                .await
+                .expect("connect");
+            tokio::spawn(connection);
+            client
+                .batch_execute("BEGIN; SELECT 1 FROM log_shards WHERE shard = 3 FOR UPDATE")
+                .await
+                .expect("locked");
+            client
+        });
+        Held { runtime, client }
+    }
+
+    /// Waits until an insert waits for the row.
+    fn until_waited_for(&self, admin: &mut Blocking) {
+        let waiting = "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' \
+                       AND query LIKE '%INSERT INTO log_batches%'";
+        let started = std::time::Instant::now();
+        while number(admin, waiting.into()) == 0 {
+            assert!(
+                started.elapsed() < std::time::Duration::from_secs(10),
+                "no insert waited for the row"
+            );
+            std::thread::yield_now();
+        }
+    }
+
+    fn release(self) {
+        self.runtime
+            .block_on(self.client.batch_execute("COMMIT"))
+            .expect("released");
+    }
+}
+
+fn waker() -> Wake {
+    std::sync::Arc::new(|| {})
+}
+
+#[test]
+fn shards_written_meanwhile_share_one_commit_and_a_shard_led_elsewhere_is_refused_alone() {
+    let Some(url) = database() else { return };
+    let mut admin = connect(&url);
+    let fences = four_shards(&mut admin);
+    let mut logs = shared_logs(&url, &fences);
+
+    let held = Held::shard_3(&url);
+    let wake = waker();
+    let records: Vec<Vec<u8>> = (0..2).map(record).collect();
+    logs[3].begin(&[&records[0]], &wake).expect("handed over");
+    held.until_waited_for(&mut admin);
+    for shard in [0, 1, 2] {
+        logs[shard]
+            .begin(&[&records[0], &records[1]], &wake)
+            .expect("handed over");
+    }
+    for (shard, log) in logs.iter_mut().enumerate() {
+        assert!(
+            log.finish(false).is_none(),
+            "shard {shard}'s write waits behind the held row"
+        );
+    }
+    held.release();
+
+    logs[3].finish(true).expect("an answer").expect("kept");
+    logs[0].finish(true).expect("an answer").expect("kept");
+    logs[2].finish(true).expect("an answer").expect("kept");
+    let refused = logs[1].finish(true).expect("an answer");
+    assert_eq!(deposed(&refused), Some(fences[1].epoch as u64));
+    assert!(
+        logs[1].poisoned(),
+        "a deposed shard's log never writes again"
+    );
+
+    let kept = batches(&mut admin);
+    let shards: Vec<(i32, i64)> = kept.iter().map(|(s, f, _)| (*s, *f)).collect();
+    assert_eq!(shards, [(0, 0), (2, 0), (3, 0)], "shard 1's rows refused");
+    assert_eq!(
+        kept[0].2, kept[1].2,
+        "shards 0 and 2, handed over meanwhile, committed together"
+    );
+    assert_ne!(kept[0].2, kept[2].2, "shard 3 committed before them");
+
+    // The shards kept go on.
+    let next = record(2);
+    logs[0].append(&[&next]).expect("shard 0 goes on");
+    assert_eq!(batches(&mut admin).len(), 4);
+}
+
+#[test]
+fn a_statement_refused_for_one_shard_is_tried_write_by_write_so_only_that_shard_fails() {
+    let Some(url) = database() else { return };
+    let mut admin = connect(&url);
+    let fences = four_shards(&mut admin);
+    // A row of shard 0 numbered as its next write: as if an earlier try of that write had
+    // committed late, after its answer was lost.
+    sql(
+        &mut admin,
+        "INSERT INTO log_batches (shard, first_lsn, last_lsn, epoch, records) \
+         VALUES (0, 0, 0, 1, 'late')",
+    );
+    let mut logs = shared_logs(&url, &fences);
+
+    let held = Held::shard_3(&url);
+    let wake = waker();
+    let records: Vec<Vec<u8>> = (0..3).map(record).collect();
+    logs[3].begin(&[&records[0]], &wake).expect("handed over");
+    held.until_waited_for(&mut admin);
+    logs[0].begin(&[&records[0]], &wake).expect("handed over");
+    // Two writes of shard 2 in the same statement.
+    logs[2].begin(&[&records[0]], &wake).expect("handed over");
+    logs[2]
+        .begin(&[&records[1], &records[2]], &wake)
+        .expect("handed over");
+    held.release();
+
+    logs[3].finish(true).expect("an answer").expect("kept");
+    let failed = logs[0].finish(true).expect("an answer");
+    assert!(
+        failed.is_err(),
+        "shard 0's write collides with the late row"
+    );
+    assert_eq!(deposed(&failed), None, "a collision is not a lost lease");
+    logs[2].finish(true).expect("an answer").expect("kept");
+    logs[2].finish(true).expect("an answer").expect("kept");
+
+    assert_eq!(rows(&mut admin), [(0, 0), (2, 0), (2, 1), (3, 0)]);
+    // Shard 0's log asks what it holds before trying again, and leaves the late row's record out.
+    logs[0]
+        .append(&[&records[0], &records[1]])
+        .expect("the rest");
+    assert_eq!(rows(&mut admin), [(0, 0), (0, 1), (2, 0), (2, 1), (3, 0)]);
+}
