@@ -115,7 +115,7 @@ pub(crate) async fn start(args: &Args, system: System) -> Result<ServerProcess, 
         System::Peer(i) => {
             let mut server = ServerProcess::start_peer(peer(args, i).1).await?;
             server.database = args.database_pid;
-            wait_until_serving(&server.endpoint).await?;
+            wait_until_serving(&mut server).await?;
             server
         }
     })
@@ -126,12 +126,19 @@ fn database_cpu_since(server: &ServerProcess, before: Option<u64>) -> Option<u64
     Some(server.database_cpu_micros()?.saturating_sub(before?))
 }
 
-/// Polls ListQueues until the server answers it (peers print no common "listening" line).
-async fn wait_until_serving(endpoint: &str) -> Result<(), String> {
+/// Polls ListQueues until the server answers it (peers print no common "listening" line);
+/// a peer whose command ended (a typo in it, a server that failed to start) is not waited for.
+async fn wait_until_serving(server: &mut ServerProcess) -> Result<(), String> {
     let client = http_client();
     let deadline = Instant::now() + Duration::from_secs(120);
+    let endpoint = server.endpoint.clone();
     loop {
-        match call(&client, endpoint, "ListQueues", "{}".into()).await {
+        if let Ok(Some(status)) = server.child.try_wait() {
+            return Err(format!(
+                "the peer for {endpoint} ended ({status}) before it served"
+            ));
+        }
+        match call(&client, &endpoint, "ListQueues", "{}".into()).await {
             Ok(_) => return Ok(()),
             Err(e) if Instant::now() > deadline => {
                 return Err(format!("{endpoint} not serving after 120 s: {e}"))
