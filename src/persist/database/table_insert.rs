@@ -158,10 +158,10 @@ impl Slot {
         }
         let kept = match self.insert_shards(writes).await {
             Ok(kept) => kept,
-            // The database refused the statement (one shard's late commit holding a key, one
-            // lease's row locked too long): nothing of it was kept, and each write alone
-            // fails only the shard at fault.
-            Err(failed) if !failed.unknown_outcome => {
+            // The database answered with an error (one shard's late commit holding a key):
+            // nothing of the statement was kept, and each write alone fails only the shard at
+            // fault. A connection that could not be made is not asked again write by write.
+            Err(failed) if !failed.unknown_outcome && failed.code.is_some() => {
                 let mut outcomes = Vec::with_capacity(writes.len());
                 for write in writes {
                     outcomes.push(self.insert(&write.rows, write.fence).await);
