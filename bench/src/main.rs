@@ -93,6 +93,11 @@ pub struct Args {
     /// The node counts the nodes scenario runs at.
     #[arg(long, value_delimiter = ',', default_value = "1,2,3")]
     pub node_counts: Vec<usize>,
+    /// Producer connections of the nodes scenario (`--producers` when not given): enough to
+    /// keep every node busy, so that it measures what the nodes can take rather than how
+    /// quickly a few clients' requests come back.
+    #[arg(long)]
+    pub node_producers: Option<usize>,
     /// The shards the nodes scenario's database is cut into (`--shards`).
     #[arg(long, default_value_t = 1)]
     pub node_shards: u32,

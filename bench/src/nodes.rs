@@ -122,11 +122,13 @@ async fn measure_on(args: &Args, (base, url): (&str, &str), count: usize) -> Res
     let database_before = nodes[0].database_cpu_micros();
     let commits_before = transactions(base);
     let started = Instant::now();
-    let producers: Vec<_> = (0..args.producers)
+    let machine_before = machine_ticks();
+    let producer_count = args.node_producers.unwrap_or(args.producers);
+    let producers: Vec<_> = (0..producer_count)
         .map(|p| {
             let (client, endpoint) = (client.clone(), balancer.endpoint.clone());
             let (queues, stop, errors) = (queues.clone(), stop.clone(), errors.clone());
-            let (producers, size) = (args.producers, args.body_size);
+            let (producers, size) = (producer_count, args.body_size);
             let owned: Vec<usize> = (p..args.groups.max(producers)).step_by(producers).collect();
             tokio::spawn(async move {
                 let (mut sent, mut seq) = (0u64, 0u64);
@@ -168,6 +170,7 @@ async fn measure_on(args: &Args, (base, url): (&str, &str), count: usize) -> Res
         latencies.extend(took);
     }
     let seconds = started.elapsed().as_secs_f64();
+    let busy = machine_busy(machine_before, machine_ticks());
     let committed = match (transactions(base), commits_before) {
         (Some(after), Some(before)) => Some(after.saturating_sub(before)),
         _ => None,
@@ -188,13 +191,23 @@ async fn measure_on(args: &Args, (base, url): (&str, &str), count: usize) -> Res
         errors,
         server_cpu_us: cpu(&nodes) - cpu_before,
         database_cpu_us,
-        note: committed.map_or_else(String::new, |n| {
-            format!(
-                "{:.0} database commits/s (writing transactions), {:.1} messages a commit",
-                n as f64 / seconds,
-                messages as f64 / n.max(1) as f64
-            )
-        }),
+        note: [
+            committed.map(|n| {
+                format!(
+                    "{:.0} database commits/s (writing transactions), {:.1} messages a commit",
+                    n as f64 / seconds,
+                    messages as f64 / n.max(1) as f64
+                )
+            }),
+            busy.map(|(busy, cores)| {
+                format!("the machine {busy:.0} % busy over its {cores} cores")
+            }),
+            Some(format!("{producer_count} producers")),
+        ]
+        .into_iter()
+        .flatten()
+        .collect::<Vec<_>>()
+        .join("; "),
         ..Default::default()
     })
 }
@@ -287,6 +300,36 @@ async fn start_balancer(upstreams: &str) -> Result<ServerProcess, String> {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     Err("the balancer did not listen".into())
+}
+
+/// The machine's busy and total CPU time so far, in ticks (the first line of `/proc/stat`),
+/// with its number of cores.
+fn machine_ticks() -> Option<(u64, u64, usize)> {
+    let stat = std::fs::read_to_string("/proc/stat").ok()?;
+    let mut lines = stat.lines();
+    let fields: Vec<u64> = (lines.next()?.split_whitespace().skip(1))
+        .filter_map(|f| f.parse().ok())
+        .collect();
+    // user nice system idle iowait irq softirq steal: idle and iowait are not busy.
+    let total: u64 = fields.iter().take(8).sum();
+    let idle = fields.get(3)? + fields.get(4).copied().unwrap_or(0);
+    let cores = lines.filter(|l| l.starts_with("cpu")).count();
+    Some((total - idle, total, cores))
+}
+
+/// How busy the whole machine was between two readings, in percent of all its cores: nodes,
+/// database and load generator share them, so a figure near 100 says the machine, not the
+/// nodes, set the throughput.
+fn machine_busy(
+    before: Option<(u64, u64, usize)>,
+    after: Option<(u64, u64, usize)>,
+) -> Option<(f64, usize)> {
+    let ((busy_0, total_0, _), (busy_1, total_1, cores)) = (before?, after?);
+    let total = total_1.checked_sub(total_0).filter(|t| *t > 0)?;
+    Some((
+        100.0 * busy_1.saturating_sub(busy_0) as f64 / total as f64,
+        cores,
+    ))
 }
 
 /// Waits (up to 30 s) until the node at `endpoint` says it has `role`.
