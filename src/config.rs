@@ -193,6 +193,12 @@ pub struct Config {
     #[arg(long, env = "ORDERLY_DATABASE_BATCH_WAIT", default_value_t = 600,
           value_parser = clap::value_parser!(u64).range(0..=100_000))]
     pub database_batch_wait: u64,
+    /// A node passes requests to another node on a link of its own (one connection carrying
+    /// many requests as frames, answered in any order) rather than as HTTP requests, where the
+    /// other node's URL is plain HTTP; `false` passes each as an HTTP request.
+    #[arg(long, env = "ORDERLY_NODE_LINK", default_value_t = true,
+          action = clap::ArgAction::Set)]
+    pub node_link: bool,
     /// With the log in a database: how many inserts of the log the leader may have under way
     /// at once, each on a connection of its own. With 2, the next insert is sent while one
     /// commits, which pays where the database is a network round trip away and has CPU to

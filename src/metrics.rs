@@ -156,8 +156,9 @@ impl ForwardOutcome {
 
 /// Requests this node passed on to the leader while a standby, by outcome (all at zero on a
 /// node that never was one).
+/// And the attempts made on a link between nodes rather than as HTTP requests.
 #[derive(Clone)]
-pub struct Forwarded(Family<OutcomeLabels, Counter>);
+pub struct Forwarded(Family<OutcomeLabels, Counter>, Counter);
 
 impl Default for Forwarded {
     fn default() -> Self {
@@ -167,7 +168,7 @@ impl Default for Forwarded {
                 outcome: outcome.label(),
             });
         }
-        Forwarded(family)
+        Forwarded(family, Counter::default())
     }
 }
 
@@ -178,6 +179,12 @@ impl Forwarded {
                 outcome: outcome.label(),
             })
             .inc();
+    }
+
+    /// An attempt to pass a request on was made on a link (`http::link_client`), whatever
+    /// became of it.
+    pub fn count_link(&self) {
+        self.1.inc();
     }
 }
 
@@ -443,6 +450,12 @@ impl Metrics {
             "Requests passed on to the leader while this node was a standby, or to the leader of \
              a shard this node does not lead, by outcome",
             self.forwarded.0.clone(),
+        );
+        registry.register(
+            "forwarded_on_link_requests",
+            "Attempts to pass a request on made on a link between nodes (--node-link) rather than \
+             as HTTP requests, whatever their outcome",
+            self.forwarded.1.clone(),
         );
         register_workers(&mut registry);
         // A standby's engine follows the leader's: its figures would count each queue twice in

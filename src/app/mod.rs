@@ -93,6 +93,7 @@ fn shards_led_elsewhere(
         leader_wait: Duration::from_secs(config.leader_wait),
         idle_timeout: Duration::from_secs(config.idle_timeout),
         own_url: own_url.to_string(),
+        node_link: config.node_link,
     };
     let standby = crate::http::standby::Standby::new(settings, forwarded)?;
     let mut leaders = vec![String::new(); config.shards as usize];
@@ -262,6 +263,10 @@ impl App {
                 header: Duration::from_secs(config.header_timeout),
             },
             open: Default::default(),
+            link: crate::http::link_server::LinkLimits {
+                frame_bytes: config.max_request_bytes + crate::http::link_server::HEAD_BYTES,
+                idle: Duration::from_secs(config.idle_timeout),
+            },
         };
         let body = BodyLimits {
             max_bytes: config.max_request_bytes,
@@ -307,6 +312,7 @@ impl App {
                     leader_wait: Duration::from_secs(config.leader_wait),
                     idle_timeout: Duration::from_secs(config.idle_timeout),
                     own_url: own_url.clone(),
+                    node_link: config.node_link,
                 };
                 let forwarded = metrics.forwarded.clone();
                 let standby = crate::http::standby::Standby::new(forwarding, forwarded)?;

@@ -14,6 +14,11 @@ pub mod connection;
 mod console;
 pub mod identity;
 mod inspect;
+mod link_client;
+mod link_frame;
+pub mod link_server;
+#[cfg(test)]
+mod link_tests;
 mod localstack;
 mod node_headers;
 mod reply;

@@ -18,6 +18,7 @@ use tokio_rustls::TlsAcceptor;
 use tower::Service;
 
 use super::connection::{ConnectionState, ConnectionTimeouts, Watched};
+use super::link_server::{opens_link, serve_link, LinkLimits};
 
 /// Largest request head (request line and headers) read into memory; beyond it hyper answers
 /// 431. Presigned URLs and SigV4 headers take a few kilobytes.
@@ -86,6 +87,8 @@ pub struct ServerLimits {
     pub timeouts: ConnectionTimeouts,
     /// Kept at the number of connections open (`GET /metrics`).
     pub open: prometheus_client::metrics::gauge::Gauge,
+    /// The bounds of links from other nodes (`link_server`).
+    pub link: LinkLimits,
 }
 
 /// What requests are answered by: one router, or whichever router a node on a database has
@@ -155,6 +158,10 @@ pub async fn serve(
         .max_buf_size(MAX_HEAD_BYTES)
         .max_headers(MAX_HEADERS + super::node_headers::ADDED_HEADERS);
     let refusals = Arc::new(Semaphore::new(REFUSALS));
+    // Links from other nodes close once shutdown begins, each after answering what it took;
+    // each holds a sender of `links_open`, so the last one gone closes it.
+    let (closing, _) = tokio::sync::watch::channel(false);
+    let (links_open, mut links_gone) = tokio::sync::mpsc::channel::<()>(1);
     tokio::pin!(shutdown);
     let mut refused: u64 = 0;
     let mut failing = false;
@@ -228,9 +235,35 @@ pub async fn serve(
             tls.clone(),
         );
         let timeouts = limits.timeouts;
+        let (link, closing, link_open) = (limits.link, closing.subscribe(), links_open.clone());
         tokio::spawn(async move {
             match tls {
-                None => serve_connection(stream, http, router, timeouts, watcher).await,
+                None => {
+                    // A connection's first byte tells a link from HTTP; one that sends
+                    // nothing within the idle time, or before the server stops, is closed,
+                    // as hyper would close it.
+                    let mut first = [0u8; 1];
+                    let mut stopping = closing.clone();
+                    let peeked = tokio::select! {
+                        peeked = tokio::time::timeout(timeouts.idle, stream.peek(&mut first)) => {
+                            peeked
+                        }
+                        _ = stopping.wait_for(|closing| *closing) => Ok(Ok(0)),
+                    };
+                    match peeked {
+                        Ok(Ok(0)) => {}
+                        Ok(Ok(1)) if opens_link(first[0]) => {
+                            drop(watcher);
+                            serve_link(stream, move || router.router(), link, closing).await;
+                            drop(link_open);
+                        }
+                        Ok(Ok(_)) => {
+                            drop(link_open);
+                            serve_connection(stream, http, router, timeouts, watcher).await;
+                        }
+                        Ok(Err(_)) | Err(_) => {}
+                    }
+                }
                 // The handshake counts as reading the first request's headers.
                 Some(tls) => {
                     match tokio::time::timeout(timeouts.header, tls.accept(stream)).await {
@@ -247,6 +280,9 @@ pub async fn serve(
         });
     }
     drop(listener);
+    let _ = closing.send(true);
+    drop(links_open);
     graceful.shutdown().await;
+    let _ = links_gone.recv().await;
     Ok(())
 }

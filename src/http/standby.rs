@@ -23,6 +23,8 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 
 use super::body::BodyLimits;
+use super::link_client::Passed;
+use super::link_frame::LinkRequest;
 use super::node_headers::{ADDED_HEADERS, FORWARDED, FORWARDED_BY_SELF, NOT_SERVED};
 use super::reply::{early_error, read_limited};
 use crate::metrics::{ForwardOutcome, Forwarded};
@@ -71,6 +73,9 @@ pub struct ForwardSettings {
     /// This node's own URL: a request held by an earlier generation's routes once this node
     /// leads is sent here, to the routes that serve.
     pub own_url: String,
+    /// `--node-link`: requests go to a node on a link of frames rather than as HTTP requests
+    /// (`link_client`), where the node's URL is plain HTTP.
+    pub node_link: bool,
 }
 
 /// Whether this node leads, and where the leader is meanwhile: one for the node, across its
@@ -84,6 +89,8 @@ pub struct Standby {
     /// The names the live nodes of the database announced themselves by (`http::parcels`).
     peers: std::sync::RwLock<Vec<String>>,
     client: reqwest::Client,
+    /// Links to the nodes requests are passed to, with `--node-link`.
+    links: Option<super::link_client::Links>,
     settings: ForwardSettings,
     /// `Host` for a request that came without one (HTTP/1.0): this node's, as when served here.
     own_host: HeaderValue,
@@ -126,11 +133,14 @@ impl Standby {
             leader: String::new(),
             epoch: 0,
         };
+        let links = (settings.node_link)
+            .then(|| super::link_client::Links::new(CONNECT_TIMEOUT, REQUEST_TIMEOUT));
         Ok(Standby {
             route: watch::Sender::new(route),
             shard_leaders: watch::Sender::new(Vec::new()),
             peers: Default::default(),
             client,
+            links,
             settings,
             own_host,
             forwarded,
@@ -483,17 +493,11 @@ async fn send<T>(
     outgoing: &Outgoing,
     route: &mut watch::Receiver<T>,
 ) -> Result<Response, Failure> {
-    let url = format!("{}{}", target.trim_end_matches('/'), outgoing.path);
     let mut headers = outgoing.headers.clone();
     if target == standby.settings.own_url {
         headers.insert(FORWARDED, HeaderValue::from_static(FORWARDED_BY_SELF));
     }
-    let request = standby
-        .client
-        .request(outgoing.method.clone(), &url)
-        .headers(headers)
-        .body(outgoing.body.clone())
-        .send();
+    let request = answer_of(standby, target, outgoing, headers);
     tokio::pin!(request);
     let moved = async {
         loop {
@@ -505,11 +509,11 @@ async fn send<T>(
             }
         }
     };
-    let sent = tokio::select! {
-        sent = &mut request => sent,
+    let answer = tokio::select! {
+        answer = &mut request => answer,
         () = moved => {
             match tokio::time::timeout(CONNECT_TIMEOUT, &mut request).await {
-                Ok(sent) => sent,
+                Ok(answer) => answer,
                 Err(_) => {
                     return Err(Failure::Unknown(format!(
                         "the leader at {target} changed while it held the request"
@@ -518,6 +522,87 @@ async fn send<T>(
             }
         }
     };
+    let Answer {
+        status,
+        headers,
+        body,
+    } = answer?;
+    if status == StatusCode::SERVICE_UNAVAILABLE && headers.contains_key(NOT_SERVED) {
+        return Err(Failure::Again(format!(
+            "the node at {target} did not take the request (not leading, or at its connection limit)"
+        )));
+    }
+    let connection = named_in_connection(&headers);
+    let mut response = Response::builder().status(status);
+    for (name, value) in &headers {
+        if !hop_by_hop(name, &connection) && name != header::CONTENT_LENGTH {
+            response = response.header(name, value);
+        }
+    }
+    Ok(response.body(Body::from(body)).unwrap_or_else(|e| {
+        unanswerable(format!("the leader's answer could not be passed back: {e}"))
+    }))
+}
+
+/// A node's answer to a request passed on, whole.
+struct Answer {
+    status: StatusCode,
+    headers: HeaderMap,
+    body: bytes::Bytes,
+}
+
+/// The answer of the node at `target` to `outgoing` with `headers`: on the link to it where
+/// there is one (`--node-link`), else as an HTTP request.
+async fn answer_of(
+    standby: &Standby,
+    target: &str,
+    outgoing: &Outgoing,
+    headers: HeaderMap,
+) -> Result<Answer, Failure> {
+    if let Some(links) = standby.links.as_ref().filter(|links| links.usable(target)) {
+        let request = LinkRequest {
+            method: outgoing.method.clone(),
+            path: outgoing.path.clone(),
+            headers,
+            body: outgoing.body.clone(),
+        };
+        let passed = links.send(target, &request).await;
+        if !matches!(passed, Passed::UseHttp) {
+            standby.forwarded.count_link();
+        }
+        return match passed {
+            Passed::Answered(answer) => Ok(Answer {
+                status: answer.status,
+                headers: answer.headers,
+                body: answer.body,
+            }),
+            Passed::NotSent(cause) => Err(Failure::Again(format!(
+                "the leader at {target} could not be reached: {cause}"
+            ))),
+            Passed::Unknown(cause) => Err(Failure::Unknown(format!(
+                "the leader at {target} did not answer: {cause}"
+            ))),
+            Passed::UseHttp => over_http(standby, target, outgoing, request.headers).await,
+        };
+    }
+    over_http(standby, target, outgoing, headers).await
+}
+
+/// The answer of the node at `target` to `outgoing`, sent as an HTTP request.
+async fn over_http(
+    standby: &Standby,
+    target: &str,
+    outgoing: &Outgoing,
+    headers: HeaderMap,
+) -> Result<Answer, Failure> {
+    let url = format!("{}{}", target.trim_end_matches('/'), outgoing.path);
+    let sent = standby
+        .client
+        .request(outgoing.method.clone(), &url)
+        .headers(headers)
+        .body(outgoing.body.clone())
+        .send()
+        .await;
     let answer = sent.map_err(|e| {
         // Without the request's own URL, so one cause reads the same for every request.
         let (connect, builder) = (e.is_connect(), e.is_builder());
@@ -530,28 +615,25 @@ async fn send<T>(
             Failure::Unknown(message)
         }
     })?;
-    if answer.status() == reqwest::StatusCode::SERVICE_UNAVAILABLE
-        && answer.headers().contains_key(NOT_SERVED)
-    {
-        return Err(Failure::Again(format!(
-            "the node at {target} did not take the request (not leading, or at its connection limit)"
-        )));
-    }
     let status = StatusCode::from_u16(answer.status().as_u16()).unwrap_or(StatusCode::BAD_GATEWAY);
-    let connection = named_in_connection(answer.headers());
-    let mut response = Response::builder().status(status);
-    for (name, value) in answer.headers() {
-        if !hop_by_hop(name, &connection) && name != header::CONTENT_LENGTH {
-            response = response.header(name, value);
-        }
+    let headers = answer.headers().clone();
+    // Not served: known by the head alone, whatever becomes of the body.
+    if status == StatusCode::SERVICE_UNAVAILABLE && headers.contains_key(NOT_SERVED) {
+        return Ok(Answer {
+            status,
+            headers,
+            body: bytes::Bytes::new(),
+        });
     }
-    let bytes = answer
+    let body = answer
         .bytes()
         .await
         .map_err(|e| Failure::Unknown(format!("the leader's answer was cut off: {e}")))?;
-    Ok(response.body(Body::from(bytes)).unwrap_or_else(|e| {
-        unanswerable(format!("the leader's answer could not be passed back: {e}"))
-    }))
+    Ok(Answer {
+        status,
+        headers,
+        body,
+    })
 }
 
 fn unanswerable(message: String) -> Response {
@@ -589,6 +671,7 @@ mod tests {
             leader_wait: Duration::from_secs(1),
             idle_timeout: Duration::from_secs(60),
             own_url: "http://127.0.0.1:1".into(),
+            node_link: true,
         };
         Arc::new(Standby::new(settings, Default::default()).expect("a client"))
     }

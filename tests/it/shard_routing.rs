@@ -61,6 +61,19 @@ async fn bodies(server: &Server, url: &str) -> Vec<String> {
 
 /// How many requests `server` passed on and had answered, as its `/metrics` says.
 async fn passed_on(server: &Server) -> Option<u64> {
+    metric(
+        server,
+        "orderly_forwarded_requests_total{outcome=\"answered\"}",
+    )
+    .await
+}
+
+/// How many requests `server` passed on over a link between nodes, as its `/metrics` says.
+async fn passed_on_link(server: &Server) -> Option<u64> {
+    metric(server, "orderly_forwarded_on_link_requests_total ").await
+}
+
+async fn metric(server: &Server, line_start: &str) -> Option<u64> {
     let metrics = reqwest::get(format!("{}/metrics", server.url()))
         .await
         .ok()?
@@ -68,7 +81,7 @@ async fn passed_on(server: &Server) -> Option<u64> {
         .await
         .ok()?;
     (metrics.lines())
-        .find(|line| line.starts_with("orderly_forwarded_requests_total{outcome=\"answered\"}"))
+        .find(|line| line.starts_with(line_start))
         .and_then(|line| line.rsplit(' ').next())
         .and_then(|count| count.parse().ok())
 }
@@ -111,8 +124,28 @@ async fn a_request_for_a_shard_another_node_leads_is_answered_by_that_node() {
     assert_eq!(status, 200, "{answer}");
     assert!(answer.contains("<SendMessageResult>"), "{answer}");
 
-    // CreateQueue, SendMessage and the Query SendMessage of the other node's queue.
+    // CreateQueue, SendMessage and the Query SendMessage of the other node's queue, each on
+    // the link to the other node.
     assert_eq!(passed_on(&node.server).await, Some(3));
+    assert_eq!(passed_on_link(&node.server).await, Some(3));
+    node.stop().await;
+}
+
+#[tokio::test]
+async fn without_the_link_requests_are_passed_on_as_http_requests_alike() {
+    let other = start_sharded(SHARDS).await;
+    let mut config = Config::ephemeral();
+    config.shards = SHARDS;
+    config.leader_wait = 1;
+    config.node_link = false;
+    config.test_shards_led_elsewhere = vec![(2, other.url()), (3, other.url())];
+    let node = Stoppable::start(App::bind(&config).await.expect("bind")).await;
+    let there = name_in("there", ".fifo", 2);
+    let there_url = fifo(&node.server, &there).await;
+    send(&node.server, &there_url, "over http").await.unwrap();
+    assert_eq!(bodies(&node.server, &there_url).await, ["over http"]);
+    assert_eq!(passed_on(&node.server).await, Some(3));
+    assert_eq!(passed_on_link(&node.server).await, Some(0));
     node.stop().await;
 }
 
