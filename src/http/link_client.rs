@@ -78,6 +78,9 @@ struct Link {
     queued: Notify,
     waiting: Waiting,
     next: AtomicU64,
+    /// Reads that brought something, counted: a request that waited past its time on a link
+    /// that heard nothing meanwhile finds the link silent.
+    reads: AtomicU64,
 }
 
 /// The requests out on a link, each with whom to tell and whether its frame was begun (its
@@ -152,6 +155,7 @@ impl Links {
         };
         let mut frame = BytesMut::with_capacity(HEAD + request.body.len() + 1024);
         link_frame::encode_request(&mut frame, id, request);
+        let reads = link.reads.load(Ordering::Acquire);
         // Lost meanwhile (before the insert, or since): nothing of it was written.
         if link.waiting.lost.load(Ordering::Acquire) || !link.write(id, &frame) {
             return Passed::NotSent("the link to the node closed".into());
@@ -159,10 +163,15 @@ impl Links {
         match tokio::time::timeout(self.request_timeout, told).await {
             Ok(Ok(passed)) => passed,
             Ok(Err(_)) => Passed::Unknown("the link to the node closed".into()),
-            Err(_) => Passed::Unknown(format!(
-                "no answer within {} s",
-                self.request_timeout.as_secs()
-            )),
+            Err(_) => {
+                let cause = format!("no answer within {} s", self.request_timeout.as_secs());
+                // Nothing heard on the link all that time: the node's machine may be gone
+                // without closing it (there is no keepalive), so later requests open another.
+                if link.reads.load(Ordering::Acquire) == reads {
+                    link.waiting.lose(&cause, false);
+                }
+                Passed::Unknown(cause)
+            }
         }
     }
 
@@ -185,6 +194,11 @@ impl Links {
         };
         if let Some(link) = (open.as_ref()).filter(|l| !l.waiting.lost.load(Ordering::Acquire)) {
             return Ok(link.clone());
+        }
+        // Found to answer HTTP while this request waited.
+        let http_until = *peer.http_until.lock().unwrap_or_else(|p| p.into_inner());
+        if http_until.is_some_and(|until| Instant::now() < until) {
+            return Err(Passed::UseHttp);
         }
         if let Some((at, cause)) = &*peer.failed.lock().unwrap_or_else(|p| p.into_inner()) {
             if *at >= began || at.elapsed() < FAILED_FOR {
@@ -210,6 +224,7 @@ impl Links {
             queued: Notify::new(),
             waiting: Waiting::default(),
             next: AtomicU64::new(0),
+            reads: AtomicU64::new(0),
         });
         tokio::spawn(run(link.clone(), peer.clone()));
         *open = Some(link.clone());
@@ -246,8 +261,10 @@ impl Link {
                 Err(error) => {
                     drop(out);
                     // Nothing of this one went; the others are told as the loss finds them.
-                    let by_id = &mut *self.waiting.by_id.lock().unwrap_or_else(|p| p.into_inner());
-                    if let Some((_, begun)) = by_id.get_mut(&id) {
+                    // (The lock is let go first: the loss takes it.)
+                    if let Some((_, begun)) =
+                        (self.waiting.by_id.lock().unwrap_or_else(|p| p.into_inner())).get_mut(&id)
+                    {
                         *begun = false;
                     }
                     self.waiting
@@ -318,6 +335,12 @@ async fn connect(authority: &str) -> std::io::Result<Opened> {
 /// The link's task: reads answers, each to the request it answers, and writes what requests
 /// left waiting, until the link is lost.
 async fn run(link: Arc<Link>, peer: Arc<Peer>) {
+    // However the task ends (a panic included), the link's requests are told and the peer's
+    // next request opens another.
+    let _ended = Ended {
+        link: &link,
+        peer: &peer,
+    };
     let mut read = BytesMut::with_capacity(READ_BYTES);
     let mut unwritten = false;
     let (cause, unread) = loop {
@@ -331,7 +354,9 @@ async fn run(link: Arc<Link>, peer: Arc<Peer>) {
                 }
                 match link.stream.try_read_buf(&mut read) {
                     Ok(0) => break ("the node closed the link".to_string(), false),
-                    Ok(_) => {}
+                    Ok(_) => {
+                        link.reads.fetch_add(1, Ordering::Release);
+                    }
                     Err(error) if error.kind() == std::io::ErrorKind::WouldBlock => continue,
                     Err(error) => break (format!("the link to the node failed: {error}"), false),
                 }
@@ -353,11 +378,28 @@ async fn run(link: Arc<Link>, peer: Arc<Peer>) {
         }
     };
     link.waiting.lose(&cause, unread);
-    // The peer's next request opens another link, and this one's connection closes once no
-    // request holds it (unless a request holds the peer's place now: then once replaced).
-    if let Ok(mut open) = peer.open.try_lock() {
-        if open.as_ref().is_some_and(|open| Arc::ptr_eq(open, &link)) {
-            *open = None;
+}
+
+/// Ends a link's task: its requests are told (if not told already), and the peer's next
+/// request opens another link, so this one's connection closes once no request holds it
+/// (unless a request holds the peer's place now: then once replaced).
+struct Ended<'a> {
+    link: &'a Arc<Link>,
+    peer: &'a Peer,
+}
+
+impl Drop for Ended<'_> {
+    fn drop(&mut self) {
+        if !self.link.waiting.lost.load(Ordering::Acquire) {
+            self.link.waiting.lose("the link's task ended", false);
+        }
+        if let Ok(mut open) = self.peer.open.try_lock() {
+            if open
+                .as_ref()
+                .is_some_and(|open| Arc::ptr_eq(open, self.link))
+            {
+                *open = None;
+            }
         }
     }
 }

@@ -12,6 +12,10 @@ use bytes::{Buf, BufMut, Bytes, BytesMut};
 /// earlier build answers HTTP's 400 rather than this.
 pub const PREFACE: &[u8; 16] = b"\0orderly-link/1\n";
 
+/// The most header lines a frame may carry: more than any request the HTTP server takes (128,
+/// and the few a node adds), far fewer than a header map can hold.
+pub const MOST_HEADERS: usize = 256;
+
 /// The frame head: its length, then the request's number.
 pub const HEAD: usize = 4 + 8;
 
@@ -148,13 +152,16 @@ fn put_headers(out: &mut BytesMut, headers: &HeaderMap) {
 
 fn take_headers(rest: &mut Bytes) -> Option<HeaderMap> {
     let count = take_u16(rest)? as usize;
-    let mut headers = HeaderMap::with_capacity(count.min(256));
+    if count > MOST_HEADERS {
+        return None;
+    }
+    let mut headers = HeaderMap::with_capacity(count);
     for _ in 0..count {
         let name_len = take_u16(rest)? as usize;
         let name = HeaderName::from_bytes(&take(rest, name_len)?).ok()?;
         let value_len = take_u32(rest)? as usize;
         let value = HeaderValue::from_maybe_shared(take(rest, value_len)?).ok()?;
-        headers.append(name, value);
+        headers.try_append(name, value).ok()?;
     }
     Some(headers)
 }
@@ -279,6 +286,11 @@ mod tests {
         bad.put_u16(3);
         bad.put_slice(b"a b");
         bad.put_u32(0);
+        assert_eq!(decode_response(bad.freeze()), None);
+        // More header lines than any request may have.
+        let mut bad = BytesMut::new();
+        bad.put_u16(200);
+        bad.put_u16((MOST_HEADERS + 1) as u16);
         assert_eq!(decode_response(bad.freeze()), None);
         // A status no answer may have.
         let mut bad = BytesMut::new();

@@ -15,7 +15,10 @@ use tokio::time::Instant;
 use axum::body::Body;
 use axum::http::{header, HeaderValue, StatusCode};
 use bytes::{Bytes, BytesMut};
+use std::panic::AssertUnwindSafe;
+
 use futures_util::stream::{FuturesUnordered, StreamExt};
+use futures_util::FutureExt;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::watch;
@@ -51,6 +54,9 @@ const PREFACE_WAIT: Duration = Duration::from_secs(5);
 
 /// How long a closing link reads on after its closing frame for the other side to close.
 const DRAIN_WAIT: Duration = Duration::from_secs(1);
+
+/// How long a stopping link may take to answer what it took and have its answers read.
+const STOP_WAIT: Duration = Duration::from_secs(10);
 
 /// The bounds of links into this node.
 #[derive(Clone, Copy, Debug)]
@@ -102,6 +108,7 @@ pub async fn serve_link(
     // is answered; then a closing frame says that whatever was not answered was never read,
     // and the link closes.
     let mut stopping = false;
+    let mut stop_by = Instant::now();
     let mut heard = Instant::now();
     loop {
         // Frames are taken while there is room: a request's bytes, the requests at once and
@@ -135,7 +142,8 @@ pub async fn serve_link(
                 }
             }
         }
-        if stopping && answering.is_empty() {
+        // Closed once every answer is out: the closing frame then goes alone.
+        if stopping && answering.is_empty() && link.out.is_empty() {
             link.push(link_frame::CLOSING, &not_served());
             break;
         }
@@ -144,6 +152,7 @@ pub async fn serve_link(
         }
         let room = answering.len() < IN_FLIGHT && link.held < budget && link.out.len() < OUT_BYTES;
         let idle_until = heard + limits.idle;
+        let quiet = answering.is_empty() && link.out.is_empty();
         tokio::select! {
             ready = link.stream.readable(), if room => {
                 if ready.is_err() || !link.read_some() {
@@ -155,16 +164,23 @@ pub async fn serve_link(
                 if ready.is_err() || !link.write_some() {
                     return;
                 }
+                heard = Instant::now();
             }
             Some((id, length, answer)) = answering.next() => {
                 link.held -= length;
                 link.push(id, &answer);
                 heard = Instant::now();
             }
-            _ = closing.wait_for(|closing| *closing), if !stopping => stopping = true,
-            () = tokio::time::sleep_until(idle_until), if !stopping && answering.is_empty() => {
+            _ = closing.wait_for(|closing| *closing), if !stopping => {
                 stopping = true;
+                stop_by = Instant::now() + STOP_WAIT;
             }
+            () = tokio::time::sleep_until(idle_until), if !stopping && quiet => {
+                stopping = true;
+                stop_by = Instant::now() + STOP_WAIT;
+            }
+            // A node that does not read its answers is not waited for without end.
+            () = tokio::time::sleep_until(stop_by), if stopping => return,
         }
     }
     // The closing frame and whatever is left, then the other node's close, read on a moment:
@@ -229,8 +245,22 @@ async fn answer(router: axum::Router, id: u64, rest: Bytes) -> (u64, usize, Link
     (id, length, answer_to(router, rest).await)
 }
 
-/// The router's answer to the request in `rest`.
+/// The router's answer to the request in `rest`; a request whose handling panicked is
+/// answered 500 alone, as it would have ended its own HTTP connection.
 async fn answer_to(router: axum::Router, rest: Bytes) -> LinkResponse {
+    let answered = AssertUnwindSafe(answer_whole(router, rest))
+        .catch_unwind()
+        .await;
+    answered.unwrap_or_else(|_| {
+        plain(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "the request ended without an answer",
+        )
+    })
+}
+
+async fn answer_whole(router: axum::Router, rest: Bytes) -> LinkResponse {
+    let whole = rest.len();
     let Some(request) = link_frame::decode_request(rest) else {
         return plain(
             StatusCode::BAD_REQUEST,
@@ -238,6 +268,12 @@ async fn answer_to(router: axum::Router, rest: Bytes) -> LinkResponse {
         );
     };
     let length = request.body.len();
+    if whole - length > HEAD_BYTES {
+        return plain(
+            StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
+            "a request's head on a link past what the HTTP server reads",
+        );
+    }
     let mut built = axum::http::Request::builder()
         .method(request.method)
         .uri(request.path);

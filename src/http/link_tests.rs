@@ -28,6 +28,15 @@ async fn linked(release: Arc<Notify>, started: Arc<Notify>) -> (String, watch::S
             }),
         )
         .route(
+            "/panic",
+            post(|| async {
+                if true {
+                    panic!("a handler that panics");
+                }
+                "never"
+            }),
+        )
+        .route(
             "/slow",
             post(move || async move {
                 started.notify_one();
@@ -236,5 +245,94 @@ async fn a_closing_server_answers_what_it_took_refuses_what_comes_after_then_clo
         Passed::NotSent(_) => {}
         Passed::Answered(refused) => assert_eq!(refused.status, StatusCode::SERVICE_UNAVAILABLE),
         other => panic!("a request after the close: {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn a_request_that_panics_or_carries_too_many_headers_is_refused_alone() {
+    let (url, _closing) = linked(Arc::new(Notify::new()), Arc::new(Notify::new())).await;
+    let links = Links::new(Duration::from_secs(2), Duration::from_secs(60));
+    let Passed::Answered(panicked) = links.send(&url, &request("/panic", b"")).await else {
+        panic!("no answer to a request that panicked");
+    };
+    assert_eq!(panicked.status, StatusCode::INTERNAL_SERVER_ERROR);
+    let mut crowded = request("/echo", b"x");
+    for i in 0..300 {
+        let name = axum::http::HeaderName::try_from(format!("x-h{i}")).expect("a name");
+        crowded.headers.insert(name, HeaderValue::from_static("v"));
+    }
+    let Passed::Answered(refused) = links.send(&url, &crowded).await else {
+        panic!("no answer to a request of 300 headers");
+    };
+    assert_eq!(refused.status, StatusCode::BAD_REQUEST);
+    // The link goes on.
+    let Passed::Answered(echo) = links.send(&url, &request("/echo", b"still")).await else {
+        panic!("the link did not go on");
+    };
+    assert_eq!(echo.body, "still");
+}
+
+#[tokio::test]
+async fn a_request_that_waited_its_time_on_a_silent_link_gives_the_link_up() {
+    // A node that opens links and then answers nothing, as one whose machine froze.
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bound");
+    let url = format!("http://{}", listener.local_addr().expect("an address"));
+    let (opened, mut opens) = tokio::sync::mpsc::unbounded_channel();
+    tokio::spawn(async move {
+        let mut held = Vec::new();
+        loop {
+            let (mut stream, _) = listener.accept().await.expect("accepted");
+            let mut preface = [0u8; 16];
+            stream.read_exact(&mut preface).await.expect("a preface");
+            stream.write_all(&preface).await.expect("answered");
+            held.push(stream);
+            let _ = opened.send(());
+        }
+    });
+    let links = Links::new(Duration::from_secs(2), Duration::from_millis(200));
+    assert!(matches!(
+        links.send(&url, &request("/echo", b"x")).await,
+        Passed::Unknown(_)
+    ));
+    opens.recv().await.expect("a first link");
+    // The next request opens another link rather than waiting on the silent one.
+    let second_request = request("/echo", b"y");
+    let next = links.send(&url, &second_request);
+    let (passed, second) = tokio::join!(next, opens.recv());
+    assert!(second.is_some(), "no second link was opened");
+    assert!(matches!(passed, Passed::Unknown(_)));
+}
+
+#[tokio::test]
+async fn requests_on_a_link_the_other_node_reset_are_each_told_at_once() {
+    // A node that opens links and closes each at once, unread, so writes on it fail.
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bound");
+    let url = format!("http://{}", listener.local_addr().expect("an address"));
+    tokio::spawn(async move {
+        loop {
+            let (mut stream, _) = listener.accept().await.expect("accepted");
+            let mut preface = [0u8; 16];
+            stream.read_exact(&mut preface).await.expect("a preface");
+            stream.write_all(&preface).await.expect("answered");
+            drop(stream);
+        }
+    });
+    let links = Arc::new(Links::new(Duration::from_secs(2), Duration::from_secs(60)));
+    let sends: Vec<_> = (0..32)
+        .map(|_| {
+            let (links, url) = (links.clone(), url.clone());
+            tokio::spawn(async move {
+                let big: &'static [u8] = Box::leak(vec![b'x'; 3000].into_boxed_slice());
+                links.send(&url, &request("/echo", big)).await
+            })
+        })
+        .collect();
+    for send in sends {
+        let told = tokio::time::timeout(Duration::from_secs(10), send).await;
+        let passed = told.expect("told within 10 s").expect("sent");
+        assert!(
+            matches!(passed, Passed::NotSent(_) | Passed::Unknown(_)),
+            "{passed:?}"
+        );
     }
 }

@@ -65,6 +65,10 @@ async fn refuse_at_limit(mut stream: tokio::net::TcpStream) {
                 return Ok(());
             }
             head.extend_from_slice(&unread[..read]);
+            // A link's opening: closed at once, so the other node knows at once.
+            if head.first().copied().is_some_and(opens_link) {
+                return Ok(());
+            }
         }
         stream.write_all(&AT_LIMIT).await?;
         stream.shutdown().await?;
