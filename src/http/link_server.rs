@@ -114,7 +114,13 @@ pub async fn serve_link(
         // Frames are taken while there is room: a request's bytes, the requests at once and
         // the answers not yet written are each bounded, and a link whose answers go unread
         // reads no more.
-        while answering.len() < IN_FLIGHT && link.held < budget && link.out.len() < OUT_BYTES {
+        // Stopping with nothing under way, it reads no more: the closing frame says so.
+        let done = stopping && answering.is_empty();
+        while !done
+            && answering.len() < IN_FLIGHT
+            && link.held < budget
+            && link.out.len() < OUT_BYTES
+        {
             if link.skip > 0 {
                 let skipped = link.skip.min(link.read.len());
                 let _ = link.read.split_to(skipped);
@@ -142,15 +148,19 @@ pub async fn serve_link(
                 }
             }
         }
-        // Closed once every answer is out: the closing frame then goes alone.
-        if stopping && answering.is_empty() && link.out.is_empty() {
-            link.push(link_frame::CLOSING, &not_served());
-            break;
-        }
         if !link.write_some() {
             return;
         }
-        let room = answering.len() < IN_FLIGHT && link.held < budget && link.out.len() < OUT_BYTES;
+        // Closed once every answer is out (checked after each write, as nothing else may wake
+        // the loop then): the closing frame then goes alone.
+        if done && link.out.is_empty() {
+            link.push(link_frame::CLOSING, &not_served());
+            break;
+        }
+        let room = !done
+            && answering.len() < IN_FLIGHT
+            && link.held < budget
+            && link.out.len() < OUT_BYTES;
         let idle_until = heard + limits.idle;
         let quiet = answering.is_empty() && link.out.is_empty();
         tokio::select! {
