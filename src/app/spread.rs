@@ -1,11 +1,13 @@
 //! `--spread-shards`: each node on a database leads its share of the shards, as placement gives
 //! it among the live nodes (`persist::database::placement`), and passes the requests of the
 //! others to their leaders (`http::shard_routing`). A generation takes the leases of its share
-//! that are free and leaves the rest to whoever holds them. Once its share moves (a node joined
-//! or left) or a lease of its share comes free, the node starts over: it gives every lease up
-//! and takes its new share in the next generation, by the reading it started over on.
+//! that are free and leaves the rest to whoever holds them. Once shards it leads are another
+//! node's share (a node joined), it hands them off one by one and leads the rest on. Once a
+//! lease of its share comes free (a node left, or handed it off), the node starts over: it gives
+//! every lease up and takes its new share in the next generation, by the reading it started
+//! over on.
 //!
-//! Not built yet: handing one shard off while leading the others on.
+//! Not built yet: taking a shard while leading the others on.
 
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
@@ -30,6 +32,17 @@ use crate::service::cluster::{ClusterState, ClusterStatus, ShardLog};
 /// Longest a generation waits for two readings of the nodes that agree.
 const FIRST_READING: Duration = Duration::from_secs(10);
 
+/// The log of a shard a generation leads, its snapshots and its engine.
+struct LedLog {
+    shard: u32,
+    log_writer: Arc<crate::persist::writer::LogWriter>,
+    snapshotter: Arc<crate::persist::snapshot::Snapshotter>,
+    engine: Arc<Engine<Notify>>,
+}
+
+/// The logs of the shards a generation leads now, in order: fewer once it hands some off.
+type LedLogs = Arc<std::sync::Mutex<Vec<LedLog>>>;
+
 /// What a generation of a node leading its share watches, to know when to start over.
 pub(super) struct Spread {
     survey: Arc<Survey>,
@@ -40,6 +53,12 @@ pub(super) struct Spread {
     standby: Forwarding,
     /// Where the reading this generation gives way on is left for the next (`Node::agreed`).
     agreed: Arc<std::sync::Mutex<Option<Arc<Seen>>>>,
+    /// The service's backend, which stops serving a shard handed off.
+    backend: Arc<dyn crate::backend::Backend>,
+    /// What renews this generation's leases (none while it leads no shard).
+    keeper: Option<Arc<crate::persist::database::Keeper>>,
+    logs: LedLogs,
+    clock: Arc<dyn Clock>,
 }
 
 /// The service over this node's share of the shards, as far as their leases are free, and
@@ -110,6 +129,15 @@ pub(super) async fn build(
         snapshots.push(snapshotter);
     }
     let led: Vec<u32> = logs.iter().map(|log| log.shard).collect();
+    let led_logs: Vec<LedLog> = (logs.iter().zip(&snapshots).zip(&shards))
+        .map(|((log, snapshotter), parts)| LedLog {
+            shard: log.shard,
+            log_writer: log.log_writer.clone(),
+            snapshotter: snapshotter.clone(),
+            engine: parts.engine.clone(),
+        })
+        .collect();
+    let led_logs: LedLogs = Arc::new(std::sync::Mutex::new(led_logs));
     tracing::info!(?led, shards = count, nodes = ?seen.nodes, "storage: the log in PostgreSQL; leading this node's share of the shards");
     let standby = node.standby.begin_generation();
     // Every request is this generation's to take: its shards' here, the others' passed on.
@@ -117,18 +145,14 @@ pub(super) async fn build(
     standby
         .standby
         .set_shard_leaders(leaders(&seen, &own_url, &led));
-    let log_writers = logs.iter().map(|log| log.log_writer.clone()).collect();
     let status = status(
         standby.clone(),
-        (own_url.clone(), count, led.clone()),
-        (epochs, log_writers),
+        (own_url.clone(), count),
+        (epochs, led_logs.clone()),
         survey.seen(),
     );
-    let lease = logs
-        .first()
-        .map(|log| log.lease.clone())
-        .into_iter()
-        .collect();
+    let keeper = logs.first().map(|log| log.lease.clone());
+    let lease = keeper.iter().cloned().collect();
     standby.standby.set_peers(seen.names.clone());
     let puller = crate::http::between_nodes::Peers {
         standby: standby.standby.clone(),
@@ -143,7 +167,7 @@ pub(super) async fn build(
         urls: nodes,
     };
     let parts = (snapshots, Some(others));
-    let mut built = serve_engines(config, (clock, listening), shards, parts, metrics)?;
+    let mut built = serve_engines(config, (clock.clone(), listening), shards, parts, metrics)?;
     built.lease = lease;
     built.cluster = Some(status);
     built.standby = Some(standby.clone());
@@ -155,6 +179,10 @@ pub(super) async fn build(
         led,
         standby,
         agreed: node.agreed.clone(),
+        backend: built.service.backend.clone(),
+        keeper,
+        logs: led_logs,
+        clock,
     };
     Ok((built, spread))
 }
@@ -283,6 +311,16 @@ pub(super) async fn moved(spread: &mut Spread) {
                 )
             });
             match moved {
+                // Shards it leads are other nodes' share now, none of its own come free: they
+                // are handed off, and the rest led on.
+                Some(moved) if !moved.free && gives_way(&moved, once, false) => {
+                    let leaving = leaving(&reading, &spread.own_url, spread.count, &spread.led);
+                    if let Err(why) = hand_off(spread, &reading, &leaving).await {
+                        tracing::warn!(%why, "a shard could not be handed off: starting over to lead this node's share");
+                        return;
+                    }
+                    once = false;
+                }
                 Some(moved) if gives_way(&moved, once, settled) => {
                     let why = moved.why;
                     tracing::info!(%why, "this node's share of the shards moved: starting over to lead it");
@@ -338,7 +376,9 @@ struct Move {
     free: bool,
 }
 
-/// Why a node leading `led` should start over, as `seen` stands; `None` while it should not.
+/// Why the share of a node leading `led` moved, as `seen` stands: a shard of its share come
+/// free first (it starts over), else one it leads that is another node's (it hands those
+/// off); `None` while nothing moved.
 fn share_moved(seen: &Seen, own_url: &str, count: u32, led: &[u32]) -> Option<Move> {
     // A node that cannot read the live nodes knows of none: nothing moves on that.
     if !seen.nodes.iter().any(|node| node == own_url) {
@@ -347,12 +387,11 @@ fn share_moved(seen: &Seen, own_url: &str, count: u32, led: &[u32]) -> Option<Mo
     let placed = placement::place(count, &seen.nodes);
     for (shard, &node) in (0..count).zip(&placed) {
         let ours = seen.nodes[node] == own_url;
-        let here = led.contains(&shard);
         let free = seen
             .holders
             .get(shard as usize)
             .is_some_and(Option::is_none);
-        if ours && !here && free {
+        if ours && !led.contains(&shard) && free {
             let why = format!("shard {shard} is this node's to lead and free");
             return Some(Move {
                 why,
@@ -360,7 +399,9 @@ fn share_moved(seen: &Seen, own_url: &str, count: u32, led: &[u32]) -> Option<Mo
                 free: true,
             });
         }
-        if !ours && here {
+    }
+    for (shard, &node) in (0..count).zip(&placed) {
+        if seen.nodes[node] != own_url && led.contains(&shard) {
             let why = format!("shard {shard} is now {}'s to lead", seen.nodes[node]);
             return Some(Move {
                 why,
@@ -372,29 +413,115 @@ fn share_moved(seen: &Seen, own_url: &str, count: u32, led: &[u32]) -> Option<Mo
     None
 }
 
+/// The shards `led` holds that placement gives other nodes, as `seen` stands.
+fn leaving(seen: &Seen, own_url: &str, count: u32, led: &[u32]) -> Vec<u32> {
+    let placed = placement::place(count, &seen.nodes);
+    (led.iter().copied())
+        .filter(|&shard| {
+            (placed.get(shard as usize)).is_some_and(|&node| seen.nodes[node] != own_url)
+        })
+        .collect()
+}
+
+/// Hands `leaving`, shards this generation leads, to the nodes placement now gives them, and
+/// leads the rest on: each shard's requests wait for its next leader from now on (none is
+/// passed back here), the backend stops serving it and waits until what its log was given is
+/// durable (`Work::hand_off`), and its lease is given up at once, so its next leader takes it
+/// at its next reading of the database. An error (the keeper no longer renews, say)
+/// says the generation should start over.
+async fn hand_off(spread: &mut Spread, reading: &Seen, leaving: &[u32]) -> Result<(), String> {
+    if leaving.is_empty() {
+        return Ok(());
+    }
+    spread.led.retain(|shard| !leaving.contains(shard));
+    let leaders = leaders(reading, &spread.own_url, &spread.led);
+    spread.standby.standby.set_shard_leaders(leaders);
+    match spread.backend.hand_off(leaving).await {
+        Ok(()) => {}
+        Err(crate::backend::BackendError::Across(shard)) => {
+            return Err(format!("shard {shard} was not led here"))
+        }
+        // Served no more here: their leases are given up all the same, and their logs refuse
+        // what they had not made durable.
+        Err(error) => {
+            tracing::warn!(?leaving, %error, "shards handed off before their logs held all they were given")
+        }
+    }
+    let handed: Vec<LedLog> = {
+        let mut logs = spread.logs.lock().unwrap_or_else(|p| p.into_inner());
+        let (handed, kept) = std::mem::take(&mut *logs)
+            .into_iter()
+            .partition(|log| leaving.contains(&log.shard));
+        *logs = kept;
+        handed
+    };
+    let keeper = spread.keeper.clone();
+    let now = spread.clock.now();
+    let given_up = tokio::task::spawn_blocking(move || {
+        // A snapshot under way ends before the lease is given up; none starts after.
+        for log in &handed {
+            log.snapshotter.finish();
+        }
+        let given_up: Vec<(u32, bool)> = (handed.iter())
+            .map(|log| {
+                (
+                    log.shard,
+                    keeper
+                        .as_ref()
+                        .is_some_and(|keeper| keeper.hand_off(log.shard as i32, now)),
+                )
+            })
+            .collect();
+        // Closed once failed: the writer ends, with the connection it holds.
+        for log in &handed {
+            log.snapshotter.close();
+        }
+        // The router keeps the engine of a shard handed off until the node starts over, the
+        // requests under way on it borrowing it; its messages are let go of now, once its log
+        // refuses every change (so this reaches no log).
+        for (log, (_, given_up)) in handed.iter().zip(&given_up) {
+            if *given_up && log.log_writer.failed() {
+                log.engine.reset_messages();
+            }
+        }
+        given_up
+    })
+    .await
+    .map_err(|error| error.to_string())?;
+    match given_up.iter().find(|(_, given_up)| !given_up) {
+        Some((shard, _)) => Err(format!(
+            "the lease of shard {shard} was no longer renewed here"
+        )),
+        None => {
+            tracing::info!(handed_off = ?leaving, led = ?spread.led, "handed shards to the nodes that now lead them");
+            Ok(())
+        }
+    }
+}
+
 /// How `GET /_orderly/cluster` reads a node leading its share: `leader` while it leads a shard,
 /// else `standby`; the logs of the shards it leads.
 fn status(
     standby: Forwarding,
-    (own_url, count, led): (String, u32, Vec<u32>),
-    (epochs, log_writers): (
-        Arc<[AtomicI64]>,
-        Vec<Arc<crate::persist::writer::LogWriter>>,
-    ),
+    (own_url, count): (String, u32),
+    (epochs, led_logs): (Arc<[AtomicI64]>, LedLogs),
     seen: tokio::sync::watch::Receiver<Option<Arc<Seen>>>,
 ) -> ClusterStatus {
     Arc::new(move || {
         // A generation the node has moved past answers as one that leads nothing.
         let current = standby.standby.leading_in(standby.generation);
-        let led = if current { led.clone() } else { Vec::new() };
-        let logs: Vec<ShardLog> = (led.iter().zip(&log_writers))
-            .map(|(&shard, log)| ShardLog {
-                shard,
-                epoch: Some(epochs[shard as usize].load(Ordering::Acquire).max(0) as u64),
-                applied: log.durable().lsn,
-                lag: 0,
-            })
-            .collect();
+        let logs: Vec<ShardLog> = match current {
+            true => (led_logs.lock().unwrap_or_else(|p| p.into_inner()).iter())
+                .map(|log| ShardLog {
+                    shard: log.shard,
+                    epoch: Some(epochs[log.shard as usize].load(Ordering::Acquire).max(0) as u64),
+                    applied: log.log_writer.durable().lsn,
+                    lag: 0,
+                })
+                .collect(),
+            false => Vec::new(),
+        };
+        let led: Vec<u32> = logs.iter().map(|log| log.shard).collect();
         let nodes = seen.borrow().as_ref().map(|s| s.nodes.clone());
         ClusterState {
             role: if led.is_empty() { "standby" } else { "leader" },
@@ -475,6 +602,60 @@ mod tests {
         assert!(share_moved(&seen(&[a], &lapsed), a, count, &of_a).is_some_and(|moved| moved.free));
         // A node that cannot read the live nodes (its own URL not among them) moves nothing.
         assert!(share_moved(&seen(&[], &free), a, count, &of_a).is_none());
+    }
+
+    #[test]
+    fn a_node_hands_off_what_a_joining_node_now_leads_and_starts_over_for_a_shard_come_free() {
+        let (a, b, c) = ("http://a", "http://b", "http://c");
+        let count = 6;
+        let share = |nodes: &[&str], node: &str| -> Vec<u32> {
+            let live: Vec<String> = nodes.iter().map(|n| n.to_string()).collect();
+            let placed = placement::place(count, &live);
+            (0..count)
+                .filter(|&s| live[placed[s as usize]] == node)
+                .collect()
+        };
+        let of_a = share(&[a, b], a);
+        let mut held = vec![None; count as usize];
+        for &s in &of_a {
+            held[s as usize] = Some(a);
+        }
+        for s in share(&[a, b], b) {
+            held[s as usize] = Some(b);
+        }
+        // c joined: what a leads that is c's now leaves a, and only that.
+        let joined = seen(&[a, b, c], &held);
+        let leaving = leaving(&joined, a, count, &of_a);
+        let of_c = share(&[a, b, c], c);
+        assert!(!leaving.is_empty());
+        assert!(leaving.iter().all(|s| of_a.contains(s) && of_c.contains(s)));
+        assert_eq!(
+            (of_a.iter()).filter(|s| !leaving.contains(s)).count(),
+            share(&[a, b, c], a).len(),
+            "a keeps the rest of its share"
+        );
+        let moved = share_moved(&joined, a, count, &of_a).unwrap();
+        assert!(!moved.free && leaving.contains(&moved.shard));
+        // A shard of a's share come free as well: a starts over, whatever else moved.
+        let mut freed = held.clone();
+        let kept = *of_a.iter().find(|s| !leaving.contains(s)).unwrap();
+        freed[kept as usize] = None;
+        let led: Vec<u32> = of_a.iter().copied().filter(|&s| s != kept).collect();
+        let moved = share_moved(&seen(&[a, b, c], &freed), a, count, &led).unwrap();
+        assert!(moved.free && moved.shard == kept, "{}", moved.why);
+        // The same when a shard leaving comes before the one come free: a leads the lowest
+        // shard that is not its own, and the highest of its own is free.
+        let now = share(&[a, b, c], a);
+        let lowest = (0..count).find(|s| !now.contains(s)).unwrap();
+        let highest = *now.last().unwrap();
+        assert!(
+            lowest < highest,
+            "placement gives a the lowest shard: pick other names"
+        );
+        let mut held = vec![Some(b); count as usize];
+        held[highest as usize] = None;
+        let moved = share_moved(&seen(&[a, b, c], &held), a, count, &[lowest]).unwrap();
+        assert!(moved.free && moved.shard == highest, "{}", moved.why);
     }
 
     #[test]

@@ -342,6 +342,17 @@ pub trait Work: Send + Sync {
     /// Stops it between two steps; running move tasks stay running in storage and resume at
     /// the next start.
     fn stop_work(&self) -> Answer<'_, ()>;
+    /// Stops leading `shards` here, to hand them to other nodes: from now on their requests
+    /// are refused as led elsewhere (`led_elsewhere`), what crosses shards is carried from and
+    /// into their next leaders, their changes under way are let finish and none is let in
+    /// after (a receive waiting ends empty), and their work stops; completes once every change
+    /// their logs were given is durable (an error past a few seconds), so their leases may be
+    /// given up. Refused, with nothing done, if a shard is not led here, and by a backend of
+    /// one shard.
+    fn hand_off<'a>(&'a self, shards: &'a [u32]) -> Answer<'a, ()> {
+        let first = shards.first().copied().unwrap_or(0);
+        Box::pin(std::future::ready(Err(BackendError::Across(first))))
+    }
     /// Completes once nothing made so far waits to cross shards (at once with one shard): what
     /// a test waits for before it looks for a copy in another shard's queue.
     fn carried(&self) -> Answer<'_, ()>;

@@ -203,7 +203,8 @@ impl<W: Default> Queues<W> {
         self.queues.read().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn entries(&self) -> Vec<Arc<QueueEntry<W>>> {
+    /// Every queue, in no order.
+    pub fn entries(&self) -> Vec<Arc<QueueEntry<W>>> {
         self.read().values().cloned().collect()
     }
 

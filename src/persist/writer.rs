@@ -172,6 +172,13 @@ impl LogWriter {
         self.durable_to(lsn).await
     }
 
+    /// Completes once every record submitted so far is durable, or the log failed first: what a
+    /// shard handed to another node waits for before it gives its lease up.
+    pub async fn submitted_durable(&self) -> Result<(), LogFailed> {
+        self.durable_to(self.shared.next_lsn.load(Ordering::SeqCst))
+            .await
+    }
+
     /// Completes once every record below `lsn` is durable, or the log failed first.
     async fn durable_to(&self, lsn: u64) -> Result<(), LogFailed> {
         let mut rx = self.shared.durable.subscribe();

@@ -9,6 +9,7 @@ use orderly::config::Config;
 
 use crate::common::{self, Server, Stoppable};
 use crate::log_in_database::cluster;
+use crate::multi_node_spread_load::generations;
 use crate::shards::{drain, name_in, topic_into, SHARDS};
 
 /// A node's settings on the database at `url`, cut into `shards`.
@@ -482,6 +483,7 @@ async fn two_spread_nodes(url: &str) -> (Stoppable, Stoppable, Vec<Vec<u64>>) {
     let first = start(spread_on(url, SHARDS)).await;
     let led = until_spread(&[&first.server], SHARDS, Duration::from_secs(10)).await;
     assert_eq!(led, [vec![0, 1, 2, 3]]);
+    let before = generations(&first.server).await;
     let second = start(spread_on(url, SHARDS)).await;
     let led = until_spread(
         &[&first.server, &second.server],
@@ -489,6 +491,8 @@ async fn two_spread_nodes(url: &str) -> (Stoppable, Stoppable, Vec<Vec<u64>>) {
         Duration::from_secs(30),
     )
     .await;
+    // The first handed the second's half off and led its own on, without starting over.
+    assert_eq!(generations(&first.server).await, before);
     (first, second, led)
 }
 

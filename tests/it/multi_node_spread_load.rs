@@ -516,7 +516,7 @@ impl Nodes {
 
 /// How many generations `server` has started (`orderly_generations_total`): each time it
 /// started over on its database.
-async fn generations(server: &Server) -> u64 {
+pub(crate) async fn generations(server: &Server) -> u64 {
     let scraped = reqwest::get(format!("{}/metrics", server.url()))
         .await
         .expect("scraped");
@@ -633,7 +633,7 @@ fn a_node_joining_under_load_takes_its_share_and_loses_nothing() {
         processes.push(start_node(dir.path(), &url));
         let third = process_server(processes[2].addr);
         let all = [servers[0].as_ref(), servers[1].as_ref(), &third];
-        until_spread(&all, SHARDS, Duration::from_secs(40)).await;
+        let led_after = led_by(&until_spread(&all, SHARDS, Duration::from_secs(40)).await);
         let took = joined.elapsed();
         eprintln!(
             "a third node led its share {} ms after it started",
@@ -641,9 +641,30 @@ fn a_node_joining_under_load_takes_its_share_and_loses_nothing() {
         );
         running.until_more((20, 10), Duration::from_secs(60)).await;
         let (longest, _) = running.stop_and_check(&servers[0], &copies).await;
-        // The hand-off: the old leader gives its leases up and starts over, and the new one takes
-        // them at its next reading of the database (once a second).
+        // The hand-off: each old node gives the leases of the new node's share up and leads the
+        // rest on, and the new node takes them at its next reading of the database (once a
+        // second).
         assert!(longest < Duration::from_secs(5), "a call took {longest:?}");
         few_starts(&all, &before).await;
+        // An old node whose share only shrank handed shards off without starting over (one
+        // given a shard another old node gave up starts over to take it).
+        for (at, server) in servers.iter().enumerate() {
+            let shrank = led_after[at].iter().all(|shard| led[at].contains(shard));
+            let started = generations(server).await - before[at];
+            eprintln!(
+                "{}: led {:?}, then {:?}",
+                server.url(),
+                led[at],
+                led_after[at]
+            );
+            if shrank {
+                assert_eq!(
+                    started,
+                    0,
+                    "{} started over rather than hand shards off",
+                    server.url()
+                );
+            }
+        }
     });
 }

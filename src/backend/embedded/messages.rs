@@ -46,7 +46,7 @@ impl Messages for Embedded {
         wait_seconds: Option<u64>,
     ) -> Answer<'a, Vec<Received>> {
         Box::pin(async move {
-            self.refuse_if_failed()?;
+            drop(self.admit()?);
             let entry = self.engine.queues.get(queue)?;
             let wait_seconds =
                 wait_seconds.unwrap_or_else(|| entry.lock().config().receive_wait_seconds as u64);
@@ -56,8 +56,14 @@ impl Messages for Embedded {
                 tokio::pin!(notified);
                 notified.as_mut().enable();
                 let now = self.clock.now();
+                // Shut while it waited (handed to another node): it ends empty, and the next
+                // receive goes to the shard's next leader.
+                let Some(admitted) = self.gate() else {
+                    return Ok(Vec::new());
+                };
                 let (mut outcome, dead_letter_queue) =
                     self.engine.receive(&entry, &request, now)?;
+                drop(admitted);
                 crate::backend::log_expired(&entry.name, std::mem::take(&mut outcome.expired));
                 if !outcome.dead_lettered.is_empty() {
                     // Dead letters for another shard's queue are carried now, not when this

@@ -42,6 +42,9 @@ pub struct Embedded {
     parcels_waiting: Option<Arc<[Notify]>>,
     /// How long this node may send webhooks as the leader.
     tenure: Arc<Tenure>,
+    /// Whether changes are let in: false once the shard is handed to another node (`shut`).
+    /// Read-held while a change is made in the engine and given to the log.
+    open: std::sync::RwLock<bool>,
 }
 
 fn log_failed() -> BackendError {
@@ -65,6 +68,7 @@ impl Embedded {
             captured: Default::default(),
             parcels_waiting: None,
             tenure: Arc::new(Tenure::for_good()),
+            open: std::sync::RwLock::new(true),
         }
     }
 
@@ -90,6 +94,41 @@ impl Embedded {
     pub fn counting_long_polls(mut self, gauge: prometheus_client::metrics::gauge::Gauge) -> Self {
         self.long_polls = gauge;
         self
+    }
+
+    /// Completes once every change given to the log so far is durable (at once when
+    /// ephemeral).
+    pub async fn submitted_durable(&self) -> BackendResult<()> {
+        match &self.log_writer {
+            Some(log_writer) => (log_writer.submitted_durable().await).map_err(|_| log_failed()),
+            None => Ok(()),
+        }
+    }
+
+    /// Lets no change in from now on, once those being made have given the log what they make,
+    /// and wakes every receive waiting here, which then ends empty: the shard is handed to
+    /// another node, whose requests go there.
+    pub fn shut(&self) {
+        *self.open.write().unwrap_or_else(|p| p.into_inner()) = false;
+        for entry in self.engine.queues.entries() {
+            entry.waiters.notify_waiters();
+        }
+    }
+
+    /// The gate a change holds while it is made in the engine and given to the log; `None`
+    /// once the shard is shut.
+    fn gate(&self) -> Option<std::sync::RwLockReadGuard<'_, bool>> {
+        let open = self.open.read().unwrap_or_else(|p| p.into_inner());
+        (*open).then_some(open)
+    }
+
+    /// Lets one change in, or refuses it before anything is done: as led elsewhere once the
+    /// shard is shut, or while the log cannot be written.
+    fn admit(&self) -> BackendResult<std::sync::RwLockReadGuard<'_, bool>> {
+        let open =
+            (self.gate()).ok_or_else(|| crate::backend::led_elsewhere::refuse(self.shard()))?;
+        self.refuse_if_failed()?;
+        Ok(open)
     }
 
     /// Changes are refused while the log cannot be written: made in memory only, they would
@@ -148,8 +187,10 @@ impl Embedded {
         change: impl FnOnce(&Engine<Notify>) -> BackendResult<T> + Send + 'a,
     ) -> Answer<'a, T> {
         Box::pin(async move {
-            self.refuse_if_failed()?;
-            let answer = change(&self.engine);
+            let answer = {
+                let _admitted = self.admit()?;
+                change(&self.engine)
+            };
             self.durable().await?;
             answer
         })

@@ -22,9 +22,10 @@ impl Embedded {
     /// Up to `max` parcels for shard `to` after number `after`, once this log holds them.
     /// `after` is what `to`'s log holds as applied: parcels up to it are forgotten here.
     pub async fn parcels_for(&self, to: u32, after: u64, max: usize) -> BackendResult<Vec<Parcel>> {
-        self.refuse_if_failed()?;
+        let admitted = self.admit()?;
         self.engine.relay.forget(to, after);
         let parcels = self.engine.relay.waiting_for(to, max);
+        drop(admitted);
         if !parcels.is_empty() {
             // Each was handed to the log under the lock `waiting_for` took: this covers it.
             self.durable().await?;
@@ -41,8 +42,9 @@ impl Embedded {
         parcels: &[Parcel],
         settle: &Settle<'_>,
     ) -> BackendResult<u64> {
-        self.refuse_if_failed()?;
+        let admitted = self.admit()?;
         let received = self.engine.receive_parcels(from, parcels, self.clock.now());
+        drop(admitted);
         self.durable().await?;
         if !received.settled.is_empty() {
             settle(&received.settled);

@@ -92,7 +92,7 @@ fn decoded<T>(
 impl Sharded {
     /// `read` of shard `n`: here, or asked of the node that leads it.
     pub(super) async fn read(&self, n: u32, read: &ShardRead) -> BackendResult<Vec<Arc<str>>> {
-        match (&self.slots[n as usize], &self.elsewhere) {
+        match (self.slot(n), &self.elsewhere) {
             (Some(shard), _) => read_here(shard, read).await,
             (None, Some(nodes)) => {
                 let names = nodes.read(n, read).await?;
@@ -110,7 +110,7 @@ impl Sharded {
         now: Timestamp,
     ) -> BackendResult<Option<QueueTarget>> {
         let n = Shard::of(self.count(), key);
-        match (&self.slots[n as usize], &self.elsewhere) {
+        match (self.slot(n), &self.elsewhere) {
             (Some(shard), _) => target_here(shard, key, now).await,
             (None, Some(nodes)) => nodes.queue_target(n, key).await,
             (None, None) => Err(led_elsewhere::across(n)),
@@ -124,8 +124,8 @@ impl Sharded {
         key: &'a str,
     ) -> Answer<'a, Option<QueueTarget>> {
         Box::pin(async move {
-            match self.slots.get(n as usize) {
-                Some(Some(shard)) => target_here(shard, key, self.clock.now()).await,
+            match self.slot(n) {
+                Some(shard) => target_here(shard, key, self.clock.now()).await,
                 _ => Err(BackendError::Across(n)),
             }
         })
@@ -137,7 +137,7 @@ impl Sharded {
         &self,
         n: u32,
     ) -> BackendResult<Vec<(Arc<str>, Arc<Subscription>)>> {
-        if let Some(shard) = &self.slots[n as usize] {
+        if let Some(shard) = self.slot(n) {
             return shard.list_subscriptions(None).await;
         }
         let listed = self.read(n, &ShardRead::Subscriptions).await?;
@@ -149,7 +149,7 @@ impl Sharded {
 
     /// Shard `n`'s queues at a glance: here, or asked of the node that leads it.
     pub(super) async fn queue_overviews_of(&self, n: u32) -> BackendResult<Vec<QueueOverview>> {
-        if let Some(shard) = &self.slots[n as usize] {
+        if let Some(shard) = self.slot(n) {
             return shard.queue_overviews().await;
         }
         let listed = self.read(n, &ShardRead::QueueOverviews).await?;
@@ -162,7 +162,7 @@ impl Sharded {
         &self,
         n: u32,
     ) -> BackendResult<Vec<SubscriptionActivity>> {
-        if let Some(shard) = &self.slots[n as usize] {
+        if let Some(shard) = self.slot(n) {
             return shard.subscription_activity().await;
         }
         let listed = self.read(n, &ShardRead::SubscriptionActivity).await?;
@@ -193,8 +193,8 @@ impl Sharded {
     /// What `Work::read_for_node` answers: shard `n` must be led here.
     pub(super) fn read_for(&self, n: u32, read: ShardRead) -> Answer<'_, Vec<Arc<str>>> {
         Box::pin(async move {
-            match self.slots.get(n as usize) {
-                Some(Some(shard)) => read_here(shard, &read).await,
+            match self.slot(n) {
+                Some(shard) => read_here(shard, &read).await,
                 _ => Err(BackendError::Across(n)),
             }
         })
@@ -207,17 +207,16 @@ impl Sharded {
             return;
         };
         let from: Vec<u32> = (0..self.count())
-            .filter(|&n| self.slots[n as usize].is_none())
+            .filter(|&n| self.slot(n).is_none())
             .collect();
-        if from.is_empty() || self.here.is_empty() {
+        let here: Vec<Arc<Embedded>> = self.here().cloned().collect();
+        if from.is_empty() || here.is_empty() {
             return;
         }
         let fates = self.fates_untold.clone();
-        let telling = super::pulling::tell_fates(self.fates(), fates.clone());
-        self.carriers.start("carrier", telling);
         let carrying = super::pulling::carry_from_nodes(
             (elsewhere.clone(), fates),
-            self.here.clone(),
+            here,
             from,
             self.rounds.clone(),
         );
@@ -227,7 +226,7 @@ impl Sharded {
     /// What `Work::settled_for_node` does: notes, in the topics of shard `n` (led here), what
     /// became of copies another node took.
     pub(super) fn settle_for(&self, n: u32, notes: &[u8]) -> BackendResult<()> {
-        let Some(Some(shard)) = self.slots.get(n as usize) else {
+        let Some(shard) = self.slot(n) else {
             return Err(BackendError::Across(n));
         };
         let settled =
@@ -247,9 +246,7 @@ impl Sharded {
         wait: Duration,
     ) -> Answer<'_, Vec<u8>> {
         Box::pin(async move {
-            let (Some(Some(source)), Some(None)) =
-                (self.slots.get(from as usize), self.slots.get(to as usize))
-            else {
+            let (Some(source), true) = (self.slot(from), self.led_elsewhere(to)) else {
                 return Err(BackendError::Across(from));
             };
             // A destination's log never holds as applied a parcel that was not made: one that
@@ -292,7 +289,7 @@ impl Sharded {
             // carrier of its own, whose wake-up a pull's wait must not take.
             let mut tos: Vec<u32> = (pairs.iter())
                 .map(|pair| pair.to)
-                .filter(|&to| matches!(self.slots.get(to as usize), Some(None)))
+                .filter(|&to| self.led_elsewhere(to))
                 .collect();
             tos.sort_unstable();
             tos.dedup();
@@ -365,9 +362,7 @@ impl Sharded {
     /// destination is not.
     async fn parcels_of_pair(&self, pair: &PairPull, room: usize) -> BackendResult<Vec<Parcel>> {
         let (from, to) = (pair.from, pair.to);
-        let (Some(Some(source)), Some(None)) =
-            (self.slots.get(from as usize), self.slots.get(to as usize))
-        else {
+        let (Some(source), true) = (self.slot(from), self.led_elsewhere(to)) else {
             return Err(BackendError::Across(from));
         };
         // A destination's log never holds as applied a parcel that was not made: one that

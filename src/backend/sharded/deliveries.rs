@@ -5,6 +5,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use super::{on, Sharded};
+use crate::backend::embedded::Embedded;
 use crate::backend::{Answer, Deliveries, DeliveryResult};
 use crate::engine::webhook::outbox::{Attempt, LaneStats, Outcome};
 use crate::engine::Timestamp;
@@ -12,7 +13,8 @@ use crate::engine::Timestamp;
 impl Deliveries for Sharded {
     fn take_deliveries(&self, now: Timestamp, limit: usize) -> Answer<'_, Vec<Attempt>> {
         Box::pin(async move {
-            let count = self.here.len();
+            let here: Vec<&Arc<Embedded>> = self.here().collect();
+            let count = here.len();
             if count == 0 {
                 return Ok(Vec::new());
             }
@@ -20,7 +22,7 @@ impl Deliveries for Sharded {
             let (mut taken, mut failed) = (Vec::new(), None);
             for n in 0..count {
                 // Every shard is asked, with nothing left to take too: it expires confirmations.
-                let shard = &self.here[(first + n) % count];
+                let shard = here[(first + n) % count];
                 match shard
                     .take_deliveries(now, limit.saturating_sub(taken.len()))
                     .await
@@ -38,7 +40,7 @@ impl Deliveries for Sharded {
     }
 
     fn may_deliver(&self) -> bool {
-        self.here.iter().all(|shard| shard.may_deliver())
+        self.here().all(|shard| shard.may_deliver())
     }
 
     fn put_back_delivery(&self, attempt: &Attempt, now: Timestamp) {
@@ -68,7 +70,7 @@ impl Deliveries for Sharded {
     fn next_delivery_due(&self) -> Answer<'_, Option<Timestamp>> {
         Box::pin(async move {
             let mut next = None;
-            for shard in &self.here {
+            for shard in self.here() {
                 if let Some(due) = shard.next_delivery_due().await? {
                     next = Some(next.map_or(due, |next: Timestamp| next.min(due)));
                 }
@@ -88,7 +90,9 @@ impl Deliveries for Sharded {
 
     fn signing_certificate<'a>(&'a self, file: &'a str) -> Answer<'a, Option<String>> {
         Box::pin(async move {
-            let found = (self.here.iter()).find_map(|shard| shard.signing_certificate_made(file));
+            let found = self
+                .here()
+                .find_map(|shard| shard.signing_certificate_made(file));
             if found.is_some() || !is_certificate_file(file) {
                 return Ok(found);
             }
@@ -97,7 +101,7 @@ impl Deliveries for Sharded {
             let read = crate::backend::ShardRead::SigningCertificate(file.to_string());
             let mut unread = None;
             let deadline = tokio::time::Instant::now() + CERTIFICATE_WAIT;
-            for n in (0..self.count()).filter(|&n| self.slots[n as usize].is_none()) {
+            for n in (0..self.count()).filter(|&n| self.slot(n).is_none()) {
                 let asked = tokio::time::timeout_at(deadline, self.read(n, &read)).await;
                 match asked {
                     Ok(Ok(found)) => {

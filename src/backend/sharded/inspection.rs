@@ -97,7 +97,7 @@ impl Inspection for Sharded {
             // are reset all the same.
             let mut failed = Vec::new();
             for n in 0..self.count() {
-                let reset = match &self.slots[n as usize] {
+                let reset = match self.slot(n) {
                     Some(shard) => shard.reset(scope).await,
                     None => (tokio::time::timeout(RESET_WAIT, remote.reset(n, scope)).await)
                         .unwrap_or_else(|_| {

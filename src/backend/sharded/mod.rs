@@ -24,6 +24,7 @@ mod topics;
 #[cfg(test)]
 mod tests;
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -39,20 +40,36 @@ use crate::worker::{Backoff, Workers};
 /// Parcels carried from one shard to another in one pull.
 const CARRIED_AT_ONCE: usize = 256;
 
+/// Longest a hand-off waits for the logs of the shards it hands off to make what they were
+/// given durable.
+const HAND_OFF_WAIT: Duration = Duration::from_secs(5);
+
 /// How long a reset waits for what crosses shards to land before it resets each shard.
 const RESET_WAITS_FOR_CARRYING: Duration = Duration::from_secs(2);
 
 pub struct Sharded {
-    /// Shard n of `slots.len()` at index n: its backend when this node leads it, `None` when
-    /// another node does (`led_elsewhere`).
+    /// Shard n of `slots.len()` at index n: its backend when this node took it to lead, `None`
+    /// when another node leads it (`led_elsewhere`). Read through `slot`: a shard handed off
+    /// since is led elsewhere too.
     slots: Vec<Option<Arc<Embedded>>>,
-    /// The shards this node leads, in order.
+    /// The shards this node took to lead, in order; `here` leaves out those handed off since.
     here: Vec<Arc<Embedded>>,
+    /// Shard n's at index n: true once this node handed it to another (`Work::hand_off`).
+    handed_off: Arc<[AtomicBool]>,
+    /// Whether the carriers run (between `start_work` and `stop_work`), so a hand-off starts
+    /// them again only then.
+    working: std::sync::Mutex<bool>,
+    /// Held while the carriers are stopped and started again, so two hand-offs never start
+    /// them twice.
+    restarting: tokio::sync::Mutex<()>,
     namespaces: Namespaces,
     clock: Arc<dyn Clock>,
     /// Shard n's signal that parcels for it wait somewhere (`Embedded::among_shards`).
     parcels_waiting: Arc<[Notify]>,
     carriers: Workers,
+    /// Tells other nodes what became of the copies taken from their shards (`pulling`): apart
+    /// from the carriers, which a hand-off starts again, so no batch being told is cut off.
+    telling: Workers,
     /// Given after each round of a carrier (`carried` waits on it).
     rounds: Arc<Notify>,
     /// Where the next take of webhook deliveries starts, so no shard's wait behind another's.
@@ -81,10 +98,14 @@ impl Sharded {
         Sharded {
             slots,
             here,
+            handed_off: (0..count).map(|_| AtomicBool::new(false)).collect(),
+            working: Default::default(),
+            restarting: Default::default(),
             namespaces,
             clock,
             parcels_waiting,
             carriers: Workers::default(),
+            telling: Workers::default(),
             rounds: Arc::new(Notify::new()),
             next_taken: Default::default(),
             elsewhere: None,
@@ -104,8 +125,8 @@ impl Sharded {
     /// less often than each change. Logs in a database acknowledge only what is committed in
     /// order, so theirs always agree.
     pub fn agree(&self) {
-        for source in &self.here {
-            for destination in self.here.iter().filter(|d| d.shard() != source.shard()) {
+        for source in self.here() {
+            for destination in self.here().filter(|d| d.shard() != source.shard()) {
                 relay::agree(source, destination);
             }
         }
@@ -115,10 +136,39 @@ impl Sharded {
         self.slots.len() as u32
     }
 
+    /// Shard `n`'s backend while this node leads it.
+    fn slot(&self, n: u32) -> Option<&Arc<Embedded>> {
+        let slot = self.slots.get(n as usize)?.as_ref()?;
+        (!self.handed_off[n as usize].load(Ordering::Acquire)).then_some(slot)
+    }
+
+    /// Whether shard `n` is one of the key space's and another node leads it.
+    fn led_elsewhere(&self, n: u32) -> bool {
+        n < self.count() && self.slot(n).is_none()
+    }
+
+    /// The shards this node leads, in order.
+    fn here(&self) -> impl Iterator<Item = &Arc<Embedded>> {
+        (self.here.iter())
+            .filter(|shard| !self.handed_off[shard.shard() as usize].load(Ordering::Acquire))
+    }
+
+    /// Starts a carrier into each shard this node leads, from the others it leads, and one
+    /// from the shards other nodes lead.
+    fn start_carrying(&self) {
+        for to in self.here().map(|shard| shard.shard() as usize) {
+            let waiting = (to, self.parcels_waiting.clone());
+            let carrying = carry_into(self.fates(), waiting, self.rounds.clone());
+            self.carriers.start("carrier", carrying);
+        }
+        self.carry_from_other_nodes();
+    }
+
     /// Where the carriers note what became of relayed copies.
     fn fates(&self) -> notes::Notes {
         notes::Notes {
             shards: self.slots.clone(),
+            handed_off: self.handed_off.clone(),
             namespaces: self.namespaces.clone(),
             elsewhere: self.elsewhere.clone(),
         }
@@ -126,7 +176,7 @@ impl Sharded {
 
     /// Shard `n`'s backend, or the refusal that sends the request to the node leading it.
     fn shard(&self, n: u32) -> BackendResult<&Arc<Embedded>> {
-        match &self.slots[n as usize] {
+        match self.slot(n) {
             Some(shard) => {
                 led_elsewhere::touched_here();
                 Ok(shard)
@@ -161,9 +211,7 @@ impl Sharded {
     /// queue's configuration): one led by another node is not read across nodes yet, so the
     /// request is refused as storage unavailable, never answered from part of the shards.
     fn read_across(&self, n: u32) -> BackendResult<&Arc<Embedded>> {
-        self.slots[n as usize]
-            .as_ref()
-            .ok_or_else(|| led_elsewhere::across(n))
+        self.slot(n).ok_or_else(|| led_elsewhere::across(n))
     }
 
     /// The key an SNS ARN names, for sorting topics as one engine lists them.
@@ -191,7 +239,7 @@ impl Sharded {
         ask: impl Fn(&'a Embedded) -> Answer<'a, Vec<T>>,
     ) -> BackendResult<Vec<T>> {
         let mut all = Vec::new();
-        for shard in &self.here {
+        for shard in self.here() {
             all.extend(ask(shard).await?);
         }
         Ok(all)
@@ -227,7 +275,7 @@ async fn carry_into(
     (to, parcels_waiting): (usize, Arc<[Notify]>),
     rounds: Arc<Notify>,
 ) {
-    let shards = notes.shards.clone();
+    let shards = notes.led();
     let Some(destination) = &shards[to] else {
         return;
     };
@@ -280,15 +328,16 @@ async fn carry_into(
 
 impl Work for Sharded {
     fn start_work(&self) {
-        for shard in &self.here {
+        for shard in self.here() {
             shard.start_work();
         }
-        for to in self.here.iter().map(|shard| shard.shard() as usize) {
-            let waiting = (to, self.parcels_waiting.clone());
-            let carrying = carry_into(self.fates(), waiting, self.rounds.clone());
-            self.carriers.start("carrier", carrying);
+        *self.working.lock().unwrap_or_else(|p| p.into_inner()) = true;
+        if self.elsewhere.is_some() {
+            let fates = self.fates_untold.clone();
+            let telling = pulling::tell_fates(self.fates(), fates);
+            self.telling.start("carrier", telling);
         }
-        self.carry_from_other_nodes();
+        self.start_carrying();
     }
 
     fn parcels_for_node(
@@ -324,7 +373,7 @@ impl Work for Sharded {
 
     fn reset_for_node(&self, shard: u32, scope: super::ResetScope) -> Answer<'_, ()> {
         Box::pin(async move {
-            let Some(Some(here)) = self.slots.get(shard as usize) else {
+            let Some(here) = self.slot(shard) else {
                 return Err(super::BackendError::Across(shard));
             };
             super::Inspection::reset(&**here, scope).await
@@ -342,7 +391,7 @@ impl Work for Sharded {
                 let round = self.rounds.notified();
                 tokio::pin!(round);
                 round.as_mut().enable();
-                if self.here.iter().all(|shard| shard.nothing_to_carry()) {
+                if self.here().all(|shard| shard.nothing_to_carry()) {
                     return Ok(());
                 }
                 round.await;
@@ -350,10 +399,62 @@ impl Work for Sharded {
         })
     }
 
+    fn hand_off<'a>(&'a self, shards: &'a [u32]) -> Answer<'a, ()> {
+        Box::pin(async move {
+            let leaving: Vec<Arc<Embedded>> = (shards.iter())
+                .map(|&n| self.slot(n).cloned().ok_or(super::BackendError::Across(n)))
+                .collect::<BackendResult<_>>()?;
+            let restarting = self.restarting.lock().await;
+            for shard in &leaving {
+                self.handed_off[shard.shard() as usize].store(true, Ordering::Release);
+            }
+            // The carriers start again over the shards led here now: what crosses from or
+            // into a shard handed off is pulled from, or by, its next leader, each pair from
+            // where its destination's log says it stands.
+            let working = *self.working.lock().unwrap_or_else(|p| p.into_inner());
+            if working {
+                self.carriers.stop().await;
+                self.start_carrying();
+            }
+            drop(restarting);
+            // Requests that found a shard here just before are let finish giving its log what
+            // they make; none is let in after.
+            for shard in &leaving {
+                shard.shut();
+            }
+            let mut result = Ok(());
+            for shard in &leaving {
+                if let Err(error) = shard.stop_work().await {
+                    result = Err(error);
+                }
+            }
+            let deadline = tokio::time::Instant::now() + HAND_OFF_WAIT;
+            for shard in &leaving {
+                match tokio::time::timeout_at(deadline, shard.submitted_durable()).await {
+                    Ok(Ok(())) => {}
+                    Ok(Err(error)) => result = Err(error),
+                    Err(_) => {
+                        return Err(super::BackendError::Unavailable(format!(
+                            "shard {}'s log did not make what it was given durable within {} s",
+                            shard.shard(),
+                            HAND_OFF_WAIT.as_secs()
+                        )))
+                    }
+                }
+            }
+            result
+        })
+    }
+
     fn stop_work(&self) -> Answer<'_, ()> {
         Box::pin(async move {
+            let restarting = self.restarting.lock().await;
+            *self.working.lock().unwrap_or_else(|p| p.into_inner()) = false;
             self.carriers.stop().await;
+            self.telling.stop().await;
+            drop(restarting);
             let mut result: BackendResult<()> = Ok(());
+            // Those handed off too: a hand-off cut short may not have stopped their work.
             for shard in &self.here {
                 if let Err(error) = shard.stop_work().await {
                     result = Err(error);

@@ -23,12 +23,24 @@ static WARNINGS: std::sync::LazyLock<crate::quiet_log::QuietLog> =
 /// its topic's: one a queue's shard dead-letters on).
 #[derive(Clone)]
 pub(super) struct Notes {
+    /// Shard n's backend at index n when this node took it to lead (`Sharded::slots`).
     pub(super) shards: Vec<Option<Arc<Embedded>>>,
+    /// Shard n's at index n: true once this node handed it off (`Sharded::handed_off`).
+    pub(super) handed_off: Arc<[std::sync::atomic::AtomicBool]>,
     pub(super) namespaces: Namespaces,
     pub(super) elsewhere: Option<Arc<dyn OtherNodes>>,
 }
 
 impl Notes {
+    /// Each shard's backend while this node leads it, as it stands now (shard n's at index n).
+    pub(super) fn led(&self) -> Vec<Option<Arc<Embedded>>> {
+        (self.shards.iter().zip(self.handed_off.iter()))
+            .map(|(shard, handed_off)| {
+                (shard.clone()).filter(|_| !handed_off.load(std::sync::atomic::Ordering::Acquire))
+            })
+            .collect()
+    }
+
     /// Notes in each topic's shard the fates `settled` gathered, and empties it. A fate that
     /// cannot be told is lost, as the notes are after a restart (they are kept in memory).
     pub(super) async fn settle(&self, settled: &Mutex<Vec<Settled>>) {
@@ -37,11 +49,12 @@ impl Notes {
             return;
         }
         let count = self.shards.len() as u32;
+        let led = self.led();
         let mut elsewhere: BTreeMap<u32, Vec<Settled>> = BTreeMap::new();
         for fate in fates {
             let key = self.namespaces.key_in_arn("sns", &fate.topic_arn);
             let shard = key.map_or(0, |key| Shard::of(count, key));
-            match &self.shards[shard as usize] {
+            match &led[shard as usize] {
                 Some(topic_shard) => topic_shard.settle(&fate),
                 None => elsewhere.entry(shard).or_default().push(fate),
             }

@@ -303,3 +303,130 @@ async fn subscribe_all_and_publish_three(
     }
     subscription
 }
+
+/// A shard handed off is led elsewhere from then on: its queues' requests are refused and
+/// noted for the HTTP layer, a receive waiting on it ends empty at once, the other shards are
+/// served on and still carry between them, and what they make for it waits for its next
+/// leader to pull, where a carrier here placed it before.
+#[tokio::test]
+async fn a_shard_handed_off_is_led_elsewhere_and_its_parcels_wait_for_its_next_leader() {
+    use crate::backend::led_elsewhere::noting;
+    use crate::backend::{BackendError, Inspection, Messages, QueueAdmin, Topics};
+    use crate::engine::queue::ReceiveRequest;
+    use crate::persist::format::between_nodes::{decode_parcels, decode_pulled, PairPull};
+    let clock = clock();
+    let (backend, _logs) = idle_shards(&clock);
+    // prices.fifo is shard 0's, all.fifo shard 2's (pinned above); `kept` is shard 1's.
+    let kept = (0..)
+        .map(|n| format!("kept-{n}.fifo"))
+        .find(|name| Shard::of(3, name) == 1)
+        .unwrap();
+    let arn = prices_topic(&backend).await;
+    let fifo = [("FifoQueue", "true")];
+    let request = |name: &str| crate::backend::conformance::create(name, &fifo, clock.now());
+    backend.create_queue(request("all.fifo")).await.unwrap();
+    backend.create_queue(request(&kept)).await.unwrap();
+    subscribe_all_and_publish_three(&backend, &arn).await;
+    let kept_arn = format!("arn:aws:sqs:us-east-1:000000000000:{kept}");
+    (backend.subscribe(crate::backend::Subscribe {
+        topic_arn: &arn,
+        protocol: "sqs",
+        endpoint: Some(&kept_arn),
+        attributes: Vec::new(),
+        base_url: "http://localhost:4566",
+        principal: "arn:aws:iam::000000000000:root",
+    }))
+    .await
+    .unwrap();
+    backend.start_work();
+    backend.carried().await.unwrap();
+    let visible = |name: &'static str| {
+        let (backend, now) = (&backend, clock.now());
+        async move { (backend.describe_queue(name, now).await).map(|q| q.counts.visible) }
+    };
+    assert_eq!(visible("all.fifo").await.unwrap(), 3);
+    // A receive waits on all.fifo (the manual clock never ends its wait) while shard 2 is
+    // handed off: it ends empty, and the hand-off completes.
+    let drained = ReceiveRequest {
+        max_messages: Some(10),
+        ..ReceiveRequest::default()
+    };
+    let all_queue = "all.fifo";
+    let taken = backend.receive(all_queue, drained, Some(0)).await.unwrap();
+    assert_eq!(
+        taken.len(),
+        3,
+        "the group's three, which hold it for the next receive"
+    );
+    let waiting = backend.receive(all_queue, ReceiveRequest::default(), Some(20));
+    let handing = async {
+        tokio::task::yield_now().await;
+        backend.hand_off(&[2]).await
+    };
+    let limit = std::time::Duration::from_secs(10);
+    let (ended, handed) = tokio::time::timeout(limit, async { tokio::join!(waiting, handing) })
+        .await
+        .expect("the waiting receive ended and the hand-off completed");
+    assert!(ended.unwrap().is_empty());
+    handed.unwrap();
+    let (refused, needed) = noting(visible("all.fifo")).await;
+    assert!(
+        matches!(refused, Err(BackendError::LedElsewhere(2))),
+        "{refused:?}"
+    );
+    assert_eq!(needed.passed_to, Some(2));
+    let (refused, _) = noting(backend.create_queue(request("all.fifo"))).await;
+    assert!(
+        matches!(refused, Err(BackendError::LedElsewhere(2))),
+        "{refused:?}"
+    );
+    // Shard 0 is served on: its topic takes a fourth publish, whose copy for shard 1 is
+    // carried here and whose copy for shard 2 waits for shard 2's next leader.
+    let publish = crate::engine::topic::PublishRequest {
+        message: "m3".into(),
+        subject: None,
+        structured: false,
+        attributes: Default::default(),
+        group_id: Some("g".into()),
+        dedup_id: Some("d3".into()),
+        trace_header: None,
+    };
+    (backend
+        .publish(&arn, publish, "http://localhost:4566")
+        .await)
+        .unwrap();
+    let kept_visible = || {
+        let (backend, now, kept) = (&backend, clock.now(), &kept);
+        async move { (backend.describe_queue(kept, now).await).map(|q| q.counts.visible) }
+    };
+    let arrived = async {
+        while kept_visible().await.unwrap() < 1 {
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+    };
+    tokio::time::timeout(limit, arrived)
+        .await
+        .expect("shard 1 took its copy of the fourth publish from shard 0");
+    let pairs = vec![PairPull {
+        from: 0,
+        to: 2,
+        after: 3,
+    }];
+    let wait = std::time::Duration::from_secs(30);
+    let pulled = (backend.parcels_for_pairs(pairs, 10, wait).await).unwrap();
+    let pulled = decode_pulled(&pulled).unwrap();
+    let seqs: Vec<u64> = (pulled.iter())
+        .flat_map(|p| decode_parcels(2, p.parcels.as_ref().unwrap()).unwrap())
+        .map(|parcel| parcel.seq)
+        .collect();
+    assert_eq!(seqs, [4]);
+    let waiting = backend.relay_waiting().await.unwrap();
+    let pairs: Vec<_> = waiting.iter().map(|w| (w.from, w.to)).collect();
+    assert_eq!(pairs, [(0, 2)]);
+    // Handed off once: a second time is refused, as for any shard not led here.
+    assert!(matches!(
+        backend.hand_off(&[2]).await,
+        Err(BackendError::Across(2))
+    ));
+    backend.stop_work().await.unwrap();
+}

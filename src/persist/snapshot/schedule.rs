@@ -132,7 +132,7 @@ impl Snapshotter {
         Ok(size)
     }
 
-    /// Snapshots whenever one is due; runs until aborted.
+    /// Snapshots whenever one is due; runs until aborted or finished (`finish`).
     pub async fn run(self: Arc<Self>) {
         let log_writer = &self.log_writer;
         let mut last_size = 0;
@@ -145,6 +145,12 @@ impl Snapshotter {
         let mut backoff = Backoff::new("snapshots", RETRY_FIRST, RETRY_MOST);
         loop {
             log_writer.log_reaches(wait_for).await;
+            // Finished (its shard handed to another node, or the server stopping): no
+            // snapshot is taken from now on. Not waited for while a snapshot a test asked for
+            // is being taken: the next round looks again.
+            if matches!(self.taking.try_lock().as_deref(), Ok(true)) {
+                return;
+            }
             let live = self.engine.queues.stored_bytes();
             let threshold = self.after.max(last_size);
             let log_bytes = log_writer.bytes_since_snapshot();
