@@ -196,10 +196,10 @@ pub struct Metrics {
     pub open_connections: Gauge,
     /// ReceiveMessage calls waiting for a message now (the backend keeps it).
     pub long_polls_waiting: Gauge,
-    /// Set once the logs are open (a data directory, or a database this node leads): shard n's
-    /// at index n.
-    /// The key space's shard count, and the logs of the shards kept here by number.
-    logs: std::sync::OnceLock<(u32, ShardLogs)>,
+    /// Set once the logs are open (a data directory, or a database this node leads): the key
+    /// space's shard count, and the logs of the shards kept here by number, changed as a node
+    /// hands shards off and takes others.
+    logs: std::sync::RwLock<Option<(u32, ShardLogs)>>,
     /// Kept by the standby's forwarding (`http::standby`).
     pub forwarded: Forwarded,
     /// This node's clock minus the database's, as read when it last took the lease.
@@ -237,7 +237,7 @@ impl Default for Metrics {
         Metrics {
             open_connections: Gauge::default(),
             long_polls_waiting: Gauge::default(),
-            logs: std::sync::OnceLock::new(),
+            logs: Default::default(),
             forwarded: Forwarded::default(),
             clock_skew_ms: Gauge::default(),
             generations: Counter::default(),
@@ -264,7 +264,7 @@ impl Metrics {
         Metrics {
             open_connections: previous.open_connections.clone(),
             long_polls_waiting: Gauge::default(),
-            logs: std::sync::OnceLock::new(),
+            logs: Default::default(),
             forwarded: previous.forwarded.clone(),
             clock_skew_ms: previous.clock_skew_ms.clone(),
             generations: previous.generations.clone(),
@@ -280,7 +280,29 @@ impl Metrics {
     /// reported from now on: as they are when the key space is one shard, labelled with
     /// `shard` when it is cut into several.
     pub fn set_logs(&self, shards: u32, logs: ShardLogs) {
-        let _ = self.logs.set((shards, logs));
+        let mut set = self.logs.write().unwrap_or_else(|p| p.into_inner());
+        if set.is_none() {
+            *set = Some((shards, logs));
+        }
+    }
+
+    /// The figures of the log of shard `shard`, taken while the node serves, reported too
+    /// (once `set_logs` said how many shards there are).
+    pub fn add_log(&self, shard: u32, log: std::sync::Arc<LogMetrics>) {
+        let mut set = self.logs.write().unwrap_or_else(|p| p.into_inner());
+        if let Some((_, logs)) = set.as_mut() {
+            logs.retain(|(kept, _)| *kept != shard);
+            logs.push((shard, log));
+            logs.sort_by_key(|(kept, _)| *kept);
+        }
+    }
+
+    /// The figures of the log of shard `shard`, handed to another node, reported no more.
+    pub fn remove_log(&self, shard: u32) {
+        let mut set = self.logs.write().unwrap_or_else(|p| p.into_inner());
+        if let Some((_, logs)) = set.as_mut() {
+            logs.retain(|(kept, _)| *kept != shard);
+        }
     }
 
     /// One request answered, with its error code if it failed.
@@ -334,7 +356,7 @@ impl Metrics {
             "ReceiveMessage calls waiting for a message",
             self.long_polls_waiting.clone(),
         );
-        match self.logs.get() {
+        match &*self.logs.read().unwrap_or_else(|p| p.into_inner()) {
             Some((1, logs)) => (logs.iter()).for_each(|(_, log)| log.register(&mut registry)),
             Some((_, logs)) => crate::persist::log_metrics::register_shards(logs, &mut registry),
             None => {}

@@ -135,24 +135,28 @@ pub(super) fn serve_engines(
     }
     let parcels_waiting: Arc<[Notify]> = (0..count).map(|_| Notify::new()).collect();
     let captured = Arc::new(crate::backend::captured::CapturedMessages::default());
-    let mut backends: Vec<_> = (shards.into_iter())
-        .map(|shard| {
+    let make = {
+        let (clock, wake) = (clock.clone(), webhooks.wake_signal());
+        let long_polls = metrics.long_polls_waiting.clone();
+        let among = (count > 1).then(|| (captured.clone(), parcels_waiting.clone()));
+        move |shard: ShardParts| {
             let mut backend = crate::backend::embedded::Embedded::new(
                 shard.engine,
                 shard.log_writer,
                 clock.clone(),
-                webhooks.wake_signal(),
+                wake.clone(),
             )
-            .counting_long_polls(metrics.long_polls_waiting.clone());
+            .counting_long_polls(long_polls.clone());
             if let Some(tenure) = shard.tenure {
                 backend = backend.within(tenure);
             }
-            if count > 1 {
+            if let Some((captured, parcels_waiting)) = &among {
                 backend = backend.among_shards(captured.clone(), parcels_waiting.clone());
             }
             Arc::new(backend)
-        })
-        .collect();
+        }
+    };
+    let mut backends: Vec<_> = shards.into_iter().map(&make).collect();
     let backend: Arc<dyn crate::backend::Backend> = match count {
         1 => backends.pop().expect("one"),
         _ => {
@@ -170,6 +174,15 @@ pub(super) fn serve_engines(
             if let Some(elsewhere) = elsewhere {
                 sharded = sharded.with_other_nodes(elsewhere);
             }
+            let make: crate::backend::sharded::MakeShard =
+                Arc::new(move |engine, log_writer, tenure| {
+                    make(ShardParts {
+                        engine,
+                        log_writer: Some(log_writer),
+                        tenure: Some(tenure),
+                    })
+                });
+            sharded = sharded.making_shards_with(make);
             // Before anything runs, the logs of a data directory agree (a database's always do).
             if config.storage.is_none() {
                 sharded.agree();

@@ -2,12 +2,10 @@
 //! it among the live nodes (`persist::database::placement`), and passes the requests of the
 //! others to their leaders (`http::shard_routing`). A generation takes the leases of its share
 //! that are free and leaves the rest to whoever holds them. Once shards it leads are another
-//! node's share (a node joined), it hands them off one by one and leads the rest on. Once a
-//! lease of its share comes free (a node left, or handed it off), the node starts over: it gives
-//! every lease up and takes its new share in the next generation, by the reading it started
-//! over on.
-//!
-//! Not built yet: taking a shard while leading the others on.
+//! node's share (a node joined), it hands them off and leads the rest on; once leases of its
+//! share come free (a node left, or handed them off), it takes them and leads them beside the
+//! rest. Only when that fails does the node start over: it gives every lease up and takes its
+//! new share in the next generation, by the reading it started over on.
 
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
@@ -53,12 +51,20 @@ pub(super) struct Spread {
     standby: Forwarding,
     /// Where the reading this generation gives way on is left for the next (`Node::agreed`).
     agreed: Arc<std::sync::Mutex<Option<Arc<Seen>>>>,
-    /// The service's backend, which stops serving a shard handed off.
-    backend: Arc<dyn crate::backend::Backend>,
+    /// The service, whose backend stops serving a shard handed off and starts serving one
+    /// taken.
+    service: Arc<crate::service::Service>,
     /// What renews this generation's leases (none while it leads no shard).
     keeper: Option<Arc<crate::persist::database::Keeper>>,
     logs: LedLogs,
-    clock: Arc<dyn Clock>,
+    /// What the node starts each generation from: its settings and clock.
+    node: Node,
+    /// Makes the database ready for the log of a shard taken.
+    opener: crate::persist::database::ShardOpener,
+    /// Each led shard's lease's epoch, as the cluster status reads them.
+    epochs: Arc<[AtomicI64]>,
+    /// The generation's work, once it runs (`succession`): a shard taken adds to it.
+    pub(super) started: Option<Arc<super::started::Started>>,
 }
 
 /// The service over this node's share of the shards, as far as their leases are free, and
@@ -89,6 +95,7 @@ pub(super) async fn build(
     .await
     .map_err(std::io::Error::other)?;
     let mut first = first.map_err(std::io::Error::other)?;
+    let opener = first.0[0].opener();
     // A generation after the first leads by the reading its predecessor gave way on, while the
     // live nodes are still those it names (the database slow to answer, they may not be).
     let now = survey.seen().borrow().clone();
@@ -148,7 +155,7 @@ pub(super) async fn build(
     let status = status(
         standby.clone(),
         (own_url.clone(), count),
-        (epochs, led_logs.clone()),
+        (epochs.clone(), led_logs.clone()),
         survey.seen(),
     );
     let keeper = logs.first().map(|log| log.lease.clone());
@@ -167,7 +174,7 @@ pub(super) async fn build(
         urls: nodes,
     };
     let parts = (snapshots, Some(others));
-    let mut built = serve_engines(config, (clock.clone(), listening), shards, parts, metrics)?;
+    let mut built = serve_engines(config, (clock, listening), shards, parts, metrics)?;
     built.lease = lease;
     built.cluster = Some(status);
     built.standby = Some(standby.clone());
@@ -179,10 +186,13 @@ pub(super) async fn build(
         led,
         standby,
         agreed: node.agreed.clone(),
-        backend: built.service.backend.clone(),
+        service: built.service.clone(),
         keeper,
         logs: led_logs,
-        clock,
+        node: node.clone(),
+        opener,
+        epochs: epochs.clone(),
+        started: None,
     };
     Ok((built, spread))
 }
@@ -321,11 +331,21 @@ pub(super) async fn moved(spread: &mut Spread) {
                     }
                     once = false;
                 }
+                // Shards of its share came free: those it leads that are another's now are
+                // handed off, and the free ones taken and led beside the rest.
                 Some(moved) if gives_way(&moved, once, settled) => {
-                    let why = moved.why;
-                    tracing::info!(%why, "this node's share of the shards moved: starting over to lead it");
-                    *spread.agreed.lock().unwrap_or_else(|p| p.into_inner()) = Some(reading);
-                    return;
+                    let leaving = leaving(&reading, &spread.own_url, spread.count, &spread.led);
+                    let free = free_of_share(&reading, &spread.own_url, spread.count, &spread.led);
+                    let moved_here = match hand_off(spread, &reading, &leaving).await {
+                        Ok(()) => take(spread, &reading, &free).await,
+                        Err(why) => Err(why),
+                    };
+                    if let Err(why) = moved_here {
+                        tracing::warn!(%why, cause = %moved.why, "this node's share could not be moved in place: starting over to lead it");
+                        *spread.agreed.lock().unwrap_or_else(|p| p.into_inner()) = Some(reading);
+                        return;
+                    }
+                    once = false;
                 }
                 moved => once = moved.is_some(),
             }
@@ -413,6 +433,121 @@ fn share_moved(seen: &Seen, own_url: &str, count: u32, led: &[u32]) -> Option<Mo
     None
 }
 
+/// The shards of this node's share, as `seen` stands, that are free and not in `led`.
+fn free_of_share(seen: &Seen, own_url: &str, count: u32, led: &[u32]) -> Vec<u32> {
+    let placed = placement::place(count, &seen.nodes);
+    (0..count)
+        .filter(|&shard| !led.contains(&shard))
+        .filter(|&shard| {
+            (placed.get(shard as usize)).is_some_and(|&node| seen.nodes[node] == own_url)
+        })
+        .filter(|&shard| (seen.holders.get(shard as usize)).is_some_and(Option::is_none))
+        .collect()
+}
+
+/// Takes `shards`, free shards of this node's share, and leads them beside the others without
+/// starting over: each shard's lease taken (one another node took first is left to it), a
+/// fresh engine recovered from its snapshot and log, served by the router from then on
+/// (`Work::take_shard`), its snapshots taken and its lease renewed with the others'. Its
+/// requests, waiting meanwhile, then come here. An error says the generation should start
+/// over.
+async fn take(spread: &mut Spread, reading: &Seen, shards: &[u32]) -> Result<(), String> {
+    let started = (spread.started.clone()).ok_or("the generation's work has not started")?;
+    let began = std::time::Instant::now();
+    let opener = spread.opener.clone();
+    let config = spread.node.config.clone();
+    let leading = (spread.node.clock.clone(), spread.own_url.clone());
+    let (count, keeper, wanted) = (spread.count, spread.keeper.clone(), shards.to_vec());
+    let keeping = started.clone();
+    // Run to its end even if this generation stops meanwhile: a keeper it starts is the
+    // generation's to give up at once.
+    let taken = tokio::task::spawn_blocking(move || {
+        lead_more(
+            &opener,
+            &config,
+            (count, &wanted),
+            leading,
+            (keeper, &keeping),
+        )
+    })
+    .await
+    .map_err(|error| error.to_string())??;
+    for (engine, log, tenure) in taken {
+        said_leading(&log, began, &spread.service.metrics);
+        spread.epochs[log.shard as usize].store(log.epoch, Ordering::Release);
+        spread.keeper.get_or_insert_with(|| log.lease.clone());
+        let (parts, snapshotter) = led_parts(&spread.node.config, engine, &log, tenure.clone());
+        let engine = parts.engine.clone();
+        let log_writer = log.log_writer.clone();
+        // Closed when the generation stops, whatever happens next.
+        started.add_log(snapshotter.clone());
+        (spread
+            .service
+            .backend
+            .take_shard(parts.engine, log_writer.clone(), tenure)
+            .await)
+            .map_err(|error| error.to_string())?;
+        (spread.service.metrics).add_log(log.shard, log_writer.metrics());
+        let mut logs = spread.logs.lock().unwrap_or_else(|p| p.into_inner());
+        logs.push(LedLog {
+            shard: log.shard,
+            log_writer,
+            snapshotter,
+            engine,
+        });
+        logs.sort_by_key(|log| log.shard);
+        drop(logs);
+        spread.led.push(log.shard);
+        spread.led.sort_unstable();
+        tracing::info!(shard = log.shard, led = ?spread.led, "took a shard of this node's share");
+    }
+    let leaders = leaders(reading, &spread.own_url, &spread.led);
+    spread.standby.standby.set_shard_leaders(leaders);
+    Ok(())
+}
+
+/// Takes the leases of `shards` that are free and recovers each shard's engine, renewed by
+/// `keeper`, or by a keeper started for them, which `started` then gives up when the
+/// generation stops. Blocking (on a blocking thread: what it drops owns runtimes). A shard
+/// that fails gives its own lease up (`ReadyDatabase::lead`); the generation starts over.
+#[allow(clippy::type_complexity)]
+fn lead_more(
+    opener: &crate::persist::database::ShardOpener,
+    config: &crate::config::Config,
+    (count, shards): (u32, &[u32]),
+    (clock, url): (Arc<dyn Clock>, String),
+    (mut keeper, started): (
+        Option<Arc<crate::persist::database::Keeper>>,
+        &super::started::Started,
+    ),
+) -> Result<Vec<(Engine<Notify>, DatabaseLog, Arc<Tenure>)>, String> {
+    let mut led = Vec::with_capacity(shards.len());
+    for &number in shards {
+        let shard = Shard { number, count };
+        let mut engine = Engine::for_shard(&config.account_id, &config.region, shard);
+        let mut ready = (opener.for_shard(number, &mut engine))
+            .map_err(|error| format!("shard {number}: {error}"))?;
+        let taken = match ready.ask(&url) {
+            Asked::Leads(taken) => taken,
+            Asked::Held { .. } | Asked::Unreachable { .. } => continue,
+        };
+        let tenure = ready.tenure.clone();
+        let log = (ready.lead(
+            &engine,
+            taken,
+            Stopped::Untouched,
+            (clock.clone(), keeper.clone()),
+        ))
+        .map_err(|error| format!("shard {number}: {error}"))?;
+        if keeper.is_none() {
+            started.add_keeper(log.lease.clone());
+        }
+        keeper = Some(log.lease.clone());
+        led.push((engine, log, tenure));
+    }
+    Ok(led)
+}
+
 /// The shards `led` holds that placement gives other nodes, as `seen` stands.
 fn leaving(seen: &Seen, own_url: &str, count: u32, led: &[u32]) -> Vec<u32> {
     let placed = placement::place(count, &seen.nodes);
@@ -436,7 +571,7 @@ async fn hand_off(spread: &mut Spread, reading: &Seen, leaving: &[u32]) -> Resul
     spread.led.retain(|shard| !leaving.contains(shard));
     let leaders = leaders(reading, &spread.own_url, &spread.led);
     spread.standby.standby.set_shard_leaders(leaders);
-    match spread.backend.hand_off(leaving).await {
+    match spread.service.backend.hand_off(leaving).await {
         Ok(()) => {}
         Err(crate::backend::BackendError::Across(shard)) => {
             return Err(format!("shard {shard} was not led here"))
@@ -456,7 +591,10 @@ async fn hand_off(spread: &mut Spread, reading: &Seen, leaving: &[u32]) -> Resul
         handed
     };
     let keeper = spread.keeper.clone();
-    let now = spread.clock.now();
+    let now = spread.node.clock.now();
+    for &shard in leaving {
+        spread.service.metrics.remove_log(shard);
+    }
     let given_up = tokio::task::spawn_blocking(move || {
         // A snapshot under way ends before the lease is given up; none starts after.
         for log in &handed {
@@ -605,7 +743,7 @@ mod tests {
     }
 
     #[test]
-    fn a_node_hands_off_what_a_joining_node_now_leads_and_starts_over_for_a_shard_come_free() {
+    fn a_node_hands_off_what_a_joining_node_now_leads_and_minds_a_shard_come_free_first() {
         let (a, b, c) = ("http://a", "http://b", "http://c");
         let count = 6;
         let share = |nodes: &[&str], node: &str| -> Vec<u32> {
@@ -636,13 +774,18 @@ mod tests {
         );
         let moved = share_moved(&joined, a, count, &of_a).unwrap();
         assert!(!moved.free && leaving.contains(&moved.shard));
-        // A shard of a's share come free as well: a starts over, whatever else moved.
+        // A shard of a's share come free as well: it is minded first (a takes it, or starts
+        // over when shards leave too).
         let mut freed = held.clone();
         let kept = *of_a.iter().find(|s| !leaving.contains(s)).unwrap();
         freed[kept as usize] = None;
         let led: Vec<u32> = of_a.iter().copied().filter(|&s| s != kept).collect();
         let moved = share_moved(&seen(&[a, b, c], &freed), a, count, &led).unwrap();
         assert!(moved.free && moved.shard == kept, "{}", moved.why);
+        assert_eq!(
+            free_of_share(&seen(&[a, b, c], &freed), a, count, &led),
+            [kept]
+        );
         // The same when a shard leaving comes before the one come free: a leads the lowest
         // shard that is not its own, and the highest of its own is free.
         let now = share(&[a, b, c], a);

@@ -11,8 +11,9 @@ use crate::worker::Workers;
 /// lead, and stopped in order when the server stops.
 pub(super) struct Started {
     workers: Workers,
-    /// One per log (one per shard when the key space is cut into several).
-    snapshots: std::sync::OnceLock<Vec<Arc<Snapshotter>>>,
+    /// One per log (one per shard when the key space is cut into several), those of shards
+    /// taken while the node serves among them.
+    snapshots: std::sync::Mutex<Vec<Arc<Snapshotter>>>,
     /// The leases this node leads under (one per shard), once it does.
     lease: tokio::sync::watch::Sender<Vec<Arc<crate::persist::database::Keeper>>>,
 }
@@ -51,12 +52,29 @@ impl Started {
             if crate::test_hooks::enabled() {
                 workers.start("test hooks", answer_test_hooks(snapshots.clone()));
             }
-            let _ = self.snapshots.set(snapshots);
+            *self.snapshots.lock().unwrap_or_else(|p| p.into_inner()) = snapshots;
         }
         if !lease.is_empty() {
             self.lease.send_replace(lease);
         }
         service.backend.start_work();
+    }
+
+    /// Takes the snapshots of the log of a shard taken while the node serves, and closes that
+    /// log when the node stops.
+    pub(super) fn add_log(&self, snapshotter: Arc<Snapshotter>) {
+        self.workers.start("snapshots", snapshotter.clone().run());
+        (self.snapshots.lock().unwrap_or_else(|p| p.into_inner())).push(snapshotter);
+    }
+
+    /// Watches `keeper` too (a node that led no shard took one), and gives its leases up when
+    /// the node stops.
+    pub(super) fn add_keeper(&self, keeper: Arc<crate::persist::database::Keeper>) {
+        self.lease.send_modify(|held| {
+            if !held.iter().any(|k| Arc::ptr_eq(k, &keeper)) {
+                held.push(keeper);
+            }
+        });
     }
 
     /// Completes once this node, having come to lead, loses a lease: it leads every shard of
@@ -90,7 +108,12 @@ impl Started {
         }
         // Every answered request is durable already; this flushes background changes too,
         // once a snapshot still being written is done.
-        if let Some(snapshots) = self.snapshots.get().cloned() {
+        let snapshots = self
+            .snapshots
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        if !snapshots.is_empty() {
             let _ = tokio::task::spawn_blocking(move || {
                 for snapshotter in &snapshots {
                     snapshotter.finish();

@@ -118,13 +118,17 @@ impl Running {
         let layered = promotion.as_ref().and(standby.clone());
         let router = routes.router(service.clone(), layered, generation.by_shard);
         *current.write().unwrap_or_else(|p| p.into_inner()) = router;
+        let mut spread = generation.spread;
+        if let Some(spread) = &mut spread {
+            spread.started = Some(started.clone());
+        }
         Running {
             service,
             started,
             promotion,
             spoiled,
             standby,
-            spread: generation.spread,
+            spread,
             began: std::time::Instant::now(),
         }
     }

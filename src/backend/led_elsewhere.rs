@@ -21,8 +21,22 @@ struct Met {
     refused: Option<u32>,
     /// Whether it used a shard led here.
     here: bool,
+    /// Which shards led here it used, when known.
+    touched: Touched,
+    /// Whether a change of it was let into a shard led here (`changed_here`).
+    changed: bool,
     /// Whether it was refused a read across nodes.
     across: bool,
+}
+
+/// The shards led here a request used.
+#[derive(Clone, Copy, Default, PartialEq, Eq)]
+enum Touched {
+    #[default]
+    None,
+    One(u32),
+    /// Several, or some not said.
+    Many,
 }
 
 /// What `noting` learned of a request.
@@ -45,7 +59,27 @@ pub fn touched_here() {
     let _ = MET.try_with(|met| {
         met.set(Met {
             here: true,
+            touched: Touched::Many,
             ..met.get()
+        })
+    });
+}
+
+/// The request uses shard `shard`, led here: what it meets elsewhere afterwards is not passed
+/// on, unless `shard` itself stops being led here before the request changed anything
+/// (`refuse_unchanged`).
+pub fn touched_shard(shard: u32) {
+    let _ = MET.try_with(|met| {
+        let now = met.get();
+        let touched = match now.touched {
+            Touched::None => Touched::One(shard),
+            Touched::One(one) if one == shard => Touched::One(shard),
+            _ => Touched::Many,
+        };
+        met.set(Met {
+            here: true,
+            touched,
+            ..now
         })
     });
 }
@@ -60,6 +94,40 @@ pub fn refuse(shard: u32) -> BackendError {
         }
         now.refused = now.refused.or(Some(shard));
         met.set(now);
+        true
+    });
+    match first {
+        Ok(false) => across(shard),
+        _ => BackendError::LedElsewhere(shard),
+    }
+}
+
+/// A change of the request was let into a shard led here: it is never passed on whole after.
+pub fn changed_here() {
+    let _ = MET.try_with(|met| {
+        met.set(Met {
+            here: true,
+            changed: true,
+            ..met.get()
+        })
+    });
+}
+
+/// The refusal of a request for `shard`, which this node stopped leading while the request
+/// ran (handed to another node): passed to the shard's next leader when none of its changes
+/// was let in here yet and it used no other shard here; a read across nodes otherwise.
+pub fn refuse_unchanged(shard: u32) -> BackendError {
+    let first = MET.try_with(|met| {
+        let now = met.get();
+        let alone = matches!(now.touched, Touched::None) || now.touched == Touched::One(shard);
+        if now.changed || !alone {
+            return false;
+        }
+        met.set(Met {
+            refused: now.refused.or(Some(shard)),
+            here: false,
+            ..now
+        });
         true
     });
     match first {
@@ -119,6 +187,34 @@ mod tests {
         // Outside a request: refused all the same, noted nowhere.
         assert!(matches!(refuse(1), BackendError::LedElsewhere(1)));
         assert!(!passing_on());
+    }
+
+    #[tokio::test]
+    async fn a_shard_handed_off_while_a_request_ran_passes_it_on_unless_it_changed_something() {
+        let (error, needed) = noting(async {
+            touched_shard(2);
+            refuse_unchanged(2)
+        })
+        .await;
+        assert!(matches!(error, BackendError::LedElsewhere(2)));
+        assert_eq!(needed.passed_to, Some(2));
+        // It read another shard here too: not passed on whole.
+        let (error, needed) = noting(async {
+            touched_shard(1);
+            touched_shard(2);
+            refuse_unchanged(2)
+        })
+        .await;
+        assert!(matches!(error, BackendError::Across(2)));
+        assert_eq!(needed.passed_to, None);
+        let (error, needed) = noting(async {
+            changed_here();
+            refuse_unchanged(2)
+        })
+        .await;
+        assert!(matches!(error, BackendError::Across(2)));
+        assert_eq!(needed.passed_to, None);
+        assert!(needed.across);
     }
 
     #[tokio::test]

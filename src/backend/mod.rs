@@ -353,6 +353,22 @@ pub trait Work: Send + Sync {
         let first = shards.first().copied().unwrap_or(0);
         Box::pin(std::future::ready(Err(BackendError::Across(first))))
     }
+    /// Leads `engine`'s shard here from now on, its changes kept by `log_writer` while `tenure`
+    /// holds (the shard's lease taken, the engine recovered from its log): its requests are
+    /// answered here, what crosses shards is carried into and from it, and its work starts.
+    /// Refused, with nothing done, while this node leads the shard, once the same shard was
+    /// taken a few times (the node's next generation takes it), and by a backend of one shard.
+    fn take_shard(
+        &self,
+        engine: Arc<crate::engine::Engine<tokio::sync::Notify>>,
+        log_writer: Arc<crate::persist::writer::LogWriter>,
+        tenure: Arc<crate::persist::tenure::Tenure>,
+    ) -> Answer<'_, ()> {
+        let _ = (log_writer, tenure);
+        let n = engine.relay.shard().number;
+        let refused = format!("shard {n} not taken: one shard is all this backend serves");
+        Box::pin(std::future::ready(Err(BackendError::Unavailable(refused))))
+    }
     /// Completes once nothing made so far waits to cross shards (at once with one shard): what
     /// a test waits for before it looks for a copy in another shard's queue.
     fn carried(&self) -> Answer<'_, ()>;

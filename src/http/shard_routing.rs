@@ -76,13 +76,19 @@ pub async fn pass_to_shard_leader(
     };
     let outgoing = Outgoing::of(standby, &parts, body);
     let leaders = standby.shard_leaders();
-    // Never this generation: it does not lead the shard, whatever an older reading says. A
-    // later generation of this node may (it started over to take the shard): held here while
-    // it started, the request goes to it, by this node's own URL.
+    // This node's own URL is named only for shards its current generation leads: one that
+    // took the shard since it refused the request (or a later generation, started over to
+    // take it) serves it, by this node's own URL. A request this node passed to itself goes
+    // to itself no more.
     let generation = forwarding.generation;
+    let by_self = (parts.headers.get(FORWARDED)).is_some_and(|v| v == FORWARDED_BY_SELF);
     let leader_of = |leaders: &Vec<String>| {
         (leaders.get(shard as usize).cloned())
-            .filter(|leader| leader != standby.own_url() || standby.later_leads(generation))
+            .filter(|leader| {
+                leader != standby.own_url()
+                    || standby.later_leads(generation)
+                    || (standby.leading_in(generation) && !by_self)
+            })
             .unwrap_or_default()
     };
     match pass_on_to(standby, &outgoing, leaders, leader_of).await {

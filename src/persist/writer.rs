@@ -274,8 +274,9 @@ impl LogWriter {
     pub fn close(&self) {
         self.lock().closing = true;
         self.shared.work.notify_one();
-        let writer = self.writer.lock().unwrap_or_else(|p| p.into_inner()).take();
-        if let Some(writer) = writer {
+        // Held while the writer ends: a second caller returns once it has.
+        let mut writer = self.writer.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(writer) = writer.take() {
             writer.join();
         }
     }

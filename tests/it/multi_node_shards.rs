@@ -593,11 +593,13 @@ async fn two_nodes_lead_half_the_shards_each_and_serve_every_queue() {
             .await
             .expect("deleted");
     }
-    // The second stops, giving its leases up: the first leads every shard, with what the
-    // second's shards held.
+    // The second stops, giving its leases up: the first takes them beside its own, without
+    // starting over, and leads every shard, with what the second's shards held.
+    let before = generations(&first.server).await;
     second.stop().await;
     let led = until_spread(&[&first.server], SHARDS, Duration::from_secs(30)).await;
     assert_eq!(led, [vec![0, 1, 2, 3]]);
+    assert_eq!(generations(&first.server).await, before);
     for (url, name) in urls.iter().zip(&names) {
         let got = (first.server.sqs.receive_message().queue_url(url))
             .send()

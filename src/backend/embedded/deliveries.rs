@@ -17,7 +17,8 @@ fn not_leading() -> BackendError {
 impl Deliveries for Embedded {
     fn take_deliveries(&self, now: Timestamp, limit: usize) -> Answer<'_, Vec<Attempt>> {
         Box::pin(async move {
-            if !self.tenure.holds() {
+            // Shut (handed to another node): the next leader sends what is left.
+            if !self.tenure.holds() || self.gate().is_none() {
                 return Err(not_leading());
             }
             self.engine.expire_confirmations(now);
@@ -37,7 +38,7 @@ impl Deliveries for Embedded {
     }
 
     fn may_deliver(&self) -> bool {
-        self.tenure.holds()
+        self.tenure.holds() && self.gate().is_some()
     }
 
     fn put_back_delivery(&self, attempt: &Attempt, now: Timestamp) {

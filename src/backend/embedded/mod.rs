@@ -110,6 +110,8 @@ impl Embedded {
     /// another node, whose requests go there.
     pub fn shut(&self) {
         *self.open.write().unwrap_or_else(|p| p.into_inner()) = false;
+        // No webhook is taken from here after: the next leader sends what is left.
+        self.tenure.end();
         for entry in self.engine.queues.entries() {
             entry.waiters.notify_waiters();
         }
@@ -123,11 +125,13 @@ impl Embedded {
     }
 
     /// Lets one change in, or refuses it before anything is done: as led elsewhere once the
-    /// shard is shut, or while the log cannot be written.
+    /// shard is shut (passed to its next leader if the request changed nothing here yet), or
+    /// while the log cannot be written.
     fn admit(&self) -> BackendResult<std::sync::RwLockReadGuard<'_, bool>> {
-        let open =
-            (self.gate()).ok_or_else(|| crate::backend::led_elsewhere::refuse(self.shard()))?;
+        use crate::backend::led_elsewhere;
+        let open = (self.gate()).ok_or_else(|| led_elsewhere::refuse_unchanged(self.shard()))?;
         self.refuse_if_failed()?;
+        led_elsewhere::changed_here();
         Ok(open)
     }
 

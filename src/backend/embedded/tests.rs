@@ -248,3 +248,44 @@ async fn a_webhook_delivery_is_taken_only_once_its_record_is_durable() {
     assert_eq!((again.len(), again[0].number), (1, taken[0].number));
     log_writer.close();
 }
+
+/// A shard shut to hand it to another node: a receive waiting on it ends empty, a change
+/// afterwards is refused before anything is done (nothing more reaches the log) and passed to
+/// the shard's next leader, as one that changed nothing here, and no webhook is taken.
+#[tokio::test]
+async fn a_shut_shard_ends_waiting_receives_and_refuses_changes_to_be_passed_on() {
+    use crate::backend::led_elsewhere::{noting, touched_shard};
+    use crate::backend::Deliveries;
+    let (backend, log_writer, clock) = backend_on_clock(MemStorage::default());
+    backend.create_queue(create("q")).await.unwrap();
+    // The manual clock never ends the wait: only the shut does.
+    let waiting = backend.receive("q", ReceiveRequest::default(), Some(20));
+    let shutting = async {
+        tokio::task::yield_now().await;
+        backend.shut();
+    };
+    let limit = std::time::Duration::from_secs(10);
+    let (received, ()) = tokio::time::timeout(limit, async { tokio::join!(waiting, shutting) })
+        .await
+        .expect("the waiting receive ended");
+    assert!(received.unwrap().is_empty());
+    let logged = log_writer.next_lsn();
+    let send = message("after");
+    let (refused, noted) = noting(async {
+        touched_shard(0);
+        backend.send("q", send).await
+    })
+    .await;
+    assert!(
+        matches!(refused, Err(BackendError::LedElsewhere(0))),
+        "{refused:?}"
+    );
+    assert_eq!(noted.passed_to, Some(0));
+    assert_eq!(
+        log_writer.next_lsn(),
+        logged,
+        "nothing more reached the log"
+    );
+    assert!(backend.take_deliveries(clock.now(), 10).await.is_err());
+    log_writer.close();
+}

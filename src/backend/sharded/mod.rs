@@ -19,12 +19,12 @@ mod notes;
 mod pulling;
 mod push_and_sms;
 mod queues;
+mod slots;
 mod topics;
 
 #[cfg(test)]
 mod tests;
 
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -47,20 +47,30 @@ const HAND_OFF_WAIT: Duration = Duration::from_secs(5);
 /// How long a reset waits for what crosses shards to land before it resets each shard.
 const RESET_WAITS_FOR_CARRYING: Duration = Duration::from_secs(2);
 
+/// Makes the backend of a shard taken while the router serves: its engine (recovered from its
+/// log), the log that keeps its changes, and the tenure its lease keeps.
+pub type MakeShard = Arc<
+    dyn Fn(
+            Arc<crate::engine::Engine<Notify>>,
+            Arc<crate::persist::writer::LogWriter>,
+            Arc<crate::persist::tenure::Tenure>,
+        ) -> Arc<Embedded>
+        + Send
+        + Sync,
+>;
+
 pub struct Sharded {
-    /// Shard n of `slots.len()` at index n: its backend when this node took it to lead, `None`
-    /// when another node leads it (`led_elsewhere`). Read through `slot`: a shard handed off
-    /// since is led elsewhere too.
-    slots: Vec<Option<Arc<Embedded>>>,
-    /// The shards this node took to lead, in order; `here` leaves out those handed off since.
-    here: Vec<Arc<Embedded>>,
-    /// Shard n's at index n: true once this node handed it to another (`Work::hand_off`).
-    handed_off: Arc<[AtomicBool]>,
-    /// Whether the carriers run (between `start_work` and `stop_work`), so a hand-off starts
-    /// them again only then.
+    /// Each shard's backend while this node leads it; another node leads the others
+    /// (`led_elsewhere`).
+    slots: Arc<slots::Slots>,
+    /// Makes the backend of a shard taken while the router serves (`Work::take_shard`), as
+    /// the router's first shards were made.
+    make: Option<MakeShard>,
+    /// Whether the carriers run (between `start_work` and `stop_work`), so a hand-off or a
+    /// take starts them again only then.
     working: std::sync::Mutex<bool>,
-    /// Held while the carriers are stopped and started again, so two hand-offs never start
-    /// them twice.
+    /// Held while shards are handed off or taken and the carriers stopped and started again,
+    /// so one change is made at a time.
     restarting: tokio::sync::Mutex<()>,
     namespaces: Namespaces,
     clock: Arc<dyn Clock>,
@@ -90,15 +100,9 @@ impl Sharded {
         clock: Arc<dyn Clock>,
         parcels_waiting: Arc<[Notify]>,
     ) -> Sharded {
-        let mut slots = vec![None; count as usize];
-        for shard in &here {
-            slots[shard.shard() as usize] = Some(shard.clone());
-        }
-        debug_assert!(here.windows(2).all(|w| w[0].shard() < w[1].shard()));
         Sharded {
-            slots,
-            here,
-            handed_off: (0..count).map(|_| AtomicBool::new(false)).collect(),
+            slots: Arc::new(slots::Slots::new(count, here)),
+            make: None,
             working: Default::default(),
             restarting: Default::default(),
             namespaces,
@@ -111,6 +115,12 @@ impl Sharded {
             elsewhere: None,
             fates_untold: Default::default(),
         }
+    }
+
+    /// Makes the backends of shards taken while it serves with `make`.
+    pub fn making_shards_with(mut self, make: MakeShard) -> Sharded {
+        self.make = Some(make);
+        self
     }
 
     /// Pulls the parcels of shards led by other nodes from `elsewhere`.
@@ -133,13 +143,12 @@ impl Sharded {
     }
 
     fn count(&self) -> u32 {
-        self.slots.len() as u32
+        self.slots.count()
     }
 
     /// Shard `n`'s backend while this node leads it.
     fn slot(&self, n: u32) -> Option<&Arc<Embedded>> {
-        let slot = self.slots.get(n as usize)?.as_ref()?;
-        (!self.handed_off[n as usize].load(Ordering::Acquire)).then_some(slot)
+        self.slots.get(n)
     }
 
     /// Whether shard `n` is one of the key space's and another node leads it.
@@ -149,8 +158,18 @@ impl Sharded {
 
     /// The shards this node leads, in order.
     fn here(&self) -> impl Iterator<Item = &Arc<Embedded>> {
-        (self.here.iter())
-            .filter(|shard| !self.handed_off[shard.shard() as usize].load(Ordering::Acquire))
+        self.slots.here()
+    }
+
+    /// Stops the carriers and starts them again over the shards led here now, if they run:
+    /// what crosses from or into a shard handed off or taken is pulled from, or by, its
+    /// leader, each pair from where its destination's log says it stands.
+    async fn carry_anew(&self) {
+        let working = *self.working.lock().unwrap_or_else(|p| p.into_inner());
+        if working {
+            self.carriers.stop().await;
+            self.start_carrying();
+        }
     }
 
     /// Starts a carrier into each shard this node leads, from the others it leads, and one
@@ -167,8 +186,7 @@ impl Sharded {
     /// Where the carriers note what became of relayed copies.
     fn fates(&self) -> notes::Notes {
         notes::Notes {
-            shards: self.slots.clone(),
-            handed_off: self.handed_off.clone(),
+            slots: self.slots.clone(),
             namespaces: self.namespaces.clone(),
             elsewhere: self.elsewhere.clone(),
         }
@@ -178,7 +196,7 @@ impl Sharded {
     fn shard(&self, n: u32) -> BackendResult<&Arc<Embedded>> {
         match self.slot(n) {
             Some(shard) => {
-                led_elsewhere::touched_here();
+                led_elsewhere::touched_shard(n);
                 Ok(shard)
             }
             None => Err(led_elsewhere::refuse(n)),
@@ -401,21 +419,14 @@ impl Work for Sharded {
 
     fn hand_off<'a>(&'a self, shards: &'a [u32]) -> Answer<'a, ()> {
         Box::pin(async move {
-            let leaving: Vec<Arc<Embedded>> = (shards.iter())
-                .map(|&n| self.slot(n).cloned().ok_or(super::BackendError::Across(n)))
-                .collect::<BackendResult<_>>()?;
             let restarting = self.restarting.lock().await;
-            for shard in &leaving {
-                self.handed_off[shard.shard() as usize].store(true, Ordering::Release);
+            if let Some(&n) = shards.iter().find(|&&n| self.slot(n).is_none()) {
+                return Err(super::BackendError::Across(n));
             }
-            // The carriers start again over the shards led here now: what crosses from or
-            // into a shard handed off is pulled from, or by, its next leader, each pair from
-            // where its destination's log says it stands.
-            let working = *self.working.lock().unwrap_or_else(|p| p.into_inner());
-            if working {
-                self.carriers.stop().await;
-                self.start_carrying();
-            }
+            let leaving: Vec<Arc<Embedded>> = (shards.iter())
+                .filter_map(|&n| self.slots.hand_off(n))
+                .collect();
+            self.carry_anew().await;
             drop(restarting);
             // Requests that found a shard here just before are let finish giving its log what
             // they make; none is let in after.
@@ -446,6 +457,41 @@ impl Work for Sharded {
         })
     }
 
+    fn take_shard(
+        &self,
+        engine: Arc<crate::engine::Engine<Notify>>,
+        log_writer: Arc<crate::persist::writer::LogWriter>,
+        tenure: Arc<crate::persist::tenure::Tenure>,
+    ) -> Answer<'_, ()> {
+        Box::pin(async move {
+            let n = engine.relay.shard().number;
+            let make = (self.make.as_ref()).ok_or_else(|| {
+                super::BackendError::Unavailable(format!(
+                    "shard {n} not taken: this router takes no shard while it serves"
+                ))
+            })?;
+            let backend = make(engine, log_writer, tenure);
+            let restarting = self.restarting.lock().await;
+            if let Err(not) = self.slots.take(backend.clone()) {
+                let why = match not {
+                    slots::NotTaken::Led => "this node leads it already",
+                    slots::NotTaken::TooOften => "taken too often by this generation",
+                    slots::NotTaken::NoSuchShard => "no such shard",
+                };
+                return Err(super::BackendError::Unavailable(format!(
+                    "shard {n} not taken: {why}"
+                )));
+            }
+            let working = *self.working.lock().unwrap_or_else(|p| p.into_inner());
+            if working {
+                backend.start_work();
+            }
+            self.carry_anew().await;
+            drop(restarting);
+            Ok(())
+        })
+    }
+
     fn stop_work(&self) -> Answer<'_, ()> {
         Box::pin(async move {
             let restarting = self.restarting.lock().await;
@@ -455,7 +501,7 @@ impl Work for Sharded {
             drop(restarting);
             let mut result: BackendResult<()> = Ok(());
             // Those handed off too: a hand-off cut short may not have stopped their work.
-            for shard in &self.here {
+            for shard in self.slots.every_one() {
                 if let Err(error) = shard.stop_work().await {
                     result = Err(error);
                 }

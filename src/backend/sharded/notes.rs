@@ -23,10 +23,8 @@ static WARNINGS: std::sync::LazyLock<crate::quiet_log::QuietLog> =
 /// its topic's: one a queue's shard dead-letters on).
 #[derive(Clone)]
 pub(super) struct Notes {
-    /// Shard n's backend at index n when this node took it to lead (`Sharded::slots`).
-    pub(super) shards: Vec<Option<Arc<Embedded>>>,
-    /// Shard n's at index n: true once this node handed it off (`Sharded::handed_off`).
-    pub(super) handed_off: Arc<[std::sync::atomic::AtomicBool]>,
+    /// Each shard's backend while this node leads it (`Sharded::slots`).
+    pub(super) slots: Arc<super::slots::Slots>,
     pub(super) namespaces: Namespaces,
     pub(super) elsewhere: Option<Arc<dyn OtherNodes>>,
 }
@@ -34,10 +32,8 @@ pub(super) struct Notes {
 impl Notes {
     /// Each shard's backend while this node leads it, as it stands now (shard n's at index n).
     pub(super) fn led(&self) -> Vec<Option<Arc<Embedded>>> {
-        (self.shards.iter().zip(self.handed_off.iter()))
-            .map(|(shard, handed_off)| {
-                (shard.clone()).filter(|_| !handed_off.load(std::sync::atomic::Ordering::Acquire))
-            })
+        (0..self.slots.count())
+            .map(|n| self.slots.get(n).cloned())
             .collect()
     }
 
@@ -48,7 +44,7 @@ impl Notes {
         if fates.is_empty() {
             return;
         }
-        let count = self.shards.len() as u32;
+        let count = self.slots.count();
         let led = self.led();
         let mut elsewhere: BTreeMap<u32, Vec<Settled>> = BTreeMap::new();
         for fate in fates {

@@ -56,7 +56,19 @@ fn partly_here(clock: &Arc<ManualClock>, here: &[u32]) -> (Sharded, Vec<Arc<LogW
         })
         .collect();
     let namespaces = Namespaces::new(Namespace::new("us-east-1", "000000000000"));
-    let sharded = Sharded::new(count, shards, namespaces, clock.clone(), parcels_waiting);
+    let make: super::MakeShard = {
+        let (clock, parcels_waiting): (Arc<dyn Clock>, _) =
+            (clock.clone(), parcels_waiting.clone());
+        Arc::new(move |engine, log_writer, tenure| {
+            let backend =
+                Embedded::new(engine, Some(log_writer), clock.clone(), Default::default())
+                    .within(tenure)
+                    .among_shards(captured.clone(), parcels_waiting.clone());
+            Arc::new(backend)
+        })
+    };
+    let sharded = Sharded::new(count, shards, namespaces, clock.clone(), parcels_waiting)
+        .making_shards_with(make);
     (sharded, logs)
 }
 
@@ -428,5 +440,33 @@ async fn a_shard_handed_off_is_led_elsewhere_and_its_parcels_wait_for_its_next_l
         backend.hand_off(&[2]).await,
         Err(BackendError::Across(2))
     ));
+    // Taken again (here a fresh engine and log, where a node recovers them from the shard's
+    // log): served here from then on.
+    let (log, _) = SegmentLog::open(MemStorage::default(), 1 << 20).unwrap();
+    let log_writer = LogWriter::new();
+    log_writer.start(log, 1, FsyncMode::Always);
+    let shard = Shard {
+        number: 2,
+        count: 3,
+    };
+    let mut engine = Engine::for_shard("000000000000", "us-east-1", shard);
+    engine.set_log(log_writer.clone());
+    let tenure = Arc::new(crate::persist::tenure::Tenure::for_good());
+    let engine = Arc::new(engine);
+    let taking = backend.take_shard(engine.clone(), log_writer.clone(), tenure.clone());
+    taking.await.unwrap();
+    let missing = visible("all.fifo").await;
+    assert!(
+        matches!(missing, Err(BackendError::Rejected(_))),
+        "{missing:?}"
+    );
+    backend.create_queue(request("all.fifo")).await.unwrap();
+    assert_eq!(visible("all.fifo").await.unwrap(), 0);
+    // Led here already: refused, with nothing changed.
+    let again = backend.take_shard(engine, log_writer, tenure).await;
+    assert!(
+        matches!(again, Err(BackendError::Unavailable(_))),
+        "{again:?}"
+    );
     backend.stop_work().await.unwrap();
 }

@@ -143,6 +143,55 @@ pub struct ReadyDatabase {
     shared_commit: Option<Arc<shared_commit::SharedCommit>>,
 }
 
+/// Makes the database ready for another shard's log of the same node later, as
+/// `ReadyDatabase::for_shard` does, holding no connection meanwhile (a node taking a shard
+/// while it serves).
+#[derive(Clone)]
+pub struct ShardOpener {
+    config: tokio_postgres::Config,
+    advertise_url: String,
+    serving: bool,
+    nodes: lease::Nodes,
+    node: String,
+    batch_wait: Duration,
+    inserts: usize,
+    replication: replication::Shared,
+    require_synchronous_replication: bool,
+    shared_commit: Option<Arc<shared_commit::SharedCommit>>,
+}
+
+impl ShardOpener {
+    /// The database made ready for `shard`'s log, which `engine` (fresh, made for that
+    /// shard) will write to: a connection of its own, as this node.
+    pub fn for_shard<W: Default>(
+        &self,
+        shard: u32,
+        engine: &mut Engine<W>,
+    ) -> Result<ReadyDatabase, OpenError> {
+        let db = connection::Blocking::new(self.config.clone())?;
+        let log_writer = LogWriter::new();
+        engine.set_log(log_writer.clone());
+        Ok(ReadyDatabase {
+            config: self.config.clone(),
+            db,
+            shard: shard as i32,
+            advertise_url: self.advertise_url.clone(),
+            serving: self.serving,
+            nodes: self.nodes.clone(),
+            node: self.node.clone(),
+            log_writer,
+            tenure: Arc::new(crate::persist::tenure::Tenure::not_begun()),
+            asked_at: std::time::Instant::now(),
+            batch_wait: self.batch_wait,
+            inserts: self.inserts,
+            // One database's promise, said once a node.
+            replication: self.replication.clone(),
+            require_synchronous_replication: self.require_synchronous_replication,
+            shared_commit: self.shared_commit.clone(),
+        })
+    }
+}
+
 /// What asking for the lease found.
 pub enum Asked {
     /// This node leads now.
@@ -210,27 +259,23 @@ impl ReadyDatabase {
         shard: u32,
         engine: &mut Engine<W>,
     ) -> Result<Self, OpenError> {
-        let db = connection::Blocking::new(self.config.clone())?;
-        let log_writer = LogWriter::new();
-        engine.set_log(log_writer.clone());
-        Ok(ReadyDatabase {
+        self.opener().for_shard(shard, engine)
+    }
+
+    /// What makes the database ready for another shard's log of this node later.
+    pub fn opener(&self) -> ShardOpener {
+        ShardOpener {
             config: self.config.clone(),
-            db,
-            shard: shard as i32,
             advertise_url: self.advertise_url.clone(),
             serving: self.serving,
             nodes: self.nodes.clone(),
             node: self.node.clone(),
-            log_writer,
-            tenure: Arc::new(crate::persist::tenure::Tenure::not_begun()),
-            asked_at: std::time::Instant::now(),
             batch_wait: self.batch_wait,
             inserts: self.inserts,
-            // One database's promise, said once a node.
             replication: self.replication.clone(),
             require_synchronous_replication: self.require_synchronous_replication,
             shared_commit: self.shared_commit.clone(),
-        })
+        }
     }
 
     /// The shard whose log this is.
@@ -269,8 +314,8 @@ impl ReadyDatabase {
     /// from the database, from scratch or from where a follower left it, and starts the
     /// log. The lease is renewed from the start, so a recovery longer than the lease does
     /// not lose it: by `keeper`, the node's keeper of the shards it leads already, or by one
-    /// started here. A failure gives up every lease the keeper holds (a node leads every
-    /// shard or none).
+    /// started here. A failure gives this shard's lease up (every lease, with a keeper started
+    /// here): the caller gives up the others it took if it leads all or none.
     pub fn lead<W: Default>(
         mut self,
         engine: &Engine<W>,
@@ -318,6 +363,7 @@ impl ReadyDatabase {
             tenure: self.tenure.clone(),
         };
         let now = clock.now();
+        let shared_keeper = keeper.is_some();
         let lease = match keeper {
             Some(keeper) => match keeper.add(shard, self.asked_at) {
                 Ok(()) => keeper,
@@ -371,11 +417,18 @@ impl ReadyDatabase {
             }
             Ok(recovered)
         });
+        // Not leading after all: the next node need not wait out the lease. A keeper the node
+        // renews other shards by gives this shard's up alone; the caller decides about theirs.
+        let give_up = |lease: &Keeper| match shared_keeper {
+            true => {
+                lease.hand_off(fence.shard, now);
+            }
+            false => lease.release(),
+        };
         let recovered = match recovered {
             Ok(recovered) => recovered,
             Err(error) => {
-                // Not leading after all: the next node need not wait out the lease.
-                lease.release();
+                give_up(&lease);
                 return Err(error.into());
             }
         };
@@ -405,7 +458,7 @@ impl ReadyDatabase {
         let table_log = match table_log {
             Ok(table_log) => table_log.waiting(self.batch_wait),
             Err(error) => {
-                lease.release();
+                give_up(&lease);
                 return Err(error.into());
             }
         };

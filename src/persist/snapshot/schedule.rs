@@ -64,6 +64,8 @@ pub struct Snapshotter {
     after: u64,
     /// Held while a snapshot is taken; true once `finish` ran (no snapshot starts after).
     taking: std::sync::Mutex<bool>,
+    /// Given by `finish`: the task taking snapshots ends.
+    finished: tokio::sync::Notify,
 }
 
 impl Snapshotter {
@@ -81,6 +83,7 @@ impl Snapshotter {
             live_at_snapshot,
             after,
             taking: std::sync::Mutex::new(false),
+            finished: tokio::sync::Notify::new(),
         }
     }
 
@@ -88,6 +91,8 @@ impl Snapshotter {
     /// after, so no snapshot is kept once it has stopped.
     pub fn finish(&self) {
         *self.taking.lock().unwrap_or_else(|p| p.into_inner()) = true;
+        // A permit kept for the task if it is not waiting now.
+        self.finished.notify_one();
     }
 
     /// The data directory's snapshots, which keep it locked while they live.
@@ -144,12 +149,12 @@ impl Snapshotter {
         let mut short_of_room = false;
         let mut backoff = Backoff::new("snapshots", RETRY_FIRST, RETRY_MOST);
         loop {
-            log_writer.log_reaches(wait_for).await;
             // Finished (its shard handed to another node, or the server stopping): no
-            // snapshot is taken from now on. Not waited for while a snapshot a test asked for
-            // is being taken: the next round looks again.
-            if matches!(self.taking.try_lock().as_deref(), Ok(true)) {
-                return;
+            // snapshot is taken from now on.
+            tokio::select! {
+                biased;
+                () = self.finished.notified() => return,
+                () = log_writer.log_reaches(wait_for) => {}
             }
             let live = self.engine.queues.stored_bytes();
             let threshold = self.after.max(last_size);
