@@ -87,6 +87,7 @@ pub(super) fn settings(config: &Config, url: &str, own_url: &str) -> Settings {
         batch_wait: std::time::Duration::from_micros(config.database_batch_wait),
         inserts: config.database_inserts as usize,
         require_synchronous_replication: config.require_synchronous_replication,
+        shards_alone: config.spread_shards && config.shards > 1,
         shards: config.shards,
     }
 }

@@ -133,6 +133,7 @@ pub async fn transfer(config: &Config) -> Option<std::io::Result<String>> {
         batch_wait: std::time::Duration::ZERO,
         inserts: 1,
         require_synchronous_replication: false,
+        shards_alone: false,
         shards: config.shards,
     };
     let moved = tokio::task::spawn_blocking(move || {

@@ -305,7 +305,28 @@ pub(super) async fn moved(spread: &mut Spread) {
     let mut nodes_before: Option<Vec<String>> = None;
     // Each shard's holder's URL as last seen held, over this generation's readings.
     let mut last_holders: Vec<Option<String>> = Vec::new();
+    // How many of the shards the keeper says were taken away were let go of already.
+    let mut taken_before = 0;
     loop {
+        // Shards whose leases another node took from this node's keeper: let go of in place.
+        let mut away = spread.keeper.as_ref().map(|keeper| keeper.taken_away());
+        let taken: Vec<u32> = match away.as_mut() {
+            Some(away) => {
+                let taken = away.borrow_and_update();
+                let new = (taken.iter().skip(taken_before)).map(|&shard| shard as u32);
+                let lost = new.filter(|shard| spread.led.contains(shard)).collect();
+                taken_before = taken.len();
+                lost
+            }
+            None => Vec::new(),
+        };
+        if !taken.is_empty() {
+            let now_seen = seen.borrow().clone();
+            if let Err(why) = let_go(spread, now_seen.as_deref(), &taken).await {
+                tracing::warn!(%why, "shards taken away could not be let go of: starting over");
+                return;
+            }
+        }
         let reading = seen.borrow_and_update().clone();
         if let Some(reading) = reading {
             let leaders = leaders(&reading, &spread.own_url, &spread.led);
@@ -357,8 +378,22 @@ pub(super) async fn moved(spread: &mut Spread) {
                 }
             }
         }
-        if seen.changed().await.is_err() {
-            return std::future::pending().await;
+        let taken_away = async {
+            let changed = match away.as_mut() {
+                Some(away) => away.changed().await.is_ok(),
+                None => false,
+            };
+            if !changed {
+                std::future::pending::<()>().await;
+            }
+        };
+        tokio::select! {
+            changed = seen.changed() => {
+                if changed.is_err() {
+                    return std::future::pending().await;
+                }
+            }
+            () = taken_away => {}
         }
     }
 }
@@ -488,6 +523,9 @@ async fn take(spread: &mut Spread, reading: &Seen, shards: &[u32]) -> Result<(),
             .await)
             .map_err(|error| error.to_string())?;
         (spread.service.metrics).add_log(log.shard, log_writer.metrics());
+        // Deliveries the shard recovered as due are looked for now, not at the worker's
+        // next wake-up.
+        spread.service.webhooks.wake();
         let mut logs = spread.logs.lock().unwrap_or_else(|p| p.into_inner());
         logs.push(LedLog {
             shard: log.shard,
@@ -568,61 +606,13 @@ async fn hand_off(spread: &mut Spread, reading: &Seen, leaving: &[u32]) -> Resul
     if leaving.is_empty() {
         return Ok(());
     }
-    spread.led.retain(|shard| !leaving.contains(shard));
-    let leaders = leaders(reading, &spread.own_url, &spread.led);
-    spread.standby.standby.set_shard_leaders(leaders);
-    match spread.service.backend.hand_off(leaving).await {
-        Ok(()) => {}
-        Err(crate::backend::BackendError::Across(shard)) => {
-            return Err(format!("shard {shard} was not led here"))
-        }
-        // Served no more here: their leases are given up all the same, and their logs refuse
-        // what they had not made durable.
-        Err(error) => {
-            tracing::warn!(?leaving, %error, "shards handed off before their logs held all they were given")
-        }
-    }
-    let handed: Vec<LedLog> = {
-        let mut logs = spread.logs.lock().unwrap_or_else(|p| p.into_inner());
-        let (handed, kept) = std::mem::take(&mut *logs)
-            .into_iter()
-            .partition(|log| leaving.contains(&log.shard));
-        *logs = kept;
-        handed
-    };
+    let handed = stop_serving(spread, Some(reading), leaving).await?;
     let keeper = spread.keeper.clone();
     let now = spread.node.clock.now();
-    for &shard in leaving {
-        spread.service.metrics.remove_log(shard);
-    }
     let given_up = tokio::task::spawn_blocking(move || {
-        // A snapshot under way ends before the lease is given up; none starts after.
-        for log in &handed {
-            log.snapshotter.finish();
-        }
-        let given_up: Vec<(u32, bool)> = (handed.iter())
-            .map(|log| {
-                (
-                    log.shard,
-                    keeper
-                        .as_ref()
-                        .is_some_and(|keeper| keeper.hand_off(log.shard as i32, now)),
-                )
-            })
-            .collect();
-        // Closed once failed: the writer ends, with the connection it holds.
-        for log in &handed {
-            log.snapshotter.close();
-        }
-        // The router keeps the engine of a shard handed off until the node starts over, the
-        // requests under way on it borrowing it; its messages are let go of now, once its log
-        // refuses every change (so this reaches no log).
-        for (log, (_, given_up)) in handed.iter().zip(&given_up) {
-            if *given_up && log.log_writer.failed() {
-                log.engine.reset_messages();
-            }
-        }
-        given_up
+        close_logs(&handed, |shard| {
+            (keeper.as_ref()).is_some_and(|keeper| keeper.hand_off(shard as i32, now))
+        })
     })
     .await
     .map_err(|error| error.to_string())?;
@@ -635,6 +625,78 @@ async fn hand_off(spread: &mut Spread, reading: &Seen, leaving: &[u32]) -> Resul
             Ok(())
         }
     }
+}
+
+/// Lets go of `lost`, shards whose leases another node took (the keeper ended them), and
+/// leads the rest on: as a hand-off, but the leases are not this node's to give up.
+async fn let_go(spread: &mut Spread, reading: Option<&Seen>, lost: &[u32]) -> Result<(), String> {
+    let lost_logs = stop_serving(spread, reading, lost).await?;
+    tokio::task::spawn_blocking(move || close_logs(&lost_logs, |_| true))
+        .await
+        .map_err(|error| error.to_string())?;
+    tracing::warn!(lost = ?lost, led = ?spread.led, "let go of shards another node took; leading the rest on");
+    Ok(())
+}
+
+/// Stops serving `shards` here: their requests wait for their next leaders from now on (none
+/// is passed back here), and the backend stops serving them (`Work::hand_off`); their logs,
+/// taken out of those this generation leads. An error (a shard not led here) says the
+/// generation should start over.
+async fn stop_serving(
+    spread: &mut Spread,
+    reading: Option<&Seen>,
+    shards: &[u32],
+) -> Result<Vec<LedLog>, String> {
+    spread.led.retain(|shard| !shards.contains(shard));
+    if let Some(reading) = reading {
+        let leaders = leaders(reading, &spread.own_url, &spread.led);
+        spread.standby.standby.set_shard_leaders(leaders);
+    }
+    match spread.service.backend.hand_off(shards).await {
+        Ok(()) => {}
+        Err(crate::backend::BackendError::Across(shard)) => {
+            return Err(format!("shard {shard} was not led here"))
+        }
+        // Served no more here: their leases are given up all the same (or were taken), and
+        // their logs refuse what they had not made durable.
+        Err(error) => {
+            tracing::warn!(?shards, %error, "shards let go of before their logs held all they were given")
+        }
+    }
+    for &shard in shards {
+        spread.service.metrics.remove_log(shard);
+    }
+    let mut logs = spread.logs.lock().unwrap_or_else(|p| p.into_inner());
+    let (gone, kept) = std::mem::take(&mut *logs)
+        .into_iter()
+        .partition(|log| shards.contains(&log.shard));
+    *logs = kept;
+    Ok(gone)
+}
+
+/// Ends the snapshots of `logs` (one under way first), gives each shard's lease up with
+/// `give_up` (whether it was this node's to give up), and closes the logs; answers what
+/// `give_up` said of each shard. Blocking.
+fn close_logs(logs: &[LedLog], give_up: impl Fn(u32) -> bool) -> Vec<(u32, bool)> {
+    for log in logs {
+        log.snapshotter.finish();
+    }
+    let given_up: Vec<(u32, bool)> = (logs.iter())
+        .map(|log| (log.shard, give_up(log.shard)))
+        .collect();
+    // Closed once failed: the writer ends, with the connection it holds.
+    for log in logs {
+        log.snapshotter.close();
+    }
+    // The router keeps the engine of a shard let go of until the node starts over, the
+    // requests under way on it borrowing it; its messages are let go of now, once its log
+    // refuses every change (so this reaches no log).
+    for (log, (_, given_up)) in logs.iter().zip(&given_up) {
+        if *given_up && log.log_writer.failed() {
+            log.engine.reset_messages();
+        }
+    }
+    given_up
 }
 
 /// How `GET /_orderly/cluster` reads a node leading its share: `leader` while it leads a shard,

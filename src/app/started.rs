@@ -16,6 +16,9 @@ pub(super) struct Started {
     snapshots: std::sync::Mutex<Vec<Arc<Snapshotter>>>,
     /// The leases this node leads under (one per shard), once it does.
     lease: tokio::sync::watch::Sender<Vec<Arc<crate::persist::database::Keeper>>>,
+    /// Set as the node stops, before its leases are given up: a keeper added after is given
+    /// up at once.
+    stopped: std::sync::atomic::AtomicBool,
 }
 
 impl Default for Started {
@@ -24,6 +27,7 @@ impl Default for Started {
             workers: Workers::default(),
             snapshots: Default::default(),
             lease: tokio::sync::watch::Sender::new(Vec::new()),
+            stopped: Default::default(),
         }
     }
 }
@@ -68,13 +72,16 @@ impl Started {
     }
 
     /// Watches `keeper` too (a node that led no shard took one), and gives its leases up when
-    /// the node stops.
+    /// the node stops, or at once if it has stopped. Blocks then: call it off the runtime.
     pub(super) fn add_keeper(&self, keeper: Arc<crate::persist::database::Keeper>) {
         self.lease.send_modify(|held| {
             if !held.iter().any(|k| Arc::ptr_eq(k, &keeper)) {
-                held.push(keeper);
+                held.push(keeper.clone());
             }
         });
+        if self.stopped.load(std::sync::atomic::Ordering::SeqCst) {
+            keeper.release();
+        }
     }
 
     /// Completes once this node, having come to lead, loses a lease: it leads every shard of
@@ -123,6 +130,8 @@ impl Started {
             .await;
         }
         // Given up only once nothing more is written, so the next leader reads it all.
+        self.stopped
+            .store(true, std::sync::atomic::Ordering::SeqCst);
         let leases = self.lease.borrow().clone();
         if !leases.is_empty() {
             let _ =

@@ -68,6 +68,9 @@ pub struct Settings {
     /// How many shards the key space is cut into (`--shards`): recorded when the database is
     /// first used, and the only count it opens with afterwards.
     pub shards: u32,
+    /// A lease another node takes ends that shard alone, the node leading the rest on
+    /// (`--spread-shards`); else it ends every shard of the node.
+    pub shards_alone: bool,
 }
 
 /// The log in the database, led by this node: the log the engine writes to, the lease that
@@ -141,6 +144,8 @@ pub struct ReadyDatabase {
     /// The node's commit of the writes of every shard it leads, in a database cut into
     /// shards; a database of one shard has its log's own connections insert.
     shared_commit: Option<Arc<shared_commit::SharedCommit>>,
+    /// `Settings::shards_alone`.
+    shards_alone: bool,
 }
 
 /// Makes the database ready for another shard's log of the same node later, as
@@ -158,6 +163,7 @@ pub struct ShardOpener {
     replication: replication::Shared,
     require_synchronous_replication: bool,
     shared_commit: Option<Arc<shared_commit::SharedCommit>>,
+    shards_alone: bool,
 }
 
 impl ShardOpener {
@@ -188,6 +194,7 @@ impl ShardOpener {
             replication: self.replication.clone(),
             require_synchronous_replication: self.require_synchronous_replication,
             shared_commit: self.shared_commit.clone(),
+            shards_alone: self.shards_alone,
         })
     }
 }
@@ -249,6 +256,7 @@ impl ReadyDatabase {
             replication: Default::default(),
             require_synchronous_replication: settings.require_synchronous_replication,
             shared_commit,
+            shards_alone: settings.shards_alone,
         })
     }
 
@@ -275,6 +283,7 @@ impl ReadyDatabase {
             replication: self.replication.clone(),
             require_synchronous_replication: self.require_synchronous_replication,
             shared_commit: self.shared_commit.clone(),
+            shards_alone: self.shards_alone,
         }
     }
 
@@ -382,8 +391,12 @@ impl ReadyDatabase {
                             self.nodes.clone(),
                         )
                     }),
-                    // A node leads every shard of its database or none, for now.
-                    leads: lease::Leads::Every,
+                    // A node leading its share loses a shard alone; else it leads every
+                    // shard of its database or none.
+                    leads: match self.shards_alone {
+                        true => lease::Leads::Each,
+                        false => lease::Leads::Every,
+                    },
                     clock,
                     replication: (self.replication.clone(), url),
                 };

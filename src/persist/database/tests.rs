@@ -307,6 +307,7 @@ pub(super) fn leader_settings(url: &str) -> super::Settings {
         batch_wait: std::time::Duration::ZERO,
         inserts: 1,
         require_synchronous_replication: false,
+        shards_alone: false,
         shards: 1,
     }
 }
