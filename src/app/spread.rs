@@ -309,10 +309,10 @@ pub(super) async fn moved(spread: &mut Spread) {
     let mut taken_before = 0;
     loop {
         // Shards whose leases another node took from this node's keeper: let go of in place.
-        let mut away = spread.keeper.as_ref().map(|keeper| keeper.taken_away());
-        let taken: Vec<u32> = match away.as_mut() {
-            Some(away) => {
-                let taken = away.borrow_and_update();
+        let taken: Vec<u32> = match &spread.keeper {
+            Some(keeper) => {
+                let away = keeper.taken_away();
+                let taken = away.borrow();
                 let new = (taken.iter().skip(taken_before)).map(|&shard| shard as u32);
                 let lost = new.filter(|shard| spread.led.contains(shard)).collect();
                 taken_before = taken.len();
@@ -378,12 +378,18 @@ pub(super) async fn moved(spread: &mut Spread) {
                 }
             }
         }
+        // Made now: a keeper this pass started (a take) is watched too. Waits for a shard past
+        // those let go of, so a change already seen does not wake it again.
+        let mut away = spread.keeper.as_ref().map(|keeper| keeper.taken_away());
         let taken_away = async {
-            let changed = match away.as_mut() {
-                Some(away) => away.changed().await.is_ok(),
+            let taken = match away.as_mut() {
+                Some(away) => away
+                    .wait_for(|taken| taken.len() > taken_before)
+                    .await
+                    .is_ok(),
                 None => false,
             };
-            if !changed {
+            if !taken {
                 std::future::pending::<()>().await;
             }
         };
@@ -610,8 +616,13 @@ async fn hand_off(spread: &mut Spread, reading: &Seen, leaving: &[u32]) -> Resul
     let keeper = spread.keeper.clone();
     let now = spread.node.clock.now();
     let given_up = tokio::task::spawn_blocking(move || {
+        // A lease another node took meanwhile is not this node's to give up: handed off all
+        // the same.
         close_logs(&handed, |shard| {
-            (keeper.as_ref()).is_some_and(|keeper| keeper.hand_off(shard as i32, now))
+            (keeper.as_ref()).is_some_and(|keeper| {
+                keeper.hand_off(shard as i32, now)
+                    || keeper.taken_away().borrow().contains(&(shard as i32))
+            })
         })
     })
     .await
