@@ -407,15 +407,9 @@ async fn a_shard_handed_off_is_led_elsewhere_and_its_parcels_wait_for_its_next_l
         .publish(&arn, publish, "http://localhost:4566")
         .await)
         .unwrap();
-    let kept_visible = || {
-        let (backend, now, kept) = (&backend, clock.now(), &kept);
-        async move { (backend.describe_queue(kept, now).await).map(|q| q.counts.visible) }
-    };
-    let arrived = async {
-        while kept_visible().await.unwrap() < 1 {
-            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
-        }
-    };
+    // A receive waiting on the manual clock ends only when the carried copy wakes it.
+    let arrived = backend.receive(&kept, ReceiveRequest::default(), Some(20));
+    let arrived = async { assert_eq!(arrived.await.unwrap().len(), 1) };
     tokio::time::timeout(limit, arrived)
         .await
         .expect("shard 1 took its copy of the fourth publish from shard 0");
