@@ -429,20 +429,35 @@ pub async fn run_send(args: &Args, system: System, batch: bool) -> Row {
     row
 }
 
-struct Tally {
-    received: AtomicU64,
+pub(crate) struct Tally {
+    pub(crate) received: AtomicU64,
     /// ReceiveMessage calls answered, empty ones included.
-    receives: AtomicU64,
+    pub(crate) receives: AtomicU64,
     /// When the last expected message arrived (consumers may still sit in a long poll after).
-    finished_at: Mutex<Option<Instant>>,
-    violations: AtomicU64,
-    errors: AtomicU64,
-    last_seq: Vec<Mutex<u64>>,
-    latencies: Mutex<Vec<u64>>,
+    pub(crate) finished_at: Mutex<Option<Instant>>,
+    pub(crate) violations: AtomicU64,
+    pub(crate) errors: AtomicU64,
+    pub(crate) last_seq: Vec<Mutex<u64>>,
+    pub(crate) latencies: Mutex<Vec<u64>>,
+}
+
+impl Tally {
+    /// A tally for messages spread over `groups` groups (numbered from 0).
+    pub(crate) fn new(groups: usize) -> Tally {
+        Tally {
+            received: AtomicU64::new(0),
+            receives: AtomicU64::new(0),
+            finished_at: Mutex::new(None),
+            violations: AtomicU64::new(0),
+            errors: AtomicU64::new(0),
+            last_seq: (0..groups).map(|_| Mutex::new(0)).collect(),
+            latencies: Mutex::new(Vec::new()),
+        }
+    }
 }
 
 /// Receives, checks per-group order, deletes; until stopped and everything sent has arrived.
-async fn consume(
+pub(crate) async fn consume(
     client: reqwest::Client,
     endpoint: String,
     (queue_url, wait_seconds): (String, u64),
@@ -556,15 +571,7 @@ pub(crate) async fn pipeline_on(
     let stop = Arc::new(AtomicBool::new(false));
     let producers_done = Arc::new(AtomicBool::new(false));
     let sent = Arc::new(AtomicU64::new(0));
-    let tally = Arc::new(Tally {
-        received: AtomicU64::new(0),
-        receives: AtomicU64::new(0),
-        finished_at: Mutex::new(None),
-        violations: AtomicU64::new(0),
-        errors: AtomicU64::new(0),
-        last_seq: (0..args.groups).map(|_| Mutex::new(0)).collect(),
-        latencies: Mutex::new(Vec::new()),
-    });
+    let tally = Arc::new(Tally::new(args.groups));
     let cpu_before = server.cpu_micros();
     let database_cpu_before = server.database_cpu_micros();
     let client_cpu_before = own_cpu_micros();
@@ -685,15 +692,7 @@ impl Backlog {
         let (loaded, _) =
             preload_queue(args, &client, &server.endpoint, &queue_url, preload, groups).await;
         let rss_kib = server.rss_kib();
-        let tally = Arc::new(Tally {
-            received: AtomicU64::new(0),
-            receives: AtomicU64::new(0),
-            finished_at: Mutex::new(None),
-            violations: AtomicU64::new(0),
-            errors: AtomicU64::new(0),
-            last_seq: (0..groups).map(|_| Mutex::new(0)).collect(),
-            latencies: Mutex::new(Vec::new()),
-        });
+        let tally = Arc::new(Tally::new(groups));
         Ok(Backlog {
             server,
             client,
@@ -841,12 +840,12 @@ async fn preload_queue(
 }
 
 /// How long consumers keep draining after the sends stop, in the pipeline and fan-out scenarios.
-const PIPELINE_DRAIN_SECS: u64 = 30;
-const FANOUT_DRAIN_SECS: u64 = 60;
+pub(crate) const PIPELINE_DRAIN_SECS: u64 = 30;
+pub(crate) const FANOUT_DRAIN_SECS: u64 = 60;
 
 /// Says that the "lost" count is what had not arrived when the consumers gave up: a slow
 /// server may still hold those messages.
-fn undelivered_note(missing: u64, drain_secs: u64) -> String {
+pub(crate) fn undelivered_note(missing: u64, drain_secs: u64) -> String {
     if missing == 0 {
         String::new()
     } else {
@@ -991,56 +990,76 @@ pub(crate) async fn run_restart(args: &Args) -> Row {
 }
 
 /// A FIFO topic with `queues` raw-delivery FIFO queues subscribed; (topic ARN, queue URLs).
-/// Queue ARNs are asked for, as emulators use different account ids.
 async fn fanout_setup(
     client: &reqwest::Client,
     endpoint: &str,
     queues: usize,
 ) -> Result<(String, Vec<String>), String> {
+    let topic = create_fifo_topic(client, endpoint, "fanout.fifo").await?;
+    let mut urls = Vec::new();
+    for q in 0..queues {
+        let url = create_fifo_queue(client, endpoint, &format!("fan{q}.fifo")).await;
+        subscribe_raw(client, endpoint, &topic, &url).await?;
+        urls.push(url);
+    }
+    Ok((topic, urls))
+}
+
+/// Makes the FIFO topic `name`; its ARN.
+pub(crate) async fn create_fifo_topic(
+    client: &reqwest::Client,
+    endpoint: &str,
+    name: &str,
+) -> Result<String, String> {
     let created = sns_call(
         client,
         endpoint,
         &[
             ("Action", "CreateTopic".into()),
-            ("Name", "fanout.fifo".into()),
+            ("Name", name.into()),
             ("Attributes.entry.1.key", "FifoTopic".into()),
             ("Attributes.entry.1.value", "true".into()),
         ],
     )
     .await?;
-    let topic = xml_text(&created, "TopicArn")
+    Ok(xml_text(&created, "TopicArn")
         .ok_or("no TopicArn")?
-        .to_string();
-    let mut urls = Vec::new();
-    for q in 0..queues {
-        let url = create_fifo_queue(client, endpoint, &format!("fan{q}.fifo")).await;
-        let attributes = call(
-            client,
-            endpoint,
-            "GetQueueAttributes",
-            serde_json::json!({"QueueUrl": url, "AttributeNames": ["QueueArn"]}).to_string(),
-        )
-        .await?;
-        let arn = serde_json::from_str::<Value>(&attributes)
-            .ok()
-            .and_then(|v| Some(v["Attributes"]["QueueArn"].as_str()?.to_string()))
-            .ok_or("no QueueArn")?;
-        sns_call(
-            client,
-            endpoint,
-            &[
-                ("Action", "Subscribe".into()),
-                ("TopicArn", topic.clone()),
-                ("Protocol", "sqs".into()),
-                ("Endpoint", arn),
-                ("Attributes.entry.1.key", "RawMessageDelivery".into()),
-                ("Attributes.entry.1.value", "true".into()),
-            ],
-        )
-        .await?;
-        urls.push(url);
-    }
-    Ok((topic, urls))
+        .to_string())
+}
+
+/// Subscribes the queue at `url` to `topic` with raw delivery. The queue's ARN is asked for,
+/// as emulators use different account ids.
+pub(crate) async fn subscribe_raw(
+    client: &reqwest::Client,
+    endpoint: &str,
+    topic: &str,
+    url: &str,
+) -> Result<(), String> {
+    let attributes = call(
+        client,
+        endpoint,
+        "GetQueueAttributes",
+        serde_json::json!({"QueueUrl": url, "AttributeNames": ["QueueArn"]}).to_string(),
+    )
+    .await?;
+    let arn = serde_json::from_str::<Value>(&attributes)
+        .ok()
+        .and_then(|v| Some(v["Attributes"]["QueueArn"].as_str()?.to_string()))
+        .ok_or("no QueueArn")?;
+    sns_call(
+        client,
+        endpoint,
+        &[
+            ("Action", "Subscribe".into()),
+            ("TopicArn", topic.into()),
+            ("Protocol", "sqs".into()),
+            ("Endpoint", arn),
+            ("Attributes.entry.1.key", "RawMessageDelivery".into()),
+            ("Attributes.entry.1.value", "true".into()),
+        ],
+    )
+    .await?;
+    Ok(())
 }
 
 /// Percent-encodes a form value (unreserved characters kept).
@@ -1089,7 +1108,7 @@ fn xml_text<'a>(xml: &'a str, tag: &str) -> Option<&'a str> {
 }
 
 /// Publishes batches of 10 to a FIFO topic for the phase; returns (published, errors).
-async fn publish_batches(
+pub(crate) async fn publish_batches(
     client: reqwest::Client,
     (endpoint, topic): (String, String),
     groups: Vec<usize>,
@@ -1172,17 +1191,7 @@ pub(crate) async fn run_fanout(
     let producers_done = Arc::new(AtomicBool::new(false));
     let published = Arc::new(AtomicU64::new(0));
     let tallies: Vec<Arc<Tally>> = (0..queues)
-        .map(|_| {
-            Arc::new(Tally {
-                received: AtomicU64::new(0),
-                receives: AtomicU64::new(0),
-                finished_at: Mutex::new(None),
-                violations: AtomicU64::new(0),
-                errors: AtomicU64::new(0),
-                last_seq: (0..args.groups).map(|_| Mutex::new(0)).collect(),
-                latencies: Mutex::new(Vec::new()),
-            })
-        })
+        .map(|_| Arc::new(Tally::new(args.groups)))
         .collect();
     let cpu_before = server.cpu_micros();
     let database_cpu_before = server.database_cpu_micros();

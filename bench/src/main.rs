@@ -10,6 +10,7 @@ mod burst_memory;
 mod dedup_memory;
 mod load;
 mod nodes;
+mod nodes_load;
 mod null_server;
 mod report;
 mod scenarios;
@@ -33,8 +34,8 @@ pub struct Args {
     /// message), dedup-memory (resident memory per deduplication id remembered, after a
     /// million unique ids sent and consumed), burst-memory (resident memory after a drained
     /// pipeline, and once the deduplication window has passed on a manual clock), nodes
-    /// (batched send to 32 FIFO queues through 1, 2, 3… nodes on one database, each held to
-    /// --node-cpu by a cgroup; needs root and --postgres).
+    /// (each of --node-loads over 32 FIFO queues through 1, 2, 3… nodes on one database, each
+    /// held to --node-cpu by a cgroup; needs root and --postgres).
     #[arg(
         long,
         default_value = "send,single,pipeline,paced,fanout,backlog,durable,durable-share,restart,memory"
@@ -98,6 +99,13 @@ pub struct Args {
     /// quickly a few clients' requests come back.
     #[arg(long)]
     pub node_producers: Option<usize>,
+    /// Comma-separated loads the nodes scenario runs at each node count: send (batched sends
+    /// to 32 FIFO queues), pipeline (the same sends, a consumer per queue receiving and
+    /// deleting), fanout (PublishBatch to up to 8 FIFO topics, each copied to its share of the
+    /// 32 queues, raw delivery, a consumer per queue), fanout-paced (the same at --rate
+    /// publishes a second: publish-to-receive latency).
+    #[arg(long, default_value = "send")]
+    pub node_loads: String,
     /// The shards the nodes scenario's database is cut into (`--shards`).
     #[arg(long, default_value_t = 1)]
     pub node_shards: u32,

@@ -1,65 +1,74 @@
 //! The nodes scenario: 1, 2, 3… Orderly nodes on one PostgreSQL database, each held to the same
 //! share of a core by a CPU cgroup (as separate machines of that size would be), behind the
-//! round-robin balancer, taking batched sends to 32 FIFO queues. It measures what one more
-//! machine adds: the goal is about N times one node for N nodes.
+//! round-robin balancer, taking each load of `--node-loads` over 32 FIFO queues
+//! (`nodes_load`). It measures what one more machine adds: the goal is about N times one node
+//! for N nodes.
 //!
 //! Needs root (cgroups: v1's `cpu` controller or v2's `cpu.max`, whichever the machine has) and
 //! `--postgres URL`, a server on which each run gets a database of its own.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use tokio::process::Command;
 
-use crate::load::{create_fifo_queue, http_client, send_batch};
+use crate::load::http_client;
+use crate::nodes_load::{self, NodeLoad};
 use crate::report::{percentile, Row};
 use crate::server::ServerProcess;
 use crate::Args;
 
-/// FIFO queues the sends are spread over.
-const QUEUES: usize = 32;
-
-/// How the scenario names itself in the table.
-const SCENARIO: &str = "nodes: batched send to 32 FIFO queues";
-
-/// One row per node count in `--node-counts`, each with its throughput against one node's.
+/// Per load of `--node-loads`, one row per node count in `--node-counts`, each with its
+/// throughput against the first count's.
 pub async fn run(args: &Args) -> Vec<Row> {
     let Some(base) = args.postgres.clone() else {
         eprintln!("nodes: skipped, --postgres URL is not set");
         return Vec::new();
     };
     let mut rows: Vec<Row> = Vec::new();
-    for &count in &args.node_counts {
-        let row = match measure(args, &base, count).await {
-            Ok(row) => row,
-            Err(why) => Row {
-                scenario: SCENARIO.into(),
-                system: system(args, count),
-                note: format!("failed: {why}"),
-                ..Default::default()
-            },
+    for name in args.node_loads.split(',').map(str::trim) {
+        let Some(load) = NodeLoad::named(name, args.rate) else {
+            eprintln!("nodes: unknown load {name}");
+            continue;
         };
-        rows.push(row);
+        for &count in &args.node_counts {
+            let row = match measure(args, &base, count, load).await {
+                Ok(row) => row,
+                Err(why) => Row {
+                    scenario: load.scenario(),
+                    system: system(args, count),
+                    note: format!("failed: {why}"),
+                    ..Default::default()
+                },
+            };
+            rows.push(row);
+        }
     }
     rows
 }
 
-/// Notes each row of this scenario with its throughput against the first node count's (after
-/// the rounds' medians are taken, so the ratio is of the figures shown).
+/// Notes each row of this scenario with its throughput against the first node count's of the
+/// same load (after the rounds' medians are taken, so the ratio is of the figures shown).
 pub fn compare(rows: &mut [Row]) {
-    let Some(first) = rows.iter().find(|row| row.scenario == SCENARIO) else {
-        return;
-    };
-    let one = first.rate();
-    for row in rows.iter_mut().filter(|row| row.scenario == SCENARIO) {
-        if one > 0.0 && !row.note.starts_with("failed") {
-            let ratio = row.rate() / one;
-            row.note = if row.note.is_empty() {
-                format!("{ratio:.2}× the first count")
-            } else {
-                format!("{ratio:.2}× the first count; {}", row.note)
-            };
+    let firsts: Vec<(String, f64)> = rows
+        .iter()
+        // A paced load's rate is set, not measured: no ratio.
+        .filter(|row| row.scenario.starts_with("nodes: ") && !row.scenario.contains(" paced "))
+        .fold(Vec::new(), |mut firsts, row| {
+            if !firsts.iter().any(|(scenario, _)| *scenario == row.scenario) {
+                firsts.push((row.scenario.clone(), row.rate()));
+            }
+            firsts
+        });
+    for (scenario, one) in firsts {
+        for row in rows.iter_mut().filter(|row| row.scenario == scenario) {
+            if one > 0.0 && !row.note.starts_with("failed") {
+                let ratio = row.rate() / one;
+                row.note = if row.note.is_empty() {
+                    format!("{ratio:.2}× the first count")
+                } else {
+                    format!("{ratio:.2}× the first count; {}", row.note)
+                };
+            }
         }
     }
 }
@@ -69,9 +78,9 @@ fn system(args: &Args, count: usize) -> String {
 }
 
 /// One node count's row, on a database made for it and dropped after.
-async fn measure(args: &Args, base: &str, count: usize) -> Result<Row, String> {
+async fn measure(args: &Args, base: &str, count: usize, load: NodeLoad) -> Result<Row, String> {
     let (url, name) = fresh_database(base)?;
-    let row = measure_on(args, (base, &url), count).await;
+    let row = measure_on(args, (base, &url), count, load).await;
     // Its nodes are gone by now; FORCE ends any connection of theirs still closing.
     let _ = std::process::Command::new("psql")
         .args([
@@ -83,7 +92,12 @@ async fn measure(args: &Args, base: &str, count: usize) -> Result<Row, String> {
     row
 }
 
-async fn measure_on(args: &Args, (base, url): (&str, &str), count: usize) -> Result<Row, String> {
+async fn measure_on(
+    args: &Args,
+    (base, url): (&str, &str),
+    count: usize,
+    load: NodeLoad,
+) -> Result<Row, String> {
     // Declared first, so dropped last: a cgroup goes once its node is gone.
     let mut groups = Vec::new();
     let mut nodes = Vec::new();
@@ -109,100 +123,48 @@ async fn measure_on(args: &Args, (base, url): (&str, &str), count: usize) -> Res
         .collect();
     let balancer = start_balancer(&upstreams.join(",")).await?;
     let client = http_client();
-    let mut queues = Vec::new();
-    for q in 0..QUEUES {
-        queues
-            .push(create_fifo_queue(&client, &balancer.endpoint, &format!("nodes-{q}.fifo")).await);
-    }
-    let queues = Arc::new(queues);
-    let stop = Arc::new(AtomicBool::new(false));
-    let errors = Arc::new(AtomicU64::new(0));
+    let setup = nodes_load::prepare(load, args, &client, &balancer.endpoint).await?;
     let cpu = |nodes: &[ServerProcess]| nodes.iter().map(ServerProcess::cpu_micros).sum::<u64>();
     let cpu_before = cpu(&nodes);
     let database_before = nodes[0].database_cpu_micros();
     let commits_before = transactions(base);
-    let started = Instant::now();
     let machine_before = machine_ticks();
-    let producer_count = args.node_producers.unwrap_or(args.producers);
-    let producers: Vec<_> = (0..producer_count)
-        .map(|p| {
-            let (client, endpoint) = (client.clone(), balancer.endpoint.clone());
-            let (queues, stop, errors) = (queues.clone(), stop.clone(), errors.clone());
-            let (producers, size) = (producer_count, args.body_size);
-            let owned: Vec<usize> = (p..args.groups.max(producers)).step_by(producers).collect();
-            tokio::spawn(async move {
-                let (mut sent, mut seq) = (0u64, 0u64);
-                let mut latencies = Vec::new();
-                let mut request = 0usize;
-                while !stop.load(Ordering::Relaxed) {
-                    // Each request to the next queue in this producer's turn; every entry a
-                    // group of this producer's and a number it never used, so no two messages
-                    // are taken for duplicates.
-                    let queue = &queues[(p + request * producers) % queues.len()];
-                    request += 1;
-                    let entries: Vec<(usize, u64)> = (0..10u64)
-                        .map(|i| (owned[i as usize % owned.len()], seq + i))
-                        .collect();
-                    seq += 10;
-                    let asked = Instant::now();
-                    match send_batch(&client, &endpoint, queue, &entries, size, true).await {
-                        Ok(n) => {
-                            sent += n;
-                            latencies.push(asked.elapsed().as_micros() as u64);
-                        }
-                        Err(e) => {
-                            if errors.fetch_add(1, Ordering::Relaxed) < 3 {
-                                eprintln!("nodes: send error: {e}");
-                            }
-                        }
-                    }
-                }
-                (sent, latencies)
-            })
-        })
-        .collect();
-    tokio::time::sleep(Duration::from_secs(args.duration)).await;
-    stop.store(true, Ordering::Relaxed);
-    let (mut messages, mut latencies) = (0, Vec::new());
-    for producer in producers {
-        let (sent, took) = producer.await.map_err(|e| e.to_string())?;
-        messages += sent;
-        latencies.extend(took);
-    }
-    let seconds = started.elapsed().as_secs_f64();
+    let outcome = nodes_load::run(load, args, &client, &balancer.endpoint, &setup).await?;
+    let seconds = outcome.seconds;
     let busy = machine_busy(machine_before, machine_ticks());
     let committed = match (transactions(base), commits_before) {
         (Some(after), Some(before)) => Some(after.saturating_sub(before)),
         _ => None,
     };
-    latencies.sort_unstable();
-    let errors = errors.load(Ordering::Relaxed);
     let database_cpu_us = match (nodes[0].database_cpu_micros(), database_before) {
         (Some(after), Some(before)) => Some(after.saturating_sub(before)),
         _ => None,
     };
     Ok(Row {
-        scenario: SCENARIO.into(),
+        scenario: load.scenario(),
         system: system(args, count),
-        messages,
+        messages: outcome.messages,
         seconds,
-        p50_us: percentile(&latencies, 0.5),
-        p99_us: percentile(&latencies, 0.99),
-        errors,
+        p50_us: percentile(&outcome.latencies, 0.5),
+        p99_us: percentile(&outcome.latencies, 0.99),
+        errors: outcome.errors,
+        order_violations: outcome.order_violations,
+        lost: outcome.lost,
         server_cpu_us: cpu(&nodes) - cpu_before,
         database_cpu_us,
         note: [
+            Some(outcome.note),
             committed.map(|n| {
                 format!(
                     "{:.0} database commits/s (writing transactions), {:.1} messages a commit",
                     n as f64 / seconds,
-                    messages as f64 / n.max(1) as f64
+                    outcome.messages as f64 / n.max(1) as f64
                 )
             }),
             busy.map(|(busy, cores)| {
                 format!("the machine {busy:.0} % busy over its {cores} cores")
             }),
-            Some(format!("{producer_count} producers")),
+            Some(format!("{} producers", nodes_load::producers(args))),
         ]
         .into_iter()
         .flatten()
