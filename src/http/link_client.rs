@@ -30,6 +30,12 @@ const HTTP_FOR: Duration = Duration::from_secs(60);
 /// once that the node cannot be reached, rather than each trying again in turn.
 const FAILED_FOR: Duration = Duration::from_secs(1);
 
+/// How long a link may sit idle (nothing to send, nothing unacknowledged: requests waiting for
+/// their answers, long polls) before the kernel probes the other machine, three times a second
+/// apart, and ends the link if none is answered. A node whose machine vanished without closing
+/// its connections (powered off, cut off) so leaves no request waiting out its whole time.
+pub(super) const PROBE_AFTER: Duration = Duration::from_secs(5);
+
 /// What a link reads at most at once.
 const READ_BYTES: usize = 64 * 1024;
 
@@ -297,6 +303,19 @@ impl Link {
     }
 }
 
+/// Has the kernel probe `stream` once idle for `PROBE_AFTER`, and end it if the other machine
+/// answers none of the probes. No bound is set on data left unacknowledged (TCP's user
+/// timeout): it would also end a link whose live peer holds its window shut, as one running
+/// its most requests (long polls among them) does, and it overrides the probes' count. A
+/// request whose frame a vanished machine never acknowledged is bounded by its own time.
+pub(super) fn notice_a_vanished_machine(stream: &TcpStream) -> std::io::Result<()> {
+    let probes = socket2::TcpKeepalive::new()
+        .with_time(PROBE_AFTER)
+        .with_interval(Duration::from_secs(1))
+        .with_retries(3);
+    socket2::SockRef::from(stream).set_tcp_keepalive(&probes)
+}
+
 /// `host:port` of a plain-HTTP URL, port 80 when it names none; `None` for any other URL.
 pub(super) fn authority(url: &str) -> Option<String> {
     let uri: axum::http::Uri = url.parse().ok()?;
@@ -318,6 +337,7 @@ enum Opened {
 async fn connect(authority: &str) -> std::io::Result<Opened> {
     let mut stream = TcpStream::connect(authority).await?;
     stream.set_nodelay(true)?;
+    notice_a_vanished_machine(&stream)?;
     stream.write_all(PREFACE).await?;
     let mut answer = [0u8; PREFACE.len()];
     stream.read_exact(&mut answer).await?;

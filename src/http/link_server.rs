@@ -24,6 +24,7 @@ use tokio::net::TcpStream;
 use tokio::sync::watch;
 use tower::ServiceExt;
 
+use super::link_client::notice_a_vanished_machine;
 use super::link_frame::{self, LinkResponse, Next, PREFACE};
 
 /// Requests of one link answered at once (every request one node passes to another goes on
@@ -91,7 +92,9 @@ pub async fn serve_link(
         Ok(Ok(_)) if &preface == PREFACE => {}
         _ => return,
     }
-    if stream.write_all(PREFACE).await.is_err() {
+    // A link whose asking node's machine vanished is let go rather than held with what its
+    // requests were answered.
+    if stream.write_all(PREFACE).await.is_err() || notice_a_vanished_machine(&stream).is_err() {
         return;
     }
     let mut link = Served {

@@ -1,14 +1,15 @@
 //! A real network partition: each node in a network namespace of its own, reaching the others
 //! over a bridge and PostgreSQL over a link of its own. The leader's link to the database is
 //! cut (its packets dropped in silence: no reset, no error) under a FIFO load and FIFO topic
-//! publishes delivered to a real webhook receiver, then restored.
+//! publishes delivered to a real webhook receiver, then restored; and a leader's link to the
+//! bridge is cut while a standby's request waits on it, as if its machine had vanished.
 //! Needs root (namespaces, links); elsewhere it says it did not run, and in CI it fails.
 
 use std::process::Command;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use crate::binary::start_in_namespace;
+use crate::binary::{start_in_namespace, Process};
 use crate::common::{self, Server};
 use crate::database_failover::{keep_consuming, keep_sending, Ledger};
 use crate::log_in_database::{cluster, process_server};
@@ -34,15 +35,26 @@ fn must(args: &[&str]) {
 struct Network {
     tag: String,
     nodes: usize,
+    /// Held while they exist: every test's network has the same names and addresses.
+    _alone: std::sync::MutexGuard<'static, ()>,
 }
+
+static ONE_NETWORK_AT_A_TIME: Mutex<()> = Mutex::new(());
 
 impl Network {
     /// `nodes` namespaces: node `n` has 10.78.0.(n+2) on the bridge (the host 10.78.0.1) and
     /// reaches the database at 10.77.n.1 over its own link (itself 10.77.n.2). None when the
     /// namespaces cannot be made.
     fn make(nodes: usize) -> Option<Network> {
+        let alone = ONE_NETWORK_AT_A_TIME
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
         let tag = format!("op{}", std::process::id() % 100_000);
-        let network = Network { tag, nodes };
+        let network = Network {
+            tag,
+            nodes,
+            _alone: alone,
+        };
         let bridge = network.bridge();
         if !ip(&["link", "add", &bridge, "type", "bridge"]) {
             return None;
@@ -102,6 +114,12 @@ impl Network {
         format!("{}d{n}", self.tag)
     }
 
+    /// Cuts node `n`'s link to the bridge, so to every other node: its packets go nowhere,
+    /// unanswered, as when its machine vanishes.
+    fn cut_from_the_others(&self, n: usize) {
+        must(&["link", "set", &format!("{}b{n}", self.tag), "down"]);
+    }
+
     /// Cuts (or restores) node `n`'s link to the database: its packets go nowhere, unanswered.
     fn database_reachable(&self, n: usize, up: bool) {
         let state = if up { "up" } else { "down" };
@@ -143,44 +161,16 @@ async fn relay(address: &str, database: String) -> u16 {
 #[test]
 fn multi_node_a_leader_cut_off_from_the_database_is_replaced_and_rejoins() {
     let runtime = tokio::runtime::Runtime::new().expect("runtime");
-    let Some(url) = runtime.block_on(common::fresh_database()) else {
+    let Some(setting) = Setting::make(&runtime, 3, "multi_node_a_leader_cut_off_from_the_database")
+    else {
         return;
     };
-    let Some(network) = Network::make(3) else {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "CI runs as root: the namespaces must be made there"
-        );
-        eprintln!(
-            "multi_node_a_leader_cut_off_from_the_database: NOT RUN, network namespaces need root"
-        );
-        return;
-    };
-    // The database as the nodes reach it: each through its own link.
-    let (database, rest) = url
-        .strip_prefix("postgres://orderly@")
-        .and_then(|rest| rest.split_once('/'))
-        .expect("a URL of the test cluster");
-    let (database, rest) = (database.to_string(), rest.to_string());
+    let network = &setting.network;
     let mut nodes = Vec::new();
     for n in 0..3 {
-        let port = runtime.block_on(relay(&format!("10.77.{n}.1"), database.clone()));
-        let storage = format!("postgres://orderly@10.77.{n}.1:{port}/{rest}");
-        let bind = format!("{}:0", network.address(n));
         // A manual clock, so what was in flight at the cut can be let go at once.
-        let args = [
-            "--storage",
-            storage.as_str(),
-            "--clock",
-            "manual",
-            "--fifo-http-subscriptions",
-        ];
-        nodes.push(start_in_namespace(
-            &network.namespace(n),
-            &bind,
-            &args,
-            "warn",
-        ));
+        let args = ["--clock", "manual", "--fifo-http-subscriptions"];
+        nodes.push(setting.start(&runtime, n, &args));
     }
     let servers: Vec<Arc<Server>> = nodes
         .iter()
@@ -333,5 +323,127 @@ fn multi_node_a_leader_cut_off_from_the_database_is_replaced_and_rejoins() {
         ledger.sent.len(),
         ledger.deleted.len(),
         left.len()
+    );
+}
+
+/// A test's network with the database as its nodes reach it, each through its own link.
+struct Setting {
+    network: Network,
+    /// The test cluster's `host:port`, and the rest of its URL after it.
+    database: String,
+    rest: String,
+}
+
+impl Setting {
+    /// A fresh database and `nodes` namespaces; none when there is no test cluster, or when
+    /// the namespaces cannot be made (which fails in CI, run as root).
+    fn make(runtime: &tokio::runtime::Runtime, nodes: usize, test: &str) -> Option<Setting> {
+        let url = runtime.block_on(common::fresh_database())?;
+        let Some(network) = Network::make(nodes) else {
+            assert!(
+                std::env::var_os("CI").is_none(),
+                "CI runs as root: the namespaces must be made there"
+            );
+            eprintln!("{test}: NOT RUN, network namespaces need root");
+            return None;
+        };
+        let (database, rest) = url
+            .strip_prefix("postgres://orderly@")
+            .and_then(|rest| rest.split_once('/'))
+            .expect("a URL of the test cluster");
+        Some(Setting {
+            network,
+            database: database.to_string(),
+            rest: rest.to_string(),
+        })
+    }
+
+    /// Starts node `n` in its namespace with `args`, on the database through its own link.
+    fn start(&self, runtime: &tokio::runtime::Runtime, n: usize, args: &[&str]) -> Process {
+        let port = runtime.block_on(relay(&format!("10.77.{n}.1"), self.database.clone()));
+        let storage = format!("postgres://orderly@10.77.{n}.1:{port}/{}", self.rest);
+        let bind = format!("{}:0", self.network.address(n));
+        let mut all = vec!["--storage", storage.as_str()];
+        all.extend_from_slice(args);
+        start_in_namespace(&self.network.namespace(n), &bind, &all, "warn")
+    }
+}
+
+/// A standby passes a long poll to the leader on their link, then the leader's machine is cut
+/// off from it without a word. The kernel's probes on the link notice within seconds, and the
+/// client is answered that the outcome is unknown, rather than after the request's whole time
+/// (60 s) on a link that will never answer.
+#[test]
+fn multi_node_a_request_on_a_link_to_a_vanished_machine_is_answered_within_seconds() {
+    let runtime = tokio::runtime::Runtime::new().expect("runtime");
+    let Some(setting) = Setting::make(
+        &runtime,
+        2,
+        "multi_node_a_request_on_a_link_to_a_vanished_machine",
+    ) else {
+        return;
+    };
+    let network = &setting.network;
+    let mut nodes = Vec::new();
+    let mut servers = Vec::new();
+    for n in 0..2 {
+        let node = setting.start(&runtime, n, &[]);
+        let server = process_server(node.addr);
+        // The first leads; the second finds the lease held.
+        let role = if n == 0 { "leader" } else { "standby" };
+        runtime.block_on(async {
+            let started = Instant::now();
+            while cluster(&server).await["role"] != role {
+                assert!(
+                    started.elapsed() < Duration::from_secs(30),
+                    "node {n} not a {role}"
+                );
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        });
+        nodes.push(node);
+        servers.push(server);
+    }
+    let queue = runtime.block_on(common::create_queue(&servers[0], "vanish", &[]));
+    let waiting = runtime.spawn({
+        let standby = process_server(nodes[1].addr);
+        async move {
+            let params = [
+                ("Action", "ReceiveMessage"),
+                ("QueueUrl", queue.as_str()),
+                ("WaitTimeSeconds", "20"),
+            ];
+            common::query(&standby, "/", &params).await
+        }
+    });
+    // Parked at the leader, passed on by the standby.
+    runtime.block_on(common::long_polls_parked(&servers[1], 1));
+    // A request answered on the same link after it: the answer acknowledges everything the
+    // standby sent, so the link is idle at the cut, the long poll waiting for its answer. (A
+    // frame still unacknowledged at a cut is bounded by its request's own time instead.)
+    let (status, _) = runtime.block_on(common::query(
+        &servers[1],
+        "/",
+        &[("Action", "GetQueueUrl"), ("QueueName", "vanish")],
+    ));
+    assert_eq!(status, 200);
+    network.cut_from_the_others(0);
+    let cut = Instant::now();
+    let (status, body) = runtime.block_on(waiting).expect("the request task");
+    let took = cut.elapsed();
+    eprintln!("a request on a link to a vanished machine was answered {} ms after the cut: {status} {body}", took.as_millis());
+    assert_ne!(
+        status, 200,
+        "no answer could have come from the leader: {body}"
+    );
+    assert!(
+        body.contains("may or may not have taken effect"),
+        "the outcome is not known, and the answer says so: {body}"
+    );
+    // The link's probes begin after 5 s idle, three a second apart: well before the long poll's
+    // 20 s, let alone the request's 60.
+    assert!(
+        took < Duration::from_secs(15),
+        "answered {took:?} after the cut"
     );
 }
