@@ -471,7 +471,7 @@ pub(crate) async fn consume(
     );
     let mut latencies = Vec::new();
     loop {
-        let done = producers_done.load(Ordering::Relaxed);
+        let done = producers_done.load(Ordering::SeqCst);
         if (done && tally.received.load(Ordering::Relaxed) >= sent.load(Ordering::Relaxed))
             || Instant::now() > deadline
         {
@@ -516,9 +516,9 @@ pub(crate) async fn consume(
         delete.push_str("]}");
         let total = tally
             .received
-            .fetch_add(messages.len() as u64, Ordering::Relaxed)
+            .fetch_add(messages.len() as u64, Ordering::SeqCst)
             + messages.len() as u64;
-        if producers_done.load(Ordering::Relaxed) && total >= sent.load(Ordering::Relaxed) {
+        if producers_done.load(Ordering::SeqCst) && total >= sent.load(Ordering::Relaxed) {
             tally
                 .finished_at
                 .lock()
@@ -1133,10 +1133,12 @@ pub(crate) async fn publish_batches(
             ("TopicArn", topic.clone()),
         ];
         let mut keys = Vec::with_capacity(40);
+        let mut slots = Vec::with_capacity(10);
         for i in 1..=10 {
             let slot = next % groups.len();
             next += 1;
             seqs[slot] += 1;
+            slots.push(slot);
             let (g, seq) = (groups[slot], seqs[slot]);
             keys.push((
                 format!("PublishBatchRequestEntries.member.{i}.Id"),
@@ -1158,7 +1160,14 @@ pub(crate) async fn publish_batches(
         params.extend(keys.iter().map(|(k, v)| (k.as_str(), v.clone())));
         match sns_call(&client, &endpoint, &params).await {
             Ok(xml) if !xml.contains("<Failed><member>") => published += 10,
-            _ => errors += 1,
+            // Its numbers are used again, so no group has a gap; entries that were taken are
+            // taken again as duplicates (the same deduplication ids).
+            _ => {
+                errors += 1;
+                for slot in slots {
+                    seqs[slot] -= 1;
+                }
+            }
         }
     }
     (published, errors)

@@ -1,7 +1,8 @@
 //! The loads the nodes scenario puts on its nodes, all over the same 32 FIFO queues: batched
 //! sends alone; the pipeline (sends, and a consumer a queue receiving and deleting); and fan-out
-//! from FIFO topics into those queues, as fast as the publishers go or paced. The queues and
-//! topics land in different shards, so with the shards spread most copies cross nodes.
+//! from FIFO topics into those queues, as fast as the publishers go or paced. Topics and queues
+//! are named apart, so each lands in a shard of its own name's: with the shards spread, a copy
+//! crosses nodes unless its queue's shard and its topic's are led by the same node.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -91,7 +92,10 @@ pub async fn prepare(
     if matches!(load, NodeLoad::Fanout | NodeLoad::FanoutPaced(_)) {
         let count = topic_count(producers(args));
         for t in 0..count {
-            let topic = create_fifo_topic(client, endpoint, &format!("nodes-{t}.fifo")).await?;
+            // Not a queue's name: the shard is chosen by name, and a topic named as one of its
+            // queues would lie in that queue's shard.
+            let name = format!("nodes-topic-{t}.fifo");
+            let topic = create_fifo_topic(client, endpoint, &name).await?;
             let subscribed: Vec<usize> = (t..QUEUES).step_by(count).collect();
             for &q in &subscribed {
                 subscribe_raw(client, endpoint, &topic, &queues[q]).await?;
@@ -119,6 +123,19 @@ pub async fn run(
     endpoint: &str,
     setup: &Setup,
 ) -> Result<Outcome, String> {
+    let targets = match load {
+        NodeLoad::Send | NodeLoad::Pipeline => QUEUES,
+        NodeLoad::Fanout | NodeLoad::FanoutPaced(_) => setup.topics.len(),
+    };
+    // Producers sharing a target split its groups: each needs one at least.
+    let sharing = producers(args).div_ceil(targets.max(1));
+    if args.groups < sharing {
+        return Err(format!(
+            "--groups {} leaves some of the {} producers without a group: {sharing} share a queue or topic",
+            args.groups,
+            producers(args)
+        ));
+    }
     match load {
         NodeLoad::Send => Ok(send(args, client, endpoint, setup).await),
         NodeLoad::Pipeline => pipeline(args, client, endpoint, setup).await,
@@ -386,13 +403,24 @@ async fn fanout(
     let mut outcome = drained(&tallies, &expected, (&done, consumers), started).await?;
     outcome.errors += errors;
     outcome.note = format!(
-        "deliveries/s; publish-to-receive latency; {publishes} published to {} topics, each copied to {} queues; one consumer a queue, {:.1} messages a receive{}",
+        "deliveries/s; publish-to-receive latency; {publishes} published to {} topics, each copied to {}; one consumer a queue, {:.1} messages a receive{}",
         setup.topics.len(),
-        QUEUES / setup.topics.len().max(1),
+        subscribed(setup),
         outcome.messages as f64 / outcome.receives.max(1) as f64,
         undelivered_note(outcome.lost, FANOUT_DRAIN_SECS)
     );
     Ok(outcome)
+}
+
+/// How many queues each topic copies to: "4 queues", or "4–5 queues" when they differ.
+fn subscribed(setup: &Setup) -> String {
+    let counts = setup.topics.iter().map(|(_, queues)| queues.len());
+    let (least, most) = (counts.clone().min().unwrap_or(0), counts.max().unwrap_or(0));
+    if least == most {
+        format!("{least} queues")
+    } else {
+        format!("{least}–{most} queues")
+    }
 }
 
 /// A consumer for each queue (long polls of 1 s), checking each group's order, until its
@@ -404,51 +432,83 @@ fn spawn_consumers(
     (tallies, expected): (&[Arc<Tally>], &[Arc<AtomicU64>]),
     done: &Arc<AtomicBool>,
     deadline: Instant,
-) -> Vec<tokio::task::JoinHandle<()>> {
-    (0..QUEUES)
-        .map(|q| {
-            tokio::spawn(consume(
-                client.clone(),
-                endpoint.to_string(),
-                (setup.queues[q].clone(), 1),
-                tallies[q].clone(),
-                expected[q].clone(),
-                done.clone(),
-                deadline,
-            ))
-        })
-        .collect()
+) -> Consumers {
+    Consumers(
+        (0..QUEUES)
+            .map(|q| {
+                tokio::spawn(consume(
+                    client.clone(),
+                    endpoint.to_string(),
+                    (setup.queues[q].clone(), 1),
+                    tallies[q].clone(),
+                    expected[q].clone(),
+                    done.clone(),
+                    deadline,
+                ))
+            })
+            .collect(),
+    )
 }
 
-/// Once the producers have stopped and counted what each queue expects: waits for the
-/// consumers and sums their tallies, the run ending when the last queue got its last message.
+/// The consumers of a run, stopped when dropped: a run that ends early (a producer failed)
+/// leaves none polling the next node count's nodes.
+struct Consumers(Vec<tokio::task::JoinHandle<()>>);
+
+impl Drop for Consumers {
+    fn drop(&mut self) {
+        for consumer in &self.0 {
+            consumer.abort();
+        }
+    }
+}
+
+/// Once the producers have stopped and counted what each queue expects: waits until every
+/// queue has what it expects (or its consumer gave up at the deadline) and sums the tallies,
+/// the run ending when the last queue got its last message. The consumers still in a long
+/// poll then are stopped, so the caller's readings after end with the run.
 async fn drained(
     tallies: &[Arc<Tally>],
     expected: &[Arc<AtomicU64>],
-    (done, consumers): (&AtomicBool, Vec<tokio::task::JoinHandle<()>>),
+    (done, consumers): (&AtomicBool, Consumers),
     started: Instant,
 ) -> Result<Outcome, String> {
-    done.store(true, Ordering::Relaxed);
+    // SeqCst, with the consumer's count and look at `done`: one of the two sees the other.
+    done.store(true, Ordering::SeqCst);
     for (tally, wanted) in tallies.iter().zip(expected) {
         // Everything arrived before the producers were counted: that queue ended now.
-        if tally.received.load(Ordering::Relaxed) >= wanted.load(Ordering::Relaxed) {
+        if tally.received.load(Ordering::SeqCst) >= wanted.load(Ordering::Relaxed) {
             let mut finished = tally.finished_at.lock().map_err(|e| e.to_string())?;
             finished.get_or_insert_with(Instant::now);
         }
     }
-    for consumer in consumers {
-        consumer.await.map_err(|e| e.to_string())?;
+    loop {
+        let mut ended = true;
+        for (tally, consumer) in tallies.iter().zip(&consumers.0) {
+            let arrived = tally
+                .finished_at
+                .lock()
+                .map_err(|e| e.to_string())?
+                .is_some();
+            ended &= arrived || consumer.is_finished();
+        }
+        if ended {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
     }
+    drop(consumers);
     let mut finished = started;
     let mut latencies = Vec::new();
-    let (mut delivered, mut wanted_total) = (0, 0);
+    let (mut delivered, mut lost) = (0, 0);
     let (mut errors, mut order_violations, mut receives) = (0, 0, 0);
     for (tally, wanted) in tallies.iter().zip(expected) {
         let ended = *tally.finished_at.lock().map_err(|e| e.to_string())?;
         finished = finished.max(ended.unwrap_or_else(Instant::now));
         latencies.append(&mut *tally.latencies.lock().map_err(|e| e.to_string())?);
-        delivered += tally.received.load(Ordering::Relaxed);
-        wanted_total += wanted.load(Ordering::Relaxed);
+        let received = tally.received.load(Ordering::Relaxed);
+        delivered += received;
+        // Per queue: one queue's redeliveries hide no loss of another's.
+        lost += wanted.load(Ordering::Relaxed).saturating_sub(received);
         errors += tally.errors.load(Ordering::Relaxed);
         order_violations += tally.violations.load(Ordering::Relaxed);
         receives += tally.receives.load(Ordering::Relaxed);
@@ -460,7 +520,7 @@ async fn drained(
         latencies,
         errors,
         order_violations,
-        lost: wanted_total.saturating_sub(delivered),
+        lost,
         receives,
         note: String::new(),
     })

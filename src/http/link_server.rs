@@ -93,8 +93,8 @@ pub async fn serve_link(
         _ => return,
     }
     // A link whose asking node's machine vanished is let go rather than held with what its
-    // requests were answered.
-    if stream.write_all(PREFACE).await.is_err() || notice_a_vanished_machine(&stream).is_err() {
+    // requests were answered. Set before the link is opened, so a failure leaves none open.
+    if notice_a_vanished_machine(&stream).is_err() || stream.write_all(PREFACE).await.is_err() {
         return;
     }
     let mut link = Served {

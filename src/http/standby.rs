@@ -23,7 +23,7 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 
 use super::body::BodyLimits;
-use super::link_client::Passed;
+use super::link_client::{Passed, PROBE_AFTER};
 use super::link_frame::LinkRequest;
 use super::node_headers::{ADDED_HEADERS, FORWARDED, FORWARDED_BY_SELF, NOT_SERVED};
 use super::reply::{early_error, read_limited};
@@ -111,8 +111,11 @@ impl Standby {
             .redirect(reqwest::redirect::Policy::none())
             .connect_timeout(CONNECT_TIMEOUT)
             // A leader that vanishes without closing its connections is noticed: probes on
-            // idle ones, and a bound on any request (long polls wait 20 s at most).
-            .tcp_keepalive(Duration::from_secs(5))
+            // idle ones, as on a link, and a bound on any request (long polls wait 20 s at
+            // most).
+            .tcp_keepalive(PROBE_AFTER)
+            .tcp_keepalive_interval(Duration::from_secs(1))
+            .tcp_keepalive_retries(3)
             .timeout(REQUEST_TIMEOUT)
             .pool_max_idle_per_host(IDLE_CONNECTIONS)
             .pool_idle_timeout((settings.idle_timeout / 2).max(Duration::from_secs(1)))
