@@ -112,10 +112,13 @@ impl Standby {
             .connect_timeout(CONNECT_TIMEOUT)
             // A leader that vanishes without closing its connections is noticed: probes on
             // idle ones, as on a link, and a bound on any request (long polls wait 20 s at
-            // most).
+            // most). reqwest's bound on unacknowledged data (30 s by default) also decides
+            // when unanswered probes end a connection, so it is set to when they would: an
+            // HTTP connection carries one request at a time, whose body a live leader reads.
             .tcp_keepalive(PROBE_AFTER)
             .tcp_keepalive_interval(Duration::from_secs(1))
             .tcp_keepalive_retries(3)
+            .tcp_user_timeout(PROBE_AFTER + Duration::from_secs(3))
             .timeout(REQUEST_TIMEOUT)
             .pool_max_idle_per_host(IDLE_CONNECTIONS)
             .pool_idle_timeout((settings.idle_timeout / 2).max(Duration::from_secs(1)))
