@@ -514,6 +514,8 @@ pub(crate) async fn consume(
             ));
         }
         delete.push_str("]}");
+        // Kept as they come: a consumer may be stopped at the end of a run.
+        (tally.latencies.lock().expect("lock")).append(&mut latencies);
         let total = tally
             .received
             .fetch_add(messages.len() as u64, Ordering::SeqCst)
@@ -532,7 +534,6 @@ pub(crate) async fn consume(
             tally.errors.fetch_add(1, Ordering::Relaxed);
         }
     }
-    tally.latencies.lock().expect("lock").extend(latencies);
 }
 
 pub async fn run_pipeline(args: &Args, system: System, rate: Option<u64>) -> Row {
@@ -611,8 +612,8 @@ pub(crate) async fn pipeline_on(
     // Whether consumers keep up: what they delivered while the producers were sending.
     let producing = started.elapsed().as_secs_f64();
     let delivered_while_producing = tally.received.load(Ordering::Relaxed);
-    producers_done.store(true, Ordering::Relaxed);
-    if tally.received.load(Ordering::Relaxed) >= sent.load(Ordering::Relaxed) {
+    producers_done.store(true, Ordering::SeqCst);
+    if tally.received.load(Ordering::SeqCst) >= sent.load(Ordering::Relaxed) {
         // Everything arrived before the producers were counted: the run ended now.
         tally
             .finished_at
@@ -1246,9 +1247,9 @@ pub(crate) async fn run_fanout(
         published.fetch_add(n, Ordering::Relaxed);
         errors += e;
     }
-    producers_done.store(true, Ordering::Relaxed);
+    producers_done.store(true, Ordering::SeqCst);
     for t in &tallies {
-        if t.received.load(Ordering::Relaxed) >= published.load(Ordering::Relaxed) {
+        if t.received.load(Ordering::SeqCst) >= published.load(Ordering::Relaxed) {
             t.finished_at
                 .lock()
                 .expect("lock")

@@ -323,7 +323,7 @@ async fn pipeline(
         .iter()
         .map(|t| t.received.load(Ordering::Relaxed))
         .sum();
-    let mut outcome = drained(&tallies, &sent, (&done, consumers), started).await?;
+    let mut outcome = drained(&tallies, &sent, (&done, consumers), (started, deadline)).await?;
     outcome.errors += errors.load(Ordering::Relaxed);
     outcome.note = format!(
         "send-to-receive latency; delivered msg/s; while producing, {:.0} sent/s and {:.0} delivered/s ({:.0} %); one consumer a queue, {:.1} messages a receive{}",
@@ -400,7 +400,7 @@ async fn fanout(
         publishes += n;
         errors += failed;
     }
-    let mut outcome = drained(&tallies, &expected, (&done, consumers), started).await?;
+    let mut outcome = drained(&tallies, &expected, (&done, consumers), (started, deadline)).await?;
     outcome.errors += errors;
     outcome.note = format!(
         "deliveries/s; publish-to-receive latency; {publishes} published to {} topics, each copied to {}; one consumer a queue, {:.1} messages a receive{}",
@@ -465,12 +465,13 @@ impl Drop for Consumers {
 /// Once the producers have stopped and counted what each queue expects: waits until every
 /// queue has what it expects (or its consumer gave up at the deadline) and sums the tallies,
 /// the run ending when the last queue got its last message. The consumers still in a long
-/// poll then are stopped, so the caller's readings after end with the run.
+/// poll then are stopped (what they measured is in their tallies already), so the caller's
+/// readings after end with the run.
 async fn drained(
     tallies: &[Arc<Tally>],
     expected: &[Arc<AtomicU64>],
-    (done, consumers): (&AtomicBool, Consumers),
-    started: Instant,
+    (done, mut consumers): (&AtomicBool, Consumers),
+    (started, deadline): (Instant, Instant),
 ) -> Result<Outcome, String> {
     // SeqCst, with the consumer's count and look at `done`: one of the two sees the other.
     done.store(true, Ordering::SeqCst);
@@ -491,12 +492,24 @@ async fn drained(
                 .is_some();
             ended &= arrived || consumer.is_finished();
         }
-        if ended {
+        // A consumer stuck past its deadline (an answer that never came) is given up on too.
+        if ended || Instant::now() > deadline + Duration::from_secs(5) {
             break;
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    drop(consumers);
+    let mut failed = None;
+    for consumer in std::mem::take(&mut consumers.0) {
+        if !consumer.is_finished() {
+            consumer.abort();
+        } else if let Err(error) = consumer.await {
+            // One that panicked says so, rather than show as messages lost.
+            failed.get_or_insert(format!("a consumer failed: {error}"));
+        }
+    }
+    if let Some(failed) = failed {
+        return Err(failed);
+    }
     let mut finished = started;
     let mut latencies = Vec::new();
     let (mut delivered, mut lost) = (0, 0);

@@ -114,7 +114,9 @@ impl Standby {
             // idle ones, as on a link, and a bound on any request (long polls wait 20 s at
             // most). reqwest's bound on unacknowledged data (30 s by default) also decides
             // when unanswered probes end a connection, so it is set to when they would: an
-            // HTTP connection carries one request at a time, whose body a live leader reads.
+            // HTTP connection carries one request at a time, whose body a live leader reads
+            // once it takes the connection (this client also carries the pulls and reads
+            // between nodes, whose bodies are small).
             .tcp_keepalive(PROBE_AFTER)
             .tcp_keepalive_interval(Duration::from_secs(1))
             .tcp_keepalive_retries(3)

@@ -120,18 +120,20 @@ impl Network {
         must(&["link", "set", &format!("{}b{n}", self.tag), "down"]);
     }
 
-    /// Waits (up to 5 s) until nothing node `n` sent on the bridge waits to be acknowledged
-    /// (`ss` lists no `unacked` count for its connections there).
-    fn until_acknowledged(&self, n: usize) {
+    /// Waits (up to 5 s) until nothing node `n` sent to node `to` waits to be acknowledged:
+    /// `ss` lists its connections to it, none with an `unacked` count.
+    fn until_acknowledged(&self, n: usize, to: usize) {
         let began = Instant::now();
         loop {
             let listed = Command::new("ip")
-                .args(["netns", "exec", &self.namespace(n), "ss", "-tni", "src"])
-                .arg(self.address(n))
+                .args(["netns", "exec", &self.namespace(n), "ss", "-tni", "dst"])
+                .arg(self.address(to))
                 .output()
-                .expect("ss runs");
+                .expect("ip runs");
+            assert!(listed.status.success(), "ss failed: {listed:?}");
             let listed = String::from_utf8_lossy(&listed.stdout).into_owned();
-            if !listed.contains("unacked:") {
+            let connected = listed.contains(&format!("{}:", self.address(to)));
+            if connected && !listed.contains("unacked:") {
                 return;
             }
             assert!(
@@ -452,9 +454,9 @@ fn request_to_a_vanished_machine(standby_args: &[&str], test: &str) {
     });
     // Parked at the leader, passed on by the standby, and acknowledged: the connection is
     // idle at the cut, the long poll waiting for its answer. (A request still unacknowledged
-    // at a cut is bounded by its own time instead.)
+    // at a cut is bounded on a link by its own time instead.)
     runtime.block_on(common::long_polls_parked(&servers[1], 1));
-    network.until_acknowledged(1);
+    network.until_acknowledged(1, 0);
     network.cut_from_the_others(0);
     let cut = Instant::now();
     let (status, body) = runtime.block_on(waiting).expect("the request task");
