@@ -92,8 +92,8 @@ pub async fn serve_link(
         Ok(Ok(_)) if &preface == PREFACE => {}
         _ => return,
     }
-    // A link whose asking node's machine vanished is let go rather than held with what its
-    // requests were answered. Set before the link is opened, so a failure leaves none open.
+    // A link whose asking node's machine vanished is let go, not kept with answers no one
+    // will read. Set before the link is opened, so a failure leaves none open.
     if notice_a_vanished_machine(&stream).is_err() || stream.write_all(PREFACE).await.is_err() {
         return;
     }
