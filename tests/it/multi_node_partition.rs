@@ -13,6 +13,7 @@ use crate::binary::{start_in_namespace, Process};
 use crate::common::{self, Server};
 use crate::database_failover::{keep_consuming, keep_sending, Ledger};
 use crate::log_in_database::{cluster, process_server};
+use crate::multi_node_shards::until_role;
 use crate::webhook_failover::{self as webhooks, Seen};
 
 const GROUPS: usize = 3;
@@ -427,16 +428,7 @@ fn request_to_a_vanished_machine(standby_args: &[&str], test: &str) {
         let server = process_server(node.addr);
         // The first leads; the second finds the lease held.
         let role = if n == 0 { "leader" } else { "standby" };
-        runtime.block_on(async {
-            let started = Instant::now();
-            while cluster(&server).await["role"] != role {
-                assert!(
-                    started.elapsed() < Duration::from_secs(30),
-                    "node {n} not a {role}"
-                );
-                tokio::time::sleep(Duration::from_millis(50)).await;
-            }
-        });
+        runtime.block_on(until_role(&server, role, Duration::from_secs(30)));
         nodes.push(node);
         servers.push(server);
     }

@@ -39,7 +39,7 @@ async fn until_leading(server: &Server) -> serde_json::Value {
 }
 
 /// Waits (`bound` at most, polling) until `server` says it has `role`; its state then.
-async fn until_role(server: &Server, role: &str, bound: Duration) -> serde_json::Value {
+pub(crate) async fn until_role(server: &Server, role: &str, bound: Duration) -> serde_json::Value {
     let started = Instant::now();
     loop {
         let state = cluster(server).await;
