@@ -176,6 +176,14 @@ pub struct Config {
     /// shard off.
     #[arg(long, env = "ORDERLY_SPREAD_SHARDS", value_parser = BoolishValueParser::new())]
     pub spread_shards: bool,
+    /// With --storage and more than one shard: keep the logs, snapshots and leases of shards
+    /// FIRST to LAST in another PostgreSQL database, as `FIRST-LAST=postgres://…`
+    /// (repeatable; in the environment, separated by spaces). The other shards, shard 0
+    /// among them, stay in the --storage database, which records the ranges when it is first
+    /// used: every node must be given the same ranges from then on.
+    #[arg(long = "shard-database", env = "ORDERLY_SHARD_DATABASES", value_delimiter = ' ',
+          requires = "storage", value_parser = crate::persist::database::shard_map::parse_placed)]
+    pub shard_databases: Vec<crate::persist::database::shard_map::Placed>,
     /// When the log is synced to disk: `always` (before answering; survives power loss),
     /// `interval:MS` (at most MS later; a power loss can lose that window), or `never`
     /// (survives a crash of the process, not of the machine).

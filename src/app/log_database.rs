@@ -1,5 +1,5 @@
 //! `--storage URL`: the engines recovered from the logs and snapshots in that database (one
-//! per shard) by the node holding the leases. A node leads all of a database's shards or none:
+//! per shard) by the node holding the leases. A node leads all the shards or none:
 //! whichever holds shard 0's lease takes the others. A node that finds it held starts as a
 //! standby: it serves at once by passing every request on to the leader (`http::standby`),
 //! follows every shard's log, and keeps asking for the lease; once it has it, it takes every
@@ -89,6 +89,7 @@ pub(super) fn settings(config: &Config, url: &str, own_url: &str) -> Settings {
         require_synchronous_replication: config.require_synchronous_replication,
         shards_alone: config.spread_shards && config.shards > 1,
         shards: config.shards,
+        placed: config.shard_databases.clone(),
     }
 }
 
@@ -505,7 +506,7 @@ fn status(
             applied,
             lag,
             shards,
-            // A node leads every shard of its database, or none.
+            // A node leads every shard, or none.
             led: if leading {
                 (0..shards).collect()
             } else {

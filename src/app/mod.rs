@@ -32,6 +32,7 @@ use crate::http::browser::{self, BrowserRules};
 use crate::http::connection::ConnectionTimeouts;
 use crate::http::server::ServerLimits;
 use crate::persist;
+use crate::persist::database::shard_map::ShardMap;
 use crate::persist::snapshot::Snapshotter;
 use crate::service::Service;
 
@@ -135,6 +136,7 @@ pub async fn transfer(config: &Config) -> Option<std::io::Result<String>> {
         require_synchronous_replication: false,
         shards_alone: false,
         shards: config.shards,
+        placed: config.shard_databases.clone(),
     };
     let moved = tokio::task::spawn_blocking(move || {
         use crate::persist::database::transfer;
@@ -223,6 +225,12 @@ pub struct App {
     pub init_report: Option<crate::service::init::InitReport>,
 }
 
+/// Which database keeps each shard's log, from `--storage` (`home`) and `--shard-database`.
+fn shard_map(config: &Config, home: &str) -> std::io::Result<ShardMap> {
+    ShardMap::new(home, &config.shard_databases, config.shards)
+        .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))
+}
+
 impl App {
     /// Binds with the clock `--clock` asks for: the machine's, or one that starts at the
     /// machine's time and moves only through `POST /_orderly/clock`.
@@ -237,14 +245,18 @@ impl App {
         }
         let mut app = Self::bind_with_clock(config, manual.clone()).await?;
         if let Some(storage) = &config.storage {
-            // Renewals write the leader's time each second; a move is written at once.
-            let storage = storage.clone();
+            // Renewals write the leader's time each second; a move is written at once, in
+            // every database of the shard map.
+            let urls: Vec<String> = shard_map(config, storage)?
+                .urls()
+                .map(str::to_string)
+                .collect();
             let own_url = match &config.advertise_url {
                 Some(url) => url.clone(),
                 None => format!("{}://{}", app.scheme(), app.local_addr()?),
             };
             manual.record_moves_with(Box::new(move |at| {
-                crate::persist::database::lease::record_time(&storage, &own_url, at)
+                crate::persist::database::lease::record_time(&urls, &own_url, at)
             }));
         }
         app.clock_control = Some(manual);
@@ -319,7 +331,7 @@ impl App {
                 let standby = crate::http::standby::Standby::new(forwarding, forwarded)?;
                 let survey = match config.spread_shards && config.shards > 1 {
                     true => Some(Arc::new(crate::persist::database::survey::Survey::start(
-                        url,
+                        shard_map(config, url)?,
                         own_url.clone(),
                     )?)),
                     false => None,

@@ -448,10 +448,7 @@ fn share_moved(seen: &Seen, own_url: &str, count: u32, led: &[u32]) -> Option<Mo
     let placed = placement::place(count, &seen.nodes);
     for (shard, &node) in (0..count).zip(&placed) {
         let ours = seen.nodes[node] == own_url;
-        let free = seen
-            .holders
-            .get(shard as usize)
-            .is_some_and(Option::is_none);
+        let free = seen.free(shard);
         if ours && !led.contains(&shard) && free {
             let why = format!("shard {shard} is this node's to lead and free");
             return Some(Move {
@@ -482,7 +479,7 @@ fn free_of_share(seen: &Seen, own_url: &str, count: u32, led: &[u32]) -> Vec<u32
         .filter(|&shard| {
             (placed.get(shard as usize)).is_some_and(|&node| seen.nodes[node] == own_url)
         })
-        .filter(|&shard| (seen.holders.get(shard as usize)).is_some_and(Option::is_none))
+        .filter(|&shard| seen.free(shard))
         .collect()
 }
 
@@ -762,6 +759,7 @@ mod tests {
         Seen {
             nodes: nodes.iter().map(|n| n.to_string()).collect(),
             names: Vec::new(),
+            unread: Vec::new(),
             holders: (held.iter())
                 .map(|url| {
                     url.map(|url| Holder {

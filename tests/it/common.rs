@@ -338,6 +338,18 @@ async fn on_test_storage(
     config.ephemeral = false;
     config.storage = Some(url);
     config.spread_shards = storage == TestStorage::Spread;
+    // Nodes leading their shares keep the upper half of the shards in a database of their own,
+    // on another server where one is named.
+    if config.spread_shards && config.shards > 1 {
+        let elsewhere = orderly::persist::database::test_database::fresh_database_elsewhere()
+            .await
+            .expect("a second database");
+        config.shard_databases = vec![orderly::persist::database::shard_map::Placed {
+            first: config.shards / 2,
+            last: config.shards - 1,
+            url: elsewhere,
+        }];
+    }
     let bind = move |config: Config| async move {
         match clock {
             Some(clock) => App::bind_with_clock(&config, clock).await,

@@ -1,7 +1,8 @@
 //! Yesterday's data opens today: data directories written by commit bd5fd91 (log records and
 //! snapshots with no format version) and by commit 0e98fa6c (format version 4; see
-//! `tests/fixtures/make_data_dir.py`), and databases written by commit 258491bd (tables of
-//! version 2, before shards), are opened by this build, and every kind of state they hold is checked through the SDKs: queues of both kinds
+//! `tests/fixtures/make_data_dir.py`), and databases written by commits 258491bd (tables of
+//! version 2, before shards) and 6255a1e3 (version 3, before shard maps), are opened by this
+//! build, and every kind of state they hold is checked through the SDKs: queues of both kinds
 //! with visible, delayed, in-flight and deduplicated messages, attempt ids, a DLQ and a move task
 //! still running, FIFO and standard topics with raw, filtered and webhook subscriptions, webhook
 //! deliveries still pending (delivered now, signed with the key kept in the directory), and an
@@ -74,6 +75,23 @@ async fn a_snapshot_in_a_database_of_version_2_opens_with_everything_back() {
     database_back(DATABASE_VERSION_2, "snapshot").await;
 }
 
+/// Written by commit 6255a1e3: the log's tables at version 3 (keyed by shard), before shard
+/// maps named each database.
+const DATABASE_VERSION_3: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/tests/fixtures/database-6255a1e3"
+);
+
+#[tokio::test]
+async fn a_log_in_a_database_of_version_3_opens_with_everything_back() {
+    database_back(DATABASE_VERSION_3, "log").await;
+}
+
+#[tokio::test]
+async fn a_snapshot_in_a_database_of_version_3_opens_with_everything_back() {
+    database_back(DATABASE_VERSION_3, "snapshot").await;
+}
+
 /// Replays a fixture's dump into a fresh database and opens it.
 async fn database_back(fixtures: &str, fixture: &str) {
     let Some(url) = crate::common::fresh_database().await else {
@@ -94,7 +112,7 @@ async fn database_back(fixtures: &str, fixture: &str) {
         .await
         .unwrap();
     let upgraded: (i32, i32, i64) = (row.get(0), row.get(1), row.get(2));
-    assert_eq!(upgraded, (3, 1, 0));
+    assert_eq!(upgraded, (4, 1, 0));
 }
 
 /// The database written by commit 258491bd with a snapshot and a log after it.

@@ -645,7 +645,7 @@ async fn tables_of_version_1_are_upgraded_in_place() {
         .expect("the home row");
     assert_eq!(
         (row.get::<_, i32>(0), row.get::<_, Option<bool>>(1)),
-        (3, Some(true))
+        (4, Some(true))
     );
     let listed = server.server.sqs.list_queues().send().await.unwrap();
     assert_eq!(listed.queue_urls().len(), 9, "{listed:?}");

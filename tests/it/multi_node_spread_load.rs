@@ -27,11 +27,22 @@ fn named(stem: &str, shard: u32) -> String {
         .expect("a name in every shard")
 }
 
-/// A node leading its share of the database at `url`, as a process.
-fn start_node(dir: &std::path::Path, url: &str) -> Process {
+/// A node leading its share of the shards kept where `storage` (the settings) says, as a
+/// process.
+fn start_node(dir: &std::path::Path, storage: &[String]) -> Process {
     let shards = SHARDS.to_string();
-    let args = ["--storage", url, "--shards", &shards, "--spread-shards"];
+    let mut args: Vec<&str> = storage.iter().map(String::as_str).collect();
+    args.extend(["--shards", &shards, "--spread-shards"]);
     crate::binary::start(dir, &args, "warn")
+}
+
+/// Where the shards are kept.
+#[derive(Clone, Copy)]
+enum Databases {
+    /// All in one database.
+    One,
+    /// Shards 3 to 5 in a database of their own, on a second server where one is named.
+    Two,
 }
 
 /// A client of the same node whose SDK does not retry: the load sees every failure (and asks
@@ -484,10 +495,11 @@ async fn made(
     (urls, topic, copies)
 }
 
-/// Nodes started on a fresh database, with what the test needs to go on.
+/// Nodes started on fresh databases, with what the test needs to go on.
 struct Nodes {
     runtime: tokio::runtime::Runtime,
-    url: String,
+    /// The settings that say where the shards are kept.
+    storage: Vec<String>,
     dir: tempfile::TempDir,
     processes: Vec<Process>,
     /// Each process's clients, in the same order.
@@ -495,18 +507,27 @@ struct Nodes {
 }
 
 impl Nodes {
-    /// `count` nodes on a fresh database; `None` without one.
-    fn start(count: usize) -> Option<Nodes> {
+    /// `count` nodes on fresh databases; `None` without a database server.
+    fn start(count: usize, databases: Databases) -> Option<Nodes> {
         let runtime = tokio::runtime::Runtime::new().expect("runtime");
         let url = runtime.block_on(common::fresh_database())?;
+        let mut storage = vec!["--storage".to_string(), url];
+        if let Databases::Two = databases {
+            let elsewhere = orderly::persist::database::test_database::fresh_database_elsewhere();
+            let elsewhere = runtime.block_on(elsewhere)?;
+            storage.push("--shard-database".into());
+            storage.push(format!("3-{}={elsewhere}", SHARDS - 1));
+        }
         let dir = tempfile::tempdir().expect("tempdir");
-        let processes: Vec<Process> = (0..count).map(|_| start_node(dir.path(), &url)).collect();
+        let processes: Vec<Process> = (0..count)
+            .map(|_| start_node(dir.path(), &storage))
+            .collect();
         let servers = (processes.iter())
             .map(|p| Arc::new(process_server(p.addr)))
             .collect();
         Some(Nodes {
             runtime,
-            url,
+            storage,
             dir,
             processes,
             servers,
@@ -579,14 +600,25 @@ fn led_by(led: &[Vec<u64>]) -> Vec<Vec<u32>> {
 /// nothing acknowledged is lost, duplicated or reordered.
 #[test]
 fn one_of_three_nodes_killed_under_load_loses_nothing_acknowledged() {
+    killed_under_load(Databases::One);
+}
+
+/// The same with half the shards kept in a database of their own (in a second cluster), so
+/// the killed node's shards lapse in both.
+#[test]
+fn one_of_three_nodes_with_shards_in_two_clusters_killed_under_load_loses_nothing_acknowledged() {
+    killed_under_load(Databases::Two);
+}
+
+fn killed_under_load(databases: Databases) {
     // The directory is the processes' data directory: held until they are done.
     let Some(Nodes {
         runtime,
-        url: _,
+        storage,
         dir: _dir,
         mut processes,
         servers,
-    }) = Nodes::start(3)
+    }) = Nodes::start(3, databases)
     else {
         return;
     };
@@ -629,7 +661,37 @@ fn one_of_three_nodes_killed_under_load_loses_nothing_acknowledged() {
         // The survivors took the killed node's shards (and any placement moved between them)
         // without starting over.
         moved_in_place(&both, &before, (&led, &led_after)).await;
+        kept_where_placed(&storage).await;
     });
+}
+
+/// Each database given in `storage` keeps the leases and logs of its own shards only: the
+/// home 0 to 2 with a range placed elsewhere, every shard without.
+async fn kept_where_placed(storage: &[String]) {
+    // The --storage URL, then each range's (`FIRST-LAST=URL`).
+    let urls: Vec<&str> = (storage.iter())
+        .filter(|arg| !arg.starts_with("--"))
+        .map(|arg| match arg.starts_with("postgres") {
+            true => arg.as_str(),
+            false => arg.split_once('=').map_or(arg.as_str(), |(_, url)| url),
+        })
+        .collect();
+    let expected: Vec<Vec<i32>> = match urls.len() {
+        1 => vec![(0..SHARDS as i32).collect()],
+        _ => vec![(0..3).collect(), (3..SHARDS as i32).collect()],
+    };
+    for (url, expected) in urls.iter().zip(expected) {
+        let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
+            .await
+            .expect("connected");
+        tokio::spawn(connection);
+        let shards = |table: &str| format!("SELECT DISTINCT shard FROM {table} ORDER BY shard");
+        for table in ["log_shards", "log_batches"] {
+            let rows = client.query(&shards(table), &[]).await.expect("read");
+            let found: Vec<i32> = rows.iter().map(|row| row.get(0)).collect();
+            assert_eq!(found, expected, "{table} in {url}");
+        }
+    }
 }
 
 /// A third node joins two under the load: it takes its share of the shards, and nothing
@@ -637,13 +699,24 @@ fn one_of_three_nodes_killed_under_load_loses_nothing_acknowledged() {
 /// hand-off.
 #[test]
 fn a_node_joining_under_load_takes_its_share_and_loses_nothing() {
+    joining_under_load(Databases::One);
+}
+
+/// The same with half the shards kept in a database of their own (in a second cluster): the
+/// hand-off gives leases up in both.
+#[test]
+fn a_node_joining_under_load_with_shards_in_two_clusters_takes_its_share_and_loses_nothing() {
+    joining_under_load(Databases::Two);
+}
+
+fn joining_under_load(databases: Databases) {
     let Some(Nodes {
         runtime,
-        url,
+        storage,
         dir,
         mut processes,
         servers,
-    }) = Nodes::start(2)
+    }) = Nodes::start(2, databases)
     else {
         return;
     };
@@ -658,7 +731,7 @@ fn a_node_joining_under_load_takes_its_share_and_loses_nothing() {
             generations(&servers[1]).await,
         ];
         let joined = Instant::now();
-        processes.push(start_node(dir.path(), &url));
+        processes.push(start_node(dir.path(), &storage));
         let third = process_server(processes[2].addr);
         let all = [servers[0].as_ref(), servers[1].as_ref(), &third];
         let led_after = led_by(&until_spread(&all, SHARDS, Duration::from_secs(40)).await);

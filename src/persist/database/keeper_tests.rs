@@ -6,7 +6,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::connection::Blocking;
-use super::lease::{self, Fence, Held, HeldShard, Keeper, Leads};
+use super::keeper::{Held, HeldShard, Keeper, Leads};
+use super::lease::{self, Fence};
 use super::schema;
 use super::tests::{connect, database, number, sql};
 use crate::clock::{Clock, DatabaseClock};
@@ -52,6 +53,7 @@ fn keeper_on(
             };
             let (log_writer, tenure) = (LogWriter::new(), Arc::new(Tenure::not_begun()));
             let shard = HeldShard {
+                site: 0,
                 fence,
                 log_writer,
                 tenure,
@@ -70,9 +72,9 @@ fn keeper_on(
         announced: None,
         leads,
         clock,
-        replication: (Default::default(), (1, false)),
+        replication: (Default::default(), vec![((1, false), "home".into())]),
     };
-    let keeper = Keeper::start(connect(url), first, node).expect("a thread");
+    let keeper = Keeper::start(vec![connect(url)], first, node).expect("a thread");
     for (shard, at) in held {
         keeper.add(shard, at).expect("a keeper renewing");
     }
@@ -116,6 +118,7 @@ fn one_keeper_holds_every_shard_of_a_node_and_loses_them_together() {
     assert_eq!(number(&mut admin, free.into()), 1, "shard 0 given up");
     // A keeper that stopped takes no more shards.
     let late = HeldShard {
+        site: 0,
         fence: Fence { shard: 2, epoch: 1 },
         log_writer: LogWriter::new(),
         tenure: Arc::new(Tenure::not_begun()),

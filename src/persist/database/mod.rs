@@ -4,6 +4,7 @@
 //!
 //! - `schema`: the tables, their version, and the region and account the data belongs to.
 //! - `lease`: one leader at a time, fenced by an epoch; taking, renewing and giving up the lease.
+//! - `keeper`: the thread that renews a node's leases in every database, and gives them up.
 //! - `table_log`: the log writer's batches as rows, each insert checking the epoch.
 //! - `table_insert`: a write cut into rows, and the statements that insert them.
 //! - `shared_commit`: one commit for the writes of every shard a node leads.
@@ -13,6 +14,8 @@
 //!   tail only.
 //! - `survey`: the live nodes and every shard's lease holder, read once a second by a node that
 //!   leads its share of the shards.
+//! - `shard_map`, `sites`: which database keeps each shard's log (the home, `--storage`,
+//!   unless `--shard-database` places a range in another), each checked at start.
 //! - `connection`: the blocking, time-bounded connection the threads above use.
 //!
 //! A node that finds the lease held waits until it lapses (another node's crash) or is given up
@@ -20,6 +23,7 @@
 
 mod connection;
 pub mod follow;
+pub mod keeper;
 pub mod lease;
 mod open_error;
 pub mod placement;
@@ -27,7 +31,10 @@ mod recovery;
 pub mod replication;
 mod schema;
 pub mod sessions;
+mod settings;
+pub mod shard_map;
 mod shared_commit;
+mod sites;
 mod snapshots;
 pub mod survey;
 mod table_insert;
@@ -42,36 +49,11 @@ use super::writer::{FsyncMode, LogWriter};
 use super::{RecoveryError, RecoveryReport};
 use crate::engine::Engine;
 use connection::STARTUP_TIMEOUT;
-pub use lease::Keeper;
+pub use keeper::Keeper;
 pub use open_error::OpenError;
+pub use settings::Settings;
 pub use snapshots::DatabaseSnapshots;
 use tokio::sync::Notify;
-
-/// Where the log is and who this node is.
-pub struct Settings {
-    pub url: String,
-    pub region: String,
-    pub account_id: String,
-    /// The URL other nodes and operators reach this node at (`--advertise-url`).
-    pub advertise_url: String,
-    /// Wait while another node holds the lease (a node starting to serve); else refuse (an
-    /// import or export, which must not run beside a leader).
-    pub wait_for_lease: bool,
-    /// How long a busy leader lets an insert wait for more requests to share it
-    /// (`--database-batch-wait`).
-    pub batch_wait: Duration,
-    /// How many inserts of the log may be under way at once (`--database-inserts`).
-    pub inserts: usize,
-    /// Refuse to lead unless an acknowledged write survives a failover of the database
-    /// (`--require-synchronous-replication`).
-    pub require_synchronous_replication: bool,
-    /// How many shards the key space is cut into (`--shards`): recorded when the database is
-    /// first used, and the only count it opens with afterwards.
-    pub shards: u32,
-    /// A lease another node takes ends that shard alone, the node leading the rest on
-    /// (`--spread-shards`); else it ends every shard of the node.
-    pub shards_alone: bool,
-}
 
 /// The log in the database, led by this node: the log the engine writes to, the lease that
 /// lets it, and where its snapshots go.
@@ -120,8 +102,12 @@ pub fn open<W: Default>(
 /// A database made ready for this node's engine, before it leads: the tables checked, a
 /// connection, and the log the engine was given (not writing yet).
 pub struct ReadyDatabase {
+    /// The shard's database.
     config: tokio_postgres::Config,
     db: connection::Blocking,
+    /// Every database of the shard map, and the shard's (its site).
+    sites: Arc<sites::Sites>,
+    site: usize,
     /// The shard whose log this is.
     shard: i32,
     /// The URL this node announces itself at (`--advertise-url`).
@@ -141,9 +127,6 @@ pub struct ReadyDatabase {
     /// What the database promises about an acknowledged write, once this node leads.
     pub replication: replication::Shared,
     require_synchronous_replication: bool,
-    /// The node's commit of the writes of every shard it leads, in a database cut into
-    /// shards; a database of one shard has its log's own connections insert.
-    shared_commit: Option<Arc<shared_commit::SharedCommit>>,
     /// `Settings::shards_alone`.
     shards_alone: bool,
 }
@@ -153,7 +136,7 @@ pub struct ReadyDatabase {
 /// while it serves).
 #[derive(Clone)]
 pub struct ShardOpener {
-    config: tokio_postgres::Config,
+    sites: Arc<sites::Sites>,
     advertise_url: String,
     serving: bool,
     nodes: lease::Nodes,
@@ -162,7 +145,6 @@ pub struct ShardOpener {
     inserts: usize,
     replication: replication::Shared,
     require_synchronous_replication: bool,
-    shared_commit: Option<Arc<shared_commit::SharedCommit>>,
     shards_alone: bool,
 }
 
@@ -174,12 +156,16 @@ impl ShardOpener {
         shard: u32,
         engine: &mut Engine<W>,
     ) -> Result<ReadyDatabase, OpenError> {
-        let db = connection::Blocking::new(self.config.clone())?;
+        let site = self.sites.map.site_of(shard);
+        let config = self.sites.sites[site].config.clone();
+        let db = connection::Blocking::new(config.clone())?;
         let log_writer = LogWriter::new();
         engine.set_log(log_writer.clone());
         Ok(ReadyDatabase {
-            config: self.config.clone(),
+            config,
             db,
+            sites: self.sites.clone(),
+            site,
             shard: shard as i32,
             advertise_url: self.advertise_url.clone(),
             serving: self.serving,
@@ -190,10 +176,9 @@ impl ShardOpener {
             asked_at: std::time::Instant::now(),
             batch_wait: self.batch_wait,
             inserts: self.inserts,
-            // One database's promise, said once a node.
+            // Each database's promise, said once a node.
             replication: self.replication.clone(),
             require_synchronous_replication: self.require_synchronous_replication,
-            shared_commit: self.shared_commit.clone(),
             shards_alone: self.shards_alone,
         })
     }
@@ -221,28 +206,14 @@ impl ReadyDatabase {
     pub fn new<W: Default>(settings: &Settings, engine: &mut Engine<W>) -> Result<Self, OpenError> {
         let config = connection::config(&settings.url).map_err(OpenError::Url)?;
         let mut db = connection::Blocking::new(config.clone())?;
-        let asked = settings.shards as i32;
-        let shards = schema::prepare(&mut db, &settings.region, &settings.account_id, asked)?;
-        if shards != asked {
-            return Err(OpenError::ShardCount {
-                found: shards,
-                asked,
-            });
-        }
+        let sites = Arc::new(sites::prepare(settings, (&mut db, config.clone()))?);
         let log_writer = LogWriter::new();
         engine.set_log(log_writer.clone());
-        let shared_commit = if shards > 1 {
-            let session = connection::Session::new(config.clone());
-            Some(shared_commit::SharedCommit::start(
-                session,
-                settings.inserts,
-            )?)
-        } else {
-            None
-        };
         Ok(ReadyDatabase {
             config,
             db,
+            sites,
+            site: 0,
             shard: 0,
             advertise_url: settings.advertise_url.clone(),
             serving: settings.wait_for_lease,
@@ -255,7 +226,6 @@ impl ReadyDatabase {
             inserts: settings.inserts,
             replication: Default::default(),
             require_synchronous_replication: settings.require_synchronous_replication,
-            shared_commit,
             shards_alone: settings.shards_alone,
         })
     }
@@ -273,7 +243,7 @@ impl ReadyDatabase {
     /// What makes the database ready for another shard's log of this node later.
     pub fn opener(&self) -> ShardOpener {
         ShardOpener {
-            config: self.config.clone(),
+            sites: self.sites.clone(),
             advertise_url: self.advertise_url.clone(),
             serving: self.serving,
             nodes: self.nodes.clone(),
@@ -282,7 +252,6 @@ impl ReadyDatabase {
             inserts: self.inserts,
             replication: self.replication.clone(),
             require_synchronous_replication: self.require_synchronous_replication,
-            shared_commit: self.shared_commit.clone(),
             shards_alone: self.shards_alone,
         }
     }
@@ -363,10 +332,12 @@ impl ReadyDatabase {
         }
         // Unread, it is read again at the first renewal.
         if let Ok(promise) = promise {
-            self.replication.found(promise);
+            let name = self.sites.map.site_name(self.site);
+            self.replication.found((self.site, &name), promise);
         }
         let log_writer = self.log_writer.clone();
-        let shard = lease::HeldShard {
+        let shard = keeper::HeldShard {
+            site: self.site,
             fence,
             log_writer: log_writer.clone(),
             tenure: self.tenure.clone(),
@@ -383,7 +354,7 @@ impl ReadyDatabase {
                 }
             },
             None => {
-                let held = lease::Held {
+                let held = keeper::Held {
                     announced: self.serving.then(|| {
                         (
                             self.node.clone(),
@@ -394,14 +365,16 @@ impl ReadyDatabase {
                     // A node leading its share loses a shard alone; else it leads every
                     // shard of its database or none.
                     leads: match self.shards_alone {
-                        true => lease::Leads::Each,
-                        false => lease::Leads::Every,
+                        true => keeper::Leads::Each,
+                        false => keeper::Leads::Every,
                     },
                     clock,
-                    replication: (self.replication.clone(), url),
+                    replication: (self.replication.clone(), self.sites.replication_reads()),
                 };
-                let started = connection::Blocking::new(self.config.clone())
-                    .and_then(|db| Keeper::start(db, (shard, self.asked_at), held));
+                let started = (self.sites.sites.iter())
+                    .map(|site| connection::Blocking::new(site.config.clone()))
+                    .collect::<std::io::Result<Vec<_>>>()
+                    .and_then(|dbs| Keeper::start(dbs, (shard, self.asked_at), held));
                 match started {
                     Ok(keeper) => Arc::new(keeper),
                     Err(error) => {
@@ -462,7 +435,7 @@ impl ReadyDatabase {
                 1
             }
         };
-        let table_log = match &self.shared_commit {
+        let table_log = match &self.sites.sites[self.site].shared_commit {
             Some(shared) => {
                 table_log::TableLog::sharing(self.db, fence, next_lsn, inserts, shared.clone())
             }
@@ -497,5 +470,7 @@ mod keeper_tests;
 mod schema_tests;
 #[cfg(test)]
 mod shared_commit_tests;
+#[cfg(test)]
+mod sites_tests;
 #[cfg(test)]
 mod tests;

@@ -38,6 +38,9 @@ pub enum OpenError {
     ShardCount { found: i32, asked: i32 },
     #[error("{0}")]
     NotEmpty(String),
+    /// The databases given do not agree with the shard map the home recorded.
+    #[error("{0}")]
+    ShardMap(String),
     #[error(transparent)]
     Recovery(#[from] RecoveryError),
     #[error("{0}")]

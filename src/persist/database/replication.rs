@@ -72,27 +72,45 @@ pub fn judge(
     }
 }
 
-/// The promise last read, shared by the lease keeper (which reads it) and whoever shows it.
+/// The promise last read of each database a node leads shards in (its site in the shard map),
+/// shared by the lease keeper (which reads them) and whoever shows them.
 #[derive(Default)]
-pub struct Watch(Mutex<Option<Promise>>);
+pub struct Watch(Mutex<Vec<Option<(String, Promise)>>>);
 
 impl Watch {
+    /// The weakest promise known: a database that could lose an acknowledged write, named
+    /// when the node's shards are kept in several, else the first database's.
     pub fn get(&self) -> Option<Promise> {
-        self.0.lock().unwrap_or_else(|p| p.into_inner()).clone()
+        let known = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        let several = known.iter().flatten().count() > 1;
+        let weakest = (known.iter().flatten().find(|(_, p)| !p.synchronous))
+            .or_else(|| known.iter().flatten().next())?;
+        let (site, promise) = weakest;
+        Some(match several && !promise.synchronous {
+            true => Promise {
+                synchronous: false,
+                detail: format!("{site}: {}", promise.detail),
+            },
+            false => promise.clone(),
+        })
     }
 
-    /// Keeps `found`; says it when it differs from what was known.
-    pub fn found(&self, found: Promise) {
+    /// Keeps `found` for the database `site` (its index in the shard map, and its name);
+    /// says it when it differs from what was known.
+    pub fn found(&self, (site, name): (usize, &str), found: Promise) {
         let mut known = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        if known.as_ref() == Some(&found) {
+        if known.len() <= site {
+            known.resize(site + 1, None);
+        }
+        if known[site].as_ref().map(|(_, p)| p) == Some(&found) {
             return;
         }
         if found.synchronous {
-            tracing::info!(detail = %found.detail, "acknowledged writes survive a database failover");
+            tracing::info!(database = %name, detail = %found.detail, "acknowledged writes survive a database failover");
         } else {
-            tracing::warn!(detail = %found.detail, "an acknowledged write could be lost by a database failover");
+            tracing::warn!(database = %name, detail = %found.detail, "an acknowledged write could be lost by a database failover");
         }
-        *known = Some(found);
+        known[site] = Some((name.to_string(), found));
     }
 }
 
@@ -111,6 +129,10 @@ pub fn of_url(config: &tokio_postgres::Config) -> (usize, bool) {
 }
 
 pub type Shared = Arc<Watch>;
+
+/// How a database of the shard map is read: its URL's hosts and whether it asks for a
+/// read-write one (`of_url`), and its name in messages.
+pub type Reading = ((usize, bool), String);
 
 #[cfg(test)]
 mod tests {
@@ -133,5 +155,27 @@ mod tests {
             several.detail
         );
         assert!(judge("on", "s1", false, (2, true)).synchronous);
+    }
+
+    #[test]
+    fn a_node_on_several_databases_shows_the_weakest_promise_and_names_its_database() {
+        let watch = Watch::default();
+        assert_eq!(watch.get(), None);
+        let home = (
+            "the --storage database",
+            judge("on", "s1", false, (1, false)),
+        );
+        watch.found((0, home.0), home.1.clone());
+        assert_eq!(watch.get(), Some(home.1.clone()));
+        let other = judge("on", "", false, (1, false));
+        watch.found((2, "the database of shards 16-31"), other.clone());
+        let weakest = watch.get().unwrap();
+        assert!(!weakest.synchronous);
+        assert_eq!(
+            weakest.detail,
+            format!("the database of shards 16-31: {}", other.detail)
+        );
+        watch.found((2, "the database of shards 16-31"), home.1.clone());
+        assert_eq!(watch.get(), Some(home.1));
     }
 }

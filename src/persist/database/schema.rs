@@ -5,7 +5,11 @@
 //! epoch fence its own batches and snapshots.
 //!
 //! - `log_home`: one row, the format version of these tables, the home region and account,
-//!   and the number of shards (chosen when the database is first used).
+//!   the number of shards (chosen when the home database is first used), and the database's
+//!   name (random); in a database that keeps a range of shards for a home (`shard_map`), the
+//!   home's name and the range.
+//! - `log_placed`: in a home, the ranges of shards kept in other databases, as the first node
+//!   that made the home was told, each with the name of the database keeping it once one is made.
 //! - `log_shards`: a row per shard: its lease (its epoch, one more each time a node takes it,
 //!   the node holding it, the URL it serves on, when it ends on the database's clock), the
 //!   latest time its leaders' clocks reached (`clock_ms`, milliseconds since the epoch) and the
@@ -38,9 +42,9 @@ use tokio_postgres::Client;
 use super::connection::{Blocking, Work};
 use super::OpenError;
 
-/// The version of these tables this build writes and reads. Versions 1 and 2 are upgraded in
+/// The version of these tables this build writes and reads. Versions 1 to 3 are upgraded in
 /// place at start.
-pub const VERSION: i32 = 3;
+pub const VERSION: i32 = 4;
 
 const CREATE: &str = "
 CREATE TABLE IF NOT EXISTS log_home (
@@ -48,7 +52,16 @@ CREATE TABLE IF NOT EXISTS log_home (
     version integer NOT NULL,
     region text NOT NULL,
     account text NOT NULL,
-    shards integer NOT NULL CHECK (shards > 0)
+    shards integer NOT NULL CHECK (shards > 0),
+    database text NOT NULL DEFAULT md5(random()::text || clock_timestamp()::text),
+    home text,
+    first_shard integer,
+    last_shard integer
+);
+CREATE TABLE IF NOT EXISTS log_placed (
+    first_shard integer PRIMARY KEY,
+    last_shard integer NOT NULL,
+    database text
 );
 CREATE TABLE IF NOT EXISTS log_shards (
     shard integer PRIMARY KEY,
@@ -135,11 +148,16 @@ DO $$ BEGIN
 END $$;
 ";
 
-/// A shard's row for each shard the home row counts, free (no node has taken its lease).
+/// A shard's row for each shard this database keeps, free (no node has taken its lease): the
+/// range a placed database was made for, or every shard the home row counts but those placed
+/// elsewhere.
 const SHARD_ROWS: &str = "
 INSERT INTO log_shards (shard, epoch, node, url, expires)
     SELECT shard, 0, '', '', '-infinity'
-    FROM log_home, generate_series(0, log_home.shards - 1) AS shard
+    FROM log_home, generate_series(coalesce(log_home.first_shard, 0),
+        coalesce(log_home.last_shard, log_home.shards - 1)) AS shard
+    WHERE NOT EXISTS (SELECT 1 FROM log_placed p
+        WHERE shard BETWEEN p.first_shard AND p.last_shard)
     ON CONFLICT (shard) DO NOTHING;
 ";
 
@@ -199,9 +217,51 @@ ALTER TABLE log_snapshot_chunks ALTER COLUMN shard DROP DEFAULT;
 UPDATE log_home SET version = 3;
 ";
 
-/// What `prepare` found in the home row: its version, region, account and shards (0 unless
-/// the tables are of this version).
-type Home = (i32, String, String, i32);
+/// Version 4 places ranges of shards in databases of their own: every database is named (at
+/// random), a placed one records its home's name and its range, and a home the ranges it
+/// placed. A database of version 3 is a home that placed none. Nothing of version 3 changes
+/// meaning, so a node of version 3 still leading finishes as it was.
+const UPGRADE_FROM_3: &str = "
+ALTER TABLE log_home
+    ADD COLUMN database text NOT NULL DEFAULT md5(random()::text || clock_timestamp()::text),
+    ADD COLUMN home text,
+    ADD COLUMN first_shard integer,
+    ADD COLUMN last_shard integer;
+CREATE TABLE IF NOT EXISTS log_placed (
+    first_shard integer PRIMARY KEY,
+    last_shard integer NOT NULL,
+    database text
+);
+UPDATE log_home SET version = 4;
+";
+
+/// What a database is to be in the shard map, as a node starting asks.
+#[derive(Clone, Debug)]
+pub enum Role {
+    /// The home (`--storage`), placing these ranges (first, last) in other databases if it is
+    /// made now.
+    Home(Vec<(i32, i32)>),
+    /// A database keeping the range (first, last) for the home of this name.
+    Placed { home: String, range: (i32, i32) },
+}
+
+/// What a database's tables say it is.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Made {
+    /// How many shards the key space is cut into (chosen by whichever node made the home).
+    pub shards: i32,
+    /// The database's name, chosen at random when it was made.
+    pub database: String,
+    /// A placed database's home's name and range; `None` for a home.
+    pub placed_for: Option<(String, (i32, i32))>,
+    /// A home's ranges kept in other databases, each with the name of the database that
+    /// keeps it once a node has made that one.
+    pub placed: Vec<(i32, i32, Option<String>)>,
+}
+
+/// What `prepare` found in the home row: its version, region, account and what the database
+/// is (empty unless the tables are of this version).
+type Home = (i32, String, String, Made);
 
 /// What one look at the tables found.
 enum Found {
@@ -217,22 +277,36 @@ enum Found {
 /// Longest an upgrade may take: it rebuilds the log's key over every row.
 const UPGRADE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(600);
 
-/// Makes the tables if they are missing or upgrades those of versions 1 and 2 (nodes starting
-/// together take turns under an advisory lock), then checks the version and home; a database
-/// of another region or account, of a newer Orderly, or holding the row-per-message tables of
-/// earlier builds is refused, and left as it was. A database made here is cut into `shards`;
-/// answers how many shards the key space is cut into (chosen by whichever node made it).
+#[cfg(test)]
+/// `prepare_as` a home that places no shard elsewhere: answers how many shards the key space
+/// is cut into.
 pub fn prepare(
     db: &mut Blocking,
     region: &str,
     account: &str,
     shards: i32,
 ) -> Result<i32, OpenError> {
-    let mut found = look(db, (region, account, shards), false)?;
+    prepare_as(db, region, account, (shards, Role::Home(Vec::new()))).map(|made| made.shards)
+}
+
+/// Makes the tables if they are missing or upgrades those of versions 1 to 3 (nodes starting
+/// together take turns under an advisory lock), then checks the version and home; a database
+/// of another region or account, of a newer Orderly, or holding the row-per-message tables of
+/// earlier builds is refused, and left as it was. A database made here is cut into `shards`
+/// and made for `role`; answers what the database is (which the caller checks against the
+/// role: a database made earlier keeps what it was made as).
+pub fn prepare_as(
+    db: &mut Blocking,
+    region: &str,
+    account: &str,
+    (shards, role): (i32, Role),
+) -> Result<Made, OpenError> {
+    let asked = (region, account, shards, role);
+    let mut found = look(db, asked.clone(), false)?;
     if matches!(found, Found::Older) {
-        found = look(db, (region, account, shards), true)?;
+        found = look(db, asked, true)?;
     }
-    let (version, found_region, found_account, shards) = match found {
+    let (version, found_region, found_account, made) = match found {
         Found::Home(home) => home,
         Found::RowStorage => return Err(OpenError::RowStorage),
         Found::Older | Found::LedByOlder => {
@@ -256,14 +330,17 @@ pub fn prepare(
             account: found_account,
         });
     }
-    Ok(shards)
+    Ok(made)
 }
 
 /// Looks at the tables in one transaction, and makes them (or, if `upgrade`, upgrades them)
 /// when they are this home's and of no newer version.
-fn look(db: &mut Blocking, home: (&str, &str, i32), upgrade: bool) -> Result<Found, OpenError> {
-    let (home_region, home_account) = (home.0.to_string(), home.1.to_string());
-    let shards = home.2;
+fn look(
+    db: &mut Blocking,
+    (region, account, shards, role): (&str, &str, i32, Role),
+    upgrade: bool,
+) -> Result<Found, OpenError> {
+    let (home_region, home_account) = (region.to_string(), account.to_string());
     let timeout = if upgrade {
         UPGRADE_TIMEOUT
     } else {
@@ -303,12 +380,24 @@ fn look(db: &mut Blocking, home: (&str, &str, i32), upgrade: bool) -> Result<Fou
             if let Some((version, region, account)) = found {
                 // Another home's tables, or a newer build's, are left as they are.
                 if region != home_region || account != home_account || version > VERSION {
-                    return Ok(Found::Home((version, region, account, 0)));
+                    return Ok(Found::Home((version, region, account, Made::default())));
+                }
+                // A database asked to keep a range that is a home (of an earlier version, or
+                // naming no home) is left as it is too: it is no range's.
+                if let Role::Placed { .. } = role {
+                    let a_home = version < VERSION
+                        || tx
+                            .query_one("SELECT home IS NULL FROM log_home", &[])
+                            .await?
+                            .get::<_, bool>(0);
+                    if a_home {
+                        return Ok(Found::Home((version, region, account, Made::default())));
+                    }
                 }
                 if version < VERSION && !upgrade {
                     return Ok(Found::Older);
                 }
-                if version < VERSION {
+                if version < 3 {
                     // A node of an earlier version leading would go on writing the tables as
                     // they were: they are upgraded only while none leads, and none may take
                     // the lease meanwhile.
@@ -327,24 +416,104 @@ fn look(db: &mut Blocking, home: (&str, &str, i32), upgrade: bool) -> Result<Fou
                     }
                     tx.batch_execute(UPGRADE_FROM_2).await?;
                 }
+                if version < VERSION {
+                    tx.batch_execute(UPGRADE_FROM_3).await?;
+                }
             }
             tx.batch_execute(CREATE).await?;
             tx.batch_execute(STORAGE).await?;
-            tx.execute(
-                "INSERT INTO log_home (id, version, region, account, shards) \
-                 VALUES (1, $1, $2, $3, $4) ON CONFLICT (id) DO NOTHING",
-                &[&VERSION, &home_region, &home_account, &shards],
-            )
-            .await?;
+            let (home, range) = match &role {
+                Role::Home(_) => (None, None),
+                Role::Placed { home, range } => (Some(home.clone()), Some(*range)),
+            };
+            let made_now = tx
+                .query_opt(
+                    "INSERT INTO log_home \
+                     (id, version, region, account, shards, home, first_shard, last_shard) \
+                     VALUES (1, $1, $2, $3, $4, $5, $6, $7) ON CONFLICT (id) DO NOTHING \
+                     RETURNING id",
+                    &[
+                        &VERSION,
+                        &home_region,
+                        &home_account,
+                        &shards,
+                        &home,
+                        &range.map(|r| r.0),
+                        &range.map(|r| r.1),
+                    ],
+                )
+                .await?
+                .is_some();
+            if let (true, Role::Home(ranges)) = (made_now, &role) {
+                for (first, last) in ranges {
+                    tx.execute(
+                        "INSERT INTO log_placed (first_shard, last_shard) VALUES ($1, $2)",
+                        &[first, last],
+                    )
+                    .await?;
+                }
+            }
             tx.batch_execute(SHARD_ROWS).await?;
             tx.batch_execute(RETIRED_LEASE).await?;
             let row = tx
-                .query_one("SELECT version, region, account, shards FROM log_home", &[])
+                .query_one(
+                    "SELECT version, region, account, shards, database, home, first_shard, \
+                     last_shard FROM log_home",
+                    &[],
+                )
                 .await?;
-            let home: Home = (row.get(0), row.get(1), row.get(2), row.get(3));
+            let placed_for = match (row.get(5), row.get(6), row.get(7)) {
+                (Some(home), Some(first), Some(last)) => Some((home, (first, last))),
+                _ => None,
+            };
+            let placed = tx
+                .query(
+                    "SELECT first_shard, last_shard, database FROM log_placed \
+                     ORDER BY first_shard",
+                    &[],
+                )
+                .await?;
+            let made = Made {
+                shards: row.get(3),
+                database: row.get(4),
+                placed_for,
+                placed: (placed.iter())
+                    .map(|p| (p.get(0), p.get(1), p.get(2)))
+                    .collect(),
+            };
+            let home: Home = (row.get(0), row.get(1), row.get(2), made);
             tx.commit().await?;
             Ok(Found::Home(home))
         })
     })
+    .map_err(|e| OpenError::Database(e.cause))
+}
+
+/// Records in the home that the database named `database` keeps the range beginning at
+/// `first`, if none is recorded yet; answers the name recorded (another database's, if one
+/// was made for the range first).
+pub fn record_placed(db: &mut Blocking, first: i32, database: &str) -> Result<String, OpenError> {
+    let database = database.to_string();
+    db.run(
+        super::connection::STARTUP_TIMEOUT,
+        move |client: &mut Client| -> Work<'_, _> {
+            Box::pin(async move {
+                client
+                    .execute(
+                        "UPDATE log_placed SET database = $2 \
+                         WHERE first_shard = $1 AND database IS NULL",
+                        &[&first, &database],
+                    )
+                    .await?;
+                let row = client
+                    .query_one(
+                        "SELECT coalesce(database, '') FROM log_placed WHERE first_shard = $1",
+                        &[&first],
+                    )
+                    .await?;
+                Ok(row.get::<_, String>(0))
+            })
+        },
+    )
     .map_err(|e| OpenError::Database(e.cause))
 }

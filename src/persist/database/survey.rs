@@ -1,6 +1,7 @@
 //! What a node leading its share of a database's shards watches: which nodes are alive and
 //! which holds each shard's lease. A thread of its own announces this node and reads both once
-//! a second, on a connection of its own, so the node knows where each shard's requests go and
+//! a second, on connections of its own (to the home database, and to each other database of
+//! the shard map for its shards' leases), so the node knows where each shard's requests go and
 //! when its share has moved, whether it leads any shard or none.
 
 use std::sync::Arc;
@@ -10,6 +11,7 @@ use tokio_postgres::Client;
 
 use super::connection::{Blocking, Work};
 use super::lease::{Holder, Nodes};
+use super::shard_map::ShardMap;
 use crate::worker::Thread;
 
 /// How the names this module announces nodes by begin: the nodes that lead their share.
@@ -25,17 +27,26 @@ const FIRST_TRIES: Duration = Duration::from_millis(100);
 const READ_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// One reading: the live nodes' URLs, in order, and each shard's holder (shard n's at index n),
-/// `None` for a lease that is free (given up, or lapsed).
+/// `None` for a lease that is free (given up, or lapsed) or whose database did not answer.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Seen {
     pub nodes: Vec<String>,
     pub holders: Vec<Option<Holder>>,
+    /// The shards whose database (of the shard map, not the home) did not answer: their
+    /// holders are not known, and `holders` has `None` for them.
+    pub unread: Vec<u32>,
     /// The names the live nodes announced themselves by: random, kept in the database only,
     /// so a request naming one comes from a node of the database (`http::parcels`).
     pub names: Vec<String>,
 }
 
 impl Seen {
+    /// Whether `shard`'s lease was read free (given up, or lapsed).
+    pub fn free(&self, shard: u32) -> bool {
+        let none = (self.holders.get(shard as usize)).is_some_and(Option::is_none);
+        none && !self.unread.contains(&shard)
+    }
+
     /// Each shard's leader's URL, shard n's at index n (empty while its lease is free).
     pub fn leaders(&self) -> Vec<String> {
         (self.holders.iter())
@@ -53,18 +64,21 @@ pub struct Survey {
 }
 
 impl Survey {
-    /// Announces this node at `url` and reads the database at `storage` once a second; stops
-    /// when dropped.
-    pub fn start(storage: &str, url: String) -> std::io::Result<Survey> {
-        let config = super::connection::config(storage)
+    /// Announces this node at `url` in the home database of `map` and reads the nodes there
+    /// and the leases in each of its databases once a second; stops when dropped.
+    pub fn start(map: ShardMap, url: String) -> std::io::Result<Survey> {
+        let configs = (map.urls())
+            .map(super::connection::config)
+            .collect::<Result<Vec<_>, _>>()
             .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
         let (tell, seen) = tokio::sync::watch::channel(None);
         let name = format!("{NAMED}{}", uuid::Uuid::new_v4());
         let node = name.clone();
         let thread = Thread::start("survey", move |stop| {
-            // Made and dropped on this thread: it owns a runtime.
-            let mut db = match Blocking::new(config) {
-                Ok(db) => db,
+            // Made and dropped on this thread: each owns a runtime.
+            let dbs = configs.into_iter().map(Blocking::new);
+            let mut dbs = match dbs.collect::<std::io::Result<Vec<_>>>() {
+                Ok(dbs) => dbs,
                 Err(error) => {
                     tracing::error!(%error, "cannot watch the database's nodes and leases");
                     return;
@@ -73,14 +87,16 @@ impl Survey {
             let nodes = Nodes::default();
             let mut read_once = false;
             loop {
-                nodes.announce(&mut db, &node, &url);
+                nodes.announce(&mut dbs[0], &node, &url);
                 let mut pause = EVERY;
-                match holders(&mut db).and_then(|holders| Ok((holders, live(&mut db)?))) {
+                let read = holders(&mut dbs, &map);
+                match read.and_then(|holders| Ok((holders, live(&mut dbs[0])?))) {
                     // Each reading told, changed or not: a node acts on what holds for two.
-                    Ok((holders, (nodes, names))) => {
+                    Ok(((holders, unread), (nodes, names))) => {
                         let read = Seen {
                             nodes,
                             holders,
+                            unread,
                             names,
                         };
                         tell.send_replace(Some(Arc::new(read)));
@@ -96,7 +112,7 @@ impl Survey {
                 }
                 if stop.wait(pause) {
                     // Gone at once from the others' readings: they need not wait a lease.
-                    forget(&mut db, &node);
+                    forget(&mut dbs[0], &node);
                     return;
                 }
             }
@@ -119,10 +135,17 @@ impl Survey {
     }
 }
 
-/// Every shard's lease holder, shard n's at index n; `None` where the lease is free.
-fn holders(db: &mut Blocking) -> Result<Vec<Option<Holder>>, String> {
-    let rows = db
-        .run(READ_TIMEOUT, |client: &mut Client| -> Work<'_, _> {
+/// Every shard's lease holder, shard n's at index n, from every database of `map` (each keeps
+/// its shards' leases, on its own clock); `None` where the lease is free, or kept in a database
+/// other than the home that did not answer (its shards have no leader to reach meanwhile),
+/// which are named apart.
+type Holders = (Vec<Option<Holder>>, Vec<u32>);
+
+fn holders(dbs: &mut [Blocking], map: &ShardMap) -> Result<Holders, String> {
+    let mut read: Vec<Option<Option<Holder>>> = vec![None; map.shards() as usize];
+    let mut unread = Vec::new();
+    for (site, db) in dbs.iter_mut().enumerate() {
+        let rows = db.run(READ_TIMEOUT, |client: &mut Client| -> Work<'_, _> {
             Box::pin(async move {
                 client
                     .query(
@@ -130,28 +153,48 @@ fn holders(db: &mut Blocking) -> Result<Vec<Option<Holder>>, String> {
                          (extract(epoch FROM expires - now()) * 1000)::bigint \
                          FROM log_shards WHERE expires > now() \
                          UNION ALL SELECT shard, epoch, node, url, 0::bigint \
-                         FROM log_shards WHERE expires <= now() ORDER BY 1",
+                         FROM log_shards WHERE expires <= now()",
                         &[],
                     )
                     .await
             })
-        })
-        .map_err(|failed| failed.cause)?;
-    let mut holders = Vec::with_capacity(rows.len());
-    for row in rows {
-        let shard: i32 = row.get(0);
-        if shard as usize != holders.len() {
-            return Err(format!("the leases skip shard {}", holders.len()));
+        });
+        let rows = match rows {
+            Ok(rows) => rows,
+            Err(failed) if site == 0 => return Err(failed.cause),
+            Err(failed) => {
+                tracing::debug!(cause = %failed.cause, database = %map.site_name(site), "the leases could not be read");
+                for shard in (0..map.shards()).filter(|&shard| map.site_of(shard) == site) {
+                    read[shard as usize] = Some(None);
+                    unread.push(shard);
+                }
+                continue;
+            }
+        };
+        for row in rows {
+            let (shard, remaining_ms): (i32, i64) = (row.get(0), row.get(4));
+            let holder = (remaining_ms > 0).then(|| Holder {
+                epoch: row.get(1),
+                node: row.get(2),
+                url: row.get(3),
+                remaining_ms,
+            });
+            // A shard kept elsewhere, or twice: the databases disagree with the map, and no
+            // reading of them is to be acted on.
+            match read.get_mut(shard as usize) {
+                Some(slot @ None) if map.site_of(shard as u32) == site => *slot = Some(holder),
+                _ => {
+                    return Err(format!(
+                        "the leases of shard {shard} are kept where the map does not place them"
+                    ))
+                }
+            }
         }
-        let remaining_ms: i64 = row.get(4);
-        holders.push((remaining_ms > 0).then(|| Holder {
-            epoch: row.get(1),
-            node: row.get(2),
-            url: row.get(3),
-            remaining_ms,
-        }));
     }
-    Ok(holders)
+    let holders = (read.into_iter().enumerate())
+        .map(|(shard, holder)| holder.ok_or_else(|| format!("the leases skip shard {shard}")))
+        .collect::<Result<_, _>>()?;
+    Ok((holders, unread))
 }
 
 /// The nodes seen within a lease's length: the URLs of those that lead their share of the

@@ -5,7 +5,21 @@
 /// A fresh, empty database's URL; `None` (the test then passes vacuously, saying so) when no
 /// server is configured outside CI. In CI a missing server fails the test.
 pub async fn fresh_database() -> Option<String> {
-    let Ok(base) = std::env::var("ORDERLY_TEST_POSTGRES") else {
+    fresh_database_on(std::env::var("ORDERLY_TEST_POSTGRES")).await
+}
+
+/// A fresh, empty database's URL on a second server (`ORDERLY_TEST_POSTGRES_SECOND`, which
+/// `scripts/test` starts beside the first), for a shard map whose databases fail apart; on
+/// the first server when no second is named.
+pub async fn fresh_database_elsewhere() -> Option<String> {
+    match std::env::var("ORDERLY_TEST_POSTGRES_SECOND") {
+        Ok(second) if !second.is_empty() => fresh_database_on(Ok(second)).await,
+        _ => fresh_database().await,
+    }
+}
+
+async fn fresh_database_on(server: Result<String, std::env::VarError>) -> Option<String> {
+    let Ok(base) = server else {
         assert!(
             std::env::var_os("CI").is_none(),
             "ORDERLY_TEST_POSTGRES must name a PostgreSQL server in CI"

@@ -309,6 +309,7 @@ pub(super) fn leader_settings(url: &str) -> super::Settings {
         require_synchronous_replication: false,
         shards_alone: false,
         shards: 1,
+        placed: Vec::new(),
     }
 }
 

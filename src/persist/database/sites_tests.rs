@@ -1,0 +1,200 @@
+//! A shard map over two databases, against the test clusters (the second on another server
+//! where `ORDERLY_TEST_POSTGRES_SECOND` names one): each keeps the leases of its own shards,
+//! every start checks that they agree with what the home recorded, and one keeper renews and
+//! gives up leases in both.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::keeper::{Held, HeldShard, Keeper, Leads};
+use super::lease::{self, Fence};
+use super::shard_map::Placed;
+use super::tests::{connect, database, leader_settings, number};
+use super::{sites, OpenError, Settings};
+
+fn elsewhere() -> Option<String> {
+    let runtime = tokio::runtime::Runtime::new().expect("runtime");
+    runtime.block_on(super::test_database::fresh_database_elsewhere())
+}
+
+/// Four shards, `placed` kept elsewhere.
+fn settings(home: &str, placed: &[(u32, u32, &str)]) -> Settings {
+    Settings {
+        shards: 4,
+        placed: (placed.iter())
+            .map(|&(first, last, url)| Placed {
+                first,
+                last,
+                url: url.to_string(),
+            })
+            .collect(),
+        ..leader_settings(home)
+    }
+}
+
+fn prepare(settings: &Settings) -> Result<sites::Sites, OpenError> {
+    let config = super::connection::config(&settings.url).expect("a URL");
+    sites::prepare(settings, (&mut connect(&settings.url), config))
+}
+
+fn refused(settings: &Settings, why: &str) {
+    match prepare(settings) {
+        Err(OpenError::ShardMap(message)) => assert!(message.contains(why), "{message}"),
+        Err(other) => panic!("refused otherwise: {other}"),
+        Ok(_) => panic!("not refused: {why}"),
+    }
+}
+
+fn shards_in(url: &str) -> Vec<i64> {
+    let mut db = connect(url);
+    let listed = number(
+        &mut db,
+        "SELECT coalesce(sum(1::bigint << shard), 0)::bigint FROM log_shards".into(),
+    );
+    (0..4).filter(|shard| listed & (1 << shard) != 0).collect()
+}
+
+#[test]
+fn a_range_of_shards_is_kept_in_its_database_and_every_start_must_agree() {
+    let (Some(home), Some(other)) = (database(), elsewhere()) else {
+        return;
+    };
+    let split = settings(&home, &[(2, 3, &other)]);
+    let sites = prepare(&split).expect("made");
+    assert_eq!(sites.sites.len(), 2);
+    assert_eq!(shards_in(&home), [0, 1], "the home keeps the rest");
+    assert_eq!(shards_in(&other), [2, 3], "the other its range alone");
+    prepare(&split).expect("the same map again");
+    // The map is the one the home was first used with.
+    refused(&settings(&home, &[]), "first used with shards 2-3");
+    refused(
+        &settings(&home, &[(3, 3, &other)]),
+        "first used with shards 2-3",
+    );
+    // The range's database is the one made for it first.
+    let Some(third) = elsewhere() else { return };
+    refused(
+        &settings(&home, &[(2, 3, &third)]),
+        "records another database",
+    );
+    // A placed database is no home, nor another home's.
+    refused(
+        &settings(&other, &[]),
+        "keeps shards 2-3 for another database",
+    );
+    let Some(second_home) = database() else {
+        return;
+    };
+    refused(
+        &settings(&second_home, &[(2, 3, &other)]),
+        "keeps shards for another home database",
+    );
+    // A home given as a range's database.
+    refused(
+        &settings(&second_home, &[(2, 3, &home)]),
+        "a home database of its own",
+    );
+    // The placed database was left as it was.
+    assert_eq!(shards_in(&other), [2, 3]);
+}
+
+#[test]
+fn a_database_used_before_shard_maps_is_upgraded_in_place_and_keeps_its_leases() {
+    let Some(home) = database() else { return };
+    let made = settings(&home, &[]);
+    prepare(&made).expect("made");
+    let mut db = connect(&home);
+    let taken = lease::acquire(&mut db, 1, "node", "http://node", true).expect("taken");
+    // As version 3 left its tables: no names, no ranges.
+    for statement in [
+        "ALTER TABLE log_home DROP COLUMN database, DROP COLUMN home, DROP COLUMN first_shard, \
+         DROP COLUMN last_shard",
+        "DROP TABLE log_placed",
+        "UPDATE log_home SET version = 3",
+    ] {
+        super::tests::sql(&mut db, statement);
+    }
+    // Given as the range of another home, it is refused and left as it was.
+    let Some(other_home) = database() else { return };
+    let placed_here = settings(&other_home, &[(2, 3, &home)]);
+    refused(&placed_here, "a home database of its own");
+    let version = "SELECT version::bigint FROM log_home";
+    assert_eq!(number(&mut db, version.into()), 3, "not upgraded");
+    prepare(&made).expect("upgraded");
+    assert_eq!(number(&mut db, version.into()), 4);
+    let named = "SELECT length(database)::bigint FROM log_home WHERE home IS NULL";
+    assert_eq!(number(&mut db, named.into()), 32, "named at random");
+    let epoch = "SELECT epoch FROM log_shards WHERE shard = 1 AND expires > now()";
+    assert_eq!(
+        number(&mut db, epoch.into()),
+        taken.0.epoch,
+        "the lease held"
+    );
+    assert_eq!(shards_in(&home), [0, 1, 2, 3]);
+}
+
+/// Waits until `query` (a count) answers 1 in the database at `url`, for at most `bound`.
+fn until_one(url: &str, query: &str, bound: Duration) {
+    let mut db = connect(url);
+    let started = Instant::now();
+    while number(&mut db, query.into()) != 1 {
+        assert!(started.elapsed() < bound, "never: {query}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn one_keeper_renews_and_gives_up_leases_in_each_database() {
+    let (Some(home), Some(other)) = (database(), elsewhere()) else {
+        return;
+    };
+    let split = settings(&home, &[(2, 3, &other)]);
+    let sites = prepare(&split).expect("made");
+    let take = |url: &str, shard: i32| {
+        let mut db = connect(url);
+        let epoch = (lease::acquire(&mut db, shard, "node", "http://node", true))
+            .expect("taken")
+            .0
+            .epoch;
+        // Near its end: only a renewal keeps it.
+        let near = format!(
+            "UPDATE log_shards SET expires = now() + interval '2 seconds' WHERE shard = {shard}"
+        );
+        number(
+            &mut db,
+            format!("WITH u AS ({near} RETURNING 1) SELECT count(*) FROM u"),
+        );
+        HeldShard {
+            site: sites.map.site_of(shard as u32),
+            fence: Fence { shard, epoch },
+            log_writer: crate::persist::writer::LogWriter::new(),
+            tenure: Arc::new(crate::persist::tenure::Tenure::not_begun()),
+        }
+    };
+    let (first, second) = (take(&home, 0), take(&other, 2));
+    assert_eq!((first.site, second.site), (0, 1));
+    let held = Held {
+        announced: None,
+        leads: Leads::Each,
+        clock: Arc::new(crate::clock::ManualClock::new(crate::engine::Timestamp(77))),
+        replication: (Default::default(), sites.replication_reads()),
+    };
+    let dbs = vec![connect(&home), connect(&other)];
+    let keeper = Keeper::start(dbs, (first, Instant::now()), held).expect("started");
+    keeper.add(second, Instant::now()).expect("added");
+    let renewed = |shard: i32| {
+        format!(
+            "SELECT count(*) FROM log_shards WHERE shard = {shard} \
+             AND expires > now() + interval '3 seconds' AND clock_ms = 77"
+        )
+    };
+    until_one(&home, &renewed(0), Duration::from_secs(10));
+    until_one(&other, &renewed(2), Duration::from_secs(10));
+    assert!(keeper.hand_off(2, crate::engine::Timestamp(78)));
+    let given_up = |shard: i32| {
+        format!("SELECT count(*) FROM log_shards WHERE shard = {shard} AND expires = '-infinity'")
+    };
+    until_one(&other, &given_up(2), Duration::from_secs(1));
+    keeper.release();
+    until_one(&home, &given_up(0), Duration::from_secs(1));
+}

@@ -1,0 +1,184 @@
+//! A shard map over two clusters (`--shard-database`): the databases fail apart. While the
+//! cluster keeping half the shards is down, a node leading its share serves the shards kept in
+//! the home database on and answers for the others that no leader can be reached; once the
+//! cluster is back, it leads them again with what they held, without starting over.
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use orderly::config::Config;
+use orderly::persist::database::shard_map::Placed;
+
+use crate::common::{self, Stoppable};
+use crate::log_in_database::cluster;
+use crate::multi_node_shards::until_spread;
+use crate::multi_node_spread_load::generations;
+use crate::shards::{name_in, SHARDS};
+
+/// A throwaway cluster of this test's own (`scripts/postgres-cluster`), stopped when dropped.
+struct OwnCluster {
+    url: String,
+    dir: String,
+}
+
+impl OwnCluster {
+    fn script(args: &[&str]) -> std::process::Output {
+        let script = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/postgres-cluster");
+        let output = Command::new(script).args(args).output().expect("it runs");
+        assert!(
+            output.status.success(),
+            "postgres-cluster {args:?}: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        output
+    }
+
+    /// None (the test passes vacuously, saying so) where PostgreSQL's server binaries are not
+    /// installed, outside CI; CI installs them, so there a missing one fails the test.
+    fn start() -> Option<OwnCluster> {
+        let script = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/postgres-cluster");
+        let output = Command::new(script).arg("start").output().expect("it runs");
+        if output.status.code() == Some(3) {
+            assert!(std::env::var_os("CI").is_none(), "CI must have PostgreSQL");
+            eprintln!("skipped: no PostgreSQL server binaries to start a cluster of its own");
+            return None;
+        }
+        assert!(
+            output.status.success(),
+            "the cluster did not start: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        let printed = String::from_utf8(output.stdout).expect("UTF-8");
+        let (url, dir) = printed.trim().split_once(' ').expect("URL DIR");
+        Some(OwnCluster {
+            url: url.into(),
+            dir: dir.into(),
+        })
+    }
+
+    fn down(&self) {
+        Self::script(&["down", &self.dir]);
+    }
+
+    fn up(&self) {
+        Self::script(&["up", &self.dir]);
+    }
+}
+
+impl Drop for OwnCluster {
+    fn drop(&mut self) {
+        let script = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/postgres-cluster");
+        let _ = Command::new(script).args(["stop", &self.dir]).output();
+    }
+}
+
+/// Waits (`bound` at most, polling) until `server` leads exactly `led`.
+async fn until_led(server: &common::Server, led: &[u64], bound: Duration) {
+    let started = Instant::now();
+    loop {
+        let state = cluster(server).await;
+        let now: Vec<u64> = (state["led"].as_array().expect("led").iter())
+            .filter_map(serde_json::Value::as_u64)
+            .collect();
+        if now == led {
+            assert_eq!(state["role"], "leader", "{state}");
+            return;
+        }
+        assert!(started.elapsed() < bound, "never led {led:?}: {state}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shards_kept_in_a_cluster_that_goes_down_are_let_go_the_rest_served_and_led_again_once_it_is_back(
+) {
+    let Some(home) = common::fresh_database().await else {
+        return;
+    };
+    let Some(other) = OwnCluster::start() else {
+        return;
+    };
+    let mut config = Config::ephemeral();
+    config.ephemeral = false;
+    config.storage = Some(home);
+    config.shards = SHARDS;
+    config.spread_shards = true;
+    config.leader_wait = 1;
+    config.shard_databases = vec![Placed {
+        first: 2,
+        last: SHARDS - 1,
+        url: other.url.clone(),
+    }];
+    let node = Stoppable::start(orderly::app::App::bind(&config).await.expect("bind")).await;
+    let server = &node.server;
+    until_spread(&[server], SHARDS, Duration::from_secs(10)).await;
+    let at_home = common::fifo_queue(server, &name_in("home", ".fifo", 0), &[]).await;
+    let elsewhere = common::fifo_queue(server, &name_in("other", ".fifo", 2), &[]).await;
+    let send = |url: String, body: String| async move {
+        (server.sqs.send_message().queue_url(url))
+            .message_group_id("g")
+            .message_deduplication_id(&body)
+            .message_body(body)
+            .send()
+            .await
+    };
+    for url in [&at_home, &elsewhere] {
+        send(url.clone(), "before".into()).await.expect("sent");
+    }
+    let before = generations(server).await;
+
+    other.down();
+    let down = Instant::now();
+    // Shard 0's queue is served throughout; the keeper lets go of shards 2 and 3 once their
+    // leases could not be renewed for a lease's length.
+    let mut sent = vec!["before".to_string()];
+    let mut longest = Duration::ZERO;
+    loop {
+        let state = cluster(server).await;
+        if state["led"] == serde_json::json!([0, 1]) {
+            break;
+        }
+        assert!(down.elapsed() < Duration::from_secs(15), "{state}");
+        let body = format!("during-{}", sent.len());
+        let asked = Instant::now();
+        send(at_home.clone(), body.clone())
+            .await
+            .expect("served on");
+        longest = longest.max(asked.elapsed());
+        sent.push(body);
+    }
+    eprintln!(
+        "shards 2 and 3 let go of {} ms after their cluster went down; the longest send to \
+         shard 0 meanwhile took {} ms",
+        down.elapsed().as_millis(),
+        longest.as_millis()
+    );
+    assert!(longest < Duration::from_secs(3), "{longest:?}");
+    let refused = send(elsewhere.clone(), "while down".into()).await;
+    let refused = refused.expect_err("no leader to reach");
+    let status = refused.raw_response().map(|r| r.status().as_u16());
+    assert_eq!(status, Some(503), "{refused:?}");
+    send(at_home.clone(), "after".into())
+        .await
+        .expect("served on");
+    sent.push("after".into());
+
+    other.up();
+    until_led(server, &[0, 1, 2, 3], Duration::from_secs(20)).await;
+    assert_eq!(generations(server).await, before, "the node started over");
+    send(elsewhere.clone(), "back".into()).await.expect("sent");
+    for (url, expected) in [
+        (at_home, sent),
+        (elsewhere, vec!["before".into(), "back".into()]),
+    ] {
+        let got = crate::shards::drain(server, &url, expected.len()).await;
+        let bodies: Vec<String> = got.into_iter().map(|(_, body)| body).collect();
+        assert_eq!(bodies, expected, "{url}");
+        let more = (server.sqs.receive_message().queue_url(&url))
+            .send()
+            .await
+            .expect("received");
+        assert!(more.messages.unwrap_or_default().is_empty(), "{url}");
+    }
+    node.stop().await;
+}
