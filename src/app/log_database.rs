@@ -77,7 +77,8 @@ impl<T: Send + 'static> Drop for OffThread<T> {
     }
 }
 
-pub(super) fn settings(config: &Config, url: &str, own_url: &str) -> Settings {
+pub(super) fn settings(node: &Node, own_url: &str) -> Settings {
+    let (config, url) = (&node.config, &node.url);
     Settings {
         url: url.to_string(),
         region: config.region.clone(),
@@ -90,6 +91,7 @@ pub(super) fn settings(config: &Config, url: &str, own_url: &str) -> Settings {
         shards_alone: config.spread_shards && config.shards > 1,
         shards: config.shards,
         placed: config.shard_databases.clone(),
+        placed_checked: node.placed_checked.clone(),
     }
 }
 
@@ -110,6 +112,9 @@ pub struct Node {
     /// and any node gone the one whose lease lapsed), so the next generation leads by it rather
     /// than wait for two more.
     pub agreed: Arc<std::sync::Mutex<Option<Arc<crate::persist::database::survey::Seen>>>>,
+    /// Set once this process has checked every database of the shard map (`--shard-database`)
+    /// against the home: its later generations check the home alone.
+    pub placed_checked: Arc<std::sync::atomic::AtomicBool>,
 }
 
 /// The database made ready for every shard's log, each written by its engine in `engines`
@@ -262,7 +267,7 @@ async fn build_once(
 ) -> Result<(Built, Option<Waiting>), NotBuilt> {
     let (config, clock, listening) = (&node.config, node.clock.clone(), node.listening);
     let own_url = node.own_url.clone();
-    let settings = settings(config, &node.url, &own_url);
+    let settings = settings(node, &own_url);
     let count = config.shards;
     let (account, region) = (config.account_id.clone(), config.region.clone());
     let started = std::time::Instant::now();

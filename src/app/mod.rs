@@ -137,6 +137,7 @@ pub async fn transfer(config: &Config) -> Option<std::io::Result<String>> {
         shards_alone: false,
         shards: config.shards,
         placed: config.shard_databases.clone(),
+        placed_checked: Default::default(),
     };
     let moved = tokio::task::spawn_blocking(move || {
         use crate::persist::database::transfer;
@@ -345,6 +346,7 @@ impl App {
                     standby: Arc::new(standby),
                     survey,
                     agreed: Default::default(),
+                    placed_checked: Default::default(),
                 })
             }
             None => None,

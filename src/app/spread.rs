@@ -76,7 +76,7 @@ pub(super) async fn build(
     let (config, clock, listening) = (&node.config, node.clock.clone(), node.listening);
     let own_url = node.own_url.clone();
     let count = config.shards;
-    let settings = settings(config, &node.url, &own_url);
+    let settings = settings(node, &own_url);
     let (account, region) = (config.account_id.clone(), config.region.clone());
     let survey = node.survey.clone().ok_or_else(|| {
         std::io::Error::other("a node leading its share of the shards watches the database")
@@ -642,7 +642,7 @@ async fn let_go(spread: &mut Spread, reading: Option<&Seen>, lost: &[u32]) -> Re
     tokio::task::spawn_blocking(move || close_logs(&lost_logs, |_| true))
         .await
         .map_err(|error| error.to_string())?;
-    tracing::warn!(lost = ?lost, led = ?spread.led, "let go of shards another node took; leading the rest on");
+    tracing::warn!(lost = ?lost, led = ?spread.led, "let go of shards whose leases were taken by another node or went unrenewed; leading the rest on");
     Ok(())
 }
 

@@ -72,7 +72,7 @@ impl Drop for OwnCluster {
     }
 }
 
-/// Waits (`bound` at most, polling) until `server` leads exactly `led`.
+/// Waits (`bound` at most, polling) until `server` leads exactly `led` (a standby: none).
 async fn until_led(server: &common::Server, led: &[u64], bound: Duration) {
     let started = Instant::now();
     loop {
@@ -81,7 +81,8 @@ async fn until_led(server: &common::Server, led: &[u64], bound: Duration) {
             .filter_map(serde_json::Value::as_u64)
             .collect();
         if now == led {
-            assert_eq!(state["role"], "leader", "{state}");
+            let role = if led.is_empty() { "standby" } else { "leader" };
+            assert_eq!(state["role"], role, "{state}");
             return;
         }
         assert!(started.elapsed() < bound, "never led {led:?}: {state}");
@@ -95,6 +96,7 @@ async fn shards_kept_in_a_cluster_that_goes_down_are_let_go_the_rest_served_and_
     let Some(home) = common::fresh_database().await else {
         return;
     };
+    let home_url = home.clone();
     let Some(other) = OwnCluster::start() else {
         return;
     };
@@ -162,10 +164,34 @@ async fn shards_kept_in_a_cluster_that_goes_down_are_let_go_the_rest_served_and_
         .await
         .expect("served on");
     sent.push("after".into());
+    assert_eq!(generations(server).await, before, "the node started over");
+
+    // Its last leases taken by another node, it starts over while the cluster is still down,
+    // and leads the home's shards again once they are free: the database it cannot reach
+    // costs its later starts nothing.
+    let hold = |shard| crate::multi_node_shards::hold_lease(&home_url, shard, "usurper", "1 hour");
+    let (usurper, _) = (hold(0).await, hold(1).await);
+    until_led(server, &[], Duration::from_secs(15)).await;
+    let given_up = "UPDATE log_shards SET expires = '-infinity' WHERE node = 'usurper'";
+    usurper.execute(given_up, &[]).await.expect("given up");
+    until_led(server, &[0, 1], Duration::from_secs(20)).await;
+    let restarted = generations(server).await;
+    assert!(
+        restarted > before,
+        "{restarted} generations, {before} before"
+    );
+    send(at_home.clone(), "restarted".into())
+        .await
+        .expect("served by the next generation");
+    sent.push("restarted".into());
 
     other.up();
     until_led(server, &[0, 1, 2, 3], Duration::from_secs(20)).await;
-    assert_eq!(generations(server).await, before, "the node started over");
+    assert_eq!(
+        generations(server).await,
+        restarted,
+        "the node started over"
+    );
     send(elsewhere.clone(), "back".into()).await.expect("sent");
     for (url, expected) in [
         (at_home, sent),

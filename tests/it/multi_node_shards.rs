@@ -310,7 +310,12 @@ fn a_topics_copies_across_shards_survive_their_leader_killed_once_and_in_order()
 
 /// Takes `shard`'s lease for a node named `node` that renews nothing, for `lasting` (an
 /// interval in SQL): one more epoch, as another node taking it would. The database's client.
-async fn hold_lease(url: &str, shard: i32, node: &str, lasting: &str) -> tokio_postgres::Client {
+pub(crate) async fn hold_lease(
+    url: &str,
+    shard: i32,
+    node: &str,
+    lasting: &str,
+) -> tokio_postgres::Client {
     let client = crate::log_in_database::database(url).await;
     let statement = format!(
         "UPDATE log_shards SET epoch = epoch + 1, node = '{node}', url = 'http://{node}', \

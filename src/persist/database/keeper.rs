@@ -5,14 +5,15 @@
 //! the next leader need not wait them out.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
 use tokio_postgres::Client;
 
 use super::connection::{Blocking, Work};
-use super::lease::{release, release_all, renew_held, Fence, Nodes, LEASE, RENEW_TIMEOUT};
+use super::lease::{release_all, renew_held, Fence, Nodes, LEASE, RENEW_TIMEOUT};
 use super::replication;
+use super::site_worker::SiteWorker;
 use crate::clock::Clock;
 use crate::engine::Timestamp;
 use crate::persist::tenure::Tenure;
@@ -64,16 +65,14 @@ type Shards = Arc<std::sync::Mutex<(Vec<(HeldShard, Instant)>, bool)>>;
 /// Renews the leases of every shard a node holds, in one statement a database each time, until
 /// told to stop. If another node took one of them, or one was not renewed in time, no log of
 /// the node acknowledges anything more (`Leads::Every`: a node leads every shard or none), or
-/// that shard's (`Leads::Each`). A keeper dropped without
-/// `release` (a server dropped without stopping) stops renewing, so the leases lapse and its
-/// connection closes.
+/// that shard's (`Leads::Each`). A keeper dropped without `release` (a server dropped without
+/// stopping) stops renewing, so the leases lapse and its connections close.
 pub struct Keeper {
     shards: Shards,
-    /// The keeper's connections, one to each database of the shard map: the renewal thread's,
-    /// and a hand-off's between renewals, so a renewal that still names a shard handed off
-    /// runs before its lease is given up. The thread takes them out when it ends, to drop them
-    /// there: each owns a runtime, which must not be dropped inside another.
-    db: Connections,
+    /// A connection to each database of the shard map, on a thread of its own: a renewal and
+    /// a hand-off's giving up run on it in the order asked, so a renewal that still names a
+    /// shard handed off runs before its lease is given up.
+    databases: Databases,
     /// Set before the thread is told to stop: give the leases up rather than let them lapse.
     give_up: Arc<AtomicBool>,
     thread: Thread<()>,
@@ -85,6 +84,9 @@ pub struct Keeper {
     taken_away: tokio::sync::watch::Receiver<Vec<i32>>,
 }
 
+/// The keeper's connections, one to each database of the shard map (the home's first).
+type Databases = Arc<Vec<SiteWorker>>;
+
 impl Keeper {
     /// Renews the lease of `first`, taken no earlier than `taken`, and those added later, over
     /// `dbs` (a connection to each database of the shard map, the home's first).
@@ -93,19 +95,22 @@ impl Keeper {
         (first, taken): (HeldShard, Instant),
         held: Held,
     ) -> std::io::Result<Keeper> {
+        let databases: Databases = Arc::new(
+            (dbs.into_iter())
+                .map(|db| SiteWorker::start("lease-database", db))
+                .collect::<std::io::Result<_>>()?,
+        );
         first.tenure.hold(taken, LEASE);
         let shards: Shards = Arc::new(std::sync::Mutex::new((vec![(first, taken)], false)));
         let renewed = shards.clone();
-        let db: Connections = Arc::new(std::sync::Mutex::new(Some(dbs)));
-        let connection = db.clone();
+        let renewing = databases.clone();
         let give_up = Arc::new(AtomicBool::new(false));
         let giving_up = give_up.clone();
         let (lose, lost) = tokio::sync::watch::channel(false);
         let (take_away, taken_away) = tokio::sync::watch::channel(Vec::new());
         let thread = Thread::start("lease", move |stop| {
-            // The connection is dropped on this thread however it ends, panics included.
-            let connection = DroppedHere(connection);
-            let renewing = || renew(&connection.0, (&renewed, &take_away), &held, stop);
+            let databases = renewing;
+            let renewing = || renew(&databases, (&renewed, &take_away), &held, stop);
             let ended = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(renewing)) {
                 Ok(ended) => ended,
                 Err(_) => {
@@ -113,45 +118,41 @@ impl Keeper {
                     // lead, so none of the node's logs may acknowledge more.
                     tracing::error!("the lease keeper failed: this node acknowledges nothing more and steps down");
                     lose_all(&renewed);
-                    Ended::Lost(Vec::new())
+                    Ended::Failed
                 }
             };
-            // Stopped before the connection is taken: a hand-off from then on is refused, so
+            // Stopped before the leases left are read: a hand-off from then on is refused, so
             // every lease still to give up is among these.
             let mut shards = renewed.lock().unwrap_or_else(|p| p.into_inner());
             shards.1 = true;
             for (shard, _) in shards.0.iter() {
                 shard.tenure.end();
             }
-            drop(shards);
-            let Some(mut dbs) = lock(&connection.0).take() else {
-                return;
-            };
-            let shards = renewed.lock().unwrap_or_else(|p| p.into_inner());
-            let fences = |taken: &[Fence]| -> Vec<(usize, Fence)> {
+            let left = |kept: &[Fence]| -> Vec<(usize, Fence)> {
                 (shards.0.iter().map(|(s, _)| (s.site, s.fence)))
-                    .filter(|(_, fence)| !taken.contains(fence))
+                    .filter(|(_, fence)| !kept.contains(fence))
                     .collect()
             };
-            match ended {
-                Ended::Told if giving_up.load(Ordering::SeqCst) => {
-                    release_each(&mut dbs, &fences(&[]), held.clock.now())
-                }
-                Ended::Told => {}
-                Ended::Lost(taken) => {
-                    // Every log of the node has stopped acknowledging: the leases another
-                    // node did not take are given up, so the next leader (this node again,
-                    // perhaps) need not wait them out.
-                    if !taken.is_empty() {
-                        release_each(&mut dbs, &fences(&taken), held.clock.now());
-                    }
-                    let _ = lose.send(true);
-                }
+            let given_up = match &ended {
+                Ended::Told if giving_up.load(Ordering::SeqCst) => left(&[]),
+                // Every log of the node has stopped acknowledging: the leases that are still
+                // this node's are given up, so the next leader (this node again, perhaps)
+                // need not wait them out.
+                Ended::Lost(not_ours) => left(not_ours),
+                Ended::Told | Ended::Failed => Vec::new(),
+            };
+            drop(shards);
+            // The clock read only then: a keeper that failed may have failed reading it.
+            if !given_up.is_empty() {
+                release_each(&databases, &given_up, held.clock.now());
+            }
+            if matches!(ended, Ended::Lost(_) | Ended::Failed) {
+                let _ = lose.send(true);
             }
         })?;
         Ok(Keeper {
             shards,
-            db,
+            databases,
             give_up,
             thread,
             lost,
@@ -175,14 +176,12 @@ impl Keeper {
     /// renewing the others: the step of a hand-off once this node has finished what it had in
     /// flight in the shard. From the moment it is called the shard's log acknowledges nothing
     /// more and its tenure is over. Answers whether the keeper held the shard. Blocks for one
-    /// statement (or a renewal under way): call it off the runtime. Refused (false) once the
-    /// keeper has stopped renewing, whose thread gives up or has lost every lease it held.
+    /// statement (after a renewal under way in its database, for a few seconds at most): call
+    /// it off the runtime. Refused (false) once the keeper has stopped renewing, whose thread
+    /// gives up or has lost every lease it held.
     pub fn hand_off(&self, shard: i32, now: Timestamp) -> bool {
-        // The connection first, then the shards, as a renewal takes them: the thread marks
-        // itself stopped before it takes the connection, so while this holds it, the thread
-        // either has not stopped (and gives up what is left once it does) or has, and then the
-        // shard stays its to give up.
-        let mut connection = lock(&self.db);
+        // The thread marks itself stopped before it reads the leases left to give up: this
+        // either takes the shard out first (and gives it up), or finds the thread stopped.
         let handed = {
             let mut shards = self.shards.lock().unwrap_or_else(|p| p.into_inner());
             if shards.1 {
@@ -196,9 +195,7 @@ impl Keeper {
         };
         handed.log_writer.fail_for_good();
         handed.tenure.end();
-        if let Some(db) = connection.as_mut().and_then(|dbs| dbs.get_mut(handed.site)) {
-            release(db, handed.fence, now);
-        }
+        release_each(&self.databases, &[(handed.site, handed.fence)], now);
         true
     }
 
@@ -237,17 +234,25 @@ impl Keeper {
 #[error("this node's leases were lost or given up while it took another shard's: not leading")]
 pub struct Stopped;
 
+/// Longest a giving up waits for its database: a renewal under way there and its own
+/// statement. A database that does not answer meanwhile lets the lease lapse.
+const GIVE_UP_WAIT: Duration = Duration::from_secs(5);
+
 /// Gives the leases `fences` name up, each in the database (site) it is kept in: one statement
-/// a database.
-fn release_each(dbs: &mut [Blocking], fences: &[(usize, Fence)], now: Timestamp) {
-    for (site, db) in dbs.iter_mut().enumerate() {
-        let here: Vec<Fence> = (fences.iter())
-            .filter(|(s, _)| *s == site)
-            .map(|(_, fence)| *fence)
-            .collect();
-        if !here.is_empty() {
-            release_all(db, &here, now);
-        }
+/// a database, the databases at once.
+fn release_each(databases: &[SiteWorker], fences: &[(usize, Fence)], now: Timestamp) {
+    let asked: Vec<mpsc::Receiver<()>> = (databases.iter().enumerate())
+        .filter_map(|(site, worker)| {
+            let here: Vec<Fence> = (fences.iter())
+                .filter(|(s, _)| *s == site)
+                .map(|(_, fence)| *fence)
+                .collect();
+            (!here.is_empty()).then(|| worker.ask(move |db| release_all(db, &here, now)))
+        })
+        .collect();
+    let until = Instant::now() + GIVE_UP_WAIT;
+    for answer in asked {
+        let _ = answer.recv_timeout(until.saturating_duration_since(Instant::now()));
     }
 }
 
@@ -255,33 +260,20 @@ fn release_each(dbs: &mut [Blocking], fences: &[(usize, Fence)], now: Timestamp)
 enum Ended {
     /// Told to stop (`Keeper::release`, or the keeper dropped).
     Told,
-    /// Every lease lost: those another node took or that lapsed unrenewed, when they are
-    /// not this node's to give up (none when every lease lapsed with `Leads::Every`; with
-    /// `Leads::Each`, those ended by the renewal that ended the last).
+    /// Every lease lost. Those named are not this node's to give up (another node took them,
+    /// or their database did not answer for a lease's length); the rest are given up.
     Lost(Vec<Fence>),
+    /// The keeper itself failed: nothing is given up.
+    Failed,
 }
 
-/// A keeper's connections to the databases, until its thread ends.
-type Connections = Arc<std::sync::Mutex<Option<Vec<Blocking>>>>;
-
-/// Takes the connection out and drops it where this is dropped: on the keeper's thread, which
-/// is outside any runtime, as the runtime the connection owns must be dropped.
-struct DroppedHere(Connections);
-
-impl Drop for DroppedHere {
-    fn drop(&mut self) {
-        drop(lock(&self.0).take());
-    }
-}
-
-/// The keeper's connections, for one statement.
-fn lock(db: &Connections) -> std::sync::MutexGuard<'_, Option<Vec<Blocking>>> {
-    db.lock().unwrap_or_else(|p| p.into_inner())
-}
+/// What one database answered to a renewal: the leases asked for, those renewed, and when the
+/// renewal was sent (each lease renewed runs from no earlier); or why it failed.
+type Answer = Result<(Vec<Fence>, Vec<i32>, Instant), String>;
 
 /// Renews until ordered to stop or until a lease is lost.
 fn renew(
-    connections: &Connections,
+    databases: &[SiteWorker],
     (shards, take_away): (&Shards, &tokio::sync::watch::Sender<Vec<i32>>),
     held: &Held,
     stop: &Stop,
@@ -293,28 +285,61 @@ fn renew(
     // otherwise); the failures are counted.
     let mut retry = Backoff::new("lease", RENEW_EVERY, RENEW_EVERY);
     let mut wait = RENEW_EVERY;
+    // Each database's renewal still under way: one that did not answer in time is waited
+    // for (not asked again) and its answer, once it comes, counted then.
+    let mut announcing: Option<mpsc::Receiver<()>> = None;
+    let mut under_way: Vec<Option<mpsc::Receiver<Answer>>> =
+        databases.iter().map(|_| None).collect();
     loop {
         if stop.wait(wait) {
             return Ended::Told;
         }
-        let started = Instant::now();
         let now = clock.now().0 as i64;
-        // The connections first, then the shards: a shard handed off meanwhile is either left
-        // out here or given up after this renewal.
-        let mut guard = lock(connections);
-        let Some(dbs) = guard.as_mut() else {
-            return Ended::Told;
+        let held_sites: Vec<usize> = {
+            let mut sites: Vec<usize> = held_shards().0.iter().map(|(s, _)| s.site).collect();
+            sites.sort_unstable();
+            sites.dedup();
+            sites
         };
-        let fences: Vec<(usize, Fence)> = (held_shards().0.iter())
-            .map(|(s, _)| (s.site, s.fence))
-            .collect();
-        let renewal = renew_each(dbs, &fences, (now, held));
-        let taken: Vec<Fence> = (fences.iter())
-            .filter(|(site, f)| {
-                !renewal.failed.iter().any(|(s, _)| s == site) && !renewal.renewed.contains(f)
-            })
-            .map(|(_, f)| *f)
-            .collect();
+        for &site in &held_sites {
+            if under_way[site].is_none() {
+                under_way[site] = (databases.get(site))
+                    .map(|worker| ask_renewal(worker, site, shards, (now, held)));
+            }
+        }
+        let answers = answers_by(
+            &mut under_way,
+            Instant::now() + RENEW_TIMEOUT + ANSWER_MARGIN,
+        );
+        let mut failed: Vec<(usize, String)> = Vec::new();
+        let mut taken: Vec<Fence> = Vec::new();
+        for (site, answer) in answers {
+            match answer {
+                Ok((asked, renewed, sent)) => {
+                    taken.extend(asked.iter().filter(|f| !renewed.contains(&f.shard)));
+                    // Only those still held in the epoch renewed: a shard added meanwhile
+                    // keeps the time it was taken.
+                    for (shard, since) in held_shards().0.iter_mut() {
+                        let this =
+                            asked.contains(&shard.fence) && renewed.contains(&shard.fence.shard);
+                        if this && sent > *since {
+                            *since = sent;
+                            shard.tenure.hold(sent, LEASE);
+                        }
+                    }
+                }
+                Err(cause) => failed.push((site, cause)),
+            }
+        }
+        // Still waited for: no answer in time.
+        for &site in &held_sites {
+            if under_way[site].is_some() && !failed.iter().any(|(s, _)| *s == site) {
+                failed.push((site, "no answer within the renewal's time".into()));
+            }
+        }
+        // A shard handed off or ended meanwhile is no longer this keeper's concern.
+        let still_held: Vec<Fence> = held_shards().0.iter().map(|(s, _)| s.fence).collect();
+        taken.retain(|fence| still_held.contains(fence));
         if !taken.is_empty() {
             let shards_taken: Vec<i32> = taken.iter().map(|f| f.shard).collect();
             let epochs: Vec<i64> = taken.iter().map(|f| f.epoch).collect();
@@ -325,7 +350,7 @@ fn renew(
                     "another node took the lease: this node acknowledges nothing more and steps down"
                 );
                 lose_all(shards);
-                return Ended::Lost(taken);
+                return Ended::Lost(not_ours(&taken, &failed, shards));
             }
             tracing::error!(
                 shards = ?shards_taken,
@@ -338,21 +363,21 @@ fn renew(
                 return Ended::Lost(taken);
             }
         }
-        // Only those renewed: a shard added meanwhile keeps the time it was taken, and one in a
-        // database that did not answer the time it was last renewed.
-        for (shard, since) in held_shards().0.iter_mut() {
-            if renewal.renewed.contains(&shard.fence) {
-                *since = started;
-                shard.tenure.hold(started, LEASE);
-            }
+        // Not waited for (the next renewal comes after it, in its turn), nor asked again while
+        // the last is under way.
+        let home_answered = !failed.iter().any(|(site, _)| *site == 0);
+        let announcing_done = (announcing.as_ref())
+            .is_none_or(|done| !matches!(done.try_recv(), Err(mpsc::TryRecvError::Empty)));
+        if let (true, true, Some((node, own_url, nodes)), Some(home)) = (
+            home_answered,
+            announcing_done,
+            &held.announced,
+            databases.first(),
+        ) {
+            let (node, own_url, nodes) = (node.clone(), own_url.clone(), nodes.clone());
+            announcing = Some(home.ask(move |db| nodes.announce(db, &node, &own_url)));
         }
-        let home_answered = !renewal.failed.iter().any(|(site, _)| *site == 0);
-        if let (true, Some((node, own_url, nodes)), Some(home)) =
-            (home_answered, &held.announced, dbs.first_mut())
-        {
-            nodes.announce(home, node, own_url);
-        }
-        let Some((site, failed)) = renewal.failed.first() else {
+        let Some((site, cause)) = failed.first() else {
             retry.succeeded();
             wait = RENEW_EVERY;
             if failing {
@@ -369,18 +394,18 @@ fn renew(
             .collect();
         if !lapsed.is_empty() && held.leads == Leads::Every {
             tracing::error!(
-                cause = %failed,
+                %cause,
                 database = name(*site),
                 "the lease could not be renewed in time: this node acknowledges nothing more, \
                  as another may lead now, and steps down"
             );
             lose_all(shards);
-            return Ended::Lost(Vec::new());
+            return Ended::Lost(not_ours(&[], &failed, shards));
         }
         if !lapsed.is_empty() {
             // Those of a database that does not answer: the shards kept in the others are
             // led on.
-            for (site, cause) in &renewal.failed {
+            for (site, cause) in &failed {
                 let these: Vec<i32> = (lapsed.iter())
                     .filter(|(s, _)| s == site)
                     .map(|(_, f)| f.shard)
@@ -406,48 +431,37 @@ fn renew(
         wait = retry.failed();
         if !failing {
             let database = name(*site);
-            tracing::warn!(cause = %failed, database, "the lease was not renewed; trying again");
+            tracing::warn!(%cause, database, "the lease was not renewed; trying again");
             failing = true;
         }
     }
 }
 
-/// What one renewal did across the databases.
-struct Renewal {
-    /// The leases renewed.
-    renewed: Vec<Fence>,
-    /// The databases (sites) that did not answer, with why.
-    failed: Vec<(usize, String)>,
-}
+/// How much longer than a renewal's own bound its answer is waited for.
+const ANSWER_MARGIN: Duration = Duration::from_millis(500);
 
-/// Renews `fences` (each with the database it is kept in), one statement in each database
-/// that keeps any, writing the time `now`, and reads each such database's promise again. The
-/// databases are asked at once, each on a thread of the renewal's, so one that does not answer
-/// costs the others nothing.
-fn renew_each(
-    dbs: &mut [Blocking],
-    fences: &[(usize, Fence)],
+/// Asks `worker`, the connection to database `site`, to renew the leases this keeper holds
+/// there, as they stand when it runs (a shard handed off before then is left out), writing
+/// the time `now`, and to read the database's promise again.
+fn ask_renewal(
+    worker: &SiteWorker,
+    site: usize,
+    shards: &Shards,
     (now, held): (i64, &Held),
-) -> Renewal {
-    let asked = |site: usize| -> Vec<Fence> {
-        (fences.iter())
-            .filter(|(s, _)| *s == site)
-            .map(|(_, fence)| *fence)
-            .collect()
-    };
-    let work: Vec<(usize, &mut Blocking, Vec<Fence>)> = (dbs.iter_mut().enumerate())
-        .map(|(site, db)| (site, db, asked(site)))
-        .filter(|(_, _, asked)| !asked.is_empty())
-        .collect();
-    let renew_one = |(site, db, asked): (usize, &mut Blocking, Vec<Fence>)| {
-        let Some((url, name)) = held.replication.1.get(site) else {
-            return (
-                site,
-                asked,
-                Err(format!("no database {site} in the shard map")),
-            );
-        };
-        let (url, these) = (*url, asked.clone());
+) -> mpsc::Receiver<Answer> {
+    let shards = shards.clone();
+    let promise = held.replication.0.clone();
+    let reading = held.replication.1.get(site).cloned();
+    worker.ask(move |db: &mut Blocking| -> Answer {
+        let ((url, name), sent) = (
+            reading.ok_or("a database not in the shard map")?,
+            Instant::now(),
+        );
+        let asked: Vec<Fence> = (shards.lock().unwrap_or_else(|p| p.into_inner()).0.iter())
+            .filter(|(shard, _)| shard.site == site)
+            .map(|(shard, _)| shard.fence)
+            .collect();
+        let these = asked.clone();
         let renewed = db.run(RENEW_TIMEOUT, move |client: &mut Client| -> Work<'_, _> {
             Box::pin(async move {
                 let renewed = renew_held(client, &these, now).await?;
@@ -457,45 +471,46 @@ fn renew_each(
                 Ok((renewed, found))
             })
         });
-        let renewed = renewed.map(|(renewed, found)| {
-            if let Some(found) = found {
-                held.replication.0.found((site, name), found);
+        let (renewed, found) = renewed.map_err(|failed| failed.cause)?;
+        if let Some(found) = found {
+            promise.found((site, &name), found);
+        }
+        Ok((asked, renewed, sent))
+    })
+}
+
+/// The answers of the renewals `under_way` that come by `deadline` (or came since the last
+/// look), each taken out of it with its database's index; those still under way stay.
+fn answers_by(
+    under_way: &mut [Option<mpsc::Receiver<Answer>>],
+    deadline: Instant,
+) -> Vec<(usize, Answer)> {
+    let mut answers = Vec::new();
+    for (site, waiting) in under_way.iter_mut().enumerate() {
+        let Some(receiver) = waiting else { continue };
+        match receiver.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+            Ok(answer) => {
+                answers.push((site, answer));
+                *waiting = None;
             }
-            renewed
-        });
-        (site, asked, renewed.map_err(|failed| failed.cause))
-    };
-    let answers: Vec<_> = match work.len() {
-        0 | 1 => work.into_iter().map(renew_one).collect(),
-        _ => std::thread::scope(|scope| {
-            let asking: Vec<_> = (work.into_iter())
-                .map(|one| {
-                    let site = one.0;
-                    (site, scope.spawn(|| renew_one(one)))
-                })
-                .collect();
-            (asking.into_iter())
-                .map(|(site, asking)| {
-                    asking.join().unwrap_or_else(|_| {
-                        (site, Vec::new(), Err("the renewal's thread failed".into()))
-                    })
-                })
-                .collect()
-        }),
-    };
-    let mut renewal = Renewal {
-        renewed: Vec::new(),
-        failed: Vec::new(),
-    };
-    for (site, asked, answer) in answers {
-        match answer {
-            Ok(renewed) => {
-                (renewal.renewed).extend(asked.iter().filter(|f| renewed.contains(&f.shard)))
+            Err(mpsc::RecvTimeoutError::Timeout) => {}
+            Err(mpsc::RecvTimeoutError::Disconnected) => {
+                answers.push((site, Err("the renewal failed".into())));
+                *waiting = None;
             }
-            Err(cause) => renewal.failed.push((site, cause)),
         }
     }
-    renewal
+    answers
+}
+
+/// The leases not this node's to give up once it steps down: those `taken`, and those kept in
+/// a database that `failed` to answer.
+fn not_ours(taken: &[Fence], failed: &[(usize, String)], shards: &Shards) -> Vec<Fence> {
+    let held = shards.lock().unwrap_or_else(|p| p.into_inner());
+    let unanswered = (held.0.iter())
+        .filter(|(shard, _)| failed.iter().any(|(site, _)| *site == shard.site))
+        .map(|(shard, _)| shard.fence);
+    taken.iter().copied().chain(unanswered).collect()
 }
 
 /// The shards another node took stop acknowledging and are renewed no more; answers how many

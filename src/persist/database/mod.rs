@@ -34,6 +34,7 @@ pub mod sessions;
 mod settings;
 pub mod shard_map;
 mod shared_commit;
+mod site_worker;
 mod sites;
 mod snapshots;
 pub mod survey;

@@ -517,3 +517,32 @@ pub fn record_placed(db: &mut Blocking, first: i32, database: &str) -> Result<St
     )
     .map_err(|e| OpenError::Database(e.cause))
 }
+
+/// The name of the database `db` is connected to, as its tables record it (`None` before
+/// they are made, or made by a version before names); reads only.
+pub fn name_of(db: &mut Blocking) -> Result<Option<String>, OpenError> {
+    db.run(
+        super::connection::STARTUP_TIMEOUT,
+        move |client: &mut Client| -> Work<'_, _> {
+            Box::pin(async move {
+                let named = client
+                    .query_one(
+                        "SELECT to_regclass('log_home') IS NOT NULL AND EXISTS (SELECT 1 \
+                         FROM pg_attribute WHERE attrelid = to_regclass('log_home') \
+                         AND attname = 'database' AND NOT attisdropped)",
+                        &[],
+                    )
+                    .await?
+                    .get::<_, bool>(0);
+                if !named {
+                    return Ok(None);
+                }
+                let row = client
+                    .query_opt("SELECT database FROM log_home", &[])
+                    .await?;
+                Ok(row.map(|row| row.get::<_, String>(0)))
+            })
+        },
+    )
+    .map_err(|e| OpenError::Database(e.cause))
+}

@@ -1,5 +1,7 @@
 //! What a node is told about the databases its shards' logs are kept in, and about itself.
 
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
 use std::time::Duration;
 
 use super::shard_map;
@@ -31,4 +33,8 @@ pub struct Settings {
     /// Ranges of shards kept in databases of their own (`--shard-database`); the rest are kept
     /// in `url`'s.
     pub placed: Vec<shard_map::Placed>,
+    /// Set once this process has checked every database of `placed` against the home: a
+    /// later generation checks the home alone, so a placed database that stops answering
+    /// costs its own shards only, not the node's next start.
+    pub placed_checked: Arc<AtomicBool>,
 }

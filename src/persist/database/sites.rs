@@ -4,6 +4,7 @@
 //! databases never both keep a shard's lease, whatever nodes started with other settings were
 //! told.
 
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use super::connection::{self, Blocking};
@@ -94,24 +95,31 @@ pub fn prepare(
         shared_commit: shared(&config)?,
         config,
     }];
-    for placed in map.placed() {
+    let checked = settings.placed_checked.load(Ordering::SeqCst);
+    for (placed, recorded) in map.placed().iter().zip(&made.placed) {
         let config = connection::config(&placed.url).map_err(OpenError::Url)?;
-        let mut db = Blocking::new(config.clone())?;
-        check_placed(&mut db, settings, (&made.database, placed), home)?;
+        if !checked {
+            let mut db = Blocking::new(config.clone())?;
+            let named = (made.database.as_str(), recorded.2.as_deref());
+            check_placed(&mut db, settings, (named, placed), home)?;
+        }
         sites.push(Site {
             shared_commit: shared(&config)?,
             config,
         });
     }
+    settings.placed_checked.store(true, Ordering::SeqCst);
     Ok(Sites { map, sites })
 }
 
 /// Makes ready the database `placed` names (connected as `db`) for the home named `home_name`
-/// (connected as `home`), and records it in the home as the range's.
+/// (connected as `home`), and records it in the home as the range's; `recorded`: the name of
+/// the database the home recorded for the range, if one was made for it before (any other is
+/// refused before anything is written to it).
 fn check_placed(
     db: &mut Blocking,
     settings: &Settings,
-    (home_name, placed): (&str, &Placed),
+    ((home_name, recorded), placed): ((&str, Option<&str>), &Placed),
     home: &mut Blocking,
 ) -> Result<(), OpenError> {
     let range = (placed.first as i32, placed.last as i32);
@@ -126,10 +134,29 @@ fn check_placed(
             placed.range()
         )))
     };
+    let another = "the --storage database records another database for these shards, made \
+                   first";
+    if let Some(recorded) = recorded {
+        if schema::name_of(db)?.as_deref() != Some(recorded) {
+            return refuse(another.into());
+        }
+    }
     let made = match schema::prepare_as(db, &settings.region, &settings.account_id, (asked, role)) {
         Ok(made) => made,
-        // Said of the range's database, whatever it is: the advice for a --storage database
-        // (another --region, a newer build) would mislead.
+        // Said of the range's database: the advice meant for a --storage database (another
+        // --region, moving a state in) would mislead.
+        Err(OpenError::OtherHome { region, account }) => {
+            return refuse(format!(
+                "the database belongs to region {region} and account {account}, not this one's"
+            ))
+        }
+        Err(OpenError::RowStorage) => {
+            return refuse(
+                "the database holds the tables of Orderly's earlier row-per-message storage: \
+                 give an empty database"
+                    .into(),
+            )
+        }
         Err(error) => return refuse(error.to_string()),
     };
     match &made.placed_for {
@@ -147,9 +174,7 @@ fn check_placed(
     }
     let recorded = schema::record_placed(home, range.0, &made.database)?;
     if recorded != made.database {
-        return refuse(
-            "the --storage database records another database for these shards, made first".into(),
-        );
+        return refuse(another.into());
     }
     Ok(())
 }

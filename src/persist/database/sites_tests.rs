@@ -198,3 +198,73 @@ fn one_keeper_renews_and_gives_up_leases_in_each_database() {
     keeper.release();
     until_one(&home, &given_up(0), Duration::from_secs(1));
 }
+
+/// A database that accepts connections and never answers (two such hosts, so each attempt
+/// to connect costs two timeouts): the keeper goes on renewing the home's lease on time all
+/// along, and ends the shard kept in the other once its lease has gone unrenewed for its
+/// length, alone.
+#[test]
+fn a_database_that_never_answers_ends_its_own_shards_alone_and_holds_up_no_other() {
+    let Some(home) = database() else { return };
+    let mut db = connect(&home);
+    crate::persist::database::schema::prepare(&mut db, "us-east-1", "000000000000", 4)
+        .expect("tables");
+    let hung = [(); 2].map(|_| std::net::TcpListener::bind("127.0.0.1:0").expect("a port"));
+    let ports: Vec<String> = (hung.iter())
+        .map(|l| format!("127.0.0.1:{}", l.local_addr().expect("bound").port()))
+        .collect();
+    let never = format!("postgres://orderly@{}/never", ports.join(","));
+    let epoch = (lease::acquire(&mut db, 0, "node", "http://node", true))
+        .expect("taken")
+        .0
+        .epoch;
+    let shard = |site: usize, shard: i32, epoch: i64| HeldShard {
+        site,
+        fence: Fence { shard, epoch },
+        log_writer: crate::persist::writer::LogWriter::new(),
+        tenure: Arc::new(crate::persist::tenure::Tenure::not_begun()),
+    };
+    let (at_home, elsewhere) = (shard(0, 0, epoch), shard(1, 2, 1));
+    let home_tenure = at_home.tenure.clone();
+    let readings = |url: &str| {
+        let config = super::connection::config(url).expect("a URL");
+        (super::replication::of_url(&config), url.to_string())
+    };
+    let held = Held {
+        announced: None,
+        leads: Leads::Each,
+        clock: Arc::new(crate::clock::ManualClock::new(crate::engine::Timestamp(5))),
+        replication: (Default::default(), vec![readings(&home), readings(&never)]),
+    };
+    let dbs = vec![connect(&home), connect(&never)];
+    let started = Instant::now();
+    let keeper = Keeper::start(dbs, (at_home, started), held).expect("started");
+    keeper.add(elsewhere, started).expect("added");
+    let taken_away = keeper.taken_away();
+    while taken_away.borrow().is_empty() {
+        assert!(
+            home_tenure.holds(),
+            "the home's shard lapsed after {:?}",
+            started.elapsed()
+        );
+        assert!(started.elapsed() < Duration::from_secs(15), "never ended");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(
+        *taken_away.borrow(),
+        [2],
+        "the unanswered database's shard alone"
+    );
+    let ended = started.elapsed();
+    assert!(
+        ended >= lease::LEASE,
+        "ended after {ended:?}, before its lease ran out"
+    );
+    assert!(home_tenure.holds());
+    assert_eq!(keeper.held(), [0]);
+    let renewed = "SELECT count(*) FROM log_shards WHERE shard = 0 \
+                   AND expires > now() + interval '3 seconds' AND clock_ms = 5";
+    until_one(&home, renewed, Duration::from_secs(5));
+    keeper.release();
+    drop(hung);
+}

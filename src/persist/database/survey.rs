@@ -12,7 +12,9 @@ use tokio_postgres::Client;
 use super::connection::{Blocking, Work};
 use super::lease::{Holder, Nodes};
 use super::shard_map::ShardMap;
+use super::site_worker::SiteWorker;
 use crate::worker::Thread;
+use std::sync::mpsc::{Receiver, RecvTimeoutError};
 
 /// How the names this module announces nodes by begin: the nodes that lead their share.
 const NAMED: &str = "survey ";
@@ -75,22 +77,29 @@ impl Survey {
         let name = format!("{NAMED}{}", uuid::Uuid::new_v4());
         let node = name.clone();
         let thread = Thread::start("survey", move |stop| {
-            // Made and dropped on this thread: each owns a runtime.
-            let dbs = configs.into_iter().map(Blocking::new);
-            let mut dbs = match dbs.collect::<std::io::Result<Vec<_>>>() {
-                Ok(dbs) => dbs,
-                Err(error) => {
-                    tracing::error!(%error, "cannot watch the database's nodes and leases");
+            // The home's made and dropped on this thread, the others' on threads of their
+            // own: each owns a runtime.
+            let mut configs = configs.into_iter();
+            let home = configs.next().map(Blocking::new);
+            let placed = (configs.map(Blocking::new))
+                .map(|db| db.and_then(|db| SiteWorker::start("survey-database", db)))
+                .collect::<std::io::Result<Vec<_>>>();
+            let (mut home, placed) = match (home, placed) {
+                (Some(Ok(home)), Ok(placed)) => (home, placed),
+                (home, placed) => {
+                    let error = home.and_then(Result::err).or(placed.err());
+                    tracing::error!(?error, "cannot watch the database's nodes and leases");
                     return;
                 }
             };
+            let mut under_way: Vec<Option<Receiver<Rows>>> = placed.iter().map(|_| None).collect();
             let nodes = Nodes::default();
             let mut read_once = false;
             loop {
-                nodes.announce(&mut dbs[0], &node, &url);
+                nodes.announce(&mut home, &node, &url);
                 let mut pause = EVERY;
-                let read = holders(&mut dbs, &map);
-                match read.and_then(|holders| Ok((holders, live(&mut dbs[0])?))) {
+                let read = holders((&mut home, &placed), &mut under_way, &map);
+                match read.and_then(|holders| Ok((holders, live(&mut home)?))) {
                     // Each reading told, changed or not: a node acts on what holds for two.
                     Ok(((holders, unread), (nodes, names))) => {
                         let read = Seen {
@@ -112,7 +121,7 @@ impl Survey {
                 }
                 if stop.wait(pause) {
                     // Gone at once from the others' readings: they need not wait a lease.
-                    forget(&mut dbs[0], &node);
+                    forget(&mut home, &node);
                     return;
                 }
             }
@@ -136,34 +145,52 @@ impl Survey {
 }
 
 /// Every shard's lease holder, shard n's at index n, from every database of `map` (each keeps
-/// its shards' leases, on its own clock); `None` where the lease is free, or kept in a database
-/// other than the home that did not answer (its shards have no leader to reach meanwhile),
-/// which are named apart.
+/// its shards' leases, on its own clock): the home's read here, the others' by their workers,
+/// all at once; `None` where the lease is free, or kept in a database other than the home that
+/// did not answer within a reading's time (its shards have no leader to reach meanwhile),
+/// which are named apart. A database whose reading is still under way is not asked again.
 type Holders = (Vec<Option<Holder>>, Vec<u32>);
 
-fn holders(dbs: &mut [Blocking], map: &ShardMap) -> Result<Holders, String> {
+fn holders(
+    (home, placed): (&mut Blocking, &[SiteWorker]),
+    under_way: &mut [Option<Receiver<Rows>>],
+    map: &ShardMap,
+) -> Result<Holders, String> {
+    for (waiting, worker) in under_way.iter_mut().zip(placed) {
+        if waiting.is_none() {
+            *waiting = Some(worker.ask(read_leases));
+        }
+    }
+    let mut by_site: Vec<(usize, Rows)> = vec![(0, Ok(read_leases(home)?))];
+    let deadline = std::time::Instant::now() + READ_TIMEOUT + ANSWER_MARGIN;
+    for (at, waiting) in under_way.iter_mut().enumerate() {
+        let site = at + 1;
+        let answer = match waiting {
+            Some(receiver) => {
+                receiver.recv_timeout(deadline.saturating_duration_since(std::time::Instant::now()))
+            }
+            None => continue,
+        };
+        let rows = match answer {
+            Ok(rows) => {
+                *waiting = None;
+                rows
+            }
+            Err(RecvTimeoutError::Timeout) => Err("no answer within a reading's time".into()),
+            Err(RecvTimeoutError::Disconnected) => {
+                *waiting = None;
+                Err("the reading failed".into())
+            }
+        };
+        by_site.push((site, rows));
+    }
     let mut read: Vec<Option<Option<Holder>>> = vec![None; map.shards() as usize];
     let mut unread = Vec::new();
-    for (site, db) in dbs.iter_mut().enumerate() {
-        let rows = db.run(READ_TIMEOUT, |client: &mut Client| -> Work<'_, _> {
-            Box::pin(async move {
-                client
-                    .query(
-                        "SELECT shard, epoch, node, url, \
-                         (extract(epoch FROM expires - now()) * 1000)::bigint \
-                         FROM log_shards WHERE expires > now() \
-                         UNION ALL SELECT shard, epoch, node, url, 0::bigint \
-                         FROM log_shards WHERE expires <= now()",
-                        &[],
-                    )
-                    .await
-            })
-        });
+    for (site, rows) in by_site {
         let rows = match rows {
             Ok(rows) => rows,
-            Err(failed) if site == 0 => return Err(failed.cause),
-            Err(failed) => {
-                tracing::debug!(cause = %failed.cause, database = %map.site_name(site), "the leases could not be read");
+            Err(cause) => {
+                tracing::debug!(%cause, database = %map.site_name(site), "the leases could not be read");
                 for shard in (0..map.shards()).filter(|&shard| map.site_of(shard) == site) {
                     read[shard as usize] = Some(None);
                     unread.push(shard);
@@ -171,14 +198,7 @@ fn holders(dbs: &mut [Blocking], map: &ShardMap) -> Result<Holders, String> {
                 continue;
             }
         };
-        for row in rows {
-            let (shard, remaining_ms): (i32, i64) = (row.get(0), row.get(4));
-            let holder = (remaining_ms > 0).then(|| Holder {
-                epoch: row.get(1),
-                node: row.get(2),
-                url: row.get(3),
-                remaining_ms,
-            });
+        for (shard, holder) in rows {
             // A shard kept elsewhere, or twice: the databases disagree with the map, and no
             // reading of them is to be acted on.
             match read.get_mut(shard as usize) {
@@ -195,6 +215,44 @@ fn holders(dbs: &mut [Blocking], map: &ShardMap) -> Result<Holders, String> {
         .map(|(shard, holder)| holder.ok_or_else(|| format!("the leases skip shard {shard}")))
         .collect::<Result<_, _>>()?;
     Ok((holders, unread))
+}
+
+/// One database's leases: each shard kept there with its holder (`None` while free).
+type Rows = Result<Vec<(i32, Option<Holder>)>, String>;
+
+/// How much longer than a reading's own bound a database's answer is waited for.
+const ANSWER_MARGIN: Duration = Duration::from_millis(500);
+
+/// Reads the leases of the database `db` is connected to.
+fn read_leases(db: &mut Blocking) -> Rows {
+    let rows = db
+        .run(READ_TIMEOUT, |client: &mut Client| -> Work<'_, _> {
+            Box::pin(async move {
+                client
+                    .query(
+                        "SELECT shard, epoch, node, url, \
+                         (extract(epoch FROM expires - now()) * 1000)::bigint \
+                         FROM log_shards WHERE expires > now() \
+                         UNION ALL SELECT shard, epoch, node, url, 0::bigint \
+                         FROM log_shards WHERE expires <= now()",
+                        &[],
+                    )
+                    .await
+            })
+        })
+        .map_err(|failed| failed.cause)?;
+    Ok((rows.iter())
+        .map(|row| {
+            let (shard, remaining_ms): (i32, i64) = (row.get(0), row.get(4));
+            let holder = (remaining_ms > 0).then(|| Holder {
+                epoch: row.get(1),
+                node: row.get(2),
+                url: row.get(3),
+                remaining_ms,
+            });
+            (shard, holder)
+        })
+        .collect())
 }
 
 /// The nodes seen within a lease's length: the URLs of those that lead their share of the

@@ -310,6 +310,7 @@ pub(super) fn leader_settings(url: &str) -> super::Settings {
         shards_alone: false,
         shards: 1,
         placed: Vec::new(),
+        placed_checked: Default::default(),
     }
 }
 
