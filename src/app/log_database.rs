@@ -112,9 +112,9 @@ pub struct Node {
     /// and any node gone the one whose lease lapsed), so the next generation leads by it rather
     /// than wait for two more.
     pub agreed: Arc<std::sync::Mutex<Option<Arc<crate::persist::database::survey::Seen>>>>,
-    /// Set once this process has checked every database of the shard map (`--shard-database`)
-    /// against the home: its later generations check the home alone.
-    pub placed_checked: Arc<std::sync::atomic::AtomicBool>,
+    /// The databases of the shard map (`--shard-database`) this process checked against the
+    /// home: its later generations check the home alone while it records the same.
+    pub placed_checked: Arc<std::sync::Mutex<Option<Vec<String>>>>,
 }
 
 /// The database made ready for every shard's log, each written by its engine in `engines`

@@ -1,5 +1,6 @@
 //! A node's keeper of its leases: once a second, each database of the shard map renews the
-//! leases of the node's shards it keeps, in one statement, writing the node's time into them;
+//! leases of the node's shards it keeps, in one statement, writing the node's time into them
+//! (a database that has not answered the last round is not asked again meanwhile);
 //! a lease another node took, or one unrenewed for its length, ends the node's leading
 //! (`Leads::Every`) or that shard's (`Leads::Each`). At a clean stop it gives them all up, so
 //! the next leader need not wait them out.
@@ -141,6 +142,9 @@ impl Keeper {
                 Ended::Lost(not_ours) => left(not_ours),
                 Ended::Told | Ended::Failed => Vec::new(),
             };
+            // None left to renew: a renewal still waiting for a database that did not answer
+            // renews nothing when it runs.
+            shards.0.clear();
             drop(shards);
             // The clock read only then: a keeper that failed may have failed reading it.
             if !given_up.is_empty() {
@@ -199,7 +203,7 @@ impl Keeper {
         true
     }
 
-    /// The shards whose leases the keeper renews, in the order taken.
+    /// The shards whose leases the keeper renews, in the order taken (none once it stopped).
     pub fn held(&self) -> Vec<i32> {
         let shards = self.shards.lock().unwrap_or_else(|p| p.into_inner());
         shards.0.iter().map(|(held, _)| held.fence.shard).collect()
@@ -294,6 +298,7 @@ fn renew(
         if stop.wait(wait) {
             return Ended::Told;
         }
+        let tick = Instant::now();
         let now = clock.now().0 as i64;
         let held_sites: Vec<usize> = {
             let mut sites: Vec<usize> = held_shards().0.iter().map(|(s, _)| s.site).collect();
@@ -301,16 +306,16 @@ fn renew(
             sites.dedup();
             sites
         };
+        let mut asked_now = vec![false; under_way.len()];
         for &site in &held_sites {
             if under_way[site].is_none() {
                 under_way[site] = (databases.get(site))
                     .map(|worker| ask_renewal(worker, site, shards, (now, held)));
+                asked_now[site] = true;
             }
         }
-        let answers = answers_by(
-            &mut under_way,
-            Instant::now() + RENEW_TIMEOUT + ANSWER_MARGIN,
-        );
+        let deadline = Instant::now() + RENEW_TIMEOUT + ANSWER_MARGIN;
+        let answers = answers_by(&mut under_way, (&asked_now, deadline));
         let mut failed: Vec<(usize, String)> = Vec::new();
         let mut taken: Vec<Fence> = Vec::new();
         for (site, answer) in answers {
@@ -328,7 +333,9 @@ fn renew(
                         }
                     }
                 }
-                Err(cause) => failed.push((site, cause)),
+                // A database no shard of which is held any more is no concern.
+                Err(cause) if held_sites.contains(&site) => failed.push((site, cause)),
+                Err(_) => {}
             }
         }
         // Still waited for: no answer in time.
@@ -377,9 +384,10 @@ fn renew(
             let (node, own_url, nodes) = (node.clone(), own_url.clone(), nodes.clone());
             announcing = Some(home.ask(move |db| nodes.announce(db, &node, &own_url)));
         }
+        // The next round a second after this one began, however long this one waited.
+        wait = RENEW_EVERY.saturating_sub(tick.elapsed());
         let Some((site, cause)) = failed.first() else {
             retry.succeeded();
-            wait = RENEW_EVERY;
             if failing {
                 tracing::info!("the leases are renewed again");
                 failing = false;
@@ -428,7 +436,8 @@ fn renew(
                 return Ended::Lost(lapsed);
             }
         }
-        wait = retry.failed();
+        // Counted; the next round comes on time all the same.
+        retry.failed();
         if !failing {
             let database = name(*site);
             tracing::warn!(%cause, database, "the lease was not renewed; trying again");
@@ -479,16 +488,21 @@ fn ask_renewal(
     })
 }
 
-/// The answers of the renewals `under_way` that come by `deadline` (or came since the last
-/// look), each taken out of it with its database's index; those still under way stay.
+/// The answers of the renewals `under_way`, each taken out of it with its database's index:
+/// those asked now waited for until `deadline`, those asked in an earlier round (a database
+/// that did not answer in time then) only if they came meanwhile; those still under way stay.
 fn answers_by(
     under_way: &mut [Option<mpsc::Receiver<Answer>>],
-    deadline: Instant,
+    (asked_now, deadline): (&[bool], Instant),
 ) -> Vec<(usize, Answer)> {
     let mut answers = Vec::new();
     for (site, waiting) in under_way.iter_mut().enumerate() {
         let Some(receiver) = waiting else { continue };
-        match receiver.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+        let wait = match asked_now.get(site) {
+            Some(true) => deadline.saturating_duration_since(Instant::now()),
+            _ => Duration::ZERO,
+        };
+        match receiver.recv_timeout(wait) {
             Ok(answer) => {
                 answers.push((site, answer));
                 *waiting = None;

@@ -308,7 +308,7 @@ pub async fn renew_held(
         .query(
             "WITH held AS MATERIALIZED (SELECT l.shard FROM log_shards l, \
              unnest($1::integer[], $2::bigint[]) AS h(shard, epoch) \
-             WHERE l.shard = h.shard AND l.epoch = h.epoch \
+             WHERE l.shard = h.shard AND l.epoch = h.epoch AND l.expires <> '-infinity' \
              ORDER BY l.shard FOR NO KEY UPDATE OF l) \
              UPDATE log_shards SET expires = now() + $3 * interval '1 millisecond', \
              clock_ms = greatest(clock_ms, $4) \

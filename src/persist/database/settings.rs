@@ -1,7 +1,6 @@
 //! What a node is told about the databases its shards' logs are kept in, and about itself.
 
-use std::sync::atomic::AtomicBool;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use super::shard_map;
@@ -33,8 +32,9 @@ pub struct Settings {
     /// Ranges of shards kept in databases of their own (`--shard-database`); the rest are kept
     /// in `url`'s.
     pub placed: Vec<shard_map::Placed>,
-    /// Set once this process has checked every database of `placed` against the home: a
-    /// later generation checks the home alone, so a placed database that stops answering
-    /// costs its own shards only, not the node's next start.
-    pub placed_checked: Arc<AtomicBool>,
+    /// The names of the databases of `placed` this process checked against the home, in
+    /// range order, once it has: a later generation that finds the same names recorded in the
+    /// home checks the home alone, so a placed database that stops answering costs its own
+    /// shards only, not the node's next start.
+    pub placed_checked: Arc<Mutex<Option<Vec<String>>>>,
 }

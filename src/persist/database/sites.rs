@@ -4,8 +4,7 @@
 //! databases never both keep a shard's lease, whatever nodes started with other settings were
 //! told.
 
-use std::sync::atomic::Ordering;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use super::connection::{self, Blocking};
 use super::schema::{self, Role};
@@ -95,33 +94,42 @@ pub fn prepare(
         shared_commit: shared(&config)?,
         config,
     }];
-    let checked = settings.placed_checked.load(Ordering::SeqCst);
-    for (placed, recorded) in map.placed().iter().zip(&made.placed) {
+    // Checked by this process already, and still the databases the home records: not asked.
+    let recorded: Vec<Option<String>> = made.placed.iter().map(|p| p.2.clone()).collect();
+    let checked = lock(&settings.placed_checked).clone();
+    let checked = checked.is_some_and(|names| {
+        let names: Vec<Option<String>> = names.into_iter().map(Some).collect();
+        names == recorded
+    });
+    let mut names = Vec::with_capacity(recorded.len());
+    for (placed, recorded) in map.placed().iter().zip(&recorded) {
         let config = connection::config(&placed.url).map_err(OpenError::Url)?;
         if !checked {
             let mut db = Blocking::new(config.clone())?;
-            let named = (made.database.as_str(), recorded.2.as_deref());
-            check_placed(&mut db, settings, (named, placed), home)?;
+            let named = (made.database.as_str(), recorded.as_deref());
+            names.push(check_placed(&mut db, settings, (named, placed), home)?);
         }
         sites.push(Site {
             shared_commit: shared(&config)?,
             config,
         });
     }
-    settings.placed_checked.store(true, Ordering::SeqCst);
+    if !checked {
+        *lock(&settings.placed_checked) = Some(names);
+    }
     Ok(Sites { map, sites })
 }
 
 /// Makes ready the database `placed` names (connected as `db`) for the home named `home_name`
 /// (connected as `home`), and records it in the home as the range's; `recorded`: the name of
 /// the database the home recorded for the range, if one was made for it before (any other is
-/// refused before anything is written to it).
+/// refused before anything is written to it). Answers the database's name.
 fn check_placed(
     db: &mut Blocking,
     settings: &Settings,
     ((home_name, recorded), placed): ((&str, Option<&str>), &Placed),
     home: &mut Blocking,
-) -> Result<(), OpenError> {
+) -> Result<String, OpenError> {
     let range = (placed.first as i32, placed.last as i32);
     let role = Role::Placed {
         home: home_name.to_string(),
@@ -176,7 +184,7 @@ fn check_placed(
     if recorded != made.database {
         return refuse(another.into());
     }
-    Ok(())
+    Ok(made.database)
 }
 
 /// How ranges are named in messages.
@@ -188,4 +196,8 @@ fn named(ranges: &[(i32, i32)]) -> String {
             format!("shards {}", named.join(", "))
         }
     }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|p| p.into_inner())
 }
