@@ -121,11 +121,6 @@ impl ShardMap {
         self.shards
     }
 
-    /// How many databases keep the shards' logs.
-    pub fn sites(&self) -> usize {
-        self.placed.len() + 1
-    }
-
     /// How `site`'s database is named in messages.
     pub fn site_name(&self, site: usize) -> String {
         match site.checked_sub(1).and_then(|at| self.placed.get(at)) {
