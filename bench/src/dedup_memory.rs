@@ -8,7 +8,9 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::load::{call, create_fifo_queue, failed_row, http_client, start, System};
+use crate::load::{
+    call, create_fifo_queue, delete_received, failed_row, http_client, start, System,
+};
 use crate::report::Row;
 use crate::Args;
 
@@ -57,19 +59,7 @@ async fn work(
         let Some(messages) = v["Messages"].as_array().filter(|m| !m.is_empty()) else {
             continue;
         };
-        let entries: Vec<String> = messages
-            .iter()
-            .enumerate()
-            .map(|(i, m)| {
-                let handle = m["ReceiptHandle"].as_str().unwrap_or("");
-                format!(r#"{{"Id":"d{i}","ReceiptHandle":"{handle}"}}"#)
-            })
-            .collect();
-        let delete = format!(
-            r#"{{"QueueUrl":"{queue_url}","Entries":[{}]}}"#,
-            entries.join(",")
-        );
-        call(&client, &endpoint, "DeleteMessageBatch", delete).await?;
+        delete_received(&client, &endpoint, &queue_url, messages).await?;
         received.fetch_add(messages.len() as u64, Ordering::Relaxed);
     }
 }

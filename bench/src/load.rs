@@ -212,6 +212,29 @@ pub(crate) async fn create_fifo_queue(
     v["QueueUrl"].as_str().expect("queue url").to_string()
 }
 
+/// Deletes received messages (`ReceiveMessage`'s `Messages`) in one batch.
+pub(crate) async fn delete_received(
+    client: &reqwest::Client,
+    endpoint: &str,
+    queue_url: &str,
+    messages: &[Value],
+) -> Result<(), String> {
+    let entries: Vec<String> = messages
+        .iter()
+        .enumerate()
+        .map(|(i, m)| {
+            let handle = m["ReceiptHandle"].as_str().unwrap_or("");
+            format!(r#"{{"Id":"d{i}","ReceiptHandle":"{handle}"}}"#)
+        })
+        .collect();
+    let delete = format!(
+        r#"{{"QueueUrl":"{queue_url}","Entries":[{}]}}"#,
+        entries.join(",")
+    );
+    call(client, endpoint, "DeleteMessageBatch", delete).await?;
+    Ok(())
+}
+
 /// A message body: `group:seq:sent_micros:` padded to the requested size.
 fn body(group: usize, seq: u64, size: usize) -> String {
     let mut b = format!("{group}:{seq}:{}:", now_micros());

@@ -55,7 +55,7 @@ pub type Entries<V> = Vec<(DedupDigest, V, Timestamp)>;
 /// A chunk of a queue's or topic's history, and where the read goes on.
 pub type HistoryChunk = Result<(Entries<DedupRecord>, Option<HistoryCursor>), Cleared>;
 
-/// Capacity a history keeps however few its entries: shrinking below it saves nothing.
+/// Capacity a history keeps while it holds any entry: shrinking below it saves nothing.
 const MIN_KEPT: usize = 64;
 
 /// Digests mapped to what a duplicate answers, each for a fixed time after its insertion.
@@ -152,15 +152,22 @@ impl<V: Copy> DedupHistory<V> {
             self.slots.pop_front();
             self.front += 1;
         }
-        if self.slots.capacity() > MIN_KEPT && self.slots.len() < self.slots.capacity() / 4 {
+        let emptied = self.slots.is_empty() && self.slots.capacity() > 0;
+        if emptied
+            || self.slots.capacity() > MIN_KEPT && self.slots.len() < self.slots.capacity() / 4
+        {
             self.shrink();
         }
     }
 
     /// Gives most of a burst's memory back once three quarters of it expired (halving, so
-    /// a steady rate never shrinks and regrows in turn).
+    /// a steady rate never shrinks and regrows in turn), and all of it once everything has:
+    /// what an idle history keeps would pin the allocator's pages for good.
     fn shrink(&mut self) {
-        let keep = (self.slots.len() * 2).max(MIN_KEPT);
+        let keep = match self.slots.len() {
+            0 => 0,
+            held => (held * 2).max(MIN_KEPT),
+        };
         self.slots.shrink_to(keep);
         let (slots, front, hasher) = (&self.slots, self.front, &self.hasher);
         self.index.shrink_to(keep, |&p| {

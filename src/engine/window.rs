@@ -1,6 +1,6 @@
-//! A map whose entries expire a fixed time after insertion: FIFO deduplication histories (queues
-//! and topics) and the ReceiveRequestAttemptId cache. Expiry is driven by an insertion-ordered queue, so it
-//! never scans the map.
+//! A map whose entries expire a fixed time after insertion: a FIFO queue's cache of receive
+//! attempts (ReceiveRequestAttemptId). Expiry is driven by an insertion-ordered queue, so it
+//! never scans the map, and the map gives back its room as its entries expire.
 
 use std::collections::VecDeque;
 use std::hash::{BuildHasher, Hash};
@@ -9,9 +9,12 @@ use hashbrown::{hash_table, HashTable};
 
 use crate::engine::time::Timestamp;
 
+/// Below this much room a map that still holds entries is not shrunk: too little to give back.
+const MIN_KEPT: usize = 64;
+
 /// An entry with its key's hash, so growing the table never hashes a key again: the keys are
-/// strings behind pointers, and rehashing millions of them (a busy queue's five minutes of
-/// dedup ids) took a cache miss each, several per cent of a send's CPU.
+/// strings behind pointers, and rehashing millions of them (when deduplication ids were kept
+/// here) took a cache miss each, several per cent of a send's CPU.
 #[derive(Debug)]
 struct Entry<K, V> {
     hash: u64,
@@ -96,6 +99,31 @@ impl<K: Hash + Eq + Clone, V> ExpiringMap<K, V> {
                 entry.remove();
             }
         }
+        self.give_room_back();
+    }
+
+    /// Gives most of a burst's room back once three quarters of it is unused (halving, so a
+    /// steady rate never shrinks and regrows in turn), and all of it once every entry has
+    /// expired: what an idle map keeps would pin the allocator's pages for good.
+    fn give_room_back(&mut self) {
+        // Every entry has its place in `order` (which may also hold replaced ones).
+        let held = self.order.len();
+        if held == 0 {
+            if self.order.capacity() > 0 || self.entries.capacity() > 0 {
+                self.order = VecDeque::new();
+                self.entries = HashTable::new();
+            }
+        } else if self.order.capacity() > MIN_KEPT && held < self.order.capacity() / 4 {
+            let keep = (held * 2).max(MIN_KEPT);
+            self.order.shrink_to(keep);
+            self.entries.shrink_to(keep, |e| e.hash);
+        }
+    }
+
+    /// Room held, in entries (for tests).
+    #[cfg(test)]
+    pub fn room(&self) -> usize {
+        self.order.capacity() + self.entries.capacity()
     }
 
     /// Live entries in expiry order, for a snapshot; inserting them in this order rebuilds the map.
@@ -160,5 +188,24 @@ mod tests {
         assert_eq!(kept[0], ("id-5000".to_string(), 5_000, Timestamp(6_000)));
         m.clear();
         assert_eq!(m.get(&"id-9999".to_string(), Timestamp(0)), None);
+    }
+
+    #[test]
+    fn an_expiring_burst_gives_its_room_back_and_an_expired_one_all_of_it() {
+        let mut m = ExpiringMap::default();
+        for i in 0..10_000u64 {
+            m.insert(i, i, Timestamp(i));
+        }
+        let burst = m.room();
+        m.expire(Timestamp(9_899));
+        assert_eq!(m.len(), 100);
+        assert!(m.room() * 10 < burst, "{} of {burst}", m.room());
+        for i in 9_900..10_000u64 {
+            assert_eq!(m.get(&i, Timestamp(0)), Some(&i));
+        }
+        m.expire(Timestamp(10_000));
+        assert_eq!((m.len(), m.room()), (0, 0));
+        m.insert(7, 7, Timestamp(20_000));
+        assert_eq!(m.get(&7, Timestamp(10_001)), Some(&7));
     }
 }

@@ -96,7 +96,9 @@ fn a_burst_gives_its_memory_back_as_it_expires() {
         assert_eq!(h.get(&digest(i), Timestamp(0)), Some(&i));
     }
     h.expire(Timestamp(100_000));
-    assert_eq!(h.len(), 0);
+    assert_eq!((h.len(), h.heap_bytes()), (0, 0));
+    h.insert(digest(1), 1, Timestamp(200_000));
+    assert_eq!(h.get(&digest(1), Timestamp(100_001)), Some(&1));
 }
 
 /// Reads the whole history a chunk at a time, as a snapshot does.
