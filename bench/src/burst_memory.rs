@@ -2,8 +2,8 @@
 //! with a manual clock, every message received and deleted; the resident memory then (the
 //! messages gone, each one's deduplication id remembered), again once the clock has moved
 //! past the five-minute deduplication window, and once the queue is deleted, against the idle
-//! process before the burst: once before any request, and once after one request of each kind
-//! the pipeline makes (the figures are given against both).
+//! process before the burst: once with only its queue created, and once after one request of
+//! each kind the pipeline makes (the figures are given against both).
 
 use std::time::Duration;
 
@@ -129,13 +129,17 @@ pub async fn run(args: &Args) -> Row {
     let closed = settled_rss(&server).await;
     let ids = pipeline.messages.max(1);
     let per_id = drained.saturating_sub(idle) * 1024 / ids;
+    let warm_up_failed = match &warmed {
+        Ok(()) => "",
+        Err(_) => " (the warm-up failed: its queue may be in every reading)",
+    };
     let undelivered = match pipeline.lost {
         0 => String::new(),
         lost => format!(" ({lost} messages were never delivered: the drained figure holds them)"),
     };
     Row {
         note: format!(
-            "RSS idle {} MiB (before the warm-up {} MiB, the figures after are {:.0} %, {:.0} % and {:.0} % of it); drained {} MiB ({per_id} bytes per message over idle){undelivered}; past the window {} MiB ({:.0} % of idle); queue deleted {} MiB ({:.0} % of idle); connections closed {} MiB ({:.0} % of idle)",
+            "RSS idle {} MiB{warm_up_failed} (before the warm-up {} MiB: past the window, queue deleted and connections closed are {:.0} %, {:.0} % and {:.0} % of it); drained {} MiB ({per_id} bytes per message over idle){undelivered}; past the window {} MiB ({:.0} % of idle); queue deleted {} MiB ({:.0} % of idle); connections closed {} MiB ({:.0} % of idle)",
             idle >> 10,
             cold >> 10,
             past_window as f64 * 100.0 / cold.max(1) as f64,

@@ -212,7 +212,8 @@ pub(crate) async fn create_fifo_queue(
     v["QueueUrl"].as_str().expect("queue url").to_string()
 }
 
-/// Deletes received messages (`ReceiveMessage`'s `Messages`) in one batch.
+/// Deletes received messages (`ReceiveMessage`'s `Messages`) in one batch; an entry listed as
+/// failed is an error.
 pub(crate) async fn delete_received(
     client: &reqwest::Client,
     endpoint: &str,
@@ -231,8 +232,15 @@ pub(crate) async fn delete_received(
         r#"{{"QueueUrl":"{queue_url}","Entries":[{}]}}"#,
         entries.join(",")
     );
-    call(client, endpoint, "DeleteMessageBatch", delete).await?;
-    Ok(())
+    let text = call(client, endpoint, "DeleteMessageBatch", delete).await?;
+    let answer: Value = serde_json::from_str(&text).map_err(|e| e.to_string())?;
+    match answer["Failed"]
+        .as_array()
+        .filter(|failed| !failed.is_empty())
+    {
+        Some(failed) => Err(format!("DeleteMessageBatch failed for {failed:?}")),
+        None => Ok(()),
+    }
 }
 
 /// A message body: `group:seq:sent_micros:` padded to the requested size.

@@ -140,9 +140,10 @@ impl<K: Hash + Eq + Clone, V> ExpiringMap<K, V> {
             .collect()
     }
 
+    /// Empties the map, giving back its room.
     pub fn clear(&mut self) {
-        self.entries.clear();
-        self.order.clear();
+        self.entries = HashTable::new();
+        self.order = VecDeque::new();
     }
 
     #[cfg(test)]
@@ -207,5 +208,13 @@ mod tests {
         assert_eq!((m.len(), m.room()), (0, 0));
         m.insert(7, 7, Timestamp(20_000));
         assert_eq!(m.get(&7, Timestamp(10_001)), Some(&7));
+
+        // A key removed early keeps its place in the expiry order until then.
+        m.remove(&7);
+        m.insert(8, 8, Timestamp(20_001));
+        m.expire(Timestamp(20_000));
+        assert_eq!((m.len(), m.get(&8, Timestamp(20_000))), (1, Some(&8)));
+        m.expire(Timestamp(20_001));
+        assert_eq!((m.len(), m.room()), (0, 0));
     }
 }

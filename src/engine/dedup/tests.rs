@@ -149,3 +149,22 @@ fn a_read_in_chunks_sees_the_history_as_it_began_less_what_expired() {
     assert_eq!(h.read(next.unwrap(), 4), Err(Cleared));
     assert_eq!(h.entries(), vec![(digest(60), 60, Timestamp(60))]);
 }
+
+#[test]
+fn a_read_goes_on_past_an_expiry_that_empties_the_history_and_gives_its_room_back() {
+    let mut h = DedupHistory::default();
+    for i in 0..200u64 {
+        h.insert(digest(i), i, Timestamp(i));
+    }
+    let (first, next) = h.read(h.cursor(), 50).unwrap();
+    assert_eq!(first.len(), 50);
+    h.expire(Timestamp(200));
+    assert_eq!((h.len(), h.heap_bytes()), (0, 0));
+    // Inserted after the read began: the log's, not the snapshot's.
+    h.insert(digest(500), 500, Timestamp(500));
+    assert_eq!(h.read(next.unwrap(), 50), Ok((Vec::new(), None)));
+    assert_eq!(
+        read_in_chunks(&h, 1),
+        vec![(digest(500), 500, Timestamp(500))]
+    );
+}
