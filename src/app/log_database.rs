@@ -95,6 +95,18 @@ pub(super) fn settings(node: &Node, own_url: &str) -> Settings {
     }
 }
 
+/// Each shard's database as `GET /_orderly/cluster` names it (`shard_map::shown`: user, hosts
+/// and database name only).
+pub(super) fn databases(node: &Node) -> Arc<[String]> {
+    let placed = &node.config.shard_databases;
+    (0..node.config.shards)
+        .map(|shard| {
+            let range = placed.iter().find(|p| (p.first..=p.last).contains(&shard));
+            crate::persist::database::shard_map::shown(range.map_or(&node.url, |p| &p.url))
+        })
+        .collect()
+}
+
 /// What a node on a database starts from, and starts over from after it lost the lease.
 #[derive(Clone)]
 pub struct Node {
@@ -327,6 +339,7 @@ async fn build_once(
                 (epochs, replication),
                 log_writers,
                 Vec::new(),
+                databases(node),
             );
             // One keeper holds every shard's lease.
             let leases = logs
@@ -385,6 +398,7 @@ async fn build_once(
         (epochs.clone(), replication),
         log_writers,
         following.iter().map(|f| f.progress.clone()).collect(),
+        databases(node),
     ));
     built.standby = Some(standby.clone());
     let waiting = Waiting {
@@ -468,6 +482,7 @@ fn status(
     (epochs, replication): (Epochs, Shared),
     log_writers: Vec<Arc<crate::persist::writer::LogWriter>>,
     progress: Vec<Arc<Progress>>,
+    databases: Arc<[String]>,
 ) -> ClusterStatus {
     let shards = log_writers.len() as u32;
     Arc::new(move || {
@@ -485,6 +500,7 @@ fn status(
                     epoch: None,
                     applied: progress.applied(),
                     lag: progress.lag(),
+                    database: databases.get(shard as usize).cloned(),
                 })
                 .collect(),
             None => (log_writers.iter().zip(epochs.iter()).zip(0..))
@@ -493,6 +509,7 @@ fn status(
                     epoch: Some(epoch.load(Ordering::Acquire).max(0) as u64),
                     applied: log.durable().lsn,
                     lag: 0,
+                    database: databases.get(shard as usize).cloned(),
                 })
                 .collect(),
         };

@@ -14,7 +14,7 @@ use std::time::Duration;
 use tokio::sync::Notify;
 
 use super::engine_service::{serve_engines, Built, Others};
-use super::log_database::{led_parts, said_leading, settings, Node, OffThread};
+use super::log_database::{databases, led_parts, said_leading, settings, Node, OffThread};
 use crate::backend::OtherNodes;
 use crate::clock::Clock;
 use crate::engine::shard::Shard;
@@ -157,6 +157,7 @@ pub(super) async fn build(
         (own_url.clone(), count),
         (epochs.clone(), led_logs.clone()),
         survey.seen(),
+        databases(node),
     );
     let keeper = logs.first().map(|log| log.lease.clone());
     let lease = keeper.iter().cloned().collect();
@@ -714,6 +715,7 @@ fn status(
     (own_url, count): (String, u32),
     (epochs, led_logs): (Arc<[AtomicI64]>, LedLogs),
     seen: tokio::sync::watch::Receiver<Option<Arc<Seen>>>,
+    databases: Arc<[String]>,
 ) -> ClusterStatus {
     Arc::new(move || {
         // A generation the node has moved past answers as one that leads nothing.
@@ -725,6 +727,7 @@ fn status(
                     epoch: Some(epochs[log.shard as usize].load(Ordering::Acquire).max(0) as u64),
                     applied: log.log_writer.durable().lsn,
                     lag: 0,
+                    database: databases.get(log.shard as usize).cloned(),
                 })
                 .collect(),
             false => Vec::new(),

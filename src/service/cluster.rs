@@ -43,6 +43,11 @@ pub struct ShardLog {
     pub applied: u64,
     /// Records the shard's leader has that this node has not applied yet.
     pub lag: u64,
+    /// The database keeping the shard's log (`--storage`'s or a `--shard-database` range's),
+    /// as `postgres://USER@HOST:PORT/DBNAME` and nothing else; none on a data directory or in
+    /// memory.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub database: Option<String>,
 }
 
 /// Reads the state when asked.
@@ -62,6 +67,7 @@ pub fn single(
                 epoch: None,
                 applied,
                 lag: 0,
+                database: None,
             })
             .collect();
         ClusterState {

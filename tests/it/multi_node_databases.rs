@@ -7,7 +7,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use orderly::config::Config;
-use orderly::persist::database::shard_map::Placed;
+use orderly::persist::database::shard_map::{shown, Placed};
 
 use crate::common::{self, Stoppable};
 use crate::log_in_database::cluster;
@@ -114,6 +114,30 @@ async fn shards_kept_in_a_cluster_that_goes_down_are_let_go_the_rest_served_and_
     let node = Stoppable::start(orderly::app::App::bind(&config).await.expect("bind")).await;
     let server = &node.server;
     until_spread(&[server], SHARDS, Duration::from_secs(10)).await;
+    // Each shard's log names the database keeping it: user, host, port and name only.
+    let state = cluster(server).await;
+    let kept_in: Vec<(u64, &str)> = (state["logs"].as_array().expect("logs").iter())
+        .map(|log| {
+            (
+                log["shard"].as_u64().expect("shard"),
+                log["database"].as_str().expect("database"),
+            )
+        })
+        .collect();
+    let (home_shown, other_shown) = (shown(&home_url), shown(&other.url));
+    let expected: Vec<(u64, &str)> = (0..u64::from(SHARDS))
+        .map(|shard| {
+            (
+                shard,
+                if shard < 2 {
+                    &*home_shown
+                } else {
+                    &*other_shown
+                },
+            )
+        })
+        .collect();
+    assert_eq!(kept_in, expected, "{state}");
     let at_home = common::fifo_queue(server, &name_in("home", ".fifo", 0), &[]).await;
     let elsewhere = common::fifo_queue(server, &name_in("other", ".fifo", 2), &[]).await;
     let send = |url: String, body: String| async move {

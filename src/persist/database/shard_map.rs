@@ -22,6 +22,32 @@ impl Placed {
     }
 }
 
+/// A database as `GET /_orderly/cluster` shows it, `postgres://USER@HOST:PORT/DBNAME`, read
+/// from its URL or connection string: only those parts, never a password or another
+/// parameter, whatever form it was written in.
+pub fn shown(url: &str) -> String {
+    let Ok(config) = url.parse::<tokio_postgres::Config>() else {
+        return "(not a PostgreSQL URL)".into();
+    };
+    let ports = config.get_ports();
+    let hosts: Vec<String> = (config.get_hosts().iter().enumerate())
+        .map(|(at, host)| {
+            // One port for every host, or one each.
+            let port = ports.get(at).or(ports.first()).copied().unwrap_or(5432);
+            match host {
+                tokio_postgres::config::Host::Tcp(name) => format!("{name}:{port}"),
+                tokio_postgres::config::Host::Unix(path) => format!("{}:{port}", path.display()),
+            }
+        })
+        .collect();
+    let user = config
+        .get_user()
+        .map(|u| format!("{u}@"))
+        .unwrap_or_default();
+    let database = config.get_dbname().unwrap_or_default();
+    format!("postgres://{user}{}/{database}", hosts.join(","))
+}
+
 /// Reads `FIRST-LAST=URL` (a `postgres://` URL: a key-value connection string has spaces,
 /// which separate the ranges in `ORDERLY_SHARD_DATABASES`).
 pub fn parse_placed(value: &str) -> Result<Placed, String> {
@@ -136,6 +162,37 @@ mod tests {
 
     fn placed(value: &str) -> Placed {
         parse_placed(value).unwrap()
+    }
+
+    #[test]
+    fn a_database_is_shown_without_its_password_whatever_its_form() {
+        for (given, seen) in [
+            (
+                "postgres://u:s3cret@db:5433/orderly",
+                "postgres://u@db:5433/orderly",
+            ),
+            // A password with '/' and '+' (base64), read up to the '@' as PostgreSQL does.
+            (
+                "postgres://u:ab/s3cret+x@db/orderly",
+                "postgres://u@db:5432/orderly",
+            ),
+            (
+                "postgres://u@a:1,b:2/x?password=s3cret&sslmode=require",
+                "postgres://u@a:1,b:2/x",
+            ),
+            (
+                "postgres://u@db/x?pass%77ord=s3cret",
+                "postgres://u@db:5432/x",
+            ),
+            (
+                "host=db user=u password='s3 cret' dbname=x",
+                "postgres://u@db:5432/x",
+            ),
+            ("host=db password = s3cret dbname=x", "postgres://db:5432/x"),
+        ] {
+            assert_eq!(shown(given), seen, "{given}");
+        }
+        assert!(!shown("postgres://u:s3cret@").contains("s3cret"));
     }
 
     #[test]
