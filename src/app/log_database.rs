@@ -524,7 +524,7 @@ fn status(
         ClusterState {
             role,
             epoch: epoch.max(0) as u64,
-            leader,
+            leader: leader.clone(),
             applied,
             lag,
             shards,
@@ -535,6 +535,9 @@ fn status(
                 Vec::new()
             },
             nodes: nodes.urls(),
+            // One node leads every shard.
+            leaders: vec![leader.clone(); shards as usize],
+            databases: databases.to_vec(),
             replication: replication.get().filter(|_| leading),
             logs,
         }

@@ -747,6 +747,8 @@ fn status(
             shards: count,
             led,
             nodes: nodes.unwrap_or_default(),
+            leaders: standby.standby.known_shard_leaders(),
+            databases: databases.to_vec(),
             replication: None,
             logs,
         }

@@ -222,6 +222,11 @@ impl Standby {
         });
     }
 
+    /// Each shard's leader's URL as last known, shard n's at index n (empty while unknown).
+    pub fn known_shard_leaders(&self) -> Vec<String> {
+        self.shard_leaders.borrow().clone()
+    }
+
     /// Shard `shard`'s leader as last known, and a receiver that sees each change.
     pub(super) fn shard_leaders(&self) -> watch::Receiver<Vec<String>> {
         self.shard_leaders.subscribe()

@@ -24,6 +24,12 @@ pub struct ClusterState {
     /// The URLs of the nodes on this database seen alive within a lease's length, this one's
     /// among them, in order (this node's own URL when single).
     pub nodes: Vec<String>,
+    /// Each shard's leader's URL as this node last knew it, in shard order (empty while
+    /// unknown): where the shard's requests go.
+    pub leaders: Vec<String>,
+    /// The database keeping each shard's log, in shard order, shown as
+    /// `postgres://USER@HOST:PORT/DBNAME` (empty on a data directory or in memory).
+    pub databases: Vec<String>,
     /// On a leader: whether an acknowledged write survives a failover of the database, and
     /// why (what it read of the database's settings).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -80,6 +86,8 @@ pub fn single(
             shards,
             led: (0..shards).collect(),
             nodes: vec![url.clone()],
+            leaders: vec![url.clone(); shards as usize],
+            databases: Vec::new(),
             replication: None,
             logs,
         }

@@ -161,6 +161,8 @@ impl Service {
                 shards: 1,
                 led: vec![0],
                 nodes: Vec::new(),
+                leaders: Vec::new(),
+                databases: Vec::new(),
                 replication: None,
                 logs: Vec::new(),
             },

@@ -4,7 +4,8 @@
 # AWS CLI, by a Python webhook receiver and by the examples; then boto3 against --auth, and
 # the developer endpoints (peek helper, reset between cases) on a server of their own,
 # docker-compose's PostgreSQL profile run without Docker (compose_profile.sh), deploy/haproxy.cfg
-# keeping requests off a node that is not ready (balancer_readiness.sh), and default SDK clients
+# keeping requests off a node that is not ready (balancer_readiness.sh), the console of one of two
+# nodes sharing shards naming each queue's leader and database (console_shards.sh), and default SDK clients
 # riding through a leader's SIGKILL (ride_through.sh).
 # Usage: tests/e2e/run.sh [path/to/orderly]   (default: target/debug/orderly)
 set -euo pipefail
@@ -29,7 +30,7 @@ if [ ! -d "$node_dir/node_modules/@aws-sdk/client-sqs" ] || [ ! -d "$node_dir/no
   cp "$here/js/package.json" "$node_dir/"
   (cd "$node_dir" && npm install --silent --no-audit --no-fund --no-package-lock)
 fi
-cp "$here/js/scenario.mjs" "$here/js/console.mjs" "$here/js/ride_through.mjs" "$node_dir/"
+cp "$here/js/scenario.mjs" "$here/js/console.mjs" "$here/js/console_shards.mjs" "$here/js/ride_through.mjs" "$node_dir/"
 
 # Durable, as by default, in a fresh data directory.
 log=$(mktemp)
@@ -165,6 +166,14 @@ elif [ -n "${CI:-}" ]; then
   echo "FAIL no Chromium at $chromium (.ci/run installs Debian's chromium)"; exit 1
 else
   echo "skipped: no Chromium at $chromium (apt-get install chromium, or set CHROMIUM)"
+fi
+echo "== The console of one of two nodes sharing four shards on PostgreSQL: each queue's leader and database"
+if [ -x "$chromium" ] && [ -n "${ORDERLY_TEST_POSTGRES:-}" ]; then
+  "$here/console_shards.sh" "$binary" "$node_dir" "$chromium" "$ORDERLY_TEST_POSTGRES" ${ORDERLY_TEST_POSTGRES_SECOND:+"$ORDERLY_TEST_POSTGRES_SECOND"}
+elif [ -n "${CI:-}" ]; then
+  echo "FAIL no Chromium or no PostgreSQL (.ci/run installs both; scripts/test starts the cluster)"; exit 1
+else
+  echo "skipped: needs Chromium and ORDERLY_TEST_POSTGRES (scripts/test sets it)"
 fi
 echo "== docker compose --profile postgres, without Docker: its two nodes on PostgreSQL behind deploy/nginx.conf in nginx"
 nginx=$(command -v nginx || echo /usr/sbin/nginx)

@@ -138,6 +138,15 @@ async fn shards_kept_in_a_cluster_that_goes_down_are_let_go_the_rest_served_and_
         })
         .collect();
     assert_eq!(kept_in, expected, "{state}");
+    // And each shard's, whatever node leads it: where the console says a queue is kept.
+    let databases: Vec<&str> = expected.iter().map(|(_, shown)| *shown).collect();
+    assert_eq!(state["databases"], serde_json::json!(databases), "{state}");
+    let url = server.url();
+    assert_eq!(
+        state["leaders"],
+        serde_json::json!(vec![url; SHARDS as usize]),
+        "{state}"
+    );
     let at_home = common::fifo_queue(server, &name_in("home", ".fifo", 0), &[]).await;
     let elsewhere = common::fifo_queue(server, &name_in("other", ".fifo", 2), &[]).await;
     let send = |url: String, body: String| async move {

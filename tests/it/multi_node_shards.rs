@@ -107,6 +107,19 @@ async fn a_standby_takes_over_every_shard_of_its_database_at_once() {
     let logs = state["logs"].as_array().expect("logs");
     assert_eq!(logs.len(), SHARDS as usize, "{state}");
     assert!(logs.iter().all(|log| log.get("epoch").is_none()), "{state}");
+    // Every shard's requests go to the leader, in the one database.
+    let leader_url = leader.server.url();
+    assert_eq!(
+        state["leaders"],
+        serde_json::json!(vec![leader_url; SHARDS as usize]),
+        "{state}"
+    );
+    let shown = orderly::persist::database::shard_map::shown(&url);
+    assert_eq!(
+        state["databases"],
+        serde_json::json!(vec![shown; SHARDS as usize]),
+        "{state}"
+    );
     // Made and used through the standby: its requests are passed on to the leader.
     let via = &standby.server;
     let queues = [name_in("desk", ".fifo", 1), name_in("audit", ".fifo", 2)];
@@ -498,6 +511,26 @@ async fn two_spread_nodes(url: &str) -> (Stoppable, Stoppable, Vec<Vec<u64>>) {
     .await;
     // The first handed the second's half off and led its own on, without starting over.
     assert_eq!(generations(&first.server).await, before);
+    // Both come to name each shard's leader, the console's "led by", as the node leading it.
+    let urls = [first.server.url(), second.server.url()];
+    let expected: Vec<&str> = (0..u64::from(SHARDS))
+        .map(|shard| &*urls[usize::from(!led[0].contains(&shard))])
+        .collect();
+    let expected = serde_json::json!(expected);
+    let started = Instant::now();
+    for node in [&first.server, &second.server] {
+        loop {
+            let state = cluster(node).await;
+            if state["leaders"] == expected {
+                break;
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(10),
+                "{state} / {expected}"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
     (first, second, led)
 }
 

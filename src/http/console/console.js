@@ -6,8 +6,8 @@
 
 const REFRESH_MS = 2000;
 
-// shards: how many the key space is cut into (the queue's own is shown when more than one).
-const state = { queues: [], selected: null, filter: "all", shards: 1 };
+// cluster: GET /_orderly/cluster as last read, for where the selected queue lives.
+const state = { queues: [], selected: null, filter: "all", cluster: { role: "single", shards: 1 } };
 
 const $ = (id) => document.getElementById(id);
 
@@ -79,6 +79,21 @@ function renderQueues() {
   );
 }
 
+// Where a shard lives: its number when there are several, the node that leads it when nodes
+// share a database, and the database keeping its log.
+function whereKept(shard, cluster) {
+  const parts = [];
+  if (cluster.shards > 1) parts.push(`in shard ${shard} of ${cluster.shards}`);
+  if (cluster.role !== "single") {
+    const leader = cluster.leaders?.[shard];
+    const here = cluster.led?.includes(shard) ? " (this node)" : "";
+    parts.push(leader ? `led by ${leader}${here}` : "no leader known yet");
+  }
+  const database = cluster.databases?.[shard];
+  if (database) parts.push(`kept in ${database}`);
+  return parts.join(", ");
+}
+
 async function renderQueue() {
   const queue = state.queues.find((q) => q.name === state.selected);
   const section = $("queue");
@@ -89,7 +104,7 @@ async function renderQueue() {
   section.hidden = false;
   section.classList.toggle("standard", !queue.fifo);
   $("queue-name").textContent = queue.name;
-  $("queue-shard").textContent = state.shards > 1 ? `in shard ${queue.shard} of ${state.shards}` : "";
+  $("queue-shard").textContent = whereKept(queue.shard, state.cluster);
   $("redrive").hidden = !state.queues.some((q) => q.deadLetterQueue === queue.name);
   const name = encodeURIComponent(queue.name);
   const [messages, groups] = await Promise.all([
@@ -165,7 +180,7 @@ async function refresh() {
   try {
     const [queues, cluster] = await Promise.all([read("/_orderly/queues"), read("/_orderly/cluster")]);
     state.queues = queues.queues;
-    state.shards = cluster.shards;
+    state.cluster = cluster;
     renderQueues();
     await Promise.all([renderQueue(), renderSubscriptions()]);
     $("refreshed").textContent = `updated ${new Date().toLocaleTimeString()}`;
