@@ -157,7 +157,7 @@ pub(super) async fn build(
         (own_url.clone(), count),
         (epochs.clone(), led_logs.clone()),
         survey.seen(),
-        databases(node),
+        (databases(node), opener.clone()),
     );
     let keeper = logs.first().map(|log| log.lease.clone());
     let lease = keeper.iter().cloned().collect();
@@ -715,7 +715,7 @@ fn status(
     (own_url, count): (String, u32),
     (epochs, led_logs): (Arc<[AtomicI64]>, LedLogs),
     seen: tokio::sync::watch::Receiver<Option<Arc<Seen>>>,
-    databases: Arc<[String]>,
+    (databases, opener): (Arc<[String]>, crate::persist::database::ShardOpener),
 ) -> ClusterStatus {
     Arc::new(move || {
         // A generation the node has moved past answers as one that leads nothing.
@@ -734,6 +734,8 @@ fn status(
         };
         let led: Vec<u32> = logs.iter().map(|log| log.shard).collect();
         let nodes = seen.borrow().as_ref().map(|s| s.nodes.clone());
+        // The promise of the databases keeping the shards it leads now, not those handed off.
+        let replication = opener.promise_of(&led);
         ClusterState {
             role: if led.is_empty() { "standby" } else { "leader" },
             epoch: 0,
@@ -749,7 +751,7 @@ fn status(
             nodes: nodes.unwrap_or_default(),
             leaders: standby.standby.known_shard_leaders(),
             databases: databases.to_vec(),
-            replication: None,
+            replication,
             logs,
         }
     })

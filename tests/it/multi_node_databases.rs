@@ -161,6 +161,12 @@ async fn shards_kept_in_a_cluster_that_goes_down_are_let_go_the_rest_served_and_
         send(url.clone(), "before".into()).await.expect("sent");
     }
     let before = generations(server).await;
+    // Its durability is that of both databases, the weakest named (neither cluster has a
+    // synchronous standby: the home's, first in the shard map).
+    let promise = &cluster(server).await["replication"];
+    assert_eq!(promise["synchronous"], false, "{promise}");
+    let detail = promise["detail"].as_str().expect("detail");
+    assert!(detail.starts_with("the --storage database: "), "{promise}");
 
     other.down();
     let down = Instant::now();
@@ -189,6 +195,11 @@ async fn shards_kept_in_a_cluster_that_goes_down_are_let_go_the_rest_served_and_
         longest.as_millis()
     );
     assert!(longest < Duration::from_secs(3), "{longest:?}");
+    // The database it leads no shard in any more no longer speaks for it: the home's promise
+    // alone, unnamed.
+    let promise = &cluster(server).await["replication"];
+    let detail = promise["detail"].as_str().expect("detail");
+    assert!(detail.starts_with("no synchronous standby"), "{promise}");
     let refused = send(elsewhere.clone(), "while down".into()).await;
     let refused = refused.expect_err("no leader to reach");
     let status = refused.raw_response().map(|r| r.status().as_u16());

@@ -150,6 +150,13 @@ pub struct ShardOpener {
 }
 
 impl ShardOpener {
+    /// The weakest promise of the databases keeping `led` (shards this node leads), as the
+    /// node's keeper last read them; none while it leads none.
+    pub fn promise_of(&self, led: &[u32]) -> Option<replication::Promise> {
+        let map = &self.sites.map;
+        (self.replication).among(|site| led.iter().any(|&shard| map.site_of(shard) == site))
+    }
+
     /// The database made ready for `shard`'s log, which `engine` (fresh, made for that
     /// shard) will write to: a connection of its own, as this node.
     pub fn for_shard<W: Default>(

@@ -81,10 +81,22 @@ impl Watch {
     /// The weakest promise known: a database that could lose an acknowledged write, named
     /// when the node's shards are kept in several, else the first database's.
     pub fn get(&self) -> Option<Promise> {
+        self.among(|_| true)
+    }
+
+    /// As `get`, over the databases (sites) `led` says the node still leads shards in: one it
+    /// handed every shard of off no longer speaks for it, though its reading is kept.
+    pub fn among(&self, led: impl Fn(usize) -> bool) -> Option<Promise> {
         let known = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        let several = known.iter().flatten().count() > 1;
-        let weakest = (known.iter().flatten().find(|(_, p)| !p.synchronous))
-            .or_else(|| known.iter().flatten().next())?;
+        let these = || {
+            (known.iter().enumerate())
+                .filter(|(site, _)| led(*site))
+                .filter_map(|(_, known)| known.as_ref())
+        };
+        let several = these().count() > 1;
+        let weakest = these()
+            .find(|(_, p)| !p.synchronous)
+            .or_else(|| these().next())?;
         let (site, promise) = weakest;
         Some(match several && !promise.synchronous {
             true => Promise {
@@ -175,6 +187,11 @@ mod tests {
             weakest.detail,
             format!("the database of shards 16-31: {}", other.detail)
         );
+        // Read only among the databases the node still leads shards in: the other's weaker
+        // promise no longer counts once its shards are handed off, nor its name.
+        assert_eq!(watch.among(|site| site == 0), Some(home.1.clone()));
+        assert_eq!(watch.among(|site| site == 2), Some(other.clone()));
+        assert_eq!(watch.among(|_| false), None);
         watch.found((2, "the database of shards 16-31"), home.1.clone());
         assert_eq!(watch.get(), Some(home.1));
     }
