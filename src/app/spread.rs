@@ -614,13 +614,18 @@ async fn hand_off(spread: &mut Spread, reading: &Seen, leaving: &[u32]) -> Resul
     let keeper = spread.keeper.clone();
     let now = spread.node.clock.now();
     let given_up = tokio::task::spawn_blocking(move || {
-        // A lease another node took meanwhile is not this node's to give up: handed off all
-        // the same.
-        close_logs(&handed, |shard| {
-            (keeper.as_ref()).is_some_and(|keeper| {
-                keeper.hand_off(shard as i32, now)
-                    || keeper.taken_away().borrow().contains(&(shard as i32))
-            })
+        close_logs(&handed, |shards| {
+            let Some(keeper) = keeper else {
+                return vec![false; shards.len()];
+            };
+            let asked: Vec<i32> = shards.iter().map(|&shard| shard as i32).collect();
+            let handed = keeper.hand_off_each(&asked, now);
+            // A lease another node took meanwhile is not this node's to give up: handed off
+            // all the same.
+            let taken = keeper.taken_away().borrow().clone();
+            (asked.iter())
+                .map(|shard| handed.contains(shard) || taken.contains(shard))
+                .collect()
         })
     })
     .await
@@ -640,7 +645,7 @@ async fn hand_off(spread: &mut Spread, reading: &Seen, leaving: &[u32]) -> Resul
 /// leads the rest on: as a hand-off, but the leases are not this node's to give up.
 async fn let_go(spread: &mut Spread, reading: Option<&Seen>, lost: &[u32]) -> Result<(), String> {
     let lost_logs = stop_serving(spread, reading, lost).await?;
-    tokio::task::spawn_blocking(move || close_logs(&lost_logs, |_| true))
+    tokio::task::spawn_blocking(move || close_logs(&lost_logs, |shards| vec![true; shards.len()]))
         .await
         .map_err(|error| error.to_string())?;
     tracing::warn!(lost = ?lost, led = ?spread.led, "let go of shards whose leases were taken by another node or went unrenewed; leading the rest on");
@@ -683,16 +688,16 @@ async fn stop_serving(
     Ok(gone)
 }
 
-/// Ends the snapshots of `logs` (one under way first), gives each shard's lease up with
-/// `give_up` (whether it was this node's to give up), and closes the logs; answers what
-/// `give_up` said of each shard. Blocking.
-fn close_logs(logs: &[LedLog], give_up: impl Fn(u32) -> bool) -> Vec<(u32, bool)> {
+/// Ends the snapshots of `logs` (one under way first), gives the shards' leases up with
+/// `give_up` (all at once; it says of each whether it was this node's to give up), and closes
+/// the logs; answers what `give_up` said of each shard. Blocking.
+fn close_logs(logs: &[LedLog], give_up: impl FnOnce(&[u32]) -> Vec<bool>) -> Vec<(u32, bool)> {
     for log in logs {
         log.snapshotter.finish();
     }
-    let given_up: Vec<(u32, bool)> = (logs.iter())
-        .map(|log| (log.shard, give_up(log.shard)))
-        .collect();
+    let shards: Vec<u32> = logs.iter().map(|log| log.shard).collect();
+    let said = give_up(&shards).into_iter().chain(std::iter::repeat(false));
+    let given_up: Vec<(u32, bool)> = shards.iter().copied().zip(said).collect();
     // Closed once failed: the writer ends, with the connection it holds.
     for log in logs {
         log.snapshotter.close();

@@ -184,23 +184,34 @@ impl Keeper {
     /// it off the runtime. Refused (false) once the keeper has stopped renewing, whose thread
     /// gives up or has lost every lease it held.
     pub fn hand_off(&self, shard: i32, now: Timestamp) -> bool {
+        self.hand_off_each(&[shard], now) == [shard]
+    }
+
+    /// As `hand_off`, for several shards at once: one statement a database, the databases at
+    /// once, so a database that does not answer holds the others' up no longer than its own
+    /// wait. Answers those the keeper held, in the order asked.
+    pub fn hand_off_each(&self, shards: &[i32], now: Timestamp) -> Vec<i32> {
         // The thread marks itself stopped before it reads the leases left to give up: this
-        // either takes the shard out first (and gives it up), or finds the thread stopped.
-        let handed = {
-            let mut shards = self.shards.lock().unwrap_or_else(|p| p.into_inner());
-            if shards.1 {
-                return false;
+        // either takes the shards out first (and gives them up), or finds the thread stopped.
+        let handed: Vec<HeldShard> = {
+            let mut held = self.shards.lock().unwrap_or_else(|p| p.into_inner());
+            if held.1 {
+                return Vec::new();
             }
-            let at = (shards.0.iter()).position(|(held, _)| held.fence.shard == shard);
-            at.map(|at| shards.0.remove(at).0)
+            (shards.iter())
+                .filter_map(|&shard| {
+                    let at = (held.0.iter()).position(|(held, _)| held.fence.shard == shard);
+                    at.map(|at| held.0.remove(at).0)
+                })
+                .collect()
         };
-        let Some(handed) = handed else {
-            return false;
-        };
-        handed.log_writer.fail_for_good();
-        handed.tenure.end();
-        release_each(&self.databases, &[(handed.site, handed.fence)], now);
-        true
+        for shard in &handed {
+            shard.log_writer.fail_for_good();
+            shard.tenure.end();
+        }
+        let fences: Vec<(usize, Fence)> = handed.iter().map(|s| (s.site, s.fence)).collect();
+        release_each(&self.databases, &fences, now);
+        handed.iter().map(|shard| shard.fence.shard).collect()
     }
 
     /// The shards whose leases the keeper renews, in the order taken (none once it stopped).
@@ -240,7 +251,7 @@ pub struct Stopped;
 
 /// Longest a giving up waits for its database: a renewal under way there and its own
 /// statement. A database that does not answer meanwhile lets the lease lapse.
-const GIVE_UP_WAIT: Duration = Duration::from_secs(5);
+pub(super) const GIVE_UP_WAIT: Duration = Duration::from_secs(5);
 
 /// Gives the leases `fences` name up, each in the database (site) it is kept in: one statement
 /// a database, the databases at once.

@@ -199,6 +199,43 @@ fn one_keeper_renews_and_gives_up_leases_in_each_database() {
     until_one(&home, &given_up(0), Duration::from_secs(1));
 }
 
+/// Two listeners that accept connections and never answer, and the URL of a database on both
+/// hosts (each attempt to connect costs two timeouts). Keep the listeners while it is used.
+fn never_answers() -> ([std::net::TcpListener; 2], String) {
+    let hung = [(); 2].map(|_| std::net::TcpListener::bind("127.0.0.1:0").expect("a port"));
+    let ports: Vec<String> = (hung.iter())
+        .map(|l| format!("127.0.0.1:{}", l.local_addr().expect("bound").port()))
+        .collect();
+    let never = format!("postgres://orderly@{}/never", ports.join(","));
+    (hung, never)
+}
+
+/// A shard's lease as a keeper holds it, in database `site` of the shard map.
+fn shard(site: usize, shard: i32, epoch: i64) -> HeldShard {
+    HeldShard {
+        site,
+        fence: Fence { shard, epoch },
+        log_writer: crate::persist::writer::LogWriter::new(),
+        tenure: Arc::new(crate::persist::tenure::Tenure::not_begun()),
+    }
+}
+
+/// What a keeper of shards in the home database and in `never` starts from (a clock at 5,
+/// each database read as its URL says), and a connection to each.
+fn held_over(home: &str, never: &str) -> (Held, Vec<super::connection::Blocking>) {
+    let readings = |url: &str| {
+        let config = super::connection::config(url).expect("a URL");
+        (super::replication::of_url(&config), url.to_string())
+    };
+    let held = Held {
+        announced: None,
+        leads: Leads::Each,
+        clock: Arc::new(crate::clock::ManualClock::new(crate::engine::Timestamp(5))),
+        replication: (Default::default(), vec![readings(home), readings(never)]),
+    };
+    (held, vec![connect(home), connect(never)])
+}
+
 /// A database that accepts connections and never answers (two such hosts, so each attempt
 /// to connect costs two timeouts): the keeper goes on renewing the home's lease on time all
 /// along, and ends the shard kept in the other once its lease has gone unrenewed for its
@@ -209,34 +246,14 @@ fn a_database_that_never_answers_ends_its_own_shards_alone_and_holds_up_no_other
     let mut db = connect(&home);
     crate::persist::database::schema::prepare(&mut db, "us-east-1", "000000000000", 4)
         .expect("tables");
-    let hung = [(); 2].map(|_| std::net::TcpListener::bind("127.0.0.1:0").expect("a port"));
-    let ports: Vec<String> = (hung.iter())
-        .map(|l| format!("127.0.0.1:{}", l.local_addr().expect("bound").port()))
-        .collect();
-    let never = format!("postgres://orderly@{}/never", ports.join(","));
+    let (hung, never) = never_answers();
     let epoch = (lease::acquire(&mut db, 0, "node", "http://node", true))
         .expect("taken")
         .0
         .epoch;
-    let shard = |site: usize, shard: i32, epoch: i64| HeldShard {
-        site,
-        fence: Fence { shard, epoch },
-        log_writer: crate::persist::writer::LogWriter::new(),
-        tenure: Arc::new(crate::persist::tenure::Tenure::not_begun()),
-    };
     let (at_home, elsewhere) = (shard(0, 0, epoch), shard(1, 2, 1));
     let home_tenure = at_home.tenure.clone();
-    let readings = |url: &str| {
-        let config = super::connection::config(url).expect("a URL");
-        (super::replication::of_url(&config), url.to_string())
-    };
-    let held = Held {
-        announced: None,
-        leads: Leads::Each,
-        clock: Arc::new(crate::clock::ManualClock::new(crate::engine::Timestamp(5))),
-        replication: (Default::default(), vec![readings(&home), readings(&never)]),
-    };
-    let dbs = vec![connect(&home), connect(&never)];
+    let (held, dbs) = held_over(&home, &never);
     let started = Instant::now();
     let keeper = Keeper::start(dbs, (at_home, started), held).expect("started");
     keeper.add(elsewhere, started).expect("added");
@@ -265,6 +282,44 @@ fn a_database_that_never_answers_ends_its_own_shards_alone_and_holds_up_no_other
     let renewed = "SELECT count(*) FROM log_shards WHERE shard = 0 \
                    AND expires > now() + interval '3 seconds' AND clock_ms = 5";
     until_one(&home, renewed, Duration::from_secs(5));
+    keeper.release();
+    drop(hung);
+}
+
+/// Handing off several shards, two of them kept in a database that never answers, gives them
+/// all up at once: the wait for that database is paid once (not once a shard), and the home's
+/// lease handed off with them is given up at once.
+#[test]
+fn handing_off_shards_of_a_database_that_never_answers_waits_for_it_once() {
+    let Some(home) = database() else { return };
+    let mut db = connect(&home);
+    crate::persist::database::schema::prepare(&mut db, "us-east-1", "000000000000", 4)
+        .expect("tables");
+    let (hung, never) = never_answers();
+    let (home_0, home_1) = [0, 1]
+        .map(|shard| {
+            (lease::acquire(&mut db, shard, "node", "http://node", true))
+                .expect("taken")
+                .0
+                .epoch
+        })
+        .into();
+    let (held, dbs) = held_over(&home, &never);
+    let started = Instant::now();
+    let keeper = Keeper::start(dbs, (shard(0, 0, home_0), started), held).expect("started");
+    for added in [shard(0, 1, home_1), shard(1, 2, 1), shard(1, 3, 1)] {
+        keeper.add(added, started).expect("added");
+    }
+    let asked = Instant::now();
+    let handed = keeper.hand_off_each(&[2, 3, 1], crate::engine::Timestamp(6));
+    let took = asked.elapsed();
+    assert_eq!(handed, [2, 3, 1]);
+    assert_eq!(keeper.held(), [0]);
+    // One wait for the database that never answers, however many of its shards.
+    let once = super::keeper::GIVE_UP_WAIT + Duration::from_millis(1500);
+    assert!(took < once, "took {took:?}");
+    let given_up = "SELECT count(*) FROM log_shards WHERE shard = 1 AND expires = '-infinity'";
+    until_one(&home, given_up, Duration::from_secs(1));
     keeper.release();
     drop(hung);
 }
