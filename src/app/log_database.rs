@@ -126,7 +126,7 @@ pub struct Node {
     pub agreed: Arc<std::sync::Mutex<Option<Arc<crate::persist::database::survey::Seen>>>>,
     /// The databases of the shard map (`--shard-database`) this process checked against the
     /// home: its later generations check the home alone while it records the same.
-    pub placed_checked: Arc<std::sync::Mutex<Option<Vec<String>>>>,
+    pub placed_checked: Arc<std::sync::Mutex<Option<Vec<Option<String>>>>>,
 }
 
 /// The database made ready for every shard's log, each written by its engine in `engines`

@@ -90,6 +90,23 @@ async fn until_led(server: &common::Server, led: &[u64], bound: Duration) {
     }
 }
 
+/// A node leading its share of shards kept in the home database and, from shard 2 on, in
+/// `other`'s.
+fn spread_over(home: &str, other: &str) -> Config {
+    let mut config = Config::ephemeral();
+    config.ephemeral = false;
+    config.storage = Some(home.to_string());
+    config.shards = SHARDS;
+    config.spread_shards = true;
+    config.leader_wait = 1;
+    config.shard_databases = vec![Placed {
+        first: 2,
+        last: SHARDS - 1,
+        url: other.to_string(),
+    }];
+    config
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn shards_kept_in_a_cluster_that_goes_down_are_let_go_the_rest_served_and_led_again_once_it_is_back(
 ) {
@@ -100,17 +117,7 @@ async fn shards_kept_in_a_cluster_that_goes_down_are_let_go_the_rest_served_and_
     let Some(other) = OwnCluster::start() else {
         return;
     };
-    let mut config = Config::ephemeral();
-    config.ephemeral = false;
-    config.storage = Some(home);
-    config.shards = SHARDS;
-    config.spread_shards = true;
-    config.leader_wait = 1;
-    config.shard_databases = vec![Placed {
-        first: 2,
-        last: SHARDS - 1,
-        url: other.url.clone(),
-    }];
+    let config = spread_over(&home, &other.url);
     let node = Stoppable::start(orderly::app::App::bind(&config).await.expect("bind")).await;
     let server = &node.server;
     until_spread(&[server], SHARDS, Duration::from_secs(10)).await;
@@ -200,7 +207,7 @@ async fn shards_kept_in_a_cluster_that_goes_down_are_let_go_the_rest_served_and_
     let promise = &cluster(server).await["replication"];
     let detail = promise["detail"].as_str().expect("detail");
     assert!(detail.starts_with("no synchronous standby"), "{promise}");
-    let refused = send(elsewhere.clone(), "while down".into()).await;
+    let refused = send(elsewhere.clone(), "while-down".into()).await;
     let refused = refused.expect_err("no leader to reach");
     let status = refused.raw_response().map(|r| r.status().as_u16());
     assert_eq!(status, Some(503), "{refused:?}");
@@ -249,6 +256,59 @@ async fn shards_kept_in_a_cluster_that_goes_down_are_let_go_the_rest_served_and_
             .await
             .expect("received");
         assert!(more.messages.unwrap_or_default().is_empty(), "{url}");
+    }
+    node.stop().await;
+}
+
+/// A node started while the cluster keeping shards 2 and 3 is down (its database never used
+/// yet): it starts and leads the home's shards, answers for the others that no leader can be
+/// reached, and once the cluster answers checks its database against the home, makes it ready
+/// and leads its shards too, without starting over.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_started_while_a_placed_cluster_is_down_leads_the_rest_and_its_shards_once_it_answers(
+) {
+    let Some(home) = common::fresh_database().await else {
+        return;
+    };
+    let Some(other) = OwnCluster::start() else {
+        return;
+    };
+    other.down();
+    let config = spread_over(&home, &other.url);
+    let node = Stoppable::start(orderly::app::App::bind(&config).await.expect("bind")).await;
+    let server = &node.server;
+    until_led(server, &[0, 1], Duration::from_secs(10)).await;
+    let at_home = common::fifo_queue(server, &name_in("home", ".fifo", 0), &[]).await;
+    let send = |url: String, body: &str| {
+        (server.sqs.send_message().queue_url(url))
+            .message_group_id("g")
+            .message_deduplication_id(body)
+            .message_body(body)
+            .send()
+    };
+    send(at_home.clone(), "while-down").await.expect("sent");
+    let elsewhere = name_in("other", ".fifo", 2);
+    let refused = (server.sqs.create_queue().queue_name(&elsewhere))
+        .attributes(aws_sdk_sqs::types::QueueAttributeName::FifoQueue, "true")
+        .send()
+        .await
+        .expect_err("no leader to reach");
+    let status = refused.raw_response().map(|r| r.status().as_u16());
+    assert_eq!(status, Some(503), "{refused:?}");
+    let before = generations(server).await;
+
+    other.up();
+    until_led(server, &[0, 1, 2, 3], Duration::from_secs(20)).await;
+    assert_eq!(generations(server).await, before, "the node started over");
+    let state = cluster(server).await;
+    let promise = state["replication"]["detail"].as_str().expect("detail");
+    assert!(promise.starts_with("the --storage database: "), "{state}");
+    let elsewhere = common::fifo_queue(server, &elsewhere, &[]).await;
+    send(elsewhere.clone(), "once-up").await.expect("sent");
+    for (url, expected) in [(at_home, "while-down"), (elsewhere, "once-up")] {
+        let got = crate::shards::drain(server, &url, 1).await;
+        let bodies: Vec<String> = got.into_iter().map(|(_, body)| body).collect();
+        assert_eq!(bodies, [expected], "{url}");
     }
     node.stop().await;
 }

@@ -202,7 +202,8 @@ pub enum Asked {
         epoch: i64,
         again_after: Duration,
     },
-    /// The database did not answer; ask again after the pause.
+    /// The database did not answer (or, checked late, was found to be another than the shard
+    /// map says); ask again after the pause.
     Unreachable {
         cause: String,
         again_after: Duration,
@@ -273,6 +274,14 @@ impl ReadyDatabase {
     /// (once per node: by the first shard's asking).
     pub fn ask(&mut self, url: &str) -> Asked {
         self.asked_at = std::time::Instant::now();
+        // A database whose check was put off (it did not answer when the process started) is
+        // checked before any lease of it is taken.
+        if let Err(cause) = self.sites.checked(self.site, &mut self.db) {
+            return Asked::Unreachable {
+                cause,
+                again_after: Duration::from_secs(1),
+            };
+        }
         let asked = lease::try_take(&mut self.db, self.shard, &self.node, url);
         if self.shard == 0 {
             self.nodes.announce(&mut self.db, &self.node, url);

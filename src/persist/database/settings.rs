@@ -33,8 +33,8 @@ pub struct Settings {
     /// in `url`'s.
     pub placed: Vec<shard_map::Placed>,
     /// The names of the databases of `placed` this process checked against the home, in
-    /// range order, once it has: a later generation that finds the same names recorded in the
-    /// home checks the home alone, so a placed database that stops answering costs its own
-    /// shards only, not the node's next start.
-    pub placed_checked: Arc<Mutex<Option<Vec<String>>>>,
+    /// range order (`None` for one not checked yet), once it started: a later generation that
+    /// finds the same names recorded in the home checks the home alone, so a placed database
+    /// that stops answering costs its own shards only, not the node's next start.
+    pub placed_checked: Arc<Mutex<Option<Vec<Option<String>>>>>,
 }

@@ -25,9 +25,90 @@ pub struct Site {
 pub struct Sites {
     pub map: ShardMap,
     pub sites: Vec<Site>,
+    /// Where each database stands with this process's check against the home (the home's
+    /// first, always checked).
+    checks: Mutex<Vec<Check>>,
+    /// What a check put off until a database answers needs.
+    later: Later,
+}
+
+/// Whether a database of the shard map was checked to be what the map says.
+#[derive(Clone, Debug)]
+enum Check {
+    Done,
+    /// It did not answer when the process started, with shards led apart (`--spread-shards`):
+    /// checked before its first lease is asked for, its shards led by none of this process's
+    /// generations until then.
+    PutOff,
+    /// Checked and found to be another than the map says: its shards are not led here.
+    Refused(String),
+}
+
+/// What a check put off needs: the settings it checks against, the home's name, the database
+/// names the home recorded for each range when the process started, and where this process
+/// keeps the names it checked.
+struct Later {
+    asked: Asked,
+    home_name: String,
+    recorded: Vec<Option<String>>,
+    checked: Arc<Mutex<Option<Vec<Option<String>>>>>,
+}
+
+/// The region, account and shard count a database must agree with.
+#[derive(Clone)]
+struct Asked {
+    region: String,
+    account: String,
+    shards: u32,
 }
 
 impl Sites {
+    /// Checks `site`'s database (connected as `db`) against the home, if its check was put
+    /// off; refused while it does not answer (asked again next time) or once it was found to
+    /// be another than the map says. Blocking.
+    pub fn checked(&self, site: usize, db: &mut Blocking) -> Result<(), String> {
+        // Held through the check: another shard of the same database waits for its outcome.
+        let mut checks = lock(&self.checks);
+        match checks.get(site) {
+            None | Some(Check::Done) => return Ok(()),
+            Some(Check::Refused(why)) => return Err(why.clone()),
+            Some(Check::PutOff) => {}
+        }
+        let name = self.map.site_name(site);
+        if let Err(cause) = answers(db) {
+            return Err(format!("{name} does not answer: {cause}"));
+        }
+        let (Some(placed), Some(recorded)) = (
+            self.map.placed().get(site - 1),
+            self.later.recorded.get(site - 1),
+        ) else {
+            return Err(format!("{name} is not in the shard map"));
+        };
+        let mut home = Blocking::new(self.sites[0].config.clone()).map_err(|e| e.to_string())?;
+        let later = &self.later;
+        let named = (later.home_name.as_str(), recorded.as_deref());
+        match check_placed(db, &later.asked, (named, placed), &mut home) {
+            Ok(database) => {
+                tracing::info!(database = %name, "checked against the shard map once it answered: leading its shards from now on");
+                checks[site] = Check::Done;
+                let mut checked = lock(&later.checked);
+                let names = checked.get_or_insert_with(|| vec![None; later.recorded.len()]);
+                if let Some(slot) = names.get_mut(site - 1) {
+                    *slot = Some(database);
+                }
+                Ok(())
+            }
+            // Gone again part way: asked again next time.
+            Err(error) if answers(db).is_err() => Err(format!("{name}: {error}")),
+            Err(error) => {
+                tracing::error!(database = %name, %error, "not what the shard map says: its shards are not led by this process");
+                let why = format!("{name}: {error}");
+                checks[site] = Check::Refused(why.clone());
+                Err(why)
+            }
+        }
+    }
+
     /// What a lease keeper reads each database's promise with: its URL's hosts, whether it
     /// asks for a read-write one, and its name.
     pub fn replication_reads(&self) -> Vec<super::replication::Reading> {
@@ -94,30 +175,81 @@ pub fn prepare(
         shared_commit: shared(&config)?,
         config,
     }];
-    // Checked by this process already, and still the databases the home records: not asked.
+    let asked = Asked {
+        region: settings.region.clone(),
+        account: settings.account_id.clone(),
+        shards: settings.shards,
+    };
     let recorded: Vec<Option<String>> = made.placed.iter().map(|p| p.2.clone()).collect();
-    let checked = lock(&settings.placed_checked).clone();
-    let checked = checked.is_some_and(|names| {
-        let names: Vec<Option<String>> = names.into_iter().map(Some).collect();
-        names == recorded
-    });
-    let mut names = Vec::with_capacity(recorded.len());
-    for (placed, recorded) in map.placed().iter().zip(&recorded) {
+    // What this process checked before (none at its first start), per range.
+    let before = lock(&settings.placed_checked).clone();
+    let first_start = before.is_none();
+    let mut names = before.unwrap_or_else(|| vec![None; recorded.len()]);
+    names.resize(recorded.len(), None);
+    let mut checks = vec![Check::Done];
+    for ((placed, recorded), name) in map.placed().iter().zip(&recorded).zip(&mut names) {
         let config = connection::config(&placed.url).map_err(OpenError::Url)?;
-        if !checked {
+        // Checked by this process already, and still the database the home records: not
+        // asked. With shards led apart, one that does not answer at the first start, or was
+        // not checked by then, is checked once it answers: it costs its own shards only.
+        let check = if name.is_some() && name == recorded {
+            Check::Done
+        } else if settings.shards_alone && !first_start {
+            Check::PutOff
+        } else {
             let mut db = Blocking::new(config.clone())?;
-            let named = (made.database.as_str(), recorded.as_deref());
-            names.push(check_placed(&mut db, settings, (named, placed), home)?);
-        }
+            let database = map.site_name(checks.len());
+            match answers(&mut db) {
+                Err(cause) if settings.shards_alone => {
+                    tracing::warn!(%database, %cause, "does not answer: its shards wait until it does, the others are led meanwhile");
+                    Check::PutOff
+                }
+                // A node leading every shard or none cannot lead without it.
+                Err(cause) => {
+                    return Err(OpenError::Database(format!(
+                        "{database} does not answer: {cause}"
+                    )))
+                }
+                Ok(()) => {
+                    let named = (made.database.as_str(), recorded.as_deref());
+                    *name = Some(check_placed(&mut db, &asked, (named, placed), home)?);
+                    Check::Done
+                }
+            }
+        };
+        checks.push(check);
         sites.push(Site {
             shared_commit: shared(&config)?,
             config,
         });
     }
-    if !checked {
-        *lock(&settings.placed_checked) = Some(names);
-    }
-    Ok(Sites { map, sites })
+    *lock(&settings.placed_checked) = Some(names);
+    let later = Later {
+        asked,
+        home_name: made.database.clone(),
+        recorded,
+        checked: settings.placed_checked.clone(),
+    };
+    Ok(Sites {
+        map,
+        sites,
+        checks: Mutex::new(checks),
+        later,
+    })
+}
+
+/// Longest a database is waited for to say it answers.
+const ANSWER_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Whether the database `db` is connected to answers a statement.
+fn answers(db: &mut Blocking) -> Result<(), String> {
+    db.run(
+        ANSWER_WAIT,
+        |client: &mut tokio_postgres::Client| -> connection::Work<'_, _> {
+            Box::pin(async move { client.simple_query("SELECT 1").await.map(|_| ()) })
+        },
+    )
+    .map_err(|failed| failed.cause)
 }
 
 /// Makes ready the database `placed` names (connected as `db`) for the home named `home_name`
@@ -126,7 +258,7 @@ pub fn prepare(
 /// refused before anything is written to it). Answers the database's name.
 fn check_placed(
     db: &mut Blocking,
-    settings: &Settings,
+    settings: &Asked,
     ((home_name, recorded), placed): ((&str, Option<&str>), &Placed),
     home: &mut Blocking,
 ) -> Result<String, OpenError> {
@@ -149,7 +281,7 @@ fn check_placed(
             return refuse(another.into());
         }
     }
-    let made = match schema::prepare_as(db, &settings.region, &settings.account_id, (asked, role)) {
+    let made = match schema::prepare_as(db, &settings.region, &settings.account, (asked, role)) {
         Ok(made) => made,
         // Said of the range's database: the advice meant for a --storage database (another
         // --region, moving a state in) would mislead.

@@ -323,3 +323,126 @@ fn handing_off_shards_of_a_database_that_never_answers_waits_for_it_once() {
     keeper.release();
     drop(hung);
 }
+
+/// A port that closes every connection at once until it is opened, then passes each new one
+/// on to `to` (a database server's host:port): a database that comes to answer.
+struct Gate {
+    port: u16,
+    open: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl Gate {
+    fn start(to: String) -> Gate {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a port");
+        let port = listener.local_addr().expect("bound").port();
+        let open = Arc::new(AtomicBool::new(false));
+        let opened = open.clone();
+        std::thread::spawn(move || {
+            for client in listener.incoming().flatten() {
+                if !opened.load(Ordering::SeqCst) {
+                    drop(client);
+                    continue;
+                }
+                let Ok(server) = std::net::TcpStream::connect(&to) else {
+                    continue;
+                };
+                let pipe = |mut from: std::net::TcpStream, mut to: std::net::TcpStream| {
+                    std::thread::spawn(move || {
+                        let _ = std::io::copy(&mut from, &mut to);
+                        let _ = to.shutdown(std::net::Shutdown::Both);
+                    });
+                };
+                let (client_too, server_too) = (client.try_clone(), server.try_clone());
+                if let (Ok(client_too), Ok(server_too)) = (client_too, server_too) {
+                    pipe(client, server);
+                    pipe(server_too, client_too);
+                }
+            }
+        });
+        Gate { port, open }
+    }
+
+    fn open(&self) {
+        self.open.store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// `url` (a database on the server the gate passes on to) reached through the gate.
+    fn through(&self, url: &str) -> String {
+        let config = super::connection::config(url).expect("a URL");
+        let name = config.get_dbname().expect("a database");
+        let user = config.get_user().expect("a user");
+        format!("postgres://{user}@127.0.0.1:{}/{name}", self.port)
+    }
+}
+
+/// The host and port of the server `url` names.
+fn server_of(url: &str) -> String {
+    let config = super::connection::config(url).expect("a URL");
+    let host = match &config.get_hosts()[0] {
+        tokio_postgres::config::Host::Tcp(host) => host.clone(),
+        other => panic!("not a TCP host: {other:?}"),
+    };
+    format!("{host}:{}", config.get_ports()[0])
+}
+
+/// With shards led apart, a range's database that does not answer at the start is put off,
+/// not refused: the start goes on, and the database is checked when one of its leases is
+/// about to be taken, once it answers. Checked then and found to be what the map says, it is
+/// made ready and recorded in the home; found to be another (here a home of its own), its
+/// shards are refused for good. Without shards led apart, the start is refused as before.
+#[test]
+fn a_database_that_does_not_answer_at_the_start_is_checked_once_it_answers() {
+    let (Some(home), Some(other), Some(wrong)) = (database(), elsewhere(), elsewhere()) else {
+        return;
+    };
+    // `wrong` made a home database of its own: no range may be kept in it.
+    prepare(&settings(&wrong, &[])).expect("a home of its own");
+    for (target, right) in [(&other, true), (&wrong, false)] {
+        let gate = Gate::start(server_of(target));
+        let through = gate.through(target);
+        let home = if right {
+            home.clone()
+        } else {
+            database().expect("a database")
+        };
+        let mut together = settings(&home, &[(2, 3, &through)]);
+        together.placed_checked = Default::default();
+        match prepare(&together) {
+            Err(OpenError::Database(why)) => assert!(why.contains("does not answer"), "{why}"),
+            Err(other) => panic!("refused otherwise: {other}"),
+            Ok(_) => panic!("a start leading every shard went on without the database"),
+        }
+        let apart = Settings {
+            shards_alone: true,
+            placed_checked: Default::default(),
+            ..settings(&home, &[(2, 3, &through)])
+        };
+        let sites = prepare(&apart).expect("started without it");
+        let mut db = connect(&through);
+        let unanswered = sites.checked(1, &mut db).expect_err("not answering yet");
+        assert!(unanswered.contains("does not answer"), "{unanswered}");
+        assert_eq!(*apart.placed_checked.lock().unwrap(), Some(vec![None]));
+        gate.open();
+        let mut db = connect(&through);
+        match right {
+            true => {
+                sites.checked(1, &mut db).expect("checked once it answers");
+                assert_eq!(shards_in(target), [2, 3]);
+                let names = apart.placed_checked.lock().unwrap().clone();
+                assert!(matches!(names.as_deref(), Some([Some(_)])), "{names:?}");
+                // Checked once: asked again, nothing is asked of the database.
+                sites
+                    .checked(1, &mut connect("postgres://orderly@127.0.0.1:1/none"))
+                    .expect("checked before");
+            }
+            false => {
+                let refused = sites.checked(1, &mut db).expect_err("another database");
+                assert!(refused.contains("a home database of its own"), "{refused}");
+                let again = sites.checked(1, &mut db).expect_err("refused for good");
+                assert_eq!(again, refused);
+                assert_eq!(*apart.placed_checked.lock().unwrap(), Some(vec![None]));
+            }
+        }
+    }
+}

@@ -198,6 +198,13 @@ fn holders(
                 continue;
             }
         };
+        // A database of the shard map not made yet (it did not answer when the nodes first
+        // started) holds no lease: its shards are free, for their nodes to check and take.
+        if rows.is_empty() && site > 0 {
+            for shard in (0..map.shards()).filter(|&shard| map.site_of(shard) == site) {
+                read[shard as usize] = Some(None);
+            }
+        }
         for (shard, holder) in rows {
             // A shard kept elsewhere, or twice: the databases disagree with the map, and no
             // reading of them is to be acted on.
@@ -223,24 +230,31 @@ type Rows = Result<Vec<(i32, Option<Holder>)>, String>;
 /// How much longer than a reading's own bound a database's answer is waited for.
 const ANSWER_MARGIN: Duration = Duration::from_millis(500);
 
-/// Reads the leases of the database `db` is connected to.
+/// PostgreSQL's SQLSTATE for a table that does not exist.
+const UNDEFINED_TABLE: &str = "42P01";
+
+/// Reads the leases of the database `db` is connected to: none where it has no leases table.
 fn read_leases(db: &mut Blocking) -> Rows {
-    let rows = db
-        .run(READ_TIMEOUT, |client: &mut Client| -> Work<'_, _> {
-            Box::pin(async move {
-                client
-                    .query(
-                        "SELECT shard, epoch, node, url, \
+    let rows = db.run(READ_TIMEOUT, |client: &mut Client| -> Work<'_, _> {
+        Box::pin(async move {
+            client
+                .query(
+                    "SELECT shard, epoch, node, url, \
                          (extract(epoch FROM expires - now()) * 1000)::bigint \
                          FROM log_shards WHERE expires > now() \
                          UNION ALL SELECT shard, epoch, node, url, 0::bigint \
                          FROM log_shards WHERE expires <= now()",
-                        &[],
-                    )
-                    .await
-            })
+                    &[],
+                )
+                .await
         })
-        .map_err(|failed| failed.cause)?;
+    });
+    let rows = match rows {
+        Ok(rows) => rows,
+        // No leases table: a database of the shard map not made yet (none is read so).
+        Err(failed) if failed.code.as_deref() == Some(UNDEFINED_TABLE) => Vec::new(),
+        Err(failed) => return Err(failed.cause),
+    };
     Ok((rows.iter())
         .map(|row| {
             let (shard, remaining_ms): (i32, i64) = (row.get(0), row.get(4));
