@@ -488,15 +488,23 @@ fn free_of_share(seen: &Seen, own_url: &str, count: u32, led: &[u32]) -> Vec<u32
 /// starting over: each shard's lease taken (one another node took first is left to it), a
 /// fresh engine recovered from its snapshot and log, served by the router from then on
 /// (`Work::take_shard`), its snapshots taken and its lease renewed with the others'. Its
-/// requests, waiting meanwhile, then come here. An error says the generation should start
-/// over.
+/// requests, waiting meanwhile, then come here. One shard after another, each served once its
+/// own recovery ends (not the last one's). An error says the generation should start over.
 async fn take(spread: &mut Spread, reading: &Seen, shards: &[u32]) -> Result<(), String> {
+    for &shard in shards {
+        take_one(spread, reading, shard).await?;
+    }
+    Ok(())
+}
+
+/// `take` of one shard.
+async fn take_one(spread: &mut Spread, reading: &Seen, shard: u32) -> Result<(), String> {
     let started = (spread.started.clone()).ok_or("the generation's work has not started")?;
     let began = std::time::Instant::now();
     let opener = spread.opener.clone();
     let config = spread.node.config.clone();
     let leading = (spread.node.clock.clone(), spread.own_url.clone());
-    let (count, keeper, wanted) = (spread.count, spread.keeper.clone(), shards.to_vec());
+    let (count, keeper, wanted) = (spread.count, spread.keeper.clone(), vec![shard]);
     let keeping = started.clone();
     // Run to its end even if this generation stops meanwhile: a keeper it starts is the
     // generation's to give up at once.
@@ -565,6 +573,11 @@ fn lead_more(
 ) -> Result<Vec<(Engine<Notify>, DatabaseLog, Arc<Tenure>)>, String> {
     let mut led = Vec::with_capacity(shards.len());
     for &number in shards {
+        // Found to be another database than the map says: not asked again, nor a fresh
+        // engine made for it, at each reading that finds it free.
+        if opener.refused(number) {
+            continue;
+        }
         let shard = Shard { number, count };
         let mut engine = Engine::for_shard(&config.account_id, &config.region, shard);
         let mut ready = (opener.for_shard(number, &mut engine))

@@ -150,6 +150,12 @@ pub struct ShardOpener {
 }
 
 impl ShardOpener {
+    /// Whether the database keeping `shard` was found, checked late, to be another than the
+    /// shard map says: none of its leases is asked for by this generation.
+    pub fn refused(&self, shard: u32) -> bool {
+        self.sites.refused(self.sites.map.site_of(shard))
+    }
+
     /// The weakest promise of the databases keeping `led` (shards this node leads), as the
     /// node's keeper last read them; none while it leads none.
     pub fn promise_of(&self, led: &[u32]) -> Option<replication::Promise> {

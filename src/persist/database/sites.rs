@@ -75,8 +75,8 @@ impl Sites {
             Some(Check::PutOff) => {}
         }
         let name = self.map.site_name(site);
-        if let Err(cause) = answers(db) {
-            return Err(format!("{name} does not answer: {cause}"));
+        if let Err(failed) = answers(db) {
+            return Err(format!("{name} does not answer: {failed}"));
         }
         let (Some(placed), Some(recorded)) = (
             self.map.placed().get(site - 1),
@@ -98,15 +98,22 @@ impl Sites {
                 }
                 Ok(())
             }
-            // Gone again part way: asked again next time.
-            Err(error) if answers(db).is_err() => Err(format!("{name}: {error}")),
-            Err(error) => {
+            // What the map says refused: not asked again by this generation. Anything else
+            // (either database gone again part way, a statement timed out) is asked again.
+            Err(error @ OpenError::ShardMap(_)) => {
                 tracing::error!(database = %name, %error, "not what the shard map says: its shards are not led by this process");
                 let why = format!("{name}: {error}");
                 checks[site] = Check::Refused(why.clone());
                 Err(why)
             }
+            Err(error) => Err(format!("{name}: {error}")),
         }
+    }
+
+    /// Whether `site`'s database, checked late, was found to be another than the map says
+    /// (its shards are not led by this generation).
+    pub fn refused(&self, site: usize) -> bool {
+        matches!(lock(&self.checks).get(site), Some(Check::Refused(_)))
     }
 
     /// What a lease keeper reads each database's promise with: its URL's hosts, whether it
@@ -200,16 +207,18 @@ pub fn prepare(
             let mut db = Blocking::new(config.clone())?;
             let database = map.site_name(checks.len());
             match answers(&mut db) {
-                Err(cause) if settings.shards_alone => {
-                    tracing::warn!(%database, %cause, "does not answer: its shards wait until it does, the others are led meanwhile");
+                Err(failed) if settings.shards_alone && unreachable(&failed) => {
+                    tracing::warn!(%database, cause = %failed, "does not answer: its shards wait until it does, the others are led meanwhile");
                     Check::PutOff
                 }
-                // A node leading every shard or none cannot lead without it.
-                Err(cause) => {
+                // A node leading every shard or none cannot lead without it; a database that
+                // answers with an error (a password refused, no such database) is refused.
+                Err(failed) if unreachable(&failed) => {
                     return Err(OpenError::Database(format!(
-                        "{database} does not answer: {cause}"
+                        "{database} does not answer: {failed}"
                     )))
                 }
+                Err(failed) => return Err(OpenError::Database(format!("{database}: {failed}"))),
                 Ok(()) => {
                     let named = (made.database.as_str(), recorded.as_deref());
                     *name = Some(check_placed(&mut db, &asked, (named, placed), home)?);
@@ -242,14 +251,24 @@ pub fn prepare(
 const ANSWER_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// Whether the database `db` is connected to answers a statement.
-fn answers(db: &mut Blocking) -> Result<(), String> {
+fn answers(db: &mut Blocking) -> Result<(), connection::Failed> {
     db.run(
         ANSWER_WAIT,
         |client: &mut tokio_postgres::Client| -> connection::Work<'_, _> {
             Box::pin(async move { client.simple_query("SELECT 1").await.map(|_| ()) })
         },
     )
-    .map_err(|failed| failed.cause)
+}
+
+/// Whether `failed` says the database could not be reached (no answer, a connection
+/// refused or lost, a server starting up or shutting down), not that it answered with a
+/// refusal that waiting does not mend.
+fn unreachable(failed: &connection::Failed) -> bool {
+    match failed.code.as_deref() {
+        None => true,
+        // Connection exceptions; the server starting, shutting down or in crash recovery.
+        Some(code) => code.starts_with("08") || matches!(code, "57P01" | "57P02" | "57P03"),
+    }
 }
 
 /// Makes ready the database `placed` names (connected as `db`) for the home named `home_name`
@@ -296,6 +315,13 @@ fn check_placed(
                  give an empty database"
                     .into(),
             )
+        }
+        // Not an answer about the database: said as it came, so a late check asks again.
+        Err(OpenError::Database(error)) => {
+            return Err(OpenError::Database(format!(
+                "--shard-database {}: {error}",
+                placed.range()
+            )))
         }
         Err(error) => return refuse(error.to_string()),
     };

@@ -367,12 +367,12 @@ impl Gate {
         self.open.store(true, std::sync::atomic::Ordering::SeqCst);
     }
 
-    /// `url` (a database on the server the gate passes on to) reached through the gate.
+    /// `url` (a database on the server the gate passes on to, `postgres://…@HOST:PORT/…`)
+    /// reached through the gate, its credentials and parameters kept.
     fn through(&self, url: &str) -> String {
-        let config = super::connection::config(url).expect("a URL");
-        let name = config.get_dbname().expect("a database");
-        let user = config.get_user().expect("a user");
-        format!("postgres://{user}@127.0.0.1:{}/{name}", self.port)
+        let (before, after) = url.rsplit_once('@').expect("postgres://USER@HOST:PORT/NAME");
+        let (_, rest) = after.split_once('/').expect("a database name");
+        format!("{before}@127.0.0.1:{}/{rest}", self.port)
     }
 }
 
@@ -445,4 +445,35 @@ fn a_database_that_does_not_answer_at_the_start_is_checked_once_it_answers() {
             }
         }
     }
+}
+
+/// The survey reading a range's database that is another than the map names (a home of its
+/// own, keeping every shard's lease): that range is read as unknown, the home's shards as
+/// they are, and the reading goes on (it used to fail whole, every node's, every second).
+#[test]
+fn the_survey_leaves_unread_a_range_whose_database_disagrees_with_the_map() {
+    let (Some(home), Some(right), Some(wrong)) = (database(), elsewhere(), elsewhere()) else {
+        return;
+    };
+    prepare(&settings(&home, &[(2, 3, &right)])).expect("the home and its range");
+    prepare(&settings(&wrong, &[])).expect("a home of its own");
+    let placed = [Placed {
+        first: 2,
+        last: 3,
+        url: wrong.clone(),
+    }];
+    let map = super::shard_map::ShardMap::new(&home, &placed, 4).expect("a map");
+    let survey = super::survey::Survey::start(map, "http://surveyor".into()).expect("started");
+    let seen = survey.seen();
+    let started = Instant::now();
+    let reading = loop {
+        if let Some(reading) = seen.borrow().clone() {
+            break reading;
+        }
+        assert!(started.elapsed() < Duration::from_secs(10), "never read");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(reading.unread, [2, 3], "{reading:?}");
+    assert!(reading.free(0) && reading.free(1), "{reading:?}");
+    assert!(!reading.free(2) && !reading.free(3), "{reading:?}");
 }

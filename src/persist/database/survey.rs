@@ -19,6 +19,10 @@ use std::sync::mpsc::{Receiver, RecvTimeoutError};
 /// How the names this module announces nodes by begin: the nodes that lead their share.
 const NAMED: &str = "survey ";
 
+/// A range's database that disagrees with the map is said once per interval, not each reading.
+static WARNINGS: std::sync::LazyLock<crate::quiet_log::QuietLog> =
+    std::sync::LazyLock::new(Default::default);
+
 /// How often the nodes and leases are read.
 const EVERY: Duration = Duration::from_secs(1);
 
@@ -205,17 +209,33 @@ fn holders(
                 read[shard as usize] = Some(None);
             }
         }
-        for (shard, holder) in rows {
-            // A shard kept elsewhere, or twice: the databases disagree with the map, and no
-            // reading of them is to be acted on.
-            match read.get_mut(shard as usize) {
-                Some(slot @ None) if map.site_of(shard as u32) == site => *slot = Some(holder),
-                _ => {
-                    return Err(format!(
-                        "the leases of shard {shard} are kept where the map does not place them"
-                    ))
-                }
+        // A shard kept elsewhere, or twice: the database disagrees with the map, and no
+        // reading of it is to be acted on. A range's database is left unread (another
+        // database than the map names, come to answer before a node checked it: its shards
+        // are led by none meanwhile); the home's, checked at every start, fails the reading.
+        let mut kept = std::collections::HashSet::new();
+        let disagrees = (rows.iter()).find(|(shard, _)| {
+            let placed = u32::try_from(*shard).is_ok_and(|s| s < map.shards());
+            !(placed && map.site_of(*shard as u32) == site && kept.insert(*shard))
+        });
+        if let Some((shard, _)) = disagrees {
+            let cause =
+                format!("the leases of shard {shard} are kept where the map does not place them");
+            if site == 0 {
+                return Err(cause);
             }
+            let database = map.site_name(site);
+            if let Some(held_back) = WARNINGS.admit(&database, std::time::Instant::now()) {
+                tracing::warn!(%database, %cause, held_back, "not the database the shard map names? its shards are led by no node until it is");
+            }
+            for shard in (0..map.shards()).filter(|&shard| map.site_of(shard) == site) {
+                read[shard as usize] = Some(None);
+                unread.push(shard);
+            }
+            continue;
+        }
+        for (shard, holder) in rows {
+            read[shard as usize] = Some(holder);
         }
     }
     let holders = (read.into_iter().enumerate())
