@@ -289,54 +289,14 @@ impl Config {
             Ok(config) => config,
             Err(error) if !error.use_stderr() => error.exit(),
             Err(error) => {
-                eprint!("{}", without_passwords(&error.render().to_string()));
+                eprint!(
+                    "{}",
+                    crate::password_blanking::without_passwords(&error.render().to_string())
+                );
                 std::process::exit(error.exit_code());
             }
         }
     }
-}
-
-/// `text` with the password of every PostgreSQL URL (`scheme://user:PASSWORD@host`) and
-/// connection string (`password=PASSWORD`) in it replaced by `***`.
-pub fn without_passwords(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    let mut rest = text;
-    while let Some(at) = rest.find("://") {
-        let (before, after) = rest.split_at(at + 3);
-        out.push_str(before);
-        // The user information ends at the last '@' before the host's path, quote or space.
-        let end = after
-            .find(|c: char| c == '/' || c == '\'' || c == '"' || c.is_whitespace())
-            .unwrap_or(after.len());
-        match after[..end].rfind('@') {
-            Some(at_sign) => {
-                let user_info = &after[..at_sign];
-                match user_info.find(':') {
-                    Some(colon) => {
-                        out.push_str(&user_info[..=colon]);
-                        out.push_str("***");
-                    }
-                    None => out.push_str(user_info),
-                }
-                rest = &after[at_sign..];
-            }
-            None => rest = after,
-        }
-    }
-    out.push_str(rest);
-    let mut blanked = String::with_capacity(out.len());
-    let mut rest = out.as_str();
-    while let Some(at) = rest.find("password=") {
-        let (before, after) = rest.split_at(at + "password=".len());
-        blanked.push_str(before);
-        blanked.push_str("***");
-        let end = after
-            .find(|c: char| c == '\'' || c == '"' || c.is_whitespace())
-            .unwrap_or(after.len());
-        rest = &after[end..];
-    }
-    blanked.push_str(rest);
-    blanked
 }
 
 fn parse_account(value: &str) -> Result<String, String> {
@@ -358,27 +318,5 @@ impl Config {
     /// Defaults, bound to a free loopback port (for tests and embedding).
     pub fn ephemeral() -> Self {
         Config::parse_from(["orderly", "--bind", "127.0.0.1:0", "--ephemeral"])
-    }
-}
-
-#[cfg(test)]
-mod password_tests {
-    use super::without_passwords;
-
-    #[test]
-    fn passwords_are_blanked_in_urls_and_connection_strings() {
-        assert_eq!(
-            without_passwords("invalid value 'postgres://u:s3cret@h:x/db' for '--storage'"),
-            "invalid value 'postgres://u:***@h:x/db' for '--storage'"
-        );
-        assert_eq!(
-            without_passwords("postgresql://u:p@ss@h1,h2/db and http://host/path"),
-            "postgresql://u:***@h1,h2/db and http://host/path"
-        );
-        assert_eq!(
-            without_passwords("'host=h password=p4ss user=u'"),
-            "'host=h password=*** user=u'"
-        );
-        assert_eq!(without_passwords("postgres://u@h/db"), "postgres://u@h/db");
     }
 }

@@ -43,6 +43,7 @@ pub mod engine;
 pub mod http;
 pub mod init;
 pub mod metrics;
+pub mod password_blanking;
 pub mod persist;
 pub mod protocol;
 pub mod quiet_log;

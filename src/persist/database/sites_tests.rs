@@ -370,7 +370,9 @@ impl Gate {
     /// `url` (a database on the server the gate passes on to, `postgres://…@HOST:PORT/…`)
     /// reached through the gate, its credentials and parameters kept.
     fn through(&self, url: &str) -> String {
-        let (before, after) = url.rsplit_once('@').expect("postgres://USER@HOST:PORT/NAME");
+        let (before, after) = url
+            .rsplit_once('@')
+            .expect("postgres://USER@HOST:PORT/NAME");
         let (_, rest) = after.split_once('/').expect("a database name");
         format!("{before}@127.0.0.1:{}/{rest}", self.port)
     }
