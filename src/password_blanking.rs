@@ -4,15 +4,18 @@
 
 /// `text` with `***` in place of:
 /// - the password of every URL's user information (`scheme://user:PASSWORD@host`, up to the
-///   last `@` before a space or quote, whatever the password holds: `/`, `@`, `:`);
+///   last `@` on the line before the next URL, whatever the password holds: spaces, quotes,
+///   `/`, `@`, `:`; with no `@` after it, everything after the first `:` up to a space or
+///   quote, as a URL cut short by the splitting of a list may end in half a password);
 /// - the value of every `password` parameter, in a connection string (`password=…`,
-///   `password = '…'`, quoted with `\'` escapes) or a URL's query (`?password=…`,
-///   `&pass%77ord=…`: names percent-decoded first).
+///   `password = '…'`, quoted with `\'` escapes, any whitespace around `=`, an unquoted value
+///   running to the next unescaped whitespace) or a URL's query (`?password=…`,
+///   `&pass%77ord=…`: names percent-decoded first; what follows in the query goes with it).
 pub fn without_passwords(text: &str) -> String {
     blank_parameters(&blank_user_information(text))
 }
 
-/// Ends a URL's user information, a parameter's value, or a key.
+/// Ends a URL's user information when no `@` follows.
 fn ends_value(c: char) -> bool {
     c == '\'' || c == '"' || c.is_whitespace()
 }
@@ -23,23 +26,28 @@ fn blank_user_information(text: &str) -> String {
     while let Some(at) = rest.find("://") {
         let (before, after) = rest.split_at(at + 3);
         out.push_str(before);
-        let end = after.find(ends_value).unwrap_or(after.len());
-        // The last '@' before the end: a password may hold '/' and '@' (a path may too, and
-        // is then blanked with it).
-        match after[..end].rfind('@') {
-            Some(at_sign) => {
-                let user_info = &after[..at_sign];
-                match user_info.find(':') {
-                    Some(colon) => {
-                        out.push_str(&user_info[..=colon]);
-                        out.push_str("***");
-                    }
-                    None => out.push_str(user_info),
-                }
-                rest = &after[at_sign..];
+        // The line, up to the next URL: a password may hold anything but a line's end.
+        let line = after.find(['\n', '\r']).unwrap_or(after.len());
+        let line = after[..line]
+            .find("://")
+            .map_or(line, |next| next.min(line));
+        // Its last '@' ends the user information (a path holding one is blanked with it);
+        // with none, the first space or quote does.
+        let (user_info, resume) = match after[..line].rfind('@') {
+            Some(at_sign) => (&after[..at_sign], at_sign),
+            None => {
+                let end = after[..line].find(ends_value).unwrap_or(line);
+                (&after[..end], end)
             }
-            None => rest = after,
+        };
+        match user_info.find(':') {
+            Some(colon) => {
+                out.push_str(&user_info[..=colon]);
+                out.push_str("***");
+            }
+            None => out.push_str(user_info),
         }
+        rest = &after[resume..];
     }
     out.push_str(rest);
     out
@@ -75,8 +83,8 @@ fn blank_parameters(text: &str) -> String {
     out
 }
 
-/// A key at `at` (letters, digits, `_`, `%`) followed by `=` (spaces around it allowed): where
-/// the key ends and where its value begins.
+/// A key at `at` (letters, digits, `_`, `%`) followed by `=` (whitespace around it allowed):
+/// where the key ends and where its value begins.
 fn key_then_equals(text: &str, at: usize) -> Option<(usize, usize)> {
     let key_len = text[at..]
         .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '%'))
@@ -85,31 +93,30 @@ fn key_then_equals(text: &str, at: usize) -> Option<(usize, usize)> {
         return None;
     }
     let key_end = at + key_len;
-    let after_key = text[key_end..].trim_start_matches(' ');
-    let after_equals = after_key.strip_prefix('=')?.trim_start_matches(' ');
+    let after_key = text[key_end..].trim_start_matches(char::is_whitespace);
+    let after_equals = after_key
+        .strip_prefix('=')?
+        .trim_start_matches(char::is_whitespace);
     Some((key_end, text.len() - after_equals.len()))
 }
 
-/// Where the value beginning at `start` ends: past its closing quote when quoted (`\'` and
-/// `\\` escaped), else at a space, a quote or `&`.
+/// Where the value beginning at `start` ends: past its closing quote when quoted (`'`, or `"`
+/// though no connection string takes it; `\` escapes), else at the first whitespace not
+/// escaped by `\` (a URL's `&` and what follows it go with the value).
 fn value_end(text: &str, start: usize) -> usize {
     let value = &text[start..];
-    if let Some(quoted) = value.strip_prefix('\'') {
-        let mut escaped = false;
-        for (i, c) in quoted.char_indices() {
-            match c {
-                _ if escaped => escaped = false,
-                '\\' => escaped = true,
-                '\'' => return start + 1 + i + 1,
-                _ => {}
-            }
+    let quote = value.chars().next().filter(|&c| c == '\'' || c == '"');
+    let mut escaped = false;
+    for (i, c) in value.char_indices().skip(usize::from(quote.is_some())) {
+        match c {
+            _ if escaped => escaped = false,
+            '\\' => escaped = true,
+            c if Some(c) == quote => return start + i + c.len_utf8(),
+            c if quote.is_none() && c.is_whitespace() => return start + i,
+            _ => {}
         }
-        return text.len();
     }
-    start
-        + value
-            .find(|c: char| ends_value(c) || c == '&')
-            .unwrap_or(value.len())
+    text.len()
 }
 
 #[cfg(test)]
@@ -147,14 +154,34 @@ mod tests {
                 "host=h password = *** user=u",
             ),
             ("host=h PASSWORD=p4ss", "host=h PASSWORD=***"),
-            // In a URL's query, by name or percent-encoded name.
+            // In a URL's query, by name or percent-encoded name (what follows it in the query
+            // goes with it).
             (
                 "postgres://h/db?user=u&password=p4ss&sslmode=require",
-                "postgres://h/db?user=u&password=***&sslmode=require",
+                "postgres://h/db?user=u&password=***",
             ),
             (
-                "postgres://h/db?pass%77ord=p4ss&sslmode=require",
-                "postgres://h/db?pass%77ord=***&sslmode=require",
+                "postgres://h/db?pass%77ord=p4ss&sslmode=require x",
+                "postgres://h/db?pass%77ord=*** x",
+            ),
+            // Tabs around '=', quotes, '&' and escaped spaces inside an unquoted value.
+            ("password\t=\tsecret user=u", "password\t=\t*** user=u"),
+            (r"password=ab'c&d\ e user=u", "password=*** user=u"),
+            (r#"password="x y" user=u"#, "password=*** user=u"),
+            // A URL whose password holds a space or a quote; one cut short by a list's split.
+            (
+                "'postgres://u:pa ss@h:x/db' for",
+                "'postgres://u:***@h:x/db' for",
+            ),
+            ("'postgres://u:it's@h:x/db'", "'postgres://u:***@h:x/db'"),
+            (
+                "invalid value '2-3=postgres://u:pa' for",
+                "invalid value '2-3=postgres://u:***' for",
+            ),
+            // Nothing past the line's end is taken for a password.
+            (
+                "postgres://u@h/db\nmail a:b@c",
+                "postgres://u@h/db\nmail a:b@c",
             ),
             (
                 "a passwordless=x password_file=y",

@@ -136,8 +136,11 @@ pub fn describe(error: &tokio_postgres::Error) -> String {
 pub struct Failed {
     pub cause: String,
     pub unknown_outcome: bool,
-    /// The database's SQLSTATE, when it answered with an error.
+    /// The database's SQLSTATE, when it answered a request with an error.
     pub code: Option<String>,
+    /// The SQLSTATE a server answered a connection attempt with (a password refused, no such
+    /// database, too many connections): it is there, and refused.
+    pub refused_at_connect: Option<String>,
 }
 
 impl std::fmt::Display for Failed {
@@ -198,6 +201,7 @@ impl Session {
         }
         if self.client.is_none() {
             let mut causes = Vec::new();
+            let mut refused = None;
             let hosts = per_host(&self.config);
             let order = (0..hosts.len()).map(|at| (at + self.preferred) % hosts.len());
             for (at, host) in order.map(|at| (at, &hosts[at])) {
@@ -210,7 +214,12 @@ impl Session {
                         self.preferred = at;
                         break;
                     }
-                    Ok(Err(error)) => causes.push(describe(&error)),
+                    Ok(Err(error)) => {
+                        if let Some(db) = error.as_db_error() {
+                            refused = Some(db.code().code().to_string());
+                        }
+                        causes.push(describe(&error));
+                    }
                     Err(_) => causes.push(format!(
                         "PostgreSQL: no answer from {} within {} ms",
                         host_name(host),
@@ -223,6 +232,7 @@ impl Session {
                     cause: causes.join("; "),
                     unknown_outcome: false,
                     code: None,
+                    refused_at_connect: refused,
                 });
             }
         }
@@ -247,6 +257,7 @@ impl Session {
             cause: describe(error),
             unknown_outcome: !answered,
             code,
+            refused_at_connect: None,
         }
     }
 
@@ -258,6 +269,7 @@ impl Session {
             cause: format!("PostgreSQL: no answer within {} ms", limit.as_millis()),
             unknown_outcome: true,
             code: None,
+            refused_at_connect: None,
         }
     }
 }

@@ -117,6 +117,7 @@ async fn connection_of(
         ),
         unknown_outcome: false,
         code: None,
+        refused_at_connect: None,
     })
 }
 

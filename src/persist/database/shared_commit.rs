@@ -64,6 +64,7 @@ impl SharedCommit {
                 cause: "the node's committer of the log has stopped".into(),
                 unknown_outcome: false,
                 code: None,
+                refused_at_connect: None,
             }));
             wake();
         }
@@ -143,6 +144,7 @@ async fn insert(mut slot: Slot, batch: Vec<Handed>, freed: UnboundedSender<Optio
                 cause: format!("an insert of the log ended without an answer: {panicked}"),
                 unknown_outcome: true,
                 code: None,
+                refused_at_connect: None,
             };
             vec![Err(failed); count]
         }

@@ -264,10 +264,13 @@ fn answers(db: &mut Blocking) -> Result<(), connection::Failed> {
 /// refused or lost, a server starting up or shutting down), not that it answered with a
 /// refusal that waiting does not mend.
 fn unreachable(failed: &connection::Failed) -> bool {
-    match failed.code.as_deref() {
+    match (failed.code.as_deref()).or(failed.refused_at_connect.as_deref()) {
         None => true,
-        // Connection exceptions; the server starting, shutting down or in crash recovery.
-        Some(code) => code.starts_with("08") || matches!(code, "57P01" | "57P02" | "57P03"),
+        // Connection exceptions; the server starting, shutting down or in crash recovery, or
+        // out of connections for now.
+        Some(code) => {
+            code.starts_with("08") || matches!(code, "57P01" | "57P02" | "57P03" | "53300")
+        }
     }
 }
 

@@ -459,23 +459,54 @@ fn the_survey_leaves_unread_a_range_whose_database_disagrees_with_the_map() {
     };
     prepare(&settings(&home, &[(2, 3, &right)])).expect("the home and its range");
     prepare(&settings(&wrong, &[])).expect("a home of its own");
-    let placed = [Placed {
-        first: 2,
-        last: 3,
-        url: wrong.clone(),
-    }];
-    let map = super::shard_map::ShardMap::new(&home, &placed, 4).expect("a map");
-    let survey = super::survey::Survey::start(map, "http://surveyor".into()).expect("started");
-    let seen = survey.seen();
-    let started = Instant::now();
-    let reading = loop {
-        if let Some(reading) = seen.borrow().clone() {
-            break reading;
-        }
-        assert!(started.elapsed() < Duration::from_secs(10), "never read");
-        std::thread::sleep(Duration::from_millis(50));
+    // Another home's database for shard 2 alone: it lacks shard 3's lease.
+    let (Some(other_home), Some(part)) = (database(), elsewhere()) else {
+        return;
     };
-    assert_eq!(reading.unread, [2, 3], "{reading:?}");
-    assert!(reading.free(0) && reading.free(1), "{reading:?}");
-    assert!(!reading.free(2) && !reading.free(3), "{reading:?}");
+    prepare(&settings(&other_home, &[(2, 2, &part)])).expect("a range of one shard");
+    for placed_in in [&wrong, &part] {
+        let placed = [Placed {
+            first: 2,
+            last: 3,
+            url: placed_in.clone(),
+        }];
+        let map = super::shard_map::ShardMap::new(&home, &placed, 4).expect("a map");
+        let survey = super::survey::Survey::start(map, "http://surveyor".into()).expect("started");
+        let seen = survey.seen();
+        let started = Instant::now();
+        let reading = loop {
+            if let Some(reading) = seen.borrow().clone() {
+                break reading;
+            }
+            assert!(started.elapsed() < Duration::from_secs(10), "never read");
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        assert_eq!(reading.unread, [2, 3], "{reading:?}");
+        assert!(reading.free(0) && reading.free(1), "{reading:?}");
+        assert!(!reading.free(2) && !reading.free(3), "{reading:?}");
+    }
+}
+
+/// A range's database that answers a connection with a refusal (here: no such database) is
+/// not put off, even with shards led apart: waiting does not mend it, and the start says why.
+#[test]
+fn a_database_that_refuses_the_connection_is_refused_at_the_start_not_put_off() {
+    let (Some(home), Some(other)) = (database(), elsewhere()) else {
+        return;
+    };
+    let (stem, _) = other.rsplit_once('/').expect("postgres://…/NAME");
+    let missing = format!("{stem}/orderly_no_such_database");
+    let apart = Settings {
+        shards_alone: true,
+        placed_checked: Default::default(),
+        ..settings(&home, &[(2, 3, &missing)])
+    };
+    match prepare(&apart) {
+        Err(OpenError::Database(why)) => {
+            assert!(why.contains("orderly_no_such_database"), "{why}");
+            assert!(!why.contains("does not answer"), "{why}");
+        }
+        Err(other) => panic!("refused otherwise: {other}"),
+        Ok(_) => panic!("put off: a database that does not exist"),
+    }
 }

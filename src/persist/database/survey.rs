@@ -218,9 +218,15 @@ fn holders(
             let placed = u32::try_from(*shard).is_ok_and(|s| s < map.shards());
             !(placed && map.site_of(*shard as u32) == site && kept.insert(*shard))
         });
-        if let Some((shard, _)) = disagrees {
+        // Rows for part of the range only: another database's, kept for a smaller range.
+        let here = || (0..map.shards()).filter(move |&shard| map.site_of(shard) == site);
+        let missing = (site > 0 && !rows.is_empty())
+            .then(|| here().find(|&shard| !kept.contains(&(shard as i32))))
+            .flatten();
+        let disagrees = (disagrees.map(|(shard, _)| *shard)).or(missing.map(|shard| shard as i32));
+        if let Some(shard) = disagrees {
             let cause =
-                format!("the leases of shard {shard} are kept where the map does not place them");
+                format!("the leases of shard {shard} are not kept where the map places them");
             if site == 0 {
                 return Err(cause);
             }
@@ -228,7 +234,7 @@ fn holders(
             if let Some(held_back) = WARNINGS.admit(&database, std::time::Instant::now()) {
                 tracing::warn!(%database, %cause, held_back, "not the database the shard map names? its shards are led by no node until it is");
             }
-            for shard in (0..map.shards()).filter(|&shard| map.site_of(shard) == site) {
+            for shard in here() {
                 read[shard as usize] = Some(None);
                 unread.push(shard);
             }
