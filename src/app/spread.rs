@@ -754,6 +754,14 @@ fn status(
         let nodes = seen.borrow().as_ref().map(|s| s.nodes.clone());
         // The promise of the databases keeping the shards it leads now, not those handed off.
         let replication = opener.promise_of(&led);
+        // The shards it leads are its own, whichever way requests are passed meanwhile (a
+        // shard being handed off, one just taken): `leaders` agrees with `led`.
+        let mut leaders = standby.standby.known_shard_leaders();
+        for &shard in &led {
+            if let Some(leader) = leaders.get_mut(shard as usize) {
+                leader.clone_from(&own_url);
+            }
+        }
         ClusterState {
             role: if led.is_empty() { "standby" } else { "leader" },
             epoch: 0,
@@ -767,7 +775,7 @@ fn status(
             shards: count,
             led,
             nodes: nodes.unwrap_or_default(),
-            leaders: standby.standby.known_shard_leaders(),
+            leaders,
             databases: databases.to_vec(),
             replication,
             logs,
