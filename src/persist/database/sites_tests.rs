@@ -472,15 +472,15 @@ fn the_survey_leaves_unread_a_range_whose_database_disagrees_with_the_map() {
         }];
         let map = super::shard_map::ShardMap::new(&home, &placed, 4).expect("a map");
         let survey = super::survey::Survey::start(map, "http://surveyor".into()).expect("started");
-        let seen = survey.seen();
-        let started = Instant::now();
-        let reading = loop {
-            if let Some(reading) = seen.borrow().clone() {
-                break reading;
-            }
-            assert!(started.elapsed() < Duration::from_secs(10), "never read");
-            std::thread::sleep(Duration::from_millis(50));
-        };
+        // The first reading, as the survey tells it.
+        let mut seen = survey.seen();
+        let runtime = tokio::runtime::Runtime::new().expect("runtime");
+        let first = runtime.block_on(async {
+            let read = seen.wait_for(Option::is_some);
+            let read = tokio::time::timeout(Duration::from_secs(10), read).await;
+            read.expect("never read").expect("the survey ended").clone()
+        });
+        let reading = first.expect("a reading");
         assert_eq!(reading.unread, [2, 3], "{reading:?}");
         assert!(reading.free(0) && reading.free(1), "{reading:?}");
         assert!(!reading.free(2) && !reading.free(3), "{reading:?}");
