@@ -113,6 +113,19 @@ pub struct Args {
     /// instead of one leading them all.
     #[arg(long)]
     pub spread_shards: bool,
+    /// A second PostgreSQL server for the nodes scenario: the upper half of its shards is
+    /// kept in a fresh database there (`--shard-database`), the rest on `--postgres`'s.
+    #[arg(long, requires = "postgres")]
+    pub postgres_second: Option<String>,
+    /// The postmaster PID of `--postgres-second`'s server: its CPU is added to the
+    /// database's, and `--database-cpu` holds it too.
+    #[arg(long, requires = "postgres_second")]
+    pub second_database_pid: Option<u32>,
+    /// The share of one core each PostgreSQL server of the nodes scenario may use, in
+    /// percent, held by a cgroup while a node count runs (as a database machine of that
+    /// size would be): the servers named by `--database-pid` and `--second-database-pid`.
+    #[arg(long, requires = "database_pid", value_parser = clap::value_parser!(u32).range(1..=200))]
+    pub database_cpu: Option<u32>,
     /// Run as a round-robin TCP balancer: LISTEN=UPSTREAM[,UPSTREAM...] (to put several
     /// nodes behind one endpoint).
     #[arg(long, hide = true)]

@@ -5,7 +5,8 @@
 //! for N nodes.
 //!
 //! Needs root (cgroups: v1's `cpu` controller or v2's `cpu.max`, whichever the machine has) and
-//! `--postgres URL`, a server on which each run gets a database of its own.
+//! `--postgres URL`, a server on which each run gets a database of its own (and with
+//! `--postgres-second URL`, one there for the upper half of the shards).
 
 use std::time::Duration;
 
@@ -14,7 +15,7 @@ use tokio::process::Command;
 use crate::load::http_client;
 use crate::nodes_load::{self, NodeLoad};
 use crate::report::{percentile, Row};
-use crate::server::ServerProcess;
+use crate::server::{children_of, postmaster_cpu_micros, ServerProcess};
 use crate::Args;
 
 /// Per load of `--node-loads`, one row per node count in `--node-counts`, each with its
@@ -24,6 +25,10 @@ pub async fn run(args: &Args) -> Vec<Row> {
         eprintln!("nodes: skipped, --postgres URL is not set");
         return Vec::new();
     };
+    if args.postgres_second.is_some() && args.node_shards < 2 {
+        eprintln!("nodes: skipped, --postgres-second needs --node-shards 2 or more");
+        return Vec::new();
+    }
     let mut rows: Vec<Row> = Vec::new();
     for name in args.node_loads.split(',').map(str::trim) {
         let Some(load) = NodeLoad::named(name, args.rate) else {
@@ -74,36 +79,93 @@ pub fn compare(rows: &mut [Row]) {
 }
 
 fn system(args: &Args, count: usize) -> String {
-    format!("orderly ×{count} ({} % of a core each)", args.node_cpu)
+    let databases = if args.postgres_second.is_some() { 2 } else { 1 };
+    let held = match args.database_cpu {
+        Some(percent) => format!(" ({percent} % of a core each)"),
+        None => String::new(),
+    };
+    format!(
+        "orderly ×{count} ({} % of a core each), {databases} database server{}{held}",
+        args.node_cpu,
+        if databases == 1 { "" } else { "s" }
+    )
 }
 
-/// One node count's row, on a database made for it and dropped after.
+/// The databases of one node count's run: `--postgres`'s, and `--postgres-second`'s that
+/// keeps the upper half of the shards, each on its server as (server URL, database URL).
+struct Databases {
+    home: (String, String),
+    second: Option<(String, String)>,
+}
+
+impl Databases {
+    /// The servers' URLs, for what is counted on each.
+    fn servers(&self) -> impl Iterator<Item = &str> {
+        std::iter::once(&self.home)
+            .chain(&self.second)
+            .map(|(server, _)| server.as_str())
+    }
+}
+
+/// One node count's row, on databases made for it and dropped after.
 async fn measure(args: &Args, base: &str, count: usize, load: NodeLoad) -> Result<Row, String> {
     let (url, name) = fresh_database(base)?;
-    let row = measure_on(args, (base, &url), count, load).await;
-    // Its nodes are gone by now; FORCE ends any connection of theirs still closing.
-    let _ = std::process::Command::new("psql")
-        .args([
-            base,
-            "-qc",
-            &format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"),
-        ])
-        .status();
+    let mut made = vec![(base.to_string(), name)];
+    let second = match &args.postgres_second {
+        Some(server) => match fresh_database(server) {
+            Ok((url, name)) => {
+                made.push((server.clone(), name));
+                Some((server.clone(), url))
+            }
+            Err(why) => {
+                drop_databases(&made);
+                return Err(why);
+            }
+        },
+        None => None,
+    };
+    let databases = Databases {
+        home: (base.to_string(), url),
+        second,
+    };
+    let row = measure_on(args, &databases, count, load).await;
+    drop_databases(&made);
     row
+}
+
+/// The shards `--postgres-second` keeps, as `--shard-database` names them: the upper half
+/// (shard 0 stays at home).
+fn upper_half(shards: u32) -> String {
+    format!("{}-{}", shards.div_ceil(2).max(1), shards.saturating_sub(1))
+}
+
+/// Drops each (server, database) of a run. Its nodes are gone by now; FORCE ends any
+/// connection of theirs still closing.
+fn drop_databases(made: &[(String, String)]) {
+    for (server, name) in made {
+        let _ = std::process::Command::new("psql")
+            .args([
+                server.as_str(),
+                "-qc",
+                &format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"),
+            ])
+            .status();
+    }
 }
 
 async fn measure_on(
     args: &Args,
-    (base, url): (&str, &str),
+    databases: &Databases,
     count: usize,
     load: NodeLoad,
 ) -> Result<Row, String> {
     // Declared first, so dropped last: a cgroup goes once its node is gone.
     let mut groups = Vec::new();
+    let _held = hold_databases(args)?;
     let mut nodes = Vec::new();
     for index in 0..count {
         let group = Cgroup::limited(&format!("orderly-bench-node-{index}"), args.node_cpu)?;
-        let node = start_node(args, url).await?;
+        let node = start_node(args, databases).await?;
         group.add(node.child.id().ok_or("a node exited at once")?)?;
         // The first leads; the others find the lease held and pass requests on to it (or,
         // each leading its share, take theirs: waited for below).
@@ -126,17 +188,25 @@ async fn measure_on(
     let setup = nodes_load::prepare(load, args, &client, &balancer.endpoint).await?;
     let cpu = |nodes: &[ServerProcess]| nodes.iter().map(ServerProcess::cpu_micros).sum::<u64>();
     let cpu_before = cpu(&nodes);
-    let database_before = nodes[0].database_cpu_micros();
-    let commits_before = transactions(base);
+    let database_cpu = || -> Option<u64> {
+        let second = match args.second_database_pid {
+            Some(pid) => Some(postmaster_cpu_micros(pid)?),
+            None => Some(0),
+        };
+        Some(nodes[0].database_cpu_micros()? + second?)
+    };
+    let transactions = || -> Option<u64> { databases.servers().map(transactions).sum() };
+    let database_before = database_cpu();
+    let commits_before = transactions();
     let machine_before = machine_ticks();
     let outcome = nodes_load::run(load, args, &client, &balancer.endpoint, &setup).await?;
     let seconds = outcome.seconds;
     let busy = machine_busy(machine_before, machine_ticks());
-    let committed = match (transactions(base), commits_before) {
+    let committed = match (transactions(), commits_before) {
         (Some(after), Some(before)) => Some(after.saturating_sub(before)),
         _ => None,
     };
-    let database_cpu_us = match (nodes[0].database_cpu_micros(), database_before) {
+    let database_cpu_us = match (database_cpu(), database_before) {
         (Some(after), Some(before)) => Some(after.saturating_sub(before)),
         _ => None,
     };
@@ -207,7 +277,8 @@ fn fresh_database(base: &str) -> Result<(String, String), String> {
     Ok((format!("{stem}/{name}"), name))
 }
 
-async fn start_node(args: &Args, url: &str) -> Result<ServerProcess, String> {
+async fn start_node(args: &Args, databases: &Databases) -> Result<ServerProcess, String> {
+    let url = &databases.home.1;
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .map_err(|e| format!("no free port: {e}"))?
@@ -217,6 +288,10 @@ async fn start_node(args: &Args, url: &str) -> Result<ServerProcess, String> {
     let mut command = Command::new(&args.orderly);
     if args.spread_shards {
         command.arg("--spread-shards");
+    }
+    if let Some((_, second)) = &databases.second {
+        let range = upper_half(args.node_shards);
+        command.args(["--shard-database", &format!("{range}={second}")]);
     }
     let child = command
         .args(["--storage", url, "--bind", &bind, "--shards", &shards])
@@ -389,6 +464,58 @@ impl Cgroup {
     }
 }
 
+/// The PostgreSQL servers of `--database-pid` and `--second-database-pid` in CPU cgroups of
+/// `--database-cpu` each while they are held; moved back to the root group when dropped.
+struct HeldDatabases(Vec<Cgroup>);
+
+fn hold_databases(args: &Args) -> Result<HeldDatabases, String> {
+    let mut held = HeldDatabases(Vec::new());
+    let Some(percent) = args.database_cpu else {
+        return Ok(held);
+    };
+    let postmasters = args
+        .database_pid
+        .into_iter()
+        .chain(args.second_database_pid);
+    for (index, postmaster) in postmasters.enumerate() {
+        let group = Cgroup::limited(&format!("orderly-bench-database-{index}"), percent)?;
+        // The postmaster first: a process it starts from now on (a connection's) is in its
+        // group from the start.
+        group.add(postmaster)?;
+        for child in children_of(postmaster) {
+            // One that ended meanwhile is gone from every group.
+            let _ = group.add(child);
+        }
+        held.0.push(group);
+    }
+    Ok(held)
+}
+
+impl Drop for HeldDatabases {
+    fn drop(&mut self) {
+        for group in &self.0 {
+            group.release();
+        }
+    }
+}
+
+impl Cgroup {
+    /// Moves every process of the group back to the root group, so the group can go.
+    fn release(&self) {
+        let root = self.dir.parent().map(|root| root.join("cgroup.procs"));
+        let Some(root) = root else { return };
+        for _ in 0..5 {
+            let procs = std::fs::read_to_string(self.dir.join("cgroup.procs")).unwrap_or_default();
+            if procs.trim().is_empty() {
+                return;
+            }
+            for pid in procs.lines() {
+                let _ = std::fs::write(&root, pid.trim());
+            }
+        }
+    }
+}
+
 impl Drop for Cgroup {
     fn drop(&mut self) {
         // Its nodes were killed just before (dropped first); a cgroup goes once it is empty.
@@ -398,5 +525,39 @@ impl Drop for Cgroup {
             }
             std::thread::sleep(Duration::from_millis(20));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::{system, upper_half};
+    use crate::Args;
+
+    #[test]
+    fn a_second_server_keeps_the_upper_half_of_the_shards_never_shard_0() {
+        assert_eq!(upper_half(32), "16-31");
+        assert_eq!(upper_half(3), "2-2");
+        assert_eq!(upper_half(2), "1-1");
+    }
+
+    #[test]
+    fn database_servers_are_held_only_when_named() {
+        let parse = |argv: &[&str]| Args::try_parse_from([&["orderly-bench"], argv].concat());
+        assert!(parse(&["--database-cpu", "20"]).is_err());
+        assert!(parse(&["--second-database-pid", "7", "--postgres", "p"]).is_err());
+        let args = parse(&[
+            "--postgres=p",
+            "--database-pid=1",
+            "--postgres-second=q",
+            "--second-database-pid=2",
+            "--database-cpu=20",
+        ])
+        .expect("parsed");
+        assert_eq!(
+            system(&args, 3),
+            "orderly ×3 (40 % of a core each), 2 database servers (20 % of a core each)"
+        );
     }
 }

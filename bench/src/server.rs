@@ -123,19 +123,7 @@ impl ServerProcess {
     /// CPU time of the database this server keeps its state in, in microseconds: the
     /// postmaster, its processes and those of them that ended (`None` without one).
     pub fn database_cpu_micros(&self) -> Option<u64> {
-        let postmaster = self.database?;
-        let own = proc_stat_with_children_ended(postmaster)?;
-        let processes: u64 = std::fs::read_dir("/proc")
-            .map(|entries| {
-                entries
-                    .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
-                    .filter_map(proc_stat)
-                    .filter(|(ppid, _)| *ppid == postmaster)
-                    .map(|(_, ticks)| ticks)
-                    .sum()
-            })
-            .unwrap_or_default();
-        Some((own + processes) * 1_000_000 / TICKS_PER_SECOND)
+        postmaster_cpu_micros(self.database?)
     }
 
     /// Resident memory in KiB.
@@ -149,6 +137,35 @@ impl ServerProcess {
             .and_then(|v| v.parse().ok())
             .unwrap_or(0)
     }
+}
+
+/// CPU time of the PostgreSQL server whose postmaster is `postmaster`, in microseconds: it,
+/// its processes and those of them that ended (`None` once it is gone).
+pub fn postmaster_cpu_micros(postmaster: u32) -> Option<u64> {
+    let own = proc_stat_with_children_ended(postmaster)?;
+    let processes: u64 = std::fs::read_dir("/proc")
+        .map(|entries| {
+            entries
+                .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+                .filter_map(proc_stat)
+                .filter(|(ppid, _)| *ppid == postmaster)
+                .map(|(_, ticks)| ticks)
+                .sum()
+        })
+        .unwrap_or_default();
+    Some((own + processes) * 1_000_000 / TICKS_PER_SECOND)
+}
+
+/// The processes whose parent is `pid`.
+pub fn children_of(pid: u32) -> Vec<u32> {
+    std::fs::read_dir("/proc")
+        .map(|entries| {
+            entries
+                .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+                .filter(|&child| proc_stat(child).is_some_and(|(ppid, _)| ppid == pid))
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 /// CPU time this load generator has used, in microseconds: what the load itself takes of the
