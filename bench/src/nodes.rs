@@ -29,6 +29,16 @@ pub async fn run(args: &Args) -> Vec<Row> {
         eprintln!("nodes: skipped, --postgres-second needs --node-shards 2 or more");
         return Vec::new();
     }
+    if args.postgres_second.is_some()
+        && args.database_pid.is_some()
+        && args.second_database_pid.is_none()
+    {
+        // Its CPU would be left out of the database's, and --database-cpu would not hold it.
+        eprintln!(
+            "nodes: skipped, --postgres-second with --database-pid needs --second-database-pid"
+        );
+        return Vec::new();
+    }
     let mut rows: Vec<Row> = Vec::new();
     for name in args.node_loads.split(',').map(str::trim) {
         let Some(load) = NodeLoad::named(name, args.rate) else {
@@ -165,8 +175,7 @@ async fn measure_on(
     let mut nodes = Vec::new();
     for index in 0..count {
         let group = Cgroup::limited(&format!("orderly-bench-node-{index}"), args.node_cpu)?;
-        let node = start_node(args, databases).await?;
-        group.add(node.child.id().ok_or("a node exited at once")?)?;
+        let node = start_node(args, databases, &group).await?;
         // The first leads; the others find the lease held and pass requests on to it (or,
         // each leading its share, take theirs: waited for below).
         if !args.spread_shards {
@@ -277,7 +286,13 @@ fn fresh_database(base: &str) -> Result<(String, String), String> {
     Ok((format!("{stem}/{name}"), name))
 }
 
-async fn start_node(args: &Args, databases: &Databases) -> Result<ServerProcess, String> {
+/// A node started inside `group`, so that it sizes itself (its runtime's threads) as a
+/// machine of that share of a core would, not as one with all of this machine's cores.
+async fn start_node(
+    args: &Args,
+    databases: &Databases,
+    group: &Cgroup,
+) -> Result<ServerProcess, String> {
     let url = &databases.home.1;
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
@@ -285,7 +300,12 @@ async fn start_node(args: &Args, databases: &Databases) -> Result<ServerProcess,
         .port();
     let bind = format!("127.0.0.1:{port}");
     let shards = args.node_shards.to_string();
-    let mut command = Command::new(&args.orderly);
+    // The shell joins the group, then becomes the node (same process).
+    let mut command = Command::new("sh");
+    command
+        .args(["-c", r#"echo $$ > "$0" && exec "$@""#])
+        .arg(group.dir.join("cgroup.procs"))
+        .arg(&args.orderly);
     if args.spread_shards {
         command.arg("--spread-shards");
     }
@@ -429,12 +449,8 @@ impl Cgroup {
     fn limited(name: &str, percent: u32) -> Result<Cgroup, String> {
         let period = 100_000u64;
         let quota = period * u64::from(percent) / 100;
-        let v1 = std::path::Path::new("/sys/fs/cgroup/cpu/cpu.cfs_quota_us").exists();
-        let dir = if v1 {
-            std::path::Path::new("/sys/fs/cgroup/cpu").join(name)
-        } else {
-            std::path::Path::new("/sys/fs/cgroup").join(name)
-        };
+        let (root, v1) = hierarchy();
+        let dir = root.join(name);
         if !v1 {
             // The cpu controller, for the groups below the root (already so on most machines).
             let _ = std::fs::write("/sys/fs/cgroup/cgroup.subtree_control", "+cpu");
@@ -465,10 +481,29 @@ impl Cgroup {
 }
 
 /// The PostgreSQL servers of `--database-pid` and `--second-database-pid` in CPU cgroups of
-/// `--database-cpu` each while they are held; moved back to the root group when dropped.
-struct HeldDatabases(Vec<Cgroup>);
+/// `--database-cpu` each while they are held; when dropped, their processes go back to the
+/// group each postmaster was in.
+struct HeldDatabases(Vec<(Cgroup, std::path::PathBuf)>);
+
+/// The names of the groups databases are held in, by their index.
+fn database_group(index: usize) -> String {
+    format!("orderly-bench-database-{index}")
+}
 
 fn hold_databases(args: &Args) -> Result<HeldDatabases, String> {
+    // Left by a run that was killed (it never let go): their processes go to the root group,
+    // whatever their first group was, so a run without --database-cpu is not held.
+    for index in 0..2 {
+        let left = hierarchy().0.join(database_group(index));
+        if left.exists() {
+            eprintln!(
+                "nodes: {} was left by an earlier run; its processes go to the root group",
+                left.display()
+            );
+            let left = Cgroup { dir: left };
+            left.release(&hierarchy().0.join("cgroup.procs"));
+        }
+    }
     let mut held = HeldDatabases(Vec::new());
     let Some(percent) = args.database_cpu else {
         return Ok(held);
@@ -478,7 +513,12 @@ fn hold_databases(args: &Args) -> Result<HeldDatabases, String> {
         .into_iter()
         .chain(args.second_database_pid);
     for (index, postmaster) in postmasters.enumerate() {
-        let group = Cgroup::limited(&format!("orderly-bench-database-{index}"), percent)?;
+        let home = group_of(postmaster)
+            .ok_or_else(|| format!("no cgroup found for the postmaster {postmaster}"))?;
+        let group = Cgroup::limited(&database_group(index), percent)?;
+        // Kept before anything is moved into it, so it is let go of whatever happens next.
+        held.0.push((group, home.join("cgroup.procs")));
+        let (group, _) = held.0.last().expect("just kept");
         // The postmaster first: a process it starts from now on (a connection's) is in its
         // group from the start.
         group.add(postmaster)?;
@@ -486,33 +526,65 @@ fn hold_databases(args: &Args) -> Result<HeldDatabases, String> {
             // One that ended meanwhile is gone from every group.
             let _ = group.add(child);
         }
-        held.0.push(group);
     }
     Ok(held)
 }
 
 impl Drop for HeldDatabases {
     fn drop(&mut self) {
-        for group in &self.0 {
-            group.release();
+        for (group, home) in &self.0 {
+            group.release(home);
         }
     }
 }
 
+/// Where the CPU controller's groups are, and whether it is v1's.
+fn hierarchy() -> (std::path::PathBuf, bool) {
+    let v1 = std::path::Path::new("/sys/fs/cgroup/cpu/cpu.cfs_quota_us").exists();
+    let root = if v1 {
+        "/sys/fs/cgroup/cpu"
+    } else {
+        "/sys/fs/cgroup"
+    };
+    (root.into(), v1)
+}
+
+/// The directory of the CPU controller's group process `pid` is in.
+fn group_of(pid: u32) -> Option<std::path::PathBuf> {
+    let (root, v1) = hierarchy();
+    let listed = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).ok()?;
+    let path = listed.lines().find_map(|line| {
+        let mut fields = line.splitn(3, ':');
+        let (_, controllers, path) = (fields.next()?, fields.next()?, fields.next()?);
+        let cpu = if v1 {
+            controllers.split(',').any(|c| c == "cpu")
+        } else {
+            controllers.is_empty()
+        };
+        cpu.then_some(path)
+    })?;
+    Some(root.join(path.trim_start_matches('/')))
+}
+
 impl Cgroup {
-    /// Moves every process of the group back to the root group, so the group can go.
-    fn release(&self) {
-        let root = self.dir.parent().map(|root| root.join("cgroup.procs"));
-        let Some(root) = root else { return };
-        for _ in 0..5 {
+    /// Moves every process of the group to the group whose `cgroup.procs` is `to`, so the
+    /// group can go; says so if some stay.
+    fn release(&self, to: &std::path::Path) {
+        for _ in 0..10 {
             let procs = std::fs::read_to_string(self.dir.join("cgroup.procs")).unwrap_or_default();
             if procs.trim().is_empty() {
                 return;
             }
             for pid in procs.lines() {
-                let _ = std::fs::write(&root, pid.trim());
+                let _ = std::fs::write(to, pid.trim());
             }
+            std::thread::sleep(Duration::from_millis(20));
         }
+        eprintln!(
+            "nodes: {} still holds processes; move them out by hand ({})",
+            self.dir.display(),
+            to.display()
+        );
     }
 }
 
@@ -525,6 +597,7 @@ impl Drop for Cgroup {
             }
             std::thread::sleep(Duration::from_millis(20));
         }
+        eprintln!("nodes: cgroup {} could not be removed", self.dir.display());
     }
 }
 
