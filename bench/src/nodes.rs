@@ -280,10 +280,20 @@ fn fresh_database(base: &str) -> Result<(String, String), String> {
     if !made.success() {
         return Err(format!("could not create database {name} on {base}"));
     }
-    let (stem, _) = base
+    Ok((named(base, &name)?, name))
+}
+
+/// `base` with its database replaced by `name`, its query (`?sslmode=…`, say) kept.
+fn named(base: &str, name: &str) -> Result<String, String> {
+    let (path, query) = match base.split_once('?') {
+        Some((path, query)) => (path, format!("?{query}")),
+        None => (base, String::new()),
+    };
+    let (stem, _) = path
         .rsplit_once('/')
-        .ok_or("--postgres names no database")?;
-    Ok((format!("{stem}/{name}"), name))
+        .filter(|(stem, _)| stem.contains("://") && !stem.ends_with('/'))
+        .ok_or_else(|| format!("{base} names no database"))?;
+    Ok(format!("{stem}/{name}{query}"))
 }
 
 /// A node started inside `group`, so that it sizes itself (its runtime's threads) as a
@@ -605,7 +615,7 @@ impl Drop for Cgroup {
 mod tests {
     use clap::Parser;
 
-    use super::{system, upper_half};
+    use super::{named, system, upper_half};
     use crate::Args;
 
     #[test]
@@ -613,6 +623,20 @@ mod tests {
         assert_eq!(upper_half(32), "16-31");
         assert_eq!(upper_half(3), "2-2");
         assert_eq!(upper_half(2), "1-1");
+    }
+
+    #[test]
+    fn a_fresh_database_keeps_the_servers_query() {
+        assert_eq!(
+            named("postgres://u@h:5/orderly?sslmode=disable&x=1", "bench_1"),
+            Ok("postgres://u@h:5/bench_1?sslmode=disable&x=1".to_string())
+        );
+        assert_eq!(
+            named("postgres://u@h:5/orderly", "bench_1"),
+            Ok("postgres://u@h:5/bench_1".to_string())
+        );
+        assert!(named("postgres://u@h:5", "bench_1").is_err());
+        assert!(named("postgres://u@h:5?sslmode=disable", "bench_1").is_err());
     }
 
     #[test]
