@@ -273,6 +273,8 @@ fn fresh_database(base: &str) -> Result<(String, String), String> {
         .map_err(|e| e.to_string())?
         .as_nanos();
     let name = format!("bench_{nanos}");
+    // Before it is made: a URL naming no database leaves nothing behind.
+    let url = named(base, &name)?;
     let made = std::process::Command::new("psql")
         .args([base, "-qc", &format!("CREATE DATABASE {name}")])
         .status()
@@ -280,18 +282,20 @@ fn fresh_database(base: &str) -> Result<(String, String), String> {
     if !made.success() {
         return Err(format!("could not create database {name} on {base}"));
     }
-    Ok((named(base, &name)?, name))
+    Ok((url, name))
 }
 
-/// `base` with its database replaced by `name`, its query (`?sslmode=…`, say) kept.
+/// `base` with its database replaced by `name`, its query (`?sslmode=…`, say) kept: the path
+/// begins at the first `/` after the hosts (none for a local socket, `postgres:///db`).
 fn named(base: &str, name: &str) -> Result<String, String> {
     let (path, query) = match base.split_once('?') {
         Some((path, query)) => (path, format!("?{query}")),
         None => (base, String::new()),
     };
-    let (stem, _) = path
-        .rsplit_once('/')
-        .filter(|(stem, _)| stem.contains("://") && !stem.ends_with('/'))
+    let hosts = path.find("://").map(|at| at + 3);
+    let slash = hosts.and_then(|hosts| path[hosts..].find('/').map(|at| hosts + at));
+    let stem = slash
+        .map(|slash| &path[..slash])
         .ok_or_else(|| format!("{base} names no database"))?;
     Ok(format!("{stem}/{name}{query}"))
 }
@@ -634,6 +638,14 @@ mod tests {
         assert_eq!(
             named("postgres://u@h:5/orderly", "bench_1"),
             Ok("postgres://u@h:5/bench_1".to_string())
+        );
+        assert_eq!(
+            named("postgres:///orderly?host=/var/run/postgresql", "bench_1"),
+            Ok("postgres:///bench_1?host=/var/run/postgresql".to_string())
+        );
+        assert_eq!(
+            named("postgres://u@h1:5,h2:5/orderly?sslrootcert=/a/b", "bench_1"),
+            Ok("postgres://u@h1:5,h2:5/bench_1?sslrootcert=/a/b".to_string())
         );
         assert!(named("postgres://u@h:5", "bench_1").is_err());
         assert!(named("postgres://u@h:5?sslmode=disable", "bench_1").is_err());
