@@ -631,22 +631,24 @@ mod tests {
 
     #[test]
     fn a_fresh_database_keeps_the_servers_query() {
-        assert_eq!(
-            named("postgres://u@h:5/orderly?sslmode=disable&x=1", "bench_1"),
-            Ok("postgres://u@h:5/bench_1?sslmode=disable&x=1".to_string())
-        );
-        assert_eq!(
-            named("postgres://u@h:5/orderly", "bench_1"),
-            Ok("postgres://u@h:5/bench_1".to_string())
-        );
-        assert_eq!(
-            named("postgres:///orderly?host=/var/run/postgresql", "bench_1"),
-            Ok("postgres:///bench_1?host=/var/run/postgresql".to_string())
-        );
-        assert_eq!(
-            named("postgres://u@h1:5,h2:5/orderly?sslrootcert=/a/b", "bench_1"),
-            Ok("postgres://u@h1:5,h2:5/bench_1?sslrootcert=/a/b".to_string())
-        );
+        let kept = [
+            (
+                "postgres://u@h:5/orderly?sslmode=disable&x=1",
+                "postgres://u@h:5/bench_1?sslmode=disable&x=1",
+            ),
+            ("postgres://u@h:5/orderly", "postgres://u@h:5/bench_1"),
+            (
+                "postgres:///orderly?host=/var/run/postgresql",
+                "postgres:///bench_1?host=/var/run/postgresql",
+            ),
+            (
+                "postgres://u@h1:5,h2:5/orderly?sslrootcert=/a/b",
+                "postgres://u@h1:5,h2:5/bench_1?sslrootcert=/a/b",
+            ),
+        ];
+        for (base, fresh) in kept {
+            assert_eq!(named(base, "bench_1"), Ok(fresh.to_string()), "{base}");
+        }
         assert!(named("postgres://u@h:5", "bench_1").is_err());
         assert!(named("postgres://u@h:5?sslmode=disable", "bench_1").is_err());
     }
