@@ -143,16 +143,10 @@ impl ServerProcess {
 /// its processes and those of them that ended (`None` once it is gone).
 pub fn postmaster_cpu_micros(postmaster: u32) -> Option<u64> {
     let own = proc_stat_with_children_ended(postmaster)?;
-    let processes: u64 = std::fs::read_dir("/proc")
-        .map(|entries| {
-            entries
-                .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
-                .filter_map(proc_stat)
-                .filter(|(ppid, _)| *ppid == postmaster)
-                .map(|(_, ticks)| ticks)
-                .sum()
-        })
-        .unwrap_or_default();
+    let processes: u64 = (children_of(postmaster).into_iter())
+        .filter_map(proc_stat)
+        .map(|(_, ticks)| ticks)
+        .sum();
     Some((own + processes) * 1_000_000 / TICKS_PER_SECOND)
 }
 
