@@ -21,11 +21,13 @@ use tokio::sync::watch;
 use super::format;
 use super::record::Buffer;
 use crate::engine::changes::{Change, ChangeLog};
-pub use shared::Durable;
+pub use shared::{Acknowledge, Durable};
 use shared::{Arrivals, Pending, Shared, KEEP_BUFFER_BYTES};
 pub use sink::{FsyncMode, LogSink, Wake};
 use write_loop::Writer;
 
+#[cfg(test)]
+mod acknowledge_tests;
 mod shared;
 mod sink;
 mod write_loop;
@@ -142,6 +144,14 @@ impl LogWriter {
             let reached = rx.wait_for(|d| *d == wanted);
             matches!(tokio::time::timeout(limit, reached).await, Ok(Ok(_)))
         })
+    }
+
+    /// How often the writer's thread has been woken from waiting for work, and whether it
+    /// waits now.
+    #[cfg(test)]
+    pub fn writer_wakes(&self) -> (u64, bool) {
+        let pending = self.lock();
+        (pending.wakes, pending.sleeping)
     }
 
     /// Whether the idle writer will try a failed write again (see `wait_until_idle`).

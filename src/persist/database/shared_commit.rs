@@ -9,6 +9,10 @@
 //! At most as many statements are under way as the node's connections here
 //! (`--database-inserts`); while they run, the next writes gather. A shard still has at most
 //! `table_log::MOST_INSERTS` writes under way, so a torn tail stays one gap.
+//!
+//! A write handed over while its shard had no other under way is acknowledged here once every
+//! row of it is kept (`writer::Acknowledge`): the requests waiting on it are answered from this
+//! thread, and the shard's writer, asleep with nothing to write, is not woken for it.
 
 use std::sync::{mpsc, Arc};
 
@@ -16,7 +20,8 @@ use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver, UnboundedSender};
 
 use super::connection::{Failed, Session};
 use super::table_insert::{Slot, Write};
-use crate::persist::writer::Wake;
+use super::table_log::kept_whole;
+use crate::persist::writer::{Acknowledge, Wake};
 
 /// The outcome of a write: the number of its rows inserted.
 pub(super) type Outcome = Result<u64, Failed>;
@@ -25,7 +30,14 @@ pub(super) type Outcome = Result<u64, Failed>;
 struct Handed {
     write: Write,
     told: mpsc::SyncSender<Outcome>,
+    answer: Answer,
+}
+
+/// How a writer learns its write's outcome has come, beside the outcome itself.
+struct Answer {
     wake: Wake,
+    /// Called in place of `wake` when the write was kept whole.
+    acknowledge: Option<Acknowledge>,
 }
 
 /// The node's committer of its shards' writes; its thread ends when the last handle goes.
@@ -49,17 +61,30 @@ impl SharedCommit {
         Ok(Arc::new(SharedCommit { writes }))
     }
 
-    /// Hands `write` over; its outcome comes on the answer, after which `wake` is called.
-    pub(super) fn insert(&self, write: Write, wake: &Wake) -> mpsc::Receiver<Outcome> {
+    /// Hands `write` over; its outcome comes on the answer, after which `acknowledge` is
+    /// called if given and the write was kept whole, `wake` otherwise.
+    pub(super) fn insert(
+        &self,
+        write: Write,
+        wake: &Wake,
+        acknowledge: Option<Acknowledge>,
+    ) -> mpsc::Receiver<Outcome> {
         let (told, outcome) = mpsc::sync_channel(1);
         let handed = Handed {
             write,
             told,
-            wake: wake.clone(),
+            answer: Answer {
+                wake: wake.clone(),
+                acknowledge,
+            },
         };
         if let Err(refused) = self.writes.send(handed) {
             // The thread is gone (its runtime failed): the write was never sent.
-            let Handed { told, wake, .. } = refused.0;
+            let Handed {
+                told,
+                answer: Answer { wake, .. },
+                ..
+            } = refused.0;
             let _ = told.send(Err(Failed {
                 cause: "the node's committer of the log has stopped".into(),
                 unknown_outcome: false,
@@ -122,21 +147,26 @@ async fn commit(mut handed: UnboundedReceiver<Handed>, slots: Vec<Slot>) {
 async fn insert(mut slot: Slot, batch: Vec<Handed>, freed: UnboundedSender<Option<Slot>>) {
     let (writes, answers): (Vec<Write>, Vec<_>) = batch
         .into_iter()
-        .map(|handed| (handed.write, (handed.told, handed.wake)))
+        .map(|handed| (handed.write, (handed.told, handed.answer)))
         .unzip();
     let count = writes.len();
     // On a task of its own, so that a panic there still gives the slot's place back and
     // answers the writers.
     let inserted = tokio::spawn(async move {
         let outcomes = slot.insert_all(&writes).await;
-        (slot, outcomes)
+        let kept: Vec<bool> = outcomes
+            .iter()
+            .zip(&writes)
+            .map(|(outcome, write)| kept_whole(outcome, &write.rows))
+            .collect();
+        (slot, outcomes, kept)
     })
     .await;
-    let outcomes = match inserted {
-        Ok((slot, outcomes)) => {
+    let (outcomes, kept) = match inserted {
+        Ok((slot, outcomes, kept)) => {
             // Freed before the writers are told, so their next writes find it.
             let _ = freed.send(Some(slot));
-            outcomes
+            (outcomes, kept)
         }
         Err(panicked) => {
             let _ = freed.send(None);
@@ -146,11 +176,15 @@ async fn insert(mut slot: Slot, batch: Vec<Handed>, freed: UnboundedSender<Optio
                 code: None,
                 refused_at_connect: None,
             };
-            vec![Err(failed); count]
+            (vec![Err(failed); count], vec![false; count])
         }
     };
-    for ((told, wake), outcome) in answers.into_iter().zip(outcomes) {
+    for (((told, answer), outcome), kept) in answers.into_iter().zip(outcomes).zip(kept) {
+        // Sent first, so that the writer finds the outcome when it looks.
         let _ = told.send(outcome);
-        wake();
+        match answer.acknowledge {
+            Some(acknowledge) if kept => acknowledge.succeeded(),
+            _ => (answer.wake)(),
+        }
     }
 }

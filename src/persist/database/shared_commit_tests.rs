@@ -138,11 +138,13 @@ fn shards_written_meanwhile_share_one_commit_and_a_shard_led_elsewhere_is_refuse
     let held = Held::shard_3(&url);
     let wake = waker();
     let records: Vec<Vec<u8>> = (0..2).map(record).collect();
-    logs[3].begin(&[&records[0]], &wake).expect("handed over");
+    logs[3]
+        .begin(&[&records[0]], &wake, None)
+        .expect("handed over");
     held.until_waited_for(&mut admin);
     for shard in [0, 1, 2] {
         logs[shard]
-            .begin(&[&records[0], &records[1]], &wake)
+            .begin(&[&records[0], &records[1]], &wake, None)
             .expect("handed over");
     }
     for (shard, log) in logs.iter_mut().enumerate() {
@@ -195,13 +197,19 @@ fn a_statement_refused_for_one_shard_is_tried_write_by_write_so_only_that_shard_
     let held = Held::shard_3(&url);
     let wake = waker();
     let records: Vec<Vec<u8>> = (0..3).map(record).collect();
-    logs[3].begin(&[&records[0]], &wake).expect("handed over");
+    logs[3]
+        .begin(&[&records[0]], &wake, None)
+        .expect("handed over");
     held.until_waited_for(&mut admin);
-    logs[0].begin(&[&records[0]], &wake).expect("handed over");
+    logs[0]
+        .begin(&[&records[0]], &wake, None)
+        .expect("handed over");
     // Two writes of shard 2 in the same statement.
-    logs[2].begin(&[&records[0]], &wake).expect("handed over");
     logs[2]
-        .begin(&[&records[1], &records[2]], &wake)
+        .begin(&[&records[0]], &wake, None)
+        .expect("handed over");
+    logs[2]
+        .begin(&[&records[1], &records[2]], &wake, None)
         .expect("handed over");
     held.release();
 

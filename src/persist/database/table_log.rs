@@ -34,7 +34,7 @@ use super::lease::Fence;
 use super::shared_commit::{Outcome, SharedCommit};
 use super::table_insert::{lsn_of, Rows, Slot, Write};
 use crate::persist::log_error::LogError;
-use crate::persist::writer::{LogSink, Wake};
+use crate::persist::writer::{Acknowledge, LogSink, Wake};
 
 /// The most inserts that may be under way at once, each on a connection of its own: recovery
 /// knows a torn tail by its one gap (`recovery`).
@@ -204,7 +204,12 @@ impl TableLog {
     }
 
     /// `LogSink::begin`, whose failure leaves the log unsure.
-    fn begin_write(&mut self, records: &[&[u8]], wake: &Wake) -> Result<(), LogError> {
+    fn begin_write(
+        &mut self,
+        records: &[&[u8]],
+        wake: &Wake,
+        acknowledge: Option<Acknowledge>,
+    ) -> Result<(), LogError> {
         if self.deposed {
             return Err(Deposed(self.fence.epoch as u64).into());
         }
@@ -214,7 +219,10 @@ impl TableLog {
         }
         if fresh.is_empty() {
             self.under_way.push_back(UnderWay::Nothing);
-            wake();
+            match acknowledge {
+                Some(acknowledge) => acknowledge.succeeded(),
+                None => wake(),
+            }
             return Ok(());
         }
         let cut = Rows::cut(&fresh, &self.starts);
@@ -225,7 +233,7 @@ impl TableLog {
             }
             let firsts = cut.first.clone();
             self.starts.extend(&firsts);
-            let outcome = shared.insert(Write { fence, rows: cut }, wake);
+            let outcome = shared.insert(Write { fence, rows: cut }, wake, acknowledge);
             self.under_way
                 .push_back(UnderWay::Handed { outcome, firsts });
             return Ok(());
@@ -248,9 +256,13 @@ impl TableLog {
         let wake = wake.clone();
         self.runtime.spawn(async move {
             let answer = slot.insert(&cut, fence).await;
+            let kept = kept_whole(&answer, &cut);
             // Sent before the writer is woken, so that it finds the outcome when it looks.
             let _ = told.send((slot, answer));
-            wake();
+            match acknowledge {
+                Some(acknowledge) if kept => acknowledge.succeeded(),
+                _ => wake(),
+            }
         });
         self.under_way
             .push_back(UnderWay::Inserting { outcome, firsts });
@@ -277,6 +289,11 @@ impl TableLog {
             }
         }
     }
+}
+
+/// Whether an insert's `answer` says every row of `rows` was kept (`TableLog::judge`'s success).
+pub(super) fn kept_whole(answer: &Result<u64, Failed>, rows: &Rows) -> bool {
+    matches!(answer, Ok(count) if *count == rows.first.len() as u64)
 }
 
 /// Another node took the lease on the log: this node may never write it again.
@@ -320,7 +337,7 @@ impl LogSink for TableLog {
     /// One write alone: begun, then waited for (a write tried again after a failure).
     fn append(&mut self, records: &[&[u8]]) -> Result<(), LogError> {
         debug_assert!(self.under_way.is_empty(), "appended with nothing under way");
-        self.begin(records, &(std::sync::Arc::new(|| {}) as Wake))?;
+        self.begin(records, &(std::sync::Arc::new(|| {}) as Wake), None)?;
         self.finish(true).unwrap_or(Ok(()))
     }
 
@@ -336,8 +353,18 @@ impl LogSink for TableLog {
         self.overlap
     }
 
-    fn begin(&mut self, records: &[&[u8]], wake: &Wake) -> Result<(), LogError> {
-        let begun = self.begin_write(records, wake);
+    /// Writes handed to a shared commit are finished on its thread.
+    fn begins(&self) -> bool {
+        self.overlap > 1 || self.shared.is_some()
+    }
+
+    fn begin(
+        &mut self,
+        records: &[&[u8]],
+        wake: &Wake,
+        acknowledge: Option<Acknowledge>,
+    ) -> Result<(), LogError> {
+        let begun = self.begin_write(records, wake, acknowledge);
         if begun.is_err() {
             // Whatever was begun or numbered, the next try asks what the table holds.
             self.unsure = true;

@@ -1,7 +1,7 @@
 //! What the requests' side and the writer thread share: the records queued, how far the log is
 //! durable, and how often requests arrive.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
@@ -50,6 +50,11 @@ impl Records {
     pub(super) fn push(&mut self, record: &[u8]) {
         self.bytes.extend_from_slice(record);
         self.ends.push(self.bytes.len());
+    }
+
+    /// The bytes the records take in the log, as its figures count them.
+    pub(super) fn written_bytes(&self) -> u64 {
+        (self.bytes.len() + 8 * self.len()) as u64
     }
 
     pub(super) fn iter(&self) -> impl Iterator<Item = &[u8]> {
@@ -109,6 +114,13 @@ pub(super) struct Pending {
     pub(super) writer_asleep: bool,
     /// A write under way finished: the writer settles it (a sink that overlaps writes).
     pub(super) finished: bool,
+    /// The writer sleeps with at most one write under way: one acknowledged needs no settling
+    /// before the next records come.
+    pub(super) one_under_way: bool,
+    /// The writer waits for work, and how often it has been woken from waiting (tests look
+    /// at them).
+    pub(super) sleeping: bool,
+    pub(super) wakes: u64,
     /// The writer sleeps until a failed write is due to be tried again (tests look at it).
     pub(super) retry_scheduled: bool,
     /// Tests hold the writer back (`LogWriter::hold_writes`): records queue, none is taken.
@@ -129,6 +141,53 @@ pub(super) struct Shared {
     /// Records, bytes and sync times, for `GET /metrics`.
     pub(super) metrics: Arc<crate::persist::log_metrics::LogMetrics>,
     pub(super) arrivals: Arrivals,
+}
+
+/// Acknowledges a write on the thread that learns it succeeded, rather than waking the
+/// writer's thread to do so: one thread switch fewer per write where a commit runs on a
+/// thread of its own. The writer settles the write later, when something else wakes it.
+pub struct Acknowledge {
+    pub(super) shared: Arc<Shared>,
+    /// Every record numbered below this is in the write or in one settled before it.
+    pub(super) lsn: u64,
+    /// The write's records and their bytes, counted once written: here, or by the writer if
+    /// it settles the write first (whichever sets `counted`).
+    pub(super) records: usize,
+    pub(super) bytes: u64,
+    pub(super) counted: Arc<AtomicBool>,
+}
+
+impl Acknowledge {
+    /// The write succeeded: its records are durable.
+    pub fn succeeded(self) {
+        if !self.counted.swap(true, Ordering::SeqCst) {
+            self.shared.count_written(self.records, self.bytes);
+        }
+        let mut pending = self
+            .shared
+            .pending
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        pending.finished = true;
+        // Asleep with nothing to take and no other write to settle, the writer is woken by
+        // the next records (or a close) and settles this one then; otherwise it needs
+        // telling now.
+        let later = pending.writer_asleep && pending.ready() == 0 && pending.one_under_way;
+        drop(pending);
+        self.shared
+            .durable
+            .send_if_modified(|d| raise(&mut d.lsn, self.lsn));
+        if !later {
+            self.shared.work.notify_one();
+        }
+    }
+}
+
+/// Raises `value` to `to` if below it; whether it changed.
+pub(super) fn raise(value: &mut u64, to: u64) -> bool {
+    let raised = *value < to;
+    *value = (*value).max(to);
+    raised
 }
 
 /// How often requests come to wait for the log, so that the writer can tell a busy log, where
@@ -175,6 +234,18 @@ impl Arrivals {
     /// of a few thousand requests a second count as busy now and then, and wait for nothing.)
     pub(super) fn busy_within(&self, wait: Duration) -> bool {
         3 * self.gap.load(Ordering::Relaxed) <= wait.as_nanos() as u64
+    }
+}
+
+impl Shared {
+    /// Counts records written, and wakes the snapshotter once the log has grown enough.
+    pub(super) fn count_written(&self, records: usize, bytes: u64) {
+        self.metrics.records.inc_by(records as u64);
+        self.metrics.bytes.inc_by(bytes);
+        let total = self.bytes_since_snapshot.fetch_add(bytes, Ordering::SeqCst) + bytes;
+        if total >= self.wake_at_bytes.load(Ordering::SeqCst) {
+            self.log_grown.notify_one();
+        }
     }
 }
 

@@ -2,6 +2,7 @@
 
 use std::time::Duration;
 
+use super::shared::Acknowledge;
 use crate::persist::log_error::LogError;
 use crate::persist::segment_log::SegmentLog;
 use crate::persist::storage::Storage;
@@ -37,9 +38,22 @@ pub trait LogSink: Send + 'static {
     fn overlap(&self) -> usize {
         1
     }
+    /// Whether the writer writes through `begin` and `finish`: where more than one write may
+    /// be under way, or where writes are finished by another thread, which can then
+    /// acknowledge them without the writer's thread waiting for them or being woken.
+    fn begins(&self) -> bool {
+        self.overlap() > 1
+    }
     /// Starts writing `records` as one batch after the writes begun before it and returns
-    /// without waiting for it; `wake` is called once its outcome is known (`finish`).
-    fn begin(&mut self, _records: &[&[u8]], _wake: &Wake) -> Result<(), LogError> {
+    /// without waiting for it; once its outcome is known (`finish`), `acknowledge` is called
+    /// if given and the write succeeded, `wake` otherwise. `acknowledge` comes with a write
+    /// begun while none was under way, so that no write before it can still fail.
+    fn begin(
+        &mut self,
+        _records: &[&[u8]],
+        _wake: &Wake,
+        _acknowledge: Option<Acknowledge>,
+    ) -> Result<(), LogError> {
         Err(LogError::Io(std::io::Error::other(
             "this log takes one write at a time",
         )))

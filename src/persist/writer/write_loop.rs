@@ -3,11 +3,13 @@
 //! is undone by the log and tried again, with whatever came since after it, until it succeeds.
 
 use std::collections::VecDeque;
-use std::sync::atomic::Ordering;
-use std::sync::MutexGuard;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, MutexGuard};
 use std::time::{Duration, Instant};
 
-use super::shared::{Pending, Records, Shared, MAX_RETAINED_BYTES, RETRY_EVERY};
+use super::shared::{
+    raise, Acknowledge, Pending, Records, Shared, MAX_RETAINED_BYTES, RETRY_EVERY,
+};
 use super::sink::{FsyncMode, LogSink, Wake};
 use crate::persist::log_error::LogError;
 use crate::worker::Backoff;
@@ -28,6 +30,9 @@ struct Begun {
     records: Records,
     /// Every record numbered below this is in `records` or in a write begun before.
     next_lsn: u64,
+    /// Set once the records are counted as written, if begun with an `Acknowledge` (which
+    /// may count them first).
+    counted: Option<Arc<AtomicBool>>,
 }
 
 /// What the overlapping writer does next.
@@ -43,6 +48,8 @@ enum Next {
 
 pub(super) struct Writer<'a, S: LogSink> {
     shared: &'a Shared,
+    /// The same, for a sink to acknowledge writes with (`Acknowledge`).
+    owned: Arc<Shared>,
     log: S,
     mode: FsyncMode,
     last_sync: Instant,
@@ -71,9 +78,10 @@ pub(super) struct Writer<'a, S: LogSink> {
 }
 
 impl<'a, S: LogSink> Writer<'a, S> {
-    pub(super) fn new(shared: &'a Shared, log: S, mode: FsyncMode, wake: Wake) -> Self {
+    pub(super) fn new(shared: &'a Arc<Shared>, log: S, mode: FsyncMode, wake: Wake) -> Self {
         Writer {
-            shared,
+            shared: shared.as_ref(),
+            owned: shared.clone(),
             log,
             mode,
             last_sync: Instant::now(),
@@ -93,7 +101,7 @@ impl<'a, S: LogSink> Writer<'a, S> {
 
     /// Runs until the log closes.
     pub(super) fn run(mut self) {
-        if self.log.overlap() > 1 {
+        if self.log.begins() {
             return self.run_overlapped();
         }
         while !self.step() {}
@@ -170,13 +178,17 @@ impl<'a, S: LogSink> Writer<'a, S> {
             }
             // Woken by a submission while too few are ready (a batch wait wants none).
             pending.writer_asleep = pending.ready() == 0 || (!full && !enough);
+            pending.one_under_way = self.under_way.len() <= 1;
+            pending.sleeping = true;
             pending = self
                 .shared
                 .work
                 .wait_timeout(pending, wait)
                 .unwrap_or_else(|p| p.into_inner())
                 .0;
+            pending.sleeping = false;
             pending.writer_asleep = false;
+            pending.wakes += 1;
         }
     }
 
@@ -188,12 +200,26 @@ impl<'a, S: LogSink> Writer<'a, S> {
         records.split_into(ready, &mut pending.records);
         pending.taken += ready as u64;
         let next_lsn = self.shared.next_lsn.load(Ordering::SeqCst) - pending.records.len() as u64;
-        Begun { records, next_lsn }
+        Begun {
+            records,
+            next_lsn,
+            counted: None,
+        }
     }
 
-    fn begin(&mut self, begun: Begun) {
+    fn begin(&mut self, mut begun: Begun) {
+        // With none under way, every write before this one succeeded: this one's success is
+        // enough to acknowledge it.
+        let acknowledge = self.under_way.is_empty().then(|| Acknowledge {
+            shared: self.owned.clone(),
+            lsn: begun.next_lsn,
+            records: begun.records.len(),
+            bytes: begun.records.written_bytes(),
+            counted: Arc::new(AtomicBool::new(false)),
+        });
+        begun.counted = acknowledge.as_ref().map(|a| a.counted.clone());
         let slices: Vec<&[u8]> = begun.records.iter().collect();
-        let begin = self.log.begin(&slices, &self.wake);
+        let begin = self.log.begin(&slices, &self.wake, acknowledge);
         drop(slices);
         self.last_write = Instant::now();
         self.under_way.push_back(begun);
@@ -214,13 +240,17 @@ impl<'a, S: LogSink> Writer<'a, S> {
                     let Begun {
                         mut records,
                         next_lsn,
+                        counted,
                     } = self.under_way.pop_front().expect("one under way");
-                    self.count_written(&records);
+                    if counted.is_none_or(|counted| !counted.swap(true, Ordering::SeqCst)) {
+                        self.count_written(&records);
+                    }
                     self.last_write = Instant::now();
                     let lost = self.lock_pending().lost;
-                    self.shared.durable.send_modify(|d| {
-                        d.lsn = d.lsn.max(next_lsn);
-                        d.failed = lost;
+                    // Unchanged when acknowledged already: waiting requests are not woken.
+                    self.shared.durable.send_if_modified(|d| {
+                        let failed = std::mem::replace(&mut d.failed, lost) != lost;
+                        raise(&mut d.lsn, next_lsn) || failed
                     });
                     records.clear();
                     self.spare.push(records);
@@ -334,12 +364,15 @@ impl<'a, S: LogSink> Writer<'a, S> {
             }
             pending.writer_asleep = true;
             pending.retry_scheduled = self.retrying;
+            pending.sleeping = true;
             pending = shared
                 .work
                 .wait_timeout(pending, wait)
                 .unwrap_or_else(|p| p.into_inner())
                 .0;
+            pending.sleeping = false;
             pending.writer_asleep = false;
+            pending.wakes += 1;
         }
     }
 
@@ -371,20 +404,9 @@ impl<'a, S: LogSink> Writer<'a, S> {
         Ok(())
     }
 
-    /// Counts records written, and wakes the snapshotter once the log has grown enough.
     fn count_written(&self, records: &Records) {
-        let bytes = (records.bytes.len() + 8 * records.len()) as u64;
-        let metrics = &self.shared.metrics;
-        metrics.records.inc_by(records.len() as u64);
-        metrics.bytes.inc_by(bytes);
-        let total = self
-            .shared
-            .bytes_since_snapshot
-            .fetch_add(bytes, Ordering::SeqCst)
-            + bytes;
-        if total >= self.shared.wake_at_bytes.load(Ordering::SeqCst) {
-            self.shared.log_grown.notify_one();
-        }
+        self.shared
+            .count_written(records.len(), records.written_bytes());
     }
 
     /// Tells waiting requests the outcome: durable up to the round's records, or failed.
