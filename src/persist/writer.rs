@@ -111,7 +111,7 @@ impl LogWriter {
 
     /// Blocks until the writer has taken every record it may and gone to sleep, so a test can
     /// look at what is durable knowing nothing more is on its way (no sleeping in hope). For a
-    /// sink that writes one batch at a time only: one that overlaps writes sleeps with some
+    /// sink that writes one batch at a time only: one that begins writes sleeps with some
     /// still under way.
     #[cfg(test)]
     pub fn wait_until_idle(&self) {

@@ -11,7 +11,7 @@
 //! `table_log::MOST_INSERTS` writes under way, so a torn tail stays one gap.
 //!
 //! A write handed over while its shard had no other under way is acknowledged here once every
-//! row of it is kept (`writer::Acknowledge`): the requests waiting on it are answered from this
+//! row of it is kept (`writer::Acknowledge`): the log's durable point is raised from this
 //! thread, and the shard's writer, asleep with nothing to write, is not woken for it.
 
 use std::sync::{mpsc, Arc};
@@ -20,7 +20,6 @@ use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver, UnboundedSender};
 
 use super::connection::{Failed, Session};
 use super::table_insert::{Slot, Write};
-use super::table_log::kept_whole;
 use crate::persist::writer::{Acknowledge, Wake};
 
 /// The outcome of a write: the number of its rows inserted.
@@ -157,7 +156,7 @@ async fn insert(mut slot: Slot, batch: Vec<Handed>, freed: UnboundedSender<Optio
         let kept: Vec<bool> = outcomes
             .iter()
             .zip(&writes)
-            .map(|(outcome, write)| kept_whole(outcome, &write.rows))
+            .map(|(outcome, write)| write.rows.all_kept(outcome))
             .collect();
         (slot, outcomes, kept)
     })

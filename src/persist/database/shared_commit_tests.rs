@@ -7,8 +7,9 @@ use super::schema;
 use super::shared_commit::SharedCommit;
 use super::table_log::{deposed, TableLog};
 use super::tests::{connect, database, number, sql};
+use crate::engine::changes::{Change, ChangeLog};
 use crate::persist::format;
-use crate::persist::writer::{LogSink, Wake};
+use crate::persist::writer::{FsyncMode, LogSink, LogWriter, Wake};
 
 fn record(lsn: u64) -> Vec<u8> {
     let mut bytes = format::record_header(lsn).to_vec();
@@ -229,4 +230,65 @@ fn a_statement_refused_for_one_shard_is_tried_write_by_write_so_only_that_shard_
         .append(&[&records[0], &records[1]])
         .expect("the rest");
     assert_eq!(rows(&mut admin), [(0, 0), (0, 1), (2, 0), (2, 1), (3, 0)]);
+}
+
+/// Waits for what `log_writer` was given so far; whether it was made durable.
+fn logged(log_writer: &LogWriter) -> bool {
+    log_writer.submit(&Change::DeleteQueue {
+        name: "q".into(),
+        uid: 1,
+        at: crate::engine::Timestamp(1),
+    });
+    let lsn = log_writer.next_lsn();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a runtime");
+    let waited = runtime.block_on(async {
+        tokio::time::timeout(std::time::Duration::from_secs(10), log_writer.wait(lsn)).await
+    });
+    waited.expect("an answer within 10 s").is_ok()
+}
+
+#[test]
+fn a_write_kept_is_acknowledged_by_the_commit_and_one_refused_wakes_its_writer_to_fail() {
+    let Some(url) = database() else { return };
+    let mut admin = connect(&url);
+    let fences = four_shards(&mut admin);
+    let mut logs = shared_logs(&url, &fences).into_iter();
+    let (kept, deposed) = (logs.next().expect("shard 0"), logs.next().expect("shard 1"));
+
+    // Shard 0's writer, waiting for work at each submission, is woken by each submission
+    // only: the commit acknowledges each write (woken for it too, it would wake twice a write).
+    let writer = LogWriter::new();
+    writer.start(kept, 0, FsyncMode::Always);
+    for _ in 0..3 {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while !writer.writer_wakes().1 {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the writer never slept"
+            );
+            std::thread::yield_now();
+        }
+        assert!(logged(&writer), "kept");
+    }
+    assert_eq!(rows(&mut admin), [(0, 0), (0, 1), (0, 2)]);
+    let (wakes, _) = writer.writer_wakes();
+    assert!(wakes <= 3, "{wakes} wake-ups for 3 writes");
+    assert_eq!(writer.metrics().records.get(), 3);
+
+    // Shard 1, led elsewhere: its write is refused, not acknowledged, and its writer, woken
+    // to learn so, fails the log for good.
+    let refused = LogWriter::new();
+    refused.start(deposed, 0, FsyncMode::Always);
+    assert!(!logged(&refused), "refused");
+    assert!(refused.failed());
+    assert_eq!(
+        refused.metrics().records.get(),
+        0,
+        "nothing counted as written"
+    );
+    writer.close();
+    refused.close();
 }

@@ -60,6 +60,12 @@ pub(super) struct Rows {
 }
 
 impl Rows {
+    /// Whether an insert's `answer` says every one of these rows was kept (a table log judges
+    /// the same answer a success).
+    pub(super) fn all_kept(&self, answer: &Result<u64, Failed>) -> bool {
+        matches!(answer, Ok(count) if *count == self.first.len() as u64)
+    }
+
     /// The bytes of the rows' records.
     pub(super) fn bytes(&self) -> usize {
         self.records.iter().map(Vec::len).sum()

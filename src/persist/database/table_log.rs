@@ -256,7 +256,7 @@ impl TableLog {
         let wake = wake.clone();
         self.runtime.spawn(async move {
             let answer = slot.insert(&cut, fence).await;
-            let kept = kept_whole(&answer, &cut);
+            let kept = cut.all_kept(&answer);
             // Sent before the writer is woken, so that it finds the outcome when it looks.
             let _ = told.send((slot, answer));
             match acknowledge {
@@ -289,11 +289,6 @@ impl TableLog {
             }
         }
     }
-}
-
-/// Whether an insert's `answer` says every row of `rows` was kept (`TableLog::judge`'s success).
-pub(super) fn kept_whole(answer: &Result<u64, Failed>, rows: &Rows) -> bool {
-    matches!(answer, Ok(count) if *count == rows.first.len() as u64)
 }
 
 /// Another node took the lease on the log: this node may never write it again.

@@ -112,7 +112,8 @@ pub(super) struct Pending {
     /// submission pay for a wake-up call (it used to make one per sync while the writer
     /// was busy syncing and not listening).
     pub(super) writer_asleep: bool,
-    /// A write under way finished: the writer settles it (a sink that overlaps writes).
+    /// A write under way finished: the writer settles it (a sink that begins writes; set by
+    /// `Acknowledge` too).
     pub(super) finished: bool,
     /// The writer sleeps with at most one write under way: one acknowledged needs no settling
     /// before the next records come.

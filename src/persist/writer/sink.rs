@@ -7,7 +7,8 @@ use crate::persist::log_error::LogError;
 use crate::persist::segment_log::SegmentLog;
 use crate::persist::storage::Storage;
 
-/// Called once the outcome of a write begun with `LogSink::begin` is known.
+/// Called once the outcome of a write begun with `LogSink::begin` is known, unless its
+/// `Acknowledge` is called instead.
 pub type Wake = std::sync::Arc<dyn Fn() + Send + Sync>;
 
 /// Where the writer's batches go: the data directory's segments (`SegmentLog`), or a

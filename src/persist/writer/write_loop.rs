@@ -25,7 +25,7 @@ struct Round {
     next_lsn: u64,
 }
 
-/// A write begun and not finished (a sink that overlaps writes).
+/// A write begun and not finished (a sink that begins writes).
 struct Begun {
     records: Records,
     /// Every record numbered below this is in `records` or in a write begun before.
@@ -69,7 +69,7 @@ pub(super) struct Writer<'a, S: LogSink> {
     lost: bool,
     /// Scratch for what a retrying round takes.
     taken: Records,
-    /// Writes begun and not finished, oldest first (a sink that overlaps writes).
+    /// Writes begun and not finished, oldest first (a sink that begins writes).
     under_way: VecDeque<Begun>,
     /// Emptied buffers of finished writes, for the next ones.
     spare: Vec<Records>,
@@ -121,10 +121,11 @@ impl<'a, S: LogSink> Writer<'a, S> {
         closing
     }
 
-    /// With a sink that overlaps writes: the next write begins while earlier ones are under
-    /// way, and each is acknowledged once it and every write begun before it have finished,
-    /// so nothing is acknowledged past a write that failed. A failure ends the overlap: every
-    /// write from the failed one on is written again, alone, until written.
+    /// With a sink that begins writes (`LogSink::begins`): the next write begins while
+    /// earlier ones are under way, and each is acknowledged once it and every write begun
+    /// before it have finished, so nothing is acknowledged past a write that failed. A failure
+    /// ends the overlap: every write from the failed one on is written again, alone, until
+    /// written.
     fn run_overlapped(mut self) {
         loop {
             if self.retrying || self.lost {
