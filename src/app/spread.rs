@@ -715,9 +715,9 @@ fn close_logs(logs: &[LedLog], give_up: impl FnOnce(&[u32]) -> Vec<bool>) -> Vec
     for log in logs {
         log.snapshotter.close();
     }
-    // The router keeps the engine of a shard let go of until the node starts over, the
-    // requests under way on it borrowing it; its messages are let go of now, once its log
-    // refuses every change (so this reaches no log).
+    // Requests under way on a shard let go of may hold its engine a while yet (the router
+    // holds it no more); its messages are let go of now, once its log refuses every change
+    // (so this reaches no log).
     for (log, (_, given_up)) in logs.iter().zip(&given_up) {
         if *given_up && log.log_writer.failed() {
             log.engine.reset_messages();

@@ -93,7 +93,7 @@ impl Sharded {
     /// `read` of shard `n`: here, or asked of the node that leads it.
     pub(super) async fn read(&self, n: u32, read: &ShardRead) -> BackendResult<Vec<Arc<str>>> {
         match (self.slot(n), &self.elsewhere) {
-            (Some(shard), _) => read_here(shard, read).await,
+            (Some(shard), _) => read_here(&shard, read).await,
             (None, Some(nodes)) => {
                 let names = nodes.read(n, read).await?;
                 Ok(names.into_iter().map(Arc::from).collect())
@@ -111,7 +111,7 @@ impl Sharded {
     ) -> BackendResult<Option<QueueTarget>> {
         let n = Shard::of(self.count(), key);
         match (self.slot(n), &self.elsewhere) {
-            (Some(shard), _) => target_here(shard, key, now).await,
+            (Some(shard), _) => target_here(&shard, key, now).await,
             (None, Some(nodes)) => nodes.queue_target(n, key).await,
             (None, None) => Err(led_elsewhere::across(n)),
         }
@@ -125,7 +125,7 @@ impl Sharded {
     ) -> Answer<'a, Option<QueueTarget>> {
         Box::pin(async move {
             match self.slot(n) {
-                Some(shard) => target_here(shard, key, self.clock.now()).await,
+                Some(shard) => target_here(&shard, key, self.clock.now()).await,
                 _ => Err(BackendError::Across(n)),
             }
         })
@@ -194,7 +194,7 @@ impl Sharded {
     pub(super) fn read_for(&self, n: u32, read: ShardRead) -> Answer<'_, Vec<Arc<str>>> {
         Box::pin(async move {
             match self.slot(n) {
-                Some(shard) => read_here(shard, &read).await,
+                Some(shard) => read_here(&shard, &read).await,
                 _ => Err(BackendError::Across(n)),
             }
         })
@@ -209,7 +209,7 @@ impl Sharded {
         let from: Vec<u32> = (0..self.count())
             .filter(|&n| self.slot(n).is_none())
             .collect();
-        let here: Vec<Arc<Embedded>> = self.here().cloned().collect();
+        let here: Vec<Arc<Embedded>> = self.here().collect();
         if from.is_empty() || here.is_empty() {
             return;
         }

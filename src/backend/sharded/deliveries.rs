@@ -13,7 +13,7 @@ use crate::engine::Timestamp;
 impl Deliveries for Sharded {
     fn take_deliveries(&self, now: Timestamp, limit: usize) -> Answer<'_, Vec<Attempt>> {
         Box::pin(async move {
-            let here: Vec<&Arc<Embedded>> = self.here().collect();
+            let here: Vec<Arc<Embedded>> = self.here().collect();
             let count = here.len();
             if count == 0 {
                 return Ok(Vec::new());
@@ -22,7 +22,7 @@ impl Deliveries for Sharded {
             let (mut taken, mut failed) = (Vec::new(), None);
             for n in 0..count {
                 // Every shard is asked, with nothing left to take too: it expires confirmations.
-                let shard = here[(first + n) % count];
+                let shard = &here[(first + n) % count];
                 match shard
                     .take_deliveries(now, limit.saturating_sub(taken.len()))
                     .await
@@ -56,9 +56,10 @@ impl Deliveries for Sharded {
         outcome: Outcome,
         now: Timestamp,
     ) -> Answer<'a, DeliveryResult> {
-        on(self.of_topic_arn(&attempt.delivery.topic_arn), |shard| {
-            shard.finish_delivery(attempt, outcome, now)
-        })
+        on(
+            self.of_topic_arn(&attempt.delivery.topic_arn),
+            move |shard| shard.finish_delivery(attempt, outcome, now),
+        )
     }
 
     fn note_delivery_error(&self, attempt: &Attempt, error: &str, now: Timestamp) {

@@ -35,13 +35,15 @@ impl Inspection for Sharded {
         filter: StateFilter,
         limit: usize,
     ) -> Answer<'a, Vec<Peeked>> {
-        on(self.of_key(queue), |shard| {
+        on(self.of_key(queue), move |shard| {
             shard.peek_messages(queue, filter, limit)
         })
     }
 
     fn queue_groups<'a>(&'a self, queue: &'a str, limit: usize) -> Answer<'a, Vec<GroupView>> {
-        on(self.of_key(queue), |shard| shard.queue_groups(queue, limit))
+        on(self.of_key(queue), move |shard| {
+            shard.queue_groups(queue, limit)
+        })
     }
 
     fn subscription_activity(&self) -> Answer<'_, Vec<SubscriptionActivity>> {
@@ -62,7 +64,7 @@ impl Inspection for Sharded {
     }
 
     fn confirmation_token<'a>(&'a self, subscription_arn: &'a str) -> Answer<'a, Option<String>> {
-        on(self.of_topic_arn(subscription_arn), |shard| {
+        on(self.of_topic_arn(subscription_arn), move |shard| {
             shard.confirmation_token(subscription_arn)
         })
     }
@@ -123,15 +125,15 @@ impl Inspection for Sharded {
     }
 
     fn captured_messages(&self) -> Answer<'_, captured::Listed> {
-        on(self.shard(0), |shard| shard.captured_messages())
+        on(self.shard(0), move |shard| shard.captured_messages())
     }
 
     fn capture(&self, messages: Vec<CapturedMessage>) -> Answer<'_, ()> {
-        on(self.shard(0), |shard| shard.capture(messages))
+        on(self.shard(0), move |shard| shard.capture(messages))
     }
 
     fn forget_captured(&self, ids: Vec<u64>) -> Answer<'_, ()> {
-        on(self.shard(0), |shard| shard.forget_captured(ids))
+        on(self.shard(0), move |shard| shard.forget_captured(ids))
     }
 
     fn led_here(&self) -> Answer<'_, LedHere> {

@@ -11,7 +11,7 @@ impl Messages for Sharded {
     }
 
     fn send<'a>(&'a self, queue: &'a str, request: SendRequest) -> Answer<'a, SendReceipt> {
-        on(self.of_key(queue), |shard| shard.send(queue, request))
+        on(self.of_key(queue), move |shard| shard.send(queue, request))
     }
 
     fn send_batch<'a>(
@@ -19,7 +19,7 @@ impl Messages for Sharded {
         queue: &'a str,
         requests: Vec<SendRequest>,
     ) -> Answer<'a, Vec<EngineResult<SendReceipt>>> {
-        on(self.of_key(queue), |shard| {
+        on(self.of_key(queue), move |shard| {
             shard.send_batch(queue, requests)
         })
     }
@@ -30,7 +30,7 @@ impl Messages for Sharded {
         request: ReceiveRequest,
         wait_seconds: Option<u64>,
     ) -> Answer<'a, Vec<Received>> {
-        on(self.of_key(queue), |shard| {
+        on(self.of_key(queue), move |shard| {
             shard.receive(queue, request, wait_seconds)
         })
     }
@@ -40,7 +40,9 @@ impl Messages for Sharded {
         queue: &'a str,
         handles: Vec<&'a str>,
     ) -> Answer<'a, Vec<EngineResult<()>>> {
-        on(self.of_key(queue), |shard| shard.delete(queue, handles))
+        on(self.of_key(queue), move |shard| {
+            shard.delete(queue, handles)
+        })
     }
 
     fn change_visibility<'a>(
@@ -48,7 +50,7 @@ impl Messages for Sharded {
         queue: &'a str,
         changes: Vec<(&'a str, i64)>,
     ) -> Answer<'a, Vec<EngineResult<()>>> {
-        on(self.of_key(queue), |shard| {
+        on(self.of_key(queue), move |shard| {
             shard.change_visibility(queue, changes)
         })
     }

@@ -137,7 +137,7 @@ impl Sharded {
     pub fn agree(&self) {
         for source in self.here() {
             for destination in self.here().filter(|d| d.shard() != source.shard()) {
-                relay::agree(source, destination);
+                relay::agree(&source, &destination);
             }
         }
     }
@@ -147,7 +147,7 @@ impl Sharded {
     }
 
     /// Shard `n`'s backend while this node leads it.
-    fn slot(&self, n: u32) -> Option<&Arc<Embedded>> {
+    fn slot(&self, n: u32) -> Option<Arc<Embedded>> {
         self.slots.get(n)
     }
 
@@ -157,7 +157,7 @@ impl Sharded {
     }
 
     /// The shards this node leads, in order.
-    fn here(&self) -> impl Iterator<Item = &Arc<Embedded>> {
+    fn here(&self) -> impl Iterator<Item = Arc<Embedded>> + '_ {
         self.slots.here()
     }
 
@@ -193,7 +193,7 @@ impl Sharded {
     }
 
     /// Shard `n`'s backend, or the refusal that sends the request to the node leading it.
-    fn shard(&self, n: u32) -> BackendResult<&Arc<Embedded>> {
+    fn shard(&self, n: u32) -> BackendResult<Arc<Embedded>> {
         match self.slot(n) {
             Some(shard) => {
                 led_elsewhere::touched_shard(n);
@@ -204,13 +204,13 @@ impl Sharded {
     }
 
     /// The shard holding the queue or topic `key`.
-    fn of_key(&self, key: &str) -> BackendResult<&Arc<Embedded>> {
+    fn of_key(&self, key: &str) -> BackendResult<Arc<Embedded>> {
         self.shard(Shard::of(self.count(), key))
     }
 
     /// The shard of the queue an ARN names; shard 0 for what names none (its engine answers
     /// with AWS's error).
-    fn of_queue_arn(&self, arn: &str) -> BackendResult<&Arc<Embedded>> {
+    fn of_queue_arn(&self, arn: &str) -> BackendResult<Arc<Embedded>> {
         match self.namespaces.key_in_arn("sqs", arn) {
             Some(key) => self.of_key(key),
             None => self.shard(0),
@@ -218,7 +218,7 @@ impl Sharded {
     }
 
     /// The shard of the topic an ARN names (a subscription's ARN names its topic's).
-    fn of_topic_arn(&self, arn: &str) -> BackendResult<&Arc<Embedded>> {
+    fn of_topic_arn(&self, arn: &str) -> BackendResult<Arc<Embedded>> {
         match self.namespaces.key_in_arn("sns", arn) {
             Some(key) => self.of_key(key),
             None => self.shard(0),
@@ -228,7 +228,7 @@ impl Sharded {
     /// Shard `n`'s backend for a read made on another shard's behalf (a listing, a dead-letter
     /// queue's configuration): one led by another node is not read across nodes yet, so the
     /// request is refused as storage unavailable, never answered from part of the shards.
-    fn read_across(&self, n: u32) -> BackendResult<&Arc<Embedded>> {
+    fn read_across(&self, n: u32) -> BackendResult<Arc<Embedded>> {
         self.slot(n).ok_or_else(|| led_elsewhere::across(n))
     }
 
@@ -241,11 +241,12 @@ impl Sharded {
     /// leads one of them (`read_across`).
     async fn gather<'a, T>(
         &'a self,
-        ask: impl Fn(&'a Embedded) -> Answer<'a, Vec<T>>,
+        ask: impl for<'s> Fn(&'s Held<'a>) -> Answer<'s, Vec<T>>,
     ) -> BackendResult<Vec<T>> {
         let mut all = Vec::new();
         for n in 0..self.count() {
-            all.extend(ask(self.read_across(n)?).await?);
+            let held = Held(self.read_across(n)?, std::marker::PhantomData);
+            all.extend(ask(&held).await?);
         }
         Ok(all)
     }
@@ -254,11 +255,12 @@ impl Sharded {
     /// node says of itself (its webhook figures, what it has yet to carry).
     async fn gather_here<'a, T>(
         &'a self,
-        ask: impl Fn(&'a Embedded) -> Answer<'a, Vec<T>>,
+        ask: impl for<'s> Fn(&'s Held<'a>) -> Answer<'s, Vec<T>>,
     ) -> BackendResult<Vec<T>> {
         let mut all = Vec::new();
         for shard in self.here() {
-            all.extend(ask(shard).await?);
+            let held = Held(shard, std::marker::PhantomData);
+            all.extend(ask(&held).await?);
         }
         Ok(all)
     }
@@ -275,14 +277,31 @@ impl Sharded {
     }
 }
 
-/// `ask` of `shard`, or the refusal `shard` is when another node leads it.
+/// `ask` of `shard`, or the refusal `shard` is when another node leads it. The answer holds
+/// the shard's backend until it is ready, so a hand-off meanwhile cannot let go of it.
 fn on<'a, T: Send + 'a>(
-    shard: BackendResult<&'a Arc<Embedded>>,
-    ask: impl FnOnce(&'a Arc<Embedded>) -> Answer<'a, T>,
+    shard: BackendResult<Arc<Embedded>>,
+    ask: impl for<'s> FnOnce(&'s Held<'a>) -> Answer<'s, T> + Send + 'a,
 ) -> Answer<'a, T> {
     match shard {
-        Ok(shard) => ask(shard),
+        Ok(shard) => {
+            let held = Held(shard, std::marker::PhantomData);
+            Box::pin(async move { ask(&held).await })
+        }
         Err(refused) => Box::pin(std::future::ready(Err(refused))),
+    }
+}
+
+/// A shard's backend held for a request whose borrows live for `'a`. A borrow of it
+/// (`&'s Held<'a>`) lives no longer than the request's, so what is asked of the shard through
+/// it may borrow both (`on`, `gather`).
+struct Held<'a>(Arc<Embedded>, std::marker::PhantomData<&'a ()>);
+
+impl std::ops::Deref for Held<'_> {
+    type Target = Embedded;
+
+    fn deref(&self) -> &Embedded {
+        &self.0
     }
 }
 
@@ -394,7 +413,7 @@ impl Work for Sharded {
             let Some(here) = self.slot(shard) else {
                 return Err(super::BackendError::Across(shard));
             };
-            super::Inspection::reset(&**here, scope).await
+            super::Inspection::reset(&*here, scope).await
         })
     }
 
@@ -475,7 +494,6 @@ impl Work for Sharded {
             if let Err(not) = self.slots.take(backend.clone()) {
                 let why = match not {
                     slots::NotTaken::Led => "this node leads it already",
-                    slots::NotTaken::TooOften => "taken too often by this generation",
                     slots::NotTaken::NoSuchShard => "no such shard",
                 };
                 return Err(super::BackendError::Unavailable(format!(

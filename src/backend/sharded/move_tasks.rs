@@ -42,7 +42,7 @@ impl MoveTasks for Sharded {
     }
 
     fn list_move_tasks<'a>(&'a self, source_arn: &'a str) -> Answer<'a, Vec<MoveTask>> {
-        on(self.of_queue_arn(source_arn), |shard| {
+        on(self.of_queue_arn(source_arn), move |shard| {
             shard.list_move_tasks(source_arn)
         })
     }
@@ -55,7 +55,7 @@ impl MoveTasks for Sharded {
                     .await
             }),
             // Shard 0's engine refuses it as AWS does.
-            None => on(self.shard(0), |shard| shard.cancel_move_task(handle)),
+            None => on(self.shard(0), move |shard| shard.cancel_move_task(handle)),
         }
     }
 }

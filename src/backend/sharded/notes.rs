@@ -32,9 +32,7 @@ pub(super) struct Notes {
 impl Notes {
     /// Each shard's backend while this node leads it, as it stands now (shard n's at index n).
     pub(super) fn led(&self) -> Vec<Option<Arc<Embedded>>> {
-        (0..self.slots.count())
-            .map(|n| self.slots.get(n).cloned())
-            .collect()
+        (0..self.slots.count()).map(|n| self.slots.get(n)).collect()
     }
 
     /// Notes in each topic's shard the fates `settled` gathered, and empties it. A fate that

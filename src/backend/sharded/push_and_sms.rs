@@ -16,7 +16,7 @@ impl PushAndSms for Sharded {
         platform: &'a str,
         attributes: Attributes,
     ) -> Answer<'a, Arc<str>> {
-        on(self.shard(0), |shard| {
+        on(self.shard(0), move |shard| {
             shard.create_platform_application(namespace, name, platform, attributes)
         })
     }
@@ -26,25 +26,25 @@ impl PushAndSms for Sharded {
         arn: &'a str,
         attributes: Attributes,
     ) -> Answer<'a, ()> {
-        on(self.shard(0), |shard| {
+        on(self.shard(0), move |shard| {
             shard.set_platform_application_attributes(arn, attributes)
         })
     }
 
     fn platform_application_attributes<'a>(&'a self, arn: &'a str) -> Answer<'a, Attributes> {
-        on(self.shard(0), |shard| {
+        on(self.shard(0), move |shard| {
             shard.platform_application_attributes(arn)
         })
     }
 
     fn platform_applications<'a>(&'a self, namespace: &'a Namespace) -> Answer<'a, Listed> {
-        on(self.shard(0), |shard| {
+        on(self.shard(0), move |shard| {
             shard.platform_applications(namespace)
         })
     }
 
     fn delete_platform_application<'a>(&'a self, arn: &'a str) -> Answer<'a, ()> {
-        on(self.shard(0), |shard| {
+        on(self.shard(0), move |shard| {
             shard.delete_platform_application(arn)
         })
     }
@@ -56,7 +56,7 @@ impl PushAndSms for Sharded {
         custom_user_data: Option<&'a str>,
         attributes: Attributes,
     ) -> Answer<'a, Arc<str>> {
-        on(self.shard(0), |shard| {
+        on(self.shard(0), move |shard| {
             shard.create_platform_endpoint(application_arn, token, custom_user_data, attributes)
         })
     }
@@ -66,25 +66,27 @@ impl PushAndSms for Sharded {
         arn: &'a str,
         attributes: Attributes,
     ) -> Answer<'a, ()> {
-        on(self.shard(0), |shard| {
+        on(self.shard(0), move |shard| {
             shard.set_endpoint_attributes(arn, attributes)
         })
     }
 
     fn endpoint_attributes<'a>(&'a self, arn: &'a str) -> Answer<'a, Attributes> {
-        on(self.shard(0), |shard| shard.endpoint_attributes(arn))
+        on(self.shard(0), move |shard| shard.endpoint_attributes(arn))
     }
 
     fn endpoints_of<'a>(&'a self, application_arn: &'a str) -> Answer<'a, Listed> {
-        on(self.shard(0), |shard| shard.endpoints_of(application_arn))
+        on(self.shard(0), move |shard| {
+            shard.endpoints_of(application_arn)
+        })
     }
 
     fn delete_endpoint<'a>(&'a self, arn: &'a str) -> Answer<'a, ()> {
-        on(self.shard(0), |shard| shard.delete_endpoint(arn))
+        on(self.shard(0), move |shard| shard.delete_endpoint(arn))
     }
 
     fn check_publish_target<'a>(&'a self, arn: &'a str) -> Answer<'a, ()> {
-        on(self.shard(0), |shard| shard.check_publish_target(arn))
+        on(self.shard(0), move |shard| shard.check_publish_target(arn))
     }
 
     fn set_sms_attributes<'a>(
@@ -92,7 +94,7 @@ impl PushAndSms for Sharded {
         namespace: &'a Namespace,
         attributes: Attributes,
     ) -> Answer<'a, ()> {
-        on(self.shard(0), |shard| {
+        on(self.shard(0), move |shard| {
             shard.set_sms_attributes(namespace, attributes)
         })
     }
@@ -102,13 +104,15 @@ impl PushAndSms for Sharded {
         namespace: &'a Namespace,
         names: &'a [String],
     ) -> Answer<'a, Attributes> {
-        on(self.shard(0), |shard| {
+        on(self.shard(0), move |shard| {
             shard.sms_attributes(namespace, names)
         })
     }
 
     fn is_opted_out<'a>(&'a self, namespace: &'a Namespace, number: &'a str) -> Answer<'a, bool> {
-        on(self.shard(0), |shard| shard.is_opted_out(namespace, number))
+        on(self.shard(0), move |shard| {
+            shard.is_opted_out(namespace, number)
+        })
     }
 
     fn set_opted_out<'a>(
@@ -117,13 +121,13 @@ impl PushAndSms for Sharded {
         number: &'a str,
         opted_out: bool,
     ) -> Answer<'a, ()> {
-        on(self.shard(0), |shard| {
+        on(self.shard(0), move |shard| {
             shard.set_opted_out(namespace, number, opted_out)
         })
     }
 
     fn opted_out<'a>(&'a self, namespace: &'a Namespace) -> Answer<'a, Vec<String>> {
-        on(self.shard(0), |shard| shard.opted_out(namespace))
+        on(self.shard(0), move |shard| shard.opted_out(namespace))
     }
 
     fn add_sandbox_number<'a>(
@@ -133,7 +137,7 @@ impl PushAndSms for Sharded {
         language: &'a str,
         password: String,
     ) -> Answer<'a, bool> {
-        on(self.shard(0), |shard| {
+        on(self.shard(0), move |shard| {
             shard.add_sandbox_number(namespace, number, language, password)
         })
     }
@@ -144,7 +148,7 @@ impl PushAndSms for Sharded {
         number: &'a str,
         password: &'a str,
     ) -> Answer<'a, ()> {
-        on(self.shard(0), |shard| {
+        on(self.shard(0), move |shard| {
             shard.verify_sandbox_number(namespace, number, password)
         })
     }
@@ -154,7 +158,7 @@ impl PushAndSms for Sharded {
         namespace: &'a Namespace,
         number: &'a str,
     ) -> Answer<'a, ()> {
-        on(self.shard(0), |shard| {
+        on(self.shard(0), move |shard| {
             shard.delete_sandbox_number(namespace, number)
         })
     }
@@ -163,6 +167,6 @@ impl PushAndSms for Sharded {
         &'a self,
         namespace: &'a Namespace,
     ) -> Answer<'a, Vec<(String, SandboxStatus)>> {
-        on(self.shard(0), |shard| shard.sandbox_numbers(namespace))
+        on(self.shard(0), move |shard| shard.sandbox_numbers(namespace))
     }
 }

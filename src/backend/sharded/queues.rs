@@ -58,7 +58,7 @@ impl QueueAdmin for Sharded {
     }
 
     fn find_queue<'a>(&'a self, key: &'a str) -> Answer<'a, Arc<str>> {
-        on(self.of_key(key), |shard| shard.find_queue(key))
+        on(self.of_key(key), move |shard| shard.find_queue(key))
     }
 
     fn list_queues<'a>(&'a self, prefix: &'a str) -> Answer<'a, Vec<Arc<str>>> {
@@ -72,11 +72,13 @@ impl QueueAdmin for Sharded {
     }
 
     fn delete_queue<'a>(&'a self, key: &'a str, now: Timestamp) -> Answer<'a, ()> {
-        on(self.of_key(key), |shard| shard.delete_queue(key, now))
+        on(self.of_key(key), move |shard| shard.delete_queue(key, now))
     }
 
     fn describe_queue<'a>(&'a self, key: &'a str, now: Timestamp) -> Answer<'a, QueueView> {
-        on(self.of_key(key), |shard| shard.describe_queue(key, now))
+        on(self.of_key(key), move |shard| {
+            shard.describe_queue(key, now)
+        })
     }
 
     fn set_queue_attributes<'a>(
@@ -98,23 +100,25 @@ impl QueueAdmin for Sharded {
     }
 
     fn purge_queue<'a>(&'a self, key: &'a str, now: Timestamp) -> Answer<'a, ()> {
-        on(self.of_key(key), |shard| shard.purge_queue(key, now))
+        on(self.of_key(key), move |shard| shard.purge_queue(key, now))
     }
 
     fn tag_queue<'a>(&'a self, key: &'a str, tags: BTreeMap<String, String>) -> Answer<'a, ()> {
-        on(self.of_key(key), |shard| shard.tag_queue(key, tags))
+        on(self.of_key(key), move |shard| shard.tag_queue(key, tags))
     }
 
     fn untag_queue<'a>(&'a self, key: &'a str, keys: Vec<String>) -> Answer<'a, ()> {
-        on(self.of_key(key), |shard| shard.untag_queue(key, keys))
+        on(self.of_key(key), move |shard| shard.untag_queue(key, keys))
     }
 
     fn queue_tags<'a>(&'a self, key: &'a str) -> Answer<'a, BTreeMap<String, String>> {
-        on(self.of_key(key), |shard| shard.queue_tags(key))
+        on(self.of_key(key), move |shard| shard.queue_tags(key))
     }
 
     fn edit_queue_policy<'a>(&'a self, key: &'a str, edit: PolicyEdit) -> Answer<'a, ()> {
-        on(self.of_key(key), |shard| shard.edit_queue_policy(key, edit))
+        on(self.of_key(key), move |shard| {
+            shard.edit_queue_policy(key, edit)
+        })
     }
 
     fn queue_target<'a>(

@@ -1,34 +1,25 @@
-//! Which shards this node leads, and each one's backend: a table every request reads without a
-//! lock, which a hand-off and a take change while requests run. A request borrows the backend
-//! it found for as long as it runs, so a backend once placed stays until the router is dropped
-//! (the node's next generation): a shard taken again gets a new one beside it.
+//! Which shards this node leads, and each one's backend: a table every request reads, which a
+//! hand-off and a take change while requests run. A request holds the backend it found (its
+//! own `Arc`) for as long as it runs, so a backend handed off is let go of once the last
+//! request on it ends, and a shard may be taken again any number of times.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, RwLock, Weak};
 
 use crate::backend::embedded::Embedded;
 
-/// How many times one router may take the same shard: past that, taking it again is refused
-/// and left to the node's next generation.
-pub(super) const TAKES: usize = 4;
-
-struct Slot {
-    /// Each backend this node took the shard with, in turn.
-    taken: [OnceLock<Arc<Embedded>>; TAKES],
-    /// 1 + the index in `taken` of the backend leading now; 0 while another node leads.
-    now: AtomicUsize,
+/// Shard n's backend at index n while this node leads it.
+pub(super) struct Slots {
+    slots: Box<[RwLock<Option<Arc<Embedded>>>]>,
+    /// Backends handed off that a request or their own work may still hold: stopping the
+    /// router's work reaches one whose hand-off was cut short. Weak, so none is kept for this.
+    handed_off: Mutex<Vec<Weak<Embedded>>>,
 }
-
-/// Shard n's slot at index n.
-pub(super) struct Slots(Box<[Slot]>);
 
 /// Why a shard could not be taken.
 #[derive(Debug, PartialEq, Eq)]
 pub(super) enum NotTaken {
     /// This node leads it already.
     Led,
-    /// Taken `TAKES` times already by this router.
-    TooOften,
     /// Not one of the key space's shards.
     NoSuchShard,
 }
@@ -36,63 +27,65 @@ pub(super) enum NotTaken {
 impl Slots {
     /// `count` shards, this node leading `here` (each its shard's backend).
     pub(super) fn new(count: u32, here: Vec<Arc<Embedded>>) -> Slots {
-        let slots: Box<[Slot]> = (0..count)
-            .map(|_| Slot {
-                taken: Default::default(),
-                now: AtomicUsize::new(0),
-            })
-            .collect();
+        let slots: Box<[RwLock<Option<Arc<Embedded>>>]> =
+            (0..count).map(|_| RwLock::new(None)).collect();
         for shard in here {
-            let slot = &slots[shard.shard() as usize];
-            let _ = slot.taken[0].set(shard);
-            slot.now.store(1, Ordering::Release);
+            let n = shard.shard() as usize;
+            *write(&slots[n]) = Some(shard);
         }
-        Slots(slots)
+        Slots {
+            slots,
+            handed_off: Mutex::default(),
+        }
     }
 
     pub(super) fn count(&self) -> u32 {
-        self.0.len() as u32
+        self.slots.len() as u32
     }
 
     /// Shard `n`'s backend while this node leads it.
-    pub(super) fn get(&self, n: u32) -> Option<&Arc<Embedded>> {
-        let slot = self.0.get(n as usize)?;
-        match slot.now.load(Ordering::Acquire) {
-            0 => None,
-            now => slot.taken[now - 1].get(),
-        }
+    pub(super) fn get(&self, n: u32) -> Option<Arc<Embedded>> {
+        let slot = self.slots.get(n as usize)?;
+        slot.read().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
     /// The shards this node leads, in order.
-    pub(super) fn here(&self) -> impl Iterator<Item = &Arc<Embedded>> {
+    pub(super) fn here(&self) -> impl Iterator<Item = Arc<Embedded>> + '_ {
         (0..self.count()).filter_map(|n| self.get(n))
     }
 
-    /// Every backend this router placed, leading or handed off since.
-    pub(super) fn every_one(&self) -> impl Iterator<Item = &Arc<Embedded>> {
-        (self.0.iter()).flat_map(|slot| slot.taken.iter().filter_map(OnceLock::get))
+    /// Every backend of this router still held: those leading, and those handed off that a
+    /// request or their own work holds yet.
+    pub(super) fn every_one(&self) -> Vec<Arc<Embedded>> {
+        let handed_off = self.handed_off.lock().unwrap_or_else(|p| p.into_inner());
+        let gone = handed_off.iter().filter_map(Weak::upgrade);
+        self.here().chain(gone).collect()
     }
 
     /// Shard `n` led elsewhere from now on; the backend that led it here, if one did.
     pub(super) fn hand_off(&self, n: u32) -> Option<Arc<Embedded>> {
-        let slot = self.0.get(n as usize)?;
-        let now = slot.now.swap(0, Ordering::AcqRel);
-        (now > 0)
-            .then(|| slot.taken[now - 1].get().cloned())
-            .flatten()
+        let left = write(self.slots.get(n as usize)?).take()?;
+        let mut handed_off = self.handed_off.lock().unwrap_or_else(|p| p.into_inner());
+        // Bounded by the backends still held, not by how often shards moved.
+        handed_off.retain(|gone| gone.strong_count() > 0);
+        handed_off.push(Arc::downgrade(&left));
+        Some(left)
     }
 
-    /// `backend` leads its shard here from now on. Changes are made one at a time (the
-    /// router's hand-offs and takes hold one lock).
+    /// `backend` leads its shard here from now on.
     pub(super) fn take(&self, backend: Arc<Embedded>) -> Result<(), NotTaken> {
-        let slot = (self.0.get(backend.shard() as usize)).ok_or(NotTaken::NoSuchShard)?;
-        if slot.now.load(Ordering::Acquire) != 0 {
+        let slot = (self.slots.get(backend.shard() as usize)).ok_or(NotTaken::NoSuchShard)?;
+        let mut now = write(slot);
+        if now.is_some() {
             return Err(NotTaken::Led);
         }
-        let free = (slot.taken.iter().position(|taken| taken.get().is_none()))
-            .ok_or(NotTaken::TooOften)?;
-        slot.taken[free].set(backend).map_err(|_| NotTaken::Led)?;
-        slot.now.store(free + 1, Ordering::Release);
+        *now = Some(backend);
         Ok(())
     }
+}
+
+fn write(
+    slot: &RwLock<Option<Arc<Embedded>>>,
+) -> std::sync::RwLockWriteGuard<'_, Option<Arc<Embedded>>> {
+    slot.write().unwrap_or_else(|p| p.into_inner())
 }

@@ -464,3 +464,61 @@ async fn a_shard_handed_off_is_led_elsewhere_and_its_parcels_wait_for_its_next_l
     );
     backend.stop_work().await.unwrap();
 }
+
+/// A shard handed off and taken back, again and again as nodes come and go, is served by its
+/// fresh engine after each take; and each backend handed off is let go of, engine and
+/// all, once no request holds it, so taking a shard again costs nothing that stays.
+#[tokio::test]
+async fn a_shard_taken_again_and_again_is_served_each_time_and_each_backend_handed_off_let_go_of() {
+    use crate::backend::{BackendError, Messages, QueueAdmin};
+    use crate::engine::body::Body;
+    use crate::engine::queue::SendRequest;
+    let clock = clock();
+    let (backend, _logs) = idle_shards(&clock);
+    backend.start_work();
+    let fifo = [("FifoQueue", "true")];
+    let request = |name: &str| crate::backend::conformance::create(name, &fifo, clock.now());
+    // One log across the takes, as a shard's log in the database outlives its leaders.
+    let (log, _) = SegmentLog::open(MemStorage::default(), 1 << 20).unwrap();
+    let log_writer = LogWriter::new();
+    log_writer.start(log, 1, FsyncMode::Always);
+    let tenure = Arc::new(crate::persist::tenure::Tenure::for_good());
+    let shard = Shard {
+        number: 2,
+        count: 3,
+    };
+    let mut handed_off = Vec::new();
+    for take in 0..8 {
+        let refused = backend.hand_off(&[2]).await;
+        // The first hand-off is of the backend the router started with.
+        assert!(take == 0 || matches!(refused, Err(BackendError::Across(2))));
+        let mut engine = Engine::for_shard("000000000000", "us-east-1", shard);
+        engine.set_log(log_writer.clone());
+        let engine = Arc::new(engine);
+        handed_off.push(Arc::downgrade(&engine));
+        (backend.take_shard(engine, log_writer.clone(), tenure.clone()))
+            .await
+            .unwrap_or_else(|error| panic!("take {take}: {error:?}"));
+        backend.create_queue(request("all.fifo")).await.unwrap();
+        let body = format!("m{take}");
+        let send = SendRequest {
+            body: Body::new(&body),
+            group_id: Some("g".into()),
+            dedup_id: Some(body.as_str().into()),
+            ..SendRequest::default()
+        };
+        backend.send("all.fifo", send).await.unwrap();
+        let counts = (backend.describe_queue("all.fifo", clock.now()).await)
+            .unwrap()
+            .counts;
+        assert_eq!(counts.visible, 1, "take {take}: served by its fresh engine");
+        backend.hand_off(&[2]).await.unwrap();
+        let let_go = handed_off.iter().filter(|e| e.upgrade().is_none()).count();
+        assert_eq!(
+            let_go,
+            take + 1,
+            "take {take}: every engine handed off is let go of"
+        );
+    }
+    backend.stop_work().await.unwrap();
+}

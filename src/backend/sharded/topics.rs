@@ -19,13 +19,13 @@ impl Topics for Sharded {
     }
 
     fn create_topic(&self, request: CreateTopic) -> Answer<'_, Arc<str>> {
-        on(self.of_key(&request.name), |shard| {
+        on(self.of_key(&request.name), move |shard| {
             shard.create_topic(request)
         })
     }
 
     fn delete_topic<'a>(&'a self, arn: &'a str) -> Answer<'a, ()> {
-        on(self.of_topic_arn(arn), |shard| shard.delete_topic(arn))
+        on(self.of_topic_arn(arn), move |shard| shard.delete_topic(arn))
     }
 
     fn list_topics(&self) -> Answer<'_, Vec<Arc<str>>> {
@@ -37,7 +37,9 @@ impl Topics for Sharded {
     }
 
     fn topic_attributes<'a>(&'a self, arn: &'a str) -> Answer<'a, Vec<(String, String)>> {
-        on(self.of_topic_arn(arn), |shard| shard.topic_attributes(arn))
+        on(self.of_topic_arn(arn), move |shard| {
+            shard.topic_attributes(arn)
+        })
     }
 
     fn set_topic_attribute<'a>(
@@ -46,25 +48,25 @@ impl Topics for Sharded {
         name: &'a str,
         value: &'a str,
     ) -> Answer<'a, ()> {
-        on(self.of_topic_arn(arn), |shard| {
+        on(self.of_topic_arn(arn), move |shard| {
             shard.set_topic_attribute(arn, name, value)
         })
     }
 
     fn edit_topic_policy<'a>(&'a self, arn: &'a str, edit: TopicPolicyEdit) -> Answer<'a, ()> {
-        on(self.of_topic_arn(arn), |shard| {
+        on(self.of_topic_arn(arn), move |shard| {
             shard.edit_topic_policy(arn, edit)
         })
     }
 
     fn subscribe<'a>(&'a self, request: Subscribe<'a>) -> Answer<'a, Subscribed> {
-        on(self.of_topic_arn(request.topic_arn), |shard| {
+        on(self.of_topic_arn(request.topic_arn), move |shard| {
             shard.subscribe(request)
         })
     }
 
     fn confirm_subscription<'a>(&'a self, request: Confirm<'a>) -> Answer<'a, Arc<str>> {
-        on(self.of_topic_arn(request.topic_arn), |shard| {
+        on(self.of_topic_arn(request.topic_arn), move |shard| {
             shard.confirm_subscription(request)
         })
     }
@@ -75,7 +77,7 @@ impl Topics for Sharded {
         authenticated: bool,
         base_url: &'a str,
     ) -> Answer<'a, ()> {
-        on(self.of_topic_arn(arn), |shard| {
+        on(self.of_topic_arn(arn), move |shard| {
             shard.unsubscribe(arn, authenticated, base_url)
         })
     }
@@ -85,7 +87,7 @@ impl Topics for Sharded {
         topic_arn: Option<&'a str>,
     ) -> Answer<'a, Vec<(Arc<str>, Arc<Subscription>)>> {
         if let Some(arn) = topic_arn {
-            return on(self.of_topic_arn(arn), |shard| {
+            return on(self.of_topic_arn(arn), move |shard| {
                 shard.list_subscriptions(Some(arn))
             });
         }
@@ -103,7 +105,7 @@ impl Topics for Sharded {
     }
 
     fn subscription_attributes<'a>(&'a self, arn: &'a str) -> Answer<'a, Vec<(String, String)>> {
-        on(self.of_topic_arn(arn), |shard| {
+        on(self.of_topic_arn(arn), move |shard| {
             shard.subscription_attributes(arn)
         })
     }
@@ -115,7 +117,7 @@ impl Topics for Sharded {
         value: &'a str,
         base_url: &'a str,
     ) -> Answer<'a, ()> {
-        on(self.of_topic_arn(arn), |shard| {
+        on(self.of_topic_arn(arn), move |shard| {
             shard.set_subscription_attribute(arn, name, value, base_url)
         })
     }
@@ -126,7 +128,7 @@ impl Topics for Sharded {
         request: PublishRequest,
         base_url: &'a str,
     ) -> Answer<'a, Publication> {
-        on(self.of_topic_arn(topic_arn), |shard| {
+        on(self.of_topic_arn(topic_arn), move |shard| {
             shard.publish(topic_arn, request, base_url)
         })
     }
@@ -137,31 +139,35 @@ impl Topics for Sharded {
         requests: Vec<PublishRequest>,
         base_url: &'a str,
     ) -> Answer<'a, Vec<EngineResult<Publication>>> {
-        on(self.of_topic_arn(topic_arn), |shard| {
+        on(self.of_topic_arn(topic_arn), move |shard| {
             shard.publish_batch(topic_arn, requests, base_url)
         })
     }
 
     fn tag_topic<'a>(&'a self, arn: &'a str, tags: Vec<(String, String)>) -> Answer<'a, ()> {
-        on(self.of_topic_arn(arn), |shard| shard.tag_topic(arn, tags))
+        on(self.of_topic_arn(arn), move |shard| {
+            shard.tag_topic(arn, tags)
+        })
     }
 
     fn untag_topic<'a>(&'a self, arn: &'a str, keys: Vec<String>) -> Answer<'a, ()> {
-        on(self.of_topic_arn(arn), |shard| shard.untag_topic(arn, keys))
+        on(self.of_topic_arn(arn), move |shard| {
+            shard.untag_topic(arn, keys)
+        })
     }
 
     fn topic_tags<'a>(&'a self, arn: &'a str) -> Answer<'a, BTreeMap<String, String>> {
-        on(self.of_topic_arn(arn), |shard| shard.topic_tags(arn))
+        on(self.of_topic_arn(arn), move |shard| shard.topic_tags(arn))
     }
 
     fn put_data_protection_policy<'a>(&'a self, arn: &'a str, policy: String) -> Answer<'a, ()> {
-        on(self.of_topic_arn(arn), |shard| {
+        on(self.of_topic_arn(arn), move |shard| {
             shard.put_data_protection_policy(arn, policy)
         })
     }
 
     fn data_protection_policy<'a>(&'a self, arn: &'a str) -> Answer<'a, String> {
-        on(self.of_topic_arn(arn), |shard| {
+        on(self.of_topic_arn(arn), move |shard| {
             shard.data_protection_policy(arn)
         })
     }
