@@ -694,10 +694,17 @@ async fn stop_serving(
         spread.service.metrics.remove_log(shard);
     }
     let mut logs = spread.logs.lock().unwrap_or_else(|p| p.into_inner());
-    let (gone, kept) = std::mem::take(&mut *logs)
+    let (gone, kept): (Vec<LedLog>, _) = std::mem::take(&mut *logs)
         .into_iter()
         .partition(|log| shards.contains(&log.shard));
     *logs = kept;
+    drop(logs);
+    // Closed by the caller: the generation holds their engines no more.
+    if let Some(started) = &spread.started {
+        for log in &gone {
+            started.remove_log(&log.snapshotter);
+        }
+    }
     Ok(gone)
 }
 

@@ -71,6 +71,13 @@ impl Started {
         (self.snapshots.lock().unwrap_or_else(|p| p.into_inner())).push(snapshotter);
     }
 
+    /// Leaves out the snapshots of a log handed off or let go of (`snapshotter`, finished and
+    /// closed by whoever let go of it): the generation no longer holds its engine.
+    pub(super) fn remove_log(&self, snapshotter: &Arc<Snapshotter>) {
+        let mut snapshots = self.snapshots.lock().unwrap_or_else(|p| p.into_inner());
+        snapshots.retain(|kept| !Arc::ptr_eq(kept, snapshotter));
+    }
+
     /// Watches `keeper` too (a node that led no shard took one), and gives its leases up when
     /// the node stops, or at once if it has stopped. Blocks then: call it off the runtime.
     pub(super) fn add_keeper(&self, keeper: Arc<crate::persist::database::Keeper>) {
@@ -167,5 +174,71 @@ async fn answer_test_hooks(snapshots: Vec<Arc<Snapshotter>>) {
             });
         }
         tokio::time::sleep(test_hooks::POLL).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use tokio::sync::Notify;
+
+    use super::Started;
+    use crate::engine::Engine;
+    use crate::persist::segment_log::SegmentLog;
+    use crate::persist::snapshot::{SnapshotStore, Snapshotter};
+    use crate::persist::storage::MemStorage;
+    use crate::persist::writer::{FsyncMode, LogWriter};
+
+    /// A store no snapshot is taken in: the test never makes one due.
+    struct Nowhere;
+
+    impl SnapshotStore for Nowhere {
+        fn take(
+            &self,
+            _engine: &Engine<Notify>,
+            _log_writer: &LogWriter,
+        ) -> std::io::Result<(String, u64)> {
+            Err(std::io::Error::other("no snapshots here"))
+        }
+    }
+
+    /// A shard handed off leaves the generation holding nothing of its engine, however often
+    /// shards come and go; one still led is held on.
+    #[tokio::test]
+    async fn a_log_removed_from_the_generation_lets_its_engine_go() {
+        let started = Started::default();
+        let mut engines = Vec::new();
+        let mut snapshotters = Vec::new();
+        for _ in 0..2 {
+            let (log, _) = SegmentLog::open(MemStorage::default(), 1 << 20).unwrap();
+            let log_writer = LogWriter::new();
+            log_writer.start(log, 1, FsyncMode::Always);
+            let engine = Arc::new(Engine::new("000000000000", "us-east-1"));
+            engines.push(Arc::downgrade(&engine));
+            let snapshotter = Snapshotter::new(engine, log_writer, Box::new(Nowhere), 0, 1 << 30);
+            let snapshotter = Arc::new(snapshotter);
+            started.add_log(snapshotter.clone());
+            snapshotters.push(snapshotter);
+        }
+        let kept = snapshotters.remove(1);
+        let left = snapshotters.remove(0);
+        // As a hand-off lets go of a log: its snapshot task ends, then the generation drops it.
+        left.finish();
+        started.remove_log(&left);
+        drop(left);
+        let limit = std::time::Duration::from_secs(10);
+        let gone = async {
+            while engines[0].upgrade().is_some() {
+                tokio::task::yield_now().await;
+            }
+        };
+        (tokio::time::timeout(limit, gone).await).expect("the engine handed off was let go of");
+        assert!(
+            engines[1].upgrade().is_some(),
+            "the shard still led keeps its engine"
+        );
+        drop(kept);
+        started.workers.stop().await;
     }
 }

@@ -356,8 +356,8 @@ pub trait Work: Send + Sync {
     /// Leads `engine`'s shard here from now on, its changes kept by `log_writer` while `tenure`
     /// holds (the shard's lease taken, the engine recovered from its log): its requests are
     /// answered here, what crosses shards is carried into and from it, and its work starts.
-    /// Refused, with nothing done, while this node leads the shard, once the same shard was
-    /// taken a few times (the node's next generation takes it), and by a backend of one shard.
+    /// Refused, with nothing done, while this node leads the shard, and by a backend of one
+    /// shard.
     fn take_shard(
         &self,
         engine: Arc<crate::engine::Engine<tokio::sync::Notify>>,

@@ -10,8 +10,8 @@ use crate::backend::embedded::Embedded;
 /// Shard n's backend at index n while this node leads it.
 pub(super) struct Slots {
     slots: Box<[RwLock<Option<Arc<Embedded>>>]>,
-    /// Backends handed off that a request or their own work may still hold: stopping the
-    /// router's work reaches one whose hand-off was cut short. Weak, so none is kept for this.
+    /// Backends handed off that a request may still hold: stopping the router's work reaches
+    /// one whose hand-off was cut short. Weak, so none is kept for this.
     handed_off: Mutex<Vec<Weak<Embedded>>>,
 }
 
@@ -64,8 +64,10 @@ impl Slots {
 
     /// Shard `n` led elsewhere from now on; the backend that led it here, if one did.
     pub(super) fn hand_off(&self, n: u32) -> Option<Arc<Embedded>> {
-        let left = write(self.slots.get(n as usize)?).take()?;
+        // Locked first (as `every_one` locks it), so the backend is always in one place or the
+        // other for `every_one`.
         let mut handed_off = self.handed_off.lock().unwrap_or_else(|p| p.into_inner());
+        let left = write(self.slots.get(n as usize)?).take()?;
         // Bounded by the backends still held, not by how often shards moved.
         handed_off.retain(|gone| gone.strong_count() > 0);
         handed_off.push(Arc::downgrade(&left));
