@@ -626,23 +626,20 @@ async fn hand_off(spread: &mut Spread, reading: &Seen, leaving: &[u32]) -> Resul
     let handed = stop_serving(spread, Some(reading), leaving).await?;
     let keeper = spread.keeper.clone();
     let now = spread.node.clock.now();
-    let given_up = tokio::task::spawn_blocking(move || {
-        close_logs(&handed, |shards| {
-            let Some(keeper) = keeper else {
-                return vec![false; shards.len()];
-            };
-            let asked: Vec<i32> = shards.iter().map(|&shard| shard as i32).collect();
-            let handed = keeper.hand_off_each(&asked, now);
-            // A lease another node took meanwhile is not this node's to give up: handed off
-            // all the same.
-            let taken = keeper.taken_away().borrow().clone();
-            (asked.iter())
-                .map(|shard| handed.contains(shard) || taken.contains(shard))
-                .collect()
-        })
+    let given_up = close_and_leave(spread, handed, move |shards| {
+        let Some(keeper) = keeper else {
+            return vec![false; shards.len()];
+        };
+        let asked: Vec<i32> = shards.iter().map(|&shard| shard as i32).collect();
+        let handed = keeper.hand_off_each(&asked, now);
+        // A lease another node took meanwhile is not this node's to give up: handed off all
+        // the same.
+        let taken = keeper.taken_away().borrow().clone();
+        (asked.iter())
+            .map(|shard| handed.contains(shard) || taken.contains(shard))
+            .collect()
     })
-    .await
-    .map_err(|error| error.to_string())?;
+    .await?;
     match given_up.iter().find(|(_, given_up)| !given_up) {
         Some((shard, _)) => Err(format!(
             "the lease of shard {shard} was no longer renewed here"
@@ -658,9 +655,7 @@ async fn hand_off(spread: &mut Spread, reading: &Seen, leaving: &[u32]) -> Resul
 /// leads the rest on: as a hand-off, but the leases are not this node's to give up.
 async fn let_go(spread: &mut Spread, reading: Option<&Seen>, lost: &[u32]) -> Result<(), String> {
     let lost_logs = stop_serving(spread, reading, lost).await?;
-    tokio::task::spawn_blocking(move || close_logs(&lost_logs, |shards| vec![true; shards.len()]))
-        .await
-        .map_err(|error| error.to_string())?;
+    close_and_leave(spread, lost_logs, |shards| vec![true; shards.len()]).await?;
     tracing::warn!(lost = ?lost, led = ?spread.led, "let go of shards whose leases were taken by another node or went unrenewed; leading the rest on");
     Ok(())
 }
@@ -698,14 +693,27 @@ async fn stop_serving(
         .into_iter()
         .partition(|log| shards.contains(&log.shard));
     *logs = kept;
-    drop(logs);
-    // Closed by the caller: the generation holds their engines no more.
+    Ok(gone)
+}
+
+/// Closes `logs` as `close_logs` does (off the runtime: it blocks), then leaves them out of the
+/// generation, which holds their engines no more. Logs not closed (the close panicked, or the
+/// node stopped meanwhile) are left to the generation, which closes them as it stops.
+async fn close_and_leave(
+    spread: &Spread,
+    logs: Vec<LedLog>,
+    give_up: impl FnOnce(&[u32]) -> Vec<bool> + Send + 'static,
+) -> Result<Vec<(u32, bool)>, String> {
+    let closing: Vec<_> = logs.iter().map(|log| log.snapshotter.clone()).collect();
+    let closed = tokio::task::spawn_blocking(move || close_logs(&logs, give_up))
+        .await
+        .map_err(|error| error.to_string())?;
     if let Some(started) = &spread.started {
-        for log in &gone {
-            started.remove_log(&log.snapshotter);
+        for snapshotter in &closing {
+            started.remove_log(snapshotter);
         }
     }
-    Ok(gone)
+    Ok(closed)
 }
 
 /// Ends the snapshots of `logs` (one under way first), gives the shards' leases up with

@@ -13,7 +13,7 @@ pub(super) struct Started {
     workers: Workers,
     /// One per log (one per shard when the key space is cut into several), those of shards
     /// taken while the node serves among them.
-    snapshots: std::sync::Mutex<Vec<Arc<Snapshotter>>>,
+    snapshots: Arc<std::sync::Mutex<Vec<Arc<Snapshotter>>>>,
     /// The leases this node leads under (one per shard), once it does.
     lease: tokio::sync::watch::Sender<Vec<Arc<crate::persist::database::Keeper>>>,
     /// Set as the node stops, before its leases are given up: a keeper added after is given
@@ -53,10 +53,10 @@ impl Started {
             for snapshotter in &snapshots {
                 workers.start("snapshots", snapshotter.clone().run());
             }
-            if crate::test_hooks::enabled() {
-                workers.start("test hooks", answer_test_hooks(snapshots.clone()));
-            }
             *self.snapshots.lock().unwrap_or_else(|p| p.into_inner()) = snapshots;
+            if crate::test_hooks::enabled() {
+                workers.start("test hooks", answer_test_hooks(self.snapshots.clone()));
+            }
         }
         if !lease.is_empty() {
             self.lease.send_replace(lease);
@@ -148,11 +148,12 @@ impl Started {
 }
 
 /// What a leader does for a test holding it from outside (`test_hooks`): hold its logs'
-/// writes, or take a snapshot of each now.
-async fn answer_test_hooks(snapshots: Vec<Arc<Snapshotter>>) {
+/// writes, or take a snapshot of each now; those it leads when asked.
+async fn answer_test_hooks(led: Arc<std::sync::Mutex<Vec<Arc<Snapshotter>>>>) {
     use crate::test_hooks;
     let mut held = false;
     loop {
+        let snapshots = led.lock().unwrap_or_else(|p| p.into_inner()).clone();
         let hold = test_hooks::asked("hold-log");
         if hold != held {
             for snapshotter in &snapshots {
@@ -234,11 +235,12 @@ mod tests {
             }
         };
         (tokio::time::timeout(limit, gone).await).expect("the engine handed off was let go of");
+        // Held by the generation alone now.
+        drop(kept);
         assert!(
             engines[1].upgrade().is_some(),
             "the shard still led keeps its engine"
         );
-        drop(kept);
         started.workers.stop().await;
     }
 }
