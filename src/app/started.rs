@@ -204,8 +204,8 @@ mod tests {
         }
     }
 
-    /// A shard handed off leaves the generation holding nothing of its engine, however often
-    /// shards come and go; one still led is held on.
+    /// A shard handed off leaves the generation holding nothing of its engine; one still led
+    /// is held on.
     #[tokio::test]
     async fn a_log_removed_from_the_generation_lets_its_engine_go() {
         let started = Started::default();
