@@ -55,7 +55,7 @@ impl Slots {
     }
 
     /// Every backend of this router still held: those leading, and those handed off that a
-    /// request or their own work holds yet.
+    /// request holds yet.
     pub(super) fn every_one(&self) -> Vec<Arc<Embedded>> {
         let handed_off = self.handed_off.lock().unwrap_or_else(|p| p.into_inner());
         let gone = handed_off.iter().filter_map(Weak::upgrade);
