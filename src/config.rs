@@ -201,6 +201,14 @@ pub struct Config {
     #[arg(long, env = "ORDERLY_DATABASE_BATCH_WAIT", default_value_t = 600,
           value_parser = clap::value_parser!(u64).range(0..=100_000))]
     pub database_batch_wait: u64,
+    /// With the log in a database cut into shards: while writes come steadily (handed over
+    /// before the statement under way ended), the node's one commit of its shards' writes
+    /// lets the next statement wait until this many microseconds after that one ended, so
+    /// that the database commits less often a message; the shards' own writers then wait for
+    /// nothing. 0 (the default) inserts at once.
+    #[arg(long, env = "ORDERLY_DATABASE_COMMIT_WAIT", default_value_t = 0,
+          value_parser = clap::value_parser!(u64).range(0..=100_000))]
+    pub database_commit_wait: u64,
     /// A node passes requests to another node on a link of its own (one connection carrying
     /// many requests as frames, answered in any order) rather than as HTTP requests, where the
     /// other node's URL is plain HTTP; `false` passes each as an HTTP request.

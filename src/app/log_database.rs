@@ -86,6 +86,7 @@ pub(super) fn settings(node: &Node, own_url: &str) -> Settings {
         advertise_url: own_url.to_string(),
         wait_for_lease: true,
         batch_wait: std::time::Duration::from_micros(config.database_batch_wait),
+        commit_wait: std::time::Duration::from_micros(config.database_commit_wait),
         inserts: config.database_inserts as usize,
         require_synchronous_replication: config.require_synchronous_replication,
         shards_alone: config.spread_shards && config.shards > 1,

@@ -132,6 +132,7 @@ pub async fn transfer(config: &Config) -> Option<std::io::Result<String>> {
         ),
         wait_for_lease: false,
         batch_wait: std::time::Duration::ZERO,
+        commit_wait: std::time::Duration::ZERO,
         inserts: 1,
         require_synchronous_replication: false,
         shards_alone: false,

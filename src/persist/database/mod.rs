@@ -458,14 +458,21 @@ impl ReadyDatabase {
                 1
             }
         };
+        // A log sharing a commit that waits waits for nothing itself.
         let table_log = match &self.sites.sites[self.site].shared_commit {
             Some(shared) => {
-                table_log::TableLog::sharing(self.db, fence, next_lsn, inserts, shared.clone())
+                table_log::TableLog::sharing(self.db, fence, next_lsn, inserts, shared.clone()).map(
+                    |table_log| match shared.waits() {
+                        true => table_log,
+                        false => table_log.waiting(self.batch_wait),
+                    },
+                )
             }
-            None => table_log::TableLog::new(self.db, fence, next_lsn, inserts),
+            None => (table_log::TableLog::new(self.db, fence, next_lsn, inserts))
+                .map(|table_log| table_log.waiting(self.batch_wait)),
         };
         let table_log = match table_log {
-            Ok(table_log) => table_log.waiting(self.batch_wait),
+            Ok(table_log) => table_log,
             Err(error) => {
                 give_up(&lease);
                 return Err(error.into());

@@ -18,6 +18,9 @@ pub struct Settings {
     /// How long a busy leader lets an insert wait for more requests to share it
     /// (`--database-batch-wait`).
     pub batch_wait: Duration,
+    /// How long the node's shared commit lets a statement wait for more writes while they
+    /// come steadily (`--database-commit-wait`; zero: at once).
+    pub commit_wait: Duration,
     /// How many inserts of the log may be under way at once (`--database-inserts`).
     pub inserts: usize,
     /// Refuse to lead unless an acknowledged write survives a failover of the database

@@ -10,12 +10,23 @@
 //! (`--database-inserts`); while they run, the next writes gather. A shard still has at most
 //! `table_log::MOST_INSERTS` writes under way, so a torn tail stays one gap.
 //!
+//! With `--database-commit-wait`, while writes come steadily (one was handed over before the
+//! statement before ended), the next statement waits until that long after that one ended,
+//! so that more writes share it and the database commits less often a message; a write that
+//! finds the commit idle goes at once. The wait is then the node's, not each shard's: a
+//! shard's own writer waits for nothing when it hands its writes here, since few shards are
+//! busy enough on their own to wait for, and the database pays per commit whoever's writes it
+//! carries. Off by default: where the nodes' CPU rather than the database's is short, the
+//! requests held longer cost more than the commits saved.
+//!
 //! A write handed over while its shard had no other under way is acknowledged here once every
 //! row of it is kept (`writer::Acknowledge`): the log's durable point is raised from this
 //! thread, and the shard's writer, asleep with nothing to write, is not woken for it.
 
 use std::sync::{mpsc, Arc};
+use std::time::Duration;
 
+use std::time::Instant;
 use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver, UnboundedSender};
 
 use super::connection::{Failed, Session};
@@ -28,6 +39,8 @@ pub(super) type Outcome = Result<u64, Failed>;
 /// A write handed over, and whom to tell its outcome.
 struct Handed {
     write: Write,
+    /// When it was handed over: before the statement under way ended, or after.
+    at: Instant,
     told: mpsc::SyncSender<Outcome>,
     answer: Answer,
 }
@@ -42,11 +55,19 @@ struct Answer {
 /// The node's committer of its shards' writes; its thread ends when the last handle goes.
 pub struct SharedCommit {
     writes: UnboundedSender<Handed>,
+    /// Whether its statements wait for more writes while they come steadily.
+    waits: bool,
 }
 
 impl SharedCommit {
-    /// Starts the thread that commits, with `connections` connections like `session`.
-    pub fn start(session: Session, connections: usize) -> std::io::Result<Arc<SharedCommit>> {
+    /// Starts the thread that commits, with `connections` connections like `session`, each
+    /// statement waiting while writes come steadily until `wait` after the one before ended
+    /// (no wait: at once).
+    pub fn start(
+        session: Session,
+        connections: usize,
+        wait: Duration,
+    ) -> std::io::Result<Arc<SharedCommit>> {
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()?;
@@ -56,8 +77,17 @@ impl SharedCommit {
         let (writes, handed) = unbounded_channel();
         std::thread::Builder::new()
             .name("orderly-log-commit".into())
-            .spawn(move || runtime.block_on(commit(handed, slots)))?;
-        Ok(Arc::new(SharedCommit { writes }))
+            .spawn(move || runtime.block_on(commit(handed, slots, wait)))?;
+        Ok(Arc::new(SharedCommit {
+            writes,
+            waits: !wait.is_zero(),
+        }))
+    }
+
+    /// Whether its statements wait for more writes while they come steadily
+    /// (`--database-commit-wait`): the shards' writers then wait for nothing themselves.
+    pub fn waits(&self) -> bool {
+        self.waits
     }
 
     /// Hands `write` over; its outcome comes on the answer, after which `acknowledge` is
@@ -71,6 +101,7 @@ impl SharedCommit {
         let (told, outcome) = mpsc::sync_channel(1);
         let handed = Handed {
             write,
+            at: Instant::now(),
             told,
             answer: Answer {
                 wake: wake.clone(),
@@ -101,23 +132,27 @@ impl SharedCommit {
 /// one statement too large to finish within the insert's timeout, round after round.
 const STATEMENT_BYTES: usize = 16 * 1024 * 1024;
 
-/// Takes a free connection, then the writes handed over until then (up to `STATEMENT_BYTES`),
-/// and inserts them in one statement on a task of its own, so the next writes gather while
-/// it runs.
-async fn commit(mut handed: UnboundedReceiver<Handed>, slots: Vec<Slot>) {
+/// A connection given back (`None`: its insert panicked, and it went with it), and when the
+/// statement on it ended (`None`: it had none yet).
+type Freed = (Option<Slot>, Option<Instant>);
+
+/// Takes a free connection, then the writes handed over until then (up to `STATEMENT_BYTES`;
+/// having waited for more as the module says when some were waiting already), and inserts them
+/// in one statement on a task of its own, so the next writes gather while it runs.
+async fn commit(mut handed: UnboundedReceiver<Handed>, slots: Vec<Slot>, wait: Duration) {
     let Some(like) = slots.first().map(Slot::sibling) else {
         return;
     };
-    let (freed, mut free) = unbounded_channel();
+    let (freed, mut free) = unbounded_channel::<Freed>();
     for slot in slots {
-        let _ = freed.send(Some(slot));
+        let _ = freed.send((Some(slot), None));
     }
     let mut carried: Option<Handed> = None;
     loop {
         // A slot whose insert panicked comes back as `None`: its connection went with it.
-        let slot = match free.recv().await {
-            Some(Some(slot)) => slot,
-            Some(None) => Slot::new(like.sibling()),
+        let (slot, ended) = match free.recv().await {
+            Some((Some(slot), ended)) => (slot, ended),
+            Some((None, ended)) => (Slot::new(like.sibling()), ended),
             None => return,
         };
         let first = match carried.take() {
@@ -127,6 +162,11 @@ async fn commit(mut handed: UnboundedReceiver<Handed>, slots: Vec<Slot>) {
                 None => return,
             },
         };
+        // Handed over before the statement before ended, writes come steadily: this one waits
+        // for more (at the timer's resolution, a millisecond).
+        if let Some(ended) = ended.filter(|ended| first.at < *ended && !wait.is_zero()) {
+            tokio::time::sleep_until((ended + wait).into()).await;
+        }
         let mut bytes = first.write.rows.bytes();
         let mut batch = vec![first];
         while let Ok(more) = handed.try_recv() {
@@ -143,7 +183,7 @@ async fn commit(mut handed: UnboundedReceiver<Handed>, slots: Vec<Slot>) {
 
 /// Inserts `batch` on `slot`, gives the slot back on `freed` and tells each writer its
 /// outcome.
-async fn insert(mut slot: Slot, batch: Vec<Handed>, freed: UnboundedSender<Option<Slot>>) {
+async fn insert(mut slot: Slot, batch: Vec<Handed>, freed: UnboundedSender<Freed>) {
     let (writes, answers): (Vec<Write>, Vec<_>) = batch
         .into_iter()
         .map(|handed| (handed.write, (handed.told, handed.answer)))
@@ -164,11 +204,11 @@ async fn insert(mut slot: Slot, batch: Vec<Handed>, freed: UnboundedSender<Optio
     let (outcomes, kept) = match inserted {
         Ok((slot, outcomes, kept)) => {
             // Freed before the writers are told, so their next writes find it.
-            let _ = freed.send(Some(slot));
+            let _ = freed.send((Some(slot), Some(Instant::now())));
             (outcomes, kept)
         }
         Err(panicked) => {
-            let _ = freed.send(None);
+            let _ = freed.send((None, Some(Instant::now())));
             let failed = Failed {
                 cause: format!("an insert of the log ended without an answer: {panicked}"),
                 unknown_outcome: true,

@@ -1,5 +1,7 @@
 //! The node's shared commit against a real PostgreSQL (`ORDERLY_TEST_POSTGRES`).
 
+use std::time::{Duration, Instant};
+
 use super::connection::Blocking;
 use super::connection::{config, Session, Work};
 use super::lease::{self, Fence};
@@ -71,8 +73,13 @@ fn four_shards(admin: &mut Blocking) -> Vec<Fence> {
 
 /// Each shard's log, its writes inserted by one shared commit of one connection.
 fn shared_logs(url: &str, fences: &[Fence]) -> Vec<TableLog> {
+    waiting_logs(url, fences, Duration::ZERO)
+}
+
+/// As `shared_logs`, the commit waiting `wait` for more writes while they come steadily.
+fn waiting_logs(url: &str, fences: &[Fence], wait: Duration) -> Vec<TableLog> {
     let session = Session::new(config(url).expect("a URL"));
-    let shared = SharedCommit::start(session, 1).expect("a thread");
+    let shared = SharedCommit::start(session, 1, wait).expect("a thread");
     fences
         .iter()
         .map(|fence| TableLog::sharing(connect(url), *fence, 0, 2, shared.clone()).expect("a log"))
@@ -179,6 +186,72 @@ fn shards_written_meanwhile_share_one_commit_and_a_shard_led_elsewhere_is_refuse
     let next = record(2);
     logs[0].append(&[&next]).expect("shard 0 goes on");
     assert_eq!(batches(&mut admin).len(), 4);
+}
+
+#[test]
+fn a_write_that_finds_the_commit_idle_goes_at_once_and_writes_that_come_steadily_wait_for_more() {
+    let Some(url) = database() else { return };
+    let mut admin = connect(&url);
+    let fences = four_shards(&mut admin);
+    let wait = Duration::from_secs(4);
+    let mut logs = waiting_logs(&url, &fences, wait);
+    let wake = waker();
+    let records: Vec<Vec<u8>> = (0..3).map(record).collect();
+
+    // A write to a commit with nothing waiting when its statement before ended is kept in
+    // less than half the wait.
+    let at_once = |log: &mut TableLog, record: &[u8]| {
+        let began = Instant::now();
+        log.begin(&[record], &wake, None).expect("handed over");
+        log.finish(true).expect("an answer").expect("kept");
+        assert!(
+            began.elapsed() < wait / 2,
+            "a write to an idle commit waited"
+        );
+    };
+    // No statement before.
+    at_once(&mut logs[0], &records[0]);
+
+    // Shard 2's write is handed over while shard 3's statement waits behind the held row: it
+    // waits when that one ends, so shard 0's next write, handed over once shard 2's would
+    // have been answered without a wait, shares its statement.
+    let held = Held::shard_3(&url);
+    logs[3]
+        .begin(&[&records[0]], &wake, None)
+        .expect("handed over");
+    held.until_waited_for(&mut admin);
+    logs[2]
+        .begin(&[&records[0]], &wake, None)
+        .expect("handed over");
+    held.release();
+    logs[3].finish(true).expect("an answer").expect("kept");
+    let ended = Instant::now();
+    let mut answered = None;
+    while answered.is_none() && ended.elapsed() < Duration::from_millis(500) {
+        answered = logs[2].finish(false);
+        std::thread::yield_now();
+    }
+    logs[0]
+        .begin(&[&records[1]], &wake, None)
+        .expect("handed over");
+    let answered = answered.or_else(|| logs[2].finish(true));
+    answered.expect("an answer").expect("kept");
+    logs[0].finish(true).expect("an answer").expect("kept");
+    let kept = batches(&mut admin);
+    let xmin = |shard: i32, first: i64| {
+        (kept.iter().find(|(s, f, _)| (*s, *f) == (shard, first)))
+            .map(|(_, _, xmin)| *xmin)
+            .expect("kept")
+    };
+    assert_eq!(
+        xmin(2, 0),
+        xmin(0, 1),
+        "shard 2's write, waiting when the statement before ended, waited for shard 0's"
+    );
+    assert_ne!(xmin(2, 0), xmin(3, 0), "shard 3's statement went before");
+
+    // That statement ended with nothing waiting.
+    at_once(&mut logs[0], &records[2]);
 }
 
 #[test]

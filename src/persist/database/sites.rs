@@ -174,6 +174,7 @@ pub fn prepare(
             true => Ok(Some(SharedCommit::start(
                 connection::Session::new(config.clone()),
                 settings.inserts,
+                settings.commit_wait,
             )?)),
             false => Ok(None),
         }

@@ -305,6 +305,7 @@ pub(super) fn leader_settings(url: &str) -> super::Settings {
         advertise_url: "http://leader".into(),
         wait_for_lease: true,
         batch_wait: std::time::Duration::ZERO,
+        commit_wait: std::time::Duration::ZERO,
         inserts: 1,
         require_synchronous_replication: false,
         shards_alone: false,
