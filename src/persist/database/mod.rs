@@ -458,7 +458,8 @@ impl ReadyDatabase {
                 1
             }
         };
-        // A log sharing a commit that waits waits for nothing itself.
+        // The commit's wait replaces the shard's own: one wait for the node's writes, not one
+        // a shard.
         let table_log = match &self.sites.sites[self.site].shared_commit {
             Some(shared) => {
                 table_log::TableLog::sharing(self.db, fence, next_lsn, inserts, shared.clone()).map(
@@ -468,7 +469,7 @@ impl ReadyDatabase {
                     },
                 )
             }
-            None => (table_log::TableLog::new(self.db, fence, next_lsn, inserts))
+            None => table_log::TableLog::new(self.db, fence, next_lsn, inserts)
                 .map(|table_log| table_log.waiting(self.batch_wait)),
         };
         let table_log = match table_log {

@@ -11,22 +11,21 @@
 //! `table_log::MOST_INSERTS` writes under way, so a torn tail stays one gap.
 //!
 //! With `--database-commit-wait`, while writes come steadily (one was handed over before the
-//! statement before ended), the next statement waits until that long after that one ended,
-//! so that more writes share it and the database commits less often a message; a write that
-//! finds the commit idle goes at once. The wait is then the node's, not each shard's: a
-//! shard's own writer waits for nothing when it hands its writes here, since few shards are
-//! busy enough on their own to wait for, and the database pays per commit whoever's writes it
-//! carries. Off by default: where the nodes' CPU rather than the database's is short, the
-//! requests held longer cost more than the commits saved.
+//! last statement ended, or while another is under way), the next statement waits until that
+//! long after the last one ended, so that more writes share it and the database commits less
+//! often a message; a write that finds the commit idle goes at once. The wait is then the
+//! node's, not each shard's: a shard's own writer waits for nothing when it hands its writes
+//! here, since few shards are busy enough on their own to wait for, and the database pays per
+//! commit whoever's writes it carries. Off by default: where the nodes' CPU rather than the
+//! database's is short, the requests held longer cost more than the commits saved.
 //!
 //! A write handed over while its shard had no other under way is acknowledged here once every
 //! row of it is kept (`writer::Acknowledge`): the log's durable point is raised from this
 //! thread, and the shard's writer, asleep with nothing to write, is not woken for it.
 
 use std::sync::{mpsc, Arc};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use std::time::Instant;
 use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver, UnboundedSender};
 
 use super::connection::{Failed, Session};
@@ -148,6 +147,10 @@ async fn commit(mut handed: UnboundedReceiver<Handed>, slots: Vec<Slot>, wait: D
         let _ = freed.send((Some(slot), None));
     }
     let mut carried: Option<Handed> = None;
+    // Statements sent and not yet given back, and when the last one given back ended: with
+    // two connections, the one just given back may not be the node's last.
+    let mut under_way = 0usize;
+    let mut last_ended: Option<Instant> = None;
     loop {
         // A slot whose insert panicked comes back as `None`: its connection went with it.
         let (slot, ended) = match free.recv().await {
@@ -155,16 +158,22 @@ async fn commit(mut handed: UnboundedReceiver<Handed>, slots: Vec<Slot>, wait: D
             Some((None, ended)) => (Slot::new(like.sibling()), ended),
             None => return,
         };
-        let first = match carried.take() {
-            Some(first) => first,
+        if let Some(ended) = ended {
+            under_way = under_way.saturating_sub(1);
+            last_ended = last_ended.max(Some(ended));
+        }
+        let (first, full) = match carried.take() {
+            Some(first) => (first, true),
             None => match handed.recv().await {
-                Some(first) => first,
+                Some(first) => (first, false),
                 None => return,
             },
         };
-        // Handed over before the statement before ended, writes come steadily: this one waits
-        // for more (at the timer's resolution, a millisecond).
-        if let Some(ended) = ended.filter(|ended| first.at < *ended && !wait.is_zero()) {
+        // Handed over before the last statement ended, or beside one under way, writes come
+        // steadily: this one waits for more (the timer rounds up to its next millisecond). A
+        // statement already filled by what was carried over waits for nothing.
+        let steady = under_way > 0 || last_ended.is_some_and(|ended| first.at < ended);
+        if let Some(ended) = last_ended.filter(|_| steady && !full && !wait.is_zero()) {
             tokio::time::sleep_until((ended + wait).into()).await;
         }
         let mut bytes = first.write.rows.bytes();
@@ -177,6 +186,7 @@ async fn commit(mut handed: UnboundedReceiver<Handed>, slots: Vec<Slot>, wait: D
             }
             batch.push(more);
         }
+        under_way += 1;
         tokio::spawn(insert(slot, batch, freed.clone()));
     }
 }

@@ -213,8 +213,9 @@ fn a_write_that_finds_the_commit_idle_goes_at_once_and_writes_that_come_steadily
     at_once(&mut logs[0], &records[0]);
 
     // Shard 2's write is handed over while shard 3's statement waits behind the held row: it
-    // waits when that one ends, so shard 0's next write, handed over once shard 2's would
-    // have been answered without a wait, shares its statement.
+    // waits about the wait once that one ends, so shard 0's next write, handed over half a
+    // second later (when shard 2's would have been answered without a wait), shares its
+    // statement.
     let held = Held::shard_3(&url);
     logs[3]
         .begin(&[&records[0]], &wake, None)
@@ -236,6 +237,11 @@ fn a_write_that_finds_the_commit_idle_goes_at_once_and_writes_that_come_steadily
         .expect("handed over");
     let answered = answered.or_else(|| logs[2].finish(true));
     answered.expect("an answer").expect("kept");
+    let waited = ended.elapsed();
+    assert!(
+        waited > wait / 2 && waited < wait * 3 / 2,
+        "shard 2's statement went {waited:?} after the one before, not about the wait"
+    );
     logs[0].finish(true).expect("an answer").expect("kept");
     let kept = batches(&mut admin);
     let xmin = |shard: i32, first: i64| {
