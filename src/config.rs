@@ -100,6 +100,21 @@ pub struct Config {
     /// this new data directory, then exit.
     #[arg(long, env = "ORDERLY_EXPORT_TO", requires = "storage")]
     pub export_to: Option<std::path::PathBuf>,
+    /// With --storage: move the logs, snapshots and leases of shards FIRST to LAST into the
+    /// empty PostgreSQL database of `FIRST-LAST=postgres://…` (or back into the --storage
+    /// one), then exit. Stop every node first, and start each after with the range as
+    /// --shard-database (without it, once back home). A range kept in a database of its own
+    /// moves whole, that database named by --shard-database as the nodes were started. A move
+    /// cut short is finished by running it again, or abandoned by moving the range where it
+    /// is kept.
+    #[arg(
+        long,
+        env = "ORDERLY_MOVE_SHARDS",
+        requires = "storage",
+        conflicts_with_all = ["import_from", "export_to"],
+        value_parser = crate::persist::database::shard_map::parse_placed
+    )]
+    pub move_shards: Option<crate::persist::database::shard_map::Placed>,
     /// The URL other nodes and operators reach this node at, kept in the database while it
     /// leads (with --storage). Default: the address it listens on.
     #[arg(long, env = "ORDERLY_ADVERTISE_URL")]

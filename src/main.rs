@@ -71,6 +71,10 @@ async fn serve() -> anyhow::Result<()> {
         println!("{}", moved.context("the state was not moved")?);
         return Ok(());
     }
+    if let Some(moved) = orderly::app::move_shards(&config).await {
+        println!("{}", moved.context("the shards were not moved")?);
+        return Ok(());
+    }
     let app = App::bind(&config)
         .await
         .with_context(|| format!("cannot start (listening on {})", config.bind))?;

@@ -121,25 +121,8 @@ pub async fn transfer(config: &Config) -> Option<std::io::Result<String>> {
             "--import-from and --export-to move a state to or from --storage URL",
         )));
     };
-    let settings = crate::persist::database::Settings {
-        url: url.clone(),
-        region: config.region.clone(),
-        account_id: config.account_id.clone(),
-        advertise_url: format!(
-            "{} of {}",
-            if import { "import" } else { "export" },
-            dir.display()
-        ),
-        wait_for_lease: false,
-        batch_wait: std::time::Duration::ZERO,
-        commit_wait: std::time::Duration::ZERO,
-        inserts: 1,
-        require_synchronous_replication: false,
-        shards_alone: false,
-        shards: config.shards,
-        placed: config.shard_databases.clone(),
-        placed_checked: Default::default(),
-    };
+    let what = if import { "import" } else { "export" };
+    let settings = offline_settings(config, url, format!("{what} of {}", dir.display()));
     let moved = tokio::task::spawn_blocking(move || {
         use crate::persist::database::transfer;
         if import {
@@ -160,6 +143,87 @@ pub async fn transfer(config: &Config) -> Option<std::io::Result<String>> {
         Ok(Err(error)) => Err(std::io::Error::other(error)),
         Err(error) => Err(std::io::Error::other(error)),
     })
+}
+
+/// The database settings of a command that runs with no node serving and then exits, as
+/// `advertise_url` (which names it in the lease it may hold).
+fn offline_settings(
+    config: &Config,
+    url: &str,
+    advertise_url: String,
+) -> crate::persist::database::Settings {
+    crate::persist::database::Settings {
+        url: url.to_string(),
+        region: config.region.clone(),
+        account_id: config.account_id.clone(),
+        advertise_url,
+        wait_for_lease: false,
+        batch_wait: std::time::Duration::ZERO,
+        commit_wait: std::time::Duration::ZERO,
+        inserts: 1,
+        require_synchronous_replication: false,
+        shards_alone: false,
+        shards: config.shards,
+        placed: config.shard_databases.clone(),
+        placed_checked: Default::default(),
+    }
+}
+
+/// `--move-shards FIRST-LAST=URL`: moves a range of shards into a database of its own; `None`
+/// when not asked for. Says what it moved and how the nodes are to be started.
+pub async fn move_shards(config: &Config) -> Option<std::io::Result<String>> {
+    use crate::persist::database::shard_map::shown;
+    let to = config.move_shards.clone()?;
+    let Some(url) = &config.storage else {
+        return Some(Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "--move-shards moves shards kept by the database --storage URL names",
+        )));
+    };
+    let settings = offline_settings(config, url, "--move-shards".into());
+    let range = to.range();
+    let moved = tokio::task::spawn_blocking(move || {
+        crate::persist::database::range_move::move_range(&settings, &to).map(|m| (m, to))
+    })
+    .await;
+    Some(match moved {
+        Ok(Ok((moved, to))) => Ok(said_of_move(&range, &moved, &shown(&to.url))),
+        Ok(Err(error)) => Err(std::io::Error::other(error)),
+        Err(error) => Err(std::io::Error::other(error)),
+    })
+}
+
+/// What `--move-shards` tells the operator it did, and how to start the nodes after.
+fn said_of_move(
+    range: &str,
+    moved: &crate::persist::database::range_move::Moved,
+    to: &str,
+) -> String {
+    if moved.abandoned > 0 {
+        return format!(
+            "abandoned a move of shards {range} cut short: gave back the {} leases it held in \
+             {to}; start the nodes as before",
+            moved.abandoned
+        );
+    }
+    let start = match moved.home {
+        true => format!("start every node without --shard-database {range}"),
+        false => format!(
+            "start every node with --shard-database {range}=URL for it, beside the other \
+             ranges the nodes were given"
+        ),
+    };
+    let left = match &moved.left {
+        Some(why) => {
+            format!(" (its rows were left in the database it moved from, never read again: {why})")
+        }
+        None => String::new(),
+    };
+    format!(
+        "moved shards {range} ({} batches of the log and {} snapshots, {} bytes) from {} to \
+         {to}{left}: {start}",
+        moved.batches, moved.snapshots, moved.bytes, moved.from
+    )
 }
 
 /// Reads and applies `--init`, logging what it created and each difference it left alone.

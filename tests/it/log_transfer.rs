@@ -10,7 +10,7 @@ use crate::common::{self, Stoppable};
 use crate::log_in_database::on_log;
 
 /// Runs the binary with `args`; returns whether it succeeded and what it printed.
-fn run(args: &[&str]) -> (bool, String) {
+pub(crate) fn run(args: &[&str]) -> (bool, String) {
     let output = Command::new(env!("CARGO_BIN_EXE_orderly"))
         .args(args)
         .env("RUST_LOG", "warn")
@@ -32,7 +32,7 @@ fn transfer(flag: &str, dir: &std::path::Path, url: &str) -> (bool, String) {
 
 /// Every message of the queue as the inspection API shows it (ids, bodies, attributes, receive
 /// counts, states and times).
-async fn messages(server: &common::Server, queue: &str) -> Value {
+pub(crate) async fn messages(server: &common::Server, queue: &str) -> Value {
     let url = format!(
         "{}/_orderly/queues/{queue}/messages?limit=1000",
         server.url()

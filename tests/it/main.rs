@@ -32,6 +32,7 @@ mod multi_node_webhooks;
 mod receiver;
 mod regions_and_accounts;
 mod reset;
+mod shard_move;
 mod shard_routing;
 mod shards;
 mod snapshot_cut;

@@ -16,6 +16,9 @@
 //!   leads its share of the shards.
 //! - `shard_map`, `sites`: which database keeps each shard's log (the home, `--storage`,
 //!   unless `--shard-database` places a range in another), each checked at start.
+//! - `range_move`: a range of shards moved between databases with every node stopped
+//!   (`--move-shards`); `transfer`: a whole state moved between a data directory and a
+//!   database (`--import-from`, `--export-to`).
 //! - `connection`: the blocking, time-bounded connection the threads above use.
 //!
 //! A node that finds the lease held waits until it lapses (another node's crash) or is given up
@@ -27,6 +30,7 @@ pub mod keeper;
 pub mod lease;
 mod open_error;
 pub mod placement;
+pub mod range_move;
 mod recovery;
 pub mod replication;
 mod schema;
@@ -497,6 +501,8 @@ impl ReadyDatabase {
 
 #[cfg(test)]
 mod keeper_tests;
+#[cfg(test)]
+mod range_move_tests;
 #[cfg(test)]
 mod schema_tests;
 #[cfg(test)]

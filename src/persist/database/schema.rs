@@ -274,6 +274,11 @@ enum Found {
     LedByOlder,
 }
 
+/// The advisory lock a start holds while it makes, upgrades or reads the tables (and a move
+/// of shards while it changes the home's record of them), so that each sees the others' work
+/// whole.
+pub const STARTS_LOCK: i64 = 7105112710;
+
 /// Longest an upgrade may take: it rebuilds the log's key over every row.
 const UPGRADE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(600);
 
@@ -356,7 +361,7 @@ fn look(
             let wait = timeout.saturating_sub(std::time::Duration::from_secs(5));
             tx.batch_execute(&format!("SET LOCAL lock_timeout = {}", wait.as_millis()))
                 .await?;
-            tx.execute("SELECT pg_advisory_xact_lock(7105112710)", &[])
+            tx.execute("SELECT pg_advisory_xact_lock($1)", &[&STARTS_LOCK])
                 .await?;
             let rows_backend = tx
                 .query_one("SELECT to_regclass('orderly_schema') IS NOT NULL", &[])

@@ -8,7 +8,7 @@ use super::lease::{self, Fence};
 use super::schema;
 use super::shared_commit::SharedCommit;
 use super::table_log::{deposed, TableLog};
-use super::tests::{connect, database, number, sql};
+use super::tests::{connect, database, number, sql, Holding};
 use crate::engine::changes::{Change, ChangeLog};
 use crate::persist::format;
 use crate::persist::writer::{FsyncMode, LogSink, LogWriter, Wake};
@@ -89,26 +89,14 @@ fn waiting_logs(url: &str, fences: &[Fence], wait: Duration) -> Vec<TableLog> {
 /// Shard 3's lease row, held by another transaction until the answer is dropped or told to
 /// commit: the shared commit's one connection waits on shard 3's write meanwhile, so writes
 /// handed over then are gathered into one statement.
-struct Held {
-    runtime: tokio::runtime::Runtime,
-    client: tokio_postgres::Client,
-}
+struct Held(Holding);
 
 impl Held {
     fn shard_3(url: &str) -> Held {
-        let runtime = tokio::runtime::Runtime::new().expect("a runtime");
-        let client = runtime.block_on(async {
-            let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
-                .await
-                .expect("connect");
-            tokio::spawn(connection);
-            client
-                .batch_execute("BEGIN; SELECT 1 FROM log_shards WHERE shard = 3 FOR UPDATE")
-                .await
-                .expect("locked");
-            client
-        });
-        Held { runtime, client }
+        Held(Holding::after(
+            url,
+            "BEGIN; SELECT 1 FROM log_shards WHERE shard = 3 FOR UPDATE",
+        ))
     }
 
     /// Waits until an insert waits for the row.
@@ -126,9 +114,7 @@ impl Held {
     }
 
     fn release(self) {
-        self.runtime
-            .block_on(self.client.batch_execute("COMMIT"))
-            .expect("released");
+        self.0.finish("COMMIT");
     }
 }
 

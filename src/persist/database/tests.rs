@@ -33,6 +33,34 @@ fn record(lsn: u64) -> Vec<u8> {
     bytes
 }
 
+/// A connection of the test's own that ran a statement taking a lock, kept with the runtime
+/// driving it until `finish` runs the statement that lets the lock go.
+pub(super) struct Holding {
+    runtime: tokio::runtime::Runtime,
+    client: tokio_postgres::Client,
+}
+
+impl Holding {
+    pub(super) fn after(url: &str, statements: &str) -> Holding {
+        let runtime = tokio::runtime::Runtime::new().expect("a runtime");
+        let client = runtime.block_on(async {
+            let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
+                .await
+                .expect("connect");
+            tokio::spawn(connection);
+            client.batch_execute(statements).await.expect("locked");
+            client
+        });
+        Holding { runtime, client }
+    }
+
+    pub(super) fn finish(self, statements: &str) {
+        self.runtime
+            .block_on(self.client.batch_execute(statements))
+            .expect("released");
+    }
+}
+
 pub(super) fn sql(db: &mut Blocking, statement: &'static str) -> u64 {
     db.run(
         super::connection::STARTUP_TIMEOUT,

@@ -1,0 +1,845 @@
+//! Moving a range of shards between databases (`--move-shards FIRST-LAST=URL`), with every
+//! node stopped, so that a cluster begun on one database can spread over more (or come back).
+//!
+//! 1. The range's leases are taken in the database that keeps the range now (the home, or
+//!    the database a range was placed in before), each with a new epoch and for a century: a
+//!    node still leading one is fenced off (its inserts and snapshots name the old epoch), and
+//!    no node takes them again there.
+//! 2. The range's rows (leases, batches, epochs, snapshots and their chunks) are copied into
+//!    the new database in one transaction, which first makes its tables as a node would for
+//!    a placed range.
+//! 3. The home records the new database as the range's keeper; where the home kept the range
+//!    itself, the same transaction drops its rows. A range kept in another database before
+//!    leaves its leases there, held, and loses its other rows. A range moved back into the
+//!    home is copied there and its record dropped in one transaction of the home's.
+//!
+//! Nothing is committed in two databases at once, nor needs to be: the range's leases, held
+//! by the move, keep every node off it until the home's record says where it is, so a move
+//! cut short anywhere is finished by running it again (a new database holding a copy the home
+//! does not record yet is copied into again).
+
+use std::future::Future;
+use std::time::Duration;
+
+use tokio_postgres::Client;
+
+use super::connection::{config, describe, Blocking, Session};
+use super::schema::{self, Role};
+use super::shard_map::{shown, Placed};
+use super::{OpenError, Settings};
+
+/// Who holds a range's leases while it moves, and for good where it moved from: until a
+/// century from the move, a time nodes can subtract from now (they cannot from `infinity`).
+const MOVER: &str = "orderly --move-shards";
+
+/// Longest one statement of the move is waited for.
+const STATEMENT: Duration = Duration::from_secs(60);
+
+/// Batches copied a statement (each row holds at most 8,000 bytes of records).
+const BATCH_PAGE: i64 = 1024;
+
+/// Longest the rows of a range are waited for to be dropped, in one statement a table: a long
+/// log's rows take long.
+const DROP_ROWS: Duration = Duration::from_secs(600);
+
+/// What was moved, for the operator.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Moved {
+    pub batches: u64,
+    pub snapshots: u64,
+    /// The bytes of the batches' records and of the snapshots' chunks.
+    pub bytes: u64,
+    /// Where the range was kept, as `GET /_orderly/cluster` names databases.
+    pub from: String,
+    /// The range went back into the home: nodes are started without it.
+    pub home: bool,
+    /// Nothing moved: the leases a move cut short held were given back, this many.
+    pub abandoned: u64,
+    /// Why the range's rows were left in the database it moved from, if they were.
+    pub left: Option<String>,
+}
+
+impl Moved {
+    fn from(from: String) -> Moved {
+        Moved {
+            batches: 0,
+            snapshots: 0,
+            bytes: 0,
+            from,
+            home: false,
+            abandoned: 0,
+            left: None,
+        }
+    }
+}
+
+/// What the range's rows are copied into.
+#[derive(Clone, Copy)]
+enum Destination<'a> {
+    /// A database made for the range, whose lease rows are there already.
+    Placed,
+    /// The home, whose record of the range's database (named `placed`) is dropped in the
+    /// same transaction.
+    Home { placed: &'a str },
+}
+
+/// Where the range is kept now.
+enum Source {
+    Home,
+    /// A database of its own, recorded in the home under `name`.
+    Placed {
+        url: String,
+        name: String,
+    },
+}
+
+/// What the home's row and records say.
+struct Home {
+    version: i32,
+    region: String,
+    account: String,
+    shards: i32,
+    name: String,
+    /// It keeps shards for another home.
+    placed_for: bool,
+    placed: Vec<(i32, i32, Option<String>)>,
+    /// The URLs of the nodes that announced themselves within a lease's length.
+    live: Vec<String>,
+}
+
+/// A shard's lease row once the move holds it.
+struct Lease {
+    shard: i32,
+    epoch: i64,
+    clock_ms: i64,
+    snapshot: Option<i64>,
+}
+
+/// Moves the shards `to` names from where the home `settings.url` says they are kept into the
+/// database at `to.url`; a range kept in another database before is found there through the
+/// `settings.placed` entry for the same range. Blocking.
+pub fn move_range(settings: &Settings, to: &Placed) -> Result<Moved, OpenError> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let (Ok(first), Ok(last)) = (i32::try_from(to.first), i32::try_from(to.last)) else {
+        return Err(refused(to, "no database has that many shards"));
+    };
+    let range = (first, last);
+    let mut home = Session::new(config(&settings.url).map_err(OpenError::Url)?);
+    let found = runtime.block_on(read_home(&mut home))?;
+    let source = source_of(&found, range, to, &settings.placed)?;
+    if let Some(url) = found.live.first() {
+        return Err(refused(
+            to,
+            &format!(
+                "the node at {url} announced itself within the last 5 s: stop every node \
+                 before moving shards (a stopped node's announcement ages within 5 s)"
+            ),
+        ));
+    }
+    let target_config = config(&to.url).map_err(OpenError::Url)?;
+    let mut target = Blocking::new(target_config.clone())?;
+    let target_name = schema::name_of(&mut target)?;
+    let source_name = match &source {
+        Source::Home => found.name.as_str(),
+        Source::Placed { name, .. } => name.as_str(),
+    };
+    if target_name.as_deref() == Some(source_name) {
+        // Where the range is kept: a move of it cut short is abandoned, its leases given back.
+        let mut kept = match &source {
+            Source::Home => home.sibling(),
+            Source::Placed { url, .. } => Session::new(config(url).map_err(OpenError::Url)?),
+        };
+        return match runtime.block_on(abandon(&mut kept, range))? {
+            0 => Err(refused(to, "that database keeps them already")),
+            given => Ok(Moved {
+                abandoned: given,
+                ..Moved::from(shown(&to.url))
+            }),
+        };
+    }
+    if let (Source::Placed { url, name }, true) =
+        (&source, target_name.as_deref() == Some(found.name.as_str()))
+    {
+        // Back into the home: copied and recorded in one transaction of the home's.
+        let mut from = Session::new(config(url).map_err(OpenError::Url)?);
+        let leases = runtime.block_on(fence(&mut from, range, &source))?;
+        let into = Destination::Home { placed: name };
+        let moved = runtime.block_on(copy(&mut from, &mut home, range, &leases, into))?;
+        return Ok(Moved {
+            from: shown(url),
+            home: true,
+            left: forget(&runtime, &mut from, range),
+            ..moved
+        });
+    }
+    // Made as a node makes a range's database, or found to be a copy this move began.
+    let role = Role::Placed {
+        home: found.name.clone(),
+        range,
+    };
+    let made = schema::prepare_as(
+        &mut target,
+        &found.region,
+        &found.account,
+        (found.shards, role),
+    )
+    .map_err(|error| match error {
+        OpenError::Database(cause) => OpenError::Database(cause),
+        other => refused(to, &format!("give an empty database: {other}")),
+    })?;
+    if made.placed_for != Some((found.name.clone(), range)) || made.shards != found.shards {
+        return Err(refused(
+            to,
+            "the database holds another log: give an empty database",
+        ));
+    }
+    let mut target = target.into_session();
+    let mut from = match &source {
+        Source::Home => home.sibling(),
+        Source::Placed { url, .. } => Session::new(config(url).map_err(OpenError::Url)?),
+    };
+    let leases = runtime.block_on(fence(&mut from, range, &source))?;
+    let into = Destination::Placed;
+    let moved = runtime.block_on(copy(&mut from, &mut target, range, &leases, into))?;
+    runtime.block_on(record(&mut home, range, &source, &made.database))?;
+    let (from, left) = match &source {
+        Source::Home => (shown(&settings.url), None),
+        Source::Placed { url, .. } => (shown(url), forget(&runtime, &mut from, range)),
+    };
+    Ok(Moved {
+        from,
+        left,
+        ..moved
+    })
+}
+
+/// Drops the range's rows but its leases from the database it moved out of, which is never
+/// read for them again: the leases stay held, so that no node leads the range there. Says why
+/// if they were left.
+fn forget(
+    runtime: &tokio::runtime::Runtime,
+    from: &mut Session,
+    range: (i32, i32),
+) -> Option<String> {
+    runtime
+        .block_on(drop_rows(from, range, false))
+        .err()
+        .map(|error| error.to_string())
+}
+
+fn refused(to: &Placed, why: &str) -> OpenError {
+    OpenError::ShardMap(format!("--move-shards {}: {why}", to.range()))
+}
+
+/// Where the home says the range is kept, refusing a range it cannot move.
+fn source_of(
+    home: &Home,
+    (first, last): (i32, i32),
+    to: &Placed,
+    given: &[Placed],
+) -> Result<Source, OpenError> {
+    if home.placed_for {
+        return Err(refused(
+            to,
+            "the --storage database keeps shards for another home: give that one",
+        ));
+    }
+    if home.version != schema::VERSION {
+        return Err(refused(
+            to,
+            &format!(
+                "the --storage database's tables are version {}: start a node of this build \
+                 on it first, which upgrades them to version {}",
+                home.version,
+                schema::VERSION
+            ),
+        ));
+    }
+    if first == 0 || last >= home.shards {
+        return Err(refused(
+            to,
+            &format!(
+                "shard 0 stays in the --storage database, and the database has {} shards \
+                 (0-{})",
+                home.shards,
+                home.shards - 1
+            ),
+        ));
+    }
+    let overlapping = (home.placed.iter()).find(|(f, l, _)| *f <= last && first <= *l);
+    let Some((f, l, name)) = overlapping else {
+        return Ok(Source::Home);
+    };
+    if (*f, *l) != (first, last) {
+        return Err(refused(
+            to,
+            &format!("shards {f}-{l} are kept in a database of their own: move that range whole"),
+        ));
+    }
+    let Some(name) = name else {
+        return Err(refused(
+            to,
+            "no database was made for these shards yet, so nothing is kept to move: start \
+             every node with the new one as --shard-database",
+        ));
+    };
+    let url = (given.iter())
+        .find(|p| (p.first as i32, p.last as i32) == (first, last))
+        .map(|p| p.url.clone())
+        .ok_or_else(|| {
+            refused(
+                to,
+                "the shards are kept in a database of their own: name it with --shard-database \
+                 as the nodes were started",
+            )
+        })?;
+    Ok(Source::Placed {
+        url,
+        name: name.clone(),
+    })
+}
+
+/// Waits for a statement's answer, at most `STATEMENT`.
+async fn within<T>(
+    what: &str,
+    work: impl Future<Output = Result<T, tokio_postgres::Error>>,
+) -> Result<T, OpenError> {
+    within_for(STATEMENT, what, work).await
+}
+
+/// Waits for a statement's answer, at most `limit`.
+async fn within_for<T>(
+    limit: Duration,
+    what: &str,
+    work: impl Future<Output = Result<T, tokio_postgres::Error>>,
+) -> Result<T, OpenError> {
+    match tokio::time::timeout(limit, work).await {
+        Ok(Ok(value)) => Ok(value),
+        Ok(Err(error)) => Err(OpenError::Database(format!("{what}: {}", describe(&error)))),
+        Err(_) => Err(OpenError::Database(format!(
+            "{what}: no answer within {} s",
+            limit.as_secs()
+        ))),
+    }
+}
+
+async fn connected(session: &mut Session) -> Result<&mut Client, OpenError> {
+    session
+        .connected()
+        .await
+        .map_err(|failed| OpenError::Database(failed.cause))
+}
+
+async fn read_home(home: &mut Session) -> Result<Home, OpenError> {
+    let client = connected(home).await?;
+    let exists = within(
+        "reading the home",
+        client.query_one("SELECT to_regclass('log_home') IS NOT NULL", &[]),
+    )
+    .await?
+    .get::<_, bool>(0);
+    if !exists {
+        return Err(OpenError::ShardMap(
+            "the --storage database holds no log: nothing to move".into(),
+        ));
+    }
+    let version: i32 = within(
+        "reading the home",
+        client.query_one("SELECT version FROM log_home", &[]),
+    )
+    .await?
+    .get(0);
+    if version != schema::VERSION {
+        return Ok(Home {
+            version,
+            region: String::new(),
+            account: String::new(),
+            shards: 0,
+            name: String::new(),
+            placed_for: false,
+            placed: Vec::new(),
+            live: Vec::new(),
+        });
+    }
+    let row = within(
+        "reading the home",
+        client.query_one(
+            "SELECT region, account, shards, database, home IS NOT NULL FROM log_home",
+            &[],
+        ),
+    )
+    .await?;
+    let placed = within(
+        "reading the home",
+        client.query(
+            "SELECT first_shard, last_shard, database FROM log_placed ORDER BY first_shard",
+            &[],
+        ),
+    )
+    .await?;
+    let lease_ms = super::lease::LEASE.as_millis() as f64;
+    let live = within(
+        "reading the live nodes",
+        client.query(
+            "SELECT url FROM log_nodes WHERE seen > now() - $1 * interval '1 millisecond' \
+             ORDER BY url",
+            &[&lease_ms],
+        ),
+    )
+    .await?;
+    Ok(Home {
+        version,
+        region: row.get(0),
+        account: row.get(1),
+        shards: row.get(2),
+        name: row.get(3),
+        placed_for: row.get(4),
+        placed: (placed.iter())
+            .map(|p| (p.get(0), p.get(1), p.get(2)))
+            .collect(),
+        live: live.iter().map(|row| row.get(0)).collect(),
+    })
+}
+
+/// Takes every lease of the range where it is kept now, with a new epoch and for good (one
+/// this move took before keeps its epoch); refused while a node's lease on one is current.
+async fn fence(
+    from: &mut Session,
+    (first, last): (i32, i32),
+    source: &Source,
+) -> Result<Vec<Lease>, OpenError> {
+    let client = connected(from).await?;
+    let tx = within("taking the leases", client.transaction()).await?;
+    if let Source::Placed { name, .. } = source {
+        let row = within(
+            "reading the range's database",
+            tx.query_opt(
+                "SELECT database, first_shard, last_shard FROM log_home \
+                 WHERE to_regclass('log_home') IS NOT NULL",
+                &[],
+            ),
+        )
+        .await;
+        let kept = match row {
+            Ok(Some(row)) => {
+                let (database, f, l): (String, Option<i32>, Option<i32>) =
+                    (row.get(0), row.get(1), row.get(2));
+                database == *name && (f, l) == (Some(first), Some(last))
+            }
+            Ok(None) => false,
+            // No such table (or column) is another database than the home records.
+            Err(OpenError::Database(cause)) if cause.contains("does not exist") => false,
+            Err(error) => return Err(error),
+        };
+        if !kept {
+            return Err(OpenError::ShardMap(format!(
+                "--shard-database {first}-{last}: not the database the home records for these \
+                 shards"
+            )));
+        }
+    }
+    let rows = within(
+        "taking the leases",
+        tx.query(
+            "SELECT shard, node, expires > now() FROM log_shards \
+             WHERE shard BETWEEN $1 AND $2 ORDER BY shard FOR UPDATE",
+            &[&first, &last],
+        ),
+    )
+    .await?;
+    if rows.len() != (last - first + 1) as usize {
+        return Err(OpenError::ShardMap(format!(
+            "the database that keeps shards {first}-{last} has a lease for {} of them",
+            rows.len()
+        )));
+    }
+    for row in &rows {
+        let (shard, node, current): (i32, String, bool) = (row.get(0), row.get(1), row.get(2));
+        if current && node != MOVER {
+            return Err(OpenError::ShardMap(format!(
+                "a node leads shard {shard} (its lease is current): stop every node before \
+                 moving shards (one that stopped without giving its leases up holds them 5 s \
+                 more)"
+            )));
+        }
+    }
+    // With the lease rows locked, no insert commits meanwhile. A gap would be read in the
+    // copy, whose rows share one transaction, as a torn tail and cut rather than refused.
+    let gap = within(
+        "reading the log",
+        tx.query_opt(
+            "SELECT shard, first_lsn FROM (SELECT shard, first_lsn, \
+             lag(last_lsn) OVER (PARTITION BY shard ORDER BY first_lsn) AS before \
+             FROM log_batches WHERE shard BETWEEN $1 AND $2) AS batches \
+             WHERE first_lsn <> before + 1 ORDER BY shard, first_lsn LIMIT 1",
+            &[&first, &last],
+        ),
+    )
+    .await?;
+    if let Some(gap) = gap {
+        let (shard, record): (i32, i64) = (gap.get(0), gap.get(1));
+        return Err(OpenError::ShardMap(format!(
+            "shard {shard}'s log has a gap before record {record} (a leader that stopped with \
+             two inserts under way leaves one): start a node on it once, which cuts a torn \
+             tail or refuses damage, stop it, then move the shards"
+        )));
+    }
+    within(
+        "taking the leases",
+        tx.execute(
+            "UPDATE log_shards SET epoch = epoch + 1, node = $3, url = '', \
+             expires = now() + interval '100 years' \
+             WHERE shard BETWEEN $1 AND $2 AND node <> $3",
+            &[&first, &last, &MOVER],
+        ),
+    )
+    .await?;
+    let taken = within(
+        "taking the leases",
+        tx.query(
+            "SELECT shard, epoch, clock_ms, snapshot FROM log_shards \
+             WHERE shard BETWEEN $1 AND $2 ORDER BY shard",
+            &[&first, &last],
+        ),
+    )
+    .await?;
+    within("taking the leases", tx.commit()).await?;
+    Ok(taken
+        .iter()
+        .map(|row| Lease {
+            shard: row.get(0),
+            epoch: row.get(1),
+            clock_ms: row.get(2),
+            snapshot: row.get(3),
+        })
+        .collect())
+}
+
+/// Copies the range's rows from `from` into `to` in one transaction of `to`'s, after dropping
+/// what an earlier try copied there; the leases are copied free, at the epoch the move took.
+async fn copy(
+    from: &mut Session,
+    to: &mut Session,
+    (first, last): (i32, i32),
+    leases: &[Lease],
+    into: Destination<'_>,
+) -> Result<Moved, OpenError> {
+    let source = connected(from).await?;
+    let target = connected(to).await?;
+    let tx = within("copying", target.transaction()).await?;
+    // Reading a snapshot's chunk from the other database may keep this transaction idle for
+    // longer than a node's sessions allow.
+    within(
+        "copying",
+        tx.batch_execute("SET LOCAL idle_in_transaction_session_timeout = 0"),
+    )
+    .await?;
+    if let Destination::Home { .. } = into {
+        hold_starts(&tx).await?;
+    }
+    // What a try cut short before the home recorded it copied here.
+    drop_rows_in(&tx, (first, last), false).await?;
+    for lease in leases {
+        // A range's database has a free row for each of its shards; the home none for a range
+        // kept elsewhere.
+        let statement = match into {
+            Destination::Placed => {
+                "UPDATE log_shards SET epoch = $2, node = '', url = '', expires = '-infinity', \
+                 clock_ms = $3, snapshot = $4 WHERE shard = $1"
+            }
+            Destination::Home { .. } => {
+                "INSERT INTO log_shards (shard, epoch, node, url, expires, clock_ms, snapshot) \
+                 VALUES ($1, $2, '', '', '-infinity', $3, $4)"
+            }
+        };
+        let updated = within(
+            "copying the leases",
+            tx.execute(
+                statement,
+                &[&lease.shard, &lease.epoch, &lease.clock_ms, &lease.snapshot],
+            ),
+        )
+        .await?;
+        if updated != 1 {
+            return Err(OpenError::Database(format!(
+                "the new database has no lease row for shard {}",
+                lease.shard
+            )));
+        }
+    }
+    let epochs = within(
+        "copying the epochs",
+        source.query(
+            "SELECT shard, epoch, inserts FROM log_epochs WHERE shard BETWEEN $1 AND $2",
+            &[&first, &last],
+        ),
+    )
+    .await?;
+    for row in &epochs {
+        let (shard, epoch, inserts): (i32, i64, i32) = (row.get(0), row.get(1), row.get(2));
+        within(
+            "copying the epochs",
+            tx.execute(
+                "INSERT INTO log_epochs (shard, epoch, inserts) VALUES ($1, $2, $3)",
+                &[&shard, &epoch, &inserts],
+            ),
+        )
+        .await?;
+    }
+    let mut moved = Moved::from(String::new());
+    let snapshots = within(
+        "copying the snapshots",
+        source.query(
+            "SELECT id, first_lsn, epoch, chunks, bytes, \
+             (extract(epoch FROM taken) * 1000000)::bigint, shard FROM log_snapshots \
+             WHERE shard BETWEEN $1 AND $2",
+            &[&first, &last],
+        ),
+    )
+    .await?;
+    for row in &snapshots {
+        let (id, first_lsn, epoch, chunks, bytes, taken, shard): (
+            i64,
+            i64,
+            i64,
+            i32,
+            i64,
+            i64,
+            i32,
+        ) = (
+            row.get(0),
+            row.get(1),
+            row.get(2),
+            row.get(3),
+            row.get(4),
+            row.get(5),
+            row.get(6),
+        );
+        within(
+            "copying the snapshots",
+            tx.execute(
+                "INSERT INTO log_snapshots (id, first_lsn, epoch, chunks, bytes, taken, shard) \
+                 VALUES ($1, $2, $3, $4, $5, to_timestamp($6::bigint / 1000000.0), $7)",
+                &[&id, &first_lsn, &epoch, &chunks, &bytes, &taken, &shard],
+            ),
+        )
+        .await?;
+        moved.snapshots += 1;
+    }
+    // A chunk at a time: each holds up to 8 MiB.
+    let mut after: (i64, i32) = (i64::MIN, -1);
+    loop {
+        let row = within(
+            "copying the snapshots' chunks",
+            source.query_opt(
+                "SELECT snapshot, chunk, bytes, shard FROM log_snapshot_chunks \
+                 WHERE shard BETWEEN $1 AND $2 AND (snapshot, chunk) > ($3, $4) \
+                 ORDER BY snapshot, chunk LIMIT 1",
+                &[&first, &last, &after.0, &after.1],
+            ),
+        )
+        .await?;
+        let Some(row) = row else { break };
+        let (snapshot, chunk, bytes, shard): (i64, i32, Vec<u8>, i32) =
+            (row.get(0), row.get(1), row.get(2), row.get(3));
+        within(
+            "copying the snapshots' chunks",
+            tx.execute(
+                "INSERT INTO log_snapshot_chunks (snapshot, chunk, bytes, shard) \
+                 VALUES ($1, $2, $3, $4)",
+                &[&snapshot, &chunk, &bytes, &shard],
+            ),
+        )
+        .await?;
+        moved.bytes += bytes.len() as u64;
+        after = (snapshot, chunk);
+    }
+    let mut after: (i32, i64) = (first, -1);
+    loop {
+        let rows = within(
+            "copying the log",
+            source.query(
+                "SELECT shard, first_lsn, last_lsn, epoch, records FROM log_batches \
+                 WHERE shard BETWEEN $1 AND $2 AND (shard, first_lsn) > ($3, $4) \
+                 ORDER BY shard, first_lsn LIMIT $5",
+                &[&first, &last, &after.0, &after.1, &BATCH_PAGE],
+            ),
+        )
+        .await?;
+        let Some(end) = rows.last() else { break };
+        after = (end.get(0), end.get(1));
+        let shards: Vec<i32> = rows.iter().map(|r| r.get(0)).collect();
+        let firsts: Vec<i64> = rows.iter().map(|r| r.get(1)).collect();
+        let lasts: Vec<i64> = rows.iter().map(|r| r.get(2)).collect();
+        let epochs: Vec<i64> = rows.iter().map(|r| r.get(3)).collect();
+        let records: Vec<Vec<u8>> = rows.iter().map(|r| r.get(4)).collect();
+        moved.batches += rows.len() as u64;
+        moved.bytes += records.iter().map(|r| r.len() as u64).sum::<u64>();
+        within(
+            "copying the log",
+            tx.execute(
+                "INSERT INTO log_batches (shard, first_lsn, last_lsn, epoch, records) \
+                 SELECT * FROM unnest($1::integer[], $2::bigint[], $3::bigint[], \
+                 $4::bigint[], $5::bytea[])",
+                &[&shards, &firsts, &lasts, &epochs, &records],
+            ),
+        )
+        .await?;
+    }
+    if let Destination::Home { placed } = into {
+        let forgotten = within(
+            "recording the move",
+            tx.execute(
+                "DELETE FROM log_placed \
+                 WHERE first_shard = $1 AND last_shard = $2 AND database = $3",
+                &[&first, &last, &placed],
+            ),
+        )
+        .await?;
+        if forgotten != 1 {
+            return Err(OpenError::ShardMap(format!(
+                "shards {first}-{last}: the home's record of their database changed while \
+                 they moved; nothing was recorded"
+            )));
+        }
+    }
+    within("copying", tx.commit()).await?;
+    Ok(moved)
+}
+
+/// Gives back the range's leases a move cut short holds in the database `kept` keeps it in,
+/// so nodes lead it there again; answers how many.
+async fn abandon(kept: &mut Session, (first, last): (i32, i32)) -> Result<u64, OpenError> {
+    let client = connected(kept).await?;
+    within(
+        "giving the leases back",
+        client.execute(
+            "UPDATE log_shards SET node = '', expires = '-infinity' \
+             WHERE shard BETWEEN $1 AND $2 AND node = $3",
+            &[&first, &last, &MOVER],
+        ),
+    )
+    .await
+}
+
+/// Records in the home that the database named `target` keeps the range: for a range the
+/// home kept, with its rows dropped in the same transaction, once the move still holds every
+/// lease of it.
+async fn record(
+    home: &mut Session,
+    (first, last): (i32, i32),
+    source: &Source,
+    target: &str,
+) -> Result<(), OpenError> {
+    let client = connected(home).await?;
+    let tx = within("recording the move", client.transaction()).await?;
+    hold_starts(&tx).await?;
+    match source {
+        Source::Home => {
+            let held: i64 = within(
+                "recording the move",
+                tx.query_one(
+                    "SELECT count(*) FROM (SELECT 1 FROM log_shards WHERE shard BETWEEN $1 AND $2 \
+                     AND node = $3 FOR UPDATE) AS held",
+                    &[&first, &last, &MOVER],
+                ),
+            )
+            .await?
+            .get(0);
+            if held != i64::from(last - first + 1) {
+                return Err(OpenError::ShardMap(format!(
+                    "shards {first}-{last}: a lease of the range was taken while it moved; \
+                     nothing was recorded"
+                )));
+            }
+            within(
+                "recording the move",
+                tx.execute(
+                    "INSERT INTO log_placed (first_shard, last_shard, database) \
+                     VALUES ($1, $2, $3)",
+                    &[&first, &last, &target],
+                ),
+            )
+            .await?;
+            drop_rows_in(&tx, (first, last), true).await?;
+        }
+        Source::Placed { name, .. } => {
+            let updated = within(
+                "recording the move",
+                tx.execute(
+                    "UPDATE log_placed SET database = $4 \
+                     WHERE first_shard = $1 AND last_shard = $2 AND database = $3",
+                    &[&first, &last, name, &target],
+                ),
+            )
+            .await?;
+            if updated != 1 {
+                return Err(OpenError::ShardMap(format!(
+                    "shards {first}-{last}: the home's record of their database changed while \
+                     they moved; nothing was recorded"
+                )));
+            }
+        }
+    }
+    within("recording the move", tx.commit()).await
+}
+
+/// Takes the lock a node's start takes in the home, so that one starting meanwhile reads the
+/// shard map as it was before the move or after.
+async fn hold_starts(tx: &tokio_postgres::Transaction<'_>) -> Result<(), OpenError> {
+    within(
+        "recording the move",
+        tx.execute("SELECT pg_advisory_xact_lock($1)", &[&schema::STARTS_LOCK]),
+    )
+    .await
+    .map(|_| ())
+}
+
+/// Drops the range's rows from the database `session` is connected to (its leases too if
+/// `leases`).
+async fn drop_rows(
+    session: &mut Session,
+    range: (i32, i32),
+    leases: bool,
+) -> Result<(), OpenError> {
+    let client = connected(session).await?;
+    let tx = within("dropping the moved rows", client.transaction()).await?;
+    drop_rows_in(&tx, range, leases).await?;
+    within("dropping the moved rows", tx.commit()).await
+}
+
+async fn drop_rows_in(
+    tx: &tokio_postgres::Transaction<'_>,
+    (first, last): (i32, i32),
+    leases: bool,
+) -> Result<(), OpenError> {
+    let tables: &[&str] = match leases {
+        true => &[
+            "log_batches",
+            "log_epochs",
+            "log_snapshot_chunks",
+            "log_snapshots",
+            "log_shards",
+        ],
+        false => &[
+            "log_batches",
+            "log_epochs",
+            "log_snapshot_chunks",
+            "log_snapshots",
+        ],
+    };
+    for table in tables {
+        within_for(
+            DROP_ROWS,
+            "dropping the moved rows",
+            tx.execute(
+                &format!("DELETE FROM {table} WHERE shard BETWEEN $1 AND $2"),
+                &[&first, &last],
+            ),
+        )
+        .await?;
+    }
+    Ok(())
+}

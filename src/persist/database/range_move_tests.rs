@@ -1,0 +1,225 @@
+//! Moving a range of shards cut short, against the test clusters: the range stays where it
+//! was, held by the move, and running the move again finishes it.
+
+use super::connection::Work;
+use super::range_move::move_range;
+use super::shard_map::Placed;
+use super::tests::{connect, database, leader_settings, number, sql, Holding};
+use super::{lease, schema};
+use super::{OpenError, Settings};
+
+fn elsewhere() -> Option<String> {
+    let runtime = tokio::runtime::Runtime::new().expect("runtime");
+    runtime.block_on(super::test_database::fresh_database_elsewhere())
+}
+
+/// Each batch of shards 2 and 3 in the database at `url`: shard, first number, epoch, records.
+fn batches(url: &str) -> Vec<(i32, i64, i64, Vec<u8>)> {
+    connect(url)
+        .run(
+            super::connection::STARTUP_TIMEOUT,
+            |client| -> Work<'_, _> {
+                Box::pin(async move {
+                    let rows = client
+                        .query(
+                            "SELECT shard, first_lsn, epoch, records FROM log_batches \
+                             WHERE shard BETWEEN 2 AND 3 ORDER BY shard, first_lsn",
+                            &[],
+                        )
+                        .await?;
+                    Ok(rows
+                        .iter()
+                        .map(|r| (r.get(0), r.get(1), r.get(2), r.get(3)))
+                        .collect())
+                })
+            },
+        )
+        .expect("read")
+}
+
+/// A home of four shards holding `batches` (SQL rows of `log_batches`), and the settings of
+/// a move from it.
+fn home_with(home: &str, batches: &'static str) -> Settings {
+    let mut db = connect(home);
+    schema::prepare(&mut db, "us-east-1", "000000000000", 4).expect("tables");
+    sql(&mut db, batches);
+    Settings {
+        shards: 4,
+        ..leader_settings(home)
+    }
+}
+
+const BATCHES: &str = "INSERT INTO log_batches (shard, first_lsn, last_lsn, epoch, records) \
+    VALUES (1, 0, 0, 1, '\\x01'), (2, 0, 1, 1, '\\x0203'), (2, 2, 2, 1, '\\x04'), \
+    (3, 0, 0, 1, '\\x05')";
+
+fn shards_2_3(url: &str) -> Placed {
+    Placed {
+        first: 2,
+        last: 3,
+        url: url.to_string(),
+    }
+}
+
+/// Tries the move while the home's record of it waits for the lock past its statements' 5 s,
+/// so that it fails: the range is copied and held, not moved.
+fn cut_short(home: &str, settings: &Settings, to: &Placed) {
+    let lock = format!("SELECT pg_advisory_lock({})", schema::STARTS_LOCK);
+    let held = Holding::after(home, &lock);
+    match move_range(settings, to) {
+        Err(OpenError::Database(cause)) => assert!(cause.contains("recording the move"), "{cause}"),
+        other => panic!("not cut short: {other:?}"),
+    }
+    held.finish(&format!(
+        "SELECT pg_advisory_unlock({})",
+        schema::STARTS_LOCK
+    ));
+}
+
+#[test]
+fn a_move_cut_short_before_the_home_recorded_it_is_finished_by_running_it_again() {
+    let (Some(home), Some(target)) = (database(), elsewhere()) else {
+        return;
+    };
+    let settings = home_with(&home, BATCHES);
+    let mut db = connect(&home);
+    sql(
+        &mut db,
+        "INSERT INTO log_epochs (shard, epoch, inserts) VALUES (2, 1, 2)",
+    );
+    sql(
+        &mut db,
+        "UPDATE log_shards SET clock_ms = 12345 WHERE shard = 3",
+    );
+    let before = batches(&home);
+    let to = shards_2_3(&target);
+    cut_short(&home, &settings, &to);
+    assert_eq!(
+        number(&mut db, "SELECT count(*) FROM log_placed".into()),
+        0,
+        "nothing recorded"
+    );
+    assert_eq!(batches(&target), before, "copied");
+    assert_eq!(
+        number(
+            &mut db,
+            "SELECT count(*) FROM log_shards WHERE shard BETWEEN 2 AND 3 \
+             AND node = 'orderly --move-shards' AND expires > now() + interval '99 years' AND epoch = 1"
+                .into()
+        ),
+        2,
+        "held by the move at home, with an epoch no node had"
+    );
+    // A node given the old map waits for those leases: none leads the range meanwhile.
+    let taken = lease::acquire(&mut db, 2, "node", "http://node", false);
+    assert!(taken.is_err(), "a lease held by the move was taken");
+
+    // Again: the copy is made anew over the first (no key collides), and the home records it.
+    let moved = move_range(&settings, &to).expect("finished");
+    assert_eq!((moved.batches, moved.snapshots, moved.bytes), (3, 0, 4));
+    assert_eq!(batches(&target), before, "copied once");
+    assert!(batches(&home).is_empty(), "dropped at home");
+    let mut kept = connect(&target);
+    let name = schema::name_of(&mut kept).expect("named").expect("a name");
+    assert_eq!(
+        number(
+            &mut db,
+            format!(
+                "SELECT count(*) FROM log_placed WHERE first_shard = 2 AND last_shard = 3 \
+                 AND database = '{name}'"
+            )
+        ),
+        1
+    );
+    // Free there, at the epoch the move took (the second try took none more), and the
+    // epochs that allow a torn tail came along.
+    assert_eq!(
+        number(
+            &mut kept,
+            "SELECT count(*) FROM log_shards WHERE node = '' AND epoch = 1".into()
+        ),
+        2
+    );
+    assert_eq!(
+        number(
+            &mut kept,
+            "SELECT clock_ms FROM log_shards WHERE shard = 3".into()
+        ),
+        12345,
+        "the time its leaders reached"
+    );
+    assert_eq!(
+        number(
+            &mut kept,
+            "SELECT count(*) FROM log_epochs WHERE shard = 2 AND epoch = 1 AND inserts = 2".into()
+        ),
+        1
+    );
+    // The shard that stays is untouched.
+    assert_eq!(
+        number(
+            &mut db,
+            "SELECT count(*) FROM log_batches WHERE shard = 1".into()
+        ),
+        1
+    );
+}
+
+#[test]
+fn a_move_cut_short_is_abandoned_by_moving_the_range_where_it_is() {
+    let (Some(home), Some(target)) = (database(), elsewhere()) else {
+        return;
+    };
+    let settings = home_with(&home, BATCHES);
+    cut_short(&home, &settings, &shards_2_3(&target));
+    let given = move_range(&settings, &shards_2_3(&home)).expect("abandoned");
+    assert_eq!(given.abandoned, 2);
+    let mut db = connect(&home);
+    assert_eq!(
+        number(
+            &mut db,
+            "SELECT count(*) FROM log_shards WHERE shard BETWEEN 2 AND 3 AND node = '' \
+             AND expires < now()"
+                .into()
+        ),
+        2,
+        "free again"
+    );
+    lease::acquire(&mut db, 2, "node", "http://node", false).expect("taken at once");
+    assert_eq!(batches(&home).len(), 3, "kept where they were");
+    // Nothing left to abandon: the range is kept there.
+    match move_range(&settings, &shards_2_3(&home)) {
+        Err(OpenError::ShardMap(why)) => assert!(why.contains("keeps them already"), "{why}"),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn a_log_with_a_gap_is_not_moved_nor_its_leases_taken() {
+    let (Some(home), Some(target)) = (database(), elsewhere()) else {
+        return;
+    };
+    let settings = home_with(
+        &home,
+        "INSERT INTO log_batches (shard, first_lsn, last_lsn, epoch, records) \
+         VALUES (3, 0, 0, 1, '\\x01'), (3, 2, 2, 1, '\\x02')",
+    );
+    match move_range(&settings, &shards_2_3(&target)) {
+        Err(OpenError::ShardMap(why)) => {
+            assert!(
+                why.contains("shard 3's log has a gap before record 2"),
+                "{why}"
+            )
+        }
+        other => panic!("moved: {other:?}"),
+    }
+    let mut db = connect(&home);
+    assert_eq!(
+        number(
+            &mut db,
+            "SELECT count(*) FROM log_shards WHERE shard BETWEEN 2 AND 3 AND node = ''".into()
+        ),
+        2,
+        "the leases untouched"
+    );
+}
