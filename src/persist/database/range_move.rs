@@ -125,9 +125,27 @@ pub fn move_range(settings: &Settings, to: &Placed) -> Result<Moved, OpenError> 
     let (Ok(first), Ok(last)) = (i32::try_from(to.first), i32::try_from(to.last)) else {
         return Err(refused(to, "no database has that many shards"));
     };
-    let range = (first, last);
     let mut home = Session::new(config(&settings.url).map_err(OpenError::Url)?);
-    let found = runtime.block_on(read_home(&mut home))?;
+    // One move at a time: held by the home's connection until the move ends (or the
+    // connection does).
+    if !runtime.block_on(lock_moves(&mut home, true))? {
+        return Err(refused(to, "another move of shards runs on this home"));
+    }
+    let moved = move_alone(&runtime, (settings, to), &mut home, (first, last));
+    if let Err(error) = runtime.block_on(lock_moves(&mut home, false)) {
+        tracing::debug!(%error, "the move's lock is left to its connection's end");
+    }
+    moved
+}
+
+/// `move_range`, with the home's lock on moves held through `home`.
+fn move_alone(
+    runtime: &tokio::runtime::Runtime,
+    (settings, to): (&Settings, &Placed),
+    home: &mut Session,
+    range: (i32, i32),
+) -> Result<Moved, OpenError> {
+    let found = runtime.block_on(read_home(home))?;
     let source = source_of(&found, range, to, &settings.placed)?;
     if let Some(url) = found.live.first() {
         return Err(refused(
@@ -146,11 +164,9 @@ pub fn move_range(settings: &Settings, to: &Placed) -> Result<Moved, OpenError> 
         Source::Placed { name, .. } => name.as_str(),
     };
     if target_name.as_deref() == Some(source_name) {
-        // Where the range is kept: a move of it cut short is abandoned, its leases given back.
-        let mut kept = match &source {
-            Source::Home => home.sibling(),
-            Source::Placed { url, .. } => Session::new(config(url).map_err(OpenError::Url)?),
-        };
+        // Where the range is kept: a move of it cut short is abandoned, its leases given back
+        // in the database just found by name to be the one the home records.
+        let mut kept = Session::new(target_config);
         return match runtime.block_on(abandon(&mut kept, range))? {
             0 => Err(refused(to, "that database keeps them already")),
             given => Ok(Moved {
@@ -166,11 +182,11 @@ pub fn move_range(settings: &Settings, to: &Placed) -> Result<Moved, OpenError> 
         let mut from = Session::new(config(url).map_err(OpenError::Url)?);
         let leases = runtime.block_on(fence(&mut from, range, &source))?;
         let into = Destination::Home { placed: name };
-        let moved = runtime.block_on(copy(&mut from, &mut home, range, &leases, into))?;
+        let moved = runtime.block_on(copy(&mut from, home, range, &leases, into))?;
         return Ok(Moved {
             from: shown(url),
             home: true,
-            left: forget(&runtime, &mut from, range),
+            left: forget(runtime, &mut from, range),
             ..moved
         });
     }
@@ -203,28 +219,28 @@ pub fn move_range(settings: &Settings, to: &Placed) -> Result<Moved, OpenError> 
     let leases = runtime.block_on(fence(&mut from, range, &source))?;
     let into = Destination::Placed;
     let moved = runtime.block_on(copy(&mut from, &mut target, range, &leases, into))?;
-    runtime.block_on(record(&mut home, range, &source, &made.database))?;
-    let (from, left) = match &source {
-        Source::Home => (shown(&settings.url), None),
-        Source::Placed { url, .. } => (shown(url), forget(&runtime, &mut from, range)),
-    };
+    runtime.block_on(record(home, range, (&source, &leases), &made.database))?;
     Ok(Moved {
-        from,
-        left,
+        from: match &source {
+            Source::Home => shown(&settings.url),
+            Source::Placed { url, .. } => shown(url),
+        },
+        left: forget(runtime, &mut from, range),
         ..moved
     })
 }
 
 /// Drops the range's rows but its leases from the database it moved out of, which is never
-/// read for them again: the leases stay held, so that no node leads the range there. Says why
-/// if they were left.
+/// read for them again: the home drops its leases of the range as it records the move, a
+/// range's database keeps them held, so that no node leads the range there. Says why if
+/// they were left.
 fn forget(
     runtime: &tokio::runtime::Runtime,
     from: &mut Session,
     range: (i32, i32),
 ) -> Option<String> {
     runtime
-        .block_on(drop_rows(from, range, false))
+        .block_on(drop_rows(from, range))
         .err()
         .map(|error| error.to_string())
 }
@@ -299,6 +315,20 @@ fn source_of(
         url,
         name: name.clone(),
     })
+}
+
+/// The advisory lock a move holds in the home while it runs, on its connection.
+const MOVE_LOCK: i64 = schema::STARTS_LOCK + 1;
+
+/// Takes (if `take`: whether it was free) or lets go of the lock only one move at a time holds.
+async fn lock_moves(home: &mut Session, take: bool) -> Result<bool, OpenError> {
+    let client = connected(home).await?;
+    let statement = match take {
+        true => "SELECT pg_try_advisory_lock($1)",
+        false => "SELECT pg_advisory_unlock($1)",
+    };
+    let row = within("locking moves", client.query_one(statement, &[&MOVE_LOCK])).await?;
+    Ok(row.get(0))
 }
 
 /// Waits for a statement's answer, at most `STATEMENT`.
@@ -465,15 +495,21 @@ async fn fence(
             )));
         }
     }
-    // With the lease rows locked, no insert commits meanwhile. A gap would be read in the
+    // With the lease rows locked, no insert commits meanwhile. A gap (between batches, or
+    // between the snapshot the log starts from and its first batch) would be read in the
     // copy, whose rows share one transaction, as a torn tail and cut rather than refused.
     let gap = within(
         "reading the log",
         tx.query_opt(
-            "SELECT shard, first_lsn FROM (SELECT shard, first_lsn, \
-             lag(last_lsn) OVER (PARTITION BY shard ORDER BY first_lsn) AS before \
-             FROM log_batches WHERE shard BETWEEN $1 AND $2) AS batches \
-             WHERE first_lsn <> before + 1 ORDER BY shard, first_lsn LIMIT 1",
+            "SELECT b.shard, b.first_lsn FROM (SELECT shard, first_lsn, \
+             lag(last_lsn) OVER w AS before, row_number() OVER w AS n \
+             FROM log_batches WHERE shard BETWEEN $1 AND $2 \
+             WINDOW w AS (PARTITION BY shard ORDER BY first_lsn)) AS b \
+             JOIN log_shards l ON l.shard = b.shard \
+             LEFT JOIN log_snapshots s ON s.id = l.snapshot \
+             WHERE (b.n = 1 AND b.first_lsn > coalesce(s.first_lsn, 0)) \
+             OR (b.n > 1 AND b.first_lsn <> b.before + 1) \
+             ORDER BY b.shard, b.first_lsn LIMIT 1",
             &[&first, &last],
         ),
     )
@@ -540,7 +576,7 @@ async fn copy(
         hold_starts(&tx).await?;
     }
     // What a try cut short before the home recorded it copied here.
-    drop_rows_in(&tx, (first, last), false).await?;
+    drop_rows_in(&tx, (first, last)).await?;
     for lease in leases {
         // A range's database has a free row for each of its shards; the home none for a range
         // kept elsewhere.
@@ -730,7 +766,7 @@ async fn abandon(kept: &mut Session, (first, last): (i32, i32)) -> Result<u64, O
 async fn record(
     home: &mut Session,
     (first, last): (i32, i32),
-    source: &Source,
+    (source, leases): (&Source, &[Lease]),
     target: &str,
 ) -> Result<(), OpenError> {
     let client = connected(home).await?;
@@ -738,12 +774,17 @@ async fn record(
     hold_starts(&tx).await?;
     match source {
         Source::Home => {
+            // Held still by this move, at the epochs it took: copied as no node changed them.
+            let shards: Vec<i32> = leases.iter().map(|lease| lease.shard).collect();
+            let epochs: Vec<i64> = leases.iter().map(|lease| lease.epoch).collect();
             let held: i64 = within(
                 "recording the move",
                 tx.query_one(
-                    "SELECT count(*) FROM (SELECT 1 FROM log_shards WHERE shard BETWEEN $1 AND $2 \
-                     AND node = $3 FOR UPDATE) AS held",
-                    &[&first, &last, &MOVER],
+                    "SELECT count(*) FROM (SELECT 1 FROM log_shards l, \
+                     unnest($1::integer[], $2::bigint[]) AS t(shard, epoch) \
+                     WHERE l.shard = t.shard AND l.epoch = t.epoch AND l.node = $3 \
+                     FOR UPDATE OF l) AS held",
+                    &[&shards, &epochs, &MOVER],
                 ),
             )
             .await?
@@ -763,7 +804,16 @@ async fn record(
                 ),
             )
             .await?;
-            drop_rows_in(&tx, (first, last), true).await?;
+            // The leases go with the record; the rest of the rows after it (`forget`), as they
+            // may take long and are never read again.
+            within(
+                "recording the move",
+                tx.execute(
+                    "DELETE FROM log_shards WHERE shard BETWEEN $1 AND $2",
+                    &[&first, &last],
+                ),
+            )
+            .await?;
         }
         Source::Placed { name, .. } => {
             let updated = within(
@@ -797,39 +847,24 @@ async fn hold_starts(tx: &tokio_postgres::Transaction<'_>) -> Result<(), OpenErr
     .map(|_| ())
 }
 
-/// Drops the range's rows from the database `session` is connected to (its leases too if
-/// `leases`).
-async fn drop_rows(
-    session: &mut Session,
-    range: (i32, i32),
-    leases: bool,
-) -> Result<(), OpenError> {
+/// Drops the range's rows but its leases from the database `session` is connected to.
+async fn drop_rows(session: &mut Session, range: (i32, i32)) -> Result<(), OpenError> {
     let client = connected(session).await?;
     let tx = within("dropping the moved rows", client.transaction()).await?;
-    drop_rows_in(&tx, range, leases).await?;
+    drop_rows_in(&tx, range).await?;
     within("dropping the moved rows", tx.commit()).await
 }
 
 async fn drop_rows_in(
     tx: &tokio_postgres::Transaction<'_>,
     (first, last): (i32, i32),
-    leases: bool,
 ) -> Result<(), OpenError> {
-    let tables: &[&str] = match leases {
-        true => &[
-            "log_batches",
-            "log_epochs",
-            "log_snapshot_chunks",
-            "log_snapshots",
-            "log_shards",
-        ],
-        false => &[
-            "log_batches",
-            "log_epochs",
-            "log_snapshot_chunks",
-            "log_snapshots",
-        ],
-    };
+    let tables = [
+        "log_batches",
+        "log_epochs",
+        "log_snapshot_chunks",
+        "log_snapshots",
+    ];
     for table in tables {
         within_for(
             DROP_ROWS,

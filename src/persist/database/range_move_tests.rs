@@ -199,21 +199,26 @@ fn a_log_with_a_gap_is_not_moved_nor_its_leases_taken() {
     let (Some(home), Some(target)) = (database(), elsewhere()) else {
         return;
     };
+    // Between two batches of shard 3 (one of several records before them), then in shard 2
+    // between the start of a log with no snapshot and its first batch.
     let settings = home_with(
         &home,
         "INSERT INTO log_batches (shard, first_lsn, last_lsn, epoch, records) \
-         VALUES (3, 0, 0, 1, '\\x01'), (3, 2, 2, 1, '\\x02')",
+         VALUES (3, 0, 1, 1, '\\x01'), (3, 2, 2, 1, '\\x02'), (3, 4, 4, 1, '\\x04')",
     );
-    match move_range(&settings, &shards_2_3(&target)) {
-        Err(OpenError::ShardMap(why)) => {
-            assert!(
-                why.contains("shard 3's log has a gap before record 2"),
-                "{why}"
-            )
-        }
+    let refused = |gap: &str| match move_range(&settings, &shards_2_3(&target)) {
+        Err(OpenError::ShardMap(why)) => assert!(why.contains(gap), "{why}"),
         other => panic!("moved: {other:?}"),
-    }
+    };
+    refused("shard 3's log has a gap before record 4");
     let mut db = connect(&home);
+    sql(&mut db, "DELETE FROM log_batches WHERE shard = 3");
+    sql(
+        &mut db,
+        "INSERT INTO log_batches (shard, first_lsn, last_lsn, epoch, records) \
+         VALUES (2, 5, 5, 1, '\\x05')",
+    );
+    refused("shard 2's log has a gap before record 5");
     assert_eq!(
         number(
             &mut db,
@@ -222,4 +227,35 @@ fn a_log_with_a_gap_is_not_moved_nor_its_leases_taken() {
         2,
         "the leases untouched"
     );
+}
+
+#[test]
+fn a_move_run_again_once_finished_touches_neither_database() {
+    let (Some(home), Some(first), Some(second)) = (database(), elsewhere(), elsewhere()) else {
+        return;
+    };
+    let settings = home_with(&home, BATCHES);
+    move_range(&settings, &shards_2_3(&first)).expect("moved out of the home");
+    let on = Settings {
+        placed: vec![shards_2_3(&first)],
+        ..settings
+    };
+    move_range(&on, &shards_2_3(&second)).expect("moved on");
+    // The same command again: the home records the second, which keeps the range; the first
+    // keeps its leases held for good.
+    match move_range(&on, &shards_2_3(&second)) {
+        Err(OpenError::ShardMap(why)) => assert!(why.contains("keeps them already"), "{why}"),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(
+        number(
+            &mut connect(&first),
+            "SELECT count(*) FROM log_shards WHERE node = 'orderly --move-shards' \
+             AND expires > now()"
+                .into()
+        ),
+        2,
+        "still held where the range moved from"
+    );
+    assert_eq!(batches(&second).len(), 3);
 }
