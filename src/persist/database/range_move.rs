@@ -1,17 +1,19 @@
 //! Moving a range of shards between databases (`--move-shards FIRST-LAST=URL`), with every
 //! node stopped, so that a cluster begun on one database can spread over more (or come back).
 //!
-//! 1. The range's leases are taken in the database that keeps the range now (the home, or
-//!    the database a range was placed in before), each with a new epoch and for a century: a
-//!    node still leading one is fenced off (its inserts and snapshots name the old epoch), and
-//!    no node takes them again there.
+//! 1. With a lock in the home (one move at a time) and no node announced there within a
+//!    lease, the range's leases are taken in the database that keeps the range now (the home,
+//!    or the database a range was placed in before), each with a new epoch and for a century:
+//!    a node still leading one is fenced off (its inserts and snapshots name the old epoch),
+//!    and no node takes them again there. A log with a gap is refused first.
 //! 2. The range's rows (leases, batches, epochs, snapshots and their chunks) are copied into
 //!    the new database in one transaction, which first makes its tables as a node would for
 //!    a placed range.
 //! 3. The home records the new database as the range's keeper; where the home kept the range
-//!    itself, the same transaction drops its rows. A range kept in another database before
-//!    leaves its leases there, held, and loses its other rows. A range moved back into the
-//!    home is copied there and its record dropped in one transaction of the home's.
+//!    itself, the same transaction drops its leases of it. The range's other rows are dropped
+//!    after, where it was kept; a database a range was placed in before keeps its leases,
+//!    held. A range moved back into the home is copied there and its record dropped in one
+//!    transaction of the home's.
 //!
 //! Nothing is committed in two databases at once, nor needs to be: the range's leases, held
 //! by the move, keep every node off it until the home's record says where it is, so a move
@@ -31,6 +33,9 @@ use super::{OpenError, Settings};
 /// Who holds a range's leases while it moves, and for good where it moved from: until a
 /// century from the move, a time nodes can subtract from now (they cannot from `infinity`).
 const MOVER: &str = "orderly --move-shards";
+
+/// The advisory lock a move holds in the home while it runs, on its connection.
+const MOVE_LOCK: i64 = schema::STARTS_LOCK + 1;
 
 /// Longest one statement of the move is waited for.
 const STATEMENT: Duration = Duration::from_secs(60);
@@ -316,9 +321,6 @@ fn source_of(
         name: name.clone(),
     })
 }
-
-/// The advisory lock a move holds in the home while it runs, on its connection.
-const MOVE_LOCK: i64 = schema::STARTS_LOCK + 1;
 
 /// Takes (if `take`: whether it was free) or lets go of the lock only one move at a time holds.
 async fn lock_moves(home: &mut Session, take: bool) -> Result<bool, OpenError> {
