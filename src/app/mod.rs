@@ -169,8 +169,9 @@ fn offline_settings(
     }
 }
 
-/// `--move-shards FIRST-LAST=URL`: moves a range of shards into a database of its own; `None`
-/// when not asked for. Says what it moved and how the nodes are to be started.
+/// `--move-shards FIRST-LAST=URL`: moves a range of shards into another database (or back
+/// into the home); `None` when not asked for. Says what it moved and how the nodes are to be
+/// started.
 pub async fn move_shards(config: &Config) -> Option<std::io::Result<String>> {
     use crate::persist::database::shard_map::shown;
     let to = config.move_shards.clone()?;
