@@ -29,6 +29,8 @@ pub(super) struct Built {
     pub standby: Option<crate::http::standby::Forwarding>,
     /// Where requests for shards another node leads go, when some are.
     pub by_shard: Option<crate::http::standby::Forwarding>,
+    /// On a database: what the home lists this generation by among the live nodes.
+    pub announcement: Option<crate::persist::database::lease::Announcement>,
 }
 
 /// Opens the data directory (recovering the engine from it) unless ephemeral, builds the
@@ -197,6 +199,7 @@ pub(super) fn serve_engines(
         cluster: None,
         standby: None,
         by_shard: None,
+        announcement: None,
     })
 }
 

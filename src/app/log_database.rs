@@ -40,6 +40,9 @@ pub struct Waiting {
     snapshot_after: u64,
     /// Each shard's lease's epoch, once this node leads it.
     epochs: Epochs,
+    /// Held by an ask for the lease under way (which announces this node): one that outlives
+    /// the promotion, aborted as the generation stops, is waited for through it.
+    pub asking: Arc<tokio::sync::Mutex<()>>,
 }
 
 /// The epoch of this node's lease on each shard, shard n's at index n (0 until it leads).
@@ -298,6 +301,7 @@ async fn build_once(
     .await
     .map_err(std::io::Error::other)?;
     let (prepared, asked) = prepared.map_err(std::io::Error::other)?;
+    let announcement = prepared[0].announcement();
     // Each shard's tenure, which its lease keeps once this node leads it.
     let tenures: Vec<_> = prepared.iter().map(|p| p.tenure.clone()).collect();
     let log_writers: Vec<_> = prepared.iter().map(|p| p.log_writer.clone()).collect();
@@ -358,6 +362,7 @@ async fn build_once(
             built.lease = leases;
             built.cluster = Some(status);
             built.standby = Some(standby);
+            built.announcement = announcement;
             return Ok((built, None));
         }
         Asked::Held { url, epoch, .. } => (url, epoch),
@@ -402,6 +407,7 @@ async fn build_once(
         databases(node),
     ));
     built.standby = Some(standby.clone());
+    built.announcement = announcement;
     let waiting = Waiting {
         prepared,
         engines,
@@ -410,6 +416,7 @@ async fn build_once(
         own_url,
         snapshot_after: config.snapshot_after,
         epochs,
+        asking: Default::default(),
     };
     Ok((built, Some(waiting)))
 }
@@ -557,7 +564,9 @@ pub async fn promote(mut waiting: Waiting, service: Arc<Service>, started: Arc<S
             return false;
         }
         let url = waiting.own_url.clone();
+        let asking = waiting.asking.clone().lock_owned().await;
         let Ok((prepared, asked)) = tokio::task::spawn_blocking(move || {
+            let _asking = asking;
             let asked = prepared[0].ask(&url);
             (prepared, asked)
         })

@@ -272,6 +272,8 @@ pub struct App {
     lease: Vec<Arc<crate::persist::database::Keeper>>,
     /// A standby's way to leadership (`--storage`, the lease held by another node).
     waiting: Option<log_database::Waiting>,
+    /// On a database: what the home lists this node by among the live nodes.
+    announcement: Option<crate::persist::database::lease::Announcement>,
     standby: Option<crate::http::standby::Forwarding>,
     /// Where requests for shards another node leads go, when some are.
     by_shard: Option<crate::http::standby::Forwarding>,
@@ -458,6 +460,7 @@ impl App {
             by_shard,
             spread,
             waiting,
+            announcement: built.announcement,
             node,
             limits,
             body,
@@ -506,6 +509,7 @@ impl App {
             by_shard: self.by_shard.clone(),
             spread: self.spread,
             waiting: self.waiting,
+            announcement: self.announcement,
         };
         let Some(node) = self.node else {
             let service = generation.service.clone();

@@ -96,6 +96,7 @@ pub(super) async fn build(
     .map_err(std::io::Error::other)?;
     let mut first = first.map_err(std::io::Error::other)?;
     let opener = first.0[0].opener();
+    let announcement = first.0[0].announcement();
     // A generation after the first leads by the reading its predecessor gave way on, while the
     // live nodes are still those it names (the database slow to answer, they may not be).
     let now = survey.seen().borrow().clone();
@@ -180,6 +181,7 @@ pub(super) async fn build(
     built.cluster = Some(status);
     built.standby = Some(standby.clone());
     built.by_shard = Some(standby.clone());
+    built.announcement = announcement;
     let spread = Spread {
         survey,
         own_url,

@@ -19,6 +19,7 @@ use super::spread::Spread;
 use super::started::Started;
 use crate::http::server::ServerLimits;
 use crate::http::standby::Forwarding;
+use crate::persist::database::lease::Announcement;
 use crate::persist::database::Keeper;
 use crate::persist::snapshot::Snapshotter;
 use crate::service::Service;
@@ -47,6 +48,7 @@ pub struct Generation {
     /// A node leading its share of its database's shards: what tells it to start over.
     pub spread: Option<Spread>,
     pub waiting: Option<Waiting>,
+    pub announcement: Option<Announcement>,
 }
 
 /// A node's next generation on its database: leading every shard or standing by
@@ -76,6 +78,7 @@ impl Generation {
             by_shard: built.by_shard,
             spread,
             waiting,
+            announcement: built.announcement,
         }
     }
 }
@@ -91,6 +94,9 @@ struct Running {
     spoiled: Vec<tokio::sync::watch::Receiver<bool>>,
     standby: Option<Forwarding>,
     spread: Option<Spread>,
+    /// Taken back once the generation has stopped, after the ask for the lease a standby's
+    /// promotion had under way (`Waiting::asking`).
+    announcement: Option<(Announcement, Option<Arc<tokio::sync::Mutex<()>>>)>,
     began: std::time::Instant,
 }
 
@@ -101,6 +107,7 @@ impl Running {
         service.metrics.generations.inc();
         let started = Arc::new(Started::default());
         let standby = generation.standby;
+        let asking = generation.waiting.as_ref().map(|w| w.asking.clone());
         let spoiled = (generation.waiting.iter())
             .flat_map(|w| w.following.iter().map(|f| f.spoiled.subscribe()))
             .collect();
@@ -129,6 +136,7 @@ impl Running {
             spoiled,
             standby,
             spread,
+            announcement: (generation.announcement).map(|announced| (announced, asking)),
             began: std::time::Instant::now(),
         }
     }
@@ -139,6 +147,15 @@ impl Running {
             let _ = promotion.await;
         }
         self.started.stop(&self.service).await;
+        // Once its leases are given up, so the others list it no more than they must; after
+        // an ask for the lease still under way, which would announce it again.
+        if let Some((announcement, asking)) = self.announcement {
+            let _asked = match &asking {
+                Some(asking) => Some(asking.lock().await),
+                None => None,
+            };
+            announcement.take_back().await;
+        }
     }
 }
 
@@ -192,6 +209,10 @@ async fn steward(
         let pause = tokio::select! {
             _ = until(&mut finished) => {
                 running.stop().await;
+                // Gone from the others' readings once the server has stopped, not after.
+                if let Some(survey) = node.survey.clone() {
+                    let _ = tokio::task::spawn_blocking(move || survey.stop()).await;
+                }
                 return;
             }
             _ = spread_moved(&mut running.spread) => {

@@ -1133,8 +1133,8 @@ fn a_leader_says_whether_a_database_failover_could_lose_what_it_acknowledged() {
 }
 
 /// Every node announces itself in the database about every second: each lists the live
-/// nodes, itself among them, and a node that stops is gone from the list within a lease's
-/// length of its last announcement.
+/// nodes, itself among them. A node that stops takes its announcement back as it stops (a
+/// standby and a leader alike), so the others' next readings leave it out.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_node_lists_the_live_nodes_and_forgets_one_that_stopped() {
     let Some(url) = common::fresh_database().await else {
@@ -1163,14 +1163,22 @@ async fn every_node_lists_the_live_nodes_and_forgets_one_that_stopped() {
     };
     lists(&first.server, serde_json::json!(both)).await;
     lists(&second.server, serde_json::json!(both)).await;
-    let stopped = Instant::now();
+    let announced = |url: String| {
+        let home = config.storage.clone().expect("a database");
+        async move {
+            let client = database(&home).await;
+            let row = (client.query_one("SELECT count(*) FROM log_nodes WHERE url = $1", &[&url]))
+                .await
+                .expect("counted");
+            row.get::<_, i64>(0)
+        }
+    };
+    // The standby, asking for the lease each second, and announcing itself as it asks.
+    let (first_url, second_url) = (first.server.url(), second.server.url());
+    assert_eq!(announced(second_url.clone()).await, 1);
     second.stop().await;
-    lists(&first.server, serde_json::json!([first.server.url()])).await;
-    // Not at once: a node that misses an announcement or two is still alive.
-    assert!(
-        stopped.elapsed() >= orderly::persist::database::lease::LEASE / 2,
-        "{:?}",
-        stopped.elapsed()
-    );
+    assert_eq!(announced(second_url).await, 0, "taken back");
+    lists(&first.server, serde_json::json!([first_url])).await;
     first.stop().await;
+    assert_eq!(announced(first_url).await, 0, "the leader's too");
 }

@@ -54,18 +54,16 @@ fn move_to(home: &str, to: &str, from: Option<&str>) -> (bool, String) {
     run(&args)
 }
 
-/// Stops `node`, and ages its announcement in the home as the lease's 5 s would, so that a
-/// move need not wait for it.
+/// Stops `node`, which takes its announcements in the home back as it stops: a move right
+/// after need not wait a lease for them to age.
 async fn stop(node: Stoppable, home: &str) {
     node.stop().await;
-    database(home)
-        .await
-        .execute(
-            "UPDATE log_nodes SET seen = now() - interval '1 minute'",
-            &[],
-        )
-        .await
-        .expect("aged");
+    let client = database(home).await;
+    let left = (client
+        .query_one("SELECT count(*) FROM log_nodes", &[])
+        .await)
+        .expect("counted");
+    assert_eq!(left.get::<_, i64>(0), 0, "every announcement taken back");
 }
 
 /// How many rows of `table` the database at `url` holds for shards 2 and 3.

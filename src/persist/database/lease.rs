@@ -161,6 +161,40 @@ impl Nodes {
     }
 }
 
+/// Longest a node stopping waits to take its announcement back: left to age past it.
+const TAKE_BACK_WAIT: Duration = Duration::from_secs(2);
+
+/// A generation's announcement in the home database: its name there, by which the home lists
+/// it among the live nodes while it announces itself (`Nodes::announce`).
+pub struct Announcement {
+    pub(super) home: tokio_postgres::Config,
+    pub(super) node: String,
+}
+
+impl Announcement {
+    /// Takes the announcement back, as the generation that made it stops: the others' next
+    /// readings leave it out, rather than after a lease's length, and a move of shards need
+    /// not wait for it. A connection of its own, one statement, at most `TAKE_BACK_WAIT`; one
+    /// that fails leaves the announcement to age.
+    pub async fn take_back(self) {
+        let mut session = super::connection::Session::new(self.home);
+        let node = self.node;
+        let forgetting = async {
+            let client = session.connected().await.map_err(|failed| failed.cause)?;
+            (client
+                .execute("DELETE FROM log_nodes WHERE node = $1", &[&node])
+                .await)
+                .map_err(|error| super::connection::describe(&error))
+        };
+        let cause = match tokio::time::timeout(TAKE_BACK_WAIT, forgetting).await {
+            Ok(Ok(_)) => return,
+            Ok(Err(cause)) => cause,
+            Err(_) => format!("no answer within {} s", TAKE_BACK_WAIT.as_secs()),
+        };
+        tracing::debug!(%cause, "this node's announcement is left to age");
+    }
+}
+
 /// How long to wait before asking for a lease `holder` holds again: until it would lapse, at
 /// most a second.
 pub fn retry_after(holder: &Holder) -> Duration {

@@ -275,6 +275,15 @@ impl ReadyDatabase {
         }
     }
 
+    /// What the home lists this node by while it announces itself (none for a state moved
+    /// in or out, which never does), to take back when the generation stops.
+    pub fn announcement(&self) -> Option<lease::Announcement> {
+        self.serving.then(|| lease::Announcement {
+            home: self.sites.sites[0].config.clone(),
+            node: self.node.clone(),
+        })
+    }
+
     /// The shard whose log this is.
     pub fn shard(&self) -> u32 {
         self.shard as u32

@@ -157,7 +157,7 @@ fn move_alone(
             to,
             &format!(
                 "the node at {url} announced itself within the last 5 s: stop every node \
-                 before moving shards (a stopped node's announcement ages within 5 s)"
+                 before moving shards (a node killed rather than stopped is forgotten 5 s after)"
             ),
         ));
     }

@@ -63,7 +63,7 @@ impl Seen {
 
 /// The thread reading, and what it read last.
 pub struct Survey {
-    _thread: Thread<()>,
+    thread: Thread<()>,
     seen: tokio::sync::watch::Receiver<Option<Arc<Seen>>>,
     /// The name this node announces itself by here.
     name: String,
@@ -130,11 +130,14 @@ impl Survey {
                 }
             }
         })?;
-        Ok(Survey {
-            _thread: thread,
-            seen,
-            name,
-        })
+        Ok(Survey { thread, seen, name })
+    }
+
+    /// Stops reading and takes this node's announcement back, waiting until it has (a few
+    /// seconds at most, a statement's bound): blocks. Dropped without it, the survey stops at
+    /// its next look, in the background.
+    pub fn stop(&self) {
+        self.thread.stop();
     }
 
     /// The name this node announces itself by (`Seen::names`).
