@@ -15,6 +15,7 @@ use tokio::sync::Notify;
 
 use super::engine_service::{serve_engines, Built, Others};
 use super::log_database::{databases, led_parts, said_leading, settings, Node, OffThread};
+use super::started::{close_logs, LedLog};
 use crate::backend::OtherNodes;
 use crate::clock::Clock;
 use crate::engine::shard::Shard;
@@ -29,14 +30,6 @@ use crate::service::cluster::{ClusterState, ClusterStatus, ShardLog};
 
 /// Longest a generation waits for two readings of the nodes that agree.
 const FIRST_READING: Duration = Duration::from_secs(10);
-
-/// The log of a shard a generation leads, its snapshots and its engine.
-struct LedLog {
-    shard: u32,
-    log_writer: Arc<crate::persist::writer::LogWriter>,
-    snapshotter: Arc<crate::persist::snapshot::Snapshotter>,
-    engine: Arc<Engine<Notify>>,
-}
 
 /// The logs of the shards a generation leads now, in order: fewer once it hands some off.
 type LedLogs = Arc<std::sync::Mutex<Vec<LedLog>>>;
@@ -698,49 +691,19 @@ async fn stop_serving(
     Ok(gone)
 }
 
-/// Closes `logs` as `close_logs` does (off the runtime: it blocks), then leaves them out of the
-/// generation, which holds their engines no more. Logs not closed (the close panicked, or the
-/// node stopped meanwhile) are left to the generation, which closes them as it stops.
+/// Closes `logs` and leaves them out of the generation (`Started::let_go`); with no work
+/// started yet, closes them alone.
 async fn close_and_leave(
     spread: &Spread,
     logs: Vec<LedLog>,
     give_up: impl FnOnce(&[u32]) -> Vec<bool> + Send + 'static,
 ) -> Result<Vec<(u32, bool)>, String> {
-    let closing: Vec<_> = logs.iter().map(|log| log.snapshotter.clone()).collect();
-    let closed = tokio::task::spawn_blocking(move || close_logs(&logs, give_up))
-        .await
-        .map_err(|error| error.to_string())?;
-    if let Some(started) = &spread.started {
-        for snapshotter in &closing {
-            started.remove_log(snapshotter);
-        }
+    match &spread.started {
+        Some(started) => started.let_go(logs, give_up).await,
+        None => tokio::task::spawn_blocking(move || close_logs(&logs, give_up))
+            .await
+            .map_err(|error| error.to_string()),
     }
-    Ok(closed)
-}
-
-/// Ends the snapshots of `logs` (one under way first), gives the shards' leases up with
-/// `give_up` (all at once; it says of each whether it was this node's to give up), and closes
-/// the logs; answers what `give_up` said of each shard. Blocking.
-fn close_logs(logs: &[LedLog], give_up: impl FnOnce(&[u32]) -> Vec<bool>) -> Vec<(u32, bool)> {
-    for log in logs {
-        log.snapshotter.finish();
-    }
-    let shards: Vec<u32> = logs.iter().map(|log| log.shard).collect();
-    let said = give_up(&shards).into_iter().chain(std::iter::repeat(false));
-    let given_up: Vec<(u32, bool)> = shards.iter().copied().zip(said).collect();
-    // Closed once failed: the writer ends, with the connection it holds.
-    for log in logs {
-        log.snapshotter.close();
-    }
-    // Requests under way on a shard let go of may hold its engine a while yet (the router
-    // holds it no more); its messages are let go of now, once its log refuses every change
-    // (so this reaches no log).
-    for (log, (_, given_up)) in logs.iter().zip(&given_up) {
-        if *given_up && log.log_writer.failed() {
-            log.engine.reset_messages();
-        }
-    }
-    given_up
 }
 
 /// How `GET /_orderly/cluster` reads a node leading its share: `leader` while it leads a shard,

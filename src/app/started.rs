@@ -3,9 +3,21 @@
 use std::future::Future;
 use std::sync::Arc;
 
+use tokio::sync::Notify;
+
+use crate::engine::Engine;
 use crate::persist::snapshot::Snapshotter;
+use crate::persist::writer::LogWriter;
 use crate::service::Service;
 use crate::worker::Workers;
+
+/// The log of a shard a generation leads, its snapshots and its engine.
+pub(super) struct LedLog {
+    pub shard: u32,
+    pub log_writer: Arc<LogWriter>,
+    pub snapshotter: Arc<Snapshotter>,
+    pub engine: Arc<Engine<Notify>>,
+}
 
 /// The work a serving node runs beside requests, started at once or when a standby comes to
 /// lead, and stopped in order when the server stops.
@@ -73,9 +85,29 @@ impl Started {
 
     /// Leaves out the snapshots of a log handed off or let go of (`snapshotter`, finished and
     /// closed by whoever let go of it): the generation no longer holds its engine.
-    pub(super) fn remove_log(&self, snapshotter: &Arc<Snapshotter>) {
+    fn remove_log(&self, snapshotter: &Arc<Snapshotter>) {
         let mut snapshots = self.snapshots.lock().unwrap_or_else(|p| p.into_inner());
         snapshots.retain(|kept| !Arc::ptr_eq(kept, snapshotter));
+    }
+
+    /// Lets go of `logs`, shards handed off or taken away: closes them as `close_logs` does
+    /// (off the runtime: it blocks), then leaves their snapshots out, so that the generation
+    /// holds their engines no more; answers what `give_up` said of each shard. Logs not closed
+    /// (the close panicked, or the node stopped meanwhile) are left to the generation, which
+    /// closes them as it stops.
+    pub(super) async fn let_go(
+        &self,
+        logs: Vec<LedLog>,
+        give_up: impl FnOnce(&[u32]) -> Vec<bool> + Send + 'static,
+    ) -> Result<Vec<(u32, bool)>, String> {
+        let closing: Vec<_> = logs.iter().map(|log| log.snapshotter.clone()).collect();
+        let closed = tokio::task::spawn_blocking(move || close_logs(&logs, give_up))
+            .await
+            .map_err(|error| error.to_string())?;
+        for snapshotter in &closing {
+            self.remove_log(snapshotter);
+        }
+        Ok(closed)
     }
 
     /// Watches `keeper` too (a node that led no shard took one), and gives its leases up when
@@ -147,6 +179,34 @@ impl Started {
     }
 }
 
+/// Ends the snapshots of `logs` (one under way first), gives the shards' leases up with
+/// `give_up` (all at once; it says of each whether it was this node's to give up), and closes
+/// the logs; answers what `give_up` said of each shard. Blocking.
+pub(super) fn close_logs(
+    logs: &[LedLog],
+    give_up: impl FnOnce(&[u32]) -> Vec<bool>,
+) -> Vec<(u32, bool)> {
+    for log in logs {
+        log.snapshotter.finish();
+    }
+    let shards: Vec<u32> = logs.iter().map(|log| log.shard).collect();
+    let said = give_up(&shards).into_iter().chain(std::iter::repeat(false));
+    let given_up: Vec<(u32, bool)> = shards.iter().copied().zip(said).collect();
+    // Closed once failed: the writer ends, with the connection it holds.
+    for log in logs {
+        log.snapshotter.close();
+    }
+    // Requests under way on a shard let go of may hold its engine a while yet (the router
+    // holds it no more); its messages are let go of now, once its log refuses every change
+    // (so this reaches no log).
+    for (log, (_, given_up)) in logs.iter().zip(&given_up) {
+        if *given_up && log.log_writer.failed() {
+            log.engine.reset_messages();
+        }
+    }
+    given_up
+}
+
 /// What a leader does for a test holding it from outside (`test_hooks`): hold its logs'
 /// writes, or take a snapshot of each now; those it leads when asked.
 async fn answer_test_hooks(led: Arc<std::sync::Mutex<Vec<Arc<Snapshotter>>>>) {
@@ -184,7 +244,7 @@ mod tests {
 
     use tokio::sync::Notify;
 
-    use super::Started;
+    use super::{LedLog, Started};
     use crate::engine::Engine;
     use crate::persist::segment_log::SegmentLog;
     use crate::persist::snapshot::{SnapshotStore, Snapshotter};
@@ -204,37 +264,57 @@ mod tests {
         }
     }
 
-    /// A shard handed off leaves the generation holding nothing of its engine; one still led
-    /// is held on.
+    /// A shard handed off (or taken away) is closed, its lease given up as the hand-off says,
+    /// and leaves the generation holding nothing of its engine; one still led is held on.
     #[tokio::test]
-    async fn a_log_removed_from_the_generation_lets_its_engine_go() {
+    async fn a_log_let_go_of_is_closed_and_leaves_the_generation_its_engine() {
         let started = Started::default();
         let mut engines = Vec::new();
-        let mut snapshotters = Vec::new();
-        for _ in 0..2 {
+        let mut logs = Vec::new();
+        for shard in 0..2 {
             let (log, _) = SegmentLog::open(MemStorage::default(), 1 << 20).unwrap();
             let log_writer = LogWriter::new();
             log_writer.start(log, 1, FsyncMode::Always);
             let engine = Arc::new(Engine::new("000000000000", "us-east-1"));
             engines.push(Arc::downgrade(&engine));
-            let snapshotter = Snapshotter::new(engine, log_writer, Box::new(Nowhere), 0, 1 << 30);
+            let snapshotter = Snapshotter::new(
+                engine.clone(),
+                log_writer.clone(),
+                Box::new(Nowhere),
+                0,
+                1 << 30,
+            );
             let snapshotter = Arc::new(snapshotter);
             started.add_log(snapshotter.clone());
-            snapshotters.push(snapshotter);
+            logs.push(LedLog {
+                shard,
+                log_writer,
+                snapshotter,
+                engine,
+            });
         }
-        let kept = snapshotters.remove(1);
-        let left = snapshotters.remove(0);
-        // As a hand-off lets go of a log: its snapshot task ends, then the generation drops it.
-        left.finish();
-        started.remove_log(&left);
-        drop(left);
+        let kept = logs.pop().expect("shard 1");
+        // As a hand-off lets go of a log: the keeper fails it for good as it gives the lease up.
+        let asked = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let (asking, failing) = (asked.clone(), logs[0].log_writer.clone());
+        let closed = started.let_go(logs, move |shards| {
+            asking.lock().unwrap().extend_from_slice(shards);
+            failing.fail_for_good();
+            vec![true]
+        });
+        assert_eq!(closed.await, Ok(vec![(0, true)]));
+        assert_eq!(
+            *asked.lock().unwrap(),
+            [0],
+            "the lease given up is the shard's"
+        );
         let limit = std::time::Duration::from_secs(10);
         let gone = async {
             while engines[0].upgrade().is_some() {
                 tokio::task::yield_now().await;
             }
         };
-        (tokio::time::timeout(limit, gone).await).expect("the engine handed off was let go of");
+        (tokio::time::timeout(limit, gone).await).expect("the engine let go of is held no more");
         // Held by the generation alone now.
         drop(kept);
         assert!(
