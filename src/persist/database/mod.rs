@@ -471,20 +471,13 @@ impl ReadyDatabase {
                 1
             }
         };
-        // The commit's wait replaces the shard's own: one wait for the node's writes, not one
-        // a shard.
         let table_log = match &self.sites.sites[self.site].shared_commit {
             Some(shared) => {
-                table_log::TableLog::sharing(self.db, fence, next_lsn, inserts, shared.clone()).map(
-                    |table_log| match shared.waits() {
-                        true => table_log,
-                        false => table_log.waiting(self.batch_wait),
-                    },
-                )
+                table_log::TableLog::sharing(self.db, fence, next_lsn, inserts, shared.clone())
             }
-            None => table_log::TableLog::new(self.db, fence, next_lsn, inserts)
-                .map(|table_log| table_log.waiting(self.batch_wait)),
+            None => table_log::TableLog::new(self.db, fence, next_lsn, inserts),
         };
+        let table_log = table_log.map(|table_log| table_log.waiting(self.batch_wait));
         let table_log = match table_log {
             Ok(table_log) => table_log,
             Err(error) => {

@@ -357,3 +357,29 @@ fn a_write_kept_is_acknowledged_by_the_commit_and_one_refused_wakes_its_writer_t
     writer.close();
     refused.close();
 }
+
+/// A shard whose writes share the node's commit waits for nothing itself when that commit
+/// waits (`--database-commit-wait`), and for the batch wait when it does not; a shard's log
+/// of its own (one shard a database) waits as told. Nothing is written: no database is
+/// asked.
+#[test]
+fn a_shard_waits_for_more_writes_only_where_its_commit_does_not() {
+    let url = "postgres://nobody@127.0.0.1:1/none";
+    let fence = Fence { shard: 1, epoch: 1 };
+    let wait = Duration::from_micros(600);
+    for (commit_wait, shard_wait) in [
+        (Duration::from_micros(1000), Duration::ZERO),
+        (Duration::ZERO, wait),
+    ] {
+        let session = Session::new(config(url).expect("a URL"));
+        let shared = SharedCommit::start(session, 1, commit_wait).expect("a thread");
+        let log = TableLog::sharing(connect(url), fence, 0, 1, shared).expect("a log");
+        assert_eq!(
+            log.waiting(wait).batch_wait(),
+            shard_wait,
+            "commit wait {commit_wait:?}"
+        );
+    }
+    let alone = TableLog::new(connect(url), fence, 0, 1).expect("a log");
+    assert_eq!(alone.waiting(wait).batch_wait(), wait);
+}

@@ -147,8 +147,14 @@ impl TableLog {
         Ok(log)
     }
 
-    /// Lets a busy writer wait this long after an insert before the next (`LogSink::batch_wait`).
+    /// Lets a busy writer wait this long after an insert before the next (`LogSink::batch_wait`),
+    /// unless its writes share the node's commit and that commit waits itself
+    /// (`--database-commit-wait`): one wait for the node's writes, not one a shard besides.
     pub fn waiting(self, batch_wait: Duration) -> TableLog {
+        let batch_wait = match &self.shared {
+            Some(shared) if shared.waits() => Duration::ZERO,
+            _ => batch_wait,
+        };
         TableLog { batch_wait, ..self }
     }
 
