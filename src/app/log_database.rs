@@ -40,8 +40,9 @@ pub struct Waiting {
     snapshot_after: u64,
     /// Each shard's lease's epoch, once this node leads it.
     epochs: Epochs,
-    /// Held by an ask for the lease under way (which announces this node): one that outlives
-    /// the promotion, aborted as the generation stops, is waited for through it.
+    /// Held by an ask for the lease under way (which announces this node) and by the leading
+    /// that follows one answered: work on a blocking thread, which outlives the promotion
+    /// aborted as the generation stops, and is waited for through it.
     pub asking: Arc<tokio::sync::Mutex<()>>,
 }
 
@@ -157,12 +158,14 @@ const REST_OF_LEASES: std::time::Duration = std::time::Duration::from_secs(15);
 /// lease is `taken` already; each other's is asked for until it is free. A node leads all of a
 /// database's shards or none: shard 0's lease decides which node, and only its holder asks for
 /// the others. A standby stops each shard's follower once it has that shard's lease, so
-/// recovery reads the tail only. Blocking. On failure the leases taken are given up.
+/// recovery reads the tail only. Blocking. On failure the leases taken are given up. A
+/// generation already serving (`started`, a standby promoted) is given the keeper as soon as
+/// it renews a lease, so that a generation stopping meanwhile gives the leases up.
 fn lead_all<E: Borrow<Engine<Notify>>>(
     prepared: Vec<ReadyDatabase>,
     taken: Taken,
     engines: &[E],
-    following: &[Arc<Following>],
+    (following, started): (&[Arc<Following>], Option<&Started>),
     (clock, url): (Arc<dyn Clock>, &str),
 ) -> Result<Vec<DatabaseLog>, NotLed> {
     let mut logs: Vec<DatabaseLog> = Vec::with_capacity(prepared.len());
@@ -188,7 +191,12 @@ fn lead_all<E: Borrow<Engine<Notify>>>(
         };
         let keeper = logs.first().map(|log| log.lease.clone());
         match prepared.lead(engine.borrow(), taken, followed, (clock.clone(), keeper)) {
-            Ok(log) => logs.push(log),
+            Ok(log) => {
+                if let (Some(started), true) = (started, logs.is_empty()) {
+                    started.add_keeper(log.lease.clone());
+                }
+                logs.push(log)
+            }
             Err(error) => return give_up(&logs, NotLed::Failed(format!("shard {shard}: {error}"))),
         }
     }
@@ -315,7 +323,7 @@ async fn build_once(
             let leading = (clock.clone(), own_url.clone());
             let (mut engines, logs) = tokio::task::spawn_blocking(move || {
                 let (clock, url) = leading;
-                let logs = lead_all(prepared, taken, &engines, &[], (clock, &url));
+                let logs = lead_all(prepared, taken, &engines, (&[], None), (clock, &url));
                 (engines, logs)
             })
             .await
@@ -600,10 +608,13 @@ pub async fn promote(mut waiting: Waiting, service: Arc<Service>, started: Arc<S
     let engines = waiting.engines.clone();
     let following = waiting.following.clone();
     let leading = (service.clock.clone(), waiting.own_url.clone());
+    let (asking, keeping) = (waiting.asking.clone().lock_owned().await, started.clone());
     // Each follower stops where it stands; recovery goes on from there, reading the tail only.
     let led = tokio::task::spawn_blocking(move || {
+        let _asking = asking;
         let (clock, url) = leading;
-        lead_all(prepared, taken, &engines, &following, (clock, &url))
+        let following = (following.as_slice(), Some(keeping.as_ref()));
+        lead_all(prepared, taken, &engines, following, (clock, &url))
     })
     .await;
     let logs = match led {

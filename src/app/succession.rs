@@ -19,7 +19,7 @@ use super::spread::Spread;
 use super::started::Started;
 use crate::http::server::ServerLimits;
 use crate::http::standby::Forwarding;
-use crate::persist::database::lease::Announcement;
+use crate::persist::database::lease::{Announcement, LEASE};
 use crate::persist::database::Keeper;
 use crate::persist::snapshot::Snapshotter;
 use crate::service::Service;
@@ -94,9 +94,10 @@ struct Running {
     spoiled: Vec<tokio::sync::watch::Receiver<bool>>,
     standby: Option<Forwarding>,
     spread: Option<Spread>,
-    /// Taken back once the generation has stopped, after the ask for the lease a standby's
-    /// promotion had under way (`Waiting::asking`).
-    announcement: Option<(Announcement, Option<Arc<tokio::sync::Mutex<()>>>)>,
+    /// Taken back once the generation has stopped.
+    announcement: Option<Announcement>,
+    /// A standby's: held while its promotion works on a blocking thread (`Waiting::asking`).
+    asking: Option<Arc<tokio::sync::Mutex<()>>>,
     began: std::time::Instant,
 }
 
@@ -136,24 +137,27 @@ impl Running {
             spoiled,
             standby,
             spread,
-            announcement: (generation.announcement).map(|announced| (announced, asking)),
+            announcement: generation.announcement,
+            asking,
             began: std::time::Instant::now(),
         }
     }
 
     async fn stop(self) {
+        // What the promotion began on a blocking thread (an ask for the lease, or leading once
+        // it was answered) outlives its abort: waited for, up to a lease, so that a keeper it
+        // started is given up below and announces the node no more once it is taken back.
+        let mut _settled = None;
         if let Some(promotion) = self.promotion {
             promotion.abort();
             let _ = promotion.await;
+            if let Some(asking) = &self.asking {
+                _settled = tokio::time::timeout(LEASE, asking.lock()).await.ok();
+            }
         }
         self.started.stop(&self.service).await;
-        // Once its leases are given up, so the others list it no more than they must; after
-        // an ask for the lease still under way, which would announce it again.
-        if let Some((announcement, asking)) = self.announcement {
-            let _asked = match &asking {
-                Some(asking) => Some(asking.lock().await),
-                None => None,
-            };
+        // Once its leases are given up, so the others list it no more than they must.
+        if let Some(announcement) = self.announcement {
             announcement.take_back().await;
         }
     }
@@ -171,6 +175,7 @@ pub async fn serve(
     let current = Arc::new(RwLock::new(Router::new()));
     let running = Running::start(first, &routes, &current);
     let (finish, finished) = tokio::sync::watch::channel(false);
+    let survey = node.survey.clone();
     // Its own task, not in a set: dropped early, the server still stops its generation.
     let steward = worker::spawn(
         "steward",
@@ -182,6 +187,11 @@ pub async fn serve(
     let stewarded = steward.await;
     if let Err(error) = &stewarded {
         tracing::error!(%error, "the generations' steward failed: the lease lapses by itself");
+    }
+    // Gone from the others' readings once the server has stopped, whichever generation (or
+    // none, between two) it stopped in.
+    if let Some(survey) = survey {
+        let _ = tokio::task::spawn_blocking(move || survey.stop()).await;
     }
     // A stop that did not go as designed is not a clean one: the process says so as it ends.
     served?;
@@ -209,10 +219,6 @@ async fn steward(
         let pause = tokio::select! {
             _ = until(&mut finished) => {
                 running.stop().await;
-                // Gone from the others' readings once the server has stopped, not after.
-                if let Some(survey) = node.survey.clone() {
-                    let _ = tokio::task::spawn_blocking(move || survey.stop()).await;
-                }
                 return;
             }
             _ = spread_moved(&mut running.spread) => {
