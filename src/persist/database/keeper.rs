@@ -24,6 +24,10 @@ use crate::worker::{Backoff, Stop, Thread};
 /// How often the leader renews: several times a lease, so one slow renewal costs nothing.
 const RENEW_EVERY: Duration = Duration::from_secs(1);
 
+/// Longest a keeper told to stop waits for its last announcement: the statement's own bound
+/// (`lease::Nodes::announce`), and a renewal under way in the home before it.
+const ANNOUNCE_WAIT: Duration = Duration::from_secs(3);
+
 /// What a node's keeper keeps for every shard it holds: the clock, whose time each renewal
 /// writes into the leases; each database's promise about acknowledged writes, read again at
 /// each renewal (with, for each database of the shard map, its URL's hosts, whether it asks
@@ -307,6 +311,11 @@ fn renew(
         databases.iter().map(|_| None).collect();
     loop {
         if stop.wait(wait) {
+            // An announcement still under way is let finish (its statement is bounded), so
+            // that one taken back once the keeper has stopped stays taken back.
+            if let Some(announcing) = &announcing {
+                let _ = announcing.recv_timeout(ANNOUNCE_WAIT);
+            }
             return Ended::Told;
         }
         let tick = Instant::now();
