@@ -11,6 +11,9 @@
 //!   lease's row locked, until it is removed; `snapshot-keep-paused` says it stopped there.
 //! - `snapshot-keep-failed` says a snapshot's keep in a database failed and what it leaves
 //!   behind (its chunks, if the keep may have committed) is settled.
+//! - `pause-promotion`: a standby that came to lead stops once it leads its first shard,
+//!   before it recovers the others or serves, until it is removed; `promotion-paused` says
+//!   it stopped there.
 
 use std::path::PathBuf;
 use std::sync::OnceLock;
@@ -59,5 +62,16 @@ pub async fn pause_while(point: &str, paused: &str) {
     reached(paused);
     while asked(point) {
         tokio::time::sleep(POLL).await;
+    }
+}
+
+/// `pause_while`, for a blocking thread.
+pub fn hold_while(point: &str, paused: &str) {
+    if !asked(point) {
+        return;
+    }
+    reached(paused);
+    while asked(point) {
+        std::thread::sleep(POLL);
     }
 }

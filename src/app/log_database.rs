@@ -194,6 +194,7 @@ fn lead_all<E: Borrow<Engine<Notify>>>(
             Ok(log) => {
                 if let (Some(started), true) = (started, logs.is_empty()) {
                     started.add_keeper(log.lease.clone());
+                    crate::test_hooks::hold_while("pause-promotion", "promotion-paused");
                 }
                 logs.push(log)
             }

@@ -28,6 +28,7 @@ mod multi_node_forwarding;
 mod multi_node_partition;
 mod multi_node_shards;
 mod multi_node_spread_load;
+mod multi_node_stop;
 mod multi_node_webhooks;
 mod receiver;
 mod regions_and_accounts;

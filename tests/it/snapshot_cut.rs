@@ -14,7 +14,7 @@ use crate::log_in_database::{database, process_server, signal, until_it_leads, u
 
 /// Waits (a bound of 20 s, polling: the server answers a hook by making a file) until the
 /// server says it got to `point`.
-async fn until_reached(hooks: &Path, point: &str) {
+pub(crate) async fn until_reached(hooks: &Path, point: &str) {
     let started = Instant::now();
     while !hooks.join(point).exists() {
         assert!(
