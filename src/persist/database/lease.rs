@@ -181,9 +181,7 @@ impl Announcement {
         let node = self.node;
         let forgetting = async {
             let client = session.connected().await.map_err(|failed| failed.cause)?;
-            (client
-                .execute("DELETE FROM log_nodes WHERE node = $1", &[&node])
-                .await)
+            (remove_announcement(client, &node).await)
                 .map_err(|error| super::connection::describe(&error))
         };
         let cause = match tokio::time::timeout(TAKE_BACK_WAIT, forgetting).await {
@@ -193,6 +191,15 @@ impl Announcement {
         };
         tracing::debug!(%cause, "this node's announcement is left to age");
     }
+}
+
+/// Removes `node`'s row from the live nodes: the one statement by which a node stopping, or a
+/// survey that has seen it go, takes an announcement back.
+pub(super) async fn remove_announcement(
+    client: &Client,
+    node: &str,
+) -> Result<u64, tokio_postgres::Error> {
+    (client.execute("DELETE FROM log_nodes WHERE node = $1", &[&node])).await
 }
 
 /// How long to wait before asking for a lease `holder` holds again: until it would lapse, at

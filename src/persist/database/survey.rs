@@ -329,9 +329,7 @@ fn live(db: &mut Blocking) -> Result<(Vec<String>, Vec<String>), String> {
 fn forget(db: &mut Blocking, node: &str) {
     let node = node.to_string();
     let forgotten = db.run(READ_TIMEOUT, move |client: &mut Client| -> Work<'_, _> {
-        Box::pin(async move {
-            (client.execute("DELETE FROM log_nodes WHERE node = $1", &[&node])).await
-        })
+        Box::pin(async move { super::lease::remove_announcement(client, &node).await })
     });
     if let Err(failed) = forgotten {
         tracing::debug!(cause = %failed.cause, "this node's announcement is left to age");
