@@ -23,11 +23,15 @@ use super::record::Buffer;
 use crate::engine::changes::{Change, ChangeLog};
 pub use shared::{Acknowledge, Durable};
 use shared::{Arrivals, Pending, Shared, KEEP_BUFFER_BYTES};
-pub use sink::{FsyncMode, LogSink, Wake};
+pub use sink::{Collect, Collector, FsyncMode, LogSink, Wake};
+use std::sync::MutexGuard;
 use write_loop::Writer;
 
 #[cfg(test)]
 mod acknowledge_tests;
+mod collect;
+#[cfg(test)]
+mod collect_tests;
 mod shared;
 mod sink;
 mod write_loop;
@@ -66,6 +70,7 @@ impl LogWriter {
                 log_grown: tokio::sync::Notify::new(),
                 metrics: Default::default(),
                 arrivals: Arrivals::new(),
+                collector: std::sync::OnceLock::new(),
             }),
             writer: Mutex::new(None),
         })
@@ -91,12 +96,21 @@ impl LogWriter {
                 shared.work.notify_one();
             })
         };
+        let collector = log.collector();
+        let held = Arc::new(Mutex::new(Some(Writer::new(
+            shared.clone(),
+            log,
+            mode,
+            wake,
+        ))));
+        if let Some(collector) = collector {
+            let collect = collect::collect_for(&held, &shared);
+            let _ = (shared.collector).set(Box::new(move || collector(collect.clone())));
+        }
         // Woken by what it shares with the server (records, closing, writes finished), not by
         // its `Stop`.
-        let writer = Thread::start("log-writer", move |_| {
-            Writer::new(&shared, log, mode, wake).run()
-        })
-        .expect("spawn the log writer thread");
+        let writer = Thread::start("log-writer", move |_| write_loop::run(&held))
+            .expect("spawn the log writer thread");
         *self.writer.lock().unwrap_or_else(|p| p.into_inner()) = Some(writer);
     }
 
@@ -291,6 +305,36 @@ impl LogWriter {
         }
     }
 
+    /// Has the records ready written: collected by the sink's thread where the writer may
+    /// sleep on (one collect asked for at a time, which takes every record come until it
+    /// runs), otherwise by the writer, woken if it sleeps.
+    fn hand_on<'l>(&'l self, mut pending: MutexGuard<'l, Pending>) {
+        if pending.collect_ready && pending.ready() > 0 && !pending.closing {
+            if std::mem::replace(&mut pending.collect_asked, true) {
+                return;
+            }
+            drop(pending);
+            let asked = (self.shared.collector.get()).is_some_and(|collector| collector());
+            if asked {
+                return;
+            }
+            pending = self.lock();
+            pending.collect_asked = false;
+            pending.collect_ready = false;
+        }
+        let wake = std::mem::take(&mut pending.writer_asleep);
+        drop(pending);
+        if wake {
+            self.shared.work.notify_one();
+        }
+    }
+
+    /// How many writes were begun by a collect (tests).
+    #[cfg(test)]
+    pub fn collected(&self) -> u64 {
+        self.lock().collected
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, Pending> {
         self.shared
             .pending
@@ -332,10 +376,8 @@ impl ChangeLog for LogWriter {
             buffer[..8].copy_from_slice(&format::record_header(lsn));
             pending.records.push(buffer);
             // Inside an open group the writer is woken when the group closes.
-            let wake = pending.holders == 0 && std::mem::take(&mut pending.writer_asleep);
-            drop(pending);
-            if wake {
-                self.shared.work.notify_one();
+            if pending.holders == 0 {
+                self.hand_on(pending);
             }
             if buffer.capacity() > KEEP_BUFFER_BYTES {
                 *buffer = Vec::new();
@@ -358,11 +400,8 @@ impl ChangeLog for LogWriter {
     fn release(&self) {
         let mut pending = self.lock();
         pending.holders = pending.holders.saturating_sub(1);
-        let wake =
-            (pending.ready() > 0 || pending.closing) && std::mem::take(&mut pending.writer_asleep);
-        drop(pending);
-        if wake {
-            self.shared.work.notify_one();
+        if pending.ready() > 0 || pending.closing {
+            self.hand_on(pending);
         }
     }
 }

@@ -21,7 +21,10 @@
 //!
 //! A write handed over while its shard had no other under way is acknowledged here once every
 //! row of it is kept (`writer::Acknowledge`): the log's durable point is raised from this
-//! thread, and the shard's writer, asleep with nothing to write, is not woken for it.
+//! thread, and the shard's writer, asleep with nothing to write, is not woken for it. Nor is
+//! it woken for the shard's next records while it sleeps so: this thread collects them
+//! (`writer::Collect`), taking them from the shard's log and beginning their write itself, as
+//! it gathers the next statement.
 
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
@@ -30,7 +33,7 @@ use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver, UnboundedSender};
 
 use super::connection::{Failed, Session};
 use super::table_insert::{Slot, Write};
-use crate::persist::writer::{Acknowledge, Wake};
+use crate::persist::writer::{Acknowledge, Collect, Collector, Wake};
 
 /// The outcome of a write: the number of its rows inserted.
 pub(super) type Outcome = Result<u64, Failed>;
@@ -44,6 +47,13 @@ struct Handed {
     answer: Answer,
 }
 
+/// What comes to the committing thread: a write, or a shard's log to collect records from
+/// (and when that was asked).
+enum Handing {
+    Write(Handed),
+    Collect(Collect, Instant),
+}
+
 /// How a writer learns its write's outcome has come, beside the outcome itself.
 struct Answer {
     wake: Wake,
@@ -53,7 +63,7 @@ struct Answer {
 
 /// The node's committer of its shards' writes; its thread ends when the last handle goes.
 pub struct SharedCommit {
-    writes: UnboundedSender<Handed>,
+    writes: UnboundedSender<Handing>,
     /// Whether its statements wait for more writes while they come steadily.
     waits: bool,
 }
@@ -107,13 +117,16 @@ impl SharedCommit {
                 acknowledge,
             },
         };
-        if let Err(refused) = self.writes.send(handed) {
+        if let Err(refused) = self.writes.send(Handing::Write(handed)) {
             // The thread is gone (its runtime failed): the write was never sent.
-            let Handed {
+            let Handing::Write(Handed {
                 told,
                 answer: Answer { wake, .. },
                 ..
-            } = refused.0;
+            }) = refused.0
+            else {
+                unreachable!("a write was sent");
+            };
             let _ = told.send(Err(Failed {
                 cause: "the node's committer of the log has stopped".into(),
                 unknown_outcome: false,
@@ -123,6 +136,48 @@ impl SharedCommit {
             wake();
         }
         outcome
+    }
+
+    /// Where a shard's log asks this thread to collect its records (`LogSink::collector`):
+    /// held weakly, so that the logs do not keep the thread.
+    pub(super) fn collector(shared: &Arc<SharedCommit>) -> Collector {
+        let shared = Arc::downgrade(shared);
+        Box::new(move |collect| {
+            (shared.upgrade()).is_some_and(|shared| {
+                (shared.writes)
+                    .send(Handing::Collect(collect, Instant::now()))
+                    .is_ok()
+            })
+        })
+    }
+}
+
+/// The next write handed over, running the collects that come before it (each hands its
+/// write over behind them); `None` once every handle is gone. A write a collect began counts
+/// as handed over when the collect was asked for.
+async fn next_write(handed: &mut UnboundedReceiver<Handing>) -> Option<Handed> {
+    let mut asked: Option<Instant> = None;
+    loop {
+        match handed.recv().await? {
+            Handing::Write(mut write) => {
+                write.at = write.at.min(asked.unwrap_or(write.at));
+                return Some(write);
+            }
+            Handing::Collect(collect, at) => {
+                asked = asked.min(Some(at)).or(Some(at));
+                collect();
+            }
+        }
+    }
+}
+
+/// `next_write` without waiting: `None` once nothing more has come.
+fn next_ready(handed: &mut UnboundedReceiver<Handing>) -> Option<Handed> {
+    loop {
+        match handed.try_recv().ok()? {
+            Handing::Write(write) => return Some(write),
+            Handing::Collect(collect, _) => collect(),
+        }
     }
 }
 
@@ -138,7 +193,7 @@ type Freed = (Option<Slot>, Option<Instant>);
 /// Takes a free connection, then the writes handed over until then (up to `STATEMENT_BYTES`;
 /// having waited for more as the module says when some were waiting already), and inserts them
 /// in one statement on a task of its own, so the next writes gather while it runs.
-async fn commit(mut handed: UnboundedReceiver<Handed>, slots: Vec<Slot>, wait: Duration) {
+async fn commit(mut handed: UnboundedReceiver<Handing>, slots: Vec<Slot>, wait: Duration) {
     let Some(like) = slots.first().map(Slot::sibling) else {
         return;
     };
@@ -164,7 +219,7 @@ async fn commit(mut handed: UnboundedReceiver<Handed>, slots: Vec<Slot>, wait: D
         }
         let (first, full) = match carried.take() {
             Some(first) => (first, true),
-            None => match handed.recv().await {
+            None => match next_write(&mut handed).await {
                 Some(first) => (first, false),
                 None => return,
             },
@@ -178,7 +233,7 @@ async fn commit(mut handed: UnboundedReceiver<Handed>, slots: Vec<Slot>, wait: D
         }
         let mut bytes = first.write.rows.bytes();
         let mut batch = vec![first];
-        while let Ok(more) = handed.try_recv() {
+        while let Some(more) = next_ready(&mut handed) {
             bytes += more.write.rows.bytes();
             if bytes > STATEMENT_BYTES {
                 carried = Some(more);

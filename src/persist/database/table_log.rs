@@ -34,7 +34,7 @@ use super::lease::Fence;
 use super::shared_commit::{Outcome, SharedCommit};
 use super::table_insert::{lsn_of, Rows, Slot, Write};
 use crate::persist::log_error::LogError;
-use crate::persist::writer::{Acknowledge, LogSink, Wake};
+use crate::persist::writer::{Acknowledge, Collector, LogSink, Wake};
 
 /// The most inserts that may be under way at once, each on a connection of its own: recovery
 /// knows a torn tail by its one gap (`recovery`).
@@ -420,5 +420,16 @@ impl LogSink for TableLog {
 
     fn batch_wait(&self) -> Duration {
         self.batch_wait
+    }
+
+    /// The node's shared commit collects this log's records while the writer sleeps.
+    fn collector(&self) -> Option<Collector> {
+        self.shared.as_ref().map(SharedCommit::collector)
+    }
+
+    /// Unless the log must first ask what it holds (a blocking question, on the writer's
+    /// thread), or may write no more.
+    fn collectable(&self) -> bool {
+        self.shared.is_some() && !self.unsure && !self.deposed
     }
 }

@@ -5,20 +5,27 @@
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use super::{Acknowledge, FsyncMode, LogSink, LogWriter, Wake};
+use super::{Acknowledge, Collect, Collector, FsyncMode, LogSink, LogWriter, Wake};
 use crate::engine::changes::{Change, ChangeLog};
 use crate::persist::log_error::LogError;
 
 /// Finishes each write successfully on a thread of its own, once the test opens its gate:
 /// the gates of the writes begun so far, in order.
-type Gates = Arc<Mutex<Vec<mpsc::Sender<()>>>>;
+pub(super) type Gates = Arc<Mutex<Vec<mpsc::Sender<()>>>>;
 
-struct Finishing {
+#[derive(Default)]
+pub(super) struct Finishing {
     /// Calls a write's `Acknowledge` when given one; else (a sink that ignores it) wakes.
-    acknowledges: bool,
-    overlap: usize,
-    gates: Gates,
-    outcomes: std::collections::VecDeque<mpsc::Receiver<()>>,
+    pub(super) acknowledges: bool,
+    pub(super) overlap: usize,
+    pub(super) gates: Gates,
+    pub(super) outcomes: std::collections::VecDeque<mpsc::Receiver<()>>,
+    /// Where collects asked for go (the test runs them), if the sink takes them.
+    pub(super) collects: Option<mpsc::Sender<Collect>>,
+    /// The number of records in each write begun.
+    pub(super) sizes: Arc<Mutex<Vec<usize>>>,
+    /// How many of the next writes fail to begin.
+    pub(super) refuse: usize,
 }
 
 impl LogSink for Finishing {
@@ -45,10 +52,15 @@ impl LogSink for Finishing {
     }
     fn begin(
         &mut self,
-        _records: &[&[u8]],
+        records: &[&[u8]],
         wake: &Wake,
         acknowledge: Option<Acknowledge>,
     ) -> Result<(), LogError> {
+        if self.refuse > 0 {
+            self.refuse -= 1;
+            return Err(LogError::Io(std::io::Error::other("refused")));
+        }
+        self.sizes.lock().expect("sizes").push(records.len());
         let (told, outcome) = mpsc::sync_channel(1);
         self.outcomes.push_back(outcome);
         let (open, gate) = mpsc::channel();
@@ -76,6 +88,13 @@ impl LogSink for Finishing {
             Ok(())
         })
     }
+    fn collector(&self) -> Option<Collector> {
+        let collects = self.collects.clone()?;
+        Some(Box::new(move |collect| collects.send(collect).is_ok()))
+    }
+    fn collectable(&self) -> bool {
+        self.collects.is_some()
+    }
 }
 
 /// A log over a `Finishing` sink, and the gates of its writes.
@@ -86,13 +105,13 @@ fn finishing(acknowledges: bool, overlap: usize) -> (Arc<LogWriter>, Gates) {
         acknowledges,
         overlap,
         gates: gates.clone(),
-        outcomes: Default::default(),
+        ..Finishing::default()
     };
     log_writer.start(sink, 0, FsyncMode::Always);
     (log_writer, gates)
 }
 
-fn submit(log_writer: &LogWriter) {
+pub(super) fn submit(log_writer: &LogWriter) {
     log_writer.submit(&Change::DeleteQueue {
         name: "q".into(),
         uid: 1,
@@ -101,7 +120,7 @@ fn submit(log_writer: &LogWriter) {
 }
 
 /// Opens the gate of the `n`th write begun (from 0), once it is begun.
-fn open(gates: &Gates, n: usize) {
+pub(super) fn open(gates: &Gates, n: usize) {
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
         if let Some(gate) = gates.lock().expect("gates").get(n) {
@@ -114,7 +133,7 @@ fn open(gates: &Gates, n: usize) {
 }
 
 /// Whether every record below `lsn` becomes durable within 10 s.
-fn durable_to(log_writer: &LogWriter, lsn: u64) -> bool {
+pub(super) fn durable_to(log_writer: &LogWriter, lsn: u64) -> bool {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -127,7 +146,7 @@ fn durable_to(log_writer: &LogWriter, lsn: u64) -> bool {
 
 /// Blocks until the writer has been woken at least `wakes` times in all and waits for work
 /// again; how often it has been woken.
-fn asleep_after(log_writer: &LogWriter, wakes: u64) -> u64 {
+pub(super) fn asleep_after(log_writer: &LogWriter, wakes: u64) -> u64 {
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
         let (woken, sleeping) = log_writer.writer_wakes();

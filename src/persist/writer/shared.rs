@@ -118,6 +118,15 @@ pub(super) struct Pending {
     /// The writer sleeps with at most one write under way: one acknowledged needs no settling
     /// before the next records come.
     pub(super) one_under_way: bool,
+    /// The writer sleeps with a sink that can begin writes itself (`LogSink::collector`).
+    pub(super) collectable: bool,
+    /// ... and with no write of its own unacknowledged: records submitted now are collected
+    /// by the sink's thread instead of waking the writer (`collect`).
+    pub(super) collect_ready: bool,
+    /// A collect was asked for and has not run: later records wait for it.
+    pub(super) collect_asked: bool,
+    /// Writes begun by a collect (tests look at it).
+    pub(super) collected: u64,
     /// The writer waits for work, and how often it has been woken from waiting (tests look
     /// at them).
     pub(super) sleeping: bool,
@@ -142,6 +151,9 @@ pub(super) struct Shared {
     /// Records, bytes and sync times, for `GET /metrics`.
     pub(super) metrics: Arc<crate::persist::log_metrics::LogMetrics>,
     pub(super) arrivals: Arrivals,
+    /// Asks the sink's thread to collect this log's records (`collect`); set once, when the
+    /// writer starts over a sink that has one. False if that thread has gone.
+    pub(super) collector: std::sync::OnceLock<Box<dyn Fn() -> bool + Send + Sync>>,
 }
 
 /// Acknowledges a write on the thread that learns it succeeded, rather than waking the
@@ -174,6 +186,8 @@ impl Acknowledge {
         // the next records (or a close) and settles this one then; otherwise it needs
         // telling now.
         let later = pending.writer_asleep && pending.ready() == 0 && pending.one_under_way;
+        // Nothing of the writer's left unacknowledged: the next records may be collected.
+        pending.collect_ready |= later && pending.collectable;
         drop(pending);
         self.shared
             .durable

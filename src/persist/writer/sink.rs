@@ -11,6 +11,13 @@ use crate::persist::storage::Storage;
 /// `Acknowledge` is called instead.
 pub type Wake = std::sync::Arc<dyn Fn() + Send + Sync>;
 
+/// Takes a log's ready records and begins their write, on the thread that finishes the
+/// sink's writes (`LogSink::collector`; see `collect`).
+pub type Collect = std::sync::Arc<dyn Fn() + Send + Sync>;
+
+/// Asks the thread that finishes a sink's writes to run a collect soon; false if it has gone.
+pub type Collector = Box<dyn Fn(Collect) -> bool + Send + Sync>;
+
 /// Where the writer's batches go: the data directory's segments (`SegmentLog`), or a
 /// database's log table (`persist::database`). One writer, one batching and retry policy for
 /// both.
@@ -63,6 +70,17 @@ pub trait LogSink: Send + 'static {
     /// `None` when none is under way or, not waiting, while it runs.
     fn finish(&mut self, _wait: bool) -> Option<Result<(), LogError>> {
         None
+    }
+    /// Where writes are finished on a thread of the sink's own: asks that thread to take a
+    /// log's ready records and begin their write itself (`Collect`), which spares the
+    /// writer's thread a wake-up. It is asked only while `collectable`.
+    fn collector(&self) -> Option<Collector> {
+        None
+    }
+    /// Whether a write may be begun now without the sink blocking its caller (nothing to ask
+    /// the database first), and so on the collector's thread.
+    fn collectable(&self) -> bool {
+        false
     }
 }
 

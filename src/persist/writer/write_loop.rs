@@ -4,7 +4,7 @@
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use super::shared::{
@@ -26,7 +26,7 @@ struct Round {
 }
 
 /// A write begun and not finished (a sink that begins writes).
-struct Begun {
+pub(super) struct Begun {
     records: Records,
     /// Every record numbered below this is in `records` or in a write begun before.
     next_lsn: u64,
@@ -34,6 +34,17 @@ struct Begun {
     /// may count them first).
     counted: Option<Arc<AtomicBool>>,
 }
+
+impl Begun {
+    /// Whether the write was acknowledged where it finished (`Acknowledge`): it succeeded.
+    pub(super) fn acknowledged(&self) -> bool {
+        (self.counted.as_ref()).is_some_and(|counted| counted.load(Ordering::SeqCst))
+    }
+}
+
+/// The writer, shared with whoever may begin its next write on another thread (`collect`);
+/// `None` once its thread has ended.
+pub(super) type Held<S> = Mutex<Option<Writer<S>>>;
 
 /// What the overlapping writer does next.
 enum Next {
@@ -46,11 +57,9 @@ enum Next {
     Alone,
 }
 
-pub(super) struct Writer<'a, S: LogSink> {
-    shared: &'a Shared,
-    /// The same, for a sink to acknowledge writes with (`Acknowledge`).
-    owned: Arc<Shared>,
-    log: S,
+pub(super) struct Writer<S: LogSink> {
+    pub(super) shared: Arc<Shared>,
+    pub(super) log: S,
     mode: FsyncMode,
     last_sync: Instant,
     /// When the last write ended (`LogSink::batch_wait`).
@@ -60,28 +69,107 @@ pub(super) struct Writer<'a, S: LogSink> {
     records: Records,
     /// `records` holds a batch whose write failed (and was undone): it is written again,
     /// with whatever came since after it, until a write and sync succeed.
-    retrying: bool,
+    pub(super) retrying: bool,
     /// How long a failed write waits before it is tried again: always `RETRY_EVERY` (changes
     /// are refused meanwhile, so the sooner the better); each failure is counted.
     retry: Backoff,
     retry_wait: Duration,
     /// Records were dropped: the log can never again hold everything, so it stays failed.
-    lost: bool,
+    pub(super) lost: bool,
     /// Scratch for what a retrying round takes.
     taken: Records,
     /// Writes begun and not finished, oldest first (a sink that begins writes).
-    under_way: VecDeque<Begun>,
+    pub(super) under_way: VecDeque<Begun>,
     /// Emptied buffers of finished writes, for the next ones.
     spare: Vec<Records>,
     /// Tells this thread that a write under way finished.
     wake: Wake,
 }
 
-impl<'a, S: LogSink> Writer<'a, S> {
-    pub(super) fn new(shared: &'a Arc<Shared>, log: S, mode: FsyncMode, wake: Wake) -> Self {
+/// Runs the writer until the log closes, then drops it on this thread (its sink may own a
+/// runtime, which cannot be dropped on another's).
+pub(super) fn run<S: LogSink>(held: &Held<S>) {
+    let mut guard = lock_writer(held);
+    let overlapped = guard.as_ref().is_some_and(|writer| writer.log.begins());
+    if overlapped {
+        guard = run_overlapped(held, guard);
+    } else if let Some(writer) = guard.as_mut() {
+        while !writer.step() {}
+    }
+    let writer = guard.take();
+    drop(guard);
+    drop(writer);
+}
+
+pub(super) fn lock_writer<S: LogSink>(held: &Held<S>) -> MutexGuard<'_, Option<Writer<S>>> {
+    held.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// With a sink that begins writes (`LogSink::begins`): the next write begins while
+/// earlier ones are under way, and each is acknowledged once it and every write begun
+/// before it have finished, so nothing is acknowledged past a write that failed. A failure
+/// ends the overlap: every write from the failed one on is written again, alone, until
+/// written. The writer is let go while it sleeps, so that a sink's `collect` can begin a
+/// write meanwhile.
+fn run_overlapped<'h, S: LogSink>(
+    held: &'h Held<S>,
+    mut guard: MutexGuard<'h, Option<Writer<S>>>,
+) -> MutexGuard<'h, Option<Writer<S>>> {
+    loop {
+        let Some(writer) = guard.as_mut() else {
+            return guard;
+        };
+        if writer.retrying || writer.lost {
+            if writer.step() {
+                return guard;
+            }
+            continue;
+        }
+        let shared = writer.shared.clone();
+        let mut pending = lock(&shared);
+        match writer.next_overlapped(&mut pending) {
+            Ok(next) => {
+                drop(pending);
+                match next {
+                    Next::Settle => writer.settle_finished(false),
+                    Next::Begin(begun) => writer.begin(begun),
+                    Next::Alone => {
+                        writer.settle_finished(true);
+                        if writer.step() {
+                            return guard;
+                        }
+                    }
+                }
+            }
+            Err(wait) => {
+                // Woken by a submission while too few are ready (a batch wait wants none);
+                // with none under way, a submission may instead ask the sink to collect.
+                writer.sleeping_with(&mut pending);
+                drop(guard);
+                pending.sleeping = true;
+                pending = (shared.work.wait_timeout(pending, wait))
+                    .unwrap_or_else(|p| p.into_inner())
+                    .0;
+                pending.sleeping = false;
+                pending.writer_asleep = false;
+                pending.collectable = false;
+                pending.collect_ready = false;
+                pending.wakes += 1;
+                drop(pending);
+                guard = lock_writer(held);
+            }
+        }
+    }
+}
+
+fn lock(shared: &Shared) -> MutexGuard<'_, Pending> {
+    shared.pending.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl<S: LogSink> Writer<S> {
+    pub(super) fn new(shared: Arc<Shared>, log: S, mode: FsyncMode, wake: Wake) -> Self {
         Writer {
-            shared: shared.as_ref(),
-            owned: shared.clone(),
+            shared,
             log,
             mode,
             last_sync: Instant::now(),
@@ -99,14 +187,6 @@ impl<'a, S: LogSink> Writer<'a, S> {
         }
     }
 
-    /// Runs until the log closes.
-    pub(super) fn run(mut self) {
-        if self.log.begins() {
-            return self.run_overlapped();
-        }
-        while !self.step() {}
-    }
-
     /// Writes one round alone and settles it; whether the log closed.
     fn step(&mut self) -> bool {
         if !self.retrying {
@@ -121,80 +201,44 @@ impl<'a, S: LogSink> Writer<'a, S> {
         closing
     }
 
-    /// With a sink that begins writes (`LogSink::begins`): the next write begins while
-    /// earlier ones are under way, and each is acknowledged once it and every write begun
-    /// before it have finished, so nothing is acknowledged past a write that failed. A failure
-    /// ends the overlap: every write from the failed one on is written again, alone, until
-    /// written.
-    fn run_overlapped(mut self) {
-        loop {
-            if self.retrying || self.lost {
-                if self.step() {
-                    return;
-                }
-                continue;
-            }
-            match self.next_overlapped() {
-                Next::Settle => self.settle_finished(false),
-                Next::Begin(begun) => self.begin(begun),
-                Next::Alone => {
-                    self.settle_finished(true);
-                    if self.step() {
-                        return;
-                    }
-                }
+    /// What to do next: settle writes that finished, begin a write of the records ready (fewer
+    /// writes under way than the sink allows, and the batch wait over), or finish the writes
+    /// and go on alone; or how long to sleep for want of any.
+    fn next_overlapped(&mut self, pending: &mut Pending) -> Result<Next, Duration> {
+        let full = self.under_way.len() >= self.log.overlap();
+        if std::mem::take(&mut pending.finished) {
+            return Ok(Next::Settle);
+        }
+        let closing = pending.closing && pending.holders == 0;
+        if pending.lost || pending.rotate.is_some() || pending.remove_before.is_some() || closing {
+            return Ok(Next::Alone);
+        }
+        let mut wait = Duration::from_secs(3600);
+        // A write beside one under way carries at least as many records, so that overlap
+        // does not cost the database more commits than it saves waiting.
+        let enough =
+            (self.under_way.back()).is_none_or(|last| pending.ready() >= last.records.len());
+        if !full && pending.ready() > 0 && enough {
+            match self.batch_wait(pending) {
+                None => return Ok(Next::Begin(self.take_ready(pending))),
+                Some(left) => wait = left,
             }
         }
+        pending.writer_asleep = pending.ready() == 0 || (!full && !enough);
+        Err(wait)
     }
 
-    /// Waits until a write finished, records may begin a write (fewer writes under way than
-    /// the sink allows, and the batch wait over), or something needs the writes alone.
-    fn next_overlapped(&mut self) -> Next {
-        let full = self.under_way.len() >= self.log.overlap();
-        let mut pending = self.lock_pending();
-        loop {
-            if std::mem::take(&mut pending.finished) {
-                return Next::Settle;
-            }
-            let closing = pending.closing && pending.holders == 0;
-            if pending.lost
-                || pending.rotate.is_some()
-                || pending.remove_before.is_some()
-                || closing
-            {
-                return Next::Alone;
-            }
-            let mut wait = Duration::from_secs(3600);
-            // A write beside one under way carries at least as many records, so that overlap
-            // does not cost the database more commits than it saves waiting.
-            let enough = self
-                .under_way
-                .back()
-                .is_none_or(|last| pending.ready() >= last.records.len());
-            if !full && pending.ready() > 0 && enough {
-                match self.batch_wait(&pending) {
-                    None => return Next::Begin(self.take_ready(&mut pending)),
-                    Some(left) => wait = left,
-                }
-            }
-            // Woken by a submission while too few are ready (a batch wait wants none).
-            pending.writer_asleep = pending.ready() == 0 || (!full && !enough);
-            pending.one_under_way = self.under_way.len() <= 1;
-            pending.sleeping = true;
-            pending = self
-                .shared
-                .work
-                .wait_timeout(pending, wait)
-                .unwrap_or_else(|p| p.into_inner())
-                .0;
-            pending.sleeping = false;
-            pending.writer_asleep = false;
-            pending.wakes += 1;
-        }
+    /// Marks in `pending` how the writer goes to sleep: whether a write acknowledged can be
+    /// left unsettled, and whether the sink may begin the next write itself.
+    fn sleeping_with(&self, pending: &mut Pending) {
+        pending.one_under_way = self.under_way.len() <= 1;
+        pending.collectable = self.log.collectable() && !self.retrying && !self.lost;
+        pending.collect_ready =
+            pending.collectable && pending.writer_asleep && self.under_way.is_empty();
     }
 
     /// Takes every record that may be written into a write of its own.
-    fn take_ready(&mut self, pending: &mut Pending) -> Begun {
+    pub(super) fn take_ready(&mut self, pending: &mut Pending) -> Begun {
         let mut records = self.spare.pop().unwrap_or_default();
         let ready = pending.ready();
         std::mem::swap(&mut pending.records, &mut records);
@@ -208,11 +252,11 @@ impl<'a, S: LogSink> Writer<'a, S> {
         }
     }
 
-    fn begin(&mut self, mut begun: Begun) {
+    pub(super) fn begin(&mut self, mut begun: Begun) {
         // With none under way, every write before this one succeeded: this one's success is
         // enough to acknowledge it.
         let acknowledge = self.under_way.is_empty().then(|| Acknowledge {
-            shared: self.owned.clone(),
+            shared: self.shared.clone(),
             lsn: begun.next_lsn,
             records: begun.records.len(),
             bytes: begun.records.written_bytes(),
@@ -231,7 +275,7 @@ impl<'a, S: LogSink> Writer<'a, S> {
 
     /// Acknowledges the writes that finished, in the order begun, up to the first still
     /// running (or, waiting, every one).
-    fn settle_finished(&mut self, wait: bool) {
+    pub(super) fn settle_finished(&mut self, wait: bool) {
         while !self.under_way.is_empty() {
             let Some(outcome) = self.log.finish(wait) else {
                 return;
@@ -282,11 +326,12 @@ impl<'a, S: LogSink> Writer<'a, S> {
     /// Waits for work, then takes the records that may be written (none from an open group).
     fn take_round(&mut self) -> Round {
         let retry_at = Instant::now() + self.retry_wait;
-        let mut pending = self.wait_for_work(retry_at);
+        let shared = self.shared.clone();
+        let mut pending = self.wait_for_work(&shared, retry_at);
         if let Some(wait) = self.batch_wait(&pending) {
             drop(pending);
             std::thread::sleep(wait);
-            pending = self.lock_pending();
+            pending = lock(&shared);
         }
         let ready = pending.ready();
         if self.retrying {
@@ -315,7 +360,7 @@ impl<'a, S: LogSink> Writer<'a, S> {
     /// (three or more expected within the sink's `batch_wait`), until that long after the last
     /// write ended. Under a steady load this bounds the writes a second, and so the sink's
     /// fixed cost per write; a quiet log writes at once.
-    fn batch_wait(&self, pending: &Pending) -> Option<Duration> {
+    pub(super) fn batch_wait(&self, pending: &Pending) -> Option<Duration> {
         let wait = self.log.batch_wait();
         if wait.is_zero()
             || self.retrying
@@ -331,17 +376,13 @@ impl<'a, S: LogSink> Writer<'a, S> {
         Some(wait.saturating_sub(self.last_write.elapsed())).filter(|left| !left.is_zero())
     }
 
-    fn lock_pending(&self) -> MutexGuard<'a, Pending> {
-        self.shared
-            .pending
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
+    fn lock_pending(&self) -> MutexGuard<'_, Pending> {
+        lock(&self.shared)
     }
 
     /// Sleeps until there is something to do: records ready, a rotation or removal asked for,
     /// the log closing, a sync or a retry due.
-    fn wait_for_work(&self, retry_at: Instant) -> MutexGuard<'a, Pending> {
-        let shared = self.shared;
+    fn wait_for_work<'s>(&self, shared: &'s Shared, retry_at: Instant) -> MutexGuard<'s, Pending> {
         let mut pending = shared.pending.lock().unwrap_or_else(|p| p.into_inner());
         loop {
             // Closing waits for open groups, so that none is cut short.
