@@ -26,6 +26,7 @@ pub(super) struct Finishing {
     pub(super) sizes: Arc<Mutex<Vec<usize>>>,
     /// How many of the next writes fail to begin.
     pub(super) refuse: usize,
+    pub(super) batch_wait: Duration,
 }
 
 impl LogSink for Finishing {
@@ -94,6 +95,9 @@ impl LogSink for Finishing {
     }
     fn collectable(&self) -> bool {
         self.collects.is_some()
+    }
+    fn batch_wait(&self) -> Duration {
+        self.batch_wait
     }
 }
 

@@ -9,6 +9,7 @@
 //! writer would, and the writer sleeps on. Anything else (a write still under way, a retry, a
 //! batch wait, a rotation, closing) is left to the writer, woken as before.
 
+use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::{Arc, TryLockError, Weak};
 
 use super::shared::Shared;
@@ -20,8 +21,20 @@ pub(super) fn collect_for<S: LogSink>(held: &Arc<Held<S>>, shared: &Arc<Shared>)
     let (held, shared): (Weak<Held<S>>, Weak<Shared>) =
         (Arc::downgrade(held), Arc::downgrade(shared));
     Arc::new(move || {
-        if let (Some(held), Some(shared)) = (held.upgrade(), shared.upgrade()) {
-            collect(&held, &shared);
+        let (Some(held), Some(shared)) = (held.upgrade(), shared.upgrade()) else {
+            return;
+        };
+        // Not to end the committing thread, which every shard's writes go through: records
+        // may have been taken and written nowhere, so the log acknowledges nothing more.
+        if catch_unwind(AssertUnwindSafe(|| collect(&held, &shared))).is_err() {
+            tracing::error!("collecting a log's records failed; refusing changes");
+            shared
+                .pending
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .lost = true;
+            shared.durable.send_modify(|d| d.failed = true);
+            leave_to_writer(&shared);
         }
     })
 }

@@ -17,13 +17,19 @@ struct Collecting {
 /// A log whose sink takes collects (one write under way at most), failing its first `refuse`
 /// writes as they begin.
 fn collecting(refuse: usize) -> Collecting {
+    collecting_with(Finishing {
+        refuse,
+        ..Finishing::default()
+    })
+}
+
+fn collecting_with(sink: Finishing) -> Collecting {
     let (asks, collects) = mpsc::channel();
     let sink = Finishing {
         acknowledges: true,
         overlap: 1,
         collects: Some(asks),
-        refuse,
-        ..Finishing::default()
+        ..sink
     };
     let (gates, sizes) = (sink.gates.clone(), sink.sizes.clone());
     let log_writer = LogWriter::new();
@@ -109,6 +115,30 @@ fn a_record_come_while_a_collected_write_is_under_way_wakes_the_writer() {
     );
     assert_eq!(log.sizes(), [1, 1]);
     assert_eq!(log.log_writer.collected(), 1);
+    log.log_writer.close();
+}
+
+#[test]
+fn a_log_busy_enough_for_its_batch_wait_leaves_its_records_to_the_writer() {
+    let log = collecting_with(Finishing {
+        batch_wait: Duration::from_micros(600),
+        ..Finishing::default()
+    });
+    // Requests 10 µs apart: a write would wait for company, which a collect does not.
+    for n in 0..100 {
+        (log.log_writer.shared.arrivals).note_at(Duration::from_micros(10 * n));
+    }
+    let woken = asleep_after(&log.log_writer, 0);
+    submit(&log.log_writer);
+    asleep_after(&log.log_writer, woken + 1);
+    assert!(log.nothing_asked(), "no collect for a busy log");
+    open(&log.gates, 0);
+    assert!(
+        durable_to(&log.log_writer, 1),
+        "{:?}",
+        log.log_writer.durable()
+    );
+    assert_eq!(log.log_writer.collected(), 0);
     log.log_writer.close();
 }
 

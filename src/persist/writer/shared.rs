@@ -123,6 +123,9 @@ pub(super) struct Pending {
     /// ... and with no write of its own unacknowledged: records submitted now are collected
     /// by the sink's thread instead of waking the writer (`collect`).
     pub(super) collect_ready: bool,
+    /// The sink's batch wait (`LogSink::batch_wait`): while requests come often enough for
+    /// it, a collect would only leave the write to the writer, so none is asked for.
+    pub(super) collect_wait: Duration,
     /// A collect was asked for and has not run: later records wait for it.
     pub(super) collect_asked: bool,
     /// Writes begun by a collect (tests look at it).

@@ -89,6 +89,9 @@ pub(super) struct Writer<S: LogSink> {
 /// Runs the writer until the log closes, then drops it on this thread (its sink may own a
 /// runtime, which cannot be dropped on another's).
 pub(super) fn run<S: LogSink>(held: &Held<S>) {
+    // Dropped last, on this thread, however the loop ends (a panic too): a collect holding
+    // the writer a moment would otherwise drop it on the committing thread.
+    let _ended = Ended(held);
     let mut guard = lock_writer(held);
     let overlapped = guard.as_ref().is_some_and(|writer| writer.log.begins());
     if overlapped {
@@ -96,9 +99,17 @@ pub(super) fn run<S: LogSink>(held: &Held<S>) {
     } else if let Some(writer) = guard.as_mut() {
         while !writer.step() {}
     }
-    let writer = guard.take();
     drop(guard);
-    drop(writer);
+}
+
+/// Takes the writer out of its slot and drops it, once its thread ends.
+struct Ended<'h, S: LogSink>(&'h Held<S>);
+
+impl<S: LogSink> Drop for Ended<'_, S> {
+    fn drop(&mut self) {
+        let writer = lock_writer(self.0).take();
+        drop(writer);
+    }
 }
 
 pub(super) fn lock_writer<S: LogSink>(held: &Held<S>) -> MutexGuard<'_, Option<Writer<S>>> {
@@ -233,6 +244,7 @@ impl<S: LogSink> Writer<S> {
     fn sleeping_with(&self, pending: &mut Pending) {
         pending.one_under_way = self.under_way.len() <= 1;
         pending.collectable = self.log.collectable() && !self.retrying && !self.lost;
+        pending.collect_wait = self.log.batch_wait();
         pending.collect_ready =
             pending.collectable && pending.writer_asleep && self.under_way.is_empty();
     }
