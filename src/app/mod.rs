@@ -200,12 +200,22 @@ fn said_of_move(
     moved: &crate::persist::database::range_move::Moved,
     to: &str,
 ) -> String {
+    let forgotten = match moved.forgotten {
+        0 => String::new(),
+        rows => format!(
+            "dropped the {rows} rows of shards {range} an earlier move left in the home, \
+             never read again; "
+        ),
+    };
     if moved.abandoned > 0 {
         return format!(
-            "abandoned a move of shards {range} cut short: gave back the {} leases it held in \
-             {to}; start the nodes as before",
+            "{forgotten}abandoned a move of shards {range} cut short: gave back the {} leases \
+             it held in {to}; start the nodes as before",
             moved.abandoned
         );
+    }
+    if moved.forgotten > 0 {
+        return format!("{forgotten}{to} keeps them: start the nodes as before");
     }
     let start = match moved.home {
         true => format!("start every node without --shard-database {range}"),

@@ -309,8 +309,11 @@ impl LogWriter {
     /// sleep on (one collect asked for at a time, which takes every record come until it
     /// runs), otherwise by the writer, woken if it sleeps.
     fn hand_on<'l>(&'l self, mut pending: MutexGuard<'l, Pending>) {
-        let busy = self.shared.arrivals.busy_within(pending.collect_wait);
-        if pending.collect_ready && pending.ready() > 0 && !pending.closing && !busy {
+        if pending.collect_ready
+            && pending.ready() > 0
+            && !pending.closing
+            && !self.shared.arrivals.busy_within(pending.collect_wait)
+        {
             if std::mem::replace(&mut pending.collect_asked, true) {
                 return;
             }

@@ -62,6 +62,9 @@ pub struct Moved {
     pub abandoned: u64,
     /// Why the range's rows were left in the database it moved from, if they were.
     pub left: Option<String>,
+    /// Rows of the range an earlier move out of the home left there, dropped by running the
+    /// move again.
+    pub forgotten: u64,
 }
 
 impl Moved {
@@ -74,6 +77,7 @@ impl Moved {
             home: false,
             abandoned: 0,
             left: None,
+            forgotten: 0,
         }
     }
 }
@@ -172,13 +176,21 @@ fn move_alone(
         // Where the range is kept: a move of it cut short is abandoned, its leases given back
         // in the database just found by name to be the one the home records.
         let mut kept = Session::new(target_config);
-        return match runtime.block_on(abandon(&mut kept, range))? {
-            0 => Err(refused(to, "that database keeps them already")),
-            given => Ok(Moved {
-                abandoned: given,
-                ..Moved::from(shown(&to.url))
-            }),
+        let given = runtime.block_on(abandon(&mut kept, range))?;
+        // A range kept in a database of its own has no rows in the home but those a finished
+        // move out of the home could not drop: dropped now.
+        let forgotten = match &source {
+            Source::Placed { .. } => runtime.block_on(drop_rows(home, range))?,
+            Source::Home => 0,
         };
+        if given == 0 && forgotten == 0 {
+            return Err(refused(to, "that database keeps them already"));
+        }
+        return Ok(Moved {
+            abandoned: given,
+            forgotten,
+            ..Moved::from(shown(&to.url))
+        });
     }
     if let (Source::Placed { url, name }, true) =
         (&source, target_name.as_deref() == Some(found.name.as_str()))
@@ -850,25 +862,28 @@ async fn hold_starts(tx: &tokio_postgres::Transaction<'_>) -> Result<(), OpenErr
 }
 
 /// Drops the range's rows but its leases from the database `session` is connected to.
-async fn drop_rows(session: &mut Session, range: (i32, i32)) -> Result<(), OpenError> {
+/// How many it dropped.
+async fn drop_rows(session: &mut Session, range: (i32, i32)) -> Result<u64, OpenError> {
     let client = connected(session).await?;
     let tx = within("dropping the moved rows", client.transaction()).await?;
-    drop_rows_in(&tx, range).await?;
-    within("dropping the moved rows", tx.commit()).await
+    let dropped = drop_rows_in(&tx, range).await?;
+    within("dropping the moved rows", tx.commit()).await?;
+    Ok(dropped)
 }
 
 async fn drop_rows_in(
     tx: &tokio_postgres::Transaction<'_>,
     (first, last): (i32, i32),
-) -> Result<(), OpenError> {
+) -> Result<u64, OpenError> {
     let tables = [
         "log_batches",
         "log_epochs",
         "log_snapshot_chunks",
         "log_snapshots",
     ];
+    let mut dropped = 0;
     for table in tables {
-        within_for(
+        dropped += within_for(
             DROP_ROWS,
             "dropping the moved rows",
             tx.execute(
@@ -878,5 +893,5 @@ async fn drop_rows_in(
         )
         .await?;
     }
-    Ok(())
+    Ok(dropped)
 }

@@ -259,3 +259,40 @@ fn a_move_run_again_once_finished_touches_neither_database() {
     );
     assert_eq!(batches(&second).len(), 3);
 }
+
+#[test]
+fn a_move_out_of_the_home_run_again_drops_the_rows_it_left_there() {
+    let (Some(home), Some(target)) = (database(), elsewhere()) else {
+        return;
+    };
+    let settings = home_with(&home, BATCHES);
+    move_range(&settings, &shards_2_3(&target)).expect("moved out of the home");
+    // As a move whose last step failed leaves them: the range's rows but its leases.
+    let mut db = connect(&home);
+    sql(
+        &mut db,
+        "INSERT INTO log_batches (shard, first_lsn, last_lsn, epoch, records) \
+         VALUES (2, 0, 1, 1, '\\x0203'), (2, 2, 2, 1, '\\x04'), (3, 0, 0, 1, '\\x05')",
+    );
+    sql(
+        &mut db,
+        "INSERT INTO log_epochs (shard, epoch, inserts) VALUES (3, 7, 2)",
+    );
+    let on = Settings {
+        placed: vec![shards_2_3(&target)],
+        ..settings
+    };
+    let again = move_range(&on, &shards_2_3(&target)).expect("run again");
+    assert_eq!((again.forgotten, again.abandoned), (4, 0));
+    assert_eq!(batches(&home), Vec::new(), "dropped from the home");
+    let left = "SELECT count(*) FROM log_epochs WHERE shard BETWEEN 2 AND 3";
+    assert_eq!(number(&mut db, left.into()), 0);
+    let other = "SELECT count(*) FROM log_batches WHERE shard = 1";
+    assert_eq!(number(&mut db, other.into()), 1, "another shard's kept");
+    assert_eq!(batches(&target).len(), 3, "the range's database untouched");
+    // Nothing left: the same command changes nothing.
+    match move_range(&on, &shards_2_3(&target)) {
+        Err(OpenError::ShardMap(why)) => assert!(why.contains("keeps them already"), "{why}"),
+        other => panic!("{other:?}"),
+    }
+}

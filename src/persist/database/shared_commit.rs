@@ -164,7 +164,7 @@ async fn next_write(handed: &mut UnboundedReceiver<Handing>) -> Option<Handed> {
                 return Some(write);
             }
             Handing::Collect(collect, at) => {
-                asked = asked.min(Some(at)).or(Some(at));
+                asked = Some(asked.map_or(at, |asked| asked.min(at)));
                 collect();
             }
         }
