@@ -360,6 +360,53 @@ fn a_write_kept_is_acknowledged_by_the_commit_and_one_refused_wakes_its_writer_t
     refused.close();
 }
 
+#[test]
+fn a_busy_shards_write_goes_on_its_own_connection_at_once_while_the_commit_is_held() {
+    let Some(url) = database() else { return };
+    let mut admin = connect(&url);
+    let fences = four_shards(&mut admin);
+    let mut logs = shared_logs(&url, &fences).into_iter();
+    let (busy, _, mut two, mut three) = (
+        logs.next().expect("shard 0"),
+        logs.next().expect("shard 1"),
+        logs.next().expect("shard 2"),
+        logs.next().expect("shard 3"),
+    );
+
+    // The commit's one connection waits on shard 3's write.
+    let held = Held::shard_3(&url);
+    let wake = waker();
+    let records: Vec<Vec<u8>> = (0..2).map(record).collect();
+    three
+        .begin(&[&records[0]], &wake, None)
+        .expect("handed over");
+    held.until_waited_for(&mut admin);
+    // Shard 2's write, begun as busy, is kept meanwhile; begun as not, it would wait.
+    two.begin_busy(&[&records[0]], &wake, None)
+        .expect("written");
+    two.finish(false)
+        .expect("answered when begun")
+        .expect("kept");
+    assert_eq!(rows(&mut admin), [(2, 0)]);
+    two.begin(&[&records[1]], &wake, None).expect("handed over");
+    assert!(two.finish(false).is_none(), "waits behind the held row");
+
+    // Through its writer: a busy log's record is acknowledged while the commit is held.
+    let busy = busy.waiting(Duration::from_micros(600));
+    let writer = LogWriter::new();
+    writer.start(busy, 0, FsyncMode::Always);
+    writer.seem_busy();
+    assert!(logged(&writer), "kept, the commit still held");
+    assert_eq!(rows(&mut admin), [(0, 0), (2, 0)]);
+    assert_eq!(writer.collected(), 0, "nothing collected for a busy log");
+    assert_eq!(writer.metrics().records.get(), 1);
+
+    held.release();
+    two.finish(true).expect("an answer").expect("kept");
+    assert_eq!(rows(&mut admin), [(0, 0), (2, 0), (2, 1), (3, 0)]);
+    writer.close();
+}
+
 /// A shard whose writes share the node's commit waits for nothing itself when that commit
 /// waits (`--database-commit-wait`), and for the batch wait when it does not; a shard's log
 /// of its own (one shard a database) waits as told. Nothing is written: no database is

@@ -209,12 +209,30 @@ impl TableLog {
             .collect())
     }
 
-    /// `LogSink::begin`, whose failure leaves the log unsure.
+    /// `LogSink::begin` (`here`: as `begin_write`), whose failure leaves the log unsure.
+    fn begin_on(
+        &mut self,
+        records: &[&[u8]],
+        wake: &Wake,
+        acknowledge: Option<Acknowledge>,
+        here: bool,
+    ) -> Result<(), LogError> {
+        let begun = self.begin_write(records, wake, acknowledge, here);
+        if begun.is_err() {
+            // Whatever was begun or numbered, the next try asks what the table holds.
+            self.unsure = true;
+        }
+        begun
+    }
+
+    /// A write begun; `here`, on this log's own connection and thread even where its writes
+    /// go to a shared commit.
     fn begin_write(
         &mut self,
         records: &[&[u8]],
         wake: &Wake,
         acknowledge: Option<Acknowledge>,
+        here: bool,
     ) -> Result<(), LogError> {
         if self.deposed {
             return Err(Deposed(self.fence.epoch as u64).into());
@@ -233,7 +251,7 @@ impl TableLog {
         }
         let cut = Rows::cut(&fresh, &self.starts);
         let fence = self.fence;
-        if let Some(shared) = &self.shared {
+        if let Some(shared) = self.shared.as_ref().filter(|_| !here) {
             if self.under_way.len() >= self.overlap {
                 return Err(failed("more writes begun than may be under way"));
             }
@@ -249,13 +267,17 @@ impl TableLog {
         };
         let firsts = cut.first.clone();
         self.starts.extend(&firsts);
-        if self.overlap == 1 {
+        if self.overlap == 1 || here {
             // On this thread: no hand-over to another and back for each insert.
             let answer = self.runtime.block_on(slot.insert(&cut, fence));
             self.idle.push(slot);
+            let kept = cut.all_kept(&answer);
             self.under_way
                 .push_back(UnderWay::Answered { answer, firsts });
-            wake();
+            match acknowledge {
+                Some(acknowledge) if kept => acknowledge.succeeded(),
+                _ => wake(),
+            }
             return Ok(());
         }
         let (told, outcome) = mpsc::sync_channel(1);
@@ -365,12 +387,21 @@ impl LogSink for TableLog {
         wake: &Wake,
         acknowledge: Option<Acknowledge>,
     ) -> Result<(), LogError> {
-        let begun = self.begin_write(records, wake, acknowledge);
-        if begun.is_err() {
-            // Whatever was begun or numbered, the next try asks what the table holds.
-            self.unsure = true;
-        }
-        begun
+        self.begin_on(records, wake, acknowledge, false)
+    }
+
+    /// A busy shard's write goes on its own connection, at once, rather than to the node's
+    /// shared commit: its batch carries enough to be worth a commit of its own, and the
+    /// writer spares the two thread switches of handing it over and being told its outcome
+    /// (as a single leader's log writes, one insert at a time on its writer's thread).
+    fn begin_busy(
+        &mut self,
+        records: &[&[u8]],
+        wake: &Wake,
+        acknowledge: Option<Acknowledge>,
+    ) -> Result<(), LogError> {
+        let here = self.shared.is_some() && self.under_way.is_empty();
+        self.begin_on(records, wake, acknowledge, here)
     }
 
     fn finish(&mut self, wait: bool) -> Option<Result<(), LogError>> {

@@ -27,6 +27,8 @@ pub(super) struct Finishing {
     /// How many of the next writes fail to begin.
     pub(super) refuse: usize,
     pub(super) batch_wait: Duration,
+    /// How many writes were begun through `begin_busy`.
+    pub(super) busy_begins: Arc<Mutex<usize>>,
 }
 
 impl LogSink for Finishing {
@@ -76,6 +78,15 @@ impl LogSink for Finishing {
             }
         });
         Ok(())
+    }
+    fn begin_busy(
+        &mut self,
+        records: &[&[u8]],
+        wake: &Wake,
+        acknowledge: Option<Acknowledge>,
+    ) -> Result<(), LogError> {
+        *self.busy_begins.lock().expect("count") += 1;
+        self.begin(records, wake, acknowledge)
     }
     fn finish(&mut self, wait: bool) -> Option<Result<(), LogError>> {
         let outcome = self.outcomes.front()?;

@@ -12,6 +12,7 @@ struct Collecting {
     gates: Gates,
     collects: mpsc::Receiver<Collect>,
     sizes: Arc<Mutex<Vec<usize>>>,
+    busy_begins: Arc<Mutex<usize>>,
 }
 
 /// A log whose sink takes collects (one write under way at most), failing its first `refuse`
@@ -32,6 +33,7 @@ fn collecting_with(sink: Finishing) -> Collecting {
         ..sink
     };
     let (gates, sizes) = (sink.gates.clone(), sink.sizes.clone());
+    let busy_begins = sink.busy_begins.clone();
     let log_writer = LogWriter::new();
     log_writer.start(sink, 0, FsyncMode::Always);
     Collecting {
@@ -39,6 +41,7 @@ fn collecting_with(sink: Finishing) -> Collecting {
         gates,
         collects,
         sizes,
+        busy_begins,
     }
 }
 
@@ -55,6 +58,10 @@ impl Collecting {
     fn sizes(&self) -> Vec<usize> {
         self.sizes.lock().expect("sizes").clone()
     }
+
+    fn busy_begins(&self) -> usize {
+        *self.busy_begins.lock().expect("count")
+    }
 }
 
 #[test]
@@ -69,6 +76,11 @@ fn records_come_while_the_writer_sleeps_are_collected_without_waking_it() {
     assert!(log.nothing_asked(), "one collect for both records");
     collect();
     assert_eq!(log.sizes(), [2]);
+    assert_eq!(
+        log.busy_begins(),
+        0,
+        "a collect never begins a write as busy"
+    );
     open(&log.gates, 0);
     assert!(durable_to(&log.log_writer, 2));
     // Acknowledged where it finished, the write leaves the next records to a collect too,
@@ -139,6 +151,7 @@ fn a_log_busy_enough_for_its_batch_wait_leaves_its_records_to_the_writer() {
         log.log_writer.durable()
     );
     assert_eq!(log.log_writer.collected(), 0);
+    assert_eq!(log.busy_begins(), 1, "begun by the writer as busy");
     log.log_writer.close();
 }
 

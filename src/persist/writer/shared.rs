@@ -123,9 +123,9 @@ pub(super) struct Pending {
     /// ... and with no write of its own unacknowledged: records submitted now are collected
     /// by the sink's thread instead of waking the writer (`collect`).
     pub(super) collect_ready: bool,
-    /// The sink's batch wait (`LogSink::batch_wait`): while requests come often enough for
-    /// it, a collect would only leave the write to the writer, so none is asked for.
-    pub(super) collect_wait: Duration,
+    /// How soon three requests must be expected for the writer to write on its own
+    /// (`write_loop::alone_within`): while they come so often, no collect is asked for.
+    pub(super) alone_within: Duration,
     /// A collect was asked for and has not run: later records wait for it.
     pub(super) collect_asked: bool,
     /// Writes begun by a collect (tests look at it).
@@ -235,6 +235,16 @@ impl Arrivals {
 
     pub(super) fn note(&self) {
         self.note_at(self.origin.elapsed());
+    }
+
+    /// Notes requests 10 µs apart from now over the next 10 ms, as a busy log's: requests
+    /// noted meanwhile count as coming at once (tests).
+    #[cfg(test)]
+    pub(super) fn note_busy(&self) {
+        let now = self.origin.elapsed();
+        for n in 0..1000 {
+            self.note_at(now + Duration::from_micros(10 * n));
+        }
     }
 
     /// Notes a request come `at` after `origin`.

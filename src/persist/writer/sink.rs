@@ -66,6 +66,18 @@ pub trait LogSink: Send + 'static {
             "this log takes one write at a time",
         )))
     }
+    /// `begin`, for a log whose requests come often (`write_loop::alone_within`), with no
+    /// write under way. A sink whose writes are otherwise finished on a thread of its own may
+    /// write this one on the caller's thread, which waits for it: a busy log's batch is worth
+    /// a commit of its own, and handing it over would cost a thread switch there and one back.
+    fn begin_busy(
+        &mut self,
+        records: &[&[u8]],
+        wake: &Wake,
+        acknowledge: Option<Acknowledge>,
+    ) -> Result<(), LogError> {
+        self.begin(records, wake, acknowledge)
+    }
     /// The outcome of the oldest write begun and not finished yet, waiting for it if `wait`;
     /// `None` when none is under way or, not waiting, while it runs.
     fn finish(&mut self, _wait: bool) -> Option<Result<(), LogError>> {
