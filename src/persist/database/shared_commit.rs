@@ -1,7 +1,8 @@
 //! One commit for the writes of every shard a node leads. Each shard's log has a writer of its
 //! own, and a request's batch seldom finds its shard's writer busy, so with a log per shard a
 //! node would commit about once per request, paying a round trip and a wake-up for each.
-//! Instead every shard's writer hands its write here, and one thread inserts whatever writes
+//! Instead every shard's writer hands its write here (but a shard busy enough to fill commits
+//! of its own, which inserts on its own connection), and one thread inserts whatever writes
 //! have come meanwhile in one statement (`table_insert::Slot::insert_all`), each shard's rows
 //! fenced by its own lease: a shard taken by another node has its rows refused while the
 //! others' are kept.

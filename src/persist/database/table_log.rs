@@ -19,7 +19,8 @@
 //!
 //! In a database cut into shards, a log hands its writes to the node's commit shared by every
 //! shard it leads (`shared_commit`), which inserts them with other shards' in one statement;
-//! its own connection then only asks what the log holds. The rules above hold per shard.
+//! its own connection then asks what the log holds, and inserts the writes of a shard busy
+//! enough to fill commits of its own (`LogSink::begin_busy`). The rules above hold per shard.
 //!
 //! An insert whose outcome is unknown (no answer, a connection lost mid-way), or one that
 //! failed beside another, may have been kept: the next try first asks which of this epoch's
@@ -60,13 +61,14 @@ enum UnderWay {
 
 pub struct TableLog {
     /// Runs the inserts: on a thread of its own while the writer's thread gathers the next
-    /// write (inserts overlapping), or on the writer's thread (one at a time, or the question
-    /// of what the log holds when the writes go to a shared commit).
+    /// write (inserts overlapping), or on the writer's thread (one at a time, or, when the
+    /// writes go to a shared commit, the question of what the log holds and a busy shard's
+    /// own inserts).
     runtime: tokio::runtime::Runtime,
     /// How many inserts may be under way at once.
     overlap: usize,
     /// Connections with no insert under way (with a shared commit, the one that asks what
-    /// the log holds).
+    /// the log holds and inserts a busy shard's writes).
     idle: Vec<Slot>,
     /// A connection not made yet, to make more like it (one lost with its insert's task).
     like: Session,
@@ -84,7 +86,7 @@ pub struct TableLog {
     deposed: bool,
     batch_wait: Duration,
     /// The node's commit shared by every shard it leads, which then inserts this log's
-    /// writes; the connections here only ask what the log holds.
+    /// writes but a busy shard's (`begin_busy`).
     shared: Option<Arc<SharedCommit>>,
 }
 
@@ -131,8 +133,8 @@ impl TableLog {
     }
 
     /// The shard's log as `new` makes it, its writes inserted by the node's `shared` commit:
-    /// at most `inserts` of them under way at once, and `db` kept only to ask what the log
-    /// holds after a failure.
+    /// at most `inserts` of them under way at once, and `db` kept to ask what the log holds
+    /// after a failure and to insert a busy shard's writes itself.
     pub fn sharing(
         db: Blocking,
         fence: Fence,
@@ -140,7 +142,7 @@ impl TableLog {
         inserts: usize,
         shared: Arc<SharedCommit>,
     ) -> std::io::Result<TableLog> {
-        // One connection of its own, driven on the writer's thread: it inserts nothing.
+        // One connection of its own, driven on the writer's thread.
         let mut log = TableLog::new(db, fence, next_lsn, 1)?;
         log.overlap = inserts.clamp(1, MOST_INSERTS);
         log.shared = Some(shared);

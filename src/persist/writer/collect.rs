@@ -7,7 +7,8 @@
 //! writer sleeps with no write of its shard unacknowledged, a submission asks the sink's
 //! thread to collect: that thread takes the records ready and begins their write as the
 //! writer would, and the writer sleeps on. Anything else (a write still under way, a retry, a
-//! batch wait, a rotation, closing) is left to the writer, woken as before.
+//! batch wait, a log busy enough to write on its own, a rotation, closing) is left to the
+//! writer, woken as before.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::{Arc, TryLockError, Weak};
@@ -76,7 +77,9 @@ fn collect<S: LogSink>(held: &Held<S>, shared: &Shared) {
         && !writer.retrying
         && !writer.lost
         && writer.log.collectable()
-        && writer.batch_wait(&pending).is_none();
+        && writer.batch_wait(&pending).is_none()
+        // Asked for while the log was quieter: busy now, the writer writes it on its own.
+        && !shared.arrivals.busy_within(pending.alone_within);
     if !may {
         drop(pending);
         return leave_to_writer(shared);

@@ -132,13 +132,26 @@ fn a_record_come_while_a_collected_write_is_under_way_wakes_the_writer() {
 
 #[test]
 fn a_log_busy_enough_for_its_batch_wait_leaves_its_records_to_the_writer() {
+    // Requests 10 µs apart: a write would wait for company, which a collect does not.
+    written_alone_with_requests_apart(Duration::from_micros(10));
+}
+
+#[test]
+fn a_log_whose_requests_come_within_two_batch_waits_writes_on_its_own_at_once() {
+    // Requests 300 µs apart: three within two waits (900 µs), not within one, so the write
+    // waits for no company but is the writer's own.
+    written_alone_with_requests_apart(Duration::from_micros(300));
+}
+
+/// A log with a 600 µs batch wait whose requests came `gap` apart: its next record is not
+/// collected but begun by the writer through `begin_busy`, and acknowledged.
+fn written_alone_with_requests_apart(gap: Duration) {
     let log = collecting_with(Finishing {
         batch_wait: Duration::from_micros(600),
         ..Finishing::default()
     });
-    // Requests 10 µs apart: a write would wait for company, which a collect does not.
     for n in 0..100 {
-        (log.log_writer.shared.arrivals).note_at(Duration::from_micros(10 * n));
+        (log.log_writer.shared.arrivals).note_at(gap * n);
     }
     let woken = asleep_after(&log.log_writer, 0);
     submit(&log.log_writer);
@@ -151,7 +164,7 @@ fn a_log_busy_enough_for_its_batch_wait_leaves_its_records_to_the_writer() {
         log.log_writer.durable()
     );
     assert_eq!(log.log_writer.collected(), 0);
-    assert_eq!(log.busy_begins(), 1, "begun by the writer as busy");
+    assert_eq!(log.busy_begins(), 1, "begun by the writer on its own");
     log.log_writer.close();
 }
 
