@@ -215,7 +215,10 @@ fn said_of_move(
         );
     }
     if moved.forgotten > 0 {
-        return format!("{forgotten}{to} keeps them: start the nodes as before");
+        return format!(
+            "{forgotten}{to} keeps them: start every node with --shard-database {range}=URL \
+             for it, beside the other ranges the nodes were given"
+        );
     }
     let start = match moved.home {
         true => format!("start every node without --shard-database {range}"),
