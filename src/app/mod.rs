@@ -12,6 +12,8 @@ mod started;
 mod succession;
 
 #[cfg(test)]
+mod move_said_tests;
+#[cfg(test)]
 mod router_tests;
 
 use engine_service::{build_service, Built};
@@ -208,9 +210,17 @@ fn said_of_move(
         ),
     };
     if moved.abandoned > 0 {
+        let left = match &moved.left {
+            Some(why) => format!(
+                " (the rows of shards {range} an earlier move left in the home could not be \
+                 dropped, and are never read again; run the same command again to drop them: \
+                 {why})"
+            ),
+            None => String::new(),
+        };
         return format!(
             "{forgotten}abandoned a move of shards {range} cut short: gave back the {} leases \
-             it held in {to}; start the nodes as before",
+             it held in {to}{left}; start the nodes as before",
             moved.abandoned
         );
     }

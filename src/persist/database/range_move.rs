@@ -179,9 +179,14 @@ fn move_alone(
         let given = runtime.block_on(abandon(&mut kept, range))?;
         // A range kept in a database of its own has no rows in the home but those a finished
         // move out of the home could not drop: dropped now.
-        let forgotten = match &source {
-            Source::Placed { .. } => runtime.block_on(drop_rows(home, range))?,
-            Source::Home => 0,
+        let (forgotten, left) = match &source {
+            Source::Placed { .. } => match runtime.block_on(drop_rows(home, range)) {
+                Ok(dropped) => (dropped, None),
+                // The leases given back are said all the same: the nodes lead the range again.
+                Err(error) if given > 0 => (0, Some(error.to_string())),
+                Err(error) => return Err(error),
+            },
+            Source::Home => (0, None),
         };
         if given == 0 && forgotten == 0 {
             return Err(refused(to, "that database keeps them already"));
@@ -189,6 +194,7 @@ fn move_alone(
         return Ok(Moved {
             abandoned: given,
             forgotten,
+            left,
             ..Moved::from(shown(&to.url))
         });
     }
@@ -308,7 +314,11 @@ fn source_of(
     if (*f, *l) != (first, last) {
         return Err(refused(
             to,
-            &format!("shards {f}-{l} are kept in a database of their own: move that range whole"),
+            &format!(
+                "shards {f}-{l} are kept in a database of their own: move that range whole (to \
+                 split or join ranges, move them back into the home, the --storage URL, then \
+                 move the new ranges out)"
+            ),
         ));
     }
     let Some(name) = name else {

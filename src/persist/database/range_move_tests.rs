@@ -4,7 +4,7 @@
 use super::connection::Work;
 use super::range_move::move_range;
 use super::shard_map::Placed;
-use super::tests::{connect, database, leader_settings, number, sql, Holding};
+use super::tests::{connect, database, leader_settings, number, sql, triples, Holding};
 use super::{lease, schema};
 use super::{OpenError, Settings};
 
@@ -295,4 +295,80 @@ fn a_move_out_of_the_home_run_again_drops_the_rows_it_left_there() {
         Err(OpenError::ShardMap(why)) => assert!(why.contains("keeps them already"), "{why}"),
         other => panic!("{other:?}"),
     }
+}
+
+/// The home's record of where each range is kept: first, last, database name.
+fn recorded(home: &str) -> Vec<(i32, i32, Option<String>)> {
+    let query = "SELECT first_shard, last_shard, database FROM log_placed ORDER BY first_shard";
+    triples(&mut connect(home), query)
+}
+
+/// The settings of a move from a home of four shards, its nodes given `placed`.
+fn placed_on(home: &str, placed: Vec<Placed>) -> Settings {
+    Settings {
+        shards: 4,
+        placed,
+        ..leader_settings(home)
+    }
+}
+
+fn shard(shard: u32, url: &str) -> Placed {
+    Placed {
+        first: shard,
+        last: shard,
+        url: url.to_string(),
+    }
+}
+
+#[test]
+fn a_range_is_split_and_joined_again_by_way_of_the_home() {
+    let (Some(home), Some(whole), Some(two), Some(three), Some(joined)) = (
+        database(),
+        elsewhere(),
+        elsewhere(),
+        elsewhere(),
+        elsewhere(),
+    ) else {
+        return;
+    };
+    let settings = home_with(&home, BATCHES);
+    move_range(&settings, &shards_2_3(&whole)).expect("moved out of the home");
+    let first_moved = batches(&whole);
+    assert_eq!(first_moved.len(), 3);
+    let on_whole = placed_on(&home, vec![shards_2_3(&whole)]);
+    // Part of a range kept elsewhere is refused, saying how to split it.
+    match move_range(&on_whole, &shard(3, &three)) {
+        Err(OpenError::ShardMap(why)) => {
+            assert!(why.contains("move that range whole"), "{why}");
+            assert!(why.contains("back into the home"), "{why}");
+        }
+        other => panic!("{other:?}"),
+    }
+    let back = move_range(&on_whole, &shards_2_3(&home)).expect("back into the home");
+    assert!(back.home);
+    assert_eq!(recorded(&home), Vec::new());
+    // Split: each shard into a database of its own.
+    move_range(&settings, &shard(2, &two)).expect("shard 2 out");
+    move_range(&settings, &shard(3, &three)).expect("shard 3 out");
+    let names: Vec<(i32, i32)> = recorded(&home).iter().map(|r| (r.0, r.1)).collect();
+    assert_eq!(names, vec![(2, 2), (3, 3)]);
+    let kept = |url: &str| -> Vec<(i32, i64)> { batches(url).iter().map(|b| (b.0, b.1)).collect() };
+    assert_eq!(kept(&two), vec![(2, 0), (2, 2)], "shard 2's batches, only");
+    assert_eq!(kept(&three), vec![(3, 0)], "shard 3's batch, only");
+    assert_eq!(batches(&home), Vec::new(), "none left in the home");
+    // Joined again: both back home, then the whole range out at once.
+    let split = placed_on(&home, vec![shard(2, &two), shard(3, &three)]);
+    move_range(&split, &shard(2, &home)).expect("shard 2 home");
+    let one_left = placed_on(&home, vec![shard(3, &three)]);
+    move_range(&one_left, &shard(3, &home)).expect("shard 3 home");
+    move_range(&placed_on(&home, vec![]), &shards_2_3(&joined)).expect("joined out of the home");
+    let names: Vec<(i32, i32)> = recorded(&home).iter().map(|r| (r.0, r.1)).collect();
+    assert_eq!(names, vec![(2, 3)]);
+    assert_eq!(batches(&joined), first_moved, "every batch, as first moved");
+    let leases = "SELECT count(*) FROM log_shards WHERE shard BETWEEN 2 AND 3 AND node = ''";
+    assert_eq!(
+        number(&mut connect(&joined), leases.into()),
+        2,
+        "free to lead"
+    );
 }

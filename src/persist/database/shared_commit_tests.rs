@@ -3,12 +3,12 @@
 use std::time::{Duration, Instant};
 
 use super::connection::Blocking;
-use super::connection::{config, Session, Work};
+use super::connection::{config, Session};
 use super::lease::{self, Fence};
 use super::schema;
 use super::shared_commit::SharedCommit;
 use super::table_log::{deposed, TableLog};
-use super::tests::{connect, database, number, sql, Holding};
+use super::tests::{connect, database, number, sql, triples, Holding};
 use crate::engine::changes::{Change, ChangeLog};
 use crate::persist::format;
 use crate::persist::writer::{FsyncMode, LogSink, LogWriter, Wake};
@@ -21,25 +21,9 @@ fn record(lsn: u64) -> Vec<u8> {
 
 /// Each batch's shard, first number and the transaction that inserted it.
 fn batches(db: &mut Blocking) -> Vec<(i32, i64, i64)> {
-    db.run(
-        super::connection::STARTUP_TIMEOUT,
-        |client| -> Work<'_, _> {
-            Box::pin(async move {
-                let rows = client
-                    .query(
-                        "SELECT shard, first_lsn, xmin::text::bigint FROM log_batches \
-                         ORDER BY shard, first_lsn",
-                        &[],
-                    )
-                    .await?;
-                Ok(rows
-                    .iter()
-                    .map(|r| (r.get(0), r.get(1), r.get(2)))
-                    .collect())
-            })
-        },
-    )
-    .expect("read the log")
+    let query = "SELECT shard, first_lsn, xmin::text::bigint FROM log_batches \
+                 ORDER BY shard, first_lsn";
+    triples(db, query)
 }
 
 /// Each batch's shard and first number.

@@ -71,17 +71,18 @@ pub(super) fn sql(db: &mut Blocking, statement: &'static str) -> u64 {
     .expect("the statement runs")
 }
 
-fn batches(db: &mut Blocking) -> Vec<(i64, i64, i64)> {
+/// The rows `query` reads, three columns each.
+pub(super) fn triples<A, B, C>(db: &mut Blocking, query: &'static str) -> Vec<(A, B, C)>
+where
+    A: for<'a> tokio_postgres::types::FromSql<'a> + Send,
+    B: for<'a> tokio_postgres::types::FromSql<'a> + Send,
+    C: for<'a> tokio_postgres::types::FromSql<'a> + Send,
+{
     db.run(
         super::connection::STARTUP_TIMEOUT,
-        |client| -> Work<'_, _> {
+        move |client| -> Work<'_, _> {
             Box::pin(async move {
-                let rows = client
-                    .query(
-                        "SELECT first_lsn, last_lsn, epoch FROM log_batches ORDER BY first_lsn",
-                        &[],
-                    )
-                    .await?;
+                let rows = client.query(query, &[]).await?;
                 Ok(rows
                     .iter()
                     .map(|r| (r.get(0), r.get(1), r.get(2)))
@@ -89,7 +90,12 @@ fn batches(db: &mut Blocking) -> Vec<(i64, i64, i64)> {
             })
         },
     )
-    .expect("read the log")
+    .expect("read the rows")
+}
+
+fn batches(db: &mut Blocking) -> Vec<(i64, i64, i64)> {
+    let query = "SELECT first_lsn, last_lsn, epoch FROM log_batches ORDER BY first_lsn";
+    triples(db, query)
 }
 
 #[test]

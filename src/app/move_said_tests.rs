@@ -1,0 +1,86 @@
+//! What `--move-shards` tells the operator, for each way a move ends.
+
+use super::said_of_move;
+use crate::persist::database::range_move::Moved;
+
+fn moved() -> Moved {
+    Moved {
+        batches: 7,
+        snapshots: 1,
+        bytes: 4096,
+        from: "postgres://u@a/home".into(),
+        home: false,
+        abandoned: 0,
+        left: None,
+        forgotten: 0,
+    }
+}
+
+#[test]
+fn a_move_abandoned_says_the_leases_it_gave_back_even_when_the_homes_leftovers_stay() {
+    let to = "postgres://u@b/b";
+    let clean = Moved {
+        abandoned: 3,
+        ..moved()
+    };
+    let said = said_of_move("16-18", &clean, to);
+    assert!(
+        said.contains("gave back the 3 leases it held in postgres://u@b/b"),
+        "{said}"
+    );
+    assert!(said.ends_with("start the nodes as before"), "{said}");
+    assert!(!said.contains("could not be dropped"), "{said}");
+
+    let left = Moved {
+        abandoned: 3,
+        left: Some("connection refused".into()),
+        ..moved()
+    };
+    let said = said_of_move("16-18", &left, to);
+    assert!(said.contains("gave back the 3 leases"), "{said}");
+    assert!(said.contains("could not be dropped"), "{said}");
+    assert!(said.contains("run the same command again"), "{said}");
+    assert!(said.contains("connection refused"), "{said}");
+    assert!(said.ends_with("start the nodes as before"), "{said}");
+}
+
+#[test]
+fn a_move_that_only_drops_leftovers_names_the_database_to_start_with() {
+    let said = said_of_move(
+        "16-18",
+        &Moved {
+            forgotten: 4,
+            ..moved()
+        },
+        "postgres://u@b/b",
+    );
+    assert!(
+        said.starts_with("dropped the 4 rows of shards 16-18"),
+        "{said}"
+    );
+    assert!(said.contains("--shard-database 16-18=URL"), "{said}");
+    assert!(!said.contains("moved shards"), "{said}");
+}
+
+#[test]
+fn a_finished_move_says_what_it_moved_and_how_to_start() {
+    let said = said_of_move("16-18", &moved(), "postgres://u@b/b");
+    assert!(
+        said.contains("7 batches of the log and 1 snapshots, 4096 bytes"),
+        "{said}"
+    );
+    assert!(
+        said.contains("from postgres://u@a/home to postgres://u@b/b"),
+        "{said}"
+    );
+    assert!(said.contains("with --shard-database 16-18=URL"), "{said}");
+    let home = said_of_move(
+        "16-18",
+        &Moved {
+            home: true,
+            ..moved()
+        },
+        "postgres://u@a/home",
+    );
+    assert!(home.contains("without --shard-database 16-18"), "{home}");
+}
