@@ -377,12 +377,13 @@ fn owned_groups(producer: usize, producers: usize, groups: usize) -> Vec<usize> 
     (producer..groups).step_by(producers).collect()
 }
 
-/// Starts one producer task per connection, each owning its share of `groups`.
+/// Starts one producer task per connection, each owning its share of `groups`; producer p
+/// sends to queue p mod the number of `queue_urls`.
 fn spawn_producers(
     args: &Args,
     client: &reqwest::Client,
     endpoint: &str,
-    queue_url: &str,
+    queue_urls: &[&str],
     groups: usize,
     pace: (bool, Option<f64>, Option<u64>),
     stop: &Arc<AtomicBool>,
@@ -400,7 +401,7 @@ fn spawn_producers(
             tokio::spawn(produce(
                 client.clone(),
                 endpoint.to_string(),
-                queue_url.to_string(),
+                queue_urls[p % queue_urls.len()].to_string(),
                 plan,
                 args.body_size,
                 stop.clone(),
@@ -410,17 +411,29 @@ fn spawn_producers(
 }
 
 pub async fn run_send(args: &Args, system: System, batch: bool) -> Row {
-    let scenario = if batch {
+    let kind = if batch {
         "send (batches of 10)"
     } else {
         "send (single)"
     };
+    let scenario = match args.share_queues {
+        1 => kind.to_string(),
+        n => format!("{kind} over {n} queues"),
+    };
     let server = match start(args, system).await {
         Ok(server) => server,
-        Err(why) => return failed_row(args, scenario, system, why),
+        Err(why) => return failed_row(args, &scenario, system, why),
     };
     let client = http_client();
-    let queue_url = create_fifo_queue(&client, &server.endpoint, "bench.fifo").await;
+    let mut queue_urls = Vec::new();
+    for q in 0..args.share_queues {
+        let name = match q {
+            0 => "bench.fifo".to_string(),
+            q => format!("bench-{q}.fifo"),
+        };
+        queue_urls.push(create_fifo_queue(&client, &server.endpoint, &name).await);
+    }
+    let queue_urls: Vec<&str> = queue_urls.iter().map(String::as_str).collect();
     let stop = Arc::new(AtomicBool::new(false));
     let cpu_before = server.cpu_micros();
     let database_cpu_before = server.database_cpu_micros();
@@ -430,7 +443,7 @@ pub async fn run_send(args: &Args, system: System, batch: bool) -> Row {
         args,
         &client,
         &server.endpoint,
-        &queue_url,
+        &queue_urls,
         args.groups,
         (batch, None, None),
         &stop,
@@ -438,7 +451,7 @@ pub async fn run_send(args: &Args, system: System, batch: bool) -> Row {
     tokio::time::sleep(Duration::from_secs(args.duration)).await;
     stop.store(true, Ordering::Relaxed);
     let mut row = Row {
-        scenario: scenario.into(),
+        scenario,
         system: system.name(args),
         ..Default::default()
     };
@@ -627,7 +640,7 @@ pub(crate) async fn pipeline_on(
         args,
         client,
         &server.endpoint,
-        &queue_url,
+        &[queue_url.as_str()],
         args.groups,
         (true, per_producer_rate, None),
         &stop,
@@ -849,7 +862,7 @@ async fn preload_queue(
         args,
         client,
         endpoint,
-        queue_url,
+        &[queue_url],
         groups,
         (true, None, Some(per_producer)),
         &stop,
@@ -967,7 +980,7 @@ pub(crate) async fn run_restart(args: &Args) -> Row {
         args,
         &client,
         &server.endpoint,
-        &queue_url,
+        &[queue_url.as_str()],
         args.backlog_groups,
         (true, None, Some(per_producer)),
         &stop,

@@ -58,6 +58,10 @@ pub struct Args {
     /// Producer connection counts (as many consumers) the durable-share scenario runs at.
     #[arg(long, value_delimiter = ',', default_value = "8,16,32,64")]
     pub share_connections: Vec<usize>,
+    /// FIFO queues the sends of durable-share (and the send scenarios) go to, producer p
+    /// sending to queue p mod this: several hot queues in place of one.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=64))]
+    pub share_queues: u64,
     /// Message groups.
     #[arg(long, default_value_t = 64)]
     pub groups: usize,
