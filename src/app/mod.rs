@@ -209,33 +209,38 @@ fn said_of_move(
              never read again; "
         ),
     };
+    // A range kept in a database of its own may have had its home's record committed with the
+    // answer lost, so "as before" may have been without that database: it is named.
+    let start_placed = format!(
+        "start every node with --shard-database {range}=URL for it, beside the other ranges \
+         the nodes were given"
+    );
     if moved.abandoned > 0 {
         let left = match &moved.left {
             Some(why) => format!(
-                " (the rows of shards {range} an earlier move left in the home could not be \
-                 dropped, and are never read again; run the same command again to drop them: \
-                 {why})"
+                "; any rows of shards {range} an earlier move left in the home could not be \
+                 checked or dropped (never read again): before starting the nodes, run the same \
+                 command again to drop them, which answers that {to} keeps them already once \
+                 none are left ({why})"
             ),
             None => String::new(),
         };
+        let start = match moved.placed {
+            true => start_placed,
+            false => "start the nodes as before".into(),
+        };
         return format!(
             "{forgotten}abandoned a move of shards {range} cut short: gave back the {} leases \
-             it held in {to}{left}; start the nodes as before",
+             it held in {to}{left}; {start}",
             moved.abandoned
         );
     }
     if moved.forgotten > 0 {
-        return format!(
-            "{forgotten}{to} keeps them: start every node with --shard-database {range}=URL \
-             for it, beside the other ranges the nodes were given"
-        );
+        return format!("{forgotten}{to} keeps them: {start_placed}");
     }
     let start = match moved.home {
         true => format!("start every node without --shard-database {range}"),
-        false => format!(
-            "start every node with --shard-database {range}=URL for it, beside the other \
-             ranges the nodes were given"
-        ),
+        false => start_placed,
     };
     let left = match &moved.left {
         Some(why) => {

@@ -12,36 +12,63 @@ fn moved() -> Moved {
         home: false,
         abandoned: 0,
         left: None,
+        placed: false,
         forgotten: 0,
     }
 }
 
 #[test]
-fn a_move_abandoned_says_the_leases_it_gave_back_even_when_the_homes_leftovers_stay() {
+fn a_move_abandoned_says_the_leases_it_gave_back_and_where_the_range_is_kept() {
     let to = "postgres://u@b/b";
-    let clean = Moved {
+    let at_home = Moved {
         abandoned: 3,
         ..moved()
     };
-    let said = said_of_move("16-18", &clean, to);
+    let said = said_of_move("16-18", &at_home, to);
     assert!(
         said.contains("gave back the 3 leases it held in postgres://u@b/b"),
         "{said}"
     );
     assert!(said.ends_with("start the nodes as before"), "{said}");
-    assert!(!said.contains("could not be dropped"), "{said}");
+    assert!(!said.contains("could not be"), "{said}");
 
-    let left = Moved {
+    // Kept in a database of its own: the nodes are told to name it, whatever else happened.
+    let placed = || Moved {
         abandoned: 3,
-        left: Some("connection refused".into()),
+        placed: true,
         ..moved()
     };
-    let said = said_of_move("16-18", &left, to);
+    let said = said_of_move("16-18", &placed(), to);
     assert!(said.contains("gave back the 3 leases"), "{said}");
-    assert!(said.contains("could not be dropped"), "{said}");
-    assert!(said.contains("run the same command again"), "{said}");
+    assert!(said.contains("with --shard-database 16-18=URL"), "{said}");
+    assert!(!said.contains("as before"), "{said}");
+
+    let with_leftovers = Moved {
+        forgotten: 4,
+        ..placed()
+    };
+    let said = said_of_move("16-18", &with_leftovers, to);
+    assert!(
+        said.starts_with("dropped the 4 rows of shards 16-18"),
+        "{said}"
+    );
+    assert!(said.contains("gave back the 3 leases"), "{said}");
+    assert!(said.contains("with --shard-database 16-18=URL"), "{said}");
+    assert!(!said.contains("as before"), "{said}");
+
+    let undropped = Moved {
+        left: Some("connection refused".into()),
+        ..placed()
+    };
+    let said = said_of_move("16-18", &undropped, to);
+    assert!(said.contains("gave back the 3 leases"), "{said}");
+    assert!(said.contains("could not be checked or dropped"), "{said}");
+    assert!(
+        said.contains("before starting the nodes, run the same command"),
+        "{said}"
+    );
     assert!(said.contains("connection refused"), "{said}");
-    assert!(said.ends_with("start the nodes as before"), "{said}");
+    assert!(said.contains("with --shard-database 16-18=URL"), "{said}");
 }
 
 #[test]

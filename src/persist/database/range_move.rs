@@ -60,8 +60,12 @@ pub struct Moved {
     pub home: bool,
     /// Nothing moved: the leases a move cut short held were given back, this many.
     pub abandoned: u64,
-    /// Why the range's rows were left in the database it moved from, if they were.
+    /// Why the range's rows were left in the database it moved from, if they were; for a move
+    /// abandoned (`abandoned`), why any rows an earlier move left in the home were not dropped.
     pub left: Option<String>,
+    /// The range stays in a database of its own, which the nodes are to be given with
+    /// `--shard-database` (said of a move abandoned or of leftovers dropped).
+    pub placed: bool,
     /// Rows of the range an earlier move out of the home left there, dropped by running the
     /// move again.
     pub forgotten: u64,
@@ -77,6 +81,7 @@ impl Moved {
             home: false,
             abandoned: 0,
             left: None,
+            placed: false,
             forgotten: 0,
         }
     }
@@ -195,6 +200,7 @@ fn move_alone(
             abandoned: given,
             forgotten,
             left,
+            placed: matches!(source, Source::Placed { .. }),
             ..Moved::from(shown(&to.url))
         });
     }
