@@ -372,3 +372,57 @@ fn a_range_is_split_and_joined_again_by_way_of_the_home() {
         "free to lead"
     );
 }
+
+/// A move of a range kept in a database of its own, cut short, then abandoned while the home
+/// refuses to drop what an earlier move left there: the leases are given back and said so,
+/// with why the rows stayed; once the home drops rows again, running the command again drops
+/// them.
+#[test]
+fn an_abandoned_move_whose_drop_of_leftovers_fails_still_says_the_leases_it_gave_back() {
+    let (Some(home), Some(kept), Some(next)) = (database(), elsewhere(), elsewhere()) else {
+        return;
+    };
+    let settings = home_with(&home, BATCHES);
+    move_range(&settings, &shards_2_3(&kept)).expect("moved out of the home");
+    let on = placed_on(&home, vec![shards_2_3(&kept)]);
+    cut_short(&home, &on, &shards_2_3(&next));
+    // As a move out of the home whose last step failed leaves them.
+    let mut db = connect(&home);
+    sql(
+        &mut db,
+        "INSERT INTO log_batches (shard, first_lsn, last_lsn, epoch, records) \
+         VALUES (2, 0, 1, 1, '\\x0203'), (3, 0, 0, 1, '\\x05')",
+    );
+    sql(
+        &mut db,
+        "CREATE FUNCTION refuse_drops() RETURNS trigger LANGUAGE plpgsql AS \
+         $$ BEGIN RAISE EXCEPTION 'drops refused for the test'; END $$",
+    );
+    sql(
+        &mut db,
+        "CREATE TRIGGER refuse_drops BEFORE DELETE ON log_batches \
+         FOR EACH STATEMENT EXECUTE FUNCTION refuse_drops()",
+    );
+    let abandoned = move_range(&on, &shards_2_3(&kept)).expect("the leases given back");
+    assert_eq!((abandoned.abandoned, abandoned.forgotten), (2, 0));
+    assert!(abandoned.placed, "kept in a database of its own");
+    let why = abandoned.left.expect("why the home's rows stayed");
+    assert!(why.contains("drops refused for the test"), "{why}");
+    let free = "SELECT count(*) FROM log_shards WHERE shard BETWEEN 2 AND 3 AND node = '' \
+                AND expires < now()";
+    assert_eq!(number(&mut connect(&kept), free.into()), 2, "free again");
+    assert_eq!(
+        batches(&kept).len(),
+        3,
+        "the range's batches kept where they are"
+    );
+    assert_eq!(batches(&home).len(), 2, "the leftovers still there");
+    // The home drops rows again: the same command drops them, and has no lease to give back.
+    sql(&mut db, "DROP TRIGGER refuse_drops ON log_batches");
+    let again = move_range(&on, &shards_2_3(&kept)).expect("run again");
+    assert_eq!((again.abandoned, again.forgotten), (0, 2));
+    assert_eq!(again.left, None);
+    assert_eq!(batches(&home), Vec::new(), "dropped from the home");
+    let names: Vec<(i32, i32)> = recorded(&home).iter().map(|r| (r.0, r.1)).collect();
+    assert_eq!(names, vec![(2, 3)], "still kept in a database of its own");
+}
