@@ -238,15 +238,45 @@ fn said_of_move(
     if moved.forgotten > 0 {
         return format!("{forgotten}{to} keeps them: {start_placed}");
     }
+    if moved.trimmed > 0 {
+        return format!(
+            "dropped the {} rows of shards {range} that the database of the range beside them \
+             kept from before a split (never read again), and that database now keeps its own \
+             range only: {to} keeps shards {range}; start every node with the ranges the home \
+             records, each with its --shard-database",
+            moved.trimmed
+        );
+    }
     let start = match moved.home {
         true => format!("start every node without --shard-database {range}"),
         false => start_placed,
     };
-    let left = match &moved.left {
-        Some(why) => {
-            format!(" (its rows were left in the database it moved from, never read again: {why})")
+    let (start, left) = match (&moved.split, &moved.left) {
+        (Some(split), left) => {
+            let (kept, rest) = (split.kept, split.rest);
+            let start = format!(
+                "{start}, and with --shard-database {}-{}=URL for the database it gave for \
+                 {}-{}, which keeps those shards on",
+                rest.0, rest.1, kept.0, kept.1
+            );
+            let left = match left {
+                // That database still names the whole range: nodes given the rest are refused.
+                Some(why) => format!(
+                    " (its rows were left in the database it moved from, which so names \
+                     shards {}-{} still and is refused to the nodes: before starting them, run \
+                     the same command again with the --shard-database ranges they are to be \
+                     given, which drops those rows: {why})",
+                    kept.0, kept.1
+                ),
+                None => String::new(),
+            };
+            (start, left)
         }
-        None => String::new(),
+        (None, Some(why)) => (
+            start,
+            format!(" (its rows were left in the database it moved from, never read again: {why})"),
+        ),
+        (None, None) => (start, String::new()),
     };
     format!(
         "moved shards {range} ({} batches of the log and {} snapshots, {} bytes) from {} to \

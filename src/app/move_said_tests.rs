@@ -2,6 +2,7 @@
 
 use super::said_of_move;
 use crate::persist::database::range_move::Moved;
+use crate::persist::database::range_split::Split;
 
 fn moved() -> Moved {
     Moved {
@@ -14,6 +15,8 @@ fn moved() -> Moved {
         left: None,
         placed: false,
         forgotten: 0,
+        split: None,
+        trimmed: 0,
     }
 }
 
@@ -110,4 +113,63 @@ fn a_finished_move_says_what_it_moved_and_how_to_start() {
         "postgres://u@a/home",
     );
     assert!(home.contains("without --shard-database 16-18"), "{home}");
+}
+
+#[test]
+fn a_split_names_the_rest_for_the_nodes_and_whether_it_must_run_again() {
+    let split = || Moved {
+        split: Some(Split {
+            kept: (16, 31),
+            rest: (16, 23),
+        }),
+        ..moved()
+    };
+    let said = said_of_move("24-31", &split(), "postgres://u@c/c");
+    assert!(said.contains("with --shard-database 24-31=URL"), "{said}");
+    assert!(
+        said.contains("with --shard-database 16-23=URL for the database it gave for 16-31"),
+        "{said}"
+    );
+    assert!(!said.contains("run the same command again"), "{said}");
+    let home = said_of_move(
+        "24-31",
+        &Moved {
+            home: true,
+            ..split()
+        },
+        "postgres://u@a/home",
+    );
+    assert!(home.contains("without --shard-database 24-31"), "{home}");
+    assert!(home.contains("--shard-database 16-23=URL"), "{home}");
+    // Its last step failed: the nodes would be refused that database until it is run again.
+    let unfinished = said_of_move(
+        "24-31",
+        &Moved {
+            left: Some("connection refused".into()),
+            ..split()
+        },
+        "postgres://u@c/c",
+    );
+    assert!(
+        unfinished.contains("names shards 16-31 still and is refused to the nodes"),
+        "{unfinished}"
+    );
+    assert!(
+        unfinished.contains("run the same command again"),
+        "{unfinished}"
+    );
+    assert!(unfinished.contains("connection refused"), "{unfinished}");
+    let finished = said_of_move(
+        "24-31",
+        &Moved {
+            trimmed: 5,
+            ..moved()
+        },
+        "postgres://u@c/c",
+    );
+    assert!(
+        finished.starts_with("dropped the 5 rows of shards 24-31"),
+        "{finished}"
+    );
+    assert!(!finished.contains("moved shards"), "{finished}");
 }

@@ -1,6 +1,7 @@
 //! Moving a range of shards between databases (`--move-shards FIRST-LAST=URL`): a cluster
-//! begun on one database moves shards 2-3 into a second, on into a third and back home, every
-//! message, receipt handle and subscription kept, and nodes given the old map refused.
+//! begun on one database moves shards 2-3 into a second, on into a third, splits them there
+//! (shard 3 into a fourth) and moves both back home, every message, receipt handle and
+//! subscription kept, and nodes given the old map refused.
 
 use orderly::app::App;
 use orderly::config::Config;
@@ -19,14 +20,20 @@ type Clock = std::sync::Arc<orderly::clock::ManualClock>;
 /// A node of the home at `home`, shards 2-3 kept at `placed` if given; snapshots taken often,
 /// so that the range has some to move. It leads its share (all four shards, alone).
 fn node(home: &str, placed: Option<&str>) -> Config {
+    let ranges: Vec<(u32, u32, &str)> = placed.iter().map(|url| (2, 3, *url)).collect();
+    node_on(home, &ranges)
+}
+
+/// A node of the home at `home`, each range (first, last, URL) kept where it says.
+fn node_on(home: &str, placed: &[(u32, u32, &str)]) -> Config {
     let mut config = on_log(home);
     config.shards = SHARDS;
     config.spread_shards = true;
     config.snapshot_after = 1;
     config.shard_databases = (placed.iter())
-        .map(|url| Placed {
-            first: 2,
-            last: 3,
+        .map(|&(first, last, url)| Placed {
+            first,
+            last,
             url: url.to_string(),
         })
         .collect();
@@ -35,7 +42,12 @@ fn node(home: &str, placed: Option<&str>) -> Config {
 
 /// Starts a node as `node` says, once it leads every shard.
 async fn start(home: &str, placed: Option<&str>, clock: &Clock) -> Stoppable {
-    let app = App::bind_with_clock(&node(home, placed), clock.clone())
+    start_on(node(home, placed), clock).await
+}
+
+/// Starts a node of `config`, once it leads every shard.
+async fn start_on(config: Config, clock: &Clock) -> Stoppable {
+    let app = App::bind_with_clock(&config, clock.clone())
         .await
         .expect("leads every shard");
     let started = Stoppable::start(app).await;
@@ -145,7 +157,9 @@ async fn a_range_of_shards_moves_into_a_database_of_its_own_on_into_another_and_
         return;
     };
     let elsewhere = orderly::persist::database::test_database::fresh_database_elsewhere;
-    let (Some(second), Some(third)) = (elsewhere().await, elsewhere().await) else {
+    let (Some(second), Some(third), Some(fourth)) =
+        (elsewhere().await, elsewhere().await, elsewhere().await)
+    else {
         return;
     };
     let clock = common::manual_clock();
@@ -268,12 +282,67 @@ async fn a_range_of_shards_moves_into_a_database_of_its_own_on_into_another_and_
     );
     stop(last, &home).await;
 
-    // And back into the home, where a node given no range finds it all.
-    let (moved, said) = move_to(&home, &home, Some(&third));
+    // Split in place: shard 3 on into a fourth database, the third keeping shard 2 alone.
+    let whole = format!("2-3={third}");
+    let part = format!("3-3={fourth}");
+    let (moved, said) = run(&[
+        "--move-shards",
+        &part,
+        "--storage",
+        &home,
+        "--shard-database",
+        &whole,
+    ]);
     assert!(moved, "{said}");
-    assert!(said.contains("without --shard-database 2-3"), "{said}");
+    assert!(
+        said.contains("--shard-database 2-2=URL for the database it gave for 2-3"),
+        "{said}"
+    );
+    assert_eq!(
+        rows_of_range(&third, "log_shards").await,
+        1,
+        "shard 2's alone"
+    );
+    assert_eq!(rows_of_range(&fourth, "log_shards").await, 1, "shard 3's");
+    let refused = App::bind_with_clock(&node(&home, Some(&third)), clock.clone()).await;
+    let error = format!("{:#}", refused.err().expect("refused"));
+    assert!(error.contains("first used with shards 2-2, 3-3"), "{error}");
+    let split = [(2, 2, third.as_str()), (3, 3, fourth.as_str())];
+    let parts = start_on(node_on(&home, &split), &clock).await;
+    assert_eq!(
+        queues.state(&parts.server).await,
+        after,
+        "every message as it was"
+    );
+    stop(parts, &home).await;
+
+    // And back into the home, each part from its database, where a node given no range finds
+    // it all.
+    let (two, three) = (format!("2-2={third}"), format!("3-3={fourth}"));
+    let (moved, said) = run(&[
+        "--move-shards",
+        &format!("2-2={home}"),
+        "--storage",
+        &home,
+        "--shard-database",
+        &two,
+        "--shard-database",
+        &three,
+    ]);
+    assert!(moved, "{said}");
+    let (moved, said) = run(&[
+        "--move-shards",
+        &format!("3-3={home}"),
+        "--storage",
+        &home,
+        "--shard-database",
+        &three,
+    ]);
+    assert!(moved, "{said}");
+    assert!(said.contains("without --shard-database 3-3"), "{said}");
     assert_eq!(rows_of_range(&home, "log_shards").await, 2);
     assert_eq!(rows_of_range(&third, "log_batches").await, 0);
+    assert_eq!(rows_of_range(&fourth, "log_batches").await, 0);
     let home_again = start(&home, None, &clock).await;
     assert_eq!(
         queues.state(&home_again.server).await,

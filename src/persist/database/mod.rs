@@ -31,6 +31,8 @@ pub mod lease;
 mod open_error;
 pub mod placement;
 pub mod range_move;
+mod range_rows;
+pub mod range_split;
 mod recovery;
 pub mod replication;
 mod schema;
@@ -505,6 +507,8 @@ impl ReadyDatabase {
 mod keeper_tests;
 #[cfg(test)]
 mod range_move_tests;
+#[cfg(test)]
+mod range_split_tests;
 #[cfg(test)]
 mod schema_tests;
 #[cfg(test)]

@@ -14,18 +14,19 @@
 //!    after, where it was kept; a database a range was placed in before keeps its leases,
 //!    held. A range moved back into the home is copied there and its record dropped in one
 //!    transaction of the home's.
+//! 4. A part that begins or ends a range kept in a database of its own moves the same way (a
+//!    split): the home's record of the range becomes one of the rest there, and that database
+//!    then drops every row of the part, leases too, and records the rest as its range. Until
+//!    it has, nodes are refused it; running the move again finishes it.
 //!
 //! Nothing is committed in two databases at once, nor needs to be: the range's leases, held
 //! by the move, keep every node off it until the home's record says where it is, so a move
 //! cut short anywhere is finished by running it again (a new database holding a copy the home
 //! does not record yet is copied into again).
 
-use std::future::Future;
-use std::time::Duration;
-
-use tokio_postgres::Client;
-
-use super::connection::{config, describe, Blocking, Session};
+use super::connection::{config, Blocking, Session};
+use super::range_rows::{connected, drop_rows, drop_rows_in, within};
+use super::range_split::{rest_of, trim, trim_beside, Split};
 use super::schema::{self, Role};
 use super::shard_map::{shown, Placed};
 use super::{OpenError, Settings};
@@ -37,15 +38,8 @@ const MOVER: &str = "orderly --move-shards";
 /// The advisory lock a move holds in the home while it runs, on its connection.
 const MOVE_LOCK: i64 = schema::STARTS_LOCK + 1;
 
-/// Longest one statement of the move is waited for.
-const STATEMENT: Duration = Duration::from_secs(60);
-
 /// Batches copied a statement (each row holds at most 8,000 bytes of records).
 const BATCH_PAGE: i64 = 1024;
-
-/// Longest the rows of a range are waited for to be dropped, in one statement a table: a long
-/// log's rows take long.
-const DROP_ROWS: Duration = Duration::from_secs(600);
 
 /// What was moved, for the operator.
 #[derive(Debug, PartialEq, Eq)]
@@ -69,6 +63,11 @@ pub struct Moved {
     /// Rows of the range an earlier move out of the home left there, dropped by running the
     /// move again.
     pub forgotten: u64,
+    /// The range was part of one kept in a database of its own, which keeps the rest.
+    pub split: Option<Split>,
+    /// Rows a split left in the database that keeps the rest (a range beside this one),
+    /// dropped by running the move again, that database then recording the rest only.
+    pub trimmed: u64,
 }
 
 impl Moved {
@@ -83,6 +82,8 @@ impl Moved {
             left: None,
             placed: false,
             forgotten: 0,
+            split: None,
+            trimmed: 0,
         }
     }
 }
@@ -92,19 +93,35 @@ impl Moved {
 enum Destination<'a> {
     /// A database made for the range, whose lease rows are there already.
     Placed,
-    /// The home, whose record of the range's database (named `placed`) is dropped in the
-    /// same transaction.
-    Home { placed: &'a str },
+    /// The home, whose record of the range's database (named `placed`, recorded as keeping
+    /// `kept`) is dropped in the same transaction, or narrowed to `rest` (a split).
+    Home {
+        placed: &'a str,
+        kept: (i32, i32),
+        rest: Option<(i32, i32)>,
+    },
 }
 
 /// Where the range is kept now.
 enum Source {
     Home,
-    /// A database of its own, recorded in the home under `name`.
+    /// A database of its own, recorded in the home under `name` as keeping `kept`: the range
+    /// moved, or a range it begins or ends (a split: the rest stays there).
     Placed {
         url: String,
         name: String,
+        kept: (i32, i32),
     },
+}
+
+impl Source {
+    /// What a split leaves where the range was kept: `kept` without the range moved.
+    fn rest(&self, range: (i32, i32)) -> Option<(i32, i32)> {
+        match self {
+            Source::Placed { kept, .. } => rest_of(*kept, range),
+            Source::Home => None,
+        }
+    }
 }
 
 /// What the home's row and records say.
@@ -193,29 +210,49 @@ fn move_alone(
             },
             Source::Home => (0, None),
         };
-        if given == 0 && forgotten == 0 {
+        // A split finished but for its last step: the database beside that keeps the rest
+        // still holds the range's rows (dropped now; nodes are refused it until then). Left
+        // to a run that has nothing else to say, so that a database beside that does not
+        // answer keeps no leases given back unsaid.
+        let trimmed = match (given, forgotten, &left) {
+            (0, 0, None) => {
+                runtime.block_on(trim_beside(&found.placed, range, &settings.placed))?
+            }
+            _ => 0,
+        };
+        if given == 0 && forgotten == 0 && trimmed == 0 {
             return Err(refused(to, "that database keeps them already"));
         }
         return Ok(Moved {
             abandoned: given,
             forgotten,
+            trimmed,
             left,
             placed: matches!(source, Source::Placed { .. }),
             ..Moved::from(shown(&to.url))
         });
     }
-    if let (Source::Placed { url, name }, true) =
+    let split = match &source {
+        Source::Placed { kept, .. } => source.rest(range).map(|rest| Split { kept: *kept, rest }),
+        Source::Home => None,
+    };
+    if let (Source::Placed { url, name, kept }, true) =
         (&source, target_name.as_deref() == Some(found.name.as_str()))
     {
         // Back into the home: copied and recorded in one transaction of the home's.
         let mut from = Session::new(config(url).map_err(OpenError::Url)?);
         let leases = runtime.block_on(fence(&mut from, range, &source))?;
-        let into = Destination::Home { placed: name };
+        let into = Destination::Home {
+            placed: name,
+            kept: *kept,
+            rest: source.rest(range),
+        };
         let moved = runtime.block_on(copy(&mut from, home, range, &leases, into))?;
         return Ok(Moved {
             from: shown(url),
             home: true,
-            left: forget(runtime, &mut from, range),
+            left: forget(runtime, &mut from, range, (name, split)),
+            split,
             ..moved
         });
     }
@@ -249,29 +286,34 @@ fn move_alone(
     let into = Destination::Placed;
     let moved = runtime.block_on(copy(&mut from, &mut target, range, &leases, into))?;
     runtime.block_on(record(home, range, (&source, &leases), &made.database))?;
+    let (from_url, from_name) = match &source {
+        Source::Home => (settings.url.as_str(), found.name.as_str()),
+        Source::Placed { url, name, .. } => (url.as_str(), name.as_str()),
+    };
     Ok(Moved {
-        from: match &source {
-            Source::Home => shown(&settings.url),
-            Source::Placed { url, .. } => shown(url),
-        },
-        left: forget(runtime, &mut from, range),
+        from: shown(from_url),
+        left: forget(runtime, &mut from, range, (from_name, split)),
+        split,
         ..moved
     })
 }
 
-/// Drops the range's rows but its leases from the database it moved out of, which is never
-/// read for them again: the home drops its leases of the range as it records the move, a
-/// range's database keeps them held, so that no node leads the range there. Says why if
-/// they were left.
+/// Drops the range's rows but its leases from the database it moved out of (named `name`),
+/// which is never read for them again: the home drops its leases of the range as it records
+/// the move, a range's database keeps them held, so that no node leads the range there. A
+/// database split keeps the rest only: the range's leases go too, and it records the rest as
+/// its range. Says why if they were left.
 fn forget(
     runtime: &tokio::runtime::Runtime,
     from: &mut Session,
     range: (i32, i32),
+    (name, split): (&str, Option<Split>),
 ) -> Option<String> {
-    runtime
-        .block_on(drop_rows(from, range))
-        .err()
-        .map(|error| error.to_string())
+    let dropped = match split {
+        Some(split) => runtime.block_on(trim(from, name, split.rest)),
+        None => runtime.block_on(drop_rows(from, range)),
+    };
+    dropped.err().map(|error| error.to_string())
 }
 
 fn refused(to: &Placed, why: &str) -> OpenError {
@@ -317,13 +359,24 @@ fn source_of(
     let Some((f, l, name)) = overlapping else {
         return Ok(Source::Home);
     };
-    if (*f, *l) != (first, last) {
+    if *f < first && last < *l {
         return Err(refused(
             to,
             &format!(
-                "shards {f}-{l} are kept in a database of their own: move that range whole (to \
-                 split or join ranges, move them back into the home, the --storage URL, then \
-                 move the new ranges out)"
+                "shards {f}-{l} are kept in a database of their own, and only a range that \
+                 begins or ends them moves out of it: move {first}-{l} out, then {}-{l} on into \
+                 another database",
+                last + 1
+            ),
+        ));
+    }
+    if first < *f || *l < last {
+        return Err(refused(
+            to,
+            &format!(
+                "shards {f}-{l} are kept in a database of their own: a range moved joins no \
+                 other (move each back into the home, the --storage URL, then the whole range \
+                 out)"
             ),
         ));
     }
@@ -335,18 +388,21 @@ fn source_of(
         ));
     };
     let url = (given.iter())
-        .find(|p| (p.first as i32, p.last as i32) == (first, last))
+        .find(|p| (p.first as i32, p.last as i32) == (*f, *l))
         .map(|p| p.url.clone())
         .ok_or_else(|| {
             refused(
                 to,
-                "the shards are kept in a database of their own: name it with --shard-database \
-                 as the nodes were started",
+                &format!(
+                    "shards {f}-{l} are kept in a database of their own: name it with \
+                     --shard-database {f}-{l}=URL as the nodes were started"
+                ),
             )
         })?;
     Ok(Source::Placed {
         url,
         name: name.clone(),
+        kept: (*f, *l),
     })
 }
 
@@ -359,37 +415,6 @@ async fn lock_moves(home: &mut Session, take: bool) -> Result<bool, OpenError> {
     };
     let row = within("locking moves", client.query_one(statement, &[&MOVE_LOCK])).await?;
     Ok(row.get(0))
-}
-
-/// Waits for a statement's answer, at most `STATEMENT`.
-async fn within<T>(
-    what: &str,
-    work: impl Future<Output = Result<T, tokio_postgres::Error>>,
-) -> Result<T, OpenError> {
-    within_for(STATEMENT, what, work).await
-}
-
-/// Waits for a statement's answer, at most `limit`.
-async fn within_for<T>(
-    limit: Duration,
-    what: &str,
-    work: impl Future<Output = Result<T, tokio_postgres::Error>>,
-) -> Result<T, OpenError> {
-    match tokio::time::timeout(limit, work).await {
-        Ok(Ok(value)) => Ok(value),
-        Ok(Err(error)) => Err(OpenError::Database(format!("{what}: {}", describe(&error)))),
-        Err(_) => Err(OpenError::Database(format!(
-            "{what}: no answer within {} s",
-            limit.as_secs()
-        ))),
-    }
-}
-
-async fn connected(session: &mut Session) -> Result<&mut Client, OpenError> {
-    session
-        .connected()
-        .await
-        .map_err(|failed| OpenError::Database(failed.cause))
 }
 
 async fn read_home(home: &mut Session) -> Result<Home, OpenError> {
@@ -472,7 +497,7 @@ async fn fence(
 ) -> Result<Vec<Lease>, OpenError> {
     let client = connected(from).await?;
     let tx = within("taking the leases", client.transaction()).await?;
-    if let Source::Placed { name, .. } = source {
+    if let Source::Placed { name, kept, .. } = source {
         let row = within(
             "reading the range's database",
             tx.query_opt(
@@ -482,21 +507,21 @@ async fn fence(
             ),
         )
         .await;
-        let kept = match row {
+        let recorded = match row {
             Ok(Some(row)) => {
                 let (database, f, l): (String, Option<i32>, Option<i32>) =
                     (row.get(0), row.get(1), row.get(2));
-                database == *name && (f, l) == (Some(first), Some(last))
+                database == *name && (f, l) == (Some(kept.0), Some(kept.1))
             }
             Ok(None) => false,
             // No such table (or column) is another database than the home records.
             Err(OpenError::Database(cause)) if cause.contains("does not exist") => false,
             Err(error) => return Err(error),
         };
-        if !kept {
+        if !recorded {
             return Err(OpenError::ShardMap(format!(
-                "--shard-database {first}-{last}: not the database the home records for these \
-                 shards"
+                "--shard-database {}-{}: not the database the home records for these shards",
+                kept.0, kept.1
             )));
         }
     }
@@ -754,22 +779,8 @@ async fn copy(
         )
         .await?;
     }
-    if let Destination::Home { placed } = into {
-        let forgotten = within(
-            "recording the move",
-            tx.execute(
-                "DELETE FROM log_placed \
-                 WHERE first_shard = $1 AND last_shard = $2 AND database = $3",
-                &[&first, &last, &placed],
-            ),
-        )
-        .await?;
-        if forgotten != 1 {
-            return Err(OpenError::ShardMap(format!(
-                "shards {first}-{last}: the home's record of their database changed while \
-                 they moved; nothing was recorded"
-            )));
-        }
+    if let Destination::Home { placed, kept, rest } = into {
+        re_record(&tx, (kept, placed), rest, None).await?;
     }
     within("copying", tx.commit()).await?;
     Ok(moved)
@@ -845,25 +856,50 @@ async fn record(
             )
             .await?;
         }
-        Source::Placed { name, .. } => {
-            let updated = within(
-                "recording the move",
-                tx.execute(
-                    "UPDATE log_placed SET database = $4 \
-                     WHERE first_shard = $1 AND last_shard = $2 AND database = $3",
-                    &[&first, &last, name, &target],
-                ),
-            )
-            .await?;
-            if updated != 1 {
-                return Err(OpenError::ShardMap(format!(
-                    "shards {first}-{last}: the home's record of their database changed while \
-                     they moved; nothing was recorded"
-                )));
-            }
+        Source::Placed { name, kept, .. } => {
+            let rest = source.rest((first, last));
+            re_record(&tx, (*kept, name), rest, Some(((first, last), target))).await?;
         }
     }
     within("recording the move", tx.commit()).await
+}
+
+/// Changes the home's record of a range kept in a database of its own (`kept`, in the
+/// database named `name`) in the transaction `tx`: dropped, with the rest of a split
+/// recorded there instead, and a new database's range recorded (`placed`), if one is.
+async fn re_record(
+    tx: &tokio_postgres::Transaction<'_>,
+    (kept, name): ((i32, i32), &str),
+    rest: Option<(i32, i32)>,
+    placed: Option<((i32, i32), &str)>,
+) -> Result<(), OpenError> {
+    let dropped = within(
+        "recording the move",
+        tx.execute(
+            "DELETE FROM log_placed WHERE first_shard = $1 AND last_shard = $2 AND database = $3",
+            &[&kept.0, &kept.1, &name],
+        ),
+    )
+    .await?;
+    if dropped != 1 {
+        return Err(OpenError::ShardMap(format!(
+            "shards {}-{}: the home's record of their database changed while they moved; \
+             nothing was recorded",
+            kept.0, kept.1
+        )));
+    }
+    let records = rest.map(|rest| (rest, name)).into_iter().chain(placed);
+    for ((first, last), database) in records {
+        within(
+            "recording the move",
+            tx.execute(
+                "INSERT INTO log_placed (first_shard, last_shard, database) VALUES ($1, $2, $3)",
+                &[&first, &last, &database],
+            ),
+        )
+        .await?;
+    }
+    Ok(())
 }
 
 /// Takes the lock a node's start takes in the home, so that one starting meanwhile reads the
@@ -875,39 +911,4 @@ async fn hold_starts(tx: &tokio_postgres::Transaction<'_>) -> Result<(), OpenErr
     )
     .await
     .map(|_| ())
-}
-
-/// Drops the range's rows but its leases from the database `session` is connected to.
-/// How many it dropped.
-async fn drop_rows(session: &mut Session, range: (i32, i32)) -> Result<u64, OpenError> {
-    let client = connected(session).await?;
-    let tx = within("dropping the moved rows", client.transaction()).await?;
-    let dropped = drop_rows_in(&tx, range).await?;
-    within("dropping the moved rows", tx.commit()).await?;
-    Ok(dropped)
-}
-
-async fn drop_rows_in(
-    tx: &tokio_postgres::Transaction<'_>,
-    (first, last): (i32, i32),
-) -> Result<u64, OpenError> {
-    let tables = [
-        "log_batches",
-        "log_epochs",
-        "log_snapshot_chunks",
-        "log_snapshots",
-    ];
-    let mut dropped = 0;
-    for table in tables {
-        dropped += within_for(
-            DROP_ROWS,
-            "dropping the moved rows",
-            tx.execute(
-                &format!("DELETE FROM {table} WHERE shard BETWEEN $1 AND $2"),
-                &[&first, &last],
-            ),
-        )
-        .await?;
-    }
-    Ok(dropped)
 }

@@ -8,7 +8,7 @@ use super::tests::{connect, database, leader_settings, number, sql, triples, Hol
 use super::{lease, schema};
 use super::{OpenError, Settings};
 
-fn elsewhere() -> Option<String> {
+pub(super) fn elsewhere() -> Option<String> {
     let runtime = tokio::runtime::Runtime::new().expect("runtime");
     runtime.block_on(super::test_database::fresh_database_elsewhere())
 }
@@ -39,7 +39,7 @@ fn batches(url: &str) -> Vec<(i32, i64, i64, Vec<u8>)> {
 
 /// A home of four shards holding `batches` (SQL rows of `log_batches`), and the settings of
 /// a move from it.
-fn home_with(home: &str, batches: &'static str) -> Settings {
+pub(super) fn home_with(home: &str, batches: &'static str) -> Settings {
     let mut db = connect(home);
     schema::prepare(&mut db, "us-east-1", "000000000000", 4).expect("tables");
     sql(&mut db, batches);
@@ -49,7 +49,8 @@ fn home_with(home: &str, batches: &'static str) -> Settings {
     }
 }
 
-const BATCHES: &str = "INSERT INTO log_batches (shard, first_lsn, last_lsn, epoch, records) \
+pub(super) const BATCHES: &str =
+    "INSERT INTO log_batches (shard, first_lsn, last_lsn, epoch, records) \
     VALUES (1, 0, 0, 1, '\\x01'), (2, 0, 1, 1, '\\x0203'), (2, 2, 2, 1, '\\x04'), \
     (3, 0, 0, 1, '\\x05')";
 
@@ -298,13 +299,13 @@ fn a_move_out_of_the_home_run_again_drops_the_rows_it_left_there() {
 }
 
 /// The home's record of where each range is kept: first, last, database name.
-fn recorded(home: &str) -> Vec<(i32, i32, Option<String>)> {
+pub(super) fn recorded(home: &str) -> Vec<(i32, i32, Option<String>)> {
     let query = "SELECT first_shard, last_shard, database FROM log_placed ORDER BY first_shard";
     triples(&mut connect(home), query)
 }
 
 /// The settings of a move from a home of four shards, its nodes given `placed`.
-fn placed_on(home: &str, placed: Vec<Placed>) -> Settings {
+pub(super) fn placed_on(home: &str, placed: Vec<Placed>) -> Settings {
     Settings {
         shards: 4,
         placed,
@@ -312,7 +313,7 @@ fn placed_on(home: &str, placed: Vec<Placed>) -> Settings {
     }
 }
 
-fn shard(shard: u32, url: &str) -> Placed {
+pub(super) fn shard(shard: u32, url: &str) -> Placed {
     Placed {
         first: shard,
         last: shard,
@@ -336,10 +337,14 @@ fn a_range_is_split_and_joined_again_by_way_of_the_home() {
     let first_moved = batches(&whole);
     assert_eq!(first_moved.len(), 3);
     let on_whole = placed_on(&home, vec![shards_2_3(&whole)]);
-    // Part of a range kept elsewhere is refused, saying how to split it.
-    match move_range(&on_whole, &shard(3, &three)) {
+    // A range kept elsewhere joins no other but by way of the home, saying so.
+    let wider = Placed {
+        first: 1,
+        ..shards_2_3(&three)
+    };
+    match move_range(&on_whole, &wider) {
         Err(OpenError::ShardMap(why)) => {
-            assert!(why.contains("move that range whole"), "{why}");
+            assert!(why.contains("joins no other"), "{why}");
             assert!(why.contains("back into the home"), "{why}");
         }
         other => panic!("{other:?}"),
@@ -393,16 +398,7 @@ fn an_abandoned_move_whose_drop_of_leftovers_fails_still_says_the_leases_it_gave
         "INSERT INTO log_batches (shard, first_lsn, last_lsn, epoch, records) \
          VALUES (2, 0, 1, 1, '\\x0203'), (3, 0, 0, 1, '\\x05')",
     );
-    sql(
-        &mut db,
-        "CREATE FUNCTION refuse_drops() RETURNS trigger LANGUAGE plpgsql AS \
-         $$ BEGIN RAISE EXCEPTION 'drops refused for the test'; END $$",
-    );
-    sql(
-        &mut db,
-        "CREATE TRIGGER refuse_drops BEFORE DELETE ON log_batches \
-         FOR EACH STATEMENT EXECUTE FUNCTION refuse_drops()",
-    );
+    refuse_drops(&mut db);
     let abandoned = move_range(&on, &shards_2_3(&kept)).expect("the leases given back");
     assert_eq!((abandoned.abandoned, abandoned.forgotten), (2, 0));
     assert!(abandoned.placed, "kept in a database of its own");
@@ -425,4 +421,19 @@ fn an_abandoned_move_whose_drop_of_leftovers_fails_still_says_the_leases_it_gave
     assert_eq!(batches(&home), Vec::new(), "dropped from the home");
     let names: Vec<(i32, i32)> = recorded(&home).iter().map(|r| (r.0, r.1)).collect();
     assert_eq!(names, vec![(2, 3)], "still kept in a database of its own");
+}
+
+/// Makes the database `db` is connected to refuse every delete from `log_batches`, with the
+/// message 'drops refused for the test', until the trigger `refuse_drops` is dropped.
+pub(super) fn refuse_drops(db: &mut super::connection::Blocking) {
+    sql(
+        db,
+        "CREATE FUNCTION refuse_drops() RETURNS trigger LANGUAGE plpgsql AS \
+         $$ BEGIN RAISE EXCEPTION 'drops refused for the test'; END $$",
+    );
+    sql(
+        db,
+        "CREATE TRIGGER refuse_drops BEFORE DELETE ON log_batches \
+         FOR EACH STATEMENT EXECUTE FUNCTION refuse_drops()",
+    );
 }

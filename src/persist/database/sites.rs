@@ -334,6 +334,14 @@ fn check_placed(
         Some((home, _)) if home != home_name => {
             return refuse("the database keeps shards for another home database".into())
         }
+        Some((_, kept)) if kept.0 <= range.0 && range.1 <= kept.1 && *kept != range => {
+            return refuse(format!(
+                "the database keeps shards {}-{} still, part of which a move took out of it \
+                 without finishing: run that move again as the nodes are to be started (each \
+                 range the home records with its --shard-database), which drops that part",
+                kept.0, kept.1
+            ))
+        }
         Some((_, kept)) if *kept != range => {
             return refuse(format!("the database keeps shards {}-{}", kept.0, kept.1))
         }
