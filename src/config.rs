@@ -105,8 +105,9 @@ pub struct Config {
     /// one), then exit. Stop every node first, and start each after with the range as
     /// --shard-database (without it, once back home). A range kept in a database of its own
     /// moves whole, or a part that begins or ends it moves and that database keeps the rest;
-    /// that database is named by --shard-database as the nodes were started. A move cut short
-    /// is finished by running it again, or abandoned by moving the range where it is kept.
+    /// that database is named by --shard-database as the nodes were started. A range moved
+    /// into the database of the range beside joins it. A move cut short is finished by
+    /// running it again, or abandoned by moving the range where it is kept.
     #[arg(
         long,
         env = "ORDERLY_MOVE_SHARDS",

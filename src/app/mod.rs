@@ -6,6 +6,7 @@
 
 mod engine_service;
 mod log_database;
+mod move_said;
 mod routes;
 mod spread;
 mod started;
@@ -17,6 +18,7 @@ mod move_said_tests;
 mod router_tests;
 
 use engine_service::{build_service, Built};
+use move_said::said_of_move;
 use routes::Routes;
 use started::Started;
 
@@ -194,95 +196,6 @@ pub async fn move_shards(config: &Config) -> Option<std::io::Result<String>> {
         Ok(Err(error)) => Err(std::io::Error::other(error)),
         Err(error) => Err(std::io::Error::other(error)),
     })
-}
-
-/// What `--move-shards` tells the operator it did, and how to start the nodes after.
-fn said_of_move(
-    range: &str,
-    moved: &crate::persist::database::range_move::Moved,
-    to: &str,
-) -> String {
-    let forgotten = match moved.forgotten {
-        0 => String::new(),
-        rows => format!(
-            "dropped the {rows} rows of shards {range} an earlier move left in the home, \
-             never read again; "
-        ),
-    };
-    // A range kept in a database of its own may have had its home's record committed with the
-    // answer lost, so "as before" may have been without that database: it is named.
-    let start_placed = format!(
-        "start every node with --shard-database {range}=URL for it, beside the other ranges \
-         the nodes were given"
-    );
-    if moved.abandoned > 0 {
-        let left = match &moved.left {
-            Some(why) => format!(
-                "; any rows of shards {range} an earlier move left in the home could not be \
-                 checked or dropped (never read again): before starting the nodes, run the same \
-                 command again to drop them, which answers that {to} keeps them already once \
-                 none are left ({why})"
-            ),
-            None => String::new(),
-        };
-        let start = match moved.placed {
-            true => start_placed,
-            false => "start the nodes as before".into(),
-        };
-        return format!(
-            "{forgotten}abandoned a move of shards {range} cut short: gave back the {} leases \
-             it held in {to}{left}; {start}",
-            moved.abandoned
-        );
-    }
-    if moved.forgotten > 0 {
-        return format!("{forgotten}{to} keeps them: {start_placed}");
-    }
-    if moved.trimmed > 0 {
-        return format!(
-            "dropped the {} rows of shards {range} that the database of the range beside them \
-             kept from before a split (never read again), and that database now keeps its own \
-             range only: {to} keeps shards {range}; start every node with the ranges the home \
-             records, each with its --shard-database",
-            moved.trimmed
-        );
-    }
-    let start = match moved.home {
-        true => format!("start every node without --shard-database {range}"),
-        false => start_placed,
-    };
-    let (start, left) = match (&moved.split, &moved.left) {
-        (Some(split), left) => {
-            let (kept, rest) = (split.kept, split.rest);
-            let start = format!(
-                "{start}, and with --shard-database {}-{}=URL for the database it gave for \
-                 {}-{}, which keeps those shards on",
-                rest.0, rest.1, kept.0, kept.1
-            );
-            let left = match left {
-                // That database still names the whole range: nodes given the rest are refused.
-                Some(why) => format!(
-                    " (its rows were left in the database it moved from, which so names \
-                     shards {}-{} still and is refused to the nodes: before starting them, run \
-                     the same command again with the --shard-database ranges they are to be \
-                     given, which drops those rows: {why})",
-                    kept.0, kept.1
-                ),
-                None => String::new(),
-            };
-            (start, left)
-        }
-        (None, Some(why)) => (
-            start,
-            format!(" (its rows were left in the database it moved from, never read again: {why})"),
-        ),
-        (None, None) => (start, String::new()),
-    };
-    format!(
-        "moved shards {range} ({} batches of the log and {} snapshots, {} bytes) from {} to \
-         {to}{left}: {start}",
-        moved.batches, moved.snapshots, moved.bytes, moved.from
-    )
 }
 
 /// Reads and applies `--init`, logging what it created and each difference it left alone.

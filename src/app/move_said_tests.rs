@@ -1,8 +1,8 @@
 //! What `--move-shards` tells the operator, for each way a move ends.
 
-use super::said_of_move;
+use super::move_said::said_of_move;
+use crate::persist::database::range_in_place::Split;
 use crate::persist::database::range_move::Moved;
-use crate::persist::database::range_split::Split;
 
 fn moved() -> Moved {
     Moved {
@@ -17,6 +17,7 @@ fn moved() -> Moved {
         forgotten: 0,
         split: None,
         trimmed: 0,
+        joined: None,
     }
 }
 
@@ -172,4 +173,22 @@ fn a_split_names_the_rest_for_the_nodes_and_whether_it_must_run_again() {
         "{finished}"
     );
     assert!(!finished.contains("moved shards"), "{finished}");
+}
+
+#[test]
+fn a_join_names_the_joined_range_for_the_nodes() {
+    let said = said_of_move(
+        "24-31",
+        &Moved {
+            joined: Some((16, 31)),
+            ..moved()
+        },
+        "postgres://u@b/b",
+    );
+    assert!(
+        said.contains("with --shard-database 16-31=URL for it, in place of"),
+        "{said}"
+    );
+    assert!(said.contains("--shard-database 24-31, if"), "{said}");
+    assert!(!said.contains("with --shard-database 24-31=URL"), "{said}");
 }

@@ -1,7 +1,7 @@
 //! Moving a range of shards between databases (`--move-shards FIRST-LAST=URL`): a cluster
 //! begun on one database moves shards 2-3 into a second, on into a third, splits them there
-//! (shard 3 into a fourth) and moves both back home, every message, receipt handle and
-//! subscription kept, and nodes given the old map refused.
+//! (shard 3 into a fourth), joins them again there and moves them back home, every message,
+//! receipt handle and subscription kept, and nodes given the old map refused.
 
 use orderly::app::App;
 use orderly::config::Config;
@@ -316,12 +316,12 @@ async fn a_range_of_shards_moves_into_a_database_of_its_own_on_into_another_and_
     );
     stop(parts, &home).await;
 
-    // And back into the home, each part from its database, where a node given no range finds
-    // it all.
+    // Joined again in place: shard 3 into the database of shard 2, then the whole range back
+    // into the home, where a node given no range finds it all.
     let (two, three) = (format!("2-2={third}"), format!("3-3={fourth}"));
     let (moved, said) = run(&[
         "--move-shards",
-        &format!("2-2={home}"),
+        &format!("3-3={third}"),
         "--storage",
         &home,
         "--shard-database",
@@ -330,19 +330,21 @@ async fn a_range_of_shards_moves_into_a_database_of_its_own_on_into_another_and_
         &three,
     ]);
     assert!(moved, "{said}");
-    let (moved, said) = run(&[
-        "--move-shards",
-        &format!("3-3={home}"),
-        "--storage",
-        &home,
-        "--shard-database",
-        &three,
-    ]);
+    assert!(said.contains("--shard-database 2-3=URL for it"), "{said}");
+    assert_eq!(rows_of_range(&third, "log_shards").await, 2);
+    assert_eq!(rows_of_range(&fourth, "log_batches").await, 0);
+    let joined = start(&home, Some(&third), &clock).await;
+    assert_eq!(
+        queues.state(&joined.server).await,
+        after,
+        "every message as it was"
+    );
+    stop(joined, &home).await;
+    let (moved, said) = move_to(&home, &home, Some(&third));
     assert!(moved, "{said}");
-    assert!(said.contains("without --shard-database 3-3"), "{said}");
+    assert!(said.contains("without --shard-database 2-3"), "{said}");
     assert_eq!(rows_of_range(&home, "log_shards").await, 2);
     assert_eq!(rows_of_range(&third, "log_batches").await, 0);
-    assert_eq!(rows_of_range(&fourth, "log_batches").await, 0);
     let home_again = start(&home, None, &clock).await;
     assert_eq!(
         queues.state(&home_again.server).await,

@@ -30,9 +30,9 @@ pub mod keeper;
 pub mod lease;
 mod open_error;
 pub mod placement;
+pub mod range_in_place;
 pub mod range_move;
 mod range_rows;
-pub mod range_split;
 mod recovery;
 pub mod replication;
 mod schema;
@@ -506,9 +506,9 @@ impl ReadyDatabase {
 #[cfg(test)]
 mod keeper_tests;
 #[cfg(test)]
-mod range_move_tests;
+mod range_in_place_tests;
 #[cfg(test)]
-mod range_split_tests;
+mod range_move_tests;
 #[cfg(test)]
 mod schema_tests;
 #[cfg(test)]

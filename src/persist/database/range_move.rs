@@ -15,9 +15,8 @@
 //!    held. A range moved back into the home is copied there and its record dropped in one
 //!    transaction of the home's.
 //! 4. A part that begins or ends a range kept in a database of its own moves the same way (a
-//!    split): the home's record of the range becomes one of the rest there, and that database
-//!    then drops every row of the part, leases too, and records the rest as its range. Until
-//!    it has, nodes are refused it; running the move again finishes it.
+//!    split), and a range may move into the database of the range beside it (a join): see
+//!    `range_in_place`.
 //!
 //! Nothing is committed in two databases at once, nor needs to be: the range's leases, held
 //! by the move, keep every node off it until the home's record says where it is, so a move
@@ -25,8 +24,8 @@
 //! does not record yet is copied into again).
 
 use super::connection::{config, Blocking, Session};
+use super::range_in_place::{begin_join, beside_of, rest_of, trim, trim_beside, Join, Split};
 use super::range_rows::{connected, drop_rows, drop_rows_in, within};
-use super::range_split::{rest_of, trim, trim_beside, Split};
 use super::schema::{self, Role};
 use super::shard_map::{shown, Placed};
 use super::{OpenError, Settings};
@@ -65,9 +64,13 @@ pub struct Moved {
     pub forgotten: u64,
     /// The range was part of one kept in a database of its own, which keeps the rest.
     pub split: Option<Split>,
-    /// Rows a split left in the database that keeps the rest (a range beside this one),
-    /// dropped by running the move again, that database then recording the rest only.
+    /// Rows a move that did not finish left in the database of a range beside this one (a
+    /// split's part, or a copy of this range joined to it), dropped by running the move
+    /// again or abandoning it, that database then recording its own range only.
     pub trimmed: u64,
+    /// The range joined the one beside it in that range's database, which keeps this range
+    /// (first, last) now.
+    pub joined: Option<(i32, i32)>,
 }
 
 impl Moved {
@@ -84,6 +87,7 @@ impl Moved {
             forgotten: 0,
             split: None,
             trimmed: 0,
+            joined: None,
         }
     }
 }
@@ -93,6 +97,8 @@ impl Moved {
 enum Destination<'a> {
     /// A database made for the range, whose lease rows are there already.
     Placed,
+    /// The database that keeps the range beside (a join), which then records the two as one.
+    Beside(Join<'a>),
     /// The home, whose record of the range's database (named `placed`, recorded as keeping
     /// `kept`) is dropped in the same transaction, or narrowed to `rest` (a split).
     Home {
@@ -197,6 +203,10 @@ fn move_alone(
     if target_name.as_deref() == Some(source_name) {
         // Where the range is kept: a move of it cut short is abandoned, its leases given back
         // in the database just found by name to be the one the home records.
+        // A move that did not finish may have left rows in the database of a range beside:
+        // a split's part, after the home recorded the split, or a copy of this range joined
+        // to it, before the home recorded the join. The home's record stands: dropped.
+        let trimmed = runtime.block_on(trim_beside(&found.placed, range, &settings.placed))?;
         let mut kept = Session::new(target_config);
         let given = runtime.block_on(abandon(&mut kept, range))?;
         // A range kept in a database of its own has no rows in the home but those a finished
@@ -209,16 +219,6 @@ fn move_alone(
                 Err(error) => return Err(error),
             },
             Source::Home => (0, None),
-        };
-        // A split finished but for its last step: the database beside that keeps the rest
-        // still holds the range's rows (dropped now; nodes are refused it until then). Left
-        // to a run that has nothing else to say, so that a database beside that does not
-        // answer keeps no leases given back unsaid.
-        let trimmed = match (given, forgotten, &left) {
-            (0, 0, None) => {
-                runtime.block_on(trim_beside(&found.placed, range, &settings.placed))?
-            }
-            _ => 0,
         };
         if given == 0 && forgotten == 0 && trimmed == 0 {
             return Err(refused(to, "that database keeps them already"));
@@ -256,6 +256,34 @@ fn move_alone(
             ..moved
         });
     }
+    let from_url = match &source {
+        Source::Home => settings.url.as_str(),
+        Source::Placed { url, .. } => url.as_str(),
+    };
+    let from_name = match &source {
+        Source::Home => found.name.as_str(),
+        Source::Placed { name, .. } => name.as_str(),
+    };
+    if let Some(join) = beside_of(&found.placed, range, target_name.as_deref()) {
+        // Into the database of the range beside, which keeps the two as one from then on.
+        let mut from = match &source {
+            Source::Home => home.sibling(),
+            Source::Placed { url, .. } => Session::new(config(url).map_err(OpenError::Url)?),
+        };
+        let leases = runtime.block_on(fence(&mut from, range, &source))?;
+        let mut into = target.into_session();
+        let into_beside = Destination::Beside(join);
+        let moved = runtime.block_on(copy(&mut from, &mut into, range, &leases, into_beside))?;
+        let target = Target::Beside(join);
+        runtime.block_on(record(home, range, (&source, &leases), target))?;
+        return Ok(Moved {
+            from: shown(from_url),
+            left: forget(runtime, &mut from, range, (from_name, split)),
+            split,
+            joined: Some(join.joined),
+            ..moved
+        });
+    }
     // Made as a node makes a range's database, or found to be a copy this move began.
     let role = Role::Placed {
         home: found.name.clone(),
@@ -285,11 +313,8 @@ fn move_alone(
     let leases = runtime.block_on(fence(&mut from, range, &source))?;
     let into = Destination::Placed;
     let moved = runtime.block_on(copy(&mut from, &mut target, range, &leases, into))?;
-    runtime.block_on(record(home, range, (&source, &leases), &made.database))?;
-    let (from_url, from_name) = match &source {
-        Source::Home => (settings.url.as_str(), found.name.as_str()),
-        Source::Placed { url, name, .. } => (url.as_str(), name.as_str()),
-    };
+    let target = Target::Own(&made.database);
+    runtime.block_on(record(home, range, (&source, &leases), target))?;
     Ok(Moved {
         from: shown(from_url),
         left: forget(runtime, &mut from, range, (from_name, split)),
@@ -374,8 +399,9 @@ fn source_of(
         return Err(refused(
             to,
             &format!(
-                "shards {f}-{l} are kept in a database of their own: a range moved joins no \
-                 other (move each back into the home, the --storage URL, then the whole range \
+                "a move takes shards from one place only, and shards {f}-{l} are kept in a \
+                 database of their own: to join ranges, move one into the database of the \
+                 other (or each back into the home, the --storage URL, then the whole range \
                  out)"
             ),
         ));
@@ -630,6 +656,9 @@ async fn copy(
     if let Destination::Home { .. } = into {
         hold_starts(&tx).await?;
     }
+    if let Destination::Beside(join) = into {
+        begin_join(&tx, join, (first, last)).await?;
+    }
     // What a try cut short before the home recorded it copied here.
     drop_rows_in(&tx, (first, last)).await?;
     for lease in leases {
@@ -640,7 +669,7 @@ async fn copy(
                 "UPDATE log_shards SET epoch = $2, node = '', url = '', expires = '-infinity', \
                  clock_ms = $3, snapshot = $4 WHERE shard = $1"
             }
-            Destination::Home { .. } => {
+            Destination::Home { .. } | Destination::Beside(_) => {
                 "INSERT INTO log_shards (shard, epoch, node, url, expires, clock_ms, snapshot) \
                  VALUES ($1, $2, '', '', '-infinity', $3, $4)"
             }
@@ -780,7 +809,7 @@ async fn copy(
         .await?;
     }
     if let Destination::Home { placed, kept, rest } = into {
-        re_record(&tx, (kept, placed), rest, None).await?;
+        re_record(&tx, (kept, placed), rest).await?;
     }
     within("copying", tx.commit()).await?;
     Ok(moved)
@@ -808,7 +837,7 @@ async fn record(
     home: &mut Session,
     (first, last): (i32, i32),
     (source, leases): (&Source, &[Lease]),
-    target: &str,
+    target: Target<'_>,
 ) -> Result<(), OpenError> {
     let client = connected(home).await?;
     let tx = within("recording the move", client.transaction()).await?;
@@ -836,15 +865,7 @@ async fn record(
                      nothing was recorded"
                 )));
             }
-            within(
-                "recording the move",
-                tx.execute(
-                    "INSERT INTO log_placed (first_shard, last_shard, database) \
-                     VALUES ($1, $2, $3)",
-                    &[&first, &last, &target],
-                ),
-            )
-            .await?;
+            record_target(&tx, (first, last), target).await?;
             // The leases go with the record; the rest of the rows after it (`forget`), as they
             // may take long and are never read again.
             within(
@@ -858,20 +879,28 @@ async fn record(
         }
         Source::Placed { name, kept, .. } => {
             let rest = source.rest((first, last));
-            re_record(&tx, (*kept, name), rest, Some(((first, last), target))).await?;
+            re_record(&tx, (*kept, name), rest).await?;
+            record_target(&tx, (first, last), target).await?;
         }
     }
     within("recording the move", tx.commit()).await
 }
 
-/// Changes the home's record of a range kept in a database of its own (`kept`, in the
-/// database named `name`) in the transaction `tx`: dropped, with the rest of a split
-/// recorded there instead, and a new database's range recorded (`placed`), if one is.
+/// The database a range moved into, as the home records it.
+#[derive(Clone, Copy)]
+enum Target<'a> {
+    /// A database made for the range, named so.
+    Own(&'a str),
+    /// The database of the range beside, which keeps both now.
+    Beside(Join<'a>),
+}
+
+/// Drops, in the home's transaction `tx`, its record of a range kept in a database of its
+/// own (`kept`, in the database named `name`), recording the rest of a split there instead.
 async fn re_record(
     tx: &tokio_postgres::Transaction<'_>,
     (kept, name): ((i32, i32), &str),
     rest: Option<(i32, i32)>,
-    placed: Option<((i32, i32), &str)>,
 ) -> Result<(), OpenError> {
     let dropped = within(
         "recording the move",
@@ -888,18 +917,42 @@ async fn re_record(
             kept.0, kept.1
         )));
     }
-    let records = rest.map(|rest| (rest, name)).into_iter().chain(placed);
-    for ((first, last), database) in records {
-        within(
-            "recording the move",
-            tx.execute(
-                "INSERT INTO log_placed (first_shard, last_shard, database) VALUES ($1, $2, $3)",
-                &[&first, &last, &database],
-            ),
-        )
-        .await?;
+    match rest {
+        Some(rest) => insert_record(tx, rest, name).await,
+        None => Ok(()),
     }
-    Ok(())
+}
+
+/// Records, in the home's transaction `tx`, the database the range moved into: its own, or
+/// the one beside, whose record then names the two ranges joined.
+async fn record_target(
+    tx: &tokio_postgres::Transaction<'_>,
+    range: (i32, i32),
+    target: Target<'_>,
+) -> Result<(), OpenError> {
+    match target {
+        Target::Own(name) => insert_record(tx, range, name).await,
+        Target::Beside(join) => {
+            re_record(tx, (join.kept, join.name), None).await?;
+            insert_record(tx, join.joined, join.name).await
+        }
+    }
+}
+
+async fn insert_record(
+    tx: &tokio_postgres::Transaction<'_>,
+    (first, last): (i32, i32),
+    name: &str,
+) -> Result<(), OpenError> {
+    within(
+        "recording the move",
+        tx.execute(
+            "INSERT INTO log_placed (first_shard, last_shard, database) VALUES ($1, $2, $3)",
+            &[&first, &last, &name],
+        ),
+    )
+    .await
+    .map(|_| ())
 }
 
 /// Takes the lock a node's start takes in the home, so that one starting meanwhile reads the

@@ -64,7 +64,7 @@ fn shards_2_3(url: &str) -> Placed {
 
 /// Tries the move while the home's record of it waits for the lock past its statements' 5 s,
 /// so that it fails: the range is copied and held, not moved.
-fn cut_short(home: &str, settings: &Settings, to: &Placed) {
+pub(super) fn cut_short(home: &str, settings: &Settings, to: &Placed) {
     let lock = format!("SELECT pg_advisory_lock({})", schema::STARTS_LOCK);
     let held = Holding::after(home, &lock);
     match move_range(settings, to) {
@@ -337,14 +337,14 @@ fn a_range_is_split_and_joined_again_by_way_of_the_home() {
     let first_moved = batches(&whole);
     assert_eq!(first_moved.len(), 3);
     let on_whole = placed_on(&home, vec![shards_2_3(&whole)]);
-    // A range kept elsewhere joins no other but by way of the home, saying so.
+    // A move takes shards from one place only, saying how ranges are joined.
     let wider = Placed {
         first: 1,
         ..shards_2_3(&three)
     };
     match move_range(&on_whole, &wider) {
         Err(OpenError::ShardMap(why)) => {
-            assert!(why.contains("joins no other"), "{why}");
+            assert!(why.contains("to join ranges, move one into"), "{why}");
             assert!(why.contains("back into the home"), "{why}");
         }
         other => panic!("{other:?}"),

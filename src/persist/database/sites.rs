@@ -336,9 +336,10 @@ fn check_placed(
         }
         Some((_, kept)) if kept.0 <= range.0 && range.1 <= kept.1 && *kept != range => {
             return refuse(format!(
-                "the database keeps shards {}-{} still, part of which a move took out of it \
-                 without finishing: run that move again as the nodes are to be started (each \
-                 range the home records with its --shard-database), which drops that part",
+                "the database keeps shards {}-{}, more than the home records it for: a move \
+                 of shards out of it or into it did not finish; run that move again with each \
+                 range the home records as its --shard-database, which finishes it (or, for a \
+                 move into it, abandon it by moving the range where the home keeps it)",
                 kept.0, kept.1
             ))
         }

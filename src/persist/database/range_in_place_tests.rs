@@ -3,11 +3,11 @@
 //! naming the rest only, so that nodes given the new map start; a split whose last step
 //! fails is refused to the nodes until the same move, run again, finishes it.
 
+use super::range_in_place::Split;
 use super::range_move::move_range;
 use super::range_move_tests::{
-    elsewhere, home_with, placed_on, recorded, refuse_drops, shard, BATCHES,
+    cut_short, elsewhere, home_with, placed_on, recorded, refuse_drops, shard, BATCHES,
 };
-use super::range_split::Split;
 use super::shard_map::Placed;
 use super::tests::{connect, database, number, sql, triples};
 use super::{schema, sites, OpenError, Settings};
@@ -65,7 +65,7 @@ fn start(settings: &Settings) -> Result<sites::Sites, OpenError> {
 }
 
 #[test]
-fn a_range_kept_in_its_own_database_is_split_in_place_at_either_end() {
+fn a_range_kept_in_its_own_database_is_split_and_joined_again_in_place() {
     let (Some(home), Some(x), Some(y)) = (database(), elsewhere(), elsewhere()) else {
         return;
     };
@@ -103,9 +103,9 @@ fn a_range_kept_in_its_own_database_is_split_in_place_at_either_end() {
     assert_eq!(kept(&y), (vec![3], vec![3], Some((3, 3))));
     let split = placed_on(&home, vec![shards_1_2(&x), shard(3, &y)]);
     start(&split).expect("nodes given the new map start");
-    // A range moved joins no other.
+    // A move takes shards from one place only.
     match move_range(&split, &shards_1_3(&y)) {
-        Err(OpenError::ShardMap(why)) => assert!(why.contains("joins no other"), "{why}"),
+        Err(OpenError::ShardMap(why)) => assert!(why.contains("from one place only"), "{why}"),
         other => panic!("{other:?}"),
     }
     match start(&on_x) {
@@ -125,14 +125,70 @@ fn a_range_kept_in_its_own_database_is_split_in_place_at_either_end() {
     );
     assert_eq!(
         recorded(&home),
-        vec![(2, 2, Some(x_name)), (3, 3, Some(y_name))]
+        vec![(2, 2, Some(x_name.clone())), (3, 3, Some(y_name))]
     );
     assert_eq!(kept(&x), (vec![2, 2], vec![2], Some((2, 2))));
     let (home_batches, home_leases, _) = kept(&home);
     assert_eq!((home_batches, home_leases), (vec![1], vec![0, 1]));
     let free = "SELECT count(*) FROM log_shards WHERE shard = 1 AND node = '' AND expires < now()";
     assert_eq!(number(&mut connect(&home), free.into()), 1);
-    start(&placed_on(&home, vec![shard(2, &x), shard(3, &y)])).expect("started");
+    let parts = placed_on(&home, vec![shard(2, &x), shard(3, &y)]);
+    start(&parts).expect("started");
+
+    // Joined again: shard 3 from its database into the one beside, then shard 1 from home.
+    let joined = move_range(&parts, &shard(3, &x)).expect("3 joins 2");
+    assert_eq!((joined.joined, joined.batches), (Some((2, 3)), 1));
+    assert_eq!(recorded(&home), vec![(2, 3, Some(x_name.clone()))]);
+    assert_eq!(kept(&x), (vec![2, 2, 3], vec![2, 3], Some((2, 3))));
+    let (y_batches, y_leases, _) = kept(&y);
+    assert_eq!(
+        (y_batches, y_leases),
+        (vec![], vec![3]),
+        "its lease held for good"
+    );
+    let two_three = placed_on(
+        &home,
+        vec![Placed {
+            first: 2,
+            last: 3,
+            url: x.clone(),
+        }],
+    );
+    start(&two_three).expect("nodes given the joined range start");
+    let joined = move_range(&two_three, &shard(1, &x)).expect("1 joins 2-3");
+    assert_eq!(joined.joined, Some((1, 3)));
+    assert_eq!(recorded(&home), vec![(1, 3, Some(x_name))]);
+    assert_eq!(kept(&x), (vec![1, 2, 2, 3], vec![1, 2, 3], Some((1, 3))));
+    let (home_batches, home_leases, _) = kept(&home);
+    assert_eq!((home_batches, home_leases), (vec![], vec![0]));
+    start(&placed_on(&home, vec![shards_1_3(&x)])).expect("started on the whole range");
+}
+
+#[test]
+fn a_join_cut_short_is_refused_to_the_nodes_until_abandoned() {
+    let (Some(home), Some(x), Some(y)) = (database(), elsewhere(), elsewhere()) else {
+        return;
+    };
+    let settings = home_with(&home, BATCHES);
+    move_range(&settings, &shards_1_2(&x)).expect("1-2 out of the home");
+    let on_x = placed_on(&home, vec![shards_1_2(&x)]);
+    move_range(&on_x, &shard(3, &y)).expect("3 out of the home");
+    let map = placed_on(&home, vec![shards_1_2(&x), shard(3, &y)]);
+    cut_short(&home, &map, &shard(3, &x));
+    assert_eq!(recorded(&home).len(), 2, "the join not recorded");
+    assert_eq!(kept(&x), (vec![1, 2, 2, 3], vec![1, 2, 3], Some((1, 3))));
+    match start(&map) {
+        Err(OpenError::ShardMap(why)) => {
+            assert!(why.contains("keeps shards 1-3, more than"), "{why}");
+        }
+        other => panic!("started beside a join's copy: {:?}", other.err()),
+    }
+    // Abandoned where the home keeps it: the database beside drops the copy.
+    let abandoned = move_range(&map, &shard(3, &y)).expect("abandoned");
+    assert_eq!((abandoned.abandoned, abandoned.trimmed), (1, 2));
+    assert_eq!(kept(&x), (vec![1, 2, 2], vec![1, 2], Some((1, 2))));
+    assert_eq!(kept(&y), (vec![3], vec![3], Some((3, 3))));
+    start(&map).expect("started as before");
 }
 
 #[test]
@@ -153,7 +209,7 @@ fn a_split_whose_last_step_fails_is_refused_to_the_nodes_until_run_again() {
     let split = placed_on(&home, vec![shards_1_2(&x), shard(3, &y)]);
     match start(&split) {
         Err(OpenError::ShardMap(why)) => {
-            assert!(why.contains("keeps shards 1-3 still"), "{why}");
+            assert!(why.contains("keeps shards 1-3, more than"), "{why}");
             assert!(why.contains("run that move again"), "{why}");
         }
         other => panic!("started beside the rows of a split: {:?}", other.err()),
