@@ -60,7 +60,7 @@ async fn a_snapshot_of_format_version_4_opens_with_everything_back() {
 }
 
 /// Written by commit 258491bd: the log's tables at version 2, one log for every queue and topic.
-const DATABASE_VERSION_2: &str = concat!(
+pub(crate) const DATABASE_VERSION_2: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
     "/tests/fixtures/database-258491bd"
 );
@@ -136,7 +136,7 @@ pub(crate) async fn replay_dump(url: &str, path: &str) -> tokio_postgres::Client
 }
 
 /// When a fixture's state was written (its manifest's `written_at_ms`).
-fn written_at(fixtures: &str, name: &str) -> u64 {
+pub(crate) fn written_at(fixtures: &str, name: &str) -> u64 {
     let manifest: Value = serde_json::from_str(
         &std::fs::read_to_string(Path::new(fixtures).join(format!("{name}.json"))).unwrap(),
     )

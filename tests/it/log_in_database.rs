@@ -634,7 +634,14 @@ async fn tables_of_version_1_are_upgraded_in_place() {
         .execute("UPDATE log_leader SET expires = '-infinity'", &[])
         .await
         .expect("it stopped");
-    let server = Stoppable::start(App::bind(&config).await.expect("leads")).await;
+    // The fixture's messages are days old: on today's clock their retention has run out.
+    let written_at =
+        crate::format_upgrade::written_at(crate::format_upgrade::DATABASE_VERSION_2, "snapshot");
+    let clock = Arc::new(orderly::clock::ManualClock::new(
+        orderly::engine::Timestamp(written_at + 1_000),
+    ));
+    let app = App::bind_with_clock(&config, clock).await.expect("leads");
+    let server = Stoppable::start(app).await;
     let row = client
         .query_one(
             "SELECT version, (SELECT snapshot = (SELECT id FROM log_snapshots) FROM log_shards \
