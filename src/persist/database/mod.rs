@@ -17,7 +17,9 @@
 //! - `shard_map`, `sites`: which database keeps each shard's log (the home, `--storage`,
 //!   unless `--shard-database` places a range in another), each checked at start.
 //! - `range_move`: a range of shards moved between databases with every node stopped
-//!   (`--move-shards`); `transfer`: a whole state moved between a data directory and a
+//!   (`--move-shards`): the range as held (`range_held`), its rows copied (`range_copy`),
+//!   the home's records changed (`range_record`), split or joined in place
+//!   (`range_in_place`); `transfer`: a whole state moved between a data directory and a
 //!   database (`--import-from`, `--export-to`).
 //! - `connection`: the blocking, time-bounded connection the threads above use.
 //!
@@ -30,8 +32,11 @@ pub mod keeper;
 pub mod lease;
 mod open_error;
 pub mod placement;
+mod range_copy;
+mod range_held;
 pub mod range_in_place;
 pub mod range_move;
+mod range_record;
 mod range_rows;
 mod recovery;
 pub mod replication;

@@ -24,21 +24,17 @@
 //! does not record yet is copied into again).
 
 use super::connection::{config, Blocking, Session};
-use super::range_in_place::{begin_join, beside_of, rest_of, trim, trim_beside, Join, Split};
-use super::range_rows::{connected, drop_rows, drop_rows_in, within};
+use super::range_copy::{copy, Copied, Destination};
+use super::range_held::{Lease, Source, MOVER};
+use super::range_in_place::{beside_of, trim, trim_beside, Split};
+use super::range_record::{record, Target};
+use super::range_rows::{connected, drop_rows, within};
 use super::schema::{self, Role};
 use super::shard_map::{shown, Placed};
 use super::{OpenError, Settings};
 
-/// Who holds a range's leases while it moves, and for good where it moved from: until a
-/// century from the move, a time nodes can subtract from now (they cannot from `infinity`).
-const MOVER: &str = "orderly --move-shards";
-
 /// The advisory lock a move holds in the home while it runs, on its connection.
 const MOVE_LOCK: i64 = schema::STARTS_LOCK + 1;
-
-/// Batches copied a statement (each row holds at most 8,000 bytes of records).
-const BATCH_PAGE: i64 = 1024;
 
 /// What was moved, for the operator.
 #[derive(Debug, PartialEq, Eq)]
@@ -75,10 +71,15 @@ pub struct Moved {
 
 impl Moved {
     fn from(from: String) -> Moved {
+        Moved::copied(Copied::default(), from)
+    }
+
+    /// What a copy carried out of the database named `from`.
+    fn copied(copied: Copied, from: String) -> Moved {
         Moved {
-            batches: 0,
-            snapshots: 0,
-            bytes: 0,
+            batches: copied.batches,
+            snapshots: copied.snapshots,
+            bytes: copied.bytes,
             from,
             home: false,
             abandoned: 0,
@@ -88,44 +89,6 @@ impl Moved {
             split: None,
             trimmed: 0,
             joined: None,
-        }
-    }
-}
-
-/// What the range's rows are copied into.
-#[derive(Clone, Copy)]
-enum Destination<'a> {
-    /// A database made for the range, whose lease rows are there already.
-    Placed,
-    /// The database that keeps the range beside (a join), which then records the two as one.
-    Beside(Join<'a>),
-    /// The home, whose record of the range's database (named `placed`, recorded as keeping
-    /// `kept`) is dropped in the same transaction, or narrowed to `rest` (a split).
-    Home {
-        placed: &'a str,
-        kept: (i32, i32),
-        rest: Option<(i32, i32)>,
-    },
-}
-
-/// Where the range is kept now.
-enum Source {
-    Home,
-    /// A database of its own, recorded in the home under `name` as keeping `kept`: the range
-    /// moved, or a range it begins or ends (a split: the rest stays there).
-    Placed {
-        url: String,
-        name: String,
-        kept: (i32, i32),
-    },
-}
-
-impl Source {
-    /// What a split leaves where the range was kept: `kept` without the range moved.
-    fn rest(&self, range: (i32, i32)) -> Option<(i32, i32)> {
-        match self {
-            Source::Placed { kept, .. } => rest_of(*kept, range),
-            Source::Home => None,
         }
     }
 }
@@ -142,14 +105,6 @@ struct Home {
     placed: Vec<(i32, i32, Option<String>)>,
     /// The URLs of the nodes that announced themselves within a lease's length.
     live: Vec<String>,
-}
-
-/// A shard's lease row once the move holds it.
-struct Lease {
-    shard: i32,
-    epoch: i64,
-    clock_ms: i64,
-    snapshot: Option<i64>,
 }
 
 /// Moves the shards `to` names from where the home `settings.url` says they are kept into the
@@ -247,13 +202,12 @@ fn move_alone(
             kept: *kept,
             rest: source.rest(range),
         };
-        let moved = runtime.block_on(copy(&mut from, home, range, &leases, into))?;
+        let copied = runtime.block_on(copy(&mut from, home, range, &leases, into))?;
         return Ok(Moved {
-            from: shown(url),
             home: true,
             left: forget(runtime, &mut from, range, (name, split)),
             split,
-            ..moved
+            ..Moved::copied(copied, shown(url))
         });
     }
     let from_url = match &source {
@@ -273,15 +227,14 @@ fn move_alone(
         let leases = runtime.block_on(fence(&mut from, range, &source))?;
         let mut into = target.into_session();
         let into_beside = Destination::Beside(join);
-        let moved = runtime.block_on(copy(&mut from, &mut into, range, &leases, into_beside))?;
+        let copied = runtime.block_on(copy(&mut from, &mut into, range, &leases, into_beside))?;
         let target = Target::Beside(join);
         runtime.block_on(record(home, range, (&source, &leases), target))?;
         return Ok(Moved {
-            from: shown(from_url),
             left: forget(runtime, &mut from, range, (from_name, split)),
             split,
             joined: Some(join.joined),
-            ..moved
+            ..Moved::copied(copied, shown(from_url))
         });
     }
     // Made as a node makes a range's database, or found to be a copy this move began.
@@ -312,14 +265,13 @@ fn move_alone(
     };
     let leases = runtime.block_on(fence(&mut from, range, &source))?;
     let into = Destination::Placed;
-    let moved = runtime.block_on(copy(&mut from, &mut target, range, &leases, into))?;
+    let copied = runtime.block_on(copy(&mut from, &mut target, range, &leases, into))?;
     let target = Target::Own(&made.database);
     runtime.block_on(record(home, range, (&source, &leases), target))?;
     Ok(Moved {
-        from: shown(from_url),
         left: forget(runtime, &mut from, range, (from_name, split)),
         split,
-        ..moved
+        ..Moved::copied(copied, shown(from_url))
     })
 }
 
@@ -634,187 +586,6 @@ async fn fence(
         .collect())
 }
 
-/// Copies the range's rows from `from` into `to` in one transaction of `to`'s, after dropping
-/// what an earlier try copied there; the leases are copied free, at the epoch the move took.
-async fn copy(
-    from: &mut Session,
-    to: &mut Session,
-    (first, last): (i32, i32),
-    leases: &[Lease],
-    into: Destination<'_>,
-) -> Result<Moved, OpenError> {
-    let source = connected(from).await?;
-    let target = connected(to).await?;
-    let tx = within("copying", target.transaction()).await?;
-    // Reading a snapshot's chunk from the other database may keep this transaction idle for
-    // longer than a node's sessions allow.
-    within(
-        "copying",
-        tx.batch_execute("SET LOCAL idle_in_transaction_session_timeout = 0"),
-    )
-    .await?;
-    if let Destination::Home { .. } = into {
-        hold_starts(&tx).await?;
-    }
-    if let Destination::Beside(join) = into {
-        begin_join(&tx, join, (first, last)).await?;
-    }
-    // What a try cut short before the home recorded it copied here.
-    drop_rows_in(&tx, (first, last)).await?;
-    for lease in leases {
-        // A range's database has a free row for each of its shards; the home none for a range
-        // kept elsewhere.
-        let statement = match into {
-            Destination::Placed => {
-                "UPDATE log_shards SET epoch = $2, node = '', url = '', expires = '-infinity', \
-                 clock_ms = $3, snapshot = $4 WHERE shard = $1"
-            }
-            Destination::Home { .. } | Destination::Beside(_) => {
-                "INSERT INTO log_shards (shard, epoch, node, url, expires, clock_ms, snapshot) \
-                 VALUES ($1, $2, '', '', '-infinity', $3, $4)"
-            }
-        };
-        let updated = within(
-            "copying the leases",
-            tx.execute(
-                statement,
-                &[&lease.shard, &lease.epoch, &lease.clock_ms, &lease.snapshot],
-            ),
-        )
-        .await?;
-        if updated != 1 {
-            return Err(OpenError::Database(format!(
-                "the new database has no lease row for shard {}",
-                lease.shard
-            )));
-        }
-    }
-    let epochs = within(
-        "copying the epochs",
-        source.query(
-            "SELECT shard, epoch, inserts FROM log_epochs WHERE shard BETWEEN $1 AND $2",
-            &[&first, &last],
-        ),
-    )
-    .await?;
-    for row in &epochs {
-        let (shard, epoch, inserts): (i32, i64, i32) = (row.get(0), row.get(1), row.get(2));
-        within(
-            "copying the epochs",
-            tx.execute(
-                "INSERT INTO log_epochs (shard, epoch, inserts) VALUES ($1, $2, $3)",
-                &[&shard, &epoch, &inserts],
-            ),
-        )
-        .await?;
-    }
-    let mut moved = Moved::from(String::new());
-    let snapshots = within(
-        "copying the snapshots",
-        source.query(
-            "SELECT id, first_lsn, epoch, chunks, bytes, \
-             (extract(epoch FROM taken) * 1000000)::bigint, shard FROM log_snapshots \
-             WHERE shard BETWEEN $1 AND $2",
-            &[&first, &last],
-        ),
-    )
-    .await?;
-    for row in &snapshots {
-        let (id, first_lsn, epoch, chunks, bytes, taken, shard): (
-            i64,
-            i64,
-            i64,
-            i32,
-            i64,
-            i64,
-            i32,
-        ) = (
-            row.get(0),
-            row.get(1),
-            row.get(2),
-            row.get(3),
-            row.get(4),
-            row.get(5),
-            row.get(6),
-        );
-        within(
-            "copying the snapshots",
-            tx.execute(
-                "INSERT INTO log_snapshots (id, first_lsn, epoch, chunks, bytes, taken, shard) \
-                 VALUES ($1, $2, $3, $4, $5, to_timestamp($6::bigint / 1000000.0), $7)",
-                &[&id, &first_lsn, &epoch, &chunks, &bytes, &taken, &shard],
-            ),
-        )
-        .await?;
-        moved.snapshots += 1;
-    }
-    // A chunk at a time: each holds up to 8 MiB.
-    let mut after: (i64, i32) = (i64::MIN, -1);
-    loop {
-        let row = within(
-            "copying the snapshots' chunks",
-            source.query_opt(
-                "SELECT snapshot, chunk, bytes, shard FROM log_snapshot_chunks \
-                 WHERE shard BETWEEN $1 AND $2 AND (snapshot, chunk) > ($3, $4) \
-                 ORDER BY snapshot, chunk LIMIT 1",
-                &[&first, &last, &after.0, &after.1],
-            ),
-        )
-        .await?;
-        let Some(row) = row else { break };
-        let (snapshot, chunk, bytes, shard): (i64, i32, Vec<u8>, i32) =
-            (row.get(0), row.get(1), row.get(2), row.get(3));
-        within(
-            "copying the snapshots' chunks",
-            tx.execute(
-                "INSERT INTO log_snapshot_chunks (snapshot, chunk, bytes, shard) \
-                 VALUES ($1, $2, $3, $4)",
-                &[&snapshot, &chunk, &bytes, &shard],
-            ),
-        )
-        .await?;
-        moved.bytes += bytes.len() as u64;
-        after = (snapshot, chunk);
-    }
-    let mut after: (i32, i64) = (first, -1);
-    loop {
-        let rows = within(
-            "copying the log",
-            source.query(
-                "SELECT shard, first_lsn, last_lsn, epoch, records FROM log_batches \
-                 WHERE shard BETWEEN $1 AND $2 AND (shard, first_lsn) > ($3, $4) \
-                 ORDER BY shard, first_lsn LIMIT $5",
-                &[&first, &last, &after.0, &after.1, &BATCH_PAGE],
-            ),
-        )
-        .await?;
-        let Some(end) = rows.last() else { break };
-        after = (end.get(0), end.get(1));
-        let shards: Vec<i32> = rows.iter().map(|r| r.get(0)).collect();
-        let firsts: Vec<i64> = rows.iter().map(|r| r.get(1)).collect();
-        let lasts: Vec<i64> = rows.iter().map(|r| r.get(2)).collect();
-        let epochs: Vec<i64> = rows.iter().map(|r| r.get(3)).collect();
-        let records: Vec<Vec<u8>> = rows.iter().map(|r| r.get(4)).collect();
-        moved.batches += rows.len() as u64;
-        moved.bytes += records.iter().map(|r| r.len() as u64).sum::<u64>();
-        within(
-            "copying the log",
-            tx.execute(
-                "INSERT INTO log_batches (shard, first_lsn, last_lsn, epoch, records) \
-                 SELECT * FROM unnest($1::integer[], $2::bigint[], $3::bigint[], \
-                 $4::bigint[], $5::bytea[])",
-                &[&shards, &firsts, &lasts, &epochs, &records],
-            ),
-        )
-        .await?;
-    }
-    if let Destination::Home { placed, kept, rest } = into {
-        re_record(&tx, (kept, placed), rest).await?;
-    }
-    within("copying", tx.commit()).await?;
-    Ok(moved)
-}
-
 /// Gives back the range's leases a move cut short holds in the database `kept` keeps it in,
 /// so nodes lead it there again; answers how many.
 async fn abandon(kept: &mut Session, (first, last): (i32, i32)) -> Result<u64, OpenError> {
@@ -828,140 +599,4 @@ async fn abandon(kept: &mut Session, (first, last): (i32, i32)) -> Result<u64, O
         ),
     )
     .await
-}
-
-/// Records in the home that the database named `target` keeps the range: for a range the
-/// home kept, with its rows dropped in the same transaction, once the move still holds every
-/// lease of it.
-async fn record(
-    home: &mut Session,
-    (first, last): (i32, i32),
-    (source, leases): (&Source, &[Lease]),
-    target: Target<'_>,
-) -> Result<(), OpenError> {
-    let client = connected(home).await?;
-    let tx = within("recording the move", client.transaction()).await?;
-    hold_starts(&tx).await?;
-    match source {
-        Source::Home => {
-            // Held still by this move, at the epochs it took: copied as no node changed them.
-            let shards: Vec<i32> = leases.iter().map(|lease| lease.shard).collect();
-            let epochs: Vec<i64> = leases.iter().map(|lease| lease.epoch).collect();
-            let held: i64 = within(
-                "recording the move",
-                tx.query_one(
-                    "SELECT count(*) FROM (SELECT 1 FROM log_shards l, \
-                     unnest($1::integer[], $2::bigint[]) AS t(shard, epoch) \
-                     WHERE l.shard = t.shard AND l.epoch = t.epoch AND l.node = $3 \
-                     FOR UPDATE OF l) AS held",
-                    &[&shards, &epochs, &MOVER],
-                ),
-            )
-            .await?
-            .get(0);
-            if held != i64::from(last - first + 1) {
-                return Err(OpenError::ShardMap(format!(
-                    "shards {first}-{last}: a lease of the range was taken while it moved; \
-                     nothing was recorded"
-                )));
-            }
-            record_target(&tx, (first, last), target).await?;
-            // The leases go with the record; the rest of the rows after it (`forget`), as they
-            // may take long and are never read again.
-            within(
-                "recording the move",
-                tx.execute(
-                    "DELETE FROM log_shards WHERE shard BETWEEN $1 AND $2",
-                    &[&first, &last],
-                ),
-            )
-            .await?;
-        }
-        Source::Placed { name, kept, .. } => {
-            let rest = source.rest((first, last));
-            re_record(&tx, (*kept, name), rest).await?;
-            record_target(&tx, (first, last), target).await?;
-        }
-    }
-    within("recording the move", tx.commit()).await
-}
-
-/// The database a range moved into, as the home records it.
-#[derive(Clone, Copy)]
-enum Target<'a> {
-    /// A database made for the range, named so.
-    Own(&'a str),
-    /// The database of the range beside, which keeps both now.
-    Beside(Join<'a>),
-}
-
-/// Drops, in the home's transaction `tx`, its record of a range kept in a database of its
-/// own (`kept`, in the database named `name`), recording the rest of a split there instead.
-async fn re_record(
-    tx: &tokio_postgres::Transaction<'_>,
-    (kept, name): ((i32, i32), &str),
-    rest: Option<(i32, i32)>,
-) -> Result<(), OpenError> {
-    let dropped = within(
-        "recording the move",
-        tx.execute(
-            "DELETE FROM log_placed WHERE first_shard = $1 AND last_shard = $2 AND database = $3",
-            &[&kept.0, &kept.1, &name],
-        ),
-    )
-    .await?;
-    if dropped != 1 {
-        return Err(OpenError::ShardMap(format!(
-            "shards {}-{}: the home's record of their database changed while they moved; \
-             nothing was recorded",
-            kept.0, kept.1
-        )));
-    }
-    match rest {
-        Some(rest) => insert_record(tx, rest, name).await,
-        None => Ok(()),
-    }
-}
-
-/// Records, in the home's transaction `tx`, the database the range moved into: its own, or
-/// the one beside, whose record then names the two ranges joined.
-async fn record_target(
-    tx: &tokio_postgres::Transaction<'_>,
-    range: (i32, i32),
-    target: Target<'_>,
-) -> Result<(), OpenError> {
-    match target {
-        Target::Own(name) => insert_record(tx, range, name).await,
-        Target::Beside(join) => {
-            re_record(tx, (join.kept, join.name), None).await?;
-            insert_record(tx, join.joined, join.name).await
-        }
-    }
-}
-
-async fn insert_record(
-    tx: &tokio_postgres::Transaction<'_>,
-    (first, last): (i32, i32),
-    name: &str,
-) -> Result<(), OpenError> {
-    within(
-        "recording the move",
-        tx.execute(
-            "INSERT INTO log_placed (first_shard, last_shard, database) VALUES ($1, $2, $3)",
-            &[&first, &last, &name],
-        ),
-    )
-    .await
-    .map(|_| ())
-}
-
-/// Takes the lock a node's start takes in the home, so that one starting meanwhile reads the
-/// shard map as it was before the move or after.
-async fn hold_starts(tx: &tokio_postgres::Transaction<'_>) -> Result<(), OpenError> {
-    within(
-        "recording the move",
-        tx.execute("SELECT pg_advisory_xact_lock($1)", &[&schema::STARTS_LOCK]),
-    )
-    .await
-    .map(|_| ())
 }
