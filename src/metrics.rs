@@ -156,9 +156,10 @@ impl ForwardOutcome {
 
 /// Requests this node passed on to the leader while a standby, by outcome (all at zero on a
 /// node that never was one).
-/// And the attempts made on a link between nodes rather than as HTTP requests.
+/// And the attempts made on a link between nodes rather than as HTTP requests, and the writes
+/// that carried their frames.
 #[derive(Clone)]
-pub struct Forwarded(Family<OutcomeLabels, Counter>, Counter);
+pub struct Forwarded(Family<OutcomeLabels, Counter>, Counter, Counter);
 
 impl Default for Forwarded {
     fn default() -> Self {
@@ -168,7 +169,7 @@ impl Default for Forwarded {
                 outcome: outcome.label(),
             });
         }
-        Forwarded(family, Counter::default())
+        Forwarded(family, Counter::default(), Counter::default())
     }
 }
 
@@ -185,6 +186,11 @@ impl Forwarded {
     /// became of it.
     pub fn count_link(&self) {
         self.1.inc();
+    }
+
+    /// What counts the writes of requests' frames on links (`http::link_client`).
+    pub fn link_writes(&self) -> Counter {
+        self.2.clone()
     }
 }
 
@@ -478,6 +484,12 @@ impl Metrics {
             "Attempts to pass a request on made on a link between nodes (--node-link) rather than \
              as HTTP requests, whatever their outcome",
             self.forwarded.1.clone(),
+        );
+        registry.register(
+            "link_writes",
+            "Writes that carried requests' frames on links between nodes: requests passed on \
+             together share one, so forwarded_on_link_requests over this is the frames a write",
+            self.forwarded.2.clone(),
         );
         register_workers(&mut registry);
         // A standby's engine follows the leader's: its figures would count each queue twice in

@@ -15,6 +15,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::BytesMut;
+use prometheus_client::metrics::counter::Counter;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::{oneshot, Notify};
@@ -61,6 +62,8 @@ pub struct Links {
     /// The longest a request's answer is waited for once its frame is begun.
     request_timeout: Duration,
     peers: Mutex<HashMap<String, Arc<Peer>>>,
+    /// Counts the writes of frames, each link's.
+    writes: Counter,
 }
 
 #[derive(Default)]
@@ -73,10 +76,11 @@ struct Peer {
     failed: Mutex<Option<(Instant, String)>>,
 }
 
-/// One open connection. A request writes its frame itself when nothing waits to be written
-/// before it; what the socket does not take at once waits in `out`, which the link's task
-/// writes as the socket takes it, so requests cost it no hand-over between tasks (with the
-/// runtime's threads asleep, a thread's wake-up) but when the other node is slow to read.
+/// One open connection. Frames wait in `out`. A request whose frame finds nothing there
+/// writes it itself, once the runtime has run what else is ready, with the frames queued
+/// meanwhile; what the socket does not take then, the link's task writes as the socket takes
+/// it. So requests cost it no hand-over between tasks (with the runtime's threads asleep, a
+/// thread's wake-up) but when the other node is slow to read.
 struct Link {
     stream: Arc<TcpStream>,
     out: Mutex<BytesMut>,
@@ -87,6 +91,7 @@ struct Link {
     /// Reads that brought something, counted: a request that waited past its time on a link
     /// that heard nothing meanwhile finds the link silent.
     reads: AtomicU64,
+    writes: Counter,
 }
 
 /// The requests out on a link, each with whom to tell and whether its frame was begun (its
@@ -126,11 +131,13 @@ impl Drop for Out<'_> {
 }
 
 impl Links {
-    pub fn new(connect_timeout: Duration, request_timeout: Duration) -> Links {
+    /// Links whose writes of frames `writes` counts.
+    pub fn new(connect_timeout: Duration, request_timeout: Duration, writes: Counter) -> Links {
         Links {
             connect_timeout,
             request_timeout,
             peers: Mutex::new(HashMap::new()),
+            writes,
         }
     }
 
@@ -163,8 +170,21 @@ impl Links {
         link_frame::encode_request(&mut frame, id, request);
         let reads = link.reads.load(Ordering::Acquire);
         // Lost meanwhile (before the insert, or since): nothing of it was written.
-        if link.waiting.lost.load(Ordering::Acquire) || !link.write(id, &frame) {
+        let first = match link.waiting.lost.load(Ordering::Acquire) {
+            true => None,
+            false => link.queue(id, &frame),
+        };
+        let Some(first) = first else {
             return Passed::NotSent("the link to the node closed".into());
+        };
+        if first {
+            // The frames other requests queue while the runtime runs what is ready go out
+            // with this one, in one write: each write is a call into the kernel here and a
+            // wake-up at the other node. The runtime runs this again once it has nothing
+            // else ready (or at its next look at the sockets).
+            let flush = Flush { link: Some(&link) };
+            tokio::task::yield_now().await;
+            flush.now();
         }
         match tokio::time::timeout(self.request_timeout, told).await {
             Ok(Ok(passed)) => passed,
@@ -231,6 +251,7 @@ impl Links {
             waiting: Waiting::default(),
             next: AtomicU64::new(0),
             reads: AtomicU64::new(0),
+            writes: self.writes.clone(),
         });
         tokio::spawn(run(link.clone(), peer.clone()));
         *open = Some(link.clone());
@@ -248,42 +269,22 @@ impl Peer {
 }
 
 impl Link {
-    /// Writes request `id`'s `frame`: straight to the socket when nothing waits before it,
-    /// else after what does (by the link's task). False, writing nothing, if the request was
+    /// Queues request `id`'s `frame` to be written after what waits before it: `Some(true)`
+    /// when nothing waited, so that the caller writes it (`Flush`), with whatever other
+    /// requests queue meanwhile; `Some(false)` when a write is due already (a caller's, or
+    /// the link's task's, the socket being full). `None`, queuing nothing, if the request was
     /// taken out meanwhile (the link lost).
-    fn write(&self, id: u64, frame: &[u8]) -> bool {
+    fn queue(&self, id: u64, frame: &[u8]) -> Option<bool> {
         let mut out = self.out.lock().unwrap_or_else(|p| p.into_inner());
         // Marked begun before any of it goes, under the lock the link's loss takes: once the
         // link is lost, nothing more of any request is written.
         match (self.waiting.by_id.lock().unwrap_or_else(|p| p.into_inner())).get_mut(&id) {
             Some((_, begun)) => *begun = true,
-            None => return false,
+            None => return None,
         }
-        let mut left = frame;
-        if out.is_empty() {
-            match self.stream.try_write(frame) {
-                Ok(written) => left = &frame[written..],
-                Err(error) if error.kind() == std::io::ErrorKind::WouldBlock => {}
-                Err(error) => {
-                    drop(out);
-                    // Nothing of this one went; the others are told as the loss finds them.
-                    // (The lock is let go first: the loss takes it.)
-                    if let Some((_, begun)) =
-                        (self.waiting.by_id.lock().unwrap_or_else(|p| p.into_inner())).get_mut(&id)
-                    {
-                        *begun = false;
-                    }
-                    self.waiting
-                        .lose(&format!("the link to the node failed: {error}"), false);
-                    return true;
-                }
-            }
-        }
-        if !left.is_empty() {
-            out.extend_from_slice(left);
-            self.queued.notify_one();
-        }
-        true
+        let first = out.is_empty();
+        out.extend_from_slice(frame);
+        Some(first)
     }
 
     /// Writes what waits in `out` as far as the socket takes it now: whether all of it went,
@@ -293,6 +294,7 @@ impl Link {
         while !out.is_empty() {
             match self.stream.try_write(&out) {
                 Ok(written) => {
+                    self.writes.inc();
                     let _ = out.split_to(written);
                 }
                 Err(error) if error.kind() == std::io::ErrorKind::WouldBlock => return Ok(false),
@@ -300,6 +302,35 @@ impl Link {
             }
         }
         Ok(true)
+    }
+}
+
+/// The write a request owes for the frames queued from its own on (`Link::queue`): made by
+/// `now`, or, if the request is given up first, left to the link's task.
+struct Flush<'a> {
+    link: Option<&'a Link>,
+}
+
+impl Flush<'_> {
+    /// Writes what is queued; what the socket does not take now, the link's task writes as it
+    /// takes it. A failure loses the link: every request out is told.
+    fn now(mut self) {
+        let Some(link) = self.link.take() else { return };
+        match link.flush() {
+            Ok(true) => {}
+            Ok(false) => link.queued.notify_one(),
+            Err(error) => {
+                (link.waiting).lose(&format!("the link to the node failed: {error}"), false)
+            }
+        }
+    }
+}
+
+impl Drop for Flush<'_> {
+    fn drop(&mut self) {
+        if let Some(link) = self.link {
+            link.queued.notify_one();
+        }
     }
 }
 

@@ -182,6 +182,16 @@ pub async fn serve_link(
             Some((id, length, answer)) = answering.next() => {
                 link.held -= length;
                 link.push(id, &answer);
+                // Answers ready together (a commit answers many) go in one write: each write
+                // is a call into the kernel here and a wake-up at the other node. Polled
+                // again with this task's waker at the next turn, so no wake-up is lost.
+                while link.out.len() < OUT_BYTES {
+                    let Some(Some((id, length, answer))) = answering.next().now_or_never() else {
+                        break;
+                    };
+                    link.held -= length;
+                    link.push(id, &answer);
+                }
                 heard = Instant::now();
             }
             _ = closing.wait_for(|closing| *closing), if !stopping => {

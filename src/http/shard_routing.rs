@@ -63,15 +63,16 @@ pub async fn pass_to_shard_leader(
         Ok(body) => body,
         Err(refused) => return refused,
     };
-    let here = Request::from_parts(parts.clone(), Body::from(body.clone()));
-    let (mut answer, noted) = led_elsewhere::noting(next.run(here)).await;
-    if noted.across && noted.passed_to.is_none() {
-        // No other node answers it otherwise: not to be sent again by a node passing it on.
-        answer.headers_mut().remove(NOT_SERVED);
-    }
-    // Passed here by another node: refused as not served, it tries again.
+    // Passed here by another node: refused as not served, it tries again. Nothing of it is
+    // kept to pass on.
     let by_another = (parts.headers.get(FORWARDED)).is_some_and(|v| v != FORWARDED_BY_SELF);
-    let Some(shard) = noted.passed_to.filter(|_| !by_another) else {
+    if by_another {
+        let here = Request::from_parts(parts, Body::from(body));
+        return run_here(next, here).await.0;
+    }
+    let here = Request::from_parts(parts.clone(), Body::from(body.clone()));
+    let (answer, passed_to) = run_here(next, here).await;
+    let Some(shard) = passed_to else {
         return answer;
     };
     let outgoing = Outgoing::of(standby, &parts, body);
@@ -98,6 +99,17 @@ pub async fn pass_to_shard_leader(
         }
         Err(failure) => failed(standby, &parts.headers, failure),
     }
+}
+
+/// Runs `request` here: the answer, and the shard whose leader is to serve it instead if the
+/// backend refused it as another node's.
+async fn run_here(next: Next, request: Request) -> (Response, Option<u32>) {
+    let (mut answer, noted) = led_elsewhere::noting(next.run(request)).await;
+    if noted.across && noted.passed_to.is_none() {
+        // No other node answers it otherwise: not to be sent again by a node passing it on.
+        answer.headers_mut().remove(NOT_SERVED);
+    }
+    (answer, noted.passed_to)
 }
 
 /// Moves this node's manual clock, then every other node leading shards by the same request

@@ -141,8 +141,13 @@ impl Standby {
             leader: String::new(),
             epoch: 0,
         };
-        let links = (settings.node_link)
-            .then(|| super::link_client::Links::new(CONNECT_TIMEOUT, REQUEST_TIMEOUT));
+        let links = (settings.node_link).then(|| {
+            super::link_client::Links::new(
+                CONNECT_TIMEOUT,
+                REQUEST_TIMEOUT,
+                forwarded.link_writes(),
+            )
+        });
         Ok(Standby {
             route: watch::Sender::new(route),
             shard_leaders: watch::Sender::new(Vec::new()),

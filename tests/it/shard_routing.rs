@@ -128,6 +128,9 @@ async fn a_request_for_a_shard_another_node_leads_is_answered_by_that_node() {
     // the link to the other node.
     assert_eq!(passed_on(&node.server).await, Some(3));
     assert_eq!(passed_on_link(&node.server).await, Some(3));
+    // One after another, each went in a write of its own.
+    let writes = metric(&node.server, "orderly_link_writes_total ").await;
+    assert_eq!(writes, Some(3));
     node.stop().await;
 }
 
