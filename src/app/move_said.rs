@@ -75,8 +75,8 @@ pub(super) fn said_of_move(range: &str, moved: &Moved, to: &str) -> String {
             let left = match left {
                 // That database still names the whole range: nodes given the rest are refused.
                 Some(why) => format!(
-                    " (its rows were left in the database it moved from, which so names \
-                     shards {}-{} still and is refused to the nodes: before starting them, run \
+                    " (its rows were left in the database it moved from, which may so name \
+                     shards {}-{} still and be refused to the nodes: before starting them, run \
                      the same command again with the --shard-database ranges they are to be \
                      given, which drops those rows: {why})",
                     kept.0, kept.1

@@ -142,7 +142,7 @@ fn a_split_names_the_rest_for_the_nodes_and_whether_it_must_run_again() {
     );
     assert!(home.contains("without --shard-database 24-31"), "{home}");
     assert!(home.contains("--shard-database 16-23=URL"), "{home}");
-    // Its last step failed: the nodes would be refused that database until it is run again.
+    // Its last step failed: the nodes may be refused that database until it is run again.
     let unfinished = said_of_move(
         "24-31",
         &Moved {
@@ -152,7 +152,7 @@ fn a_split_names_the_rest_for_the_nodes_and_whether_it_must_run_again() {
         "postgres://u@c/c",
     );
     assert!(
-        unfinished.contains("names shards 16-31 still and is refused to the nodes"),
+        unfinished.contains("may so name shards 16-31 still and be refused to the nodes"),
         "{unfinished}"
     );
     assert!(

@@ -169,21 +169,33 @@ pub(super) async fn begin_join(
 /// Finishes a move that did not finish (a split whose last step failed, or a join the home
 /// did not record): the databases the home records (`recorded`: first, last, name) for the
 /// ranges beside `range`, found by the URLs `placed` gives them, are trimmed to those ranges
-/// (`trim`). How many rows were dropped.
+/// (`trim`). How many rows were dropped. Refused, trimming nothing, when such a database is
+/// not given: what a move left there could be neither checked nor dropped.
 pub(super) async fn trim_beside(
     recorded: &[(i32, i32, Option<String>)],
     range: (i32, i32),
     placed: &[Placed],
 ) -> Result<u64, OpenError> {
-    let mut dropped = 0;
+    let mut beside = Vec::new();
     for (first, last, name) in recorded {
-        let beside = *last + 1 == range.0 || *first == range.1 + 1;
-        let given = (placed.iter()).find(|p| (p.first as i32, p.last as i32) == (*first, *last));
-        let (true, Some(name), Some(given)) = (beside, name, given) else {
+        let (true, Some(name)) = (*last + 1 == range.0 || *first == range.1 + 1, name) else {
             continue;
         };
+        let given = (placed.iter()).find(|p| (p.first as i32, p.last as i32) == (*first, *last));
+        let Some(given) = given else {
+            return Err(OpenError::ShardMap(format!(
+                "--move-shards {}-{}: shards {first}-{last}, beside them, are kept in a \
+                 database of their own, where a move that did not finish may have left rows: \
+                 name it with --shard-database {first}-{last}=URL as the nodes are started",
+                range.0, range.1
+            )));
+        };
+        beside.push((*first, *last, name, given));
+    }
+    let mut dropped = 0;
+    for (first, last, name, given) in beside {
         let mut kept = Session::new(config(&given.url).map_err(OpenError::Url)?);
-        dropped += trim(&mut kept, name, (*first, *last)).await?;
+        dropped += trim(&mut kept, name, (first, last)).await?;
     }
     Ok(dropped)
 }

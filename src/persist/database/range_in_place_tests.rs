@@ -183,6 +183,15 @@ fn a_join_cut_short_is_refused_to_the_nodes_until_abandoned() {
         }
         other => panic!("started beside a join's copy: {:?}", other.err()),
     }
+    // Not without the database beside, which holds the copy: refused, leases still held.
+    let without_x = placed_on(&home, vec![shard(3, &y)]);
+    match move_range(&without_x, &shard(3, &y)) {
+        Err(OpenError::ShardMap(why)) => {
+            assert!(why.contains("--shard-database 1-2=URL"), "{why}");
+        }
+        other => panic!("abandoned without the database beside: {other:?}"),
+    }
+    assert_eq!(kept(&x), (vec![1, 2, 2, 3], vec![1, 2, 3], Some((1, 3))));
     // Abandoned where the home keeps it: the database beside drops the copy.
     let abandoned = move_range(&map, &shard(3, &y)).expect("abandoned");
     assert_eq!((abandoned.abandoned, abandoned.trimmed), (1, 2));

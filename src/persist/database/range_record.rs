@@ -12,6 +12,25 @@ use super::OpenError;
 /// lease of it.
 pub(super) async fn record(
     home: &mut Session,
+    range: (i32, i32),
+    (source, leases): (&Source, &[Lease]),
+    target: Target<'_>,
+) -> Result<(), OpenError> {
+    let recorded = record_in_home(home, range, (source, leases), target).await;
+    match (recorded, target) {
+        // The join's copy named the joined range in the database beside already.
+        (Err(OpenError::ShardMap(why)), Target::Beside(join)) => Err(OpenError::ShardMap(format!(
+            "{why} in the home; the database the range was to join names shards {}-{} \
+             meanwhile and is refused to the nodes until the same move is run again, or \
+             abandoned by moving the range where the home keeps it",
+            join.joined.0, join.joined.1
+        ))),
+        (recorded, _) => recorded,
+    }
+}
+
+async fn record_in_home(
+    home: &mut Session,
     (first, last): (i32, i32),
     (source, leases): (&Source, &[Lease]),
     target: Target<'_>,
