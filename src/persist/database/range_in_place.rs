@@ -181,8 +181,7 @@ pub(super) async fn trim_beside(
         let (true, Some(name)) = (*last + 1 == range.0 || *first == range.1 + 1, name) else {
             continue;
         };
-        let given = (placed.iter()).find(|p| (p.first as i32, p.last as i32) == (*first, *last));
-        let Some(given) = given else {
+        let Some(given) = Placed::given_for(placed, (*first, *last)) else {
             return Err(OpenError::ShardMap(format!(
                 "--move-shards {}-{}: shards {first}-{last}, beside them, are kept in a \
                  database of their own, where a move that did not finish may have left rows: \

@@ -365,8 +365,7 @@ fn source_of(
              every node with the new one as --shard-database",
         ));
     };
-    let url = (given.iter())
-        .find(|p| (p.first as i32, p.last as i32) == (*f, *l))
+    let url = Placed::given_for(given, (*f, *l))
         .map(|p| p.url.clone())
         .ok_or_else(|| {
             refused(

@@ -20,6 +20,11 @@ impl Placed {
     pub fn range(&self) -> String {
         format!("{}-{}", self.first, self.last)
     }
+
+    /// The entry of `placed` for exactly the shards `first` to `last`, if one was given.
+    pub(super) fn given_for(placed: &[Placed], (first, last): (i32, i32)) -> Option<&Placed> {
+        (placed.iter()).find(|p| (p.first as i32, p.last as i32) == (first, last))
+    }
 }
 
 /// A database as `GET /_orderly/cluster` shows it, `postgres://USER@HOST:PORT/DBNAME`, read
