@@ -171,6 +171,9 @@ pub struct Session {
     generation: u64,
     /// The host the last connection was made to, tried first next time.
     preferred: usize,
+    /// What its first connection holds that a new one would not (a session's advisory lock),
+    /// if anything: once that connection is lost, no other is made.
+    pinned: Option<&'static str>,
 }
 
 impl Session {
@@ -180,6 +183,16 @@ impl Session {
             client: None,
             generation: 0,
             preferred: 0,
+            pinned: None,
+        }
+    }
+
+    /// A session whose first connection is its only one (`connected` fails once that one is
+    /// lost), since it holds `held`, which only that connection holds.
+    pub fn pinned(config: Config, held: &'static str) -> Session {
+        Session {
+            pinned: Some(held),
+            ..Session::new(config)
         }
     }
 
@@ -198,6 +211,20 @@ impl Session {
     pub async fn connected(&mut self) -> Result<&mut Client, Failed> {
         if self.client.as_ref().is_some_and(Client::is_closed) {
             self.client = None;
+        }
+        if let Some(held) = self
+            .pinned
+            .filter(|_| self.client.is_none() && self.generation > 0)
+        {
+            return Err(Failed {
+                cause: format!(
+                    "PostgreSQL: the connection holding {held} was lost, and a new one would \
+                     not hold it"
+                ),
+                unknown_outcome: false,
+                code: None,
+                refused_at_connect: None,
+            });
         }
         if self.client.is_none() {
             let mut causes = Vec::new();

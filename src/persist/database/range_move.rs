@@ -34,7 +34,7 @@ use super::shard_map::{shown, Placed};
 use super::{OpenError, Settings};
 
 /// The advisory lock a move holds in the home while it runs, on its connection.
-const MOVE_LOCK: i64 = schema::STARTS_LOCK + 1;
+pub(super) const MOVE_LOCK: i64 = schema::STARTS_LOCK + 1;
 
 /// What was moved, for the operator.
 #[derive(Debug, PartialEq, Eq)]
@@ -117,7 +117,8 @@ pub fn move_range(settings: &Settings, to: &Placed) -> Result<Moved, OpenError> 
     let (Ok(first), Ok(last)) = (i32::try_from(to.first), i32::try_from(to.last)) else {
         return Err(refused(to, "no database has that many shards"));
     };
-    let mut home = Session::new(config(&settings.url).map_err(OpenError::Url)?);
+    let home_config = config(&settings.url).map_err(OpenError::Url)?;
+    let mut home = Session::pinned(home_config, "the home's lock on moves");
     // One move at a time: held by the home's connection until the move ends (or the
     // connection does).
     if !runtime.block_on(lock_moves(&mut home, true))? {

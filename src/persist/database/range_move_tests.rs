@@ -437,3 +437,78 @@ pub(super) fn refuse_drops(db: &mut super::connection::Blocking) {
          FOR EACH STATEMENT EXECUTE FUNCTION refuse_drops()",
     );
 }
+
+/// How many advisory locks on `key` in the database `url` are `granted` (or waited for).
+fn advisory(url: &str, key: i64, granted: bool) -> i64 {
+    number(
+        &mut connect(url),
+        format!(
+            "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' \
+             AND database = (SELECT oid FROM pg_database WHERE datname = current_database()) \
+             AND ((classid::bigint << 32) | objid::bigint) = {key} AND granted = {granted}"
+        ),
+    )
+}
+
+/// Waits (polling the database, at most 20 s) until `ready` holds.
+fn until(what: &str, ready: impl Fn() -> bool) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while !ready() {
+        assert!(std::time::Instant::now() < deadline, "never {what}");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn a_move_whose_home_connection_is_lost_records_nothing_without_its_lock() {
+    let (Some(home), Some(target)) = (database(), elsewhere()) else {
+        return;
+    };
+    let settings = home_with(&home, BATCHES);
+    let move_lock = super::range_move::MOVE_LOCK;
+    // The new database is made under the lock every start takes: held there, the move waits
+    // with the home's lock on moves taken.
+    let starts = format!("SELECT pg_advisory_lock({})", schema::STARTS_LOCK);
+    let held = Holding::after(&target, &starts);
+    let to = shards_2_3(&target);
+    let moving = std::thread::spawn({
+        let (home, to) = (home.clone(), to.clone());
+        move || move_range(&placed_on(&home, Vec::new()), &to)
+    });
+    until("waited in the new database", || {
+        advisory(&target, schema::STARTS_LOCK, false) == 1
+    });
+    assert_eq!(
+        advisory(&home, move_lock, true),
+        1,
+        "the move holds its lock"
+    );
+    // The connection holding the lock on moves is cut: the lock goes with it, so another
+    // move could start, and this one must not record on a new connection.
+    let cut = number(
+        &mut connect(&home),
+        format!(
+            "SELECT count(*) FROM (SELECT pg_terminate_backend(pid) FROM pg_locks \
+             WHERE locktype = 'advisory' AND granted \
+             AND database = (SELECT oid FROM pg_database WHERE datname = current_database()) \
+             AND ((classid::bigint << 32) | objid::bigint) = {move_lock}) AS cut"
+        ),
+    );
+    assert_eq!(cut, 1);
+    until("let go of the lock", || {
+        advisory(&home, move_lock, true) == 0
+    });
+    held.finish(&format!(
+        "SELECT pg_advisory_unlock({})",
+        schema::STARTS_LOCK
+    ));
+    match moving.join().expect("the move ran") {
+        Err(OpenError::Database(cause)) => assert!(cause.contains("lock on moves"), "{cause}"),
+        other => panic!("recorded without its lock: {other:?}"),
+    }
+    assert!(recorded(&home).is_empty(), "nothing recorded");
+    // Run again, with a lock of its own: finished.
+    let moved = move_range(&settings, &to).expect("finished");
+    assert_eq!(moved.batches, 3);
+    assert_eq!(recorded(&home).len(), 1);
+}
