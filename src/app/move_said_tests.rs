@@ -169,7 +169,10 @@ fn a_split_names_the_rest_for_the_nodes_and_whether_it_must_run_again() {
         "postgres://u@c/c",
     );
     assert!(
-        finished.starts_with("dropped the 5 rows of shards 24-31"),
+        finished.starts_with(
+            "dropped the 5 rows (leases among them) that the database of a range beside \
+             shards 24-31 kept"
+        ),
         "{finished}"
     );
     assert!(!finished.contains("moved shards"), "{finished}");

@@ -61,8 +61,9 @@ pub struct Moved {
     /// The range was part of one kept in a database of its own, which keeps the rest.
     pub split: Option<Split>,
     /// Rows a move that did not finish left in the database of a range beside this one (a
-    /// split's part, or a copy of this range joined to it), dropped by running the move
-    /// again or abandoning it, that database then recording its own range only.
+    /// split's part, or a copy of this range joined to it), their leases included: of the
+    /// shards that database keeps past what the home records for it, dropped by running the
+    /// move again or abandoning it, that database then recording its own range only.
     pub trimmed: u64,
     /// The range joined the one beside it in that range's database, which keeps this range
     /// (first, last) now.
