@@ -11,6 +11,7 @@ mod dedup_memory;
 mod load;
 mod nodes;
 mod nodes_load;
+mod nodes_ratio;
 mod null_server;
 mod report;
 mod scenarios;

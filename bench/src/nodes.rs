@@ -61,33 +61,6 @@ pub async fn run(args: &Args) -> Vec<Row> {
     rows
 }
 
-/// Notes each row of this scenario with its throughput against the first node count's of the
-/// same load (after the rounds' medians are taken, so the ratio is of the figures shown).
-pub fn compare(rows: &mut [Row]) {
-    let firsts: Vec<(String, f64)> = rows
-        .iter()
-        // A paced load's rate is set, not measured: no ratio.
-        .filter(|row| row.scenario.starts_with("nodes: ") && !row.scenario.contains(" paced "))
-        .fold(Vec::new(), |mut firsts, row| {
-            if !firsts.iter().any(|(scenario, _)| *scenario == row.scenario) {
-                firsts.push((row.scenario.clone(), row.rate()));
-            }
-            firsts
-        });
-    for (scenario, one) in firsts {
-        for row in rows.iter_mut().filter(|row| row.scenario == scenario) {
-            if one > 0.0 && !row.note.starts_with("failed") {
-                let ratio = row.rate() / one;
-                row.note = if row.note.is_empty() {
-                    format!("{ratio:.2}× the first count")
-                } else {
-                    format!("{ratio:.2}× the first count; {}", row.note)
-                };
-            }
-        }
-    }
-}
-
 fn system(args: &Args, count: usize) -> String {
     let databases = if args.postgres_second.is_some() { 2 } else { 1 };
     let held = match args.database_cpu {

@@ -2,7 +2,7 @@
 
 use crate::load::{self, System};
 use crate::report::{self, Row};
-use crate::{burst_memory, dedup_memory, nodes, share, Args};
+use crate::{burst_memory, dedup_memory, nodes, nodes_ratio, share, Args};
 
 pub async fn run_all(args: &Args) -> Vec<Row> {
     let mut rounds = Vec::new();
@@ -12,8 +12,9 @@ pub async fn run_all(args: &Args) -> Vec<Row> {
         }
         rounds.push(run_round(args).await);
     }
+    let ratios = nodes_ratio::by_round(&rounds);
     let mut rows = report::median_of_rounds(rounds);
-    nodes::compare(&mut rows);
+    nodes_ratio::compare(&mut rows, &ratios);
     rows
 }
 
