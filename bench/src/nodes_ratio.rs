@@ -66,11 +66,16 @@ pub fn compare(rows: &mut [Row], ratios: &Ratios) {
             if let Some(rounds) = others.filter(|rounds| rounds.len() > 1) {
                 let mut rounds = rounds.clone();
                 rounds.sort_by(f64::total_cmp);
+                let n = rounds.len();
+                let median = match n % 2 {
+                    1 => rounds[n / 2],
+                    _ => (rounds[n / 2 - 1] + rounds[n / 2]) / 2.0,
+                };
+                // Rounds whose first count failed have no ratio: the count says how many did.
                 said += &format!(
-                    " (each round's own: median {:.2}×, {:.2}–{:.2}×)",
-                    rounds[rounds.len() / 2],
+                    " (each of {n} rounds' own: median {median:.2}×, {:.2}–{:.2}×)",
                     rounds[0],
-                    rounds[rounds.len() - 1]
+                    rounds[n - 1]
                 );
             }
             row.note = match row.note.is_empty() {
@@ -113,7 +118,8 @@ mod tests {
             .starts_with("1.00× the first count; median of 3"));
         assert!(
             rows[1].note.starts_with(
-                "2.50× the first count (each round's own: median 2.40×, 2.20–2.50×); median of 3"
+                "2.50× the first count (each of 3 rounds' own: median 2.40×, 2.20–2.50×); \
+                 median of 3"
             ),
             "{}",
             rows[1].note
@@ -130,5 +136,27 @@ mod tests {
         compare(&mut rows, &ratios);
         assert_eq!(rows[1].note, "1.70× the first count");
         assert_eq!(rows[2].note, "failed: no node");
+    }
+
+    #[test]
+    fn a_round_whose_first_count_failed_gives_no_ratio() {
+        let mut failed = row(1, 0);
+        failed.note = "failed: no node".into();
+        let rounds = vec![
+            vec![row(1, 100), row(3, 240)],
+            vec![failed, row(3, 10)],
+            vec![row(1, 50), row(3, 110)],
+        ];
+        let ratios = by_round(&rounds);
+        let mut rows = median_of_rounds(rounds);
+        compare(&mut rows, &ratios);
+        // Two rounds had a ratio (2.4 and 2.2): their median is the mean of the two.
+        assert!(
+            rows[1]
+                .note
+                .contains("(each of 2 rounds' own: median 2.30×, 2.20–2.40×)"),
+            "{}",
+            rows[1].note
+        );
     }
 }

@@ -15,10 +15,10 @@ pub(super) fn said_of_move(range: &str, moved: &Moved, to: &str) -> String {
     let trimmed = match moved.trimmed {
         0 => String::new(),
         rows => format!(
-            "dropped the {rows} rows (leases among them) that the database of a range beside \
-             shards {range} kept, from a move that did not finish, of shards the home does not \
-             record it keeping (never read again), that database now naming its own range \
-             only; "
+            "dropped {rows} rows, leases included, that a move which did not finish left \
+             beside shards {range}, in the database of a range beside them: rows of shards the \
+             home does not record that database as keeping (never read again); it now names \
+             its own range only; "
         ),
     };
     // A range kept in a database of its own may have had its home's record committed with the

@@ -170,8 +170,8 @@ fn a_split_names_the_rest_for_the_nodes_and_whether_it_must_run_again() {
     );
     assert!(
         finished.starts_with(
-            "dropped the 5 rows (leases among them) that the database of a range beside \
-             shards 24-31 kept"
+            "dropped 5 rows, leases included, that a move which did not finish left beside \
+             shards 24-31"
         ),
         "{finished}"
     );

@@ -196,6 +196,12 @@ impl Session {
         }
     }
 
+    /// A pinned session's one connection is gone, and with it what only it held.
+    pub fn unpinned(&self) -> bool {
+        let gone = self.client.as_ref().is_none_or(Client::is_closed);
+        self.pinned.is_some() && self.generation > 0 && gone
+    }
+
     /// Which connection is (or was last) in use: a statement prepared on another is gone.
     pub fn generation(&self) -> u64 {
         self.generation
@@ -218,7 +224,7 @@ impl Session {
         {
             return Err(Failed {
                 cause: format!(
-                    "PostgreSQL: the connection holding {held} was lost, and a new one would \
+                    "the connection holding {held} was lost or dropped, and a new one would \
                      not hold it"
                 ),
                 unknown_outcome: false,

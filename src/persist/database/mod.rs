@@ -35,6 +35,7 @@ pub mod placement;
 mod range_copy;
 mod range_held;
 pub mod range_in_place;
+mod range_lock;
 pub mod range_move;
 mod range_record;
 mod range_rows;

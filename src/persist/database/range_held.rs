@@ -1,7 +1,10 @@
 //! The range as a move finds it and holds it: where it is kept now, and the leases the move
 //! took there.
 
+use super::connection::Session;
 use super::range_in_place::rest_of;
+use super::range_rows::{connected, within};
+use super::OpenError;
 
 /// Who holds a range's leases while it moves, and for good where it moved from: until a
 /// century from the move, a time nodes can subtract from now (they cannot from `infinity`).
@@ -35,4 +38,22 @@ pub(super) struct Lease {
     pub(super) epoch: i64,
     pub(super) clock_ms: i64,
     pub(super) snapshot: Option<i64>,
+}
+
+/// Gives back the range's leases a move cut short holds in the database `kept` keeps it in,
+/// so nodes lead it there again; answers how many.
+pub(super) async fn abandon(
+    kept: &mut Session,
+    (first, last): (i32, i32),
+) -> Result<u64, OpenError> {
+    let client = connected(kept).await?;
+    within(
+        "giving the leases back",
+        client.execute(
+            "UPDATE log_shards SET node = '', expires = '-infinity' \
+             WHERE shard BETWEEN $1 AND $2 AND node = $3",
+            &[&first, &last, &MOVER],
+        ),
+    )
+    .await
 }

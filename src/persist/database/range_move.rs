@@ -25,16 +25,14 @@
 
 use super::connection::{config, Blocking, Session};
 use super::range_copy::{copy, Copied, Destination};
-use super::range_held::{Lease, Source, MOVER};
+use super::range_held::{abandon, Lease, Source, MOVER};
 use super::range_in_place::{beside_of, trim, trim_beside, Split};
+use super::range_lock::{lock_moves, still_alone, HELD};
 use super::range_record::{record, Target};
 use super::range_rows::{connected, drop_rows, within};
 use super::schema::{self, Role};
 use super::shard_map::{shown, Placed};
 use super::{OpenError, Settings};
-
-/// The advisory lock a move holds in the home while it runs, on its connection.
-pub(super) const MOVE_LOCK: i64 = schema::STARTS_LOCK + 1;
 
 /// What was moved, for the operator.
 #[derive(Debug, PartialEq, Eq)]
@@ -119,13 +117,14 @@ pub fn move_range(settings: &Settings, to: &Placed) -> Result<Moved, OpenError> 
         return Err(refused(to, "no database has that many shards"));
     };
     let home_config = config(&settings.url).map_err(OpenError::Url)?;
-    let mut home = Session::pinned(home_config, "the home's lock on moves");
+    let mut home = Session::pinned(home_config, HELD);
     // One move at a time: held by the home's connection until the move ends (or the
     // connection does).
     if !runtime.block_on(lock_moves(&mut home, true))? {
         return Err(refused(to, "another move of shards runs on this home"));
     }
-    let moved = move_alone(&runtime, (settings, to), &mut home, (first, last));
+    let moved = move_alone(&runtime, (settings, to), &mut home, (first, last))
+        .map_err(|error| stopped(error, &home));
     if let Err(error) = runtime.block_on(lock_moves(&mut home, false)) {
         tracing::debug!(%error, "the move's lock is left to its connection's end");
     }
@@ -163,8 +162,10 @@ fn move_alone(
         // A move that did not finish may have left rows in the database of a range beside:
         // a split's part, after the home recorded the split, or a copy of this range joined
         // to it, before the home recorded the join. The home's record stands: dropped.
+        runtime.block_on(still_alone(home))?;
         let trimmed = runtime.block_on(trim_beside(&found.placed, range, &settings.placed))?;
         let mut kept = Session::new(target_config);
+        runtime.block_on(still_alone(home))?;
         let given = runtime.block_on(abandon(&mut kept, range))?;
         // A range kept in a database of its own has no rows in the home but those a finished
         // move out of the home could not drop: dropped now.
@@ -198,6 +199,7 @@ fn move_alone(
     {
         // Back into the home: copied and recorded in one transaction of the home's.
         let mut from = Session::new(config(url).map_err(OpenError::Url)?);
+        runtime.block_on(still_alone(home))?;
         let leases = runtime.block_on(fence(&mut from, range, &source))?;
         let into = Destination::Home {
             placed: name,
@@ -207,7 +209,7 @@ fn move_alone(
         let copied = runtime.block_on(copy(&mut from, home, range, &leases, into))?;
         return Ok(Moved {
             home: true,
-            left: forget(runtime, &mut from, range, (name, split)),
+            left: forget(runtime, (home, &mut from), range, (name, split)),
             split,
             ..Moved::copied(copied, shown(url))
         });
@@ -226,14 +228,16 @@ fn move_alone(
             Source::Home => home.sibling(),
             Source::Placed { url, .. } => Session::new(config(url).map_err(OpenError::Url)?),
         };
+        runtime.block_on(still_alone(home))?;
         let leases = runtime.block_on(fence(&mut from, range, &source))?;
         let mut into = target.into_session();
         let into_beside = Destination::Beside(join);
+        runtime.block_on(still_alone(home))?;
         let copied = runtime.block_on(copy(&mut from, &mut into, range, &leases, into_beside))?;
         let target = Target::Beside(join);
         runtime.block_on(record(home, range, (&source, &leases), target))?;
         return Ok(Moved {
-            left: forget(runtime, &mut from, range, (from_name, split)),
+            left: forget(runtime, (home, &mut from), range, (from_name, split)),
             split,
             joined: Some(join.joined),
             ..Moved::copied(copied, shown(from_url))
@@ -265,13 +269,15 @@ fn move_alone(
         Source::Home => home.sibling(),
         Source::Placed { url, .. } => Session::new(config(url).map_err(OpenError::Url)?),
     };
+    runtime.block_on(still_alone(home))?;
     let leases = runtime.block_on(fence(&mut from, range, &source))?;
     let into = Destination::Placed;
+    runtime.block_on(still_alone(home))?;
     let copied = runtime.block_on(copy(&mut from, &mut target, range, &leases, into))?;
     let target = Target::Own(&made.database);
     runtime.block_on(record(home, range, (&source, &leases), target))?;
     Ok(Moved {
-        left: forget(runtime, &mut from, range, (from_name, split)),
+        left: forget(runtime, (home, &mut from), range, (from_name, split)),
         split,
         ..Moved::copied(copied, shown(from_url))
     })
@@ -281,18 +287,32 @@ fn move_alone(
 /// which is never read for them again: the home drops its leases of the range as it records
 /// the move, a range's database keeps them held, so that no node leads the range there. A
 /// database split keeps the rest only: the range's leases go too, and it records the rest as
-/// its range. Says why if they were left.
+/// its range. Says why if they were left, as they are once the `home` connection holding the
+/// lock on moves is gone (another move may have begun).
 fn forget(
     runtime: &tokio::runtime::Runtime,
-    from: &mut Session,
+    (home, from): (&mut Session, &mut Session),
     range: (i32, i32),
     (name, split): (&str, Option<Split>),
 ) -> Option<String> {
-    let dropped = match split {
-        Some(split) => runtime.block_on(trim(from, name, split.rest)),
-        None => runtime.block_on(drop_rows(from, range)),
-    };
+    let dropped = runtime
+        .block_on(still_alone(home))
+        .and_then(|()| match split {
+            Some(split) => runtime.block_on(trim(from, name, split.rest)),
+            None => runtime.block_on(drop_rows(from, range)),
+        });
     dropped.err().map(|error| error.to_string())
+}
+
+/// A move's failure, saying that it stopped there when the connection holding the lock on
+/// moves is gone: it sent no step after it found that.
+fn stopped(error: OpenError, home: &Session) -> OpenError {
+    match error {
+        OpenError::Database(cause) if home.unpinned() => OpenError::Database(format!(
+            "{cause}: the move stopped there, what it did so far kept; run it again to finish it"
+        )),
+        other => other,
+    }
 }
 
 fn refused(to: &Placed, why: &str) -> OpenError {
@@ -383,17 +403,6 @@ fn source_of(
         name: name.clone(),
         kept: (*f, *l),
     })
-}
-
-/// Takes (if `take`: whether it was free) or lets go of the lock only one move at a time holds.
-async fn lock_moves(home: &mut Session, take: bool) -> Result<bool, OpenError> {
-    let client = connected(home).await?;
-    let statement = match take {
-        true => "SELECT pg_try_advisory_lock($1)",
-        false => "SELECT pg_advisory_unlock($1)",
-    };
-    let row = within("locking moves", client.query_one(statement, &[&MOVE_LOCK])).await?;
-    Ok(row.get(0))
 }
 
 async fn read_home(home: &mut Session) -> Result<Home, OpenError> {
@@ -585,19 +594,4 @@ async fn fence(
             snapshot: row.get(3),
         })
         .collect())
-}
-
-/// Gives back the range's leases a move cut short holds in the database `kept` keeps it in,
-/// so nodes lead it there again; answers how many.
-async fn abandon(kept: &mut Session, (first, last): (i32, i32)) -> Result<u64, OpenError> {
-    let client = connected(kept).await?;
-    within(
-        "giving the leases back",
-        client.execute(
-            "UPDATE log_shards SET node = '', expires = '-infinity' \
-             WHERE shard BETWEEN $1 AND $2 AND node = $3",
-            &[&first, &last, &MOVER],
-        ),
-    )
-    .await
 }

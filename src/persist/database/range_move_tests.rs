@@ -445,12 +445,14 @@ fn advisory(url: &str, key: i64, granted: bool) -> i64 {
         format!(
             "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' \
              AND database = (SELECT oid FROM pg_database WHERE datname = current_database()) \
-             AND ((classid::bigint << 32) | objid::bigint) = {key} AND granted = {granted}"
+             AND objsubid = 1 AND ((classid::bigint << 32) | objid::bigint) = {key} \
+             AND granted = {granted}"
         ),
     )
 }
 
-/// Waits (polling the database, at most 20 s) until `ready` holds.
+/// Waits until `ready` holds, at most 20 s: what it reads is the database's state, which no
+/// event here reports, so it looks again every 20 ms.
 fn until(what: &str, ready: impl Fn() -> bool) {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
     while !ready() {
@@ -465,7 +467,7 @@ fn a_move_whose_home_connection_is_lost_records_nothing_without_its_lock() {
         return;
     };
     let settings = home_with(&home, BATCHES);
-    let move_lock = super::range_move::MOVE_LOCK;
+    let move_lock = super::range_lock::MOVE_LOCK;
     // The new database is made under the lock every start takes: held there, the move waits
     // with the home's lock on moves taken.
     let starts = format!("SELECT pg_advisory_lock({})", schema::STARTS_LOCK);
@@ -491,7 +493,7 @@ fn a_move_whose_home_connection_is_lost_records_nothing_without_its_lock() {
             "SELECT count(*) FROM (SELECT pg_terminate_backend(pid) FROM pg_locks \
              WHERE locktype = 'advisory' AND granted \
              AND database = (SELECT oid FROM pg_database WHERE datname = current_database()) \
-             AND ((classid::bigint << 32) | objid::bigint) = {move_lock}) AS cut"
+             AND objsubid = 1 AND ((classid::bigint << 32) | objid::bigint) = {move_lock}) AS cut"
         ),
     );
     assert_eq!(cut, 1);
@@ -503,7 +505,10 @@ fn a_move_whose_home_connection_is_lost_records_nothing_without_its_lock() {
         schema::STARTS_LOCK
     ));
     match moving.join().expect("the move ran") {
-        Err(OpenError::Database(cause)) => assert!(cause.contains("lock on moves"), "{cause}"),
+        Err(OpenError::Database(cause)) => {
+            assert!(cause.contains("lock on moves"), "{cause}");
+            assert!(cause.contains("run it again"), "{cause}");
+        }
         other => panic!("recorded without its lock: {other:?}"),
     }
     assert!(recorded(&home).is_empty(), "nothing recorded");
