@@ -218,10 +218,7 @@ impl Session {
         if self.client.as_ref().is_some_and(Client::is_closed) {
             self.client = None;
         }
-        if let Some(held) = self
-            .pinned
-            .filter(|_| self.client.is_none() && self.generation > 0)
-        {
+        if let Some(held) = self.pinned.filter(|_| self.unpinned()) {
             return Err(Failed {
                 cause: format!(
                     "the connection holding {held} was lost or dropped, and a new one would \

@@ -24,9 +24,9 @@ pub(super) async fn lock_moves(home: &mut Session, take: bool) -> Result<bool, O
     Ok(row.get(0))
 }
 
-/// Refused once the connection holding the lock is gone: asked before each step that writes
-/// in another connection or database, which the lock would not otherwise cover. It narrows
-/// the time another move could run beside this one to what a step takes.
+/// Fails once the connection holding the lock is gone. Sent before each step the move takes
+/// in another connection or database, which the lock does not cover otherwise: another move
+/// could then run beside this one only within one step.
 pub(super) async fn still_alone(home: &mut Session) -> Result<(), OpenError> {
     let client = connected(home).await?;
     within(
