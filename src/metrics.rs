@@ -156,10 +156,10 @@ impl ForwardOutcome {
 
 /// Requests this node passed on to the leader while a standby, by outcome (all at zero on a
 /// node that never was one).
-/// And the attempts made on a link between nodes rather than as HTTP requests, and the writes
-/// that carried their frames.
+/// And the attempts made on a link between nodes rather than as HTTP requests, the writes that
+/// carried their frames, and the requests sent straight to their queue's shard as learned.
 #[derive(Clone)]
-pub struct Forwarded(Family<OutcomeLabels, Counter>, Counter, Counter);
+pub struct Forwarded(Family<OutcomeLabels, Counter>, Counter, Counter, Counter);
 
 impl Default for Forwarded {
     fn default() -> Self {
@@ -169,7 +169,12 @@ impl Default for Forwarded {
                 outcome: outcome.label(),
             });
         }
-        Forwarded(family, Counter::default(), Counter::default())
+        Forwarded(
+            family,
+            Counter::default(),
+            Counter::default(),
+            Counter::default(),
+        )
     }
 }
 
@@ -191,6 +196,12 @@ impl Forwarded {
     /// What counts the writes of requests' frames on links (`http::link_client`).
     pub fn link_writes(&self) -> Counter {
         self.2.clone()
+    }
+
+    /// A request was sent straight to the node leading its queue's shard, as learned from an
+    /// earlier one (`http::learned_routes`), not run here first.
+    pub fn count_straight(&self) {
+        self.3.inc();
     }
 }
 
@@ -490,6 +501,13 @@ impl Metrics {
             "Writes that carried requests' frames on links between nodes: requests passed on \
              together share one, so forwarded_on_link_requests over this is the frames a write",
             self.forwarded.2.clone(),
+        );
+        registry.register(
+            "forwarded_straight_requests",
+            "Attempts to pass a request on made straight, without running it here first: its \
+             queue's shard learned from an earlier request on that queue (sends, receives, \
+             deletes and changes of visibility in the JSON protocol)",
+            self.forwarded.3.clone(),
         );
         register_workers(&mut registry);
         // A standby's engine follows the leader's: its figures would count each queue twice in

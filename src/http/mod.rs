@@ -14,6 +14,7 @@ pub mod connection;
 mod console;
 pub mod identity;
 mod inspect;
+mod learned_routes;
 mod link_client;
 mod link_frame;
 pub mod link_server;

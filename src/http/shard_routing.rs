@@ -9,6 +9,9 @@
 //! passed to itself (held while it started over, then sent to its next generation) may be.
 //! Only a request refused before it used any shard here is passed on (`led_elsewhere`).
 //!
+//! A request on a queue whose shard an earlier one was refused for goes straight to that
+//! shard's leader, without being run here first (`learned_routes`).
+//!
 //! A manual clock moved here (`POST /_orderly/clock`) is moved the same way on every other
 //! node leading shards, so a deadline passes alike whichever node leads its queue.
 
@@ -17,9 +20,10 @@ use axum::extract::{Request, State};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
+use super::learned_routes::RouteKey;
 use super::node_headers::{FORWARDED, FORWARDED_BY_SELF, NODE, NOT_SERVED};
 use super::reply::read_limited;
-use super::standby::{failed, pass_on_to, Forwarding, Outgoing, Standby};
+use super::standby::{failed, pass_on_to, send, Failure, Forwarding, Outgoing, Standby};
 use crate::backend::led_elsewhere;
 use crate::metrics::ForwardOutcome;
 
@@ -70,11 +74,22 @@ pub async fn pass_to_shard_leader(
         let here = Request::from_parts(parts, Body::from(body));
         return run_here(next, here).await.0;
     }
+    // Until some request was passed on (a node alone never does), nothing is read ahead.
+    let learning = !standby.learned().is_empty();
+    let route = learning.then(|| RouteKey::of(&parts, &body)).flatten();
+    if let Some(route) = &route {
+        if let Some(answer) = pass_as_learned(standby, route, &parts, &body).await {
+            return answer;
+        }
+    }
     let here = Request::from_parts(parts.clone(), Body::from(body.clone()));
     let (answer, passed_to) = run_here(next, here).await;
     let Some(shard) = passed_to else {
         return answer;
     };
+    if let Some(route) = route.or_else(|| RouteKey::of(&parts, &body)) {
+        standby.learned().learn(route, shard);
+    }
     let outgoing = Outgoing::of(standby, &parts, body);
     let leaders = standby.shard_leaders();
     // This node's own URL is named only for shards its current generation leads: one that
@@ -98,6 +113,36 @@ pub async fn pass_to_shard_leader(
             response
         }
         Err(failure) => failed(standby, &parts.headers, failure),
+    }
+}
+
+/// Passes a request straight to the node leading the shard its queue was last found in: the
+/// answer, or none where no shard is known for it, this node leads it, or the node passed to
+/// did not take it (then the route is forgotten, and the request run here).
+async fn pass_as_learned(
+    standby: &Standby,
+    route: &RouteKey,
+    parts: &axum::http::request::Parts,
+    body: &bytes::Bytes,
+) -> Option<Response> {
+    let shard = standby.learned().shard_of(route)? as usize;
+    let mut leaders = standby.shard_leaders();
+    let leader = (leaders.borrow_and_update().get(shard).cloned())
+        .filter(|leader| !leader.is_empty() && leader != standby.own_url())?;
+    let outgoing = Outgoing::of(standby, parts, body.clone());
+    let leader_of = |leaders: &Vec<String>| leaders.get(shard).cloned().unwrap_or_default();
+    standby.count_straight();
+    match send(standby, (&leader, &leader_of), &outgoing, &mut leaders).await {
+        Ok(response) => {
+            standby.count(ForwardOutcome::Answered);
+            Some(response)
+        }
+        // It reached no node that took it: nothing of it was kept anywhere.
+        Err(Failure::Again(_) | Failure::NotSent(_)) => {
+            standby.learned().forget(route);
+            None
+        }
+        Err(unknown) => Some(failed(standby, &parts.headers, unknown)),
     }
 }
 

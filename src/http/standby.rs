@@ -95,6 +95,8 @@ pub struct Standby {
     /// `Host` for a request that came without one (HTTP/1.0): this node's, as when served here.
     own_host: HeaderValue,
     forwarded: Forwarded,
+    /// The shards of queues whose requests this node passed on (`learned_routes`).
+    learned: super::learned_routes::LearnedRoutes,
 }
 
 /// The passing-on layer of one generation's routes.
@@ -157,6 +159,7 @@ impl Standby {
             settings,
             own_host,
             forwarded,
+            learned: Default::default(),
         })
     }
 
@@ -233,6 +236,10 @@ impl Standby {
     }
 
     /// Shard `shard`'s leader as last known, and a receiver that sees each change.
+    pub(super) fn learned(&self) -> &super::learned_routes::LearnedRoutes {
+        &self.learned
+    }
+
     pub(super) fn shard_leaders(&self) -> watch::Receiver<Vec<String>> {
         self.shard_leaders.subscribe()
     }
@@ -268,6 +275,10 @@ impl Standby {
 
     pub(super) fn count(&self, outcome: ForwardOutcome) {
         self.forwarded.count(outcome);
+    }
+
+    pub(super) fn count_straight(&self) {
+        self.forwarded.count_straight();
     }
 
     /// Whether a request arriving now can be served: this node leads or knows who does.
@@ -505,7 +516,7 @@ pub(super) async fn pass_on_to<T>(
 /// from `route` changes while the request is with it (a frozen leader still takes
 /// connections), once a connection being opened could have failed; a change of `route` that
 /// leaves it (another shard's leader) changes nothing.
-async fn send<T>(
+pub(super) async fn send<T>(
     standby: &Standby,
     (target, target_of): (&str, &impl Fn(&T) -> String),
     outgoing: &Outgoing,

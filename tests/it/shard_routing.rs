@@ -22,6 +22,13 @@ async fn leading_half(other: &Server) -> Stoppable {
     Stoppable::start(App::bind(&config).await.expect("bind")).await
 }
 
+/// A node leading all four shards, that can be stopped.
+async fn leading_all() -> Stoppable {
+    let mut config = Config::ephemeral();
+    config.shards = SHARDS;
+    Stoppable::start(App::bind(&config).await.expect("bind")).await
+}
+
 async fn fifo(server: &Server, name: &str) -> String {
     (server.sqs.create_queue())
         .queue_name(name)
@@ -295,16 +302,7 @@ async fn a_request_passed_on_once_is_not_passed_again() {
 /// not kept (503), which SDKs retry; the node's own shards serve on.
 #[tokio::test]
 async fn a_shard_whose_leader_is_gone_is_unavailable_and_the_rest_serve() {
-    let other = Stoppable::start(
-        App::bind(&{
-            let mut config = Config::ephemeral();
-            config.shards = SHARDS;
-            config
-        })
-        .await
-        .expect("bind"),
-    )
-    .await;
+    let other = leading_all().await;
     let node = leading_half(&other.server).await;
     let (here, there) = (name_in("here", ".fifo", 0), name_in("there", ".fifo", 2));
     let here_url = fifo(&node.server, &here).await;
@@ -351,5 +349,78 @@ async fn a_request_that_used_a_shard_here_is_not_passed_on() {
     // The queue's CreateQueue only: neither the topic's requests nor the Subscribe.
     assert_eq!(passed_on(&node.server).await, Some(1));
     assert_eq!(queue_url, node.server.queue_url(&queue));
+    node.stop().await;
+}
+
+/// Requests this node sent straight to the leader of their queue's shard, as learned from an
+/// earlier request on that queue.
+async fn passed_straight(server: &Server) -> Option<u64> {
+    metric(server, "orderly_forwarded_straight_requests_total ").await
+}
+
+/// Once a request on a queue's messages was refused here for the shard another node leads, the
+/// next ones on that queue go straight to that node, with the answers the longer way gives
+/// (the leader's refusals among them); a queue led here is served here; and once the leader is
+/// gone, a request is answered as one that reached no leader, as before.
+#[tokio::test]
+async fn requests_on_a_queues_messages_go_straight_to_its_leader_once_learned() {
+    let other = leading_all().await;
+    let node = leading_half(&other.server).await;
+    let there = name_in("straight", ".fifo", 2);
+    let there_url = fifo(&node.server, &there).await;
+    let here_url = fifo(&node.server, &name_in("here", ".fifo", 0)).await;
+    send(&node.server, &there_url, "first").await.unwrap();
+    assert_eq!(passed_straight(&node.server).await, Some(0), "learned");
+    send(&node.server, &there_url, "second").await.unwrap();
+    let received = (node.server.sqs.receive_message().queue_url(&there_url))
+        .max_number_of_messages(10)
+        .send()
+        .await
+        .expect("received")
+        .messages
+        .unwrap_or_default();
+    let got: Vec<_> = received.iter().filter_map(|m| m.body()).collect();
+    assert_eq!(got, ["first", "second"]);
+    let entries = received.iter().enumerate().map(|(n, message)| {
+        aws_sdk_sqs::types::DeleteMessageBatchRequestEntry::builder()
+            .id(n.to_string())
+            .receipt_handle(message.receipt_handle().expect("a handle"))
+            .build()
+            .expect("an entry")
+    });
+    let deleted = (node.server.sqs.delete_message_batch().queue_url(&there_url))
+        .set_entries(Some(entries.collect()))
+        .send()
+        .await
+        .expect("deleted");
+    assert_eq!(deleted.successful().len(), 2, "{deleted:?}");
+    assert_eq!(passed_straight(&node.server).await, Some(3));
+    let at_leader = other.server.queue_url(&there);
+    assert!(bodies(&other.server, &at_leader).await.is_empty());
+
+    // The leader's refusal, straight back: a FIFO send without its group.
+    let refused = (node.server.sqs.send_message().queue_url(&there_url))
+        .message_body("no group")
+        .send()
+        .await
+        .expect_err("a FIFO queue needs a group");
+    assert_eq!(refused.code(), Some("MissingParameter"), "{refused:?}");
+    assert_eq!(passed_straight(&node.server).await, Some(4));
+
+    // A queue led here is served here, nothing passed on.
+    let passed = passed_on(&node.server).await;
+    send(&node.server, &here_url, "here").await.unwrap();
+    assert_eq!(bodies(&node.server, &here_url).await, ["here"]);
+    assert_eq!(passed_on(&node.server).await, passed);
+    assert_eq!(passed_straight(&node.server).await, Some(4));
+
+    // The leader gone, the straight way fails before anything is sent, and the request takes
+    // the longer way, which waits for a leader and says none took it.
+    other.stop().await;
+    let refused = send(&node.server, &there_url, "nowhere").await;
+    assert_eq!(refused, Err("ServiceUnavailable".to_string()));
+    // Each of the SDK's attempts tried the straight way first.
+    let straight = passed_straight(&node.server).await.expect("counted");
+    assert!(straight > 4, "{straight}");
     node.stop().await;
 }
