@@ -198,8 +198,9 @@ impl Forwarded {
         self.2.clone()
     }
 
-    /// A request was sent straight to the node leading its queue's shard, as learned from an
-    /// earlier one (`http::learned_routes`), not run here first.
+    /// A request was sent straight to the node leading its queue's or topic's shard, as
+    /// learned from an earlier one (`http::learned_routes`), not run here first, and that node
+    /// took it.
     pub fn count_straight(&self) {
         self.3.inc();
     }
@@ -504,9 +505,10 @@ impl Metrics {
         );
         registry.register(
             "forwarded_straight_requests",
-            "Attempts to pass a request on made straight, without running it here first: its \
-             queue's shard learned from an earlier request on that queue (sends, receives, \
-             deletes and changes of visibility in the JSON protocol)",
+            "Requests passed on straight, without running them here first, that the node \
+             passed to took: their queue's or topic's shard learned from an earlier request on \
+             it (sends, receives, deletes and changes of visibility in the JSON protocol, \
+             publishes); one that no node took is run here and not counted",
             self.forwarded.3.clone(),
         );
         register_workers(&mut registry);

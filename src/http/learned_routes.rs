@@ -1,23 +1,31 @@
-//! The shard a queue's messages were last found in, so that a node passes the next request on
-//! that queue (a send, a receive, a delete, a change of visibility) straight to the shard's
-//! leader, without first running it here up to the backend's refusal: signatures, the whole
+//! The shard a queue's messages or a topic's publishes were last found in, so that a node
+//! passes the next request on that queue (a send, a receive, a delete, a change of visibility,
+//! in the JSON protocol) or topic (a publish, in the Query protocol) straight to the shard's
+//! leader, without first running it here up to the backend's refusal: signatures, the
 //! payload's decoding and the service's checks are then done once, by the leader, instead of
-//! twice. What a request names decides its shard alone (the caller's access key and signing
-//! region give the namespace, the queue URL the queue), and the shard count never changes, so
-//! what was learned stays true; a request sent where it is not served falls back to the path
-//! that learns (`shard_routing`).
+//! twice. What a request names decides its shard (the caller's access key and signing region
+//! give the namespace, the queue URL or topic ARN the queue or topic), and the shard count
+//! never changes. A route that is wrong all the same (two keys of one hash, nodes configured
+//! apart) costs a hop: the leader finds the shard again and serves the request, or refuses it
+//! as not served, and it is run here (`shard_routing`), which learns the shard again.
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::hash::{BuildHasher, RandomState};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::RwLock;
 
 use axum::http::request::Parts;
 use axum::http::{header, Method};
 use serde::Deserialize;
 
 use super::node_headers::FORWARDED;
+use super::reply::is_json;
 
-/// Most routes remembered: past it, all are forgotten and learned again (one request each).
+/// Most routes remembered: past it, one is forgotten for each one learned.
 const MOST: usize = 4096;
+
+/// Longest queue URL or topic ARN learned: a longer one (AWS's are well within it) is run here.
+const LONGEST_NAME: usize = 1024;
 
 /// The actions on one queue's messages, whose shard is the queue's (JSON protocol).
 const ON_MESSAGES: [&str; 7] = [
@@ -30,63 +38,51 @@ const ON_MESSAGES: [&str; 7] = [
     "AmazonSQS.ChangeMessageVisibilityBatch",
 ];
 
-/// What the routes are known by: the caller's access key, its signing region and the queue
-/// URL, as the request gave them.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub(super) struct RouteKey(String);
+/// What a route is known by: a digest, under this process's own random key, of the caller's
+/// access key, its signing region and the queue URL or topic ARN, as the request gave them,
+/// so each route takes a few bytes whatever the request named.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(super) struct RouteKey(u64);
 
 #[derive(Default)]
 pub(super) struct LearnedRoutes {
-    shards: Mutex<HashMap<RouteKey, u32>>,
+    shards: RwLock<HashMap<RouteKey, u32>>,
+    /// Whether any route was learned: until then (a node alone, always) no request is read
+    /// ahead.
+    any: AtomicBool,
+    digest: RandomState,
 }
 
 impl LearnedRoutes {
-    pub(super) fn is_empty(&self) -> bool {
-        self.held().is_empty()
+    pub(super) fn any(&self) -> bool {
+        self.any.load(Ordering::Relaxed)
     }
 
-    pub(super) fn shard_of(&self, key: &RouteKey) -> Option<u32> {
-        self.held().get(key).copied()
+    pub(super) fn shard_of(&self, key: RouteKey) -> Option<u32> {
+        let shards = self.shards.read().unwrap_or_else(|p| p.into_inner());
+        shards.get(&key).copied()
     }
 
     pub(super) fn learn(&self, key: RouteKey, shard: u32) {
-        let mut shards = self.held();
+        let mut shards = self.shards.write().unwrap_or_else(|p| p.into_inner());
         if shards.len() >= MOST && !shards.contains_key(&key) {
-            shards.clear();
+            let some = shards.keys().next().copied();
+            some.map(|some| shards.remove(&some));
         }
         shards.insert(key, shard);
+        self.any.store(true, Ordering::Relaxed);
     }
 
-    /// A route that led to a node that did not take the request: learned again next time.
-    pub(super) fn forget(&self, key: &RouteKey) {
-        self.held().remove(key);
-    }
-
-    fn held(&self) -> std::sync::MutexGuard<'_, HashMap<RouteKey, u32>> {
-        self.shards.lock().unwrap_or_else(|p| p.into_inner())
-    }
-}
-
-#[derive(Deserialize)]
-struct Named<'a> {
-    #[serde(rename = "QueueUrl", borrow)]
-    queue_url: std::borrow::Cow<'a, str>,
-}
-
-impl RouteKey {
-    /// The key of a request from a client on one queue's messages in the JSON protocol
-    /// (signed in its header, or not signed), or none: anything else is run here first.
-    pub(super) fn of(parts: &Parts, body: &[u8]) -> Option<RouteKey> {
+    /// The key of a request from a client on one queue's messages in the JSON protocol, or of
+    /// a publish to a topic in the Query protocol (signed in its header, or not signed), or
+    /// none: anything else is run here first.
+    pub(super) fn key_of(&self, parts: &Parts, body: &[u8]) -> Option<RouteKey> {
         let headers = &parts.headers;
         if parts.method != Method::POST
             || parts.uri.query().is_some()
             || headers.contains_key(FORWARDED)
             || headers.contains_key(header::CONTENT_ENCODING)
         {
-            return None;
-        }
-        let action = headers.get("x-amz-target")?.to_str().ok()?;
-        if !ON_MESSAGES.contains(&action) {
             return None;
         }
         let (access_key, region) = match headers.get(header::AUTHORIZATION) {
@@ -97,19 +93,58 @@ impl RouteKey {
             }
             None => ("", ""),
         };
-        // Only the top level's QueueUrl, once: a payload that repeats it or is not JSON is run
-        // here, where it is refused as it should be.
-        let named: Named = serde_json::from_slice(body).ok()?;
-        let url = named.queue_url;
-        let mut key = String::with_capacity(access_key.len() + region.len() + url.len() + 2);
-        for part in [access_key, region, &url] {
-            key.push_str(part);
-            key.push('\n');
+        let (kind, named) = if is_json(headers) {
+            let action = headers.get("x-amz-target")?.to_str().ok()?;
+            if !ON_MESSAGES.contains(&action) {
+                return None;
+            }
+            // The top level's QueueUrl, given once: a payload that repeats it or is not JSON is
+            // run here, where it is refused as it should be.
+            let named: Named = serde_json::from_slice(body).ok()?;
+            ("sqs", named.queue_url)
+        } else {
+            ("sns", published_to(body)?.into())
+        };
+        if named.len() > LONGEST_NAME {
+            return None;
         }
-        Some(RouteKey(key))
+        let key = (kind, access_key, region, &*named);
+        Some(RouteKey(self.digest.hash_one(key)))
     }
 }
 
+#[derive(Deserialize)]
+struct Named<'a> {
+    #[serde(rename = "QueueUrl", borrow)]
+    queue_url: std::borrow::Cow<'a, str>,
+}
+
+/// The topic a Query request's body publishes to (`Action` `Publish` or `PublishBatch`, SNS's
+/// `Version` or none, one `TopicArn`), or none. A name the client encoded, or one of these
+/// given twice, is left to the service to read.
+fn published_to(body: &[u8]) -> Option<String> {
+    let (mut action, mut version, mut topic) = (None, None, None);
+    for segment in body.split(|&b| b == b'&').filter(|s| !s.is_empty()) {
+        let at = segment.iter().position(|&b| b == b'=')?;
+        let (name, value) = (&segment[..at], &segment[at + 1..]);
+        let slot = match name {
+            b"Action" => &mut action,
+            b"Version" => &mut version,
+            b"TopicArn" => &mut topic,
+            _ if name.iter().any(|&b| b == b'%' || b == b'+') => return None,
+            _ => continue,
+        };
+        if slot.replace(value).is_some() {
+            return None;
+        }
+    }
+    if !matches!(action?, b"Publish" | b"PublishBatch")
+        || version.is_some_and(|v| v != b"2010-03-31")
+    {
+        return None;
+    }
+    crate::protocol::form::decode_one(topic?)
+}
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -123,75 +158,137 @@ mod tests {
         request.body(()).expect("a request").into_parts().0
     }
 
+    fn form(authorization: &str) -> Parts {
+        let request = Request::post("/")
+            .header(header::CONTENT_TYPE, "application/x-www-form-urlencoded")
+            .header(header::AUTHORIZATION, authorization);
+        request.body(()).expect("a request").into_parts().0
+    }
+
     const SIGNED: &str = "AWS4-HMAC-SHA256 Credential=AKID/20261204/eu-west-1/sqs/aws4_request, \
                           SignedHeaders=host, Signature=00";
 
     #[test]
     fn a_request_on_a_queues_messages_is_known_by_its_caller_region_and_queue() {
+        let routes = LearnedRoutes::default();
         let body = br#"{"Entries":[{"Id":"a","MessageBody":"{\"QueueUrl\":\"x\"}"}],"QueueUrl":"http://h/1/q"}"#;
-        let send = RouteKey::of(&parts("AmazonSQS.SendMessageBatch", Some(SIGNED)), body);
-        let receive = RouteKey::of(
+        let send = routes.key_of(&parts("AmazonSQS.SendMessageBatch", Some(SIGNED)), body);
+        let receive = routes.key_of(
             &parts("AmazonSQS.ReceiveMessage", Some(SIGNED)),
             br#"{"QueueUrl":"http://h/1/q","MaxNumberOfMessages":10}"#,
         );
+        assert!(send.is_some());
         assert_eq!(send, receive);
-        assert_eq!(
-            send,
-            Some(RouteKey("AKID\neu-west-1\nhttp://h/1/q\n".into()))
+        let other_queue = routes.key_of(
+            &parts("AmazonSQS.ReceiveMessage", Some(SIGNED)),
+            br#"{"QueueUrl":"http://h/1/r"}"#,
         );
         let other_region = SIGNED.replace("eu-west-1", "us-east-1");
-        assert_ne!(
-            RouteKey::of(
-                &parts("AmazonSQS.SendMessageBatch", Some(&other_region)),
-                body
-            ),
-            send
+        let other_region = routes.key_of(
+            &parts("AmazonSQS.SendMessageBatch", Some(&other_region)),
+            body,
         );
-        assert_eq!(
-            RouteKey::of(&parts("AmazonSQS.SendMessageBatch", None), body),
-            Some(RouteKey("\n\nhttp://h/1/q\n".into()))
+        let other_key = SIGNED.replace("AKID", "AKIE");
+        let other_key = routes.key_of(&parts("AmazonSQS.SendMessage", Some(&other_key)), body);
+        let unsigned = routes.key_of(&parts("AmazonSQS.SendMessageBatch", None), body);
+        let all = [send, other_queue, other_region, other_key, unsigned];
+        for (n, key) in all.iter().enumerate() {
+            assert!(key.is_some());
+            assert!(!all[n + 1..].contains(key), "{n}");
+        }
+        // Another process keys them apart.
+        let elsewhere = LearnedRoutes::default();
+        assert_ne!(
+            elsewhere.key_of(&parts("AmazonSQS.SendMessageBatch", Some(SIGNED)), body),
+            send
         );
     }
 
     #[test]
     fn other_actions_and_payloads_that_are_not_plain_are_run_here_first() {
+        let routes = LearnedRoutes::default();
         let body = br#"{"QueueUrl":"http://h/1/q"}"#;
         for target in ["AmazonSQS.SetQueueAttributes", "AmazonSQS.DeleteQueue", "x"] {
-            assert_eq!(RouteKey::of(&parts(target, Some(SIGNED)), body), None);
+            assert_eq!(routes.key_of(&parts(target, Some(SIGNED)), body), None);
         }
         let send = parts("AmazonSQS.SendMessage", Some(SIGNED));
+        let long = format!(
+            r#"{{"QueueUrl":"http://h/1/{}"}}"#,
+            "q".repeat(LONGEST_NAME)
+        );
         for body in [
             &br#"{"QueueUrl":"http://h/1/q","QueueUrl":"http://h/1/r"}"#[..],
             br#"{"MessageBody":"b"}"#,
             b"QueueUrl=http://h/1/q",
+            long.as_bytes(),
         ] {
-            assert_eq!(RouteKey::of(&send, body), None);
+            assert_eq!(routes.key_of(&send, body), None);
         }
         let mut forwarded = send.clone();
         forwarded
             .headers
             .insert(FORWARDED, "1".parse().expect("a value"));
-        assert_eq!(RouteKey::of(&forwarded, body), None);
+        assert_eq!(routes.key_of(&forwarded, body), None);
     }
 
     #[test]
-    fn routes_are_bounded_and_forgotten_on_request() {
+    fn a_publish_in_the_query_protocol_is_known_by_its_caller_region_and_topic() {
         let routes = LearnedRoutes::default();
-        let key = |n: usize| RouteKey(format!("k{n}"));
-        for n in 0..MOST {
-            routes.learn(key(n), 1);
-        }
-        assert_eq!(routes.shard_of(&key(0)), Some(1));
-        routes.learn(key(0), 2);
-        assert_eq!(
-            routes.shard_of(&key(0)),
-            Some(2),
-            "a known key is replaced in place"
+        let signed = SIGNED.replace("/sqs/", "/sns/");
+        let arn = "TopicArn=arn%3Aaws%3Asns%3Aeu-west-1%3A000000000000%3Aprices.fifo";
+        let batch = format!(
+            "Action=PublishBatch&Version=2010-03-31&{arn}&\
+             PublishBatchRequestEntries.member.1.Id=1&\
+             PublishBatchRequestEntries.member.1.Message=TopicArn%3Dx+y"
         );
-        routes.learn(key(MOST), 3);
-        assert_eq!(routes.held().len(), 1, "full, the routes start again");
-        assert_eq!(routes.shard_of(&key(MOST)), Some(3));
-        routes.forget(&key(MOST));
-        assert_eq!(routes.shard_of(&key(MOST)), None);
+        let key = routes.key_of(&form(&signed), batch.as_bytes());
+        assert!(key.is_some());
+        // The ARN as decoded: the same written plain.
+        let plain = "Action=Publish&TopicArn=arn:aws:sns:eu-west-1:000000000000:prices.fifo";
+        assert_eq!(routes.key_of(&form(&signed), plain.as_bytes()), key);
+        let single = format!("{arn}&Message=m&Action=Publish");
+        assert_eq!(routes.key_of(&form(&signed), single.as_bytes()), key);
+        let other = plain.replace("prices", "quotes");
+        assert_ne!(routes.key_of(&form(&signed), other.as_bytes()), key);
+        for body in [
+            format!("Action=Publish&Version=2012-11-05&{arn}"),
+            format!("Action=Publish&{arn}&{arn}"),
+            format!("Action=Publish&Action=Publish&{arn}"),
+            format!("Action=CreateTopic&{arn}"),
+            format!("Action=Publish&Topic%41rn=arn%3Ax&{arn}"),
+            "Action=Publish&TargetArn=arn%3Aaws%3Asns%3Aeu-west-1%3A0%3At".to_string(),
+            format!("Action=Publish&{arn}&Message"),
+        ] {
+            assert_eq!(
+                routes.key_of(&form(&signed), body.as_bytes()),
+                None,
+                "{body}"
+            );
+        }
+        // A topic's key is never a queue's.
+        let queue = routes.key_of(
+            &parts("AmazonSQS.SendMessage", Some(SIGNED)),
+            br#"{"QueueUrl":"arn:aws:sns:eu-west-1:000000000000:prices.fifo"}"#,
+        );
+        assert!(queue.is_some());
+        assert_ne!(queue, key);
+    }
+
+    #[test]
+    fn routes_are_bounded_one_forgotten_for_each_learned_past_the_bound() {
+        let routes = LearnedRoutes::default();
+        assert!(!routes.any());
+        for n in 0..MOST as u64 {
+            routes.learn(RouteKey(n), 1);
+        }
+        assert!(routes.any());
+        assert_eq!(routes.shard_of(RouteKey(0)), Some(1));
+        routes.learn(RouteKey(0), 2);
+        assert_eq!(routes.shard_of(RouteKey(0)), Some(2), "replaced in place");
+        let held = || routes.shards.read().expect("held").len();
+        assert_eq!(held(), MOST);
+        routes.learn(RouteKey(MOST as u64), 3);
+        assert_eq!(held(), MOST, "one forgotten for the one learned");
+        assert_eq!(routes.shard_of(RouteKey(MOST as u64)), Some(3));
     }
 }

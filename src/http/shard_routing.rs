@@ -75,9 +75,9 @@ pub async fn pass_to_shard_leader(
         return run_here(next, here).await.0;
     }
     // Until some request was passed on (a node alone never does), nothing is read ahead.
-    let learning = !standby.learned().is_empty();
-    let route = learning.then(|| RouteKey::of(&parts, &body)).flatten();
-    if let Some(route) = &route {
+    let learning = standby.learned().any();
+    let route = learning.then(|| standby.learned().key_of(&parts, &body));
+    if let Some(route) = route.flatten() {
         if let Some(answer) = pass_as_learned(standby, route, &parts, &body).await {
             return answer;
         }
@@ -87,7 +87,8 @@ pub async fn pass_to_shard_leader(
     let Some(shard) = passed_to else {
         return answer;
     };
-    if let Some(route) = route.or_else(|| RouteKey::of(&parts, &body)) {
+    let route = route.unwrap_or_else(|| standby.learned().key_of(&parts, &body));
+    if let Some(route) = route {
         standby.learned().learn(route, shard);
     }
     let outgoing = Outgoing::of(standby, &parts, body);
@@ -116,12 +117,12 @@ pub async fn pass_to_shard_leader(
     }
 }
 
-/// Passes a request straight to the node leading the shard its queue was last found in: the
-/// answer, or none where no shard is known for it, this node leads it, or the node passed to
-/// did not take it (then the route is forgotten, and the request run here).
+/// Passes a request straight to the node leading the shard its queue or topic was last found
+/// in: the answer, or none where no shard is known for it, this node leads it, or the node
+/// passed to did not take it (then it is run here, as if nothing was learned).
 async fn pass_as_learned(
     standby: &Standby,
-    route: &RouteKey,
+    route: RouteKey,
     parts: &axum::http::request::Parts,
     body: &bytes::Bytes,
 ) -> Option<Response> {
@@ -131,18 +132,18 @@ async fn pass_as_learned(
         .filter(|leader| !leader.is_empty() && leader != standby.own_url())?;
     let outgoing = Outgoing::of(standby, parts, body.clone());
     let leader_of = |leaders: &Vec<String>| leaders.get(shard).cloned().unwrap_or_default();
-    standby.count_straight();
     match send(standby, (&leader, &leader_of), &outgoing, &mut leaders).await {
         Ok(response) => {
             standby.count(ForwardOutcome::Answered);
+            standby.count_straight();
             Some(response)
         }
         // It reached no node that took it: nothing of it was kept anywhere.
-        Err(Failure::Again(_) | Failure::NotSent(_)) => {
-            standby.learned().forget(route);
-            None
+        Err(Failure::Again(_) | Failure::NotSent(_)) => None,
+        Err(unknown) => {
+            standby.count_straight();
+            Some(failed(standby, &parts.headers, unknown))
         }
-        Err(unknown) => Some(failed(standby, &parts.headers, unknown)),
     }
 }
 

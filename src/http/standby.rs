@@ -235,11 +235,12 @@ impl Standby {
         self.shard_leaders.borrow().clone()
     }
 
-    /// Shard `shard`'s leader as last known, and a receiver that sees each change.
+    /// The shards of queues and topics whose requests this node passed on.
     pub(super) fn learned(&self) -> &super::learned_routes::LearnedRoutes {
         &self.learned
     }
 
+    /// Shard `shard`'s leader as last known, and a receiver that sees each change.
     pub(super) fn shard_leaders(&self) -> watch::Receiver<Vec<String>> {
         self.shard_leaders.subscribe()
     }

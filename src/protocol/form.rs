@@ -28,7 +28,8 @@ pub fn decode(input: &[u8]) -> Result<Vec<(String, String)>, NotUtf8> {
 #[derive(Debug, PartialEq, Eq)]
 pub struct NotUtf8;
 
-fn decode_one(raw: &[u8]) -> Option<String> {
+/// One name or value, `+` as a space and `%XX` as its byte; none where that is not UTF-8.
+pub fn decode_one(raw: &[u8]) -> Option<String> {
     let plus_free: Cow<[u8]> = if raw.contains(&b'+') {
         Cow::Owned(
             raw.iter()

@@ -29,6 +29,15 @@ async fn leading_all() -> Stoppable {
     Stoppable::start(App::bind(&config).await.expect("bind")).await
 }
 
+async fn standard(server: &Server, name: &str) -> String {
+    (server.sqs.create_queue().queue_name(name))
+        .send()
+        .await
+        .expect("created")
+        .queue_url
+        .expect("a URL")
+}
+
 async fn fifo(server: &Server, name: &str) -> String {
     (server.sqs.create_queue())
         .queue_name(name)
@@ -359,19 +368,25 @@ async fn passed_straight(server: &Server) -> Option<u64> {
 }
 
 /// Once a request on a queue's messages was refused here for the shard another node leads, the
-/// next ones on that queue go straight to that node, with the answers the longer way gives
-/// (the leader's refusals among them); a queue led here is served here; and once the leader is
-/// gone, a request is answered as one that reached no leader, as before.
+/// next ones on that queue go straight to that node, each served once (a standard queue, so
+/// a send made twice would show), with the answers the longer way gives (the leader's refusals
+/// among them); a queue led here is served here; and once the leader is gone, no straight
+/// attempt is taken and the longer way answers as one that reached no leader, as before.
 #[tokio::test]
 async fn requests_on_a_queues_messages_go_straight_to_its_leader_once_learned() {
     let other = leading_all().await;
     let node = leading_half(&other.server).await;
-    let there = name_in("straight", ".fifo", 2);
-    let there_url = fifo(&node.server, &there).await;
+    let there = name_in("straight", "", 2);
+    let there_url = standard(&node.server, &there).await;
     let here_url = fifo(&node.server, &name_in("here", ".fifo", 0)).await;
-    send(&node.server, &there_url, "first").await.unwrap();
+    let send_there = |body: &'static str| {
+        (node.server.sqs.send_message().queue_url(&there_url))
+            .message_body(body)
+            .send()
+    };
+    send_there("first").await.expect("sent");
     assert_eq!(passed_straight(&node.server).await, Some(0), "learned");
-    send(&node.server, &there_url, "second").await.unwrap();
+    send_there("second").await.expect("sent");
     let received = (node.server.sqs.receive_message().queue_url(&there_url))
         .max_number_of_messages(10)
         .send()
@@ -379,7 +394,8 @@ async fn requests_on_a_queues_messages_go_straight_to_its_leader_once_learned() 
         .expect("received")
         .messages
         .unwrap_or_default();
-    let got: Vec<_> = received.iter().filter_map(|m| m.body()).collect();
+    let mut got: Vec<_> = received.iter().filter_map(|m| m.body()).collect();
+    got.sort();
     assert_eq!(got, ["first", "second"]);
     let entries = received.iter().enumerate().map(|(n, message)| {
         aws_sdk_sqs::types::DeleteMessageBatchRequestEntry::builder()
@@ -398,13 +414,14 @@ async fn requests_on_a_queues_messages_go_straight_to_its_leader_once_learned() 
     let at_leader = other.server.queue_url(&there);
     assert!(bodies(&other.server, &at_leader).await.is_empty());
 
-    // The leader's refusal, straight back: a FIFO send without its group.
+    // The leader's refusal, straight back.
     let refused = (node.server.sqs.send_message().queue_url(&there_url))
-        .message_body("no group")
+        .message_body("too late")
+        .delay_seconds(901)
         .send()
         .await
-        .expect_err("a FIFO queue needs a group");
-    assert_eq!(refused.code(), Some("MissingParameter"), "{refused:?}");
+        .expect_err("a delay past 15 minutes");
+    assert_eq!(refused.code(), Some("InvalidParameterValue"), "{refused:?}");
     assert_eq!(passed_straight(&node.server).await, Some(4));
 
     // A queue led here is served here, nothing passed on.
@@ -414,13 +431,77 @@ async fn requests_on_a_queues_messages_go_straight_to_its_leader_once_learned() 
     assert_eq!(passed_on(&node.server).await, passed);
     assert_eq!(passed_straight(&node.server).await, Some(4));
 
-    // The leader gone, the straight way fails before anything is sent, and the request takes
-    // the longer way, which waits for a leader and says none took it.
+    // The leader gone, no straight attempt is taken: each is run here, whose longer way waits
+    // for a leader and says none took it.
     other.stop().await;
-    let refused = send(&node.server, &there_url, "nowhere").await;
-    assert_eq!(refused, Err("ServiceUnavailable".to_string()));
-    // Each of the SDK's attempts tried the straight way first.
-    let straight = passed_straight(&node.server).await.expect("counted");
-    assert!(straight > 4, "{straight}");
+    let refused = send_there("nowhere").await.expect_err("no leader");
+    assert_eq!(refused.code(), Some("ServiceUnavailable"), "{refused:?}");
+    assert_eq!(passed_straight(&node.server).await, Some(4));
+    node.stop().await;
+}
+
+/// Publishes (the Query protocol) to a topic whose shard another node leads go straight to
+/// that node once one was refused here, and their copies arrive as by the longer way.
+#[tokio::test]
+async fn publishes_to_a_topic_go_straight_to_its_leader_once_learned() {
+    let other = leading_all().await;
+    let node = leading_half(&other.server).await;
+    let queue = name_in("copies", "", 2);
+    let queue_url = standard(&node.server, &queue).await;
+    let topic = (node.server.sns.create_topic())
+        .name(name_in("news", "", 3))
+        .send()
+        .await
+        .expect("created")
+        .topic_arn
+        .expect("an ARN");
+    (node.server.sns.subscribe().topic_arn(&topic))
+        .protocol("sqs")
+        .endpoint(format!("arn:aws:sqs:us-east-1:000000000000:{queue}"))
+        .attributes("RawMessageDelivery", "true")
+        .send()
+        .await
+        .expect("subscribed");
+    let publish = |message: &'static str| {
+        node.server
+            .sns
+            .publish()
+            .topic_arn(&topic)
+            .message(message)
+            .send()
+    };
+    publish("one").await.expect("published");
+    assert_eq!(passed_straight(&node.server).await, Some(0), "learned");
+    publish("two").await.expect("published");
+    let entry = aws_sdk_sns::types::PublishBatchRequestEntry::builder()
+        .id("3")
+        .message("three")
+        .build()
+        .expect("an entry");
+    let batch = (node.server.sns.publish_batch().topic_arn(&topic))
+        .publish_batch_request_entries(entry)
+        .send()
+        .await
+        .expect("published");
+    assert_eq!(batch.successful().len(), 1, "{batch:?}");
+    assert_eq!(passed_straight(&node.server).await, Some(2));
+    // Copies cross shards a moment after the publish: long polls gather them.
+    let at_leader = other.server.queue_url(&queue);
+    let mut got = Vec::new();
+    for _ in 0..20 {
+        let received = (other.server.sqs.receive_message().queue_url(&at_leader))
+            .max_number_of_messages(10)
+            .wait_time_seconds(1)
+            .send()
+            .await
+            .expect("received");
+        got.extend(received.messages().iter().filter_map(|m| m.body.clone()));
+        if got.len() >= 3 {
+            break;
+        }
+    }
+    got.sort();
+    assert_eq!(got, ["one", "three", "two"]);
+    assert_eq!(queue_url, node.server.queue_url(&queue));
     node.stop().await;
 }
