@@ -507,8 +507,8 @@ impl Metrics {
             "forwarded_straight_requests",
             "Requests passed on straight, without running them here first, that the node \
              passed to took: their queue's or topic's shard learned from an earlier request on \
-             it (sends, receives, deletes and changes of visibility in the JSON protocol, \
-             publishes); one that no node took is run here and not counted",
+             it (sends, receives, deletes and changes of visibility, publishes); one that no \
+             node took is run here and not counted",
             self.forwarded.3.clone(),
         );
         register_workers(&mut registry);

@@ -1,7 +1,6 @@
 //! The shard a queue's messages or a topic's publishes were last found in, so that a node
-//! passes the next request on that queue (a send, a receive, a delete, a change of visibility,
-//! in the JSON protocol) or topic (a publish, in the Query protocol) straight to the shard's
-//! leader, without first running it here up to the backend's refusal: signatures, the
+//! passes the next request on that queue (a send, a receive, a delete, a change of visibility)
+//! or topic (a publish) straight to the shard's leader, without first running it here up to the backend's refusal: signatures, the
 //! payload's decoding and the service's checks are then done once, by the leader, instead of
 //! twice. What a request names decides its shard (the caller's access key and signing region
 //! give the namespace, the queue URL or topic ARN the queue or topic), and the shard count
@@ -9,6 +8,7 @@
 //! apart) costs a hop: the leader finds the shard again and serves the request, or refuses it
 //! as not served, and it is run here (`shard_routing`), which learns the shard again.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::hash::{BuildHasher, RandomState};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -27,15 +27,15 @@ const MOST: usize = 4096;
 /// Longest queue URL or topic ARN learned: a longer one (AWS's are well within it) is run here.
 const LONGEST_NAME: usize = 1024;
 
-/// The actions on one queue's messages, whose shard is the queue's (JSON protocol).
+/// The actions on one queue's messages, whose shard is the queue's.
 const ON_MESSAGES: [&str; 7] = [
-    "AmazonSQS.SendMessage",
-    "AmazonSQS.SendMessageBatch",
-    "AmazonSQS.ReceiveMessage",
-    "AmazonSQS.DeleteMessage",
-    "AmazonSQS.DeleteMessageBatch",
-    "AmazonSQS.ChangeMessageVisibility",
-    "AmazonSQS.ChangeMessageVisibilityBatch",
+    "SendMessage",
+    "SendMessageBatch",
+    "ReceiveMessage",
+    "DeleteMessage",
+    "DeleteMessageBatch",
+    "ChangeMessageVisibility",
+    "ChangeMessageVisibilityBatch",
 ];
 
 /// What a route is known by: a digest, under this process's own random key, of the caller's
@@ -66,16 +66,17 @@ impl LearnedRoutes {
     pub(super) fn learn(&self, key: RouteKey, shard: u32) {
         let mut shards = self.shards.write().unwrap_or_else(|p| p.into_inner());
         if shards.len() >= MOST && !shards.contains_key(&key) {
-            let some = shards.keys().next().copied();
-            some.map(|some| shards.remove(&some));
+            if let Some(some) = shards.keys().next().copied() {
+                shards.remove(&some);
+            }
         }
         shards.insert(key, shard);
         self.any.store(true, Ordering::Relaxed);
     }
 
-    /// The key of a request from a client on one queue's messages in the JSON protocol, or of
-    /// a publish to a topic in the Query protocol (signed in its header, or not signed), or
-    /// none: anything else is run here first.
+    /// The key of a request from a client on one queue's messages (in the JSON protocol or the
+    /// Query protocol's body), or of a publish to a topic (signed in its header, or not
+    /// signed), or none: anything else is run here first.
     pub(super) fn key_of(&self, parts: &Parts, body: &[u8]) -> Option<RouteKey> {
         let headers = &parts.headers;
         if parts.method != Method::POST
@@ -94,8 +95,8 @@ impl LearnedRoutes {
             None => ("", ""),
         };
         let (kind, named) = if is_json(headers) {
-            let action = headers.get("x-amz-target")?.to_str().ok()?;
-            if !ON_MESSAGES.contains(&action) {
+            let target = headers.get("x-amz-target")?.to_str().ok()?;
+            if !ON_MESSAGES.contains(&target.strip_prefix("AmazonSQS.")?) {
                 return None;
             }
             // The top level's QueueUrl, given once: a payload that repeats it or is not JSON is
@@ -103,7 +104,7 @@ impl LearnedRoutes {
             let named: Named = serde_json::from_slice(body).ok()?;
             ("sqs", named.queue_url)
         } else {
-            ("sns", published_to(body)?.into())
+            form_route(body)?
         };
         if named.len() > LONGEST_NAME {
             return None;
@@ -116,20 +117,22 @@ impl LearnedRoutes {
 #[derive(Deserialize)]
 struct Named<'a> {
     #[serde(rename = "QueueUrl", borrow)]
-    queue_url: std::borrow::Cow<'a, str>,
+    queue_url: Cow<'a, str>,
 }
 
-/// The topic a Query request's body publishes to (`Action` `Publish` or `PublishBatch`, SNS's
-/// `Version` or none, one `TopicArn`), or none. A name the client encoded, or one of these
-/// given twice, is left to the service to read.
-fn published_to(body: &[u8]) -> Option<String> {
-    let (mut action, mut version, mut topic) = (None, None, None);
+/// The queue or topic a Query request's body names, for an action on a queue's messages (the
+/// queue's `QueueUrl`, SQS's `Version` or none) or a publish (`Publish` or `PublishBatch`, the
+/// topic's `TopicArn`, SNS's `Version` or none), or none. A name the client encoded, or one of
+/// these given twice, is left to the service to read.
+fn form_route(body: &[u8]) -> Option<(&'static str, Cow<'static, str>)> {
+    let (mut action, mut version, mut queue, mut topic) = (None, None, None, None);
     for segment in body.split(|&b| b == b'&').filter(|s| !s.is_empty()) {
         let at = segment.iter().position(|&b| b == b'=')?;
         let (name, value) = (&segment[..at], &segment[at + 1..]);
         let slot = match name {
             b"Action" => &mut action,
             b"Version" => &mut version,
+            b"QueueUrl" => &mut queue,
             b"TopicArn" => &mut topic,
             _ if name.iter().any(|&b| b == b'%' || b == b'+') => return None,
             _ => continue,
@@ -138,13 +141,22 @@ fn published_to(body: &[u8]) -> Option<String> {
             return None;
         }
     }
-    if !matches!(action?, b"Publish" | b"PublishBatch")
-        || version.is_some_and(|v| v != b"2010-03-31")
-    {
+    let action = action?;
+    let (kind, named, version_of_its_service) =
+        if ON_MESSAGES.iter().any(|on| on.as_bytes() == action) {
+            ("sqs", queue?, &b"2012-11-05"[..])
+        } else if matches!(action, b"Publish" | b"PublishBatch") {
+            ("sns", topic?, &b"2010-03-31"[..])
+        } else {
+            return None;
+        };
+    if version.is_some_and(|v| v != version_of_its_service) {
         return None;
     }
-    crate::protocol::form::decode_one(topic?)
+    let named = crate::protocol::form::decode_one(named)?;
+    Some((kind, Cow::Owned(named)))
 }
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -232,7 +244,7 @@ mod tests {
     }
 
     #[test]
-    fn a_publish_in_the_query_protocol_is_known_by_its_caller_region_and_topic() {
+    fn the_query_protocol_is_known_by_its_caller_region_and_topic_or_queue() {
         let routes = LearnedRoutes::default();
         let signed = SIGNED.replace("/sqs/", "/sns/");
         let arn = "TopicArn=arn%3Aaws%3Asns%3Aeu-west-1%3A000000000000%3Aprices.fifo";
@@ -264,6 +276,25 @@ mod tests {
                 None,
                 "{body}"
             );
+        }
+        // SQS's Query protocol, known as the JSON protocol's request on the same queue is.
+        let sqs = routes.key_of(
+            &form(SIGNED),
+            b"Action=SendMessage&QueueUrl=http%3A%2F%2Fh%2F1%2Fq&MessageBody=b",
+        );
+        let json = routes.key_of(
+            &parts("AmazonSQS.SendMessage", Some(SIGNED)),
+            br#"{"QueueUrl":"http://h/1/q"}"#,
+        );
+        assert!(sqs.is_some());
+        assert_eq!(sqs, json);
+        for body in [
+            &b"Action=SendMessage&Version=2010-03-31&QueueUrl=http%3A%2F%2Fh%2F1%2Fq"[..],
+            b"Action=SendMessage&TopicArn=arn%3Aaws%3Asns%3Aeu-west-1%3A0%3At",
+            b"Action=Publish&QueueUrl=http%3A%2F%2Fh%2F1%2Fq",
+            b"Action=PurgeQueue&QueueUrl=http%3A%2F%2Fh%2F1%2Fq",
+        ] {
+            assert_eq!(routes.key_of(&form(SIGNED), body), None);
         }
         // A topic's key is never a queue's.
         let queue = routes.key_of(

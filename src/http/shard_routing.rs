@@ -9,8 +9,9 @@
 //! passed to itself (held while it started over, then sent to its next generation) may be.
 //! Only a request refused before it used any shard here is passed on (`led_elsewhere`).
 //!
-//! A request on a queue whose shard an earlier one was refused for goes straight to that
-//! shard's leader, without being run here first (`learned_routes`).
+//! A request on a queue's messages, or a publish, whose queue's or topic's shard an earlier
+//! one was refused for goes straight to that shard's leader, without being run here first
+//! (`learned_routes`).
 //!
 //! A manual clock moved here (`POST /_orderly/clock`) is moved the same way on every other
 //! node leading shards, so a deadline passes alike whichever node leads its queue.
