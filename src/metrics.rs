@@ -157,7 +157,8 @@ impl ForwardOutcome {
 /// Requests this node passed on to the leader while a standby, by outcome (all at zero on a
 /// node that never was one).
 /// And the attempts made on a link between nodes rather than as HTTP requests, the writes that
-/// carried their frames, and the requests sent straight to their queue's shard as learned.
+/// carried their frames, and the requests sent straight to their queue's or topic's shard as
+/// learned.
 #[derive(Clone)]
 pub struct Forwarded(Family<OutcomeLabels, Counter>, Counter, Counter, Counter);
 
@@ -506,7 +507,7 @@ impl Metrics {
         registry.register(
             "forwarded_straight_requests",
             "Requests passed on straight, without running them here first, that the node \
-             passed to took: their queue's or topic's shard learned from an earlier request on \
+             passed to took (answered, or of unknown outcome): their queue's or topic's shard learned from an earlier request on \
              it (sends, receives, deletes and changes of visibility, publishes); one that no \
              node took is run here and not counted",
             self.forwarded.3.clone(),

@@ -1,12 +1,13 @@
 //! The shard a queue's messages or a topic's publishes were last found in, so that a node
 //! passes the next request on that queue (a send, a receive, a delete, a change of visibility)
-//! or topic (a publish) straight to the shard's leader, without first running it here up to the backend's refusal: signatures, the
-//! payload's decoding and the service's checks are then done once, by the leader, instead of
-//! twice. What a request names decides its shard (the caller's access key and signing region
-//! give the namespace, the queue URL or topic ARN the queue or topic), and the shard count
-//! never changes. A route that is wrong all the same (two keys of one hash, nodes configured
-//! apart) costs a hop: the leader finds the shard again and serves the request, or refuses it
-//! as not served, and it is run here (`shard_routing`), which learns the shard again.
+//! or topic (a publish) straight to the shard's leader, without first running it here up to
+//! the backend's refusal: signatures, the payload's decoding and the service's checks are then
+//! done once, by the leader, instead of twice. What a request names decides its shard (the
+//! caller's access key and signing region give the namespace, the queue URL or topic ARN the
+//! queue or topic), and the shard count never changes. A route that is wrong all the same (two
+//! keys of one digest, a request the service reads otherwise, nodes configured apart) costs a
+//! hop: the leader finds the shard again and serves the request, or refuses it as not served,
+//! and it is run here (`shard_routing`), which learns the shard again.
 
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -24,7 +25,8 @@ use super::reply::is_json;
 /// Most routes remembered: past it, one is forgotten for each one learned.
 const MOST: usize = 4096;
 
-/// Longest queue URL or topic ARN learned: a longer one (AWS's are well within it) is run here.
+/// Longest queue URL or topic ARN learned: a key is a digest whatever its length, but reading
+/// ahead a name longer than any AWS hands out (hashing it on every request) buys nothing.
 const LONGEST_NAME: usize = 1024;
 
 /// The actions on one queue's messages, whose shard is the queue's.
@@ -79,6 +81,8 @@ impl LearnedRoutes {
     /// signed), or none: anything else is run here first.
     pub(super) fn key_of(&self, parts: &Parts, body: &[u8]) -> Option<RouteKey> {
         let headers = &parts.headers;
+        // Parameters in the URL (a presigned request, a Query request's own) and an encoded
+        // body are the service's to read: only a plain body is read ahead.
         if parts.method != Method::POST
             || parts.uri.query().is_some()
             || headers.contains_key(FORWARDED)

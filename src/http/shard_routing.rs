@@ -75,7 +75,7 @@ pub async fn pass_to_shard_leader(
         let here = Request::from_parts(parts, Body::from(body));
         return run_here(next, here).await.0;
     }
-    // Until some request was passed on (a node alone never does), nothing is read ahead.
+    // Until a route was learned (a node alone never learns one), nothing is read ahead.
     let learning = standby.learned().any();
     let route = learning.then(|| standby.learned().key_of(&parts, &body));
     if let Some(route) = route.flatten() {
@@ -119,8 +119,9 @@ pub async fn pass_to_shard_leader(
 }
 
 /// Passes a request straight to the node leading the shard its queue or topic was last found
-/// in: the answer, or none where no shard is known for it, this node leads it, or the node
-/// passed to did not take it (then it is run here, as if nothing was learned).
+/// in: the answer, or none where no shard is known for it, no leader of it is known, this
+/// node leads it, or the node passed to did not take it (then it is run here, as if nothing
+/// was learned).
 async fn pass_as_learned(
     standby: &Standby,
     route: RouteKey,
@@ -141,7 +142,7 @@ async fn pass_as_learned(
         }
         // It reached no node that took it: nothing of it was kept anywhere.
         Err(Failure::Again(_) | Failure::NotSent(_)) => None,
-        Err(unknown) => {
+        Err(unknown @ Failure::Unknown(_)) => {
             standby.count_straight();
             Some(failed(standby, &parts.headers, unknown))
         }

@@ -95,7 +95,7 @@ pub struct Standby {
     /// `Host` for a request that came without one (HTTP/1.0): this node's, as when served here.
     own_host: HeaderValue,
     forwarded: Forwarded,
-    /// The shards of queues whose requests this node passed on (`learned_routes`).
+    /// The shards of queues and topics whose requests this node passed on (`learned_routes`).
     learned: super::learned_routes::LearnedRoutes,
 }
 

@@ -527,3 +527,38 @@ async fn publishes_to_a_topic_go_straight_to_its_leader_once_learned() {
     assert_eq!(queue_url, node.server.queue_url(&queue));
     node.stop().await;
 }
+
+/// A straight request that the node passed to refuses as not served (it no longer leads the
+/// shard: here it never did, and passes what another node sends it nowhere) is run here and
+/// takes the longer way, as a request with no route learned does: not counted as straight,
+/// answered as one no leader took.
+#[tokio::test]
+async fn a_straight_request_refused_as_not_served_takes_the_longer_way() {
+    let leader = leading_all().await;
+    let stale = leading_half(&leader.server).await;
+    let node = leading_half(&stale.server).await;
+    let there = name_in("stale", "", 2);
+    standard(&leader.server, &there).await;
+    let url = node.server.queue_url(&there);
+    let not_sent = "orderly_forwarded_requests_total{outcome=\"not_sent\"}";
+    for n in 1..=2 {
+        // One attempt each, no SDK retrying.
+        let answer = reqwest::Client::new()
+            .post(node.server.url())
+            .header("content-type", "application/x-amz-json-1.0")
+            .header("x-amz-target", "AmazonSQS.SendMessage")
+            .header("authorization", crate::common::signed("sqs"))
+            .body(format!(r#"{{"QueueUrl":"{url}","MessageBody":"b"}}"#))
+            .send()
+            .await
+            .expect("answered");
+        assert_eq!(answer.status(), 503, "attempt {n}");
+        assert_eq!(metric(&node.server, not_sent).await, Some(n), "attempt {n}");
+    }
+    assert_eq!(passed_straight(&node.server).await, Some(0));
+    assert!(bodies(&leader.server, &leader.server.queue_url(&there))
+        .await
+        .is_empty());
+    node.stop().await;
+    stale.stop().await;
+}
