@@ -83,10 +83,22 @@ fn unsealed_header(magic: [u8; 8], body_len: usize, durable_end: u64, out: &mut 
 }
 
 /// True when a segment's bytes are in this layout (rather than the records-only layout of
-/// earlier versions, whose first bytes are a non-zero record length).
-pub fn is_batched(bytes: &[u8]) -> bool {
+/// earlier versions, whose first bytes are a non-zero record length): they begin with a
+/// batch's magic or zeros, or, where damage took the first batch's magic, hold a whole sealed
+/// batch further on, which a records-only segment cannot (a body's copy of one fails its
+/// seal). Read as records, such a segment would pass its damage off as a torn tail.
+pub fn is_batched(bytes: &[u8], seal: Seal) -> bool {
     let head = &bytes[..bytes.len().min(MAGIC.len())];
-    head == MAGIC || head == UNSEALED_MAGIC || head.iter().all(|b| *b == 0)
+    let sealed = Format {
+        magic: MAGIC,
+        seal: Some(seal),
+    };
+    head == MAGIC
+        || head == UNSEALED_MAGIC
+        || head.iter().all(|b| *b == 0)
+        || (ALIGN..bytes.len())
+            .step_by(ALIGN)
+            .any(|at| bytes[at..].starts_with(&MAGIC) && batch_at(bytes, at, sealed).is_ok())
 }
 
 /// The magic and seal of a segment's batches: sealed unless it starts with an unsealed one.
@@ -236,11 +248,31 @@ mod tests {
         vec![tag; 1500]
     }
 
+    /// Damage to the first batch's magic leaves the segment read as batches, not as the
+    /// records of an earlier version (which took the damage for a torn tail and dropped every
+    /// synced batch after it): the damage is refused where it is.
+    #[test]
+    fn damage_to_the_first_batchs_magic_is_refused_not_read_as_an_earlier_layout() {
+        let (a, b) = (vec![1u8; 1], big(2));
+        for at in 0..MAGIC.len() {
+            let mut bytes = segment(&[&[&a], &[&b]], true);
+            bytes[at] ^= 76;
+            assert!(is_batched(&bytes, SEAL), "damage at {at}");
+            assert!(
+                matches!(decode(&bytes).ending, Ending::Corrupt { offset: 0, .. }),
+                "damage at {at}"
+            );
+            // A segment of another's seal, or of the earlier layout, is not taken for one.
+            let other = Seal { key: 1, segment: 7 };
+            assert!(!is_batched(&bytes, other));
+        }
+    }
+
     #[test]
     fn round_trip_with_zeros_after_the_end() {
         let (a, b, c) = (big(1), big(2), big(3));
         let mut bytes = segment(&[&[&a, &b], &[&c]], true);
-        assert!(is_batched(&bytes));
+        assert!(is_batched(&bytes, SEAL));
         bytes.resize(bytes.len() + 5000, 0);
         let decoded = decode(&bytes);
         assert_eq!(decoded.records, vec![&a[..], &b[..], &c[..]]);
@@ -395,7 +427,7 @@ mod tests {
         let whole = segment_with(&[&[&a], &[&b], &[&c]], true, |_, len, durable, out| {
             encode_unsealed_header(len, durable, out)
         });
-        assert!(is_batched(&whole));
+        assert!(is_batched(&whole, SEAL));
         let decoded = decode(&whole);
         assert_eq!(decoded.records, vec![&a[..], &b[..], &c[..]]);
         assert_eq!(decoded.ending, Ending::Clean);

@@ -111,11 +111,11 @@ impl<S: Storage> SegmentLog<S> {
                 }
                 .into());
             }
-            let decoded = if batch::is_batched(bytes) {
-                let seal = batch::Seal {
-                    key,
-                    segment: segment_number(name).unwrap_or(0),
-                };
+            let seal = batch::Seal {
+                key,
+                segment: segment_number(name).unwrap_or(0),
+            };
+            let decoded = if batch::is_batched(bytes, seal) {
                 batch::decode(bytes, seal)
             } else {
                 record::decode(bytes)

@@ -124,7 +124,8 @@ fn segments_of_earlier_versions_are_still_read() {
     for payload in [&b"old one"[..], b"old two"] {
         record::encode(payload, &mut legacy);
     }
-    assert!(!batch::is_batched(&legacy));
+    let seal = batch::Seal { key: 1, segment: 1 };
+    assert!(!batch::is_batched(&legacy, seal));
     // Batches with unsealed headers.
     let mut unsealed = Vec::new();
     let mut body = Vec::new();
@@ -132,7 +133,7 @@ fn segments_of_earlier_versions_are_still_read() {
     batch::encode_unsealed_header(body.len(), 0, &mut unsealed);
     unsealed.extend_from_slice(&body);
     unsealed.resize(4 * batch::ALIGN, 0);
-    assert!(batch::is_batched(&unsealed));
+    assert!(batch::is_batched(&unsealed, seal));
     let mut storage = MemStorage::default();
     storage.files.insert(segment_name(1), legacy);
     storage.files.insert(segment_name(2), unsealed);
