@@ -101,9 +101,15 @@ pub struct Args {
     pub node_counts: Vec<usize>,
     /// Producer connections of the nodes scenario (`--producers` when not given): enough to
     /// keep every node busy, so that it measures what the nodes can take rather than how
-    /// quickly a few clients' requests come back.
-    #[arg(long)]
-    pub node_producers: Option<usize>,
+    /// quickly a few clients' requests come back. Several, comma-separated: each node count
+    /// runs at each, on nodes and a database started afresh, and its row is its best (what
+    /// those nodes can take), the others' rates in its note; a paced load runs at the first.
+    #[arg(long, value_delimiter = ',')]
+    pub node_producers: Vec<usize>,
+    /// Consumers of each of the nodes scenario's 32 queues in its pipeline and fan-out loads,
+    /// each receiving and deleting in a closed loop.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=64))]
+    pub node_consumers: u64,
     /// Comma-separated loads the nodes scenario runs at each node count: send (batched sends
     /// to 32 FIFO queues), pipeline (the same sends, a consumer per queue receiving and
     /// deleting), fanout (PublishBatch to up to 8 FIFO topics, each copied to its share of the

@@ -14,6 +14,7 @@ use tokio::process::Command;
 
 use crate::load::http_client;
 use crate::nodes_load::{self, NodeLoad};
+use crate::nodes_ratio::failed;
 use crate::report::{percentile, Row};
 use crate::server::{children_of, postmaster_cpu_micros, ServerProcess};
 use crate::Args;
@@ -46,19 +47,65 @@ pub async fn run(args: &Args) -> Vec<Row> {
             continue;
         };
         for &count in &args.node_counts {
-            let row = match measure(args, &base, count, load).await {
-                Ok(row) => row,
-                Err(why) => Row {
-                    scenario: load.scenario(),
-                    system: system(args, count),
-                    note: format!("failed: {why}"),
-                    ..Default::default()
-                },
-            };
-            rows.push(row);
+            let mut tried = Vec::new();
+            for producers in producer_counts(args, load) {
+                let mut phase = args.clone();
+                phase.node_producers = vec![producers];
+                let row = match measure(&phase, &base, count, load).await {
+                    Ok(row) => row,
+                    Err(why) => Row {
+                        scenario: load.scenario(),
+                        system: system(args, count),
+                        note: format!("failed: {why}"),
+                        ..Default::default()
+                    },
+                };
+                tried.push((producers, row));
+            }
+            rows.extend(best_of(tried));
         }
     }
     rows
+}
+
+/// The producer counts a node count runs at: each of `--node-producers`, but only the first
+/// for a paced load, whose rate is set rather than measured.
+fn producer_counts(args: &Args, load: NodeLoad) -> Vec<usize> {
+    let mut counts = match args.node_producers.is_empty() {
+        true => vec![nodes_load::producers(args)],
+        false => args.node_producers.clone(),
+    };
+    if load.paced() {
+        counts.truncate(1);
+    }
+    counts
+}
+
+/// A node count's row of those run at several producer counts: the fastest that did not
+/// fail (else the last), noting every count's rate, so that each node count is compared at
+/// what it can take rather than at one offered concurrency that leaves some of them waiting.
+fn best_of(tried: Vec<(usize, Row)>) -> Option<Row> {
+    let rates: Vec<String> = tried
+        .iter()
+        .map(|(producers, row)| match failed(row) {
+            true => format!("{producers}: failed"),
+            false => format!("{producers}: {:.0}", row.rate()),
+        })
+        .collect();
+    let several = tried.len() > 1;
+    let mut best = tried.into_iter().map(|(_, row)| row).reduce(|best, row| {
+        match failed(&best) || (!failed(&row) && row.rate() > best.rate()) {
+            true => row,
+            false => best,
+        }
+    })?;
+    if several {
+        best.note += &format!(
+            "; the best of these producer counts (msg/s): {}",
+            rates.join(", ")
+        );
+    }
+    Some(best)
 }
 
 fn system(args: &Args, count: usize) -> String {
@@ -592,8 +639,54 @@ impl Drop for Cgroup {
 mod tests {
     use clap::Parser;
 
-    use super::{named, system, upper_half};
+    use super::{best_of, named, producer_counts, system, upper_half};
+    use crate::nodes_load::NodeLoad;
+    use crate::report::Row;
     use crate::Args;
+
+    fn row(messages: u64, note: &str) -> Row {
+        Row {
+            messages,
+            seconds: 1.0,
+            note: note.into(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn a_node_count_run_at_several_producer_counts_keeps_its_fastest_that_did_not_fail() {
+        let best = best_of(vec![
+            (128, row(900, "128 producers")),
+            (256, row(1200, "256 producers")),
+            (512, row(1500, "failed: no node")),
+        ])
+        .expect("a row");
+        assert_eq!(best.messages, 1200);
+        assert_eq!(
+            best.note,
+            "256 producers; the best of these producer counts (msg/s): 128: 900, 256: 1200, \
+             512: failed"
+        );
+        let alone = best_of(vec![(128, row(900, "128 producers"))]).expect("a row");
+        assert_eq!(alone.note, "128 producers");
+        let none = best_of(vec![(8, row(0, "failed: a")), (16, row(0, "failed: b"))]);
+        assert!(none.expect("a row").note.starts_with("failed: b"));
+    }
+
+    #[test]
+    fn a_paced_load_runs_at_the_first_producer_count_only() {
+        let parse = |argv: &[&str]| {
+            Args::try_parse_from([&["orderly-bench"], argv].concat()).expect("parsed")
+        };
+        let args = parse(&["--node-producers", "128,256"]);
+        assert_eq!(producer_counts(&args, NodeLoad::Send), vec![128, 256]);
+        assert_eq!(
+            producer_counts(&args, NodeLoad::FanoutPaced(1000)),
+            vec![128]
+        );
+        let default = parse(&["--producers", "8"]);
+        assert_eq!(producer_counts(&default, NodeLoad::Send), vec![8]);
+    }
 
     #[test]
     fn a_second_server_keeps_the_upper_half_of_the_shards_never_shard_0() {

@@ -42,6 +42,11 @@ impl NodeLoad {
         }
     }
 
+    /// Whether its rate is set rather than measured.
+    pub fn paced(self) -> bool {
+        matches!(self, NodeLoad::FanoutPaced(_))
+    }
+
     /// The scenario's name in the table (a paced one says " paced ", so its rounds are told
     /// apart by latency).
     pub fn scenario(self) -> String {
@@ -106,8 +111,14 @@ pub async fn prepare(
     Ok(Setup { queues, topics })
 }
 
+/// The producers of a run: `--node-producers`' first (a node count's run at each of several
+/// is given them one at a time), or `--producers`.
 pub fn producers(args: &Args) -> usize {
-    args.node_producers.unwrap_or(args.producers).max(1)
+    args.node_producers
+        .first()
+        .copied()
+        .unwrap_or(args.producers)
+        .max(1)
 }
 
 fn topic_count(producers: usize) -> usize {
@@ -279,7 +290,13 @@ async fn pipeline(
         .collect();
     let started = Instant::now();
     let deadline = started + Duration::from_secs(args.duration + PIPELINE_DRAIN_SECS);
-    let consumers = spawn_consumers(client, endpoint, setup, (&tallies, &sent), &done, deadline);
+    let consumers = spawn_consumers(
+        (client, endpoint, args.node_consumers as usize),
+        setup,
+        (&tallies, &sent),
+        &done,
+        deadline,
+    );
     let count = producers(args);
     let errors = Arc::new(AtomicU64::new(0));
     let producers: Vec<_> = (0..count)
@@ -326,10 +343,11 @@ async fn pipeline(
     let mut outcome = drained(&tallies, &sent, (&done, consumers), (started, deadline)).await?;
     outcome.errors += errors.load(Ordering::Relaxed);
     outcome.note = format!(
-        "send-to-receive latency; delivered msg/s; while producing, {:.0} sent/s and {:.0} delivered/s ({:.0} %); one consumer a queue, {:.1} messages a receive{}",
+        "send-to-receive latency; delivered msg/s; while producing, {:.0} sent/s and {:.0} delivered/s ({:.0} %); {}, {:.1} messages a receive{}",
         sent_total as f64 / producing,
         delivered_while_producing as f64 / producing,
         100.0 * delivered_while_producing as f64 / sent_total.max(1) as f64,
+        consumers_said(args),
         outcome.messages as f64 / outcome.receives.max(1) as f64,
         undelivered_note(outcome.lost, PIPELINE_DRAIN_SECS)
     );
@@ -362,8 +380,7 @@ async fn fanout(
     let started = Instant::now();
     let deadline = started + Duration::from_secs(args.duration + FANOUT_DRAIN_SECS);
     let consumers = spawn_consumers(
-        client,
-        endpoint,
+        (client, endpoint, args.node_consumers as usize),
         setup,
         (&tallies, &expected),
         &done,
@@ -403,13 +420,22 @@ async fn fanout(
     let mut outcome = drained(&tallies, &expected, (&done, consumers), (started, deadline)).await?;
     outcome.errors += errors;
     outcome.note = format!(
-        "deliveries/s; publish-to-receive latency; {publishes} published to {} topics, each copied to {}; one consumer a queue, {:.1} messages a receive{}",
+        "deliveries/s; publish-to-receive latency; {publishes} published to {} topics, each copied to {}; {}, {:.1} messages a receive{}",
         setup.topics.len(),
         subscribed(setup),
+        consumers_said(args),
         outcome.messages as f64 / outcome.receives.max(1) as f64,
         undelivered_note(outcome.lost, FANOUT_DRAIN_SECS)
     );
     Ok(outcome)
+}
+
+/// The consumers of each queue, as the note says them.
+fn consumers_said(args: &Args) -> String {
+    match args.node_consumers {
+        1 => "one consumer a queue".into(),
+        n => format!("{n} consumers a queue"),
+    }
 }
 
 /// How many queues each topic copies to: "4 queues", or "4–5 queues" when they differ.
@@ -423,11 +449,12 @@ fn subscribed(setup: &Setup) -> String {
     }
 }
 
-/// A consumer for each queue (long polls of 1 s), checking each group's order, until its
-/// queue's expected count has arrived once `done` is set, or `deadline`.
+/// `--node-consumers` consumers for each queue (long polls of 1 s), sharing its tally and
+/// checking each group's order (a group's next messages come to whichever consumer once the
+/// last ones are deleted, after their check), until the queue's expected count has arrived
+/// once `done` is set, or `deadline`.
 fn spawn_consumers(
-    client: &reqwest::Client,
-    endpoint: &str,
+    (client, endpoint, per_queue): (&reqwest::Client, &str, usize),
     setup: &Setup,
     (tallies, expected): (&[Arc<Tally>], &[Arc<AtomicU64>]),
     done: &Arc<AtomicBool>,
@@ -436,27 +463,31 @@ fn spawn_consumers(
     Consumers(
         (0..QUEUES)
             .map(|q| {
-                tokio::spawn(consume(
-                    client.clone(),
-                    endpoint.to_string(),
-                    (setup.queues[q].clone(), 1),
-                    tallies[q].clone(),
-                    expected[q].clone(),
-                    done.clone(),
-                    deadline,
-                ))
+                (0..per_queue.max(1))
+                    .map(|_| {
+                        tokio::spawn(consume(
+                            client.clone(),
+                            endpoint.to_string(),
+                            (setup.queues[q].clone(), 1),
+                            tallies[q].clone(),
+                            expected[q].clone(),
+                            done.clone(),
+                            deadline,
+                        ))
+                    })
+                    .collect()
             })
             .collect(),
     )
 }
 
-/// The consumers of a run, stopped when dropped: a run that ends early (a producer failed)
-/// leaves none polling the next node count's nodes.
-struct Consumers(Vec<tokio::task::JoinHandle<()>>);
+/// The consumers of a run, each queue's together; stopped when dropped: a run that ends early
+/// (a producer failed) leaves none polling the next node count's nodes.
+struct Consumers(Vec<Vec<tokio::task::JoinHandle<()>>>);
 
 impl Drop for Consumers {
     fn drop(&mut self) {
-        for consumer in &self.0 {
+        for consumer in self.0.iter().flatten() {
             consumer.abort();
         }
     }
@@ -490,7 +521,7 @@ async fn drained(
                 .lock()
                 .map_err(|e| e.to_string())?
                 .is_some();
-            ended &= arrived || consumer.is_finished();
+            ended &= arrived || consumer.iter().all(|c| c.is_finished());
         }
         // A consumer stuck past its deadline (an answer that never came) is given up on too.
         if ended || Instant::now() > deadline + Duration::from_secs(5) {
@@ -499,7 +530,7 @@ async fn drained(
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     let mut failed = None;
-    for consumer in std::mem::take(&mut consumers.0) {
+    for consumer in std::mem::take(&mut consumers.0).into_iter().flatten() {
         if !consumer.is_finished() {
             consumer.abort();
         } else if let Err(error) = consumer.await {

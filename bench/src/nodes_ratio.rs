@@ -31,7 +31,7 @@ fn firsts(rows: &[Row]) -> Vec<(String, String, f64)> {
         })
 }
 
-fn failed(row: &Row) -> bool {
+pub(crate) fn failed(row: &Row) -> bool {
     row.note.starts_with("failed")
 }
 
