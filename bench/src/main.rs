@@ -111,9 +111,9 @@ pub struct Args {
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=64))]
     pub node_consumers: u64,
     /// Comma-separated loads the nodes scenario runs at each node count: send (batched sends
-    /// to 32 FIFO queues), pipeline (the same sends, a consumer per queue receiving and
+    /// to 32 FIFO queues), pipeline (the same sends, --node-consumers per queue receiving and
     /// deleting), fanout (PublishBatch to up to 8 FIFO topics, each copied to its share of the
-    /// 32 queues, raw delivery, a consumer per queue), fanout-paced (the same at --rate
+    /// 32 queues, raw delivery, --node-consumers per queue), fanout-paced (the same at --rate
     /// publishes a second: publish-to-receive latency).
     #[arg(long, default_value = "send")]
     pub node_loads: String,

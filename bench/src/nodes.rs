@@ -93,6 +93,11 @@ fn best_of(tried: Vec<(usize, Row)>) -> Option<Row> {
         })
         .collect();
     let several = tried.len() > 1;
+    // Every run's losses, order violations and errors count, not only the kept one's: a
+    // server wrong at one producer count is not reported clean for being faster at another.
+    let (lost, violations, errors) = tried.iter().fold((0, 0, 0), |(l, v, e), (_, row)| {
+        (l + row.lost, v + row.order_violations, e + row.errors)
+    });
     let mut best = tried.into_iter().map(|(_, row)| row).reduce(|best, row| {
         match failed(&best) || (!failed(&row) && row.rate() > best.rate()) {
             true => row,
@@ -100,6 +105,7 @@ fn best_of(tried: Vec<(usize, Row)>) -> Option<Row> {
         }
     })?;
     if several {
+        (best.lost, best.order_violations, best.errors) = (lost, violations, errors);
         best.note += &format!(
             "; the best of these producer counts (msg/s): {}",
             rates.join(", ")
@@ -662,6 +668,14 @@ mod tests {
         ])
         .expect("a row");
         assert_eq!(best.messages, 1200);
+        let mut wrong = row(100, "32 producers");
+        (wrong.lost, wrong.order_violations) = (3, 2);
+        let summed = best_of(vec![(32, wrong), (128, row(900, "128 producers"))]);
+        let summed = summed.expect("a row");
+        assert_eq!(
+            (summed.messages, summed.lost, summed.order_violations),
+            (900, 3, 2)
+        );
         assert_eq!(
             best.note,
             "256 producers; the best of these producer counts (msg/s): 128: 900, 256: 1200, \

@@ -1,5 +1,5 @@
 //! The loads the nodes scenario puts on its nodes, all over the same 32 FIFO queues: batched
-//! sends alone; the pipeline (sends, and a consumer a queue receiving and deleting); and fan-out
+//! sends alone; the pipeline (sends, and consumers of each queue receiving and deleting); and fan-out
 //! from FIFO topics into those queues, as fast as the publishers go or paced. Topics and queues
 //! are named apart, so each lands in a shard of its own name's: with the shards spread, a copy
 //! crosses nodes unless its queue's shard and its topic's are led by the same node.
@@ -274,7 +274,7 @@ impl Producer {
     }
 }
 
-/// Sends to every queue while a consumer a queue receives (long polls of 1 s) and deletes,
+/// Sends to every queue while each queue's consumers receive (long polls of 1 s) and delete,
 /// until everything sent is delivered or the drain's time is up.
 async fn pipeline(
     args: &Args,
@@ -355,7 +355,7 @@ async fn pipeline(
 }
 
 /// Publishes batches of ten to the topics (each producer to one), paced at `rate` publishes a
-/// second in all if given, while a consumer a queue receives and deletes what the topics
+/// second in all if given, while each queue's consumers receive and delete what the topics
 /// copied there, until every copy is delivered or the drain's time is up.
 async fn fanout(
     args: &Args,
@@ -494,7 +494,7 @@ impl Drop for Consumers {
 }
 
 /// Once the producers have stopped and counted what each queue expects: waits until every
-/// queue has what it expects (or its consumer gave up at the deadline) and sums the tallies,
+/// queue has what it expects (or its consumers gave up at the deadline) and sums the tallies,
 /// the run ending when the last queue got its last message. The consumers still in a long
 /// poll then are stopped (what they measured is in their tallies already), so the caller's
 /// readings after end with the run.
