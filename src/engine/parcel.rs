@@ -19,6 +19,47 @@ use super::message::{Message, MessageAttributes};
 pub const MAX_WAITING: usize = 100_000;
 pub const MAX_WAITING_BYTES: usize = 256 << 20;
 
+/// How many parcels, and about how many bytes of them, one carry takes at most (a parcel is
+/// taken whatever its size when it comes first): a pull's answer between nodes, and what a
+/// destination places under its parcels' lock, stay bounded whatever the bodies' size.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Room {
+    pub parcels: usize,
+    pub bytes: usize,
+}
+
+impl Room {
+    /// The parcels' room with the bytes' at the most one carry takes.
+    pub fn at_most(parcels: usize) -> Room {
+        Room {
+            parcels,
+            bytes: MOST_BYTES_AT_ONCE,
+        }
+    }
+
+    /// What is left once `taken` are taken.
+    pub fn less(self, taken: &[Parcel]) -> Room {
+        Room {
+            parcels: self.parcels.saturating_sub(taken.len()),
+            bytes: (self.bytes).saturating_sub(taken.iter().map(Parcel::size).sum()),
+        }
+    }
+
+    pub fn is_empty(self) -> bool {
+        self.parcels == 0 || self.bytes == 0
+    }
+}
+
+/// The most bytes of parcels one carry takes (`Room`).
+pub const MOST_BYTES_AT_ONCE: usize = 16 << 20;
+
+impl Parcel {
+    /// About how many bytes it takes in a record, and so in memory and on the wire.
+    pub fn size(&self) -> usize {
+        parcel_size(self)
+    }
+}
+
 /// An SNS copy for a queue in another shard, with what the destination needs to place it as
 /// the topic's shard would have.
 #[derive(Clone, Debug, PartialEq)]
@@ -260,11 +301,22 @@ impl Parcels {
         seq
     }
 
-    /// Up to `max` of the oldest parcels waiting for `to`.
-    pub fn waiting_for(&self, to: u32, max: usize) -> Vec<Parcel> {
-        self.outgoing.get(&to).map_or_else(Vec::new, |outgoing| {
-            outgoing.waiting.iter().take(max).cloned().collect()
-        })
+    /// The oldest parcels waiting for `to`, as many as `room` holds (the first whatever its
+    /// size).
+    pub fn waiting_for(&self, to: u32, room: Room) -> Vec<Parcel> {
+        let Some(outgoing) = self.outgoing.get(&to) else {
+            return Vec::new();
+        };
+        let mut bytes = 0usize;
+        let fits = |parcel: &&Parcel| {
+            let first = bytes == 0;
+            bytes = bytes.saturating_add(parcel.size().max(1));
+            first || bytes <= room.bytes
+        };
+        (outgoing.waiting.iter().take(room.parcels))
+            .take_while(fits)
+            .cloned()
+            .collect()
     }
 
     /// Destinations with parcels waiting, and how many wait for each.
@@ -393,7 +445,11 @@ mod tests {
         assert_eq!(parcels.send(2, copy("b")), 1);
         assert_eq!(parcels.send(1, copy("c")), 2);
         assert_eq!(parcels.depths(), vec![(1, 2), (2, 1)]);
-        let seqs: Vec<u64> = parcels.waiting_for(1, 10).iter().map(|p| p.seq).collect();
+        let seqs: Vec<u64> = parcels
+            .waiting_for(1, Room::at_most(10))
+            .iter()
+            .map(|p| p.seq)
+            .collect();
         assert_eq!(seqs, [1, 2]);
         parcels.forget(1, 1);
         // Applied again (a destination answering twice): no change.
@@ -401,7 +457,7 @@ mod tests {
         // Past what was sent (a tail of this log lost): those numbers are not handed out again.
         parcels.forget(2, 9);
         assert_eq!(parcels.waiting(), 1);
-        assert_eq!(parcels.waiting_for(1, 10)[0].seq, 2);
+        assert_eq!(parcels.waiting_for(1, Room::at_most(10))[0].seq, 2);
         // A number is never reused once its parcel is forgotten.
         parcels.forget(1, 2);
         assert_eq!(parcels.send(1, copy("d")), 3);
@@ -418,8 +474,12 @@ mod tests {
         for rebuilt in [replayed(log), replayed(twice), replayed(parcels.image())] {
             assert_eq!(rebuilt.waiting(), 1);
             assert_eq!(rebuilt.depths(), vec![(1, 1)]);
-            let seqs =
-                |p: &Parcels| -> Vec<u64> { p.waiting_for(1, 10).iter().map(|p| p.seq).collect() };
+            let seqs = |p: &Parcels| -> Vec<u64> {
+                p.waiting_for(1, Room::at_most(10))
+                    .iter()
+                    .map(|p| p.seq)
+                    .collect()
+            };
             assert_eq!(seqs(&rebuilt), seqs(&parcels));
             let mut rebuilt = rebuilt;
             assert_eq!(rebuilt.send(1, copy("e")), 4);
@@ -437,6 +497,36 @@ mod tests {
         assert_eq!(parcels.applied(4), 0);
         assert_eq!(parcels.take_changes().len(), 1);
         assert_eq!(replayed(parcels.image()).applied(3), 2);
+    }
+
+    #[test]
+    fn a_carry_takes_what_its_room_holds_by_count_and_bytes_and_a_first_parcel_whatever_its_size() {
+        let mut parcels = Parcels::default();
+        for body in ["a".repeat(1000), "b".repeat(1000), "c".repeat(1000)] {
+            parcels.send(3, copy(&body));
+        }
+        let one = parcels.waiting_for(3, Room::at_most(1))[0].size();
+        assert!(one > 1000, "{one} bytes");
+        let seqs =
+            |room| -> Vec<u64> { parcels.waiting_for(3, room).iter().map(|p| p.seq).collect() };
+        assert_eq!(seqs(Room::at_most(10)), [1, 2, 3]);
+        assert_eq!(seqs(Room::at_most(2)), [1, 2]);
+        let bytes = |bytes| Room { parcels: 10, bytes };
+        assert_eq!(seqs(bytes(2 * one)), [1, 2]);
+        assert_eq!(seqs(bytes(2 * one - 1)), [1]);
+        // A parcel larger than the room still goes, alone, so a carry always moves on.
+        assert_eq!(seqs(bytes(10)), [1]);
+        assert_eq!(seqs(Room::at_most(0)), Vec::<u64>::new());
+        // What is left once some are taken: none when the bytes ran out.
+        let taken = parcels.waiting_for(3, Room::at_most(2));
+        assert_eq!(
+            bytes(3 * one).less(&taken),
+            Room {
+                parcels: 8,
+                bytes: one
+            }
+        );
+        assert!(bytes(one).less(&taken).is_empty());
     }
 
     #[test]

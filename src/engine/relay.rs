@@ -19,7 +19,7 @@ use crate::engine::guard::LoggedLock;
 use crate::engine::message::{Message, MessageAttributes};
 use crate::engine::namespace::Namespaces;
 use crate::engine::parcel::{
-    Contents, NoteFor, Parcel, ParcelChange, Parcels, RelayedCopy, RelayedMove, MAX_WAITING,
+    Contents, NoteFor, Parcel, ParcelChange, Parcels, RelayedCopy, RelayedMove, Room, MAX_WAITING,
     MAX_WAITING_BYTES,
 };
 use crate::engine::queue::Moved;
@@ -127,11 +127,11 @@ impl Relay {
         self.parcels.lock().send(to, Contents::Copy(Box::new(copy)));
     }
 
-    /// Up to `max` of the oldest parcels waiting for shard `to` (the caller hands out only
-    /// those its log holds durably). The destination's `receive` holds its parcels' lock while
-    /// it places them, so they are carried a bounded batch at a time.
-    pub fn waiting_for(&self, to: u32, max: usize) -> Vec<Parcel> {
-        self.parcels.lock_unlogged().waiting_for(to, max)
+    /// The oldest parcels waiting for shard `to`, as many as `room` holds (the caller hands
+    /// out only those its log holds durably). The destination's `receive` holds its parcels'
+    /// lock while it places them, so they are carried a bounded batch at a time.
+    pub fn waiting_for(&self, to: u32, room: Room) -> Vec<Parcel> {
+        self.parcels.lock_unlogged().waiting_for(to, room)
     }
 
     /// Shards with parcels waiting, and how many wait for each.

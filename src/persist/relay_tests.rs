@@ -27,7 +27,13 @@ fn copy(queue: &str, body: &str) -> RelayedCopy {
 fn waiting(engine: &TestEngine) -> Vec<(u64, String)> {
     engine
         .relay
-        .waiting_for(1, usize::MAX)
+        .waiting_for(
+            1,
+            crate::engine::parcel::Room {
+                parcels: usize::MAX,
+                bytes: usize::MAX,
+            },
+        )
         .into_iter()
         .map(|parcel| {
             let Contents::Copy(copy) = &*parcel.contents else {
@@ -87,7 +93,11 @@ fn the_relay_survives_restarts_from_the_log_and_from_a_snapshot() {
     let again = engine.receive_parcels(2, &[from_two], Timestamp(2));
     assert_eq!((again.through, again.delivered_to.len()), (1, 0));
     assert_eq!(stored(&engine), 1);
-    let Contents::Copy(restored) = &*engine.relay.waiting_for(1, 1)[0].contents else {
+    let Contents::Copy(restored) = &*engine
+        .relay
+        .waiting_for(1, crate::engine::parcel::Room::at_most(1))[0]
+        .contents
+    else {
         panic!("only copies were sent");
     };
     assert_eq!(**restored, copy("there.fifo", "b"), "every field kept");

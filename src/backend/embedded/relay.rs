@@ -5,7 +5,7 @@
 //! tail is never applied nor forgotten, and one applied is never applied again.
 
 use crate::backend::BackendResult;
-use crate::engine::parcel::Parcel;
+use crate::engine::parcel::{Parcel, Room};
 use crate::engine::relay::Settled;
 
 /// Takes what became of relayed copies to the shards of their topics.
@@ -19,12 +19,12 @@ impl Embedded {
         self.engine.relay.shard().number
     }
 
-    /// Up to `max` parcels for shard `to` after number `after`, once this log holds them.
-    /// `after` is what `to`'s log holds as applied: parcels up to it are forgotten here.
-    pub async fn parcels_for(&self, to: u32, after: u64, max: usize) -> BackendResult<Vec<Parcel>> {
+    /// The parcels for shard `to` after number `after` that `room` holds, once this log holds
+    /// them. `after` is what `to`'s log holds as applied: parcels up to it are forgotten here.
+    pub async fn parcels_for(&self, to: u32, after: u64, room: Room) -> BackendResult<Vec<Parcel>> {
         let admitted = self.admit()?;
         self.engine.relay.forget(to, after);
-        let parcels = self.engine.relay.waiting_for(to, max);
+        let parcels = self.engine.relay.waiting_for(to, room);
         drop(admitted);
         if !parcels.is_empty() {
             // Each was handed to the log under the lock `waiting_for` took: this covers it.
@@ -128,7 +128,7 @@ pub async fn carry(
     settle: &Settle<'_>,
 ) -> BackendResult<usize> {
     let parcels = source
-        .parcels_for(destination.shard(), *applied, max)
+        .parcels_for(destination.shard(), *applied, Room::at_most(max))
         .await?;
     if parcels.is_empty() {
         return Ok(0);

@@ -161,7 +161,7 @@ async fn parcels_go_by_pull_once_each_and_are_forgotten_once_applied() {
 
     let mut applied = destination.applied_from(0).await.unwrap();
     assert_eq!(applied, 0);
-    let mut pulling = Box::pin(source.parcels_for(1, 0, 2));
+    let mut pulling = Box::pin(source.parcels_for(1, 0, crate::engine::parcel::Room::at_most(2)));
     assert!(pending(pulling.as_mut()));
     source_log.hold_writes(false);
     assert_eq!(pulling.await.unwrap().len(), 2);
@@ -200,7 +200,10 @@ async fn parcels_go_by_pull_once_each_and_are_forgotten_once_applied() {
         2
     );
     assert_eq!(stale, 4);
-    let again = source.parcels_for(1, 3, 10).await.unwrap();
+    let again = source
+        .parcels_for(1, 3, crate::engine::parcel::Room::at_most(10))
+        .await
+        .unwrap();
     assert_eq!(
         again.len(),
         1,

@@ -17,7 +17,7 @@ use crate::backend::{
     led_elsewhere, Answer, BackendError, BackendResult, QueueAdmin, QueueTarget, ShardRead, Topics,
 };
 use crate::backend::{Inspection, SubscriptionActivity};
-use crate::engine::parcel::Parcel;
+use crate::engine::parcel::{Parcel, Room};
 use crate::engine::queue::inspect::QueueOverview;
 use crate::engine::shard::Shard;
 use crate::engine::topic::Subscription;
@@ -262,7 +262,7 @@ impl Sharded {
                 let signal = self.parcels_waiting[to as usize].notified();
                 tokio::pin!(signal);
                 signal.as_mut().enable();
-                let parcels = source.parcels_for(to, after, max).await?;
+                let parcels = source.parcels_for(to, after, Room::at_most(max)).await?;
                 if !parcels.is_empty() || tokio::time::Instant::now() >= deadline {
                     return encode_parcels(to, &parcels).map_err(|error| {
                         BackendError::Unavailable(format!("parcels not encoded: {error}"))
@@ -294,6 +294,7 @@ impl Sharded {
             tos.sort_unstable();
             tos.dedup();
             let share = (max / pairs.len().max(1)).max(1);
+            let whole = Room::at_most(max);
             loop {
                 let mut signals: Vec<_> = (tos.iter())
                     .map(|&to| Box::pin(self.parcels_waiting[to as usize].notified()))
@@ -302,30 +303,37 @@ impl Sharded {
                     signal.as_mut().enable();
                 }
                 let mut answers = Vec::with_capacity(pairs.len());
-                let mut room = max;
+                let mut room = whole;
                 for pair in &pairs {
-                    let parcels = self.parcels_of_pair(pair, share.min(room)).await;
+                    let mut asked = room;
+                    asked.parcels = share.min(room.parcels);
+                    let parcels = self.parcels_of_pair(pair, asked).await;
                     if let Ok(parcels) = &parcels {
-                        room -= parcels.len();
+                        room = room.less(parcels);
                     }
                     answers.push(parcels);
                 }
-                // What is left, to the pairs that filled their share, in order.
+                // What is left, to the pairs that filled their share, in order (each asked
+                // again for what it took and the rest of the room).
                 for (pair, parcels) in pairs.iter().zip(&mut answers) {
                     let Ok(taken) = parcels else {
                         continue;
                     };
-                    if room == 0 || taken.len() < share {
+                    if room.is_empty() || taken.len() < share {
                         continue;
                     }
-                    let more = self.parcels_of_pair(pair, taken.len() + room).await;
+                    let asked = Room {
+                        parcels: taken.len() + room.parcels,
+                        bytes: room.bytes + taken.iter().map(Parcel::size).sum::<usize>(),
+                    };
+                    let more = self.parcels_of_pair(pair, asked).await;
                     if let Ok(more) = more {
-                        room -= more.len() - taken.len();
+                        room = asked.less(&more);
                         *taken = more;
                     }
                 }
                 let refused = answers.iter().any(Result::is_err);
-                if room < max || refused || tokio::time::Instant::now() >= deadline {
+                if room != whole || refused || tokio::time::Instant::now() >= deadline {
                     let pulled: Vec<Pulled> = (pairs.iter().zip(answers))
                         .filter(|(_, parcels)| !matches!(parcels, Ok(p) if p.is_empty()))
                         .map(|(pair, parcels)| {
@@ -358,9 +366,9 @@ impl Sharded {
         })
     }
 
-    /// Up to `room` parcels of one pair of a pull, if its source is led here and its
+    /// The parcels of one pair of a pull that `room` holds, if its source is led here and its
     /// destination is not.
-    async fn parcels_of_pair(&self, pair: &PairPull, room: usize) -> BackendResult<Vec<Parcel>> {
+    async fn parcels_of_pair(&self, pair: &PairPull, room: Room) -> BackendResult<Vec<Parcel>> {
         let (from, to) = (pair.from, pair.to);
         let (Some(source), true) = (self.slot(from), self.led_elsewhere(to)) else {
             return Err(BackendError::Across(from));
@@ -374,7 +382,7 @@ impl Sharded {
                 pair.after
             )));
         }
-        if room == 0 {
+        if room.is_empty() {
             return Ok(Vec::new());
         }
         source.parcels_for(to, pair.after, room).await

@@ -27,8 +27,12 @@ use crate::engine::relay::Settled;
 use crate::persist::format::between_nodes::{decode_parcels, decode_pulled, PairPull, Pulled};
 use crate::worker::Backoff;
 
-/// Parcels one pull from another node carries, in all its pairs.
-const PULLED_AT_ONCE: usize = 256;
+/// Parcels one pull from another node carries, in all its pairs (as many as a node answers,
+/// and within `parcel::MOST_BYTES_AT_ONCE`). One pull is under way a node, and its round waits
+/// for the other node's answer and this node's commit of what it took, each a longer wait on
+/// nodes held to part of a core: what crosses is bounded by the round's length more than by
+/// its work, so each round carries as much as it may.
+const PULLED_AT_ONCE: usize = 1024;
 
 /// How often the shards' leaders are looked at again while pulls are under way (a leader
 /// just known, or one that came back, is pulled from without waiting for the others).
