@@ -54,9 +54,18 @@ impl Room {
 pub const MOST_BYTES_AT_ONCE: usize = 16 << 20;
 
 impl Parcel {
+    pub fn new(seq: u64, contents: Contents) -> Parcel {
+        let size = parcel_size(&contents);
+        Parcel {
+            seq,
+            contents: Arc::new(contents),
+            size,
+        }
+    }
+
     /// About how many bytes it takes in a record, and so in memory and on the wire.
     pub fn size(&self) -> usize {
-        parcel_size(self)
+        self.size
     }
 }
 
@@ -153,6 +162,8 @@ pub enum Contents {
 pub struct Parcel {
     pub seq: u64,
     pub contents: Arc<Contents>,
+    /// `parcel_size`, reckoned once: a parcel is weighed as it is kept, carried and forgotten.
+    size: usize,
 }
 
 #[derive(Clone, Debug)]
@@ -169,16 +180,16 @@ impl ParcelChange {
     /// About how many bytes the change takes in a record (for sizing snapshot chunks).
     pub fn size(&self) -> usize {
         match self {
-            ParcelChange::Sent { parcel, .. } => parcel_size(parcel),
+            ParcelChange::Sent { parcel, .. } => parcel.size(),
             _ => 16,
         }
     }
 }
 
 /// About how many bytes a parcel takes in a record, and so in memory.
-fn parcel_size(parcel: &Parcel) -> usize {
+fn parcel_size(contents: &Contents) -> usize {
     let text = |s: Option<&Arc<str>>| s.map_or(0, |s| s.len());
-    match &*parcel.contents {
+    match contents {
         Contents::Copy(copy) => {
             64 + copy.queue_arn.len()
                 + text(copy.topic_arn.as_ref())
@@ -264,7 +275,7 @@ impl Parcels {
 
     fn keep(&mut self, to: u32, parcel: Parcel) {
         self.waiting += 1;
-        self.waiting_bytes += parcel_size(&parcel);
+        self.waiting_bytes += parcel.size();
         self.outgoing
             .entry(to)
             .or_default()
@@ -280,7 +291,7 @@ impl Parcels {
         }
         let mut bytes = 0;
         while let Some(parcel) = outgoing.waiting.front().filter(|p| p.seq <= through) {
-            bytes += parcel_size(parcel);
+            bytes += parcel.size();
             outgoing.waiting.pop_front();
             self.waiting -= 1;
         }
@@ -292,10 +303,7 @@ impl Parcels {
     /// Numbers the next parcel for `to` and keeps it until `to` applies it.
     pub fn send(&mut self, to: u32, contents: Contents) -> u64 {
         let seq = self.outgoing.get(&to).map_or(0, Outgoing::last) + 1;
-        let parcel = Parcel {
-            seq,
-            contents: Arc::new(contents),
-        };
+        let parcel = Parcel::new(seq, contents);
         self.keep(to, parcel.clone());
         self.record(ParcelChange::Sent { to, parcel });
         seq

@@ -61,10 +61,7 @@ fn the_relay_survives_restarts_from_the_log_and_from_a_snapshot() {
     engine.relay.send(1, copy("there.fifo", "b"));
     engine.relay.forget(1, 1);
     // A parcel from shard 2, applied here: the copy and the note that it is applied.
-    let from_two = Parcel {
-        seq: 1,
-        contents: std::sync::Arc::new(Contents::Copy(Box::new(copy("here.fifo", "c")))),
-    };
+    let from_two = Parcel::new(1, Contents::Copy(Box::new(copy("here.fifo", "c"))));
     let received = engine.receive_parcels(2, std::slice::from_ref(&from_two), Timestamp(1));
     assert_eq!(received.through, 1);
     close(data);
@@ -142,10 +139,7 @@ fn a_parcel_change_takes_no_more_than_its_size_says() {
     };
     let sent = |contents: Contents| ParcelChange::Sent {
         to: u32::MAX,
-        parcel: Parcel {
-            seq: u64::MAX,
-            contents: std::sync::Arc::new(contents),
-        },
+        parcel: Parcel::new(u64::MAX, contents),
     };
     let changes = [
         sent(Contents::Copy(Box::new(big))),

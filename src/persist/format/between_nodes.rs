@@ -627,10 +627,7 @@ mod tests {
             trace_header: None,
             note_for: Some(note.clone()),
         };
-        let parcel = Parcel {
-            seq: 7,
-            contents: Arc::new(Contents::Copy(Box::new(copy))),
-        };
+        let parcel = Parcel::new(7, Contents::Copy(Box::new(copy)));
         let back = decode_parcels(3, &encode_parcels(3, &[parcel]).unwrap()).unwrap();
         let Contents::Copy(copy) = &*back[0].contents else {
             panic!("a copy");

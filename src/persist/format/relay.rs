@@ -165,10 +165,7 @@ impl DiskParcelChange<'_> {
 fn sent(to: u32, seq: u64, contents: Contents) -> ParcelChange {
     ParcelChange::Sent {
         to,
-        parcel: Parcel {
-            seq,
-            contents: Arc::new(contents),
-        },
+        parcel: Parcel::new(seq, contents),
     }
 }
 
