@@ -29,7 +29,7 @@ pub struct Room {
 }
 
 impl Room {
-    /// The parcels' room with the bytes' at the most one carry takes.
+    /// Room for `parcels` parcels, and for as many bytes as one carry takes at most.
     pub fn at_most(parcels: usize) -> Room {
         Room {
             parcels,
@@ -63,7 +63,7 @@ impl Parcel {
         }
     }
 
-    /// About how many bytes it takes in a record, and so in memory and on the wire.
+    /// About how many bytes it takes in a record, and so in memory.
     pub fn size(&self) -> usize {
         self.size
     }
@@ -312,7 +312,7 @@ impl Parcels {
     /// The oldest parcels waiting for `to`, as many as `room` holds (the first whatever its
     /// size).
     pub fn waiting_for(&self, to: u32, room: Room) -> Vec<Parcel> {
-        let Some(outgoing) = self.outgoing.get(&to) else {
+        let Some(outgoing) = (self.outgoing.get(&to)).filter(|_| !room.is_empty()) else {
             return Vec::new();
         };
         let mut bytes = 0usize;
@@ -525,6 +525,7 @@ mod tests {
         // A parcel larger than the room still goes, alone, so a carry always moves on.
         assert_eq!(seqs(bytes(10)), [1]);
         assert_eq!(seqs(Room::at_most(0)), Vec::<u64>::new());
+        assert_eq!(seqs(bytes(0)), Vec::<u64>::new());
         // What is left once some are taken: none when the bytes ran out.
         let taken = parcels.waiting_for(3, Room::at_most(2));
         assert_eq!(

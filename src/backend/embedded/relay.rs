@@ -117,10 +117,11 @@ pub fn agree(source: &Embedded, destination: &Embedded) -> u64 {
     lost
 }
 
-/// Carries up to `max` parcels from `source`'s engine to `destination`'s. `applied` is the
-/// last parcel from `source` that `destination`'s log holds as applied (start from
-/// `applied_from`); it moves on as parcels are applied. `settle` gets what became of copies. Answers by how much it moved (0 when
-/// nothing waits, or the next parcel is missing).
+/// Carries up to `max` parcels (within `parcel::MOST_BYTES_AT_ONCE`) from `source`'s engine
+/// to `destination`'s. `applied` is the last parcel from `source` that `destination`'s log
+/// holds as applied (start from `applied_from`); it moves on as parcels are applied.
+/// `settle` gets what became of copies. Answers by how much it moved (0 when nothing waits,
+/// or the next parcel is missing).
 pub async fn carry(
     (source, destination): (&Embedded, &Embedded),
     applied: &mut u64,

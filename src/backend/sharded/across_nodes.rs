@@ -274,9 +274,10 @@ impl Sharded {
     }
     /// What `Work::parcels_for_pairs` answers: for each pair whose source shard is led here
     /// and destination is not, the parcels after the one the destination applied, up to
-    /// `max` in all (first an even share each, then what is left in the pairs' order), at
-    /// once when any pair has some or is refused, else once one is made or `wait` passes.
-    /// Pairs with nothing to carry are left out of the answer.
+    /// `max` in all (first an even share each, then what is left in the pairs' order) and
+    /// `parcel::MOST_BYTES_AT_ONCE` of them (taken in the pairs' order, which the asking node
+    /// turns from pull to pull), at once when any pair has some or is refused, else once one
+    /// is made or `wait` passes. Pairs with nothing to carry are left out of the answer.
     pub(super) fn parcels_for_pairs(
         &self,
         pairs: Vec<PairPull>,
