@@ -269,6 +269,75 @@ async fn a_pull_of_several_pairs_answers_what_any_holds() {
     assert!(backend.relay_waiting().await.unwrap().is_empty());
 }
 
+/// A pull's answer holds parcels within the bytes one carry takes, whatever their count: large
+/// copies come a part at a time, each pull the next part, in order.
+#[tokio::test]
+async fn a_pull_answers_large_parcels_within_its_bytes_a_part_at_a_time() {
+    use crate::backend::{Subscribe, Topics};
+    use crate::engine::parcel::MOST_BYTES_AT_ONCE;
+    use crate::engine::topic::PublishRequest;
+    use crate::persist::format::between_nodes::{decode_parcels, decode_pulled, PairPull};
+    let clock = clock();
+    // prices.fifo is shard 0's, all.fifo shard 2's, which another node leads.
+    let (backend, _logs) = partly_here(&clock, &[0, 1]);
+    let arn = prices_topic(&backend).await;
+    (backend
+        .subscribe(Subscribe {
+            topic_arn: &arn,
+            protocol: "sqs",
+            endpoint: Some("arn:aws:sqs:us-east-1:000000000000:all.fifo"),
+            attributes: Vec::new(),
+            base_url: "http://localhost:4566",
+            principal: "arn:aws:iam::000000000000:root",
+        })
+        .await)
+        .unwrap();
+    // About 24 MiB of copies for shard 2, more than one carry takes.
+    let body = "x".repeat(250_000);
+    let published = 100;
+    for n in 0..published {
+        let request = PublishRequest {
+            message: body.clone(),
+            subject: None,
+            structured: false,
+            attributes: Default::default(),
+            group_id: Some("g".into()),
+            dedup_id: Some(format!("d{n}")),
+            trace_header: None,
+        };
+        (backend
+            .publish(&arn, request, "http://localhost:4566")
+            .await)
+            .unwrap();
+    }
+    let wait = std::time::Duration::from_millis(50);
+    let mut after = 0;
+    let mut parts = Vec::new();
+    while after < published {
+        let pairs = vec![PairPull {
+            from: 0,
+            to: 2,
+            after,
+        }];
+        let bytes = (backend.parcels_for_pairs(pairs, 1024, wait).await).unwrap();
+        let pulled = decode_pulled(&bytes).unwrap();
+        assert_eq!(pulled.len(), 1, "one pair");
+        let parcels = decode_parcels(2, pulled[0].parcels.as_ref().unwrap()).unwrap();
+        let seqs: Vec<u64> = parcels.iter().map(|p| p.seq).collect();
+        let next: Vec<u64> = (after + 1..=after + parcels.len() as u64).collect();
+        assert_eq!(seqs, next, "the next parcels, in order");
+        let size: usize = parcels.iter().map(|p| p.size()).sum();
+        assert!(size <= MOST_BYTES_AT_ONCE, "{size} bytes in one answer");
+        let one = parcels[0].size();
+        if after + (parcels.len() as u64) < published {
+            assert!(size + one > MOST_BYTES_AT_ONCE, "room left for another");
+        }
+        after += parcels.len() as u64;
+        parts.push(parcels.len());
+    }
+    assert!(parts.len() >= 2, "{parts:?}");
+}
+
 /// The FIFO topic prices.fifo (shard 0's), made; its ARN.
 async fn prices_topic(backend: &Sharded) -> std::sync::Arc<str> {
     use crate::backend::{CreateTopic, Topics};
