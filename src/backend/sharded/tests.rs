@@ -275,7 +275,6 @@ async fn a_pull_of_several_pairs_answers_what_any_holds() {
 async fn a_pull_answers_large_parcels_within_its_bytes_a_part_at_a_time() {
     use crate::backend::{Subscribe, Topics};
     use crate::engine::parcel::MOST_BYTES_AT_ONCE;
-    use crate::engine::topic::PublishRequest;
     use crate::persist::format::between_nodes::{decode_parcels, decode_pulled, PairPull};
     let clock = clock();
     // prices.fifo is shard 0's, all.fifo shard 2's, which another node leads.
@@ -296,19 +295,7 @@ async fn a_pull_answers_large_parcels_within_its_bytes_a_part_at_a_time() {
     let body = "x".repeat(250_000);
     let published = 100;
     for n in 0..published {
-        let request = PublishRequest {
-            message: body.clone(),
-            subject: None,
-            structured: false,
-            attributes: Default::default(),
-            group_id: Some("g".into()),
-            dedup_id: Some(format!("d{n}")),
-            trace_header: None,
-        };
-        (backend
-            .publish(&arn, request, "http://localhost:4566")
-            .await)
-            .unwrap();
+        publish_in_group_g(&backend, &arn, body.clone(), n).await;
     }
     let wait = std::time::Duration::from_millis(50);
     let mut after = 0;
@@ -358,7 +345,6 @@ async fn subscribe_all_and_publish_three(
     arn: &str,
 ) -> crate::engine::topic::subscription::Subscribed {
     use crate::backend::{Subscribe, Topics};
-    use crate::engine::topic::PublishRequest;
     let subscription = backend
         .subscribe(Subscribe {
             topic_arn: arn,
@@ -371,18 +357,25 @@ async fn subscribe_all_and_publish_three(
         .await
         .unwrap();
     for n in 0..3 {
-        let request = PublishRequest {
-            message: format!("m{n}"),
-            subject: None,
-            structured: false,
-            attributes: Default::default(),
-            group_id: Some("g".into()),
-            dedup_id: Some(format!("d{n}")),
-            trace_header: None,
-        };
-        (backend.publish(arn, request, "http://localhost:4566").await).unwrap();
+        publish_in_group_g(backend, arn, format!("m{n}"), n).await;
     }
     subscription
+}
+
+/// Publishes `message` to the FIFO topic `arn` in group g, its deduplication id `d{n}`.
+async fn publish_in_group_g(backend: &Sharded, arn: &str, message: String, n: u64) {
+    use crate::backend::Topics;
+    use crate::engine::topic::PublishRequest;
+    let request = PublishRequest {
+        message,
+        subject: None,
+        structured: false,
+        attributes: Default::default(),
+        group_id: Some("g".into()),
+        dedup_id: Some(format!("d{n}")),
+        trace_header: None,
+    };
+    (backend.publish(arn, request, "http://localhost:4566").await).unwrap();
 }
 
 /// A shard handed off is led elsewhere from then on: its queues' requests are refused and
