@@ -90,13 +90,9 @@ fn publish(engine: &Engine<()>, topic_arn: &str, body: &str, dedup: &str) {
 
 /// Carries every parcel waiting in `from` for `to`, applies them there and tells `from`.
 fn carry(shards: &Shards, from: usize, to: usize) -> u64 {
-    let parcels = shards[from].relay.waiting_for(
-        to as u32,
-        crate::engine::parcel::Room {
-            parcels: usize::MAX,
-            bytes: usize::MAX,
-        },
-    );
+    let parcels = shards[from]
+        .relay
+        .waiting_for(to as u32, crate::engine::parcel::Room::ALL);
     let received = shards[to].receive_parcels(from as u32, &parcels, Timestamp(2));
     shards[from].relay.forget(to as u32, received.through);
     received.through
@@ -147,13 +143,9 @@ fn copies_for_other_shards_arrive_in_publish_order_each_once() {
     );
 
     // A gap stops the run: parcels 2.. wait for parcel 1.
-    let parcels = shards[home].relay.waiting_for(
-        other as u32,
-        crate::engine::parcel::Room {
-            parcels: usize::MAX,
-            bytes: usize::MAX,
-        },
-    );
+    let parcels = shards[home]
+        .relay
+        .waiting_for(other as u32, crate::engine::parcel::Room::ALL);
     let early = shards[other].receive_parcels(home as u32, &parcels[1..], Timestamp(2));
     assert_eq!(early.through, 0);
     assert_eq!(carry(&shards, home, other), 5);
@@ -171,13 +163,9 @@ fn copies_for_other_shards_arrive_in_publish_order_each_once() {
 
     // Numbers go on from where they were.
     publish(&shards[home], &topic_arn, "m5", "d5");
-    let next = shards[home].relay.waiting_for(
-        other as u32,
-        crate::engine::parcel::Room {
-            parcels: usize::MAX,
-            bytes: usize::MAX,
-        },
-    );
+    let next = shards[home]
+        .relay
+        .waiting_for(other as u32, crate::engine::parcel::Room::ALL);
     assert_eq!(next.iter().map(|p| p.seq).collect::<Vec<_>>(), [6]);
 }
 
@@ -252,13 +240,9 @@ fn a_publish_is_refused_whole_while_too_many_copies_wait() {
         .unwrap();
     assert!(!fanout.publication.duplicate);
     assert_eq!(fanout.relayed, 1);
-    let waiting = shards[home].relay.waiting_for(
-        other,
-        crate::engine::parcel::Room {
-            parcels: usize::MAX,
-            bytes: usize::MAX,
-        },
-    );
+    let waiting = shards[home]
+        .relay
+        .waiting_for(other, crate::engine::parcel::Room::ALL);
     let Contents::Copy(last) = &*waiting.last().unwrap().contents else {
         panic!("a publish's copy");
     };

@@ -27,13 +27,7 @@ fn copy(queue: &str, body: &str) -> RelayedCopy {
 fn waiting(engine: &TestEngine) -> Vec<(u64, String)> {
     engine
         .relay
-        .waiting_for(
-            1,
-            crate::engine::parcel::Room {
-                parcels: usize::MAX,
-                bytes: usize::MAX,
-            },
-        )
+        .waiting_for(1, crate::engine::parcel::Room::ALL)
         .into_iter()
         .map(|parcel| {
             let Contents::Copy(copy) = &*parcel.contents else {
