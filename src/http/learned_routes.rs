@@ -130,8 +130,18 @@ struct Named<'a> {
 /// these given twice, is left to the service to read.
 fn form_route(body: &[u8]) -> Option<(&'static str, Cow<'static, str>)> {
     let (mut action, mut version, mut queue, mut topic) = (None, None, None, None);
-    for segment in body.split(|&b| b == b'&').filter(|s| !s.is_empty()) {
-        let at = segment.iter().position(|&b| b == b'=')?;
+    // Every segment is looked at (a name given twice, or encoded, is the service's to
+    // read), so the body's separators are found many bytes at a time: a publish's body is
+    // mostly its messages.
+    let ends = memchr::memchr_iter(b'&', body).chain(std::iter::once(body.len()));
+    let mut start = 0;
+    for end in ends {
+        let segment = &body[start..end];
+        start = end + 1;
+        if segment.is_empty() {
+            continue;
+        }
+        let at = memchr::memchr(b'=', segment)?;
         let (name, value) = (&segment[..at], &segment[at + 1..]);
         let slot = match name {
             b"Action" => &mut action,
