@@ -395,6 +395,6 @@ fn pulled(pair: &PairPull, parcels: Result<Vec<u8>, String>) -> Pulled {
     Pulled {
         from: pair.from,
         to: pair.to,
-        parcels,
+        parcels: parcels.map(bytes::Bytes::from),
     }
 }

@@ -144,12 +144,13 @@ pub fn decode_pull(bytes: &[u8]) -> Result<(Vec<PairPull>, u32), FormatError> {
 }
 
 /// What a pull answers for one pair: its parcels as `encode_parcels` wrote them, or why none
-/// could be read.
+/// could be read. The parcels are written as one run of bytes (`Bytes`), the same on the wire
+/// as a sequence of bytes, which serde would write and read a byte at a time.
 #[derive(Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Pulled {
     pub from: u32,
     pub to: u32,
-    pub parcels: Result<Vec<u8>, String>,
+    pub parcels: Result<bytes::Bytes, String>,
 }
 
 /// A pull's answer: this build's format version, then one `Pulled` for each pair asked.
@@ -573,7 +574,7 @@ mod tests {
             Pulled {
                 from: 1,
                 to: 4,
-                parcels: Ok(encode_parcels(4, &[]).unwrap()),
+                parcels: Ok(encode_parcels(4, &[]).unwrap().into()),
             },
             Pulled {
                 from: 3,
@@ -585,6 +586,40 @@ mod tests {
         assert_eq!(decode_pulled(&bytes).unwrap(), pulled);
         let newer = postcard::to_stdvec(&(u32::from(VERSION) + 1, &pulled)).unwrap();
         assert!(decode_pulled(&newer).is_err());
+    }
+
+    #[test]
+    fn a_pulls_parcels_are_written_as_an_earlier_build_wrote_and_reads_them() {
+        // An earlier build wrote each pair's parcels as a sequence of bytes.
+        #[derive(Serialize, Deserialize)]
+        struct Earlier {
+            from: u32,
+            to: u32,
+            parcels: Result<Vec<u8>, String>,
+        }
+        let parcels: Vec<u8> = (0..=255u8).chain(0..200).collect();
+        let earlier = vec![
+            Earlier {
+                from: 1,
+                to: 2,
+                parcels: Ok(parcels.clone()),
+            },
+            Earlier {
+                from: 3,
+                to: 2,
+                parcels: Err("not led here".into()),
+            },
+        ];
+        let now: Vec<Pulled> = (earlier.iter())
+            .map(|e| Pulled {
+                from: e.from,
+                to: e.to,
+                parcels: e.parcels.clone().map(bytes::Bytes::from),
+            })
+            .collect();
+        let earlier_bytes = postcard::to_stdvec(&(u32::from(VERSION), &earlier)).unwrap();
+        assert_eq!(encode_pulled(&now).unwrap(), earlier_bytes);
+        assert_eq!(decode_pulled(&earlier_bytes).unwrap(), now);
     }
 
     #[test]
