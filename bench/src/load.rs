@@ -1207,7 +1207,15 @@ pub(crate) async fn publish_batches(
             Ok(xml) if !xml.contains("<Failed><member>") => published += 10,
             // Its numbers are used again, so no group has a gap; entries that were taken are
             // taken again as duplicates (the same deduplication ids).
-            _ => {
+            answer => {
+                if errors < 1 {
+                    // One a producer: enough to tell a throttled publish from a failure.
+                    let said = answer.unwrap_or_else(|error| error);
+                    eprintln!(
+                        "publish error: {}",
+                        said.chars().take(300).collect::<String>()
+                    );
+                }
                 errors += 1;
                 for slot in slots {
                     seqs[slot] -= 1;
