@@ -55,6 +55,23 @@ impl Room {
     pub fn is_empty(self) -> bool {
         self.parcels == 0 || self.bytes == 0
     }
+
+    /// An even share of this room for each of `takers` (at least a parcel and a byte).
+    pub fn shared_by(self, takers: usize) -> Room {
+        let takers = takers.max(1);
+        Room {
+            parcels: (self.parcels / takers).max(1),
+            bytes: (self.bytes / takers).max(1),
+        }
+    }
+
+    /// This room, no larger than `left` in either.
+    pub fn within(self, left: Room) -> Room {
+        Room {
+            parcels: self.parcels.min(left.parcels),
+            bytes: self.bytes.min(left.bytes),
+        }
+    }
 }
 
 /// The most bytes of parcels one carry takes (`Room`).
@@ -543,6 +560,34 @@ mod tests {
             }
         );
         assert!(bytes(one).less(&taken).is_empty());
+        // Shared by takers: an even part of each, never none; no larger than what is left.
+        let room = Room {
+            parcels: 10,
+            bytes: 100,
+        };
+        assert_eq!(
+            room.shared_by(3),
+            Room {
+                parcels: 3,
+                bytes: 33
+            }
+        );
+        assert_eq!(room.shared_by(0), room);
+        assert_eq!(
+            room.shared_by(1000),
+            Room {
+                parcels: 1,
+                bytes: 1
+            }
+        );
+        assert_eq!(
+            room.shared_by(3).within(bytes(20)),
+            Room {
+                parcels: 3,
+                bytes: 20
+            }
+        );
+        assert!(room.within(bytes(0)).is_empty());
     }
 
     #[test]

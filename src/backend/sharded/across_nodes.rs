@@ -274,9 +274,9 @@ impl Sharded {
     }
     /// What `Work::parcels_for_pairs` answers: for each pair whose source shard is led here
     /// and destination is not, the parcels after the one the destination applied, up to
-    /// `max` in all (first an even share each, then what is left in the pairs' order) and
-    /// `parcel::MOST_BYTES_AT_ONCE` of them (taken in the pairs' order, which the asking node
-    /// turns from pull to pull), at once when any pair has some or is refused, else once one
+    /// `max` in all and `parcel::MOST_BYTES_AT_ONCE` of them (first an even share of each
+    /// to every pair, then what is left in the pairs' order, which the asking node turns
+    /// from pull to pull), at once when any pair has some or is refused, else once one
     /// is made or `wait` passes. Pairs with nothing to carry are left out of the answer.
     pub(super) fn parcels_for_pairs(
         &self,
@@ -294,8 +294,10 @@ impl Sharded {
                 .collect();
             tos.sort_unstable();
             tos.dedup();
-            let share = (max / pairs.len().max(1)).max(1);
             let whole = Room::at_most(max);
+            // An even share of the count and of the bytes each, so that no pair's large
+            // copies take the whole answer while the others wait for the next pull.
+            let share = whole.shared_by(pairs.len());
             loop {
                 let mut signals: Vec<_> = (tos.iter())
                     .map(|&to| Box::pin(self.parcels_waiting[to as usize].notified()))
@@ -306,8 +308,7 @@ impl Sharded {
                 let mut answers = Vec::with_capacity(pairs.len());
                 let mut room = whole;
                 for pair in &pairs {
-                    let mut asked = room;
-                    asked.parcels = share.min(room.parcels);
+                    let asked = share.within(room);
                     let parcels = self.parcels_of_pair(pair, asked).await;
                     if let Ok(parcels) = &parcels {
                         room = room.less(parcels);
@@ -320,12 +321,18 @@ impl Sharded {
                     let Ok(taken) = parcels else {
                         continue;
                     };
-                    if room.is_empty() || taken.len() < share {
+                    let taken_bytes = taken.iter().map(Parcel::size).sum::<usize>();
+                    // Its share held no more: as many as it was given, or no room in its
+                    // bytes for another as large as its last.
+                    let filled = taken.len() >= share.parcels
+                        || (taken.last())
+                            .is_some_and(|last| taken_bytes + last.size() > share.bytes);
+                    if room.is_empty() || !filled {
                         continue;
                     }
                     let asked = Room {
                         parcels: taken.len() + room.parcels,
-                        bytes: room.bytes + taken.iter().map(Parcel::size).sum::<usize>(),
+                        bytes: room.bytes + taken_bytes,
                     };
                     let more = self.parcels_of_pair(pair, asked).await;
                     if let Ok(more) = more {

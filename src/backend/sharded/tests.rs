@@ -273,24 +273,13 @@ async fn a_pull_of_several_pairs_answers_what_any_holds() {
 /// copies come a part at a time, each pull the next part, in order.
 #[tokio::test]
 async fn a_pull_answers_large_parcels_within_its_bytes_a_part_at_a_time() {
-    use crate::backend::{Subscribe, Topics};
     use crate::engine::parcel::MOST_BYTES_AT_ONCE;
     use crate::persist::format::between_nodes::{decode_parcels, decode_pulled, PairPull};
     let clock = clock();
     // prices.fifo is shard 0's, all.fifo shard 2's, which another node leads.
     let (backend, _logs) = partly_here(&clock, &[0, 1]);
     let arn = prices_topic(&backend).await;
-    (backend
-        .subscribe(Subscribe {
-            topic_arn: &arn,
-            protocol: "sqs",
-            endpoint: Some("arn:aws:sqs:us-east-1:000000000000:all.fifo"),
-            attributes: Vec::new(),
-            base_url: "http://localhost:4566",
-            principal: "arn:aws:iam::000000000000:root",
-        })
-        .await)
-        .unwrap();
+    subscribe_all(&backend, &arn).await;
     // About 24 MiB of copies for shard 2, more than one carry takes.
     let body = "x".repeat(250_000);
     let published = 100;
@@ -325,6 +314,75 @@ async fn a_pull_answers_large_parcels_within_its_bytes_a_part_at_a_time() {
     assert!(parts.len() >= 2, "{parts:?}");
 }
 
+/// Two pairs of a pull, each with more large copies waiting than one answer holds: each
+/// takes about half of the answer's bytes, rather than the first in the pull's order all of
+/// them while the other waits for the next pull.
+#[tokio::test]
+async fn a_pulls_pairs_share_its_bytes_when_each_has_more_than_the_answer_holds() {
+    use crate::backend::{CreateTopic, Topics};
+    use crate::engine::parcel::MOST_BYTES_AT_ONCE;
+    use crate::persist::format::between_nodes::{decode_parcels, decode_pulled, PairPull};
+    let clock = clock();
+    // prices.fifo is shard 0's, `quotes` shard 1's; all.fifo is shard 2's, led elsewhere.
+    let (backend, _logs) = partly_here(&clock, &[0, 1]);
+    let quotes = (0..)
+        .map(|n| format!("quotes-{n}.fifo"))
+        .find(|name| Shard::of(3, name) == 1)
+        .unwrap();
+    let prices = prices_topic(&backend).await;
+    let quotes = (backend
+        .create_topic(CreateTopic {
+            name: quotes,
+            attributes: vec![("FifoTopic".into(), "true".into())],
+            tags: Vec::new(),
+        })
+        .await)
+        .unwrap();
+    for arn in [&prices, &quotes] {
+        subscribe_all(&backend, arn).await;
+    }
+    // About 12 MiB of copies from each topic's shard, more than half an answer each.
+    let body = "x".repeat(250_000);
+    for n in 0..50 {
+        publish_in_group_g(&backend, &prices, body.clone(), n).await;
+        publish_in_group_g(&backend, &quotes, body.clone(), n).await;
+    }
+    let pairs = vec![
+        PairPull {
+            from: 0,
+            to: 2,
+            after: 0,
+        },
+        PairPull {
+            from: 1,
+            to: 2,
+            after: 0,
+        },
+    ];
+    let wait = std::time::Duration::from_millis(50);
+    let bytes = (backend.parcels_for_pairs(pairs, 1024, wait).await).unwrap();
+    let pulled = decode_pulled(&bytes).unwrap();
+    let sizes: Vec<(u32, usize)> = (pulled.iter())
+        .map(|p| {
+            let parcels = decode_parcels(2, p.parcels.as_ref().unwrap()).unwrap();
+            (p.from, parcels.iter().map(|parcel| parcel.size()).sum())
+        })
+        .collect();
+    assert_eq!(
+        sizes.iter().map(|(from, _)| *from).collect::<Vec<_>>(),
+        [0, 1]
+    );
+    let total: usize = sizes.iter().map(|(_, size)| size).sum();
+    assert!(total <= MOST_BYTES_AT_ONCE, "{sizes:?}");
+    for (from, size) in &sizes {
+        // Half the answer's bytes each, give or take a copy.
+        assert!(
+            *size + 2 * 250_000 > MOST_BYTES_AT_ONCE / 2,
+            "{from}: {sizes:?}"
+        );
+    }
+}
+
 /// The FIFO topic prices.fifo (shard 0's), made; its ARN.
 async fn prices_topic(backend: &Sharded) -> std::sync::Arc<str> {
     use crate::backend::{CreateTopic, Topics};
@@ -338,14 +396,13 @@ async fn prices_topic(backend: &Sharded) -> std::sync::Arc<str> {
         .unwrap()
 }
 
-/// Subscribes all.fifo to the FIFO topic `arn` and publishes three messages to it in one group;
-/// the subscription.
-async fn subscribe_all_and_publish_three(
+/// Subscribes all.fifo (shard 2's) to the FIFO topic `arn`; the subscription.
+async fn subscribe_all(
     backend: &Sharded,
     arn: &str,
 ) -> crate::engine::topic::subscription::Subscribed {
     use crate::backend::{Subscribe, Topics};
-    let subscription = backend
+    (backend
         .subscribe(Subscribe {
             topic_arn: arn,
             protocol: "sqs",
@@ -354,8 +411,17 @@ async fn subscribe_all_and_publish_three(
             base_url: "http://localhost:4566",
             principal: "arn:aws:iam::000000000000:root",
         })
-        .await
-        .unwrap();
+        .await)
+        .unwrap()
+}
+
+/// Subscribes all.fifo to the FIFO topic `arn` and publishes three messages to it in one group;
+/// the subscription.
+async fn subscribe_all_and_publish_three(
+    backend: &Sharded,
+    arn: &str,
+) -> crate::engine::topic::subscription::Subscribed {
+    let subscription = subscribe_all(backend, arn).await;
     for n in 0..3 {
         publish_in_group_g(backend, arn, format!("m{n}"), n).await;
     }
