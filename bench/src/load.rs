@@ -1209,8 +1209,12 @@ pub(crate) async fn publish_batches(
             // taken again as duplicates (the same deduplication ids).
             answer => {
                 if errors < 1 {
-                    // One a producer: enough to tell a throttled publish from a failure.
-                    let said = answer.unwrap_or_else(|error| error);
+                    // One a producer: enough to tell a throttled publish from a failure. A
+                    // batch partly taken lists its failures after its successes.
+                    let said = match answer {
+                        Ok(xml) => xml[xml.find("<Failed>").unwrap_or(0)..].to_string(),
+                        Err(error) => error,
+                    };
                     eprintln!(
                         "publish error: {}",
                         said.chars().take(300).collect::<String>()

@@ -274,6 +274,9 @@ mod tests {
         assert_eq!(routes.key_of(&form(&signed), plain.as_bytes()), key);
         let single = format!("{arn}&Message=m&Action=Publish");
         assert_eq!(routes.key_of(&form(&signed), single.as_bytes()), key);
+        // Empty segments are passed over, wherever they are.
+        let spaced = format!("&{arn}&&Message=m&Action=Publish&");
+        assert_eq!(routes.key_of(&form(&signed), spaced.as_bytes()), key);
         let other = plain.replace("prices", "quotes");
         assert_ne!(routes.key_of(&form(&signed), other.as_bytes()), key);
         for body in [
@@ -284,6 +287,8 @@ mod tests {
             format!("Action=Publish&Topic%41rn=arn%3Ax&{arn}"),
             "Action=Publish&TargetArn=arn%3Aaws%3Asns%3Aeu-west-1%3A0%3At".to_string(),
             format!("Action=Publish&{arn}&Message"),
+            String::new(),
+            "&&".to_string(),
         ] {
             assert_eq!(
                 routes.key_of(&form(&signed), body.as_bytes()),
