@@ -10,6 +10,7 @@ mod burst_memory;
 mod dedup_memory;
 mod load;
 mod nodes;
+mod nodes_layout;
 mod nodes_load;
 mod nodes_ratio;
 mod null_server;
@@ -117,6 +118,10 @@ pub struct Args {
     /// publishes a second: publish-to-receive latency).
     #[arg(long, default_value = "send")]
     pub node_loads: String,
+    /// How the nodes scenario names its queues and topics: even (each queue in a shard of its
+    /// own, topics taking turns over the nodes) or hashed (plain names, wherever they fall).
+    #[arg(long, value_enum, default_value = "even")]
+    pub node_layout: nodes_layout::Layout,
     /// The shards the nodes scenario's database is cut into (`--shards`).
     #[arg(long, default_value_t = 1)]
     pub node_shards: u32,

@@ -17,7 +17,7 @@ use crate::nodes_load::{self, NodeLoad};
 use crate::nodes_ratio::failed;
 use crate::report::{percentile, Row};
 use crate::server::{children_of, postmaster_cpu_micros, ServerProcess};
-use crate::Args;
+use crate::{nodes_layout, Args};
 
 /// Per load of `--node-loads`, one row per node count in `--node-counts`, each with its
 /// throughput against the first count's.
@@ -220,7 +220,8 @@ async fn measure_on(
         .collect();
     let balancer = start_balancer(&upstreams.join(",")).await?;
     let client = http_client();
-    let setup = nodes_load::prepare(load, args, &client, &balancer.endpoint).await?;
+    let led = leads(&nodes).await?;
+    let setup = nodes_load::prepare(load, args, &client, &balancer.endpoint, &led).await?;
     let cpu = |nodes: &[ServerProcess]| nodes.iter().map(ServerProcess::cpu_micros).sum::<u64>();
     let cpu_before = cpu(&nodes);
     let database_cpu = || -> Option<u64> {
@@ -270,6 +271,7 @@ async fn measure_on(
                 format!("the machine {busy:.0} % busy over its {cores} cores")
             }),
             Some(format!("{} producers", nodes_load::producers(args))),
+            Some(layout_note(args, count, &setup)),
         ]
         .into_iter()
         .flatten()
@@ -446,6 +448,56 @@ async fn wait_for_role(endpoint: &str, role: &str) -> Result<(), String> {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     Err(format!("{endpoint} did not become {role}"))
+}
+
+/// The shards each node leads, of those that lead any.
+async fn leads(nodes: &[ServerProcess]) -> Result<Vec<Vec<u32>>, String> {
+    let client = http_client();
+    let mut leads = Vec::new();
+    for node in nodes {
+        let text = client
+            .get(format!("{}/_orderly/cluster", node.endpoint))
+            .send()
+            .await
+            .map_err(|e| format!("{}: {e}", node.endpoint))?
+            .text()
+            .await
+            .map_err(|e| format!("{}: {e}", node.endpoint))?;
+        let state: serde_json::Value =
+            serde_json::from_str(&text).map_err(|e| format!("{}: {e}", node.endpoint))?;
+        let led: Vec<u32> = (state["led"].as_array().cloned())
+            .unwrap_or_default()
+            .iter()
+            .filter_map(|shard| shard.as_u64().map(|s| s as u32))
+            .collect();
+        if !led.is_empty() {
+            leads.push(led);
+        }
+    }
+    Ok(leads)
+}
+
+/// The layout's line of a row's note: how much of the load the busiest node leads.
+fn layout_note(args: &Args, count: usize, setup: &nodes_load::Setup) -> String {
+    let (queues, topics) = setup.busiest;
+    let layout = match args.node_layout {
+        nodes_layout::Layout::Even => "even",
+        nodes_layout::Layout::Hashed => "hashed",
+    };
+    let topics = if setup.topic_count() == 0 {
+        String::new()
+    } else {
+        format!(" and {topics} of {} topics", setup.topic_count())
+    };
+    let busiest = if count > 1 {
+        "the busiest node"
+    } else {
+        "the node"
+    };
+    format!(
+        "{layout} layout: {busiest} leads {queues} of {} queues{topics}",
+        setup.queues.len()
+    )
 }
 
 /// Waits until `nodes` lead all `shards` between them, each its share (within one of even).

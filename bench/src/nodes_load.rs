@@ -12,6 +12,7 @@ use crate::load::{
     consume, create_fifo_queue, create_fifo_topic, publish_batches, send_batch, subscribe_raw,
     undelivered_note, Tally, FANOUT_DRAIN_SECS, PIPELINE_DRAIN_SECS,
 };
+use crate::nodes_layout::{busiest, queue_names, shard_of, topic_name};
 use crate::Args;
 
 /// FIFO queues the loads are spread over.
@@ -66,6 +67,8 @@ pub struct Setup {
     pub queues: Vec<String>,
     /// Each topic's ARN with the indexes of the queues subscribed to it.
     topics: Vec<(String, Vec<usize>)>,
+    /// How many of the queues, and of the topics, the busiest node leads.
+    pub busiest: (usize, usize),
 }
 
 /// What one run of a load measured.
@@ -82,33 +85,88 @@ pub struct Outcome {
     pub note: String,
 }
 
-/// Makes the queues (and the topics, for fan-out) through `endpoint`.
+/// Makes the queues (and the topics, for fan-out) through `endpoint`, named as
+/// `--node-layout` says over the shards each node leads (`led`, one list a leading node).
 pub async fn prepare(
     load: NodeLoad,
     args: &Args,
     client: &reqwest::Client,
     endpoint: &str,
+    led: &[Vec<u32>],
 ) -> Result<Setup, String> {
+    let shards = args.node_shards;
+    let names = queue_names(args.node_layout, QUEUES, shards);
     let mut queues = Vec::new();
-    for q in 0..QUEUES {
-        queues.push(create_fifo_queue(client, endpoint, &format!("nodes-{q}.fifo")).await);
+    for name in &names {
+        queues.push(create_fifo_queue(client, endpoint, name).await);
     }
+    in_their_shards(client, endpoint, &names, shards).await?;
     let mut topics = Vec::new();
+    let mut topic_names = Vec::new();
     if matches!(load, NodeLoad::Fanout | NodeLoad::FanoutPaced(_)) {
         let count = topic_count(producers(args));
         for t in 0..count {
-            // Not a queue's name: the shard is chosen by name, and a topic named as one of its
-            // queues would lie in that queue's shard.
-            let name = format!("nodes-topic-{t}.fifo");
-            let topic = create_fifo_topic(client, endpoint, &name).await?;
             let subscribed: Vec<usize> = (t..QUEUES).step_by(count).collect();
+            // Named apart from its queues: a topic named as one of them would lie in its shard.
+            let name = topic_name(args.node_layout, t, &names, &subscribed, shards, led);
+            let topic = create_fifo_topic(client, endpoint, &name).await?;
             for &q in &subscribed {
                 subscribe_raw(client, endpoint, &topic, &queues[q]).await?;
             }
             topics.push((topic, subscribed));
+            topic_names.push(name);
         }
     }
-    Ok(Setup { queues, topics })
+    let busiest = (
+        busiest(&names, shards, led),
+        busiest(&topic_names, shards, led),
+    );
+    Ok(Setup {
+        queues,
+        topics,
+        busiest,
+    })
+}
+
+impl Setup {
+    /// How many topics the load publishes to (none but in fan-out).
+    pub fn topic_count(&self) -> usize {
+        self.topics.len()
+    }
+}
+
+/// Checks that the server put each queue in the shard the layout counted on, so that a change
+/// to how the server hashes keys cannot leave the layout uneven unseen.
+async fn in_their_shards(
+    client: &reqwest::Client,
+    endpoint: &str,
+    names: &[String],
+    shards: u32,
+) -> Result<(), String> {
+    let text = client
+        .get(format!("{endpoint}/_orderly/queues"))
+        .send()
+        .await
+        .map_err(|e| format!("listing the queues: {e}"))?
+        .text()
+        .await
+        .map_err(|e| format!("listing the queues: {e}"))?;
+    let listed: serde_json::Value =
+        serde_json::from_str(&text).map_err(|e| format!("listing the queues: {e}: {text}"))?;
+    let listed = listed["queues"].as_array().cloned().unwrap_or_default();
+    for name in names {
+        let shard = listed
+            .iter()
+            .find(|q| q["name"] == name.as_str())
+            .and_then(|q| q["shard"].as_u64());
+        if shard != Some(u64::from(shard_of(shards, name))) {
+            return Err(format!(
+                "queue {name} lies in shard {shard:?}, not {} as the bench counts",
+                shard_of(shards, name)
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// The producers of a run: `--node-producers`' first (a node count's run at each of several
