@@ -10,6 +10,7 @@
 
 use std::time::Duration;
 
+use clap::ValueEnum;
 use tokio::process::Command;
 
 use crate::load::http_client;
@@ -17,7 +18,7 @@ use crate::nodes_load::{self, NodeLoad};
 use crate::nodes_ratio::failed;
 use crate::report::{percentile, Row};
 use crate::server::{children_of, postmaster_cpu_micros, ServerProcess};
-use crate::{nodes_layout, Args};
+use crate::Args;
 
 /// Per load of `--node-loads`, one row per node count in `--node-counts`, each with its
 /// throughput against the first count's.
@@ -465,8 +466,7 @@ async fn leads(nodes: &[ServerProcess]) -> Result<Vec<Vec<u32>>, String> {
             .map_err(|e| format!("{}: {e}", node.endpoint))?;
         let state: serde_json::Value =
             serde_json::from_str(&text).map_err(|e| format!("{}: {e}", node.endpoint))?;
-        let led: Vec<u32> = (state["led"].as_array().cloned())
-            .unwrap_or_default()
+        let led: Vec<u32> = (state["led"].as_array().map_or(&[][..], Vec::as_slice))
             .iter()
             .filter_map(|shard| shard.as_u64().map(|s| s as u32))
             .collect();
@@ -480,14 +480,13 @@ async fn leads(nodes: &[ServerProcess]) -> Result<Vec<Vec<u32>>, String> {
 /// The layout's line of a row's note: how much of the load the busiest node leads.
 fn layout_note(args: &Args, count: usize, setup: &nodes_load::Setup) -> String {
     let (queues, topics) = setup.busiest;
-    let layout = match args.node_layout {
-        nodes_layout::Layout::Even => "even",
-        nodes_layout::Layout::Hashed => "hashed",
-    };
-    let topics = if setup.topic_count() == 0 {
+    let layout = (args.node_layout.to_possible_value())
+        .map(|value| value.get_name().to_string())
+        .unwrap_or_default();
+    let topics = if setup.topics_made() == 0 {
         String::new()
     } else {
-        format!(" and {topics} of {} topics", setup.topic_count())
+        format!(" and {topics} of {} topics", setup.topics_made())
     };
     let busiest = if count > 1 {
         "the busiest node"

@@ -1,19 +1,19 @@
 //! Where the nodes scenario's queues and topics lie, and so which node serves each. A key's
 //! shard is a hash of its name, and placement gives each node an even share of the shards,
-//! not of the keys in them: 32 queues named at random fill about 21 of 32 shards, so one node
-//! of two leads 18 of them on average (one of three, 13), and that node bounds what the
-//! nodes serve together, whatever each costs. The even layout (the default) names each queue
-//! into a shard of its own and each topic into a shard of the node its turn falls to, so the
-//! scenario measures what the nodes do rather than how its names fell; the hashed layout keeps
-//! plain names. Each row's note says how many queues and topics the busiest node led.
+//! not of the keys in them: 32 queues named at random fill about 20 of 32 shards, so the busier
+//! of two nodes leads 18 of the queues on average (the busiest of three, 13), and that node
+//! bounds what the nodes serve together, whatever each costs. The even layout (the default)
+//! names each queue and each topic into a shard of the node its turn falls to, the queues
+//! each into a shard of its own while there are shards enough, so the scenario measures what
+//! the nodes do rather than how its names fell; the hashed layout keeps plain names. Each row's note says how many queues and topics the busiest node led.
 
 use sha2::{Digest, Sha256};
 
 /// How the scenario names its queues and topics (`--node-layout`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum Layout {
-    /// Queue q in shard q (mod the shard count); topics spread over the nodes in turn, each in
-    /// a shard none of its queues is in.
+    /// Queues and topics over the nodes in turn, each in the next shard of its node's (a
+    /// topic in one none of its queues is in, where its node has one).
     Even,
     /// `nodes-{q}.fifo` and `nodes-topic-{t}.fifo`, wherever their hashes put them.
     Hashed,
@@ -39,11 +39,21 @@ fn named_into(stem: &str, shard: u32, count: u32) -> String {
         .expect("some name lies in every shard")
 }
 
-/// The names of `queues` queues.
-pub fn queue_names(layout: Layout, queues: usize, shards: u32) -> Vec<String> {
+/// The names of `queues` queues, with `led` the shards each node leads (none known: queue q
+/// goes into shard q, modulo the shards).
+pub fn queue_names(layout: Layout, queues: usize, shards: u32, led: &[Vec<u32>]) -> Vec<String> {
     (0..queues)
         .map(|q| match layout {
-            Layout::Even => named_into(&format!("nodes-{q}"), q as u32, shards),
+            Layout::Even => {
+                let shard = match led {
+                    [] => q as u32,
+                    _ => {
+                        let own = &led[q % led.len()];
+                        own[(q / led.len()) % own.len()]
+                    }
+                };
+                named_into(&format!("nodes-{q}"), shard, shards)
+            }
             Layout::Hashed => format!("nodes-{q}.fifo"),
         })
         .collect()
@@ -83,6 +93,7 @@ pub fn busiest(keys: &[String], shards: u32, led: &[Vec<u32>]) -> usize {
                 .count()
         })
         .max()
+        // No node said it leads any: count them all as one node's.
         .unwrap_or(keys.len())
 }
 
@@ -103,17 +114,18 @@ mod tests {
 
     #[test]
     fn even_queues_fill_every_shard_once_and_hashed_ones_do_not() {
-        let even = queue_names(Layout::Even, 32, 32);
+        let one = [(0..32).collect::<Vec<u32>>()];
+        let even = queue_names(Layout::Even, 32, 32, &one);
         let mut shards: Vec<u32> = even.iter().map(|q| shard_of(32, q)).collect();
         shards.sort_unstable();
         assert_eq!(shards, (0..32).collect::<Vec<_>>());
-        let hashed = queue_names(Layout::Hashed, 32, 32);
+        let hashed = queue_names(Layout::Hashed, 32, 32, &one);
         let mut filled: Vec<u32> = hashed.iter().map(|q| shard_of(32, q)).collect();
         filled.sort_unstable();
         filled.dedup();
         assert!(filled.len() < 32, "hashed names filled every shard");
-        // Fewer shards than queues: each shard holds as many.
-        let six = queue_names(Layout::Even, 32, 6);
+        // Fewer shards than queues, none known to be led: each shard holds as many.
+        let six = queue_names(Layout::Even, 32, 6, &[]);
         for shard in 0..6 {
             let held = six.iter().filter(|q| shard_of(6, q) == shard).count();
             assert!((5..=6).contains(&held), "shard {shard} holds {held}");
@@ -121,12 +133,21 @@ mod tests {
     }
 
     #[test]
-    fn even_topics_take_turns_over_the_nodes_apart_from_their_queues() {
-        let queues = queue_names(Layout::Even, 32, 32);
+    fn even_queues_and_topics_take_turns_over_the_nodes_topics_apart_from_their_queues() {
         // Three nodes leading 11, 11 and 10 shards, interleaved.
         let led: Vec<Vec<u32>> = (0..3)
             .map(|n| (0..32).filter(|s| s % 3 == n).collect())
             .collect();
+        let queues = queue_names(Layout::Even, 32, 32, &led);
+        let mut shards: Vec<u32> = queues.iter().map(|q| shard_of(32, q)).collect();
+        shards.sort_unstable();
+        assert_eq!(shards, (0..32).collect::<Vec<_>>());
+        // More shards than queues: the nodes still lead 11, 11 and 10 of them.
+        let wide: Vec<Vec<u32>> = (0..3)
+            .map(|n| (0..64).filter(|s| s % 3 == n).collect())
+            .collect();
+        let spread = queue_names(Layout::Even, 32, 64, &wide);
+        assert_eq!(busiest(&spread, 64, &wide), 11);
         let topics: Vec<String> = (0..8)
             .map(|t| {
                 let subscribed: Vec<usize> = (t..32).step_by(8).collect();
@@ -147,5 +168,6 @@ mod tests {
         assert_eq!(busiest(&queues, 32, &led), 11);
         let one = [(0..32).collect::<Vec<u32>>()];
         assert_eq!(busiest(&queues, 32, &one), 32);
+        assert_eq!(busiest(&queues, 32, &[]), 32);
     }
 }

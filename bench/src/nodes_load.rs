@@ -95,7 +95,7 @@ pub async fn prepare(
     led: &[Vec<u32>],
 ) -> Result<Setup, String> {
     let shards = args.node_shards;
-    let names = queue_names(args.node_layout, QUEUES, shards);
+    let names = queue_names(args.node_layout, QUEUES, shards, led);
     let mut queues = Vec::new();
     for name in &names {
         queues.push(create_fifo_queue(client, endpoint, name).await);
@@ -130,7 +130,7 @@ pub async fn prepare(
 
 impl Setup {
     /// How many topics the load publishes to (none but in fan-out).
-    pub fn topic_count(&self) -> usize {
+    pub fn topics_made(&self) -> usize {
         self.topics.len()
     }
 }
@@ -147,22 +147,23 @@ async fn in_their_shards(
         .get(format!("{endpoint}/_orderly/queues"))
         .send()
         .await
+        .and_then(reqwest::Response::error_for_status)
         .map_err(|e| format!("listing the queues: {e}"))?
         .text()
         .await
         .map_err(|e| format!("listing the queues: {e}"))?;
     let listed: serde_json::Value =
         serde_json::from_str(&text).map_err(|e| format!("listing the queues: {e}: {text}"))?;
-    let listed = listed["queues"].as_array().cloned().unwrap_or_default();
+    let listed = listed["queues"].as_array().map_or(&[][..], Vec::as_slice);
     for name in names {
         let shard = listed
             .iter()
             .find(|q| q["name"] == name.as_str())
             .and_then(|q| q["shard"].as_u64());
-        if shard != Some(u64::from(shard_of(shards, name))) {
+        let counted = shard_of(shards, name);
+        if shard != Some(u64::from(counted)) {
             return Err(format!(
-                "queue {name} lies in shard {shard:?}, not {} as the bench counts",
-                shard_of(shards, name)
+                "queue {name} lies in shard {shard:?}, not {counted} as the bench counts"
             ));
         }
     }
