@@ -122,6 +122,11 @@ pub struct Args {
     /// own, topics taking turns over the nodes) or hashed (plain names, wherever they fall).
     #[arg(long, value_enum, default_value = "even")]
     pub node_layout: nodes_layout::Layout,
+    /// Where the nodes scenario's clients send: balancer (one endpoint before every node, each
+    /// node passing on what another leads) or leader (each queue's and topic's requests
+    /// straight to the node leading its shard).
+    #[arg(long, value_enum, default_value = "balancer")]
+    pub node_route: nodes_layout::Route,
     /// The shards the nodes scenario's database is cut into (`--shards`).
     #[arg(long, default_value_t = 1)]
     pub node_shards: u32,

@@ -14,6 +14,7 @@ use clap::ValueEnum;
 use tokio::process::Command;
 
 use crate::load::http_client;
+use crate::nodes_layout::Route;
 use crate::nodes_load::{self, NodeLoad};
 use crate::nodes_ratio::failed;
 use crate::report::{percentile, Row};
@@ -221,8 +222,8 @@ async fn measure_on(
         .collect();
     let balancer = start_balancer(&upstreams.join(",")).await?;
     let client = http_client();
-    let led = leads(&nodes).await?;
-    let setup = nodes_load::prepare(load, args, &client, &balancer.endpoint, &led).await?;
+    let leaders = leads(&nodes).await?;
+    let setup = nodes_load::prepare(load, args, &client, &balancer.endpoint, &leaders).await?;
     let cpu = |nodes: &[ServerProcess]| nodes.iter().map(ServerProcess::cpu_micros).sum::<u64>();
     let cpu_before = cpu(&nodes);
     let database_cpu = || -> Option<u64> {
@@ -236,7 +237,7 @@ async fn measure_on(
     let database_before = database_cpu();
     let commits_before = transactions();
     let machine_before = machine_ticks();
-    let outcome = nodes_load::run(load, args, &client, &balancer.endpoint, &setup).await?;
+    let outcome = nodes_load::run(load, args, &client, &setup).await?;
     let seconds = outcome.seconds;
     let busy = machine_busy(machine_before, machine_ticks());
     let committed = match (transactions(), commits_before) {
@@ -451,8 +452,8 @@ async fn wait_for_role(endpoint: &str, role: &str) -> Result<(), String> {
     Err(format!("{endpoint} did not become {role}"))
 }
 
-/// The shards each node leads, of those that lead any.
-async fn leads(nodes: &[ServerProcess]) -> Result<Vec<Vec<u32>>, String> {
+/// Each node that leads shards, with the shards it leads.
+async fn leads(nodes: &[ServerProcess]) -> Result<Vec<nodes_load::Leader>, String> {
     let client = http_client();
     let mut leads = Vec::new();
     for node in nodes {
@@ -471,7 +472,10 @@ async fn leads(nodes: &[ServerProcess]) -> Result<Vec<Vec<u32>>, String> {
             .filter_map(|shard| shard.as_u64().map(|s| s as u32))
             .collect();
         if !led.is_empty() {
-            leads.push(led);
+            leads.push(nodes_load::Leader {
+                endpoint: node.endpoint.clone(),
+                led,
+            });
         }
     }
     Ok(leads)
@@ -493,8 +497,12 @@ fn layout_note(args: &Args, count: usize, setup: &nodes_load::Setup) -> String {
     } else {
         "the node"
     };
+    let route = match args.node_route {
+        Route::Balancer => "",
+        Route::Leader => "; each request straight to its leader",
+    };
     format!(
-        "{layout} layout: {busiest} leads {queues} of {} queues{topics}",
+        "{layout} layout: {busiest} leads {queues} of {} queues{topics}{route}",
         setup.queues.len()
     )
 }

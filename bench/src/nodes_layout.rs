@@ -84,6 +84,24 @@ pub fn topic_name(
     named_into(&format!("nodes-topic-{t}"), shard, shards)
 }
 
+/// Where the scenario's clients send each request (`--node-route`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Route {
+    /// Through the benchmark's round-robin balancer, as one endpoint: each node serves the
+    /// requests its connections bring and passes on those of shards it does not lead.
+    Balancer,
+    /// Straight to the node leading the queue's or topic's shard, as a client that knew the
+    /// shards' leaders would: no request is passed on, so the nodes' cost of passing requests
+    /// on is told apart from that of sharing the machine.
+    Leader,
+}
+
+/// Which of the nodes leading `led` leads `key`'s shard.
+pub fn leader_of(key: &str, shards: u32, led: &[Vec<u32>]) -> Option<usize> {
+    let shard = shard_of(shards, key);
+    led.iter().position(|own| own.contains(&shard))
+}
+
 /// How many of `keys` (queue or topic names) the node leading the most of them leads.
 pub fn busiest(keys: &[String], shards: u32, led: &[Vec<u32>]) -> usize {
     led.iter()
@@ -100,6 +118,16 @@ pub fn busiest(keys: &[String], shards: u32, led: &[Vec<u32>]) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_key_is_led_by_the_node_leading_its_shard() {
+        let led = vec![vec![0, 2], vec![1, 3]];
+        let queues = queue_names(Layout::Even, 4, 4, &led);
+        let leaders: Vec<Option<usize>> = queues.iter().map(|q| leader_of(q, 4, &led)).collect();
+        assert_eq!(leaders, [Some(0), Some(1), Some(0), Some(1)]);
+        let nowhere = [vec![shard_of(4, "x.fifo") ^ 1]];
+        assert_eq!(leader_of("x.fifo", 4, &nowhere), None);
+    }
 
     #[test]
     fn the_shard_function_is_the_servers() {

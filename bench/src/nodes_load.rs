@@ -12,7 +12,7 @@ use crate::load::{
     consume, create_fifo_queue, create_fifo_topic, publish_batches, send_batch, subscribe_raw,
     undelivered_note, Tally, FANOUT_DRAIN_SECS, PIPELINE_DRAIN_SECS,
 };
-use crate::nodes_layout::{busiest, queue_names, shard_of, topic_name};
+use crate::nodes_layout::{busiest, leader_of, queue_names, shard_of, topic_name, Route};
 use crate::Args;
 
 /// FIFO queues the loads are spread over.
@@ -62,11 +62,21 @@ impl NodeLoad {
     }
 }
 
+/// A node that leads shards: where it is and which it leads.
+pub struct Leader {
+    pub endpoint: String,
+    pub led: Vec<u32>,
+}
+
 /// What the load runs against, made before it is measured.
 pub struct Setup {
     pub queues: Vec<String>,
+    /// Where each queue's requests are sent (`--node-route`).
+    queue_at: Vec<String>,
     /// Each topic's ARN with the indexes of the queues subscribed to it.
     topics: Vec<(String, Vec<usize>)>,
+    /// Where each topic's publishes are sent.
+    topic_at: Vec<String>,
     /// How many of the queues, and of the topics, the busiest node leads.
     pub busiest: (usize, usize),
 }
@@ -86,16 +96,31 @@ pub struct Outcome {
 }
 
 /// Makes the queues (and the topics, for fan-out) through `endpoint`, named as
-/// `--node-layout` says over the shards each node leads (`led`, one list a leading node).
+/// `--node-layout` says over the shards each of `leaders` leads, each to be sent to as
+/// `--node-route` says.
 pub async fn prepare(
     load: NodeLoad,
     args: &Args,
     client: &reqwest::Client,
     endpoint: &str,
-    led: &[Vec<u32>],
+    leaders: &[Leader],
 ) -> Result<Setup, String> {
     let shards = args.node_shards;
+    let led: Vec<Vec<u32>> = leaders.iter().map(|l| l.led.clone()).collect();
+    let led = &led[..];
+    let at = |name: &str| -> Result<String, String> {
+        match args.node_route {
+            Route::Balancer => Ok(endpoint.to_string()),
+            Route::Leader => leader_of(name, shards, led)
+                .map(|node| leaders[node].endpoint.clone())
+                .ok_or_else(|| format!("no node said it leads {name}'s shard")),
+        }
+    };
     let names = queue_names(args.node_layout, QUEUES, shards, led);
+    let queue_at = names
+        .iter()
+        .map(|name| at(name))
+        .collect::<Result<_, _>>()?;
     let mut queues = Vec::new();
     for name in &names {
         queues.push(create_fifo_queue(client, endpoint, name).await);
@@ -103,6 +128,7 @@ pub async fn prepare(
     in_their_shards(client, endpoint, &names, shards).await?;
     let mut topics = Vec::new();
     let mut topic_names = Vec::new();
+    let mut topic_at = Vec::new();
     if matches!(load, NodeLoad::Fanout | NodeLoad::FanoutPaced(_)) {
         let count = topic_count(producers(args));
         for t in 0..count {
@@ -114,6 +140,7 @@ pub async fn prepare(
                 subscribe_raw(client, endpoint, &topic, &queues[q]).await?;
             }
             topics.push((topic, subscribed));
+            topic_at.push(at(&name)?);
             topic_names.push(name);
         }
     }
@@ -123,7 +150,9 @@ pub async fn prepare(
     );
     Ok(Setup {
         queues,
+        queue_at,
         topics,
+        topic_at,
         busiest,
     })
 }
@@ -190,7 +219,6 @@ pub async fn run(
     load: NodeLoad,
     args: &Args,
     client: &reqwest::Client,
-    endpoint: &str,
     setup: &Setup,
 ) -> Result<Outcome, String> {
     let targets = match load {
@@ -207,10 +235,10 @@ pub async fn run(
         ));
     }
     match load {
-        NodeLoad::Send => Ok(send(args, client, endpoint, setup).await),
-        NodeLoad::Pipeline => pipeline(args, client, endpoint, setup).await,
-        NodeLoad::Fanout => fanout(args, client, endpoint, setup, None).await,
-        NodeLoad::FanoutPaced(rate) => fanout(args, client, endpoint, setup, Some(rate)).await,
+        NodeLoad::Send => Ok(send(args, client, setup).await),
+        NodeLoad::Pipeline => pipeline(args, client, setup).await,
+        NodeLoad::Fanout => fanout(args, client, setup, None).await,
+        NodeLoad::FanoutPaced(rate) => fanout(args, client, setup, Some(rate)).await,
     }
 }
 
@@ -232,7 +260,7 @@ fn share(p: usize, producers: usize, targets: usize, groups: usize) -> (Vec<usiz
 }
 
 /// Batched sends to the queues in turn, nothing received: the scenario's first load.
-async fn send(args: &Args, client: &reqwest::Client, endpoint: &str, setup: &Setup) -> Outcome {
+async fn send(args: &Args, client: &reqwest::Client, setup: &Setup) -> Outcome {
     let stop = Arc::new(AtomicBool::new(false));
     let errors = Arc::new(AtomicU64::new(0));
     let count = producers(args);
@@ -240,17 +268,20 @@ async fn send(args: &Args, client: &reqwest::Client, endpoint: &str, setup: &Set
     let tasks: Vec<_> = (0..count)
         .map(|p| {
             let (targets, groups) = share(p, count, QUEUES, args.groups);
-            let queues: Vec<String> = targets.iter().map(|&q| setup.queues[q].clone()).collect();
-            let (client, endpoint) = (client.clone(), endpoint.to_string());
+            let queues: Vec<(String, String)> = targets
+                .iter()
+                .map(|&q| (setup.queue_at[q].clone(), setup.queues[q].clone()))
+                .collect();
+            let client = client.clone();
             let (stop, errors, size) = (stop.clone(), errors.clone(), args.body_size);
             tokio::spawn(async move {
                 let mut producer = Producer::new(queues.len(), groups);
                 let (mut sent, mut latencies) = (0u64, Vec::new());
                 while !stop.load(Ordering::Relaxed) {
                     let (queue, entries) = producer.next_batch();
+                    let (endpoint, url) = &queues[queue];
                     let asked = Instant::now();
-                    match send_batch(&client, &endpoint, &queues[queue], &entries, size, true).await
-                    {
+                    match send_batch(&client, endpoint, url, &entries, size, true).await {
                         Ok(n) => {
                             sent += n;
                             latencies.push(asked.elapsed().as_micros() as u64);
@@ -335,12 +366,7 @@ impl Producer {
 
 /// Sends to every queue while each queue's consumers receive (long polls of 1 s) and delete,
 /// until everything sent is delivered or the drain's time is up.
-async fn pipeline(
-    args: &Args,
-    client: &reqwest::Client,
-    endpoint: &str,
-    setup: &Setup,
-) -> Result<Outcome, String> {
+async fn pipeline(args: &Args, client: &reqwest::Client, setup: &Setup) -> Result<Outcome, String> {
     let stop = Arc::new(AtomicBool::new(false));
     let done = Arc::new(AtomicBool::new(false));
     let sent: Vec<Arc<AtomicU64>> = (0..QUEUES).map(|_| Arc::default()).collect();
@@ -350,7 +376,7 @@ async fn pipeline(
     let started = Instant::now();
     let deadline = started + Duration::from_secs(args.duration + PIPELINE_DRAIN_SECS);
     let consumers = spawn_consumers(
-        (client, endpoint, args.node_consumers as usize),
+        (client, args.node_consumers as usize),
         setup,
         (&tallies, &sent),
         &done,
@@ -361,18 +387,21 @@ async fn pipeline(
     let producers: Vec<_> = (0..count)
         .map(|p| {
             let (targets, groups) = share(p, count, QUEUES, args.groups);
-            let queues: Vec<(String, Arc<AtomicU64>)> = targets
+            let queues: Vec<(String, String, Arc<AtomicU64>)> = targets
                 .iter()
-                .map(|&q| (setup.queues[q].clone(), sent[q].clone()))
+                .map(|&q| {
+                    let at = setup.queue_at[q].clone();
+                    (at, setup.queues[q].clone(), sent[q].clone())
+                })
                 .collect();
-            let (client, endpoint) = (client.clone(), endpoint.to_string());
+            let client = client.clone();
             let (stop, errors, size) = (stop.clone(), errors.clone(), args.body_size);
             tokio::spawn(async move {
                 let mut producer = Producer::new(queues.len(), groups);
                 while !stop.load(Ordering::Relaxed) {
                     let (queue, entries) = producer.next_batch();
-                    let (url, sent) = &queues[queue];
-                    match send_batch(&client, &endpoint, url, &entries, size, true).await {
+                    let (endpoint, url, sent) = &queues[queue];
+                    match send_batch(&client, endpoint, url, &entries, size, true).await {
                         Ok(n) => {
                             sent.fetch_add(n, Ordering::Relaxed);
                         }
@@ -419,7 +448,6 @@ async fn pipeline(
 async fn fanout(
     args: &Args,
     client: &reqwest::Client,
-    endpoint: &str,
     setup: &Setup,
     rate: Option<u64>,
 ) -> Result<Outcome, String> {
@@ -439,7 +467,7 @@ async fn fanout(
     let started = Instant::now();
     let deadline = started + Duration::from_secs(args.duration + FANOUT_DRAIN_SECS);
     let consumers = spawn_consumers(
-        (client, endpoint, args.node_consumers as usize),
+        (client, args.node_consumers as usize),
         setup,
         (&tallies, &expected),
         &done,
@@ -458,7 +486,7 @@ async fn fanout(
             });
             let task = tokio::spawn(publish_batches(
                 client.clone(),
-                (endpoint.to_string(), topic),
+                (setup.topic_at[targets[0]].clone(), topic),
                 groups,
                 args.body_size,
                 (pace, stop.clone()),
@@ -513,7 +541,7 @@ fn subscribed(setup: &Setup) -> String {
 /// last ones are deleted, after their check), until the queue's expected count has arrived
 /// once `done` is set, or `deadline`.
 fn spawn_consumers(
-    (client, endpoint, per_queue): (&reqwest::Client, &str, usize),
+    (client, per_queue): (&reqwest::Client, usize),
     setup: &Setup,
     (tallies, expected): (&[Arc<Tally>], &[Arc<AtomicU64>]),
     done: &Arc<AtomicBool>,
@@ -526,7 +554,7 @@ fn spawn_consumers(
                     .map(|_| {
                         tokio::spawn(consume(
                             client.clone(),
-                            endpoint.to_string(),
+                            setup.queue_at[q].clone(),
                             (setup.queues[q].clone(), 1),
                             tallies[q].clone(),
                             expected[q].clone(),
