@@ -211,11 +211,12 @@ pub struct Config {
     #[arg(long, env = "ORDERLY_SNAPSHOT_AFTER", default_value_t = 64 << 20)]
     pub snapshot_after: u64,
     /// With the log in a database: while requests come often (three or more within this many
-    /// microseconds), the leader lets each insert wait until this long after the last one, so
-    /// that more requests share a commit. Requests wait at most this much longer; the
-    /// database does much less work per message. 0 inserts at once. In a database cut into
-    /// shards, a shard whose requests come three or more within twice this inserts on its own
-    /// connection rather than through the node's shared commit.
+    /// microseconds), the leader lets each insert wait until this long after the last one, or
+    /// until as many requests have come as the last insert carried, so that more requests
+    /// share a commit. Requests wait at most this much longer; the database does much less
+    /// work per message. 0 inserts at once. In a database cut into shards, a shard whose
+    /// requests come three or more within twice this inserts on its own connection rather
+    /// than through the node's shared commit.
     #[arg(long, env = "ORDERLY_DATABASE_BATCH_WAIT", default_value_t = 600,
           value_parser = clap::value_parser!(u64).range(0..=100_000))]
     pub database_batch_wait: u64,

@@ -326,7 +326,11 @@ impl LogWriter {
             pending.collect_asked = false;
             pending.collect_ready = false;
         }
-        let wake = std::mem::take(&mut pending.writer_asleep);
+        let mut wake = std::mem::take(&mut pending.writer_asleep);
+        if pending.wake_at > 0 && pending.ready() >= pending.wake_at {
+            pending.wake_at = 0;
+            wake = true;
+        }
         drop(pending);
         if wake {
             self.shared.work.notify_one();
@@ -471,7 +475,7 @@ mod tests {
     /// finds another leader does.
     fn deposed_while_writing(log_writer: std::sync::Weak<LogWriter>) -> Scripted {
         Scripted {
-            on_append: Box::new(move || {
+            on_append: Box::new(move |_| {
                 if let Some(log_writer) = log_writer.upgrade() {
                     log_writer.fail_for_good();
                 }
@@ -483,16 +487,14 @@ mod tests {
     /// A sink that writes nothing: it runs `on_append` at each append and asks for `wait`
     /// between writes.
     struct Scripted {
-        on_append: Box<dyn FnMut() + Send>,
+        /// Called with each append's number of records.
+        on_append: Box<dyn FnMut(usize) + Send>,
         wait: Duration,
     }
 
     impl super::LogSink for Scripted {
-        fn append(
-            &mut self,
-            _records: &[&[u8]],
-        ) -> Result<(), crate::persist::log_error::LogError> {
-            (self.on_append)();
+        fn append(&mut self, records: &[&[u8]]) -> Result<(), crate::persist::log_error::LogError> {
+            (self.on_append)(records.len());
             Ok(())
         }
         fn sync(&mut self) -> Result<(), crate::persist::log_error::LogError> {
@@ -577,18 +579,21 @@ mod tests {
     }
 
     /// A log whose sink notes when each append came and asks for `wait` between writes.
-    fn timed_log(
-        wait: Duration,
-    ) -> (
-        Arc<LogWriter>,
-        Arc<std::sync::Mutex<Vec<std::time::Instant>>>,
-    ) {
+    /// Each append's time and number of records.
+    type Appends = Arc<std::sync::Mutex<Vec<(std::time::Instant, usize)>>>;
+
+    fn timed_log(wait: Duration) -> (Arc<LogWriter>, Appends) {
         let appends = Arc::new(std::sync::Mutex::new(Vec::new()));
         let log_writer = LogWriter::new();
         let noted = appends.clone();
         log_writer.start(
             Scripted {
-                on_append: Box::new(move || noted.lock().unwrap().push(std::time::Instant::now())),
+                on_append: Box::new(move |records| {
+                    noted
+                        .lock()
+                        .unwrap()
+                        .push((std::time::Instant::now(), records))
+                }),
                 wait,
             },
             1,
@@ -618,23 +623,66 @@ mod tests {
         log_writer.close();
     }
 
-    #[test]
-    fn a_busy_log_lets_the_next_write_wait_for_company() {
-        let wait = Duration::from_millis(50);
+    /// Submits `count` records at once and waits until they are durable.
+    fn logged_together(log_writer: &LogWriter, count: usize) {
+        log_writer.hold_writes(true);
+        for _ in 0..count {
+            log_writer.submit(&sample_change());
+        }
+        log_writer.hold_writes(false);
+        let target = log_writer.next_lsn();
+        let waited = runtime().block_on(async {
+            tokio::time::timeout(Duration::from_secs(5), log_writer.wait(target)).await
+        });
+        assert!(matches!(waited, Ok(Ok(()))), "{waited:?}");
+    }
+
+    /// A busy log whose last write carried three records.
+    fn busy_after_three(wait: Duration) -> (Arc<LogWriter>, Appends) {
         let (log_writer, appends) = timed_log(wait);
         // Requests as a busy server sees them.
         for _ in 0..100 {
             log_writer.shared.arrivals.note();
         }
-        logged(&log_writer);
+        logged_together(&log_writer, 3);
+        assert_eq!(appends.lock().unwrap()[0].1, 3);
+        (log_writer, appends)
+    }
+
+    #[test]
+    fn a_busy_log_lets_the_next_write_wait_for_company() {
+        let wait = Duration::from_millis(50);
+        let (log_writer, appends) = busy_after_three(wait);
+        // Fewer than the last write carried: the rest may yet come.
         logged(&log_writer);
         let appends = appends.lock().unwrap().clone();
         assert_eq!(appends.len(), 2);
         assert!(
-            appends[1] - appends[0] >= wait,
+            appends[1].0 - appends[0].0 >= wait,
             "the second write came {:?} after the first",
-            appends[1] - appends[0]
+            appends[1].0 - appends[0].0
         );
+        log_writer.close();
+    }
+
+    #[test]
+    fn a_busy_log_writes_once_as_many_came_as_its_last_write_carried() {
+        // As clients that each wait for their answer come back: were the writer to wait out
+        // its 30 s, the third request would time out.
+        let (log_writer, appends) = busy_after_three(Duration::from_secs(30));
+        for _ in 0..2 {
+            log_writer.submit(&sample_change());
+        }
+        // The writer waits for a third with two ready.
+        let waiting = (0..1000).any(|_| {
+            std::thread::sleep(Duration::from_millis(5));
+            log_writer.lock().wake_at == 3
+        });
+        assert!(waiting, "the writer never waited for the third record");
+        logged(&log_writer);
+        let appends = appends.lock().unwrap().clone();
+        let carried: Vec<usize> = appends.iter().map(|(_, records)| *records).collect();
+        assert_eq!(carried, [3, 3], "each write's records");
         log_writer.close();
     }
 }

@@ -112,6 +112,9 @@ pub(super) struct Pending {
     /// submission pay for a wake-up call (it used to make one per sync while the writer
     /// was busy syncing and not listening).
     pub(super) writer_asleep: bool,
+    /// The writer waits out a batch wait until this many records are ready (0: for no
+    /// count): the submission that makes them so many wakes it.
+    pub(super) wake_at: usize,
     /// A write under way finished: the writer settles it (a sink that begins writes; set by
     /// `Acknowledge` too).
     pub(super) finished: bool,

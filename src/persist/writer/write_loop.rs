@@ -73,6 +73,8 @@ pub(super) struct Writer<S: LogSink> {
     last_sync: Instant,
     /// When the last write ended (`LogSink::batch_wait`).
     last_write: Instant,
+    /// The records the last write carried: a batch wait ends once as many are ready.
+    last_carried: usize,
     unsynced: bool,
     /// The records being written; swapped with `Pending::records` each round.
     records: Records,
@@ -194,6 +196,7 @@ impl<S: LogSink> Writer<S> {
             mode,
             last_sync: Instant::now(),
             last_write: Instant::now(),
+            last_carried: 0,
             unsynced: false,
             records: Records::default(),
             retrying: false,
@@ -241,7 +244,10 @@ impl<S: LogSink> Writer<S> {
         if !full && pending.ready() > 0 && enough {
             match self.batch_wait(pending) {
                 None => return Ok(Next::Begin(self.take_ready(pending))),
-                Some(left) => wait = left,
+                Some(left) => {
+                    wait = left;
+                    pending.wake_at = self.last_carried;
+                }
             }
         }
         pending.writer_asleep = pending.ready() == 0 || (!full && !enough);
@@ -262,6 +268,8 @@ impl<S: LogSink> Writer<S> {
     pub(super) fn take_ready(&mut self, pending: &mut Pending) -> Begun {
         let mut records = self.spare.pop().unwrap_or_default();
         let ready = pending.ready();
+        self.last_carried = ready;
+        pending.wake_at = 0;
         std::mem::swap(&mut pending.records, &mut records);
         records.split_into(ready, &mut pending.records);
         pending.taken += ready as u64;
@@ -366,12 +374,15 @@ impl<S: LogSink> Writer<S> {
         let retry_at = Instant::now() + self.retry_wait;
         let shared = self.shared.clone();
         let mut pending = self.wait_for_work(&shared, retry_at);
-        if let Some(wait) = self.batch_wait(&pending) {
-            drop(pending);
-            std::thread::sleep(wait);
-            pending = lock(&shared);
+        while let Some(wait) = self.batch_wait(&pending) {
+            pending.wake_at = self.last_carried;
+            pending = (shared.work.wait_timeout(pending, wait))
+                .unwrap_or_else(|p| p.into_inner())
+                .0;
         }
+        pending.wake_at = 0;
         let ready = pending.ready();
+        self.last_carried = ready;
         if self.retrying {
             self.taken.clear();
             std::mem::swap(&mut pending.records, &mut self.taken);
@@ -396,8 +407,11 @@ impl<S: LogSink> Writer<S> {
 
     /// How long the next write waits for more requests to share it: while requests come often
     /// (three or more expected within the sink's `batch_wait`), until that long after the last
-    /// write ended. Under a steady load this bounds the writes a second, and so the sink's
-    /// fixed cost per write; a quiet log writes at once.
+    /// write ended, or until as many records are ready as the last write carried. Under a
+    /// steady load this bounds the writes a second, and so the sink's fixed cost per write; a
+    /// quiet log writes at once. Clients that each wait for their answer before the next
+    /// request come back together once a write is acknowledged: waiting for more than came
+    /// back would only hold them, each write carrying no more for it.
     pub(super) fn batch_wait(&self, pending: &Pending) -> Option<Duration> {
         let wait = self.log.batch_wait();
         if wait.is_zero()
@@ -407,6 +421,7 @@ impl<S: LogSink> Writer<S> {
             || pending.ready() == 0
             || pending.closing
             || pending.rotate.is_some()
+            || pending.ready() >= self.last_carried
             || !self.shared.arrivals.busy_within(wait)
         {
             return None;
