@@ -106,7 +106,7 @@ impl LogMetrics {
         registry.register("log_bytes", BYTES, self.bytes.clone());
         registry.register(
             "log_sync_seconds",
-            "Time each fdatasync of the write-ahead log took",
+            "Time each write of the write-ahead log took to become durable: its fdatasync, or in a database its insert and commit",
             self.sync_seconds.clone(),
         );
         registry.register("snapshots", SNAPSHOTS, self.snapshots.clone());

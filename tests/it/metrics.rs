@@ -397,6 +397,36 @@ async fn waiting_long_polls_open_connections_and_the_log_are_reported() {
     );
 }
 
+/// A log in a database is durable once its insert commits: the log's sync times are its
+/// inserts', each a round trip to the database, not the nothing its sync has left to do.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_log_in_a_database_reports_its_commits_as_its_syncs() {
+    let Some(url) = crate::common::fresh_database().await else {
+        return;
+    };
+    let server = crate::common::start_with(crate::log_in_database::on_log(&url)).await;
+    let queue = create_queue(&server, "committed", &[]).await;
+    for n in 0..5 {
+        (server.sqs.send_message().queue_url(&queue))
+            .message_body(format!("m{n}"))
+            .send()
+            .await
+            .unwrap();
+    }
+    let log = scrape(&server).await;
+    let count = value(&log, "orderly_log_sync_seconds_count", &[])
+        .or_else(|| value(&log, "orderly_log_sync_seconds", &[]))
+        .unwrap();
+    let sum = value(&log, "orderly_log_sync_seconds_sum", &[]).unwrap();
+    assert!(
+        count >= 6.0,
+        "the queue and five sends, each committed: {count}"
+    );
+    // A commit over a connection takes tens of microseconds at least; a sync with nothing
+    // to do, tens of nanoseconds.
+    assert!(sum / count >= 20e-6, "{sum} s over {count}");
+}
+
 /// A data directory cut into shards reports each shard's log, labelled with its number, one
 /// family per figure (`scrape` checks): the shard that holds a queue has logged its sends.
 #[tokio::test]

@@ -455,6 +455,10 @@ impl LogSink for TableLog {
         self.batch_wait
     }
 
+    fn durable_once_appended(&self) -> bool {
+        true
+    }
+
     /// The node's shared commit collects this log's records while the writer sleeps.
     fn collector(&self) -> Option<Collector> {
         self.shared.as_ref().map(SharedCommit::collector)

@@ -40,6 +40,11 @@ pub trait LogSink: Send + 'static {
     fn batch_wait(&self) -> Duration {
         Duration::ZERO
     }
+    /// Whether each write is durable once appended (a database's insert commits), `sync`
+    /// having nothing left to do: the log's sync times are then its writes' (`GET /metrics`).
+    fn durable_once_appended(&self) -> bool {
+        false
+    }
     /// How many writes may be under way at once. A sink that allows more than one is written
     /// through `begin` and `finish` (and `append` only for a write tried again after a
     /// failure, alone), and each of its writes is durable once finished.

@@ -33,6 +33,8 @@ pub(super) struct Begun {
     /// Set once the records are counted as written, if begun with an `Acknowledge` (which
     /// may count them first).
     counted: Option<Arc<AtomicBool>>,
+    /// When it was taken to be written.
+    taken_at: Instant,
 }
 
 impl Begun {
@@ -278,6 +280,7 @@ impl<S: LogSink> Writer<S> {
             records,
             next_lsn,
             counted: None,
+            taken_at: Instant::now(),
         }
     }
 
@@ -332,11 +335,15 @@ impl<S: LogSink> Writer<S> {
                         mut records,
                         next_lsn,
                         counted,
+                        taken_at,
                     } = self.under_way.pop_front().expect("one under way");
                     if counted.is_none_or(|counted| !counted.swap(true, Ordering::SeqCst)) {
                         self.count_written(&records);
                     }
                     self.last_write = Instant::now();
+                    if self.log.durable_once_appended() {
+                        self.observe_sync(self.last_write.duration_since(taken_at));
+                    }
                     let lost = self.lock_pending().lost;
                     // Unchanged when acknowledged already: waiting requests are not woken.
                     self.shared.durable.send_if_modified(|d| {
@@ -476,9 +483,13 @@ impl<S: LogSink> Writer<S> {
     fn write(&mut self, round: &Round, failed: bool) -> Result<(), LogError> {
         if !self.records.is_empty() && !failed {
             let slices: Vec<&[u8]> = self.records.iter().collect();
+            let started = Instant::now();
             self.log.append(&slices)?;
             self.last_write = Instant::now();
             self.count_written(&self.records);
+            if self.log.durable_once_appended() {
+                self.observe_sync(self.last_write.duration_since(started));
+            }
             self.unsynced = true;
         }
         let sync_due = match self.mode {
@@ -490,13 +501,17 @@ impl<S: LogSink> Writer<S> {
             let started = Instant::now();
             self.log.sync()?;
             self.last_sync = Instant::now();
-            self.shared
-                .metrics
-                .sync_seconds
-                .observe(self.last_sync.duration_since(started).as_secs_f64());
+            if !self.log.durable_once_appended() {
+                self.observe_sync(self.last_sync.duration_since(started));
+            }
             self.unsynced = false;
         }
         Ok(())
+    }
+
+    /// Counts how long a write took to become durable (`GET /metrics`).
+    fn observe_sync(&self, took: Duration) {
+        (self.shared.metrics.sync_seconds).observe(took.as_secs_f64());
     }
 
     fn count_written(&self, records: &Records) {
