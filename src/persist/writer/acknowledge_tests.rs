@@ -147,6 +147,15 @@ pub(super) fn open(gates: &Gates, n: usize) {
     }
 }
 
+/// Waits until `count` writes have been begun.
+fn begun(gates: &Gates, count: usize) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while gates.lock().expect("gates").len() < count {
+        assert!(Instant::now() < deadline, "{count} writes were never begun");
+        std::thread::yield_now();
+    }
+}
+
 /// Whether every record below `lsn` becomes durable within 10 s.
 pub(super) fn durable_to(log_writer: &LogWriter, lsn: u64) -> bool {
     let runtime = tokio::runtime::Builder::new_current_thread()
@@ -253,6 +262,49 @@ fn an_acknowledged_write_ending_after_the_one_behind_it_wakes_the_writer_to_sett
         durable_to(&log_writer, 2),
         "the second write settled: {:?}",
         log_writer.durable()
+    );
+    log_writer.close();
+}
+
+#[test]
+fn a_busy_log_with_two_writes_allowed_splits_the_clients_that_came_back_over_both() {
+    // Were a batch wait to last until as many came as the last write carried, four clients
+    // would share every write, the second write would never begin beside the first, and the
+    // first two records here would wait out the 30 s.
+    let (gates, sizes) = (Gates::default(), Arc::new(Mutex::new(Vec::new())));
+    let log_writer = LogWriter::new();
+    let sink = Finishing {
+        acknowledges: true,
+        overlap: 2,
+        gates: gates.clone(),
+        sizes: sizes.clone(),
+        batch_wait: Duration::from_secs(30),
+        ..Finishing::default()
+    };
+    log_writer.start(sink, 0, FsyncMode::Always);
+    log_writer.seem_busy();
+    log_writer.hold_writes(true);
+    for _ in 0..4 {
+        submit(&log_writer);
+    }
+    log_writer.hold_writes(false);
+    open(&gates, 0);
+    assert!(durable_to(&log_writer, 4), "{:?}", log_writer.durable());
+    // Half of them back: their write begins; the other half's begins beside it.
+    for _ in 0..2 {
+        submit(&log_writer);
+    }
+    begun(&gates, 2);
+    for _ in 0..2 {
+        submit(&log_writer);
+    }
+    open(&gates, 1);
+    open(&gates, 2);
+    assert!(durable_to(&log_writer, 8), "{:?}", log_writer.durable());
+    assert_eq!(
+        *sizes.lock().expect("sizes"),
+        [4, 2, 2],
+        "each write's records"
     );
     log_writer.close();
 }

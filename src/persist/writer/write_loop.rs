@@ -248,7 +248,7 @@ impl<S: LogSink> Writer<S> {
                 None => return Ok(Next::Begin(self.take_ready(pending))),
                 Some(left) => {
                     wait = left;
-                    pending.wake_at = self.last_carried;
+                    pending.wake_at = self.batch_target();
                 }
             }
         }
@@ -382,7 +382,7 @@ impl<S: LogSink> Writer<S> {
         let shared = self.shared.clone();
         let mut pending = self.wait_for_work(&shared, retry_at);
         while let Some(wait) = self.batch_wait(&pending) {
-            pending.wake_at = self.last_carried;
+            pending.wake_at = self.batch_target();
             pending = (shared.work.wait_timeout(pending, wait))
                 .unwrap_or_else(|p| p.into_inner())
                 .0;
@@ -414,11 +414,11 @@ impl<S: LogSink> Writer<S> {
 
     /// How long the next write waits for more requests to share it: while requests come often
     /// (three or more expected within the sink's `batch_wait`), until that long after the last
-    /// write ended, or until as many records are ready as the last write carried. Under a
-    /// steady load this bounds the writes a second, and so the sink's fixed cost per write; a
-    /// quiet log writes at once. Clients that each wait for their answer before the next
-    /// request come back together once a write is acknowledged: waiting for more than came
-    /// back would only hold them, each write carrying no more for it.
+    /// write ended, or until `batch_target` records are ready. Under a steady load this bounds
+    /// the writes a second, and so the sink's fixed cost per write; a quiet log writes at
+    /// once. Clients that each wait for their answer before the next request come back
+    /// together once a write is acknowledged: waiting for more than came back would only hold
+    /// them, each write carrying no more for it.
     pub(super) fn batch_wait(&self, pending: &Pending) -> Option<Duration> {
         let wait = self.log.batch_wait();
         if wait.is_zero()
@@ -428,12 +428,21 @@ impl<S: LogSink> Writer<S> {
             || pending.ready() == 0
             || pending.closing
             || pending.rotate.is_some()
-            || pending.ready() >= self.last_carried
+            || pending.ready() >= self.batch_target()
             || !self.shared.arrivals.busy_within(wait)
         {
             return None;
         }
         Some(wait.saturating_sub(self.last_write.elapsed())).filter(|left| !left.is_zero())
+    }
+
+    /// The records whose coming ends a batch wait: as many as the last write carried, shared
+    /// over the writes the sink may have under way. With two, the clients that came back
+    /// together split into two halves whose writes take turns, one half's requests handled
+    /// while the other's commit; otherwise one write would carry them all and the second
+    /// would never begin (it must carry as many as the one under way).
+    fn batch_target(&self) -> usize {
+        self.last_carried.div_ceil(self.log.overlap().max(1))
     }
 
     fn lock_pending(&self) -> MutexGuard<'_, Pending> {
