@@ -8,6 +8,7 @@
 mod balance;
 mod burst_memory;
 mod dedup_memory;
+mod delay;
 mod load;
 mod nodes;
 mod nodes_layout;
@@ -151,6 +152,14 @@ pub struct Args {
     /// nodes behind one endpoint).
     #[arg(long, hide = true)]
     pub balance: Option<String>,
+    /// Run as a forwarder that holds every byte this many microseconds each way:
+    /// LISTEN=UPSTREAM (a database "a network round trip away" on one machine, where the
+    /// kernel has no `netem`).
+    #[arg(long, hide = true)]
+    pub delay: Option<String>,
+    /// The delay of `--delay`, in microseconds.
+    #[arg(long, hide = true, default_value_t = 1000)]
+    pub delay_us: u64,
     /// Run as the null handler on this address (used by the benchmark itself).
     #[arg(long, hide = true)]
     pub null_server: Option<String>,
@@ -177,6 +186,15 @@ fn main() {
             .collect();
         if let Err(error) = runtime.block_on(balance::run(listen, upstreams)) {
             eprintln!("balancer: {error}");
+            std::process::exit(1);
+        }
+        return;
+    }
+    if let Some(spec) = &args.delay {
+        let (listen, upstream) = spec.split_once('=').expect("--delay LISTEN=UPSTREAM");
+        let delay = std::time::Duration::from_micros(args.delay_us);
+        if let Err(error) = delay::run(listen, upstream, delay) {
+            eprintln!("delay: {error}");
             std::process::exit(1);
         }
         return;
