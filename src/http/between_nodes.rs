@@ -26,12 +26,18 @@ use super::node_headers::{NODE, NOT_SERVED};
 use super::standby::Standby;
 use super::state::HttpState;
 use crate::backend::{Answer, BackendError, OtherNodes, QueueTarget, ResetScope, ShardRead};
+use crate::engine::parcel::MOST_BYTES_AT_ONCE;
 use crate::persist::format::between_nodes::{decode_pull, encode_pull, PairPull};
 
 pub const PARCELS: &str = "/_orderly/parcels";
 pub const READS: &str = "/_orderly/shard-read";
 pub const SETTLED: &str = "/_orderly/settled";
 pub const RESET: &str = "/_orderly/shard-reset";
+
+/// Largest answer to a read of another node's shard this node takes: a listing of a shard's
+/// queues, topics or subscriptions is a few hundred bytes an item, so this is about a million
+/// of them.
+const MOST_READ_BYTES: usize = 256 << 20;
 
 /// Longest a pull waits for a parcel before it answers none.
 const PULL_WAIT: Duration = Duration::from_secs(2);
@@ -324,21 +330,70 @@ impl Peers {
             .send()
             .await
             .map_err(failed)?;
-        answered(leader, asked).await
+        Ok(answered(leader, asked, MOST_READ_BYTES).await?)
     }
 }
 
-/// The body of `leader`'s answer when it succeeded.
-async fn answered(leader: &str, answer: reqwest::Response) -> Result<bytes::Bytes, BackendError> {
-    let failed =
-        |e: reqwest::Error| BackendError::Unavailable(format!("{leader}: {}", e.without_url()));
+/// Largest answer to a pull this node reads: one holds `MOST_BYTES_AT_ONCE` of parcels, a few
+/// bytes more for each parcel and for each pair asked (a pull's pairs are at most
+/// `MOST_PULL_BYTES`); a node of an earlier build, which set no bound in bytes, or one that
+/// misbehaves, is refused past it rather than held in memory.
+const MOST_PULLED_BYTES: usize = 2 * (MOST_BYTES_AT_ONCE + MOST_PULL_BYTES);
+
+/// Why an answer's body was not taken.
+pub(super) enum Unread {
+    /// It was longer than the bound (its length said, or read that far): not read further.
+    TooLong(BackendError),
+    /// It could not be read, or said the request failed.
+    Failed(BackendError),
+}
+
+impl From<Unread> for BackendError {
+    fn from(unread: Unread) -> BackendError {
+        match unread {
+            Unread::TooLong(error) | Unread::Failed(error) => error,
+        }
+    }
+}
+
+/// The body of `leader`'s answer when it succeeded, read only up to `most` bytes (an answer
+/// longer is not read further, and its connection dropped).
+pub(super) async fn answered(
+    leader: &str,
+    mut answer: reqwest::Response,
+    most: usize,
+) -> Result<bytes::Bytes, Unread> {
+    let failed = |e: reqwest::Error| {
+        Unread::Failed(BackendError::Unavailable(format!(
+            "{leader}: {}",
+            e.without_url()
+        )))
+    };
+    let too_long = || {
+        Unread::TooLong(BackendError::Unavailable(format!(
+            "{leader} answered more than {most} bytes"
+        )))
+    };
     let status = answer.status();
-    let bytes = answer.bytes().await.map_err(failed)?;
+    if answer
+        .content_length()
+        .is_some_and(|length| length > most as u64)
+    {
+        return Err(too_long());
+    }
+    let mut bytes = bytes::BytesMut::new();
+    while let Some(chunk) = answer.chunk().await.map_err(failed)? {
+        if bytes.len() + chunk.len() > most {
+            return Err(too_long());
+        }
+        bytes.extend_from_slice(&chunk);
+    }
+    let bytes = bytes.freeze();
     if !status.is_success() {
         let said = String::from_utf8_lossy(&bytes[..bytes.len().min(300)]).into_owned();
-        return Err(BackendError::Unavailable(format!(
+        return Err(Unread::Failed(BackendError::Unavailable(format!(
             "{leader} answered {status}: {said}"
-        )));
+        ))));
     }
     Ok(bytes)
 }
@@ -452,22 +507,31 @@ impl OtherNodes for Peers {
         max: usize,
     ) -> Answer<'a, bytes::Bytes> {
         Box::pin(async move {
-            let max = u32::try_from(max).unwrap_or(u32::MAX);
-            let body = encode_pull(pairs, max)
-                .map_err(|e| BackendError::Unavailable(format!("pull not encoded: {e}")))?;
+            let mut max = u32::try_from(max).unwrap_or(u32::MAX);
             let url = format!("{}{PARCELS}", leader.trim_end_matches('/'));
             let failed = |e: reqwest::Error| {
                 BackendError::Unavailable(format!("{leader}: {}", e.without_url()))
             };
-            // A connection that hangs holds no node's pairs past the pull's own wait.
-            let asked = (self.standby.client().post(&url))
-                .timeout(PULL_WAIT + Duration::from_secs(10))
-                .header(NODE, &self.name)
-                .body(body)
-                .send()
-                .await
-                .map_err(failed)?;
-            answered(leader, asked).await
+            loop {
+                let body = encode_pull(pairs, max)
+                    .map_err(|e| BackendError::Unavailable(format!("pull not encoded: {e}")))?;
+                // A connection that hangs holds no node's pairs past the pull's own wait.
+                let asked = (self.standby.client().post(&url))
+                    .timeout(PULL_WAIT + Duration::from_secs(10))
+                    .header(NODE, &self.name)
+                    .body(body)
+                    .send()
+                    .await
+                    .map_err(failed)?;
+                // A node of an earlier build answers as many parcels as asked whatever their
+                // size: asked again for half as many (its parcels are forgotten only as far as
+                // the pull says they were applied, so nothing is lost by asking again).
+                match answered(leader, asked, MOST_PULLED_BYTES).await {
+                    Ok(bytes) => return Ok(bytes),
+                    Err(Unread::TooLong(_)) if max > 1 => max /= 2,
+                    Err(unread) => return Err(unread.into()),
+                }
+            }
         })
     }
 }

@@ -6,6 +6,8 @@
 pub mod auth;
 pub(crate) mod aws;
 pub mod between_nodes;
+#[cfg(test)]
+mod between_nodes_tests;
 pub mod body;
 pub mod browser;
 mod captured;

@@ -671,7 +671,7 @@ fn unanswerable(message: String) -> Response {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
 
     #[test]
@@ -692,7 +692,7 @@ mod tests {
         assert_eq!(kept, ["x-amz-date"]);
     }
 
-    fn standby() -> Arc<Standby> {
+    pub(in crate::http) fn standby() -> Arc<Standby> {
         let settings = ForwardSettings {
             body: BodyLimits {
                 max_bytes: 1024,
