@@ -375,13 +375,12 @@ pub(super) async fn answered(
         )))
     };
     let status = answer.status();
-    if answer
-        .content_length()
-        .is_some_and(|length| length > most as u64)
-    {
+    // A length said is room made at once, within the bound.
+    let length = answer.content_length().unwrap_or(0);
+    if length > most as u64 {
         return Err(too_long());
     }
-    let mut bytes = bytes::BytesMut::new();
+    let mut bytes = bytes::BytesMut::with_capacity(length as usize);
     while let Some(chunk) = answer.chunk().await.map_err(failed)? {
         if bytes.len() + chunk.len() > most {
             return Err(too_long());

@@ -671,7 +671,7 @@ fn unanswerable(message: String) -> Response {
 }
 
 #[cfg(test)]
-pub(super) mod tests {
+pub(crate) mod tests {
     use super::*;
 
     #[test]
