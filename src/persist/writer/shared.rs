@@ -174,6 +174,10 @@ pub struct Acknowledge {
     pub(super) records: usize,
     pub(super) bytes: u64,
     pub(super) counted: Arc<AtomicBool>,
+    /// When the write was taken, so that whichever counts it observes its sync time: taken
+    /// to acknowledged (the writer may settle it much later, once the next records come).
+    /// `None` where a write is not durable once appended (its sync is observed on its own).
+    pub(super) taken_at: Option<std::time::Instant>,
 }
 
 impl Acknowledge {
@@ -181,6 +185,9 @@ impl Acknowledge {
     pub fn succeeded(self) {
         if !self.counted.swap(true, Ordering::SeqCst) {
             self.shared.count_written(self.records, self.bytes);
+            if let Some(taken_at) = self.taken_at {
+                (self.shared.metrics.sync_seconds).observe(taken_at.elapsed().as_secs_f64());
+            }
         }
         let mut pending = self
             .shared

@@ -307,6 +307,7 @@ impl<S: LogSink> Writer<S> {
             records: begun.records.len(),
             bytes: begun.records.written_bytes(),
             counted: Arc::new(AtomicBool::new(false)),
+            taken_at: (self.log.durable_once_appended()).then_some(begun.taken_at),
         });
         begun.counted = acknowledge.as_ref().map(|a| a.counted.clone());
         let slices: Vec<&[u8]> = begun.records.iter().collect();
@@ -337,12 +338,13 @@ impl<S: LogSink> Writer<S> {
                         counted,
                         taken_at,
                     } = self.under_way.pop_front().expect("one under way");
+                    self.last_write = Instant::now();
+                    // Counted and observed once: here, or where it was acknowledged first.
                     if counted.is_none_or(|counted| !counted.swap(true, Ordering::SeqCst)) {
                         self.count_written(&records);
-                    }
-                    self.last_write = Instant::now();
-                    if self.log.durable_once_appended() {
-                        self.observe_sync(self.last_write.duration_since(taken_at));
+                        if self.log.durable_once_appended() {
+                            self.observe_sync(self.last_write.duration_since(taken_at));
+                        }
                     }
                     let lost = self.lock_pending().lost;
                     // Unchanged when acknowledged already: waiting requests are not woken.
