@@ -213,6 +213,9 @@ pub type ShardLogs = Vec<(u32, std::sync::Arc<LogMetrics>)>;
 pub struct Metrics {
     /// Connections open now (the HTTP server keeps it).
     pub open_connections: Gauge,
+    /// Of them, those other nodes hold in slots of their own, outside `--max-connections`
+    /// (the HTTP server keeps it).
+    pub peer_connections: Gauge,
     /// ReceiveMessage calls waiting for a message now (the backend keeps it).
     pub long_polls_waiting: Gauge,
     /// Set once the logs are open (a data directory, or a database this node leads): the key
@@ -255,6 +258,7 @@ impl Default for Metrics {
             .collect();
         Metrics {
             open_connections: Gauge::default(),
+            peer_connections: Gauge::default(),
             long_polls_waiting: Gauge::default(),
             logs: Default::default(),
             forwarded: Forwarded::default(),
@@ -282,6 +286,7 @@ impl Metrics {
     pub fn continuing(previous: &Metrics) -> Metrics {
         Metrics {
             open_connections: previous.open_connections.clone(),
+            peer_connections: previous.peer_connections.clone(),
             long_polls_waiting: Gauge::default(),
             logs: Default::default(),
             forwarded: previous.forwarded.clone(),
@@ -369,6 +374,11 @@ impl Metrics {
             "open_connections",
             "HTTP connections open",
             self.open_connections.clone(),
+        );
+        registry.register(
+            "peer_connections",
+            "Of the connections open, those other nodes hold outside --max-connections",
+            self.peer_connections.clone(),
         );
         registry.register(
             "long_polls_waiting",

@@ -41,8 +41,9 @@ use crate::persist::snapshot::Snapshotter;
 use crate::service::Service;
 
 /// Descriptors kept out of the connection limit: log segments, snapshots, webhook connections
-/// (`--webhook-concurrency`), the listener, standard streams and what libraries open.
-const RESERVED_DESCRIPTORS: u64 = 256;
+/// (`--webhook-concurrency`), the listener, standard streams and what libraries open, and the
+/// connections other nodes hold in slots of their own.
+const RESERVED_DESCRIPTORS: u64 = 256 + crate::http::slots::PEER_CONNECTIONS as u64;
 
 /// Connections allowed when `--max-connections` is not given: the open-file limit (raised to
 /// its hard limit first) less the reserve, so connections alone never starve the log of the
@@ -316,6 +317,7 @@ impl App {
                 header: Duration::from_secs(config.header_timeout),
             },
             open: Default::default(),
+            peers: Default::default(),
             link: crate::http::link_server::LinkLimits {
                 frame_bytes: config.max_request_bytes + crate::http::link_server::HEAD_BYTES,
                 idle: Duration::from_secs(config.idle_timeout),
@@ -413,6 +415,7 @@ impl App {
         built.service.set_cluster_status(status);
         let mut limits = limits;
         limits.open = built.service.metrics.open_connections.clone();
+        limits.peers = built.service.metrics.peer_connections.clone();
         // A standby changes nothing itself: the leader's state is what an init file set up.
         let init_report = match &config.init {
             Some(_) if waiting.is_some() => {

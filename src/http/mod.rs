@@ -29,6 +29,7 @@ pub mod server;
 pub mod sessions;
 pub mod shard_routing;
 pub mod sigv4;
+pub mod slots;
 pub mod standby;
 mod state;
 mod sts;

@@ -11,14 +11,16 @@ use hyper::body::Incoming;
 use hyper::server::conn::http1::Builder;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::graceful::{GracefulShutdown, Watcher};
+use prometheus_client::metrics::gauge::Gauge;
 use tokio::io::{AsyncRead, AsyncWrite};
-use tokio::net::TcpListener;
-use tokio::sync::Semaphore;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{mpsc, watch, OwnedSemaphorePermit, Semaphore};
 use tokio_rustls::TlsAcceptor;
 use tower::Service;
 
 use super::connection::{ConnectionState, ConnectionTimeouts, Watched};
 use super::link_server::{opens_link, serve_link, LinkLimits};
+use super::slots::{Slot, Slots};
 
 /// Largest request head (request line and headers) read into memory; beyond it hyper answers
 /// 431. Presigned URLs and SigV4 headers take a few kilobytes.
@@ -54,7 +56,7 @@ static AT_LIMIT: std::sync::LazyLock<Vec<u8>> = std::sync::LazyLock::new(|| {
 /// its request's head has come (a client does not expect an answer before it asks), the
 /// answer, then reads until the client closes, so the close does not reset the connection and
 /// lose the answer. Nothing read is acted on.
-async fn refuse_at_limit(mut stream: tokio::net::TcpStream) {
+async fn refuse_at_limit(mut stream: TcpStream) {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let _ = tokio::time::timeout(REFUSAL_TIME, async {
         let mut head = Vec::new();
@@ -90,9 +92,11 @@ pub struct ServerLimits {
     pub max_connections: usize,
     pub timeouts: ConnectionTimeouts,
     /// Kept at the number of connections open (`GET /metrics`).
-    pub open: prometheus_client::metrics::gauge::Gauge,
+    pub open: Gauge,
     /// The bounds of links from other nodes (`link_server`).
     pub link: LinkLimits,
+    /// Kept at the number of connections other nodes hold in their own slots (`slots`).
+    pub peers: Gauge,
 }
 
 /// What requests are answered by: one router, or whichever router a node on a database has
@@ -112,13 +116,16 @@ impl Served {
     }
 }
 
-/// One connection, plain or TLS, served until it closes or the server shuts down.
+/// One connection, plain or TLS, served until it closes or the server shuts down. Requests
+/// to Orderly's own endpoints carry the connection's `slot`, so that one from another node
+/// moves it into a peer's.
 async fn serve_connection<IO>(
     io: IO,
     http: Builder,
     router: Served,
     timeouts: ConnectionTimeouts,
     watcher: Watcher,
+    slot: Slot,
 ) where
     IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
@@ -126,8 +133,11 @@ async fn serve_connection<IO>(
     let io = TokioIo::new(Watched::new(io, state.clone(), timeouts));
     let service = hyper::service::service_fn(move |request: hyper::Request<Incoming>| {
         let in_flight = state.begin();
-        let answer = (!too_many_headers(&request))
-            .then(|| router.router().call(request.map(axum::body::Body::new)));
+        let mut request = request.map(axum::body::Body::new);
+        if request.uri().path().starts_with("/_orderly/") {
+            request.extensions_mut().insert(slot.clone());
+        }
+        let answer = (!too_many_headers(&request)).then(|| router.router().call(request));
         async move {
             let Some(answer) = answer else {
                 let mut response = axum::response::Response::new(axum::body::Body::empty());
@@ -144,6 +154,96 @@ async fn serve_connection<IO>(
     }
 }
 
+/// What every plain connection is served with.
+#[derive(Clone)]
+struct Serving {
+    router: Served,
+    http: Builder,
+    timeouts: ConnectionTimeouts,
+    link: LinkLimits,
+    /// Turns true once the server stops.
+    closing: watch::Receiver<bool>,
+    open: Gauge,
+}
+
+/// A plain connection with a client's `slot`: a link (which takes a peer's slot in its place,
+/// if one is free) or HTTP, told apart by its first byte. One that sends nothing within the
+/// idle time, or before the server stops, is closed, as hyper would close it. `links_open`
+/// is held while a link is served.
+async fn serve_plain(
+    stream: TcpStream,
+    slot: Slot,
+    serving: Serving,
+    watcher: Watcher,
+    links_open: mpsc::Sender<()>,
+) {
+    let Serving {
+        router,
+        http,
+        timeouts,
+        link,
+        closing,
+        ..
+    } = serving;
+    let mut first = [0u8; 1];
+    let mut stopping = closing.clone();
+    let peeked = tokio::select! {
+        peeked = tokio::time::timeout(timeouts.idle, stream.peek(&mut first)) => peeked,
+        _ = stopping.wait_for(|closing| *closing) => Ok(Ok(0)),
+    };
+    match peeked {
+        Ok(Ok(0)) => {}
+        Ok(Ok(1)) if opens_link(first[0]) => {
+            drop(watcher);
+            slot.to_peer();
+            serve_link(stream, move || router.router(), link, closing).await;
+            drop(links_open);
+        }
+        Ok(Ok(_)) => {
+            drop(links_open);
+            serve_connection(stream, http, router, timeouts, watcher, slot.clone()).await;
+        }
+        Ok(Err(_)) | Err(_) => {}
+    }
+    slot.release();
+}
+
+/// A plain connection past the limit, holding one of the `REFUSALS`: a link is served if a
+/// peer's slot is free (another node's link never needs a client's), anything else refused.
+async fn serve_past_limit(
+    stream: TcpStream,
+    refusal: OwnedSemaphorePermit,
+    slots: Slots,
+    serving: Serving,
+    links_open: mpsc::Sender<()>,
+) {
+    let mut first = [0u8; 1];
+    let opens = match tokio::time::timeout(REFUSAL_TIME, stream.peek(&mut first)).await {
+        Ok(Ok(1)) => opens_link(first[0]),
+        // Silent for the whole of its time, or closed: nothing to answer.
+        _ => return,
+    };
+    if let Some(slot) = opens.then(|| slots.peer()).flatten() {
+        drop(refusal);
+        let Serving {
+            router,
+            link,
+            closing,
+            open,
+            ..
+        } = serving;
+        open.inc();
+        serve_link(stream, move || router.router(), link, closing).await;
+        drop(links_open);
+        slot.release();
+        open.dec();
+        return;
+    }
+    drop(links_open);
+    refuse_at_limit(stream).await;
+    drop(refusal);
+}
+
 /// Serves `router` on `listener` until `shutdown` completes, then waits for open connections
 /// to finish their requests.
 pub async fn serve(
@@ -153,7 +253,7 @@ pub async fn serve(
     tls: Option<TlsAcceptor>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    let slots = Arc::new(Semaphore::new(limits.max_connections));
+    let slots = Slots::new(limits.max_connections, limits.peers.clone());
     let graceful = GracefulShutdown::new();
     let mut http = Builder::new();
     http.timer(TokioTimer::new())
@@ -164,8 +264,16 @@ pub async fn serve(
     let refusals = Arc::new(Semaphore::new(REFUSALS));
     // Links from other nodes close once shutdown begins, each after answering what it took;
     // each holds a sender of `links_open`, so the last one gone closes it.
-    let (closing, _) = tokio::sync::watch::channel(false);
-    let (links_open, mut links_gone) = tokio::sync::mpsc::channel::<()>(1);
+    let (closing, _) = watch::channel(false);
+    let (links_open, mut links_gone) = mpsc::channel::<()>(1);
+    let serving = Serving {
+        router,
+        http,
+        timeouts: limits.timeouts,
+        link: limits.link,
+        closing: closing.subscribe(),
+        open: limits.open.clone(),
+    };
     tokio::pin!(shutdown);
     let mut refused: u64 = 0;
     let mut failing = false;
@@ -186,9 +294,9 @@ pub async fn serve(
             () = &mut shutdown => break,
         };
         failing = false;
-        let slot = match slots.clone().try_acquire_owned() {
-            Ok(slot) => slot,
-            Err(_) => {
+        let slot = match slots.client() {
+            Some(slot) => slot,
+            None => {
                 refused += 1;
                 if refused.is_power_of_two() {
                     tracing::warn!(
@@ -205,20 +313,21 @@ pub async fn serve(
                 // node passing a request on could not tell whether it was acted on): while
                 // `REFUSALS` answers are being given, this waits for one to end (each within
                 // `REFUSAL_TIME`) or a slot to free, and later connections wait in the
-                // listen backlog.
+                // listen backlog. Another node's link is served in a peer's slot instead.
                 let admitted = tokio::select! {
                     biased;
                     () = &mut shutdown => break,
-                    slot = slots.clone().acquire_owned() => Ok(slot),
+                    slot = slots.clients.clone().acquire_owned() => Ok(slot),
                     permit = refusals.clone().acquire_owned() => Err(permit),
                 };
                 match admitted {
-                    Ok(Ok(slot)) => slot,
-                    Err(Ok(permit)) => {
-                        tokio::spawn(async move {
-                            refuse_at_limit(stream).await;
-                            drop(permit);
-                        });
+                    Ok(Ok(permit)) => slots.holding_client(permit),
+                    Err(Ok(refusal)) => {
+                        let (slots, serving) = (slots.clone(), serving.clone());
+                        let links_open = links_open.clone();
+                        tokio::spawn(serve_past_limit(
+                            stream, refusal, slots, serving, links_open,
+                        ));
                         continue;
                     }
                     // The semaphores are never closed.
@@ -232,54 +341,31 @@ pub async fn serve(
         if let Err(error) = stream.set_nodelay(true) {
             tracing::debug!(%error, "TCP_NODELAY not set");
         }
-        let (router, http, watcher, tls) = (
-            router.clone(),
-            http.clone(),
-            graceful.watcher(),
-            tls.clone(),
-        );
-        let timeouts = limits.timeouts;
-        let (link, closing, link_open) = (limits.link, closing.subscribe(), links_open.clone());
+        let (serving, watcher, tls) = (serving.clone(), graceful.watcher(), tls.clone());
+        let links_open = links_open.clone();
         tokio::spawn(async move {
             match tls {
-                None => {
-                    // A connection's first byte tells a link from HTTP; one that sends
-                    // nothing within the idle time, or before the server stops, is closed,
-                    // as hyper would close it.
-                    let mut first = [0u8; 1];
-                    let mut stopping = closing.clone();
-                    let peeked = tokio::select! {
-                        peeked = tokio::time::timeout(timeouts.idle, stream.peek(&mut first)) => {
-                            peeked
-                        }
-                        _ = stopping.wait_for(|closing| *closing) => Ok(Ok(0)),
-                    };
-                    match peeked {
-                        Ok(Ok(0)) => {}
-                        Ok(Ok(1)) if opens_link(first[0]) => {
-                            drop(watcher);
-                            serve_link(stream, move || router.router(), link, closing).await;
-                            drop(link_open);
-                        }
-                        Ok(Ok(_)) => {
-                            drop(link_open);
-                            serve_connection(stream, http, router, timeouts, watcher).await;
-                        }
-                        Ok(Err(_)) | Err(_) => {}
-                    }
-                }
+                None => serve_plain(stream, slot, serving, watcher, links_open).await,
                 // The handshake counts as reading the first request's headers.
                 Some(tls) => {
+                    drop(links_open);
+                    let Serving {
+                        router,
+                        http,
+                        timeouts,
+                        ..
+                    } = serving;
                     match tokio::time::timeout(timeouts.header, tls.accept(stream)).await {
                         Ok(Ok(stream)) => {
-                            serve_connection(stream, http, router, timeouts, watcher).await;
+                            let served = slot.clone();
+                            serve_connection(stream, http, router, timeouts, watcher, served).await;
                         }
                         Ok(Err(error)) => tracing::debug!(%error, "TLS handshake failed"),
                         Err(_) => tracing::debug!("TLS handshake timed out"),
                     }
+                    slot.release();
                 }
             }
-            drop(slot);
             open.dec();
         });
     }

@@ -24,6 +24,7 @@ use axum::response::{IntoResponse, Response};
 use super::learned_routes::RouteKey;
 use super::node_headers::{FORWARDED, FORWARDED_BY_SELF, NODE, NOT_SERVED};
 use super::reply::read_limited;
+use super::slots::Slot;
 use super::standby::{failed, pass_on_to, send, Failure, Forwarding, Outgoing, Standby};
 use crate::backend::led_elsewhere;
 use crate::metrics::ForwardOutcome;
@@ -46,6 +47,10 @@ pub async fn pass_to_shard_leader(
         let mut request = request;
         let name = (request.headers().get(NODE)).and_then(|name| name.to_str().ok());
         if name.is_some_and(|name| standby.is_peer(name)) {
+            // Another node's connection: it holds a peer's slot from now on, not a client's.
+            if let Some(slot) = request.extensions().get::<Slot>() {
+                slot.to_peer();
+            }
             request
                 .extensions_mut()
                 .insert(super::between_nodes::FromPeer);

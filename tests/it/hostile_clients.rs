@@ -221,10 +221,13 @@ async fn a_stalled_body_is_answered_408_and_closed() {
     );
 }
 
-/// `count` connections, each answered once so the server has taken it, kept open.
-async fn take_every_slot(server: &common::Server, count: usize) -> Vec<TcpStream> {
+/// `count` connections, each answered once so the server has taken it, kept open. One refused
+/// at the limit is asked again (for 5 s at most): with other nodes beside the server, one of
+/// their connections holds a client's slot until its first request shows whose it is.
+pub(crate) async fn take_every_slot(server: &common::Server, count: usize) -> Vec<TcpStream> {
+    let started = Instant::now();
     let mut open = Vec::new();
-    for _ in 0..count {
+    while open.len() < count {
         let mut stream = TcpStream::connect(server.addr).await.unwrap();
         stream
             .write_all(b"GET /health HTTP/1.1\r\nHost: localhost\r\n\r\n")
@@ -237,21 +240,33 @@ async fn take_every_slot(server: &common::Server, count: usize) -> Vec<TcpStream
                 .await
                 .expect("an answer within 5 s")
                 .unwrap();
-            assert!(n > 0, "closed before answering");
+            if n == 0 {
+                break;
+            }
             answer.extend_from_slice(&buf[..n]);
         }
-        open.push(stream);
+        if answer.starts_with(b"HTTP/1.1 200") && answer.ends_with(b"ok") {
+            open.push(stream);
+            continue;
+        }
+        let text = String::from_utf8_lossy(&answer);
+        assert!(
+            text.starts_with("HTTP/1.1 503"),
+            "closed before answering: {text}"
+        );
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "{} of {count} connections held: {text}",
+            open.len()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
     }
     open
 }
 
-#[tokio::test]
-async fn connections_past_the_limit_are_answered_503_and_the_open_ones_keep_working() {
-    let mut config = Config::ephemeral();
-    config.max_connections = Some(4);
-    let server = common::start_with(config).await;
-    let mut open = take_every_slot(&server, 4).await;
-    // The fifth is told so once it asks, and closed; nothing of its request is acted on.
+/// A client's connection to `server`, every slot held: asks, and is answered 503 and closed;
+/// the answer.
+pub(crate) async fn refused_at_the_limit(server: &common::Server) -> String {
     let mut refused = TcpStream::connect(server.addr).await.unwrap();
     refused
         .write_all(b"GET /health HTTP/1.1\r\nHost: localhost\r\n\r\n")
@@ -261,6 +276,17 @@ async fn connections_past_the_limit_are_answered_503_and_the_open_ones_keep_work
         .await
         .expect("answered and closed");
     assert!(answer.starts_with("HTTP/1.1 503"), "{answer}");
+    answer
+}
+
+#[tokio::test]
+async fn connections_past_the_limit_are_answered_503_and_the_open_ones_keep_working() {
+    let mut config = Config::ephemeral();
+    config.max_connections = Some(4);
+    let server = common::start_with(config).await;
+    let mut open = take_every_slot(&server, 4).await;
+    // The fifth is told so once it asks, and closed; nothing of its request is acted on.
+    let answer = refused_at_the_limit(&server).await;
     assert!(
         answer.contains("<Code>ServiceUnavailable</Code>"),
         "{answer}"
@@ -287,6 +313,63 @@ async fn connections_past_the_limit_are_answered_503_and_the_open_ones_keep_work
         .await
         .unwrap();
     assert_eq!(health.status().as_u16(), 200);
+}
+
+/// The opening of a link between nodes, as another node sends it and this one answers it.
+const LINK_PREFACE: &[u8; 16] = b"\0orderly-link/1\n";
+
+/// Opens a link as another node would: whether the server answered its opening as a link.
+async fn open_link(server: &common::Server) -> (TcpStream, bool) {
+    let mut stream = TcpStream::connect(server.addr).await.unwrap();
+    stream.write_all(LINK_PREFACE).await.unwrap();
+    let mut answer = [0u8; 16];
+    let read = tokio::time::timeout(Duration::from_secs(5), stream.read_exact(&mut answer))
+        .await
+        .expect("answered or closed within 5 s");
+    let linked = read.is_ok() && &answer == LINK_PREFACE;
+    (stream, linked)
+}
+
+#[tokio::test]
+async fn links_from_other_nodes_take_none_of_the_clients_connections_and_open_past_their_limit() {
+    let mut config = Config::ephemeral();
+    config.max_connections = Some(2);
+    let server = common::start_with(config).await;
+    // A link opened first leaves both connections to clients.
+    let (_first_link, linked) = open_link(&server).await;
+    assert!(linked, "the link was answered");
+    let mut open = take_every_slot(&server, 2).await;
+    // With every client's connection held, another node's link still opens.
+    let (_second_link, linked) = open_link(&server).await;
+    assert!(linked, "a link past the clients' limit was answered");
+    // The links took nothing from the clients' limit, nor gave them more.
+    refused_at_the_limit(&server).await;
+    // The clients' connections free, the figures say two connections are the other nodes'.
+    for stream in &mut open {
+        stream
+            .write_all(b"GET /health HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
+            .await
+            .unwrap();
+        read_until_closed(stream, Duration::from_secs(5)).await;
+    }
+    let started = Instant::now();
+    loop {
+        let metrics = reqwest::get(format!("{}/metrics", server.url())).await;
+        let text = match metrics {
+            Ok(response) => response.text().await.unwrap_or_default(),
+            Err(_) => String::new(),
+        };
+        let peers = (text.lines())
+            .find_map(|line| line.strip_prefix("orderly_peer_connections "))
+            .and_then(|value| value.trim().parse::<u64>().ok());
+        // Beside other nodes, theirs are counted too.
+        let alone = server.others.is_empty();
+        if peers.is_some_and(|peers| peers == 2 || (!alone && peers > 2)) {
+            break;
+        }
+        assert!(started.elapsed() < Duration::from_secs(5), "{text}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -23,6 +23,7 @@ mod metrics;
 mod module_graph;
 mod multi_node;
 mod multi_node_clock;
+mod multi_node_connections;
 mod multi_node_databases;
 mod multi_node_forwarding;
 mod multi_node_partition;

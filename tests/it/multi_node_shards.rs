@@ -53,7 +53,7 @@ pub(crate) async fn until_role(server: &Server, role: &str, bound: Duration) -> 
 
 /// Publishes `numbers` to the FIFO topic through `server`, in one group, each with its own
 /// deduplication id.
-async fn publish(server: &Server, topic: &str, numbers: std::ops::Range<u32>) {
+pub(crate) async fn publish(server: &Server, topic: &str, numbers: std::ops::Range<u32>) {
     for n in numbers {
         server
             .sns
@@ -68,7 +68,7 @@ async fn publish(server: &Server, topic: &str, numbers: std::ops::Range<u32>) {
     }
 }
 
-fn bodies(got: Vec<(String, String)>) -> Vec<String> {
+pub(crate) fn bodies(got: Vec<(String, String)>) -> Vec<String> {
     got.into_iter().map(|(_, body)| body).collect()
 }
 
@@ -495,8 +495,17 @@ pub(crate) async fn until_spread(nodes: &[&Server], shards: u32, bound: Duration
 /// Two nodes leading their shares of the database at `url`, the second started once the first
 /// leads every shard alone; the shards each leads once they are spread.
 async fn two_spread_nodes(url: &str) -> (Stoppable, Stoppable, Vec<Vec<u64>>) {
-    let start = |config: Config| async move {
-        Stoppable::start(orderly::app::App::bind(&config).await.expect("bind")).await
+    two_spread_nodes_with(url, |_| {}).await
+}
+
+/// `two_spread_nodes`, each node's settings changed by `change` first.
+pub(crate) async fn two_spread_nodes_with(
+    url: &str,
+    change: impl Fn(&mut Config),
+) -> (Stoppable, Stoppable, Vec<Vec<u64>>) {
+    let start = |mut config: Config| {
+        change(&mut config);
+        async move { Stoppable::start(orderly::app::App::bind(&config).await.expect("bind")).await }
     };
     let first = start(spread_on(url, SHARDS)).await;
     let led = until_spread(&[&first.server], SHARDS, Duration::from_secs(10)).await;

@@ -1,0 +1,82 @@
+//! Connections between nodes and `--max-connections`: what another node opens to this one (a
+//! link for the requests it passes on, connections for its pulls) is held in slots of its own,
+//! so clients crowding a node to its limit do not cut the other nodes off from it.
+
+use std::time::{Duration, Instant};
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+use crate::common::{self, Server};
+use crate::hostile_clients::{refused_at_the_limit, take_every_slot};
+use crate::multi_node_shards::{bodies, publish, two_spread_nodes_with};
+use crate::shards::{drain, name_in, topic_into};
+
+/// A gauge's value in `server`'s `/metrics`, read on a connection closed after it.
+async fn gauge(server: &Server, name: &str) -> Option<i64> {
+    let mut stream = TcpStream::connect(server.addr).await.ok()?;
+    let ask = "GET /metrics HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n";
+    stream.write_all(ask.as_bytes()).await.ok()?;
+    let mut text = String::new();
+    stream.read_to_string(&mut text).await.ok()?;
+    let line = text
+        .lines()
+        .find(|line| line.starts_with(&format!("{name} ")))?;
+    line[name.len() + 1..].trim().parse().ok()
+}
+
+/// With its clients holding every one of its `--max-connections`, a node still serves the
+/// other node: what that node passes on comes on its link, and its pulls of what crosses shards
+/// on their connections, all held in the peers' slots. A client's connection past the limit
+/// is still refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_whose_clients_hold_every_connection_still_serves_the_other_node() {
+    let Some(url) = common::fresh_database().await else {
+        return;
+    };
+    let (first, second, led) =
+        two_spread_nodes_with(&url, |config| config.max_connections = Some(4)).await;
+    let (of_first, of_second) = (&led[0], &led[1]);
+    let shard = |n: u64| n as u32;
+    // A topic the second node leads, copied into a queue each node leads, all used through
+    // the first: the second is reached on the first's link, and the first pulls the copies
+    // for its own queue from the second.
+    let topic = name_in("prices", ".fifo", shard(of_second[0]));
+    let queues = [
+        name_in("desk", ".fifo", shard(of_first[0])),
+        name_in("audit", ".fifo", shard(of_second[1])),
+    ];
+    let (topic, urls) = topic_into(&first.server, &topic, &queues).await;
+    publish(&first.server, &topic, 0..3).await;
+    for url in &urls {
+        assert_eq!(bodies(drain(&first.server, url, 3).await), ["0", "1", "2"]);
+    }
+    // The first node's link and pull connections sit in the peers' slots; nothing else but
+    // the gauge's own reading holds a client's.
+    let started = Instant::now();
+    loop {
+        let open = gauge(&second.server, "orderly_open_connections").await;
+        let peers = gauge(&second.server, "orderly_peer_connections").await;
+        if let (Some(open), Some(peers)) = (open, peers) {
+            if peers >= 2 && open - peers <= 1 {
+                break;
+            }
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "open {open:?}, of them the other node's {peers:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let _held = take_every_slot(&second.server, 4).await;
+    // Every client's slot is held: a fifth is refused.
+    refused_at_the_limit(&second.server).await;
+    // The second node still serves the first: the topic's publishes, a receive from its own
+    // queue passed on, and the pulls of the copies into the first's queue.
+    publish(&first.server, &topic, 3..6).await;
+    for url in &urls {
+        assert_eq!(bodies(drain(&first.server, url, 3).await), ["3", "4", "5"]);
+    }
+    second.stop().await;
+    first.stop().await;
+}
