@@ -212,10 +212,10 @@ pub struct Config {
     pub snapshot_after: u64,
     /// With the log in a database: while requests come often (three or more within this many
     /// microseconds), the leader lets each insert wait until this long after the last one, or
-    /// until as many requests have come as the last insert carried (half as many with
-    /// `--database-inserts 2`, so that two inserts take turns), so that more requests
-    /// share a commit. Requests wait at most this much longer; the database does much less
-    /// work per message. 0 inserts at once. In a database cut into shards, a shard whose
+    /// until as many requests have come as the last insert carried (with
+    /// `--database-inserts 2`, half as many as it and the insert beside it, so that two
+    /// inserts take turns), so that more requests share a commit. Requests wait at most this
+    /// much longer; the database does much less work per message. 0 inserts at once. In a database cut into shards, a shard whose
     /// requests come three or more within twice this inserts on its own connection rather
     /// than through the node's shared commit.
     #[arg(long, env = "ORDERLY_DATABASE_BATCH_WAIT", default_value_t = 600,

@@ -670,19 +670,33 @@ mod tests {
         // As clients that each wait for their answer come back: were the writer to wait out
         // its 30 s, the third request would time out.
         let (log_writer, appends) = busy_after_three(Duration::from_secs(30));
+        writes_once_three_came(&log_writer, &appends);
+    }
+
+    /// Submits two records to a busy log whose last write carried three: the writer waits
+    /// for a third, and writes the three together once it comes.
+    fn writes_once_three_came(log_writer: &LogWriter, appends: &Appends) {
         for _ in 0..2 {
             log_writer.submit(&sample_change());
         }
-        // The writer waits for a third with two ready.
         let waiting = (0..1000).any(|_| {
             std::thread::sleep(Duration::from_millis(5));
             log_writer.lock().wake_at == 3
         });
         assert!(waiting, "the writer never waited for the third record");
-        logged(&log_writer);
+        logged(log_writer);
         let appends = appends.lock().unwrap().clone();
         let carried: Vec<usize> = appends.iter().map(|(_, records)| *records).collect();
         assert_eq!(carried, [3, 3], "each write's records");
         log_writer.close();
+    }
+
+    #[test]
+    fn a_round_with_nothing_to_write_leaves_the_next_wait_as_it_was() {
+        // A new segment begun between two writes: the clients are as many as before, and the
+        // next write still waits for the three, rather than go with the first that comes.
+        let (log_writer, appends) = busy_after_three(Duration::from_secs(30));
+        log_writer.rotate().expect("rotated");
+        writes_once_three_came(&log_writer, &appends);
     }
 }

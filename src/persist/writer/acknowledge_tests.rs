@@ -270,7 +270,8 @@ fn an_acknowledged_write_ending_after_the_one_behind_it_wakes_the_writer_to_sett
 fn a_busy_log_with_two_writes_allowed_splits_the_clients_that_came_back_over_both() {
     // Were a batch wait to last until as many came as the last write carried, four clients
     // would share every write, the second write would never begin beside the first, and the
-    // first two records here would wait out the 30 s.
+    // first two records here would wait out the 30 s. Were it to wait for half of the last
+    // write alone, each wait begun with neither under way would halve the halves.
     let (gates, sizes) = (Gates::default(), Arc::new(Mutex::new(Vec::new())));
     let log_writer = LogWriter::new();
     let sink = Finishing {
@@ -306,5 +307,16 @@ fn a_busy_log_with_two_writes_allowed_splits_the_clients_that_came_back_over_bot
         [4, 2, 2],
         "each write's records"
     );
+    // The halves took turns, and both writes ended before either came back: the next wait
+    // still waits for a half of the four (two), not for half of the last write (one).
+    let woken = asleep_after(&log_writer, 0);
+    submit(&log_writer);
+    asleep_after(&log_writer, woken + 1);
+    assert_eq!(gates.lock().expect("gates").len(), 3, "{:?}", sizes);
+    submit(&log_writer);
+    begun(&gates, 4);
+    open(&gates, 3);
+    assert!(durable_to(&log_writer, 10), "{:?}", log_writer.durable());
+    assert_eq!(*sizes.lock().expect("sizes"), [4, 2, 2, 2]);
     log_writer.close();
 }

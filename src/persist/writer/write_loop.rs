@@ -270,7 +270,11 @@ impl<S: LogSink> Writer<S> {
     pub(super) fn take_ready(&mut self, pending: &mut Pending) -> Begun {
         let mut records = self.spare.pop().unwrap_or_default();
         let ready = pending.ready();
-        self.last_carried = ready;
+        // Begun beside another, the two carry the clients that come back between them: were
+        // the next wait to find neither under way, it waits for half of both, not of this one
+        // alone, so that the halves do not shrink to a quarter, then an eighth.
+        let beside = self.under_way.back().map_or(0, |write| write.records.len());
+        self.last_carried = ready + beside;
         pending.wake_at = 0;
         std::mem::swap(&mut pending.records, &mut records);
         records.split_into(ready, &mut pending.records);
@@ -391,7 +395,10 @@ impl<S: LogSink> Writer<S> {
         }
         pending.wake_at = 0;
         let ready = pending.ready();
-        self.last_carried = ready;
+        // A round with nothing to write (a rotation, a close) says nothing of the clients.
+        if ready > 0 {
+            self.last_carried = ready;
+        }
         if self.retrying {
             self.taken.clear();
             std::mem::swap(&mut pending.records, &mut self.taken);
@@ -438,11 +445,11 @@ impl<S: LogSink> Writer<S> {
         Some(wait.saturating_sub(self.last_write.elapsed())).filter(|left| !left.is_zero())
     }
 
-    /// The records whose coming ends a batch wait: as many as the last write carried, shared
-    /// over the writes the sink may have under way. With two, the clients that came back
-    /// together split into two halves whose writes take turns, one half's requests handled
-    /// while the other's commit; otherwise one write would carry them all and the second
-    /// would never begin (it must carry as many as the one under way).
+    /// The records whose coming ends a batch wait: as many as the last write carried (with the
+    /// one it was begun beside), shared over the writes the sink may have under way. With two,
+    /// the clients that came back together split into two halves whose writes take turns, one
+    /// half's requests handled while the other's commit; otherwise one write would carry them
+    /// all and the second would never begin (it must carry as many as the one under way).
     fn batch_target(&self) -> usize {
         self.last_carried.div_ceil(self.log.overlap().max(1))
     }
