@@ -299,6 +299,8 @@ fn a_busy_log_with_two_writes_allowed_splits_the_clients_that_came_back_over_bot
     for _ in 0..2 {
         submit(&log_writer);
     }
+    // Begun beside the first half's, before that one ends.
+    begun(&gates, 3);
     open(&gates, 1);
     open(&gates, 2);
     assert!(durable_to(&log_writer, 8), "{:?}", log_writer.durable());
