@@ -318,6 +318,7 @@ impl App {
             },
             open: Default::default(),
             peers: Default::default(),
+            nodes: None,
             link: crate::http::link_server::LinkLimits {
                 frame_bytes: config.max_request_bytes + crate::http::link_server::HEAD_BYTES,
                 idle: Duration::from_secs(config.idle_timeout),
@@ -416,6 +417,7 @@ impl App {
         let mut limits = limits;
         limits.open = built.service.metrics.open_connections.clone();
         limits.peers = built.service.metrics.peer_connections.clone();
+        limits.nodes = node.as_ref().map(|node| node.standby.clone());
         // A standby changes nothing itself: the leader's state is what an init file set up.
         let init_report = match &config.init {
             Some(_) if waiting.is_some() => {

@@ -34,6 +34,12 @@ pub const READS: &str = "/_orderly/shard-read";
 pub const SETTLED: &str = "/_orderly/settled";
 pub const RESET: &str = "/_orderly/shard-reset";
 
+/// Whether `path` is one of the requests between nodes above, which carry the asking node's
+/// name (`X-Orderly-Node`).
+pub fn is_between_nodes(path: &str) -> bool {
+    matches!(path, PARCELS | READS | SETTLED | RESET)
+}
+
 /// Largest answer to a read of another node's shard this node takes: a listing of a shard's
 /// queues, topics or subscriptions is a few hundred bytes an item, so this is about a million
 /// of them.

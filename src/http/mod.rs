@@ -24,6 +24,7 @@ pub mod link_server;
 mod link_tests;
 mod localstack;
 mod node_headers;
+mod read_ahead;
 mod reply;
 pub mod server;
 pub mod sessions;

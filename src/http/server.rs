@@ -15,12 +15,15 @@ use prometheus_client::metrics::gauge::Gauge;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, watch, OwnedSemaphorePermit, Semaphore};
+use tokio::time::Instant;
 use tokio_rustls::TlsAcceptor;
 use tower::Service;
 
 use super::connection::{ConnectionState, ConnectionTimeouts, Watched};
 use super::link_server::{opens_link, serve_link, LinkLimits};
+use super::read_ahead::ReadAhead;
 use super::slots::{Slot, Slots};
+use super::standby::Standby;
 
 /// Largest request head (request line and headers) read into memory; beyond it hyper answers
 /// 431. Presigned URLs and SigV4 headers take a few kilobytes.
@@ -52,32 +55,67 @@ static AT_LIMIT: std::sync::LazyLock<Vec<u8>> = std::sync::LazyLock::new(|| {
     .into_bytes()
 });
 
-/// Tells a connection past the limit so (plain HTTP only: TLS would need a handshake): once
-/// its request's head has come (a client does not expect an answer before it asks), the
-/// answer, then reads until the client closes, so the close does not reset the connection and
-/// lose the answer. Nothing read is acted on.
-async fn refuse_at_limit(mut stream: TcpStream) {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let _ = tokio::time::timeout(REFUSAL_TIME, async {
-        let mut head = Vec::new();
-        let mut unread = [0u8; 4096];
-        while !head.windows(4).any(|w| w == b"\r\n\r\n") && head.len() < MAX_HEAD_BYTES {
-            let read = stream.read(&mut unread).await?;
-            if read == 0 {
-                return Ok(());
-            }
-            head.extend_from_slice(&unread[..read]);
-            // A link's opening: closed at once, so the other node knows at once.
-            if head.first().copied().is_some_and(opens_link) {
-                return Ok(());
-            }
+/// A request's head read from a connection past the limit, until it ends (the bytes after it
+/// that came with it included) or `deadline`; none when the connection closed, failed, sent
+/// nothing by then, or opened a link.
+async fn read_head(stream: &mut TcpStream, deadline: Instant) -> Option<Vec<u8>> {
+    use tokio::io::AsyncReadExt;
+    let mut head = Vec::new();
+    let mut unread = [0u8; 4096];
+    while !head.windows(4).any(|w| w == b"\r\n\r\n") && head.len() < MAX_HEAD_BYTES {
+        let read = match tokio::time::timeout_at(deadline, stream.read(&mut unread)).await {
+            Ok(Ok(read)) if read > 0 => read,
+            _ => return None,
+        };
+        head.extend_from_slice(&unread[..read]);
+        if head.first().copied().is_some_and(opens_link) {
+            return None;
         }
+    }
+    Some(head)
+}
+
+/// Tells a connection past the limit so (plain HTTP only: TLS would need a handshake), once
+/// its request's head has come (a client does not expect an answer before it asks), then
+/// reads until the client closes or `deadline`, so the close does not reset the connection and
+/// lose the answer. Nothing read is acted on.
+async fn answer_at_limit(mut stream: TcpStream, deadline: Instant) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let _ = tokio::time::timeout_at(deadline, async {
+        let mut unread = [0u8; 4096];
         stream.write_all(&AT_LIMIT).await?;
         stream.shutdown().await?;
         while stream.read(&mut unread).await? > 0 {}
         Ok::<_, std::io::Error>(())
     })
     .await;
+}
+
+/// Whether `head` is a request between nodes (`between_nodes`) whose `X-Orderly-Node` names a
+/// live node of the database `nodes` knows.
+fn from_live_node(head: &[u8], nodes: Option<&Standby>) -> bool {
+    let Some(nodes) = nodes else {
+        return false;
+    };
+    let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS + super::node_headers::ADDED_HEADERS];
+    let mut request = httparse::Request::new(&mut headers);
+    if !matches!(request.parse(head), Ok(httparse::Status::Complete(_))) {
+        return false;
+    }
+    let path = request.path.unwrap_or_default();
+    let path = path.split_once('?').map_or(path, |(path, _)| path);
+    super::between_nodes::is_between_nodes(path)
+        && request.headers.iter().any(|header| {
+            header.name.eq_ignore_ascii_case(super::node_headers::NODE)
+                && std::str::from_utf8(header.value).is_ok_and(|name| nodes.is_peer(name))
+        })
+}
+
+/// Small request/response exchanges: Nagle's algorithm must not hold writes back.
+fn without_delay(stream: &TcpStream) {
+    if let Err(error) = stream.set_nodelay(true) {
+        tracing::debug!(%error, "TCP_NODELAY not set");
+    }
 }
 
 /// 431 for a request with more header lines than `MAX_HEADERS`, unless another node passed it
@@ -87,7 +125,7 @@ fn too_many_headers<B>(request: &hyper::Request<B>) -> bool {
     headers.len() > MAX_HEADERS && !headers.contains_key(super::node_headers::FORWARDED)
 }
 
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct ServerLimits {
     pub max_connections: usize,
     pub timeouts: ConnectionTimeouts,
@@ -97,6 +135,8 @@ pub struct ServerLimits {
     pub link: LinkLimits,
     /// Kept at the number of connections other nodes hold in their own slots (`slots`).
     pub peers: Gauge,
+    /// On a database, what knows its live nodes, whose connections past the limit are served.
+    pub nodes: Option<Arc<Standby>>,
 }
 
 /// What requests are answered by: one router, or whichever router a node on a database has
@@ -164,6 +204,25 @@ struct Serving {
     /// Turns true once the server stops.
     closing: watch::Receiver<bool>,
     open: Gauge,
+    /// The live nodes of the database, on one.
+    nodes: Option<Arc<Standby>>,
+}
+
+/// The first byte `stream` sends, left unread; none when it closes, fails or sends nothing by
+/// `deadline`, or the server stops first.
+async fn first_byte(
+    stream: &TcpStream,
+    deadline: Instant,
+    closing: &watch::Receiver<bool>,
+) -> Option<u8> {
+    let mut first = [0u8; 1];
+    let mut stopping = closing.clone();
+    tokio::select! {
+        peeked = tokio::time::timeout_at(deadline, stream.peek(&mut first)) => {
+            matches!(peeked, Ok(Ok(1))).then_some(first[0])
+        }
+        _ = stopping.wait_for(|closing| *closing) => None,
+    }
 }
 
 /// A plain connection with a client's `slot`: a link (which takes a peer's slot in its place,
@@ -185,62 +244,74 @@ async fn serve_plain(
         closing,
         ..
     } = serving;
-    let mut first = [0u8; 1];
-    let mut stopping = closing.clone();
-    let peeked = tokio::select! {
-        peeked = tokio::time::timeout(timeouts.idle, stream.peek(&mut first)) => peeked,
-        _ = stopping.wait_for(|closing| *closing) => Ok(Ok(0)),
-    };
-    match peeked {
-        Ok(Ok(0)) => {}
-        Ok(Ok(1)) if opens_link(first[0]) => {
+    let first = first_byte(&stream, Instant::now() + timeouts.idle, &closing).await;
+    match first {
+        None => {}
+        Some(first) if opens_link(first) => {
             drop(watcher);
             slot.to_peer();
             serve_link(stream, move || router.router(), link, closing).await;
             drop(links_open);
         }
-        Ok(Ok(_)) => {
+        Some(_) => {
             drop(links_open);
             serve_connection(stream, http, router, timeouts, watcher, slot.clone()).await;
         }
-        Ok(Err(_)) | Err(_) => {}
     }
     slot.release();
 }
 
-/// A plain connection past the limit, holding one of the `REFUSALS`: a link is served if a
-/// peer's slot is free (another node's link never needs a client's), anything else refused.
+/// A plain connection past the limit, holding one of the `REFUSALS`, given `REFUSAL_TIME` in
+/// all: another node's (a link, or HTTP whose first request is between nodes and names a live
+/// node) is served in a peer's slot if one is free, since it never needs a client's; anything
+/// else is refused. One that sends nothing by then, or before the server stops, is closed.
 async fn serve_past_limit(
-    stream: TcpStream,
+    mut stream: TcpStream,
     refusal: OwnedSemaphorePermit,
     slots: Slots,
     serving: Serving,
+    watcher: Watcher,
     links_open: mpsc::Sender<()>,
 ) {
-    let mut first = [0u8; 1];
-    let opens = match tokio::time::timeout(REFUSAL_TIME, stream.peek(&mut first)).await {
-        Ok(Ok(1)) => opens_link(first[0]),
-        // Silent for the whole of its time, or closed: nothing to answer.
-        _ => return,
+    let deadline = Instant::now() + REFUSAL_TIME;
+    let Some(first) = first_byte(&stream, deadline, &serving.closing).await else {
+        return;
     };
-    if let Some(slot) = opens.then(|| slots.peer()).flatten() {
+    if opens_link(first) {
+        drop(watcher);
+        // With every peer's slot held, or once stopping, closed at once: the other node knows
+        // at once that nothing was sent.
+        let Some(slot) = slots.peer().filter(|_| !*serving.closing.borrow()) else {
+            return;
+        };
         drop(refusal);
-        let Serving {
-            router,
-            link,
-            closing,
-            open,
-            ..
-        } = serving;
-        open.inc();
-        serve_link(stream, move || router.router(), link, closing).await;
+        without_delay(&stream);
+        serving.open.inc();
+        let (router, closing) = (serving.router, serving.closing);
+        serve_link(stream, move || router.router(), serving.link, closing).await;
         drop(links_open);
         slot.release();
-        open.dec();
+        serving.open.dec();
         return;
     }
     drop(links_open);
-    refuse_at_limit(stream).await;
+    let Some(head) = read_head(&mut stream, deadline).await else {
+        return;
+    };
+    let node = from_live_node(&head, serving.nodes.as_deref()) && !*serving.closing.borrow();
+    if let Some(slot) = node.then(|| slots.peer()).flatten() {
+        drop(refusal);
+        without_delay(&stream);
+        serving.open.inc();
+        let (io, served) = (ReadAhead::new(head, stream), slot.clone());
+        let (router, timeouts) = (serving.router, serving.timeouts);
+        serve_connection(io, serving.http, router, timeouts, watcher, served).await;
+        slot.release();
+        serving.open.dec();
+        return;
+    }
+    drop(watcher);
+    answer_at_limit(stream, deadline).await;
     drop(refusal);
 }
 
@@ -273,6 +344,7 @@ pub async fn serve(
         link: limits.link,
         closing: closing.subscribe(),
         open: limits.open.clone(),
+        nodes: limits.nodes.clone(),
     };
     tokio::pin!(shutdown);
     let mut refused: u64 = 0;
@@ -324,9 +396,9 @@ pub async fn serve(
                     Ok(Ok(permit)) => slots.holding_client(permit),
                     Err(Ok(refusal)) => {
                         let (slots, serving) = (slots.clone(), serving.clone());
-                        let links_open = links_open.clone();
+                        let (links_open, watcher) = (links_open.clone(), graceful.watcher());
                         tokio::spawn(serve_past_limit(
-                            stream, refusal, slots, serving, links_open,
+                            stream, refusal, slots, serving, watcher, links_open,
                         ));
                         continue;
                     }
@@ -337,10 +409,7 @@ pub async fn serve(
         };
         let open = limits.open.clone();
         open.inc();
-        // Small request/response exchanges: do not let Nagle's algorithm hold writes back.
-        if let Err(error) = stream.set_nodelay(true) {
-            tracing::debug!(%error, "TCP_NODELAY not set");
-        }
+        without_delay(&stream);
         let (serving, watcher, tls) = (serving.clone(), graceful.watcher(), tls.clone());
         let links_open = links_open.clone();
         tokio::spawn(async move {

@@ -37,13 +37,7 @@ pub async fn pass_to_shard_leader(
     next: Next,
 ) -> Response {
     let standby = &forwarding.standby;
-    if matches!(
-        request.uri().path(),
-        super::between_nodes::PARCELS
-            | super::between_nodes::READS
-            | super::between_nodes::SETTLED
-            | super::between_nodes::RESET
-    ) {
+    if super::between_nodes::is_between_nodes(request.uri().path()) {
         let mut request = request;
         let name = (request.headers().get(NODE)).and_then(|name| name.to_str().ok());
         if name.is_some_and(|name| standby.is_peer(name)) {

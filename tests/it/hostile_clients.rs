@@ -19,7 +19,7 @@ fn quick_timeouts() -> Config {
 }
 
 /// Reads what the server sends until it closes the connection (or `within` passes).
-async fn read_until_closed(stream: &mut TcpStream, within: Duration) -> Option<String> {
+pub(crate) async fn read_until_closed(stream: &mut TcpStream, within: Duration) -> Option<String> {
     let mut answer = Vec::new();
     let mut buf = [0u8; 8192];
     let deadline = tokio::time::Instant::now() + within;
@@ -221,10 +221,19 @@ async fn a_stalled_body_is_answered_408_and_closed() {
     );
 }
 
-/// `count` connections, each answered once so the server has taken it, kept open. One refused
-/// at the limit is asked again (for 5 s at most): with other nodes beside the server, one of
+/// `count` connections, each answered once so the server has taken it, kept open. With other
+/// nodes beside the server, one refused at the limit is asked again (for 5 s at most): one of
 /// their connections holds a client's slot until its first request shows whose it is.
 pub(crate) async fn take_every_slot(server: &common::Server, count: usize) -> Vec<TcpStream> {
+    take_every_slot_beside(server, count, !server.others.is_empty()).await
+}
+
+/// `take_every_slot`, with other nodes beside `server` or none.
+pub(crate) async fn take_every_slot_beside(
+    server: &common::Server,
+    count: usize,
+    others: bool,
+) -> Vec<TcpStream> {
     let started = Instant::now();
     let mut open = Vec::new();
     while open.len() < count {
@@ -254,6 +263,8 @@ pub(crate) async fn take_every_slot(server: &common::Server, count: usize) -> Ve
             text.starts_with("HTTP/1.1 503"),
             "closed before answering: {text}"
         );
+        // Alone, nothing but this test's connections holds a slot.
+        assert!(others, "{} of {count} connections held: {text}", open.len());
         assert!(
             started.elapsed() < Duration::from_secs(5),
             "{} of {count} connections held: {text}",

@@ -8,7 +8,8 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 use crate::common::{self, Server};
-use crate::hostile_clients::{refused_at_the_limit, take_every_slot};
+use crate::hostile_clients::{read_until_closed, refused_at_the_limit, take_every_slot_beside};
+use crate::log_in_database::database;
 use crate::multi_node_shards::{bodies, publish, two_spread_nodes_with};
 use crate::shards::{drain, name_in, topic_into};
 
@@ -25,10 +26,38 @@ async fn gauge(server: &Server, name: &str) -> Option<i64> {
     line[name.len() + 1..].trim().parse().ok()
 }
 
+/// The name `server` announced itself by in the database at `url`, which its requests to
+/// other nodes carry.
+async fn announced_name(url: &str, server: &Server) -> String {
+    let row = database(url)
+        .await
+        .query_one(
+            "SELECT node FROM log_nodes WHERE url = $1 AND node LIKE 'survey %'",
+            &[&server.url()],
+        )
+        .await
+        .expect("the node's announcement");
+    row.get(0)
+}
+
+/// `server`'s answer to a shard read of the queues in `shard`, asked as `node` on a connection
+/// of its own.
+async fn shard_read_as(server: &Server, node: &str, shard: u64) -> String {
+    let mut stream = TcpStream::connect(server.addr).await.unwrap();
+    let ask = format!(
+        "GET /_orderly/shard-read?shard={shard}&read=queues&prefix= HTTP/1.1\r\n\
+         Host: localhost\r\nX-Orderly-Node: {node}\r\nConnection: close\r\n\r\n"
+    );
+    stream.write_all(ask.as_bytes()).await.unwrap();
+    read_until_closed(&mut stream, Duration::from_secs(5))
+        .await
+        .expect("answered and closed")
+}
+
 /// With its clients holding every one of its `--max-connections`, a node still serves the
-/// other node: what that node passes on comes on its link, and its pulls of what crosses shards
-/// on their connections, all held in the peers' slots. A client's connection past the limit
-/// is still refused.
+/// other node: what that node passes on comes on its link, its pulls of what crosses shards
+/// on their connections, and a read on a connection it opens then, all held in the peers'
+/// slots. A client's connection past the limit is still refused.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_node_whose_clients_hold_every_connection_still_serves_the_other_node() {
     let Some(url) = common::fresh_database().await else {
@@ -68,9 +97,18 @@ async fn a_node_whose_clients_hold_every_connection_still_serves_the_other_node(
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    let _held = take_every_slot(&second.server, 4).await;
+    let _held = take_every_slot_beside(&second.server, 4, true).await;
     // Every client's slot is held: a fifth is refused.
     refused_at_the_limit(&second.server).await;
+    // A connection the first node opens now (a shard read for a listing) is served once its
+    // request names that node; the same request naming no node of the database is refused.
+    let name = announced_name(&url, &first.server).await;
+    let read = shard_read_as(&second.server, &name, of_second[1]).await;
+    assert!(read.starts_with("HTTP/1.1 200"), "{read}");
+    assert!(read.contains("audit"), "{read}");
+    let stranger = format!("survey {}", uuid::Uuid::new_v4());
+    let read = shard_read_as(&second.server, &stranger, of_second[1]).await;
+    assert!(read.starts_with("HTTP/1.1 503"), "{read}");
     // The second node still serves the first: the topic's publishes, a receive from its own
     // queue passed on, and the pulls of the copies into the first's queue.
     publish(&first.server, &topic, 3..6).await;
