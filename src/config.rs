@@ -273,8 +273,8 @@ pub struct Config {
     /// Seconds a kept-alive connection may wait for its next request before it is closed.
     #[arg(long, env = "ORDERLY_IDLE_TIMEOUT", default_value_t = 60)]
     pub idle_timeout: u64,
-    /// Clients' connections open at once; beyond it a new one is answered 503 (closed, over
-    /// TLS) and the open ones keep working. Other nodes' links and pulls are held apart, in 64
+    /// Clients' connections open at once; beyond it a new one is answered 503 (over TLS, after
+    /// its handshake) and the open ones keep working. Other nodes' links and pulls are held apart, in 64
     /// slots of their own. Default: the open-file limit (raised to its hard limit at start)
     /// less 320, kept for those, the log, webhooks and the rest.
     #[arg(long, env = "ORDERLY_MAX_CONNECTIONS")]

@@ -36,7 +36,8 @@ const MAX_HEADERS: usize = 128;
 /// Connections past the limit being told so at once; any beyond these wait to be accepted.
 const REFUSALS: usize = 64;
 
-/// How long a connection past the limit is given to take its answer and close.
+/// How long a connection past the limit is given in all: its TLS handshake, its request's
+/// head, its answer and its close.
 const REFUSAL_TIME: Duration = Duration::from_secs(1);
 
 /// The answer to a connection past the limit, written once its request's head has come;
@@ -58,7 +59,7 @@ static AT_LIMIT: std::sync::LazyLock<Vec<u8>> = std::sync::LazyLock::new(|| {
 /// A request's head read from a connection past the limit, until it ends (the bytes after it
 /// that came with it included) or `deadline`; none when the connection closed, failed, sent
 /// nothing by then, or opened a link.
-async fn read_head(stream: &mut TcpStream, deadline: Instant) -> Option<Vec<u8>> {
+async fn read_head<S: AsyncRead + Unpin>(stream: &mut S, deadline: Instant) -> Option<Vec<u8>> {
     use tokio::io::AsyncReadExt;
     let mut head = Vec::new();
     let mut unread = [0u8; 4096];
@@ -75,11 +76,10 @@ async fn read_head(stream: &mut TcpStream, deadline: Instant) -> Option<Vec<u8>>
     Some(head)
 }
 
-/// Tells a connection past the limit so (plain HTTP only: TLS would need a handshake), once
-/// its request's head has come (a client does not expect an answer before it asks), then
+/// Tells a connection past the limit so, once its request's head has come (a client does not expect an answer before it asks), then
 /// reads until the client closes or `deadline`, so the close does not reset the connection and
 /// lose the answer. Nothing read is acted on.
-async fn answer_at_limit(mut stream: TcpStream, deadline: Instant) {
+async fn answer_at_limit<S: AsyncRead + AsyncWrite + Unpin>(mut stream: S, deadline: Instant) {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let _ = tokio::time::timeout_at(deadline, async {
         let mut unread = [0u8; 4096];
@@ -261,58 +261,104 @@ async fn serve_plain(
     slot.release();
 }
 
-/// A plain connection past the limit, holding one of the `REFUSALS`, given `REFUSAL_TIME` in
-/// all: another node's (a link, or HTTP whose first request is between nodes and names a live
-/// node) is served in a peer's slot if one is free, since it never needs a client's; anything
-/// else is refused. One that sends nothing by then, or before the server stops, is closed.
+/// A connection past the limit, holding one of the `REFUSALS`, given `REFUSAL_TIME` in all
+/// (a TLS handshake included): another node's (a link, or HTTP whose first request is between
+/// nodes and names a live node) is served in a peer's slot if one is free, since it never
+/// needs a client's; anything else is refused. One that sends nothing by then, or before the
+/// server stops, is closed.
 async fn serve_past_limit(
-    mut stream: TcpStream,
-    refusal: OwnedSemaphorePermit,
-    slots: Slots,
+    stream: TcpStream,
+    tls: Option<TlsAcceptor>,
+    past: PastLimit,
     serving: Serving,
-    watcher: Watcher,
     links_open: mpsc::Sender<()>,
 ) {
     let deadline = Instant::now() + REFUSAL_TIME;
-    let Some(first) = first_byte(&stream, deadline, &serving.closing).await else {
-        return;
-    };
-    if opens_link(first) {
-        drop(watcher);
-        // With every peer's slot held, or once stopping, closed at once: the other node knows
-        // at once that nothing was sent.
-        let Some(slot) = slots.peer().filter(|_| !*serving.closing.borrow()) else {
+    without_delay(&stream);
+    let Some(tls) = tls else {
+        let Some(first) = first_byte(&stream, deadline, &serving.closing).await else {
             return;
         };
-        drop(refusal);
-        without_delay(&stream);
-        serving.open.inc();
-        let (router, closing) = (serving.router, serving.closing);
-        serve_link(stream, move || router.router(), serving.link, closing).await;
+        if opens_link(first) {
+            drop(past.watcher);
+            // With every peer's slot held, or once stopping, closed at once: the other node
+            // knows at once that nothing was sent.
+            let Some(slot) = past.slots.peer().filter(|_| !*serving.closing.borrow()) else {
+                return;
+            };
+            drop(past.refusal);
+            serving.open.inc();
+            let (router, closing) = (serving.router, serving.closing);
+            serve_link(stream, move || router.router(), serving.link, closing).await;
+            drop(links_open);
+            slot.release();
+            serving.open.dec();
+            return;
+        }
         drop(links_open);
-        slot.release();
-        serving.open.dec();
-        return;
-    }
+        return serve_http_past_limit(stream, deadline, past, serving).await;
+    };
     drop(links_open);
+    if let Some(stream) = handshake(&tls, stream, deadline, &serving.closing).await {
+        serve_http_past_limit(stream, deadline, past, serving).await;
+    }
+}
+
+/// `stream`'s TLS handshake, done by `deadline`; none when it failed, took longer, or the
+/// server stopped first.
+async fn handshake(
+    tls: &TlsAcceptor,
+    stream: TcpStream,
+    deadline: Instant,
+    closing: &watch::Receiver<bool>,
+) -> Option<tokio_rustls::server::TlsStream<TcpStream>> {
+    let mut stopping = closing.clone();
+    let accepted = tokio::select! {
+        accepted = tokio::time::timeout_at(deadline, tls.accept(stream)) => accepted,
+        _ = stopping.wait_for(|closing| *closing) => return None,
+    };
+    match accepted {
+        Ok(Ok(stream)) => return Some(stream),
+        Ok(Err(error)) => tracing::debug!(%error, "TLS handshake failed"),
+        Err(_) => tracing::debug!("TLS handshake timed out"),
+    }
+    None
+}
+
+/// What a connection past the limit holds until it is served or refused.
+struct PastLimit {
+    refusal: OwnedSemaphorePermit,
+    slots: Slots,
+    watcher: Watcher,
+}
+
+/// `serve_past_limit`'s HTTP: the first request's head is read; another node's connection is
+/// served from it on, anything else answered 503.
+async fn serve_http_past_limit<S>(
+    mut stream: S,
+    deadline: Instant,
+    past: PastLimit,
+    serving: Serving,
+) where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
     let Some(head) = read_head(&mut stream, deadline).await else {
         return;
     };
     let node = from_live_node(&head, serving.nodes.as_deref()) && !*serving.closing.borrow();
-    if let Some(slot) = node.then(|| slots.peer()).flatten() {
-        drop(refusal);
-        without_delay(&stream);
+    if let Some(slot) = node.then(|| past.slots.peer()).flatten() {
+        drop(past.refusal);
         serving.open.inc();
         let (io, served) = (ReadAhead::new(head, stream), slot.clone());
         let (router, timeouts) = (serving.router, serving.timeouts);
-        serve_connection(io, serving.http, router, timeouts, watcher, served).await;
+        serve_connection(io, serving.http, router, timeouts, past.watcher, served).await;
         slot.release();
         serving.open.dec();
         return;
     }
-    drop(watcher);
+    drop(past.watcher);
     answer_at_limit(stream, deadline).await;
-    drop(refusal);
+    drop(past.refusal);
 }
 
 /// Serves `router` on `listener` until `shutdown` completes, then waits for open connections
@@ -377,15 +423,11 @@ pub async fn serve(
                         "connection limit reached; new connections are answered 503 and closed"
                     );
                 }
-                if tls.is_some() {
-                    drop(stream);
-                    continue;
-                }
-                // Every plain connection past the limit is answered, never closed unread (a
-                // node passing a request on could not tell whether it was acted on): while
+                // Every connection past the limit is answered, never closed unread (a node
+                // passing a request on could not tell whether it was acted on): while
                 // `REFUSALS` answers are being given, this waits for one to end (each within
                 // `REFUSAL_TIME`) or a slot to free, and later connections wait in the
-                // listen backlog. Another node's link is served in a peer's slot instead.
+                // listen backlog. Another node's connection is served in a peer's slot instead.
                 let admitted = tokio::select! {
                     biased;
                     () = &mut shutdown => break,
@@ -395,11 +437,14 @@ pub async fn serve(
                 match admitted {
                     Ok(Ok(permit)) => slots.holding_client(permit),
                     Err(Ok(refusal)) => {
-                        let (slots, serving) = (slots.clone(), serving.clone());
-                        let (links_open, watcher) = (links_open.clone(), graceful.watcher());
-                        tokio::spawn(serve_past_limit(
-                            stream, refusal, slots, serving, watcher, links_open,
-                        ));
+                        let past = PastLimit {
+                            refusal,
+                            slots: slots.clone(),
+                            watcher: graceful.watcher(),
+                        };
+                        let (serving, links_open) = (serving.clone(), links_open.clone());
+                        let tls = tls.clone();
+                        tokio::spawn(serve_past_limit(stream, tls, past, serving, links_open));
                         continue;
                     }
                     // The semaphores are never closed.
@@ -422,15 +467,13 @@ pub async fn serve(
                         router,
                         http,
                         timeouts,
+                        closing,
                         ..
                     } = serving;
-                    match tokio::time::timeout(timeouts.header, tls.accept(stream)).await {
-                        Ok(Ok(stream)) => {
-                            let served = slot.clone();
-                            serve_connection(stream, http, router, timeouts, watcher, served).await;
-                        }
-                        Ok(Err(error)) => tracing::debug!(%error, "TLS handshake failed"),
-                        Err(_) => tracing::debug!("TLS handshake timed out"),
+                    let deadline = Instant::now() + timeouts.header;
+                    if let Some(stream) = handshake(&tls, stream, deadline, &closing).await {
+                        let served = slot.clone();
+                        serve_connection(stream, http, router, timeouts, watcher, served).await;
                     }
                     slot.release();
                 }

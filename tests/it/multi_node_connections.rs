@@ -10,7 +10,7 @@ use tokio::net::TcpStream;
 use crate::common::{self, Server};
 use crate::hostile_clients::{read_until_closed, refused_at_the_limit, take_every_slot_beside};
 use crate::log_in_database::database;
-use crate::multi_node_shards::{bodies, publish, two_spread_nodes_with};
+use crate::multi_node_shards::{bodies, publish, spread_on, two_spread_nodes_with};
 use crate::shards::{drain, name_in, topic_into};
 
 /// A gauge's value in `server`'s `/metrics`, read on a connection closed after it.
@@ -29,11 +29,16 @@ async fn gauge(server: &Server, name: &str) -> Option<i64> {
 /// The name `server` announced itself by in the database at `url`, which its requests to
 /// other nodes carry.
 async fn announced_name(url: &str, server: &Server) -> String {
+    announced_as(url, &server.url()).await
+}
+
+/// The name the node reached at `node_url` announced itself by in the database at `url`.
+async fn announced_as(url: &str, node_url: &str) -> String {
     let row = database(url)
         .await
         .query_one(
             "SELECT node FROM log_nodes WHERE url = $1 AND node LIKE 'survey %'",
-            &[&server.url()],
+            &[&node_url],
         )
         .await
         .expect("the node's announcement");
@@ -117,4 +122,95 @@ async fn a_node_whose_clients_hold_every_connection_still_serves_the_other_node(
     }
     second.stop().await;
     first.stop().await;
+}
+
+/// Over HTTPS, a connection past the limit is answered too, once its handshake is done: a
+/// client's 503, not closed unanswered; one whose first request between nodes names a live
+/// node of the database is served (nodes whose URLs are `https://` speak HTTP to one another).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn over_https_a_connection_past_the_limit_is_answered_and_a_nodes_served() {
+    let Some(url) = common::fresh_database().await else {
+        return;
+    };
+    let (ca, cert, key) = crate::tls::certificates();
+    let dir = tempfile::tempdir().unwrap();
+    let (cert_file, key_file) = (dir.path().join("cert.pem"), dir.path().join("key.pem"));
+    std::fs::write(&cert_file, cert).unwrap();
+    std::fs::write(&key_file, key).unwrap();
+    let mut config = spread_on(&url, 2);
+    config.tls_cert = Some(cert_file);
+    config.tls_key = Some(key_file);
+    config.max_connections = Some(2);
+    // The connections holding the clients' slots never finish their handshakes.
+    config.header_timeout = 60;
+    let node =
+        common::Stoppable::start(orderly::app::App::bind(&config).await.expect("bind")).await;
+    let addr = node.server.addr;
+    let client = reqwest::Client::builder()
+        .add_root_certificate(reqwest::Certificate::from_pem(ca.as_bytes()).unwrap())
+        .resolve("localhost", addr)
+        // Each request on a connection of its own.
+        .pool_max_idle_per_host(0)
+        .timeout(Duration::from_secs(5))
+        .build()
+        .unwrap();
+    let base = format!("https://localhost:{}", addr.port());
+    let read_as = |name: &str| {
+        (client.get(format!(
+            "{base}/_orderly/shard-read?shard=1&read=queues&prefix="
+        )))
+        .header("x-orderly-node", name)
+        .send()
+    };
+    // Once the node has announced itself and read its own announcement, a read naming it is
+    // taken as a node's.
+    let started = Instant::now();
+    let name = loop {
+        let announced = database(&url)
+            .await
+            .query_opt(
+                "SELECT node FROM log_nodes WHERE url = $1 AND node LIKE 'survey %'",
+                &[&format!("https://{addr}")],
+            )
+            .await
+            .expect("read");
+        if let Some(row) = announced {
+            let name: String = row.get(0);
+            if read_as(&name)
+                .await
+                .is_ok_and(|answer| answer.status() == 200)
+            {
+                break name;
+            }
+        }
+        assert!(started.elapsed() < Duration::from_secs(10), "not announced");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(announced_as(&url, &format!("https://{addr}")).await, name);
+    let _held = [
+        TcpStream::connect(addr).await.unwrap(),
+        TcpStream::connect(addr).await.unwrap(),
+    ];
+    // Both slots held (a health check past them is refused, after its handshake).
+    let started = Instant::now();
+    loop {
+        let health = client.get(format!("{base}/health")).send().await;
+        let health = health.expect("answered over TLS, not closed");
+        if health.status() == 503 {
+            assert_eq!(health.headers()["x-orderly-not-served"], "1");
+            assert!(health.text().await.unwrap().contains("ServiceUnavailable"));
+            break;
+        }
+        assert!(started.elapsed() < Duration::from_secs(5), "{health:?}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let read = read_as(&name).await.expect("answered");
+    assert_eq!(read.status(), 200);
+    let stranger = format!("survey {}", uuid::Uuid::new_v4());
+    let refused = read_as(&stranger).await.expect("answered");
+    assert_eq!(refused.status(), 503);
+    // The handshakes never finished hold no stop up.
+    let stopping = Instant::now();
+    node.stop().await;
+    assert!(stopping.elapsed() < Duration::from_secs(10));
 }

@@ -461,7 +461,7 @@ async fn a_node_that_cannot_lead_a_shard_after_three_tries_does_not_start() {
 }
 
 /// A node's settings on the database at `url`, cut into `shards`, each node leading its share.
-fn spread_on(url: &str, shards: u32) -> Config {
+pub(crate) fn spread_on(url: &str, shards: u32) -> Config {
     let mut config = on_database(url, shards);
     config.spread_shards = true;
     config

@@ -11,7 +11,7 @@ use orderly::config::Config;
 use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, IsCa, KeyPair};
 
 /// A CA and a certificate it signed for localhost and 127.0.0.1: (CA PEM, cert PEM, key PEM).
-fn certificates() -> (String, String, String) {
+pub(crate) fn certificates() -> (String, String, String) {
     let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
     ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
     let ca = CertifiedIssuer::self_signed(ca_params, KeyPair::generate().unwrap()).unwrap();
