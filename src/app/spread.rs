@@ -156,6 +156,7 @@ pub(super) async fn build(
     let keeper = logs.first().map(|log| log.lease.clone());
     let lease = keeper.iter().cloned().collect();
     standby.standby.set_peers(seen.names.clone());
+    standby.standby.announced_as(survey.name());
     let puller = crate::http::between_nodes::Peers {
         standby: standby.standby.clone(),
         name: survey.name().to_string(),

@@ -8,8 +8,8 @@ pub const FORWARDED: &str = "x-orderly-forwarded";
 /// now): that generation may still pass it to a shard's leader on another node.
 pub const FORWARDED_BY_SELF: &str = "self";
 
-/// On a request between nodes (`http::parcels`): the name the asking node announced itself
-/// by in the database.
+/// On a request between nodes (`http::parcels`), and on one passed on over HTTP: the name the
+/// asking node announced itself by in the database.
 pub const NODE: &str = "x-orderly-node";
 
 /// On every 503, which says nothing of the request was read or kept: a node that does not
@@ -18,6 +18,6 @@ pub const NODE: &str = "x-orderly-node";
 pub const NOT_SERVED: &str = "x-orderly-not-served";
 
 /// Headers a node may add to a request it passes on (the marker above; `Host`, `Accept` and
-/// `Content-Length` when the client sent none): the server takes this many more from a
-/// request that carries the marker.
-pub const ADDED_HEADERS: usize = 4;
+/// `Content-Length` when the client sent none; its name, over HTTP): the server takes this
+/// many more from a request that carries the marker.
+pub const ADDED_HEADERS: usize = 5;

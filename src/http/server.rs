@@ -21,6 +21,7 @@ use tower::Service;
 
 use super::connection::{ConnectionState, ConnectionTimeouts, Watched};
 use super::link_server::{opens_link, serve_link, LinkLimits};
+use super::node_headers::FORWARDED;
 use super::read_ahead::ReadAhead;
 use super::slots::{Slot, Slots};
 use super::standby::Standby;
@@ -91,8 +92,8 @@ async fn answer_at_limit<S: AsyncRead + AsyncWrite + Unpin>(mut stream: S, deadl
     .await;
 }
 
-/// Whether `head` is a request between nodes (`between_nodes`) whose `X-Orderly-Node` names a
-/// live node of the database `nodes` knows.
+/// Whether `head` is a request between nodes (`between_nodes`), or one passed on, whose
+/// `X-Orderly-Node` names a live node of the database `nodes` knows.
 fn from_live_node(head: &[u8], nodes: Option<&Standby>) -> bool {
     let Some(nodes) = nodes else {
         return false;
@@ -104,8 +105,10 @@ fn from_live_node(head: &[u8], nodes: Option<&Standby>) -> bool {
     }
     let path = request.path.unwrap_or_default();
     let path = path.split_once('?').map_or(path, |(path, _)| path);
-    super::between_nodes::is_between_nodes(path)
-        && request.headers.iter().any(|header| {
+    let headers = request.headers.iter();
+    let forwarded = (headers.clone()).any(|h| h.name.eq_ignore_ascii_case(FORWARDED));
+    (forwarded || super::between_nodes::is_between_nodes(path))
+        && headers.clone().any(|header| {
             header.name.eq_ignore_ascii_case(super::node_headers::NODE)
                 && std::str::from_utf8(header.value).is_ok_and(|name| nodes.is_peer(name))
         })
@@ -174,7 +177,8 @@ async fn serve_connection<IO>(
     let service = hyper::service::service_fn(move |request: hyper::Request<Incoming>| {
         let in_flight = state.begin();
         let mut request = request.map(axum::body::Body::new);
-        if request.uri().path().starts_with("/_orderly/") {
+        let forwarded = request.headers().contains_key(FORWARDED);
+        if forwarded || request.uri().path().starts_with("/_orderly/") {
             request.extensions_mut().insert(slot.clone());
         }
         let answer = (!too_many_headers(&request)).then(|| router.router().call(request));

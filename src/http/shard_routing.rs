@@ -37,18 +37,22 @@ pub async fn pass_to_shard_leader(
     next: Next,
 ) -> Response {
     let standby = &forwarding.standby;
-    if super::between_nodes::is_between_nodes(request.uri().path()) {
-        let mut request = request;
+    let between = super::between_nodes::is_between_nodes(request.uri().path());
+    if between || request.headers().contains_key(FORWARDED) {
         let name = (request.headers().get(NODE)).and_then(|name| name.to_str().ok());
         if name.is_some_and(|name| standby.is_peer(name)) {
             // Another node's connection: it holds a peer's slot from now on, not a client's.
             if let Some(slot) = request.extensions().get::<Slot>() {
                 slot.to_peer();
             }
-            request
-                .extensions_mut()
-                .insert(super::between_nodes::FromPeer);
+            if between {
+                let mut request = request;
+                (request.extensions_mut()).insert(super::between_nodes::FromPeer);
+                return next.run(request).await;
+            }
         }
+    }
+    if between {
         return next.run(request).await;
     }
     if request.uri().path() == CLOCK && request.method() == axum::http::Method::POST {

@@ -5,7 +5,8 @@
 //!
 //! A connection is known to be another node's when it opens a link (`link_server`), or when a
 //! request on it names a live node of the database (`X-Orderly-Node`, which pulls and reads
-//! between nodes carry). While every peer slot is held, a node's connection keeps the client's
+//! between nodes carry, and requests passed on over HTTP), even one opened past the limit
+//! (`server`). While every peer slot is held, a node's connection keeps the client's
 //! slot it came in on, as before peers had their own.
 
 use std::sync::{Arc, Mutex};

@@ -25,7 +25,7 @@ use tokio::time::Instant;
 use super::body::BodyLimits;
 use super::link_client::{Passed, PROBE_AFTER};
 use super::link_frame::LinkRequest;
-use super::node_headers::{ADDED_HEADERS, FORWARDED, FORWARDED_BY_SELF, NOT_SERVED};
+use super::node_headers::{ADDED_HEADERS, FORWARDED, FORWARDED_BY_SELF, NODE, NOT_SERVED};
 use super::reply::{early_error, read_limited};
 use crate::metrics::{ForwardOutcome, Forwarded};
 use crate::protocol::{ApiError, ErrorCode};
@@ -88,6 +88,9 @@ pub struct Standby {
     shard_leaders: watch::Sender<Vec<String>>,
     /// The names the live nodes of the database announced themselves by (`http::parcels`).
     peers: std::sync::RwLock<Vec<String>>,
+    /// The name this node announced itself by, once it has: requests it passes on over HTTP
+    /// carry it, so the node taking them holds their connection in a peer's slot (`slots`).
+    name: std::sync::OnceLock<String>,
     client: reqwest::Client,
     /// Links to the nodes requests are passed to, with `--node-link`.
     links: Option<super::link_client::Links>,
@@ -154,6 +157,7 @@ impl Standby {
             route: watch::Sender::new(route),
             shard_leaders: watch::Sender::new(Vec::new()),
             peers: Default::default(),
+            name: Default::default(),
             client,
             links,
             settings,
@@ -248,6 +252,11 @@ impl Standby {
     /// The names the live nodes announced themselves by, as last read.
     pub fn set_peers(&self, names: Vec<String>) {
         *self.peers.write().unwrap_or_else(|p| p.into_inner()) = names;
+    }
+
+    /// This node's name in the database (the first one given stays).
+    pub fn announced_as(&self, name: &str) {
+        let _ = self.name.set(name.to_string());
     }
 
     /// Whether `name` is one a live node announced itself by.
@@ -443,7 +452,8 @@ impl Outgoing {
         let connection = named_in_connection(&parts.headers);
         let mut headers = HeaderMap::with_capacity(parts.headers.len() + ADDED_HEADERS);
         for (name, value) in &parts.headers {
-            if !hop_by_hop(name, &connection) && name != header::CONTENT_LENGTH {
+            // A node's name is this node's to add (over HTTP), never a client's to pass on.
+            if !hop_by_hop(name, &connection) && name != header::CONTENT_LENGTH && name != NODE {
                 headers.append(name.clone(), value.clone());
             }
         }
@@ -626,6 +636,10 @@ async fn over_http(
     headers: HeaderMap,
 ) -> Result<Answer, Failure> {
     let url = format!("{}{}", target.trim_end_matches('/'), outgoing.path);
+    let mut headers = headers;
+    if let Some(name) = (standby.name.get()).and_then(|name| HeaderValue::from_str(name).ok()) {
+        headers.insert(NODE, name);
+    }
     let sent = standby
         .client
         .request(outgoing.method.clone(), &url)

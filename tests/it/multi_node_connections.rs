@@ -59,17 +59,58 @@ async fn shard_read_as(server: &Server, node: &str, shard: u64) -> String {
         .expect("answered and closed")
 }
 
+/// A ListQueues sent to `server` as if `node` had passed it on over HTTP, on a connection of
+/// its own: the connection, and the answer's first bytes (all of it when `close`).
+async fn passed_on_as(server: &Server, node: &str, close: bool) -> (TcpStream, String) {
+    let mut stream = TcpStream::connect(server.addr).await.unwrap();
+    let connection = if close { "close" } else { "keep-alive" };
+    let ask = format!(
+        "POST / HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/x-amz-json-1.0\r\n\
+         X-Amz-Target: AmazonSQS.ListQueues\r\nX-Orderly-Forwarded: 1\r\n\
+         X-Orderly-Node: {node}\r\nConnection: {connection}\r\nContent-Length: 2\r\n\r\n{{}}"
+    );
+    stream.write_all(ask.as_bytes()).await.unwrap();
+    let answer = if close {
+        read_until_closed(&mut stream, Duration::from_secs(5)).await
+    } else {
+        let mut first = vec![0u8; 8192];
+        let read = tokio::time::timeout(Duration::from_secs(5), stream.read(&mut first)).await;
+        let read = read.expect("answered").unwrap();
+        Some(String::from_utf8_lossy(&first[..read]).into_owned())
+    };
+    (stream, answer.expect("answered"))
+}
+
 /// With its clients holding every one of its `--max-connections`, a node still serves the
 /// other node: what that node passes on comes on its link, its pulls of what crosses shards
 /// on their connections, and a read on a connection it opens then, all held in the peers'
 /// slots. A client's connection past the limit is still refused.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_node_whose_clients_hold_every_connection_still_serves_the_other_node() {
+    still_serves_the_other_node(true).await;
+}
+
+/// As above, with requests passed on over HTTP (`--node-link false`, as to a node whose URL
+/// is `https://`): they carry the passing node's name, so their connections are held in the
+/// peers' slots too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_whose_clients_hold_every_connection_still_serves_what_is_passed_on_over_http() {
+    still_serves_the_other_node(false).await;
+}
+
+async fn still_serves_the_other_node(node_link: bool) {
     let Some(url) = common::fresh_database().await else {
         return;
     };
-    let (first, second, led) =
-        two_spread_nodes_with(&url, |config| config.max_connections = Some(4)).await;
+    let (first, second, led) = two_spread_nodes_with(&url, |config| {
+        config.max_connections = Some(4);
+        config.node_link = node_link;
+        // An HTTP client may open a connection for a request that another one, freed first,
+        // then carries: the new one waits unused (so unknown, in a client's slot) until its
+        // pool lets it go, at half this.
+        config.idle_timeout = 4;
+    })
+    .await;
     let (of_first, of_second) = (&led[0], &led[1]);
     let shard = |n: u64| n as u32;
     // A topic the second node leads, copied into a queue each node leads, all used through
@@ -86,7 +127,8 @@ async fn a_node_whose_clients_hold_every_connection_still_serves_the_other_node(
         assert_eq!(bodies(drain(&first.server, url, 3).await), ["0", "1", "2"]);
     }
     // The first node's link and pull connections sit in the peers' slots; nothing else but
-    // the gauge's own reading holds a client's.
+    // the gauge's own reading holds a client's (once any the first opened and never used
+    // has closed).
     let started = Instant::now();
     loop {
         let open = gauge(&second.server, "orderly_open_connections").await;
@@ -97,23 +139,33 @@ async fn a_node_whose_clients_hold_every_connection_still_serves_the_other_node(
             }
         }
         assert!(
-            started.elapsed() < Duration::from_secs(10),
+            started.elapsed() < Duration::from_secs(15),
             "open {open:?}, of them the other node's {peers:?}"
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+    // A connection whose first request the first node passed on over HTTP moves into a
+    // peer's slot too, leaving all four to clients.
+    let name = announced_name(&url, &first.server).await;
+    let (_passed, answer) = passed_on_as(&second.server, &name, false).await;
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
     let _held = take_every_slot_beside(&second.server, 4, true).await;
     // Every client's slot is held: a fifth is refused.
     refused_at_the_limit(&second.server).await;
     // A connection the first node opens now (a shard read for a listing) is served once its
     // request names that node; the same request naming no node of the database is refused.
-    let name = announced_name(&url, &first.server).await;
     let read = shard_read_as(&second.server, &name, of_second[1]).await;
     assert!(read.starts_with("HTTP/1.1 200"), "{read}");
     assert!(read.contains("audit"), "{read}");
     let stranger = format!("survey {}", uuid::Uuid::new_v4());
     let read = shard_read_as(&second.server, &stranger, of_second[1]).await;
     assert!(read.starts_with("HTTP/1.1 503"), "{read}");
+    // So is a request passed on over HTTP, on a connection opened now.
+    let (_, answer) = passed_on_as(&second.server, &name, true).await;
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    assert!(answer.contains("QueueUrls"), "{answer}");
+    let (_, answer) = passed_on_as(&second.server, &stranger, true).await;
+    assert!(answer.starts_with("HTTP/1.1 503"), "{answer}");
     // The second node still serves the first: the topic's publishes, a receive from its own
     // queue passed on, and the pulls of the copies into the first's queue.
     publish(&first.server, &topic, 3..6).await;
