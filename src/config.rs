@@ -274,9 +274,9 @@ pub struct Config {
     #[arg(long, env = "ORDERLY_IDLE_TIMEOUT", default_value_t = 60)]
     pub idle_timeout: u64,
     /// Clients' connections open at once; beyond it a new one is answered 503 (over TLS, after
-    /// its handshake) and the open ones keep working. Other nodes' links and pulls are held apart, in 64
-    /// slots of their own. Default: the open-file limit (raised to its hard limit at start)
-    /// less 320, kept for those, the log, webhooks and the rest.
+    /// its handshake) and the open ones keep working. Other nodes' links and pulls are held
+    /// apart, in 64 slots of their own. Default: the open-file limit (raised to its hard limit
+    /// at start) less 320, kept for those, the log, webhooks and the rest.
     #[arg(long, env = "ORDERLY_MAX_CONNECTIONS")]
     pub max_connections: Option<usize>,
     /// Largest request body accepted (413 `RequestEntityTooLarge` beyond it), judged from

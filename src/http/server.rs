@@ -77,9 +77,9 @@ async fn read_head<S: AsyncRead + Unpin>(stream: &mut S, deadline: Instant) -> O
     Some(head)
 }
 
-/// Tells a connection past the limit so, once its request's head has come (a client does not expect an answer before it asks), then
-/// reads until the client closes or `deadline`, so the close does not reset the connection and
-/// lose the answer. Nothing read is acted on.
+/// Tells a connection past the limit so, once its request's head has come (a client does not
+/// expect an answer before it asks), then reads until the client closes or `deadline`, so the
+/// close does not reset the connection and lose the answer. Nothing read is acted on.
 async fn answer_at_limit<S: AsyncRead + AsyncWrite + Unpin>(mut stream: S, deadline: Instant) {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let _ = tokio::time::timeout_at(deadline, async {
