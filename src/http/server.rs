@@ -346,7 +346,12 @@ async fn serve_http_past_limit<S>(
 ) where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
-    let Some(head) = read_head(&mut stream, deadline).await else {
+    let mut stopping = serving.closing.clone();
+    let head = tokio::select! {
+        head = read_head(&mut stream, deadline) => head,
+        _ = stopping.wait_for(|closing| *closing) => None,
+    };
+    let Some(head) = head else {
         return;
     };
     let node = from_live_node(&head, serving.nodes.as_deref()) && !*serving.closing.borrow();

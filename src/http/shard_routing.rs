@@ -202,6 +202,10 @@ async fn move_every_clock(standby: &Standby, request: Request, next: Next) -> Re
         if let Some(authorization) = authorization {
             told = told.header(axum::http::header::AUTHORIZATION, authorization.clone());
         }
+        // Named, so the other node holds the connection in a peer's slot (`slots`).
+        if let Some(name) = standby.name() {
+            told = told.header(NODE, name);
+        }
         match tokio::time::timeout(CLOCK_WAIT, told.send()).await {
             Ok(Ok(answer))
                 if answer.status().is_success()

@@ -259,6 +259,11 @@ impl Standby {
         let _ = self.name.set(name.to_string());
     }
 
+    /// This node's name in the database, once it has announced itself.
+    pub(super) fn name(&self) -> Option<&str> {
+        self.name.get().map(String::as_str)
+    }
+
     /// Whether `name` is one a live node announced itself by.
     pub(super) fn is_peer(&self, name: &str) -> bool {
         let peers = self.peers.read().unwrap_or_else(|p| p.into_inner());
@@ -637,7 +642,7 @@ async fn over_http(
 ) -> Result<Answer, Failure> {
     let url = format!("{}{}", target.trim_end_matches('/'), outgoing.path);
     let mut headers = headers;
-    if let Some(name) = (standby.name.get()).and_then(|name| HeaderValue::from_str(name).ok()) {
+    if let Some(name) = (standby.name()).and_then(|name| HeaderValue::from_str(name).ok()) {
         headers.insert(NODE, name);
     }
     let sent = standby
