@@ -497,3 +497,66 @@ pub async fn serve(
     let _ = links_gone.recv().await;
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn head(lines: &[&str]) -> Vec<u8> {
+        let mut head = lines.join("\r\n");
+        head.push_str("\r\n\r\n");
+        head.into_bytes()
+    }
+
+    #[test]
+    fn only_a_complete_head_between_nodes_or_passed_on_naming_a_live_node_is_a_nodes() {
+        let nodes = super::super::standby::tests::standby();
+        nodes.set_peers(vec!["survey alpha".into()]);
+        let nodes = Some(&*nodes);
+        let read = "GET /_orderly/shard-read?shard=1&read=queues HTTP/1.1";
+        let passed = "POST / HTTP/1.1";
+        // A request between nodes naming a live node, its header names in any case.
+        assert!(from_live_node(
+            &head(&[read, "X-Orderly-Node: survey alpha"]),
+            nodes
+        ));
+        assert!(from_live_node(
+            &head(&[read, "x-orderly-node: survey alpha"]),
+            nodes
+        ));
+        // A request passed on, naming a live node.
+        let named = "X-Orderly-Node: survey alpha";
+        assert!(from_live_node(
+            &head(&[passed, "X-Orderly-Forwarded: 1", named]),
+            nodes
+        ));
+        // A client's request naming a live node is not a node's.
+        assert!(!from_live_node(&head(&[passed, named]), nodes));
+        // Nor one naming no node, another name, or a name's prefix.
+        assert!(!from_live_node(&head(&[read]), nodes));
+        assert!(!from_live_node(
+            &head(&[read, "X-Orderly-Node: survey beta"]),
+            nodes
+        ));
+        assert!(!from_live_node(
+            &head(&[read, "X-Orderly-Node: survey"]),
+            nodes
+        ));
+        assert!(!from_live_node(
+            &head(&[passed, "X-Orderly-Forwarded: 1"]),
+            nodes
+        ));
+        // A path that only begins like a request between nodes.
+        let near = "GET /_orderly/shard-readings HTTP/1.1";
+        assert!(!from_live_node(&head(&[near, named]), nodes));
+        // A head cut short, or not HTTP.
+        let whole = head(&[read, named]);
+        assert!(!from_live_node(&whole[..whole.len() - 2], nodes));
+        assert!(!from_live_node(
+            b"\x16\x03\x01 not a request\r\n\r\n",
+            nodes
+        ));
+        // Without the database's live nodes, nothing is a node's.
+        assert!(!from_live_node(&whole, None));
+    }
+}

@@ -711,6 +711,20 @@ pub(crate) mod tests {
         assert_eq!(kept, ["x-amz-date"]);
     }
 
+    #[test]
+    fn a_clients_node_name_is_not_passed_on() {
+        let (parts, ()) = axum::http::Request::post("/")
+            .header(NODE, "survey alpha")
+            .header("x-amz-date", "d")
+            .body(())
+            .unwrap()
+            .into_parts();
+        let outgoing = Outgoing::of(&standby(), &parts, bytes::Bytes::new());
+        assert!(!outgoing.headers.contains_key(NODE));
+        assert_eq!(outgoing.headers[FORWARDED], "1");
+        assert_eq!(outgoing.headers["x-amz-date"], "d");
+    }
+
     pub(in crate::http) fn standby() -> Arc<Standby> {
         let settings = ForwardSettings {
             body: BodyLimits {
