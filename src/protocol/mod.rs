@@ -8,6 +8,7 @@ pub mod error;
 pub mod form;
 pub mod json_answer;
 pub mod lenient;
+pub mod lone_surrogates;
 pub mod query_json;
 pub mod query_params;
 pub mod sns;
@@ -74,6 +75,17 @@ impl Payload {
                 format!("Invalid parameter: {e}"),
             ),
         })
+    }
+}
+
+impl Payload {
+    /// This JSON payload with each escaped lone UTF-16 surrogate written as U+FFFF
+    /// (`lone_surrogates`); none when it holds none, or is not JSON.
+    pub fn lone_surrogates_replaced(&self) -> Option<Payload> {
+        match self {
+            Payload::Json(body) => lone_surrogates::replaced(body).map(|b| Payload::Json(b.into())),
+            Payload::Query(_) => None,
+        }
     }
 }
 

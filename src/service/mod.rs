@@ -251,7 +251,22 @@ impl Service {
         let started = std::time::Instant::now();
         let result = match action {
             Action::Sns(action) => self.route_sns(action, payload, ctx).await,
-            Action::Sqs(action) => self.route(protocol, action, payload, ctx).await,
+            Action::Sqs(action) => match self.route(protocol, action, payload, ctx).await {
+                // Refused before anything was done; read again as AWS would have read it.
+                Err(error)
+                    if error.code == ErrorCode::SerializationException
+                        && matches!(
+                            action,
+                            SqsAction::SendMessage | SqsAction::SendMessageBatch
+                        ) =>
+                {
+                    match payload.lone_surrogates_replaced() {
+                        Some(read) => self.route(protocol, action, &read, ctx).await,
+                        None => Err(error),
+                    }
+                }
+                routed => routed,
+            },
         };
         let took = started.elapsed();
         // Passed on to the shard's leader, which counts and logs it: not once more here.

@@ -59,6 +59,12 @@ pub fn add_permission(
             "Value SQS:{bad} for parameter ActionName is invalid. Reason: Please refer to the appropriate WSDL for a list of valid actions."
         )));
     }
+    if !accounts.iter().all(|a| is_account_id(a)) {
+        return Err(EngineError::invalid(format!(
+            "Value [{}] for parameter PrincipalId is invalid. Reason: Unable to verify.",
+            accounts.join(", ")
+        )));
+    }
     let mut document: Value = match policy {
         Some(p) => serde_json::from_str(p).unwrap_or_else(|_| json!({})),
         None => json!({
@@ -101,6 +107,11 @@ fn has_statement(list: &[Value], label: &str) -> bool {
         .any(|s| s.get("Sid").and_then(Value::as_str) == Some(label))
 }
 
+/// Whether `account` is an AWS account id: twelve digits.
+fn is_account_id(account: &str) -> bool {
+    account.len() == 12 && account.bytes().all(|b| b.is_ascii_digit())
+}
+
 /// An Allow statement for `accounts`' root principals and `service:action`s on `resource`.
 fn statement(
     label: &str,
@@ -111,7 +122,10 @@ fn statement(
 ) -> Value {
     let principals = accounts
         .iter()
-        .map(|a| format!("arn:aws:iam::{a}:root"))
+        .map(|a| match a.as_str() {
+            "*" => a.clone(),
+            a => format!("arn:aws:iam::{a}:root"),
+        })
         .collect();
     let actions = actions.iter().map(|a| format!("{service}:{a}")).collect();
     json!({
@@ -145,6 +159,10 @@ pub fn add_topic_permission(
     }
     if !actions.iter().all(|a| sns_grantable(a)) {
         return Err(sns_invalid("Policy statement action out of service scope!"));
+    }
+    // SNS takes everyone (`*`) where SQS does not.
+    if !accounts.iter().all(|a| a == "*" || is_account_id(a)) {
+        return Err(sns_invalid("A provided account ID is not valid"));
     }
     let mut document: Value = serde_json::from_str(policy).unwrap_or_else(|_| json!({}));
     let Some(list) = statement_list(&mut document) else {
@@ -221,15 +239,49 @@ mod tests {
             Some(&p),
             arn,
             "two",
-            &["1".into(), "2".into()],
+            &["111111111111".into(), "222222222222".into()],
             &["*".into()],
         )
         .unwrap();
         let v2: Value = serde_json::from_str(&p2).unwrap();
         assert_eq!(v2["Statement"].as_array().unwrap().len(), 2);
         assert!(v2["Statement"][1]["Principal"]["AWS"].is_array());
-        assert!(add_permission(Some(&p2), arn, "one", &["1".into()], &["*".into()]).is_err());
-        assert!(add_permission(None, arn, "x", &["1".into()], &["Bogus".into()]).is_err());
+        let account = || vec!["111111111111".to_string()];
+        let refused = |r: EngineResult<String>| match r {
+            Err(EngineError::InvalidParameterValue(m)) => m,
+            other => panic!("{other:?}"),
+        };
+        assert!(refused(add_permission(
+            Some(&p2),
+            arn,
+            "one",
+            &account(),
+            &["*".into()]
+        ))
+        .ends_with("Reason: Already exists."));
+        assert!(add_permission(None, arn, "x", &account(), &["Bogus".into()]).is_err());
+        // Only accounts, by their twelve digits: not everyone, a user's ARN or a name.
+        for bad in [
+            "*",
+            "11111111111",
+            "1111111111111",
+            "arn:aws:iam::111111111111:user/x",
+        ] {
+            let accounts = [account(), vec![bad.to_string()]].concat();
+            assert_eq!(
+                refused(add_permission(
+                    Some(&p2),
+                    arn,
+                    "x",
+                    &accounts,
+                    &["*".into()]
+                )),
+                format!(
+                    "Value [111111111111, {bad}] for parameter PrincipalId is invalid. \
+                     Reason: Unable to verify."
+                )
+            );
+        }
         let p3 = remove_permission(Some(&p2), "one").unwrap().unwrap();
         assert_eq!(remove_permission(Some(&p3), "two").unwrap(), None);
         assert!(remove_permission(Some(&p3), "zzz").is_err());
@@ -265,11 +317,32 @@ mod tests {
                 &p,
                 arn,
                 "pub",
-                &one("1"),
+                &one("111111111111"),
                 &one("Publish")
             )),
             "Invalid parameter: Statement already exists"
         );
+        // Everyone may be granted a topic's actions; anything else must be an account.
+        let everyone = add_topic_permission(&p, arn, "all", &one("*"), &one("Publish")).unwrap();
+        let v: Value = serde_json::from_str(&everyone).unwrap();
+        assert_eq!(v["Statement"][2]["Principal"]["AWS"], "*");
+        for bad in [
+            "public",
+            "abc",
+            "11111111111",
+            "arn:aws:iam::111111111111:root",
+        ] {
+            assert_eq!(
+                code(add_topic_permission(
+                    &p,
+                    arn,
+                    "x",
+                    &one(bad),
+                    &one("Publish")
+                )),
+                "Invalid parameter: A provided account ID is not valid"
+            );
+        }
         assert!(code(add_topic_permission(
             &p,
             arn,

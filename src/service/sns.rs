@@ -3,7 +3,7 @@
 use super::batch::failure;
 use super::permissions;
 use super::render::decode_attributes;
-use super::sns_params::{invalid, page, pairs, required};
+use super::sns_params::{distinct_tags, invalid, page, pairs, required};
 use super::{RequestContext, Service};
 use crate::backend::{Confirm, CreateTopic, Subscribe};
 use crate::engine::namespace::Namespaces;
@@ -134,8 +134,7 @@ impl Service {
             Some(key) => key.into_owned(),
             None => return Err(invalid("Invalid parameter: Topic Name")),
         };
-        let tags: Vec<(String, String)> =
-            input.tags.into_iter().map(|t| (t.key, t.value)).collect();
+        let tags = distinct_tags(input.tags)?;
         // Checked before the topic is made, so a refused policy leaves no topic behind.
         let protection = input.data_protection_policy.filter(|p| !p.is_empty());
         if let Some(policy) = &protection {
@@ -609,14 +608,7 @@ impl Service {
         _ctx: &RequestContext,
     ) -> Result<Empty, ApiError> {
         let arn = required(input.resource_arn, "ResourceArn")?;
-        let tags = required(input.tags, "Tags")?;
-        let mut keys = std::collections::HashSet::new();
-        if !tags.iter().all(|t| keys.insert(t.key.clone())) {
-            return Err(invalid(
-                "Invalid parameter: Duplicated keys are not allowed.",
-            ));
-        }
-        let tags = tags.into_iter().map(|t| (t.key, t.value)).collect();
+        let tags = distinct_tags(required(input.tags, "Tags")?)?;
         self.backend.tag_topic(&arn, tags).await?;
         Ok(Empty {})
     }

@@ -53,3 +53,17 @@ pub(super) fn page_of<T>(
 pub(super) fn pairs(map: std::collections::BTreeMap<String, String>) -> Vec<(String, String)> {
     map.into_iter().collect()
 }
+
+/// Tags as given, refused when two share a key (as AWS refuses them, creating a topic or
+/// tagging one).
+pub(super) fn distinct_tags(
+    tags: Vec<crate::protocol::sns::TagWire>,
+) -> Result<Vec<(String, String)>, ApiError> {
+    let mut keys = std::collections::HashSet::new();
+    if !tags.iter().all(|t| keys.insert(t.key.as_str())) {
+        return Err(invalid(
+            "Invalid parameter: Duplicated keys are not allowed.",
+        ));
+    }
+    Ok(tags.into_iter().map(|t| (t.key, t.value)).collect())
+}

@@ -307,6 +307,41 @@ async fn tags_and_attributes_refuse_characters_xml_cannot_hold() {
         .await
         .unwrap_err();
     assert_eq!(err.code(), Some("TagLimitExceeded"), "{err:?}");
+    // One key twice is refused whether the topic is made with it or tagged with it.
+    let twice = ["1", "2"].map(|value| {
+        aws_sdk_sns::types::Tag::builder()
+            .key("k")
+            .value(value)
+            .build()
+            .unwrap()
+    });
+    let err = server
+        .sns
+        .create_topic()
+        .name("tagged-twice")
+        .set_tags(Some(twice.to_vec()))
+        .send()
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Some("InvalidParameter"), "{err:?}");
+    assert_eq!(
+        err.message(),
+        Some("Invalid parameter: Duplicated keys are not allowed.")
+    );
+    let err = server
+        .sns
+        .tag_resource()
+        .resource_arn(&topic)
+        .set_tags(Some(twice.to_vec()))
+        .send()
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Some("InvalidParameter"), "{err:?}");
+    let topics = server.sns.list_topics().send().await.unwrap();
+    assert!(
+        !(topics.topics().iter()).any(|t| t.topic_arn().unwrap().ends_with(":tagged-twice")),
+        "{topics:?}"
+    );
     let subscription = crate::common::subscribe(&server, &topic, "q.fifo", true).await;
     let err = server
         .sns
@@ -383,6 +418,24 @@ async fn permissions_edit_the_topic_policy() {
             .await
             .unwrap_err();
         assert_eq!(err.code(), Some("InvalidParameter"), "{label}: {err:?}");
+    }
+    // Only account ids (or everyone) may be granted.
+    for account in ["public", "11112222333", "arn:aws:iam::111122223333:root"] {
+        let err = server
+            .sns
+            .add_permission()
+            .topic_arn(&topic)
+            .label("bad")
+            .aws_account_id(account)
+            .action_name("Publish")
+            .send()
+            .await
+            .unwrap_err();
+        assert_eq!(err.code(), Some("InvalidParameter"), "{account}: {err:?}");
+        assert_eq!(
+            err.message(),
+            Some("Invalid parameter: A provided account ID is not valid")
+        );
     }
     let err = server
         .sns

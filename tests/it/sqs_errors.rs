@@ -281,3 +281,68 @@ async fn characters_xml_cannot_hold() {
     assert!(!body.contains('\u{0}'), "{body:?}");
     assert!(body.contains("bad\u{fffd}handle"), "{body}");
 }
+
+/// A JSON request escaping half of a UTF-16 surrogate pair alone (which an SDK in a language
+/// with UTF-16 strings may send): the message is refused as AWS refuses its invalid contents,
+/// entry by entry in a batch, where the whole request was refused as unreadable JSON.
+#[tokio::test]
+async fn a_lone_surrogate_in_a_json_send_is_refused_as_invalid_contents() {
+    let server = start().await;
+    let url = create_queue(&server, "surrogates", &[]).await;
+    let send = |target: &'static str, body: String| {
+        let server_url = server.url();
+        async move {
+            let answer = reqwest::Client::new()
+                .post(server_url)
+                .header("content-type", "application/x-amz-json-1.0")
+                .header("x-amz-target", format!("AmazonSQS.{target}"))
+                .header("authorization", crate::common::signed("sqs"))
+                .body(body)
+                .send()
+                .await
+                .unwrap();
+            let status = answer.status().as_u16();
+            let text = answer.text().await.unwrap();
+            (
+                status,
+                serde_json::from_str::<serde_json::Value>(&text).unwrap(),
+            )
+        }
+    };
+    let (status, answer) = send(
+        "SendMessage",
+        format!(r#"{{"QueueUrl":"{url}","MessageBody":"a\ud800b"}}"#),
+    )
+    .await;
+    assert_eq!(status, 400, "{answer}");
+    assert!(answer["__type"]
+        .as_str()
+        .unwrap()
+        .ends_with("InvalidMessageContents"));
+    let (status, answer) = send(
+        "SendMessage",
+        format!(
+            r#"{{"QueueUrl":"{url}","MessageBody":"ok","MessageAttributes":
+                {{"a":{{"DataType":"String","StringValue":"\udc00"}}}}}}"#
+        ),
+    )
+    .await;
+    assert_eq!(status, 400, "{answer}");
+    // A pair is a character like any other; an escaped backslash is not an escape.
+    let (status, answer) = send(
+        "SendMessageBatch",
+        format!(
+            r#"{{"QueueUrl":"{url}","Entries":[
+                {{"Id":"lone","MessageBody":"\udbff!"}},
+                {{"Id":"pair","MessageBody":"\ud83d\ude00 \\ud800"}}]}}"#
+        ),
+    )
+    .await;
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(answer["Failed"][0]["Id"], "lone");
+    assert_eq!(answer["Failed"][0]["Code"], "InvalidMessageContents");
+    assert_eq!(answer["Failed"][0]["SenderFault"], true);
+    assert_eq!(answer["Successful"][0]["Id"], "pair");
+    let bodies = crate::common::drain(&server, &url).await;
+    assert_eq!(bodies, [("\u{1f600} \\ud800".to_string(), None)]);
+}

@@ -245,6 +245,26 @@ async fn tags_and_permissions() {
     let doc: serde_json::Value =
         serde_json::from_str(&policy.attributes.unwrap()[&A::Policy]).unwrap();
     assert_eq!(doc["Statement"][0]["Sid"], "send");
+    // A queue is shared with accounts, by their twelve digits: not with everyone or a user.
+    for account in ["*", "arn:aws:iam::111122223333:user/x"] {
+        let err = server
+            .sqs
+            .add_permission()
+            .queue_url(&url)
+            .label("other")
+            .aws_account_ids(account)
+            .actions("SendMessage")
+            .send()
+            .await
+            .unwrap_err();
+        assert_eq!(err.code(), Some("InvalidParameterValue"), "{account}");
+        assert_eq!(
+            err.message(),
+            Some(&*format!(
+                "Value [{account}] for parameter PrincipalId is invalid. Reason: Unable to verify."
+            ))
+        );
+    }
     assert_eq!(doc["Statement"][0]["Action"], "SQS:SendMessage");
     server
         .sqs
