@@ -315,6 +315,13 @@ async fn build_once(
     let tenures: Vec<_> = prepared.iter().map(|p| p.tenure.clone()).collect();
     let log_writers: Vec<_> = prepared.iter().map(|p| p.log_writer.clone()).collect();
     let (replication, nodes) = (prepared[0].replication.clone(), prepared[0].nodes.clone());
+    // Requests this node passes on over HTTP name it; those another node passes here are
+    // known as a node's by the names last read among the live nodes (`http::slots`).
+    if let Some(announcement) = &announcement {
+        node.standby.announced_as(announcement.name());
+    }
+    let live = nodes.clone();
+    (node.standby).know_peers_by(Arc::new(move |name| live.is_live(name)));
     // From here on it is dropped off the server's threads, whichever way this returns.
     let mut prepared = OffThread(prepared);
     let epochs: Epochs = (0..count).map(|_| AtomicI64::new(0)).collect();

@@ -24,7 +24,7 @@ use super::link_server::{opens_link, serve_link, LinkLimits};
 use super::node_headers::FORWARDED;
 use super::read_ahead::ReadAhead;
 use super::slots::{Slot, Slots};
-use super::standby::Standby;
+use super::standby::{names_a_peer, Standby};
 
 /// Largest request head (request line and headers) read into memory; beyond it hyper answers
 /// 431. Presigned URLs and SigV4 headers take a few kilobytes.
@@ -168,7 +168,7 @@ async fn serve_connection<IO>(
     router: Served,
     timeouts: ConnectionTimeouts,
     watcher: Watcher,
-    slot: Slot,
+    (slot, nodes): (Slot, Option<Arc<Standby>>),
 ) where
     IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
@@ -176,10 +176,15 @@ async fn serve_connection<IO>(
     let io = TokioIo::new(Watched::new(io, state.clone(), timeouts));
     let service = hyper::service::service_fn(move |request: hyper::Request<Incoming>| {
         let in_flight = state.begin();
-        let mut request = request.map(axum::body::Body::new);
+        let request = request.map(axum::body::Body::new);
         let forwarded = request.headers().contains_key(FORWARDED);
-        if forwarded || request.uri().path().starts_with("/_orderly/") {
-            request.extensions_mut().insert(slot.clone());
+        let between = super::between_nodes::is_between_nodes(request.uri().path());
+        // Another node's connection (a request it passed on, or one between nodes, naming
+        // it): it holds a peer's slot from now on, not a client's.
+        if (forwarded || between)
+            && (nodes.as_deref()).is_some_and(|nodes| names_a_peer(nodes, request.headers()))
+        {
+            slot.to_peer();
         }
         let answer = (!too_many_headers(&request)).then(|| router.router().call(request));
         async move {
@@ -246,6 +251,7 @@ async fn serve_plain(
         timeouts,
         link,
         closing,
+        nodes,
         ..
     } = serving;
     let first = first_byte(&stream, Instant::now() + timeouts.idle, &closing).await;
@@ -259,7 +265,8 @@ async fn serve_plain(
         }
         Some(_) => {
             drop(links_open);
-            serve_connection(stream, http, router, timeouts, watcher, slot.clone()).await;
+            let held = (slot.clone(), nodes);
+            serve_connection(stream, http, router, timeouts, watcher, held).await;
         }
     }
     slot.release();
@@ -360,7 +367,8 @@ async fn serve_http_past_limit<S>(
         serving.open.inc();
         let (io, served) = (ReadAhead::new(head, stream), slot.clone());
         let (router, timeouts) = (serving.router, serving.timeouts);
-        serve_connection(io, serving.http, router, timeouts, past.watcher, served).await;
+        let held = (served, serving.nodes);
+        serve_connection(io, serving.http, router, timeouts, past.watcher, held).await;
         slot.release();
         serving.open.dec();
         return;
@@ -429,7 +437,7 @@ pub async fn serve(
                     tracing::warn!(
                         max = limits.max_connections,
                         refused,
-                        "connection limit reached; new connections are answered 503 and closed"
+                        "connection limit reached; new connections are answered 503 and closed, but for other nodes'"
                     );
                 }
                 // Every connection past the limit is answered, never closed unread (a node
@@ -477,12 +485,13 @@ pub async fn serve(
                         http,
                         timeouts,
                         closing,
+                        nodes,
                         ..
                     } = serving;
                     let deadline = Instant::now() + timeouts.header;
                     if let Some(stream) = handshake(&tls, stream, deadline, &closing).await {
-                        let served = slot.clone();
-                        serve_connection(stream, http, router, timeouts, watcher, served).await;
+                        let held = (slot.clone(), nodes);
+                        serve_connection(stream, http, router, timeouts, watcher, held).await;
                     }
                     slot.release();
                 }

@@ -24,8 +24,9 @@ use axum::response::{IntoResponse, Response};
 use super::learned_routes::RouteKey;
 use super::node_headers::{FORWARDED, FORWARDED_BY_SELF, NODE, NOT_SERVED};
 use super::reply::read_limited;
-use super::slots::Slot;
-use super::standby::{failed, pass_on_to, send, Failure, Forwarding, Outgoing, Standby};
+use super::standby::{
+    failed, names_a_peer, pass_on_to, send, Failure, Forwarding, Outgoing, Standby,
+};
 use crate::backend::led_elsewhere;
 use crate::metrics::ForwardOutcome;
 
@@ -38,19 +39,11 @@ pub async fn pass_to_shard_leader(
 ) -> Response {
     let standby = &forwarding.standby;
     let between = super::between_nodes::is_between_nodes(request.uri().path());
-    if between || request.headers().contains_key(FORWARDED) {
-        let name = (request.headers().get(NODE)).and_then(|name| name.to_str().ok());
-        if name.is_some_and(|name| standby.is_peer(name)) {
-            // Another node's connection: it holds a peer's slot from now on, not a client's.
-            if let Some(slot) = request.extensions().get::<Slot>() {
-                slot.to_peer();
-            }
-            if between {
-                let mut request = request;
-                (request.extensions_mut()).insert(super::between_nodes::FromPeer);
-                return next.run(request).await;
-            }
-        }
+    // Its connection already holds a peer's slot (`server`).
+    if between && names_a_peer(standby, request.headers()) {
+        let mut request = request;
+        (request.extensions_mut()).insert(super::between_nodes::FromPeer);
+        return next.run(request).await;
     }
     if between {
         return next.run(request).await;
@@ -204,7 +197,7 @@ async fn move_every_clock(standby: &Standby, request: Request, next: Next) -> Re
         }
         // Named, so the other node holds the connection in a peer's slot (`slots`).
         if let Some(name) = standby.name() {
-            told = told.header(NODE, name);
+            told = told.header(NODE, &*name);
         }
         match tokio::time::timeout(CLOCK_WAIT, told.send()).await {
             Ok(Ok(answer))

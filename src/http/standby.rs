@@ -86,11 +86,12 @@ pub struct Standby {
     /// at index n (empty while unknown), for a node leading some shards of a database
     /// (`shard_routing`).
     shard_leaders: watch::Sender<Vec<String>>,
-    /// The names the live nodes of the database announced themselves by (`http::parcels`).
-    peers: std::sync::RwLock<Vec<String>>,
+    /// Whether a name is one the live nodes of the database announced themselves by
+    /// (`http::parcels`).
+    peers: std::sync::RwLock<PeerNames>,
     /// The name this node announced itself by, once it has: requests it passes on over HTTP
     /// carry it, so the node taking them holds their connection in a peer's slot (`slots`).
-    name: std::sync::OnceLock<String>,
+    name: std::sync::RwLock<Option<Arc<str>>>,
     client: reqwest::Client,
     /// Links to the nodes requests are passed to, with `--node-link`.
     links: Option<super::link_client::Links>,
@@ -101,6 +102,9 @@ pub struct Standby {
     /// The shards of queues and topics whose requests this node passed on (`learned_routes`).
     learned: super::learned_routes::LearnedRoutes,
 }
+
+/// Tells the names live nodes announced themselves by; none at first.
+pub type PeerNames = Arc<dyn Fn(&str) -> bool + Send + Sync>;
 
 /// The passing-on layer of one generation's routes.
 #[derive(Clone)]
@@ -156,7 +160,7 @@ impl Standby {
         Ok(Standby {
             route: watch::Sender::new(route),
             shard_leaders: watch::Sender::new(Vec::new()),
-            peers: Default::default(),
+            peers: std::sync::RwLock::new(Arc::new(|_: &str| false)),
             name: Default::default(),
             client,
             links,
@@ -251,23 +255,29 @@ impl Standby {
 
     /// The names the live nodes announced themselves by, as last read.
     pub fn set_peers(&self, names: Vec<String>) {
-        *self.peers.write().unwrap_or_else(|p| p.into_inner()) = names;
+        self.know_peers_by(Arc::new(move |name| names.iter().any(|peer| peer == name)));
     }
 
-    /// This node's name in the database (the first one given stays).
+    /// How to tell the names live nodes announced themselves by, from now on.
+    pub fn know_peers_by(&self, peers: PeerNames) {
+        *self.peers.write().unwrap_or_else(|p| p.into_inner()) = peers;
+    }
+
+    /// This node's name in the database (a node of one leader takes a new one each
+    /// generation).
     pub fn announced_as(&self, name: &str) {
-        let _ = self.name.set(name.to_string());
+        *self.name.write().unwrap_or_else(|p| p.into_inner()) = Some(name.into());
     }
 
     /// This node's name in the database, once it has announced itself.
-    pub(super) fn name(&self) -> Option<&str> {
-        self.name.get().map(String::as_str)
+    pub(super) fn name(&self) -> Option<Arc<str>> {
+        self.name.read().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
     /// Whether `name` is one a live node announced itself by.
     pub(super) fn is_peer(&self, name: &str) -> bool {
-        let peers = self.peers.read().unwrap_or_else(|p| p.into_inner());
-        peers.iter().any(|peer| peer == name)
+        let peers = self.peers.read().unwrap_or_else(|p| p.into_inner()).clone();
+        peers(name)
     }
 
     /// `--leader-wait`.
@@ -402,6 +412,12 @@ pub async fn forward_unless_leading(
         }
         Err(failure) => failed(standby, &headers, failure),
     }
+}
+
+/// Whether `headers` name a live node (`X-Orderly-Node`): a request another node sent.
+pub(super) fn names_a_peer(standby: &Standby, headers: &HeaderMap) -> bool {
+    let name = headers.get(NODE).and_then(|name| name.to_str().ok());
+    name.is_some_and(|name| standby.is_peer(name))
 }
 
 /// The client is told what it can act on; the cause (with the leader's address, which is the
@@ -642,7 +658,7 @@ async fn over_http(
 ) -> Result<Answer, Failure> {
     let url = format!("{}{}", target.trim_end_matches('/'), outgoing.path);
     let mut headers = headers;
-    if let Some(name) = (standby.name()).and_then(|name| HeaderValue::from_str(name).ok()) {
+    if let Some(name) = (standby.name()).and_then(|name| HeaderValue::from_str(&name).ok()) {
         headers.insert(NODE, name);
     }
     let sent = standby

@@ -14,7 +14,7 @@ use crate::multi_node_shards::{bodies, publish, spread_on, two_spread_nodes_with
 use crate::shards::{drain, name_in, topic_into};
 
 /// A gauge's value in `server`'s `/metrics`, read on a connection closed after it.
-async fn gauge(server: &Server, name: &str) -> Option<i64> {
+pub(crate) async fn gauge(server: &Server, name: &str) -> Option<i64> {
     let mut stream = TcpStream::connect(server.addr).await.ok()?;
     let ask = "GET /metrics HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n";
     stream.write_all(ask.as_bytes()).await.ok()?;

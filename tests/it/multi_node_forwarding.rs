@@ -12,6 +12,7 @@ use tokio::net::TcpStream;
 use crate::binary::{start, Process};
 use crate::common;
 use crate::log_in_database::{cluster, process_server, signal};
+use crate::multi_node_connections::gauge;
 
 /// A leader started with `leader_args` besides the storage, then a standby of it.
 fn leader_and_standby(url: &str, leader_args: &[&str]) -> (tempfile::TempDir, Process, Process) {
@@ -153,11 +154,51 @@ async fn multi_node_odd_requests_through_a_standby_are_answered_as_the_leader_an
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn multi_node_a_standby_does_not_use_up_the_leaders_connections() {
+    // One link carries them all.
+    standby_leaves_the_leaders_connections(&[], 1).await;
+}
+
+/// As above, the standby passing requests on over HTTP (as to a leader whose URL is
+/// `https://`): each request names the standby, so its connections are held in the peers'
+/// slots, whether opened within the leader's limit or past it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn multi_node_a_standby_passing_requests_on_over_http_does_not_use_up_the_leaders_connections(
+) {
+    // A connection for each poll, more than the leader lets clients hold.
+    standby_leaves_the_leaders_connections(&["--node-link", "false"], 17).await;
+}
+
+/// Long polls through a standby started with `standby_args`, twice as many as the leader's
+/// connection limit, are each answered at once (none refused and asked again); the leader
+/// holds at least `peers` of the standby's connections in the peers' slots meanwhile.
+async fn standby_leaves_the_leaders_connections(standby_args: &[&str], peers: i64) {
     let Some(url) = common::fresh_database().await else {
         return;
     };
-    let (_dir, leader, standby) = leader_and_standby(&url, &["--max-connections", "16"]);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let leader = start(
+        dir.path(),
+        &["--storage", &url, "--max-connections", "16"],
+        "warn",
+    );
+    let standby = start(
+        dir.path(),
+        &[&["--storage", &url][..], standby_args].concat(),
+        "warn",
+    );
     let queue = common::create_queue(&process_server(standby.addr), "polled", &[]).await;
+    // Once the leader has read the standby's announcement, it knows the name the standby's
+    // requests carry (as it would a second after the standby started).
+    let on_leader = process_server(leader.addr);
+    let started = Instant::now();
+    while !cluster(&on_leader).await["nodes"]
+        .as_array()
+        .unwrap()
+        .contains(&serde_json::json!(format!("http://{}", standby.addr)))
+    {
+        assert!(started.elapsed() < Duration::from_secs(10), "not announced");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
     // Twice the leader's limit in long polls at once, each on a connection of its own, each
     // asked once (the SDK's retries would hide a failure).
     let on_standby = Arc::new(process_server(standby.addr));
@@ -173,11 +214,21 @@ async fn multi_node_a_standby_does_not_use_up_the_leaders_connections() {
             })
         })
         .collect();
+    let mut most = 0;
+    while !polls.iter().all(|poll| poll.is_finished()) {
+        let held = gauge(&on_leader, "orderly_peer_connections").await;
+        most = most.max(held.unwrap_or_default());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
     for poll in polls {
         poll.await
             .expect("no task panicked")
             .expect("every poll answered");
     }
+    assert!(
+        most >= peers,
+        "the standby's connections in the peers' slots: {most}"
+    );
     // What the standby keeps open is few and idle: the leader serves its own clients at once.
     let started = Instant::now();
     for _ in 0..20 {

@@ -112,18 +112,39 @@ pub fn try_take(
 /// not wait behind it.
 const ANNOUNCE_TIMEOUT: Duration = Duration::from_millis(500);
 
-/// The nodes that announced themselves within a lease's length, by URL, in order, as this
-/// node last read them, and when it did (`Nodes::announce`).
+/// The nodes that announced themselves within a lease's length, as this node last read them
+/// (`Nodes::announce`).
 #[derive(Clone, Default)]
-pub struct Nodes(Arc<std::sync::Mutex<(Option<Instant>, Vec<String>)>>);
+pub struct Nodes(Arc<std::sync::Mutex<Known>>);
+
+#[derive(Default)]
+struct Known {
+    /// When they were read.
+    at: Option<Instant>,
+    /// Their URLs, in order, each once.
+    urls: Vec<String>,
+    /// The names they announced themselves by.
+    names: Vec<String>,
+}
 
 impl Nodes {
-    /// The live nodes as last read, if that was within a lease's length: a node that cannot
-    /// reach the database knows of none.
+    /// The live nodes' URLs as last read, if that was within a lease's length: a node that
+    /// cannot reach the database knows of none.
     pub fn urls(&self) -> Vec<String> {
         match self.0.lock() {
-            Ok(known) if known.0.is_some_and(|at| at.elapsed() < LEASE) => known.1.clone(),
+            Ok(known) if known.at.is_some_and(|at| at.elapsed() < LEASE) => known.urls.clone(),
             _ => Vec::new(),
+        }
+    }
+
+    /// Whether `name` is one a live node announced itself by, as last read within a lease's
+    /// length.
+    pub fn is_live(&self, name: &str) -> bool {
+        match self.0.lock() {
+            Ok(known) if known.at.is_some_and(|at| at.elapsed() < LEASE) => {
+                known.names.iter().any(|known| known == name)
+            }
+            _ => false,
         }
     }
 
@@ -145,18 +166,26 @@ impl Nodes {
                              DO UPDATE SET url = excluded.url, seen = excluded.seen \
                              RETURNING url), \
                          gone AS (DELETE FROM log_nodes WHERE seen < now() - interval '1 hour') \
-                         SELECT url FROM log_nodes \
+                         SELECT node, url FROM log_nodes \
                              WHERE node <> $1 AND seen > now() - $3 * interval '1 millisecond' \
-                         UNION SELECT url FROM seen ORDER BY url",
+                         UNION SELECT $1, url FROM seen",
                             &[&node, &url, &lease_ms],
                         )
                         .await?;
-                    Ok(rows.iter().map(|row| row.get(0)).collect::<Vec<String>>())
+                    let nodes = rows.iter().map(|row| (row.get(0), row.get(1)));
+                    Ok(nodes.collect::<Vec<(String, String)>>())
                 })
             },
         );
-        if let (Ok(urls), Ok(mut known)) = (read, self.0.lock()) {
-            *known = (Some(Instant::now()), urls);
+        if let (Ok(nodes), Ok(mut known)) = (read, self.0.lock()) {
+            let (names, mut urls): (Vec<String>, Vec<String>) = nodes.into_iter().unzip();
+            urls.sort();
+            urls.dedup();
+            *known = Known {
+                at: Some(Instant::now()),
+                urls,
+                names,
+            };
         }
     }
 }
@@ -172,6 +201,11 @@ pub struct Announcement {
 }
 
 impl Announcement {
+    /// The name the generation announced itself by.
+    pub fn name(&self) -> &str {
+        &self.node
+    }
+
     /// Takes the announcement back, as the generation that made it stops: the others' next
     /// readings leave it out, rather than after a lease's length, and a move of shards need
     /// not wait for it. A connection of its own, one statement, at most `TAKE_BACK_WAIT`; one
