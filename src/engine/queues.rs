@@ -327,9 +327,11 @@ impl<W: Default> Queues<W> {
         candidate.apply(attrs)?;
         self.check_redrive(key, &candidate)?;
         let mut queue = entry.lock();
+        let delay_before = queue.config.delay_seconds;
         queue.config.apply(attrs)?;
         queue.config.last_modified_at = now;
         queue.note_config();
+        queue.delay_changed(delay_before, now);
         Ok(())
     }
 

@@ -135,6 +135,16 @@ fn replaying_the_logged_changes_rebuilds_the_same_state() {
         Some("g"),
         t.plus_millis(10),
     );
+    // A FIFO queue's delay holds back what it holds that was never received: logged too.
+    original
+        .queues
+        .set_attributes(
+            "dlq.fifo",
+            &pairs(&[("DelaySeconds", "120")]),
+            t.plus_millis(11),
+        )
+        .unwrap();
+    assert_eq!(dlq.lock().counts().delayed, 1);
 
     let restored: Engine<()> = Engine::new("000000000000", "us-east-1");
     for bytes in recorder.0.lock().unwrap().iter() {
@@ -146,7 +156,7 @@ fn replaying_the_logged_changes_rebuilds_the_same_state() {
     let restored_src = restored.queues.get("src.fifo").unwrap();
     restored_src
         .lock()
-        .delete(&handle, t.plus_millis(11))
+        .delete(&handle, t.plus_millis(12))
         .unwrap();
     assert!(
         restored.queues.cut(|| 0).1.next_uid > original.queues.uid("plain").unwrap(),

@@ -334,6 +334,31 @@ async fn long_poll_returns_as_soon_as_a_message_arrives() {
     assert_eq!(answered(poll).await, ["late"]);
 }
 
+/// A FIFO queue's delay is retroactive (AWS documents it so): shortened, it frees a message
+/// sent under the longer one, and a long poll waiting on the queue gets it.
+#[tokio::test]
+async fn a_shorter_fifo_queue_delay_frees_a_message_already_sent() {
+    let (server, clock) = start_with_manual_clock().await;
+    let url = fifo_queue(
+        &server,
+        "held.fifo",
+        &[
+            ("ContentBasedDeduplication", "true"),
+            ("DelaySeconds", "100"),
+        ],
+    )
+    .await;
+    let send = server.sqs.send_message().queue_url(&url).message_body("x");
+    send.message_group_id("g").send().await.unwrap();
+    clock.advance_millis(10_000);
+    let poll = long_poll(&server, &url, 5);
+    still_waiting(&server, &poll, 1).await;
+    let shorten = server.sqs.set_queue_attributes().queue_url(&url);
+    let shorten = shorten.attributes(aws_sdk_sqs::types::QueueAttributeName::DelaySeconds, "10");
+    shorten.send().await.unwrap();
+    assert_eq!(answered(poll).await, ["x"]);
+}
+
 #[tokio::test]
 async fn long_poll_wakes_when_a_visibility_timeout_expires() {
     let (server, clock) = start_with_manual_clock().await;

@@ -176,7 +176,7 @@ impl Queue {
         self.change_log = change_log;
     }
 
-    fn take_stored(&mut self, seq: u64) -> Option<Stored> {
+    pub(super) fn take_stored(&mut self, seq: u64) -> Option<Stored> {
         let stored = self.messages.get(&seq)?.clone();
         self.remove_quietly(seq);
         Some(*stored)

@@ -7,6 +7,7 @@
 pub mod changes;
 pub mod config;
 mod durability;
+mod fifo_delay;
 mod groups;
 pub mod inspect;
 mod operations;

@@ -262,6 +262,55 @@ fn queue_delay_holds_fifo_messages_back() {
     assert_eq!(bodies(&receive(&mut q, 1, 5_000)), ["x"]);
 }
 
+/// The queue's delay set to `seconds` at `now`, as SetQueueAttributes sets it.
+fn set_delay(q: &mut Queue, seconds: &str, now: u64) {
+    let before = q.config.delay_seconds;
+    q.config
+        .apply(&attrs(&[("DelaySeconds", seconds)]))
+        .unwrap();
+    q.delay_changed(before, Timestamp(now));
+}
+
+#[test]
+fn a_fifo_queues_delay_changes_for_messages_not_yet_received() {
+    let mut q = fifo(&[("DelaySeconds", "100")]);
+    q.send(msg("a", "g", "1"), Timestamp(0)).unwrap();
+    // Shortened: available from its send plus the new delay (30 s), not the old one (100 s).
+    set_delay(&mut q, "30", 10_000);
+    assert!(receive(&mut q, 10, 29_999).is_empty());
+    assert_eq!(q.next_deadline(), Some(Timestamp(30_000)));
+    assert_eq!(bodies(&receive(&mut q, 10, 30_000)), ["a"]);
+    // Lengthened: messages sent since and visible already are held back again; the one in
+    // flight (delivered) is not.
+    set_delay(&mut q, "0", 31_000);
+    q.send(msg("b", "h", "2"), Timestamp(40_000)).unwrap();
+    q.send(msg("c", "k", "3"), Timestamp(40_000)).unwrap();
+    set_delay(&mut q, "20", 50_000);
+    assert_eq!((q.counts().delayed, q.counts().in_flight), (2, 1));
+    assert!(receive(&mut q, 10, 50_000).is_empty());
+    let received = receive(&mut q, 10, 60_000);
+    let mut due = bodies(&received);
+    due.sort();
+    assert_eq!(due, ["a", "b", "c"]);
+    // Set to none, nothing delayed is left.
+    q.send(msg("d", "m", "4"), Timestamp(70_000)).unwrap();
+    assert_eq!(q.counts().delayed, 1);
+    set_delay(&mut q, "0", 70_001);
+    assert_eq!(q.counts().delayed, 0);
+    assert_eq!(bodies(&receive(&mut q, 10, 70_001)), ["d"]);
+}
+
+#[test]
+fn a_standard_queues_delay_changes_only_later_sends() {
+    let mut q = standard(&[("DelaySeconds", "100")]);
+    q.send(plain("a"), Timestamp(0)).unwrap();
+    q.send(plain("b"), Timestamp(0)).unwrap();
+    set_delay(&mut q, "0", 10_000);
+    assert!(receive(&mut q, 10, 10_000).is_empty());
+    set_delay(&mut q, "900", 10_000);
+    assert_eq!(bodies(&receive(&mut q, 10, 100_000)).len(), 2);
+}
+
 #[test]
 fn standard_per_message_delay_and_stale_handle_delete() {
     let mut q = standard(&[("VisibilityTimeout", "1")]);
