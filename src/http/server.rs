@@ -437,7 +437,7 @@ pub async fn serve(
                     tracing::warn!(
                         max = limits.max_connections,
                         refused,
-                        "connection limit reached; new connections are answered 503 and closed, but for other nodes'"
+                        "connection limit reached; clients' new connections are answered 503 and closed"
                     );
                 }
                 // Every connection past the limit is answered, never closed unread (a node
