@@ -101,6 +101,65 @@ impl Timestamp {
     }
 }
 
+impl Timestamp {
+    /// Parses an RFC 3339 time (`2030-01-01T00:00:00Z`, `2030-01-01T00:00:00.5+02:00`; `t`
+    /// or a space between date and time, `z`, and no offset at all, read as UTC), to the
+    /// millisecond (finer digits dropped). None before 1970 or if it is no such time.
+    pub fn parse_rfc3339(text: &str) -> Option<Timestamp> {
+        let (local, offset_ms) = split_offset(text.trim())?;
+        if local.len() < 19 || !local.is_char_boundary(10) || !local.is_char_boundary(11) {
+            return None;
+        }
+        let (date, separator, time) = (&local[..10], &local[10..11], &local[11..]);
+        if !matches!(separator, "T" | "t" | " ") {
+            return None;
+        }
+        let (hms, fraction) = match time.split_once('.') {
+            Some((hms, digits))
+                if !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()) =>
+            {
+                (hms, format!(".{:0<3}", &digits[..digits.len().min(3)]))
+            }
+            Some(_) => return None,
+            None => (time, String::new()),
+        };
+        let all_digits = |part: &str| part.split([':', '-']).all(two_or_four_digits);
+        if !all_digits(date) || !all_digits(hms) {
+            return None;
+        }
+        let at = Timestamp::parse_iso8601(&format!("{date}T{hms}{fraction}Z"))?;
+        let utc = i64::try_from(at.0).ok()?.checked_sub(offset_ms)?;
+        u64::try_from(utc).ok().map(Timestamp)
+    }
+}
+
+/// `text` without its offset from UTC (`Z`, `z`, `+HH:MM` or `-HH:MM`; none read as UTC), and
+/// the offset in milliseconds.
+fn split_offset(text: &str) -> Option<(&str, i64)> {
+    if let Some(local) = text.strip_suffix(['Z', 'z']) {
+        return Some((local, 0));
+    }
+    let at = text.len().checked_sub(6)?;
+    let Some(offset) = text.get(at..).filter(|o| o.starts_with(['+', '-'])) else {
+        return Some((text, 0));
+    };
+    let (hours, minutes) = offset[1..].split_once(':')?;
+    if !two_or_four_digits(hours) || hours.len() != 2 || minutes.len() != 2 {
+        return None;
+    }
+    let (hours, minutes): (i64, i64) = (hours.parse().ok()?, minutes.parse().ok()?);
+    if hours > 23 || minutes > 59 {
+        return None;
+    }
+    let ms = (hours * 60 + minutes) * 60_000;
+    Some((&text[..at], if offset.starts_with('-') { -ms } else { ms }))
+}
+
+/// A date's or a time's field: two digits (four for a year).
+fn two_or_four_digits(part: &str) -> bool {
+    matches!(part.len(), 2 | 4) && part.bytes().all(|b| b.is_ascii_digit())
+}
+
 impl fmt::Display for Timestamp {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}", self.0)
@@ -110,6 +169,47 @@ impl fmt::Display for Timestamp {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn rfc3339_times_are_read_with_their_offsets() {
+        let utc = |text: &str| Timestamp::parse_rfc3339(text).map(Timestamp::iso8601);
+        let at = |text: &str| Some(text.to_string());
+        assert_eq!(utc("2030-01-01T00:00:00Z"), at("2030-01-01T00:00:00.000Z"));
+        assert_eq!(
+            utc("2030-01-01T00:00:00+02:00"),
+            at("2029-12-31T22:00:00.000Z")
+        );
+        assert_eq!(
+            utc("2030-01-02T00:00:00.5+01:00"),
+            at("2030-01-01T23:00:00.500Z")
+        );
+        assert_eq!(
+            utc("2030-01-06T00:00:00.100-05:00"),
+            at("2030-01-06T05:00:00.100Z")
+        );
+        assert_eq!(utc("2029-01-01t00:00:01z"), at("2029-01-01T00:00:01.000Z"));
+        assert_eq!(
+            utc("2029-01-01 00:00:01.123456789"),
+            at("2029-01-01T00:00:01.123Z")
+        );
+        assert_eq!(
+            utc("1970-01-01T01:00:00+01:00"),
+            at("1970-01-01T00:00:00.000Z")
+        );
+        for bad in [
+            "1970-01-01T00:30:00+01:00",
+            "2030-01-01T00:00:00+24:00",
+            "2030-01-01T00:00:00+2:00",
+            "2030-01-01T00:00:00.Z",
+            "2030-01-01X00:00:00Z",
+            "2030-1-01T00:00:00Z",
+            "2030-01-01T00:00:00+0é:00",
+            "yesterday",
+            "",
+        ] {
+            assert_eq!(utc(bad), None, "{bad}");
+        }
+    }
 
     #[test]
     fn iso8601_formats_utc_with_millis() {

@@ -1,6 +1,7 @@
 //! `/_orderly/clock`: with `--clock manual`, the server's time moves only when a test says
 //! so. `POST {"advance": "5m"}` moves it forward (a humantime duration: `500ms`, `12h`,
-//! `1h 30m`); `POST {"set": "2026-12-01T00:00:00Z"}` (RFC 3339, or epoch milliseconds) moves
+//! `1h 30m`; whole milliseconds, no months or years); `POST {"set": "2026-12-01T00:00:00Z"}`
+//! (RFC 3339 with any offset, or epoch milliseconds) moves
 //! it to that instant, never backwards, and never past `clock::LATEST` (9999-12-01, so every
 //! time written in RFC 3339 has its four-digit year). `GET` answers the time. Every deadline (visibility,
 //! delays, deduplication and attempt windows, retention, long polls, webhook retries, move
@@ -72,10 +73,11 @@ pub fn apply(clock: &ManualClock, body: &[u8]) -> (StatusCode, Value) {
         _ => return bad(r#"the body must be {"advance": "<duration>"} or {"set": "<time>"}"#),
     };
     let moved = match (request.get("advance"), request.get("set")) {
-        (Some(Value::String(text)), None) => match humantime::parse_duration(text) {
-            Ok(by) => clock.try_advance_millis(u64::try_from(by.as_millis()).unwrap_or(u64::MAX)),
-            Err(error) => return bad(&format!("advance: {error} ({text})")),
+        (Some(Value::String(text)), None) => match duration(text) {
+            Ok(by) => clock.try_advance_millis(by),
+            Err(why) => return bad(&format!("advance: {why} ({text})")),
         },
+        (Some(_), None) => return bad(r#"advance: a duration with its unit, such as "300s""#),
         (None, Some(to)) => match instant(to) {
             Some(to) => clock.set(to),
             None => {
@@ -98,14 +100,30 @@ pub fn apply(clock: &ManualClock, body: &[u8]) -> (StatusCode, Value) {
     }
 }
 
+/// Milliseconds of a humantime duration. Months and years (`M`, `y`: 30.44 and 365.25 days in
+/// humantime) are refused, as is what is not whole milliseconds: the clock never goes back,
+/// so a `5M` meant as minutes could not be undone.
+fn duration(text: &str) -> Result<u64, String> {
+    let by = humantime::parse_duration(text).map_err(|error| error.to_string())?;
+    let units = text
+        .split(|c: char| !c.is_ascii_alphabetic())
+        .filter(|u| !u.is_empty());
+    if let Some(unit) = units
+        .into_iter()
+        .find(|u| matches!(*u, "M" | "month" | "months" | "y" | "year" | "years"))
+    {
+        return Err(format!("{unit} is no fixed length; give days (\"30d\")"));
+    }
+    if by.subsec_nanos() % 1_000_000 != 0 {
+        return Err("the clock moves by whole milliseconds".into());
+    }
+    Ok(u64::try_from(by.as_millis()).unwrap_or(u64::MAX))
+}
+
 fn instant(value: &Value) -> Option<Timestamp> {
     match value {
         Value::Number(n) => n.as_u64().map(Timestamp),
-        Value::String(text) => {
-            let at = humantime::parse_rfc3339_weak(text).ok()?;
-            let millis = at.duration_since(std::time::UNIX_EPOCH).ok()?.as_millis();
-            u64::try_from(millis).ok().map(Timestamp)
-        }
+        Value::String(text) => Timestamp::parse_rfc3339(text),
         _ => None,
     }
 }
