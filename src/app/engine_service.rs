@@ -319,7 +319,7 @@ fn recover(
 
 /// The engine's settings from the flags.
 pub(super) fn configure_engine(config: &Config, engine: &mut Engine<Notify>) {
-    engine.queues.delete_cooldown_ms = config.deleted_queue_cooldown * 1000;
+    engine.queues.delete_cooldown_ms = config.deleted_queue_cooldown.saturating_mul(1000);
     engine.topics.fifo_http_subscriptions = config.fifo_http_subscriptions;
     engine.queues.enforce_queue_policies = config.enforce_queue_policies;
     engine.webhooks.set_max_pending(config.webhook_max_pending);

@@ -9,8 +9,9 @@ pub enum EngineError {
     QueueDoesNotExist,
     #[error("A queue already exists with the same name and a different value for attribute {0}")]
     QueueNameExists(String),
-    #[error("You must wait 60 seconds after deleting a queue before you can create another with the same name.")]
-    QueueDeletedRecently,
+    /// Carries the seconds a deleted queue's name stays unavailable (AWS: 60).
+    #[error("You must wait {0} seconds after deleting a queue before you can create another with the same name.")]
+    QueueDeletedRecently(u64),
     #[error("Only one PurgeQueue operation on {0} is allowed every 60 seconds.")]
     PurgeQueueInProgress(String),
     /// The full AWS message is carried, since it varies by parameter.

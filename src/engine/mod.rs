@@ -416,12 +416,23 @@ mod tests {
         engine.queues.delete("q", Timestamp(1_000)).unwrap();
         assert!(matches!(
             engine.queues.create_from("q", &[], &[], Timestamp(60_999)),
-            Err(EngineError::QueueDeletedRecently)
+            Err(EngineError::QueueDeletedRecently(60))
         ));
         assert!(engine
             .queues
             .create_from("q", &[], &[], Timestamp(61_000))
             .is_ok());
+        // The error says how long this server holds a name back.
+        engine.queues.delete_cooldown_ms = 600_000;
+        engine.queues.delete("q", Timestamp(62_000)).unwrap();
+        let held = engine.queues.create_from("q", &[], &[], Timestamp(63_000));
+        assert_eq!(
+            held.err().map(|error| error.to_string()).as_deref(),
+            Some(
+                "You must wait 600 seconds after deleting a queue before you can create another \
+             with the same name."
+            )
+        );
     }
 
     #[test]

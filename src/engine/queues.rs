@@ -248,7 +248,9 @@ impl<W: Default> Queues<W> {
                 .get(key)
                 .is_some_and(|at| now.millis_since(*at) < self.delete_cooldown_ms)
             {
-                return Err(EngineError::QueueDeletedRecently);
+                return Err(EngineError::QueueDeletedRecently(
+                    self.delete_cooldown_ms / 1000,
+                ));
             }
         }
         check_tags(

@@ -331,7 +331,7 @@ impl From<EngineError> for ApiError {
         let code = match &e {
             EngineError::QueueDoesNotExist => ErrorCode::QueueDoesNotExist,
             EngineError::QueueNameExists(_) => ErrorCode::QueueNameExists,
-            EngineError::QueueDeletedRecently => ErrorCode::QueueDeletedRecently,
+            EngineError::QueueDeletedRecently(_) => ErrorCode::QueueDeletedRecently,
             EngineError::PurgeQueueInProgress(_) => ErrorCode::PurgeQueueInProgress,
             EngineError::InvalidParameterValue(_) => ErrorCode::InvalidParameterValue,
             EngineError::MissingParameter(_) => ErrorCode::MissingParameter,
