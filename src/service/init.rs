@@ -66,7 +66,10 @@ impl Entry<'_> {
 }
 
 impl Service {
-    /// Creates what the file declares and does not exist yet.
+    /// Creates what the file declares and does not exist yet. A file refused part way takes
+    /// back what it created, so that the start it stops leaves things as they were, and the
+    /// file, once corrected, applies whole (rather than find its own half, which it would
+    /// never overwrite).
     pub async fn apply_init(
         &self,
         file: &InitFile,
@@ -78,6 +81,42 @@ impl Service {
             region: self.region(),
             account: self.account_id(),
         };
+        match self.apply_all(file, place, &arns, ctx, &mut report).await {
+            Ok(()) => Ok(report),
+            Err(error) => {
+                self.take_back(&report.created, &arns, ctx).await;
+                Err(error)
+            }
+        }
+    }
+
+    /// Deletes what `created` names (as `InitReport::created` does), the last made first.
+    /// One that cannot be deleted is said and left.
+    async fn take_back(&self, created: &[String], arns: &Arns<'_>, ctx: &RequestContext) {
+        for made in created.iter().rev() {
+            let taken = match made.split_once(' ') {
+                Some(("queue", name)) => self.backend.delete_queue(name, self.clock.now()).await,
+                Some(("topic", name)) => self.backend.delete_topic(&arns.of("sns", name)).await,
+                Some(("subscription", arn)) => {
+                    let base_url = self.base_url(ctx);
+                    self.backend.unsubscribe(arn, true, &base_url).await
+                }
+                _ => continue,
+            };
+            if let Err(error) = taken {
+                tracing::warn!(%error, "init: {made}, made before the file was refused, is left");
+            }
+        }
+    }
+
+    async fn apply_all(
+        &self,
+        file: &InitFile,
+        place: &InitPlace<'_>,
+        arns: &Arns<'_>,
+        ctx: &RequestContext,
+        report: &mut InitReport,
+    ) -> Result<(), InitError> {
         // Redrive policies wait until every queue exists.
         let mut redrives = Vec::new();
         for (i, queue) in file.queues.iter().enumerate() {
@@ -91,13 +130,13 @@ impl Service {
             }
             if self.backend.find_queue(&queue.name).await.is_ok() {
                 let have = self.queue_attributes(&queue.name, ctx).await;
-                compare(&entry, "attributes", &attributes, &have, &mut report);
+                compare(&entry, "attributes", &attributes, &have, report);
                 let tags = self
                     .backend
                     .queue_tags(&queue.name)
                     .await
                     .unwrap_or_default();
-                compare(&entry, "tags", &queue.tags, &tags, &mut report);
+                compare(&entry, "tags", &queue.tags, &tags, report);
                 continue;
             }
             let input = CreateQueueInput {
@@ -116,7 +155,7 @@ impl Service {
             let wanted = BTreeMap::from([("RedrivePolicy".to_string(), policy)]);
             if !report.created.contains(&format!("queue {name}")) {
                 let have = self.queue_attributes(&name, ctx).await;
-                compare(&entry, "attributes", &wanted, &have, &mut report);
+                compare(&entry, "attributes", &wanted, &have, report);
                 continue;
             }
             let input = SetQueueAttributesInput {
@@ -127,17 +166,16 @@ impl Service {
                 .await
                 .map_err(|e| entry.refused(e, &wanted))?;
         }
-        self.apply_topics(file, place, &arns, ctx, &mut report)
-            .await?;
+        self.apply_topics(file, place, arns, ctx, report).await?;
         for (i, subscription) in file.subscriptions.iter().enumerate() {
             let entry = Entry {
                 place,
                 label: format!("subscriptions[{i}] ({})", subscription.topic),
             };
-            self.apply_subscription(subscription, &entry, &arns, ctx, &mut report)
+            self.apply_subscription(subscription, &entry, arns, ctx, report)
                 .await?;
         }
-        Ok(report)
+        Ok(())
     }
 
     async fn apply_topics(

@@ -475,7 +475,7 @@ impl Service {
     }
 
     /// The base of URLs we hand out (UnsubscribeURL), as the client reaches us.
-    fn base_url(&self, ctx: &RequestContext) -> String {
+    pub(super) fn base_url(&self, ctx: &RequestContext) -> String {
         format!(
             "{}://{}",
             ctx.scheme,

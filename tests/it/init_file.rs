@@ -196,3 +196,52 @@ async fn a_bad_file_stops_the_start_naming_file_entry_and_field() {
         "{error}"
     );
 }
+
+/// A file refused part way takes back what it made before the refusal, so the corrected
+/// file, at the next start, applies whole (rather than find its first half made without what
+/// came later, and leave it so).
+#[tokio::test]
+async fn a_file_refused_part_way_leaves_nothing_and_applies_whole_once_corrected() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("init.toml");
+    let data = dir.path().join("data");
+    let good = r#"
+[[queues]]
+name = "jobs-dlq"
+
+[[queues]]
+name = "jobs"
+attributes = { RedrivePolicy = { deadLetterTargetArn = "jobs-dlq", maxReceiveCount = 3 } }
+
+[[topics]]
+name = "events"
+
+[[subscriptions]]
+topic = "events"
+queue = "jobs"
+"#;
+    // The dead-letter queue misnamed, and a subscription to a topic the file never makes.
+    let bad = good.replace(
+        "deadLetterTargetArn = \"jobs-dlq\"",
+        "deadLetterTargetArn = \"nope\"",
+    );
+    for bad in [bad, good.replace("topic = \"events\"", "topic = \"other\"")] {
+        std::fs::write(&file, &bad).unwrap();
+        let refused = App::bind(&with_init(durable(&data), &file)).await;
+        assert!(refused.is_err(), "started with {bad}");
+        let app = App::bind(&durable(&data)).await.unwrap();
+        let running = Stoppable::start(app).await;
+        let queues = running.server.sqs.list_queues().send().await.unwrap();
+        assert!(queues.queue_urls().is_empty(), "{queues:?}");
+        let topics = running.server.sns.list_topics().send().await.unwrap();
+        assert!(topics.topics().is_empty(), "{topics:?}");
+        running.stop().await;
+    }
+    std::fs::write(&file, good).unwrap();
+    let app = App::bind(&with_init(durable(&data), &file)).await.unwrap();
+    assert_eq!(app.init_report.as_ref().unwrap().created.len(), 4);
+    let running = Stoppable::start(app).await;
+    let policy = attribute(&running.server, "jobs", A::RedrivePolicy).await;
+    assert!(policy.is_some_and(|p| p.contains("jobs-dlq")));
+    running.stop().await;
+}
