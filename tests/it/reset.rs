@@ -2,7 +2,9 @@
 //! and every history that would leak into the next case go; queues, topics and subscriptions stay.
 //! `?all=true` removes those too. Both survive a restart.
 
-use crate::common::{durable, fifo_queue, fifo_topic, start_with, subscribe, Server, Stoppable};
+use crate::common::{
+    durable, fifo_queue, fifo_topic, get_json, start_with, subscribe, Server, Stoppable,
+};
 
 async fn reset(server: &Server, query: &str) -> serde_json::Value {
     let response = reqwest::Client::new()
@@ -91,7 +93,18 @@ async fn a_suite_resets_between_cases_and_the_reset_is_durable() {
         .send()
         .await
         .unwrap();
+    // The subscription's notes of its last deliveries speak of messages the reset drops: gone
+    // with them.
+    let notes = |listing: serde_json::Value| {
+        let notes = listing["subscriptions"][0]["lastDeliveries"]
+            .as_array()
+            .cloned();
+        notes.unwrap_or_default().len()
+    };
+    crate::common::carried(server).await;
+    assert_eq!(notes(get_json(server, "/_orderly/subscriptions").await), 1);
     reset(server, "").await;
+    assert_eq!(notes(get_json(server, "/_orderly/subscriptions").await), 0);
 
     // After a restart: still empty, and the histories still forgotten.
     running.stop().await;

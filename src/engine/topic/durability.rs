@@ -171,13 +171,17 @@ impl Topic {
             .unwrap_or_default()
     }
 
-    /// `POST /_orderly/reset`: forgets the deduplication history and empties the archive;
-    /// settings and subscriptions stay.
+    /// `POST /_orderly/reset`: forgets the deduplication history, empties the archive and
+    /// drops the subscriptions' notes of their last deliveries; settings and subscriptions
+    /// stay.
     pub fn reset(&mut self) {
         if let Some(changes) = &mut self.changes {
             changes.push(TopicChange::Reset);
         }
         self.clear_history();
+        for subscription in &self.subscriptions {
+            subscription.recent.forget();
+        }
     }
 
     fn clear_history(&mut self) {

@@ -113,6 +113,13 @@ impl Recent {
         }
     }
 
+    /// Drops the notes (`POST /_orderly/reset`: they speak of messages that are gone); the
+    /// counts, which metrics read, stay.
+    pub fn forget(&self) {
+        let mut kept = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        kept.notes.clear();
+    }
+
     pub fn list(&self) -> Vec<DeliveryNote> {
         let kept = self.0.lock().unwrap_or_else(|p| p.into_inner());
         kept.notes.iter().cloned().collect()
