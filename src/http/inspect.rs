@@ -81,6 +81,14 @@ fn bad(message: impl Into<String>) -> Response {
 }
 
 /// `GET /_orderly/queues`.
+/// Any other path under `/_orderly/`: 404, naming it.
+pub async fn no_such_endpoint(uri: Uri) -> Response {
+    let message = format!("no endpoint {}; see doc/testing.md", uri.path());
+    let body = serde_json::json!({ "message": message }).to_string();
+    let json = [(axum::http::header::CONTENT_TYPE, "application/json")];
+    (axum::http::StatusCode::NOT_FOUND, json, body).into_response()
+}
+
 pub async fn queues(State(state): State<HttpState>, headers: HeaderMap, uri: Uri) -> Response {
     if let Some(refused) = unauthorized(&state, &headers) {
         return refused;

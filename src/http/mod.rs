@@ -39,7 +39,7 @@ mod unsigned;
 
 use std::sync::Arc;
 
-use axum::routing::{get, post};
+use axum::routing::{any, get, post};
 use axum::Router;
 
 use crate::service::Service;
@@ -121,6 +121,8 @@ pub fn routes(
         )
         .route("/metrics", get(inspect::metrics))
         .route("/_orderly/reset", post(inspect::reset))
+        // A mistyped endpoint of Orderly's own is said so, not read as an SQS request.
+        .route("/_orderly/{*rest}", any(inspect::no_such_endpoint))
         .route(
             "/_aws/sqs/messages",
             get(localstack::messages).post(localstack::messages),

@@ -565,3 +565,25 @@ async fn a_node_on_its_own_says_it_is_single() {
         "{state}"
     );
 }
+
+/// A path under `/_orderly/` that names no endpoint (a typo, a slash too many) is answered
+/// 404 naming it, in JSON, whatever the method, not read as an SQS request.
+#[tokio::test]
+async fn a_mistyped_endpoint_is_not_found() {
+    let (server, _clock) = start_with_manual_clock().await;
+    for path in [
+        "/_orderly/nonexistent",
+        "/_orderly/reset/",
+        "/_orderly/queues/p",
+    ] {
+        let (status, body) = get_json(&server, path).await;
+        assert_eq!(status, 404, "{path}: {body}");
+        assert!(body["message"].as_str().unwrap().contains(path), "{body}");
+        let posted = reqwest::Client::new()
+            .post(format!("{}{path}", server.url()))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(posted.status(), 404, "{path}");
+    }
+}
