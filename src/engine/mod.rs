@@ -435,8 +435,8 @@ mod tests {
         );
     }
 
-    #[test]
-    fn move_task_moves_in_budgeted_steps_back_to_the_source() {
+    /// An engine with queue `src` dead-lettering into `dlq` after one receive.
+    fn with_dead_letter_queue() -> Engine<()> {
         let engine: Engine<()> = Engine::new("000000000000", "us-east-1");
         engine
             .queues
@@ -452,6 +452,75 @@ mod tests {
                 Timestamp(0),
             )
             .unwrap();
+        engine
+    }
+
+    #[test]
+    fn a_dead_letter_queue_keeps_its_latest_ten_move_tasks() {
+        let engine = with_dead_letter_queue();
+        let arn = engine.queues.arn("dlq");
+        let mut started = Vec::new();
+        for at in 1..=25 {
+            let task = engine
+                .start_move_task(&arn, (None, Default::default()), None, Timestamp(at))
+                .unwrap();
+            engine.cancel_move_task(&task.handle()).unwrap();
+            started.push(task.id);
+        }
+        // One still running is kept beside them.
+        let running = engine
+            .start_move_task(&arn, (None, Default::default()), None, Timestamp(26))
+            .unwrap();
+        let listed: Vec<String> = engine
+            .list_move_tasks(&arn)
+            .unwrap()
+            .into_iter()
+            .map(|t| t.id)
+            .collect();
+        let mut latest: Vec<String> = started[16..].iter().rev().cloned().collect();
+        latest.insert(0, running.id.clone());
+        assert_eq!(
+            listed, latest,
+            "the running one and the latest nine finished, newest first"
+        );
+        // The same images restored in their order keep the same ten.
+        let again: Engine<()> = Engine::new("000000000000", "us-east-1");
+        let mut images = Vec::new();
+        for id in started.iter().chain([&running.id]) {
+            let task = move_task::MoveTask {
+                id: id.clone(),
+                source_arn: arn.to_string(),
+                destination_arn: None,
+                rate: None,
+                status: move_task::MoveStatus::Running,
+                moved: 0,
+                to_move: 0,
+                started_at: Timestamp(0),
+                failure_reason: None,
+            };
+            images.push(task.clone());
+            if *id != running.id {
+                images.push(move_task::MoveTask {
+                    status: move_task::MoveStatus::Cancelled,
+                    ..task
+                });
+            }
+        }
+        for image in images {
+            again.move_tasks.restore(image);
+        }
+        let restored: Vec<String> = again
+            .move_tasks
+            .of_source(&arn)
+            .into_iter()
+            .map(|t| t.id)
+            .collect();
+        assert_eq!(restored, latest);
+    }
+
+    #[test]
+    fn move_task_moves_in_budgeted_steps_back_to_the_source() {
+        let engine = with_dead_letter_queue();
         for i in 0..5 {
             send(&engine, "src", &format!("m{i}"), Timestamp(0));
         }

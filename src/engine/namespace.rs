@@ -23,6 +23,15 @@ pub fn is_account_id(text: &str) -> bool {
     text.len() == 12 && text.bytes().all(|b| b.is_ascii_digit())
 }
 
+/// Whether `text` can be a region's name: lower-case letters, digits and dashes, as AWS's
+/// (`us-east-1`, `eu-central-2`) and a local endpoint's made-up ones are.
+pub fn is_region_name(text: &str) -> bool {
+    (1..=32).contains(&text.len())
+        && text
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+}
+
 /// The account of an IAM principal ARN (`arn:aws:iam::<account>:user/<name>` or `:root`): a
 /// subscription's `Owner` is its subscriber's account, which may not be the topic's.
 pub fn account_of_principal(principal: &str) -> Option<&str> {

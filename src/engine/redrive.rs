@@ -85,7 +85,11 @@ impl MoveTasks {
         check_start((source_fifo, destination_fifo), rate)?;
         let mut tasks = self.tasks();
         let list = tasks.entry(source_arn.to_string()).or_default();
-        if list.iter().any(|t| t.status == MoveStatus::Running) {
+        let created = source.lock().config().created_at;
+        if list
+            .iter()
+            .any(|t| t.status == MoveStatus::Running && t.started_at >= created)
+        {
             return Err(already_running());
         }
         let to_move = {
@@ -105,6 +109,7 @@ impl MoveTasks {
             failure_reason: None,
         };
         list.push(task.clone());
+        keep_latest(list);
         self.log_move_task(&task);
         Ok(task)
     }
@@ -207,20 +212,26 @@ impl MoveTasks {
         source_arn: &str,
     ) -> EngineResult<Vec<MoveTask>> {
         let key = self.queue_key_in_arn(source_arn, "SourceArn")?;
-        queues.get(key).map_err(|_| not_found("SourceArn"))?;
-        Ok(self.of_source(source_arn))
+        let source = queues.get(key).map_err(|_| not_found("SourceArn"))?;
+        // Tasks of a queue deleted before this one was made under its name are not its own.
+        let created = source.lock().config().created_at;
+        let mut tasks = self.of_source(source_arn);
+        tasks.retain(|t| t.started_at >= created);
+        Ok(tasks)
     }
 
     pub fn cancel<W: Default>(&self, queues: &Queues<W>, handle: &str) -> EngineResult<u64> {
         let (id, source_arn) = decode_handle(handle).ok_or_else(invalid_handle)?;
         let key = self.queue_key_in_arn(&source_arn, "SourceArn")?;
-        queues.get(key).map_err(|_| not_found("SourceArn"))?;
+        let source = queues.get(key).map_err(|_| not_found("SourceArn"))?;
+        let created = source.lock().config().created_at;
         let mut tasks = self.tasks();
         let task = tasks
             .get_mut(&source_arn)
             .and_then(|l| {
-                l.iter_mut()
-                    .find(|t| t.id == id && t.status == MoveStatus::Running)
+                l.iter_mut().find(|t| {
+                    t.id == id && t.status == MoveStatus::Running && t.started_at >= created
+                })
             })
             .ok_or_else(no_such_task)?;
         task.status = MoveStatus::Cancelled;
@@ -241,7 +252,11 @@ impl MoveTasks {
         let list = tasks.entry(task.source_arn.clone()).or_default();
         match list.iter_mut().find(|t| t.id == task.id) {
             Some(known) => *known = task,
-            None => list.push(task),
+            None => {
+                list.push(task);
+                // As `start` did when it logged this task: the same rule on the same states.
+                keep_latest(list);
+            }
         }
     }
 
@@ -262,6 +277,20 @@ impl MoveTasks {
             .filter(|t| t.status == MoveStatus::Running)
             .cloned()
             .collect()
+    }
+}
+
+/// Finished tasks kept per source queue: ListMessageMoveTasks shows at most 10.
+const KEPT_PER_SOURCE: usize = 10;
+
+/// Drops a source's oldest finished tasks past `KEPT_PER_SOURCE`, so tasks started again and
+/// again do not pile up. A running task is never dropped (at most one runs per source).
+fn keep_latest(list: &mut Vec<MoveTask>) {
+    while list.len() > KEPT_PER_SOURCE {
+        match list.iter().position(|t| t.status != MoveStatus::Running) {
+            Some(oldest) => list.remove(oldest),
+            None => break,
+        };
     }
 }
 

@@ -116,6 +116,30 @@ impl Auth {
         }
     }
 
+    /// The key a request is signed with, if the signature verifies and the key is of this
+    /// server's account: how an SDK given one of Orderly's own endpoints as its endpoint URL
+    /// (LocalStack's `/_aws/sqs/messages`) is let in, since it signs and cannot send HTTP Basic.
+    /// `Ok(None)`: not signed at all.
+    pub fn own_signed_key(
+        &self,
+        request: &Arrived<'_>,
+        now: i64,
+    ) -> Result<Option<String>, ApiError> {
+        let Some(key) = self.check(request, now)? else {
+            return Ok(None);
+        };
+        if self.keys[&key].account != self.account {
+            return Err(ApiError::new(
+                ErrorCode::AccessDenied,
+                format!(
+                    "Access to the resource is denied: only keys of account {} may use this endpoint.",
+                    self.account
+                ),
+            ));
+        }
+        Ok(Some(key))
+    }
+
     /// HTTP Basic credentials (`access key id:secret`) of a key of this server's account: how
     /// Prometheus and a browser reach Orderly's own endpoints (`/metrics`, the console, the
     /// inspection API), which cannot sign requests.
@@ -135,6 +159,34 @@ impl Auth {
             && Sha256::digest(key.secret.as_bytes()) == Sha256::digest(secret.as_bytes());
         valid.then(|| id.to_string())
     }
+}
+
+/// Calls `judge` with a request as the signature checks read it and the machine's time in Unix
+/// seconds: the time the client's signer used (`--clock manual` moves only the engine's).
+pub fn as_arrived<R>(
+    (method, uri, headers, body): (
+        &axum::http::Method,
+        &axum::http::Uri,
+        &axum::http::HeaderMap,
+        &[u8],
+    ),
+    judge: impl FnOnce(&Arrived<'_>, i64) -> R,
+) -> R {
+    let list: Vec<(&str, &str)> = headers
+        .iter()
+        .filter_map(|(name, value)| value.to_str().ok().map(|v| (name.as_str(), v)))
+        .collect();
+    let arrived = Arrived {
+        method: method.as_str(),
+        path: uri.path(),
+        query: uri.query().unwrap_or(""),
+        headers: &list,
+        body,
+    };
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |since| since.as_secs() as i64);
+    judge(&arrived, now)
 }
 
 /// Checks the signature of a request signed with temporary credentials (`key`, `secret`).

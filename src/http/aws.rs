@@ -13,7 +13,7 @@ use super::identity::{self, Caller};
 use super::reply::{credential_scope, early_error, is_json, read_body, respond, usable_host};
 use super::sessions::{self, Session};
 use super::state::HttpState;
-use super::{sigv4, sts, unsigned};
+use super::{sts, unsigned};
 use crate::protocol::{
     encode_error, form, query_params, sns_query, ApiError, ErrorCode, Payload, Protocol,
 };
@@ -201,33 +201,20 @@ fn signer(
         };
         return Ok((authenticated, caller));
     };
-    let list: Vec<(&str, &str)> = headers
-        .iter()
-        .filter_map(|(name, value)| value.to_str().ok().map(|v| (name.as_str(), v)))
-        .collect();
-    let arrived = sigv4::Arrived {
-        method: method.as_str(),
-        path: uri.path(),
-        query: uri.query().unwrap_or(""),
-        headers: &list,
-        body,
-    };
-    // The machine's time, as the client's signer used: `--clock manual` moves the engine's.
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |since| since.as_secs() as i64);
-    if let (Some(key), Some(session)) = (access_key, session) {
-        crate::http::auth::verify_temporary(&arrived, now, key, &session.secret)?;
-        let token = headers
-            .get("x-amz-security-token")
-            .and_then(|t| t.to_str().ok());
-        sessions::admit(&session, token, now)?;
-        return Ok((authenticated, session.caller));
-    }
-    match auth.check(&arrived, now)? {
-        Some(key) => Ok((authenticated, auth.caller(&key))),
-        None => Ok((false, Caller::account(account))),
-    }
+    crate::http::auth::as_arrived((method, uri, headers, body), |arrived, now| {
+        if let (Some(key), Some(session)) = (access_key, session) {
+            crate::http::auth::verify_temporary(arrived, now, key, &session.secret)?;
+            let token = headers
+                .get("x-amz-security-token")
+                .and_then(|t| t.to_str().ok());
+            sessions::admit(&session, token, now)?;
+            return Ok((authenticated, session.caller));
+        }
+        match auth.check(arrived, now)? {
+            Some(key) => Ok((authenticated, auth.caller(&key))),
+            None => Ok((false, Caller::account(account))),
+        }
+    })
 }
 
 /// An AWS JSON request: the action is in `X-Amz-Target`. `strict`: an unsigned request may

@@ -120,13 +120,22 @@ pub async fn opt_out(State(state): State<HttpState>, headers: HeaderMap, uri: Ur
     if let Some(refused) = unauthorized(&state, &headers) {
         return refused;
     }
+    use crate::engine::namespace::{is_account_id, is_region_name, Namespace};
+    let refuse = |message: String| answer(StatusCode::BAD_REQUEST, json!({ "message": message }));
     let Some(number) = query_param(&uri, "phoneNumber") else {
-        return (StatusCode::BAD_REQUEST, "phoneNumber is required").into_response();
+        return refuse("phoneNumber is required".into());
     };
     let home = state.service.namespaces().home().clone();
-    let namespace = crate::engine::namespace::Namespace::new(
-        &query_param(&uri, "region").unwrap_or_else(|| home.region.to_string()),
-        &query_param(&uri, "account").unwrap_or_else(|| home.account.to_string()),
-    );
+    let region = query_param(&uri, "region").unwrap_or_else(|| home.region.to_string());
+    let account = query_param(&uri, "account").unwrap_or_else(|| home.account.to_string());
+    if !is_region_name(&region) {
+        return refuse(format!("region {region:?} is not a region's name"));
+    }
+    if !is_account_id(&account) {
+        return refuse(format!(
+            "account {account:?} is not an account id (12 digits)"
+        ));
+    }
+    let namespace = Namespace::new(&region, &account);
     forgotten(state.service.opt_out(&namespace, &number).await)
 }

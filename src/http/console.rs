@@ -13,6 +13,7 @@ use axum::response::{IntoResponse, Response};
 use super::identity::Caller;
 use super::inspect::unauthorized;
 use super::state::HttpState;
+use crate::protocol::encode_error;
 use crate::service::RequestContext;
 
 const PAGE: &str = include_str!("console/index.html");
@@ -71,13 +72,16 @@ pub async fn action(State(state): State<HttpState>, request: Request) -> Respons
         return refused;
     }
     let request_id = uuid::Uuid::new_v4().to_string();
-    let body = match super::reply::read_body(&state, &headers, body, &request_id).await {
+    let json = crate::protocol::Protocol::Json;
+    let body = match super::reply::read_body_in(json, &state, &headers, body, &request_id).await {
         Ok(body) => body,
         Err(refused) => return refused,
     };
     let host = match super::reply::usable_host(&headers, &parts.uri) {
         Ok(host) => host,
-        Err(error) => return super::reply::early_error(&headers, &error, &request_id),
+        Err(error) => {
+            return super::reply::respond(encode_error(json, &error, &request_id), &request_id)
+        }
     };
     let given = headers
         .get(header::AUTHORIZATION)

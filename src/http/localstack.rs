@@ -11,7 +11,7 @@
 
 use axum::body::Bytes;
 use axum::extract::{Path, State};
-use axum::http::{header, HeaderMap, StatusCode, Uri};
+use axum::http::{header, HeaderMap, Method, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
 
@@ -36,10 +36,14 @@ enum Form {
 /// `/_aws/sqs/messages`.
 pub async fn messages(
     State(state): State<HttpState>,
+    method: Method,
     headers: HeaderMap,
     uri: Uri,
     body: Bytes,
 ) -> Response {
+    if let Some(refused) = refused(&state, (&method, &uri, &headers, &body)) {
+        return refused;
+    }
     let params = Params::read(&headers, &uri, &body);
     let queue = match params.get("QueueUrl") {
         None => Err(ApiError::new(
@@ -55,10 +59,14 @@ pub async fn messages(
 pub async fn messages_at(
     State(state): State<HttpState>,
     Path((region, account, queue)): Path<(String, String, String)>,
+    method: Method,
     headers: HeaderMap,
     uri: Uri,
     body: Bytes,
 ) -> Response {
+    if let Some(refused) = refused(&state, (&method, &uri, &headers, &body)) {
+        return refused;
+    }
     let params = Params::read(&headers, &uri, &body);
     let service = &state.service;
     let namespace = crate::engine::namespace::Namespace::new(&region, &account);
@@ -99,21 +107,52 @@ fn queue_in_url(
     }
 }
 
+/// With `--auth`: HTTP Basic credentials of a key of this account, as on Orderly's other
+/// endpoints, or a request signed with such a key, as an SDK given this endpoint as its
+/// endpoint URL sends it. A signature that does not verify is answered as the API answers it.
+/// Answers the refusal, if refused.
+fn refused(
+    state: &HttpState,
+    (method, uri, headers, body): (&Method, &Uri, &HeaderMap, &[u8]),
+) -> Option<Response> {
+    let auth = state.auth.as_ref()?;
+    let signed = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("AWS4-"))
+        || uri.query().is_some_and(|q| q.contains("X-Amz-Signature="));
+    if !signed {
+        return unauthorized(state, headers);
+    }
+    let judged = crate::http::auth::as_arrived((method, uri, headers, body), |arrived, now| {
+        auth.own_signed_key(arrived, now)
+    });
+    match judged {
+        Ok(Some(_)) => None,
+        Ok(None) => unauthorized(state, headers),
+        Err(error) => Some(refuse(form(headers), error)),
+    }
+}
+
+/// An error in the form the request asked for.
+fn refuse(form: Form, error: ApiError) -> Response {
+    let request_id = uuid::Uuid::new_v4().to_string();
+    written(form, Err(error), &request_id)
+}
+
 async fn peek(
     state: &HttpState,
     headers: &HeaderMap,
     queue: Result<String, ApiError>,
     params: &Params,
 ) -> Response {
-    if let Some(refused) = unauthorized(state, headers) {
-        return refused;
-    }
     let request_id = uuid::Uuid::new_v4().to_string();
     let form = form(headers);
+    // LocalStack's flags: `true` in any case, or `1`.
     let flag = |name: &str| {
         params
             .get(name)
-            .is_some_and(|v| v.eq_ignore_ascii_case("true"))
+            .is_some_and(|v| v.eq_ignore_ascii_case("true") || v == "1")
     };
     let only_receive = ApiError::new(
         ErrorCode::InvalidRequest,
@@ -135,6 +174,16 @@ async fn peek(
             state.service.localstack_messages(&queue, shown).await
         }
     };
+    written(form, result, &request_id)
+}
+
+/// A ReceiveMessage answer or an error, in `form`.
+fn written(
+    form: Form,
+    result: Result<crate::protocol::sqs::ReceiveMessageOutput, ApiError>,
+    request_id: &str,
+) -> Response {
+    let request_id = request_id.to_string();
     let receive = Action::Sqs(SqsAction::ReceiveMessage);
     match (form, result) {
         (Form::XmlAsJson, Ok(output)) => {

@@ -24,6 +24,7 @@ pub mod link_server;
 mod link_tests;
 mod localstack;
 mod node_headers;
+mod plain_errors;
 mod read_ahead;
 mod reply;
 pub mod server;
@@ -149,4 +150,5 @@ pub fn routes(
             clock_control,
             sessions,
         })
+        .layer(axum::middleware::from_fn(plain_errors::as_json))
 }

@@ -63,14 +63,21 @@ const MAX_HOST_BYTES: usize = 260;
 
 /// An error answered before the action is known, in the protocol the headers point to.
 pub(super) fn early_error(headers: &HeaderMap, error: &ApiError, request_id: &str) -> Response {
-    let protocol = if is_json(headers) {
+    respond(
+        encode_error(protocol_of(headers), error, request_id),
+        request_id,
+    )
+}
+
+/// The protocol a request's headers point to.
+fn protocol_of(headers: &HeaderMap) -> Protocol {
+    if is_json(headers) {
         Protocol::Json
     } else if credential_scope(headers).1 == Some("sns") {
         Protocol::SnsQuery
     } else {
         Protocol::Query
-    };
-    respond(encode_error(protocol, error, request_id), request_id)
+    }
 }
 
 pub(super) fn is_json(headers: &HeaderMap) -> bool {
@@ -112,6 +119,18 @@ pub(super) async fn read_body(
     read_limited(headers, body, state.body, request_id).await
 }
 
+/// The request's body within the bounds, or the error answering it in `protocol`, for an
+/// endpoint that speaks only one.
+pub(super) async fn read_body_in(
+    protocol: Protocol,
+    state: &HttpState,
+    headers: &HeaderMap,
+    body: axum::body::Body,
+    request_id: &str,
+) -> Result<bytes::Bytes, Response> {
+    read_as(protocol, headers, body, state.body, request_id).await
+}
+
 /// A request's body within `limits`, or the AWS error for one past them (its connection then
 /// closed when bytes are left unread).
 pub(super) async fn read_limited(
@@ -120,8 +139,19 @@ pub(super) async fn read_limited(
     limits: BodyLimits,
     request_id: &str,
 ) -> Result<bytes::Bytes, Response> {
+    read_as(protocol_of(headers), headers, body, limits, request_id).await
+}
+
+async fn read_as(
+    protocol: Protocol,
+    headers: &HeaderMap,
+    body: axum::body::Body,
+    limits: BodyLimits,
+    request_id: &str,
+) -> Result<bytes::Bytes, Response> {
     body::read(headers, body, limits).await.map_err(|error| {
-        let mut response = early_error(headers, &error.to_api_error(), request_id);
+        let encoded = encode_error(protocol, &error.to_api_error(), request_id);
+        let mut response = respond(encoded, request_id);
         if error.leaves_bytes_unread() {
             // This connection cannot carry another request.
             response

@@ -5,6 +5,7 @@
 use serde_json::{json, Value};
 
 use crate::engine::error::{EngineError, EngineResult};
+use crate::engine::namespace::is_account_id;
 use crate::protocol::actions::{sns_grantable, sqs_grantable};
 
 /// AWS allows this many statements in a queue policy.
@@ -105,11 +106,6 @@ fn statement_list(document: &mut Value) -> Option<&mut Vec<Value>> {
 fn has_statement(list: &[Value], label: &str) -> bool {
     list.iter()
         .any(|s| s.get("Sid").and_then(Value::as_str) == Some(label))
-}
-
-/// Whether `account` is an AWS account id: twelve digits.
-fn is_account_id(account: &str) -> bool {
-    account.len() == 12 && account.bytes().all(|b| b.is_ascii_digit())
 }
 
 /// An Allow statement for `accounts`' root principals and `service:action`s on `resource`.

@@ -304,6 +304,70 @@ async fn orderlys_own_endpoints_ask_for_a_key_by_http_basic() {
     );
 }
 
+/// An SDK given LocalStack's peek endpoint as its endpoint URL signs its requests and cannot
+/// send HTTP Basic: a signature of a key of this account lets it in; a wrong secret, another
+/// account's key and no credentials at all do not.
+#[tokio::test]
+async fn the_peek_endpoint_takes_a_signed_sdk_request_of_this_account() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = common::start_with(with_keys(dir.path())).await;
+    let owner = client(&server, "AKIDORDERLY", "secret");
+    let url = owner
+        .create_queue()
+        .queue_name("peeked")
+        .send()
+        .await
+        .unwrap()
+        .queue_url()
+        .unwrap()
+        .to_string();
+    owner
+        .send_message()
+        .queue_url(&url)
+        .message_body("kept")
+        .send()
+        .await
+        .unwrap();
+    let peeking = |key: &str, secret: &str| {
+        aws_sdk_sqs::Client::from_conf(
+            client(&server, key, secret)
+                .config()
+                .to_builder()
+                .endpoint_url(format!("{}/_aws/sqs/messages", server.url()))
+                .build(),
+        )
+    };
+    for _ in 0..2 {
+        let got = peeking("AKIDORDERLY", "secret")
+            .receive_message()
+            .queue_url(&url)
+            .send()
+            .await
+            .unwrap();
+        let bodies: Vec<_> = got.messages().iter().map(|m| m.body().unwrap()).collect();
+        assert_eq!(bodies, ["kept"], "peeked, not received");
+    }
+    for (key, secret, code) in [
+        ("AKIDORDERLY", "wrong", "SignatureDoesNotMatch"),
+        ("AKIDOTHER", "other", "AccessDenied"),
+    ] {
+        let refused = peeking(key, secret)
+            .receive_message()
+            .queue_url(&url)
+            .send()
+            .await
+            .unwrap_err();
+        assert_eq!(refused.code(), Some(code), "{key}");
+    }
+    let bare = reqwest::Client::new()
+        .post(format!("{}/_aws/sqs/messages", server.url()))
+        .form(&[("QueueUrl", url.as_str())])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(bare.status(), 401);
+}
+
 /// The console's actions (`POST /_orderly/sqs`): SQS's JSON protocol taken from the Basic key,
 /// never from a browser page of another origin.
 #[tokio::test]

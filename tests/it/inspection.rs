@@ -517,6 +517,26 @@ async fn the_consoles_actions_need_no_key_without_auth() {
     let message = &got.messages()[0];
     assert_eq!(message.body(), Some("hello"));
     assert_eq!(message.attributes().unwrap()[&S::SenderId], "000000000000");
+    // A body past the limit is refused in the endpoint's one protocol, whatever the headers.
+    let too_large = reqwest::Client::new()
+        .post(format!("{}/_orderly/sqs", server.url()))
+        .body(vec![
+            b'x';
+            orderly::config::Config::ephemeral().max_request_bytes
+                + 1
+        ])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(too_large.status(), 413);
+    let said: serde_json::Value = serde_json::from_str(&too_large.text().await.unwrap()).unwrap();
+    assert!(
+        said["__type"]
+            .as_str()
+            .unwrap()
+            .ends_with("RequestEntityTooLargeException"),
+        "{said}"
+    );
 }
 
 #[tokio::test]

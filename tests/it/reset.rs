@@ -150,4 +150,63 @@ async fn reset_takes_no_other_argument_and_only_post() {
         .await
         .unwrap();
     assert_eq!(get.status(), 405, "only POST resets");
+    // Refused before the handler, and still in JSON, as the endpoint's own refusals are.
+    assert_eq!(
+        get.headers()["content-type"].to_str().unwrap(),
+        "application/json"
+    );
+    let said: serde_json::Value = serde_json::from_str(&get.text().await.unwrap()).unwrap();
+    assert_eq!(said["message"], "Method Not Allowed");
+}
+
+/// A dead-letter queue made again under its name after `?all=true` starts with no move tasks:
+/// those of the queue the reset deleted are not its own.
+#[tokio::test]
+async fn after_a_full_reset_a_queue_of_the_same_name_has_no_move_tasks() {
+    let (server, clock) = crate::common::start_with_manual_clock().await;
+    let make = || async {
+        crate::common::create_queue(&server, "dlq", &[]).await;
+        let policy = crate::common::redrive_to("dlq", 1);
+        crate::common::create_queue(&server, "src", &[("RedrivePolicy", &policy)]).await;
+    };
+    let tasks = || async {
+        server
+            .sqs
+            .list_message_move_tasks()
+            .source_arn("arn:aws:sqs:us-east-1:000000000000:dlq")
+            .max_results(10)
+            .send()
+            .await
+            .unwrap()
+            .results
+            .unwrap_or_default()
+    };
+    let start_task = || async {
+        server
+            .sqs
+            .start_message_move_task()
+            .source_arn("arn:aws:sqs:us-east-1:000000000000:dlq")
+            .send()
+            .await
+            .unwrap();
+    };
+    make().await;
+    start_task().await;
+    assert_eq!(tasks().await.len(), 1);
+    clock.advance_millis(1_000);
+    reset(&server, "?all=true").await;
+    clock.advance_millis(1_000);
+    make().await;
+    assert!(
+        tasks().await.is_empty(),
+        "the deleted queue's task is not listed"
+    );
+    start_task().await;
+    let listed = tasks().await;
+    assert_eq!(listed.len(), 1);
+    assert_eq!(
+        listed[0].started_timestamp(),
+        1_700_000_002_000,
+        "the new queue's own task"
+    );
 }

@@ -332,6 +332,34 @@ async fn sms_settings_opt_outs_and_the_sandbox() {
     );
     let listed = sns.list_phone_numbers_opted_out().send().await.unwrap();
     assert!(listed.phone_numbers.unwrap_or_default().is_empty());
+    // A namespace that is no region's or account's is refused in JSON, and nothing opts out.
+    for (query, refused) in [
+        ("&region=Not%20A%20Region", "region"),
+        ("&account=12", "account"),
+        ("", "phoneNumber"),
+    ] {
+        let number = if query.is_empty() {
+            ""
+        } else {
+            "phoneNumber=%2B15550100"
+        };
+        let answer = reqwest::Client::new()
+            .post(format!(
+                "{}/_orderly/sns/opted-out?{number}{query}",
+                server.url()
+            ))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(answer.status().as_u16(), 400, "{query}");
+        let said: serde_json::Value = serde_json::from_str(&answer.text().await.unwrap()).unwrap();
+        assert!(
+            said["message"].as_str().unwrap().contains(refused),
+            "{said}"
+        );
+    }
+    let listed = sns.list_phone_numbers_opted_out().send().await.unwrap();
+    assert!(listed.phone_numbers.unwrap_or_default().is_empty());
     // The number replies STOP (Orderly's developer endpoint stands in for it).
     let stopped = reqwest::Client::new()
         .post(format!(
