@@ -103,9 +103,21 @@ impl InitFile {
             message,
         };
         let text = std::fs::read_to_string(path).map_err(|e| whole(e.to_string()))?;
-        // toml's message names the line, the column and the key.
-        toml::from_str(&text).map_err(|e| whole(e.to_string().trim_end().replace('\n', " ")))
+        toml::from_str(&text).map_err(|e| whole(where_and_why(&text, &e)))
     }
+}
+
+/// `line L, column C: why` for a TOML error: toml's own text draws the line with a caret
+/// under it, which a one-line message cannot keep.
+fn where_and_why(text: &str, error: &toml::de::Error) -> String {
+    let why = error.message().trim_end();
+    let Some(span) = error.span() else {
+        return why.to_string();
+    };
+    let before = text.get(..span.start).unwrap_or(text);
+    let line = before.matches('\n').count() + 1;
+    let column = before.rsplit('\n').next().unwrap_or("").chars().count() + 1;
+    format!("line {line}, column {column}: {why}")
 }
 
 /// An attribute's value as the API takes it: text as is, numbers and booleans written out,
@@ -163,5 +175,15 @@ mod tests {
         assert!(error.contains("colour"), "{error}");
         let error = parse("[[topicz]]\nname = \"t\"\n").unwrap_err();
         assert!(error.contains("topicz"), "{error}");
+    }
+
+    #[test]
+    fn a_syntax_error_is_one_line_naming_where_and_why() {
+        let error = parse("[[queues]]\nname = \"é\"\nfifo = tru\n").unwrap_err();
+        assert!(
+            error.ends_with("line 3, column 8: invalid boolean, expected `true`"),
+            "{error}"
+        );
+        assert!(!error.contains('\n') && !error.contains('^'), "{error}");
     }
 }

@@ -329,6 +329,25 @@ impl<W: Default> Engine<W> {
         Ok(deleted)
     }
 
+    /// Each confirmed webhook subscription's delivery figures, by ARN: one that has had no
+    /// delivery yet is listed with zeros, so a listing of webhooks shows every one.
+    pub fn delivery_stats(&self) -> Vec<(Arc<str>, webhook::LaneStats)> {
+        let mut stats = self.webhooks.stats();
+        let idle: Vec<Arc<str>> = self
+            .topics
+            .list_subscriptions(None)
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|(_, s)| s.protocol.kind() == topic::protocol::EndpointKind::Webhook)
+            .filter(|(_, s)| !s.pending)
+            .map(|(_, s)| s.arn.clone())
+            .filter(|arn| stats.binary_search_by(|(known, _)| known.cmp(arn)).is_err())
+            .collect();
+        stats.extend(idle.into_iter().map(|arn| (arn, Default::default())));
+        stats.sort_by(|a, b| a.0.cmp(&b.0));
+        stats
+    }
+
     /// Every queue's full state as text, sorted, for tests that compare two engines.
     #[cfg(test)]
     pub fn state_for_tests(&self) -> Vec<String> {

@@ -717,6 +717,12 @@ async fn pages_on_other_origins_are_refused_and_allowed_ones_get_cors_answers() 
         .to_str()
         .unwrap()
         .contains("x-amz-target"));
+    // The developer endpoint that forgets captured deliveries is asked with DELETE.
+    let methods = headers["access-control-allow-methods"].to_str().unwrap();
+    assert!(
+        methods.contains("DELETE") && methods.contains("POST"),
+        "{methods}"
+    );
     let allowed = create("http://app.test", server.url()).await.unwrap();
     assert_eq!(allowed.status().as_u16(), 200);
     assert_eq!(

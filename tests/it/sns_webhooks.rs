@@ -306,7 +306,19 @@ async fn retries_wait_for_the_policy_delays_on_a_manual_clock() {
         )],
     )
     .await;
-    confirm(&server, &confirmation).await;
+    let arn = confirm(&server, &confirmation).await;
+    // Confirmed and not yet delivered to: listed, with nothing to tell.
+    let idle = webhook_stats(&server).await["Subscriptions"].clone();
+    assert_eq!(idle.as_array().unwrap().len(), 1, "{idle}");
+    assert_eq!(
+        (
+            &idle[0]["SubscriptionArn"],
+            &idle[0]["Pending"],
+            &idle[0]["Delivered"]
+        ),
+        (&arn.clone().into(), &0.into(), &0.into())
+    );
+    assert_eq!(idle[0]["NextAttempt"], serde_json::Value::Null);
     receiver.respond("/flaky", &[500, 503, 502]);
     publish(&server, &topic, "eventually").await;
     // Attempt 1 fails; the no-delay retry follows at once and fails too.

@@ -83,7 +83,7 @@ impl Deliveries for Embedded {
     }
 
     fn delivery_stats(&self) -> Answer<'_, Vec<(Arc<str>, LaneStats)>> {
-        self.reading(|engine| Ok(engine.webhooks.stats()))
+        self.reading(|engine| Ok(engine.delivery_stats()))
     }
 
     fn signing_certificate<'a>(&'a self, file: &'a str) -> Answer<'a, Option<String>> {
