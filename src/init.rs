@@ -110,9 +110,9 @@ impl InitFile {
 /// `line L, column C: why` for a TOML error: toml's own text draws the line with a caret
 /// under it, which a one-line message cannot keep.
 fn where_and_why(text: &str, error: &toml::de::Error) -> String {
-    let why = error.message().trim_end();
+    let why = error.message().trim_end().replace('\n', " ");
     let Some(span) = error.span() else {
-        return why.to_string();
+        return why;
     };
     let before = text.get(..span.start).unwrap_or(text);
     let line = before.matches('\n').count() + 1;

@@ -85,11 +85,7 @@ impl MoveTasks {
         check_start((source_fifo, destination_fifo), rate)?;
         let mut tasks = self.tasks();
         let list = tasks.entry(source_arn.to_string()).or_default();
-        let created = source.lock().config().created_at;
-        if list
-            .iter()
-            .any(|t| t.status == MoveStatus::Running && t.started_at >= created)
-        {
+        if list.iter().any(|t| t.status == MoveStatus::Running) {
             return Err(already_running());
         }
         let to_move = {
@@ -213,7 +209,8 @@ impl MoveTasks {
     ) -> EngineResult<Vec<MoveTask>> {
         let key = self.queue_key_in_arn(source_arn, "SourceArn")?;
         let source = queues.get(key).map_err(|_| not_found("SourceArn"))?;
-        // Tasks of a queue deleted before this one was made under its name are not its own.
+        // Tasks of a queue deleted before this one was made under its name are not its own
+        // (they were failed with it, so none of them runs).
         let created = source.lock().config().created_at;
         let mut tasks = self.of_source(source_arn);
         tasks.retain(|t| t.started_at >= created);
@@ -223,20 +220,32 @@ impl MoveTasks {
     pub fn cancel<W: Default>(&self, queues: &Queues<W>, handle: &str) -> EngineResult<u64> {
         let (id, source_arn) = decode_handle(handle).ok_or_else(invalid_handle)?;
         let key = self.queue_key_in_arn(&source_arn, "SourceArn")?;
-        let source = queues.get(key).map_err(|_| not_found("SourceArn"))?;
-        let created = source.lock().config().created_at;
+        queues.get(key).map_err(|_| not_found("SourceArn"))?;
         let mut tasks = self.tasks();
         let task = tasks
             .get_mut(&source_arn)
             .and_then(|l| {
-                l.iter_mut().find(|t| {
-                    t.id == id && t.status == MoveStatus::Running && t.started_at >= created
-                })
+                l.iter_mut()
+                    .find(|t| t.id == id && t.status == MoveStatus::Running)
             })
             .ok_or_else(no_such_task)?;
         task.status = MoveStatus::Cancelled;
         self.log_move_task(task);
         Ok(task.moved)
+    }
+
+    /// Fails the tasks still running from a queue being deleted; logged, so a restart or a
+    /// standby rebuilds them failed too.
+    pub fn fail_source(&self, source_arn: &str) {
+        let mut tasks = self.tasks();
+        let Some(list) = tasks.get_mut(source_arn) else {
+            return;
+        };
+        for task in list.iter_mut().filter(|t| t.status == MoveStatus::Running) {
+            task.status = MoveStatus::Failed;
+            task.failure_reason = Some(NO_QUEUE.into());
+            self.log_move_task(task);
+        }
     }
 
     /// Logs a task's new state; called under the task lock so the log keeps their order.

@@ -9,7 +9,7 @@
 //!   Any action but ReceiveMessage is refused (`InvalidRequest`).
 //! - `/_localstack/health`: `sqs` and `sns` running.
 
-use axum::body::Bytes;
+use axum::body::Body;
 use axum::extract::{Path, State};
 use axum::http::{header, HeaderMap, Method, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
@@ -39,8 +39,14 @@ pub async fn messages(
     method: Method,
     headers: HeaderMap,
     uri: Uri,
-    body: Bytes,
+    body: Body,
 ) -> Response {
+    // Read within the server's bounds; one past them is refused in the request's protocol.
+    let request_id = uuid::Uuid::new_v4().to_string();
+    let body = match super::reply::read_body(&state, &headers, body, &request_id).await {
+        Ok(body) => body,
+        Err(refused) => return refused,
+    };
     if let Some(refused) = refused(&state, (&method, &uri, &headers, &body)) {
         return refused;
     }
@@ -62,8 +68,14 @@ pub async fn messages_at(
     method: Method,
     headers: HeaderMap,
     uri: Uri,
-    body: Bytes,
+    body: Body,
 ) -> Response {
+    // Read within the server's bounds; one past them is refused in the request's protocol.
+    let request_id = uuid::Uuid::new_v4().to_string();
+    let body = match super::reply::read_body(&state, &headers, body, &request_id).await {
+        Ok(body) => body,
+        Err(refused) => return refused,
+    };
     if let Some(refused) = refused(&state, (&method, &uri, &headers, &body)) {
         return refused;
     }

@@ -17,13 +17,7 @@ const MOST_TEXT: usize = 16 << 10;
 pub async fn as_json(request: Request, next: Next) -> Response {
     let path = request.uri().path();
     let own = (path.starts_with("/_orderly/") || path.starts_with("/_aws/"))
-        && ![
-            between_nodes::PARCELS,
-            between_nodes::READS,
-            between_nodes::SETTLED,
-            between_nodes::RESET,
-        ]
-        .contains(&path);
+        && !between_nodes::is_between_nodes(path);
     let response = next.run(request).await;
     if !own || !response.status().is_client_error() && !response.status().is_server_error() {
         return response;

@@ -164,6 +164,64 @@ fn replaying_the_logged_changes_rebuilds_the_same_state() {
     );
 }
 
+/// Move tasks as logged: more started and cancelled than a queue keeps, and one running when
+/// its queue is deleted. Replaying the log keeps the same ten and the failed one.
+#[test]
+fn replaying_move_tasks_keeps_the_same_tasks() {
+    let recorder = Arc::new(Recorder::default());
+    let t = Timestamp(1_000_000);
+    let mut original: Engine<()> = Engine::new("000000000000", "us-east-1");
+    original.set_log(recorder.clone());
+    original.queues.keep_receipt_key();
+    let redrive = |dlq: &str| {
+        pairs(&[(
+            "RedrivePolicy",
+            &format!(
+                r#"{{"deadLetterTargetArn":"arn:aws:sqs:us-east-1:000000000000:{dlq}","maxReceiveCount":1}}"#
+            ),
+        )])
+    };
+    for (dlq, src) in [("dlq", "src"), ("doomed", "feeds-doomed")] {
+        original.queues.create_from(dlq, &[], &[], t).unwrap();
+        original
+            .queues
+            .create_from(src, &redrive(dlq), &[], t)
+            .unwrap();
+    }
+    let arn = original.queues.arn("dlq");
+    for i in 0..13 {
+        let task = original
+            .start_move_task(&arn, (None, Default::default()), None, t.plus_millis(i))
+            .unwrap();
+        original.cancel_move_task(&task.handle()).unwrap();
+    }
+    original
+        .start_move_task(&arn, (None, Default::default()), None, t.plus_millis(20))
+        .unwrap();
+    let doomed = original.queues.arn("doomed");
+    original
+        .start_move_task(&doomed, (None, Default::default()), None, t.plus_millis(21))
+        .unwrap();
+    original.delete_queue("doomed", t.plus_millis(22)).unwrap();
+    assert_eq!(original.move_tasks.of_source(&arn).len(), 10);
+    let failed = original.move_tasks.of_source(&doomed);
+    assert_eq!(
+        failed[0].status,
+        crate::engine::move_task::MoveStatus::Failed
+    );
+
+    let restored: Engine<()> = Engine::new("000000000000", "us-east-1");
+    for bytes in recorder.0.lock().unwrap().iter() {
+        restored.replay_change(crate::persist::format::decode_record(bytes).unwrap().1);
+    }
+    assert_eq!(restored.state_for_tests(), original.state_for_tests());
+    assert!(restored
+        .move_tasks
+        .running()
+        .iter()
+        .all(|t| t.source_arn == arn));
+}
+
 /// Notes, for each change, how many groups (`ChangeLog::hold`) were open when it came.
 #[derive(Default)]
 struct GroupWatch {

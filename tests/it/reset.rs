@@ -160,53 +160,81 @@ async fn reset_takes_no_other_argument_and_only_post() {
 }
 
 /// A dead-letter queue made again under its name after `?all=true` starts with no move tasks:
-/// those of the queue the reset deleted are not its own.
+/// one still running from the queue the reset deleted failed with it, so it neither blocks a
+/// new task nor goes on moving the new queue's messages, and once the clock has moved it is
+/// not listed as the new queue's.
 #[tokio::test]
 async fn after_a_full_reset_a_queue_of_the_same_name_has_no_move_tasks() {
     let (server, clock) = crate::common::start_with_manual_clock().await;
+    let dlq_arn = "arn:aws:sqs:us-east-1:000000000000:dlq";
+    // The queues, and three messages dead-lettered from `src` into `dlq`.
     let make = || async {
         crate::common::create_queue(&server, "dlq", &[]).await;
         let policy = crate::common::redrive_to("dlq", 1);
-        crate::common::create_queue(&server, "src", &[("RedrivePolicy", &policy)]).await;
+        let src = crate::common::create_queue(&server, "src", &[("RedrivePolicy", &policy)]).await;
+        for body in ["a", "b", "c"] {
+            server
+                .sqs
+                .send_message()
+                .queue_url(&src)
+                .message_body(body)
+                .send()
+                .await
+                .unwrap();
+        }
+        for _ in 0..2 {
+            server
+                .sqs
+                .receive_message()
+                .queue_url(&src)
+                .max_number_of_messages(10)
+                .visibility_timeout(0)
+                .send()
+                .await
+                .unwrap();
+        }
     };
-    let tasks = || async {
-        server
+    let statuses = || async {
+        let listed = server
             .sqs
             .list_message_move_tasks()
-            .source_arn("arn:aws:sqs:us-east-1:000000000000:dlq")
+            .source_arn(dlq_arn)
             .max_results(10)
             .send()
             .await
             .unwrap()
             .results
-            .unwrap_or_default()
+            .unwrap_or_default();
+        listed
+            .iter()
+            .map(|t| t.status().unwrap().to_string())
+            .collect::<Vec<_>>()
     };
-    let start_task = || async {
+    // One message a second: still running when the reset comes, the clock not moved.
+    let start_slow = || async {
         server
             .sqs
             .start_message_move_task()
-            .source_arn("arn:aws:sqs:us-east-1:000000000000:dlq")
+            .source_arn(dlq_arn)
+            .max_number_of_messages_per_second(1)
             .send()
             .await
-            .unwrap();
     };
     make().await;
-    start_task().await;
-    assert_eq!(tasks().await.len(), 1);
+    start_slow().await.unwrap();
+    assert_eq!(statuses().await, ["RUNNING"]);
+    reset(&server, "?all=true").await;
+    make().await;
+    // Started in the very millisecond the new queue was made, it is listed: failed.
+    assert_eq!(statuses().await, ["FAILED"]);
+    start_slow().await.expect("nothing runs from the new queue");
+    assert_eq!(statuses().await, ["RUNNING", "FAILED"]);
     clock.advance_millis(1_000);
     reset(&server, "?all=true").await;
     clock.advance_millis(1_000);
     make().await;
     assert!(
-        tasks().await.is_empty(),
-        "the deleted queue's task is not listed"
-    );
-    start_task().await;
-    let listed = tasks().await;
-    assert_eq!(listed.len(), 1);
-    assert_eq!(
-        listed[0].started_timestamp(),
-        1_700_000_002_000,
-        "the new queue's own task"
+        statuses().await.is_empty(),
+        "the deleted queue's tasks are not listed"
     );
 }

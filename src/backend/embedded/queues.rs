@@ -31,7 +31,7 @@ impl QueueAdmin for Embedded {
 
     fn delete_queue<'a>(&'a self, name: &'a str, now: Timestamp) -> Answer<'a, ()> {
         self.changing(move |engine| {
-            let entry = engine.queues.delete(name, now)?;
+            let entry = engine.delete_queue(name, now)?;
             // Parked long polls notice the queue is gone and return empty.
             entry.waiters.notify_waiters();
             Ok(())
