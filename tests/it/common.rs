@@ -596,6 +596,12 @@ pub fn xml_text<'a>(xml: &'a str, tag: &str) -> Option<&'a str> {
 
 use aws_sdk_sqs::types::MessageSystemAttributeName as S;
 
+/// A standard topic's ARN.
+pub async fn standard_topic(server: &Server, name: &str) -> String {
+    let made = server.sns.create_topic().name(name).send().await.unwrap();
+    made.topic_arn.unwrap()
+}
+
 pub async fn fifo_topic(server: &Server, name: &str) -> String {
     server
         .sns

@@ -69,6 +69,37 @@ async fn publish_batch_sequences_in_order_and_checks_the_whole_request() {
 #[tokio::test]
 async fn sns_errors_as_sdks_see_them() {
     let server = start().await;
+    // A subscription's ARN starts with its topic's, but names no topic: nothing is done to it.
+    let topic = common::standard_topic(&server, "kept").await;
+    common::create_queue(&server, "kept-copies", &[]).await;
+    let subscription = common::subscribe(&server, &topic, "kept-copies", false).await;
+    let deleted = server.sns.delete_topic().topic_arn(&subscription).send();
+    let published = server.sns.publish().topic_arn(&subscription).message("m");
+    for refused in [
+        deleted
+            .await
+            .unwrap_err()
+            .into_service_error()
+            .meta()
+            .clone(),
+        published
+            .send()
+            .await
+            .unwrap_err()
+            .into_service_error()
+            .meta()
+            .clone(),
+    ] {
+        assert_eq!(refused.code(), Some("InvalidParameter"));
+        assert_eq!(refused.message(), Some("Invalid parameter: TopicArn"));
+    }
+    assert!(server
+        .sns
+        .get_topic_attributes()
+        .topic_arn(&topic)
+        .send()
+        .await
+        .is_ok());
     let err = server
         .sns
         .get_topic_attributes()
@@ -506,6 +537,92 @@ async fn sns_refuses_attributes_in_its_own_words() {
         );
         assert_eq!(service.message(), Some(expected), "{name}");
     }
+}
+
+/// Subscription attributes AWS refuses, in its words (each recorded from AWS): raw delivery on
+/// a protocol that always gets SNS's shape, a redrive policy with a key it does not know, and a
+/// webhook retry policy without its shortest delay. Nothing is changed by a refusal.
+#[tokio::test]
+async fn sns_refuses_subscription_attributes_aws_refuses() {
+    let server = start().await;
+    let topic = common::standard_topic(&server, "subs").await;
+    let subscribe = |protocol: &'static str, endpoint: &'static str, raw: bool| {
+        let mut asked = server.sns.subscribe().topic_arn(&topic);
+        asked = asked.protocol(protocol).endpoint(endpoint);
+        if raw {
+            asked = asked.attributes("RawMessageDelivery", "true");
+        }
+        asked.return_subscription_arn(true).send()
+    };
+    let error = subscribe("email", "someone@example.com", true)
+        .await
+        .unwrap_err();
+    assert_eq!(error.code(), Some("InvalidParameter"));
+    assert_eq!(
+        error.message(),
+        Some("Invalid parameter: Attributes Reason: Delivery protocol [email] does not support raw message delivery.")
+    );
+    let lambda = subscribe(
+        "lambda",
+        "arn:aws:lambda:us-east-1:000000000000:function:f",
+        false,
+    )
+    .await
+    .unwrap()
+    .subscription_arn
+    .unwrap();
+    common::create_queue(&server, "subs-q", &[]).await;
+    let queue = common::subscribe(&server, &topic, "subs-q", false).await;
+    let set = |arn: String, name: &'static str, value: &'static str| {
+        let server = &server;
+        async move {
+            server
+                .sns
+                .set_subscription_attributes()
+                .subscription_arn(arn)
+                .attribute_name(name)
+                .attribute_value(value)
+                .send()
+                .await
+        }
+    };
+    let cases = [
+        (
+            lambda.clone(),
+            "RawMessageDelivery",
+            "false",
+            "Invalid parameter: Delivery protocol [lambda] does not support raw message delivery.",
+        ),
+        (
+            queue.clone(),
+            "RedrivePolicy",
+            r#"{"deadLetterTargetArn":"arn:aws:sqs:us-east-1:000000000000:subs-q","maxReceiveCount":3}"#,
+            "Invalid parameter: RedrivePolicy: invalid JSON. Attribute maxReceiveCount is unknown.",
+        ),
+    ];
+    for (arn, name, value, expected) in cases {
+        let error = set(arn, name, value).await.unwrap_err();
+        assert_eq!(error.code(), Some("InvalidParameter"), "{name}");
+        assert_eq!(error.message(), Some(expected), "{name}");
+    }
+    let attributes = server
+        .sns
+        .get_subscription_attributes()
+        .subscription_arn(&queue)
+        .send()
+        .await
+        .unwrap()
+        .attributes
+        .unwrap_or_default();
+    assert!(!attributes.contains_key("RedrivePolicy"), "{attributes:?}");
+    // The same redrive policy without the SQS key is taken.
+    set(
+        queue,
+        "RedrivePolicy",
+        r#"{"deadLetterTargetArn":"arn:aws:sqs:us-east-1:000000000000:subs-q"}"#,
+    )
+    .await
+    .unwrap();
 }
 
 /// A value in the field its type does not name, and a missing type in a batch entry (each

@@ -333,6 +333,10 @@ impl SubscriptionPolicy {
         }
         let retry = match json.get("healthyRetryPolicy") {
             None | Some(Value::Null) => None,
+            // AWS asks a subscription's retry policy for its shortest delay (recorded answer).
+            Some(v) if v.get("minDelayTarget").is_none_or(Value::is_null) => {
+                return Err("healthyRetryPolicy.minDelayTarget must be specified".into())
+            }
             Some(v) => Some(RetryPolicy::parse(v, "healthyRetryPolicy")?),
         };
         Ok(SubscriptionPolicy {
@@ -505,15 +509,25 @@ mod tests {
             r#"{"healthyRetryPolicy":{"minDelayTarget":0}}"#,
             r#"{"healthyRetryPolicy":{"minDelayTarget":30,"maxDelayTarget":20}}"#,
             r#"{"healthyRetryPolicy":{"numRetries":101,"minDelayTarget":1,"maxDelayTarget":1}}"#,
-            r#"{"healthyRetryPolicy":{"numRetries":2,"numNoDelayRetries":3}}"#,
+            r#"{"healthyRetryPolicy":{"minDelayTarget":1,"numRetries":2,"numNoDelayRetries":3}}"#,
             r#"{"healthyRetryPolicy":{"minDelayTarget":3600,"maxDelayTarget":3600,"numRetries":2}}"#,
-            r#"{"healthyRetryPolicy":{"backoffFunction":"cubic"}}"#,
+            r#"{"healthyRetryPolicy":{"minDelayTarget":1,"backoffFunction":"cubic"}}"#,
             r#"{"throttlePolicy":{"maxReceivesPerSecond":0}}"#,
             r#"{"requestPolicy":{"headerContentType":"not a type"}}"#,
             r#"[]"#,
             r#"{"#,
         ] {
             assert!(SubscriptionPolicy::parse(bad).is_err(), "{bad}");
+        }
+        for without_min in [
+            r#"{"healthyRetryPolicy":{"numRetries":5}}"#,
+            r#"{"healthyRetryPolicy":{}}"#,
+        ] {
+            assert_eq!(
+                SubscriptionPolicy::parse(without_min).err().as_deref(),
+                Some("healthyRetryPolicy.minDelayTarget must be specified"),
+                "{without_min}"
+            );
         }
     }
 

@@ -63,6 +63,12 @@ impl SubscriptionProtocol {
         Self::ALL.into_iter().find(|p| p.name() == name)
     }
 
+    /// Whether the protocol takes `RawMessageDelivery`: queues, webhooks and Firehose get the
+    /// message alone; email, SMS, mobile and Lambda always get SNS's own shape.
+    pub fn delivers_raw(self) -> bool {
+        matches!(self, Self::Sqs | Self::Http | Self::Https | Self::Firehose)
+    }
+
     pub fn kind(self) -> EndpointKind {
         match self {
             Self::Sqs => EndpointKind::Queue,

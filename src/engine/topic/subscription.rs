@@ -152,6 +152,12 @@ impl Subscription {
     pub fn set(&mut self, name: &str, value: &str, prefix: &str) -> EngineResult<()> {
         check_xml_text(value).map_err(|_| invalid(format!("Invalid parameter: {prefix}{name}")))?;
         match name {
+            "RawMessageDelivery" if !self.protocol.delivers_raw() => {
+                return Err(invalid(format!(
+                    "Invalid parameter: {prefix}Delivery protocol [{}] does not support raw message delivery.",
+                    self.protocol.name()
+                )))
+            }
             "RawMessageDelivery" => {
                 self.raw_delivery = match value.to_ascii_lowercase().as_str() {
                     "true" => true,
@@ -204,6 +210,15 @@ impl Subscription {
                 let json: serde_json::Value = serde_json::from_str(value).map_err(|e| {
                     invalid(format!("Invalid parameter: {prefix}RedrivePolicy: failed to parse JSON. {e}"))
                 })?;
+                // AWS names the first key it does not know (recorded answer).
+                if let Some(unknown) = json
+                    .as_object()
+                    .and_then(|fields| fields.keys().find(|k| *k != "deadLetterTargetArn"))
+                {
+                    return Err(invalid(format!(
+                        "Invalid parameter: {prefix}RedrivePolicy: invalid JSON. Attribute {unknown} is unknown."
+                    )));
+                }
                 let target = json.get("deadLetterTargetArn").and_then(|v| v.as_str()).unwrap_or("");
                 let parts: Vec<&str> = target.split(':').collect();
                 if parts.len() != 6 || parts[0] != "arn" || parts[2] != "sqs" || parts[5].is_empty() {

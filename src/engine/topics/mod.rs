@@ -56,6 +56,10 @@ pub fn topic_name_in_arn<'a>(
             parts.len()
         )));
     }
+    // A subscription's ARN (a seventh part) names no topic, though it starts with one's.
+    if parts.len() > 6 {
+        return Err(invalid(format!("Invalid parameter: {parameter}")));
+    }
     // Which region and account may use the ARN is the service's to judge (`service::access`).
     namespaces
         .key_in_arn("sns", arn)
