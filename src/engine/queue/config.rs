@@ -154,17 +154,21 @@ impl QueueConfig {
         now: Timestamp,
     ) -> EngineResult<Self> {
         let name = crate::engine::namespace::name_of(name);
-        validate_queue_name(name)?;
         let fifo_attr = attrs.iter().find(|(n, _)| n == "FifoQueue");
         let fifo = match fifo_attr {
             Some((_, v)) => parse_bool("FifoQueue", v)?,
             None => false,
         };
+        let fifo_name = || {
+            EngineError::invalid(
+                "The name of a FIFO queue can only include alphanumeric characters, hyphens, or underscores, must end with .fifo suffix and be 1 to 80 in length.",
+            )
+        };
+        // A FIFO queue's name is refused in the FIFO words, whatever is wrong with it.
+        validate_queue_name(name).map_err(|standard| if fifo { fifo_name() } else { standard })?;
         let named_fifo = name.ends_with(".fifo");
         if fifo && !named_fifo {
-            return Err(EngineError::invalid(
-                "The name of a FIFO queue can only include alphanumeric characters, hyphens, or underscores, must end with .fifo suffix and be 1 to 80 in length.",
-            ));
+            return Err(fifo_name());
         }
         if !fifo && named_fifo {
             return Err(EngineError::invalid(
@@ -570,6 +574,15 @@ mod tests {
         assert!(validate_queue_name(&"a".repeat(81)).is_err());
         assert!(validate_queue_name("a b").is_err());
         assert!(validate_queue_name(".fifo").is_err());
+        // A FIFO queue's name is refused in FIFO words (recorded from AWS for one too long).
+        let fifo = attrs(&[("FifoQueue", "true")]);
+        for name in [format!("{}.fifo", "x".repeat(76)), "a b.fifo".into()] {
+            let refused = QueueConfig::for_create(&name, &fifo, Timestamp(0));
+            assert!(
+                matches!(&refused, Err(EngineError::InvalidParameterValue(m)) if m.starts_with("The name of a FIFO queue")),
+                "{name}: {refused:?}"
+            );
+        }
     }
 
     #[test]
