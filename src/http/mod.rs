@@ -101,7 +101,7 @@ pub fn routes(
         .route("/_orderly/queues/{name}/groups", get(inspect::groups))
         .route("/_orderly/console", get(console::page))
         .route("/_orderly/console/{asset}", get(console::asset))
-        .route("/_orderly/sqs", post(console::action))
+        .route(console::ACTIONS, post(console::action))
         .route("/_orderly/subscriptions", get(inspect::subscriptions))
         .route(
             "/_orderly/sns/deliveries",
@@ -150,5 +150,6 @@ pub fn routes(
             clock_control,
             sessions,
         })
-        .layer(axum::middleware::from_fn(plain_errors::as_json))
+        // On the routes only: the API's requests, all answered by the fallback, never pass it.
+        .route_layer(axum::middleware::from_fn(plain_errors::as_json))
 }

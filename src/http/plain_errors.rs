@@ -92,7 +92,7 @@ mod tests {
                 between_nodes::SETTLED,
                 post(|_: axum::body::Bytes| async { "ok" }),
             )
-            .layer(axum::middleware::from_fn(as_json))
+            .route_layer(axum::middleware::from_fn(as_json))
     }
 
     #[tokio::test]

@@ -116,7 +116,8 @@ pub(super) async fn read_body(
     body: axum::body::Body,
     request_id: &str,
 ) -> Result<bytes::Bytes, Response> {
-    read_limited(headers, body, state.body, request_id).await
+    let protocol = protocol_of(headers);
+    read_as(protocol, headers, body, state.body, request_id).await
 }
 
 /// The request's body within the bounds, or the error answering it in `protocol`, for an
@@ -134,12 +135,18 @@ pub(super) async fn read_body_in(
 /// A request's body within `limits`, or the AWS error for one past them (its connection then
 /// closed when bytes are left unread).
 pub(super) async fn read_limited(
+    path: &str,
     headers: &HeaderMap,
     body: axum::body::Body,
     limits: BodyLimits,
     request_id: &str,
 ) -> Result<bytes::Bytes, Response> {
-    read_as(protocol_of(headers), headers, body, limits, request_id).await
+    // The console's actions speak only the AWS JSON protocol, whatever the headers say.
+    let protocol = match path {
+        super::console::ACTIONS => Protocol::Json,
+        _ => protocol_of(headers),
+    };
+    read_as(protocol, headers, body, limits, request_id).await
 }
 
 async fn read_as(

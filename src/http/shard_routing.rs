@@ -60,7 +60,16 @@ pub async fn pass_to_shard_leader(
     }
     let (parts, body) = request.into_parts();
     let request_id = uuid::Uuid::new_v4().to_string();
-    let body = match read_limited(&parts.headers, body, standby.body_limits(), &request_id).await {
+    let path = parts.uri.path();
+    let body = match read_limited(
+        path,
+        &parts.headers,
+        body,
+        standby.body_limits(),
+        &request_id,
+    )
+    .await
+    {
         Ok(body) => body,
         Err(refused) => return refused,
     };
@@ -169,7 +178,16 @@ async fn move_every_clock(standby: &Standby, request: Request, next: Next) -> Re
     }
     let (parts, body) = request.into_parts();
     let request_id = uuid::Uuid::new_v4().to_string();
-    let body = match read_limited(&parts.headers, body, standby.body_limits(), &request_id).await {
+    let path = parts.uri.path();
+    let body = match read_limited(
+        path,
+        &parts.headers,
+        body,
+        standby.body_limits(),
+        &request_id,
+    )
+    .await
+    {
         Ok(body) => body,
         Err(refused) => return refused,
     };

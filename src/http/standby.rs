@@ -400,7 +400,8 @@ pub async fn forward_unless_leading(
     let (parts, body) = request.into_parts();
     let request_id = uuid::Uuid::new_v4().to_string();
     let limits = standby.settings.body;
-    let body = match read_limited(&parts.headers, body, limits, &request_id).await {
+    let path = parts.uri.path();
+    let body = match read_limited(path, &parts.headers, body, limits, &request_id).await {
         Ok(body) => body,
         Err(refused) => return refused,
     };
