@@ -60,9 +60,6 @@ fn serve(content_type: &'static str, body: &'static str) -> Response {
         .into_response()
 }
 
-/// Where the console's actions are posted.
-pub(super) const ACTIONS: &str = "/_orderly/sqs";
-
 /// `POST /_orderly/sqs`: an SQS action in the AWS JSON protocol (`X-Amz-Target`, JSON body),
 /// answered as AWS answers it, taken from HTTP Basic credentials instead of a signature. Its
 /// messages carry the Basic key as their sender, as a signed request's carry its key.

@@ -101,7 +101,7 @@ pub fn routes(
         .route("/_orderly/queues/{name}/groups", get(inspect::groups))
         .route("/_orderly/console", get(console::page))
         .route("/_orderly/console/{asset}", get(console::asset))
-        .route(console::ACTIONS, post(console::action))
+        .route(reply::CONSOLE_ACTIONS, post(console::action))
         .route("/_orderly/subscriptions", get(inspect::subscriptions))
         .route(
             "/_orderly/sns/deliveries",

@@ -61,6 +61,9 @@ pub(super) fn credential_scope(headers: &HeaderMap) -> (Option<&str>, Option<&st
 /// Longest `Host` used in queue and subscription URLs: a DNS name (253) and a port.
 const MAX_HOST_BYTES: usize = 260;
 
+/// Where the console's actions are posted: SQS actions in the AWS JSON protocol only.
+pub(super) const CONSOLE_ACTIONS: &str = "/_orderly/sqs";
+
 /// An error answered before the action is known, in the protocol the headers point to.
 pub(super) fn early_error(headers: &HeaderMap, error: &ApiError, request_id: &str) -> Response {
     respond(
@@ -143,7 +146,7 @@ pub(super) async fn read_limited(
 ) -> Result<bytes::Bytes, Response> {
     // The console's actions speak only the AWS JSON protocol, whatever the headers say.
     let protocol = match path {
-        super::console::ACTIONS => Protocol::Json,
+        CONSOLE_ACTIONS => Protocol::Json,
         _ => protocol_of(headers),
     };
     read_as(protocol, headers, body, limits, request_id).await

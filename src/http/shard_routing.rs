@@ -59,17 +59,7 @@ pub async fn pass_to_shard_leader(
         return next.run(request).await;
     }
     let (parts, body) = request.into_parts();
-    let request_id = uuid::Uuid::new_v4().to_string();
-    let path = parts.uri.path();
-    let body = match read_limited(
-        path,
-        &parts.headers,
-        body,
-        standby.body_limits(),
-        &request_id,
-    )
-    .await
-    {
+    let body = match read_whole(standby, &parts, body).await {
         Ok(body) => body,
         Err(refused) => return refused,
     };
@@ -177,17 +167,7 @@ async fn move_every_clock(standby: &Standby, request: Request, next: Next) -> Re
         return next.run(request).await;
     }
     let (parts, body) = request.into_parts();
-    let request_id = uuid::Uuid::new_v4().to_string();
-    let path = parts.uri.path();
-    let body = match read_limited(
-        path,
-        &parts.headers,
-        body,
-        standby.body_limits(),
-        &request_id,
-    )
-    .await
-    {
+    let body = match read_whole(standby, &parts, body).await {
         Ok(body) => body,
         Err(refused) => return refused,
     };
@@ -249,3 +229,14 @@ const CLOCK: &str = "/_orderly/clock";
 
 /// Longest another node is waited for, told to move its clock.
 const CLOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// A request's body within the node's bounds, or the refusal to answer.
+async fn read_whole(
+    standby: &Standby,
+    parts: &axum::http::request::Parts,
+    body: axum::body::Body,
+) -> Result<bytes::Bytes, Response> {
+    let request_id = uuid::Uuid::new_v4().to_string();
+    let limits = standby.body_limits();
+    read_limited(parts.uri.path(), &parts.headers, body, limits, &request_id).await
+}
