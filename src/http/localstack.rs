@@ -41,15 +41,10 @@ pub async fn messages(
     uri: Uri,
     body: Body,
 ) -> Response {
-    // Read within the server's bounds; one past them is refused in the request's protocol.
-    let request_id = uuid::Uuid::new_v4().to_string();
-    let body = match super::reply::read_body(&state, &headers, body, &request_id).await {
+    let body = match admitted(&state, (&method, &uri, &headers), body).await {
         Ok(body) => body,
         Err(refused) => return refused,
     };
-    if let Some(refused) = refused(&state, (&method, &uri, &headers, &body)) {
-        return refused;
-    }
     let params = Params::read(&headers, &uri, &body);
     let queue = match params.get("QueueUrl") {
         None => Err(ApiError::new(
@@ -70,15 +65,10 @@ pub async fn messages_at(
     uri: Uri,
     body: Body,
 ) -> Response {
-    // Read within the server's bounds; one past them is refused in the request's protocol.
-    let request_id = uuid::Uuid::new_v4().to_string();
-    let body = match super::reply::read_body(&state, &headers, body, &request_id).await {
+    let body = match admitted(&state, (&method, &uri, &headers), body).await {
         Ok(body) => body,
         Err(refused) => return refused,
     };
-    if let Some(refused) = refused(&state, (&method, &uri, &headers, &body)) {
-        return refused;
-    }
     let params = Params::read(&headers, &uri, &body);
     let service = &state.service;
     let namespace = crate::engine::namespace::Namespace::new(&region, &account);
@@ -116,6 +106,21 @@ fn queue_in_url(
             ErrorCode::InvalidAddress,
             format!("The address {url} is not valid for this endpoint."),
         )),
+    }
+}
+
+/// The request's body, read within the server's bounds (one past them is refused in the
+/// request's protocol) and then admitted by `refused`; or the refusal.
+async fn admitted(
+    state: &HttpState,
+    (method, uri, headers): (&Method, &Uri, &HeaderMap),
+    body: Body,
+) -> Result<axum::body::Bytes, Response> {
+    let request_id = uuid::Uuid::new_v4().to_string();
+    let body = super::reply::read_body(state, headers, body, &request_id).await?;
+    match refused(state, (method, uri, headers, &body)) {
+        Some(refusal) => Err(refusal),
+        None => Ok(body),
     }
 }
 
