@@ -228,6 +228,9 @@ pub struct Metrics {
     pub clock_skew_ms: Gauge,
     /// Generations a node on a database has started (`app::succession`).
     pub generations: Counter,
+    /// Sends answered after the requests ready meanwhile, their queue's consumers behind
+    /// (`service::pace`).
+    pub sends_paced: Counter,
     requests: Family<ActionLabels, Counter>,
     durations: Family<ActionLabels, Histogram, fn() -> Histogram>,
     errors: Family<ErrorLabels, Counter>,
@@ -264,6 +267,7 @@ impl Default for Metrics {
             forwarded: Forwarded::default(),
             clock_skew_ms: Gauge::default(),
             generations: Counter::default(),
+            sends_paced: Counter::default(),
             requests,
             durations,
             errors: Family::default(),
@@ -292,6 +296,7 @@ impl Metrics {
             forwarded: previous.forwarded.clone(),
             clock_skew_ms: previous.clock_skew_ms.clone(),
             generations: previous.generations.clone(),
+            sends_paced: previous.sends_paced.clone(),
             requests: previous.requests.clone(),
             durations: previous.durations.clone(),
             errors: previous.errors.clone(),
@@ -384,6 +389,11 @@ impl Metrics {
             "long_polls_waiting",
             "ReceiveMessage calls waiting for a message",
             self.long_polls_waiting.clone(),
+        );
+        registry.register(
+            "sends_paced",
+            "Sends answered after the requests ready meanwhile, their queue's receives coming back full",
+            self.sends_paced.clone(),
         );
         match &*self.logs.read().unwrap_or_else(|p| p.into_inner()) {
             Some((1, logs)) => (logs.iter()).for_each(|(_, log)| log.register(&mut registry)),

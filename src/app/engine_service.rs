@@ -274,6 +274,7 @@ fn service_parts(
         account_id: config.account_id.clone(),
         region: config.region.clone(),
         single_namespace: config.single_namespace,
+        pace_senders: config.pace_senders,
     };
     Ok((webhooks, settings))
 }

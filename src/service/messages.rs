@@ -66,6 +66,7 @@ impl Service {
         self.backend.check_led_here(queue)?;
         let request = self.send_request(input, ctx)?;
         let receipt = self.backend.send(queue, request).await?;
+        self.pace.take_turns(queue, 1).await;
         Ok(sent(None, receipt))
     }
 
@@ -106,6 +107,8 @@ impl Service {
             ));
         }
         let results = self.backend.send_batch(queue, requests).await?;
+        let kept = results.iter().filter(|r| r.is_ok()).count();
+        self.pace.take_turns(queue, kept).await;
         let mut successful = Vec::with_capacity(results.len());
         for (id, result) in ids.into_iter().zip(results) {
             match result {
@@ -140,7 +143,9 @@ impl Service {
             visibility_timeout: input.visibility_timeout,
             attempt_id: input.receive_request_attempt_id.clone(),
         };
+        let asked = usize::try_from(input.max_number_of_messages.unwrap_or(1)).unwrap_or(1);
         let received = self.backend.receive(queue, request, wait_seconds).await?;
+        (self.pace).received(queue, asked, received.len(), std::time::Instant::now());
         // Newer SDKs send MessageSystemAttributeNames; it wins over the deprecated AttributeNames.
         let system_names = input
             .message_system_attribute_names

@@ -12,6 +12,7 @@ pub mod init;
 pub mod inspect;
 mod messages;
 mod move_tasks;
+mod pace;
 mod permissions;
 mod queues;
 mod render;
@@ -105,6 +106,8 @@ pub struct Service {
     single_namespace: bool,
     /// This node's place among nodes (`GET /_orderly/cluster`).
     cluster: std::sync::OnceLock<cluster::ClusterStatus>,
+    /// Whose consumers are behind, so that their senders take their turn after them.
+    pace: pace::Pace,
 }
 
 /// The service's own settings (the rest of the configuration goes to the parts `app` builds).
@@ -117,6 +120,8 @@ pub struct ServiceSettings {
     pub region: String,
     /// `--single-namespace`.
     pub single_namespace: bool,
+    /// `--pace-senders`.
+    pub pace_senders: bool,
 }
 
 impl Service {
@@ -129,7 +134,9 @@ impl Service {
         settings: ServiceSettings,
         metrics: crate::metrics::Metrics,
     ) -> Arc<Self> {
+        let pace = pace::Pace::new(settings.pace_senders, metrics.sends_paced.clone());
         Arc::new(Service {
+            pace,
             backend,
             metrics,
             clock,

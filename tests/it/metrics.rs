@@ -536,3 +536,96 @@ async fn topics_and_subscriptions_are_counted() {
     assert_eq!(copies(&eu, "queued"), Some(1.0));
     assert_eq!(copies(&eu, "filteredOut"), Some(1.0));
 }
+
+/// A send to a queue whose receives come back full (its consumers behind) and which was sent
+/// more than a thousand messages more than were received is answered after its turns, and
+/// counted; one to a queue whose receive got less than it asked for, or that nobody receives
+/// from, is not. Either way the messages are all there.
+#[tokio::test]
+async fn sends_to_a_queue_whose_consumers_are_behind_are_paced_and_counted() {
+    let server = crate::common::start().await;
+    let behind = create_queue(&server, "pace-behind", &[]).await;
+    let keeping_up = create_queue(&server, "pace-keeping-up", &[]).await;
+    let unread = create_queue(&server, "pace-unread", &[]).await;
+    let send = |url: String, count: usize| {
+        let sqs = server.sqs.clone();
+        async move {
+            let entries = (0..count).map(|i| {
+                aws_sdk_sqs::types::SendMessageBatchRequestEntry::builder()
+                    .id(format!("e{i}"))
+                    .message_body(format!("m{i}"))
+                    .build()
+                    .unwrap()
+            });
+            let sent = sqs
+                .send_message_batch()
+                .queue_url(url)
+                .set_entries(Some(entries.collect()))
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(sent.successful.len(), count, "{:?}", sent.failed);
+        }
+    };
+    let receive = |url: String, most: i32| {
+        let sqs = server.sqs.clone();
+        async move {
+            let got = sqs
+                .receive_message()
+                .queue_url(url)
+                .max_number_of_messages(most)
+                .send()
+                .await
+                .unwrap();
+            got.messages.unwrap_or_default().len()
+        }
+    };
+    let paced = || async { value(&scrape(&server).await, "orderly_sends_paced_total", &[]) };
+
+    send(keeping_up.clone(), 3).await;
+    assert_eq!(
+        receive(keeping_up.clone(), 10).await,
+        3,
+        "fewer than asked for"
+    );
+    send(behind.clone(), 1).await;
+    assert_eq!(receive(behind.clone(), 1).await, 1, "as many as asked for");
+    for _ in 0..100 {
+        send(behind.clone(), 10).await;
+        send(keeping_up.clone(), 10).await;
+        send(unread.clone(), 10).await;
+    }
+    assert_eq!(paced().await, Some(0.0), "within the lead, or not behind");
+
+    // A queue counts as behind for a second after a full receive: on a machine slow enough to
+    // take longer between the two requests, the pair is tried again.
+    let (mut counted, mut tries) = (0.0, 0);
+    while tries < 3 {
+        tries += 1;
+        assert_eq!(receive(behind.clone(), 1).await, 1, "as many as asked for");
+        send(behind.clone(), 10).await;
+        counted = paced().await.expect("the counter");
+        if counted > 0.0 {
+            break;
+        }
+    }
+    assert_eq!(counted, 1.0, "one paced send");
+
+    let left = |url: String| {
+        let server = &server;
+        async move {
+            let attributes = crate::common::queue_attributes(server, &url).await;
+            let count = |name| attributes[&name].parse::<u64>().unwrap();
+            count(aws_sdk_sqs::types::QueueAttributeName::ApproximateNumberOfMessages)
+                + count(
+                    aws_sdk_sqs::types::QueueAttributeName::ApproximateNumberOfMessagesNotVisible,
+                )
+        }
+    };
+    assert_eq!(
+        left(behind).await,
+        1 + 1_000 + 10 * tries,
+        "paced sends are kept like any other"
+    );
+    assert_eq!(left(unread).await, 1_000);
+}
