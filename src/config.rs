@@ -40,11 +40,12 @@ pub struct Config {
     /// of other accounts are then refused.
     #[arg(long, env = "ORDERLY_SINGLE_NAMESPACE", value_parser = BoolishValueParser::new())]
     pub single_namespace: bool,
-    /// While a queue's receives come back full (its consumers are behind), a send to it is
-    /// answered after the requests that are ready meanwhile, so consumers keep up under load;
-    /// `false` answers every send as soon as it is done.
+    /// While a queue's consumers are behind (its receives came back full within the last
+    /// second, and over 1,000 more messages were sent to it than received since one came back
+    /// short), a send to it is answered after the requests that became ready meanwhile, so
+    /// consumers keep up under load; `false` answers every send as soon as it is done.
     #[arg(long, env = "ORDERLY_PACE_SENDERS", default_value_t = true,
-          action = clap::ArgAction::Set)]
+          action = clap::ArgAction::Set, value_parser = BoolishValueParser::new())]
     pub pace_senders: bool,
     /// Host (and port) to put in queue URLs; default: the request's Host header.
     #[arg(long, env = "ORDERLY_HOSTNAME")]

@@ -35,7 +35,9 @@ const LEAD: u64 = 1_000;
 /// `doc/performance.md`, "Senders paced behind consumers").
 const TURNS: u32 = 4;
 
-/// Queues remembered at most: past it, those not behind are forgotten, and if all are, all.
+/// Queues remembered at most: past it, those without a full receive for `BEHIND_FOR` are
+/// forgotten, and while every one has had one, a queue not remembered is not taken in (its
+/// senders are not paced) rather than another one forgotten.
 const MOST: usize = 4096;
 
 /// What is known of a queue's consumers.
@@ -79,11 +81,24 @@ impl Pace {
     }
 
     /// A receive on `queue` asked for `asked` messages (at least one) and got `got`.
-    pub(super) fn received(&self, queue: &str, asked: usize, got: usize, now: Instant) {
-        if !self.on {
-            return;
-        }
+    pub(super) fn received(&self, queue: &str, asked: usize, got: usize) {
+        self.received_when(queue, (asked, got), Instant::now);
+    }
+
+    /// `received`, the clock read only if the receive counts.
+    fn received_when(
+        &self,
+        queue: &str,
+        (asked, got): (usize, usize),
+        now: impl FnOnce() -> Instant,
+    ) {
         let full = got >= asked.max(1);
+        if self.on && (full || self.any.load(Ordering::Relaxed)) {
+            self.received_at(queue, full, got, now());
+        }
+    }
+
+    fn received_at(&self, queue: &str, full: bool, got: usize, now: Instant) {
         let mark = |consumers: &Consumers| {
             if full {
                 consumers.full_at.store(self.stamp(now), Ordering::Relaxed);
@@ -105,11 +120,11 @@ impl Pace {
             return;
         }
         let mut queues = self.queues.write().unwrap_or_else(|p| p.into_inner());
-        if queues.len() >= MOST {
+        if queues.len() >= MOST && !queues.contains_key(queue) {
             let since = self.stamp(now.checked_sub(BEHIND_FOR).unwrap_or(self.started));
             queues.retain(|_, c| c.full_at.load(Ordering::Relaxed) >= since);
             if queues.len() >= MOST {
-                queues.clear();
+                return;
             }
         }
         let consumers = queues.entry(queue.into()).or_default();
@@ -117,16 +132,31 @@ impl Pace {
         self.any.store(true, Ordering::Relaxed);
     }
 
+    /// Whether any send could be paced (so that a server nobody receives from in full never
+    /// reads the clock or the map for a send).
+    fn tracking(&self) -> bool {
+        self.on && self.any.load(Ordering::Relaxed)
+    }
+
+    /// The queue was deleted or purged: what was counted of it no longer holds (a queue made
+    /// again under its name starts afresh).
+    pub(super) fn forget(&self, queue: &str) {
+        if self.tracking() {
+            (self.queues.write().unwrap_or_else(|p| p.into_inner())).remove(queue);
+        }
+    }
+
     /// `sent` messages were sent to `queue`; whether its consumers are now behind.
     fn sent(&self, queue: &str, sent: usize, now: Instant) -> bool {
-        if !self.on || !self.any.load(Ordering::Relaxed) {
+        if !self.tracking() || sent == 0 {
             return false;
         }
         let queues = self.queues.read().unwrap_or_else(|p| p.into_inner());
         let Some(consumers) = queues.get(queue) else {
             return false;
         };
-        let lead = consumers.lead.fetch_add(sent as u64, Ordering::Relaxed) + sent as u64;
+        let sent = sent as u64;
+        let lead = (consumers.lead.fetch_add(sent, Ordering::Relaxed)).saturating_add(sent);
         let full_at = consumers.full_at.load(Ordering::Relaxed);
         full_at != 0
             && lead > LEAD
@@ -135,7 +165,7 @@ impl Pace {
 
     /// After `sent` messages were sent to `queue`: its turns, if its consumers are behind.
     pub(super) async fn take_turns(&self, queue: &str, sent: usize) {
-        if !self.sent(queue, sent, Instant::now()) {
+        if !self.tracking() || !self.sent(queue, sent, Instant::now()) {
             return;
         }
         self.paced.inc();
@@ -154,14 +184,14 @@ mod tests {
         let pace = Pace::new(true, Counter::default());
         let t0 = pace.started + Duration::from_secs(5);
         assert!(!pace.sent("q", 5_000, t0), "never received from");
-        pace.received("q", 10, 10, t0);
+        pace.received_when("q", (10, 10), || t0);
         assert!(!pace.sent("q", 1_000, t0), "within the lead");
         assert!(pace.sent("q", 1, t0), "past it");
         assert!(pace.sent("q", 1, t0 + BEHIND_FOR), "still within the while");
         let later = t0 + BEHIND_FOR + Duration::from_millis(2);
         assert!(!pace.sent("q", 1, later), "no full receive for a while");
 
-        pace.received("q", 10, 10, later);
+        pace.received_when("q", (10, 10), || later);
         assert!(
             !pace.sent("q", 1, later),
             "the receive took ten of the lead back"
@@ -171,22 +201,22 @@ mod tests {
             "then more were sent: behind again"
         );
 
-        pace.received("q", 10, 9, later);
+        pace.received_when("q", (10, 9), || later);
         assert!(!pace.sent("q", 1_500, later), "a short receive: not behind");
-        pace.received("q", 10, 9, later);
-        pace.received("q", 10, 10, later);
+        pace.received_when("q", (10, 9), || later);
+        pace.received_when("q", (10, 10), || later);
         assert!(
             !pace.sent("q", 1_000, later),
             "the short receive ended the lead"
         );
         assert!(pace.sent("q", 1, later));
 
-        pace.received("one", 0, 1, later);
+        pace.received_when("one", (0, 1), || later);
         assert!(
             pace.sent("one", 1_001, later),
             "asking for none is asking for one"
         );
-        pace.received("empty", 1, 0, later);
+        pace.received_when("empty", (1, 0), || later);
         assert!(
             !pace.sent("empty", 5_000, later),
             "a short first receive remembers nothing"
@@ -198,7 +228,7 @@ mod tests {
     fn turned_off_it_marks_nothing() {
         let pace = Pace::new(false, Counter::default());
         let now = Instant::now();
-        pace.received("q", 10, 10, now);
+        pace.received_when("q", (10, 10), || now);
         assert!(!pace.sent("q", 5_000, now));
         assert!(pace.queues.read().unwrap().is_empty());
     }
@@ -207,17 +237,44 @@ mod tests {
     fn it_remembers_a_bounded_number_of_queues_keeping_those_behind() {
         let pace = Pace::new(true, Counter::default());
         let t0 = pace.started + Duration::from_secs(10);
-        pace.received("old", 1, 1, t0);
+        pace.received_when("old", (1, 1), || t0);
         let t1 = t0 + Duration::from_secs(5);
         for i in 0..MOST - 1 {
-            pace.received(&format!("q{i}"), 1, 1, t1);
+            pace.received_when(&format!("q{i}"), (1, 1), || t1);
         }
-        pace.received("new", 1, 1, t1);
+        pace.received_when("new", (1, 1), || t1);
         let held = pace.queues.read().unwrap().len();
         assert!(held <= MOST, "{held} remembered");
         assert!(!pace.queues.read().unwrap().contains_key("old"));
         assert!(pace.sent("new", 1_001, t1));
-        assert!(pace.sent("q7", 1_001, t1), "queues still behind are kept");
+        assert!(
+            pace.sent("q7", 1_001, t1),
+            "queues received from lately are kept"
+        );
+
+        // Every queue remembered had a full receive lately: a new one is not taken in, and
+        // none is forgotten for it.
+        pace.received_when("newer", (1, 1), || t1);
+        assert!(!pace.queues.read().unwrap().contains_key("newer"));
+        assert!(!pace.sent("newer", 5_000, t1));
+        assert!(pace.sent("q7", 1, t1), "kept with its lead");
+        assert_eq!(pace.queues.read().unwrap().len(), MOST);
+    }
+
+    #[test]
+    fn a_deleted_or_purged_queue_starts_afresh() {
+        let pace = Pace::new(true, Counter::default());
+        let now = pace.started + Duration::from_secs(1);
+        pace.received_when("q", (1, 1), || now);
+        assert!(pace.sent("q", 1_001, now));
+        pace.forget("q");
+        assert!(!pace.sent("q", 1, now), "forgotten");
+        pace.received_when("q", (1, 1), || now);
+        assert!(!pace.sent("q", 1_000, now), "its lead counted anew");
+        assert!(
+            !pace.sent("q", 0, now),
+            "a batch that kept nothing is not paced"
+        );
     }
 
     #[tokio::test]
@@ -226,7 +283,7 @@ mod tests {
         let pace = Pace::new(true, paced.clone());
         pace.take_turns("q", 2_000).await;
         assert_eq!(paced.get(), 0);
-        pace.received("q", 10, 10, Instant::now());
+        pace.received_when("q", (10, 10), Instant::now);
         pace.take_turns("q", 2_000).await;
         pace.take_turns("other", 2_000).await;
         assert_eq!(paced.get(), 1);

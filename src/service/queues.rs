@@ -167,6 +167,7 @@ impl Service {
             .queue_named(ctx, input.queue_url.as_deref(), SqsAction::DeleteQueue)
             .await?;
         self.backend.delete_queue(&name, self.clock.now()).await?;
+        self.pace.forget(&name);
         Ok(Empty {})
     }
 
@@ -245,6 +246,7 @@ impl Service {
             .queue_named(ctx, input.queue_url.as_deref(), SqsAction::PurgeQueue)
             .await?;
         self.backend.purge_queue(&name, self.clock.now()).await?;
+        self.pace.forget(&name);
         Ok(Empty {})
     }
 

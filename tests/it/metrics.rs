@@ -538,9 +538,9 @@ async fn topics_and_subscriptions_are_counted() {
 }
 
 /// A send to a queue whose receives come back full (its consumers behind) and which was sent
-/// more than a thousand messages more than were received is answered after its turns, and
-/// counted; one to a queue whose receive got less than it asked for, or that nobody receives
-/// from, is not. Either way the messages are all there.
+/// over a thousand messages more than were received is answered after its turns, and counted;
+/// one to a queue whose receive got less than it asked for, or that nobody receives from, or
+/// within the lead, is not. Either way the messages are all there.
 #[tokio::test]
 async fn sends_to_a_queue_whose_consumers_are_behind_are_paced_and_counted() {
     let server = crate::common::start().await;
@@ -590,7 +590,7 @@ async fn sends_to_a_queue_whose_consumers_are_behind_are_paced_and_counted() {
     );
     send(behind.clone(), 1).await;
     assert_eq!(receive(behind.clone(), 1).await, 1, "as many as asked for");
-    for _ in 0..100 {
+    for _ in 0..90 {
         send(behind.clone(), 10).await;
         send(keeping_up.clone(), 10).await;
         send(unread.clone(), 10).await;
@@ -598,18 +598,23 @@ async fn sends_to_a_queue_whose_consumers_are_behind_are_paced_and_counted() {
     assert_eq!(paced().await, Some(0.0), "within the lead, or not behind");
 
     // A queue counts as behind for a second after a full receive: on a machine slow enough to
-    // take longer between the two requests, the pair is tried again.
+    // take longer between a receive and the send that passes the lead, the pair is tried again.
     let (mut counted, mut tries) = (0.0, 0);
     while tries < 3 {
         tries += 1;
         assert_eq!(receive(behind.clone(), 1).await, 1, "as many as asked for");
-        send(behind.clone(), 10).await;
+        for _ in 0..20 {
+            send(behind.clone(), 10).await;
+        }
         counted = paced().await.expect("the counter");
         if counted > 0.0 {
             break;
         }
     }
-    assert_eq!(counted, 1.0, "one paced send");
+    assert!(
+        (1.0..=20.0).contains(&counted),
+        "paced once past the lead: {counted}"
+    );
 
     let left = |url: String| {
         let server = &server;
@@ -624,8 +629,8 @@ async fn sends_to_a_queue_whose_consumers_are_behind_are_paced_and_counted() {
     };
     assert_eq!(
         left(behind).await,
-        1 + 1_000 + 10 * tries,
+        1 + 900 + 200 * tries,
         "paced sends are kept like any other"
     );
-    assert_eq!(left(unread).await, 1_000);
+    assert_eq!(left(unread).await, 900);
 }
