@@ -59,6 +59,10 @@ pub(super) struct Pace {
     any: AtomicBool,
     /// The queues received from, by key.
     queues: RwLock<HashMap<Box<str>, Consumers>>,
+    /// When the full table was last swept of queues not received from in full lately (a
+    /// stamp, 0: never), so that more busy queues than it holds cost a sweep a `BEHIND_FOR`,
+    /// not one a receive.
+    swept: AtomicU64,
     /// Sends answered after their turns (`orderly_sends_paced_total`).
     paced: Counter,
 }
@@ -71,6 +75,7 @@ impl Pace {
             started: Instant::now(),
             any: AtomicBool::new(false),
             queues: RwLock::new(HashMap::new()),
+            swept: AtomicU64::new(0),
             paced,
         }
     }
@@ -122,6 +127,11 @@ impl Pace {
         let mut queues = self.queues.write().unwrap_or_else(|p| p.into_inner());
         if queues.len() >= MOST && !queues.contains_key(queue) {
             let since = self.stamp(now.checked_sub(BEHIND_FOR).unwrap_or(self.started));
+            let swept = self.swept.load(Ordering::Relaxed);
+            if swept != 0 && swept >= since {
+                return;
+            }
+            self.swept.store(self.stamp(now), Ordering::Relaxed);
             queues.retain(|_, c| c.full_at.load(Ordering::Relaxed) >= since);
             if queues.len() >= MOST {
                 return;
@@ -259,6 +269,14 @@ mod tests {
         assert!(!pace.sent("newer", 5_000, t1));
         assert!(pace.sent("q7", 1, t1), "kept with its lead");
         assert_eq!(pace.queues.read().unwrap().len(), MOST);
+
+        // Swept at most once a while: later, with every queue but one gone quiet, the next
+        // newcomer finds room.
+        let t2 = t1 + BEHIND_FOR + Duration::from_millis(2);
+        pace.received_when("q7", (1, 1), || t2);
+        pace.received_when("latest", (1, 1), || t2);
+        assert_eq!(pace.queues.read().unwrap().len(), 2, "q7 and latest");
+        assert!(pace.sent("latest", 1_001, t2));
     }
 
     #[test]
