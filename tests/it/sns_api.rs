@@ -770,6 +770,46 @@ async fn turning_a_standard_topic_fifo_names_the_topic_name() {
     }
 }
 
+/// SetTopicAttributes with a name SNS does not know is refused as the parameter itself, as AWS
+/// answers it, and changes nothing.
+#[tokio::test]
+async fn setting_an_unknown_topic_attribute_names_the_attribute_name_parameter() {
+    let server = start().await;
+    let topic = server.sns.create_topic().name("unknown-attr").send().await;
+    let topic = topic.unwrap().topic_arn.unwrap();
+    for name in ["Colour", "HTTPSSuccessFeedbackRoleArn", "displayname"] {
+        let err = server
+            .sns
+            .set_topic_attributes()
+            .topic_arn(&topic)
+            .attribute_name(name)
+            .attribute_value("x")
+            .send()
+            .await
+            .unwrap_err();
+        let service = err.into_service_error();
+        assert!(service.is_invalid_parameter_exception(), "{service:?}");
+        assert_eq!(
+            service.message(),
+            Some("Invalid parameter: AttributeName"),
+            "{name}"
+        );
+    }
+    let attributes = server
+        .sns
+        .get_topic_attributes()
+        .topic_arn(&topic)
+        .send()
+        .await
+        .unwrap()
+        .attributes
+        .unwrap_or_default();
+    assert!(
+        !attributes.contains_key("Colour") && !attributes.contains_key("displayname"),
+        "{attributes:?}"
+    );
+}
+
 /// CreateTopic again on a standard topic's name (observed on AWS): FifoTopic=true is checked
 /// against the name first ("Topic Name"); FifoTopic=false is the same topic; a changed
 /// attribute is "different attributes".

@@ -259,6 +259,8 @@ impl Topic {
             | "DisplayName"
             | "KmsMasterKeyId" => {}
             other if is_feedback(other) => {}
+            // SetTopicAttributes names the parameter alone, as for FifoTopic (seen on AWS).
+            _ if prefix.is_empty() => return Err(invalid("Invalid parameter: AttributeName")),
             _ => {
                 return Err(invalid(format!(
                     "Invalid parameter: {prefix}Unknown attribute {name}"
