@@ -38,7 +38,7 @@ use thiserror::Error;
 use crate::engine::mobile::SandboxStatus;
 use crate::engine::move_task::MoveTask;
 use crate::engine::namespace::Namespace;
-use crate::engine::queue::inspect::{GroupView, Peeked, QueueOverview, StateFilter};
+use crate::engine::queue::inspect::{GroupView, Peek, QueueOverview, StateFilter};
 use crate::engine::queue::{Counts, ReceiveRequest, Received, SendReceipt, SendRequest};
 use crate::engine::topic::captured::CapturedMessage;
 use crate::engine::topic::recent::{DeliveryNote, Fate};
@@ -596,13 +596,13 @@ pub trait Inspection: Send + Sync {
     /// Every queue at a glance, sorted by name.
     fn queue_overviews(&self) -> Answer<'_, Vec<QueueOverview>>;
     /// Up to `limit` of the queue's messages in the states `filter` admits, oldest enqueued
-    /// first.
+    /// first, at most `PEEK_BYTES` of them (`Peek::truncated` says when that left some out).
     fn peek_messages<'a>(
         &'a self,
         queue: &'a str,
         filter: StateFilter,
         limit: usize,
-    ) -> Answer<'a, Vec<Peeked>>;
+    ) -> Answer<'a, Peek>;
     /// Up to `limit` of a FIFO queue's groups, oldest head first (none for a standard queue).
     fn queue_groups<'a>(&'a self, queue: &'a str, limit: usize) -> Answer<'a, Vec<GroupView>>;
     /// Every subscription, topics by name, with its last deliveries.

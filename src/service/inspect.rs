@@ -59,14 +59,9 @@ impl Service {
         filter: StateFilter,
         limit: usize,
     ) -> Result<Value, ApiError> {
-        let messages: Vec<Value> = self
-            .backend
-            .peek_messages(queue, filter, limit)
-            .await?
-            .iter()
-            .map(peeked_json)
-            .collect();
-        Ok(json!({ "queue": queue, "messages": messages }))
+        let peek = self.backend.peek_messages(queue, filter, limit).await?;
+        let messages: Vec<Value> = peek.messages.iter().map(peeked_json).collect();
+        Ok(json!({ "queue": queue, "messages": messages, "truncated": peek.truncated }))
     }
 
     /// Up to `limit` of a FIFO queue's groups: depth, in flight, locked and blocked.
@@ -160,6 +155,7 @@ impl Service {
             .backend
             .peek_messages(queue, filter, usize::MAX)
             .await?
+            .messages
             .into_iter()
             .map(|peeked| {
                 let received = Received {

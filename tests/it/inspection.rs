@@ -105,6 +105,7 @@ async fn queues_and_messages_are_shown_without_being_received() {
         .map(|m| m["body"].as_str().unwrap())
         .collect();
     assert_eq!(bodies, ["a1", "a2", "b1"], "in the order they were sent");
+    assert_eq!(all["truncated"], false);
     let first = &messages[0];
     assert_eq!(
         (&first["state"], &first["receiveCount"], &first["groupId"]),
@@ -178,6 +179,32 @@ async fn queues_and_messages_are_shown_without_being_received() {
 
 /// A test helper as written for LocalStack: it reads a queue through `/_aws/sqs/messages`,
 /// accepting JSON, and gets the XML answer's structure (a lone message as an object).
+/// A peek answers at most 8 MiB of messages and says when that left some out; a limit that
+/// leaves some out is not that.
+#[tokio::test]
+async fn a_peek_past_its_bytes_says_it_left_messages_out() {
+    let server = crate::common::start().await;
+    let url = create_queue(&server, "large-peek", &[]).await;
+    let body = "x".repeat(250_000);
+    for _ in 0..34 {
+        let sent = server
+            .sqs
+            .send_message()
+            .queue_url(&url)
+            .message_body(&body);
+        sent.send().await.unwrap();
+    }
+    let path = "/_orderly/queues/large-peek/messages?limit=100";
+    let (status, peek) = get_json(&server, path).await;
+    assert_eq!(status, 200);
+    // 33 bodies of 250 kB fit in 8 MiB (8,388,608 bytes), the 34th does not.
+    let shown = peek["messages"].as_array().unwrap().len();
+    assert_eq!((shown, &peek["truncated"]), (33, &Value::Bool(true)));
+    let (_, limited) = get_json(&server, "/_orderly/queues/large-peek/messages?limit=5").await;
+    let shown = limited["messages"].as_array().unwrap().len();
+    assert_eq!((shown, &limited["truncated"]), (5, &Value::Bool(false)));
+}
+
 async fn localstack_peek(server: &Server, queue_url: &str, extra: &str) -> Vec<Value> {
     let response = reqwest::Client::new()
         .post(format!("{}/_aws/sqs/messages", server.url()))

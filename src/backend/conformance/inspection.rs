@@ -65,6 +65,8 @@ pub async fn inspection<
         .peek_messages("i.fifo", StateFilter::ALL, 10)
         .await
         .unwrap();
+    assert!(!all.truncated);
+    let all = all.messages;
     let peeked: Vec<(&str, u32)> = all
         .iter()
         .map(|p| (&*p.message.body, p.message.receive_count))
@@ -96,13 +98,15 @@ pub async fn inspection<
         .unwrap()
         .is_empty());
     let one = backend.peek_messages("i.fifo", visible, 1).await.unwrap();
-    assert_eq!(&*one[0].message.body, "a2");
+    assert_eq!(&*one.messages[0].message.body, "a2");
+    assert!(!one.truncated, "left out by the limit, not for their size");
     // Peeking held nothing: group a stays locked, b is received.
     assert_eq!(bodies(&receive(backend, "i.fifo", 10).await), ["b1"]);
     let missing = backend.peek_messages("nope", StateFilter::ALL, 1).await;
     assert_eq!(rejected(missing), EngineError::QueueDoesNotExist);
 
-    // A peek answers at most PEEK_BYTES (8 MiB) of messages: 27 of 30 bodies of 300 kB.
+    // A peek answers at most PEEK_BYTES (8 MiB) of messages: 27 of 30 bodies of 300 kB, and
+    // says it left some out.
     backend
         .create_queue(create("i-big", &[], clock.now()))
         .await
@@ -119,7 +123,9 @@ pub async fn inspection<
         .peek_messages("i-big", StateFilter::ALL, 100)
         .await
         .unwrap();
-    assert_eq!(peeked.len(), 27);
+    assert_eq!((peeked.messages.len(), peeked.truncated), (27, true));
+    let peeked = (backend.peek_messages("i-big", StateFilter::ALL, 27).await).unwrap();
+    assert_eq!((peeked.messages.len(), peeked.truncated), (27, false));
 
     // Reset: every message and history goes, queues stay; a purge is allowed at once.
     backend.purge_queue("i-plain", clock.now()).await.unwrap();

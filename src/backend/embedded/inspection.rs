@@ -4,7 +4,7 @@ use super::Embedded;
 use crate::backend::{
     Answer, Inspection, RelayWaiting, ResetScope, SubscriptionActivity, TopicActivity,
 };
-use crate::engine::queue::inspect::{GroupView, Peeked, QueueOverview, StateFilter};
+use crate::engine::queue::inspect::{GroupView, Peek, QueueOverview, StateFilter};
 use crate::engine::topic::captured::CapturedMessage;
 
 impl Inspection for Embedded {
@@ -35,7 +35,7 @@ impl Inspection for Embedded {
         queue: &'a str,
         filter: StateFilter,
         limit: usize,
-    ) -> Answer<'a, Vec<Peeked>> {
+    ) -> Answer<'a, Peek> {
         self.reading(move |engine| {
             let entry = engine.queues.get(queue)?;
             let peeked = {

@@ -9,7 +9,7 @@ use crate::backend::{
     TopicActivity,
 };
 use crate::backend::{led_elsewhere, BackendError};
-use crate::engine::queue::inspect::{GroupView, Peeked, QueueOverview, StateFilter};
+use crate::engine::queue::inspect::{GroupView, Peek, QueueOverview, StateFilter};
 use crate::engine::topic::captured::CapturedMessage;
 
 /// Longest a reset waits for one shard another node leads (its leader found, and reset).
@@ -34,7 +34,7 @@ impl Inspection for Sharded {
         queue: &'a str,
         filter: StateFilter,
         limit: usize,
-    ) -> Answer<'a, Vec<Peeked>> {
+    ) -> Answer<'a, Peek> {
         on(self.of_key(queue), move |shard| {
             shard.peek_messages(queue, filter, limit)
         })

@@ -71,6 +71,14 @@ pub struct Peeked {
     pub state: State,
 }
 
+/// What a peek found: the messages it answers, and whether `PEEK_BYTES` left later ones out.
+#[derive(Clone, Debug, Default)]
+pub struct Peek {
+    pub messages: Vec<Peeked>,
+    /// Messages the filter admits and the limit allows were left out for their size.
+    pub truncated: bool,
+}
+
 impl Queue {
     /// The caller has run `tick(now)`, so states are current.
     pub fn overview(&self) -> QueueOverview {
@@ -137,22 +145,25 @@ impl Queue {
     /// Up to `limit` messages in the states `filter` admits, oldest enqueued first (a FIFO
     /// queue's groups each in their order), and no more than `PEEK_BYTES` of them (always at
     /// least one). The caller has run `tick(now)`.
-    pub fn peek(&self, filter: StateFilter, limit: usize) -> Vec<Peeked> {
+    pub fn peek(&self, filter: StateFilter, limit: usize) -> Peek {
         let mut bytes = 0;
-        self.by_enqueue
-            .iter()
+        let mut peek = Peek::default();
+        let admitted = (self.by_enqueue.iter())
             .filter_map(|(_, seq)| self.messages.get(seq))
             .filter(|stored| filter.admits(&stored.state))
-            .take(limit)
-            .take_while(|stored| {
-                let first = bytes == 0;
-                bytes += stored.message.size().max(1);
-                first || bytes <= PEEK_BYTES
-            })
-            .map(|stored| Peeked {
+            .take(limit);
+        for stored in admitted {
+            let first = bytes == 0;
+            bytes += stored.message.size().max(1);
+            if !first && bytes > PEEK_BYTES {
+                peek.truncated = true;
+                break;
+            }
+            peek.messages.push(Peeked {
                 message: stored.message.clone(),
                 state: stored.state,
-            })
-            .collect()
+            });
+        }
+        peek
     }
 }
