@@ -177,8 +177,6 @@ async fn queues_and_messages_are_shown_without_being_received() {
     );
 }
 
-/// A test helper as written for LocalStack: it reads a queue through `/_aws/sqs/messages`,
-/// accepting JSON, and gets the XML answer's structure (a lone message as an object).
 /// A peek answers at most 8 MiB of messages and says when that left some out; a limit that
 /// leaves some out is not that.
 #[tokio::test]
@@ -205,6 +203,8 @@ async fn a_peek_past_its_bytes_says_it_left_messages_out() {
     assert_eq!((shown, &limited["truncated"]), (5, &Value::Bool(false)));
 }
 
+/// A test helper as written for LocalStack: it reads a queue through `/_aws/sqs/messages`,
+/// accepting JSON, and gets the XML answer's structure (a lone message as an object).
 async fn localstack_peek(server: &Server, queue_url: &str, extra: &str) -> Vec<Value> {
     let response = reqwest::Client::new()
         .post(format!("{}/_aws/sqs/messages", server.url()))

@@ -771,7 +771,7 @@ async fn turning_a_standard_topic_fifo_names_the_topic_name() {
 }
 
 /// SetTopicAttributes with a name SNS does not know is refused as the parameter itself, as AWS
-/// answers it, and changes nothing.
+/// answers it, and changes nothing; CreateTopic gives the attribute as the reason.
 #[tokio::test]
 async fn setting_an_unknown_topic_attribute_names_the_attribute_name_parameter() {
     let server = start().await;
@@ -807,6 +807,21 @@ async fn setting_an_unknown_topic_attribute_names_the_attribute_name_parameter()
     assert!(
         !attributes.contains_key("Colour") && !attributes.contains_key("displayname"),
         "{attributes:?}"
+    );
+    // CreateTopic names the attribute in its reason.
+    let err = server
+        .sns
+        .create_topic()
+        .name("unknown-attr-made")
+        .attributes("Colour", "x")
+        .send()
+        .await
+        .unwrap_err();
+    let service = err.into_service_error();
+    assert!(service.is_invalid_parameter_exception(), "{service:?}");
+    assert_eq!(
+        service.message(),
+        Some("Invalid parameter: Attributes Reason: Unknown attribute Colour")
     );
 }
 

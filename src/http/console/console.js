@@ -121,6 +121,7 @@ async function renderQueue() {
       return tr;
     }),
   );
+  $("messages-truncated").hidden = !messages.truncated;
   fill(
     "messages",
     messages.messages.map((m) => {

@@ -1,7 +1,7 @@
 // The web console in a real headless Chromium (Debian's, driven by playwright-core): it shows
 // the seeded queues' depths, a FIFO queue's locked group and a peeked message, and a message
-// sent from its form arrives through the AWS SDK, and the selected queue's shard. Saves a
-// screenshot.
+// sent from its form arrives through the AWS SDK, and the selected queue's shard; a queue of
+// large messages is shown up to the peek's 8 MiB, saying so. Saves a screenshot.
 // Usage: node console.mjs ENDPOINT SCREENSHOT.png KEY:SECRET   (the server runs with
 // --init examples/price-updates.toml and --auth holding that key: the browser opens the console
 // with HTTP Basic credentials and its form acts with them)
@@ -11,6 +11,7 @@ import {
   SendMessageCommand,
   ReceiveMessageCommand,
   GetQueueUrlCommand,
+  CreateQueueCommand,
 } from "@aws-sdk/client-sqs";
 
 // userId: the IAM user id the key file gives the key (its messages' SenderId).
@@ -35,6 +36,12 @@ for (const [body, group] of [["AAPL 189.50", "AAPL"], ["AAPL 189.75", "AAPL"], [
 // Holds AAPL's first message for five minutes: the group is locked, its second waits.
 const held = await sqs.send(new ReceiveMessageCommand({ QueueUrl: url, MaxNumberOfMessages: 1, VisibilityTimeout: 300 }));
 check("seeded: AAPL's head is in flight", held.Messages?.[0]?.Body === "AAPL 189.50", JSON.stringify(held.Messages));
+
+// 34 bodies of 250 kB: one look holds 33 of them (8 MiB).
+const { QueueUrl: large } = await sqs.send(new CreateQueueCommand({ QueueName: "large-peek" }));
+for (let i = 0; i < 34; i++) {
+  await sqs.send(new SendMessageCommand({ QueueUrl: large, MessageBody: `${i} `.padEnd(250000, "x") }));
+}
 
 const browser = await chromium.launch({
   executablePath: process.env.CHROMIUM || "/usr/bin/chromium",
@@ -99,6 +106,13 @@ await result.filter({ hasText: /^(sent|not sent)/ }).waitFor();
 check("the form sends (with the Basic credentials)", (await text(result)).startsWith("sent "), await text(result));
 await page.locator("#messages tbody tr", { hasText: "from the console" }).waitFor();
 await page.screenshot({ path: screenshot, fullPage: true });
+
+const truncated = page.locator("#messages-truncated");
+check("a queue whose messages fit says nothing was left out", !(await truncated.isVisible()));
+await page.locator('#queues tr[data-queue="large-peek"] a', { hasText: "large-peek" }).click();
+await page.locator("#messages-truncated:not([hidden])").waitFor();
+const shown = await page.locator("#messages tbody tr").count();
+check("a queue past the peek's 8 MiB shows what fits and says more are there", shown === 33, shown);
 
 const received = await sqs.send(new ReceiveMessageCommand({ QueueUrl: url, MaxNumberOfMessages: 10, MessageSystemAttributeNames: ["SenderId"] }));
 const bodies = (received.Messages || []).map((m) => m.Body);
