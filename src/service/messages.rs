@@ -145,7 +145,10 @@ impl Service {
         };
         let asked = usize::try_from(input.max_number_of_messages.unwrap_or(1)).unwrap_or(1);
         let received = self.backend.receive(queue, request, wait_seconds).await?;
-        self.pace.received(queue, asked, received.len());
+        let firsts = (received.iter())
+            .filter(|r| r.message.receive_count == 1)
+            .count();
+        self.pace.received(queue, asked, received.len(), firsts);
         // Newer SDKs send MessageSystemAttributeNames; it wins over the deprecated AttributeNames.
         let system_names = input
             .message_system_attribute_names

@@ -5,9 +5,10 @@
 //! many of each, the consumers deliver about half of what is sent, and the backlog, and the
 //! time a message waits in it, grow for as long as the load lasts. A queue's consumers are
 //! behind while its receives come back full (as many messages as were asked for: more were
-//! waiting) and more than `LEAD` messages were sent to it than received since a receive last
-//! came back short. Then a send to it, once done, lets the runtime run whatever else is ready a
-//! few times before it is answered, so the consumers' requests that came meanwhile go first.
+//! waiting) and more than `LEAD` messages were sent to it than received for the first time
+//! since a receive last came back short. Then a send to it, once done, lets the runtime run
+//! whatever else is ready a few times before it is answered, so the consumers' requests that
+//! came meanwhile go first.
 //! Nothing is refused, delayed on a timer or reordered: a send's answer only comes a few turns
 //! later. A queue with no consumer, or with consumers that keep up, never paces its senders.
 //! Brokers hold publishers back for the same reason (RabbitMQ's flow control).
@@ -46,7 +47,8 @@ struct Consumers {
     /// Milliseconds from `Pace::started` to the last full receive, plus one (0: none since the
     /// last short one).
     full_at: AtomicU64,
-    /// Messages sent less messages received since a receive last came back short.
+    /// Messages sent less messages received for the first time since a receive last came
+    /// back short.
     lead: AtomicU64,
 }
 
@@ -85,31 +87,33 @@ impl Pace {
         u64::try_from(ms).unwrap_or(u64::MAX - 1) + 1
     }
 
-    /// A receive on `queue` asked for `asked` messages (at least one) and got `got`.
-    pub(super) fn received(&self, queue: &str, asked: usize, got: usize) {
-        self.received_when(queue, (asked, got), Instant::now);
+    /// A receive on `queue` asked for `asked` messages (at least one) and got `got`, `firsts`
+    /// of them received for the first time. Only those come off the lead: a message received
+    /// again (its visibility timeout passed) was counted once, when sent.
+    pub(super) fn received(&self, queue: &str, asked: usize, got: usize, firsts: usize) {
+        self.received_when(queue, (asked, got, firsts), Instant::now);
     }
 
     /// `received`, the clock read only if the receive counts.
     fn received_when(
         &self,
         queue: &str,
-        (asked, got): (usize, usize),
+        (asked, got, firsts): (usize, usize, usize),
         now: impl FnOnce() -> Instant,
     ) {
         let full = got >= asked.max(1);
         if self.on && (full || self.any.load(Ordering::Relaxed)) {
-            self.received_at(queue, full, got, now());
+            self.received_at(queue, full, firsts, now());
         }
     }
 
-    fn received_at(&self, queue: &str, full: bool, got: usize, now: Instant) {
+    fn received_at(&self, queue: &str, full: bool, firsts: usize, now: Instant) {
         let mark = |consumers: &Consumers| {
             if full {
                 consumers.full_at.store(self.stamp(now), Ordering::Relaxed);
-                let got = got as u64;
+                let firsts = firsts as u64;
                 let _ = (consumers.lead).fetch_update(Ordering::Relaxed, Ordering::Relaxed, |l| {
-                    Some(l.saturating_sub(got))
+                    Some(l.saturating_sub(firsts))
                 });
             } else {
                 consumers.full_at.store(0, Ordering::Relaxed);
@@ -194,14 +198,14 @@ mod tests {
         let pace = Pace::new(true, Counter::default());
         let t0 = pace.started + Duration::from_secs(5);
         assert!(!pace.sent("q", 5_000, t0), "never received from");
-        pace.received_when("q", (10, 10), || t0);
+        pace.received_when("q", (10, 10, 10), || t0);
         assert!(!pace.sent("q", 1_000, t0), "within the lead");
         assert!(pace.sent("q", 1, t0), "past it");
         assert!(pace.sent("q", 1, t0 + BEHIND_FOR), "still within the while");
         let later = t0 + BEHIND_FOR + Duration::from_millis(2);
         assert!(!pace.sent("q", 1, later), "no full receive for a while");
 
-        pace.received_when("q", (10, 10), || later);
+        pace.received_when("q", (10, 10, 10), || later);
         assert!(
             !pace.sent("q", 1, later),
             "the receive took ten of the lead back"
@@ -211,22 +215,22 @@ mod tests {
             "then more were sent: behind again"
         );
 
-        pace.received_when("q", (10, 9), || later);
+        pace.received_when("q", (10, 9, 9), || later);
         assert!(!pace.sent("q", 1_500, later), "a short receive: not behind");
-        pace.received_when("q", (10, 9), || later);
-        pace.received_when("q", (10, 10), || later);
+        pace.received_when("q", (10, 9, 9), || later);
+        pace.received_when("q", (10, 10, 10), || later);
         assert!(
             !pace.sent("q", 1_000, later),
             "the short receive ended the lead"
         );
         assert!(pace.sent("q", 1, later));
 
-        pace.received_when("one", (0, 1), || later);
+        pace.received_when("one", (0, 1, 1), || later);
         assert!(
             pace.sent("one", 1_001, later),
             "asking for none is asking for one"
         );
-        pace.received_when("empty", (1, 0), || later);
+        pace.received_when("empty", (1, 0, 0), || later);
         assert!(
             !pace.sent("empty", 5_000, later),
             "a short first receive remembers nothing"
@@ -238,7 +242,7 @@ mod tests {
     fn turned_off_it_marks_nothing() {
         let pace = Pace::new(false, Counter::default());
         let now = Instant::now();
-        pace.received_when("q", (10, 10), || now);
+        pace.received_when("q", (10, 10, 10), || now);
         assert!(!pace.sent("q", 5_000, now));
         assert!(pace.queues.read().unwrap().is_empty());
     }
@@ -247,12 +251,12 @@ mod tests {
     fn it_remembers_a_bounded_number_of_queues_keeping_those_behind() {
         let pace = Pace::new(true, Counter::default());
         let t0 = pace.started + Duration::from_secs(10);
-        pace.received_when("old", (1, 1), || t0);
+        pace.received_when("old", (1, 1, 1), || t0);
         let t1 = t0 + Duration::from_secs(5);
         for i in 0..MOST - 1 {
-            pace.received_when(&format!("q{i}"), (1, 1), || t1);
+            pace.received_when(&format!("q{i}"), (1, 1, 1), || t1);
         }
-        pace.received_when("new", (1, 1), || t1);
+        pace.received_when("new", (1, 1, 1), || t1);
         let held = pace.queues.read().unwrap().len();
         assert!(held <= MOST, "{held} remembered");
         assert!(!pace.queues.read().unwrap().contains_key("old"));
@@ -264,7 +268,7 @@ mod tests {
 
         // Every queue remembered had a full receive lately: a new one is not taken in, and
         // none is forgotten for it.
-        pace.received_when("newer", (1, 1), || t1);
+        pace.received_when("newer", (1, 1, 1), || t1);
         assert!(!pace.queues.read().unwrap().contains_key("newer"));
         assert!(!pace.sent("newer", 5_000, t1));
         assert!(pace.sent("q7", 1, t1), "kept with its lead");
@@ -273,21 +277,36 @@ mod tests {
         // Swept at most once a while: later, with every queue but one gone quiet, the next
         // newcomer finds room.
         let t2 = t1 + BEHIND_FOR + Duration::from_millis(2);
-        pace.received_when("q7", (1, 1), || t2);
-        pace.received_when("latest", (1, 1), || t2);
+        pace.received_when("q7", (1, 1, 1), || t2);
+        pace.received_when("latest", (1, 1, 1), || t2);
         assert_eq!(pace.queues.read().unwrap().len(), 2, "q7 and latest");
         assert!(pace.sent("latest", 1_001, t2));
+    }
+
+    #[test]
+    fn only_messages_received_for_the_first_time_come_off_the_lead() {
+        let pace = Pace::new(true, Counter::default());
+        let now = pace.started + Duration::from_secs(1);
+        pace.received_when("q", (10, 10, 10), || now);
+        assert!(!pace.sent("q", 1_000, now), "within the lead");
+        pace.received_when("q", (10, 10, 0), || now);
+        assert!(
+            pace.sent("q", 1, now),
+            "ten received again took nothing off: 1,001 ahead"
+        );
+        pace.received_when("q", (10, 10, 4), || now);
+        assert!(!pace.sent("q", 1, now), "four first receives did: 998");
     }
 
     #[test]
     fn a_deleted_or_purged_queue_starts_afresh() {
         let pace = Pace::new(true, Counter::default());
         let now = pace.started + Duration::from_secs(1);
-        pace.received_when("q", (1, 1), || now);
+        pace.received_when("q", (1, 1, 1), || now);
         assert!(pace.sent("q", 1_001, now));
         pace.forget("q");
         assert!(!pace.sent("q", 1, now), "forgotten");
-        pace.received_when("q", (1, 1), || now);
+        pace.received_when("q", (1, 1, 1), || now);
         assert!(!pace.sent("q", 1_000, now), "its lead counted anew");
         assert!(
             !pace.sent("q", 0, now),
@@ -301,7 +320,7 @@ mod tests {
         let pace = Pace::new(true, paced.clone());
         pace.take_turns("q", 2_000).await;
         assert_eq!(paced.get(), 0);
-        pace.received_when("q", (10, 10), Instant::now);
+        pace.received_when("q", (10, 10, 10), Instant::now);
         pace.take_turns("q", 2_000).await;
         pace.take_turns("other", 2_000).await;
         assert_eq!(paced.get(), 1);
