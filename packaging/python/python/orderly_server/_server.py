@@ -365,7 +365,8 @@ class OrderlyServer:
     ) -> list[dict[str, Any]]:
         """A queue's messages, oldest first, without receiving them (nothing changes: receive
         counts, visibility and group locks stay). `queue` is its URL or name; `state` any of
-        "visible", "inFlight", "delayed" (default all); `limit` 1 to 10,000 (default 100)."""
+        "visible", "inFlight", "delayed" (default all); `limit` 1 to 10,000 (default 100). At
+        most 8 MiB of bodies and attributes come back: later messages are left out."""
         params = {}
         if state is not None:
             params["state"] = state if isinstance(state, str) else ",".join(state)
