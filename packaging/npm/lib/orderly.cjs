@@ -190,7 +190,10 @@ async function startOrderly(options = {}) {
       if (limit !== undefined) params.set("limit", String(limit));
       const query = params.toString() ? `?${params}` : "";
       const name = encodeURIComponent(queueName(queue, home));
-      return (await call("GET", `/_orderly/queues/${name}/messages${query}`)).messages;
+      const peek = await call("GET", `/_orderly/queues/${name}/messages${query}`);
+      // Not enumerable, so the array still compares equal to a plain one of the same messages.
+      Object.defineProperty(peek.messages, "truncated", { value: peek.truncated === true });
+      return peek.messages;
     },
     queueName: (queue) => queueName(queue, home),
     logs: () => log,

@@ -40,6 +40,10 @@ export interface PeekedAttribute {
   BinaryValue?: string;
 }
 
+/** A queue's messages as a peek returns them; `truncated` (not enumerable) is true when the
+ * peek's 8 MiB bound left later messages out (`limit` alone never sets it). */
+export type Peek = PeekedMessage[] & { readonly truncated: boolean };
+
 /** One message as `GET /_orderly/queues/NAME/messages` shows it. */
 export interface PeekedMessage {
   messageId: string;
@@ -78,8 +82,9 @@ export interface RunningOrderly {
   /** Delete every queue and topic; with `messagesOnly`, only every message and the
    * deduplication histories, keeping queues, topics and subscriptions. */
   reset(options?: { messagesOnly?: boolean }): Promise<void>;
-  /** A queue's messages (by URL or name), oldest first, without receiving them. */
-  messages(queue: string, options?: { state?: MessageState | MessageState[]; limit?: number }): Promise<PeekedMessage[]>;
+  /** A queue's messages (by URL or name), oldest first, without receiving them; at most
+   * 8 MiB of them, `truncated` true when that bound left later ones out. */
+  messages(queue: string, options?: { state?: MessageState | MessageState[]; limit?: number }): Promise<Peek>;
   /** The name the inspection endpoints know a queue by. */
   queueName(queue: string): string;
   /** What the server wrote to stdout and stderr (the last MiB). */

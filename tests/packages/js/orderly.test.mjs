@@ -96,6 +96,7 @@ test("a peek does not consume", async () => {
     [["m1", "a", "visible", 0], ["m2", "a", "visible", 0], ["m3", "b", "visible", 0]],
   );
   assert.deepEqual(await orderly.messages(url), peeked, "peeking twice changes nothing");
+  assert.equal(peeked.truncated, false);
   const received = await sqs.send(new ReceiveMessageCommand({ QueueUrl: url, MaxNumberOfMessages: 1 }));
   assert.deepEqual(received.Messages.map((m) => m.Body), ["m1"]);
   assert.deepEqual(
@@ -104,6 +105,24 @@ test("a peek does not consume", async () => {
   );
   const visible = await orderly.messages("prices.fifo", { state: ["visible"], limit: 1 });
   assert.deepEqual(visible.map((m) => m.body), ["m2"]);
+});
+
+test("a peek past its bytes says it left messages out", async () => {
+  const url = (await sqs.send(new CreateQueueCommand({ QueueName: "large" }))).QueueUrl;
+  // 34 bodies of 250 kB pass the peek's 8 MiB: 33 fit.
+  for (let n = 0; n < 34; n++) {
+    const body = String(n).padStart(2, "0") + "x".repeat(249_998);
+    await sqs.send(new SendMessageCommand({ QueueUrl: url, MessageBody: body }));
+  }
+  const peek = await orderly.messages(url);
+  assert.deepEqual([peek.length, peek.truncated], [33, true]);
+  assert.deepEqual(
+    peek.map((m) => m.body.slice(0, 2)),
+    Array.from({ length: 33 }, (_, n) => String(n).padStart(2, "0")),
+    "oldest first",
+  );
+  const few = await orderly.messages(url, { limit: 5 });
+  assert.deepEqual([few.length, few.truncated], [5, false], "a limit alone does not truncate");
 });
 
 test("messages sent with a delay wait for the manual clock", async () => {

@@ -71,6 +71,7 @@ def test_peek_does_not_consume(orderly):
         ("m3", "b", "visible", 0),
     ]
     assert orderly.messages(url) == peeked, "peeking twice changes nothing"
+    assert peeked.truncated is False
     received = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=1)["Messages"]
     assert [m["Body"] for m in received] == ["m1"]
     assert [(m["body"], m["state"], m["receiveCount"]) for m in orderly.messages(url)] == [
@@ -79,6 +80,19 @@ def test_peek_does_not_consume(orderly):
         ("m3", "visible", 0),
     ]
     assert [m["body"] for m in orderly.messages("prices.fifo", state=["visible"], limit=1)] == ["m2"]
+
+def test_a_peek_past_its_bytes_says_it_left_messages_out(orderly):
+    sqs = orderly.client("sqs")
+    url = sqs.create_queue(QueueName="large")["QueueUrl"]
+    # 34 bodies of 250 kB pass the peek's 8 MiB: 33 fit.
+    for n in range(34):
+        sqs.send_message(QueueUrl=url, MessageBody=f"{n:02}" + "x" * 249_998)
+    peek = orderly.messages(url)
+    assert (len(peek), peek.truncated) == (33, True)
+    assert [m["body"][:2] for m in peek] == [f"{n:02}" for n in range(33)], "oldest first"
+    few = orderly.messages(url, limit=5)
+    assert (len(few), few.truncated) == (5, False), "a limit alone does not truncate"
+
 
 def test_topic_fans_out_to_a_queue(orderly):
     sqs, sns = orderly.client("sqs"), orderly.client("sns")

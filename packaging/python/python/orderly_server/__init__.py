@@ -17,6 +17,7 @@ each test). See the package's README for the settings.
 from ._server import (
     OrderlyError,
     OrderlyServer,
+    Peek,
     StartError,
     drop_flags,
     find_binary,
@@ -27,6 +28,7 @@ from ._server import (
 __all__ = [
     "OrderlyError",
     "OrderlyServer",
+    "Peek",
     "StartError",
     "drop_flags",
     "find_binary",

@@ -42,6 +42,17 @@ class OrderlyError(RuntimeError):
     """The server could not be started, or a developer endpoint refused a request."""
 
 
+class Peek(list):
+    """A queue's messages as a peek returns them: a list of dicts, with `truncated` true when
+    the peek's 8 MiB bound left later messages out (`limit` alone never sets it)."""
+
+    truncated: bool
+
+    def __init__(self, messages: Iterable[dict[str, Any]] = (), truncated: bool = False) -> None:
+        super().__init__(messages)
+        self.truncated = truncated
+
+
 class StartError(OrderlyError):
     """The server exited or stayed silent before printing its listening line."""
 
@@ -362,11 +373,12 @@ class OrderlyServer:
 
     def messages(
         self, queue: str, state: Union[str, Sequence[str], None] = None, limit: Optional[int] = None
-    ) -> list[dict[str, Any]]:
+    ) -> Peek:
         """A queue's messages, oldest first, without receiving them (nothing changes: receive
         counts, visibility and group locks stay). `queue` is its URL or name; `state` any of
         "visible", "inFlight", "delayed" (default all); `limit` 1 to 10,000 (default 100). At
-        most 8 MiB of bodies and attributes come back: later messages are left out."""
+        most 8 MiB of bodies and attributes come back: later messages are left out, and the
+        list's `truncated` is then true."""
         params = {}
         if state is not None:
             params["state"] = state if isinstance(state, str) else ",".join(state)
@@ -374,7 +386,8 @@ class OrderlyServer:
             params["limit"] = str(limit)
         name = urllib.parse.quote(self.queue_name(queue), safe="")
         query = "?" + urllib.parse.urlencode(params) if params else ""
-        return self._call("GET", f"/_orderly/queues/{name}/messages{query}")["messages"]
+        peek = self._call("GET", f"/_orderly/queues/{name}/messages{query}")
+        return Peek(peek["messages"], bool(peek.get("truncated", False)))
 
     def client(self, service: str, **options: Any) -> Any:
         """A boto3 client for "sqs" or "sns" on this server, with dummy credentials and the
