@@ -161,6 +161,7 @@ impl Service {
                 let received = Received {
                     message: peeked.message,
                     receipt_handle: PEEK_RECEIPT_HANDLE.to_string(),
+                    replayed: false,
                 };
                 let never_received = received.message.first_receive_at.is_none();
                 let mut wire = message_wire(received, &all, &all);

@@ -145,8 +145,9 @@ impl Service {
         };
         let asked = usize::try_from(input.max_number_of_messages.unwrap_or(1)).unwrap_or(1);
         let received = self.backend.receive(queue, request, wait_seconds).await?;
+        // A receive retried with its attempt id gets the same messages again, not new ones.
         let firsts = (received.iter())
-            .filter(|r| r.message.receive_count == 1)
+            .filter(|r| r.message.receive_count == 1 && !r.replayed)
             .count();
         self.pace.received(queue, asked, received.len(), firsts);
         // Newer SDKs send MessageSystemAttributeNames; it wins over the deprecated AttributeNames.

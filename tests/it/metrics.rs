@@ -634,3 +634,88 @@ async fn sends_to_a_queue_whose_consumers_are_behind_are_paced_and_counted() {
     );
     assert_eq!(left(unread).await, 900);
 }
+
+/// A FIFO receive retried with its attempt id gets the same messages again: they came off the
+/// lead once, so retries do not hide consumers that are behind.
+#[tokio::test]
+async fn a_receive_retried_with_its_attempt_id_comes_off_the_lead_once() {
+    let server = crate::common::start().await;
+    let url = fifo_queue(
+        &server,
+        "pace-retried.fifo",
+        &[("ContentBasedDeduplication", "true")],
+    )
+    .await;
+    let sent = std::sync::atomic::AtomicUsize::new(0);
+    let send = |count: usize| {
+        let (sqs, url, sent) = (server.sqs.clone(), url.clone(), &sent);
+        async move {
+            let entries = (0..count).map(|i| {
+                let n = sent.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                aws_sdk_sqs::types::SendMessageBatchRequestEntry::builder()
+                    .id(format!("e{i}"))
+                    .message_body(format!("m{n}"))
+                    .message_group_id(format!("g{}", n % 20))
+                    .build()
+                    .unwrap()
+            });
+            let done = (sqs.send_message_batch().queue_url(url))
+                .set_entries(Some(entries.collect()))
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(done.successful.len(), count, "{:?}", done.failed);
+        }
+    };
+    let receive = |attempt: String| {
+        let (sqs, url) = (server.sqs.clone(), url.clone());
+        async move {
+            let got = (sqs.receive_message().queue_url(url))
+                .max_number_of_messages(10)
+                .visibility_timeout(600)
+                .receive_request_attempt_id(attempt)
+                .send()
+                .await
+                .unwrap();
+            (got.messages.unwrap_or_default().into_iter())
+                .map(|m| m.receipt_handle.unwrap())
+                .collect::<Vec<_>>()
+        }
+    };
+    let paced = || async { value(&scrape(&server).await, "orderly_sends_paced_total", &[]) };
+
+    // The lead is counted from a queue's first full receive.
+    send(10).await;
+    assert_eq!(receive("start".into()).await.len(), 10);
+    for _ in 0..100 {
+        send(10).await;
+    }
+    // Each try: 10 received (the lead 10 less), the same 10 three times more, 20 sent. Counted
+    // once, the lead passes 1,000 at the first try's sends; counted at each retry, it would
+    // fall 30 a try and never pass. A queue counts as behind for a second after a full
+    // receive: on a machine slow enough to take longer, the try is made again.
+    let (mut counted, mut tries) = (0.0, 0);
+    while tries < 3 {
+        tries += 1;
+        let attempt = format!("try-{tries}");
+        let first = receive(attempt.clone()).await;
+        assert_eq!(first.len(), 10, "as many as asked for");
+        for _ in 0..3 {
+            assert_eq!(
+                receive(attempt.clone()).await,
+                first,
+                "the same messages again"
+            );
+        }
+        send(10).await;
+        send(10).await;
+        counted = paced().await.expect("the counter");
+        if counted > 0.0 {
+            break;
+        }
+    }
+    assert!(
+        (1.0..=2.0).contains(&counted),
+        "paced once past the lead: {counted}"
+    );
+}

@@ -21,6 +21,8 @@ pub struct ReceiveRequest {
 pub struct Received {
     pub message: Message,
     pub receipt_handle: String,
+    /// Given again to a receive retried with the same attempt id: no new receive.
+    pub replayed: bool,
 }
 
 #[derive(Debug, Default)]
@@ -215,6 +217,7 @@ impl Queue {
         outcome.received.push(Received {
             message: stored.message.clone(),
             receipt_handle: receipt.encode(&self.receipt_key),
+            replayed: false,
         });
     }
 
@@ -256,6 +259,7 @@ impl Queue {
                     receive_no,
                 }
                 .encode(&self.receipt_key),
+                replayed: true,
             });
         }
         Some(deliveries)

@@ -408,6 +408,8 @@ fn receive_attempt_id_replays_same_handles_until_invalidated() {
         retry[0].message.receive_count, 1,
         "a replay is not a new receive"
     );
+    assert!(first.iter().all(|r| !r.replayed));
+    assert!(retry.iter().all(|r| r.replayed), "a replay says so");
     q.change_visibility(&first[0].receipt_handle, 0, Timestamp(3))
         .unwrap();
     let after = q.receive(&req, None, Timestamp(4)).unwrap().received;
