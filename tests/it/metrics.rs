@@ -690,9 +690,10 @@ async fn a_receive_retried_with_its_attempt_id_comes_off_the_lead_once() {
     for _ in 0..100 {
         send(10).await;
     }
+    assert_eq!(paced().await, Some(0.0), "within the lead");
     // Each try: 10 received (the lead 10 less), the same 10 three times more, 20 sent. Counted
-    // once, the lead passes 1,000 at the first try's sends; counted at each retry, it would
-    // fall 30 a try and never pass. A queue counts as behind for a second after a full
+    // once, the lead passes 1,000 at the first try's sends; with each retry counted too, it
+    // would fall by 20 a try and never pass. A queue counts as behind for a second after a full
     // receive: on a machine slow enough to take longer, the try is made again.
     let (mut counted, mut tries) = (0.0, 0);
     while tries < 3 {

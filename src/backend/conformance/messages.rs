@@ -423,6 +423,8 @@ async fn receive_attempts<B: QueueAdmin + Messages + crate::backend::Work>(
     clock.advance_millis(20_000);
     let retried = receive_with(backend, "tries.fifo", "a1").await;
     assert_eq!(handles(&retried), handles(&first));
+    assert!(first.iter().all(|r| !r.replayed));
+    assert!(retried.iter().all(|r| r.replayed), "a retry says it is one");
     // The retry restarted the visibility timeout: 20 s later they are still in flight.
     clock.advance_millis(20_000);
     assert!(receive_with(backend, "tries.fifo", "a2").await.is_empty());
@@ -444,6 +446,7 @@ async fn receive_attempts<B: QueueAdmin + Messages + crate::backend::Work>(
     let fresh = receive_with(backend, "tries.fifo", "a1").await;
     assert_eq!(bodies(&fresh), ["t1"]);
     assert_ne!(handles(&fresh), handles(&first)[..1]);
+    assert!(!fresh[0].replayed, "received again, not replayed");
 }
 
 /// A queue's delay holds messages back; a message received maxReceiveCount times moves to

@@ -81,6 +81,7 @@ def test_peek_does_not_consume(orderly):
     ]
     assert [m["body"] for m in orderly.messages("prices.fifo", state=["visible"], limit=1)] == ["m2"]
 
+
 def test_a_peek_past_its_bytes_says_it_left_messages_out(orderly):
     sqs = orderly.client("sqs")
     url = sqs.create_queue(QueueName="large")["QueueUrl"]

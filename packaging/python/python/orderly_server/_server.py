@@ -22,7 +22,7 @@ import threading
 import urllib.error
 import urllib.parse
 import urllib.request
-from typing import Any, Iterable, Mapping, Optional, Sequence, Union
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Union
 
 # The server's first stdout line (README, "Settings": `--bind`).
 _LISTENING = re.compile(r"orderly listening on (\S+)")
@@ -42,7 +42,7 @@ class OrderlyError(RuntimeError):
     """The server could not be started, or a developer endpoint refused a request."""
 
 
-class Peek(list):
+class Peek(List[Dict[str, Any]]):
     """A queue's messages as a peek returns them: a list of dicts, with `truncated` true when
     the peek's 8 MiB bound left later messages out (`limit` alone never sets it)."""
 
