@@ -238,3 +238,59 @@ async fn a_string_array_attribute_that_is_not_an_array_is_matched_as_its_one_val
         .collect();
     assert_eq!(bodies, ["price 100", "price [100, 7]"]);
 }
+
+/// A String.Array attribute that is not JSON at all is invalid: a subscription whose policy
+/// names it filters the message out, even one asking only that the attribute exist, while a
+/// subscription whose policy names other attributes still gets it.
+#[tokio::test]
+async fn a_string_array_attribute_that_is_not_json_is_filtered_out_where_a_policy_names_it() {
+    let server = start().await;
+    let topic = fifo_topic(&server, "tags.fifo").await;
+    let policies = [
+        ("tagged.fifo", r#"{"tags":[{"exists":true}]}"#),
+        ("sized.fifo", r#"{"size":["L"]}"#),
+    ];
+    let mut queues = Vec::new();
+    for (name, policy) in policies {
+        queues.push(fifo_queue(&server, name, &[]).await);
+        let filter = [("RawMessageDelivery", "true"), ("FilterPolicy", policy)];
+        subscribe_with(&server, &topic, name, &filter)
+            .await
+            .unwrap();
+    }
+    for (n, tags) in [r#"["a"]"#, "a", r#"["a""#, "[]", "7"]
+        .into_iter()
+        .enumerate()
+    {
+        let attribute = |kind: &str, value: &str| {
+            MessageAttributeValue::builder()
+                .data_type(kind)
+                .string_value(value)
+                .build()
+                .unwrap()
+        };
+        (server.sns.publish())
+            .topic_arn(&topic)
+            .message(format!("tags {tags}"))
+            .message_group_id("g")
+            .message_deduplication_id(format!("d{n}"))
+            .message_attributes("tags", attribute("String.Array", tags))
+            .message_attributes("size", attribute("String", "L"))
+            .send()
+            .await
+            .unwrap();
+    }
+    let mut got = Vec::new();
+    for queue in &queues {
+        let bodies: Vec<String> = (drain(&server, queue).await.into_iter())
+            .map(|(b, _)| b)
+            .collect();
+        got.push(bodies);
+    }
+    // An empty array leaves no value, so the attribute counts as absent.
+    assert_eq!(got[0], ["tags [\"a\"]", "tags 7"]);
+    assert_eq!(
+        got[1],
+        ["tags [\"a\"]", "tags a", "tags [\"a\"", "tags []", "tags 7"]
+    );
+}

@@ -78,6 +78,9 @@ enum Found {
     Number(f64),
     Bool(bool),
     Null,
+    /// A `String.Array` value that is not JSON: SNS counts such a message as filtered out for
+    /// invalid attributes by every policy that names the attribute, whatever its operator.
+    Malformed,
 }
 
 fn same_number(a: f64, b: f64) -> bool {
@@ -451,7 +454,7 @@ fn attribute_values(attributes: &MessageAttributes, key: &str) -> Option<Vec<Fou
             Ok(other) => Some(vec![
                 leaf(&other).unwrap_or_else(|| Found::Text(text.clone()))
             ]),
-            Err(_) => Some(vec![Found::Text(text.clone())]),
+            Err(_) => Some(vec![Found::Malformed]),
         },
         ("String", _) => Some(vec![Found::Text(text.clone())]),
         _ => None,
@@ -538,6 +541,9 @@ fn matches_body(policy: &Policy, object: &Map<String, Value>) -> bool {
 
 /// One key: any condition matches the values found (`None` = key absent).
 fn key_matches(conditions: &[Condition], found: Option<Vec<Found>>) -> bool {
+    if (found.iter().flatten()).any(|value| matches!(value, Found::Malformed)) {
+        return false;
+    }
     conditions
         .iter()
         .any(|condition| match (condition, &found) {

@@ -231,10 +231,44 @@ fn attribute_scope_examples() {
             &[("color", "String.Array", r#""red""#)],
             true,
         ),
+        // One that is not JSON at all is invalid: SNS counts the message as filtered out for
+        // its attributes by a policy naming it, whatever the operator (the
+        // `NumberOfNotificationsFilteredOut-InvalidAttributes` metric); policies that do not
+        // name it are not concerned.
         (
             34,
             r#"{"color":["red"]}"#,
             &[("color", "String.Array", "red")],
+            false,
+        ),
+        (
+            35,
+            r#"{"color":[{"exists":true}]}"#,
+            &[("color", "String.Array", r#"["red""#)],
+            false,
+        ),
+        (
+            36,
+            r#"{"color":[{"exists":false}]}"#,
+            &[("color", "String.Array", "red")],
+            false,
+        ),
+        (
+            37,
+            r#"{"color":[{"anything-but":["blue"]}]}"#,
+            &[("color", "String.Array", "red")],
+            false,
+        ),
+        (
+            38,
+            r#"{"size":["L"]}"#,
+            &[("color", "String.Array", "red"), ("size", "String", "L")],
+            true,
+        ),
+        (
+            39,
+            r#"{"$or":[{"color":["red"]},{"size":["L"]}]}"#,
+            &[("color", "String.Array", "red"), ("size", "String", "L")],
             true,
         ),
     ];
