@@ -327,7 +327,7 @@ impl LogWriter {
             pending.collect_ready = false;
         }
         let mut wake = std::mem::take(&mut pending.writer_asleep);
-        if pending.wake_at > 0 && pending.ready() >= pending.wake_at {
+        if pending.wait_over() {
             pending.wake_at = 0;
             wake = true;
         }
@@ -481,6 +481,7 @@ mod tests {
                 }
             }),
             wait: Duration::ZERO,
+            batch_bytes: u64::MAX,
         }
     }
 
@@ -490,6 +491,7 @@ mod tests {
         /// Called with each append's number of records.
         on_append: Box<dyn FnMut(usize) + Send>,
         wait: Duration,
+        batch_bytes: u64,
     }
 
     impl super::LogSink for Scripted {
@@ -514,6 +516,9 @@ mod tests {
         }
         fn batch_wait(&self) -> Duration {
             self.wait
+        }
+        fn batch_bytes(&self) -> u64 {
+            self.batch_bytes
         }
     }
 
@@ -583,6 +588,11 @@ mod tests {
     type Appends = Arc<std::sync::Mutex<Vec<(std::time::Instant, usize)>>>;
 
     fn timed_log(wait: Duration) -> (Arc<LogWriter>, Appends) {
+        timed_log_of(wait, u64::MAX)
+    }
+
+    /// `timed_log`, its sink's writes full at `batch_bytes`.
+    fn timed_log_of(wait: Duration, batch_bytes: u64) -> (Arc<LogWriter>, Appends) {
         let appends = Arc::new(std::sync::Mutex::new(Vec::new()));
         let log_writer = LogWriter::new();
         let noted = appends.clone();
@@ -595,6 +605,7 @@ mod tests {
                         .push((std::time::Instant::now(), records))
                 }),
                 wait,
+                batch_bytes,
             },
             1,
             FsyncMode::Always,
@@ -639,7 +650,12 @@ mod tests {
 
     /// A busy log whose last write carried three records.
     fn busy_after_three(wait: Duration) -> (Arc<LogWriter>, Appends) {
-        let (log_writer, appends) = timed_log(wait);
+        busy_after_three_of(wait, u64::MAX)
+    }
+
+    /// `busy_after_three`, its sink's writes full at `batch_bytes`.
+    fn busy_after_three_of(wait: Duration, batch_bytes: u64) -> (Arc<LogWriter>, Appends) {
+        let (log_writer, appends) = timed_log_of(wait, batch_bytes);
         // Requests as a busy server sees them.
         for _ in 0..100 {
             log_writer.shared.arrivals.note();
@@ -688,6 +704,31 @@ mod tests {
         let appends = appends.lock().unwrap().clone();
         let carried: Vec<usize> = appends.iter().map(|(_, records)| *records).collect();
         assert_eq!(carried, [3, 3], "each write's records");
+        log_writer.close();
+    }
+
+    #[test]
+    fn a_busy_log_writes_once_its_records_fill_the_sinks_batch_bytes() {
+        // Two records fill the sink's write where the last write carried three: were the
+        // writer to wait for a third, or out its 30 s, the second would time out.
+        let record = crate::persist::format::encode_change(
+            &sample_change(),
+            crate::persist::record::Buffer(vec![0; 8]),
+        )
+        .expect("encoded")
+        .len() as u64;
+        let (log_writer, appends) = busy_after_three_of(Duration::from_secs(30), 2 * record);
+        log_writer.submit(&sample_change());
+        let waiting = (0..1000).any(|_| {
+            std::thread::sleep(Duration::from_millis(5));
+            let pending = log_writer.lock();
+            pending.wake_at == 3 && pending.wake_at_ready_bytes == 2 * record
+        });
+        assert!(waiting, "one record never waited for company");
+        logged(&log_writer);
+        let appends = appends.lock().unwrap().clone();
+        let carried: Vec<usize> = appends.iter().map(|(_, records)| *records).collect();
+        assert_eq!(carried, [3, 2], "each write's records");
         log_writer.close();
     }
 

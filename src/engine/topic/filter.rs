@@ -78,8 +78,8 @@ enum Found {
     Number(f64),
     Bool(bool),
     Null,
-    /// A `String.Array` value that is not JSON: SNS counts such a message as filtered out for
-    /// invalid attributes by every policy that names the attribute, whatever its operator.
+    /// A `String.Array` value that is not JSON: invalid, as SNS counts such messages filtered
+    /// out for their attributes. A policy key naming it fails whatever its operator.
     Malformed,
 }
 

@@ -64,6 +64,13 @@ impl Records {
             .map(|(start, end)| &self.bytes[start..*end])
     }
 
+    /// The bytes of the first `count` records.
+    pub(super) fn bytes_before(&self, count: usize) -> u64 {
+        count
+            .checked_sub(1)
+            .map_or(0, |last| self.ends[last] as u64)
+    }
+
     /// Moves the records from index `at` on into `rest`, which must be empty.
     pub(super) fn split_into(&mut self, at: usize, rest: &mut Records) {
         debug_assert!(rest.is_empty());
@@ -115,6 +122,8 @@ pub(super) struct Pending {
     /// The writer waits out a batch wait until this many records are ready (0: for no
     /// count): the submission that makes them so many wakes it.
     pub(super) wake_at: usize,
+    /// ... or until the records ready hold this many bytes (`LogSink::batch_bytes`).
+    pub(super) wake_at_ready_bytes: u64,
     /// A write under way finished: the writer settles it (a sink that begins writes; set by
     /// `Acknowledge` too).
     pub(super) finished: bool,
@@ -299,5 +308,16 @@ impl Pending {
         } else {
             (self.region_start - self.taken) as usize
         }
+    }
+
+    /// The bytes of the records the writer may take.
+    pub(super) fn ready_bytes(&self) -> u64 {
+        self.records.bytes_before(self.ready())
+    }
+
+    /// Whether the records ready end the writer's batch wait (`wake_at`).
+    pub(super) fn wait_over(&self) -> bool {
+        self.wake_at > 0
+            && (self.ready() >= self.wake_at || self.ready_bytes() >= self.wake_at_ready_bytes)
     }
 }

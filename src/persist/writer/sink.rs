@@ -40,6 +40,12 @@ pub trait LogSink: Send + 'static {
     fn batch_wait(&self) -> Duration {
         Duration::ZERO
     }
+    /// The bytes of records that end a batch wait however few requests they are: a write this
+    /// large costs the sink little more a byte than a larger one, so waiting for more only
+    /// holds back the requests it carries.
+    fn batch_bytes(&self) -> u64 {
+        u64::MAX
+    }
     /// Whether each write is durable once appended (a database's insert commits), `sync`
     /// having nothing left to do: the log's sync times are then its writes' (`GET /metrics`).
     fn durable_once_appended(&self) -> bool {

@@ -239,16 +239,18 @@ impl<S: LogSink> Writer<S> {
             return Ok(Next::Alone);
         }
         let mut wait = Duration::from_secs(3600);
-        // A write beside one under way carries at least as many records, so that overlap
-        // does not cost the database more commits than it saves waiting.
-        let enough =
-            (self.under_way.back()).is_none_or(|last| pending.ready() >= last.records.len());
+        // A write beside one under way carries at least as many records (or the sink's
+        // `batch_bytes`), so that overlap does not cost the database more commits than it
+        // saves waiting.
+        let enough = (self.under_way.back()).is_none_or(|last| {
+            pending.ready() >= last.records.len() || pending.ready_bytes() >= self.log.batch_bytes()
+        });
         if !full && pending.ready() > 0 && enough {
             match self.batch_wait(pending) {
                 None => return Ok(Next::Begin(self.take_ready(pending))),
                 Some(left) => {
                     wait = left;
-                    pending.wake_at = self.batch_target();
+                    self.wake_when_over(pending);
                 }
             }
         }
@@ -388,7 +390,7 @@ impl<S: LogSink> Writer<S> {
         let shared = self.shared.clone();
         let mut pending = self.wait_for_work(&shared, retry_at);
         while let Some(wait) = self.batch_wait(&pending) {
-            pending.wake_at = self.batch_target();
+            self.wake_when_over(&mut pending);
             pending = (shared.work.wait_timeout(pending, wait))
                 .unwrap_or_else(|p| p.into_inner())
                 .0;
@@ -421,9 +423,15 @@ impl<S: LogSink> Writer<S> {
         }
     }
 
+    /// Has a submission wake the writer once the records ready end its batch wait.
+    fn wake_when_over(&self, pending: &mut Pending) {
+        pending.wake_at = self.batch_target();
+        pending.wake_at_ready_bytes = self.log.batch_bytes();
+    }
+
     /// How long the next write waits for more requests to share it: while requests come often
     /// (three or more expected within the sink's `batch_wait`), until that long after the last
-    /// write ended, or until `batch_target` records are ready. Under a steady load this bounds
+    /// write ended, or until `batch_target` records, or the sink's `batch_bytes`, are ready. Under a steady load this bounds
     /// the writes a second, and so the sink's fixed cost per write; a quiet log writes at
     /// once. Clients that each wait for their answer before the next request come back
     /// together once a write is acknowledged: waiting for more than came back would only hold
@@ -438,6 +446,7 @@ impl<S: LogSink> Writer<S> {
             || pending.closing
             || pending.rotate.is_some()
             || pending.ready() >= self.batch_target()
+            || pending.ready_bytes() >= self.log.batch_bytes()
             || !self.shared.arrivals.busy_within(wait)
         {
             return None;
