@@ -431,11 +431,11 @@ impl<S: LogSink> Writer<S> {
 
     /// How long the next write waits for more requests to share it: while requests come often
     /// (three or more expected within the sink's `batch_wait`), until that long after the last
-    /// write ended, or until `batch_target` records, or the sink's `batch_bytes`, are ready. Under a steady load this bounds
-    /// the writes a second, and so the sink's fixed cost per write; a quiet log writes at
-    /// once. Clients that each wait for their answer before the next request come back
-    /// together once a write is acknowledged: waiting for more than came back would only hold
-    /// them, each write carrying no more for it.
+    /// write ended, or until `batch_target` records, or the sink's `batch_bytes`, are ready.
+    /// Under a steady load this bounds the writes a second, and so the sink's fixed cost per
+    /// write; a quiet log writes at once. Clients that each wait for their answer before the
+    /// next request come back together once a write is acknowledged: waiting for more than
+    /// came back would only hold them, each write carrying no more for it.
     pub(super) fn batch_wait(&self, pending: &Pending) -> Option<Duration> {
         let wait = self.log.batch_wait();
         if wait.is_zero()
