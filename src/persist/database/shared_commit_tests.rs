@@ -393,8 +393,8 @@ fn a_busy_shards_write_goes_on_its_own_connection_at_once_while_the_commit_is_he
 
 /// A shard whose writes share the node's commit waits for nothing itself when that commit
 /// waits (`--database-commit-wait`), and for the batch wait when it does not; a shard's log
-/// of its own (one shard a database) waits as told. Nothing is written: no database is
-/// asked.
+/// of its own (one shard a database) waits as told, or until 16 KiB are ready. Nothing is
+/// written: no database is asked.
 #[test]
 fn a_shard_waits_for_more_writes_only_where_its_commit_does_not() {
     let url = "postgres://nobody@127.0.0.1:1/none";
@@ -407,12 +407,12 @@ fn a_shard_waits_for_more_writes_only_where_its_commit_does_not() {
         let session = Session::new(config(url).expect("a URL"));
         let shared = SharedCommit::start(session, 1, commit_wait).expect("a thread");
         let log = TableLog::sharing(connect(url), fence, 0, 1, shared).expect("a log");
-        assert_eq!(
-            log.waiting(wait).batch_wait(),
-            shard_wait,
-            "commit wait {commit_wait:?}"
-        );
+        let log = log.waiting(wait);
+        assert_eq!(log.batch_wait(), shard_wait, "commit wait {commit_wait:?}");
+        // However many bytes are ready, a shard's wait ends only on count or time.
+        assert_eq!(log.batch_bytes(), u64::MAX, "commit wait {commit_wait:?}");
     }
     let alone = TableLog::new(connect(url), fence, 0, 1).expect("a log");
+    assert_eq!(alone.batch_bytes(), 16 * 1024);
     assert_eq!(alone.waiting(wait).batch_wait(), wait);
 }
