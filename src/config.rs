@@ -222,8 +222,8 @@ pub struct Config {
     /// until as many requests have come as the last insert carried (with
     /// `--database-inserts 2`, half as many as it and the insert beside it, so that two
     /// inserts take turns), or (with one shard) until the requests come hold 16 KiB of
-    /// records, so that more requests share a commit. Requests wait at most this much longer; the database does
-    /// much less work per message. 0 inserts at once. In a database cut into shards, a shard
+    /// records, so that more requests share a commit. Requests wait at most this much
+    /// longer; the database does much less work per message. 0 inserts at once. In a database cut into shards, a shard
     /// whose requests come three or more within twice this inserts on its own connection
     /// rather than through the node's shared commit.
     #[arg(long, env = "ORDERLY_DATABASE_BATCH_WAIT", default_value_t = 600,
