@@ -223,9 +223,9 @@ pub struct Config {
     /// `--database-inserts 2`, half as many as it and the insert beside it, so that two
     /// inserts take turns), or (with one shard) until the requests come hold 16 KiB of
     /// records, so that more requests share a commit. Requests wait at most this much
-    /// longer; the database does much less work per message. 0 inserts at once. In a database cut into shards, a shard
-    /// whose requests come three or more within twice this inserts on its own connection
-    /// rather than through the node's shared commit.
+    /// longer; the database does much less work per message. 0 inserts at once. In a
+    /// database cut into shards, a shard whose requests come three or more within twice
+    /// this inserts on its own connection rather than through the node's shared commit.
     #[arg(long, env = "ORDERLY_DATABASE_BATCH_WAIT", default_value_t = 600,
           value_parser = clap::value_parser!(u64).range(0..=100_000))]
     pub database_batch_wait: u64,
