@@ -2,10 +2,10 @@
 //! own, and a request's batch seldom finds its shard's writer busy, so with a log per shard a
 //! node would commit about once per request, paying a round trip and a wake-up for each.
 //! Instead every shard's writer hands its write here (but a shard busy enough to fill commits
-//! of its own, which inserts on its own connection), and one thread inserts whatever writes
-//! have come meanwhile in one statement (`table_insert::Slot::insert_all`), each shard's rows
-//! fenced by its own lease: a shard taken by another node has its rows refused while the
-//! others' are kept.
+//! of its own, which inserts on its own connection), and one committer, a task on the node's
+//! runtime, inserts whatever writes have come meanwhile in one statement
+//! (`table_insert::Slot::insert_all`), each shard's rows fenced by its own lease: a shard
+//! taken by another node has its rows refused while the others' are kept.
 //!
 //! At most as many statements are under way as the node's connections here
 //! (`--database-inserts`); while they run, the next writes gather. A shard still has at most
@@ -21,9 +21,9 @@
 //! database's is short, the requests held longer cost more than the commits saved.
 //!
 //! A write handed over while its shard had no other under way is acknowledged here once every
-//! row of it is kept (`writer::Acknowledge`): the log's durable point is raised from this
-//! thread, and the shard's writer, asleep with nothing to write, is not woken for it. Nor is
-//! it woken for the shard's next records while it sleeps so: this thread collects them
+//! row of it is kept (`writer::Acknowledge`): the log's durable point is raised by the
+//! committer, and the shard's writer, asleep with nothing to write, is not woken for it. Nor is
+//! it woken for the shard's next records while it sleeps so: the committer collects them
 //! (`writer::Collect`), taking them from the shard's log and beginning their write itself, as
 //! it gathers the next statement.
 
@@ -48,7 +48,7 @@ struct Handed {
     answer: Answer,
 }
 
-/// What comes to the committing thread: a write, or a shard's log to collect records from
+/// What comes to the committer: a write, or a shard's log to collect records from
 /// (and when that was asked).
 enum Handing {
     Write(Handed),
@@ -62,7 +62,7 @@ struct Answer {
     acknowledge: Option<Acknowledge>,
 }
 
-/// The node's committer of its shards' writes; its thread ends when the last handle goes.
+/// The node's committer of its shards' writes; it ends when the last handle goes.
 pub struct SharedCommit {
     writes: UnboundedSender<Handing>,
     /// Whether its statements wait for more writes while they come steadily.
@@ -70,24 +70,34 @@ pub struct SharedCommit {
 }
 
 impl SharedCommit {
-    /// Starts the thread that commits, with `connections` connections like `session`, each
-    /// statement waiting while writes come steadily until `wait` after the one before ended
-    /// (no wait: at once).
+    /// Starts the committer, with `connections` connections like `session`, each statement
+    /// waiting while writes come steadily until `wait` after the one before ended (no wait: at
+    /// once). Called within a runtime (a node's, from its blocking pool), it commits on that
+    /// runtime; outside one (tests, tools), on a thread of its own.
     pub fn start(
         session: Session,
         connections: usize,
         wait: Duration,
     ) -> std::io::Result<Arc<SharedCommit>> {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()?;
         let slots: Vec<Slot> = (0..connections.max(1))
             .map(|_| Slot::new(session.sibling()))
             .collect();
         let (writes, handed) = unbounded_channel();
-        std::thread::Builder::new()
-            .name("orderly-log-commit".into())
-            .spawn(move || runtime.block_on(commit(handed, slots, wait)))?;
+        let committing = commit(handed, slots, wait);
+        // On the node's runtime a write handed over and its answer are tasks woken, where a
+        // thread of its own was switched in for each: measured on nodes held to a quarter of
+        // a core, that thread cost a node about a quarter of its messages.
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => drop(runtime.spawn(committing)),
+            Err(_) => {
+                let runtime = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()?;
+                std::thread::Builder::new()
+                    .name("orderly-log-commit".into())
+                    .spawn(move || runtime.block_on(committing))?;
+            }
+        }
         Ok(Arc::new(SharedCommit {
             writes,
             waits: !wait.is_zero(),
@@ -119,7 +129,7 @@ impl SharedCommit {
             },
         };
         if let Err(refused) = self.writes.send(Handing::Write(handed)) {
-            // The thread is gone (its runtime failed): the write was never sent.
+            // The committer is gone (its runtime failed or stopped): the write was never sent.
             let Handing::Write(Handed {
                 told,
                 answer: Answer { wake, .. },
@@ -139,8 +149,8 @@ impl SharedCommit {
         outcome
     }
 
-    /// Where a shard's log asks this thread to collect its records (`LogSink::collector`):
-    /// held weakly, so that the logs do not keep the thread.
+    /// Where a shard's log asks the committer to collect its records (`LogSink::collector`):
+    /// held weakly, so that the logs do not keep the committer.
     pub(super) fn collector(shared: &Arc<SharedCommit>) -> Collector {
         let shared = Arc::downgrade(shared);
         Box::new(move |collect| {

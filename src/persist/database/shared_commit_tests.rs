@@ -416,3 +416,43 @@ fn a_shard_waits_for_more_writes_only_where_its_commit_does_not() {
     assert_eq!(alone.batch_bytes(), 16 * 1024);
     assert_eq!(alone.waiting(wait).batch_wait(), wait);
 }
+
+/// Started within a runtime (a node's, from its blocking pool), the committer is a task of
+/// that runtime, not a thread of its own: writes are kept while the runtime runs, and once it
+/// is gone a write is refused as never sent (on a thread of its own, it would be kept).
+#[test]
+fn a_commit_started_within_a_runtime_commits_on_that_runtime() {
+    let Some(url) = database() else { return };
+    let mut admin = connect(&url);
+    let fences = four_shards(&mut admin);
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .expect("a runtime");
+    let session = Session::new(config(&url).expect("a URL"));
+    let started = runtime.block_on(async {
+        tokio::task::spawn_blocking(move || SharedCommit::start(session, 1, Duration::ZERO)).await
+    });
+    let shared = started.expect("joined").expect("started");
+    let mut logs: Vec<TableLog> = (fences.iter())
+        .map(|fence| TableLog::sharing(connect(&url), *fence, 0, 2, shared.clone()).expect("a log"))
+        .collect();
+    let wake = waker();
+    let records: Vec<Vec<u8>> = (0..2).map(record).collect();
+    for shard in [0, 2] {
+        logs[shard]
+            .begin(&[&records[0]], &wake, None)
+            .expect("handed over");
+        logs[shard].finish(true).expect("an answer").expect("kept");
+    }
+    assert_eq!(rows(&mut admin), [(0, 0), (2, 0)]);
+
+    drop(runtime);
+    logs[0]
+        .begin(&[&records[1]], &wake, None)
+        .expect("handed over");
+    let refused = logs[0].finish(true).expect("an answer");
+    assert!(refused.is_err(), "the committer went with its runtime");
+    assert_eq!(rows(&mut admin), [(0, 0), (2, 0)], "nothing more kept");
+}

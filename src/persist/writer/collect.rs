@@ -1,14 +1,14 @@
-//! A shard's write begun by the thread that commits it, rather than by the shard's writer.
+//! A shard's write begun by whatever commits it, rather than by the shard's writer.
 //!
-//! Where a sink's writes are finished on a thread of the sink's own (the node's shared commit
-//! in a database cut into shards), a request's records would wake the shard's writer, which
-//! would hand them to that thread and wake it: two thread switches a write, paid by most
+//! Where a sink's writes are finished elsewhere (the node's shared commit in a database cut
+//! into shards, a task on the node's runtime), a request's records would wake the shard's
+//! writer, which would hand them on: a thread switched in for each write, paid by most
 //! requests at a moderate pace, where each is its shard's only write. Instead, while the
-//! writer sleeps with no write of its shard unacknowledged, a submission asks the sink's
-//! thread to collect: that thread takes the records ready and begins their write as the
-//! writer would, and the writer sleeps on. Anything else (a write still under way, a retry, a
-//! batch wait, a log busy enough to write on its own, a rotation, closing) is left to the
-//! writer, woken as before.
+//! writer sleeps with no write of its shard unacknowledged, a submission asks the committer
+//! to collect: it takes the records ready and begins their write as the writer would, never
+//! blocking (`LogSink::collectable`), and the writer sleeps on. Anything else (a write still
+//! under way, a retry, a batch wait, a log busy enough to write on its own, a rotation,
+//! closing) is left to the writer, woken as before.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::{Arc, TryLockError, Weak};
@@ -25,7 +25,7 @@ pub(super) fn collect_for<S: LogSink>(held: &Arc<Held<S>>, shared: &Arc<Shared>)
         let (Some(held), Some(shared)) = (held.upgrade(), shared.upgrade()) else {
             return;
         };
-        // Not to end the committing thread, which every shard's writes go through: records
+        // Not to end the committer, which every shard's writes go through: records
         // may have been taken and written nowhere, so the log acknowledges nothing more.
         if catch_unwind(AssertUnwindSafe(|| collect(&held, &shared))).is_err() {
             tracing::error!("collecting a log's records failed; refusing changes");
@@ -44,7 +44,7 @@ pub(super) fn collect_for<S: LogSink>(held: &Arc<Held<S>>, shared: &Arc<Shared>)
 /// own to do first; otherwise wakes it, so that the records do not wait.
 fn collect<S: LogSink>(held: &Held<S>, shared: &Shared) {
     // Held by the writer's thread while it is awake: it looks at the records before it
-    // sleeps again. Never waited for: that thread may be waiting for this one's commit.
+    // sleeps again. Never waited for: that thread may be waiting for the committer.
     let mut guard = match held.try_lock() {
         Ok(guard) => guard,
         Err(TryLockError::Poisoned(poisoned)) => poisoned.into_inner(),

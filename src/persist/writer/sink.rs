@@ -11,11 +11,11 @@ use crate::persist::storage::Storage;
 /// `Acknowledge` is called instead.
 pub type Wake = std::sync::Arc<dyn Fn() + Send + Sync>;
 
-/// Takes a log's ready records and begins their write, on the thread that finishes the
-/// sink's writes (`LogSink::collector`; see `collect`).
+/// Takes a log's ready records and begins their write, where the sink's writes are finished
+/// (`LogSink::collector`; see `collect`): it never blocks.
 pub type Collect = std::sync::Arc<dyn Fn() + Send + Sync>;
 
-/// Asks the thread that finishes a sink's writes to run a collect soon; false if it has gone.
+/// Asks whatever finishes a sink's writes to run a collect soon; false if it has gone.
 pub type Collector = Box<dyn Fn(Collect) -> bool + Send + Sync>;
 
 /// Where the writer's batches go: the data directory's segments (`SegmentLog`), or a
@@ -94,14 +94,14 @@ pub trait LogSink: Send + 'static {
     fn finish(&mut self, _wait: bool) -> Option<Result<(), LogError>> {
         None
     }
-    /// Where writes are finished on a thread of the sink's own: asks that thread to take a
-    /// log's ready records and begin their write itself (`Collect`), which spares the
+    /// Where writes are finished outside the writer's thread: asks what finishes them to take
+    /// a log's ready records and begin their write itself (`Collect`), which spares the
     /// writer's thread a wake-up. It is asked only while `collectable`.
     fn collector(&self) -> Option<Collector> {
         None
     }
     /// Whether a write may be begun now without the sink blocking its caller (nothing to ask
-    /// the database first), and so on the collector's thread.
+    /// the database first), and so where the collector runs (a runtime's task, say).
     fn collectable(&self) -> bool {
         false
     }
