@@ -52,14 +52,66 @@ struct Handed {
 /// (and when that was asked).
 enum Handing {
     Write(Handed),
-    Collect(Collect, Instant),
+    Collect(Collecting, Instant),
 }
 
-/// How a writer learns its write's outcome has come, beside the outcome itself.
+/// How a writer learns its write's outcome has come, beside the outcome itself. Dropped
+/// untold (the committer gone with its runtime, and the write with it), it wakes the writer,
+/// which finds the outcome's sender gone (`Handed::told`, dropped first) and fails the write,
+/// rather than sleep on with it under way.
 struct Answer {
     wake: Wake,
     /// Called in place of `wake` when the write was kept whole.
     acknowledge: Option<Acknowledge>,
+    told: bool,
+}
+
+impl Answer {
+    fn new(wake: Wake, acknowledge: Option<Acknowledge>) -> Answer {
+        Answer {
+            wake,
+            acknowledge,
+            told: false,
+        }
+    }
+
+    /// Acknowledges the write where it was kept whole; otherwise wakes its writer to look.
+    fn tell(mut self, kept: bool) {
+        self.told = true;
+        match self.acknowledge.take() {
+            Some(acknowledge) if kept => acknowledge.succeeded(),
+            _ => (self.wake)(),
+        }
+    }
+}
+
+impl Drop for Answer {
+    fn drop(&mut self) {
+        if !self.told {
+            (self.wake)();
+        }
+    }
+}
+
+/// A collect asked for. Dropped unrun (the committer gone with its runtime), it runs then: it
+/// begins the shard's write, which finds the committer gone and wakes the writer, or leaves
+/// the records to the writer, woken; either way the writer does not sleep on with them.
+struct Collecting(Option<Collect>);
+
+impl Collecting {
+    fn run(mut self) {
+        if let Some(collect) = self.0.take() {
+            collect();
+        }
+    }
+}
+
+impl Drop for Collecting {
+    fn drop(&mut self) {
+        if let Some(collect) = self.0.take() {
+            collect();
+        }
+    }
 }
 
 /// The node's committer of its shards' writes; it ends when the last handle goes.
@@ -123,19 +175,11 @@ impl SharedCommit {
             write,
             at: Instant::now(),
             told,
-            answer: Answer {
-                wake: wake.clone(),
-                acknowledge,
-            },
+            answer: Answer::new(wake.clone(), acknowledge),
         };
         if let Err(refused) = self.writes.send(Handing::Write(handed)) {
             // The committer is gone (its runtime failed or stopped): the write was never sent.
-            let Handing::Write(Handed {
-                told,
-                answer: Answer { wake, .. },
-                ..
-            }) = refused.0
-            else {
+            let Handing::Write(Handed { told, answer, .. }) = refused.0 else {
                 unreachable!("a write was sent");
             };
             let _ = told.send(Err(Failed {
@@ -144,7 +188,7 @@ impl SharedCommit {
                 code: None,
                 refused_at_connect: None,
             }));
-            wake();
+            answer.tell(false);
         }
         outcome
     }
@@ -154,11 +198,20 @@ impl SharedCommit {
     pub(super) fn collector(shared: &Arc<SharedCommit>) -> Collector {
         let shared = Arc::downgrade(shared);
         Box::new(move |collect| {
-            (shared.upgrade()).is_some_and(|shared| {
-                (shared.writes)
-                    .send(Handing::Collect(collect, Instant::now()))
-                    .is_ok()
-            })
+            let Some(shared) = shared.upgrade() else {
+                return false;
+            };
+            let asked = Handing::Collect(Collecting(Some(collect)), Instant::now());
+            match shared.writes.send(asked) {
+                Ok(()) => true,
+                // Refused, it is the asker's to leave to the writer: not run here.
+                Err(refused) => {
+                    if let Handing::Collect(mut collecting, _) = refused.0 {
+                        collecting.0.take();
+                    }
+                    false
+                }
+            }
         })
     }
 }
@@ -176,7 +229,7 @@ async fn next_write(handed: &mut UnboundedReceiver<Handing>) -> Option<Handed> {
             }
             Handing::Collect(collect, at) => {
                 asked = Some(asked.map_or(at, |asked| asked.min(at)));
-                collect();
+                collect.run();
             }
         }
     }
@@ -187,7 +240,7 @@ fn next_ready(handed: &mut UnboundedReceiver<Handing>) -> Option<Handed> {
     loop {
         match handed.try_recv().ok()? {
             Handing::Write(write) => return Some(write),
-            Handing::Collect(collect, _) => collect(),
+            Handing::Collect(collect, _) => collect.run(),
         }
     }
 }
@@ -297,9 +350,6 @@ async fn insert(mut slot: Slot, batch: Vec<Handed>, freed: UnboundedSender<Freed
     for (((told, answer), outcome), kept) in answers.into_iter().zip(outcomes).zip(kept) {
         // Sent first, so that the writer finds the outcome when it looks.
         let _ = told.send(outcome);
-        match answer.acknowledge {
-            Some(acknowledge) if kept => acknowledge.succeeded(),
-            _ => (answer.wake)(),
-        }
+        answer.tell(kept);
     }
 }

@@ -456,3 +456,56 @@ fn a_commit_started_within_a_runtime_commits_on_that_runtime() {
     assert!(refused.is_err(), "the committer went with its runtime");
     assert_eq!(rows(&mut admin), [(0, 0), (2, 0)], "nothing more kept");
 }
+
+/// Writes and collects waiting for the committer when its runtime goes are not left to sleep
+/// on: each write's writer is woken (its outcome gone, the write fails) and each collect runs.
+#[test]
+fn writes_and_collects_dropped_with_the_committers_runtime_wake_their_writers() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+    let Some(url) = database() else { return };
+    let mut admin = connect(&url);
+    let fences = four_shards(&mut admin);
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .expect("a runtime");
+    let session = Session::new(config(&url).expect("a URL"));
+    let started = runtime.block_on(async {
+        tokio::task::spawn_blocking(move || SharedCommit::start(session, 1, Duration::ZERO)).await
+    });
+    let shared = started.expect("joined").expect("started");
+    let mut logs: Vec<TableLog> = (fences.iter())
+        .map(|fence| TableLog::sharing(connect(&url), *fence, 0, 2, shared.clone()).expect("a log"))
+        .collect();
+    let counter = |count: &Arc<AtomicUsize>| -> Wake {
+        let count = count.clone();
+        Arc::new(move || {
+            count.fetch_add(1, Ordering::SeqCst);
+        })
+    };
+    let (woken, collected) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    let wake = counter(&woken);
+    let record = record(0);
+
+    // Shard 3's statement waits behind the held row on the one connection: shard 0's write
+    // and a collect wait behind it.
+    let held = Held::shard_3(&url);
+    logs[3].begin(&[&record], &wake, None).expect("handed over");
+    held.until_waited_for(&mut admin);
+    logs[0].begin(&[&record], &wake, None).expect("handed over");
+    let collector = SharedCommit::collector(&shared);
+    assert!(collector(counter(&collected)), "a collect asked for");
+    assert_eq!(woken.load(Ordering::SeqCst), 0, "nothing answered yet");
+    assert_eq!(collected.load(Ordering::SeqCst), 0, "nothing collected yet");
+
+    drop(runtime);
+    assert_eq!(woken.load(Ordering::SeqCst), 2, "both writers woken");
+    assert_eq!(collected.load(Ordering::SeqCst), 1, "the collect ran");
+    for shard in [0, 3] {
+        let outcome = logs[shard].finish(false).expect("an answer");
+        assert!(outcome.is_err(), "shard {shard}'s write failed");
+    }
+    held.release();
+}
