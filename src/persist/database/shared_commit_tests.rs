@@ -417,6 +417,32 @@ fn a_shard_waits_for_more_writes_only_where_its_commit_does_not() {
     assert_eq!(alone.waiting(wait).batch_wait(), wait);
 }
 
+/// Each shard's log, its writes inserted by one shared commit of one connection started as a
+/// node starts it: from the blocking pool of a runtime of one thread (returned with it).
+fn committed_on_a_runtime(
+    url: &str,
+    fences: &[Fence],
+) -> (
+    tokio::runtime::Runtime,
+    std::sync::Arc<SharedCommit>,
+    Vec<TableLog>,
+) {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .expect("a runtime");
+    let session = Session::new(config(url).expect("a URL"));
+    let started = runtime.block_on(async {
+        tokio::task::spawn_blocking(move || SharedCommit::start(session, 1, Duration::ZERO)).await
+    });
+    let shared = started.expect("joined").expect("started");
+    let logs = (fences.iter())
+        .map(|fence| TableLog::sharing(connect(url), *fence, 0, 2, shared.clone()).expect("a log"))
+        .collect();
+    (runtime, shared, logs)
+}
+
 /// Started within a runtime (a node's, from its blocking pool), the committer is a task of
 /// that runtime, not a thread of its own: writes are kept while the runtime runs, and once it
 /// is gone a write is refused as never sent (on a thread of its own, it would be kept).
@@ -425,19 +451,7 @@ fn a_commit_started_within_a_runtime_commits_on_that_runtime() {
     let Some(url) = database() else { return };
     let mut admin = connect(&url);
     let fences = four_shards(&mut admin);
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .enable_all()
-        .build()
-        .expect("a runtime");
-    let session = Session::new(config(&url).expect("a URL"));
-    let started = runtime.block_on(async {
-        tokio::task::spawn_blocking(move || SharedCommit::start(session, 1, Duration::ZERO)).await
-    });
-    let shared = started.expect("joined").expect("started");
-    let mut logs: Vec<TableLog> = (fences.iter())
-        .map(|fence| TableLog::sharing(connect(&url), *fence, 0, 2, shared.clone()).expect("a log"))
-        .collect();
+    let (runtime, _shared, mut logs) = committed_on_a_runtime(&url, &fences);
     let wake = waker();
     let records: Vec<Vec<u8>> = (0..2).map(record).collect();
     for shard in [0, 2] {
@@ -466,19 +480,7 @@ fn writes_and_collects_dropped_with_the_committers_runtime_wake_their_writers() 
     let Some(url) = database() else { return };
     let mut admin = connect(&url);
     let fences = four_shards(&mut admin);
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .enable_all()
-        .build()
-        .expect("a runtime");
-    let session = Session::new(config(&url).expect("a URL"));
-    let started = runtime.block_on(async {
-        tokio::task::spawn_blocking(move || SharedCommit::start(session, 1, Duration::ZERO)).await
-    });
-    let shared = started.expect("joined").expect("started");
-    let mut logs: Vec<TableLog> = (fences.iter())
-        .map(|fence| TableLog::sharing(connect(&url), *fence, 0, 2, shared.clone()).expect("a log"))
-        .collect();
+    let (runtime, shared, mut logs) = committed_on_a_runtime(&url, &fences);
     let counter = |count: &Arc<AtomicUsize>| -> Wake {
         let count = count.clone();
         Arc::new(move || {
