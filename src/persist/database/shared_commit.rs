@@ -44,6 +44,8 @@ struct Handed {
     write: Write,
     /// When it was handed over: before the statement under way ended, or after.
     at: Instant,
+    /// Declared before `answer`, so dropped first: a writer woken by an answer dropped untold
+    /// finds the outcome gone, not yet to come.
     told: mpsc::SyncSender<Outcome>,
     answer: Answer,
 }
