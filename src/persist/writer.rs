@@ -689,16 +689,22 @@ mod tests {
         writes_once_three_came(&log_writer, &appends);
     }
 
+    /// Whether the writer's state came to what `wanted` says within 5 s. Polled: the writer
+    /// tells no one when it begins a wait.
+    fn until_pending(log_writer: &LogWriter, wanted: impl Fn(&super::Pending) -> bool) -> bool {
+        (0..1000).any(|_| {
+            std::thread::sleep(Duration::from_millis(5));
+            wanted(&log_writer.lock())
+        })
+    }
+
     /// Submits two records to a busy log whose last write carried three: the writer waits
     /// for a third, and writes the three together once it comes.
     fn writes_once_three_came(log_writer: &LogWriter, appends: &Appends) {
         for _ in 0..2 {
             log_writer.submit(&sample_change());
         }
-        let waiting = (0..1000).any(|_| {
-            std::thread::sleep(Duration::from_millis(5));
-            log_writer.lock().wake_at == 3
-        });
+        let waiting = until_pending(log_writer, |pending| pending.wake_at == 3);
         assert!(waiting, "the writer never waited for the third record");
         logged(log_writer);
         let appends = appends.lock().unwrap().clone();
@@ -719,9 +725,7 @@ mod tests {
         .len() as u64;
         let (log_writer, appends) = busy_after_three_of(Duration::from_secs(30), 2 * record);
         log_writer.submit(&sample_change());
-        let waiting = (0..1000).any(|_| {
-            std::thread::sleep(Duration::from_millis(5));
-            let pending = log_writer.lock();
+        let waiting = until_pending(&log_writer, |pending| {
             pending.wake_at == 3 && pending.wake_at_ready_bytes == 2 * record
         });
         assert!(waiting, "one record never waited for company");
