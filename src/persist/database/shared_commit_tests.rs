@@ -513,3 +513,50 @@ fn writes_and_collects_dropped_with_the_committers_runtime_wake_their_writers() 
     }
     held.release();
 }
+
+/// The committer's inbox, dropped while senders that outlive it keep sending, leaves nothing
+/// in the channel: each value sent is dropped with the inbox or refused to its sender.
+/// (Tokio's receiver alone leaves a send under way as it drops in the channel until the last
+/// sender goes.)
+#[test]
+fn an_inbox_dropped_while_sends_land_leaves_nothing_behind() {
+    use super::shared_commit::Inbox;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+    struct Counted(Arc<AtomicUsize>);
+    impl Drop for Counted {
+        fn drop(&mut self) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+    for round in 0..500 {
+        let (made, dropped) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+        let (sender, receiver) = tokio::sync::mpsc::unbounded_channel();
+        let inbox = Inbox(receiver);
+        let senders: Vec<_> = (0..2)
+            .map(|_| {
+                let (sender, made, dropped) = (sender.clone(), made.clone(), dropped.clone());
+                std::thread::spawn(move || loop {
+                    made.fetch_add(1, Ordering::SeqCst);
+                    if sender.send(Counted(dropped.clone())).is_err() {
+                        return sender;
+                    }
+                })
+            })
+            .collect();
+        while made.load(Ordering::SeqCst) < 64 {
+            std::thread::yield_now();
+        }
+        drop(inbox);
+        // The senders end at their first refusal, and are kept, as the shards' logs keep theirs.
+        let _kept: Vec<_> = senders
+            .into_iter()
+            .map(|s| s.join().expect("sent"))
+            .collect();
+        assert_eq!(
+            dropped.load(Ordering::SeqCst),
+            made.load(Ordering::SeqCst),
+            "round {round}: a value left in the channel"
+        );
+    }
+}
